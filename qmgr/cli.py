@@ -1,0 +1,624 @@
+"""The ``qmgr`` command: run a queue manager, and administer and use one.
+
+``qmgr serve`` runs the daemon in the foreground. Every other command is a
+client of a running daemon (``--server HOST:PORT``, default
+``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue create|list|delete|purge``,
+``send``, ``receive`` and ``status``. Machine-readable output is available
+with ``--json``; tables and progress bars are for people and appear only
+where they belong (progress on a terminal, on stderr).
+
+Exit status: 0 on success, 1 on an error (printed as ``error: <message>`` on
+stderr), 2 for a usage or configuration error.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from qmgr import __version__
+from qmgr.client import (
+    ConnectionLost,
+    Message,
+    QueueError,
+    QueueInfo,
+    QueueManager,
+    Status,
+    connect,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_SERVER = "127.0.0.1:1802"
+CLIENT_NAME = "qmgr-cli"
+_NOT_RUNNING_HINT = (
+    "is the queue manager running? Start one with `make run` (from the source tree) "
+    "or `qmgr serve --data-dir DIR`."
+)
+
+
+class CliError(Exception):
+    """An error to report as ``error: <message>`` (and an optional hint), exit status 1."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def _fail(message: str, *, hint: str | None = None, status: int = 1) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(status)
+
+
+def _reports_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn SDK and CLI errors into ``error: ...`` on stderr and exit status 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except CliError as exc:
+            _fail(exc.message, hint=exc.hint)
+        except QueueError as exc:
+            _fail(exc.message)
+
+    return wrapper
+
+
+@contextmanager
+def _client(ctx: click.Context) -> Iterator[QueueManager]:
+    server: str = ctx.obj["server"]
+    try:
+        qm = connect(server, client_name=CLIENT_NAME)
+    except ValueError as exc:
+        msg = f"--server {server!r}: {exc}"
+        raise CliError(msg) from None
+    except ConnectionLost as exc:
+        raise CliError(exc.message, hint=_NOT_RUNNING_HINT) from None
+    with qm:
+        yield qm
+
+
+def _stderr_console() -> Console:
+    return Console(stderr=True)
+
+
+def _stdout_console() -> Console:
+    """Rich output on stdout; unwrapped when it goes to a file or a pipe."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=1000)
+    return console
+
+
+def _progress(total: int, what: str) -> Progress | None:
+    """A progress bar on stderr if it is a terminal and there is more than one item."""
+    console = _stderr_console()
+    if total <= 1 or not console.is_terminal:
+        return None
+    return Progress(
+        TextColumn(what),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        redirect_stdout=False,
+        redirect_stderr=False,
+    )
+
+
+def _iso(value: dt.datetime) -> str:
+    return value.isoformat(timespec="microseconds")
+
+
+def _size(value: int) -> str:
+    if value < 1024:
+        return f"{value} B"
+    scaled = float(value)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "TiB":
+            break
+    return f"{scaled:.1f} {unit}"
+
+
+class _Bytes(click.ParamType):  # type: ignore[type-arg,unused-ignore]
+    """A byte count: ``1048576``, ``512K``, ``10M``, ``1G`` (binary multiples)."""
+
+    name = "BYTES"
+    _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
+        unit = text[-1:] if text[-1:] in self._UNITS and text[-1:] else ""
+        number = text[: len(text) - len(unit)]
+        if not number.isdigit():
+            self.fail(f"{value!r} is not a byte count (examples: 1048576, 512K, 10M)", param, ctx)
+        return int(number) * self._UNITS[unit]
+
+
+# --------------------------------------------------------------------------
+# The command group
+# --------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--server",
+    envvar="QMGR_SERVER",
+    default=DEFAULT_SERVER,
+    show_default=True,
+    metavar="HOST:PORT",
+    help="The queue manager's client address (env QMGR_SERVER).",
+)
+@click.version_option(__version__, prog_name="qmgr")
+@click.pass_context
+def cli(ctx: click.Context, server: str) -> None:
+    """qmgr: a transactional queue manager (MSMQ semantics) for Linux."""
+    ctx.ensure_object(dict)
+    ctx.obj["server"] = server
+
+
+def main() -> None:
+    """Entry point of the ``qmgr`` console script."""
+    cli(prog_name="qmgr")
+
+
+# --------------------------------------------------------------------------
+# serve
+# --------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file overriding the built-in defaults.",
+)
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Where the store lives."
+)
+@click.option("--listen", metavar="HOST:PORT", help="Peer (MSMQ) listener address.")
+@click.option("--client-listen", metavar="HOST:PORT", help="Client (SDK and CLI) listener address.")
+@click.option("--name", help="The queue manager's name (default: the host name).")
+@click.option("--log-format", type=click.Choice(["console", "json", "auto"]), help="Log rendering.")
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log threshold."
+)
+def serve(
+    config_path: Path | None,
+    data_dir: Path | None,
+    listen: str | None,
+    client_listen: str | None,
+    name: str | None,
+    log_format: str | None,
+    log_level: str | None,
+) -> None:
+    """Run a queue manager in the foreground until SIGTERM or Ctrl-C."""
+    import trio
+
+    from qmgr.config import ConfigError, load_config
+    from qmgr.logs import configure_logging
+
+    try:
+        config = load_config(
+            config_path,
+            name=name,
+            data_dir=data_dir,
+            listen=listen,
+            client_listen=client_listen,
+            log_format=log_format,
+            log_level=log_level,
+        )
+    except ConfigError as exc:
+        _fail(str(exc), status=2)
+    configure_logging(fmt=config.log_format, level=config.log_level)
+
+    from qmgr.server import StartupError
+    from qmgr.server import serve as run_daemon
+
+    try:
+        trio.run(run_daemon, config)
+    except StartupError as exc:
+        _fail(str(exc))
+    except KeyboardInterrupt:
+        pass  # Ctrl-C before the signal handlers were installed
+
+
+# --------------------------------------------------------------------------
+# queue ...
+# --------------------------------------------------------------------------
+
+
+@cli.group()
+def queue() -> None:
+    """Create, list, delete and purge queues."""
+
+
+@queue.command("create")
+@click.argument("name")
+@click.option("--transactional", is_flag=True, help="Accept only transactional messages.")
+@click.option("--journal", is_flag=True, help="Copy received messages to NAME;journal.")
+@click.option("--quota", type=_Bytes(), help="Most bytes of message bodies (e.g. 10M).")
+@click.pass_context
+@_reports_errors
+def queue_create(
+    ctx: click.Context, name: str, transactional: bool, journal: bool, quota: int | None
+) -> None:
+    """Create the private queue NAME."""
+    with _client(ctx) as qm:
+        qm.create_queue(name, transactional=transactional, journal=journal, quota=quota)
+    kind = "transactional queue" if transactional else "queue"
+    click.echo(f"created {kind} {name!r}")
+
+
+@queue.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
+@click.pass_context
+@_reports_errors
+def queue_list(ctx: click.Context, as_json: bool) -> None:
+    """List every queue with its depth, bytes and locked messages."""
+    with _client(ctx) as qm:
+        queues = qm.list_queues()
+    if as_json:
+        click.echo(json.dumps([_queue_json(q) for q in queues], indent=2))
+    else:
+        _stdout_console().print(_queue_table(queues))
+
+
+def _confirm(question: str, yes: bool) -> None:
+    if yes or not sys.stdin.isatty():
+        return
+    if not click.confirm(question, default=False, err=True):
+        click.echo("nothing done", err=True)
+        sys.exit(1)
+
+
+@queue.command("delete")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@_reports_errors
+def queue_delete(ctx: click.Context, name: str, yes: bool) -> None:
+    """Delete queue NAME, its journal and all their messages."""
+    with _client(ctx) as qm:
+        _confirm(f"Delete queue {name!r}, its journal and all their messages?", yes)
+        count = qm.delete_queue(name)
+    click.echo(f"deleted queue {name!r} ({_plural(count, 'message')})")
+
+
+@queue.command("purge")
+@click.argument("name")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+@_reports_errors
+def queue_purge(ctx: click.Context, name: str, yes: bool) -> None:
+    """Delete every message in queue NAME."""
+    with _client(ctx) as qm:
+        _confirm(f"Delete every message in {name!r}?", yes)
+        count = qm.purge_queue(name)
+    click.echo(f"purged {_plural(count, 'message')} from {name!r}")
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
+def _queue_json(info: QueueInfo) -> dict[str, Any]:
+    return {
+        "name": info.name,
+        "format_name": info.format_name,
+        "kind": str(info.kind),
+        "transactional": info.transactional,
+        "journal": info.journal,
+        "quota": info.quota,
+        "depth": info.depth,
+        "bytes": info.bytes,
+        "locked": info.locked,
+        "created_at": _iso(info.created_at),
+    }
+
+
+def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
+    table = Table(title=None, show_edge=False, pad_edge=False)
+    table.add_column("queue", overflow="fold")
+    table.add_column("kind")
+    table.add_column("tx")
+    table.add_column("journal")
+    table.add_column("depth", justify="right")
+    table.add_column("bytes", justify="right")
+    table.add_column("locked", justify="right")
+    table.add_column("quota", justify="right")
+    for q in queues:
+        table.add_row(
+            q.name,
+            str(q.kind),
+            "yes" if q.transactional else "",
+            "yes" if q.journal else "",
+            str(q.depth),
+            str(q.bytes),
+            str(q.locked),
+            "" if q.quota is None else _size(q.quota),
+        )
+    return table
+
+
+# --------------------------------------------------------------------------
+# send
+# --------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("destination", metavar="DEST")
+@click.option("--body", help="The message body, as text (sent as UTF-8).")
+@click.option(
+    "--file",
+    "file_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the body from this file.",
+)
+@click.option("--label", default="", help="The message label (at most 250 characters).")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--transactional/--no-transactional",
+    default=None,
+    help="Insist on a single-message transaction, or on none (default: as the queue needs).",
+)
+@click.option("--priority", type=click.IntRange(0, 7), default=3, show_default=True)
+@click.option(
+    "--express",
+    is_flag=True,
+    help="Mark the message express (MQMSG_DELIVERY_EXPRESS) instead of recoverable.",
+)
+@click.pass_context
+@_reports_errors
+def send(
+    ctx: click.Context,
+    destination: str,
+    body: str | None,
+    file_path: Path | None,
+    label: str,
+    count: int,
+    transactional: bool | None,
+    priority: int,
+    express: bool,
+) -> None:
+    """Send a message to DEST (a queue name or format name).
+
+    The body comes from --body, --file, or standard input when it is not a
+    terminal. With --count N, N messages with that body are sent.
+    """
+    payload = _read_body(body, file_path)
+    delivery = "express" if express else "recoverable"
+    progress = _progress(count, f"sending to {destination}")
+    started = time.monotonic()
+    with _client(ctx) as qm:
+        if progress is None:
+            for _ in range(count):
+                message_id = qm.send(
+                    destination,
+                    payload,
+                    label=label,
+                    priority=priority,
+                    delivery=delivery,
+                    transactional=transactional,
+                )
+                if count == 1:
+                    click.echo(message_id)
+        else:
+            with progress:
+                task = progress.add_task("send", total=count)
+                for _ in range(count):
+                    qm.send(
+                        destination,
+                        payload,
+                        label=label,
+                        priority=priority,
+                        delivery=delivery,
+                        transactional=transactional,
+                    )
+                    progress.advance(task)
+    if count > 1:
+        elapsed = time.monotonic() - started
+        click.echo(f"sent {count} messages to {destination} in {elapsed:.2f} s")
+
+
+def _read_body(body: str | None, file_path: Path | None) -> bytes:
+    if body is not None and file_path is not None:
+        msg = "give --body or --file, not both"
+        raise click.UsageError(msg)
+    if body is not None:
+        return body.encode("utf-8")
+    if file_path is not None:
+        try:
+            return file_path.read_bytes()
+        except OSError as exc:
+            msg = f"cannot read {file_path}: {exc.strerror}"
+            raise CliError(msg) from None
+    if not sys.stdin.isatty():
+        return sys.stdin.buffer.read()
+    return b""
+
+
+# --------------------------------------------------------------------------
+# receive
+# --------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait, in all, for messages to arrive.",
+)
+@click.option("--peek", is_flag=True, help="Show the messages without removing them.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per message.")
+@click.pass_context
+@_reports_errors
+def receive(
+    ctx: click.Context, queue_name: str, count: int, timeout: float, peek: bool, as_json: bool
+) -> None:
+    """Receive (or --peek at) up to --count messages from QUEUE and print them."""
+    render = message_json_line if as_json else message_text
+    got = 0
+    with _client(ctx) as qm:
+        if peek:
+            first = qm.peek(queue_name, timeout)
+            messages: list[Message] = [] if first is None else [first]
+            if first is not None and count > 1:
+                messages = qm.peek_range(queue_name, after=0, max=count)
+            for found in messages:
+                click.echo(render(found))
+            got = len(messages)
+        else:
+            deadline = time.monotonic() + timeout
+            progress = _progress(count, f"receiving from {queue_name}")
+            with progress if progress is not None else _nothing():
+                task = progress.add_task("receive", total=count) if progress else None
+                for _ in range(count):
+                    remaining = max(0.0, deadline - time.monotonic())
+                    message = qm.receive(queue_name, remaining)
+                    if message is None:
+                        break
+                    got += 1
+                    if progress is not None and task is not None:
+                        progress.advance(task)
+                        if sys.stdout.isatty():
+                            # The same terminal: print above the bar, not through it.
+                            progress.console.print(render(message), markup=False, highlight=False)
+                            continue
+                    click.echo(render(message))
+    if got < count:
+        verb = "found" if peek else "received"
+        waited = f" within {timeout:g} s" if timeout else ""
+        click.echo(f"note: {verb} {got} of {_plural(count, 'message')} (no more{waited})", err=True)
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A message as one JSON-ready object (``qmgr receive --json``)."""
+    try:
+        body: str = message.body.decode("utf-8")
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        body = base64.b64encode(message.body).decode("ascii")
+        encoding = "base64"
+    return {
+        "queue": message.queue,
+        "lookup_id": message.lookup_id,
+        "id": message.id,
+        "label": message.label,
+        "body": body,
+        "body_encoding": encoding,
+        "body_size": len(message.body),
+        "correlation_id": None if message.correlation_id is None else message.correlation_id.hex(),
+        "app_specific": message.app_specific,
+        "priority": message.priority,
+        "message_class": message.message_class,
+        "sent_time": _iso(message.sent_time),
+        "arrived_time": _iso(message.arrived_time),
+        "source_qm": str(message.source_qm),
+        "delivery": message.delivery.name.lower(),
+        "acknowledge": message.acknowledge,
+        "journal": message.journal,
+        "admin_queue": message.admin_queue,
+        "response_queue": message.response_queue,
+        "time_to_reach_queue": message.time_to_reach_queue,
+        "time_to_be_received": message.time_to_be_received,
+        "transactional": message.transactional,
+        "destination": message.destination,
+    }
+
+
+def message_json_line(message: Message) -> str:
+    """A message as one line of JSON."""
+    return json.dumps(message_json(message), ensure_ascii=False)
+
+
+def message_text(message: Message) -> str:
+    """A message for people: a header line, a property line, then the body."""
+    header = (
+        f"--- {message.queue}  lookup id {message.lookup_id}  id {message.id}\n"
+        f"    label {message.label!r}  priority {message.priority}  "
+        f"sent {_iso(message.sent_time)}  {_plural(len(message.body), 'byte')}"
+    )
+    try:
+        text = message.body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = f"<{len(message.body)} bytes of binary data; use --json to see them>"
+    return f"{header}\n{text}"
+
+
+# --------------------------------------------------------------------------
+# status
+# --------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
+@click.pass_context
+@_reports_errors
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show the queue manager's identity, connections, transactions and queues."""
+    with _client(ctx) as qm:
+        info = qm.status()
+    if as_json:
+        click.echo(json.dumps(status_json(info), indent=2))
+        return
+    console = _stdout_console()
+    uptime = dt.timedelta(seconds=round(info.uptime.total_seconds()))
+    console.print(f"queue manager      {info.qm_name}", highlight=False)
+    console.print(f"guid               {info.qm_guid}", highlight=False)
+    console.print(f"version            {info.server_version}", highlight=False)
+    console.print(f"up                 {uptime} (since {_iso(info.started_at)})", highlight=False)
+    console.print(f"connections        {info.connections}", highlight=False)
+    console.print(f"open transactions  {info.open_transactions}", highlight=False)
+    console.print()
+    console.print(_queue_table(info.queues))
+
+
+def status_json(info: Status) -> dict[str, Any]:
+    """The status as one JSON-ready object (``qmgr status --json``)."""
+    return {
+        "qm_name": info.qm_name,
+        "qm_guid": str(info.qm_guid),
+        "server_version": info.server_version,
+        "started_at": _iso(info.started_at),
+        "uptime_seconds": round(info.uptime.total_seconds(), 3),
+        "connections": info.connections,
+        "open_transactions": info.open_transactions,
+        "queues": [_queue_json(q) for q in info.queues],
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The qmgr client SDK: blocking and trio clients for the queue manager.
+
+Blocking::
+
+    from qmgr.client import connect
+
+    with connect("127.0.0.1:1802") as qm:
+        qm.create_queue("orders", transactional=True)
+        with qm.begin() as tx:                      # commits on normal exit
+            tx.send("orders", b"order 1", label="first")
+            tx.send("orders", "order 2")             # str bodies are sent as UTF-8
+        msg = qm.receive("orders", timeout=5.0)     # None if nothing came in 5 s
+        print(msg.lookup_id, msg.label, msg.body)
+
+trio::
+
+    from qmgr.client import open_client
+
+    async with open_client("127.0.0.1:1802") as qm:
+        async with qm.begin() as tx:
+            msg = await tx.receive("orders", timeout=None)
+            await tx.send("shipped", msg.body)
+
+Every failure raises a subclass of :class:`QueueError` whose message says
+what was wrong (:class:`QueueNotFound`, :class:`TransactionUsageError`,
+:class:`MessageTooLarge`, :class:`QuotaExceeded`, ...); a daemon that cannot
+be reached or goes away raises :class:`ConnectionLost`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ._blocking import QueueManager, Transaction, connect
+from ._errors import (
+    AccessDenied,
+    ConnectionLost,
+    InternalError,
+    InvalidArgument,
+    InvalidName,
+    MessageTooLarge,
+    NotSupported,
+    ProtocolViolation,
+    QueueError,
+    QueueExists,
+    QueueNotFound,
+    QuotaExceeded,
+    ShuttingDown,
+    StoreFull,
+    TransactionAborted,
+    TransactionNotFound,
+    TransactionTooLarge,
+    TransactionUsageError,
+    UnsupportedVersion,
+    error_from_reply,
+)
+from ._message import Delivery, Message, QueueInfo, QueueKind, Status
+
+if TYPE_CHECKING:
+    from ._trio import AsyncQueueManager, AsyncTransaction, open_client
+
+_TRIO_NAMES = frozenset({"AsyncQueueManager", "AsyncTransaction", "open_client"})
+
+
+def __getattr__(name: str) -> Any:
+    # The trio client is imported on first use, so that blocking programs
+    # (and the qmgr command) do not pay for importing trio.
+    if name in _TRIO_NAMES:
+        from . import _trio
+
+        value = getattr(_trio, name)
+        globals()[name] = value
+        return value
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)
+
+
+__all__ = [
+    "AccessDenied",
+    "AsyncQueueManager",
+    "AsyncTransaction",
+    "ConnectionLost",
+    "Delivery",
+    "InternalError",
+    "InvalidArgument",
+    "InvalidName",
+    "Message",
+    "MessageTooLarge",
+    "NotSupported",
+    "ProtocolViolation",
+    "QueueError",
+    "QueueExists",
+    "QueueInfo",
+    "QueueKind",
+    "QueueManager",
+    "QueueNotFound",
+    "QuotaExceeded",
+    "ShuttingDown",
+    "Status",
+    "StoreFull",
+    "Transaction",
+    "TransactionAborted",
+    "TransactionNotFound",
+    "TransactionTooLarge",
+    "TransactionUsageError",
+    "UnsupportedVersion",
+    "connect",
+    "error_from_reply",
+    "open_client",
+]

@@ -1,0 +1,715 @@
+"""The blocking client: :func:`connect`, :class:`QueueManager` and :class:`Transaction`.
+
+Theory of operation
+-------------------
+A :class:`QueueManager` owns one TCP connection (``TCP_NODELAY``) to the
+daemon's client listener. Every call appends one request frame to an output
+buffer, writes the buffer, and reads (in reads of up to 1 MiB) until the
+reply with its request id arrives. Replies carry request ids, so replies to
+*pipelined* requests may be interleaved with the one being waited for. The
+replies are split into frames by ``_codec.ReplyReader``: ``Ok`` frames are
+read in place, every other frame goes through a ``ClientFrameDecoder``.
+
+Two requests are pipelined: :meth:`QueueManager.begin` (the client chooses
+the transaction id) and :meth:`Transaction.send`. They only append their
+frame to the output buffer and return. The buffer is written once it holds
+more than 256 KiB, or together with the next request that needs a reply:
+a one-message transaction (Begin, Send, Commit) is one write and one round
+trip. Replies to pipelined requests are matched by request id; the first
+failure is kept on its transaction and raised by the next call on that
+transaction, and ``commit()`` of such a transaction aborts it and raises
+that error. The daemon itself refuses to commit a transaction in which a
+send failed, so a commit never applies part of a transaction even when the
+failure and the commit cross on the wire.
+
+Writes never deadlock against the daemon's replies: when the kernel will not
+take all of a large buffer at once, the client reads whatever replies are
+waiting before writing on.
+
+A :class:`QueueManager` is for one thread at a time; give each thread its own
+connection (connections are cheap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import select
+import socket
+from types import TracebackType
+from typing import Final, Self
+
+from wire import RemoteProtocolError
+from wire import client_frames as cf
+
+from . import _common as common
+from ._codec import (
+    ABORT,
+    BEGIN,
+    COMMIT,
+    ReplyReader,
+    append_receive,
+    append_send,
+    append_tx_request,
+)
+from ._common import PIPELINE_FLUSH_BYTES, TransactionState
+from ._errors import (
+    ConnectionLost,
+    InvalidArgument,
+    QueueError,
+    TransactionAborted,
+    TransactionNotFound,
+    error_from_reply,
+)
+from ._message import Delivery, Message, QueueInfo, Status
+
+__all__ = ["QueueManager", "Transaction", "connect"]
+
+_MSG_DONTWAIT: Final = getattr(socket, "MSG_DONTWAIT", 0)
+_CONN_ERRORS = (OSError, EOFError)
+
+
+def connect(
+    address: str = common.DEFAULT_ADDRESS,
+    *,
+    timeout: float | None = 10.0,
+    client_name: str | None = None,
+) -> QueueManager:
+    """Connect to a queue manager.
+
+    Args:
+        address: ``HOST:PORT`` of the daemon's client listener.
+        timeout: seconds allowed for connecting and the handshake (``None``:
+            no limit). Requests themselves are not limited by it: a commit
+            waits for the disk, a receive for its own ``timeout``.
+        client_name: shown in the daemon's logs; defaults to the program's
+            name and process id.
+
+    Returns:
+        A connected :class:`QueueManager`; use it as a context manager or
+        call :meth:`QueueManager.close`.
+
+    Raises:
+        ConnectionLost: the daemon could not be reached (the message says
+            where and why).
+        UnsupportedVersion: the daemon speaks no version this SDK speaks.
+    """
+    host, port = common.parse_address(address)
+    where = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        msg = f"cannot connect to the queue manager at {where}: no answer within {timeout} s"
+        raise ConnectionLost(msg) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
+        raise ConnectionLost(msg) from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        qm = QueueManager(sock, where)
+        qm._handshake(client_name if client_name is not None else common.default_client_name())
+        sock.settimeout(None)
+    except BaseException:
+        sock.close()
+        raise
+    return qm
+
+
+class QueueManager:
+    """A connection to a queue manager (blocking).
+
+    Create it with :func:`connect`. Not thread-safe: use one per thread.
+    After :meth:`close`, or after the connection broke, every call raises
+    :class:`ConnectionLost`.
+
+    Attributes:
+        address: the ``HOST:PORT`` connected to.
+        qm_name: the queue manager's name.
+        qm_guid: its GUID.
+        server_version: the daemon's version.
+    """
+
+    def __init__(self, sock: socket.socket, address: str) -> None:
+        """Wrap a connected socket; use :func:`connect` instead."""
+        self.address = address
+        self.qm_name = ""
+        self.qm_guid = common.NO_GUID
+        self.server_version = ""
+        self._sock = sock
+        self._recv_buffer = bytearray(common.RECEIVE_SIZE)
+        self._recv_view = memoryview(self._recv_buffer)
+        self._out = bytearray()
+        self._next_id = 0
+        self._next_tx_id = 0
+        # request id -> transaction, for pipelined sends whose reply is not yet read
+        self._pipelined: dict[int, TransactionState] = {}
+        # replies read while waiting for another one
+        self._ready: dict[int, cf.FrameValue] = {}
+        self._reader = ReplyReader(self._pipelined, self._deliver)
+        self._broken: ConnectionLost | None = None
+
+    # ------------------------------------------------------------------
+    # Life cycle
+    # ------------------------------------------------------------------
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._broken is not None else "open"
+        return f"<QueueManager {self.qm_name!r} at {self.address} ({state})>"
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close` or once the connection broke."""
+        return self._broken is not None
+
+    def close(self) -> None:
+        """Close the connection. Open transactions are aborted by the daemon.
+
+        Sends still buffered in an open transaction are discarded with it.
+        Closing twice is harmless.
+        """
+        if self._broken is None:
+            self._broken = ConnectionLost(f"the connection to {self.address} was closed")
+        self._out = bytearray()
+        self._pipelined.clear()
+        self._sock.close()
+
+    def _handshake(self, client_name: str) -> None:
+        hello = cf.Hello(client_name=client_name[:200])
+        try:
+            reply = self._call(hello)
+        except ConnectionLost as exc:
+            msg = f"handshake with the queue manager at {self.address} failed: {exc.message}"
+            raise ConnectionLost(msg) from None
+        except QueueError as exc:
+            msg = f"the queue manager at {self.address} refused the connection: {exc.message}"
+            raise error_from_reply(int(exc.code or 0), msg) from None
+        if type(reply) is not cf.HelloOk:
+            msg = f"{self.address} answered {type(reply).__name__} to Hello; is it a qmgr daemon?"
+            raise ConnectionLost(msg)
+        self.qm_name = reply.qm_name
+        self.qm_guid = reply.qm_guid
+        self.server_version = reply.server_version
+
+    # ------------------------------------------------------------------
+    # Queues
+    # ------------------------------------------------------------------
+
+    def create_queue(
+        self,
+        name: str,
+        transactional: bool = False,
+        journal: bool = False,
+        quota: int | None = None,
+    ) -> None:
+        """Create a private queue (and its journal queue ``NAME;journal``).
+
+        Args:
+            name: the queue's name (``orders``; ``.\\private$\\orders`` also works).
+            transactional: accept only transactional messages.
+            journal: copy every received message to ``NAME;journal``.
+            quota: the most bytes of message bodies the queue may hold, or None.
+
+        Raises:
+            QueueExists, InvalidName, InvalidArgument
+        """
+        request = cf.CreateQueue(
+            name=name, transactional=transactional, journal=journal, quota=quota
+        )
+        common.expect_ok(self._call(request))
+
+    def delete_queue(self, name: str) -> int:
+        """Delete a queue, its journal and their messages; return how many messages went.
+
+        Raises:
+            QueueNotFound, AccessDenied (system and journal queues)
+        """
+        return common.expect_ok(self._call(cf.DeleteQueue(name=name)))
+
+    def purge_queue(self, name: str) -> int:
+        """Delete every message in a queue; return how many.
+
+        Messages held by open transactions leave when their transaction ends.
+
+        Raises:
+            QueueNotFound
+        """
+        return common.expect_ok(self._call(cf.PurgeQueue(name=name)))
+
+    def list_queues(self) -> list[QueueInfo]:
+        """Every queue with its counters, by name (system and journal queues included)."""
+        reply = self._call(cf.ListQueues())
+        if type(reply) is not cf.QueueList:
+            raise common.unexpected(reply, "QueueList")
+        return [QueueInfo.from_wire(q) for q in reply.queues]
+
+    def status(self) -> Status:
+        """The queue manager's identity, connections, open transactions and queues."""
+        reply = self._call(cf.GetStatus())
+        if type(reply) is not cf.StatusInfo:
+            raise common.unexpected(reply, "StatusInfo")
+        return Status.from_wire(reply)
+
+    # ------------------------------------------------------------------
+    # Messages
+    # ------------------------------------------------------------------
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str,
+        *,
+        label: str = "",
+        correlation_id: bytes | None = None,
+        app_specific: int = 0,
+        priority: int = 3,
+        delivery: str | Delivery = "recoverable",
+        acknowledge: int = 0,
+        journal: int = 0,
+        admin_queue: str = "",
+        response_queue: str = "",
+        time_to_reach_queue: float | None = None,
+        time_to_be_received: float | None = None,
+        transactional: bool | None = None,
+    ) -> str:
+        """Send one message outside any transaction; return its message id.
+
+        The call returns once the daemon has stored the message.
+
+        Args:
+            destination: a queue name or format name (``orders``,
+                ``DIRECT=OS:.\\private$\\orders``, several separated by commas).
+            body: bytes, or a str (sent as UTF-8). At most 4 MB.
+            label: at most 250 characters.
+            correlation_id: 20 bytes, or None.
+            app_specific: an application-defined 32-bit value.
+            priority: 0..7 (ignored by transactional queues).
+            delivery: ``"recoverable"`` (default) or ``"express"``, or a
+                :class:`Delivery`.
+            acknowledge: MQMSG_ACKNOWLEDGMENT_* bits (needs ``admin_queue``).
+            journal: MQMSG_JOURNAL level.
+            admin_queue: where acknowledgments go.
+            response_queue: where responses should go.
+            time_to_reach_queue: seconds, or None for no limit.
+            time_to_be_received: seconds, or None for no limit.
+            transactional: None (default) sends to a transactional queue as a
+                single-message transaction and to others without one; False
+                insists on no transaction (an error on a transactional
+                queue, as in MSMQ); True insists on a single-message
+                transaction (an error on a non-transactional queue).
+
+        Raises:
+            QueueNotFound, InvalidName, AccessDenied (journal and system
+            queues), TransactionUsageError, MessageTooLarge, QuotaExceeded,
+            InvalidArgument, StoreFull
+        """
+        mode = common.SEND_MODES.get(transactional)
+        if mode is None:
+            msg = f"transactional must be None, False or True, not {transactional!r}"
+            raise InvalidArgument(msg)
+        self._check_open()
+        request_id = self._new_id()
+        append_send(
+            self._out, request_id, 0, mode, destination, body, label, correlation_id,
+            app_specific, priority, delivery, acknowledge, journal, admin_queue,
+            response_queue, time_to_reach_queue, time_to_be_received,
+        )  # fmt: skip
+        reply = self._exchange(request_id)
+        if type(reply) is cf.Sent:
+            return reply.message_id
+        raise common.unexpected(reply, "Sent")
+
+    def receive(
+        self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
+    ) -> Message | None:
+        """Receive (remove) one message outside any transaction.
+
+        Args:
+            queue: the queue's name or format name.
+            timeout: seconds to wait for a message if none is there; 0 does
+                not wait, None waits for ever. The daemon wakes the receive as
+                soon as a message arrives; nothing polls.
+            lookup_id: receive exactly this message (returns None if it is
+                not in the queue).
+
+        Returns:
+            The message, or None if none arrived within the timeout.
+
+        Raises:
+            QueueNotFound, InvalidName
+        """
+        return self._receive(0, queue, timeout, False, lookup_id)
+
+    def peek(
+        self, queue: str, timeout: float | None = 0.0, lookup_id: int | None = None
+    ) -> Message | None:
+        """Look at the next message (or the one with ``lookup_id``) without removing it.
+
+        Waits like :meth:`receive`. Messages held by open transactions are not seen.
+        """
+        return self._receive(0, queue, timeout, True, lookup_id)
+
+    def peek_range(self, queue: str, after: int = 0, max: int = 1000) -> list[Message]:
+        """Look at up to ``max`` messages with a lookup id above ``after``, in lookup-id order.
+
+        To page through a queue, pass the last message's ``lookup_id`` as
+        ``after``. Messages held by open transactions are skipped. The daemon
+        answers at most about 4 MB of messages per request; this method asks
+        again until it has ``max`` messages or the queue has no more.
+        """
+        found: list[Message] = []
+        while len(found) < max:
+            reply = self._call(cf.PeekRange(queue=queue, after=after, max_count=max - len(found)))
+            if type(reply) is not cf.MessageList:
+                raise common.unexpected(reply, "MessageList")
+            if not reply.messages:
+                break
+            found.extend(Message.from_wire(m) for m in reply.messages)
+            after = found[-1].lookup_id
+        return found
+
+    # ------------------------------------------------------------------
+    # Transactions
+    # ------------------------------------------------------------------
+
+    def begin(self) -> Transaction:
+        """Begin a transaction.
+
+        Nothing is waited for: the Begin request goes out with the
+        transaction's first request that needs a reply (an error beginning
+        it is raised from there).
+
+        Use it as a context manager: the block commits on normal exit and
+        aborts on an exception::
+
+            with qm.begin() as tx:
+                msg = tx.receive("in", timeout=5)
+                tx.send("out", msg.body)
+        """
+        self._check_open()
+        tx_id = self._next_tx_id = self._next_tx_id % common.MAX_CLIENT_TX_ID + 1
+        tx = Transaction(self, tx_id)
+        request_id = self._new_id()
+        append_tx_request(self._out, BEGIN, request_id, tx_id)
+        self._pipelined[request_id] = tx._state
+        return tx
+
+    # ------------------------------------------------------------------
+    # The connection
+    # ------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._broken is not None:
+            raise ConnectionLost(self._broken.message)
+
+    def _new_id(self) -> int:
+        request_id = self._next_id + 1
+        if request_id > 0xFFFFFFFF:
+            request_id = 1
+        self._next_id = request_id
+        return request_id
+
+    def _call(self, value: cf.ClientRequest) -> cf.ServerReply:
+        """Send one request (after whatever is buffered) and return its reply."""
+        self._check_open()
+        request_id = self._new_id()
+        self._out += common.encode(request_id, value)
+        return self._exchange(request_id)
+
+    def _receive(
+        self, tx_id: int, queue: str, timeout: float | None, peek: bool, lookup_id: int | None
+    ) -> Message | None:
+        """Receive or peek, in a transaction or not."""
+        timeout_ms = common.timeout_ms(timeout)
+        self._check_open()
+        request_id = self._new_id()
+        append_receive(self._out, request_id, tx_id, queue, timeout_ms, peek, lookup_id)
+        return common.message_or_none(self._exchange(request_id))
+
+    def _tx_call(self, kind: int, tx_id: int) -> None:
+        """Commit or abort."""
+        self._check_open()
+        request_id = self._new_id()
+        append_tx_request(self._out, kind, request_id, tx_id)
+        common.expect_ok(self._exchange(request_id))
+
+    def _exchange(self, request_id: int) -> cf.ServerReply:
+        """Write the buffer and wait for the reply to ``request_id``; raise error replies."""
+        try:
+            self._flush()
+            reply = self._ready.pop(request_id, None)
+            while reply is None:
+                self._read(block=True)
+                reply = self._ready.pop(request_id, None)
+        except QueueError:
+            raise
+        except BaseException as exc:
+            # Interrupted half-way (KeyboardInterrupt, ...): the stream can no longer be trusted.
+            self._break(f"a request was interrupted ({type(exc).__name__})")
+            raise
+        if type(reply) is cf.ErrorReply:
+            raise error_from_reply(reply.code, reply.message)
+        return reply  # type: ignore[return-value]
+
+    def _flush_guarded(self) -> None:
+        """Write the buffer; an interrupted write breaks the connection."""
+        try:
+            self._flush()
+        except QueueError:
+            raise
+        except BaseException as exc:
+            self._break(f"a write was interrupted ({type(exc).__name__})")
+            raise
+
+    def _flush(self) -> None:
+        """Write the whole output buffer, reading replies whenever the kernel is full."""
+        out = self._out
+        if not out:
+            return
+        sock = self._sock
+        try:
+            sent = sock.send(out, _MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except _CONN_ERRORS as exc:
+            raise self._lost(exc) from None
+        if sent == len(out):
+            out.clear()
+            return
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLOUT)
+        with memoryview(out) as view:
+            while sent < len(view):
+                try:
+                    events = poller.poll()
+                    if any(event & select.POLLIN for _, event in events):
+                        self._read(block=False)
+                    sent += sock.send(view[sent:], _MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except _CONN_ERRORS as exc:
+                    raise self._lost(exc) from None
+        out.clear()
+
+    def _read(self, *, block: bool) -> None:
+        """Read what the daemon sent and dispatch every whole frame."""
+        try:
+            if block:
+                count = self._sock.recv_into(self._recv_buffer)
+            else:
+                count = self._sock.recv_into(self._recv_buffer, 0, _MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except _CONN_ERRORS as exc:
+            raise self._lost(exc) from None
+        if not count:
+            raise self._lost(None)
+        try:
+            self._reader.feed(self._recv_view[:count])
+        except RemoteProtocolError as exc:
+            msg = f"the queue manager sent a malformed frame: {exc}"
+            raise self._break(msg) from None
+
+    def _deliver(self, request_id: int, value: cf.FrameValue) -> None:
+        if request_id == 0 and type(value) is cf.ErrorReply:
+            # The daemon rejected the stream itself and is closing the connection.
+            error = error_from_reply(value.code, value.message)
+            self._break(f"the queue manager closed the connection: {error.message}")
+            raise error
+        self._ready[request_id] = value
+
+    def _lost(self, exc: BaseException | None) -> ConnectionLost:
+        reason = "the queue manager closed the connection"
+        if exc is not None:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reason = f"the connection failed: {detail.lower() or type(exc).__name__}"
+        return self._break(f"lost the connection to the queue manager at {self.address}: {reason}")
+
+    def _break(self, message: str) -> ConnectionLost:
+        if self._broken is None or self._broken.message.endswith("was closed"):
+            self._broken = ConnectionLost(message)
+        self._out = bytearray()
+        self._pipelined.clear()
+        self._sock.close()
+        return ConnectionLost(self._broken.message)
+
+
+class Transaction:
+    """An open transaction on a :class:`QueueManager`; make one with :meth:`QueueManager.begin`.
+
+    Sends inside a transaction are pipelined: :meth:`send` buffers the frame
+    and returns at once, and the message becomes visible only at commit. If
+    a pipelined send fails (unknown queue, quota, ...), its error is raised
+    by the next call on this transaction, and :meth:`commit` aborts the
+    transaction and raises it: a commit never applies part of a transaction.
+
+    Attributes:
+        id: the daemon's id for the transaction.
+    """
+
+    __slots__ = ("_qm", "_state")
+
+    def __init__(self, qm: QueueManager, tx_id: int) -> None:
+        """Wrap an open transaction; use :meth:`QueueManager.begin` instead."""
+        self._qm = qm
+        self._state = TransactionState(tx_id)
+
+    @property
+    def id(self) -> int:
+        """The daemon's id for the transaction."""
+        return self._state.id
+
+    @property
+    def ended(self) -> bool:
+        """True once committed or aborted."""
+        return self._state.ended
+
+    def __repr__(self) -> str:
+        state = "ended" if self._state.ended else "failed" if self._state.failed else "open"
+        return f"<Transaction {self._state.id} ({state})>"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state.ended:
+            return
+        if exc_type is None:
+            self.commit()
+            return
+        # If the connection is gone, the daemon aborts the transaction itself.
+        with contextlib.suppress(QueueError):
+            self.abort()
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str,
+        *,
+        label: str = "",
+        correlation_id: bytes | None = None,
+        app_specific: int = 0,
+        priority: int = 3,
+        delivery: str | Delivery = "recoverable",
+        acknowledge: int = 0,
+        journal: int = 0,
+        admin_queue: str = "",
+        response_queue: str = "",
+        time_to_reach_queue: float | None = None,
+        time_to_be_received: float | None = None,
+    ) -> None:
+        """Add a message to the transaction; it becomes visible when the transaction commits.
+
+        The arguments are those of :meth:`QueueManager.send`. The send is
+        pipelined: it returns without waiting for the daemon, so errors the
+        daemon finds (unknown queue, non-transactional destination, quota at
+        commit) come from a later call on this transaction or from
+        :meth:`commit`. Errors found here (body over 4 MB, values that cannot
+        be encoded) are raised at once and leave the transaction usable.
+        Committed messages of one transaction arrive in the order they were
+        sent, with consecutive lookup ids.
+        """
+        state = self._state
+        if state.ended or state.failed:
+            state.check()
+        qm = self._qm
+        if qm._broken is not None:
+            raise ConnectionLost(qm._broken.message)
+        request_id = qm._next_id + 1
+        if request_id > 0xFFFFFFFF:
+            request_id = 1
+        out = qm._out
+        append_send(
+            out, request_id, state.id, 0, destination, body, label, correlation_id,
+            app_specific, priority, delivery, acknowledge, journal, admin_queue,
+            response_queue, time_to_reach_queue, time_to_be_received,
+        )  # fmt: skip
+        qm._next_id = request_id
+        qm._pipelined[request_id] = state
+        if len(out) > PIPELINE_FLUSH_BYTES:
+            qm._flush_guarded()
+
+    def receive(
+        self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
+    ) -> Message | None:
+        """Receive a message inside the transaction.
+
+        The message is hidden from every other reader until the transaction
+        ends; a commit removes it, an abort puts it back in its place (same
+        lookup id). Waits like :meth:`QueueManager.receive`.
+
+        Raises:
+            TransactionUsageError: the queue is not transactional.
+            QueueNotFound, InvalidName; or the error of an earlier failed send.
+        """
+        state = self._state
+        state.check()
+        message = self._qm._receive(state.id, queue, timeout, False, lookup_id)
+        state.check()
+        return message
+
+    def commit(self) -> None:
+        """Commit: every send becomes visible and every receive final, at once.
+
+        Returns after the daemon has synced the transaction to disk.
+
+        Raises:
+            TransactionAborted: the daemon aborted it (idle timeout, a
+                received message's queue was deleted, ...); nothing applied.
+            QuotaExceeded, StoreFull: it could not be stored; nothing applied.
+            the error of a failed pipelined send: the transaction was aborted.
+        """
+        state = self._state
+        if state.ended:
+            state.check()
+        qm = self._qm
+        if state.failed:
+            self._end(quiet=True)
+            raise state.commit_error()
+        try:
+            qm._tx_call(COMMIT, state.id)
+        except QueueError:
+            if state.failed:
+                raise state.commit_error() from None
+            raise
+        finally:
+            state.ended = True
+        if state.failed:  # cannot happen with a daemon that refuses such commits
+            raise state.commit_error()
+
+    def abort(self) -> None:
+        """Abort: discard the sends; received messages go back to their places.
+
+        Raises:
+            TransactionNotFound: it has already ended.
+        """
+        state = self._state
+        if state.ended:
+            state.check()
+        self._end(quiet=False)
+
+    def _end(self, *, quiet: bool) -> None:
+        self._state.ended = True
+        try:
+            self._qm._tx_call(ABORT, self._state.id)
+        except (TransactionNotFound, TransactionAborted):
+            pass  # the daemon has already ended it: nothing of it was applied
+        except ConnectionLost:
+            if not quiet:
+                raise

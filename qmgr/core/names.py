@@ -1,0 +1,276 @@
+"""Queue names and MSMQ format names.
+
+Theory of operation
+-------------------
+Users name queues the way MSMQ does. A *queue name* is the private queue's
+own name (``orders``): at most 124 characters, none of ``\\ ; + , "``, no
+control characters, compared case-insensitively. Names ending in ``$`` are
+reserved for the queue manager (``order_queue$`` and friends).
+
+A *format name* says where a message goes. Accepted forms:
+
+* ``orders``, ``.\\private$\\orders``, ``private$\\orders``
+* ``DIRECT=OS:.\\private$\\orders`` (also with this host's name)
+* ``DIRECT=OS:host[:port]\\private$\\q`` and ``DIRECT=TCP:addr[:port]\\private$\\q``
+  (``:port`` is our extension so that several queue managers can share a host;
+  without it the peer port is 1801)
+* system queues ``system$;deadletter`` and ``system$;deadxact`` (also as
+  ``.\\system$;...`` or behind ``DIRECT=OS:.\\``), journals ``NAME;journal``
+* a multiple-element name: several of the above separated by commas.
+
+Parsing is pure: whether ``host`` is this machine is decided by the caller's
+:class:`LocalIdentity`. The canonical key of a local queue is its lower-case
+name with the suffix: ``orders``, ``orders;journal``, ``system$;deadletter``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from typing import Final
+
+from .errors import InvalidName
+
+MAX_QUEUE_NAME: Final = 124
+DEFAULT_PEER_PORT: Final = 1801
+FORBIDDEN_CHARACTERS: Final = frozenset('\\;+,"')
+DEADLETTER: Final = "system$;deadletter"
+DEADXACT: Final = "system$;deadxact"
+SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT)
+JOURNAL_SUFFIX: Final = ";journal"
+
+
+def validate_queue_name(name: str) -> str:
+    """Check a private queue's name and return its canonical (lower-case) key.
+
+    Raises:
+        InvalidName: empty, too long, a forbidden or control character, or a
+            reserved ``$`` suffix.
+    """
+    if not name:
+        msg = "a queue name cannot be empty"
+        raise InvalidName(msg)
+    if len(name) > MAX_QUEUE_NAME:
+        msg = f"queue name is {len(name)} characters long; the limit is {MAX_QUEUE_NAME}"
+        raise InvalidName(msg)
+    bad = sorted({ch for ch in name if ch in FORBIDDEN_CHARACTERS})
+    if bad:
+        msg = f"queue name {name!r} contains {' '.join(bad)}, which queue names cannot hold"
+        raise InvalidName(msg)
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        msg = f"queue name {name!r} contains a control character"
+        raise InvalidName(msg)
+    if name != name.strip():
+        msg = f"queue name {name!r} starts or ends with white space"
+        raise InvalidName(msg)
+    if name.endswith("$"):
+        msg = f"queue name {name!r} ends with '$', which is reserved for system queues"
+        raise InvalidName(msg)
+    return name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class LocalIdentity:
+    """What counts as "this queue manager" in a format name."""
+
+    host_names: frozenset[str] = field(default_factory=lambda: frozenset({"localhost"}))
+    addresses: frozenset[str] = field(default_factory=lambda: frozenset({"127.0.0.1", "::1"}))
+    peer_port: int = DEFAULT_PEER_PORT
+
+    def is_local(self, protocol: str, host: str, port: int | None) -> bool:
+        """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this QM."""
+        if port is not None and port != self.peer_port:
+            return False
+        if host == ".":
+            return True
+        if protocol == "TCP":
+            return host in self.addresses or host.lower() in self.host_names
+        return host.lower() in self.host_names
+
+
+@dataclass(frozen=True, slots=True)
+class QueueAddress:
+    """One destination of a format name."""
+
+    #: Canonical key of the queue on its queue manager (``orders;journal``).
+    queue: str
+    #: The element as the user wrote it.
+    text: str
+    #: For a remote queue, the protocol (``OS``/``TCP``), host and port; ``None`` if local.
+    protocol: str | None = None
+    host: str | None = None
+    port: int | None = None
+
+    @property
+    def is_local(self) -> bool:
+        """True when the queue lives on this queue manager."""
+        return self.host is None
+
+    @property
+    def is_system(self) -> bool:
+        """True for the dead-letter queues."""
+        return self.queue in SYSTEM_QUEUES
+
+    @property
+    def is_journal(self) -> bool:
+        """True for a journal queue."""
+        return self.queue.endswith(JOURNAL_SUFFIX)
+
+
+@dataclass(frozen=True, slots=True)
+class FormatName:
+    """A parsed format name: one element, or several for a multiple-element name."""
+
+    elements: tuple[QueueAddress, ...]
+
+    @property
+    def is_multiple(self) -> bool:
+        """True for a comma-separated multiple-element name."""
+        return len(self.elements) > 1
+
+
+def parse_format_name(text: str, identity: LocalIdentity | None = None) -> FormatName:
+    """Parse a destination as users write it.
+
+    Raises:
+        InvalidName: the text is not a format name we understand; the message
+            names the element and what was wrong with it.
+    """
+    identity = identity or LocalIdentity()
+    if not text or not text.strip():
+        msg = "a format name cannot be empty"
+        raise InvalidName(msg)
+    parts = [part.strip() for part in text.split(",")]
+    elements = tuple(_parse_element(part, identity) for part in parts)
+    if len(elements) > 1:
+        for element in elements:
+            if element.is_system or element.is_journal:
+                msg = (
+                    f"{element.text!r}: a multiple-element name cannot contain "
+                    "journal or dead-letter queues"
+                )
+                raise InvalidName(msg)
+        # Duplicate destinations collapse (case-insensitively), as MSMQ does.
+        seen: dict[tuple[str | None, str | None, int | None, str], QueueAddress] = {}
+        for element in elements:
+            seen.setdefault((element.protocol, element.host, element.port, element.queue), element)
+        elements = tuple(seen.values())
+    return FormatName(elements)
+
+
+def parse_queue_reference(text: str, identity: LocalIdentity | None = None) -> QueueAddress:
+    """Parse a single local queue reference (for receive, peek, purge, ...).
+
+    Raises:
+        InvalidName: not a single element, or not a queue on this queue manager.
+    """
+    name = parse_format_name(text, identity)
+    if name.is_multiple:
+        msg = f"{text!r} names several queues; this operation takes one"
+        raise InvalidName(msg)
+    address = name.elements[0]
+    if not address.is_local:
+        msg = f"{text!r} is a queue on another host; only local queues can be read"
+        raise InvalidName(msg)
+    return address
+
+
+def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
+    if not text:
+        msg = "a multiple-element name has an empty element"
+        raise InvalidName(msg)
+    upper = text.upper()
+    if upper.startswith("DIRECT="):
+        return _parse_direct(text, identity)
+    for prefix in ("PUBLIC=", "PRIVATE=", "DL=", "MACHINE=", "MULTICAST=", "CONNECTOR="):
+        if upper.startswith(prefix):
+            msg = f"{text!r}: {prefix[:-1]} format names need a directory service; use DIRECT="
+            raise InvalidName(msg)
+    # A path name: [host\]private$\q, [host\]system$;x, or a bare queue name.
+    lowered = text.lower()
+    if lowered.startswith(("private$\\", "system$;")):
+        return QueueAddress(queue=_parse_queue_path(text, text), text=text)
+    if "\\" in text:
+        host, _, rest = text.partition("\\")
+        if host != "." and not identity.is_local("OS", host, None):
+            msg = f"{text!r}: a path name on another host needs DIRECT=OS:{host}\\..."
+            raise InvalidName(msg)
+        return QueueAddress(queue=_parse_queue_path(rest, text), text=text)
+    return QueueAddress(queue=_parse_queue_path(text, text, bare=True), text=text)
+
+
+def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
+    body = text[len("DIRECT=") :]
+    protocol, colon, rest = body.partition(":")
+    protocol = protocol.upper()
+    if not colon or protocol not in {"OS", "TCP"}:
+        msg = f"{text!r}: only DIRECT=OS: and DIRECT=TCP: are supported"
+        raise InvalidName(msg)
+    host_port, slash, path = rest.partition("\\")
+    if not slash or not host_port:
+        msg = f"{text!r}: expected DIRECT={protocol}:host\\private$\\queue"
+        raise InvalidName(msg)
+    host, port = _split_host_port(host_port, text)
+    if protocol == "TCP" and host != ".":
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            msg = f"{text!r}: DIRECT=TCP: takes an IP address, not {host!r} (use DIRECT=OS:)"
+            raise InvalidName(msg) from None
+    queue = _parse_queue_path(path, text)
+    if identity.is_local(protocol, host, port):
+        return QueueAddress(queue=queue, text=text)
+    if queue in SYSTEM_QUEUES or queue.endswith(JOURNAL_SUFFIX):
+        msg = f"{text!r}: journal and dead-letter queues on other hosts cannot be addressed"
+        raise InvalidName(msg)
+    return QueueAddress(queue=queue, text=text, protocol=protocol, host=host.lower(), port=port)
+
+
+def _split_host_port(host_port: str, text: str) -> tuple[str, int | None]:
+    if host_port.startswith("["):  # [::1]:1801
+        end = host_port.find("]")
+        if end < 0:
+            msg = f"{text!r}: unterminated [IPv6 address]"
+            raise InvalidName(msg)
+        host, after = host_port[1:end], host_port[end + 1 :]
+        if not after:
+            return host, None
+        if not after.startswith(":"):
+            msg = f"{text!r}: unexpected {after!r} after the address"
+            raise InvalidName(msg)
+        return host, _parse_port(after[1:], text)
+    if host_port.count(":") == 1:
+        host, _, port_text = host_port.partition(":")
+        return host, _parse_port(port_text, text)
+    return host_port, None
+
+
+def _parse_port(port_text: str, text: str) -> int:
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        msg = f"{text!r}: {port_text!r} is not a TCP port"
+        raise InvalidName(msg)
+    return int(port_text)
+
+
+def _parse_queue_path(path: str, text: str, *, bare: bool = False) -> str:
+    lowered = path.lower()
+    if lowered in SYSTEM_QUEUES:
+        return lowered
+    if lowered.startswith("private$\\"):
+        path = path[len("private$\\") :]
+    elif not bare:
+        msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact"
+        raise InvalidName(msg)
+    journal = False
+    if path.lower().endswith(JOURNAL_SUFFIX):
+        path = path[: -len(JOURNAL_SUFFIX)]
+        journal = True
+    key = validate_queue_name(path)
+    return key + JOURNAL_SUFFIX if journal else key
+
+
+def display_format_name(queue_key: str) -> str:
+    """The path name users see for a local queue key."""
+    if queue_key in SYSTEM_QUEUES:
+        return ".\\" + queue_key
+    return ".\\private$\\" + queue_key

@@ -1,0 +1,43 @@
+"""structlog set-up for the daemon and the CLI.
+
+Events are named (``connection_opened``, ``transaction_aborted``, ...) and
+carry bound context (``conn``, ``peer``, ``queue``, ``tx``). On a terminal
+they render for people; otherwise, or with ``--log-format json``, one JSON
+object per line for log collectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
+
+
+def configure_logging(*, fmt: str = "auto", level: str = "info") -> None:
+    """Configure structlog globally. ``fmt`` is auto, console or json."""
+    use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
+    renderer: structlog.typing.Processor
+    if use_json:
+        renderer = structlog.processors.JSONRenderer()
+    else:
+        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )

@@ -1,0 +1,175 @@
+"""Key codecs of the store's named databases.
+
+All integers in keys are big-endian and fixed width, so LMDB's byte order is
+the numeric order we need: a cursor range scan over one queue's prefix returns
+its messages in delivery order.
+
+Named databases (all in one LMDB environment, nothing in the main database):
+
+==============  ==========================================  ==========================
+database        key                                         value
+==============  ==========================================  ==========================
+``meta``        UTF-8 text: ``schema_version``              u32 big-endian
+                ``qm_guid``                                 16 bytes (UUID, big-endian)
+                ``next_queue_id``                           u32 big-endian
+                ``next_ordinal``                            u32 big-endian
+                ``setting:<k>``                             UTF-8 text
+``queues``      canonical queue name, UTF-8                 QueueRecord bytes
+``queue_ids``   queue_id u32 (4 B)                          canonical queue name, UTF-8
+``messages``    queue_id u32 + lookup_id u64 (12 B)         MessageRecord bytes
+``by_priority`` queue_id u32 + (7 - priority) u8 +          empty
+                lookup_id u64 (13 B)
+==============  ==========================================  ==========================
+
+``by_priority`` holds one entry per message of a *non-transactional* queue
+only; a scan of one queue's prefix visits the highest priority first and,
+within a priority, the lowest lookup id first. Transactional queues are FIFO
+by lookup id and have no entries there.
+
+LMDB refuses keys longer than 511 bytes; queue names and setting keys are
+checked against :data:`MAX_KEY_SIZE` before they are written.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+from ._errors import InvalidRecord
+
+__all__ = [
+    "DB_BY_PRIORITY",
+    "DB_MESSAGES",
+    "DB_META",
+    "DB_QUEUES",
+    "DB_QUEUE_IDS",
+    "MAX_KEY_SIZE",
+    "MAX_LOOKUP_ID",
+    "MAX_QUEUE_ID",
+    "META_NEXT_ORDINAL",
+    "META_NEXT_QUEUE_ID",
+    "META_QM_GUID",
+    "META_SCHEMA_VERSION",
+    "lookup_id_of",
+    "message_key",
+    "message_range",
+    "priority_band_key",
+    "priority_key",
+    "priority_range",
+    "queue_id_key",
+    "setting_key",
+    "split_message_key",
+    "split_priority_key",
+    "u32",
+    "unpack_u32",
+]
+
+#: Names of the LMDB named databases.
+DB_META: Final = b"meta"
+DB_QUEUES: Final = b"queues"
+DB_QUEUE_IDS: Final = b"queue_ids"
+DB_MESSAGES: Final = b"messages"
+DB_BY_PRIORITY: Final = b"by_priority"
+
+#: Keys of the ``meta`` database.
+META_SCHEMA_VERSION: Final = b"schema_version"
+META_QM_GUID: Final = b"qm_guid"
+META_NEXT_QUEUE_ID: Final = b"next_queue_id"
+META_NEXT_ORDINAL: Final = b"next_ordinal"
+_SETTING_PREFIX: Final = b"setting:"
+
+#: LMDB's compiled-in key size limit.
+MAX_KEY_SIZE: Final = 511
+MAX_QUEUE_ID: Final = 0xFFFFFFFF
+MAX_LOOKUP_ID: Final = 0xFFFFFFFFFFFFFFFF
+
+_U32 = struct.Struct(">I")
+_MESSAGE_KEY = struct.Struct(">IQ")
+_PRIORITY_KEY = struct.Struct(">IBQ")
+_U64 = struct.Struct(">Q")
+# A key just past every key of queue MAX_QUEUE_ID (longer than any real key).
+_PAST_LAST_QUEUE: Final = b"\xff" * 16
+
+
+def u32(value: int) -> bytes:
+    """Encode a u32 (the ``queue_ids`` key, the meta counters)."""
+    return _U32.pack(value)
+
+
+def unpack_u32(data: bytes) -> int:
+    """Decode a 4-byte big-endian value.
+
+    Raises:
+        struct.error: if ``data`` is not exactly 4 bytes long.
+    """
+    value: int = _U32.unpack(data)[0]
+    return value
+
+
+def queue_id_key(queue_id: int) -> bytes:
+    """Key of ``queue_ids``: the queue id as a u32."""
+    return _U32.pack(queue_id)
+
+
+def message_key(queue_id: int, lookup_id: int) -> bytes:
+    """Key of ``messages``: queue id u32 + lookup id u64 (12 bytes)."""
+    return _MESSAGE_KEY.pack(queue_id, lookup_id)
+
+
+def lookup_id_of(message_key: bytes) -> int:
+    """The lookup id in a 12-byte ``messages`` key."""
+    lookup_id: int = _U64.unpack_from(message_key, 4)[0]
+    return lookup_id
+
+
+def split_message_key(key: bytes) -> tuple[int, int]:
+    """Split a 12-byte ``messages`` key into ``(queue_id, lookup_id)``."""
+    queue_id, lookup_id = _MESSAGE_KEY.unpack(key)
+    return queue_id, lookup_id
+
+
+def _queue_end(queue_id: int) -> bytes:
+    # Every key of a queue starts with its u32 id, so the next id's 4 bytes are
+    # greater than all of them and not greater than any key of the next queue.
+    return _U32.pack(queue_id + 1) if queue_id < MAX_QUEUE_ID else _PAST_LAST_QUEUE
+
+
+def message_range(queue_id: int) -> tuple[bytes, bytes]:
+    """``[start, end)`` of one queue's keys in ``messages``."""
+    return _MESSAGE_KEY.pack(queue_id, 0), _queue_end(queue_id)
+
+
+def priority_key(queue_id: int, priority: int, lookup_id: int) -> bytes:
+    """Key of ``by_priority``: priority 7 sorts first, then ascending lookup id."""
+    return _PRIORITY_KEY.pack(queue_id, 7 - priority, lookup_id)
+
+
+def priority_band_key(queue_id: int, band: int, lookup_id: int) -> bytes:
+    """Key of ``by_priority`` by band (``band`` is ``7 - priority``, 0 sorts first)."""
+    return _PRIORITY_KEY.pack(queue_id, band, lookup_id)
+
+
+def split_priority_key(key: bytes) -> tuple[int, int, int]:
+    """Split a 13-byte ``by_priority`` key into ``(queue_id, 7 - priority, lookup_id)``."""
+    queue_id, band, lookup_id = _PRIORITY_KEY.unpack(key)
+    return queue_id, band, lookup_id
+
+
+def priority_range(queue_id: int) -> tuple[bytes, bytes]:
+    """``[start, end)`` of one queue's keys in ``by_priority``."""
+    return _PRIORITY_KEY.pack(queue_id, 0, 0), _queue_end(queue_id)
+
+
+def setting_key(key: str) -> bytes:
+    """Key of a setting in ``meta``.
+
+    Raises:
+        InvalidRecord: if the key is empty or its encoding exceeds LMDB's key size limit.
+    """
+    encoded = _SETTING_PREFIX + key.encode("utf-8")
+    if not key or len(encoded) > MAX_KEY_SIZE:
+        msg = (
+            f"setting key must be 1..{MAX_KEY_SIZE - len(_SETTING_PREFIX)} bytes of UTF-8: {key!r}"
+        )
+        raise InvalidRecord(msg)
+    return encoded

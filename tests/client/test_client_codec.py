@@ -1,0 +1,267 @@
+"""The SDK's hand-packed frames and reply reader agree with ``wire.client_frames``."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from qmgr.client import InvalidArgument, MessageTooLarge, QueueNotFound
+from qmgr.client._codec import (
+    ABORT,
+    BEGIN,
+    COMMIT,
+    ReplyReader,
+    append_receive,
+    append_send,
+    append_tx_request,
+)
+from qmgr.client._common import TransactionState, parse_address, timeout_ms
+from wire import RemoteProtocolError
+from wire import client_frames as cf
+
+text = st.text(max_size=40)
+u8 = st.integers(0, 0xFF)
+u32 = st.integers(0, 0xFFFFFFFF)
+u64 = st.integers(0, 2**64 - 1)
+
+
+@given(
+    request_id=u32,
+    tx_id=u64,
+    mode=st.integers(0, 2),
+    destination=text,
+    body=st.binary(max_size=300),
+    label=text,
+    correlation=st.none() | st.binary(min_size=20, max_size=20),
+    app_specific=u32,
+    priority=u8,
+    delivery=st.sampled_from([0, 1, "express", "recoverable"]),
+    acknowledge=u8,
+    journal=u8,
+    admin=text,
+    response=text,
+    ttrq=st.none() | st.integers(0, 0xFFFFFFFE),
+    ttbr=st.none() | st.integers(0, 0xFFFFFFFE),
+)
+def test_append_send_matches_encode_frame(
+    request_id: int,
+    tx_id: int,
+    mode: int,
+    destination: str,
+    body: bytes,
+    label: str,
+    correlation: bytes | None,
+    app_specific: int,
+    priority: int,
+    delivery: int | str,
+    acknowledge: int,
+    journal: int,
+    admin: str,
+    response: str,
+    ttrq: int | None,
+    ttbr: int | None,
+) -> None:
+    out = bytearray(b"before")
+    append_send(
+        out, request_id, tx_id, mode, destination, body, label, correlation, app_specific,
+        priority, delivery, acknowledge, journal, admin, response, ttrq, ttbr,
+    )  # fmt: skip
+    expected = cf.encode_frame(
+        request_id,
+        cf.Send(
+            tx_id=tx_id,
+            mode=mode,
+            destination=destination,
+            body=body,
+            label=label,
+            correlation_id=correlation or b"",
+            app_specific=app_specific,
+            priority=priority,
+            delivery={"express": 0, "recoverable": 1}.get(delivery, delivery),  # type: ignore[arg-type]
+            acknowledge=acknowledge,
+            journal=journal,
+            admin_queue=admin,
+            response_queue=response,
+            time_to_reach_queue=0xFFFFFFFF if ttrq is None else ttrq,
+            time_to_be_received=0xFFFFFFFF if ttbr is None else ttbr,
+        ),
+    )
+    assert bytes(out) == b"before" + expected
+
+
+def _send(out: bytearray, **changes: object) -> None:
+    args: dict[str, object] = {
+        "request_id": 1, "tx_id": 0, "mode": 0, "destination": "q", "body": b"x", "label": "",
+        "correlation_id": None, "app_specific": 0, "priority": 3, "delivery": "recoverable",
+        "acknowledge": 0, "journal": 0, "admin_queue": "", "response_queue": "",
+        "time_to_reach_queue": None, "time_to_be_received": None,
+    }  # fmt: skip
+    args.update(changes)
+    append_send(out, *args.values())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"priority": 256}, "Send"),
+        ({"app_specific": -1}, "Send"),
+        ({"label": "x" * 70_000}, "Send"),
+        ({"correlation_id": b"c" * 300}, "Send"),
+        ({"delivery": "fast"}, "delivery"),
+        ({"time_to_be_received": -1}, "time_to_be_received"),
+        ({"destination": "\ud800"}, "Send"),
+    ],
+)
+def test_append_send_rejects_what_cannot_be_sent(changes: dict[str, object], match: str) -> None:
+    out = bytearray(b"kept")
+    with pytest.raises(InvalidArgument, match=match):
+        _send(out, **changes)
+    assert out == b"kept"
+
+
+def test_append_send_body_limit_and_text() -> None:
+    out = bytearray()
+    with pytest.raises(MessageTooLarge, match="4 MB"):
+        _send(out, body=b"x" * (cf.MAX_MESSAGE_BODY + 1))
+    _send(out, body="é")
+    decoder = cf.ClientFrameDecoder()
+    decoder.receive_data(out)
+    frame = decoder.next_frame()
+    assert frame is not None
+    assert isinstance(frame.value, cf.Send)
+    assert frame.value.body == "é".encode()
+
+
+@given(request_id=u32, tx_id=u64, queue=text, timeout=u32, peek=st.booleans(), lookup=u64)
+def test_append_receive_matches_encode_frame(
+    request_id: int, tx_id: int, queue: str, timeout: int, peek: bool, lookup: int
+) -> None:
+    out = bytearray()
+    append_receive(out, request_id, tx_id, queue, timeout, peek, lookup or None)
+    request = cf.Receive(tx_id=tx_id, queue=queue, timeout_ms=timeout, peek=peek, lookup_id=lookup)
+    assert bytes(out) == cf.encode_frame(request_id, request)
+
+
+def test_append_receive_rejects_what_cannot_be_sent() -> None:
+    with pytest.raises(InvalidArgument):
+        append_receive(bytearray(), 1, 0, "q", 0, False, -5)
+
+
+@given(request_id=u32, tx_id=u64)
+def test_append_tx_request_matches_encode_frame(request_id: int, tx_id: int) -> None:
+    for kind, cls in ((BEGIN, cf.Begin), (COMMIT, cf.Commit), (ABORT, cf.Abort)):
+        out = bytearray()
+        append_tx_request(out, kind, request_id, tx_id)
+        assert bytes(out) == cf.encode_frame(request_id, cls(tx_id=tx_id))
+
+
+MESSAGE = cf.MessageData(
+    queue="q",
+    lookup_id=7,
+    message_id="{00000000-0000-0000-0000-000000000000}\\1",
+    label="l",
+    body=b"b" * 1000,
+    correlation_id=b"",
+    app_specific=1,
+    priority=3,
+    delivery=1,
+    acknowledge=0,
+    journal=0,
+    admin_queue="",
+    response_queue="",
+    time_to_reach_queue=0xFFFFFFFF,
+    time_to_be_received=0xFFFFFFFF,
+    message_class=0,
+    sent_time=1.5,
+    arrived_time=2.5,
+    source_qm=uuid.UUID(int=1),
+    transactional=True,
+    destination="q",
+)
+REPLIES: list[cf.ServerReply] = [
+    cf.Ok(),
+    cf.Ok(value=2**63),
+    cf.ErrorReply(code=3, message="queue 'x' does not exist"),
+    cf.NoMessage(),
+    cf.MessageReply(message=MESSAGE),
+    cf.Sent(message_id="m", queue="q", lookup_id=1),
+    cf.MessageList(messages=(MESSAGE, MESSAGE)),
+]
+
+
+@given(
+    replies=st.lists(st.tuples(st.integers(1, 50), st.sampled_from(REPLIES)), max_size=30),
+    cuts=st.lists(st.integers(0, 5000), max_size=10),
+    pipelined_ids=st.sets(st.integers(1, 50)),
+)
+def test_reply_reader_routes_every_reply(
+    replies: list[tuple[int, cf.ServerReply]], cuts: list[int], pipelined_ids: set[int]
+) -> None:
+    """Any chunking gives the frames ClientFrameDecoder gives, minus the pipelined ones."""
+    stream = b"".join(cf.encode_frame(rid, value) for rid, value in replies)
+    state = TransactionState(1)
+    pipelined = dict.fromkeys(pipelined_ids, state)
+    delivered: list[tuple[int, cf.FrameValue]] = []
+    reader = ReplyReader(pipelined, lambda rid, value: delivered.append((rid, value)))
+    points = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
+    for start, end in itertools.pairwise(points):
+        reader.feed(stream[start:end])
+
+    expected: list[tuple[int, cf.FrameValue]] = []
+    first_error: tuple[int, str] | None = None
+    waiting = set(pipelined_ids)
+    for rid, value in replies:
+        if rid in waiting:
+            waiting.discard(rid)
+            if isinstance(value, cf.ErrorReply) and first_error is None:
+                first_error = (value.code, value.message)
+        else:
+            expected.append((rid, value))
+    assert delivered == expected
+    assert set(pipelined) == waiting
+    if first_error is None:
+        assert not state.failed
+    else:
+        error = state.error()
+        assert isinstance(error, QueueNotFound)
+        assert (error.code, error.message) == first_error
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        b"\xff" * 12,  # unknown kind
+        cf.encode_frame(1, cf.Ok())[:4] + b"\x81\x00\x01\x00" + b"\x00" * 12,  # flags set
+        (cf.MAX_FRAME_BODY + 1).to_bytes(4, "little") + b"\x83\x00\x00\x00" + b"\x00" * 4,
+        b"\x01\x00\x00\x00\x84\x00\x00\x00\x01\x00\x00\x00x",  # NoMessage with a body
+    ],
+)
+def test_reply_reader_rejects_garbage(garbage: bytes) -> None:
+    reader = ReplyReader({}, lambda rid, value: None)
+    with pytest.raises(RemoteProtocolError):
+        reader.feed(garbage)
+
+
+def test_parse_address() -> None:
+    assert parse_address("127.0.0.1:1802") == ("127.0.0.1", 1802)
+    assert parse_address("qm.example") == ("qm.example", 1802)
+    assert parse_address("[::1]:99") == ("::1", 99)
+    assert parse_address(":5") == ("127.0.0.1", 5)
+    for bad in ("h:0", "h:x", "h:70000", "[::1]x"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
+
+
+def test_timeout_ms() -> None:
+    assert timeout_ms(None) == cf.INFINITE_TIMEOUT_MS
+    assert timeout_ms(0) == 0
+    assert timeout_ms(0.0001) == 1
+    assert timeout_ms(2.5) == 2500
+    assert timeout_ms(1e12) == cf.INFINITE_TIMEOUT_MS - 1
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(InvalidArgument):
+            timeout_ms(bad)

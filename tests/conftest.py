@@ -1,0 +1,73 @@
+"""Fixtures shared by the whole test suite.
+
+Sections:
+
+* Queue-manager daemons: the real ``qmgr serve`` in a subprocess
+  (:class:`helpers.DaemonProcess`). ``daemon`` is a fresh one per test (for
+  tests that stop, kill or restart it); ``shared_daemon`` is one per session
+  for tests that only talk to it; they use ``queue_name`` for queues no other
+  test touches.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from helpers import DaemonProcess
+
+# --------------------------------------------------------------------------
+# Queue-manager daemons
+# --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
+    """Start daemons in this test's temporary directory; all are stopped afterwards.
+
+    ``daemon_factory(extra_args=[...], name="...")`` returns a started
+    :class:`DaemonProcess` with its own data directory.
+    """
+    started: list[DaemonProcess] = []
+    counter = itertools.count(1)
+
+    def start(
+        *, extra_args: tuple[str, ...] | list[str] = (), name: str = "qmgr-test"
+    ) -> DaemonProcess:
+        process = DaemonProcess(tmp_path / f"qm{next(counter)}", extra_args=extra_args, name=name)
+        started.append(process)
+        process.start()
+        return process
+
+    yield start
+    for process in started:
+        process.close()
+
+
+@pytest.fixture
+def daemon(daemon_factory: Callable[..., DaemonProcess]) -> DaemonProcess:
+    """A fresh queue manager for this test alone (it may stop, kill or restart it)."""
+    return daemon_factory()
+
+
+@pytest.fixture(scope="session")
+def shared_daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DaemonProcess]:
+    """One queue manager for the session; tests must use queues of their own."""
+    process = DaemonProcess(tmp_path_factory.mktemp("shared") / "qm", name="qmgr-shared")
+    process.start()
+    try:
+        yield process
+    finally:
+        process.close()
+
+
+_queue_numbers = itertools.count(1)
+
+
+@pytest.fixture
+def queue_name(request: pytest.FixtureRequest) -> str:
+    """A queue name no other test uses (derived from the test's name)."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace(",", "-")
+    return f"{base[:90]}-{next(_queue_numbers)}"

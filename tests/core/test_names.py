@@ -1,0 +1,124 @@
+"""Queue names and format names, as MSMQ users write them."""
+
+from __future__ import annotations
+
+import pytest
+
+from qmgr.core.errors import InvalidName
+from qmgr.core.names import (
+    LocalIdentity,
+    display_format_name,
+    parse_format_name,
+    parse_queue_reference,
+    validate_queue_name,
+)
+
+IDENTITY = LocalIdentity(host_names=frozenset({"localhost", "qm1"}), peer_port=1801)
+
+
+@pytest.mark.parametrize(
+    ("text", "queue"),
+    [
+        ("orders", "orders"),
+        ("Orders", "orders"),
+        (".\\private$\\orders", "orders"),
+        ("private$\\Orders", "orders"),
+        ("DIRECT=OS:.\\private$\\orders", "orders"),
+        ("direct=os:QM1\\PRIVATE$\\orders", "orders"),
+        ("DIRECT=OS:localhost:1801\\private$\\orders", "orders"),
+        ("DIRECT=TCP:127.0.0.1\\private$\\orders", "orders"),
+        ("system$;deadletter", "system$;deadletter"),
+        (".\\SYSTEM$;DEADXACT", "system$;deadxact"),
+        ("DIRECT=OS:.\\system$;deadletter", "system$;deadletter"),
+        ("orders;journal", "orders;journal"),
+        (".\\private$\\orders;JOURNAL", "orders;journal"),
+    ],
+)
+def test_local_forms(text: str, queue: str) -> None:
+    [element] = parse_format_name(text, IDENTITY).elements
+    assert element.is_local
+    assert element.queue == queue
+
+
+@pytest.mark.parametrize(
+    ("text", "protocol", "host", "port", "queue"),
+    [
+        ("DIRECT=TCP:10.1.2.3\\private$\\q", "TCP", "10.1.2.3", None, "q"),
+        ("DIRECT=TCP:10.1.2.3:1900\\private$\\q", "TCP", "10.1.2.3", 1900, "q"),
+        ("DIRECT=OS:Other-Host\\private$\\Q", "OS", "other-host", None, "q"),
+        ("DIRECT=OS:other:2000\\private$\\q", "OS", "other", 2000, "q"),
+        ("DIRECT=TCP:[::2]:1801\\private$\\q", "TCP", "::2", 1801, "q"),
+        # Our own host on another port is another queue manager.
+        ("DIRECT=OS:localhost:1901\\private$\\q", "OS", "localhost", 1901, "q"),
+    ],
+)
+def test_remote_forms(text: str, protocol: str, host: str, port: int | None, queue: str) -> None:
+    [element] = parse_format_name(text, IDENTITY).elements
+    assert not element.is_local
+    assert (element.protocol, element.host, element.port, element.queue) == (
+        protocol,
+        host,
+        port,
+        queue,
+    )
+
+
+def test_multiple_elements_are_split_and_deduplicated() -> None:
+    name = parse_format_name(
+        "a, DIRECT=OS:.\\private$\\A,b,DIRECT=TCP:10.0.0.1\\private$\\a", IDENTITY
+    )
+    assert name.is_multiple
+    assert [(e.queue, e.is_local) for e in name.elements] == [
+        ("a", True),
+        ("b", True),
+        ("a", False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        " ",
+        "a,",
+        "bad\\name\\x",
+        'quo"te',
+        "plus+sign",
+        "semi;colon",
+        "x" * 125,
+        "ends$",
+        "tab\tname",
+        "DIRECT=HTTP://host/msmq/private$/q",
+        "DIRECT=TCP:not-an-ip\\private$\\q",
+        "DIRECT=TCP:10.0.0.1:99999\\private$\\q",
+        "DIRECT=OS:host\\q",
+        "DIRECT=OS:\\private$\\q",
+        "PUBLIC=4d1c5b5e-0000-0000-0000-000000000000",
+        "orders,system$;deadletter",
+        "orders,q;journal",
+        "otherhost\\private$\\q",
+    ],
+)
+def test_invalid_names_are_refused_with_a_reason(text: str) -> None:
+    with pytest.raises(InvalidName) as excinfo:
+        parse_format_name(text, IDENTITY)
+    assert str(excinfo.value)
+
+
+def test_queue_name_limits() -> None:
+    assert validate_queue_name("x" * 124) == "x" * 124
+    with pytest.raises(InvalidName, match="124"):
+        validate_queue_name("x" * 125)
+
+
+def test_queue_reference_must_be_one_local_queue() -> None:
+    assert parse_queue_reference("Orders", IDENTITY).queue == "orders"
+    with pytest.raises(InvalidName, match="several"):
+        parse_queue_reference("a,b", IDENTITY)
+    with pytest.raises(InvalidName, match="another host"):
+        parse_queue_reference("DIRECT=TCP:10.0.0.1\\private$\\a", IDENTITY)
+
+
+def test_display_names() -> None:
+    assert display_format_name("orders") == ".\\private$\\orders"
+    assert display_format_name("system$;deadxact") == ".\\system$;deadxact"

@@ -1,0 +1,245 @@
+"""The ``qmgr`` command against a real daemon.
+
+Client commands run in-process with click's runner (fast); ``qmgr serve``
+and the exit statuses of the real program run as subprocesses.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+from helpers import DaemonProcess, free_port
+
+from qmgr.cli import cli
+from qmgr.client import connect
+
+
+def run(daemon: DaemonProcess, *args: str, input: str | bytes | None = None) -> Result:
+    """Run ``qmgr --server <daemon> ARGS`` in-process."""
+    runner = CliRunner()
+    return runner.invoke(cli, ["--server", daemon.address, *args], input=input)
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.stderr}"
+    return result
+
+
+def json_lines(result: Result) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+
+
+def test_queue_commands(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name, "--transactional", "--quota", "1K"))
+    ok(run(shared_daemon, "queue", "create", f"{queue_name}-j", "--journal"))
+    listed = json.loads(ok(run(shared_daemon, "queue", "list", "--json")).stdout)
+    by_name = {q["name"]: q for q in listed}
+    queue = by_name[queue_name]
+    assert (queue["transactional"], queue["quota"], queue["depth"]) == (True, 1024, 0)
+    assert queue["kind"] == "normal"
+    assert by_name[f"{queue_name}-j"]["journal"] is True
+    assert by_name[f"{queue_name}-j;journal"]["kind"] == "journal"
+
+    table = ok(run(shared_daemon, "queue", "list")).stdout
+    assert queue_name in table
+    assert "depth" in table
+
+    duplicate = run(shared_daemon, "queue", "create", queue_name)
+    assert duplicate.exit_code == 1
+    assert duplicate.stderr.startswith("error: ")
+    assert "already exists" in duplicate.stderr
+
+    ok(run(shared_daemon, "send", queue_name, "--body", "x", "--count", "3"))
+    purged = ok(run(shared_daemon, "queue", "purge", queue_name, "--yes"))
+    assert "purged 3 messages" in purged.stdout
+    deleted = ok(run(shared_daemon, "queue", "delete", queue_name, "--yes"))
+    assert f"deleted queue {queue_name!r}" in deleted.stdout
+    missing = run(shared_daemon, "queue", "delete", queue_name, "--yes")
+    assert missing.exit_code == 1
+    assert "does not exist" in missing.stderr
+
+
+def test_send_and_receive_json(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name))
+    sent = ok(run(shared_daemon, "send", queue_name, "--body", "héllo", "--label", "greet"))
+    message_id = sent.stdout.strip()
+    ok(run(shared_daemon, "send", queue_name, "--body", "urgent", "--priority", "7", "--express"))
+
+    peeked = json_lines(ok(run(shared_daemon, "receive", queue_name, "--peek", "--json")))
+    assert [m["body"] for m in peeked] == ["urgent"]
+
+    result = ok(run(shared_daemon, "receive", queue_name, "--count", "5", "--json"))
+    messages = json_lines(result)
+    assert [m["body"] for m in messages] == ["urgent", "héllo"]
+    urgent, hello = messages
+    assert (urgent["priority"], urgent["delivery"]) == (7, "express")
+    assert hello["id"] == message_id
+    assert hello["label"] == "greet"
+    assert hello["body_encoding"] == "utf-8"
+    assert hello["correlation_id"] is None
+    assert hello["time_to_be_received"] is None
+    assert hello["transactional"] is False
+    assert hello["queue"] == queue_name
+    for key in ("lookup_id", "app_specific", "message_class", "source_qm", "destination"):
+        assert key in hello
+    assert hello["sent_time"].endswith("+00:00")  # ISO-8601 with the zone
+    assert "received 2 of 5 messages" in result.stderr
+
+
+def test_binary_bodies_are_base64(
+    shared_daemon: DaemonProcess, queue_name: str, tmp_path: Path
+) -> None:
+    payload = bytes(range(256))
+    path = tmp_path / "body.bin"
+    path.write_bytes(payload)
+    ok(run(shared_daemon, "queue", "create", queue_name))
+    ok(run(shared_daemon, "send", queue_name, "--file", str(path)))
+    text = ok(run(shared_daemon, "receive", queue_name, "--peek")).stdout
+    assert "256 bytes of binary data" in text
+    (message,) = json_lines(ok(run(shared_daemon, "receive", queue_name, "--json")))
+    assert message["body_encoding"] == "base64"
+    assert base64.b64decode(message["body"]) == payload
+
+
+def test_body_from_stdin_and_text_output(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name, "--transactional"))
+    ok(run(shared_daemon, "send", queue_name, "--label", "piped", input="from stdin"))
+    result = ok(run(shared_daemon, "receive", queue_name))
+    assert "label 'piped'" in result.stdout
+    assert result.stdout.rstrip().endswith("from stdin")
+
+
+def test_receive_waits_for_the_timeout(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name))
+    result = ok(run(shared_daemon, "receive", queue_name, "--timeout", "0.2"))
+    assert result.stdout == ""
+    assert "received 0 of 1 message" in result.stderr
+
+
+def test_send_count_and_transaction_flags(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name, "--transactional"))
+    result = ok(run(shared_daemon, "send", queue_name, "--body", "b", "--count", "25"))
+    assert "sent 25 messages" in result.stdout
+    refused = run(shared_daemon, "send", queue_name, "--body", "b", "--no-transactional")
+    assert refused.exit_code == 1
+    assert "transactional" in refused.stderr
+    ok(run(shared_daemon, "send", queue_name, "--body", "b", "--transactional"))
+    with connect(shared_daemon.address) as qm:
+        assert len(qm.peek_range(queue_name)) == 26
+
+
+def test_status(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name))
+    ok(run(shared_daemon, "send", queue_name, "--body", "12345"))
+    status = json.loads(ok(run(shared_daemon, "status", "--json")).stdout)
+    assert status["qm_name"] == "qmgr-shared"
+    assert status["qm_guid"]
+    assert status["server_version"]
+    assert status["connections"] >= 1
+    assert status["open_transactions"] >= 0
+    assert status["uptime_seconds"] >= 0
+    queue = next(q for q in status["queues"] if q["name"] == queue_name)
+    assert (queue["depth"], queue["bytes"], queue["locked"]) == (1, 5, 0)
+    table = ok(run(shared_daemon, "status")).stdout
+    assert "qmgr-shared" in table
+    assert status["qm_guid"] in table
+    assert queue_name in table
+
+
+def test_errors(shared_daemon: DaemonProcess, tmp_path: Path) -> None:
+    result = run(shared_daemon, "send", "no-such-queue", "--body", "x")
+    assert result.exit_code == 1
+    assert result.stderr == "error: queue 'no-such-queue' does not exist\n"
+    result = run(shared_daemon, "queue", "create", "bad;name")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: ")
+    result = run(shared_daemon, "send", "q", "--body", "x", "--file", str(tmp_path))
+    assert result.exit_code == 2  # a usage error
+
+
+def test_server_from_the_environment(shared_daemon: DaemonProcess) -> None:
+    result = CliRunner().invoke(
+        cli, ["status", "--json"], env={"QMGR_SERVER": shared_daemon.address}
+    )
+    assert json.loads(ok(result).stdout)["qm_name"] == "qmgr-shared"
+
+
+def test_no_daemon_gives_a_hint() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["--server", address, "queue", "list"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: cannot connect to the queue manager at {address}")
+    assert "qmgr serve" in result.stderr
+    assert "make run" in result.stderr
+
+
+# --------------------------------------------------------------------------
+# The real program
+# --------------------------------------------------------------------------
+
+
+def qmgr(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "qmgr", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_program_exit_statuses(shared_daemon: DaemonProcess) -> None:
+    listed = qmgr("--server", shared_daemon.address, "queue", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert any(q["name"] == "system$;deadletter" for q in json.loads(listed.stdout))
+    refused = qmgr("--server", f"127.0.0.1:{free_port()}", "status")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: ")
+    assert "hint: " in refused.stderr
+
+
+def test_serve_configuration_errors(tmp_path: Path, shared_daemon: DaemonProcess) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text("[server]\nnmae = 'typo'\n")
+    bad = qmgr("serve", "--config", str(config), "--data-dir", str(tmp_path / "d"))
+    assert bad.returncode == 2
+    assert bad.stderr.startswith("error: ")
+    assert "server.nmae" in bad.stderr
+
+    taken = qmgr(
+        "serve",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--client-listen",
+        shared_daemon.address,
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        "--log-format",
+        "json",
+    )
+    assert taken.returncode == 1
+    assert "error: " in taken.stderr
+    assert "already in use" in taken.stderr
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_serve_exits_0_on_signal(daemon: DaemonProcess, signum: int) -> None:
+    with connect(daemon.address) as qm:
+        qm.create_queue("q", transactional=True)
+        tx = qm.begin()
+        tx.send("q", b"never committed")
+        qm.status()  # the transaction is open on the daemon
+        daemon.signal(signum)
+        assert daemon.wait() == 0
+    log = [json.loads(line) for line in daemon.log().splitlines() if line.startswith("{")]
+    events = [entry["event"] for entry in log]
+    assert "queue_manager_started" in events
+    assert events[-1] == "queue_manager_stopped"

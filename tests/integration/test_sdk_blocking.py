@@ -1,0 +1,598 @@
+"""The blocking SDK against a real daemon: queues, messages, transactions, errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from helpers import DaemonProcess, free_port
+
+from qmgr.client import (
+    AccessDenied,
+    ConnectionLost,
+    Delivery,
+    InvalidArgument,
+    InvalidName,
+    MessageTooLarge,
+    QueueError,
+    QueueExists,
+    QueueKind,
+    QueueManager,
+    QueueNotFound,
+    QuotaExceeded,
+    TransactionNotFound,
+    TransactionUsageError,
+    connect,
+)
+from wire.client_frames import MAX_MESSAGE_BODY, ErrorCode
+
+
+@pytest.fixture
+def qm(shared_daemon: DaemonProcess) -> Iterator[QueueManager]:
+    with connect(shared_daemon.address, client_name="test") as client:
+        yield client
+
+
+@pytest.fixture
+def txq(qm: QueueManager, queue_name: str) -> str:
+    """A transactional queue of this test's own."""
+    qm.create_queue(queue_name, transactional=True)
+    return queue_name
+
+
+@pytest.fixture
+def plainq(qm: QueueManager, queue_name: str) -> str:
+    """A non-transactional queue of this test's own."""
+    qm.create_queue(queue_name)
+    return queue_name
+
+
+# --------------------------------------------------------------------------
+# Connecting
+# --------------------------------------------------------------------------
+
+
+def test_connect_reports_the_queue_manager(shared_daemon: DaemonProcess) -> None:
+    with connect(shared_daemon.address) as qm:
+        assert qm.qm_name == "qmgr-shared"
+        assert qm.qm_guid == qm.status().qm_guid
+        assert qm.server_version
+    assert qm.closed
+
+
+def test_connect_refused_says_where() -> None:
+    port = free_port()
+    with pytest.raises(ConnectionLost, match=rf"127\.0\.0\.1:{port}.*refused"):
+        connect(f"127.0.0.1:{port}", timeout=2)
+
+
+def test_use_after_close_is_a_clear_error(qm: QueueManager) -> None:
+    qm.close()
+    with pytest.raises(ConnectionLost, match="closed"):
+        qm.list_queues()
+    qm.close()  # twice is fine
+
+
+# --------------------------------------------------------------------------
+# Queues
+# --------------------------------------------------------------------------
+
+
+def test_queue_admin(qm: QueueManager, queue_name: str) -> None:
+    qm.create_queue(queue_name, transactional=True, journal=True, quota=10_000)
+    with pytest.raises(QueueExists, match="already exists"):
+        qm.create_queue(queue_name.upper())
+    info = {q.name: q for q in qm.list_queues()}
+    queue = info[queue_name]
+    assert (queue.transactional, queue.journal, queue.quota) == (True, True, 10_000)
+    assert queue.kind is QueueKind.NORMAL
+    assert queue.format_name == f".\\private$\\{queue_name.lower()}"
+    assert info[f"{queue_name};journal"].kind is QueueKind.JOURNAL
+    assert info["system$;deadletter"].kind is QueueKind.DEADLETTER
+
+    for i in range(3):
+        qm.send(queue_name, f"m{i}")
+    assert qm.purge_queue(queue_name) == 3
+    qm.send(queue_name, "left")
+    assert qm.delete_queue(queue_name) == 1
+    assert queue_name not in {q.name for q in qm.list_queues()}
+    with pytest.raises(QueueNotFound, match="does not exist"):
+        qm.delete_queue(queue_name)
+    with pytest.raises(QueueNotFound):
+        qm.purge_queue(queue_name)
+
+
+@pytest.mark.parametrize("name", ["bad;name", "bad\\name", "ends$", "", " padded ", "x" * 125])
+def test_bad_queue_names(qm: QueueManager, name: str) -> None:
+    with pytest.raises(InvalidName) as info:
+        qm.create_queue(name)
+    assert info.value.code is ErrorCode.INVALID_NAME
+    assert info.value.message
+
+
+def test_system_queues_cannot_be_deleted_or_sent_to(qm: QueueManager, plainq: str) -> None:
+    with pytest.raises(AccessDenied):
+        qm.delete_queue("system$;deadletter")
+    for destination in ("system$;deadletter", "system$;deadxact", f"{plainq};journal"):
+        with pytest.raises(AccessDenied, match="cannot send"):
+            qm.send(destination, b"x")
+
+
+def test_status(qm: QueueManager, plainq: str) -> None:
+    qm.send(plainq, b"12345")
+    status = qm.status()
+    assert status.qm_name == "qmgr-shared"
+    assert status.connections >= 1
+    assert status.uptime.total_seconds() >= 0
+    queue = next(q for q in status.queues if q.name == plainq)
+    assert (queue.depth, queue.bytes, queue.locked) == (1, 5, 0)
+
+
+# --------------------------------------------------------------------------
+# Sending and receiving
+# --------------------------------------------------------------------------
+
+
+def test_send_receive_round_trips_every_property(qm: QueueManager, plainq: str) -> None:
+    correlation = bytes(range(20))
+    message_id = qm.send(
+        plainq,
+        "héllo",
+        label="greeting",
+        correlation_id=correlation,
+        app_specific=0xDEADBEEF,
+        priority=5,
+        delivery=Delivery.EXPRESS,
+        response_queue=plainq,
+        admin_queue=plainq,
+        acknowledge=1,
+        journal=2,
+        time_to_reach_queue=60,
+        time_to_be_received=3600.5,
+    )
+    assert message_id.startswith(f"{{{qm.qm_guid}}}\\")
+    peeked = qm.peek(plainq)
+    assert peeked is not None
+    message = qm.receive(plainq)
+    assert message == peeked
+    assert message.body == "héllo".encode()
+    assert message.text == "héllo"
+    assert message.id == message_id
+    assert message.label == "greeting"
+    assert message.correlation_id == correlation
+    assert message.app_specific == 0xDEADBEEF
+    assert message.priority == 5
+    assert message.delivery is Delivery.EXPRESS
+    assert (message.response_queue, message.admin_queue) == (plainq, plainq)
+    assert (message.acknowledge, message.journal) == (1, 2)
+    assert (message.time_to_reach_queue, message.time_to_be_received) == (60, 3601)
+    assert message.source_qm == qm.qm_guid
+    assert message.queue == plainq
+    assert message.destination == plainq
+    assert not message.transactional
+    assert message.message_class == 0
+    assert message.sent_time <= message.arrived_time
+    assert message.sent_time.tzinfo is not None
+    assert qm.receive(plainq) is None
+
+
+def test_defaults_and_infinite_times(qm: QueueManager, plainq: str) -> None:
+    qm.send(plainq, b"\x00\xff")
+    message = qm.receive(plainq)
+    assert message is not None
+    assert message.correlation_id is None
+    assert message.time_to_reach_queue is None
+    assert message.time_to_be_received is None
+    assert message.delivery is Delivery.RECOVERABLE
+    assert message.priority == 3
+
+
+def test_priority_order_on_a_plain_queue(qm: QueueManager, plainq: str) -> None:
+    for priority in (1, 7, 3):
+        qm.send(plainq, str(priority), priority=priority)
+    bodies = [m.text for m in iter(lambda: qm.receive(plainq), None)]
+    assert bodies == ["7", "3", "1"]
+
+
+def test_receive_and_peek_by_lookup_id(qm: QueueManager, plainq: str) -> None:
+    for body in ("a", "b", "c"):
+        qm.send(plainq, body)
+    second = qm.peek_range(plainq)[1]
+    assert qm.peek(plainq, lookup_id=second.lookup_id) == second
+    assert qm.receive(plainq, lookup_id=second.lookup_id) == second
+    assert qm.receive(plainq, lookup_id=second.lookup_id) is None
+    assert [m.text for m in qm.peek_range(plainq)] == ["a", "c"]
+
+
+def test_receive_timeout_returns_none_after_waiting(qm: QueueManager, plainq: str) -> None:
+    started = time.monotonic()
+    assert qm.receive(plainq) is None
+    assert qm.peek(plainq, 0.0) is None
+    assert time.monotonic() - started < 0.5
+    started = time.monotonic()
+    assert qm.receive(plainq, timeout=0.3) is None
+    assert 0.25 <= time.monotonic() - started < 2.0
+
+
+def test_waiting_receive_wakes_when_another_client_commits(
+    shared_daemon: DaemonProcess, qm: QueueManager, txq: str
+) -> None:
+    result: dict[str, object] = {}
+
+    def receiver() -> None:
+        with connect(shared_daemon.address) as other:
+            started = time.monotonic()
+            result["message"] = other.receive(txq, timeout=5.0)
+            result["elapsed"] = time.monotonic() - started
+
+    thread = threading.Thread(target=receiver)
+    thread.start()
+    time.sleep(0.2)  # let the receive start waiting
+    with qm.begin() as tx:
+        tx.send(txq, b"wake up")
+    thread.join(10)
+    message = result["message"]
+    assert message is not None
+    assert message.body == b"wake up"
+    assert result["elapsed"] < 2.0  # type: ignore[operator]
+
+
+def test_receive_with_no_timeout_waits_for_a_message(
+    shared_daemon: DaemonProcess, qm: QueueManager, plainq: str
+) -> None:
+    def sender() -> None:
+        time.sleep(0.2)
+        with connect(shared_daemon.address) as other:
+            other.send(plainq, b"late")
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    message = qm.receive(plainq, timeout=None)
+    thread.join(10)
+    assert message is not None
+    assert message.body == b"late"
+
+
+def test_peek_range_pages(qm: QueueManager, plainq: str) -> None:
+    for i in range(25):
+        qm.send(plainq, str(i))
+    seen: list[str] = []
+    after = 0
+    while page := qm.peek_range(plainq, after=after, max=10):
+        assert len(page) <= 10
+        seen.extend(m.text for m in page)
+        after = page[-1].lookup_id
+    assert seen == [str(i) for i in range(25)]
+    assert qm.peek_range(plainq, after=after) == []
+    assert qm.receive(plainq) is not None  # peeking removed nothing
+
+
+def test_peek_range_gathers_more_than_one_reply_holds(qm: QueueManager, plainq: str) -> None:
+    big = b"x" * (2 * 1024 * 1024)
+    for _ in range(3):
+        qm.send(plainq, big)
+    messages = qm.peek_range(plainq)
+    assert [len(m.body) for m in messages] == [len(big)] * 3
+    assert len({m.lookup_id for m in messages}) == 3
+
+
+def test_body_limits(qm: QueueManager, plainq: str) -> None:
+    qm.send(plainq, b"\x01" * MAX_MESSAGE_BODY)
+    message = qm.receive(plainq)
+    assert message is not None
+    assert len(message.body) == MAX_MESSAGE_BODY
+    with pytest.raises(MessageTooLarge, match="4 MB"):
+        qm.send(plainq, b"\x01" * (MAX_MESSAGE_BODY + 1))
+    assert qm.peek(plainq) is None
+
+
+def test_quota(qm: QueueManager, queue_name: str) -> None:
+    qm.create_queue(queue_name, quota=100)
+    qm.send(queue_name, b"x" * 60)
+    with pytest.raises(QuotaExceeded):
+        qm.send(queue_name, b"x" * 60)
+    qm.send(queue_name, b"x" * 40)
+
+
+def test_bad_arguments(qm: QueueManager, plainq: str) -> None:
+    with pytest.raises(InvalidArgument, match="priority"):
+        qm.send(plainq, b"x", priority=8)
+    with pytest.raises(InvalidArgument):
+        qm.send(plainq, b"x", priority=300)
+    with pytest.raises(InvalidArgument, match="label"):
+        qm.send(plainq, b"x", label="l" * 251)
+    with pytest.raises(InvalidArgument, match="correlation"):
+        qm.send(plainq, b"x", correlation_id=b"short")
+    with pytest.raises(InvalidArgument, match="delivery"):
+        qm.send(plainq, b"x", delivery="fast")
+    with pytest.raises(InvalidArgument, match="timeout"):
+        qm.receive(plainq, timeout=-1)
+    # The connection is still fine.
+    qm.send(plainq, b"ok")
+    assert qm.receive(plainq) is not None
+
+
+def test_unknown_queue(qm: QueueManager) -> None:
+    missing = f"missing-{uuid.uuid4().hex}"
+    with pytest.raises(QueueNotFound, match=missing):
+        qm.send(missing, b"x")
+    with pytest.raises(QueueNotFound):
+        qm.receive(missing)
+    with pytest.raises(QueueNotFound):
+        qm.peek_range(missing)
+
+
+def test_journal_copies(qm: QueueManager, queue_name: str) -> None:
+    qm.create_queue(queue_name, journal=True)
+    qm.send(queue_name, b"keep a copy", label="j")
+    received = qm.receive(queue_name)
+    assert received is not None
+    copy = qm.peek(f"{queue_name};journal")
+    assert copy is not None
+    assert (copy.body, copy.label, copy.id) == (b"keep a copy", "j", received.id)
+    assert qm.peek(queue_name) is None
+
+
+def test_format_names_and_multiple_destinations(qm: QueueManager, queue_name: str) -> None:
+    other = f"{queue_name}-b"
+    qm.create_queue(queue_name)
+    qm.create_queue(other)
+    qm.send(f"DIRECT=OS:.\\private$\\{queue_name}", b"direct")
+    qm.send(f"{queue_name},{other}", b"both")
+    assert [m.text for m in qm.peek_range(queue_name)] == ["direct", "both"]
+    assert [m.text for m in qm.peek_range(f".\\private$\\{other}")] == ["both"]
+
+
+# --------------------------------------------------------------------------
+# MSMQ's transaction rules
+# --------------------------------------------------------------------------
+
+
+def test_non_transactional_send_to_transactional_queue(qm: QueueManager, txq: str) -> None:
+    with pytest.raises(TransactionUsageError, match="transactional"):
+        qm.send(txq, b"x", transactional=False)
+    qm.send(txq, b"single", transactional=True)
+    qm.send(txq, b"auto")
+    messages = qm.peek_range(txq)
+    assert [m.text for m in messages] == ["single", "auto"]
+    assert all(m.transactional and m.priority == 0 for m in messages)
+
+
+def test_single_message_transaction_to_plain_queue(qm: QueueManager, plainq: str) -> None:
+    with pytest.raises(TransactionUsageError):
+        qm.send(plainq, b"x", transactional=True)
+    qm.send(plainq, b"x", transactional=False)
+
+
+def test_send_in_transaction_to_plain_queue(qm: QueueManager, plainq: str) -> None:
+    tx = qm.begin()
+    tx.send(plainq, b"x")
+    with pytest.raises(TransactionUsageError, match="not transactional"):
+        tx.commit()
+    assert tx.ended
+    assert qm.peek(plainq) is None
+
+
+def test_receive_in_transaction_from_plain_queue(qm: QueueManager, plainq: str) -> None:
+    qm.send(plainq, b"x")
+    with qm.begin() as tx:
+        with pytest.raises(TransactionUsageError, match="not transactional"):
+            tx.receive(plainq)
+    assert qm.receive(plainq) is not None
+
+
+# --------------------------------------------------------------------------
+# Transactions
+# --------------------------------------------------------------------------
+
+
+def test_commit_makes_all_sends_visible_at_once_in_order(qm: QueueManager, txq: str) -> None:
+    qm.send(txq, b"before")
+    with qm.begin() as tx:
+        for i in range(10):
+            tx.send(txq, f"m{i}", label=str(i))
+        assert [m.text for m in qm.peek_range(txq)] == ["before"]
+    messages = qm.peek_range(txq)[1:]
+    assert [m.text for m in messages] == [f"m{i}" for i in range(10)]
+    first = messages[0].lookup_id
+    assert [m.lookup_id for m in messages] == list(range(first, first + 10))
+    assert len({m.id for m in messages}) == 10
+
+
+def test_abort_returns_messages_to_their_places(qm: QueueManager, txq: str) -> None:
+    for i in range(5):
+        qm.send(txq, f"m{i}")
+    before = qm.peek_range(txq)
+    tx = qm.begin()
+    taken = [tx.receive(txq), tx.receive(txq)]
+    tx.send(txq, b"discarded")
+    assert [m.text for m in qm.peek_range(txq)] == ["m2", "m3", "m4"]
+    assert qm.status().open_transactions >= 1
+    locked = next(q for q in qm.list_queues() if q.name == txq).locked
+    assert locked == 2
+    tx.abort()
+    assert [m.lookup_id for m in taken if m] == [m.lookup_id for m in before[:2]]
+    after = qm.peek_range(txq)
+    assert [(m.lookup_id, m.text) for m in after] == [(m.lookup_id, m.text) for m in before]
+    with pytest.raises(TransactionNotFound, match="ended"):
+        tx.commit()
+
+
+def test_exception_in_block_aborts(qm: QueueManager, txq: str) -> None:
+    qm.send(txq, b"keep")
+    with pytest.raises(RuntimeError), qm.begin() as tx:
+        assert tx.receive(txq) is not None
+        tx.send(txq, b"never")
+        raise RuntimeError("boom")
+    assert tx.ended
+    assert [m.text for m in qm.peek_range(txq)] == ["keep"]
+
+
+def test_receive_and_send_commit_together(qm: QueueManager, queue_name: str) -> None:
+    source, target = queue_name, f"{queue_name}-out"
+    qm.create_queue(source, transactional=True)
+    qm.create_queue(target, transactional=True)
+    qm.send(source, b"work")
+    with qm.begin() as tx:
+        work = tx.receive(source, timeout=1)
+        assert work is not None
+        tx.send(target, work.body + b" done")
+    assert qm.peek(source) is None
+    done = qm.receive(target)
+    assert done is not None
+    assert done.body == b"work done"
+
+
+def test_transactional_receive_waits(
+    shared_daemon: DaemonProcess, qm: QueueManager, txq: str
+) -> None:
+    def sender() -> None:
+        time.sleep(0.2)
+        with connect(shared_daemon.address) as other:
+            other.send(txq, b"late")
+
+    thread = threading.Thread(target=sender)
+    thread.start()
+    with qm.begin() as tx:
+        message = tx.receive(txq, timeout=5)
+    thread.join(10)
+    assert message is not None
+    assert message.body == b"late"
+    assert qm.peek(txq) is None
+
+
+def test_failed_pipelined_send_aborts_the_commit(qm: QueueManager, txq: str) -> None:
+    qm.send(txq, b"stays")
+    missing = f"missing-{uuid.uuid4().hex}"
+    tx = qm.begin()
+    assert tx.receive(txq) is not None
+    tx.send(txq, b"a")
+    tx.send(missing, b"b")
+    tx.send(txq, b"c")
+    with pytest.raises(QueueNotFound, match=r"aborted.*does not exist"):
+        tx.commit()
+    assert tx.ended
+    # Nothing applied: no sends, and the received message is back.
+    assert [m.text for m in qm.peek_range(txq)] == ["stays"]
+
+
+def test_failed_pipelined_send_is_raised_by_the_next_call(qm: QueueManager, txq: str) -> None:
+    missing = f"missing-{uuid.uuid4().hex}"
+    with qm.begin() as tx:
+        tx.send(missing, b"b")
+        with pytest.raises(QueueNotFound, match="cannot commit"):
+            tx.receive(txq)
+        with pytest.raises(QueueNotFound):
+            tx.send(txq, b"c")
+        tx.abort()
+    assert qm.peek(txq) is None
+
+
+def test_large_pipelined_transaction(qm: QueueManager, txq: str) -> None:
+    body = b"p" * 200
+    with qm.begin() as tx:
+        for i in range(5000):
+            tx.send(txq, body, label=str(i))
+    messages = qm.peek_range(txq, max=10_000)
+    assert len(messages) == 5000
+    assert [m.label for m in messages[:3]] == ["0", "1", "2"]
+    assert messages[-1].lookup_id - messages[0].lookup_id == 4999
+
+
+def test_big_bodies_in_one_transaction(qm: QueueManager, txq: str) -> None:
+    body = b"B" * (3 * 1024 * 1024)
+    with qm.begin() as tx:
+        for _ in range(4):
+            tx.send(txq, body)
+    assert qm.purge_queue(txq) == 4
+
+
+def test_interleaved_transactions_on_one_connection(qm: QueueManager, txq: str) -> None:
+    first, second = qm.begin(), qm.begin()
+    assert first.id != second.id
+    first.send(txq, b"1")
+    second.send(txq, b"2")
+    second.commit()
+    first.abort()
+    assert [m.text for m in qm.peek_range(txq)] == ["2"]
+
+
+def test_disconnect_aborts_the_transaction(
+    shared_daemon: DaemonProcess, qm: QueueManager, txq: str
+) -> None:
+    qm.send(txq, b"one")
+    before = qm.peek(txq)
+    assert before is not None
+    other = connect(shared_daemon.address)
+    try:
+        tx = other.begin()
+        assert tx.receive(txq) is not None
+        tx.send(txq, b"uncommitted")
+        assert qm.peek(txq) is None
+    finally:
+        other.close()
+    back = qm.receive(txq, timeout=5)
+    assert back is not None
+    assert (back.lookup_id, back.body) == (before.lookup_id, b"one")
+    assert qm.receive(txq) is None
+
+
+# --------------------------------------------------------------------------
+# The daemon going away
+# --------------------------------------------------------------------------
+
+
+def test_daemon_stop_and_restart(daemon: DaemonProcess) -> None:
+    with connect(daemon.address) as qm:
+        qm.create_queue("durable", transactional=True)
+        with qm.begin() as tx:
+            tx.send("durable", b"survives")
+        daemon.stop()
+        with pytest.raises(ConnectionLost, match=daemon.address):
+            qm.list_queues()
+        with pytest.raises(ConnectionLost):
+            qm.list_queues()
+    daemon.start()
+    with connect(daemon.address) as qm:
+        message = qm.receive("durable")
+        assert message is not None
+        assert message.body == b"survives"
+
+
+def test_kill_loses_nothing_committed(daemon: DaemonProcess) -> None:
+    with connect(daemon.address) as qm:
+        qm.create_queue("q", transactional=True)
+        with qm.begin() as tx:
+            tx.send("q", b"committed")
+        tx = qm.begin()
+        assert tx.receive("q") is not None
+        tx.send("q", b"uncommitted")
+        qm.status()  # everything above has reached the daemon
+        daemon.kill()
+    daemon.restart()
+    with connect(daemon.address) as qm:
+        assert [m.body for m in qm.peek_range("q")] == [b"committed"]
+
+
+def test_sigterm_while_a_receive_waits(daemon: DaemonProcess) -> None:
+    with connect(daemon.address) as qm:
+        qm.create_queue("idle")
+        errors: list[BaseException] = []
+
+        def waiter() -> None:
+            try:
+                qm.receive("idle", timeout=None)
+            except QueueError as exc:
+                errors.append(exc)
+
+        thread = threading.Thread(target=waiter)
+        thread.start()
+        time.sleep(0.2)
+        daemon.stop()
+        thread.join(10)
+        assert not thread.is_alive()
+        assert errors
+        assert isinstance(errors[0], QueueError)

@@ -1,0 +1,40 @@
+"""The one-way import rule between packages, checked on the source."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# package -> top-level modules it must never import
+FORBIDDEN = {
+    "wire": {"qmgr", "storage", "trio", "lmdb", "socket", "time", "structlog", "asyncio"},
+    "storage": {"qmgr", "wire", "trio", "socket", "structlog", "asyncio"},
+    "qmgr/core": {"trio", "socket", "time", "structlog", "asyncio", "qmgr.server", "qmgr.client"},
+    "qmgr/client": {"storage", "qmgr.core", "qmgr.server", "lmdb"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_go_one_way(package: str) -> None:
+    offenders = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        for name in _imports(path):
+            for banned in FORBIDDEN[package]:
+                if name == banned or name.startswith(banned + "."):
+                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    assert not offenders, "\n".join(offenders)
