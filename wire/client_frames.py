@@ -868,21 +868,66 @@ def _encode_message_list(value: MessageList) -> bytes:
     return _U32.pack(len(value.messages)) + b"".join(_encode_message(m) for m in value.messages)
 
 
-def _decode_ok(body: bytes) -> Ok:
-    if len(body) != _U64.size:
-        msg = f"malformed: {len(body)} bytes, expected {_U64.size}"
-        raise RemoteProtocolError(msg, field="Ok")
-    return Ok(value=_U64.unpack(body)[0])
+def _u64_decoder(cls: type[Any], name: str) -> Callable[[bytes], Any]:
+    """A decoder for the frames whose body is one u64 (Ok, Begin, Commit, Abort)."""
+    what = cls.__name__
+
+    def decode(body: bytes) -> Any:
+        if len(body) != _U64.size:
+            msg = f"malformed: {len(body)} bytes, expected {_U64.size}"
+            raise RemoteProtocolError(msg, field=what)
+        return cls(**{name: _U64.unpack(body)[0]})
+
+    return decode
+
+
+_RECEIVE_TAIL = struct.Struct("<IBQ")
+
+
+def _encode_receive(value: Receive) -> bytes:
+    queue = value.queue.encode("utf-8")
+    return b"".join(
+        (
+            _U64.pack(value.tx_id),
+            _U16.pack(len(queue)),
+            queue,
+            _RECEIVE_TAIL.pack(value.timeout_ms, 1 if value.peek else 0, value.lookup_id),
+        )
+    )
+
+
+def _decode_receive(body: bytes) -> Receive:
+    if len(body) < _U64.size:
+        msg = f"malformed: {len(body)} bytes is shorter than the fixed part"
+        raise RemoteProtocolError(msg, field="Receive")
+    (tx_id,) = _U64.unpack_from(body, 0)
+    cursor = _Cursor(body, _U64.size, "Receive")
+    queue = cursor.text()
+    if len(body) - cursor.pos != _RECEIVE_TAIL.size:
+        msg = f"malformed: {len(body) - cursor.pos} bytes after the queue name, expected 13"
+        raise RemoteProtocolError(msg, field="Receive")
+    timeout_ms, peek, lookup_id = _RECEIVE_TAIL.unpack_from(body, cursor.pos)
+    return Receive(
+        tx_id=tx_id, queue=queue, timeout_ms=timeout_ms, peek=bool(peek), lookup_id=lookup_id
+    )
 
 
 _FAST_ENCODE: dict[type[Any], Callable[[Any], bytes]] = {
     Ok: lambda value: _U64.pack(value.value),
+    Begin: lambda value: _U64.pack(value.tx_id),
+    Commit: lambda value: _U64.pack(value.tx_id),
+    Abort: lambda value: _U64.pack(value.tx_id),
+    Receive: _encode_receive,
     Send: _encode_send,
     MessageReply: lambda value: _encode_message(value.message),
     MessageList: _encode_message_list,
 }
 _FAST_DECODE: dict[FrameKind, Callable[[bytes], FrameValue]] = {
-    FrameKind.OK: _decode_ok,
+    FrameKind.OK: _u64_decoder(Ok, "value"),
+    FrameKind.BEGIN: _u64_decoder(Begin, "tx_id"),
+    FrameKind.COMMIT: _u64_decoder(Commit, "tx_id"),
+    FrameKind.ABORT: _u64_decoder(Abort, "tx_id"),
+    FrameKind.RECEIVE: _decode_receive,
     FrameKind.SEND: _decode_send,
     FrameKind.MESSAGE: _decode_message_reply,
     FrameKind.MESSAGE_LIST: _decode_message_list,
@@ -945,6 +990,22 @@ def encode_frame(request_id: int, value: FrameValue) -> bytes:
         msg = f"frame body of {len(body)} bytes is over the {MAX_FRAME_BODY}-byte limit"
         raise LocalProtocolError(msg, field=cls.__name__)
     return _HEADER.pack(len(body), kind, 0, request_id) + body
+
+
+_OK_FRAME = struct.Struct("<IHHIQ")
+
+
+def encode_ok(request_id: int, value: int = 0) -> bytes:
+    """Encode ``Ok(value)`` with ``request_id``: the same bytes as ``encode_frame``, faster.
+
+    Raises:
+        LocalProtocolError: the request id or the value is out of range.
+    """
+    try:
+        return _OK_FRAME.pack(_U64.size, FrameKind.OK, 0, request_id, value)
+    except struct.error as exc:
+        msg = f"cannot encode: {exc}"
+        raise LocalProtocolError(msg, field="Ok") from exc
 
 
 def decode_body(kind: int, body: bytes) -> FrameValue:

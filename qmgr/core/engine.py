@@ -36,7 +36,7 @@ import enum
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
 import storage
 from storage import (
@@ -81,6 +81,36 @@ class SendMode(enum.IntEnum):
     AUTO = 0  #: single-message transaction for a transactional queue, none otherwise
     NONE = 1  #: explicitly non-transactional (an error on a transactional queue)
     SINGLE = 2  #: a single-message transaction (an error on a non-transactional queue)
+
+
+class SendProperties(Protocol):
+    """What a sender sets on a message: :class:`MessageProperties`, or a
+    client-protocol ``Send`` frame, which carries the same fields."""
+
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def label(self) -> str: ...
+    @property
+    def correlation_id(self) -> bytes: ...
+    @property
+    def app_specific(self) -> int: ...
+    @property
+    def priority(self) -> int: ...
+    @property
+    def delivery(self) -> int: ...
+    @property
+    def acknowledge(self) -> int: ...
+    @property
+    def journal(self) -> int: ...
+    @property
+    def admin_queue(self) -> str: ...
+    @property
+    def response_queue(self) -> str: ...
+    @property
+    def time_to_reach_queue(self) -> int: ...
+    @property
+    def time_to_be_received(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -375,7 +405,7 @@ class QueueManagerCore:
     def prepare_send(
         self,
         destination: str,
-        properties: MessageProperties,
+        properties: SendProperties,
         *,
         tx: Transaction | None,
         mode: SendMode = SendMode.AUTO,
@@ -626,7 +656,7 @@ def _strip_private_prefix(name: str) -> str:
     return name
 
 
-def _check_properties(properties: MessageProperties) -> None:
+def _check_properties(properties: SendProperties) -> None:
     if len(properties.body) > MAX_MESSAGE_BODY:
         msg = (
             f"message body is {len(properties.body)} bytes; the limit is {MAX_MESSAGE_BODY} (4 MB)"
@@ -667,7 +697,7 @@ def _check_properties(properties: MessageProperties) -> None:
 
 
 def _message_record(
-    properties: MessageProperties,
+    properties: SendProperties,
     *,
     queue: QueueRecord,
     destination: str,

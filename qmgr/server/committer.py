@@ -4,24 +4,29 @@ Theory of operation
 -------------------
 Every change to stored state — a committed transaction, a non-transacted
 send or receive — is a ``storage.CommitUnit`` handed to :meth:`Committer.submit`.
-One committer task owns all writes. It sleeps until work arrives, takes
-*every* unit waiting, and applies them with one ``Store.commit_batch`` call:
-one LMDB write transaction and one sync for the whole batch. Units that
-arrive while a batch is being written wait for the next one, so concurrent
-clients share syncs (group commit) and a single client pays one sync per
-commit.
+Units are written in batches, one ``Store.commit_batch`` call each: one LMDB
+write transaction and one sync for the whole batch (group commit).
+
+Leader and followers. The first task to submit while no batch is forming
+becomes the *leader*. It yields once, so that every other task that is ready
+to run in the same scheduling round (typically sessions whose requests
+arrived while the previous batch was syncing) adds its unit as a *follower*;
+then the leader takes every pending unit, writes and syncs them, hands each
+follower its outcome, and carries on with its own reply at once. A single
+client therefore pays one scheduler pass and one sync per commit, and N
+concurrent clients share one sync.
 
 The batch runs on the trio thread and blocks the event loop for the length
-of one write transaction and its sync. That is deliberate: measured on the
-target machine, handing the write transaction to a worker thread cost more
-in GIL hand-offs and scheduler hops than it saved (see docs/performance.md),
-and keeping LMDB on one thread means no write transaction can span an
-``await`` and the map can grow safely. Requests that arrive during the sync
-wait in the kernel's socket buffers and form the next batch.
+of one write transaction and its sync. That is deliberate: handing the write
+transaction to a worker thread costs GIL hand-offs and scheduler hops on every
+commit (see docs/performance.md), and keeping LMDB on one thread means no
+write transaction can span an ``await`` and the map can grow safely. Requests
+that arrive during the sync wait in the kernel's socket buffers and form the
+next batch.
 
-A submitter's wait is shielded from cancellation: once a unit is handed over
-it will be applied or fail as a whole, and the submitter always learns which,
-so that it can release locks and answer (or log) correctly.
+Waits are shielded from cancellation: once a unit is handed over it will be
+applied or fail as a whole, and the submitter always learns which, so that it
+can release locks and answer (or log) correctly.
 """
 
 from __future__ import annotations
@@ -63,28 +68,9 @@ class Committer:
     ) -> None:
         self._store = store
         self._pending: list[_Pending] = []
-        self._wakeup = trio.Event()
+        self._leading = False
         self._log = log or structlog.get_logger("qmgr.committer")
         self.stats = CommitterStats()
-        self._running = False
-
-    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Apply batches until cancelled. Start it with ``nursery.start``."""
-        self._running = True
-        task_status.started()
-        try:
-            while True:
-                await self._wakeup.wait()
-                self._wakeup = trio.Event()
-                batch, self._pending = self._pending, []
-                if batch:
-                    self._apply(batch)
-        finally:
-            self._running = False
-            # Nothing may be left waiting forever: apply what is still pending.
-            if self._pending:
-                batch, self._pending = self._pending, []
-                self._apply(batch)
 
     async def submit(self, unit: CommitUnit) -> CommitOutcome:
         """Apply ``unit`` in the next batch and return its outcome once synced.
@@ -95,9 +81,20 @@ class Committer:
         """
         pending = _Pending(unit)
         self._pending.append(pending)
-        self._wakeup.set()
-        with trio.CancelScope(shield=True):
-            await pending.done.wait()
+        if self._leading:
+            with trio.CancelScope(shield=True):
+                await pending.done.wait()
+        else:
+            self._leading = True
+            try:
+                # Let every task that is ready this round join the batch. With
+                # nothing else runnable no one could join: write at once.
+                if trio.lowlevel.current_statistics().tasks_runnable:
+                    await trio.lowlevel.cancel_shielded_checkpoint()
+                batch, self._pending = self._pending, []
+                self._apply(batch)
+            finally:
+                self._leading = False
         if pending.error is not None:
             raise pending.error
         assert pending.outcome is not None

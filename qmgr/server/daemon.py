@@ -39,6 +39,7 @@ from storage import Store
 from wire import client_frames as cf
 
 from .committer import Committer
+from .connection import RawConnection
 from .session import ClientSession, queue_info
 from .signals import QueueSignals
 
@@ -110,8 +111,9 @@ class Daemon:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             return
-        _tune_socket(stream)
-        session = ClientSession(self, stream, conn_id, peer)
+        connection = RawConnection(stream)
+        _tune_socket(connection)
+        session = ClientSession(self, connection, conn_id, peer)
         self.sessions[conn_id] = session
         try:
             await session.run()
@@ -173,31 +175,28 @@ async def serve(
             msg = f"cannot listen for clients on {config.client_listen}: {reason}"
             raise StartupError(msg) from exc
         bound = listeners[0].socket.getsockname()
-        async with trio.open_nursery() as outer:
-            await outer.start(daemon.committer.run)
-            async with trio.open_nursery() as inner:
-                if install_signal_handlers:
-                    inner.start_soon(_watch_signals, daemon.stop, log)
-                inner.start_soon(daemon.sweep_idle_transactions)
-                inner.start_soon(trio.serve_listeners, daemon.handle_connection, listeners)
-                log.info(
-                    "queue_manager_started",
-                    guid=str(store.qm_guid),
-                    data_dir=str(config.data_dir),
-                    client_listen=f"{bound[0]}:{bound[1]}",
-                    peer_listen=str(config.listen),
-                    peering="not enabled in this version",
-                    version=__version__,
-                    python=sys.version.split()[0],
-                )
-                task_status.started((bound[0], bound[1]))
-                try:
-                    await daemon.stop_requested.wait()
-                finally:
-                    daemon.stopping = True
-                    daemon.signals.notify_all()
-                    inner.cancel_scope.cancel()
-            outer.cancel_scope.cancel()
+        async with trio.open_nursery() as inner:
+            if install_signal_handlers:
+                inner.start_soon(_watch_signals, daemon.stop, log)
+            inner.start_soon(daemon.sweep_idle_transactions)
+            inner.start_soon(trio.serve_listeners, daemon.handle_connection, listeners)
+            log.info(
+                "queue_manager_started",
+                guid=str(store.qm_guid),
+                data_dir=str(config.data_dir),
+                client_listen=f"{bound[0]}:{bound[1]}",
+                peer_listen=str(config.listen),
+                peering="not enabled in this version",
+                version=__version__,
+                python=sys.version.split()[0],
+            )
+            task_status.started((bound[0], bound[1]))
+            try:
+                await daemon.stop_requested.wait()
+            finally:
+                daemon.stopping = True
+                daemon.signals.notify_all()
+                inner.cancel_scope.cancel()
         log.info("queue_manager_stopped", open_transactions_aborted=True)
     finally:
         store.close()
@@ -221,6 +220,6 @@ def _peer_name(stream: trio.SocketStream) -> str:
     return f"{host}:{port}"
 
 
-def _tune_socket(stream: trio.SocketStream) -> None:
+def _tune_socket(stream: RawConnection) -> None:
     with contextlib.suppress(OSError):
         stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)

@@ -41,7 +41,6 @@ import trio
 import storage
 from qmgr import __version__
 from qmgr.core.engine import (
-    MessageProperties,
     SendMode,
     Transaction,
     TransactionState,
@@ -60,6 +59,8 @@ from storage import CommitOutcome, MessageRecord, QueueRecord
 from wire import RemoteProtocolError
 from wire import client_frames as cf
 
+from .connection import RawConnection
+
 if TYPE_CHECKING:
     from .daemon import Daemon
 
@@ -70,7 +71,7 @@ MAX_PEEK_RANGE = 10_000
 class ClientSession:
     """Serves one client connection until it closes."""
 
-    def __init__(self, daemon: Daemon, stream: trio.SocketStream, conn_id: int, peer: str) -> None:
+    def __init__(self, daemon: Daemon, stream: RawConnection, conn_id: int, peer: str) -> None:
         self.daemon = daemon
         self.core = daemon.core
         self.stream = stream
@@ -218,6 +219,10 @@ class ClientSession:
     def _reply(self, request_id: int, value: cf.ServerReply) -> None:
         self._outbox.append(cf.encode_frame(request_id, value))
 
+    def _reply_ok(self, request_id: int, value: int = 0) -> None:
+        # The most frequent reply (every pipelined send), packed in one call.
+        self._outbox.append(cf.encode_ok(request_id, value))
+
     def _reply_error(self, request_id: int, error: QueueManagerError) -> None:
         self._reply(request_id, cf.ErrorReply(code=error.code, message=error.message))
 
@@ -244,7 +249,7 @@ class ClientSession:
             now=time.time(),
         )
         self.log.info("queue_created", queue=record.name, transactional=record.transactional)
-        self._reply(request_id, cf.Ok(value=record.queue_id))
+        self._reply_ok(request_id, record.queue_id)
 
     def _delete_queue(self, request_id: int, request: cf.DeleteQueue) -> None:
         record = self.core.queue(request.name)
@@ -253,12 +258,12 @@ class ClientSession:
             [record.queue_id] + ([record.journal_id] if record.journal_id else [])
         )
         self.log.info("queue_deleted", queue=record.name, messages=count)
-        self._reply(request_id, cf.Ok(value=count))
+        self._reply_ok(request_id, count)
 
     def _purge_queue(self, request_id: int, request: cf.PurgeQueue) -> None:
         count = self.core.purge_queue(request.name)
         self.log.info("queue_purged", queue=request.name, messages=count)
-        self._reply(request_id, cf.Ok(value=count))
+        self._reply_ok(request_id, count)
 
     def _list_queues(self, request_id: int, request: cf.ListQueues) -> None:
         self._reply(request_id, cf.QueueList(queues=self.daemon.queue_infos()))
@@ -284,7 +289,7 @@ class ClientSession:
         tx = self.core.begin(self, time.time())
         tx.client_id = tx_id
         self._transactions[tx_id] = tx
-        self._reply(request_id, cf.Ok(value=tx_id))
+        self._reply_ok(request_id, tx_id)
 
     def transaction(self, tx_id: int) -> Transaction:
         """The open transaction this connection calls ``tx_id``.
@@ -323,7 +328,7 @@ class ClientSession:
         woken = self.core.abort(tx)
         self.daemon.signals.notify(woken)
         self.log.info("transaction_aborted", tx=request.tx_id, reason="by client")
-        self._reply(request_id, cf.Ok())
+        self._reply_ok(request_id)
 
     async def _commit(self, request_id: int, request: cf.Commit) -> None:
         failed = self._failed_sends.pop(request.tx_id, None)
@@ -352,7 +357,7 @@ class ClientSession:
             self.log.info("transaction_aborted", tx=request.tx_id, reason=error.message)
             raise error
         self.log.debug("transaction_committed", tx=request.tx_id, sends=sends, receives=receives)
-        self._reply(request_id, cf.Ok())
+        self._reply_ok(request_id)
 
     async def _submit(self, tx: Transaction, unit: storage.CommitUnit) -> CommitOutcome | None:
         """Hand a transaction to the committer; on a failed batch abort it and re-raise."""
@@ -384,25 +389,12 @@ class ClientSession:
         except ValueError:
             msg = f"send mode must be 0 (auto), 1 (none) or 2 (single message), not {request.mode}"
             raise InvalidArgument(msg) from None
-        properties = MessageProperties(
-            body=request.body,
-            label=request.label,
-            correlation_id=request.correlation_id,
-            app_specific=request.app_specific,
-            priority=request.priority,
-            delivery=request.delivery,
-            acknowledge=request.acknowledge,
-            journal=request.journal,
-            admin_queue=request.admin_queue,
-            response_queue=request.response_queue,
-            time_to_reach_queue=request.time_to_reach_queue,
-            time_to_be_received=request.time_to_be_received,
-        )
+        # The Send frame carries exactly the properties the core needs.
         prepared = self.core.prepare_send(
-            request.destination, properties, tx=tx, mode=mode, now=time.time()
+            request.destination, request, tx=tx, mode=mode, now=time.time()
         )
         if tx is not None:
-            self._reply(request_id, cf.Ok())
+            self._reply_ok(request_id)
             return
         try:
             outcome = await self.daemon.committer.submit(

@@ -145,7 +145,16 @@ def test_every_frame_round_trips(frame: cf.FrameValue, request_id: int) -> None:
 @settings(max_examples=200)
 @given(
     frame=st.one_of(
-        sends, st.builds(cf.MessageReply, message=messages), st.builds(cf.Ok, value=u64)
+        sends,
+        st.builds(cf.MessageReply, message=messages),
+        st.builds(cf.MessageList, messages=st.lists(messages, max_size=3).map(tuple)),
+        st.builds(cf.Ok, value=u64),
+        st.builds(cf.Begin, tx_id=u64),
+        st.builds(cf.Commit, tx_id=u64),
+        st.builds(cf.Abort, tx_id=u64),
+        st.builds(
+            cf.Receive, tx_id=u64, queue=text, timeout_ms=u32, peek=st.booleans(), lookup_id=u64
+        ),
     )
 )
 def test_fast_paths_match_the_layouts(frame: cf.FrameValue) -> None:
@@ -280,3 +289,8 @@ def test_unknown_guid_bytes_round_trip() -> None:
     frame = cf.HelloOk(version=1, server_version="x", qm_name="n", qm_guid=guid)
     [decoded] = _decode_all(cf.encode_frame(1, frame))
     assert decoded.value == frame
+
+
+@given(request_id=u32, value=u64)
+def test_encode_ok_is_encode_frame(request_id: int, value: int) -> None:
+    assert cf.encode_ok(request_id, value) == cf.encode_frame(request_id, cf.Ok(value=value))

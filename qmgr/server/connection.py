@@ -1,0 +1,88 @@
+"""A client connection's socket, read and written with as few scheduler passes as possible.
+
+trio's ``SocketStream`` passes through the scheduler on every call, even
+when the kernel could answer at once. On the commit path, where one request
+and one reply frame a synced write, each pass costs as much as the Python
+work around it, so a session owns its socket directly: it tries the
+non-blocking call first and waits with ``wait_readable``/``wait_writable`` only
+when the kernel says it must. Fairness is kept by yielding after a run of
+reads that never had to wait, and cancellation is checked on every read.
+"""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+
+#: Reads in a row that found data waiting before the connection yields anyway.
+READS_BEFORE_YIELD = 16
+
+
+class RawConnection:
+    """A connected TCP socket taken over from a ``trio.SocketStream``."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._sock = socket.socket(fileno=stream.socket.detach())
+        self._sock.setblocking(False)
+        self._ready_reads = 0
+        self._closed = False
+
+    def setsockopt(self, level: int, option: int, value: int) -> None:
+        """Set a socket option (for example TCP_NODELAY)."""
+        self._sock.setsockopt(level, option, value)
+
+    async def receive_some(self, max_bytes: int) -> bytes:
+        """Return the bytes available (b"" at end of stream), waiting if there are none.
+
+        Raises:
+            trio.BrokenResourceError: the connection failed.
+            trio.ClosedResourceError: :meth:`aclose` was called.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        self._ready_reads += 1
+        if self._ready_reads >= READS_BEFORE_YIELD:
+            self._ready_reads = 0
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        while True:
+            if self._closed:
+                msg = "the connection was closed"
+                raise trio.ClosedResourceError(msg)
+            try:
+                return self._sock.recv(max_bytes)
+            except BlockingIOError:
+                self._ready_reads = 0
+                await trio.lowlevel.wait_readable(self._sock)
+            except OSError as exc:
+                msg = f"connection broken: {exc.strerror or exc}"
+                raise trio.BrokenResourceError(msg) from exc
+
+    async def send_all(self, data: bytes) -> None:
+        """Send every byte, waiting while the kernel's buffer is full.
+
+        Raises:
+            trio.BrokenResourceError: the connection failed.
+            trio.ClosedResourceError: :meth:`aclose` was called.
+        """
+        view = memoryview(data)
+        while view:
+            if self._closed:
+                msg = "the connection was closed"
+                raise trio.ClosedResourceError(msg)
+            try:
+                sent = self._sock.send(view)
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(self._sock)
+                continue
+            except OSError as exc:
+                msg = f"connection broken: {exc.strerror or exc}"
+                raise trio.BrokenResourceError(msg) from exc
+            view = view[sent:]
+
+    async def aclose(self) -> None:
+        """Close the socket (waking any task waiting on it)."""
+        if not self._closed:
+            self._closed = True
+            trio.lowlevel.notify_closing(self._sock)
+            self._sock.close()
+        await trio.lowlevel.checkpoint()
