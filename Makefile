@@ -46,6 +46,7 @@ test: lint typecheck pytest
 
 bench: $(VENV)/.installed-test
 	$(PY) bench/wire.py
+	$(PY) bench/store.py
 	$(PY) bench/local.py
 
 clean:

@@ -10,7 +10,8 @@ write transaction and one sync for the whole batch (group commit).
 Leader and followers. The first task to submit while no batch is forming
 becomes the *leader*. It yields once, so that every other task that is ready
 to run in the same scheduling round (typically sessions whose requests
-arrived while the previous batch was syncing) adds its unit as a *follower*;
+arrived while the previous batch was syncing) adds its unit as a *follower*
+(the yield is skipped when no other client is connected);
 then the leader takes every pending unit, writes and syncs them, hands each
 follower its outcome, and carries on with its own reply at once. A single
 client therefore pays one scheduler pass and one sync per commit, and N
@@ -32,7 +33,7 @@ can release locks and answer (or log) correctly.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -64,9 +65,17 @@ class Committer:
     """Applies commit units in batches, one write transaction and one sync each."""
 
     def __init__(
-        self, store: Store, *, log: structlog.typing.FilteringBoundLogger | None = None
+        self,
+        store: Store,
+        *,
+        others_may_join: Callable[[], bool] = lambda: True,
+        log: structlog.typing.FilteringBoundLogger | None = None,
     ) -> None:
+        """``others_may_join`` says whether another task could submit in the same
+        scheduling round (the daemon answers: more than one client connection).
+        When it cannot, the leader writes at once instead of yielding first."""
         self._store = store
+        self._others_may_join = others_may_join
         self._pending: list[_Pending] = []
         self._leading = False
         self._log = log or structlog.get_logger("qmgr.committer")
@@ -88,8 +97,8 @@ class Committer:
             self._leading = True
             try:
                 # Let every task that is ready this round join the batch. With
-                # nothing else runnable no one could join: write at once.
-                if trio.lowlevel.current_statistics().tasks_runnable:
+                # no one else to join, write at once.
+                if self._others_may_join():
                     await trio.lowlevel.cancel_shielded_checkpoint()
                 batch, self._pending = self._pending, []
                 self._apply(batch)

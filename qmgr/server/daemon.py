@@ -71,7 +71,7 @@ class Daemon:
                 max_transaction_bytes=config.tx_max_bytes,
             ),
         )
-        self.committer = Committer(store)
+        self.committer = Committer(store, others_may_join=lambda: len(self.sessions) > 1)
         self.signals = QueueSignals()
         self.sessions: dict[int, ClientSession] = {}
         self.started_at = time.time()
