@@ -3,12 +3,13 @@
 Theory of operation
 -------------------
 A :class:`QueueManager` owns one TCP connection (``TCP_NODELAY``) to the
-daemon's client listener. Every call appends one request frame to an output
-buffer, writes the buffer, and reads (in reads of up to 1 MiB) until the
+daemon's client listener, and a ``_protocol.ClientProtocol`` that does all
+but the I/O: it checks arguments, packs requests, allocates request and
+transaction ids, routes replies and keeps the pipelining's books. Every call
+has the core append one request frame to the output buffer, writes the
+buffer, and reads (in reads of up to 1 MiB), feeding the core, until the
 reply with its request id arrives. Replies carry request ids, so replies to
-*pipelined* requests may be interleaved with the one being waited for. The
-replies are split into frames by ``_codec.ReplyReader``: ``Ok`` frames are
-read in place, every other frame goes through a ``ClientFrameDecoder``.
+*pipelined* requests may be interleaved with the one being waited for.
 
 Two requests are pipelined: :meth:`QueueManager.begin` (the client chooses
 the transaction id) and :meth:`Transaction.send`. They only append their
@@ -38,29 +39,13 @@ import socket
 from types import TracebackType
 from typing import Final, Self
 
-from wire import RemoteProtocolError
 from wire import client_frames as cf
 
 from . import _common as common
-from ._codec import (
-    ABORT,
-    BEGIN,
-    COMMIT,
-    ReplyReader,
-    append_receive,
-    append_send,
-    append_tx_request,
-)
-from ._common import PIPELINE_FLUSH_BYTES, TransactionState
-from ._errors import (
-    ConnectionLost,
-    InvalidArgument,
-    QueueError,
-    TransactionAborted,
-    TransactionNotFound,
-    error_from_reply,
-)
+from . import _protocol as protocol
+from ._errors import ConnectionLost, QueueError
 from ._message import Delivery, Message, QueueInfo, Status
+from ._protocol import ClientProtocol, PeekPages, TransactionState, Waiter
 
 __all__ = ["QueueManager", "Transaction", "connect"]
 
@@ -139,15 +124,7 @@ class QueueManager:
         self._sock = sock
         self._recv_buffer = bytearray(common.RECEIVE_SIZE)
         self._recv_view = memoryview(self._recv_buffer)
-        self._out = bytearray()
-        self._next_id = 0
-        self._next_tx_id = 0
-        # request id -> transaction, for pipelined sends whose reply is not yet read
-        self._pipelined: dict[int, TransactionState] = {}
-        # replies read while waiting for another one
-        self._ready: dict[int, cf.FrameValue] = {}
-        self._reader = ReplyReader(self._pipelined, self._deliver)
-        self._broken: ConnectionLost | None = None
+        self._proto = ClientProtocol(address, Waiter, address_in_stream_errors=False)
 
     # ------------------------------------------------------------------
     # Life cycle
@@ -165,13 +142,13 @@ class QueueManager:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._broken is not None else "open"
+        state = "closed" if self._proto.closed else "open"
         return f"<QueueManager {self.qm_name!r} at {self.address} ({state})>"
 
     @property
     def closed(self) -> bool:
         """True after :meth:`close` or once the connection broke."""
-        return self._broken is not None
+        return self._proto.closed
 
     def close(self) -> None:
         """Close the connection. Open transactions are aborted by the daemon.
@@ -179,28 +156,16 @@ class QueueManager:
         Sends still buffered in an open transaction are discarded with it.
         Closing twice is harmless.
         """
-        if self._broken is None:
-            self._broken = ConnectionLost(f"the connection to {self.address} was closed")
-        self._out = bytearray()
-        self._pipelined.clear()
+        self._proto.close(f"the connection to {self.address} was closed")
         self._sock.close()
 
     def _handshake(self, client_name: str) -> None:
-        hello = cf.Hello(client_name=client_name[:200])
+        proto = self._proto
         try:
-            reply = self._call(hello)
-        except ConnectionLost as exc:
-            msg = f"handshake with the queue manager at {self.address} failed: {exc.message}"
-            raise ConnectionLost(msg) from None
+            reply = self._exchange(proto.hello(proto.out, client_name))
         except QueueError as exc:
-            msg = f"the queue manager at {self.address} refused the connection: {exc.message}"
-            raise error_from_reply(int(exc.code or 0), msg) from None
-        if type(reply) is not cf.HelloOk:
-            msg = f"{self.address} answered {type(reply).__name__} to Hello; is it a qmgr daemon?"
-            raise ConnectionLost(msg)
-        self.qm_name = reply.qm_name
-        self.qm_guid = reply.qm_guid
-        self.server_version = reply.server_version
+            raise proto.handshake_error(exc) from None
+        self.qm_name, self.qm_guid, self.server_version = proto.welcome(reply)
 
     # ------------------------------------------------------------------
     # Queues
@@ -227,7 +192,7 @@ class QueueManager:
         request = cf.CreateQueue(
             name=name, transactional=transactional, journal=journal, quota=quota
         )
-        common.expect_ok(self._call(request))
+        protocol.ok_value(self._call(request))
 
     def delete_queue(self, name: str) -> int:
         """Delete a queue, its journal and their messages; return how many messages went.
@@ -235,7 +200,7 @@ class QueueManager:
         Raises:
             QueueNotFound, AccessDenied (system and journal queues)
         """
-        return common.expect_ok(self._call(cf.DeleteQueue(name=name)))
+        return protocol.ok_value(self._call(cf.DeleteQueue(name=name)))
 
     def purge_queue(self, name: str) -> int:
         """Delete every message in a queue; return how many.
@@ -245,21 +210,15 @@ class QueueManager:
         Raises:
             QueueNotFound
         """
-        return common.expect_ok(self._call(cf.PurgeQueue(name=name)))
+        return protocol.ok_value(self._call(cf.PurgeQueue(name=name)))
 
     def list_queues(self) -> list[QueueInfo]:
         """Every queue with its counters, by name (system and journal queues included)."""
-        reply = self._call(cf.ListQueues())
-        if type(reply) is not cf.QueueList:
-            raise common.unexpected(reply, "QueueList")
-        return [QueueInfo.from_wire(q) for q in reply.queues]
+        return protocol.queue_list(self._call(cf.ListQueues()))
 
     def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
-        reply = self._call(cf.GetStatus())
-        if type(reply) is not cf.StatusInfo:
-            raise common.unexpected(reply, "StatusInfo")
-        return Status.from_wire(reply)
+        return protocol.status(self._call(cf.GetStatus()))
 
     # ------------------------------------------------------------------
     # Messages
@@ -314,21 +273,13 @@ class QueueManager:
             queues), TransactionUsageError, MessageTooLarge, QuotaExceeded,
             InvalidArgument, StoreFull
         """
-        mode = common.SEND_MODES.get(transactional)
-        if mode is None:
-            msg = f"transactional must be None, False or True, not {transactional!r}"
-            raise InvalidArgument(msg)
-        self._check_open()
-        request_id = self._new_id()
-        append_send(
-            self._out, request_id, 0, mode, destination, body, label, correlation_id,
-            app_specific, priority, delivery, acknowledge, journal, admin_queue,
-            response_queue, time_to_reach_queue, time_to_be_received,
+        proto = self._proto
+        waiter = proto.send_request(
+            proto.out, destination, body, transactional, label, correlation_id, app_specific,
+            priority, delivery, acknowledge, journal, admin_queue, response_queue,
+            time_to_reach_queue, time_to_be_received,
         )  # fmt: skip
-        reply = self._exchange(request_id)
-        if type(reply) is cf.Sent:
-            return reply.message_id
-        raise common.unexpected(reply, "Sent")
+        return protocol.message_id(self._exchange(waiter))
 
     def receive(
         self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
@@ -349,7 +300,7 @@ class QueueManager:
         Raises:
             QueueNotFound, InvalidName
         """
-        return self._receive(0, queue, timeout, False, lookup_id)
+        return self._receive(None, queue, timeout, False, lookup_id)
 
     def peek(
         self, queue: str, timeout: float | None = 0.0, lookup_id: int | None = None
@@ -358,7 +309,7 @@ class QueueManager:
 
         Waits like :meth:`receive`. Messages held by open transactions are not seen.
         """
-        return self._receive(0, queue, timeout, True, lookup_id)
+        return self._receive(None, queue, timeout, True, lookup_id)
 
     def peek_range(self, queue: str, after: int = 0, max: int = 1000) -> list[Message]:
         """Look at up to ``max`` messages with a lookup id above ``after``, in lookup-id order.
@@ -368,16 +319,10 @@ class QueueManager:
         answers at most about 4 MB of messages per request; this method asks
         again until it has ``max`` messages or the queue has no more.
         """
-        found: list[Message] = []
-        while len(found) < max:
-            reply = self._call(cf.PeekRange(queue=queue, after=after, max_count=max - len(found)))
-            if type(reply) is not cf.MessageList:
-                raise common.unexpected(reply, "MessageList")
-            if not reply.messages:
-                break
-            found.extend(Message.from_wire(m) for m in reply.messages)
-            after = found[-1].lookup_id
-        return found
+        pages = PeekPages(queue, after, max)
+        while (request := pages.next_request()) is not None:
+            pages.add(self._call(request))
+        return pages.found
 
     # ------------------------------------------------------------------
     # Transactions
@@ -397,70 +342,55 @@ class QueueManager:
                 msg = tx.receive("in", timeout=5)
                 tx.send("out", msg.body)
         """
-        self._check_open()
-        tx_id = self._next_tx_id = self._next_tx_id % common.MAX_CLIENT_TX_ID + 1
-        tx = Transaction(self, tx_id)
-        request_id = self._new_id()
-        append_tx_request(self._out, BEGIN, request_id, tx_id)
-        self._pipelined[request_id] = tx._state
+        tx = Transaction(self, self._proto.next_tx_id())
+        self._proto.begin(tx._state)
         return tx
 
     # ------------------------------------------------------------------
     # The connection
     # ------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._broken is not None:
-            raise ConnectionLost(self._broken.message)
-
-    def _new_id(self) -> int:
-        request_id = self._next_id + 1
-        if request_id > 0xFFFFFFFF:
-            request_id = 1
-        self._next_id = request_id
-        return request_id
-
     def _call(self, value: cf.ClientRequest) -> cf.ServerReply:
         """Send one request (after whatever is buffered) and return its reply."""
-        self._check_open()
-        request_id = self._new_id()
-        self._out += common.encode(request_id, value)
-        return self._exchange(request_id)
+        return self._exchange(self._proto.request(self._proto.out, value))
 
     def _receive(
-        self, tx_id: int, queue: str, timeout: float | None, peek: bool, lookup_id: int | None
+        self,
+        state: TransactionState | None,
+        queue: str,
+        timeout: float | None,
+        peek: bool,
+        lookup_id: int | None,
     ) -> Message | None:
-        """Receive or peek, in a transaction or not."""
-        timeout_ms = common.timeout_ms(timeout)
-        self._check_open()
-        request_id = self._new_id()
-        append_receive(self._out, request_id, tx_id, queue, timeout_ms, peek, lookup_id)
-        return common.message_or_none(self._exchange(request_id))
+        """Receive or peek, in the transaction ``state`` or outside any."""
+        proto = self._proto
+        waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
+        return protocol.message_or_none(self._exchange(waiter), state)
 
-    def _tx_call(self, kind: int, tx_id: int) -> None:
-        """Commit or abort."""
-        self._check_open()
-        request_id = self._new_id()
-        append_tx_request(self._out, kind, request_id, tx_id)
-        common.expect_ok(self._exchange(request_id))
+    def _end(self, state: TransactionState, *, commit: bool) -> None:
+        """Commit or abort ``state``: the core says what goes out and what its outcome raises."""
+        proto = self._proto
+        state.end(commit=commit)
+        outcome: cf.ServerReply | QueueError
+        try:
+            outcome = self._exchange(proto.end_request(proto.out, state))
+        except QueueError as exc:
+            outcome = exc
+        protocol.transaction_ended(state, outcome)
 
-    def _exchange(self, request_id: int) -> cf.ServerReply:
-        """Write the buffer and wait for the reply to ``request_id``; raise error replies."""
+    def _exchange(self, waiter: Waiter) -> cf.ServerReply:
+        """Write the buffer and wait for ``waiter``'s reply; raise error replies."""
         try:
             self._flush()
-            reply = self._ready.pop(request_id, None)
-            while reply is None:
+            while waiter.reply is None:
                 self._read(block=True)
-                reply = self._ready.pop(request_id, None)
         except QueueError:
             raise
         except BaseException as exc:
             # Interrupted half-way (KeyboardInterrupt, ...): the stream can no longer be trusted.
             self._break(f"a request was interrupted ({type(exc).__name__})")
             raise
-        if type(reply) is cf.ErrorReply:
-            raise error_from_reply(reply.code, reply.message)
-        return reply  # type: ignore[return-value]
+        return self._proto.result(waiter)
 
     def _flush_guarded(self) -> None:
         """Write the buffer; an interrupted write breaks the connection."""
@@ -474,7 +404,7 @@ class QueueManager:
 
     def _flush(self) -> None:
         """Write the whole output buffer, reading replies whenever the kernel is full."""
-        out = self._out
+        out = self._proto.out
         if not out:
             return
         sock = self._sock
@@ -516,33 +446,25 @@ class QueueManager:
         if not count:
             raise self._lost(None)
         try:
-            self._reader.feed(self._recv_view[:count])
-        except RemoteProtocolError as exc:
-            msg = f"the queue manager sent a malformed frame: {exc}"
-            raise self._break(msg) from None
-
-    def _deliver(self, request_id: int, value: cf.FrameValue) -> None:
-        if request_id == 0 and type(value) is cf.ErrorReply:
-            # The daemon rejected the stream itself and is closing the connection.
-            error = error_from_reply(value.code, value.message)
-            self._break(f"the queue manager closed the connection: {error.message}")
-            raise error
-        self._ready[request_id] = value
+            self._proto.receive_data(self._recv_view[:count])
+        except QueueError:
+            # A malformed frame, or the daemon rejected the stream: the core broke the connection.
+            self._sock.close()
+            raise
 
     def _lost(self, exc: BaseException | None) -> ConnectionLost:
         reason = "the queue manager closed the connection"
         if exc is not None:
             detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             reason = f"the connection failed: {detail.lower() or type(exc).__name__}"
-        return self._break(f"lost the connection to the queue manager at {self.address}: {reason}")
+        error = self._proto.lost(reason)
+        self._sock.close()
+        return error
 
     def _break(self, message: str) -> ConnectionLost:
-        if self._broken is None or self._broken.message.endswith("was closed"):
-            self._broken = ConnectionLost(message)
-        self._out = bytearray()
-        self._pipelined.clear()
+        error = self._proto.fail(message)
         self._sock.close()
-        return ConnectionLost(self._broken.message)
+        return error
 
 
 class Transaction:
@@ -558,11 +480,12 @@ class Transaction:
         id: the daemon's id for the transaction.
     """
 
-    __slots__ = ("_qm", "_state")
+    __slots__ = ("_proto", "_qm", "_state")
 
     def __init__(self, qm: QueueManager, tx_id: int) -> None:
         """Wrap an open transaction; use :meth:`QueueManager.begin` instead."""
         self._qm = qm
+        self._proto = qm._proto
         self._state = TransactionState(tx_id)
 
     @property
@@ -576,8 +499,7 @@ class Transaction:
         return self._state.ended
 
     def __repr__(self) -> str:
-        state = "ended" if self._state.ended else "failed" if self._state.failed else "open"
-        return f"<Transaction {self._state.id} ({state})>"
+        return f"<Transaction {self._state.id} ({self._state.phase})>"
 
     def __enter__(self) -> Self:
         return self
@@ -625,25 +547,12 @@ class Transaction:
         Committed messages of one transaction arrive in the order they were
         sent, with consecutive lookup ids.
         """
-        state = self._state
-        if state.ended or state.failed:
-            state.check()
-        qm = self._qm
-        if qm._broken is not None:
-            raise ConnectionLost(qm._broken.message)
-        request_id = qm._next_id + 1
-        if request_id > 0xFFFFFFFF:
-            request_id = 1
-        out = qm._out
-        append_send(
-            out, request_id, state.id, 0, destination, body, label, correlation_id,
-            app_specific, priority, delivery, acknowledge, journal, admin_queue,
-            response_queue, time_to_reach_queue, time_to_be_received,
-        )  # fmt: skip
-        qm._next_id = request_id
-        qm._pipelined[request_id] = state
-        if len(out) > PIPELINE_FLUSH_BYTES:
-            qm._flush_guarded()
+        if self._proto.pipeline_send(
+            self._state, destination, body, label, correlation_id, app_specific, priority,
+            delivery, acknowledge, journal, admin_queue, response_queue,
+            time_to_reach_queue, time_to_be_received,
+        ):  # fmt: skip
+            self._qm._flush_guarded()
 
     def receive(
         self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
@@ -658,11 +567,7 @@ class Transaction:
             TransactionUsageError: the queue is not transactional.
             QueueNotFound, InvalidName; or the error of an earlier failed send.
         """
-        state = self._state
-        state.check()
-        message = self._qm._receive(state.id, queue, timeout, False, lookup_id)
-        state.check()
-        return message
+        return self._qm._receive(self._state, queue, timeout, False, lookup_id)
 
     def commit(self) -> None:
         """Commit: every send becomes visible and every receive final, at once.
@@ -675,23 +580,7 @@ class Transaction:
             QuotaExceeded, StoreFull: it could not be stored; nothing applied.
             the error of a failed pipelined send: the transaction was aborted.
         """
-        state = self._state
-        if state.ended:
-            state.check()
-        qm = self._qm
-        if state.failed:
-            self._end(quiet=True)
-            raise state.commit_error()
-        try:
-            qm._tx_call(COMMIT, state.id)
-        except QueueError:
-            if state.failed:
-                raise state.commit_error() from None
-            raise
-        finally:
-            state.ended = True
-        if state.failed:  # cannot happen with a daemon that refuses such commits
-            raise state.commit_error()
+        self._qm._end(self._state, commit=True)
 
     def abort(self) -> None:
         """Abort: discard the sends; received messages go back to their places.
@@ -699,17 +588,4 @@ class Transaction:
         Raises:
             TransactionNotFound: it has already ended.
         """
-        state = self._state
-        if state.ended:
-            state.check()
-        self._end(quiet=False)
-
-    def _end(self, *, quiet: bool) -> None:
-        self._state.ended = True
-        try:
-            self._qm._tx_call(ABORT, self._state.id)
-        except (TransactionNotFound, TransactionAborted):
-            pass  # the daemon has already ended it: nothing of it was applied
-        except ConnectionLost:
-            if not quiet:
-                raise
+        self._qm._end(self._state, commit=False)

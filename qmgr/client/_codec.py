@@ -17,7 +17,7 @@ no intermediate objects:
 Replies to pipelined requests (a transaction's Begin and sends) are matched
 here against the connection's ``pipelined`` table: an ``Ok`` needs nothing,
 an error is recorded on its transaction. Every other reply is handed to the
-``deliver`` callback of the blocking or trio client.
+``deliver`` callback of the protocol core (``_protocol.ClientProtocol``).
 """
 
 from __future__ import annotations
@@ -25,13 +25,15 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from wire import LocalProtocolError
 from wire import client_frames as cf
 
-from ._common import TransactionState
 from ._errors import InvalidArgument, MessageTooLarge
+
+if TYPE_CHECKING:
+    from ._protocol import TransactionState
 
 _INFINITE: Final = 0xFFFFFFFF
 _OK: Final = int(cf.FrameKind.OK)

@@ -1,9 +1,4 @@
-"""Pieces shared by the blocking and the trio client: addresses, frames, conversions.
-
-Request frames other than ``Send`` (see ``_codec``) are encoded by
-``wire.client_frames.encode_frame``; a value it cannot encode becomes an
-:class:`InvalidArgument` that says which field was wrong.
-"""
+"""Small pieces every part of the client uses: addresses, limits, timeouts."""
 
 from __future__ import annotations
 
@@ -13,18 +8,10 @@ import sys
 import uuid
 from typing import Final
 
-from wire import LocalProtocolError
 from wire import client_frames as cf
 from wire.client_frames import Delivery
 
-from ._errors import (
-    ConnectionLost,
-    InvalidArgument,
-    QueueError,
-    TransactionNotFound,
-    error_from_reply,
-)
-from ._message import Message
+from ._errors import InvalidArgument
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:1802"
 DEFAULT_PORT: Final = 1802
@@ -94,81 +81,3 @@ def timeout_ms(timeout: float | None) -> int:
     if timeout * 1000 >= MAX_TIMEOUT_MS:
         return MAX_TIMEOUT_MS
     return math.ceil(timeout * 1000)
-
-
-def encode(request_id: int, value: cf.ClientRequest) -> bytes:
-    """Encode a request frame; a value that cannot be encoded is an :class:`InvalidArgument`."""
-    try:
-        return cf.encode_frame(request_id, value)
-    except LocalProtocolError as exc:
-        msg = f"cannot send this request: {exc}"
-        raise InvalidArgument(msg) from None
-
-
-def message_or_none(reply: cf.ServerReply) -> Message | None:
-    """The result of a receive or peek reply."""
-    if type(reply) is cf.MessageReply:
-        return Message.from_wire(reply.message)
-    if type(reply) is cf.NoMessage:
-        return None
-    raise unexpected(reply, "MessageReply or NoMessage")
-
-
-def expect_ok(reply: cf.ServerReply) -> int:
-    """The value of an ``Ok`` reply."""
-    if type(reply) is cf.Ok:
-        return reply.value
-    raise unexpected(reply, "Ok")
-
-
-def unexpected(reply: cf.ServerReply, wanted: str) -> QueueError:
-    """The error for a reply of the wrong kind (a daemon bug or a version mismatch)."""
-    name = type(reply).__name__
-    return ConnectionLost(f"protocol error: the queue manager answered {name}, not {wanted}")
-
-
-class TransactionState:
-    """What both transaction classes track: the id, whether it ended, a pipelined failure.
-
-    A transactional send is pipelined: its reply is read later. When a reply
-    says the send failed, :meth:`fail` records the first such error; every
-    later call on the transaction raises it (:meth:`check`), and ``commit()``
-    aborts instead of committing.
-    """
-
-    __slots__ = ("_error", "ended", "id")
-
-    def __init__(self, tx_id: int) -> None:
-        #: The daemon's id for the transaction.
-        self.id = tx_id
-        self.ended = False
-        self._error: tuple[int, str] | None = None
-
-    @property
-    def failed(self) -> bool:
-        """True once a pipelined send of this transaction has failed."""
-        return self._error is not None
-
-    def fail(self, code: int, message: str) -> None:
-        """Record a failed pipelined send (the first one wins)."""
-        if self._error is None:
-            self._error = (code, message)
-
-    def error(self, prefix: str = "") -> QueueError:
-        """The recorded failure as an exception (a fresh one each time)."""
-        assert self._error is not None
-        code, message = self._error
-        return error_from_reply(code, prefix + message)
-
-    def check(self) -> None:
-        """Raise if the transaction ended or a pipelined send failed."""
-        if self.ended:
-            msg = f"transaction {self.id} has already ended"
-            raise TransactionNotFound(msg)
-        if self._error is not None:
-            msg_0 = f"a send in transaction {self.id} failed, so it cannot commit: "
-            raise self.error(msg_0)
-
-    def commit_error(self) -> QueueError:
-        """The error ``commit()`` raises after aborting a transaction with a failed send."""
-        return self.error(f"transaction {self.id} was aborted because a send in it failed: ")

@@ -2,11 +2,14 @@
 
 Theory of operation
 -------------------
-One TCP connection (``TCP_NODELAY``) per client. A background reader task
-splits the daemon's stream into frames (``_codec.ReplyReader``) and hands
-each reply to the task waiting for its request id, so any number of tasks
-may share one client: a receive waiting for a message does not hold up the
-others (the daemon serves a waiting receive in a task of its own, too).
+One TCP connection (``TCP_NODELAY``) per client, and one
+``_protocol.ClientProtocol`` that does all but the I/O, as for the blocking
+client: it checks arguments, packs requests, allocates request and
+transaction ids, routes replies and keeps the pipelining's books. A
+background reader task feeds the daemon's stream to it, and it wakes the
+task waiting for each reply's request id, so any number of tasks may share
+one client: a receive waiting for a message does not hold up the others (the
+daemon serves a waiting receive in a task of its own, too).
 Writes are serialised with a ``trio.Lock`` and never cancelled half-way (a
 torn frame would break the connection for everyone), so a cancelled request
 either was not written at all or was written whole.
@@ -39,29 +42,13 @@ from typing import Any, Final, Self
 
 import trio
 
-from wire import RemoteProtocolError
 from wire import client_frames as cf
 
 from . import _common as common
-from ._codec import (
-    ABORT,
-    BEGIN,
-    COMMIT,
-    ReplyReader,
-    append_receive,
-    append_send,
-    append_tx_request,
-)
-from ._common import PIPELINE_FLUSH_BYTES, TransactionState
-from ._errors import (
-    ConnectionLost,
-    InvalidArgument,
-    QueueError,
-    TransactionAborted,
-    TransactionNotFound,
-    error_from_reply,
-)
+from . import _protocol as protocol
+from ._errors import ConnectionLost, QueueError
 from ._message import Delivery, Message, QueueInfo, Status
+from ._protocol import ClientProtocol, PeekPages, TransactionState, Waiter
 
 __all__ = ["AsyncQueueManager", "AsyncTransaction", "open_client"]
 
@@ -117,7 +104,8 @@ async def open_client(
             except BaseException as exc:
                 error = exc
         nursery.cancel_scope.cancel()
-        await qm._close("the connection was closed")
+        qm._proto.close("the connection was closed")
+        await qm._close_stream()
     if error is not None:
         raise error
 
@@ -132,18 +120,17 @@ def _connect_failure(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-class _StreamRejected(Exception):
-    """The daemon answered request id 0: it rejected the stream and closes the connection."""
-
-
-class _Waiter:
+class _Waiter(Waiter):
     """A task waiting for the reply to one request."""
 
-    __slots__ = ("event", "reply")
+    __slots__ = ("event",)
 
-    def __init__(self) -> None:
+    def __init__(self, request_id: int) -> None:
+        super().__init__(request_id)
         self.event = trio.Event()
-        self.reply: cf.FrameValue | None = None
+
+    def wake(self) -> None:
+        self.event.set()
 
 
 class AsyncQueueManager:
@@ -168,37 +155,25 @@ class AsyncQueueManager:
         self.server_version = ""
         self._stream = stream
         self._send_lock = trio.Lock()
-        self._out = bytearray()
-        self._next_id = 0
-        self._next_tx_id = 0
-        self._waiters: dict[int, _Waiter] = {}
-        self._pipelined: dict[int, TransactionState] = {}
-        self._broken: ConnectionLost | None = None
+        self._proto = ClientProtocol(address, _Waiter, address_in_stream_errors=True)
 
     def __repr__(self) -> str:
-        state = "closed" if self._broken is not None else "open"
+        state = "closed" if self._proto.closed else "open"
         return f"<AsyncQueueManager {self.qm_name!r} at {self.address} ({state})>"
 
     @property
     def closed(self) -> bool:
         """True once the ``async with`` block ended or the connection broke."""
-        return self._broken is not None
+        return self._proto.closed
 
     async def _handshake(self, client_name: str) -> None:
+        proto = self._proto
+        frame = bytearray()
         try:
-            reply = await self._request(cf.Hello(client_name=client_name[:200]))
-        except ConnectionLost as exc:
-            msg = f"handshake with the queue manager at {self.address} failed: {exc.message}"
-            raise ConnectionLost(msg) from None
+            reply = await self._exchange(proto.hello(frame, client_name), frame)
         except QueueError as exc:
-            msg = f"the queue manager at {self.address} refused the connection: {exc.message}"
-            raise error_from_reply(int(exc.code or 0), msg) from None
-        if type(reply) is not cf.HelloOk:
-            msg = f"{self.address} answered {type(reply).__name__} to Hello; is it a qmgr daemon?"
-            raise ConnectionLost(msg)
-        self.qm_name = reply.qm_name
-        self.qm_guid = reply.qm_guid
-        self.server_version = reply.server_version
+            raise proto.handshake_error(exc) from None
+        self.qm_name, self.qm_guid, self.server_version = proto.welcome(reply)
 
     # ------------------------------------------------------------------
     # Queues
@@ -215,29 +190,23 @@ class AsyncQueueManager:
         request = cf.CreateQueue(
             name=name, transactional=transactional, journal=journal, quota=quota
         )
-        common.expect_ok(await self._request(request))
+        protocol.ok_value(await self._request(request))
 
     async def delete_queue(self, name: str) -> int:
         """Delete a queue, its journal and their messages; return how many messages went."""
-        return common.expect_ok(await self._request(cf.DeleteQueue(name=name)))
+        return protocol.ok_value(await self._request(cf.DeleteQueue(name=name)))
 
     async def purge_queue(self, name: str) -> int:
         """Delete every message in a queue; return how many."""
-        return common.expect_ok(await self._request(cf.PurgeQueue(name=name)))
+        return protocol.ok_value(await self._request(cf.PurgeQueue(name=name)))
 
     async def list_queues(self) -> list[QueueInfo]:
         """Every queue with its counters, by name."""
-        reply = await self._request(cf.ListQueues())
-        if type(reply) is not cf.QueueList:
-            raise common.unexpected(reply, "QueueList")
-        return [QueueInfo.from_wire(q) for q in reply.queues]
+        return protocol.queue_list(await self._request(cf.ListQueues()))
 
     async def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
-        reply = await self._request(cf.GetStatus())
-        if type(reply) is not cf.StatusInfo:
-            raise common.unexpected(reply, "StatusInfo")
-        return Status.from_wire(reply)
+        return protocol.status(await self._request(cf.GetStatus()))
 
     # ------------------------------------------------------------------
     # Messages
@@ -265,22 +234,13 @@ class AsyncQueueManager:
 
         The arguments are those of ``QueueManager.send``.
         """
-        mode = common.SEND_MODES.get(transactional)
-        if mode is None:
-            msg = f"transactional must be None, False or True, not {transactional!r}"
-            raise InvalidArgument(msg)
-        self._check_open()
-        request_id = self._new_id()
         frame = bytearray()
-        append_send(
-            frame, request_id, 0, mode, destination, body, label, correlation_id,
-            app_specific, priority, delivery, acknowledge, journal, admin_queue,
-            response_queue, time_to_reach_queue, time_to_be_received,
+        waiter = self._proto.send_request(
+            frame, destination, body, transactional, label, correlation_id, app_specific,
+            priority, delivery, acknowledge, journal, admin_queue, response_queue,
+            time_to_reach_queue, time_to_be_received,
         )  # fmt: skip
-        reply = await self._exchange(request_id, frame)
-        if type(reply) is cf.Sent:
-            return reply.message_id
-        raise common.unexpected(reply, "Sent")
+        return protocol.message_id(await self._exchange(waiter, frame))
 
     async def receive(
         self,
@@ -290,7 +250,7 @@ class AsyncQueueManager:
         lookup_id: int | None = None,
     ) -> Message | None:
         """Receive (remove) one message outside any transaction; see ``QueueManager.receive``."""
-        return await self._receive(0, queue, timeout, False, lookup_id)
+        return await self._receive(None, queue, timeout, False, lookup_id)
 
     async def peek(
         self,
@@ -299,21 +259,14 @@ class AsyncQueueManager:
         lookup_id: int | None = None,
     ) -> Message | None:
         """Look at the next message (or the one with ``lookup_id``) without removing it."""
-        return await self._receive(0, queue, timeout, True, lookup_id)
+        return await self._receive(None, queue, timeout, True, lookup_id)
 
     async def peek_range(self, queue: str, after: int = 0, max: int = 1000) -> list[Message]:
         """Look at up to ``max`` messages with a lookup id above ``after``; see ``QueueManager``."""
-        found: list[Message] = []
-        while len(found) < max:
-            request = cf.PeekRange(queue=queue, after=after, max_count=max - len(found))
-            reply = await self._request(request)
-            if type(reply) is not cf.MessageList:
-                raise common.unexpected(reply, "MessageList")
-            if not reply.messages:
-                break
-            found.extend(Message.from_wire(m) for m in reply.messages)
-            after = found[-1].lookup_id
-        return found
+        pages = PeekPages(queue, after, max)
+        while (request := pages.next_request()) is not None:
+            pages.add(await self._request(request))
+        return pages.found
 
     # ------------------------------------------------------------------
     # Transactions
@@ -331,80 +284,56 @@ class AsyncQueueManager:
 
         ``tx = await qm.begin()`` works too.
         """
-        self._check_open()
-        tx_id = self._next_tx_id = self._next_tx_id % common.MAX_CLIENT_TX_ID + 1
-        tx = AsyncTransaction(self, tx_id)
-        request_id = self._new_id()
-        append_tx_request(self._out, BEGIN, request_id, tx_id)
-        self._pipelined[request_id] = tx._state
+        tx = AsyncTransaction(self, self._proto.next_tx_id())
+        self._proto.begin(tx._state)
         return tx
 
     # ------------------------------------------------------------------
     # The connection
     # ------------------------------------------------------------------
 
-    def _check_open(self) -> None:
-        if self._broken is not None:
-            raise ConnectionLost(self._broken.message)
-
-    def _new_id(self) -> int:
-        request_id = self._next_id + 1
-        if request_id > 0xFFFFFFFF:
-            request_id = 1
-        self._next_id = request_id
-        return request_id
-
     async def _request(self, value: cf.ClientRequest) -> cf.ServerReply:
         """Send one request (after whatever is buffered) and wait for its reply."""
-        self._check_open()
-        request_id = self._new_id()
-        return await self._exchange(request_id, common.encode(request_id, value))
+        frame = bytearray()
+        return await self._exchange(self._proto.request(frame, value), frame)
 
     async def _receive(
-        self, tx_id: int, queue: str, wait: float | None, peek: bool, lookup_id: int | None
+        self,
+        state: TransactionState | None,
+        queue: str,
+        wait: float | None,
+        peek: bool,
+        lookup_id: int | None,
     ) -> Message | None:
-        """Receive or peek, in a transaction or not, waiting up to ``wait`` s in the daemon."""
-        timeout_ms = common.timeout_ms(wait)
-        self._check_open()
-        request_id = self._new_id()
+        """Receive or peek, in the transaction ``state`` or not, waiting up to ``wait`` s."""
         frame = bytearray()
-        append_receive(frame, request_id, tx_id, queue, timeout_ms, peek, lookup_id)
-        return common.message_or_none(await self._exchange(request_id, frame))
+        waiter = self._proto.receive_request(frame, state, queue, wait, peek, lookup_id)
+        return protocol.message_or_none(await self._exchange(waiter, frame), state)
 
-    async def _tx_call(self, kind: int, tx_id: int) -> None:
-        """Commit or abort."""
-        self._check_open()
-        request_id = self._new_id()
+    async def _end(self, state: TransactionState, *, commit: bool) -> None:
+        """Commit or abort ``state``: the core says what goes out and what its outcome raises."""
+        state.end(commit=commit)
         frame = bytearray()
-        append_tx_request(frame, kind, request_id, tx_id)
-        common.expect_ok(await self._exchange(request_id, frame))
+        outcome: cf.ServerReply | QueueError
+        try:
+            outcome = await self._exchange(self._proto.end_request(frame, state), frame)
+        except QueueError as exc:
+            outcome = exc
+        protocol.transaction_ended(state, outcome)
 
-    async def _exchange(self, request_id: int, frame: bytes | bytearray) -> cf.ServerReply:
-        """Write ``frame`` (after whatever is buffered) and wait for its reply."""
-        waiter = _Waiter()
-        self._waiters[request_id] = waiter
+    async def _exchange(self, waiter: _Waiter, frame: bytearray) -> cf.ServerReply:
+        """Write ``frame`` (after whatever is buffered) and wait for ``waiter``'s reply."""
         try:
             await self._write(frame)
             await waiter.event.wait()
         finally:
-            del self._waiters[request_id]
-        reply = waiter.reply
-        if reply is None:
-            raise ConnectionLost(self._broken.message if self._broken else "connection closed")
-        if type(reply) is cf.ErrorReply:
-            raise error_from_reply(reply.code, reply.message)
-        return reply  # type: ignore[return-value]
+            self._proto.forget(waiter)
+        return self._proto.result(waiter)
 
     async def _write(self, frame: bytes | bytearray = b"") -> None:
         """Write the output buffer and ``frame``, whole, in request order."""
         async with self._send_lock:
-            self._check_open()
-            if self._out:
-                self._out += frame
-                data: bytes | bytearray = self._out
-                self._out = bytearray()
-            else:
-                data = frame
+            data = self._proto.data_to_send(frame)
             if not data:
                 return
             try:
@@ -412,55 +341,28 @@ class AsyncQueueManager:
                     await self._stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
-                await self._close(
-                    f"lost the connection to the queue manager at {self.address}: {reason}"
-                )
-                raise ConnectionLost(self._broken.message if self._broken else reason) from None
-
-    async def _flush_if_large(self) -> None:
-        if len(self._out) > common.PIPELINE_FLUSH_BYTES:
-            await self._write()
+                error = self._proto.lost(reason)
+                await self._close_stream()
+                raise error from None
 
     async def _read_loop(self) -> None:
-        """Read frames until the connection ends; hand each reply to its waiter."""
-        reader = ReplyReader(self._pipelined, self._deliver)
+        """Read until the connection ends, feeding the core, which wakes each reply's waiter."""
+        proto = self._proto
         reason = "the queue manager closed the connection"
         try:
             while True:
                 data = await self._stream.receive_some(common.RECEIVE_SIZE)
                 if not data:
                     break
-                reader.feed(data)
-        except _StreamRejected as exc:
-            reason = str(exc)
-        except RemoteProtocolError as exc:
-            reason = f"the queue manager sent a malformed frame: {exc}"
+                proto.receive_data(data)
+        except QueueError:
+            return  # a malformed or rejected stream: the core broke the connection
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
-        self._fail(f"lost the connection to the queue manager at {self.address}: {reason}")
+        proto.lost(reason)
 
-    def _deliver(self, request_id: int, value: cf.FrameValue) -> None:
-        waiter = self._waiters.get(request_id)
-        if waiter is not None:
-            waiter.reply = value
-            waiter.event.set()
-        elif request_id == 0 and type(value) is cf.ErrorReply:
-            # The daemon rejected the stream itself and is closing the connection.
-            msg = f"the queue manager closed the connection: {value.message}"
-            raise _StreamRejected(msg)
-        # else: the reply to a request whose waiter was cancelled
-
-    def _fail(self, message: str) -> None:
-        """Mark the connection broken and wake every waiter."""
-        if self._broken is None:
-            self._broken = ConnectionLost(message)
-        self._out = bytearray()
-        self._pipelined.clear()
-        for waiter in self._waiters.values():
-            waiter.event.set()
-
-    async def _close(self, message: str) -> None:
-        self._fail(message)
+    async def _close_stream(self) -> None:
+        """Close the socket, even in a cancelled scope."""
         with trio.CancelScope(shield=True):
             await self._stream.aclose()
 
@@ -474,11 +376,12 @@ class AsyncTransaction:
     raises that error. Use from one task at a time.
     """
 
-    __slots__ = ("_qm", "_state")
+    __slots__ = ("_proto", "_qm", "_state")
 
     def __init__(self, qm: AsyncQueueManager, tx_id: int) -> None:
         """Wrap an open transaction; use :meth:`AsyncQueueManager.begin` instead."""
         self._qm = qm
+        self._proto = qm._proto
         self._state = TransactionState(tx_id)
 
     @property
@@ -492,8 +395,7 @@ class AsyncTransaction:
         return self._state.ended
 
     def __repr__(self) -> str:
-        state = "ended" if self._state.ended else "failed" if self._state.failed else "open"
-        return f"<AsyncTransaction {self._state.id} ({state})>"
+        return f"<AsyncTransaction {self._state.id} ({self._state.phase})>"
 
     def __await__(self) -> Generator[Any, None, Self]:
         return self._itself().__await__()
@@ -540,25 +442,12 @@ class AsyncTransaction:
         time_to_be_received: float | None = None,
     ) -> None:
         """Add a message to the transaction (pipelined); see ``Transaction.send``."""
-        state = self._state
-        if state.ended or state.failed:
-            state.check()
-        qm = self._qm
-        if qm._broken is not None:
-            raise ConnectionLost(qm._broken.message)
-        request_id = qm._next_id + 1
-        if request_id > 0xFFFFFFFF:
-            request_id = 1
-        out = qm._out
-        append_send(
-            out, request_id, state.id, 0, destination, body, label, correlation_id,
-            app_specific, priority, delivery, acknowledge, journal, admin_queue,
-            response_queue, time_to_reach_queue, time_to_be_received,
-        )  # fmt: skip
-        qm._next_id = request_id
-        qm._pipelined[request_id] = state
-        if len(out) > PIPELINE_FLUSH_BYTES:
-            await qm._write()
+        if self._proto.pipeline_send(
+            self._state, destination, body, label, correlation_id, app_specific, priority,
+            delivery, acknowledge, journal, admin_queue, response_queue,
+            time_to_reach_queue, time_to_be_received,
+        ):  # fmt: skip
+            await self._qm._write()
 
     async def receive(
         self,
@@ -568,11 +457,7 @@ class AsyncTransaction:
         lookup_id: int | None = None,
     ) -> Message | None:
         """Receive a message inside the transaction; see ``Transaction.receive``."""
-        state = self._state
-        state.check()
-        message = await self._qm._receive(state.id, queue, timeout, False, lookup_id)
-        state.check()
-        return message
+        return await self._qm._receive(self._state, queue, timeout, False, lookup_id)
 
     async def commit(self) -> None:
         """Commit: every send becomes visible and every receive final, at once.
@@ -581,22 +466,7 @@ class AsyncTransaction:
             TransactionAborted, QuotaExceeded, StoreFull: nothing applied;
             the error of a failed pipelined send: the transaction was aborted.
         """
-        state = self._state
-        if state.ended:
-            state.check()
-        if state.failed:
-            await self._end(quiet=True)
-            raise state.commit_error()
-        try:
-            await self._qm._tx_call(COMMIT, state.id)
-        except QueueError:
-            if state.failed:
-                raise state.commit_error() from None
-            raise
-        finally:
-            state.ended = True
-        if state.failed:  # cannot happen with a daemon that refuses such commits
-            raise state.commit_error()
+        await self._qm._end(self._state, commit=True)
 
     async def abort(self) -> None:
         """Abort: discard the sends; received messages go back to their places.
@@ -604,17 +474,4 @@ class AsyncTransaction:
         Raises:
             TransactionNotFound: it has already ended.
         """
-        state = self._state
-        if state.ended:
-            state.check()
-        await self._end(quiet=False)
-
-    async def _end(self, *, quiet: bool) -> None:
-        self._state.ended = True
-        try:
-            await self._qm._tx_call(ABORT, self._state.id)
-        except (TransactionNotFound, TransactionAborted):
-            pass  # the daemon has already ended it: nothing of it was applied
-        except ConnectionLost:
-            if not quiet:
-                raise
+        await self._qm._end(self._state, commit=False)

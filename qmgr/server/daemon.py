@@ -45,6 +45,8 @@ from .signals import QueueSignals
 
 #: How often idle transactions are looked for, at most.
 SWEEP_INTERVAL = 1.0
+#: Seconds a new client connection has to send Hello before it is closed.
+HELLO_TIMEOUT = 10.0
 
 
 class StartupError(Exception):
@@ -77,6 +79,8 @@ class Daemon:
         self.started_at = time.time()
         self.stopping = False
         self.stop_requested = trio.Event()
+        #: Seconds a new connection has to send Hello.
+        self.hello_timeout = HELLO_TIMEOUT
         self.log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
         self._conn_ids = itertools.count(1)
 

@@ -19,6 +19,9 @@ write. Two things wait:
   comes whenever a message arrives or the timeout passes (replies carry the
   request id, so order does not matter to the client).
 
+A connection that does not send Hello within ``hello_timeout`` (10 s) is
+closed, so that idle sockets cannot use up the connection limit.
+
 Malformed bytes get an ``ErrorReply(BAD_REQUEST)`` naming what was wrong, and
 the connection is closed: after a framing error nothing that follows can be
 trusted. An error in one request (unknown queue, bad name, quota) is answered
@@ -81,6 +84,7 @@ class ClientSession:
         self._outbox: list[bytes] = []
         self._send_lock = trio.Lock()
         self._greeted = False
+        self._hello_scope = trio.CancelScope()
         self._closing = False
         self._waiting: dict[int, trio.CancelScope] = {}
         # Transactions by the id this connection knows them by.
@@ -111,7 +115,12 @@ class ClientSession:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
                 try:
-                    reason = await self._read_loop()
+                    with trio.move_on_after(self.daemon.hello_timeout) as hello_scope:
+                        self._hello_scope = hello_scope
+                        reason = await self._read_loop()
+                    if hello_scope.cancelled_caught:
+                        reason = f"no Hello within {self.daemon.hello_timeout:g} s"
+                        self.log.warning("hello_timeout")
                 finally:
                     self._closing = True
                     nursery.cancel_scope.cancel()
@@ -199,6 +208,8 @@ class ClientSession:
             )
             return False
         self._greeted = True
+        # Greeted in time: the connection may now stay open as long as it likes.
+        self._hello_scope.deadline = float("inf")
         if value.client_name:
             self.log = self.log.bind(client=value.client_name)
         self._reply(
@@ -356,7 +367,7 @@ class ClientSession:
         if error is not None:
             self.log.info("transaction_aborted", tx=request.tx_id, reason=error.message)
             raise error
-        self.log.debug("transaction_committed", tx=request.tx_id, sends=sends, receives=receives)
+        self.log.info("transaction_committed", tx=request.tx_id, sends=sends, receives=receives)
         self._reply_ok(request_id)
 
     async def _submit(self, tx: Transaction, unit: storage.CommitUnit) -> CommitOutcome | None:

@@ -19,7 +19,8 @@ from qmgr.client._codec import (
     append_send,
     append_tx_request,
 )
-from qmgr.client._common import TransactionState, parse_address, timeout_ms
+from qmgr.client._common import parse_address, timeout_ms
+from qmgr.client._protocol import TransactionState
 from wire import RemoteProtocolError
 from wire import client_frames as cf
 

@@ -77,7 +77,7 @@ def test_large_pipelined_transaction_does_not_deadlock(
     assert len(sends) == 20_000
     assert [s.label for s in sends[:3]] == ["0", "1", "2"]
     assert isinstance(scripted.requests[-1], cf.Commit)
-    assert not qm._pipelined  # every pipelined reply was read
+    assert not qm._proto.pipelined  # every pipelined reply was read
     qm.close()
 
 

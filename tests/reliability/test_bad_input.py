@@ -181,3 +181,16 @@ def test_a_connection_flood_is_survived(seeded: tuple[DaemonProcess, str]) -> No
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_a_silent_connection_is_closed_after_the_hello_timeout(
+    seeded: tuple[DaemonProcess, str],
+) -> None:
+    daemon, queue = seeded
+    with _raw(daemon) as sock:
+        sock.settimeout(20.0)
+        started = time.monotonic()
+        assert sock.recv(1) == b"", "the daemon should close a connection that never says Hello"
+        assert 9.0 <= time.monotonic() - started < 15.0
+    assert "hello_timeout" in daemon.log()
+    _still_serves(daemon, queue)

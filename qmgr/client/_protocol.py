@@ -1,0 +1,669 @@
+"""The client's protocol core: all that the blocking and the trio client share, without I/O.
+
+Theory of operation
+-------------------
+A :class:`ClientProtocol` is the state of one connection, in the manner of
+h11 or wsproto: it never touches a socket, trio or the clock. The blocking
+and the trio client are adapters around it that only move bytes and wait:
+
+* To make a request, an adapter asks the core for it (:meth:`~ClientProtocol.request`,
+  :meth:`~ClientProtocol.send_request`, :meth:`~ClientProtocol.receive_request`,
+  :meth:`~ClientProtocol.end_request`, ...). The core checks and converts the
+  arguments, takes the next request id, packs the frame into the buffer it
+  is given and returns a :class:`Waiter` registered under that id. The
+  blocking client passes the connection's output buffer ``out``; the trio
+  client passes a frame of its own, which it writes after ``out`` under its
+  send lock, so that a request cancelled before the write never goes out.
+* Two requests are *pipelined*: their reply only matters if it is an error.
+  :meth:`~ClientProtocol.begin` packs a transaction's Begin (the client
+  chooses the transaction id) and :meth:`~ClientProtocol.pipeline_send` a
+  send in it; both go to ``out``, and ``pipelined`` notes the transaction of
+  each request id. ``pipeline_send`` returns True once ``out`` holds more than
+  256 KiB: the adapter writes it then, else with its next request that waits
+  for a reply.
+* The adapter feeds every byte it reads to :meth:`~ClientProtocol.receive_data`.
+  The core splits the stream into replies (``_codec.ReplyReader``): a
+  pipelined request's error is recorded on its transaction (the first one
+  wins, see :class:`TransactionState`), every other reply is put on its
+  waiter, whose :meth:`Waiter.wake` is called (the trio client sets an event
+  there); a reply nobody waits for any more is dropped.
+* :meth:`~ClientProtocol.result` gives the waiter's reply, or raises an
+  error reply as its exception; the functions at the end of this module turn
+  reply values into what the SDK returns.
+* A framing error, the daemon's rejection of the stream (an error reply to
+  request id 0), a failed read or write (:meth:`~ClientProtocol.lost`) or
+  :meth:`~ClientProtocol.close` break the connection: the buffer and the
+  pipelined bookkeeping are dropped, every waiter is woken, and every later
+  call raises :class:`ConnectionLost` with the reason.
+
+How a transaction ends is decided here too: :meth:`TransactionState.end`
+records whether commit() or abort() ended it (a commit of a transaction with
+a failed send sends an Abort instead), ``end_request`` packs that frame, and
+:func:`transaction_ended` turns its reply, or the error the adapter met, into
+what commit() or abort() raises.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Final, Generic, TypeVar
+
+from wire import LocalProtocolError, RemoteProtocolError
+from wire import client_frames as cf
+
+from ._codec import (
+    ABORT,
+    BEGIN,
+    COMMIT,
+    ReplyReader,
+    append_receive,
+    append_send,
+    append_tx_request,
+)
+from ._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_BYTES, SEND_MODES, timeout_ms
+from ._errors import (
+    ConnectionLost,
+    InvalidArgument,
+    QueueError,
+    TransactionAborted,
+    TransactionNotFound,
+    error_from_reply,
+)
+from ._message import Delivery, Message, QueueInfo, Status
+
+#: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
+MAX_REQUEST_ID: Final = 0xFFFFFFFF
+
+# How a transaction ended (``TransactionState.ending``): still open; by commit(),
+# which sends a Commit; by abort(), which sends an Abort; by a commit() after a
+# failed send, which sends an Abort and raises the send's error.
+_OPEN: Final = 0
+_COMMIT: Final = 1
+_ABORT: Final = 2
+_ABORT_FAILED: Final = 3
+
+
+class TransactionState:
+    """What both transaction classes track: the id, whether it ended, a pipelined failure.
+
+    A transactional send is pipelined: its reply is read later. When a reply
+    says the send failed, :meth:`fail` records the first such error; every
+    later call on the transaction raises it (:meth:`check`), and ``commit()``
+    aborts instead of committing.
+    """
+
+    __slots__ = ("_error", "ended", "ending", "id")
+
+    def __init__(self, tx_id: int) -> None:
+        #: The transaction's id (chosen by the client).
+        self.id = tx_id
+        self.ended = False
+        #: How it ended: open, by commit(), by abort(), or by a commit() that aborted.
+        self.ending = _OPEN
+        self._error: tuple[int, str] | None = None
+
+    @property
+    def failed(self) -> bool:
+        """True once a pipelined send of this transaction has failed."""
+        return self._error is not None
+
+    @property
+    def phase(self) -> str:
+        """``ended``, ``failed`` or ``open``, for the transaction classes' repr."""
+        return "ended" if self.ended else "failed" if self._error is not None else "open"
+
+    def fail(self, code: int, message: str) -> None:
+        """Record a failed pipelined send (the first one wins)."""
+        if self._error is None:
+            self._error = (code, message)
+
+    def error(self, prefix: str = "") -> QueueError:
+        """The recorded failure as an exception (a fresh one each time)."""
+        assert self._error is not None
+        code, message = self._error
+        return error_from_reply(code, prefix + message)
+
+    def check(self) -> None:
+        """Raise if the transaction ended or a pipelined send failed."""
+        if self.ended:
+            msg = f"transaction {self.id} has already ended"
+            raise TransactionNotFound(msg)
+        if self._error is not None:
+            msg_0 = f"a send in transaction {self.id} failed, so it cannot commit: "
+            raise self.error(msg_0)
+
+    def commit_error(self) -> QueueError:
+        """The error ``commit()`` raises after aborting a transaction with a failed send."""
+        return self.error(f"transaction {self.id} was aborted because a send in it failed: ")
+
+    def end(self, *, commit: bool) -> None:
+        """Mark the transaction ended by ``commit()`` or ``abort()``.
+
+        A commit of a transaction with a failed send becomes an abort: the
+        daemon would refuse it, and it must not apply part of the transaction.
+
+        Raises:
+            TransactionNotFound: it had already ended.
+        """
+        if self.ended:
+            self.check()
+        self.ended = True
+        if not commit:
+            self.ending = _ABORT
+        elif self._error is None:
+            self.ending = _COMMIT
+        else:
+            self.ending = _ABORT_FAILED
+
+
+class Waiter:
+    """The reply to one request, once it has come (None until then, and if the connection broke).
+
+    The trio client subclasses it to wait on an event; the blocking client
+    reads until ``reply`` is set.
+    """
+
+    __slots__ = ("reply", "request_id")
+
+    def __init__(self, request_id: int) -> None:
+        self.request_id = request_id
+        self.reply: cf.FrameValue | None = None
+
+    def wake(self) -> None:
+        """Called once the reply has come, or the connection broke before it did."""
+
+
+W = TypeVar("W", bound=Waiter)
+
+
+class ClientProtocol(Generic[W]):
+    """The state of one client connection, without I/O (see the module's docstring).
+
+    Args:
+        address: ``HOST:PORT`` of the daemon, for error messages.
+        waiter: makes the :class:`Waiter` (or subclass) of a request id.
+        address_in_stream_errors: whether the reasons for breaking on a
+            malformed or rejected stream start with "lost the connection to
+            the queue manager at ADDRESS" (the trio client's wording) or not
+            (the blocking client's).
+
+    Attributes:
+        out: the bytes to write before anything else: pipelined requests,
+            and the blocking client's requests.
+        pipelined: request id -> transaction, for pipelined requests whose
+            reply has not been read.
+        broken: why the connection is unusable, or None while it is open.
+    """
+
+    __slots__ = (
+        "_closed_by_user",
+        "_make_waiter",
+        "_next_id",
+        "_next_tx_id",
+        "_reader",
+        "_stream_prefix",
+        "_waiters",
+        "address",
+        "broken",
+        "out",
+        "pipelined",
+    )
+
+    def __init__(
+        self, address: str, waiter: Callable[[int], W], *, address_in_stream_errors: bool
+    ) -> None:
+        self.address = address
+        self.out = bytearray()
+        self.pipelined: dict[int, TransactionState] = {}
+        self.broken: ConnectionLost | None = None
+        self._closed_by_user = False
+        self._make_waiter = waiter
+        self._waiters: dict[int, W] = {}
+        self._next_id = 0
+        self._next_tx_id = 0
+        self._reader = ReplyReader(self.pipelined, self._deliver)
+        self._stream_prefix = self._lost_prefix() if address_in_stream_errors else ""
+
+    # ------------------------------------------------------------------
+    # State
+    # ------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection was closed or broke."""
+        return self.broken is not None
+
+    def check_open(self) -> None:
+        """Raise :class:`ConnectionLost` (with the reason) if the connection is unusable."""
+        if self.broken is not None:
+            raise ConnectionLost(self.broken.message)
+
+    def new_id(self) -> int:
+        """The next request id (1 after 0xFFFFFFFF)."""
+        request_id = self._next_id + 1
+        if request_id > MAX_REQUEST_ID:
+            request_id = 1
+        self._next_id = request_id
+        return request_id
+
+    def _expect(self, request_id: int) -> W:
+        waiter = self._make_waiter(request_id)
+        self._waiters[request_id] = waiter
+        return waiter
+
+    # ------------------------------------------------------------------
+    # Requests that wait for a reply
+    # ------------------------------------------------------------------
+
+    def request(self, out: bytearray, value: cf.ClientRequest) -> W:
+        """Pack any request into ``out``; its reply comes to the returned waiter.
+
+        Raises:
+            ConnectionLost: the connection is unusable.
+            InvalidArgument: the request cannot be encoded (says which field).
+        """
+        self.check_open()
+        request_id = self.new_id()
+        try:
+            out += cf.encode_frame(request_id, value)
+        except LocalProtocolError as exc:
+            msg = f"cannot send this request: {exc}"
+            raise InvalidArgument(msg) from None
+        return self._expect(request_id)
+
+    def hello(self, out: bytearray, client_name: str) -> W:
+        """Pack the handshake's Hello (the name is cut to 200 characters)."""
+        return self.request(out, cf.Hello(client_name=client_name[:200]))
+
+    def handshake_error(self, exc: QueueError) -> QueueError:
+        """What a failed handshake raises, given the error of the Hello request."""
+        if isinstance(exc, ConnectionLost):
+            msg = f"handshake with the queue manager at {self.address} failed: {exc.message}"
+            return ConnectionLost(msg)
+        msg = f"the queue manager at {self.address} refused the connection: {exc.message}"
+        return error_from_reply(int(exc.code or 0), msg)
+
+    def welcome(self, reply: cf.ServerReply) -> tuple[str, uuid.UUID, str]:
+        """The queue manager's name, GUID and version from the answer to Hello.
+
+        Raises:
+            ConnectionLost: the answer is not a HelloOk (not a qmgr daemon).
+        """
+        if type(reply) is not cf.HelloOk:
+            name = type(reply).__name__
+            msg = f"{self.address} answered {name} to Hello; is it a qmgr daemon?"
+            raise ConnectionLost(msg)
+        return reply.qm_name, reply.qm_guid, reply.server_version
+
+    def send_request(
+        self,
+        out: bytearray,
+        destination: str,
+        body: bytes | bytearray | memoryview | str,
+        transactional: bool | None,
+        label: str,
+        correlation_id: bytes | None,
+        app_specific: int,
+        priority: int,
+        delivery: str | Delivery,
+        acknowledge: int,
+        journal: int,
+        admin_queue: str,
+        response_queue: str,
+        time_to_reach_queue: float | None,
+        time_to_be_received: float | None,
+    ) -> W:
+        """Pack a send outside any transaction (the arguments of ``QueueManager.send``).
+
+        Raises:
+            InvalidArgument, MessageTooLarge: the message cannot be sent.
+            ConnectionLost: the connection is unusable.
+        """
+        mode = SEND_MODES.get(transactional)
+        if mode is None:
+            msg = f"transactional must be None, False or True, not {transactional!r}"
+            raise InvalidArgument(msg)
+        self.check_open()
+        request_id = self.new_id()
+        append_send(
+            out, request_id, 0, mode, destination, body, label, correlation_id,
+            app_specific, priority, delivery, acknowledge, journal, admin_queue,
+            response_queue, time_to_reach_queue, time_to_be_received,
+        )  # fmt: skip
+        return self._expect(request_id)
+
+    def receive_request(
+        self,
+        out: bytearray,
+        state: TransactionState | None,
+        queue: str,
+        timeout: float | None,
+        peek: bool,
+        lookup_id: int | None,
+    ) -> W:
+        """Pack a receive or a peek, in the transaction ``state`` or (None) outside any.
+
+        Raises:
+            TransactionNotFound, or the error of a failed pipelined send:
+                the transaction cannot be used.
+            InvalidArgument: a value cannot be sent.
+            ConnectionLost: the connection is unusable.
+        """
+        tx_id = 0
+        if state is not None:
+            state.check()
+            tx_id = state.id
+        wait_ms = timeout_ms(timeout)
+        self.check_open()
+        request_id = self.new_id()
+        append_receive(out, request_id, tx_id, queue, wait_ms, peek, lookup_id)
+        return self._expect(request_id)
+
+    def end_request(self, out: bytearray, state: TransactionState) -> W:
+        """Pack the Commit or Abort that ends ``state`` (see :meth:`TransactionState.end`).
+
+        Raises:
+            ConnectionLost: the connection is unusable.
+        """
+        self.check_open()
+        request_id = self.new_id()
+        kind = COMMIT if state.ending == _COMMIT else ABORT
+        append_tx_request(out, kind, request_id, state.id)
+        return self._expect(request_id)
+
+    # ------------------------------------------------------------------
+    # Pipelined requests
+    # ------------------------------------------------------------------
+
+    def next_tx_id(self) -> int:
+        """The id of the next transaction (1 after ``MAX_CLIENT_TX_ID``).
+
+        Raises:
+            ConnectionLost: the connection is unusable.
+        """
+        self.check_open()
+        tx_id = self._next_tx_id = self._next_tx_id % MAX_CLIENT_TX_ID + 1
+        return tx_id
+
+    def begin(self, state: TransactionState) -> None:
+        """Pack the Begin of ``state`` (with an id from :meth:`next_tx_id`) into ``out``."""
+        request_id = self.new_id()
+        append_tx_request(self.out, BEGIN, request_id, state.id)
+        self.pipelined[request_id] = state
+
+    def pipeline_send(
+        self,
+        state: TransactionState,
+        destination: str,
+        body: bytes | bytearray | memoryview | str,
+        label: str,
+        correlation_id: bytes | None,
+        app_specific: int,
+        priority: int,
+        delivery: str | Delivery,
+        acknowledge: int,
+        journal: int,
+        admin_queue: str,
+        response_queue: str,
+        time_to_reach_queue: float | None,
+        time_to_be_received: float | None,
+    ) -> bool:
+        """Pack a send in the transaction ``state`` into ``out``; True if ``out`` should go now.
+
+        This is the client's hot path: one call per message, no objects
+        besides the frame's bytes.
+
+        Raises:
+            TransactionNotFound, or the error of an earlier failed send.
+            MessageTooLarge, InvalidArgument: nothing was packed; the
+                transaction can still be used.
+            ConnectionLost: the connection is unusable.
+        """
+        if state.ended or state._error is not None:
+            state.check()
+        if self.broken is not None:
+            raise ConnectionLost(self.broken.message)
+        request_id = self._next_id + 1
+        if request_id > MAX_REQUEST_ID:
+            request_id = 1
+        out = self.out
+        append_send(
+            out, request_id, state.id, 0, destination, body, label, correlation_id,
+            app_specific, priority, delivery, acknowledge, journal, admin_queue,
+            response_queue, time_to_reach_queue, time_to_be_received,
+        )  # fmt: skip
+        self._next_id = request_id
+        self.pipelined[request_id] = state
+        return len(out) > PIPELINE_FLUSH_BYTES
+
+    # ------------------------------------------------------------------
+    # Bytes out, bytes in, replies
+    # ------------------------------------------------------------------
+
+    def data_to_send(self, frame: bytes | bytearray = b"") -> bytes | bytearray:
+        """``out`` followed by ``frame``, to be written whole; ``out`` starts afresh.
+
+        Raises:
+            ConnectionLost: the connection is unusable.
+        """
+        self.check_open()
+        out = self.out
+        if not out:
+            return frame
+        out += frame
+        self.out = bytearray()
+        return out
+
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
+        """Take bytes read from the connection: route every whole reply in them.
+
+        Raises:
+            ConnectionLost: the bytes are not valid frames; the connection
+                is now broken.
+            QueueError: the daemon rejected the stream (an error reply to
+                request id 0, raised as its exception) and is closing the
+                connection; the connection is now broken.
+        """
+        try:
+            self._reader.feed(data)
+        except RemoteProtocolError as exc:
+            msg = f"{self._stream_prefix}the queue manager sent a malformed frame: {exc}"
+            raise self.fail(msg) from None
+
+    def _deliver(self, request_id: int, value: cf.FrameValue) -> None:
+        waiter = self._waiters.pop(request_id, None)
+        if waiter is not None:
+            waiter.reply = value
+            waiter.wake()
+        elif request_id == 0 and type(value) is cf.ErrorReply:
+            # The daemon rejected the stream itself and is closing the connection.
+            error = error_from_reply(value.code, value.message)
+            reason = f"the queue manager closed the connection: {error.message}"
+            self.fail(self._stream_prefix + reason)
+            raise error
+        # else: the reply to a request whose waiter gave up (a cancelled trio task)
+
+    def forget(self, waiter: W) -> None:
+        """Stop waiting for ``waiter``'s reply (it is dropped when it comes)."""
+        self._waiters.pop(waiter.request_id, None)
+
+    def result(self, waiter: W) -> cf.ServerReply:
+        """The reply ``waiter`` got.
+
+        Raises:
+            QueueError: the reply is an error (raised as its exception).
+            ConnectionLost: the connection broke before the reply came.
+        """
+        reply = waiter.reply
+        if reply is None:
+            broken = self.broken
+            raise ConnectionLost(broken.message if broken is not None else "connection closed")
+        if type(reply) is cf.ErrorReply:
+            raise error_from_reply(reply.code, reply.message)
+        return reply  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------
+    # Breaking
+    # ------------------------------------------------------------------
+
+    def close(self, message: str) -> None:
+        """The application closed the connection: ``message`` says so from now on.
+
+        Buffered requests are dropped and waiters woken. A failure noticed
+        afterwards (a read cut short by the close) may still say what broke.
+        """
+        if self.broken is None:
+            self.broken = ConnectionLost(message)
+            self._closed_by_user = True
+        self._drop()
+
+    def fail(self, message: str) -> ConnectionLost:
+        """Break the connection for the reason ``message`` (the first reason stays).
+
+        Returns:
+            A fresh :class:`ConnectionLost` with the reason, to raise.
+        """
+        if self.broken is None or self._closed_by_user:
+            self.broken = ConnectionLost(message)
+            self._closed_by_user = False
+        self._drop()
+        return ConnectionLost(self.broken.message)
+
+    def lost(self, reason: str) -> ConnectionLost:
+        """Break the connection because it failed or the daemon closed it; see :meth:`fail`."""
+        return self.fail(self._lost_prefix() + reason)
+
+    def _lost_prefix(self) -> str:
+        return f"lost the connection to the queue manager at {self.address}: "
+
+    def _drop(self) -> None:
+        self.out = bytearray()
+        self.pipelined.clear()
+        waiters = list(self._waiters.values())
+        self._waiters.clear()
+        for waiter in waiters:
+            waiter.wake()
+
+
+# ----------------------------------------------------------------------
+# Replies to values
+# ----------------------------------------------------------------------
+
+
+def unexpected(reply: cf.ServerReply, wanted: str) -> QueueError:
+    """The error for a reply of the wrong kind (a daemon bug or a version mismatch)."""
+    name = type(reply).__name__
+    return ConnectionLost(f"protocol error: the queue manager answered {name}, not {wanted}")
+
+
+def ok_value(reply: cf.ServerReply) -> int:
+    """The value of an ``Ok`` reply."""
+    if type(reply) is cf.Ok:
+        return reply.value
+    raise unexpected(reply, "Ok")
+
+
+def message_id(reply: cf.ServerReply) -> str:
+    """The message id of a ``Sent`` reply."""
+    if type(reply) is cf.Sent:
+        return reply.message_id
+    raise unexpected(reply, "Sent")
+
+
+def message_or_none(reply: cf.ServerReply, state: TransactionState | None = None) -> Message | None:
+    """The result of a receive or peek reply (in the transaction ``state``, checked again)."""
+    if type(reply) is cf.MessageReply:
+        message: Message | None = Message.from_wire(reply.message)
+    elif type(reply) is cf.NoMessage:
+        message = None
+    else:
+        raise unexpected(reply, "MessageReply or NoMessage")
+    if state is not None:
+        state.check()
+    return message
+
+
+def queue_list(reply: cf.ServerReply) -> list[QueueInfo]:
+    """The queues of a ``QueueList`` reply."""
+    if type(reply) is not cf.QueueList:
+        raise unexpected(reply, "QueueList")
+    return [QueueInfo.from_wire(q) for q in reply.queues]
+
+
+def status(reply: cf.ServerReply) -> Status:
+    """The status of a ``StatusInfo`` reply."""
+    if type(reply) is not cf.StatusInfo:
+        raise unexpected(reply, "StatusInfo")
+    return Status.from_wire(reply)
+
+
+def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueError) -> None:
+    """Raise what ``commit()`` or ``abort()`` raises, given the reply to its request.
+
+    Args:
+        state: the transaction, ended by :meth:`TransactionState.end`.
+        outcome: the reply to the Commit or Abort, or the error that
+            building, sending or waiting for it raised.
+
+    Raises:
+        After a Commit: the error of a pipelined send if one failed (the
+        daemon then aborted it), else the Commit's error.
+        After an Abort: its error, except that the transaction was already
+        gone (nothing of it was applied); after the abort of a commit()
+        whose send had failed, a lost connection is no error either (the
+        daemon aborts the transaction) and the send's error is raised.
+    """
+    if isinstance(outcome, QueueError):
+        error: QueueError | None = outcome
+    else:
+        error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
+    if state.ending == _COMMIT:
+        if state.failed:  # a send failed after all: the daemon refused the commit
+            raise state.commit_error() from None
+        if error is not None:
+            raise error
+        return
+    if (
+        error is not None
+        and not isinstance(error, (TransactionNotFound, TransactionAborted))
+        and (state.ending == _ABORT or not isinstance(error, ConnectionLost))
+    ):
+        raise error
+    if state.ending == _ABORT_FAILED:
+        raise state.commit_error()
+
+
+class PeekPages:
+    """The ``PeekRange`` requests of one ``peek_range()`` call, and what they found.
+
+    The daemon answers at most about 4 MB of messages per request: ask for
+    :meth:`next_request` until it is None, giving every reply to :meth:`add`.
+    """
+
+    __slots__ = ("_after", "_done", "_max", "_queue", "found")
+
+    def __init__(self, queue: str, after: int, max_count: int) -> None:
+        self._queue = queue
+        self._after = after
+        self._max = max_count
+        self._done = False
+        #: The messages found so far, in lookup-id order.
+        self.found: list[Message] = []
+
+    def next_request(self) -> cf.PeekRange | None:
+        """The next request to make, or None once ``max`` messages or all of them are found."""
+        left = self._max - len(self.found)
+        if self._done or left <= 0:
+            return None
+        return cf.PeekRange(queue=self._queue, after=self._after, max_count=left)
+
+    def add(self, reply: cf.ServerReply) -> None:
+        """Take the reply to the last request."""
+        if type(reply) is not cf.MessageList:
+            raise unexpected(reply, "MessageList")
+        if not reply.messages:
+            self._done = True
+            return
+        self.found.extend(Message.from_wire(m) for m in reply.messages)
+        self._after = self.found[-1].lookup_id

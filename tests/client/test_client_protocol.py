@@ -1,0 +1,465 @@
+"""The sans-IO client core on its own: requests out, bytes in, no sockets."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import uuid
+from pathlib import Path
+
+import pytest
+
+from qmgr.client import (
+    ConnectionLost,
+    InvalidArgument,
+    InvalidName,
+    ProtocolViolation,
+    QueueNotFound,
+    ShuttingDown,
+    TransactionAborted,
+    TransactionNotFound,
+)
+from qmgr.client import _protocol as protocol
+from qmgr.client._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_BYTES
+from qmgr.client._protocol import (
+    MAX_REQUEST_ID,
+    ClientProtocol,
+    PeekPages,
+    TransactionState,
+    Waiter,
+)
+from wire import client_frames as cf
+
+ADDRESS = "127.0.0.1:1802"
+NOT_FOUND = int(cf.ErrorCode.QUEUE_NOT_FOUND)
+
+
+class RecordingWaiter(Waiter):
+    """Counts its wake-ups, as the trio client's waiter sets its event."""
+
+    __slots__ = ("wakes",)
+
+    def __init__(self, request_id: int) -> None:
+        super().__init__(request_id)
+        self.wakes = 0
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+
+def new_protocol(*, say_where: bool = False) -> ClientProtocol[RecordingWaiter]:
+    return ClientProtocol(ADDRESS, RecordingWaiter, address_in_stream_errors=say_where)
+
+
+def frames(data: bytes | bytearray) -> list[tuple[int, cf.FrameValue]]:
+    """The (request id, value) of every request frame in ``data``."""
+    decoder = cf.ClientFrameDecoder()
+    decoder.receive_data(bytes(data))
+    found = []
+    while (frame := decoder.next_frame()) is not None:
+        found.append((frame.request_id, frame.value))
+    return found
+
+
+def replies(*pairs: tuple[int, cf.ServerReply]) -> bytes:
+    return b"".join(cf.encode_frame(request_id, value) for request_id, value in pairs)
+
+
+def pipeline_send(proto: ClientProtocol[RecordingWaiter], state: TransactionState) -> bool:
+    return proto.pipeline_send(
+        state, "q", b"body", "", None, 0, 3, "recoverable", 0, 0, "", "", None, None
+    )
+
+
+def begin(proto: ClientProtocol[RecordingWaiter]) -> TransactionState:
+    state = TransactionState(proto.next_tx_id())
+    proto.begin(state)
+    return state
+
+
+# ----------------------------------------------------------------------
+# Ids
+# ----------------------------------------------------------------------
+
+
+def test_request_ids_count_up_and_wrap_past_zero() -> None:
+    proto = new_protocol()
+    assert [proto.new_id() for _ in range(3)] == [1, 2, 3]
+    proto._next_id = MAX_REQUEST_ID - 1
+    assert [proto.new_id() for _ in range(3)] == [MAX_REQUEST_ID, 1, 2]
+
+
+def test_pipelined_sends_wrap_request_ids_too() -> None:
+    proto = new_protocol()
+    state = TransactionState(7)
+    proto._next_id = MAX_REQUEST_ID - 1
+    for _ in range(3):
+        pipeline_send(proto, state)
+    assert [rid for rid, _ in frames(proto.out)] == [MAX_REQUEST_ID, 1, 2]
+    assert set(proto.pipelined) == {MAX_REQUEST_ID, 1, 2}
+
+
+def test_transaction_ids_are_chosen_by_the_client_and_wrap() -> None:
+    proto = new_protocol()
+    assert [begin(proto).id for _ in range(3)] == [1, 2, 3]
+    proto._next_tx_id = MAX_CLIENT_TX_ID - 1
+    assert [proto.next_tx_id() for _ in range(3)] == [MAX_CLIENT_TX_ID, 1, 2]
+    begins = [value for _, value in frames(proto.out)]
+    assert begins == [cf.Begin(tx_id=1), cf.Begin(tx_id=2), cf.Begin(tx_id=3)]
+
+
+def test_no_transaction_id_is_taken_on_a_closed_connection() -> None:
+    proto = new_protocol()
+    proto.close("the connection was closed")
+    with pytest.raises(ConnectionLost, match="was closed"):
+        proto.next_tx_id()
+    proto.broken = None
+    assert proto.next_tx_id() == 1
+
+
+# ----------------------------------------------------------------------
+# Requests out
+# ----------------------------------------------------------------------
+
+
+def test_begin_send_and_commit_share_one_buffer() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    assert pipeline_send(proto, state) is False
+    state.end(commit=True)
+    waiter = proto.end_request(proto.out, state)
+    assert frames(proto.out) == [
+        (1, cf.Begin(tx_id=1)),
+        (2, cf.Send(tx_id=1, mode=0, destination="q", body=b"body")),
+        (3, cf.Commit(tx_id=1)),
+    ]
+    assert proto.pipelined == {1: state, 2: state}
+    assert waiter.request_id == 3
+    data = proto.data_to_send()
+    assert frames(data)[-1] == (3, cf.Commit(tx_id=1))
+    assert not proto.out
+
+
+def test_data_to_send_puts_a_separate_frame_after_the_buffer() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    frame = bytearray()
+    proto.receive_request(frame, state, "in", 5, False, None)
+    assert proto.out  # the Begin waits in the buffer, the receive in its own frame
+    data = proto.data_to_send(frame)
+    assert [type(value) for _, value in frames(data)] == [cf.Begin, cf.Receive]
+    assert not proto.out
+    assert proto.data_to_send(b"") == b""
+
+
+def test_pipeline_send_asks_for_a_write_once_the_buffer_is_large() -> None:
+    proto = new_protocol()
+    state = TransactionState(1)
+    body = b"x" * 1000
+    sizes = []
+    while not proto.pipeline_send(
+        state, "q", body, "", None, 0, 3, "express", 0, 0, "", "", None, None
+    ):
+        sizes.append(len(proto.out))
+    assert sizes[-1] <= PIPELINE_FLUSH_BYTES < len(proto.out)
+
+
+def test_arguments_are_checked_before_anything_is_packed() -> None:
+    proto = new_protocol()
+    out = bytearray()
+    with pytest.raises(InvalidArgument, match="transactional"):
+        proto.send_request(
+            out, "q", b"", "yes", "", None, 0, 3, "recoverable", 0, 0, "", "", None, None,  # type: ignore[arg-type]
+        )  # fmt: skip
+    with pytest.raises(InvalidArgument, match="timeout"):
+        proto.receive_request(out, None, "q", -1, False, None)
+    with pytest.raises(InvalidArgument, match="delivery"):
+        proto.pipeline_send(
+            TransactionState(1), "q", b"", "", None, 0, 3, "fast", 0, 0, "", "", None, None
+        )
+    with pytest.raises(InvalidArgument, match="cannot send this request"):
+        proto.request(out, cf.DeleteQueue(name="x" * 70_000))
+    assert not out
+    assert not proto.out
+    assert not proto.pipelined
+
+
+def test_a_request_gives_its_waiter_and_its_frame() -> None:
+    proto = new_protocol()
+    out = bytearray()
+    waiter = proto.send_request(
+        out, "q", "é", True, "l", None, 0, 3, "express", 0, 0, "", "", 1.5, None
+    )
+    ((request_id, value),) = frames(out)
+    assert request_id == waiter.request_id == 1
+    assert isinstance(value, cf.Send)
+    assert (value.mode, value.body, value.label, value.delivery) == (2, "é".encode(), "l", 0)
+    assert value.time_to_reach_queue == 2
+    assert not proto.pipelined
+
+
+# ----------------------------------------------------------------------
+# Replies in
+# ----------------------------------------------------------------------
+
+
+def test_replies_reach_their_own_waiters_in_any_order_and_chunking() -> None:
+    proto = new_protocol()
+    out = bytearray()
+    first = proto.request(out, cf.ListQueues())
+    second = proto.receive_request(out, None, "q", 0, True, None)
+    third = proto.request(out, cf.PurgeQueue(name="q"))
+    stream = replies(
+        (third.request_id, cf.Ok(value=4)),
+        (second.request_id, cf.NoMessage()),
+        (first.request_id, cf.QueueList(queues=())),
+    )
+    for start, end in itertools.pairwise([0, 3, 21, 22, len(stream)]):
+        proto.receive_data(stream[start:end])
+    assert proto.result(third) == cf.Ok(value=4)
+    assert protocol.message_or_none(proto.result(second)) is None
+    assert protocol.queue_list(proto.result(first)) == []
+    assert (first.wakes, second.wakes, third.wakes) == (1, 1, 1)
+
+
+def test_error_replies_raise_their_exception_and_others_are_dropped() -> None:
+    proto = new_protocol()
+    out = bytearray()
+    waiter = proto.request(out, cf.DeleteQueue(name="gone"))
+    abandoned = proto.request(out, cf.GetStatus())
+    proto.forget(abandoned)
+    proto.receive_data(
+        replies(
+            (abandoned.request_id, cf.Ok()),
+            (waiter.request_id, cf.ErrorReply(code=NOT_FOUND, message="no 'gone'")),
+            (999, cf.Ok()),
+        )
+    )
+    with pytest.raises(QueueNotFound, match="no 'gone'"):
+        proto.result(waiter)
+    assert abandoned.reply is None
+    assert abandoned.wakes == 0
+    assert not proto.closed
+
+
+def test_a_pipelined_send_error_surfaces_at_the_next_call_and_at_commit() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    pipeline_send(proto, state)
+    proto.receive_data(
+        replies(
+            (1, cf.Ok()),
+            (2, cf.ErrorReply(code=NOT_FOUND, message="queue 'q' does not exist")),
+            (3, cf.ErrorReply(code=int(cf.ErrorCode.INVALID_NAME), message="second")),
+        )
+    )
+    assert state.failed
+    assert state.phase == "failed"
+    assert not proto.pipelined
+    with pytest.raises(QueueNotFound, match="cannot commit: queue 'q' does not exist"):
+        pipeline_send(proto, state)
+    with pytest.raises(QueueNotFound, match="cannot commit"):
+        proto.receive_request(bytearray(), state, "q", 0, False, None)
+    # commit() aborts instead, then raises the first send's error.
+    state.end(commit=True)
+    out = bytearray()
+    waiter = proto.end_request(out, state)
+    assert frames(out) == [(waiter.request_id, cf.Abort(tx_id=state.id))]
+    proto.receive_data(replies((waiter.request_id, cf.Ok())))
+    with pytest.raises(QueueNotFound, match=r"aborted because a send in it failed: queue 'q'"):
+        protocol.transaction_ended(state, proto.result(waiter))
+    with pytest.raises(TransactionNotFound, match="already ended"):
+        state.end(commit=False)
+
+
+def test_a_send_error_arriving_with_the_commit_reply_fails_the_commit() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    state.end(commit=True)
+    out = proto.out
+    waiter = proto.end_request(out, state)
+    assert isinstance(frames(out)[-1][1], cf.Commit)
+    proto.receive_data(
+        replies(
+            (1, cf.Ok()),
+            (2, cf.ErrorReply(code=NOT_FOUND, message="late")),
+            (3, cf.ErrorReply(code=int(cf.ErrorCode.TRANSACTION_ABORTED), message="refused")),
+        )
+    )
+    with pytest.raises(TransactionAborted, match="refused") as caught:
+        proto.result(waiter)
+    with pytest.raises(QueueNotFound, match="aborted because a send in it failed: late"):
+        protocol.transaction_ended(state, caught.value)
+
+
+@pytest.mark.parametrize(
+    ("commit", "failed", "outcome", "raised"),
+    [
+        (True, False, cf.Ok(), None),
+        (True, False, ShuttingDown("stopping"), ShuttingDown),
+        (True, False, cf.NoMessage(), ConnectionLost),  # not Ok: a protocol error
+        (False, False, cf.Ok(), None),
+        (False, False, TransactionNotFound("gone"), None),
+        (False, True, TransactionNotFound("gone"), None),
+        (False, False, ConnectionLost("lost"), ConnectionLost),
+        (False, False, ShuttingDown("stopping"), ShuttingDown),
+        (True, True, ConnectionLost("lost"), QueueNotFound),  # the daemon aborts it anyway
+        (True, True, ShuttingDown("stopping"), ShuttingDown),
+        (True, True, cf.Ok(), QueueNotFound),
+    ],
+)
+def test_what_commit_and_abort_raise(
+    commit: bool,
+    failed: bool,
+    outcome: cf.ServerReply | Exception,
+    raised: type[Exception] | None,
+) -> None:
+    state = TransactionState(1)
+    if failed:
+        state.fail(NOT_FOUND, "queue 'q' does not exist")
+    state.end(commit=commit)
+    assert state.ended
+    if raised is None:
+        protocol.transaction_ended(state, outcome)  # type: ignore[arg-type]
+    else:
+        with pytest.raises(raised):
+            protocol.transaction_ended(state, outcome)  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------
+# Breaking
+# ----------------------------------------------------------------------
+
+
+def test_a_framing_error_breaks_the_connection_and_wakes_every_waiter() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    waiter = proto.request(proto.out, cf.ListQueues())
+    with pytest.raises(ConnectionLost, match="malformed frame") as caught:
+        proto.receive_data(b"\xff" * 12)
+    assert not caught.value.message.startswith("lost")
+    assert proto.closed
+    assert (not proto.out, not proto.pipelined) == (True, True)
+    assert waiter.wakes == 1
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        proto.result(waiter)
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        pipeline_send(proto, state)
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        proto.request(bytearray(), cf.GetStatus())
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        proto.data_to_send(b"x")
+
+
+def test_stream_errors_can_name_the_address() -> None:
+    proto = new_protocol(say_where=True)
+    with pytest.raises(ConnectionLost) as caught:
+        proto.receive_data(b"\xff" * 12)
+    assert caught.value.message.startswith(f"lost the connection to the queue manager at {ADDRESS}")
+
+
+def test_a_rejected_stream_raises_the_daemons_error_and_breaks() -> None:
+    proto = new_protocol()
+    waiter = proto.request(proto.out, cf.GetStatus())
+    rejection = cf.ErrorReply(code=int(cf.ErrorCode.BAD_REQUEST), message="frame too large")
+    with pytest.raises(ProtocolViolation, match="frame too large"):
+        proto.receive_data(replies((0, rejection)))
+    assert proto.broken is not None
+    assert proto.broken.message == "the queue manager closed the connection: frame too large"
+    assert waiter.wakes == 1
+    with pytest.raises(ConnectionLost, match="frame too large"):
+        proto.result(waiter)
+
+
+def test_the_first_reason_stays_but_a_failure_after_close_says_what_broke() -> None:
+    proto = new_protocol()
+    assert proto.fail("first").message == "first"
+    assert proto.lost("second").message == "first"
+    closed = new_protocol()
+    closed.close("the connection was closed")
+    closed.close("again")
+    assert closed.broken is not None
+    assert closed.broken.message == "the connection was closed"
+    error = closed.lost("reset by peer")
+    assert error.message == f"lost the connection to the queue manager at {ADDRESS}: reset by peer"
+    assert closed.fail("later").message == error.message
+
+
+# ----------------------------------------------------------------------
+# Values
+# ----------------------------------------------------------------------
+
+
+def test_handshake_values_and_errors() -> None:
+    proto = new_protocol()
+    hello_ok = cf.HelloOk(version=1, qm_name="qm", qm_guid=uuid.UUID(int=3), server_version="1.0")
+    assert proto.welcome(hello_ok) == ("qm", uuid.UUID(int=3), "1.0")
+    with pytest.raises(ConnectionLost, match="answered Ok to Hello"):
+        proto.welcome(cf.Ok())
+    lost = proto.handshake_error(ConnectionLost("reset"))
+    assert type(lost) is ConnectionLost
+    assert lost.message == f"handshake with the queue manager at {ADDRESS} failed: reset"
+    refused = proto.handshake_error(ShuttingDown("stopping"))
+    assert type(refused) is ShuttingDown
+    assert refused.message == f"the queue manager at {ADDRESS} refused the connection: stopping"
+    out = bytearray()
+    proto.hello(out, "n" * 300)
+    ((_, value),) = frames(out)
+    assert isinstance(value, cf.Hello)
+    assert value.client_name == "n" * 200
+
+
+def test_reply_conversions_refuse_the_wrong_kind() -> None:
+    assert protocol.ok_value(cf.Ok(value=5)) == 5
+    assert protocol.message_id(cf.Sent(message_id="m", queue="q", lookup_id=1)) == "m"
+    for convert in (
+        protocol.ok_value,
+        protocol.message_id,
+        protocol.message_or_none,
+        protocol.queue_list,
+        protocol.status,
+    ):
+        with pytest.raises(ConnectionLost, match="protocol error"):
+            convert(cf.HelloOk(version=1, qm_name="", qm_guid=uuid.UUID(int=0), server_version=""))
+
+
+def test_a_receive_in_a_transaction_checks_it_again_after_the_reply() -> None:
+    state = TransactionState(1)
+    state.fail(int(cf.ErrorCode.INVALID_NAME), "bad")
+    with pytest.raises(InvalidName, match="cannot commit: bad"):
+        protocol.message_or_none(cf.NoMessage(), state)
+    assert protocol.message_or_none(cf.NoMessage(), None) is None
+
+
+def test_peek_pages_ask_until_max_or_the_end() -> None:
+    message = cf.MessageData(
+        queue="q", lookup_id=0, message_id="m", label="", body=b"", correlation_id=b"",
+        app_specific=0, priority=0, delivery=1, acknowledge=0, journal=0, admin_queue="",
+        response_queue="", time_to_reach_queue=0, time_to_be_received=0, message_class=0,
+        sent_time=0.0, arrived_time=0.0, source_qm=uuid.UUID(int=0), transactional=False,
+        destination="q",
+    )  # fmt: skip
+    pages = PeekPages("q", 10, 5)
+    assert pages.next_request() == cf.PeekRange(queue="q", after=10, max_count=5)
+    batch = tuple(dataclasses.replace(message, lookup_id=n) for n in (11, 12, 13))
+    pages.add(cf.MessageList(messages=batch))
+    assert pages.next_request() == cf.PeekRange(queue="q", after=13, max_count=2)
+    pages.add(cf.MessageList(messages=()))
+    assert pages.next_request() is None
+    assert [m.lookup_id for m in pages.found] == [11, 12, 13]
+    assert PeekPages("q", 0, 0).next_request() is None
+
+
+def test_the_core_does_no_io() -> None:
+    source = Path(protocol.__file__).read_text(encoding="utf-8")
+    imported: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            imported.add(node.module.split(".")[0])
+    assert not imported & {"socket", "select", "trio", "time", "asyncio", "selectors"}

@@ -1,0 +1,58 @@
+"""Configuration: the shipped file is the embedded default; precedence; errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from qmgr.config import ConfigError, default_config_text, load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_shipped_file_is_the_embedded_default() -> None:
+    assert (ROOT / "config" / "qmgr.toml").read_text(encoding="utf-8") == default_config_text()
+
+
+def test_defaults() -> None:
+    config = load_config()
+    assert str(config.client_listen) == "127.0.0.1:1802"
+    assert str(config.listen) == "0.0.0.0:1801"
+    assert config.max_map_size is None
+    assert config.name
+
+
+def test_file_then_flags(tmp_path: Path) -> None:
+    path = tmp_path / "qmgr.toml"
+    path.write_text(
+        '[server]\nname = "from-file"\ndata_dir = "/srv/q"\n[transactions]\nidle_timeout = 5\n'
+    )
+    config = load_config(path, name="from-flag")
+    assert config.name == "from-flag"
+    assert config.data_dir == Path("/srv/q")
+    assert config.tx_idle_timeout == 5.0
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("[server]\nlisten = 'nowhere'\n", "HOST:PORT"),
+        ("[server]\nbogus = 1\n", "unknown key server.bogus"),
+        ("[nonsense]\n", "unknown section"),
+        ("[store]\nmax_map_size = 'big'\n", "must be int"),
+        ("[log]\nformat = 'xml'\n", "log format"),
+        ("[transactions]\nidle_timeout = 0\n", "must be positive"),
+        ("[server\n", "qmgr.toml"),
+    ],
+)
+def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "qmgr.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=reason):
+        load_config(path)
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml")
