@@ -356,12 +356,16 @@ class ClientSession:
             raise TransactionUsageError(msg)
         del self._transactions[request.tx_id]
         sends, receives = len(tx.sends), len(tx.receives)
-        unit = self.core.prepare_commit(tx)
-        # Replies gathered so far go out with the commit's own, after the sync:
-        # one write per transaction (see the module docstring).
-        outcome = await self._submit(tx, unit)
-        if outcome is None:
-            return
+        try:
+            unit = self.core.prepare_commit(tx)
+            # Replies gathered so far go out with the commit's own, after the
+            # sync: one write per transaction (see the module docstring).
+            outcome = await self._submit(tx, unit)
+        except BaseException:
+            # Whatever went wrong, the transaction must not keep its locks.
+            if tx.state is not TransactionState.ENDED:
+                self.daemon.signals.notify(self.core.abort(tx))
+            raise
         woken, error = self.core.finish_commit(tx, outcome)
         self.daemon.signals.notify(woken)
         if error is not None:
@@ -370,7 +374,7 @@ class ClientSession:
         self.log.info("transaction_committed", tx=request.tx_id, sends=sends, receives=receives)
         self._reply_ok(request_id)
 
-    async def _submit(self, tx: Transaction, unit: storage.CommitUnit) -> CommitOutcome | None:
+    async def _submit(self, tx: Transaction, unit: storage.CommitUnit) -> CommitOutcome:
         """Hand a transaction to the committer; on a failed batch abort it and re-raise."""
         try:
             return await self.daemon.committer.submit(unit)
@@ -467,10 +471,14 @@ class ClientSession:
         # transactional queue: the message is removed durably before it is returned.
         unit = self.core.removal_unit(queue, lookup_id)
         try:
-            outcome: CommitOutcome | None = await self.daemon.committer.submit(unit)
+            outcome = await self.daemon.committer.submit(unit)
         except storage.StoreError as exc:
             self.daemon.signals.notify(self.core.finish_removal(queue.queue_id, lookup_id, None)[0])
             raise translate_store_error(exc) from exc
+        except BaseException:
+            # Whatever went wrong, the message must not stay locked.
+            self.daemon.signals.notify(self.core.finish_removal(queue.queue_id, lookup_id, None)[0])
+            raise
         woken, error = self.core.finish_removal(queue.queue_id, lookup_id, outcome)
         self.daemon.signals.notify(woken)
         if error is not None:
