@@ -2,6 +2,7 @@
 
 Sections:
 
+* Hypothesis settings for the whole suite.
 * Queue-manager daemons: the real ``qmgr serve`` in a subprocess
   (:class:`helpers.DaemonProcess`). ``daemon`` is a fresh one per test (for
   tests that stop, kill or restart it); ``shared_daemon`` is one per session
@@ -17,6 +18,18 @@ from pathlib import Path
 
 import pytest
 from helpers import DaemonProcess
+from hypothesis import HealthCheck, settings
+
+# --------------------------------------------------------------------------
+# Hypothesis: no per-example deadline. A loaded CI machine can stall any one
+# example past the default 200 ms; what the tests check is correctness, and
+# timing belongs to bench/.
+# --------------------------------------------------------------------------
+
+settings.register_profile(
+    "qmgr", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+)
+settings.load_profile("qmgr")
 
 # --------------------------------------------------------------------------
 # Queue-manager daemons
