@@ -519,6 +519,65 @@ def receive(
         click.echo(f"note: {verb} {got} of {_plural(count, 'message')} (no more{waited})", err=True)
 
 
+@cli.command()
+@click.argument("source")
+@click.argument("destination", metavar="DEST")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.0),
+    default=0.0,
+    show_default=True,
+    help="Seconds to wait, in all, for messages to arrive in SOURCE.",
+)
+@click.pass_context
+@_reports_errors
+def move(ctx: click.Context, source: str, destination: str, count: int, timeout: float) -> None:
+    """Move up to --count messages from SOURCE to DEST, one transaction each.
+
+    Each message is received from SOURCE and sent to DEST in one transaction:
+    after a failure it is in exactly one of the two queues, never both and
+    never neither. Both queues must be transactional (MSMQ allows no
+    transaction on the others). This is how messages come back out of
+    system$;deadxact, for example.
+    """
+    moved = 0
+    deadline = time.monotonic() + timeout
+    with _client(ctx) as qm:
+        progress = _progress(count, f"moving {source} to {destination}")
+        with progress if progress is not None else _nothing():
+            task = progress.add_task("move", total=count) if progress else None
+            for _ in range(count):
+                with qm.begin() as tx:
+                    message = tx.receive(source, max(0.0, deadline - time.monotonic()))
+                    if message is None:
+                        tx.abort()
+                        break
+                    tx.send(
+                        destination,
+                        message.body,
+                        label=message.label,
+                        correlation_id=message.correlation_id,
+                        app_specific=message.app_specific,
+                        priority=message.priority,
+                        acknowledge=message.acknowledge,
+                        journal=message.journal,
+                        admin_queue=message.admin_queue,
+                        response_queue=message.response_queue,
+                        time_to_reach_queue=message.time_to_reach_queue,
+                        time_to_be_received=message.time_to_be_received,
+                    )
+                moved += 1
+                if progress is not None and task is not None:
+                    progress.advance(task)
+    click.echo(f"moved {_plural(moved, 'message')} from {source} to {destination}")
+    if moved < count:
+        waited = f" within {timeout:g} s" if timeout else ""
+        click.echo(
+            f"note: moved {moved} of {_plural(count, 'message')} (no more{waited})", err=True
+        )
+
+
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield

@@ -243,3 +243,33 @@ def test_serve_exits_0_on_signal(daemon: DaemonProcess, signum: int) -> None:
     events = [entry["event"] for entry in log]
     assert "queue_manager_started" in events
     assert events[-1] == "queue_manager_stopped"
+
+
+def test_move_is_one_transaction_per_message(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    source, target, plain = f"{queue_name}-from", f"{queue_name}-to", f"{queue_name}-plain"
+    with connect(shared_daemon.address) as qm:
+        qm.create_queue(source, transactional=True)
+        qm.create_queue(target, transactional=True)
+        qm.create_queue(plain)
+        for index in range(3):
+            qm.send(source, f"m{index}".encode(), label=f"l{index}", app_specific=index)
+    result = ok(run(shared_daemon, "move", source, target, "--count", "5"))
+    assert "moved 3 messages" in result.stdout
+    assert "moved 3 of 5 messages" in result.stderr
+    with connect(shared_daemon.address) as qm:
+        moved = qm.peek_range(target)
+        assert [(m.body, m.label, m.app_specific) for m in moved] == [
+            (b"m0", "l0", 0),
+            (b"m1", "l1", 1),
+            (b"m2", "l2", 2),
+        ]
+        assert qm.peek_range(source) == []
+        qm.send(source, b"stays")
+    # Into a non-transactional queue the send fails, so the commit aborts and
+    # the message stays where it was.
+    failed = run(shared_daemon, "move", source, plain)
+    assert failed.exit_code == 1
+    assert "not transactional" in failed.stderr
+    with connect(shared_daemon.address) as qm:
+        assert [m.body for m in qm.peek_range(source)] == [b"stays"]
+        assert qm.peek_range(plain) == []
