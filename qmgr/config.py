@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import socket
 import tomllib
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -171,6 +171,3 @@ def _validate(config: Config) -> None:
         if value <= 0:
             msg = f"{key} must be positive, not {value}"
             raise ConfigError(msg)
-
-
-CONFIG_FIELDS = tuple(f.name for f in fields(Config))

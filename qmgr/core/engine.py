@@ -389,10 +389,6 @@ class QueueManagerCore:
         self._forget(tx.receives)
         return {send.queue_id for send in outcome.sends}, None
 
-    def fail_commit(self, tx: Transaction) -> set[int]:
-        """The whole batch failed (disk full): the transaction is aborted."""
-        return self.abort(tx)
-
     def expire(self, tx: Transaction, reason: str) -> set[int]:
         """End a transaction on the daemon's initiative (idle timeout, client gone)."""
         tx.abort_reason = reason
@@ -626,16 +622,16 @@ class QueueManagerCore:
                 woken.add(queue_id)
         if purged:
             # A purge happened while these were locked: they leave the queue now.
-            self.store.commit_batch(
-                [
-                    CommitUnit(
-                        removals=tuple(
-                            Removal(queue_id=q, lookup_id=m, journal=False) for q, m in purged
-                        )
-                    )
-                ],
-                now=0.0,
+            # A per-unit error only means they are already gone (queue deleted).
+            # If the write fails as a whole (disk full), they stay visible, as
+            # after a restart: an abort must never fail half-way.
+            unit = CommitUnit(
+                removals=tuple(Removal(queue_id=q, lookup_id=m, journal=False) for q, m in purged)
             )
+            try:
+                self.store.commit_batch([unit], now=0.0)
+            except storage.StoreError:
+                woken.update(queue_id for queue_id, _ in purged)
         return woken
 
     def _forget(self, receives: Iterable[tuple[int, int]]) -> None:

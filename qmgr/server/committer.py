@@ -51,16 +51,6 @@ class _Pending:
     error: storage.StoreError | None = None
 
 
-@dataclass(slots=True)
-class CommitterStats:
-    """Counters for status and benchmarks."""
-
-    batches: int = 0
-    units: int = 0
-    largest_batch: int = 0
-    failed_batches: int = 0
-
-
 class Committer:
     """Applies commit units in batches, one write transaction and one sync each."""
 
@@ -79,7 +69,6 @@ class Committer:
         self._pending: list[_Pending] = []
         self._leading = False
         self._log = log or structlog.get_logger("qmgr.committer")
-        self.stats = CommitterStats()
 
     async def submit(self, unit: CommitUnit) -> CommitOutcome:
         """Apply ``unit`` in the next batch and return its outcome once synced.
@@ -114,7 +103,6 @@ class Committer:
         try:
             outcomes = self._store.commit_batch([p.unit for p in batch], now=time.time())
         except storage.StoreError as exc:
-            self.stats.failed_batches += 1
             self._log.error("commit_batch_failed", units=len(batch), error=str(exc))
             for pending in batch:
                 pending.error = exc
@@ -123,9 +111,6 @@ class Committer:
         for pending, outcome in zip(batch, outcomes, strict=True):
             pending.outcome = outcome
             pending.done.set()
-        self.stats.batches += 1
-        self.stats.units += len(batch)
-        self.stats.largest_batch = max(self.stats.largest_batch, len(batch))
         elapsed = time.perf_counter() - started
         if elapsed > 1.0:
             self._log.warning("commit_batch_slow", units=len(batch), seconds=round(elapsed, 3))

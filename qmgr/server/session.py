@@ -379,7 +379,7 @@ class ClientSession:
         try:
             return await self.daemon.committer.submit(unit)
         except storage.StoreError as exc:
-            self.daemon.signals.notify(self.core.fail_commit(tx))
+            self.daemon.signals.notify(self.core.abort(tx))
             self.log.warning("transaction_aborted", tx=tx.client_id, reason=str(exc))
             error = translate_store_error(exc)
             msg = f"transaction {tx.client_id} was aborted: {error.message}"

@@ -222,3 +222,27 @@ def test_idle_transactions_are_found(core: QueueManagerCore) -> None:
     assert core.idle_transactions(NOW + 31, timeout=30) == [tx]
     core.expire(tx, "idle")
     assert core.open_transactions == 0
+
+
+def test_an_abort_never_fails_half_way_when_the_disk_is_full(
+    core: QueueManagerCore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import storage
+
+    send(core, "tq", b"a")
+    queue = core.queue("tq")
+    tx = core.begin(owner="x", now=NOW)
+    lookup_id, _ = core.find(queue)  # type: ignore[misc]
+    core.lock(queue, lookup_id, tx, NOW)
+    core.purge_queue("tq")
+
+    def full(*args: object, **kwargs: object) -> object:
+        raise storage.StoreFull("disk full (simulated)")
+
+    monkeypatch.setattr(core.store, "commit_batch", full)
+    # The purge-pending removal cannot be written: the abort still completes,
+    # the lock is released and the message stays visible, as after a restart.
+    assert core.abort(tx) == {queue.queue_id}
+    assert core.locked_count(queue.queue_id) == 0
+    assert core.open_transactions == 0
+    assert core.find(queue) is not None

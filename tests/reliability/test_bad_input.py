@@ -22,17 +22,24 @@ from qmgr.client import connect
 from wire import client_frames as cf
 
 
-def _raw(daemon: DaemonProcess) -> socket.socket:
+class RawSocket(socket.socket):
+    """A plain TCP connection to the daemon, with its own reply decoder."""
+
+    decoder: cf.ClientFrameDecoder
+
+
+def _raw(daemon: DaemonProcess) -> RawSocket:
     host, port = daemon.address.rsplit(":", 1)
-    return socket.create_connection((host, int(port)), timeout=5.0)
+    sock = RawSocket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.settimeout(5.0)
+    sock.connect((host, int(port)))
+    sock.decoder = cf.ClientFrameDecoder()
+    return sock
 
 
-_decoders: dict[int, cf.ClientFrameDecoder] = {}
-
-
-def _read_reply(sock: socket.socket) -> cf.Frame | None:
+def _read_reply(sock: RawSocket) -> cf.Frame | None:
     """Read one frame, or None if the daemon closed the connection first."""
-    decoder = _decoders.setdefault(id(sock), cf.ClientFrameDecoder())
+    decoder = sock.decoder
     while True:
         frame = decoder.next_frame()
         if frame is not None:
@@ -58,7 +65,7 @@ def _closed_by_daemon(sock: socket.socket) -> bool:
 HELLO = cf.encode_frame(1, cf.Hello(client_name="bad-input"))
 
 
-def _bad_request(sock: socket.socket, payload: bytes) -> str:
+def _bad_request(sock: RawSocket, payload: bytes) -> str:
     sock.sendall(payload)
     frame = _read_reply(sock)
     while frame is not None and not isinstance(frame.value, cf.ErrorReply):
@@ -67,7 +74,6 @@ def _bad_request(sock: socket.socket, payload: bytes) -> str:
     assert isinstance(frame.value, cf.ErrorReply)
     assert frame.value.code == cf.ErrorCode.BAD_REQUEST
     assert _closed_by_daemon(sock)
-    _decoders.pop(id(sock), None)
     return frame.value.message
 
 
@@ -142,7 +148,6 @@ def test_malformed_frames_get_a_clear_error_and_a_close(
             frame = _read_reply(sock)
         assert frame is not None, f"{name}: closed without an error reply"
         assert isinstance(frame.value, cf.ErrorReply)
-        _decoders.pop(id(sock), None)
         assert frame.value.code in (cf.ErrorCode.BAD_REQUEST, cf.ErrorCode.UNSUPPORTED_VERSION)
         assert reason in frame.value.message, frame.value.message
         assert _closed_by_daemon(sock)
