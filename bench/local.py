@@ -1,231 +1,396 @@
-"""Single-host throughput and latency of a real qmgr daemon, with the disk's ceilings.
+"""Single-host throughput, latency and CPU cost of a real qmgr daemon, next to the disk's ceilings.
 
-Run: ``.venv/bin/python bench/local.py [--seconds 3] [--data-dir DIR]``
+Run::
 
-Everything is measured in one run on the same machine and the same disk:
+    .venv/bin/python bench/local.py [--seconds 3] [--runs 3] [--data-dir DIR]
+                                    [--only ROW,ROW,...] [--json]
 
-* the disk's fsync rate and LMDB's synced-commit rate (the ceilings);
-* transactional sends, 1 message per commit, from 1 client and from 8
-  concurrent clients (group commit);
-* 100 messages per commit from 1 client;
-* transactional receives, 1 per commit;
-* p50/p99 latency from a sender calling commit to a blocked receiver getting
-  the message as a single-message transaction (both syncs included), at a
-  paced 500 messages/s.
+The daemon is started as a subprocess (``python -m qmgr serve``) at the
+``info`` log level, as in production (commits are counted, not logged; the log
+goes to a file), with its store in a fresh directory on the disk under test (default:
+``./var/bench``). Bodies are 256 bytes. Everything is measured in the same
+run, in ``--runs`` rounds that each measure every row once; each figure is
+the median over the rounds. Rates of commits are also given as a ratio to the
+same run's LMDB synced-commit rate (median over median), because the disk's
+speed drifts between runs and the ratios compare better than absolute figures.
 
-The daemon is started as a subprocess (``qmgr serve``) with its store in a
-fresh directory on the disk under test (default: ``./var/bench``). Each
-figure is the median of ``--runs`` timed runs.
+The rows (names for ``--only``; LMDB is always measured, the ratios need it):
+
+``fsync``
+    the disk's fdatasync rate: 512-byte overwrites of one file, each synced.
+``lmdb``
+    LMDB synced commits of one put each, in this process. The ceiling for one
+    client: an LMDB commit is two device flushes.
+``send-1``
+    transactional sends, 1 message per commit, 1 blocking client
+    (``with qm.begin() as tx: tx.send(queue, body)``). Target >= 0.65 x LMDB.
+``send-8``
+    the same from 8 concurrent trio clients (``async with qm.begin()``), whose
+    commits share syncs (group commit). Target >= 1.8 x LMDB.
+``send-100``
+    100 messages per commit, 1 client, in messages per second. Target >=
+    60,000 messages/s. Its ratio to LMDB is that of its commits (messages / 100).
+``receive-1``
+    transactional receives, 1 per commit, 1 blocking client
+    (``with qm.begin() as tx: tx.receive(queue)``) from a queue prefilled with
+    100 messages per commit. Target >= 0.6 x LMDB.
+``receive-8``
+    the same from 8 concurrent trio clients (``async with qm.begin()``).
+``latency``
+    p50 and p99 from a sender calling commit to a blocked receiver getting the
+    message as a single-message transaction (``qm.receive``, which returns once
+    the removal is synced, so both syncs are included), at a paced 500
+    messages/s for at least 4 s. Target p99 <= 1 ms.
+
+Around every daemon row the daemon's CPU time is read from
+``/proc/<pid>/stat`` (utime + stime, all its threads) and this process's own
+from ``time.process_time()``. The table shows the daemon's CPU seconds per
+1,000 commits for ``send-1`` and ``send-8``; the notes under it give both
+processes' CPU per 1,000 commits and the share of one core each kept busy
+during the timed loop. A client process near 100% means the client side, not
+the daemon, set that row's figure.
+
+``--json`` prints one JSON object to stdout instead of the table (which goes
+to stderr): every figure (rates per second, latencies in ms, CPU in seconds,
+``*_x_lmdb`` ratios, ``*_busy`` shares of one core), ``runs``, ``seconds``,
+``cores``, the per-round ``samples``, and ``targets``: for each target figure
+its comparison, threshold, value and whether it was met. Figures of rows not
+run are null.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import lmdb
-import trio
+import _workloads as w
+from _daemon import Daemon
 
-from qmgr.client import connect, open_client
+from qmgr.client import connect
 
-BODY = b"x" * 256
+ROWS = ("fsync", "lmdb", "send-1", "send-8", "send-100", "receive-1", "receive-8", "latency")
+DAEMON_ROWS = frozenset(ROWS[2:])
+LATENCY_RATE = 500.0
+LATENCY_MIN_SECONDS = 4.0
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def fsync_rate(directory: Path, seconds: float) -> float:
-    path = directory / "fsync-probe"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        count, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            os.pwrite(fd, b"y" * 512, 0)
-            os.fdatasync(fd)
-            count += 1
-        return count / (time.perf_counter() - start)
-    finally:
-        os.close(fd)
-        path.unlink()
-
-
-def lmdb_commit_rate(directory: Path, seconds: float) -> float:
-    path = directory / "lmdb-probe"
-    env = lmdb.open(str(path), map_size=1 << 28)
-    try:
-        count, start = 0, time.perf_counter()
-        while time.perf_counter() - start < seconds:
-            with env.begin(write=True) as txn:
-                txn.put(count.to_bytes(8, "big"), BODY)
-            count += 1
-        return count / (time.perf_counter() - start)
-    finally:
-        env.close()
-        shutil.rmtree(path)
+# The figure each throughput row reports its rate under, and the suffix of its CPU figures.
+RATE_KEYS = {
+    "send-1": "send_1_client_per_s",
+    "send-8": "send_8_clients_per_s",
+    "send-100": "send_100_per_commit_msgs_per_s",
+    "receive-1": "receive_1_client_per_s",
+    "receive-8": "receive_8_clients_per_s",
+}
+CPU_SUFFIXES = {
+    "send-1": "1_client",
+    "send-8": "8_clients",
+    "send-100": "send_100_per_commit",
+    "receive-1": "receive_1_client",
+    "receive-8": "receive_8_clients",
+}
+# Ratio figure -> (rate figure, messages per commit).
+RATIOS = {
+    "send_1_client_x_lmdb": ("send_1_client_per_s", 1),
+    "send_8_clients_x_lmdb": ("send_8_clients_per_s", 1),
+    "send_100_per_commit_commits_x_lmdb": ("send_100_per_commit_msgs_per_s", 100),
+    "receive_1_client_x_lmdb": ("receive_1_client_per_s", 1),
+    "receive_8_clients_x_lmdb": ("receive_8_clients_per_s", 1),
+}
+LABELS = {
+    "send-1": "tx sends, 1/commit, 1 client",
+    "send-8": "tx sends, 1/commit, 8 clients",
+    "send-100": "tx sends, 100/commit, 1 client",
+    "receive-1": "tx receives, 1/commit, 1 client",
+    "receive-8": "tx receives, 1/commit, 8 clients",
+}
 
 
-class Daemon:
-    def __init__(self, data_dir: Path) -> None:
-        # The default log level, as in production: one line per commit, to a file.
-        self.log = (data_dir.parent / "daemon.log").open("wb")
-        self.port = free_port()
-        self.address = f"127.0.0.1:{self.port}"
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "qmgr",
-                "serve",
-                "--data-dir",
-                str(data_dir),
-                "--client-listen",
-                self.address,
-                "--listen",
-                f"127.0.0.1:{free_port()}",
-                "--log-format",
-                "json",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=self.log,
+@dataclass(frozen=True)
+class Target:
+    figure: str
+    op: Literal[">=", "<="]
+    threshold: float
+    text: str
+
+    def met(self, value: float | None) -> bool | None:
+        if value is None:
+            return None
+        return value >= self.threshold if self.op == ">=" else value <= self.threshold
+
+
+TARGETS = (
+    Target("send_1_client_x_lmdb", ">=", 0.65, ">= 0.65 x LMDB"),
+    Target("send_8_clients_x_lmdb", ">=", 1.8, ">= 1.8 x LMDB"),
+    Target("send_100_per_commit_msgs_per_s", ">=", 60_000.0, ">= 60,000 msg/s"),
+    Target("receive_1_client_x_lmdb", ">=", 0.6, ">= 0.6 x LMDB"),
+    Target("latency_p99_ms", "<=", 1.0, "<= 1 ms"),
+)
+TARGET_OF = {target.figure: target for target in TARGETS}
+
+
+# --------------------------------------------------------------------------
+# Measuring
+# --------------------------------------------------------------------------
+
+
+@dataclass
+class Bench:
+    workdir: Path
+    seconds: float
+    daemon: Daemon | None
+    lmdb_rate: float = 0.0
+
+    @property
+    def the_daemon(self) -> Daemon:
+        if self.daemon is None:
+            raise RuntimeError("this row needs the daemon, which was not started")
+        return self.daemon
+
+    def prefill(self, lmdb_multiple: float, at_least_per_s: float) -> int:
+        """Enough messages for a receive row that runs up to ``lmdb_multiple`` x LMDB."""
+        return int(self.seconds * max(at_least_per_s, lmdb_multiple * self.lmdb_rate)) + 100
+
+
+def sample_figures(row: str, sample: w.Sample) -> dict[str, float]:
+    suffix = CPU_SUFFIXES[row]
+    rate = sample.message_rate if row == "send-100" else sample.commit_rate
+    return {
+        RATE_KEYS[row]: rate,
+        f"daemon_cpu_s_per_1000_commits_{suffix}": sample.daemon_cpu_per_1000_commits,
+        f"bench_cpu_s_per_1000_commits_{suffix}": sample.own_cpu_per_1000_commits,
+        f"daemon_cpu_busy_{suffix}": sample.daemon_busy,
+        f"bench_cpu_busy_{suffix}": sample.own_busy,
+    }
+
+
+def measure_fsync(bench: Bench) -> dict[str, float]:
+    return {"fsync_per_s": w.fsync_rate(bench.workdir, bench.seconds / 2)}
+
+
+def measure_lmdb(bench: Bench) -> dict[str, float]:
+    bench.lmdb_rate = w.lmdb_commit_rate(bench.workdir, bench.seconds / 2)
+    return {"lmdb_sync_commits_per_s": bench.lmdb_rate}
+
+
+def measure_latency(bench: Bench) -> dict[str, float]:
+    seconds = max(bench.seconds, LATENCY_MIN_SECONDS)
+    p50, p99 = w.latency(bench.the_daemon.address, "latency", seconds, LATENCY_RATE)
+    return {"latency_p50_ms": p50, "latency_p99_ms": p99}
+
+
+SAMPLED: dict[str, Callable[[Bench], w.Sample]] = {
+    "send-1": lambda b: w.sends_one_client(b.the_daemon, "send", b.seconds, 1),
+    "send-8": lambda b: w.sends_concurrent(b.the_daemon, "send", b.seconds, 8),
+    "send-100": lambda b: w.sends_one_client(b.the_daemon, "send", b.seconds, 100),
+    "receive-1": lambda b: w.receives_one_client(
+        b.the_daemon, "receive", b.seconds, b.prefill(2.0, 5_000)
+    ),
+    "receive-8": lambda b: w.receives_concurrent(
+        b.the_daemon, "receive", b.seconds, 8, b.prefill(4.0, 10_000)
+    ),
+}
+PLAIN: dict[str, Callable[[Bench], dict[str, float]]] = {
+    "fsync": measure_fsync,
+    "lmdb": measure_lmdb,
+    "latency": measure_latency,
+}
+
+
+def measure_row(bench: Bench, row: str) -> dict[str, float]:
+    if row in SAMPLED:
+        return sample_figures(row, SAMPLED[row](bench))
+    return PLAIN[row](bench)
+
+
+def run(
+    rows: list[str], seconds: float, runs: int, workdir: Path, daemon_args: list[str]
+) -> dict[str, list[float]]:
+    """Every row once per round, ``runs`` rounds; each figure's values in round order."""
+    samples: dict[str, list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        daemon = None
+        if DAEMON_ROWS.intersection(rows):
+            daemon = stack.enter_context(
+                Daemon(workdir / "store", workdir / "daemon.log", daemon_args)
+            )
+            with connect(daemon.address) as qm:
+                for queue in ("send", "receive", "latency"):
+                    qm.create_queue(queue, transactional=True)
+        bench = Bench(workdir, seconds, daemon)
+        for round_number in range(1, runs + 1):
+            for row in rows:
+                progress(f"round {round_number}/{runs}: {row}")
+                for figure, value in measure_row(bench, row).items():
+                    samples.setdefault(figure, []).append(value)
+    return samples
+
+
+def progress(text: str) -> None:
+    if sys.stderr.isatty():
+        print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Reporting
+# --------------------------------------------------------------------------
+
+
+def summarise(
+    samples: dict[str, list[float]], rows: list[str], seconds: float, runs: int
+) -> dict[str, Any]:
+    figures: dict[str, float | None] = {
+        "lmdb_sync_commits_per_s": None,
+        "fsync_per_s": None,
+        **dict.fromkeys(RATE_KEYS.values()),
+        **dict.fromkeys(RATIOS),
+        "latency_p50_ms": None,
+        "latency_p99_ms": None,
+    }
+    for suffix in CPU_SUFFIXES.values():
+        for kind in ("daemon_cpu_s_per_1000_commits", "bench_cpu_s_per_1000_commits"):
+            figures[f"{kind}_{suffix}"] = None
+        for kind in ("daemon_cpu_busy", "bench_cpu_busy"):
+            figures[f"{kind}_{suffix}"] = None
+    for figure, values in samples.items():
+        samples[figure] = [round(value, 4) for value in values]
+        figures[figure] = round(statistics.median(values), 4)
+    lmdb_rate = figures["lmdb_sync_commits_per_s"]
+    for ratio, (figure, per_commit) in RATIOS.items():
+        value = figures[figure]
+        if value is not None and lmdb_rate:
+            figures[ratio] = round(value / per_commit / lmdb_rate, 4)
+    targets = {
+        t.figure: {
+            "op": t.op,
+            "threshold": t.threshold,
+            "value": figures[t.figure],
+            "met": t.met(figures[t.figure]),
+        }
+        for t in TARGETS
+    }
+    return {
+        **figures,
+        "runs": runs,
+        "seconds": seconds,
+        "cores": os.cpu_count(),
+        "body_bytes": len(w.BODY),
+        "rows": rows,
+        "samples": samples,
+        "targets": targets,
+    }
+
+
+def _met_text(met: bool | None) -> str:
+    return "" if met is None else ("yes" if met else "NO")
+
+
+def report(result: dict[str, Any], out: TextIO) -> None:
+    lines: list[tuple[str, str, str, str, str]] = []
+    rows: list[str] = result["rows"]
+
+    def add(label: str, figure: str, value_text: str, ratio: str | None = None) -> None:
+        target = TARGET_OF.get(figure) or (TARGET_OF.get(ratio) if ratio else None)
+        ratio_value = result.get(ratio) if ratio else None
+        met = result["targets"][target.figure]["met"] if target else None
+        lines.append(
+            (
+                label,
+                value_text,
+                f"{ratio_value:.2f}" if ratio_value is not None else "",
+                target.text if target else "",
+                _met_text(met),
+            )
         )
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    return
-            except OSError:
-                if self.process.poll() is not None:
-                    log = Path(self.log.name).read_text(encoding="utf-8", errors="replace")
-                    raise SystemExit(log)  # noqa: B904 - the daemon's own words say why
-                time.sleep(0.05)
-        raise SystemExit("daemon did not start")
 
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
-        self.log.close()
+    if "fsync" in rows:
+        add("disk fdatasync", "fsync_per_s", f"{result['fsync_per_s']:,.0f}/s")
+    lmdb_rate = result["lmdb_sync_commits_per_s"]
+    lines.append(("LMDB synced commit (1 put)", f"{lmdb_rate:,.0f}/s", "1.00", "ceiling", ""))
+    for row, rate_key in RATE_KEYS.items():
+        if row in rows:
+            unit = " msg/s" if row == "send-100" else "/s"
+            ratio = next(r for r, (f, _) in RATIOS.items() if f == rate_key)
+            add(LABELS[row], rate_key, f"{result[rate_key]:,.0f}{unit}", ratio)
+    if "latency" in rows:
+        for p in ("p50", "p99"):
+            figure = f"latency_{p}_ms"
+            add(f"commit-to-receive at 500/s, {p}", figure, f"{result[figure]:.2f} ms")
+    for row, clients in (("send-1", "1 client"), ("send-8", "8 clients")):
+        if row in rows:
+            figure = f"daemon_cpu_s_per_1000_commits_{CPU_SUFFIXES[row]}"
+            add(f"daemon CPU s per 1,000 commits, {clients}", figure, f"{result[figure]:.3f} s")
 
-
-def timed(seconds: float, step: Callable[[], int]) -> float:
-    count, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        count += step()
-    return count / (time.perf_counter() - start)
-
-
-def bench_sends_one_client(address: str, queue: str, seconds: float, per_commit: int) -> float:
-    with connect(address) as qm:
-
-        def step() -> int:
-            with qm.begin() as tx:
-                for _ in range(per_commit):
-                    tx.send(queue, BODY)
-            return per_commit
-
-        return timed(seconds, step)
-
-
-def bench_sends_concurrent(address: str, queue: str, seconds: float, clients: int) -> float:
-    async def main() -> float:
-        counts = [0] * clients
-        start = time.perf_counter()
-        deadline = trio.current_time() + seconds
-
-        async def client(index: int) -> None:
-            async with open_client(address) as qm:
-                while trio.current_time() < deadline:
-                    async with qm.begin() as tx:
-                        await tx.send(queue, BODY)
-                    counts[index] += 1
-
-        async with trio.open_nursery() as nursery:
-            for index in range(clients):
-                nursery.start_soon(client, index)
-        return sum(counts) / (time.perf_counter() - start)
-
-    return trio.run(main)
-
-
-def bench_receives(address: str, queue: str, seconds: float) -> float:
-    with connect(address) as qm:
-        qm.purge_queue(queue)
-        prefill = int(seconds * 5000)
-        for _ in range(prefill // 100):
-            with qm.begin() as tx:
-                for _ in range(100):
-                    tx.send(queue, BODY)
-
-        def step() -> int:
-            with qm.begin() as tx:
-                message = tx.receive(queue)
-            if message is None:
-                raise SystemExit("receive benchmark ran out of messages; raise the prefill")
-            return 1
-
-        return timed(seconds, step)
+    header = ("measure", "result", "x LMDB", "target", "met")
+    widths = [max(len(line[i]) for line in [header, *lines]) for i in range(5)]
+    print(
+        f"qmgr local benchmark: {result['cores']} cores, {result['runs']} "
+        f"run{'s' if result['runs'] != 1 else ''} of {result['seconds']:g} s "
+        f"(median), {result['body_bytes']}-byte bodies, "
+        "daemon log level info",
+        file=out,
+    )
+    for line in [header, *lines]:
+        print(
+            f"  {line[0]:<{widths[0]}}  {line[1]:>{widths[1]}}  {line[2]:>{widths[2]}}"
+            f"  {line[3]:<{widths[3]}}  {line[4]}".rstrip(),
+            file=out,
+        )
+    judged = [t for t in result["targets"].values() if t["met"] is not None]
+    print(
+        f"  targets met: {sum(t['met'] for t in judged)} of {len(judged)}"
+        + ("" if len(judged) == len(TARGETS) else f" measured ({len(TARGETS)} in all)"),
+        file=out,
+    )
+    cpu_rows = [row for row in CPU_SUFFIXES if row in rows]
+    if cpu_rows:
+        print(
+            "CPU during the timed loops, per 1,000 commits and as the share of one core "
+            "kept busy (a client process near 100% set that row's figure):",
+            file=out,
+        )
+        width = max(len(LABELS[row]) for row in cpu_rows)
+        for row in cpu_rows:
+            suffix = CPU_SUFFIXES[row]
+            daemon_cpu = result[f"daemon_cpu_s_per_1000_commits_{suffix}"]
+            daemon_busy = result[f"daemon_cpu_busy_{suffix}"]
+            own_cpu = result[f"bench_cpu_s_per_1000_commits_{suffix}"]
+            own_busy = result[f"bench_cpu_busy_{suffix}"]
+            print(
+                f"  {LABELS[row]:<{width}}  daemon {daemon_cpu:.3f} s ({daemon_busy:.0%}),"
+                f" benchmark clients {own_cpu:.3f} s ({own_busy:.0%})",
+                file=out,
+            )
 
 
-def bench_latency(address: str, queue: str, seconds: float, rate: float) -> tuple[float, float]:
-    latencies: list[float] = []
-    committed_at: dict[bytes, float] = {}
-    count = int(seconds * rate)
-    ready = threading.Event()
-
-    def receiver() -> None:
-        with connect(address) as qm:
-            ready.set()
-            for _ in range(count):
-                # A single-message transaction: the message is returned once its
-                # removal is synced, so each delivery includes the receiver's sync.
-                message = qm.receive(queue, timeout=10.0)
-                now = time.perf_counter()
-                if message is None:
-                    raise SystemExit("latency benchmark: a message did not arrive within 10 s")
-                latencies.append(now - committed_at[message.body[:16]])
-
-    with connect(address) as qm:
-        qm.purge_queue(queue)
-        thread = threading.Thread(target=receiver)
-        thread.start()
-        ready.wait()
-        interval = 1.0 / rate
-        next_send = time.perf_counter()
-        for index in range(count):
-            delay = next_send - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            key = index.to_bytes(16, "big")
-            tx = qm.begin()
-            tx.send(queue, key + BODY[16:])
-            committed_at[key] = time.perf_counter()
-            tx.commit()
-            next_send += interval
-        thread.join()
-    latencies.sort()
-    p50 = statistics.median(latencies)
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return p50 * 1000, p99 * 1000
+# --------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------
 
 
-def median_of(runs: int, measure: Callable[[], float]) -> float:
-    return statistics.median(measure() for _ in range(runs))
+def parse_rows(text: str | None) -> list[str]:
+    if text is None:
+        return list(ROWS)
+    wanted = {name.strip() for name in text.split(",") if name.strip()}
+    unknown = wanted.difference(ROWS)
+    if unknown or not wanted:
+        raise argparse.ArgumentTypeError(
+            f"unknown row(s) {', '.join(sorted(unknown)) or '(none given)'}; "
+            f"choose from {', '.join(ROWS)}"
+        )
+    wanted.add("lmdb")
+    return [row for row in ROWS if row in wanted]
 
 
 def main() -> None:
@@ -234,81 +399,46 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each timed run")
     parser.add_argument(
-        "--runs", type=int, default=3, help="timed runs per figure (median reported)"
+        "--runs", type=int, default=3, help="rounds of every row (the median is reported)"
     )
     parser.add_argument(
         "--data-dir", type=Path, default=Path("var/bench"), help="where the store goes"
     )
+    parser.add_argument(
+        "--only",
+        metavar="ROWS",
+        help=f"comma-separated rows to run (lmdb is always run): {','.join(ROWS)}",
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object (the table goes to stderr)"
+    )
+    parser.add_argument(
+        "--daemon-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="an argument for qmgr serve (repeatable): --daemon-arg=--set=store.erase_step=100",
+    )
     args = parser.parse_args()
+    try:
+        rows = parse_rows(args.only)
+    except argparse.ArgumentTypeError as exc:
+        parser.error(str(exc))
+    if args.seconds <= 0 or args.runs < 1:
+        parser.error("--seconds must be positive and --runs at least 1")
+
     args.data_dir.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
-    rows: list[tuple[str, str, str]] = []
     try:
-        fsync = median_of(args.runs, lambda: fsync_rate(workdir, args.seconds / 2))
-        lmdb_rate = median_of(args.runs, lambda: lmdb_commit_rate(workdir, args.seconds / 2))
-        rows.append(("disk fdatasync", f"{fsync:,.0f}/s", "ceiling"))
-        rows.append(("LMDB synced commit (1 put)", f"{lmdb_rate:,.0f}/s", "ceiling"))
-        daemon = Daemon(workdir / "store")
-        try:
-            with connect(daemon.address) as qm:
-                qm.create_queue("bench", transactional=True)
-                qm.create_queue("latency", transactional=True)
-            one = median_of(
-                args.runs, lambda: bench_sends_one_client(daemon.address, "bench", args.seconds, 1)
-            )
-            rows.append(
-                (
-                    "tx sends, 1/commit, 1 client",
-                    f"{one:,.0f}/s",
-                    f"{one / lmdb_rate:.2f} x LMDB; target >= 2,100",
-                )
-            )
-            eight = median_of(
-                args.runs, lambda: bench_sends_concurrent(daemon.address, "bench", args.seconds, 8)
-            )
-            rows.append(
-                (
-                    "tx sends, 1/commit, 8 clients",
-                    f"{eight:,.0f}/s",
-                    f"{eight / one:.2f} x 1 client; target >= 10,000",
-                )
-            )
-            hundred = median_of(
-                args.runs,
-                lambda: bench_sends_one_client(daemon.address, "bench", args.seconds, 100),
-            )
-            rows.append(
-                ("tx sends, 100/commit, 1 client", f"{hundred:,.0f} msg/s", "target >= 60,000")
-            )
-            receives = median_of(
-                args.runs, lambda: bench_receives(daemon.address, "bench", args.seconds)
-            )
-            rows.append(
-                (
-                    "tx receives, 1/commit",
-                    f"{receives:,.0f}/s",
-                    f"{receives / lmdb_rate:.2f} x LMDB; target >= 2,100",
-                )
-            )
-            p50, p99 = bench_latency(daemon.address, "latency", max(args.seconds, 4.0), 500.0)
-            rows.append(
-                (
-                    "commit-to-receive at 500/s",
-                    f"p50 {p50:.2f} ms",
-                    f"p99 {p99:.2f} ms; target p99 <= 1 ms",
-                )
-            )
-        finally:
-            daemon.stop()
+        samples = run(rows, args.seconds, args.runs, workdir, args.daemon_arg)
     finally:
+        progress("")
         shutil.rmtree(workdir, ignore_errors=True)
-    width = max(len(r[0]) for r in rows)
-    print(
-        f"qmgr local benchmark: {os.cpu_count()} cores, "
-        f"{args.runs} runs of {args.seconds:g} s, median"
-    )
-    for name, value, note in rows:
-        print(f"  {name:<{width}}  {value:>16}  {note}")
+    result = summarise(samples, rows, args.seconds, args.runs)
+    report(result, sys.stderr if args.json else sys.stdout)
+    if args.json:
+        json.dump(result, sys.stdout, indent=2)
+        print()
 
 
 if __name__ == "__main__":

@@ -60,24 +60,23 @@ def instrument(stamps: Stamps, durable: bool) -> None:
 
     receive = connection_module.RawConnection.receive_some
 
-    async def receive_some(self: Any, max_bytes: int) -> bytes:
+    async def receive_some(self: Any, max_bytes: int | None = None) -> bytes:
         data = await receive(self, max_bytes)
         stamp("received")
         return data
 
     submit = committer_module.Committer.submit
 
-    async def submitted(self: Any, unit: Any) -> Any:
+    async def submitted(self: Any, unit: Any, *, source: int = 0) -> Any:
         stamp("submitted")
-        return await submit(self, unit)
+        return await submit(self, unit, source=source)
 
-    commit_batch = store_module.Store.commit_batch
+    apply = store_module.Store.apply
 
-    def written(self: Any, units: Any, *, now: float) -> Any:
+    def written(self: Any, plan: Any) -> None:
         stamp("batch_started")
-        result = commit_batch(self, units, now=now)
+        apply(self, plan)
         stamp("batch_written")
-        return result
 
     flush = session_module.ClientSession._flush
 
@@ -96,7 +95,7 @@ def instrument(stamps: Stamps, durable: bool) -> None:
     patches: list[tuple[Any, str, Callable[..., Any]]] = [
         (connection_module.RawConnection, "receive_some", receive_some),
         (committer_module.Committer, "submit", submitted),
-        (store_module.Store, "commit_batch", written),
+        (store_module.Store, "apply", written),
         (session_module.ClientSession, "_flush", flushed),
         (store_module.Store, "__init__", store_init),
     ]
@@ -126,9 +125,9 @@ def phases(stamps: Stamps) -> list[tuple[str, float]]:
         )
     names = [
         "request received -> unit submitted",
-        "unit submitted -> batch started",
-        "batch (write transaction and sync)",
-        "batch written -> reply sent",
+        "unit submitted -> apply started",
+        "apply (write transaction and sync)",
+        "applied -> reply sent",
         "reply sent -> next request (client)",
         "whole cycle",
     ]

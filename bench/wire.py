@@ -24,55 +24,18 @@ import platform
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "wire"))
 
-import wire
+import msmq_samples as samples  # noqa: E402  (after the path is set up)
 
-SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
-DESTINATION = uuid.UUID("0a0b0c0d-0e0f-1011-1213-141516171819")
+import wire  # noqa: E402
 
-
-def transactional_message(*, with_security: bool = False) -> wire.UserMessage:
-    return wire.UserMessage(
-        base=wire.BaseHeader(priority=0, time_to_reach_queue=345_600),
-        user=wire.UserHeader(
-            source_qm=SOURCE,
-            sent_time=1_700_000_000,
-            message_id=123_456,
-            delivery=wire.DeliveryMode.RECOVERABLE,
-            destination=wire.DirectQueue(name="TCP:10.0.0.5\\private$\\orders"),
-        ),
-        transaction=wire.TransactionHeader(
-            flags=wire.TransactionFlags.FIRST,
-            transaction_id=77,
-            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1_700_000_000),
-            sequence_number=5_000,
-            previous_sequence_number=4_999,
-        ),
-        security=(
-            wire.SecurityHeader(flags=1, sender_id=bytes(range(28))) if with_security else None
-        ),
-        properties=wire.MessagePropertiesHeader(
-            label="order 123456",
-            body_type=wire.VarType.UI1_VECTOR,
-            body=bytes(range(256)),
-        ),
-    )
-
-
-ORDER_ACK = wire.OrderAck(
-    source_qm=DESTINATION,
-    destination_qm=SOURCE,
-    message_id=9,
-    sent_time=1_700_000_001,
-    sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1_700_000_000),
-    sequence_number=5_000,
-    previous_sequence_number=4_999,
-)
+ORDER_ACK = samples.order_ack()
 SESSION_ACK = wire.SessionAck(
     session=wire.SessionHeader(
         ack_sequence_number=100, recoverable_ack_sequence_number=90, recoverable_ack_flags=0x3FF
@@ -123,9 +86,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=0.3)
     args = parser.parse_args()
 
-    message = transactional_message()
+    message = samples.transactional_message()
     data = wire.build_packet(message)
-    windows_like = transactional_message(with_security=True)
+    windows_like = samples.transactional_message(
+        security=wire.SecurityHeader(flags=1, sender_id=bytes(range(28)))
+    )
     windows_data = wire.build_packet(windows_like)
     order_ack = wire.build_packet(ORDER_ACK)
     session_ack = wire.build_packet(SESSION_ACK)

@@ -31,15 +31,17 @@ import random
 import sys
 import time
 import traceback
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "wire"))
 
-import wire  # noqa: E402  (after the path is set up)
+import msmq_decoding as md  # noqa: E402  (after the path is set up)
+import msmq_samples as samples  # noqa: E402
 
-VECTORS = ROOT / "tests" / "wire" / "vectors"
+import wire  # noqa: E402
+
 CORPUS = ROOT / "fuzz" / "corpus"
 INTERESTING_U32 = [0, 1, 2, 3, 4, 15, 16, 36, 119, 120, 572, 0x7FFF, 0xFFFF, 0x10000, 0x3FFFFF]
 INTERESTING_U32 += [0x400000, 0x400001, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF]
@@ -63,11 +65,7 @@ def check(data: bytes) -> str:
             raise InvariantBroken("parse_packet result does not rebuild to the same bytes")
     rng = random.Random(data)
     cuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, 5)))
-    splits = [
-        [data],
-        [data[i : i + 1] for i in range(len(data))],
-        [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)],
-    ]
+    splits = [[data], md.bytewise(data), md.split_at(data, cuts)]
     results = [_decode(chunks) for chunks in splits]
     if results[1:] != results[:-1]:
         raise InvariantBroken(f"decoder results depend on chunking: {results}")
@@ -79,95 +77,23 @@ def check(data: bytes) -> str:
 
 
 def _decode(chunks: list[bytes]) -> tuple[list[wire.Packet], str | None]:
-    decoder = wire.FrameDecoder()
-    packets: list[wire.Packet] = []
     try:
-        for chunk in chunks:
-            decoder.receive_data(chunk)
-            while (packet := decoder.next_packet()) is not None:
-                packets.append(packet)
-    except wire.RemoteProtocolError as exc:
-        return packets, exc.field
+        packets, error = md.decode(chunks)
     except Exception as exc:
         raise InvariantBroken(f"FrameDecoder raised {exc!r}") from exc
-    return packets, None
+    return packets, None if error is None else error.field
 
 
 def seeds() -> list[bytes]:
     """The example frames, the completed 4.1.7 message and built packets of every kind."""
-    corpus = []
-    for path in sorted(VECTORS.glob("4.1.[3-8]*.hex")):
-        corpus.append(bytes.fromhex(path.read_text()))
-    truncated = bytes.fromhex((VECTORS / "4.1.7-user-message-truncated.hex").read_text())
-    corpus.append(truncated + b"a\x00" * 286 + b"\x00\x00")
-    qm = uuid.UUID(int=0x1234_5678_9ABC_DEF0_1122_3344_5566_7788)
-    everything = wire.UserMessage(
-        base=wire.BaseHeader(priority=0, flags=wire.BaseFlags.TRACE),
-        user=wire.UserHeader(
-            source_qm=qm,
-            sent_time=1_700_000_000,
-            message_id=42,
-            delivery=wire.DeliveryMode.RECOVERABLE,
-            destination=wire.DirectQueue(name="TCP:10.0.0.5\\private$\\orders"),
-            admin=wire.PrivateQueue(qm=qm, number=7),
-            response=wire.PublicQueue(queue_id=qm),
-            connector_type=qm,
-        ),
-        transaction=wire.TransactionHeader(
-            flags=wire.TransactionFlags.FIRST | wire.TransactionFlags.FINAL_ACK,
-            transaction_id=5,
-            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1_700_000_000),
-            sequence_number=3,
-            previous_sequence_number=2,
-            connector_qm=qm,
-        ),
-        security=wire.SecurityHeader(flags=1, sender_id=b"\x01\x05" + bytes(26), signature=b"sig"),
-        properties=wire.MessagePropertiesHeader(
-            flags=wire.AckFlags.NEGATIVE_ARRIVAL,
-            label="label",
-            extension=b"ext",
-            body=b"body" * 10,
-        ),
-        debug=wire.DebugHeader(queue=qm),
-        soap=wire.SoapHeader(header="<h/>", body="<b/>"),
-        multi_queue=wire.MultiQueueFormatHeader(
-            destination=wire.MqfAddressHeader.from_elements(
-                (wire.DirectQueue(name="OS:host\\q"), wire.PrivateQueue(qm=qm, number=1))
-            ),
-            signature=wire.MqfSignatureHeader(signature=b"s"),
-        ),
-        trailer=b"\x0c\x00\x00\x00trailer!",
-        session=wire.SessionHeader(ack_sequence_number=9),
-    )
-    sequence = wire.TxSequenceId(ordinal=1, timestamp=2)
-    corpus += [
-        wire.build_packet(everything),
-        wire.build_packet(
-            wire.OrderAck(
-                source_qm=qm,
-                destination=wire.DirectQueue(name="TCP:10.0.0.1\\PRIVATE$\\order_queue$"),
-                message_id=1,
-                sent_time=2,
-                sequence_id=sequence,
-                sequence_number=3,
-                previous_sequence_number=2,
-            )
-        ),
-        wire.build_packet(
-            wire.FinalAck(
-                source_qm=qm,
-                destination_qm=qm,
-                message_id=1,
-                sent_time=2,
-                sequence_id=sequence,
-                sequence_number=3,
-                previous_sequence_number=2,
-                acked_source_qm=qm,
-                acked_message_id=4,
-            )
-        ),
+    return [
+        *map(samples.frame, samples.WHOLE_FRAMES),
+        samples.frame(samples.TRUNCATED_USER_MESSAGE),
+        samples.completed_user_message(),
+        wire.build_packet(samples.message_with_every_header()),
+        wire.build_packet(samples.order_ack()),
+        wire.build_packet(samples.final_ack()),
     ]
-    return corpus
 
 
 def mutate(rng: random.Random, data: bytes, corpus: list[bytes]) -> bytes:

@@ -206,6 +206,13 @@ def main() -> None:
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log threshold."
 )
+@click.option(
+    "--set",
+    "settings",
+    metavar="SECTION.KEY=VALUE",
+    multiple=True,
+    help="Override any configuration key (repeatable), e.g. --set store.max_map_size=1073741824.",
+)
 def serve(
     config_path: Path | None,
     data_dir: Path | None,
@@ -214,6 +221,7 @@ def serve(
     name: str | None,
     log_format: str | None,
     log_level: str | None,
+    settings: tuple[str, ...],
 ) -> None:
     """Run a queue manager in the foreground until SIGTERM or Ctrl-C."""
     import trio
@@ -224,6 +232,7 @@ def serve(
     try:
         config = load_config(
             config_path,
+            settings=settings,
             name=name,
             data_dir=data_dir,
             listen=listen,
@@ -661,6 +670,19 @@ def status(ctx: click.Context, as_json: bool) -> None:
     console.print(f"up                 {uptime} (since {_iso(info.started_at)})", highlight=False)
     console.print(f"connections        {info.connections}", highlight=False)
     console.print(f"open transactions  {info.open_transactions}", highlight=False)
+    console.print(
+        f"uncommitted        {_size(info.uncommitted_bytes)} in open transactions", highlight=False
+    )
+    console.print(
+        f"since start        {info.commits:,} commits, {info.aborts:,} aborts, "
+        f"{info.batches:,} synced writes",
+        highlight=False,
+    )
+    if info.erasing:
+        console.print(
+            f"erasing            messages of {info.erasing} deleted or purged queue(s)",
+            highlight=False,
+        )
     console.print()
     console.print(_queue_table(info.queues))
 
@@ -675,6 +697,11 @@ def status_json(info: Status) -> dict[str, Any]:
         "uptime_seconds": round(info.uptime.total_seconds(), 3),
         "connections": info.connections,
         "open_transactions": info.open_transactions,
+        "uncommitted_bytes": info.uncommitted_bytes,
+        "commits": info.commits,
+        "aborts": info.aborts,
+        "batches": info.batches,
+        "erasing": info.erasing,
         "queues": [_queue_json(q) for q in info.queues],
     }
 

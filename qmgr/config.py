@@ -2,18 +2,22 @@
 
 The defaults are ``qmgr/default_config.toml`` (the same text as the shipped
 ``config/qmgr.toml``). A file given with ``--config`` overrides them key by
-key, and flags override both. Unknown keys are errors, so that a typo in a
-production config is reported instead of silently ignored.
+key, and flags override both: the named flags (``--data-dir``, ...) and
+``--set SECTION.KEY=VALUE`` for any key. Unknown keys and wrongly typed
+values are errors naming the key, so that a typo in a production config is
+reported instead of silently ignored. Every key is declared once, in
+:data:`KEYS`.
 """
 
 from __future__ import annotations
 
 import socket
 import tomllib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 
 class ConfigError(Exception):
@@ -44,33 +48,84 @@ class Address:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Config:
-    """Everything ``qmgr serve`` needs."""
+    """Everything ``qmgr serve`` needs (see ``config/qmgr.toml`` for what each means)."""
 
     name: str
     data_dir: Path
     listen: Address
     client_listen: Address
     max_connections: int
+    evictable_after: float
+    hello_timeout: float
+    idle_timeout: float
+    frame_timeout: float
     log_format: str
     log_level: str
     tx_idle_timeout: float
     tx_max_operations: int
     tx_max_bytes: int
+    max_transactions_per_connection: int
+    max_waiting_receives_per_connection: int
+    max_uncommitted_bytes: int
+    max_frame_bytes: int
     initial_map_size: int
     max_map_size: int | None
+    reserve_size: int
+    erase_step: int
+    writer_thread: bool
 
 
-_SCHEMA: dict[str, dict[str, type]] = {
-    "server": {
-        "name": str,
-        "data_dir": str,
-        "listen": str,
-        "client_listen": str,
-        "max_connections": int,
-    },
-    "log": {"format": str, "level": str},
-    "transactions": {"idle_timeout": float, "max_operations": int, "max_bytes": int},
-    "store": {"initial_map_size": int, "max_map_size": int},
+@dataclass(frozen=True, slots=True)
+class _Key:
+    attribute: str
+    kind: type
+    check: Callable[[Any], str | None] | None = None
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else f"must be positive, not {value}"
+
+
+def _not_negative(value: Any) -> str | None:
+    return None if value >= 0 else f"must not be negative, not {value}"
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        return None if value in choices else f"must be one of {', '.join(choices)}, not {value!r}"
+
+    return check
+
+
+#: Every configuration key: ``(section, key)`` -> the Config attribute, its type and check.
+KEYS: Final[dict[tuple[str, str], _Key]] = {
+    ("server", "name"): _Key("name", str),
+    ("server", "data_dir"): _Key("data_dir", str),
+    ("server", "listen"): _Key("listen", str),
+    ("server", "client_listen"): _Key("client_listen", str),
+    ("server", "max_connections"): _Key("max_connections", int, _positive),
+    ("server", "evictable_after"): _Key("evictable_after", float, _not_negative),
+    ("server", "hello_timeout"): _Key("hello_timeout", float, _positive),
+    ("server", "idle_timeout"): _Key("idle_timeout", float, _positive),
+    ("server", "frame_timeout"): _Key("frame_timeout", float, _positive),
+    ("log", "format"): _Key("log_format", str, _one_of("auto", "console", "json")),
+    ("log", "level"): _Key("log_level", str, _one_of("debug", "info", "warning", "error")),
+    ("transactions", "idle_timeout"): _Key("tx_idle_timeout", float, _positive),
+    ("transactions", "max_operations"): _Key("tx_max_operations", int, _positive),
+    ("transactions", "max_bytes"): _Key("tx_max_bytes", int, _positive),
+    ("limits", "max_transactions_per_connection"): _Key(
+        "max_transactions_per_connection", int, _positive
+    ),
+    ("limits", "max_waiting_receives_per_connection"): _Key(
+        "max_waiting_receives_per_connection", int, _positive
+    ),
+    ("limits", "max_uncommitted_bytes"): _Key("max_uncommitted_bytes", int, _positive),
+    ("limits", "max_frame_bytes"): _Key("max_frame_bytes", int, _positive),
+    ("store", "initial_map_size"): _Key("initial_map_size", int, _positive),
+    ("store", "max_map_size"): _Key("max_map_size", int, _not_negative),
+    ("store", "reserve_size"): _Key("reserve_size", int, _not_negative),
+    ("store", "erase_step"): _Key("erase_step", int, _positive),
+    ("store", "writer_thread"): _Key("writer_thread", bool),
 }
 
 
@@ -79,13 +134,17 @@ def default_config_text() -> str:
     return resources.files("qmgr").joinpath("default_config.toml").read_text(encoding="utf-8")
 
 
-def load_config(path: Path | None = None, **overrides: Any) -> Config:
+def load_config(
+    path: Path | None = None, *, settings: Iterable[str] = (), **overrides: Any
+) -> Config:
     """Build the configuration.
 
     Args:
         path: a TOML file overriding the embedded defaults, or None.
-        overrides: flag values (None means "not given"): name, data_dir,
-            listen, client_listen, log_format, log_level.
+        settings: ``SECTION.KEY=VALUE`` overrides (the value in TOML syntax;
+            a bare word is taken as a string).
+        overrides: named flag values (None means "not given"): name,
+            data_dir, listen, client_listen, log_format, log_level.
 
     Raises:
         ConfigError: unreadable file, unknown key, wrong type or bad value.
@@ -97,77 +156,76 @@ def load_config(path: Path | None = None, **overrides: Any) -> Config:
         except OSError as exc:
             msg = f"cannot read config file {path}: {exc.strerror}"
             raise ConfigError(msg) from exc
-        for section, items in _parse(text, str(path)).items():
-            values[section].update(items)
-    server, log, tx, store = (values[s] for s in ("server", "log", "transactions", "store"))
-    config = Config(
-        name=server["name"] or socket.gethostname(),
-        data_dir=Path(server["data_dir"]),
-        listen=Address.parse(server["listen"], what="server.listen"),
-        client_listen=Address.parse(server["client_listen"], what="server.client_listen"),
-        max_connections=server["max_connections"],
-        log_format=log["format"],
-        log_level=log["level"],
-        tx_idle_timeout=float(tx["idle_timeout"]),
-        tx_max_operations=tx["max_operations"],
-        tx_max_bytes=tx["max_bytes"],
-        initial_map_size=store["initial_map_size"],
-        max_map_size=store["max_map_size"] or None,
-    )
-    changes: dict[str, Any] = {}
+        values.update(_parse(text, str(path)))
+    for setting in settings:
+        values.update(_parse_setting(setting))
+    attributes = {KEYS[key].attribute: value for key, value in values.items()}
     for key, value in overrides.items():
-        if value is None:
-            continue
-        if key in ("listen", "client_listen"):
-            value = Address.parse(value, what=f"--{key.replace('_', '-')}")
-        elif key == "data_dir":
-            value = Path(value)
-        changes[key] = value
-    config = replace(config, **changes)
-    _validate(config)
+        if value is not None:
+            attributes[key] = str(value) if isinstance(value, Path) else value
+    return _build(attributes)
+
+
+def _build(attributes: dict[str, Any]) -> Config:
+    fields = dict(attributes)
+    fields["name"] = fields["name"] or socket.gethostname()
+    fields["data_dir"] = Path(fields["data_dir"])
+    fields["listen"] = Address.parse(fields["listen"], what="server.listen")
+    fields["client_listen"] = Address.parse(fields["client_listen"], what="server.client_listen")
+    fields["max_map_size"] = fields["max_map_size"] or None
+    for (section, key), spec in KEYS.items():
+        check = spec.check
+        if check is not None:
+            problem = check(attributes[spec.attribute])
+            if problem is not None:
+                msg = f"{section}.{key} {problem}"
+                raise ConfigError(msg)
+    config = Config(**fields)
+    if config.max_map_size is not None and config.max_map_size < config.initial_map_size:
+        config = replace(config, initial_map_size=config.max_map_size)
     return config
 
 
-def _parse(text: str, origin: str) -> dict[str, dict[str, Any]]:
+def _parse(text: str, origin: str) -> dict[tuple[str, str], Any]:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         msg = f"{origin}: {exc}"
         raise ConfigError(msg) from exc
-    result: dict[str, dict[str, Any]] = {section: {} for section in _SCHEMA}
+    sections = {section for section, _ in KEYS}
+    result: dict[tuple[str, str], Any] = {}
     for section, items in raw.items():
-        if section not in _SCHEMA or not isinstance(items, dict):
+        if section not in sections or not isinstance(items, dict):
             msg = f"{origin}: unknown section [{section}]"
             raise ConfigError(msg)
         for key, value in items.items():
-            expected = _SCHEMA[section].get(key)
-            if expected is None:
-                msg = f"{origin}: unknown key {section}.{key}"
-                raise ConfigError(msg)
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
-            if not isinstance(value, expected) or isinstance(value, bool):
-                msg = f"{origin}: {section}.{key} must be {expected.__name__}, not {value!r}"
-                raise ConfigError(msg)
-            result[section][key] = value
+            result[(section, key)] = _typed(section, key, value, origin)
     return result
 
 
-def _validate(config: Config) -> None:
-    if config.log_format not in ("auto", "console", "json"):
-        msg = f"log format must be auto, console or json, not {config.log_format!r}"
+def _parse_setting(setting: str) -> dict[tuple[str, str], Any]:
+    name, sep, text = setting.partition("=")
+    section, dot, key = name.strip().partition(".")
+    if not sep or not dot:
+        msg = f"--set {setting!r}: expected SECTION.KEY=VALUE"
         raise ConfigError(msg)
-    if config.log_level not in ("debug", "info", "warning", "error"):
-        msg = f"log level must be debug, info, warning or error, not {config.log_level!r}"
+    try:
+        value = tomllib.loads(f"v = {text.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = text.strip()
+    return {(section, key): _typed(section, key, value, "--set")}
+
+
+def _typed(section: str, key: str, value: Any, origin: str) -> Any:
+    spec = KEYS.get((section, key))
+    if spec is None:
+        msg = f"{origin}: unknown key {section}.{key}"
         raise ConfigError(msg)
-    positive = {
-        "max_connections": config.max_connections,
-        "transactions.idle_timeout": config.tx_idle_timeout,
-        "transactions.max_operations": config.tx_max_operations,
-        "transactions.max_bytes": config.tx_max_bytes,
-        "store.initial_map_size": config.initial_map_size,
-    }
-    for key, value in positive.items():
-        if value <= 0:
-            msg = f"{key} must be positive, not {value}"
-            raise ConfigError(msg)
+    expected = spec.kind
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    wrong_bool = isinstance(value, bool) and expected is not bool
+    if not isinstance(value, expected) or wrong_bool:
+        msg = f"{origin}: {section}.{key} must be {expected.__name__}, not {value!r}"
+        raise ConfigError(msg)
+    return value

@@ -1,16 +1,21 @@
 """The LMDB store of qmgr.
 
-Layering rule: this package is synchronous. It imports nothing from ``qmgr``
-or ``trio``, never awaits and never sleeps; every LMDB error leaves it as a
-typed :class:`StoreError`. One :class:`Store` owns one LMDB environment, and
-every write transaction begins and ends inside a single method call, so no
-write transaction can span an ``await`` in the layers above.
+Layering rule: this package is synchronous. It imports nothing from ``qmgr``,
+``wire`` or ``trio``, never awaits and never sleeps; every LMDB error leaves
+it as a typed :class:`StoreError`. One :class:`Store` owns one LMDB
+environment. Writes are typed operations in units (``AppendMessage``,
+``RemoveMessage``, ``CreateQueue``, ...) that the store plans on its owner's
+thread and applies in one write transaction per batch, which begins and ends
+inside one call: no write transaction can span an ``await`` in the layers
+above. A message is an opaque payload to the store.
 """
 
 from __future__ import annotations
 
+from ._catalog import SCHEMA_VERSION as SCHEMA_VERSION
 from ._errors import InvalidOperation as InvalidOperation
 from ._errors import InvalidRecord as InvalidRecord
+from ._errors import MapFull as MapFull
 from ._errors import MessageMissing as MessageMissing
 from ._errors import QueueExists as QueueExists
 from ._errors import QueueMissing as QueueMissing
@@ -21,48 +26,41 @@ from ._errors import StoreCorrupt as StoreCorrupt
 from ._errors import StoreError as StoreError
 from ._errors import StoreFull as StoreFull
 from ._errors import StoreLocked as StoreLocked
-from ._records import MessageRecord as MessageRecord
+from ._ops import OPERATION_ERRORS as OPERATION_ERRORS
+from ._ops import SKIPPED as SKIPPED
+from ._ops import Appended as Appended
+from ._ops import AppendMessage as AppendMessage
+from ._ops import Attempt as Attempt
+from ._ops import CreateQueue as CreateQueue
+from ._ops import DeleteQueue as DeleteQueue
+from ._ops import Done as Done
+from ._ops import Erased as Erased
+from ._ops import EraseStep as EraseStep
+from ._ops import Failed as Failed
+from ._ops import Fallback as Fallback
+from ._ops import Operation as Operation
+from ._ops import PurgeQueue as PurgeQueue
+from ._ops import QueueCreated as QueueCreated
+from ._ops import QueueDeleted as QueueDeleted
+from ._ops import QueuePurged as QueuePurged
+from ._ops import ReclaimSpace as ReclaimSpace
+from ._ops import Removed as Removed
+from ._ops import RemoveMessage as RemoveMessage
+from ._ops import ReserveOrdinals as ReserveOrdinals
+from ._ops import Result as Result
+from ._ops import SetSetting as SetSetting
+from ._ops import Skipped as Skipped
+from ._ops import Unit as Unit
+from ._ops import UnitOutcome as UnitOutcome
+from ._plan import Plan as Plan
+from ._plan import PlanContext as PlanContext
+from ._records import MESSAGE_HEADER_SIZE as MESSAGE_HEADER_SIZE
 from ._records import QueueKind as QueueKind
 from ._records import QueueRecord as QueueRecord
-from ._records import decode_message as decode_message
 from ._records import decode_queue as decode_queue
-from ._records import encode_message as encode_message
+from ._records import encode_message_record as encode_message_record
 from ._records import encode_queue as encode_queue
-from ._records import format_message_id as format_message_id
-from ._store import SCHEMA_VERSION as SCHEMA_VERSION
-from ._store import CommitOutcome as CommitOutcome
-from ._store import CommittedSend as CommittedSend
-from ._store import CommitUnit as CommitUnit
-from ._store import NewMessage as NewMessage
-from ._store import Removal as Removal
+from ._records import message_arrived_time as message_arrived_time
+from ._records import message_header as message_header
+from ._records import message_payload as message_payload
 from ._store import Store as Store
-
-__all__ = [
-    "SCHEMA_VERSION",
-    "CommitOutcome",
-    "CommitUnit",
-    "CommittedSend",
-    "InvalidOperation",
-    "InvalidRecord",
-    "MessageMissing",
-    "MessageRecord",
-    "NewMessage",
-    "QueueExists",
-    "QueueKind",
-    "QueueMissing",
-    "QueueRecord",
-    "QuotaExceeded",
-    "Removal",
-    "SchemaMismatch",
-    "Store",
-    "StoreClosed",
-    "StoreCorrupt",
-    "StoreError",
-    "StoreFull",
-    "StoreLocked",
-    "decode_message",
-    "decode_queue",
-    "encode_message",
-    "encode_queue",
-    "format_message_id",
-]

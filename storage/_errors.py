@@ -9,21 +9,30 @@ Two families matter to the caller:
 * **Batch-level** errors (:class:`StoreFull`, :class:`StoreCorrupt`, plain
   :class:`StoreError`) mean that the write transaction was aborted and nothing
   of it was applied. The store stays open and usable.
-* **Per-unit** errors (:class:`QueueMissing`, :class:`QuotaExceeded`,
-  :class:`MessageMissing`, :class:`InvalidRecord`) are raised by the queue
-  methods, and inside :meth:`Store.commit_batch` they are *returned* in the
-  failed unit's ``CommitOutcome.error`` while the other units commit.
+* **Per-operation** errors (:class:`QueueMissing`, :class:`QueueExists`,
+  :class:`QuotaExceeded`, :class:`MessageMissing`, :class:`InvalidRecord`,
+  :class:`InvalidOperation`) fail one operation when a batch is planned;
+  they are *returned* in the outcome of its unit (failing the whole unit
+  when it is atomic) while the other units commit.
+
+:class:`MapFull` is not an error a caller sees: it tells the writer that a
+planned batch did not fit in the map, so that the store can grow it and the
+same plan be applied again.
 """
 
 from __future__ import annotations
 
 import errno
+import os
+import resource
+from pathlib import Path
 
 import lmdb
 
 __all__ = [
     "InvalidOperation",
     "InvalidRecord",
+    "MapFull",
     "MessageMissing",
     "QueueExists",
     "QueueMissing",
@@ -36,6 +45,7 @@ __all__ = [
     "StoreLocked",
     "translate_lmdb_error",
     "translate_os_error",
+    "translate_write_error",
 ]
 
 
@@ -56,21 +66,34 @@ class StoreFull(StoreError):
     """
 
 
+class MapFull(StoreError):
+    """A planned batch did not fit in the LMDB map; nothing of it was applied.
+
+    The store grows the map (within its limits) and the same plan is applied
+    again; only when it cannot grow do the batch's units fail with
+    :class:`StoreFull`.
+    """
+
+
 class StoreCorrupt(StoreError):
     """Bytes in the store are not what the code wrote: a record or schema value
     does not decode, or LMDB reports a corrupted or invalid file."""
 
 
 class SchemaMismatch(StoreError):
-    """The store was written by a newer version of the code.
+    """The store was written with a schema version this code does not read.
 
     Attributes:
         found: schema version recorded in the file.
-        supported: newest schema version this code understands.
+        supported: the schema version this code reads and writes.
     """
 
     def __init__(self, found: int, supported: int) -> None:
-        msg = f"store schema version {found} is newer than the supported version {supported}"
+        relation = "newer" if found > supported else "older"
+        msg = (
+            f"store schema version {found} is {relation} than version {supported}, "
+            "the one this version of qmgr reads"
+        )
         super().__init__(msg)
         self.found = found
         self.supported = supported
@@ -164,7 +187,12 @@ _CORRUPT = (
     lmdb.InvalidError,
     lmdb.VersionMismatchError,
 )
-_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+# Errors a failed write may report when the real cause is space: LMDB turns
+# a short write (what a full tmpfs gives) into EIO.
+_WRITE_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+#: Free bytes below which a failed write is blamed on a full disk.
+DISK_NEARLY_FULL: int = 4 << 20
 
 
 def translate_lmdb_error(exc: lmdb.Error, action: str) -> StoreError:
@@ -175,7 +203,7 @@ def translate_lmdb_error(exc: lmdb.Error, action: str) -> StoreError:
 
     Args:
         exc: the LMDB exception.
-        action: what the store was doing, for the message ("commit_batch").
+        action: what the store was doing, for the message ("commit").
 
     Returns:
         The error to raise ``from exc``.
@@ -204,3 +232,43 @@ def translate_os_error(exc: OSError, action: str) -> StoreError:
     if exc.errno in _DISK_FULL_ERRNOS:
         return StoreFull(text)
     return StoreError(text)
+
+
+def translate_write_error(exc: lmdb.Error, action: str, data_file: Path) -> StoreError:
+    """Map the ``lmdb.Error`` of a write transaction, telling a full disk from a broken one.
+
+    A write that fails for lack of space does not always say so: LMDB
+    reports a short write as EIO. When the error is one a lack of space can
+    cause, the file system's free space and the process's file size limit
+    (``RLIMIT_FSIZE``) decide: with little room left it is
+    :class:`StoreFull`, otherwise the I/O error it claims to be.
+
+    Args:
+        exc: the LMDB exception.
+        action: what the store was doing.
+        data_file: the environment's ``data.mdb``.
+    """
+    code: int = getattr(exc, "code", 0)
+    if isinstance(exc, lmdb.MapFullError):
+        return StoreFull(f"{action}: {exc}")
+    if code in _WRITE_SPACE_ERRNOS or isinstance(exc, lmdb.DiskError):
+        reason = _space_shortage(data_file)
+        if reason is not None:
+            return StoreFull(f"{action}: {reason} ({exc})")
+    return translate_lmdb_error(exc, action)
+
+
+def _space_shortage(data_file: Path) -> str | None:
+    """Why a write to ``data_file`` may have found no room, or None if there is room."""
+    try:
+        stats = os.statvfs(data_file.parent)
+        size = data_file.stat().st_size
+    except OSError:
+        return None
+    free = stats.f_bavail * stats.f_frsize
+    if free < DISK_NEARLY_FULL:
+        return f"the file system holding the store has {free} bytes free"
+    limit, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    if limit != resource.RLIM_INFINITY and size + DISK_NEARLY_FULL > limit:
+        return f"the store file reached the process's file size limit of {limit} bytes"
+    return None

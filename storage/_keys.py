@@ -12,14 +12,38 @@ database        key                                         value
 ``meta``        UTF-8 text: ``schema_version``              u32 big-endian
                 ``qm_guid``                                 16 bytes (UUID, big-endian)
                 ``next_queue_id``                           u32 big-endian
-                ``next_ordinal``                            u32 big-endian
+                ``ordinal_limit``                           u64 big-endian
                 ``setting:<k>``                             UTF-8 text
-``queues``      canonical queue name, UTF-8                 QueueRecord bytes
+``queues``      canonical queue name, UTF-8                 queue record
 ``queue_ids``   queue_id u32 (4 B)                          canonical queue name, UTF-8
-``messages``    queue_id u32 + lookup_id u64 (12 B)         MessageRecord bytes
+``doomed``      queue_id u32 (4 B)                          queue record of a deleted
+                                                            queue whose messages remain
+                                                            to be erased
+``messages``    0x00 + queue_id u32 + lookup_id u64 (13 B)  message record
+(the main DB)   0x00 + queue_id u32 + 0xFF x 8 (13 B)       the queue's counters
 ``by_priority`` queue_id u32 + (7 - priority) u8 +          empty
                 lookup_id u64 (13 B)
 ==============  ==========================================  ==========================
+
+The main database. Messages live in LMDB's main (unnamed) database rather
+than in a named one: LMDB keeps each named database's root in the main
+database, so a commit that changes a named database also rewrites a page
+of the main one; keeping messages there saves that page on every commit.
+The named databases' own entries in the main database are their names
+(ASCII letters), and every message key starts with a zero byte, so the two
+never interleave.
+
+A queue's counters (next lookup id, depth, bytes, purge mark) change with
+every message appended or removed, so they live in ``messages`` under the
+key just past the queue's last possible lookup id: next to its newest
+messages, usually on the same page. A commit that appends to one queue then
+changes one database, not three. Lookup id 0xFFFFFFFFFFFFFFFF is never
+assigned; :func:`message_range` stops before it.
+
+``ordinal_limit`` is the store's half of message identity: the layer above
+hands out message-id ordinals below it and raises it (in the same batch as
+the messages, or before) whenever it needs more, so after a crash it starts
+again from the limit and never reuses an ordinal.
 
 ``by_priority`` holds one entry per message of a *non-transactional* queue
 only; a scan of one queue's prefix visits the highest priority first and,
@@ -39,6 +63,7 @@ from ._errors import InvalidRecord
 
 __all__ = [
     "DB_BY_PRIORITY",
+    "DB_DOOMED",
     "DB_MESSAGES",
     "DB_META",
     "DB_QUEUES",
@@ -46,10 +71,12 @@ __all__ = [
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
     "MAX_QUEUE_ID",
-    "META_NEXT_ORDINAL",
     "META_NEXT_QUEUE_ID",
+    "META_ORDINAL_LIMIT",
     "META_QM_GUID",
+    "META_RECLAIM",
     "META_SCHEMA_VERSION",
+    "counters_key",
     "lookup_id_of",
     "message_key",
     "message_range",
@@ -61,21 +88,27 @@ __all__ = [
     "split_message_key",
     "split_priority_key",
     "u32",
+    "u64",
     "unpack_u32",
+    "unpack_u64",
 ]
 
 #: Names of the LMDB named databases.
 DB_META: Final = b"meta"
 DB_QUEUES: Final = b"queues"
 DB_QUEUE_IDS: Final = b"queue_ids"
-DB_MESSAGES: Final = b"messages"
+#: Messages live in LMDB's main (unnamed) database.
+DB_MESSAGES: Final = None
 DB_BY_PRIORITY: Final = b"by_priority"
+DB_DOOMED: Final = b"doomed"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"
 META_QM_GUID: Final = b"qm_guid"
 META_NEXT_QUEUE_ID: Final = b"next_queue_id"
-META_NEXT_ORDINAL: Final = b"next_ordinal"
+META_ORDINAL_LIMIT: Final = b"ordinal_limit"
+#: Rewritten (empty) to move LMDB's transaction id on when space must be reclaimed.
+META_RECLAIM: Final = b"reclaim"
 _SETTING_PREFIX: Final = b"setting:"
 
 #: LMDB's compiled-in key size limit.
@@ -84,7 +117,8 @@ MAX_QUEUE_ID: Final = 0xFFFFFFFF
 MAX_LOOKUP_ID: Final = 0xFFFFFFFFFFFFFFFF
 
 _U32 = struct.Struct(">I")
-_MESSAGE_KEY = struct.Struct(">IQ")
+# A zero byte, the queue id, the lookup id: see "the main database" above.
+_MESSAGE_KEY = struct.Struct(">xIQ")
 _PRIORITY_KEY = struct.Struct(">IBQ")
 _U64 = struct.Struct(">Q")
 # A key just past every key of queue MAX_QUEUE_ID (longer than any real key).
@@ -94,6 +128,21 @@ _PAST_LAST_QUEUE: Final = b"\xff" * 16
 def u32(value: int) -> bytes:
     """Encode a u32 (the ``queue_ids`` key, the meta counters)."""
     return _U32.pack(value)
+
+
+def u64(value: int) -> bytes:
+    """Encode a u64 (the ordinal limit)."""
+    return _U64.pack(value)
+
+
+def unpack_u64(data: bytes) -> int:
+    """Decode an 8-byte big-endian value.
+
+    Raises:
+        struct.error: if ``data`` is not exactly 8 bytes long.
+    """
+    value: int = _U64.unpack(data)[0]
+    return value
 
 
 def unpack_u32(data: bytes) -> int:
@@ -112,18 +161,18 @@ def queue_id_key(queue_id: int) -> bytes:
 
 
 def message_key(queue_id: int, lookup_id: int) -> bytes:
-    """Key of ``messages``: queue id u32 + lookup id u64 (12 bytes)."""
+    """Key of a message: 0x00 + queue id u32 + lookup id u64 (13 bytes)."""
     return _MESSAGE_KEY.pack(queue_id, lookup_id)
 
 
 def lookup_id_of(message_key: bytes) -> int:
-    """The lookup id in a 12-byte ``messages`` key."""
-    lookup_id: int = _U64.unpack_from(message_key, 4)[0]
+    """The lookup id in a 13-byte message key."""
+    lookup_id: int = _U64.unpack_from(message_key, 5)[0]
     return lookup_id
 
 
 def split_message_key(key: bytes) -> tuple[int, int]:
-    """Split a 12-byte ``messages`` key into ``(queue_id, lookup_id)``."""
+    """Split a 13-byte message key into ``(queue_id, lookup_id)``."""
     queue_id, lookup_id = _MESSAGE_KEY.unpack(key)
     return queue_id, lookup_id
 
@@ -135,8 +184,13 @@ def _queue_end(queue_id: int) -> bytes:
 
 
 def message_range(queue_id: int) -> tuple[bytes, bytes]:
-    """``[start, end)`` of one queue's keys in ``messages``."""
-    return _MESSAGE_KEY.pack(queue_id, 0), _queue_end(queue_id)
+    """``[start, end)`` of one queue's message keys in ``messages`` (its counters excluded)."""
+    return _MESSAGE_KEY.pack(queue_id, 0), _MESSAGE_KEY.pack(queue_id, MAX_LOOKUP_ID)
+
+
+def counters_key(queue_id: int) -> bytes:
+    """Key of a queue's counters in ``messages``: just past its messages."""
+    return _MESSAGE_KEY.pack(queue_id, MAX_LOOKUP_ID)
 
 
 def priority_key(queue_id: int, priority: int, lookup_id: int) -> bytes:

@@ -47,9 +47,14 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
     counter = itertools.count(1)
 
     def start(
-        *, extra_args: tuple[str, ...] | list[str] = (), name: str = "qmgr-test"
+        *,
+        extra_args: tuple[str, ...] | list[str] = (),
+        name: str = "qmgr-test",
+        data_dir: Path | None = None,
+        preexec: Callable[[], None] | None = None,
     ) -> DaemonProcess:
-        process = DaemonProcess(tmp_path / f"qm{next(counter)}", extra_args=extra_args, name=name)
+        directory = data_dir if data_dir is not None else tmp_path / f"qm{next(counter)}"
+        process = DaemonProcess(directory, extra_args=extra_args, name=name, preexec=preexec)
         started.append(process)
         process.start()
         return process

@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 #: How long a daemon may take to start accepting connections.
@@ -41,7 +41,12 @@ class DaemonProcess:
     """
 
     def __init__(
-        self, data_dir: Path, *, extra_args: Sequence[str] = (), name: str = "qmgr-test"
+        self,
+        data_dir: Path,
+        *,
+        extra_args: Sequence[str] = (),
+        name: str = "qmgr-test",
+        preexec: Callable[[], None] | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.client_port = free_port()
@@ -50,6 +55,8 @@ class DaemonProcess:
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.extra_args = list(extra_args)
         self.name = name
+        #: Run in the child before the daemon starts (to set resource limits).
+        self.preexec = preexec
         self.process: subprocess.Popen[bytes] | None = None
 
     def command(self) -> list[str]:
@@ -88,6 +95,7 @@ class DaemonProcess:
                 stdout=log,
                 stderr=log,
                 env=env,
+                preexec_fn=self.preexec,
             )
         deadline = time.monotonic() + timeout
         while True:

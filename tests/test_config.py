@@ -41,7 +41,7 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("[server]\nbogus = 1\n", "unknown key server.bogus"),
         ("[nonsense]\n", "unknown section"),
         ("[store]\nmax_map_size = 'big'\n", "must be int"),
-        ("[log]\nformat = 'xml'\n", "log format"),
+        ("[log]\nformat = 'xml'\n", "log.format must be one of"),
         ("[transactions]\nidle_timeout = 0\n", "must be positive"),
         ("[server\n", "qmgr.toml"),
     ],

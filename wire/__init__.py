@@ -8,7 +8,9 @@ Two formats live here:
 * the MSMQ session packets of [MS-MQMQ]/[MS-MQQB] that queue managers exchange
   on TCP port 1801 (``parse_packet``, ``build_packet``, ``FrameDecoder``);
 * qmgr's own client protocol (``wire.client_frames``), spoken between the
-  daemon and the SDK.
+  daemon and the SDK;
+* :class:`MessageProperties`, the one definition of a message's fields and
+  their bytes, which the client protocol carries and the store keeps.
 
 Both share the error tree (``ProtocolError`` with ``RemoteProtocolError`` for
 malformed input and ``LocalProtocolError`` for values that cannot be built)
@@ -20,6 +22,10 @@ from __future__ import annotations
 from ._errors import LocalProtocolError as LocalProtocolError
 from ._errors import ProtocolError as ProtocolError
 from ._errors import RemoteProtocolError as RemoteProtocolError
+from ._message import MAX_LABEL_CHARS as MAX_LABEL_CHARS
+from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
+from ._message import MessageProperties as MessageProperties
+from ._message import format_message_id as format_message_id
 
 # --- MSMQ packets (begin) ---
 from ._msmq_acks import FinalAck as FinalAck

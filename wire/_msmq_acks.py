@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import uuid
 from dataclasses import dataclass
-from typing import cast
+from typing import Any
 
 from . import _msmq_fixed as fixed
 from ._errors import LocalProtocolError, RemoteProtocolError
@@ -41,9 +41,12 @@ from ._msmq_packets import (
     UserMessage,
 )
 from ._msmq_queues import ORDER_QUEUE, DirectQueue, PrivateQueueId, is_order_queue
+from ._msmq_trusted import trusted_constructor
 
 #: The lowest MessageClass of a FinalAck ([MS-MQQB] §3.1.5.1.1).
 _FINAL_ACK_MIN_CLASS = 0x4000
+#: Makes the sequence id of a decoded ack from its two unpacked integers.
+_new_sequence_id = trusted_constructor(TxSequenceId)
 
 
 class PacketKind(enum.Enum):
@@ -102,19 +105,16 @@ def _user_message_kind(message: UserMessage) -> PacketKind:
     return PacketKind.USER_MESSAGE
 
 
-def _expect(message: UserMessage, kind: PacketKind) -> None:
-    found = _user_message_kind(message)
-    if found is not kind:
-        msg = f"expected {kind.value}, got {found.value}"
-        raise RemoteProtocolError(msg, field="UserMessage")
+@dataclass(frozen=True, kw_only=True)
+class _AckEnvelope:
+    """The fields an OrderAck and a FinalAck share: the user message around the body.
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OrderAck:
-    """An OrderAck ([MS-MQQB] §2.2.4): "every message of the sequence up to here is accepted".
+    It has no slots of its own (``__slots__`` is empty), so each subclass holds
+    every field, inherited ones included, in its own slots: that keeps instances
+    without a ``__dict__`` and lets :func:`trusted_constructor` fill them.
 
     Attributes:
-        source_qm: the acknowledging (receiving) queue manager.
+        source_qm: the acknowledging queue manager (it sends the ack).
         destination: the original sender's ``order_queue$``: private queue 4
             (the default) or a direct name ``TCP:<ip>\\PRIVATE$\\order_queue$``.
         destination_qm: the original sender's GUID when ``destination`` is the
@@ -123,11 +123,9 @@ class OrderAck:
         sent_time: Unix seconds.
         time_to_reach_queue: BaseHeader TimeToReachQueue.
         time_to_be_received: UserHeader TimeToBeReceived.
-        sequence_id: TxSequenceID of the acknowledged sequence.
-        sequence_number: the highest in-order sequence number accepted.
-        previous_sequence_number: SHOULD be ``sequence_number - 1``.
-        reserved: the 20 reserved body bytes (SHOULD be zero; Windows sends garbage).
     """
+
+    __slots__ = ()
 
     source_qm: uuid.UUID
     destination: PrivateQueueId | DirectQueue = ORDER_QUEUE
@@ -136,6 +134,22 @@ class OrderAck:
     sent_time: int
     time_to_reach_queue: int = INFINITE
     time_to_be_received: int = INFINITE
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OrderAck(_AckEnvelope):
+    """An OrderAck ([MS-MQQB] §2.2.4): "every message of the sequence up to here is accepted".
+
+    The envelope fields are those of :class:`_AckEnvelope`; ``source_qm`` is the
+    receiving queue manager that accepted the messages.
+
+    Attributes:
+        sequence_id: TxSequenceID of the acknowledged sequence.
+        sequence_number: the highest in-order sequence number accepted.
+        previous_sequence_number: SHOULD be ``sequence_number - 1``.
+        reserved: the 20 reserved body bytes (SHOULD be zero; Windows sends garbage).
+    """
+
     sequence_id: TxSequenceId
     sequence_number: int
     previous_sequence_number: int
@@ -163,40 +177,19 @@ class OrderAck:
         Raises:
             RemoteProtocolError: ``message`` is not an OrderAck (see :func:`classify_packet`).
         """
-        _expect(message, PacketKind.ORDER_ACK)
-        ordinal, timestamp, number, previous, reserved = fixed.ORDER_ACK_BODY.unpack_from(
-            message.properties.body
-        )
-        user = message.user
-        # Classification has established that the destination is an order queue.
-        destination = cast(PrivateQueueId | DirectQueue, user.destination)
-        return cls(
-            source_qm=user.source_qm,
-            destination=destination,
-            destination_qm=user.destination_qm,
-            message_id=user.message_id,
-            sent_time=user.sent_time,
-            time_to_reach_queue=message.base.time_to_reach_queue,
-            time_to_be_received=user.time_to_be_received,
-            sequence_id=TxSequenceId(ordinal=ordinal, timestamp=timestamp),
-            sequence_number=number,
-            previous_sequence_number=previous,
-            reserved=reserved,
-        )
+        fields, (reserved,) = _read_ack(message, PacketKind.ORDER_ACK, fixed.ORDER_ACK_BODY)
+        new = _new_order_ack if cls is OrderAck else cls  # a subclass gets its own __init__
+        return new(**fields, reserved=reserved)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class FinalAck:
+class FinalAck(_AckEnvelope):
     """A FinalAck ([MS-MQQB] §2.2.5): the final fate of one transactional message.
 
+    The envelope fields are those of :class:`_AckEnvelope`; ``source_qm`` is the
+    destination queue manager of the acknowledged message.
+
     Attributes:
-        source_qm: the acknowledging (destination) queue manager.
-        destination: the original sender's ``order_queue$`` (see :class:`OrderAck`).
-        destination_qm: as for :class:`OrderAck`.
-        message_id: this packet's own message ordinal.
-        sent_time: Unix seconds.
-        time_to_reach_queue: BaseHeader TimeToReachQueue.
-        time_to_be_received: UserHeader TimeToBeReceived.
         message_class: ACK_RECEIVE, or the NACK class saying why the message left
             its queue unread (0x4000 or more).
         sequence_id: TxSequenceID of the acknowledged message.
@@ -206,13 +199,6 @@ class FinalAck:
         acked_message_id: MessageID of the acknowledged message.
     """
 
-    source_qm: uuid.UUID
-    destination: PrivateQueueId | DirectQueue = ORDER_QUEUE
-    destination_qm: uuid.UUID = NULL_GUID
-    message_id: int
-    sent_time: int
-    time_to_reach_queue: int = INFINITE
-    time_to_be_received: int = INFINITE
     message_class: int = MessageClass.ACK_RECEIVE
     sequence_id: TxSequenceId
     sequence_number: int
@@ -248,28 +234,53 @@ class FinalAck:
         Raises:
             RemoteProtocolError: ``message`` is not a FinalAck (see :func:`classify_packet`).
         """
-        _expect(message, PacketKind.FINAL_ACK)
-        ordinal, timestamp, number, previous, source, acked_id = fixed.FINAL_ACK_BODY.unpack_from(
-            message.properties.body
-        )
-        user = message.user
-        # Classification has established that the destination is an order queue.
-        destination = cast(PrivateQueueId | DirectQueue, user.destination)
-        return cls(
-            source_qm=user.source_qm,
-            destination=destination,
-            destination_qm=user.destination_qm,
-            message_id=user.message_id,
-            sent_time=user.sent_time,
-            time_to_reach_queue=message.base.time_to_reach_queue,
-            time_to_be_received=user.time_to_be_received,
+        fields, (source, acked_id) = _read_ack(message, PacketKind.FINAL_ACK, fixed.FINAL_ACK_BODY)
+        new = _new_final_ack if cls is FinalAck else cls  # a subclass gets its own __init__
+        return new(
+            **fields,
             message_class=message.properties.message_class,
-            sequence_id=TxSequenceId(ordinal=ordinal, timestamp=timestamp),
-            sequence_number=number,
-            previous_sequence_number=previous,
             acked_source_qm=uuid.UUID(bytes_le=source),
             acked_message_id=acked_id,
         )
+
+
+# Constructors of the views decoded from a message, whose fields need no checks.
+_new_order_ack = trusted_constructor(OrderAck)
+_new_final_ack = trusted_constructor(FinalAck)
+
+
+def _read_ack(
+    message: UserMessage, kind: PacketKind, layout: fixed.FixedLayout
+) -> tuple[dict[str, Any], list[Any]]:
+    """Check that ``message`` is an ack of ``kind`` and decode it.
+
+    Returns:
+        The fields every ack view has (envelope and sequence position), and the
+        body fields that follow the sequence position.
+
+    Raises:
+        RemoteProtocolError: ``message`` is not an ack of ``kind``.
+    """
+    found = _user_message_kind(message)
+    if found is not kind:
+        msg = f"expected {kind.value}, got {found.value}"
+        raise RemoteProtocolError(msg, field="UserMessage")
+    ordinal, timestamp, number, previous, *rest = layout.unpack_from(message.properties.body)
+    user = message.user
+    fields = {
+        "source_qm": user.source_qm,
+        # Classification has established that the destination is an order queue.
+        "destination": user.destination,
+        "destination_qm": user.destination_qm,
+        "message_id": user.message_id,
+        "sent_time": user.sent_time,
+        "time_to_reach_queue": message.base.time_to_reach_queue,
+        "time_to_be_received": user.time_to_be_received,
+        "sequence_id": _new_sequence_id(ordinal=ordinal, timestamp=timestamp),
+        "sequence_number": number,
+        "previous_sequence_number": previous,
+    }
+    return fields, rest
 
 
 def _ack_message(

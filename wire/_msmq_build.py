@@ -45,18 +45,17 @@ from ._msmq_constants import (
     SOAP_HEADER_SECTION_ID,
     TRANSACTION_CARRIED_MASK,
     TRANSACTION_ID_SHIFT,
+    USER_AQ_SHIFT,
     USER_CARRIED_MASK,
     USER_DELIVERY_SHIFT,
+    USER_DQ_SHIFT,
     USER_HOP_COUNT_MASK,
+    USER_RQ_SHIFT,
     VERSION,
-    BaseFlags,
     DebugQueueType,
-    InternalFlags,
     MqfHeaderId,
     PacketType,
     QueueFormatType,
-    TransactionFlags,
-    UserFlags,
 )
 from ._msmq_headers import (
     BaseHeader,
@@ -84,26 +83,23 @@ from ._msmq_queues import (
     PublicQueue,
     SameAsAdminQueue,
 )
-from ._msmq_text import encode_utf16z
-
-# Flag bits as plain ints: IntFlag arithmetic is slow and would leak IntFlag values.
-_IN = int(BaseFlags.INTERNAL)
-_SH = int(BaseFlags.SESSION)
-_DH = int(BaseFlags.DEBUG)
-_MP = int(UserFlags.PROPERTIES)
-_CQ = int(UserFlags.CONNECTOR)
-_TH = int(UserFlags.TRANSACTION)
-_SEC = int(UserFlags.SECURITY)
-_HH = int(UserFlags.SOAP)
-_MQ = int(UserFlags.MULTI_QUEUE)
-_CG = int(TransactionFlags.CONNECTOR)
-_CS = int(InternalFlags.CONNECTION_REFUSED)
-_PRIVATE_HOST_CODES = frozenset({2, 3, 4})
-_MQF_LISTS = (
-    (MqfHeaderId.DESTINATION, "Destination", "destination"),
-    (MqfHeaderId.ADMIN, "Administration", "admin"),
-    (MqfHeaderId.RESPONSE, "Response", "response"),
+from ._msmq_tables import (
+    BASE_DH,
+    BASE_IN,
+    BASE_SH,
+    INTERNAL_CS,
+    MQF_LISTS,
+    PRIVATE_HOSTS,
+    TRANSACTION_CG,
+    USER_CQ,
+    USER_HH,
+    USER_MP,
+    USER_MQ,
+    USER_SH,
+    USER_TH,
+    remember,
 )
+from ._msmq_text import encode_utf16z
 
 
 def _fail(field: str, message: str) -> NoReturn:
@@ -113,7 +109,6 @@ def _fail(field: str, message: str) -> NoReturn:
 # Memos of encodings that repeat on a session: GUIDs (keyed by their 128-bit
 # int, which hashes in C, unlike a UUID) and direct queue names. Only valid
 # encodings of short names are stored; the memos are cleared when full.
-_MEMO_LIMIT = 4096
 _MEMO_NAME_LIMIT = 256
 _GUID_MEMO: dict[int, bytes] = {}
 _DIRECT_MEMO: dict[tuple[str, bytes], bytes] = {}
@@ -125,9 +120,7 @@ def _guid(value: uuid.UUID, field: str) -> bytes:
     number = value.int
     encoded = _GUID_MEMO.get(number)
     if encoded is None:
-        if len(_GUID_MEMO) >= _MEMO_LIMIT:
-            _GUID_MEMO.clear()
-        encoded = _GUID_MEMO[number] = value.bytes_le
+        encoded = remember(_GUID_MEMO, number, value.bytes_le)
     return encoded
 
 
@@ -200,7 +193,7 @@ def _base(base: BaseHeader, structural: int, size: int) -> bytes:
 
 def _internal(internal: InternalHeader, packet_type: PacketType) -> bytes:
     flags = _carried(internal.flags, 0xFFFF & ~INTERNAL_PACKET_TYPE_MASK, "InternalHeader.flags")
-    if packet_type == PacketType.SESSION_ACK and flags & _CS:
+    if packet_type == PacketType.SESSION_ACK and flags & INTERNAL_CS:
         _fail(
             "InternalHeader.flags",
             "CS is only allowed on EstablishConnection and ConnectionParameters",
@@ -223,7 +216,7 @@ def _session_header(session: SessionHeader) -> bytes:
 def _session_ack(packet: SessionAck) -> bytes:
     return b"".join(
         (
-            _base(packet.base, _IN | _SH, SESSION_ACK_SIZE),
+            _base(packet.base, BASE_IN | BASE_SH, SESSION_ACK_SIZE),
             _internal(packet.internal, PacketType.SESSION_ACK),
             _session_header(packet.session),
         )
@@ -233,7 +226,7 @@ def _session_ack(packet: SessionAck) -> bytes:
 def _connection_parameters(packet: ConnectionParameters) -> bytes:
     return b"".join(
         (
-            _base(packet.base, _IN, CONNECTION_PARAMETERS_SIZE),
+            _base(packet.base, BASE_IN, CONNECTION_PARAMETERS_SIZE),
             _internal(packet.internal, PacketType.CONNECTION_PARAMETERS),
             fixed.CONNECTION_PARAMETERS.build(
                 packet.recoverable_ack_timeout,
@@ -251,7 +244,7 @@ def _establish_connection(packet: EstablishConnection) -> bytes:
         _fail("EstablishConnection.padding", f"must be 512 bytes, got {len(packet.padding)}")
     return b"".join(
         (
-            _base(packet.base, _IN, ESTABLISH_CONNECTION_SIZE),
+            _base(packet.base, BASE_IN, ESTABLISH_CONNECTION_SIZE),
             _internal(packet.internal, PacketType.ESTABLISH_CONNECTION),
             fixed.ESTABLISH_CONNECTION.build(
                 _guid(packet.client_qm, "EstablishConnection.client_qm"),
@@ -278,7 +271,7 @@ def _user_message(message: UserMessage) -> bytes:
     _properties_header(message.properties, parts)
     base_structural = 0
     if message.debug is not None:
-        base_structural |= _DH
+        base_structural |= BASE_DH
         _debug_header(message.debug, parts)
     if message.soap is not None:
         _soap_header(message.soap, parts)
@@ -291,7 +284,7 @@ def _user_message(message: UserMessage) -> bytes:
     if size > MAX_PACKET_SIZE:
         _fail("UserMessage", f"PacketSize {size} is over the limit of {MAX_PACKET_SIZE}")
     if message.session is not None:
-        base_structural |= _SH
+        base_structural |= BASE_SH
         parts.append(_session_header(message.session))
     parts[0] = _base(message.base, base_structural, size)
     return b"".join(parts)
@@ -314,22 +307,22 @@ def _user_header(message: UserMessage, parts: list[bytes]) -> None:
         carried
         | user.hop_count
         | (user.delivery << USER_DELIVERY_SHIFT)
-        | (dq << 10)
-        | (aq << 13)
-        | (rq << 16)
-        | _MP
+        | (dq << USER_DQ_SHIFT)
+        | (aq << USER_AQ_SHIFT)
+        | (rq << USER_RQ_SHIFT)
+        | USER_MP
     )
     if user.connector_type is not None:
-        flags |= _CQ
+        flags |= USER_CQ
         queues.append(_guid(user.connector_type, "UserHeader.connector_type"))
     if message.transaction is not None:
-        flags |= _TH
+        flags |= USER_TH
     if message.security is not None:
-        flags |= _SEC
+        flags |= USER_SH
     if message.soap is not None:
-        flags |= _HH
+        flags |= USER_HH
     if message.multi_queue is not None:
-        flags |= _MQ
+        flags |= USER_MQ
     parts.append(
         fixed.USER.build(
             _guid(user.source_qm, "UserHeader.source_qm"),
@@ -372,12 +365,10 @@ def _queue(queue: object, allowed: frozenset[int], field: str, out: list[bytes])
                 + _padding(queue.padding, -(2 + len(raw)) % 4, f"{field}.padding")
             )
             if key is not None and len(encoded) <= _MEMO_NAME_LIMIT:
-                if len(_DIRECT_MEMO) >= _MEMO_LIMIT:
-                    _DIRECT_MEMO.clear()
-                _DIRECT_MEMO[key] = encoded
+                remember(_DIRECT_MEMO, key, encoded)
     elif isinstance(queue, PrivateQueueId):
         code = int(queue.host)
-        if code not in _PRIVATE_HOST_CODES:
+        if code not in PRIVATE_HOSTS:
             _fail(field, f"host {queue.host!r} is not a private-queue-number format")
         _check_range(queue.number, 0xFFFFFFFF, f"{field}.number")
         encoded = fixed.U32.pack(queue.number)
@@ -401,7 +392,7 @@ def _transaction_header(header: TransactionHeader, parts: list[bytes]) -> None:
     _check_range(header.transaction_id, 0xFFFFF, "TransactionHeader.transaction_id")
     flags |= header.transaction_id << TRANSACTION_ID_SHIFT
     if header.connector_qm is not None:
-        flags |= _CG
+        flags |= TRANSACTION_CG
     parts.append(
         fixed.TRANSACTION.build(
             flags,
@@ -507,7 +498,7 @@ def _soap_header(header: SoapHeader, parts: list[bytes]) -> None:
 
 
 def _multi_queue_header(header: MultiQueueFormatHeader, parts: list[bytes]) -> None:
-    for header_id, name, attribute in _MQF_LISTS:
+    for header_id, name, attribute in MQF_LISTS:
         address: MqfAddressHeader = getattr(header, attribute)
         field = f"MultiQueueFormatHeader.{name}"
         _check_bytes(address.format_names, f"{field}.format_names")

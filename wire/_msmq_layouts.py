@@ -42,6 +42,10 @@ from construct import (
 from ._msmq_constants import (
     SOAP_BODY_SECTION_ID,
     SOAP_HEADER_SECTION_ID,
+    USER_AQ_SHIFT,
+    USER_DQ_SHIFT,
+    USER_QUEUE_TYPE_MASK,
+    USER_RQ_SHIFT,
     BaseFlags,
     UserFlags,
 )
@@ -78,6 +82,15 @@ TX_SEQUENCE_ID = Struct(
     "timestamp" / Int32ul,
 )
 
+# The position of a message in its sequence, as the TransactionHeader, the
+# OrderAck body and the FinalAck body all start it: TxSequenceID,
+# TxSequenceNumber, TxPreviousSequenceNumber.
+_SEQUENCE_FIELDS = (
+    "sequence_id" / TX_SEQUENCE_ID,
+    "sequence_number" / Int32ul,
+    "previous_sequence_number" / Int32ul,
+)
+
 #: The fixed 48 bytes of the UserHeader ([MS-MQMQ] §2.2.19.2).
 USER_HEADER_FIXED = Struct(
     "source_qm" / Guid,
@@ -89,12 +102,7 @@ USER_HEADER_FIXED = Struct(
 )
 
 #: The fixed 20 bytes of the TransactionHeader ([MS-MQMQ] §2.2.20.5).
-TRANSACTION_HEADER_FIXED = Struct(
-    "flags" / Int32ul,
-    "sequence_id" / TX_SEQUENCE_ID,
-    "sequence_number" / Int32ul,
-    "previous_sequence_number" / Int32ul,
-)
+TRANSACTION_HEADER_FIXED = Struct("flags" / Int32ul, *_SEQUENCE_FIELDS)
 
 #: The fixed 16 bytes of the SecurityHeader ([MS-MQMQ] §2.2.20.6).
 SECURITY_HEADER_FIXED = Struct(
@@ -180,18 +188,11 @@ CONNECTION_PARAMETERS_HEADER = Struct(
 )
 
 #: OrderAck body, 36 bytes ([MS-MQQB] §2.2.4.1).
-ORDER_ACK_BODY = Struct(
-    "sequence_id" / TX_SEQUENCE_ID,
-    "sequence_number" / Int32ul,
-    "previous_sequence_number" / Int32ul,
-    "reserved" / Bytes(20),
-)
+ORDER_ACK_BODY = Struct(*_SEQUENCE_FIELDS, "reserved" / Bytes(20))
 
 #: FinalAck body, 36 bytes ([MS-MQQB] §2.2.5.1).
 FINAL_ACK_BODY = Struct(
-    "sequence_id" / TX_SEQUENCE_ID,
-    "sequence_number" / Int32ul,
-    "previous_sequence_number" / Int32ul,
+    *_SEQUENCE_FIELDS,
     "acked_source_qm" / Guid,
     "acked_message_id" / Int32ul,
 )
@@ -224,7 +225,7 @@ PRIVATE_QUEUE_FORMAT_NAME = Struct(
 def _queue_field(shift: int) -> Any:
     """The queue field selected by the 3-bit code at ``shift`` in UserHeader.Flags."""
     return Switch(
-        lambda ctx: (ctx.flags >> shift) & 7,
+        lambda ctx: (ctx.flags >> shift) & USER_QUEUE_TYPE_MASK,
         {
             2: Int32ul,
             3: Int32ul,
@@ -240,9 +241,9 @@ def _queue_field(shift: int) -> Any:
 #: UserHeader ([MS-MQMQ] §2.2.19.2).
 USER_HEADER = Struct(
     *USER_HEADER_FIXED.subcons,
-    "destination" / _queue_field(10),
-    "admin" / _queue_field(13),
-    "response" / _queue_field(16),
+    "destination" / _queue_field(USER_DQ_SHIFT),
+    "admin" / _queue_field(USER_AQ_SHIFT),
+    "response" / _queue_field(USER_RQ_SHIFT),
     "connector_type" / If(lambda ctx: ctx.flags & UserFlags.CONNECTOR, Guid),
 )
 
@@ -252,19 +253,20 @@ TRANSACTION_HEADER = Struct(
     "connector_qm" / If(lambda ctx: ctx.flags & 1, Guid),
 )
 
+#: The five SecurityHeader items, in wire order; each has a ``<item>_size`` field.
+SECURITY_ITEMS = ("sender_id", "encryption_key", "signature", "sender_cert", "provider_info")
+
+
+def _padded_item(name: str) -> tuple[Any, Any]:
+    """The item ``name`` of ``<name>_size`` bytes, then ``<name>_padding`` up to a multiple of 4."""
+    size = f"{name}_size"
+    return name / Bytes(this[size]), f"{name}_padding" / Bytes(lambda ctx: _pad4(ctx[size]))
+
+
 #: SecurityHeader ([MS-MQMQ] §2.2.20.6): five items, each padded to 4.
 SECURITY_HEADER = Struct(
     *SECURITY_HEADER_FIXED.subcons,
-    "sender_id" / Bytes(this.sender_id_size),
-    "sender_id_padding" / Bytes(lambda ctx: _pad4(ctx.sender_id_size)),
-    "encryption_key" / Bytes(this.encryption_key_size),
-    "encryption_key_padding" / Bytes(lambda ctx: _pad4(ctx.encryption_key_size)),
-    "signature" / Bytes(this.signature_size),
-    "signature_padding" / Bytes(lambda ctx: _pad4(ctx.signature_size)),
-    "sender_cert" / Bytes(this.sender_cert_size),
-    "sender_cert_padding" / Bytes(lambda ctx: _pad4(ctx.sender_cert_size)),
-    "provider_info" / Bytes(this.provider_info_size),
-    "provider_info_padding" / Bytes(lambda ctx: _pad4(ctx.provider_info_size)),
+    *(field for item in SECURITY_ITEMS for field in _padded_item(item)),
 )
 
 #: MessagePropertiesHeader ([MS-MQMQ] §2.2.19.3): Label, then ExtensionData and body
@@ -284,16 +286,22 @@ DEBUG_HEADER = Struct(
     "queue" / If(lambda ctx: ctx.flags & 3 == 1, Guid),
 )
 
+
+def _soap_section(name: str, section_id: int, reserved: str) -> tuple[Any, ...]:
+    """One SoapHeader section: its id, a reserved u16, the WCHAR count, the string."""
+    length = f"{name}_length"
+    return (
+        f"{name}_section_id" / Const(section_id, Int16ul),
+        reserved / Int16ul,
+        length / Int32ul,
+        name / Bytes(this[length] * 2),
+    )
+
+
 #: SoapHeader ([MS-MQMQ] §2.2.20.7); lengths count WCHARs including the NUL.
 SOAP_HEADER = Struct(
-    "header_section_id" / Const(SOAP_HEADER_SECTION_ID, Int16ul),
-    "reserved" / Int16ul,
-    "header_length" / Int32ul,
-    "header" / Bytes(this.header_length * 2),
-    "body_section_id" / Const(SOAP_BODY_SECTION_ID, Int16ul),
-    "reserved1" / Int16ul,
-    "body_length" / Int32ul,
-    "body" / Bytes(this.body_length * 2),
+    *_soap_section("header", SOAP_HEADER_SECTION_ID, "reserved"),
+    *_soap_section("body", SOAP_BODY_SECTION_ID, "reserved1"),
     "padding" / Bytes(lambda ctx: _pad4(2 * ctx.header_length + 2 * ctx.body_length)),
 )
 
@@ -319,39 +327,38 @@ MULTI_QUEUE_FORMAT_HEADER = Struct(
     "signature" / MQF_SIGNATURE_HEADER,
 )
 
+
+def _present_if(header: str, flag: int, layout: Any) -> Any:
+    """``layout`` where the ``flag`` bit of the already-read ``header``'s flags is set."""
+    return If(lambda ctx: ctx[header].flags & flag, layout)
+
+
 #: UserMessage packet ([MS-MQMQ] §2.2.20). PacketSize excludes a piggy-backed SessionHeader.
 USER_MESSAGE = Struct(
     "base" / BASE_HEADER,
     "user" / USER_HEADER,
-    "transaction" / If(lambda ctx: ctx.user.flags & UserFlags.TRANSACTION, TRANSACTION_HEADER),
-    "security" / If(lambda ctx: ctx.user.flags & UserFlags.SECURITY, SECURITY_HEADER),
+    "transaction" / _present_if("user", UserFlags.TRANSACTION, TRANSACTION_HEADER),
+    "security" / _present_if("user", UserFlags.SECURITY, SECURITY_HEADER),
     "properties" / MESSAGE_PROPERTIES_HEADER,
-    "debug" / If(lambda ctx: ctx.base.flags & BaseFlags.DEBUG, DEBUG_HEADER),
-    "soap" / If(lambda ctx: ctx.user.flags & UserFlags.SOAP, SOAP_HEADER),
-    "multi_queue"
-    / If(lambda ctx: ctx.user.flags & UserFlags.MULTI_QUEUE, MULTI_QUEUE_FORMAT_HEADER),
+    "debug" / _present_if("base", BaseFlags.DEBUG, DEBUG_HEADER),
+    "soap" / _present_if("user", UserFlags.SOAP, SOAP_HEADER),
+    "multi_queue" / _present_if("user", UserFlags.MULTI_QUEUE, MULTI_QUEUE_FORMAT_HEADER),
     "end_of_headers" / Tell,
     "trailer" / Bytes(lambda ctx: ctx.base.packet_size - ctx.end_of_headers),
-    "session" / If(lambda ctx: ctx.base.flags & BaseFlags.SESSION, SESSION_HEADER),
+    "session" / _present_if("base", BaseFlags.SESSION, SESSION_HEADER),
 )
+
+
+def _internal_packet(name: str, header: Any) -> Any:
+    """An internal packet: BaseHeader, InternalHeader, then its own ``header`` as ``name``."""
+    return Struct("base" / BASE_HEADER, "internal" / INTERNAL_HEADER, name / header)
+
 
 #: EstablishConnection packet ([MS-MQQB] §2.2.3).
-ESTABLISH_CONNECTION = Struct(
-    "base" / BASE_HEADER,
-    "internal" / INTERNAL_HEADER,
-    "header" / ESTABLISH_CONNECTION_HEADER,
-)
+ESTABLISH_CONNECTION = _internal_packet("header", ESTABLISH_CONNECTION_HEADER)
 
 #: ConnectionParameters packet ([MS-MQQB] §2.2.2).
-CONNECTION_PARAMETERS = Struct(
-    "base" / BASE_HEADER,
-    "internal" / INTERNAL_HEADER,
-    "header" / CONNECTION_PARAMETERS_HEADER,
-)
+CONNECTION_PARAMETERS = _internal_packet("header", CONNECTION_PARAMETERS_HEADER)
 
 #: SessionAck packet ([MS-MQQB] §2.2.6); here PacketSize counts the SessionHeader.
-SESSION_ACK = Struct(
-    "base" / BASE_HEADER,
-    "internal" / INTERNAL_HEADER,
-    "session" / SESSION_HEADER,
-)
+SESSION_ACK = _internal_packet("session", SESSION_HEADER)

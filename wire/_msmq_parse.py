@@ -12,16 +12,17 @@ The SessionHeader length rule ([MS-MQMQ] §2.2.19.1 against the [MS-MQQB]
 SessionHeader included; a user packet with SH=1 is PacketSize + 16 bytes,
 the SessionHeader following the PacketSize bytes.
 
-Inside a packet, the reader keeps one position and one limit (PacketSize for
-the headers of a user message). Every fixed part is read with a
-``struct.Struct`` compiled from the construct layouts, and only after checking
-that the part fits before the limit; every count or size taken from the wire
-is compared with the bytes that remain before anything is sliced or decoded;
-every code that selects a layout (DQ, AQ, RQ, PT, QT, section ids) is checked
-before use. So a failure is always a :class:`RemoteProtocolError` raised here,
-naming the field and the reason; struct, codec and index errors cannot
-happen. There is deliberately no catch-all: anything else escaping is a bug,
-and the property tests and the fuzz harness look for exactly that.
+Inside a packet, the parser keeps one position and one limit (PacketSize for
+the headers of a user message) and reads with the bounds-checked primitives of
+:mod:`wire._msmq_reading`. Every fixed part is read with a ``struct.Struct``
+compiled from the construct layouts, and only after checking that the part
+fits before the limit; every count or size taken from the wire is compared
+with the bytes that remain before anything is sliced or decoded; every code
+that selects a layout (DQ, AQ, RQ, PT, QT, section ids) is checked before use.
+So a failure is always a :class:`RemoteProtocolError` naming the field and the
+reason; struct, codec and index errors cannot happen. There is deliberately no
+catch-all: anything else escaping is a bug, and the property tests and the
+fuzz harness look for exactly that.
 
 Values are built from checked fields without further validation, through the
 trusted constructors of :mod:`wire._msmq_trusted`. GUIDs and direct queue names
@@ -31,11 +32,7 @@ the same few of them over and over, and decoding them is comparatively slow.
 
 from __future__ import annotations
 
-import uuid
-from typing import NoReturn
-
 from . import _msmq_fixed as fixed
-from ._errors import RemoteProtocolError
 from ._msmq_constants import (
     ADMIN_QUEUE_TYPES,
     BASE_CARRIED_MASK,
@@ -57,19 +54,19 @@ from ._msmq_constants import (
     TRANSACTION_CARRIED_MASK,
     TRANSACTION_ID_MASK,
     TRANSACTION_ID_SHIFT,
+    USER_AQ_SHIFT,
     USER_CARRIED_MASK,
     USER_DELIVERY_MASK,
     USER_DELIVERY_SHIFT,
+    USER_DQ_SHIFT,
     USER_HOP_COUNT_MASK,
+    USER_QUEUE_TYPE_MASK,
+    USER_RQ_SHIFT,
     VERSION,
-    BaseFlags,
     DebugQueueType,
-    InternalFlags,
     MqfHeaderId,
     PacketType,
     QueueFormatType,
-    TransactionFlags,
-    UserFlags,
 )
 from ._msmq_headers import (
     BaseHeader,
@@ -102,51 +99,51 @@ from ._msmq_queues import (
     QueueAddress,
     ResponseQueue,
 )
+from ._msmq_reading import (
+    carried_padding,
+    decode_guid,
+    fail,
+    fail_past_end,
+    need,
+    read_fixed,
+    read_guid,
+)
+from ._msmq_tables import (
+    BASE_DH,
+    BASE_IN,
+    BASE_SH,
+    INTERNAL_CS,
+    MQF_LISTS,
+    PRIVATE_HOSTS,
+    TRANSACTION_CG,
+    USER_CQ,
+    USER_HH,
+    USER_MP,
+    USER_MQ,
+    USER_SH,
+    USER_TH,
+    remember,
+)
 from ._msmq_text import decode_utf16z
 from ._msmq_trusted import trusted_constructor
 
-# Flag bits as plain ints: IntFlag arithmetic is slow and would leak IntFlag values.
-_IN = int(BaseFlags.INTERNAL)
-_SH = int(BaseFlags.SESSION)
-_DH = int(BaseFlags.DEBUG)
-_MP = int(UserFlags.PROPERTIES)
-_CQ = int(UserFlags.CONNECTOR)
-_TH = int(UserFlags.TRANSACTION)
-_SEC = int(UserFlags.SECURITY)
-_HH = int(UserFlags.SOAP)
-_MQ = int(UserFlags.MULTI_QUEUE)
-_CG = int(TransactionFlags.CONNECTOR)
-_CS = int(InternalFlags.CONNECTION_REFUSED)
 _INTERNAL_PACKET_SIZES = {
     PacketType.SESSION_ACK: ("SessionAck", SESSION_ACK_SIZE),
     PacketType.ESTABLISH_CONNECTION: ("EstablishConnection", ESTABLISH_CONNECTION_SIZE),
     PacketType.CONNECTION_PARAMETERS: ("ConnectionParameters", CONNECTION_PARAMETERS_SIZE),
 }
 _INTERNAL_SIZES = frozenset(size for _name, size in _INTERNAL_PACKET_SIZES.values())
-_PRIVATE_HOSTS = {
-    2: QueueFormatType.PRIVATE_ON_SOURCE,
-    3: QueueFormatType.PRIVATE_ON_DESTINATION,
-    4: QueueFormatType.PRIVATE_ON_ADMIN_HOST,
-}
-_ZEROS = (b"", b"\x00", b"\x00\x00", b"\x00\x00\x00")
-_MQF_LISTS = (
-    (MqfHeaderId.DESTINATION, "Destination"),
-    (MqfHeaderId.ADMIN, "Administration"),
-    (MqfHeaderId.RESPONSE, "Response"),
-)
 _SECURITY_FIELDS = tuple(
     f"SecurityHeader.{name}"
     for name in ("SecurityID", "EncryptionKey", "Signature", "SenderCert", "ProviderInfo")
 )
 
-# Memos of immutable values decoded from bytes that repeat on a session: queue
-# manager GUIDs, direct queue names and labels. Only valid results are stored;
-# keys longer than _MEMO_KEY_LIMIT are not stored, and a memo is cleared when it
-# holds _MEMO_LIMIT entries, so a peer sending distinct names costs at most a
-# few megabytes.
-_MEMO_LIMIT = 4096
+# Memos of immutable values decoded from bytes that repeat on a session: direct
+# queue names and labels (GUIDs have theirs in :mod:`wire._msmq_reading`). Only
+# valid results are stored; direct names longer than _MEMO_KEY_LIMIT are not
+# stored, and a memo is cleared when it holds MEMO_LIMIT entries (see
+# :mod:`wire._msmq_tables`).
 _MEMO_KEY_LIMIT = 512
-_GUID_MEMO: dict[bytes, uuid.UUID] = {}
 _DIRECT_MEMO: dict[bytes, DirectQueue] = {}
 _LABEL_MEMO: dict[bytes, str] = {}
 
@@ -177,32 +174,6 @@ class _new:  # a namespace: ``_new.UserHeader(...)``
     PublicQueue = trusted_constructor(PublicQueue)
 
 
-def _guid(raw: bytes) -> uuid.UUID:
-    value = _GUID_MEMO.get(raw)
-    if value is None:
-        if len(_GUID_MEMO) >= _MEMO_LIMIT:
-            _GUID_MEMO.clear()
-        value = _GUID_MEMO[raw] = uuid.UUID(bytes_le=raw)
-    return value
-
-
-def _fail(field: str, message: str) -> NoReturn:
-    raise RemoteProtocolError(message, field=field)
-
-
-def _need(pos: int, size: int, end: int, field: str) -> None:
-    if size > end - pos:
-        _fail(field, f"needs {size} bytes at offset {pos}, only {max(end - pos, 0)} remain")
-
-
-def _padding(data: bytes, start: int, stop: int) -> bytes:
-    """Padding bytes as carried: empty when they are all zero."""
-    chunk = data[start:stop]
-    if len(chunk) < 4:
-        return b"" if chunk == _ZEROS[len(chunk)] else chunk
-    return b"" if chunk.count(0) == len(chunk) else chunk
-
-
 def frame_length(header: bytes, max_packet_size: int = MAX_PACKET_SIZE) -> int:
     """Check the 16-byte BaseHeader at the start of ``header``; return the packet's length.
 
@@ -223,18 +194,18 @@ def frame_length(header: bytes, max_packet_size: int = MAX_PACKET_SIZE) -> int:
 def _frame_length(fields: tuple[int, int, int, bytes, int, int], max_packet_size: int) -> int:
     version, _reserved, flags, signature, size, _ttrq = fields
     if version != VERSION:
-        _fail("BaseHeader.VersionNumber", f"expected {VERSION:#04x}, got {version:#04x}")
+        fail("BaseHeader.VersionNumber", f"expected {VERSION:#04x}, got {version:#04x}")
     if signature != SIGNATURE:
-        _fail("BaseHeader.Signature", f"expected {SIGNATURE!r}, got {signature!r}")
+        fail("BaseHeader.Signature", f"expected {SIGNATURE!r}, got {signature!r}")
     if size > max_packet_size:
-        _fail("BaseHeader.PacketSize", f"{size} is over the limit of {max_packet_size}")
-    if flags & _IN:
+        fail("BaseHeader.PacketSize", f"{size} is over the limit of {max_packet_size}")
+    if flags & BASE_IN:
         if size not in _INTERNAL_SIZES:
-            _fail("BaseHeader.PacketSize", f"{size} is not the size of any internal packet")
+            fail("BaseHeader.PacketSize", f"{size} is not the size of any internal packet")
         return size
     if size < MIN_USER_MESSAGE_SIZE:
-        _fail("BaseHeader.PacketSize", f"{size} is too small for a user message")
-    if flags & _SH:
+        fail("BaseHeader.PacketSize", f"{size} is too small for a user message")
+    if flags & BASE_SH:
         return size + SESSION_HEADER_SIZE
     return size
 
@@ -257,13 +228,13 @@ def parse_packet(data: bytes) -> Packet:
     if type(data) is not bytes:
         data = bytes(data)
     if len(data) < BASE_HEADER_SIZE:
-        _fail("BaseHeader", f"needs 16 bytes, got {len(data)}")
+        fail("BaseHeader", f"needs 16 bytes, got {len(data)}")
     fields = fixed.BASE.unpack_from(data, 0)
     length = _frame_length(fields, MAX_PACKET_SIZE)
     if len(data) != length:
         if len(data) < length:
-            _fail("BaseHeader.PacketSize", f"packet is {length} bytes, only {len(data)} given")
-        _fail("BaseHeader.PacketSize", f"packet is {length} bytes, {len(data) - length} follow it")
+            fail("BaseHeader.PacketSize", f"packet is {length} bytes, only {len(data)} given")
+        fail("BaseHeader.PacketSize", f"packet is {length} bytes, {len(data) - length} follow it")
     _version, reserved, flags, _signature, size, ttrq = fields
     base = _new.BaseHeader(
         priority=flags & BASE_PRIORITY_MASK,
@@ -271,7 +242,7 @@ def parse_packet(data: bytes) -> Packet:
         reserved=reserved,
         time_to_reach_queue=ttrq,
     )
-    if flags & _IN:
+    if flags & BASE_IN:
         return _internal_packet(data, base, flags, size)
     return _user_message(data, base, flags, size)
 
@@ -286,20 +257,20 @@ def _internal_packet(data: bytes, base: BaseHeader, flags: int, size: int) -> Pa
         flags=internal_flags & ~INTERNAL_PACKET_TYPE_MASK, reserved=reserved
     )
     if packet_type not in _INTERNAL_PACKET_SIZES:
-        _fail("InternalHeader.Flags", f"unknown packet type PT={packet_type}")
+        fail("InternalHeader.Flags", f"unknown packet type PT={packet_type}")
     name, expected_size = _INTERNAL_PACKET_SIZES[packet_type]
     if size != expected_size:
-        _fail("BaseHeader.PacketSize", f"a {name} is {expected_size} bytes, PacketSize says {size}")
-    if flags & _DH:
-        _fail("BaseHeader.Flags", f"DH is set on a {name}")
+        fail("BaseHeader.PacketSize", f"a {name} is {expected_size} bytes, PacketSize says {size}")
+    if flags & BASE_DH:
+        fail("BaseHeader.Flags", f"DH is set on a {name}")
     if packet_type == PacketType.SESSION_ACK:
-        if not flags & _SH:
-            _fail("BaseHeader.Flags", "SH is clear on a SessionAck")
-        if internal_flags & _CS:
-            _fail("InternalHeader.Flags", "CS is set on a SessionAck")
+        if not flags & BASE_SH:
+            fail("BaseHeader.Flags", "SH is clear on a SessionAck")
+        if internal_flags & INTERNAL_CS:
+            fail("InternalHeader.Flags", "CS is set on a SessionAck")
         return _new.SessionAck(base=base, internal=internal, session=_session_header(data, 20))
-    if flags & _SH:
-        _fail("BaseHeader.Flags", f"SH is set on a {name}")
+    if flags & BASE_SH:
+        fail("BaseHeader.Flags", f"SH is set on a {name}")
     if packet_type == PacketType.ESTABLISH_CONNECTION:
         client, server, timestamp, operating_system, ec_reserved, padding = (
             fixed.ESTABLISH_CONNECTION.unpack_from(data, 20)
@@ -307,8 +278,8 @@ def _internal_packet(data: bytes, base: BaseHeader, flags: int, size: int) -> Pa
         return _new.EstablishConnection(
             base=base,
             internal=internal,
-            client_qm=_guid(client),
-            server_qm=_guid(server),
+            client_qm=decode_guid(client),
+            server_qm=decode_guid(server),
             timestamp=timestamp,
             operating_system=operating_system,
             reserved=ec_reserved,
@@ -350,15 +321,15 @@ def _user_message(data: bytes, base: BaseHeader, flags: int, end: int) -> UserMe
     source, destination_qm, ttbr, sent_time, message_id, user_flags = fixed.USER.unpack_from(
         data, 16
     )
-    if not user_flags & _MP:
-        _fail("UserHeader.Flags", "MP is clear: a user message must carry its properties")
-    dq = (user_flags >> 10) & 7
-    aq = (user_flags >> 13) & 7
-    rq = (user_flags >> 16) & 7
+    if not user_flags & USER_MP:
+        fail("UserHeader.Flags", "MP is clear: a user message must carry its properties")
+    dq = (user_flags >> USER_DQ_SHIFT) & USER_QUEUE_TYPE_MASK
+    aq = (user_flags >> USER_AQ_SHIFT) & USER_QUEUE_TYPE_MASK
+    rq = (user_flags >> USER_RQ_SHIFT) & USER_QUEUE_TYPE_MASK
     if dq not in DESTINATION_QUEUE_TYPES:
-        _fail("UserHeader.Flags", f"DQ={dq} is not a destination queue format")
+        fail("UserHeader.Flags", f"DQ={dq} is not a destination queue format")
     if aq not in ADMIN_QUEUE_TYPES:
-        _fail("UserHeader.Flags", f"AQ={aq} is not an admin queue format")
+        fail("UserHeader.Flags", f"AQ={aq} is not an admin queue format")
     pos = 64
     destination: QueueAddress | None = None
     admin: QueueAddress | None = None
@@ -372,13 +343,12 @@ def _user_message(data: bytes, base: BaseHeader, flags: int, end: int) -> UserMe
     elif rq:
         response, pos = _queue(data, pos, end, rq, "UserHeader.ResponseQueue")
     connector_type = None
-    if user_flags & _CQ:
-        _need(pos, 16, end, "UserHeader.ConnectorType")
-        connector_type = _guid(data[pos : pos + 16])
+    if user_flags & USER_CQ:
+        connector_type = read_guid(data, pos, end, "UserHeader.ConnectorType")
         pos += 16
     user = _new.UserHeader(
-        source_qm=_guid(source),
-        destination_qm=_guid(destination_qm),
+        source_qm=decode_guid(source),
+        destination_qm=decode_guid(destination_qm),
         time_to_be_received=ttbr,
         sent_time=sent_time,
         message_id=message_id,
@@ -392,22 +362,22 @@ def _user_message(data: bytes, base: BaseHeader, flags: int, end: int) -> UserMe
     )
 
     transaction = None
-    if user_flags & _TH:
+    if user_flags & USER_TH:
         transaction, pos = _transaction_header(data, pos, end)
     security = None
-    if user_flags & _SEC:
+    if user_flags & USER_SH:
         security, pos = _security_header(data, pos, end)
     properties, pos = _properties_header(data, pos, end)
     debug = None
-    if flags & _DH:
+    if flags & BASE_DH:
         debug, pos = _debug_header(data, pos, end)
     soap = None
-    if user_flags & _HH:
+    if user_flags & USER_HH:
         soap, pos = _soap_header(data, pos, end)
     multi_queue = None
-    if user_flags & _MQ:
+    if user_flags & USER_MQ:
         multi_queue, pos = _multi_queue_header(data, pos, end)
-    session = _session_header(data, end) if flags & _SH else None
+    session = _session_header(data, end) if flags & BASE_SH else None
     return _new.UserMessage(
         base=base,
         user=user,
@@ -425,44 +395,39 @@ def _user_message(data: bytes, base: BaseHeader, flags: int, end: int) -> UserMe
 def _queue(data: bytes, pos: int, end: int, code: int, field: str) -> tuple[QueueAddress, int]:
     """Read the queue field selected by ``code``; ``pos`` is 4-aligned in its header."""
     if code == QueueFormatType.DIRECT:
-        _need(pos, 2, end, field)
+        need(pos, 2, end, field)
         (count,) = fixed.U16.unpack_from(data, pos)
         padded_end = pos + 2 + count + (-(2 + count) % 4)
         if padded_end > end:
-            _need(pos, padded_end - pos, end, field)
+            need(pos, padded_end - pos, end, field)
         raw = data[pos:padded_end]
         queue = _DIRECT_MEMO.get(raw)
         if queue is None:
             if count < 2 or count & 1:
-                _fail(field, f"Count {count} is not a whole NUL-terminated UTF-16 string")
+                fail(field, f"Count {count} is not a whole NUL-terminated UTF-16 string")
             name = decode_utf16z(raw[2 : 2 + count], field)
-            queue = _new.DirectQueue(name=name, padding=_padding(raw, 2 + count, len(raw)))
+            queue = _new.DirectQueue(name=name, padding=carried_padding(raw, 2 + count, len(raw)))
             if len(raw) <= _MEMO_KEY_LIMIT:
-                if len(_DIRECT_MEMO) >= _MEMO_LIMIT:
-                    _DIRECT_MEMO.clear()
-                _DIRECT_MEMO[raw] = queue
+                remember(_DIRECT_MEMO, raw, queue)
         return queue, padded_end
     if code == QueueFormatType.PUBLIC:
-        _need(pos, 16, end, field)
-        return _new.PublicQueue(queue_id=_guid(data[pos : pos + 16])), pos + 16
+        return _new.PublicQueue(queue_id=read_guid(data, pos, end, field)), pos + 16
     if code == QueueFormatType.PRIVATE:
-        _need(pos, 20, end, field)
+        need(pos, 20, end, field)
         qm, number = fixed.GUID_U32.unpack_from(data, pos)
-        return _new.PrivateQueue(qm=_guid(qm), number=number), pos + 20
+        return _new.PrivateQueue(qm=decode_guid(qm), number=number), pos + 20
     # 2, 3 or 4: the callers have ruled out every other code.
-    _need(pos, 4, end, field)
+    need(pos, 4, end, field)
     (number,) = fixed.U32.unpack_from(data, pos)
-    return _new.PrivateQueueId(number=number, host=_PRIVATE_HOSTS[code]), pos + 4
+    return _new.PrivateQueueId(number=number, host=PRIVATE_HOSTS[code]), pos + 4
 
 
 def _transaction_header(data: bytes, pos: int, end: int) -> tuple[TransactionHeader, int]:
-    _need(pos, 20, end, "TransactionHeader")
-    flags, ordinal, timestamp, number, previous = fixed.TRANSACTION.unpack_from(data, pos)
+    flags, ordinal, timestamp, number, previous = read_fixed(fixed.TRANSACTION, data, pos, end)
     pos += 20
     connector_qm = None
-    if flags & _CG:
-        _need(pos, 16, end, "TransactionHeader.ConnectorQMGuid")
-        connector_qm = _guid(data[pos : pos + 16])
+    if flags & TRANSACTION_CG:
+        connector_qm = read_guid(data, pos, end, "TransactionHeader.ConnectorQMGuid")
         pos += 16
     header = _new.TransactionHeader(
         flags=flags & TRANSACTION_CARRIED_MASK,
@@ -476,8 +441,7 @@ def _transaction_header(data: bytes, pos: int, end: int) -> tuple[TransactionHea
 
 
 def _security_header(data: bytes, pos: int, end: int) -> tuple[SecurityHeader, int]:
-    _need(pos, 16, end, "SecurityHeader")
-    flags, *sizes = fixed.SECURITY.unpack_from(data, pos)
+    flags, *sizes = read_fixed(fixed.SECURITY, data, pos, end)
     pos += 16
     items: list[bytes] = []
     padding = b""
@@ -485,7 +449,7 @@ def _security_header(data: bytes, pos: int, end: int) -> tuple[SecurityHeader, i
         stop = pos + size
         padded = stop + (-size % 4)
         if padded > end:
-            _need(pos, padded - pos, end, field)
+            need(pos, padded - pos, end, field)
         items.append(data[pos:stop])
         if padded != stop:
             padding += data[stop:padded]
@@ -505,7 +469,6 @@ def _security_header(data: bytes, pos: int, end: int) -> tuple[SecurityHeader, i
 
 
 def _properties_header(data: bytes, pos: int, end: int) -> tuple[MessagePropertiesHeader, int]:
-    _need(pos, 56, end, "MessagePropertiesHeader")
     (
         flags,
         label_length,
@@ -519,43 +482,34 @@ def _properties_header(data: bytes, pos: int, end: int) -> tuple[MessageProperti
         hash_algorithm,
         encryption_algorithm,
         extension_size,
-    ) = fixed.PROPERTIES.unpack_from(data, pos)
+    ) = read_fixed(fixed.PROPERTIES, data, pos, end)
     start = pos
     pos += 56
     label = None
     if label_length:
         if label_length > MAX_LABEL_LENGTH:
-            _fail("MessagePropertiesHeader.LabelLength", f"{label_length} is over 250 WCHARs")
+            fail("MessagePropertiesHeader.LabelLength", f"{label_length} is over 250 WCHARs")
         label_end = pos + 2 * label_length
         if label_end > end:
-            _need(pos, 2 * label_length, end, "MessagePropertiesHeader.Label")
+            need(pos, 2 * label_length, end, "MessagePropertiesHeader.Label")
         raw = data[pos:label_end]
         label = _LABEL_MEMO.get(raw)
         if label is None:
-            label = decode_utf16z(raw, "MessagePropertiesHeader.Label")
-            if len(_LABEL_MEMO) >= _MEMO_LIMIT:
-                _LABEL_MEMO.clear()
-            _LABEL_MEMO[raw] = label
+            label = remember(_LABEL_MEMO, raw, decode_utf16z(raw, "MessagePropertiesHeader.Label"))
         pos = label_end
     if extension_size > end - pos:
-        _fail(
-            "MessagePropertiesHeader.ExtensionSize",
-            f"{extension_size} bytes, only {end - pos} remain before PacketSize",
-        )
+        fail_past_end("MessagePropertiesHeader.ExtensionSize", extension_size, end - pos)
     extension = data[pos : pos + extension_size]
     pos += extension_size
     if message_size > end - pos:
-        _fail(
-            "MessagePropertiesHeader.MessageSize",
-            f"{message_size} bytes, only {end - pos} remain before PacketSize",
-        )
+        fail_past_end("MessagePropertiesHeader.MessageSize", message_size, end - pos)
     body = data[pos : pos + message_size]
     pos += message_size
     padded_end = pos + (-(pos - start) % 4)
     padding = b""
     if padded_end != pos:
-        _need(pos, padded_end - pos, end, "MessagePropertiesHeader padding")
-        padding = _padding(data, pos, padded_end)
+        need(pos, padded_end - pos, end, "MessagePropertiesHeader padding")
+        padding = carried_padding(data, pos, padded_end)
     header = _new.MessagePropertiesHeader(
         flags=flags,
         message_class=message_class,
@@ -577,17 +531,15 @@ def _properties_header(data: bytes, pos: int, end: int) -> tuple[MessageProperti
 
 
 def _debug_header(data: bytes, pos: int, end: int) -> tuple[DebugHeader, int]:
-    _need(pos, 4, end, "DebugHeader")
-    flags, reserved = fixed.DEBUG.unpack_from(data, pos)
+    flags, reserved = read_fixed(fixed.DEBUG, data, pos, end)
     pos += 4
     queue_type = flags & DEBUG_QUEUE_TYPE_MASK
     queue = None
     if queue_type == DebugQueueType.PUBLIC:
-        _need(pos, 16, end, "DebugHeader.QueueIdentifier")
-        queue = _guid(data[pos : pos + 16])
+        queue = read_guid(data, pos, end, "DebugHeader.QueueIdentifier")
         pos += 16
     elif queue_type != DebugQueueType.NONE:
-        _fail("DebugHeader.Flags", f"QT={queue_type} is not a queue type")
+        fail("DebugHeader.Flags", f"QT={queue_type} is not a queue type")
     header = _new.DebugHeader(flags=flags & ~DEBUG_QUEUE_TYPE_MASK, reserved=reserved, queue=queue)
     return header, pos
 
@@ -597,15 +549,16 @@ def _soap_header(data: bytes, pos: int, end: int) -> tuple[SoapHeader, int]:
     strings: list[str | None] = []
     reserved_fields: list[int] = []
     for section_id, name in ((SOAP_HEADER_SECTION_ID, "Header"), (SOAP_BODY_SECTION_ID, "Body")):
-        _need(pos, 8, end, f"SoapHeader.{name}SectionID")
-        found_id, reserved, length = fixed.SOAP_SECTION.unpack_from(data, pos)
+        found_id, reserved, length = read_fixed(
+            fixed.SOAP_SECTION, data, pos, end, f"SoapHeader.{name}SectionID"
+        )
         if found_id != section_id:
-            _fail(f"SoapHeader.{name}SectionID", f"expected {section_id:#06x}, got {found_id:#06x}")
+            fail(f"SoapHeader.{name}SectionID", f"expected {section_id:#06x}, got {found_id:#06x}")
         pos += 8
         reserved_fields.append(reserved)
         if length:
             if length > (end - pos) // 2:
-                _fail(
+                fail(
                     f"SoapHeader.{name}DataLength",
                     f"{length} WCHARs, only {end - pos} bytes remain before PacketSize",
                 )
@@ -614,50 +567,48 @@ def _soap_header(data: bytes, pos: int, end: int) -> tuple[SoapHeader, int]:
         else:
             strings.append(None)
     padded_end = pos + (-(pos - start) % 4)
-    _need(pos, padded_end - pos, end, "SoapHeader padding")
+    need(pos, padded_end - pos, end, "SoapHeader padding")
     header = _new.SoapHeader(
         header=strings[0],
         body=strings[1],
         reserved=reserved_fields[0],
         reserved1=reserved_fields[1],
-        padding=_padding(data, pos, padded_end),
+        padding=carried_padding(data, pos, padded_end),
     )
     return header, padded_end
 
 
 def _multi_queue_header(data: bytes, pos: int, end: int) -> tuple[MultiQueueFormatHeader, int]:
     lists: list[MqfAddressHeader] = []
-    for header_id, name in _MQF_LISTS:
+    for header_id, name, _attribute in MQF_LISTS:
         field = f"MultiQueueFormatHeader.{name}"
-        _need(pos, 12, end, field)
-        size, found_id, reserved, count = fixed.MQF_ADDRESS.unpack_from(data, pos)
+        size, found_id, reserved, count = read_fixed(fixed.MQF_ADDRESS, data, pos, end, field)
         if found_id != header_id:
-            _fail(f"{field}.HeaderID", f"expected {header_id:#06x}, got {found_id:#06x}")
+            fail(f"{field}.HeaderID", f"expected {header_id:#06x}, got {found_id:#06x}")
         if size < 12:
-            _fail(f"{field}.HeaderSize", f"{size} is smaller than the 12-byte header")
+            fail(f"{field}.HeaderSize", f"{size} is smaller than the 12-byte header")
         padded = size + (-size % 4)
-        _need(pos, padded, end, field)
+        need(pos, padded, end, field)
         lists.append(
             _new.MqfAddressHeader(
                 element_count=count,
                 format_names=data[pos + 12 : pos + size],
                 reserved=reserved,
-                padding=_padding(data, pos + size, pos + padded),
+                padding=carried_padding(data, pos + size, pos + padded),
             )
         )
         pos += padded
     field = "MultiQueueFormatHeader.Signature"
-    _need(pos, 8, end, field)
-    found_id, reserved, size = fixed.MQF_SIGNATURE.unpack_from(data, pos)
+    found_id, reserved, size = read_fixed(fixed.MQF_SIGNATURE, data, pos, end, field)
     if found_id != MqfHeaderId.SIGNATURE:
-        _fail(f"{field}.ID", f"expected {MqfHeaderId.SIGNATURE:#06x}, got {found_id:#06x}")
+        fail(f"{field}.ID", f"expected {MqfHeaderId.SIGNATURE:#06x}, got {found_id:#06x}")
     pos += 8
     padded = size + (-size % 4)
-    _need(pos, padded, end, field)
+    need(pos, padded, end, field)
     signature = _new.MqfSignatureHeader(
         signature=data[pos : pos + size],
         reserved=reserved,
-        padding=_padding(data, pos + size, pos + padded),
+        padding=carried_padding(data, pos + size, pos + padded),
     )
     pos += padded
     header = _new.MultiQueueFormatHeader(

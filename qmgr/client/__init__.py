@@ -32,12 +32,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._blocking import QueueManager, Transaction, connect
+from ._codec import SendOptions
 from ._errors import (
     AccessDenied,
     ConnectionLost,
     InternalError,
     InvalidArgument,
     InvalidName,
+    LimitExceeded,
     MessageTooLarge,
     NotSupported,
     ProtocolViolation,
@@ -84,6 +86,7 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "InvalidName",
+    "LimitExceeded",
     "Message",
     "MessageTooLarge",
     "NotSupported",
@@ -95,6 +98,7 @@ __all__ = [
     "QueueManager",
     "QueueNotFound",
     "QuotaExceeded",
+    "SendOptions",
     "ShuttingDown",
     "Status",
     "StoreFull",

@@ -37,14 +37,15 @@ import contextlib
 import select
 import socket
 from types import TracebackType
-from typing import Final, Self
+from typing import Final, Self, Unpack
 
 from wire import client_frames as cf
 
 from . import _common as common
 from . import _protocol as protocol
+from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
-from ._message import Delivery, Message, QueueInfo, Status
+from ._message import Message, QueueInfo, Status
 from ._protocol import ClientProtocol, PeekPages, TransactionState, Waiter
 
 __all__ = ["QueueManager", "Transaction", "connect"]
@@ -229,18 +230,8 @@ class QueueManager:
         destination: str,
         body: bytes | bytearray | memoryview | str,
         *,
-        label: str = "",
-        correlation_id: bytes | None = None,
-        app_specific: int = 0,
-        priority: int = 3,
-        delivery: str | Delivery = "recoverable",
-        acknowledge: int = 0,
-        journal: int = 0,
-        admin_queue: str = "",
-        response_queue: str = "",
-        time_to_reach_queue: float | None = None,
-        time_to_be_received: float | None = None,
         transactional: bool | None = None,
+        **options: Unpack[SendOptions],
     ) -> str:
         """Send one message outside any transaction; return its message id.
 
@@ -250,35 +241,21 @@ class QueueManager:
             destination: a queue name or format name (``orders``,
                 ``DIRECT=OS:.\\private$\\orders``, several separated by commas).
             body: bytes, or a str (sent as UTF-8). At most 4 MB.
-            label: at most 250 characters.
-            correlation_id: 20 bytes, or None.
-            app_specific: an application-defined 32-bit value.
-            priority: 0..7 (ignored by transactional queues).
-            delivery: ``"recoverable"`` (default) or ``"express"``, or a
-                :class:`Delivery`.
-            acknowledge: MQMSG_ACKNOWLEDGMENT_* bits (needs ``admin_queue``).
-            journal: MQMSG_JOURNAL level.
-            admin_queue: where acknowledgments go.
-            response_queue: where responses should go.
-            time_to_reach_queue: seconds, or None for no limit.
-            time_to_be_received: seconds, or None for no limit.
             transactional: None (default) sends to a transactional queue as a
                 single-message transaction and to others without one; False
                 insists on no transaction (an error on a transactional
                 queue, as in MSMQ); True insists on a single-message
                 transaction (an error on a non-transactional queue).
+            options: the message's properties (label, correlation_id,
+                priority, delivery, ...): see :class:`SendOptions`.
 
         Raises:
             QueueNotFound, InvalidName, AccessDenied (journal and system
             queues), TransactionUsageError, MessageTooLarge, QuotaExceeded,
-            InvalidArgument, StoreFull
+            InvalidArgument, StoreFull, LimitExceeded
         """
         proto = self._proto
-        waiter = proto.send_request(
-            proto.out, destination, body, transactional, label, correlation_id, app_specific,
-            priority, delivery, acknowledge, journal, admin_queue, response_queue,
-            time_to_reach_queue, time_to_be_received,
-        )  # fmt: skip
+        waiter = proto.send_request(proto.out, destination, body, transactional, options)
         return protocol.message_id(self._exchange(waiter))
 
     def receive(
@@ -523,18 +500,7 @@ class Transaction:
         self,
         destination: str,
         body: bytes | bytearray | memoryview | str,
-        *,
-        label: str = "",
-        correlation_id: bytes | None = None,
-        app_specific: int = 0,
-        priority: int = 3,
-        delivery: str | Delivery = "recoverable",
-        acknowledge: int = 0,
-        journal: int = 0,
-        admin_queue: str = "",
-        response_queue: str = "",
-        time_to_reach_queue: float | None = None,
-        time_to_be_received: float | None = None,
+        **options: Unpack[SendOptions],
     ) -> None:
         """Add a message to the transaction; it becomes visible when the transaction commits.
 
@@ -547,11 +513,7 @@ class Transaction:
         Committed messages of one transaction arrive in the order they were
         sent, with consecutive lookup ids.
         """
-        if self._proto.pipeline_send(
-            self._state, destination, body, label, correlation_id, app_specific, priority,
-            delivery, acknowledge, journal, admin_queue, response_queue,
-            time_to_reach_queue, time_to_be_received,
-        ):  # fmt: skip
+        if self._proto.pipeline_send(self._state, destination, body, options):
             self._qm._flush_guarded()
 
     def receive(

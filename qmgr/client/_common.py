@@ -15,8 +15,9 @@ from ._errors import InvalidArgument
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:1802"
 DEFAULT_PORT: Final = 1802
-#: Pipelined transactional sends are written once this many bytes are buffered.
-PIPELINE_FLUSH_BYTES: Final = 256 * 1024
+#: Pipelined transactional sends are written once this many bytes are buffered,
+#: so that the daemon decodes the first while the client packs the next.
+PIPELINE_FLUSH_BYTES: Final = 16 * 1024
 #: Size of one read from the socket.
 RECEIVE_SIZE: Final = 1024 * 1024
 #: Longest finite wait the protocol can express, in milliseconds.

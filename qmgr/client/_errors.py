@@ -138,6 +138,15 @@ class InternalError(QueueError):
     code = ErrorCode.INTERNAL
 
 
+class LimitExceeded(QueueError):
+    """A limit protecting the queue manager was reached: connections, memory for
+    messages in open transactions or frames in progress, transactions or
+    waiting receives per connection, an idle or slow connection. The message
+    says which; retrying later may succeed."""
+
+    code = ErrorCode.LIMIT_EXCEEDED
+
+
 class ConnectionLost(QueueError):
     """The queue manager could not be reached, or the connection to it broke.
 
@@ -168,6 +177,7 @@ _BY_CODE: Final[dict[int, type[QueueError]]] = {
         NotSupported,
         ShuttingDown,
         InternalError,
+        LimitExceeded,
     )
     if cls.code is not None
 }

@@ -13,6 +13,7 @@ import enum
 import uuid
 from dataclasses import dataclass
 
+from wire import MessageProperties
 from wire import client_frames as cf
 from wire.client_frames import Delivery
 
@@ -41,100 +42,160 @@ _KINDS = {
 _DELIVERIES = {int(d): d for d in Delivery}
 
 
-@dataclass(frozen=True, slots=True, kw_only=True, repr=False)
 class Message:
-    """A message as received or peeked.
+    """A message as received or peeked: where it was, and the message itself.
 
     Attributes:
-        body: the message body.
-        label: the label (at most 250 characters).
-        id: the message id, ``"{source QM GUID}\\ordinal"`` as MSMQ writes it.
+        queue: the name of the queue it was read from.
         lookup_id: the message's position in its queue; stable for its whole
             life there (an aborted receive puts it back under the same id) and
             increasing in arrival order.
-        correlation_id: the 20-byte correlation id, or ``None`` if unset.
-        app_specific: the application-defined 32-bit value.
-        priority: 0 (lowest) to 7; transactional messages always have 0.
-        message_class: MQMSG_CLASS_* (0 for a normal message).
-        sent_time: when the sender sent it (UTC).
         arrived_time: when it arrived in the queue (UTC).
-        source_qm: the GUID of the queue manager that sent it.
-        queue: the name of the queue it was read from.
-        delivery: express or recoverable.
-        acknowledge: the MQMSG_ACKNOWLEDGMENT_* bits the sender asked for.
-        journal: the sender's MQMSG_JOURNAL level.
-        admin_queue: where acknowledgments go ("" for none).
-        response_queue: where the sender wants responses ("" for none).
-        time_to_reach_queue: seconds the message had to reach its queue, or
-            ``None`` for no limit.
-        time_to_be_received: seconds the message had to be received, or
-            ``None`` for no limit.
-        transactional: True if it was sent in a transaction.
-        destination: the format name the sender addressed.
+        properties: the message as the queue manager keeps it
+            (``wire.MessageProperties``); the other attributes read it.
     """
 
-    body: bytes
-    label: str
-    id: str
-    lookup_id: int
-    correlation_id: bytes | None
-    app_specific: int
-    priority: int
-    message_class: int
-    sent_time: _dt.datetime
-    arrived_time: _dt.datetime
-    source_qm: uuid.UUID
-    queue: str
-    delivery: Delivery
-    acknowledge: int
-    journal: int
-    admin_queue: str
-    response_queue: str
-    time_to_reach_queue: int | None
-    time_to_be_received: int | None
-    transactional: bool
-    destination: str
+    __slots__ = ("arrived_time", "lookup_id", "properties", "queue")
+
+    def __init__(
+        self,
+        *,
+        queue: str,
+        lookup_id: int,
+        arrived_time: _dt.datetime,
+        properties: MessageProperties,
+    ) -> None:
+        self.queue = queue
+        self.lookup_id = lookup_id
+        self.arrived_time = arrived_time
+        self.properties = properties
+
+    @classmethod
+    def from_wire(cls, data: cf.QueuedMessage) -> Message:
+        """Convert the protocol's value."""
+        return cls(
+            queue=data.queue,
+            lookup_id=data.lookup_id,
+            arrived_time=_fromtimestamp(data.arrived_time, _UTC),
+            properties=data.message,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        return (self.queue, self.lookup_id, self.properties) == (
+            other.queue,
+            other.lookup_id,
+            other.properties,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.queue, self.lookup_id))
 
     def __repr__(self) -> str:
-        body = self.body if len(self.body) <= 64 else self.body[:64] + b"..."
+        body = self.body
+        shown = body if len(body) <= 64 else body[:64] + b"..."
         return (
             f"Message(queue={self.queue!r}, lookup_id={self.lookup_id}, id={self.id!r}, "
-            f"label={self.label!r}, body={body!r} ({len(self.body)} bytes))"
+            f"label={self.label!r}, body={shown!r} ({len(body)} bytes))"
         )
+
+    @property
+    def body(self) -> bytes:
+        """The message body."""
+        return self.properties.body
 
     @property
     def text(self) -> str:
         """The body decoded as UTF-8 (raises ``UnicodeDecodeError`` if it is not)."""
-        return self.body.decode("utf-8")
+        return self.properties.body.decode("utf-8")
 
-    @classmethod
-    def from_wire(cls, data: cf.MessageData) -> Message:
-        """Convert the protocol's message value."""
-        ttrq = data.time_to_reach_queue
-        ttbr = data.time_to_be_received
-        return cls(
-            body=data.body,
-            label=data.label,
-            id=data.message_id,
-            lookup_id=data.lookup_id,
-            correlation_id=data.correlation_id or None,
-            app_specific=data.app_specific,
-            priority=data.priority,
-            message_class=data.message_class,
-            sent_time=_fromtimestamp(data.sent_time, _UTC),
-            arrived_time=_fromtimestamp(data.arrived_time, _UTC),
-            source_qm=data.source_qm,
-            queue=data.queue,
-            delivery=_DELIVERIES.get(data.delivery, Delivery.RECOVERABLE),
-            acknowledge=data.acknowledge,
-            journal=data.journal,
-            admin_queue=data.admin_queue,
-            response_queue=data.response_queue,
-            time_to_reach_queue=None if ttrq == _INFINITE else ttrq,
-            time_to_be_received=None if ttbr == _INFINITE else ttbr,
-            transactional=data.transactional,
-            destination=data.destination,
-        )
+    @property
+    def label(self) -> str:
+        """The label (at most 250 characters)."""
+        return self.properties.label
+
+    @property
+    def id(self) -> str:
+        """The message id, ``"{source QM GUID}\\ordinal"`` as MSMQ writes it."""
+        return self.properties.message_id
+
+    @property
+    def correlation_id(self) -> bytes | None:
+        """The 20-byte correlation id, or ``None`` if unset."""
+        return self.properties.correlation_id or None
+
+    @property
+    def app_specific(self) -> int:
+        """The application-defined 32-bit value."""
+        return self.properties.app_specific
+
+    @property
+    def priority(self) -> int:
+        """0 (lowest) to 7; transactional messages always have 0."""
+        return self.properties.priority
+
+    @property
+    def message_class(self) -> int:
+        """MQMSG_CLASS_* (0 for a normal message)."""
+        return self.properties.message_class
+
+    @property
+    def sent_time(self) -> _dt.datetime:
+        """When the sender sent it (UTC)."""
+        return _fromtimestamp(self.properties.sent_time, _UTC)
+
+    @property
+    def source_qm(self) -> uuid.UUID:
+        """The GUID of the queue manager that sent it."""
+        return self.properties.source_qm
+
+    @property
+    def delivery(self) -> Delivery:
+        """Express or recoverable."""
+        return _DELIVERIES.get(self.properties.delivery, Delivery.RECOVERABLE)
+
+    @property
+    def acknowledge(self) -> int:
+        """The MQMSG_ACKNOWLEDGMENT_* bits the sender asked for."""
+        return self.properties.acknowledge
+
+    @property
+    def journal(self) -> int:
+        """The sender's MQMSG_JOURNAL level."""
+        return self.properties.journal
+
+    @property
+    def admin_queue(self) -> str:
+        """Where acknowledgments go ("" for none)."""
+        return self.properties.admin_queue
+
+    @property
+    def response_queue(self) -> str:
+        """Where the sender wants responses ("" for none)."""
+        return self.properties.response_queue
+
+    @property
+    def time_to_reach_queue(self) -> int | None:
+        """Seconds the message had to reach its queue, or ``None`` for no limit."""
+        value = self.properties.time_to_reach_queue
+        return None if value == _INFINITE else value
+
+    @property
+    def time_to_be_received(self) -> int | None:
+        """Seconds the message had to be received, or ``None`` for no limit."""
+        value = self.properties.time_to_be_received
+        return None if value == _INFINITE else value
+
+    @property
+    def transactional(self) -> bool:
+        """True if it was sent in a transaction."""
+        return self.properties.transactional
+
+    @property
+    def destination(self) -> str:
+        """The format name the sender addressed."""
+        return self.properties.destination
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,6 +255,12 @@ class Status:
         started_at: when the daemon started (UTC).
         connections: client connections open now (this one included).
         open_transactions: transactions begun and not yet ended.
+        commits: transactions (and single-message operations) committed since the start.
+        aborts: transactions aborted since the start, for any reason.
+        batches: synced writes since the start (concurrent commits share them).
+        uncommitted_bytes: bytes of messages held by open transactions now.
+        erasing: deleted or purged queues whose messages are still being
+            erased in the background.
         queues: every queue with its counters, by name.
     """
 
@@ -203,6 +270,11 @@ class Status:
     started_at: _dt.datetime
     connections: int
     open_transactions: int
+    commits: int
+    aborts: int
+    batches: int
+    uncommitted_bytes: int
+    erasing: int
     queues: tuple[QueueInfo, ...]
 
     @property
@@ -220,5 +292,10 @@ class Status:
             started_at=_fromtimestamp(data.started_at, _UTC),
             connections=data.connections,
             open_transactions=data.open_transactions,
+            commits=data.commits,
+            aborts=data.aborts,
+            batches=data.batches,
+            uncommitted_bytes=data.uncommitted_bytes,
+            erasing=data.erasing,
             queues=tuple(QueueInfo.from_wire(q) for q in data.queues),
         )

@@ -14,12 +14,15 @@ and the trio client are adapters around it that only move bytes and wait:
   blocking client passes the connection's output buffer ``out``; the trio
   client passes a frame of its own, which it writes after ``out`` under its
   send lock, so that a request cancelled before the write never goes out.
-* Two requests are *pipelined*: their reply only matters if it is an error.
+* Two requests are *pipelined*: the daemon answers them only if they fail.
   :meth:`~ClientProtocol.begin` packs a transaction's Begin (the client
   chooses the transaction id) and :meth:`~ClientProtocol.pipeline_send` a
   send in it; both go to ``out``, and ``pipelined`` notes the transaction of
-  each request id. ``pipeline_send`` returns True once ``out`` holds more than
-  256 KiB: the adapter writes it then, else with its next request that waits
+  each request id until the transaction's Commit or Abort is answered (the
+  daemon answers in order, so any failure of them comes first).
+  ``pipeline_send`` returns True once ``out`` holds more than 64 KiB: the
+  adapter writes it then, so that the daemon decodes the first sends while
+  the client packs the next; else it goes with the next request that waits
   for a reply.
 * The adapter feeds every byte it reads to :meth:`~ClientProtocol.receive_data`.
   The core splits the stream into replies (``_codec.ReplyReader``): a
@@ -57,6 +60,7 @@ from ._codec import (
     BEGIN,
     COMMIT,
     ReplyReader,
+    SendOptions,
     append_receive,
     append_send,
     append_tx_request,
@@ -70,7 +74,7 @@ from ._errors import (
     TransactionNotFound,
     error_from_reply,
 )
-from ._message import Delivery, Message, QueueInfo, Status
+from ._message import Message, QueueInfo, Status
 
 #: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
 MAX_REQUEST_ID: Final = 0xFFFFFFFF
@@ -93,7 +97,7 @@ class TransactionState:
     aborts instead of committing.
     """
 
-    __slots__ = ("_error", "ended", "ending", "id")
+    __slots__ = ("_error", "ended", "ending", "id", "request_ids")
 
     def __init__(self, tx_id: int) -> None:
         #: The transaction's id (chosen by the client).
@@ -101,6 +105,8 @@ class TransactionState:
         self.ended = False
         #: How it ended: open, by commit(), by abort(), or by a commit() that aborted.
         self.ending = _OPEN
+        #: Ids of its pipelined requests, answered only if they fail.
+        self.request_ids: list[int] = []
         self._error: tuple[int, str] | None = None
 
     @property
@@ -164,11 +170,13 @@ class Waiter:
     reads until ``reply`` is set.
     """
 
-    __slots__ = ("reply", "request_id")
+    __slots__ = ("ends", "reply", "request_id")
 
     def __init__(self, request_id: int) -> None:
         self.request_id = request_id
         self.reply: cf.FrameValue | None = None
+        #: The transaction this request ends (a Commit or Abort), if any.
+        self.ends: TransactionState | None = None
 
     def wake(self) -> None:
         """Called once the reply has come, or the connection broke before it did."""
@@ -222,7 +230,7 @@ class ClientProtocol(Generic[W]):
         self._waiters: dict[int, W] = {}
         self._next_id = 0
         self._next_tx_id = 0
-        self._reader = ReplyReader(self.pipelined, self._deliver)
+        self._reader = ReplyReader(self._deliver)
         self._stream_prefix = self._lost_prefix() if address_in_stream_errors else ""
 
     # ------------------------------------------------------------------
@@ -302,17 +310,7 @@ class ClientProtocol(Generic[W]):
         destination: str,
         body: bytes | bytearray | memoryview | str,
         transactional: bool | None,
-        label: str,
-        correlation_id: bytes | None,
-        app_specific: int,
-        priority: int,
-        delivery: str | Delivery,
-        acknowledge: int,
-        journal: int,
-        admin_queue: str,
-        response_queue: str,
-        time_to_reach_queue: float | None,
-        time_to_be_received: float | None,
+        options: SendOptions,
     ) -> W:
         """Pack a send outside any transaction (the arguments of ``QueueManager.send``).
 
@@ -326,11 +324,7 @@ class ClientProtocol(Generic[W]):
             raise InvalidArgument(msg)
         self.check_open()
         request_id = self.new_id()
-        append_send(
-            out, request_id, 0, mode, destination, body, label, correlation_id,
-            app_specific, priority, delivery, acknowledge, journal, admin_queue,
-            response_queue, time_to_reach_queue, time_to_be_received,
-        )  # fmt: skip
+        append_send(out, request_id, 0, mode, destination, body, options)
         return self._expect(request_id)
 
     def receive_request(
@@ -370,7 +364,9 @@ class ClientProtocol(Generic[W]):
         request_id = self.new_id()
         kind = COMMIT if state.ending == _COMMIT else ABORT
         append_tx_request(out, kind, request_id, state.id)
-        return self._expect(request_id)
+        waiter = self._expect(request_id)
+        waiter.ends = state
+        return waiter
 
     # ------------------------------------------------------------------
     # Pipelined requests
@@ -391,23 +387,14 @@ class ClientProtocol(Generic[W]):
         request_id = self.new_id()
         append_tx_request(self.out, BEGIN, request_id, state.id)
         self.pipelined[request_id] = state
+        state.request_ids.append(request_id)
 
     def pipeline_send(
         self,
         state: TransactionState,
         destination: str,
         body: bytes | bytearray | memoryview | str,
-        label: str,
-        correlation_id: bytes | None,
-        app_specific: int,
-        priority: int,
-        delivery: str | Delivery,
-        acknowledge: int,
-        journal: int,
-        admin_queue: str,
-        response_queue: str,
-        time_to_reach_queue: float | None,
-        time_to_be_received: float | None,
+        options: SendOptions,
     ) -> bool:
         """Pack a send in the transaction ``state`` into ``out``; True if ``out`` should go now.
 
@@ -428,13 +415,10 @@ class ClientProtocol(Generic[W]):
         if request_id > MAX_REQUEST_ID:
             request_id = 1
         out = self.out
-        append_send(
-            out, request_id, state.id, 0, destination, body, label, correlation_id,
-            app_specific, priority, delivery, acknowledge, journal, admin_queue,
-            response_queue, time_to_reach_queue, time_to_be_received,
-        )  # fmt: skip
+        append_send(out, request_id, state.id, 0, destination, body, options)
         self._next_id = request_id
         self.pipelined[request_id] = state
+        state.request_ids.append(request_id)
         return len(out) > PIPELINE_FLUSH_BYTES
 
     # ------------------------------------------------------------------
@@ -472,8 +456,20 @@ class ClientProtocol(Generic[W]):
             raise self.fail(msg) from None
 
     def _deliver(self, request_id: int, value: cf.FrameValue) -> None:
+        state = self.pipelined.pop(request_id, None)
+        if state is not None:
+            if type(value) is cf.ErrorReply:
+                state.fail(value.code, value.message)
+            return
         waiter = self._waiters.pop(request_id, None)
         if waiter is not None:
+            ended = waiter.ends
+            if ended is not None:
+                # Every failure of its pipelined requests was answered before this.
+                pipelined = self.pipelined
+                for pipelined_id in ended.request_ids:
+                    pipelined.pop(pipelined_id, None)
+                ended.request_ids.clear()
             waiter.reply = value
             waiter.wake()
         elif request_id == 0 and type(value) is cf.ErrorReply:

@@ -38,7 +38,7 @@ import socket
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final, Self, Unpack
 
 import trio
 
@@ -46,8 +46,9 @@ from wire import client_frames as cf
 
 from . import _common as common
 from . import _protocol as protocol
+from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
-from ._message import Delivery, Message, QueueInfo, Status
+from ._message import Message, QueueInfo, Status
 from ._protocol import ClientProtocol, PeekPages, TransactionState, Waiter
 
 __all__ = ["AsyncQueueManager", "AsyncTransaction", "open_client"]
@@ -217,29 +218,15 @@ class AsyncQueueManager:
         destination: str,
         body: bytes | bytearray | memoryview | str,
         *,
-        label: str = "",
-        correlation_id: bytes | None = None,
-        app_specific: int = 0,
-        priority: int = 3,
-        delivery: str | Delivery = "recoverable",
-        acknowledge: int = 0,
-        journal: int = 0,
-        admin_queue: str = "",
-        response_queue: str = "",
-        time_to_reach_queue: float | None = None,
-        time_to_be_received: float | None = None,
         transactional: bool | None = None,
+        **options: Unpack[SendOptions],
     ) -> str:
         """Send one message outside any transaction; return its message id.
 
         The arguments are those of ``QueueManager.send``.
         """
         frame = bytearray()
-        waiter = self._proto.send_request(
-            frame, destination, body, transactional, label, correlation_id, app_specific,
-            priority, delivery, acknowledge, journal, admin_queue, response_queue,
-            time_to_reach_queue, time_to_be_received,
-        )  # fmt: skip
+        waiter = self._proto.send_request(frame, destination, body, transactional, options)
         return protocol.message_id(await self._exchange(waiter, frame))
 
     async def receive(
@@ -428,25 +415,10 @@ class AsyncTransaction:
         self,
         destination: str,
         body: bytes | bytearray | memoryview | str,
-        *,
-        label: str = "",
-        correlation_id: bytes | None = None,
-        app_specific: int = 0,
-        priority: int = 3,
-        delivery: str | Delivery = "recoverable",
-        acknowledge: int = 0,
-        journal: int = 0,
-        admin_queue: str = "",
-        response_queue: str = "",
-        time_to_reach_queue: float | None = None,
-        time_to_be_received: float | None = None,
+        **options: Unpack[SendOptions],
     ) -> None:
         """Add a message to the transaction (pipelined); see ``Transaction.send``."""
-        if self._proto.pipeline_send(
-            self._state, destination, body, label, correlation_id, app_specific, priority,
-            delivery, acknowledge, journal, admin_queue, response_queue,
-            time_to_reach_queue, time_to_be_received,
-        ):  # fmt: skip
+        if self._proto.pipeline_send(self._state, destination, body, options):
             await self._qm._write()
 
     async def receive(

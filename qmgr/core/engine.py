@@ -1,183 +1,109 @@
-"""The queue-manager core: queues, transactions and locks, without I/O.
+"""The queue-manager core: queues, transactions and receives, decided without I/O.
 
 Theory of operation
 -------------------
-The store (``storage.Store``) holds only committed state: queues and the
-messages in them. Everything that is not yet committed lives here, in memory,
-on purpose:
+The core decides and the writer writes. Every change the core wants is a
+``storage.Unit`` it *returns*; the daemon hands the unit to its writer, and
+gives the unit's outcome back to the matching ``..._done`` method, which
+finishes the job (releases holds, counts, translates a failure into the
+core's own error). The core reads the store (queues, messages) but never
+writes it, never awaits, never reads a clock (``now`` is an argument:
+monotonic seconds for timeouts, ``wall`` unix seconds for message times)
+and never logs.
 
-* an open :class:`Transaction` keeps its sends (bounded in count and bytes)
-  and the messages it has received;
-* a received-but-uncommitted message is *locked*: its LookupId is in
-  ``_locks[queue_id]`` and every other reader skips it. Nothing about the lock
-  is written to disk, so a crash aborts every open transaction simply by
-  forgetting: after a restart the locked messages are visible again, in their
-  places, and the uncommitted sends never existed.
+What is not yet committed lives here, in memory, on purpose:
 
-Committing turns a transaction into one ``storage.CommitUnit`` (removals of
-what it received, then its sends in order). The caller hands units to the
-store's ``commit_batch`` — several transactions share one write transaction
-and one sync (group commit) — and then reports each outcome back with
-:meth:`QueueManagerCore.finish_commit`, which releases the locks. A
-non-transacted receive (or a single-message transaction) is the same thing
-with one removal. Aborting releases the locks, and messages go back to their
-original positions because they never left the store: they keep their
-LookupIds.
+* an open :class:`Transaction` keeps its sends (bounded per transaction and,
+  across all of them, by the ``uncommitted`` budget) and its receives;
+* a received-but-uncommitted message is *held* (``locks``): every other
+  reader passes over it.
 
-MSMQ's rules about mixing transactions and queues are enforced here (see
-:meth:`QueueManagerCore.prepare_send` and :meth:`QueueManagerCore.check_receive`).
-Time is always an argument (``now``); this module never reads a clock, never
-logs and never blocks except inside the store's own calls.
+A crash therefore aborts every open transaction by forgetting it: after a
+restart the held messages are visible again, in their places, and the
+uncommitted sends never existed.
+
+A commit is one atomic unit: the removals of what the transaction received
+(first, so that their space counts for its sends' quota), then its sends,
+in order. A receive outside a transaction is a unit of one removal, written
+before the message is returned.
 """
 
 from __future__ import annotations
 
-import enum
-import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Final, Protocol
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final
 
 import storage
 from storage import (
-    CommitOutcome,
-    CommitUnit,
-    MessageRecord,
-    NewMessage,
+    AppendMessage,
+    CreateQueue,
+    DeleteQueue,
+    EraseStep,
+    PurgeQueue,
     QueueKind,
     QueueRecord,
-    Removal,
+    RemoveMessage,
+    ReserveOrdinals,
     Store,
+    Unit,
+    UnitOutcome,
 )
-from wire.client_frames import MAX_LABEL_CHARS, MAX_MESSAGE_BODY
+from wire import MessageProperties
 
 from . import names
+from .budget import MemoryBudget
 from .errors import (
     AccessDenied,
-    InternalError,
     InvalidArgument,
-    InvalidName,
-    MessageTooLarge,
+    LimitExceeded,
     NotSupported,
-    QueueExists,
     QueueManagerError,
     QueueNotFound,
-    QuotaExceeded,
-    StoreFull,
     TransactionAborted,
     TransactionTooLarge,
     TransactionUsageError,
+    from_store_error,
 )
+from .locks import LockTable
+from .ordinals import OrdinalAllocator
+from .sends import SendMode, check_message, send_is_transactional
+from .transactions import Transaction, TransactionState
 
-INFINITE: Final = 0xFFFFFFFF
+__all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
+
 #: Parsed destinations remembered; the cache starts over when it is full.
 FORMAT_NAME_CACHE_SIZE: Final = 4096
-CORRELATION_ID_SIZE: Final = 20
-
-
-class SendMode(enum.IntEnum):
-    """How a send outside an explicit transaction is carried out (MQ_*_TRANSACTION)."""
-
-    AUTO = 0  #: single-message transaction for a transactional queue, none otherwise
-    NONE = 1  #: explicitly non-transactional (an error on a transactional queue)
-    SINGLE = 2  #: a single-message transaction (an error on a non-transactional queue)
-
-
-class SendProperties(Protocol):
-    """What a sender sets on a message: :class:`MessageProperties`, or a
-    client-protocol ``Send`` frame, which carries the same fields."""
-
-    @property
-    def body(self) -> bytes: ...
-    @property
-    def label(self) -> str: ...
-    @property
-    def correlation_id(self) -> bytes: ...
-    @property
-    def app_specific(self) -> int: ...
-    @property
-    def priority(self) -> int: ...
-    @property
-    def delivery(self) -> int: ...
-    @property
-    def acknowledge(self) -> int: ...
-    @property
-    def journal(self) -> int: ...
-    @property
-    def admin_queue(self) -> str: ...
-    @property
-    def response_queue(self) -> str: ...
-    @property
-    def time_to_reach_queue(self) -> int: ...
-    @property
-    def time_to_be_received(self) -> int: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MessageProperties:
-    """What a sender sets on a message."""
-
-    body: bytes = b""
-    label: str = ""
-    correlation_id: bytes = b""
-    app_specific: int = 0
-    priority: int = 3
-    delivery: int = 1
-    acknowledge: int = 0
-    journal: int = 0
-    admin_queue: str = ""
-    response_queue: str = ""
-    time_to_reach_queue: int = INFINITE
-    time_to_be_received: int = INFINITE
+_SYSTEM_QUEUES: Final = (
+    (names.DEADLETTER, QueueKind.DEADLETTER),
+    (names.DEADXACT, QueueKind.DEADXACT),
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Limits:
-    """Bounds that keep one client from exhausting the daemon's memory."""
+    """Bounds that keep clients from exhausting the daemon's memory."""
 
+    #: Sends plus receives in one transaction.
     max_transaction_operations: int = 100_000
-    max_transaction_bytes: int = 256 * 1024 * 1024
-
-
-class TransactionState(enum.Enum):
-    """Life of a transaction: OPEN → COMMITTING → ENDED, or OPEN → ENDED on abort."""
-
-    OPEN = "open"
-    COMMITTING = "committing"
-    ENDED = "ended"
-
-
-@dataclass(slots=True, eq=False)
-class Transaction:
-    """An internal transaction: its sends and its locked receives, in memory."""
-
-    tx_id: int
-    owner: object
-    started_at: float
-    last_activity: float
-    sends: list[NewMessage] = field(default_factory=list)
-    send_bytes: int = 0
-    receives: list[tuple[int, int]] = field(default_factory=list)
-    state: TransactionState = TransactionState.OPEN
-    #: Set when something outside the client ended it (timeout, queue deleted).
-    abort_reason: str | None = None
-    #: The id the owning connection knows it by.
-    client_id: int = 0
-
-    @property
-    def operations(self) -> int:
-        """Sends plus receives so far."""
-        return len(self.sends) + len(self.receives)
+    #: Body bytes sent in one transaction (once per destination queue).
+    max_transaction_bytes: int = 256 << 20
+    #: Bytes of messages held by all open transactions together.
+    max_uncommitted_bytes: int = 512 << 20
 
 
 @dataclass(frozen=True, slots=True)
 class PreparedSend:
-    """A validated send: one new message per destination queue."""
+    """A validated, stamped send."""
 
-    messages: tuple[NewMessage, ...]
+    #: The queues it goes to, in format-name order.
     queues: tuple[QueueRecord, ...]
-    #: True if the caller must commit it as a transaction (sync before reply).
+    #: The message id it was given.
+    message_id: str
+    #: True if it is (part of) a transaction: written with a sync before any reply.
     transactional: bool
+    #: Outside a transaction: the unit to write now. Inside one: None (kept in it).
+    unit: Unit | None
 
 
 class QueueManagerCore:
@@ -193,37 +119,41 @@ class QueueManagerCore:
         self.store = store
         self.identity = identity or names.LocalIdentity()
         self.limits = limits or Limits()
-        self._locks: dict[int, set[int]] = {}
-        self._purge_pending: set[tuple[int, int]] = set()
+        self.locks = LockTable()
+        #: Bytes of messages in open transactions, for all clients together.
+        self.uncommitted = MemoryBudget(
+            self.limits.max_uncommitted_bytes, what="messages in open transactions"
+        )
+        self.ordinals = OrdinalAllocator(store.ordinal_limit)
+        #: Transactions committed and aborted since the start.
+        self.commits = 0
+        self.aborts = 0
+        self._guid = store.qm_guid
         self._transactions: dict[int, Transaction] = {}
         self._next_tx_id = 1
         self._format_names: dict[str, names.FormatName] = {}
 
-    # ------------------------------------------------------------------
-    # Start-up
-    # ------------------------------------------------------------------
+    # ------------------------------------------------------------------ start-up
 
-    def ensure_system_queues(self, now: float) -> list[str]:
-        """Create the dead-letter queues if missing; return the names created."""
-        created = []
-        for key, kind in (
-            (names.DEADLETTER, QueueKind.DEADLETTER),
-            (names.DEADXACT, QueueKind.DEADXACT),
-        ):
-            if self.store.get_queue(key) is None:
-                self.store.create_queue(
-                    name=key,
-                    display_name=key,
-                    kind=kind,
-                    transactional=kind is QueueKind.DEADXACT,
-                    now=now,
+    def system_queue_units(self, wall: float) -> list[Unit]:
+        """Units creating the dead-letter queues that do not exist yet."""
+        return [
+            Unit(
+                (
+                    CreateQueue(
+                        key,
+                        key,
+                        kind=kind,
+                        transactional=kind is QueueKind.DEADXACT,
+                        created_at=wall,
+                    ),
                 )
-                created.append(key)
-        return created
+            )
+            for key, kind in _SYSTEM_QUEUES
+            if self.store.get_queue(key) is None
+        ]
 
-    # ------------------------------------------------------------------
-    # Queues
-    # ------------------------------------------------------------------
+    # ------------------------------------------------------------------ queues
 
     def queue(self, reference: str) -> QueueRecord:
         """Resolve a local queue reference (name or format name) to its record.
@@ -238,6 +168,14 @@ class QueueManagerCore:
             raise QueueNotFound(msg)
         return record
 
+    def list_queues(self) -> list[QueueRecord]:
+        """Every queue, by name."""
+        return self.store.list_queues()
+
+    def held_count(self, queue_id: int) -> int:
+        """Messages of the queue held by open transactions (or being removed)."""
+        return self.locks.count(queue_id)
+
     def create_queue(
         self,
         name: str,
@@ -245,37 +183,41 @@ class QueueManagerCore:
         transactional: bool = False,
         journal: bool = False,
         quota: int | None = None,
-        now: float,
-    ) -> QueueRecord:
-        """Create a private queue and its journal queue.
+        wall: float,
+    ) -> Unit:
+        """The unit that creates a private queue and its journal queue.
 
         Raises:
-            InvalidName, InvalidArgument, QueueExists, StoreFull
+            InvalidName, InvalidArgument
         """
         display = _strip_private_prefix(name)
         key = names.validate_queue_name(display)
         if quota is not None and quota < 0:
             msg = f"quota must be a positive number of bytes, not {quota}"
             raise InvalidArgument(msg)
-        try:
-            return self.store.create_queue(
-                name=key,
-                display_name=display,
-                transactional=transactional,
-                journal=journal,
-                quota=quota,
-                now=now,
-            )
-        except storage.QueueExists:
-            msg = f"queue {display!r} already exists"
-            raise QueueExists(msg) from None
-        except storage.StoreError as exc:
-            raise _translate_store_error(exc) from exc
+        op = CreateQueue(
+            key,
+            display,
+            transactional=transactional,
+            journal=journal,
+            quota=quota,
+            created_at=wall,
+        )
+        return Unit((op,))
 
-    def delete_queue(self, reference: str) -> int:
-        """Delete a queue, its journal and their messages; return how many messages went.
+    @staticmethod
+    def queue_created(outcome: UnitOutcome) -> QueueRecord:
+        """The queue a create unit made.
 
-        Open transactions that received from it fail when they commit.
+        Raises:
+            QueueExists, InvalidArgument, StoreFull: the unit failed.
+        """
+        result = _only_result(outcome)
+        assert isinstance(result, storage.QueueCreated)
+        return result.record
+
+    def delete_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
+        """The queue and the unit that deletes it (its journal queue and their messages).
 
         Raises:
             InvalidName, QueueNotFound, AccessDenied
@@ -284,146 +226,250 @@ class QueueManagerCore:
         if record.kind is not QueueKind.NORMAL:
             msg = f"{record.display_name!r} is a system or journal queue and cannot be deleted"
             raise AccessDenied(msg)
-        try:
-            count = self.store.delete_queue(record.name)
-        except storage.StoreError as exc:
-            raise _translate_store_error(exc) from exc
-        for queue_id in (record.queue_id, record.journal_id):
-            if queue_id is not None:
-                self._locks.pop(queue_id, None)
-        self._purge_pending = {item for item in self._purge_pending if item[0] != record.queue_id}
-        return count
+        return record, Unit((DeleteQueue(record.queue_id),))
 
-    def purge_queue(self, reference: str) -> int:
-        """Delete every message in a queue; return how many.
+    def queue_deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
+        """How many messages a delete unit removed, and the queue ids that are gone.
 
-        Messages locked by open transactions are marked: they leave the queue
-        when their transaction ends, whether it commits or aborts (MSMQ's
-        PurgePending).
+        Transactions holding messages of those queues fail when they commit.
+
+        Raises:
+            QueueNotFound: it was already gone.
+        """
+        result = _only_result(outcome)
+        assert isinstance(result, storage.QueueDeleted)
+        for queue_id in result.queue_ids:
+            self.locks.drop_queue(queue_id)
+        return result.messages, list(result.queue_ids)
+
+    def purge_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
+        """The queue and the unit that purges it.
+
+        Messages held by open transactions leave the queue when their
+        transaction ends, whether it commits or aborts (MSMQ's PurgePending).
+
+        Raises:
+            InvalidName, QueueNotFound
         """
         record = self.queue(reference)
-        locked = self._locks.get(record.queue_id, set())
-        try:
-            count = self.store.purge_queue(record.queue_id, keep=locked)
-        except storage.StoreError as exc:
-            raise _translate_store_error(exc) from exc
-        self._purge_pending.update((record.queue_id, lookup_id) for lookup_id in locked)
-        return count
+        return record, Unit((PurgeQueue(record.queue_id),))
 
-    def list_queues(self) -> list[QueueRecord]:
-        """Every queue, by name."""
-        return self.store.list_queues()
+    @staticmethod
+    def queue_purged(outcome: UnitOutcome) -> int:
+        """How many messages a purge unit made disappear.
 
-    def locked_count(self, queue_id: int) -> int:
-        """Messages of the queue held by open transactions."""
-        return len(self._locks.get(queue_id, ()))
+        Raises:
+            QueueNotFound: the queue was gone.
+        """
+        result = _only_result(outcome)
+        assert isinstance(result, storage.QueuePurged)
+        return result.messages
 
-    # ------------------------------------------------------------------
-    # Transactions
-    # ------------------------------------------------------------------
+    def erase_unit(self, queue_id: int, limit: int) -> Unit:
+        """One bounded step of erasing a deleted queue's or a purge's messages."""
+        keep = self.locks.held_ids(queue_id)
+        return Unit((EraseStep(queue_id, limit, keep),))
+
+    # ------------------------------------------------------------------ message ids
+
+    def ordinal_reservation(self) -> Unit | None:
+        """A unit raising the store's message-id limit, when it is time for one."""
+        limit = self.ordinals.reservation()
+        return None if limit is None else Unit((ReserveOrdinals(limit),))
+
+    def ordinals_reserved(self, unit: Unit, outcome: UnitOutcome | None) -> None:
+        """The reservation unit was written (``outcome``) or failed (None)."""
+        op = unit.ops[0]
+        assert isinstance(op, ReserveOrdinals)
+        if outcome is None or outcome.error is not None:
+            self.ordinals.reservation_failed()
+        else:
+            self.ordinals.reserved(op.limit)
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def reservation_wanted(self) -> bool:
+        """True when message ids run low and :meth:`ordinal_reservation` has a unit to write."""
+        return self.ordinals.wanted
 
     @property
     def open_transactions(self) -> int:
         """Transactions not yet ended."""
         return len(self._transactions)
 
-    def begin(self, owner: object, now: float) -> Transaction:
-        """Open an internal transaction owned by ``owner`` (a client connection)."""
-        tx = Transaction(tx_id=self._next_tx_id, owner=owner, started_at=now, last_activity=now)
+    def begin(self, owner: object, client_id: int, now: float) -> Transaction:
+        """Open a transaction owned by ``owner`` (a connection), known there as ``client_id``."""
+        tx = Transaction(
+            tx_id=self._next_tx_id,
+            owner=owner,
+            client_id=client_id,
+            started_at=now,
+            last_activity=now,
+        )
         self._next_tx_id += 1
         self._transactions[tx.tx_id] = tx
         return tx
 
     def idle_transactions(self, now: float, timeout: float) -> list[Transaction]:
-        """Open transactions with no activity for ``timeout`` seconds."""
+        """Open transactions with no activity for ``timeout`` seconds (monotonic ``now``)."""
         return [
             tx
             for tx in self._transactions.values()
             if tx.state is TransactionState.OPEN and now - tx.last_activity > timeout
         ]
 
-    def abort(self, tx: Transaction) -> set[int]:
-        """Abort: drop the sends, return received messages to their places.
+    def commit(self, tx: Transaction) -> Unit:
+        """The unit that commits ``tx``: its removals, then its sends.
+
+        Raises:
+            TransactionAborted: the daemon ended it (the caller aborts it).
+            the error of a failed operation in it, saying so: it can only be
+                aborted (the caller aborts it).
+        """
+        if tx.abort_reason is not None or tx.failure is not None:
+            raise _abort_error(tx)
+        tx.state = TransactionState.COMMITTING
+        removals = tuple(self._removal(queue_id, lookup_id) for queue_id, lookup_id in tx.receives)
+        return Unit(removals + tuple(tx.sends))
+
+    def commit_done(
+        self, tx: Transaction, unit: Unit, outcome: UnitOutcome
+    ) -> tuple[set[int], QueueManagerError | None]:
+        """Finish a commit whose unit was written, or refused (``outcome.error``).
 
         Returns:
-            The queue ids whose messages became visible again (wake their readers).
+            The queues whose readers should wake up, and the error if the unit
+            failed (quota, a queue deleted, the store full): the transaction
+            was then aborted instead.
+        """
+        error = outcome.error
+        if error is not None:
+            woken = self._end(tx, committed=False)
+            context = f"transaction {tx.client_id} was aborted: "
+            return woken, from_store_error(error, context=context)
+        woken = self._end(tx, committed=True)
+        self._note_arrivals(unit, outcome)
+        woken.update(op.queue_id for op in unit.ops if isinstance(op, AppendMessage))
+        return woken, None
+
+    def commit_failed(
+        self, tx: Transaction, error: BaseException
+    ) -> tuple[set[int], QueueManagerError]:
+        """The writer could not write the batch holding the commit: abort the transaction.
+
+        Returns:
+            The queues to wake, and the error to report.
+        """
+        woken = self._end(tx, committed=False)
+        context = f"transaction {tx.client_id} was aborted: "
+        return woken, from_store_error(error, context=context)
+
+    def abort(self, tx: Transaction, reason: str | None = None) -> set[int]:
+        """Abort: drop the sends, release the received messages.
+
+        Args:
+            reason: set when the daemon ends the transaction on its own (the
+                owner is told why the next time it uses it).
+
+        Returns:
+            The queues whose readers should wake up (messages visible again).
         """
         if tx.state is TransactionState.ENDED:
             return set()
+        if reason is not None:
+            tx.abort_reason = reason
+        return self._end(tx, committed=False)
+
+    def _end(self, tx: Transaction, *, committed: bool) -> set[int]:
         tx.state = TransactionState.ENDED
         self._transactions.pop(tx.tx_id, None)
+        self.uncommitted.release(tx.held_bytes)
+        tx.held_bytes = 0
         tx.sends.clear()
+        if committed:
+            self.commits += 1
+            for queue_id, lookup_id in tx.receives:
+                self.locks.forget(queue_id, lookup_id)
+            tx.receives.clear()
+            return set()
+        self.aborts += 1
         woken = self._release(tx.receives)
         tx.receives.clear()
         return woken
 
-    def prepare_commit(self, tx: Transaction) -> CommitUnit:
-        """Turn an open transaction into a unit for ``Store.commit_batch``.
-
-        Raises:
-            TransactionAborted: it was ended by the daemon meanwhile.
-        """
-        if tx.abort_reason is not None:
-            msg = f"transaction {tx.tx_id} was aborted: {tx.abort_reason}"
-            raise TransactionAborted(msg)
-        tx.state = TransactionState.COMMITTING
-        return CommitUnit(sends=tuple(tx.sends), removals=self._removals(tx.receives))
-
-    def finish_commit(
-        self, tx: Transaction, outcome: CommitOutcome
-    ) -> tuple[set[int], QueueManagerError | None]:
-        """Record the store's verdict on a committed transaction.
-
-        Returns:
-            The queue ids to wake (queues that received messages or, if the
-            unit failed, queues whose locked messages are visible again), and
-            the error that aborted the transaction, if it failed.
-        """
-        tx.state = TransactionState.ENDED
-        self._transactions.pop(tx.tx_id, None)
-        if outcome.error is not None:
-            woken = self._release(tx.receives)
-            error = _translate_store_error(outcome.error)
-            msg = f"transaction {tx.tx_id} was aborted: {error.message}"
-            return woken, TransactionAborted(msg)
-        self._forget(tx.receives)
-        return {send.queue_id for send in outcome.sends}, None
-
-    def expire(self, tx: Transaction, reason: str) -> set[int]:
-        """End a transaction on the daemon's initiative (idle timeout, client gone)."""
-        tx.abort_reason = reason
-        return self.abort(tx)
-
-    # ------------------------------------------------------------------
-    # Sending
-    # ------------------------------------------------------------------
+    # ------------------------------------------------------------------ sending
 
     def prepare_send(
         self,
-        destination: str,
-        properties: SendProperties,
+        message: MessageProperties,
         *,
         tx: Transaction | None,
         mode: SendMode = SendMode.AUTO,
         now: float,
-    ) -> PreparedSend:
-        """Validate a send and build the messages it creates.
-
-        With ``tx`` the messages are added to the transaction (visible at its
-        commit). Without one, the caller commits the returned messages at once:
-        as a single-message transaction on transactional queues, or as a plain
-        store write on the others.
+        wall: float,
+    ) -> PreparedSend | None:
+        """Validate a send, give the message its id, and keep it in ``tx`` (returning
+        None) or, outside a transaction, return it with the unit that writes it.
 
         Raises:
             InvalidName, QueueNotFound, AccessDenied, NotSupported,
             TransactionUsageError, MessageTooLarge, InvalidArgument,
-            TransactionTooLarge
+            TransactionTooLarge, LimitExceeded
         """
-        _check_properties(properties)
-        for reference in (properties.admin_queue, properties.response_queue):
+        check_message(message)
+        for reference in (message.admin_queue, message.response_queue):
             if reference:
                 self._parse(reference)
-        format_name = self._parse(destination)
+        queues = self._local_queues(self._parse(message.destination))
+        transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
+        body_size = message.body_size
+        if tx is not None:
+            self._check_room(tx, operations=len(queues), body_bytes=body_size * len(queues))
+        stamped = message.stamp(
+            source_qm=self._guid,
+            ordinal=self.ordinals.take(),
+            sent_time=wall,
+            transactional=transactional,
+        )
+        payload = stamped.raw
+        priority = stamped.priority
+        appends = [AppendMessage(queue.queue_id, payload, priority, body_size) for queue in queues]
+        if tx is None:
+            return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
+        size = len(payload)
+        if not self.uncommitted.try_reserve(size):
+            raise LimitExceeded(self.uncommitted.refusal(size))
+        tx.held_bytes += size
+        tx.sends.extend(appends)
+        tx.send_bytes += body_size * len(queues)
+        tx.last_activity = now
+        return None
+
+    def send_done(self, prepared: PreparedSend, outcome: UnitOutcome) -> int:
+        """Finish a send outside a transaction; returns the first queue's lookup id.
+
+        Raises:
+            QueueManagerError: it could not be written (quota, queue gone, store full).
+        """
+        assert prepared.unit is not None
+        error = outcome.error
+        if error is not None:
+            raise from_store_error(error)
+        self.commits += 1
+        self._note_arrivals(prepared.unit, outcome)
+        first = outcome.results[0]
+        assert isinstance(first, storage.Appended)
+        return first.lookup_id
+
+    def _local_queues(self, format_name: names.FormatName) -> tuple[QueueRecord, ...]:
+        if len(format_name.elements) == 1:
+            # The usual case, without building lists.
+            element = format_name.elements[0]
+            if element.is_local and not element.is_system and not element.is_journal:
+                record = self.store.get_queue(element.queue)
+                if record is not None:
+                    return (record,)
         queues: list[QueueRecord] = []
         for element in format_name.elements:
             if not element.is_local:
@@ -440,39 +486,20 @@ class QueueManagerCore:
                 msg = f"queue {element.text!r} does not exist"
                 raise QueueNotFound(msg)
             queues.append(record)
+        return tuple(queues)
 
-        transactional = self._send_is_transactional(queues, tx, mode)
-        if tx is not None:
-            size = len(properties.body) * len(queues)
-            if (
-                tx.operations + len(queues) > self.limits.max_transaction_operations
-                or tx.send_bytes + size > self.limits.max_transaction_bytes
-            ):
-                msg = (
-                    f"transaction {tx.tx_id} would hold more than "
-                    f"{self.limits.max_transaction_operations} operations or "
-                    f"{self.limits.max_transaction_bytes} bytes; commit it and start another"
-                )
-                raise TransactionTooLarge(msg)
-        messages = tuple(
-            NewMessage(
-                queue_id=queue.queue_id,
-                record=_message_record(
-                    properties,
-                    queue=queue,
-                    destination=destination if not format_name.is_multiple else element.text,
-                    transactional=transactional,
-                    source_qm=self.store.qm_guid,
-                    now=now,
-                ),
+    def _check_room(self, tx: Transaction, *, operations: int, body_bytes: int) -> None:
+        limits = self.limits
+        if (
+            tx.operations + operations > limits.max_transaction_operations
+            or tx.send_bytes + body_bytes > limits.max_transaction_bytes
+        ):
+            msg = (
+                f"transaction {tx.client_id} would hold more than "
+                f"{limits.max_transaction_operations} operations or "
+                f"{limits.max_transaction_bytes} bytes; commit it and start another"
             )
-            for queue, element in zip(queues, format_name.elements, strict=True)
-        )
-        if tx is not None:
-            tx.sends.extend(messages)
-            tx.send_bytes += len(properties.body) * len(messages)
-            tx.last_activity = now
-        return PreparedSend(messages=messages, queues=tuple(queues), transactional=transactional)
+            raise TransactionTooLarge(msg)
 
     def _parse(self, text: str) -> names.FormatName:
         """Parse a format name, remembering the answer (senders repeat themselves)."""
@@ -484,51 +511,20 @@ class QueueManagerCore:
             self._format_names[text] = parsed
         return parsed
 
-    def _send_is_transactional(
-        self, queues: Sequence[QueueRecord], tx: Transaction | None, mode: SendMode
-    ) -> bool:
-        for queue in queues:
-            if tx is not None and not queue.transactional:
-                msg = (
-                    f"queue {queue.display_name!r} is not transactional; "
-                    "send to it outside the transaction"
-                )
-                raise TransactionUsageError(msg)
-            if tx is None and mode is SendMode.NONE and queue.transactional:
-                msg = (
-                    f"queue {queue.display_name!r} is transactional; "
-                    "send inside a transaction or as a single-message transaction"
-                )
-                raise TransactionUsageError(msg)
-            if tx is None and mode is SendMode.SINGLE and not queue.transactional:
-                msg = (
-                    f"queue {queue.display_name!r} is not transactional; send without a transaction"
-                )
-                raise TransactionUsageError(msg)
-        if tx is not None:
-            return True
-        kinds = {queue.transactional for queue in queues}
-        if len(kinds) > 1:
-            msg = (
-                "a multiple-element send outside a transaction cannot mix "
-                "transactional queues with others"
-            )
-            raise TransactionUsageError(msg)
-        return kinds == {True}
+    # ------------------------------------------------------------------ receiving
 
-    # ------------------------------------------------------------------
-    # Receiving
-    # ------------------------------------------------------------------
-
-    def check_receive(self, queue: QueueRecord, tx: Transaction | None, *, peek: bool) -> None:
+    @staticmethod
+    def check_receive(queue: QueueRecord, tx: Transaction | None, *, peek: bool) -> None:
         """Apply MSMQ's rules for who may receive from a queue.
 
         Raises:
             TransactionUsageError: receiving inside a transaction from a
                 non-transactional queue.
+            InvalidArgument: peeking inside a transaction.
         """
-        if peek:
-            return
+        if tx is not None and peek:
+            msg = "peeking inside a transaction is not meaningful; peek outside it"
+            raise InvalidArgument(msg)
         if tx is not None and not queue.transactional:
             msg = (
                 f"queue {queue.display_name!r} is not transactional; "
@@ -536,112 +532,130 @@ class QueueManagerCore:
             )
             raise TransactionUsageError(msg)
 
-    def find(self, queue: QueueRecord, *, lookup_id: int = 0) -> tuple[int, MessageRecord] | None:
-        """The message a receive or peek would return now, skipping locked ones."""
-        locked = self._locks.get(queue.queue_id, ())
-        if lookup_id:
-            if lookup_id in locked:
-                return None
-            record = self.store.read_message(queue.queue_id, lookup_id)
-            return None if record is None else (lookup_id, record)
-        return self.store.first_available(
-            queue.queue_id, skip=locked, by_priority=not queue.transactional
-        )
+    def peek(self, queue: QueueRecord, *, lookup_id: int = 0) -> tuple[int, bytes] | None:
+        """The message a receive would take now (or the one named), without holding it."""
+        found = self._find(queue, lookup_id)
+        return None if found is None else (found[0], found[2])
 
-    def peek_range(
-        self, queue: QueueRecord, *, after: int, limit: int
-    ) -> list[tuple[int, MessageRecord]]:
-        """Visible messages with a LookupId above ``after``, in LookupId order."""
-        return self.store.read_range(
-            queue.queue_id, after=after, limit=limit, skip=self._locks.get(queue.queue_id, ())
-        )
-
-    def lock(self, queue: QueueRecord, lookup_id: int, tx: Transaction | None, now: float) -> None:
-        """Hide a message from every other reader (received in ``tx``, or being removed)."""
-        self._locks.setdefault(queue.queue_id, set()).add(lookup_id)
-        if tx is not None:
-            if tx.operations + 1 > self.limits.max_transaction_operations:
-                self._locks[queue.queue_id].discard(lookup_id)
-                msg = (
-                    f"transaction {tx.tx_id} holds too many operations; commit it and start another"
-                )
-                raise TransactionTooLarge(msg)
-            tx.receives.append((queue.queue_id, lookup_id))
-            tx.last_activity = now
-
-    def removal_unit(self, queue: QueueRecord, lookup_id: int) -> CommitUnit:
-        """A unit that removes one locked message (a non-transacted receive)."""
-        return CommitUnit(removals=self._removals([(queue.queue_id, lookup_id)]))
-
-    def finish_removal(
-        self, queue_id: int, lookup_id: int, outcome: CommitOutcome | None
-    ) -> tuple[set[int], QueueManagerError | None]:
-        """Release the lock of a non-transacted receive after its unit ran.
-
-        ``outcome`` None means the batch failed as a whole (the error is the
-        caller's); the message is then visible again.
+    def take(
+        self, queue: QueueRecord, *, lookup_id: int = 0, tx: Transaction | None, now: float
+    ) -> tuple[int, bytes] | None:
+        """Find the next free message (or the one named) and hold it, for ``tx`` or,
+        without one, for a removal the caller writes with :meth:`removal`.
 
         Returns:
-            Queue ids to wake, and the error if the removal failed.
+            ``(lookup_id, record)`` (the store's record: ``storage.message_payload``
+            reads the message), or None if there is none free.
+
+        Raises:
+            TransactionTooLarge: the transaction holds too many operations.
         """
-        if outcome is None or outcome.error is not None:
-            woken = self._release([(queue_id, lookup_id)])
-            error = None if outcome is None or outcome.error is None else outcome.error
-            return woken, None if error is None else _translate_store_error(error)
-        self._forget([(queue_id, lookup_id)])
-        return set(), None
-
-    # ------------------------------------------------------------------
-    # Locks
-    # ------------------------------------------------------------------
-
-    def _removals(self, receives: Iterable[tuple[int, int]]) -> tuple[Removal, ...]:
-        removals = []
-        for queue_id, lookup_id in receives:
-            record = self.store.get_queue_by_id(queue_id)
-            journal = bool(
-                record is not None and record.journal and record.kind is QueueKind.NORMAL
+        if tx is not None and tx.operations + 1 > self.limits.max_transaction_operations:
+            msg = (
+                f"transaction {tx.client_id} holds too many operations; commit it and start another"
             )
-            removals.append(Removal(queue_id=queue_id, lookup_id=lookup_id, journal=journal))
-        return tuple(removals)
+            raise TransactionTooLarge(msg)
+        found = self._find(queue, lookup_id)
+        if found is None:
+            return None
+        found_id, band, record = found
+        self.locks.hold(queue.queue_id, found_id, band, scanned_from_start=not lookup_id)
+        if tx is not None:
+            tx.receives.append((queue.queue_id, found_id))
+            tx.last_activity = now
+        return found_id, record
+
+    def _find(self, queue: QueueRecord, lookup_id: int) -> tuple[int, int, bytes] | None:
+        queue_id = queue.queue_id
+        if lookup_id:
+            if self.locks.is_held(queue_id, lookup_id):
+                return None
+            record = self.store.read_message(queue_id, lookup_id)
+            if record is None:
+                return None
+            band = 0 if queue.transactional else 7 - storage.message_header(record)[0]
+            return lookup_id, band, record
+        held = self.locks.held(queue_id)
+        band, start = self.locks.start(queue_id)
+        if queue.transactional:
+            found = self.store.first_fifo(queue_id, start=start, skip=held)
+            return None if found is None else (found[0], 0, found[1])
+        by_priority = self.store.first_by_priority(queue_id, start=(band, start), skip=held)
+        return None if by_priority is None else (by_priority[1], by_priority[0], by_priority[2])
+
+    def removal(self, queue: QueueRecord, lookup_id: int) -> Unit:
+        """The unit that removes a held message (a receive outside a transaction)."""
+        return Unit((self._removal(queue.queue_id, lookup_id),))
+
+    def removal_done(
+        self, queue_id: int, lookup_id: int, outcome: UnitOutcome | BaseException
+    ) -> tuple[set[int], QueueManagerError | None]:
+        """Finish a receive outside a transaction: its removal was written, failed
+        (``outcome.error``) or never written (an exception).
+
+        Returns:
+            Queues to wake, and the error if the message was not removed.
+        """
+        error = outcome if isinstance(outcome, BaseException) else outcome.error
+        if error is None:
+            self.commits += 1
+            self.locks.forget(queue_id, lookup_id)
+            return set(), None
+        return self._release([(queue_id, lookup_id)]), from_store_error(error)
+
+    def peek_range(self, queue: QueueRecord, *, after: int, limit: int) -> list[tuple[int, bytes]]:
+        """Visible messages with a LookupId above ``after``, in LookupId order."""
+        return self.store.read_range(
+            queue.queue_id, after=after, limit=limit, skip=self.locks.held(queue.queue_id)
+        )
+
+    # ------------------------------------------------------------------ holds
+
+    def _removal(self, queue_id: int, lookup_id: int) -> RemoveMessage:
+        record = self.store.get_queue_by_id(queue_id)
+        journal = bool(record is not None and record.journal and record.kind is QueueKind.NORMAL)
+        return RemoveMessage(queue_id, lookup_id, journal)
 
     def _release(self, receives: Iterable[tuple[int, int]]) -> set[int]:
-        """Unlock messages that stay in their queue; purge-pending ones leave now."""
+        """Release held messages that stay in their queue; returns the queues to wake.
+
+        A message purged while held stays invisible; it is erased now that
+        nothing holds it.
+        """
         woken: set[int] = set()
-        purged: list[tuple[int, int]] = []
         for queue_id, lookup_id in receives:
-            locked = self._locks.get(queue_id)
-            if locked is not None:
-                locked.discard(lookup_id)
-                if not locked:
-                    del self._locks[queue_id]
-            if (queue_id, lookup_id) in self._purge_pending:
-                self._purge_pending.discard((queue_id, lookup_id))
-                purged.append((queue_id, lookup_id))
-            else:
+            self.locks.release(queue_id, lookup_id)
+            queue = self.store.get_queue_by_id(queue_id)
+            if queue is not None and lookup_id >= queue.purged_below:
                 woken.add(queue_id)
-        if purged:
-            # A purge happened while these were locked: they leave the queue now.
-            # A per-unit error only means they are already gone (queue deleted).
-            # If the write fails as a whole (disk full), they stay visible, as
-            # after a restart: an abort must never fail half-way.
-            unit = CommitUnit(
-                removals=tuple(Removal(queue_id=q, lookup_id=m, journal=False) for q, m in purged)
-            )
-            try:
-                self.store.commit_batch([unit], now=0.0)
-            except storage.StoreError:
-                woken.update(queue_id for queue_id, _ in purged)
         return woken
 
-    def _forget(self, receives: Iterable[tuple[int, int]]) -> None:
-        for queue_id, lookup_id in receives:
-            locked = self._locks.get(queue_id)
-            if locked is not None:
-                locked.discard(lookup_id)
-                if not locked:
-                    del self._locks[queue_id]
-            self._purge_pending.discard((queue_id, lookup_id))
+    def _note_arrivals(self, unit: Unit, outcome: UnitOutcome) -> None:
+        """Let receives on non-transactional queues see messages that arrived ahead of them."""
+        for op, result in zip(unit.ops, outcome.results, strict=True):
+            if isinstance(op, AppendMessage) and isinstance(result, storage.Appended):
+                queue = self.store.get_queue_by_id(op.queue_id)
+                if queue is not None and not queue.transactional:
+                    self.locks.arrived(op.queue_id, (7 - op.priority,))
+
+
+def _only_result(outcome: UnitOutcome) -> storage.Result:
+    error = outcome.error
+    if error is not None:
+        raise from_store_error(error)
+    return outcome.results[0]
+
+
+def _abort_error(tx: Transaction) -> QueueManagerError:
+    if tx.abort_reason is not None:
+        return TransactionAborted(f"transaction {tx.client_id} was aborted: {tx.abort_reason}")
+    failure = tx.failure
+    assert failure is not None
+    text = (
+        f"transaction {tx.client_id} was aborted because an operation in it failed: "
+        f"{failure.message}"
+    )
+    return type(failure)(text)
 
 
 def _strip_private_prefix(name: str) -> str:
@@ -650,109 +664,3 @@ def _strip_private_prefix(name: str) -> str:
         if lowered.startswith(prefix):
             return name[len(prefix) :]
     return name
-
-
-def _check_properties(properties: SendProperties) -> None:
-    if len(properties.body) > MAX_MESSAGE_BODY:
-        msg = (
-            f"message body is {len(properties.body)} bytes; the limit is {MAX_MESSAGE_BODY} (4 MB)"
-        )
-        raise MessageTooLarge(msg)
-    if len(properties.label) > MAX_LABEL_CHARS:
-        msg = f"label is {len(properties.label)} characters; the limit is {MAX_LABEL_CHARS}"
-        raise InvalidArgument(msg)
-    if len(properties.correlation_id) not in (0, CORRELATION_ID_SIZE):
-        size = len(properties.correlation_id)
-        msg = f"correlation id must be {CORRELATION_ID_SIZE} bytes, not {size}"
-        raise InvalidArgument(msg)
-    if not 0 <= properties.priority <= 7:
-        msg = f"priority must be 0..7, not {properties.priority}"
-        raise InvalidArgument(msg)
-    if properties.delivery not in (0, 1):
-        msg = f"delivery must be 0 (express) or 1 (recoverable), not {properties.delivery}"
-        raise InvalidArgument(msg)
-    if not 0 <= properties.acknowledge <= 0x0F:
-        msg = f"acknowledge must be MQMSG_ACKNOWLEDGMENT bits (0..15), not {properties.acknowledge}"
-        raise InvalidArgument(msg)
-    if properties.acknowledge and not properties.admin_queue:
-        msg = "an acknowledgment level needs an admin queue to send acknowledgments to"
-        raise InvalidArgument(msg)
-    if not 0 <= properties.journal <= 3:
-        msg = f"journal level must be 0..3, not {properties.journal}"
-        raise InvalidArgument(msg)
-    if not 0 <= properties.app_specific <= 0xFFFFFFFF:
-        msg = f"app_specific must fit in 32 bits, not {properties.app_specific}"
-        raise InvalidArgument(msg)
-    for name, value in (
-        ("time_to_reach_queue", properties.time_to_reach_queue),
-        ("time_to_be_received", properties.time_to_be_received),
-    ):
-        if not 0 <= value <= INFINITE:
-            msg = f"{name} must be 0..{INFINITE} seconds, not {value}"
-            raise InvalidArgument(msg)
-
-
-def _message_record(
-    properties: SendProperties,
-    *,
-    queue: QueueRecord,
-    destination: str,
-    transactional: bool,
-    source_qm: uuid.UUID,
-    now: float,
-) -> MessageRecord:
-    return MessageRecord(
-        message_id_qm=source_qm,
-        message_id_ordinal=0,
-        label=properties.label,
-        body=properties.body,
-        correlation_id=properties.correlation_id,
-        app_specific=properties.app_specific,
-        # Transactional messages ignore priority (MSMQ sends them with PR=0).
-        priority=0 if transactional else properties.priority,
-        delivery=1 if transactional else properties.delivery,
-        acknowledge=properties.acknowledge,
-        journal_level=properties.journal,
-        admin_queue=properties.admin_queue,
-        response_queue=properties.response_queue,
-        time_to_reach_queue=properties.time_to_reach_queue,
-        time_to_be_received=properties.time_to_be_received,
-        message_class=0,
-        sent_time=now,
-        arrived_time=now,
-        source_qm=source_qm,
-        transactional=transactional,
-        destination=destination,
-    )
-
-
-def _translate_store_error(error: BaseException) -> QueueManagerError:
-    """Map a store error to the client-facing error with the same meaning."""
-    if isinstance(error, QueueManagerError):
-        return error
-    if isinstance(error, storage.QuotaExceeded):
-        return QuotaExceeded(str(error))
-    if isinstance(error, storage.QueueMissing):
-        return QueueNotFound(f"queue no longer exists: {error}")
-    if isinstance(error, storage.MessageMissing):
-        return QueueNotFound(f"message no longer exists: {error}")
-    if isinstance(error, storage.StoreFull):
-        return StoreFull(f"the store is full: {error}")
-    if isinstance(error, storage.QueueExists):
-        return QueueExists(str(error))
-    return InternalError(f"store error: {error}")
-
-
-translate_store_error = _translate_store_error
-
-__all__ = [
-    "InvalidName",
-    "Limits",
-    "MessageProperties",
-    "PreparedSend",
-    "QueueManagerCore",
-    "SendMode",
-    "Transaction",
-    "TransactionState",
-    "translate_store_error",
-]

@@ -1,18 +1,22 @@
-"""Errors of the queue-manager core, each tied to a client-protocol error code.
+"""Errors of the queue-manager core: what went wrong, in the queue manager's terms.
 
-The daemon turns any of these into an ``ErrorReply`` with the same code and
-message; the SDK turns that back into the matching ``qmgr.client`` exception.
+Each class names one kind of failure; none of them knows how a protocol
+carries it. The daemon maps them to the client protocol's error codes in
+one table (``qmgr.server.replies``), and the store's errors become these in
+one function, :func:`from_store_error`.
 """
 
 from __future__ import annotations
 
-from wire.client_frames import ErrorCode
+import storage
 
 
 class QueueManagerError(Exception):
-    """A request could not be carried out; nothing it asked for was applied."""
+    """A request could not be carried out; nothing it asked for was applied.
 
-    code: ErrorCode = ErrorCode.INTERNAL
+    Attributes:
+        message: what was wrong, in words meant for the user.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -20,90 +24,90 @@ class QueueManagerError(Exception):
 
 
 class QueueNotFound(QueueManagerError):
-    """No queue has that name."""
-
-    code = ErrorCode.QUEUE_NOT_FOUND
+    """No queue has that name (or the message asked for is gone)."""
 
 
 class QueueExists(QueueManagerError):
     """A queue with that name already exists."""
 
-    code = ErrorCode.QUEUE_EXISTS
-
 
 class InvalidName(QueueManagerError):
     """A queue name or format name is not valid."""
-
-    code = ErrorCode.INVALID_NAME
 
 
 class MessageTooLarge(QueueManagerError):
     """The body is over the 4 MB limit."""
 
-    code = ErrorCode.MESSAGE_TOO_LARGE
-
 
 class QuotaExceeded(QueueManagerError):
     """A queue's byte quota would be exceeded."""
-
-    code = ErrorCode.QUOTA_EXCEEDED
 
 
 class TransactionUsageError(QueueManagerError):
     """Transactional and non-transactional operations were mixed in a way MSMQ forbids."""
 
-    code = ErrorCode.TRANSACTION_USAGE
-
 
 class TransactionNotFound(QueueManagerError):
     """The transaction id is unknown or the transaction has already ended."""
-
-    code = ErrorCode.TRANSACTION_NOT_FOUND
 
 
 class TransactionAborted(QueueManagerError):
     """The transaction was aborted; none of its operations took effect."""
 
-    code = ErrorCode.TRANSACTION_ABORTED
-
 
 class TransactionTooLarge(QueueManagerError):
     """The transaction holds more operations or bytes than the daemon allows."""
-
-    code = ErrorCode.TRANSACTION_TOO_LARGE
 
 
 class StoreFull(QueueManagerError):
     """The disk or the configured store size is full."""
 
-    code = ErrorCode.STORE_FULL
-
 
 class AccessDenied(QueueManagerError):
     """The operation is not allowed on this queue."""
-
-    code = ErrorCode.ACCESS_DENIED
 
 
 class InvalidArgument(QueueManagerError):
     """A property value is out of range."""
 
-    code = ErrorCode.INVALID_ARGUMENT
-
 
 class NotSupported(QueueManagerError):
     """The request is valid but this queue manager cannot carry it out."""
 
-    code = ErrorCode.NOT_SUPPORTED
+
+class LimitExceeded(QueueManagerError):
+    """A limit that protects the queue manager was reached; the message says which."""
 
 
 class ShuttingDown(QueueManagerError):
     """The daemon is stopping."""
 
-    code = ErrorCode.SHUTTING_DOWN
-
 
 class InternalError(QueueManagerError):
     """An unexpected failure; nothing was applied."""
 
-    code = ErrorCode.INTERNAL
+
+def from_store_error(error: BaseException, *, context: str = "") -> QueueManagerError:
+    """The core's error for a store error (the one place where they are translated).
+
+    Args:
+        error: what the store raised or returned.
+        context: words to put before the store's own message, e.g.
+            ``"transaction 4 was aborted: "``.
+    """
+    if isinstance(error, QueueManagerError):
+        return error
+    text = f"{context}{error}"
+    if isinstance(error, storage.QuotaExceeded):
+        return QuotaExceeded(text)
+    if isinstance(error, storage.QueueMissing):
+        return QueueNotFound(f"{context}the queue no longer exists ({error})")
+    if isinstance(error, storage.MessageMissing):
+        return QueueNotFound(f"{context}the message no longer exists ({error})")
+    if isinstance(error, storage.StoreFull):
+        return StoreFull(f"{context}the store is full: {error}")
+    if isinstance(error, storage.QueueExists):
+        return QueueExists(text)
+    if isinstance(error, storage.InvalidRecord | storage.InvalidOperation):
+        return InvalidArgument(text)
+    return InternalError(f"{context}store error: {error}")

@@ -1,8 +1,11 @@
-"""The trio daemon: listeners, client sessions, the committer, timers.
+"""The trio daemon: listeners, client sessions, the committer and its writer, timers.
 
 Layering rule: this is the only package (with the CLI and the SDK) that uses
-trio. It adapts ``qmgr.core`` (semantics), ``storage`` (LMDB) and ``wire``
-(frames) to sockets and time, and adds nothing they could hold themselves.
+trio. It adapts ``qmgr.core`` (which decides), ``storage`` (LMDB) and
+``wire`` (frames) to sockets, threads and time, and adds nothing they could
+hold themselves. Every write to the store goes through the one
+:class:`~qmgr.server.committer.Committer` and its writer; no other code
+here writes.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
-"""A client connection's socket, read and written with as few scheduler passes as possible.
+"""A client connection's socket as a ``trio.abc.Stream`` that skips the scheduler when it can.
 
 trio's ``SocketStream`` passes through the scheduler on every call, even
 when the kernel could answer at once. On the commit path, where one request
 and one reply frame a synced write, each pass costs as much as the Python
-work around it, so a session owns its socket directly: it tries the
-non-blocking call first and waits with ``wait_readable``/``wait_writable`` only
-when the kernel says it must. Fairness is kept by yielding after a run of
-reads that never had to wait, and cancellation is checked on every read.
+work around it, so :class:`RawConnection` tries the non-blocking call first
+and waits with ``wait_readable``/``wait_writable`` only when the kernel says
+it must. Fairness is kept by yielding after a run of reads that never had to
+wait, and cancellation is checked on every read. It is an ordinary
+``trio.abc.Stream``: sessions are written against that interface, and tests
+drive them over ``trio.testing.memory_stream_pair``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import trio
 READS_BEFORE_YIELD = 16
 
 
-class RawConnection:
+class RawConnection(trio.abc.Stream):
     """A connected TCP socket taken over from a ``trio.SocketStream``."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
@@ -32,7 +34,15 @@ class RawConnection:
         """Set a socket option (for example TCP_NODELAY)."""
         self._sock.setsockopt(level, option, value)
 
-    async def receive_some(self, max_bytes: int) -> bytes:
+    def peer_name(self) -> str:
+        """``host:port`` of the other end, or ``unknown``."""
+        try:
+            host, port, *_ = self._sock.getpeername()
+        except OSError:
+            return "unknown"
+        return f"{host}:{port}"
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Return the bytes available (b"" at end of stream), waiting if there are none.
 
         Raises:
@@ -44,12 +54,13 @@ class RawConnection:
         if self._ready_reads >= READS_BEFORE_YIELD:
             self._ready_reads = 0
             await trio.lowlevel.cancel_shielded_checkpoint()
+        size = 65536 if max_bytes is None else max_bytes
         while True:
             if self._closed:
                 msg = "the connection was closed"
                 raise trio.ClosedResourceError(msg)
             try:
-                return self._sock.recv(max_bytes)
+                return self._sock.recv(size)
             except BlockingIOError:
                 self._ready_reads = 0
                 await trio.lowlevel.wait_readable(self._sock)
@@ -57,7 +68,7 @@ class RawConnection:
                 msg = f"connection broken: {exc.strerror or exc}"
                 raise trio.BrokenResourceError(msg) from exc
 
-    async def send_all(self, data: bytes) -> None:
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         """Send every byte, waiting while the kernel's buffer is full.
 
         Raises:
@@ -78,6 +89,10 @@ class RawConnection:
                 msg = f"connection broken: {exc.strerror or exc}"
                 raise trio.BrokenResourceError(msg) from exc
             view = view[sent:]
+
+    async def wait_send_all_might_not_block(self) -> None:
+        """Wait until the kernel would take more bytes."""
+        await trio.lowlevel.wait_writable(self._sock)
 
     async def aclose(self) -> None:
         """Close the socket (waking any task waiting on it)."""

@@ -38,3 +38,25 @@ class QueueSignals:
     def notify_all(self) -> None:
         """Wake every waiting reader (shutdown)."""
         self.notify(list(self._events))
+
+
+class Wakeup:
+    """A re-armable wake-up for one background task: ``set()`` wakes its next ``wait()``.
+
+    A ``set()`` while the task is busy is not lost: the next ``wait()``
+    returns at once.
+    """
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        """Wake the waiting task (or let its next wait return at once)."""
+        self._event.set()
+
+    async def wait(self, at_most: float = float("inf")) -> None:
+        """Wait until :meth:`set` was called since the last wait, or ``at_most`` seconds."""
+        with trio.move_on_after(at_most):
+            await self._event.wait()
+        if self._event.is_set():
+            self._event = trio.Event()

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from qmgr.client import InvalidArgument, MessageTooLarge, QueueNotFound
+from qmgr.client import InvalidArgument, MessageTooLarge
 from qmgr.client._codec import (
     ABORT,
     BEGIN,
     COMMIT,
     ReplyReader,
+    SendOptions,
     append_receive,
     append_send,
     append_tx_request,
 )
 from qmgr.client._common import parse_address, timeout_ms
-from qmgr.client._protocol import TransactionState
-from wire import RemoteProtocolError
+from wire import MessageProperties, RemoteProtocolError
 from wire import client_frames as cf
 
 text = st.text(max_size=40)
@@ -67,54 +68,64 @@ def test_append_send_matches_encode_frame(
     ttbr: int | None,
 ) -> None:
     out = bytearray(b"before")
-    append_send(
-        out, request_id, tx_id, mode, destination, body, label, correlation, app_specific,
-        priority, delivery, acknowledge, journal, admin, response, ttrq, ttbr,
-    )  # fmt: skip
-    expected = cf.encode_frame(
-        request_id,
-        cf.Send(
-            tx_id=tx_id,
-            mode=mode,
-            destination=destination,
-            body=body,
-            label=label,
-            correlation_id=correlation or b"",
-            app_specific=app_specific,
-            priority=priority,
-            delivery={"express": 0, "recoverable": 1}.get(delivery, delivery),  # type: ignore[arg-type]
-            acknowledge=acknowledge,
-            journal=journal,
-            admin_queue=admin,
-            response_queue=response,
-            time_to_reach_queue=0xFFFFFFFF if ttrq is None else ttrq,
-            time_to_be_received=0xFFFFFFFF if ttbr is None else ttbr,
-        ),
+    options: SendOptions = {
+        "label": label,
+        "correlation_id": correlation,
+        "app_specific": app_specific,
+        "priority": priority,
+        "delivery": delivery,
+        "acknowledge": acknowledge,
+        "journal": journal,
+        "admin_queue": admin,
+        "response_queue": response,
+        "time_to_reach_queue": ttrq,
+        "time_to_be_received": ttbr,
+    }
+    append_send(out, request_id, tx_id, mode, destination, body, options)
+    message = MessageProperties(
+        destination=destination,
+        body=body,
+        label=label,
+        correlation_id=correlation or b"",
+        app_specific=app_specific,
+        priority=priority,
+        delivery={"express": 0, "recoverable": 1}.get(delivery, delivery),  # type: ignore[arg-type]
+        acknowledge=acknowledge,
+        journal=journal,
+        admin_queue=admin,
+        response_queue=response,
+        time_to_reach_queue=0xFFFFFFFF if ttrq is None else ttrq,
+        time_to_be_received=0xFFFFFFFF if ttbr is None else ttbr,
     )
+    expected = cf.encode_frame(request_id, cf.Send(tx_id=tx_id, mode=mode, message=message))
     assert bytes(out) == b"before" + expected
+    # And the daemon's decoder reads back what was sent.
+    decoder = cf.ClientFrameDecoder()
+    decoder.receive_data(expected)
+    frame = decoder.next_frame()
+    assert frame is not None
+    assert frame.request_id == request_id
+    assert isinstance(frame.value, cf.Send)
+    assert frame.value.message.body == body
+    assert frame.value.message.label == label
+    assert frame.value.message.destination == destination
 
 
-def _send(out: bytearray, **changes: object) -> None:
-    args: dict[str, object] = {
-        "request_id": 1, "tx_id": 0, "mode": 0, "destination": "q", "body": b"x", "label": "",
-        "correlation_id": None, "app_specific": 0, "priority": 3, "delivery": "recoverable",
-        "acknowledge": 0, "journal": 0, "admin_queue": "", "response_queue": "",
-        "time_to_reach_queue": None, "time_to_be_received": None,
-    }  # fmt: skip
-    args.update(changes)
-    append_send(out, *args.values())  # type: ignore[arg-type]
+def _send(out: bytearray, destination: str = "q", body: Any = b"x", **options: Any) -> None:
+    append_send(out, 1, 0, 0, destination, body, options)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
     ("changes", "match"),
     [
-        ({"priority": 256}, "Send"),
-        ({"app_specific": -1}, "Send"),
-        ({"label": "x" * 70_000}, "Send"),
-        ({"correlation_id": b"c" * 300}, "Send"),
+        ({"priority": 256}, "priority"),
+        ({"app_specific": -1}, "app_specific"),
+        ({"label": "x" * 70_000}, "label"),
+        ({"correlation_id": b"c" * 300}, "correlation"),
+        ({"colour": "red"}, "unknown message properties: colour"),
         ({"delivery": "fast"}, "delivery"),
         ({"time_to_be_received": -1}, "time_to_be_received"),
-        ({"destination": "\ud800"}, "Send"),
+        ({"destination": "\ud800"}, "cannot send"),
     ],
 )
 def test_append_send_rejects_what_cannot_be_sent(changes: dict[str, object], match: str) -> None:
@@ -134,7 +145,7 @@ def test_append_send_body_limit_and_text() -> None:
     frame = decoder.next_frame()
     assert frame is not None
     assert isinstance(frame.value, cf.Send)
-    assert frame.value.body == "é".encode()
+    assert frame.value.message.body == "é".encode()
 
 
 @given(request_id=u32, tx_id=u64, queue=text, timeout=u32, peek=st.booleans(), lookup=u64)
@@ -160,28 +171,20 @@ def test_append_tx_request_matches_encode_frame(request_id: int, tx_id: int) -> 
         assert bytes(out) == cf.encode_frame(request_id, cls(tx_id=tx_id))
 
 
-MESSAGE = cf.MessageData(
+MESSAGE = cf.QueuedMessage(
     queue="q",
     lookup_id=7,
-    message_id="{00000000-0000-0000-0000-000000000000}\\1",
-    label="l",
-    body=b"b" * 1000,
-    correlation_id=b"",
-    app_specific=1,
-    priority=3,
-    delivery=1,
-    acknowledge=0,
-    journal=0,
-    admin_queue="",
-    response_queue="",
-    time_to_reach_queue=0xFFFFFFFF,
-    time_to_be_received=0xFFFFFFFF,
-    message_class=0,
-    sent_time=1.5,
     arrived_time=2.5,
-    source_qm=uuid.UUID(int=1),
-    transactional=True,
-    destination="q",
+    message=MessageProperties(
+        label="l",
+        body=b"b" * 1000,
+        app_specific=1,
+        sent_time=1.5,
+        source_qm=uuid.UUID(int=1),
+        ordinal=1,
+        transactional=True,
+        destination="q",
+    ),
 )
 REPLIES: list[cf.ServerReply] = [
     cf.Ok(),
@@ -197,39 +200,32 @@ REPLIES: list[cf.ServerReply] = [
 @given(
     replies=st.lists(st.tuples(st.integers(1, 50), st.sampled_from(REPLIES)), max_size=30),
     cuts=st.lists(st.integers(0, 5000), max_size=10),
-    pipelined_ids=st.sets(st.integers(1, 50)),
 )
-def test_reply_reader_routes_every_reply(
-    replies: list[tuple[int, cf.ServerReply]], cuts: list[int], pipelined_ids: set[int]
+def test_reply_reader_delivers_every_reply_whatever_the_chunks(
+    replies: list[tuple[int, cf.ServerReply]], cuts: list[int]
 ) -> None:
-    """Any chunking gives the frames ClientFrameDecoder gives, minus the pipelined ones."""
+    """Any chunking gives, in order, the frames a ClientFrameDecoder gives."""
     stream = b"".join(cf.encode_frame(rid, value) for rid, value in replies)
-    state = TransactionState(1)
-    pipelined = dict.fromkeys(pipelined_ids, state)
     delivered: list[tuple[int, cf.FrameValue]] = []
-    reader = ReplyReader(pipelined, lambda rid, value: delivered.append((rid, value)))
+    reader = ReplyReader(lambda rid, value: delivered.append((rid, value)))
     points = sorted({0, len(stream), *(c for c in cuts if c < len(stream))})
     for start, end in itertools.pairwise(points):
         reader.feed(stream[start:end])
+    assert delivered == replies
 
-    expected: list[tuple[int, cf.FrameValue]] = []
-    first_error: tuple[int, str] | None = None
-    waiting = set(pipelined_ids)
-    for rid, value in replies:
-        if rid in waiting:
-            waiting.discard(rid)
-            if isinstance(value, cf.ErrorReply) and first_error is None:
-                first_error = (value.code, value.message)
-        else:
-            expected.append((rid, value))
-    assert delivered == expected
-    assert set(pipelined) == waiting
-    if first_error is None:
-        assert not state.failed
-    else:
-        error = state.error()
-        assert isinstance(error, QueueNotFound)
-        assert (error.code, error.message) == first_error
+
+def test_reply_reader_reads_a_frame_fed_one_byte_at_a_time() -> None:
+    replies: list[tuple[int, cf.ServerReply]] = [
+        (1, cf.Ok(value=5)),
+        (2, cf.MessageReply(message=MESSAGE)),
+        (3, cf.Ok()),
+    ]
+    stream = b"".join(cf.encode_frame(rid, value) for rid, value in replies)
+    delivered: list[tuple[int, cf.FrameValue]] = []
+    reader = ReplyReader(lambda rid, value: delivered.append((rid, value)))
+    for index in range(len(stream)):
+        reader.feed(stream[index : index + 1])
+    assert delivered == replies
 
 
 @pytest.mark.parametrize(
@@ -242,7 +238,7 @@ def test_reply_reader_routes_every_reply(
     ],
 )
 def test_reply_reader_rejects_garbage(garbage: bytes) -> None:
-    reader = ReplyReader({}, lambda rid, value: None)
+    reader = ReplyReader(lambda rid, value: None)
     with pytest.raises(RemoteProtocolError):
         reader.feed(garbage)
 

@@ -9,6 +9,7 @@ import pytest
 
 import qmgr.client as sdk
 from qmgr.client import Delivery, Message, QueueError, QueueInfo, QueueKind, error_from_reply
+from wire import MessageProperties
 from wire import client_frames as cf
 
 
@@ -42,37 +43,37 @@ def test_public_names() -> None:
 
 
 def test_message_from_wire() -> None:
-    data = cf.MessageData(
-        queue="q",
-        lookup_id=3,
-        message_id="{x}\\1",
+    qm_guid = uuid.UUID(int=5)
+    properties = MessageProperties(
         label="l",
         body=b"b",
-        correlation_id=b"",
         app_specific=1,
         priority=2,
         delivery=0,
-        acknowledge=0,
         journal=1,
-        admin_queue="",
         response_queue="r",
-        time_to_reach_queue=0xFFFFFFFF,
         time_to_be_received=30,
-        message_class=0,
-        sent_time=0.0,
-        arrived_time=1.25,
-        source_qm=uuid.UUID(int=5),
-        transactional=False,
+        source_qm=qm_guid,
+        ordinal=1,
         destination="q",
     )
+    data = cf.QueuedMessage(queue="q", lookup_id=3, arrived_time=1.25, message=properties)
     message = Message.from_wire(data)
+    assert message.queue == "q"
+    assert message.lookup_id == 3
+    assert message.body == b"b"
+    assert message.label == "l"
+    assert message.app_specific == 1
+    assert message.priority == 2
+    assert message.response_queue == "r"
     assert message.correlation_id is None
     assert message.delivery is Delivery.EXPRESS
     assert message.time_to_reach_queue is None
     assert message.time_to_be_received == 30
     assert message.sent_time == dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     assert message.arrived_time.timestamp() == 1.25
-    assert message.id == "{x}\\1"
+    assert message.id == f"{{{qm_guid}}}\\1"
+    assert message.properties is properties
 
 
 def test_queue_info_from_wire() -> None:

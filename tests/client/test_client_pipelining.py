@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import socket
 import threading
+from collections.abc import Iterator
 
 import pytest
 
@@ -22,12 +23,15 @@ def _small_buffers(sock: socket.socket) -> None:
 
 
 class ScriptedPeer(threading.Thread):
-    """Answers Ok to every request, or an error to sends whose destination is 'bad'."""
+    """Answers as the daemon does: Begin and a send in a transaction only if it fails
+    (a send to 'bad' fails and dooms its transaction), everything else with Ok, and
+    the Commit of a doomed transaction with an error."""
 
     def __init__(self, sock: socket.socket) -> None:
         super().__init__(daemon=True)
         self.sock = sock
         self.requests: list[cf.FrameValue] = []
+        self.doomed: set[int] = set()
 
     def run(self) -> None:
         decoder = cf.ClientFrameDecoder()
@@ -36,20 +40,38 @@ class ScriptedPeer(threading.Thread):
                 decoder.receive_data(data)
                 while (frame := decoder.next_frame()) is not None:
                     self.requests.append(frame.value)
-                    reply: cf.ServerReply = cf.Ok()
-                    if isinstance(frame.value, cf.Send) and frame.value.destination == "bad":
-                        reply = cf.ErrorReply(code=int(cf.ErrorCode.INVALID_NAME), message="bad")
-                    self.sock.sendall(cf.encode_frame(frame.request_id, reply))
+                    reply = self.answer(frame.value)
+                    if reply is not None:
+                        self.sock.sendall(cf.encode_frame(frame.request_id, reply))
+
+    def answer(self, value: cf.FrameValue) -> cf.ServerReply | None:
+        if isinstance(value, cf.Begin):
+            return None
+        if isinstance(value, cf.Send) and value.tx_id:
+            if value.message.destination != "bad":
+                return None
+            self.doomed.add(value.tx_id)
+            return cf.ErrorReply(code=int(cf.ErrorCode.INVALID_NAME), message="bad")
+        if isinstance(value, cf.Commit) and value.tx_id in self.doomed:
+            code = int(cf.ErrorCode.TRANSACTION_ABORTED)
+            return cf.ErrorReply(code=code, message="a request in it failed")
+        return cf.Ok()
 
 
 @pytest.fixture
-def peer() -> tuple[QueueManager, ScriptedPeer]:
+def peer() -> Iterator[tuple[QueueManager, ScriptedPeer]]:
     client, server = socket.socketpair()
     _small_buffers(client)
     _small_buffers(server)
     scripted = ScriptedPeer(server)
     scripted.start()
-    return QueueManager(client, "scripted"), scripted
+    qm = QueueManager(client, "scripted")
+    try:
+        yield qm, scripted
+    finally:
+        qm.close()
+        scripted.join(10)
+        assert not scripted.is_alive()
 
 
 def test_large_pipelined_transaction_does_not_deadlock(
@@ -75,10 +97,9 @@ def test_large_pipelined_transaction_does_not_deadlock(
     assert result == [None]
     sends = [r for r in scripted.requests if isinstance(r, cf.Send)]
     assert len(sends) == 20_000
-    assert [s.label for s in sends[:3]] == ["0", "1", "2"]
+    assert [s.message.label for s in sends[:3]] == ["0", "1", "2"]
     assert isinstance(scripted.requests[-1], cf.Commit)
-    assert not qm._proto.pipelined  # every pipelined reply was read
-    qm.close()
+    assert not qm._proto.pipelined  # nothing is left waiting for a reply
 
 
 def test_pipelined_error_is_kept_on_its_transaction(
@@ -96,4 +117,16 @@ def test_pipelined_error_is_kept_on_its_transaction(
     with pytest.raises(InvalidName, match="aborted because a send in it failed"):
         bad.commit()
     assert isinstance(scripted.requests[-1], cf.Abort)  # it aborted instead of committing
-    qm.close()
+    assert cf.Commit(tx_id=1) in scripted.requests
+    assert 1 not in scripted.doomed
+
+
+def test_a_send_that_fails_unseen_fails_the_commit(peer: tuple[QueueManager, ScriptedPeer]) -> None:
+    qm, scripted = peer
+    tx = Transaction(qm, 1)
+    tx.send("q", b"1")
+    tx.send("bad", b"2")  # its error is not read before commit() sends the Commit
+    with pytest.raises(InvalidName, match="bad"):
+        tx.commit()
+    assert isinstance(scripted.requests[-1], cf.Commit)
+    assert scripted.doomed == {1}  # the peer refused the commit: nothing was applied

@@ -29,6 +29,7 @@ from qmgr.client._protocol import (
     TransactionState,
     Waiter,
 )
+from wire import MessageProperties
 from wire import client_frames as cf
 
 ADDRESS = "127.0.0.1:1802"
@@ -67,9 +68,7 @@ def replies(*pairs: tuple[int, cf.ServerReply]) -> bytes:
 
 
 def pipeline_send(proto: ClientProtocol[RecordingWaiter], state: TransactionState) -> bool:
-    return proto.pipeline_send(
-        state, "q", b"body", "", None, 0, 3, "recoverable", 0, 0, "", "", None, None
-    )
+    return proto.pipeline_send(state, "q", b"body", {})
 
 
 def begin(proto: ClientProtocol[RecordingWaiter]) -> TransactionState:
@@ -129,11 +128,14 @@ def test_begin_send_and_commit_share_one_buffer() -> None:
     assert pipeline_send(proto, state) is False
     state.end(commit=True)
     waiter = proto.end_request(proto.out, state)
+    message = MessageProperties(destination="q", body=b"body")
     assert frames(proto.out) == [
         (1, cf.Begin(tx_id=1)),
-        (2, cf.Send(tx_id=1, mode=0, destination="q", body=b"body")),
+        (2, cf.Send(tx_id=1, mode=0, message=message)),
         (3, cf.Commit(tx_id=1)),
     ]
+    # Begin and the send are answered only if they fail: their ids wait
+    # until the commit's reply, which comes after any such failure.
     assert proto.pipelined == {1: state, 2: state}
     assert waiter.request_id == 3
     data = proto.data_to_send()
@@ -158,9 +160,7 @@ def test_pipeline_send_asks_for_a_write_once_the_buffer_is_large() -> None:
     state = TransactionState(1)
     body = b"x" * 1000
     sizes = []
-    while not proto.pipeline_send(
-        state, "q", body, "", None, 0, 3, "express", 0, 0, "", "", None, None
-    ):
+    while not proto.pipeline_send(state, "q", body, {"delivery": "express"}):
         sizes.append(len(proto.out))
     assert sizes[-1] <= PIPELINE_FLUSH_BYTES < len(proto.out)
 
@@ -169,15 +169,13 @@ def test_arguments_are_checked_before_anything_is_packed() -> None:
     proto = new_protocol()
     out = bytearray()
     with pytest.raises(InvalidArgument, match="transactional"):
-        proto.send_request(
-            out, "q", b"", "yes", "", None, 0, 3, "recoverable", 0, 0, "", "", None, None,  # type: ignore[arg-type]
-        )  # fmt: skip
+        proto.send_request(out, "q", b"", "yes", {})  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument, match="timeout"):
         proto.receive_request(out, None, "q", -1, False, None)
     with pytest.raises(InvalidArgument, match="delivery"):
-        proto.pipeline_send(
-            TransactionState(1), "q", b"", "", None, 0, 3, "fast", 0, 0, "", "", None, None
-        )
+        proto.pipeline_send(TransactionState(1), "q", b"", {"delivery": "fast"})
+    with pytest.raises(InvalidArgument, match="unknown message properties: colour"):
+        proto.pipeline_send(TransactionState(1), "q", b"", {"colour": 1})  # type: ignore[typeddict-unknown-key]
     with pytest.raises(InvalidArgument, match="cannot send this request"):
         proto.request(out, cf.DeleteQueue(name="x" * 70_000))
     assert not out
@@ -189,13 +187,15 @@ def test_a_request_gives_its_waiter_and_its_frame() -> None:
     proto = new_protocol()
     out = bytearray()
     waiter = proto.send_request(
-        out, "q", "é", True, "l", None, 0, 3, "express", 0, 0, "", "", 1.5, None
+        out, "q", "é", True, {"label": "l", "delivery": "express", "time_to_reach_queue": 1.5}
     )
     ((request_id, value),) = frames(out)
     assert request_id == waiter.request_id == 1
     assert isinstance(value, cf.Send)
-    assert (value.mode, value.body, value.label, value.delivery) == (2, "é".encode(), "l", 0)
-    assert value.time_to_reach_queue == 2
+    message = value.message
+    assert (value.mode, message.body, message.label, message.delivery) == (2, "é".encode(), "l", 0)
+    assert message.time_to_reach_queue == 2
+    assert message.destination == "q"
     assert not proto.pipelined
 
 
@@ -250,14 +250,13 @@ def test_a_pipelined_send_error_surfaces_at_the_next_call_and_at_commit() -> Non
     pipeline_send(proto, state)
     proto.receive_data(
         replies(
-            (1, cf.Ok()),
             (2, cf.ErrorReply(code=NOT_FOUND, message="queue 'q' does not exist")),
             (3, cf.ErrorReply(code=int(cf.ErrorCode.INVALID_NAME), message="second")),
         )
     )
     assert state.failed
     assert state.phase == "failed"
-    assert not proto.pipelined
+    assert proto.pipelined == {1: state}  # the Begin's id, until the transaction ends
     with pytest.raises(QueueNotFound, match="cannot commit: queue 'q' does not exist"):
         pipeline_send(proto, state)
     with pytest.raises(QueueNotFound, match="cannot commit"):
@@ -268,6 +267,7 @@ def test_a_pipelined_send_error_surfaces_at_the_next_call_and_at_commit() -> Non
     waiter = proto.end_request(out, state)
     assert frames(out) == [(waiter.request_id, cf.Abort(tx_id=state.id))]
     proto.receive_data(replies((waiter.request_id, cf.Ok())))
+    assert not proto.pipelined
     with pytest.raises(QueueNotFound, match=r"aborted because a send in it failed: queue 'q'"):
         protocol.transaction_ended(state, proto.result(waiter))
     with pytest.raises(TransactionNotFound, match="already ended"):
@@ -284,7 +284,6 @@ def test_a_send_error_arriving_with_the_commit_reply_fails_the_commit() -> None:
     assert isinstance(frames(out)[-1][1], cf.Commit)
     proto.receive_data(
         replies(
-            (1, cf.Ok()),
             (2, cf.ErrorReply(code=NOT_FOUND, message="late")),
             (3, cf.ErrorReply(code=int(cf.ErrorCode.TRANSACTION_ABORTED), message="refused")),
         )
@@ -436,13 +435,9 @@ def test_a_receive_in_a_transaction_checks_it_again_after_the_reply() -> None:
 
 
 def test_peek_pages_ask_until_max_or_the_end() -> None:
-    message = cf.MessageData(
-        queue="q", lookup_id=0, message_id="m", label="", body=b"", correlation_id=b"",
-        app_specific=0, priority=0, delivery=1, acknowledge=0, journal=0, admin_queue="",
-        response_queue="", time_to_reach_queue=0, time_to_be_received=0, message_class=0,
-        sent_time=0.0, arrived_time=0.0, source_qm=uuid.UUID(int=0), transactional=False,
-        destination="q",
-    )  # fmt: skip
+    message = cf.QueuedMessage(
+        queue="q", lookup_id=0, arrived_time=0.0, message=MessageProperties(destination="q")
+    )
     pages = PeekPages("q", 10, 5)
     assert pages.next_request() == cf.PeekRange(queue="q", after=10, max_count=5)
     batch = tuple(dataclasses.replace(message, lookup_id=n) for n in (11, 12, 13))

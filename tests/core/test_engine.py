@@ -2,247 +2,338 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from harness import WALL, CoreHarness
 
-from qmgr.core.engine import Limits, MessageProperties, QueueManagerCore, SendMode
+import storage
+from qmgr.core.engine import Limits
 from qmgr.core.errors import (
     AccessDenied,
     InvalidArgument,
+    InvalidName,
+    LimitExceeded,
     MessageTooLarge,
     NotSupported,
     QueueExists,
     QueueNotFound,
+    QuotaExceeded,
     TransactionAborted,
     TransactionTooLarge,
     TransactionUsageError,
 )
-from storage import CommitUnit, Store
+from qmgr.core.sends import SendMode
+from wire import MessageProperties
 from wire.client_frames import MAX_MESSAGE_BODY
-
-NOW = 1_700_000_000.0
 
 
 @pytest.fixture
-def core(tmp_path: Path) -> Iterator[QueueManagerCore]:
-    store = Store(tmp_path / "store", initial_map_size=1 << 22)
-    core = QueueManagerCore(store, limits=Limits(max_transaction_operations=5))
-    core.ensure_system_queues(NOW)
-    core.create_queue("tq", transactional=True, journal=True, now=NOW)
-    core.create_queue("nq", now=NOW)
-    yield core
-    store.close()
+def qm(tmp_path: Path) -> Iterator[CoreHarness]:
+    harness = CoreHarness(tmp_path / "store", limits=Limits(max_transaction_operations=5))
+    harness.create("tq", transactional=True, journal=True)
+    harness.create("nq")
+    yield harness
+    harness.close()
 
 
-def send(core: QueueManagerCore, queue: str, body: bytes, priority: int = 3) -> int:
-    prepared = core.prepare_send(
-        queue, MessageProperties(body=body, priority=priority), tx=None, now=NOW
-    )
-    [outcome] = core.store.commit_batch([CommitUnit(sends=prepared.messages)], now=NOW)
-    assert outcome.error is None
-    return outcome.sends[0].lookup_id
+def test_held_messages_are_invisible_and_come_back_in_place_on_abort(qm: CoreHarness) -> None:
+    ids = [qm.send("tq", body) for body in (b"a", b"b", b"c")]
+    tx = qm.begin()
+    assert qm.take("tq", tx) == (ids[0], b"a")
+    assert qm.take("tq", tx) == (ids[1], b"b")
+    assert qm.visible("tq") == [(ids[2], b"c")]
+    assert qm.core.held_count(qm.core.queue("tq").queue_id) == 2
+    woken = qm.core.abort(tx)
+    assert woken == {qm.core.queue("tq").queue_id}
+    assert qm.visible("tq") == [(ids[0], b"a"), (ids[1], b"b"), (ids[2], b"c")]
+    # The next receive starts again at the head.
+    assert qm.take("tq") == (ids[0], b"a")
 
 
-def commit(core: QueueManagerCore, *txs: object) -> list[object]:
-    units = [core.prepare_commit(tx) for tx in txs]  # type: ignore[arg-type]
-    outcomes = core.store.commit_batch(units, now=NOW)
-    return [core.finish_commit(tx, o)[1] for tx, o in zip(txs, outcomes, strict=True)]  # type: ignore[arg-type]
-
-
-def test_locked_messages_are_invisible_and_come_back_in_place_on_abort(
-    core: QueueManagerCore,
-) -> None:
-    ids = [send(core, "tq", body) for body in (b"a", b"b", b"c")]
-    queue = core.queue("tq")
-    tx = core.begin(owner="x", now=NOW)
-    first = core.find(queue)
-    assert first is not None
-    assert first[0] == ids[0]
-    core.lock(queue, first[0], tx, NOW)
-    # Another reader skips the locked message, and peeking it by id finds nothing.
-    assert core.find(queue) == (ids[1], core.store.read_message(queue.queue_id, ids[1]))
-    assert core.find(queue, lookup_id=ids[0]) is None
-    assert [lid for lid, _ in core.peek_range(queue, after=0, limit=10)] == ids[1:]
-    woken = core.abort(tx)
-    assert woken == {queue.queue_id}
-    # Back in its original position, with its original LookupId.
-    assert [lid for lid, _ in core.peek_range(queue, after=0, limit=10)] == ids
-    assert core.locked_count(queue.queue_id) == 0
-
-
-def test_commit_makes_sends_visible_at_once_in_order_with_consecutive_ids(
-    core: QueueManagerCore,
-) -> None:
-    queue = core.queue("tq")
-    before = send(core, "tq", b"before")
-    tx = core.begin(owner="x", now=NOW)
+def test_commit_makes_sends_visible_at_once_in_order_with_consecutive_ids(qm: CoreHarness) -> None:
+    tx = qm.begin()
     for body in (b"1", b"2", b"3"):
-        core.prepare_send("tq", MessageProperties(body=body), tx=tx, now=NOW)
-    assert [m.body for _, m in core.peek_range(queue, after=0, limit=10)] == [b"before"]
-    assert commit(core, tx) == [None]
-    seen = core.peek_range(queue, after=before, limit=10)
-    assert [m.body for _, m in seen] == [b"1", b"2", b"3"]
-    assert [lid for lid, _ in seen] == [before + 1, before + 2, before + 3]
+        qm.prepare("tq", body, tx=tx)
+    assert qm.visible("tq") == []
+    assert qm.commit(tx) == [None]
+    seen = qm.visible("tq")
+    assert [body for _, body in seen] == [b"1", b"2", b"3"]
+    first = seen[0][0]
+    assert [lookup_id for lookup_id, _ in seen] == [first, first + 1, first + 2]
 
 
-def test_commit_removes_received_and_journals_them(core: QueueManagerCore) -> None:
-    send(core, "tq", b"m")
-    queue = core.queue("tq")
-    tx = core.begin(owner="x", now=NOW)
-    lookup_id, _ = core.find(queue)  # type: ignore[misc]
-    core.lock(queue, lookup_id, tx, NOW)
-    assert commit(core, tx) == [None]
-    assert core.find(queue) is None
-    journal = core.queue("tq;journal")
-    assert [m.body for _, m in core.peek_range(journal, after=0, limit=10)] == [b"m"]
+def test_commit_removes_what_it_received_and_journals_it(qm: CoreHarness) -> None:
+    qm.send("tq", b"keep a copy")
+    tx = qm.begin()
+    assert qm.take("tq", tx) is not None
+    assert qm.commit(tx) == [None]
+    assert qm.visible("tq") == []
+    assert [body for _, body in qm.visible("tq;journal")] == [b"keep a copy"]
 
 
-def test_one_failing_transaction_does_not_spoil_its_batch(core: QueueManagerCore) -> None:
-    core.create_queue("small", transactional=True, quota=10, now=NOW)
-    good, bad = core.begin(owner="x", now=NOW), core.begin(owner="y", now=NOW)
-    core.prepare_send("tq", MessageProperties(body=b"ok"), tx=good, now=NOW)
-    core.prepare_send("small", MessageProperties(body=b"x" * 11), tx=bad, now=NOW)
-    errors = commit(core, good, bad)
-    assert errors[0] is None
-    assert isinstance(errors[1], TransactionAborted)
-    assert "quota" in str(errors[1]).lower()
-    assert core.queue("small").depth == 0
-    assert core.queue("tq").depth == 1
+def test_a_failing_transaction_does_not_spoil_its_batch_and_says_why(
+    tmp_path: Path,
+) -> None:
+    qm = CoreHarness(tmp_path / "quota")
+    qm.create("small", transactional=True, quota=10)
+    qm.create("other", transactional=True)
+    too_much, fine = qm.begin(), qm.begin()
+    qm.prepare("small", b"x" * 6, tx=too_much)
+    qm.prepare("small", b"y" * 6, tx=too_much)
+    qm.prepare("other", b"z", tx=fine)
+    errors = qm.commit(too_much, fine)
+    # The quota error is reported as what it is (not as a generic abort).
+    assert isinstance(errors[0], QuotaExceeded)
+    assert "quota" in errors[0].message
+    assert errors[1] is None
+    assert qm.visible("small") == []
+    assert [body for _, body in qm.visible("other")] == [b"z"]
+    assert qm.core.uncommitted.in_use == 0
+    qm.close()
 
 
-def test_msmq_transaction_usage_rules(core: QueueManagerCore) -> None:
-    tx = core.begin(owner="x", now=NOW)
-    props = MessageProperties(body=b"x")
-    with pytest.raises(TransactionUsageError, match="not transactional"):
-        core.prepare_send("nq", props, tx=tx, now=NOW)
-    with pytest.raises(TransactionUsageError, match="transactional"):
-        core.prepare_send("tq", props, tx=None, mode=SendMode.NONE, now=NOW)
+def test_msmq_transaction_usage_rules(qm: CoreHarness) -> None:
+    tx = qm.begin()
     with pytest.raises(TransactionUsageError):
-        core.prepare_send("nq", props, tx=None, mode=SendMode.SINGLE, now=NOW)
-    with pytest.raises(TransactionUsageError, match="not transactional"):
-        core.check_receive(core.queue("nq"), tx, peek=False)
-    # Outside a transaction, a transactional queue gets a single-message transaction.
-    assert core.prepare_send("tq", props, tx=None, now=NOW).transactional
-    assert not core.prepare_send("nq", props, tx=None, now=NOW).transactional
-    core.check_receive(core.queue("tq"), None, peek=False)
+        qm.prepare("nq", b"x", tx=tx)
+    with pytest.raises(TransactionUsageError):
+        qm.prepare("tq", b"x", mode=SendMode.NONE)
+    with pytest.raises(TransactionUsageError):
+        qm.prepare("nq", b"x", mode=SendMode.SINGLE)
+    with pytest.raises(TransactionUsageError):
+        qm.prepare("tq,nq", b"x")
+    with pytest.raises(TransactionUsageError):
+        qm.take("nq", tx)
+    with pytest.raises(InvalidArgument):
+        qm.core.check_receive(qm.core.queue("tq"), tx, peek=True)
+    # Transactional messages are sent with priority 0 and recoverable delivery.
+    prepared = qm.prepare("tq", b"x", priority=7, delivery=0)
+    assert prepared is not None
+    assert prepared.transactional
+    assert prepared.unit is not None
+    [op] = prepared.unit.ops
+    assert isinstance(op, storage.AppendMessage)
+    assert op.priority == 0
 
 
-def test_a_transaction_cannot_receive_what_it_sent(core: QueueManagerCore) -> None:
-    tx = core.begin(owner="x", now=NOW)
-    core.prepare_send("tq", MessageProperties(body=b"mine"), tx=tx, now=NOW)
-    assert core.find(core.queue("tq")) is None
+def test_a_transaction_cannot_receive_what_it_has_not_committed(qm: CoreHarness) -> None:
+    tx = qm.begin()
+    qm.prepare("tq", b"mine", tx=tx)
+    assert qm.take("tq", tx) is None
 
 
-def test_purge_while_locked_removes_the_message_when_its_transaction_ends(
-    core: QueueManagerCore,
+def test_a_message_purged_while_held_leaves_when_its_transaction_ends(qm: CoreHarness) -> None:
+    for body in (b"a", b"b", b"c"):
+        qm.send("tq", body)
+    committing, aborting = qm.begin(), qm.begin()
+    assert qm.take("tq", committing) is not None
+    assert qm.take("tq", aborting) is not None
+    assert qm.purge("tq") == 3
+    assert qm.visible("tq") == []
+    assert qm.core.queue("tq").depth == 0
+    # The purge's erasing leaves the held messages alone.
+    qm.erase_all()
+    assert qm.core.commit(committing) is not None
+    assert qm.commit(committing) == [None]  # removed (and journaled) as usual
+    assert [body for _, body in qm.visible("tq;journal")] == [b"a"]
+    woken = qm.core.abort(aborting)
+    assert woken == set()  # nothing came back: it was purged
+    assert qm.visible("tq") == []
+    qm.erase_all()
+    assert qm.store.queues_to_erase() == []
+
+
+def test_a_purge_survives_a_crash(qm: CoreHarness) -> None:
+    for body in (b"a", b"b", b"c"):
+        qm.send("tq", body)
+    tx = qm.begin()
+    assert qm.take("tq", tx) is not None
+    qm.purge("tq")
+    qm.crash()
+    assert qm.visible("tq") == []
+    assert qm.store.queues_to_erase() == [qm.core.queue("tq").queue_id]
+    qm.erase_all()
+    assert qm.store.queues_to_erase() == []
+    assert qm.send("tq", b"new") == 4
+
+
+def test_priority_orders_non_transactional_queues_only(qm: CoreHarness) -> None:
+    for priority in (1, 7, 3, 7):
+        qm.send("nq", bytes([priority]), priority=priority)
+    order = [qm.take("nq") for _ in range(4)]
+    assert [found[1] for found in order if found] == [b"\x07", b"\x07", b"\x03", b"\x01"]
+    for priority in (1, 7):
+        qm.send("tq", bytes([priority]), priority=priority)
+    assert [body for _, body in qm.visible("tq")] == [b"\x01", b"\x07"]
+
+
+def test_a_message_arriving_ahead_of_the_receive_position_is_still_found(
+    qm: CoreHarness,
 ) -> None:
-    send(core, "tq", b"a")
-    send(core, "tq", b"b")
-    queue = core.queue("tq")
-    tx = core.begin(owner="x", now=NOW)
-    lookup_id, _ = core.find(queue)  # type: ignore[misc]
-    core.lock(queue, lookup_id, tx, NOW)
-    assert core.purge_queue("tq") == 1
-    core.abort(tx)
-    assert core.find(queue) is None
-    assert core.queue("tq").depth == 0
+    qm.send("nq", b"low", priority=1)
+    held = qm.core.take(qm.core.queue("nq"), tx=None, now=qm.tick())
+    assert held is not None
+    qm.send("nq", b"high", priority=6)
+    assert qm.take("nq") == (2, b"high")
 
 
-def test_priority_orders_non_transactional_queues_only(core: QueueManagerCore) -> None:
-    low = send(core, "nq", b"low", priority=1)
-    high = send(core, "nq", b"high", priority=6)
-    assert core.find(core.queue("nq"))[0] == high  # type: ignore[index]
-    assert low < high
-    first = send(core, "tq", b"first", priority=1)
-    send(core, "tq", b"second", priority=7)
-    assert core.find(core.queue("tq"))[0] == first  # type: ignore[index]
-    # Transactional messages carry priority 0, as MSMQ sends them.
-    assert core.store.read_message(core.queue("tq").queue_id, first).priority == 0  # type: ignore[union-attr]
-
-
-def test_bad_requests_are_refused_with_typed_errors(core: QueueManagerCore) -> None:
-    props = MessageProperties(body=b"x")
-    with pytest.raises(QueueNotFound):
-        core.prepare_send("missing", props, tx=None, now=NOW)
-    with pytest.raises(AccessDenied):
-        core.prepare_send("system$;deadletter", props, tx=None, now=NOW)
-    with pytest.raises(AccessDenied):
-        core.prepare_send("tq;journal", props, tx=None, now=NOW)
-    with pytest.raises(NotSupported, match="another host"):
-        core.prepare_send("DIRECT=TCP:10.9.9.9\\private$\\q", props, tx=None, now=NOW)
-    with pytest.raises(MessageTooLarge):
-        core.prepare_send(
-            "nq", MessageProperties(body=b"x" * (MAX_MESSAGE_BODY + 1)), tx=None, now=NOW
-        )
-    with pytest.raises(InvalidArgument, match="priority"):
-        core.prepare_send("nq", MessageProperties(priority=8), tx=None, now=NOW)
-    with pytest.raises(InvalidArgument, match="label"):
-        core.prepare_send("nq", MessageProperties(label="x" * 251), tx=None, now=NOW)
-    with pytest.raises(InvalidArgument, match="admin queue"):
-        core.prepare_send("nq", MessageProperties(acknowledge=1), tx=None, now=NOW)
+def test_bad_requests_are_refused_with_typed_errors(qm: CoreHarness) -> None:
+    cases: list[tuple[type[Exception], dict[str, object]]] = [
+        (QueueNotFound, {"queue": "missing"}),
+        (InvalidName, {"queue": "bad,,name"}),
+        (NotSupported, {"queue": "DIRECT=TCP:10.9.8.7\\private$\\far"}),
+        (AccessDenied, {"queue": "system$;deadletter"}),
+        (AccessDenied, {"queue": "tq;journal"}),
+        (MessageTooLarge, {"queue": "tq", "body": b"x" * (MAX_MESSAGE_BODY + 1)}),
+        (InvalidArgument, {"queue": "nq", "priority": 8}),
+        (InvalidArgument, {"queue": "nq", "delivery": 2}),
+        (InvalidArgument, {"queue": "nq", "acknowledge": 1}),
+        (InvalidArgument, {"queue": "nq", "journal": 4}),
+        (InvalidArgument, {"queue": "nq", "label": "x" * 251}),
+        (InvalidName, {"queue": "nq", "admin_queue": "DIRECT=FOO:x"}),
+    ]
+    for error, fields in cases:
+        queue = str(fields.pop("queue"))
+        with pytest.raises(error):
+            qm.prepare(queue, **fields)  # type: ignore[arg-type]
     with pytest.raises(QueueExists):
-        core.create_queue("TQ", now=NOW)
+        qm.create("TQ")
+    with pytest.raises(InvalidName):
+        qm.core.create_queue("bad$", wall=WALL)
     with pytest.raises(AccessDenied):
-        core.delete_queue("system$;deadxact")
+        qm.core.delete_queue("system$;deadxact")
 
 
-def test_transactions_are_bounded(core: QueueManagerCore) -> None:
-    tx = core.begin(owner="x", now=NOW)
+def test_transactions_are_bounded(qm: CoreHarness) -> None:
+    tx = qm.begin()
     for _ in range(5):
-        core.prepare_send("tq", MessageProperties(body=b"x"), tx=tx, now=NOW)
+        qm.prepare("tq", b"x", tx=tx)
     with pytest.raises(TransactionTooLarge):
-        core.prepare_send("tq", MessageProperties(body=b"x"), tx=tx, now=NOW)
+        qm.prepare("tq", b"x", tx=tx)
 
 
-def test_multiple_element_send_copies_to_each_queue(core: QueueManagerCore) -> None:
-    core.create_queue("tq2", transactional=True, now=NOW)
-    tx = core.begin(owner="x", now=NOW)
-    core.prepare_send("tq, .\\private$\\tq2", MessageProperties(body=b"both"), tx=tx, now=NOW)
-    assert commit(core, tx) == [None]
-    assert core.queue("tq").depth == 1
-    assert core.queue("tq2").depth == 1
+def test_the_daemon_wide_budget_bounds_uncommitted_sends(tmp_path: Path) -> None:
+    qm = CoreHarness(tmp_path / "budget", limits=Limits(max_uncommitted_bytes=4096))
+    qm.create("q", transactional=True)
+    first, second = qm.begin(), qm.begin()
+    qm.prepare("q", b"x" * 1500, tx=first)
+    qm.prepare("q", b"x" * 1500, tx=second)
+    with pytest.raises(LimitExceeded, match="retry later"):
+        qm.prepare("q", b"x" * 1500, tx=first)
+    qm.core.abort(second)
+    qm.prepare("q", b"x" * 1500, tx=first)  # its bytes came back to the budget
+    assert qm.commit(first) == [None]
+    assert qm.core.uncommitted.in_use == 0
+    qm.close()
 
 
-def test_deleted_queue_fails_the_transactions_that_read_it(core: QueueManagerCore) -> None:
-    core.create_queue("gone", transactional=True, now=NOW)
-    send(core, "gone", b"x")
-    queue = core.queue("gone")
-    tx = core.begin(owner="x", now=NOW)
-    core.lock(queue, core.find(queue)[0], tx, NOW)  # type: ignore[index]
-    core.delete_queue("gone")
-    [error] = commit(core, tx)
-    assert isinstance(error, TransactionAborted)
+def test_a_multiple_element_send_puts_one_copy_on_each_queue(qm: CoreHarness) -> None:
+    qm.create("tq2", transactional=True)
+    tx = qm.begin()
+    qm.prepare("tq,tq2,TQ", b"both", tx=tx)
+    assert qm.commit(tx) == [None]
+    assert [body for _, body in qm.visible("tq")] == [b"both"]
+    assert [body for _, body in qm.visible("tq2")] == [b"both"]
 
 
-def test_idle_transactions_are_found(core: QueueManagerCore) -> None:
-    tx = core.begin(owner="x", now=NOW)
-    assert core.idle_transactions(NOW + 10, timeout=30) == []
-    assert core.idle_transactions(NOW + 31, timeout=30) == [tx]
-    core.expire(tx, "idle")
-    assert core.open_transactions == 0
+def test_a_deleted_queue_fails_the_transactions_that_read_it(qm: CoreHarness) -> None:
+    qm.create("doomed", transactional=True)
+    qm.send("doomed", b"x")
+    tx = qm.begin()
+    assert qm.take("doomed", tx) is not None
+    record, unit = qm.core.delete_queue("doomed")
+    count, gone = qm.core.queue_deleted(qm.write(unit))
+    assert (count, record.queue_id in gone) == (1, True)
+    [error] = qm.commit(tx)
+    assert isinstance(error, QueueNotFound)
+    assert "aborted" in error.message
 
 
-def test_an_abort_never_fails_half_way_when_the_disk_is_full(
-    core: QueueManagerCore, monkeypatch: pytest.MonkeyPatch
+def test_a_transaction_in_which_an_operation_failed_can_only_abort(qm: CoreHarness) -> None:
+    qm.send("tq", b"held")
+    tx = qm.begin()
+    assert qm.take("tq", tx) is not None
+    tx.doom(InternalErrorLike("a send in it hit an internal error"))
+    with pytest.raises(InternalErrorLike, match="aborted because an operation in it failed"):
+        qm.core.commit(tx)
+    qm.core.abort(tx)
+    assert [body for _, body in qm.visible("tq")] == [b"held"]
+
+
+def test_idle_transactions_are_found_by_the_monotonic_clock(qm: CoreHarness) -> None:
+    tx = qm.begin()
+    started = tx.last_activity
+    assert qm.core.idle_transactions(started + 5, timeout=10) == []
+    assert qm.core.idle_transactions(started + 11, timeout=10) == [tx]
+    qm.prepare("tq", b"x", tx=tx)  # activity
+    assert qm.core.idle_transactions(started + 11, timeout=10) == []
+    qm.core.abort(tx, "idle timeout")
+    with pytest.raises(TransactionAborted, match="idle timeout"):
+        qm.core.commit(tx)
+
+
+def test_receives_skip_held_messages_without_walking_them(qm: CoreHarness) -> None:
+    """A receive starts past the messages held at the head, so its cost does
+    not grow with the number of transactions holding messages there."""
+    for index in range(50):
+        qm.send("tq", bytes([index]))
+    starts: list[int] = []
+    first_fifo = qm.store.first_fifo
+
+    def spy(queue_id: int, *, start: int, skip: object) -> object:
+        starts.append(start)
+        return first_fifo(queue_id, start=start, skip=skip)  # type: ignore[arg-type]
+
+    qm.store.first_fifo = spy  # type: ignore[method-assign,assignment]
+    holders = [qm.begin() for _ in range(40)]
+    for tx in holders:
+        assert qm.take("tq", tx) is not None
+    # Each receive began exactly at the first free message (the first one at
+    # the queue's start).
+    assert starts == [0, *range(2, 41)]
+    qm.core.abort(holders[10])  # message 11 is free again
+    assert qm.take("tq") == (11, bytes([10]))
+    assert starts[-1] == 11
+
+
+def test_message_ids_are_unique_across_crashes(qm: CoreHarness) -> None:
+    ids = {qm.message_id("tq") for _ in range(3)}
+    qm.crash()
+    ids |= {qm.message_id("tq") for _ in range(3)}
+    assert len(ids) == 6
+
+
+def test_message_ids_are_reserved_ahead_and_never_run_past_the_reservation(
+    qm: CoreHarness,
 ) -> None:
-    import storage
+    ordinals = qm.core.ordinals
+    assert not qm.core.reservation_wanted
+    # Use up the reserved block without writing a new reservation.
+    ordinals._next = ordinals.durable_limit - 1
+    assert qm.core.reservation_wanted
+    qm.prepare("tq", b"last one")
+    with pytest.raises(LimitExceeded, match="retry"):
+        qm.prepare("tq", b"one too many")
+    qm.reserve_ordinals()
+    qm.prepare("tq", b"fine again")
 
-    send(core, "tq", b"a")
-    queue = core.queue("tq")
-    tx = core.begin(owner="x", now=NOW)
-    lookup_id, _ = core.find(queue)  # type: ignore[misc]
-    core.lock(queue, lookup_id, tx, NOW)
-    core.purge_queue("tq")
 
-    def full(*args: object, **kwargs: object) -> object:
-        raise storage.StoreFull("disk full (simulated)")
+def test_a_message_from_another_queue_manager_keeps_its_id(qm: CoreHarness) -> None:
+    sender = uuid.uuid4()
+    foreign = MessageProperties(body=b"from afar", destination="tq").stamp(
+        source_qm=sender, ordinal=77, sent_time=WALL, transactional=True
+    )
+    queue = qm.core.queue("tq")
+    qm.write(storage.Unit((storage.AppendMessage(queue.queue_id, foreign.raw, 0, 9),)))
+    found = qm.core.take(queue, tx=None, now=qm.tick())
+    assert found is not None
+    received = MessageProperties.from_bytes(storage.message_payload(found[1]))
+    assert received.source_qm == sender
+    assert received.message_id == f"{{{sender}}}\\77"
 
-    monkeypatch.setattr(core.store, "commit_batch", full)
-    # The purge-pending removal cannot be written: the abort still completes,
-    # the lock is released and the message stays visible, as after a restart.
-    assert core.abort(tx) == {queue.queue_id}
-    assert core.locked_count(queue.queue_id) == 0
-    assert core.open_transactions == 0
-    assert core.find(queue) is not None
+
+class InternalErrorLike(InvalidArgument):
+    """A stand-in failure recorded on a transaction."""

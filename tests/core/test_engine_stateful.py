@@ -2,7 +2,7 @@
 
 Hypothesis drives the real core over a real (temporary) LMDB store with
 random sequences of sends, receives, transactions, commits (alone or several
-in one group-commit batch), aborts, purges and crashes (the store is closed
+in one batch), aborts, purges, erase steps and crashes (the store is closed
 and reopened with a fresh core, as after ``kill -9``), and after every step
 compares what a reader can see with what the model says it should see.
 """
@@ -16,12 +16,13 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
+from harness import CoreHarness
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from qmgr.core.engine import MessageProperties, QueueManagerCore, SendMode, Transaction
 from qmgr.core.errors import TransactionUsageError
-from storage import Store
+from qmgr.core.sends import SendMode
+from qmgr.core.transactions import Transaction
 
 QUEUES = {"tq": True, "nq": False}
 
@@ -38,10 +39,10 @@ class ModelQueue:
     transactional: bool
     messages: list[ModelMessage] = field(default_factory=list)
     next_lookup_id: int = 1
-    locked: set[int] = field(default_factory=set)
+    held: set[int] = field(default_factory=set)
 
     def visible(self) -> list[ModelMessage]:
-        return [m for m in self.messages if m.lookup_id not in self.locked]
+        return [m for m in self.messages if m.lookup_id not in self.held]
 
     def next_for_receive(self) -> ModelMessage | None:
         visible = self.visible()
@@ -57,11 +58,15 @@ class ModelQueue:
         )
         self.next_lookup_id += 1
 
+    def remove(self, lookup_id: int) -> None:
+        self.held.discard(lookup_id)
+        self.messages = [m for m in self.messages if m.lookup_id != lookup_id]
+
 
 @dataclass
 class ModelTx:
     tx: Transaction
-    sends: list[tuple[str, bytes, int]] = field(default_factory=list)
+    sends: list[tuple[str, bytes]] = field(default_factory=list)
     receives: list[tuple[str, int]] = field(default_factory=list)
 
 
@@ -80,48 +85,34 @@ class QueueSemantics(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.directory = Path(tempfile.mkdtemp(prefix="qmgr-stateful-"))
-        self.store = Store(self.directory / "store", initial_map_size=1 << 20)
-        self.core = QueueManagerCore(self.store)
-        self.now = 1_000_000.0
+        self.qm = CoreHarness(self.directory / "store")
         self.model = {name: ModelQueue(tx) for name, tx in QUEUES.items()}
         for name, transactional in QUEUES.items():
-            self.core.create_queue(name, transactional=transactional, now=self.now)
+            self.qm.create(name, transactional=transactional)
         self.open: dict[int, ModelTx] = {}
+        self.serial = 0
 
     def teardown(self) -> None:
-        self.store.close()
+        self.qm.close()
         shutil.rmtree(self.directory, ignore_errors=True)
-
-    def tick(self) -> float:
-        self.now += 1.0
-        return self.now
 
     # -- sends ---------------------------------------------------------
 
     @rule(queue=queue_names, body=bodies, priority=priorities)
     def send_outside_transaction(self, queue: str, body: bytes, priority: int) -> None:
-        prepared = self.core.prepare_send(
-            queue, MessageProperties(body=body, priority=priority), tx=None, now=self.tick()
-        )
-        assert prepared.transactional == QUEUES[queue]
-        [outcome] = self.store.commit_batch([_unit(prepared.messages)], now=self.now)
-        assert outcome.error is None
+        self.qm.send(queue, body, priority=priority)
         self.model[queue].append(body, priority)
 
     @rule(queue=queue_names, body=bodies)
     def explicit_non_transactional_send(self, queue: str, body: bytes) -> None:
-        properties = MessageProperties(body=body)
         if QUEUES[queue]:
             with pytest.raises(TransactionUsageError):
-                self.core.prepare_send(
-                    queue, properties, tx=None, mode=SendMode.NONE, now=self.tick()
-                )
+                self.qm.prepare(queue, body, mode=SendMode.NONE)
             return
-        prepared = self.core.prepare_send(
-            queue, properties, tx=None, mode=SendMode.NONE, now=self.tick()
-        )
-        [outcome] = self.store.commit_batch([_unit(prepared.messages)], now=self.now)
-        assert outcome.error is None
+        prepared = self.qm.prepare(queue, body, mode=SendMode.NONE)
+        assert prepared is not None
+        assert prepared.unit is not None
+        self.qm.core.send_done(prepared, self.qm.write(prepared.unit))
         self.model[queue].append(body, 3)
 
     def pick(self, index: int) -> ModelTx:
@@ -131,62 +122,48 @@ class QueueSemantics(RuleBasedStateMachine):
     @precondition(lambda self: len(self.open) < MAX_OPEN)
     @rule()
     def begin(self) -> None:
-        tx = self.core.begin(owner=self, now=self.tick())
+        tx = self.qm.begin()
         self.open[tx.tx_id] = ModelTx(tx)
 
     @precondition(has_open)
     @rule(index=picks, queue=queue_names, body=bodies)
     def send_in_transaction(self, index: int, queue: str, body: bytes) -> None:
         entry = self.pick(index)
-        properties = MessageProperties(body=body)
         if not QUEUES[queue]:
             with pytest.raises(TransactionUsageError):
-                self.core.prepare_send(queue, properties, tx=entry.tx, now=self.tick())
+                self.qm.prepare(queue, body, tx=entry.tx)
             return
-        self.core.prepare_send(queue, properties, tx=entry.tx, now=self.tick())
-        entry.sends.append((queue, body, 0))
+        self.qm.prepare(queue, body, tx=entry.tx)
+        entry.sends.append((queue, body))
 
     # -- receives ------------------------------------------------------
 
     @rule(queue=queue_names)
     def receive_outside_transaction(self, queue: str) -> None:
-        record = self.core.queue(queue)
-        self.core.check_receive(record, None, peek=False)
-        found = self.core.find(record)
+        found = self.qm.take(queue)
         expected = self.model[queue].next_for_receive()
         if expected is None:
             assert found is None
             return
-        assert found is not None
-        lookup_id, message = found
-        assert (lookup_id, message.body) == (expected.lookup_id, expected.body)
-        self.core.lock(record, lookup_id, None, self.tick())
-        [outcome] = self.store.commit_batch(
-            [self.core.removal_unit(record, lookup_id)], now=self.now
-        )
-        _, error = self.core.finish_removal(record.queue_id, lookup_id, outcome)
-        assert error is None
-        self.model[queue].messages.remove(expected)
+        assert found == (expected.lookup_id, expected.body)
+        self.model[queue].remove(expected.lookup_id)
 
     @precondition(has_open)
     @rule(index=picks, queue=queue_names)
     def receive_in_transaction(self, index: int, queue: str) -> None:
         entry = self.pick(index)
-        record = self.core.queue(queue)
         if not QUEUES[queue]:
             with pytest.raises(TransactionUsageError):
-                self.core.check_receive(record, entry.tx, peek=False)
+                self.qm.take(queue, entry.tx)
             return
-        found = self.core.find(record)
+        found = self.qm.take(queue, entry.tx)
         expected = self.model[queue].next_for_receive()
         if expected is None:
             assert found is None
             return
-        assert found is not None
-        assert found[0] == expected.lookup_id
-        self.core.lock(record, found[0], entry.tx, self.tick())
-        self.model[queue].locked.add(found[0])
-        entry.receives.append((queue, found[0]))
+        assert found == (expected.lookup_id, expected.body)
+        self.model[queue].held.add(expected.lookup_id)
+        entry.receives.append((queue, expected.lookup_id))
 
     # -- endings -------------------------------------------------------
 
@@ -205,65 +182,42 @@ class QueueSemantics(RuleBasedStateMachine):
     @rule(index=picks)
     def abort(self, index: int) -> None:
         entry = self.open.pop(self.pick(index).tx.tx_id)
-        self.core.abort(entry.tx)
-        pending = getattr(self, "purge_pending", set())
+        self.qm.core.abort(entry.tx)
         for queue, lookup_id in entry.receives:
-            model = self.model[queue]
-            model.locked.discard(lookup_id)
-            if (queue, lookup_id) in pending:
-                # Purged while locked: it leaves the queue when its transaction ends.
-                pending.discard((queue, lookup_id))
-                model.messages = [m for m in model.messages if m.lookup_id != lookup_id]
+            self.model[queue].held.discard(lookup_id)
 
     def _commit_together(self, tx_ids: list[int]) -> None:
         entries = [self.open.pop(tx_id) for tx_id in tx_ids if tx_id in self.open]
         if not entries:
             return
-        units = [self.core.prepare_commit(entry.tx) for entry in entries]
-        outcomes = self.store.commit_batch(units, now=self.tick())
-        for entry, outcome in zip(entries, outcomes, strict=True):
-            _, error = self.core.finish_commit(entry.tx, outcome)
-            assert error is None
+        errors = self.qm.commit(*(entry.tx for entry in entries))
+        assert errors == [None] * len(entries)
+        for entry in entries:
             for queue, lookup_id in entry.receives:
-                model = self.model[queue]
-                model.locked.discard(lookup_id)
-                model.messages = [m for m in model.messages if m.lookup_id != lookup_id]
-                getattr(self, "purge_pending", set()).discard((queue, lookup_id))
-            first_ids: dict[str, list[int]] = {}
-            for send in outcome.sends:
-                first_ids.setdefault(
-                    self.core.store.get_queue_by_id(send.queue_id).name, []
-                ).append(  # type: ignore[union-attr]
-                    send.lookup_id
-                )
-            for queue, body, priority in entry.sends:
-                self.model[queue].append(body, priority)
-            # A transaction's sends to one queue get consecutive LookupIds.
-            for ids in first_ids.values():
-                assert ids == list(range(ids[0], ids[0] + len(ids)))
+                self.model[queue].remove(lookup_id)
+            for queue, body in entry.sends:
+                self.model[queue].append(body, 0)
 
     @rule(queue=queue_names)
     def purge(self, queue: str) -> None:
-        self.core.purge_queue(queue)
         model = self.model[queue]
-        model.messages = [m for m in model.messages if m.lookup_id in model.locked]
-        self.purge_pending = getattr(self, "purge_pending", set())
-        self.purge_pending |= {(queue, lookup_id) for lookup_id in model.locked}
+        assert self.qm.purge(queue) == len(model.messages)
+        # Everything goes at once, held messages included: they leave when
+        # their transaction ends, whether it commits or aborts.
+        model.messages = []
+        model.next_lookup_id = self.qm.core.queue(queue).next_lookup_id
+
+    @rule()
+    def erase_step(self) -> None:
+        self.qm.erase_all(step=3)
 
     @rule()
     def crash_and_restart(self) -> None:
         """Lose everything in memory, as ``kill -9`` would; reopen the store."""
-        self.store.close()
-        self.store = Store(self.directory / "store", initial_map_size=1 << 20)
-        self.core = QueueManagerCore(self.store)
-        pending = getattr(self, "purge_pending", set())
+        self.qm.crash()
         for entry in self.open.values():
             for queue, lookup_id in entry.receives:
-                self.model[queue].locked.discard(lookup_id)
-        # Messages a purge marked while locked stay until their transaction ends;
-        # a crash ends it by abort, and the restarted daemon no longer remembers the
-        # purge: they are visible again, which is what MSMQ does too.
-        pending.clear()
+                self.model[queue].held.discard(lookup_id)
         self.open.clear()
 
     # -- what readers see ----------------------------------------------
@@ -271,25 +225,19 @@ class QueueSemantics(RuleBasedStateMachine):
     @invariant()
     def readers_see_the_model(self) -> None:
         for name, model in self.model.items():
-            record = self.core.queue(name)
-            seen = [(lid, m.body) for lid, m in self.core.peek_range(record, after=0, limit=10_000)]
             expected = [(m.lookup_id, m.body) for m in model.visible()]
-            assert seen == expected, name
+            assert self.qm.visible(name) == expected, name
+            record = self.qm.core.queue(name)
             assert record.depth == len(model.messages)
+            assert record.bytes == sum(len(m.body) for m in model.messages)
             assert record.next_lookup_id == model.next_lookup_id
 
     @invariant()
-    def the_next_receive_takes_the_model_next(self) -> None:
+    def the_next_receive_would_take_the_model_next(self) -> None:
         for name, model in self.model.items():
-            found = self.core.find(self.core.queue(name))
+            found = self.qm.core.peek(self.qm.core.queue(name))
             expected = model.next_for_receive()
             assert (found and found[0]) == (expected and expected.lookup_id), name
-
-
-def _unit(messages: tuple[object, ...]) -> object:
-    from storage import CommitUnit
-
-    return CommitUnit(sends=messages)  # type: ignore[arg-type]
 
 
 QueueSemantics.TestCase.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)

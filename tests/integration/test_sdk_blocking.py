@@ -378,9 +378,12 @@ def test_send_in_transaction_to_plain_queue(qm: QueueManager, plainq: str) -> No
 
 def test_receive_in_transaction_from_plain_queue(qm: QueueManager, plainq: str) -> None:
     qm.send(plainq, b"x")
-    with qm.begin() as tx:
-        with pytest.raises(TransactionUsageError, match="not transactional"):
-            tx.receive(plainq)
+    tx = qm.begin()
+    with pytest.raises(TransactionUsageError, match="not transactional"):
+        tx.receive(plainq)
+    # A failed operation dooms its transaction: it can only abort.
+    with pytest.raises(TransactionUsageError, match="aborted because"):
+        tx.commit()
     assert qm.receive(plainq) is not None
 
 

@@ -1,97 +1,197 @@
-"""Group commit: concurrent submitters share batches; a failed batch fails whole."""
+"""The committer: batches, where they are written, and an outcome for every unit.
+
+These tests use a real store; the writer runs on its thread where the test
+says so. They use trio's real clock: the writer thread's results arrive from
+outside the event loop, which a mock clock cannot jump over.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 import storage
+from qmgr.core.errors import ShuttingDown
 from qmgr.server.committer import Committer
-from storage import CommitOutcome, CommitUnit, Store
-
-
-class CountingStore:
-    """A real store that remembers how many units each batch carried."""
-
-    def __init__(self, path: Path) -> None:
-        self.store = Store(path, durable=False)
-        self.batches: list[int] = []
-        self.fail_next = False
-
-    def commit_batch(self, units: Sequence[CommitUnit], *, now: float) -> list[CommitOutcome]:
-        self.batches.append(len(units))
-        if self.fail_next:
-            self.fail_next = False
-            raise storage.StoreFull("disk full (simulated)")
-        return self.store.commit_batch(units, now=now)
+from qmgr.server.writer import Writer
+from storage import AppendMessage, CreateQueue, Store, Unit, UnitOutcome
 
 
 @pytest.fixture
-def counting(tmp_path: Path) -> CountingStore:
-    return CountingStore(tmp_path / "store")
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "store", initial_map_size=1 << 22, durable=False) as opened:
+        opened.commit([Unit((CreateQueue("q", "q", transactional=True),))], now=0.0)
+        yield opened
 
 
-async def test_a_lone_submitter_commits_at_once(counting: CountingStore) -> None:
-    committer = Committer(counting, others_may_join=lambda: False)  # type: ignore[arg-type]
-    for _ in range(3):
-        outcome = await committer.submit(CommitUnit())
-        assert outcome.error is None
-    assert counting.batches == [1, 1, 1]
+def append(store: Store, body: bytes = b"x") -> Unit:
+    queue = store.get_queue("q")
+    assert queue is not None
+    return Unit((AppendMessage(queue.queue_id, body, 0, len(body)),))
 
 
-async def test_concurrent_submitters_share_batches(counting: CountingStore) -> None:
-    committer = Committer(counting)  # type: ignore[arg-type]
-    results: list[CommitOutcome] = []
-
-    async def client() -> None:
-        for _ in range(5):
-            results.append(await committer.submit(CommitUnit()))
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(8):
-            nursery.start_soon(client)
-    assert len(results) == 40
-    assert sum(counting.batches) == 40
-    # Eight tasks ready at once are written together, not one sync each.
-    assert max(counting.batches) >= 4
-    assert len(counting.batches) < 40
+@asynccontextmanager
+async def running(store: Store, *, thread: bool) -> AsyncIterator[Committer]:
+    writer = Writer(store, thread=thread)
+    committer = Committer(store, writer)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(committer.run)
+            yield committer
+            nursery.cancel_scope.cancel()
+    finally:
+        writer.close()
 
 
-async def test_a_failed_batch_fails_every_unit_in_it(counting: CountingStore) -> None:
-    committer = Committer(counting)  # type: ignore[arg-type]
-    errors: list[BaseException] = []
+class Spy:
+    """Counts the batches the store plans, and can make the next one fail."""
 
-    async def client() -> None:
-        try:
-            await committer.submit(CommitUnit())
-        except storage.StoreFull as exc:
-            errors.append(exc)
+    def __init__(self, store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.batches: list[int] = []
+        self.fail_with: BaseException | None = None
+        committing = store.committing
 
-    counting.fail_next = True
-    async with trio.open_nursery() as nursery:
+        def spy(units: Any, *, now: float) -> Any:
+            self.batches.append(len(units))
+            if self.fail_with is not None:
+                error, self.fail_with = self.fail_with, None
+                raise error
+            return committing(units, now=now)
+
+        monkeypatch.setattr(store, "committing", spy)
+
+
+async def test_a_lone_submitter_writes_at_once_on_its_own_task(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed_over: list[object] = []
+    apply = Writer.apply
+
+    async def spy(self: Writer, plan: storage.Plan) -> storage.StoreError | None:
+        handed_over.append(plan)
+        return await apply(self, plan)
+
+    monkeypatch.setattr(Writer, "apply", spy)
+    async with running(store, thread=True) as committer:
         for _ in range(3):
-            nursery.start_soon(client)
-    assert counting.batches[0] == 3
-    assert len(errors) == 3
-    # The committer goes on working after a failed batch.
-    assert (await committer.submit(CommitUnit())).error is None
+            outcome = await committer.submit(append(store), source=1)
+            assert outcome.error is None
+        # Written by the submitter on its own task, not handed to the thread.
+        assert handed_over == []
+        # The daemon's own work (source 0) always goes through the batches, so
+        # that a loop of erase steps lets the clients' requests in between.
+        outcome = await committer.submit(append(store))
+        assert outcome.error is None
+        assert len(handed_over) == 1
+    assert committer.batches == 4
+    queue = store.get_queue("q")
+    assert queue is not None
+    assert queue.depth == 4
 
 
-async def test_a_cancelled_submitter_still_learns_the_outcome(counting: CountingStore) -> None:
-    committer = Committer(counting)  # type: ignore[arg-type]
-    seen: list[CommitOutcome] = []
+@pytest.mark.parametrize("thread", [True, False])
+async def test_concurrent_submitters_share_batches(
+    store: Store, monkeypatch: pytest.MonkeyPatch, thread: bool
+) -> None:
+    spy = Spy(store, monkeypatch)
+    results: list[UnitOutcome] = []
+    async with running(store, thread=thread) as committer:
 
-    async def follower() -> None:
-        seen.append(await committer.submit(CommitUnit()))
+        async def client(source: int) -> None:
+            for _ in range(10):
+                committer.note_read(source, trio.current_time())
+                results.append(await committer.submit(append(store), source=source))
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(follower)
-        nursery.start_soon(follower)
-        await trio.lowlevel.checkpoint()
-        nursery.cancel_scope.cancel()
-    # Once handed over, a unit is applied and its submitter is told, cancelled or not.
+        async with trio.open_nursery() as nursery:
+            for source in range(1, 9):
+                nursery.start_soon(client, source)
+    assert len(results) == 80
+    assert all(outcome.error is None for outcome in results)
+    assert committer.units == 80
+    # Eight clients at once share syncs instead of taking one each.
+    assert committer.batches < 80
+    assert max(spy.batches) >= 4
+
+
+async def test_a_failed_batch_fails_every_unit_in_it_and_the_committer_goes_on(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = Spy(store, monkeypatch)
+    errors: list[BaseException] = []
+    async with running(store, thread=True) as committer:
+
+        async def client(source: int) -> None:
+            committer.note_read(source, trio.current_time())
+            try:
+                await committer.submit(append(store), source=source)
+            except storage.StoreFull as exc:
+                errors.append(exc)
+
+        spy.fail_with = storage.StoreFull("disk full (simulated)")
+        for source in range(1, 4):  # all three are busy: their units queue together
+            committer.note_read(source, trio.current_time())
+        async with trio.open_nursery() as nursery:
+            for source in range(1, 4):
+                nursery.start_soon(client, source)
+        assert len(errors) == 3
+        assert (await committer.submit(append(store))).error is None
+
+
+async def test_an_unexpected_error_still_gives_every_unit_an_outcome(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spy = Spy(store, monkeypatch)
+    failures: list[BaseException] = []
+    with trio.fail_after(10):
+        async with running(store, thread=True) as committer:
+
+            async def client(source: int) -> None:
+                committer.note_read(source, trio.current_time())
+                try:
+                    await committer.submit(append(store), source=source)
+                except storage.StoreError as exc:
+                    failures.append(exc)
+
+            spy.fail_with = RuntimeError("a bug in the write path")
+            for source in range(1, 5):
+                committer.note_read(source, trio.current_time())
+            async with trio.open_nursery() as nursery:
+                for source in range(1, 5):
+                    nursery.start_soon(client, source)
+            assert len(failures) == 4
+            assert "internal error" in str(failures[0])
+            assert (await committer.submit(append(store))).error is None
+        # ...and stopping did not hang.
+
+
+async def test_a_cancelled_submitter_still_learns_the_outcome(store: Store) -> None:
+    seen: list[UnitOutcome] = []
+    async with running(store, thread=True) as committer:
+
+        async def submitter(source: int) -> None:
+            committer.note_read(source, trio.current_time())
+            seen.append(await committer.submit(append(store), source=source))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(submitter, 1)
+            nursery.start_soon(submitter, 2)
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+    # Once handed over, a unit is written and its submitter is told, cancelled or not.
     assert len(seen) == 2
-    assert sum(counting.batches) == 2
+    queue = store.get_queue("q")
+    assert queue is not None
+    assert queue.depth == 2
+
+
+async def test_a_stopped_committer_refuses_new_units(store: Store) -> None:
+    async with running(store, thread=False) as committer:
+        pass
+    with pytest.raises(ShuttingDown):
+        await committer.submit(append(store))

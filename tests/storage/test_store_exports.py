@@ -1,47 +1,79 @@
-"""The public surface of the storage package."""
+"""The public surface of the storage package: its names and its error tree."""
 
 from __future__ import annotations
 
 import storage
 
+PUBLIC_NAMES = {
+    "SCHEMA_VERSION",
+    "MESSAGE_HEADER_SIZE",
+    "OPERATION_ERRORS",
+    "SKIPPED",
+    # errors
+    "InvalidOperation",
+    "InvalidRecord",
+    "MapFull",
+    "MessageMissing",
+    "QueueExists",
+    "QueueMissing",
+    "QuotaExceeded",
+    "SchemaMismatch",
+    "StoreClosed",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreFull",
+    "StoreLocked",
+    # operations and units
+    "AppendMessage",
+    "Attempt",
+    "CreateQueue",
+    "DeleteQueue",
+    "EraseStep",
+    "Operation",
+    "PurgeQueue",
+    "ReclaimSpace",
+    "RemoveMessage",
+    "ReserveOrdinals",
+    "SetSetting",
+    "Unit",
+    # results
+    "Appended",
+    "Done",
+    "Erased",
+    "Failed",
+    "Fallback",
+    "QueueCreated",
+    "QueueDeleted",
+    "QueuePurged",
+    "Removed",
+    "Result",
+    "Skipped",
+    "UnitOutcome",
+    # the store and its plans
+    "Plan",
+    "PlanContext",
+    "Store",
+    # records
+    "QueueKind",
+    "QueueRecord",
+    "decode_queue",
+    "encode_message_record",
+    "encode_queue",
+    "message_arrived_time",
+    "message_header",
+    "message_payload",
+}
 
-def test_public_names() -> None:
-    assert sorted(storage.__all__) == [
-        "CommitOutcome",
-        "CommitUnit",
-        "CommittedSend",
-        "InvalidOperation",
-        "InvalidRecord",
-        "MessageMissing",
-        "MessageRecord",
-        "NewMessage",
-        "QueueExists",
-        "QueueKind",
-        "QueueMissing",
-        "QueueRecord",
-        "QuotaExceeded",
-        "Removal",
-        "SCHEMA_VERSION",
-        "SchemaMismatch",
-        "Store",
-        "StoreClosed",
-        "StoreCorrupt",
-        "StoreError",
-        "StoreFull",
-        "StoreLocked",
-        "decode_message",
-        "decode_queue",
-        "encode_message",
-        "encode_queue",
-        "format_message_id",
-    ]
-    for name in storage.__all__:
-        assert getattr(storage, name) is not None
+
+def test_package_exports_exactly_the_public_names() -> None:
+    exported = {name for name in vars(storage) if not name.startswith("_")} - {"annotations"}
+    assert exported == PUBLIC_NAMES
 
 
-def test_error_tree() -> None:
+def test_every_error_is_a_store_error() -> None:
     for name in (
         "StoreFull",
+        "MapFull",
         "StoreCorrupt",
         "SchemaMismatch",
         "StoreClosed",
@@ -53,4 +85,19 @@ def test_error_tree() -> None:
         "InvalidOperation",
         "InvalidRecord",
     ):
-        assert issubclass(getattr(storage, name), storage.StoreError)
+        assert issubclass(getattr(storage, name), storage.StoreError), name
+    assert issubclass(storage.InvalidRecord, ValueError)
+
+
+def test_operation_errors_are_the_per_operation_failures() -> None:
+    assert set(storage.OPERATION_ERRORS) == {
+        storage.QueueMissing,
+        storage.QueueExists,
+        storage.QuotaExceeded,
+        storage.MessageMissing,
+        storage.InvalidRecord,
+        storage.InvalidOperation,
+    }
+    # Batch-level errors are not among them: they fail a batch, not an operation.
+    for batch_level in (storage.StoreFull, storage.StoreCorrupt, storage.StoreClosed):
+        assert not issubclass(batch_level, storage.OPERATION_ERRORS)

@@ -1,116 +1,246 @@
-"""Map growth: transparent doubling, and StoreFull with nothing applied at the limit."""
+"""Map growth, the limit of ``max_map_size``, the headroom kept for removals,
+and the ballast file given up when the disk is full.
+
+At the limit, units that add data fail with StoreFull in their outcome
+while units that only remove data (receives, purges, deletions, erase
+steps) still commit, in the same batch and again and again.
+"""
 
 from __future__ import annotations
 
-import uuid
-from pathlib import Path
-
 import pytest
+from conftest import (
+    KIB,
+    MIB,
+    Reopener,
+    StoreOpener,
+    append,
+    commit,
+    commit_ok,
+    counters,
+    create_queue,
+    drive,
+    erase_all,
+    fill,
+    fill_until_full,
+    lookups,
+    payloads,
+    remove,
+    unit,
+)
 
-from storage import CommitUnit, MessageRecord, NewMessage, Removal, Store, StoreFull
+from storage import (
+    SKIPPED,
+    Appended,
+    DeleteQueue,
+    Failed,
+    Plan,
+    PurgeQueue,
+    QueuePurged,
+    QueueRecord,
+    Removed,
+    Store,
+    StoreError,
+    StoreFull,
+)
 
-KIB = 1 << 10
-MIB = 1 << 20
+LIMIT = 4 * MIB
+RESERVE = 512 * KIB
+#: Where ordinary writes stop: the limit less the headroom kept for removals.
+ORDINARY_LIMIT = LIMIT - RESERVE
+BIG = b"B" * (256 * KIB)
 
 
-def message(body: bytes) -> MessageRecord:
-    return MessageRecord(
-        message_id_qm=uuid.UUID(int=1),
-        message_id_ordinal=0,
-        label="m",
-        body=body,
-        correlation_id=b"",
-        app_specific=0,
-        priority=3,
-        delivery=1,
-        acknowledge=0,
-        journal_level=0,
-        admin_queue="",
-        response_queue="",
-        time_to_reach_queue=0xFFFFFFFF,
-        time_to_be_received=0xFFFFFFFF,
-        message_class=0,
-        sent_time=1.0,
-        arrived_time=0.0,
-        source_qm=uuid.UUID(int=1),
-        transactional=False,
-        destination="q",
+@pytest.fixture
+def limited(open_store: StoreOpener) -> Store:
+    """A store of at most ``LIMIT`` bytes that keeps ``RESERVE`` for removals."""
+    return open_store(initial_map_size=1 * MIB, max_map_size=LIMIT, reserve_size=RESERVE)
+
+
+def oldest(store: Store, queue: QueueRecord, count: int = 1) -> list[int]:
+    return lookups(store, queue, limit=count)
+
+
+# --------------------------------------------------------------------------- growth
+
+
+def test_map_grows_transparently_and_keeps_its_size_on_reopen(
+    open_store: StoreOpener, reopen: Reopener
+) -> None:
+    store = open_store(initial_map_size=256 * KIB)
+    assert store.map_size == 256 * KIB
+    queue = create_queue(store, "q")
+    for _ in range(20):
+        fill(store, queue, 25, bytes(range(256)) * 16)  # 4 KiB each
+    fill(store, queue, 1, b"L" * (3 * MIB))
+    assert store.map_size > 4 * MIB
+    assert counters(store, "q")[:2] == (502, 501)
+    grown = store.map_size
+    store = reopen(store, initial_map_size=256 * KIB)
+    assert store.map_size == grown  # an existing store keeps its size
+    assert lookups(store, queue) == list(range(1, 502))
+    assert payloads(store, queue)[-1] == b"L" * (3 * MIB)
+
+
+def test_a_new_store_starts_below_the_headroom(open_store: StoreOpener) -> None:
+    store = open_store(initial_map_size=LIMIT, max_map_size=LIMIT, reserve_size=RESERVE)
+    assert store.map_size == ORDINARY_LIMIT
+
+
+def test_headroom_is_at_most_an_eighth_of_the_limit(open_store: StoreOpener) -> None:
+    store = open_store(initial_map_size=LIMIT, max_map_size=LIMIT, reserve_size=LIMIT)
+    assert store.map_size == LIMIT - LIMIT // 8
+
+
+def test_units_that_do_not_fit_at_the_limit_fail_and_nothing_of_them_is_applied(
+    open_store: StoreOpener, reopen: Reopener
+) -> None:
+    store = open_store(initial_map_size=256 * KIB, max_map_size=1 * MIB)
+    queue = create_queue(store, "q")
+    fill(store, queue, 10, b"s" * 1000)
+    before = store.get_queue("q")
+    huge = b"h" * (2 * MIB)
+    outcomes = commit(
+        store, unit(append(queue, b"s")), unit(append(queue, huge)), unit(append(queue, b"s"))
     )
+    # The batch did not fit: every unit that adds data is refused.
+    for outcome in outcomes:
+        assert isinstance(outcome.error, StoreFull)
+        assert "max_map_size" in str(outcome.error)
+    assert store.map_size == 1 * MIB
+    assert store.get_queue("q") == before
+    assert lookups(store, queue) == list(range(1, 11))
+    # Smaller writes still work and continue the lookup ids.
+    assert fill(store, queue, 1) == [11]
+    assert lookups(reopen(store), queue) == list(range(1, 12))
 
 
-def test_map_grows_transparently(tmp_path: Path) -> None:
-    with Store(tmp_path, initial_map_size=256 * KIB, durable=False) as store:
-        assert store.map_size == 256 * KIB
-        queue = store.create_queue(name="q", display_name="q", now=0.0)
-        big = NewMessage(queue_id=queue.queue_id, record=message(bytes(range(256)) * 16))  # 4 KiB
-        for _ in range(20):
-            outcome = store.commit_batch([CommitUnit(sends=[big] * 25)], now=1.0)
-            assert outcome[0].error is None
-        large = NewMessage(queue_id=queue.queue_id, record=message(b"L" * (3 * MIB)))
-        assert store.commit_batch([CommitUnit(sends=[large])], now=2.0)[0].error is None
-        assert store.map_size > 4 * MIB
-        record = store.get_queue("q")
-        assert record is not None
-        assert (record.depth, record.next_lookup_id) == (501, 502)
-        grown = store.map_size
-    with Store(tmp_path, initial_map_size=256 * KIB, durable=False) as store:
-        assert store.map_size == grown  # an existing store keeps its size
-        stored = store.read_range(queue.queue_id, limit=1000)
-        assert [lookup for lookup, _ in stored] == list(range(1, 502))
-        assert stored[-1][1].body == b"L" * (3 * MIB)
+def test_refused_atomic_unit_reports_store_full_once_and_skips_the_rest(
+    open_store: StoreOpener,
+) -> None:
+    store = open_store(initial_map_size=256 * KIB, max_map_size=512 * KIB)
+    queue = create_queue(store, "q")
+    [outcome] = commit(store, unit(append(queue), append(queue, b"h" * MIB), append(queue)))
+    assert isinstance(outcome.results[0], Failed)
+    assert isinstance(outcome.results[0].error, StoreFull)
+    assert outcome.results[1:] == (SKIPPED, SKIPPED)
 
 
-def test_full_map_raises_store_full_with_nothing_applied(tmp_path: Path) -> None:
-    with Store(tmp_path, initial_map_size=256 * KIB, max_map_size=1 * MIB, durable=False) as store:
-        queue = store.create_queue(name="q", display_name="q", now=0.0)
-        small = NewMessage(queue_id=queue.queue_id, record=message(b"s" * 1000))
-        first = store.commit_batch([CommitUnit(sends=[small] * 10)], now=1.0)
-        assert first[0].error is None
-        before = store.get_queue("q")
-        huge = NewMessage(queue_id=queue.queue_id, record=message(b"h" * (2 * MIB)))
-        with pytest.raises(StoreFull):
-            store.commit_batch(
-                [CommitUnit(sends=[small]), CommitUnit(sends=[huge]), CommitUnit(sends=[small])],
-                now=2.0,
-            )
-        assert store.map_size == 1 * MIB
-        # Nothing of the batch was applied, in the file or in the cache.
-        assert store.get_queue("q") == before
-        assert [lookup for lookup, _ in store.read_range(queue.queue_id)] == list(range(1, 11))
-        # Smaller writes still work and continue the sequences.
-        after = store.commit_batch([CommitUnit(sends=[small])], now=3.0)[0]
-        assert after.error is None
-        assert after.sends[0].lookup_id == 11
-        assert after.sends[0].record.message_id_ordinal == 11
-        # Fill the map with small messages until it is full, then free space.
-        with pytest.raises(StoreFull):
-            for _ in range(1000):
-                store.commit_batch([CommitUnit(sends=[small] * 20)], now=4.0)
-        full = store.get_queue("q")
-        assert full is not None
-        assert len(store.read_range(queue.queue_id, limit=10_000)) == full.depth
-        assert store.purge_queue(queue.queue_id) == full.depth
-        assert store.commit_batch([CommitUnit(sends=[small] * 20)], now=5.0)[0].error is None
-    with Store(tmp_path, durable=False) as store:
-        record = store.get_queue("q")
-        assert record is not None
-        assert record.depth == 20
-        assert len(store.read_range(queue.queue_id)) == 20
+# --------------------------------------------------------------------------- headroom
 
 
-def test_store_full_for_other_writes(tmp_path: Path) -> None:
-    with Store(
-        tmp_path, initial_map_size=256 * KIB, max_map_size=512 * KIB, durable=False
-    ) as store:
-        queue = store.create_queue(name="q", display_name="q", now=0.0)
-        with pytest.raises(StoreFull):
-            store.set_setting("big", "v" * (600 * KIB))
-        assert store.get_setting("big") is None
-        store.set_setting("small", "v")
-        outcome = store.commit_batch(
-            [CommitUnit(sends=[NewMessage(queue_id=queue.queue_id, record=message(b"x"))])], now=1.0
-        )[0]
-        removal = Removal(
-            queue_id=queue.queue_id, lookup_id=outcome.sends[0].lookup_id, journal=True
+def test_ordinary_writes_never_take_the_headroom(limited: Store) -> None:
+    queue = create_queue(limited, "q", transactional=True)
+    assert fill_until_full(limited, queue) > 10_000
+    assert limited.map_size <= ORDINARY_LIMIT
+
+
+def test_at_the_limit_appends_fail_while_removals_in_the_same_batch_commit(
+    limited: Store,
+) -> None:
+    queue = create_queue(limited, "q", transactional=True)
+    stored = fill_until_full(limited, queue)
+    for round_ in range(20):
+        [first] = oldest(limited, queue)
+        outcomes = commit(
+            limited,
+            unit(append(queue, BIG)),
+            unit(remove(queue, first)),
+            unit(append(queue)),
         )
-        assert store.commit_batch([CommitUnit(removals=[removal])], now=2.0)[0].error is None
+        assert isinstance(outcomes[0].error, StoreFull), round_
+        assert outcomes[0].results[0] == Failed(outcomes[0].error)
+        assert outcomes[1].results == (Removed(queue.queue_id, first),), round_
+        assert isinstance(outcomes[2].error, StoreFull), round_
+        assert limited.map_size <= LIMIT
+    assert counters(limited, "q")[1] == stored - 20
+
+
+@pytest.mark.parametrize("transactional", [True, False])
+def test_a_full_store_can_be_purged_erased_and_filled_again_and_again(
+    limited: Store, transactional: bool
+) -> None:
+    queue = create_queue(limited, "q", transactional=transactional)
+    for _ in range(3):
+        stored = fill_until_full(limited, queue)
+        assert stored > 1000
+        [refused] = commit(limited, unit(append(queue)))
+        assert isinstance(refused.error, StoreFull)
+        [purged] = commit_ok(limited, unit(PurgeQueue(queue.queue_id)))
+        assert purged.results == (QueuePurged(queue.queue_id, stored),)
+        steps = erase_all(limited, queue, 500)
+        assert sum(step.messages for step in steps) == stored
+        assert len(steps) == -(-stored // 500)
+        assert limited.map_size <= LIMIT
+        assert limited.queues_to_erase() == []
+        [again] = commit_ok(limited, unit(append(queue, BIG)))
+        assert isinstance(again.results[0], Appended)
+        commit_ok(limited, unit(remove(queue, again.results[0].lookup_id)))
+
+
+def test_a_full_store_can_delete_a_queue_and_erase_it(limited: Store) -> None:
+    queue = create_queue(limited, "q")
+    other = create_queue(limited, "other")
+    stored = fill_until_full(limited, queue)
+    commit_ok(limited, unit(DeleteQueue(queue.queue_id)))
+    assert sum(step.messages for step in erase_all(limited, queue, 1000)) == stored
+    assert fill(limited, other, 1, BIG) == [1]
+
+
+def test_headroom_survives_removals_alternating_with_refills(limited: Store) -> None:
+    queue = create_queue(limited, "q", transactional=True)
+    fill_until_full(limited, queue)
+    for _ in range(150):
+        commit_ok(limited, unit(*(remove(queue, lookup) for lookup in oldest(limited, queue, 3))))
+        fill_until_full(limited, queue)
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def test_disk_full_on_a_removal_gives_it_the_ballast_space(open_store: StoreOpener) -> None:
+    store = open_store(reserve_size=64 * KIB)
+    ballast = store.path / "reserve"
+    queue = create_queue(store, "q")
+    fill(store, queue, 2)
+    disk_full = StoreFull("commit: no space left on device")
+    removal = unit(remove(queue, 1))
+    plans: list[Plan] = []
+
+    def respond(plan: Plan) -> StoreError | None:
+        plans.append(plan)
+        return disk_full if store.has_ballast else None
+
+    outcomes = drive(store, [unit(append(queue)), removal], respond)
+    assert outcomes[0].error is disk_full
+    assert outcomes[1].results == (Removed(queue.queue_id, 1),)
+    # The removal was planned again on its own, with privilege; the full disk
+    # gave up the ballast and the same plan was applied in its space.
+    assert plans[-1] is plans[-2]
+    assert plans[-1].privileged
+    assert list(plans[-1].units) == [removal]
+    assert not ballast.exists()
+    assert not store.has_ballast
+    assert lookups(store, queue) == [2]
+    assert store.restore_ballast()
+    assert store.has_ballast
+    assert ballast.stat().st_blocks * 512 >= 64 * KIB
+
+
+def test_disk_full_on_a_removal_without_ballast_fails_the_batch(store: Store) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 2)
+    disk_full = StoreFull("commit: no space left on device")
+    with pytest.raises(StoreFull) as caught:
+        drive(store, [unit(append(queue)), unit(remove(queue, 1))], lambda plan: disk_full)
+    assert caught.value is disk_full
+    assert lookups(store, queue) == [1, 2]
+    assert counters(store, "q") == (3, 2, 200)
+
+
+def test_disk_full_on_appends_only_refuses_them(store: Store) -> None:
+    queue = create_queue(store, "q")
+    disk_full = StoreFull("commit: no space left on device")
+    outcomes = drive(store, [unit(append(queue)), unit(append(queue))], lambda plan: disk_full)
+    assert [outcome.error for outcome in outcomes] == [disk_full, disk_full]
+    assert lookups(store, queue) == []

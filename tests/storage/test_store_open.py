@@ -1,137 +1,202 @@
-"""Opening, closing and reopening a store; schema and corruption checks; settings."""
+"""Opening, closing and reopening a store: the directory lock, the schema
+check, corrupt files, settings, the ballast file, and what opening reads."""
 
 from __future__ import annotations
 
-import errno
+import gc
+import stat
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import lmdb
 import pytest
+from conftest import (
+    BODY,
+    KIB,
+    Reopener,
+    StoreOpener,
+    append,
+    commit_ok,
+    counters,
+    create_queue,
+    fill,
+    lookups,
+    payloads,
+    raw_lmdb,
+    unit,
+)
 
-import storage
+import storage._catalog
 from storage import (
-    CommitUnit,
-    MessageRecord,
-    NewMessage,
+    SCHEMA_VERSION,
+    InvalidRecord,
     SchemaMismatch,
+    SetSetting,
     Store,
     StoreClosed,
     StoreCorrupt,
-    StoreError,
-    StoreFull,
     StoreLocked,
 )
-from storage._errors import translate_lmdb_error, translate_os_error
-from storage._keys import DB_META, META_SCHEMA_VERSION, u32
+from storage._keys import (
+    DB_META,
+    DB_QUEUES,
+    META_NEXT_QUEUE_ID,
+    META_ORDINAL_LIMIT,
+    META_QM_GUID,
+    META_SCHEMA_VERSION,
+    counters_key,
+    message_key,
+    setting_key,
+    u32,
+)
 
 
-def message(body: bytes = b"x" * 256) -> MessageRecord:
-    return MessageRecord(
-        message_id_qm=uuid.UUID(int=1),
-        message_id_ordinal=0,
-        label="m",
-        body=body,
-        correlation_id=b"",
-        app_specific=0,
-        priority=3,
-        delivery=1,
-        acknowledge=0,
-        journal_level=0,
-        admin_queue="",
-        response_queue="",
-        time_to_reach_queue=0xFFFFFFFF,
-        time_to_be_received=0xFFFFFFFF,
-        message_class=0,
-        sent_time=1.0,
-        arrived_time=0.0,
-        source_qm=uuid.UUID(int=1),
-        transactional=False,
-        destination="orders",
-    )
+def put_raw(path: Path, db_name: bytes | None, key: bytes, value: bytes) -> None:
+    """Write one key of a closed store directly."""
+    with raw_lmdb(path) as env:
+        db = env.open_db(db_name)
+        with env.begin(write=True) as txn:
+            txn.put(key, value, db=db)
 
 
-def test_reopen_keeps_guid_queues_messages_and_counters(tmp_path: Path) -> None:
-    with Store(tmp_path / "qm", durable=False) as store:
-        guid = store.qm_guid
-        queue = store.create_queue(name="orders", display_name="Orders", quota=10_000, now=5.0)
-        outcome = store.commit_batch(
-            [CommitUnit(sends=[NewMessage(queue_id=queue.queue_id, record=message())] * 3)], now=6.0
-        )[0]
-        store.set_setting("qm_name", "alpha")
-        before = store.list_queues()
+def delete_raw(path: Path, db_name: bytes | None, key: bytes) -> None:
+    """Delete one key of a closed store directly."""
+    with raw_lmdb(path) as env:
+        db = env.open_db(db_name)
+        with env.begin(write=True) as txn:
+            assert txn.delete(key, db=db)
+
+
+def test_reopen_keeps_guid_queues_messages_counters_and_settings(
+    store: Store, reopen: Reopener
+) -> None:
+    guid = store.qm_guid
+    queue = create_queue(store, "orders", display_name="Orders", quota=10_000, created_at=5.0)
+    fill(store, queue, 3)
+    commit_ok(store, unit(SetSetting("qm_name", "alpha")))
+    before = store.list_queues()
     assert guid != uuid.UUID(int=0)
 
-    with Store(tmp_path / "qm", durable=False) as store:
-        assert store.qm_guid == guid
-        assert store.list_queues() == before
-        assert store.get_setting("qm_name") == "alpha"
-        stored = store.read_range(queue.queue_id)
-        assert [(s.lookup_id, s.record) for s in outcome.sends] == stored
-        reopened = store.get_queue("orders")
-        assert reopened is not None
-        assert (reopened.depth, reopened.bytes, reopened.next_lookup_id) == (3, 768, 4)
+    again = reopen(store)
+    assert again.qm_guid == guid
+    assert again.list_queues() == before
+    assert again.get_setting("qm_name") == "alpha"
+    assert payloads(again, queue) == [BODY] * 3
+    assert counters(again, "orders") == (4, 3, 300)
 
 
-def test_new_stores_get_different_guids(tmp_path: Path) -> None:
-    with Store(tmp_path / "a", durable=False) as a, Store(tmp_path / "b", durable=False) as b:
-        assert a.qm_guid != b.qm_guid
-        assert a.path == tmp_path / "a"
+def test_new_stores_get_different_guids_and_report_their_path(
+    open_store: StoreOpener, tmp_path: Path
+) -> None:
+    a, b = open_store(tmp_path / "a"), open_store(tmp_path / "b")
+    assert a.qm_guid != b.qm_guid
+    assert (a.path, b.path) == (tmp_path / "a", tmp_path / "b")
 
 
-def test_newer_schema_is_refused(tmp_path: Path) -> None:
-    Store(tmp_path, durable=False).close()
-    with lmdb.open(str(tmp_path), max_dbs=16) as env:
-        meta = env.open_db(DB_META)
-        with env.begin(write=True) as txn:
-            txn.put(META_SCHEMA_VERSION, u32(2), db=meta)
-    with pytest.raises(SchemaMismatch) as caught:
-        Store(tmp_path, durable=False)
-    assert (caught.value.found, caught.value.supported) == (2, 1)
-    # The failed open released the directory.
-    with lmdb.open(str(tmp_path), max_dbs=16) as env:
-        meta = env.open_db(DB_META)
-        with env.begin(write=True) as txn:
-            txn.put(META_SCHEMA_VERSION, u32(1), db=meta)
-    Store(tmp_path, durable=False).close()
+def test_new_store_directory_and_files_are_private(store: Store) -> None:
+    assert stat.S_IMODE(store.path.stat().st_mode) & 0o077 == 0
+    for name in ("data.mdb", "store.lock"):
+        assert stat.S_IMODE((store.path / name).stat().st_mode) & 0o077 == 0, name
 
 
-def test_garbage_meta_is_corrupt(tmp_path: Path) -> None:
-    Store(tmp_path, durable=False).close()
-    with lmdb.open(str(tmp_path), max_dbs=16) as env:
-        meta = env.open_db(DB_META)
-        with env.begin(write=True) as txn:
-            txn.put(META_SCHEMA_VERSION, b"\x01", db=meta)
+@pytest.mark.parametrize(("found", "relation"), [(SCHEMA_VERSION + 1, "newer"), (1, "older")])
+def test_other_schema_version_is_refused_and_releases_the_directory(
+    open_store: StoreOpener, store_dir: Path, found: int, relation: str
+) -> None:
+    open_store().close()
+    put_raw(store_dir, DB_META, META_SCHEMA_VERSION, u32(found))
+    with pytest.raises(SchemaMismatch, match=relation) as caught:
+        open_store()
+    assert (caught.value.found, caught.value.supported) == (found, SCHEMA_VERSION)
+    # The failed open released the directory: it can be repaired and opened.
+    put_raw(store_dir, DB_META, META_SCHEMA_VERSION, u32(SCHEMA_VERSION))
+    open_store().close()
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        (META_SCHEMA_VERSION, b"\x02"),
+        (META_NEXT_QUEUE_ID, b"\x00\x01"),
+        (META_ORDINAL_LIMIT, b"\x01"),
+        (META_QM_GUID, b"short"),
+    ],
+    ids=["schema_version", "next_queue_id", "ordinal_limit", "qm_guid"],
+)
+def test_meta_value_that_does_not_decode_is_corrupt(
+    open_store: StoreOpener, store_dir: Path, key: bytes, value: bytes
+) -> None:
+    open_store().close()
+    put_raw(store_dir, DB_META, key, value)
     with pytest.raises(StoreCorrupt):
-        Store(tmp_path, durable=False)
+        open_store()
 
 
-def test_not_an_lmdb_file_is_corrupt(tmp_path: Path) -> None:
-    (tmp_path / "data.mdb").write_bytes(b"this is not an LMDB file" * 1000)
+@pytest.mark.parametrize("key", [META_QM_GUID, META_NEXT_QUEUE_ID, META_ORDINAL_LIMIT])
+def test_missing_meta_value_is_corrupt(
+    open_store: StoreOpener, store_dir: Path, key: bytes
+) -> None:
+    open_store().close()
+    delete_raw(store_dir, DB_META, key)
+    with pytest.raises(StoreCorrupt, match="incomplete"):
+        open_store()
+
+
+def test_queues_without_a_schema_version_are_corrupt(store: Store, store_dir: Path) -> None:
+    create_queue(store, "q")
+    store.close()
+    delete_raw(store_dir, DB_META, META_SCHEMA_VERSION)
+    with pytest.raises(StoreCorrupt, match="no schema version"):
+        Store(store_dir, durable=False)
+
+
+def test_queue_without_counters_is_corrupt(store: Store, store_dir: Path) -> None:
+    queue = create_queue(store, "q")
+    store.close()
+    delete_raw(store_dir, None, counters_key(queue.queue_id))
+    with pytest.raises(StoreCorrupt, match="no counters"):
+        Store(store_dir, durable=False)
+
+
+@pytest.mark.parametrize("damaged", ["record", "counters"])
+def test_garbage_queue_record_or_counters_are_corrupt(
+    store: Store, store_dir: Path, damaged: str
+) -> None:
+    queue = create_queue(store, "q")
+    store.close()
+    if damaged == "record":
+        put_raw(store_dir, DB_QUEUES, b"q", b"garbage")
+    else:
+        put_raw(store_dir, None, counters_key(queue.queue_id), b"garbage")
     with pytest.raises(StoreCorrupt):
-        Store(tmp_path, durable=False)
+        Store(store_dir, durable=False)
 
 
-def test_closed_store_raises_store_closed(tmp_path: Path) -> None:
-    store = Store(tmp_path, durable=False)
-    queue = store.create_queue(name="q", display_name="q", now=0.0)
+def test_a_file_that_is_not_lmdb_is_corrupt(open_store: StoreOpener, store_dir: Path) -> None:
+    store_dir.mkdir()
+    (store_dir / "data.mdb").write_bytes(b"this is not an LMDB file" * 1000)
+    with pytest.raises(StoreCorrupt):
+        open_store()
+    # The failed open released the directory lock.
+    with pytest.raises(StoreCorrupt):
+        open_store()
+
+
+def test_closed_store_raises_store_closed(store: Store) -> None:
+    queue = create_queue(store, "q")
+    [lookup_id] = fill(store, queue, 1)
     store.close()
     store.close()  # idempotent
     calls: list[Callable[[], object]] = [
         lambda: store.get_queue("q"),
-        lambda: store.get_queue_by_id(queue.queue_id),
         lambda: store.list_queues(),
-        lambda: store.read_message(queue.queue_id, 1),
+        lambda: store.read_message(queue.queue_id, lookup_id),
         lambda: store.read_range(queue.queue_id),
-        lambda: store.first_available(queue.queue_id),
-        lambda: store.first_available(queue.queue_id, by_priority=True),
-        lambda: store.commit_batch([CommitUnit()], now=0.0),
-        lambda: store.create_queue(name="r", display_name="r", now=0.0),
-        lambda: store.delete_queue("q"),
-        lambda: store.purge_queue(queue.queue_id),
+        lambda: store.first_fifo(queue.queue_id, start=1, skip=()),
+        lambda: store.first_by_priority(queue.queue_id, start=(0, 1), skip=()),
+        lambda: store.commit([unit(append(queue))], now=1.0),
         lambda: store.get_setting("k"),
-        lambda: store.set_setting("k", "v"),
         lambda: store.map_size,
     ]
     for call in calls:
@@ -139,95 +204,114 @@ def test_closed_store_raises_store_closed(tmp_path: Path) -> None:
             call()
 
 
-def test_second_open_of_one_directory_is_refused(tmp_path: Path) -> None:
-    with Store(tmp_path, durable=False):
-        with pytest.raises(StoreLocked):
-            Store(tmp_path, durable=False)
-    Store(tmp_path, durable=False).close()
+def test_second_open_of_one_directory_is_refused_until_closed(
+    store: Store, open_store: StoreOpener
+) -> None:
+    with pytest.raises(StoreLocked):
+        open_store()
+    store.close()
+    open_store().close()
 
 
-def test_dropping_an_unclosed_store_releases_the_directory(tmp_path: Path) -> None:
-    store = Store(tmp_path, durable=False)
-    store.create_queue(name="q", display_name="q", now=0.0)
-    del store
-    with Store(tmp_path, durable=False) as again:
-        assert again.get_queue("q") is not None
+def test_dropping_an_unclosed_store_releases_the_directory(
+    store_dir: Path, open_store: StoreOpener
+) -> None:
+    dropped = Store(store_dir, durable=False)
+    create_queue(dropped, "q")
+    del dropped
+    gc.collect()
+    assert open_store().get_queue("q") is not None
 
 
-def test_settings(tmp_path: Path) -> None:
-    with Store(tmp_path, durable=False) as store:
-        assert store.get_setting("missing") is None
-        store.set_setting("name", "qm-日本")
-        store.set_setting("name", "qm-ünï")
-        assert store.get_setting("name") == "qm-ünï"
-        with pytest.raises(storage.InvalidRecord):
-            store.set_setting("", "x")
-        with pytest.raises(storage.InvalidRecord):
-            store.get_setting("k" * 600)
+def test_settings_are_stored_replaced_and_kept(store: Store, reopen: Reopener) -> None:
+    assert store.get_setting("missing") is None
+    commit_ok(store, unit(SetSetting("name", "qm-日本")))
+    commit_ok(store, unit(SetSetting("name", "qm-ünï"), SetSetting("other", "")))
+    assert store.get_setting("name") == "qm-ünï"
+    assert store.get_setting("other") == ""
+    assert reopen(store).get_setting("name") == "qm-ünï"
 
 
-def test_durable_store_opens_and_commits(tmp_path: Path) -> None:
-    with Store(tmp_path) as store:
-        queue = store.create_queue(name="q", display_name="q", now=0.0)
-        outcome = store.commit_batch(
-            [CommitUnit(sends=[NewMessage(queue_id=queue.queue_id, record=message())])], now=1.0
-        )
-        assert outcome[0].error is None
+@pytest.mark.parametrize("key", ["", "k" * 600])
+def test_empty_or_too_long_setting_key_is_invalid_record(store: Store, key: str) -> None:
+    [outcome] = store.commit([unit(SetSetting(key, "x"))], now=1.0)
+    assert isinstance(outcome.error, InvalidRecord)
+    with pytest.raises(InvalidRecord):
+        store.get_setting(key)
 
 
-def test_bad_arguments() -> None:
+def test_setting_that_is_not_utf8_is_corrupt(store: Store, reopen: Reopener) -> None:
+    path = store.path
+    store.close()
+    put_raw(path, DB_META, setting_key("name"), b"\xff\xfe")
+    with pytest.raises(StoreCorrupt, match="UTF-8"):
+        reopen(store).get_setting("name")
+
+
+def test_durable_store_commits_survive_reopen(open_store: StoreOpener, reopen: Reopener) -> None:
+    store = open_store(durable=True)
+    queue = create_queue(store, "q")
+    fill(store, queue, 2)
+    assert lookups(reopen(store, durable=True), queue) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"initial_map_size": 0},
+        {"initial_map_size": 1 << 20, "max_map_size": 1 << 10},
+        {"reserve_size": -1},
+    ],
+)
+def test_bad_sizes_are_value_errors(store_dir: Path, options: dict[str, int]) -> None:
     with pytest.raises(ValueError):
-        Store("/nonexistent-never-created", initial_map_size=0)
-    with pytest.raises(ValueError):
-        Store("/nonexistent-never-created", initial_map_size=1 << 20, max_map_size=1 << 10)
+        Store(store_dir, **options)
+    assert not store_dir.exists()
 
 
-def test_error_translation() -> None:
-    disk = lmdb.DiskError("mdb_txn_commit", errno.ENOSPC)
-    assert isinstance(translate_lmdb_error(disk, "commit"), StoreFull)
-    quota = lmdb.Error("mdb_txn_commit", errno.EDQUOT)
-    quota.code = errno.EDQUOT  # type: ignore[misc]
-    assert isinstance(translate_lmdb_error(quota, "commit"), StoreFull)
-    for corrupt in (
-        lmdb.CorruptedError("x"),
-        lmdb.PageNotFoundError("x"),
-        lmdb.InvalidError("x"),
-        lmdb.VersionMismatchError("x"),
-    ):
-        assert isinstance(translate_lmdb_error(corrupt, "read"), StoreCorrupt)
-    other = translate_lmdb_error(lmdb.ReadersFullError("too many readers"), "read")
-    assert type(other) is StoreError
-    assert "too many readers" in str(other)
-    assert isinstance(translate_os_error(OSError(errno.ENOSPC, "full"), "open"), StoreFull)
-    assert isinstance(translate_os_error(OSError(errno.EDQUOT, "quota"), "open"), StoreFull)
-    assert type(translate_os_error(OSError(errno.EACCES, "denied"), "open")) is StoreError
+def test_ballast_file_holds_the_reserve_and_is_restored(
+    open_store: StoreOpener, store_dir: Path
+) -> None:
+    store = open_store(reserve_size=100 * KIB)
+    ballast = store_dir / "reserve"
+    assert store.has_ballast
+    assert ballast.stat().st_blocks * 512 >= 100 * KIB
+    ballast.unlink()
+    assert not store.has_ballast
+    assert store.restore_ballast()
+    assert store.has_ballast
+    assert ballast.stat().st_blocks * 512 >= 100 * KIB
 
 
-def _open_seconds(path: Path) -> float:
-    import time
-
-    best = float("inf")
-    for _ in range(5):
-        started = time.perf_counter()
-        Store(path).close()
-        best = min(best, time.perf_counter() - started)
-    return best
+def test_no_ballast_without_a_reserve(store: Store) -> None:
+    assert store.has_ballast
+    assert store.restore_ballast()
+    assert not (store.path / "reserve").exists()
 
 
-def test_opening_does_not_read_the_messages(tmp_path: Path) -> None:
-    empty, full = tmp_path / "empty", tmp_path / "full"
-    for path, batches in ((empty, 0), (full, 500)):
-        with Store(path, durable=False) as store:
-            queue = store.create_queue(name="q", display_name="q", transactional=True, now=1.0)
-            unit = CommitUnit(
-                sends=tuple(
-                    NewMessage(queue_id=queue.queue_id, record=message()) for _ in range(100)
-                )
-            )
-            for _ in range(batches):
-                store.commit_batch([unit], now=1.0)
-    with Store(full) as store:
-        assert store.get_queue("q").depth == 50_000  # type: ignore[union-attr]
-    # 50,000 messages (about 20 MB) open as fast as none: start-up reads only
-    # the meta record and the queue records.
-    assert _open_seconds(full) < 3 * _open_seconds(empty) + 0.005
+def test_opening_reads_queues_and_counters_but_no_message(
+    store: Store, store_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    queue = create_queue(store, "q")
+    lookup_ids = fill(store, queue, 50)
+    store.close()
+    # Every message record becomes garbage: opening must not notice.
+    with raw_lmdb(store_dir) as env, env.begin(write=True) as txn:
+        for lookup_id in lookup_ids:
+            txn.put(message_key(queue.queue_id, lookup_id), b"garbage")
+    walked: list[object] = []
+    original = storage._catalog._items
+
+    def spy(txn: lmdb.Transaction, db: object) -> object:
+        walked.append(db)
+        return original(txn, db)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(storage._catalog, "_items", spy)
+    again = Store(store_dir, durable=False)
+    try:
+        dbs = again._catalog.dbs
+        # Opening walks the queues and the deleted queues, never the messages.
+        assert walked == [dbs.queues, dbs.doomed]
+        assert counters(again, "q") == (51, 50, 5000)
+    finally:
+        again.close()

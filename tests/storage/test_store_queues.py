@@ -1,144 +1,154 @@
-"""Queue creation, deletion, purge and listing."""
+"""Queues: creation (with journal queues), system queue kinds, deletion and
+purge (marks that take effect at once), and erasing in bounded steps that
+respects ``keep`` and resumes after a reopen."""
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
+from conftest import (
+    Reopener,
+    append,
+    commit,
+    commit_ok,
+    counters,
+    create_queue,
+    erase_all,
+    fill,
+    lookups,
+    payloads,
+    remove,
+    stored_keys,
+    unit,
+)
 
 from storage import (
-    CommitUnit,
+    CreateQueue,
+    DeleteQueue,
+    Erased,
+    EraseStep,
     InvalidOperation,
     InvalidRecord,
-    MessageRecord,
-    NewMessage,
+    PurgeQueue,
+    QueueCreated,
+    QueueDeleted,
     QueueExists,
     QueueKind,
     QueueMissing,
-    Removal,
+    QueuePurged,
+    Removed,
     Store,
 )
 
+# --------------------------------------------------------------------------- creation
 
-def message(body: bytes = b"x" * 100, priority: int = 3) -> MessageRecord:
-    return MessageRecord(
-        message_id_qm=uuid.UUID(int=1),
-        message_id_ordinal=0,
-        label="m",
-        body=body,
-        correlation_id=b"",
-        app_specific=0,
-        priority=priority,
-        delivery=1,
-        acknowledge=0,
-        journal_level=0,
-        admin_queue="",
-        response_queue="",
-        time_to_reach_queue=0xFFFFFFFF,
-        time_to_be_received=0xFFFFFFFF,
-        message_class=0,
-        sent_time=1.0,
-        arrived_time=0.0,
-        source_qm=uuid.UUID(int=1),
-        transactional=False,
-        destination="q",
+
+def test_normal_queue_is_created_with_its_journal_queue(store: Store) -> None:
+    [outcome] = commit_ok(
+        store,
+        unit(
+            CreateQueue(
+                "orders",
+                "Orders",
+                transactional=True,
+                journal=True,
+                quota=4096,
+                created_at=12.5,
+            )
+        ),
     )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path, durable=False) as opened:
-        yield opened
-
-
-def fill(store: Store, queue_id: int, count: int, body: bytes = b"x" * 100) -> None:
-    units = [CommitUnit(sends=[NewMessage(queue_id=queue_id, record=message(body))] * count)]
-    assert store.commit_batch(units, now=2.0)[0].error is None
-
-
-def test_create_normal_queue_creates_its_journal(store: Store) -> None:
-    queue = store.create_queue(
-        name="orders",
-        display_name="Orders",
-        transactional=True,
-        journal=True,
-        quota=4096,
-        now=12.5,
-    )
-    assert queue.name == "orders"
-    assert queue.display_name == "Orders"
-    assert queue.kind is QueueKind.NORMAL
+    [created] = outcome.results
+    assert isinstance(created, QueueCreated)
+    queue, journal = created.record, created.journal
+    assert journal is not None
+    assert (queue.name, queue.display_name, queue.kind) == ("orders", "Orders", QueueKind.NORMAL)
     assert (queue.transactional, queue.journal, queue.quota) == (True, True, 4096)
     assert (queue.next_lookup_id, queue.depth, queue.bytes) == (1, 0, 0)
-    assert queue.created_at == 12.5
-    assert queue.parent_id is None
-    journal = store.get_queue("orders;journal")
-    assert journal is not None
-    assert queue.journal_id == journal.queue_id
-    assert journal.kind is QueueKind.JOURNAL
-    assert journal.display_name == "Orders;journal"
-    assert journal.parent_id == queue.queue_id
+    assert (queue.purged_below, queue.erasing) == (0, False)
+    assert (queue.created_at, queue.parent_id, queue.journal_id) == (12.5, None, journal.queue_id)
+    assert (journal.name, journal.display_name) == ("orders;journal", "Orders;journal")
+    assert (journal.kind, journal.parent_id, journal.journal_id) == (
+        QueueKind.JOURNAL,
+        queue.queue_id,
+        None,
+    )
     assert (journal.transactional, journal.journal, journal.quota) == (True, False, None)
-    assert journal.journal_id is None
+    assert journal.queue_id == queue.queue_id + 1
+    assert store.get_queue("orders") == queue
+    assert store.get_queue("orders;journal") == journal
     assert store.get_queue_by_id(queue.queue_id) == queue
     assert store.get_queue_by_id(journal.queue_id) == journal
 
 
-def test_system_queues_have_no_journal(store: Store) -> None:
-    dead = store.create_queue(
-        name="system$;deadletter",
-        display_name="system$;deadletter",
-        kind=QueueKind.DEADLETTER,
-        now=0.0,
-    )
-    xact = store.create_queue(
-        name="system$;deadxact",
-        display_name="system$;deadxact",
-        kind=QueueKind.DEADXACT,
-        transactional=True,
-        now=0.0,
-    )
-    assert dead.journal_id is None
-    assert xact.journal_id is None
-    assert [q.name for q in store.list_queues()] == ["system$;deadletter", "system$;deadxact"]
+@pytest.mark.parametrize(
+    ("name", "kind", "transactional"),
+    [
+        ("system$;deadletter", QueueKind.DEADLETTER, False),
+        ("system$;deadxact", QueueKind.DEADXACT, True),
+    ],
+)
+def test_system_queues_have_no_journal_queue(
+    store: Store, name: str, kind: QueueKind, transactional: bool
+) -> None:
+    queue = create_queue(store, name, kind=kind, transactional=transactional)
+    assert (queue.kind, queue.transactional, queue.journal_id) == (kind, transactional, None)
+    assert [q.name for q in store.list_queues()] == [name]
 
 
 def test_journal_queue_cannot_be_created_on_its_own(store: Store) -> None:
-    with pytest.raises(InvalidOperation):
-        store.create_queue(
-            name="x;journal", display_name="x;journal", kind=QueueKind.JOURNAL, now=0.0
-        )
-
-
-def test_queue_exists(store: Store) -> None:
-    store.create_queue(name="orders", display_name="orders", now=0.0)
-    with pytest.raises(QueueExists) as caught:
-        store.create_queue(name="orders", display_name="ORDERS", now=0.0)
-    assert caught.value.name == "orders"
-    # A queue whose journal name is taken cannot be created either.
-    store.create_queue(name="system$;x", display_name="x", kind=QueueKind.DEADLETTER, now=0.0)
-    store.create_queue(name="a", display_name="a", now=0.0)
-    with pytest.raises(QueueExists):
-        store.create_queue(
-            name="a;journal", display_name="a;journal", kind=QueueKind.DEADLETTER, now=0.0
-        )
-
-
-def test_bad_names_and_quota(store: Store) -> None:
-    with pytest.raises(InvalidRecord):
-        store.create_queue(name="", display_name="", now=0.0)
-    with pytest.raises(InvalidRecord):
-        store.create_queue(name="q" * 510, display_name="q", now=0.0)
-    with pytest.raises(InvalidRecord):
-        store.create_queue(name="q", display_name="q", quota=-1, now=0.0)
+    [outcome] = commit(store, unit(CreateQueue("x;journal", "x;journal", kind=QueueKind.JOURNAL)))
+    assert isinstance(outcome.error, InvalidOperation)
     assert store.list_queues() == []
+
+
+def test_taken_name_or_journal_name_is_queue_exists(store: Store) -> None:
+    create_queue(store, "orders")
+    create_queue(store, "x;journal", kind=QueueKind.DEADLETTER)
+    outcomes = commit(
+        store,
+        unit(CreateQueue("orders", "ORDERS")),
+        unit(CreateQueue("orders;journal", "j", kind=QueueKind.DEADLETTER)),
+        # A normal queue whose journal queue's name is taken cannot be created either.
+        unit(CreateQueue("x", "x")),
+    )
+    for outcome, name in zip(outcomes, ["orders", "orders;journal", "x;journal"], strict=True):
+        assert isinstance(outcome.error, QueueExists)
+        assert outcome.error.name == name
+    assert [q.name for q in store.list_queues()] == ["orders", "orders;journal", "x;journal"]
+
+
+def test_one_name_created_twice_in_a_batch_is_queue_exists(store: Store) -> None:
+    first, second = commit(store, unit(CreateQueue("q", "q")), unit(CreateQueue("q", "Q")))
+    assert first.error is None
+    assert isinstance(second.error, QueueExists)
+    assert [q.display_name for q in store.list_queues()] == ["q", "q;journal"]
+
+
+@pytest.mark.parametrize(
+    "create",
+    [
+        CreateQueue("", ""),
+        CreateQueue("q" * 504, "q"),  # its journal's name is 512 bytes
+        CreateQueue("é" * 252, "q"),  # 504 bytes of UTF-8
+        CreateQueue("q" * 512, "q", kind=QueueKind.DEADLETTER),
+        CreateQueue("q", "q", quota=-1),
+    ],
+    ids=["empty", "journal too long", "utf8 too long", "too long", "negative quota"],
+)
+def test_bad_name_or_quota_is_invalid_record(store: Store, create: CreateQueue) -> None:
+    [outcome] = commit(store, unit(create))
+    assert isinstance(outcome.error, InvalidRecord)
+    assert store.list_queues() == []
+
+
+def test_longest_names_are_accepted(store: Store) -> None:
+    create_queue(store, "q" * 503)
+    create_queue(store, "d" * 511, kind=QueueKind.DEADLETTER)
+    assert {len(q.name) for q in store.list_queues()} == {503, 511}
 
 
 def test_list_queues_is_ordered_by_name(store: Store) -> None:
     for name in ("zeta", "alpha", "mid"):
-        store.create_queue(name=name, display_name=name, now=0.0)
+        create_queue(store, name)
     assert [q.name for q in store.list_queues()] == [
         "alpha",
         "alpha;journal",
@@ -149,94 +159,308 @@ def test_list_queues_is_ordered_by_name(store: Store) -> None:
     ]
 
 
-def test_delete_queue_removes_queue_journal_and_messages(tmp_path: Path) -> None:
-    with Store(tmp_path, durable=False) as store:
-        queue = store.create_queue(name="orders", display_name="orders", now=0.0)
-        other = store.create_queue(name="other", display_name="other", now=0.0)
-        assert queue.journal_id is not None
-        fill(store, queue.queue_id, 3)
-        fill(store, other.queue_id, 2)
-        store.commit_batch(
-            [CommitUnit(removals=[Removal(queue_id=queue.queue_id, lookup_id=1, journal=True)])],
-            now=3.0,
-        )
-        assert store.delete_queue("orders") == 3  # 2 left in the queue + 1 in its journal
-        assert store.get_queue("orders") is None
-        assert store.get_queue("orders;journal") is None
-        assert store.get_queue_by_id(queue.queue_id) is None
-        assert store.read_range(queue.queue_id) == []
-        assert store.read_range(queue.journal_id) == []
-        assert store.first_available(queue.queue_id, by_priority=True) is None
-        assert len(store.read_range(other.queue_id)) == 2
-        with pytest.raises(QueueMissing):
-            store.delete_queue("orders")
-        # Ids are never reused; the name can be used again.
-        again = store.create_queue(name="orders", display_name="orders", now=0.0)
-        assert again.queue_id > other.queue_id
-        assert again.next_lookup_id == 1
-    with Store(tmp_path, durable=False) as store:
-        assert [q.name for q in store.list_queues()] == [
-            "orders",
-            "orders;journal",
-            "other",
-            "other;journal",
-        ]
-        assert store.read_range(again.queue_id) == []
+# --------------------------------------------------------------------------- deletion
+
+
+def test_deleting_a_queue_hides_it_and_its_journal_at_once(store: Store) -> None:
+    queue = create_queue(store, "orders")
+    other = create_queue(store, "other")
+    journal_id = queue.journal_id
+    assert journal_id is not None
+    fill(store, queue, 3)
+    fill(store, other, 2)
+    commit_ok(store, unit(remove(queue, 1, journal=True)))
+    [outcome] = commit_ok(store, unit(DeleteQueue(queue.queue_id)))
+    # 2 left in the queue + 1 in its journal.
+    assert outcome.results == (QueueDeleted((queue.queue_id, journal_id), 3),)
+    for name in ("orders", "orders;journal"):
+        assert store.get_queue(name) is None
+    for deleted in (queue.queue_id, journal_id):
+        assert store.get_queue_by_id(deleted) is None
+        assert store.read_range(deleted) == []
+        assert store.read_message(deleted, 2) is None
+        assert store.first_fifo(deleted, start=1, skip=()) is None
+        assert store.first_by_priority(deleted, start=(0, 0), skip=()) is None
+    assert store.queues_to_erase() == [queue.queue_id, journal_id]
+    assert lookups(store, other) == [1, 2]
+    [again] = commit(store, unit(DeleteQueue(queue.queue_id)))
+    assert isinstance(again.error, QueueMissing)
 
 
 def test_journal_queue_cannot_be_deleted_on_its_own(store: Store) -> None:
-    store.create_queue(name="orders", display_name="orders", now=0.0)
-    with pytest.raises(InvalidOperation):
-        store.delete_queue("orders;journal")
+    queue = create_queue(store, "orders")
+    assert queue.journal_id is not None
+    [outcome] = commit(store, unit(DeleteQueue(queue.journal_id)))
+    assert isinstance(outcome.error, InvalidOperation)
     assert store.get_queue("orders;journal") is not None
 
 
-def test_purge_queue(tmp_path: Path) -> None:
-    with Store(tmp_path, durable=False) as store:
-        queue = store.create_queue(name="orders", display_name="orders", now=0.0)
-        assert queue.journal_id is not None
-        fill(store, queue.queue_id, 4)
-        store.commit_batch(
-            [CommitUnit(removals=[Removal(queue_id=queue.queue_id, lookup_id=1, journal=True)])],
-            now=3.0,
-        )
-        assert store.purge_queue(queue.queue_id) == 3
-        purged = store.get_queue("orders")
-        assert purged is not None
-        assert (purged.depth, purged.bytes, purged.next_lookup_id) == (0, 0, 5)
-        assert store.read_range(queue.queue_id) == []
-        assert store.first_available(queue.queue_id, by_priority=True) is None
-        journal = store.get_queue_by_id(queue.journal_id)
-        assert journal is not None
-        assert journal.depth == 1
-        assert len(store.read_range(queue.journal_id)) == 1
-        fill(store, queue.queue_id, 1)
-        assert [lookup for lookup, _ in store.read_range(queue.queue_id)] == [5]
-        assert store.purge_queue(queue.journal_id) == 1
-        with pytest.raises(QueueMissing):
-            store.purge_queue(9999)
-    with Store(tmp_path, durable=False) as store:
-        reopened = store.get_queue("orders")
-        assert reopened is not None
-        assert (reopened.depth, reopened.bytes, reopened.next_lookup_id) == (1, 100, 6)
+def test_deleted_queue_messages_are_erased_in_bounded_steps(store: Store, reopen: Reopener) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 10)
+    commit_ok(store, unit(DeleteQueue(queue.queue_id)))
+    steps = erase_all(store, queue, 3)
+    assert [(step.messages, step.done) for step in steps] == [
+        (3, False),
+        (3, False),
+        (3, False),
+        (1, True),
+    ]
+    assert queue.journal_id is not None
+    assert store.queues_to_erase() == [queue.journal_id]
+    assert erase_all(store, queue.journal_id, 3) == [Erased(queue.journal_id, 0, True)]
+    assert store.queues_to_erase() == []
+    store.close()
+    assert stored_keys(store.path, queue) == ([], [])
+    assert reopen(store).queues_to_erase() == []
 
 
-def test_purge_keeps_messages_in_keep(store: Store) -> None:
-    queue = store.create_queue(name="q", display_name="q", now=0.0)
-    fill(store, queue.queue_id, 5)
-    assert store.purge_queue(queue.queue_id, keep={2, 4}) == 3
-    purged = store.get_queue("q")
-    assert purged is not None
-    assert (purged.depth, purged.bytes) == (2, 200)
-    assert [lookup for lookup, _ in store.read_range(queue.queue_id)] == [2, 4]
-    found = store.first_available(queue.queue_id, by_priority=True)
-    assert found is not None
-    assert found[0] == 2
-    outcome = store.commit_batch(
-        [CommitUnit(removals=[Removal(queue_id=queue.queue_id, lookup_id=2, journal=False)])],
-        now=1.0,
+def test_queue_ids_are_never_reused(store: Store, reopen: Reopener) -> None:
+    first = create_queue(store, "a")
+    commit_ok(store, unit(DeleteQueue(first.queue_id)))
+    second = create_queue(store, "a")
+    assert second.queue_id == first.queue_id + 2
+    store = reopen(store)
+    commit_ok(store, unit(DeleteQueue(second.queue_id)))
+    assert create_queue(store, "b").queue_id == second.queue_id + 2
+
+
+def test_recreated_name_is_a_new_queue_while_the_old_messages_are_erased(
+    store: Store, reopen: Reopener
+) -> None:
+    old = create_queue(store, "orders", transactional=True)
+    fill(store, old, 5, b"old")
+    commit_ok(store, unit(DeleteQueue(old.queue_id)))
+    new = create_queue(store, "orders", transactional=True)
+    assert new.queue_id > old.queue_id
+    assert (new.next_lookup_id, new.depth) == (1, 0)
+    fill(store, new, 2, b"new")
+    [step] = commit_ok(store, unit(EraseStep(old.queue_id, 2)))
+    assert step.results == (Erased(old.queue_id, 2, False),)
+    fill(store, new, 1, b"new")
+    store = reopen(store)
+    assert old.queue_id in store.queues_to_erase()
+    erase_all(store, old, 2)
+    assert payloads(store, new) == [b"new"] * 3
+    assert counters(store, "orders") == (4, 3, 9)
+    store.close()
+    assert stored_keys(store.path, old) == ([], [])
+    assert stored_keys(store.path, new) == ([1, 2, 3], [])
+
+
+def test_delete_and_recreate_in_one_unit(store: Store) -> None:
+    old = create_queue(store, "q")
+    fill(store, old, 2)
+    [outcome] = commit_ok(store, unit(DeleteQueue(old.queue_id), CreateQueue("q", "Q")))
+    deleted, created = outcome.results
+    assert deleted == QueueDeleted((old.queue_id, old.queue_id + 1), 2)
+    assert isinstance(created, QueueCreated)
+    assert store.get_queue("q") == created.record
+    assert created.record.display_name == "Q"
+    assert lookups(store, created.record) == []
+    erase_all(store, old, 10)
+    assert lookups(store, created.record) == []
+
+
+def test_queue_created_and_deleted_in_one_batch_leaves_only_marks_to_erase(
+    store: Store, reopen: Reopener
+) -> None:
+    [created] = commit_ok(store, unit(CreateQueue("brief", "brief")))[0].results
+    assert isinstance(created, QueueCreated)
+    brief = created.record
+    outcomes = commit_ok(
+        store,
+        unit(CreateQueue("flash", "flash")),
+        unit(append(brief.queue_id + 2)),
+        unit(DeleteQueue(brief.queue_id + 2)),
     )
-    assert outcome[0].error is None
-    left = store.get_queue("q")
-    assert left is not None
-    assert (left.depth, left.bytes) == (1, 100)
+    assert outcomes[2].results == (QueueDeleted((brief.queue_id + 2, brief.queue_id + 3), 1),)
+    assert store.get_queue("flash") is None
+    store = reopen(store)
+    assert store.get_queue("flash") is None
+    assert store.queues_to_erase() == [brief.queue_id + 2, brief.queue_id + 3]
+    erase_all(store, brief.queue_id + 2, 10)
+    erase_all(store, brief.queue_id + 3, 10)
+    assert store.queues_to_erase() == []
+    store.close()
+    assert stored_keys(store.path, brief.queue_id + 2) == ([], [])
+
+
+# --------------------------------------------------------------------------- purge and erase
+
+
+def test_purge_makes_every_message_invisible_at_once(store: Store) -> None:
+    queue = create_queue(store, "orders")
+    assert queue.journal_id is not None
+    fill(store, queue, 4)
+    commit_ok(store, unit(remove(queue, 1, journal=True)))
+    [outcome] = commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    assert outcome.results == (QueuePurged(queue.queue_id, 3),)
+    assert counters(store, "orders") == (5, 0, 0)
+    purged = store.get_queue("orders")
+    assert purged is not None
+    assert (purged.purged_below, purged.erasing) == (5, True)
+    assert store.read_range(queue.queue_id) == []
+    assert store.read_message(queue.queue_id, 2) is None
+    assert store.first_fifo(queue.queue_id, start=1, skip=()) is None
+    assert store.first_by_priority(queue.queue_id, start=(0, 0), skip=()) is None
+    assert store.queues_to_erase() == [queue.queue_id]
+    # The journal queue is a queue of its own: untouched.
+    assert lookups(store, queue.journal_id) == [1]
+    # New messages are visible as usual.
+    assert fill(store, queue, 1) == [5]
+    assert lookups(store, queue) == [5]
+
+
+def test_purged_messages_are_erased_in_bounded_steps(store: Store, reopen: Reopener) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 7)
+    commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    fill(store, queue, 2)
+    steps = erase_all(store, queue, 3)
+    assert [(step.messages, step.done) for step in steps] == [(3, False), (3, False), (1, True)]
+    assert store.queues_to_erase() == []
+    record = store.get_queue("q")
+    assert record is not None
+    assert not record.erasing
+    assert lookups(store, queue) == [8, 9]
+    store.close()
+    assert stored_keys(store.path, queue) == ([8, 9], [8, 9])
+    assert counters(reopen(store), "q") == (10, 2, 200)
+
+
+def test_erase_step_leaves_kept_messages_for_the_transactions_holding_them(
+    store: Store,
+) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 5)
+    commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    [first] = commit_ok(store, unit(EraseStep(queue.queue_id, 10, frozenset({2, 4}))))
+    assert first.results == (Erased(queue.queue_id, 3, False),)
+    assert store.queues_to_erase() == [queue.queue_id]
+    # Kept messages stay invisible to reads...
+    assert lookups(store, queue) == []
+    # ...but the transactions that hold them can still remove them, once.
+    [removed] = commit_ok(store, unit(remove(queue, 2), remove(queue, 4)))
+    assert removed.results == (Removed(queue.queue_id, 2), Removed(queue.queue_id, 4))
+    assert counters(store, "q") == (6, 0, 0)
+    assert erase_all(store, queue, 10) == [Erased(queue.queue_id, 0, True)]
+    assert store.queues_to_erase() == []
+
+
+def test_erase_step_with_a_kept_message_never_reports_done(store: Store) -> None:
+    queue = create_queue(store, "q", transactional=True)
+    fill(store, queue, 3)
+    commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    keep = EraseStep(queue.queue_id, 1, frozenset({3}))
+    results = [commit_ok(store, unit(keep))[0].results[0] for _ in range(4)]
+    assert results == [
+        Erased(queue.queue_id, 1, False),
+        Erased(queue.queue_id, 1, False),
+        Erased(queue.queue_id, 0, False),
+        Erased(queue.queue_id, 0, False),
+    ]
+    # Once nothing holds it, it is erased too.
+    assert erase_all(store, queue, 1) == [Erased(queue.queue_id, 1, True)]
+
+
+def test_erase_step_with_nothing_to_erase_is_done(store: Store) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 2)
+    outcomes = commit_ok(
+        store,
+        unit(EraseStep(queue.queue_id, 5)),
+        unit(EraseStep(999, 5)),
+    )
+    assert [outcome.results for outcome in outcomes] == [
+        (Erased(queue.queue_id, 0, True),),
+        (Erased(999, 0, True),),
+    ]
+    assert lookups(store, queue) == [1, 2]
+
+
+def test_purging_an_empty_queue_leaves_nothing_to_erase(store: Store) -> None:
+    queue = create_queue(store, "q")
+    [outcome] = commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    assert outcome.results == (QueuePurged(queue.queue_id, 0),)
+    assert store.queues_to_erase() == []
+    [missing] = commit(store, unit(PurgeQueue(999)))
+    assert isinstance(missing.error, QueueMissing)
+
+
+def test_second_purge_before_erasing_covers_both(store: Store) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 3)
+    commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    fill(store, queue, 2)
+    [outcome] = commit_ok(store, unit(PurgeQueue(queue.queue_id)))
+    assert outcome.results == (QueuePurged(queue.queue_id, 2),)
+    assert [step.messages for step in erase_all(store, queue, 10)] == [5]
+
+
+def test_deleting_a_purged_queue_erases_all_its_messages(store: Store) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 4)
+    commit_ok(store, unit(PurgeQueue(queue.queue_id)), unit(EraseStep(queue.queue_id, 1)))
+    fill(store, queue, 2)
+    [deleted] = commit_ok(store, unit(DeleteQueue(queue.queue_id)))
+    assert deleted.results == (QueueDeleted((queue.queue_id, queue.queue_id + 1), 2),)
+    assert [step.messages for step in erase_all(store, queue, 10)] == [5]
+    store.close()
+    assert stored_keys(store.path, queue) == ([], [])
+
+
+def test_messages_appended_in_the_batch_that_purges_and_erases_are_erased_later(
+    store: Store,
+) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 2)
+    outcomes = commit_ok(
+        store,
+        unit(append(queue)),
+        unit(PurgeQueue(queue.queue_id)),
+        unit(EraseStep(queue.queue_id, 10)),
+    )
+    # The erase step could not see the append its batch made: not done yet.
+    assert outcomes[2].results == (Erased(queue.queue_id, 2, False),)
+    assert store.queues_to_erase() == [queue.queue_id]
+    assert erase_all(store, queue, 10) == [Erased(queue.queue_id, 1, True)]
+    store.close()
+    assert stored_keys(store.path, queue) == ([], [])
+
+
+def test_messages_appended_in_the_batch_that_deletes_and_erases_are_erased_later(
+    store: Store,
+) -> None:
+    queue = create_queue(store, "q", transactional=True)
+    fill(store, queue, 1)
+    outcomes = commit_ok(
+        store,
+        unit(append(queue), DeleteQueue(queue.queue_id)),
+        unit(EraseStep(queue.queue_id, 10)),
+    )
+    assert outcomes[1].results == (Erased(queue.queue_id, 1, False),)
+    assert queue.queue_id in store.queues_to_erase()
+    assert erase_all(store, queue, 10) == [Erased(queue.queue_id, 1, True)]
+    store.close()
+    assert stored_keys(store.path, queue) == ([], [])
+
+
+def test_erasing_resumes_after_reopen(store: Store, reopen: Reopener) -> None:
+    purged = create_queue(store, "purged")
+    deleted = create_queue(store, "deleted", transactional=True)
+    fill(store, purged, 6)
+    fill(store, deleted, 6)
+    commit_ok(store, unit(PurgeQueue(purged.queue_id)), unit(DeleteQueue(deleted.queue_id)))
+    commit_ok(store, unit(EraseStep(purged.queue_id, 2)), unit(EraseStep(deleted.queue_id, 2)))
+    store = reopen(store)
+    assert store.queues_to_erase() == [deleted.queue_id, deleted.queue_id + 1, purged.queue_id]
+    assert [step.messages for step in erase_all(store, purged, 10)] == [4]
+    assert [step.messages for step in erase_all(store, deleted, 10)] == [4]
+    erase_all(store, deleted.queue_id + 1, 10)
+    store = reopen(store)
+    assert store.queues_to_erase() == []
+    assert counters(store, "purged") == (7, 0, 0)
+    store.close()
+    assert stored_keys(store.path, purged) == ([], [])
+    assert stored_keys(store.path, deleted) == ([], [])

@@ -1,91 +1,50 @@
-"""Record codecs: round trips, and garbage in -> StoreCorrupt out (never another exception)."""
+"""Record and key codecs: round trips, layouts, and garbage in -> StoreCorrupt out.
+
+Every decoder must turn bytes that are not a record of its kind into
+:class:`StoreCorrupt`, never into another exception; every encoder must turn
+an out-of-range field into :class:`InvalidRecord`.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import struct
-import uuid
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import storage
 from storage import (
+    MESSAGE_HEADER_SIZE,
     InvalidRecord,
-    MessageRecord,
     QueueKind,
     QueueRecord,
     StoreCorrupt,
-    decode_message,
     decode_queue,
-    encode_message,
+    encode_message_record,
     encode_queue,
-    format_message_id,
+    message_arrived_time,
+    message_header,
+    message_payload,
 )
-from storage._records import encode_message_as, finish_message, message_accounting
+from storage._keys import (
+    counters_key,
+    message_key,
+    message_range,
+    priority_key,
+    priority_range,
+    setting_key,
+    split_message_key,
+    split_priority_key,
+)
+from storage._records import decode_counters, encode_counters
 
-GUID = uuid.UUID("6f1c2a3b-4d5e-4f60-8172-839405a6b7c8")
-u8 = st.integers(0, 0xFF)
-u16 = st.integers(0, 0xFFFF)
 u32 = st.integers(0, 0xFFFFFFFF)
 u64 = st.integers(0, 0xFFFFFFFFFFFFFFFF)
-floats = st.floats(allow_nan=False)
-uuids = st.uuids()
-short_text = st.text(max_size=40)
-
-
-def sample_message(**changes: object) -> MessageRecord:
-    record = MessageRecord(
-        message_id_qm=GUID,
-        message_id_ordinal=42,
-        label="label",
-        body=b"body" * 64,
-        correlation_id=b"",
-        app_specific=7,
-        priority=3,
-        delivery=1,
-        acknowledge=0,
-        journal_level=0,
-        admin_queue="",
-        response_queue="DIRECT=OS:host\\private$\\replies",
-        time_to_reach_queue=0xFFFFFFFF,
-        time_to_be_received=60,
-        message_class=0,
-        sent_time=1700000000.25,
-        arrived_time=1700000001.5,
-        source_qm=GUID,
-        transactional=True,
-        destination="DIRECT=OS:host\\private$\\orders",
-    )
-    return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
-
-
-messages = st.builds(
-    MessageRecord,
-    message_id_qm=uuids,
-    message_id_ordinal=u32,
-    label=st.text(max_size=250),
-    body=st.binary(max_size=2048),
-    correlation_id=st.one_of(st.just(b""), st.binary(min_size=20, max_size=20)),
-    app_specific=u32,
-    priority=st.integers(0, 7),
-    delivery=st.integers(0, 1),
-    acknowledge=u8,
-    journal_level=st.integers(0, 3),
-    admin_queue=short_text,
-    response_queue=short_text,
-    time_to_reach_queue=u32,
-    time_to_be_received=u32,
-    message_class=u16,
-    sent_time=floats,
-    arrived_time=floats,
-    source_qm=uuids,
-    transactional=st.booleans(),
-    destination=short_text,
-    extension=st.binary(max_size=64),
-)
+priorities = st.integers(0, 7)
+times = st.floats(allow_nan=False)
+payloads = st.binary(max_size=512)
 
 queues = st.builds(
     QueueRecord,
@@ -98,161 +57,261 @@ queues = st.builds(
     quota=st.none() | u64,
     parent_id=st.none() | u32,
     journal_id=st.none() | u32,
-    created_at=floats,
-    next_lookup_id=u64,
-    depth=u64,
-    bytes=u64,
+    created_at=times,
 )
 
 
-@given(messages)
-def test_message_round_trip(record: MessageRecord) -> None:
-    data = encode_message(record)
-    decoded = decode_message(data)
-    assert decoded == record
-    assert type(decoded) is MessageRecord
-    assert message_accounting(data) == (record.priority, len(record.body))
+def sample_queue(**changes: object) -> QueueRecord:
+    record = QueueRecord(
+        queue_id=7,
+        name="orders",
+        display_name="Orders",
+        kind=QueueKind.NORMAL,
+        transactional=True,
+        journal=True,
+        quota=4096,
+        parent_id=None,
+        journal_id=8,
+        created_at=12.5,
+    )
+    return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+
+
+# --------------------------------------------------------------------------- message records
+
+
+@given(payloads, priorities, u32, times)
+def test_message_record_round_trips_header_and_payload(
+    payload: bytes, priority: int, size: int, arrived: float
+) -> None:
+    record = encode_message_record(payload, priority=priority, size=size, arrived_time=arrived)
+    assert len(record) == MESSAGE_HEADER_SIZE + len(payload)
+    assert message_header(record) == (priority, size)
+    assert message_header(memoryview(record)) == (priority, size)
+    assert message_arrived_time(record) == arrived
+    assert bytes(message_payload(record)) == payload
+
+
+@given(st.lists(payloads, max_size=5), priorities)
+def test_payload_in_parts_is_stored_as_one(parts: list[bytes], priority: int) -> None:
+    mixed = [
+        memoryview(part) if i % 3 == 0 else bytearray(part) if i % 3 == 1 else part
+        for i, part in enumerate(parts)
+    ]
+    joined = b"".join(parts)
+    whole = encode_message_record(joined, priority=priority, size=9, arrived_time=1.0)
+    assert encode_message_record(mixed, priority=priority, size=9, arrived_time=1.0) == whole
+    assert encode_message_record(memoryview(joined), priority=priority, size=9, arrived_time=1.0)
+
+
+def test_message_record_layout() -> None:
+    record = encode_message_record(b"payload", priority=5, size=0x01020304, arrived_time=2.5)
+    assert MESSAGE_HEADER_SIZE == 16
+    assert record[0] == 2  # format version
+    assert record[1] == 5  # priority
+    assert record[2:4] == b"\x00\x00"  # reserved
+    assert record[4:8] == b"\x01\x02\x03\x04"  # size, big-endian
+    assert struct.unpack_from(">d", record, 8)[0] == 2.5
+    assert record[16:] == b"payload"
+    # The payload is returned without a copy.
+    view = message_payload(record)
+    assert isinstance(view, memoryview)
+    assert view.obj is record
+
+
+@pytest.mark.parametrize(
+    ("priority", "size"), [(8, 0), (-1, 0), (255, 0), (0, -1), (0, 1 << 32), (3, 1 << 40)]
+)
+def test_out_of_range_priority_or_size_is_invalid_record(priority: int, size: int) -> None:
+    with pytest.raises(InvalidRecord):
+        encode_message_record(b"", priority=priority, size=size, arrived_time=0.0)
+
+
+def test_record_shorter_than_the_header_is_corrupt() -> None:
+    record = encode_message_record(b"abc", priority=1, size=3, arrived_time=0.0)
+    for cut in range(MESSAGE_HEADER_SIZE):
+        with pytest.raises(StoreCorrupt):
+            message_header(record[:cut])
+    assert message_header(record[:MESSAGE_HEADER_SIZE]) == (1, 3)
+
+
+@pytest.mark.parametrize(("offset", "value"), [(0, 1), (0, 3), (0, 0xFF), (1, 8), (1, 0xFF)])
+def test_unknown_version_or_priority_is_corrupt(offset: int, value: int) -> None:
+    record = bytearray(encode_message_record(b"abc", priority=1, size=3, arrived_time=0.0))
+    record[offset] = value
+    with pytest.raises(StoreCorrupt):
+        message_header(bytes(record))
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=64))
+def test_garbage_message_header_is_corrupt_or_in_range(data: bytes) -> None:
+    try:
+        priority, size = message_header(data)
+    except StoreCorrupt:
+        return
+    assert data[0] == 2
+    assert 0 <= priority <= 7
+    assert 0 <= size <= 0xFFFFFFFF
+
+
+# --------------------------------------------------------------------------- queue records
 
 
 @given(queues)
-def test_queue_round_trip(record: QueueRecord) -> None:
-    assert decode_queue(encode_queue(record)) == record
+def test_queue_record_round_trips_without_counters(record: QueueRecord) -> None:
+    decoded = decode_queue(encode_queue(record))
+    assert decoded == record
+    assert (decoded.next_lookup_id, decoded.depth, decoded.bytes) == (1, 0, 0)
+    assert (decoded.purged_below, decoded.erasing) == (0, False)
+
+
+@given(queues, u64, u64, u64, u64, st.booleans())
+def test_queue_counters_round_trip(
+    record: QueueRecord, next_lookup_id: int, depth: int, size: int, purged: int, erasing: bool
+) -> None:
+    counted = record.with_counters(
+        next_lookup_id=next_lookup_id, depth=depth, size=size, purged_below=purged, erasing=erasing
+    )
+    assert counted == dataclasses.replace(
+        record,
+        next_lookup_id=next_lookup_id,
+        depth=depth,
+        bytes=size,
+        purged_below=purged,
+        erasing=erasing,
+    )
+    assert decode_counters(record, encode_counters(counted)) == counted
+
+
+def test_queue_record_layout() -> None:
+    data = encode_queue(sample_queue())
+    assert data[0] == 2  # format version
+    assert struct.unpack_from(">I", data, 1)[0] == 7  # queue id
+    assert data[5] == QueueKind.NORMAL
+    assert data[6] == 0x01 | 0x02 | 0x04 | 0x10  # transactional, journal, quota, journal id
+    assert struct.unpack_from(">Q", data, 7)[0] == 4096
+    assert struct.unpack_from(">HH", data, 31) == (6, 6)
+    assert data[35:] == b"ordersOrders"
 
 
 @settings(max_examples=300)
-@given(st.binary(max_size=300))
-def test_garbage_message_bytes_raise_only_store_corrupt(data: bytes) -> None:
-    with contextlib.suppress(StoreCorrupt):
-        decode_message(data)
-    with contextlib.suppress(StoreCorrupt):
-        message_accounting(data)
-
-
-@settings(max_examples=300)
-@given(st.binary(max_size=200))
+@given(st.binary(max_size=120))
 def test_garbage_queue_bytes_raise_only_store_corrupt(data: bytes) -> None:
     with contextlib.suppress(StoreCorrupt):
         decode_queue(data)
-
-
-@settings(max_examples=100)
-@given(messages, st.data())
-def test_truncated_or_extended_message_is_corrupt(
-    record: MessageRecord, data: st.DataObject
-) -> None:
-    encoded = encode_message(record)
-    cut = data.draw(st.integers(0, len(encoded) - 1))
-    with pytest.raises(StoreCorrupt):
-        decode_message(encoded[:cut])
-    with pytest.raises(StoreCorrupt):
-        decode_message(encoded + data.draw(st.binary(min_size=1, max_size=8)))
-
-
-@settings(max_examples=100)
-@given(messages, st.data())
-def test_mutated_message_decodes_or_is_corrupt(record: MessageRecord, data: st.DataObject) -> None:
-    encoded = bytearray(encode_message(record))
-    position = data.draw(st.integers(0, len(encoded) - 1))
-    encoded[position] ^= data.draw(st.integers(1, 255))
     with contextlib.suppress(StoreCorrupt):
-        decode_message(bytes(encoded))
+        decode_counters(sample_queue(), data)
 
 
 @settings(max_examples=100)
 @given(queues, st.data())
-def test_truncated_queue_is_corrupt(record: QueueRecord, data: st.DataObject) -> None:
+def test_truncated_or_extended_queue_record_is_corrupt(
+    record: QueueRecord, data: st.DataObject
+) -> None:
     encoded = encode_queue(record)
     cut = data.draw(st.integers(0, len(encoded) - 1))
     with pytest.raises(StoreCorrupt):
         decode_queue(encoded[:cut])
+    with pytest.raises(StoreCorrupt):
+        decode_queue(encoded + data.draw(st.binary(min_size=1, max_size=8)))
 
 
-def test_every_prefix_of_a_message_is_corrupt() -> None:
-    encoded = encode_message(sample_message(extension=b"ext"))
-    for cut in range(len(encoded)):
+@settings(max_examples=100)
+@given(queues, st.data())
+def test_mutated_queue_record_decodes_or_is_corrupt(
+    record: QueueRecord, data: st.DataObject
+) -> None:
+    encoded = bytearray(encode_queue(record))
+    position = data.draw(st.integers(0, len(encoded) - 1))
+    encoded[position] ^= data.draw(st.integers(1, 255))
+    with contextlib.suppress(StoreCorrupt):
+        decode_queue(bytes(encoded))
+
+
+@pytest.mark.parametrize(
+    ("offset", "value", "match"),
+    [(0, 1, "version"), (5, 9, "kind"), (6, 0x20, "flags"), (35, 0xFF, "UTF-8")],
+)
+def test_bad_version_kind_flags_or_name_is_corrupt(offset: int, value: int, match: str) -> None:
+    data = bytearray(encode_queue(sample_queue()))
+    data[offset] = value
+    with pytest.raises(StoreCorrupt, match=match):
+        decode_queue(bytes(data))
+
+
+def test_counters_of_wrong_length_version_or_flags_are_corrupt() -> None:
+    good = encode_counters(sample_queue())
+    assert len(good) == 34
+    for bad in (good[:-1], good + b"\x00", b"\x01" + good[1:], good[:1] + b"\x02" + good[2:]):
         with pytest.raises(StoreCorrupt):
-            decode_message(encoded[:cut])
-
-
-def test_layout_offsets() -> None:
-    record = sample_message(correlation_id=bytes(range(20)))
-    data = encode_message(record)
-    assert data[0] == 1
-    assert data[1:17] == GUID.bytes
-    assert struct.unpack_from(">I", data, 17)[0] == 42
-    assert data[25] == 3
-    assert data[29] == 0x03  # transactional, correlation id present
-    assert struct.unpack_from(">d", data, 48)[0] == record.arrived_time
-    assert data[72:92] == bytes(range(20))
-    assert struct.unpack_from(">I", data, 104)[0] == len(record.body)
-    assert data.endswith(record.body)
-    assert data[108 : 108 + len("label")] == b"label"
-
-
-def test_unknown_format_version_is_corrupt() -> None:
-    data = bytearray(encode_message(sample_message()))
-    data[0] = 2
-    with pytest.raises(StoreCorrupt, match="version"):
-        decode_message(bytes(data))
-
-
-def test_bad_utf8_is_corrupt() -> None:
-    data = bytearray(encode_message(sample_message(label="ab")))
-    data[108] = 0xFF
-    with pytest.raises(StoreCorrupt, match="UTF-8"):
-        decode_message(bytes(data))
+            decode_counters(sample_queue(), bad)
 
 
 @pytest.mark.parametrize(
     "changes",
     [
-        {"priority": 8},
-        {"priority": -1},
-        {"correlation_id": b"short"},
-        {"label": "x" * 251},
-        {"body": bytes((4 << 20) + 1)},
-        {"app_specific": 1 << 32},
-        {"message_class": 1 << 16},
-        {"admin_queue": "x" * 70000},
+        {"queue_id": 1 << 32},
+        {"queue_id": -1},
+        {"quota": 1 << 64},
+        {"parent_id": 1 << 32},
+        {"journal_id": 1 << 32},
+        {"name": "n" * 70_000},
     ],
 )
-def test_encoding_out_of_range_fields_is_invalid_record(changes: dict[str, object]) -> None:
+def test_queue_record_out_of_range_is_invalid_record(changes: dict[str, object]) -> None:
     with pytest.raises(InvalidRecord):
-        encode_message(sample_message(**changes))
-    assert issubclass(InvalidRecord, ValueError)
+        encode_queue(sample_queue(**changes))
 
 
-def test_queue_record_out_of_range_is_invalid_record() -> None:
-    record = QueueRecord(
-        queue_id=1 << 32,
-        name="q",
-        display_name="q",
-        kind=QueueKind.NORMAL,
-        transactional=False,
-        journal=False,
-        quota=None,
-        parent_id=None,
-        journal_id=None,
-        created_at=0.0,
-        next_lookup_id=1,
-        depth=0,
-        bytes=0,
-    )
+@pytest.mark.parametrize("counter", ["next_lookup_id", "depth", "bytes", "purged_below"], ids=str)
+def test_counters_out_of_range_are_invalid_record(counter: str) -> None:
     with pytest.raises(InvalidRecord):
-        encode_queue(record)
+        encode_counters(sample_queue(**{counter: 1 << 64}))
 
 
-def test_fast_built_records_are_ordinary_frozen_records() -> None:
-    record = sample_message()
-    final = finish_message(record, ordinal=9, arrived_time=5.0)
-    assert type(final) is MessageRecord
-    assert final == dataclasses.replace(record, message_id_ordinal=9, arrived_time=5.0)
-    assert hash(final) == hash(dataclasses.replace(final))
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        final.label = "changed"  # type: ignore[misc]
-    assert encode_message_as(record, ordinal=9, arrived_time=5.0) == encode_message(final)
+# --------------------------------------------------------------------------- keys
 
 
-def test_format_message_id() -> None:
-    assert format_message_id(GUID, 42) == "{6f1c2a3b-4d5e-4f60-8172-839405a6b7c8}\\42"
-    assert storage.format_message_id is format_message_id
+@given(st.lists(st.tuples(u32, u64.filter(lambda n: n < 0xFFFFFFFFFFFFFFFF)), max_size=20))
+def test_message_keys_sort_by_queue_then_lookup_id(pairs: list[tuple[int, int]]) -> None:
+    keys = [message_key(q, lookup) for q, lookup in pairs]
+    assert sorted(keys) == [message_key(q, lookup) for q, lookup in sorted(pairs)]
+    for (q, lookup), key in zip(pairs, keys, strict=True):
+        assert split_message_key(key) == (q, lookup)
+        start, end = message_range(q)
+        assert start <= key < end
+        # The counters sort just past every message of the queue.
+        assert key < counters_key(q) == end
+
+
+@given(u32.filter(lambda n: n < 0xFFFFFFFF))
+def test_counters_key_sorts_before_the_next_queue(q: int) -> None:
+    assert counters_key(q) < message_range(q + 1)[0]
+    assert len(counters_key(q)) == len(message_key(q, 1)) == 13
+
+
+@given(st.lists(st.tuples(u32, priorities, u64), max_size=20))
+def test_priority_keys_sort_by_queue_highest_priority_then_lookup_id(
+    entries: list[tuple[int, int, int]],
+) -> None:
+    keys = sorted(priority_key(q, p, lookup) for q, p, lookup in entries)
+    expected = sorted(entries, key=lambda e: (e[0], 7 - e[1], e[2]))
+    assert keys == [priority_key(q, p, lookup) for q, p, lookup in expected]
+    for q, p, lookup in entries:
+        key = priority_key(q, p, lookup)
+        assert split_priority_key(key) == (q, 7 - p, lookup)
+        start, end = priority_range(q)
+        assert start <= key < end
+
+
+def test_priority_range_of_the_last_queue_id_is_bounded() -> None:
+    start, end = priority_range(0xFFFFFFFF)
+    assert start < priority_key(0xFFFFFFFF, 0, 0xFFFFFFFFFFFFFFFF) < end
+
+
+@pytest.mark.parametrize("key", ["", "k" * 504])
+def test_empty_or_too_long_setting_key_is_invalid_record(key: str) -> None:
+    with pytest.raises(InvalidRecord):
+        setting_key(key)
+    assert setting_key("k" * 503) == b"setting:" + b"k" * 503

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import msmq_samples as samples
 from hypothesis import strategies as st
 
 import wire
@@ -98,6 +99,12 @@ base_headers = st.builds(
 )
 internal_headers = st.builds(wire.InternalHeader, flags=masked(0xFFF0, 16), reserved=u16)
 sequence_ids = st.builds(wire.TxSequenceId, ordinal=u32, timestamp=u32)
+# Where a message stands in its sequence: TransactionHeader, OrderAck and FinalAck fields.
+sequence_fields = {
+    "sequence_id": sequence_ids,
+    "sequence_number": u32,
+    "previous_sequence_number": u32,
+}
 session_headers = st.builds(
     wire.SessionHeader,
     ack_sequence_number=u16,
@@ -129,9 +136,7 @@ transaction_headers = st.builds(
     wire.TransactionHeader,
     flags=masked(TRANSACTION_CARRIED_MASK),
     transaction_id=st.integers(0, 0xFFFFF),
-    sequence_id=sequence_ids,
-    sequence_number=u32,
-    previous_sequence_number=u32,
+    **sequence_fields,
     connector_qm=st.none() | guids,
 )
 
@@ -254,10 +259,17 @@ def user_messages(draw: st.DrawFn) -> wire.UserMessage:
     )
 
 
-establish_connections = st.builds(
+def internal_packets(
+    packet: type[Any],
+    internal: st.SearchStrategy[wire.InternalHeader] = internal_headers,
+    **fields: Any,
+) -> st.SearchStrategy[Any]:
+    """Internal packets of type ``packet``: any BaseHeader and InternalHeader, then ``fields``."""
+    return st.builds(packet, base=base_headers, internal=internal, **fields)
+
+
+establish_connections = internal_packets(
     wire.EstablishConnection,
-    base=base_headers,
-    internal=internal_headers,
     client_qm=guids,
     server_qm=guids,
     timestamp=u32,
@@ -267,19 +279,16 @@ establish_connections = st.builds(
         st.just(b"\x5a" * 512), st.binary(min_size=512, max_size=512), st.just(bytes(512))
     ),
 )
-connection_parameters = st.builds(
+connection_parameters = internal_packets(
     wire.ConnectionParameters,
-    base=base_headers,
-    internal=internal_headers,
     recoverable_ack_timeout=u32,
     ack_timeout=u32,
     reserved=u16,
     window_size=u16,
 )
-session_acks = st.builds(
+session_acks = internal_packets(
     wire.SessionAck,
-    base=base_headers,
-    internal=st.builds(wire.InternalHeader, flags=masked(0xFFE0, 16), reserved=u16),
+    internal=st.builds(wire.InternalHeader, flags=masked(0xFFE0, 16), reserved=u16),  # no CS
     session=session_headers,
 )
 
@@ -290,33 +299,27 @@ order_queues = st.one_of(
         st.ip_addresses().map(str),
     ),
 )
+# The user message around an OrderAck's or a FinalAck's body.
+ack_envelope_fields = {
+    "source_qm": guids,
+    "destination": order_queues,
+    "destination_qm": guids,
+    "message_id": u32,
+    "sent_time": u32,
+    "time_to_reach_queue": u32,
+    "time_to_be_received": u32,
+}
 order_acks = st.builds(
     wire.OrderAck,
-    source_qm=guids,
-    destination=order_queues,
-    destination_qm=guids,
-    message_id=u32,
-    sent_time=u32,
-    time_to_reach_queue=u32,
-    time_to_be_received=u32,
-    sequence_id=sequence_ids,
-    sequence_number=u32,
-    previous_sequence_number=u32,
+    **ack_envelope_fields,
+    **sequence_fields,
     reserved=st.binary(min_size=20, max_size=20),
 )
 final_acks = st.builds(
     wire.FinalAck,
-    source_qm=guids,
-    destination=order_queues,
-    destination_qm=guids,
-    message_id=u32,
-    sent_time=u32,
-    time_to_reach_queue=u32,
-    time_to_be_received=u32,
+    **ack_envelope_fields,
     message_class=st.integers(0x4000, 0xFFFF),
-    sequence_id=sequence_ids,
-    sequence_number=u32,
-    previous_sequence_number=u32,
+    **sequence_fields,
     acked_source_qm=guids,
     acked_message_id=u32,
 )
@@ -324,19 +327,16 @@ final_acks = st.builds(
 packets = st.one_of(user_messages(), establish_connections, connection_parameters, session_acks)
 
 
-@st.composite
-def transactional_messages(draw: st.DrawFn) -> wire.UserMessage:
+def transactional_messages() -> st.SearchStrategy[wire.UserMessage]:
     """The common case: a transactional message to a direct name, like the benchmark's."""
-    return wire.UserMessage(
-        base=wire.BaseHeader(priority=0, time_to_reach_queue=draw(u32)),
-        user=wire.UserHeader(
-            source_qm=draw(guids),
-            sent_time=draw(u32),
-            message_id=draw(u32),
-            delivery=wire.DeliveryMode.RECOVERABLE,
-            destination=draw(direct_queues()),
-        ),
-        transaction=draw(transaction_headers),
-        properties=draw(properties_headers()),
-        session=draw(st.none() | session_headers),
+    return st.builds(
+        samples.transactional_message,
+        time_to_reach_queue=u32,
+        source_qm=guids,
+        sent_time=u32,
+        message_id=u32,
+        destination=direct_queues(),
+        transaction=transaction_headers,
+        properties=properties_headers(),
+        session=st.none() | session_headers,
     )

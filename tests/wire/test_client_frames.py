@@ -10,7 +10,7 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from wire import LocalProtocolError, RemoteProtocolError
+from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client_frames as cf
 
 u8 = st.integers(0, 0xFF)
@@ -22,14 +22,12 @@ blob = st.binary(max_size=300)
 times = st.floats(allow_nan=False, allow_infinity=False)
 guids = st.uuids()
 
-messages = st.builds(
-    cf.MessageData,
-    queue=text,
-    lookup_id=u64,
-    message_id=text,
-    label=text,
+properties = st.builds(
+    MessageProperties,
     body=blob,
-    correlation_id=st.binary(max_size=20),
+    label=text,
+    destination=text,
+    correlation_id=st.just(b"") | st.binary(min_size=20, max_size=20),
     app_specific=u32,
     priority=u8,
     delivery=u8,
@@ -41,10 +39,13 @@ messages = st.builds(
     time_to_be_received=u32,
     message_class=u16,
     sent_time=times,
-    arrived_time=times,
-    source_qm=guids,
+    source_qm=st.none() | guids,
+    ordinal=u32,
     transactional=st.booleans(),
-    destination=text,
+    extension=st.binary(max_size=30),
+)
+messages = st.builds(
+    cf.QueuedMessage, queue=text, lookup_id=u64, arrived_time=times, message=properties
 )
 queue_infos = st.builds(
     cf.QueueInfo,
@@ -59,24 +60,7 @@ queue_infos = st.builds(
     locked=u64,
     created_at=times,
 )
-sends = st.builds(
-    cf.Send,
-    tx_id=u64,
-    mode=u8,
-    destination=text,
-    body=blob,
-    label=text,
-    correlation_id=st.binary(max_size=20),
-    app_specific=u32,
-    priority=u8,
-    delivery=u8,
-    acknowledge=u8,
-    journal=u8,
-    admin_queue=text,
-    response_queue=text,
-    time_to_reach_queue=u32,
-    time_to_be_received=u32,
-)
+sends = st.builds(cf.Send, tx_id=u64, mode=u8, message=properties)
 frames = st.one_of(
     st.builds(cf.Hello, min_version=u16, max_version=u16, client_name=text),
     st.builds(
@@ -118,6 +102,11 @@ frames = st.one_of(
         started_at=times,
         connections=u32,
         open_transactions=u32,
+        commits=u64,
+        aborts=u64,
+        batches=u64,
+        uncommitted_bytes=u64,
+        erasing=u32,
         queues=st.lists(queue_infos, max_size=3).map(tuple),
     ),
     st.builds(cf.ErrorReply, code=u16, message=text),
@@ -167,7 +156,7 @@ def test_fast_paths_match_the_layouts(frame: cf.FrameValue) -> None:
 @settings(max_examples=200)
 @given(message=messages, cut=st.integers(0, 400), junk=st.binary(max_size=8))
 def test_fast_and_layout_decoders_reject_the_same_bodies(
-    message: cf.MessageData, cut: int, junk: bytes
+    message: cf.QueuedMessage, cut: int, junk: bytes
 ) -> None:
     body = cf.encode_body_with_layout(cf.MessageReply(message=message))
     for mutated in (body[:cut], body + junk, junk + body):
@@ -182,7 +171,7 @@ def test_fast_and_layout_decoders_reject_the_same_bodies(
 
 SAMPLE = [
     cf.Hello(client_name="test"),
-    cf.Send(tx_id=3, destination="orders", body=b"x" * 100, label="l"),
+    cf.Send(tx_id=3, message=MessageProperties(destination="orders", body=b"x" * 100, label="l")),
     cf.Commit(tx_id=3),
     cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="queue 'x' does not exist"),
 ]
@@ -243,16 +232,19 @@ def test_hello_magic_is_checked() -> None:
 
 
 def test_values_that_cannot_be_encoded_are_local_errors() -> None:
-    with pytest.raises(LocalProtocolError):
-        cf.encode_frame(1, cf.Send(destination="q", priority=300))
-    with pytest.raises(LocalProtocolError):
-        cf.encode_frame(1, cf.Send(destination="q", correlation_id=b"x" * 256))
+    with pytest.raises(LocalProtocolError, match="priority"):
+        MessageProperties(destination="q", priority=300)
+    with pytest.raises(LocalProtocolError, match="correlation"):
+        MessageProperties(destination="q", correlation_id=b"x" * 256)
+    with pytest.raises(LocalProtocolError, match="label"):
+        MessageProperties(destination="q", label="x" * 70_000)
     with pytest.raises(LocalProtocolError):
         cf.encode_frame(1, cf.Commit(tx_id=-1))
     with pytest.raises(LocalProtocolError):
         cf.encode_frame(2**32, cf.Ok())
+    too_big = MessageProperties(destination="q", body=b"x" * (cf.MAX_FRAME_BODY + 1))
     with pytest.raises(LocalProtocolError):
-        cf.encode_frame(1, cf.Send(destination="q", body=b"x" * (cf.MAX_FRAME_BODY + 1)))
+        cf.encode_frame(1, cf.Send(message=too_big))
 
 
 @settings(max_examples=500, suppress_health_check=[HealthCheck.too_slow])
@@ -294,3 +286,81 @@ def test_unknown_guid_bytes_round_trip() -> None:
 @given(request_id=u32, value=u64)
 def test_encode_ok_is_encode_frame(request_id: int, value: int) -> None:
     assert cf.encode_ok(request_id, value) == cf.encode_frame(request_id, cf.Ok(value=value))
+
+
+@settings(max_examples=300)
+@given(message=properties)
+def test_message_properties_round_trip_through_their_bytes(message: MessageProperties) -> None:
+    raw = message.raw
+    again = MessageProperties.from_bytes(raw)
+    assert again == message
+    assert again.raw == raw
+    assert len(again) == len(raw)
+    assert MessageProperties.size_at(b"xx" + raw + b"yy", 2) == len(raw)
+    assert again.body == message.body
+    assert again.label == message.label
+    assert again.destination == message.destination
+    assert again.extension == message.extension
+    assert again.correlation_id == message.correlation_id
+
+
+def test_stamp_sets_the_identity_and_transactional_defaults() -> None:
+    guid = uuid.UUID(int=7)
+    message = MessageProperties(destination="q", body=b"b", priority=5, delivery=0)
+    stamped = message.stamp(source_qm=guid, ordinal=42, sent_time=3.5, transactional=True)
+    assert stamped.source_qm == guid
+    assert stamped.ordinal == 42
+    assert stamped.sent_time == 3.5
+    assert stamped.transactional
+    assert stamped.message_id == f"{{{guid}}}\\42"
+    # A transactional message is sent with priority 0 and recoverable delivery.
+    assert (stamped.priority, stamped.delivery) == (0, 1)
+    assert stamped.body == b"b"
+    plain = message.stamp(source_qm=guid, ordinal=43, sent_time=3.5, transactional=False)
+    assert (plain.priority, plain.delivery, plain.transactional) == (5, 0, False)
+    assert message.source_qm != guid  # the original is unchanged
+
+
+def test_replace_changes_only_what_it_names() -> None:
+    message = MessageProperties(destination="q", body=b"b", label="old", app_specific=9)
+    changed = message.replace(label="new")
+    assert (changed.label, changed.body, changed.app_specific) == ("new", b"b", 9)
+    with pytest.raises(TypeError, match="colour"):
+        message.replace(colour="red")
+
+
+@pytest.mark.parametrize("cut", [0, 1, 83, 84, 85])
+def test_truncated_message_bytes_are_remote_protocol_errors(cut: int) -> None:
+    raw = MessageProperties(destination="q", body=b"body", label="l").raw
+    with pytest.raises(RemoteProtocolError):
+        MessageProperties.from_bytes(raw[:cut])
+    with pytest.raises(RemoteProtocolError):
+        MessageProperties.from_bytes(raw + b"x")
+
+
+def test_append_send_frame_is_encode_frame() -> None:
+    message = MessageProperties(destination="orders", body=b"x" * 10, label="l")
+    out = bytearray(b"prefix")
+    cf.append_send_frame(out, 5, 9, 0, (message.raw,))
+    assert bytes(out) == b"prefix" + cf.encode_frame(5, cf.Send(tx_id=9, mode=0, message=message))
+
+
+@given(request_id=u32, tx_id=u64)
+def test_encode_tx_request_is_encode_frame(request_id: int, tx_id: int) -> None:
+    for kind, cls in (
+        (cf.FrameKind.BEGIN, cf.Begin),
+        (cf.FrameKind.COMMIT, cf.Commit),
+        (cf.FrameKind.ABORT, cf.Abort),
+    ):
+        assert cf.encode_tx_request(kind, request_id, tx_id) == cf.encode_frame(
+            request_id, cls(tx_id=tx_id)
+        )
+
+
+@given(request_id=u32, message=messages)
+def test_encode_message_reply_is_encode_frame(request_id: int, message: cf.QueuedMessage) -> None:
+    expected = cf.encode_frame(request_id, cf.MessageReply(message=message))
+    encoded = cf.encode_message_reply(
+        request_id, message.queue, message.lookup_id, message.arrived_time, message.message.raw
+    )
+    assert encoded == expected

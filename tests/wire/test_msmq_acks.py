@@ -3,44 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import uuid
 
 import pytest
+from msmq_samples import SENDER, final_ack, order_ack
 
 import wire
-
-RECEIVER = uuid.UUID("11111111-2222-3333-4444-555555555555")
-SENDER = uuid.UUID("aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee")
-SEQUENCE = wire.TxSequenceId(ordinal=3, timestamp=1_700_000_000)
-
-
-def order_ack(**changes: object) -> wire.OrderAck:
-    ack = wire.OrderAck(
-        source_qm=RECEIVER,
-        destination_qm=SENDER,
-        message_id=17,
-        sent_time=1_700_000_100,
-        sequence_id=SEQUENCE,
-        sequence_number=9,
-        previous_sequence_number=8,
-    )
-    return dataclasses.replace(ack, **changes)  # type: ignore[arg-type]
-
-
-def final_ack(**changes: object) -> wire.FinalAck:
-    ack = wire.FinalAck(
-        source_qm=RECEIVER,
-        destination=wire.DirectQueue(name="TCP:192.0.2.7\\PRIVATE$\\order_queue$"),
-        message_id=18,
-        sent_time=1_700_000_200,
-        message_class=wire.MessageClass.NACK_Q_PURGED,
-        sequence_id=SEQUENCE,
-        sequence_number=9,
-        previous_sequence_number=8,
-        acked_source_qm=SENDER,
-        acked_message_id=4242,
-    )
-    return dataclasses.replace(ack, **changes)  # type: ignore[arg-type]
 
 
 def test_order_ack_is_an_express_user_message_to_order_queue() -> None:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 
+import msmq_decoding as md
+import msmq_samples as samples
 import msmq_strategies as ms
 import pytest
 from hypothesis import given, settings
@@ -12,45 +13,22 @@ from hypothesis import strategies as st
 
 import wire
 
-VECTORS = Path(__file__).parent / "vectors"
-
-
-def frame(name: str) -> bytes:
-    return bytes.fromhex((VECTORS / f"{name}.hex").read_text())
-
-
-def completed_user_message() -> bytes:
-    return frame("4.1.7-user-message-truncated") + b"a\x00" * 286 + b"\x00\x00"
-
-
 GOLDEN = {
-    "establish-connection-request": frame("4.1.3-establish-connection-request"),
-    "establish-connection-response": frame("4.1.4-establish-connection-response"),
-    "connection-parameters": frame("4.1.5-connection-parameters-request"),
-    "session-ack": frame("4.1.8-session-ack"),
-    "user-message": completed_user_message(),
+    "establish-connection-request": samples.frame("4.1.3-establish-connection-request"),
+    "establish-connection-response": samples.frame("4.1.4-establish-connection-response"),
+    "connection-parameters": samples.frame("4.1.5-connection-parameters-request"),
+    "session-ack": samples.frame("4.1.8-session-ack"),
+    "user-message": samples.completed_user_message(),
 }
-NEXT_START = frame("4.1.8-session-ack")[:10]
+NEXT_START = GOLDEN["session-ack"][:10]
 
 
 def feed_whole(decoder: wire.FrameDecoder, data: bytes) -> list[wire.Packet]:
-    decoder.receive_data(data)
-    return drain(decoder)
+    return md.feed(decoder, [data])
 
 
 def feed_bytewise(decoder: wire.FrameDecoder, data: bytes) -> list[wire.Packet]:
-    packets: list[wire.Packet] = []
-    for i in range(len(data)):
-        decoder.receive_data(data[i : i + 1])
-        packets += drain(decoder)
-    return packets
-
-
-def drain(decoder: wire.FrameDecoder) -> list[wire.Packet]:
-    packets = []
-    while (packet := decoder.next_packet()) is not None:
-        packets.append(packet)
-    return packets
+    return md.feed(decoder, md.bytewise(data))
 
 
 FEEDERS: dict[str, Callable[[wire.FrameDecoder, bytes], list[wire.Packet]]] = {
@@ -71,7 +49,7 @@ def check_three_ways(data: bytes) -> wire.Packet:
         decoder = wire.FrameDecoder()
         assert feed(decoder, data + NEXT_START) == [expected]
         assert decoder.buffered == len(NEXT_START)
-        decoder.receive_data(frame("4.1.8-session-ack")[len(NEXT_START) :])
+        decoder.receive_data(GOLDEN["session-ack"][len(NEXT_START) :])
         assert isinstance(decoder.next_packet(), wire.SessionAck)
     return expected
 
@@ -95,18 +73,14 @@ def test_a_stream_of_packets_in_random_chunks(
     stream = b"".join(map(wire.build_packet, packets))
     cuts = sorted(data.draw(st.lists(st.integers(0, len(stream)), max_size=12)))
     decoder = wire.FrameDecoder()
-    received: list[wire.Packet] = []
-    for start, stop in zip([0, *cuts], [*cuts, len(stream)], strict=True):
-        decoder.receive_data(stream[start:stop])
-        received += drain(decoder)
-    assert received == packets
+    assert md.feed(decoder, md.split_at(stream, cuts)) == packets
     assert decoder.buffered == 0
 
 
 @pytest.mark.parametrize("feed", sorted(FEEDERS))
 def test_session_header_after_packet_size(feed: str) -> None:
     # A user packet with SH is PacketSize + 16 bytes; PacketSize excludes the trailer.
-    message = wire.parse_packet(completed_user_message())
+    message = wire.parse_packet(samples.completed_user_message())
     assert isinstance(message, wire.UserMessage)
     with_ack = wire.UserMessage(
         base=message.base,

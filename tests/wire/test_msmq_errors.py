@@ -6,6 +6,7 @@ import dataclasses
 import uuid
 from typing import Any
 
+import msmq_samples as samples
 import pytest
 
 import wire
@@ -251,31 +252,10 @@ def test_format_name_list_errors_surface_when_decoded() -> None:
             "EstablishConnection.padding",
         ),
         (
-            wire.FinalAck(
-                source_qm=QM,
-                message_id=1,
-                sent_time=1,
-                message_class=wire.MessageClass.NACK_BAD_DST_Q - 0x4001,
-                sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
-                sequence_number=1,
-                previous_sequence_number=0,
-                acked_source_qm=QM,
-                acked_message_id=1,
-            ),
+            samples.final_ack(message_class=wire.MessageClass.NACK_BAD_DST_Q - 0x4001),
             "FinalAck.message_class",
         ),
-        (
-            wire.OrderAck(
-                source_qm=QM,
-                message_id=1,
-                sent_time=1,
-                sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
-                sequence_number=1,
-                previous_sequence_number=0,
-                reserved=b"",
-            ),
-            "OrderAck.reserved",
-        ),
+        (samples.order_ack(reserved=b""), "OrderAck.reserved"),
     ],
 )
 def test_unbuildable_values(value: Any, field: str) -> None:

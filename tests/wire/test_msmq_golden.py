@@ -3,34 +3,14 @@
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 import pytest
+from msmq_samples import WHOLE_FRAMES, completed_user_message, frame
 
 import wire
 
-VECTORS = Path(__file__).parent / "vectors"
-
 CLIENT_QM = uuid.UUID("557358d1-9150-9595-4997-b6e611ea26c6")
 SERVER_QM = uuid.UUID("43cd8907-394c-8f11-4445-9078909ea0fc")
-
-
-def frame(name: str) -> bytes:
-    return bytes.fromhex((VECTORS / f"{name}.hex").read_text())
-
-
-def completed_user_message(padding: bytes = b"\x00\x00") -> bytes:
-    """4.1.7 with the 572 missing body bytes (more UTF-16 "a") and its 2 padding bytes."""
-    return frame("4.1.7-user-message-truncated") + b"a\x00" * 286 + padding
-
-
-WHOLE_FRAMES = [
-    "4.1.3-establish-connection-request",
-    "4.1.4-establish-connection-response",
-    "4.1.5-connection-parameters-request",
-    "4.1.6-connection-parameters-response",
-    "4.1.8-session-ack",
-]
 
 
 @pytest.mark.parametrize("name", WHOLE_FRAMES)

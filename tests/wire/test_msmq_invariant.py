@@ -9,6 +9,7 @@ Whatever parses must also rebuild to exactly the bytes it came from.
 
 from __future__ import annotations
 
+import msmq_decoding as md
 import msmq_strategies as ms
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,20 +38,11 @@ def check_decoder(data: bytes) -> None:
     """Feed ``data`` whole and byte by byte; the two must agree with each other and with
     parse_packet on the packets they return."""
     outcomes = []
-    for chunks in ([data], [data[i : i + 1] for i in range(len(data))]):
-        decoder = wire.FrameDecoder()
-        packets: list[wire.Packet] = []
-        error = None
-        try:
-            for chunk in chunks:
-                decoder.receive_data(chunk)
-                while (packet := decoder.next_packet()) is not None:
-                    packets.append(packet)
-        except wire.RemoteProtocolError as exc:
-            error = exc.field
+    for chunks in ([data], md.bytewise(data)):
+        packets, error = md.decode(chunks)
         consumed = sum(len(wire.build_packet(p)) for p in packets)
         assert b"".join(map(wire.build_packet, packets)) == data[:consumed]
-        outcomes.append((packets, error))
+        outcomes.append((packets, None if error is None else error.field))
     assert outcomes[0] == outcomes[1]
 
 

@@ -34,45 +34,45 @@ def test_transactional_message_round_trip(message: wire.UserMessage) -> None:
     assert_round_trip(message)
 
 
+@pytest.mark.parametrize(
+    ("packets", "size"),
+    [
+        pytest.param(ms.establish_connections, 572, id="establish-connection"),
+        pytest.param(ms.connection_parameters, 32, id="connection-parameters"),
+        pytest.param(ms.session_acks, 36, id="session-ack"),
+    ],
+)
 @EXAMPLES
-@given(ms.establish_connections)
-def test_establish_connection_round_trip(packet: wire.EstablishConnection) -> None:
-    assert len(assert_round_trip(packet)) == 572
+@given(data=st.data())
+def test_internal_packet_round_trip(
+    packets: st.SearchStrategy[wire.Packet], size: int, data: st.DataObject
+) -> None:
+    assert len(assert_round_trip(data.draw(packets))) == size
 
 
+@pytest.mark.parametrize(
+    ("acks", "view", "kind"),
+    [
+        pytest.param(ms.order_acks, wire.OrderAck, wire.PacketKind.ORDER_ACK, id="order-ack"),
+        pytest.param(ms.final_acks, wire.FinalAck, wire.PacketKind.FINAL_ACK, id="final-ack"),
+    ],
+)
 @EXAMPLES
-@given(ms.connection_parameters)
-def test_connection_parameters_round_trip(packet: wire.ConnectionParameters) -> None:
-    assert len(assert_round_trip(packet)) == 32
-
-
-@EXAMPLES
-@given(ms.session_acks)
-def test_session_ack_round_trip(packet: wire.SessionAck) -> None:
-    assert len(assert_round_trip(packet)) == 36
-
-
-@EXAMPLES
-@given(ms.order_acks)
-def test_order_ack_round_trip(ack: wire.OrderAck) -> None:
-    data = wire.build_packet(ack)
-    assert data == wire.build_packet(ack.to_message())
-    message = wire.parse_packet(data)
+@given(data=st.data())
+def test_ack_round_trip(
+    acks: st.SearchStrategy[wire.OrderAck | wire.FinalAck],
+    view: type[wire.OrderAck] | type[wire.FinalAck],
+    kind: wire.PacketKind,
+    data: st.DataObject,
+) -> None:
+    ack = data.draw(acks)
+    packet = wire.build_packet(ack)
+    assert packet == wire.build_packet(ack.to_message())
+    message = wire.parse_packet(packet)
     assert isinstance(message, wire.UserMessage)
-    assert wire.classify_packet(message) is wire.PacketKind.ORDER_ACK
-    assert wire.OrderAck.from_message(message) == ack
-    assert wire.build_packet(message) == data
-
-
-@EXAMPLES
-@given(ms.final_acks)
-def test_final_ack_round_trip(ack: wire.FinalAck) -> None:
-    data = wire.build_packet(ack)
-    message = wire.parse_packet(data)
-    assert isinstance(message, wire.UserMessage)
-    assert wire.classify_packet(message) is wire.PacketKind.FINAL_ACK
-    assert wire.FinalAck.from_message(message) == ack
-    assert wire.build_packet(message) == data
+    assert wire.classify_packet(message) is kind
+    assert view.from_message(message) == ack
+    assert wire.build_packet(message) == packet
 
 
 @EXAMPLES

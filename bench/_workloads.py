@@ -1,0 +1,336 @@
+"""The timed workloads of ``bench/local.py``: the disk's ceilings and the daemon's loads.
+
+Each daemon workload connects first, then times only its loop, and returns
+a :class:`Sample`: how many commits and messages it made, the wall time, and
+the CPU seconds the daemon and this process used meanwhile.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import statistics
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import trio
+from _daemon import Daemon
+
+from qmgr.client import AsyncQueueManager, QueueManager, connect, open_client
+
+BODY = b"x" * 256
+
+
+# --------------------------------------------------------------------------
+# What one timed run measured
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One moment: the wall clock, and CPU seconds used so far by each process."""
+
+    wall: float
+    own_cpu: float
+    daemon_cpu: float
+
+    @classmethod
+    def now(cls, daemon: Daemon) -> Mark:
+        return cls(time.perf_counter(), time.process_time(), daemon.cpu_seconds())
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One timed run against the daemon."""
+
+    commits: int
+    messages: int
+    seconds: float
+    daemon_cpu: float  # CPU seconds of the daemon process (all its threads)
+    own_cpu: float  # CPU seconds of this process (all its threads): the clients
+
+    @classmethod
+    def between(cls, start: Mark, end: Mark, commits: int, per_commit: int = 1) -> Sample:
+        if commits == 0:
+            raise SystemExit("a timed run made no commits at all")
+        return cls(
+            commits=commits,
+            messages=commits * per_commit,
+            seconds=end.wall - start.wall,
+            daemon_cpu=end.daemon_cpu - start.daemon_cpu,
+            own_cpu=end.own_cpu - start.own_cpu,
+        )
+
+    @property
+    def commit_rate(self) -> float:
+        return self.commits / self.seconds
+
+    @property
+    def message_rate(self) -> float:
+        return self.messages / self.seconds
+
+    @property
+    def daemon_cpu_per_1000_commits(self) -> float:
+        return self.daemon_cpu / self.commits * 1000
+
+    @property
+    def own_cpu_per_1000_commits(self) -> float:
+        return self.own_cpu / self.commits * 1000
+
+    @property
+    def daemon_busy(self) -> float:
+        """The share of one core the daemon used (1.0: one core flat out)."""
+        return self.daemon_cpu / self.seconds
+
+    @property
+    def own_busy(self) -> float:
+        """The share of one core this process used."""
+        return self.own_cpu / self.seconds
+
+
+# --------------------------------------------------------------------------
+# The disk's ceilings
+# --------------------------------------------------------------------------
+
+
+def fsync_rate(directory: Path, seconds: float) -> float:
+    """512-byte overwrites of one file, each followed by fdatasync, per second."""
+    path = directory / "fsync-probe"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            os.pwrite(fd, b"y" * 512, 0)
+            os.fdatasync(fd)
+            count += 1
+        return count / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+
+
+def lmdb_commit_rate(directory: Path, seconds: float) -> float:
+    """LMDB write transactions of one 256-byte put, synced (LMDB's default), per second."""
+    path = directory / "lmdb-probe"
+    env = lmdb.open(str(path), map_size=1 << 28)
+    try:
+        count, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            with env.begin(write=True) as txn:
+                txn.put(count.to_bytes(8, "big"), BODY)
+            count += 1
+        return count / (time.perf_counter() - start)
+    finally:
+        env.close()
+        shutil.rmtree(path)
+
+
+# --------------------------------------------------------------------------
+# The daemon's loads
+# --------------------------------------------------------------------------
+
+
+def refill(address: str, queue: str, messages: int) -> None:
+    """Empty ``queue``, then send ``messages`` (rounded up to 100s), 100 per commit."""
+    with connect(address) as qm:
+        qm.purge_queue(queue)
+        for _ in range(math.ceil(messages / 100)):
+            with qm.begin() as tx:
+                for _ in range(100):
+                    tx.send(queue, BODY)
+
+
+def empty(address: str, queue: str) -> None:
+    with connect(address) as qm:
+        qm.purge_queue(queue)
+
+
+def one_client(
+    daemon: Daemon, seconds: float, per_commit: int, step: Callable[[QueueManager], bool]
+) -> Sample:
+    """Time ``step`` (one commit) in a loop from one blocking client."""
+    with connect(daemon.address) as qm:
+        commits = 0
+        start = Mark.now(daemon)
+        while time.perf_counter() - start.wall < seconds:
+            if not step(qm):
+                raise SystemExit(f"the queue ran dry after {commits:,} receives; raise the prefill")
+            commits += 1
+        end = Mark.now(daemon)
+    return Sample.between(start, end, commits, per_commit)
+
+
+class _Gate:
+    """Opens once ``count`` tasks have arrived."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.open = trio.Event()
+
+    def arrive(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.open.set()
+
+
+def concurrent_clients(
+    daemon: Daemon,
+    seconds: float,
+    clients: int,
+    step: Callable[[AsyncQueueManager], Awaitable[bool]],
+) -> Sample:
+    """Time ``step`` (one commit) in a loop from ``clients`` trio clients at once.
+
+    Every client connects before the clock starts, and the clock stops when
+    the last one has finished its last commit, before any disconnects.
+    """
+
+    async def main() -> Sample:
+        counts = [0] * clients
+        ready, done = _Gate(clients), _Gate(clients)
+        go, close = trio.Event(), trio.Event()
+        deadline = math.inf
+        dry = False
+
+        async def client(index: int) -> None:
+            nonlocal deadline, dry
+            async with open_client(daemon.address) as qm:
+                ready.arrive()
+                await go.wait()
+                while trio.current_time() < deadline:
+                    if not await step(qm):
+                        dry, deadline = True, -math.inf
+                        break
+                    counts[index] += 1
+                done.arrive()
+                await close.wait()
+
+        async with trio.open_nursery() as nursery:
+            for index in range(clients):
+                nursery.start_soon(client, index)
+            await ready.open.wait()
+            start = Mark.now(daemon)
+            deadline = trio.current_time() + seconds
+            go.set()
+            await done.open.wait()
+            end = Mark.now(daemon)
+            close.set()
+        if dry:
+            raise SystemExit(
+                f"the queue ran dry after {sum(counts):,} receives by {clients} clients; "
+                "raise the prefill"
+            )
+        return Sample.between(start, end, sum(counts))
+
+    return trio.run(main)
+
+
+def sends_one_client(daemon: Daemon, queue: str, seconds: float, per_commit: int) -> Sample:
+    """``with qm.begin() as tx: tx.send(queue, BODY)`` ``per_commit`` times, in a loop."""
+    empty(daemon.address, queue)
+
+    def step(qm: QueueManager) -> bool:
+        with qm.begin() as tx:
+            for _ in range(per_commit):
+                tx.send(queue, BODY)
+        return True
+
+    return one_client(daemon, seconds, per_commit, step)
+
+
+def sends_concurrent(daemon: Daemon, queue: str, seconds: float, clients: int) -> Sample:
+    """``async with qm.begin() as tx: await tx.send(queue, BODY)`` from each client."""
+    empty(daemon.address, queue)
+
+    async def step(qm: AsyncQueueManager) -> bool:
+        async with qm.begin() as tx:
+            await tx.send(queue, BODY)
+        return True
+
+    return concurrent_clients(daemon, seconds, clients, step)
+
+
+def receives_one_client(daemon: Daemon, queue: str, seconds: float, prefill: int) -> Sample:
+    """``with qm.begin() as tx: tx.receive(queue)`` in a loop, from a prefilled queue."""
+    refill(daemon.address, queue, prefill)
+
+    def step(qm: QueueManager) -> bool:
+        with qm.begin() as tx:
+            message = tx.receive(queue)
+        return message is not None
+
+    return one_client(daemon, seconds, 1, step)
+
+
+def receives_concurrent(
+    daemon: Daemon, queue: str, seconds: float, clients: int, prefill: int
+) -> Sample:
+    """``async with qm.begin() as tx: await tx.receive(queue)`` from each client."""
+    refill(daemon.address, queue, prefill)
+
+    async def step(qm: AsyncQueueManager) -> bool:
+        async with qm.begin() as tx:
+            message = await tx.receive(queue)
+        return message is not None
+
+    return concurrent_clients(daemon, seconds, clients, step)
+
+
+def latency(address: str, queue: str, seconds: float, rate: float) -> tuple[float, float]:
+    """p50 and p99 in ms from a sender calling commit to a blocked receiver having the message.
+
+    The sender commits one message per transaction at a paced ``rate``; the
+    receiver takes each as a single-message transaction (``qm.receive``),
+    which returns once the removal is synced, so both syncs are included.
+    """
+    latencies: list[float] = []
+    committed_at: dict[bytes, float] = {}
+    count = int(seconds * rate)
+    ready = threading.Event()
+    failures: list[BaseException] = []
+
+    def receiver() -> None:
+        try:
+            with connect(address) as qm:
+                ready.set()
+                for _ in range(count):
+                    message = qm.receive(queue, timeout=10.0)
+                    now = time.perf_counter()
+                    if message is None:
+                        raise SystemExit("latency: a message did not arrive within 10 s")
+                    latencies.append(now - committed_at[message.body[:16]])
+        except BaseException as exc:
+            failures.append(exc)
+            ready.set()
+
+    with connect(address) as qm:
+        qm.purge_queue(queue)
+        thread = threading.Thread(target=receiver, name="latency-receiver")
+        thread.start()
+        ready.wait()
+        interval = 1.0 / rate
+        next_send = time.perf_counter()
+        for index in range(count):
+            if failures:
+                break
+            delay = next_send - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            key = index.to_bytes(16, "big")
+            tx = qm.begin()
+            tx.send(queue, key + BODY[16:])
+            committed_at[key] = time.perf_counter()
+            tx.commit()
+            next_send += interval
+        thread.join()
+    if failures:
+        raise failures[0]
+    latencies.sort()
+    p50 = statistics.median(latencies)
+    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    return p50 * 1000, p99 * 1000

@@ -1,0 +1,81 @@
+"""Message-id ordinals: unique per queue manager, across crashes, without a write per message.
+
+Theory of operation
+-------------------
+A message id is this queue manager's GUID and a 32-bit ordinal, assigned
+when the message is sent. Writing the counter for every message would cost
+a page per commit, so the store keeps only a *limit*: ordinals below it may
+have been used. The allocator hands out ordinals from memory below the
+limit the store has made durable; when fewer than half a block remain, it
+asks for the limit to be raised by a block (:meth:`OrdinalAllocator.reservation`),
+which the daemon commits like any other write, in the next batch. After a
+crash, counting starts again at the durable limit, so an ordinal is never
+handed out twice; the ones skipped are simply never used.
+
+The count runs in 64 bits and the ordinal is its low 32 bits, skipping 0,
+so ids wrap after four billion messages as MSMQ's do.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .errors import LimitExceeded
+
+#: Ordinals reserved at a time.
+BLOCK: Final = 1 << 20
+
+
+class OrdinalAllocator:
+    """Hands out message-id ordinals below the durable limit."""
+
+    __slots__ = ("_durable", "_next", "_requested")
+
+    def __init__(self, durable_limit: int) -> None:
+        """``durable_limit`` is the store's ordinal limit at start-up."""
+        self._next = durable_limit
+        self._durable = durable_limit
+        self._requested = durable_limit
+
+    @property
+    def wanted(self) -> bool:
+        """True when :meth:`reservation` would ask for a new limit."""
+        return self._durable - self._next < BLOCK // 2 and self._requested <= self._durable
+
+    @property
+    def durable_limit(self) -> int:
+        """Counts below this are safe to hand out."""
+        return self._durable
+
+    def reservation(self) -> int | None:
+        """The limit to ask the store for now, or None if none is needed."""
+        if not self.wanted:
+            return None
+        self._requested = max(self._durable, self._next) + BLOCK
+        return self._requested
+
+    def reserved(self, limit: int) -> None:
+        """The store has made ``limit`` durable."""
+        self._durable = max(self._durable, limit)
+        self._requested = max(self._requested, self._durable)
+
+    def reservation_failed(self) -> None:
+        """The reservation could not be written; ask again next time."""
+        self._requested = self._durable
+
+    def take(self) -> int:
+        """The next ordinal (1..0xFFFFFFFF).
+
+        Raises:
+            LimitExceeded: every ordinal below the durable limit is used and
+                the next reservation is not written yet.
+        """
+        count = self._next
+        if count >= self._durable:
+            msg = "message ids are being reserved in the store; retry the send"
+            raise LimitExceeded(msg)
+        self._next = count + 1
+        ordinal = count & 0xFFFFFFFF
+        if ordinal == 0:
+            return self.take()
+        return ordinal

@@ -1,0 +1,105 @@
+"""What makes a send acceptable: the message's properties and MSMQ's transaction rules.
+
+Theory of operation
+-------------------
+A message arrives already encoded (``wire.MessageProperties``); these checks
+read its fields without decoding it again. Structure was checked by the
+decoder; here the *values* are judged, with a typed error naming the field
+(priority above 7, a label over 250 characters, an acknowledgment level
+without an admin queue, ...). Then MSMQ's rules decide whether the send is
+transactional: inside a transaction every destination must be a
+transactional queue; outside one, ``SendMode`` says whether the caller asks
+for a single-message transaction, for none, or lets the queue decide.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Final
+
+from storage import QueueRecord
+from wire import MAX_LABEL_CHARS, MAX_MESSAGE_BODY, MessageProperties
+
+from .errors import InvalidArgument, MessageTooLarge, TransactionUsageError
+
+__all__ = ["SendMode", "check_message", "send_is_transactional"]
+
+_ACKNOWLEDGMENT_BITS: Final = 0x0F
+_JOURNAL_LEVELS: Final = 3
+
+
+class SendMode(enum.IntEnum):
+    """How a send outside an explicit transaction is carried out (MQ_*_TRANSACTION)."""
+
+    AUTO = 0  #: single-message transaction for a transactional queue, none otherwise
+    NONE = 1  #: explicitly non-transactional (an error on a transactional queue)
+    SINGLE = 2  #: a single-message transaction (an error on a non-transactional queue)
+
+
+def check_message(message: MessageProperties) -> None:
+    """Judge the values a sender set.
+
+    Raises:
+        MessageTooLarge: the body is over 4 MB.
+        InvalidArgument: a property is out of range (the message says which).
+    """
+    if message.body_size > MAX_MESSAGE_BODY:
+        msg = f"message body is {message.body_size} bytes; the limit is {MAX_MESSAGE_BODY} (4 MB)"
+        raise MessageTooLarge(msg)
+    label = message.label
+    if len(label) > MAX_LABEL_CHARS:
+        msg = f"label is {len(label)} characters; the limit is {MAX_LABEL_CHARS}"
+        raise InvalidArgument(msg)
+    if message.priority > 7:
+        msg = f"priority must be 0..7, not {message.priority}"
+        raise InvalidArgument(msg)
+    if message.delivery > 1:
+        msg = f"delivery must be 0 (express) or 1 (recoverable), not {message.delivery}"
+        raise InvalidArgument(msg)
+    acknowledge = message.acknowledge
+    if acknowledge > _ACKNOWLEDGMENT_BITS:
+        msg = f"acknowledge must be MQMSG_ACKNOWLEDGMENT bits (0..15), not {acknowledge}"
+        raise InvalidArgument(msg)
+    if acknowledge and not message.admin_queue:
+        msg = "an acknowledgment level needs an admin queue to send acknowledgments to"
+        raise InvalidArgument(msg)
+    if message.journal > _JOURNAL_LEVELS:
+        msg = f"journal level must be 0..3, not {message.journal}"
+        raise InvalidArgument(msg)
+
+
+def send_is_transactional(
+    queues: Sequence[QueueRecord], *, in_transaction: bool, mode: SendMode
+) -> bool:
+    """Whether a send to ``queues`` is a transactional one, by MSMQ's rules.
+
+    Raises:
+        TransactionUsageError: the queues and the transaction (or mode) do not go together.
+    """
+    for queue in queues:
+        if in_transaction and not queue.transactional:
+            msg = (
+                f"queue {queue.display_name!r} is not transactional; "
+                "send to it outside the transaction"
+            )
+            raise TransactionUsageError(msg)
+        if not in_transaction and mode is SendMode.NONE and queue.transactional:
+            msg = (
+                f"queue {queue.display_name!r} is transactional; "
+                "send inside a transaction or as a single-message transaction"
+            )
+            raise TransactionUsageError(msg)
+        if not in_transaction and mode is SendMode.SINGLE and not queue.transactional:
+            msg = f"queue {queue.display_name!r} is not transactional; send without a transaction"
+            raise TransactionUsageError(msg)
+    if in_transaction:
+        return True
+    kinds = {queue.transactional for queue in queues}
+    if len(kinds) > 1:
+        msg = (
+            "a multiple-element send outside a transaction cannot mix "
+            "transactional queues with others"
+        )
+        raise TransactionUsageError(msg)
+    return kinds == {True}

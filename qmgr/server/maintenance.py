@@ -1,0 +1,134 @@
+"""Background work of the daemon: idle transactions, erasing, message ids, the ballast.
+
+Theory of operation
+-------------------
+Two tasks, each a loop that sleeps until there is something to do:
+
+* the *sweeper* aborts transactions idle for longer than the configured
+  timeout, by the event loop's monotonic clock (a jump of the wall clock
+  neither aborts everything nor nothing);
+* the *worker* wakes when a session tells it (``Services.wake_maintenance``)
+  and does, in order: raise the store's message-id limit when the core runs
+  low; erase deleted queues and purged messages in bounded steps, one unit
+  per batch so that other clients' commits share the batches and keep
+  flowing; and put the ballast file back once a full disk has room again.
+
+Erasing resumes on its own after a restart: the store says which queues
+still have messages to erase. A step that can erase nothing because open
+transactions hold the remaining purged messages waits a second and looks
+again (the messages leave when those transactions end).
+"""
+
+from __future__ import annotations
+
+import structlog
+import trio
+
+import storage
+from qmgr.core.engine import QueueManagerCore
+from qmgr.core.errors import ShuttingDown
+from storage import Store
+
+from .committer import Committer
+from .signals import QueueSignals, Wakeup
+
+__all__ = ["Maintenance"]
+
+#: How often to look again at erasing blocked by held messages, or at the ballast.
+RETRY_SECONDS = 1.0
+#: How often idle transactions are looked for, at most.
+SWEEP_INTERVAL = 1.0
+
+
+class Maintenance:
+    """The daemon's background tasks; run :meth:`run` in a nursery."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        core: QueueManagerCore,
+        committer: Committer,
+        signals: QueueSignals,
+        wakeup: Wakeup,
+        erase_step: int,
+        idle_timeout: float,
+        log: structlog.typing.FilteringBoundLogger | None = None,
+    ) -> None:
+        self._store = store
+        self._core = core
+        self._committer = committer
+        self._signals = signals
+        self._wakeup = wakeup
+        self._erase_step = erase_step
+        self._idle_timeout = idle_timeout
+        self._log = log or structlog.get_logger("qmgr.maintenance")
+        self._retry = False
+
+    async def run(self) -> None:
+        """Run both loops until cancelled."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._sweep_idle_transactions)
+            nursery.start_soon(self._work)
+
+    async def _sweep_idle_transactions(self) -> None:
+        timeout = self._idle_timeout
+        interval = min(SWEEP_INTERVAL, max(timeout / 4, 0.05))
+        while True:
+            await trio.sleep(interval)
+            for tx in self._core.idle_transactions(trio.current_time(), timeout):
+                end = getattr(tx.owner, "end_transaction", None)
+                reason = f"idle timeout: no activity for more than {timeout:g} s"
+                if end is not None:
+                    end(tx, reason)
+                else:
+                    self._signals.notify(self._core.abort(tx, reason))
+
+    async def _work(self) -> None:
+        # Look once at start-up: erasing may have been cut short by a restart.
+        self._wakeup.set()
+        while True:
+            await self._wakeup.wait(RETRY_SECONDS if self._retry else float("inf"))
+            self._retry = False
+            try:
+                await self._reserve_ordinals()
+                await self._erase()
+            except ShuttingDown:
+                return  # what is left resumes at the next start
+            if not self._store.has_ballast and not self._store.restore_ballast():
+                self._retry = True
+
+    async def _reserve_ordinals(self) -> None:
+        core = self._core
+        unit = core.ordinal_reservation()
+        if unit is None:
+            return
+        try:
+            outcome: storage.UnitOutcome | None = await self._committer.submit(unit)
+        except storage.StoreError as exc:
+            self._log.warning("message_id_reservation_failed", error=str(exc))
+            outcome = None
+            self._retry = True
+        core.ordinals_reserved(unit, outcome)
+
+    async def _erase(self) -> None:
+        for queue_id in self._store.queues_to_erase():
+            while True:
+                await self._reserve_ordinals()
+                unit = self._core.erase_unit(queue_id, self._erase_step)
+                try:
+                    outcome = await self._committer.submit(unit)
+                except storage.StoreError as exc:
+                    self._log.warning("erase_failed", queue_id=queue_id, error=str(exc))
+                    self._retry = True
+                    return
+                result = outcome.results[0]
+                if not isinstance(result, storage.Erased):
+                    self._log.warning("erase_failed", queue_id=queue_id, error=str(outcome.error))
+                    break
+                if result.done:
+                    self._log.debug("erase_done", queue_id=queue_id)
+                    break
+                if result.messages == 0:
+                    self._retry = True  # held by open transactions: look again later
+                    break

@@ -1,0 +1,471 @@
+"""The client requests: what each one does with the core, the committer and the signals.
+
+Every handler takes the request id and the request. One that completes
+without waiting queues its reply and returns None; one that must wait for
+a write returns the awaitable the session awaits before reading on. Handlers
+raise the core's errors; the session answers them, dooming the request's
+transaction if it had one.
+
+Writes follow one pattern: the core returns a unit, the committer writes it
+in the next batch, the core finishes the job with the outcome, and the
+queues the write changed are signalled so that waiting receives wake up.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+import time
+from collections.abc import Awaitable, Callable, Generator
+from typing import Any, Final
+
+import structlog
+import trio
+
+import storage
+from qmgr.core.engine import PreparedSend
+from qmgr.core.errors import (
+    InvalidArgument,
+    LimitExceeded,
+    QueueManagerError,
+    ShuttingDown,
+    TransactionAborted,
+    TransactionNotFound,
+    TransactionUsageError,
+    from_store_error,
+)
+from qmgr.core.names import display_format_name
+from qmgr.core.sends import SendMode
+from qmgr.core.transactions import Transaction, TransactionState
+from storage import QueueRecord
+from wire import client_frames as cf
+
+from .services import Services
+
+__all__ = ["RequestHandlers", "queue_info"]
+
+#: Send modes by their number on the wire.
+_SEND_MODES: Final = tuple(SendMode)
+#: Bytes a PeekRange reply leaves free below the frame limit.
+_PEEK_RANGE_SLACK: Final = 64 * 1024
+_NO_WAIT: Final = 0
+
+
+class RequestHandlers(abc.ABC):
+    """The request handlers of a client session (the session supplies the I/O)."""
+
+    log: structlog.typing.FilteringBoundLogger
+    conn_id: int
+    _nursery: trio.Nursery
+    _closing: bool
+
+    def __init__(self, services: Services) -> None:
+        self.services = services
+        #: Open transactions, by the id this connection knows them by.
+        self._transactions: dict[int, Transaction] = {}
+        #: Waiting receives: transaction id (or a negative key) -> their cancel scope.
+        self._waiting: dict[int, trio.CancelScope] = {}
+        self._next_server_tx_id = cf.CLIENT_TX_ID_LIMIT
+
+    @abc.abstractmethod
+    def reply(self, request_id: int, value: cf.ServerReply) -> None:
+        """Queue a reply."""
+
+    @abc.abstractmethod
+    def reply_bytes(self, frame: bytes) -> None:
+        """Queue an encoded reply frame."""
+
+    @abc.abstractmethod
+    def reply_error(self, request_id: int, error: QueueManagerError) -> None:
+        """Queue an error reply."""
+
+    @abc.abstractmethod
+    async def flush(self) -> None:
+        """Write the queued replies."""
+
+    def request_handlers(self) -> dict[type[Any], Callable[[int, Any], Awaitable[None] | None]]:
+        """The handler of each request class."""
+        return {
+            cf.Send: self._send,
+            cf.Commit: self._commit,
+            cf.Begin: self._begin,
+            cf.Receive: self._receive,
+            cf.Abort: self._abort,
+            cf.PeekRange: self._peek_range,
+            cf.CreateQueue: self._create_queue,
+            cf.DeleteQueue: self._delete_queue,
+            cf.PurgeQueue: self._purge_queue,
+            cf.ListQueues: self._list_queues,
+            cf.GetStatus: self._get_status,
+        }
+
+    def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:
+        """Answer a failed request; a transaction it belonged to can now only abort."""
+        tx_id = getattr(request, "tx_id", 0)
+        if tx_id and not isinstance(request, cf.Commit | cf.Abort):
+            tx = self._transactions.get(tx_id)
+            if tx is not None:
+                tx.doom(error)
+        self.reply_error(request_id, error)
+
+    # ------------------------------------------------------------------ queues
+
+    async def _write(self, unit: storage.Unit) -> storage.UnitOutcome:
+        try:
+            return await self.services.committer.submit(unit, source=self.conn_id)
+        except storage.StoreError as exc:
+            raise from_store_error(exc) from exc
+
+    async def _create_queue(self, request_id: int, request: cf.CreateQueue) -> None:
+        core = self.services.core
+        unit = core.create_queue(
+            request.name,
+            transactional=request.transactional,
+            journal=request.journal,
+            quota=request.quota,
+            wall=time.time(),
+        )
+        record = core.queue_created(await self._write(unit))
+        self.log.info("queue_created", queue=record.name, transactional=record.transactional)
+        self.reply(request_id, cf.Ok(value=record.queue_id))
+
+    async def _delete_queue(self, request_id: int, request: cf.DeleteQueue) -> None:
+        services = self.services
+        record, unit = services.core.delete_queue(request.name)
+        count, gone = services.core.queue_deleted(await self._write(unit))
+        services.signals.notify(gone)
+        services.wake_maintenance()
+        self.log.info("queue_deleted", queue=record.name, messages=count)
+        self.reply(request_id, cf.Ok(value=count))
+
+    async def _purge_queue(self, request_id: int, request: cf.PurgeQueue) -> None:
+        services = self.services
+        record, unit = services.core.purge_queue(request.name)
+        count = services.core.queue_purged(await self._write(unit))
+        services.wake_maintenance()
+        self.log.info("queue_purged", queue=record.name, messages=count)
+        self.reply(request_id, cf.Ok(value=count))
+
+    def _list_queues(self, request_id: int, request: cf.ListQueues) -> None:
+        self.reply(request_id, cf.QueueList(queues=self.services.queue_infos()))
+
+    def _get_status(self, request_id: int, request: cf.GetStatus) -> None:
+        self.reply(request_id, self.services.status())
+
+    # ------------------------------------------------------------------ transactions
+
+    def transaction(self, tx_id: int) -> Transaction:
+        """The open transaction this connection calls ``tx_id``.
+
+        Raises:
+            TransactionNotFound: unknown here, or already ended.
+            TransactionAborted: ended by the daemon (idle timeout); it is forgotten now.
+        """
+        tx = self._transactions.get(tx_id)
+        if tx is None:
+            msg = f"transaction {tx_id} is not open on this connection"
+            raise TransactionNotFound(msg)
+        if tx.abort_reason is not None:
+            del self._transactions[tx_id]
+            msg = f"transaction {tx_id} was aborted: {tx.abort_reason}"
+            raise TransactionAborted(msg)
+        if tx.state is not TransactionState.OPEN:
+            msg = f"transaction {tx_id} is already committing"
+            raise TransactionNotFound(msg)
+        return tx
+
+    def _begin(self, request_id: int, request: cf.Begin) -> None:
+        tx_id = request.tx_id
+        chosen_by_client = tx_id != 0
+        if not chosen_by_client:
+            tx_id = self._next_server_tx_id
+            self._next_server_tx_id += 1
+        elif tx_id >= cf.CLIENT_TX_ID_LIMIT:
+            msg = f"transaction id {tx_id} is reserved for the queue manager; use 1..2**63-1"
+            raise InvalidArgument(msg)
+        elif tx_id in self._transactions:
+            msg = f"transaction id {tx_id} is already in use on this connection"
+            raise TransactionUsageError(msg)
+        limit = self.services.limits.max_transactions
+        if len(self._transactions) >= limit:
+            msg = f"a connection may have at most {limit} open transactions; commit or abort some"
+            raise LimitExceeded(msg)
+        tx = self.services.core.begin(self, tx_id, trio.current_time())
+        self._transactions[tx_id] = tx
+        if not chosen_by_client:
+            self.reply_bytes(cf.encode_ok(request_id, tx_id))
+
+    def _abort(self, request_id: int, request: cf.Abort) -> None:
+        tx = self.transaction(request.tx_id)
+        del self._transactions[request.tx_id]
+        self.cancel_waits(request.tx_id)
+        services = self.services
+        services.signals.notify(services.core.abort(tx))
+        self.log.debug("transaction_aborted", tx=request.tx_id, reason="by client")
+        self.reply_bytes(cf.encode_ok(request_id))
+
+    async def _commit(self, request_id: int, request: cf.Commit) -> None:
+        tx_id = request.tx_id
+        tx = self.transaction(tx_id)
+        if tx_id in self._waiting:
+            msg = f"transaction {tx_id} still has a receive waiting; wait for it or abort"
+            raise TransactionUsageError(msg)
+        del self._transactions[tx_id]
+        services = self.services
+        core = services.core
+        try:
+            unit = core.commit(tx)
+        except QueueManagerError as exc:
+            services.signals.notify(core.abort(tx))
+            self.log.info("transaction_aborted", tx=tx_id, reason=exc.message)
+            raise
+        try:
+            outcome = await services.committer.submit(unit, source=self.conn_id)
+        except BaseException as exc:
+            woken, failure = core.commit_failed(tx, exc)
+            services.signals.notify(woken)
+            self.log.warning("transaction_aborted", tx=tx_id, reason=failure.message)
+            if isinstance(exc, storage.StoreError | QueueManagerError):
+                raise failure from exc
+            raise
+        woken, error = core.commit_done(tx, unit, outcome)
+        services.signals.notify(woken)
+        if error is not None:
+            self.log.info("transaction_aborted", tx=tx_id, reason=error.message)
+            raise error
+        self.log.debug("transaction_committed", tx=tx_id, operations=len(unit.ops))
+        self.reply_bytes(cf.encode_ok(request_id))
+
+    # ------------------------------------------------------------------ sending
+
+    def _send(self, request_id: int, request: cf.Send) -> Awaitable[None] | None:
+        tx = self.transaction(request.tx_id) if request.tx_id else None
+        try:
+            mode = _SEND_MODES[request.mode]
+        except IndexError:
+            msg = f"send mode must be 0 (auto), 1 (none) or 2 (single message), not {request.mode}"
+            raise InvalidArgument(msg) from None
+        services = self.services
+        core = services.core
+        prepared = core.prepare_send(
+            request.message, tx=tx, mode=mode, now=trio.current_time(), wall=time.time()
+        )
+        if core.ordinals.wanted:
+            services.wake_maintenance()
+        if prepared is None:
+            return None
+        return self._send_now(request_id, prepared)
+
+    async def _send_now(self, request_id: int, prepared: PreparedSend) -> None:
+        assert prepared.unit is not None
+        services = self.services
+        outcome = await self._write(prepared.unit)
+        lookup_id = services.core.send_done(prepared, outcome)
+        services.signals.notify(queue.queue_id for queue in prepared.queues)
+        sent = cf.Sent(
+            message_id=prepared.message_id,
+            queue=prepared.queues[0].display_name,
+            lookup_id=lookup_id,
+        )
+        self.reply(request_id, sent)
+
+    # ------------------------------------------------------------------ receiving
+
+    def _receive(self, request_id: int, request: cf.Receive) -> Awaitable[None] | None:
+        tx = self.transaction(request.tx_id) if request.tx_id else None
+        core = self.services.core
+        queue = core.queue(request.queue)
+        core.check_receive(queue, tx, peek=request.peek)
+        answered = self._try_receive(request_id, request, queue, tx)
+        if answered is not _NOT_FOUND:
+            return None if answered is _ANSWERED else answered
+        if request.timeout_ms == _NO_WAIT:
+            self.reply(request_id, cf.NoMessage())
+            return None
+        if tx is not None and tx.client_id in self._waiting:
+            msg = f"transaction {tx.client_id} already has a receive waiting"
+            raise TransactionUsageError(msg)
+        limit = self.services.limits.max_waiting_receives
+        if len(self._waiting) >= limit:
+            msg = f"a connection may have at most {limit} receives waiting at once"
+            raise LimitExceeded(msg)
+        key = tx.client_id if tx is not None else -request_id - 1
+        scope = trio.CancelScope()
+        self._waiting[key] = scope
+        self._nursery.start_soon(self._wait_and_receive, request_id, request, tx, key, scope)
+        return None
+
+    def _try_receive(
+        self, request_id: int, request: cf.Receive, queue: QueueRecord, tx: Transaction | None
+    ) -> Awaitable[None]:
+        """Take (or peek) a message now if one is free.
+
+        Returns:
+            ``_ANSWERED``, ``_NOT_FOUND``, or an awaitable that writes the
+            removal and then answers.
+        """
+        core = self.services.core
+        if request.peek:
+            peeked = core.peek(queue, lookup_id=request.lookup_id)
+            if peeked is None:
+                return _NOT_FOUND
+            self.reply_bytes(_message_frame(request_id, queue, *peeked))
+            return _ANSWERED
+        found = core.take(queue, lookup_id=request.lookup_id, tx=tx, now=trio.current_time())
+        if found is None:
+            return _NOT_FOUND
+        if tx is not None:
+            self.reply_bytes(_message_frame(request_id, queue, *found))
+            return _ANSWERED
+        return self._remove_and_reply(request_id, queue, *found)
+
+    async def _remove_and_reply(
+        self, request_id: int, queue: QueueRecord, lookup_id: int, record: bytes
+    ) -> None:
+        """A receive outside a transaction: the message is removed durably, then returned."""
+        services = self.services
+        core = services.core
+        try:
+            removal = core.removal(queue, lookup_id)
+            outcome = await services.committer.submit(removal, source=self.conn_id)
+        except BaseException as exc:
+            woken, failure = core.removal_done(queue.queue_id, lookup_id, exc)
+            services.signals.notify(woken)
+            if isinstance(exc, storage.StoreError | QueueManagerError) and failure is not None:
+                raise failure from exc
+            raise
+        woken, error = core.removal_done(queue.queue_id, lookup_id, outcome)
+        services.signals.notify(woken)
+        if error is not None:
+            raise error
+        self.reply_bytes(_message_frame(request_id, queue, lookup_id, record))
+
+    async def _wait_and_receive(
+        self,
+        request_id: int,
+        request: cf.Receive,
+        tx: Transaction | None,
+        key: int,
+        scope: trio.CancelScope,
+    ) -> None:
+        timeout = (
+            math.inf if request.timeout_ms == cf.INFINITE_TIMEOUT_MS else request.timeout_ms / 1000
+        )
+        deadline = trio.current_time() + timeout
+        with scope:
+            try:
+                answered = await self._wait_loop(request_id, request, tx, deadline)
+            except QueueManagerError as exc:
+                self._failed(request_id, request, exc)
+                answered = True
+            finally:
+                self._waiting.pop(key, None)
+            if not answered:
+                self.reply(request_id, cf.NoMessage())
+        if scope.cancelled_caught:
+            if self._closing:
+                return
+            message = f"transaction {key} was aborted while this receive waited"
+            self.reply_error(request_id, TransactionAborted(message))
+        await self.flush()
+
+    async def _wait_loop(
+        self, request_id: int, request: cf.Receive, tx: Transaction | None, deadline: float
+    ) -> bool:
+        services = self.services
+        while True:
+            queue = services.core.queue(request.queue)
+            event = services.signals.event(queue.queue_id)
+            if tx is not None:
+                tx = self.transaction(tx.client_id)
+            answered = self._try_receive(request_id, request, queue, tx)
+            if answered is not _NOT_FOUND:
+                if answered is not _ANSWERED:
+                    await answered
+                return True
+            if services.stopping:
+                msg = "the queue manager is shutting down"
+                raise ShuttingDown(msg)
+            with trio.move_on_at(deadline):
+                await event.wait()
+                continue
+            return False
+
+    def cancel_waits(self, tx_id: int) -> None:
+        """Cancel the receive waiting in transaction ``tx_id``, if any."""
+        scope = self._waiting.get(tx_id)
+        if scope is not None:
+            scope.cancel()
+
+    # ------------------------------------------------------------------ peek range
+
+    def _peek_range(self, request_id: int, request: cf.PeekRange) -> None:
+        core = self.services.core
+        queue = core.queue(request.queue)
+        limit = max(0, min(request.max_count, self.services.limits.max_peek_range))
+        found = core.peek_range(queue, after=request.after, limit=limit)
+        name = queue.display_name.encode("utf-8")
+        parts: list[bytes | memoryview] = []
+        count = 0
+        size = 0
+        for lookup_id, record in found:
+            payload = storage.message_payload(record)
+            entry = cf.queued_message_parts(
+                name, lookup_id, storage.message_arrived_time(record), payload
+            )
+            size += sum(len(part) for part in entry)
+            if count and size > cf.MAX_FRAME_BODY - _PEEK_RANGE_SLACK:
+                break  # the client asks again from the last LookupId it got
+            parts.extend(entry)
+            count += 1
+        body = b"".join((count.to_bytes(4, "little"), *parts))
+        header = (len(body), int(cf.FrameKind.MESSAGE_LIST), 0, request_id)
+        self.reply_bytes(_frame_header(*header) + body)
+
+
+class _Answer:
+    """An awaitable that is never awaited: what ``_try_receive`` says without a write."""
+
+    __slots__ = ()
+
+    def __await__(self) -> Generator[Any, None, None]:  # pragma: no cover - never awaited
+        yield from ()
+
+
+_ANSWERED: Final = _Answer()
+_NOT_FOUND: Final = _Answer()
+
+
+def _message_frame(request_id: int, queue: QueueRecord, lookup_id: int, record: bytes) -> bytes:
+    return cf.encode_message_reply(
+        request_id,
+        queue.display_name,
+        lookup_id,
+        storage.message_arrived_time(record),
+        storage.message_payload(record),
+    )
+
+
+def _frame_header(length: int, kind: int, flags: int, request_id: int) -> bytes:
+    return (
+        length.to_bytes(4, "little")
+        + kind.to_bytes(2, "little")
+        + flags.to_bytes(2, "little")
+        + request_id.to_bytes(4, "little")
+    )
+
+
+def queue_info(record: QueueRecord, held: int) -> cf.QueueInfo:
+    """The client-protocol view of a queue."""
+    return cf.QueueInfo(
+        name=record.display_name,
+        format_name=display_format_name(record.name),
+        kind=int(record.kind),
+        transactional=record.transactional,
+        journal=record.journal,
+        quota=record.quota,
+        depth=record.depth,
+        bytes=record.bytes,
+        locked=held,
+        created_at=record.created_at,
+    )

@@ -1,0 +1,168 @@
+"""The catalog: the named databases, and the committed state the store keeps in memory.
+
+Theory of operation
+-------------------
+Opening reads only ``meta``, ``queues``, ``doomed`` and each queue's
+counters (next lookup id, depth, bytes, purge mark; kept in ``messages``
+beside the queue's messages and rewritten in the same write transaction as
+the messages they count), so
+start-up costs O(number of queues), never O(number of messages), and the
+counters are exactly as durable as the messages.
+
+The :class:`Catalog` then serves the committed records from memory. They are
+immutable values; a write plans new ones while its transaction is prepared,
+and :meth:`Catalog.install` puts them in place only after LMDB has
+committed, so an aborted write changes nothing here. Only the owner's thread
+touches the catalog.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import lmdb
+
+from ._env import Environment, Txn
+from ._errors import SchemaMismatch, StoreCorrupt
+from ._keys import (
+    DB_BY_PRIORITY,
+    DB_DOOMED,
+    DB_MESSAGES,
+    DB_META,
+    DB_QUEUE_IDS,
+    DB_QUEUES,
+    META_NEXT_QUEUE_ID,
+    META_ORDINAL_LIMIT,
+    META_QM_GUID,
+    META_SCHEMA_VERSION,
+    counters_key,
+    u32,
+    u64,
+    unpack_u32,
+    unpack_u64,
+)
+from ._records import QueueRecord, decode_counters, decode_queue
+
+__all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
+
+#: Schema version this code writes and understands.
+SCHEMA_VERSION: Final = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Databases:
+    """The handles of the named databases (see ``_keys``)."""
+
+    meta: lmdb._Database
+    queues: lmdb._Database
+    queue_ids: lmdb._Database
+    doomed: lmdb._Database
+    messages: lmdb._Database
+    by_priority: lmdb._Database
+
+
+class Catalog:
+    """Committed queues, doomed queues and meta values, in memory."""
+
+    def __init__(self, env: Environment) -> None:
+        self.by_name: dict[str, QueueRecord] = {}
+        self.by_id: dict[int, QueueRecord] = {}
+        #: Deleted queues whose messages are still being erased, by id.
+        self.doomed: dict[int, QueueRecord] = {}
+        self.next_queue_id = 1
+        #: Message-id ordinals below this may have been used.
+        self.ordinal_limit = 1
+        self.qm_guid = uuid.UUID(int=0)
+        self._env = env
+        self.dbs = env.write_growing("open store", self._load)
+
+    def _load(self, txn: Txn) -> Databases:
+        # The named databases are opened in a write transaction so that a new
+        # environment gets them and its meta values in one commit.
+        env = self._env
+        dbs = Databases(
+            meta=env.open_db(txn, DB_META),
+            queues=env.open_db(txn, DB_QUEUES),
+            queue_ids=env.open_db(txn, DB_QUEUE_IDS),
+            doomed=env.open_db(txn, DB_DOOMED),
+            messages=env.open_db(txn, DB_MESSAGES),
+            by_priority=env.open_db(txn, DB_BY_PRIORITY),
+        )
+        raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
+        if raw_version is None:
+            self._create(txn, dbs)
+        else:
+            self._check_version(raw_version)
+            self._read_meta(txn, dbs)
+        self.by_name.clear()
+        self.by_id.clear()
+        self.doomed.clear()
+        for _, data in _items(txn, dbs.queues):
+            record = decode_queue(data)
+            counters = txn.get(counters_key(record.queue_id), db=dbs.messages)
+            if counters is None:
+                msg = f"queue {record.name!r} has no counters"
+                raise StoreCorrupt(msg)
+            record = decode_counters(record, counters)
+            self.by_name[record.name] = record
+            self.by_id[record.queue_id] = record
+        for _, data in _items(txn, dbs.doomed):
+            record = decode_queue(data)
+            self.doomed[record.queue_id] = record
+        return dbs
+
+    def _create(self, txn: Txn, dbs: Databases) -> None:
+        if any(True for _ in _items(txn, dbs.queues)):
+            msg = "store has queues but no schema version"
+            raise StoreCorrupt(msg)
+        self.qm_guid = uuid.uuid4()
+        self.next_queue_id = 1
+        self.ordinal_limit = 1
+        txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
+        txn.put(META_QM_GUID, self.qm_guid.bytes, db=dbs.meta)
+        txn.put(META_NEXT_QUEUE_ID, u32(1), db=dbs.meta)
+        txn.put(META_ORDINAL_LIMIT, u64(1), db=dbs.meta)
+
+    @staticmethod
+    def _check_version(raw: bytes) -> None:
+        try:
+            version = unpack_u32(raw)
+        except Exception as exc:
+            msg = "schema version in meta is not a u32"
+            raise StoreCorrupt(msg) from exc
+        if version != SCHEMA_VERSION:
+            raise SchemaMismatch(version, SCHEMA_VERSION)
+
+    def _read_meta(self, txn: Txn, dbs: Databases) -> None:
+        guid = txn.get(META_QM_GUID, db=dbs.meta)
+        next_id = txn.get(META_NEXT_QUEUE_ID, db=dbs.meta)
+        ordinal_limit = txn.get(META_ORDINAL_LIMIT, db=dbs.meta)
+        if guid is None or len(guid) != 16 or next_id is None or ordinal_limit is None:
+            msg = "store meta is incomplete"
+            raise StoreCorrupt(msg)
+        try:
+            self.next_queue_id = unpack_u32(next_id)
+            self.ordinal_limit = unpack_u64(ordinal_limit)
+        except Exception as exc:
+            msg = "store meta counters do not decode"
+            raise StoreCorrupt(msg) from exc
+        self.qm_guid = uuid.UUID(bytes=guid)
+
+    # ------------------------------------------------------------------ committed state
+
+    def install(self, records: list[QueueRecord], removed: list[QueueRecord]) -> None:
+        """Put records committed by a write in place, and forget removed ones."""
+        for record in removed:
+            self.by_id.pop(record.queue_id, None)
+            self.by_name.pop(record.name, None)
+        for record in records:
+            self.by_name[record.name] = record
+            self.by_id[record.queue_id] = record
+
+
+def _items(txn: Txn, db: lmdb._Database) -> Iterator[tuple[bytes, bytes]]:
+    with txn.cursor(db=db) as cursor:
+        yield from cursor.iternext(keys=True, values=True)

@@ -1,0 +1,145 @@
+"""Reading committed messages.
+
+Theory of operation
+-------------------
+Every read opens a read transaction, copies what it found out of the map
+and closes the transaction before it returns, so no transaction outlives a
+call (which is what lets the owner resize the map between calls). Reads see
+the last committed write: a message becomes readable when the write that
+appends it commits, whatever thread made it.
+
+Messages below a queue's ``purged_below`` mark are invisible at once, even
+while they still wait in the file to be erased.
+
+Receives call :meth:`MessageReader.first_fifo` or
+:meth:`MessageReader.first_by_priority` with a *start position* and the set
+of lookup ids to skip (those held by open transactions). The caller keeps
+the start position just past the messages it knows are all held, so a
+receive costs a seek plus the keys it really has to look at, not a walk
+over every held message at the head of the queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from typing import Final
+
+from ._catalog import Catalog
+from ._env import Environment
+from ._errors import StoreCorrupt
+from ._keys import (
+    MAX_LOOKUP_ID,
+    lookup_id_of,
+    message_key,
+    message_range,
+    priority_band_key,
+    priority_range,
+    split_priority_key,
+)
+
+__all__ = ["MessageReader"]
+
+#: Bands of the priority index: band 0 holds priority 7, band 7 priority 0.
+PRIORITY_BANDS: Final = 8
+
+
+class MessageReader:
+    """Reads committed messages as raw records (``_records`` decodes their header)."""
+
+    def __init__(self, env: Environment, catalog: Catalog) -> None:
+        self._env = env
+        self._catalog = catalog
+
+    def _floor(self, queue_id: int) -> int:
+        queue = self._catalog.by_id.get(queue_id)
+        # A deleted queue's messages are invisible at once, like purged ones.
+        return MAX_LOOKUP_ID if queue is None else max(queue.purged_below, 1)
+
+    def read_message(self, queue_id: int, lookup_id: int) -> bytes | None:
+        """One committed message's record, or ``None`` if it is not there (or purged)."""
+        # MAX_LOOKUP_ID is never a message: it keys the queue's counters.
+        if lookup_id < self._floor(queue_id) or lookup_id >= MAX_LOOKUP_ID:
+            return None
+        with self._env.read("read_message") as txn:
+            data: bytes | None = txn.get(
+                message_key(queue_id, lookup_id), db=self._catalog.dbs.messages
+            )
+        return data
+
+    def read_range(
+        self, queue_id: int, *, after: int = 0, limit: int = 1000, skip: Container[int] = ()
+    ) -> list[tuple[int, bytes]]:
+        """Committed messages with ``lookup_id > after``, in lookup id order, leaving
+        out the ids in ``skip``; at most ``limit`` of them.
+
+        Skipped messages are passed over by key; their values are not copied.
+        """
+        if limit <= 0 or after >= MAX_LOOKUP_ID:
+            return []
+        start = message_key(queue_id, max(after + 1, self._floor(queue_id)))
+        end = message_range(queue_id)[1]
+        found: list[tuple[int, bytes]] = []
+        with (
+            self._env.read("read_range") as txn,
+            txn.cursor(db=self._catalog.dbs.messages) as cursor,
+        ):
+            if cursor.set_range(start):
+                for key in cursor.iternext(keys=True, values=False):
+                    if key >= end:
+                        break
+                    lookup_id = lookup_id_of(key)
+                    if lookup_id in skip:
+                        continue
+                    found.append((lookup_id, cursor.value()))
+                    if len(found) >= limit:
+                        break
+        return found
+
+    def first_fifo(
+        self, queue_id: int, *, start: int, skip: Container[int]
+    ) -> tuple[int, bytes] | None:
+        """The first message with a lookup id at or above ``start`` that is not in ``skip``."""
+        found = self.read_range(queue_id, after=start - 1, limit=1, skip=skip)
+        return found[0] if found else None
+
+    def first_by_priority(
+        self, queue_id: int, *, start: tuple[int, int], skip: Container[int]
+    ) -> tuple[int, int, bytes] | None:
+        """The first message in priority order at or after ``start`` and not in ``skip``.
+
+        Positions are ``(band, lookup_id)`` with band ``7 - priority``, so the
+        highest priority comes first and, within a priority, the oldest.
+
+        Returns:
+            ``(band, lookup_id, record)``, or ``None``.
+
+        Raises:
+            StoreCorrupt: the priority index names a message that is missing.
+        """
+        floor = self._floor(queue_id)
+        band, first = start
+        first = max(first, floor)
+        end = priority_range(queue_id)[1]
+        dbs = self._catalog.dbs
+        with self._env.read("first_available") as txn, txn.cursor(db=dbs.by_priority) as cursor:
+            positioned = cursor.set_range(priority_band_key(queue_id, band, first))
+            while positioned:
+                key = cursor.key()
+                if key >= end:
+                    return None
+                _, key_band, lookup_id = split_priority_key(key)
+                if lookup_id < floor:
+                    # A purged entry at the start of a band: jump past the mark.
+                    positioned = cursor.set_range(priority_band_key(queue_id, key_band, floor))
+                    continue
+                if lookup_id not in skip:
+                    data = txn.get(message_key(queue_id, lookup_id), db=dbs.messages)
+                    if data is None:
+                        msg = (
+                            f"priority index names message {lookup_id} of queue "
+                            f"{queue_id}, which is missing"
+                        )
+                        raise StoreCorrupt(msg)
+                    return key_band, lookup_id, data
+                positioned = cursor.next()
+        return None

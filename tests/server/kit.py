@@ -1,0 +1,160 @@
+"""Daemon parts in-process, and a raw frame client over memory streams.
+
+:func:`open_services` builds what a session needs (a real store in a
+temporary directory, the core, a committer with its writer on the event
+loop, queue signals, budgets) and runs the committer. :func:`open_session`
+connects a :class:`ClientSession` to a :class:`FrameClient` through
+``trio.testing.memory_stream_pair``: no sockets, and with
+``MockClock(autojump_threshold=0)`` no real time passes while a test waits
+for a timeout.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio.testing
+
+from qmgr.core.budget import MemoryBudget
+from qmgr.core.engine import Limits, QueueManagerCore
+from qmgr.server.committer import Committer
+from qmgr.server.services import ConnectionLimits, Services
+from qmgr.server.session import ClientSession
+from qmgr.server.signals import QueueSignals, Wakeup
+from qmgr.server.writer import Writer
+from storage import Store
+from wire import MessageProperties
+from wire import client_frames as cf
+
+_conn_ids = itertools.count(1)
+
+
+@asynccontextmanager
+async def open_services(
+    path: Path,
+    *,
+    limits: ConnectionLimits | None = None,
+    core_limits: Limits | None = None,
+    frame_budget: int = 64 << 20,
+    thread: bool = False,
+) -> AsyncIterator[Services]:
+    """Services over a fresh store, with the committer running."""
+    store = Store(path, initial_map_size=1 << 22, durable=False)
+    core = QueueManagerCore(store, limits=core_limits)
+    store.commit(core.system_queue_units(time.time()), now=time.time())
+    reservation = core.ordinal_reservation()
+    assert reservation is not None
+    core.ordinals_reserved(reservation, store.commit([reservation], now=time.time())[0])
+    writer = Writer(store, thread=thread)
+    committer = Committer(store, writer)
+    services = Services(
+        core=core,
+        committer=committer,
+        signals=QueueSignals(),
+        frames=MemoryBudget(frame_budget, what="frames being received"),
+        limits=limits or ConnectionLimits(),
+        qm_name="test",
+        qm_guid=store.qm_guid,
+        server_version="test",
+        status=lambda: _unused("status"),
+        queue_infos=lambda: (),
+        maintenance=Wakeup(),
+    )
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(committer.run)
+            yield services
+            nursery.cancel_scope.cancel()
+    finally:
+        writer.close()
+        store.close()
+
+
+def _unused(what: str) -> Any:
+    msg = f"{what} is not part of these tests"
+    raise AssertionError(msg)
+
+
+class FrameClient:
+    """The client end of a session: encodes requests, decodes replies."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self.decoder = cf.ClientFrameDecoder()
+        self._ids = itertools.count(1)
+
+    async def send(self, *values: cf.ClientRequest) -> list[int]:
+        """Write requests in one write; returns their request ids."""
+        ids = [next(self._ids) for _ in values]
+        data = b"".join(cf.encode_frame(i, v) for i, v in zip(ids, values, strict=True))
+        await self.stream.send_all(data)
+        return ids
+
+    async def send_raw(self, data: bytes) -> None:
+        """Write bytes as they are."""
+        await self.stream.send_all(data)
+
+    async def reply(self) -> cf.Frame | None:
+        """The next frame from the daemon, or None once it closed the stream."""
+        while True:
+            frame = self.decoder.next_frame()
+            if frame is not None:
+                return frame
+            data = await self.stream.receive_some(65536)
+            if not data:
+                return None
+            self.decoder.receive_data(data)
+
+    async def hello(self) -> None:
+        await self.send(cf.Hello(client_name="test"))
+        frame = await self.reply()
+        assert frame is not None
+        assert isinstance(frame.value, cf.HelloOk)
+
+    async def call(self, value: cf.ClientRequest) -> cf.FrameValue:
+        """One request, and the reply with its id (other replies are skipped)."""
+        [request_id] = await self.send(value)
+        while True:
+            frame = await self.reply()
+            assert frame is not None, "the daemon closed the connection"
+            if frame.request_id == request_id:
+                return frame.value
+
+
+@dataclass
+class Connection:
+    """A session and its client."""
+
+    session: ClientSession
+    client: FrameClient
+
+
+@asynccontextmanager
+async def open_session(services: Services, *, greet: bool = True) -> AsyncIterator[Connection]:
+    """A session served in the background, with its client (greeted unless told not to)."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    session = ClientSession(services, server_end, conn_id=next(_conn_ids), peer="memory")
+    client = FrameClient(client_end)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(session.run)
+        if greet:
+            await client.hello()
+        yield Connection(session, client)
+        await client_end.aclose()
+
+
+def message(destination: str, body: bytes = b"", **fields: Any) -> MessageProperties:
+    """A message to send."""
+    return MessageProperties(destination=destination, body=body, **fields)
+
+
+def limits(**changes: Any) -> ConnectionLimits:
+    """Connection limits with some changed."""
+    return replace(ConnectionLimits(), **changes)

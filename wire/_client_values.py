@@ -1,0 +1,398 @@
+"""The client protocol's frame values, kinds, error codes and limits.
+
+Every frame is one of the frozen values below; ``_client_layouts`` and
+``_client_fast`` turn them into bytes and back, ``_client_decoder`` frames
+them on a stream. The rules of the protocol are in ``wire.client_frames``.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from ._message import MAX_LABEL_CHARS as MAX_LABEL_CHARS
+from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
+from ._message import MessageProperties
+
+#: Protocol versions this package speaks.
+PROTOCOL_VERSION: Final = 2
+MIN_PROTOCOL_VERSION: Final = 2
+#: First bytes of every Hello body.
+HELLO_MAGIC: Final = b"QMGR"
+#: Size of the fixed frame header.
+HEADER_SIZE: Final = 12
+#: Largest frame body: one maximal message plus room for its properties.
+MAX_FRAME_BODY: Final = MAX_MESSAGE_BODY + 64 * 1024
+#: Transaction ids a client may choose lie below this; the daemon's own lie at or above.
+CLIENT_TX_ID_LIMIT: Final = 1 << 63
+#: Timeout value meaning "wait forever".
+INFINITE_TIMEOUT_MS: Final = 0xFFFFFFFF
+
+
+class FrameKind(enum.IntEnum):
+    """Frame kinds. Requests are below 0x80, replies at or above."""
+
+    HELLO = 0x01
+    CREATE_QUEUE = 0x02
+    DELETE_QUEUE = 0x03
+    PURGE_QUEUE = 0x04
+    LIST_QUEUES = 0x05
+    GET_STATUS = 0x06
+    BEGIN = 0x07
+    COMMIT = 0x08
+    ABORT = 0x09
+    SEND = 0x0A
+    RECEIVE = 0x0B
+    PEEK_RANGE = 0x0C
+
+    HELLO_OK = 0x80
+    OK = 0x81
+    SENT = 0x82
+    MESSAGE = 0x83
+    NO_MESSAGE = 0x84
+    MESSAGE_LIST = 0x85
+    QUEUE_LIST = 0x86
+    STATUS_INFO = 0x87
+    ERROR = 0xFF
+
+
+class ErrorCode(enum.IntEnum):
+    """Stable error codes carried by :class:`ErrorReply`; the SDK maps each to an exception."""
+
+    BAD_REQUEST = 1  #: the frame was malformed or not allowed here; the connection closes
+    UNSUPPORTED_VERSION = 2  #: no protocol version in common
+    QUEUE_NOT_FOUND = 3  #: no queue has that name
+    QUEUE_EXISTS = 4  #: a queue with that name already exists
+    INVALID_NAME = 5  #: the queue or format name is not valid
+    MESSAGE_TOO_LARGE = 6  #: the body is over 4 MB
+    QUOTA_EXCEEDED = 7  #: the queue's byte quota would be exceeded
+    TRANSACTION_USAGE = 8  #: transactional and non-transactional use mixed (as MSMQ forbids)
+    TRANSACTION_NOT_FOUND = 9  #: the transaction id is unknown or already ended
+    TRANSACTION_ABORTED = 10  #: the transaction was aborted (timeout, failure); nothing applied
+    TRANSACTION_TOO_LARGE = 11  #: the transaction holds more than the daemon allows
+    STORE_FULL = 12  #: the disk (or the configured store limit) is full
+    ACCESS_DENIED = 13  #: the operation is not allowed on this queue (system queues)
+    INVALID_ARGUMENT = 14  #: a property value is out of range
+    NOT_SUPPORTED = 15  #: valid, but not available on this queue manager
+    SHUTTING_DOWN = 16  #: the daemon is stopping
+    INTERNAL = 17  #: an unexpected failure inside the daemon; nothing was applied
+    LIMIT_EXCEEDED = 18  #: a limit protecting the daemon was reached (the message says which)
+
+
+class Delivery(enum.IntEnum):
+    """MQMSG_DELIVERY_* (mq.h)."""
+
+    EXPRESS = 0
+    RECOVERABLE = 1
+
+
+class QueueKind(enum.IntEnum):
+    """What a queue is for."""
+
+    NORMAL = 0
+    JOURNAL = 1
+    DEADLETTER = 2
+    DEADXACT = 3
+
+
+# --------------------------------------------------------------------------
+# Requests
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Hello:
+    """First frame from a client: the protocol versions it speaks."""
+
+    min_version: int = MIN_PROTOCOL_VERSION
+    max_version: int = PROTOCOL_VERSION
+    client_name: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreateQueue:
+    """Create a local queue (and its journal queue)."""
+
+    name: str
+    transactional: bool = False
+    journal: bool = False
+    quota: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteQueue:
+    """Delete a queue, its journal and their messages."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PurgeQueue:
+    """Delete every message in a queue."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListQueues:
+    """Ask for every queue with its counters."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GetStatus:
+    """Ask for the queue manager's identity, counters and queues."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Begin:
+    """Open an internal transaction.
+
+    ``tx_id`` 0 lets the daemon choose the id, which its ``Ok(value=id)``
+    reply carries. A client may instead choose it (1..2**63-1, unused on this
+    connection); then the Begin is answered only if it fails, so the
+    transaction's first requests can follow it without waiting.
+    """
+
+    tx_id: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Commit:
+    """Commit a transaction; the reply comes after the store has synced."""
+
+    tx_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Abort:
+    """Abort a transaction: discard its sends, return its received messages."""
+
+    tx_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Send:
+    """Send one message to ``message.destination``.
+
+    Inside a transaction (``tx_id`` not 0) the send is answered only if it
+    fails; the transaction's Commit reports it at the latest. Outside one,
+    ``mode`` says how (0 automatic: a single-message transaction on a
+    transactional queue; 1 explicitly non-transactional; 2 a single-message
+    transaction) and the reply is :class:`Sent`. The daemon sets the
+    message's identity, send time and class; what the client put there is
+    ignored.
+    """
+
+    tx_id: int = 0
+    mode: int = 0
+    message: MessageProperties
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receive:
+    """Receive (or with ``peek`` look at) one message, waiting up to ``timeout_ms``.
+
+    ``lookup_id`` 0 means "the next message"; any other value names one message.
+    """
+
+    tx_id: int = 0
+    queue: str
+    timeout_ms: int = 0
+    peek: bool = False
+    lookup_id: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PeekRange:
+    """Look at up to ``max_count`` visible messages with a LookupId above ``after``."""
+
+    queue: str
+    after: int = 0
+    max_count: int = 1000
+
+
+# --------------------------------------------------------------------------
+# Replies
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HelloOk:
+    """The daemon's answer to Hello."""
+
+    version: int
+    server_version: str
+    qm_name: str
+    qm_guid: uuid.UUID
+    max_frame_body: int = MAX_FRAME_BODY
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ok:
+    """Success; ``value`` carries a count or a transaction id where the request defines one."""
+
+    value: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sent:
+    """A message sent outside a transaction is stored (and synced if recoverable)."""
+
+    message_id: str
+    queue: str
+    lookup_id: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueuedMessage:
+    """A message where a reader finds it: its queue, its place there, and the message."""
+
+    queue: str
+    lookup_id: int
+    #: When it became visible in the queue, unix seconds.
+    arrived_time: float
+    message: MessageProperties
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageReply:
+    """One received or peeked message."""
+
+    message: QueuedMessage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NoMessage:
+    """No message became available within the timeout (or none has that LookupId)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageList:
+    """Messages in LookupId order; fewer than asked when the frame limit was reached."""
+
+    messages: tuple[QueuedMessage, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueInfo:
+    """A queue and its counters."""
+
+    name: str
+    format_name: str
+    kind: int
+    transactional: bool
+    journal: bool
+    quota: int | None
+    depth: int
+    bytes: int
+    locked: int
+    created_at: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueList:
+    """Every queue."""
+
+    queues: tuple[QueueInfo, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StatusInfo:
+    """Queue manager identity, activity counters and queues."""
+
+    qm_name: str
+    qm_guid: uuid.UUID
+    server_version: str
+    started_at: float
+    connections: int
+    open_transactions: int
+    #: Transactions (and single-message operations) committed since the start.
+    commits: int
+    #: Transactions aborted since the start, for any reason.
+    aborts: int
+    #: Synced write batches since the start (commits share them).
+    batches: int
+    #: Bytes of message bodies held in memory by open transactions now.
+    uncommitted_bytes: int
+    #: Deleted or purged queues whose messages are still being erased.
+    erasing: int
+    queues: tuple[QueueInfo, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ErrorReply:
+    """A request failed; ``code`` says how, ``message`` says what was wrong."""
+
+    code: int
+    message: str
+
+
+ClientRequest: TypeAlias = (
+    Hello
+    | CreateQueue
+    | DeleteQueue
+    | PurgeQueue
+    | ListQueues
+    | GetStatus
+    | Begin
+    | Commit
+    | Abort
+    | Send
+    | Receive
+    | PeekRange
+)
+ServerReply: TypeAlias = (
+    HelloOk
+    | Ok
+    | Sent
+    | MessageReply
+    | NoMessage
+    | MessageList
+    | QueueList
+    | StatusInfo
+    | ErrorReply
+)
+FrameValue: TypeAlias = ClientRequest | ServerReply
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Frame:
+    """One decoded frame: the request id and its value."""
+
+    request_id: int
+    value: FrameValue
+
+
+#: The kind of every frame value's class.
+KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
+    Hello: FrameKind.HELLO,
+    CreateQueue: FrameKind.CREATE_QUEUE,
+    DeleteQueue: FrameKind.DELETE_QUEUE,
+    PurgeQueue: FrameKind.PURGE_QUEUE,
+    ListQueues: FrameKind.LIST_QUEUES,
+    GetStatus: FrameKind.GET_STATUS,
+    Begin: FrameKind.BEGIN,
+    Commit: FrameKind.COMMIT,
+    Abort: FrameKind.ABORT,
+    Send: FrameKind.SEND,
+    Receive: FrameKind.RECEIVE,
+    PeekRange: FrameKind.PEEK_RANGE,
+    HelloOk: FrameKind.HELLO_OK,
+    Ok: FrameKind.OK,
+    Sent: FrameKind.SENT,
+    MessageReply: FrameKind.MESSAGE,
+    NoMessage: FrameKind.NO_MESSAGE,
+    MessageList: FrameKind.MESSAGE_LIST,
+    QueueList: FrameKind.QUEUE_LIST,
+    StatusInfo: FrameKind.STATUS_INFO,
+    ErrorReply: FrameKind.ERROR,
+}
+#: The value class of every frame kind.
+CLASS_OF: Final[dict[FrameKind, type[FrameValue]]] = {kind: cls for cls, kind in KIND_OF.items()}
+
+
+def is_request(value: FrameValue) -> bool:
+    """True for frames a client sends, False for the daemon's replies."""
+    return KIND_OF[type(value)] < 0x80
