@@ -43,10 +43,12 @@ from wire import client_frames as cf
 
 from . import _common as common
 from . import _protocol as protocol
+from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
 from ._message import Message, QueueInfo, Status
-from ._protocol import ClientProtocol, PeekPages, TransactionState, Waiter
+from ._protocol import ClientProtocol, TransactionState, Waiter
+from ._replies import PeekPages
 
 __all__ = ["QueueManager", "Transaction", "connect"]
 
@@ -193,7 +195,7 @@ class QueueManager:
         request = cf.CreateQueue(
             name=name, transactional=transactional, journal=journal, quota=quota
         )
-        protocol.ok_value(self._call(request))
+        replies.ok_value(self._call(request))
 
     def delete_queue(self, name: str) -> int:
         """Delete a queue, its journal and their messages; return how many messages went.
@@ -201,7 +203,7 @@ class QueueManager:
         Raises:
             QueueNotFound, AccessDenied (system and journal queues)
         """
-        return protocol.ok_value(self._call(cf.DeleteQueue(name=name)))
+        return replies.ok_value(self._call(cf.DeleteQueue(name=name)))
 
     def purge_queue(self, name: str) -> int:
         """Delete every message in a queue; return how many.
@@ -211,15 +213,15 @@ class QueueManager:
         Raises:
             QueueNotFound
         """
-        return protocol.ok_value(self._call(cf.PurgeQueue(name=name)))
+        return replies.ok_value(self._call(cf.PurgeQueue(name=name)))
 
     def list_queues(self) -> list[QueueInfo]:
         """Every queue with its counters, by name (system and journal queues included)."""
-        return protocol.queue_list(self._call(cf.ListQueues()))
+        return replies.queue_list(self._call(cf.ListQueues()))
 
     def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
-        return protocol.status(self._call(cf.GetStatus()))
+        return replies.status(self._call(cf.GetStatus()))
 
     # ------------------------------------------------------------------
     # Messages
@@ -256,7 +258,7 @@ class QueueManager:
         """
         proto = self._proto
         waiter = proto.send_request(proto.out, destination, body, transactional, options)
-        return protocol.message_id(self._exchange(waiter))
+        return replies.message_id(self._exchange(waiter))
 
     def receive(
         self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
@@ -342,7 +344,7 @@ class QueueManager:
         """Receive or peek, in the transaction ``state`` or outside any."""
         proto = self._proto
         waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
-        return protocol.message_or_none(self._exchange(waiter), state)
+        return replies.message_or_none(self._exchange(waiter), state)
 
     def _end(self, state: TransactionState, *, commit: bool) -> None:
         """Commit or abort ``state``: the core says what goes out and what its outcome raises."""

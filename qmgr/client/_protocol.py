@@ -20,7 +20,8 @@ and the trio client are adapters around it that only move bytes and wait:
   send in it; both go to ``out``, and ``pipelined`` notes the transaction of
   each request id until the transaction's Commit or Abort is answered (the
   daemon answers in order, so any failure of them comes first).
-  ``pipeline_send`` returns True once ``out`` holds more than 64 KiB: the
+  ``pipeline_send`` returns True once ``out`` holds more than
+  ``PIPELINE_FLUSH_BYTES`` (16 KiB): the
   adapter writes it then, so that the daemon decodes the first sends while
   the client packs the next; else it goes with the next request that waits
   for a reply.
@@ -31,8 +32,8 @@ and the trio client are adapters around it that only move bytes and wait:
   waiter, whose :meth:`Waiter.wake` is called (the trio client sets an event
   there); a reply nobody waits for any more is dropped.
 * :meth:`~ClientProtocol.result` gives the waiter's reply, or raises an
-  error reply as its exception; the functions at the end of this module turn
-  reply values into what the SDK returns.
+  error reply as its exception; the functions of ``_replies`` turn reply
+  values into what the SDK returns.
 * A framing error, the daemon's rejection of the stream (an error reply to
   request id 0), a failed read or write (:meth:`~ClientProtocol.lost`) or
   :meth:`~ClientProtocol.close` break the connection: the buffer and the
@@ -74,7 +75,7 @@ from ._errors import (
     TransactionNotFound,
     error_from_reply,
 )
-from ._message import Message, QueueInfo, Status
+from ._replies import unexpected
 
 #: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
 MAX_REQUEST_ID: Final = 0xFFFFFFFF
@@ -543,55 +544,8 @@ class ClientProtocol(Generic[W]):
 
 
 # ----------------------------------------------------------------------
-# Replies to values
+# How a transaction ended
 # ----------------------------------------------------------------------
-
-
-def unexpected(reply: cf.ServerReply, wanted: str) -> QueueError:
-    """The error for a reply of the wrong kind (a daemon bug or a version mismatch)."""
-    name = type(reply).__name__
-    return ConnectionLost(f"protocol error: the queue manager answered {name}, not {wanted}")
-
-
-def ok_value(reply: cf.ServerReply) -> int:
-    """The value of an ``Ok`` reply."""
-    if type(reply) is cf.Ok:
-        return reply.value
-    raise unexpected(reply, "Ok")
-
-
-def message_id(reply: cf.ServerReply) -> str:
-    """The message id of a ``Sent`` reply."""
-    if type(reply) is cf.Sent:
-        return reply.message_id
-    raise unexpected(reply, "Sent")
-
-
-def message_or_none(reply: cf.ServerReply, state: TransactionState | None = None) -> Message | None:
-    """The result of a receive or peek reply (in the transaction ``state``, checked again)."""
-    if type(reply) is cf.MessageReply:
-        message: Message | None = Message.from_wire(reply.message)
-    elif type(reply) is cf.NoMessage:
-        message = None
-    else:
-        raise unexpected(reply, "MessageReply or NoMessage")
-    if state is not None:
-        state.check()
-    return message
-
-
-def queue_list(reply: cf.ServerReply) -> list[QueueInfo]:
-    """The queues of a ``QueueList`` reply."""
-    if type(reply) is not cf.QueueList:
-        raise unexpected(reply, "QueueList")
-    return [QueueInfo.from_wire(q) for q in reply.queues]
-
-
-def status(reply: cf.ServerReply) -> Status:
-    """The status of a ``StatusInfo`` reply."""
-    if type(reply) is not cf.StatusInfo:
-        raise unexpected(reply, "StatusInfo")
-    return Status.from_wire(reply)
 
 
 def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueError) -> None:
@@ -628,38 +582,3 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
         raise error
     if state.ending == _ABORT_FAILED:
         raise state.commit_error()
-
-
-class PeekPages:
-    """The ``PeekRange`` requests of one ``peek_range()`` call, and what they found.
-
-    The daemon answers at most about 4 MB of messages per request: ask for
-    :meth:`next_request` until it is None, giving every reply to :meth:`add`.
-    """
-
-    __slots__ = ("_after", "_done", "_max", "_queue", "found")
-
-    def __init__(self, queue: str, after: int, max_count: int) -> None:
-        self._queue = queue
-        self._after = after
-        self._max = max_count
-        self._done = False
-        #: The messages found so far, in lookup-id order.
-        self.found: list[Message] = []
-
-    def next_request(self) -> cf.PeekRange | None:
-        """The next request to make, or None once ``max`` messages or all of them are found."""
-        left = self._max - len(self.found)
-        if self._done or left <= 0:
-            return None
-        return cf.PeekRange(queue=self._queue, after=self._after, max_count=left)
-
-    def add(self, reply: cf.ServerReply) -> None:
-        """Take the reply to the last request."""
-        if type(reply) is not cf.MessageList:
-            raise unexpected(reply, "MessageList")
-        if not reply.messages:
-            self._done = True
-            return
-        self.found.extend(Message.from_wire(m) for m in reply.messages)
-        self._after = self.found[-1].lookup_id

@@ -46,10 +46,12 @@ from wire import client_frames as cf
 
 from . import _common as common
 from . import _protocol as protocol
+from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
 from ._message import Message, QueueInfo, Status
-from ._protocol import ClientProtocol, PeekPages, TransactionState, Waiter
+from ._protocol import ClientProtocol, TransactionState, Waiter
+from ._replies import PeekPages
 
 __all__ = ["AsyncQueueManager", "AsyncTransaction", "open_client"]
 
@@ -191,23 +193,23 @@ class AsyncQueueManager:
         request = cf.CreateQueue(
             name=name, transactional=transactional, journal=journal, quota=quota
         )
-        protocol.ok_value(await self._request(request))
+        replies.ok_value(await self._request(request))
 
     async def delete_queue(self, name: str) -> int:
         """Delete a queue, its journal and their messages; return how many messages went."""
-        return protocol.ok_value(await self._request(cf.DeleteQueue(name=name)))
+        return replies.ok_value(await self._request(cf.DeleteQueue(name=name)))
 
     async def purge_queue(self, name: str) -> int:
         """Delete every message in a queue; return how many."""
-        return protocol.ok_value(await self._request(cf.PurgeQueue(name=name)))
+        return replies.ok_value(await self._request(cf.PurgeQueue(name=name)))
 
     async def list_queues(self) -> list[QueueInfo]:
         """Every queue with its counters, by name."""
-        return protocol.queue_list(await self._request(cf.ListQueues()))
+        return replies.queue_list(await self._request(cf.ListQueues()))
 
     async def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
-        return protocol.status(await self._request(cf.GetStatus()))
+        return replies.status(await self._request(cf.GetStatus()))
 
     # ------------------------------------------------------------------
     # Messages
@@ -227,7 +229,7 @@ class AsyncQueueManager:
         """
         frame = bytearray()
         waiter = self._proto.send_request(frame, destination, body, transactional, options)
-        return protocol.message_id(await self._exchange(waiter, frame))
+        return replies.message_id(await self._exchange(waiter, frame))
 
     async def receive(
         self,
@@ -295,7 +297,7 @@ class AsyncQueueManager:
         """Receive or peek, in the transaction ``state`` or not, waiting up to ``wait`` s."""
         frame = bytearray()
         waiter = self._proto.receive_request(frame, state, queue, wait, peek, lookup_id)
-        return protocol.message_or_none(await self._exchange(waiter, frame), state)
+        return replies.message_or_none(await self._exchange(waiter, frame), state)
 
     async def _end(self, state: TransactionState, *, commit: bool) -> None:
         """Commit or abort ``state``: the core says what goes out and what its outcome raises."""

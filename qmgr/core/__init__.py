@@ -7,6 +7,11 @@ returns; the daemon (``qmgr.server``) writes the unit through its one writer
 and hands the outcome back. Every method that needs the time takes it as an
 argument. Nothing here knows how errors travel on a protocol: the daemon
 maps this package's errors to reply codes.
+
+Modules: ``engine`` (the core itself), ``transactions``, ``locks`` (held
+messages), ``sends`` (checks on a message and its send mode),
+``addressing`` (format names to destination queues), ``ordinals``
+(message ids), ``budget`` (memory budgets), ``names``, ``errors``.
 """
 
 from __future__ import annotations

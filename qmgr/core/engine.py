@@ -52,12 +52,12 @@ from storage import (
 from wire import MessageProperties
 
 from . import names
+from .addressing import Addressing
 from .budget import MemoryBudget
 from .errors import (
     AccessDenied,
     InvalidArgument,
     LimitExceeded,
-    NotSupported,
     QueueManagerError,
     QueueNotFound,
     TransactionAborted,
@@ -72,8 +72,6 @@ from .transactions import Transaction, TransactionState
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
 
-#: Parsed destinations remembered; the cache starts over when it is full.
-FORMAT_NAME_CACHE_SIZE: Final = 4096
 _SYSTEM_QUEUES: Final = (
     (names.DEADLETTER, QueueKind.DEADLETTER),
     (names.DEADXACT, QueueKind.DEADXACT),
@@ -131,7 +129,7 @@ class QueueManagerCore:
         self._guid = store.qm_guid
         self._transactions: dict[int, Transaction] = {}
         self._next_tx_id = 1
-        self._format_names: dict[str, names.FormatName] = {}
+        self.addressing = Addressing(store, self.identity)
 
     # ------------------------------------------------------------------ start-up
 
@@ -420,8 +418,8 @@ class QueueManagerCore:
         check_message(message)
         for reference in (message.admin_queue, message.response_queue):
             if reference:
-                self._parse(reference)
-        queues = self._local_queues(self._parse(message.destination))
+                self.addressing.parse(reference)
+        queues = self.addressing.destinations(message.destination)
         transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
         body_size = message.body_size
         if tx is not None:
@@ -462,32 +460,6 @@ class QueueManagerCore:
         assert isinstance(first, storage.Appended)
         return first.lookup_id
 
-    def _local_queues(self, format_name: names.FormatName) -> tuple[QueueRecord, ...]:
-        if len(format_name.elements) == 1:
-            # The usual case, without building lists.
-            element = format_name.elements[0]
-            if element.is_local and not element.is_system and not element.is_journal:
-                record = self.store.get_queue(element.queue)
-                if record is not None:
-                    return (record,)
-        queues: list[QueueRecord] = []
-        for element in format_name.elements:
-            if not element.is_local:
-                msg = (
-                    f"{element.text!r} is a queue on another host; "
-                    "this queue manager delivers only to its local queues"
-                )
-                raise NotSupported(msg)
-            if element.is_system or element.is_journal:
-                msg = f"{element.text!r}: applications cannot send to journal or dead-letter queues"
-                raise AccessDenied(msg)
-            record = self.store.get_queue(element.queue)
-            if record is None:
-                msg = f"queue {element.text!r} does not exist"
-                raise QueueNotFound(msg)
-            queues.append(record)
-        return tuple(queues)
-
     def _check_room(self, tx: Transaction, *, operations: int, body_bytes: int) -> None:
         limits = self.limits
         if (
@@ -500,16 +472,6 @@ class QueueManagerCore:
                 f"{limits.max_transaction_bytes} bytes; commit it and start another"
             )
             raise TransactionTooLarge(msg)
-
-    def _parse(self, text: str) -> names.FormatName:
-        """Parse a format name, remembering the answer (senders repeat themselves)."""
-        parsed = self._format_names.get(text)
-        if parsed is None:
-            parsed = names.parse_format_name(text, self.identity)
-            if len(self._format_names) >= FORMAT_NAME_CACHE_SIZE:
-                self._format_names.clear()
-            self._format_names[text] = parsed
-        return parsed
 
     # ------------------------------------------------------------------ receiving
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import types
 import uuid
 from pathlib import Path
 
@@ -21,14 +22,15 @@ from qmgr.client import (
     TransactionNotFound,
 )
 from qmgr.client import _protocol as protocol
+from qmgr.client import _replies as reply_values
 from qmgr.client._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_BYTES
 from qmgr.client._protocol import (
     MAX_REQUEST_ID,
     ClientProtocol,
-    PeekPages,
     TransactionState,
     Waiter,
 )
+from qmgr.client._replies import PeekPages
 from wire import MessageProperties
 from wire import client_frames as cf
 
@@ -218,8 +220,8 @@ def test_replies_reach_their_own_waiters_in_any_order_and_chunking() -> None:
     for start, end in itertools.pairwise([0, 3, 21, 22, len(stream)]):
         proto.receive_data(stream[start:end])
     assert proto.result(third) == cf.Ok(value=4)
-    assert protocol.message_or_none(proto.result(second)) is None
-    assert protocol.queue_list(proto.result(first)) == []
+    assert reply_values.message_or_none(proto.result(second)) is None
+    assert reply_values.queue_list(proto.result(first)) == []
     assert (first.wakes, second.wakes, third.wakes) == (1, 1, 1)
 
 
@@ -413,14 +415,14 @@ def test_handshake_values_and_errors() -> None:
 
 
 def test_reply_conversions_refuse_the_wrong_kind() -> None:
-    assert protocol.ok_value(cf.Ok(value=5)) == 5
-    assert protocol.message_id(cf.Sent(message_id="m", queue="q", lookup_id=1)) == "m"
+    assert reply_values.ok_value(cf.Ok(value=5)) == 5
+    assert reply_values.message_id(cf.Sent(message_id="m", queue="q", lookup_id=1)) == "m"
     for convert in (
-        protocol.ok_value,
-        protocol.message_id,
-        protocol.message_or_none,
-        protocol.queue_list,
-        protocol.status,
+        reply_values.ok_value,
+        reply_values.message_id,
+        reply_values.message_or_none,
+        reply_values.queue_list,
+        reply_values.status,
     ):
         with pytest.raises(ConnectionLost, match="protocol error"):
             convert(cf.HelloOk(version=1, qm_name="", qm_guid=uuid.UUID(int=0), server_version=""))
@@ -430,8 +432,8 @@ def test_a_receive_in_a_transaction_checks_it_again_after_the_reply() -> None:
     state = TransactionState(1)
     state.fail(int(cf.ErrorCode.INVALID_NAME), "bad")
     with pytest.raises(InvalidName, match="cannot commit: bad"):
-        protocol.message_or_none(cf.NoMessage(), state)
-    assert protocol.message_or_none(cf.NoMessage(), None) is None
+        reply_values.message_or_none(cf.NoMessage(), state)
+    assert reply_values.message_or_none(cf.NoMessage(), None) is None
 
 
 def test_peek_pages_ask_until_max_or_the_end() -> None:
@@ -449,8 +451,9 @@ def test_peek_pages_ask_until_max_or_the_end() -> None:
     assert PeekPages("q", 0, 0).next_request() is None
 
 
-def test_the_core_does_no_io() -> None:
-    source = Path(protocol.__file__).read_text(encoding="utf-8")
+@pytest.mark.parametrize("module", [protocol, reply_values], ids=lambda m: m.__name__)
+def test_the_core_does_no_io(module: types.ModuleType) -> None:
+    source = Path(str(module.__file__)).read_text(encoding="utf-8")
     imported: set[str] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
