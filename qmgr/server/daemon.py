@@ -307,12 +307,14 @@ async def serve(
                 try:
                     await daemon.stop_requested.wait()
                 finally:
+                    # Open transactions end with their sessions, aborted.
+                    aborted = daemon.core.open_transactions
                     daemon.services.stopping = True
                     daemon.signals.notify_all()
                     inner.cancel_scope.cancel()
             # Every session is gone: nothing can submit to the committer any more.
             outer.cancel_scope.cancel()
-        log.info("queue_manager_stopped", open_transactions_aborted=True)
+        log.info("queue_manager_stopped", open_transactions_aborted=aborted)
     finally:
         if daemon is not None:
             daemon.writer.close()

@@ -243,6 +243,7 @@ def test_serve_exits_0_on_signal(daemon: DaemonProcess, signum: int) -> None:
     events = [entry["event"] for entry in log]
     assert "queue_manager_started" in events
     assert events[-1] == "queue_manager_stopped"
+    assert log[-1]["open_transactions_aborted"] == 1
 
 
 def test_move_is_one_transaction_per_message(shared_daemon: DaemonProcess, queue_name: str) -> None:
