@@ -92,9 +92,14 @@ def append_send_frame(
         OverflowError: the frame would exceed ``MAX_FRAME_BODY`` (checked by the caller).
     """
     size = _SEND_PREFIX + sum(len(part) for part in parts)
-    out += _SEND_HEAD.pack(size, _SEND_KIND, 0, request_id, tx_id, mode)
-    for part in parts:
-        out += part
+    start = len(out)
+    try:
+        out += _SEND_HEAD.pack(size, _SEND_KIND, 0, request_id, tx_id, mode)
+        for part in parts:
+            out += part
+    except BaseException:
+        del out[start:]  # never leave part of a frame behind
+        raise
 
 
 def _encode_send(value: Send) -> bytes:

@@ -146,6 +146,8 @@ def encode_message_parts(
     Raises:
         LocalProtocolError: a field cannot be encoded.
     """
+    if type(body) is memoryview and (body.itemsize != 1 or not body.c_contiguous):
+        body = body.tobytes()  # its len() must be its size in bytes
     flags = _FLAG_TRANSACTIONAL if transactional else 0
     if correlation_id:
         if len(correlation_id) != CORRELATION_ID_SIZE:

@@ -14,9 +14,9 @@ reply with its request id arrives. Replies carry request ids, so replies to
 Two requests are pipelined: :meth:`QueueManager.begin` (the client chooses
 the transaction id) and :meth:`Transaction.send`. They only append their
 frame to the output buffer and return. The buffer is written once it holds
-more than 256 KiB, or together with the next request that needs a reply:
-a one-message transaction (Begin, Send, Commit) is one write and one round
-trip. Replies to pipelined requests are matched by request id; the first
+more than ``PIPELINE_FLUSH_BYTES`` (16 KiB), or together with the next
+request that needs a reply: a one-message transaction (Begin, Send, Commit)
+is one write and one round trip. Replies to pipelined requests are matched by request id; the first
 failure is kept on its transaction and raised by the next call on that
 transaction, and ``commit()`` of such a transaction aborts it and raises
 that error. The daemon itself refuses to commit a transaction in which a

@@ -99,6 +99,18 @@ def _delivery(value: str | int) -> int:
     return int(value)
 
 
+def _byte_buffer(body: object) -> bytes | bytearray | memoryview:
+    """``body`` as a buffer whose ``len`` is its size in bytes."""
+    try:
+        view = memoryview(body)  # type: ignore[arg-type]
+    except TypeError:
+        msg = f"a message body is bytes, bytearray, memoryview or str, not {type(body).__name__}"
+        raise InvalidArgument(msg) from None
+    if view.itemsize != 1 or not view.c_contiguous:
+        return view.tobytes()
+    return view
+
+
 def append_send(
     out: bytearray,
     request_id: int,
@@ -117,6 +129,8 @@ def append_send(
     """
     if isinstance(body, str):
         body = body.encode("utf-8")
+    elif type(body) is not bytes:
+        body = _byte_buffer(body)
     if len(body) > cf.MAX_MESSAGE_BODY:
         msg = f"message body is {len(body)} bytes; the limit is {cf.MAX_MESSAGE_BODY} (4 MB)"
         raise MessageTooLarge(msg)

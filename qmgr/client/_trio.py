@@ -16,7 +16,7 @@ either was not written at all or was written whole.
 
 Sends inside a transaction are pipelined exactly as in the blocking client:
 :meth:`AsyncTransaction.send` appends the frame to a shared output buffer
-and returns; the buffer is written once it holds more than 256 KiB or with
+and returns; the buffer is written once it holds more than 16 KiB or with
 the next request that needs a reply. ``begin()`` is pipelined as well (the
 client chooses the transaction id), so a one-message transaction costs one
 round trip: Begin, Send and Commit go out in one write. The first failure

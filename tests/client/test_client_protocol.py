@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import ast
 import dataclasses
 import itertools
@@ -15,10 +16,11 @@ from qmgr.client import (
     ConnectionLost,
     InvalidArgument,
     InvalidName,
+    MessageTooLarge,
     ProtocolViolation,
+    QueueError,
     QueueNotFound,
     ShuttingDown,
-    TransactionAborted,
     TransactionNotFound,
 )
 from qmgr.client import _protocol as protocol
@@ -79,6 +81,10 @@ def begin(proto: ClientProtocol[RecordingWaiter]) -> TransactionState:
     return state
 
 
+def error(code: cf.ErrorCode, message: str) -> cf.ErrorReply:
+    return cf.ErrorReply(code=int(code), message=message)
+
+
 # ----------------------------------------------------------------------
 # Ids
 # ----------------------------------------------------------------------
@@ -94,11 +100,20 @@ def test_request_ids_count_up_and_wrap_past_zero() -> None:
 def test_pipelined_sends_wrap_request_ids_too() -> None:
     proto = new_protocol()
     state = TransactionState(7)
-    proto._next_id = MAX_REQUEST_ID - 1
+    proto._next_id = MAX_REQUEST_ID - 2
+    proto.begin(state)
     for _ in range(3):
         pipeline_send(proto, state)
-    assert [rid for rid, _ in frames(proto.out)] == [MAX_REQUEST_ID, 1, 2]
-    assert set(proto.pipelined) == {MAX_REQUEST_ID, 1, 2}
+    waiter = proto.request(proto.out, cf.GetStatus())
+    ids = [rid for rid, _ in frames(proto.out)]
+    assert ids == [MAX_REQUEST_ID - 1, MAX_REQUEST_ID, 1, 2, 3]
+    assert waiter.request_id == 3
+    assert proto.pipelined == dict.fromkeys(ids[:4], state)
+    assert state.request_ids == ids[:4]
+    # An error for the send that got id 1 after the wrap is routed to the transaction.
+    proto.receive_data(replies((1, error(cf.ErrorCode.QUEUE_NOT_FOUND, "wrapped")), (3, cf.Ok())))
+    assert state.failed
+    assert waiter.reply == cf.Ok()
 
 
 def test_transaction_ids_are_chosen_by_the_client_and_wrap() -> None:
@@ -161,10 +176,136 @@ def test_pipeline_send_asks_for_a_write_once_the_buffer_is_large() -> None:
     proto = new_protocol()
     state = TransactionState(1)
     body = b"x" * 1000
-    sizes = []
-    while not proto.pipeline_send(state, "q", body, {"delivery": "express"}):
-        sizes.append(len(proto.out))
-    assert sizes[-1] <= PIPELINE_FLUSH_BYTES < len(proto.out)
+    answers = [proto.pipeline_send(state, "q", body, {"delivery": "express"}) for _ in range(40)]
+    flush_at = answers.index(True)
+    assert not any(answers[:flush_at])
+    frame_size = len(proto.out) // len(answers)
+    # The first send after which the buffer holds more than the threshold asks for the write.
+    assert frame_size * flush_at <= PIPELINE_FLUSH_BYTES < frame_size * (flush_at + 1)
+    assert all(answers[flush_at:])  # and every one after it, until the buffer is written
+    proto.data_to_send()
+    assert pipeline_send(proto, state) is False
+
+
+@pytest.mark.parametrize("over", [0, 1])
+def test_the_write_threshold_counts_every_byte_of_the_buffer_exactly(over: int) -> None:
+    scratch = new_protocol()
+    pipeline_send(scratch, TransactionState(1))
+    overhead = len(scratch.out) - len(b"body")  # a send frame without its body
+    proto = new_protocol()
+    state = begin(proto)  # the Begin in the buffer counts too
+    filler = b"f" * (PIPELINE_FLUSH_BYTES + over - len(proto.out) - overhead)
+    flush = proto.pipeline_send(state, "q", filler, {})
+    assert len(proto.out) == PIPELINE_FLUSH_BYTES + over
+    assert flush is bool(over)  # exactly at the threshold: not yet; one byte more: now
+
+
+def test_one_large_send_asks_for_a_write_at_once() -> None:
+    proto = new_protocol()
+    assert proto.pipeline_send(TransactionState(1), "q", b"b" * PIPELINE_FLUSH_BYTES, {}) is True
+
+
+BAD_SENDS = [
+    pytest.param("q", b"", {"delivery": "fast"}, InvalidArgument, "delivery", id="delivery"),
+    pytest.param(
+        "q", b"", {"colour": 1}, InvalidArgument, "unknown message properties: colour", id="unknown"
+    ),
+    pytest.param("q", b"", {"priority": 256}, InvalidArgument, "priority", id="priority"),
+    pytest.param("q", b"", {"app_specific": -1}, InvalidArgument, "app_specific", id="app"),
+    pytest.param(
+        "q", b"", {"correlation_id": b"short"}, InvalidArgument, "20 bytes", id="correlation"
+    ),
+    pytest.param(
+        "q", b"", {"time_to_be_received": -1.0}, InvalidArgument, "time_to_be_received", id="ttbr"
+    ),
+    pytest.param("q", b"", {"label": 5}, InvalidArgument, "text field", id="label-type"),
+    pytest.param(
+        "q", b"", {"admin_queue": "a" * 70_000}, InvalidArgument, "admin_queue", id="admin-length"
+    ),
+    pytest.param("x" * 70_000, b"", {}, InvalidArgument, "destination", id="destination-length"),
+    pytest.param("q\udc80", b"", {}, InvalidArgument, "UnicodeEncodeError", id="surrogate"),
+    pytest.param(
+        "q", b"b" * (cf.MAX_MESSAGE_BODY + 1), {}, MessageTooLarge, "4 MB", id="body-too-large"
+    ),
+]
+
+
+@pytest.mark.parametrize(("destination", "body", "options", "raised", "match"), BAD_SENDS)
+def test_a_bad_pipelined_send_packs_nothing_and_leaves_the_transaction_usable(
+    destination: str,
+    body: bytes,
+    options: dict[str, object],
+    raised: type[Exception],
+    match: str,
+) -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    before = bytes(proto.out)
+    with pytest.raises(raised, match=match):
+        proto.pipeline_send(state, destination, body, options)  # type: ignore[arg-type]
+    assert proto.out == before
+    assert proto.pipelined == {1: state, 2: state}
+    assert state.request_ids == [1, 2]
+    assert not state.failed
+    pipeline_send(proto, state)  # still usable, and no request id was used up
+    assert [rid for rid, _ in frames(proto.out)] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("destination", "body", "options", "raised", "match"), BAD_SENDS)
+def test_a_bad_send_packs_nothing_into_a_buffer_that_holds_other_requests(
+    destination: str,
+    body: bytes,
+    options: dict[str, object],
+    raised: type[Exception],
+    match: str,
+) -> None:
+    proto = new_protocol()
+    out = bytearray()
+    proto.request(out, cf.ListQueues())
+    before = bytes(out)
+    with pytest.raises(raised, match=match):
+        proto.send_request(out, destination, body, None, options)  # type: ignore[arg-type]
+    assert out == before
+    assert not proto.out
+    assert not proto.pipelined
+
+
+def test_a_non_contiguous_memoryview_body_is_sent_as_its_bytes() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    proto.pipeline_send(state, "q", memoryview(b"abcdef")[::2], {})
+    value = frames(proto.out)[-1][1]
+    assert isinstance(value, cf.Send)
+    assert value.message.body == b"ace"
+
+
+def test_a_body_that_is_not_bytes_is_an_invalid_argument_and_packs_nothing() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    before = bytes(proto.out)
+    with pytest.raises(InvalidArgument, match="not int"):
+        proto.pipeline_send(state, "q", 5, {})  # type: ignore[arg-type]
+    assert proto.out == before
+
+
+def test_a_send_frame_that_cannot_be_packed_leaves_nothing_behind() -> None:
+    out = bytearray(b"earlier frames")
+    with pytest.raises(TypeError):
+        cf.append_send_frame(out, 1, 1, 0, (b"head", [1, 2]))  # type: ignore[arg-type]
+    assert out == b"earlier frames"  # else the next write sends a truncated frame
+
+
+def test_a_memoryview_body_of_wider_items_is_sent_as_its_bytes() -> None:
+    proto = new_protocol()
+    body = memoryview(array.array("H", [1, 2, 3]))
+    proto.pipeline_send(TransactionState(1), "q", body, {})
+    waiter = proto.request(proto.out, cf.GetStatus())
+    sent = frames(proto.out)
+    assert [rid for rid, _ in sent] == [1, waiter.request_id]
+    value = sent[0][1]
+    assert isinstance(value, cf.Send)
+    assert value.message.body == body.tobytes()
 
 
 def test_arguments_are_checked_before_anything_is_packed() -> None:
@@ -276,24 +417,69 @@ def test_a_pipelined_send_error_surfaces_at_the_next_call_and_at_commit() -> Non
         state.end(commit=False)
 
 
-def test_a_send_error_arriving_with_the_commit_reply_fails_the_commit() -> None:
+@pytest.mark.parametrize(
+    "commit_reply",
+    [
+        error(cf.ErrorCode.TRANSACTION_ABORTED, "refused"),
+        error(cf.ErrorCode.QUEUE_NOT_FOUND, "refused"),
+        cf.Ok(),  # a daemon that committed anyway must not make commit() succeed
+    ],
+    ids=["aborted", "the-sends-error", "ok"],
+)
+@pytest.mark.parametrize("split", [None, 5, 30], ids=["one-read", "split-5", "split-30"])
+def test_a_send_error_arriving_with_the_commit_reply_fails_the_commit(
+    commit_reply: cf.ServerReply, split: int | None
+) -> None:
     proto = new_protocol()
     state = begin(proto)
     pipeline_send(proto, state)
-    state.end(commit=True)
-    out = proto.out
-    waiter = proto.end_request(out, state)
-    assert isinstance(frames(out)[-1][1], cf.Commit)
+    pipeline_send(proto, state)
+    state.end(commit=True)  # no failure known yet: a Commit goes out
+    waiter = proto.end_request(proto.out, state)
+    assert frames(proto.data_to_send())[-1] == (4, cf.Commit(tx_id=state.id))
+    stream = replies((2, error(cf.ErrorCode.QUEUE_NOT_FOUND, "late")), (4, commit_reply))
+    for chunk in (stream,) if split is None else (stream[:split], stream[split:]):
+        proto.receive_data(chunk)
+    assert waiter.wakes == 1
+    assert not proto.pipelined  # the commit's reply settled the transaction's ids
+    outcome: cf.ServerReply | QueueError
+    try:
+        outcome = proto.result(waiter)
+    except QueueError as exc:
+        outcome = exc
+    with pytest.raises(QueueNotFound, match="aborted because a send in it failed: late"):
+        protocol.transaction_ended(state, outcome)
+
+
+def test_an_error_stays_on_its_own_transaction_when_two_are_pipelined() -> None:
+    proto = new_protocol()
+    good, bad = begin(proto), begin(proto)  # request ids 1 and 2
+    pipeline_send(proto, good)  # 3
+    pipeline_send(proto, bad)  # 4
+    pipeline_send(proto, bad)  # 5
+    pipeline_send(proto, good)  # 6
+    good.end(commit=True)
+    committed = proto.end_request(proto.out, good)  # 7
+    assert proto.pipelined == {1: good, 2: bad, 3: good, 4: bad, 5: bad, 6: good}
     proto.receive_data(
         replies(
-            (2, cf.ErrorReply(code=NOT_FOUND, message="late")),
-            (3, cf.ErrorReply(code=int(cf.ErrorCode.TRANSACTION_ABORTED), message="refused")),
+            (4, error(cf.ErrorCode.INVALID_NAME, "first")),
+            (5, error(cf.ErrorCode.QUEUE_NOT_FOUND, "second")),
+            (7, cf.Ok()),
         )
     )
-    with pytest.raises(TransactionAborted, match="refused") as caught:
-        proto.result(waiter)
-    with pytest.raises(QueueNotFound, match="aborted because a send in it failed: late"):
-        protocol.transaction_ended(state, caught.value)
+    protocol.transaction_ended(good, proto.result(committed))  # good committed
+    assert (good.failed, bad.failed) == (False, True)
+    assert proto.pipelined == {2: bad}  # bad's Begin waits for bad's end
+    with pytest.raises(InvalidName, match="cannot commit: first"):
+        pipeline_send(proto, bad)
+    bad.end(commit=True)
+    aborted = proto.end_request(proto.out, bad)
+    assert frames(proto.out)[-1] == (aborted.request_id, cf.Abort(tx_id=bad.id))
+    proto.receive_data(replies((aborted.request_id, cf.Ok())))
+    assert not proto.pipelined
+    with pytest.raises(InvalidName, match="aborted because a send in it failed: first"):
+        protocol.transaction_ended(bad, proto.result(aborted))
 
 
 @pytest.mark.parametrize(
@@ -339,15 +525,27 @@ def test_a_framing_error_breaks_the_connection_and_wakes_every_waiter() -> None:
     proto = new_protocol()
     state = begin(proto)
     pipeline_send(proto, state)
+    answered = proto.request(proto.out, cf.GetStatus())
     waiter = proto.request(proto.out, cf.ListQueues())
+    own_frame = proto.receive_request(bytearray(), None, "q", None, False, None)
+    other = begin(proto)
+    other.end(commit=True)
+    ending = proto.end_request(proto.out, other)
+    waiting = [waiter, own_frame, ending]
+    # A good reply, then garbage in the same read.
     with pytest.raises(ConnectionLost, match="malformed frame") as caught:
-        proto.receive_data(b"\xff" * 12)
+        proto.receive_data(replies((answered.request_id, cf.Ok(value=1))) + b"\xff" * 12)
     assert not caught.value.message.startswith("lost")
     assert proto.closed
     assert (not proto.out, not proto.pipelined) == (True, True)
-    assert waiter.wakes == 1
+    assert answered.wakes == 1
+    assert proto.result(answered) == cf.Ok(value=1)
+    assert [w.wakes for w in waiting] == [1, 1, 1]
+    for each in waiting:
+        with pytest.raises(ConnectionLost, match="malformed frame"):
+            proto.result(each)
     with pytest.raises(ConnectionLost, match="malformed frame"):
-        proto.result(waiter)
+        protocol.transaction_ended(other, proto.result(ending))
     with pytest.raises(ConnectionLost, match="malformed frame"):
         pipeline_send(proto, state)
     with pytest.raises(ConnectionLost, match="malformed frame"):
@@ -449,6 +647,15 @@ def test_peek_pages_ask_until_max_or_the_end() -> None:
     assert pages.next_request() is None
     assert [m.lookup_id for m in pages.found] == [11, 12, 13]
     assert PeekPages("q", 0, 0).next_request() is None
+    # A page that reaches max ends it without asking again.
+    full = PeekPages("q", 0, 3)
+    full.add(cf.MessageList(messages=batch[:2]))
+    assert full.next_request() == cf.PeekRange(queue="q", after=12, max_count=1)
+    full.add(cf.MessageList(messages=batch[2:]))
+    assert full.next_request() is None
+    assert [m.lookup_id for m in full.found] == [11, 12, 13]
+    with pytest.raises(ConnectionLost, match="not MessageList"):
+        PeekPages("q", 0, 3).add(cf.NoMessage())
 
 
 @pytest.mark.parametrize("module", [protocol, reply_values], ids=lambda m: m.__name__)
