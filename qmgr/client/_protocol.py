@@ -482,8 +482,13 @@ class ClientProtocol(Generic[W]):
         # else: the reply to a request whose waiter gave up (a cancelled trio task)
 
     def forget(self, waiter: W) -> None:
-        """Stop waiting for ``waiter``'s reply (it is dropped when it comes)."""
-        self._waiters.pop(waiter.request_id, None)
+        """Stop waiting for ``waiter``'s reply (it is dropped when it comes).
+
+        The Commit or Abort that ends a transaction stays registered: its
+        reply still clears the transaction's pipelined request ids.
+        """
+        if waiter.ends is None:
+            self._waiters.pop(waiter.request_id, None)
 
     def result(self, waiter: W) -> cf.ServerReply:
         """The reply ``waiter`` got.

@@ -668,3 +668,14 @@ def test_the_core_does_no_io(module: types.ModuleType) -> None:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             imported.add(node.module.split(".")[0])
     assert not imported & {"socket", "select", "trio", "time", "asyncio", "selectors"}
+
+
+def test_a_commit_whose_waiter_gave_up_still_clears_its_pipelined_ids() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    state.end(commit=True)
+    waiter = proto.end_request(proto.out, state)
+    proto.forget(waiter)  # a cancelled trio task
+    proto.receive_data(replies((waiter.request_id, cf.Ok())))
+    assert not proto.pipelined
