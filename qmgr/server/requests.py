@@ -63,6 +63,9 @@ class RequestHandlers(abc.ABC):
         self.services = services
         #: Open transactions, by the id this connection knows them by.
         self._transactions: dict[int, Transaction] = {}
+        #: Transactions the daemon aborted (idle timeout), by id, with the reason,
+        #: until the client next names them; they no longer count as open.
+        self._aborted: dict[int, str] = {}
         #: Waiting receives: transaction id (or a negative key) -> their cancel scope.
         self._waiting: dict[int, trio.CancelScope] = {}
         self._next_server_tx_id = cf.CLIENT_TX_ID_LIMIT
@@ -163,12 +166,12 @@ class RequestHandlers(abc.ABC):
         """
         tx = self._transactions.get(tx_id)
         if tx is None:
+            reason = self._aborted.pop(tx_id, None)
+            if reason is not None:
+                msg = f"transaction {tx_id} was aborted: {reason}"
+                raise TransactionAborted(msg)
             msg = f"transaction {tx_id} is not open on this connection"
             raise TransactionNotFound(msg)
-        if tx.abort_reason is not None:
-            del self._transactions[tx_id]
-            msg = f"transaction {tx_id} was aborted: {tx.abort_reason}"
-            raise TransactionAborted(msg)
         if tx.state is not TransactionState.OPEN:
             msg = f"transaction {tx_id} is already committing"
             raise TransactionNotFound(msg)
@@ -192,6 +195,7 @@ class RequestHandlers(abc.ABC):
             raise LimitExceeded(msg)
         tx = self.services.core.begin(self, tx_id, trio.current_time())
         self._transactions[tx_id] = tx
+        self._aborted.pop(tx_id, None)
         if not chosen_by_client:
             self.reply_bytes(cf.encode_ok(request_id, tx_id))
 

@@ -61,6 +61,10 @@ __all__ = ["ClientSession"]
 RECEIVE_CHUNK: Final = 256 * 1024
 #: How long the error reply that ends a connection may take to write.
 FAREWELL_TIMEOUT: Final = 2.0
+#: Replies held for one connection before they are written, whatever is still to handle.
+OUTBOX_FLUSH_BYTES: Final = 1 << 20
+#: Daemon-aborted transactions whose reason a connection keeps for the client.
+ABORTED_REMEMBERED: Final = 64
 
 Handler = Callable[[int, Any], Awaitable[None] | None]
 
@@ -83,6 +87,8 @@ class ClientSession(RequestHandlers):
         self.log = structlog.get_logger("qmgr.session").bind(conn=conn_id, peer=peer)
         self._decoder = cf.ClientFrameDecoder()
         self._outbox: list[bytes] = []
+        #: Bytes of the replies in ``_outbox`` (errors aside: they are small).
+        self._outbox_bytes = 0
         self._send_lock = trio.Lock()
         self._greeted = False
         self._closing = False
@@ -184,6 +190,11 @@ class ClientSession(RequestHandlers):
                 if not await self._handle(frame.request_id, frame.value):
                     await self._flush()
                     return "protocol violation"
+                if self._outbox_bytes > OUTBOX_FLUSH_BYTES:
+                    # Many small requests can ask for large replies (peeks of
+                    # big messages): write them before handling more, so that
+                    # a client that does not read holds back only itself.
+                    await self._flush()
             if not decoder.in_frame:
                 self._frame_started = None
             elif completed or self._frame_started is None:
@@ -297,11 +308,14 @@ class ClientSession(RequestHandlers):
 
     def reply(self, request_id: int, value: cf.ServerReply) -> None:
         """Queue a reply; it goes out with the next flush."""
-        self._outbox.append(cf.encode_frame(request_id, value))
+        frame = cf.encode_frame(request_id, value)
+        self._outbox.append(frame)
+        self._outbox_bytes += len(frame)
 
     def reply_bytes(self, frame: bytes) -> None:
         """Queue a reply frame that is already encoded."""
         self._outbox.append(frame)
+        self._outbox_bytes += len(frame)
 
     def reply_error(self, request_id: int, error: QueueManagerError) -> None:
         """Queue an error reply."""
@@ -325,6 +339,7 @@ class ClientSession(RequestHandlers):
                 return
             data = b"".join(self._outbox)
             self._outbox.clear()
+            self._outbox_bytes = 0
             await self.stream.send_all(data)
         finally:
             lock.release()
@@ -335,9 +350,20 @@ class ClientSession(RequestHandlers):
         for tx in list(self._transactions.values()):
             self.end_transaction(tx, reason)
         self._transactions.clear()
+        self._aborted.clear()
 
     def end_transaction(self, tx: Transaction, reason: str) -> None:
-        """Abort ``tx`` on the daemon's initiative (disconnect, idle timeout)."""
+        """Abort ``tx`` on the daemon's initiative (disconnect, idle timeout).
+
+        It stops counting as open at once (for the connection's deadlines,
+        its eviction and its limit of open transactions); the client learns
+        why at its next request in it.
+        """
+        if self._transactions.pop(tx.client_id, None) is not None:
+            aborted = self._aborted
+            if len(aborted) >= ABORTED_REMEMBERED:
+                del aborted[next(iter(aborted))]  # the oldest
+            aborted[tx.client_id] = reason
         self.cancel_waits(tx.client_id)
         self.services.signals.notify(self.services.core.abort(tx, reason))
         self.log.info("transaction_aborted", tx=tx.client_id, reason=reason)

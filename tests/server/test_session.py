@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from kit import limits, message, open_services, open_session
+from kit import FrameClient, limits, message, open_services, open_session
 
 from qmgr.core.engine import Limits
+from qmgr.server.session import OUTBOX_FLUSH_BYTES, ClientSession
 from wire import client_frames as cf
 
 
@@ -261,3 +262,70 @@ async def test_malformed_bytes_get_bad_request_and_a_close(
         assert frame.value.code == cf.ErrorCode.BAD_REQUEST
         assert "Send" in frame.value.message
         assert await a.client.reply() is None
+
+
+async def test_a_transaction_the_daemon_aborted_no_longer_keeps_the_connection(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with (
+        open_services(tmp_path / "s", limits=limits(idle_timeout=60)) as services,
+        open_session(services) as a,
+    ):
+        await a.client.send(cf.Begin(tx_id=1))
+        await trio.testing.wait_all_tasks_blocked()
+        [tx] = a.session._transactions.values()
+        assert a.session.idle_since is None
+        # What the idle-transaction sweeper does.
+        a.session.end_transaction(tx, "idle timeout: no activity for more than 1 s")
+        assert a.session.idle_since is not None  # it may be evicted now
+        # The client is told why when it names the transaction again ...
+        reply = await a.client.call(cf.Commit(tx_id=1))
+        assert isinstance(reply, cf.ErrorReply)
+        assert reply.code == cf.ErrorCode.TRANSACTION_ABORTED
+        assert "idle timeout" in reply.message
+        # ... and the connection closes at its own idle timeout.
+        started = trio.current_time()
+        frame = await a.client.reply()
+        assert frame is not None
+        assert isinstance(frame.value, cf.ErrorReply)
+        assert "idle" in frame.value.message
+        assert trio.current_time() - started == pytest.approx(60, abs=1)
+
+
+async def test_a_client_that_does_not_read_its_large_replies_holds_back_only_itself(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s") as services:
+        client_end, server_end = trio.testing.lockstep_stream_pair()
+        writes: list[int] = []
+        send_all = server_end.send_all
+
+        async def recording_send_all(data: bytes | bytearray | memoryview) -> None:
+            writes.append(len(data))
+            await send_all(data)
+
+        server_end.send_all = recording_send_all  # type: ignore[method-assign]
+        session = ClientSession(services, server_end, conn_id=99, peer="lockstep")
+        client = FrameClient(client_end)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(session.run)
+            await client.hello()
+            await make_queue(client, "q")
+            big = message("q", b"x" * (1 << 20))
+            reply = await client.call(cf.Send(mode=1, message=big))
+            assert isinstance(reply, cf.Sent)
+            # 200 peeks of a 1 MiB message in one write (8 KB): 200 MiB of replies
+            # if the session handled them all before writing any.
+            peek = cf.Receive(queue="q", peek=True, timeout_ms=0)
+            nursery.start_soon(client.send, *([peek] * 200))
+            await trio.testing.wait_all_tasks_blocked()
+            # The client reads nothing: the session waits to write, holding little
+            # (a write as large as all the replies would be 200 MiB).
+            assert max(writes) <= OUTBOX_FLUSH_BYTES + (2 << 20)
+            # Reading lets it go on: every peek is answered.
+            for _ in range(200):
+                frame = await client.reply()
+                assert frame is not None
+                assert isinstance(frame.value, cf.MessageReply)
+            assert max(writes) <= OUTBOX_FLUSH_BYTES + (2 << 20)
+            await client_end.aclose()
