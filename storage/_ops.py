@@ -361,7 +361,10 @@ class EraseStep(Operation):
     """Erase at most ``limit`` messages of a deleted queue, or purged ones of a queue.
 
     ``keep`` names purged messages that open transactions still hold: they
-    are left for those transactions to remove.
+    are left for those transactions to remove. ``below`` is the purge mark
+    ``keep`` was taken for: only messages below it are erased, so that a
+    later purge (of messages taken since) waits for a step built after it.
+    ``None`` means the queue's mark when the step is planned.
     """
 
     @property
@@ -372,9 +375,10 @@ class EraseStep(Operation):
     queue_id: int
     limit: int
     keep: frozenset[int] = field(default_factory=frozenset)
+    below: int | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
-        count, done = ctx.erase(self.queue_id, self.limit, self.keep)
+        count, done = ctx.erase(self.queue_id, self.limit, self.keep, self.below)
         return Erased(self.queue_id, count, done)
 
 

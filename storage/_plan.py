@@ -351,8 +351,11 @@ class PlanContext:
                 (DELETE, self.dbs.by_priority, priority_key(queue_id, priority, lookup_id), b"")
             )
 
-    def erase(self, queue_id: int, limit: int, keep: frozenset[int]) -> tuple[int, bool]:
-        """Erase up to ``limit`` messages of a deleted queue, or purged ones of a queue.
+    def erase(
+        self, queue_id: int, limit: int, keep: frozenset[int], below: int | None = None
+    ) -> tuple[int, bool]:
+        """Erase up to ``limit`` messages of a deleted queue, or purged ones of a queue
+        (those below ``below`` too, if it is given).
 
         Returns:
             How many were erased, and whether none are left to erase.
@@ -374,9 +377,14 @@ class PlanContext:
         if state is None or not state.erasing:
             return 0, True
         start = message_range(queue_id)[0]
-        end = message_key(queue_id, state.purged_below)
+        mark = state.purged_below if below is None else min(below, state.purged_below)
+        end = message_key(queue_id, mark)
         erased, more = self._erase_keys(queue_id, state, start, end, limit, keep)
-        more = more or state.purged_below > self._committed_next_lookup_id(queue_id)
+        more = (
+            more
+            or mark < state.purged_below  # purged since the step was built: a later step
+            or state.purged_below > self._committed_next_lookup_id(queue_id)
+        )
         if not more:
             self._writable(queue_id).erasing = False
         return erased, not more

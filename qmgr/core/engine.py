@@ -265,8 +265,12 @@ class QueueManagerCore:
 
     def erase_unit(self, queue_id: int, limit: int) -> Unit:
         """One bounded step of erasing a deleted queue's or a purge's messages."""
+        # The held messages are those below the purge mark as committed now;
+        # a purge committed before this step is planned waits for the next one.
+        record = self.store.get_queue_by_id(queue_id)
+        below = None if record is None else record.purged_below
         keep = self.locks.held_ids(queue_id)
-        return Unit((EraseStep(queue_id, limit, keep),))
+        return Unit((EraseStep(queue_id, limit, keep, below),))
 
     # ------------------------------------------------------------------ message ids
 

@@ -146,6 +146,27 @@ def test_a_message_purged_while_held_leaves_when_its_transaction_ends(qm: CoreHa
     assert qm.store.queues_to_erase() == []
 
 
+def test_an_erase_step_built_before_a_second_purge_spares_what_it_now_holds(
+    qm: CoreHarness,
+) -> None:
+    for body in (b"a", b"b"):
+        qm.send("tq", body)
+    qm.purge("tq")
+    queue_id = qm.core.queue("tq").queue_id
+    step = qm.core.erase_unit(queue_id, 500)  # waits in a batch meanwhile
+    qm.send("tq", b"new")
+    tx = qm.begin()
+    assert qm.take("tq", tx) is not None  # holds "new"
+    assert qm.purge("tq") == 1  # purged while held: leaves when tx ends
+    outcome = qm.write(step)
+    assert outcome.error is None
+    assert outcome.results[0] == storage.Erased(queue_id, 2, False)
+    assert qm.commit(tx) == [None]  # its message was not erased under it
+    assert [body for _, body in qm.visible("tq;journal")] == [b"new"]
+    qm.erase_all()
+    assert qm.store.queues_to_erase() == []
+
+
 def test_a_purge_survives_a_crash(qm: CoreHarness) -> None:
     for body in (b"a", b"b", b"c"):
         qm.send("tq", body)
