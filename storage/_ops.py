@@ -235,8 +235,9 @@ class RemoveMessage(Operation):
 
     @property
     def frees_space(self) -> bool:
-        """Removing data: yes."""
-        return True
+        """Removing data, unless it copies the message to a journal: that needs as
+        much room as it frees (LMDB reuses no page freed in the same transaction)."""
+        return not self.journal
 
     queue_id: int
     lookup_id: int

@@ -244,3 +244,22 @@ def test_disk_full_on_appends_only_refuses_them(store: Store) -> None:
     outcomes = drive(store, [unit(append(queue)), unit(append(queue))], lambda plan: disk_full)
     assert [outcome.error for outcome in outcomes] == [disk_full, disk_full]
     assert lookups(store, queue) == []
+
+
+def test_at_the_limit_a_journaled_removal_is_refused_and_spoils_no_plain_one(
+    limited: Store,
+) -> None:
+    """A removal that copies its message to a journal needs as much room as it
+    frees: it is refused like an append, and the plain removals in its batch
+    go on (they alone may use the headroom)."""
+    queue = create_queue(limited, "q", journal=True)
+    big = b"j" * (RESERVE * 2)  # its journal copy would not fit in the headroom
+    [big_id] = fill(limited, queue, 1, big)
+    fill_until_full(limited, queue)
+    plain_id = lookups(limited, queue)[1]
+    outcomes = limited.commit(
+        [unit(remove(queue, plain_id)), unit(remove(queue, big_id, journal=True))], now=1.0
+    )
+    assert outcomes[0].results == (Removed(queue.queue_id, plain_id),)
+    assert isinstance(outcomes[1].error, StoreFull)
+    assert big_id in lookups(limited, queue)  # untouched, still there to receive
