@@ -42,6 +42,7 @@ _U16 = struct.Struct("<H")
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _SEND_HEAD = struct.Struct("<IHHIQB")  # frame header, tx_id, mode
+_SEND_TX_MODE = struct.Struct("<QB")  # tx_id, mode
 _SEND_PREFIX: Final = _SEND_HEAD.size - HEADER.size
 _QUEUED_HEAD = struct.Struct("<QdH")  # lookup_id, arrived_time, queue name length
 _RECEIVE_TAIL = struct.Struct("<IBQ")
@@ -103,7 +104,7 @@ def append_send_frame(
 
 
 def _encode_send(value: Send) -> bytes:
-    return b"".join((_U64.pack(value.tx_id), bytes((value.mode,)), value.message.raw))
+    return b"".join((_SEND_TX_MODE.pack(value.tx_id, value.mode), value.message.raw))
 
 
 def _decode_send(body: bytes) -> Send:

@@ -213,12 +213,15 @@ def message_from_container(container: Any) -> MessageProperties:
     """A message parsed by ``MESSAGE_LAYOUT``.
 
     Raises:
-        RemoteProtocolError: unknown flags.
+        RemoteProtocolError: unknown flags, or correlation bytes without their flag.
     """
     flags = container.flags
     if flags & ~(_TRANSACTIONAL | _CORRELATION):
         msg = f"unknown flags {flags:#04x}"
         raise RemoteProtocolError(msg, field="MessageProperties.flags")
+    if not flags & _CORRELATION and any(container.correlation):
+        msg = "a correlation id without the flag that says there is one"
+        raise RemoteProtocolError(msg, field="MessageProperties.correlation_id")
     values = {name: container[name] for name in _MESSAGE_FIELDS}
     for name in _MESSAGE_TEXTS:
         values[name] = values[name].decode("utf-8")

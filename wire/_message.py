@@ -146,7 +146,9 @@ def encode_message_parts(
     Raises:
         LocalProtocolError: a field cannot be encoded.
     """
-    if type(body) is memoryview and (body.itemsize != 1 or not body.c_contiguous):
+    if type(body) is memoryview and (
+        body.itemsize != 1 or body.ndim != 1 or not body.c_contiguous
+    ):
         body = body.tobytes()  # its len() must be its size in bytes
     flags = _FLAG_TRANSACTIONAL if transactional else 0
     if correlation_id:
@@ -363,6 +365,9 @@ class MessageProperties:
         if fixed[_FLAGS] & ~_KNOWN_FLAGS or raw[29]:
             msg = f"unknown flags {fixed[_FLAGS]:#04x} or a non-zero reserved byte"
             raise RemoteProtocolError(msg, field="MessageProperties.flags")
+        if not fixed[_FLAGS] & _FLAG_CORRELATION and fixed[_CORRELATION] != _NO_CORRELATION:
+            msg = "a correlation id without the flag that says there is one"
+            raise RemoteProtocolError(msg, field="MessageProperties.correlation_id")
         try:
             label = str(raw[MESSAGE_FIXED_SIZE:label_end], "utf-8")
             admin_queue = str(raw[label_end:admin_end], "utf-8") if fixed[_ADMIN_LEN] else ""

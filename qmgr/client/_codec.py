@@ -63,8 +63,8 @@ class SendOptions(TypedDict, total=False):
         journal: MQMSG_JOURNAL level.
         admin_queue: where acknowledgments go.
         response_queue: where responses should go.
-        time_to_reach_queue: seconds, or None for no limit.
-        time_to_be_received: seconds, or None for no limit.
+        time_to_reach_queue: seconds, or None (or ``math.inf``) for no limit.
+        time_to_be_received: seconds, or None (or ``math.inf``) for no limit.
     """
 
     label: str
@@ -81,7 +81,7 @@ class SendOptions(TypedDict, total=False):
 
 
 def _seconds(value: float | None, name: str) -> int:
-    if value is None:
+    if value is None or value == math.inf:
         return _INFINITE
     if value != value or value < 0:  # NaN or negative
         msg = f"{name} must be None (no limit) or a number of seconds >= 0, not {value!r}"
@@ -106,7 +106,7 @@ def _byte_buffer(body: object) -> bytes | bytearray | memoryview:
     except TypeError:
         msg = f"a message body is bytes, bytearray, memoryview or str, not {type(body).__name__}"
         raise InvalidArgument(msg) from None
-    if view.itemsize != 1 or not view.c_contiguous:
+    if view.itemsize != 1 or view.ndim != 1 or not view.c_contiguous:
         return view.tobytes()
     return view
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import array
 import itertools
+import math
 import uuid
 from typing import Any
 
@@ -97,22 +99,82 @@ def test_append_send_matches_encode_frame(
         time_to_reach_queue=0xFFFFFFFF if ttrq is None else ttrq,
         time_to_be_received=0xFFFFFFFF if ttbr is None else ttbr,
     )
-    expected = cf.encode_frame(request_id, cf.Send(tx_id=tx_id, mode=mode, message=message))
-    assert bytes(out) == b"before" + expected
+    send = cf.Send(tx_id=tx_id, mode=mode, message=message)
+    assert bytes(out) == b"before" + cf.encode_frame(request_id, send)
     # And the daemon's decoder reads back what was sent.
+    assert _decode(out[len(b"before") :]) == [cf.Frame(request_id=request_id, value=send)]
+
+
+def _decode(data: bytes | bytearray) -> list[cf.Frame]:
     decoder = cf.ClientFrameDecoder()
-    decoder.receive_data(expected)
-    frame = decoder.next_frame()
-    assert frame is not None
-    assert frame.request_id == request_id
+    decoder.receive_data(data)
+    frames = []
+    while (frame := decoder.next_frame()) is not None:
+        frames.append(frame)
+    assert not decoder.in_frame, "bytes left over after the last frame"
+    return frames
+
+
+def _sent(data: bytes | bytearray) -> MessageProperties:
+    [frame] = _decode(data)
     assert isinstance(frame.value, cf.Send)
-    assert frame.value.message.body == body
-    assert frame.value.message.label == label
-    assert frame.value.message.destination == destination
+    return frame.value.message
 
 
-def _send(out: bytearray, destination: str = "q", body: Any = b"x", **options: Any) -> None:
-    append_send(out, 1, 0, 0, destination, body, options)  # type: ignore[arg-type]
+def _send(out: bytearray, **fields: Any) -> None:
+    """``append_send`` with ``destination`` and ``body`` defaulted; other fields are options."""
+    destination = fields.pop("destination", "q")
+    body = fields.pop("body", b"x")
+    append_send(out, 1, 0, 0, destination, body, fields)  # type: ignore[arg-type]
+
+
+def test_append_send_defaults_are_msmq_defaults() -> None:
+    out = bytearray()
+    _send(out, destination="orders", body=b"b")
+    assert _sent(out) == MessageProperties(destination="orders", body=b"b")
+    message = _sent(out)
+    assert (message.priority, message.delivery) == (3, int(cf.Delivery.RECOVERABLE))
+    assert message.time_to_reach_queue == message.time_to_be_received == 0xFFFFFFFF
+    assert message.correlation_id == b""
+
+
+@pytest.mark.parametrize(
+    ("seconds", "wire_seconds"),
+    [(None, 0xFFFFFFFF), (0, 0), (0.0, 0), (1.2, 2), (30, 30), (1e12, 0xFFFFFFFE)],
+)
+def test_append_send_converts_seconds(seconds: float | None, wire_seconds: int) -> None:
+    out = bytearray()
+    _send(out, time_to_reach_queue=seconds, time_to_be_received=seconds)
+    message = _sent(out)
+    assert message.time_to_reach_queue == message.time_to_be_received == wire_seconds
+
+
+@pytest.mark.parametrize("name", ["time_to_reach_queue", "time_to_be_received"])
+def test_append_send_infinite_seconds_is_no_limit(name: str) -> None:
+    out = bytearray(b"kept")
+    _send(out, **{name: math.inf})
+    assert getattr(_sent(out[4:]), name) == 0xFFFFFFFF
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(bytearray(b"ace"), id="bytearray"),
+        pytest.param(memoryview(b"ace"), id="memoryview"),
+        pytest.param(memoryview(b"abcdef")[::2], id="strided"),
+        pytest.param(array.array("H", [1, 2]), id="array"),
+        pytest.param("\u00e9t\u00e9", id="str"),
+        pytest.param(
+            memoryview(b"abcd").cast("B", shape=[2, 2]),
+            id="two-dimensional",
+        ),
+    ],
+)
+def test_append_send_takes_any_byte_buffer(body: object) -> None:
+    expected = body.encode() if isinstance(body, str) else memoryview(body).tobytes()  # type: ignore[arg-type]
+    out = bytearray()
+    _send(out, body=body)
+    assert _sent(out).body == expected
 
 
 @pytest.mark.parametrize(
@@ -126,6 +188,10 @@ def _send(out: bytearray, destination: str = "q", body: Any = b"x", **options: A
         ({"delivery": "fast"}, "delivery"),
         ({"time_to_be_received": -1}, "time_to_be_received"),
         ({"destination": "\ud800"}, "cannot send"),
+        ({"label": "\udfff"}, "cannot send"),
+        ({"priority": "high"}, "cannot send"),
+        ({"time_to_reach_queue": float("nan")}, "time_to_reach_queue"),
+        ({"body": 12}, "a message body is bytes"),
     ],
 )
 def test_append_send_rejects_what_cannot_be_sent(changes: dict[str, object], match: str) -> None:
@@ -135,17 +201,32 @@ def test_append_send_rejects_what_cannot_be_sent(changes: dict[str, object], mat
     assert out == b"kept"
 
 
-def test_append_send_body_limit_and_text() -> None:
-    out = bytearray()
-    with pytest.raises(MessageTooLarge, match="4 MB"):
-        _send(out, body=b"x" * (cf.MAX_MESSAGE_BODY + 1))
-    _send(out, body="é")
-    decoder = cf.ClientFrameDecoder()
-    decoder.receive_data(out)
-    frame = decoder.next_frame()
-    assert frame is not None
-    assert isinstance(frame.value, cf.Send)
-    assert frame.value.message.body == "é".encode()
+def test_append_send_body_limit() -> None:
+    out = bytearray(b"kept")
+    for too_large in (b"x" * (cf.MAX_MESSAGE_BODY + 1), "x" * (cf.MAX_MESSAGE_BODY + 1)):
+        with pytest.raises(MessageTooLarge, match="4 MB"):
+            _send(out, body=too_large)
+    # The limit counts bytes, not characters.
+    with pytest.raises(MessageTooLarge):
+        _send(out, body="\u00e9" * (cf.MAX_MESSAGE_BODY // 2 + 1))
+    assert out == b"kept"
+    largest = b"\x01" * cf.MAX_MESSAGE_BODY
+    _send(out, body=largest, label="x" * cf.MAX_LABEL_CHARS)
+    message = _sent(out[4:])
+    assert message.body_size == cf.MAX_MESSAGE_BODY
+    assert message.label == "x" * cf.MAX_LABEL_CHARS
+
+
+def test_append_send_refuses_a_message_over_the_frame_limit() -> None:
+    out = bytearray(b"kept")
+    with pytest.raises(InvalidArgument, match="frame limit"):
+        _send(
+            out,
+            body=b"x" * cf.MAX_MESSAGE_BODY,
+            admin_queue="a" * 0xFFFF,
+            response_queue="r" * 0xFFFF,
+        )
+    assert out == b"kept"
 
 
 @given(request_id=u32, tx_id=u64, queue=text, timeout=u32, peek=st.booleans(), lookup=u64)
@@ -186,6 +267,18 @@ MESSAGE = cf.QueuedMessage(
         destination="q",
     ),
 )
+QUEUE = cf.QueueInfo(
+    name="q",
+    format_name=".\\private$\\q",
+    kind=0,
+    transactional=True,
+    journal=False,
+    quota=None,
+    depth=1,
+    bytes=1000,
+    locked=0,
+    created_at=1.0,
+)
 REPLIES: list[cf.ServerReply] = [
     cf.Ok(),
     cf.Ok(value=2**63),
@@ -194,7 +287,29 @@ REPLIES: list[cf.ServerReply] = [
     cf.MessageReply(message=MESSAGE),
     cf.Sent(message_id="m", queue="q", lookup_id=1),
     cf.MessageList(messages=(MESSAGE, MESSAGE)),
+    cf.MessageList(messages=()),
+    cf.HelloOk(version=2, server_version="1", qm_name="qm", qm_guid=uuid.UUID(int=9)),
+    cf.QueueList(queues=(QUEUE,)),
+    cf.StatusInfo(
+        qm_name="qm",
+        qm_guid=uuid.UUID(int=9),
+        server_version="1",
+        started_at=0.5,
+        connections=1,
+        open_transactions=0,
+        commits=1,
+        aborts=0,
+        batches=1,
+        uncommitted_bytes=0,
+        erasing=0,
+        queues=(QUEUE,),
+    ),
 ]
+
+
+def test_replies_cover_every_reply_kind() -> None:
+    kinds = {cf.FrameKind(int.from_bytes(cf.encode_frame(1, r)[4:6], "little")) for r in REPLIES}
+    assert kinds == {kind for kind in cf.FrameKind if kind >= 0x80}
 
 
 @given(
@@ -241,6 +356,21 @@ def test_reply_reader_rejects_garbage(garbage: bytes) -> None:
     reader = ReplyReader(lambda rid, value: None)
     with pytest.raises(RemoteProtocolError):
         reader.feed(garbage)
+    # Also when it trickles in after a good reply, one byte at a time.
+    delivered: list[int] = []
+    reader = ReplyReader(lambda rid, value: delivered.append(rid))
+    stream = cf.encode_ok(7) + garbage
+    with pytest.raises(RemoteProtocolError):
+        for index in range(len(stream)):
+            reader.feed(stream[index : index + 1])
+    assert delivered == [7]
+
+
+def test_reply_reader_refuses_an_oversized_frame_before_its_body() -> None:
+    header = (cf.MAX_FRAME_BODY + 1).to_bytes(4, "little") + b"\x83\x00\x00\x00\x01\x00\x00\x00"
+    reader = ReplyReader(lambda rid, value: None)
+    with pytest.raises(RemoteProtocolError, match="limit"):
+        reader.feed(header + b"\x00" * 100)
 
 
 def test_parse_address() -> None:
