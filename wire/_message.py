@@ -146,9 +146,7 @@ def encode_message_parts(
     Raises:
         LocalProtocolError: a field cannot be encoded.
     """
-    if type(body) is memoryview and (
-        body.itemsize != 1 or body.ndim != 1 or not body.c_contiguous
-    ):
+    if type(body) is memoryview and (body.itemsize != 1 or body.ndim != 1 or not body.c_contiguous):
         body = body.tobytes()  # its len() must be its size in bytes
     flags = _FLAG_TRANSACTIONAL if transactional else 0
     if correlation_id:

@@ -314,11 +314,14 @@ class QueueManagerCore:
         return tx
 
     def idle_transactions(self, now: float, timeout: float) -> list[Transaction]:
-        """Open transactions with no activity for ``timeout`` seconds (monotonic ``now``)."""
+        """Open transactions with no activity for ``timeout`` seconds (monotonic ``now``);
+        a transaction with a receive waiting for a message is busy, not idle."""
         return [
             tx
             for tx in self._transactions.values()
-            if tx.state is TransactionState.OPEN and now - tx.last_activity > timeout
+            if tx.state is TransactionState.OPEN
+            and not tx.waiting
+            and now - tx.last_activity > timeout
         ]
 
     def commit(self, tx: Transaction) -> Unit:
@@ -352,7 +355,11 @@ class QueueManagerCore:
             return woken, from_store_error(error, context=context)
         woken = self._end(tx, committed=True)
         self._note_arrivals(unit, outcome)
-        woken.update(op.queue_id for op in unit.ops if isinstance(op, AppendMessage))
+        for op in unit.ops:
+            if isinstance(op, AppendMessage):
+                woken.add(op.queue_id)
+            elif isinstance(op, RemoveMessage) and op.journal:
+                woken.update(self._journal_of(op.queue_id))
         return woken, None
 
     def commit_failed(
@@ -566,8 +573,15 @@ class QueueManagerCore:
         if error is None:
             self.commits += 1
             self.locks.forget(queue_id, lookup_id)
-            return set(), None
+            return self._journal_of(queue_id), None
         return self._release([(queue_id, lookup_id)]), from_store_error(error)
+
+    def _journal_of(self, queue_id: int) -> set[int]:
+        """The journal queue a removal from ``queue_id`` copied its message to, if any."""
+        record = self.store.get_queue_by_id(queue_id)
+        if record is None or not record.journal or record.journal_id is None:
+            return set()
+        return {record.journal_id}
 
     def peek_range(self, queue: QueueRecord, *, after: int, limit: int) -> list[tuple[int, bytes]]:
         """Visible messages with a LookupId above ``after``, in LookupId order."""

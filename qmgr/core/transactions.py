@@ -61,6 +61,8 @@ class Transaction:
     abort_reason: str | None = None
     #: The first operation that failed in it: it can only abort.
     failure: QueueManagerError | None = None
+    #: Receives in it waiting for a message now: it is not idle meanwhile.
+    waiting: int = 0
 
     @property
     def operations(self) -> int:

@@ -356,6 +356,8 @@ class RequestHandlers(abc.ABC):
             math.inf if request.timeout_ms == cf.INFINITE_TIMEOUT_MS else request.timeout_ms / 1000
         )
         deadline = trio.current_time() + timeout
+        if tx is not None:
+            tx.waiting += 1
         with scope:
             try:
                 answered = await self._wait_loop(request_id, request, tx, deadline)
@@ -364,12 +366,16 @@ class RequestHandlers(abc.ABC):
                 answered = True
             finally:
                 self._waiting.pop(key, None)
+                if tx is not None:
+                    tx.waiting -= 1
+                    tx.last_activity = trio.current_time()
             if not answered:
                 self.reply(request_id, cf.NoMessage())
         if scope.cancelled_caught:
             if self._closing:
                 return
-            message = f"transaction {key} was aborted while this receive waited"
+            why = f": {tx.abort_reason}" if tx is not None and tx.abort_reason else ""
+            message = f"transaction {key} was aborted while this receive waited{why}"
             self.reply_error(request_id, TransactionAborted(message))
         await self.flush()
 

@@ -329,3 +329,57 @@ async def test_a_client_that_does_not_read_its_large_replies_holds_back_only_its
                 assert isinstance(frame.value, cf.MessageReply)
             assert max(writes) <= OUTBOX_FLUSH_BYTES + (2 << 20)
             await client_end.aclose()
+
+
+async def test_a_transaction_waiting_for_a_message_is_not_idle(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s") as services, open_session(services) as a:
+        await make_queue(a.client, "q", transactional=True)
+        ids = await a.client.send(
+            cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=600_000)
+        )
+        waiting = ids[1]
+        await trio.sleep(500)  # a worker waiting on an empty queue
+        core = services.core
+        assert core.idle_transactions(trio.current_time(), timeout=1) == []
+        async with open_session(services) as b:
+            reply = await b.client.call(cf.Send(mode=2, message=message("q", b"work")))
+            assert isinstance(reply, cf.Sent)
+        frame = await a.client.reply()
+        assert frame is not None
+        assert frame.request_id == waiting
+        assert isinstance(frame.value, cf.MessageReply)
+        # Its idle time counts from the end of the wait, not from the Begin.
+        now = trio.current_time()
+        assert core.idle_transactions(now + 0.5, timeout=1) == []
+        assert len(core.idle_transactions(now + 2, timeout=1)) == 1
+
+
+@pytest.mark.parametrize("in_transaction", [False, True])
+async def test_a_receive_waiting_on_a_journal_wakes_when_a_copy_arrives(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, in_transaction: bool
+) -> None:
+    async with open_services(tmp_path / "s") as services, open_session(services) as a:
+        await make_queue(a.client, "j", journal=True, transactional=in_transaction)
+        mode = 2 if in_transaction else 1
+        reply = await a.client.call(cf.Send(mode=mode, message=message("j", b"kept")))
+        assert isinstance(reply, cf.Sent)
+        async with open_session(services) as b:
+            [waiting] = await b.client.send(cf.Receive(queue="j;journal", timeout_ms=600_000))
+            await trio.testing.wait_all_tasks_blocked()
+            started = trio.current_time()
+            if in_transaction:
+                await a.client.send(cf.Begin(tx_id=1))
+                got = await a.client.call(cf.Receive(tx_id=1, queue="j"))
+                assert isinstance(got, cf.MessageReply)
+                assert isinstance(await a.client.call(cf.Commit(tx_id=1)), cf.Ok)
+            else:
+                got = await a.client.call(cf.Receive(queue="j"))
+                assert isinstance(got, cf.MessageReply)
+            frame = await b.client.reply()
+            assert frame is not None
+            assert frame.request_id == waiting
+            assert isinstance(frame.value, cf.MessageReply)
+            assert frame.value.message.message.body == b"kept"
+            assert trio.current_time() - started < 1
