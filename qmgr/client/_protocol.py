@@ -98,7 +98,7 @@ class TransactionState:
     aborts instead of committing.
     """
 
-    __slots__ = ("_error", "ended", "ending", "id", "request_ids")
+    __slots__ = ("_error", "_failed_request", "ended", "ending", "id", "request_ids")
 
     def __init__(self, tx_id: int) -> None:
         #: The transaction's id (chosen by the client).
@@ -109,6 +109,7 @@ class TransactionState:
         #: Ids of its pipelined requests, answered only if they fail.
         self.request_ids: list[int] = []
         self._error: tuple[int, str] | None = None
+        self._failed_request = "a send"
 
     @property
     def failed(self) -> bool:
@@ -120,10 +121,11 @@ class TransactionState:
         """``ended``, ``failed`` or ``open``, for the transaction classes' repr."""
         return "ended" if self.ended else "failed" if self._error is not None else "open"
 
-    def fail(self, code: int, message: str) -> None:
-        """Record a failed pipelined send (the first one wins)."""
+    def fail(self, code: int, message: str, what: str = "a send") -> None:
+        """Record a failed pipelined send, or ``what`` else failed (the first one wins)."""
         if self._error is None:
             self._error = (code, message)
+            self._failed_request = what
 
     def error(self, prefix: str = "") -> QueueError:
         """The recorded failure as an exception (a fresh one each time)."""
@@ -137,12 +139,13 @@ class TransactionState:
             msg = f"transaction {self.id} has already ended"
             raise TransactionNotFound(msg)
         if self._error is not None:
-            msg_0 = f"a send in transaction {self.id} failed, so it cannot commit: "
+            msg_0 = f"{self._failed_request} in transaction {self.id} failed, so it cannot commit: "
             raise self.error(msg_0)
 
     def commit_error(self) -> QueueError:
         """The error ``commit()`` raises after aborting a transaction with a failed send."""
-        return self.error(f"transaction {self.id} was aborted because a send in it failed: ")
+        what = self._failed_request
+        return self.error(f"transaction {self.id} was aborted because {what} in it failed: ")
 
     def end(self, *, commit: bool) -> None:
         """Mark the transaction ended by ``commit()`` or ``abort()``.

@@ -26,9 +26,13 @@ that error: the daemon refuses to commit a transaction in which a send
 failed, so a commit never applies part of a transaction.
 
 Cancelling a task that waits for a reply abandons the reply, not the
-request: a receive cancelled that way may still take a message (outside a
-transaction that message is lost; inside one it returns when the
-transaction aborts). Prefer the ``timeout`` argument to cancelling a receive.
+request: a receive cancelled that way may still take a message, and a
+receive with no timeout keeps waiting on the daemon (counting against
+``limits.max_waiting_receives_per_connection``) until it takes one. Outside
+a transaction that message is lost. Inside one, the transaction can then
+only abort: ``commit()`` aborts it and raises, and the message returns to
+its queue. Prefer the ``timeout`` argument to cancelling a receive. A
+transaction's Commit or Abort is written even from a cancelled scope.
 """
 
 from __future__ import annotations
@@ -297,7 +301,20 @@ class AsyncQueueManager:
         """Receive or peek, in the transaction ``state`` or not, waiting up to ``wait`` s."""
         frame = bytearray()
         waiter = self._proto.receive_request(frame, state, queue, wait, peek, lookup_id)
-        return replies.message_or_none(await self._exchange(waiter, frame), state)
+        try:
+            reply = await self._exchange(waiter, frame)
+        except trio.Cancelled:
+            if state is not None and not peek:
+                # The daemon may have handed this transaction a message nobody
+                # will see: committing would remove it unseen. Only abort is left.
+                state.fail(
+                    int(cf.ErrorCode.TRANSACTION_ABORTED),
+                    "it was cancelled before its reply was read, and the message it may "
+                    "have taken must not be committed unseen",
+                    what="a receive",
+                )
+            raise
+        return replies.message_or_none(reply, state)
 
     async def _end(self, state: TransactionState, *, commit: bool) -> None:
         """Commit or abort ``state``: the core says what goes out and what its outcome raises."""
@@ -305,15 +322,26 @@ class AsyncQueueManager:
         frame = bytearray()
         outcome: cf.ServerReply | QueueError
         try:
-            outcome = await self._exchange(self._proto.end_request(frame, state), frame)
+            waiter = self._proto.end_request(frame, state)
+            # Once the transaction is marked ended its Commit or Abort must go
+            # out, even in a cancelled scope: else its holds would stay on a
+            # live connection until the idle timeout.
+            outcome = await self._exchange(waiter, frame, shield_write=True)
         except QueueError as exc:
             outcome = exc
         protocol.transaction_ended(state, outcome)
 
-    async def _exchange(self, waiter: _Waiter, frame: bytearray) -> cf.ServerReply:
-        """Write ``frame`` (after whatever is buffered) and wait for ``waiter``'s reply."""
+    async def _exchange(
+        self, waiter: _Waiter, frame: bytearray, *, shield_write: bool = False
+    ) -> cf.ServerReply:
+        """Write ``frame`` (after whatever is buffered) and wait for ``waiter``'s reply;
+        with ``shield_write`` the frame is written even in a cancelled scope."""
         try:
-            await self._write(frame)
+            if shield_write:
+                with trio.CancelScope(shield=True):
+                    await self._write(frame)
+            else:
+                await self._write(frame)
             await waiter.event.wait()
         finally:
             self._proto.forget(waiter)

@@ -17,6 +17,7 @@ from qmgr.client import (
     QueueExists,
     QueueNotFound,
     QuotaExceeded,
+    TransactionAborted,
     TransactionUsageError,
     open_client,
 )
@@ -261,3 +262,42 @@ async def test_daemon_going_away(daemon: DaemonProcess) -> None:
         assert outcome[0] is not None
         with pytest.raises(ConnectionLost):
             await qm.list_queues()
+
+
+async def test_a_transaction_whose_receive_was_cancelled_can_only_abort(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    async with open_client(shared_daemon.address) as qm:
+        await qm.create_queue(queue_name, transactional=True)
+        tx = await qm.begin()
+        with trio.move_on_after(0.1) as scope:
+            await tx.receive(queue_name, timeout=None)
+        assert scope.cancelled_caught
+        # The cancelled receive still waits on the daemon and takes this message.
+        await qm.send(queue_name, b"must not vanish")
+        with pytest.raises(TransactionAborted, match="a receive in it failed"):
+            await tx.commit()
+        # The abort put the message back: it was neither lost nor left locked.
+        message = await qm.receive(queue_name, timeout=5)
+        assert message is not None
+        assert message.body == b"must not vanish"
+
+
+async def test_a_commit_in_a_cancelled_scope_still_ends_the_transaction(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    async with open_client(shared_daemon.address) as qm:
+        await qm.create_queue(queue_name, transactional=True)
+        await qm.send(queue_name, b"taken")
+        with trio.CancelScope() as scope:
+            async with qm.begin() as tx:
+                assert await tx.receive(queue_name) is not None
+                scope.cancel()  # the block ends normally, its scope cancelled
+        # The Commit went out: the message is gone, not held until a timeout.
+        for _ in range(100):
+            infos = {q.name: q for q in await qm.list_queues()}
+            if infos[queue_name].locked == 0:
+                break
+            await trio.sleep(0.01)
+        assert infos[queue_name].locked == 0
+        assert infos[queue_name].depth == 0
