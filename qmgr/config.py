@@ -169,7 +169,7 @@ def load_config(
 def _build(attributes: dict[str, Any]) -> Config:
     fields = dict(attributes)
     fields["name"] = fields["name"] or socket.gethostname()
-    fields["data_dir"] = Path(fields["data_dir"])
+    fields["data_dir"] = Path(fields["data_dir"]).expanduser()
     fields["listen"] = Address.parse(fields["listen"], what="server.listen")
     fields["client_listen"] = Address.parse(fields["client_listen"], what="server.client_listen")
     fields["max_map_size"] = fields["max_map_size"] or None
@@ -209,11 +209,15 @@ def _parse_setting(setting: str) -> dict[tuple[str, str], Any]:
     if not sep or not dot:
         msg = f"--set {setting!r}: expected SECTION.KEY=VALUE"
         raise ConfigError(msg)
-    try:
-        value = tomllib.loads(f"v = {text.strip()}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = text.strip()
-    return {(section, key): _typed(section, key, value, "--set")}
+    spec = KEYS.get((section.strip(), key.strip()))
+    if spec is not None and spec.kind is str and not text.strip().startswith(('"', "'")):
+        value: Any = text.strip()  # a text setting takes the word as it is: name=2024
+    else:
+        try:
+            value = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            value = text.strip()
+    return {(section.strip(), key.strip()): _typed(section.strip(), key.strip(), value, "--set")}
 
 
 def _typed(section: str, key: str, value: Any, origin: str) -> Any:

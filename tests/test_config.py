@@ -56,3 +56,14 @@ def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, reason: str) -> 
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.toml")
+
+
+def test_text_settings_take_a_bare_word_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOME", "/home/someone")
+    config = load_config(settings=["server.name=2024", "server.data_dir=~/queues"])
+    assert config.name == "2024"
+    assert str(config.data_dir) == "/home/someone/queues"
+    quoted = load_config(settings=['server.name="true"'])
+    assert quoted.name == "true"
+    with pytest.raises(ConfigError, match="must be int"):
+        load_config(settings=["limits.max_frame_bytes=lots"])
