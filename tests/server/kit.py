@@ -112,6 +112,13 @@ class FrameClient:
                 return None
             self.decoder.receive_data(data)
 
+    async def error(self) -> cf.ErrorReply:
+        """The next frame, which must be an error reply."""
+        frame = await self.reply()
+        assert frame is not None, "the daemon closed the connection"
+        assert isinstance(frame.value, cf.ErrorReply), frame
+        return frame.value
+
     async def hello(self) -> None:
         await self.send(cf.Hello(client_name="test"))
         frame = await self.reply()

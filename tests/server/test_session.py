@@ -125,10 +125,8 @@ async def test_an_idle_connection_is_closed_after_the_idle_timeout(
         open_services(tmp_path / "s", limits=limits(idle_timeout=60)) as services,
         open_session(services) as a,
     ):
-        frame = await a.client.reply()
-        assert frame is not None
-        assert isinstance(frame.value, cf.ErrorReply)
-        assert "idle" in frame.value.message
+        error = await a.client.error()
+        assert "idle" in error.message
         assert await a.client.reply() is None
 
 
@@ -179,11 +177,9 @@ async def test_large_frames_in_progress_are_bounded_daemon_wide(
             await trio.testing.wait_all_tasks_blocked()
             assert services.frames.in_use > 0
             await b.client.send_raw(big)
-            frame = await b.client.reply()
-            assert frame is not None
-            assert isinstance(frame.value, cf.ErrorReply)
-            assert frame.value.code == cf.ErrorCode.LIMIT_EXCEEDED
-            assert "frames being received" in frame.value.message
+            error = await b.client.error()
+            assert error.code == cf.ErrorCode.LIMIT_EXCEEDED
+            assert "frames being received" in error.message
             assert await b.client.reply() is None
         assert services.frames.in_use == 0
 
@@ -256,11 +252,9 @@ async def test_malformed_bytes_get_bad_request_and_a_close(
 ) -> None:
     async with open_services(tmp_path / "s") as services, open_session(services) as a:
         await a.client.send_raw(b"\x05\x00\x00\x00\x0a\x00\x00\x00\x01\x00\x00\x00junk!")
-        frame = await a.client.reply()
-        assert frame is not None
-        assert isinstance(frame.value, cf.ErrorReply)
-        assert frame.value.code == cf.ErrorCode.BAD_REQUEST
-        assert "Send" in frame.value.message
+        error = await a.client.error()
+        assert error.code == cf.ErrorCode.BAD_REQUEST
+        assert "Send" in error.message
         assert await a.client.reply() is None
 
 
@@ -285,10 +279,8 @@ async def test_a_transaction_the_daemon_aborted_no_longer_keeps_the_connection(
         assert "idle timeout" in reply.message
         # ... and the connection closes at its own idle timeout.
         started = trio.current_time()
-        frame = await a.client.reply()
-        assert frame is not None
-        assert isinstance(frame.value, cf.ErrorReply)
-        assert "idle" in frame.value.message
+        error = await a.client.error()
+        assert "idle" in error.message
         assert trio.current_time() - started == pytest.approx(60, abs=1)
 
 
