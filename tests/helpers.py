@@ -15,6 +15,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from qmgr.client import QueueManager
 
 #: How long a daemon may take to start accepting connections.
 START_TIMEOUT = 20.0
@@ -165,3 +169,13 @@ class DaemonProcess:
             self.stop()
         finally:
             self.kill()
+
+
+def wait_until_erased(qm: QueueManager, timeout: float = 120.0) -> float:
+    """Poll ``qmgr status`` until no deleted or purged queue is left to erase;
+    return how long it took."""
+    started = time.monotonic()
+    while qm.status().erasing:
+        assert time.monotonic() - started < timeout, "erasing did not finish"
+        time.sleep(0.01)
+    return time.monotonic() - started

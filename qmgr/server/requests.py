@@ -49,6 +49,8 @@ _SEND_MODES: Final = tuple(SendMode)
 #: Bytes a PeekRange reply leaves free below the frame limit.
 _PEEK_RANGE_SLACK: Final = 64 * 1024
 _NO_WAIT: Final = 0
+#: Daemon-aborted transactions whose reason a connection keeps for the client.
+ABORTED_REMEMBERED: Final = 64
 
 
 class RequestHandlers(abc.ABC):
@@ -176,6 +178,22 @@ class RequestHandlers(abc.ABC):
             msg = f"transaction {tx_id} is already committing"
             raise TransactionNotFound(msg)
         return tx
+
+    def end_transaction(self, tx: Transaction, reason: str) -> None:
+        """Abort ``tx`` on the daemon's initiative (disconnect, idle timeout).
+
+        It stops counting as open at once (for the connection's deadlines,
+        its eviction and its limit of open transactions); the client learns
+        why at its next request in it.
+        """
+        if self._transactions.pop(tx.client_id, None) is not None:
+            aborted = self._aborted
+            if len(aborted) >= ABORTED_REMEMBERED:
+                del aborted[next(iter(aborted))]  # the oldest
+            aborted[tx.client_id] = reason
+        self.cancel_waits(tx.client_id)
+        self.services.signals.notify(self.services.core.abort(tx, reason))
+        self.log.info("transaction_aborted", tx=tx.client_id, reason=reason)
 
     def _begin(self, request_id: int, request: cf.Begin) -> None:
         tx_id = request.tx_id

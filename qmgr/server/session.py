@@ -47,7 +47,6 @@ import trio
 
 from qmgr import __version__
 from qmgr.core.errors import InternalError, LimitExceeded, QueueManagerError, ShuttingDown
-from qmgr.core.transactions import Transaction
 from wire import RemoteProtocolError
 from wire import client_frames as cf
 
@@ -63,8 +62,6 @@ RECEIVE_CHUNK: Final = 256 * 1024
 FAREWELL_TIMEOUT: Final = 2.0
 #: Replies held for one connection before they are written, whatever is still to handle.
 OUTBOX_FLUSH_BYTES: Final = 1 << 20
-#: Daemon-aborted transactions whose reason a connection keeps for the client.
-ABORTED_REMEMBERED: Final = 64
 
 Handler = Callable[[int, Any], Awaitable[None] | None]
 
@@ -351,19 +348,3 @@ class ClientSession(RequestHandlers):
             self.end_transaction(tx, reason)
         self._transactions.clear()
         self._aborted.clear()
-
-    def end_transaction(self, tx: Transaction, reason: str) -> None:
-        """Abort ``tx`` on the daemon's initiative (disconnect, idle timeout).
-
-        It stops counting as open at once (for the connection's deadlines,
-        its eviction and its limit of open transactions); the client learns
-        why at its next request in it.
-        """
-        if self._transactions.pop(tx.client_id, None) is not None:
-            aborted = self._aborted
-            if len(aborted) >= ABORTED_REMEMBERED:
-                del aborted[next(iter(aborted))]  # the oldest
-            aborted[tx.client_id] = reason
-        self.cancel_waits(tx.client_id)
-        self.services.signals.notify(self.services.core.abort(tx, reason))
-        self.log.info("transaction_aborted", tx=tx.client_id, reason=reason)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, wait_until_erased
 
 from qmgr.client import QueueManager, connect
 
@@ -69,15 +69,6 @@ class Committer(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.latencies
-
-
-def wait_until_erased(qm: QueueManager, timeout: float = 120.0) -> float:
-    """Poll the status until nothing is left to erase; return how long it took."""
-    started = time.monotonic()
-    while qm.status().erasing:
-        assert time.monotonic() - started < timeout, "erasing did not finish"
-        time.sleep(0.01)
-    return time.monotonic() - started
 
 
 def erase_while_committing(

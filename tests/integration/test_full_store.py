@@ -14,12 +14,11 @@ from __future__ import annotations
 import contextlib
 import resource
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, wait_until_erased
 
 from qmgr.client import QueueManager, StoreFull, connect
 
@@ -43,19 +42,11 @@ def fill_and_say_why(
     return stored, refused.value.message
 
 
-def send_when_erased(qm: QueueManager, queue: str, timeout: float = 20.0) -> None:
-    """Send once the daemon has erased enough of a purge to make room (it does so
-    in the background, in bounded steps)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            qm.send(queue, BODY)
-        except StoreFull:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-        else:
-            return
+def send_when_erased(qm: QueueManager, queue: str) -> None:
+    """Send once the daemon has erased what a purge or a deletion left (it does so
+    in the background, in bounded steps): the space is then free for it."""
+    wait_until_erased(qm)
+    qm.send(queue, BODY)
 
 
 def test_a_store_at_its_size_limit_can_be_emptied_again_and_again(
