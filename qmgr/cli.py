@@ -3,7 +3,9 @@
 ``qmgr serve`` runs the daemon in the foreground. Every other command is a
 client of a running daemon (``--server HOST:PORT``, default
 ``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue create|list|delete|purge``,
-``send``, ``receive`` and ``status``. Machine-readable output is available
+``send``, ``receive``, ``move``, ``status`` and ``outgoing
+list|pause|resume|purge`` (in ``cli_outgoing``; the helpers all share are in
+``cli_common``). Machine-readable output is available
 with ``--json``; tables and progress bars are for people and appear only
 where they belong (progress on a terminal, on stderr).
 
@@ -15,102 +17,39 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import functools
 import json
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import Any
 
 import click
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from qmgr import __version__
-from qmgr.client import (
-    ConnectionLost,
-    Message,
-    QueueError,
-    QueueInfo,
-    QueueManager,
-    Status,
-    connect,
+from qmgr.cli_common import (
+    DEFAULT_SERVER,
+    CliError,
+    client,
+    confirm,
+    fail,
+    iso,
+    plural,
+    reports_errors,
+    size,
+    stderr_console,
+    stdout_console,
 )
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-DEFAULT_SERVER = "127.0.0.1:1802"
-CLIENT_NAME = "qmgr-cli"
-_NOT_RUNNING_HINT = (
-    "is the queue manager running? Start one with `make run` (from the source tree) "
-    "or `qmgr serve --data-dir DIR`."
-)
-
-
-class CliError(Exception):
-    """An error to report as ``error: <message>`` (and an optional hint), exit status 1."""
-
-    def __init__(self, message: str, *, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.hint = hint
-
-
-def _fail(message: str, *, hint: str | None = None, status: int = 1) -> NoReturn:
-    click.echo(f"error: {message}", err=True)
-    if hint:
-        click.echo(f"hint: {hint}", err=True)
-    sys.exit(status)
-
-
-def _reports_errors(func: Callable[P, R]) -> Callable[P, R]:
-    """Turn SDK and CLI errors into ``error: ...`` on stderr and exit status 1."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return func(*args, **kwargs)
-        except CliError as exc:
-            _fail(exc.message, hint=exc.hint)
-        except QueueError as exc:
-            _fail(exc.message)
-
-    return wrapper
-
-
-@contextmanager
-def _client(ctx: click.Context) -> Iterator[QueueManager]:
-    server: str = ctx.obj["server"]
-    try:
-        qm = connect(server, client_name=CLIENT_NAME)
-    except ValueError as exc:
-        msg = f"--server {server!r}: {exc}"
-        raise CliError(msg) from None
-    except ConnectionLost as exc:
-        raise CliError(exc.message, hint=_NOT_RUNNING_HINT) from None
-    with qm:
-        yield qm
-
-
-def _stderr_console() -> Console:
-    return Console(stderr=True)
-
-
-def _stdout_console() -> Console:
-    """Rich output on stdout; unwrapped when it goes to a file or a pipe."""
-    console = Console()
-    if not console.is_terminal:
-        console = Console(width=1000)
-    return console
+from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
+from qmgr.client import Message, QueueInfo, Status
 
 
 def _progress(total: int, what: str) -> Progress | None:
     """A progress bar on stderr if it is a terminal and there is more than one item."""
-    console = _stderr_console()
+    console = stderr_console()
     if total <= 1 or not console.is_terminal:
         return None
     return Progress(
@@ -123,21 +62,6 @@ def _progress(total: int, what: str) -> Progress | None:
         redirect_stdout=False,
         redirect_stderr=False,
     )
-
-
-def _iso(value: dt.datetime) -> str:
-    return value.isoformat(timespec="microseconds")
-
-
-def _size(value: int) -> str:
-    if value < 1024:
-        return f"{value} B"
-    scaled = float(value)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        scaled /= 1024
-        if scaled < 1024 or unit == "TiB":
-            break
-    return f"{scaled:.1f} {unit}"
 
 
 class _Bytes(click.ParamType):  # type: ignore[type-arg,unused-ignore]
@@ -177,6 +101,9 @@ def cli(ctx: click.Context, server: str) -> None:
     """qmgr: a transactional queue manager (MSMQ semantics) for Linux."""
     ctx.ensure_object(dict)
     ctx.obj["server"] = server
+
+
+cli.add_command(outgoing)
 
 
 def main() -> None:
@@ -241,7 +168,7 @@ def serve(
             log_level=log_level,
         )
     except ConfigError as exc:
-        _fail(str(exc), status=2)
+        fail(str(exc), status=2)
     configure_logging(fmt=config.log_format, level=config.log_level)
 
     from qmgr.server import StartupError
@@ -250,7 +177,7 @@ def serve(
     try:
         trio.run(run_daemon, config)
     except StartupError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     except KeyboardInterrupt:
         pass  # Ctrl-C before the signal handlers were installed
 
@@ -271,12 +198,12 @@ def queue() -> None:
 @click.option("--journal", is_flag=True, help="Copy received messages to NAME;journal.")
 @click.option("--quota", type=_Bytes(), help="Most bytes of message bodies (e.g. 10M).")
 @click.pass_context
-@_reports_errors
+@reports_errors
 def queue_create(
     ctx: click.Context, name: str, transactional: bool, journal: bool, quota: int | None
 ) -> None:
     """Create the private queue NAME."""
-    with _client(ctx) as qm:
+    with client(ctx) as qm:
         qm.create_queue(name, transactional=transactional, journal=journal, quota=quota)
     kind = "transactional queue" if transactional else "queue"
     click.echo(f"created {kind} {name!r}")
@@ -285,53 +212,41 @@ def queue_create(
 @queue.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
 @click.pass_context
-@_reports_errors
+@reports_errors
 def queue_list(ctx: click.Context, as_json: bool) -> None:
     """List every queue with its depth, bytes and locked messages."""
-    with _client(ctx) as qm:
+    with client(ctx) as qm:
         queues = qm.list_queues()
     if as_json:
         click.echo(json.dumps([_queue_json(q) for q in queues], indent=2))
     else:
-        _stdout_console().print(_queue_table(queues))
-
-
-def _confirm(question: str, yes: bool) -> None:
-    if yes or not sys.stdin.isatty():
-        return
-    if not click.confirm(question, default=False, err=True):
-        click.echo("nothing done", err=True)
-        sys.exit(1)
+        stdout_console().print(_queue_table(queues))
 
 
 @queue.command("delete")
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
-@_reports_errors
+@reports_errors
 def queue_delete(ctx: click.Context, name: str, yes: bool) -> None:
     """Delete queue NAME, its journal and all their messages."""
-    with _client(ctx) as qm:
-        _confirm(f"Delete queue {name!r}, its journal and all their messages?", yes)
+    with client(ctx) as qm:
+        confirm(f"Delete queue {name!r}, its journal and all their messages?", yes)
         count = qm.delete_queue(name)
-    click.echo(f"deleted queue {name!r} ({_plural(count, 'message')})")
+    click.echo(f"deleted queue {name!r} ({plural(count, 'message')})")
 
 
 @queue.command("purge")
 @click.argument("name")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
-@_reports_errors
+@reports_errors
 def queue_purge(ctx: click.Context, name: str, yes: bool) -> None:
     """Delete every message in queue NAME."""
-    with _client(ctx) as qm:
-        _confirm(f"Delete every message in {name!r}?", yes)
+    with client(ctx) as qm:
+        confirm(f"Delete every message in {name!r}?", yes)
         count = qm.purge_queue(name)
-    click.echo(f"purged {_plural(count, 'message')} from {name!r}")
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+    click.echo(f"purged {plural(count, 'message')} from {name!r}")
 
 
 def _queue_json(info: QueueInfo) -> dict[str, Any]:
@@ -345,7 +260,7 @@ def _queue_json(info: QueueInfo) -> dict[str, Any]:
         "depth": info.depth,
         "bytes": info.bytes,
         "locked": info.locked,
-        "created_at": _iso(info.created_at),
+        "created_at": iso(info.created_at),
     }
 
 
@@ -368,7 +283,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
             str(q.depth),
             str(q.bytes),
             str(q.locked),
-            "" if q.quota is None else _size(q.quota),
+            "" if q.quota is None else size(q.quota),
         )
     return table
 
@@ -401,7 +316,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
     help="Mark the message express (MQMSG_DELIVERY_EXPRESS) instead of recoverable.",
 )
 @click.pass_context
-@_reports_errors
+@reports_errors
 def send(
     ctx: click.Context,
     destination: str,
@@ -422,7 +337,7 @@ def send(
     delivery = "express" if express else "recoverable"
     progress = _progress(count, f"sending to {destination}")
     started = time.monotonic()
-    with _client(ctx) as qm:
+    with client(ctx) as qm:
         if progress is None:
             for _ in range(count):
                 message_id = qm.send(
@@ -488,14 +403,14 @@ def _read_body(body: str | None, file_path: Path | None) -> bytes:
 @click.option("--peek", is_flag=True, help="Show the messages without removing them.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per message.")
 @click.pass_context
-@_reports_errors
+@reports_errors
 def receive(
     ctx: click.Context, queue_name: str, count: int, timeout: float, peek: bool, as_json: bool
 ) -> None:
     """Receive (or --peek at) up to --count messages from QUEUE and print them."""
     render = message_json_line if as_json else message_text
     got = 0
-    with _client(ctx) as qm:
+    with client(ctx) as qm:
         if peek:
             first = qm.peek(queue_name, timeout)
             messages: list[Message] = [] if first is None else [first]
@@ -525,7 +440,7 @@ def receive(
     if got < count:
         verb = "found" if peek else "received"
         waited = f" within {timeout:g} s" if timeout else ""
-        click.echo(f"note: {verb} {got} of {_plural(count, 'message')} (no more{waited})", err=True)
+        click.echo(f"note: {verb} {got} of {plural(count, 'message')} (no more{waited})", err=True)
 
 
 @cli.command()
@@ -540,7 +455,7 @@ def receive(
     help="Seconds to wait, in all, for messages to arrive in SOURCE.",
 )
 @click.pass_context
-@_reports_errors
+@reports_errors
 def move(ctx: click.Context, source: str, destination: str, count: int, timeout: float) -> None:
     """Move up to --count messages from SOURCE to DEST, one transaction each.
 
@@ -552,7 +467,7 @@ def move(ctx: click.Context, source: str, destination: str, count: int, timeout:
     """
     moved = 0
     deadline = time.monotonic() + timeout
-    with _client(ctx) as qm:
+    with client(ctx) as qm:
         progress = _progress(count, f"moving {source} to {destination}")
         with progress if progress is not None else _nothing():
             task = progress.add_task("move", total=count) if progress else None
@@ -579,12 +494,10 @@ def move(ctx: click.Context, source: str, destination: str, count: int, timeout:
                 moved += 1
                 if progress is not None and task is not None:
                     progress.advance(task)
-    click.echo(f"moved {_plural(moved, 'message')} from {source} to {destination}")
+    click.echo(f"moved {plural(moved, 'message')} from {source} to {destination}")
     if moved < count:
         waited = f" within {timeout:g} s" if timeout else ""
-        click.echo(
-            f"note: moved {moved} of {_plural(count, 'message')} (no more{waited})", err=True
-        )
+        click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more{waited})", err=True)
 
 
 @contextmanager
@@ -612,8 +525,8 @@ def message_json(message: Message) -> dict[str, Any]:
         "app_specific": message.app_specific,
         "priority": message.priority,
         "message_class": message.message_class,
-        "sent_time": _iso(message.sent_time),
-        "arrived_time": _iso(message.arrived_time),
+        "sent_time": iso(message.sent_time),
+        "arrived_time": iso(message.arrived_time),
         "source_qm": str(message.source_qm),
         "delivery": message.delivery.name.lower(),
         "acknowledge": message.acknowledge,
@@ -637,7 +550,7 @@ def message_text(message: Message) -> str:
     header = (
         f"--- {message.queue}  lookup id {message.lookup_id}  id {message.id}\n"
         f"    label {message.label!r}  priority {message.priority}  "
-        f"sent {_iso(message.sent_time)}  {_plural(len(message.body), 'byte')}"
+        f"sent {iso(message.sent_time)}  {plural(len(message.body), 'byte')}"
     )
     try:
         text = message.body.decode("utf-8")
@@ -654,24 +567,25 @@ def message_text(message: Message) -> str:
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object.")
 @click.pass_context
-@_reports_errors
+@reports_errors
 def status(ctx: click.Context, as_json: bool) -> None:
-    """Show the queue manager's identity, connections, transactions and queues."""
-    with _client(ctx) as qm:
+    """Show the queue manager's identity, connections, transactions, queues and
+    the delivery to and from other queue managers."""
+    with client(ctx) as qm:
         info = qm.status()
     if as_json:
         click.echo(json.dumps(status_json(info), indent=2))
         return
-    console = _stdout_console()
+    console = stdout_console()
     uptime = dt.timedelta(seconds=round(info.uptime.total_seconds()))
     console.print(f"queue manager      {info.qm_name}", highlight=False)
     console.print(f"guid               {info.qm_guid}", highlight=False)
     console.print(f"version            {info.server_version}", highlight=False)
-    console.print(f"up                 {uptime} (since {_iso(info.started_at)})", highlight=False)
+    console.print(f"up                 {uptime} (since {iso(info.started_at)})", highlight=False)
     console.print(f"connections        {info.connections}", highlight=False)
     console.print(f"open transactions  {info.open_transactions}", highlight=False)
     console.print(
-        f"uncommitted        {_size(info.uncommitted_bytes)} in open transactions", highlight=False
+        f"uncommitted        {size(info.uncommitted_bytes)} in open transactions", highlight=False
     )
     console.print(
         f"since start        {info.commits:,} commits, {info.aborts:,} aborts, "
@@ -685,6 +599,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         )
     console.print()
     console.print(_queue_table(info.queues))
+    print_peering_tables(console, info)
 
 
 def status_json(info: Status) -> dict[str, Any]:
@@ -693,7 +608,7 @@ def status_json(info: Status) -> dict[str, Any]:
         "qm_name": info.qm_name,
         "qm_guid": str(info.qm_guid),
         "server_version": info.server_version,
-        "started_at": _iso(info.started_at),
+        "started_at": iso(info.started_at),
         "uptime_seconds": round(info.uptime.total_seconds(), 3),
         "connections": info.connections,
         "open_transactions": info.open_transactions,
@@ -703,6 +618,8 @@ def status_json(info: Status) -> dict[str, Any]:
         "batches": info.batches,
         "erasing": info.erasing,
         "queues": [_queue_json(q) for q in info.queues],
+        "outgoing": [outgoing_json(o) for o in info.outgoing],
+        "incoming": [incoming_json(i) for i in info.incoming],
     }
 
 

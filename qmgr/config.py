@@ -11,6 +11,7 @@ reported instead of silently ignored. Every key is declared once, in
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 import tomllib
 from collections.abc import Callable, Iterable
@@ -73,6 +74,23 @@ class Config:
     reserve_size: int
     erase_step: int
     writer_thread: bool
+    peer_accept_from: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+    peer_max_connections: int
+    peer_window: int
+    peer_ack_timeout: float
+    peer_recoverable_ack_timeout: float
+    peer_init_timeout: float
+    peer_idle_timeout: float
+    peer_connect_timeout: float
+    peer_retry_initial: float
+    peer_retry_max: float
+    peer_max_packet_size: int
+    peer_resend_intervals: tuple[float, ...]
+    peer_order_ack_delay: float
+    peer_order_ack_max_delay: float
+    peer_history_size: int
+    peer_history_seconds: float
+    routes: dict[tuple[str, int], tuple[str, int]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +106,20 @@ def _positive(value: Any) -> str | None:
 
 def _not_negative(value: Any) -> str | None:
     return None if value >= 0 else f"must not be negative, not {value}"
+
+
+def _float_list(value: Any) -> str | None:
+    if not value or not all(isinstance(v, int | float) and v > 0 for v in value):
+        return "must be a non-empty list of positive numbers of seconds"
+    return None
+
+
+def _packet_size(value: Any) -> str | None:
+    from wire import MAX_PACKET_SIZE
+
+    if 1024 <= value <= MAX_PACKET_SIZE:
+        return None
+    return f"must be 1024..{MAX_PACKET_SIZE} bytes, not {value}"
 
 
 def _one_of(*choices: str) -> Callable[[Any], str | None]:
@@ -126,7 +158,28 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("store", "reserve_size"): _Key("reserve_size", int, _not_negative),
     ("store", "erase_step"): _Key("erase_step", int, _positive),
     ("store", "writer_thread"): _Key("writer_thread", bool),
+    ("peers", "accept_from"): _Key("peer_accept_from", list),
+    ("peers", "max_connections"): _Key("peer_max_connections", int, _positive),
+    ("peers", "window"): _Key(
+        "peer_window", int, lambda v: None if 1 <= v <= 0xFFFF else "must be 1..65535"
+    ),
+    ("peers", "ack_timeout"): _Key("peer_ack_timeout", float, _positive),
+    ("peers", "recoverable_ack_timeout"): _Key("peer_recoverable_ack_timeout", float, _positive),
+    ("peers", "init_timeout"): _Key("peer_init_timeout", float, _positive),
+    ("peers", "idle_timeout"): _Key("peer_idle_timeout", float, _positive),
+    ("peers", "connect_timeout"): _Key("peer_connect_timeout", float, _positive),
+    ("peers", "retry_initial"): _Key("peer_retry_initial", float, _positive),
+    ("peers", "retry_max"): _Key("peer_retry_max", float, _positive),
+    ("peers", "max_packet_size"): _Key("peer_max_packet_size", int, _packet_size),
+    ("peers", "resend_intervals"): _Key("peer_resend_intervals", list, _float_list),
+    ("peers", "order_ack_delay"): _Key("peer_order_ack_delay", float, _positive),
+    ("peers", "order_ack_max_delay"): _Key("peer_order_ack_max_delay", float, _positive),
+    ("peers", "history_size"): _Key("peer_history_size", int, _positive),
+    ("peers", "history_seconds"): _Key("peer_history_seconds", float, _positive),
 }
+
+#: ``[routes]`` takes any key: a destination ``HOST:PORT`` -> the next hop ``HOST:PORT``.
+ROUTES_SECTION: Final = "routes"
 
 
 def default_config_text() -> str:
@@ -159,7 +212,11 @@ def load_config(
         values.update(_parse(text, str(path)))
     for setting in settings:
         values.update(_parse_setting(setting))
-    attributes = {KEYS[key].attribute: value for key, value in values.items()}
+    routes = {key: value for (section, key), value in values.items() if section == ROUTES_SECTION}
+    attributes = {
+        KEYS[key].attribute: value for key, value in values.items() if key[0] != ROUTES_SECTION
+    }
+    attributes["routes"] = routes
     for key, value in overrides.items():
         if value is not None:
             attributes[key] = str(value) if isinstance(value, Path) else value
@@ -173,6 +230,9 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["listen"] = Address.parse(fields["listen"], what="server.listen")
     fields["client_listen"] = Address.parse(fields["client_listen"], what="server.client_listen")
     fields["max_map_size"] = fields["max_map_size"] or None
+    fields["peer_accept_from"] = _networks(fields["peer_accept_from"])
+    fields["peer_resend_intervals"] = tuple(float(v) for v in fields["peer_resend_intervals"])
+    fields["routes"] = _routes(fields.pop("routes", {}))
     for (section, key), spec in KEYS.items():
         check = spec.check
         if check is not None:
@@ -181,6 +241,9 @@ def _build(attributes: dict[str, Any]) -> Config:
                 msg = f"{section}.{key} {problem}"
                 raise ConfigError(msg)
     config = Config(**fields)
+    if config.peer_retry_max < config.peer_retry_initial:
+        msg = "peers.retry_max must not be below peers.retry_initial"
+        raise ConfigError(msg)
     if config.max_map_size is not None and config.max_map_size < config.initial_map_size:
         config = replace(config, initial_map_size=config.max_map_size)
     return config
@@ -192,7 +255,7 @@ def _parse(text: str, origin: str) -> dict[tuple[str, str], Any]:
     except tomllib.TOMLDecodeError as exc:
         msg = f"{origin}: {exc}"
         raise ConfigError(msg) from exc
-    sections = {section for section, _ in KEYS}
+    sections = {section for section, _ in KEYS} | {ROUTES_SECTION}
     result: dict[tuple[str, str], Any] = {}
     for section, items in raw.items():
         if section not in sections or not isinstance(items, dict):
@@ -206,6 +269,7 @@ def _parse(text: str, origin: str) -> dict[tuple[str, str], Any]:
 def _parse_setting(setting: str) -> dict[tuple[str, str], Any]:
     name, sep, text = setting.partition("=")
     section, dot, key = name.strip().partition(".")
+    key = key.strip().strip('"')
     if not sep or not dot:
         msg = f"--set {setting!r}: expected SECTION.KEY=VALUE"
         raise ConfigError(msg)
@@ -221,6 +285,11 @@ def _parse_setting(setting: str) -> dict[tuple[str, str], Any]:
 
 
 def _typed(section: str, key: str, value: Any, origin: str) -> Any:
+    if section == ROUTES_SECTION:
+        if not isinstance(value, str):
+            msg = f"{origin}: routes.{key} must be a next hop HOST:PORT string, not {value!r}"
+            raise ConfigError(msg)
+        return value
     spec = KEYS.get((section, key))
     if spec is None:
         msg = f"{origin}: unknown key {section}.{key}"
@@ -233,3 +302,39 @@ def _typed(section: str, key: str, value: Any, origin: str) -> Any:
         msg = f"{origin}: {section}.{key} must be {expected.__name__}, not {value!r}"
         raise ConfigError(msg)
     return value
+
+
+def _networks(values: list[Any]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    networks = []
+    for value in values:
+        try:
+            networks.append(ipaddress.ip_network(str(value), strict=False))
+        except ValueError:
+            msg = f"peers.accept_from: {value!r} is not an address or CIDR network"
+            raise ConfigError(msg) from None
+    return tuple(networks)
+
+
+def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[str, int]:
+    """``HOST[:PORT]`` (``[v6]:PORT`` for IPv6) as a lower-case host and a port."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if rest and not rest.startswith(":"):
+            port_text = "x"
+    elif text.count(":") == 1:
+        host, _, port_text = text.partition(":")
+    else:
+        host, port_text = text, ""
+    if not host or (port_text and (not port_text.isdigit() or not 0 < int(port_text) < 65536)):
+        msg = f"{what}: expected HOST[:PORT], got {text!r}"
+        raise ConfigError(msg)
+    return host.lower(), int(port_text) if port_text else default_port
+
+
+def _routes(values: dict[str, str]) -> dict[tuple[str, int], tuple[str, int]]:
+    return {
+        parse_host_port(key, what=f"routes.{key}"): parse_host_port(value, what=f"routes.{key}")
+        for key, value in values.items()
+    }

@@ -4,7 +4,7 @@ Layering rule: this package is synchronous. It imports nothing from ``qmgr``,
 ``wire`` or ``trio``, never awaits and never sleeps; every LMDB error leaves
 it as a typed :class:`StoreError`. One :class:`Store` owns one LMDB
 environment. Writes are typed operations in units (``AppendMessage``,
-``RemoveMessage``, ``CreateQueue``, ...) that the store plans on its owner's
+``RemoveMessage``, ``CreateQueue``, ``AppendOutgoing``, ...) that the store plans on its owner's
 thread and applies in one write transaction per batch, which begins and ends
 inside one call: no write transaction can span an ``await`` in the layers
 above. A message is an opaque payload to the store.
@@ -52,9 +52,17 @@ from ._ops import SetSetting as SetSetting
 from ._ops import Skipped as Skipped
 from ._ops import Unit as Unit
 from ._ops import UnitOutcome as UnitOutcome
+from ._peering_ops import AppendOutgoing as AppendOutgoing
+from ._peering_ops import ForgetOutgoing as ForgetOutgoing
+from ._peering_ops import Forgotten as Forgotten
+from ._peering_ops import RecordIncoming as RecordIncoming
+from ._peering_ops import RememberMessageIds as RememberMessageIds
+from ._peering_ops import SetOutgoingPaused as SetOutgoingPaused
 from ._plan import Plan as Plan
 from ._plan import PlanContext as PlanContext
 from ._records import MESSAGE_HEADER_SIZE as MESSAGE_HEADER_SIZE
+from ._records import IncomingState as IncomingState
+from ._records import OutgoingState as OutgoingState
 from ._records import QueueKind as QueueKind
 from ._records import QueueRecord as QueueRecord
 from ._records import decode_queue as decode_queue

@@ -2,12 +2,19 @@
 
 Theory of operation
 -------------------
-Opening reads only ``meta``, ``queues``, ``doomed`` and each queue's
-counters (next lookup id, depth, bytes, purge mark; kept in ``messages``
-beside the queue's messages and rewritten in the same write transaction as
-the messages they count), so
-start-up costs O(number of queues), never O(number of messages), and the
-counters are exactly as durable as the messages.
+Opening reads only ``meta``, ``queues``, ``doomed``, ``outgoing`` and each
+queue's counters (next lookup id, depth, bytes, purge mark; kept in
+``messages`` beside the queue's messages and rewritten in the same write
+transaction as the messages they count), so start-up costs O(number of
+queues), never O(number of messages), and the counters are exactly as
+durable as the messages.
+
+Schema versions. Opening creates every named database that is missing, in
+the same write transaction that reads ``meta``. A store of schema 2 (before
+peering) lacks ``outgoing``, ``incoming``, ``history`` and two meta
+counters: that transaction creates them and writes version 3, so the
+migration is atomic and costs nothing per message. Any other version is
+refused with ``SchemaMismatch``.
 
 The :class:`Catalog` then serves the committed records from memory. They are
 immutable values; a write plans new ones while its transaction is prepared,
@@ -30,26 +37,40 @@ from ._errors import SchemaMismatch, StoreCorrupt
 from ._keys import (
     DB_BY_PRIORITY,
     DB_DOOMED,
+    DB_HISTORY,
+    DB_INCOMING,
     DB_MESSAGES,
     DB_META,
+    DB_OUTGOING,
     DB_QUEUE_IDS,
     DB_QUEUES,
+    META_HISTORY_COUNTER,
     META_NEXT_QUEUE_ID,
     META_ORDINAL_LIMIT,
     META_QM_GUID,
     META_SCHEMA_VERSION,
+    META_SEQUENCE_STAMP,
     counters_key,
     u32,
     u64,
     unpack_u32,
     unpack_u64,
 )
-from ._records import QueueRecord, decode_counters, decode_queue
+from ._records import (
+    OutgoingState,
+    QueueKind,
+    QueueRecord,
+    decode_counters,
+    decode_outgoing,
+    decode_queue,
+)
 
 __all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
+#: The schema before peering, migrated at opening.
+_SCHEMA_BEFORE_PEERING: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +83,13 @@ class Databases:
     doomed: lmdb._Database
     messages: lmdb._Database
     by_priority: lmdb._Database
+    outgoing: lmdb._Database
+    incoming: lmdb._Database
+    history: lmdb._Database
 
 
 class Catalog:
-    """Committed queues, doomed queues and meta values, in memory."""
+    """Committed queues, doomed queues, outgoing states and meta values, in memory."""
 
     def __init__(self, env: Environment) -> None:
         self.by_name: dict[str, QueueRecord] = {}
@@ -75,6 +99,12 @@ class Catalog:
         self.next_queue_id = 1
         #: Message-id ordinals below this may have been used.
         self.ordinal_limit = 1
+        #: The OutgoingState of every OUTGOING queue, by queue id.
+        self.outgoing: dict[int, OutgoingState] = {}
+        #: The last sequence timestamp given to an outgoing queue.
+        self.sequence_stamp = 0
+        #: The last insertion counter given to a ``history`` entry.
+        self.history_counter = 0
         self.qm_guid = uuid.UUID(int=0)
         self._env = env
         self.dbs = env.write_growing("open store", self._load)
@@ -90,16 +120,21 @@ class Catalog:
             doomed=env.open_db(txn, DB_DOOMED),
             messages=env.open_db(txn, DB_MESSAGES),
             by_priority=env.open_db(txn, DB_BY_PRIORITY),
+            outgoing=env.open_db(txn, DB_OUTGOING),
+            incoming=env.open_db(txn, DB_INCOMING),
+            history=env.open_db(txn, DB_HISTORY),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
             self._create(txn, dbs)
         else:
-            self._check_version(raw_version)
+            if self._check_version(raw_version) == _SCHEMA_BEFORE_PEERING:
+                self._migrate_to_peering(txn, dbs)
             self._read_meta(txn, dbs)
         self.by_name.clear()
         self.by_id.clear()
         self.doomed.clear()
+        self.outgoing.clear()
         for _, data in _items(txn, dbs.queues):
             record = decode_queue(data)
             counters = txn.get(counters_key(record.queue_id), db=dbs.messages)
@@ -112,7 +147,21 @@ class Catalog:
         for _, data in _items(txn, dbs.doomed):
             record = decode_queue(data)
             self.doomed[record.queue_id] = record
+        self._load_outgoing(txn, dbs)
         return dbs
+
+    def _load_outgoing(self, txn: Txn, dbs: Databases) -> None:
+        for key, data in _items(txn, dbs.outgoing):
+            queue_id = unpack_u32(key) if len(key) == 4 else None
+            record = None if queue_id is None else self.by_id.get(queue_id)
+            if queue_id is None or record is None or record.kind is not QueueKind.OUTGOING:
+                msg = f"outgoing state {bytes(key).hex()} belongs to no outgoing queue"
+                raise StoreCorrupt(msg)
+            self.outgoing[queue_id] = decode_outgoing(queue_id, data)
+        for record in self.by_id.values():
+            if record.kind is QueueKind.OUTGOING and record.queue_id not in self.outgoing:
+                msg = f"outgoing queue {record.name!r} has no outgoing state"
+                raise StoreCorrupt(msg)
 
     def _create(self, txn: Txn, dbs: Databases) -> None:
         if any(True for _ in _items(txn, dbs.queues)):
@@ -121,31 +170,56 @@ class Catalog:
         self.qm_guid = uuid.uuid4()
         self.next_queue_id = 1
         self.ordinal_limit = 1
+        self.sequence_stamp = 0
+        self.history_counter = 0
         txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
         txn.put(META_QM_GUID, self.qm_guid.bytes, db=dbs.meta)
         txn.put(META_NEXT_QUEUE_ID, u32(1), db=dbs.meta)
         txn.put(META_ORDINAL_LIMIT, u64(1), db=dbs.meta)
+        txn.put(META_SEQUENCE_STAMP, u32(0), db=dbs.meta)
+        txn.put(META_HISTORY_COUNTER, u64(0), db=dbs.meta)
 
     @staticmethod
-    def _check_version(raw: bytes) -> None:
+    def _check_version(raw: bytes) -> int:
+        """The stored schema version, if this code reads it (perhaps after migrating)."""
         try:
             version = unpack_u32(raw)
         except Exception as exc:
             msg = "schema version in meta is not a u32"
             raise StoreCorrupt(msg) from exc
-        if version != SCHEMA_VERSION:
+        if version not in (SCHEMA_VERSION, _SCHEMA_BEFORE_PEERING):
             raise SchemaMismatch(version, SCHEMA_VERSION)
+        return version
+
+    @staticmethod
+    def _migrate_to_peering(txn: Txn, dbs: Databases) -> None:
+        """Schema 2 -> 3: the peering databases were just created (empty); add the
+        meta counters and the new version, in the opening write transaction."""
+        txn.put(META_SEQUENCE_STAMP, u32(0), db=dbs.meta)
+        txn.put(META_HISTORY_COUNTER, u64(0), db=dbs.meta)
+        txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
 
     def _read_meta(self, txn: Txn, dbs: Databases) -> None:
         guid = txn.get(META_QM_GUID, db=dbs.meta)
         next_id = txn.get(META_NEXT_QUEUE_ID, db=dbs.meta)
         ordinal_limit = txn.get(META_ORDINAL_LIMIT, db=dbs.meta)
-        if guid is None or len(guid) != 16 or next_id is None or ordinal_limit is None:
+        stamp = txn.get(META_SEQUENCE_STAMP, db=dbs.meta)
+        history = txn.get(META_HISTORY_COUNTER, db=dbs.meta)
+        if (
+            guid is None
+            or len(guid) != 16
+            or next_id is None
+            or ordinal_limit is None
+            or stamp is None
+            or history is None
+        ):
             msg = "store meta is incomplete"
             raise StoreCorrupt(msg)
         try:
             self.next_queue_id = unpack_u32(next_id)
             self.ordinal_limit = unpack_u64(ordinal_limit)
+            self.sequence_stamp = unpack_u32(stamp)
+            self.history_counter = unpack_u64(history)
         except Exception as exc:
             msg = "store meta counters do not decode"
             raise StoreCorrupt(msg) from exc
@@ -153,7 +227,12 @@ class Catalog:
 
     # ------------------------------------------------------------------ committed state
 
-    def install(self, records: list[QueueRecord], removed: list[QueueRecord]) -> None:
+    def install(
+        self,
+        records: list[QueueRecord],
+        removed: list[QueueRecord],
+        outgoing: dict[int, OutgoingState | None],
+    ) -> None:
         """Put records committed by a write in place, and forget removed ones."""
         for record in removed:
             self.by_id.pop(record.queue_id, None)
@@ -161,6 +240,11 @@ class Catalog:
         for record in records:
             self.by_name[record.name] = record
             self.by_id[record.queue_id] = record
+        for queue_id, state in outgoing.items():
+            if state is None:
+                self.outgoing.pop(queue_id, None)
+            else:
+                self.outgoing[queue_id] = state
 
 
 def _items(txn: Txn, db: lmdb._Database) -> Iterator[tuple[bytes, bytes]]:

@@ -13,6 +13,8 @@ database        key                                         value
                 ``qm_guid``                                 16 bytes (UUID, big-endian)
                 ``next_queue_id``                           u32 big-endian
                 ``ordinal_limit``                           u64 big-endian
+                ``sequence_stamp``                          u32 big-endian
+                ``history_counter``                         u64 big-endian
                 ``setting:<k>``                             UTF-8 text
 ``queues``      canonical queue name, UTF-8                 queue record
 ``queue_ids``   queue_id u32 (4 B)                          canonical queue name, UTF-8
@@ -23,6 +25,10 @@ database        key                                         value
 (the main DB)   0x00 + queue_id u32 + 0xFF x 8 (13 B)       the queue's counters
 ``by_priority`` queue_id u32 + (7 - priority) u8 +          empty
                 lookup_id u64 (13 B)
+``outgoing``    queue_id u32 (4 B) of an OUTGOING queue     outgoing state record
+``incoming``    source QM GUID (16 B) + queue key UTF-8     incoming state record
+``history``     source QM GUID (16 B) + message ordinal     insertion counter u64
+                u32 (20 B)
 ==============  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -50,8 +56,19 @@ only; a scan of one queue's prefix visits the highest priority first and,
 within a priority, the lowest lookup id first. Transactional queues are FIFO
 by lookup id and have no entries there.
 
-LMDB refuses keys longer than 511 bytes; queue names and setting keys are
-checked against :data:`MAX_KEY_SIZE` before they are written.
+``sequence_stamp`` is the last sequence timestamp given to an outgoing queue
+(each new one takes ``max(int(now), last + 1)``, so no two outgoing queues
+ever share one); ``history_counter`` is the last insertion counter given to
+a ``history`` entry, so the history reads back in insertion order.
+
+``incoming`` keys the receiver's state of one exactly-once stream: the
+sending queue manager's GUID, then the destination queue key as the sender
+wrote it (it need not name a queue here). ``history`` keys the ids of
+non-transactional messages received lately, to drop resent duplicates.
+
+LMDB refuses keys longer than 511 bytes; queue names, setting keys and
+incoming stream keys are checked against :data:`MAX_KEY_SIZE` before they
+are written.
 """
 
 from __future__ import annotations
@@ -64,19 +81,28 @@ from ._errors import InvalidRecord
 __all__ = [
     "DB_BY_PRIORITY",
     "DB_DOOMED",
+    "DB_HISTORY",
+    "DB_INCOMING",
     "DB_MESSAGES",
     "DB_META",
+    "DB_OUTGOING",
     "DB_QUEUES",
     "DB_QUEUE_IDS",
+    "HISTORY_KEY_SIZE",
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
     "MAX_QUEUE_ID",
+    "META_HISTORY_COUNTER",
     "META_NEXT_QUEUE_ID",
     "META_ORDINAL_LIMIT",
     "META_QM_GUID",
     "META_RECLAIM",
     "META_SCHEMA_VERSION",
+    "META_SEQUENCE_STAMP",
+    "QM_GUID_SIZE",
     "counters_key",
+    "history_key",
+    "incoming_key",
     "lookup_id_of",
     "message_key",
     "message_range",
@@ -85,6 +111,7 @@ __all__ = [
     "priority_range",
     "queue_id_key",
     "setting_key",
+    "split_incoming_key",
     "split_message_key",
     "split_priority_key",
     "u32",
@@ -101,12 +128,17 @@ DB_QUEUE_IDS: Final = b"queue_ids"
 DB_MESSAGES: Final = None
 DB_BY_PRIORITY: Final = b"by_priority"
 DB_DOOMED: Final = b"doomed"
+DB_OUTGOING: Final = b"outgoing"
+DB_INCOMING: Final = b"incoming"
+DB_HISTORY: Final = b"history"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"
 META_QM_GUID: Final = b"qm_guid"
 META_NEXT_QUEUE_ID: Final = b"next_queue_id"
 META_ORDINAL_LIMIT: Final = b"ordinal_limit"
+META_SEQUENCE_STAMP: Final = b"sequence_stamp"
+META_HISTORY_COUNTER: Final = b"history_counter"
 #: Rewritten (empty) to move LMDB's transaction id on when space must be reclaimed.
 META_RECLAIM: Final = b"reclaim"
 _SETTING_PREFIX: Final = b"setting:"
@@ -115,6 +147,10 @@ _SETTING_PREFIX: Final = b"setting:"
 MAX_KEY_SIZE: Final = 511
 MAX_QUEUE_ID: Final = 0xFFFFFFFF
 MAX_LOOKUP_ID: Final = 0xFFFFFFFFFFFFFFFF
+#: A queue manager's GUID, in ``incoming`` and ``history`` keys.
+QM_GUID_SIZE: Final = 16
+#: A ``history`` key: source GUID + message ordinal u32.
+HISTORY_KEY_SIZE: Final = QM_GUID_SIZE + 4
 
 _U32 = struct.Struct(">I")
 # A zero byte, the queue id, the lookup id: see "the main database" above.
@@ -227,3 +263,41 @@ def setting_key(key: str) -> bytes:
         )
         raise InvalidRecord(msg)
     return encoded
+
+
+def incoming_key(source_qm: bytes, queue_key: str) -> bytes:
+    """Key of ``incoming``: the source QM's 16-byte GUID + the queue key in UTF-8.
+
+    Raises:
+        InvalidRecord: the GUID is not 16 bytes, or the key exceeds LMDB's key size limit.
+    """
+    if len(source_qm) != QM_GUID_SIZE:
+        msg = f"source QM GUID must be {QM_GUID_SIZE} bytes, not {len(source_qm)}"
+        raise InvalidRecord(msg)
+    encoded = bytes(source_qm) + queue_key.encode("utf-8")
+    if len(encoded) > MAX_KEY_SIZE:
+        limit = MAX_KEY_SIZE - QM_GUID_SIZE
+        msg = f"incoming queue key must be at most {limit} bytes of UTF-8: {queue_key!r}"
+        raise InvalidRecord(msg)
+    return encoded
+
+
+def split_incoming_key(key: bytes) -> tuple[bytes, str]:
+    """Split an ``incoming`` key into ``(source_qm, queue_key)``.
+
+    Raises:
+        UnicodeDecodeError: the queue key is not UTF-8.
+    """
+    return bytes(key[:QM_GUID_SIZE]), bytes(key[QM_GUID_SIZE:]).decode("utf-8")
+
+
+def history_key(key: bytes) -> bytes:
+    """Check a ``history`` key: source GUID (16 bytes) + message ordinal u32 (20 bytes).
+
+    Raises:
+        InvalidRecord: it is not 20 bytes long.
+    """
+    if len(key) != HISTORY_KEY_SIZE:
+        msg = f"message history key must be {HISTORY_KEY_SIZE} bytes, not {len(key)}"
+        raise InvalidRecord(msg)
+    return bytes(key)

@@ -21,7 +21,8 @@ is there) and either raises one of the per-operation errors (``QueueMissing``,
   some and sends others to a dead-letter queue without failing the batch.
 
 New kinds of operation are new subclasses; the planner and the writer do
-not change.
+not change. The operations of peering (outgoing queues, incoming streams,
+message history) are in ``_peering_ops``.
 
 Deleting and purging are bounded: :class:`DeleteQueue` and
 :class:`PurgeQueue` only mark (the queue disappears, or its messages become
@@ -258,7 +259,12 @@ class RemoveMessage(Operation):
 
 @dataclass(frozen=True, slots=True)
 class CreateQueue(Operation):
-    """Create a queue; a NORMAL queue also gets its ``<name>;journal`` queue."""
+    """Create a queue; a NORMAL queue also gets its ``<name>;journal`` queue.
+
+    JOURNAL and OUTGOING queues are not created this way (``InvalidOperation``):
+    a journal queue comes with its queue, an outgoing queue with its first
+    ``AppendOutgoing``.
+    """
 
     name: str
     display_name: str
@@ -271,6 +277,9 @@ class CreateQueue(Operation):
     def plan(self, ctx: PlanContext) -> Result:
         if self.kind is QueueKind.JOURNAL:
             msg = f"journal queue {self.name!r} cannot be created on its own"
+            raise InvalidOperation(msg)
+        if self.kind is QueueKind.OUTGOING:
+            msg = f"outgoing queue {self.name!r} is created by AppendOutgoing, with its state"
             raise InvalidOperation(msg)
         journal_name = self.name + _JOURNAL_SUFFIX if self.kind is QueueKind.NORMAL else None
         longest = journal_name or self.name
@@ -318,7 +327,10 @@ class CreateQueue(Operation):
 
 @dataclass(frozen=True, slots=True)
 class DeleteQueue(Operation):
-    """Delete a queue and its journal queue at once; their messages are erased in steps."""
+    """Delete a queue and its journal queue at once; their messages are erased in steps.
+
+    An outgoing queue's sequence state is deleted with it.
+    """
 
     @property
     def frees_space(self) -> bool:

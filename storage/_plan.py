@@ -8,11 +8,14 @@ A batch goes through three steps:
    transaction and gives each operation a :class:`PlanContext`: a view of
    the committed state (the catalog) with the batch's own changes laid
    over it. Operations check, then record *writes* (put a new key, put,
-   delete an existing key) and change queue counters in the overlay.
+   delete an existing key, delete a key if it is there) and change queue
+   counters, meta counters and outgoing states in the overlay.
    Savepoints (per atomic unit, per operation of a non-atomic unit, inside
    ``Attempt``) roll back both the writes and the overlay. At the end every
-   queue the batch touched gets its record written once. Nothing is written
-   to LMDB here and nothing in the catalog changes.
+   queue the batch touched gets its record written once, and so does every
+   outgoing state it changed and every meta counter. Nothing is written
+   to LMDB here and nothing in the catalog changes. (The scratch state and
+   the savepoints are in ``_overlay``.)
 2. :func:`apply_plan` runs the writes in one write transaction and commits
    it. It touches nothing but LMDB and the plan, so it may run on another
    thread (the daemon's writer thread), as long as only one batch is
@@ -42,8 +45,10 @@ from ._env import Environment, Reading, Txn
 from ._errors import InvalidRecord, MessageMissing, QueueMissing, StoreCorrupt
 from ._keys import (
     MAX_LOOKUP_ID,
+    META_HISTORY_COUNTER,
     META_NEXT_QUEUE_ID,
     META_ORDINAL_LIMIT,
+    META_SEQUENCE_STAMP,
     counters_key,
     lookup_id_of,
     message_key,
@@ -54,7 +59,15 @@ from ._keys import (
     u64,
 )
 from ._ops import OPERATION_ERRORS, SKIPPED, Failed, Result, Unit, UnitOutcome
-from ._records import QueueRecord, encode_counters, encode_queue
+from ._overlay import MISSING, QueueState, Savepoint
+from ._records import (
+    OutgoingState,
+    QueueKind,
+    QueueRecord,
+    encode_counters,
+    encode_outgoing,
+    encode_queue,
+)
 
 __all__ = ["Plan", "PlanContext", "QueueState", "apply_plan", "plan_batch"]
 
@@ -62,107 +75,12 @@ __all__ = ["Plan", "PlanContext", "QueueState", "apply_plan", "plan_batch"]
 PUT: Final = 0
 PUT_NEW: Final = 1
 DELETE: Final = 2
-
-_MISSING: Final = object()
+#: Delete a key if it is there (forgetting that may already be done).
+DISCARD: Final = 3
+_MAX_U32: Final = 0xFFFFFFFF
 
 #: One write: its kind, the database, the key and the value (``b""`` for a delete).
 Write: TypeAlias = tuple[int, lmdb._Database, bytes, bytes]
-
-
-class QueueState:
-    """A queue's record and counters while a batch is planned (mutable scratch)."""
-
-    __slots__ = ("bytes", "deleted", "depth", "erasing", "next_lookup_id", "purged_below", "record")
-
-    def __init__(self, record: QueueRecord) -> None:
-        self.record = record
-        self.next_lookup_id = record.next_lookup_id
-        self.depth = record.depth
-        self.bytes = record.bytes
-        self.purged_below = record.purged_below
-        self.erasing = record.erasing
-        self.deleted = False
-
-    def copy(self) -> QueueState:
-        """An independent copy (for copy-on-write under a savepoint)."""
-        clone = QueueState.__new__(QueueState)
-        clone.record = self.record
-        clone.next_lookup_id = self.next_lookup_id
-        clone.depth = self.depth
-        clone.bytes = self.bytes
-        clone.purged_below = self.purged_below
-        clone.erasing = self.erasing
-        clone.deleted = self.deleted
-        return clone
-
-    def final_record(self) -> QueueRecord:
-        """The record as it will be stored."""
-        record = self.record
-        if (
-            record.next_lookup_id == self.next_lookup_id
-            and record.depth == self.depth
-            and record.bytes == self.bytes
-            and record.purged_below == self.purged_below
-            and record.erasing == self.erasing
-        ):
-            return record
-        return record.with_counters(
-            next_lookup_id=self.next_lookup_id,
-            depth=self.depth,
-            size=self.bytes,
-            purged_below=self.purged_below,
-            erasing=self.erasing,
-        )
-
-
-class _Savepoint:
-    """What to restore if the operations since it began are rolled back."""
-
-    __slots__ = ("_context", "_undo", "_writes", "rolled_back")
-
-    def __init__(self, context: PlanContext) -> None:
-        self._context = context
-        self._writes = len(context.writes)
-        # (mapping, key) -> value before the first change under this savepoint
-        self._undo: dict[tuple[int, object], tuple[dict[object, object], object, object]] = {}
-        self.rolled_back = False
-
-    def remember(self, mapping: dict[object, object], key: object) -> bool:
-        """Note ``mapping[key]`` before its first change; False if already noted."""
-        token = (id(mapping), key)
-        if token in self._undo:
-            return False
-        self._undo[token] = (mapping, key, mapping.get(key, _MISSING))
-        return True
-
-    def roll_back(self) -> None:
-        """Undo every write and change made since the savepoint began."""
-        context = self._context
-        del context.writes[self._writes :]
-        for mapping, key, before in self._undo.values():
-            if before is _MISSING:
-                mapping.pop(key, None)
-            else:
-                mapping[key] = before
-        self._undo.clear()
-        self.rolled_back = True
-
-    def merge_into(self, parent: _Savepoint) -> None:
-        """Hand what this savepoint would undo to the enclosing one."""
-        for token, entry in self._undo.items():
-            parent._undo.setdefault(token, entry)
-
-    def __enter__(self) -> _Savepoint:
-        self._context._stack.append(self)
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
-        stack = self._context._stack
-        stack.pop()
-        if exc_type is not None:
-            self.roll_back()
-        elif not self.rolled_back:
-            self.merge_into(stack[-1])
 
 
 class PlanContext:
@@ -186,8 +104,10 @@ class PlanContext:
         self._doomed: dict[object, object] = {}
         self._removed: dict[object, object] = {}
         self._meta: dict[object, object] = {}
-        self._stack: list[_Savepoint] = []
-        self._stack.append(_Savepoint(self))
+        #: Queue id -> the OutgoingState the batch gave it, or None: deleted.
+        self._outgoing: dict[object, object] = {}
+        self._stack: list[Savepoint] = []
+        self._stack.append(Savepoint(self))
         #: Queue ids whose record (or doomed record) the batch must write.
         self._touched: dict[object, object] = {}
 
@@ -214,10 +134,10 @@ class PlanContext:
 
     # ------------------------------------------------------------------ savepoints
 
-    def savepoint(self) -> _Savepoint:
+    def savepoint(self) -> Savepoint:
         """A savepoint for a ``with`` block: changes made in it can be undone with
         ``roll_back()``; an exception from the block undoes them and propagates."""
-        return _Savepoint(self)
+        return Savepoint(self)
 
     def _set(self, mapping: dict[object, object], key: object, value: object) -> None:
         self._stack[-1].remember(mapping, key)
@@ -258,8 +178,8 @@ class PlanContext:
 
     def queue_named(self, name: str) -> QueueState | None:
         """The queue of that canonical name as the batch sees it, or ``None``."""
-        queue_id = self._names.get(name, _MISSING)
-        if queue_id is _MISSING:
+        queue_id = self._names.get(name, MISSING)
+        if queue_id is MISSING:
             record = self._catalog.by_name.get(name)
             return None if record is None else self.queue(record.queue_id)
         return None if queue_id is None else self.queue(queue_id)  # type: ignore[arg-type]
@@ -293,6 +213,8 @@ class PlanContext:
         state.deleted = True
         self._set(self._names, state.record.name, None)
         self._set(self._doomed, queue_id, state)
+        if state.record.kind is QueueKind.OUTGOING:
+            self._set(self._outgoing, queue_id, None)
 
     def purge(self, queue_id: int) -> int:
         """Make every message of a queue invisible; returns how many there were."""
@@ -360,8 +282,8 @@ class PlanContext:
         Returns:
             How many were erased, and whether none are left to erase.
         """
-        doomed = self._doomed.get(queue_id, _MISSING)
-        if doomed is _MISSING:
+        doomed = self._doomed.get(queue_id, MISSING)
+        if doomed is MISSING:
             doomed = self._catalog.doomed.get(queue_id)
             doomed = None if doomed is None else QueueState(doomed)
         if doomed is not None:
@@ -448,6 +370,55 @@ class PlanContext:
         """Write a key of ``meta`` (a setting)."""
         self.writes.append((PUT, self.dbs.meta, key, value))
 
+    # ------------------------------------------------------------------ peering
+
+    def outgoing_state(self, queue_id: int) -> OutgoingState | None:
+        """An OUTGOING queue's sequence state as the batch sees it, or ``None``."""
+        state = self._outgoing.get(queue_id, MISSING)
+        if state is MISSING:
+            return self._catalog.outgoing.get(queue_id)
+        assert state is None or isinstance(state, OutgoingState)
+        return state
+
+    def set_outgoing_state(self, state: OutgoingState) -> None:
+        """Give an OUTGOING queue its sequence state (written at the end of the batch).
+
+        Raises:
+            InvalidRecord: a field does not fit its width.
+        """
+        encode_outgoing(state)  # refuse it now, not when the batch is written
+        self._set(self._outgoing, state.queue_id, state)
+
+    def next_sequence_stamp(self) -> int:
+        """A sequence timestamp for a new outgoing queue: ``max(int(now), last + 1)``.
+
+        Raises:
+            InvalidRecord: timestamps (u32) are exhausted.
+        """
+        last = self._meta.get(META_SEQUENCE_STAMP, self._catalog.sequence_stamp)
+        assert isinstance(last, int)
+        stamp = max(int(self.now), last + 1)
+        if stamp > _MAX_U32:
+            msg = "outgoing sequence timestamps are exhausted"
+            raise InvalidRecord(msg)
+        self._set(self._meta, META_SEQUENCE_STAMP, stamp)
+        return stamp
+
+    def next_history_counter(self) -> int:
+        """The insertion counter of a new ``history`` entry (one more than the last)."""
+        last = self._meta.get(META_HISTORY_COUNTER, self._catalog.history_counter)
+        assert isinstance(last, int)
+        self._set(self._meta, META_HISTORY_COUNTER, last + 1)
+        return last + 1
+
+    def put(self, db: lmdb._Database, key: bytes, value: bytes) -> None:
+        """Write a key, whether it is there or not."""
+        self.writes.append((PUT, db, key, value))
+
+    def discard(self, db: lmdb._Database, key: bytes) -> None:
+        """Delete a key if it is there."""
+        self.writes.append((DISCARD, db, key, b""))
+
     # ------------------------------------------------------------------ the end of the batch
 
     def finish(self) -> _Install:
@@ -461,7 +432,7 @@ class PlanContext:
         for queue_id in self._touched:
             assert isinstance(queue_id, int)
             state = self._states.get(queue_id)
-            in_doomed = self._doomed.get(queue_id, _MISSING)
+            in_doomed = self._doomed.get(queue_id, MISSING)
             committed = queue_id in catalog.by_id
             if isinstance(state, QueueState) and state.deleted:
                 record = state.final_record()
@@ -495,13 +466,37 @@ class PlanContext:
         ordinal_limit = self._meta.get(META_ORDINAL_LIMIT)
         if isinstance(ordinal_limit, int):
             writes.append((PUT, dbs.meta, META_ORDINAL_LIMIT, u64(ordinal_limit)))
+        stamp = self._meta.get(META_SEQUENCE_STAMP)
+        if isinstance(stamp, int):
+            writes.append((PUT, dbs.meta, META_SEQUENCE_STAMP, u32(stamp)))
+        history = self._meta.get(META_HISTORY_COUNTER)
+        if isinstance(history, int):
+            writes.append((PUT, dbs.meta, META_HISTORY_COUNTER, u64(history)))
         return _Install(
             records=records,
             removed=removed,
             doomed=doomed_now,
+            outgoing=self._finish_outgoing(),
             next_queue_id=next_queue_id if isinstance(next_queue_id, int) else None,
             ordinal_limit=ordinal_limit if isinstance(ordinal_limit, int) else None,
+            sequence_stamp=stamp if isinstance(stamp, int) else None,
+            history_counter=history if isinstance(history, int) else None,
         )
+
+    def _finish_outgoing(self) -> dict[int, OutgoingState | None]:
+        """Write the outgoing states the batch changed; returns them for the catalog."""
+        committed = self._catalog.outgoing
+        db = self.dbs.outgoing
+        changed: dict[int, OutgoingState | None] = {}
+        for queue_id, state in self._outgoing.items():
+            assert isinstance(queue_id, int)
+            if isinstance(state, OutgoingState):
+                self.writes.append((PUT, db, queue_id_key(queue_id), encode_outgoing(state)))
+                changed[queue_id] = state
+            elif queue_id in committed:  # deleted (one created in this batch was never written)
+                self.writes.append((DELETE, db, queue_id_key(queue_id), b""))
+                changed[queue_id] = None
+        return changed
 
     def _drop_write(self, db: lmdb._Database, key: bytes) -> None:
         self.writes[:] = [w for w in self.writes if not (w[1] is db and w[2] == key)]
@@ -514,8 +509,11 @@ class _Install:
     records: list[QueueRecord]
     removed: list[QueueRecord]
     doomed: dict[int, QueueRecord | None]
+    outgoing: dict[int, OutgoingState | None]
     next_queue_id: int | None
     ordinal_limit: int | None
+    sequence_stamp: int | None
+    history_counter: int | None
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -532,7 +530,7 @@ class Plan:
     def install(self, catalog: Catalog) -> list[UnitOutcome]:
         """Put the committed result in the catalog; returns the outcomes."""
         install = self._install
-        catalog.install(install.records, install.removed)
+        catalog.install(install.records, install.removed, install.outgoing)
         for queue_id, record in install.doomed.items():
             if record is None:
                 catalog.doomed.pop(queue_id, None)
@@ -542,6 +540,10 @@ class Plan:
             catalog.next_queue_id = install.next_queue_id
         if install.ordinal_limit is not None:
             catalog.ordinal_limit = install.ordinal_limit
+        if install.sequence_stamp is not None:
+            catalog.sequence_stamp = install.sequence_stamp
+        if install.history_counter is not None:
+            catalog.history_counter = install.history_counter
         return self.outcomes
 
 
@@ -614,6 +616,8 @@ def apply_plan(env: Environment, plan: Plan) -> None:
                     raise StoreCorrupt(msg)
             elif kind == PUT:
                 put(key, value, db=db)
+            elif kind == DISCARD:
+                delete(key, db=db)
             elif not delete(key, db=db):
                 msg = f"key {key.hex()} to delete is not in the store: {disagree}"
                 raise StoreCorrupt(msg)

@@ -17,6 +17,10 @@ of lookup ids to skip (those held by open transactions). The caller keeps
 the start position just past the messages it knows are all held, so a
 receive costs a seek plus the keys it really has to look at, not a walk
 over every held message at the head of the queue.
+
+The peering state (:func:`read_incoming`, :func:`read_history`) is read
+whole, at start-up: it is bounded by the number of streams and of history
+entries, never by the number of messages.
 """
 
 from __future__ import annotations
@@ -29,15 +33,19 @@ from ._env import Environment
 from ._errors import StoreCorrupt
 from ._keys import (
     MAX_LOOKUP_ID,
+    QM_GUID_SIZE,
     lookup_id_of,
     message_key,
     message_range,
     priority_band_key,
     priority_range,
+    split_incoming_key,
     split_priority_key,
+    unpack_u64,
 )
+from ._records import IncomingState, decode_incoming
 
-__all__ = ["MessageReader"]
+__all__ = ["MessageReader", "read_history", "read_incoming"]
 
 #: Bands of the priority index: band 0 holds priority 7, band 7 priority 0.
 PRIORITY_BANDS: Final = 8
@@ -143,3 +151,42 @@ class MessageReader:
                     return key_band, lookup_id, data
                 positioned = cursor.next()
         return None
+
+
+def read_incoming(env: Environment, catalog: Catalog) -> list[IncomingState]:
+    """Every stored incoming stream state, ordered by source GUID then queue key.
+
+    Raises:
+        StoreCorrupt: a key or value does not decode.
+    """
+    found: list[IncomingState] = []
+    with env.read("incoming_states") as txn, txn.cursor(db=catalog.dbs.incoming) as cursor:
+        for key, value in cursor.iternext(keys=True, values=True):
+            try:
+                if len(key) < QM_GUID_SIZE:
+                    raise ValueError(len(key))  # noqa: TRY301 - one message for every bad key
+                source_qm, queue_key = split_incoming_key(key)
+            except ValueError as exc:
+                msg = f"incoming state key {bytes(key).hex()} is corrupt"
+                raise StoreCorrupt(msg) from exc
+            found.append(decode_incoming(source_qm, queue_key, value))
+    return found
+
+
+def read_history(env: Environment, catalog: Catalog) -> list[bytes]:
+    """Every message history key, in the order they were added.
+
+    Raises:
+        StoreCorrupt: a value is not a u64 counter.
+    """
+    entries: list[tuple[int, bytes]] = []
+    with env.read("message_history") as txn, txn.cursor(db=catalog.dbs.history) as cursor:
+        for key, value in cursor.iternext(keys=True, values=True):
+            try:
+                counter = unpack_u64(value)
+            except Exception as exc:
+                msg = f"message history entry {bytes(key).hex()} is corrupt"
+                raise StoreCorrupt(msg) from exc
+            entries.append((counter, bytes(key)))
+    entries.sort()
+    return [key for _, key in entries]

@@ -1,6 +1,6 @@
 """The records the store keeps, and their byte encodings.
 
-Both encodings start with a fixed part packed with one precompiled
+Every encoding starts with a fixed part packed with one precompiled
 :class:`struct.Struct` (big-endian, no padding) whose first byte is the
 record format version. Every decoder checks what it reads, so a truncated
 record, trailing bytes or random garbage is :class:`StoreCorrupt`, never
@@ -45,6 +45,26 @@ Queue counters, format version 2 (in ``messages``, see ``_keys``)::
      10     8  depth                     u64
      18     8  bytes                     u64
      26     8  purged_below              u64: messages with a lower lookup id were purged
+
+Outgoing state, format version 1 (in ``outgoing``, keyed by the queue id)::
+
+    off  size  field
+      0     1  format version (1)
+      1     1  flags                     bit 0 paused
+      2     4  sequence_timestamp        u32: names the queue's TxSequenceID, unique per queue
+      6     4  sequence_ordinal          u32: the TxSequenceID's ordinal, +1 at each roll
+     10     8  base                      u64: an entry's sequence number is lookup_id - base
+
+Incoming state, format version 1 (in ``incoming``, keyed by source GUID + queue key)::
+
+    off  size  field
+      0     1  format version (1)
+      1     8  sequence_id               u64: the stream's TxSequenceID
+      9     4  last_number               u32: the last sequence number accepted
+     13     4  reject_count              u32
+     17     8  last_access               f64 unix seconds
+
+A ``history`` value is the entry's insertion counter, a bare u64.
 """
 
 from __future__ import annotations
@@ -59,15 +79,23 @@ from typing import Final
 from ._errors import InvalidRecord, StoreCorrupt
 
 __all__ = [
+    "INCOMING_FORMAT_VERSION",
     "MESSAGE_FORMAT_VERSION",
     "MESSAGE_HEADER_SIZE",
+    "OUTGOING_FORMAT_VERSION",
     "QUEUE_FORMAT_VERSION",
+    "IncomingState",
+    "OutgoingState",
     "QueueKind",
     "QueueRecord",
     "decode_counters",
+    "decode_incoming",
+    "decode_outgoing",
     "decode_queue",
     "encode_counters",
+    "encode_incoming",
     "encode_message_record",
+    "encode_outgoing",
     "encode_queue",
     "message_arrived_time",
     "message_header",
@@ -76,6 +104,8 @@ __all__ = [
 
 MESSAGE_FORMAT_VERSION: Final = 2
 QUEUE_FORMAT_VERSION: Final = 2
+OUTGOING_FORMAT_VERSION: Final = 1
+INCOMING_FORMAT_VERSION: Final = 1
 
 
 class QueueKind(enum.IntEnum):
@@ -89,6 +119,10 @@ class QueueKind(enum.IntEnum):
     DEADLETTER = 2
     #: ``system$;deadxact``: dead transactional messages.
     DEADXACT = 3
+    #: Messages waiting to go to one remote destination (named by the layer
+    #: above, e.g. ``outgoing$;tcp:127.0.0.1:1902\orders``): FIFO by lookup
+    #: id, no journal queue, with an :class:`OutgoingState`.
+    OUTGOING = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,3 +387,106 @@ def decode_counters(record: QueueRecord, data: bytes | memoryview) -> QueueRecor
         purged_below=purged_below,
         erasing=bool(flags & _C_ERASING),
     )
+
+
+# --------------------------------------------------------------------------- peering
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingState:
+    """The exactly-once sequence of an OUTGOING queue, as stored in ``outgoing``."""
+
+    queue_id: int
+    #: u32; unique per outgoing queue and larger than any earlier one of this store.
+    sequence_timestamp: int
+    #: u32; starts at 1 and grows by one each time the sequence rolls.
+    sequence_ordinal: int
+    #: u64; a transactional entry's sequence number is ``lookup_id - base``.
+    base: int
+    #: Sending is paused (kept across restarts).
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingState:
+    """The receiver's state of one exactly-once stream, as stored in ``incoming``."""
+
+    #: The sending queue manager's GUID (16 bytes).
+    source_qm: bytes
+    #: The destination queue key as the sender wrote it.
+    queue_key: str
+    #: u64: the TxSequenceID of the last accepted message.
+    sequence_id: int
+    #: u32: the sequence number of the last accepted message.
+    last_number: int
+    #: u32: messages of the stream rejected so far.
+    reject_count: int
+    #: Unix seconds.
+    last_access: float
+
+
+_OUTGOING = struct.Struct(">BBIIQ")
+_O_PAUSED: Final = 0x01
+_INCOMING = struct.Struct(">BQIId")
+
+
+def encode_outgoing(state: OutgoingState) -> bytes:
+    """Encode an outgoing state (its queue id is the key, not in the value).
+
+    Raises:
+        InvalidRecord: a field does not fit its width.
+    """
+    try:
+        return _OUTGOING.pack(
+            OUTGOING_FORMAT_VERSION,
+            _O_PAUSED if state.paused else 0,
+            state.sequence_timestamp,
+            state.sequence_ordinal,
+            state.base,
+        )
+    except struct.error as exc:
+        msg = f"outgoing state field out of range: {exc}"
+        raise InvalidRecord(msg) from exc
+
+
+def decode_outgoing(queue_id: int, data: bytes | memoryview) -> OutgoingState:
+    """Decode the outgoing state of queue ``queue_id``.
+
+    Raises:
+        StoreCorrupt: the bytes are not an outgoing state.
+    """
+    if len(data) != _OUTGOING.size or data[0] != OUTGOING_FORMAT_VERSION or data[1] & ~_O_PAUSED:
+        msg = f"outgoing state of queue id {queue_id} is corrupt ({len(data)} bytes)"
+        raise StoreCorrupt(msg)
+    _, flags, timestamp, ordinal, base = _OUTGOING.unpack(data)
+    return OutgoingState(queue_id, timestamp, ordinal, base, bool(flags & _O_PAUSED))
+
+
+def encode_incoming(
+    sequence_id: int, last_number: int, reject_count: int, last_access: float
+) -> bytes:
+    """Encode an incoming state's value (its source and queue key are the key).
+
+    Raises:
+        InvalidRecord: a field does not fit its width.
+    """
+    try:
+        return _INCOMING.pack(
+            INCOMING_FORMAT_VERSION, sequence_id, last_number, reject_count, last_access
+        )
+    except struct.error as exc:
+        msg = f"incoming state field out of range: {exc}"
+        raise InvalidRecord(msg) from exc
+
+
+def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) -> IncomingState:
+    """Decode the incoming state of stream ``(queue_key, source_qm)``.
+
+    Raises:
+        StoreCorrupt: the bytes are not an incoming state.
+    """
+    if len(data) != _INCOMING.size or data[0] != INCOMING_FORMAT_VERSION:
+        msg = f"incoming state of {queue_key!r} is corrupt ({len(data)} bytes)"
+        raise StoreCorrupt(msg)
+    _, sequence_id, last_number, reject_count, last_access = _INCOMING.unpack(data)
+    return IncomingState(source_qm, queue_key, sequence_id, last_number, reject_count, last_access)

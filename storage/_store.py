@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 :class:`Store` puts together the environment (``_env``: lock, map growth,
 headroom, ballast), the catalog of committed queues (``_catalog``), the
-message reads (``_reads``) and the planned writes (``_ops``, ``_plan``).
+message reads (``_reads``) and the planned writes (``_ops``,
+``_peering_ops``, ``_plan``).
 
 Writes go through :meth:`Store.committing`, a driver that yields the plans
 to apply and takes back how applying went: the caller decides *where* a
@@ -40,8 +41,8 @@ from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
 from ._keys import setting_key
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
-from ._reads import MessageReader
-from ._records import QueueRecord
+from ._reads import MessageReader, read_history, read_incoming
+from ._records import IncomingState, OutgoingState, QueueRecord
 
 __all__ = ["SCHEMA_VERSION", "Store"]
 
@@ -176,6 +177,34 @@ class Store:
         except UnicodeDecodeError as exc:
             msg = f"setting {key!r} is not UTF-8"
             raise StoreCorrupt(msg) from exc
+
+    # ------------------------------------------------------------------ peering
+
+    def outgoing_state(self, queue_id: int) -> OutgoingState | None:
+        """The committed sequence state of an OUTGOING queue, or ``None`` (from memory)."""
+        self._env.lmdb  # noqa: B018 - raises StoreClosed after close()
+        return self._catalog.outgoing.get(queue_id)
+
+    def outgoing_states(self) -> dict[int, OutgoingState]:
+        """The committed sequence state of every OUTGOING queue, by queue id (from memory)."""
+        self._env.lmdb  # noqa: B018 - raises StoreClosed after close()
+        return dict(self._catalog.outgoing)
+
+    def incoming_states(self) -> list[IncomingState]:
+        """Every stored incoming stream state (``RecordIncoming``), ordered by key.
+
+        Raises:
+            StoreCorrupt: a stored state does not decode.
+        """
+        return read_incoming(self._env, self._catalog)
+
+    def message_history(self) -> list[bytes]:
+        """The message history (``RememberMessageIds``): 20-byte keys, oldest first.
+
+        Raises:
+            StoreCorrupt: a stored entry does not decode.
+        """
+        return read_history(self._env, self._catalog)
 
     # ------------------------------------------------------------------ messages
 

@@ -29,6 +29,22 @@ FORBIDDEN = {
         "wire.client_frames",
     },
     "qmgr/client": {"storage", "qmgr.core", "qmgr.server", "lmdb"},
+    # The protocol machines take events and ``now`` and return actions: no
+    # I/O, no clock, no store, no logging.
+    "qmgr/protocol": {
+        "trio",
+        "socket",
+        "time",
+        "threading",
+        "structlog",
+        "logging",
+        "asyncio",
+        "lmdb",
+        "storage",
+        "qmgr.server",
+        "qmgr.core",
+        "qmgr.client",
+    },
 }
 
 

@@ -53,6 +53,11 @@ from ._msmq_constants import SecurityFlags as SecurityFlags
 from ._msmq_constants import TransactionFlags as TransactionFlags
 from ._msmq_constants import UserFlags as UserFlags
 from ._msmq_constants import VarType as VarType
+from ._msmq_convert import direct_queue as direct_queue
+from ._msmq_convert import message_to_packet as message_to_packet
+from ._msmq_convert import packet_to_message as packet_to_message
+from ._msmq_convert import queue_text as queue_text
+from ._msmq_convert import with_message_class as with_message_class
 from ._msmq_decoder import FrameDecoder as FrameDecoder
 from ._msmq_headers import BaseHeader as BaseHeader
 from ._msmq_headers import DebugHeader as DebugHeader

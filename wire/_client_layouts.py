@@ -27,8 +27,11 @@ from ._client_values import (
     FrameValue,
     Hello,
     HelloOk,
+    IncomingInfo,
     MessageList,
     MessageReply,
+    OutgoingInfo,
+    OutgoingList,
     QueuedMessage,
     QueueInfo,
     QueueList,
@@ -42,6 +45,7 @@ from ._message import MessageProperties
 _Str = c.PascalString(c.Int16ul, "utf8")
 _Guid = c.Bytes(16)
 _OptionalU64 = c.Struct("present" / c.Flag, "value" / c.Int64ul)
+_OptionalTime = c.Struct("present" / c.Flag, "value" / c.Float64l)
 
 
 #: A message (see ``_message``): the fixed part with every length, then the
@@ -96,6 +100,30 @@ _QUEUE_INFO = c.Struct(
     "created_at" / c.Float64l,
 )
 
+_OUTGOING_INFO = c.Struct(
+    "destination" / _Str,
+    "next_hop" / _Str,
+    "state" / _Str,
+    "next_attempt" / _OptionalTime,
+    "waiting" / c.Int64ul,
+    "unacknowledged" / c.Int64ul,
+    "sequence_timestamp" / c.Int32ul,
+    "sequence_ordinal" / c.Int32ul,
+    "next_number" / c.Int64ul,
+    "last_order_ack" / _OptionalTime,
+    "last_error" / _Str,
+)
+
+_INCOMING_INFO = c.Struct(
+    "source_qm" / _Guid,
+    "queue" / _Str,
+    "sequence_timestamp" / c.Int32ul,
+    "sequence_ordinal" / c.Int32ul,
+    "last_number" / c.Int64ul,
+    "reject_count" / c.Int64ul,
+    "last_access" / c.Float64l,
+)
+
 _TX_ID = c.Struct("tx_id" / c.Int64ul)
 
 _SOURCES: dict[FrameKind, Any] = {
@@ -131,6 +159,8 @@ _SOURCES: dict[FrameKind, Any] = {
         "after" / c.Int64ul,
         "max_count" / c.Int32ul,
     ),
+    FrameKind.LIST_OUTGOING: c.Struct(),
+    FrameKind.CONTROL_OUTGOING: c.Struct("action" / c.Int8ul, "destination" / _Str),
     FrameKind.HELLO_OK: c.Struct(
         "version" / c.Int16ul,
         "server_version" / _Str,
@@ -157,6 +187,12 @@ _SOURCES: dict[FrameKind, Any] = {
         "uncommitted_bytes" / c.Int64ul,
         "erasing" / c.Int32ul,
         "queues" / c.PrefixedArray(c.Int32ul, _QUEUE_INFO),
+        "outgoing" / c.PrefixedArray(c.Int32ul, _OUTGOING_INFO),
+        "incoming" / c.PrefixedArray(c.Int32ul, _INCOMING_INFO),
+    ),
+    FrameKind.OUTGOING_LIST: c.Struct(
+        "outgoing" / c.PrefixedArray(c.Int32ul, _OUTGOING_INFO),
+        "purged" / c.Int64ul,
     ),
     FrameKind.ERROR: c.Struct("code" / c.Int16ul, "message" / _Str),
 }
@@ -165,7 +201,8 @@ _SOURCES: dict[FrameKind, Any] = {
 LAYOUTS: Final[dict[FrameKind, Any]] = {kind: s.compile() for kind, s in _SOURCES.items()}
 
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {
-    cls: tuple(f.name for f in fields(cls)) for cls in (*KIND_OF, QueuedMessage, QueueInfo)
+    cls: tuple(f.name for f in fields(cls))
+    for cls in (*KIND_OF, QueuedMessage, QueueInfo, OutgoingInfo, IncomingInfo)
 }
 _MESSAGE_FIELDS: Final = (
     "app_specific",
@@ -275,10 +312,47 @@ def _plain_to_container(value: Any) -> dict[str, Any]:
     return {name: getattr(value, name) for name in _FIELD_NAMES[type(value)]}
 
 
+def _optional_time_to_container(value: float | None) -> dict[str, Any]:
+    return {"present": value is not None, "value": 0.0 if value is None else value}
+
+
+def _optional_time_from_container(container: Any) -> float | None:
+    return float(container.value) if container.present else None
+
+
+_OUTGOING_TIMES: Final = ("next_attempt", "last_order_ack")
+
+
+def _outgoing_to_container(info: OutgoingInfo) -> dict[str, Any]:
+    data = _plain_to_container(info)
+    for name in _OUTGOING_TIMES:
+        data[name] = _optional_time_to_container(data[name])
+    return data
+
+
+def _outgoing_from_container(container: Any) -> OutgoingInfo:
+    data = {name: container[name] for name in _FIELD_NAMES[OutgoingInfo]}
+    for name in _OUTGOING_TIMES:
+        data[name] = _optional_time_from_container(data[name])
+    return OutgoingInfo(**data)
+
+
+def _incoming_to_container(info: IncomingInfo) -> dict[str, Any]:
+    return {**_plain_to_container(info), "source_qm": info.source_qm.bytes}
+
+
+def _incoming_from_container(container: Any) -> IncomingInfo:
+    data = {name: container[name] for name in _FIELD_NAMES[IncomingInfo]}
+    data["source_qm"] = uuid.UUID(bytes=container.source_qm)
+    return IncomingInfo(**data)
+
+
 def _status_to_container(value: StatusInfo) -> dict[str, Any]:
     data = _plain_to_container(value)
     data["qm_guid"] = value.qm_guid.bytes
     data["queues"] = [_queue_to_container(q) for q in value.queues]
+    data["outgoing"] = [_outgoing_to_container(o) for o in value.outgoing]
+    data["incoming"] = [_incoming_to_container(i) for i in value.incoming]
     return data
 
 
@@ -286,6 +360,8 @@ def _status_from_container(container: Any) -> StatusInfo:
     data = {name: container[name] for name in _FIELD_NAMES[StatusInfo]}
     data["qm_guid"] = uuid.UUID(bytes=container.qm_guid)
     data["queues"] = tuple(_queue_from_container(q) for q in container.queues)
+    data["outgoing"] = tuple(_outgoing_from_container(o) for o in container.outgoing)
+    data["incoming"] = tuple(_incoming_from_container(i) for i in container.incoming)
     return StatusInfo(**data)
 
 
@@ -298,6 +374,10 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     MessageList: lambda v: {"messages": [_queued_to_container(m) for m in v.messages]},
     QueueList: lambda v: {"queues": [_queue_to_container(q) for q in v.queues]},
     StatusInfo: _status_to_container,
+    OutgoingList: lambda v: {
+        "outgoing": [_outgoing_to_container(o) for o in v.outgoing],
+        "purged": v.purged,
+    },
 }
 
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
@@ -321,6 +401,9 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     ),
     QueueList: lambda w: QueueList(queues=tuple(_queue_from_container(q) for q in w.queues)),
     StatusInfo: _status_from_container,
+    OutgoingList: lambda w: OutgoingList(
+        outgoing=tuple(_outgoing_from_container(o) for o in w.outgoing), purged=w.purged
+    ),
 }
 
 

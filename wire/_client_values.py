@@ -46,6 +46,8 @@ class FrameKind(enum.IntEnum):
     SEND = 0x0A
     RECEIVE = 0x0B
     PEEK_RANGE = 0x0C
+    LIST_OUTGOING = 0x0D
+    CONTROL_OUTGOING = 0x0E
 
     HELLO_OK = 0x80
     OK = 0x81
@@ -55,6 +57,7 @@ class FrameKind(enum.IntEnum):
     MESSAGE_LIST = 0x85
     QUEUE_LIST = 0x86
     STATUS_INFO = 0x87
+    OUTGOING_LIST = 0x88
     ERROR = 0xFF
 
 
@@ -213,6 +216,25 @@ class PeekRange:
     max_count: int = 1000
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListOutgoing:
+    """Ask for every outgoing queue (messages on their way to other queue managers)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlOutgoing:
+    """Pause (1), resume (2) or purge (3) the outgoing queue of ``destination``.
+
+    ``destination`` is the remote queue's format name, or the outgoing
+    queue's destination as :class:`OutgoingList` shows it. The reply is an
+    :class:`OutgoingList` with that one queue as it is afterwards and, for a
+    purge, how many messages were removed.
+    """
+
+    action: int
+    destination: str
+
+
 # --------------------------------------------------------------------------
 # Replies
 # --------------------------------------------------------------------------
@@ -299,8 +321,62 @@ class QueueList:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingInfo:
+    """An outgoing queue: the messages this queue manager holds for one remote queue."""
+
+    #: The remote queue's format name, e.g. ``DIRECT=TCP:10.0.0.5:1901\private$\orders``.
+    destination: str
+    #: ``HOST:PORT`` the messages go to: the destination itself, or a router from ``[routes]``.
+    next_hop: str
+    #: ``connected``, ``connecting``, ``waiting`` (to retry), ``paused`` or ``idle``.
+    state: str
+    #: While ``waiting``: unix seconds of the next connection attempt.
+    next_attempt: float | None
+    #: Messages not yet sent.
+    waiting: int
+    #: Messages sent but not yet acknowledged (OrderAck by the destination, or
+    #: SessionAck by the next hop).
+    unacknowledged: int
+    #: The current exactly-once sequence id is ``(sequence_timestamp, sequence_ordinal)``.
+    sequence_timestamp: int
+    sequence_ordinal: int
+    #: The sequence number the next new transactional message gets.
+    next_number: int
+    #: Unix seconds of the last OrderAck received, or None.
+    last_order_ack: float | None
+    #: Why the last connection attempt or session failed ("" if none did).
+    last_error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncomingInfo:
+    """An incoming transactional sequence: one source queue manager's stream to one queue."""
+
+    source_qm: uuid.UUID
+    #: The destination queue's name on this queue manager.
+    queue: str
+    #: The sequence id is ``(sequence_timestamp, sequence_ordinal)``.
+    sequence_timestamp: int
+    sequence_ordinal: int
+    #: The last sequence number accepted.
+    last_number: int
+    #: Duplicate or out-of-order packets rejected since the last accepted one.
+    reject_count: int
+    #: Unix seconds of the last packet of the sequence.
+    last_access: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingList:
+    """Outgoing queues, by destination; ``purged`` counts the messages a purge removed."""
+
+    outgoing: tuple[OutgoingInfo, ...]
+    purged: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StatusInfo:
-    """Queue manager identity, activity counters and queues."""
+    """Queue manager identity, activity counters, queues, and delivery between queue managers."""
 
     qm_name: str
     qm_guid: uuid.UUID
@@ -319,6 +395,10 @@ class StatusInfo:
     #: Deleted or purged queues whose messages are still being erased.
     erasing: int
     queues: tuple[QueueInfo, ...]
+    #: Every outgoing queue (empty when there is none, or peering is not running).
+    outgoing: tuple[OutgoingInfo, ...] = ()
+    #: Every incoming transactional sequence.
+    incoming: tuple[IncomingInfo, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -342,6 +422,8 @@ ClientRequest: TypeAlias = (
     | Send
     | Receive
     | PeekRange
+    | ListOutgoing
+    | ControlOutgoing
 )
 ServerReply: TypeAlias = (
     HelloOk
@@ -352,6 +434,7 @@ ServerReply: TypeAlias = (
     | MessageList
     | QueueList
     | StatusInfo
+    | OutgoingList
     | ErrorReply
 )
 FrameValue: TypeAlias = ClientRequest | ServerReply
@@ -379,6 +462,8 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     Send: FrameKind.SEND,
     Receive: FrameKind.RECEIVE,
     PeekRange: FrameKind.PEEK_RANGE,
+    ListOutgoing: FrameKind.LIST_OUTGOING,
+    ControlOutgoing: FrameKind.CONTROL_OUTGOING,
     HelloOk: FrameKind.HELLO_OK,
     Ok: FrameKind.OK,
     Sent: FrameKind.SENT,
@@ -387,6 +472,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     MessageList: FrameKind.MESSAGE_LIST,
     QueueList: FrameKind.QUEUE_LIST,
     StatusInfo: FrameKind.STATUS_INFO,
+    OutgoingList: FrameKind.OUTGOING_LIST,
     ErrorReply: FrameKind.ERROR,
 }
 #: The value class of every frame kind.

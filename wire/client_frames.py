@@ -53,6 +53,7 @@ from ._client_values import Abort as Abort
 from ._client_values import Begin as Begin
 from ._client_values import ClientRequest as ClientRequest
 from ._client_values import Commit as Commit
+from ._client_values import ControlOutgoing as ControlOutgoing
 from ._client_values import CreateQueue as CreateQueue
 from ._client_values import DeleteQueue as DeleteQueue
 from ._client_values import Delivery as Delivery
@@ -64,11 +65,15 @@ from ._client_values import FrameValue as FrameValue
 from ._client_values import GetStatus as GetStatus
 from ._client_values import Hello as Hello
 from ._client_values import HelloOk as HelloOk
+from ._client_values import IncomingInfo as IncomingInfo
+from ._client_values import ListOutgoing as ListOutgoing
 from ._client_values import ListQueues as ListQueues
 from ._client_values import MessageList as MessageList
 from ._client_values import MessageReply as MessageReply
 from ._client_values import NoMessage as NoMessage
 from ._client_values import Ok as Ok
+from ._client_values import OutgoingInfo as OutgoingInfo
+from ._client_values import OutgoingList as OutgoingList
 from ._client_values import PeekRange as PeekRange
 from ._client_values import PurgeQueue as PurgeQueue
 from ._client_values import QueuedMessage as QueuedMessage

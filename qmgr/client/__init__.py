@@ -56,7 +56,15 @@ from ._errors import (
     UnsupportedVersion,
     error_from_reply,
 )
-from ._message import Delivery, Message, QueueInfo, QueueKind, Status
+from ._message import (
+    Delivery,
+    IncomingInfo,
+    Message,
+    OutgoingInfo,
+    QueueInfo,
+    QueueKind,
+    Status,
+)
 
 if TYPE_CHECKING:
     from ._trio import AsyncQueueManager, AsyncTransaction, open_client
@@ -83,6 +91,7 @@ __all__ = [
     "AsyncTransaction",
     "ConnectionLost",
     "Delivery",
+    "IncomingInfo",
     "InternalError",
     "InvalidArgument",
     "InvalidName",
@@ -90,6 +99,7 @@ __all__ = [
     "Message",
     "MessageTooLarge",
     "NotSupported",
+    "OutgoingInfo",
     "ProtocolViolation",
     "QueueError",
     "QueueExists",

@@ -38,6 +38,11 @@ _DELIVERY_NAMES: Final = {
 #: What ``transactional=`` maps to in ``Send.mode`` (see ``qmgr.core.engine.SendMode``).
 SEND_MODES: Final = {None: 0, False: 1, True: 2}
 
+#: ``ControlOutgoing.action`` values (see ``qmgr.server.services.OutgoingAction``).
+OUTGOING_PAUSE: Final = 1
+OUTGOING_RESUME: Final = 2
+OUTGOING_PURGE: Final = 3
+
 
 def default_client_name() -> str:
     """The name a client gives the daemon unless told otherwise: program[pid]."""

@@ -1,4 +1,4 @@
-"""What the SDK returns: messages, queues and the queue manager's status.
+"""What the SDK returns: messages, queues, outgoing queues and the queue manager's status.
 
 These are plain frozen values converted from the client protocol's frames:
 times become timezone-aware :class:`~datetime.datetime` objects in UTC, the
@@ -17,7 +17,15 @@ from wire import MessageProperties
 from wire import client_frames as cf
 from wire.client_frames import Delivery
 
-__all__ = ["Delivery", "Message", "QueueInfo", "QueueKind", "Status"]
+__all__ = [
+    "Delivery",
+    "IncomingInfo",
+    "Message",
+    "OutgoingInfo",
+    "QueueInfo",
+    "QueueKind",
+    "Status",
+]
 
 _UTC = _dt.UTC
 _INFINITE = 0xFFFFFFFF
@@ -244,6 +252,117 @@ class QueueInfo:
         )
 
 
+def _time_or_none(value: float | None) -> _dt.datetime | None:
+    return None if value is None else _fromtimestamp(value, _UTC)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutgoingInfo:
+    """An outgoing queue: the messages this queue manager holds for one remote queue.
+
+    Attributes:
+        destination: the remote queue's format name
+            (``DIRECT=TCP:10.0.0.5:1901\\private$\\orders``); give it to
+            :meth:`QueueManager.pause_outgoing` and the like.
+        next_hop: ``HOST:PORT`` the messages go to: the destination's queue
+            manager, or the router configured for it in ``[routes]``.
+        state: ``"connected"``, ``"connecting"``, ``"waiting"`` (to retry
+            after a failure), ``"paused"`` or ``"idle"`` (nothing to send).
+        next_attempt: while ``"waiting"``, when the next connection attempt
+            is due (UTC); else ``None``.
+        waiting: messages not yet sent.
+        unacknowledged: messages sent but not yet acknowledged, by the
+            destination (transactional: OrderAck) or by the next hop (SessionAck).
+        sequence_timestamp: with ``sequence_ordinal``, the current
+            exactly-once sequence id.
+        sequence_ordinal: see ``sequence_timestamp``.
+        next_number: the sequence number the next new transactional message gets.
+        last_order_ack: when the destination last acknowledged transactional
+            messages (UTC), or ``None`` if it never has.
+        last_error: why the last connection attempt or session failed ("" if none).
+    """
+
+    destination: str
+    next_hop: str
+    state: str
+    next_attempt: _dt.datetime | None
+    waiting: int
+    unacknowledged: int
+    sequence_timestamp: int
+    sequence_ordinal: int
+    next_number: int
+    last_order_ack: _dt.datetime | None
+    last_error: str
+
+    @property
+    def sequence(self) -> str:
+        """The sequence id as ``"timestamp:ordinal"``."""
+        return f"{self.sequence_timestamp}:{self.sequence_ordinal}"
+
+    @classmethod
+    def from_wire(cls, data: cf.OutgoingInfo) -> OutgoingInfo:
+        """Convert the protocol's outgoing-queue value."""
+        return cls(
+            destination=data.destination,
+            next_hop=data.next_hop,
+            state=data.state,
+            next_attempt=_time_or_none(data.next_attempt),
+            waiting=data.waiting,
+            unacknowledged=data.unacknowledged,
+            sequence_timestamp=data.sequence_timestamp,
+            sequence_ordinal=data.sequence_ordinal,
+            next_number=data.next_number,
+            last_order_ack=_time_or_none(data.last_order_ack),
+            last_error=data.last_error,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncomingInfo:
+    """An incoming transactional sequence: what one source queue manager sent to one queue.
+
+    Exactly-once delivery keeps, per (source queue manager, queue), the last
+    sequence id and number accepted; duplicates and out-of-order packets are
+    rejected (and acknowledged again) by them.
+
+    Attributes:
+        source_qm: the GUID of the sending queue manager.
+        queue: the destination queue's name on this queue manager.
+        sequence_timestamp: with ``sequence_ordinal``, the sequence id.
+        sequence_ordinal: see ``sequence_timestamp``.
+        last_number: the last sequence number accepted.
+        reject_count: packets rejected (duplicates, out of order) since the
+            last accepted one.
+        last_access: when the last packet of the sequence arrived (UTC).
+    """
+
+    source_qm: uuid.UUID
+    queue: str
+    sequence_timestamp: int
+    sequence_ordinal: int
+    last_number: int
+    reject_count: int
+    last_access: _dt.datetime
+
+    @property
+    def sequence(self) -> str:
+        """The sequence id as ``"timestamp:ordinal"``."""
+        return f"{self.sequence_timestamp}:{self.sequence_ordinal}"
+
+    @classmethod
+    def from_wire(cls, data: cf.IncomingInfo) -> IncomingInfo:
+        """Convert the protocol's incoming-sequence value."""
+        return cls(
+            source_qm=data.source_qm,
+            queue=data.queue,
+            sequence_timestamp=data.sequence_timestamp,
+            sequence_ordinal=data.sequence_ordinal,
+            last_number=data.last_number,
+            reject_count=data.reject_count,
+            last_access=_fromtimestamp(data.last_access, _UTC),
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Status:
     """The queue manager's identity and health.
@@ -262,6 +381,9 @@ class Status:
         erasing: deleted or purged queues whose messages are still being
             erased in the background.
         queues: every queue with its counters, by name.
+        outgoing: every outgoing queue (messages on their way to other
+            queue managers), by destination.
+        incoming: every incoming transactional sequence.
     """
 
     qm_name: str
@@ -276,6 +398,8 @@ class Status:
     uncommitted_bytes: int
     erasing: int
     queues: tuple[QueueInfo, ...]
+    outgoing: tuple[OutgoingInfo, ...] = ()
+    incoming: tuple[IncomingInfo, ...] = ()
 
     @property
     def uptime(self) -> _dt.timedelta:
@@ -298,4 +422,6 @@ class Status:
             uncommitted_bytes=data.uncommitted_bytes,
             erasing=data.erasing,
             queues=tuple(QueueInfo.from_wire(q) for q in data.queues),
+            outgoing=tuple(OutgoingInfo.from_wire(o) for o in data.outgoing),
+            incoming=tuple(IncomingInfo.from_wire(i) for i in data.incoming),
         )

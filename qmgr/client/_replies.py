@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from wire import client_frames as cf
 
 from ._errors import ConnectionLost, QueueError
-from ._message import Message, QueueInfo, Status
+from ._message import Message, OutgoingInfo, QueueInfo, Status
 
 if TYPE_CHECKING:
     from ._protocol import TransactionState
@@ -22,6 +22,8 @@ __all__ = [
     "message_id",
     "message_or_none",
     "ok_value",
+    "outgoing_changed",
+    "outgoing_list",
     "queue_list",
     "status",
     "unexpected",
@@ -66,6 +68,24 @@ def queue_list(reply: cf.ServerReply) -> list[QueueInfo]:
     if type(reply) is not cf.QueueList:
         raise unexpected(reply, "QueueList")
     return [QueueInfo.from_wire(q) for q in reply.queues]
+
+
+def outgoing_list(reply: cf.ServerReply) -> list[OutgoingInfo]:
+    """The outgoing queues of an ``OutgoingList`` reply."""
+    if type(reply) is not cf.OutgoingList:
+        raise unexpected(reply, "OutgoingList")
+    return [OutgoingInfo.from_wire(o) for o in reply.outgoing]
+
+
+def outgoing_changed(reply: cf.ServerReply) -> tuple[OutgoingInfo, int]:
+    """The queue a ``ControlOutgoing`` changed, and how many messages a purge removed."""
+    if type(reply) is not cf.OutgoingList:
+        raise unexpected(reply, "OutgoingList")
+    if len(reply.outgoing) != 1:
+        count = len(reply.outgoing)
+        msg = f"protocol error: the queue manager answered with {count} outgoing queues, not 1"
+        raise ConnectionLost(msg)
+    return OutgoingInfo.from_wire(reply.outgoing[0]), reply.purged
 
 
 def status(reply: cf.ServerReply) -> Status:

@@ -53,7 +53,7 @@ from . import _protocol as protocol
 from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
-from ._message import Message, QueueInfo, Status
+from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
 
@@ -214,6 +214,30 @@ class AsyncQueueManager:
     async def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
         return replies.status(await self._request(cf.GetStatus()))
+
+    # ------------------------------------------------------------------
+    # Outgoing queues
+    # ------------------------------------------------------------------
+
+    async def outgoing(self) -> list[OutgoingInfo]:
+        """Every outgoing queue, by destination; see ``QueueManager.outgoing``."""
+        return replies.outgoing_list(await self._request(cf.ListOutgoing()))
+
+    async def pause_outgoing(self, destination: str) -> OutgoingInfo:
+        """Stop sending to ``destination``; see ``QueueManager.pause_outgoing``."""
+        return (await self._control_outgoing(common.OUTGOING_PAUSE, destination))[0]
+
+    async def resume_outgoing(self, destination: str) -> OutgoingInfo:
+        """Send to ``destination`` again; see ``QueueManager.resume_outgoing``."""
+        return (await self._control_outgoing(common.OUTGOING_RESUME, destination))[0]
+
+    async def purge_outgoing(self, destination: str) -> int:
+        """Delete every message waiting for ``destination``; return how many."""
+        return (await self._control_outgoing(common.OUTGOING_PURGE, destination))[1]
+
+    async def _control_outgoing(self, action: int, destination: str) -> tuple[OutgoingInfo, int]:
+        request = cf.ControlOutgoing(action=action, destination=destination)
+        return replies.outgoing_changed(await self._request(request))
 
     # ------------------------------------------------------------------
     # Messages

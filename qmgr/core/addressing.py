@@ -6,10 +6,13 @@ A send names its destination with a format name (``orders``,
 ``DIRECT=OS:.\\private$\\orders``, or several of them separated by commas);
 its admin and response queues are format names too. :class:`Addressing`
 parses them (remembering the answers: senders repeat themselves) and
-resolves a destination to the queue records that receive a copy. Every
-element must be a local application queue: journal and dead-letter queues
-take no sends, and a queue on another host is refused (delivery between
-queue managers resolves those to outgoing queues here).
+resolves a destination to where each copy goes: a local application
+queue's record, or, for a queue on another queue manager, a
+:class:`~qmgr.core.outgoing.RemoteDestination` whose copy the commit appends
+to that destination's outgoing queue. Journal and dead-letter queues take
+no sends. A send to a remote queue cannot be checked against that queue
+(as in MSMQ): whether it exists, and is transactional, is judged where it
+arrives.
 
 It reads the store's catalog and never writes it; errors are the core's own.
 """
@@ -21,9 +24,13 @@ from typing import Final
 from storage import QueueRecord, Store
 
 from . import names
-from .errors import AccessDenied, NotSupported, QueueNotFound
+from .errors import AccessDenied, QueueNotFound
+from .outgoing import RemoteDestination
 
-__all__ = ["FORMAT_NAME_CACHE_SIZE", "Addressing"]
+__all__ = ["FORMAT_NAME_CACHE_SIZE", "Addressing", "Target"]
+
+#: Where one copy of a send goes.
+Target = QueueRecord | RemoteDestination
 
 #: Parsed format names remembered; the cache starts afresh when full.
 FORMAT_NAME_CACHE_SIZE: Final = 4096
@@ -53,12 +60,11 @@ class Addressing:
             self._parsed[text] = parsed
         return parsed
 
-    def destinations(self, text: str) -> tuple[QueueRecord, ...]:
-        """The queues a send to the format name ``text`` puts a copy on, in order.
+    def destinations(self, text: str) -> tuple[Target, ...]:
+        """Where a send to the format name ``text`` puts a copy, in order.
 
         Raises:
-            InvalidName, QueueNotFound, AccessDenied (a journal or dead-letter
-            queue), NotSupported (a queue on another host).
+            InvalidName, QueueNotFound, AccessDenied (a journal or dead-letter queue).
         """
         format_name = self.parse(text)
         if len(format_name.elements) == 1:
@@ -68,14 +74,11 @@ class Addressing:
                 record = self.store.get_queue(element.queue)
                 if record is not None:
                     return (record,)
-        queues: list[QueueRecord] = []
+        queues: list[Target] = []
         for element in format_name.elements:
             if not element.is_local:
-                msg = (
-                    f"{element.text!r} is a queue on another host; "
-                    "this queue manager delivers only to its local queues"
-                )
-                raise NotSupported(msg)
+                queues.append(RemoteDestination.from_address(element))
+                continue
             if element.is_system or element.is_journal:
                 msg = f"{element.text!r}: applications cannot send to journal or dead-letter queues"
                 raise AccessDenied(msg)

@@ -37,6 +37,7 @@ from typing import Final
 import storage
 from storage import (
     AppendMessage,
+    AppendOutgoing,
     CreateQueue,
     DeleteQueue,
     EraseStep,
@@ -52,7 +53,7 @@ from storage import (
 from wire import MessageProperties
 
 from . import names
-from .addressing import Addressing
+from .addressing import Addressing, Target
 from .budget import MemoryBudget
 from .errors import (
     AccessDenied,
@@ -67,7 +68,8 @@ from .errors import (
 )
 from .locks import LockTable
 from .ordinals import OrdinalAllocator
-from .sends import SendMode, check_message, send_is_transactional
+from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .sends import SendMode, check_message, check_remote_message, send_is_transactional
 from .transactions import Transaction, TransactionState
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
@@ -94,8 +96,9 @@ class Limits:
 class PreparedSend:
     """A validated, stamped send."""
 
-    #: The queues it goes to, in format-name order.
-    queues: tuple[QueueRecord, ...]
+    #: Where it goes, in format-name order: local queues, or queues on other
+    #: queue managers (their copies go to outgoing queues).
+    queues: tuple[Target, ...]
     #: The message id it was given.
     message_id: str
     #: True if it is (part of) a transaction: written with a sync before any reply.
@@ -355,9 +358,9 @@ class QueueManagerCore:
             return woken, from_store_error(error, context=context)
         woken = self._end(tx, committed=True)
         self._note_arrivals(unit, outcome)
-        for op in unit.ops:
-            if isinstance(op, AppendMessage):
-                woken.add(op.queue_id)
+        for op, result in zip(unit.ops, outcome.results, strict=True):
+            if isinstance(result, storage.Appended):
+                woken.add(result.queue_id)
             elif isinstance(op, RemoveMessage) and op.journal:
                 woken.update(self._journal_of(op.queue_id))
         return woken, None
@@ -431,6 +434,8 @@ class QueueManagerCore:
             if reference:
                 self.addressing.parse(reference)
         queues = self.addressing.destinations(message.destination)
+        if any(isinstance(target, RemoteDestination) for target in queues):
+            check_remote_message(message)
         transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
         body_size = message.body_size
         if tx is not None:
@@ -443,7 +448,21 @@ class QueueManagerCore:
         )
         payload = stamped.raw
         priority = stamped.priority
-        appends = [AppendMessage(queue.queue_id, payload, priority, body_size) for queue in queues]
+        appends: list[AppendMessage | AppendOutgoing] = []
+        for target in queues:
+            if isinstance(target, RemoteDestination):
+                prefix = entry_prefix(
+                    EntryOrigin.LOCAL,
+                    transactional=transactional,
+                    recoverable=stamped.delivery == 1,
+                )
+                appends.append(
+                    AppendOutgoing(
+                        target.outgoing_name, target.display_name, (prefix, payload), body_size
+                    )
+                )
+            else:
+                appends.append(AppendMessage(target.queue_id, payload, priority, body_size))
         if tx is None:
             return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
         size = len(payload)

@@ -22,8 +22,12 @@ from storage import QueueRecord
 from wire import MAX_LABEL_CHARS, MAX_MESSAGE_BODY, MessageProperties
 
 from .errors import InvalidArgument, MessageTooLarge, TransactionUsageError
+from .outgoing import RemoteDestination
 
-__all__ = ["SendMode", "check_message", "send_is_transactional"]
+__all__ = ["SendMode", "check_message", "check_remote_message", "send_is_transactional"]
+
+#: Longest label an MSMQ packet carries, in UTF-16 code units (without its NUL).
+_WIRE_LABEL_UNITS: Final = 249
 
 _ACKNOWLEDGMENT_BITS: Final = 0x0F
 _JOURNAL_LEVELS: Final = 3
@@ -69,14 +73,40 @@ def check_message(message: MessageProperties) -> None:
         raise InvalidArgument(msg)
 
 
+def check_remote_message(message: MessageProperties) -> None:
+    """Judge what only a message for another queue manager must satisfy: its
+    label must fit in an MSMQ packet (249 UTF-16 units, no NUL).
+
+    Raises:
+        InvalidArgument: it does not.
+    """
+    label = message.label
+    if not label:
+        return
+    units = len(label.encode("utf-16-le")) // 2
+    if units > _WIRE_LABEL_UNITS or "\x00" in label:
+        msg = (
+            f"label is {units} UTF-16 units long or holds NUL; a message for another "
+            f"queue manager takes at most {_WIRE_LABEL_UNITS} units and no NUL"
+        )
+        raise InvalidArgument(msg)
+
+
 def send_is_transactional(
-    queues: Sequence[QueueRecord], *, in_transaction: bool, mode: SendMode
+    targets: Sequence[QueueRecord | RemoteDestination], *, in_transaction: bool, mode: SendMode
 ) -> bool:
-    """Whether a send to ``queues`` is a transactional one, by MSMQ's rules.
+    """Whether a send to ``targets`` is a transactional one, by MSMQ's rules.
+
+    A queue on another queue manager cannot be checked here: inside a
+    transaction (or as a single-message transaction) its copy is
+    transactional, otherwise it is not, and the destination judges it.
 
     Raises:
         TransactionUsageError: the queues and the transaction (or mode) do not go together.
     """
+    queues = [target for target in targets if isinstance(target, QueueRecord)]
+    if not queues:
+        return in_transaction or mode is SendMode.SINGLE
     for queue in queues:
         if in_transaction and not queue.transactional:
             msg = (

@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from storage import AppendMessage
+from storage import AppendMessage, AppendOutgoing
 
 from .errors import QueueManagerError
 
@@ -49,7 +49,7 @@ class Transaction:
     started_at: float
     #: Monotonic seconds of the last operation (for the idle timeout).
     last_activity: float
-    sends: list[AppendMessage] = field(default_factory=list)
+    sends: list[AppendMessage | AppendOutgoing] = field(default_factory=list)
     #: Body bytes of the sends, counted once per destination queue.
     send_bytes: int = 0
     #: Bytes the sends hold in memory (counted against the daemon's budget).

@@ -45,12 +45,13 @@ from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import Limits, QueueManagerCore
 from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.core.names import LocalIdentity
-from storage import Store
+from storage import QueueKind, Store
 from wire import client_frames as cf
 
 from .committer import Committer
 from .connection import RawConnection
 from .maintenance import Maintenance
+from .peering import Peering
 from .replies import error_frame
 from .requests import queue_info
 from .services import ConnectionLimits, Services
@@ -77,7 +78,7 @@ class Daemon:
         self.log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
         identity = LocalIdentity(
             host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
-            addresses=frozenset({"127.0.0.1", "::1"}),
+            addresses=frozenset({"127.0.0.1", "::1"} | _listen_addresses(config)),
             peer_port=config.listen.port,
         )
         self.core = QueueManagerCore(
@@ -121,6 +122,15 @@ class Daemon:
             queue_infos=self.queue_infos,
             maintenance=wakeup,
         )
+        self.peering = Peering(
+            config=config,
+            store=store,
+            committer=self.committer,
+            signals=self.signals,
+            identity=identity,
+            log=self.log,
+        )
+        self.services.peering = self.peering
         self.sessions: dict[int, ClientSession] = {}
         self.started_at = time.time()
         self.stop_requested = trio.Event()
@@ -163,7 +173,11 @@ class Daemon:
     def queue_infos(self) -> tuple[cf.QueueInfo, ...]:
         """Every queue with its counters."""
         core = self.core
-        return tuple(queue_info(q, core.held_count(q.queue_id)) for q in core.list_queues())
+        return tuple(
+            queue_info(q, core.held_count(q.queue_id))
+            for q in core.list_queues()
+            if q.kind is not QueueKind.OUTGOING
+        )
 
     def status(self) -> cf.StatusInfo:
         """Identity, activity counters and queues, for ``qmgr status``."""
@@ -181,6 +195,8 @@ class Daemon:
             uncommitted_bytes=core.uncommitted.in_use,
             erasing=len(self.store.queues_to_erase()),
             queues=self.queue_infos(),
+            outgoing=self.peering.outgoing_infos(),
+            incoming=self.peering.incoming_infos(),
         )
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
@@ -280,20 +296,32 @@ async def serve(
             msg = f"cannot listen for clients on {config.client_listen}: {reason}"
             raise StartupError(msg) from exc
         bound = listeners[0].socket.getsockname()
+        try:
+            peer_listeners = await trio.open_tcp_listeners(
+                config.listen.port, host=config.listen.host
+            )
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+            msg = f"cannot listen for peers on {config.listen}: {reason}"
+            raise StartupError(msg) from exc
+        peer_bound = peer_listeners[0].socket.getsockname()
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)
             async with trio.open_nursery() as inner:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, daemon.stop, log)
+                await inner.start(daemon.peering.run, peer_listeners)
                 inner.start_soon(trio.serve_listeners, daemon.handle_connection, listeners)
                 log.info(
                     "queue_manager_started",
                     guid=str(store.qm_guid),
                     data_dir=str(config.data_dir),
                     client_listen=f"{bound[0]}:{bound[1]}",
-                    peer_listen=str(config.listen),
-                    peering="not enabled in this version",
+                    peer_listen=f"{peer_bound[0]}:{peer_bound[1]}",
+                    accept_peers_from=[str(network) for network in config.peer_accept_from],
+                    routes=len(config.routes),
+                    outgoing_queues=len(daemon.peering.outgoing),
                     writer="thread" if config.writer_thread else "event loop",
                     version=__version__,
                     python=sys.version.split()[0],
@@ -329,6 +357,12 @@ async def _watch_signals(
             log.info("shutdown_requested", signal=signal.Signals(signum).name)
             stop()
             return
+
+
+def _listen_addresses(config: Config) -> set[str]:
+    """The peer listener's own address, when it names one (not a wildcard)."""
+    host = config.listen.host
+    return set() if host in ("", "0.0.0.0", "::") else {host.lower()}
 
 
 def _tune_socket(connection: RawConnection) -> None:

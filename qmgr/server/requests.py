@@ -27,6 +27,7 @@ from qmgr.core.engine import PreparedSend
 from qmgr.core.errors import (
     InvalidArgument,
     LimitExceeded,
+    NotSupported,
     QueueManagerError,
     ShuttingDown,
     TransactionAborted,
@@ -40,7 +41,7 @@ from qmgr.core.transactions import Transaction, TransactionState
 from storage import QueueRecord
 from wire import client_frames as cf
 
-from .services import Services
+from .services import OutgoingAction, PeeringControl, Services
 
 __all__ = ["RequestHandlers", "queue_info"]
 
@@ -51,6 +52,12 @@ _PEEK_RANGE_SLACK: Final = 64 * 1024
 _NO_WAIT: Final = 0
 #: Daemon-aborted transactions whose reason a connection keeps for the client.
 ABORTED_REMEMBERED: Final = 64
+#: The event logged for each ``ControlOutgoing`` action.
+_OUTGOING_EVENTS: Final = {
+    OutgoingAction.PAUSE: "outgoing_paused",
+    OutgoingAction.RESUME: "outgoing_resumed",
+    OutgoingAction.PURGE: "outgoing_purged",
+}
 
 
 class RequestHandlers(abc.ABC):
@@ -102,6 +109,8 @@ class RequestHandlers(abc.ABC):
             cf.PurgeQueue: self._purge_queue,
             cf.ListQueues: self._list_queues,
             cf.GetStatus: self._get_status,
+            cf.ListOutgoing: self._list_outgoing,
+            cf.ControlOutgoing: self._control_outgoing,
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:
@@ -156,6 +165,29 @@ class RequestHandlers(abc.ABC):
 
     def _get_status(self, request_id: int, request: cf.GetStatus) -> None:
         self.reply(request_id, self.services.status())
+
+    # ------------------------------------------------------------------ outgoing queues
+
+    def _peering(self) -> PeeringControl:
+        peering = self.services.peering
+        if peering is None:
+            msg = "delivery to other queue managers (peering) is not running on this queue manager"
+            raise NotSupported(msg)
+        return peering
+
+    def _list_outgoing(self, request_id: int, request: cf.ListOutgoing) -> None:
+        self.reply(request_id, cf.OutgoingList(outgoing=self._peering().outgoing_infos()))
+
+    async def _control_outgoing(self, request_id: int, request: cf.ControlOutgoing) -> None:
+        try:
+            action = OutgoingAction(request.action)
+        except ValueError:
+            choices = ", ".join(f"{a.value} ({a.name.lower()})" for a in OutgoingAction)
+            msg = f"outgoing queue action must be {choices}, not {request.action}"
+            raise InvalidArgument(msg) from None
+        info, purged = await self._peering().control(action, request.destination)
+        self.log.info(_OUTGOING_EVENTS[action], destination=info.destination, messages=purged)
+        self.reply(request_id, cf.OutgoingList(outgoing=(info,), purged=purged))
 
     # ------------------------------------------------------------------ transactions
 
@@ -283,7 +315,9 @@ class RequestHandlers(abc.ABC):
         services = self.services
         outcome = await self._write(prepared.unit)
         lookup_id = services.core.send_done(prepared, outcome)
-        services.signals.notify(queue.queue_id for queue in prepared.queues)
+        services.signals.notify(
+            result.queue_id for result in outcome.results if isinstance(result, storage.Appended)
+        )
         sent = cf.Sent(
             message_id=prepared.message_id,
             queue=prepared.queues[0].display_name,

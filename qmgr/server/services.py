@@ -7,9 +7,11 @@ over memory streams with a real core, committer and store).
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
@@ -18,7 +20,43 @@ from wire import client_frames as cf
 from .committer import Committer
 from .signals import QueueSignals, Wakeup
 
-__all__ = ["ConnectionLimits", "Services"]
+__all__ = ["ConnectionLimits", "OutgoingAction", "PeeringControl", "Services"]
+
+
+class OutgoingAction(enum.IntEnum):
+    """What ``qmgr outgoing`` asks of an outgoing queue."""
+
+    PAUSE = 1
+    RESUME = 2
+    PURGE = 3
+
+
+class PeeringControl(Protocol):
+    """What client requests may see and change of the delivery between queue managers."""
+
+    def outgoing_infos(self) -> tuple[cf.OutgoingInfo, ...]:
+        """Every outgoing queue, for status and ``qmgr outgoing list``."""
+        ...
+
+    def incoming_infos(self) -> tuple[cf.IncomingInfo, ...]:
+        """Every incoming transactional sequence, for status."""
+        ...
+
+    async def control(
+        self, action: OutgoingAction, destination: str
+    ) -> tuple[cf.OutgoingInfo, int]:
+        """Pause, resume or purge the outgoing queue of ``destination`` (a format
+        name such as ``DIRECT=TCP:10.0.0.5\\private$\\orders``, or the outgoing
+        queue's name as listed).
+
+        Returns:
+            The queue afterwards, and how many messages a purge removed (0 otherwise).
+
+        Raises:
+            QueueNotFound: no outgoing queue for that destination.
+            InvalidName: not a format name of a remote queue.
+        """
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +97,8 @@ class Services:
     queue_infos: Callable[[], tuple[cf.QueueInfo, ...]]
     #: Wakes the background work (erasing, message-id reservations).
     maintenance: Wakeup
+    #: Delivery between queue managers (outgoing queues, incoming sequences).
+    peering: PeeringControl | None = None
     #: Set once the daemon is stopping: requests are refused.
     stopping: bool = False
 

@@ -10,7 +10,7 @@ reader takes the event in the same step in which it found the queue empty.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import trio
 
@@ -20,6 +20,9 @@ class QueueSignals:
 
     def __init__(self) -> None:
         self._events: dict[int, trio.Event] = {}
+        #: Called with the queue ids of every notification (the peering layer
+        #: learns this way that outgoing queues have new messages).
+        self.listeners: list[Callable[[Iterable[int]], None]] = []
 
     def event(self, queue_id: int) -> trio.Event:
         """The event the next change to ``queue_id`` will set."""
@@ -30,6 +33,10 @@ class QueueSignals:
 
     def notify(self, queue_ids: Iterable[int]) -> None:
         """Wake every reader waiting on these queues."""
+        if self.listeners:
+            queue_ids = tuple(queue_ids)
+            for listener in self.listeners:
+                listener(queue_ids)
         for queue_id in queue_ids:
             event = self._events.pop(queue_id, None)
             if event is not None:

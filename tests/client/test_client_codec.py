@@ -304,6 +304,24 @@ REPLIES: list[cf.ServerReply] = [
         erasing=0,
         queues=(QUEUE,),
     ),
+    cf.OutgoingList(
+        outgoing=(
+            cf.OutgoingInfo(
+                destination="DIRECT=TCP:10.0.0.5\\private$\\q",
+                next_hop="10.0.0.5:1801",
+                state="connected",
+                next_attempt=None,
+                waiting=1,
+                unacknowledged=2,
+                sequence_timestamp=3,
+                sequence_ordinal=4,
+                next_number=5,
+                last_order_ack=6.5,
+                last_error="",
+            ),
+        ),
+        purged=1,
+    ),
 ]
 
 

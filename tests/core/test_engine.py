@@ -17,7 +17,6 @@ from qmgr.core.errors import (
     InvalidName,
     LimitExceeded,
     MessageTooLarge,
-    NotSupported,
     QueueExists,
     QueueNotFound,
     QuotaExceeded,
@@ -25,6 +24,7 @@ from qmgr.core.errors import (
     TransactionTooLarge,
     TransactionUsageError,
 )
+from qmgr.core.outgoing import EntryOrigin, decode_entry
 from qmgr.core.sends import SendMode
 from wire import MessageProperties
 from wire.client_frames import MAX_MESSAGE_BODY
@@ -205,7 +205,10 @@ def test_bad_requests_are_refused_with_typed_errors(qm: CoreHarness) -> None:
     cases: list[tuple[type[Exception], dict[str, object]]] = [
         (QueueNotFound, {"queue": "missing"}),
         (InvalidName, {"queue": "bad,,name"}),
-        (NotSupported, {"queue": "DIRECT=TCP:10.9.8.7\\private$\\far"}),
+        (
+            InvalidArgument,
+            {"queue": "DIRECT=TCP:10.9.8.7\\private$\\far", "label": "\U0001f600" * 130},
+        ),
         (AccessDenied, {"queue": "system$;deadletter"}),
         (AccessDenied, {"queue": "tq;journal"}),
         (MessageTooLarge, {"queue": "tq", "body": b"x" * (MAX_MESSAGE_BODY + 1)}),
@@ -226,6 +229,21 @@ def test_bad_requests_are_refused_with_typed_errors(qm: CoreHarness) -> None:
         qm.core.create_queue("bad$", wall=WALL)
     with pytest.raises(AccessDenied):
         qm.core.delete_queue("system$;deadxact")
+
+
+def test_a_send_to_another_queue_manager_goes_to_its_outgoing_queue(qm: CoreHarness) -> None:
+    tx = qm.begin()
+    qm.prepare("tq,DIRECT=TCP:10.9.8.7:1901\\private$\\Far", b"both", tx=tx)
+    ops = qm.core.commit(tx).ops
+    assert isinstance(ops[0], storage.AppendMessage)
+    remote = ops[1]
+    assert isinstance(remote, storage.AppendOutgoing)
+    assert remote.name == "outgoing$;tcp:10.9.8.7:1901\\far"
+    assert remote.display_name == "DIRECT=TCP:10.9.8.7:1901\\private$\\far"
+    entry = decode_entry(b"".join(bytes(part) for part in remote.payload))
+    assert entry.origin is EntryOrigin.LOCAL
+    assert entry.transactional
+    assert MessageProperties.from_bytes(entry.data).body == b"both"
 
 
 def test_transactions_are_bounded(qm: CoreHarness) -> None:

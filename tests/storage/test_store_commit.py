@@ -116,7 +116,11 @@ def test_lookup_ids_are_consecutive_across_units_batches_and_reopen(
 
 def test_stored_record_is_the_store_header_and_the_payload(store: Store) -> None:
     queue = create_queue(store, "q")
-    parts = [b"head-", memoryview(b"middle-"), bytearray(b"tail")]
+    parts: list[bytes | bytearray | memoryview] = [
+        b"head-",
+        memoryview(b"middle-"),
+        bytearray(b"tail"),
+    ]
     in_parts = AppendMessage(queue.queue_id, parts, 3, 4)
     [outcome] = commit_ok(
         store, unit(append(queue, b"body", priority=6, size=1000), in_parts), now=123.5

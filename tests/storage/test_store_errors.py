@@ -26,7 +26,7 @@ PLENTY = 1 << 40
 def lmdb_error(cls: type[lmdb.Error], code: int) -> lmdb.Error:
     """An LMDB error carrying a return code, as LMDB itself raises them."""
     exc = cls("mdb_txn_commit", code)
-    exc.code = code  # type: ignore[attr-defined]
+    exc.code = code  # type: ignore[misc]
     return exc
 
 

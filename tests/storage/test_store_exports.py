@@ -36,12 +36,19 @@ PUBLIC_NAMES = {
     "ReserveOrdinals",
     "SetSetting",
     "Unit",
+    # peering operations
+    "AppendOutgoing",
+    "ForgetOutgoing",
+    "RecordIncoming",
+    "RememberMessageIds",
+    "SetOutgoingPaused",
     # results
     "Appended",
     "Done",
     "Erased",
     "Failed",
     "Fallback",
+    "Forgotten",
     "QueueCreated",
     "QueueDeleted",
     "QueuePurged",
@@ -54,6 +61,8 @@ PUBLIC_NAMES = {
     "PlanContext",
     "Store",
     # records
+    "IncomingState",
+    "OutgoingState",
     "QueueKind",
     "QueueRecord",
     "decode_queue",

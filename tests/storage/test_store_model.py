@@ -29,6 +29,7 @@ from storage import (
     EraseStep,
     Failed,
     MessageMissing,
+    Operation,
     PurgeQueue,
     QueueCreated,
     QueueDeleted,
@@ -95,7 +96,9 @@ class StoreAgainstModel(RuleBasedStateMachine):
     ) -> None:
         queue = self.queues[name]
         sent = [(priority, self._payload(length)) for priority, length in messages]
-        ops = [append(queue.queue_id, body, priority=priority) for priority, body in sent]
+        ops: list[Operation] = [
+            append(queue.queue_id, body, priority=priority) for priority, body in sent
+        ]
         if failing_at is not None:
             ops.insert(min(failing_at, len(ops)), remove(queue.queue_id, MISSING))
         [outcome] = self.store.commit([unit(*ops, atomic=atomic)], now=1.0)

@@ -68,6 +68,31 @@ queue_infos = st.builds(
     locked=u64,
     created_at=times,
 )
+optional_times = st.none() | times
+outgoing_infos = st.builds(
+    cf.OutgoingInfo,
+    destination=text,
+    next_hop=text,
+    state=text,
+    next_attempt=optional_times,
+    waiting=u64,
+    unacknowledged=u64,
+    sequence_timestamp=u32,
+    sequence_ordinal=u32,
+    next_number=u64,
+    last_order_ack=optional_times,
+    last_error=text,
+)
+incoming_infos = st.builds(
+    cf.IncomingInfo,
+    source_qm=guids,
+    queue=text,
+    sequence_timestamp=u32,
+    sequence_ordinal=u32,
+    last_number=u64,
+    reject_count=u64,
+    last_access=times,
+)
 sends = st.builds(cf.Send, tx_id=u64, mode=u8, message=properties)
 message_replies = st.builds(cf.MessageReply, message=queued_messages)
 message_lists = st.builds(cf.MessageList, messages=st.lists(queued_messages, max_size=3).map(tuple))
@@ -95,6 +120,8 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.SEND: sends,
     cf.FrameKind.RECEIVE: receives,
     cf.FrameKind.PEEK_RANGE: st.builds(cf.PeekRange, queue=text, after=u64, max_count=u32),
+    cf.FrameKind.LIST_OUTGOING: st.just(cf.ListOutgoing()),
+    cf.FrameKind.CONTROL_OUTGOING: st.builds(cf.ControlOutgoing, action=u8, destination=text),
     cf.FrameKind.HELLO_OK: st.builds(
         cf.HelloOk,
         version=u16,
@@ -125,6 +152,11 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         uncommitted_bytes=u64,
         erasing=u32,
         queues=st.lists(queue_infos, max_size=3).map(tuple),
+        outgoing=st.lists(outgoing_infos, max_size=3).map(tuple),
+        incoming=st.lists(incoming_infos, max_size=3).map(tuple),
+    ),
+    cf.FrameKind.OUTGOING_LIST: st.builds(
+        cf.OutgoingList, outgoing=st.lists(outgoing_infos, max_size=3).map(tuple), purged=u64
     ),
     cf.FrameKind.ERROR: st.builds(cf.ErrorReply, code=u16, message=text),
 }

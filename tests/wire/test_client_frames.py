@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 import uuid
 from typing import Any
@@ -18,6 +19,12 @@ from wire._client_fast import FAST_DECODE, FAST_ENCODE
 from wire._client_values import CLASS_OF, KIND_OF
 
 GUID = uuid.UUID("6f1c2e3a-94b1-4c52-9d0e-1234567890ab")
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
 PROPERTIES = MessageProperties(
     body=b"x" * 100,
     label="l\u00e9",
@@ -54,6 +61,28 @@ QUEUE_INFO = cf.QueueInfo(
     locked=1,
     created_at=1_600_000_000.0,
 )
+OUTGOING_INFO = cf.OutgoingInfo(
+    destination="DIRECT=TCP:10.0.0.5:1901\\private$\\orders",
+    next_hop="10.0.0.9:1801",
+    state="waiting",
+    next_attempt=1_700_000_100.5,
+    waiting=12,
+    unacknowledged=3,
+    sequence_timestamp=1_700_000_000,
+    sequence_ordinal=2,
+    next_number=16,
+    last_order_ack=None,
+    last_error="connection refused",
+)
+INCOMING_INFO = cf.IncomingInfo(
+    source_qm=GUID,
+    queue="orders",
+    sequence_timestamp=1_690_000_000,
+    sequence_ordinal=7,
+    last_number=41,
+    reject_count=2,
+    last_access=1_700_000_002.25,
+)
 
 #: One value of every frame kind, with non-default fields.
 SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
@@ -71,6 +100,10 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         tx_id=3, queue="orders", timeout_ms=cf.INFINITE_TIMEOUT_MS, peek=True, lookup_id=8
     ),
     cf.FrameKind.PEEK_RANGE: cf.PeekRange(queue="orders", after=4, max_count=10),
+    cf.FrameKind.LIST_OUTGOING: cf.ListOutgoing(),
+    cf.FrameKind.CONTROL_OUTGOING: cf.ControlOutgoing(
+        action=3, destination=OUTGOING_INFO.destination
+    ),
     cf.FrameKind.HELLO_OK: cf.HelloOk(
         version=cf.PROTOCOL_VERSION, server_version="1.0", qm_name="qm", qm_guid=GUID
     ),
@@ -93,6 +126,12 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         uncommitted_bytes=100,
         erasing=0,
         queues=(QUEUE_INFO, QUEUE_INFO),
+        outgoing=(OUTGOING_INFO,),
+        incoming=(INCOMING_INFO, INCOMING_INFO),
+    ),
+    cf.FrameKind.OUTGOING_LIST: cf.OutgoingList(
+        outgoing=(OUTGOING_INFO, cf.OutgoingInfo(**{**_fields(OUTGOING_INFO), "state": "idle"})),
+        purged=2**40,
     ),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
@@ -530,6 +569,171 @@ def test_unknown_guid_bytes_round_trip() -> None:
     frame = cf.HelloOk(version=1, server_version="x", qm_name="n", qm_guid=guid)
     [decoded] = _decode_all(cf.encode_frame(1, frame))
     assert decoded.value == frame
+
+
+# --------------------------------------------------------------------------
+# Outgoing queues and incoming sequences
+# --------------------------------------------------------------------------
+
+
+def _text(value: str) -> bytes:
+    data = value.encode()
+    return struct.pack("<H", len(data)) + data
+
+
+def _outgoing_bytes(info: cf.OutgoingInfo) -> bytes:
+    """An OutgoingInfo as the protocol lays it out, written out by hand."""
+
+    def optional_time(value: float | None) -> bytes:
+        return struct.pack("<?d", value is not None, 0.0 if value is None else value)
+
+    return b"".join(
+        (
+            _text(info.destination),
+            _text(info.next_hop),
+            _text(info.state),
+            optional_time(info.next_attempt),
+            struct.pack(
+                "<QQIIQ",
+                info.waiting,
+                info.unacknowledged,
+                info.sequence_timestamp,
+                info.sequence_ordinal,
+                info.next_number,
+            ),
+            optional_time(info.last_order_ack),
+            _text(info.last_error),
+        )
+    )
+
+
+def test_outgoing_frames_have_the_documented_layout() -> None:
+    control = cf.ControlOutgoing(action=2, destination="DIRECT=TCP:h\\q")
+    assert cf.encode_frame(1, control)[cf.HEADER_SIZE :] == b"\x02" + _text(control.destination)
+    assert cf.encode_frame(1, cf.ListOutgoing())[cf.HEADER_SIZE :] == b""
+    listed = cf.OutgoingList(outgoing=(OUTGOING_INFO,), purged=5)
+    body = cf.encode_frame(1, listed)[cf.HEADER_SIZE :]
+    assert body == struct.pack("<I", 1) + _outgoing_bytes(OUTGOING_INFO) + struct.pack("<Q", 5)
+    incoming = b"".join(
+        (
+            GUID.bytes,
+            _text("orders"),
+            struct.pack("<IIQQd", 1_690_000_000, 7, 41, 2, 1_700_000_002.25),
+        )
+    )
+    status = SAMPLES[cf.FrameKind.STATUS_INFO]
+    assert cf.encode_frame(1, status)[cf.HEADER_SIZE :].endswith(
+        struct.pack("<I", 1) + _outgoing_bytes(OUTGOING_INFO) + struct.pack("<I", 2) + incoming * 2
+    )
+
+
+def test_a_status_without_peering_has_empty_lists_at_the_end() -> None:
+    old_style = cf.StatusInfo(
+        **{**_fields(SAMPLES[cf.FrameKind.STATUS_INFO]), "outgoing": (), "incoming": ()}
+    )
+    fields = _fields(old_style)
+    del fields["outgoing"], fields["incoming"]
+    assert cf.StatusInfo(**fields) == old_style  # the new fields have defaults
+    data = cf.encode_frame(4, old_style)
+    assert data.endswith(bytes(8))  # two empty u32-counted lists
+    assert _decode_all(data) == [cf.Frame(request_id=4, value=old_style)]
+    # The lists are part of the frame: a body without them is malformed.
+    with pytest.raises(RemoteProtocolError):
+        cf.decode_body(cf.FrameKind.STATUS_INFO, data[cf.HEADER_SIZE : -8])
+
+
+@pytest.mark.parametrize("name", ["next_attempt", "last_order_ack"])
+def test_an_absent_time_is_not_the_epoch(name: str) -> None:
+    for value in (None, 0.0, -1.5):
+        info = cf.OutgoingInfo(**{**_fields(OUTGOING_INFO), name: value})
+        [frame] = _decode_all(cf.encode_frame(1, cf.OutgoingList(outgoing=(info,))))
+        assert isinstance(frame.value, cf.OutgoingList)
+        assert getattr(frame.value.outgoing[0], name) == value
+        assert (getattr(frame.value.outgoing[0], name) is None) == (value is None)
+
+
+BAD_OUTGOING_VALUES = [
+    pytest.param(cf.ControlOutgoing(action=256, destination="d"), id="action-too-big"),
+    pytest.param(cf.ControlOutgoing(action=-1, destination="d"), id="action-negative"),
+    pytest.param(cf.ControlOutgoing(action=1, destination="\ud800"), id="destination-surrogate"),
+    pytest.param(cf.ControlOutgoing(action=1, destination="d" * 0x10000), id="destination-long"),
+    pytest.param(
+        cf.OutgoingList(outgoing=(cf.OutgoingInfo(**{**_fields(OUTGOING_INFO), "waiting": -1}),)),
+        id="waiting-negative",
+    ),
+    pytest.param(
+        cf.OutgoingList(
+            outgoing=(cf.OutgoingInfo(**{**_fields(OUTGOING_INFO), "sequence_timestamp": 2**32}),)
+        ),
+        id="sequence-timestamp-too-big",
+    ),
+    pytest.param(cf.OutgoingList(outgoing=(), purged=2**64), id="purged-too-big"),
+    pytest.param(
+        cf.StatusInfo(
+            **{
+                **_fields(SAMPLES[cf.FrameKind.STATUS_INFO]),
+                "incoming": (cf.IncomingInfo(**{**_fields(INCOMING_INFO), "reject_count": -1}),),
+            }
+        ),
+        id="status-reject-count",
+    ),
+]
+
+
+@pytest.mark.parametrize("value", BAD_OUTGOING_VALUES)
+def test_outgoing_values_that_cannot_be_encoded_are_local_errors(value: cf.FrameValue) -> None:
+    with pytest.raises(LocalProtocolError) as excinfo:
+        cf.encode_frame(1, value)
+    assert excinfo.value.field == type(value).__name__
+
+
+@pytest.mark.parametrize(
+    ("kind", "body", "why"),
+    [
+        (cf.FrameKind.LIST_OUTGOING, b"\x00", "trailing byte"),
+        (cf.FrameKind.CONTROL_OUTGOING, b"\x01\x02\x00\xff\xfe", "destination not UTF-8"),
+        (cf.FrameKind.CONTROL_OUTGOING, b"\x01\x05\x00abc", "destination cut short"),
+        (cf.FrameKind.CONTROL_OUTGOING, b"\x01", "no destination"),
+        (cf.FrameKind.OUTGOING_LIST, struct.pack("<IQ", 1, 0), "a count with no entry"),
+        (cf.FrameKind.OUTGOING_LIST, struct.pack("<I", 0), "no purged count"),
+        (cf.FrameKind.OUTGOING_LIST, struct.pack("<IQB", 0, 0, 0), "trailing byte"),
+        (cf.FrameKind.OUTGOING_LIST, struct.pack("<I", 0xFFFFFFFF) + bytes(8), "a huge count"),
+    ],
+)
+def test_malformed_outgoing_bodies_are_refused(kind: cf.FrameKind, body: bytes, why: str) -> None:
+    with pytest.raises(RemoteProtocolError):
+        cf.decode_body(kind, body)
+    decoder = cf.ClientFrameDecoder()
+    decoder.receive_data(struct.pack("<IHHI", len(body), kind, 0, 1) + body)
+    with pytest.raises(RemoteProtocolError):
+        decoder.next_frame()
+
+
+@settings(max_examples=300)
+@given(
+    kind=st.sampled_from(
+        [cf.FrameKind.CONTROL_OUTGOING, cf.FrameKind.OUTGOING_LIST, cf.FrameKind.STATUS_INFO]
+    ),
+    value=st.data(),
+    position=st.integers(0, 10_000),
+    flip=st.integers(1, 255),
+    cut=st.integers(0, 10_000),
+)
+def test_mutated_outgoing_bodies_decode_or_raise_remote_protocol_error(
+    kind: cf.FrameKind, value: st.DataObject, position: int, flip: int, cut: int
+) -> None:
+    body = cf.encode_body_with_layout(value.draw(cs.FRAMES_BY_KIND[kind]))
+    flipped = bytearray(body)
+    if flipped:
+        flipped[position % len(flipped)] ^= flip
+    for mutated in (bytes(flipped), body[: cut % (len(body) + 1)], body + b"\x00"):
+        try:
+            decoded = cf.decode_body(kind, mutated)
+        except RemoteProtocolError:
+            continue
+        # Whatever decodes is a value of the kind that encodes again.
+        assert type(decoded) is CLASS_OF[kind]
+        cf.encode_body_with_layout(decoded)
 
 
 # --------------------------------------------------------------------------

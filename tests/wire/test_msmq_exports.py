@@ -16,6 +16,12 @@ MSMQ_NAMES = {
     "is_order_queue",
     "parse_ping",
     "build_ping",
+    # MessageProperties <-> UserMessage
+    "message_to_packet",
+    "packet_to_message",
+    "queue_text",
+    "direct_queue",
+    "with_message_class",
     # packets
     "Packet",
     "EstablishConnection",

@@ -1,0 +1,170 @@
+"""What becomes of a message that arrives from another queue manager.
+
+Theory of operation
+-------------------
+The peering layer decodes a UserMessage and asks :class:`Arrivals` where it
+goes; the answer is a list of store operations (written by the daemon's
+committer, in one write transaction with the run of messages it belongs to)
+and, for a message this queue manager must refuse, the MSMQ class that says
+why ([MS-MQQB] §3.1.5.8, reference §16). Nothing here writes, waits or
+logs.
+
+* Addressed to a queue here (a direct name that names this queue manager):
+  the message is appended to that queue. A rejection at arrival is never a
+  silent drop and never stalls the sender's stream: the message is kept in
+  this queue manager's dead-letter queue with the class that says why
+  (``system$;deadxact`` for a transactional message, ``system$;deadletter``
+  for another), and the transactional stream still advances past it:
+
+  ============================================  ===============================
+  condition                                     class
+  ============================================  ===============================
+  no such queue (or a system or journal queue)  NACK_BAD_DST_Q
+  transactional message, queue not              NACK_NOT_TRANSACTIONAL_Q
+  non-transactional message, queue is           NACK_NOT_TRANSACTIONAL_MSG
+  the queue's quota is full                     NACK_Q_EXCEED_QUOTA
+  ============================================  ===============================
+
+  The quota is judged when the run is written (``storage.Attempt``: the
+  append, or else the dead-letter copy). Acknowledgment messages to admin
+  queues and FinalAcks for these outcomes are the next layer's work; the
+  outcome recorded here (class, queue, time) is what they will report.
+* Addressed to a queue on another queue manager: store and forward. The
+  packet is kept whole in the outgoing queue for that destination, its hop
+  count incremented and its TransactionHeader untouched; a message that
+  would pass :data:`MAX_HOPS` is refused with NACK_HOP_COUNT_EXCEEDED.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Final
+
+import wire
+from storage import AppendMessage, AppendOutgoing, Attempt, Operation, QueueKind, Store
+from wire import MessageClass, MessageProperties, UserMessage
+
+from . import names
+from .errors import InvalidName
+from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+
+__all__ = ["MAX_HOPS", "Arrival", "Arrivals"]
+
+#: Most routing hops a message may take ([MS-MQQB] §3.1.5.8.5: 0x1D).
+MAX_HOPS: Final = 0x1D
+
+
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """Where an arriving message goes."""
+
+    #: The store operations that keep it.
+    ops: tuple[Operation, ...]
+    #: The destination queue's key here (the key of its incoming stream), or
+    #: None for a message relayed to another queue manager.
+    queue_key: str | None
+    #: Why it was refused (a NACK class), or None.
+    rejection: int | None = None
+    #: For a relayed message: where it goes next.
+    relay_to: RemoteDestination | None = None
+    #: For an accepted message whose queue has a quota: the class its
+    #: dead-letter copy has if the quota turns out to be full.
+    quota_fallback: bool = False
+
+
+class Arrivals:
+    """Decides arrivals against ``store``'s queues (read only)."""
+
+    __slots__ = ("_identity", "_store")
+
+    def __init__(self, store: Store, identity: names.LocalIdentity) -> None:
+        self._store = store
+        self._identity = identity
+
+    def destination(self, packet: UserMessage) -> tuple[str | None, RemoteDestination | None]:
+        """The local queue key a packet is addressed to, or the remote destination.
+
+        Returns:
+            ``(queue_key, None)`` for a queue here (the key may name no queue),
+            ``(None, destination)`` for a queue elsewhere, ``(None, None)``
+            when the address cannot be understood here.
+        """
+        queue = packet.user.destination
+        if not isinstance(queue, wire.DirectQueue):
+            return None, None
+        try:
+            parsed = names.parse_format_name("DIRECT=" + queue.name, self._identity)
+        except InvalidName:
+            return None, None
+        if parsed.is_multiple:
+            return None, None
+        element = parsed.elements[0]
+        if element.is_local:
+            return element.queue, None
+        return None, RemoteDestination.from_address(element)
+
+    def local(self, packet: UserMessage, queue_key: str | None) -> Arrival:
+        """The operations keeping a message addressed to a queue here."""
+        transactional = packet.transaction is not None
+        text = "DIRECT=" + packet.user.destination.name  # type: ignore[union-attr]
+        message = wire.packet_to_message(
+            packet,
+            destination=text,
+            admin_queue=wire.queue_text(packet.user.admin),
+            response_queue=wire.queue_text(packet.user.response),
+        )
+        store = self._store
+        record = None if queue_key is None else store.get_queue(queue_key)
+        rejection: int | None = None
+        if record is None or record.kind is not QueueKind.NORMAL:
+            rejection = MessageClass.NACK_BAD_DST_Q
+        elif transactional and not record.transactional:
+            rejection = MessageClass.NACK_NOT_TRANSACTIONAL_Q
+        elif not transactional and record.transactional:
+            rejection = MessageClass.NACK_NOT_TRANSACTIONAL_MSG
+        if rejection is not None:
+            return Arrival((self._dead_letter(message, rejection),), queue_key, rejection)
+        assert record is not None
+        append: Operation = AppendMessage(
+            record.queue_id, message.raw, message.priority, message.body_size
+        )
+        if record.quota is None:
+            return Arrival((append,), queue_key)
+        fallback = self._dead_letter(message, MessageClass.NACK_Q_EXCEED_QUOTA)
+        return Arrival((Attempt(append, fallback),), queue_key, quota_fallback=True)
+
+    def relay(self, packet: UserMessage, destination: RemoteDestination) -> Arrival:
+        """The operations passing a message on to another queue manager."""
+        hops = packet.user.hop_count + 1
+        if hops > MAX_HOPS:
+            text = "DIRECT=" + packet.user.destination.name  # type: ignore[union-attr]
+            message = wire.packet_to_message(
+                packet,
+                destination=text,
+                admin_queue=wire.queue_text(packet.user.admin),
+                response_queue=wire.queue_text(packet.user.response),
+            )
+            op = self._dead_letter(message, MessageClass.NACK_HOP_COUNT_EXCEEDED)
+            return Arrival((op,), None, MessageClass.NACK_HOP_COUNT_EXCEEDED)
+        forwarded = dataclasses.replace(
+            packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
+        )
+        data = wire.build_packet(forwarded)
+        prefix = entry_prefix(
+            EntryOrigin.RELAYED,
+            transactional=packet.transaction is not None,
+            recoverable=packet.is_recoverable,
+        )
+        size = len(packet.properties.body)
+        op = AppendOutgoing(
+            destination.outgoing_name, destination.display_name, (prefix, data), size
+        )
+        return Arrival((op,), None, relay_to=destination)
+
+    def _dead_letter(self, message: MessageProperties, message_class: int) -> Operation:
+        key = names.DEADXACT if message.transactional else names.DEADLETTER
+        record = self._store.get_queue(key)
+        assert record is not None, "the dead-letter queues are created at start-up"
+        dead = wire.with_message_class(message, message_class)
+        return AppendMessage(record.queue_id, dead.raw, dead.priority, dead.body_size)

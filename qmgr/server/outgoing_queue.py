@@ -1,0 +1,253 @@
+"""One outgoing queue as the peering layer drives it.
+
+Theory of operation
+-------------------
+The store keeps the entries (``storage.QueueKind.OUTGOING``) and the
+sequence state (``storage.OutgoingState``); an :class:`OutgoingQueue` keeps
+the :class:`~qmgr.protocol.OutgoingSequence` that numbers and tracks them,
+and the payloads of the entries it has loaded. It loads entries in lookup-id
+order, a chunk at a time, when fewer than :data:`FILL_LOW` wait to be sent
+and fewer than :data:`MAX_LOADED` are loaded: a backlog of millions costs
+neither memory nor start-up time. Entries leave memory when the store has
+forgotten them.
+
+A transmission is built when the session's window lets it go: a local
+message becomes a UserMessage (with the TransactionHeader the sequence
+gives it), a relayed one goes out as the packet that arrived.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+import storage
+import wire
+from qmgr.core.errors import InvalidName
+from qmgr.core.names import DEADLETTER, DEADXACT, parse_format_name
+from qmgr.core.outgoing import EntryOrigin, RemoteDestination, decode_entry
+from qmgr.protocol import EntryKind, OutgoingSequence
+from wire import client_frames as cf
+
+if TYPE_CHECKING:
+    from .peer_link import Link
+    from .peering import Peering
+
+__all__ = ["FILL_CHUNK", "FILL_LOW", "MAX_LOADED", "OutgoingQueue"]
+
+#: Entries loaded from the store at a time.
+FILL_CHUNK: Final = 1024
+#: Load more when fewer than this many loaded entries wait to be sent.
+FILL_LOW: Final = 512
+#: Most entries loaded at once (sent and waiting for an acknowledgment included).
+MAX_LOADED: Final = 65536
+
+
+class OutgoingQueue:
+    """An outgoing queue's sequence, loaded entries and controls."""
+
+    def __init__(
+        self,
+        peering: Peering,
+        record: storage.QueueRecord,
+        destination: RemoteDestination,
+        state: storage.OutgoingState,
+        hop: tuple[str, int],
+    ) -> None:
+        self.peering = peering
+        self.queue_id = record.queue_id
+        self.name = record.name
+        self.destination = destination
+        self.hop = hop
+        self.sequence_timestamp = state.sequence_timestamp
+        self.machine = OutgoingSequence(
+            sequence_id=wire.TxSequenceId(
+                ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp
+            ),
+            base=state.base,
+            resend_intervals=peering.config.peer_resend_intervals,
+        )
+        self.paused = state.paused
+        self.payloads: dict[int, memoryview | bytes] = {}
+        self.loaded_through = 0
+        self.to_forget: list[int] = []
+        self.last_order_ack: float | None = None
+        self.link: Link | None = None
+        self._direct = wire.DirectQueue(name=destination.direct_name)
+        self.fill()
+
+    # ------------------------------------------------------------------ entries
+
+    def fill(self) -> None:
+        """Load the next entries from the store if few wait to be sent."""
+        store = self.peering.store
+        record = store.get_queue_by_id(self.queue_id)
+        if record is None:
+            return
+        newest = record.next_lookup_id - 1
+        machine = self.machine
+        while (
+            newest > self.loaded_through
+            and machine.waiting < FILL_LOW
+            and len(self.payloads) < MAX_LOADED
+        ):
+            rows = store.read_range(self.queue_id, after=self.loaded_through, limit=FILL_CHUNK)
+            if not rows:
+                self.loaded_through = newest
+                break
+            for lookup_id, data in rows:
+                payload = storage.message_payload(data)
+                machine.add(lookup_id, _kind(payload))
+                self.payloads[lookup_id] = payload
+            self.loaded_through = rows[-1][0]
+
+    @property
+    def stored(self) -> int:
+        """Entries in the store."""
+        record = self.peering.store.get_queue_by_id(self.queue_id)
+        return 0 if record is None else record.depth
+
+    def has_work(self) -> bool:
+        """Whether the next hop is needed: entries to send, or to see acknowledged."""
+        return not self.paused and (len(self.machine) > 0 or self.stored > 0)
+
+    def wake(self) -> None:
+        """Tell the link there may be something to send."""
+        if self.link is not None:
+            self.link.wake()
+
+    def next_packet(self, now: float) -> tuple[bytes, bool, Any] | None:
+        """The next packet to send, built: ``(bytes, recoverable, tag)``, or None."""
+        if self.paused:
+            return None
+        machine = self.machine
+        if machine.waiting < FILL_LOW:
+            self.fill()
+        while True:
+            transmission = machine.next_transmission(now)
+            if transmission is None:
+                return None
+            payload = self.payloads.get(transmission.lookup_id)
+            if payload is None:  # forgotten meanwhile
+                continue
+            entry = decode_entry(payload)
+            if entry.origin is EntryOrigin.RELAYED:
+                data = bytes(entry.data)
+            else:
+                try:
+                    data = self._build(entry.data, transmission.header)
+                except wire.ProtocolError as exc:
+                    self.peering.log.exception(
+                        "outgoing_message_unsendable",
+                        queue=self.name,
+                        lookup_id=transmission.lookup_id,
+                        error=str(exc),
+                    )
+                    self.peering.forget(self, (transmission.lookup_id,))
+                    continue
+            kind = transmission.kind
+            recoverable = kind is not EntryKind.EXPRESS
+            return data, recoverable, (self, transmission.lookup_id)
+
+    def _build(self, data: memoryview, header: wire.TransactionHeader | None) -> bytes:
+        message = wire.MessageProperties.from_bytes(data)
+        packet = wire.message_to_packet(
+            message,
+            destination=self._direct,
+            admin=self._wire_queue(message.admin_queue),
+            response=self._wire_queue(message.response_queue),
+            transaction=header,
+        )
+        return wire.build_packet(packet)
+
+    def _wire_queue(self, text: str) -> wire.QueueAddress | None:
+        """A reply queue as the destination can use it: a direct name."""
+        if not text:
+            return None
+        try:
+            element = parse_format_name(text, self.peering.identity).elements[0]
+        except InvalidName:
+            return wire.direct_queue(text)
+        if not element.is_local:
+            return wire.direct_queue(text)
+        config = self.peering.config
+        port = "" if config.listen.port == 1801 else f":{config.listen.port}"
+        path = (
+            element.queue
+            if element.queue in (DEADLETTER, DEADXACT)
+            else f"private$\\{element.queue}"
+        )
+        return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
+
+    def forgotten(self, ids: tuple[int, ...], state: storage.OutgoingState) -> None:
+        """The store forgot these entries; ``state`` is the sequence afterwards."""
+        for lookup_id in ids:
+            self.payloads.pop(lookup_id, None)
+        self.machine.forgotten(
+            ids,
+            wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp),
+            state.base,
+        )
+        self.fill()
+        self.wake()
+
+    # ------------------------------------------------------------------ controls
+
+    async def set_paused(self, paused: bool) -> None:
+        """Pause or resume sending (kept across restarts)."""
+        unit = storage.Unit((storage.SetOutgoingPaused(self.queue_id, paused),))
+        outcome = await self.peering.committer.submit(unit)
+        if outcome.error is not None:
+            raise outcome.error
+        self.paused = paused
+        self.peering.log.info("outgoing_paused" if paused else "outgoing_resumed", queue=self.name)
+        self.wake()
+
+    async def purge(self) -> int:
+        """Remove every entry; later messages' sequence numbers bridge the hole."""
+        unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
+        outcome = await self.peering.committer.submit(unit)
+        result = outcome.results[0]
+        if not isinstance(result, storage.QueuePurged):
+            raise outcome.error or RuntimeError("purge failed")
+        gone = tuple(self.payloads)
+        self.payloads.clear()
+        self.machine.removed(gone)
+        record = self.peering.store.get_queue_by_id(self.queue_id)
+        if record is not None:
+            self.loaded_through = max(self.loaded_through, record.purged_below - 1)
+        self.peering.signals.notify(())
+        self.wake()
+        return result.messages
+
+    def info(self) -> cf.OutgoingInfo:
+        """The queue for status and ``qmgr outgoing list``."""
+        machine = self.machine
+        link = self.link
+        state, next_attempt, error = ("idle", None, "") if link is None else link.describe()
+        if self.paused:
+            state = "paused"
+        loaded_waiting = machine.waiting
+        unloaded = max(0, self.stored - len(machine))
+        sequence = machine.sequence_id
+        return cf.OutgoingInfo(
+            destination=self.destination.display_name,
+            next_hop=f"{self.hop[0]}:{self.hop[1]}",
+            state=state,
+            next_attempt=next_attempt,
+            waiting=loaded_waiting + unloaded,
+            unacknowledged=machine.unacknowledged,
+            sequence_timestamp=sequence.timestamp,
+            sequence_ordinal=sequence.ordinal,
+            next_number=machine.next_number,
+            last_order_ack=self.last_order_ack,
+            last_error=error,
+        )
+
+
+def _kind(payload: memoryview | bytes) -> EntryKind:
+    entry = decode_entry(payload)
+    if entry.origin is EntryOrigin.RELAYED:
+        return EntryKind.RELAYED
+    if entry.transactional:
+        return EntryKind.TRANSACTIONAL
+    return EntryKind.RECOVERABLE if entry.recoverable else EntryKind.EXPRESS

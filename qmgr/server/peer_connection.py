@@ -1,0 +1,326 @@
+"""One TCP connection to another queue manager: bytes in, packets, bytes out.
+
+Theory of operation
+-------------------
+A :class:`PeerConnection` is the thin trio adapter around one
+:class:`qmgr.protocol.PeerSession`. It owns the socket and three tasks:
+
+* the **reader** feeds received bytes to a ``wire.FrameDecoder`` (whose
+  packet-size limit bounds every read), hands each packet to the session
+  and carries out what the session answers: bytes to send, user packets to
+  deliver (to :class:`~qmgr.server.peering.Peering`), packets the peer
+  acknowledged, or closing;
+* the **persister** writes the messages the reader accepted: everything
+  accepted since its last write goes to the committer as one atomic unit
+  (sharing the sync with every client's commit), and only once that unit is
+  synced do the messages count in a SessionAck (the session's bitmap) and
+  in an OrderAck (the incoming sequences). While it writes, the reader goes
+  on decoding, so a streaming peer is written in runs, not one message per
+  sync;
+* the **writer** sends: control packets first (SessionAcks, OrderAcks),
+  then, while the session's window allows, the next transmission of the
+  outgoing queues this connection carries, many packets per ``send_all``.
+  It also runs the session's timers.
+
+Any protocol error, a session that says Close, a timeout or a broken socket
+ends all three and closes the connection; what was not acknowledged stays
+in the store (sender) or was never acknowledged (receiver), so the next
+connection resends it and the sequence numbers make the resend harmless.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import trio
+
+import storage
+import wire
+from qmgr.protocol import (
+    Acked,
+    Close,
+    Deliver,
+    Opened,
+    PeerSession,
+    Role,
+    Send,
+    SessionSettings,
+)
+
+if TYPE_CHECKING:
+    from .outgoing_queue import OutgoingQueue
+    from .peering import Peering
+
+__all__ = ["PeerClosed", "PeerConnection"]
+
+#: Bytes read from the socket at a time.
+RECEIVE_SIZE: Final = 65536
+#: Bytes of packets gathered before one ``send_all``.
+SEND_BATCH_BYTES: Final = 256 * 1024
+
+
+class PeerClosed(Exception):
+    """The connection ends; the message says why."""
+
+
+_EXPECTED = (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+_EXPECTED_ALL = (*_EXPECTED, wire.ProtocolError)
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """Messages accepted since the last write, and what to do once they are durable."""
+
+    ops: list[storage.Operation] = field(default_factory=list)
+    #: Called with the unit's outcome and its results for these ops, in order.
+    after: list[Callable[[list[storage.Result]], None]] = field(default_factory=list)
+    #: (slice of ops) for each callback.
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    #: Incoming streams advanced by this run: rolled back if it fails.
+    streams: set[Any] = field(default_factory=set)
+
+    def __len__(self) -> int:
+        return len(self.after)
+
+
+class PeerConnection:
+    """One session with another queue manager (either side may have opened it)."""
+
+    def __init__(
+        self,
+        peering: Peering,
+        stream: trio.abc.Stream,
+        *,
+        role: Role,
+        peer: str,
+        settings: SessionSettings,
+        queues: list[OutgoingQueue] | None = None,
+    ) -> None:
+        self.peering = peering
+        self.stream = stream
+        self.peer = peer
+        self.role = role
+        now = trio.current_time()
+        self.session = PeerSession(role, local_qm=peering.local_qm, settings=settings, now=now)
+        self.decoder = wire.FrameDecoder(max_packet_size=peering.max_packet_size)
+        #: Outgoing queues whose messages this connection carries (initiator only).
+        self.queues: list[OutgoingQueue] = queues or []
+        self._control: list[bytes] = []  # built packets to send before any transmission
+        self._control_user: list[tuple[bytes, bool]] = []  # user packets (OrderAcks) to count
+        self._wake_writer = trio.Event()
+        self._wake_persister = trio.Event()
+        self._run = _Run()
+        self._closed = False
+        self.remote_qm: Any = None
+        self.opened = trio.Event()
+        self.close_reason = ""
+        self._next_queue = 0
+        self.log = peering.log.bind(peer=peer, role=role.name.lower())
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Serve the connection until it ends; returns normally in every case."""
+        try:
+            async with trio.open_nursery() as nursery:
+                self._handle(self.session.start(trio.current_time()))
+                nursery.start_soon(self._reader, nursery.cancel_scope)
+                nursery.start_soon(self._writer, nursery.cancel_scope)
+                nursery.start_soon(self._persister, nursery.cancel_scope)
+        except BaseExceptionGroup as group:
+            self.close_reason = self._reason(group)
+        except Exception as exc:
+            self.close_reason = self._reason(exc)
+        finally:
+            self._closed = True
+            with contextlib.suppress(Exception), trio.CancelScope(shield=True):
+                await self.stream.aclose()
+            self.session.connection_lost()
+            self.peering.connection_ended(self)
+
+    def _reason(self, error: BaseException) -> str:
+        """Why the connection ended, from what its tasks raised; a bug is logged
+        with its traceback (one connection never takes the daemon down)."""
+        leaves = _leaves(error)
+        for leaf in leaves:
+            if not isinstance(leaf, _EXPECTED_ALL):
+                if not isinstance(leaf, Exception):
+                    raise error
+                self.log.error("peer_connection_crashed", exc_info=leaf)
+                return f"internal error: {leaf!r}"
+        leaf = leaves[0]
+        if isinstance(leaf, PeerClosed):
+            return str(leaf)
+        if isinstance(leaf, wire.ProtocolError):
+            return f"protocol error: {leaf}"
+        return f"connection lost: {leaf!r}"
+
+    @property
+    def closing(self) -> bool:
+        """True once the connection is ending."""
+        return self._closed
+
+    def close_soon(self, reason: str) -> None:
+        """End the connection from outside (pause, shutdown)."""
+        self.close_reason = reason
+        self._closed = True
+        self._wake_writer.set()
+        self._wake_persister.set()
+
+    async def _reader(self, scope: trio.CancelScope) -> None:
+        decoder = self.decoder
+        session = self.session
+        while not self._closed:
+            data = await self.stream.receive_some(RECEIVE_SIZE)
+            if not data:
+                if decoder.buffered:
+                    msg = (
+                        "the peer closed the connection in the middle of a packet "
+                        f"({decoder.buffered} bytes)"
+                    )
+                    raise PeerClosed(msg)
+                msg = "the peer closed the connection"
+                raise PeerClosed(msg)
+            decoder.receive_data(bytes(data))
+            while (packet := decoder.next_packet()) is not None:
+                self._handle(session.receive(packet, trio.current_time()))
+                if self.closing:
+                    break
+            if len(self._run):
+                self._wake_persister.set()
+        raise PeerClosed(self.close_reason or "closed")
+
+    def _handle(self, actions: list[Any]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self._control.append(action.data)
+                self._wake_writer.set()
+            elif isinstance(action, Deliver):
+                self.peering.delivered(self, action.packet, action.recoverable_number)
+            elif isinstance(action, Acked):
+                self.peering.acked(action.tags)
+                self._wake_writer.set()
+            elif isinstance(action, Opened):
+                self.remote_qm = action.remote_qm
+                self.opened.set()
+                self.log = self.log.bind(remote_qm=str(action.remote_qm))
+                self.log.info("peer_session_opened", window=action.peer_window)
+                self.peering.connection_opened(self)
+                self._wake_writer.set()
+            elif isinstance(action, Close):
+                self.close_reason = action.reason
+                raise PeerClosed(action.reason)
+
+    # ------------------------------------------------------------------ receiving
+
+    def accept(
+        self,
+        ops: tuple[storage.Operation, ...],
+        after: Callable[[list[storage.Result]], None],
+        stream: Any = None,
+    ) -> None:
+        """Add an arrived message's operations to the next write; ``after`` runs once
+        they are synced, with their results."""
+        run = self._run
+        start = len(run.ops)
+        run.ops.extend(ops)
+        run.spans.append((start, len(run.ops)))
+        run.after.append(after)
+        if stream is not None:
+            run.streams.add(stream)
+
+    def persisted(self, recoverable_number: int) -> None:
+        """A delivered recoverable packet is durable: it may count in a SessionAck."""
+        if not self._closed:
+            self._handle(self.session.persisted(recoverable_number, trio.current_time()))
+
+    async def _persister(self, scope: trio.CancelScope) -> None:
+        peering = self.peering
+        while True:
+            if not len(self._run):
+                if self._closed:
+                    return
+                self._wake_persister = trio.Event()
+                await self._wake_persister.wait()
+                continue
+            run, self._run = self._run, _Run()
+            unit = storage.Unit(tuple(run.ops))
+            try:
+                outcome = await peering.committer.submit(unit)
+            except Exception as exc:
+                peering.run_failed(run.streams)
+                msg = f"could not store arrived messages: {exc}"
+                raise PeerClosed(msg) from exc
+            error = outcome.error
+            if error is not None:
+                peering.run_failed(run.streams)
+                msg = f"could not store arrived messages: {error}"
+                raise PeerClosed(msg)
+            results = list(outcome.results)
+            for (start, end), after in zip(run.spans, run.after, strict=True):
+                after(results[start:end])
+
+    # ------------------------------------------------------------------ sending
+
+    def send_user_packet(self, data: bytes, *, recoverable: bool = False) -> None:
+        """Queue a user packet that is not an outgoing-queue entry (an OrderAck)."""
+        self._control_user.append((data, recoverable))
+        self._wake_writer.set()
+
+    def wake(self) -> None:
+        """There may be something to send."""
+        self._wake_writer.set()
+
+    async def _writer(self, scope: trio.CancelScope) -> None:
+        session = self.session
+        while True:
+            if self._closed:
+                raise PeerClosed(self.close_reason or "closed")
+            chunks = self._control
+            self._control = []
+            size = sum(len(chunk) for chunk in chunks)
+            now = trio.current_time()
+            while self._control_user and session.can_send():
+                data, recoverable = self._control_user.pop(0)
+                chunks.append(session.send(data, recoverable=recoverable, tag=None, now=now))
+                size += len(data)
+            while size < SEND_BATCH_BYTES and session.can_send():
+                built = self._next_transmission(now)
+                if built is None:
+                    break
+                data, recoverable, tag = built
+                chunks.append(session.send(data, recoverable=recoverable, tag=tag, now=now))
+                size += len(data)
+            if chunks:
+                await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+                continue
+            deadline = session.next_deadline()
+            self._wake_writer = trio.Event()
+            with trio.move_on_at(deadline if deadline is not None else math.inf):
+                await self._wake_writer.wait()
+            now = trio.current_time()
+            if deadline is not None and now >= deadline:
+                self._handle(session.timer(now))
+
+    def _next_transmission(self, now: float) -> tuple[bytes, bool, Any] | None:
+        queues = self.queues
+        if not queues or self.role is not Role.INITIATOR or not self.opened.is_set():
+            return None
+        count = len(queues)
+        for step in range(count):
+            queue = queues[(self._next_queue + step) % count]
+            built = queue.next_packet(now)
+            if built is not None:
+                self._next_queue = (self._next_queue + step + 1) % count
+                return built
+        return None

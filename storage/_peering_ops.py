@@ -1,0 +1,283 @@
+"""Write operations of peering: outgoing queues, incoming streams, message history.
+
+Theory of operation
+-------------------
+A message for another queue manager waits in an *outgoing queue* (a queue
+of :attr:`QueueKind.OUTGOING`, one per destination, named by the layer
+above) until that queue manager has it. :class:`AppendOutgoing` appends to
+it, creating it on first use, in the same unit (and so the same write
+transaction) as the sender's other effects. Outgoing queues are FIFO by
+lookup id (they are stored as transactional queues: no priority index) and
+have no journal queue.
+
+Each outgoing queue has an :class:`OutgoingState`, the sender's half of
+exactly-once delivery: a transactional entry's sequence number is
+``lookup_id - base`` under the TxSequenceID ``(sequence_ordinal,
+sequence_timestamp)``. The timestamp is given once, when the queue is
+created, as ``max(int(now), last + 1)`` from the ``sequence_stamp`` counter
+in ``meta``, so every outgoing queue this store ever created has its own,
+larger than all before it: a TxSequenceID names its queue. When the
+receiver has an entry for good, :class:`ForgetOutgoing` removes it; the
+forget that finds the queue empty *rolls* the sequence (ordinal + 1, base =
+next lookup id - 1) in the same write, so the next entry starts a new
+sequence at number 1. Which forget that is depends only on the batch as
+planned: appends planned before it in the batch keep the queue non-empty.
+
+The receiver's half is one :class:`IncomingState` per stream (source queue
+manager, destination queue key), written by :class:`RecordIncoming` in the
+unit that stores the accepted messages. :class:`RememberMessageIds` keeps
+the ids of non-transactional messages received lately (``history``), each
+with an insertion counter from ``meta``, so that they read back in the
+order they came and a resent duplicate can be dropped after a restart.
+
+Like every operation, these check first and raise one of the per-operation
+errors, and record their writes through the :class:`PlanContext`, whose
+overlay makes them see the earlier operations of their batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from ._errors import InvalidOperation, InvalidRecord, MessageMissing
+from ._keys import MAX_KEY_SIZE, history_key, incoming_key, u64
+from ._ops import Appended, Done, Operation, Result
+from ._records import (
+    OutgoingState,
+    QueueKind,
+    QueueRecord,
+    encode_incoming,
+    encode_message_record,
+    message_header,
+)
+
+if TYPE_CHECKING:
+    from ._plan import PlanContext
+
+#: A queue record keeps the display name's length in a u16.
+_MAX_DISPLAY_NAME: Final = 0xFFFF
+
+__all__ = [
+    "AppendOutgoing",
+    "ForgetOutgoing",
+    "Forgotten",
+    "RecordIncoming",
+    "RememberMessageIds",
+    "SetOutgoingPaused",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Forgotten(Result):
+    """Entries of an outgoing queue were forgotten; ``removed`` were still there.
+
+    ``state`` is the queue's sequence state after the operation (rolled if
+    the queue was left empty).
+    """
+
+    queue_id: int
+    removed: int
+    state: OutgoingState
+
+
+def _outgoing(ctx: PlanContext, queue_id: int) -> OutgoingState:
+    """The sequence state of an outgoing queue, as the batch sees it.
+
+    Raises:
+        QueueMissing: the queue does not exist.
+        InvalidOperation: it is not an outgoing queue.
+    """
+    queue = ctx.live_queue(queue_id)
+    state = ctx.outgoing_state(queue_id)
+    if queue.record.kind is not QueueKind.OUTGOING or state is None:
+        msg = f"queue {queue.record.name!r} is not an outgoing queue"
+        raise InvalidOperation(msg)
+    return state
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutgoing(Operation):
+    """Append an entry to the outgoing queue ``name``, creating the queue if needed.
+
+    A new queue is created as the batch sees it (so two units of one batch
+    may both name a queue that does not exist yet: the first creates it),
+    transactional (FIFO), without journal or quota, with ``created_at`` the
+    batch's time and an :class:`OutgoingState` of ordinal 1, base 0, not
+    paused and a new sequence timestamp. ``payload`` and ``size`` are as in
+    :class:`~storage.AppendMessage`; the priority is 0.
+
+    Raises (when planned):
+        InvalidOperation: a queue of that name exists and is not an outgoing queue.
+        InvalidRecord: the name is empty or too long, or the size is out of range.
+    """
+
+    name: str
+    display_name: str
+    payload: Sequence[bytes | bytearray | memoryview] | bytes | memoryview
+    size: int
+
+    def plan(self, ctx: PlanContext) -> Result:
+        record = encode_message_record(
+            self.payload, priority=0, size=self.size, arrived_time=ctx.now
+        )
+        queue = ctx.queue_named(self.name)
+        if queue is None:
+            queue_id = self._create(ctx)
+        elif queue.record.kind is not QueueKind.OUTGOING:
+            msg = f"queue {self.name!r} exists and is not an outgoing queue"
+            raise InvalidOperation(msg)
+        else:
+            queue_id = queue.record.queue_id
+        return Appended(queue_id, ctx.append(queue_id, record, 0, self.size))
+
+    def _create(self, ctx: PlanContext) -> int:
+        if not self.name or len(self.name.encode()) > MAX_KEY_SIZE:
+            msg = f"queue name must be 1..{MAX_KEY_SIZE} bytes of UTF-8: {self.name!r}"
+            raise InvalidRecord(msg)
+        if len(self.display_name.encode()) > _MAX_DISPLAY_NAME:
+            msg = f"display name must be at most {_MAX_DISPLAY_NAME} bytes of UTF-8"
+            raise InvalidRecord(msg)
+        queue_id = ctx.allocate_queue_ids(1)
+        record = QueueRecord(
+            queue_id=queue_id,
+            name=self.name,
+            display_name=self.display_name,
+            kind=QueueKind.OUTGOING,
+            transactional=True,
+            journal=False,
+            quota=None,
+            parent_id=None,
+            journal_id=None,
+            created_at=ctx.now,
+        )
+        stamp = ctx.next_sequence_stamp()
+        ctx.add_queue(record)
+        ctx.set_outgoing_state(OutgoingState(queue_id, stamp, 1, 0, paused=False))
+        return queue_id
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetOutgoing(Operation):
+    """Remove entries of an outgoing queue; roll its sequence if it is left empty.
+
+    Entries that are not there (any more) are passed over, so forgetting is
+    idempotent; entries appended earlier in the same batch are not seen
+    (they are not committed yet) and stay. If the queue's depth is then 0,
+    the sequence rolls: ordinal + 1, base = next lookup id - 1, written in
+    the same transaction. A forget that finds the queue empty rolls it
+    again (harmless: nothing waits to be sent).
+
+    Raises (when planned):
+        QueueMissing: the queue does not exist.
+        InvalidOperation: it is not an outgoing queue.
+    """
+
+    @property
+    def frees_space(self) -> bool:
+        """Removing data: yes."""
+        return True
+
+    queue_id: int
+    lookup_ids: tuple[int, ...]
+
+    def plan(self, ctx: PlanContext) -> Result:
+        state = _outgoing(ctx, self.queue_id)
+        removed = 0
+        for lookup_id in self.lookup_ids:
+            try:
+                data = ctx.message(self.queue_id, lookup_id)
+            except MessageMissing:
+                continue
+            priority, size = message_header(data)
+            ctx.remove(self.queue_id, lookup_id, priority, size)
+            removed += 1
+        queue = ctx.live_queue(self.queue_id)
+        if queue.depth == 0:
+            state = dataclasses.replace(
+                state,
+                sequence_ordinal=state.sequence_ordinal + 1,
+                base=queue.next_lookup_id - 1,
+            )
+            ctx.set_outgoing_state(state)
+        return Forgotten(self.queue_id, removed, state)
+
+
+@dataclass(frozen=True, slots=True)
+class SetOutgoingPaused(Operation):
+    """Pause or resume sending from an outgoing queue (kept in its state).
+
+    Raises (when planned):
+        QueueMissing: the queue does not exist.
+        InvalidOperation: it is not an outgoing queue.
+    """
+
+    queue_id: int
+    paused: bool
+
+    def plan(self, ctx: PlanContext) -> Result:
+        state = _outgoing(ctx, self.queue_id)
+        ctx.set_outgoing_state(dataclasses.replace(state, paused=self.paused))
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIncoming(Operation):
+    """Store the receiver's state of the stream ``(queue_key, source_qm)``.
+
+    ``queue_key`` need not name a queue of this store. A later operation on
+    the same stream (in this batch or another) replaces it.
+
+    Raises (when planned):
+        InvalidRecord: ``source_qm`` is not 16 bytes, the key is longer than
+            LMDB allows, or a number does not fit its width.
+    """
+
+    source_qm: bytes
+    queue_key: str
+    sequence_id: int
+    last_number: int
+    reject_count: int
+    last_access: float
+
+    def plan(self, ctx: PlanContext) -> Result:
+        key = incoming_key(self.source_qm, self.queue_key)
+        value = encode_incoming(
+            self.sequence_id, self.last_number, self.reject_count, self.last_access
+        )
+        ctx.put(ctx.dbs.incoming, key, value)
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class RememberMessageIds(Operation):
+    """Add message ids to the history and forget others.
+
+    Keys are 20 bytes: the source queue manager's GUID and the message's
+    ordinal (u32 big-endian). ``forget`` is applied first and passes over
+    keys that are not there; each key of ``add`` then gets the next
+    insertion counter (adding a key again moves it to the end).
+
+    Raises (when planned):
+        InvalidRecord: a key is not 20 bytes long.
+    """
+
+    add: tuple[bytes, ...]
+    forget: tuple[bytes, ...] = ()
+
+    @property
+    def frees_space(self) -> bool:
+        """Only forgetting: yes."""
+        return not self.add
+
+    def plan(self, ctx: PlanContext) -> Result:
+        added = [history_key(key) for key in self.add]
+        forgotten = [history_key(key) for key in self.forget]
+        db = ctx.dbs.history
+        for key in forgotten:
+            ctx.discard(db, key)
+        for key in added:
+            ctx.put(db, key, u64(ctx.next_history_counter()))
+        return Done()

@@ -1,0 +1,92 @@
+"""Two and three real queue managers on loopback exchanging messages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+from helpers import DaemonProcess
+
+from qmgr.client import QueueManager, connect
+
+FAST = (
+    "--set",
+    "peers.retry_initial=0.05",
+    "--set",
+    "peers.retry_max=0.5",
+    "--set",
+    "peers.order_ack_delay=0.02",
+    "--set",
+    "peers.resend_intervals=[1.0]",
+)
+
+
+def remote(daemon: DaemonProcess, queue: str) -> str:
+    return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
+
+
+def drain(qm: QueueManager, queue: str, count: int, timeout: float = 30.0) -> list[bytes]:
+    bodies: list[bytes] = []
+    deadline = time.monotonic() + timeout
+    while len(bodies) < count and time.monotonic() < deadline:
+        message = qm.receive(queue, timeout=max(0.0, deadline - time.monotonic()))
+        if message is None:
+            break
+        bodies.append(message.body)
+    return bodies
+
+
+def test_transactions_arrive_once_in_commit_order(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+        expected = []
+        for t in range(20):
+            with qa.begin() as tx:
+                for i in range(t % 5 + 1):
+                    body = f"{t}-{i}".encode()
+                    tx.send(remote(b, "orders"), body)
+                    expected.append(body)
+        assert drain(qb, "orders", len(expected)) == expected
+        assert qb.receive("orders", timeout=0.3) is None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            outgoing = qa.outgoing()
+            if outgoing and outgoing[0].waiting == 0 and outgoing[0].unacknowledged == 0:
+                break
+            time.sleep(0.05)
+        assert outgoing[0].waiting == 0
+        assert outgoing[0].unacknowledged == 0
+
+
+def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("plain")
+        with qa.begin() as tx:
+            tx.send(remote(b, "missing"), b"lost?")
+            tx.send(remote(b, "plain"), b"not transactional")
+        dead = drain(qb, "system$;deadxact", 2)
+        assert dead == [b"lost?", b"not transactional"]
+        assert qb.peek("plain", timeout=0) is None
+
+
+@pytest.mark.parametrize("delivery", [0, 1])
+def test_non_transactional_messages_arrive(
+    daemon_factory: Callable[..., DaemonProcess], delivery: int
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("plain")
+        for i in range(10):
+            qa.send(remote(b, "plain"), f"m{i}".encode(), delivery=delivery)
+        got = drain(qb, "plain", 10)
+        assert sorted(got) == sorted(f"m{i}".encode() for i in range(10))
