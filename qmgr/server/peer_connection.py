@@ -198,6 +198,7 @@ class PeerConnection:
                     break
             if len(self._run):
                 self._wake_persister.set()
+            self._wake_writer.set()  # timers may have moved
         raise PeerClosed(self.close_reason or "closed")
 
     def _handle(self, actions: list[Any]) -> None:
@@ -243,6 +244,7 @@ class PeerConnection:
         """A delivered recoverable packet is durable: it may count in a SessionAck."""
         if not self._closed:
             self._handle(self.session.persisted(recoverable_number, trio.current_time()))
+            self._wake_writer.set()  # the session may have armed an earlier timer
 
     async def _persister(self, scope: trio.CancelScope) -> None:
         peering = self.peering

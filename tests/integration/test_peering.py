@@ -90,3 +90,55 @@ def test_non_transactional_messages_arrive(
             qa.send(remote(b, "plain"), f"m{i}".encode(), delivery=delivery)
         got = drain(qb, "plain", 10)
         assert sorted(got) == sorted(f"m{i}".encode() for i in range(10))
+
+
+def test_a_router_relays_exactly_once_in_order(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    c = daemon_factory(name="qm-c", extra_args=FAST)
+    r = daemon_factory(name="qm-r", extra_args=FAST)
+    route = f'routes."127.0.0.1:{c.peer_port}"="127.0.0.1:{r.peer_port}"'
+    a = daemon_factory(name="qm-a", extra_args=(*FAST, "--set", route))
+    with connect(a.address) as qa, connect(c.address) as qc, connect(r.address) as qr:
+        qc.create_queue("orders", transactional=True)
+        expected = []
+        for t in range(10):
+            with qa.begin() as tx:
+                for i in range(3):
+                    body = f"{t}-{i}".encode()
+                    tx.send(remote(c, "orders"), body)
+                    expected.append(body)
+        assert drain(qc, "orders", len(expected)) == expected
+        (outgoing,) = qa.outgoing()
+        assert outgoing.next_hop == f"127.0.0.1:{r.peer_port}"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            (outgoing,) = qa.outgoing()
+            relayed = qr.outgoing()
+            if outgoing.unacknowledged == 0 and all(q.unacknowledged == 0 for q in relayed):
+                break
+            time.sleep(0.05)
+        assert outgoing.unacknowledged == 0, "the destination's OrderAck came back through R"
+        assert relayed
+        assert relayed[0].waiting == 0
+        assert relayed[0].unacknowledged == 0
+
+
+def test_status_shows_outgoing_and_incoming_sequences(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            tx.send(remote(b, "orders"), b"x")
+        assert drain(qb, "orders", 1) == [b"x"]
+        status_a = qa.status()
+        assert [q.destination for q in status_a.outgoing] == [remote(b, "orders")]
+        assert all(q.name != "outgoing" for q in status_a.queues)
+        incoming = qb.status().incoming
+        assert len(incoming) == 1
+        assert incoming[0].queue == "orders"
+        assert incoming[0].last_number == 1
+        assert str(incoming[0].source_qm) == str(qa.qm_guid)
