@@ -49,10 +49,12 @@ from . import names
 from .errors import InvalidName
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
 
-__all__ = ["MAX_HOPS", "Arrival", "Arrivals"]
+__all__ = ["DESTINATION_CACHE_SIZE", "MAX_HOPS", "Arrival", "Arrivals"]
 
 #: Most routing hops a message may take ([MS-MQQB] §3.1.5.8.5: 0x1D).
 MAX_HOPS: Final = 0x1D
+#: Destination names remembered; the cache starts afresh when full.
+DESTINATION_CACHE_SIZE: Final = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +78,13 @@ class Arrival:
 class Arrivals:
     """Decides arrivals against ``store``'s queues (read only)."""
 
-    __slots__ = ("_identity", "_store")
+    __slots__ = ("_destinations", "_identity", "_store")
 
     def __init__(self, store: Store, identity: names.LocalIdentity) -> None:
         self._store = store
         self._identity = identity
+        # Destination names already resolved: senders repeat themselves.
+        self._destinations: dict[str, tuple[str | None, RemoteDestination | None]] = {}
 
     def destination(self, packet: UserMessage) -> tuple[str | None, RemoteDestination | None]:
         """The local queue key a packet is addressed to, or the remote destination.
@@ -93,8 +97,17 @@ class Arrivals:
         queue = packet.user.destination
         if not isinstance(queue, wire.DirectQueue):
             return None, None
+        found = self._destinations.get(queue.name)
+        if found is None:
+            found = self._resolve(queue.name)
+            if len(self._destinations) >= DESTINATION_CACHE_SIZE:
+                self._destinations.clear()
+            self._destinations[queue.name] = found
+        return found
+
+    def _resolve(self, name: str) -> tuple[str | None, RemoteDestination | None]:
         try:
-            parsed = names.parse_format_name("DIRECT=" + queue.name, self._identity)
+            parsed = names.parse_format_name("DIRECT=" + name, self._identity)
         except InvalidName:
             return None, None
         if parsed.is_multiple:

@@ -86,8 +86,9 @@ class _Run:
     after: list[Callable[[list[storage.Result]], None]] = field(default_factory=list)
     #: (slice of ops) for each callback.
     spans: list[tuple[int, int]] = field(default_factory=list)
-    #: Incoming streams advanced by this run: rolled back if it fails.
-    streams: set[Any] = field(default_factory=set)
+    #: Incoming streams advanced by this run, with the state record that the
+    #: run's unit writes last (one per stream): rolled back if it fails.
+    streams: dict[Any, storage.Operation] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.after)
@@ -229,16 +230,20 @@ class PeerConnection:
         ops: tuple[storage.Operation, ...],
         after: Callable[[list[storage.Result]], None],
         stream: Any = None,
+        stream_state: storage.Operation | None = None,
     ) -> None:
         """Add an arrived message's operations to the next write; ``after`` runs once
-        they are synced, with their results."""
+        they are synced, with their results. ``stream_state`` records where the
+        message's incoming stream now stands: the write ends with the last one
+        of each stream."""
         run = self._run
         start = len(run.ops)
         run.ops.extend(ops)
         run.spans.append((start, len(run.ops)))
         run.after.append(after)
-        if stream is not None:
-            run.streams.add(stream)
+        if stream is not None and stream_state is not None:
+            run.streams.pop(stream, None)  # keep insertion order = last update
+            run.streams[stream] = stream_state
 
     def persisted(self, recoverable_number: int) -> None:
         """A delivered recoverable packet is durable: it may count in a SessionAck."""
@@ -256,7 +261,7 @@ class PeerConnection:
                 await self._wake_persister.wait()
                 continue
             run, self._run = self._run, _Run()
-            unit = storage.Unit(tuple(run.ops))
+            unit = storage.Unit((*run.ops, *run.streams.values()))
             try:
                 outcome = await peering.committer.submit(unit)
             except Exception as exc:

@@ -322,7 +322,7 @@ class Peering:
             self._processed(connection, recoverable)
             self._after_store(packet, arrival, results, sequence=header.sequence_number)
 
-        connection.accept((*arrival.ops, record), stored, stream=key)
+        connection.accept(arrival.ops, stored, stream=key, stream_state=record)
 
     def _store_plain(
         self,
