@@ -39,7 +39,9 @@ its first message needs ``previous == 0``.
 OrderAcks. Each persist and each reject arms the stream's OrderAck; it is due
 ``order_ack_delay`` after the last arming, but never later than
 ``max_order_ack_delay`` after the first arming since the last announcement
-(500 ms / 10 s by default: batching without starving the sender). :meth:`due`
+(500 ms / 10 s by default: batching without starving the sender), or at
+once when ``max_unannounced`` messages were persisted since the last one (a
+sender streaming without a pause then forgets as it goes). :meth:`due`
 reports each due stream once per arming, with the persisted mark at that
 moment: acks only in order, for the highest contiguous durable message.
 
@@ -112,6 +114,8 @@ class _Stream:
     # The OrderAck timer: first and last arming since the last announcement.
     armed_first: float | None = None
     armed_last: float | None = None
+    # Messages persisted since the last announcement.
+    unannounced: int = 0
 
 
 def _check_key(key: StreamKey) -> None:
@@ -135,6 +139,10 @@ class IncomingSequences:
         max_order_ack_delay: at most this many seconds from the first persist
             or reject not yet announced to its OrderAck.
         max_streams: the most streams kept, or None for no limit.
+        max_unannounced: an OrderAck is due at once when this many messages of
+            a stream were persisted since its last one, so that a sender
+            streaming without a pause need not keep ``max_order_ack_delay``
+            seconds of messages waiting for it.
 
     Raises:
         SequenceError: a malformed key or state, or inconsistent delays.
@@ -147,6 +155,7 @@ class IncomingSequences:
         order_ack_delay: float = 0.5,
         max_order_ack_delay: float = 10.0,
         max_streams: int | None = None,
+        max_unannounced: int = 1024,
     ) -> None:
         if not 0 <= order_ack_delay <= max_order_ack_delay:
             msg = (
@@ -160,6 +169,7 @@ class IncomingSequences:
         self._delay = order_ack_delay
         self._max_delay = max_order_ack_delay
         self._max_streams = max_streams
+        self._max_unannounced = max(1, max_unannounced)
         self._streams: dict[StreamKey, _Stream] = {}
         # Streams whose OrderAck is armed, in arming order.
         self._armed: dict[StreamKey, None] = {}
@@ -235,6 +245,7 @@ class IncomingSequences:
         stream.persisted = mark
         stream.accepted = max(stream.accepted, mark)
         stream.last_access = now
+        stream.unannounced += 1
         self._arm(key, stream, now)
 
     def rolled_back(self, key: StreamKey) -> None:
@@ -288,6 +299,7 @@ class IncomingSequences:
             if now >= self._deadline(stream):
                 del self._armed[key]
                 stream.armed_first = stream.armed_last = None
+                stream.unannounced = 0
                 seq, number = stream.persisted
                 out.append(OrderAckDue(key, wire.TxSequenceId.from_value(seq), number))
         return out
@@ -306,4 +318,6 @@ class IncomingSequences:
     def _deadline(self, stream: _Stream) -> float:
         assert stream.armed_first is not None
         assert stream.armed_last is not None
+        if stream.unannounced >= self._max_unannounced:
+            return stream.armed_first
         return min(stream.armed_last + self._delay, stream.armed_first + self._max_delay)

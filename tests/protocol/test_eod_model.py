@@ -1,0 +1,588 @@
+"""Model test of exactly-once in-order delivery: both EOD machines over a hostile network.
+
+One :class:`OutgoingSequence` (with the sender's store simulated around it)
+and one :class:`IncomingSequences` (with the receiver's store) exchange data
+packets, SessionAcks and OrderAcks through a network that loses, duplicates,
+reorders and delays anything, packets of closed connections included.
+Hypothesis interleaves commits, transmissions, deliveries, persists (and
+failed persists), forgets (and failed forgets), timer firings, connection
+losses, purges and crashes of either side; a crash keeps only what the side
+had persisted. The sender's store rolls the sequence in the forget that
+leaves it empty, as ``storage.ForgetOutgoing`` does.
+
+After the run the network turns reliable and time passes until nothing is
+left to do. Then the receiver must have delivered every committed
+transactional message that was not purged, none twice, all in commit order,
+and the sender's table must be empty. Delivery order and uniqueness are also
+checked after every step.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+from collections.abc import Sequence
+from typing import TypeAlias
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import wire
+from qmgr.protocol import (
+    EntryKind,
+    IncomingSequences,
+    OutgoingSequence,
+    StreamKey,
+    StreamState,
+)
+
+SOURCE_QM = bytes(range(16))
+KEY: StreamKey = ("private$\\orders", SOURCE_QM)
+STAMP = 1_700_000_000
+INTERVALS = (30.0, 30.0, 300.0, 1800.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class Data:
+    """A message packet, sender to receiver."""
+
+    epoch: int
+    lookup_id: int
+    kind: EntryKind
+    header: wire.TransactionHeader | None
+    message: int
+
+
+@dataclasses.dataclass(frozen=True)
+class SessionAck:
+    """A SessionAck of one packet, receiver to sender, valid in its connection only."""
+
+    epoch: int
+    lookup_id: int
+    persisted: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class OrderAck:
+    """An OrderAck, receiver to sender (a message: it outlives connections)."""
+
+    sequence_id: wire.TxSequenceId
+    number: int
+
+
+#: One step: its name and its argument (None for none).
+Op: TypeAlias = tuple[str, object]
+
+
+class World:
+    """Both queue managers, their stores, and the network between them."""
+
+    def __init__(self) -> None:
+        # The sender's store: what survives a sender crash.
+        self.store: dict[int, tuple[EntryKind, int]] = {}
+        self.next_lookup = 1
+        self.ordinal = 1
+        self.base = 0
+        # The sender's memory.
+        self.sender = self.load_sender()
+        self.to_forget: list[int] = []
+        # Forgets started and not written; written and not reported.
+        self.forgets: collections.deque[tuple[int, ...]] = collections.deque()
+        self.written: collections.deque[tuple[tuple[int, ...], wire.TxSequenceId, int]] = (
+            collections.deque()
+        )
+        self.epoch = 0
+        # The receiver's store and memory.
+        self.delivered: list[int] = []
+        self.plain_received: set[int] = set()
+        self.stream: StreamState | None = None
+        self.receiver = IncomingSequences()
+        self.pending: collections.deque[tuple[int, wire.TxSequenceId, int]] = collections.deque()
+        # The network.
+        self.forward: list[Data] = []
+        self.backward: list[SessionAck | OrderAck] = []
+        self.now = 0.0
+        # What was committed, for the final check.
+        self.committed: list[int] = []
+        self.plain: set[int] = set()
+        self.purged: set[int] = set()
+        self.next_message = 1
+        self.rolls = 0
+
+    # ------------------------------------------------------------------ sender
+
+    def sequence_id(self) -> wire.TxSequenceId:
+        return wire.TxSequenceId(ordinal=self.ordinal, timestamp=STAMP)
+
+    def load_sender(self) -> OutgoingSequence:
+        sender = OutgoingSequence(
+            sequence_id=self.sequence_id(), base=self.base, resend_intervals=INTERVALS
+        )
+        for lookup_id in sorted(self.store):
+            sender.add(lookup_id, self.store[lookup_id][0])
+        return sender
+
+    def commit(self, count: int, kind: EntryKind = EntryKind.TRANSACTIONAL) -> None:
+        for _ in range(count):
+            lookup_id, message = self.next_lookup, self.next_message
+            self.next_lookup += 1
+            self.next_message += 1
+            self.store[lookup_id] = (kind, message)
+            if kind is EntryKind.TRANSACTIONAL:
+                self.committed.append(message)
+            else:
+                self.plain.add(message)
+            self.sender.add(lookup_id, kind)
+
+    def send(self, limit: int) -> bool:
+        sent = False
+        for _ in range(limit):
+            transmission = self.sender.next_transmission(self.now)
+            if transmission is None:
+                break
+            kind, message = self.store[transmission.lookup_id]
+            assert transmission.kind is kind
+            header = transmission.header
+            if kind is EntryKind.TRANSACTIONAL:
+                assert header is not None
+                # The store's sequence, even while a forget result is on its way.
+                assert header.sequence_id == self.sequence_id(), "sent on a stale sequence"
+                assert header.sequence_number == transmission.lookup_id - self.base
+                assert 0 <= header.previous_sequence_number < header.sequence_number
+            else:
+                assert header is None
+            self.forward.append(Data(self.epoch, transmission.lookup_id, kind, header, message))
+            sent = True
+        return sent
+
+    def start_forget(self) -> bool:
+        if not self.to_forget:
+            return False
+        ids = tuple(self.to_forget)
+        self.to_forget.clear()
+        self.sender.forget_started(ids)
+        self.forgets.append(ids)
+        return True
+
+    def write_forget(self) -> bool:
+        """The store writes the oldest forget (its result reaches the sender later)."""
+        if not self.forgets:
+            return False
+        ids = self.forgets.popleft()
+        for lookup_id in ids:
+            self.store.pop(lookup_id, None)
+        if not self.store:  # storage.ForgetOutgoing rolls the sequence here
+            self.ordinal += 1
+            self.base = self.next_lookup - 1
+            self.rolls += 1
+        self.written.append((ids, self.sequence_id(), self.base))
+        return True
+
+    def report_forget(self) -> bool:
+        if not self.written:
+            return False
+        self.sender.forgotten(*self.written.popleft())
+        return True
+
+    def fail_forget(self) -> None:
+        if self.forgets:
+            ids = self.forgets.popleft()
+            self.sender.forget_failed(ids)
+            self.to_forget.extend(ids)
+
+    def purge(self, picks: Sequence[int]) -> None:
+        lookup_ids = sorted(self.store)
+        if not lookup_ids:
+            return
+        gone = {lookup_ids[pick % len(lookup_ids)] for pick in picks}
+        for lookup_id in gone:
+            self.purged.add(self.store.pop(lookup_id)[1])
+        self.sender.removed(gone)
+
+    def connection_lost(self) -> None:
+        self.epoch += 1
+        self.sender.connection_lost()
+
+    def crash_sender(self) -> None:
+        self.epoch += 1
+        self.sender = self.load_sender()
+        self.to_forget.clear()
+        self.forgets.clear()  # never written
+        self.written.clear()  # written, but the sender never heard
+
+    def sender_gets(self, packet: SessionAck | OrderAck) -> None:
+        if isinstance(packet, OrderAck):
+            ids = self.sender.order_ack(packet.sequence_id, packet.number, self.now)
+        elif packet.epoch == self.epoch:
+            ids = self.sender.session_acked(packet.lookup_id, persisted=packet.persisted)
+        else:
+            ids = ()  # an acknowledgement of a closed session means nothing
+        self.to_forget.extend(ids)
+
+    # ------------------------------------------------------------------ receiver
+
+    def receiver_gets(self, packet: Data) -> None:
+        if packet.kind is not EntryKind.TRANSACTIONAL:
+            self.plain_received.add(packet.message)
+            persisted = packet.kind is not EntryKind.EXPRESS
+            self.backward.append(SessionAck(packet.epoch, packet.lookup_id, persisted))
+            return
+        header = packet.header
+        assert header is not None
+        if self.receiver.offer(KEY, header, self.now):
+            state = self.receiver.accepted_state(KEY)
+            assert state is not None
+            assert (state.sequence_id, state.last_number) == (
+                header.sequence_id.value,
+                header.sequence_number,
+            )
+            self.pending.append((packet.message, header.sequence_id, header.sequence_number))
+
+    def persist(self, limit: int) -> bool:
+        done = False
+        for _ in range(limit):
+            if not self.pending:
+                break
+            message, sequence_id, number = self.pending.popleft()
+            self.delivered.append(message)
+            self.stream = StreamState(sequence_id.value, number, 0, self.now)
+            self.receiver.persisted(KEY, sequence_id, number, self.now)
+            done = True
+        return done
+
+    def persist_fails(self) -> None:
+        if self.pending:
+            self.pending.clear()
+            self.receiver.rolled_back(KEY)
+
+    def crash_receiver(self) -> None:
+        self.pending.clear()
+        self.receiver = IncomingSequences({KEY: self.stream} if self.stream else {})
+        self.connection_lost()
+
+    # ------------------------------------------------------------------ time and network
+
+    def tick(self, seconds: float) -> None:
+        self.now += seconds
+        self.sender.timer(self.now)
+        self.order_acks()
+
+    def order_acks(self) -> None:
+        for due in self.receiver.due(self.now):
+            assert due.key == KEY
+            # An OrderAck never announces more than the receiver's store holds.
+            assert self.stream is not None
+            assert (due.sequence_id.value, due.number) == (
+                self.stream.sequence_id,
+                self.stream.last_number,
+            )
+            self.backward.append(OrderAck(due.sequence_id, due.number))
+
+    def network(self, index: int, action: str) -> None:
+        if self.forward:
+            packet = self.forward[index % len(self.forward)]
+            if action != "duplicate":
+                self.forward.remove(packet)
+            if action != "drop":
+                self.receiver_gets(packet)
+
+    def receive(self, limit: int) -> None:
+        """The receiver reads the oldest packets in order (and stores nothing yet)."""
+        for _ in range(min(limit, len(self.forward))):
+            self.receiver_gets(self.forward.pop(0))
+
+    def acks(self, index: int, action: str) -> None:
+        if self.backward:
+            packet = self.backward[index % len(self.backward)]
+            if action != "duplicate":
+                self.backward.remove(packet)
+            if action != "drop":
+                self.sender_gets(packet)
+
+    # ------------------------------------------------------------------ running
+
+    def apply(self, op: Op) -> None:
+        name, arg = op
+        match name, arg:
+            case "commit", int(count):
+                self.commit(count)
+            case "commit_plain", EntryKind() as kind:
+                self.commit(1, kind)
+            case "send", int(limit):
+                self.send(limit)
+            case "network", (int(index), str(action)):
+                self.network(index, action)
+            case "acks", (int(index), str(action)):
+                self.acks(index, action)
+            case "receive", int(limit):
+                self.receive(limit)
+            case "persist", int(limit):
+                self.persist(limit)
+            case "tick", float(seconds):
+                self.tick(seconds)
+            case "purge", list(picks):
+                self.purge(picks)
+            case "pump", bool(forget):
+                self.flush(forget=forget)
+            case "cycle", bool(forget):
+                self.cycle(forget=forget)
+            case _:
+                {
+                    "persist_fails": self.persist_fails,
+                    "start_forget": self.start_forget,
+                    "write_forget": self.write_forget,
+                    "report_forget": self.report_forget,
+                    "fail_forget": self.fail_forget,
+                    "connection_lost": self.connection_lost,
+                    "crash_sender": self.crash_sender,
+                    "crash_receiver": self.crash_receiver,
+                }[name]()
+        self.check()
+
+    def check(self) -> None:
+        """What must hold after every step."""
+        delivered = self.delivered
+        assert all(a < b for a, b in itertools.pairwise(delivered)), (
+            f"delivered out of order or twice: {delivered}"
+        )
+        # The table is the store, but for forgets written and not yet reported.
+        assert len(self.sender) == len(self.store) or self.written
+        assert self.sender.waiting + self.sender.unacknowledged == len(self.sender)
+        if not self.written:
+            assert self.sender.sequence_id == self.sequence_id()
+        # The receiver's persisted mark is what its store holds.
+        state = self.receiver.state(KEY)
+        durable = None if state is None else (state.sequence_id, state.last_number)
+        assert durable == (
+            None if self.stream is None else (self.stream.sequence_id, self.stream.last_number)
+        )
+
+    def flush(self, *, forget: bool = True) -> bool:
+        """Everything that can happen now, without loss; whether anything did.
+
+        With ``forget`` false, forgets are started but left in flight.
+        """
+        moved = self.start_forget()
+        while forget and (self.start_forget() or self.write_forget() or self.report_forget()):
+            moved = True
+        moved |= self.send(10_000)
+        while self.forward:
+            self.receiver_gets(self.forward.pop(0))
+            moved = True
+        moved |= self.persist(10_000)
+        self.order_acks()
+        while self.backward:
+            self.sender_gets(self.backward.pop(0))
+            moved = True
+        moved |= self.start_forget()
+        self.check()
+        return moved
+
+    def cycle(self, *, forget: bool = True) -> None:
+        """A good moment: everything in flight gets through, OrderAcks included."""
+        self.flush(forget=forget)
+        self.tick(0.6)
+        self.flush(forget=forget)
+
+    def settle(self) -> None:
+        """Deliver everything reliably and let time pass until nothing is left to do."""
+        for _ in range(200):  # a correct run needs fewer than 10 rounds
+            if self.flush():
+                continue
+            deadlines = [
+                deadline
+                for deadline in (self.sender.next_deadline(), self.receiver.next_deadline())
+                if deadline is not None
+            ]
+            if deadlines:
+                self.tick(max(0.0, min(deadlines) - self.now))
+            elif len(self.sender) or self.to_forget or self.forgets or self.written:
+                # Stuck with no timer armed: the session layer would give up
+                # on the silent connection and reconnect.
+                self.connection_lost()
+            else:
+                return
+        pytest.fail(
+            f"no quiescence: {len(self.sender)} entries left, {self.sender.waiting} waiting"
+        )
+
+    def final_check(self) -> None:
+        assert len(self.sender) == 0
+        assert not self.store
+        delivered = set(self.delivered)
+        assert delivered <= set(self.committed)
+        assert len(delivered) == len(self.delivered), "a message was delivered twice"
+        missing = set(self.committed) - self.purged - delivered
+        assert not missing, f"lost: {sorted(missing)}"
+        assert not (self.plain - self.purged - self.plain_received)
+        assert self.receiver.next_deadline() is None
+        assert self.sender.next_deadline() is None
+
+
+def run(ops: Sequence[Op]) -> World:
+    world = World()
+    for op in ops:
+        world.apply(op)
+    world.settle()
+    world.final_check()
+    return world
+
+
+# --------------------------------------------------------------------------
+# The operations hypothesis interleaves
+# --------------------------------------------------------------------------
+
+indices = st.integers(0, 63)
+faults = st.sampled_from(["deliver", "deliver", "duplicate", "drop"])
+plain_kinds = st.sampled_from([EntryKind.RECOVERABLE, EntryKind.EXPRESS, EntryKind.RELAYED])
+
+
+def step(name: str, arguments: st.SearchStrategy[object] | None = None) -> st.SearchStrategy[Op]:
+    return st.tuples(st.just(name), st.none() if arguments is None else arguments)
+
+
+operations: st.SearchStrategy[Op] = st.one_of(
+    step("commit", st.integers(1, 20)),
+    step("pump", st.booleans()),
+    step("send", st.integers(1, 30)),
+    step("network", st.tuples(indices, faults)),
+    step("persist", st.integers(1, 10)),
+    step("receive", st.integers(1, 20)),
+    step("acks", st.tuples(indices, faults)),
+    step("tick", st.sampled_from([0.1, 0.5, 2.0, 11.0, 31.0, 400.0])),
+    step("start_forget"),
+    step("write_forget"),
+    step("report_forget"),
+    step("commit_plain", plain_kinds),
+    step("network", st.tuples(indices, faults)),
+    step("send", st.integers(1, 30)),
+    step("tick", st.sampled_from([0.5, 31.0])),
+    step("cycle", st.booleans()),
+    step("connection_lost"),
+    step("purge", st.lists(indices, min_size=1, max_size=4)),
+    step("persist_fails"),
+    step("receive", st.integers(1, 20)),
+    step("fail_forget"),
+    step("crash_sender"),
+    step("crash_receiver"),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(operations, min_size=20, max_size=80))
+def test_exactly_once_in_order_over_a_hostile_network(ops: list[Op]) -> None:
+    run(ops)
+
+
+@pytest.mark.soak
+@settings(max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(operations, max_size=300))
+def test_exactly_once_in_order_soak(ops: list[Op]) -> None:
+    run(ops)
+
+
+# --------------------------------------------------------------------------
+# Scripted runs: each names a hazard the random runs must keep covering
+# --------------------------------------------------------------------------
+
+
+def test_a_quiet_run_delivers_everything_and_rolls_when_the_queue_empties() -> None:
+    world = run([("commit", 5), ("commit_plain", EntryKind.EXPRESS), ("commit", 3)])
+    assert world.delivered == world.committed == list(range(1, 6)) + list(range(7, 10))
+    assert world.rolls >= 1
+    assert world.sender.sequence_id.ordinal == 1 + world.rolls
+
+
+def test_a_lost_message_is_resent_after_the_ack_wait_and_the_rest_wait_for_it() -> None:
+    world = World()
+    world.commit(3)
+    world.send(3)
+    del world.forward[0]  # message 1 is lost; 2 and 3 arrive and are rejected
+    world.flush()
+    assert world.delivered == []
+    assert world.receiver.state(KEY) is None
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 3]
+
+
+def test_a_crash_of_both_sides_mid_stream_loses_and_duplicates_nothing() -> None:
+    world = World()
+    world.commit(10)
+    world.send(10)
+    for _ in range(6):
+        world.receiver_gets(world.forward.pop(0))
+    world.persist(4)  # 5 and 6 accepted, not yet durable
+    world.crash_receiver()
+    world.crash_sender()
+    world.settle()
+    world.final_check()
+    assert world.delivered == list(range(1, 11))
+
+
+def acknowledged_world(count: int) -> World:
+    """A world whose first ``count`` messages are delivered and order-acked, not forgotten."""
+    world = World()
+    world.commit(count)
+    world.flush()
+    world.tick(1.0)  # the OrderAck is due
+    assert len(world.backward) == 1
+    world.acks(0, "deliver")
+    assert world.to_forget == list(range(1, count + 1))
+    return world
+
+
+def test_messages_committed_after_a_rolling_forget_start_the_new_sequence() -> None:
+    world = acknowledged_world(2)
+    world.start_forget()
+    assert world.sender.roll_pending
+    world.write_forget()  # the store is empty: it rolls
+    assert world.rolls == 1
+    world.commit(2)  # lookup ids 3 and 4: numbers 1 and 2 of the new sequence
+    world.commit(1, EntryKind.EXPRESS)
+    world.send(10)
+    assert [packet.kind for packet in world.forward] == [EntryKind.EXPRESS]
+    world.report_forget()
+    world.send(10)
+    headers = [packet.header for packet in world.forward[1:]]
+    assert [
+        (h.sequence_id.ordinal, h.sequence_number, h.previous_sequence_number)
+        for h in headers
+        if h is not None
+    ] == [(2, 1, 0), (2, 2, 1)]
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 3, 4]
+
+
+def test_messages_committed_before_the_forget_is_written_continue_the_sequence() -> None:
+    world = acknowledged_world(2)
+    world.start_forget()
+    world.commit(2)  # committed before the forget is written: no roll
+    assert world.send(10) is False  # the machine cannot know that yet
+    world.write_forget()
+    world.report_forget()
+    world.send(10)
+    headers = [packet.header for packet in world.forward]
+    assert [
+        (h.sequence_id.ordinal, h.sequence_number, h.previous_sequence_number)
+        for h in headers
+        if h is not None
+    ] == [(1, 3, 0), (1, 4, 3)]
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 3, 4]
+
+
+def test_a_purge_of_the_message_the_receiver_waits_for_unblocks_the_rest() -> None:
+    world = World()
+    world.commit(3)
+    world.send(3)
+    world.forward.pop(0)  # 1 never arrives
+    world.purge([0])  # and is purged at the sender
+    world.flush()  # 2 (previous 1) and 3 were rejected; resent with previous 0
+    world.settle()
+    world.final_check()
+    assert world.delivered == [2, 3]
