@@ -120,13 +120,7 @@ class Arrivals:
     def local(self, packet: UserMessage, queue_key: str | None) -> Arrival:
         """The operations keeping a message addressed to a queue here."""
         transactional = packet.transaction is not None
-        text = "DIRECT=" + packet.user.destination.name  # type: ignore[union-attr]
-        message = wire.packet_to_message(
-            packet,
-            destination=text,
-            admin_queue=wire.queue_text(packet.user.admin),
-            response_queue=wire.queue_text(packet.user.response),
-        )
+        message = _message(packet)
         store = self._store
         record = None if queue_key is None else store.get_queue(queue_key)
         rejection: int | None = None
@@ -151,14 +145,7 @@ class Arrivals:
         """The operations passing a message on to another queue manager."""
         hops = packet.user.hop_count + 1
         if hops > MAX_HOPS:
-            text = "DIRECT=" + packet.user.destination.name  # type: ignore[union-attr]
-            message = wire.packet_to_message(
-                packet,
-                destination=text,
-                admin_queue=wire.queue_text(packet.user.admin),
-                response_queue=wire.queue_text(packet.user.response),
-            )
-            op = self._dead_letter(message, MessageClass.NACK_HOP_COUNT_EXCEEDED)
+            op = self._dead_letter(_message(packet), MessageClass.NACK_HOP_COUNT_EXCEEDED)
             return Arrival((op,), None, MessageClass.NACK_HOP_COUNT_EXCEEDED)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
@@ -181,3 +168,14 @@ class Arrivals:
         assert record is not None, "the dead-letter queues are created at start-up"
         dead = wire.with_message_class(message, message_class)
         return AppendMessage(record.queue_id, dead.raw, dead.priority, dead.body_size)
+
+
+def _message(packet: UserMessage) -> MessageProperties:
+    """The message as this queue manager keeps it (its reply queues named as text)."""
+    user = packet.user
+    return wire.packet_to_message(
+        packet,
+        destination=wire.queue_text(user.destination),
+        admin_queue=wire.queue_text(user.admin, source_qm=user.source_qm),
+        response_queue=wire.queue_text(user.response, source_qm=user.source_qm),
+    )

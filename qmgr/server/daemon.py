@@ -40,7 +40,7 @@ import structlog
 import trio
 
 from qmgr import __version__
-from qmgr.config import Config
+from qmgr.config import Address, Config
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import Limits, QueueManagerCore
 from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
@@ -287,23 +287,9 @@ async def serve(
         daemon.start_up()
         if not store.has_ballast:
             log.warning("store_reserve_missing", reserve_size=config.reserve_size)
-        try:
-            listeners = await trio.open_tcp_listeners(
-                config.client_listen.port, host=config.client_listen.host
-            )
-        except OSError as exc:
-            reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            msg = f"cannot listen for clients on {config.client_listen}: {reason}"
-            raise StartupError(msg) from exc
+        listeners = await _listen(config.client_listen, "clients")
         bound = listeners[0].socket.getsockname()
-        try:
-            peer_listeners = await trio.open_tcp_listeners(
-                config.listen.port, host=config.listen.host
-            )
-        except OSError as exc:
-            reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-            msg = f"cannot listen for peers on {config.listen}: {reason}"
-            raise StartupError(msg) from exc
+        peer_listeners = await _listen(config.listen, "peers")
         peer_bound = peer_listeners[0].socket.getsockname()
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
@@ -357,6 +343,15 @@ async def _watch_signals(
             log.info("shutdown_requested", signal=signal.Signals(signum).name)
             stop()
             return
+
+
+async def _listen(address: Address, what: str) -> list[trio.SocketListener]:
+    try:
+        return await trio.open_tcp_listeners(address.port, host=address.host)
+    except OSError as exc:
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+        msg = f"cannot listen for {what} on {address}: {reason}"
+        raise StartupError(msg) from exc
 
 
 def _listen_addresses(config: Config) -> set[str]:
