@@ -142,3 +142,58 @@ def test_status_shows_outgoing_and_incoming_sequences(
         assert incoming[0].queue == "orders"
         assert incoming[0].last_number == 1
         assert str(incoming[0].source_qm) == str(qa.qm_guid)
+
+
+def test_purge_pause_and_resume_of_an_outgoing_queue(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    with connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+    b.stop()
+    dest = remote(b, "orders")
+    with connect(a.address) as qa:
+        with qa.begin() as tx:
+            for i in range(5):
+                tx.send(dest, f"purged {i}".encode())
+        (info,) = qa.outgoing()
+        assert info.waiting + info.unacknowledged == 5
+        assert qa.purge_outgoing(dest) == 5
+        (info,) = qa.outgoing()
+        assert info.waiting == 0
+        assert info.unacknowledged == 0
+        qa.pause_outgoing(dest)
+        with qa.begin() as tx:
+            tx.send(dest, b"after the purge")
+    a.stop()
+    a.start()  # the pause is kept across a restart
+    b.start()
+    with connect(a.address) as qa, connect(b.address) as qb:
+        (info,) = qa.outgoing()
+        assert info.state == "paused"
+        assert info.waiting == 1
+        assert qb.receive("orders", timeout=0.5) is None
+        qa.resume_outgoing(dest)
+        assert drain(qb, "orders", 1) == [b"after the purge"]
+        assert qb.receive("orders", timeout=0.3) is None
+
+
+def test_a_restarted_sender_delivers_what_it_had_committed(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    with connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+    b.stop()
+    with connect(a.address) as qa:
+        for t in range(30):
+            with qa.begin() as tx:
+                tx.send(remote(b, "orders"), f"{t}".encode())
+    a.kill()
+    a.start()
+    b.start()
+    with connect(b.address) as qb:
+        assert drain(qb, "orders", 30) == [f"{t}".encode() for t in range(30)]
+        assert qb.receive("orders", timeout=0.3) is None
