@@ -143,6 +143,8 @@ class PeerConnection:
         except Exception as exc:
             self.close_reason = self._reason(exc)
         finally:
+            if not self.close_reason:
+                self.close_reason = "the queue manager is stopping"  # cancelled
             self._closed = True
             with contextlib.suppress(Exception), trio.CancelScope(shield=True):
                 await self.stream.aclose()

@@ -58,6 +58,9 @@ QUEUE = "orders"
 ABORT_RATE = 0.08
 #: Seconds the whole delivery may take to settle once the faults stop.
 SETTLE_TIMEOUT = 60.0
+#: Seconds with every outgoing queue empty and the destination's depth unchanged
+#: after which the destination is read even though messages are missing.
+QUIET = 5.0
 #: Seconds the committing client may go without reaching its queue manager.
 RECONNECT_TIMEOUT = 60.0
 
@@ -309,6 +312,10 @@ def wait_settled(
     """Poll until every sender's outgoing queues are empty with nothing unacknowledged
     and the destination queue holds at least ``minimum`` messages; return how long it took.
 
+    Once every outgoing queue is empty, nothing more can come: if the depth
+    then stays below ``minimum`` for :data:`QUIET` seconds, it returns anyway,
+    so that :func:`check_delivery` names the messages that were lost.
+
     Raises:
         AssertionError: with the outgoing queues, the depth and the logs, on timeout.
     """
@@ -316,6 +323,7 @@ def wait_settled(
     deadline = started + timeout
     outgoing: dict[str, list[OutgoingInfo]] = {}
     held = -1
+    quiet_since: tuple[float, int] | None = None  # (since when, depth) with nothing to send
     while True:
         try:
             for label, daemon in senders:
@@ -331,8 +339,16 @@ def wait_settled(
                 for infos in outgoing.values()
                 for info in infos
             )
-            if empty and held >= minimum and len(outgoing) == len(senders):
-                return time.monotonic() - started
+            now = time.monotonic()
+            if empty and len(outgoing) == len(senders):
+                if held >= minimum:
+                    return now - started
+                if quiet_since is None or quiet_since[1] != held:
+                    quiet_since = (now, held)
+                elif now - quiet_since[0] > QUIET:
+                    return now - started
+            else:
+                quiet_since = None
         if time.monotonic() > deadline:
             state = "\n".join(f"{label}: {describe_outgoing(i)}" for label, i in outgoing.items())
             logs = "\n".join(log_excerpt(d) for _, d in [*senders, ("dest", receiver)])
@@ -553,8 +569,12 @@ def backlog(daemons: Iterable[DaemonProcess]) -> int:
     """Messages waiting or unacknowledged in these queue managers' outgoing queues."""
     total = 0
     for daemon in daemons:
-        with connect(daemon.address, timeout=5.0) as qm:
-            total += sum(info.waiting + info.unacknowledged for info in qm.outgoing())
+        try:
+            with connect(daemon.address, timeout=5.0) as qm:
+                total += sum(info.waiting + info.unacknowledged for info in qm.outgoing())
+        except ConnectionLost as exc:  # it is running: this is the daemon's failure
+            message = f"{daemon.name} failed a client: {exc}\n{log_excerpt(daemon)}"
+            raise AssertionError(message) from exc
     return total
 
 
