@@ -27,21 +27,18 @@ writes a ``ForgetOutgoing`` of the ids the machine returned, says so with
 
 Numbering. A TRANSACTIONAL entry's number is ``lookup_id - base``, fixed for
 life, under the TxSequenceID the store persisted with ``base``. Its
-*previous* number is the number of the nearest earlier TRANSACTIONAL entry
-that is still *live* (WAITING or SENT), or 0 when there is none, computed at
-each transmission, so a resend bridges whatever left the table meanwhile.
-This keeps the receiver's rule (accept iff ``number > last and previous <=
-last``, reference §15.3) exactly-once and in order. An entry stops being
-live only when (a) an OrderAck covered it: OrderAcks are cumulative and carry
-the receiver's *persisted* mark, so ``last`` is already at least its number
-and skipping it cannot let a later entry in early; or (b) it is given up
-(purged, or forgotten unacknowledged): if an old copy still arrives it is
-accepted only before anything later was (numbers grow in commit order), so
-the order holds either way. While an earlier entry P is live, ``previous >=
-P``, so nothing still meant to be delivered can be overtaken. DONE and
-FORGETTING entries are done at the receiver, which is why they stop counting
-before the store has forgotten them (counting them would give the same
-answers, since ``last`` is at least their number).
+*previous* number, computed at each transmission, is the number of the
+nearest earlier TRANSACTIONAL entry still *live* (WAITING or SENT), or 0, so
+a resend bridges whatever left the table meanwhile. This keeps the
+receiver's rule (accept iff ``number > last and previous <= last``,
+reference §15.3) exactly-once and in order. While an earlier entry P is
+live, ``previous >= P`` and nothing can overtake P. An entry stops being live
+only when (a) an OrderAck covered it: OrderAcks are cumulative and carry the
+receiver's *persisted* mark, so ``last`` is already at least its number and
+it need not count while the store forgets it (counting it would give the
+same answers); or (b) it is given up (purged, or forgotten unacknowledged):
+an old copy of it is accepted only if nothing later was (numbers grow in
+commit order), so the order holds; it is lost only if the purge wins.
 
 Rolling. The ``ForgetOutgoing`` that leaves the queue empty rolls the
 sequence (ordinal + 1, base = next lookup id - 1) in the same write, so
@@ -101,13 +98,11 @@ MAX_SEQUENCE_NUMBER: Final = 0xFFFFFFFF
 
 
 class SequenceError(ValueError):
-    """An EOD sequence machine was used wrongly by its caller.
+    """An EOD sequence machine was used wrongly by its caller (never raised for a peer's input).
 
-    Raised for inputs a correct adapter never gives: lookup ids out of order,
-    a forget result that matches no forget, a sequence state that goes
-    backwards, a persist that was never accepted, a malformed stream key.
-    What a peer sends never raises: an unknown or old OrderAck is ignored, an
-    out-of-order data packet is rejected.
+    Lookup ids out of order, a forget result that matches no forget, a
+    sequence state that goes backwards, a persist never accepted, a malformed
+    stream key. An old OrderAck is ignored, an out-of-order message rejected.
     """
 
 
@@ -141,19 +136,8 @@ class Transmission:
     header: wire.TransactionHeader | None
 
 
-class _State(enum.Enum):
-    WAITING = "waiting to be sent"
-    SENT = "sent, waiting for its acknowledgement"
-    DONE = "acknowledged, waiting to be forgotten"
-    FORGETTING = "being forgotten"
-
-
-class _Input(enum.Enum):
-    TRANSMIT = "transmit"
-    UNSEND = "unsend"
-    ACK = "ack"
-    FORGET_START = "forget_start"
-    FORGET_FAIL = "forget_fail"
+_State = enum.Enum("_State", "WAITING SENT DONE FORGETTING")
+_Input = enum.Enum("_Input", "TRANSMIT UNSEND ACK FORGET_START FORGET_FAIL")
 
 
 #: The life of one entry: (state, input) -> new state. A missing pair is a
@@ -218,8 +202,7 @@ class OutgoingSequence:
         self._base = base
         self._intervals = intervals
         self._entries: dict[int, _Entry] = {}
-        # The highest lookup id added, or the base if higher: ids up to it
-        # that are not in the table were forgotten or removed.
+        # The highest lookup id added or the base: lower ids not in the table are gone.
         self._highest = base
         # Min-heaps of WAITING lookup ids; stale ids are skipped when met.
         self._waiting_tx: list[int] = []
@@ -424,8 +407,7 @@ class OutgoingSequence:
         """
         ids = tuple(lookup_ids)
         self._check_known(ids)
-        busy = [i for i in ids if self._state_of(i) is _State.FORGETTING]
-        if busy or len(set(ids)) != len(ids):
+        if len(set(ids)) != len(ids) or any(self._forgetting_now(i) for i in ids):
             msg = f"cannot start forgetting {ids!r}: repeated, or already being forgotten"
             raise SequenceError(msg)
         unlive: set[int] = set()
@@ -441,16 +423,13 @@ class OutgoingSequence:
         self._after_leaving()
 
     def forget_failed(self, lookup_ids: Iterable[int]) -> None:
-        """The forget of these ids (one :meth:`forget_started` batch) failed.
-
-        The entries stay done and are never sent again: forget them again.
+        """The forget of these ids (one :meth:`forget_started` batch) failed: retry it.
 
         Raises:
             SequenceError: no forget of exactly these ids is in flight.
         """
         ids = frozenset(lookup_ids)
-        batch = self._pop_batch(ids)
-        if batch is None:
+        if self._pop_batch(ids) is None:
             msg = f"no forget of {sorted(ids)!r} is in flight"
             raise SequenceError(msg)
         for lookup_id in ids:
@@ -490,9 +469,7 @@ class OutgoingSequence:
                 f"to ({state_sequence_id}, base {state_base})"
             )
             raise SequenceError(msg)
-        if self._pop_batch(ids) is None and any(
-            self._state_of(i) is _State.FORGETTING for i in ids
-        ):
+        if self._pop_batch(ids) is None and any(self._forgetting_now(i) for i in ids):
             msg = f"forgotten {sorted(ids)!r} is part of a forget in flight, not all of one"
             raise SequenceError(msg)
         if state_sequence_id == current:
@@ -569,9 +546,9 @@ class OutgoingSequence:
             msg = f"entries {unknown!r} were never added (highest {self._highest})"
             raise SequenceError(msg)
 
-    def _state_of(self, lookup_id: int) -> _State | None:
+    def _forgetting_now(self, lookup_id: int) -> bool:
         entry = self._entries.get(lookup_id)
-        return None if entry is None else entry.state
+        return entry is not None and entry.state is _State.FORGETTING
 
     def _pop_batch(self, ids: frozenset[int]) -> _Batch | None:
         for index, batch in enumerate(self._batches):

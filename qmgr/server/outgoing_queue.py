@@ -70,6 +70,8 @@ class OutgoingQueue:
         self.payloads: dict[int, memoryview | bytes] = {}
         self.loaded_through = 0
         self.to_forget: list[int] = []
+        #: A purge is being written: forgets wait for it (see ``Peering._forgetter``).
+        self.purging = False
         self.last_order_ack: float | None = None
         self.link: Link | None = None
         self._direct = wire.DirectQueue(name=destination.direct_name)
@@ -205,13 +207,19 @@ class OutgoingQueue:
     async def purge(self) -> int:
         """Remove every entry; later messages' sequence numbers bridge the hole."""
         unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
-        outcome = await self.peering.committer.submit(unit)
-        result = outcome.results[0]
-        if not isinstance(result, storage.QueuePurged):
-            raise outcome.error or RuntimeError("purge failed")
-        gone = tuple(self.payloads)
-        self.payloads.clear()
-        self.machine.removed(gone)
+        self.purging = True
+        try:
+            outcome = await self.peering.committer.submit(unit)
+            result = outcome.results[0]
+            if not isinstance(result, storage.QueuePurged):
+                raise outcome.error or RuntimeError("purge failed")
+            gone = tuple(self.payloads)
+            self.payloads.clear()
+            self.to_forget.clear()  # purged: nothing left to forget
+            self.machine.removed(gone)
+        finally:
+            self.purging = False
+            self.peering.forget(self, ())
         record = self.peering.store.get_queue_by_id(self.queue_id)
         if record is not None:
             self.loaded_through = max(self.loaded_through, record.purged_below - 1)

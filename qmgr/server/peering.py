@@ -434,6 +434,11 @@ class Peering:
             queues, self._forgetting = self._forgetting, []
             async with trio.open_nursery() as nursery:
                 for queue in queues:
+                    if queue.purging or not queue.to_forget:
+                        # A purge reports its removals before any later forget
+                        # (the sequence machine needs that order); it calls
+                        # forget() again when it is done.
+                        continue
                     ids = tuple(queue.to_forget)
                     queue.to_forget.clear()
                     queue.machine.forget_started(ids)

@@ -3,18 +3,21 @@
 One :class:`OutgoingSequence` (with the sender's store simulated around it)
 and one :class:`IncomingSequences` (with the receiver's store) exchange data
 packets, SessionAcks and OrderAcks through a network that loses, duplicates,
-reorders and delays anything, packets of closed connections included.
+reorders and delays anything; packets of closed connections included, and
+some held back for a long time (arriving after crashes and rolls).
 Hypothesis interleaves commits, transmissions, deliveries, persists (and
-failed persists), forgets (and failed forgets), timer firings, connection
-losses, purges and crashes of either side; a crash keeps only what the side
-had persisted. The sender's store rolls the sequence in the forget that
-leaves it empty, as ``storage.ForgetOutgoing`` does.
+failed persists), forgets (started, written by the store, reported back, or
+failed), timer firings, connection losses, purges and crashes of either side;
+a crash keeps only what that side's store has. The sender's store rolls the
+sequence in the forget that leaves it empty, as ``storage.ForgetOutgoing``
+does.
 
 After the run the network turns reliable and time passes until nothing is
 left to do. Then the receiver must have delivered every committed
 transactional message that was not purged, none twice, all in commit order,
-and the sender's table must be empty. Delivery order and uniqueness are also
-checked after every step.
+every non-transactional one at least once, and the sender's table must be
+empty. Order, uniqueness, the sequence the sender uses and what OrderAcks
+announce are checked at every step.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class Data:
 
 @dataclasses.dataclass(frozen=True)
 class SessionAck:
-    """A SessionAck of one packet, receiver to sender, valid in its connection only."""
+    """A SessionAck of one packet, receiver to sender, meaningful in its connection only."""
 
     epoch: int
     lookup_id: int
@@ -72,8 +75,29 @@ class OrderAck:
     number: int
 
 
+Packet: TypeAlias = Data | SessionAck | OrderAck
 #: One step: its name and its argument (None for none).
 Op: TypeAlias = tuple[str, object]
+
+
+class Network:
+    """One direction: packets in flight, and packets held back for a long time."""
+
+    def __init__(self) -> None:
+        self.flight: list[Packet] = []
+        self.late: list[Packet] = []
+
+    def take(self, index: int, action: str, *, late: bool = False) -> Packet | None:
+        """Act on one packet; return it if it is to be delivered now."""
+        pool = self.late if late else self.flight
+        if not pool:
+            return None
+        packet = pool[index % len(pool)]
+        if action != "duplicate":
+            pool.remove(packet)
+        if action == "delay" and not late:
+            self.late.append(packet)
+        return None if action in ("drop", "delay") else packet
 
 
 class World:
@@ -99,10 +123,11 @@ class World:
         self.plain_received: set[int] = set()
         self.stream: StreamState | None = None
         self.receiver = IncomingSequences()
-        self.pending: collections.deque[tuple[int, wire.TxSequenceId, int]] = collections.deque()
+        #: Arrived and accepted, not yet stored: the packets, in order.
+        self.pending: collections.deque[Data] = collections.deque()
         # The network.
-        self.forward: list[Data] = []
-        self.backward: list[SessionAck | OrderAck] = []
+        self.forward = Network()
+        self.backward = Network()
         self.now = 0.0
         # What was committed, for the final check.
         self.committed: list[int] = []
@@ -110,6 +135,9 @@ class World:
         self.purged: set[int] = set()
         self.next_message = 1
         self.rolls = 0
+        # Every packet ever sent each way, for replays of very old copies.
+        self.sent_data: list[Data] = []
+        self.sent_order_acks: list[OrderAck] = []
 
     # ------------------------------------------------------------------ sender
 
@@ -153,7 +181,9 @@ class World:
                 assert 0 <= header.previous_sequence_number < header.sequence_number
             else:
                 assert header is None
-            self.forward.append(Data(self.epoch, transmission.lookup_id, kind, header, message))
+            packet = Data(self.epoch, transmission.lookup_id, kind, header, message)
+            self.forward.flight.append(packet)
+            self.sent_data.append(packet)
             sent = True
         return sent
 
@@ -212,10 +242,10 @@ class World:
         self.forgets.clear()  # never written
         self.written.clear()  # written, but the sender never heard
 
-    def sender_gets(self, packet: SessionAck | OrderAck) -> None:
+    def sender_gets(self, packet: Packet) -> None:
         if isinstance(packet, OrderAck):
             ids = self.sender.order_ack(packet.sequence_id, packet.number, self.now)
-        elif packet.epoch == self.epoch:
+        elif isinstance(packet, SessionAck) and packet.epoch == self.epoch:
             ids = self.sender.session_acked(packet.lookup_id, persisted=packet.persisted)
         else:
             ids = ()  # an acknowledgement of a closed session means nothing
@@ -223,32 +253,47 @@ class World:
 
     # ------------------------------------------------------------------ receiver
 
-    def receiver_gets(self, packet: Data) -> None:
-        if packet.kind is not EntryKind.TRANSACTIONAL:
+    def receiver_gets(self, packet: Packet) -> None:
+        assert isinstance(packet, Data)
+        if packet.kind is EntryKind.EXPRESS:
+            # Delivered at once (and lost from memory on a crash, as express is).
             self.plain_received.add(packet.message)
-            persisted = packet.kind is not EntryKind.EXPRESS
-            self.backward.append(SessionAck(packet.epoch, packet.lookup_id, persisted))
+            self.session_ack(packet, persisted=False)
+            return
+        if packet.kind is not EntryKind.TRANSACTIONAL:
+            # Counted at once; the persisted bit follows when it is stored.
+            self.session_ack(packet, persisted=False)
+            self.pending.append(packet)
             return
         header = packet.header
         assert header is not None
-        if self.receiver.offer(KEY, header, self.now):
-            state = self.receiver.accepted_state(KEY)
-            assert state is not None
-            assert (state.sequence_id, state.last_number) == (
-                header.sequence_id.value,
-                header.sequence_number,
-            )
-            self.pending.append((packet.message, header.sequence_id, header.sequence_number))
+        if not self.receiver.offer(KEY, header, self.now):
+            self.session_ack(packet, persisted=True)  # dropped, but it counts
+            return
+        state = self.receiver.accepted_state(KEY)
+        assert state is not None
+        assert (state.sequence_id, state.last_number) == (
+            header.sequence_id.value,
+            header.sequence_number,
+        )
+        self.pending.append(packet)
+
+    def session_ack(self, packet: Data, *, persisted: bool) -> None:
+        self.backward.flight.append(SessionAck(packet.epoch, packet.lookup_id, persisted))
 
     def persist(self, limit: int) -> bool:
         done = False
-        for _ in range(limit):
-            if not self.pending:
-                break
-            message, sequence_id, number = self.pending.popleft()
-            self.delivered.append(message)
-            self.stream = StreamState(sequence_id.value, number, 0, self.now)
-            self.receiver.persisted(KEY, sequence_id, number, self.now)
+        for _ in range(min(limit, len(self.pending))):
+            packet = self.pending.popleft()
+            header = packet.header
+            if header is None:
+                self.plain_received.add(packet.message)
+            else:
+                self.delivered.append(packet.message)
+                sequence_id, number = header.sequence_id, header.sequence_number
+                self.stream = StreamState(sequence_id.value, number, 0, self.now)
+                self.receiver.persisted(KEY, sequence_id, number, self.now)
+            self.session_ack(packet, persisted=True)
             done = True
         return done
 
@@ -272,34 +317,40 @@ class World:
     def order_acks(self) -> None:
         for due in self.receiver.due(self.now):
             assert due.key == KEY
-            # An OrderAck never announces more than the receiver's store holds.
+            # An OrderAck announces exactly what the receiver's store holds.
             assert self.stream is not None
             assert (due.sequence_id.value, due.number) == (
                 self.stream.sequence_id,
                 self.stream.last_number,
             )
-            self.backward.append(OrderAck(due.sequence_id, due.number))
+            order_ack = OrderAck(due.sequence_id, due.number)
+            self.backward.flight.append(order_ack)
+            self.sent_order_acks.append(order_ack)
 
-    def network(self, index: int, action: str) -> None:
-        if self.forward:
-            packet = self.forward[index % len(self.forward)]
-            if action != "duplicate":
-                self.forward.remove(packet)
-            if action != "drop":
-                self.receiver_gets(packet)
+    def network(self, index: int, action: str, *, late: bool = False) -> None:
+        packet = self.forward.take(index, action, late=late)
+        if packet is not None:
+            self.receiver_gets(packet)
+
+    def acks(self, index: int, action: str, *, late: bool = False) -> None:
+        packet = self.backward.take(index, action, late=late)
+        if packet is not None:
+            self.sender_gets(packet)
+
+    def replay(self, index: int) -> None:
+        """A copy of some old data packet arrives (a duplicate, delayed for long)."""
+        if self.sent_data:
+            self.receiver_gets(self.sent_data[index % len(self.sent_data)])
+
+    def replay_order_ack(self, index: int) -> None:
+        """A copy of some old OrderAck arrives."""
+        if self.sent_order_acks:
+            self.sender_gets(self.sent_order_acks[index % len(self.sent_order_acks)])
 
     def receive(self, limit: int) -> None:
         """The receiver reads the oldest packets in order (and stores nothing yet)."""
-        for _ in range(min(limit, len(self.forward))):
-            self.receiver_gets(self.forward.pop(0))
-
-    def acks(self, index: int, action: str) -> None:
-        if self.backward:
-            packet = self.backward[index % len(self.backward)]
-            if action != "duplicate":
-                self.backward.remove(packet)
-            if action != "drop":
-                self.sender_gets(packet)
+        for _ in range(min(limit, len(self.forward.flight))):
+            self.receiver_gets(self.forward.flight.pop(0))
 
     # ------------------------------------------------------------------ running
 
@@ -312,22 +363,26 @@ class World:
                 self.commit(1, kind)
             case "send", int(limit):
                 self.send(limit)
-            case "network", (int(index), str(action)):
-                self.network(index, action)
-            case "acks", (int(index), str(action)):
-                self.acks(index, action)
+            case "network", (int(index), str(action), bool(late)):
+                self.network(index, action, late=late)
+            case "acks", (int(index), str(action), bool(late)):
+                self.acks(index, action, late=late)
             case "receive", int(limit):
                 self.receive(limit)
+            case "replay", int(index):
+                self.replay(index)
+            case "replay_order_ack", int(index):
+                self.replay_order_ack(index)
             case "persist", int(limit):
                 self.persist(limit)
             case "tick", float(seconds):
                 self.tick(seconds)
             case "purge", list(picks):
                 self.purge(picks)
-            case "pump", bool(forget):
-                self.flush(forget=forget)
-            case "cycle", bool(forget):
-                self.cycle(forget=forget)
+            case "pump", str(forgets):
+                self.flush(forgets=forgets)
+            case "cycle", str(forgets):
+                self.cycle(forgets=forgets)
             case _:
                 {
                     "persist_fails": self.persist_fails,
@@ -355,40 +410,45 @@ class World:
         # The receiver's persisted mark is what its store holds.
         state = self.receiver.state(KEY)
         durable = None if state is None else (state.sequence_id, state.last_number)
-        assert durable == (
-            None if self.stream is None else (self.stream.sequence_id, self.stream.last_number)
-        )
+        stream = self.stream
+        assert durable == (None if stream is None else (stream.sequence_id, stream.last_number))
 
-    def flush(self, *, forget: bool = True) -> bool:
+    def flush(self, *, forgets: str = "all") -> bool:
         """Everything that can happen now, without loss; whether anything did.
 
-        With ``forget`` false, forgets are started but left in flight.
+        ``forgets``: "start" leaves forgets in flight, "write" has the store
+        write them but keeps their results from the sender, "all" completes them.
         """
-        moved = self.start_forget()
-        while forget and (self.start_forget() or self.write_forget() or self.report_forget()):
+        moved = False
+        while self.start_forget() or (forgets != "start" and self.write_forget()):
+            moved = True
+        while forgets == "all" and self.report_forget():
             moved = True
         moved |= self.send(10_000)
-        while self.forward:
-            self.receiver_gets(self.forward.pop(0))
+        while self.forward.flight:
+            self.receiver_gets(self.forward.flight.pop(0))
             moved = True
         moved |= self.persist(10_000)
         self.order_acks()
-        while self.backward:
-            self.sender_gets(self.backward.pop(0))
+        while self.backward.flight:
+            self.sender_gets(self.backward.flight.pop(0))
             moved = True
         moved |= self.start_forget()
         self.check()
         return moved
 
-    def cycle(self, *, forget: bool = True) -> None:
+    def cycle(self, *, forgets: str = "all") -> None:
         """A good moment: everything in flight gets through, OrderAcks included."""
-        self.flush(forget=forget)
+        self.flush(forgets=forgets)
         self.tick(0.6)
-        self.flush(forget=forget)
+        self.flush(forgets=forgets)
 
     def settle(self) -> None:
         """Deliver everything reliably and let time pass until nothing is left to do."""
-        for _ in range(200):  # a correct run needs fewer than 10 rounds
+        for network in (self.forward, self.backward):
+            network.flight.extend(network.late)
+            network.late.clear()
+        for _ in range(200):  # a correct run needs fewer than 20 rounds
             if self.flush():
                 continue
             deadlines = [
@@ -398,11 +458,12 @@ class World:
             ]
             if deadlines:
                 self.tick(max(0.0, min(deadlines) - self.now))
-            elif len(self.sender) or self.to_forget or self.forgets or self.written:
-                # Stuck with no timer armed: the session layer would give up
-                # on the silent connection and reconnect.
+            elif any(kind is not EntryKind.TRANSACTIONAL for kind, _ in self.store.values()):
+                # The session layer gives up on a connection whose SessionAcks
+                # stop, and the sender reconnects.
                 self.connection_lost()
             else:
+                assert not self.store, "transactional entries stuck with no timer armed"
                 return
         pytest.fail(
             f"no quiescence: {len(self.sender)} entries left, {self.sender.waiting} waiting"
@@ -435,7 +496,9 @@ def run(ops: Sequence[Op]) -> World:
 # --------------------------------------------------------------------------
 
 indices = st.integers(0, 63)
-faults = st.sampled_from(["deliver", "deliver", "duplicate", "drop"])
+faults = st.sampled_from(["deliver", "deliver", "duplicate", "drop", "delay"])
+late = st.tuples(indices, st.sampled_from(["deliver", "duplicate"]), st.just(True))
+forget_modes = st.sampled_from(["start", "write", "all"])
 plain_kinds = st.sampled_from([EntryKind.RECOVERABLE, EntryKind.EXPRESS, EntryKind.RELAYED])
 
 
@@ -443,42 +506,50 @@ def step(name: str, arguments: st.SearchStrategy[object] | None = None) -> st.Se
     return st.tuples(st.just(name), st.none() if arguments is None else arguments)
 
 
+#: (weight, step): how often each kind of step comes, relative to the others.
+WEIGHTED_STEPS: list[tuple[int, st.SearchStrategy[Op]]] = [
+    # The traffic.
+    (3, step("commit", st.integers(1, 20))),
+    (1, step("commit_plain", plain_kinds)),
+    (3, step("send", st.integers(1, 30))),
+    (3, step("receive", st.integers(1, 20))),
+    (2, step("persist", st.integers(1, 10))),
+    (2, step("network", st.tuples(indices, faults, st.just(False)))),
+    (2, step("acks", st.tuples(indices, faults, st.just(False)))),
+    (2, step("tick", st.sampled_from([0.1, 0.5, 2.0, 11.0, 31.0, 400.0]))),
+    (2, step("pump", forget_modes)),
+    (2, step("cycle", forget_modes)),
+    # The sender's store.
+    (1, step("start_forget")),
+    (1, step("write_forget")),
+    (1, step("report_forget")),
+    (1, step("fail_forget")),
+    (1, step("purge", st.lists(indices, min_size=1, max_size=4))),
+    # Stale packets.
+    (1, step("network", late)),
+    (1, step("acks", late)),
+    (1, step("replay", indices)),
+    (1, step("replay_order_ack", indices)),
+    # Failures.
+    (1, step("persist_fails")),
+    (1, step("connection_lost")),
+    (1, step("crash_sender")),
+    (1, step("crash_receiver")),
+]
 operations: st.SearchStrategy[Op] = st.one_of(
-    step("commit", st.integers(1, 20)),
-    step("pump", st.booleans()),
-    step("send", st.integers(1, 30)),
-    step("network", st.tuples(indices, faults)),
-    step("persist", st.integers(1, 10)),
-    step("receive", st.integers(1, 20)),
-    step("acks", st.tuples(indices, faults)),
-    step("tick", st.sampled_from([0.1, 0.5, 2.0, 11.0, 31.0, 400.0])),
-    step("start_forget"),
-    step("write_forget"),
-    step("report_forget"),
-    step("commit_plain", plain_kinds),
-    step("network", st.tuples(indices, faults)),
-    step("send", st.integers(1, 30)),
-    step("tick", st.sampled_from([0.5, 31.0])),
-    step("cycle", st.booleans()),
-    step("connection_lost"),
-    step("purge", st.lists(indices, min_size=1, max_size=4)),
-    step("persist_fails"),
-    step("receive", st.integers(1, 20)),
-    step("fail_forget"),
-    step("crash_sender"),
-    step("crash_receiver"),
+    [strategy for weight, strategy in WEIGHTED_STEPS for _ in range(weight)]
 )
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(operations, min_size=20, max_size=80))
+@given(st.lists(operations, min_size=20, max_size=100))
 def test_exactly_once_in_order_over_a_hostile_network(ops: list[Op]) -> None:
     run(ops)
 
 
 @pytest.mark.soak
 @settings(max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(operations, max_size=300))
+@given(st.lists(operations, min_size=50, max_size=400))
 def test_exactly_once_in_order_soak(ops: list[Op]) -> None:
     run(ops)
 
@@ -488,9 +559,19 @@ def test_exactly_once_in_order_soak(ops: list[Op]) -> None:
 # --------------------------------------------------------------------------
 
 
+def headers_of(packets: Sequence[Packet]) -> list[tuple[int, int, int]]:
+    """(ordinal, number, previous) of the transactional packets."""
+    return [
+        (p.header.sequence_id.ordinal, p.header.sequence_number, p.header.previous_sequence_number)
+        for p in packets
+        if isinstance(p, Data) and p.header is not None
+    ]
+
+
 def test_a_quiet_run_delivers_everything_and_rolls_when_the_queue_empties() -> None:
     world = run([("commit", 5), ("commit_plain", EntryKind.EXPRESS), ("commit", 3)])
-    assert world.delivered == world.committed == list(range(1, 6)) + list(range(7, 10))
+    assert world.delivered == world.committed == [1, 2, 3, 4, 5, 7, 8, 9]
+    assert world.plain_received == {6}
     assert world.rolls >= 1
     assert world.sender.sequence_id.ordinal == 1 + world.rolls
 
@@ -499,7 +580,7 @@ def test_a_lost_message_is_resent_after_the_ack_wait_and_the_rest_wait_for_it() 
     world = World()
     world.commit(3)
     world.send(3)
-    del world.forward[0]  # message 1 is lost; 2 and 3 arrive and are rejected
+    del world.forward.flight[0]  # message 1 is lost; 2 and 3 arrive and are rejected
     world.flush()
     assert world.delivered == []
     assert world.receiver.state(KEY) is None
@@ -512,8 +593,7 @@ def test_a_crash_of_both_sides_mid_stream_loses_and_duplicates_nothing() -> None
     world = World()
     world.commit(10)
     world.send(10)
-    for _ in range(6):
-        world.receiver_gets(world.forward.pop(0))
+    world.receive(6)
     world.persist(4)  # 5 and 6 accepted, not yet durable
     world.crash_receiver()
     world.crash_sender()
@@ -523,12 +603,11 @@ def test_a_crash_of_both_sides_mid_stream_loses_and_duplicates_nothing() -> None
 
 
 def acknowledged_world(count: int) -> World:
-    """A world whose first ``count`` messages are delivered and order-acked, not forgotten."""
+    """A world whose ``count`` messages are delivered and order-acked, not yet forgotten."""
     world = World()
     world.commit(count)
     world.flush()
     world.tick(1.0)  # the OrderAck is due
-    assert len(world.backward) == 1
     world.acks(0, "deliver")
     assert world.to_forget == list(range(1, count + 1))
     return world
@@ -542,16 +621,11 @@ def test_messages_committed_after_a_rolling_forget_start_the_new_sequence() -> N
     assert world.rolls == 1
     world.commit(2)  # lookup ids 3 and 4: numbers 1 and 2 of the new sequence
     world.commit(1, EntryKind.EXPRESS)
-    world.send(10)
-    assert [packet.kind for packet in world.forward] == [EntryKind.EXPRESS]
+    world.send(10)  # the express message goes, the transactional ones wait
+    assert [p.lookup_id for p in world.forward.flight if isinstance(p, Data)] == [5]
     world.report_forget()
     world.send(10)
-    headers = [packet.header for packet in world.forward[1:]]
-    assert [
-        (h.sequence_id.ordinal, h.sequence_number, h.previous_sequence_number)
-        for h in headers
-        if h is not None
-    ] == [(2, 1, 0), (2, 2, 1)]
+    assert headers_of(world.forward.flight) == [(2, 1, 0), (2, 2, 1)]
     world.settle()
     world.final_check()
     assert world.delivered == [1, 2, 3, 4]
@@ -565,12 +639,7 @@ def test_messages_committed_before_the_forget_is_written_continue_the_sequence()
     world.write_forget()
     world.report_forget()
     world.send(10)
-    headers = [packet.header for packet in world.forward]
-    assert [
-        (h.sequence_id.ordinal, h.sequence_number, h.previous_sequence_number)
-        for h in headers
-        if h is not None
-    ] == [(1, 3, 0), (1, 4, 3)]
+    assert headers_of(world.forward.flight) == [(1, 3, 0), (1, 4, 3)]
     world.settle()
     world.final_check()
     assert world.delivered == [1, 2, 3, 4]
@@ -580,9 +649,95 @@ def test_a_purge_of_the_message_the_receiver_waits_for_unblocks_the_rest() -> No
     world = World()
     world.commit(3)
     world.send(3)
-    world.forward.pop(0)  # 1 never arrives
+    world.forward.flight.pop(0)  # 1 never arrives
     world.purge([0])  # and is purged at the sender
-    world.flush()  # 2 (previous 1) and 3 were rejected; resent with previous 0
-    world.settle()
+    world.flush()  # 2 (previous 1) and 3 were rejected
+    world.settle()  # resent after the ack wait, 2 with previous 0
     world.final_check()
     assert world.delivered == [2, 3]
+
+
+def test_a_late_order_ack_of_the_old_sequence_ends_nothing_of_the_new_one() -> None:
+    world = acknowledged_world(2)
+    world.backward.late.append(OrderAck(world.sequence_id(), 2))
+    world.flush()  # forgotten, rolled
+    assert world.rolls == 1
+    world.commit(3)
+    world.send(3)
+    world.acks(0, "deliver", late=True)  # the old OrderAck for number 2
+    assert world.to_forget == []
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 3, 4, 5]
+
+
+def test_a_session_ack_of_a_rejected_packet_does_not_end_it() -> None:
+    world = World()
+    world.commit(2)
+    world.send(2)
+    world.network(1, "deliver")  # 2 before 1: rejected, but session-acked
+    world.acks(0, "deliver")
+    assert world.to_forget == []
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2]
+
+
+def test_a_purge_that_leaves_only_entries_being_forgotten_holds_transactional_sends() -> None:
+    world = acknowledged_world(2)
+    world.commit(1)  # 3
+    world.start_forget()  # 1 and 2: 3 keeps the queue from emptying
+    before = world.sender.roll_pending
+    world.purge([2])  # 3 is purged: now the forget in flight may empty the queue
+    assert (before, world.sender.roll_pending) == (False, True)
+    world.write_forget()  # and it does: the store rolls
+    world.commit(1)  # 4: number 1 of the new sequence
+    assert world.send(10) is False
+    world.report_forget()
+    world.send(10)
+    assert headers_of(world.forward.flight) == [(2, 1, 0)]
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 4]
+
+
+def test_an_order_ack_announces_only_what_is_stored() -> None:
+    world = World()
+    world.commit(3)
+    world.send(3)
+    world.receive(1)
+    world.persist(1)
+    world.receive(2)  # 2 and 3 accepted, not stored
+    world.tick(1.0)
+    assert world.backward.flight[-1] == OrderAck(world.sequence_id(), 1)
+    world.crash_receiver()
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 3]
+
+
+def test_a_failed_write_lets_the_resent_messages_in() -> None:
+    world = World()
+    world.commit(3)
+    world.send(3)
+    world.receive(3)
+    world.persist_fails()
+    assert world.receiver.accepted_state(KEY) is None
+    world.settle()
+    world.final_check()
+    assert world.delivered == [1, 2, 3]
+
+
+def test_a_recoverable_message_is_kept_until_the_receiver_stored_it() -> None:
+    world = World()
+    world.commit(1, EntryKind.RECOVERABLE)
+    world.commit(1, EntryKind.EXPRESS)
+    world.send(2)
+    world.receive(2)  # counted in the session, the recoverable one not stored yet
+    world.acks(0, "deliver")
+    world.acks(0, "deliver")
+    assert world.to_forget == [2]  # the express one only
+    world.crash_receiver()
+    world.settle()
+    world.final_check()
+    assert world.plain_received == {1, 2}

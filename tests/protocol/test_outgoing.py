@@ -1,0 +1,595 @@
+"""OutgoingSequence, the EOD sender of one outgoing queue, one rule at a time."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import wire
+from qmgr.protocol import (
+    MAX_SEQUENCE_NUMBER,
+    RESEND_INTERVALS,
+    EntryKind,
+    OutgoingSequence,
+    SequenceError,
+    Transmission,
+)
+
+SEQ = wire.TxSequenceId(ordinal=1, timestamp=1_700_000_000)
+SEQ2 = wire.TxSequenceId(ordinal=2, timestamp=1_700_000_000)
+OTHER_QUEUE = wire.TxSequenceId(ordinal=1, timestamp=1_700_000_001)
+T0 = 1_000.0
+TX = EntryKind.TRANSACTIONAL
+
+
+def sequence(*kinds: EntryKind, base: int = 0, first: int | None = None) -> OutgoingSequence:
+    """A sequence with entries of these kinds at consecutive lookup ids after ``base``."""
+    machine = OutgoingSequence(sequence_id=SEQ, base=base)
+    start = base + 1 if first is None else first
+    for offset, kind in enumerate(kinds):
+        machine.add(start + offset, kind)
+    return machine
+
+
+def roll_pending(machine: OutgoingSequence) -> bool:
+    """The property, through a call (mypy keeps a narrowed attribute across calls)."""
+    return machine.roll_pending
+
+
+def drain(machine: OutgoingSequence, now: float = T0) -> list[Transmission]:
+    """Everything the machine sends now."""
+    out = []
+    while (transmission := machine.next_transmission(now)) is not None:
+        out.append(transmission)
+    return out
+
+
+def numbers(transmissions: list[Transmission]) -> list[tuple[int, int, int]]:
+    """(lookup id, number, previous) of the transactional transmissions."""
+    out = []
+    for transmission in transmissions:
+        header = transmission.header
+        assert header is not None
+        out.append(
+            (transmission.lookup_id, header.sequence_number, header.previous_sequence_number)
+        )
+    return out
+
+
+# --------------------------------------------------------------------------
+# Numbering
+# --------------------------------------------------------------------------
+
+
+def test_a_transactional_entry_is_numbered_lookup_id_minus_base_after_the_previous_one() -> None:
+    machine = sequence(TX, TX, TX, base=10)
+    sent = drain(machine)
+    assert numbers(sent) == [(11, 1, 0), (12, 2, 1), (13, 3, 2)]
+    assert all(t.header is not None and t.header.sequence_id == SEQ for t in sent)
+    assert all(t.header is not None and t.header.flags == 0 for t in sent)
+
+
+def test_other_kinds_have_no_header_and_leave_gaps_the_previous_number_bridges() -> None:
+    kinds = (TX, EntryKind.EXPRESS, EntryKind.RECOVERABLE, EntryKind.RELAYED, TX)
+    sent = drain(sequence(*kinds))
+    assert [t.kind for t in sent] == list(kinds)
+    assert [t.header is None for t in sent] == [False, True, True, True, False]
+    assert numbers([sent[0], sent[4]]) == [(1, 1, 0), (5, 5, 1)]
+
+
+def test_the_first_entry_in_the_table_has_previous_zero_whatever_its_number() -> None:
+    machine = sequence(TX, TX, first=41)
+    assert numbers(drain(machine)) == [(41, 41, 0), (42, 42, 41)]
+
+
+def test_entries_go_out_in_lookup_order_and_once_per_connection() -> None:
+    machine = sequence(TX, EntryKind.EXPRESS, TX)
+    assert [t.lookup_id for t in drain(machine)] == [1, 2, 3]
+    assert machine.next_transmission(T0) is None
+    machine.add(4, EntryKind.RECOVERABLE)
+    assert [t.lookup_id for t in drain(machine)] == [4]
+
+
+def test_lookup_ids_must_increase_and_exceed_the_base() -> None:
+    machine = sequence(TX, TX, base=5)
+    with pytest.raises(SequenceError, match="must increase"):
+        machine.add(7, TX)
+    with pytest.raises(SequenceError, match="must increase"):
+        OutgoingSequence(sequence_id=SEQ, base=5).add(5, TX)
+
+
+def test_a_number_beyond_the_u32_range_is_refused() -> None:
+    machine = OutgoingSequence(sequence_id=SEQ, base=0)
+    machine.add(MAX_SEQUENCE_NUMBER, TX)
+    machine.add(MAX_SEQUENCE_NUMBER + 1, TX)
+    first = machine.next_transmission(T0)
+    assert first is not None
+    assert numbers([first]) == [(MAX_SEQUENCE_NUMBER, MAX_SEQUENCE_NUMBER, 0)]
+    with pytest.raises(SequenceError, match="would be number"):
+        machine.next_transmission(T0)
+
+
+def test_construction_is_checked() -> None:
+    with pytest.raises(SequenceError):
+        OutgoingSequence(sequence_id=SEQ, base=-1)
+    with pytest.raises(SequenceError):
+        OutgoingSequence(sequence_id=SEQ, base=0, resend_intervals=())
+    with pytest.raises(SequenceError):
+        OutgoingSequence(sequence_id=SEQ, base=0, resend_intervals=(30.0, 0.0))
+
+
+def test_transmissions_are_values() -> None:
+    transmission = drain(sequence(EntryKind.EXPRESS))[0]
+    assert transmission == Transmission(1, EntryKind.EXPRESS, None)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        transmission.lookup_id = 2  # type: ignore[misc]
+
+
+# --------------------------------------------------------------------------
+# Resending keeps numbers and bridges what left the table
+# --------------------------------------------------------------------------
+
+
+def test_a_resend_keeps_numbers_and_skips_order_acked_entries_for_previous() -> None:
+    machine = sequence(TX, TX, TX)
+    drain(machine)
+    assert machine.order_ack(SEQ, 1, T0) == (1,)
+    machine.connection_lost()
+    # 1 is done at the receiver (it is being forgotten): 2 now follows nothing.
+    assert numbers(drain(machine)) == [(2, 2, 0), (3, 3, 2)]
+
+
+def test_a_resend_bridges_removed_entries() -> None:
+    machine = sequence(TX, TX, TX, TX)
+    drain(machine)
+    machine.removed([2, 3])
+    machine.connection_lost()
+    assert numbers(drain(machine)) == [(1, 1, 0), (4, 4, 1)]
+
+
+def test_a_first_transmission_after_a_purge_bridges_too() -> None:
+    machine = sequence(TX, TX, TX)
+    machine.removed([1, 2])
+    assert numbers(drain(machine)) == [(3, 3, 0)]
+
+
+def test_an_entry_forgotten_without_acknowledgement_is_bridged_and_never_sent() -> None:
+    machine = sequence(TX, TX, TX)
+    machine.forget_started([2])  # e.g. the adapter could not build its packet
+    assert numbers(drain(machine)) == [(1, 1, 0), (3, 3, 1)]
+
+
+def test_connection_lost_resends_everything_not_acknowledged() -> None:
+    machine = sequence(TX, EntryKind.EXPRESS, EntryKind.RECOVERABLE, TX)
+    drain(machine)
+    assert machine.session_acked(2, persisted=False) == (2,)
+    assert machine.waiting == 0
+    assert machine.unacknowledged == 4
+    machine.connection_lost()
+    assert machine.waiting == 3
+    assert [t.lookup_id for t in drain(machine)] == [1, 3, 4]
+
+
+# --------------------------------------------------------------------------
+# Acknowledgements
+# --------------------------------------------------------------------------
+
+
+def test_session_acks_end_express_at_once_and_recoverable_or_relayed_when_persisted() -> None:
+    machine = sequence(EntryKind.EXPRESS, EntryKind.RECOVERABLE, EntryKind.RELAYED, TX)
+    drain(machine)
+    assert machine.session_acked(1, persisted=False) == (1,)
+    assert machine.session_acked(2, persisted=False) == ()
+    assert machine.session_acked(3, persisted=False) == ()
+    assert machine.session_acked(2, persisted=True) == (2,)
+    assert machine.session_acked(3, persisted=True) == (3,)
+    assert machine.session_acked(2, persisted=True) == ()  # never twice
+
+
+def test_a_session_ack_never_ends_a_transactional_entry() -> None:
+    machine = sequence(TX)
+    drain(machine)
+    assert machine.session_acked(1, persisted=True) == ()
+    machine.connection_lost()
+    assert [t.lookup_id for t in drain(machine)] == [1]
+
+
+def test_acks_of_forgotten_entries_are_ignored_and_of_unknown_ones_refused() -> None:
+    machine = sequence(EntryKind.EXPRESS, EntryKind.EXPRESS)
+    drain(machine)
+    machine.forgotten((1,), SEQ, 0)
+    assert machine.session_acked(1, persisted=True) == ()
+    with pytest.raises(SequenceError, match="never added"):
+        machine.session_acked(3, persisted=True)
+
+
+def test_an_order_ack_ends_the_transactional_entries_it_covers_once() -> None:
+    machine = sequence(TX, EntryKind.EXPRESS, TX, TX, base=100)
+    drain(machine)
+    assert machine.order_ack(SEQ, 3, T0 + 1) == (101, 103)
+    assert machine.order_ack(SEQ, 3, T0 + 2) == ()
+    assert machine.last_order_ack == 3
+    assert machine.last_order_ack_time == T0 + 2
+    assert machine.order_ack(SEQ, 1, T0 + 3) == ()  # an older mark changes nothing
+    assert machine.last_order_ack == 3
+    assert machine.order_ack(SEQ, 4, T0 + 4) == (104,)
+
+
+def test_an_order_ack_also_ends_entries_waiting_to_be_resent() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.connection_lost()
+    assert machine.order_ack(SEQ, 2, T0) == (1, 2)
+    assert drain(machine) == []
+
+
+def test_order_acks_of_another_sequence_are_ignored() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    wire_older = wire.TxSequenceId(ordinal=0, timestamp=SEQ.timestamp)
+    for sequence_id in (wire_older, SEQ2, OTHER_QUEUE):
+        assert machine.order_ack(sequence_id, 2, T0) == ()
+    assert machine.last_order_ack == 0
+    assert machine.last_order_ack_time is None
+
+
+def test_after_a_roll_order_acks_of_the_old_sequence_are_ignored() -> None:
+    machine = sequence(TX)
+    drain(machine)
+    machine.forget_started(machine.order_ack(SEQ, 1, T0))
+    machine.add(2, TX)
+    machine.forgotten((1,), SEQ2, 1)
+    assert machine.sequence_id == SEQ2
+    assert machine.last_order_ack == 0
+    sent = drain(machine)
+    assert numbers(sent) == [(2, 1, 0)]
+    assert machine.order_ack(SEQ, 5, T0) == ()
+    assert machine.order_ack(SEQ2, 1, T0) == (2,)
+
+
+# --------------------------------------------------------------------------
+# Forgetting and rolling
+# --------------------------------------------------------------------------
+
+
+def test_a_forget_covering_every_entry_holds_transactional_sends_until_its_result() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.forget_started(machine.order_ack(SEQ, 2, T0))
+    assert roll_pending(machine)
+    machine.add(3, TX)
+    machine.add(4, EntryKind.EXPRESS)
+    machine.add(5, TX)
+    assert [t.lookup_id for t in drain(machine)] == [4]  # other kinds are not held
+    machine.forgotten((1, 2), SEQ2, 2)  # the store wrote it before 3 committed: rolled
+    assert not roll_pending(machine)
+    assert (machine.sequence_id, machine.base) == (SEQ2, 2)
+    sent = drain(machine)
+    assert numbers(sent) == [(3, 1, 0), (5, 3, 1)]
+    assert all(t.header is not None and t.header.sequence_id == SEQ2 for t in sent)
+
+
+def test_a_forget_whose_store_write_found_new_entries_keeps_the_sequence() -> None:
+    machine = sequence(TX)
+    drain(machine)
+    machine.forget_started(machine.order_ack(SEQ, 1, T0))
+    machine.add(2, TX)
+    assert drain(machine) == []
+    machine.forgotten((1,), SEQ, 0)
+    assert numbers(drain(machine)) == [(2, 2, 0)]
+
+
+def test_a_forget_that_leaves_an_entry_behind_holds_nothing() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.forget_started(machine.order_ack(SEQ, 1, T0))
+    assert not roll_pending(machine)
+    machine.add(3, TX)
+    assert numbers(drain(machine)) == [(3, 3, 2)]
+
+
+def test_a_removal_that_leaves_only_entries_being_forgotten_makes_the_roll_pending() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.forget_started(machine.order_ack(SEQ, 1, T0))
+    assert not roll_pending(machine)
+    machine.removed([2])
+    assert roll_pending(machine)
+    machine.add(3, TX)
+    assert drain(machine) == []
+
+
+def test_a_forget_in_an_empty_table_makes_the_roll_pending_too() -> None:
+    machine = OutgoingSequence(sequence_id=SEQ, base=0)
+    machine.forget_started(())
+    machine.add(1, TX)
+    assert drain(machine) == []
+    machine.forgotten((), SEQ2, 0)
+    assert numbers(drain(machine)) == [(1, 1, 0)]
+
+
+def test_a_roll_stays_pending_until_every_flagged_forget_reported() -> None:
+    machine = sequence(EntryKind.EXPRESS, EntryKind.EXPRESS)
+    drain(machine)
+    machine.forget_started(machine.session_acked(1, persisted=False))
+    machine.forget_started(machine.session_acked(2, persisted=False))
+    machine.add(3, TX)
+    machine.forgotten((1,), SEQ, 0)
+    assert roll_pending(machine)  # the forget of 2 may still empty the queue
+    assert drain(machine) == []
+    machine.forgotten((2,), SEQ, 0)
+    assert numbers(drain(machine)) == [(3, 3, 0)]
+
+
+def test_a_failed_forget_settles_the_roll_and_its_entries_stay_done() -> None:
+    machine = sequence(TX, EntryKind.EXPRESS)
+    drain(machine)
+    ids = machine.order_ack(SEQ, 1, T0) + machine.session_acked(2, persisted=False)
+    machine.forget_started(ids)
+    machine.add(3, TX)
+    machine.forget_failed(ids)
+    assert not roll_pending(machine)
+    machine.connection_lost()
+    assert [t.lookup_id for t in drain(machine)] == [3]  # 1 and 2 are not resent
+    assert machine.waiting == 0
+    machine.forget_started(ids)  # and can be forgotten again
+    machine.forgotten(ids, SEQ, 0)
+    assert len(machine) == 1
+
+
+def test_forget_calls_are_checked() -> None:
+    machine = sequence(TX, TX, TX)
+    drain(machine)
+    ids = machine.order_ack(SEQ, 2, T0)
+    with pytest.raises(SequenceError, match="repeated"):
+        machine.forget_started((1, 1))
+    with pytest.raises(SequenceError, match="never added"):
+        machine.forget_started((4,))
+    machine.forget_started(ids)
+    with pytest.raises(SequenceError, match="already being forgotten"):
+        machine.forget_started((2,))
+    with pytest.raises(SequenceError, match="part of a forget"):
+        machine.forgotten((1,), SEQ, 0)
+    with pytest.raises(SequenceError, match="no forget"):
+        machine.forget_failed((1,))
+    assert len(machine) == 3  # nothing changed
+
+
+def test_the_reported_sequence_state_never_goes_backwards() -> None:
+    machine = OutgoingSequence(sequence_id=SEQ2, base=10)
+    machine.add(11, TX)
+    older = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp)
+    with pytest.raises(SequenceError, match="cannot go"):
+        machine.forgotten((), older, 10)
+    with pytest.raises(SequenceError, match="cannot go"):
+        machine.forgotten((), SEQ2, 11)
+    third = wire.TxSequenceId(ordinal=3, timestamp=SEQ.timestamp)
+    with pytest.raises(SequenceError, match="cannot go"):
+        machine.forgotten((), third, 9)
+    assert (machine.sequence_id, machine.base, len(machine)) == (SEQ2, 10, 1)
+
+
+def test_a_roll_drops_entries_the_store_no_longer_has() -> None:
+    # The result of a rolling forget arrives before the purge that emptied the
+    # store was reported: entries at or below the new base are gone.
+    machine = sequence(TX, TX, TX)
+    drain(machine)
+    machine.forget_started(machine.order_ack(SEQ, 1, T0))
+    machine.forgotten((1,), SEQ2, 3)
+    assert len(machine) == 0
+    machine.removed([2, 3])  # the late report changes nothing
+    machine.add(4, TX)
+    assert numbers(drain(machine)) == [(4, 1, 0)]
+
+
+def test_forgotten_without_a_forget_started_is_accepted() -> None:
+    machine = sequence(EntryKind.RECOVERABLE, TX)
+    machine.forgotten((1,), SEQ, 0)
+    assert len(machine) == 1
+    assert numbers(drain(machine)) == [(2, 2, 0)]
+
+
+def test_removed_is_checked_and_ignores_what_is_gone() -> None:
+    machine = sequence(TX, TX)
+    machine.removed([1])
+    machine.removed([1])
+    with pytest.raises(SequenceError, match="never added"):
+        machine.removed([3])
+    assert len(machine) == 1
+
+
+# --------------------------------------------------------------------------
+# The Transactional Ack Wait timer and its backoff
+# --------------------------------------------------------------------------
+
+
+def test_the_ack_wait_starts_with_the_first_transactional_transmission() -> None:
+    machine = sequence(EntryKind.EXPRESS, TX, TX)
+    assert machine.next_deadline() is None
+    machine.next_transmission(T0)
+    assert machine.next_deadline() is None  # express waits for no OrderAck
+    machine.next_transmission(T0 + 1)
+    machine.next_transmission(T0 + 2)
+    assert machine.next_deadline() == T0 + 1 + RESEND_INTERVALS[0]
+
+
+def test_a_timeout_resends_every_sent_transactional_entry_and_advances_the_backoff() -> None:
+    machine = sequence(TX, EntryKind.RECOVERABLE, TX)
+    drain(machine)
+    deadline = machine.next_deadline()
+    assert deadline == T0 + 30
+    machine.timer(deadline - 0.001)
+    assert machine.waiting == 0
+    machine.timer(deadline)
+    assert machine.resend_index == 1
+    assert machine.next_deadline() is None  # until they are sent again
+    resent = drain(machine, deadline)
+    assert numbers(resent) == [(1, 1, 0), (3, 3, 1)]  # not the recoverable one
+    assert machine.next_deadline() == deadline + 30
+
+
+def test_timeouts_without_progress_walk_the_intervals_and_stop_at_the_last() -> None:
+    machine = sequence(TX)
+    now = T0
+    seen = []
+    for _ in range(len(RESEND_INTERVALS) + 2):
+        drain(machine, now)
+        deadline = machine.next_deadline()
+        assert deadline is not None
+        seen.append(deadline - now)
+        now = deadline
+        machine.timer(now)
+    assert seen == [*RESEND_INTERVALS, RESEND_INTERVALS[-1], RESEND_INTERVALS[-1]]
+    assert machine.resend_index == len(RESEND_INTERVALS) - 1
+
+
+def test_progress_resets_the_backoff_and_restarts_the_wait() -> None:
+    machine = sequence(TX, TX, TX)
+    now = T0
+    for _ in range(3):
+        drain(machine, now)
+        now = machine.next_deadline() or now
+        machine.timer(now)
+    assert machine.resend_index == 3
+    drain(machine, now)
+    assert machine.order_ack(SEQ, 1, now + 5) == (1,)
+    assert machine.resend_index == 0
+    assert machine.next_deadline() == now + 5 + RESEND_INTERVALS[0]
+
+
+def test_an_order_ack_without_progress_neither_resets_nor_advances_the_backoff() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.timer(T0 + 30)
+    drain(machine, T0 + 30)
+    assert machine.order_ack(SEQ, 0, T0 + 40) == ()  # a re-announcement of nothing
+    assert machine.resend_index == 1
+    assert machine.next_deadline() == T0 + 60
+
+
+def test_the_backoff_resets_when_no_transactional_entry_is_left() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.timer(T0 + 30)
+    assert machine.resend_index == 1
+    machine.removed([1, 2])
+    assert machine.resend_index == 0
+    assert machine.next_deadline() is None
+
+
+def test_the_wait_ends_when_nothing_transactional_is_sent() -> None:
+    machine = sequence(TX, TX)
+    drain(machine)
+    machine.order_ack(SEQ, 2, T0 + 1)
+    assert machine.next_deadline() is None
+    machine.add(3, TX)
+    drain(machine, T0 + 50)
+    assert machine.next_deadline() == T0 + 80
+    machine.connection_lost()
+    assert machine.next_deadline() is None
+
+
+def test_custom_resend_intervals() -> None:
+    machine = OutgoingSequence(sequence_id=SEQ, base=0, resend_intervals=(1, 5))
+    machine.add(1, TX)
+    drain(machine)
+    assert machine.next_deadline() == T0 + 1
+    machine.timer(T0 + 1)
+    drain(machine, T0 + 1)
+    assert machine.next_deadline() == T0 + 6
+
+
+# --------------------------------------------------------------------------
+# Status
+# --------------------------------------------------------------------------
+
+
+def test_status_counts() -> None:
+    machine = sequence(TX, EntryKind.EXPRESS, TX, base=4)
+    assert (len(machine), machine.waiting, machine.unacknowledged) == (3, 3, 0)
+    assert machine.next_number == 4
+    machine.next_transmission(T0)
+    assert (machine.waiting, machine.unacknowledged) == (2, 1)
+    machine.forget_started(machine.order_ack(SEQ, 1, T0))
+    assert (len(machine), machine.waiting, machine.unacknowledged) == (3, 2, 1)
+    machine.forgotten((5,), SEQ, 4)
+    assert (len(machine), machine.waiting, machine.unacknowledged) == (2, 2, 0)
+
+
+def test_next_number_starts_at_one_and_after_a_roll() -> None:
+    machine = OutgoingSequence(sequence_id=SEQ, base=7)
+    assert machine.next_number == 1
+    machine.add(9, EntryKind.EXPRESS)
+    assert machine.next_number == 3
+    machine.forgotten((9,), SEQ2, 9)
+    assert machine.next_number == 1
+
+
+# --------------------------------------------------------------------------
+# Properties over random use
+# --------------------------------------------------------------------------
+
+actions = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["add", "send", "session_ack", "order_ack", "forget", "lost", "timer", "remove"]
+        ),
+        st.integers(0, 40),
+        st.sampled_from(list(EntryKind)),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(actions)
+def test_headers_and_counts_stay_consistent_under_any_use(
+    steps: list[tuple[str, int, EntryKind]],
+) -> None:
+    """Numbers are lookup - base, previous is the nearest earlier live entry, counts add up."""
+    machine = OutgoingSequence(sequence_id=SEQ, base=0, resend_intervals=(10.0, 20.0))
+    kinds: dict[int, EntryKind] = {}
+    gone: set[int] = set()  # forgotten, removed, or ended (never counts again)
+    next_id, now = 1, T0
+    for action, value, kind in steps:
+        now += 1
+        if action == "add":
+            machine.add(next_id, kind)
+            kinds[next_id] = kind
+            next_id += 1
+        elif action == "send":
+            transmission = machine.next_transmission(now)
+            if transmission is not None and transmission.header is not None:
+                header = transmission.header
+                lookup_id = transmission.lookup_id
+                live_before = [
+                    i for i in kinds if i < lookup_id and kinds[i] is TX and i not in gone
+                ]
+                assert header.sequence_number == lookup_id
+                assert header.previous_sequence_number == max(live_before, default=0)
+        elif action == "session_ack" and value < next_id:
+            ended = machine.session_acked(value, persisted=value % 2 == 0)
+            assert all(kinds[i] is not TX for i in ended)
+            gone.update(ended)
+        elif action == "order_ack":
+            ended = machine.order_ack(SEQ, value, now)
+            assert all(kinds[i] is TX and i <= value for i in ended)
+            gone.update(ended)
+        elif action == "forget" and value in kinds:
+            machine.forget_started((value,))
+            gone.add(value)
+            machine.forgotten((value,), SEQ, 0)
+            del kinds[value]
+        elif action == "lost":
+            machine.connection_lost()
+        elif action == "timer":
+            machine.timer(now + value)
+        elif action == "remove" and value < next_id:
+            machine.removed((value,))
+            kinds.pop(value, None)
+            gone.add(value)
+        assert machine.waiting + machine.unacknowledged == len(machine) == len(kinds)
+        assert 0 <= machine.resend_index < 2
