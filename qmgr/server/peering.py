@@ -111,12 +111,15 @@ class Peering:
         #: The connection each source queue manager's messages last arrived on.
         self.return_paths: dict[bytes, PeerConnection] = {}
         now = time.time()
+        # The sequence machines run on trio's clock; the store and status speak
+        # unix time. This offset converts between the two.
+        self._wall_offset = now - _clock()
         persisted: dict[StreamKey, StreamState] = {
             (state.queue_key, state.source_qm): StreamState(
                 sequence_id=state.sequence_id,
                 last_number=state.last_number,
                 reject_count=state.reject_count,
-                last_access=state.last_access,
+                last_access=state.last_access - self._wall_offset,
             )
             for state in store.incoming_states()
         }
@@ -301,8 +304,7 @@ class Peering:
         source = packet.user.source_qm.bytes
         stream_name = queue_key or wire.queue_text(packet.user.destination)
         key: StreamKey = (stream_name, source)
-        now = time.time()
-        if not self.incoming.offer(key, header, now):
+        if not self.incoming.offer(key, header, trio.current_time()):
             # A duplicate or out of order: dropped, but it still counts in the
             # session, and the OrderAck timer re-announces what is accepted.
             self.rejected += 1
@@ -313,11 +315,13 @@ class Peering:
         state = self.incoming.accepted_state(key)
         assert state is not None
         record = storage.RecordIncoming(
-            source, stream_name, state.sequence_id, state.last_number, 0, now
+            source, stream_name, state.sequence_id, state.last_number, 0, time.time()
         )
 
         def stored(results: list[storage.Result]) -> None:
-            self.incoming.persisted(key, header.sequence_id, header.sequence_number, time.time())
+            self.incoming.persisted(
+                key, header.sequence_id, header.sequence_number, trio.current_time()
+            )
             self._order_ack_wake.set()
             self._processed(connection, recoverable)
             self._after_store(packet, arrival, results, sequence=header.sequence_number)
@@ -474,11 +478,10 @@ class Peering:
         while True:
             deadline = incoming.next_deadline()
             self._order_ack_wake = trio.Event()
-            if deadline is None or deadline > time.time():
-                wait = math.inf if deadline is None else max(0.0, deadline - time.time())
-                with trio.move_on_after(wait):
+            if deadline is None or deadline > trio.current_time():
+                with trio.move_on_at(math.inf if deadline is None else deadline):
                     await self._order_ack_wake.wait()
-            for due in incoming.due(time.time()):
+            for due in incoming.due(trio.current_time()):
                 path = self.return_paths.get(due.key[1])
                 if path is None:
                     continue  # re-announced when the sender resends
@@ -535,7 +538,7 @@ class Peering:
                     sequence_ordinal=sequence.ordinal,
                     last_number=state.last_number,
                     reject_count=state.reject_count,
-                    last_access=state.last_access,
+                    last_access=state.last_access + self._wall_offset,
                 )
             )
         return tuple(out)
@@ -572,6 +575,14 @@ class Peering:
         else:
             await queue.set_paused(action is OutgoingAction.PAUSE)
         return queue.info(), purged
+
+
+def _clock() -> float:
+    """trio's clock inside a run; the monotonic clock outside one (tests)."""
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return time.monotonic()
 
 
 def _class_name(value: int) -> str:
