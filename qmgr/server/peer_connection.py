@@ -61,6 +61,9 @@ __all__ = ["PeerClosed", "PeerConnection"]
 RECEIVE_SIZE: Final = 65536
 #: Bytes of packets gathered before one ``send_all``.
 SEND_BATCH_BYTES: Final = 256 * 1024
+#: The reader stops reading while this many bytes of arrived messages wait to
+#: be written (a peer that ignores our window cannot fill memory).
+MAX_RUN_BYTES: Final = 32 * 1024 * 1024
 
 
 class PeerClosed(Exception):
@@ -121,6 +124,8 @@ class PeerConnection:
         self._wake_writer = trio.Event()
         self._wake_persister = trio.Event()
         self._run = _Run()
+        self._run_bytes = 0  # bytes read since the persister last took a run
+        self._run_taken = trio.Event()
         self._closed = False
         self.remote_qm: Any = None
         self.opened = trio.Event()
@@ -184,6 +189,9 @@ class PeerConnection:
         decoder = self.decoder
         session = self.session
         while not self._closed:
+            while self._run_bytes >= MAX_RUN_BYTES:
+                self._run_taken = trio.Event()
+                await self._run_taken.wait()
             data = await self.stream.receive_some(RECEIVE_SIZE)
             if not data:
                 if decoder.buffered:
@@ -200,6 +208,7 @@ class PeerConnection:
                 if self.closing:
                     break
             if len(self._run):
+                self._run_bytes += len(data)
                 self._wake_persister.set()
             self._wake_writer.set()  # timers may have moved
         raise PeerClosed(self.close_reason or "closed")
@@ -263,6 +272,8 @@ class PeerConnection:
                 await self._wake_persister.wait()
                 continue
             run, self._run = self._run, _Run()
+            self._run_bytes = 0
+            self._run_taken.set()
             unit = storage.Unit((*run.ops, *run.streams.values()))
             try:
                 outcome = await peering.committer.submit(unit)
