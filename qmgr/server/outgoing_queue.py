@@ -147,6 +147,8 @@ class OutgoingQueue:
                     self.peering.forget(self, (transmission.lookup_id,))
                     continue
             kind = transmission.kind
+            if kind is EntryKind.TRANSACTIONAL:
+                self.peering.wake_timers()  # the resend timer may start now
             recoverable = kind is not EntryKind.EXPRESS
             return data, recoverable, (self, transmission.lookup_id)
 

@@ -419,6 +419,7 @@ class Peering:
             return
         ids = queue.machine.order_ack(ack.sequence_id, ack.sequence_number, trio.current_time())
         queue.last_order_ack = time.time()
+        self.wake_timers()  # progress restarts the resend timer
         if ids:
             self.forget(queue, ids)
 

@@ -1,0 +1,723 @@
+"""Queue managers' peering layers in one process, connected by memory streams.
+
+A :class:`Network` runs :class:`Node` s: each is one queue manager's peering
+side as ``qmgr serve`` builds it (a real store in its own directory, a
+committer with its writer on the event loop, queue signals, a core for
+committing sends, and a :class:`~qmgr.server.peering.Peering` running with no
+listener), but no socket is ever opened:
+
+* ``trio.open_tcp_stream`` is replaced for the test: a node's link that
+  connects to another node's peer port gets one end of a
+  ``trio.testing.memory_stream_pair``, and the other end is served by that
+  node's peer handler (``Peering._serve_peer``, the listener's handler, so
+  ``peers.accept_from`` and ``peers.max_connections`` apply). A node that is
+  stopped refuses connections, as a closed port does. With
+  ``Network.auto_connect`` off, links never connect, and a test makes its
+  own pair of connections with :meth:`Network.connect`.
+* Each end is a :class:`FaultStream`, and what flows from one node to
+  another passes through that direction's :class:`Channel`, which the test
+  sets: drop or rewrite packets, delay them, make the receiver read them a
+  few bytes at a time, or cut the connection after so many bytes or
+  inside a chosen packet; each channel records what it delivered.
+* The peering modules' ``time.time()`` (unix time: message-history ages,
+  stored stream states, status) is made to follow trio's clock, so that
+  under ``MockClock(autojump_threshold=0)`` wall time moves with the jumps;
+  ``Network.clock.step(seconds)`` sets it forward or back as NTP may. Every
+  timer runs on trio's clock, so nothing waits for real seconds.
+
+Which node a link belongs to is known from a context variable that each
+node's tasks carry; test code that commits on a node goes through its
+helpers (:meth:`Node.send`, :meth:`Node.notify`), which set it.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import errno
+import itertools
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import structlog
+import trio
+import trio.testing
+
+import storage
+import wire
+from qmgr.config import Config, load_config
+from qmgr.core.engine import QueueManagerCore
+from qmgr.core.names import LocalIdentity
+from qmgr.protocol import Role
+from qmgr.server import peer_link
+from qmgr.server import peering as peering_module
+from qmgr.server.committer import Committer
+from qmgr.server.peer_connection import PeerConnection
+from qmgr.server.peer_link import Link
+from qmgr.server.peering import Peering
+from qmgr.server.signals import QueueSignals
+from qmgr.server.writer import Writer
+
+__all__ = [
+    "Channel",
+    "Closed",
+    "FaultStream",
+    "Network",
+    "Node",
+    "is_data",
+    "is_order_ack",
+    "is_session_ack",
+    "open_network",
+    "wait_until",
+]
+
+HOST = "127.0.0.1"
+_BASE_HEADER = 16
+_SESSION_HEADER = 16
+_SIGNATURE = b"LIOR"
+
+_current: contextvars.ContextVar[Node | None] = contextvars.ContextVar(
+    "peer_kit_node", default=None
+)
+
+
+# ---------------------------------------------------------------------- packets
+
+
+def is_session_ack(packet: wire.Packet) -> bool:
+    """A stand-alone SessionAck."""
+    return isinstance(packet, wire.SessionAck)
+
+
+def is_order_ack(packet: wire.Packet) -> bool:
+    """An OrderAck (a user packet to ``order_queue$``)."""
+    return (
+        isinstance(packet, wire.UserMessage)
+        and wire.classify_packet(packet) is wire.PacketKind.ORDER_ACK
+    )
+
+
+def is_data(packet: wire.Packet) -> bool:
+    """A user message that is neither an OrderAck nor a FinalAck."""
+    return (
+        isinstance(packet, wire.UserMessage)
+        and wire.classify_packet(packet) is wire.PacketKind.USER_MESSAGE
+    )
+
+
+def _frame_length(header: bytes | bytearray) -> int | None:
+    """The stream length of the packet whose BaseHeader starts ``header``, or
+    None if it is not a BaseHeader (garbage is passed on unparsed)."""
+    if bytes(header[4:8]) != _SIGNATURE:
+        return None
+    flags = int.from_bytes(header[2:4], "little")
+    size = int.from_bytes(header[8:12], "little")
+    if flags & wire.BaseFlags.INTERNAL:
+        return size
+    return size + (_SESSION_HEADER if flags & wire.BaseFlags.SESSION else 0)
+
+
+# ---------------------------------------------------------------------- streams
+
+
+@dataclass(eq=False)
+class Channel:
+    """What happens to the bytes one node sends another, on every connection between them.
+
+    Attributes:
+        drop: packets for which it returns True are not delivered. A dropped
+            SessionAck is an acknowledgement lost; a dropped user packet breaks
+            the session's counts, and the peer closes the session when it
+            next compares them (a stream that lost bytes).
+        rewrite: the bytes delivered instead of a packet's (called after ``drop``).
+        delay: seconds each write waits before its bytes go on (the sender waits too).
+        read_sizes: the receiver reads at most these many bytes at a time, in
+            turn (cycled); empty: whatever is there.
+        cut_after: deliver this many more bytes, then cut the connection (the
+            receiver sees the stream end, later writes are lost); once.
+        cut_inside: called with each packet about to be delivered; a number
+            ``n`` delivers the packet's first ``n`` bytes and cuts the
+            connection there (None: deliver it whole).
+        passed: every packet delivered (after any rewrite), in order.
+        dropped: every packet dropped.
+        cuts: connections cut.
+    """
+
+    drop: Callable[[wire.Packet], bool] | None = None
+    rewrite: Callable[[wire.Packet, bytes], bytes] | None = None
+    delay: float = 0.0
+    read_sizes: Sequence[int] = ()
+    cut_after: int | None = None
+    cut_inside: Callable[[wire.Packet], int | None] | None = None
+    passed: list[wire.Packet] = field(default_factory=list)
+    dropped: list[wire.Packet] = field(default_factory=list)
+    cuts: int = 0
+
+    def count(self, predicate: Callable[[wire.Packet], bool]) -> int:
+        """Packets delivered that match."""
+        return sum(1 for packet in self.passed if predicate(packet))
+
+    def user_packets(self, predicate: Callable[[wire.Packet], bool]) -> list[wire.UserMessage]:
+        """User packets delivered that match, in order."""
+        return [p for p in self.passed if isinstance(p, wire.UserMessage) and predicate(p)]
+
+
+class _FakeSocket:
+    """What ``Peering._serve_peer`` asks of a socket: the peer's address."""
+
+    def __init__(self, peer: tuple[str, int]) -> None:
+        self._peer = peer
+
+    def getpeername(self) -> tuple[str, int]:
+        return self._peer
+
+
+class FaultStream(trio.abc.Stream):
+    """One end of a memory connection; what it sends goes through ``sending``,
+    what it receives is read as ``receiving.read_sizes`` says."""
+
+    def __init__(
+        self,
+        inner: trio.StapledStream[Any, Any],
+        *,
+        sending: Channel,
+        receiving: Channel,
+        peer: tuple[str, int],
+    ) -> None:
+        self.inner = inner
+        self.sending = sending
+        self.receiving = receiving
+        self.socket = _FakeSocket(peer)
+        self._pending = bytearray()
+        self._raw = False  # garbage was sent: pass bytes on unparsed
+        self._reads = 0
+        self.cut = False
+
+    def setsockopt(self, *args: object) -> None:
+        """TCP_NODELAY and friends: nothing to do."""
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        if self.cut:
+            return  # lost on the way
+        channel = self.sending
+        if self._raw:
+            await self._forward(bytes(data))
+            return
+        self._pending += data
+        out = bytearray()
+        while len(self._pending) >= _BASE_HEADER:
+            length = _frame_length(self._pending)
+            if length is None or length < _BASE_HEADER:
+                self._raw = True
+                out += self._pending
+                self._pending.clear()
+                break
+            if len(self._pending) < length:
+                break
+            frame = bytes(self._pending[:length])
+            del self._pending[:length]
+            try:
+                packet = wire.parse_packet(frame)
+            except wire.ProtocolError:
+                out += frame
+                continue
+            if channel.drop is not None and channel.drop(packet):
+                channel.dropped.append(packet)
+                continue
+            if channel.rewrite is not None:
+                frame = channel.rewrite(packet, frame)
+                packet = wire.parse_packet(frame)
+            cut = None if channel.cut_inside is None else channel.cut_inside(packet)
+            if cut is not None:
+                out += frame[:cut]
+                channel.cut_after = len(out)
+                break
+            channel.passed.append(packet)
+            out += frame
+        if out:
+            await self._forward(bytes(out))
+
+    async def inject(self, data: bytes) -> None:
+        """Bytes to the peer, past every fault."""
+        await self.inner.send_all(data)
+
+    async def _forward(self, data: bytes) -> None:
+        channel = self.sending
+        if channel.delay:
+            await trio.sleep(channel.delay)
+        limit = channel.cut_after
+        if limit is not None and len(data) >= limit:
+            channel.cut_after = None
+            channel.cuts += 1
+            self.cut = True
+            if limit:
+                await self.inner.send_all(data[:limit])
+            await self.inner.send_stream.aclose()
+            return
+        if limit is not None:
+            channel.cut_after = limit - len(data)
+        await self.inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self.inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        sizes = self.receiving.read_sizes
+        if sizes:
+            size = sizes[self._reads % len(sizes)]
+            self._reads += 1
+            max_bytes = size if max_bytes is None else min(size, max_bytes)
+        return await self.inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+# ---------------------------------------------------------------------- nodes
+
+
+class _SilentListener(trio.abc.Listener[trio.abc.Stream]):
+    """A peer listener nobody connects to (connections come through :class:`Network`)."""
+
+    async def accept(self) -> trio.abc.Stream:
+        await trio.sleep_forever()
+
+    async def aclose(self) -> None:
+        pass
+
+
+class _WallClock:
+    """``time.time()`` for the peering modules: wall time that moves with trio's clock."""
+
+    def __init__(self) -> None:
+        self._origin: float | None = None
+        self._step = 0.0
+
+    def time(self) -> float:
+        try:
+            now = trio.current_time()
+        except RuntimeError:
+            return time.time() + self._step
+        if self._origin is None:
+            self._origin = time.time() - now
+        return self._origin + now + self._step
+
+    def step(self, seconds: float) -> None:
+        """Set the wall clock forward (or back, if negative), as NTP may."""
+        self._step += seconds
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A peer connection that ended (as ``Peering.connection_ended`` saw it)."""
+
+    role: Role
+    reason: str
+    #: trio's clock when it ended.
+    at: float
+    #: Its session had opened.
+    opened: bool
+
+
+class Node:
+    """One queue manager's peering side; see the module docstring.
+
+    ``settings`` are ``SECTION.KEY=VALUE`` overrides for ``load_config``.
+    """
+
+    def __init__(self, network: Network, name: str, port: int, settings: Iterable[str]) -> None:
+        self.network = network
+        self.name = name
+        self.port = port
+        self.path = network.root / name
+        self.settings = tuple(settings)
+        self.identity = LocalIdentity(
+            host_names=frozenset({"localhost", name}),
+            addresses=frozenset({HOST}),
+            peer_port=port,
+        )
+        self.config: Config = load_config(
+            settings=self.settings, name=name, data_dir=self.path, listen=f"{HOST}:{port}"
+        )
+        self._running = False
+        self._scope: trio.CancelScope | None = None
+        self._stopped = trio.Event()
+        self._nursery: trio.Nursery | None = None
+        self._store: storage.Store | None = None
+        self._peering: Peering | None = None
+        self._core: QueueManagerCore | None = None
+        self._committer: Committer | None = None
+        self._signals: QueueSignals | None = None
+        self._tx_ids = itertools.count(1)
+        #: Times it was started.
+        self.starts = 0
+        #: Every peer connection that ended, over all starts, in order.
+        self.closed: list[Closed] = []
+
+    # ------------------------------------------------------------------ parts
+
+    @property
+    def running(self) -> bool:
+        """Started and not stopped."""
+        return self._running
+
+    @property
+    def address(self) -> tuple[str, int]:
+        """Its peer address."""
+        return HOST, self.port
+
+    @property
+    def store(self) -> storage.Store:
+        assert self._store is not None, f"{self.name} is not running"
+        return self._store
+
+    @property
+    def peering(self) -> Peering:
+        assert self._peering is not None, f"{self.name} is not running"
+        return self._peering
+
+    @property
+    def core(self) -> QueueManagerCore:
+        assert self._core is not None, f"{self.name} is not running"
+        return self._core
+
+    @property
+    def committer(self) -> Committer:
+        assert self._committer is not None, f"{self.name} is not running"
+        return self._committer
+
+    @property
+    def signals(self) -> QueueSignals:
+        assert self._signals is not None, f"{self.name} is not running"
+        return self._signals
+
+    @property
+    def nursery(self) -> trio.Nursery:
+        assert self._nursery is not None, f"{self.name} is not running"
+        return self._nursery
+
+    # ------------------------------------------------------------------ life
+
+    async def start(self) -> None:
+        """Open the store (created on first start) and run the peering layer."""
+        assert not self._running, f"{self.name} is already running"
+        self._stopped = trio.Event()
+        await self.network.nursery.start(self._run)
+
+    async def stop(self) -> None:
+        """Stop at once, as a crash would: tasks cancelled, nothing flushed
+        beyond what was synced; the store is closed and can be reopened."""
+        assert self._scope is not None
+        self._scope.cancel()
+        await self._stopped.wait()
+
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        _current.set(self)
+        store = storage.Store(self.path, initial_map_size=1 << 22, durable=False)
+        writer = Writer(store, thread=False)
+        try:
+            core = QueueManagerCore(store, identity=self.identity)
+            units = core.system_queue_units(time.time())
+            reservation = core.ordinal_reservation()
+            if reservation is not None:
+                units.append(reservation)
+            outcomes = store.commit(units, now=time.time())
+            if reservation is not None:
+                core.ordinals_reserved(reservation, outcomes[-1])
+            committer = Committer(store, writer)
+            signals = QueueSignals()
+            peering = Peering(
+                config=self.config,
+                store=store,
+                committer=committer,
+                signals=signals,
+                identity=self.identity,
+                log=structlog.get_logger("peer_kit").bind(qm=self.name),
+            )
+            ended = peering.connection_ended
+
+            def connection_ended(connection: PeerConnection) -> None:
+                self.closed.append(
+                    Closed(
+                        connection.role,
+                        connection.close_reason,
+                        trio.current_time(),
+                        connection.opened.is_set(),
+                    )
+                )
+                ended(connection)
+
+            peering.connection_ended = connection_ended  # type: ignore[method-assign]
+            self._store, self._core, self._committer = store, core, committer
+            self._signals, self._peering = signals, peering
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                async with trio.open_nursery() as nursery:
+                    await nursery.start(committer.run)
+                    listeners = cast(list[trio.SocketListener], [_SilentListener()])
+                    await nursery.start(peering.run, listeners)
+                    self._nursery = nursery
+                    self._running = True
+                    self.starts += 1
+                    task_status.started()
+        finally:
+            self._running = False
+            self._nursery = None
+            writer.close()
+            store.close()
+            self._stopped.set()
+
+    @contextmanager
+    def _as_me(self) -> Any:
+        token = _current.set(self)
+        try:
+            yield
+        finally:
+            _current.reset(token)
+
+    async def serve(self, stream: FaultStream) -> None:
+        """Serve a connection to our peer port (the listener's handler)."""
+        _current.set(self)
+        await self.peering._serve_peer(cast(trio.SocketStream, stream))
+
+    # ------------------------------------------------------------------ queues and messages
+
+    def remote(self, queue: str) -> str:
+        """The format name other nodes send to for ``queue`` here."""
+        return f"DIRECT=TCP:{HOST}:{self.port}\\private$\\{queue}"
+
+    async def create_queue(self, name: str, *, transactional: bool = True) -> None:
+        unit = self.core.create_queue(name, transactional=transactional, wall=time.time())
+        outcome = await self.committer.submit(unit)
+        assert outcome.error is None, outcome.error
+
+    async def send(
+        self,
+        destination: str,
+        bodies: Iterable[bytes],
+        *,
+        transactional: bool = True,
+        delivery: int = 1,
+    ) -> None:
+        """Commit sends as a client does: in one transaction, or (not
+        ``transactional``) one unit each; ``delivery`` 1 recoverable, 0 express."""
+        core = self.core
+        with self._as_me():
+            if transactional:
+                tx = core.begin(self, next(self._tx_ids), trio.current_time())
+                for body in bodies:
+                    message = wire.MessageProperties(destination=destination, body=body)
+                    core.prepare_send(message, tx=tx, now=trio.current_time(), wall=time.time())
+                unit = core.commit(tx)
+                outcome = await self.committer.submit(unit)
+                woken, error = core.commit_done(tx, unit, outcome)
+                assert error is None, error
+                self.signals.notify(woken)
+                return
+            for body in bodies:
+                message = wire.MessageProperties(
+                    destination=destination, body=body, delivery=delivery
+                )
+                prepared = core.prepare_send(
+                    message, tx=None, now=trio.current_time(), wall=time.time()
+                )
+                assert prepared is not None
+                assert prepared.unit is not None
+                outcome = await self.committer.submit(prepared.unit)
+                core.send_done(prepared, outcome)
+                woken = {r.queue_id for r in outcome.results if isinstance(r, storage.Appended)}
+                self.signals.notify(woken)
+
+    def notify(self, queue_ids: Iterable[int]) -> None:
+        """``Peering.queues_changed`` after a unit written outside :meth:`send`."""
+        with self._as_me():
+            self.peering.queues_changed(queue_ids)
+
+    def messages(self, queue: str) -> list[wire.MessageProperties]:
+        """A queue's messages, in lookup order."""
+        record = self.store.get_queue(queue)
+        assert record is not None, f"no queue {queue!r} on {self.name}"
+        rows = self.store.read_range(record.queue_id, limit=1 << 20)
+        return [
+            wire.MessageProperties.from_bytes(storage.message_payload(data)) for _, data in rows
+        ]
+
+    def bodies(self, queue: str) -> list[bytes]:
+        """A queue's message bodies, in lookup order."""
+        return [bytes(message.body) for message in self.messages(queue)]
+
+    def outgoing_queue(self) -> storage.QueueRecord:
+        """The one outgoing queue (the test sends to one destination)."""
+        [record] = [q for q in self.store.list_queues() if q.kind is storage.QueueKind.OUTGOING]
+        return record
+
+    def depth(self, queue_id: int) -> int:
+        """Messages in a queue (by id), as its record counts them."""
+        record = self.store.get_queue_by_id(queue_id)
+        assert record is not None, f"no queue {queue_id} on {self.name}"
+        return record.depth
+
+    def outgoing_state(self) -> storage.OutgoingState:
+        state = self.store.outgoing_state(self.outgoing_queue().queue_id)
+        assert state is not None
+        return state
+
+    def link(self, to: Node) -> Link:
+        """The link to another node."""
+        return self.peering.links[to.address]
+
+
+# ---------------------------------------------------------------------- the network
+
+
+@dataclass(eq=False)
+class Pair:
+    """A connection made with :meth:`Network.connect`."""
+
+    initiator: PeerConnection
+    acceptor: PeerConnection
+    #: The initiator's end of the connection, and the acceptor's.
+    near: FaultStream
+    far: FaultStream
+    #: Set once both have ended.
+    done: trio.Event
+
+
+class Network:
+    """Nodes and the memory connections between them."""
+
+    def __init__(self, root: Path, nursery: trio.Nursery, clock: _WallClock) -> None:
+        self.root = root
+        self.nursery = nursery
+        #: The wall clock the peering modules read (``clock.step(seconds)``).
+        self.clock = clock
+        self.nodes: dict[tuple[str, int], Node] = {}
+        self._channels: dict[tuple[str, str], Channel] = {}
+        #: Links connect by themselves (else they wait forever to connect).
+        self.auto_connect = True
+        #: (initiator, acceptor) node names of every connection made, in order.
+        self.connections: list[tuple[str, str]] = []
+        self._ports = itertools.count(40000)
+
+    def node(self, name: str, port: int, settings: Iterable[str] = ()) -> Node:
+        """A node (not started)."""
+        node = Node(self, name, port, settings)
+        self.nodes[node.address] = node
+        return node
+
+    async def start(self, name: str, port: int, settings: Iterable[str] = ()) -> Node:
+        """A started node."""
+        node = self.node(name, port, settings)
+        await node.start()
+        return node
+
+    def channel(self, sender: Node, receiver: Node) -> Channel:
+        """The direction ``sender`` -> ``receiver``."""
+        key = (sender.name, receiver.name)
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = self._channels[key] = Channel()
+        return channel
+
+    def _pair(self, initiator: Node, acceptor: Node) -> tuple[FaultStream, FaultStream]:
+        left, right = trio.testing.memory_stream_pair()
+        forward = self.channel(initiator, acceptor)
+        backward = self.channel(acceptor, initiator)
+        near = FaultStream(left, sending=forward, receiving=backward, peer=acceptor.address)
+        far = FaultStream(
+            right, sending=backward, receiving=forward, peer=(HOST, next(self._ports))
+        )
+        self.connections.append((initiator.name, acceptor.name))
+        return near, far
+
+    async def open_tcp_stream(self, host: str, port: int, **_: Any) -> FaultStream:
+        """``trio.open_tcp_stream`` for the nodes' links."""
+        source = _current.get()
+        assert source is not None, "a link connected outside any node's tasks"
+        if not self.auto_connect:
+            await trio.sleep_forever()
+        target = self.nodes.get((host, port))
+        if target is None or not target.running:
+            raise OSError(errno.ECONNREFUSED, f"connection refused by {host}:{port}")
+        near, far = self._pair(source, target)
+        target.nursery.start_soon(target.serve, far)
+        return near
+
+    async def connect(self, initiator: Node, acceptor: Node) -> Pair:
+        """A session between two nodes, made by hand (no link): the initiator carries
+        the initiator's outgoing queues for ``acceptor``, as its link's would.
+
+        Set ``auto_connect`` off first, so that the link does not connect too.
+        """
+        near, far = self._pair(initiator, acceptor)
+        link = initiator.link(acceptor)
+        settings = initiator.peering.settings
+        outgoing = PeerConnection(
+            initiator.peering,
+            near,
+            role=Role.INITIATOR,
+            peer=link.name,
+            settings=settings,
+            queues=link.queues,
+        )
+        incoming = PeerConnection(
+            acceptor.peering, far, role=Role.ACCEPTOR, peer=f"{HOST}:memory", settings=settings
+        )
+        done = trio.Event()
+        link.connection = outgoing
+        initiator.peering.connections.add(outgoing)
+        acceptor.peering.connections.add(incoming)
+
+        async def run_initiator() -> None:
+            try:
+                await outgoing.run()
+            finally:
+                link.connection = None
+                for queue in link.queues:
+                    queue.machine.connection_lost()
+
+        async def run_both() -> None:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(run_initiator)
+                nursery.start_soon(incoming.run)
+            done.set()
+
+        self.nursery.start_soon(run_both)
+        return Pair(outgoing, incoming, near, far, done)
+
+
+@asynccontextmanager
+async def open_network(root: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Network]:
+    """A network with no node yet; every node is stopped at the end."""
+    clock = _WallClock()
+    monkeypatch.setattr(peering_module, "time", clock)
+    monkeypatch.setattr(peer_link, "time", clock)
+    async with trio.open_nursery() as nursery:
+        network = Network(root, nursery, clock)
+        monkeypatch.setattr(trio, "open_tcp_stream", network.open_tcp_stream)
+        try:
+            yield network
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+async def wait_until(
+    predicate: Callable[[], bool], *, within: float = 600.0, step: float = 0.05, what: str = ""
+) -> float:
+    """Sleep (trio's clock) until ``predicate()``; returns the time it took.
+
+    Raises:
+        AssertionError: not within ``within`` seconds.
+    """
+    start = trio.current_time()
+    deadline = start + within
+    while not predicate():
+        if trio.current_time() >= deadline:
+            msg = f"not within {within:g} s: {what or predicate}"
+            raise AssertionError(msg)
+        await trio.sleep(step)
+    return trio.current_time() - start
