@@ -9,6 +9,7 @@ import pytest
 from helpers import DaemonProcess
 
 from qmgr.client import QueueManager, connect
+from wire import MessageClass
 
 FAST = (
     "--set",
@@ -197,3 +198,33 @@ def test_a_restarted_sender_delivers_what_it_had_committed(
     with connect(b.address) as qb:
         assert drain(qb, "orders", 30) == [f"{t}".encode() for t in range(30)]
         assert qb.receive("orders", timeout=0.3) is None
+
+
+def test_rejections_at_arrival_keep_the_message_with_its_class(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("small", transactional=True, quota=10)
+        qb.create_queue("txq", transactional=True)
+        with qa.begin() as tx:
+            tx.send(remote(b, "small"), b"fits")
+            tx.send(remote(b, "small"), b"does not fit")
+            tx.send(remote(b, "missing"), b"nowhere")
+        qa.send(remote(b, "txq"), b"not transactional", transactional=False)
+        with qa.begin() as tx:
+            tx.send(remote(b, "small"), b"later")
+        assert drain(qb, "small", 2) == [b"fits", b"later"]
+        dead = []
+        for queue in ("system$;deadxact", "system$;deadletter"):
+            while (message := qb.receive(queue, timeout=5 if not dead else 1)) is not None:
+                dead.append((message.body, message.message_class))
+        assert sorted(dead) == sorted(
+            [
+                (b"does not fit", MessageClass.NACK_Q_EXCEED_QUOTA),
+                (b"nowhere", MessageClass.NACK_BAD_DST_Q),
+                (b"not transactional", MessageClass.NACK_NOT_TRANSACTIONAL_MSG),
+            ]
+        )
+    assert '"message_rejected"' in b.log()

@@ -1,0 +1,134 @@
+"""Where a message arriving from another queue manager goes (``qmgr.core.arrivals``)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import CoreHarness
+
+import storage
+import wire
+from qmgr.core.arrivals import MAX_HOPS, Arrivals
+from qmgr.core.names import LocalIdentity
+from qmgr.core.outgoing import EntryOrigin, decode_entry
+from wire import MessageClass, MessageProperties
+
+SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+IDENTITY = LocalIdentity(peer_port=1901)
+
+
+@pytest.fixture
+def qm(tmp_path: Path) -> Iterator[CoreHarness]:
+    harness = CoreHarness(tmp_path / "store")
+    harness.create("txq", transactional=True)
+    harness.create("plain")
+    yield harness
+    harness.close()
+
+
+def packet(destination: str, *, transactional: bool = True, hops: int = 0) -> wire.UserMessage:
+    message = MessageProperties(body=b"body", label="l").stamp(
+        source_qm=SOURCE, ordinal=7, sent_time=1_700_000_000.0, transactional=transactional
+    )
+    header = (
+        wire.TransactionHeader(
+            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=5),
+            sequence_number=1,
+            previous_sequence_number=0,
+        )
+        if transactional
+        else None
+    )
+    return wire.message_to_packet(
+        message,
+        destination=wire.DirectQueue(name=destination),
+        transaction=header,
+        hop_count=hops,
+    )
+
+
+def dead_class(qm: CoreHarness, op: storage.Operation, queue: str) -> int:
+    assert isinstance(op, storage.AppendMessage)
+    record = qm.store.get_queue(queue)
+    assert record is not None
+    assert op.queue_id == record.queue_id
+    return MessageProperties.from_bytes(op.payload).message_class  # type: ignore[arg-type]
+
+
+def test_a_message_for_a_local_queue_is_appended(qm: CoreHarness) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY)
+    found = packet("TCP:127.0.0.1:1901\\private$\\TxQ")
+    key, remote = arrivals.destination(found)
+    assert (key, remote) == ("txq", None)
+    arrival = arrivals.local(found, key)
+    assert arrival.rejection is None
+    (op,) = arrival.ops
+    assert isinstance(op, storage.AppendMessage)
+    assert MessageProperties.from_bytes(op.payload).body == b"body"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("queue", "transactional", "expected", "dead_letter"),
+    [
+        ("missing", True, MessageClass.NACK_BAD_DST_Q, "system$;deadxact"),
+        ("plain", True, MessageClass.NACK_NOT_TRANSACTIONAL_Q, "system$;deadxact"),
+        ("txq", False, MessageClass.NACK_NOT_TRANSACTIONAL_MSG, "system$;deadletter"),
+        ("system$;deadxact", True, MessageClass.NACK_BAD_DST_Q, "system$;deadxact"),
+    ],
+)
+def test_rejections_go_to_the_dead_letter_queue_with_their_class(
+    qm: CoreHarness, queue: str, transactional: bool, expected: int, dead_letter: str
+) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY)
+    path = queue if queue.startswith("system$") else f"private$\\{queue}"
+    found = packet(f"OS:localhost:1901\\{path}", transactional=transactional)
+    key, _ = arrivals.destination(found)
+    arrival = arrivals.local(found, key)
+    assert arrival.rejection == expected
+    (op,) = arrival.ops
+    assert dead_class(qm, op, dead_letter) == expected
+
+
+def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> None:
+    qm.create("small", transactional=True, quota=2)
+    arrivals = Arrivals(qm.store, IDENTITY)
+    found = packet("TCP:127.0.0.1:1901\\private$\\small")
+    arrival = arrivals.local(found, "small")
+    (op,) = arrival.ops
+    assert isinstance(op, storage.Attempt)
+    outcome = qm.write(storage.Unit(arrival.ops))
+    (result,) = outcome.results
+    assert isinstance(result, storage.Fallback)
+    assert dead_class(qm, op.otherwise, "system$;deadxact") == MessageClass.NACK_Q_EXCEED_QUOTA
+
+
+def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY)
+    found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=3)
+    key, remote = arrivals.destination(found)
+    assert key is None
+    assert remote is not None
+    arrival = arrivals.relay(found, remote)
+    (op,) = arrival.ops
+    assert isinstance(op, storage.AppendOutgoing)
+    assert op.name == "outgoing$;tcp:10.0.0.9:1801\\far"
+    entry = decode_entry(b"".join(bytes(part) for part in op.payload))
+    assert entry.origin is EntryOrigin.RELAYED
+    forwarded = wire.parse_packet(bytes(entry.data))
+    assert isinstance(forwarded, wire.UserMessage)
+    assert forwarded.user.hop_count == 4
+    assert forwarded.transaction == found.transaction
+
+
+def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY)
+    found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=MAX_HOPS)
+    _, remote = arrivals.destination(found)
+    assert remote is not None
+    arrival = arrivals.relay(found, remote)
+    assert arrival.rejection == MessageClass.NACK_HOP_COUNT_EXCEEDED
+    (op,) = arrival.ops
+    assert dead_class(qm, op, "system$;deadxact") == MessageClass.NACK_HOP_COUNT_EXCEEDED
