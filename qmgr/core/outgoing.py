@@ -61,6 +61,10 @@ class EntryOrigin(enum.IntEnum):
     RELAYED = 2
 
 
+# Calling an enum class is slow next to a dict lookup, and this is per message.
+_ORIGINS: Final = {origin.value: origin for origin in EntryOrigin}
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteDestination:
     """A queue on another queue manager, as a send names it."""
@@ -147,12 +151,13 @@ def decode_entry(payload: bytes | memoryview) -> OutgoingEntry:
         ValueError: it is not an outgoing entry.
     """
     view = memoryview(payload)
-    if len(view) < 2 or view[0] not in (EntryOrigin.LOCAL, EntryOrigin.RELAYED):
+    origin = _ORIGINS.get(view[0]) if len(view) >= 2 else None
+    if origin is None:
         msg = "not an outgoing-queue entry"
         raise ValueError(msg)
     flags = view[1]
     return OutgoingEntry(
-        EntryOrigin(view[0]),
+        origin,
         bool(flags & _TRANSACTIONAL),
         bool(flags & (_RECOVERABLE | _TRANSACTIONAL)),
         view[2:],

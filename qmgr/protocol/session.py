@@ -292,9 +292,17 @@ class PeerSession:
         if not receiving.persisted(recoverable_number):
             msg = f"recoverable packet {recoverable_number} is not awaiting persistence"
             raise SessionError(msg)
-        if receiving.unreported >= self._half_window() or receiving.reportable() >= BITMAP_BITS:
+        # ``reportable()`` sorts the pending numbers: ask it only when it can
+        # reach the bitmap's size (it is at most the number pending).
+        pending = receiving.pending
+        if receiving.unreported >= self._half_window() or (
+            pending >= BITMAP_BITS and receiving.reportable() >= BITMAP_BITS
+        ):
             return [self._session_ack(now)]
-        if receiving.reportable():
+        due = now + self._recoverable_ack_timeout
+        if self._ack_send_at is not None and self._ack_send_at <= due:
+            return []  # already armed at least this early
+        if pending and receiving.reportable():
             # The first stored packet since the last ack pulls the timer in; later
             # ones never push it out.
             self._arm_ack_send(now + self._recoverable_ack_timeout)

@@ -199,6 +199,11 @@ class ReceiveLedger:
         return True
 
     @property
+    def pending(self) -> int:
+        """Persisted numbers no SessionAck has reported yet (reportable or not)."""
+        return len(self._pending)
+
+    @property
     def has_pending(self) -> bool:
         """Whether persisted numbers wait for a SessionAck (reportable or not)."""
         return bool(self._pending)
