@@ -105,19 +105,24 @@ class Link:
                 for queue in self.queues:
                     queue.machine.connection_lost()
             if connection.opened.is_set():
+                # The session worked (its end is logged as peer_session_closed):
+                # reconnect after the shortest delay if there is still work.
                 self.failures = 0
                 self.last_error = connection.close_reason
                 if not self.has_work():
                     continue
+                await self._back_off(connection.close_reason, failed=False)
+                continue
             await self._back_off(connection.close_reason or "the session ended")
 
-    async def _back_off(self, reason: str) -> None:
+    async def _back_off(self, reason: str, *, failed: bool = True) -> None:
         config = self.peering.config
         delay = min(config.peer_retry_max, config.peer_retry_initial * 2**self.failures)
         self.failures += 1
         self.last_error = reason
         self.state = "waiting"
         self.next_attempt = time.time() + delay
-        self.log.warning("peer_connect_failed", reason=reason, retry_in=round(delay, 3))
+        if failed:
+            self.log.warning("peer_connect_failed", reason=reason, retry_in=round(delay, 3))
         await trio.sleep(delay)
         self.next_attempt = None
