@@ -70,9 +70,6 @@ class Arrival:
     rejection: int | None = None
     #: For a relayed message: where it goes next.
     relay_to: RemoteDestination | None = None
-    #: For an accepted message whose queue has a quota: the class its
-    #: dead-letter copy has if the quota turns out to be full.
-    quota_fallback: bool = False
 
 
 class Arrivals:
@@ -139,7 +136,7 @@ class Arrivals:
         if record.quota is None:
             return Arrival((append,), queue_key)
         fallback = self._dead_letter(message, MessageClass.NACK_Q_EXCEED_QUOTA)
-        return Arrival((Attempt(append, fallback),), queue_key, quota_fallback=True)
+        return Arrival((Attempt(append, fallback),), queue_key)
 
     def relay(self, packet: UserMessage, destination: RemoteDestination) -> Arrival:
         """The operations passing a message on to another queue manager."""

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -70,8 +71,20 @@ class PeerClosed(Exception):
     """The connection ends; the message says why."""
 
 
-_EXPECTED = (PeerClosed, trio.BrokenResourceError, trio.ClosedResourceError, OSError)
-_EXPECTED_ALL = (*_EXPECTED, wire.ProtocolError)
+#: How a connection ends without a bug: the peer, the network or the protocol.
+_EXPECTED = (
+    PeerClosed,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+    wire.ProtocolError,
+)
+
+
+def set_no_delay(stream: trio.SocketStream) -> None:
+    """Send small packets (SessionAcks, OrderAcks) at once."""
+    with contextlib.suppress(OSError):
+        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -161,7 +174,7 @@ class PeerConnection:
         with its traceback (one connection never takes the daemon down)."""
         leaves = _leaves(error)
         for leaf in leaves:
-            if not isinstance(leaf, _EXPECTED_ALL):
+            if not isinstance(leaf, _EXPECTED):
                 if not isinstance(leaf, Exception):
                     raise error
                 self.log.error("peer_connection_crashed", exc_info=leaf)
@@ -228,7 +241,6 @@ class PeerConnection:
                 self.opened.set()
                 self.log = self.log.bind(remote_qm=str(action.remote_qm))
                 self.log.info("peer_session_opened", window=action.peer_window)
-                self.peering.connection_opened(self)
                 self._wake_writer.set()
             elif isinstance(action, Close):
                 self.close_reason = action.reason

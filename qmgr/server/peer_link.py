@@ -15,8 +15,6 @@ never opened, waits ``peers.retry_initial`` seconds, doubling up to
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import time
 from typing import TYPE_CHECKING
 
@@ -24,7 +22,7 @@ import trio
 
 from qmgr.protocol import Role
 
-from .peer_connection import PeerConnection
+from .peer_connection import PeerConnection, set_no_delay
 
 if TYPE_CHECKING:
     from .outgoing_queue import OutgoingQueue
@@ -86,8 +84,7 @@ class Link:
                 reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
                 await self._back_off(f"cannot connect: {reason}")
                 continue
-            with contextlib.suppress(OSError):
-                stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+            set_no_delay(stream)
             connection = PeerConnection(
                 self.peering,
                 stream,

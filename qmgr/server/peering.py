@@ -61,7 +61,7 @@ from wire import client_frames as cf
 from .committer import Committer
 from .message_history import MessageHistory
 from .outgoing_queue import OutgoingQueue
-from .peer_connection import PeerConnection
+from .peer_connection import PeerConnection, set_no_delay
 from .peer_link import Link
 from .services import OutgoingAction
 from .signals import QueueSignals
@@ -140,7 +140,8 @@ class Peering:
         self._forget_wake = trio.Event()
         self._forgetting: list[OutgoingQueue] = []
         self._nursery: trio.Nursery | None = None
-        #: Counters for ``qmgr status``.
+        #: Arrivals since the start: received, rejected by the exactly-once
+        #: rule, dropped as duplicates, dead-lettered.
         self.received = 0
         self.rejected = 0
         self.duplicates = 0
@@ -232,15 +233,12 @@ class Peering:
             )
             await stream.aclose()
             return
-        _no_delay(stream)
+        set_no_delay(stream)
         connection = PeerConnection(
             self, stream, role=Role.ACCEPTOR, peer=peer, settings=self.settings
         )
         self.connections.add(connection)
         await connection.run()
-
-    def connection_opened(self, connection: PeerConnection) -> None:
-        """A session finished its handshake."""
 
     def connection_ended(self, connection: PeerConnection) -> None:
         """A connection closed (either side, any reason)."""
@@ -344,7 +342,10 @@ class Peering:
             hkey = user.source_qm.bytes + (user.message_id & _U32_MAX).to_bytes(4, "big")
             if hkey in self.history:
                 self.duplicates += 1
-                self._processed(connection, recoverable)
+                # Its first copy may still be on its way to the disk: the
+                # duplicate counts in a SessionAck only after what was written
+                # before it.
+                connection.accept((), lambda _: self._processed(connection, recoverable))
                 return
             self.history.add_pending(hkey)
             forget = self.history.evictions(time.time())
@@ -591,11 +592,3 @@ def _class_name(value: int) -> str:
         return wire.MessageClass(value).name
     except ValueError:
         return hex(value)
-
-
-def _no_delay(stream: trio.SocketStream) -> None:
-    import contextlib
-    import socket
-
-    with contextlib.suppress(OSError):
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
