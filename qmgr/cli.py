@@ -3,9 +3,9 @@
 ``qmgr serve`` runs the daemon in the foreground. Every other command is a
 client of a running daemon (``--server HOST:PORT``, default
 ``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue create|list|delete|purge``,
-``send``, ``receive``, ``move``, ``status`` and ``outgoing
-list|pause|resume|purge`` (in ``cli_outgoing``; the helpers all share are in
-``cli_common``). Machine-readable output is available
+``send``, ``receive``, ``move``, ``status``, ``outgoing
+list|pause|resume|purge`` (in ``cli_outgoing``) and ``tx list|commit|abort``
+(in ``cli_tx``); the helpers all share are in ``cli_common``. Machine-readable output is available
 with ``--json``; tables and progress bars are for people and appear only
 where they belong (progress on a terminal, on stderr).
 
@@ -44,6 +44,7 @@ from qmgr.cli_common import (
     stdout_console,
 )
 from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
+from qmgr.cli_tx import tx
 from qmgr.client import Message, QueueInfo, Status
 
 
@@ -104,6 +105,7 @@ def cli(ctx: click.Context, server: str) -> None:
 
 
 cli.add_command(outgoing)
+cli.add_command(tx)
 
 
 def main() -> None:

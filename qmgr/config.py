@@ -65,6 +65,8 @@ class Config:
     tx_idle_timeout: float
     tx_max_operations: int
     tx_max_bytes: int
+    tx_max_prepared: int
+    tx_outcome_retention: float
     max_transactions_per_connection: int
     max_waiting_receives_per_connection: int
     max_uncommitted_bytes: int
@@ -145,6 +147,8 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("transactions", "idle_timeout"): _Key("tx_idle_timeout", float, _positive),
     ("transactions", "max_operations"): _Key("tx_max_operations", int, _positive),
     ("transactions", "max_bytes"): _Key("tx_max_bytes", int, _positive),
+    ("transactions", "max_prepared"): _Key("tx_max_prepared", int, _positive),
+    ("transactions", "outcome_retention"): _Key("tx_outcome_retention", float, _positive),
     ("limits", "max_transactions_per_connection"): _Key(
         "max_transactions_per_connection", int, _positive
     ),

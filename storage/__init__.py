@@ -4,7 +4,8 @@ Layering rule: this package is synchronous. It imports nothing from ``qmgr``,
 ``wire`` or ``trio``, never awaits and never sleeps; every LMDB error leaves
 it as a typed :class:`StoreError`. One :class:`Store` owns one LMDB
 environment. Writes are typed operations in units (``AppendMessage``,
-``RemoveMessage``, ``CreateQueue``, ``AppendOutgoing``, ...) that the store plans on its owner's
+``RemoveMessage``, ``CreateQueue``, ``AppendOutgoing``,
+``PrepareTransaction``, ...) that the store plans on its owner's
 thread and applies in one write transaction per batch, which begins and ends
 inside one call: no write transaction can span an ``await`` in the layers
 above. A message is an opaque payload to the store.
@@ -26,6 +27,9 @@ from ._errors import StoreCorrupt as StoreCorrupt
 from ._errors import StoreError as StoreError
 from ._errors import StoreFull as StoreFull
 from ._errors import StoreLocked as StoreLocked
+from ._errors import XidInUse as XidInUse
+from ._errors import XidResolved as XidResolved
+from ._errors import XidUnknown as XidUnknown
 from ._ops import OPERATION_ERRORS as OPERATION_ERRORS
 from ._ops import SKIPPED as SKIPPED
 from ._ops import Appended as Appended
@@ -60,6 +64,16 @@ from ._peering_ops import RememberMessageIds as RememberMessageIds
 from ._peering_ops import SetOutgoingPaused as SetOutgoingPaused
 from ._plan import Plan as Plan
 from ._plan import PlanContext as PlanContext
+from ._prepared import OutcomeInfo as OutcomeInfo
+from ._prepared import PreparedInfo as PreparedInfo
+from ._prepared_ops import Prepared as Prepared
+from ._prepared_ops import PrepareTransaction as PrepareTransaction
+from ._prepared_ops import Pruned as Pruned
+from ._prepared_ops import PruneOutcomes as PruneOutcomes
+from ._prepared_ops import RecordOutcome as RecordOutcome
+from ._prepared_ops import Resolution as Resolution
+from ._prepared_ops import Resolved as Resolved
+from ._prepared_ops import ResolvePrepared as ResolvePrepared
 from ._records import MESSAGE_HEADER_SIZE as MESSAGE_HEADER_SIZE
 from ._records import IncomingState as IncomingState
 from ._records import OutgoingState as OutgoingState

@@ -2,19 +2,22 @@
 
 Theory of operation
 -------------------
-Opening reads only ``meta``, ``queues``, ``doomed``, ``outgoing`` and each
+Opening reads only ``meta``, ``queues``, ``doomed``, ``outgoing``, each
 queue's counters (next lookup id, depth, bytes, purge mark; kept in
 ``messages`` beside the queue's messages and rewritten in the same write
-transaction as the messages they count), so start-up costs O(number of
-queues), never O(number of messages), and the counters are exactly as
-durable as the messages.
+transaction as the messages they count) and the header of each prepared
+transaction, so start-up costs O(number of queues + prepared transactions),
+never O(number of messages), and the counters are exactly as durable as
+the messages. From the headers it rebuilds, per queue, the quota bytes
+prepared transactions reserve on it and how many of them pin it.
 
 Schema versions. Opening creates every named database that is missing, in
 the same write transaction that reads ``meta``. A store of schema 2 (before
 peering) lacks ``outgoing``, ``incoming``, ``history`` and two meta
-counters: that transaction creates them and writes version 3, so the
-migration is atomic and costs nothing per message. Any other version is
-refused with ``SchemaMismatch``.
+counters; one of schema 3 (before prepared transactions) lacks
+``prepared``, ``outcomes`` and ``outcome_times``. That transaction creates
+what is missing and writes version 4, so the migration is atomic and costs
+nothing per message. Any other version is refused with ``SchemaMismatch``.
 
 The :class:`Catalog` then serves the committed records from memory. They are
 immutable values; a write plans new ones while its transaction is prepared,
@@ -41,7 +44,10 @@ from ._keys import (
     DB_INCOMING,
     DB_MESSAGES,
     DB_META,
+    DB_OUTCOME_TIMES,
+    DB_OUTCOMES,
     DB_OUTGOING,
+    DB_PREPARED,
     DB_QUEUE_IDS,
     DB_QUEUES,
     META_HISTORY_COUNTER,
@@ -51,11 +57,13 @@ from ._keys import (
     META_SCHEMA_VERSION,
     META_SEQUENCE_STAMP,
     counters_key,
+    split_prepared_key,
     u32,
     u64,
     unpack_u32,
     unpack_u64,
 )
+from ._prepared import decode_header
 from ._records import (
     OutgoingState,
     QueueKind,
@@ -65,12 +73,16 @@ from ._records import (
     decode_queue,
 )
 
-__all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
+__all__ = ["NO_RESERVATION", "SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
+#: The schema before prepared transactions, migrated at opening.
+_SCHEMA_BEFORE_PREPARED: Final = 3
+#: A queue no prepared transaction uses: no bytes reserved, no pins.
+NO_RESERVATION: Final = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +98,9 @@ class Databases:
     outgoing: lmdb._Database
     incoming: lmdb._Database
     history: lmdb._Database
+    prepared: lmdb._Database
+    outcomes: lmdb._Database
+    outcome_times: lmdb._Database
 
 
 class Catalog:
@@ -105,6 +120,9 @@ class Catalog:
         self.sequence_stamp = 0
         #: The last insertion counter given to a ``history`` entry.
         self.history_counter = 0
+        #: Queue id -> (quota bytes reserved, pins) held by prepared transactions;
+        #: queues they do not use are absent.
+        self.reservations: dict[int, tuple[int, int]] = {}
         self.qm_guid = uuid.UUID(int=0)
         self._env = env
         self.dbs = env.write_growing("open store", self._load)
@@ -123,13 +141,20 @@ class Catalog:
             outgoing=env.open_db(txn, DB_OUTGOING),
             incoming=env.open_db(txn, DB_INCOMING),
             history=env.open_db(txn, DB_HISTORY),
+            prepared=env.open_db(txn, DB_PREPARED),
+            outcomes=env.open_db(txn, DB_OUTCOMES),
+            outcome_times=env.open_db(txn, DB_OUTCOME_TIMES),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
             self._create(txn, dbs)
         else:
-            if self._check_version(raw_version) == _SCHEMA_BEFORE_PEERING:
+            version = self._check_version(raw_version)
+            if version == _SCHEMA_BEFORE_PEERING:
                 self._migrate_to_peering(txn, dbs)
+            if version != SCHEMA_VERSION:
+                # The databases of prepared transactions were just created (empty).
+                txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
             self._read_meta(txn, dbs)
         self.by_name.clear()
         self.by_id.clear()
@@ -148,7 +173,35 @@ class Catalog:
             record = decode_queue(data)
             self.doomed[record.queue_id] = record
         self._load_outgoing(txn, dbs)
+        self._load_reservations(txn, dbs)
         return dbs
+
+    def _load_reservations(self, txn: Txn, dbs: Databases) -> None:
+        """Sum the reservations and pins of every prepared transaction, reading
+        only the headers (the cursor jumps over each one's sends)."""
+        reservations: dict[int, tuple[int, int]] = {}
+        self.reservations = reservations
+        with txn.cursor(db=dbs.prepared) as cursor:
+            positioned = cursor.first()
+            while positioned:
+                key = bytes(cursor.key())
+                try:
+                    xid, index = split_prepared_key(key)
+                except Exception as exc:
+                    msg = f"prepared transaction key {key.hex()} is corrupt"
+                    raise StoreCorrupt(msg) from exc
+                if index != 0:
+                    msg = f"prepared transaction {xid!r} has no header"
+                    raise StoreCorrupt(msg)
+                header = decode_header(cursor.value())
+                for queue_id, size in header.reserved:
+                    held, pins = reservations.get(queue_id, NO_RESERVATION)
+                    reservations[queue_id] = (held + size, pins)
+                for queue_id in header.pinned:
+                    held, pins = reservations.get(queue_id, NO_RESERVATION)
+                    reservations[queue_id] = (held, pins + 1)
+                # Past this transaction's records: its xid, then a byte above zero.
+                positioned = cursor.set_range(xid + b"\x01")
 
     def _load_outgoing(self, txn: Txn, dbs: Databases) -> None:
         for key, data in _items(txn, dbs.outgoing):
@@ -187,17 +240,17 @@ class Catalog:
         except Exception as exc:
             msg = "schema version in meta is not a u32"
             raise StoreCorrupt(msg) from exc
-        if version not in (SCHEMA_VERSION, _SCHEMA_BEFORE_PEERING):
+        if version not in (SCHEMA_VERSION, _SCHEMA_BEFORE_PREPARED, _SCHEMA_BEFORE_PEERING):
             raise SchemaMismatch(version, SCHEMA_VERSION)
         return version
 
     @staticmethod
     def _migrate_to_peering(txn: Txn, dbs: Databases) -> None:
         """Schema 2 -> 3: the peering databases were just created (empty); add the
-        meta counters and the new version, in the opening write transaction."""
+        meta counters, in the opening write transaction (which then writes the
+        new version)."""
         txn.put(META_SEQUENCE_STAMP, u32(0), db=dbs.meta)
         txn.put(META_HISTORY_COUNTER, u64(0), db=dbs.meta)
-        txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
 
     def _read_meta(self, txn: Txn, dbs: Databases) -> None:
         guid = txn.get(META_QM_GUID, db=dbs.meta)
@@ -245,6 +298,14 @@ class Catalog:
                 self.outgoing.pop(queue_id, None)
             else:
                 self.outgoing[queue_id] = state
+
+    def install_reservations(self, changed: dict[int, tuple[int, int]]) -> None:
+        """Put the reservations committed by a write in place."""
+        for queue_id, held in changed.items():
+            if held == NO_RESERVATION:
+                self.reservations.pop(queue_id, None)
+            else:
+                self.reservations[queue_id] = held
 
 
 def _items(txn: Txn, db: lmdb._Database) -> Iterator[tuple[bytes, bytes]]:

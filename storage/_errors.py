@@ -11,7 +11,8 @@ Two families matter to the caller:
   of it was applied. The store stays open and usable.
 * **Per-operation** errors (:class:`QueueMissing`, :class:`QueueExists`,
   :class:`QuotaExceeded`, :class:`MessageMissing`, :class:`InvalidRecord`,
-  :class:`InvalidOperation`) fail one operation when a batch is planned;
+  :class:`InvalidOperation`, and for prepared transactions :class:`XidInUse`,
+  :class:`XidResolved`, :class:`XidUnknown`) fail one operation when a batch is planned;
   they are *returned* in the outcome of its unit (failing the whole unit
   when it is atomic) while the other units commit.
 
@@ -43,6 +44,9 @@ __all__ = [
     "StoreError",
     "StoreFull",
     "StoreLocked",
+    "XidInUse",
+    "XidResolved",
+    "XidUnknown",
     "translate_lmdb_error",
     "translate_os_error",
     "translate_write_error",
@@ -178,6 +182,53 @@ class InvalidRecord(StoreError, ValueError):
     """A record handed to the store cannot be encoded: a field is out of range
     (priority above 7, a correlation id that is not 0 or 20 bytes, a string or
     body above its size limit, an integer that does not fit its width)."""
+
+
+class XidInUse(StoreError):
+    """A transaction id is already prepared, or has a kept outcome.
+
+    Attributes:
+        xid: the transaction id.
+        state: ``"prepared"``, ``"committed"`` or ``"aborted"``.
+    """
+
+    def __init__(self, xid: str, state: str) -> None:
+        msg = f"transaction id {xid!r} is already in use ({state})"
+        super().__init__(msg)
+        self.xid = xid
+        self.state = state
+
+
+class XidResolved(StoreError):
+    """A prepared transaction was asked to end the other way than it already did
+    (a commit of an aborted one, an abort of a committed one).
+
+    Attributes:
+        xid: the transaction id.
+        committed: True if it was committed, False if it was aborted.
+        resolved_at: when it was, in wall seconds.
+    """
+
+    def __init__(self, xid: str, committed: bool, resolved_at: float) -> None:
+        done, asked = ("committed", "aborted") if committed else ("aborted", "committed")
+        msg = f"transaction {xid!r} was already {done}; it cannot be {asked}"
+        super().__init__(msg)
+        self.xid = xid
+        self.committed = committed
+        self.resolved_at = resolved_at
+
+
+class XidUnknown(StoreError):
+    """No prepared transaction has that id, and no outcome of it is kept.
+
+    Attributes:
+        xid: the transaction id.
+    """
+
+    def __init__(self, xid: str) -> None:
+        msg = f"transaction {xid!r} is not prepared and has no kept outcome"
+        super().__init__(msg)
+        self.xid = xid
 
 
 # LMDB return codes that mean "the bytes on disk are not a valid environment".

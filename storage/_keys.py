@@ -6,30 +6,34 @@ its messages in delivery order.
 
 Named databases (all in one LMDB environment, nothing in the main database):
 
-==============  ==========================================  ==========================
-database        key                                         value
-==============  ==========================================  ==========================
-``meta``        UTF-8 text: ``schema_version``              u32 big-endian
-                ``qm_guid``                                 16 bytes (UUID, big-endian)
-                ``next_queue_id``                           u32 big-endian
-                ``ordinal_limit``                           u64 big-endian
-                ``sequence_stamp``                          u32 big-endian
-                ``history_counter``                         u64 big-endian
-                ``setting:<k>``                             UTF-8 text
-``queues``      canonical queue name, UTF-8                 queue record
-``queue_ids``   queue_id u32 (4 B)                          canonical queue name, UTF-8
-``doomed``      queue_id u32 (4 B)                          queue record of a deleted
-                                                            queue whose messages remain
-                                                            to be erased
-``messages``    0x00 + queue_id u32 + lookup_id u64 (13 B)  message record
-(the main DB)   0x00 + queue_id u32 + 0xFF x 8 (13 B)       the queue's counters
-``by_priority`` queue_id u32 + (7 - priority) u8 +          empty
-                lookup_id u64 (13 B)
-``outgoing``    queue_id u32 (4 B) of an OUTGOING queue     outgoing state record
-``incoming``    source QM GUID (16 B) + queue key UTF-8     incoming state record
-``history``     source QM GUID (16 B) + message ordinal     insertion counter u64
-                u32 (20 B)
-==============  ==========================================  ==========================
+=================  ==========================================  ==========================
+database           key                                         value
+=================  ==========================================  ==========================
+``meta``           UTF-8 text: ``schema_version``              u32 big-endian
+                   ``qm_guid``                                 16 bytes (UUID, big-endian)
+                   ``next_queue_id``                           u32 big-endian
+                   ``ordinal_limit``                           u64 big-endian
+                   ``sequence_stamp``                          u32 big-endian
+                   ``history_counter``                         u64 big-endian
+                   ``setting:<k>``                             UTF-8 text
+``queues``         canonical queue name, UTF-8                 queue record
+``queue_ids``      queue_id u32 (4 B)                          canonical queue name, UTF-8
+``doomed``         queue_id u32 (4 B)                          queue record of a deleted
+                                                               queue whose messages remain
+                                                               to be erased
+``messages``       0x00 + queue_id u32 + lookup_id u64 (13 B)  message record
+(the main DB)      0x00 + queue_id u32 + 0xFF x 8 (13 B)       the queue's counters
+``by_priority``    queue_id u32 + (7 - priority) u8 +          empty
+                   lookup_id u64 (13 B)
+``outgoing``       queue_id u32 (4 B) of an OUTGOING queue     outgoing state record
+``incoming``       source QM GUID (16 B) + queue key UTF-8     incoming state record
+``history``        source QM GUID (16 B) + message ordinal     insertion counter u64
+                   u32 (20 B)
+``prepared``       xid UTF-8 + 0x00 + index u32 (index 0)      prepared header record
+                   xid UTF-8 + 0x00 + index u32 (1..n)         one prepared send each
+``outcomes``       xid UTF-8                                   outcome record
+``outcome_times``  resolved_at u64 milliseconds + xid UTF-8    empty
+=================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
 than in a named one: LMDB keeps each named database's root in the main
@@ -66,6 +70,13 @@ sending queue manager's GUID, then the destination queue key as the sender
 wrote it (it need not name a queue here). ``history`` keys the ids of
 non-transactional messages received lately, to drop resent duplicates.
 
+``prepared`` holds each prepared transaction under its transaction id
+(*xid*, 1..200 bytes of UTF-8 without a zero byte): the zero byte after the
+xid sorts before every byte another xid could continue with, so one
+transaction's records are contiguous, its header (index 0) first, and the
+headers come in xid order. ``outcome_times`` orders the kept outcomes by
+when they were resolved, so the oldest are pruned first without a scan.
+
 LMDB refuses keys longer than 511 bytes; queue names, setting keys and
 incoming stream keys are checked against :data:`MAX_KEY_SIZE` before they
 are written.
@@ -85,13 +96,17 @@ __all__ = [
     "DB_INCOMING",
     "DB_MESSAGES",
     "DB_META",
+    "DB_OUTCOMES",
+    "DB_OUTCOME_TIMES",
     "DB_OUTGOING",
+    "DB_PREPARED",
     "DB_QUEUES",
     "DB_QUEUE_IDS",
     "HISTORY_KEY_SIZE",
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
     "MAX_QUEUE_ID",
+    "MAX_XID_SIZE",
     "META_HISTORY_COUNTER",
     "META_NEXT_QUEUE_ID",
     "META_ORDINAL_LIMIT",
@@ -106,6 +121,8 @@ __all__ = [
     "lookup_id_of",
     "message_key",
     "message_range",
+    "outcome_time_key",
+    "prepared_key",
     "priority_band_key",
     "priority_key",
     "priority_range",
@@ -113,11 +130,14 @@ __all__ = [
     "setting_key",
     "split_incoming_key",
     "split_message_key",
+    "split_outcome_time_key",
+    "split_prepared_key",
     "split_priority_key",
     "u32",
     "u64",
     "unpack_u32",
     "unpack_u64",
+    "xid_key",
 ]
 
 #: Names of the LMDB named databases.
@@ -131,6 +151,9 @@ DB_DOOMED: Final = b"doomed"
 DB_OUTGOING: Final = b"outgoing"
 DB_INCOMING: Final = b"incoming"
 DB_HISTORY: Final = b"history"
+DB_PREPARED: Final = b"prepared"
+DB_OUTCOMES: Final = b"outcomes"
+DB_OUTCOME_TIMES: Final = b"outcome_times"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"
@@ -151,6 +174,8 @@ MAX_LOOKUP_ID: Final = 0xFFFFFFFFFFFFFFFF
 QM_GUID_SIZE: Final = 16
 #: A ``history`` key: source GUID + message ordinal u32.
 HISTORY_KEY_SIZE: Final = QM_GUID_SIZE + 4
+#: The longest transaction id, in UTF-8 bytes.
+MAX_XID_SIZE: Final = 200
 
 _U32 = struct.Struct(">I")
 # A zero byte, the queue id, the lookup id: see "the main database" above.
@@ -301,3 +326,52 @@ def history_key(key: bytes) -> bytes:
         msg = f"message history key must be {HISTORY_KEY_SIZE} bytes, not {len(key)}"
         raise InvalidRecord(msg)
     return bytes(key)
+
+
+def xid_key(xid: str) -> bytes:
+    """A transaction id as it is keyed: its UTF-8 bytes.
+
+    Raises:
+        InvalidRecord: it is empty, longer than :data:`MAX_XID_SIZE` bytes, has a
+            zero byte, or is not valid Unicode text.
+    """
+    try:
+        encoded = xid.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        msg = f"transaction id is not valid Unicode text: {xid!r}"
+        raise InvalidRecord(msg) from exc
+    if not 0 < len(encoded) <= MAX_XID_SIZE or b"\x00" in encoded:
+        msg = f"transaction id must be 1..{MAX_XID_SIZE} bytes of UTF-8 without NUL: {xid!r}"
+        raise InvalidRecord(msg)
+    return encoded
+
+
+def prepared_key(xid: bytes, index: int) -> bytes:
+    """Key of ``prepared``: the xid's bytes, a zero byte, the record's index u32
+    (0 is the header, 1..n the sends)."""
+    return b"".join((xid, b"\x00", _U32.pack(index)))
+
+
+def split_prepared_key(key: bytes) -> tuple[bytes, int]:
+    """Split a ``prepared`` key into ``(xid bytes, index)``.
+
+    Raises:
+        struct.error: it is too short to be one.
+    """
+    index: int = _U32.unpack_from(key, len(key) - 4)[0]
+    return bytes(key[:-5]), index
+
+
+def outcome_time_key(milliseconds: int, xid: bytes) -> bytes:
+    """Key of ``outcome_times``: when the outcome was resolved (u64 ms), then the xid."""
+    return _U64.pack(milliseconds) + xid
+
+
+def split_outcome_time_key(key: bytes) -> tuple[int, bytes]:
+    """Split an ``outcome_times`` key into ``(milliseconds, xid bytes)``.
+
+    Raises:
+        struct.error: it is too short to be one.
+    """
+    milliseconds: int = _U64.unpack_from(key)[0]
+    return milliseconds, bytes(key[8:])

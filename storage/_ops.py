@@ -22,7 +22,8 @@ is there) and either raises one of the per-operation errors (``QueueMissing``,
 
 New kinds of operation are new subclasses; the planner and the writer do
 not change. The operations of peering (outgoing queues, incoming streams,
-message history) are in ``_peering_ops``.
+message history) are in ``_peering_ops``, those of prepared (two-phase)
+transactions in ``_prepared_ops``.
 
 Deleting and purging are bounded: :class:`DeleteQueue` and
 :class:`PurgeQueue` only mark (the queue disappears, or its messages become
@@ -46,6 +47,9 @@ from ._errors import (
     QueueMissing,
     QuotaExceeded,
     StoreError,
+    XidInUse,
+    XidResolved,
+    XidUnknown,
 )
 from ._keys import MAX_KEY_SIZE, META_RECLAIM, setting_key
 from ._records import QueueKind, QueueRecord, encode_message_record, message_header
@@ -90,6 +94,9 @@ OPERATION_ERRORS: Final = (
     MessageMissing,
     InvalidRecord,
     InvalidOperation,
+    XidInUse,
+    XidResolved,
+    XidUnknown,
 )
 _JOURNAL_SUFFIX: Final = ";journal"
 
@@ -222,8 +229,11 @@ class AppendMessage(Operation):
     def plan(self, ctx: PlanContext) -> Result:
         queue = ctx.live_queue(self.queue_id)
         quota = queue.record.quota
-        if quota is not None and queue.bytes + self.size > quota:
-            raise QuotaExceeded(queue.record.name, quota, queue.bytes + self.size)
+        if quota is not None:
+            # Bytes reserved by prepared transactions' sends count as used.
+            would_be = queue.bytes + ctx.reservation(self.queue_id)[0] + self.size
+            if would_be > quota:
+                raise QuotaExceeded(queue.record.name, quota, would_be)
         record = encode_message_record(
             self.payload, priority=self.priority, size=self.size, arrived_time=ctx.now
         )
@@ -329,7 +339,9 @@ class CreateQueue(Operation):
 class DeleteQueue(Operation):
     """Delete a queue and its journal queue at once; their messages are erased in steps.
 
-    An outgoing queue's sequence state is deleted with it.
+    An outgoing queue's sequence state is deleted with it. A queue that
+    prepared transactions use (send to, receive from it or from its journal
+    queue) is not deleted: ``InvalidOperation``, saying how many.
     """
 
     @property
@@ -343,6 +355,13 @@ class DeleteQueue(Operation):
         queue = ctx.live_queue(self.queue_id)
         if queue.record.kind is QueueKind.JOURNAL:
             msg = f"journal queue {queue.record.name!r} is deleted with its parent queue"
+            raise InvalidOperation(msg)
+        pins = ctx.reservation(self.queue_id)[1]
+        if pins:
+            msg = (
+                f"queue {queue.record.name!r} is used by {pins} prepared transaction(s); "
+                "resolve them first"
+            )
             raise InvalidOperation(msg)
         doomed = [queue]
         journal_id = queue.record.journal_id

@@ -55,6 +55,7 @@ from ._records import (
 )
 
 if TYPE_CHECKING:
+    from ._overlay import QueueState
     from ._plan import PlanContext
 
 #: A queue record keeps the display name's length in a u16.
@@ -123,23 +124,36 @@ class AppendOutgoing(Operation):
         record = encode_message_record(
             self.payload, priority=0, size=self.size, arrived_time=ctx.now
         )
-        queue = ctx.queue_named(self.name)
-        if queue is None:
-            queue_id = self._create(ctx)
-        elif queue.record.kind is not QueueKind.OUTGOING:
-            msg = f"queue {self.name!r} exists and is not an outgoing queue"
-            raise InvalidOperation(msg)
-        else:
-            queue_id = queue.record.queue_id
+        queue = self._existing(ctx)
+        queue_id = self._create(ctx) if queue is None else queue.record.queue_id
         return Appended(queue_id, ctx.append(queue_id, record, 0, self.size))
 
-    def _create(self, ctx: PlanContext) -> int:
+    def check(self, ctx: PlanContext) -> None:
+        """Raise what :meth:`plan` would raise now, changing nothing (a prepared
+        transaction's sends are checked when it is prepared, planned when it
+        commits)."""
+        encode_message_record(b"", priority=0, size=self.size, arrived_time=0.0)
+        if self._existing(ctx) is None:
+            self._check_names()
+
+    def _existing(self, ctx: PlanContext) -> QueueState | None:
+        """The outgoing queue as the batch sees it, or ``None`` if there is none yet."""
+        queue = ctx.queue_named(self.name)
+        if queue is not None and queue.record.kind is not QueueKind.OUTGOING:
+            msg = f"queue {self.name!r} exists and is not an outgoing queue"
+            raise InvalidOperation(msg)
+        return queue
+
+    def _check_names(self) -> None:
         if not self.name or len(self.name.encode()) > MAX_KEY_SIZE:
             msg = f"queue name must be 1..{MAX_KEY_SIZE} bytes of UTF-8: {self.name!r}"
             raise InvalidRecord(msg)
         if len(self.display_name.encode()) > _MAX_DISPLAY_NAME:
             msg = f"display name must be at most {_MAX_DISPLAY_NAME} bytes of UTF-8"
             raise InvalidRecord(msg)
+
+    def _create(self, ctx: PlanContext) -> int:
+        self._check_names()
         queue_id = ctx.allocate_queue_ids(1)
         record = QueueRecord(
             queue_id=queue_id,

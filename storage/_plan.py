@@ -36,11 +36,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, cast
 
 import lmdb
 
-from ._catalog import Catalog, Databases
+from ._catalog import NO_RESERVATION, Catalog, Databases
 from ._env import Environment, Reading, Txn
 from ._errors import InvalidRecord, MessageMissing, QueueMissing, StoreCorrupt
 from ._keys import (
@@ -110,6 +110,10 @@ class PlanContext:
         self._stack.append(Savepoint(self))
         #: Queue ids whose record (or doomed record) the batch must write.
         self._touched: dict[object, object] = {}
+        #: Queue id -> (bytes, pins) prepared transactions hold on it, as changed.
+        self._reservations: dict[object, object] = {}
+        #: Other modules' state of the batch (prepared transactions), by key.
+        self._scratch: dict[object, object] = {}
 
     @property
     def txn(self) -> Txn:
@@ -419,6 +423,30 @@ class PlanContext:
         """Delete a key if it is there."""
         self.writes.append((DISCARD, db, key, b""))
 
+    # ------------------------------------------------------------------ prepared transactions
+
+    def reservation(self, queue_id: int) -> tuple[int, int]:
+        """``(bytes, pins)`` of a queue as the batch sees it: the quota bytes that
+        prepared transactions reserve on it, and how many of them pin it."""
+        held = self._reservations.get(queue_id, MISSING)
+        if held is MISSING:
+            return self._catalog.reservations.get(queue_id, NO_RESERVATION)
+        assert isinstance(held, tuple)
+        return held
+
+    def reserve(self, queue_id: int, size: int, pins: int) -> None:
+        """Add ``size`` bytes and ``pins`` to a queue's reservation (negative: release)."""
+        held, pinned = self.reservation(queue_id)
+        self._set(self._reservations, queue_id, (held + size, pinned + pins))
+
+    def scratch(self, key: object) -> object:
+        """What :meth:`set_scratch` kept under ``key`` in this batch, or ``MISSING``."""
+        return self._scratch.get(key, MISSING)
+
+    def set_scratch(self, key: object, value: object) -> None:
+        """Keep ``value`` under ``key`` until the batch ends (savepoints undo it)."""
+        self._set(self._scratch, key, value)
+
     # ------------------------------------------------------------------ the end of the batch
 
     def finish(self) -> _Install:
@@ -481,6 +509,7 @@ class PlanContext:
             ordinal_limit=ordinal_limit if isinstance(ordinal_limit, int) else None,
             sequence_stamp=stamp if isinstance(stamp, int) else None,
             history_counter=history if isinstance(history, int) else None,
+            reservations=cast("dict[int, tuple[int, int]]", self._reservations),
         )
 
     def _finish_outgoing(self) -> dict[int, OutgoingState | None]:
@@ -514,6 +543,7 @@ class _Install:
     ordinal_limit: int | None
     sequence_stamp: int | None
     history_counter: int | None
+    reservations: dict[int, tuple[int, int]]
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -531,6 +561,7 @@ class Plan:
         """Put the committed result in the catalog; returns the outcomes."""
         install = self._install
         catalog.install(install.records, install.removed, install.outgoing)
+        catalog.install_reservations(install.reservations)
         for queue_id, record in install.doomed.items():
             if record is None:
                 catalog.doomed.pop(queue_id, None)

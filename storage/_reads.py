@@ -18,6 +18,14 @@ the start position just past the messages it knows are all held, so a
 receive costs a seek plus the keys it really has to look at, not a walk
 over every held message at the head of the queue.
 
+:meth:`MessageReader.range_end` and :meth:`MessageReader.read_through`
+measure and list a range of a queue by its keys alone (no message is
+read): how far ``limit`` visible messages after a lookup id reach, and
+which lookup ids lie at or below one. Without a limit, ``range_end`` finds
+the last visible message by seeking back from the queue's end, and counts
+either the keys up to it or, when fewer keys lie before the range, the
+queue's depth less those keys and the held messages.
+
 The peering state (:func:`read_incoming`, :func:`read_history`) is read
 whole, at start-up: it is bounded by the number of streams and of history
 entries, never by the number of messages.
@@ -25,8 +33,10 @@ entries, never by the number of messages.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Collection, Container
 from typing import Final
+
+import lmdb
 
 from ._catalog import Catalog
 from ._env import Environment
@@ -34,6 +44,7 @@ from ._errors import StoreCorrupt
 from ._keys import (
     MAX_LOOKUP_ID,
     QM_GUID_SIZE,
+    counters_key,
     lookup_id_of,
     message_key,
     message_range,
@@ -43,7 +54,7 @@ from ._keys import (
     split_priority_key,
     unpack_u64,
 )
-from ._records import IncomingState, decode_incoming
+from ._records import IncomingState, decode_counters, decode_incoming
 
 __all__ = ["MessageReader", "read_history", "read_incoming"]
 
@@ -103,6 +114,75 @@ class MessageReader:
                         break
         return found
 
+    def range_end(
+        self, queue_id: int, *, after: int, limit: int, skip: Container[int]
+    ) -> tuple[int, int]:
+        """``(count, last)`` of the visible messages (not purged, not in ``skip``)
+        with ``lookup_id > after``, counting at most ``limit`` of them (0: all).
+
+        ``last`` is the lookup id of the last one counted, or ``after`` if
+        there is none. Only keys are read.
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        if limit < 0:
+            msg = f"limit must not be negative, not {limit}"
+            raise ValueError(msg)
+        record = self._catalog.by_id.get(queue_id)
+        if record is None or after >= MAX_LOOKUP_ID - 1:
+            return 0, after
+        db = self._catalog.dbs.messages
+        with self._env.read("range_end") as txn, txn.cursor(db=db) as cursor:
+            counters = txn.get(counters_key(queue_id), db=db)
+            if counters is None:
+                return 0, after
+            record = decode_counters(record, counters)
+            floor = max(record.purged_below, 1)
+            first = max(after + 1, floor)
+            if limit:
+                count, last = _count_keys(cursor, queue_id, first, MAX_LOOKUP_ID, skip, limit)
+                return count, last or after
+            found = _last_visible(cursor, queue_id, first, skip)
+            if found is None:
+                return 0, after
+            if found - first <= first - floor or not isinstance(skip, Collection):
+                return _count_keys(cursor, queue_id, first, found + 1, skip, 0)[0], found
+            below = _count_keys(cursor, queue_id, floor, first, (), 0)[0]
+            held = sum(
+                1
+                for lookup_id in skip
+                if isinstance(lookup_id, int)
+                and first <= lookup_id < MAX_LOOKUP_ID
+                and cursor.set_key(message_key(queue_id, lookup_id))
+            )
+            return record.depth - below - held, found
+
+    def read_through(
+        self, queue_id: int, *, through: int, limit: int, skip: Container[int]
+    ) -> list[int]:
+        """Lookup ids of the visible messages (not purged, not in ``skip``) with
+        ``lookup_id <= through``, ascending, at most ``limit`` of them. Only keys
+        are read."""
+        floor = self._floor(queue_id)
+        if limit <= 0 or through < floor:
+            return []
+        end = min(through, MAX_LOOKUP_ID - 1) + 1
+        found: list[int] = []
+        db = self._catalog.dbs.messages
+        with self._env.read("read_through") as txn, txn.cursor(db=db) as cursor:
+            if cursor.set_range(message_key(queue_id, floor)):
+                end_key = message_key(queue_id, end)
+                for key in cursor.iternext(keys=True, values=False):
+                    if key >= end_key:
+                        break
+                    lookup_id = lookup_id_of(key)
+                    if lookup_id not in skip:
+                        found.append(lookup_id)
+                        if len(found) >= limit:
+                            break
+        return found
+
     def first_fifo(
         self, queue_id: int, *, start: int, skip: Container[int]
     ) -> tuple[int, bytes] | None:
@@ -151,6 +231,51 @@ class MessageReader:
                     return key_band, lookup_id, data
                 positioned = cursor.next()
         return None
+
+
+def _count_keys(
+    cursor: lmdb.Cursor[bytes],
+    queue_id: int,
+    first: int,
+    end: int,
+    skip: Container[int],
+    limit: int,
+) -> tuple[int, int]:
+    """``(count, last)`` of the message keys in ``[first, end)`` not in ``skip``,
+    counting at most ``limit`` (0: all); ``last`` is 0 if none."""
+    count = last = 0
+    end_key = message_key(queue_id, end) if end < MAX_LOOKUP_ID else message_range(queue_id)[1]
+    if first >= end or not cursor.set_range(message_key(queue_id, first)):
+        return 0, 0
+    for key in cursor.iternext(keys=True, values=False):
+        if key >= end_key:
+            break
+        lookup_id = lookup_id_of(key)
+        if lookup_id in skip:
+            continue
+        count += 1
+        last = lookup_id
+        if count == limit:
+            break
+    return count, last
+
+
+def _last_visible(
+    cursor: lmdb.Cursor[bytes], queue_id: int, first: int, skip: Container[int]
+) -> int | None:
+    """The highest lookup id at or above ``first`` not in ``skip``, seeking back
+    from the queue's end (its counters key), or ``None``."""
+    first_key = message_key(queue_id, first)
+    positioned = cursor.prev() if cursor.set_range(counters_key(queue_id)) else cursor.last()
+    while positioned:
+        key = cursor.key()
+        if key < first_key:
+            return None
+        lookup_id = lookup_id_of(key)
+        if lookup_id not in skip:
+            return lookup_id
+        positioned = cursor.prev()
+    return None
 
 
 def read_incoming(env: Environment, catalog: Catalog) -> list[IncomingState]:

@@ -4,8 +4,9 @@ Theory of operation
 -------------------
 :class:`Store` puts together the environment (``_env``: lock, map growth,
 headroom, ballast), the catalog of committed queues (``_catalog``), the
-message reads (``_reads``) and the planned writes (``_ops``,
-``_peering_ops``, ``_plan``).
+message reads (``_reads``), the reads of prepared transactions and their
+outcomes (``_prepared_reads``) and the planned writes (``_ops``,
+``_peering_ops``, ``_prepared_ops``, ``_plan``).
 
 Writes go through :meth:`Store.committing`, a driver that yields the plans
 to apply and takes back how applying went: the caller decides *where* a
@@ -41,6 +42,8 @@ from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
 from ._keys import setting_key
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
+from ._prepared import OutcomeInfo, PreparedInfo
+from ._prepared_reads import read_outcome, read_outcomes, read_prepared, read_prepared_one
 from ._reads import MessageReader, read_history, read_incoming
 from ._records import IncomingState, OutgoingState, QueueRecord
 
@@ -206,6 +209,50 @@ class Store:
         """
         return read_history(self._env, self._catalog)
 
+    # ------------------------------------------------------------------ prepared transactions
+
+    def prepared_transactions(
+        self, prefix: str = "", limit: int | None = None
+    ) -> list[PreparedInfo]:
+        """Prepared transactions whose xid starts with ``prefix``, in xid order
+        (by UTF-8 bytes), at most ``limit`` (``None``: all). Reads headers only.
+
+        Raises:
+            StoreCorrupt: a stored header does not decode.
+        """
+        return read_prepared(self._env, self._catalog, prefix, limit)
+
+    def prepared(self, xid: str) -> PreparedInfo | None:
+        """The prepared transaction ``xid``, or ``None``.
+
+        Raises:
+            StoreCorrupt: its header does not decode.
+        """
+        return read_prepared_one(self._env, self._catalog, xid)
+
+    def outcome(self, xid: str) -> OutcomeInfo | None:
+        """The kept outcome of ``xid`` (committed or aborted, and when), or ``None``.
+
+        Raises:
+            StoreCorrupt: it does not decode.
+        """
+        return read_outcome(self._env, self._catalog, xid)
+
+    def outcomes(self, prefix: str = "", limit: int | None = None) -> list[OutcomeInfo]:
+        """Kept outcomes whose xid starts with ``prefix``, in xid order, at most
+        ``limit`` (``None``: all).
+
+        Raises:
+            StoreCorrupt: one does not decode.
+        """
+        return read_outcomes(self._env, self._catalog, prefix, limit)
+
+    def reservation(self, queue_id: int) -> tuple[int, int]:
+        """``(bytes, pins)`` prepared transactions hold on a queue (from memory): the
+        quota bytes their sends reserve, and how many of them use the queue."""
+        self._env.lmdb  # noqa: B018 - raises StoreClosed after close()
+        return self._catalog.reservations.get(queue_id, (0, 0))
+
     # ------------------------------------------------------------------ messages
 
     def read_message(self, queue_id: int, lookup_id: int) -> bytes | None:
@@ -218,6 +265,26 @@ class Store:
     ) -> list[tuple[int, bytes]]:
         """Committed messages with ``lookup_id > after`` in lookup id order, not in ``skip``."""
         return self._reader.read_range(queue_id, after=after, limit=limit, skip=skip)
+
+    def range_end(
+        self, queue_id: int, *, after: int, limit: int, skip: Container[int]
+    ) -> tuple[int, int]:
+        """``(count, last)``: how many visible messages (not purged, not in ``skip``)
+        have ``lookup_id > after``, counting at most ``limit`` (0: all), and the
+        lookup id of the last one counted (``after`` if none). Reads keys only;
+        without a limit, the last is found by seeking back from the queue's end.
+
+        Raises:
+            ValueError: ``limit`` is negative.
+        """
+        return self._reader.range_end(queue_id, after=after, limit=limit, skip=skip)
+
+    def read_through(
+        self, queue_id: int, *, through: int, limit: int, skip: Container[int]
+    ) -> list[int]:
+        """Lookup ids of the visible messages (not purged, not in ``skip``) with
+        ``lookup_id <= through``, ascending, at most ``limit``. Reads keys only."""
+        return self._reader.read_through(queue_id, through=through, limit=limit, skip=skip)
 
     def first_fifo(
         self, queue_id: int, *, start: int, skip: Container[int]

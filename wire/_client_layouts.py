@@ -35,8 +35,12 @@ from ._client_values import (
     QueuedMessage,
     QueueInfo,
     QueueList,
+    Resolutions,
+    Resolve,
     Send,
     StatusInfo,
+    TransactionInfo,
+    TransactionList,
 )
 from ._construct import build_with, parse_exactly
 from ._errors import RemoteProtocolError
@@ -124,6 +128,15 @@ _INCOMING_INFO = c.Struct(
     "last_access" / c.Float64l,
 )
 
+_TRANSACTION_INFO = c.Struct(
+    "xid" / _Str,
+    "state" / c.Int8ul,
+    "since" / c.Float64l,
+    "sends" / c.Int64ul,
+    "receives" / c.Int64ul,
+    "bytes" / c.Int64ul,
+)
+
 _TX_ID = c.Struct("tx_id" / c.Int64ul)
 
 _SOURCES: dict[FrameKind, Any] = {
@@ -161,6 +174,20 @@ _SOURCES: dict[FrameKind, Any] = {
     ),
     FrameKind.LIST_OUTGOING: c.Struct(),
     FrameKind.CONTROL_OUTGOING: c.Struct("action" / c.Int8ul, "destination" / _Str),
+    FrameKind.BEGIN_GLOBAL: c.Struct("tx_id" / c.Int64ul, "xid" / _Str),
+    FrameKind.PREPARE: _TX_ID,
+    FrameKind.RESOLVE: c.Struct("commit" / c.Flag, "xids" / c.PrefixedArray(c.Int32ul, _Str)),
+    FrameKind.LIST_TRANSACTIONS: c.Struct(
+        "prefix" / _Str,
+        "resolved" / c.Flag,
+        "max_count" / c.Int32ul,
+    ),
+    FrameKind.REMOVE_THROUGH: c.Struct("queue" / _Str, "lookup_id" / c.Int64ul),
+    FrameKind.MEASURE_RANGE: c.Struct(
+        "queue" / _Str,
+        "after" / c.Int64ul,
+        "max_count" / c.Int32ul,
+    ),
     FrameKind.HELLO_OK: c.Struct(
         "version" / c.Int16ul,
         "server_version" / _Str,
@@ -194,6 +221,15 @@ _SOURCES: dict[FrameKind, Any] = {
         "outgoing" / c.PrefixedArray(c.Int32ul, _OUTGOING_INFO),
         "purged" / c.Int64ul,
     ),
+    FrameKind.RESOLUTIONS: c.Struct("outcomes" / c.PrefixedArray(c.Int32ul, c.Int8ul)),
+    FrameKind.TRANSACTION_LIST: c.Struct(
+        "transactions" / c.PrefixedArray(c.Int32ul, _TRANSACTION_INFO)
+    ),
+    FrameKind.RANGE_INFO: c.Struct(
+        "queue_id" / c.Int32ul,
+        "count" / c.Int64ul,
+        "last" / c.Int64ul,
+    ),
     FrameKind.ERROR: c.Struct("code" / c.Int16ul, "message" / _Str),
 }
 
@@ -202,7 +238,7 @@ LAYOUTS: Final[dict[FrameKind, Any]] = {kind: s.compile() for kind, s in _SOURCE
 
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {
     cls: tuple(f.name for f in fields(cls))
-    for cls in (*KIND_OF, QueuedMessage, QueueInfo, OutgoingInfo, IncomingInfo)
+    for cls in (*KIND_OF, QueuedMessage, QueueInfo, OutgoingInfo, IncomingInfo, TransactionInfo)
 }
 _MESSAGE_FIELDS: Final = (
     "app_specific",
@@ -378,6 +414,9 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
         "outgoing": [_outgoing_to_container(o) for o in v.outgoing],
         "purged": v.purged,
     },
+    Resolve: lambda v: {"commit": v.commit, "xids": list(v.xids)},
+    Resolutions: lambda v: {"outcomes": list(v.outcomes)},
+    TransactionList: lambda v: {"transactions": [_plain_to_container(t) for t in v.transactions]},
 }
 
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
@@ -403,6 +442,14 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     StatusInfo: _status_from_container,
     OutgoingList: lambda w: OutgoingList(
         outgoing=tuple(_outgoing_from_container(o) for o in w.outgoing), purged=w.purged
+    ),
+    Resolve: lambda w: Resolve(commit=w.commit, xids=tuple(w.xids)),
+    Resolutions: lambda w: Resolutions(outcomes=tuple(w.outcomes)),
+    TransactionList: lambda w: TransactionList(
+        transactions=tuple(
+            TransactionInfo(**{name: t[name] for name in _FIELD_NAMES[TransactionInfo]})
+            for t in w.transactions
+        )
     ),
 }
 

@@ -1,6 +1,7 @@
 """The client protocol's frame values, kinds, error codes and limits.
 
-Every frame is one of the frozen values below; ``_client_layouts`` and
+Every frame is one of the frozen values below (those of global transactions
+and queue ranges are defined in ``_client_global``); ``_client_layouts`` and
 ``_client_fast`` turn them into bytes and back, ``_client_decoder`` frames
 them on a stream. The rules of the protocol are in ``wire.client_frames``.
 """
@@ -12,13 +13,31 @@ import uuid
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from ._client_global import MAX_RESOLVE_XIDS as MAX_RESOLVE_XIDS
+from ._client_global import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
+from ._client_global import BeginGlobal as BeginGlobal
+from ._client_global import ListTransactions as ListTransactions
+from ._client_global import MeasureRange as MeasureRange
+from ._client_global import Prepare as Prepare
+from ._client_global import RangeInfo as RangeInfo
+from ._client_global import RemoveThrough as RemoveThrough
+from ._client_global import Resolution as Resolution
+from ._client_global import Resolutions as Resolutions
+from ._client_global import Resolve as Resolve
+from ._client_global import TransactionInfo as TransactionInfo
+from ._client_global import TransactionList as TransactionList
+from ._client_global import TransactionState as TransactionState
 from ._message import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._message import MessageProperties
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 2
+PROTOCOL_VERSION: Final = 3
 MIN_PROTOCOL_VERSION: Final = 2
+#: The first version with global (two-phase) transactions, ``RemoveThrough`` and
+#: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
+#: them only on a connection that negotiated at least this version.
+TWO_PHASE_VERSION: Final = 3
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -48,6 +67,12 @@ class FrameKind(enum.IntEnum):
     PEEK_RANGE = 0x0C
     LIST_OUTGOING = 0x0D
     CONTROL_OUTGOING = 0x0E
+    BEGIN_GLOBAL = 0x0F
+    PREPARE = 0x10
+    RESOLVE = 0x11
+    LIST_TRANSACTIONS = 0x12
+    REMOVE_THROUGH = 0x13
+    MEASURE_RANGE = 0x14
 
     HELLO_OK = 0x80
     OK = 0x81
@@ -58,6 +83,9 @@ class FrameKind(enum.IntEnum):
     QUEUE_LIST = 0x86
     STATUS_INFO = 0x87
     OUTGOING_LIST = 0x88
+    RESOLUTIONS = 0x89
+    TRANSACTION_LIST = 0x8A
+    RANGE_INFO = 0x8B
     ERROR = 0xFF
 
 
@@ -82,6 +110,7 @@ class ErrorCode(enum.IntEnum):
     SHUTTING_DOWN = 16  #: the daemon is stopping
     INTERNAL = 17  #: an unexpected failure inside the daemon; nothing was applied
     LIMIT_EXCEEDED = 18  #: a limit protecting the daemon was reached (the message says which)
+    TRANSACTION_COMMITTED = 19  #: an abort of a global transaction that was committed
 
 
 class Delivery(enum.IntEnum):
@@ -424,6 +453,12 @@ ClientRequest: TypeAlias = (
     | PeekRange
     | ListOutgoing
     | ControlOutgoing
+    | BeginGlobal
+    | Prepare
+    | Resolve
+    | ListTransactions
+    | RemoveThrough
+    | MeasureRange
 )
 ServerReply: TypeAlias = (
     HelloOk
@@ -435,6 +470,9 @@ ServerReply: TypeAlias = (
     | QueueList
     | StatusInfo
     | OutgoingList
+    | Resolutions
+    | TransactionList
+    | RangeInfo
     | ErrorReply
 )
 FrameValue: TypeAlias = ClientRequest | ServerReply
@@ -464,6 +502,12 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     PeekRange: FrameKind.PEEK_RANGE,
     ListOutgoing: FrameKind.LIST_OUTGOING,
     ControlOutgoing: FrameKind.CONTROL_OUTGOING,
+    BeginGlobal: FrameKind.BEGIN_GLOBAL,
+    Prepare: FrameKind.PREPARE,
+    Resolve: FrameKind.RESOLVE,
+    ListTransactions: FrameKind.LIST_TRANSACTIONS,
+    RemoveThrough: FrameKind.REMOVE_THROUGH,
+    MeasureRange: FrameKind.MEASURE_RANGE,
     HelloOk: FrameKind.HELLO_OK,
     Ok: FrameKind.OK,
     Sent: FrameKind.SENT,
@@ -473,6 +517,9 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     QueueList: FrameKind.QUEUE_LIST,
     StatusInfo: FrameKind.STATUS_INFO,
     OutgoingList: FrameKind.OUTGOING_LIST,
+    Resolutions: FrameKind.RESOLUTIONS,
+    TransactionList: FrameKind.TRANSACTION_LIST,
+    RangeInfo: FrameKind.RANGE_INFO,
     ErrorReply: FrameKind.ERROR,
 }
 #: The value class of every frame kind.

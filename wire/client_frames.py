@@ -13,13 +13,17 @@ The rules:
 * A connection opens with :class:`Hello` (magic ``b"QMGR"`` and the range of
   protocol versions the client speaks); the daemon answers :class:`HelloOk`
   with the version chosen, or :class:`ErrorReply` with ``UNSUPPORTED_VERSION``.
+  The requests of global (two-phase) transactions and queue ranges
+  (``TWO_PHASE_REQUESTS``, see ``_client_global``) came with version 3
+  (``TWO_PHASE_VERSION``); on a connection that negotiated less the daemon
+  refuses them, and a client does not send them.
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
-  pipelining cheap: a :class:`Begin` with a client-chosen id and a
-  :class:`Send` inside a transaction are answered only if they fail. A
-  transaction in which such a request failed can only abort: its
-  :class:`Commit` is answered with the error.
+  pipelining cheap: a :class:`Begin` or :class:`BeginGlobal` with a
+  client-chosen id and a :class:`Send` inside a transaction are answered
+  only if they fail. A transaction in which such a request failed can only
+  abort: its :class:`Commit` (or :class:`Prepare`) is answered with the error.
 * Replies may arrive out of request order (a blocked receive does not hold
   up the requests behind it).
 * An :class:`ErrorReply` with request id 0 is about the connection itself
@@ -47,10 +51,14 @@ from ._client_values import INFINITE_TIMEOUT_MS as INFINITE_TIMEOUT_MS
 from ._client_values import MAX_FRAME_BODY as MAX_FRAME_BODY
 from ._client_values import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._client_values import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
+from ._client_values import MAX_RESOLVE_XIDS as MAX_RESOLVE_XIDS
 from ._client_values import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
 from ._client_values import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._client_values import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
+from ._client_values import TWO_PHASE_VERSION as TWO_PHASE_VERSION
 from ._client_values import Abort as Abort
 from ._client_values import Begin as Begin
+from ._client_values import BeginGlobal as BeginGlobal
 from ._client_values import ClientRequest as ClientRequest
 from ._client_values import Commit as Commit
 from ._client_values import ControlOutgoing as ControlOutgoing
@@ -68,6 +76,8 @@ from ._client_values import HelloOk as HelloOk
 from ._client_values import IncomingInfo as IncomingInfo
 from ._client_values import ListOutgoing as ListOutgoing
 from ._client_values import ListQueues as ListQueues
+from ._client_values import ListTransactions as ListTransactions
+from ._client_values import MeasureRange as MeasureRange
 from ._client_values import MessageList as MessageList
 from ._client_values import MessageReply as MessageReply
 from ._client_values import NoMessage as NoMessage
@@ -75,16 +85,25 @@ from ._client_values import Ok as Ok
 from ._client_values import OutgoingInfo as OutgoingInfo
 from ._client_values import OutgoingList as OutgoingList
 from ._client_values import PeekRange as PeekRange
+from ._client_values import Prepare as Prepare
 from ._client_values import PurgeQueue as PurgeQueue
 from ._client_values import QueuedMessage as QueuedMessage
 from ._client_values import QueueInfo as QueueInfo
 from ._client_values import QueueKind as QueueKind
 from ._client_values import QueueList as QueueList
+from ._client_values import RangeInfo as RangeInfo
 from ._client_values import Receive as Receive
+from ._client_values import RemoveThrough as RemoveThrough
+from ._client_values import Resolution as Resolution
+from ._client_values import Resolutions as Resolutions
+from ._client_values import Resolve as Resolve
 from ._client_values import Send as Send
 from ._client_values import Sent as Sent
 from ._client_values import ServerReply as ServerReply
 from ._client_values import StatusInfo as StatusInfo
+from ._client_values import TransactionInfo as TransactionInfo
+from ._client_values import TransactionList as TransactionList
+from ._client_values import TransactionState as TransactionState
 from ._client_values import is_request as is_request
 from ._message import CORRELATION_ID_SIZE as CORRELATION_ID_SIZE
 from ._message import INFINITE_SECONDS as INFINITE_SECONDS

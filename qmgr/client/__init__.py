@@ -21,6 +21,16 @@ trio::
             msg = await tx.receive("orders", timeout=None)
             await tx.send("shipped", msg.body)
 
+Two-phase commit: a transaction begun with an xid can be prepared, and then
+committed or aborted by that xid from any connection, all of a batch at once::
+
+    with connect() as qm:
+        tx = qm.begin(xid="batch-7:part-1")
+        tx.send("orders", b"order 1")
+        tx.prepare()                                # stored, in doubt, until resolved
+    with connect() as coordinator:
+        coordinator.commit_prepared_all(["batch-7:part-1", "batch-7:part-2"])
+
 Every failure raises a subclass of :class:`QueueError` whose message says
 what was wrong (:class:`QueueNotFound`, :class:`TransactionUsageError`,
 :class:`MessageTooLarge`, :class:`QuotaExceeded`, ...); a daemon that cannot
@@ -50,6 +60,7 @@ from ._errors import (
     ShuttingDown,
     StoreFull,
     TransactionAborted,
+    TransactionCommitted,
     TransactionNotFound,
     TransactionTooLarge,
     TransactionUsageError,
@@ -65,6 +76,7 @@ from ._message import (
     QueueKind,
     Status,
 )
+from ._two_phase import RangeInfo, Resolution, TransactionInfo, TransactionStatus
 
 if TYPE_CHECKING:
     from ._trio import AsyncQueueManager, AsyncTransaction, open_client
@@ -108,13 +120,18 @@ __all__ = [
     "QueueManager",
     "QueueNotFound",
     "QuotaExceeded",
+    "RangeInfo",
+    "Resolution",
     "SendOptions",
     "ShuttingDown",
     "Status",
     "StoreFull",
     "Transaction",
     "TransactionAborted",
+    "TransactionCommitted",
+    "TransactionInfo",
     "TransactionNotFound",
+    "TransactionStatus",
     "TransactionTooLarge",
     "TransactionUsageError",
     "UnsupportedVersion",

@@ -49,6 +49,7 @@ from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
+from ._two_phase_api import QueueManagerTwoPhase, TransactionTwoPhase
 
 __all__ = ["QueueManager", "Transaction", "connect"]
 
@@ -104,7 +105,7 @@ def connect(
     return qm
 
 
-class QueueManager:
+class QueueManager(QueueManagerTwoPhase):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread.
@@ -348,12 +349,13 @@ class QueueManager:
     # Transactions
     # ------------------------------------------------------------------
 
-    def begin(self) -> Transaction:
-        """Begin a transaction.
+    def begin(self, xid: str | None = None) -> Transaction:
+        """Begin a transaction; with ``xid``, a global one that :meth:`Transaction.prepare` can
+        prepare (``xid``: 1..200 bytes of UTF-8, unique, chosen by the application).
 
         Nothing is waited for: the Begin request goes out with the
         transaction's first request that needs a reply (an error beginning
-        it is raised from there).
+        it, such as an xid in use, is raised from there).
 
         Use it as a context manager: the block commits on normal exit and
         aborts on an exception::
@@ -362,7 +364,7 @@ class QueueManager:
                 msg = tx.receive("in", timeout=5)
                 tx.send("out", msg.body)
         """
-        tx = Transaction(self, self._proto.next_tx_id())
+        tx = Transaction(self, self._proto.next_tx_id(), xid)
         self._proto.begin(tx._state)
         return tx
 
@@ -487,7 +489,7 @@ class QueueManager:
         return error
 
 
-class Transaction:
+class Transaction(TransactionTwoPhase):
     """An open transaction on a :class:`QueueManager`; make one with :meth:`QueueManager.begin`.
 
     Sends inside a transaction are pipelined: :meth:`send` buffers the frame
@@ -496,17 +498,20 @@ class Transaction:
     by the next call on this transaction, and :meth:`commit` aborts the
     transaction and raises it: a commit never applies part of a transaction.
 
+    A transaction begun with an xid can also be prepared (:meth:`prepare`),
+    the first phase of a two-phase commit.
+
     Attributes:
         id: the daemon's id for the transaction.
     """
 
     __slots__ = ("_proto", "_qm", "_state")
 
-    def __init__(self, qm: QueueManager, tx_id: int) -> None:
+    def __init__(self, qm: QueueManager, tx_id: int, xid: str | None = None) -> None:
         """Wrap an open transaction; use :meth:`QueueManager.begin` instead."""
         self._qm = qm
         self._proto = qm._proto
-        self._state = TransactionState(tx_id)
+        self._state = TransactionState(tx_id, xid)
 
     @property
     def id(self) -> int:
@@ -592,5 +597,6 @@ class Transaction:
 
         Raises:
             TransactionNotFound: it has already ended.
+            TransactionCommitted: it was prepared, and committed by xid meanwhile.
         """
         self._qm._end(self._state, commit=False)

@@ -85,15 +85,31 @@ class TransactionUsageError(QueueError):
 
 
 class TransactionNotFound(QueueError):
-    """The transaction is unknown to the daemon or has already ended."""
+    """The transaction is unknown to the daemon or has already ended.
+
+    For a transaction named by its xid: no transaction with that xid is
+    prepared, and the daemon keeps no outcome for it (never prepared, still
+    open on its connection, or resolved so long ago that its outcome was
+    forgotten).
+    """
 
     code = ErrorCode.TRANSACTION_NOT_FOUND
 
 
 class TransactionAborted(QueueError):
-    """The transaction was aborted (idle timeout, failure); none of it was applied."""
+    """The transaction was aborted (idle timeout, failure); none of it was applied.
+
+    Also raised by a commit of a prepared transaction that was aborted
+    before (by ``abort_prepared()`` or ``qmgr tx abort``).
+    """
 
     code = ErrorCode.TRANSACTION_ABORTED
+
+
+class TransactionCommitted(QueueError):
+    """An abort of a prepared transaction that was committed before; it stays committed."""
+
+    code = ErrorCode.TRANSACTION_COMMITTED
 
 
 class TransactionTooLarge(QueueError):
@@ -170,6 +186,7 @@ _BY_CODE: Final[dict[int, type[QueueError]]] = {
         TransactionUsageError,
         TransactionNotFound,
         TransactionAborted,
+        TransactionCommitted,
         TransactionTooLarge,
         StoreFull,
         AccessDenied,

@@ -18,7 +18,7 @@ and the trio client are adapters around it that only move bytes and wait:
   :meth:`~ClientProtocol.begin` packs a transaction's Begin (the client
   chooses the transaction id) and :meth:`~ClientProtocol.pipeline_send` a
   send in it; both go to ``out``, and ``pipelined`` notes the transaction of
-  each request id until the transaction's Commit or Abort is answered (the
+  each request id until the transaction's Prepare, Commit or Abort is answered (the
   daemon answers in order, so any failure of them comes first).
   ``pipeline_send`` returns True once ``out`` holds more than
   ``PIPELINE_FLUSH_BYTES`` (16 KiB): the
@@ -40,11 +40,9 @@ and the trio client are adapters around it that only move bytes and wait:
   pipelined bookkeeping are dropped, every waiter is woken, and every later
   call raises :class:`ConnectionLost` with the reason.
 
-How a transaction ends is decided here too: :meth:`TransactionState.end`
-records whether commit() or abort() ended it (a commit of a transaction with
-a failed send sends an Abort instead), ``end_request`` packs that frame, and
-:func:`transaction_ended` turns its reply, or the error the adapter met, into
-what commit() or abort() raises.
+How a transaction begins, is prepared and ends is decided by its
+``_transaction.TransactionState``: :meth:`~ClientProtocol.begin` and
+:meth:`~ClientProtocol.end_request` pack the frames it chooses.
 """
 
 from __future__ import annotations
@@ -56,115 +54,15 @@ from typing import Final, Generic, TypeVar
 from wire import LocalProtocolError, RemoteProtocolError
 from wire import client_frames as cf
 
-from ._codec import (
-    ABORT,
-    BEGIN,
-    COMMIT,
-    ReplyReader,
-    SendOptions,
-    append_receive,
-    append_send,
-    append_tx_request,
-)
+from ._codec import ReplyReader, SendOptions, append_receive, append_send
 from ._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_BYTES, SEND_MODES, timeout_ms
-from ._errors import (
-    ConnectionLost,
-    InvalidArgument,
-    QueueError,
-    TransactionAborted,
-    TransactionNotFound,
-    error_from_reply,
-)
-from ._replies import unexpected
+from ._errors import ConnectionLost, InvalidArgument, QueueError, error_from_reply
+from ._transaction import TransactionState as TransactionState
+from ._transaction import transaction_ended as transaction_ended
+from ._two_phase import require_two_phase
 
 #: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
 MAX_REQUEST_ID: Final = 0xFFFFFFFF
-
-# How a transaction ended (``TransactionState.ending``): still open; by commit(),
-# which sends a Commit; by abort(), which sends an Abort; by a commit() after a
-# failed send, which sends an Abort and raises the send's error.
-_OPEN: Final = 0
-_COMMIT: Final = 1
-_ABORT: Final = 2
-_ABORT_FAILED: Final = 3
-
-
-class TransactionState:
-    """What both transaction classes track: the id, whether it ended, a pipelined failure.
-
-    A transactional send is pipelined: its reply is read later. When a reply
-    says the send failed, :meth:`fail` records the first such error; every
-    later call on the transaction raises it (:meth:`check`), and ``commit()``
-    aborts instead of committing.
-    """
-
-    __slots__ = ("_error", "_failed_request", "ended", "ending", "id", "request_ids")
-
-    def __init__(self, tx_id: int) -> None:
-        #: The transaction's id (chosen by the client).
-        self.id = tx_id
-        self.ended = False
-        #: How it ended: open, by commit(), by abort(), or by a commit() that aborted.
-        self.ending = _OPEN
-        #: Ids of its pipelined requests, answered only if they fail.
-        self.request_ids: list[int] = []
-        self._error: tuple[int, str] | None = None
-        self._failed_request = "a send"
-
-    @property
-    def failed(self) -> bool:
-        """True once a pipelined send of this transaction has failed."""
-        return self._error is not None
-
-    @property
-    def phase(self) -> str:
-        """``ended``, ``failed`` or ``open``, for the transaction classes' repr."""
-        return "ended" if self.ended else "failed" if self._error is not None else "open"
-
-    def fail(self, code: int, message: str, what: str = "a send") -> None:
-        """Record a failed pipelined send, or ``what`` else failed (the first one wins)."""
-        if self._error is None:
-            self._error = (code, message)
-            self._failed_request = what
-
-    def error(self, prefix: str = "") -> QueueError:
-        """The recorded failure as an exception (a fresh one each time)."""
-        assert self._error is not None
-        code, message = self._error
-        return error_from_reply(code, prefix + message)
-
-    def check(self) -> None:
-        """Raise if the transaction ended or a pipelined send failed."""
-        if self.ended:
-            msg = f"transaction {self.id} has already ended"
-            raise TransactionNotFound(msg)
-        if self._error is not None:
-            msg_0 = f"{self._failed_request} in transaction {self.id} failed, so it cannot commit: "
-            raise self.error(msg_0)
-
-    def commit_error(self) -> QueueError:
-        """The error ``commit()`` raises after aborting a transaction with a failed send."""
-        what = self._failed_request
-        return self.error(f"transaction {self.id} was aborted because {what} in it failed: ")
-
-    def end(self, *, commit: bool) -> None:
-        """Mark the transaction ended by ``commit()`` or ``abort()``.
-
-        A commit of a transaction with a failed send becomes an abort: the
-        daemon would refuse it, and it must not apply part of the transaction.
-
-        Raises:
-            TransactionNotFound: it had already ended.
-        """
-        if self.ended:
-            self.check()
-        self.ended = True
-        if not commit:
-            self.ending = _ABORT
-        elif self._error is None:
-            self.ending = _COMMIT
-        else:
-            self.ending = _ABORT_FAILED
 
 
 class Waiter:
@@ -179,7 +77,8 @@ class Waiter:
     def __init__(self, request_id: int) -> None:
         self.request_id = request_id
         self.reply: cf.FrameValue | None = None
-        #: The transaction this request ends (a Commit or Abort), if any.
+        #: The transaction this request ends or prepares (a Commit, Abort, Resolve
+        #: or Prepare), if any: its reply follows those of the pipelined requests.
         self.ends: TransactionState | None = None
 
     def wake(self) -> None:
@@ -220,6 +119,7 @@ class ClientProtocol(Generic[W]):
         "broken",
         "out",
         "pipelined",
+        "version",
     )
 
     def __init__(
@@ -229,6 +129,8 @@ class ClientProtocol(Generic[W]):
         self.out = bytearray()
         self.pipelined: dict[int, TransactionState] = {}
         self.broken: ConnectionLost | None = None
+        #: The protocol version agreed in the handshake (0 before it).
+        self.version = 0
         self._closed_by_user = False
         self._make_waiter = waiter
         self._waiters: dict[int, W] = {}
@@ -306,6 +208,7 @@ class ClientProtocol(Generic[W]):
             name = type(reply).__name__
             msg = f"{self.address} answered {name} to Hello; is it a qmgr daemon?"
             raise ConnectionLost(msg)
+        self.version = reply.version
         return reply.qm_name, reply.qm_guid, reply.server_version
 
     def send_request(
@@ -359,15 +262,14 @@ class ClientProtocol(Generic[W]):
         return self._expect(request_id)
 
     def end_request(self, out: bytearray, state: TransactionState) -> W:
-        """Pack the Commit or Abort that ends ``state`` (see :meth:`TransactionState.end`).
+        """Pack the Commit, Abort or Resolve that ends ``state`` (see ``TransactionState.end``).
 
         Raises:
             ConnectionLost: the connection is unusable.
         """
         self.check_open()
         request_id = self.new_id()
-        kind = COMMIT if state.ending == _COMMIT else ABORT
-        append_tx_request(out, kind, request_id, state.id)
+        state.pack_end(out, request_id)
         waiter = self._expect(request_id)
         waiter.ends = state
         return waiter
@@ -387,9 +289,15 @@ class ClientProtocol(Generic[W]):
         return tx_id
 
     def begin(self, state: TransactionState) -> None:
-        """Pack the Begin of ``state`` (with an id from :meth:`next_tx_id`) into ``out``."""
+        """Pack the Begin of ``state`` (with an id from :meth:`next_tx_id`) into ``out``.
+
+        Raises:
+            NotSupported: ``state`` has an xid and the daemon is too old for that.
+        """
+        if state.xid is not None:
+            require_two_phase(self.version, self.address, "begin(xid=...)")
         request_id = self.new_id()
-        append_tx_request(self.out, BEGIN, request_id, state.id)
+        state.pack_begin(self.out, request_id)
         self.pipelined[request_id] = state
         state.request_ids.append(request_id)
 
@@ -411,7 +319,7 @@ class ClientProtocol(Generic[W]):
                 transaction can still be used.
             ConnectionLost: the connection is unusable.
         """
-        if state.ended or state._error is not None:
+        if state.ended or state._error is not None or state.prepared:
             state.check()
         if self.broken is not None:
             raise ConnectionLost(self.broken.message)
@@ -463,7 +371,7 @@ class ClientProtocol(Generic[W]):
         state = self.pipelined.pop(request_id, None)
         if state is not None:
             if type(value) is cf.ErrorReply:
-                state.fail(value.code, value.message)
+                state.fail(value.code, value.message, state.request_name(request_id))
             return
         waiter = self._waiters.pop(request_id, None)
         if waiter is not None:
@@ -487,7 +395,7 @@ class ClientProtocol(Generic[W]):
     def forget(self, waiter: W) -> None:
         """Stop waiting for ``waiter``'s reply (it is dropped when it comes).
 
-        The Commit or Abort that ends a transaction stays registered: its
+        The Prepare, Commit or Abort of a transaction stays registered: its
         reply still clears the transaction's pipelined request ids.
         """
         if waiter.ends is None:
@@ -549,44 +457,3 @@ class ClientProtocol(Generic[W]):
         self._waiters.clear()
         for waiter in waiters:
             waiter.wake()
-
-
-# ----------------------------------------------------------------------
-# How a transaction ended
-# ----------------------------------------------------------------------
-
-
-def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueError) -> None:
-    """Raise what ``commit()`` or ``abort()`` raises, given the reply to its request.
-
-    Args:
-        state: the transaction, ended by :meth:`TransactionState.end`.
-        outcome: the reply to the Commit or Abort, or the error that
-            building, sending or waiting for it raised.
-
-    Raises:
-        After a Commit: the error of a pipelined send if one failed (the
-        daemon then aborted it), else the Commit's error.
-        After an Abort: its error, except that the transaction was already
-        gone (nothing of it was applied); after the abort of a commit()
-        whose send had failed, a lost connection is no error either (the
-        daemon aborts the transaction) and the send's error is raised.
-    """
-    if isinstance(outcome, QueueError):
-        error: QueueError | None = outcome
-    else:
-        error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
-    if state.ending == _COMMIT:
-        if state.failed:  # a send failed after all: the daemon refused the commit
-            raise state.commit_error() from None
-        if error is not None:
-            raise error
-        return
-    if (
-        error is not None
-        and not isinstance(error, (TransactionNotFound, TransactionAborted))
-        and (state.ending == _ABORT or not isinstance(error, ConnectionLost))
-    ):
-        raise error
-    if state.ending == _ABORT_FAILED:
-        raise state.commit_error()

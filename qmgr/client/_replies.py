@@ -15,7 +15,7 @@ from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 
 if TYPE_CHECKING:
-    from ._protocol import TransactionState
+    from ._transaction import TransactionState
 
 __all__ = [
     "PeekPages",

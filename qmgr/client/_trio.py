@@ -56,6 +56,7 @@ from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
+from ._two_phase_api import AsyncQueueManagerTwoPhase, AsyncTransactionTwoPhase
 
 __all__ = ["AsyncQueueManager", "AsyncTransaction", "open_client"]
 
@@ -140,7 +141,7 @@ class _Waiter(Waiter):
         self.event.set()
 
 
-class AsyncQueueManager:
+class AsyncQueueManager(AsyncQueueManagerTwoPhase):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
     Every method of the blocking :class:`~qmgr.client.QueueManager` is here,
@@ -289,8 +290,9 @@ class AsyncQueueManager:
     # Transactions
     # ------------------------------------------------------------------
 
-    def begin(self) -> AsyncTransaction:
-        """Begin a transaction (no waiting: the Begin request is pipelined).
+    def begin(self, xid: str | None = None) -> AsyncTransaction:
+        """Begin a transaction (no waiting: the Begin request is pipelined); with ``xid``
+        a global one, which can be prepared (see ``QueueManager.begin``).
 
         Use it as an async context manager, which commits on normal exit and
         aborts on an exception::
@@ -301,7 +303,7 @@ class AsyncQueueManager:
 
         ``tx = await qm.begin()`` works too.
         """
-        tx = AsyncTransaction(self, self._proto.next_tx_id())
+        tx = AsyncTransaction(self, self._proto.next_tx_id(), xid)
         self._proto.begin(tx._state)
         return tx
 
@@ -408,22 +410,23 @@ class AsyncQueueManager:
             await self._stream.aclose()
 
 
-class AsyncTransaction:
+class AsyncTransaction(AsyncTransactionTwoPhase):
     """An open transaction on an :class:`AsyncQueueManager`; see the blocking ``Transaction``.
 
     Sends are pipelined: :meth:`send` returns without waiting for the
     daemon, errors it finds are raised by the next call on this transaction,
     and :meth:`commit` of a transaction with a failed send aborts it and
-    raises that error. Use from one task at a time.
+    raises that error. One begun with an xid can be prepared (:meth:`prepare`).
+    Use from one task at a time.
     """
 
     __slots__ = ("_proto", "_qm", "_state")
 
-    def __init__(self, qm: AsyncQueueManager, tx_id: int) -> None:
+    def __init__(self, qm: AsyncQueueManager, tx_id: int, xid: str | None = None) -> None:
         """Wrap an open transaction; use :meth:`AsyncQueueManager.begin` instead."""
         self._qm = qm
         self._proto = qm._proto
-        self._state = TransactionState(tx_id)
+        self._state = TransactionState(tx_id, xid)
 
     @property
     def id(self) -> int:

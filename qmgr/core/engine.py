@@ -22,6 +22,10 @@ A crash therefore aborts every open transaction by forgetting it: after a
 restart the held messages are visible again, in their places, and the
 uncommitted sends never existed.
 
+Queue administration is in ``queue_admin`` (a base class), global ids and
+prepared transactions in ``two_phase`` (``core.two_phase``), LookupId ranges
+in ``ranges``.
+
 A commit is one atomic unit: the removals of what the transaction received
 (first, so that their space counts for its sends' quota), then its sends,
 in order. A receive outside a transaction is a unit of one removal, written
@@ -32,16 +36,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
 
 import storage
 from storage import (
     AppendMessage,
     AppendOutgoing,
-    CreateQueue,
-    DeleteQueue,
-    EraseStep,
-    PurgeQueue,
     QueueKind,
     QueueRecord,
     RemoveMessage,
@@ -56,11 +55,9 @@ from . import names
 from .addressing import Addressing, Target
 from .budget import MemoryBudget
 from .errors import (
-    AccessDenied,
     InvalidArgument,
     LimitExceeded,
     QueueManagerError,
-    QueueNotFound,
     TransactionAborted,
     TransactionTooLarge,
     TransactionUsageError,
@@ -69,15 +66,12 @@ from .errors import (
 from .locks import LockTable
 from .ordinals import OrdinalAllocator
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .queue_admin import QueueAdmin
 from .sends import SendMode, check_message, check_remote_message, send_is_transactional
 from .transactions import Transaction, TransactionState
+from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
-
-_SYSTEM_QUEUES: Final = (
-    (names.DEADLETTER, QueueKind.DEADLETTER),
-    (names.DEADXACT, QueueKind.DEADXACT),
-)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,6 +84,10 @@ class Limits:
     max_transaction_bytes: int = 256 << 20
     #: Bytes of messages held by all open transactions together.
     max_uncommitted_bytes: int = 512 << 20
+    #: Prepared transactions waiting to be resolved.
+    max_prepared: int = 10_000
+    #: Seconds the outcome of a resolved global transaction id is kept.
+    outcome_retention: float = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +105,7 @@ class PreparedSend:
     unit: Unit | None
 
 
-class QueueManagerCore:
+class QueueManagerCore(QueueAdmin):
     """Queue semantics over one store. Not thread-safe; one caller at a time."""
 
     def __init__(
@@ -133,147 +131,14 @@ class QueueManagerCore:
         self._transactions: dict[int, Transaction] = {}
         self._next_tx_id = 1
         self.addressing = Addressing(store, self.identity)
-
-    # ------------------------------------------------------------------ start-up
-
-    def system_queue_units(self, wall: float) -> list[Unit]:
-        """Units creating the dead-letter queues that do not exist yet."""
-        return [
-            Unit(
-                (
-                    CreateQueue(
-                        key,
-                        key,
-                        kind=kind,
-                        transactional=kind is QueueKind.DEADXACT,
-                        created_at=wall,
-                    ),
-                )
-            )
-            for key, kind in _SYSTEM_QUEUES
-            if self.store.get_queue(key) is None
-        ]
-
-    # ------------------------------------------------------------------ queues
-
-    def queue(self, reference: str) -> QueueRecord:
-        """Resolve a local queue reference (name or format name) to its record.
-
-        Raises:
-            InvalidName, QueueNotFound
-        """
-        address = names.parse_queue_reference(reference, self.identity)
-        record = self.store.get_queue(address.queue)
-        if record is None:
-            msg = f"queue {reference!r} does not exist"
-            raise QueueNotFound(msg)
-        return record
-
-    def list_queues(self) -> list[QueueRecord]:
-        """Every queue, by name."""
-        return self.store.list_queues()
-
-    def held_count(self, queue_id: int) -> int:
-        """Messages of the queue held by open transactions (or being removed)."""
-        return self.locks.count(queue_id)
-
-    def create_queue(
-        self,
-        name: str,
-        *,
-        transactional: bool = False,
-        journal: bool = False,
-        quota: int | None = None,
-        wall: float,
-    ) -> Unit:
-        """The unit that creates a private queue and its journal queue.
-
-        Raises:
-            InvalidName, InvalidArgument
-        """
-        display = _strip_private_prefix(name)
-        key = names.validate_queue_name(display)
-        if quota is not None and quota < 0:
-            msg = f"quota must be a positive number of bytes, not {quota}"
-            raise InvalidArgument(msg)
-        op = CreateQueue(
-            key,
-            display,
-            transactional=transactional,
-            journal=journal,
-            quota=quota,
-            created_at=wall,
+        #: Global transaction ids and prepared transactions.
+        self.two_phase = TwoPhase(
+            self,
+            max_prepared=self.limits.max_prepared,
+            retention=self.limits.outcome_retention,
         )
-        return Unit((op,))
-
-    @staticmethod
-    def queue_created(outcome: UnitOutcome) -> QueueRecord:
-        """The queue a create unit made.
-
-        Raises:
-            QueueExists, InvalidArgument, StoreFull: the unit failed.
-        """
-        result = _only_result(outcome)
-        assert isinstance(result, storage.QueueCreated)
-        return result.record
-
-    def delete_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
-        """The queue and the unit that deletes it (its journal queue and their messages).
-
-        Raises:
-            InvalidName, QueueNotFound, AccessDenied
-        """
-        record = self.queue(reference)
-        if record.kind is not QueueKind.NORMAL:
-            msg = f"{record.display_name!r} is a system or journal queue and cannot be deleted"
-            raise AccessDenied(msg)
-        return record, Unit((DeleteQueue(record.queue_id),))
-
-    def queue_deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
-        """How many messages a delete unit removed, and the queue ids that are gone.
-
-        Transactions holding messages of those queues fail when they commit.
-
-        Raises:
-            QueueNotFound: it was already gone.
-        """
-        result = _only_result(outcome)
-        assert isinstance(result, storage.QueueDeleted)
-        for queue_id in result.queue_ids:
-            self.locks.drop_queue(queue_id)
-        return result.messages, list(result.queue_ids)
-
-    def purge_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
-        """The queue and the unit that purges it.
-
-        Messages held by open transactions leave the queue when their
-        transaction ends, whether it commits or aborts (MSMQ's PurgePending).
-
-        Raises:
-            InvalidName, QueueNotFound
-        """
-        record = self.queue(reference)
-        return record, Unit((PurgeQueue(record.queue_id),))
-
-    @staticmethod
-    def queue_purged(outcome: UnitOutcome) -> int:
-        """How many messages a purge unit made disappear.
-
-        Raises:
-            QueueNotFound: the queue was gone.
-        """
-        result = _only_result(outcome)
-        assert isinstance(result, storage.QueuePurged)
-        return result.messages
-
-    def erase_unit(self, queue_id: int, limit: int) -> Unit:
-        """One bounded step of erasing a deleted queue's or a purge's messages."""
-        # The held messages are those below the purge mark as committed now;
-        # a purge committed before this step is planned waits for the next one.
-        record = self.store.get_queue_by_id(queue_id)
-        below = None if record is None else record.purged_below
-        keep = self.locks.held_ids(queue_id)
-        return Unit((EraseStep(queue_id, limit, keep, below),))
+        # Prepared transactions outlive restarts: hold their received messages again.
+        self.two_phase.load()
 
     # ------------------------------------------------------------------ message ids
 
@@ -327,19 +192,34 @@ class QueueManagerCore:
             and now - tx.last_activity > timeout
         ]
 
-    def commit(self, tx: Transaction) -> Unit:
-        """The unit that commits ``tx``: its removals, then its sends.
+    def commit(self, tx: Transaction, wall: float = 0.0) -> Unit:
+        """The unit that commits ``tx``: its removals, then its sends (and, for a
+        transaction with a global id, its outcome, stamped ``wall``).
 
         Raises:
             TransactionAborted: the daemon ended it (the caller aborts it).
             the error of a failed operation in it, saying so: it can only be
                 aborted (the caller aborts it).
         """
-        if tx.abort_reason is not None or tx.failure is not None:
-            raise _abort_error(tx)
+        self.check_committable(tx)
         tx.state = TransactionState.COMMITTING
         removals = tuple(self._removal(queue_id, lookup_id) for queue_id, lookup_id in tx.receives)
-        return Unit(removals + tuple(tx.sends))
+        if tx.xid is None:
+            return Unit(removals + tuple(tx.sends))
+        # A transaction with a global id committed in one phase: its outcome is kept too.
+        outcome = storage.RecordOutcome(tx.xid, committed=True, resolved_at=wall)
+        return Unit((*removals, *tx.sends, outcome))
+
+    @staticmethod
+    def check_committable(tx: Transaction) -> None:
+        """Raise the reason ``tx`` can only abort, if it has one.
+
+        Raises:
+            TransactionAborted: the daemon ended it.
+            the error of a failed operation in it, saying so.
+        """
+        if tx.abort_reason is not None or tx.failure is not None:
+            raise _abort_error(tx)
 
     def commit_done(
         self, tx: Transaction, unit: Unit, outcome: UnitOutcome
@@ -362,7 +242,7 @@ class QueueManagerCore:
             if isinstance(result, storage.Appended):
                 woken.add(result.queue_id)
             elif isinstance(op, RemoveMessage) and op.journal:
-                woken.update(self._journal_of(op.queue_id))
+                woken.update(self.journal_of(op.queue_id))
         return woken, None
 
     def commit_failed(
@@ -393,9 +273,20 @@ class QueueManagerCore:
             tx.abort_reason = reason
         return self._end(tx, committed=False)
 
+    def end_prepared(self, tx: Transaction) -> None:
+        """``tx`` was prepared: it leaves its owner, its received messages stay held."""
+        tx.state = TransactionState.ENDED
+        self._transactions.pop(tx.tx_id, None)
+        self.uncommitted.release(tx.held_bytes)
+        tx.held_bytes = 0
+        tx.sends.clear()
+        tx.receives.clear()
+        self.two_phase.ended(tx)
+
     def _end(self, tx: Transaction, *, committed: bool) -> set[int]:
         tx.state = TransactionState.ENDED
         self._transactions.pop(tx.tx_id, None)
+        self.two_phase.ended(tx)
         self.uncommitted.release(tx.held_bytes)
         tx.held_bytes = 0
         tx.sends.clear()
@@ -406,7 +297,7 @@ class QueueManagerCore:
             tx.receives.clear()
             return set()
         self.aborts += 1
-        woken = self._release(tx.receives)
+        woken = self.release(tx.receives)
         tx.receives.clear()
         return woken
 
@@ -592,10 +483,10 @@ class QueueManagerCore:
         if error is None:
             self.commits += 1
             self.locks.forget(queue_id, lookup_id)
-            return self._journal_of(queue_id), None
-        return self._release([(queue_id, lookup_id)]), from_store_error(error)
+            return self.journal_of(queue_id), None
+        return self.release([(queue_id, lookup_id)]), from_store_error(error)
 
-    def _journal_of(self, queue_id: int) -> set[int]:
+    def journal_of(self, queue_id: int) -> set[int]:
         """The journal queue a removal from ``queue_id`` copied its message to, if any."""
         record = self.store.get_queue_by_id(queue_id)
         if record is None or not record.journal or record.journal_id is None:
@@ -615,7 +506,7 @@ class QueueManagerCore:
         journal = bool(record is not None and record.journal and record.kind is QueueKind.NORMAL)
         return RemoveMessage(queue_id, lookup_id, journal)
 
-    def _release(self, receives: Iterable[tuple[int, int]]) -> set[int]:
+    def release(self, receives: Iterable[tuple[int, int]]) -> set[int]:
         """Release held messages that stay in their queue; returns the queues to wake.
 
         A message purged while held stays invisible; it is erased now that
@@ -638,13 +529,6 @@ class QueueManagerCore:
                     self.locks.arrived(op.queue_id, (7 - op.priority,))
 
 
-def _only_result(outcome: UnitOutcome) -> storage.Result:
-    error = outcome.error
-    if error is not None:
-        raise from_store_error(error)
-    return outcome.results[0]
-
-
 def _abort_error(tx: Transaction) -> QueueManagerError:
     if tx.abort_reason is not None:
         return TransactionAborted(f"transaction {tx.client_id} was aborted: {tx.abort_reason}")
@@ -655,11 +539,3 @@ def _abort_error(tx: Transaction) -> QueueManagerError:
         f"{failure.message}"
     )
     return type(failure)(text)
-
-
-def _strip_private_prefix(name: str) -> str:
-    lowered = name.lower()
-    for prefix in (".\\private$\\", "private$\\"):
-        if lowered.startswith(prefix):
-            return name[len(prefix) :]
-    return name

@@ -55,6 +55,10 @@ class TransactionAborted(QueueManagerError):
     """The transaction was aborted; none of its operations took effect."""
 
 
+class TransactionCommitted(QueueManagerError):
+    """The transaction was committed; it cannot be aborted."""
+
+
 class TransactionTooLarge(QueueManagerError):
     """The transaction holds more operations or bytes than the daemon allows."""
 

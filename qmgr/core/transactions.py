@@ -63,6 +63,8 @@ class Transaction:
     failure: QueueManagerError | None = None
     #: Receives in it waiting for a message now: it is not idle meanwhile.
     waiting: int = 0
+    #: Its global id, if it was begun with one (it can then be prepared).
+    xid: str | None = None
 
     @property
     def operations(self) -> int:

@@ -88,6 +88,8 @@ class Daemon:
                 max_transaction_operations=config.tx_max_operations,
                 max_transaction_bytes=config.tx_max_bytes,
                 max_uncommitted_bytes=config.max_uncommitted_bytes,
+                max_prepared=config.tx_max_prepared,
+                outcome_retention=config.tx_outcome_retention,
             ),
         )
         self.writer = Writer(store, thread=config.writer_thread)
@@ -153,6 +155,9 @@ class Daemon:
             StartupError: the store cannot be written.
         """
         core = self.core
+        prepared = core.two_phase.prepared_count
+        if prepared:
+            self.log.warning("prepared_transactions_in_doubt", count=prepared)
         units = core.system_queue_units(time.time())
         reservation = core.ordinal_reservation()
         if reservation is not None:

@@ -1,8 +1,9 @@
-"""Background work of the daemon: idle transactions, erasing, message ids, the ballast.
+"""Background work of the daemon: idle transactions, erasing, message ids, the ballast,
+outcomes of global transactions.
 
 Theory of operation
 -------------------
-Two tasks, each a loop that sleeps until there is something to do:
+Three tasks, each a loop that sleeps until there is something to do:
 
 * the *sweeper* aborts transactions idle for longer than the configured
   timeout, by the event loop's monotonic clock (a jump of the wall clock
@@ -11,7 +12,9 @@ Two tasks, each a loop that sleeps until there is something to do:
   and does, in order: raise the store's message-id limit when the core runs
   low; erase deleted queues and purged messages in bounded steps, one unit
   per batch so that other clients' commits share the batches and keep
-  flowing; and put the ballast file back once a full disk has room again.
+  flowing; and put the ballast file back once a full disk has room again;
+* the *pruner* deletes, once a minute and in bounded steps, the outcomes of
+  global transaction ids older than ``transactions.outcome_retention``.
 
 Erasing resumes on its own after a restart: the store says which queues
 still have messages to erase. A step that can erase nothing because open
@@ -20,6 +23,8 @@ again (the messages leave when those transactions end).
 """
 
 from __future__ import annotations
+
+import time
 
 import structlog
 import trio
@@ -38,6 +43,8 @@ __all__ = ["Maintenance"]
 RETRY_SECONDS = 1.0
 #: How often idle transactions are looked for, at most.
 SWEEP_INTERVAL = 1.0
+#: How often outcomes past their retention are deleted.
+PRUNE_INTERVAL = 60.0
 
 
 class Maintenance:
@@ -70,6 +77,7 @@ class Maintenance:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._sweep_idle_transactions)
             nursery.start_soon(self._work)
+            nursery.start_soon(self._prune_outcomes)
 
     async def _sweep_idle_transactions(self) -> None:
         timeout = self._idle_timeout
@@ -83,6 +91,35 @@ class Maintenance:
                     end(tx, reason)
                 else:
                     self._signals.notify(self._core.abort(tx, reason))
+
+    async def _prune_outcomes(self) -> None:
+        while True:
+            try:
+                await self.prune_outcomes(time.time())
+            except ShuttingDown:
+                return
+            await trio.sleep(PRUNE_INTERVAL)
+
+    async def prune_outcomes(self, wall: float) -> int:
+        """Delete every outcome older than the retention at ``wall``, step by step;
+        returns how many."""
+        total = 0
+        while True:
+            unit = self._core.two_phase.prune_unit(wall)
+            try:
+                outcome = await self._committer.submit(unit)
+            except storage.StoreError as exc:
+                self._log.warning("outcome_pruning_failed", error=str(exc))
+                return total
+            result = outcome.results[0]
+            if not isinstance(result, storage.Pruned):
+                self._log.warning("outcome_pruning_failed", error=str(outcome.error))
+                return total
+            total += result.count
+            if result.done:
+                if total:
+                    self._log.info("outcomes_pruned", count=total)
+                return total
 
     async def _work(self) -> None:
         # Look once at start-up: erasing may have been cut short by a restart.

@@ -16,6 +16,7 @@ ERROR_CODES: Final[dict[type[errors.QueueManagerError], cf.ErrorCode]] = {
     errors.TransactionUsageError: cf.ErrorCode.TRANSACTION_USAGE,
     errors.TransactionNotFound: cf.ErrorCode.TRANSACTION_NOT_FOUND,
     errors.TransactionAborted: cf.ErrorCode.TRANSACTION_ABORTED,
+    errors.TransactionCommitted: cf.ErrorCode.TRANSACTION_COMMITTED,
     errors.TransactionTooLarge: cf.ErrorCode.TRANSACTION_TOO_LARGE,
     errors.StoreFull: cf.ErrorCode.STORE_FULL,
     errors.AccessDenied: cf.ErrorCode.ACCESS_DENIED,

@@ -42,6 +42,7 @@ from storage import QueueRecord
 from wire import client_frames as cf
 
 from .services import OutgoingAction, PeeringControl, Services
+from .two_phase_requests import TwoPhaseRequests
 
 __all__ = ["RequestHandlers", "queue_info"]
 
@@ -60,7 +61,7 @@ _OUTGOING_EVENTS: Final = {
 }
 
 
-class RequestHandlers(abc.ABC):
+class RequestHandlers(TwoPhaseRequests):
     """The request handlers of a client session (the session supplies the I/O)."""
 
     log: structlog.typing.FilteringBoundLogger
@@ -111,6 +112,7 @@ class RequestHandlers(abc.ABC):
             cf.GetStatus: self._get_status,
             cf.ListOutgoing: self._list_outgoing,
             cf.ControlOutgoing: self._control_outgoing,
+            **self.two_phase_handlers(),
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:
@@ -228,7 +230,11 @@ class RequestHandlers(abc.ABC):
         self.log.info("transaction_aborted", tx=tx.client_id, reason=reason)
 
     def _begin(self, request_id: int, request: cf.Begin) -> None:
-        tx_id = request.tx_id
+        self.open_transaction(request_id, request.tx_id, None)
+
+    def open_transaction(self, request_id: int, tx_id: int, xid: str | None) -> None:
+        """Begin a transaction, with a global id if ``xid`` is given; ``tx_id`` 0
+        lets the daemon choose the id, and the reply carries it."""
         chosen_by_client = tx_id != 0
         if not chosen_by_client:
             tx_id = self._next_server_tx_id
@@ -243,7 +249,12 @@ class RequestHandlers(abc.ABC):
         if len(self._transactions) >= limit:
             msg = f"a connection may have at most {limit} open transactions; commit or abort some"
             raise LimitExceeded(msg)
-        tx = self.services.core.begin(self, tx_id, trio.current_time())
+        core = self.services.core
+        now = trio.current_time()
+        if xid is None:
+            tx = core.begin(self, tx_id, now)
+        else:
+            tx = core.two_phase.begin(self, tx_id, now, xid)
         self._transactions[tx_id] = tx
         self._aborted.pop(tx_id, None)
         if not chosen_by_client:
@@ -268,7 +279,7 @@ class RequestHandlers(abc.ABC):
         services = self.services
         core = services.core
         try:
-            unit = core.commit(tx)
+            unit = core.commit(tx, wall=time.time())
         except QueueManagerError as exc:
             services.signals.notify(core.abort(tx))
             self.log.info("transaction_aborted", tx=tx_id, reason=exc.message)

@@ -88,6 +88,8 @@ class ClientSession(RequestHandlers):
         self._outbox_bytes = 0
         self._send_lock = trio.Lock()
         self._greeted = False
+        #: The protocol version agreed in the Hello.
+        self._version = 0
         self._closing = False
         self._reserved = 0
         self._opened_at = trio.current_time()
@@ -252,8 +254,14 @@ class ClientSession(RequestHandlers):
         if not self._greeted:
             return self._hello(request_id, value)
         handler = self._handlers.get(type(value))
-        if handler is None:
+        too_new = self._version < cf.TWO_PHASE_VERSION and type(value) in cf.TWO_PHASE_REQUESTS
+        if handler is None or too_new:
             message = f"{type(value).__name__} is not a request a client may send now"
+            if too_new:
+                message += (
+                    f" (it needs protocol version {cf.TWO_PHASE_VERSION}; "
+                    f"this connection agreed on {self._version})"
+                )
             error = cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message)
             self._outbox.append(cf.encode_frame(request_id, error))
             return False
@@ -289,6 +297,7 @@ class ClientSession(RequestHandlers):
             self._outbox.append(cf.encode_frame(request_id, error))
             return False
         self._greeted = True
+        self._version = version
         if value.client_name:
             self.log = self.log.bind(client=value.client_name)
         services = self.services

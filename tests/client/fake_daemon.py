@@ -1,10 +1,12 @@
-"""A scripted daemon on a real TCP port, for the SDK's and the CLI's outgoing-queue calls.
+"""A scripted daemon on a real TCP port, for the SDK's and the CLI's tests.
 
 :class:`FakeDaemon` accepts any number of connections (a thread each),
-answers Hello, and hands every other request to :class:`FakePeering`, which
-plays the daemon's part for ``GetStatus``, ``ListOutgoing`` and
-``ControlOutgoing`` with the error codes the real one uses. Every request is
-recorded, so a test can check what the client sent.
+answers Hello with its protocol ``version``, and hands every other request
+to :class:`FakePeering`, which plays the daemon's part for ``GetStatus``,
+``ListOutgoing`` and ``ControlOutgoing``, or to :class:`FakeTwoPhase`, which
+plays it for transactions (global ones, prepare and resolve), ranges of
+queues and plain sends, with the error codes the real one uses. Every
+request is recorded, so a test can check what the client sent.
 """
 
 from __future__ import annotations
@@ -129,11 +131,211 @@ class FakePeering:
         return cf.OutgoingList(outgoing=(info,), purged=purged)
 
 
-class FakeDaemon:
-    """Serves :class:`FakePeering` on ``127.0.0.1``; close it when done."""
+#: The requests :class:`FakeTwoPhase` answers.
+TWO_PHASE_SCRIPTED = (
+    cf.Begin,
+    cf.BeginGlobal,
+    cf.Send,
+    cf.Receive,
+    cf.Commit,
+    cf.Abort,
+    cf.Prepare,
+    cf.Resolve,
+    cf.ListTransactions,
+    cf.RemoveThrough,
+    cf.MeasureRange,
+)
 
-    def __init__(self, peering: FakePeering | None = None) -> None:
+
+@dataclasses.dataclass
+class FakeTransaction:
+    xid: str | None
+    sends: list[cf.Send] = dataclasses.field(default_factory=list)
+    failure: cf.ErrorReply | None = None
+
+
+class FakeTwoPhase:
+    """The daemon's part for transactions, global transactions and queue ranges.
+
+    A send to a queue called ``missing`` fails; a prepare of an xid that
+    starts with ``full`` fails with LIMIT_EXCEEDED (the transaction stays
+    open). ``queues`` maps a queue's name to its id and its messages' lookup ids.
+    """
+
+    def __init__(self) -> None:
+        self.open: dict[int, FakeTransaction] = {}
+        #: xid -> (since, sends, receives, bytes)
+        self.prepared: dict[str, tuple[float, int, int, int]] = {}
+        #: xid -> (committed, resolved_at)
+        self.outcomes: dict[str, tuple[bool, float]] = {}
+        self.queues: dict[str, tuple[int, list[int]]] = {"orders": (7, [3, 4, 5, 9, 12])}
+        self._next_tx = 1 << 63
+
+    def answer(self, request: cf.FrameValue) -> cf.ServerReply | None:
+        """The reply, or None for a pipelined request that succeeded."""
+        method = getattr(self, f"_{type(request).__name__.lower()}")
+        reply: cf.ServerReply | None = method(request)
+        return reply
+
+    def _in_use(self, xid: str) -> bool:
+        opened = any(tx.xid == xid for tx in self.open.values())
+        return opened or xid in self.prepared or xid in self.outcomes
+
+    def _open(self, tx_id: int, xid: str | None) -> cf.ServerReply | None:
+        if xid is not None and self._in_use(xid):
+            return _error(cf.ErrorCode.INVALID_ARGUMENT, f"transaction id {xid!r} is in use")
+        reply = None
+        if tx_id == 0:
+            tx_id = self._next_tx = self._next_tx + 1
+            reply = cf.Ok(value=tx_id)
+        self.open[tx_id] = FakeTransaction(xid)
+        return reply
+
+    def _begin(self, request: cf.Begin) -> cf.ServerReply | None:
+        return self._open(request.tx_id, None)
+
+    def _beginglobal(self, request: cf.BeginGlobal) -> cf.ServerReply | None:
+        return self._open(request.tx_id, request.xid)
+
+    def _send(self, request: cf.Send) -> cf.ServerReply | None:
+        failure = None
+        if request.message.destination == "missing":
+            failure = _error(cf.ErrorCode.QUEUE_NOT_FOUND, "queue 'missing' does not exist")
+        if request.tx_id == 0:
+            return failure or cf.Sent(
+                message_id="m", queue=request.message.destination, lookup_id=1
+            )
+        tx = self.open.get(request.tx_id)
+        if tx is None:
+            return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {request.tx_id}")
+        tx.sends.append(request)
+        tx.failure = tx.failure or failure
+        return failure
+
+    def _receive(self, request: cf.Receive) -> cf.ServerReply:
+        return cf.NoMessage()
+
+    def _end(self, tx_id: int) -> FakeTransaction | cf.ErrorReply:
+        tx = self.open.pop(tx_id, None)
+        if tx is None:
+            return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {tx_id}")
+        return tx
+
+    def _commit(self, request: cf.Commit) -> cf.ServerReply:
+        tx = self._end(request.tx_id)
+        if isinstance(tx, cf.ErrorReply):
+            return tx
+        if tx.failure is not None:
+            return tx.failure
+        if tx.xid is not None:
+            self.outcomes[tx.xid] = (True, 1_700_000_000.0)
+        return cf.Ok()
+
+    def _abort(self, request: cf.Abort) -> cf.ServerReply:
+        tx = self._end(request.tx_id)
+        return tx if isinstance(tx, cf.ErrorReply) else cf.Ok()
+
+    def _prepare(self, request: cf.Prepare) -> cf.ServerReply:
+        tx = self.open.get(request.tx_id)
+        if tx is None:
+            return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {request.tx_id}")
+        if tx.xid is None:
+            return _error(cf.ErrorCode.TRANSACTION_USAGE, "only a global transaction")
+        if tx.failure is not None:
+            del self.open[request.tx_id]
+            return tx.failure
+        if tx.xid.startswith("full"):
+            return _error(cf.ErrorCode.LIMIT_EXCEEDED, "10000 transactions are prepared")
+        del self.open[request.tx_id]
+        size = sum(s.message.body_size for s in tx.sends)
+        self.prepared[tx.xid] = (1_700_000_000.0, len(tx.sends), 0, size)
+        return cf.Ok()
+
+    def _resolve(self, request: cf.Resolve) -> cf.ServerReply:
+        found: list[cf.Resolution] = []
+        for xid in request.xids:
+            outcome = self.outcomes.get(xid)
+            if xid in self.prepared:
+                found.append(cf.Resolution.COMMITTED if request.commit else cf.Resolution.ABORTED)
+            elif outcome is None:
+                message = f"transaction {xid!r} is not prepared"
+                return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, message)
+            elif outcome[0] != request.commit:
+                code = cf.ErrorCode.TRANSACTION_COMMITTED
+                if request.commit:
+                    code = cf.ErrorCode.TRANSACTION_ABORTED
+                return _error(
+                    code, f"transaction {xid!r} was {'committed' if outcome[0] else 'aborted'}"
+                )
+            else:
+                found.append(
+                    cf.Resolution.ALREADY_COMMITTED
+                    if request.commit
+                    else cf.Resolution.ALREADY_ABORTED
+                )
+        for xid in request.xids:
+            if self.prepared.pop(xid, None) is not None:
+                self.outcomes[xid] = (request.commit, 1_700_000_100.0)
+        return cf.Resolutions(outcomes=tuple(int(r) for r in found))
+
+    def _listtransactions(self, request: cf.ListTransactions) -> cf.ServerReply:
+        listed = [
+            cf.TransactionInfo(
+                xid=xid, state=1, since=since, sends=sends, receives=receives, bytes=size
+            )
+            for xid, (since, sends, receives, size) in sorted(self.prepared.items())
+            if xid.startswith(request.prefix)
+        ][: request.max_count]
+        if request.resolved:
+            outcomes = sorted(self.outcomes.items())
+            listed += [
+                cf.TransactionInfo(
+                    xid=xid, state=2 if ok else 3, since=at, sends=0, receives=0, bytes=0
+                )
+                for xid, (ok, at) in outcomes
+                if xid.startswith(request.prefix)
+            ][: request.max_count]
+        return cf.TransactionList(transactions=tuple(listed))
+
+    def _queue(self, name: str) -> tuple[int, list[int]] | cf.ErrorReply:
+        queue = self.queues.get(name)
+        if queue is None:
+            return _error(cf.ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")
+        return queue
+
+    def _removethrough(self, request: cf.RemoveThrough) -> cf.ServerReply:
+        queue = self._queue(request.queue)
+        if isinstance(queue, cf.ErrorReply):
+            return queue
+        queue_id, ids = queue
+        kept = [i for i in ids if i > request.lookup_id]
+        self.queues[request.queue] = (queue_id, kept)
+        return cf.Ok(value=len(ids) - len(kept))
+
+    def _measurerange(self, request: cf.MeasureRange) -> cf.ServerReply:
+        queue = self._queue(request.queue)
+        if isinstance(queue, cf.ErrorReply):
+            return queue
+        queue_id, ids = queue
+        counted = [i for i in ids if i > request.after]
+        if request.max_count:
+            counted = counted[: request.max_count]
+        last = counted[-1] if counted else request.after
+        return cf.RangeInfo(queue_id=queue_id, count=len(counted), last=last)
+
+
+class FakeDaemon:
+    """Serves :class:`FakePeering` and :class:`FakeTwoPhase` on ``127.0.0.1``; close it when done.
+
+    ``version`` is the highest protocol version it agrees to.
+    """
+
+    def __init__(
+        self, peering: FakePeering | None = None, *, version: int = cf.PROTOCOL_VERSION
+    ) -> None:
         self.peering = peering or FakePeering()
+        self.two_phase = FakeTwoPhase()
+        self.version = version
         self.requests: list[cf.FrameValue] = []
         self.failures: list[BaseException] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -166,22 +368,26 @@ class FakeDaemon:
                 while data := conn.recv(65536):
                     decoder.receive_data(data)
                     while (frame := decoder.next_frame()) is not None:
-                        conn.sendall(cf.encode_frame(frame.request_id, self._answer(frame.value)))
+                        reply = self._answer(frame.value)
+                        if reply is not None:
+                            conn.sendall(cf.encode_frame(frame.request_id, reply))
         except ConnectionResetError:
             pass
         except BaseException as exc:
             self.failures.append(exc)
 
-    def _answer(self, request: cf.FrameValue) -> cf.ServerReply:
+    def _answer(self, request: cf.FrameValue) -> cf.ServerReply | None:
         if isinstance(request, cf.Hello):
             return cf.HelloOk(
-                version=cf.PROTOCOL_VERSION,
+                version=min(request.max_version, self.version),
                 server_version="0.test",
                 qm_name="fake",
                 qm_guid=QM_GUID,
             )
         with self._lock:
             self.requests.append(request)
+            if isinstance(request, TWO_PHASE_SCRIPTED):
+                return self.two_phase.answer(request)
             return self.peering.answer(request)
 
     def close(self) -> None:

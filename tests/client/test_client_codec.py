@@ -322,6 +322,13 @@ REPLIES: list[cf.ServerReply] = [
         ),
         purged=1,
     ),
+    cf.Resolutions(outcomes=(1, 2)),
+    cf.TransactionList(
+        transactions=(
+            cf.TransactionInfo(xid="x", state=1, since=2.5, sends=1, receives=2, bytes=3),
+        )
+    ),
+    cf.RangeInfo(queue_id=1, count=2, last=3),
 ]
 
 

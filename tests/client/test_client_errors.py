@@ -40,6 +40,7 @@ EXPECTED_CLASS: dict[cf.ErrorCode, type[QueueError]] = {
     cf.ErrorCode.SHUTTING_DOWN: sdk.ShuttingDown,
     cf.ErrorCode.INTERNAL: sdk.InternalError,
     cf.ErrorCode.LIMIT_EXCEEDED: sdk.LimitExceeded,
+    cf.ErrorCode.TRANSACTION_COMMITTED: sdk.TransactionCommitted,
 }
 
 
@@ -71,7 +72,7 @@ def test_limit_exceeded_is_its_own_error() -> None:
         raise error
 
 
-@pytest.mark.parametrize("code", [0, 19, 999, 0xFFFF])
+@pytest.mark.parametrize("code", [0, 20, 999, 0xFFFF])
 def test_unknown_code_still_says_what_was_wrong(code: int) -> None:
     error = error_from_reply(code, "new in a later version")
     assert type(error) is QueueError

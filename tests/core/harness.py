@@ -36,6 +36,11 @@ READS: Final = frozenset(
         "ordinal_limit",
         "queues_to_erase",
         "get_setting",
+        "prepared_transactions",
+        "outcome",
+        "outcomes",
+        "range_end",
+        "read_through",
     }
 )
 

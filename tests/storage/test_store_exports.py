@@ -23,6 +23,9 @@ PUBLIC_NAMES = {
     "StoreError",
     "StoreFull",
     "StoreLocked",
+    "XidInUse",
+    "XidResolved",
+    "XidUnknown",
     # operations and units
     "AppendMessage",
     "Attempt",
@@ -42,6 +45,12 @@ PUBLIC_NAMES = {
     "RecordIncoming",
     "RememberMessageIds",
     "SetOutgoingPaused",
+    # prepared transactions
+    "PrepareTransaction",
+    "PruneOutcomes",
+    "RecordOutcome",
+    "ResolvePrepared",
+    "Resolution",
     # results
     "Appended",
     "Done",
@@ -49,10 +58,13 @@ PUBLIC_NAMES = {
     "Failed",
     "Fallback",
     "Forgotten",
+    "Prepared",
+    "Pruned",
     "QueueCreated",
     "QueueDeleted",
     "QueuePurged",
     "Removed",
+    "Resolved",
     "Result",
     "Skipped",
     "UnitOutcome",
@@ -62,6 +74,8 @@ PUBLIC_NAMES = {
     "Store",
     # records
     "IncomingState",
+    "OutcomeInfo",
+    "PreparedInfo",
     "OutgoingState",
     "QueueKind",
     "QueueRecord",
@@ -93,6 +107,9 @@ def test_every_error_is_a_store_error() -> None:
         "MessageMissing",
         "InvalidOperation",
         "InvalidRecord",
+        "XidInUse",
+        "XidResolved",
+        "XidUnknown",
     ):
         assert issubclass(getattr(storage, name), storage.StoreError), name
     assert issubclass(storage.InvalidRecord, ValueError)
@@ -106,6 +123,9 @@ def test_operation_errors_are_the_per_operation_failures() -> None:
         storage.MessageMissing,
         storage.InvalidRecord,
         storage.InvalidOperation,
+        storage.XidInUse,
+        storage.XidResolved,
+        storage.XidUnknown,
     }
     # Batch-level errors are not among them: they fail a batch, not an operation.
     for batch_level in (storage.StoreFull, storage.StoreCorrupt, storage.StoreClosed):

@@ -1,6 +1,7 @@
 """The receiver's peering state (``RecordIncoming``, ``RememberMessageIds``),
-the peering records and keys, and schema 3: new stores, and the migration
-of a schema-2 store at opening."""
+the peering records and keys, and the peering part of the schema: new
+stores, and the migration of a schema-2 store at opening (to the current
+schema, 4; the migration of a schema-3 store is in ``test_store_prepared``)."""
 
 from __future__ import annotations
 
@@ -44,7 +45,10 @@ from storage._keys import (
     DB_HISTORY,
     DB_INCOMING,
     DB_META,
+    DB_OUTCOME_TIMES,
+    DB_OUTCOMES,
     DB_OUTGOING,
+    DB_PREPARED,
     META_HISTORY_COUNTER,
     META_SCHEMA_VERSION,
     META_SEQUENCE_STAMP,
@@ -65,6 +69,8 @@ from storage._records import (
 SOURCE_A = uuid.UUID("00000000-0000-0000-0000-00000000000a").bytes
 SOURCE_B = uuid.UUID("ffffffff-0000-0000-0000-00000000000b").bytes
 PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
+#: What schema 2 lacked besides the peering databases (schema 4 added them).
+PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
 
 
 def hkey(source: bytes, ordinal: int) -> bytes:
@@ -351,18 +357,18 @@ def test_peering_keys() -> None:
         history_key(SOURCE_B)
 
 
-# --------------------------------------------------------------------------- schema 3
+# --------------------------------------------------------------------------- schema
 
 
-def test_new_store_is_schema_3_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 3
+def test_new_store_is_schema_4_with_empty_peering_state(store: Store) -> None:
+    assert SCHEMA_VERSION == 4
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
         {},
     )
     store.close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(3)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(4)
     assert raw_meta(store.path, META_SEQUENCE_STAMP) == u32(0)
     assert raw_meta(store.path, META_HISTORY_COUNTER) == bytes(8)
     for name in PEERING_DBS:
@@ -370,9 +376,10 @@ def test_new_store_is_schema_3_with_empty_peering_state(store: Store) -> None:
 
 
 def make_schema_2(path: Path) -> None:
-    """Turn a closed store into what schema 2 wrote: no peering databases or counters."""
+    """Turn a closed store into what schema 2 wrote: no peering databases or
+    counters, and no databases of prepared transactions."""
     with raw_lmdb(path) as env:
-        dbs = [env.open_db(name) for name in PEERING_DBS]
+        dbs = [env.open_db(name) for name in PEERING_DBS + PREPARED_DBS]
         meta = env.open_db(DB_META)
         with env.begin(write=True) as txn:
             for db in dbs:
@@ -381,7 +388,7 @@ def make_schema_2(path: Path) -> None:
             assert txn.delete(META_HISTORY_COUNTER, db=meta)
             txn.put(META_SCHEMA_VERSION, u32(2), db=meta)
     with raw_lmdb(path) as env:
-        for name in PEERING_DBS:
+        for name in PEERING_DBS + PREPARED_DBS:
             with pytest.raises(lmdb.NotFoundError):
                 env.open_db(name, create=False)
 
@@ -412,8 +419,12 @@ def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -
     )
     assert outcomes[0].results == (Appended(3, 1),)
     assert store.outgoing_states() == {3: OutgoingState(3, int(NOW), 1, 0, paused=False)}
+    assert store.prepared_transactions() == []
+    assert store.outcomes() == []
     store.close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(3)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(4)
+    for name in PREPARED_DBS:
+        assert raw_items(store.path, name) == []
     assert unpack_u32(raw_meta(store.path, META_SEQUENCE_STAMP) or b"") == int(NOW)
     assert unpack_u64(raw_meta(store.path, META_HISTORY_COUNTER) or b"") == 1
     store = reopen(store)
@@ -421,16 +432,16 @@ def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -
     assert store.message_history() == [hkey(SOURCE_A, 1)]
 
 
-def test_migrated_store_opens_again_as_schema_3(store: Store, reopen: Reopener) -> None:
+def test_migrated_store_opens_again_as_schema_4(store: Store, reopen: Reopener) -> None:
     store.close()
     make_schema_2(store.path)
     reopen(store).close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(3)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(4)
     store = reopen(store)
     assert store.outgoing_states() == {}
 
 
-@pytest.mark.parametrize("found", [1, 4, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 5, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -439,12 +450,12 @@ def test_other_versions_are_refused_and_left_alone(
     put_meta(store_dir, META_SCHEMA_VERSION, u32(found))
     with pytest.raises(SchemaMismatch) as caught:
         open_store()
-    assert (caught.value.found, caught.value.supported) == (found, 3)
+    assert (caught.value.found, caught.value.supported) == (found, 4)
     # The refused open created nothing.
     assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(found)
     assert raw_meta(store_dir, META_SEQUENCE_STAMP) is None
     with raw_lmdb(store_dir) as env:
-        for name in PEERING_DBS:
+        for name in PEERING_DBS + PREPARED_DBS:
             with pytest.raises(lmdb.NotFoundError):
                 env.open_db(name, create=False)
 

@@ -17,7 +17,10 @@ from hypothesis import strategies as st
 
 from storage import (
     MESSAGE_HEADER_SIZE,
+    AppendMessage,
+    AppendOutgoing,
     InvalidRecord,
+    OutcomeInfo,
     QueueKind,
     QueueRecord,
     StoreCorrupt,
@@ -32,11 +35,26 @@ from storage._keys import (
     counters_key,
     message_key,
     message_range,
+    outcome_time_key,
+    prepared_key,
     priority_key,
     priority_range,
     setting_key,
     split_message_key,
+    split_outcome_time_key,
+    split_prepared_key,
     split_priority_key,
+    xid_key,
+)
+from storage._prepared import (
+    PreparedHeader,
+    decode_header,
+    decode_outcome,
+    decode_send,
+    encode_header,
+    encode_outcome,
+    encode_send,
+    milliseconds,
 )
 from storage._records import decode_counters, encode_counters
 
@@ -268,6 +286,110 @@ def test_queue_record_out_of_range_is_invalid_record(changes: dict[str, object])
 def test_counters_out_of_range_are_invalid_record(counter: str) -> None:
     with pytest.raises(InvalidRecord):
         encode_counters(sample_queue(**{counter: 1 << 64}))
+
+
+# --------------------------------------------------------------------------- prepared transactions
+
+pairs = st.lists(st.tuples(u32, u64), max_size=8)
+headers = st.builds(
+    PreparedHeader,
+    created_at=times,
+    sends=u32,
+    send_bytes=u64,
+    receives=pairs.map(tuple),
+    reserved=pairs.map(tuple),
+    pinned=st.lists(u32, max_size=8).map(tuple),
+)
+xids = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1)
+
+
+@given(headers)
+def test_prepared_header_round_trips(header: PreparedHeader) -> None:
+    assert decode_header(encode_header(header)) == header
+    assert decode_header(memoryview(encode_header(header))) == header
+
+
+def test_prepared_header_refuses_garbage_and_out_of_range_fields() -> None:
+    data = encode_header(PreparedHeader(1.5, 2, 99, ((1, 2),), ((4, 10),), (4, 1)))
+    for bad in (data[:-1], data + b"\0", b"\x02" + data[1:], b""):
+        with pytest.raises(StoreCorrupt):
+            decode_header(bad)
+    with pytest.raises(InvalidRecord):
+        encode_header(PreparedHeader(0.0, 1 << 32, 0, (), (), ()))
+    with pytest.raises(InvalidRecord):
+        encode_header(PreparedHeader(0.0, 0, 0, ((1, 1 << 64),), (), ()))
+
+
+@given(u32, st.lists(payloads, max_size=4), priorities, u32)
+def test_a_local_send_round_trips_with_its_parts_joined(
+    queue_id: int, parts: list[bytes], priority: int, size: int
+) -> None:
+    sent = decode_send(encode_send(AppendMessage(queue_id, parts, priority, size)))
+    assert isinstance(sent, AppendMessage)
+    assert (sent.queue_id, sent.priority, sent.size) == (queue_id, priority, size)
+    assert bytes(sent.payload) == b"".join(parts)  # type: ignore[arg-type]
+
+
+@given(st.text(min_size=1, max_size=40), st.text(max_size=40), payloads, u32)
+def test_an_outgoing_send_round_trips(name: str, display: str, payload: bytes, size: int) -> None:
+    sent = decode_send(encode_send(AppendOutgoing(name, display, payload, size)))
+    assert isinstance(sent, AppendOutgoing)
+    assert (sent.name, sent.display_name, sent.size) == (name, display, size)
+    assert bytes(sent.payload) == payload  # type: ignore[arg-type]
+
+
+def test_a_send_of_another_kind_or_out_of_range_is_invalid_record() -> None:
+    for send in (object(), AppendMessage(1, b"", 0, 1 << 32), AppendMessage(1 << 32, b"", 0, 0)):
+        with pytest.raises(InvalidRecord):
+            encode_send(send)
+
+
+@settings(max_examples=300)
+@given(st.binary(max_size=40))
+def test_garbage_prepared_records_are_corrupt_or_decode(data: bytes) -> None:
+    for decode in (decode_header, decode_send, lambda raw: decode_outcome("x", raw)):
+        with contextlib.suppress(StoreCorrupt):
+            decode(data)
+
+
+@given(st.booleans(), times)
+def test_outcome_round_trips(committed: bool, resolved_at: float) -> None:
+    data = encode_outcome(committed, resolved_at)
+    assert len(data) == 9
+    assert decode_outcome("x", data) == OutcomeInfo("x", committed, resolved_at)
+    for bad in (data[:-1], b"\x00" + data[1:], b"\x03" + data[1:]):
+        with pytest.raises(StoreCorrupt):
+            decode_outcome("x", bad)
+
+
+@given(st.lists(st.tuples(xids, st.integers(0, 5)), max_size=20))
+def test_prepared_keys_keep_each_xid_contiguous_header_first(
+    entries: list[tuple[str, int]],
+) -> None:
+    entries = [(xid, index) for xid, index in entries if len(xid.encode()) <= 200]
+    keys = sorted(prepared_key(xid.encode(), index) for xid, index in entries)
+    expected = sorted(entries, key=lambda entry: (entry[0].encode(), entry[1]))
+    assert keys == [prepared_key(xid.encode(), index) for xid, index in expected]
+    for xid, index in entries:
+        assert split_prepared_key(prepared_key(xid_key(xid), index)) == (xid.encode(), index)
+
+
+@given(st.lists(st.tuples(st.floats(-1e3, 1e12), xids), max_size=20))
+def test_outcome_time_keys_sort_by_time(entries: list[tuple[float, str]]) -> None:
+    keys = [outcome_time_key(milliseconds(at), xid.encode()) for at, xid in entries]
+    for (at, xid), key in zip(entries, keys, strict=True):
+        assert split_outcome_time_key(key) == (milliseconds(at), xid.encode())
+    times_in_order = [split_outcome_time_key(key)[0] for key in sorted(keys)]
+    assert times_in_order == sorted(times_in_order)
+    assert milliseconds(float("nan")) == milliseconds(-5.0) == 0
+    assert milliseconds(float("inf")) == 0xFFFFFFFFFFFFFFFF
+
+
+@pytest.mark.parametrize("xid", ["", "x" * 201, "é" * 100 + "a", "a\x00", "\udc80"])
+def test_a_malformed_xid_is_invalid_record(xid: str) -> None:
+    with pytest.raises(InvalidRecord):
+        xid_key(xid)
+    assert xid_key("é" * 100) == "é".encode() * 100
 
 
 # --------------------------------------------------------------------------- keys

@@ -99,6 +99,15 @@ message_lists = st.builds(cf.MessageList, messages=st.lists(queued_messages, max
 receives = st.builds(
     cf.Receive, tx_id=u64, queue=text, timeout_ms=u32, peek=st.booleans(), lookup_id=u64
 )
+transaction_infos = st.builds(
+    cf.TransactionInfo,
+    xid=text,
+    state=u8,
+    since=times,
+    sends=u64,
+    receives=u64,
+    bytes=u64,
+)
 
 #: One strategy per frame kind.
 FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
@@ -122,6 +131,16 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.PEEK_RANGE: st.builds(cf.PeekRange, queue=text, after=u64, max_count=u32),
     cf.FrameKind.LIST_OUTGOING: st.just(cf.ListOutgoing()),
     cf.FrameKind.CONTROL_OUTGOING: st.builds(cf.ControlOutgoing, action=u8, destination=text),
+    cf.FrameKind.BEGIN_GLOBAL: st.builds(cf.BeginGlobal, tx_id=u64, xid=text),
+    cf.FrameKind.PREPARE: st.builds(cf.Prepare, tx_id=u64),
+    cf.FrameKind.RESOLVE: st.builds(
+        cf.Resolve, commit=st.booleans(), xids=st.lists(text, max_size=5).map(tuple)
+    ),
+    cf.FrameKind.LIST_TRANSACTIONS: st.builds(
+        cf.ListTransactions, prefix=text, resolved=st.booleans(), max_count=u32
+    ),
+    cf.FrameKind.REMOVE_THROUGH: st.builds(cf.RemoveThrough, queue=text, lookup_id=u64),
+    cf.FrameKind.MEASURE_RANGE: st.builds(cf.MeasureRange, queue=text, after=u64, max_count=u32),
     cf.FrameKind.HELLO_OK: st.builds(
         cf.HelloOk,
         version=u16,
@@ -158,6 +177,13 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.OUTGOING_LIST: st.builds(
         cf.OutgoingList, outgoing=st.lists(outgoing_infos, max_size=3).map(tuple), purged=u64
     ),
+    cf.FrameKind.RESOLUTIONS: st.builds(
+        cf.Resolutions, outcomes=st.lists(u8, max_size=5).map(tuple)
+    ),
+    cf.FrameKind.TRANSACTION_LIST: st.builds(
+        cf.TransactionList, transactions=st.lists(transaction_infos, max_size=3).map(tuple)
+    ),
+    cf.FrameKind.RANGE_INFO: st.builds(cf.RangeInfo, queue_id=u32, count=u64, last=u64),
     cf.FrameKind.ERROR: st.builds(cf.ErrorReply, code=u16, message=text),
 }
 

@@ -104,6 +104,12 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.CONTROL_OUTGOING: cf.ControlOutgoing(
         action=3, destination=OUTGOING_INFO.destination
     ),
+    cf.FrameKind.BEGIN_GLOBAL: cf.BeginGlobal(tx_id=4, xid="spark:q:7:0:0123456789ab"),
+    cf.FrameKind.PREPARE: cf.Prepare(tx_id=4),
+    cf.FrameKind.RESOLVE: cf.Resolve(commit=True, xids=("a", "b\u00e9")),
+    cf.FrameKind.LIST_TRANSACTIONS: cf.ListTransactions(prefix="spark:", resolved=True),
+    cf.FrameKind.REMOVE_THROUGH: cf.RemoveThrough(queue="orders", lookup_id=2**40),
+    cf.FrameKind.MEASURE_RANGE: cf.MeasureRange(queue="orders", after=7, max_count=100),
     cf.FrameKind.HELLO_OK: cf.HelloOk(
         version=cf.PROTOCOL_VERSION, server_version="1.0", qm_name="qm", qm_guid=GUID
     ),
@@ -133,6 +139,16 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         outgoing=(OUTGOING_INFO, cf.OutgoingInfo(**{**_fields(OUTGOING_INFO), "state": "idle"})),
         purged=2**40,
     ),
+    cf.FrameKind.RESOLUTIONS: cf.Resolutions(outcomes=(1, 2, 4)),
+    cf.FrameKind.TRANSACTION_LIST: cf.TransactionList(
+        transactions=(
+            cf.TransactionInfo(
+                xid="a", state=1, since=1_700_000_000.5, sends=2, receives=1, bytes=300
+            ),
+            cf.TransactionInfo(xid="b", state=3, since=1.0, sends=0, receives=0, bytes=0),
+        )
+    ),
+    cf.FrameKind.RANGE_INFO: cf.RangeInfo(queue_id=5, count=10, last=2**63),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
 SAMPLE_PARAMS = [pytest.param(value, id=kind.name) for kind, value in SAMPLES.items()]

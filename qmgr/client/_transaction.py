@@ -1,0 +1,314 @@
+"""A transaction on the client: its state, how it begins, is prepared and ends.
+
+Theory of operation
+-------------------
+Both transaction classes keep a :class:`TransactionState`, and the protocol
+core and the two clients decide everything about a transaction through it:
+
+* ``begin()`` packs a Begin, or with an xid a BeginGlobal
+  (:meth:`TransactionState.pack_begin`); both are pipelined.
+* Sends are pipelined: a failure among them is recorded by
+  :meth:`TransactionState.fail` and raised by the next call
+  (:meth:`TransactionState.check`).
+* :func:`prepare_request` packs the Prepare of a global transaction and
+  :func:`prepared` judges its reply: after a success only ``commit()`` and
+  ``abort()`` may follow; a failure leaves a transaction that can only abort.
+* :meth:`TransactionState.end` records whether ``commit()`` or ``abort()``
+  ended it (a commit of a transaction with a failed send sends an Abort
+  instead); :meth:`TransactionState.pack_end` packs that frame (a Resolve
+  naming the xid once the transaction is prepared: it no longer belongs to
+  the connection); :func:`transaction_ended` turns its reply, or the error
+  the client met, into what ``commit()`` or ``abort()`` raises.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from wire import client_frames as cf
+
+from ._codec import ABORT, BEGIN, COMMIT, append_tx_request
+from ._errors import (
+    ConnectionLost,
+    QueueError,
+    TransactionAborted,
+    TransactionNotFound,
+    TransactionUsageError,
+    error_from_reply,
+)
+from ._replies import unexpected
+from ._two_phase import check_xid, resolutions
+
+if TYPE_CHECKING:
+    from ._protocol import ClientProtocol, Waiter
+
+    W = TypeVar("W", bound=Waiter)
+
+__all__ = [
+    "TransactionState",
+    "prepare_interrupted",
+    "prepare_request",
+    "prepared",
+    "transaction_ended",
+]
+
+# How a transaction ended (``TransactionState.ending``): still open; by commit(),
+# which sends a Commit; by abort(), which sends an Abort; by a commit() after a
+# failed send, which sends an Abort and raises the send's error. Once it is
+# prepared, a Resolve naming its xid is sent instead of a Commit or an Abort.
+_OPEN: Final = 0
+_COMMIT: Final = 1
+_ABORT: Final = 2
+_ABORT_FAILED: Final = 3
+#: What :meth:`TransactionState.fail` records when the pipelined Begin failed.
+_THE_BEGIN: Final = "its begin"
+
+
+class TransactionState:
+    """What both transaction classes track: the id, whether it ended, a pipelined failure.
+
+    A transactional send is pipelined: its reply is read later. When a reply
+    says the send failed, :meth:`fail` records the first such error; every
+    later call on the transaction raises it (:meth:`check`), and ``commit()``
+    aborts instead of committing.
+    """
+
+    __slots__ = (
+        "_error",
+        "_failed_request",
+        "ended",
+        "ending",
+        "id",
+        "prepared",
+        "request_ids",
+        "xid",
+    )
+
+    def __init__(self, tx_id: int, xid: str | None = None) -> None:
+        """Raises InvalidArgument if ``xid`` cannot name a global transaction."""
+        #: The transaction's id (chosen by the client).
+        self.id = tx_id
+        #: The global transaction id given to ``begin()``, or None.
+        self.xid = None if xid is None else check_xid(xid)
+        self.ended = False
+        #: True once prepared: then only a commit or an abort by xid can follow.
+        self.prepared = False
+        #: How it ended: open, by commit(), by abort(), or by a commit() that aborted.
+        self.ending = _OPEN
+        #: Ids of its pipelined requests, answered only if they fail.
+        self.request_ids: list[int] = []
+        self._error: tuple[int, str] | None = None
+        self._failed_request = "a send"
+
+    @property
+    def label(self) -> str:
+        """How messages name the transaction: its xid (quoted) if it has one, else its id."""
+        return str(self.id) if self.xid is None else repr(self.xid)
+
+    @property
+    def failed(self) -> bool:
+        """True once a pipelined send of this transaction has failed."""
+        return self._error is not None
+
+    @property
+    def phase(self) -> str:
+        """``ended``, ``prepared``, ``failed`` or ``open``, for the transaction classes' repr."""
+        if self.ended:
+            return "ended"
+        return "prepared" if self.prepared else "failed" if self._error is not None else "open"
+
+    def request_name(self, request_id: int) -> str:
+        """What the pipelined request ``request_id`` of this transaction was, for messages."""
+        request_ids = self.request_ids
+        return _THE_BEGIN if request_ids and request_ids[0] == request_id else "a send"
+
+    def fail(self, code: int, message: str, what: str = "a send") -> None:
+        """Record a failed pipelined send, or ``what`` else failed (the first one wins)."""
+        if self._error is None:
+            self._error = (code, message)
+            self._failed_request = what
+
+    def error(self, prefix: str = "") -> QueueError:
+        """The recorded failure as an exception (a fresh one each time)."""
+        assert self._error is not None
+        code, message = self._error
+        return error_from_reply(code, prefix + message)
+
+    def check(self) -> None:
+        """Raise if the transaction ended, is prepared, or a pipelined send failed."""
+        if self.ended:
+            msg = f"transaction {self.label} has already ended"
+            raise TransactionNotFound(msg)
+        if self.prepared:
+            msg = f"transaction {self.label} is prepared: only commit() or abort() can follow"
+            raise TransactionUsageError(msg)
+        if self._error is not None:
+            what = self._failed_request
+            prefix = f"{what} in transaction {self.label} failed, so it cannot commit: "
+            if what == _THE_BEGIN:
+                prefix = f"transaction {self.label} could not begin: "
+            raise self.error(prefix)
+
+    def commit_error(self) -> QueueError:
+        """The error ``commit()`` raises after aborting a transaction with a failed send."""
+        what = self._failed_request
+        if what == _THE_BEGIN:
+            return self.error(f"transaction {self.label} could not begin: ")
+        return self.error(f"transaction {self.label} was aborted because {what} in it failed: ")
+
+    def end(self, *, commit: bool) -> None:
+        """Mark the transaction ended by ``commit()`` or ``abort()``.
+
+        A commit of a transaction with a failed send becomes an abort: the
+        daemon would refuse it, and it must not apply part of the transaction.
+
+        Raises:
+            TransactionNotFound: it had already ended.
+        """
+        if self.ended:
+            self.check()
+        self.ended = True
+        if not commit:
+            self.ending = _ABORT
+        elif self._error is None:
+            self.ending = _COMMIT
+        else:
+            self.ending = _ABORT_FAILED
+
+    def pack_begin(self, out: bytearray, request_id: int) -> None:
+        """Pack the transaction's Begin (BeginGlobal if it has an xid) into ``out``."""
+        if self.xid is None:
+            append_tx_request(out, BEGIN, request_id, self.id)
+        else:
+            out += cf.encode_frame(request_id, cf.BeginGlobal(tx_id=self.id, xid=self.xid))
+
+    def pack_end(self, out: bytearray, request_id: int) -> None:
+        """Pack the request that ends the transaction as :meth:`end` decided into ``out``."""
+        commit = self.ending == _COMMIT
+        if self.prepared:
+            assert self.xid is not None
+            out += cf.encode_frame(request_id, cf.Resolve(commit=commit, xids=(self.xid,)))
+        else:
+            append_tx_request(out, COMMIT if commit else ABORT, request_id, self.id)
+
+
+# ----------------------------------------------------------------------
+# Prepare
+# ----------------------------------------------------------------------
+
+
+def prepare_request(proto: ClientProtocol[W], out: bytearray, state: TransactionState) -> W:
+    """Pack the Prepare of ``state`` into ``out``; its reply comes to the returned waiter.
+
+    Raises:
+        TransactionUsageError: the transaction has no xid, or is prepared already.
+        TransactionNotFound, or the error of a failed pipelined send: the
+            transaction cannot be prepared.
+        ConnectionLost: the connection is unusable.
+    """
+    if state.xid is None:
+        msg = (
+            f"transaction {state.id} has no xid: only a transaction begun with "
+            "begin(xid=...) can be prepared"
+        )
+        raise TransactionUsageError(msg)
+    state.check()
+    waiter = proto.request(out, cf.Prepare(tx_id=state.id))
+    # Its reply comes after every failure of the pipelined requests before it.
+    waiter.ends = state
+    return waiter
+
+
+def prepared(state: TransactionState, outcome: cf.ServerReply | QueueError) -> None:
+    """Take the reply to a Prepare (or the error met sending it); raise what ``prepare()`` raises.
+
+    After a success the transaction is prepared. After a failure it can only
+    abort: ``commit()`` aborts it and raises the prepare's error, except that
+    a transaction the daemon aborted (a send in it failed; it timed out) has
+    ended, and a lost connection says that the prepare may have happened.
+    """
+    if isinstance(outcome, QueueError):
+        error: QueueError | None = outcome
+    else:
+        error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
+    if state.failed:  # a pipelined send failed: the daemon refused the prepare and aborted
+        state.ended = True
+        state.ending = _ABORT
+        raise state.commit_error() from None
+    if error is None:
+        state.prepared = True
+        return
+    if isinstance(error, ConnectionLost):
+        msg = (
+            f"{error.message}; transaction {state.label} may have been prepared: "
+            "look for it with transactions() and resolve it"
+        )
+        raise ConnectionLost(msg)
+    if isinstance(error, TransactionNotFound | TransactionAborted):
+        state.ended = True
+        state.ending = _ABORT
+    else:
+        state.fail(int(error.code or cf.ErrorCode.INTERNAL), error.message, what="the prepare")
+    raise error
+
+
+def prepare_interrupted(state: TransactionState) -> None:
+    """The wait for a Prepare's reply was interrupted (cancelled): only an abort may follow."""
+    state.fail(
+        int(cf.ErrorCode.TRANSACTION_ABORTED),
+        "it was interrupted before its reply was read, so the transaction may be prepared: "
+        "look for it with transactions() and resolve it",
+        what="the prepare",
+    )
+
+
+# ----------------------------------------------------------------------
+# How a transaction ended
+# ----------------------------------------------------------------------
+
+
+def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueError) -> None:
+    """Raise what ``commit()`` or ``abort()`` raises, given the reply to its request.
+
+    Args:
+        state: the transaction, ended by :meth:`TransactionState.end`.
+        outcome: the reply to the Commit, Abort or Resolve, or the error
+            that building, sending or waiting for it raised.
+
+    Raises:
+        After a Commit: the error of a pipelined send if one failed (the
+        daemon then aborted it), else the Commit's error.
+        After an Abort: its error, except that the transaction was already
+        gone (nothing of it was applied); after the abort of a commit()
+        whose send had failed, a lost connection is no error either (the
+        daemon aborts the transaction) and the send's error is raised.
+        After the Resolve of a prepared transaction: its error (a commit of
+        one that was aborted, an abort of one that was committed), or a lost
+        connection, which leaves the transaction in doubt.
+    """
+    if state.prepared:
+        if isinstance(outcome, ConnectionLost):
+            msg = f"{outcome.message}; prepared transaction {state.label} may still be in doubt"
+            raise ConnectionLost(msg)
+        if isinstance(outcome, QueueError):
+            raise outcome
+        resolutions(outcome, 1)
+        return
+    if isinstance(outcome, QueueError):
+        error: QueueError | None = outcome
+    else:
+        error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
+    if state.ending == _COMMIT:
+        if state.failed:  # a send failed after all: the daemon refused the commit
+            raise state.commit_error() from None
+        if error is not None:
+            raise error
+        return
+    if (
+        error is not None
+        and not isinstance(error, (TransactionNotFound, TransactionAborted))
+        and (state.ending == _ABORT or not isinstance(error, ConnectionLost))
+    ):
+        raise error
+    if state.ending == _ABORT_FAILED:
+        raise state.commit_error()

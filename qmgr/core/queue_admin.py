@@ -1,0 +1,209 @@
+"""Queues of the core: the system queues, creating, deleting, purging and erasing.
+
+Part of :class:`~qmgr.core.engine.QueueManagerCore` (a base class of it), kept
+apart so that each module stays one subject. Like the rest of the core it
+returns units and never writes: deleting and purging only mark, and
+:meth:`QueueAdmin.erase_unit` gives the bounded steps that erase afterwards.
+A queue that a prepared transaction uses cannot be deleted until that
+transaction is resolved.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+import storage
+from storage import (
+    CreateQueue,
+    DeleteQueue,
+    EraseStep,
+    PurgeQueue,
+    QueueKind,
+    QueueRecord,
+    Store,
+    Unit,
+    UnitOutcome,
+)
+
+from . import names
+from .errors import AccessDenied, InvalidArgument, QueueNotFound, from_store_error
+from .locks import LockTable
+
+if TYPE_CHECKING:
+    from .two_phase import TwoPhase
+
+__all__ = ["QueueAdmin"]
+
+_SYSTEM_QUEUES: Final = (
+    (names.DEADLETTER, QueueKind.DEADLETTER),
+    (names.DEADXACT, QueueKind.DEADXACT),
+)
+
+
+class QueueAdmin:
+    """The queue methods of the core."""
+
+    store: Store
+    identity: names.LocalIdentity
+    locks: LockTable
+    two_phase: TwoPhase
+
+    # ------------------------------------------------------------------ start-up
+
+    def system_queue_units(self, wall: float) -> list[Unit]:
+        """Units creating the dead-letter queues that do not exist yet."""
+        return [
+            Unit(
+                (
+                    CreateQueue(
+                        key,
+                        key,
+                        kind=kind,
+                        transactional=kind is QueueKind.DEADXACT,
+                        created_at=wall,
+                    ),
+                )
+            )
+            for key, kind in _SYSTEM_QUEUES
+            if self.store.get_queue(key) is None
+        ]
+
+    # ------------------------------------------------------------------ queues
+
+    def queue(self, reference: str) -> QueueRecord:
+        """Resolve a local queue reference (name or format name) to its record.
+
+        Raises:
+            InvalidName, QueueNotFound
+        """
+        address = names.parse_queue_reference(reference, self.identity)
+        record = self.store.get_queue(address.queue)
+        if record is None:
+            msg = f"queue {reference!r} does not exist"
+            raise QueueNotFound(msg)
+        return record
+
+    def list_queues(self) -> list[QueueRecord]:
+        """Every queue, by name."""
+        return self.store.list_queues()
+
+    def held_count(self, queue_id: int) -> int:
+        """Messages of the queue held by open transactions (or being removed)."""
+        return self.locks.count(queue_id)
+
+    def create_queue(
+        self,
+        name: str,
+        *,
+        transactional: bool = False,
+        journal: bool = False,
+        quota: int | None = None,
+        wall: float,
+    ) -> Unit:
+        """The unit that creates a private queue and its journal queue.
+
+        Raises:
+            InvalidName, InvalidArgument
+        """
+        display = _strip_private_prefix(name)
+        key = names.validate_queue_name(display)
+        if quota is not None and quota < 0:
+            msg = f"quota must be a positive number of bytes, not {quota}"
+            raise InvalidArgument(msg)
+        op = CreateQueue(
+            key,
+            display,
+            transactional=transactional,
+            journal=journal,
+            quota=quota,
+            created_at=wall,
+        )
+        return Unit((op,))
+
+    @staticmethod
+    def queue_created(outcome: UnitOutcome) -> QueueRecord:
+        """The queue a create unit made.
+
+        Raises:
+            QueueExists, InvalidArgument, StoreFull: the unit failed.
+        """
+        result = _only_result(outcome)
+        assert isinstance(result, storage.QueueCreated)
+        return result.record
+
+    def delete_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
+        """The queue and the unit that deletes it (its journal queue and their messages).
+
+        Raises:
+            InvalidName, QueueNotFound, AccessDenied
+        """
+        record = self.queue(reference)
+        if record.kind is not QueueKind.NORMAL:
+            msg = f"{record.display_name!r} is a system or journal queue and cannot be deleted"
+            raise AccessDenied(msg)
+        used = [record.queue_id]
+        if record.journal_id is not None:
+            used.append(record.journal_id)
+        self.two_phase.check_deletable(used, record.display_name)
+        return record, Unit((DeleteQueue(record.queue_id),))
+
+    def queue_deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
+        """How many messages a delete unit removed, and the queue ids that are gone.
+
+        Transactions holding messages of those queues fail when they commit.
+
+        Raises:
+            QueueNotFound: it was already gone.
+        """
+        result = _only_result(outcome)
+        assert isinstance(result, storage.QueueDeleted)
+        for queue_id in result.queue_ids:
+            self.locks.drop_queue(queue_id)
+        return result.messages, list(result.queue_ids)
+
+    def purge_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
+        """The queue and the unit that purges it.
+
+        Messages held by open transactions leave the queue when their
+        transaction ends, whether it commits or aborts (MSMQ's PurgePending).
+
+        Raises:
+            InvalidName, QueueNotFound
+        """
+        record = self.queue(reference)
+        return record, Unit((PurgeQueue(record.queue_id),))
+
+    @staticmethod
+    def queue_purged(outcome: UnitOutcome) -> int:
+        """How many messages a purge unit made disappear.
+
+        Raises:
+            QueueNotFound: the queue was gone.
+        """
+        result = _only_result(outcome)
+        assert isinstance(result, storage.QueuePurged)
+        return result.messages
+
+    def erase_unit(self, queue_id: int, limit: int) -> Unit:
+        """One bounded step of erasing a deleted queue's or a purge's messages."""
+        # The held messages are those below the purge mark as committed now;
+        # a purge committed before this step is planned waits for the next one.
+        record = self.store.get_queue_by_id(queue_id)
+        below = None if record is None else record.purged_below
+        keep = self.locks.held_ids(queue_id)
+        return Unit((EraseStep(queue_id, limit, keep, below),))
+
+
+def _only_result(outcome: UnitOutcome) -> storage.Result:
+    error = outcome.error
+    if error is not None:
+        raise from_store_error(error)
+    return outcome.results[0]
+
+
+def _strip_private_prefix(name: str) -> str:
+    lowered = name.lower()
+    for prefix in (".\\private$\\", "private$\\"):
+        if lowered.startswith(prefix):
+            return name[len(prefix) :]
+    return name

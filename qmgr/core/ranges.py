@@ -1,0 +1,95 @@
+"""LookupId ranges of a queue: how far its visible messages reach, and removing through one.
+
+Theory of operation
+-------------------
+A reader that follows a queue by LookupId (a streaming query) asks two
+things the receive path does not: *where does the range of the next N
+visible messages end* (:func:`measure_range`, keys only, no message read),
+and *remove everything visible up to a LookupId* once it has processed it
+(:func:`removal_step`). LookupIds are given when an append commits, so
+every message that becomes visible later has a higher one than any the
+reader has seen: the range below a measured end never gains a message.
+
+Removing through a LookupId is done in bounded steps: each step holds up to
+``limit`` visible messages (so that no receive takes them meanwhile) and
+returns the non-atomic unit that removes them, journal copies included, as
+receives outside a transaction would. The caller writes one step after the
+other until a step finds nothing; a message that is gone by the time its
+removal is written (purged meanwhile) is simply not counted. Messages held
+by other transactions are not visible and are left alone. Asking again for
+a LookupId already removed through finds nothing: the operation is
+idempotent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import storage
+from storage import QueueRecord, Unit, UnitOutcome
+
+if TYPE_CHECKING:
+    from .engine import QueueManagerCore
+
+__all__ = ["measure_range", "removal_done", "removal_step"]
+
+
+def measure_range(
+    core: QueueManagerCore, queue: QueueRecord, *, after: int, limit: int
+) -> tuple[int, int]:
+    """``(count, last)``: how many visible messages have a LookupId above ``after``
+    (at most ``limit`` of them; 0 means no limit), and the LookupId of the last
+    one counted (``after`` if there is none)."""
+    return core.store.range_end(
+        queue.queue_id, after=after, limit=limit, skip=core.locks.held(queue.queue_id)
+    )
+
+
+def removal_step(
+    core: QueueManagerCore, queue: QueueRecord, *, through: int, limit: int
+) -> tuple[list[int], Unit] | None:
+    """Hold up to ``limit`` visible messages with a LookupId up to ``through`` and
+    return them with the unit that removes them; None when there is none left."""
+    queue_id = queue.queue_id
+    found = core.store.read_through(
+        queue_id, through=through, limit=limit, skip=core.locks.held(queue_id)
+    )
+    if not found:
+        return None
+    for lookup_id in found:
+        # The band only places a receive's start, which these holds do not move.
+        core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+    removal = core.removal(queue, found[0]).ops[0]
+    assert isinstance(removal, storage.RemoveMessage)
+    ops = tuple(storage.RemoveMessage(queue_id, lookup_id, removal.journal) for lookup_id in found)
+    return found, Unit(ops, atomic=False)
+
+
+def removal_done(
+    core: QueueManagerCore,
+    queue: QueueRecord,
+    held: list[int],
+    outcome: UnitOutcome | BaseException,
+) -> tuple[int, set[int]]:
+    """Finish a step: ``(messages removed, queues to wake)``.
+
+    A step that was never written releases what it held. Raises the store's
+    error as the core's when the whole step failed.
+    """
+    queue_id = queue.queue_id
+    if isinstance(outcome, BaseException):
+        woken = core.release((queue_id, lookup_id) for lookup_id in held)
+        return 0, woken
+    removed = 0
+    released: list[tuple[int, int]] = []
+    for lookup_id, result in zip(held, outcome.results, strict=True):
+        if isinstance(result, storage.Removed):
+            removed += 1
+            core.locks.forget(queue_id, lookup_id)
+        else:
+            released.append((queue_id, lookup_id))
+    woken = core.release(released)
+    if removed:
+        core.commits += 1
+        woken |= core.journal_of(queue_id)
+    return removed, woken

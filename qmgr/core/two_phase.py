@@ -1,0 +1,350 @@
+"""Two-phase transactions: global ids, prepared transactions and their outcomes.
+
+Theory of operation
+-------------------
+A client may give a transaction a *global id* (an ``xid``) when it begins
+it. Such a transaction can be *prepared*: one atomic unit
+(``storage.PrepareTransaction``) writes its sends, whole, and the locks of
+its receives into the store, and reserves the quota bytes of its sends on
+their queues. From then on it belongs to no connection: a disconnect, a
+crash or an idle timeout no longer aborts it, its received messages stay
+held (after a restart too: :meth:`TwoPhase.load` holds them again) and its
+sends stay invisible. Any connection, or an operator, then *resolves* it by
+id: a commit (``storage.ResolvePrepared``) removes the received messages
+and appends the sends, which get their LookupIds then, in commit order, so
+a reader that follows LookupIds never sees one appear behind it; an abort
+drops the sends and releases the messages. Several ids may be resolved in
+one atomic unit. A commit cannot fail for want of room: the quota was
+reserved at prepare and the write may use the store's headroom, as removals
+do; and a queue a prepared transaction uses cannot be deleted.
+
+The outcome of each id is kept in the store for a configurable time, so
+that resolving an id twice says what happened the first time and changes
+nothing, and an id is never used twice while its outcome is kept. A
+transaction with an id that is committed without being prepared records
+its outcome in the same unit.
+
+Here, in memory, are only what answers quickly without a read: the ids of
+open transactions (for uniqueness), and for each prepared transaction the
+queues it pins (so that deleting one is refused with the reason). The store
+holds everything else and is the authority; its operations check again
+inside the write, so a race between two connections fails cleanly.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+import storage
+from storage import AppendMessage, Unit, UnitOutcome
+
+from .errors import (
+    AccessDenied,
+    InvalidArgument,
+    LimitExceeded,
+    QueueManagerError,
+    TransactionAborted,
+    TransactionCommitted,
+    TransactionNotFound,
+    TransactionUsageError,
+    from_store_error,
+)
+from .transactions import Transaction, TransactionState
+
+if TYPE_CHECKING:
+    from .engine import QueueManagerCore
+
+__all__ = ["MAX_RESOLVE", "MAX_XID_BYTES", "PreparedSummary", "TwoPhase", "check_xid"]
+
+#: Longest global transaction id, in UTF-8 bytes.
+MAX_XID_BYTES: Final = 200
+#: Most ids resolved in one unit.
+MAX_RESOLVE: Final = 10_000
+#: Outcomes pruned per step.
+PRUNE_STEP: Final = 1024
+
+
+def check_xid(xid: str) -> str:
+    """Validate a global transaction id; returns it.
+
+    Raises:
+        InvalidArgument: empty, too long, or with control characters.
+    """
+    size = len(xid.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= MAX_XID_BYTES:
+        msg = f"a transaction id must be 1..{MAX_XID_BYTES} bytes of UTF-8, not {size}"
+        raise InvalidArgument(msg)
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in xid):
+        msg = f"a transaction id must not contain control characters: {xid!r}"
+        raise InvalidArgument(msg)
+    try:
+        xid.encode("utf-8")
+    except UnicodeEncodeError:
+        msg = f"a transaction id must be valid Unicode text: {xid!r}"
+        raise InvalidArgument(msg) from None
+    return xid
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedSummary:
+    """What the core keeps in memory of a prepared transaction."""
+
+    xid: str
+    #: Wall seconds when it was prepared.
+    created_at: float
+    #: Queue ids it sends to or receives from (they cannot be deleted meanwhile).
+    queue_ids: frozenset[int]
+
+
+class TwoPhase:
+    """Global ids and prepared transactions over a :class:`~qmgr.core.engine.QueueManagerCore`.
+
+    Like the core: no I/O, no clock (``wall`` is an argument), no logging.
+    """
+
+    def __init__(self, core: QueueManagerCore, *, max_prepared: int, retention: float) -> None:
+        self._core = core
+        self.max_prepared = max_prepared
+        #: Seconds an outcome is kept.
+        self.retention = retention
+        #: Open transactions that have an id, by id.
+        self._open: dict[str, Transaction] = {}
+        #: Prepared transactions, by id.
+        self._prepared: dict[str, PreparedSummary] = {}
+        #: How many prepared transactions use each queue.
+        self._pins: collections.Counter[int] = collections.Counter()
+
+    # ------------------------------------------------------------------ start-up
+
+    def load(self) -> int:
+        """Take the prepared transactions from the store (the core does at its
+        start): hold their received messages again. Returns how many there are."""
+        core = self._core
+        for info in core.store.prepared_transactions():
+            for queue_id, lookup_id in info.receives:
+                core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+            self._remember(info)
+        return len(self._prepared)
+
+    def _remember(self, info: storage.PreparedInfo) -> None:
+        queue_ids = frozenset(info.queue_ids) | {queue_id for queue_id, _ in info.receives}
+        self._prepared[info.xid] = PreparedSummary(info.xid, info.created_at, queue_ids)
+        self._pins.update(queue_ids)
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def prepared_count(self) -> int:
+        """Prepared transactions not yet resolved."""
+        return len(self._prepared)
+
+    def pinned(self, queue_id: int) -> int:
+        """How many prepared transactions use the queue."""
+        return self._pins.get(queue_id, 0)
+
+    def check_deletable(self, queue_ids: Sequence[int], display_name: str) -> None:
+        """Refuse deleting a queue that prepared transactions use.
+
+        Raises:
+            AccessDenied: saying how many, and what to do.
+        """
+        count = sum(
+            1
+            for summary in self._prepared.values()
+            if any(queue_id in summary.queue_ids for queue_id in queue_ids)
+        )
+        if count:
+            msg = (
+                f"queue {display_name!r} is used by {count} prepared transaction(s); "
+                "resolve them first (qmgr tx list)"
+            )
+            raise AccessDenied(msg)
+
+    # ------------------------------------------------------------------ beginning
+
+    def begin(self, owner: object, client_id: int, now: float, xid: str) -> Transaction:
+        """Open a transaction with a global id.
+
+        Raises:
+            InvalidArgument: the id is malformed, or in use (open, prepared,
+                or resolved and its outcome still kept).
+        """
+        check_xid(xid)
+        self._check_unused(xid)
+        tx = self._core.begin(owner, client_id, now)
+        tx.xid = xid
+        self._open[xid] = tx
+        return tx
+
+    def _check_unused(self, xid: str) -> None:
+        store = self._core.store
+        state: str | None = None
+        if xid in self._open:
+            state = "open"
+        elif xid in self._prepared:
+            state = "prepared"
+        else:
+            outcome = store.outcome(xid)
+            if outcome is not None:
+                state = "committed" if outcome.committed else "aborted"
+        if state is not None:
+            msg = f"transaction id {xid!r} is already in use ({state}); choose a new one"
+            raise InvalidArgument(msg)
+
+    def ended(self, tx: Transaction) -> None:
+        """``tx`` ended (committed, aborted or prepared): its id is no longer open."""
+        if tx.xid is not None and self._open.get(tx.xid) is tx:
+            del self._open[tx.xid]
+
+    # ------------------------------------------------------------------ preparing
+
+    def prepare(self, tx: Transaction, wall: float) -> Unit:
+        """The unit that prepares ``tx``; it stays OPEN until :meth:`prepared`.
+
+        Raises:
+            TransactionUsageError: it has no global id.
+            LimitExceeded: too many prepared transactions.
+            the error that doomed it, or TransactionAborted: it can only abort
+                (the caller aborts it).
+        """
+        if tx.xid is None:
+            msg = (
+                f"transaction {tx.client_id} has no global id; "
+                "begin it with one to prepare it, or commit it"
+            )
+            raise TransactionUsageError(msg)
+        self._core.check_committable(tx)
+        if len(self._prepared) >= self.max_prepared:
+            msg = (
+                f"{self.max_prepared} transactions are already prepared "
+                "(transactions.max_prepared); resolve some first"
+            )
+            raise LimitExceeded(msg)
+        tx.state = TransactionState.COMMITTING
+        op = storage.PrepareTransaction(
+            tx.xid, tuple(tx.sends), tuple(tx.receives), created_at=wall
+        )
+        return Unit((op,))
+
+    def prepared(
+        self, tx: Transaction, unit: Unit, outcome: UnitOutcome | BaseException
+    ) -> tuple[set[int], QueueManagerError | None]:
+        """Finish a prepare whose unit was written, refused (``outcome.error``) or
+        never written (an exception).
+
+        On success the transaction leaves its connection: it is ENDED there
+        and lives on as a prepared transaction, its received messages still
+        held. On failure it was aborted.
+
+        Returns:
+            The queues to wake (an abort makes messages visible again), and
+            the error if the prepare failed.
+        """
+        error = outcome if isinstance(outcome, BaseException) else outcome.error
+        if error is not None:
+            woken = self._core.abort(tx)
+            context = f"transaction {tx.client_id} was aborted: "
+            return woken, from_store_error(error, context=context)
+        op = unit.ops[0]
+        assert isinstance(op, storage.PrepareTransaction)
+        self._core.end_prepared(tx)
+        self._remember(
+            storage.PreparedInfo(
+                xid=op.xid,
+                created_at=op.created_at,
+                sends=len(op.sends),
+                send_bytes=sum(send.size for send in op.sends),
+                receives=op.receives,
+                queue_ids=frozenset(
+                    send.queue_id for send in op.sends if isinstance(send, AppendMessage)
+                ),
+            )
+        )
+        return set(), None
+
+    # ------------------------------------------------------------------ resolving
+
+    def resolve(self, xids: Sequence[str], *, commit: bool, wall: float) -> Unit:
+        """The atomic unit that commits (or aborts) every id in ``xids``.
+
+        Raises:
+            InvalidArgument: no id, too many, a malformed or repeated one.
+            TransactionUsageError: one is open on a connection and not prepared.
+        """
+        if not xids:
+            msg = "name at least one transaction id"
+            raise InvalidArgument(msg)
+        if len(xids) > MAX_RESOLVE:
+            msg = f"at most {MAX_RESOLVE} transactions can be resolved at once, not {len(xids)}"
+            raise InvalidArgument(msg)
+        if len(set(xids)) != len(xids):
+            msg = "a transaction id is named twice"
+            raise InvalidArgument(msg)
+        for xid in xids:
+            check_xid(xid)
+            if xid in self._open:
+                msg = (
+                    f"transaction {xid!r} is open and not prepared; "
+                    "its connection commits or aborts it"
+                )
+                raise TransactionUsageError(msg)
+        return Unit(
+            tuple(storage.ResolvePrepared(xid, commit=commit, resolved_at=wall) for xid in xids)
+        )
+
+    def resolved(self, outcome: UnitOutcome) -> tuple[set[int], list[storage.Resolution]]:
+        """Finish a resolve unit.
+
+        Returns:
+            The queues whose readers should wake, and each id's resolution.
+
+        Raises:
+            TransactionNotFound, TransactionAborted, TransactionCommitted, or the
+                store's error: nothing was resolved.
+        """
+        error = outcome.error
+        if error is not None:
+            raise _resolve_error(error)
+        core = self._core
+        woken: set[int] = set()
+        resolutions: list[storage.Resolution] = []
+        for result in outcome.results:
+            assert isinstance(result, storage.Resolved)
+            resolutions.append(result.resolution)
+            summary = self._prepared.pop(result.xid, None)
+            if summary is not None:
+                self._pins.subtract(summary.queue_ids)
+                self._pins += collections.Counter()  # drop the zero counts
+            if result.resolution is storage.Resolution.COMMITTED:
+                core.commits += 1
+                for queue_id, lookup_id in result.receives:
+                    core.locks.forget(queue_id, lookup_id)
+                    woken.update(core.journal_of(queue_id))
+                woken.update(appended.queue_id for appended in result.appended)
+            elif result.resolution is storage.Resolution.ABORTED:
+                core.aborts += 1
+                woken.update(core.release(result.receives))
+        return woken, resolutions
+
+    # ------------------------------------------------------------------ outcomes
+
+    def prune_unit(self, wall: float) -> Unit:
+        """A bounded step deleting the outcomes older than the retention."""
+        return Unit((storage.PruneOutcomes(before=wall - self.retention, limit=PRUNE_STEP),))
+
+
+def _resolve_error(error: BaseException) -> QueueManagerError:
+    if isinstance(error, storage.XidUnknown):
+        return TransactionNotFound(
+            f"no prepared transaction has id {error.xid!r}, and no outcome of it is kept"
+        )
+    if isinstance(error, storage.XidResolved):
+        if error.committed:
+            return TransactionCommitted(
+                f"transaction {error.xid!r} was committed; it cannot be aborted"
+            )
+        return TransactionAborted(f"transaction {error.xid!r} was aborted; it cannot be committed")
+    return from_store_error(error, context="nothing was resolved: ")

@@ -1,0 +1,253 @@
+"""Two-phase transactions and LookupId ranges in the core, over a real store.
+
+The harness writes every unit the core returns and ``crash()`` starts a new
+core on the same store, as after ``kill -9``: what survives is what the
+store holds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import WALL, CoreHarness
+
+import storage
+from qmgr.core import ranges
+from qmgr.core.engine import Limits
+from qmgr.core.errors import (
+    AccessDenied,
+    InvalidArgument,
+    LimitExceeded,
+    QuotaExceeded,
+    TransactionAborted,
+    TransactionCommitted,
+    TransactionNotFound,
+    TransactionUsageError,
+)
+from qmgr.core.transactions import Transaction
+
+COMMITTED = storage.Resolution.COMMITTED
+ABORTED = storage.Resolution.ABORTED
+
+
+@pytest.fixture
+def qm(tmp_path: Path) -> CoreHarness:
+    harness = CoreHarness(tmp_path / "store")
+    harness.create("src", transactional=True)
+    harness.create("dst", transactional=True)
+    return harness
+
+
+def begin(qm: CoreHarness, xid: str) -> Transaction:
+    return qm.core.two_phase.begin(qm, 0, qm.tick(), xid)
+
+
+def prepare(qm: CoreHarness, tx: Transaction) -> None:
+    unit = qm.core.two_phase.prepare(tx, WALL)
+    _, error = qm.core.two_phase.prepared(tx, unit, qm.write(unit))
+    assert error is None, error
+
+
+def resolve(qm: CoreHarness, *xids: str, commit: bool = True) -> list[storage.Resolution]:
+    unit = qm.core.two_phase.resolve(list(xids), commit=commit, wall=WALL)
+    _, resolutions = qm.core.two_phase.resolved(qm.write(unit))
+    return resolutions
+
+
+def moved(qm: CoreHarness, xid: str, body: bytes = b"moved") -> Transaction:
+    """A prepared transaction that received the first message of src and sent one to dst."""
+    tx = begin(qm, xid)
+    assert qm.take("src", tx) is not None
+    qm.prepare("dst", body, tx=tx)
+    prepare(qm, tx)
+    return tx
+
+
+def bodies(qm: CoreHarness, queue: str) -> list[bytes]:
+    return [body for _, body in qm.visible(queue)]
+
+
+def test_prepared_transaction_survives_a_crash_and_commits_in_commit_order(
+    qm: CoreHarness,
+) -> None:
+    qm.send("src", b"a")
+    qm.send("src", b"b")
+    moved(qm, "x1")
+    qm.crash()
+    # Its received message stays held, its send invisible.
+    assert bodies(qm, "src") == [b"b"]
+    assert bodies(qm, "dst") == []
+    taken = qm.take("src")  # a receive passes over the held message
+    assert taken is not None
+    assert taken[1] == b"b"
+    qm.send("dst", b"later")
+    assert resolve(qm, "x1") == [COMMITTED]
+    assert bodies(qm, "src") == []
+    # The prepared send got its LookupId at commit: after the message committed before it.
+    assert bodies(qm, "dst") == [b"later", b"moved"]
+
+
+def test_abort_after_a_crash_returns_the_messages_and_drops_the_sends(qm: CoreHarness) -> None:
+    qm.send("src", b"a")
+    moved(qm, "x1")
+    qm.crash()
+    assert bodies(qm, "src") == []
+    assert resolve(qm, "x1", commit=False) == [ABORTED]
+    assert bodies(qm, "src") == [b"a"]
+    assert bodies(qm, "dst") == []
+    assert qm.take("src") is not None
+
+
+def test_resolving_twice_says_so_and_changes_nothing(qm: CoreHarness) -> None:
+    qm.send("src", b"a")
+    moved(qm, "x1")
+    assert resolve(qm, "x1") == [COMMITTED]
+    assert resolve(qm, "x1") == [storage.Resolution.ALREADY_COMMITTED]
+    assert bodies(qm, "dst") == [b"moved"]
+    with pytest.raises(TransactionCommitted, match="x1"):
+        resolve(qm, "x1", commit=False)
+    qm.send("src", b"b")
+    moved(qm, "x2")
+    assert resolve(qm, "x2", commit=False) == [ABORTED]
+    assert resolve(qm, "x2", commit=False) == [storage.Resolution.ALREADY_ABORTED]
+    with pytest.raises(TransactionAborted, match="x2"):
+        resolve(qm, "x2")
+    with pytest.raises(TransactionNotFound, match="nobody"):
+        resolve(qm, "nobody")
+
+
+def test_resolving_several_is_all_or_nothing(qm: CoreHarness) -> None:
+    qm.send("src", b"a")
+    qm.send("src", b"b")
+    moved(qm, "x1", b"one")
+    moved(qm, "x2", b"two")
+    with pytest.raises(TransactionNotFound):
+        resolve(qm, "x1", "unknown", "x2")
+    assert bodies(qm, "dst") == []
+    assert resolve(qm, "x1", "x2") == [COMMITTED, COMMITTED]
+    assert bodies(qm, "dst") == [b"one", b"two"]
+
+
+def test_an_id_is_used_once(qm: CoreHarness) -> None:
+    tx = begin(qm, "x1")
+    with pytest.raises(InvalidArgument, match="open"):
+        begin(qm, "x1")
+    prepare(qm, tx)
+    with pytest.raises(InvalidArgument, match="prepared"):
+        begin(qm, "x1")
+    resolve(qm, "x1")
+    with pytest.raises(InvalidArgument, match="committed"):
+        begin(qm, "x1")
+    for bad in ("", "a\x00b", "tab\there", "x" * 201):
+        with pytest.raises(InvalidArgument):
+            begin(qm, bad)
+
+
+def test_a_one_phase_commit_of_an_id_keeps_its_outcome(qm: CoreHarness) -> None:
+    tx = begin(qm, "x1")
+    qm.prepare("dst", b"m", tx=tx)
+    assert qm.commit(tx) == [None]
+    assert resolve(qm, "x1") == [storage.Resolution.ALREADY_COMMITTED]
+    with pytest.raises(InvalidArgument):
+        begin(qm, "x1")
+
+
+def test_only_a_transaction_with_an_id_can_be_prepared(qm: CoreHarness) -> None:
+    tx = qm.begin()
+    with pytest.raises(TransactionUsageError, match="global id"):
+        qm.core.two_phase.prepare(tx, WALL)
+
+
+def test_an_open_transaction_with_an_id_is_resolved_by_its_connection(qm: CoreHarness) -> None:
+    begin(qm, "x1")
+    with pytest.raises(TransactionUsageError, match="open and not prepared"):
+        qm.core.two_phase.resolve(["x1"], commit=True, wall=WALL)
+
+
+def test_a_queue_used_by_a_prepared_transaction_cannot_be_deleted(qm: CoreHarness) -> None:
+    qm.send("src", b"a")
+    moved(qm, "x1")
+    for name in ("src", "dst"):
+        with pytest.raises(AccessDenied, match="1 prepared transaction"):
+            qm.core.delete_queue(name)
+    qm.crash()
+    with pytest.raises(AccessDenied):
+        qm.core.delete_queue("dst")
+    resolve(qm, "x1", commit=False)
+    _, unit = qm.core.delete_queue("dst")
+    qm.core.queue_deleted(qm.write(unit))
+
+
+def test_prepare_reserves_the_quota_so_that_commit_cannot_fail(tmp_path: Path) -> None:
+    qm = CoreHarness(tmp_path / "store")
+    qm.create("small", transactional=True, quota=300)
+    tx = begin(qm, "x1")
+    qm.prepare("small", b"p" * 200, tx=tx)
+    prepare(qm, tx)
+    other = qm.begin()
+    qm.prepare("small", b"q" * 200, tx=other)
+    [error] = qm.commit(other)
+    assert isinstance(error, QuotaExceeded)
+    assert resolve(qm, "x1") == [COMMITTED]
+    assert bodies(qm, "small") == [b"p" * 200]
+
+
+def test_prepared_transactions_are_bounded(tmp_path: Path) -> None:
+    qm = CoreHarness(tmp_path / "store", limits=Limits(max_prepared=1))
+    prepare(qm, begin(qm, "x1"))
+    with pytest.raises(LimitExceeded, match="max_prepared"):
+        qm.core.two_phase.prepare(begin(qm, "x2"), WALL)
+
+
+def test_outcomes_are_pruned_after_their_retention(tmp_path: Path) -> None:
+    qm = CoreHarness(tmp_path / "store", limits=Limits(outcome_retention=10.0))
+    prepare(qm, begin(qm, "x1"))
+    resolve(qm, "x1")
+    outcome = qm.write(qm.core.two_phase.prune_unit(WALL + 5))
+    assert outcome.results[0] == storage.Pruned(0, True)
+    outcome = qm.write(qm.core.two_phase.prune_unit(WALL + 11))
+    assert outcome.results[0] == storage.Pruned(1, True)
+    with pytest.raises(TransactionNotFound):
+        resolve(qm, "x1")
+    begin(qm, "x1")  # the id may be used again
+
+
+# --------------------------------------------------------------------------- ranges
+
+
+def remove_through(qm: CoreHarness, queue: str, through: int, step: int = 2) -> int:
+    record = qm.core.queue(queue)
+    total = 0
+    while (found := ranges.removal_step(qm.core, record, through=through, limit=step)) is not None:
+        held, unit = found
+        assert len(held) <= step
+        removed, _ = ranges.removal_done(qm.core, record, held, qm.write(unit))
+        total += removed
+    return total
+
+
+def test_remove_through_removes_the_visible_messages_up_to_a_lookup_id(tmp_path: Path) -> None:
+    qm = CoreHarness(tmp_path / "store")
+    qm.create("q", transactional=True, journal=True)
+    ids = [qm.send("q", bytes([i])) for i in range(7)]
+    holder = qm.begin()
+    assert qm.take("q", holder) == (ids[0], b"\x00")
+    assert remove_through(qm, "q", ids[4]) == 4
+    assert bodies(qm, "q") == [b"\x05", b"\x06"]
+    assert bodies(qm, "q;journal") == [b"\x01", b"\x02", b"\x03", b"\x04"]
+    assert remove_through(qm, "q", ids[4]) == 0  # idempotent
+    qm.core.abort(holder)
+    assert bodies(qm, "q")[0] == b"\x00"  # the held one was left alone
+
+
+def test_measure_range_counts_visible_messages_without_reading_them(qm: CoreHarness) -> None:
+    ids = [qm.send("src", bytes([i])) for i in range(5)]
+    record = qm.core.queue("src")
+    assert ranges.measure_range(qm.core, record, after=0, limit=3) == (3, ids[2])
+    assert ranges.measure_range(qm.core, record, after=ids[2], limit=10) == (2, ids[4])
+    assert ranges.measure_range(qm.core, record, after=ids[4], limit=10) == (0, ids[4])
+    assert ranges.measure_range(qm.core, record, after=0, limit=0)[1] == ids[4]
+    holder = qm.begin()
+    qm.take("src", holder)
+    assert ranges.measure_range(qm.core, record, after=0, limit=10) == (4, ids[4])
