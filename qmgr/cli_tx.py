@@ -15,6 +15,7 @@ from typing import Any, Final
 
 import click
 from rich.table import Table
+from rich.text import Text
 
 from qmgr.cli_common import CliError, client, iso, reports_errors, size, stdout_console
 from qmgr.client import Resolution, TransactionInfo, TransactionNotFound
@@ -140,5 +141,7 @@ def transactions_table(listed: list[TransactionInfo]) -> Table:
     table.add_column("receives", justify="right")
     table.add_column("bytes", justify="right")
     for t in listed:
-        table.add_row(t.xid, str(t.state), age(t.age), str(t.sends), str(t.receives), size(t.bytes))
+        # Text, not a str: an xid is any client's text, never console markup.
+        xid = Text(t.xid)
+        table.add_row(xid, str(t.state), age(t.age), str(t.sends), str(t.receives), size(t.bytes))
     return table

@@ -83,7 +83,8 @@ class ListTransactions:
     """Ask for the prepared transactions (and, with ``resolved``, the kept outcomes).
 
     Only those whose xid starts with ``prefix``, in xid order, at most
-    ``max_count`` prepared ones and ``max_count`` outcomes.
+    ``max_count`` prepared ones and ``max_count`` outcomes (the daemon may
+    cap both, and answers no more outcomes than fit in one frame).
     """
 
     prefix: str = ""

@@ -22,6 +22,7 @@ from ._client_values import (
     CLASS_OF,
     HELLO_MAGIC,
     KIND_OF,
+    MAX_RESOLVE_XIDS,
     CreateQueue,
     FrameKind,
     FrameValue,
@@ -176,7 +177,14 @@ _SOURCES: dict[FrameKind, Any] = {
     FrameKind.CONTROL_OUTGOING: c.Struct("action" / c.Int8ul, "destination" / _Str),
     FrameKind.BEGIN_GLOBAL: c.Struct("tx_id" / c.Int64ul, "xid" / _Str),
     FrameKind.PREPARE: _TX_ID,
-    FrameKind.RESOLVE: c.Struct("commit" / c.Flag, "xids" / c.PrefixedArray(c.Int32ul, _Str)),
+    # The count is checked before any xid is parsed: a frame of millions of
+    # empty xids would otherwise hold the daemon for seconds.
+    FrameKind.RESOLVE: c.Struct(
+        "commit" / c.Flag,
+        "count" / c.Rebuild(c.Int32ul, c.len_(c.this.xids)),
+        c.Check(c.this.count <= MAX_RESOLVE_XIDS),
+        "xids" / c.Array(c.this.count, _Str),
+    ),
     FrameKind.LIST_TRANSACTIONS: c.Struct(
         "prefix" / _Str,
         "resolved" / c.Flag,

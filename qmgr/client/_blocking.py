@@ -540,7 +540,7 @@ class Transaction(TransactionTwoPhase):
         if exc_type is None:
             self.commit()
             return
-        # If the connection is gone, the daemon aborts the transaction itself.
+        # If the connection is gone, the daemon aborts it (a prepared one stays in doubt).
         with contextlib.suppress(QueueError):
             self.abort()
 

@@ -268,8 +268,9 @@ class ClientProtocol(Generic[W]):
             ConnectionLost: the connection is unusable.
         """
         self.check_open()
+        abort_id = self.new_id() if state.unsure else 0
         request_id = self.new_id()
-        state.pack_end(out, request_id)
+        state.pack_end(out, request_id, abort_id)
         waiter = self._expect(request_id)
         waiter.ends = state
         return waiter

@@ -19,6 +19,11 @@ core and the two clients decide everything about a transaction through it:
   naming the xid once the transaction is prepared: it no longer belongs to
   the connection); :func:`transaction_ended` turns its reply, or the error
   the client met, into what ``commit()`` or ``abort()`` raises.
+* A Prepare whose reply was never read (a cancelled wait) may have been
+  done: the transaction may be prepared, or still open on the connection.
+  Ending it then sends both an Abort and, after it, a Resolve that aborts
+  the xid (the daemon handles a connection's requests in order), so that it
+  is aborted whichever way the Prepare went.
 """
 
 from __future__ import annotations
@@ -81,6 +86,7 @@ class TransactionState:
         "id",
         "prepared",
         "request_ids",
+        "unsure",
         "xid",
     )
 
@@ -93,6 +99,8 @@ class TransactionState:
         self.ended = False
         #: True once prepared: then only a commit or an abort by xid can follow.
         self.prepared = False
+        #: True when the reply to its Prepare was never read: it may be prepared.
+        self.unsure = False
         #: How it ended: open, by commit(), by abort(), or by a commit() that aborted.
         self.ending = _OPEN
         #: Ids of its pipelined requests, answered only if they fail.
@@ -182,10 +190,20 @@ class TransactionState:
         else:
             out += cf.encode_frame(request_id, cf.BeginGlobal(tx_id=self.id, xid=self.xid))
 
-    def pack_end(self, out: bytearray, request_id: int) -> None:
-        """Pack the request that ends the transaction as :meth:`end` decided into ``out``."""
+    def pack_end(self, out: bytearray, request_id: int, abort_id: int = 0) -> None:
+        """Pack the request that ends the transaction as :meth:`end` decided into ``out``.
+
+        When it may be prepared (:attr:`unsure`), an Abort with ``abort_id``
+        (whose reply nobody waits for) goes first, then the Resolve that
+        aborts its xid with ``request_id``.
+        """
         commit = self.ending == _COMMIT
-        if self.prepared:
+        if self.unsure:
+            assert self.xid is not None
+            assert not commit
+            append_tx_request(out, ABORT, abort_id, self.id)
+            out += cf.encode_frame(request_id, cf.Resolve(commit=False, xids=(self.xid,)))
+        elif self.prepared:
             assert self.xid is not None
             out += cf.encode_frame(request_id, cf.Resolve(commit=commit, xids=(self.xid,)))
         else:
@@ -253,11 +271,13 @@ def prepared(state: TransactionState, outcome: cf.ServerReply | QueueError) -> N
 
 
 def prepare_interrupted(state: TransactionState) -> None:
-    """The wait for a Prepare's reply was interrupted (cancelled): only an abort may follow."""
+    """The wait for a Prepare's reply was interrupted (cancelled): only an abort may
+    follow, and it aborts the transaction whether or not the Prepare was done."""
+    state.unsure = True
     state.fail(
         int(cf.ErrorCode.TRANSACTION_ABORTED),
-        "it was interrupted before its reply was read, so the transaction may be prepared: "
-        "look for it with transactions() and resolve it",
+        "it was interrupted before its reply was read, so the transaction may be prepared; "
+        "abort() aborts it either way",
         what="the prepare",
     )
 
@@ -284,7 +304,9 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
         daemon aborts the transaction) and the send's error is raised.
         After the Resolve of a prepared transaction: its error (a commit of
         one that was aborted, an abort of one that was committed), or a lost
-        connection, which leaves the transaction in doubt.
+        connection, which leaves the transaction in doubt. After the Abort
+        and Resolve of a transaction whose Prepare was interrupted: as after
+        an Abort (the Resolve aborted it if it had been prepared).
     """
     if state.prepared:
         if isinstance(outcome, ConnectionLost):
@@ -294,6 +316,14 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
             raise outcome
         resolutions(outcome, 1)
         return
+    if state.unsure:
+        if isinstance(outcome, ConnectionLost):
+            msg = f"{outcome.message}; transaction {state.label} may be prepared and in doubt"
+            raise ConnectionLost(msg)
+        if not isinstance(outcome, QueueError):
+            resolutions(outcome, 1)  # it had been prepared: aborted now
+            outcome = cf.Ok()
+        # TransactionNotFound: it was not prepared, and the Abort before ended it.
     if isinstance(outcome, QueueError):
         error: QueueError | None = outcome
     else:

@@ -464,7 +464,8 @@ class AsyncTransaction(AsyncTransactionTwoPhase):
         # Abort even if we are being cancelled, so that received messages go back now.
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + _ABORT_GRACE
-            # If the connection is gone, the daemon aborts the transaction itself.
+            # If the connection is gone, the daemon aborts the transaction itself
+            # (a prepared one stays in doubt until resolved by xid).
             with contextlib.suppress(QueueError):
                 await self.abort()
 

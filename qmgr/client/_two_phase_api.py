@@ -153,7 +153,9 @@ class QueueManagerTwoPhase:
 
         Raises:
             TransactionNotFound: nothing is prepared under ``xid`` and no
-                outcome is kept for it (or it is still open, not prepared).
+                outcome is kept for it.
+            TransactionUsageError: it is still open on its connection, not
+                prepared (or its prepare is being written): try again later.
             TransactionAborted: it was aborted.
             InvalidArgument: ``xid`` is not a valid transaction id.
             NotSupported: the daemon is too old for global transactions.
@@ -186,6 +188,12 @@ class QueueManagerTwoPhase:
         :class:`Resolution` per xid, in order. If one cannot be committed,
         none is, and the error's message names the xid. An empty ``xids``
         asks nothing of the daemon.
+
+        Raises:
+            LimitExceeded: their sends together are more than the daemon
+                holds in memory at once (``limits.max_uncommitted_bytes``);
+                nothing was committed: commit fewer at once.
+            the errors of :meth:`commit_prepared`.
         """
         return self._resolve("commit_prepared_all()", xids, commit=True)
 
@@ -203,7 +211,8 @@ class QueueManagerTwoPhase:
             resolved: also list the outcomes the daemon keeps of resolved
                 transactions (after the prepared ones).
             limit: at most this many prepared transactions, and at most
-                this many outcomes.
+                this many outcomes (the daemon returns at most 10000 of
+                each, and no more outcomes than fit in one reply).
         """
         request = two_phase.list_request(prefix, resolved, limit)
         return two_phase.transaction_list(self._two_phase("transactions()", request))

@@ -154,7 +154,14 @@ class QueueAdmin:
 
         Raises:
             QueueNotFound: it was already gone.
+            AccessDenied: a prepared transaction uses it (one prepared in the
+                same batch, which :meth:`delete_queue` could not see yet).
         """
+        error = outcome.error
+        if isinstance(error, storage.InvalidOperation):
+            # The only refusal of a NORMAL queue's delete: prepared transactions pin it.
+            msg = f"{error} (qmgr tx list)"
+            raise AccessDenied(msg)
         result = _only_result(outcome)
         assert isinstance(result, storage.QueueDeleted)
         for queue_id in result.queue_ids:

@@ -7,8 +7,11 @@ things the receive path does not: *where does the range of the next N
 visible messages end* (:func:`measure_range`, keys only, no message read),
 and *remove everything visible up to a LookupId* once it has processed it
 (:func:`removal_step`). LookupIds are given when an append commits, so
-every message that becomes visible later has a higher one than any the
-reader has seen: the range below a measured end never gains a message.
+every message appended later has a higher one than any the
+reader has seen: the range below a measured end gains no new message. It
+can regain an old one: a message held by another transaction is not visible,
+and comes back in its place when that transaction aborts. A reader that
+follows LookupIds must therefore be the queue's only consumer.
 
 Removing through a LookupId is done in bounded steps: each step holds up to
 ``limit`` visible messages (so that no receive takes them meanwhile) and

@@ -97,6 +97,8 @@ class PreparedSummary:
     created_at: float
     #: Queue ids it sends to or receives from (they cannot be deleted meanwhile).
     queue_ids: frozenset[int]
+    #: Bytes of the messages it sends (its commit holds them in memory while written).
+    send_bytes: int = 0
 
 
 class TwoPhase:
@@ -116,6 +118,10 @@ class TwoPhase:
         self._prepared: dict[str, PreparedSummary] = {}
         #: How many prepared transactions use each queue.
         self._pins: collections.Counter[int] = collections.Counter()
+        #: Prepares being written (they count against ``max_prepared`` already).
+        self._preparing = 0
+        #: How many messages of each queue prepared transactions hold.
+        self._holds: collections.Counter[int] = collections.Counter()
 
     # ------------------------------------------------------------------ start-up
 
@@ -130,8 +136,11 @@ class TwoPhase:
         return len(self._prepared)
 
     def _remember(self, info: storage.PreparedInfo) -> None:
+        self._holds.update(queue_id for queue_id, _ in info.receives)
         queue_ids = frozenset(info.queue_ids) | {queue_id for queue_id, _ in info.receives}
-        self._prepared[info.xid] = PreparedSummary(info.xid, info.created_at, queue_ids)
+        self._prepared[info.xid] = PreparedSummary(
+            info.xid, info.created_at, queue_ids, info.send_bytes
+        )
         self._pins.update(queue_ids)
 
     # ------------------------------------------------------------------ queries
@@ -144,6 +153,11 @@ class TwoPhase:
     def pinned(self, queue_id: int) -> int:
         """How many prepared transactions use the queue."""
         return self._pins.get(queue_id, 0)
+
+    def held(self, queue_id: int) -> int:
+        """How many messages of the queue prepared transactions hold (their
+        resolution, not time, releases them)."""
+        return self._holds.get(queue_id, 0)
 
     def check_deletable(self, queue_ids: Sequence[int], display_name: str) -> None:
         """Refuse deleting a queue that prepared transactions use.
@@ -202,7 +216,8 @@ class TwoPhase:
     # ------------------------------------------------------------------ preparing
 
     def prepare(self, tx: Transaction, wall: float) -> Unit:
-        """The unit that prepares ``tx``; it stays OPEN until :meth:`prepared`.
+        """The unit that prepares ``tx``; it stays OPEN until :meth:`prepared`, which
+        the caller must call whatever becomes of the unit.
 
         Raises:
             TransactionUsageError: it has no global id.
@@ -217,7 +232,7 @@ class TwoPhase:
             )
             raise TransactionUsageError(msg)
         self._core.check_committable(tx)
-        if len(self._prepared) >= self.max_prepared:
+        if len(self._prepared) + self._preparing >= self.max_prepared:
             msg = (
                 f"{self.max_prepared} transactions are already prepared "
                 "(transactions.max_prepared); resolve some first"
@@ -227,6 +242,7 @@ class TwoPhase:
         op = storage.PrepareTransaction(
             tx.xid, tuple(tx.sends), tuple(tx.receives), created_at=wall
         )
+        self._preparing += 1
         return Unit((op,))
 
     def prepared(
@@ -243,6 +259,7 @@ class TwoPhase:
             The queues to wake (an abort makes messages visible again), and
             the error if the prepare failed.
         """
+        self._preparing -= 1
         error = outcome if isinstance(outcome, BaseException) else outcome.error
         if error is not None:
             woken = self._core.abort(tx)
@@ -295,6 +312,35 @@ class TwoPhase:
             tuple(storage.ResolvePrepared(xid, commit=commit, resolved_at=wall) for xid in xids)
         )
 
+    def hold_for_commit(self, xids: Sequence[str]) -> int:
+        """Reserve, in the memory budget of open transactions, the bytes that
+        committing ``xids`` holds while it is written (their sends are read back
+        and appended in one unit); returns them, for :meth:`release`.
+
+        Raises:
+            LimitExceeded: they do not fit now (or at all: commit fewer at once).
+        """
+        size = sum(
+            summary.send_bytes
+            for summary in (self._prepared.get(xid) for xid in xids)
+            if summary is not None
+        )
+        budget = self._core.uncommitted
+        if size and not budget.try_reserve(size):
+            msg = budget.refusal(size)
+            if size > budget.limit:
+                msg = (
+                    f"committing these {len(xids)} transactions at once would hold {size} "
+                    f"bytes of messages in memory, more than limits.max_uncommitted_bytes "
+                    f"({budget.limit}); commit fewer at once"
+                )
+            raise LimitExceeded(msg)
+        return size
+
+    def release(self, size: int) -> None:
+        """Give back what :meth:`hold_for_commit` reserved, once the unit is written (or not)."""
+        self._core.uncommitted.release(size)
+
     def resolved(self, outcome: UnitOutcome) -> tuple[set[int], list[storage.Resolution]]:
         """Finish a resolve unit.
 
@@ -318,6 +364,8 @@ class TwoPhase:
             if summary is not None:
                 self._pins.subtract(summary.queue_ids)
                 self._pins += collections.Counter()  # drop the zero counts
+                self._holds.subtract(queue_id for queue_id, _ in result.receives)
+                self._holds += collections.Counter()
             if result.resolution is storage.Resolution.COMMITTED:
                 core.commits += 1
                 for queue_id, lookup_id in result.receives:

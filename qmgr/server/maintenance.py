@@ -19,7 +19,9 @@ Three tasks, each a loop that sleeps until there is something to do:
 Erasing resumes on its own after a restart: the store says which queues
 still have messages to erase. A step that can erase nothing because open
 transactions hold the remaining purged messages waits a second and looks
-again (the messages leave when those transactions end).
+again (the messages leave when those transactions end). When only prepared
+transactions hold them, it waits for their resolution instead, which wakes
+it: a transaction may stay in doubt for days.
 """
 
 from __future__ import annotations
@@ -167,5 +169,9 @@ class Maintenance:
                     self._log.debug("erase_done", queue_id=queue_id)
                     break
                 if result.messages == 0:
-                    self._retry = True  # held by open transactions: look again later
+                    # Held: by open transactions, look again later; by prepared
+                    # ones only, their resolution wakes this task.
+                    core = self._core
+                    if core.held_count(queue_id) > core.two_phase.held(queue_id):
+                        self._retry = True
                     break

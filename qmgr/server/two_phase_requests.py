@@ -34,8 +34,18 @@ __all__ = ["TwoPhaseRequests"]
 REMOVE_STEP: Final = 2048
 #: Most messages one MeasureRange counts.
 MAX_MEASURE: Final = 100_000
+#: Resolutions that ended a prepared transaction (released what it held).
+_RESOLVED_NOW: Final = frozenset({storage.Resolution.COMMITTED, storage.Resolution.ABORTED})
 #: Most transactions of each kind one ListTransactions returns.
 MAX_LISTED: Final = 10_000
+_NO_XID: Final = cf.TransactionInfo(xid="", state=1, since=0.0, sends=0, receives=0, bytes=0)
+#: Bytes of a TransactionList besides its entries' xids: the frame's, and each entry's.
+_LIST_OVERHEAD: Final = len(cf.encode_frame(0, cf.TransactionList(transactions=())))
+_ENTRY_OVERHEAD: Final = (
+    len(cf.encode_frame(0, cf.TransactionList(transactions=(_NO_XID,)))) - _LIST_OVERHEAD
+)
+#: What the entries of one TransactionList may take: a reply is one frame.
+_LIST_BUDGET: Final = cf.MAX_FRAME_BODY + cf.HEADER_SIZE - _LIST_OVERHEAD
 
 
 class TwoPhaseRequests(abc.ABC):
@@ -120,8 +130,15 @@ class TwoPhaseRequests(abc.ABC):
         services = self.services
         two_phase = services.core.two_phase
         unit = two_phase.resolve(request.xids, commit=request.commit, wall=time.time())
-        woken, resolutions = two_phase.resolved(await self._submit(unit))
+        held = two_phase.hold_for_commit(request.xids) if request.commit else 0
+        try:
+            outcome = await self._submit(unit)
+        finally:
+            two_phase.release(held)
+        woken, resolutions = two_phase.resolved(outcome)
         services.signals.notify(woken)
+        if any(r in _RESOLVED_NOW for r in resolutions):
+            services.wake_maintenance()  # purged messages they held can be erased now
         self.log.info(
             "transactions_committed" if request.commit else "transactions_aborted",
             xid=request.xids[0],
@@ -145,21 +162,28 @@ class TwoPhaseRequests(abc.ABC):
             for info in store.prepared_transactions(request.prefix, limit)
         ]
         if request.resolved:
-            listed.extend(
-                cf.TransactionInfo(
-                    xid=outcome.xid,
-                    state=(
-                        cf.TransactionState.COMMITTED
-                        if outcome.committed
-                        else cf.TransactionState.ABORTED
-                    ),
-                    since=outcome.resolved_at,
-                    sends=0,
-                    receives=0,
-                    bytes=0,
+            # The prepared ones always fit (MAX_LISTED of the longest xid); the
+            # outcomes after them are as many as still fit in the frame.
+            room = _LIST_BUDGET - sum(_entry_size(info.xid) for info in listed)
+            for outcome in store.outcomes(request.prefix, limit):
+                room -= _entry_size(outcome.xid)
+                if room < 0:
+                    break
+                state = (
+                    cf.TransactionState.COMMITTED
+                    if outcome.committed
+                    else cf.TransactionState.ABORTED
                 )
-                for outcome in store.outcomes(request.prefix, limit)
-            )
+                listed.append(
+                    cf.TransactionInfo(
+                        xid=outcome.xid,
+                        state=state,
+                        since=outcome.resolved_at,
+                        sends=0,
+                        receives=0,
+                        bytes=0,
+                    )
+                )
         self.reply(request_id, cf.TransactionList(transactions=tuple(listed)))
 
     # ------------------------------------------------------------------ LookupId ranges
@@ -194,7 +218,15 @@ class TwoPhaseRequests(abc.ABC):
             total += removed
             if not removed:
                 break  # every removal failed: gone meanwhile; nothing more to do
+            # A step written at once (no other client active) is no checkpoint: let
+            # the other connections in between the steps of a long removal.
+            await trio.lowlevel.checkpoint()
         self.log.debug(
             "removed_through", queue=request.queue, through=request.lookup_id, count=total
         )
         self.reply(request_id, cf.Ok(value=total))
+
+
+def _entry_size(xid: str) -> int:
+    """Bytes a TransactionList entry takes in the frame."""
+    return _ENTRY_OVERHEAD + len(xid.encode("utf-8"))

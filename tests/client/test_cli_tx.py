@@ -61,6 +61,17 @@ def test_list_shows_the_transactions_in_doubt(in_doubt: FakeDaemon) -> None:
     assert in_doubt.requests_of(cf.ListTransactions) == [cf.ListTransactions()]
 
 
+def test_list_shows_an_xid_as_it_is_not_as_markup(fake_daemon: FakeDaemon) -> None:
+    """Any client chooses xids: one that looks like console markup must neither
+    break the operator's listing nor lose characters in it."""
+    script = fake_daemon.two_phase
+    for xid in ("job[/x]1", "job[bold]2", "[red]3"):
+        script.prepared[xid] = (time.time() - 5.0, 1, 0, 1)
+    table = ok(run(fake_daemon, "tx", "list")).stdout
+    for xid in ("job[/x]1", "job[bold]2", "[red]3"):
+        assert _row(table, xid)[:2] == [xid, "prepared"]
+
+
 def test_list_all_and_prefix(in_doubt: FakeDaemon) -> None:
     table = ok(run(in_doubt, "tx", "list", "--all", "--prefix", "spark:")).stdout
     assert _row(table, "spark:q:6:0:b2")[1:2] == ["committed"]

@@ -19,6 +19,7 @@ from qmgr.core.errors import (
     AccessDenied,
     InvalidArgument,
     LimitExceeded,
+    QueueNotFound,
     QuotaExceeded,
     TransactionAborted,
     TransactionCommitted,
@@ -179,6 +180,43 @@ def test_a_queue_used_by_a_prepared_transaction_cannot_be_deleted(qm: CoreHarnes
     qm.core.queue_deleted(qm.write(unit))
 
 
+def test_a_delete_in_the_batch_of_a_prepare_is_refused_as_a_prepared_queue_is(
+    qm: CoreHarness,
+) -> None:
+    """The core's own check cannot see a prepare still being written: the store
+    refuses the delete, and the client hears the same as when the core refuses it."""
+    qm.send("src", b"a")
+    tx = begin(qm, "x1")
+    assert qm.take("src", tx) is not None
+    prepare_unit = qm.core.two_phase.prepare(tx, WALL)
+    _, delete_unit = qm.core.delete_queue("src")  # allowed: nothing is prepared yet
+    prepared, deleted = qm.store.commit([prepare_unit, delete_unit], now=WALL)
+    assert qm.core.two_phase.prepared(tx, prepare_unit, prepared)[1] is None
+    with pytest.raises(AccessDenied, match=r"1 prepared transaction.*qmgr tx list"):
+        qm.core.queue_deleted(deleted)
+    assert resolve(qm, "x1") == [COMMITTED]
+    assert bodies(qm, "src") == []
+
+
+def test_a_prepare_in_the_batch_after_a_delete_fails_and_aborts(qm: CoreHarness) -> None:
+    qm.send("src", b"a")
+    src = qm.core.queue("src").queue_id
+    tx = begin(qm, "x1")
+    assert qm.take("src", tx) is not None
+    qm.prepare("dst", b"sent", tx=tx)
+    _, delete_unit = qm.core.delete_queue("src")
+    prepare_unit = qm.core.two_phase.prepare(tx, WALL)
+    deleted, prepared = qm.store.commit([delete_unit, prepare_unit], now=WALL)
+    qm.core.queue_deleted(deleted)
+    _, error = qm.core.two_phase.prepared(tx, prepare_unit, prepared)
+    assert isinstance(error, QueueNotFound)
+    assert qm.core.two_phase.prepared_count == 0
+    assert qm.store.prepared_transactions() == []
+    assert bodies(qm, "dst") == []
+    assert qm.core.held_count(src) == 0
+    assert qm.core.open_transactions == 0
+
+
 def test_prepare_reserves_the_quota_so_that_commit_cannot_fail(tmp_path: Path) -> None:
     qm = CoreHarness(tmp_path / "store")
     qm.create("small", transactional=True, quota=300)
@@ -198,6 +236,23 @@ def test_prepared_transactions_are_bounded(tmp_path: Path) -> None:
     prepare(qm, begin(qm, "x1"))
     with pytest.raises(LimitExceeded, match="max_prepared"):
         qm.core.two_phase.prepare(begin(qm, "x2"), WALL)
+
+
+def test_prepares_being_written_count_against_the_bound(tmp_path: Path) -> None:
+    """Two connections preparing at once must not both pass the check."""
+    qm = CoreHarness(tmp_path / "store", limits=Limits(max_prepared=1))
+    first = begin(qm, "x1")
+    unit = qm.core.two_phase.prepare(first, WALL)
+    with pytest.raises(LimitExceeded, match="max_prepared"):
+        qm.core.two_phase.prepare(begin(qm, "x2"), WALL)
+    qm.core.two_phase.prepared(first, unit, qm.write(unit))
+    assert qm.core.two_phase.prepared_count == 1
+    # A prepare that failed gives its place back.
+    assert resolve(qm, "x1", commit=False) == [ABORTED]
+    third = begin(qm, "x3")
+    unit = qm.core.two_phase.prepare(third, WALL)
+    qm.core.two_phase.prepared(third, unit, RuntimeError("the batch was never written"))
+    prepare(qm, begin(qm, "x4"))
 
 
 def test_outcomes_are_pruned_after_their_retention(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import sys
 import time
 
 import pytest
+import trio
 
 from qmgr.client import (
     QueueManager,
@@ -17,6 +18,7 @@ from qmgr.client import (
     TransactionNotFound,
     TransactionStatus,
     connect,
+    open_client,
 )
 from tests.helpers import DaemonProcess
 
@@ -170,3 +172,56 @@ def test_remove_through_and_measure_range(daemon: DaemonProcess) -> None:
         assert [message.lookup_id for message in remaining] == ids[4500:]
         journal = qm.measure_range("q;journal", after=0, max_count=100_000)
         assert journal.count == 4500
+
+
+async def test_ending_a_transaction_whose_prepare_was_cancelled_aborts_it_if_prepared(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    """A cancelled prepare() may have been done: abort(), commit() and the block's exit
+    must abort the transaction by xid too, not leave it prepared and in doubt."""
+    async with open_client(shared_daemon.address) as qm:
+        await qm.create_queue(queue_name, transactional=True)
+        for body in (b"a", b"b", b"c"):
+            await qm.send(queue_name, body)
+
+        tx = qm.begin(xid=f"{queue_name}-abort")
+        assert await tx.receive(queue_name) is not None
+        with trio.move_on_after(0):  # the Prepare goes out; its reply is never read
+            await tx.prepare()
+        await tx.abort()
+
+        tx = qm.begin(xid=f"{queue_name}-commit")
+        assert await tx.receive(queue_name) is not None
+        with trio.move_on_after(0):
+            await tx.prepare()
+        with pytest.raises(TransactionAborted, match="interrupted"):
+            await tx.commit()
+
+        with trio.CancelScope() as scope:
+            async with qm.begin(xid=f"{queue_name}-block") as tx:
+                assert await tx.receive(queue_name) is not None
+                scope.cancel()
+                await tx.prepare()
+
+        assert await qm.transactions(queue_name) == []
+        kept = await qm.transactions(queue_name, resolved=True)
+        assert {t.state for t in kept} == {TransactionStatus.ABORTED}
+        assert len(kept) == 3
+        assert [m.body for m in await qm.peek_range(queue_name)] == [b"a", b"b", b"c"]
+
+
+async def test_aborting_after_a_cancelled_prepare_says_it_was_committed_meanwhile(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    async with open_client(shared_daemon.address) as qm:
+        await qm.create_queue(queue_name, transactional=True)
+        await qm.send(queue_name, b"a")
+        tx = qm.begin(xid=queue_name)
+        assert await tx.receive(queue_name) is not None
+        with trio.move_on_after(0):
+            await tx.prepare()
+        # Someone else commits it by xid meanwhile: the abort says so.
+        assert await qm.commit_prepared(queue_name) is Resolution.COMMITTED
+        with pytest.raises(TransactionCommitted):
+            await tx.abort()
+        assert await qm.peek_range(queue_name) == []

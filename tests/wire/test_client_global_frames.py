@@ -137,6 +137,9 @@ BAD_VALUES = [
     pytest.param(cf.BeginGlobal(xid="\ud800"), id="begin-global-surrogate"),
     pytest.param(cf.Prepare(tx_id=2**64), id="prepare-tx-id"),
     pytest.param(cf.Resolve(commit=True, xids=("\udfff",)), id="resolve-surrogate"),
+    pytest.param(
+        cf.Resolve(commit=True, xids=("x",) * (cf.MAX_RESOLVE_XIDS + 1)), id="resolve-too-many"
+    ),
     pytest.param(cf.ListTransactions(max_count=2**32), id="list-max-count"),
     pytest.param(cf.RemoveThrough(queue="q", lookup_id=-1), id="remove-through-lookup-id"),
     pytest.param(cf.MeasureRange(queue="q", after=2**64), id="measure-after"),
@@ -160,6 +163,14 @@ def test_values_that_cannot_be_encoded_are_local_errors(value: cf.FrameValue) ->
     assert excinfo.value.field == type(value).__name__
 
 
+def test_a_resolve_is_refused_by_its_count_before_its_xids_are_read() -> None:
+    """A frame of millions of empty xids must cost the daemon nothing to refuse."""
+    count = (cf.MAX_FRAME_BODY - 5) // 2
+    body = b"\x01" + struct.pack("<I", count) + _text("") * count
+    with pytest.raises(RemoteProtocolError, match="Check"):
+        cf.decode_body(cf.FrameKind.RESOLVE, body)
+
+
 @pytest.mark.parametrize(
     ("kind", "body"),
     [
@@ -168,6 +179,11 @@ def test_values_that_cannot_be_encoded_are_local_errors(value: cf.FrameValue) ->
         pytest.param(cf.FrameKind.PREPARE, bytes(9), id="prepare-trailing"),
         pytest.param(cf.FrameKind.RESOLVE, b"\x01" + struct.pack("<I", 1), id="resolve-no-xid"),
         pytest.param(cf.FrameKind.RESOLVE, b"\x01" + b"\xff" * 4, id="resolve-huge-count"),
+        pytest.param(
+            cf.FrameKind.RESOLVE,
+            b"\x01" + struct.pack("<I", cf.MAX_RESOLVE_XIDS + 1) + _text("") * 10_001,
+            id="resolve-too-many",
+        ),
         pytest.param(cf.FrameKind.LIST_TRANSACTIONS, _text("p") + b"\x00", id="list-cut"),
         pytest.param(cf.FrameKind.REMOVE_THROUGH, _text("q") + bytes(7), id="remove-cut"),
         pytest.param(cf.FrameKind.MEASURE_RANGE, _text("q") + bytes(13), id="measure-trailing"),
