@@ -1,0 +1,216 @@
+"""The data source's options: parsing, checking, and connecting with them.
+
+Spark hands a data source its options as strings in a case-insensitive
+mapping, together with options of its own (``path``, ``checkpointLocation``,
+``queryName``). :meth:`Options.parse` checks ours and says exactly what is
+wrong; an unknown name that is close to one of ours is taken for a typo and
+refused, other unknown names are Spark's and are ignored.
+
+Nothing here imports pyspark, so the checks run (and are tested) anywhere.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from qmgr.client import QueueManager
+
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_PARTITIONS", "DataSourceError", "Options"]
+
+#: Seconds allowed for reaching the queue manager unless ``connectTimeout`` says otherwise.
+DEFAULT_CONNECT_TIMEOUT: Final = 10.0
+#: Read partitions (tasks) per batch or micro-batch unless ``partitions`` says otherwise.
+DEFAULT_PARTITIONS: Final = 2
+#: Largest ``partitions``: each partition is a task and a connection.
+MAX_PARTITIONS: Final = 1024
+
+#: Our options: lower-case name -> the name as documented.
+NAMES: Final = {
+    name.lower(): name
+    for name in (
+        "endpoint",
+        "queue",
+        "maxMessagesPerTrigger",
+        "removeOnCommit",
+        "partitions",
+        "connectTimeout",
+    )
+}
+_TRUE: Final = frozenset({"true", "yes", "1"})
+_FALSE: Final = frozenset({"false", "no", "0"})
+
+
+class DataSourceError(ValueError):
+    """A wrong or missing option, or a queue manager or queue that cannot be used.
+
+    Raised on the driver while Spark plans the query, so the query fails at
+    once with this message instead of hanging or failing in a task.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"qmgr data source: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    """The checked options of one ``spark.read/readStream/write/writeStream.format("qmgr")``.
+
+    Attributes:
+        endpoint: ``HOST:PORT`` of a queue manager's client listener.
+        queue: the queue to read, or to write rows without a ``destination``.
+        max_messages_per_trigger: most messages per micro-batch, or None for
+            every message available.
+        remove_on_commit: a streaming read removes the messages of a
+            micro-batch once Spark has committed it.
+        partitions: read tasks per batch or micro-batch.
+        connect_timeout: seconds allowed for connecting to the queue manager.
+    """
+
+    endpoint: str
+    queue: str | None = None
+    max_messages_per_trigger: int | None = None
+    remove_on_commit: bool = True
+    partitions: int = DEFAULT_PARTITIONS
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> Options:
+        """Check Spark's option mapping (case-insensitive names, string values).
+
+        Raises:
+            DataSourceError: an option is missing, misspelt, or has a wrong value.
+        """
+        values = {str(key).lower(): value for key, value in options.items()}
+        for key in values:
+            if key in NAMES:
+                continue
+            close = difflib.get_close_matches(key, NAMES, n=1, cutoff=0.8)
+            if close:
+                msg = f"unknown option {key!r}; did you mean {NAMES[close[0]]!r}?"
+                raise DataSourceError(msg)
+        endpoint = _text(values, "endpoint")
+        if endpoint is None:
+            msg = (
+                "the option 'endpoint' is required: HOST:PORT of a queue manager's client "
+                "listener, as in .option('endpoint', '127.0.0.1:1802')"
+            )
+            raise DataSourceError(msg)
+        return cls(
+            endpoint=_endpoint(endpoint),
+            queue=_text(values, "queue"),
+            max_messages_per_trigger=_integer(values, "maxmessagespertrigger", minimum=1),
+            remove_on_commit=_boolean(values, "removeoncommit", default=True),
+            partitions=_integer(
+                values, "partitions", minimum=1, maximum=MAX_PARTITIONS, default=DEFAULT_PARTITIONS
+            )
+            or DEFAULT_PARTITIONS,
+            connect_timeout=_seconds(values, "connecttimeout", DEFAULT_CONNECT_TIMEOUT),
+        )
+
+    def require_queue(self, purpose: str) -> str:
+        """The ``queue`` option, which ``purpose`` needs.
+
+        Raises:
+            DataSourceError: it was not given.
+        """
+        if self.queue is None:
+            msg = f"the option 'queue' is required {purpose}, as in .option('queue', 'orders')"
+            raise DataSourceError(msg)
+        return self.queue
+
+    def connect(self) -> QueueManager:
+        """Connect to the queue manager within ``connect_timeout``.
+
+        Raises:
+            DataSourceError: it cannot be reached (the message says where and why).
+        """
+        from qmgr.client import QueueError, connect
+
+        try:
+            return connect(self.endpoint, timeout=self.connect_timeout, client_name="spark")
+        except QueueError as exc:
+            msg = (
+                f"cannot reach the queue manager at {self.endpoint} within "
+                f"{self.connect_timeout:g} s (option 'connectTimeout'): {exc}"
+            )
+            raise DataSourceError(msg) from None
+
+
+def _text(values: Mapping[str, str], key: str) -> str | None:
+    value = values.get(key)
+    if value is None:
+        return None
+    text = str(value).strip()
+    if not text:
+        msg = f"the option {NAMES[key]!r} is empty"
+        raise DataSourceError(msg)
+    return text
+
+
+def _endpoint(text: str) -> str:
+    host, sep, port = text.rpartition(":")
+    if text.startswith("["):
+        ok = sep and host.endswith("]") and len(host) > 2
+    else:
+        ok = bool(sep and host and ":" not in host)
+    if not ok or not port.isdigit() or not 0 < int(port) < 65536:
+        msg = (
+            f"the option 'endpoint' must be HOST:PORT with a port from 1 to 65535 "
+            f"(a queue manager's client listener, such as 127.0.0.1:1802), not {text!r}"
+        )
+        raise DataSourceError(msg)
+    return text
+
+
+def _integer(
+    values: Mapping[str, str],
+    key: str,
+    *,
+    minimum: int,
+    maximum: int | None = None,
+    default: int | None = None,
+) -> int | None:
+    text = _text(values, key)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+        msg = f"the option {NAMES[key]!r} must be an integer {bounds}, not {text!r}"
+        raise DataSourceError(msg)
+    return value
+
+
+def _boolean(values: Mapping[str, str], key: str, *, default: bool) -> bool:
+    text = _text(values, key)
+    if text is None:
+        return default
+    lowered = text.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    msg = f"the option {NAMES[key]!r} must be true or false, not {text!r}"
+    raise DataSourceError(msg)
+
+
+def _seconds(values: Mapping[str, str], key: str, default: float) -> float:
+    text = _text(values, key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        msg = f"the option {NAMES[key]!r} must be a number of seconds > 0, not {text!r}"
+        raise DataSourceError(msg)
+    return value

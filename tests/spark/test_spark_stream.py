@@ -1,0 +1,207 @@
+"""Streaming reads and writes in this process's Spark: removal, limits, replays, leftovers."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from helpers import DaemonProcess
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+    from qmgr.client import QueueManager
+
+
+def fill(qm: QueueManager, queue: str, count: int, start: int = 0) -> list[str]:
+    bodies = [f"message {i}" for i in range(start, start + count)]
+    with qm.begin() as tx:
+        for body in bodies:
+            tx.send(queue, body, label=f"label {body}")
+    return bodies
+
+
+def depth(qm: QueueManager, queue: str) -> int:
+    return next(q.depth for q in qm.list_queues() if q.name == queue)
+
+
+def wait_for(condition: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def start_query(
+    spark: SparkSession,
+    address: str,
+    source: str,
+    sink: str,
+    checkpoint: Path,
+    **options: str,
+) -> StreamingQuery:
+    """``source`` -> upper-case bodies -> ``sink``, exactly once."""
+    return (
+        spark.readStream.format("qmgr")
+        .options(endpoint=address, queue=source, **options)
+        .load()
+        .selectExpr("upper(cast(body as string)) as body", "label")
+        .writeStream.format("qmgr")
+        .options(endpoint=address, queue=sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
+@pytest.fixture
+def queues(qm: QueueManager, queue_name: str) -> tuple[str, str]:
+    source, sink = f"{queue_name}-in", f"{queue_name}-out"
+    qm.create_queue(source, transactional=True)
+    qm.create_queue(sink, transactional=True)
+    return source, sink
+
+
+def test_stream_moves_messages_and_removes_them(
+    spark: SparkSession,
+    shared_daemon: DaemonProcess,
+    qm: QueueManager,
+    queues: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    source, sink = queues
+    bodies = fill(qm, source, 250)
+    query = start_query(
+        spark, shared_daemon.address, source, sink, tmp_path, maxMessagesPerTrigger="100"
+    )
+    try:
+        query.processAllAvailable()
+        # The last micro-batch leaves the source at the next trigger.
+        wait_for(lambda: depth(qm, source) == 0)
+        rows = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+        assert sum(rows) == 250
+        assert max(rows) <= 100
+        assert len(rows) >= 3
+        more = fill(qm, source, 30, start=250)
+        query.processAllAvailable()
+        wait_for(lambda: depth(qm, source) == 0)
+    finally:
+        query.stop()
+    found = qm.peek_range(sink, max=1000)
+    assert Counter((m.text, m.label) for m in found) == Counter(
+        (b.upper(), f"label {b}") for b in bodies + more
+    )
+    assert qm.transactions(f"spark:{query.id}:") == []
+
+
+def test_stream_without_removal_keeps_the_source(
+    spark: SparkSession,
+    shared_daemon: DaemonProcess,
+    qm: QueueManager,
+    queues: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    source, sink = queues
+    fill(qm, source, 40)
+    query = start_query(
+        spark, shared_daemon.address, source, sink, tmp_path, removeOnCommit="false"
+    )
+    try:
+        query.processAllAvailable()
+        time.sleep(0.6)  # a few more triggers
+    finally:
+        query.stop()
+    assert depth(qm, source) == 40
+    assert depth(qm, sink) == 40
+
+
+def test_replayed_batch_writes_nothing_twice(
+    spark: SparkSession,
+    shared_daemon: DaemonProcess,
+    qm: QueueManager,
+    queues: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    source, sink = queues
+    bodies = fill(qm, source, 50)
+    options = {"removeOnCommit": "false", "maxMessagesPerTrigger": "20"}
+    query = start_query(spark, shared_daemon.address, source, sink, tmp_path, **options)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    assert depth(qm, sink) == 50
+    # Forget that the last micro-batch was committed, as a crash between the sink's
+    # commit and Spark's commit log would: Spark runs it again with the same id.
+    commits = sorted((tmp_path / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+    last = commits[-1]
+    last.unlink()
+    (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
+
+    again = start_query(spark, shared_daemon.address, source, sink, tmp_path, **options)
+    try:
+        again.processAllAvailable()
+    finally:
+        again.stop()
+    replayed = [p for p in again.recentProgress if p["batchId"] == int(last.name)]
+    assert replayed
+    assert replayed[0]["numInputRows"] > 0
+    assert Counter(m.text for m in qm.peek_range(sink, max=1000)) == Counter(
+        b.upper() for b in bodies
+    )
+
+
+def test_prepared_leftovers_of_a_query_are_aborted(
+    spark: SparkSession,
+    shared_daemon: DaemonProcess,
+    qm: QueueManager,
+    queues: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    source, sink = queues
+    first = fill(qm, source, 10)
+    query = start_query(spark, shared_daemon.address, source, sink, tmp_path)
+    try:
+        query.processAllAvailable()
+        # What a driver that died between its tasks' prepare and its commit leaves behind.
+        xid = f"spark:{query.id}:0:7:0123456789ab"
+        tx = qm.begin(xid=xid)
+        tx.send(sink, b"never to be seen")
+        tx.prepare()
+        assert [t.xid for t in qm.transactions(f"spark:{query.id}:")] == [xid]
+        second = fill(qm, source, 10, start=10)
+        query.processAllAvailable()
+        wait_for(lambda: qm.transactions(f"spark:{query.id}:") == [])
+    finally:
+        query.stop()
+    assert Counter(m.text for m in qm.peek_range(sink, max=1000)) == Counter(
+        b.upper() for b in first + second
+    )
+
+
+def test_a_queue_created_again_is_a_clear_error(
+    spark: SparkSession,
+    shared_daemon: DaemonProcess,
+    qm: QueueManager,
+    queues: tuple[str, str],
+    tmp_path: Path,
+) -> None:
+    source, sink = queues
+    fill(qm, source, 5)
+    query = start_query(spark, shared_daemon.address, source, sink, tmp_path)
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    qm.delete_queue(source)
+    qm.create_queue(source, transactional=True)
+    fill(qm, source, 5)
+    again = start_query(spark, shared_daemon.address, source, sink, tmp_path)
+    with pytest.raises(Exception, match="was deleted and created again"):
+        again.awaitTermination(30)
+    again.stop()
+    assert depth(qm, sink) == 5
