@@ -22,9 +22,6 @@ dist/qmgr-spark.zip pipelines/delivery_report.py --endpoint qm.example.net:1802`
 from __future__ import annotations
 
 import argparse
-import os
-import sys
-import warnings
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -35,25 +32,9 @@ DEAD_LETTER_QUEUES = ("system$;deadletter", "system$;deadxact")
 
 def session(app: str) -> SparkSession:
     """The Spark session (``spark-submit`` says where; plain ``python`` runs local Spark)."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: local workers
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # PySpark 4 warns that it does not fully support pandas 3; the job needs neither more.
-    quiet = "ignore:PySpark does not yet fully support pandas:FutureWarning"
-    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
-    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
-    from pyspark.sql import SparkSession
+    from qmgr.spark import spark_session
 
-    from qmgr.spark import QueueDataSource
-
-    spark = (
-        SparkSession.builder.appName(app)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
-    spark.dataSource.register(QueueDataSource)
-    return spark
+    return spark_session(app)
 
 
 def queue(spark: SparkSession, endpoint: str, name: str) -> DataFrame:

@@ -31,11 +31,8 @@ every order that was there at the start is processed.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
-import sys
 import threading
-import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -51,25 +48,9 @@ ORDER_SCHEMA = "order_id STRING, customer STRING, amount DOUBLE, placed_at TIMES
 
 def session(app: str) -> SparkSession:
     """The Spark session (``spark-submit`` says where; plain ``python`` runs local Spark)."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: local workers
-        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # PySpark 4 warns that it does not fully support pandas 3; the job needs neither more.
-    quiet = "ignore:PySpark does not yet fully support pandas:FutureWarning"
-    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
-    warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
-    from pyspark.sql import SparkSession
+    from qmgr.spark import spark_session
 
-    from qmgr.spark import QueueDataSource
-
-    spark = (
-        SparkSession.builder.appName(app)
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("WARN")
-    spark.dataSource.register(QueueDataSource)
-    return spark
+    return spark_session(app)
 
 
 def running_total(key: tuple[Any, ...], batches: Iterator[Any], state: Any) -> Iterator[Any]:

@@ -30,6 +30,7 @@ see docs/spark.md.
 from __future__ import annotations
 
 from ._options import DataSourceError, Options
+from ._session import spark_session
 from ._source import QueueDataSource
 
-__all__ = ["DataSourceError", "Options", "QueueDataSource"]
+__all__ = ["DataSourceError", "Options", "QueueDataSource", "spark_session"]
