@@ -28,6 +28,7 @@ from typing import Any
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from qmgr import __version__
 from qmgr.cli_common import (
@@ -278,7 +279,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
     table.add_column("quota", justify="right")
     for q in queues:
         table.add_row(
-            q.name,
+            Text(q.name),  # a queue's name is anyone's text, never console markup
             str(q.kind),
             "yes" if q.transactional else "",
             "yes" if q.journal else "",
@@ -580,7 +581,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         return
     console = stdout_console()
     uptime = dt.timedelta(seconds=round(info.uptime.total_seconds()))
-    console.print(f"queue manager      {info.qm_name}", highlight=False)
+    console.print(f"queue manager      {info.qm_name}", highlight=False, markup=False)
     console.print(f"guid               {info.qm_guid}", highlight=False)
     console.print(f"version            {info.server_version}", highlight=False)
     console.print(f"up                 {uptime} (since {iso(info.started_at)})", highlight=False)

@@ -15,6 +15,7 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from qmgr.cli_common import client, confirm, iso, plural, reports_errors, stdout_console
 from qmgr.client import IncomingInfo, OutgoingInfo, Status
@@ -166,9 +167,9 @@ def outgoing_table(queues: list[OutgoingInfo] | tuple[OutgoingInfo, ...]) -> Tab
     if errors:
         table.add_column("last error", overflow="fold")
     for q in queues:
-        row = [
-            q.destination,
-            q.next_hop,
+        row: list[str | Text] = [  # names are anyone's text, never console markup
+            Text(q.destination),
+            Text(q.next_hop),
             _state(q),
             str(q.waiting),
             str(q.unacknowledged),
@@ -176,7 +177,7 @@ def outgoing_table(queues: list[OutgoingInfo] | tuple[OutgoingInfo, ...]) -> Tab
             str(q.next_number),
             _when(q.last_order_ack, "never"),
         ]
-        table.add_row(*row, *([q.last_error] if errors else []))
+        table.add_row(*row, *([Text(q.last_error)] if errors else []))
     return table
 
 
@@ -192,7 +193,7 @@ def incoming_table(sequences: list[IncomingInfo] | tuple[IncomingInfo, ...]) -> 
     for s in sequences:
         table.add_row(
             str(s.source_qm),
-            s.queue,
+            Text(s.queue),
             s.sequence,
             str(s.last_number),
             str(s.reject_count),

@@ -274,3 +274,17 @@ def test_move_is_one_transaction_per_message(shared_daemon: DaemonProcess, queue
     with connect(shared_daemon.address) as qm:
         assert [m.body for m in qm.peek_range(source)] == [b"stays"]
         assert qm.peek_range(plain) == []
+
+
+def test_queue_names_are_printed_as_text_not_console_markup(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    name = f"{queue_name}-[bold]x[/]-job[/x]1"
+    created = qmgr("--server", shared_daemon.address, "queue", "create", name)
+    assert created.returncode == 0, created.stderr
+    listed = qmgr("--server", shared_daemon.address, "queue", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert name in listed.stdout
+    status = qmgr("--server", shared_daemon.address, "status")
+    assert status.returncode == 0, status.stderr
+    assert name in status.stdout
