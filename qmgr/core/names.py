@@ -76,6 +76,9 @@ class LocalIdentity:
     host_names: frozenset[str] = field(default_factory=lambda: frozenset({"localhost"}))
     addresses: frozenset[str] = field(default_factory=lambda: frozenset({"127.0.0.1", "::1"}))
     peer_port: int = DEFAULT_PEER_PORT
+    #: The peer listener takes every address of the host (``0.0.0.0`` or ``::``): then
+    #: every loopback address with our port is this queue manager too.
+    listens_everywhere: bool = False
 
     def is_local(self, protocol: str, host: str, port: int | None) -> bool:
         """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this QM."""
@@ -84,8 +87,17 @@ class LocalIdentity:
         if host == ".":
             return True
         if protocol == "TCP":
-            return host in self.addresses or host.lower() in self.host_names
+            if host in self.addresses or host.lower() in self.host_names:
+                return True
+            return self.listens_everywhere and _is_loopback(host)
         return host.lower() in self.host_names
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True, slots=True)

@@ -80,6 +80,7 @@ class Daemon:
             host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
             addresses=frozenset({"127.0.0.1", "::1"} | _listen_addresses(config)),
             peer_port=config.listen.port,
+            listens_everywhere=config.listen.host in _WILDCARDS,
         )
         self.core = QueueManagerCore(
             store,
@@ -359,10 +360,14 @@ async def _listen(address: Address, what: str) -> list[trio.SocketListener]:
         raise StartupError(msg) from exc
 
 
+#: Listen addresses that take every address of the host.
+_WILDCARDS: Final = ("", "0.0.0.0", "::")
+
+
 def _listen_addresses(config: Config) -> set[str]:
     """The peer listener's own address, when it names one (not a wildcard)."""
     host = config.listen.host
-    return set() if host in ("", "0.0.0.0", "::") else {host.lower()}
+    return set() if host in _WILDCARDS else {host.lower()}
 
 
 def _tune_socket(connection: RawConnection) -> None:

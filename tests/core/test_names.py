@@ -122,3 +122,16 @@ def test_queue_reference_must_be_one_local_queue() -> None:
 def test_display_names() -> None:
     assert display_format_name("orders") == ".\\private$\\orders"
     assert display_format_name("system$;deadxact") == ".\\system$;deadxact"
+
+
+def test_every_loopback_address_is_local_when_the_peer_listener_takes_every_address() -> None:
+    everywhere = LocalIdentity(peer_port=1801, listens_everywhere=True)
+    assert everywhere.is_local("TCP", "127.0.0.2", 1801)
+    assert everywhere.is_local("TCP", "127.9.9.9", None)
+    assert everywhere.is_local("TCP", "[::1]", 1801)
+    assert not everywhere.is_local("TCP", "127.0.0.2", 1901)  # another queue manager's port
+    assert not everywhere.is_local("TCP", "10.0.0.5", 1801)
+    # A listener on one address leaves the other loopback addresses to other queue managers.
+    one_address = LocalIdentity(peer_port=1801, addresses=frozenset({"127.0.0.1"}))
+    assert one_address.is_local("TCP", "127.0.0.1", 1801)
+    assert not one_address.is_local("TCP", "127.0.0.2", 1801)
