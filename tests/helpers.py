@@ -179,3 +179,27 @@ def wait_until_erased(qm: QueueManager, timeout: float = 120.0) -> float:
         assert time.monotonic() - started < timeout, "erasing did not finish"
         time.sleep(0.01)
     return time.monotonic() - started
+
+
+def drain(address: str, queue: str) -> list[tuple[int, bytes]]:
+    """Every visible message of ``queue`` as ``(lookup_id, body)``, in LookupId order
+    (peeked page by page: nothing is removed)."""
+    from qmgr.client import connect
+
+    found: list[tuple[int, bytes]] = []
+    with connect(address) as qm:
+        after = 0
+        while True:
+            page = qm.peek_range(queue, after=after, max=1000)
+            if not page:
+                return found
+            found.extend((m.lookup_id, m.body) for m in page)
+            after = page[-1].lookup_id
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
+    """Poll ``predicate`` until it holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)

@@ -22,11 +22,10 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import ConnectionLost, QueueError, connect
 
@@ -95,25 +94,6 @@ def _worker(address: str, worker: int, stop: threading.Event, ledger: Ledger, se
                         raise
 
 
-def _drain(address: str, queue: str) -> list[tuple[int, bytes]]:
-    found: list[tuple[int, bytes]] = []
-    with connect(address) as qm:
-        after = 0
-        while True:
-            page = qm.peek_range(queue, after=after, max=1000)
-            if not page:
-                return found
-            found.extend((m.lookup_id, m.body) for m in page)
-            after = page[-1].lookup_id
-
-
-def _wait_until(predicate: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 @pytest.mark.slow
 def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> None:
     rng = random.Random(20261122)
@@ -123,7 +103,7 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
         with qm.begin() as tx:
             for index in range(SOURCE_MESSAGES):
                 tx.send("source", f"src-{index}".encode())
-    original = _drain(daemon.address, "source")
+    original = drain(daemon.address, "source")
     assert len(original) == SOURCE_MESSAGES
 
     stop = threading.Event()
@@ -138,11 +118,11 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
         for _ in range(KILLS):
             before = sum(len(ledger.committed) for ledger in ledgers)
             # Let some transactions commit, then kill at a random moment.
-            _wait_until(lambda b=before: sum(len(x.committed) for x in ledgers) > b + 3, 30)
+            wait_until(lambda b=before: sum(len(x.committed) for x in ledgers) > b + 3, 30)
             time.sleep(rng.uniform(0.0, 0.15))
             daemon.kill()
             daemon.start()
-        _wait_until(lambda: sum(len(x.committed) for x in ledgers) > 0, 30)
+        wait_until(lambda: sum(len(x.committed) for x in ledgers) > 0, 30)
     finally:
         stop.set()
         for thread in threads:
@@ -153,8 +133,8 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     daemon.kill()
     daemon.start()
 
-    sink = _drain(daemon.address, "sink")
-    source_left = _drain(daemon.address, "source")
+    sink = drain(daemon.address, "sink")
+    source_left = drain(daemon.address, "source")
     bodies = [body for _, body in sink]
     assert len(bodies) == len(set(bodies)), "a message was delivered twice"
     position = {body: index for index, (_, body) in enumerate(sink)}

@@ -25,11 +25,10 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import (
     ConnectionLost,
@@ -143,25 +142,6 @@ def _listed(address: str) -> dict[str, TransactionStatus]:
     return states
 
 
-def _drain(address: str, queue: str) -> list[tuple[int, bytes]]:
-    found: list[tuple[int, bytes]] = []
-    with connect(address) as qm:
-        after = 0
-        while True:
-            page = qm.peek_range(queue, after=after, max=1000)
-            if not page:
-                return found
-            found.extend((m.lookup_id, m.body) for m in page)
-            after = page[-1].lookup_id
-
-
-def _wait_until(predicate: Callable[[], bool], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
     rng = random.Random(seed)
     with connect(daemon.address) as qm:
@@ -170,7 +150,7 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
         with qm.begin() as tx:
             for index in range(run.messages):
                 tx.send("src", f"m{index}".encode())
-    original = dict(_drain(daemon.address, "src"))
+    original = dict(drain(daemon.address, "src"))
     assert len(original) == run.messages
 
     stop = threading.Event()
@@ -190,12 +170,12 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
     try:
         for _ in range(run.kills):
             before = resolutions()
-            _wait_until(lambda b=before: resolutions() >= b + run.progress, 60)  # type: ignore[misc]
+            wait_until(lambda b=before: resolutions() >= b + run.progress, 60)  # type: ignore[misc]
             time.sleep(rng.uniform(0.0, 0.1))  # a random moment, not a wait for anything
             daemon.kill()
             daemon.start()
         before = resolutions()
-        _wait_until(lambda: resolutions() > before, 60)
+        wait_until(lambda: resolutions() > before, 60)
     finally:
         stop.set()
         for thread in threads:
@@ -226,8 +206,8 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
             assert xid not in outcomes, f"{xid} was never prepared but has an outcome"
     assert sum(map(len, (ledger.resolved for ledger in ledgers))) >= run.kills
 
-    src = _drain(daemon.address, "src")
-    dst = [body for _, body in _drain(daemon.address, "dst")]
+    src = drain(daemon.address, "src")
+    dst = [body for _, body in drain(daemon.address, "dst")]
     assert len(dst) == len(set(dst)), "a message was delivered twice"
     assert all(original[lookup_id] == body for lookup_id, body in src), "src changed"
     left = {body for _, body in src}
