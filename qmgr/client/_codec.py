@@ -27,6 +27,7 @@ __all__ = [
     "ABORT",
     "BEGIN",
     "COMMIT",
+    "RawMessageList",
     "ReplyReader",
     "SendOptions",
     "append_receive",
@@ -36,6 +37,7 @@ __all__ = [
 
 _INFINITE: Final = 0xFFFFFFFF
 _OK: Final = int(cf.FrameKind.OK)
+_MESSAGE_LIST: Final = int(cf.FrameKind.MESSAGE_LIST)
 _HEADER = struct.Struct("<IHHI")
 _HEADER_SIZE: Final = _HEADER.size
 _OK_SIZE: Final = _HEADER_SIZE + 8
@@ -202,14 +204,30 @@ def append_receive(
         raise InvalidArgument(msg) from None
 
 
-class ReplyReader:
-    """Splits the daemon's byte stream into replies and hands each to ``deliver``."""
+class RawMessageList:
+    """A ``MessageList`` reply left undecoded: its frame body (see ``ReplyReader.raw``)."""
 
-    __slots__ = ("_decoder", "_deliver", "_in_decoder", "_rest")
+    __slots__ = ("body",)
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+
+class ReplyReader:
+    """Splits the daemon's byte stream into replies and hands each to ``deliver``.
+
+    Attributes:
+        raw: request ids whose ``MessageList`` reply is delivered undecoded,
+            as a :class:`RawMessageList` (each id is dropped when its reply
+            comes; any other reply to it is decoded as usual).
+    """
+
+    __slots__ = ("_decoder", "_deliver", "_in_decoder", "_rest", "raw")
 
     def __init__(self, deliver: Deliver) -> None:
         self._decoder = cf.ClientFrameDecoder()
         self._deliver = deliver
+        self.raw: set[int] = set()
         self._rest = b""
         # Bytes of the frame being handed to the decoder that have not arrived yet.
         self._in_decoder = 0
@@ -248,8 +266,16 @@ class ReplyReader:
                 deliver(request_id, cf.Ok(value=value))
                 pos += _OK_SIZE
                 continue
-            # Any other frame: through the decoder, which checks it.
             size = _HEADER_SIZE + length
+            if kind == _MESSAGE_LIST and request_id in self.raw and length <= cf.MAX_FRAME_BODY:
+                if end - pos < size:
+                    break  # the rest of it comes later
+                self.raw.discard(request_id)
+                body = bytes(buffer[pos + _HEADER_SIZE : pos + size])
+                deliver(request_id, RawMessageList(body))  # type: ignore[arg-type]
+                pos += size
+                continue
+            # Any other frame: through the decoder, which checks it.
             take = min(size, end - pos)
             self._decoder.receive_data(buffer[pos : pos + take])
             pos += take

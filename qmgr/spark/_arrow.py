@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from wire import format_message_id
@@ -35,9 +35,13 @@ __all__ = [
     "SCHEMA_DDL",
     "WRITE_COLUMNS",
     "Send",
+    "arrow_schema",
     "batch_to_sends",
     "check_write_schema",
+    "correlation_text",
+    "grouped_rows",
     "messages_to_batch",
+    "plain_bodies",
     "read_columns",
     "rows_to_sends",
     "spark_schema",
@@ -132,7 +136,7 @@ def _guid_text(guid: uuid.UUID) -> str:
     return text
 
 
-def _correlation_text(raw: bytes) -> str | None:
+def correlation_text(raw: bytes) -> str | None:
     if not raw:
         return None
     return format_message_id(raw[:16], int.from_bytes(raw[16:], "little"))
@@ -153,7 +157,7 @@ def _read_column(name: str, messages: Sequence[Message], props: list[Any]) -> pa
     elif name == "body":
         values = [p.body for p in props]
     elif name == "correlation_id":
-        values = [_correlation_text(p.correlation_id) for p in props]
+        values = [correlation_text(p.correlation_id) for p in props]
     elif name == "app_specific":
         values = [p.app_specific for p in props]
     elif name == "priority":
@@ -172,10 +176,8 @@ def _read_column(name: str, messages: Sequence[Message], props: list[Any]) -> pa
     return pa.array(values, kind)
 
 
-def messages_to_batch(
-    messages: Sequence[Message], columns: Sequence[str] = COLUMNS
-) -> pa.RecordBatch:
-    """The messages as one record batch of ``columns`` of the read schema (in the order given)."""
+def arrow_schema(columns: Sequence[str] = COLUMNS) -> pa.Schema:
+    """The Arrow schema of ``columns`` of the read schema, in the order given."""
     import pyarrow as pa
 
     if not _ARROW_TYPES:
@@ -184,6 +186,17 @@ def messages_to_batch(
     schema = _ARROW_SCHEMAS.get(key)
     if schema is None:
         schema = _ARROW_SCHEMAS[key] = pa.schema([(c, _ARROW_TYPES[c]) for c in key])
+    return schema
+
+
+def messages_to_batch(
+    messages: Sequence[Message], columns: Sequence[str] = COLUMNS
+) -> pa.RecordBatch:
+    """The messages as one record batch of ``columns`` of the read schema (in the order given)."""
+    import pyarrow as pa
+
+    schema = arrow_schema(columns)
+    key = tuple(columns)
     props = [m.properties for m in messages]
     arrays = [_read_column(name, messages, props) for name in key]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -333,9 +346,69 @@ def rows_to_sends(
         yield target, body.encode("utf-8") if isinstance(body, str) else body, options
 
 
+#: Rows of a row-based writer (Spark 4.0's stream writer) converted at once.
+ROW_GROUP: Final = 1024
+
+
+def _is_arrow(item: Any) -> bool:
+    return hasattr(item, "schema") and hasattr(item, "columns")
+
+
+def grouped_rows(items: Iterable[Any]) -> Iterator[Any]:
+    """``items`` with runs of Spark ``Row`` objects gathered in lists of up to :data:`ROW_GROUP`.
+
+    Arrow record batches pass as they are; :func:`batch_to_sends` takes both.
+    """
+    rows: list[Any] = []
+    for item in items:
+        if _is_arrow(item):
+            if rows:
+                yield rows
+                rows = []
+            yield item
+            continue
+        rows.append(item)
+        if len(rows) >= ROW_GROUP:
+            yield rows
+            rows = []
+    if rows:
+        yield rows
+
+
+def plain_bodies(batch: Any, queue: str | None) -> list[bytes] | None:
+    """The bodies of a batch (as :func:`batch_to_sends` takes) whose rows are only bodies.
+
+    None if there is no ``queue`` option or the rows have other columns of
+    ours (each message then needs its own properties: :func:`batch_to_sends`).
+
+    Raises:
+        DataSourceError: a row has a null body.
+    """
+    if queue is None:
+        return None
+    arrow = _is_arrow(batch)
+    rows: list[Any] = [] if arrow else batch if isinstance(batch, list) else [batch]
+    if arrow:
+        names = [name.lower() for name in batch.schema.names]
+    else:
+        names = [name.lower() for name in rows[0].asDict()] if rows else []
+    if "body" not in names or (set(names) & WRITE_COLUMNS.keys()) != {"body"}:
+        return None
+    index = names.index("body")
+    values = batch.column(index).to_pylist() if arrow else [row[index] for row in rows]
+    bodies = [body.encode("utf-8") if isinstance(body, str) else body for body in values]
+    if None in bodies:
+        msg = "a row to write has a null body"
+        raise DataSourceError(msg)
+    return bodies
+
+
 def batch_to_sends(batch: Any, queue: str | None) -> Iterator[Send]:
-    """The messages to send for a ``pyarrow.RecordBatch`` (or a Spark ``Row``)."""
-    if hasattr(batch, "schema") and hasattr(batch, "columns"):
+    """The messages to send for a ``pyarrow.RecordBatch``, a Spark ``Row`` or a list of rows.
+
+    The rows of a list have the same fields (those of the DataFrame written).
+    """
+    if _is_arrow(batch):
         names = list(batch.schema.names)
         wanted = {n.lower() for n in names} & WRITE_COLUMNS.keys()
         columns = [
@@ -343,5 +416,9 @@ def batch_to_sends(batch: Any, queue: str | None) -> Iterator[Send]:
             for i, name in enumerate(names)
         ]
         return rows_to_sends(names, columns, batch.num_rows, queue)
-    row = batch.asDict()
-    return rows_to_sends(list(row), [[value] for value in row.values()], 1, queue)
+    rows = batch if isinstance(batch, list) else [batch]
+    if not rows:
+        return iter(())
+    names = list(rows[0].asDict())
+    values = list(zip(*rows, strict=True))
+    return rows_to_sends(names, values, len(rows), queue)

@@ -28,8 +28,10 @@ nobody else removed any of them.
   replays an uncommitted micro-batch without asking: so ``latestOffset``
   removes through ``start`` as well, and the last micro-batch's messages
   leave the queue at the next trigger instead of waiting for more to come.
-* Each task pages through its range with ``peek_range``, pages sized to
-  about :data:`PAGE_BYTES`, and yields one Arrow record batch per page.
+* Each task pages through its range with ``PeekRange`` requests, pages
+  sized to about :data:`PAGE_BYTES`, asking for the next page before it
+  turns the current one into an Arrow record batch (built from the frame's
+  bytes, ``_page``) and yields it.
 
 The queue id in the offsets catches a queue that was deleted and created
 again under the same name: its LookupIds start afresh, so the offsets of a
@@ -53,7 +55,7 @@ except ImportError:  # pragma: no cover - Spark 4.0 and 4.1
         """Before Spark 4.2, Python sources do not take part in Trigger.AvailableNow."""
 
 
-from ._arrow import COLUMNS, messages_to_batch
+from ._arrow import COLUMNS
 from ._options import DataSourceError, Options
 
 if TYPE_CHECKING:
@@ -139,8 +141,17 @@ def check_queue_id(queue: str, expected: int, found: int) -> None:
 
 
 def read_range(options: Options, part: LookupRange) -> Iterator[pa.RecordBatch]:
-    """The messages of one range, as record batches of the read schema (runs in a task)."""
+    """The messages of one range, as record batches of the read schema (runs in a task).
+
+    Pages come raw (``qmgr.client._pages``) and become record batches
+    without ``Message`` objects (``_page``); the request for the next page
+    goes out before this one is turned into a batch and handed to Spark, so
+    the queue manager reads it meanwhile.
+    """
     from qmgr.client import QueueNotFound
+    from qmgr.client._pages import page_body, request_page
+
+    from ._page import decode_page
 
     queue, after, through = part.queue, part.after, part.through
     if through <= after:
@@ -152,24 +163,19 @@ def read_range(options: Options, part: LookupRange) -> Iterator[pa.RecordBatch]:
             msg = f"the queue {queue!r} was deleted while it was being read"
             raise DataSourceError(msg) from None
         check_queue_id(queue, part.queue_id, found)
-        want = FIRST_PAGE
-        while after < through:
-            asked = min(want, through - after)
-            page = qm.peek_range(queue, after, asked)
-            if not page:
+        request = request_page(qm, queue, after, min(FIRST_PAGE, through - after))
+        while True:
+            page = decode_page(page_body(request), through)
+            done = page.count == 0 or page.beyond or page.last >= through
+            if not done:
+                size = page.body_bytes // page.count + 256
+                want = max(1, min(PAGE_MESSAGES, PAGE_BYTES // size))
+                request = request_page(qm, queue, page.last, min(want, through - page.last))
+            batch = page.batch(part.columns)
+            if batch is not None:
+                yield batch
+            if done:
                 return
-            inside = page if page[-1].lookup_id <= through else _through(page, through)
-            if inside:
-                yield messages_to_batch(inside, part.columns)
-            if len(page) < asked or len(inside) < len(page):
-                return
-            after = page[-1].lookup_id
-            size = sum(m.properties.body_size for m in page) // len(page) + 256
-            want = max(1, min(PAGE_MESSAGES, PAGE_BYTES // size))
-
-
-def _through(page: list[Any], through: int) -> list[Any]:
-    return [m for m in page if m.lookup_id <= through]
 
 
 def measure(qm: QueueManager, queue: str, *, after: int = 0, max_count: int = 0) -> Any:
@@ -276,16 +282,23 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         Spark 4.2 and later give ``start`` and the read limit; before, Spark
         calls this without arguments and the reader goes on from the end it
-        returned last (from the queue's last message after a restart: Spark
-        knows where it stopped, and any end at or above that is valid).
+        returned last or planned last (``partitions``), and removes through
+        it as through ``start``: either way, Spark asks only once that
+        micro-batch is in its commit log. Knowing neither (a query's first
+        call), it returns the queue's last message: Spark knows where it
+        stopped, and any end at or above that is valid; one below it is not.
         """
         if start is not None:
             after = self._offset(start)
             max_count = _max_rows(limit)
             self._remove_through(after)
         elif self._last_end is not None:
+            # Spark 4.0, 4.1: asked again only once the micro-batch that ended
+            # at the end returned last (or replayed, see ``partitions``) is in
+            # its commit log, so its messages can go now, as with ``start``.
             after = self._last_end
             max_count = self._options.max_messages_per_trigger or 0
+            self._remove_through(after)
         else:
             after, max_count = 0, 0
         queue = self._queue
@@ -304,6 +317,9 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         after, through = self._offset(start), self._offset(end)
+        # A restarted query replays an uncommitted micro-batch without asking
+        # ``latestOffset``: the argument-less form goes on from its end.
+        self._last_end = max(through, self._last_end or 0)
         if through <= after:
             return []
         queue = self._queue

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ._arrow import batch_to_sends
+from ._arrow import batch_to_sends, grouped_rows, plain_bodies
 from ._options import DataSourceError, Options
 
 try:  # Spark 4.1 and later hand a stream writer Arrow batches.
@@ -116,15 +116,45 @@ def _send_prepared(
 ) -> tuple[list[str], int]:
     """Send every row in transactions ``prefix + nonce`` and prepare them; ``(xids, count)``.
 
-    A failure aborts the transaction under way (the queue manager also
-    aborts an unprepared one when the connection closes) and is raised.
+    Rows that are only bodies go out by :func:`send_bodies`, a batch at a
+    time; others one by one with their properties. A failure aborts the
+    transaction under way (the queue manager also aborts an unprepared one
+    when the connection closes) and is raised.
     """
+    from qmgr.client._bulk import send_bodies
+
     xids: list[str] = []
     sent = 0
     tx: Transaction | None = None
+    xid = ""
     messages = size = 0
+
+    def chunk_full() -> bool:
+        return messages >= CHUNK_MESSAGES or size >= CHUNK_BYTES
+
     try:
-        for batch in batches:
+        for batch in grouped_rows(batches):
+            bodies = plain_bodies(batch, queue)
+            if bodies is not None:
+                assert queue is not None
+                index = 0
+                while index < len(bodies):
+                    if tx is None:
+                        xid = f"{prefix}{uuid.uuid4().hex[:12]}"
+                        tx = qm.begin(xid=xid)
+                        messages = size = 0
+                    start = index
+                    while index < len(bodies) and not chunk_full():
+                        size += len(bodies[index])
+                        messages += 1
+                        index += 1
+                    send_bodies(tx, queue, bodies[start:index])
+                    if chunk_full():
+                        tx.prepare()
+                        xids.append(xid)
+                        sent += messages
+                        tx = None
+                continue
             for destination, body, options in batch_to_sends(batch, queue):
                 if tx is None:
                     xid = f"{prefix}{uuid.uuid4().hex[:12]}"
@@ -136,7 +166,7 @@ def _send_prepared(
                     tx.send(destination, body)
                 messages += 1
                 size += len(body)
-                if messages >= CHUNK_MESSAGES or size >= CHUNK_BYTES:
+                if chunk_full():
                     tx.prepare()
                     xids.append(xid)
                     sent += messages

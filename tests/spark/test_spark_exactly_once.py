@@ -114,7 +114,9 @@ def test_exactly_once_when_the_query_is_killed(daemon: DaemonProcess, driver: Dr
         # and a random delay: mid-batch, between prepare and commit, or while planning.
         for _ in range(2):
             driver.start()
-            target = depth(qm, "results") + rng.randrange(1_000, 7_500)
+            # (Before Spark 4.2, a query restarted after a committed micro-batch
+            # reads everything in its first one: it may get to the end at once.)
+            target = min(depth(qm, "results") + rng.randrange(1_000, 7_500), MESSAGES)
             reached = lambda t=target: depth(qm, "results") >= t  # noqa: E731
             wait_until(driver, reached, f"{target} results")
             time.sleep(rng.uniform(0.0, 1.5))
