@@ -307,6 +307,11 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         end = max(after, info.last)
         if self._available_now is not None:
             end = max(after, min(end, self._available_now))
+        if end == after and self._remover is not None:
+            # Nothing new: no micro-batch waits, so finish the removal now. Spark
+            # may end the query (Trigger.AvailableNow) and its Python worker next,
+            # which would cut a removal still running on its thread.
+            self._remover.wait()
         self._last_end = end
         return {"queue_id": info.queue_id, "lookup_id": end}
 
