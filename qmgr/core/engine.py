@@ -203,7 +203,9 @@ class QueueManagerCore(QueueAdmin):
         """
         self.check_committable(tx)
         tx.state = TransactionState.COMMITTING
-        removals = tuple(self._removal(queue_id, lookup_id) for queue_id, lookup_id in tx.receives)
+        removals = tuple(
+            self.removal_op(queue_id, lookup_id) for queue_id, lookup_id in tx.receives
+        )
         if tx.xid is None:
             return Unit(removals + tuple(tx.sends))
         # A transaction with a global id committed in one phase: its outcome is kept too.
@@ -468,7 +470,7 @@ class QueueManagerCore(QueueAdmin):
 
     def removal(self, queue: QueueRecord, lookup_id: int) -> Unit:
         """The unit that removes a held message (a receive outside a transaction)."""
-        return Unit((self._removal(queue.queue_id, lookup_id),))
+        return Unit((self.removal_op(queue.queue_id, lookup_id),))
 
     def removal_done(
         self, queue_id: int, lookup_id: int, outcome: UnitOutcome | BaseException
@@ -501,7 +503,8 @@ class QueueManagerCore(QueueAdmin):
 
     # ------------------------------------------------------------------ holds
 
-    def _removal(self, queue_id: int, lookup_id: int) -> RemoveMessage:
+    def removal_op(self, queue_id: int, lookup_id: int) -> RemoveMessage:
+        """The operation that removes a message (copied to the journal if its queue has one)."""
         record = self.store.get_queue_by_id(queue_id)
         journal = bool(record is not None and record.journal and record.kind is QueueKind.NORMAL)
         return RemoveMessage(queue_id, lookup_id, journal)

@@ -62,10 +62,9 @@ def removal_step(
     for lookup_id in found:
         # The band only places a receive's start, which these holds do not move.
         core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
-    removal = core.removal(queue, found[0]).ops[0]
-    assert isinstance(removal, storage.RemoveMessage)
-    ops = tuple(storage.RemoveMessage(queue_id, lookup_id, removal.journal) for lookup_id in found)
-    return found, Unit(ops, atomic=False)
+    return found, Unit(
+        tuple(core.removal_op(queue_id, lookup_id) for lookup_id in found), atomic=False
+    )
 
 
 def removal_done(

@@ -116,8 +116,6 @@ class TwoPhase:
         self._open: dict[str, Transaction] = {}
         #: Prepared transactions, by id.
         self._prepared: dict[str, PreparedSummary] = {}
-        #: How many prepared transactions use each queue.
-        self._pins: collections.Counter[int] = collections.Counter()
         #: Prepares being written (they count against ``max_prepared`` already).
         self._preparing = 0
         #: How many messages of each queue prepared transactions hold.
@@ -141,7 +139,6 @@ class TwoPhase:
         self._prepared[info.xid] = PreparedSummary(
             info.xid, info.created_at, queue_ids, info.send_bytes
         )
-        self._pins.update(queue_ids)
 
     # ------------------------------------------------------------------ queries
 
@@ -149,10 +146,6 @@ class TwoPhase:
     def prepared_count(self) -> int:
         """Prepared transactions not yet resolved."""
         return len(self._prepared)
-
-    def pinned(self, queue_id: int) -> int:
-        """How many prepared transactions use the queue."""
-        return self._pins.get(queue_id, 0)
 
     def held(self, queue_id: int) -> int:
         """How many messages of the queue prepared transactions hold (their
@@ -362,10 +355,8 @@ class TwoPhase:
             resolutions.append(result.resolution)
             summary = self._prepared.pop(result.xid, None)
             if summary is not None:
-                self._pins.subtract(summary.queue_ids)
-                self._pins += collections.Counter()  # drop the zero counts
                 self._holds.subtract(queue_id for queue_id, _ in result.receives)
-                self._holds += collections.Counter()
+                self._holds += collections.Counter()  # drop the zero counts
             if result.resolution is storage.Resolution.COMMITTED:
                 core.commits += 1
                 for queue_id, lookup_id in result.receives:

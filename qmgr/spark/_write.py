@@ -129,8 +129,24 @@ def _send_prepared(
     xid = ""
     messages = size = 0
 
+    def open_tx() -> Transaction:
+        nonlocal tx, xid, messages, size
+        if tx is None:
+            xid = f"{prefix}{uuid.uuid4().hex[:12]}"
+            tx = qm.begin(xid=xid)
+            messages = size = 0
+        return tx
+
     def chunk_full() -> bool:
         return messages >= CHUNK_MESSAGES or size >= CHUNK_BYTES
+
+    def prepare() -> None:
+        nonlocal tx, sent
+        assert tx is not None
+        tx.prepare()
+        xids.append(xid)
+        sent += messages
+        tx = None
 
     try:
         for batch in grouped_rows(batches):
@@ -139,43 +155,24 @@ def _send_prepared(
                 assert queue is not None
                 index = 0
                 while index < len(bodies):
-                    if tx is None:
-                        xid = f"{prefix}{uuid.uuid4().hex[:12]}"
-                        tx = qm.begin(xid=xid)
-                        messages = size = 0
+                    current = open_tx()
                     start = index
                     while index < len(bodies) and not chunk_full():
                         size += len(bodies[index])
                         messages += 1
                         index += 1
-                    send_bodies(tx, queue, bodies[start:index])
+                    send_bodies(current, queue, bodies[start:index])
                     if chunk_full():
-                        tx.prepare()
-                        xids.append(xid)
-                        sent += messages
-                        tx = None
+                        prepare()
                 continue
             for destination, body, options in batch_to_sends(batch, queue):
-                if tx is None:
-                    xid = f"{prefix}{uuid.uuid4().hex[:12]}"
-                    tx = qm.begin(xid=xid)
-                    messages = size = 0
-                if options:
-                    tx.send(destination, body, **options)
-                else:
-                    tx.send(destination, body)
+                open_tx().send(destination, body, **options)
                 messages += 1
                 size += len(body)
                 if chunk_full():
-                    tx.prepare()
-                    xids.append(xid)
-                    sent += messages
-                    tx = None
+                    prepare()
         if tx is not None:
-            tx.prepare()
-            xids.append(xid)
-            sent += messages
-            tx = None
+            prepare()
     except BaseException:
         if tx is not None and not tx.ended:
             with contextlib.suppress(Exception):
