@@ -5,7 +5,7 @@ Layering rule: this package is synchronous. It imports nothing from ``qmgr``,
 it as a typed :class:`StoreError`. One :class:`Store` owns one LMDB
 environment. Writes are typed operations in units (``AppendMessage``,
 ``RemoveMessage``, ``CreateQueue``, ``AppendOutgoing``,
-``PrepareTransaction``, ...) that the store plans on its owner's
+``PrepareTransaction``, ``MoveMessage``, ...) that the store plans on its owner's
 thread and applies in one write transaction per batch, which begins and ends
 inside one call: no write transaction can span an ``await`` in the layers
 above. A message is an opaque payload to the store.
@@ -64,6 +64,24 @@ from ._peering_ops import RememberMessageIds as RememberMessageIds
 from ._peering_ops import SetOutgoingPaused as SetOutgoingPaused
 from ._plan import Plan as Plan
 from ._plan import PlanContext as PlanContext
+from ._poison import NO_COUNTERS as NO_COUNTERS
+from ._poison import POISON_SUFFIX as POISON_SUFFIX
+from ._poison import RETRY_SUFFIX as RETRY_SUFFIX
+from ._poison import SUBQUEUE_SUFFIXES as SUBQUEUE_SUFFIXES
+from ._poison import MessageCounters as MessageCounters
+from ._poison_ops import AbortCounted as AbortCounted
+from ._poison_ops import CreateSubqueues as CreateSubqueues
+from ._poison_ops import DeleteSubqueues as DeleteSubqueues
+from ._poison_ops import DropRetryEntry as DropRetryEntry
+from ._poison_ops import Moved as Moved
+from ._poison_ops import MoveMessage as MoveMessage
+from ._poison_ops import MoveReason as MoveReason
+from ._poison_ops import PoisonSet as PoisonSet
+from ._poison_ops import RecordAbort as RecordAbort
+from ._poison_ops import SetPoisonSettings as SetPoisonSettings
+from ._poison_ops import SubqueuesCreated as SubqueuesCreated
+from ._poison_ops import SubqueuesDeleted as SubqueuesDeleted
+from ._poison_ops import moved_record as moved_record
 from ._prepared import OutcomeInfo as OutcomeInfo
 from ._prepared import PreparedInfo as PreparedInfo
 from ._prepared_ops import Prepared as Prepared
@@ -77,6 +95,7 @@ from ._prepared_ops import ResolvePrepared as ResolvePrepared
 from ._records import MESSAGE_HEADER_SIZE as MESSAGE_HEADER_SIZE
 from ._records import IncomingState as IncomingState
 from ._records import OutgoingState as OutgoingState
+from ._records import PoisonSettings as PoisonSettings
 from ._records import QueueKind as QueueKind
 from ._records import QueueRecord as QueueRecord
 from ._records import decode_queue as decode_queue

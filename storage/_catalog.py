@@ -15,9 +15,11 @@ Schema versions. Opening creates every named database that is missing, in
 the same write transaction that reads ``meta``. A store of schema 2 (before
 peering) lacks ``outgoing``, ``incoming``, ``history`` and two meta
 counters; one of schema 3 (before prepared transactions) lacks
-``prepared``, ``outcomes`` and ``outcome_times``. That transaction creates
-what is missing and writes version 4, so the migration is atomic and costs
-nothing per message. Any other version is refused with ``SchemaMismatch``.
+``prepared``, ``outcomes`` and ``outcome_times``; one of schema 4 (before
+poison handling) lacks ``message_counters`` and ``retry_due``. That
+transaction creates what is missing and writes version 5, so the migration
+is atomic and costs nothing per message. Any other version is refused with
+``SchemaMismatch``.
 
 The :class:`Catalog` then serves the committed records from memory. They are
 immutable values; a write plans new ones while its transaction is prepared,
@@ -63,6 +65,7 @@ from ._keys import (
     unpack_u32,
     unpack_u64,
 )
+from ._poison import DB_MESSAGE_COUNTERS, DB_RETRY_DUE
 from ._prepared import decode_header
 from ._records import (
     OutgoingState,
@@ -76,11 +79,13 @@ from ._records import (
 __all__ = ["NO_RESERVATION", "SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
 _SCHEMA_BEFORE_PREPARED: Final = 3
+#: The schema before poison handling (message counters, the retry index), migrated at opening.
+_SCHEMA_BEFORE_POISON: Final = 4
 #: A queue no prepared transaction uses: no bytes reserved, no pins.
 NO_RESERVATION: Final = (0, 0)
 
@@ -101,6 +106,8 @@ class Databases:
     prepared: lmdb._Database
     outcomes: lmdb._Database
     outcome_times: lmdb._Database
+    message_counters: lmdb._Database
+    retry_due: lmdb._Database
 
 
 class Catalog:
@@ -144,6 +151,8 @@ class Catalog:
             prepared=env.open_db(txn, DB_PREPARED),
             outcomes=env.open_db(txn, DB_OUTCOMES),
             outcome_times=env.open_db(txn, DB_OUTCOME_TIMES),
+            message_counters=env.open_db(txn, DB_MESSAGE_COUNTERS),
+            retry_due=env.open_db(txn, DB_RETRY_DUE),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
@@ -153,7 +162,7 @@ class Catalog:
             if version == _SCHEMA_BEFORE_PEERING:
                 self._migrate_to_peering(txn, dbs)
             if version != SCHEMA_VERSION:
-                # The databases of prepared transactions were just created (empty).
+                # The databases the older schema lacked were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
             self._read_meta(txn, dbs)
         self.by_name.clear()
@@ -240,7 +249,8 @@ class Catalog:
         except Exception as exc:
             msg = "schema version in meta is not a u32"
             raise StoreCorrupt(msg) from exc
-        if version not in (SCHEMA_VERSION, _SCHEMA_BEFORE_PREPARED, _SCHEMA_BEFORE_PEERING):
+        known = (SCHEMA_VERSION, _SCHEMA_BEFORE_POISON, _SCHEMA_BEFORE_PREPARED)
+        if version not in (*known, _SCHEMA_BEFORE_PEERING):
             raise SchemaMismatch(version, SCHEMA_VERSION)
         return version
 

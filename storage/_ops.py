@@ -52,6 +52,7 @@ from ._errors import (
     XidUnknown,
 )
 from ._keys import MAX_KEY_SIZE, META_RECLAIM, setting_key
+from ._poison import subqueue_bytes
 from ._records import QueueKind, QueueRecord, encode_message_record, message_header
 
 if TYPE_CHECKING:
@@ -230,8 +231,10 @@ class AppendMessage(Operation):
         queue = ctx.live_queue(self.queue_id)
         quota = queue.record.quota
         if quota is not None:
-            # Bytes reserved by prepared transactions' sends count as used.
-            would_be = queue.bytes + ctx.reservation(self.queue_id)[0] + self.size
+            # Bytes reserved by prepared transactions' sends count as used, and so
+            # do the messages of the queue's subqueues (they share its quota).
+            used = queue.bytes + subqueue_bytes(ctx, queue.record)
+            would_be = used + ctx.reservation(self.queue_id)[0] + self.size
             if would_be > quota:
                 raise QuotaExceeded(queue.record.name, quota, would_be)
         record = encode_message_record(

@@ -272,6 +272,7 @@ class PlanContext:
         key = message_key(queue_id, lookup_id)
         self._set(self._removed, key, True)
         self.writes.append((DELETE, self.dbs.messages, key, b""))
+        self.writes.append((DISCARD, self.dbs.message_counters, key[1:], b""))  # see _poison
         if not state.record.transactional:
             self.writes.append(
                 (DELETE, self.dbs.by_priority, priority_key(queue_id, priority, lookup_id), b"")
@@ -352,6 +353,7 @@ class PlanContext:
                     break
                 self._set(self._removed, key, True)
                 self.writes.append((DELETE, dbs.messages, key, b""))
+                self.writes.append((DISCARD, dbs.message_counters, key[1:], b""))
                 if by_priority:
                     priority = cursor.value()[1]
                     self.writes.append(

@@ -65,6 +65,7 @@ from ._keys import (
 from ._ops import Appended, AppendMessage, Done, Operation, RemoveMessage, Result
 from ._overlay import MISSING
 from ._peering_ops import AppendOutgoing
+from ._poison import subqueue_bytes
 from ._prepared import (
     OutcomeInfo,
     PreparedHeader,
@@ -95,6 +96,8 @@ __all__ = [
 
 #: Scratch keys of the batch's xid states: ``(_XID, xid bytes)``.
 _XID: Final = "xid"
+#: Queues whose received messages are journaled (a subqueue's go to its parent's journal).
+_JOURNALED: Final = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
 
 
 class Resolution(enum.IntEnum):
@@ -234,7 +237,8 @@ class PrepareTransaction(Operation):
                 encode_message_record(b"", priority=send.priority, size=send.size, arrived_time=0)
                 total = reserved.get(send.queue_id, 0) + send.size
                 quota = queue.record.quota
-                would_be = queue.bytes + ctx.reservation(send.queue_id)[0] + total
+                used = queue.bytes + subqueue_bytes(ctx, queue.record)
+                would_be = used + ctx.reservation(send.queue_id)[0] + total
                 if quota is not None and would_be > quota:
                     raise QuotaExceeded(queue.record.name, quota, would_be)
                 reserved[send.queue_id] = total
@@ -332,7 +336,7 @@ def _remove_received(ctx: PlanContext, receives: tuple[tuple[int, int], ...]) ->
         if queue is None:
             continue
         record = queue.record
-        journal = record.journal and record.kind is QueueKind.NORMAL
+        journal = record.journal and record.kind in _JOURNALED
         try:
             RemoveMessage(queue_id, lookup_id, journal).plan(ctx)
         except (MessageMissing, QueueMissing):

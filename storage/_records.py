@@ -20,7 +20,8 @@ The payload is whatever the layer above keeps for a message (``wire``'s
 encoded message properties); the store reads only its own 16 bytes, so a
 message goes from a socket to LMDB and back without being decoded here.
 
-Queue record, format version 2 (in ``queues``; what does not change)::
+Queue record, format version 2 (in ``queues``; what does not change), written for a
+queue without poison handling::
 
     off  size  field
       0     1  format version (2)
@@ -35,6 +36,18 @@ Queue record, format version 2 (in ``queues``; what does not change)::
      31     2  name length               u16, UTF-8 bytes
      33     2  display_name length       u16
      35        name, display_name
+
+Queue record, format version 3: a queue with poison handling (its settings, see
+:class:`PoisonSettings`). Both versions are read; version 3 is version 2 with
+16 bytes between the fixed part and the names::
+
+    off  size  field
+      0     1  format version (3)
+      1    34  as version 2 (queue_id ... display_name length)
+     35     4  retry_count               u32: aborted receives allowed before a move
+     39     4  retry_cycles              u32: trips through ``;retry`` before ``;poison``
+     43     8  retry_delay               f64 seconds in ``;retry`` before a message comes back
+     51        name, display_name
 
 Queue counters, format version 2 (in ``messages``, see ``_keys``)::
 
@@ -83,9 +96,11 @@ __all__ = [
     "MESSAGE_FORMAT_VERSION",
     "MESSAGE_HEADER_SIZE",
     "OUTGOING_FORMAT_VERSION",
+    "POISON_QUEUE_FORMAT_VERSION",
     "QUEUE_FORMAT_VERSION",
     "IncomingState",
     "OutgoingState",
+    "PoisonSettings",
     "QueueKind",
     "QueueRecord",
     "decode_counters",
@@ -104,6 +119,10 @@ __all__ = [
 
 MESSAGE_FORMAT_VERSION: Final = 2
 QUEUE_FORMAT_VERSION: Final = 2
+#: The queue record of a queue with poison handling.
+POISON_QUEUE_FORMAT_VERSION: Final = 3
+#: The queue counters' format (unchanged by the queue record's version 3).
+COUNTERS_FORMAT_VERSION: Final = 2
 OUTGOING_FORMAT_VERSION: Final = 1
 INCOMING_FORMAT_VERSION: Final = 1
 
@@ -123,6 +142,26 @@ class QueueKind(enum.IntEnum):
     #: above, e.g. ``outgoing$;tcp:127.0.0.1:1902\orders``): FIFO by lookup
     #: id, no journal queue, with an :class:`OutgoingState`.
     OUTGOING = 4
+    #: ``<name>;retry`` and ``<name>;poison`` of a NORMAL queue (MSMQ 4.0 subqueues):
+    #: messages only *move* in (nothing is sent to one); ``parent_id`` is the
+    #: queue, and ``journal``/``journal_id`` are the parent's (a message received
+    #: from a subqueue is journaled in the parent's journal).
+    SUBQUEUE = 5
+
+
+@dataclass(frozen=True, slots=True)
+class PoisonSettings:
+    """A queue's poison handling (WCF's netMsmq names): how often a message may
+    be received in a transaction that aborts before it moves to ``;retry``, how
+    many trips through ``;retry`` it makes before it moves to ``;poison``, and
+    how long each trip lasts."""
+
+    #: Aborted receives allowed in the queue before a move (ReceiveRetryCount).
+    retry_count: int
+    #: Trips through ``;retry`` before a move to ``;poison`` (MaxRetryCycles).
+    retry_cycles: int
+    #: Seconds a message waits in ``;retry`` (RetryCycleDelay).
+    retry_delay: float
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -158,6 +197,8 @@ class QueueRecord:
     purged_below: int = 0
     #: Purged messages remain in the file to be erased.
     erasing: bool = False
+    #: Poison handling, or ``None`` (off: aborts are counted, nothing moves).
+    poison: PoisonSettings | None = None
 
     def with_counters(
         self, *, next_lookup_id: int, depth: int, size: int, purged_below: int, erasing: bool
@@ -180,6 +221,7 @@ class QueueRecord:
             bytes=size,
             purged_below=purged_below,
             erasing=erasing,
+            poison=self.poison,
         )
 
 
@@ -246,6 +288,8 @@ def message_payload(data: bytes) -> memoryview:
 
 _QUEUE_FIXED = struct.Struct(">BIBBQIIdHH")
 _QUEUE_FIXED_SIZE: Final = _QUEUE_FIXED.size  # 35
+_QUEUE_POISON = struct.Struct(">IId")
+_QUEUE_VERSIONS: Final = (QUEUE_FORMAT_VERSION, POISON_QUEUE_FORMAT_VERSION)
 _Q_TRANSACTIONAL: Final = 0x01
 _Q_JOURNAL: Final = 0x02
 _Q_QUOTA: Final = 0x04
@@ -276,9 +320,11 @@ def encode_queue(record: QueueRecord) -> bytes:
         flags |= _Q_JOURNAL_ID
     name_raw = record.name.encode()
     display_raw = record.display_name.encode()
+    poison = record.poison
     try:
+        tail = b"" if poison is None else _encode_poison(poison)
         fixed = _QUEUE_FIXED.pack(
-            QUEUE_FORMAT_VERSION,
+            QUEUE_FORMAT_VERSION if poison is None else POISON_QUEUE_FORMAT_VERSION,
             record.queue_id,
             record.kind,
             flags,
@@ -292,7 +338,15 @@ def encode_queue(record: QueueRecord) -> bytes:
     except struct.error as exc:
         msg = f"queue record field out of range: {exc}"
         raise InvalidRecord(msg) from exc
-    return b"".join((fixed, name_raw, display_raw))
+    return b"".join((fixed, tail, name_raw, display_raw))
+
+
+def _encode_poison(poison: PoisonSettings) -> bytes:
+    delay = poison.retry_delay
+    if not 0 <= delay < float("inf"):
+        msg = f"retry delay must be a finite number of seconds >= 0, not {delay!r}"
+        raise InvalidRecord(msg)
+    return _QUEUE_POISON.pack(poison.retry_count, poison.retry_cycles, delay)
 
 
 def decode_queue(data: bytes | memoryview) -> QueueRecord:
@@ -317,9 +371,21 @@ def decode_queue(data: bytes | memoryview) -> QueueRecord:
     except struct.error as exc:
         msg = f"queue record of {len(data)} bytes is shorter than its fixed part"
         raise StoreCorrupt(msg) from exc
-    display_start = _QUEUE_FIXED_SIZE + name_length
+    names_start = _QUEUE_FIXED_SIZE
+    poison = None
+    if version == POISON_QUEUE_FORMAT_VERSION:
+        if len(data) < names_start + _QUEUE_POISON.size:
+            msg = f"queue record of {len(data)} bytes is shorter than its version 3 fixed part"
+            raise StoreCorrupt(msg)
+        count, cycles, delay = _QUEUE_POISON.unpack_from(data, names_start)
+        names_start += _QUEUE_POISON.size
+        if not 0 <= delay < float("inf"):
+            msg = f"queue record has a corrupt retry delay {delay!r}"
+            raise StoreCorrupt(msg)
+        poison = PoisonSettings(count, cycles, delay)
+    display_start = names_start + name_length
     if (
-        version != QUEUE_FORMAT_VERSION
+        version not in _QUEUE_VERSIONS
         or display_start + display_length != len(data)
         or flags & ~_QUEUE_FLAGS
         or kind not in _QUEUE_KINDS
@@ -330,7 +396,7 @@ def decode_queue(data: bytes | memoryview) -> QueueRecord:
         )
         raise StoreCorrupt(msg)
     try:
-        name = bytes(data[_QUEUE_FIXED_SIZE:display_start]).decode()
+        name = bytes(data[names_start:display_start]).decode()
         display_name = bytes(data[display_start:]).decode()
     except UnicodeDecodeError as exc:
         msg = f"queue record has a name that is not UTF-8: {exc}"
@@ -346,6 +412,7 @@ def decode_queue(data: bytes | memoryview) -> QueueRecord:
         parent_id=parent_id if flags & _Q_PARENT else None,
         journal_id=journal_id if flags & _Q_JOURNAL_ID else None,
         created_at=created_at,
+        poison=poison,
     )
 
 
@@ -357,7 +424,7 @@ def encode_counters(record: QueueRecord) -> bytes:
     """
     try:
         return _COUNTERS.pack(
-            QUEUE_FORMAT_VERSION,
+            COUNTERS_FORMAT_VERSION,
             _C_ERASING if record.erasing else 0,
             record.next_lookup_id,
             record.depth,
@@ -375,7 +442,7 @@ def decode_counters(record: QueueRecord, data: bytes | memoryview) -> QueueRecor
     Raises:
         StoreCorrupt: the bytes are not queue counters.
     """
-    if len(data) != _COUNTERS.size or data[0] != QUEUE_FORMAT_VERSION or data[1] & ~_C_ERASING:
+    if len(data) != _COUNTERS.size or data[0] != COUNTERS_FORMAT_VERSION or data[1] & ~_C_ERASING:
         msg = f"counters of queue {record.name!r} are corrupt ({len(data)} bytes)"
         raise StoreCorrupt(msg)
     _, flags, next_lookup_id, depth, size, purged_below = _COUNTERS.unpack(data)

@@ -31,10 +31,11 @@ plans nothing else and resizes nothing (reads are fine).
 
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import uuid
-from collections.abc import Container, Generator, Sequence
+from collections.abc import Container, Generator, Iterable, Sequence
 
 from ._catalog import SCHEMA_VERSION, Catalog
 from ._env import Environment
@@ -42,6 +43,7 @@ from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
 from ._keys import setting_key
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
+from ._poison import MessageCounters, read_counters, read_due
 from ._prepared import OutcomeInfo, PreparedInfo
 from ._prepared_reads import read_outcome, read_outcomes, read_prepared, read_prepared_one
 from ._reads import MessageReader, read_history, read_incoming
@@ -297,6 +299,31 @@ class Store:
     ) -> tuple[int, int, bytes] | None:
         """The first message in priority order at or after ``start = (band, lookup_id)``."""
         return self._reader.first_by_priority(queue_id, start=start, skip=skip)
+
+    # ------------------------------------------------------------------ poison handling
+
+    def message_counters(
+        self, queue_id: int, lookup_ids: Iterable[int]
+    ) -> dict[int, MessageCounters]:
+        """The abort and move counters of those messages that have any (a message
+        never aborted nor moved has none), by lookup id; one read transaction.
+
+        Raises:
+            StoreCorrupt: a record does not decode.
+        """
+        return read_counters(self._env, self._catalog, queue_id, lookup_ids)
+
+    def retries_due(self, before: float | None, limit: int) -> list[tuple[int, int, int]]:
+        """The first ``limit`` entries of the retry index, ``(due, queue_id,
+        lookup_id)`` with ``due`` in milliseconds of unix time, soonest first;
+        with ``before`` (unix seconds), only those due at or before it. Reads
+        keys only.
+
+        Raises:
+            StoreCorrupt: a key is corrupt.
+        """
+        end = None if before is None else math.floor(before * 1000.0) + 1
+        return read_due(self._env, self._catalog, before=end, limit=limit)
 
     # ------------------------------------------------------------------ writes
 

@@ -85,6 +85,26 @@ PUBLIC_NAMES = {
     "message_arrived_time",
     "message_header",
     "message_payload",
+    # poison handling and subqueues
+    "NO_COUNTERS",
+    "POISON_SUFFIX",
+    "RETRY_SUFFIX",
+    "SUBQUEUE_SUFFIXES",
+    "AbortCounted",
+    "CreateSubqueues",
+    "DeleteSubqueues",
+    "DropRetryEntry",
+    "MessageCounters",
+    "MoveMessage",
+    "MoveReason",
+    "Moved",
+    "PoisonSet",
+    "PoisonSettings",
+    "RecordAbort",
+    "SetPoisonSettings",
+    "SubqueuesCreated",
+    "SubqueuesDeleted",
+    "moved_record",
 }
 
 

@@ -622,7 +622,7 @@ def test_a_garbled_header_is_corrupt_at_opening(store: Store, reopen: Reopener) 
         reopen(store)
 
 
-# --------------------------------------------------------------------------- schema 3 -> 4
+# --------------------------------------------------------------------------- schema 3 -> 5
 
 
 def make_schema_3(path: Path) -> None:
@@ -649,7 +649,7 @@ def schema_version(path: Path) -> bytes | None:
 
 
 def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 4
+    assert SCHEMA_VERSION == 5
     guid = store.qm_guid
     q = create_queue(store, "q", quota=1000)
     fill(store, q, 2)
@@ -665,7 +665,7 @@ def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     run(store, prepare("x", (send(q),), ((q.queue_id, 1),)))
     assert store.reservation(q.queue_id) == (100, 1)
     store.close()
-    assert schema_version(store.path) == u32(4)
+    assert schema_version(store.path) == u32(5)
     store = reopen(store)
     assert [info.xid for info in store.prepared_transactions()] == ["x"]
     assert run(store, resolve("x"))[0].resolution is Resolution.COMMITTED
