@@ -9,8 +9,8 @@ parses them (remembering the answers: senders repeat themselves) and
 resolves a destination to where each copy goes: a local application
 queue's record, or, for a queue on another queue manager, a
 :class:`~qmgr.core.outgoing.RemoteDestination` whose copy the commit appends
-to that destination's outgoing queue. Journal and dead-letter queues take
-no sends. A send to a remote queue cannot be checked against that queue
+to that destination's outgoing queue. Journal and dead-letter queues and
+subqueues take no sends. A send to a remote queue cannot be checked against that queue
 (as in MSMQ): whether it exists, and is transactional, is judged where it
 arrives.
 
@@ -70,7 +70,12 @@ class Addressing:
         if len(format_name.elements) == 1:
             # The usual case, without building lists.
             element = format_name.elements[0]
-            if element.is_local and not element.is_system and not element.is_journal:
+            if (
+                element.is_local
+                and not element.is_system
+                and not element.is_journal
+                and not element.is_subqueue
+            ):
                 record = self.store.get_queue(element.queue)
                 if record is not None:
                     return (record,)
@@ -79,6 +84,12 @@ class Addressing:
             if not element.is_local:
                 queues.append(RemoteDestination.from_address(element))
                 continue
+            if element.is_subqueue:
+                msg = (
+                    f"{element.text!r}: nothing can be sent to a subqueue; messages only move "
+                    "between a queue and its subqueues (qmgr move, QueueManager.move)"
+                )
+                raise AccessDenied(msg)
             if element.is_system or element.is_journal:
                 msg = f"{element.text!r}: applications cannot send to journal or dead-letter queues"
                 raise AccessDenied(msg)

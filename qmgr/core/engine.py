@@ -24,7 +24,8 @@ uncommitted sends never existed.
 
 Queue administration is in ``queue_admin`` (a base class), global ids and
 prepared transactions in ``two_phase`` (``core.two_phase``), LookupId ranges
-in ``ranges``.
+in ``ranges``, counting aborted receives, poison handling and moves between
+a queue and its subqueues in ``poison`` (``core.poison``).
 
 A commit is one atomic unit: the removals of what the transaction received
 (first, so that their space counts for its sends' quota), then its sends,
@@ -66,12 +67,16 @@ from .errors import (
 from .locks import LockTable
 from .ordinals import OrdinalAllocator
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .poison import PoisonHandling
 from .queue_admin import QueueAdmin
 from .sends import SendMode, check_message, check_remote_message, send_is_transactional
 from .transactions import Transaction, TransactionState
 from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
+
+#: Queues whose received messages are copied to a journal when it is on.
+_JOURNALED = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +144,8 @@ class QueueManagerCore(QueueAdmin):
         )
         # Prepared transactions outlive restarts: hold their received messages again.
         self.two_phase.load()
+        #: Aborted receives counted, poison handling, moves to and from subqueues.
+        self.poison = PoisonHandling(self)
 
     # ------------------------------------------------------------------ message ids
 
@@ -203,8 +210,12 @@ class QueueManagerCore(QueueAdmin):
         """
         self.check_committable(tx)
         tx.state = TransactionState.COMMITTING
+        moves = tx.moves
         removals = tuple(
-            self.removal_op(queue_id, lookup_id) for queue_id, lookup_id in tx.receives
+            self.removal_op(queue_id, lookup_id)
+            if not moves or (queue_id, lookup_id) not in moves
+            else storage.MoveMessage(queue_id, lookup_id, moves[(queue_id, lookup_id)])
+            for queue_id, lookup_id in tx.receives
         )
         if tx.xid is None:
             return Unit(removals + tuple(tx.sends))
@@ -245,6 +256,8 @@ class QueueManagerCore(QueueAdmin):
                 woken.add(result.queue_id)
             elif isinstance(op, RemoveMessage) and op.journal:
                 woken.update(self.journal_of(op.queue_id))
+            elif isinstance(result, storage.Moved):
+                woken.add(result.target_id)
         return woken, None
 
     def commit_failed(
@@ -297,10 +310,12 @@ class QueueManagerCore(QueueAdmin):
             for queue_id, lookup_id in tx.receives:
                 self.locks.forget(queue_id, lookup_id)
             tx.receives.clear()
+            tx.moves.clear()
             return set()
         self.aborts += 1
-        woken = self.release(tx.receives)
+        woken = self.poison.aborted(tx.receives, uncounted=tx.moves)
         tx.receives.clear()
+        tx.moves.clear()
         return woken
 
     # ------------------------------------------------------------------ sending
@@ -506,7 +521,8 @@ class QueueManagerCore(QueueAdmin):
     def removal_op(self, queue_id: int, lookup_id: int) -> RemoveMessage:
         """The operation that removes a message (copied to the journal if its queue has one)."""
         record = self.store.get_queue_by_id(queue_id)
-        journal = bool(record is not None and record.journal and record.kind is QueueKind.NORMAL)
+        # A subqueue's messages go to its queue's journal (its record names it).
+        journal = bool(record is not None and record.journal and record.kind in _JOURNALED)
         return RemoveMessage(queue_id, lookup_id, journal)
 
     def release(self, receives: Iterable[tuple[int, int]]) -> set[int]:

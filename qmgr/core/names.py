@@ -15,7 +15,8 @@ A *format name* says where a message goes. Accepted forms:
   (``:port`` is our extension so that several queue managers can share a host;
   without it the peer port is 1801)
 * system queues ``system$;deadletter`` and ``system$;deadxact`` (also as
-  ``.\\system$;...`` or behind ``DIRECT=OS:.\\``), journals ``NAME;journal``
+  ``.\\system$;...`` or behind ``DIRECT=OS:.\\``), journals ``NAME;journal``,
+  and the subqueues ``NAME;retry`` and ``NAME;poison`` (MSMQ 4.0) of a queue
 * a multiple-element name: several of the above separated by commas.
 
 Parsing is pure: whether ``host`` is this machine is decided by the caller's
@@ -38,6 +39,11 @@ DEADLETTER: Final = "system$;deadletter"
 DEADXACT: Final = "system$;deadxact"
 SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT)
 JOURNAL_SUFFIX: Final = ";journal"
+#: The subqueues every queue has (MSMQ 4.0; WCF's names): poison handling moves
+#: messages there; nothing is sent to them.
+RETRY_SUFFIX: Final = ";retry"
+POISON_SUFFIX: Final = ";poison"
+SUBQUEUE_SUFFIXES: Final = (RETRY_SUFFIX, POISON_SUFFIX)
 
 
 def validate_queue_name(name: str) -> str:
@@ -128,6 +134,11 @@ class QueueAddress:
         """True for a journal queue."""
         return self.queue.endswith(JOURNAL_SUFFIX)
 
+    @property
+    def is_subqueue(self) -> bool:
+        """True for a subqueue (``NAME;retry``, ``NAME;poison``)."""
+        return self.queue.endswith(SUBQUEUE_SUFFIXES)
+
 
 @dataclass(frozen=True, slots=True)
 class FormatName:
@@ -156,10 +167,10 @@ def parse_format_name(text: str, identity: LocalIdentity | None = None) -> Forma
     elements = tuple(_parse_element(part, identity) for part in parts)
     if len(elements) > 1:
         for element in elements:
-            if element.is_system or element.is_journal:
+            if element.is_system or element.is_journal or element.is_subqueue:
                 msg = (
                     f"{element.text!r}: a multiple-element name cannot contain "
-                    "journal or dead-letter queues"
+                    "journal or dead-letter queues or subqueues"
                 )
                 raise InvalidName(msg)
         # Duplicate destinations collapse (case-insensitively), as MSMQ does.
@@ -232,8 +243,11 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
     queue = _parse_queue_path(path, text)
     if identity.is_local(protocol, host, port):
         return QueueAddress(queue=queue, text=text)
-    if queue in SYSTEM_QUEUES or queue.endswith(JOURNAL_SUFFIX):
-        msg = f"{text!r}: journal and dead-letter queues on other hosts cannot be addressed"
+    if queue in SYSTEM_QUEUES or queue.endswith((JOURNAL_SUFFIX, *SUBQUEUE_SUFFIXES)):
+        msg = (
+            f"{text!r}: journal and dead-letter queues and subqueues on other hosts "
+            "cannot be addressed"
+        )
         raise InvalidName(msg)
     return QueueAddress(queue=queue, text=text, protocol=protocol, host=host.lower(), port=port)
 
@@ -273,12 +287,14 @@ def _parse_queue_path(path: str, text: str, *, bare: bool = False) -> str:
     elif not bare:
         msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact"
         raise InvalidName(msg)
-    journal = False
-    if path.lower().endswith(JOURNAL_SUFFIX):
-        path = path[: -len(JOURNAL_SUFFIX)]
-        journal = True
+    suffix = ""
+    for known in (JOURNAL_SUFFIX, *SUBQUEUE_SUFFIXES):
+        if path.lower().endswith(known):
+            path = path[: -len(known)]
+            suffix = known
+            break
     key = validate_queue_name(path)
-    return key + JOURNAL_SUFFIX if journal else key
+    return key + suffix
 
 
 def display_format_name(queue_key: str) -> str:

@@ -1,5 +1,10 @@
 """Queues of the core: the system queues, creating, deleting, purging and erasing.
 
+A queue is created with its journal queue and its two subqueues (``;retry``,
+``;poison``), and deleted with them. A purge is of one queue: purging a queue
+leaves its subqueues as they are (its poison messages are kept for an
+operator to look at), and a subqueue is purged by its own name.
+
 Part of :class:`~qmgr.core.engine.QueueManagerCore` (a base class of it), kept
 apart so that each module stays one subject. Like the rest of the core it
 returns units and never writes: deleting and purging only mark, and
@@ -15,11 +20,15 @@ from typing import TYPE_CHECKING, Final
 import storage
 from storage import (
     CreateQueue,
+    CreateSubqueues,
     DeleteQueue,
+    DeleteSubqueues,
     EraseStep,
+    PoisonSettings,
     PurgeQueue,
     QueueKind,
     QueueRecord,
+    SetPoisonSettings,
     Store,
     Unit,
     UnitOutcome,
@@ -28,6 +37,7 @@ from storage import (
 from . import names
 from .errors import AccessDenied, InvalidArgument, QueueNotFound, from_store_error
 from .locks import LockTable
+from .poison import check_settings
 
 if TYPE_CHECKING:
     from .two_phase import TwoPhase
@@ -98,9 +108,12 @@ class QueueAdmin:
         transactional: bool = False,
         journal: bool = False,
         quota: int | None = None,
+        poison: PoisonSettings | None = None,
         wall: float,
     ) -> Unit:
-        """The unit that creates a private queue and its journal queue.
+        """The unit that creates a private queue, its journal queue and its
+        subqueues (``;retry``, ``;poison``), with poison handling if ``poison``
+        is given (see ``poison.merge_settings``).
 
         Raises:
             InvalidName, InvalidArgument
@@ -118,7 +131,10 @@ class QueueAdmin:
             quota=quota,
             created_at=wall,
         )
-        return Unit((op,))
+        subqueues = CreateSubqueues(key, created_at=wall)
+        if poison is None:
+            return Unit((op, subqueues))
+        return Unit((op, subqueues, SetPoisonSettings(key, check_settings(poison))))
 
     @staticmethod
     def queue_created(outcome: UnitOutcome) -> QueueRecord:
@@ -144,8 +160,12 @@ class QueueAdmin:
         used = [record.queue_id]
         if record.journal_id is not None:
             used.append(record.journal_id)
+        for suffix in names.SUBQUEUE_SUFFIXES:
+            sub = self.store.get_queue(record.name + suffix)
+            if sub is not None:
+                used.append(sub.queue_id)
         self.two_phase.check_deletable(used, record.display_name)
-        return record, Unit((DeleteQueue(record.queue_id),))
+        return record, Unit((DeleteQueue(record.queue_id), DeleteSubqueues(record.name)))
 
     def queue_deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
         """How many messages a delete unit removed, and the queue ids that are gone.
@@ -164,9 +184,14 @@ class QueueAdmin:
             raise AccessDenied(msg)
         result = _only_result(outcome)
         assert isinstance(result, storage.QueueDeleted)
-        for queue_id in result.queue_ids:
+        gone, messages = list(result.queue_ids), result.messages
+        for more in outcome.results[1:]:  # its subqueues
+            assert isinstance(more, storage.SubqueuesDeleted)
+            gone.extend(more.queue_ids)
+            messages += more.messages
+        for queue_id in gone:
             self.locks.drop_queue(queue_id)
-        return result.messages, list(result.queue_ids)
+        return messages, gone
 
     def purge_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
         """The queue and the unit that purges it.

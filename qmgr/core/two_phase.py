@@ -225,6 +225,12 @@ class TwoPhase:
             )
             raise TransactionUsageError(msg)
         self._core.check_committable(tx)
+        if tx.moves:
+            msg = (
+                f"transaction {tx.client_id} moves messages between a queue and its "
+                "subqueues, which a prepared transaction cannot; commit it instead"
+            )
+            raise TransactionUsageError(msg)
         if len(self._prepared) + self._preparing >= self.max_prepared:
             msg = (
                 f"{self.max_prepared} transactions are already prepared "
@@ -365,7 +371,8 @@ class TwoPhase:
                 woken.update(appended.queue_id for appended in result.appended)
             elif result.resolution is storage.Resolution.ABORTED:
                 core.aborts += 1
-                woken.update(core.release(result.receives))
+                # Its receives were aborted: counted, and poison handling applies.
+                woken.update(core.poison.aborted(result.receives))
         return woken, resolutions
 
     # ------------------------------------------------------------------ outcomes

@@ -41,6 +41,8 @@ READS: Final = frozenset(
         "outcomes",
         "range_end",
         "read_through",
+        "message_counters",
+        "retries_due",
     }
 )
 

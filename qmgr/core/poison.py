@@ -1,0 +1,494 @@
+"""Poison handling (MSMQ 4.0, WCF netMsmq): counting aborted receives, and moving messages.
+
+Theory of operation
+-------------------
+Every aborted transactional receive counts: a client's abort, a disconnect,
+an idle timeout, a failed commit, the abort of a prepared transaction that
+received the message. :meth:`PoisonHandling.aborted` decides, for each
+message the transaction held, while the abort happens:
+
+* the message was purged meanwhile, or its queue deleted: it is released,
+  nothing is counted;
+* otherwise its abort count grows by one. On a queue without poison
+  handling, or while the count stays within the queue's retry count, the
+  message is released at once (visible again in its place) and a
+  ``RecordAbort`` is queued;
+* when the count passes the retry count of a queue with poison handling,
+  the message stays *held* and a ``MoveMessage`` is queued: to ``;retry``
+  while it has retry cycles left, else to ``;poison``. Nobody can receive
+  it between the decision and the move, and a move that fails releases it.
+
+The queued operations are not written by the abort: the abort's reply never
+waits for a sync. The daemon's worker takes them (:meth:`take_unit`, one
+non-atomic unit) whenever :attr:`wake` tells it there are some, writes
+them, and hands the outcome back (:meth:`written`), which forgets the holds
+of the moved messages (they are gone from the queue) or releases those of
+the moves that failed. Nothing here can lose or duplicate a message: a
+message is only ever moved by ``MoveMessage`` (one write removes and
+appends it), and until that write it stays where it was. A crash before the
+write loses only that abort's count, as if the crash had come first.
+
+The counts are decided here, so they must be exact although their writes
+are late. For every message with counts not yet written, the count the last
+one will leave is kept in memory (with how many are outstanding); the
+store's count is read only when none is. Units are written in the order
+they are taken, so the expectation is what the store will hold.
+
+Moves back from ``;retry``: the daemon asks for :meth:`retry_step` at the
+due time of the first entry of the store's retry index; each step holds up
+to ``RETRY_STEP`` due messages (not held by a transaction) and moves them
+back to their queue, abort count reset, move count + 1; an entry whose
+message has gone (received, purged, deleted) is dropped.
+
+Moves by request (:meth:`move_one`, :meth:`move_step`): between a queue and
+its own subqueues only; the message is held while its move is written, or,
+in a transaction, until the transaction commits (the commit moves it) or
+aborts (it stays; an abort of a move is not an aborted receive).
+
+Like the rest of the core: no I/O, no clock, no logging; ``wall`` is an
+argument.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Final
+
+import storage
+from storage import (
+    DropRetryEntry,
+    MessageCounters,
+    MoveMessage,
+    MoveReason,
+    PoisonSettings,
+    QueueKind,
+    QueueRecord,
+    RecordAbort,
+    Unit,
+    UnitOutcome,
+)
+
+from . import names
+from .errors import (
+    AccessDenied,
+    InvalidArgument,
+    QueueManagerError,
+    TransactionUsageError,
+    from_store_error,
+)
+
+if TYPE_CHECKING:
+    from .engine import QueueManagerCore
+    from .transactions import Transaction
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "MOVE_STEP",
+    "RETRY_STEP",
+    "PoisonHandling",
+    "check_settings",
+    "merge_settings",
+]
+
+#: WCF's defaults: ReceiveRetryCount 5, MaxRetryCycles 2, RetryCycleDelay 30 minutes.
+DEFAULT_SETTINGS: Final = PoisonSettings(retry_count=5, retry_cycles=2, retry_delay=1800.0)
+#: Due messages one retry step moves back.
+RETRY_STEP: Final = 256
+#: Messages one step of a move of a whole queue moves.
+MOVE_STEP: Final = 2048
+_MAX_U32: Final = 0xFFFFFFFF
+#: The longest retry delay: about 136 years.
+_MAX_DELAY: Final = float(_MAX_U32)
+
+
+def check_settings(settings: PoisonSettings) -> PoisonSettings:
+    """Check poison settings; returns them.
+
+    Raises:
+        InvalidArgument: a count is not 0..2**32-1, or the delay is not a
+            finite number of seconds >= 0.
+    """
+    for name in ("retry_count", "retry_cycles"):
+        value = getattr(settings, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= _MAX_U32:
+            msg = f"{name} must be a whole number from 0 to {_MAX_U32}, not {value!r}"
+            raise InvalidArgument(msg)
+    delay = settings.retry_delay
+    if isinstance(delay, bool) or not isinstance(delay, int | float):
+        msg = f"retry_delay must be a number of seconds, not {delay!r}"
+        raise InvalidArgument(msg)
+    if not 0 <= delay <= _MAX_DELAY or math.isnan(delay):
+        msg = f"retry_delay must be a number of seconds from 0 to {_MAX_DELAY:.0f}, not {delay!r}"
+        raise InvalidArgument(msg)
+    return PoisonSettings(settings.retry_count, settings.retry_cycles, float(delay))
+
+
+def merge_settings(
+    current: PoisonSettings | None,
+    *,
+    enabled: bool | None = None,
+    retry_count: int | None = None,
+    retry_cycles: int | None = None,
+    retry_delay: float | None = None,
+) -> PoisonSettings | None:
+    """The settings a queue gets: ``current`` with the values given.
+
+    Any value given (or ``enabled=True``) turns poison handling on; what is
+    not given keeps its current value, or WCF's default if it was off.
+    ``enabled=False`` turns it off and takes no value. Nothing given keeps
+    ``current``.
+
+    Raises:
+        InvalidArgument: values given with ``enabled=False``, or out of range.
+    """
+    given = (retry_count, retry_cycles, retry_delay)
+    if enabled is False:
+        if any(value is not None for value in given):
+            msg = "poison handling is being turned off: give no retry settings with that"
+            raise InvalidArgument(msg)
+        return None
+    if enabled is None and all(value is None for value in given):
+        return current
+    base = current or DEFAULT_SETTINGS
+    return check_settings(
+        PoisonSettings(
+            base.retry_count if retry_count is None else retry_count,
+            base.retry_cycles if retry_cycles is None else retry_cycles,
+            base.retry_delay if retry_delay is None else retry_delay,
+        )
+    )
+
+
+def _nothing() -> None:
+    """The default :attr:`PoisonHandling.wake`."""
+
+
+@dataclass(slots=True)
+class _Expected:
+    """A message's abort count as its queued writes will leave it."""
+
+    abort_count: int
+    outstanding: int
+
+
+class PoisonHandling:
+    """Poison handling and moves over a :class:`~qmgr.core.engine.QueueManagerCore`."""
+
+    def __init__(self, core: QueueManagerCore) -> None:
+        self._core = core
+        #: Operations decided by aborts and not yet handed to the writer, in order.
+        self._queued: list[storage.Operation] = []
+        self._expected: dict[tuple[int, int], _Expected] = {}
+        #: Called (with nothing) when operations are queued: the daemon wakes
+        #: the task that writes them. The default does nothing.
+        self.wake: Callable[[], None] = _nothing
+
+    # ------------------------------------------------------------------ queues
+
+    def subqueue_units(self, wall: float) -> list[Unit]:
+        """Units creating the subqueues that normal queues made before them lack."""
+        store = self._core.store
+        ops = tuple(
+            storage.CreateSubqueues(record.name, created_at=wall)
+            for record in store.list_queues()
+            if record.kind is QueueKind.NORMAL
+            and any(store.get_queue(record.name + s) is None for s in names.SUBQUEUE_SUFFIXES)
+        )
+        return [Unit(ops, atomic=False)] if ops else []
+
+    def settings_unit(
+        self,
+        reference: str,
+        *,
+        enabled: bool | None = None,
+        retry_count: int | None = None,
+        retry_cycles: int | None = None,
+        retry_delay: float | None = None,
+    ) -> tuple[QueueRecord, Unit]:
+        """The queue and the unit that changes its poison settings (see :func:`merge_settings`).
+
+        Raises:
+            InvalidName, QueueNotFound, InvalidArgument; AccessDenied: not a
+                queue with poison handling (a journal, system or subqueue).
+        """
+        record = self._core.queue(reference)
+        if record.kind is not QueueKind.NORMAL:
+            msg = f"{record.display_name!r} is not an application queue; it has no poison settings"
+            raise AccessDenied(msg)
+        settings = merge_settings(
+            record.poison,
+            enabled=enabled,
+            retry_count=retry_count,
+            retry_cycles=retry_cycles,
+            retry_delay=retry_delay,
+        )
+        return record, Unit((storage.SetPoisonSettings(record.name, settings),))
+
+    @staticmethod
+    def settings_set(outcome: UnitOutcome) -> QueueRecord:
+        """The queue as a settings unit left it.
+
+        Raises:
+            QueueNotFound: it was deleted meanwhile.
+        """
+        error = outcome.error
+        if error is not None:
+            raise from_store_error(error)
+        result = outcome.results[0]
+        assert isinstance(result, storage.PoisonSet)
+        return result.record
+
+    def parent(self, record: QueueRecord) -> QueueRecord | None:
+        """The queue a subqueue belongs to (None for another kind, or if it is gone)."""
+        if record.kind is not QueueKind.SUBQUEUE or record.parent_id is None:
+            return None
+        return self._core.store.get_queue_by_id(record.parent_id)
+
+    # ------------------------------------------------------------------ counters
+
+    def counters(self, queue_id: int, lookup_ids: Iterable[int]) -> dict[int, MessageCounters]:
+        """The counters of those messages that have any, with the abort counts
+        not yet written counted."""
+        found = self._core.store.message_counters(queue_id, lookup_ids)
+        expected = self._expected
+        if expected:
+            for lookup_id in list(found) + [k for q, k in expected if q == queue_id]:
+                pending = expected.get((queue_id, lookup_id))
+                if pending is not None:
+                    current = found.get(lookup_id, storage.NO_COUNTERS)
+                    found[lookup_id] = replace(current, abort_count=pending.abort_count)
+        return found
+
+    def _stored(self, queue_id: int, lookup_id: int) -> MessageCounters:
+        found = self._core.store.message_counters(queue_id, (lookup_id,))
+        return found.get(lookup_id, storage.NO_COUNTERS)
+
+    # ------------------------------------------------------------------ aborts
+
+    def aborted(
+        self, receives: Iterable[tuple[int, int]], *, uncounted: Collection[tuple[int, int]] = ()
+    ) -> set[int]:
+        """A transaction that held these messages aborted: count, release or move
+        each (see the module docstring); ``uncounted`` were held by a move, not a
+        receive. Returns the queues whose readers should wake."""
+        core = self._core
+        store = core.store
+        released: list[tuple[int, int]] = []
+        for key in receives:
+            queue_id, lookup_id = key
+            queue = store.get_queue_by_id(queue_id)
+            if queue is None or lookup_id < queue.purged_below or key in uncounted:
+                released.append(key)
+                continue
+            expected = self._expected.get(key)
+            count = (
+                self._stored(queue_id, lookup_id).abort_count
+                if expected is None
+                else expected.abort_count
+            ) + 1
+            target = self._destination(queue, lookup_id, count)
+            if target is None:
+                if expected is None:
+                    self._expected[key] = _Expected(count, 1)
+                else:
+                    expected.abort_count = count
+                    expected.outstanding += 1
+                self._queued.append(RecordAbort(queue_id, lookup_id))
+                released.append(key)
+            else:
+                self._queued.append(MoveMessage(queue_id, lookup_id, *target))
+        if self._queued:
+            self.wake()
+        return core.release(released)
+
+    def _destination(
+        self, queue: QueueRecord, lookup_id: int, count: int
+    ) -> tuple[int, MoveReason] | None:
+        """Where poison handling sends a message aborted ``count`` times, or None."""
+        poison = queue.poison
+        if queue.kind is not QueueKind.NORMAL or poison is None or count <= poison.retry_count:
+            return None
+        cycles = self._stored(queue.queue_id, lookup_id).retry_cycles
+        suffix, reason = (
+            (names.RETRY_SUFFIX, MoveReason.RETRY)
+            if cycles < poison.retry_cycles
+            else (names.POISON_SUFFIX, MoveReason.POISON)
+        )
+        sub = self._core.store.get_queue(queue.name + suffix)
+        return None if sub is None else (sub.queue_id, reason)
+
+    @property
+    def wanted(self) -> bool:
+        """True when aborts have queued operations that :meth:`take_unit` gives."""
+        return bool(self._queued)
+
+    def take_unit(self) -> Unit | None:
+        """The queued operations as one non-atomic unit for the writer (None if none).
+
+        The caller must write it and give the outcome to :meth:`written`.
+        """
+        if not self._queued:
+            return None
+        ops = tuple(self._queued)
+        self._queued.clear()
+        return Unit(ops, atomic=False)
+
+    def written(self, unit: Unit, outcome: UnitOutcome | BaseException) -> set[int]:
+        """A unit from :meth:`take_unit` or :meth:`retry_step` was written (or failed
+        as a whole): forget or release what its moves held. Returns the queues
+        whose readers should wake."""
+        core = self._core
+        results = (None,) * len(unit.ops) if isinstance(outcome, BaseException) else outcome.results
+        woken: set[int] = set()
+        released: list[tuple[int, int]] = []
+        for op, result in zip(unit.ops, results, strict=True):
+            if isinstance(op, RecordAbort):
+                key = (op.queue_id, op.lookup_id)
+                expected = self._expected.get(key)
+                if expected is not None:
+                    expected.outstanding -= 1
+                    if expected.outstanding <= 0:
+                        del self._expected[key]
+            elif isinstance(op, MoveMessage):
+                if isinstance(result, storage.Moved):
+                    core.locks.forget(op.queue_id, op.lookup_id)
+                    woken.add(op.target_id)
+                else:
+                    released.append((op.queue_id, op.lookup_id))
+        return woken | core.release(released)
+
+    # ------------------------------------------------------------------ returns from ;retry
+
+    def retry_step(self, wall: float, limit: int = RETRY_STEP) -> Unit | None:
+        """A bounded step moving back the messages due in ``;retry`` at ``wall``
+        (unix seconds), or None if none is due. Its outcome goes to :meth:`written`."""
+        core = self._core
+        store = core.store
+        ops: list[storage.Operation] = []
+        for due, queue_id, lookup_id in store.retries_due(wall, limit):
+            queue = store.get_queue_by_id(queue_id)
+            parent = None if queue is None else self.parent(queue)
+            if parent is None or store.read_message(queue_id, lookup_id) is None:
+                ops.append(DropRetryEntry(due, queue_id, lookup_id))
+                continue
+            if core.locks.is_held(queue_id, lookup_id):
+                continue  # a transaction received it from ;retry; its end decides
+            core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+            ops.append(MoveMessage(queue_id, lookup_id, parent.queue_id, MoveReason.RETURN))
+        return Unit(tuple(ops), atomic=False) if ops else None
+
+    def next_due(self) -> float | None:
+        """Unix seconds when the first message in a ``;retry`` is due, or None."""
+        first = self._core.store.retries_due(None, 1)
+        return first[0][0] / 1000.0 if first else None
+
+    # ------------------------------------------------------------------ moves by request
+
+    def move_queues(self, source: str, target: str) -> tuple[QueueRecord, QueueRecord]:
+        """Resolve the two queues of a move.
+
+        Raises:
+            InvalidName, QueueNotFound; InvalidArgument: they are not a queue
+                and its subqueue, nor two subqueues of one queue.
+        """
+        core = self._core
+        a, b = core.queue(source), core.queue(target)
+        related = a.queue_id != b.queue_id and (
+            (a.kind is QueueKind.NORMAL and b.parent_id == a.queue_id)
+            or (b.kind is QueueKind.NORMAL and a.parent_id == b.queue_id)
+            or (a.kind is b.kind is QueueKind.SUBQUEUE and a.parent_id == b.parent_id)
+        )
+        if not related or QueueKind.JOURNAL in (a.kind, b.kind):
+            msg = (
+                f"cannot move from {a.display_name!r} to {b.display_name!r}: messages move "
+                "only between a queue and its own subqueues (NAME;retry, NAME;poison)"
+            )
+            raise InvalidArgument(msg)
+        return a, b
+
+    def move_one(
+        self,
+        source: QueueRecord,
+        target: QueueRecord,
+        *,
+        lookup_id: int,
+        tx: Transaction | None,
+        now: float,
+    ) -> tuple[int, Unit | None] | None:
+        """Hold the message named (or the next free one) for a move.
+
+        Returns:
+            None if there is none free; else its lookup id and, outside a
+            transaction, the unit that moves it (its outcome goes to
+            :meth:`move_done`); in ``tx``, None: the commit moves it.
+
+        Raises:
+            TransactionUsageError: in a transaction, from a non-transactional queue.
+            TransactionTooLarge: the transaction holds too many operations.
+        """
+        if tx is not None and not source.transactional:
+            msg = (
+                f"queue {source.display_name!r} is not transactional; "
+                "move its messages outside the transaction"
+            )
+            raise TransactionUsageError(msg)
+        core = self._core
+        found = core.take(source, lookup_id=lookup_id, tx=tx, now=now)
+        if found is None:
+            return None
+        taken = found[0]
+        if tx is not None:
+            tx.moves[(source.queue_id, taken)] = target.queue_id
+            return taken, None
+        return taken, Unit((MoveMessage(source.queue_id, taken, target.queue_id),))
+
+    def move_step(
+        self, source: QueueRecord, target: QueueRecord, *, through: int, limit: int = MOVE_STEP
+    ) -> tuple[list[int], Unit] | None:
+        """Hold up to ``limit`` free messages with a lookup id up to ``through`` and
+        return them with the unit that moves them; None when none is left."""
+        core = self._core
+        queue_id = source.queue_id
+        found = core.store.read_through(
+            queue_id, through=through, limit=limit, skip=core.locks.held(queue_id)
+        )
+        if not found:
+            return None
+        for lookup_id in found:
+            core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+        ops = tuple(MoveMessage(queue_id, lookup_id, target.queue_id) for lookup_id in found)
+        return found, Unit(ops, atomic=False)
+
+    def move_done(
+        self, source_id: int, held: list[int], outcome: UnitOutcome | BaseException
+    ) -> tuple[int, int, set[int], QueueManagerError | None]:
+        """Finish a move outside a transaction.
+
+        Returns:
+            ``(messages moved, the last one's new lookup id, queues to wake,
+            the first failure)``; a message whose move failed stays where it was.
+        """
+        core = self._core
+        if isinstance(outcome, BaseException):
+            back = core.release((source_id, lookup_id) for lookup_id in held)
+            return 0, 0, back, from_store_error(outcome)
+        moved = last = 0
+        woken: set[int] = set()
+        released: list[tuple[int, int]] = []
+        error: QueueManagerError | None = None
+        for lookup_id, result in zip(held, outcome.results, strict=True):
+            if isinstance(result, storage.Moved):
+                moved += 1
+                last = result.target_lookup_id
+                core.locks.forget(source_id, lookup_id)
+                woken.add(result.target_id)
+            else:
+                released.append((source_id, lookup_id))
+                if isinstance(result, storage.Failed) and error is None:
+                    error = from_store_error(result.error)
+        woken |= core.release(released)
+        if moved:
+            core.commits += 1
+        return moved, last, woken, error
