@@ -17,10 +17,12 @@ without decoding it.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
+from ._client_poison import MessageCounters
 from ._client_values import (
     Abort,
     Begin,
@@ -34,7 +36,7 @@ from ._client_values import (
     Receive,
     Send,
 )
-from ._errors import RemoteProtocolError
+from ._errors import LocalProtocolError, RemoteProtocolError
 from ._message import MessageProperties
 
 HEADER = struct.Struct("<IHHI")
@@ -45,6 +47,8 @@ _SEND_HEAD = struct.Struct("<IHHIQB")  # frame header, tx_id, mode
 _SEND_TX_MODE = struct.Struct("<QB")  # tx_id, mode
 _SEND_PREFIX: Final = _SEND_HEAD.size - HEADER.size
 _QUEUED_HEAD = struct.Struct("<QdH")  # lookup_id, arrived_time, queue name length
+#: A version 4 trailer's record of a message's counters (see ``_client_poison``).
+_COUNTERS = struct.Struct("<IId")  # abort_count, move_count, last_move_time
 _RECEIVE_TAIL = struct.Struct("<IBQ")
 _OK_FRAME = struct.Struct("<IHHIQ")
 _SEND_KIND: Final = int(FrameKind.SEND)
@@ -131,16 +135,36 @@ def encode_message_reply(
     lookup_id: int,
     arrived_time: float,
     message: bytes | memoryview,
+    counters: MessageCounters | None = None,
 ) -> bytes:
-    """A whole Message frame around an encoded message (stored bytes, not decoded).
+    """A whole Message frame around an encoded message (stored bytes, not decoded),
+    with the version 4 trailer of its ``counters`` if they are given.
 
     Raises:
         struct.error, UnicodeEncodeError: a value is out of range.
     """
     name = queue.encode("utf-8")
     head = _QUEUED_HEAD.pack(lookup_id, arrived_time, len(name))
-    size = len(head) + len(name) + len(message)
-    return b"".join((HEADER.pack(size, _MESSAGE_KIND, 0, request_id), head, name, message))
+    tail = b"" if counters is None else counters_record(counters)
+    size = len(head) + len(name) + len(message) + len(tail)
+    return b"".join((HEADER.pack(size, _MESSAGE_KIND, 0, request_id), head, name, message, tail))
+
+
+def counters_record(counters: MessageCounters) -> bytes:
+    """One record of a version 4 counters trailer (a MessageList's: one per message,
+    in order, after the last one).
+
+    Raises:
+        struct.error: a counter is out of range.
+    """
+    return _COUNTERS.pack(counters.abort_count, counters.move_count, counters.last_move_time)
+
+
+def _counters_at(body: bytes, pos: int) -> MessageCounters:
+    abort_count, move_count, last_move_time = _COUNTERS.unpack_from(body, pos)
+    return MessageCounters(
+        abort_count=abort_count, move_count=move_count, last_move_time=last_move_time
+    )
 
 
 def queued_message_parts(
@@ -176,14 +200,32 @@ def _decode_queued(body: bytes, pos: int, what: str) -> tuple[QueuedMessage, int
 
 def _decode_message_reply(body: bytes) -> MessageReply:
     message, end = _decode_queued(body, 0, "MessageReply")
-    if end != len(body):
+    rest = len(body) - end
+    if rest == _COUNTERS.size:
+        message = dataclasses.replace(message, counters=_counters_at(body, end))
+    elif rest:
         msg = f"{len(body) - end} unexpected trailing bytes"
         raise _malformed(msg, field="MessageReply")
     return MessageReply(message=message)
 
 
+def _encode_message_reply(value: MessageReply) -> bytes:
+    message = value.message
+    counters = message.counters
+    entry = _encode_queued(message)
+    return entry if counters is None else entry + counters_record(counters)
+
+
 def _encode_message_list(value: MessageList) -> bytes:
-    return _U32.pack(len(value.messages)) + b"".join(_encode_queued(m) for m in value.messages)
+    messages = value.messages
+    body = _U32.pack(len(messages)) + b"".join(_encode_queued(m) for m in messages)
+    counters = [m.counters for m in messages if m.counters is not None]
+    if not counters:
+        return body
+    if len(counters) != len(messages):
+        msg = "every QueuedMessage or none must carry its version 4 values"
+        raise LocalProtocolError(msg, field="QueuedMessage")
+    return body + b"".join(counters_record(found) for found in counters)
 
 
 def _decode_message_list(body: bytes) -> MessageList:
@@ -195,7 +237,13 @@ def _decode_message_list(body: bytes) -> MessageList:
     for _ in range(count):
         message, pos = _decode_queued(body, pos, "MessageList")
         messages.append(message)
-    if pos != len(body):
+    rest = len(body) - pos
+    if rest and rest == count * _COUNTERS.size:
+        messages = [
+            dataclasses.replace(message, counters=_counters_at(body, pos + i * _COUNTERS.size))
+            for i, message in enumerate(messages)
+        ]
+    elif rest:
         msg = f"{len(body) - pos} unexpected trailing bytes"
         raise _malformed(msg, field="MessageList")
     return MessageList(messages=tuple(messages))
@@ -271,7 +319,7 @@ FAST_ENCODE: Final[dict[type[Any], Callable[[Any], bytes]]] = {
     Abort: lambda value: _U64.pack(value.tx_id),
     Receive: _encode_receive,
     Send: _encode_send,
-    MessageReply: lambda value: _encode_queued(value.message),
+    MessageReply: _encode_message_reply,
     MessageList: _encode_message_list,
 }
 #: Body decoders of the hot frames, by kind.

@@ -11,6 +11,7 @@ epoch. A message is laid out as ``_message`` documents.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import fields
@@ -18,6 +19,17 @@ from typing import Any, Final
 
 import construct as c
 
+from ._client_poison import (
+    COUNTERS_ENTRY,
+    CREATE_RETRY,
+    MOVE_MESSAGES,
+    MOVED,
+    RETRY_ENTRY,
+    SET_QUEUE_PROPERTIES,
+    MessageCounters,
+    RetrySettings,
+    SetQueueProperties,
+)
 from ._client_values import (
     CLASS_OF,
     HELLO_MAGIC,
@@ -44,7 +56,7 @@ from ._client_values import (
     TransactionList,
 )
 from ._construct import build_with, parse_exactly
-from ._errors import RemoteProtocolError
+from ._errors import LocalProtocolError, RemoteProtocolError
 from ._message import MessageProperties
 
 _Str = c.PascalString(c.Int16ul, "utf8")
@@ -140,6 +152,12 @@ _TRANSACTION_INFO = c.Struct(
 
 _TX_ID = c.Struct("tx_id" / c.Int64ul)
 
+
+def _one_each(items: Any) -> Any:
+    """A version 4 trailer (``trailer``) holds one entry per element of ``items``, or none."""
+    return c.Check((c.len_(c.this.trailer) == 0) | (c.len_(c.this.trailer) == c.len_(items)))
+
+
 _SOURCES: dict[FrameKind, Any] = {
     FrameKind.HELLO: c.Struct(
         "magic" / c.Const(HELLO_MAGIC),
@@ -152,6 +170,7 @@ _SOURCES: dict[FrameKind, Any] = {
         "transactional" / c.Flag,
         "journal" / c.Flag,
         "quota" / _OptionalU64,
+        "retry" / c.Optional(CREATE_RETRY),
     ),
     FrameKind.DELETE_QUEUE: c.Struct("name" / _Str),
     FrameKind.PURGE_QUEUE: c.Struct("name" / _Str),
@@ -205,10 +224,20 @@ _SOURCES: dict[FrameKind, Any] = {
     ),
     FrameKind.OK: c.Struct("value" / c.Int64ul),
     FrameKind.SENT: c.Struct("message_id" / _Str, "queue" / _Str, "lookup_id" / c.Int64ul),
-    FrameKind.MESSAGE: c.Struct("message" / _QUEUED_MESSAGE),
+    FrameKind.MESSAGE: c.Struct(
+        "message" / _QUEUED_MESSAGE, "counters" / c.Optional(COUNTERS_ENTRY)
+    ),
     FrameKind.NO_MESSAGE: c.Struct(),
-    FrameKind.MESSAGE_LIST: c.Struct("messages" / c.PrefixedArray(c.Int32ul, _QUEUED_MESSAGE)),
-    FrameKind.QUEUE_LIST: c.Struct("queues" / c.PrefixedArray(c.Int32ul, _QUEUE_INFO)),
+    FrameKind.MESSAGE_LIST: c.Struct(
+        "messages" / c.PrefixedArray(c.Int32ul, _QUEUED_MESSAGE),
+        "trailer" / c.GreedyRange(COUNTERS_ENTRY),
+        _one_each(c.this.messages),
+    ),
+    FrameKind.QUEUE_LIST: c.Struct(
+        "queues" / c.PrefixedArray(c.Int32ul, _QUEUE_INFO),
+        "trailer" / c.GreedyRange(RETRY_ENTRY),
+        _one_each(c.this.queues),
+    ),
     FrameKind.STATUS_INFO: c.Struct(
         "qm_name" / _Str,
         "qm_guid" / _Guid,
@@ -224,6 +253,8 @@ _SOURCES: dict[FrameKind, Any] = {
         "queues" / c.PrefixedArray(c.Int32ul, _QUEUE_INFO),
         "outgoing" / c.PrefixedArray(c.Int32ul, _OUTGOING_INFO),
         "incoming" / c.PrefixedArray(c.Int32ul, _INCOMING_INFO),
+        "trailer" / c.GreedyRange(RETRY_ENTRY),
+        _one_each(c.this.queues),
     ),
     FrameKind.OUTGOING_LIST: c.Struct(
         "outgoing" / c.PrefixedArray(c.Int32ul, _OUTGOING_INFO),
@@ -238,6 +269,9 @@ _SOURCES: dict[FrameKind, Any] = {
         "count" / c.Int64ul,
         "last" / c.Int64ul,
     ),
+    FrameKind.SET_QUEUE_PROPERTIES: SET_QUEUE_PROPERTIES,
+    FrameKind.MOVE_MESSAGES: MOVE_MESSAGES,
+    FrameKind.MOVED: MOVED,
     FrameKind.ERROR: c.Struct("code" / c.Int16ul, "message" / _Str),
 }
 
@@ -247,6 +281,12 @@ LAYOUTS: Final[dict[FrameKind, Any]] = {kind: s.compile() for kind, s in _SOURCE
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {
     cls: tuple(f.name for f in fields(cls))
     for cls in (*KIND_OF, QueuedMessage, QueueInfo, OutgoingInfo, IncomingInfo, TransactionInfo)
+}
+#: Fields that travel in a version 4 trailer, not in their value's own layout.
+_IN_TRAILERS: Final = frozenset({"counters", "retry", "retry_count", "retry_cycles", "retry_delay"})
+_FIELD_NAMES = {
+    cls: tuple(name for name in names if name not in _IN_TRAILERS or cls is SetQueueProperties)
+    for cls, names in _FIELD_NAMES.items()
 }
 _MESSAGE_FIELDS: Final = (
     "app_specific",
@@ -340,6 +380,130 @@ def _optional_from_container(container: Any) -> int | None:
     return int(container.value) if container.present else None
 
 
+# --------------------------------------------------------------------------
+# Version 4 trailers (see ``_client_poison``)
+# --------------------------------------------------------------------------
+
+
+def _counters_to_container(counters: MessageCounters) -> dict[str, Any]:
+    return {
+        "abort_count": counters.abort_count,
+        "move_count": counters.move_count,
+        "last_move_time": counters.last_move_time,
+    }
+
+
+def _counters_from_container(container: Any) -> MessageCounters:
+    return MessageCounters(
+        abort_count=container.abort_count,
+        move_count=container.move_count,
+        last_move_time=container.last_move_time,
+    )
+
+
+def _all_or_none(values: list[Any], what: str) -> list[Any]:
+    """The trailer's elements: every element has one, or none has (then no trailer).
+
+    Raises:
+        LocalProtocolError: some have one and some not.
+    """
+    present = [value is not None for value in values]
+    if all(present):
+        return values
+    if any(present):
+        msg = f"every {what} or none must carry its version 4 values"
+        raise LocalProtocolError(msg, field=what)
+    return []
+
+
+def _messages_to_container(messages: tuple[QueuedMessage, ...]) -> dict[str, Any]:
+    counters = _all_or_none([m.counters for m in messages], "QueuedMessage")
+    return {
+        "messages": [_queued_to_container(m) for m in messages],
+        "trailer": [_counters_to_container(found) for found in counters],
+    }
+
+
+def _messages_from_container(container: Any) -> tuple[QueuedMessage, ...]:
+    messages = [_queued_from_container(m) for m in container.messages]
+    if container.trailer:
+        messages = [
+            dataclasses.replace(message, counters=_counters_from_container(found))
+            for message, found in zip(messages, container.trailer, strict=True)
+        ]
+    return tuple(messages)
+
+
+def _retry_trailer(queues: tuple[QueueInfo, ...]) -> list[dict[str, Any]]:
+    if all(q.retry is None for q in queues):
+        return []
+    return [
+        {"present": False, "retry_count": 0, "retry_cycles": 0, "retry_delay": 0.0}
+        if q.retry is None
+        else {
+            "present": True,
+            "retry_count": q.retry.retry_count,
+            "retry_cycles": q.retry.retry_cycles,
+            "retry_delay": q.retry.retry_delay,
+        }
+        for q in queues
+    ]
+
+
+def _with_retry(queues: tuple[QueueInfo, ...], trailer: Any) -> tuple[QueueInfo, ...]:
+    if not trailer:
+        return queues
+    return tuple(
+        dataclasses.replace(
+            info,
+            retry=RetrySettings(
+                retry_count=entry.retry_count,
+                retry_cycles=entry.retry_cycles,
+                retry_delay=entry.retry_delay,
+            )
+            if entry.present
+            else None,
+        )
+        for info, entry in zip(queues, trailer, strict=True)
+    )
+
+
+def _optional(value: Any, zero: Any) -> dict[str, Any]:
+    return {"present": value is not None, "value": zero if value is None else value}
+
+
+def _from_optional(container: Any) -> Any:
+    return container.value if container.present else None
+
+
+def _create_retry(value: CreateQueue | SetQueueProperties) -> dict[str, Any]:
+    return {
+        "retry_count": _optional(value.retry_count, 0),
+        "retry_cycles": _optional(value.retry_cycles, 0),
+        "retry_delay": _optional(value.retry_delay, 0.0),
+    }
+
+
+def _create_to_container(value: CreateQueue) -> dict[str, Any]:
+    data = {**_plain_to_container(value), "quota": _optional_to_container(value.quota)}
+    given = (value.retry_count, value.retry_cycles, value.retry_delay)
+    data["retry"] = None if all(v is None for v in given) else _create_retry(value)
+    return data
+
+
+def _create_from_container(w: Any) -> CreateQueue:
+    retry = w.retry
+    return CreateQueue(
+        name=w.name,
+        transactional=w.transactional,
+        journal=w.journal,
+        quota=_optional_from_container(w.quota),
+        retry_count=None if retry is None else _from_optional(retry.retry_count),
+        retry_cycles=None if retry is None else _from_optional(retry.retry_cycles),
+        retry_delay=None if retry is None else _from_optional(retry.retry_delay),
+    )
+
+
 def _queue_to_container(info: QueueInfo) -> dict[str, Any]:
     data = {name: getattr(info, name) for name in _FIELD_NAMES[QueueInfo]}
     data["quota"] = _optional_to_container(info.quota)
@@ -395,6 +559,7 @@ def _status_to_container(value: StatusInfo) -> dict[str, Any]:
     data = _plain_to_container(value)
     data["qm_guid"] = value.qm_guid.bytes
     data["queues"] = [_queue_to_container(q) for q in value.queues]
+    data["trailer"] = _retry_trailer(value.queues)
     data["outgoing"] = [_outgoing_to_container(o) for o in value.outgoing]
     data["incoming"] = [_incoming_to_container(i) for i in value.incoming]
     return data
@@ -403,20 +568,30 @@ def _status_to_container(value: StatusInfo) -> dict[str, Any]:
 def _status_from_container(container: Any) -> StatusInfo:
     data = {name: container[name] for name in _FIELD_NAMES[StatusInfo]}
     data["qm_guid"] = uuid.UUID(bytes=container.qm_guid)
-    data["queues"] = tuple(_queue_from_container(q) for q in container.queues)
+    queues = tuple(_queue_from_container(q) for q in container.queues)
+    data["queues"] = _with_retry(queues, container.trailer)
     data["outgoing"] = tuple(_outgoing_from_container(o) for o in container.outgoing)
     data["incoming"] = tuple(_incoming_from_container(i) for i in container.incoming)
     return StatusInfo(**data)
 
 
 _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
-    CreateQueue: lambda v: {**_plain_to_container(v), "quota": _optional_to_container(v.quota)},
+    CreateQueue: _create_to_container,
+    SetQueueProperties: lambda v: {"name": v.name, "poison": v.poison, **_create_retry(v)},
     Hello: lambda v: {**_plain_to_container(v), "magic": HELLO_MAGIC},
     HelloOk: lambda v: {**_plain_to_container(v), "qm_guid": v.qm_guid.bytes},
     Send: lambda v: {"tx_id": v.tx_id, "mode": v.mode, "message": message_to_container(v.message)},
-    MessageReply: lambda v: {"message": _queued_to_container(v.message)},
-    MessageList: lambda v: {"messages": [_queued_to_container(m) for m in v.messages]},
-    QueueList: lambda v: {"queues": [_queue_to_container(q) for q in v.queues]},
+    MessageReply: lambda v: {
+        "message": _queued_to_container(v.message),
+        "counters": None
+        if v.message.counters is None
+        else _counters_to_container(v.message.counters),
+    },
+    MessageList: lambda v: _messages_to_container(v.messages),
+    QueueList: lambda v: {
+        "queues": [_queue_to_container(q) for q in v.queues],
+        "trailer": _retry_trailer(v.queues),
+    },
     StatusInfo: _status_to_container,
     OutgoingList: lambda v: {
         "outgoing": [_outgoing_to_container(o) for o in v.outgoing],
@@ -428,11 +603,13 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
 }
 
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
-    CreateQueue: lambda w: CreateQueue(
+    CreateQueue: _create_from_container,
+    SetQueueProperties: lambda w: SetQueueProperties(
         name=w.name,
-        transactional=w.transactional,
-        journal=w.journal,
-        quota=_optional_from_container(w.quota),
+        poison=w.poison,
+        retry_count=_from_optional(w.retry_count),
+        retry_cycles=_from_optional(w.retry_cycles),
+        retry_delay=_from_optional(w.retry_delay),
     ),
     HelloOk: lambda w: HelloOk(
         version=w.version,
@@ -442,11 +619,17 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
         max_frame_body=w.max_frame_body,
     ),
     Send: lambda w: Send(tx_id=w.tx_id, mode=w.mode, message=message_from_container(w.message)),
-    MessageReply: lambda w: MessageReply(message=_queued_from_container(w.message)),
-    MessageList: lambda w: MessageList(
-        messages=tuple(_queued_from_container(m) for m in w.messages)
+    MessageReply: lambda w: MessageReply(
+        message=_queued_from_container(w.message)
+        if w.counters is None
+        else dataclasses.replace(
+            _queued_from_container(w.message), counters=_counters_from_container(w.counters)
+        )
     ),
-    QueueList: lambda w: QueueList(queues=tuple(_queue_from_container(q) for q in w.queues)),
+    MessageList: lambda w: MessageList(messages=_messages_from_container(w)),
+    QueueList: lambda w: QueueList(
+        queues=_with_retry(tuple(_queue_from_container(q) for q in w.queues), w.trailer)
+    ),
     StatusInfo: _status_from_container,
     OutgoingList: lambda w: OutgoingList(
         outgoing=tuple(_outgoing_from_container(o) for o in w.outgoing), purged=w.purged

@@ -1,7 +1,8 @@
 """The client protocol's frame values, kinds, error codes and limits.
 
 Every frame is one of the frozen values below (those of global transactions
-and queue ranges are defined in ``_client_global``); ``_client_layouts`` and
+and queue ranges are defined in ``_client_global``, those of poison handling
+and subqueues in ``_client_poison``); ``_client_layouts`` and
 ``_client_fast`` turn them into bytes and back, ``_client_decoder`` frames
 them on a stream. The rules of the protocol are in ``wire.client_frames``.
 """
@@ -27,17 +28,27 @@ from ._client_global import Resolve as Resolve
 from ._client_global import TransactionInfo as TransactionInfo
 from ._client_global import TransactionList as TransactionList
 from ._client_global import TransactionState as TransactionState
+from ._client_poison import POISON_REQUESTS as POISON_REQUESTS
+from ._client_poison import MessageCounters as MessageCounters
+from ._client_poison import Moved as Moved
+from ._client_poison import MoveMessages as MoveMessages
+from ._client_poison import PoisonHandling as PoisonHandling
+from ._client_poison import RetrySettings as RetrySettings
+from ._client_poison import SetQueueProperties as SetQueueProperties
 from ._message import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._message import MessageProperties
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
 #: them only on a connection that negotiated at least this version.
 TWO_PHASE_VERSION: Final = 3
+#: The first version with delivery outcomes, poison handling and subqueues
+#: (``POISON_REQUESTS``, and the trailers ``_client_poison`` describes).
+OUTCOMES_VERSION: Final = 4
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -73,6 +84,8 @@ class FrameKind(enum.IntEnum):
     LIST_TRANSACTIONS = 0x12
     REMOVE_THROUGH = 0x13
     MEASURE_RANGE = 0x14
+    SET_QUEUE_PROPERTIES = 0x19
+    MOVE_MESSAGES = 0x1A
 
     HELLO_OK = 0x80
     OK = 0x81
@@ -86,6 +99,7 @@ class FrameKind(enum.IntEnum):
     RESOLUTIONS = 0x89
     TRANSACTION_LIST = 0x8A
     RANGE_INFO = 0x8B
+    MOVED = 0x8E
     ERROR = 0xFF
 
 
@@ -127,6 +141,8 @@ class QueueKind(enum.IntEnum):
     JOURNAL = 1
     DEADLETTER = 2
     DEADXACT = 3
+    #: ``NAME;retry`` and ``NAME;poison`` (version 4 daemons; 4 is not used here)
+    SUBQUEUE = 5
 
 
 # --------------------------------------------------------------------------
@@ -151,6 +167,11 @@ class CreateQueue:
     transactional: bool = False
     journal: bool = False
     quota: int | None = None
+    #: Poison handling (version 4; see ``SetQueueProperties``): any value given
+    #: turns it on, with WCF's defaults for the others.
+    retry_count: int | None = None
+    retry_cycles: int | None = None
+    retry_delay: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -305,6 +326,8 @@ class QueuedMessage:
     #: When it became visible in the queue, unix seconds.
     arrived_time: float
     message: MessageProperties
+    #: Its abort and move counters (version 4 connections; None before).
+    counters: MessageCounters | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -340,6 +363,8 @@ class QueueInfo:
     bytes: int
     locked: int
     created_at: float
+    #: Its poison handling, None if off (and always on connections before version 4).
+    retry: RetrySettings | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -459,6 +484,8 @@ ClientRequest: TypeAlias = (
     | ListTransactions
     | RemoveThrough
     | MeasureRange
+    | SetQueueProperties
+    | MoveMessages
 )
 ServerReply: TypeAlias = (
     HelloOk
@@ -473,6 +500,7 @@ ServerReply: TypeAlias = (
     | Resolutions
     | TransactionList
     | RangeInfo
+    | Moved
     | ErrorReply
 )
 FrameValue: TypeAlias = ClientRequest | ServerReply
@@ -508,6 +536,8 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     ListTransactions: FrameKind.LIST_TRANSACTIONS,
     RemoveThrough: FrameKind.REMOVE_THROUGH,
     MeasureRange: FrameKind.MEASURE_RANGE,
+    SetQueueProperties: FrameKind.SET_QUEUE_PROPERTIES,
+    MoveMessages: FrameKind.MOVE_MESSAGES,
     HelloOk: FrameKind.HELLO_OK,
     Ok: FrameKind.OK,
     Sent: FrameKind.SENT,
@@ -520,6 +550,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     Resolutions: FrameKind.RESOLUTIONS,
     TransactionList: FrameKind.TRANSACTION_LIST,
     RangeInfo: FrameKind.RANGE_INFO,
+    Moved: FrameKind.MOVED,
     ErrorReply: FrameKind.ERROR,
 }
 #: The value class of every frame kind.

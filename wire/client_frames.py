@@ -16,7 +16,10 @@ The rules:
   The requests of global (two-phase) transactions and queue ranges
   (``TWO_PHASE_REQUESTS``, see ``_client_global``) came with version 3
   (``TWO_PHASE_VERSION``); on a connection that negotiated less the daemon
-  refuses them, and a client does not send them.
+  refuses them, and a client does not send them. Likewise those of poison
+  handling and subqueues (``POISON_REQUESTS``, see ``_client_poison``) came
+  with version 4 (``OUTCOMES_VERSION``), with trailers added to some
+  existing frames, sent only on connections of version 4.
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -37,6 +40,7 @@ from ._client_decoder import ClientFrameDecoder as ClientFrameDecoder
 from ._client_decoder import decode_body as decode_body
 from ._client_decoder import encode_frame as encode_frame
 from ._client_fast import append_send_frame as append_send_frame
+from ._client_fast import counters_record as counters_record
 from ._client_fast import encode_message_reply as encode_message_reply
 from ._client_fast import encode_ok as encode_ok
 from ._client_fast import encode_tx_request as encode_tx_request
@@ -53,6 +57,8 @@ from ._client_values import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._client_values import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._client_values import MAX_RESOLVE_XIDS as MAX_RESOLVE_XIDS
 from ._client_values import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
+from ._client_values import OUTCOMES_VERSION as OUTCOMES_VERSION
+from ._client_values import POISON_REQUESTS as POISON_REQUESTS
 from ._client_values import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._client_values import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
 from ._client_values import TWO_PHASE_VERSION as TWO_PHASE_VERSION
@@ -78,13 +84,17 @@ from ._client_values import ListOutgoing as ListOutgoing
 from ._client_values import ListQueues as ListQueues
 from ._client_values import ListTransactions as ListTransactions
 from ._client_values import MeasureRange as MeasureRange
+from ._client_values import MessageCounters as MessageCounters
 from ._client_values import MessageList as MessageList
 from ._client_values import MessageReply as MessageReply
+from ._client_values import Moved as Moved
+from ._client_values import MoveMessages as MoveMessages
 from ._client_values import NoMessage as NoMessage
 from ._client_values import Ok as Ok
 from ._client_values import OutgoingInfo as OutgoingInfo
 from ._client_values import OutgoingList as OutgoingList
 from ._client_values import PeekRange as PeekRange
+from ._client_values import PoisonHandling as PoisonHandling
 from ._client_values import Prepare as Prepare
 from ._client_values import PurgeQueue as PurgeQueue
 from ._client_values import QueuedMessage as QueuedMessage
@@ -97,9 +107,11 @@ from ._client_values import RemoveThrough as RemoveThrough
 from ._client_values import Resolution as Resolution
 from ._client_values import Resolutions as Resolutions
 from ._client_values import Resolve as Resolve
+from ._client_values import RetrySettings as RetrySettings
 from ._client_values import Send as Send
 from ._client_values import Sent as Sent
 from ._client_values import ServerReply as ServerReply
+from ._client_values import SetQueueProperties as SetQueueProperties
 from ._client_values import StatusInfo as StatusInfo
 from ._client_values import TransactionInfo as TransactionInfo
 from ._client_values import TransactionList as TransactionList

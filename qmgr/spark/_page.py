@@ -13,7 +13,8 @@ Layout (``wire/_client_fast.py`` and ``wire/_message.py``): a ``u32``
 count, then per message ``<QdH`` (lookup id, arrival time, queue name
 length), the queue name, and the encoded message: an 84-byte fixed part
 ``<16sIIBBBBBxHIId20sHHHHII`` followed by the label, admin queue, response
-queue, destination, extension and body.
+queue, destination, extension and body. A version 4 queue manager follows the
+last message with a trailer of one 16-byte counters record per message.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ _COUNT = struct.Struct("<I")
 _QUEUED = struct.Struct("<QdH")
 _FIXED = struct.Struct("<16sIIBBBBBxHIId20sHHHHII")
 _FIXED_SIZE: Final = _FIXED.size
+#: A record of the counters trailer: abort count u32, move count u32, last move time f64.
+_COUNTERS_SIZE: Final = 16
 _FLAG_CORRELATION: Final = 0x02
 # Fields of the fixed part, by index.
 _SOURCE_QM, _ORDINAL, _APP_SPECIFIC, _PRIORITY, _FLAGS, _CLASS = 0, 1, 2, 3, 7, 8
@@ -147,7 +150,9 @@ def decode_page(body: bytes, through: int) -> Page:
             pos = end
     except struct.error as exc:
         raise _malformed(str(exc)) from None
-    if pos != size:
+    # A version 4 queue manager adds one counters record per message after the
+    # last one (``wire/_client_poison.py``); the columns do not use them.
+    if pos != size and size - pos != count * _COUNTERS_SIZE:
         msg = f"{size - pos} unexpected trailing bytes"
         raise _malformed(msg)
     page.count, page.last, page.body_bytes, page.beyond = count, last, total, beyond

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import array
+import dataclasses
 import itertools
 import math
 import uuid
@@ -329,6 +330,8 @@ REPLIES: list[cf.ServerReply] = [
         )
     ),
     cf.RangeInfo(queue_id=1, count=2, last=3),
+    cf.Moved(count=1, lookup_id=7),
+    cf.MessageReply(message=dataclasses.replace(MESSAGE, counters=cf.MessageCounters())),
 ]
 
 

@@ -52,9 +52,38 @@ message_fields: st.SearchStrategy[dict[str, Any]] = st.fixed_dictionaries(
 properties: st.SearchStrategy[MessageProperties] = message_fields.map(
     lambda fields: MessageProperties(**fields)
 )
-queued_messages = st.builds(
-    cf.QueuedMessage, queue=text, lookup_id=u64, arrived_time=times, message=properties
+message_counters = st.builds(
+    cf.MessageCounters, abort_count=u32, move_count=u32, last_move_time=times
 )
+queued_messages = st.builds(
+    cf.QueuedMessage,
+    queue=text,
+    lookup_id=u64,
+    arrived_time=times,
+    message=properties,
+    counters=st.none() | message_counters,
+)
+#: Messages of one list: with their counters (a version 4 list) or none of them.
+message_tuples = st.one_of(
+    st.lists(
+        st.builds(
+            cf.QueuedMessage, queue=text, lookup_id=u64, arrived_time=times, message=properties
+        ),
+        max_size=3,
+    ).map(tuple),
+    st.lists(
+        st.builds(
+            cf.QueuedMessage,
+            queue=text,
+            lookup_id=u64,
+            arrived_time=times,
+            message=properties,
+            counters=message_counters,
+        ),
+        max_size=3,
+    ).map(tuple),
+)
+retry_settings = st.builds(cf.RetrySettings, retry_count=u32, retry_cycles=u32, retry_delay=times)
 queue_infos = st.builds(
     cf.QueueInfo,
     name=text,
@@ -67,6 +96,7 @@ queue_infos = st.builds(
     bytes=u64,
     locked=u64,
     created_at=times,
+    retry=st.none() | retry_settings,
 )
 optional_times = st.none() | times
 outgoing_infos = st.builds(
@@ -95,7 +125,7 @@ incoming_infos = st.builds(
 )
 sends = st.builds(cf.Send, tx_id=u64, mode=u8, message=properties)
 message_replies = st.builds(cf.MessageReply, message=queued_messages)
-message_lists = st.builds(cf.MessageList, messages=st.lists(queued_messages, max_size=3).map(tuple))
+message_lists = st.builds(cf.MessageList, messages=message_tuples)
 receives = st.builds(
     cf.Receive, tx_id=u64, queue=text, timeout_ms=u32, peek=st.booleans(), lookup_id=u64
 )
@@ -118,6 +148,9 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         transactional=st.booleans(),
         journal=st.booleans(),
         quota=st.none() | u64,
+        retry_count=st.none() | u32,
+        retry_cycles=st.none() | u32,
+        retry_delay=st.none() | times,
     ),
     cf.FrameKind.DELETE_QUEUE: st.builds(cf.DeleteQueue, name=text),
     cf.FrameKind.PURGE_QUEUE: st.builds(cf.PurgeQueue, name=text),
@@ -184,6 +217,23 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         cf.TransactionList, transactions=st.lists(transaction_infos, max_size=3).map(tuple)
     ),
     cf.FrameKind.RANGE_INFO: st.builds(cf.RangeInfo, queue_id=u32, count=u64, last=u64),
+    cf.FrameKind.SET_QUEUE_PROPERTIES: st.builds(
+        cf.SetQueueProperties,
+        name=text,
+        poison=u8,
+        retry_count=st.none() | u32,
+        retry_cycles=st.none() | u32,
+        retry_delay=st.none() | times,
+    ),
+    cf.FrameKind.MOVE_MESSAGES: st.builds(
+        cf.MoveMessages,
+        tx_id=u64,
+        source=text,
+        target=text,
+        lookup_id=u64,
+        all=st.booleans(),
+    ),
+    cf.FrameKind.MOVED: st.builds(cf.Moved, count=u64, lookup_id=u64),
     cf.FrameKind.ERROR: st.builds(cf.ErrorReply, code=u16, message=text),
 }
 

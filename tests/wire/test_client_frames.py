@@ -149,6 +149,13 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         )
     ),
     cf.FrameKind.RANGE_INFO: cf.RangeInfo(queue_id=5, count=10, last=2**63),
+    cf.FrameKind.SET_QUEUE_PROPERTIES: cf.SetQueueProperties(
+        name="orders", poison=cf.PoisonHandling.ON, retry_count=1, retry_delay=1.5
+    ),
+    cf.FrameKind.MOVE_MESSAGES: cf.MoveMessages(
+        source="orders;poison", target="orders", lookup_id=7
+    ),
+    cf.FrameKind.MOVED: cf.Moved(count=1, lookup_id=2**40),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
 SAMPLE_PARAMS = [pytest.param(value, id=kind.name) for kind, value in SAMPLES.items()]
@@ -346,13 +353,18 @@ def test_encode_message_reply_is_encode_frame(request_id: int, message: cf.Queue
     raw = message.message.raw
     for stored in (raw, memoryview(raw), message.message.view):
         encoded = cf.encode_message_reply(
-            request_id, message.queue, message.lookup_id, message.arrived_time, stored
+            request_id,
+            message.queue,
+            message.lookup_id,
+            message.arrived_time,
+            stored,
+            message.counters,
         )
         assert encoded == expected
 
 
 @settings(max_examples=100)
-@given(messages=st.lists(cs.queued_messages, max_size=4))
+@given(messages=cs.message_tuples)
 def test_queued_message_parts_make_a_message_list_body(messages: list[cf.QueuedMessage]) -> None:
     parts: list[bytes | memoryview] = [struct.pack("<I", len(messages))]
     for message in messages:
@@ -364,6 +376,8 @@ def test_queued_message_parts_make_a_message_list_body(messages: list[cf.QueuedM
                 message.message.view,
             )
         )
+    # A version 4 list: the counters trailer after the last message.
+    parts.extend(cf.counters_record(m.counters) for m in messages if m.counters is not None)
     body = b"".join(parts)
     value = cf.MessageList(messages=tuple(messages))
     assert body == cf.encode_frame(5, value)[cf.HEADER_SIZE :]
