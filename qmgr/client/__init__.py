@@ -31,6 +31,14 @@ committed or aborted by that xid from any connection, all of a batch at once::
     with connect() as coordinator:
         coordinator.commit_prepared_all(["batch-7:part-1", "batch-7:part-2"])
 
+Poison handling: a queue created with retry settings moves a message whose
+receiving transactions keep aborting to ``NAME;retry``, then ``NAME;poison``::
+
+    with connect() as qm:
+        qm.create_queue("orders", transactional=True, retry_count=3, retry_delay=60)
+        poisoned = qm.peek("orders;poison")         # abort_count, move_count, ...
+        qm.move("orders;poison", "orders", all=True)  # after the fix: try them again
+
 Every failure raises a subclass of :class:`QueueError` whose message says
 what was wrong (:class:`QueueNotFound`, :class:`TransactionUsageError`,
 :class:`MessageTooLarge`, :class:`QuotaExceeded`, ...); a daemon that cannot
@@ -76,6 +84,7 @@ from ._message import (
     QueueKind,
     Status,
 )
+from ._poison_api import MoveResult
 from ._two_phase import RangeInfo, Resolution, TransactionInfo, TransactionStatus
 
 if TYPE_CHECKING:
@@ -110,6 +119,7 @@ __all__ = [
     "LimitExceeded",
     "Message",
     "MessageTooLarge",
+    "MoveResult",
     "NotSupported",
     "OutgoingInfo",
     "ProtocolViolation",

@@ -34,6 +34,7 @@ connection (connections are cheap).
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import select
 import socket
 from types import TracebackType
@@ -47,6 +48,7 @@ from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
+from ._poison_api import QueueManagerPoison, TransactionPoison, create_request
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
 from ._two_phase_api import QueueManagerTwoPhase, TransactionTwoPhase
@@ -105,7 +107,7 @@ def connect(
     return qm
 
 
-class QueueManager(QueueManagerTwoPhase):
+class QueueManager(QueueManagerTwoPhase, QueueManagerPoison):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread.
@@ -181,20 +183,37 @@ class QueueManager(QueueManagerTwoPhase):
         transactional: bool = False,
         journal: bool = False,
         quota: int | None = None,
+        *,
+        retry_count: int | None = None,
+        retry_cycles: int | None = None,
+        retry_delay: float | _dt.timedelta | None = None,
     ) -> None:
-        """Create a private queue (and its journal queue ``NAME;journal``).
+        """Create a private queue (with its journal queue ``NAME;journal`` and its
+        subqueues ``NAME;retry`` and ``NAME;poison``).
 
         Args:
             name: the queue's name (``orders``; ``.\\private$\\orders`` also works).
             transactional: accept only transactional messages.
             journal: copy every received message to ``NAME;journal``.
-            quota: the most bytes of message bodies the queue may hold, or None.
+            quota: the most bytes of message bodies the queue (with its
+                subqueues) may hold, or None.
+            retry_count, retry_cycles, retry_delay: poison handling (see
+                :meth:`set_queue_properties`); any of them turns it on, with
+                WCF's defaults for the others. Without them it is off.
 
         Raises:
-            QueueExists, InvalidName, InvalidArgument
+            QueueExists, InvalidName, InvalidArgument; NotSupported: retry
+            settings for a daemon older than protocol version 4.
         """
-        request = cf.CreateQueue(
-            name=name, transactional=transactional, journal=journal, quota=quota
+        request = create_request(
+            self._proto,
+            name=name,
+            transactional=transactional,
+            journal=journal,
+            quota=quota,
+            retry_count=retry_count,
+            retry_cycles=retry_cycles,
+            retry_delay=retry_delay,
         )
         replies.ok_value(self._call(request))
 
@@ -489,7 +508,7 @@ class QueueManager(QueueManagerTwoPhase):
         return error
 
 
-class Transaction(TransactionTwoPhase):
+class Transaction(TransactionTwoPhase, TransactionPoison):
     """An open transaction on a :class:`QueueManager`; make one with :meth:`QueueManager.begin`.
 
     Sends inside a transaction are pipelined: :meth:`send` buffers the frame

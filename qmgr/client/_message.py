@@ -39,6 +39,7 @@ class QueueKind(enum.StrEnum):
     JOURNAL = "journal"  #: ``NAME;journal``: copies of messages received from NAME
     DEADLETTER = "deadletter"  #: ``system$;deadletter``: dead non-transactional messages
     DEADXACT = "deadxact"  #: ``system$;deadxact``: dead transactional messages
+    SUBQUEUE = "subqueue"  #: ``NAME;retry``, ``NAME;poison``: where poison handling moves messages
 
 
 _KINDS = {
@@ -46,6 +47,7 @@ _KINDS = {
     int(cf.QueueKind.JOURNAL): QueueKind.JOURNAL,
     int(cf.QueueKind.DEADLETTER): QueueKind.DEADLETTER,
     int(cf.QueueKind.DEADXACT): QueueKind.DEADXACT,
+    int(cf.QueueKind.SUBQUEUE): QueueKind.SUBQUEUE,
 }
 _DELIVERIES = {int(d): d for d in Delivery}
 
@@ -61,9 +63,24 @@ class Message:
         arrived_time: when it arrived in the queue (UTC).
         properties: the message as the queue manager keeps it
             (``wire.MessageProperties``); the other attributes read it.
+        abort_count: how many transactions that received it aborted since it
+            entered this queue (PROPID_M_ABORT_COUNT; 0 from a queue manager
+            before protocol version 4).
+        move_count: how often it moved between a queue and its subqueues in
+            its lifetime (PROPID_M_MOVE_COUNT).
+        last_move_time: when it last moved (UTC; PROPID_M_LAST_MOVE_TIME), or
+            ``None`` if it never did.
     """
 
-    __slots__ = ("arrived_time", "lookup_id", "properties", "queue")
+    __slots__ = (
+        "abort_count",
+        "arrived_time",
+        "last_move_time",
+        "lookup_id",
+        "move_count",
+        "properties",
+        "queue",
+    )
 
     def __init__(
         self,
@@ -72,20 +89,38 @@ class Message:
         lookup_id: int,
         arrived_time: _dt.datetime,
         properties: MessageProperties,
+        abort_count: int = 0,
+        move_count: int = 0,
+        last_move_time: _dt.datetime | None = None,
     ) -> None:
         self.queue = queue
         self.lookup_id = lookup_id
         self.arrived_time = arrived_time
         self.properties = properties
+        self.abort_count = abort_count
+        self.move_count = move_count
+        self.last_move_time = last_move_time
 
     @classmethod
     def from_wire(cls, data: cf.QueuedMessage) -> Message:
         """Convert the protocol's value."""
+        counters = data.counters
+        if counters is None:
+            return cls(
+                queue=data.queue,
+                lookup_id=data.lookup_id,
+                arrived_time=_fromtimestamp(data.arrived_time, _UTC),
+                properties=data.message,
+            )
+        moved = counters.last_move_time
         return cls(
             queue=data.queue,
             lookup_id=data.lookup_id,
             arrived_time=_fromtimestamp(data.arrived_time, _UTC),
             properties=data.message,
+            abort_count=counters.abort_count,
+            move_count=counters.move_count,
+            last_move_time=_fromtimestamp(moved, _UTC) if moved > 0 else None,
         )
 
     def __eq__(self, other: object) -> bool:
@@ -222,6 +257,12 @@ class QueueInfo:
         bytes: the sum of their body sizes (what the quota counts).
         locked: messages held by open transactions (received, not yet committed).
         created_at: when the queue was created (UTC).
+        retry_count: with poison handling (``NAME;retry``, ``NAME;poison``), how
+            many aborted receives a message may have before it moves to
+            ``;retry`` (WCF's ReceiveRetryCount); ``None`` when poison handling
+            is off (or the queue manager is older than protocol version 4).
+        retry_cycles: trips through ``;retry`` before ``;poison`` (MaxRetryCycles).
+        retry_delay: seconds a message waits in ``;retry`` (RetryCycleDelay).
     """
 
     name: str
@@ -234,10 +275,19 @@ class QueueInfo:
     bytes: int
     locked: int
     created_at: _dt.datetime
+    retry_count: int | None = None
+    retry_cycles: int | None = None
+    retry_delay: float | None = None
+
+    @property
+    def poison_handling(self) -> bool:
+        """True if the queue moves its poison messages (it has retry settings)."""
+        return self.retry_count is not None
 
     @classmethod
     def from_wire(cls, data: cf.QueueInfo) -> QueueInfo:
         """Convert the protocol's queue value."""
+        retry = data.retry
         return cls(
             name=data.name,
             format_name=data.format_name,
@@ -249,6 +299,9 @@ class QueueInfo:
             bytes=data.bytes,
             locked=data.locked,
             created_at=_fromtimestamp(data.created_at, _UTC),
+            retry_count=None if retry is None else retry.retry_count,
+            retry_cycles=None if retry is None else retry.retry_cycles,
+            retry_delay=None if retry is None else retry.retry_delay,
         )
 
 

@@ -38,6 +38,7 @@ transaction's Commit or Abort is written even from a cancelled scope.
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import socket
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
@@ -54,6 +55,7 @@ from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
+from ._poison_api import AsyncQueueManagerPoison, AsyncTransactionPoison, create_request
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
 from ._two_phase_api import AsyncQueueManagerTwoPhase, AsyncTransactionTwoPhase
@@ -141,7 +143,7 @@ class _Waiter(Waiter):
         self.event.set()
 
 
-class AsyncQueueManager(AsyncQueueManagerTwoPhase):
+class AsyncQueueManager(AsyncQueueManagerTwoPhase, AsyncQueueManagerPoison):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
     Every method of the blocking :class:`~qmgr.client.QueueManager` is here,
@@ -193,10 +195,22 @@ class AsyncQueueManager(AsyncQueueManagerTwoPhase):
         transactional: bool = False,
         journal: bool = False,
         quota: int | None = None,
+        *,
+        retry_count: int | None = None,
+        retry_cycles: int | None = None,
+        retry_delay: float | _dt.timedelta | None = None,
     ) -> None:
-        """Create a private queue and its journal queue; see ``QueueManager.create_queue``."""
-        request = cf.CreateQueue(
-            name=name, transactional=transactional, journal=journal, quota=quota
+        """Create a private queue, its journal queue and its subqueues; see
+        ``QueueManager.create_queue``."""
+        request = create_request(
+            self._proto,
+            name=name,
+            transactional=transactional,
+            journal=journal,
+            quota=quota,
+            retry_count=retry_count,
+            retry_cycles=retry_cycles,
+            retry_delay=retry_delay,
         )
         replies.ok_value(await self._request(request))
 
@@ -410,7 +424,7 @@ class AsyncQueueManager(AsyncQueueManagerTwoPhase):
             await self._stream.aclose()
 
 
-class AsyncTransaction(AsyncTransactionTwoPhase):
+class AsyncTransaction(AsyncTransactionTwoPhase, AsyncTransactionPoison):
     """An open transaction on an :class:`AsyncQueueManager`; see the blocking ``Transaction``.
 
     Sends are pipelined: :meth:`send` returns without waiting for the

@@ -14,6 +14,9 @@ transaction, no waiting receive, silent for at least
 ``evictable_after`` seconds), which is told why before it is closed;
 if none is idle, the new client is refused with an error frame saying so.
 
+Poison handling's writes (the counts and moves aborts decide, returns from
+``;retry``) are a task of their own (``poison_worker``).
+
 Shutdown is ordered so that nothing half-done survives: stop accepting,
 close client sessions (each aborts its open transactions; a commit already
 handed to the committer finishes first, because that wait is shielded), stop
@@ -39,6 +42,7 @@ from typing import Any, Final
 import structlog
 import trio
 
+import storage
 from qmgr import __version__
 from qmgr.config import Address, Config
 from qmgr.core.budget import MemoryBudget
@@ -52,6 +56,7 @@ from .committer import Committer
 from .connection import RawConnection
 from .maintenance import Maintenance
 from .peering import Peering
+from .poison_worker import PoisonWorker
 from .replies import error_frame
 from .requests import queue_info
 from .services import ConnectionLimits, Services
@@ -105,6 +110,9 @@ class Daemon:
             wakeup=wakeup,
             erase_step=config.erase_step,
             idle_timeout=config.tx_idle_timeout,
+        )
+        self.poison = PoisonWorker(
+            core=self.core, committer=self.committer, signals=self.signals, log=self.log
         )
         self.services = Services(
             core=self.core,
@@ -160,6 +168,8 @@ class Daemon:
         if prepared:
             self.log.warning("prepared_transactions_in_doubt", count=prepared)
         units = core.system_queue_units(time.time())
+        # Queues made before subqueues existed get theirs (MSMQ makes them on first use).
+        units.extend(core.poison.subqueue_units(time.time()))
         reservation = core.ordinal_reservation()
         if reservation is not None:
             units.append(reservation)
@@ -173,6 +183,9 @@ class Daemon:
         for unit, outcome in zip(units, outcomes, strict=True):
             if reservation is unit:
                 core.ordinals_reserved(unit, outcome)
+            elif not unit.atomic:
+                made = [r for r in outcome.results if isinstance(r, storage.SubqueuesCreated)]
+                self.log.info("subqueues_created", queues=sum(len(r.records) for r in made))
             elif outcome.error is None:
                 self.log.info("system_queue_created", queue=unit.ops[0].name)  # type: ignore[attr-defined]
 
@@ -300,6 +313,7 @@ async def serve(
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)
+            outer.start_soon(daemon.poison.run)
             async with trio.open_nursery() as inner:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, daemon.stop, log)

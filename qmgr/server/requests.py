@@ -14,6 +14,7 @@ queues the write changed are signalled so that waiting receives wake up.
 from __future__ import annotations
 
 import abc
+import dataclasses
 import math
 import time
 from collections.abc import Awaitable, Callable, Generator
@@ -36,11 +37,13 @@ from qmgr.core.errors import (
     from_store_error,
 )
 from qmgr.core.names import display_format_name
+from qmgr.core.poison import merge_settings
 from qmgr.core.sends import SendMode
 from qmgr.core.transactions import Transaction, TransactionState
 from storage import QueueRecord
 from wire import client_frames as cf
 
+from .poison_requests import PoisonRequests
 from .services import OutgoingAction, PeeringControl, Services
 from .two_phase_requests import TwoPhaseRequests
 
@@ -61,7 +64,7 @@ _OUTGOING_EVENTS: Final = {
 }
 
 
-class RequestHandlers(TwoPhaseRequests):
+class RequestHandlers(TwoPhaseRequests, PoisonRequests):
     """The request handlers of a client session (the session supplies the I/O)."""
 
     log: structlog.typing.FilteringBoundLogger
@@ -113,6 +116,7 @@ class RequestHandlers(TwoPhaseRequests):
             cf.ListOutgoing: self._list_outgoing,
             cf.ControlOutgoing: self._control_outgoing,
             **self.two_phase_handlers(),
+            **self.poison_handlers(),
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:
@@ -134,11 +138,18 @@ class RequestHandlers(TwoPhaseRequests):
 
     async def _create_queue(self, request_id: int, request: cf.CreateQueue) -> None:
         core = self.services.core
+        poison = merge_settings(
+            None,
+            retry_count=request.retry_count,
+            retry_cycles=request.retry_cycles,
+            retry_delay=request.retry_delay,
+        )
         unit = core.create_queue(
             request.name,
             transactional=request.transactional,
             journal=request.journal,
             quota=request.quota,
+            poison=poison,
             wall=time.time(),
         )
         record = core.queue_created(await self._write(unit))
@@ -163,10 +174,14 @@ class RequestHandlers(TwoPhaseRequests):
         self.reply(request_id, cf.Ok(value=count))
 
     def _list_queues(self, request_id: int, request: cf.ListQueues) -> None:
-        self.reply(request_id, cf.QueueList(queues=self.services.queue_infos()))
+        self.reply(request_id, cf.QueueList(queues=self.for_version(self.services.queue_infos())))
 
     def _get_status(self, request_id: int, request: cf.GetStatus) -> None:
-        self.reply(request_id, self.services.status())
+        status = self.services.status()
+        queues = self.for_version(status.queues)
+        if queues is not status.queues:
+            status = dataclasses.replace(status, queues=queues)
+        self.reply(request_id, status)
 
     # ------------------------------------------------------------------ outgoing queues
 
@@ -376,13 +391,13 @@ class RequestHandlers(TwoPhaseRequests):
             peeked = core.peek(queue, lookup_id=request.lookup_id)
             if peeked is None:
                 return _NOT_FOUND
-            self.reply_bytes(_message_frame(request_id, queue, *peeked))
+            self.reply_bytes(self.message_frame(request_id, queue, *peeked))
             return _ANSWERED
         found = core.take(queue, lookup_id=request.lookup_id, tx=tx, now=trio.current_time())
         if found is None:
             return _NOT_FOUND
         if tx is not None:
-            self.reply_bytes(_message_frame(request_id, queue, *found))
+            self.reply_bytes(self.message_frame(request_id, queue, *found))
             return _ANSWERED
         return self._remove_and_reply(request_id, queue, *found)
 
@@ -405,7 +420,7 @@ class RequestHandlers(TwoPhaseRequests):
         services.signals.notify(woken)
         if error is not None:
             raise error
-        self.reply_bytes(_message_frame(request_id, queue, lookup_id, record))
+        self.reply_bytes(self.message_frame(request_id, queue, lookup_id, record))
 
     async def _wait_and_receive(
         self,
@@ -481,6 +496,8 @@ class RequestHandlers(TwoPhaseRequests):
         parts: list[bytes | memoryview] = []
         count = 0
         size = 0
+        if self._counted:  # room for the counters trailer (version 4)
+            size = len(cf.counters_record(cf.MessageCounters())) * len(found)
         for lookup_id, record in found:
             payload = storage.message_payload(record)
             entry = cf.queued_message_parts(
@@ -491,7 +508,8 @@ class RequestHandlers(TwoPhaseRequests):
                 break  # the client asks again from the last LookupId it got
             parts.extend(entry)
             count += 1
-        body = b"".join((count.to_bytes(4, "little"), *parts))
+        trailer = self.counters_trailer(queue, (lookup_id for lookup_id, _ in found[:count]))
+        body = b"".join((count.to_bytes(4, "little"), *parts, trailer))
         header = (len(body), int(cf.FrameKind.MESSAGE_LIST), 0, request_id)
         self.reply_bytes(_frame_header(*header) + body)
 
@@ -509,16 +527,6 @@ _ANSWERED: Final = _Answer()
 _NOT_FOUND: Final = _Answer()
 
 
-def _message_frame(request_id: int, queue: QueueRecord, lookup_id: int, record: bytes) -> bytes:
-    return cf.encode_message_reply(
-        request_id,
-        queue.display_name,
-        lookup_id,
-        storage.message_arrived_time(record),
-        storage.message_payload(record),
-    )
-
-
 def _frame_header(length: int, kind: int, flags: int, request_id: int) -> bytes:
     return (
         length.to_bytes(4, "little")
@@ -530,6 +538,7 @@ def _frame_header(length: int, kind: int, flags: int, request_id: int) -> bytes:
 
 def queue_info(record: QueueRecord, held: int) -> cf.QueueInfo:
     """The client-protocol view of a queue."""
+    poison = record.poison
     return cf.QueueInfo(
         name=record.display_name,
         format_name=display_format_name(record.name),
@@ -541,4 +550,11 @@ def queue_info(record: QueueRecord, held: int) -> cf.QueueInfo:
         bytes=record.bytes,
         locked=held,
         created_at=record.created_at,
+        retry=None
+        if poison is None
+        else cf.RetrySettings(
+            retry_count=poison.retry_count,
+            retry_cycles=poison.retry_cycles,
+            retry_delay=poison.retry_delay,
+        ),
     )

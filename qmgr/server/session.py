@@ -66,6 +66,15 @@ OUTBOX_FLUSH_BYTES: Final = 1 << 20
 Handler = Callable[[int, Any], Awaitable[None] | None]
 
 
+def _needed_version(request: type[Any]) -> int:
+    """The protocol version a connection must have agreed for a request (0: any)."""
+    if request in cf.TWO_PHASE_REQUESTS:
+        return cf.TWO_PHASE_VERSION
+    if request in cf.POISON_REQUESTS:
+        return cf.OUTCOMES_VERSION
+    return 0
+
+
 class ClientSession(RequestHandlers):
     """Serves one client connection until it closes; see the module docstring."""
 
@@ -254,12 +263,13 @@ class ClientSession(RequestHandlers):
         if not self._greeted:
             return self._hello(request_id, value)
         handler = self._handlers.get(type(value))
-        too_new = self._version < cf.TWO_PHASE_VERSION and type(value) in cf.TWO_PHASE_REQUESTS
+        needed = _needed_version(type(value))
+        too_new = self._version < needed
         if handler is None or too_new:
             message = f"{type(value).__name__} is not a request a client may send now"
             if too_new:
                 message += (
-                    f" (it needs protocol version {cf.TWO_PHASE_VERSION}; "
+                    f" (it needs protocol version {needed}; "
                     f"this connection agreed on {self._version})"
                 )
             error = cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message)
