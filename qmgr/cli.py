@@ -2,8 +2,9 @@
 
 ``qmgr serve`` runs the daemon in the foreground. Every other command is a
 client of a running daemon (``--server HOST:PORT``, default
-``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue create|list|delete|purge``,
-``send``, ``receive``, ``move``, ``status``, ``outgoing
+``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue create|list|delete|purge``
+(and ``queue set|show``, poison handling, in ``cli_poison``),
+``send``, ``receive``, ``peek``, ``move``, ``status``, ``outgoing
 list|pause|resume|purge`` (in ``cli_outgoing``) and ``tx list|commit|abort``
 (in ``cli_tx``); the helpers all share are in ``cli_common``. Machine-readable output is available
 with ``--json``; tables and progress bars are for people and appear only
@@ -45,6 +46,14 @@ from qmgr.cli_common import (
     stdout_console,
 )
 from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
+from qmgr.cli_poison import (
+    add_queue_commands,
+    is_subqueue_move,
+    poison_json,
+    retry_options,
+    retry_text,
+    subqueue_move,
+)
 from qmgr.cli_tx import tx
 from qmgr.client import Message, QueueInfo, Status
 
@@ -192,7 +201,10 @@ def serve(
 
 @cli.group()
 def queue() -> None:
-    """Create, list, delete and purge queues."""
+    """Create, list, show, change, delete and purge queues."""
+
+
+add_queue_commands(queue)  # set, show (cli_poison)
 
 
 @queue.command("create")
@@ -200,16 +212,36 @@ def queue() -> None:
 @click.option("--transactional", is_flag=True, help="Accept only transactional messages.")
 @click.option("--journal", is_flag=True, help="Copy received messages to NAME;journal.")
 @click.option("--quota", type=_Bytes(), help="Most bytes of message bodies (e.g. 10M).")
+@retry_options
 @click.pass_context
 @reports_errors
 def queue_create(
-    ctx: click.Context, name: str, transactional: bool, journal: bool, quota: int | None
+    ctx: click.Context,
+    name: str,
+    transactional: bool,
+    journal: bool,
+    quota: int | None,
+    retry_count: int | None,
+    retry_cycles: int | None,
+    retry_delay: float | None,
 ) -> None:
-    """Create the private queue NAME."""
+    """Create the private queue NAME (with NAME;journal, NAME;retry and NAME;poison).
+
+    A --retry-* option turns poison handling on (see `qmgr queue set`).
+    """
     with client(ctx) as qm:
-        qm.create_queue(name, transactional=transactional, journal=journal, quota=quota)
+        qm.create_queue(
+            name,
+            transactional=transactional,
+            journal=journal,
+            quota=quota,
+            retry_count=retry_count,
+            retry_cycles=retry_cycles,
+            retry_delay=retry_delay,
+        )
     kind = "transactional queue" if transactional else "queue"
-    click.echo(f"created {kind} {name!r}")
+    poison = (retry_count, retry_cycles, retry_delay) != (None, None, None)
+    click.echo(f"created {kind} {name!r}" + (" with poison handling" if poison else ""))
 
 
 @queue.command("list")
@@ -264,6 +296,7 @@ def _queue_json(info: QueueInfo) -> dict[str, Any]:
         "bytes": info.bytes,
         "locked": info.locked,
         "created_at": iso(info.created_at),
+        **poison_json(info),
     }
 
 
@@ -277,6 +310,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
     table.add_column("bytes", justify="right")
     table.add_column("locked", justify="right")
     table.add_column("quota", justify="right")
+    table.add_column("retries")
     for q in queues:
         table.add_row(
             Text(q.name),  # a queue's name is anyone's text, never console markup
@@ -287,6 +321,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
             str(q.bytes),
             str(q.locked),
             "" if q.quota is None else size(q.quota),
+            retry_text(q),
         )
     return table
 
@@ -447,6 +482,19 @@ def receive(
 
 
 @cli.command()
+@click.argument("queue_name", metavar="QUEUE")
+@click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--timeout", type=click.FloatRange(min=0), default=0.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object per message.")
+@click.pass_context
+def peek(ctx: click.Context, queue_name: str, count: int, timeout: float, as_json: bool) -> None:
+    """Show up to --count messages of QUEUE without removing them (`receive --peek`)."""
+    ctx.invoke(
+        receive, queue_name=queue_name, count=count, timeout=timeout, peek=True, as_json=as_json
+    )
+
+
+@cli.command()
 @click.argument("source")
 @click.argument("destination", metavar="DEST")
 @click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
@@ -457,9 +505,19 @@ def receive(
     show_default=True,
     help="Seconds to wait, in all, for messages to arrive in SOURCE.",
 )
+@click.option("--lookup-id", type=click.IntRange(min=1), help="Move this message (subqueues).")
+@click.option("--all", "move_all", is_flag=True, help="Move every message (subqueues).")
 @click.pass_context
 @reports_errors
-def move(ctx: click.Context, source: str, destination: str, count: int, timeout: float) -> None:
+def move(
+    ctx: click.Context,
+    source: str,
+    destination: str,
+    count: int,
+    timeout: float,
+    lookup_id: int | None,
+    move_all: bool,
+) -> None:
     """Move up to --count messages from SOURCE to DEST, one transaction each.
 
     Each message is received from SOURCE and sent to DEST in one transaction:
@@ -467,7 +525,15 @@ def move(ctx: click.Context, source: str, destination: str, count: int, timeout:
     never neither. Both queues must be transactional (MSMQ allows no
     transaction on the others). This is how messages come back out of
     system$;deadxact, for example.
+
+    Between a queue and its subqueues (`qmgr move 'orders;poison' orders`),
+    a message moves as MSMQ moves it: it keeps its id and properties, and
+    the queues may be non-transactional. --lookup-id N moves that message,
+    --all every message there.
     """
+    if lookup_id is not None or move_all or is_subqueue_move(source, destination):
+        subqueue_move(ctx, source, destination, count=count, lookup_id=lookup_id, move_all=move_all)
+        return
     moved = 0
     deadline = time.monotonic() + timeout
     with client(ctx) as qm:
@@ -540,6 +606,9 @@ def message_json(message: Message) -> dict[str, Any]:
         "time_to_be_received": message.time_to_be_received,
         "transactional": message.transactional,
         "destination": message.destination,
+        "abort_count": message.abort_count,
+        "move_count": message.move_count,
+        "last_move_time": None if message.last_move_time is None else iso(message.last_move_time),
     }
 
 
@@ -555,6 +624,10 @@ def message_text(message: Message) -> str:
         f"    label {message.label!r}  priority {message.priority}  "
         f"sent {iso(message.sent_time)}  {plural(len(message.body), 'byte')}"
     )
+    if message.abort_count or message.move_count:
+        header += f"\n    aborted {message.abort_count}  moved {message.move_count}"
+        if message.last_move_time is not None:
+            header += f" (last {iso(message.last_move_time)})"
     try:
         text = message.body.decode("utf-8")
     except UnicodeDecodeError:

@@ -408,6 +408,8 @@ class RequestHandlers(TwoPhaseRequests, PoisonRequests):
         services = self.services
         core = services.core
         try:
+            # Made first: the removal takes the message's counters with it.
+            frame = self.message_frame(request_id, queue, lookup_id, record)
             removal = core.removal(queue, lookup_id)
             outcome = await services.committer.submit(removal, source=self.conn_id)
         except BaseException as exc:
@@ -420,7 +422,7 @@ class RequestHandlers(TwoPhaseRequests, PoisonRequests):
         services.signals.notify(woken)
         if error is not None:
             raise error
-        self.reply_bytes(self.message_frame(request_id, queue, lookup_id, record))
+        self.reply_bytes(frame)
 
     async def _wait_and_receive(
         self,
