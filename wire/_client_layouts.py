@@ -11,7 +11,6 @@ epoch. A message is laid out as ``_message`` documents.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import fields
@@ -26,9 +25,16 @@ from ._client_poison import (
     MOVED,
     RETRY_ENTRY,
     SET_QUEUE_PROPERTIES,
-    MessageCounters,
-    RetrySettings,
     SetQueueProperties,
+)
+from ._client_trailers import (
+    counters_to_container,
+    counters_trailer,
+    retry_fields,
+    retry_trailer,
+    retry_values,
+    with_counters,
+    with_retry,
 )
 from ._client_values import (
     CLASS_OF,
@@ -56,7 +62,7 @@ from ._client_values import (
     TransactionList,
 )
 from ._construct import build_with, parse_exactly
-from ._errors import LocalProtocolError, RemoteProtocolError
+from ._errors import RemoteProtocolError
 from ._message import MessageProperties
 
 _Str = c.PascalString(c.Int16ul, "utf8")
@@ -381,113 +387,26 @@ def _optional_from_container(container: Any) -> int | None:
 
 
 # --------------------------------------------------------------------------
-# Version 4 trailers (see ``_client_poison``)
+# Version 4 trailers (see ``_client_poison``; their values in ``_client_trailers``)
 # --------------------------------------------------------------------------
 
 
-def _counters_to_container(counters: MessageCounters) -> dict[str, Any]:
-    return {
-        "abort_count": counters.abort_count,
-        "move_count": counters.move_count,
-        "last_move_time": counters.last_move_time,
-    }
-
-
-def _counters_from_container(container: Any) -> MessageCounters:
-    return MessageCounters(
-        abort_count=container.abort_count,
-        move_count=container.move_count,
-        last_move_time=container.last_move_time,
-    )
-
-
-def _all_or_none(values: list[Any], what: str) -> list[Any]:
-    """The trailer's elements: every element has one, or none has (then no trailer).
-
-    Raises:
-        LocalProtocolError: some have one and some not.
-    """
-    present = [value is not None for value in values]
-    if all(present):
-        return values
-    if any(present):
-        msg = f"every {what} or none must carry its version 4 values"
-        raise LocalProtocolError(msg, field=what)
-    return []
-
-
 def _messages_to_container(messages: tuple[QueuedMessage, ...]) -> dict[str, Any]:
-    counters = _all_or_none([m.counters for m in messages], "QueuedMessage")
     return {
         "messages": [_queued_to_container(m) for m in messages],
-        "trailer": [_counters_to_container(found) for found in counters],
+        "trailer": counters_trailer(messages),
     }
 
 
 def _messages_from_container(container: Any) -> tuple[QueuedMessage, ...]:
-    messages = [_queued_from_container(m) for m in container.messages]
-    if container.trailer:
-        messages = [
-            dataclasses.replace(message, counters=_counters_from_container(found))
-            for message, found in zip(messages, container.trailer, strict=True)
-        ]
-    return tuple(messages)
-
-
-def _retry_trailer(queues: tuple[QueueInfo, ...]) -> list[dict[str, Any]]:
-    if all(q.retry is None for q in queues):
-        return []
-    return [
-        {"present": False, "retry_count": 0, "retry_cycles": 0, "retry_delay": 0.0}
-        if q.retry is None
-        else {
-            "present": True,
-            "retry_count": q.retry.retry_count,
-            "retry_cycles": q.retry.retry_cycles,
-            "retry_delay": q.retry.retry_delay,
-        }
-        for q in queues
-    ]
-
-
-def _with_retry(queues: tuple[QueueInfo, ...], trailer: Any) -> tuple[QueueInfo, ...]:
-    if not trailer:
-        return queues
-    return tuple(
-        dataclasses.replace(
-            info,
-            retry=RetrySettings(
-                retry_count=entry.retry_count,
-                retry_cycles=entry.retry_cycles,
-                retry_delay=entry.retry_delay,
-            )
-            if entry.present
-            else None,
-        )
-        for info, entry in zip(queues, trailer, strict=True)
-    )
-
-
-def _optional(value: Any, zero: Any) -> dict[str, Any]:
-    return {"present": value is not None, "value": zero if value is None else value}
-
-
-def _from_optional(container: Any) -> Any:
-    return container.value if container.present else None
-
-
-def _create_retry(value: CreateQueue | SetQueueProperties) -> dict[str, Any]:
-    return {
-        "retry_count": _optional(value.retry_count, 0),
-        "retry_cycles": _optional(value.retry_cycles, 0),
-        "retry_delay": _optional(value.retry_delay, 0.0),
-    }
+    messages = tuple(_queued_from_container(m) for m in container.messages)
+    return with_counters(messages, container.trailer)
 
 
 def _create_to_container(value: CreateQueue) -> dict[str, Any]:
     data = {**_plain_to_container(value), "quota": _optional_to_container(value.quota)}
     given = (value.retry_count, value.retry_cycles, value.retry_delay)
-    data["retry"] = None if all(v is None for v in given) else _create_retry(value)
+    data["retry"] = None if all(v is None for v in given) else retry_fields(value)
     return data
 
 
@@ -498,9 +417,7 @@ def _create_from_container(w: Any) -> CreateQueue:
         transactional=w.transactional,
         journal=w.journal,
         quota=_optional_from_container(w.quota),
-        retry_count=None if retry is None else _from_optional(retry.retry_count),
-        retry_cycles=None if retry is None else _from_optional(retry.retry_cycles),
-        retry_delay=None if retry is None else _from_optional(retry.retry_delay),
+        **({} if retry is None else retry_values(retry)),
     )
 
 
@@ -559,7 +476,7 @@ def _status_to_container(value: StatusInfo) -> dict[str, Any]:
     data = _plain_to_container(value)
     data["qm_guid"] = value.qm_guid.bytes
     data["queues"] = [_queue_to_container(q) for q in value.queues]
-    data["trailer"] = _retry_trailer(value.queues)
+    data["trailer"] = retry_trailer(value.queues)
     data["outgoing"] = [_outgoing_to_container(o) for o in value.outgoing]
     data["incoming"] = [_incoming_to_container(i) for i in value.incoming]
     return data
@@ -569,7 +486,7 @@ def _status_from_container(container: Any) -> StatusInfo:
     data = {name: container[name] for name in _FIELD_NAMES[StatusInfo]}
     data["qm_guid"] = uuid.UUID(bytes=container.qm_guid)
     queues = tuple(_queue_from_container(q) for q in container.queues)
-    data["queues"] = _with_retry(queues, container.trailer)
+    data["queues"] = with_retry(queues, container.trailer)
     data["outgoing"] = tuple(_outgoing_from_container(o) for o in container.outgoing)
     data["incoming"] = tuple(_incoming_from_container(i) for i in container.incoming)
     return StatusInfo(**data)
@@ -577,7 +494,7 @@ def _status_from_container(container: Any) -> StatusInfo:
 
 _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     CreateQueue: _create_to_container,
-    SetQueueProperties: lambda v: {"name": v.name, "poison": v.poison, **_create_retry(v)},
+    SetQueueProperties: lambda v: {"name": v.name, "poison": v.poison, **retry_fields(v)},
     Hello: lambda v: {**_plain_to_container(v), "magic": HELLO_MAGIC},
     HelloOk: lambda v: {**_plain_to_container(v), "qm_guid": v.qm_guid.bytes},
     Send: lambda v: {"tx_id": v.tx_id, "mode": v.mode, "message": message_to_container(v.message)},
@@ -585,12 +502,12 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
         "message": _queued_to_container(v.message),
         "counters": None
         if v.message.counters is None
-        else _counters_to_container(v.message.counters),
+        else counters_to_container(v.message.counters),
     },
     MessageList: lambda v: _messages_to_container(v.messages),
     QueueList: lambda v: {
         "queues": [_queue_to_container(q) for q in v.queues],
-        "trailer": _retry_trailer(v.queues),
+        "trailer": retry_trailer(v.queues),
     },
     StatusInfo: _status_to_container,
     OutgoingList: lambda v: {
@@ -605,11 +522,7 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     CreateQueue: _create_from_container,
     SetQueueProperties: lambda w: SetQueueProperties(
-        name=w.name,
-        poison=w.poison,
-        retry_count=_from_optional(w.retry_count),
-        retry_cycles=_from_optional(w.retry_cycles),
-        retry_delay=_from_optional(w.retry_delay),
+        name=w.name, poison=w.poison, **retry_values(w)
     ),
     HelloOk: lambda w: HelloOk(
         version=w.version,
@@ -620,15 +533,13 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     ),
     Send: lambda w: Send(tx_id=w.tx_id, mode=w.mode, message=message_from_container(w.message)),
     MessageReply: lambda w: MessageReply(
-        message=_queued_from_container(w.message)
-        if w.counters is None
-        else dataclasses.replace(
-            _queued_from_container(w.message), counters=_counters_from_container(w.counters)
-        )
+        message=with_counters((_queued_from_container(w.message),), [w.counters])[0]
+        if w.counters is not None
+        else _queued_from_container(w.message)
     ),
     MessageList: lambda w: MessageList(messages=_messages_from_container(w)),
     QueueList: lambda w: QueueList(
-        queues=_with_retry(tuple(_queue_from_container(q) for q in w.queues), w.trailer)
+        queues=with_retry(tuple(_queue_from_container(q) for q in w.queues), w.trailer)
     ),
     StatusInfo: _status_from_container,
     OutgoingList: lambda w: OutgoingList(

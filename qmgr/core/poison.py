@@ -251,10 +251,11 @@ class PoisonHandling:
     def counters(self, queue_id: int, lookup_ids: Iterable[int]) -> dict[int, MessageCounters]:
         """The counters of those messages that have any, with the abort counts
         not yet written counted."""
-        found = self._core.store.message_counters(queue_id, lookup_ids)
+        ids = list(lookup_ids)
+        found = self._core.store.message_counters(queue_id, ids)
         expected = self._expected
         if expected:
-            for lookup_id in list(found) + [k for q, k in expected if q == queue_id]:
+            for lookup_id in ids:
                 pending = expected.get((queue_id, lookup_id))
                 if pending is not None:
                     current = found.get(lookup_id, storage.NO_COUNTERS)
