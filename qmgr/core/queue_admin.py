@@ -155,7 +155,10 @@ class QueueAdmin:
         """
         record = self.queue(reference)
         if record.kind is not QueueKind.NORMAL:
-            msg = f"{record.display_name!r} is a system or journal queue and cannot be deleted"
+            msg = (
+                f"{record.display_name!r} is a system or journal queue or a subqueue and "
+                "cannot be deleted (journal queues and subqueues go with their queue)"
+            )
             raise AccessDenied(msg)
         used = [record.queue_id]
         if record.journal_id is not None:
