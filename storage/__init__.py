@@ -30,6 +30,8 @@ from ._errors import StoreLocked as StoreLocked
 from ._errors import XidInUse as XidInUse
 from ._errors import XidResolved as XidResolved
 from ._errors import XidUnknown as XidUnknown
+from ._expiry import DueMessage as DueMessage
+from ._expiry import ForgetExpiry as ForgetExpiry
 from ._ops import OPERATION_ERRORS as OPERATION_ERRORS
 from ._ops import SKIPPED as SKIPPED
 from ._ops import Appended as Appended
@@ -83,6 +85,8 @@ from ._records import decode_queue as decode_queue
 from ._records import encode_message_record as encode_message_record
 from ._records import encode_queue as encode_queue
 from ._records import message_arrived_time as message_arrived_time
+from ._records import message_deadline as message_deadline
 from ._records import message_header as message_header
+from ._records import message_note as message_note
 from ._records import message_payload as message_payload
 from ._store import Store as Store

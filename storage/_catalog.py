@@ -40,6 +40,7 @@ from ._errors import SchemaMismatch, StoreCorrupt
 from ._keys import (
     DB_BY_PRIORITY,
     DB_DOOMED,
+    DB_EXPIRY,
     DB_HISTORY,
     DB_INCOMING,
     DB_MESSAGES,
@@ -76,11 +77,13 @@ from ._records import (
 __all__ = ["NO_RESERVATION", "SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
 _SCHEMA_BEFORE_PREPARED: Final = 3
+#: The schema before the expiry index, migrated at opening.
+_SCHEMA_BEFORE_EXPIRY: Final = 4
 #: A queue no prepared transaction uses: no bytes reserved, no pins.
 NO_RESERVATION: Final = (0, 0)
 
@@ -101,6 +104,7 @@ class Databases:
     prepared: lmdb._Database
     outcomes: lmdb._Database
     outcome_times: lmdb._Database
+    expiry: lmdb._Database
 
 
 class Catalog:
@@ -144,6 +148,7 @@ class Catalog:
             prepared=env.open_db(txn, DB_PREPARED),
             outcomes=env.open_db(txn, DB_OUTCOMES),
             outcome_times=env.open_db(txn, DB_OUTCOME_TIMES),
+            expiry=env.open_db(txn, DB_EXPIRY),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
@@ -153,7 +158,7 @@ class Catalog:
             if version == _SCHEMA_BEFORE_PEERING:
                 self._migrate_to_peering(txn, dbs)
             if version != SCHEMA_VERSION:
-                # The databases of prepared transactions were just created (empty).
+                # The databases added since that schema were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
             self._read_meta(txn, dbs)
         self.by_name.clear()
@@ -240,7 +245,12 @@ class Catalog:
         except Exception as exc:
             msg = "schema version in meta is not a u32"
             raise StoreCorrupt(msg) from exc
-        if version not in (SCHEMA_VERSION, _SCHEMA_BEFORE_PREPARED, _SCHEMA_BEFORE_PEERING):
+        if version not in (
+            SCHEMA_VERSION,
+            _SCHEMA_BEFORE_EXPIRY,
+            _SCHEMA_BEFORE_PREPARED,
+            _SCHEMA_BEFORE_PEERING,
+        ):
             raise SchemaMismatch(version, SCHEMA_VERSION)
         return version
 

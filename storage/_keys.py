@@ -33,6 +33,8 @@ database           key                                         value
                    xid UTF-8 + 0x00 + index u32 (1..n)         one prepared send each
 ``outcomes``       xid UTF-8                                   outcome record
 ``outcome_times``  resolved_at u64 milliseconds + xid UTF-8    empty
+``expiry``         deadline u64 milliseconds + queue_id u32 +  empty
+                   lookup_id u64 (20 B)
 =================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -84,6 +86,7 @@ are written.
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Final
 
@@ -92,6 +95,7 @@ from ._errors import InvalidRecord
 __all__ = [
     "DB_BY_PRIORITY",
     "DB_DOOMED",
+    "DB_EXPIRY",
     "DB_HISTORY",
     "DB_INCOMING",
     "DB_MESSAGES",
@@ -102,6 +106,7 @@ __all__ = [
     "DB_PREPARED",
     "DB_QUEUES",
     "DB_QUEUE_IDS",
+    "EXPIRY_KEY_SIZE",
     "HISTORY_KEY_SIZE",
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
@@ -116,6 +121,8 @@ __all__ = [
     "META_SEQUENCE_STAMP",
     "QM_GUID_SIZE",
     "counters_key",
+    "decode_expiry_key",
+    "expiry_key",
     "history_key",
     "incoming_key",
     "lookup_id_of",
@@ -154,6 +161,7 @@ DB_HISTORY: Final = b"history"
 DB_PREPARED: Final = b"prepared"
 DB_OUTCOMES: Final = b"outcomes"
 DB_OUTCOME_TIMES: Final = b"outcome_times"
+DB_EXPIRY: Final = b"expiry"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"
@@ -184,6 +192,28 @@ _PRIORITY_KEY = struct.Struct(">IBQ")
 _U64 = struct.Struct(">Q")
 # A key just past every key of queue MAX_QUEUE_ID (longer than any real key).
 _PAST_LAST_QUEUE: Final = b"\xff" * 16
+
+
+_EXPIRY_KEY = struct.Struct(">QIQ")
+_MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
+_MAX_DEADLINE: Final = _MAX_U64 / 1000 - 1
+#: Bytes of an ``expiry`` key.
+EXPIRY_KEY_SIZE: Final = _EXPIRY_KEY.size  # 20
+
+
+def expiry_key(deadline: float, queue_id: int, lookup_id: int) -> bytes:
+    """The ``expiry`` key of a message with a deadline (unix seconds, rounded up to
+    the millisecond so that a message is never due before its deadline)."""
+    if not deadline < _MAX_DEADLINE:  # infinite or NaN: past every real deadline
+        return _EXPIRY_KEY.pack(_MAX_U64, queue_id, lookup_id)
+    # round() first: a deadline decoded from a key encodes to that key again.
+    return _EXPIRY_KEY.pack(max(0, math.ceil(round(deadline * 1000, 3))), queue_id, lookup_id)
+
+
+def decode_expiry_key(key: bytes) -> tuple[float, int, int]:
+    """``(deadline, queue_id, lookup_id)`` of an ``expiry`` key (deadline in unix seconds)."""
+    millis, queue_id, lookup_id = _EXPIRY_KEY.unpack(key)
+    return millis / 1000, queue_id, lookup_id
 
 
 def u32(value: int) -> bytes:

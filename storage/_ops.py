@@ -52,7 +52,15 @@ from ._errors import (
     XidUnknown,
 )
 from ._keys import MAX_KEY_SIZE, META_RECLAIM, setting_key
-from ._records import QueueKind, QueueRecord, encode_message_record, message_header
+from ._records import (
+    TIMED_MESSAGE_VERSION,
+    QueueKind,
+    QueueRecord,
+    encode_message_record,
+    message_arrived_time,
+    message_header,
+    message_payload,
+)
 
 if TYPE_CHECKING:
     from ._plan import PlanContext
@@ -225,6 +233,10 @@ class AppendMessage(Operation):
     payload: Sequence[bytes | bytearray | memoryview] | bytes | memoryview
     priority: int
     size: int
+    #: When it expires (unix seconds; indexed in ``expiry``), or None.
+    deadline: float | None = None
+    #: Up to 255 opaque bytes the layer above keeps with the message.
+    note: bytes = b""
 
     def plan(self, ctx: PlanContext) -> Result:
         queue = ctx.live_queue(self.queue_id)
@@ -235,7 +247,12 @@ class AppendMessage(Operation):
             if would_be > quota:
                 raise QuotaExceeded(queue.record.name, quota, would_be)
         record = encode_message_record(
-            self.payload, priority=self.priority, size=self.size, arrived_time=ctx.now
+            self.payload,
+            priority=self.priority,
+            size=self.size,
+            arrived_time=ctx.now,
+            deadline=self.deadline,
+            note=self.note,
         )
         return Appended(self.queue_id, ctx.append(self.queue_id, record, self.priority, self.size))
 
@@ -261,8 +278,16 @@ class RemoveMessage(Operation):
             ctx.live_queue(journal_id)
         data = ctx.message(self.queue_id, self.lookup_id)
         priority, size = message_header(data)
-        ctx.remove(self.queue_id, self.lookup_id, priority, size)
+        ctx.remove(self.queue_id, self.lookup_id, priority, size, data)
         if journal_id is not None:
+            # The journal keeps the message, not its deadline or note.
+            if data[0] == TIMED_MESSAGE_VERSION:
+                data = encode_message_record(
+                    message_payload(data),
+                    priority=priority,
+                    size=size,
+                    arrived_time=message_arrived_time(data),
+                )
             ctx.append(journal_id, bytes(data), priority, size)
         return Removed(self.queue_id, self.lookup_id)
 

@@ -43,6 +43,10 @@ and a send to another queue manager (``AppendOutgoing``)::
       6     4  size              u32
      10        name, display name, payload
 
+A send with a deadline or a note (see ``AppendMessage``) is kind 3 (local)
+or 4 (outgoing): the same fields, then ``deadline`` f64 (0: none) and, for a
+local send, the note's length u8 and the note, before the names or payload.
+
 An outcome (in ``outcomes``, keyed by the xid) is 9 bytes: the state u8
 (1 committed, 2 aborted) and ``resolved_at`` f64 wall seconds.
 """
@@ -84,6 +88,10 @@ _LOCAL = struct.Struct(">BBBxII")
 _OUTGOING = struct.Struct(">BBHHI")
 _KIND_LOCAL: Final = 1
 _KIND_OUTGOING: Final = 2
+_KIND_LOCAL_TIMED: Final = 3
+_KIND_OUTGOING_TIMED: Final = 4
+_TIMED = struct.Struct(">dB")
+_DEADLINE = struct.Struct(">d")
 _OUTCOME = struct.Struct(">Bd")
 _COMMITTED: Final = 1
 _ABORTED: Final = 2
@@ -217,16 +225,21 @@ def encode_send(send: object) -> bytes:
     """
     try:
         if isinstance(send, AppendMessage):
+            timed = send.deadline is not None or bool(send.note)
+            kind = _KIND_LOCAL_TIMED if timed else _KIND_LOCAL
             head = _LOCAL.pack(
-                PREPARED_FORMAT_VERSION, _KIND_LOCAL, send.priority, send.queue_id, send.size
+                PREPARED_FORMAT_VERSION, kind, send.priority, send.queue_id, send.size
             )
+            if timed:
+                head += _TIMED.pack(send.deadline or 0.0, len(send.note)) + send.note
             return b"".join((head, *_parts(send.payload)))
         if isinstance(send, AppendOutgoing):
             name = send.name.encode()
             display = send.display_name.encode()
-            head = _OUTGOING.pack(
-                PREPARED_FORMAT_VERSION, _KIND_OUTGOING, len(name), len(display), send.size
-            )
+            kind = _KIND_OUTGOING if send.deadline is None else _KIND_OUTGOING_TIMED
+            head = _OUTGOING.pack(PREPARED_FORMAT_VERSION, kind, len(name), len(display), send.size)
+            if send.deadline is not None:
+                head += _DEADLINE.pack(send.deadline)
             return b"".join((head, name, display, *_parts(send.payload)))
     except struct.error as exc:
         msg = f"prepared send field out of range: {exc}"
@@ -243,13 +256,28 @@ def decode_send(data: bytes | memoryview) -> Send:
     """
     view = memoryview(data)
     if len(view) >= 2 and view[0] == PREPARED_FORMAT_VERSION:
-        if view[1] == _KIND_LOCAL and len(view) >= _LOCAL.size:
+        kind = view[1]
+        if kind in (_KIND_LOCAL, _KIND_LOCAL_TIMED) and len(view) >= _LOCAL.size:
             _, _, priority, queue_id, size = _LOCAL.unpack_from(view)
-            if priority <= 7:
-                return AppendMessage(queue_id, view[_LOCAL.size :], priority, size)
-        elif view[1] == _KIND_OUTGOING and len(view) >= _OUTGOING.size:
+            start = _LOCAL.size
+            deadline: float | None = None
+            note = b""
+            if kind == _KIND_LOCAL_TIMED and len(view) >= start + _TIMED.size:
+                deadline, note_length = _TIMED.unpack_from(view, start)
+                start += _TIMED.size
+                note = bytes(view[start : start + note_length])
+                start += note_length
+            if priority <= 7 and start <= len(view):
+                return AppendMessage(
+                    queue_id, view[start:], priority, size, deadline=deadline or None, note=note
+                )
+        elif kind in (_KIND_OUTGOING, _KIND_OUTGOING_TIMED) and len(view) >= _OUTGOING.size:
             _, _, name_length, display_length, size = _OUTGOING.unpack_from(view)
             start = _OUTGOING.size
+            outgoing_deadline: float | None = None
+            if kind == _KIND_OUTGOING_TIMED and len(view) >= start + _DEADLINE.size:
+                outgoing_deadline = _DEADLINE.unpack_from(view, start)[0]
+                start += _DEADLINE.size
             middle = start + name_length
             end = middle + display_length
             if end <= len(view):
@@ -259,7 +287,9 @@ def decode_send(data: bytes | memoryview) -> Send:
                 except UnicodeDecodeError:
                     pass
                 else:
-                    return AppendOutgoing(name, display, view[end:], size)
+                    return AppendOutgoing(
+                        name, display, view[end:], size, deadline=outgoing_deadline
+                    )
     msg = f"prepared send record of {len(view)} bytes is corrupt"
     raise StoreCorrupt(msg)
 

@@ -39,6 +39,7 @@ from collections.abc import Container, Generator, Sequence
 from ._catalog import SCHEMA_VERSION, Catalog
 from ._env import Environment
 from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
+from ._expiry import DueMessage, read_due
 from ._keys import setting_key
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
@@ -297,6 +298,13 @@ class Store:
     ) -> tuple[int, int, bytes] | None:
         """The first message in priority order at or after ``start = (band, lookup_id)``."""
         return self._reader.first_by_priority(queue_id, start=start, skip=skip)
+
+    def due_messages(
+        self, *, before: float, limit: int, after: DueMessage | None = None
+    ) -> list[DueMessage]:
+        """Stored messages whose deadline is at or before ``before`` (unix seconds),
+        in deadline order from past ``after``, at most ``limit`` (see ``_expiry``)."""
+        return read_due(self._env, self._catalog, before=before, limit=limit, after=after)
 
     # ------------------------------------------------------------------ writes
 

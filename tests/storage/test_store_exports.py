@@ -42,6 +42,8 @@ PUBLIC_NAMES = {
     # peering operations
     "AppendOutgoing",
     "ForgetOutgoing",
+    "ForgetExpiry",
+    "DueMessage",
     "RecordIncoming",
     "RememberMessageIds",
     "SetOutgoingPaused",
@@ -85,6 +87,8 @@ PUBLIC_NAMES = {
     "message_arrived_time",
     "message_header",
     "message_payload",
+    "message_deadline",
+    "message_note",
 }
 
 

@@ -42,6 +42,7 @@ from storage import (
     StoreCorrupt,
 )
 from storage._keys import (
+    DB_EXPIRY,
     DB_HISTORY,
     DB_INCOMING,
     DB_META,
@@ -69,8 +70,8 @@ from storage._records import (
 SOURCE_A = uuid.UUID("00000000-0000-0000-0000-00000000000a").bytes
 SOURCE_B = uuid.UUID("ffffffff-0000-0000-0000-00000000000b").bytes
 PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
-#: What schema 2 lacked besides the peering databases (schema 4 added them).
-PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
+#: What schema 2 lacked besides the peering databases (schemas 4 and 5 added them).
+PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES, DB_EXPIRY)
 
 
 def hkey(source: bytes, ordinal: int) -> bytes:
@@ -360,15 +361,15 @@ def test_peering_keys() -> None:
 # --------------------------------------------------------------------------- schema
 
 
-def test_new_store_is_schema_4_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 4
+def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
+    assert SCHEMA_VERSION == 5
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
         {},
     )
     store.close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(4)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     assert raw_meta(store.path, META_SEQUENCE_STAMP) == u32(0)
     assert raw_meta(store.path, META_HISTORY_COUNTER) == bytes(8)
     for name in PEERING_DBS:
@@ -422,7 +423,7 @@ def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -
     assert store.prepared_transactions() == []
     assert store.outcomes() == []
     store.close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(4)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     for name in PREPARED_DBS:
         assert raw_items(store.path, name) == []
     assert unpack_u32(raw_meta(store.path, META_SEQUENCE_STAMP) or b"") == int(NOW)
@@ -432,16 +433,16 @@ def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -
     assert store.message_history() == [hkey(SOURCE_A, 1)]
 
 
-def test_migrated_store_opens_again_as_schema_4(store: Store, reopen: Reopener) -> None:
+def test_migrated_store_opens_again_at_the_current_schema(store: Store, reopen: Reopener) -> None:
     store.close()
     make_schema_2(store.path)
     reopen(store).close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(4)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     store = reopen(store)
     assert store.outgoing_states() == {}
 
 
-@pytest.mark.parametrize("found", [1, 5, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 6, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -450,7 +451,7 @@ def test_other_versions_are_refused_and_left_alone(
     put_meta(store_dir, META_SCHEMA_VERSION, u32(found))
     with pytest.raises(SchemaMismatch) as caught:
         open_store()
-    assert (caught.value.found, caught.value.supported) == (found, 4)
+    assert (caught.value.found, caught.value.supported) == (found, SCHEMA_VERSION)
     # The refused open created nothing.
     assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(found)
     assert raw_meta(store_dir, META_SEQUENCE_STAMP) is None
