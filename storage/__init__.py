@@ -56,6 +56,7 @@ from ._ops import ReserveOrdinals as ReserveOrdinals
 from ._ops import Result as Result
 from ._ops import SetSetting as SetSetting
 from ._ops import Skipped as Skipped
+from ._ops import Together as Together
 from ._ops import Unit as Unit
 from ._ops import UnitOutcome as UnitOutcome
 from ._peering_ops import AppendOutgoing as AppendOutgoing

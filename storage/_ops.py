@@ -237,11 +237,14 @@ class AppendMessage(Operation):
     deadline: float | None = None
     #: Up to 255 opaque bytes the layer above keeps with the message.
     note: bytes = b""
+    #: Not refused by the queue's quota (its bytes still count): for the queue
+    #: manager's own messages (acknowledgments, dead-letter and journal copies).
+    exempt: bool = False
 
     def plan(self, ctx: PlanContext) -> Result:
         queue = ctx.live_queue(self.queue_id)
         quota = queue.record.quota
-        if quota is not None:
+        if quota is not None and not self.exempt:
             # Bytes reserved by prepared transactions' sends count as used.
             would_be = queue.bytes + ctx.reservation(self.queue_id)[0] + self.size
             if would_be > quota:
@@ -475,6 +478,29 @@ class ReclaimSpace(Operation):
     def plan(self, ctx: PlanContext) -> Result:
         ctx.put_meta(META_RECLAIM, b"")
         return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class Together(Operation):
+    """Apply ``ops`` in order, all or none: the first that fails undoes the
+    others and fails this operation (inside an :class:`Attempt`, or an atomic
+    unit, that is what lets one branch be several operations)."""
+
+    ops: tuple[Operation, ...]
+
+    @property
+    def frees_space(self) -> bool:
+        """Only if every operation does."""
+        return all(op.frees_space for op in self.ops)
+
+    def plan(self, ctx: PlanContext) -> Result:
+        with ctx.savepoint() as savepoint:
+            try:
+                results = [op.plan(ctx) for op in self.ops]
+            except OPERATION_ERRORS:
+                savepoint.roll_back()
+                raise
+        return results[0] if results else Done()
 
 
 @dataclass(frozen=True, slots=True)

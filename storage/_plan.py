@@ -307,8 +307,15 @@ class PlanContext:
         if doomed is not None:
             assert isinstance(doomed, QueueState)
             start, end = message_range(queue_id)
+            if below is not None:
+                end = min(end, message_key(queue_id, below))
             erased, more = self._erase_keys(queue_id, doomed, start, end, limit, frozenset())
-            more = more or doomed.next_lookup_id > self._committed_next_lookup_id(queue_id)
+            # Bounded by ``below``: whatever lies above it waits for a later step.
+            more = (
+                more
+                or end < message_range(queue_id)[1]
+                or doomed.next_lookup_id > self._committed_next_lookup_id(queue_id)
+            )
             if not more:
                 self._set(self._doomed, queue_id, None)
                 self._set(self._touched, queue_id, True)

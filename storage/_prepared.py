@@ -29,7 +29,7 @@ Send record, format version 1, a local send (``AppendMessage``)::
       0     1  format version (1)
       1     1  kind (1)
       2     1  priority 0..7
-      3     1  reserved, 0
+      3     1  flags: 1 exempt from the quota check (AppendMessage.exempt)
       4     4  queue_id          u32
       8     4  size              u32, the bytes counted against the quota
      12        payload
@@ -84,7 +84,9 @@ PREPARED_FORMAT_VERSION: Final = 1
 _HEADER = struct.Struct(">BdIQIII")
 _RECEIVE = struct.Struct(">IQ")
 _PIN = struct.Struct(">I")
-_LOCAL = struct.Struct(">BBBxII")
+_LOCAL = struct.Struct(">BBBBII")
+#: Flags of a local send: not refused by the quota (``AppendMessage.exempt``).
+_EXEMPT: Final = 1
 _OUTGOING = struct.Struct(">BBHHI")
 _KIND_LOCAL: Final = 1
 _KIND_OUTGOING: Final = 2
@@ -228,7 +230,12 @@ def encode_send(send: object) -> bytes:
             timed = send.deadline is not None or bool(send.note)
             kind = _KIND_LOCAL_TIMED if timed else _KIND_LOCAL
             head = _LOCAL.pack(
-                PREPARED_FORMAT_VERSION, kind, send.priority, send.queue_id, send.size
+                PREPARED_FORMAT_VERSION,
+                kind,
+                send.priority,
+                _EXEMPT if send.exempt else 0,
+                send.queue_id,
+                send.size,
             )
             if timed:
                 head += _TIMED.pack(send.deadline or 0.0, len(send.note)) + send.note
@@ -258,7 +265,7 @@ def decode_send(data: bytes | memoryview) -> Send:
     if len(view) >= 2 and view[0] == PREPARED_FORMAT_VERSION:
         kind = view[1]
         if kind in (_KIND_LOCAL, _KIND_LOCAL_TIMED) and len(view) >= _LOCAL.size:
-            _, _, priority, queue_id, size = _LOCAL.unpack_from(view)
+            _, _, priority, flags, queue_id, size = _LOCAL.unpack_from(view)
             start = _LOCAL.size
             deadline: float | None = None
             note = b""
@@ -269,7 +276,13 @@ def decode_send(data: bytes | memoryview) -> Send:
                 start += note_length
             if priority <= 7 and start <= len(view):
                 return AppendMessage(
-                    queue_id, view[start:], priority, size, deadline=deadline or None, note=note
+                    queue_id,
+                    view[start:],
+                    priority,
+                    size,
+                    deadline=deadline or None,
+                    note=note,
+                    exempt=bool(flags & _EXEMPT),
                 )
         elif kind in (_KIND_OUTGOING, _KIND_OUTGOING_TIMED) and len(view) >= _OUTGOING.size:
             _, _, name_length, display_length, size = _OUTGOING.unpack_from(view)

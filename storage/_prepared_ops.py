@@ -242,7 +242,7 @@ class PrepareTransaction(Operation):
                 total = reserved.get(send.queue_id, 0) + send.size
                 quota = queue.record.quota
                 would_be = queue.bytes + ctx.reservation(send.queue_id)[0] + total
-                if quota is not None and would_be > quota:
+                if quota is not None and would_be > quota and not send.exempt:
                     raise QuotaExceeded(queue.record.name, quota, would_be)
                 reserved[send.queue_id] = total
                 pinned[send.queue_id] = None

@@ -128,6 +128,8 @@ class QueueKind(enum.IntEnum):
     #: above, e.g. ``outgoing$;tcp:127.0.0.1:1902\orders``): FIFO by lookup
     #: id, no journal queue, with an :class:`OutgoingState`.
     OUTGOING = 4
+    #: ``system$;journal``: copies of confirmed messages this queue manager sent.
+    SYSTEM_JOURNAL = 5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -34,7 +34,7 @@ from __future__ import annotations
 import os
 import pathlib
 import uuid
-from collections.abc import Container, Generator, Sequence
+from collections.abc import Callable, Container, Generator, Sequence
 
 from ._catalog import SCHEMA_VERSION, Catalog
 from ._env import Environment
@@ -45,7 +45,7 @@ from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
 from ._prepared import OutcomeInfo, PreparedInfo
 from ._prepared_reads import read_outcome, read_outcomes, read_prepared, read_prepared_one
-from ._reads import MessageReader, read_history, read_incoming
+from ._reads import MessageReader, read_erasable, read_history, read_incoming
 from ._records import IncomingState, OutgoingState, QueueRecord
 
 __all__ = ["SCHEMA_VERSION", "Store"]
@@ -256,10 +256,10 @@ class Store:
 
     # ------------------------------------------------------------------ messages
 
-    def read_message(self, queue_id: int, lookup_id: int) -> bytes | None:
+    def read_message(self, queue_id: int, lookup_id: int, *, purged: bool = False) -> bytes | None:
         """One committed message's record (``message_header``/``message_payload``
-        read it), or ``None``."""
-        return self._reader.read_message(queue_id, lookup_id)
+        read it), or ``None`` (also if purged, unless ``purged``)."""
+        return self._reader.read_message(queue_id, lookup_id, purged=purged)
 
     def read_range(
         self, queue_id: int, *, after: int = 0, limit: int = 1000, skip: Container[int] = ()
@@ -298,6 +298,26 @@ class Store:
     ) -> tuple[int, int, bytes] | None:
         """The first message in priority order at or after ``start = (band, lookup_id)``."""
         return self._reader.first_by_priority(queue_id, start=start, skip=skip)
+
+    def doomed_queue(self, queue_id: int) -> QueueRecord | None:
+        """The record of a deleted queue whose messages remain to be erased, or None."""
+        return self._catalog.doomed.get(queue_id)
+
+    def erasable(
+        self,
+        queue_id: int,
+        *,
+        limit: int,
+        keep: Container[int],
+        below: int | None,
+        select: Callable[[memoryview], bool],
+    ) -> tuple[int, int, list[tuple[int, bytes]]]:
+        """What ``EraseStep(queue_id, limit, keep, below)`` would erase if planned
+        now: ``(count, last lookup id, [(lookup_id, record)])`` with a copy of
+        each record ``select`` picks (it sees a view valid only during the call)."""
+        return read_erasable(
+            self._env, self._catalog, queue_id, limit=limit, keep=keep, below=below, select=select
+        )
 
     def due_messages(
         self, *, before: float, limit: int, after: DueMessage | None = None

@@ -67,6 +67,7 @@ from ._errors import (
     UnsupportedVersion,
     error_from_reply,
 )
+from ._levels import Acknowledge, Journal, MessageClass
 from ._message import (
     Delivery,
     IncomingInfo,
@@ -99,6 +100,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AccessDenied",
+    "Acknowledge",
     "AsyncQueueManager",
     "AsyncTransaction",
     "ConnectionLost",
@@ -107,8 +109,10 @@ __all__ = [
     "InternalError",
     "InvalidArgument",
     "InvalidName",
+    "Journal",
     "LimitExceeded",
     "Message",
+    "MessageClass",
     "MessageTooLarge",
     "NotSupported",
     "OutgoingInfo",

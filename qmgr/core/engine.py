@@ -49,7 +49,7 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import MessageProperties
+from wire import MessageClass, MessageProperties
 
 from . import names
 from .addressing import Addressing, Target
@@ -63,8 +63,14 @@ from .errors import (
     TransactionUsageError,
     from_store_error,
 )
+from .expiry import Expiry
 from .locks import LockTable
 from .ordinals import OrdinalAllocator
+from .outcomes import (
+    Outcomes,
+    deadline_of,
+    wants_outcome,
+)
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
 from .queue_admin import QueueAdmin
 from .sends import SendMode, check_message, check_remote_message, send_is_transactional
@@ -131,6 +137,12 @@ class QueueManagerCore(QueueAdmin):
         self._transactions: dict[int, Transaction] = {}
         self._next_tx_id = 1
         self.addressing = Addressing(store, self.identity)
+        #: Messages whose time to be received has passed.
+        self.expiry = Expiry(self)
+        #: Acknowledgments, dead-letter and journal copies of messages' fates.
+        self.outcomes = Outcomes(
+            store, self.addressing, guid=self._guid, next_ordinal=self.ordinals.take
+        )
         #: Global transaction ids and prepared transactions.
         self.two_phase = TwoPhase(
             self,
@@ -206,11 +218,12 @@ class QueueManagerCore(QueueAdmin):
         removals = tuple(
             self.removal_op(queue_id, lookup_id) for queue_id, lookup_id in tx.receives
         )
+        reports = self.outcomes.receipts(tx.receipts, wall=wall)
         if tx.xid is None:
-            return Unit(removals + tuple(tx.sends))
+            return Unit((*removals, *tx.sends, *reports))
         # A transaction with a global id committed in one phase: its outcome is kept too.
         outcome = storage.RecordOutcome(tx.xid, committed=True, resolved_at=wall)
-        return Unit((*removals, *tx.sends, outcome))
+        return Unit((*removals, *tx.sends, *reports, outcome))
 
     @staticmethod
     def check_committable(tx: Transaction) -> None:
@@ -283,6 +296,7 @@ class QueueManagerCore(QueueAdmin):
         tx.held_bytes = 0
         tx.sends.clear()
         tx.receives.clear()
+        tx.receipts.clear()
         self.two_phase.ended(tx)
 
     def _end(self, tx: Transaction, *, committed: bool) -> set[int]:
@@ -292,6 +306,7 @@ class QueueManagerCore(QueueAdmin):
         self.uncommitted.release(tx.held_bytes)
         tx.held_bytes = 0
         tx.sends.clear()
+        tx.receipts.clear()
         if committed:
             self.commits += 1
             for queue_id, lookup_id in tx.receives:
@@ -341,6 +356,7 @@ class QueueManagerCore(QueueAdmin):
         )
         payload = stamped.raw
         priority = stamped.priority
+        deadline = deadline_of(stamped)
         appends: list[AppendMessage | AppendOutgoing] = []
         for target in queues:
             if isinstance(target, RemoteDestination):
@@ -355,7 +371,11 @@ class QueueManagerCore(QueueAdmin):
                     )
                 )
             else:
-                appends.append(AppendMessage(target.queue_id, payload, priority, body_size))
+                appends.append(
+                    AppendMessage(target.queue_id, payload, priority, body_size, deadline=deadline)
+                )
+        if wants_outcome(payload):
+            appends.extend(self.outcomes.arrival_reports(stamped, queues, wall=wall))
         if tx is None:
             return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
         size = len(payload)
@@ -448,6 +468,8 @@ class QueueManagerCore(QueueAdmin):
         if tx is not None:
             tx.receives.append((queue.queue_id, found_id))
             tx.last_activity = now
+            if queue.kind is QueueKind.NORMAL and wants_outcome(storage.message_payload(record)):
+                tx.receipts.add((queue.queue_id, found_id))
         return found_id, record
 
     def _find(self, queue: QueueRecord, lookup_id: int) -> tuple[int, int, bytes] | None:
@@ -468,9 +490,17 @@ class QueueManagerCore(QueueAdmin):
         by_priority = self.store.first_by_priority(queue_id, start=(band, start), skip=held)
         return None if by_priority is None else (by_priority[1], by_priority[0], by_priority[2])
 
-    def removal(self, queue: QueueRecord, lookup_id: int) -> Unit:
-        """The unit that removes a held message (a receive outside a transaction)."""
-        return Unit((self.removal_op(queue.queue_id, lookup_id),))
+    def removal(self, queue: QueueRecord, lookup_id: int, record: bytes, *, wall: float) -> Unit:
+        """The unit that removes a held message (a receive outside a transaction;
+        ``record`` is what :meth:`take` returned), with the reports it asked for."""
+        removal = self.removal_op(queue.queue_id, lookup_id)
+        # Copies in journal and system queues report nothing: the message's
+        # fate was decided when it left its destination queue.
+        if queue.kind is not QueueKind.NORMAL or not wants_outcome(storage.message_payload(record)):
+            return Unit((removal,))
+        message = MessageProperties.from_bytes(storage.message_payload(record))
+        reports = self.outcomes.effects(message, MessageClass.ACK_RECEIVE, wall=wall)
+        return Unit((removal, *reports))
 
     def removal_done(
         self, queue_id: int, lookup_id: int, outcome: UnitOutcome | BaseException

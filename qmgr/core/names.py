@@ -36,7 +36,10 @@ DEFAULT_PEER_PORT: Final = 1801
 FORBIDDEN_CHARACTERS: Final = frozenset('\\;+,"')
 DEADLETTER: Final = "system$;deadletter"
 DEADXACT: Final = "system$;deadxact"
-SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT)
+#: The system journal: copies of confirmed messages this queue manager sent
+#: with MQMSG_JOURNAL (MSMQ's machine journal).
+SYSTEM_JOURNAL: Final = "system$;journal"
+SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT, SYSTEM_JOURNAL)
 JOURNAL_SUFFIX: Final = ";journal"
 
 
@@ -271,7 +274,7 @@ def _parse_queue_path(path: str, text: str, *, bare: bool = False) -> str:
     if lowered.startswith("private$\\"):
         path = path[len("private$\\") :]
     elif not bare:
-        msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact"
+        msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact|journal"
         raise InvalidName(msg)
     journal = False
     if path.lower().endswith(JOURNAL_SUFFIX):

@@ -65,6 +65,9 @@ class Transaction:
     waiting: int = 0
     #: Its global id, if it was begun with one (it can then be prepared).
     xid: str | None = None
+    #: The receives whose messages ask for a report of their fate (an
+    #: acknowledgment or journal level): the commit reports them.
+    receipts: set[tuple[int, int]] = field(default_factory=set)
 
     @property
     def operations(self) -> int:

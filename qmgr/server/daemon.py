@@ -50,6 +50,7 @@ from wire import client_frames as cf
 
 from .committer import Committer
 from .connection import RawConnection
+from .expirer import Expirer
 from .maintenance import Maintenance
 from .peering import Peering
 from .replies import error_frame
@@ -106,6 +107,7 @@ class Daemon:
             erase_step=config.erase_step,
             idle_timeout=config.tx_idle_timeout,
         )
+        self.expirer = Expirer(core=self.core, committer=self.committer, signals=self.signals)
         self.services = Services(
             core=self.core,
             committer=self.committer,
@@ -131,6 +133,7 @@ class Daemon:
             committer=self.committer,
             signals=self.signals,
             identity=identity,
+            outcomes=self.core.outcomes,
             log=self.log,
         )
         self.services.peering = self.peering
@@ -300,6 +303,7 @@ async def serve(
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)
+            outer.start_soon(daemon.expirer.run)
             async with trio.open_nursery() as inner:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, daemon.stop, log)

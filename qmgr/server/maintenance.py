@@ -154,7 +154,7 @@ class Maintenance:
         for queue_id in self._store.queues_to_erase():
             while True:
                 await self._reserve_ordinals()
-                unit = self._core.erase_unit(queue_id, self._erase_step)
+                unit = self._core.erase_unit(queue_id, self._erase_step, wall=time.time())
                 try:
                     outcome = await self._committer.submit(unit)
                 except storage.StoreError as exc:

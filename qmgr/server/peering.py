@@ -54,6 +54,7 @@ from qmgr.config import Config
 from qmgr.core.arrivals import Arrival, Arrivals
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.core.names import LocalIdentity, parse_format_name
+from qmgr.core.outcomes import Outcomes
 from qmgr.core.outgoing import RemoteDestination
 from qmgr.protocol import IncomingSequences, Role, SessionSettings, StreamState
 from wire import client_frames as cf
@@ -85,6 +86,7 @@ class Peering:
         committer: Committer,
         signals: QueueSignals,
         identity: LocalIdentity,
+        outcomes: Outcomes,
         log: structlog.typing.FilteringBoundLogger,
     ) -> None:
         self.config = config
@@ -102,7 +104,7 @@ class Peering:
             init_timeout=config.peer_init_timeout,
             idle_timeout=config.peer_idle_timeout,
         )
-        self.arrivals = Arrivals(store, identity)
+        self.arrivals = Arrivals(store, identity, outcomes)
         self.outgoing: dict[int, OutgoingQueue] = {}
         #: Outgoing queues by their sequence timestamp (which names them in an OrderAck).
         self.by_stamp: dict[int, OutgoingQueue] = {}
@@ -276,14 +278,17 @@ class Peering:
         self.return_paths[user.source_qm.bytes] = connection
         queue_key, remote = self.arrivals.destination(packet)
         if remote is not None:
-            arrival = self.arrivals.relay(packet, remote)
+            arrival = self.arrivals.relay(packet, remote, wall=time.time())
             self._store_plain(connection, packet, recoverable, arrival, history=False)
             return
         if packet.transaction is not None:
             self._arrived_transactional(connection, packet, recoverable, queue_key)
         else:
             self._store_plain(
-                connection, packet, recoverable, self.arrivals.local(packet, queue_key)
+                connection,
+                packet,
+                recoverable,
+                self.arrivals.local(packet, queue_key, wall=time.time()),
             )
 
     def _processed(self, connection: PeerConnection, recoverable: int | None) -> None:
@@ -309,7 +314,7 @@ class Peering:
             self._processed(connection, recoverable)
             self._order_ack_wake.set()
             return
-        arrival = self.arrivals.local(packet, queue_key)
+        arrival = self.arrivals.local(packet, queue_key, wall=time.time())
         state = self.incoming.accepted_state(key)
         assert state is not None
         record = storage.RecordIncoming(

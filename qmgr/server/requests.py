@@ -38,7 +38,7 @@ from qmgr.core.errors import (
 from qmgr.core.names import display_format_name
 from qmgr.core.sends import SendMode
 from qmgr.core.transactions import Transaction, TransactionState
-from storage import QueueRecord
+from storage import QueueKind, QueueRecord
 from wire import client_frames as cf
 
 from .services import OutgoingAction, PeeringControl, Services
@@ -393,7 +393,7 @@ class RequestHandlers(TwoPhaseRequests):
         services = self.services
         core = services.core
         try:
-            removal = core.removal(queue, lookup_id)
+            removal = core.removal(queue, lookup_id, record, wall=time.time())
             outcome = await services.committer.submit(removal, source=self.conn_id)
         except BaseException as exc:
             woken, failure = core.removal_done(queue.queue_id, lookup_id, exc)
@@ -533,7 +533,8 @@ def queue_info(record: QueueRecord, held: int) -> cf.QueueInfo:
     return cf.QueueInfo(
         name=record.display_name,
         format_name=display_format_name(record.name),
-        kind=int(record.kind),
+        # The system journal is a journal queue to clients.
+        kind=int(cf.QueueKind.JOURNAL if record.kind is QueueKind.SYSTEM_JOURNAL else record.kind),
         transactional=record.transactional,
         journal=record.journal,
         quota=record.quota,

@@ -201,7 +201,9 @@ class TwoPhaseRequests(abc.ABC):
         total = 0
         while True:
             queue = core.queue(request.queue)  # QueueNotFound if deleted meanwhile
-            step = ranges.removal_step(core, queue, through=request.lookup_id, limit=REMOVE_STEP)
+            step = ranges.removal_step(
+                core, queue, through=request.lookup_id, limit=REMOVE_STEP, wall=time.time()
+            )
             if step is None:
                 break
             held, unit = step

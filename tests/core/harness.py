@@ -41,6 +41,10 @@ READS: Final = frozenset(
         "outcomes",
         "range_end",
         "read_through",
+        "erasable",
+        "doomed_queue",
+        "due_messages",
+        "prepared",
     }
 )
 
@@ -170,7 +174,7 @@ class CoreHarness:
             return None
         lookup_id, stored = found
         if tx is None:
-            outcome = self.write(self.core.removal(record, lookup_id))
+            outcome = self.write(self.core.removal(record, lookup_id, stored, wall=WALL))
             _, error = self.core.removal_done(record.queue_id, lookup_id, outcome)
             assert error is None
         return lookup_id, MessageProperties.from_bytes(message_payload(stored)).body

@@ -436,6 +436,7 @@ class Node:
                 committer=committer,
                 signals=signals,
                 identity=self.identity,
+                outcomes=core.outcomes,
                 log=structlog.get_logger("peer_kit").bind(qm=self.name),
             )
             ended = peering.connection_ended

@@ -43,6 +43,7 @@ PUBLIC_NAMES = {
     "AppendOutgoing",
     "ForgetOutgoing",
     "ForgetExpiry",
+    "Together",
     "DueMessage",
     "RecordIncoming",
     "RememberMessageIds",
