@@ -14,6 +14,16 @@ above. A message is an opaque payload to the store.
 from __future__ import annotations
 
 from ._catalog import SCHEMA_VERSION as SCHEMA_VERSION
+from ._confirmations import CONFIRMATION_QUEUE_ID as CONFIRMATION_QUEUE_ID
+from ._confirmations import AddConfirmation as AddConfirmation
+from ._confirmations import Confirmation as Confirmation
+from ._confirmations import ForgetFinalAcks as ForgetFinalAcks
+from ._confirmations import MarkDelivered as MarkDelivered
+from ._confirmations import PendingFinalAck as PendingFinalAck
+from ._confirmations import RecordFinalAck as RecordFinalAck
+from ._confirmations import SettleConfirmation as SettleConfirmation
+from ._confirmations import confirmation_of_lookup as confirmation_of_lookup
+from ._errors import ConfirmationMissing as ConfirmationMissing
 from ._errors import InvalidOperation as InvalidOperation
 from ._errors import InvalidRecord as InvalidRecord
 from ._errors import MapFull as MapFull

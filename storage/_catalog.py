@@ -39,8 +39,10 @@ from ._env import Environment, Txn
 from ._errors import SchemaMismatch, StoreCorrupt
 from ._keys import (
     DB_BY_PRIORITY,
+    DB_CONFIRMATIONS,
     DB_DOOMED,
     DB_EXPIRY,
+    DB_FINAL_ACKS,
     DB_HISTORY,
     DB_INCOMING,
     DB_MESSAGES,
@@ -105,6 +107,8 @@ class Databases:
     outcomes: lmdb._Database
     outcome_times: lmdb._Database
     expiry: lmdb._Database
+    confirmations: lmdb._Database
+    final_acks: lmdb._Database
 
 
 class Catalog:
@@ -149,6 +153,8 @@ class Catalog:
             outcomes=env.open_db(txn, DB_OUTCOMES),
             outcome_times=env.open_db(txn, DB_OUTCOME_TIMES),
             expiry=env.open_db(txn, DB_EXPIRY),
+            confirmations=env.open_db(txn, DB_CONFIRMATIONS),
+            final_acks=env.open_db(txn, DB_FINAL_ACKS),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:

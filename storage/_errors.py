@@ -172,6 +172,11 @@ class MessageMissing(StoreError):
         self.lookup_id = lookup_id
 
 
+class ConfirmationMissing(StoreError):
+    """The copy awaiting confirmation to settle is not there (its outcome was
+    settled already)."""
+
+
 class InvalidOperation(StoreError):
     """The operation is not allowed on this queue, for example deleting or
     creating a journal queue on its own (journal queues live and die with the

@@ -35,6 +35,8 @@ database           key                                         value
 ``outcome_times``  resolved_at u64 milliseconds + xid UTF-8    empty
 ``expiry``         deadline u64 milliseconds + queue_id u32 +  empty
                    lookup_id u64 (20 B)
+``confirmations``  message ordinal u32 + copy index u8 (5 B)   copy awaiting confirmation
+``final_acks``     source QM GUID (16 B) + message ordinal u32  FinalAck to send
 =================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -94,8 +96,10 @@ from ._errors import InvalidRecord
 
 __all__ = [
     "DB_BY_PRIORITY",
+    "DB_CONFIRMATIONS",
     "DB_DOOMED",
     "DB_EXPIRY",
+    "DB_FINAL_ACKS",
     "DB_HISTORY",
     "DB_INCOMING",
     "DB_MESSAGES",
@@ -162,6 +166,8 @@ DB_PREPARED: Final = b"prepared"
 DB_OUTCOMES: Final = b"outcomes"
 DB_OUTCOME_TIMES: Final = b"outcome_times"
 DB_EXPIRY: Final = b"expiry"
+DB_CONFIRMATIONS: Final = b"confirmations"
+DB_FINAL_ACKS: Final = b"final_acks"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"

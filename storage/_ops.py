@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ._errors import (
+    ConfirmationMissing,
     InvalidOperation,
     InvalidRecord,
     MessageMissing,
@@ -96,6 +97,7 @@ __all__ = [
 
 #: Errors that fail one operation (and its unit, if atomic), not the batch.
 OPERATION_ERRORS: Final = (
+    ConfirmationMissing,
     QueueMissing,
     QueueExists,
     QuotaExceeded,

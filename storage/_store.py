@@ -37,6 +37,13 @@ import uuid
 from collections.abc import Callable, Container, Generator, Sequence
 
 from ._catalog import SCHEMA_VERSION, Catalog
+from ._confirmations import (
+    Confirmation,
+    PendingFinalAck,
+    read_confirmation,
+    read_confirmations,
+    read_final_acks,
+)
 from ._env import Environment
 from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
 from ._expiry import DueMessage, read_due
@@ -318,6 +325,28 @@ class Store:
         return read_erasable(
             self._env, self._catalog, queue_id, limit=limit, keep=keep, below=below, select=select
         )
+
+    def confirmations(self, ordinal: int) -> list[Confirmation]:
+        """The copies of this queue manager's message ``ordinal`` awaiting confirmation."""
+        return read_confirmations(self._env, self._catalog, ordinal)
+
+    def confirmation(self, ordinal: int, index: int) -> Confirmation | None:
+        """One copy awaiting confirmation, or None."""
+        return read_confirmation(self._env, self._catalog, ordinal, index)
+
+    def final_acks(
+        self, *, source_qm: bytes | None = None, after: bytes = b"", limit: int = 1000
+    ) -> list[PendingFinalAck]:
+        """FinalAcks waiting to be sent, in key order past ``after`` (a key),
+        for ``source_qm`` only if given."""
+        return read_final_acks(
+            self._env, self._catalog, source_qm=source_qm, after=after, limit=limit
+        )
+
+    def final_ack_count(self) -> int:
+        """How many FinalAcks wait to be sent (one read of the database's size)."""
+        with self._env.read("final_ack_count") as txn:
+            return int(txn.stat(self._catalog.dbs.final_acks)["entries"])
 
     def due_messages(
         self, *, before: float, limit: int, after: DueMessage | None = None

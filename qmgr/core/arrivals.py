@@ -55,6 +55,7 @@ from wire import INFINITE, MessageClass, MessageProperties, UserMessage
 
 from . import names
 from .errors import InvalidName
+from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
 
@@ -142,18 +143,29 @@ class Arrivals:
             rejection = MessageClass.NACK_NOT_TRANSACTIONAL_MSG
         elif _expired_in_transit(message, deadline, wall):
             rejection = MessageClass.NACK_REACH_QUEUE_TIMEOUT
+        note = _note(packet, message)
+        if rejection == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
+            # Too late: the source keeps a transactional one's dead-letter copy
+            # (told by FinalAck); a plain one dies here, kept only if it asked.
+            reports = self._outcomes.effects(message, rejection, wall=wall, note=note)
+            return Arrival(tuple(reports), queue_key, rejection)
         if rejection is not None:
-            return Arrival(self._refusal(message, rejection, wall), queue_key, rejection)
+            return Arrival(self._refusal(message, rejection, wall, note), queue_key, rejection)
         assert record is not None
         append: Operation = AppendMessage(
-            record.queue_id, message.raw, message.priority, message.body_size, deadline=deadline
+            record.queue_id,
+            message.raw,
+            message.priority,
+            message.body_size,
+            deadline=deadline,
+            note=note,
         )
         reports = self._outcomes.effects(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
         if reports:
             append = Together((append, *reports))
         if record.quota is None:
             return Arrival((append,), queue_key)
-        fallback = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall)
+        fallback = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
         otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
         return Arrival((Attempt(append, otherwise),), queue_key)
 
@@ -162,7 +174,8 @@ class Arrivals:
         hops = packet.user.hop_count + 1
         if hops > MAX_HOPS:
             rejection = MessageClass.NACK_HOP_COUNT_EXCEEDED
-            ops = self._refusal(_message(packet), rejection, wall)
+            message = _message(packet)
+            ops = self._refusal(message, rejection, wall, _note(packet, message))
             return Arrival(ops, None, rejection)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
@@ -180,11 +193,13 @@ class Arrivals:
         return Arrival((op,), None, relay_to=destination)
 
     def _refusal(
-        self, message: MessageProperties, message_class: int, wall: float
+        self, message: MessageProperties, message_class: int, wall: float, note: bytes
     ) -> tuple[Operation, ...]:
         """A refused message kept in the dead-letter queue with ``message_class``,
-        and the reports it asked for."""
-        reports = self._outcomes.effects(message, message_class, wall=wall, dead_letter=False)
+        and the reports it asked for (a FinalAck at once, if its source asked)."""
+        reports = self._outcomes.effects(
+            message, message_class, wall=wall, dead_letter=False, note=note
+        )
         return (self._outcomes.dead_letter(message, message_class), *reports)
 
 
@@ -194,6 +209,14 @@ def _expired_in_transit(message: MessageProperties, deadline: float | None, wall
     if reach < INFINITE and message.sent_time + reach < wall:
         return True
     return deadline is not None and deadline <= wall
+
+
+def _note(packet: UserMessage, message: MessageProperties) -> bytes:
+    """What a transactional message that asks for a FinalAck keeps for it."""
+    header = packet.transaction
+    if header is None or not wants_final_ack(message, header):
+        return b""
+    return final_ack_note(header)
 
 
 def _message(packet: UserMessage) -> MessageProperties:

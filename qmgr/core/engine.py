@@ -54,6 +54,7 @@ from wire import MessageClass, MessageProperties
 from . import names
 from .addressing import Addressing, Target
 from .budget import MemoryBudget
+from .confirmation import Confirmations
 from .errors import (
     InvalidArgument,
     LimitExceeded,
@@ -94,6 +95,10 @@ class Limits:
     max_prepared: int = 10_000
     #: Seconds the outcome of a resolved global transaction id is kept.
     outcome_retention: float = 7 * 86400.0
+    #: XactDelayReceiveNack: seconds a source waits past a message's time to be
+    #: received for its confirmation (None: the smaller of that time and its
+    #: time to reach the queue, as MSMQ does when the setting is absent).
+    xact_delay_receive_nack: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +142,16 @@ class QueueManagerCore(QueueAdmin):
         self._transactions: dict[int, Transaction] = {}
         self._next_tx_id = 1
         self.addressing = Addressing(store, self.identity)
-        #: Messages whose time to be received has passed.
-        self.expiry = Expiry(self)
         #: Acknowledgments, dead-letter and journal copies of messages' fates.
         self.outcomes = Outcomes(
             store, self.addressing, guid=self._guid, next_ordinal=self.ordinals.take
         )
+        #: The source's copies awaiting confirmation.
+        self.confirmations = Confirmations(
+            store, self.outcomes, delay=self.limits.xact_delay_receive_nack
+        )
+        #: Messages whose time to be received has passed (and copies past their deadline).
+        self.expiry = Expiry(self)
         #: Global transaction ids and prepared transactions.
         self.two_phase = TwoPhase(
             self,
@@ -219,11 +228,12 @@ class QueueManagerCore(QueueAdmin):
             self.removal_op(queue_id, lookup_id) for queue_id, lookup_id in tx.receives
         )
         reports = self.outcomes.receipts(tx.receipts, wall=wall)
+        ops = (*removals, *tx.sends, *reports, *tx.confirmations)
         if tx.xid is None:
-            return Unit((*removals, *tx.sends, *reports))
+            return Unit(ops)
         # A transaction with a global id committed in one phase: its outcome is kept too.
         outcome = storage.RecordOutcome(tx.xid, committed=True, resolved_at=wall)
-        return Unit((*removals, *tx.sends, *reports, outcome))
+        return Unit((*ops, outcome))
 
     @staticmethod
     def check_committable(tx: Transaction) -> None:
@@ -297,6 +307,7 @@ class QueueManagerCore(QueueAdmin):
         tx.sends.clear()
         tx.receives.clear()
         tx.receipts.clear()
+        tx.confirmations.clear()
         self.two_phase.ended(tx)
 
     def _end(self, tx: Transaction, *, committed: bool) -> set[int]:
@@ -307,6 +318,7 @@ class QueueManagerCore(QueueAdmin):
         tx.held_bytes = 0
         tx.sends.clear()
         tx.receipts.clear()
+        tx.confirmations.clear()
         if committed:
             self.commits += 1
             for queue_id, lookup_id in tx.receives:
@@ -357,6 +369,7 @@ class QueueManagerCore(QueueAdmin):
         payload = stamped.raw
         priority = stamped.priority
         deadline = deadline_of(stamped)
+        reach_deadline = deadline_of(stamped, reach_only=True)
         appends: list[AppendMessage | AppendOutgoing] = []
         for target in queues:
             if isinstance(target, RemoteDestination):
@@ -367,7 +380,11 @@ class QueueManagerCore(QueueAdmin):
                 )
                 appends.append(
                     AppendOutgoing(
-                        target.outgoing_name, target.display_name, (prefix, payload), body_size
+                        target.outgoing_name,
+                        target.display_name,
+                        (prefix, payload),
+                        body_size,
+                        deadline=reach_deadline,
                     )
                 )
             else:
@@ -376,8 +393,11 @@ class QueueManagerCore(QueueAdmin):
                 )
         if wants_outcome(payload):
             appends.extend(self.outcomes.arrival_reports(stamped, queues, wall=wall))
+        copies = self.confirmations.copies(stamped, queues) if transactional else []
         if tx is None:
-            return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
+            unit = Unit((*appends, *copies))
+            return PreparedSend(queues, stamped.message_id, transactional, unit)
+        tx.confirmations.extend(copies)
         size = len(payload)
         if not self.uncommitted.try_reserve(size):
             raise LimitExceeded(self.uncommitted.refusal(size))
@@ -499,7 +519,8 @@ class QueueManagerCore(QueueAdmin):
         if queue.kind is not QueueKind.NORMAL or not wants_outcome(storage.message_payload(record)):
             return Unit((removal,))
         message = MessageProperties.from_bytes(storage.message_payload(record))
-        reports = self.outcomes.effects(message, MessageClass.ACK_RECEIVE, wall=wall)
+        note = storage.message_note(record)
+        reports = self.outcomes.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note)
         return Unit((removal, *reports))
 
     def removal_done(

@@ -17,9 +17,11 @@ change itself, so that a report is written exactly when its cause is:
   class, the original label, the original message id as its correlation
   id, the original destination as its response queue, the original body
   for a NACK, no timers, no acknowledgment or journal level of its own (so
-  acknowledgments never beget acknowledgments). It is transactional when
-  the admin queue is (local), or when the original was (remote: it then
-  travels in the exactly-once stream). A local admin queue takes it
+  acknowledgments never beget acknowledgments). For a local admin queue it
+  is transactional when that queue is; to another queue manager it goes as
+  MSMQ sends it, not transactional but recoverable (stored at every hop, a
+  resent copy dropped by the receiver's message-id history), so a
+  transactional admin queue there refuses it. A local admin queue takes it
   whatever its quota says (``AppendMessage.exempt``); one that no longer
   exists makes it a dead-letter message with NACK_BAD_DST_Q.
 * **the source's copies**, for a message that this queue manager sent:
@@ -44,9 +46,12 @@ from typing import Final
 from storage import (
     AppendMessage,
     AppendOutgoing,
+    Attempt,
     Operation,
     QueueKind,
     Store,
+    Together,
+    message_note,
     message_payload,
 )
 from wire import INFINITE as INFINITE_SECONDS
@@ -55,6 +60,7 @@ from wire import MessageClass, MessageProperties, with_message_class
 from . import names
 from .addressing import Addressing
 from .errors import QueueManagerError
+from .final_acks import final_ack_op
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
 
 __all__ = [
@@ -64,6 +70,7 @@ __all__ = [
     "acknowledgment_wanted",
     "correlation_of",
     "deadline_of",
+    "touched_queues",
     "wants_outcome",
 ]
 
@@ -82,6 +89,27 @@ _RECEIVE_BIT: Final = 0x4000
 # (wire/_message.py's layout): read without decoding it.
 _ACKNOWLEDGE_OFFSET: Final = 26
 _JOURNAL_OFFSET: Final = 27
+
+
+def touched_queues(store: Store, ops: Iterable[Operation]) -> set[int]:
+    """The queues that ``ops`` (once written) may have appended to, looking into
+    ``Attempt`` and ``Together``: whose readers, or whose outgoing link, to wake.
+    A ``Together``'s result is its first operation's, so results alone miss them."""
+    found: set[int] = set()
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if isinstance(op, AppendMessage):
+            found.add(op.queue_id)
+        elif isinstance(op, AppendOutgoing):
+            record = store.get_queue(op.name)
+            if record is not None:
+                found.add(record.queue_id)
+        elif isinstance(op, Together):
+            stack.extend(op.ops)
+        elif isinstance(op, Attempt):
+            stack.extend((op.first, op.otherwise))
+    return found
 
 
 def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
@@ -151,12 +179,17 @@ class Outcomes:
         *,
         wall: float,
         dead_letter: bool = True,
+        note: bytes = b"",
     ) -> list[Operation]:
         """The operations reporting that ``message`` met ``message_class``.
 
         Args:
             dead_letter: False when the caller keeps the message in a
                 dead-letter queue itself (a rejection at arrival).
+            note: the sequence fields of a transactional message from another
+                queue manager that asked for a FinalAck (its record's note,
+                ``confirmation.final_ack_note``): a departure or refusal then
+                records the FinalAck for its source.
         """
         ops: list[Operation] = []
         if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
@@ -172,7 +205,10 @@ class Outcomes:
                 and journal & JOURNAL_JOURNAL
             ):
                 ops.append(self.system_journal(message))
-        elif nack and dead_letter and not message.transactional and journal & JOURNAL_DEADLETTER:
+        elif message.transactional:
+            if note and (nack or message_class == MessageClass.ACK_RECEIVE):
+                ops.append(final_ack_op(message, note, message_class))
+        elif nack and dead_letter and journal & JOURNAL_DEADLETTER:
             ops.append(self.dead_letter(message, message_class))
         return ops
 
@@ -186,7 +222,8 @@ class Outcomes:
             record = self._store.read_message(queue_id, lookup_id, purged=True)
             if record is not None and wants_outcome(message_payload(record)):
                 message = MessageProperties.from_bytes(message_payload(record))
-                ops.extend(self.effects(message, MessageClass.ACK_RECEIVE, wall=wall))
+                note = message_note(record)
+                ops.extend(self.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note))
         return ops
 
     def reports_on_receive(self, queue_id: int) -> bool:
@@ -226,11 +263,11 @@ class Outcomes:
         except (QueueManagerError, ValueError):
             target = None
         if isinstance(target, RemoteDestination):
-            transactional = message.transactional
-            ack = self._ack(message, message_class, wall=wall, transactional=transactional)
-            prefix = entry_prefix(
-                EntryOrigin.LOCAL, transactional=transactional, recoverable=ack.delivery == 1
-            )
+            # As MSMQ sends them: not transactional (admin queues are not), but
+            # recoverable, so the peer's message-id history drops a resent copy.
+            ack = self._ack(message, message_class, wall=wall, transactional=False)
+            ack = ack.replace(delivery=1) if ack.delivery != 1 else ack
+            prefix = entry_prefix(EntryOrigin.LOCAL, transactional=False, recoverable=True)
             return AppendOutgoing(
                 target.outgoing_name, target.display_name, (prefix, ack.raw), ack.body_size
             )

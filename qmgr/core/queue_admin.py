@@ -218,7 +218,8 @@ class QueueAdmin:
         reports: list[storage.Operation] = []
         for _, stored in asked:
             message = MessageProperties.from_bytes(storage.message_payload(stored))
-            reports.extend(self.outcomes.effects(message, reason, wall=wall))
+            note = storage.message_note(stored)
+            reports.extend(self.outcomes.effects(message, reason, wall=wall, note=note))
         return Unit((step, *reports))
 
 

@@ -89,7 +89,9 @@ def removal_step(
             payload = storage.message_payload(record)
             if wants_outcome(payload):
                 message = MessageProperties.from_bytes(payload)
-                reports = core.outcomes.effects(message, MessageClass.ACK_RECEIVE, wall=wall)
+                reports = core.outcomes.effects(
+                    message, MessageClass.ACK_RECEIVE, wall=wall, note=storage.message_note(record)
+                )
                 ops[index[lookup_id]] = storage.Together((ops[index[lookup_id]], *reports))
     return found, Unit(tuple(ops), atomic=False)
 

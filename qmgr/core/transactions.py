@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from storage import AppendMessage, AppendOutgoing
+from storage import AppendMessage, AppendOutgoing, Operation
 
 from .errors import QueueManagerError
 
@@ -68,6 +68,9 @@ class Transaction:
     #: The receives whose messages ask for a report of their fate (an
     #: acknowledgment or journal level): the commit reports them.
     receipts: set[tuple[int, int]] = field(default_factory=set)
+    #: Copies its sends to other queue managers keep until confirmed (written
+    #: by its commit; ``storage.AddConfirmation``).
+    confirmations: list[Operation] = field(default_factory=list)
 
     @property
     def operations(self) -> int:

@@ -92,6 +92,11 @@ class Daemon:
                 max_uncommitted_bytes=config.max_uncommitted_bytes,
                 max_prepared=config.tx_max_prepared,
                 outcome_retention=config.tx_outcome_retention,
+                xact_delay_receive_nack=(
+                    None
+                    if config.tx_xact_delay_receive_nack < 0
+                    else config.tx_xact_delay_receive_nack
+                ),
             ),
         )
         self.writer = Writer(store, thread=config.writer_thread)
@@ -134,9 +139,11 @@ class Daemon:
             signals=self.signals,
             identity=identity,
             outcomes=self.core.outcomes,
+            confirmations=self.core.confirmations,
             log=self.log,
         )
         self.services.peering = self.peering
+        self.expirer.peering = self.peering
         self.sessions: dict[int, ClientSession] = {}
         self.started_at = time.time()
         self.stop_requested = trio.Event()

@@ -30,6 +30,8 @@ from qmgr.core.errors import ShuttingDown
 from qmgr.core.expiry import RETRY_SECONDS
 
 from .committer import Committer
+from .outgoing_expiry import expire_outgoing
+from .peering import Peering
 from .signals import QueueSignals
 
 __all__ = ["POLL_SECONDS", "STEP", "Expirer"]
@@ -55,6 +57,8 @@ class Expirer:
         self._committer = committer
         self._signals = signals
         self._log = log or structlog.get_logger("qmgr.expiry")
+        #: Gives up due outgoing entries that were never sent (set by the daemon).
+        self.peering: Peering | None = None
         #: Messages expired since the start.
         self.expired = 0
 
@@ -94,17 +98,15 @@ class Expirer:
             woken.update(expiry.done(message, outcome))
             if outcome.error is None:
                 expired += 1
-            else:
-                self._log.warning(
-                    "message_expiry_failed",
-                    queue_id=message[0],
-                    lookup_id=message[1],
-                    error=str(outcome.error),
-                )
+            elif not isinstance(outcome.error, storage.ConfirmationMissing):
+                # A copy settled by its FinalAck in the meantime is no failure.
+                self._log.warning("message_expiry_failed", entry=message, error=str(outcome.error))
 
         async with trio.open_nursery() as nursery:
             for index in range(len(step.units)):
                 nursery.start_soon(write, index)
+        if step.outgoing and self.peering is not None:
+            expired += await expire_outgoing(self.peering, step.outgoing)
         if woken:
             self._signals.notify(woken)
         if expired:

@@ -52,14 +52,16 @@ import storage
 import wire
 from qmgr.config import Config
 from qmgr.core.arrivals import Arrival, Arrivals
+from qmgr.core.confirmation import Confirmations
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.core.names import LocalIdentity, parse_format_name
-from qmgr.core.outcomes import Outcomes
+from qmgr.core.outcomes import Outcomes, touched_queues
 from qmgr.core.outgoing import RemoteDestination
 from qmgr.protocol import IncomingSequences, Role, SessionSettings, StreamState
 from wire import client_frames as cf
 
 from .committer import Committer
+from .final_ack_courier import FinalAckCourier, FinalAckTag
 from .message_history import MessageHistory
 from .outgoing_queue import OutgoingQueue
 from .peer_connection import PeerConnection, set_no_delay
@@ -87,6 +89,7 @@ class Peering:
         signals: QueueSignals,
         identity: LocalIdentity,
         outcomes: Outcomes,
+        confirmations: Confirmations,
         log: structlog.typing.FilteringBoundLogger,
     ) -> None:
         self.config = config
@@ -105,6 +108,10 @@ class Peering:
             idle_timeout=config.peer_idle_timeout,
         )
         self.arrivals = Arrivals(store, identity, outcomes)
+        self.outcomes = outcomes
+        self.confirmations = confirmations
+        #: Sends our FinalAcks, settles the ones that arrive.
+        self.final_acks = FinalAckCourier(self, confirmations, self.log)
         self.outgoing: dict[int, OutgoingQueue] = {}
         #: Outgoing queues by their sequence timestamp (which names them in an OrderAck).
         self.by_stamp: dict[int, OutgoingQueue] = {}
@@ -150,7 +157,7 @@ class Peering:
         self.dead_lettered = 0
         for record in store.list_queues():
             if record.kind is storage.QueueKind.OUTGOING:
-                self._add_queue(record)
+                self._add_queue(record, at_start=True)
         signals.listeners.append(self.queues_changed)
 
     # ------------------------------------------------------------------ running
@@ -169,10 +176,13 @@ class Peering:
             nursery.start_soon(self._order_acks)
             nursery.start_soon(self._timers)
             nursery.start_soon(self._forgetter)
+            nursery.start_soon(self.final_acks.run)
             nursery.start_soon(trio.serve_listeners, self._serve_peer, listeners)
             task_status.started()
 
-    def _add_queue(self, record: storage.QueueRecord) -> OutgoingQueue | None:
+    def _add_queue(
+        self, record: storage.QueueRecord, *, at_start: bool = False
+    ) -> OutgoingQueue | None:
         try:
             destination = RemoteDestination.from_outgoing_name(record.name)
         except ValueError:
@@ -183,7 +193,7 @@ class Peering:
             self.log.error("outgoing_state_missing", queue=record.name)
             return None
         hop = self.config.routes.get(destination.endpoint, destination.endpoint)
-        queue = OutgoingQueue(self, record, destination, state, hop)
+        queue = OutgoingQueue(self, record, destination, state, hop, at_start=at_start)
         self.outgoing[record.queue_id] = queue
         self.by_stamp[state.sequence_timestamp] = queue
         link = self.links.get(hop)
@@ -245,6 +255,7 @@ class Peering:
     def connection_ended(self, connection: PeerConnection) -> None:
         """A connection closed (either side, any reason)."""
         self.connections.discard(connection)
+        self.final_acks.connection_ended(connection)
         for key, path in list(self.return_paths.items()):
             if path is connection:
                 del self.return_paths[key]
@@ -264,14 +275,7 @@ class Peering:
             self._processed(connection, recoverable)
             return
         if kind is wire.PacketKind.FINAL_ACK:
-            # The transaction confirmation process that uses FinalAcks comes with
-            # delivery outcomes; until then they are noted and acknowledged.
-            self.log.info(
-                "final_ack_received",
-                source_qm=str(packet.user.source_qm),
-                message_class=hex(packet.properties.message_class),
-            )
-            self._processed(connection, recoverable)
+            self.final_acks.arrived(connection, packet, recoverable)
             return
         user = packet.user
         self.received += 1
@@ -372,7 +376,7 @@ class Peering:
         *,
         sequence: int | None = None,
     ) -> None:
-        woken: list[int] = []
+        woken = list(touched_queues(self.store, arrival.ops))
         rejection = arrival.rejection
         for result in results:
             if isinstance(result, storage.Fallback):
@@ -400,10 +404,14 @@ class Peering:
 
     # ------------------------------------------------------------------ acknowledgments
 
-    def acked(self, tags: Iterable[Any]) -> None:
-        """The next hop acknowledged these transmissions (session level)."""
+    def acked(self, tags: Iterable[Any], connection: PeerConnection | None = None) -> None:
+        """The peer acknowledged these transmissions (session level; a recoverable
+        one once the peer stored it)."""
         for tag in tags:
             if tag is None:
+                continue
+            if isinstance(tag, FinalAckTag):
+                self.final_acks.acked(connection, tag)
                 continue
             queue, lookup_id = tag
             ids = queue.machine.session_acked(lookup_id, persisted=True)
@@ -456,7 +464,12 @@ class Peering:
                     nursery.start_soon(self._forget_one, queue, ids)
 
     async def _forget_one(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
-        unit = storage.Unit((storage.ForgetOutgoing(queue.queue_id, ids),))
+        forget = storage.ForgetOutgoing(queue.queue_id, ids)
+        # Copies awaiting confirmation learn that their message was delivered.
+        delivered = self.confirmations.delivered(
+            [(message, queue.name) for message in queue.confirmed_messages(ids)]
+        )
+        unit = storage.Unit((forget,) if delivered is None else (forget, delivered))
         try:
             outcome = await self.committer.submit(unit)
         except Exception as exc:

@@ -45,6 +45,10 @@ READS: Final = frozenset(
         "doomed_queue",
         "due_messages",
         "prepared",
+        "confirmation",
+        "confirmations",
+        "final_acks",
+        "final_ack_count",
     }
 )
 

@@ -437,6 +437,7 @@ class Node:
                 signals=signals,
                 identity=self.identity,
                 outcomes=core.outcomes,
+                confirmations=core.confirmations,
                 log=structlog.get_logger("peer_kit").bind(qm=self.name),
             )
             ended = peering.connection_ended

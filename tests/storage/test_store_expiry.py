@@ -40,7 +40,14 @@ from storage import (
     message_note,
     message_payload,
 )
-from storage._keys import DB_EXPIRY, DB_META, META_SCHEMA_VERSION, u32
+from storage._keys import (
+    DB_CONFIRMATIONS,
+    DB_EXPIRY,
+    DB_FINAL_ACKS,
+    DB_META,
+    META_SCHEMA_VERSION,
+    u32,
+)
 from storage._prepared_ops import PrepareTransaction, ResolvePrepared
 
 T = 1_700_000_000.0
@@ -222,10 +229,11 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     commit_ok(store, unit(AppendMessage(q.queue_id, BODY, 3, len(BODY))))
     store.close()
     with raw_lmdb(store.path) as env:
-        expiry = env.open_db(DB_EXPIRY)
+        added = [env.open_db(name) for name in (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS)]
         meta = env.open_db(DB_META)
         with env.begin(write=True) as txn:
-            txn.drop(expiry, delete=True)
+            for db in added:
+                txn.drop(db, delete=True)
             txn.put(META_SCHEMA_VERSION, u32(4), db=meta)
     with raw_lmdb(store.path) as env, pytest.raises(lmdb.NotFoundError):
         env.open_db(DB_EXPIRY, create=False)

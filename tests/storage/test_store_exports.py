@@ -43,6 +43,16 @@ PUBLIC_NAMES = {
     "AppendOutgoing",
     "ForgetOutgoing",
     "ForgetExpiry",
+    "CONFIRMATION_QUEUE_ID",
+    "AddConfirmation",
+    "Confirmation",
+    "ForgetFinalAcks",
+    "MarkDelivered",
+    "PendingFinalAck",
+    "RecordFinalAck",
+    "SettleConfirmation",
+    "confirmation_of_lookup",
+    "ConfirmationMissing",
     "Together",
     "DueMessage",
     "RecordIncoming",
@@ -122,6 +132,7 @@ def test_every_error_is_a_store_error() -> None:
 
 def test_operation_errors_are_the_per_operation_failures() -> None:
     assert set(storage.OPERATION_ERRORS) == {
+        storage.ConfirmationMissing,
         storage.QueueMissing,
         storage.QueueExists,
         storage.QuotaExceeded,

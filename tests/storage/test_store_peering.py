@@ -42,7 +42,9 @@ from storage import (
     StoreCorrupt,
 )
 from storage._keys import (
+    DB_CONFIRMATIONS,
     DB_EXPIRY,
+    DB_FINAL_ACKS,
     DB_HISTORY,
     DB_INCOMING,
     DB_META,
@@ -71,7 +73,14 @@ SOURCE_A = uuid.UUID("00000000-0000-0000-0000-00000000000a").bytes
 SOURCE_B = uuid.UUID("ffffffff-0000-0000-0000-00000000000b").bytes
 PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
 #: What schema 2 lacked besides the peering databases (schemas 4 and 5 added them).
-PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES, DB_EXPIRY)
+PREPARED_DBS = (
+    DB_PREPARED,
+    DB_OUTCOMES,
+    DB_OUTCOME_TIMES,
+    DB_EXPIRY,
+    DB_CONFIRMATIONS,
+    DB_FINAL_ACKS,
+)
 
 
 def hkey(source: bytes, ordinal: int) -> bytes:

@@ -70,7 +70,9 @@ from storage import (
     message_payload,
 )
 from storage._keys import (
+    DB_CONFIRMATIONS,
     DB_EXPIRY,
+    DB_FINAL_ACKS,
     DB_META,
     DB_OUTCOME_TIMES,
     DB_OUTCOMES,
@@ -81,6 +83,8 @@ from storage._keys import (
 )
 
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
+#: The databases schema 5 added.
+SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS)
 #: When the test's transactions are resolved.
 LATER = NOW + 60.0
 ORDERS = "outgoing$;tcp:127.0.0.1:1902\\orders"
@@ -629,7 +633,7 @@ def test_a_garbled_header_is_corrupt_at_opening(store: Store, reopen: Reopener) 
 def make_schema_3(path: Path) -> None:
     """Turn a closed store into what schema 3 wrote: no databases of prepared transactions."""
     with raw_lmdb(path) as env:
-        dbs = [env.open_db(name) for name in (*PREPARED_DBS, DB_EXPIRY)]
+        dbs = [env.open_db(name) for name in (*PREPARED_DBS, *SCHEMA_5_DBS)]
         meta = env.open_db(DB_META)
         with env.begin(write=True) as txn:
             for db in dbs:

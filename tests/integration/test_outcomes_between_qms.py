@@ -1,0 +1,196 @@
+"""Delivery outcomes between real queue managers on loopback: remote
+acknowledgments, FinalAcks and the transaction confirmation process, timers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from helpers import DaemonProcess, free_port, wait_until
+
+from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
+
+FAST = (
+    "--set",
+    "peers.retry_initial=0.05",
+    "--set",
+    "peers.retry_max=0.5",
+    "--set",
+    "peers.order_ack_delay=0.02",
+    "--set",
+    "peers.resend_intervals=[1.0]",
+)
+
+
+def remote(daemon: DaemonProcess, queue: str) -> str:
+    return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
+
+
+def take_all(qm: QueueManager, queue: str) -> list[Message]:
+    found = []
+    while (message := qm.receive(queue, timeout=0)) is not None:
+        found.append(message)
+    return found
+
+
+def wait_for(qm: QueueManager, queue: str, count: int, timeout: float = 20.0) -> list[Message]:
+    """Wait until ``queue`` holds ``count`` messages; return them (received)."""
+    wait_until(lambda: depth(qm, queue) >= count, timeout=timeout)
+    return take_all(qm, queue)
+
+
+def depth(qm: QueueManager, queue: str) -> int:
+    return len(qm.peek_range(queue))
+
+
+def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qa.create_queue("acks")
+        qb.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            tx.send(
+                remote(b, "orders"),
+                b"order",
+                acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER | Journal.JOURNAL,
+                time_to_be_received=60,
+            )
+            tx.commit()
+        [arrived] = wait_for(qa, "acks", 1)
+        assert arrived.message_class == MessageClass.ACK_REACH_QUEUE
+        message = qb.receive("orders", timeout=10)
+        assert message is not None
+        [received] = wait_for(qa, "acks", 1)
+        assert received.message_class == MessageClass.ACK_RECEIVE
+        assert received.acknowledged_id == message.id == arrived.acknowledged_id
+        # The FinalAck settled the source's copy: into its journal, not its deadxact.
+        [journaled] = wait_for(qa, "system$;journal", 1)
+        assert journaled.id == message.id
+        assert take_all(qa, "system$;deadxact") == []
+
+
+def test_expiry_at_the_destination_reaches_the_source_deadxact(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qa.create_queue("acks")
+        qb.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            tx.send(
+                remote(b, "orders"),
+                b"late",
+                acknowledge=Acknowledge.NACK_RECEIVE,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER,
+                time_to_be_received=2,
+            )
+            tx.commit()
+        [nack] = wait_for(qa, "acks", 1)
+        assert nack.message_class == MessageClass.NACK_RECEIVE_TIMEOUT
+        assert nack.body == b"late"
+        [dead] = wait_for(qa, "system$;deadxact", 1)
+        assert (dead.body, dead.message_class) == (b"late", MessageClass.NACK_RECEIVE_TIMEOUT)
+        assert depth(qb, "orders") == 0
+        assert take_all(qb, "system$;deadxact") == []
+
+
+def test_a_rejection_at_arrival_is_reported_once(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qa.create_queue("acks")
+        qb.create_queue("plain")  # not transactional
+        with qa.begin() as tx:
+            tx.send(
+                remote(b, "plain"),
+                b"misaddressed",
+                acknowledge=Acknowledge.NACK_REACH_QUEUE,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER,
+            )
+            tx.commit()
+        [nack] = wait_for(qa, "acks", 1)
+        assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+        # Seed 000: kept in the destination's deadxact; the source adds no second copy.
+        [kept] = wait_for(qb, "system$;deadxact", 1)
+        assert kept.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+        assert take_all(qa, "system$;deadxact") == []
+
+
+def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    nobody = f"DIRECT=TCP:127.0.0.1:{free_port()}\\private$\\orders"  # nothing listens
+    with connect(a.address) as qa:
+        qa.create_queue("acks")
+        with qa.begin() as tx:
+            tx.send(
+                nobody,
+                b"never sent",
+                acknowledge=Acknowledge.NACK_REACH_QUEUE,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER,
+                time_to_reach_queue=1,
+            )
+            tx.send(nobody, b"no limit")
+            tx.commit()
+        qa.send(nobody, b"plain", journal=Journal.DEADLETTER, time_to_reach_queue=1)
+        [dead] = wait_for(qa, "system$;deadxact", 1)
+        assert (dead.body, dead.message_class) == (
+            b"never sent",
+            MessageClass.NACK_REACH_QUEUE_TIMEOUT,
+        )
+        [nack] = wait_for(qa, "acks", 1)
+        assert nack.message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+        [plain] = wait_for(qa, "system$;deadletter", 1)
+        assert (plain.body, plain.message_class) == (
+            b"plain",
+            MessageClass.NACK_REACH_QUEUE_TIMEOUT,
+        )
+        [outgoing] = qa.outgoing()
+        assert outgoing.waiting == 1  # "no limit" waits; the stream has no hole
+
+
+def test_the_confirmation_process_under_a_broken_link(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            for body in (b"received in time", b"never confirmed"):
+                tx.send(
+                    remote(b, "orders"),
+                    body,
+                    journal=Journal.DEADLETTER | Journal.JOURNAL,
+                    time_to_be_received=2,
+                    time_to_reach_queue=1,
+                )
+            tx.commit()
+        message = qb.receive("orders", timeout=10)
+        assert message is not None
+        assert message.body == b"received in time"
+        # Both arrived (OrderAck): "delivered" at the source; the first one's
+        # FinalAck (ACK_RECEIVE) put its copy in the source's journal.
+        wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
+        [confirmed] = wait_for(qa, "system$;journal", 1)
+        assert confirmed.id == message.id
+        b.kill()
+        # The extended interval: 2 s to be received + min(2, 1) s.
+        [dead] = wait_for(qa, "system$;deadxact", 1, timeout=15)
+        assert (dead.body, dead.message_class) == (
+            b"never confirmed",
+            MessageClass.NACK_RECEIVE_TIMEOUT,
+        )
+        # The one received in time was confirmed, and never lands there.
+        assert take_all(qa, "system$;deadxact") == []
