@@ -45,6 +45,7 @@ from qmgr.cli_common import (
     stdout_console,
 )
 from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
+from qmgr.cli_reports import report_options
 from qmgr.cli_tx import tx
 from qmgr.client import Message, QueueInfo, Status
 
@@ -318,6 +319,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
     is_flag=True,
     help="Mark the message express (MQMSG_DELIVERY_EXPRESS) instead of recoverable.",
 )
+@report_options
 @click.pass_context
 @reports_errors
 def send(
@@ -330,6 +332,7 @@ def send(
     transactional: bool | None,
     priority: int,
     express: bool,
+    reports: dict[str, Any],
 ) -> None:
     """Send a message to DEST (a queue name or format name).
 
@@ -350,6 +353,7 @@ def send(
                     priority=priority,
                     delivery=delivery,
                     transactional=transactional,
+                    **reports,
                 )
                 if count == 1:
                     click.echo(message_id)
@@ -364,6 +368,7 @@ def send(
                         priority=priority,
                         delivery=delivery,
                         transactional=transactional,
+                        **reports,
                     )
                     progress.advance(task)
     if count > 1:
@@ -528,6 +533,8 @@ def message_json(message: Message) -> dict[str, Any]:
         "app_specific": message.app_specific,
         "priority": message.priority,
         "message_class": message.message_class,
+        "class_name": message.class_name,
+        "acknowledged_id": message.acknowledged_id,
         "sent_time": iso(message.sent_time),
         "arrived_time": iso(message.arrived_time),
         "source_qm": str(message.source_qm),
@@ -555,6 +562,9 @@ def message_text(message: Message) -> str:
         f"    label {message.label!r}  priority {message.priority}  "
         f"sent {iso(message.sent_time)}  {plural(len(message.body), 'byte')}"
     )
+    if message.message_class:
+        about = message.acknowledged_id
+        header += f"\n    class {message.class_name}" + (f"  about {about}" if about else "")
     try:
         text = message.body.decode("utf-8")
     except UnicodeDecodeError:
