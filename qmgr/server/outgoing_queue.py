@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from .peer_link import Link
     from .peering import Peering
 
+_JOURNAL_OFFSET: Final = 27
+_JOURNAL_JOURNAL: Final = 0x02
 #: Listen addresses meaning "every address".
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
@@ -199,19 +201,42 @@ class OutgoingQueue:
             return wire.DirectQueue(name=f"TCP:{host}{port}\\{path}")
         return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
 
-    def confirmed_messages(self, ids: tuple[int, ...]) -> list[wire.MessageProperties]:
-        """Our own transactional messages among the loaded entries ``ids`` that
-        asked for confirmation (an OrderAck that covers them delivered them)."""
+    def delivery_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
+        """What the forget of the acknowledged entries ``ids`` also writes: copies
+        awaiting confirmation learn their message was delivered, and a plain
+        message with MQMSG_JOURNAL is copied to the system journal."""
+        reported = self._reported(ids)
+        if not reported:
+            return []
+        peering = self.peering
+        ops: list[storage.Operation] = [
+            peering.outcomes.system_journal(message)
+            for message in reported
+            if not message.transactional
+        ]
+        delivered = peering.confirmations.delivered([(m, self.name) for m in reported])
+        if delivered is not None:
+            ops.append(delivered)
+        return ops
+
+    def _reported(self, ids: tuple[int, ...]) -> list[wire.MessageProperties]:
+        """Our own messages among the loaded entries ``ids`` whose delivery is
+        reported: transactional ones that asked for confirmation, others with
+        MQMSG_JOURNAL."""
         found: list[wire.MessageProperties] = []
         for lookup_id in ids:
             payload = self.payloads.get(lookup_id)
             if payload is None:
                 continue
             entry = decode_entry(payload)
-            if entry.origin is EntryOrigin.LOCAL and entry.transactional:
-                message = wire.MessageProperties.from_bytes(entry.data)
-                if wants_confirmation(message):
-                    found.append(message)
+            # The journal byte of the message (wire/_message.py's layout), unread otherwise.
+            if entry.origin is not EntryOrigin.LOCAL or not entry.data[_JOURNAL_OFFSET]:
+                continue
+            message = wire.MessageProperties.from_bytes(entry.data)
+            if wants_confirmation(message) or (
+                not message.transactional and message.journal & _JOURNAL_JOURNAL
+            ):
+                found.append(message)
         return found
 
     def forgotten(self, ids: tuple[int, ...], state: storage.OutgoingState) -> None:

@@ -465,11 +465,7 @@ class Peering:
 
     async def _forget_one(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
         forget = storage.ForgetOutgoing(queue.queue_id, ids)
-        # Copies awaiting confirmation learn that their message was delivered.
-        delivered = self.confirmations.delivered(
-            [(message, queue.name) for message in queue.confirmed_messages(ids)]
-        )
-        unit = storage.Unit((forget,) if delivered is None else (forget, delivered))
+        unit = storage.Unit((forget, *queue.delivery_reports(ids)))
         try:
             outcome = await self.committer.submit(unit)
         except Exception as exc:

@@ -194,3 +194,18 @@ def test_the_confirmation_process_under_a_broken_link(
         )
         # The one received in time was confirmed, and never lands there.
         assert take_all(qa, "system$;deadxact") == []
+
+
+def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("plain")
+        message_id = qa.send(remote(b, "plain"), b"hello", journal=Journal.JOURNAL)
+        [copy] = wait_for(qa, "system$;journal", 1)
+        assert (copy.id, copy.body) == (message_id, b"hello")
+        arrived = qb.receive("plain", timeout=10)
+        assert arrived is not None
+        assert arrived.id == message_id
