@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 import storage
 from storage import (
@@ -79,6 +80,13 @@ from .transactions import Transaction, TransactionState
 from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
+
+# Where an encoded message keeps what decides its reports (wire/_message.py):
+# the acknowledgment and journal levels, and both time limits (0xFFFFFFFF: none).
+_ACKNOWLEDGE: Final = 26
+_JOURNAL: Final = 27
+_TIMERS: Final = slice(32, 40)
+_NO_TIMERS: Final = b"\xff" * 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -227,8 +235,11 @@ class QueueManagerCore(QueueAdmin):
         removals = tuple(
             self.removal_op(queue_id, lookup_id) for queue_id, lookup_id in tx.receives
         )
-        reports = self.outcomes.receipts(tx.receipts, wall=wall)
-        ops = (*removals, *tx.sends, *reports, *tx.confirmations)
+        if tx.receipts or tx.confirmations:
+            reports = self.outcomes.receipts(tx.receipts, wall=wall)
+            ops = (*removals, *tx.sends, *reports, *tx.confirmations)
+        else:
+            ops = (*removals, *tx.sends)
         if tx.xid is None:
             return Unit(ops)
         # A transaction with a global id committed in one phase: its outcome is kept too.
@@ -368,8 +379,9 @@ class QueueManagerCore(QueueAdmin):
         )
         payload = stamped.raw
         priority = stamped.priority
-        deadline = deadline_of(stamped)
-        reach_deadline = deadline_of(stamped, reach_only=True)
+        # Read from the encoded message (wire/_message.py's layout): this is per message.
+        timed = payload[_TIMERS] != _NO_TIMERS
+        deadline = deadline_of(stamped) if timed else None
         appends: list[AppendMessage | AppendOutgoing] = []
         for target in queues:
             if isinstance(target, RemoteDestination):
@@ -384,20 +396,26 @@ class QueueManagerCore(QueueAdmin):
                         target.display_name,
                         (prefix, payload),
                         body_size,
-                        deadline=reach_deadline,
+                        deadline=deadline_of(stamped, reach_only=True) if timed else None,
                     )
                 )
+            elif deadline is None:
+                appends.append(AppendMessage(target.queue_id, payload, priority, body_size))
             else:
                 appends.append(
                     AppendMessage(target.queue_id, payload, priority, body_size, deadline=deadline)
                 )
-        if wants_outcome(payload):
+        if not (payload[_ACKNOWLEDGE] or payload[_JOURNAL]):
+            # The usual case: no report, no copy awaiting confirmation.
+            if tx is None:
+                return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
+        else:
             appends.extend(self.outcomes.arrival_reports(stamped, queues, wall=wall))
-        copies = self.confirmations.copies(stamped, queues) if transactional else []
-        if tx is None:
-            unit = Unit((*appends, *copies))
-            return PreparedSend(queues, stamped.message_id, transactional, unit)
-        tx.confirmations.extend(copies)
+            copies = self.confirmations.copies(stamped, queues) if transactional else []
+            if tx is None:
+                unit = Unit((*appends, *copies))
+                return PreparedSend(queues, stamped.message_id, transactional, unit)
+            tx.confirmations.extend(copies)
         size = len(payload)
         if not self.uncommitted.try_reserve(size):
             raise LimitExceeded(self.uncommitted.refusal(size))
