@@ -46,6 +46,7 @@ from qmgr.cli_common import (
 )
 from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
 from qmgr.cli_reports import report_options
+from qmgr.cli_trace import trace
 from qmgr.cli_tx import tx
 from qmgr.client import Message, QueueInfo, Status
 
@@ -108,6 +109,7 @@ def cli(ctx: click.Context, server: str) -> None:
 
 cli.add_command(outgoing)
 cli.add_command(tx)
+cli.add_command(trace)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ entries, never by the number of messages.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container
+from collections.abc import Callable, Collection, Container, Sequence
 from typing import Final
 
 import lmdb
@@ -279,6 +279,50 @@ def read_erasable(
                     selected.append((lookup_id, bytes(value)))
             positioned = cursor.next()
     return count, last, selected
+
+
+def scan_messages(
+    env: Environment,
+    catalog: Catalog,
+    queues: Sequence[tuple[int, int]],
+    *,
+    select: Callable[[memoryview], bool],
+    limit: int,
+    visits: int,
+) -> tuple[list[tuple[int, int, bytes]], list[tuple[int, int]]]:
+    """The stored messages of ``queues`` (``(queue_id, first lookup id)`` pairs:
+    messages below the first are passed over) that ``select`` picks, as
+    ``(queue_id, lookup_id, record)``, at most ``limit``, looking at no more
+    than ``visits`` records. Returns them and what is left to scan (the same
+    kind of pairs; empty when done). ``select`` sees each record as a view
+    into the map; only picked records are copied. This reads whole queues, for
+    rare requests (``qmgr trace``): call it again with what is left, in steps."""
+    found: list[tuple[int, int, bytes]] = []
+    left = list(queues)
+    seen = 0
+    with (
+        env.read("scan_messages", buffers=True) as txn,
+        txn.cursor(db=catalog.dbs.messages) as cursor,
+    ):
+        while left:
+            queue_id, first = left[0]
+            end = message_range(queue_id)[1]
+            positioned = cursor.set_range(message_key(queue_id, max(first, 1)))
+            while positioned:
+                key = bytes(cursor.key())
+                if key >= end:
+                    break
+                lookup_id = lookup_id_of(key)
+                if seen >= visits or len(found) >= limit:
+                    left[0] = (queue_id, lookup_id)
+                    return found, left
+                seen += 1
+                value = cursor.value()
+                if select(value):
+                    found.append((queue_id, lookup_id, bytes(value)))
+                positioned = cursor.next()
+            left.pop(0)
+    return found, left
 
 
 def _count_keys(

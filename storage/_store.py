@@ -52,7 +52,13 @@ from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
 from ._prepared import OutcomeInfo, PreparedInfo
 from ._prepared_reads import read_outcome, read_outcomes, read_prepared, read_prepared_one
-from ._reads import MessageReader, read_erasable, read_history, read_incoming
+from ._reads import (
+    MessageReader,
+    read_erasable,
+    read_history,
+    read_incoming,
+    scan_messages,
+)
 from ._records import IncomingState, OutgoingState, QueueRecord
 
 __all__ = ["SCHEMA_VERSION", "Store"]
@@ -305,6 +311,22 @@ class Store:
     ) -> tuple[int, int, bytes] | None:
         """The first message in priority order at or after ``start = (band, lookup_id)``."""
         return self._reader.first_by_priority(queue_id, start=start, skip=skip)
+
+    def scan_messages(
+        self,
+        queues: Sequence[tuple[int, int]],
+        *,
+        select: Callable[[memoryview], bool],
+        limit: int,
+        visits: int = 100_000,
+    ) -> tuple[list[tuple[int, int, bytes]], list[tuple[int, int]]]:
+        """The messages of ``queues`` (``(queue_id, first lookup id)``) that
+        ``select`` picks, as ``(queue_id, lookup_id, record)``, at most ``limit``,
+        visiting at most ``visits`` records; and what is left to scan (pass it
+        back for the next step; empty when done)."""
+        return scan_messages(
+            self._env, self._catalog, queues, select=select, limit=limit, visits=visits
+        )
 
     def doomed_queue(self, queue_id: int) -> QueueRecord | None:
         """The record of a deleted queue whose messages remain to be erased, or None."""

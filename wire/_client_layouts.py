@@ -40,6 +40,8 @@ from ._client_values import (
     Resolve,
     Send,
     StatusInfo,
+    TraceFinding,
+    TraceReport,
     TransactionInfo,
     TransactionList,
 )
@@ -191,6 +193,7 @@ _SOURCES: dict[FrameKind, Any] = {
         "max_count" / c.Int32ul,
     ),
     FrameKind.REMOVE_THROUGH: c.Struct("queue" / _Str, "lookup_id" / c.Int64ul),
+    FrameKind.TRACE_MESSAGE: c.Struct("message_id" / _Str),
     FrameKind.MEASURE_RANGE: c.Struct(
         "queue" / _Str,
         "after" / c.Int64ul,
@@ -238,6 +241,21 @@ _SOURCES: dict[FrameKind, Any] = {
         "count" / c.Int64ul,
         "last" / c.Int64ul,
     ),
+    FrameKind.TRACE_REPORT: c.Struct(
+        "qm_name" / _Str,
+        "findings"
+        / c.PrefixedArray(
+            c.Int32ul,
+            c.Struct(
+                "kind" / _Str,
+                "place" / _Str,
+                "time" / c.Float64l,
+                "message_class" / c.Int16ul,
+                "detail" / _Str,
+                "next_hop" / _Str,
+            ),
+        ),
+    ),
     FrameKind.ERROR: c.Struct("code" / c.Int16ul, "message" / _Str),
 }
 
@@ -246,7 +264,15 @@ LAYOUTS: Final[dict[FrameKind, Any]] = {kind: s.compile() for kind, s in _SOURCE
 
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {
     cls: tuple(f.name for f in fields(cls))
-    for cls in (*KIND_OF, QueuedMessage, QueueInfo, OutgoingInfo, IncomingInfo, TransactionInfo)
+    for cls in (
+        *KIND_OF,
+        QueuedMessage,
+        QueueInfo,
+        OutgoingInfo,
+        IncomingInfo,
+        TransactionInfo,
+        TraceFinding,
+    )
 }
 _MESSAGE_FIELDS: Final = (
     "app_specific",
@@ -425,6 +451,10 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     Resolve: lambda v: {"commit": v.commit, "xids": list(v.xids)},
     Resolutions: lambda v: {"outcomes": list(v.outcomes)},
     TransactionList: lambda v: {"transactions": [_plain_to_container(t) for t in v.transactions]},
+    TraceReport: lambda v: {
+        "qm_name": v.qm_name,
+        "findings": [_plain_to_container(f) for f in v.findings],
+    },
 }
 
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
@@ -458,6 +488,13 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
             TransactionInfo(**{name: t[name] for name in _FIELD_NAMES[TransactionInfo]})
             for t in w.transactions
         )
+    ),
+    TraceReport: lambda w: TraceReport(
+        qm_name=w.qm_name,
+        findings=tuple(
+            TraceFinding(**{name: f[name] for name in _FIELD_NAMES[TraceFinding]})
+            for f in w.findings
+        ),
     ),
 }
 

@@ -27,17 +27,25 @@ from ._client_global import Resolve as Resolve
 from ._client_global import TransactionInfo as TransactionInfo
 from ._client_global import TransactionList as TransactionList
 from ._client_global import TransactionState as TransactionState
+from ._client_trace import MAX_TRACE_FINDINGS as MAX_TRACE_FINDINGS
+from ._client_trace import OUTCOMES_REQUESTS as OUTCOMES_REQUESTS
+from ._client_trace import TraceFinding as TraceFinding
+from ._client_trace import TraceMessage as TraceMessage
+from ._client_trace import TraceReport as TraceReport
 from ._message import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._message import MessageProperties
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 3
+PROTOCOL_VERSION: Final = 4
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
 #: them only on a connection that negotiated at least this version.
 TWO_PHASE_VERSION: Final = 3
+#: The first version with the requests of delivery outcomes (``OUTCOMES_REQUESTS``:
+#: tracing a message) and the ones that came with them.
+OUTCOMES_VERSION: Final = 4
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -73,6 +81,7 @@ class FrameKind(enum.IntEnum):
     LIST_TRANSACTIONS = 0x12
     REMOVE_THROUGH = 0x13
     MEASURE_RANGE = 0x14
+    TRACE_MESSAGE = 0x1D
 
     HELLO_OK = 0x80
     OK = 0x81
@@ -86,6 +95,7 @@ class FrameKind(enum.IntEnum):
     RESOLUTIONS = 0x89
     TRANSACTION_LIST = 0x8A
     RANGE_INFO = 0x8B
+    TRACE_REPORT = 0x90
     ERROR = 0xFF
 
 
@@ -459,6 +469,7 @@ ClientRequest: TypeAlias = (
     | ListTransactions
     | RemoveThrough
     | MeasureRange
+    | TraceMessage
 )
 ServerReply: TypeAlias = (
     HelloOk
@@ -473,6 +484,7 @@ ServerReply: TypeAlias = (
     | Resolutions
     | TransactionList
     | RangeInfo
+    | TraceReport
     | ErrorReply
 )
 FrameValue: TypeAlias = ClientRequest | ServerReply
@@ -508,6 +520,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     ListTransactions: FrameKind.LIST_TRANSACTIONS,
     RemoveThrough: FrameKind.REMOVE_THROUGH,
     MeasureRange: FrameKind.MEASURE_RANGE,
+    TraceMessage: FrameKind.TRACE_MESSAGE,
     HelloOk: FrameKind.HELLO_OK,
     Ok: FrameKind.OK,
     Sent: FrameKind.SENT,
@@ -520,6 +533,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     Resolutions: FrameKind.RESOLUTIONS,
     TransactionList: FrameKind.TRANSACTION_LIST,
     RangeInfo: FrameKind.RANGE_INFO,
+    TraceReport: FrameKind.TRACE_REPORT,
     ErrorReply: FrameKind.ERROR,
 }
 #: The value class of every frame kind.

@@ -16,7 +16,9 @@ The rules:
   The requests of global (two-phase) transactions and queue ranges
   (``TWO_PHASE_REQUESTS``, see ``_client_global``) came with version 3
   (``TWO_PHASE_VERSION``); on a connection that negotiated less the daemon
-  refuses them, and a client does not send them.
+  refuses them, and a client does not send them. Tracing a message
+  (``OUTCOMES_REQUESTS``) came with version 4 (``OUTCOMES_VERSION``), the
+  same way.
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -52,7 +54,10 @@ from ._client_values import MAX_FRAME_BODY as MAX_FRAME_BODY
 from ._client_values import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._client_values import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._client_values import MAX_RESOLVE_XIDS as MAX_RESOLVE_XIDS
+from ._client_values import MAX_TRACE_FINDINGS as MAX_TRACE_FINDINGS
 from ._client_values import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
+from ._client_values import OUTCOMES_REQUESTS as OUTCOMES_REQUESTS
+from ._client_values import OUTCOMES_VERSION as OUTCOMES_VERSION
 from ._client_values import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._client_values import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
 from ._client_values import TWO_PHASE_VERSION as TWO_PHASE_VERSION
@@ -101,6 +106,9 @@ from ._client_values import Send as Send
 from ._client_values import Sent as Sent
 from ._client_values import ServerReply as ServerReply
 from ._client_values import StatusInfo as StatusInfo
+from ._client_values import TraceFinding as TraceFinding
+from ._client_values import TraceMessage as TraceMessage
+from ._client_values import TraceReport as TraceReport
 from ._client_values import TransactionInfo as TransactionInfo
 from ._client_values import TransactionList as TransactionList
 from ._client_values import TransactionState as TransactionState

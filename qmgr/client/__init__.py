@@ -77,6 +77,7 @@ from ._message import (
     QueueKind,
     Status,
 )
+from ._trace_api import TraceFinding, TraceReport
 from ._two_phase import RangeInfo, Resolution, TransactionInfo, TransactionStatus
 
 if TYPE_CHECKING:
@@ -130,6 +131,8 @@ __all__ = [
     "ShuttingDown",
     "Status",
     "StoreFull",
+    "TraceFinding",
+    "TraceReport",
     "Transaction",
     "TransactionAborted",
     "TransactionCommitted",

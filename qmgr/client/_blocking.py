@@ -49,6 +49,7 @@ from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
+from ._trace_api import QueueManagerTrace
 from ._two_phase_api import QueueManagerTwoPhase, TransactionTwoPhase
 
 __all__ = ["QueueManager", "Transaction", "connect"]
@@ -105,7 +106,7 @@ def connect(
     return qm
 
 
-class QueueManager(QueueManagerTwoPhase):
+class QueueManager(QueueManagerTwoPhase, QueueManagerTrace):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread.

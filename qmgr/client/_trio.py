@@ -56,6 +56,7 @@ from ._errors import ConnectionLost, QueueError
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
+from ._trace_api import AsyncQueueManagerTrace
 from ._two_phase_api import AsyncQueueManagerTwoPhase, AsyncTransactionTwoPhase
 
 __all__ = ["AsyncQueueManager", "AsyncTransaction", "open_client"]
@@ -141,7 +142,7 @@ class _Waiter(Waiter):
         self.event.set()
 
 
-class AsyncQueueManager(AsyncQueueManagerTwoPhase):
+class AsyncQueueManager(AsyncQueueManagerTwoPhase, AsyncQueueManagerTrace):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
     Every method of the blocking :class:`~qmgr.client.QueueManager` is here,

@@ -541,6 +541,12 @@ class Peering:
         queues = sorted(self.outgoing.values(), key=lambda queue: queue.name)
         return tuple(queue.info() for queue in queues)
 
+    def next_hops(self) -> dict[int, str]:
+        """The next hop (``host:port``) of each outgoing queue, by queue id."""
+        return {
+            queue.queue_id: f"{queue.hop[0]}:{queue.hop[1]}" for queue in self.outgoing.values()
+        }
+
     def incoming_infos(self) -> tuple[cf.IncomingInfo, ...]:
         """Every incoming transactional stream."""
         out = []

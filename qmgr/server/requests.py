@@ -42,6 +42,7 @@ from storage import QueueKind, QueueRecord
 from wire import client_frames as cf
 
 from .services import OutgoingAction, PeeringControl, Services
+from .trace_requests import TraceRequests
 from .two_phase_requests import TwoPhaseRequests
 
 __all__ = ["RequestHandlers", "queue_info"]
@@ -61,7 +62,7 @@ _OUTGOING_EVENTS: Final = {
 }
 
 
-class RequestHandlers(TwoPhaseRequests):
+class RequestHandlers(TwoPhaseRequests, TraceRequests):
     """The request handlers of a client session (the session supplies the I/O)."""
 
     log: structlog.typing.FilteringBoundLogger
@@ -113,6 +114,7 @@ class RequestHandlers(TwoPhaseRequests):
             cf.ListOutgoing: self._list_outgoing,
             cf.ControlOutgoing: self._control_outgoing,
             **self.two_phase_handlers(),
+            **self.trace_handlers(),
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:

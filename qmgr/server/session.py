@@ -254,12 +254,13 @@ class ClientSession(RequestHandlers):
         if not self._greeted:
             return self._hello(request_id, value)
         handler = self._handlers.get(type(value))
-        too_new = self._version < cf.TWO_PHASE_VERSION and type(value) in cf.TWO_PHASE_REQUESTS
+        needed = _version_needed(type(value))
+        too_new = self._version < needed
         if handler is None or too_new:
             message = f"{type(value).__name__} is not a request a client may send now"
             if too_new:
                 message += (
-                    f" (it needs protocol version {cf.TWO_PHASE_VERSION}; "
+                    f" (it needs protocol version {needed}; "
                     f"this connection agreed on {self._version})"
                 )
             error = cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message)
@@ -357,3 +358,12 @@ class ClientSession(RequestHandlers):
             self.end_transaction(tx, reason)
         self._transactions.clear()
         self._aborted.clear()
+
+
+def _version_needed(request: type[object]) -> int:
+    """The protocol version a connection needs for a request of this class."""
+    if request in cf.OUTCOMES_REQUESTS:
+        return cf.OUTCOMES_VERSION
+    if request in cf.TWO_PHASE_REQUESTS:
+        return cf.TWO_PHASE_VERSION
+    return cf.MIN_PROTOCOL_VERSION

@@ -3,10 +3,13 @@ acknowledgments, FinalAcks and the transaction confirmation process, timers."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
+from click.testing import CliRunner
 from helpers import DaemonProcess, free_port, wait_until
 
+from qmgr.cli import cli
 from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
 
 FAST = (
@@ -209,3 +212,58 @@ def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
         arrived = qb.receive("plain", timeout=10)
         assert arrived is not None
         assert arrived.id == message_id
+
+
+def test_trace_follows_a_message_to_the_destination(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qa.create_queue("acks")
+        qb.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            tx.send(
+                remote(b, "orders"),
+                b"traced",
+                acknowledge=Acknowledge.POS_ARRIVAL,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER,
+            )
+            tx.commit()
+        wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
+        # Delivered: the OrderAck took it out of the outgoing queue.
+        wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
+        message = qb.peek("orders")
+        assert message is not None
+        at_source = qa.trace(message.id)
+        kinds = {finding.kind: finding for finding in at_source.findings}
+        assert set(kinds) == {"awaiting-confirmation", "acknowledgment"}
+        assert kinds["acknowledgment"].class_name == "ACK_REACH_QUEUE"
+        assert kinds["awaiting-confirmation"].next_hop == f"127.0.0.1:{b.peer_port}"
+        at_destination = qb.trace(message.id)
+        [waiting] = at_destination.findings
+        assert (waiting.kind, waiting.place) == ("queue", "orders")
+        # The command follows the message from the source to the destination.
+        result = CliRunner().invoke(
+            cli,
+            [
+                "--server",
+                a.address,
+                "trace",
+                message.id,
+                "--json",
+                "--via",
+                f"127.0.0.1:{b.peer_port}={b.address}",
+            ],
+        )
+        assert result.exit_code == 0, result.output
+        visits = json.loads(result.output)
+        assert [visit["qm"] for visit in visits] == ["qm-a", "qm-b"]
+        assert visits[1]["findings"][0]["kind"] == "queue"
+        qb.receive("orders", timeout=5)
+        unknown = CliRunner().invoke(
+            cli, ["--server", b.address, "trace", "{00000000-0000-0000-0000-000000000001}\\9"]
+        )
+        assert unknown.exit_code == 1
+        assert "no queue manager visited knows" in unknown.output

@@ -141,6 +141,7 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     ),
     cf.FrameKind.REMOVE_THROUGH: st.builds(cf.RemoveThrough, queue=text, lookup_id=u64),
     cf.FrameKind.MEASURE_RANGE: st.builds(cf.MeasureRange, queue=text, after=u64, max_count=u32),
+    cf.FrameKind.TRACE_MESSAGE: st.builds(cf.TraceMessage, message_id=text),
     cf.FrameKind.HELLO_OK: st.builds(
         cf.HelloOk,
         version=u16,
@@ -184,6 +185,22 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         cf.TransactionList, transactions=st.lists(transaction_infos, max_size=3).map(tuple)
     ),
     cf.FrameKind.RANGE_INFO: st.builds(cf.RangeInfo, queue_id=u32, count=u64, last=u64),
+    cf.FrameKind.TRACE_REPORT: st.builds(
+        cf.TraceReport,
+        qm_name=text,
+        findings=st.lists(
+            st.builds(
+                cf.TraceFinding,
+                kind=text,
+                place=text,
+                time=st.floats(allow_nan=False, allow_infinity=False),
+                message_class=u16,
+                detail=text,
+                next_hop=text,
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
     cf.FrameKind.ERROR: st.builds(cf.ErrorReply, code=u16, message=text),
 }
 
