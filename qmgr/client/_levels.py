@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import enum
 
+from wire import MessageClass
+
 __all__ = ["Acknowledge", "Journal", "MessageClass"]
 
 
@@ -43,39 +45,7 @@ class Journal(enum.IntFlag):
     JOURNAL = 0x02
 
 
-class MessageClass(enum.IntEnum):
-    """MQMSG_CLASS_*: what a message is (``Message.message_class``)."""
-
-    NORMAL = 0x0000
-    REPORT = 0x0001
-    ACK_REACH_QUEUE = 0x0002
-    ACK_RECEIVE = 0x4000
-    NACK_BAD_DST_Q = 0x8000
-    NACK_PURGED = 0x8001
-    NACK_REACH_QUEUE_TIMEOUT = 0x8002
-    NACK_Q_EXCEED_QUOTA = 0x8003
-    NACK_ACCESS_DENIED = 0x8004
-    NACK_HOP_COUNT_EXCEEDED = 0x8005
-    NACK_BAD_SIGNATURE = 0x8006
-    NACK_BAD_ENCRYPTION = 0x8007
-    NACK_COULD_NOT_ENCRYPT = 0x8008
-    NACK_NOT_TRANSACTIONAL_Q = 0x8009
-    NACK_NOT_TRANSACTIONAL_MSG = 0x800A
-    NACK_UNSUPPORTED_CRYPTO_PROVIDER = 0x800B
-    NACK_SOURCE_COMPUTER_GUID_CHANGED = 0x800C
-    NACK_MESSAGE_TOO_LARGE = 0x800D
-    NACK_Q_DELETED = 0xC000
-    NACK_Q_PURGED = 0xC001
-    NACK_RECEIVE_TIMEOUT = 0xC002
-    NACK_RECEIVE_TIMEOUT_AT_SENDER = 0xC003
-    NACK_RECEIVE_REJECTED = 0xC004
-
-    @property
-    def is_acknowledgment(self) -> bool:
-        """True for the class of an acknowledgment (positive or negative)."""
-        return self in (MessageClass.ACK_REACH_QUEUE, MessageClass.ACK_RECEIVE) or bool(
-            self & 0x8000
-        )
+# MessageClass is the wire package's (MQMSG_CLASS_*), re-exported by the SDK.
 
 
 def class_name(value: int) -> str:

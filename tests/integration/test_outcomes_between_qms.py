@@ -7,25 +7,10 @@ import json
 from collections.abc import Callable
 
 from click.testing import CliRunner
-from helpers import DaemonProcess, free_port, wait_until
+from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
 
 from qmgr.cli import cli
 from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
-
-FAST = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.5",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[1.0]",
-)
-
-
-def remote(daemon: DaemonProcess, queue: str) -> str:
-    return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
 
 
 def take_all(qm: QueueManager, queue: str) -> list[Message]:
@@ -48,14 +33,14 @@ def depth(qm: QueueManager, queue: str) -> int:
 def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
             tx.send(
-                remote(b, "orders"),
+                remote_queue(b, "orders"),
                 b"order",
                 acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
                 admin_queue="acks",
@@ -79,14 +64,14 @@ def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
 def test_expiry_at_the_destination_reaches_the_source_deadxact(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
             tx.send(
-                remote(b, "orders"),
+                remote_queue(b, "orders"),
                 b"late",
                 acknowledge=Acknowledge.NACK_RECEIVE,
                 admin_queue="acks",
@@ -106,14 +91,14 @@ def test_expiry_at_the_destination_reaches_the_source_deadxact(
 def test_a_rejection_at_arrival_is_reported_once(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("plain")  # not transactional
         with qa.begin() as tx:
             tx.send(
-                remote(b, "plain"),
+                remote_queue(b, "plain"),
                 b"misaddressed",
                 acknowledge=Acknowledge.NACK_REACH_QUEUE,
                 admin_queue="acks",
@@ -131,7 +116,7 @@ def test_a_rejection_at_arrival_is_reported_once(
 def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     nobody = f"DIRECT=TCP:127.0.0.1:{free_port()}\\private$\\orders"  # nothing listens
     with connect(a.address) as qa:
         qa.create_queue("acks")
@@ -166,14 +151,14 @@ def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
 def test_the_confirmation_process_under_a_broken_link(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
             for body in (b"received in time", b"never confirmed"):
                 tx.send(
-                    remote(b, "orders"),
+                    remote_queue(b, "orders"),
                     body,
                     journal=Journal.DEADLETTER | Journal.JOURNAL,
                     time_to_be_received=2,
@@ -202,11 +187,11 @@ def test_the_confirmation_process_under_a_broken_link(
 def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("plain")
-        message_id = qa.send(remote(b, "plain"), b"hello", journal=Journal.JOURNAL)
+        message_id = qa.send(remote_queue(b, "plain"), b"hello", journal=Journal.JOURNAL)
         [copy] = wait_for(qa, "system$;journal", 1)
         assert (copy.id, copy.body) == (message_id, b"hello")
         arrived = qb.receive("plain", timeout=10)
@@ -217,14 +202,14 @@ def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
 def test_trace_follows_a_message_to_the_destination(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
             tx.send(
-                remote(b, "orders"),
+                remote_queue(b, "orders"),
                 b"traced",
                 acknowledge=Acknowledge.POS_ARRIVAL,
                 admin_queue="acks",

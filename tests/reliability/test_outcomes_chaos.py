@@ -13,26 +13,12 @@ from collections import Counter
 from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess, wait_until
+from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
 
 from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
 
-FAST = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.3",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[0.5]",
-)
 MESSAGES = 36
 TIMED = 3  # seconds to be received, for some of them
-
-
-def remote(daemon: DaemonProcess, queue: str) -> str:
-    return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
 
 
 def everything(qm: QueueManager, queue: str) -> list[Message]:
@@ -45,8 +31,8 @@ def test_each_message_ends_in_exactly_one_place_with_its_acknowledgments(
 ) -> None:
     rng = random.Random(seed)
     print(f"seed {seed}")
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     timed: set[bytes] = set()
     with connect(a.address) as qa:
         qa.create_queue("acks")
@@ -60,7 +46,7 @@ def test_each_message_ends_in_exactly_one_place_with_its_acknowledgments(
                     if ttbr:
                         timed.add(body)
                     tx.send(
-                        remote(b, "orders"),
+                        remote_queue(b, "orders"),
                         body,
                         acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
                         admin_queue="acks",
