@@ -44,6 +44,7 @@ from qmgr.cli_common import (
     stderr_console,
     stdout_console,
 )
+from qmgr.cli_dl import dl
 from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
 from qmgr.cli_reports import report_options
 from qmgr.cli_trace import trace
@@ -110,6 +111,7 @@ def cli(ctx: click.Context, server: str) -> None:
 cli.add_command(outgoing)
 cli.add_command(tx)
 cli.add_command(trace)
+cli.add_command(dl)
 
 
 def main() -> None:

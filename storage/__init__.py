@@ -26,6 +26,8 @@ from ._confirmations import confirmation_of_lookup as confirmation_of_lookup
 from ._errors import ConfirmationMissing as ConfirmationMissing
 from ._errors import InvalidOperation as InvalidOperation
 from ._errors import InvalidRecord as InvalidRecord
+from ._errors import ListExists as ListExists
+from ._errors import ListMissing as ListMissing
 from ._errors import MapFull as MapFull
 from ._errors import MessageMissing as MessageMissing
 from ._errors import QueueExists as QueueExists
@@ -42,6 +44,10 @@ from ._errors import XidResolved as XidResolved
 from ._errors import XidUnknown as XidUnknown
 from ._expiry import DueMessage as DueMessage
 from ._expiry import ForgetExpiry as ForgetExpiry
+from ._lists import CreateList as CreateList
+from ._lists import DeleteList as DeleteList
+from ._lists import DistributionList as DistributionList
+from ._lists import SetListTargets as SetListTargets
 from ._ops import OPERATION_ERRORS as OPERATION_ERRORS
 from ._ops import SKIPPED as SKIPPED
 from ._ops import Appended as Appended

@@ -45,6 +45,7 @@ from ._keys import (
     DB_FINAL_ACKS,
     DB_HISTORY,
     DB_INCOMING,
+    DB_LISTS,
     DB_MESSAGES,
     DB_META,
     DB_OUTCOME_TIMES,
@@ -109,6 +110,7 @@ class Databases:
     expiry: lmdb._Database
     confirmations: lmdb._Database
     final_acks: lmdb._Database
+    lists: lmdb._Database
 
 
 class Catalog:
@@ -155,6 +157,7 @@ class Catalog:
             expiry=env.open_db(txn, DB_EXPIRY),
             confirmations=env.open_db(txn, DB_CONFIRMATIONS),
             final_acks=env.open_db(txn, DB_FINAL_ACKS),
+            lists=env.open_db(txn, DB_LISTS),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:

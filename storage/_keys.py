@@ -37,6 +37,7 @@ database           key                                         value
                    lookup_id u64 (20 B)
 ``confirmations``  message ordinal u32 + copy index u8 (5 B)   copy awaiting confirmation
 ``final_acks``     source QM GUID (16 B) + message ordinal u32  FinalAck to send
+``lists``          distribution list name, UTF-8 (lower-case)   distribution list record
 =================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -102,6 +103,7 @@ __all__ = [
     "DB_FINAL_ACKS",
     "DB_HISTORY",
     "DB_INCOMING",
+    "DB_LISTS",
     "DB_MESSAGES",
     "DB_META",
     "DB_OUTCOMES",
@@ -168,6 +170,7 @@ DB_OUTCOME_TIMES: Final = b"outcome_times"
 DB_EXPIRY: Final = b"expiry"
 DB_CONFIRMATIONS: Final = b"confirmations"
 DB_FINAL_ACKS: Final = b"final_acks"
+DB_LISTS: Final = b"lists"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"

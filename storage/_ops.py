@@ -43,6 +43,8 @@ from ._errors import (
     ConfirmationMissing,
     InvalidOperation,
     InvalidRecord,
+    ListExists,
+    ListMissing,
     MessageMissing,
     QueueExists,
     QueueMissing,
@@ -98,6 +100,8 @@ __all__ = [
 #: Errors that fail one operation (and its unit, if atomic), not the batch.
 OPERATION_ERRORS: Final = (
     ConfirmationMissing,
+    ListExists,
+    ListMissing,
     QueueMissing,
     QueueExists,
     QuotaExceeded,

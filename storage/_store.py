@@ -48,6 +48,7 @@ from ._env import Environment
 from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
 from ._expiry import DueMessage, read_due
 from ._keys import setting_key
+from ._lists import DistributionList, read_list, read_lists
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
 from ._prepared import OutcomeInfo, PreparedInfo
@@ -369,6 +370,14 @@ class Store:
         """How many FinalAcks wait to be sent (one read of the database's size)."""
         with self._env.read("final_ack_count") as txn:
             return int(txn.stat(self._catalog.dbs.final_acks)["entries"])
+
+    def get_list(self, name: str) -> DistributionList | None:
+        """The distribution list of canonical name ``name``, or None."""
+        return read_list(self._env, self._catalog, name)
+
+    def lists(self) -> list[DistributionList]:
+        """Every distribution list, by name."""
+        return read_lists(self._env, self._catalog)
 
     def due_messages(
         self, *, before: float, limit: int, after: DueMessage | None = None

@@ -23,12 +23,16 @@ from ._client_values import (
     HELLO_MAGIC,
     KIND_OF,
     MAX_RESOLVE_XIDS,
+    ChangeList,
+    CreateList,
     CreateQueue,
     FrameKind,
     FrameValue,
     Hello,
     HelloOk,
     IncomingInfo,
+    ListInfo,
+    ListInfoList,
     MessageList,
     MessageReply,
     OutgoingInfo,
@@ -194,6 +198,14 @@ _SOURCES: dict[FrameKind, Any] = {
     ),
     FrameKind.REMOVE_THROUGH: c.Struct("queue" / _Str, "lookup_id" / c.Int64ul),
     FrameKind.TRACE_MESSAGE: c.Struct("message_id" / _Str),
+    FrameKind.CREATE_LIST: c.Struct("name" / _Str, "targets" / c.PrefixedArray(c.Int32ul, _Str)),
+    FrameKind.CHANGE_LIST: c.Struct(
+        "name" / _Str,
+        "add" / c.PrefixedArray(c.Int32ul, _Str),
+        "remove" / c.PrefixedArray(c.Int32ul, _Str),
+    ),
+    FrameKind.DELETE_LIST: c.Struct("name" / _Str),
+    FrameKind.GET_LISTS: c.Struct("name" / _Str),
     FrameKind.MEASURE_RANGE: c.Struct(
         "queue" / _Str,
         "after" / c.Int64ul,
@@ -240,6 +252,12 @@ _SOURCES: dict[FrameKind, Any] = {
         "queue_id" / c.Int32ul,
         "count" / c.Int64ul,
         "last" / c.Int64ul,
+    ),
+    FrameKind.LIST_INFO_LIST: c.Struct(
+        "lists"
+        / c.PrefixedArray(
+            c.Int32ul, c.Struct("name" / _Str, "targets" / c.PrefixedArray(c.Int32ul, _Str))
+        )
     ),
     FrameKind.TRACE_REPORT: c.Struct(
         "qm_name" / _Str,
@@ -451,6 +469,11 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     Resolve: lambda v: {"commit": v.commit, "xids": list(v.xids)},
     Resolutions: lambda v: {"outcomes": list(v.outcomes)},
     TransactionList: lambda v: {"transactions": [_plain_to_container(t) for t in v.transactions]},
+    CreateList: lambda v: {"name": v.name, "targets": list(v.targets)},
+    ChangeList: lambda v: {"name": v.name, "add": list(v.add), "remove": list(v.remove)},
+    ListInfoList: lambda v: {
+        "lists": [{"name": i.name, "targets": list(i.targets)} for i in v.lists]
+    },
     TraceReport: lambda v: {
         "qm_name": v.qm_name,
         "findings": [_plain_to_container(f) for f in v.findings],
@@ -488,6 +511,11 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
             TransactionInfo(**{name: t[name] for name in _FIELD_NAMES[TransactionInfo]})
             for t in w.transactions
         )
+    ),
+    CreateList: lambda w: CreateList(name=w.name, targets=tuple(w.targets)),
+    ChangeList: lambda w: ChangeList(name=w.name, add=tuple(w.add), remove=tuple(w.remove)),
+    ListInfoList: lambda w: ListInfoList(
+        lists=tuple(ListInfo(name=i.name, targets=tuple(i.targets)) for i in w.lists)
     ),
     TraceReport: lambda w: TraceReport(
         qm_name=w.qm_name,

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from ._client_lists import ChangeList, CreateList, DeleteList, GetLists
+
 #: Most findings one TraceReport carries.
 MAX_TRACE_FINDINGS: Final = 1000
 
@@ -52,4 +54,6 @@ class TraceReport:
 
 
 #: The requests a daemon answers only on a connection of ``OUTCOMES_VERSION`` or later.
-OUTCOMES_REQUESTS: Final[frozenset[type[object]]] = frozenset({TraceMessage})
+OUTCOMES_REQUESTS: Final[frozenset[type[object]]] = frozenset(
+    {TraceMessage, CreateList, ChangeList, DeleteList, GetLists}
+)

@@ -27,6 +27,12 @@ from ._client_global import Resolve as Resolve
 from ._client_global import TransactionInfo as TransactionInfo
 from ._client_global import TransactionList as TransactionList
 from ._client_global import TransactionState as TransactionState
+from ._client_lists import ChangeList as ChangeList
+from ._client_lists import CreateList as CreateList
+from ._client_lists import DeleteList as DeleteList
+from ._client_lists import GetLists as GetLists
+from ._client_lists import ListInfo as ListInfo
+from ._client_lists import ListInfoList as ListInfoList
 from ._client_trace import MAX_TRACE_FINDINGS as MAX_TRACE_FINDINGS
 from ._client_trace import OUTCOMES_REQUESTS as OUTCOMES_REQUESTS
 from ._client_trace import TraceFinding as TraceFinding
@@ -44,7 +50,7 @@ MIN_PROTOCOL_VERSION: Final = 2
 #: them only on a connection that negotiated at least this version.
 TWO_PHASE_VERSION: Final = 3
 #: The first version with the requests of delivery outcomes (``OUTCOMES_REQUESTS``:
-#: tracing a message) and the ones that came with them.
+#: tracing a message, distribution lists).
 OUTCOMES_VERSION: Final = 4
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
@@ -81,6 +87,10 @@ class FrameKind(enum.IntEnum):
     LIST_TRANSACTIONS = 0x12
     REMOVE_THROUGH = 0x13
     MEASURE_RANGE = 0x14
+    CREATE_LIST = 0x15
+    CHANGE_LIST = 0x16
+    DELETE_LIST = 0x17
+    GET_LISTS = 0x18
     TRACE_MESSAGE = 0x1D
 
     HELLO_OK = 0x80
@@ -95,6 +105,7 @@ class FrameKind(enum.IntEnum):
     RESOLUTIONS = 0x89
     TRANSACTION_LIST = 0x8A
     RANGE_INFO = 0x8B
+    LIST_INFO_LIST = 0x8C
     TRACE_REPORT = 0x90
     ERROR = 0xFF
 
@@ -470,6 +481,10 @@ ClientRequest: TypeAlias = (
     | RemoveThrough
     | MeasureRange
     | TraceMessage
+    | CreateList
+    | ChangeList
+    | DeleteList
+    | GetLists
 )
 ServerReply: TypeAlias = (
     HelloOk
@@ -485,6 +500,7 @@ ServerReply: TypeAlias = (
     | TransactionList
     | RangeInfo
     | TraceReport
+    | ListInfoList
     | ErrorReply
 )
 FrameValue: TypeAlias = ClientRequest | ServerReply
@@ -521,6 +537,10 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     RemoveThrough: FrameKind.REMOVE_THROUGH,
     MeasureRange: FrameKind.MEASURE_RANGE,
     TraceMessage: FrameKind.TRACE_MESSAGE,
+    CreateList: FrameKind.CREATE_LIST,
+    ChangeList: FrameKind.CHANGE_LIST,
+    DeleteList: FrameKind.DELETE_LIST,
+    GetLists: FrameKind.GET_LISTS,
     HelloOk: FrameKind.HELLO_OK,
     Ok: FrameKind.OK,
     Sent: FrameKind.SENT,
@@ -534,6 +554,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     TransactionList: FrameKind.TRANSACTION_LIST,
     RangeInfo: FrameKind.RANGE_INFO,
     TraceReport: FrameKind.TRACE_REPORT,
+    ListInfoList: FrameKind.LIST_INFO_LIST,
     ErrorReply: FrameKind.ERROR,
 }
 #: The value class of every frame kind.

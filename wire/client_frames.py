@@ -17,8 +17,8 @@ The rules:
   (``TWO_PHASE_REQUESTS``, see ``_client_global``) came with version 3
   (``TWO_PHASE_VERSION``); on a connection that negotiated less the daemon
   refuses them, and a client does not send them. Tracing a message
-  (``OUTCOMES_REQUESTS``) came with version 4 (``OUTCOMES_VERSION``), the
-  same way.
+  and distribution lists (``OUTCOMES_REQUESTS``) came with version 4
+  (``OUTCOMES_VERSION``), the same way.
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -64,10 +64,13 @@ from ._client_values import TWO_PHASE_VERSION as TWO_PHASE_VERSION
 from ._client_values import Abort as Abort
 from ._client_values import Begin as Begin
 from ._client_values import BeginGlobal as BeginGlobal
+from ._client_values import ChangeList as ChangeList
 from ._client_values import ClientRequest as ClientRequest
 from ._client_values import Commit as Commit
 from ._client_values import ControlOutgoing as ControlOutgoing
+from ._client_values import CreateList as CreateList
 from ._client_values import CreateQueue as CreateQueue
+from ._client_values import DeleteList as DeleteList
 from ._client_values import DeleteQueue as DeleteQueue
 from ._client_values import Delivery as Delivery
 from ._client_values import ErrorCode as ErrorCode
@@ -75,10 +78,13 @@ from ._client_values import ErrorReply as ErrorReply
 from ._client_values import Frame as Frame
 from ._client_values import FrameKind as FrameKind
 from ._client_values import FrameValue as FrameValue
+from ._client_values import GetLists as GetLists
 from ._client_values import GetStatus as GetStatus
 from ._client_values import Hello as Hello
 from ._client_values import HelloOk as HelloOk
 from ._client_values import IncomingInfo as IncomingInfo
+from ._client_values import ListInfo as ListInfo
+from ._client_values import ListInfoList as ListInfoList
 from ._client_values import ListOutgoing as ListOutgoing
 from ._client_values import ListQueues as ListQueues
 from ._client_values import ListTransactions as ListTransactions

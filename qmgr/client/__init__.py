@@ -68,6 +68,7 @@ from ._errors import (
     error_from_reply,
 )
 from ._levels import Acknowledge, Journal, MessageClass
+from ._lists_api import DistributionList
 from ._message import (
     Delivery,
     IncomingInfo,
@@ -106,6 +107,7 @@ __all__ = [
     "AsyncTransaction",
     "ConnectionLost",
     "Delivery",
+    "DistributionList",
     "IncomingInfo",
     "InternalError",
     "InvalidArgument",

@@ -46,6 +46,7 @@ from . import _protocol as protocol
 from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
+from ._lists_api import QueueManagerLists
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
@@ -106,7 +107,7 @@ def connect(
     return qm
 
 
-class QueueManager(QueueManagerTwoPhase, QueueManagerTrace):
+class QueueManager(QueueManagerTwoPhase, QueueManagerTrace, QueueManagerLists):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread.

@@ -53,6 +53,7 @@ from . import _protocol as protocol
 from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
+from ._lists_api import AsyncQueueManagerLists
 from ._message import Message, OutgoingInfo, QueueInfo, Status
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
@@ -142,7 +143,7 @@ class _Waiter(Waiter):
         self.event.set()
 
 
-class AsyncQueueManager(AsyncQueueManagerTwoPhase, AsyncQueueManagerTrace):
+class AsyncQueueManager(AsyncQueueManagerTwoPhase, AsyncQueueManagerTrace, AsyncQueueManagerLists):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
     Every method of the blocking :class:`~qmgr.client.QueueManager` is here,

@@ -41,7 +41,6 @@ from typing import Final
 import storage
 from storage import (
     AppendMessage,
-    AppendOutgoing,
     QueueKind,
     QueueRecord,
     RemoveMessage,
@@ -58,6 +57,7 @@ from .budget import MemoryBudget
 from .confirmation import Confirmations
 from .errors import (
     InvalidArgument,
+    InvalidName,
     LimitExceeded,
     QueueManagerError,
     TransactionAborted,
@@ -66,47 +66,34 @@ from .errors import (
     from_store_error,
 )
 from .expiry import Expiry
+from .limits import Limits
+from .lists import ListAdmin
 from .locks import LockTable
 from .ordinals import OrdinalAllocator
 from .outcomes import (
     Outcomes,
-    deadline_of,
     wants_outcome,
 )
-from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .outgoing import RemoteDestination
 from .queue_admin import QueueAdmin
-from .sends import SendMode, check_message, check_remote_message, send_is_transactional
+from .send_copies import copies_of
+from .sends import (
+    SendMode,
+    check_message,
+    check_remote_message,
+    fan_out_is_transactional,
+    refused_copy,
+    send_is_transactional,
+)
 from .transactions import Transaction, TransactionState
 from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
 
 # Where an encoded message keeps what decides its reports (wire/_message.py):
-# the acknowledgment and journal levels, and both time limits (0xFFFFFFFF: none).
+# the acknowledgment and journal levels.
 _ACKNOWLEDGE: Final = 26
 _JOURNAL: Final = 27
-_TIMERS: Final = slice(32, 40)
-_NO_TIMERS: Final = b"\xff" * 8
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limits:
-    """Bounds that keep clients from exhausting the daemon's memory."""
-
-    #: Sends plus receives in one transaction.
-    max_transaction_operations: int = 100_000
-    #: Body bytes sent in one transaction (once per destination queue).
-    max_transaction_bytes: int = 256 << 20
-    #: Bytes of messages held by all open transactions together.
-    max_uncommitted_bytes: int = 512 << 20
-    #: Prepared transactions waiting to be resolved.
-    max_prepared: int = 10_000
-    #: Seconds the outcome of a resolved global transaction id is kept.
-    outcome_retention: float = 7 * 86400.0
-    #: XactDelayReceiveNack: seconds a source waits past a message's time to be
-    #: received for its confirmation (None: the smaller of that time and its
-    #: time to reach the queue, as MSMQ does when the setting is absent).
-    xact_delay_receive_nack: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +141,8 @@ class QueueManagerCore(QueueAdmin):
         self.outcomes = Outcomes(
             store, self.addressing, guid=self._guid, next_ordinal=self.ordinals.take
         )
+        #: Distribution lists.
+        self.lists = ListAdmin(store, self.identity)
         #: The source's copies awaiting confirmation.
         self.confirmations = Confirmations(
             store, self.outcomes, delay=self.limits.xact_delay_receive_nack
@@ -363,11 +352,23 @@ class QueueManagerCore(QueueAdmin):
         check_message(message)
         for reference in (message.admin_queue, message.response_queue):
             if reference:
-                self.addressing.parse(reference)
+                parsed = self.addressing.parse(reference)
+                if parsed.is_multiple or parsed.elements[0].distribution_list:
+                    msg = (
+                        f"{reference!r}: an admin or response queue is one queue, "
+                        "not a distribution list or a multiple-element name"
+                    )
+                    raise InvalidName(msg)
         queues = self.addressing.destinations(message.destination)
         if any(isinstance(target, RemoteDestination) for target in queues):
             check_remote_message(message)
-        transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
+        fans_out = self.addressing.fans_out(message.destination)
+        if fans_out:
+            transactional = fan_out_is_transactional(
+                queues, in_transaction=tx is not None, mode=mode
+            )
+        else:
+            transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
         body_size = message.body_size
         if tx is not None:
             self._check_room(tx, operations=len(queues), body_bytes=body_size * len(queues))
@@ -378,39 +379,25 @@ class QueueManagerCore(QueueAdmin):
             transactional=transactional,
         )
         payload = stamped.raw
-        priority = stamped.priority
-        # Read from the encoded message (wire/_message.py's layout): this is per message.
-        timed = payload[_TIMERS] != _NO_TIMERS
-        deadline = deadline_of(stamped) if timed else None
-        appends: list[AppendMessage | AppendOutgoing] = []
-        for target in queues:
-            if isinstance(target, RemoteDestination):
-                prefix = entry_prefix(
-                    EntryOrigin.LOCAL,
-                    transactional=transactional,
-                    recoverable=stamped.delivery == 1,
-                )
-                appends.append(
-                    AppendOutgoing(
-                        target.outgoing_name,
-                        target.display_name,
-                        (prefix, payload),
-                        body_size,
-                        deadline=deadline_of(stamped, reach_only=True) if timed else None,
-                    )
-                )
-            elif deadline is None:
-                appends.append(AppendMessage(target.queue_id, payload, priority, body_size))
-            else:
-                appends.append(
-                    AppendMessage(target.queue_id, payload, priority, body_size, deadline=deadline)
-                )
+        appends = copies_of(
+            stamped,
+            queues,
+            transactional=transactional,
+            fans_out=fans_out,
+            outcomes=self.outcomes,
+            wall=wall,
+        )
         if not (payload[_ACKNOWLEDGE] or payload[_JOURNAL]):
             # The usual case: no report, no copy awaiting confirmation.
             if tx is None:
                 return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
         else:
-            appends.extend(self.outcomes.arrival_reports(stamped, queues, wall=wall))
+            accepted = [
+                target
+                for target in queues
+                if not fans_out or refused_copy(target, transactional=transactional) is None
+            ]
+            appends.extend(self.outcomes.arrival_reports(stamped, accepted, wall=wall))
             copies = self.confirmations.copies(stamped, queues) if transactional else []
             if tx is None:
                 unit = Unit((*appends, *copies))

@@ -41,6 +41,8 @@ DEADXACT: Final = "system$;deadxact"
 SYSTEM_JOURNAL: Final = "system$;journal"
 SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT, SYSTEM_JOURNAL)
 JOURNAL_SUFFIX: Final = ";journal"
+#: A distribution list kept by this queue manager: ``DL=name``.
+DL_PREFIX: Final = "DL="
 
 
 def validate_queue_name(name: str) -> str:
@@ -115,11 +117,13 @@ class QueueAddress:
     protocol: str | None = None
     host: str | None = None
     port: int | None = None
+    #: True for ``DL=name``: ``queue`` is then the list's canonical name.
+    distribution_list: bool = False
 
     @property
     def is_local(self) -> bool:
         """True when the queue lives on this queue manager."""
-        return self.host is None
+        return self.host is None and not self.distribution_list
 
     @property
     def is_system(self) -> bool:
@@ -166,9 +170,16 @@ def parse_format_name(text: str, identity: LocalIdentity | None = None) -> Forma
                 )
                 raise InvalidName(msg)
         # Duplicate destinations collapse (case-insensitively), as MSMQ does.
-        seen: dict[tuple[str | None, str | None, int | None, str], QueueAddress] = {}
+        seen: dict[tuple[bool, str | None, str | None, int | None, str], QueueAddress] = {}
         for element in elements:
-            seen.setdefault((element.protocol, element.host, element.port, element.queue), element)
+            key = (
+                element.distribution_list,
+                element.protocol,
+                element.host,
+                element.port,
+                element.queue,
+            )
+            seen.setdefault(key, element)
         elements = tuple(seen.values())
     return FormatName(elements)
 
@@ -184,6 +195,9 @@ def parse_queue_reference(text: str, identity: LocalIdentity | None = None) -> Q
         msg = f"{text!r} names several queues; this operation takes one"
         raise InvalidName(msg)
     address = name.elements[0]
+    if address.distribution_list:
+        msg = f"{text!r} names a distribution list; this operation takes a queue"
+        raise InvalidName(msg)
     if not address.is_local:
         msg = f"{text!r} is a queue on another host; only local queues can be read"
         raise InvalidName(msg)
@@ -197,7 +211,10 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
     upper = text.upper()
     if upper.startswith("DIRECT="):
         return _parse_direct(text, identity)
-    for prefix in ("PUBLIC=", "PRIVATE=", "DL=", "MACHINE=", "MULTICAST=", "CONNECTOR="):
+    if upper.startswith(DL_PREFIX):
+        name = validate_queue_name(text[len(DL_PREFIX) :].strip())
+        return QueueAddress(queue=name, text=text, distribution_list=True)
+    for prefix in ("PUBLIC=", "PRIVATE=", "MACHINE=", "MULTICAST=", "CONNECTOR="):
         if upper.startswith(prefix):
             msg = f"{text!r}: {prefix[:-1]} format names need a directory service; use DIRECT="
             raise InvalidName(msg)

@@ -49,6 +49,7 @@ from storage import (
     Attempt,
     Operation,
     QueueKind,
+    QueueRecord,
     Store,
     Together,
     message_note,
@@ -239,7 +240,7 @@ class Outcomes:
         holds its targets: records of local queues, or remote destinations): an
         ACK_REACH_QUEUE per local queue, if asked; and with MQMSG_JOURNAL, a
         non-transactional message, delivered then, is copied to the system journal."""
-        local = sum(1 for target in queues if not isinstance(target, RemoteDestination))
+        local = sum(1 for target in queues if isinstance(target, QueueRecord))
         if not local:
             return []
         reports: list[AppendMessage | AppendOutgoing] = []
@@ -253,6 +254,19 @@ class Outcomes:
         if not message.transactional and message.journal & JOURNAL_JOURNAL:
             reports.append(self.system_journal(message))
         return reports
+
+    def refusal(
+        self, message: MessageProperties, message_class: int, *, wall: float
+    ) -> list[AppendMessage | AppendOutgoing]:
+        """A copy of ``message`` refused by a queue here at its send (seed 000):
+        kept in the dead-letter queue with ``message_class``, and the
+        acknowledgment it asked for."""
+        ops: list[AppendMessage | AppendOutgoing] = [self.dead_letter(message, message_class)]
+        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
+            ack = self.acknowledgment(message, message_class, wall=wall)
+            assert isinstance(ack, AppendMessage | AppendOutgoing)
+            ops.append(ack)
+        return ops
 
     def acknowledgment(
         self, message: MessageProperties, message_class: int, *, wall: float
@@ -271,7 +285,7 @@ class Outcomes:
             return AppendOutgoing(
                 target.outgoing_name, target.display_name, (prefix, ack.raw), ack.body_size
             )
-        if target is not None and target.kind is QueueKind.NORMAL:
+        if isinstance(target, QueueRecord) and target.kind is QueueKind.NORMAL:
             ack = self._ack(message, message_class, wall=wall, transactional=target.transactional)
             return AppendMessage(target.queue_id, ack.raw, ack.priority, ack.body_size, exempt=True)
         # The admin queue is gone (or never was a queue that takes messages).

@@ -41,6 +41,7 @@ from qmgr.core.transactions import Transaction, TransactionState
 from storage import QueueKind, QueueRecord
 from wire import client_frames as cf
 
+from .list_requests import ListRequests
 from .services import OutgoingAction, PeeringControl, Services
 from .trace_requests import TraceRequests
 from .two_phase_requests import TwoPhaseRequests
@@ -62,7 +63,7 @@ _OUTGOING_EVENTS: Final = {
 }
 
 
-class RequestHandlers(TwoPhaseRequests, TraceRequests):
+class RequestHandlers(TwoPhaseRequests, TraceRequests, ListRequests):
     """The request handlers of a client session (the session supplies the I/O)."""
 
     log: structlog.typing.FilteringBoundLogger
@@ -115,6 +116,7 @@ class RequestHandlers(TwoPhaseRequests, TraceRequests):
             cf.ControlOutgoing: self._control_outgoing,
             **self.two_phase_handlers(),
             **self.trace_handlers(),
+            **self.list_handlers(),
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:

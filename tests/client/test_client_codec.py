@@ -330,6 +330,7 @@ REPLIES: list[cf.ServerReply] = [
     ),
     cf.RangeInfo(queue_id=1, count=2, last=3),
     cf.TraceReport(qm_name="qm", findings=()),
+    cf.ListInfoList(lists=()),
 ]
 
 

@@ -49,6 +49,9 @@ READS: Final = frozenset(
         "confirmations",
         "final_acks",
         "final_ack_count",
+        "get_list",
+        "lists",
+        "scan_messages",
     }
 )
 

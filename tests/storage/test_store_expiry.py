@@ -44,6 +44,7 @@ from storage._keys import (
     DB_CONFIRMATIONS,
     DB_EXPIRY,
     DB_FINAL_ACKS,
+    DB_LISTS,
     DB_META,
     META_SCHEMA_VERSION,
     u32,
@@ -229,7 +230,9 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     commit_ok(store, unit(AppendMessage(q.queue_id, BODY, 3, len(BODY))))
     store.close()
     with raw_lmdb(store.path) as env:
-        added = [env.open_db(name) for name in (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS)]
+        added = [
+            env.open_db(name) for name in (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS, DB_LISTS)
+        ]
         meta = env.open_db(DB_META)
         with env.begin(write=True) as txn:
             for db in added:

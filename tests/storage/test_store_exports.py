@@ -43,6 +43,12 @@ PUBLIC_NAMES = {
     "AppendOutgoing",
     "ForgetOutgoing",
     "ForgetExpiry",
+    "ListExists",
+    "ListMissing",
+    "CreateList",
+    "DeleteList",
+    "DistributionList",
+    "SetListTargets",
     "CONFIRMATION_QUEUE_ID",
     "AddConfirmation",
     "Confirmation",
@@ -133,6 +139,8 @@ def test_every_error_is_a_store_error() -> None:
 def test_operation_errors_are_the_per_operation_failures() -> None:
     assert set(storage.OPERATION_ERRORS) == {
         storage.ConfirmationMissing,
+        storage.ListExists,
+        storage.ListMissing,
         storage.QueueMissing,
         storage.QueueExists,
         storage.QuotaExceeded,

@@ -47,6 +47,7 @@ from storage._keys import (
     DB_FINAL_ACKS,
     DB_HISTORY,
     DB_INCOMING,
+    DB_LISTS,
     DB_META,
     DB_OUTCOME_TIMES,
     DB_OUTCOMES,
@@ -80,6 +81,7 @@ PREPARED_DBS = (
     DB_EXPIRY,
     DB_CONFIRMATIONS,
     DB_FINAL_ACKS,
+    DB_LISTS,
 )
 
 

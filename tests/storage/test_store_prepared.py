@@ -73,6 +73,7 @@ from storage._keys import (
     DB_CONFIRMATIONS,
     DB_EXPIRY,
     DB_FINAL_ACKS,
+    DB_LISTS,
     DB_META,
     DB_OUTCOME_TIMES,
     DB_OUTCOMES,
@@ -84,7 +85,7 @@ from storage._keys import (
 
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
 #: The databases schema 5 added.
-SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS)
+SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS, DB_LISTS)
 #: When the test's transactions are resolved.
 LATER = NOW + 60.0
 ORDERS = "outgoing$;tcp:127.0.0.1:1902\\orders"

@@ -110,6 +110,10 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.LIST_TRANSACTIONS: cf.ListTransactions(prefix="spark:", resolved=True),
     cf.FrameKind.REMOVE_THROUGH: cf.RemoveThrough(queue="orders", lookup_id=2**40),
     cf.FrameKind.MEASURE_RANGE: cf.MeasureRange(queue="orders", after=7, max_count=100),
+    cf.FrameKind.CREATE_LIST: cf.CreateList(name="fanout", targets=("orders", "audit")),
+    cf.FrameKind.CHANGE_LIST: cf.ChangeList(name="fanout", add=("x",), remove=("audit",)),
+    cf.FrameKind.DELETE_LIST: cf.DeleteList(name="fanout"),
+    cf.FrameKind.GET_LISTS: cf.GetLists(name=""),
     cf.FrameKind.TRACE_MESSAGE: cf.TraceMessage(
         message_id="{6f9619ff-8b86-d011-b42d-00c04fc964ff}\\7"
     ),
@@ -152,6 +156,9 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         )
     ),
     cf.FrameKind.RANGE_INFO: cf.RangeInfo(queue_id=5, count=10, last=2**63),
+    cf.FrameKind.LIST_INFO_LIST: cf.ListInfoList(
+        lists=(cf.ListInfo(name="fanout", targets=("orders",)),)
+    ),
     cf.FrameKind.TRACE_REPORT: cf.TraceReport(
         qm_name="qm",
         findings=(
