@@ -47,7 +47,7 @@ from storage import (
     UnitOutcome,
     confirmation_of_lookup,
 )
-from wire import MessageClass, MessageProperties
+from wire import MessageClass, MessageProperties, ProtocolError
 
 if TYPE_CHECKING:
     from .engine import QueueManagerCore
@@ -121,7 +121,13 @@ class Expiry:
                 continue
             band = 0 if queue.transactional else 7 - storage.message_header(record)[0]
             core.locks.hold(entry.queue_id, entry.lookup_id, band, scanned_from_start=False)
-            message = MessageProperties.from_bytes(storage.message_payload(record))
+            try:
+                message = MessageProperties.from_bytes(storage.message_payload(record))
+            except ProtocolError:
+                # Not a message this queue manager can read: it stays, unexpired.
+                core.locks.release(entry.queue_id, entry.lookup_id)
+                stale.append(entry)
+                continue
             reports = core.outcomes.effects(
                 message,
                 MessageClass.NACK_RECEIVE_TIMEOUT,

@@ -340,3 +340,15 @@ def test_remove_through_reports_each_receipt(qm: CoreHarness) -> None:
         correlation_of(sent[2]),
     ]
     assert [ack.message_class for ack in acks] == [MessageClass.ACK_RECEIVE] * 2
+
+
+def test_an_unreadable_message_does_not_stop_expiry(qm: CoreHarness) -> None:
+    queue = qm.core.queue("plain").queue_id
+    qm.write(storage.Unit((storage.AppendMessage(queue, b"not a message", 3, 13, deadline=WALL),)))
+    qm.send("plain", b"x", time_to_be_received=1)
+    expire(qm, WALL + 5)
+    assert qm.store.due_messages(before=float("inf"), limit=10) == []
+    # The readable one expired; the unreadable one stays, and expiry went on.
+    assert [bytes(storage.message_payload(r)) for _, r in qm.store.read_range(queue)] == [
+        b"not a message"
+    ]
