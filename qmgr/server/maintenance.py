@@ -34,6 +34,7 @@ import trio
 import storage
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.errors import ShuttingDown
+from qmgr.core.outcomes import touched_queues
 from storage import Store
 
 from .committer import Committer
@@ -161,6 +162,10 @@ class Maintenance:
                     self._log.warning("erase_failed", queue_id=queue_id, error=str(exc))
                     self._retry = True
                     return
+                if len(unit.ops) > 1 and outcome.error is None:
+                    # The step's reports (NACK_Q_PURGED, NACK_Q_DELETED) went to
+                    # admin, dead-letter or outgoing queues: wake their readers.
+                    self._signals.notify(touched_queues(self._store, unit.ops[1:]))
                 result = outcome.results[0]
                 if not isinstance(result, storage.Erased):
                     self._log.warning("erase_failed", queue_id=queue_id, error=str(outcome.error))

@@ -477,6 +477,8 @@ class Peering:
         result = outcome.results[0]
         if isinstance(result, storage.Forgotten):
             queue.forgotten(ids, result.state)
+            if len(unit.ops) > 1:
+                self.signals.notify(touched_queues(self.store, unit.ops[1:]))
         elif isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing):
             self._drop_queue(queue)
         else:
