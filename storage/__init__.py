@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from ._catalog import SCHEMA_VERSION as SCHEMA_VERSION
 from ._confirmations import CONFIRMATION_QUEUE_ID as CONFIRMATION_QUEUE_ID
+from ._confirmations import MAX_CONFIRMATION_COPIES as MAX_CONFIRMATION_COPIES
 from ._confirmations import AddConfirmation as AddConfirmation
 from ._confirmations import Confirmation as Confirmation
 from ._confirmations import ForgetFinalAcks as ForgetFinalAcks
@@ -94,6 +95,7 @@ from ._prepared_ops import Resolution as Resolution
 from ._prepared_ops import Resolved as Resolved
 from ._prepared_ops import ResolvePrepared as ResolvePrepared
 from ._records import MESSAGE_HEADER_SIZE as MESSAGE_HEADER_SIZE
+from ._records import TIMED_MESSAGE_VERSION as TIMED_MESSAGE_VERSION
 from ._records import IncomingState as IncomingState
 from ._records import OutgoingState as OutgoingState
 from ._records import QueueKind as QueueKind

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIRMATION_QUEUE_ID",
+    "MAX_CONFIRMATION_COPIES",
     "AddConfirmation",
     "Confirmation",
     "ForgetFinalAcks",
@@ -62,6 +63,8 @@ __all__ = [
 
 #: The queue id under which the ``expiry`` index keeps confirmation deadlines.
 CONFIRMATION_QUEUE_ID: Final = 0
+#: Most copies one message keeps (one per remote destination of its send).
+MAX_CONFIRMATION_COPIES: Final = 256
 #: Largest value of a ``final_acks`` record.
 MAX_FINAL_ACK_SIZE: Final = 64
 _KEY = struct.Struct(">IB")
@@ -73,8 +76,17 @@ _SCRATCH: Final = "confirmation"
 
 
 def confirmation_key(ordinal: int, index: int) -> bytes:
-    """The ``confirmations`` key of copy ``index`` of the message ``ordinal``."""
-    return _KEY.pack(ordinal, index)
+    """The ``confirmations`` key of copy ``index`` of the message ``ordinal``.
+
+    Raises:
+        InvalidRecord: the ordinal or the index is out of range (at most
+            :data:`MAX_CONFIRMATION_COPIES` copies of one message).
+    """
+    try:
+        return _KEY.pack(ordinal, index)
+    except struct.error as exc:
+        msg = f"copy {index} of message {ordinal} is out of range: {exc}"
+        raise InvalidRecord(msg) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +126,9 @@ def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
         raise StoreCorrupt(msg)
     _, flags, last_class, deadline, length = _RECORD.unpack_from(data)
     start = _RECORD.size
+    if start + length > len(data):
+        msg = f"confirmation record of {len(data)} bytes is cut short in its destination"
+        raise StoreCorrupt(msg)
     try:
         name = bytes(data[start : start + length]).decode()
     except UnicodeDecodeError as exc:

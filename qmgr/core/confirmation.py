@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final
 
 from storage import (
+    MAX_CONFIRMATION_COPIES,
     AddConfirmation,
     Confirmation,
     MarkDelivered,
@@ -58,6 +59,7 @@ from storage import (
 )
 from wire import INFINITE, MessageClass, MessageProperties
 
+from .errors import InvalidArgument
 from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, acknowledgment_wanted
 from .outgoing import RemoteDestination
 
@@ -108,6 +110,13 @@ class Confirmations:
             return []
         deadline = confirmation_deadline(message, self.delay)
         remote = [target for target in targets if isinstance(target, RemoteDestination)]
+        if len(remote) > MAX_CONFIRMATION_COPIES:
+            msg = (
+                f"a message that asks for confirmation (MQMSG_DEADLETTER or MQMSG_JOURNAL) "
+                f"reaches at most {MAX_CONFIRMATION_COPIES} other queue managers, "
+                f"not {len(remote)}"
+            )
+            raise InvalidArgument(msg)
         return [
             AddConfirmation(
                 Confirmation(
@@ -143,13 +152,24 @@ class Confirmations:
                 return SettleConfirmation(copy.ordinal, copy.index)
         return None
 
-    def settle(self, ordinal: int, message_class: int, *, wall: float) -> Unit | None:
+    def settle(
+        self, ordinal: int, message_class: int, *, wall: float, endpoint: str = ""
+    ) -> Unit | None:
         """The unit settling a copy of the message ``ordinal`` on a FinalAck, or
-        None if no copy waits (settled already)."""
+        None if no copy waits (settled already).
+
+        Args:
+            endpoint: ``host:port`` the FinalAck came from, when known (a session
+                this queue manager opened): the copy for that destination is
+                settled. Otherwise, of several copies, one that was delivered
+                (a FinalAck comes from where the message arrived).
+        """
         copies = self._store.confirmations(ordinal)
         if not copies:
             return None
-        copy = copies[0]
+        matching = [c for c in copies if endpoint and _endpoint(c.destination) == endpoint]
+        delivered = [c for c in copies if c.delivered]
+        copy = (matching or delivered or copies)[0]
         message = MessageProperties.from_bytes(copy.payload)
         ops: list[Operation] = [SettleConfirmation(copy.ordinal, copy.index)]
         outcomes = self._outcomes
@@ -191,3 +211,12 @@ def _source_keeps(message_class: int) -> bool:
     return bool(message_class & _RECEIVE_BIT) or (
         message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
     )
+
+
+def _endpoint(outgoing_name: str) -> str:
+    """``host:port`` of the queue manager an outgoing queue's messages go to."""
+    try:
+        host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
+    except ValueError:
+        return ""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

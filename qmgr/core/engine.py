@@ -72,7 +72,7 @@ from .locks import LockTable
 from .ordinals import OrdinalAllocator
 from .outcomes import (
     Outcomes,
-    wants_outcome,
+    record_wants_report,
 )
 from .outgoing import RemoteDestination
 from .queue_admin import QueueAdmin
@@ -493,7 +493,7 @@ class QueueManagerCore(QueueAdmin):
         if tx is not None:
             tx.receives.append((queue.queue_id, found_id))
             tx.last_activity = now
-            if queue.kind is QueueKind.NORMAL and wants_outcome(storage.message_payload(record)):
+            if queue.kind is QueueKind.NORMAL and record_wants_report(record):
                 tx.receipts.add((queue.queue_id, found_id))
         return found_id, record
 
@@ -521,7 +521,7 @@ class QueueManagerCore(QueueAdmin):
         removal = self.removal_op(queue.queue_id, lookup_id)
         # Copies in journal and system queues report nothing: the message's
         # fate was decided when it left its destination queue.
-        if queue.kind is not QueueKind.NORMAL or not wants_outcome(storage.message_payload(record)):
+        if queue.kind is not QueueKind.NORMAL or not record_wants_report(record):
             return Unit((removal,))
         message = MessageProperties.from_bytes(storage.message_payload(record))
         note = storage.message_note(record)

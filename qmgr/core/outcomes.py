@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Final
 
 from storage import (
+    TIMED_MESSAGE_VERSION,
     AppendMessage,
     AppendOutgoing,
     Attempt,
@@ -71,6 +72,7 @@ __all__ = [
     "acknowledgment_wanted",
     "correlation_of",
     "deadline_of",
+    "record_wants_report",
     "touched_queues",
     "wants_outcome",
 ]
@@ -130,6 +132,14 @@ def wants_outcome(payload: bytes | memoryview) -> bool:
     """True if an encoded message asks for any report of its fate (an
     acknowledgment level or a journal level); cheap enough for every receive."""
     return bool(payload[_ACKNOWLEDGE_OFFSET] | payload[_JOURNAL_OFFSET])
+
+
+def record_wants_report(record: bytes | memoryview) -> bool:
+    """True if a stored message asks for a report of its fate: an acknowledgment
+    or journal level, or a note (a FinalAck its source asked for by FA alone)."""
+    if record[0] == TIMED_MESSAGE_VERSION and record[3]:
+        return True
+    return wants_outcome(message_payload(record))
 
 
 def correlation_of(message: MessageProperties) -> bytes:
@@ -221,7 +231,7 @@ class Outcomes:
         for queue_id, lookup_id in sorted(receives):
             # A message purged while held is still received by this commit.
             record = self._store.read_message(queue_id, lookup_id, purged=True)
-            if record is not None and wants_outcome(message_payload(record)):
+            if record is not None and record_wants_report(record):
                 message = MessageProperties.from_bytes(message_payload(record))
                 note = message_note(record)
                 ops.extend(self.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note))

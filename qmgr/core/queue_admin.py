@@ -29,7 +29,7 @@ from wire import MessageClass, MessageProperties
 from . import names
 from .errors import AccessDenied, InvalidArgument, QueueNotFound, from_store_error
 from .locks import LockTable
-from .outcomes import Outcomes, wants_outcome
+from .outcomes import Outcomes, record_wants_report
 
 if TYPE_CHECKING:
     from .two_phase import TwoPhase
@@ -229,7 +229,7 @@ def _never(record: memoryview) -> bool:
 
 def _asks_for_report(record: memoryview) -> bool:
     """True for a stored message of an application queue that asks for a report."""
-    return wants_outcome(storage.message_payload(record))
+    return record_wants_report(record)
 
 
 def _only_result(outcome: UnitOutcome) -> storage.Result:

@@ -32,7 +32,7 @@ import storage
 from storage import QueueRecord, Unit, UnitOutcome
 from wire import MessageClass, MessageProperties
 
-from .outcomes import wants_outcome
+from .outcomes import record_wants_report
 
 if TYPE_CHECKING:
     from .engine import QueueManagerCore
@@ -87,7 +87,7 @@ def removal_step(
         )
         for lookup_id, record in records:
             payload = storage.message_payload(record)
-            if wants_outcome(payload):
+            if record_wants_report(record):
                 message = MessageProperties.from_bytes(payload)
                 reports = core.outcomes.effects(
                     message, MessageClass.ACK_RECEIVE, wall=wall, note=storage.message_note(record)

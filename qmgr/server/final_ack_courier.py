@@ -40,6 +40,7 @@ import wire
 from qmgr.core.confirmation import Confirmations
 from qmgr.core.final_acks import decode_final_ack
 from qmgr.core.outcomes import touched_queues
+from qmgr.protocol import Role
 
 if TYPE_CHECKING:
     from .peer_connection import PeerConnection
@@ -203,7 +204,11 @@ class FinalAckCourier:
                 )
             self._processed(connection, recoverable)
             return
-        unit = self._confirmations.settle(ack.acked_message_id, ack.message_class, wall=time.time())
+        # A session we opened knows the destination's address; one it opened does not.
+        endpoint = connection.peer if connection.role is Role.INITIATOR else ""
+        unit = self._confirmations.settle(
+            ack.acked_message_id, ack.message_class, wall=time.time(), endpoint=endpoint
+        )
         if unit is None:
             # Settled already (a repeat, or its deadline came first). It still
             # counts only after what arrived before it is stored.

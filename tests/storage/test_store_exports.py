@@ -50,6 +50,7 @@ PUBLIC_NAMES = {
     "DistributionList",
     "SetListTargets",
     "CONFIRMATION_QUEUE_ID",
+    "MAX_CONFIRMATION_COPIES",
     "AddConfirmation",
     "Confirmation",
     "ForgetFinalAcks",
@@ -105,6 +106,7 @@ PUBLIC_NAMES = {
     "message_header",
     "message_payload",
     "message_deadline",
+    "TIMED_MESSAGE_VERSION",
     "message_note",
 }
 
