@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import WALL, CoreHarness
+from harness import WALL, CoreHarness, classes, expire, messages
 
 import storage
 import wire
@@ -53,32 +53,6 @@ def qm(tmp_path: Path) -> Iterator[CoreHarness]:
     harness.create("admin")
     yield harness
     harness.close()
-
-
-def messages(qm: CoreHarness, queue: str) -> list[MessageProperties]:
-    record = qm.core.queue(queue)
-    return [
-        MessageProperties.from_bytes(storage.message_payload(stored))
-        for _, stored in qm.store.read_range(record.queue_id, limit=10_000)
-    ]
-
-
-def classes(qm: CoreHarness, queue: str) -> list[int]:
-    return [message.message_class for message in messages(qm, queue)]
-
-
-def expire(qm: CoreHarness, wall: float) -> int:
-    """Run expiry steps at ``wall`` until nothing more is due; how many units applied."""
-    expiry = qm.core.expiry
-    count = 0
-    while True:
-        step = expiry.step(wall, 2)
-        for message, unit in zip(step.messages, step.units, strict=True):
-            outcome = qm.write(unit)
-            expiry.done(message, outcome)
-            count += outcome.error is None
-        if not step.more:
-            return count
 
 
 def outgoing(qm: CoreHarness) -> dict[str, list[MessageProperties]]:
