@@ -28,7 +28,8 @@ database           key                                         value
 ``outgoing``       queue_id u32 (4 B) of an OUTGOING queue     outgoing state record
 ``incoming``       source QM GUID (16 B) + queue key UTF-8     incoming state record
 ``history``        source QM GUID (16 B) + message ordinal     insertion counter u64
-                   u32 (20 B)
+                   u32 + destination tag u32 (24 B; 20 B
+                   without the tag, before schema 5)
 ``prepared``       xid UTF-8 + 0x00 + index u32 (index 0)      prepared header record
                    xid UTF-8 + 0x00 + index u32 (1..n)         one prepared send each
 ``outcomes``       xid UTF-8                                   outcome record
@@ -356,13 +357,17 @@ def split_incoming_key(key: bytes) -> tuple[bytes, str]:
 
 
 def history_key(key: bytes) -> bytes:
-    """Check a ``history`` key: source GUID (16 bytes) + message ordinal u32 (20 bytes).
+    """Check a ``history`` key: source GUID (16 bytes) + message ordinal u32 (20 bytes),
+    optionally followed by a 4-byte tag of the destination queue (24 bytes).
 
     Raises:
         InvalidRecord: it is not 20 bytes long.
     """
-    if len(key) != HISTORY_KEY_SIZE:
-        msg = f"message history key must be {HISTORY_KEY_SIZE} bytes, not {len(key)}"
+    if len(key) not in (HISTORY_KEY_SIZE, HISTORY_KEY_SIZE + 4):
+        msg = (
+            f"message history key must be {HISTORY_KEY_SIZE} bytes, or "
+            f"{HISTORY_KEY_SIZE + 4} with a destination tag, not {len(key)}"
+        )
         raise InvalidRecord(msg)
     return bytes(key)
 

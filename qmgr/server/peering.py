@@ -42,6 +42,7 @@ import itertools
 import math
 import time
 import uuid
+import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -348,8 +349,13 @@ class Peering:
         hkey = b""
         if history:
             user = packet.user
-            hkey = user.source_qm.bytes + (user.message_id & _U32_MAX).to_bytes(4, "big")
-            if hkey in self.history:
+            # One message id may reach several queues here (a multiple-element
+            # name, a distribution list): each copy is its own, so the key names
+            # the destination too. The bare id is a key written before that.
+            bare = user.source_qm.bytes + (user.message_id & _U32_MAX).to_bytes(4, "big")
+            destination = arrival.queue_key or wire.queue_text(user.destination)
+            hkey = bare + zlib.crc32(destination.lower().encode()).to_bytes(4, "big")
+            if hkey in self.history or bare in self.history:
                 self.duplicates += 1
                 # Its first copy may still be on its way to the disk: the
                 # duplicate counts in a SessionAck only after what was written

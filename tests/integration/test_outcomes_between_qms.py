@@ -252,3 +252,20 @@ def test_trace_follows_a_message_to_the_destination(
         )
         assert unknown.exit_code == 1
         assert "no queue manager visited knows" in unknown.output
+
+
+def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """One message id, two destinations on one peer: the receiver's duplicate
+    filter must not take the second copy for a resend of the first."""
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("one")
+        qb.create_queue("two")
+        message_id = qa.send(f"{remote_queue(b, 'one')},{remote_queue(b, 'two')}", b"both")
+        for queue in ("one", "two"):
+            message = qb.receive(queue, timeout=20)
+            assert message is not None, queue
+            assert (message.id, message.body) == (message_id, b"both")

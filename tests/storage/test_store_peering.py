@@ -365,8 +365,12 @@ def test_peering_keys() -> None:
     with pytest.raises(InvalidRecord):
         incoming_key(SOURCE_A, "q" * 496)
     assert history_key(hkey(SOURCE_B, 7)) == SOURCE_B + b"\x00\x00\x00\x07"
+    tagged = hkey(SOURCE_B, 7) + b"tag!"
+    assert history_key(tagged) == tagged
     with pytest.raises(InvalidRecord):
         history_key(SOURCE_B)
+    with pytest.raises(InvalidRecord):
+        history_key(tagged + b"x")
 
 
 # --------------------------------------------------------------------------- schema
