@@ -36,7 +36,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Final
 
 import storage
 from storage import (
@@ -73,6 +72,7 @@ from .ordinals import OrdinalAllocator
 from .outcomes import (
     Outcomes,
     record_wants_report,
+    wants_outcome,
 )
 from .outgoing import RemoteDestination
 from .queue_admin import QueueAdmin
@@ -89,11 +89,6 @@ from .transactions import Transaction, TransactionState
 from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
-
-# Where an encoded message keeps what decides its reports (wire/_message.py):
-# the acknowledgment and journal levels.
-_ACKNOWLEDGE: Final = 26
-_JOURNAL: Final = 27
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,7 +382,7 @@ class QueueManagerCore(QueueAdmin):
             outcomes=self.outcomes,
             wall=wall,
         )
-        if not (payload[_ACKNOWLEDGE] or payload[_JOURNAL]):
+        if not wants_outcome(payload):
             # The usual case: no report, no copy awaiting confirmation.
             if tx is None:
                 return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))

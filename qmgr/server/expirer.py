@@ -96,7 +96,8 @@ class Expirer:
                     raise
                 return
             woken.update(expiry.done(message, outcome))
-            if outcome.error is None:
+            cleanup = isinstance(step.units[index].ops[0], storage.ForgetExpiry)
+            if outcome.error is None and not cleanup:
                 expired += 1
             elif not isinstance(outcome.error, storage.ConfirmationMissing):
                 # A copy settled by its FinalAck in the meantime is no failure.

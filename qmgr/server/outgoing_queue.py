@@ -26,6 +26,7 @@ import wire
 from qmgr.core.confirmation import wants_confirmation
 from qmgr.core.errors import InvalidName
 from qmgr.core.names import SYSTEM_QUEUES, parse_format_name
+from qmgr.core.outcomes import JOURNAL_JOURNAL, wants_outcome
 from qmgr.core.outgoing import EntryOrigin, RemoteDestination, decode_entry
 from qmgr.protocol import EntryKind, OutgoingSequence
 from wire import client_frames as cf
@@ -34,8 +35,6 @@ if TYPE_CHECKING:
     from .peer_link import Link
     from .peering import Peering
 
-_JOURNAL_OFFSET: Final = 27
-_JOURNAL_JOURNAL: Final = 0x02
 #: Listen addresses meaning "every address".
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
@@ -229,12 +228,11 @@ class OutgoingQueue:
             if payload is None:
                 continue
             entry = decode_entry(payload)
-            # The journal byte of the message (wire/_message.py's layout), unread otherwise.
-            if entry.origin is not EntryOrigin.LOCAL or not entry.data[_JOURNAL_OFFSET]:
+            if entry.origin is not EntryOrigin.LOCAL or not wants_outcome(entry.data):
                 continue
             message = wire.MessageProperties.from_bytes(entry.data)
             if wants_confirmation(message) or (
-                not message.transactional and message.journal & _JOURNAL_JOURNAL
+                not message.transactional and message.journal & JOURNAL_JOURNAL
             ):
                 found.append(message)
         return found
