@@ -2,11 +2,12 @@
 
 ``qmgr serve`` runs the daemon in the foreground. Every other command is a
 client of a running daemon (``--server HOST:PORT``, default
-``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue create|list|delete|purge``
-(and ``queue set|show``, poison handling, in ``cli_poison``),
-``send``, ``receive``, ``peek``, ``move``, ``status``, ``outgoing
-list|pause|resume|purge`` (in ``cli_outgoing``) and ``tx list|commit|abort``
-(in ``cli_tx``); the helpers all share are in ``cli_common``. Machine-readable output is available
+``127.0.0.1:1802``, or ``QMGR_SERVER``): ``queue ...`` (in ``cli_queue``,
+with ``queue set|show`` of poison handling from ``cli_poison``), ``send``
+(its report options in ``cli_reports``), ``receive``, ``peek``, ``move``,
+``status``, ``outgoing ...`` (``cli_outgoing``), ``tx ...`` (``cli_tx``),
+``trace`` (``cli_trace``) and ``dl ...`` (``cli_dl``); the helpers all share
+are in ``cli_common``. Machine-readable output is available
 with ``--json``; tables and progress bars are for people and appear only
 where they belong (progress on a terminal, on stderr).
 
@@ -16,7 +17,6 @@ stderr), 2 for a usage or configuration error.
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import sys
@@ -28,15 +28,12 @@ from typing import Any
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
-from rich.text import Text
 
 from qmgr import __version__
 from qmgr.cli_common import (
     DEFAULT_SERVER,
     CliError,
     client,
-    confirm,
     fail,
     iso,
     plural,
@@ -45,17 +42,15 @@ from qmgr.cli_common import (
     stderr_console,
     stdout_console,
 )
+from qmgr.cli_dl import dl
+from qmgr.cli_messages import message_json_line, message_text
 from qmgr.cli_outgoing import incoming_json, outgoing, outgoing_json, print_peering_tables
-from qmgr.cli_poison import (
-    add_queue_commands,
-    is_subqueue_move,
-    poison_json,
-    retry_options,
-    retry_text,
-    subqueue_move,
-)
+from qmgr.cli_poison import is_subqueue_move, subqueue_move
+from qmgr.cli_queue import queue, queue_json, queue_table
+from qmgr.cli_reports import report_options
+from qmgr.cli_trace import trace
 from qmgr.cli_tx import tx
-from qmgr.client import Message, QueueInfo, Status
+from qmgr.client import Message, Status
 
 
 def _progress(total: int, what: str) -> Progress | None:
@@ -73,23 +68,6 @@ def _progress(total: int, what: str) -> Progress | None:
         redirect_stdout=False,
         redirect_stderr=False,
     )
-
-
-class _Bytes(click.ParamType):  # type: ignore[type-arg,unused-ignore]
-    """A byte count: ``1048576``, ``512K``, ``10M``, ``1G`` (binary multiples)."""
-
-    name = "BYTES"
-    _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int):
-            return value
-        text = str(value).strip().upper().removesuffix("IB").removesuffix("B")
-        unit = text[-1:] if text[-1:] in self._UNITS and text[-1:] else ""
-        number = text[: len(text) - len(unit)]
-        if not number.isdigit():
-            self.fail(f"{value!r} is not a byte count (examples: 1048576, 512K, 10M)", param, ctx)
-        return int(number) * self._UNITS[unit]
 
 
 # --------------------------------------------------------------------------
@@ -114,8 +92,11 @@ def cli(ctx: click.Context, server: str) -> None:
     ctx.obj["server"] = server
 
 
+cli.add_command(queue)
 cli.add_command(outgoing)
 cli.add_command(tx)
+cli.add_command(trace)
+cli.add_command(dl)
 
 
 def main() -> None:
@@ -195,138 +176,6 @@ def serve(
 
 
 # --------------------------------------------------------------------------
-# queue ...
-# --------------------------------------------------------------------------
-
-
-@cli.group()
-def queue() -> None:
-    """Create, list, show, change, delete and purge queues."""
-
-
-add_queue_commands(queue)  # set, show (cli_poison)
-
-
-@queue.command("create")
-@click.argument("name")
-@click.option("--transactional", is_flag=True, help="Accept only transactional messages.")
-@click.option("--journal", is_flag=True, help="Copy received messages to NAME;journal.")
-@click.option("--quota", type=_Bytes(), help="Most bytes of message bodies (e.g. 10M).")
-@retry_options
-@click.pass_context
-@reports_errors
-def queue_create(
-    ctx: click.Context,
-    name: str,
-    transactional: bool,
-    journal: bool,
-    quota: int | None,
-    retry_count: int | None,
-    retry_cycles: int | None,
-    retry_delay: float | None,
-) -> None:
-    """Create the private queue NAME (with NAME;journal, NAME;retry and NAME;poison).
-
-    A --retry-* option turns poison handling on (see `qmgr queue set`).
-    """
-    with client(ctx) as qm:
-        qm.create_queue(
-            name,
-            transactional=transactional,
-            journal=journal,
-            quota=quota,
-            retry_count=retry_count,
-            retry_cycles=retry_cycles,
-            retry_delay=retry_delay,
-        )
-    kind = "transactional queue" if transactional else "queue"
-    poison = (retry_count, retry_cycles, retry_delay) != (None, None, None)
-    click.echo(f"created {kind} {name!r}" + (" with poison handling" if poison else ""))
-
-
-@queue.command("list")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON array.")
-@click.pass_context
-@reports_errors
-def queue_list(ctx: click.Context, as_json: bool) -> None:
-    """List every queue with its depth, bytes and locked messages."""
-    with client(ctx) as qm:
-        queues = qm.list_queues()
-    if as_json:
-        click.echo(json.dumps([_queue_json(q) for q in queues], indent=2))
-    else:
-        stdout_console().print(_queue_table(queues))
-
-
-@queue.command("delete")
-@click.argument("name")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.pass_context
-@reports_errors
-def queue_delete(ctx: click.Context, name: str, yes: bool) -> None:
-    """Delete queue NAME, its journal and all their messages."""
-    with client(ctx) as qm:
-        confirm(f"Delete queue {name!r}, its journal and all their messages?", yes)
-        count = qm.delete_queue(name)
-    click.echo(f"deleted queue {name!r} ({plural(count, 'message')})")
-
-
-@queue.command("purge")
-@click.argument("name")
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
-@click.pass_context
-@reports_errors
-def queue_purge(ctx: click.Context, name: str, yes: bool) -> None:
-    """Delete every message in queue NAME."""
-    with client(ctx) as qm:
-        confirm(f"Delete every message in {name!r}?", yes)
-        count = qm.purge_queue(name)
-    click.echo(f"purged {plural(count, 'message')} from {name!r}")
-
-
-def _queue_json(info: QueueInfo) -> dict[str, Any]:
-    return {
-        "name": info.name,
-        "format_name": info.format_name,
-        "kind": str(info.kind),
-        "transactional": info.transactional,
-        "journal": info.journal,
-        "quota": info.quota,
-        "depth": info.depth,
-        "bytes": info.bytes,
-        "locked": info.locked,
-        "created_at": iso(info.created_at),
-        **poison_json(info),
-    }
-
-
-def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
-    table = Table(title=None, show_edge=False, pad_edge=False)
-    table.add_column("queue", overflow="fold")
-    table.add_column("kind")
-    table.add_column("tx")
-    table.add_column("journal")
-    table.add_column("depth", justify="right")
-    table.add_column("bytes", justify="right")
-    table.add_column("locked", justify="right")
-    table.add_column("quota", justify="right")
-    table.add_column("retries")
-    for q in queues:
-        table.add_row(
-            Text(q.name),  # a queue's name is anyone's text, never console markup
-            str(q.kind),
-            "yes" if q.transactional else "",
-            "yes" if q.journal else "",
-            str(q.depth),
-            str(q.bytes),
-            str(q.locked),
-            "" if q.quota is None else size(q.quota),
-            retry_text(q),
-        )
-    return table
-
-
-# --------------------------------------------------------------------------
 # send
 # --------------------------------------------------------------------------
 
@@ -353,6 +202,7 @@ def _queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:
     is_flag=True,
     help="Mark the message express (MQMSG_DELIVERY_EXPRESS) instead of recoverable.",
 )
+@report_options
 @click.pass_context
 @reports_errors
 def send(
@@ -365,6 +215,7 @@ def send(
     transactional: bool | None,
     priority: int,
     express: bool,
+    reports: dict[str, Any],
 ) -> None:
     """Send a message to DEST (a queue name or format name).
 
@@ -385,6 +236,7 @@ def send(
                     priority=priority,
                     delivery=delivery,
                     transactional=transactional,
+                    **reports,
                 )
                 if count == 1:
                     click.echo(message_id)
@@ -399,6 +251,7 @@ def send(
                         priority=priority,
                         delivery=delivery,
                         transactional=transactional,
+                        **reports,
                     )
                     progress.advance(task)
     if count > 1:
@@ -574,67 +427,6 @@ def _nothing() -> Iterator[None]:
     yield
 
 
-def message_json(message: Message) -> dict[str, Any]:
-    """A message as one JSON-ready object (``qmgr receive --json``)."""
-    try:
-        body: str = message.body.decode("utf-8")
-        encoding = "utf-8"
-    except UnicodeDecodeError:
-        body = base64.b64encode(message.body).decode("ascii")
-        encoding = "base64"
-    return {
-        "queue": message.queue,
-        "lookup_id": message.lookup_id,
-        "id": message.id,
-        "label": message.label,
-        "body": body,
-        "body_encoding": encoding,
-        "body_size": len(message.body),
-        "correlation_id": None if message.correlation_id is None else message.correlation_id.hex(),
-        "app_specific": message.app_specific,
-        "priority": message.priority,
-        "message_class": message.message_class,
-        "sent_time": iso(message.sent_time),
-        "arrived_time": iso(message.arrived_time),
-        "source_qm": str(message.source_qm),
-        "delivery": message.delivery.name.lower(),
-        "acknowledge": message.acknowledge,
-        "journal": message.journal,
-        "admin_queue": message.admin_queue,
-        "response_queue": message.response_queue,
-        "time_to_reach_queue": message.time_to_reach_queue,
-        "time_to_be_received": message.time_to_be_received,
-        "transactional": message.transactional,
-        "destination": message.destination,
-        "abort_count": message.abort_count,
-        "move_count": message.move_count,
-        "last_move_time": None if message.last_move_time is None else iso(message.last_move_time),
-    }
-
-
-def message_json_line(message: Message) -> str:
-    """A message as one line of JSON."""
-    return json.dumps(message_json(message), ensure_ascii=False)
-
-
-def message_text(message: Message) -> str:
-    """A message for people: a header line, a property line, then the body."""
-    header = (
-        f"--- {message.queue}  lookup id {message.lookup_id}  id {message.id}\n"
-        f"    label {message.label!r}  priority {message.priority}  "
-        f"sent {iso(message.sent_time)}  {plural(len(message.body), 'byte')}"
-    )
-    if message.abort_count or message.move_count:
-        header += f"\n    aborted {message.abort_count}  moved {message.move_count}"
-        if message.last_move_time is not None:
-            header += f" (last {iso(message.last_move_time)})"
-    try:
-        text = message.body.decode("utf-8")
-    except UnicodeDecodeError:
-        text = f"<{len(message.body)} bytes of binary data; use --json to see them>"
-    return f"{header}\n{text}"
-
-
 # --------------------------------------------------------------------------
 # status
 # --------------------------------------------------------------------------
@@ -674,7 +466,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
             highlight=False,
         )
     console.print()
-    console.print(_queue_table(info.queues))
+    console.print(queue_table(info.queues))
     print_peering_tables(console, info)
 
 
@@ -693,7 +485,7 @@ def status_json(info: Status) -> dict[str, Any]:
         "aborts": info.aborts,
         "batches": info.batches,
         "erasing": info.erasing,
-        "queues": [_queue_json(q) for q in info.queues],
+        "queues": [queue_json(q) for q in info.queues],
         "outgoing": [outgoing_json(o) for o in info.outgoing],
         "incoming": [incoming_json(i) for i in info.incoming],
     }

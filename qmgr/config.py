@@ -67,6 +67,7 @@ class Config:
     tx_max_bytes: int
     tx_max_prepared: int
     tx_outcome_retention: float
+    tx_xact_delay_receive_nack: float
     max_transactions_per_connection: int
     max_waiting_receives_per_connection: int
     max_uncommitted_bytes: int
@@ -110,6 +111,10 @@ def _not_negative(value: Any) -> str | None:
     return None if value >= 0 else f"must not be negative, not {value}"
 
 
+def _delay_or_unset(value: Any) -> str | None:
+    return None if value == -1 or value >= 0 else "must be -1 (unset) or a number of seconds >= 0"
+
+
 def _float_list(value: Any) -> str | None:
     if not value or not all(isinstance(v, int | float) and v > 0 for v in value):
         return "must be a non-empty list of positive numbers of seconds"
@@ -149,6 +154,9 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("transactions", "max_bytes"): _Key("tx_max_bytes", int, _positive),
     ("transactions", "max_prepared"): _Key("tx_max_prepared", int, _positive),
     ("transactions", "outcome_retention"): _Key("tx_outcome_retention", float, _positive),
+    ("transactions", "xact_delay_receive_nack"): _Key(
+        "tx_xact_delay_receive_nack", float, _delay_or_unset
+    ),
     ("limits", "max_transactions_per_connection"): _Key(
         "max_transactions_per_connection", int, _positive
     ),

@@ -14,8 +14,21 @@ above. A message is an opaque payload to the store.
 from __future__ import annotations
 
 from ._catalog import SCHEMA_VERSION as SCHEMA_VERSION
+from ._confirmations import CONFIRMATION_QUEUE_ID as CONFIRMATION_QUEUE_ID
+from ._confirmations import MAX_CONFIRMATION_COPIES as MAX_CONFIRMATION_COPIES
+from ._confirmations import AddConfirmation as AddConfirmation
+from ._confirmations import Confirmation as Confirmation
+from ._confirmations import ForgetFinalAcks as ForgetFinalAcks
+from ._confirmations import MarkDelivered as MarkDelivered
+from ._confirmations import PendingFinalAck as PendingFinalAck
+from ._confirmations import RecordFinalAck as RecordFinalAck
+from ._confirmations import SettleConfirmation as SettleConfirmation
+from ._confirmations import confirmation_of_lookup as confirmation_of_lookup
+from ._errors import ConfirmationMissing as ConfirmationMissing
 from ._errors import InvalidOperation as InvalidOperation
 from ._errors import InvalidRecord as InvalidRecord
+from ._errors import ListExists as ListExists
+from ._errors import ListMissing as ListMissing
 from ._errors import MapFull as MapFull
 from ._errors import MessageMissing as MessageMissing
 from ._errors import QueueExists as QueueExists
@@ -30,6 +43,12 @@ from ._errors import StoreLocked as StoreLocked
 from ._errors import XidInUse as XidInUse
 from ._errors import XidResolved as XidResolved
 from ._errors import XidUnknown as XidUnknown
+from ._expiry import DueMessage as DueMessage
+from ._expiry import ForgetExpiry as ForgetExpiry
+from ._lists import CreateList as CreateList
+from ._lists import DeleteList as DeleteList
+from ._lists import DistributionList as DistributionList
+from ._lists import SetListTargets as SetListTargets
 from ._ops import OPERATION_ERRORS as OPERATION_ERRORS
 from ._ops import SKIPPED as SKIPPED
 from ._ops import Appended as Appended
@@ -54,6 +73,7 @@ from ._ops import ReserveOrdinals as ReserveOrdinals
 from ._ops import Result as Result
 from ._ops import SetSetting as SetSetting
 from ._ops import Skipped as Skipped
+from ._ops import Together as Together
 from ._ops import Unit as Unit
 from ._ops import UnitOutcome as UnitOutcome
 from ._peering_ops import AppendOutgoing as AppendOutgoing
@@ -93,6 +113,7 @@ from ._prepared_ops import Resolution as Resolution
 from ._prepared_ops import Resolved as Resolved
 from ._prepared_ops import ResolvePrepared as ResolvePrepared
 from ._records import MESSAGE_HEADER_SIZE as MESSAGE_HEADER_SIZE
+from ._records import TIMED_MESSAGE_VERSION as TIMED_MESSAGE_VERSION
 from ._records import IncomingState as IncomingState
 from ._records import OutgoingState as OutgoingState
 from ._records import PoisonSettings as PoisonSettings
@@ -102,6 +123,8 @@ from ._records import decode_queue as decode_queue
 from ._records import encode_message_record as encode_message_record
 from ._records import encode_queue as encode_queue
 from ._records import message_arrived_time as message_arrived_time
+from ._records import message_deadline as message_deadline
 from ._records import message_header as message_header
+from ._records import message_note as message_note
 from ._records import message_payload as message_payload
 from ._store import Store as Store

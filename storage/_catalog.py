@@ -41,9 +41,13 @@ from ._env import Environment, Txn
 from ._errors import SchemaMismatch, StoreCorrupt
 from ._keys import (
     DB_BY_PRIORITY,
+    DB_CONFIRMATIONS,
     DB_DOOMED,
+    DB_EXPIRY,
+    DB_FINAL_ACKS,
     DB_HISTORY,
     DB_INCOMING,
+    DB_LISTS,
     DB_MESSAGES,
     DB_META,
     DB_OUTCOME_TIMES,
@@ -79,13 +83,15 @@ from ._records import (
 __all__ = ["NO_RESERVATION", "SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
 _SCHEMA_BEFORE_PREPARED: Final = 3
+#: The schema before the expiry index, migrated at opening.
+_SCHEMA_BEFORE_EXPIRY: Final = 4
 #: The schema before poison handling (message counters, the retry index), migrated at opening.
-_SCHEMA_BEFORE_POISON: Final = 4
+_SCHEMA_BEFORE_POISON: Final = 5
 #: A queue no prepared transaction uses: no bytes reserved, no pins.
 NO_RESERVATION: Final = (0, 0)
 
@@ -108,6 +114,10 @@ class Databases:
     outcome_times: lmdb._Database
     message_counters: lmdb._Database
     retry_due: lmdb._Database
+    expiry: lmdb._Database
+    confirmations: lmdb._Database
+    final_acks: lmdb._Database
+    lists: lmdb._Database
 
 
 class Catalog:
@@ -153,6 +163,10 @@ class Catalog:
             outcome_times=env.open_db(txn, DB_OUTCOME_TIMES),
             message_counters=env.open_db(txn, DB_MESSAGE_COUNTERS),
             retry_due=env.open_db(txn, DB_RETRY_DUE),
+            expiry=env.open_db(txn, DB_EXPIRY),
+            confirmations=env.open_db(txn, DB_CONFIRMATIONS),
+            final_acks=env.open_db(txn, DB_FINAL_ACKS),
+            lists=env.open_db(txn, DB_LISTS),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
@@ -162,7 +176,7 @@ class Catalog:
             if version == _SCHEMA_BEFORE_PEERING:
                 self._migrate_to_peering(txn, dbs)
             if version != SCHEMA_VERSION:
-                # The databases the older schema lacked were just created (empty).
+                # The databases added since that schema were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
             self._read_meta(txn, dbs)
         self.by_name.clear()
@@ -249,8 +263,13 @@ class Catalog:
         except Exception as exc:
             msg = "schema version in meta is not a u32"
             raise StoreCorrupt(msg) from exc
-        known = (SCHEMA_VERSION, _SCHEMA_BEFORE_POISON, _SCHEMA_BEFORE_PREPARED)
-        if version not in (*known, _SCHEMA_BEFORE_PEERING):
+        if version not in (
+            SCHEMA_VERSION,
+            _SCHEMA_BEFORE_POISON,
+            _SCHEMA_BEFORE_EXPIRY,
+            _SCHEMA_BEFORE_PREPARED,
+            _SCHEMA_BEFORE_PEERING,
+        ):
             raise SchemaMismatch(version, SCHEMA_VERSION)
         return version
 

@@ -101,7 +101,7 @@ class Reading:
 _LOCK_FILE: Final = "store.lock"
 _BALLAST_FILE: Final = "reserve"
 _MAX_READERS: Final = 126
-_MAX_DBS: Final = 16
+_MAX_DBS: Final = 24
 _PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 
 _T = TypeVar("_T")

@@ -172,6 +172,27 @@ class MessageMissing(StoreError):
         self.lookup_id = lookup_id
 
 
+class ListExists(StoreError):
+    """A distribution list of that name already exists."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"distribution list {name!r} already exists")
+        self.name = name
+
+
+class ListMissing(StoreError):
+    """There is no distribution list of that name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"distribution list {name!r} does not exist")
+        self.name = name
+
+
+class ConfirmationMissing(StoreError):
+    """The copy awaiting confirmation to settle is not there (its outcome was
+    settled already)."""
+
+
 class InvalidOperation(StoreError):
     """The operation is not allowed on this queue, for example deleting or
     creating a journal queue on its own (journal queues live and die with the

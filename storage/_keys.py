@@ -28,11 +28,17 @@ database           key                                         value
 ``outgoing``       queue_id u32 (4 B) of an OUTGOING queue     outgoing state record
 ``incoming``       source QM GUID (16 B) + queue key UTF-8     incoming state record
 ``history``        source QM GUID (16 B) + message ordinal     insertion counter u64
-                   u32 (20 B)
+                   u32 + destination tag u32 (24 B; 20 B
+                   without the tag, before schema 5)
 ``prepared``       xid UTF-8 + 0x00 + index u32 (index 0)      prepared header record
                    xid UTF-8 + 0x00 + index u32 (1..n)         one prepared send each
 ``outcomes``       xid UTF-8                                   outcome record
 ``outcome_times``  resolved_at u64 milliseconds + xid UTF-8    empty
+``expiry``         deadline u64 milliseconds + queue_id u32 +  empty
+                   lookup_id u64 (20 B)
+``confirmations``  message ordinal u32 + copy index u8 (5 B)   copy awaiting confirmation
+``final_acks``     source QM GUID (16 B) + message ordinal u32  FinalAck to send
+``lists``          distribution list name, UTF-8 (lower-case)   distribution list record
 =================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -84,6 +90,7 @@ are written.
 
 from __future__ import annotations
 
+import math
 import struct
 from typing import Final
 
@@ -91,9 +98,13 @@ from ._errors import InvalidRecord
 
 __all__ = [
     "DB_BY_PRIORITY",
+    "DB_CONFIRMATIONS",
     "DB_DOOMED",
+    "DB_EXPIRY",
+    "DB_FINAL_ACKS",
     "DB_HISTORY",
     "DB_INCOMING",
+    "DB_LISTS",
     "DB_MESSAGES",
     "DB_META",
     "DB_OUTCOMES",
@@ -102,6 +113,7 @@ __all__ = [
     "DB_PREPARED",
     "DB_QUEUES",
     "DB_QUEUE_IDS",
+    "EXPIRY_KEY_SIZE",
     "HISTORY_KEY_SIZE",
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
@@ -116,6 +128,8 @@ __all__ = [
     "META_SEQUENCE_STAMP",
     "QM_GUID_SIZE",
     "counters_key",
+    "decode_expiry_key",
+    "expiry_key",
     "history_key",
     "incoming_key",
     "lookup_id_of",
@@ -154,6 +168,10 @@ DB_HISTORY: Final = b"history"
 DB_PREPARED: Final = b"prepared"
 DB_OUTCOMES: Final = b"outcomes"
 DB_OUTCOME_TIMES: Final = b"outcome_times"
+DB_EXPIRY: Final = b"expiry"
+DB_CONFIRMATIONS: Final = b"confirmations"
+DB_FINAL_ACKS: Final = b"final_acks"
+DB_LISTS: Final = b"lists"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"
@@ -184,6 +202,28 @@ _PRIORITY_KEY = struct.Struct(">IBQ")
 _U64 = struct.Struct(">Q")
 # A key just past every key of queue MAX_QUEUE_ID (longer than any real key).
 _PAST_LAST_QUEUE: Final = b"\xff" * 16
+
+
+_EXPIRY_KEY = struct.Struct(">QIQ")
+_MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
+_MAX_DEADLINE: Final = _MAX_U64 / 1000 - 1
+#: Bytes of an ``expiry`` key.
+EXPIRY_KEY_SIZE: Final = _EXPIRY_KEY.size  # 20
+
+
+def expiry_key(deadline: float, queue_id: int, lookup_id: int) -> bytes:
+    """The ``expiry`` key of a message with a deadline (unix seconds, rounded up to
+    the millisecond so that a message is never due before its deadline)."""
+    if not deadline < _MAX_DEADLINE:  # infinite or NaN: past every real deadline
+        return _EXPIRY_KEY.pack(_MAX_U64, queue_id, lookup_id)
+    # round() first: a deadline decoded from a key encodes to that key again.
+    return _EXPIRY_KEY.pack(max(0, math.ceil(round(deadline * 1000, 3))), queue_id, lookup_id)
+
+
+def decode_expiry_key(key: bytes) -> tuple[float, int, int]:
+    """``(deadline, queue_id, lookup_id)`` of an ``expiry`` key (deadline in unix seconds)."""
+    millis, queue_id, lookup_id = _EXPIRY_KEY.unpack(key)
+    return millis / 1000, queue_id, lookup_id
 
 
 def u32(value: int) -> bytes:
@@ -317,13 +357,17 @@ def split_incoming_key(key: bytes) -> tuple[bytes, str]:
 
 
 def history_key(key: bytes) -> bytes:
-    """Check a ``history`` key: source GUID (16 bytes) + message ordinal u32 (20 bytes).
+    """Check a ``history`` key: source GUID (16 bytes) + message ordinal u32 (20 bytes),
+    optionally followed by a 4-byte tag of the destination queue (24 bytes).
 
     Raises:
         InvalidRecord: it is not 20 bytes long.
     """
-    if len(key) != HISTORY_KEY_SIZE:
-        msg = f"message history key must be {HISTORY_KEY_SIZE} bytes, not {len(key)}"
+    if len(key) not in (HISTORY_KEY_SIZE, HISTORY_KEY_SIZE + 4):
+        msg = (
+            f"message history key must be {HISTORY_KEY_SIZE} bytes, or "
+            f"{HISTORY_KEY_SIZE + 4} with a destination tag, not {len(key)}"
+        )
         raise InvalidRecord(msg)
     return bytes(key)
 

@@ -40,8 +40,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from ._errors import (
+    ConfirmationMissing,
     InvalidOperation,
     InvalidRecord,
+    ListExists,
+    ListMissing,
     MessageMissing,
     QueueExists,
     QueueMissing,
@@ -53,7 +56,15 @@ from ._errors import (
 )
 from ._keys import MAX_KEY_SIZE, META_RECLAIM, setting_key
 from ._poison import subqueue_bytes
-from ._records import QueueKind, QueueRecord, encode_message_record, message_header
+from ._records import (
+    TIMED_MESSAGE_VERSION,
+    QueueKind,
+    QueueRecord,
+    encode_message_record,
+    message_arrived_time,
+    message_header,
+    message_payload,
+)
 
 if TYPE_CHECKING:
     from ._plan import PlanContext
@@ -89,6 +100,9 @@ __all__ = [
 
 #: Errors that fail one operation (and its unit, if atomic), not the batch.
 OPERATION_ERRORS: Final = (
+    ConfirmationMissing,
+    ListExists,
+    ListMissing,
     QueueMissing,
     QueueExists,
     QuotaExceeded,
@@ -226,11 +240,18 @@ class AppendMessage(Operation):
     payload: Sequence[bytes | bytearray | memoryview] | bytes | memoryview
     priority: int
     size: int
+    #: When it expires (unix seconds; indexed in ``expiry``), or None.
+    deadline: float | None = None
+    #: Up to 255 opaque bytes the layer above keeps with the message.
+    note: bytes = b""
+    #: Not refused by the queue's quota (its bytes still count): for the queue
+    #: manager's own messages (acknowledgments, dead-letter and journal copies).
+    exempt: bool = False
 
     def plan(self, ctx: PlanContext) -> Result:
         queue = ctx.live_queue(self.queue_id)
         quota = queue.record.quota
-        if quota is not None:
+        if quota is not None and not self.exempt:
             # Bytes reserved by prepared transactions' sends count as used, and so
             # do the messages of the queue's subqueues (they share its quota).
             used = queue.bytes + subqueue_bytes(ctx, queue.record)
@@ -238,7 +259,12 @@ class AppendMessage(Operation):
             if would_be > quota:
                 raise QuotaExceeded(queue.record.name, quota, would_be)
         record = encode_message_record(
-            self.payload, priority=self.priority, size=self.size, arrived_time=ctx.now
+            self.payload,
+            priority=self.priority,
+            size=self.size,
+            arrived_time=ctx.now,
+            deadline=self.deadline,
+            note=self.note,
         )
         return Appended(self.queue_id, ctx.append(self.queue_id, record, self.priority, self.size))
 
@@ -264,8 +290,16 @@ class RemoveMessage(Operation):
             ctx.live_queue(journal_id)
         data = ctx.message(self.queue_id, self.lookup_id)
         priority, size = message_header(data)
-        ctx.remove(self.queue_id, self.lookup_id, priority, size)
+        ctx.remove(self.queue_id, self.lookup_id, priority, size, data)
         if journal_id is not None:
+            # The journal keeps the message, not its deadline or note.
+            if data[0] == TIMED_MESSAGE_VERSION:
+                data = encode_message_record(
+                    message_payload(data),
+                    priority=priority,
+                    size=size,
+                    arrived_time=message_arrived_time(data),
+                )
             ctx.append(journal_id, bytes(data), priority, size)
         return Removed(self.queue_id, self.lookup_id)
 
@@ -453,6 +487,29 @@ class ReclaimSpace(Operation):
     def plan(self, ctx: PlanContext) -> Result:
         ctx.put_meta(META_RECLAIM, b"")
         return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class Together(Operation):
+    """Apply ``ops`` in order, all or none: the first that fails undoes the
+    others and fails this operation (inside an :class:`Attempt`, or an atomic
+    unit, that is what lets one branch be several operations)."""
+
+    ops: tuple[Operation, ...]
+
+    @property
+    def frees_space(self) -> bool:
+        """Only if every operation does."""
+        return all(op.frees_space for op in self.ops)
+
+    def plan(self, ctx: PlanContext) -> Result:
+        with ctx.savepoint() as savepoint:
+            try:
+                results = [op.plan(ctx) for op in self.ops]
+            except OPERATION_ERRORS:
+                savepoint.roll_back()
+                raise
+        return results[0] if results else Done()
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,10 +119,12 @@ class AppendOutgoing(Operation):
     display_name: str
     payload: Sequence[bytes | bytearray | memoryview] | bytes | memoryview
     size: int
+    #: When it expires (unix seconds; indexed in ``expiry``), or None.
+    deadline: float | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
         record = encode_message_record(
-            self.payload, priority=0, size=self.size, arrived_time=ctx.now
+            self.payload, priority=0, size=self.size, arrived_time=ctx.now, deadline=self.deadline
         )
         queue = self._existing(ctx)
         queue_id = self._create(ctx) if queue is None else queue.record.queue_id
@@ -206,7 +208,7 @@ class ForgetOutgoing(Operation):
             except MessageMissing:
                 continue
             priority, size = message_header(data)
-            ctx.remove(self.queue_id, lookup_id, priority, size)
+            ctx.remove(self.queue_id, lookup_id, priority, size, data)
             removed += 1
         queue = ctx.live_queue(self.queue_id)
         if queue.depth == 0:

@@ -50,6 +50,7 @@ from ._keys import (
     META_ORDINAL_LIMIT,
     META_SEQUENCE_STAMP,
     counters_key,
+    expiry_key,
     lookup_id_of,
     message_key,
     message_range,
@@ -61,12 +62,14 @@ from ._keys import (
 from ._ops import OPERATION_ERRORS, SKIPPED, Failed, Result, Unit, UnitOutcome
 from ._overlay import MISSING, QueueState, Savepoint
 from ._records import (
+    TIMED_MESSAGE_VERSION,
     OutgoingState,
     QueueKind,
     QueueRecord,
     encode_counters,
     encode_outgoing,
     encode_queue,
+    message_deadline,
 )
 
 __all__ = ["Plan", "PlanContext", "QueueState", "apply_plan", "plan_batch"]
@@ -261,10 +264,14 @@ class PlanContext:
             writes.append(
                 (PUT, self.dbs.by_priority, priority_key(queue_id, priority, lookup_id), b"")
             )
+        if record[0] == TIMED_MESSAGE_VERSION and (deadline := message_deadline(record)):
+            writes.append((PUT, self.dbs.expiry, expiry_key(deadline, queue_id, lookup_id), b""))
         return lookup_id
 
-    def remove(self, queue_id: int, lookup_id: int, priority: int, size: int) -> None:
-        """Remove a committed message (read with :meth:`message`)."""
+    def remove(
+        self, queue_id: int, lookup_id: int, priority: int, size: int, record: bytes | memoryview
+    ) -> None:
+        """Remove a committed message (``record``, read with :meth:`message`)."""
         state = self._writable(queue_id)
         if lookup_id >= state.purged_below:
             state.depth -= 1
@@ -277,6 +284,13 @@ class PlanContext:
             self.writes.append(
                 (DELETE, self.dbs.by_priority, priority_key(queue_id, priority, lookup_id), b"")
             )
+        self._forget_deadline(queue_id, lookup_id, record)
+
+    def _forget_deadline(self, queue_id: int, lookup_id: int, record: bytes | memoryview) -> None:
+        # DISCARD: the expiry step may have dropped the entry already.
+        if record[0] == TIMED_MESSAGE_VERSION and (deadline := message_deadline(record)):
+            key = expiry_key(deadline, queue_id, lookup_id)
+            self.writes.append((DISCARD, self.dbs.expiry, key, b""))
 
     def erase(
         self, queue_id: int, limit: int, keep: frozenset[int], below: int | None = None
@@ -294,8 +308,15 @@ class PlanContext:
         if doomed is not None:
             assert isinstance(doomed, QueueState)
             start, end = message_range(queue_id)
+            if below is not None:
+                end = min(end, message_key(queue_id, below))
             erased, more = self._erase_keys(queue_id, doomed, start, end, limit, frozenset())
-            more = more or doomed.next_lookup_id > self._committed_next_lookup_id(queue_id)
+            # Bounded by ``below``: whatever lies above it waits for a later step.
+            more = (
+                more
+                or end < message_range(queue_id)[1]
+                or doomed.next_lookup_id > self._committed_next_lookup_id(queue_id)
+            )
             if not more:
                 self._set(self._doomed, queue_id, None)
                 self._set(self._touched, queue_id, True)
@@ -354,11 +375,13 @@ class PlanContext:
                 self._set(self._removed, key, True)
                 self.writes.append((DELETE, dbs.messages, key, b""))
                 self.writes.append((DISCARD, dbs.message_counters, key[1:], b""))
+                value = cursor.value()
                 if by_priority:
-                    priority = cursor.value()[1]
+                    priority = value[1]
                     self.writes.append(
                         (DELETE, dbs.by_priority, priority_key(queue_id, priority, lookup_id), b"")
                     )
+                self._forget_deadline(queue_id, lookup_id, value)
                 erased += 1
                 positioned = cursor.next()
         return erased, more

@@ -74,7 +74,7 @@ __all__ = [
     "due_milliseconds",
     "encode_message_counters",
     "read_counters",
-    "read_due",
+    "read_retries_due",
     "retry_key",
     "split_retry_key",
     "subqueue_bytes",
@@ -220,7 +220,7 @@ def read_counters(
     return found
 
 
-def read_due(
+def read_retries_due(
     env: Environment, catalog: Catalog, *, before: int | None, limit: int
 ) -> list[tuple[int, int, int]]:
     """The first ``limit`` entries of the retry index, ``(due ms, queue_id, lookup_id)``,

@@ -12,7 +12,9 @@ the message from one and appends it to the other in one write. The record is
 made again with :func:`moved_record`, the one place that carries what a
 message record holds besides its payload into the message's new place. The
 message keeps its payload (its id, its body), its priority, its size and
-its arrival time; it gets a new lookup id in its new queue. Subqueues share
+its arrival time, its deadline (the expiry index follows it: the removal
+drops its old key, the append writes its new one) and the layer above's
+note; it gets a new lookup id in its new queue. Subqueues share
 their queue's quota (``AppendMessage`` counts their bytes), so a move never
 fails for quota.
 
@@ -58,14 +60,16 @@ from ._poison import (
     subqueues_of,
 )
 from ._records import (
-    MESSAGE_HEADER_SIZE,
     PoisonSettings,
     QueueKind,
     QueueRecord,
     encode_message_record,
     encode_queue,
     message_arrived_time,
+    message_deadline,
     message_header,
+    message_note,
+    message_payload,
 )
 
 if TYPE_CHECKING:
@@ -184,10 +188,12 @@ def moved_record(data: bytes | memoryview) -> bytes:
     """
     priority, size = message_header(data)
     return encode_message_record(
-        memoryview(data)[MESSAGE_HEADER_SIZE:],
+        message_payload(data),
         priority=priority,
         size=size,
         arrived_time=message_arrived_time(data),
+        deadline=message_deadline(data),
+        note=message_note(data),
     )
 
 
@@ -356,7 +362,7 @@ class MoveMessage(Operation):
         priority, size = message_header(data)
         counters = _counters(ctx, self.queue_id, self.lookup_id)
         record = moved_record(data)
-        ctx.remove(self.queue_id, self.lookup_id, priority, size)
+        ctx.remove(self.queue_id, self.lookup_id, priority, size, data)
         ctx.set_scratch((_COUNTERS, counters_key(self.queue_id, self.lookup_id)), None)
         new_lookup_id = ctx.append(self.target_id, record, priority, size)
         dbs = ctx.dbs

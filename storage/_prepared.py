@@ -29,7 +29,7 @@ Send record, format version 1, a local send (``AppendMessage``)::
       0     1  format version (1)
       1     1  kind (1)
       2     1  priority 0..7
-      3     1  reserved, 0
+      3     1  flags: 1 exempt from the quota check (AppendMessage.exempt)
       4     4  queue_id          u32
       8     4  size              u32, the bytes counted against the quota
      12        payload
@@ -42,6 +42,10 @@ and a send to another queue manager (``AppendOutgoing``)::
       4     2  display length    u16
       6     4  size              u32
      10        name, display name, payload
+
+A send with a deadline or a note (see ``AppendMessage``) is kind 3 (local)
+or 4 (outgoing): the same fields, then ``deadline`` f64 (0: none) and, for a
+local send, the note's length u8 and the note, before the names or payload.
 
 An outcome (in ``outcomes``, keyed by the xid) is 9 bytes: the state u8
 (1 committed, 2 aborted) and ``resolved_at`` f64 wall seconds.
@@ -80,10 +84,16 @@ PREPARED_FORMAT_VERSION: Final = 1
 _HEADER = struct.Struct(">BdIQIII")
 _RECEIVE = struct.Struct(">IQ")
 _PIN = struct.Struct(">I")
-_LOCAL = struct.Struct(">BBBxII")
+_LOCAL = struct.Struct(">BBBBII")
+#: Flags of a local send: not refused by the quota (``AppendMessage.exempt``).
+_EXEMPT: Final = 1
 _OUTGOING = struct.Struct(">BBHHI")
 _KIND_LOCAL: Final = 1
 _KIND_OUTGOING: Final = 2
+_KIND_LOCAL_TIMED: Final = 3
+_KIND_OUTGOING_TIMED: Final = 4
+_TIMED = struct.Struct(">dB")
+_DEADLINE = struct.Struct(">d")
 _OUTCOME = struct.Struct(">Bd")
 _COMMITTED: Final = 1
 _ABORTED: Final = 2
@@ -217,16 +227,26 @@ def encode_send(send: object) -> bytes:
     """
     try:
         if isinstance(send, AppendMessage):
+            timed = send.deadline is not None or bool(send.note)
+            kind = _KIND_LOCAL_TIMED if timed else _KIND_LOCAL
             head = _LOCAL.pack(
-                PREPARED_FORMAT_VERSION, _KIND_LOCAL, send.priority, send.queue_id, send.size
+                PREPARED_FORMAT_VERSION,
+                kind,
+                send.priority,
+                _EXEMPT if send.exempt else 0,
+                send.queue_id,
+                send.size,
             )
+            if timed:
+                head += _TIMED.pack(send.deadline or 0.0, len(send.note)) + send.note
             return b"".join((head, *_parts(send.payload)))
         if isinstance(send, AppendOutgoing):
             name = send.name.encode()
             display = send.display_name.encode()
-            head = _OUTGOING.pack(
-                PREPARED_FORMAT_VERSION, _KIND_OUTGOING, len(name), len(display), send.size
-            )
+            kind = _KIND_OUTGOING if send.deadline is None else _KIND_OUTGOING_TIMED
+            head = _OUTGOING.pack(PREPARED_FORMAT_VERSION, kind, len(name), len(display), send.size)
+            if send.deadline is not None:
+                head += _DEADLINE.pack(send.deadline)
             return b"".join((head, name, display, *_parts(send.payload)))
     except struct.error as exc:
         msg = f"prepared send field out of range: {exc}"
@@ -243,13 +263,34 @@ def decode_send(data: bytes | memoryview) -> Send:
     """
     view = memoryview(data)
     if len(view) >= 2 and view[0] == PREPARED_FORMAT_VERSION:
-        if view[1] == _KIND_LOCAL and len(view) >= _LOCAL.size:
-            _, _, priority, queue_id, size = _LOCAL.unpack_from(view)
-            if priority <= 7:
-                return AppendMessage(queue_id, view[_LOCAL.size :], priority, size)
-        elif view[1] == _KIND_OUTGOING and len(view) >= _OUTGOING.size:
+        kind = view[1]
+        if kind in (_KIND_LOCAL, _KIND_LOCAL_TIMED) and len(view) >= _LOCAL.size:
+            _, _, priority, flags, queue_id, size = _LOCAL.unpack_from(view)
+            start = _LOCAL.size
+            deadline: float | None = None
+            note = b""
+            if kind == _KIND_LOCAL_TIMED and len(view) >= start + _TIMED.size:
+                deadline, note_length = _TIMED.unpack_from(view, start)
+                start += _TIMED.size
+                note = bytes(view[start : start + note_length])
+                start += note_length
+            if priority <= 7 and start <= len(view):
+                return AppendMessage(
+                    queue_id,
+                    view[start:],
+                    priority,
+                    size,
+                    deadline=deadline or None,
+                    note=note,
+                    exempt=bool(flags & _EXEMPT),
+                )
+        elif kind in (_KIND_OUTGOING, _KIND_OUTGOING_TIMED) and len(view) >= _OUTGOING.size:
             _, _, name_length, display_length, size = _OUTGOING.unpack_from(view)
             start = _OUTGOING.size
+            outgoing_deadline: float | None = None
+            if kind == _KIND_OUTGOING_TIMED and len(view) >= start + _DEADLINE.size:
+                outgoing_deadline = _DEADLINE.unpack_from(view, start)[0]
+                start += _DEADLINE.size
             middle = start + name_length
             end = middle + display_length
             if end <= len(view):
@@ -259,7 +300,9 @@ def decode_send(data: bytes | memoryview) -> Send:
                 except UnicodeDecodeError:
                     pass
                 else:
-                    return AppendOutgoing(name, display, view[end:], size)
+                    return AppendOutgoing(
+                        name, display, view[end:], size, deadline=outgoing_deadline
+                    )
     msg = f"prepared send record of {len(view)} bytes is corrupt"
     raise StoreCorrupt(msg)
 

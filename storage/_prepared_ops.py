@@ -234,12 +234,19 @@ class PrepareTransaction(Operation):
         for send in self.sends:
             if isinstance(send, AppendMessage):
                 queue = ctx.live_queue(send.queue_id)
-                encode_message_record(b"", priority=send.priority, size=send.size, arrived_time=0)
+                encode_message_record(
+                    b"",
+                    priority=send.priority,
+                    size=send.size,
+                    arrived_time=0,
+                    deadline=send.deadline,
+                    note=send.note,
+                )
                 total = reserved.get(send.queue_id, 0) + send.size
                 quota = queue.record.quota
                 used = queue.bytes + subqueue_bytes(ctx, queue.record)
                 would_be = used + ctx.reservation(send.queue_id)[0] + total
-                if quota is not None and would_be > quota:
+                if quota is not None and would_be > quota and not send.exempt:
                     raise QuotaExceeded(queue.record.name, quota, would_be)
                 reserved[send.queue_id] = total
                 pinned[send.queue_id] = None
@@ -350,7 +357,12 @@ def _append(ctx: PlanContext, send: Send) -> Appended:
         return result
     # Its bytes were reserved at prepare (and are released by the resolve): no quota check.
     record = encode_message_record(
-        send.payload, priority=send.priority, size=send.size, arrived_time=ctx.now
+        send.payload,
+        priority=send.priority,
+        size=send.size,
+        arrived_time=ctx.now,
+        deadline=send.deadline,
+        note=send.note,
     )
     return Appended(send.queue_id, ctx.append(send.queue_id, record, send.priority, send.size))
 

@@ -33,7 +33,7 @@ entries, never by the number of messages.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container
+from collections.abc import Callable, Collection, Container, Sequence
 from typing import Final
 
 import lmdb
@@ -74,10 +74,12 @@ class MessageReader:
         # A deleted queue's messages are invisible at once, like purged ones.
         return MAX_LOOKUP_ID if queue is None else max(queue.purged_below, 1)
 
-    def read_message(self, queue_id: int, lookup_id: int) -> bytes | None:
-        """One committed message's record, or ``None`` if it is not there (or purged)."""
+    def read_message(self, queue_id: int, lookup_id: int, *, purged: bool = False) -> bytes | None:
+        """One committed message's record, or ``None`` if it is not there (or
+        purged, unless ``purged``: a purged message a transaction still holds)."""
         # MAX_LOOKUP_ID is never a message: it keys the queue's counters.
-        if lookup_id < self._floor(queue_id) or lookup_id >= MAX_LOOKUP_ID:
+        floor = 1 if purged else self._floor(queue_id)
+        if lookup_id < floor or lookup_id >= MAX_LOOKUP_ID:
             return None
         with self._env.read("read_message") as txn:
             data: bytes | None = txn.get(
@@ -231,6 +233,96 @@ class MessageReader:
                     return key_band, lookup_id, data
                 positioned = cursor.next()
         return None
+
+
+def read_erasable(
+    env: Environment,
+    catalog: Catalog,
+    queue_id: int,
+    *,
+    limit: int,
+    keep: Container[int],
+    below: int | None,
+    select: Callable[[memoryview], bool],
+) -> tuple[int, int, list[tuple[int, bytes]]]:
+    """What an ``EraseStep(queue_id, limit, keep, below)`` planned now would
+    erase: ``(count, last, selected)``, the number of messages, the lookup id
+    of the last one (0 if none), and a copy of each record ``select`` picks.
+    ``select`` sees each record as a view into the map, so records it passes
+    over are never copied."""
+    doomed = catalog.doomed.get(queue_id)
+    record = doomed or catalog.by_id.get(queue_id)
+    if record is None or limit <= 0:
+        return 0, 0, []
+    mark = MAX_LOOKUP_ID if doomed is not None else record.purged_below
+    if below is not None:
+        mark = min(mark, below)
+    start, end = message_range(queue_id)
+    end = min(end, message_key(queue_id, mark))
+    count = last = 0
+    selected: list[tuple[int, bytes]] = []
+    with (
+        env.read("read_erasable", buffers=True) as txn,
+        txn.cursor(db=catalog.dbs.messages) as cursor,
+    ):
+        positioned = cursor.set_range(start)
+        while positioned and count < limit:
+            key = bytes(cursor.key())
+            if key >= end:
+                break
+            lookup_id = lookup_id_of(key)
+            if lookup_id not in keep:
+                count += 1
+                last = lookup_id
+                value = cursor.value()
+                if select(value):
+                    selected.append((lookup_id, bytes(value)))
+            positioned = cursor.next()
+    return count, last, selected
+
+
+def scan_messages(
+    env: Environment,
+    catalog: Catalog,
+    queues: Sequence[tuple[int, int]],
+    *,
+    select: Callable[[memoryview], bool],
+    limit: int,
+    visits: int,
+) -> tuple[list[tuple[int, int, bytes]], list[tuple[int, int]]]:
+    """The stored messages of ``queues`` (``(queue_id, first lookup id)`` pairs:
+    messages below the first are passed over) that ``select`` picks, as
+    ``(queue_id, lookup_id, record)``, at most ``limit``, looking at no more
+    than ``visits`` records. Returns them and what is left to scan (the same
+    kind of pairs; empty when done). ``select`` sees each record as a view
+    into the map; only picked records are copied. This reads whole queues, for
+    rare requests (``qmgr trace``): call it again with what is left, in steps."""
+    found: list[tuple[int, int, bytes]] = []
+    left = list(queues)
+    seen = 0
+    with (
+        env.read("scan_messages", buffers=True) as txn,
+        txn.cursor(db=catalog.dbs.messages) as cursor,
+    ):
+        while left:
+            queue_id, first = left[0]
+            end = message_range(queue_id)[1]
+            positioned = cursor.set_range(message_key(queue_id, max(first, 1)))
+            while positioned:
+                key = bytes(cursor.key())
+                if key >= end:
+                    break
+                lookup_id = lookup_id_of(key)
+                if seen >= visits or len(found) >= limit:
+                    left[0] = (queue_id, lookup_id)
+                    return found, left
+                seen += 1
+                value = cursor.value()
+                if select(value):
+                    found.append((queue_id, lookup_id, bytes(value)))
+                positioned = cursor.next()
+            left.pop(0)
+    return found, left
 
 
 def _count_keys(

@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,11 +94,13 @@ from ._errors import InvalidRecord, StoreCorrupt
 
 __all__ = [
     "INCOMING_FORMAT_VERSION",
+    "MAX_NOTE_SIZE",
     "MESSAGE_FORMAT_VERSION",
     "MESSAGE_HEADER_SIZE",
     "OUTGOING_FORMAT_VERSION",
     "POISON_QUEUE_FORMAT_VERSION",
     "QUEUE_FORMAT_VERSION",
+    "TIMED_MESSAGE_VERSION",
     "IncomingState",
     "OutgoingState",
     "PoisonSettings",
@@ -113,7 +116,9 @@ __all__ = [
     "encode_outgoing",
     "encode_queue",
     "message_arrived_time",
+    "message_deadline",
     "message_header",
+    "message_note",
     "message_payload",
 ]
 
@@ -142,11 +147,13 @@ class QueueKind(enum.IntEnum):
     #: above, e.g. ``outgoing$;tcp:127.0.0.1:1902\orders``): FIFO by lookup
     #: id, no journal queue, with an :class:`OutgoingState`.
     OUTGOING = 4
+    #: ``system$;journal``: copies of confirmed messages this queue manager sent.
+    SYSTEM_JOURNAL = 5
     #: ``<name>;retry`` and ``<name>;poison`` of a NORMAL queue (MSMQ 4.0 subqueues):
     #: messages only *move* in (nothing is sent to one); ``parent_id`` is the
     #: queue, and ``journal``/``journal_id`` are the parent's (a message received
     #: from a subqueue is journaled in the parent's journal).
-    SUBQUEUE = 5
+    SUBQUEUE = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,10 +235,19 @@ class QueueRecord:
 # --------------------------------------------------------------------------- messages
 
 _MESSAGE_HEADER = struct.Struct(">BBHId")
-#: Bytes of the store's header before a message's payload.
+#: Bytes of the store's header before a message's payload (a version 2 record).
 MESSAGE_HEADER_SIZE: Final = _MESSAGE_HEADER.size  # 16
+#: A version 3 record: version, priority, flags, note length, size, arrived time,
+#: deadline (0: none), then the note and the payload.
+_TIMED_HEADER = struct.Struct(">BBBBIdd")
+_TIMED_HEADER_SIZE: Final = _TIMED_HEADER.size  # 24
+#: Record version of a message with a deadline or a note.
+TIMED_MESSAGE_VERSION: Final = 3
+#: Longest note a message record keeps.
+MAX_NOTE_SIZE: Final = 255
 _ARRIVED_TIME = struct.Struct(">d")
 _ARRIVED_TIME_OFFSET: Final = 8
+_DEADLINE_OFFSET: Final = 16
 
 
 def encode_message_record(
@@ -240,37 +256,66 @@ def encode_message_record(
     priority: int,
     size: int,
     arrived_time: float,
+    deadline: float | None = None,
+    note: bytes = b"",
 ) -> bytes:
     """A message record: the store's header, then the payload (one part or several).
 
+    A message with a ``deadline`` (unix seconds; the store indexes it in
+    ``expiry``) or a ``note`` (up to 255 opaque bytes of the layer above) gets
+    a version 3 header; any other a version 2 one.
+
     Raises:
-        InvalidRecord: the priority is not 0..7 or the size does not fit in 32 bits.
+        InvalidRecord: the priority is not 0..7, the size does not fit in 32
+            bits, the deadline is not positive or the note is too long.
     """
     if not 0 <= priority <= 7 or not 0 <= size <= 0xFFFFFFFF:
         msg = f"message record with priority {priority} and size {size} is out of range"
         raise InvalidRecord(msg)
-    header = _MESSAGE_HEADER.pack(MESSAGE_FORMAT_VERSION, priority, 0, size, arrived_time)
+    if deadline is None and not note:
+        header = _MESSAGE_HEADER.pack(MESSAGE_FORMAT_VERSION, priority, 0, size, arrived_time)
+    else:
+        if len(note) > MAX_NOTE_SIZE or (deadline is not None and not 0 < deadline < math.inf):
+            msg = f"message record with a {len(note)}-byte note and deadline {deadline} is invalid"
+            raise InvalidRecord(msg)
+        flags = 0 if deadline is None else 1
+        header = _TIMED_HEADER.pack(
+            TIMED_MESSAGE_VERSION, priority, flags, len(note), size, arrived_time, deadline or 0.0
+        )
+        if note:
+            header += note
     if isinstance(payload, bytes | bytearray | memoryview):
         return b"".join((header, payload))
     return b"".join((header, *payload))
+
+
+def _header_size(data: bytes | memoryview) -> int:
+    if len(data) >= MESSAGE_HEADER_SIZE:
+        version = data[0]
+        if version == MESSAGE_FORMAT_VERSION:
+            return MESSAGE_HEADER_SIZE
+        if version == TIMED_MESSAGE_VERSION and len(data) >= _TIMED_HEADER_SIZE + data[3]:
+            return _TIMED_HEADER_SIZE + data[3]
+    msg = f"message record of {len(data)} bytes is not a version 2 or 3 record"
+    raise StoreCorrupt(msg)
 
 
 def message_header(data: bytes | memoryview) -> tuple[int, int]:
     """``(priority, size)`` from a stored message record.
 
     Raises:
-        StoreCorrupt: the bytes are not a message record of this version.
+        StoreCorrupt: the bytes are not a message record of a known version.
     """
-    if len(data) < MESSAGE_HEADER_SIZE or data[0] != MESSAGE_FORMAT_VERSION:
-        msg = (
-            f"message record of {len(data)} bytes is not a version {MESSAGE_FORMAT_VERSION} record"
-        )
-        raise StoreCorrupt(msg)
-    _, priority, _, size, _ = _MESSAGE_HEADER.unpack_from(data)
+    _header_size(data)
+    priority = data[1]
+    size: int = _SIZE.unpack_from(data, 4)[0]
     if priority > 7:
         msg = f"message record with priority {priority} is corrupt"
         raise StoreCorrupt(msg)
     return priority, size
+
+
+_SIZE = struct.Struct(">I")
 
 
 def message_arrived_time(data: bytes | memoryview) -> float:
@@ -279,9 +324,24 @@ def message_arrived_time(data: bytes | memoryview) -> float:
     return value
 
 
-def message_payload(data: bytes) -> memoryview:
+def message_deadline(data: bytes | memoryview) -> float | None:
+    """When a stored message expires (unix seconds), or None."""
+    if data[0] != TIMED_MESSAGE_VERSION or not data[2] & 1:
+        return None
+    value: float = _ARRIVED_TIME.unpack_from(data, _DEADLINE_OFFSET)[0]
+    return value
+
+
+def message_note(data: bytes | memoryview) -> bytes:
+    """The note the layer above kept with a stored message (empty if none)."""
+    if data[0] != TIMED_MESSAGE_VERSION:
+        return b""
+    return bytes(data[_TIMED_HEADER_SIZE : _TIMED_HEADER_SIZE + data[3]])
+
+
+def message_payload(data: bytes | memoryview) -> memoryview:
     """The payload of a stored message record, without copying it."""
-    return memoryview(data)[MESSAGE_HEADER_SIZE:]
+    return memoryview(data)[_header_size(data) :]
 
 
 # --------------------------------------------------------------------------- queues

@@ -35,18 +35,33 @@ import math
 import os
 import pathlib
 import uuid
-from collections.abc import Container, Generator, Iterable, Sequence
+from collections.abc import Callable, Container, Generator, Iterable, Sequence
 
 from ._catalog import SCHEMA_VERSION, Catalog
+from ._confirmations import (
+    Confirmation,
+    PendingFinalAck,
+    read_confirmation,
+    read_confirmations,
+    read_final_acks,
+)
 from ._env import Environment
 from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
+from ._expiry import DueMessage, read_due
 from ._keys import setting_key
+from ._lists import DistributionList, read_list, read_lists
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
-from ._poison import MessageCounters, read_counters, read_due
+from ._poison import MessageCounters, read_counters, read_retries_due
 from ._prepared import OutcomeInfo, PreparedInfo
 from ._prepared_reads import read_outcome, read_outcomes, read_prepared, read_prepared_one
-from ._reads import MessageReader, read_history, read_incoming
+from ._reads import (
+    MessageReader,
+    read_erasable,
+    read_history,
+    read_incoming,
+    scan_messages,
+)
 from ._records import IncomingState, OutgoingState, QueueRecord
 
 __all__ = ["SCHEMA_VERSION", "Store"]
@@ -257,10 +272,10 @@ class Store:
 
     # ------------------------------------------------------------------ messages
 
-    def read_message(self, queue_id: int, lookup_id: int) -> bytes | None:
+    def read_message(self, queue_id: int, lookup_id: int, *, purged: bool = False) -> bytes | None:
         """One committed message's record (``message_header``/``message_payload``
-        read it), or ``None``."""
-        return self._reader.read_message(queue_id, lookup_id)
+        read it), or ``None`` (also if purged, unless ``purged``)."""
+        return self._reader.read_message(queue_id, lookup_id, purged=purged)
 
     def read_range(
         self, queue_id: int, *, after: int = 0, limit: int = 1000, skip: Container[int] = ()
@@ -300,6 +315,79 @@ class Store:
         """The first message in priority order at or after ``start = (band, lookup_id)``."""
         return self._reader.first_by_priority(queue_id, start=start, skip=skip)
 
+    def scan_messages(
+        self,
+        queues: Sequence[tuple[int, int]],
+        *,
+        select: Callable[[memoryview], bool],
+        limit: int,
+        visits: int = 100_000,
+    ) -> tuple[list[tuple[int, int, bytes]], list[tuple[int, int]]]:
+        """The messages of ``queues`` (``(queue_id, first lookup id)``) that
+        ``select`` picks, as ``(queue_id, lookup_id, record)``, at most ``limit``,
+        visiting at most ``visits`` records; and what is left to scan (pass it
+        back for the next step; empty when done)."""
+        return scan_messages(
+            self._env, self._catalog, queues, select=select, limit=limit, visits=visits
+        )
+
+    def doomed_queue(self, queue_id: int) -> QueueRecord | None:
+        """The record of a deleted queue whose messages remain to be erased, or None."""
+        return self._catalog.doomed.get(queue_id)
+
+    def erasable(
+        self,
+        queue_id: int,
+        *,
+        limit: int,
+        keep: Container[int],
+        below: int | None,
+        select: Callable[[memoryview], bool],
+    ) -> tuple[int, int, list[tuple[int, bytes]]]:
+        """What ``EraseStep(queue_id, limit, keep, below)`` would erase if planned
+        now: ``(count, last lookup id, [(lookup_id, record)])`` with a copy of
+        each record ``select`` picks (it sees a view valid only during the call)."""
+        return read_erasable(
+            self._env, self._catalog, queue_id, limit=limit, keep=keep, below=below, select=select
+        )
+
+    def confirmations(self, ordinal: int) -> list[Confirmation]:
+        """The copies of this queue manager's message ``ordinal`` awaiting confirmation."""
+        return read_confirmations(self._env, self._catalog, ordinal)
+
+    def confirmation(self, ordinal: int, index: int) -> Confirmation | None:
+        """One copy awaiting confirmation, or None."""
+        return read_confirmation(self._env, self._catalog, ordinal, index)
+
+    def final_acks(
+        self, *, source_qm: bytes | None = None, after: bytes = b"", limit: int = 1000
+    ) -> list[PendingFinalAck]:
+        """FinalAcks waiting to be sent, in key order past ``after`` (a key),
+        for ``source_qm`` only if given."""
+        return read_final_acks(
+            self._env, self._catalog, source_qm=source_qm, after=after, limit=limit
+        )
+
+    def final_ack_count(self) -> int:
+        """How many FinalAcks wait to be sent (one read of the database's size)."""
+        with self._env.read("final_ack_count") as txn:
+            return int(txn.stat(self._catalog.dbs.final_acks)["entries"])
+
+    def get_list(self, name: str) -> DistributionList | None:
+        """The distribution list of canonical name ``name``, or None."""
+        return read_list(self._env, self._catalog, name)
+
+    def lists(self) -> list[DistributionList]:
+        """Every distribution list, by name."""
+        return read_lists(self._env, self._catalog)
+
+    def due_messages(
+        self, *, before: float, limit: int, after: DueMessage | None = None
+    ) -> list[DueMessage]:
+        """Stored messages whose deadline is at or before ``before`` (unix seconds),
+        in deadline order from past ``after``, at most ``limit`` (see ``_expiry``)."""
+        return read_due(self._env, self._catalog, before=before, limit=limit, after=after)
+
     # ------------------------------------------------------------------ poison handling
 
     def message_counters(
@@ -323,7 +411,7 @@ class Store:
             StoreCorrupt: a key is corrupt.
         """
         end = None if before is None else math.floor(before * 1000.0) + 1
-        return read_due(self._env, self._catalog, before=end, limit=limit)
+        return read_retries_due(self._env, self._catalog, before=end, limit=limit)
 
     # ------------------------------------------------------------------ writes
 

@@ -15,7 +15,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from qmgr.client import QueueManager
@@ -203,3 +203,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
+
+
+#: ``qmgr serve`` arguments that make peering quick to reconnect and acknowledge.
+PEER_FAST: Final = (
+    "--set",
+    "peers.retry_initial=0.05",
+    "--set",
+    "peers.retry_max=0.5",
+    "--set",
+    "peers.order_ack_delay=0.02",
+    "--set",
+    "peers.resend_intervals=[1.0]",
+)
+
+
+def remote_queue(daemon: DaemonProcess, queue: str) -> str:
+    """The direct format name of ``queue`` on ``daemon``, as another queue manager sends to it."""
+    return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"

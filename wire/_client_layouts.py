@@ -41,12 +41,16 @@ from ._client_values import (
     HELLO_MAGIC,
     KIND_OF,
     MAX_RESOLVE_XIDS,
+    ChangeList,
+    CreateList,
     CreateQueue,
     FrameKind,
     FrameValue,
     Hello,
     HelloOk,
     IncomingInfo,
+    ListInfo,
+    ListInfoList,
     MessageList,
     MessageReply,
     OutgoingInfo,
@@ -58,6 +62,8 @@ from ._client_values import (
     Resolve,
     Send,
     StatusInfo,
+    TraceFinding,
+    TraceReport,
     TransactionInfo,
     TransactionList,
 )
@@ -216,6 +222,15 @@ _SOURCES: dict[FrameKind, Any] = {
         "max_count" / c.Int32ul,
     ),
     FrameKind.REMOVE_THROUGH: c.Struct("queue" / _Str, "lookup_id" / c.Int64ul),
+    FrameKind.TRACE_MESSAGE: c.Struct("message_id" / _Str),
+    FrameKind.CREATE_LIST: c.Struct("name" / _Str, "targets" / c.PrefixedArray(c.Int32ul, _Str)),
+    FrameKind.CHANGE_LIST: c.Struct(
+        "name" / _Str,
+        "add" / c.PrefixedArray(c.Int32ul, _Str),
+        "remove" / c.PrefixedArray(c.Int32ul, _Str),
+    ),
+    FrameKind.DELETE_LIST: c.Struct("name" / _Str),
+    FrameKind.GET_LISTS: c.Struct("name" / _Str),
     FrameKind.MEASURE_RANGE: c.Struct(
         "queue" / _Str,
         "after" / c.Int64ul,
@@ -278,6 +293,27 @@ _SOURCES: dict[FrameKind, Any] = {
     FrameKind.SET_QUEUE_PROPERTIES: SET_QUEUE_PROPERTIES,
     FrameKind.MOVE_MESSAGES: MOVE_MESSAGES,
     FrameKind.MOVED: MOVED,
+    FrameKind.LIST_INFO_LIST: c.Struct(
+        "lists"
+        / c.PrefixedArray(
+            c.Int32ul, c.Struct("name" / _Str, "targets" / c.PrefixedArray(c.Int32ul, _Str))
+        )
+    ),
+    FrameKind.TRACE_REPORT: c.Struct(
+        "qm_name" / _Str,
+        "findings"
+        / c.PrefixedArray(
+            c.Int32ul,
+            c.Struct(
+                "kind" / _Str,
+                "place" / _Str,
+                "time" / c.Float64l,
+                "message_class" / c.Int16ul,
+                "detail" / _Str,
+                "next_hop" / _Str,
+            ),
+        ),
+    ),
     FrameKind.ERROR: c.Struct("code" / c.Int16ul, "message" / _Str),
 }
 
@@ -286,7 +322,15 @@ LAYOUTS: Final[dict[FrameKind, Any]] = {kind: s.compile() for kind, s in _SOURCE
 
 _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {
     cls: tuple(f.name for f in fields(cls))
-    for cls in (*KIND_OF, QueuedMessage, QueueInfo, OutgoingInfo, IncomingInfo, TransactionInfo)
+    for cls in (
+        *KIND_OF,
+        QueuedMessage,
+        QueueInfo,
+        OutgoingInfo,
+        IncomingInfo,
+        TransactionInfo,
+        TraceFinding,
+    )
 }
 #: Fields that travel in a version 4 trailer, not in their value's own layout.
 _IN_TRAILERS: Final = frozenset({"counters", "retry", "retry_count", "retry_cycles", "retry_delay"})
@@ -387,7 +431,7 @@ def _optional_from_container(container: Any) -> int | None:
 
 
 # --------------------------------------------------------------------------
-# Version 4 trailers (see ``_client_poison``; their values in ``_client_trailers``)
+# Version 5 trailers (see ``_client_poison``; their values in ``_client_trailers``)
 # --------------------------------------------------------------------------
 
 
@@ -517,6 +561,15 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     Resolve: lambda v: {"commit": v.commit, "xids": list(v.xids)},
     Resolutions: lambda v: {"outcomes": list(v.outcomes)},
     TransactionList: lambda v: {"transactions": [_plain_to_container(t) for t in v.transactions]},
+    CreateList: lambda v: {"name": v.name, "targets": list(v.targets)},
+    ChangeList: lambda v: {"name": v.name, "add": list(v.add), "remove": list(v.remove)},
+    ListInfoList: lambda v: {
+        "lists": [{"name": i.name, "targets": list(i.targets)} for i in v.lists]
+    },
+    TraceReport: lambda v: {
+        "qm_name": v.qm_name,
+        "findings": [_plain_to_container(f) for f in v.findings],
+    },
 }
 
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
@@ -552,6 +605,18 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
             TransactionInfo(**{name: t[name] for name in _FIELD_NAMES[TransactionInfo]})
             for t in w.transactions
         )
+    ),
+    CreateList: lambda w: CreateList(name=w.name, targets=tuple(w.targets)),
+    ChangeList: lambda w: ChangeList(name=w.name, add=tuple(w.add), remove=tuple(w.remove)),
+    ListInfoList: lambda w: ListInfoList(
+        lists=tuple(ListInfo(name=i.name, targets=tuple(i.targets)) for i in w.lists)
+    ),
+    TraceReport: lambda w: TraceReport(
+        qm_name=w.qm_name,
+        findings=tuple(
+            TraceFinding(**{name: f[name] for name in _FIELD_NAMES[TraceFinding]})
+            for f in w.findings
+        ),
     ),
 }
 

@@ -1,4 +1,4 @@
-"""The client protocol's frames of poison handling and subqueues (protocol version 4).
+"""The client protocol's frames of poison handling and subqueues (protocol version 5).
 
 Requests:
 
@@ -13,12 +13,12 @@ Requests:
   transaction id (a transactional queue), the one message moves when the
   transaction commits.
 
-Both are answered only on a connection that negotiated ``OUTCOMES_VERSION``
-(4) or later; a daemon refuses them below it.
+Both are answered only on a connection that negotiated ``POISON_VERSION``
+(5) or later; a daemon refuses them below it.
 
-Version 4 also adds to existing frames, only on connections that
-negotiated it: each is a *trailer* after the version 3 body, so that the
-version 3 part is byte for byte what it was (a reader of raw pages, such as
+Version 5 also adds to existing frames, only on connections that
+negotiated it: each is a *trailer* after the body earlier versions have, so
+that part is byte for byte what it was (a reader of raw pages, such as
 the Spark source, finds its messages where they were):
 
 * ``Message``: the message's counters (:class:`MessageCounters`, 16 bytes:
@@ -130,7 +130,7 @@ class Moved:
     lookup_id: int
 
 
-#: The requests a daemon answers only on a connection of ``OUTCOMES_VERSION`` or later.
+#: The requests a daemon answers only on a connection of ``POISON_VERSION`` or later.
 POISON_REQUESTS: Final[frozenset[type[object]]] = frozenset({SetQueueProperties, MoveMessages})
 
 #: Trailer records (see the module docstring).

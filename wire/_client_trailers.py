@@ -1,9 +1,9 @@
-"""The version 4 trailers of existing client frames, between values and construct containers.
+"""The version 5 trailers of existing client frames, between values and construct containers.
 
 ``_client_poison`` describes the trailers and defines their construct
-entries; ``_client_layouts`` puts them after the version 3 bodies. Here are
+entries; ``_client_layouts`` puts them after the bodies of earlier versions. Here are
 the conversions: a list's trailer has one entry per element or none at all,
-so a value list either carries its version 4 values on every element or on
+so a value list either carries its version 5 values on every element or on
 none (:func:`counters_trailer`), and a queue list's trailer is left out when
 no queue has retry settings (:func:`retry_trailer`).
 """
@@ -48,7 +48,7 @@ def counters_trailer(messages: Sequence[QueuedMessage]) -> list[dict[str, Any]]:
     """
     present = [m.counters for m in messages if m.counters is not None]
     if present and len(present) != len(messages):
-        msg = "every QueuedMessage or none must carry its version 4 values"
+        msg = "every QueuedMessage or none must carry its version 5 values"
         raise LocalProtocolError(msg, field="QueuedMessage")
     return [counters_to_container(found) for found in present]
 

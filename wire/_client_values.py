@@ -28,6 +28,12 @@ from ._client_global import Resolve as Resolve
 from ._client_global import TransactionInfo as TransactionInfo
 from ._client_global import TransactionList as TransactionList
 from ._client_global import TransactionState as TransactionState
+from ._client_lists import ChangeList as ChangeList
+from ._client_lists import CreateList as CreateList
+from ._client_lists import DeleteList as DeleteList
+from ._client_lists import GetLists as GetLists
+from ._client_lists import ListInfo as ListInfo
+from ._client_lists import ListInfoList as ListInfoList
 from ._client_poison import POISON_REQUESTS as POISON_REQUESTS
 from ._client_poison import MessageCounters as MessageCounters
 from ._client_poison import Moved as Moved
@@ -35,20 +41,28 @@ from ._client_poison import MoveMessages as MoveMessages
 from ._client_poison import PoisonHandling as PoisonHandling
 from ._client_poison import RetrySettings as RetrySettings
 from ._client_poison import SetQueueProperties as SetQueueProperties
+from ._client_trace import MAX_TRACE_FINDINGS as MAX_TRACE_FINDINGS
+from ._client_trace import OUTCOMES_REQUESTS as OUTCOMES_REQUESTS
+from ._client_trace import TraceFinding as TraceFinding
+from ._client_trace import TraceMessage as TraceMessage
+from ._client_trace import TraceReport as TraceReport
 from ._message import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._message import MessageProperties
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 4
+PROTOCOL_VERSION: Final = 5
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
 #: them only on a connection that negotiated at least this version.
 TWO_PHASE_VERSION: Final = 3
-#: The first version with delivery outcomes, poison handling and subqueues
-#: (``POISON_REQUESTS``, and the trailers ``_client_poison`` describes).
+#: The first version with the requests of delivery outcomes (``OUTCOMES_REQUESTS``:
+#: tracing a message, distribution lists).
 OUTCOMES_VERSION: Final = 4
+#: The first version with poison handling and subqueues (``POISON_REQUESTS``,
+#: and the trailers ``_client_trailers`` describes).
+POISON_VERSION: Final = 5
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -86,6 +100,11 @@ class FrameKind(enum.IntEnum):
     MEASURE_RANGE = 0x14
     SET_QUEUE_PROPERTIES = 0x19
     MOVE_MESSAGES = 0x1A
+    CREATE_LIST = 0x15
+    CHANGE_LIST = 0x16
+    DELETE_LIST = 0x17
+    GET_LISTS = 0x18
+    TRACE_MESSAGE = 0x1D
 
     HELLO_OK = 0x80
     OK = 0x81
@@ -100,6 +119,8 @@ class FrameKind(enum.IntEnum):
     TRANSACTION_LIST = 0x8A
     RANGE_INFO = 0x8B
     MOVED = 0x8E
+    LIST_INFO_LIST = 0x8C
+    TRACE_REPORT = 0x90
     ERROR = 0xFF
 
 
@@ -141,7 +162,7 @@ class QueueKind(enum.IntEnum):
     JOURNAL = 1
     DEADLETTER = 2
     DEADXACT = 3
-    #: ``NAME;retry`` and ``NAME;poison`` (version 4 daemons; 4 is not used here)
+    #: ``NAME;retry`` and ``NAME;poison`` (daemons of version 5; 4 is not used here)
     SUBQUEUE = 5
 
 
@@ -486,6 +507,11 @@ ClientRequest: TypeAlias = (
     | MeasureRange
     | SetQueueProperties
     | MoveMessages
+    | TraceMessage
+    | CreateList
+    | ChangeList
+    | DeleteList
+    | GetLists
 )
 ServerReply: TypeAlias = (
     HelloOk
@@ -501,6 +527,8 @@ ServerReply: TypeAlias = (
     | TransactionList
     | RangeInfo
     | Moved
+    | TraceReport
+    | ListInfoList
     | ErrorReply
 )
 FrameValue: TypeAlias = ClientRequest | ServerReply
@@ -538,6 +566,11 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     MeasureRange: FrameKind.MEASURE_RANGE,
     SetQueueProperties: FrameKind.SET_QUEUE_PROPERTIES,
     MoveMessages: FrameKind.MOVE_MESSAGES,
+    TraceMessage: FrameKind.TRACE_MESSAGE,
+    CreateList: FrameKind.CREATE_LIST,
+    ChangeList: FrameKind.CHANGE_LIST,
+    DeleteList: FrameKind.DELETE_LIST,
+    GetLists: FrameKind.GET_LISTS,
     HelloOk: FrameKind.HELLO_OK,
     Ok: FrameKind.OK,
     Sent: FrameKind.SENT,
@@ -551,6 +584,8 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     TransactionList: FrameKind.TRANSACTION_LIST,
     RangeInfo: FrameKind.RANGE_INFO,
     Moved: FrameKind.MOVED,
+    TraceReport: FrameKind.TRACE_REPORT,
+    ListInfoList: FrameKind.LIST_INFO_LIST,
     ErrorReply: FrameKind.ERROR,
 }
 #: The value class of every frame kind.

@@ -16,10 +16,12 @@ The rules:
   The requests of global (two-phase) transactions and queue ranges
   (``TWO_PHASE_REQUESTS``, see ``_client_global``) came with version 3
   (``TWO_PHASE_VERSION``); on a connection that negotiated less the daemon
-  refuses them, and a client does not send them. Likewise those of poison
-  handling and subqueues (``POISON_REQUESTS``, see ``_client_poison``) came
-  with version 4 (``OUTCOMES_VERSION``), with trailers added to some
-  existing frames, sent only on connections of version 4.
+  refuses them, and a client does not send them. Tracing a message
+  and distribution lists (``OUTCOMES_REQUESTS``) came with version 4
+  (``OUTCOMES_VERSION``), the same way. Those of poison handling and
+  subqueues (``POISON_REQUESTS``, see ``_client_poison``) came with
+  version 5 (``POISON_VERSION``), with trailers added to some existing
+  frames (``_client_trailers``), sent only on connections of version 5.
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -56,19 +58,25 @@ from ._client_values import MAX_FRAME_BODY as MAX_FRAME_BODY
 from ._client_values import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from ._client_values import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._client_values import MAX_RESOLVE_XIDS as MAX_RESOLVE_XIDS
+from ._client_values import MAX_TRACE_FINDINGS as MAX_TRACE_FINDINGS
 from ._client_values import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
+from ._client_values import OUTCOMES_REQUESTS as OUTCOMES_REQUESTS
 from ._client_values import OUTCOMES_VERSION as OUTCOMES_VERSION
 from ._client_values import POISON_REQUESTS as POISON_REQUESTS
+from ._client_values import POISON_VERSION as POISON_VERSION
 from ._client_values import PROTOCOL_VERSION as PROTOCOL_VERSION
 from ._client_values import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
 from ._client_values import TWO_PHASE_VERSION as TWO_PHASE_VERSION
 from ._client_values import Abort as Abort
 from ._client_values import Begin as Begin
 from ._client_values import BeginGlobal as BeginGlobal
+from ._client_values import ChangeList as ChangeList
 from ._client_values import ClientRequest as ClientRequest
 from ._client_values import Commit as Commit
 from ._client_values import ControlOutgoing as ControlOutgoing
+from ._client_values import CreateList as CreateList
 from ._client_values import CreateQueue as CreateQueue
+from ._client_values import DeleteList as DeleteList
 from ._client_values import DeleteQueue as DeleteQueue
 from ._client_values import Delivery as Delivery
 from ._client_values import ErrorCode as ErrorCode
@@ -76,10 +84,13 @@ from ._client_values import ErrorReply as ErrorReply
 from ._client_values import Frame as Frame
 from ._client_values import FrameKind as FrameKind
 from ._client_values import FrameValue as FrameValue
+from ._client_values import GetLists as GetLists
 from ._client_values import GetStatus as GetStatus
 from ._client_values import Hello as Hello
 from ._client_values import HelloOk as HelloOk
 from ._client_values import IncomingInfo as IncomingInfo
+from ._client_values import ListInfo as ListInfo
+from ._client_values import ListInfoList as ListInfoList
 from ._client_values import ListOutgoing as ListOutgoing
 from ._client_values import ListQueues as ListQueues
 from ._client_values import ListTransactions as ListTransactions
@@ -113,6 +124,9 @@ from ._client_values import Sent as Sent
 from ._client_values import ServerReply as ServerReply
 from ._client_values import SetQueueProperties as SetQueueProperties
 from ._client_values import StatusInfo as StatusInfo
+from ._client_values import TraceFinding as TraceFinding
+from ._client_values import TraceMessage as TraceMessage
+from ._client_values import TraceReport as TraceReport
 from ._client_values import TransactionInfo as TransactionInfo
 from ._client_values import TransactionList as TransactionList
 from ._client_values import TransactionState as TransactionState

@@ -75,6 +75,8 @@ from ._errors import (
     UnsupportedVersion,
     error_from_reply,
 )
+from ._levels import Acknowledge, Journal, MessageClass
+from ._lists_api import DistributionList
 from ._message import (
     Delivery,
     IncomingInfo,
@@ -85,6 +87,7 @@ from ._message import (
     Status,
 )
 from ._poison_api import MoveResult
+from ._trace_api import TraceFinding, TraceReport
 from ._two_phase import RangeInfo, Resolution, TransactionInfo, TransactionStatus
 
 if TYPE_CHECKING:
@@ -108,16 +111,20 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "AccessDenied",
+    "Acknowledge",
     "AsyncQueueManager",
     "AsyncTransaction",
     "ConnectionLost",
     "Delivery",
+    "DistributionList",
     "IncomingInfo",
     "InternalError",
     "InvalidArgument",
     "InvalidName",
+    "Journal",
     "LimitExceeded",
     "Message",
+    "MessageClass",
     "MessageTooLarge",
     "MoveResult",
     "NotSupported",
@@ -136,6 +143,8 @@ __all__ = [
     "ShuttingDown",
     "Status",
     "StoreFull",
+    "TraceFinding",
+    "TraceReport",
     "Transaction",
     "TransactionAborted",
     "TransactionCommitted",

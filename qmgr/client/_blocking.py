@@ -47,10 +47,13 @@ from . import _protocol as protocol
 from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
-from ._message import Message, OutgoingInfo, QueueInfo, Status
+from ._lists_api import QueueManagerLists
+from ._message import Message, QueueInfo, Status
+from ._outgoing_api import QueueManagerOutgoing
 from ._poison_api import QueueManagerPoison, TransactionPoison, create_request
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
+from ._trace_api import QueueManagerTrace
 from ._two_phase_api import QueueManagerTwoPhase, TransactionTwoPhase
 
 __all__ = ["QueueManager", "Transaction", "connect"]
@@ -107,7 +110,13 @@ def connect(
     return qm
 
 
-class QueueManager(QueueManagerTwoPhase, QueueManagerPoison):
+class QueueManager(
+    QueueManagerTwoPhase,
+    QueueManagerTrace,
+    QueueManagerLists,
+    QueueManagerPoison,
+    QueueManagerOutgoing,
+):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread.
@@ -242,47 +251,6 @@ class QueueManager(QueueManagerTwoPhase, QueueManagerPoison):
     def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
         return replies.status(self._call(cf.GetStatus()))
-
-    # ------------------------------------------------------------------
-    # Outgoing queues (messages on their way to other queue managers)
-    # ------------------------------------------------------------------
-
-    def outgoing(self) -> list[OutgoingInfo]:
-        """Every outgoing queue, by destination, with its state and counters.
-
-        Raises:
-            NotSupported: delivery to other queue managers is not running.
-        """
-        return replies.outgoing_list(self._call(cf.ListOutgoing()))
-
-    def pause_outgoing(self, destination: str) -> OutgoingInfo:
-        """Stop sending to ``destination`` (messages wait) until :meth:`resume_outgoing`.
-
-        ``destination`` is the remote queue's format name, as
-        :meth:`outgoing` lists it. Returns the queue afterwards. A pause
-        lasts across restarts.
-
-        Raises:
-            QueueNotFound: no outgoing queue for it. InvalidName: not a
-            remote queue's format name. NotSupported: peering is not running.
-        """
-        return self._control_outgoing(common.OUTGOING_PAUSE, destination)[0]
-
-    def resume_outgoing(self, destination: str) -> OutgoingInfo:
-        """Send to ``destination`` again after :meth:`pause_outgoing`; return the queue."""
-        return self._control_outgoing(common.OUTGOING_RESUME, destination)[0]
-
-    def purge_outgoing(self, destination: str) -> int:
-        """Delete every message waiting for ``destination``; return how many.
-
-        Transactional messages purged are never delivered; the sequence
-        goes on past them, so the destination accepts the ones sent later.
-        """
-        return self._control_outgoing(common.OUTGOING_PURGE, destination)[1]
-
-    def _control_outgoing(self, action: int, destination: str) -> tuple[OutgoingInfo, int]:
-        request = cf.ControlOutgoing(action=action, destination=destination)
-        return replies.outgoing_changed(self._call(request))
 
     # ------------------------------------------------------------------
     # Messages

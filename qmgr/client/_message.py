@@ -13,9 +13,11 @@ import enum
 import uuid
 from dataclasses import dataclass
 
-from wire import MessageProperties
+from wire import MessageProperties, format_message_id
 from wire import client_frames as cf
 from wire.client_frames import Delivery
+
+from ._levels import class_name
 
 __all__ = [
     "Delivery",
@@ -180,8 +182,24 @@ class Message:
 
     @property
     def message_class(self) -> int:
-        """MQMSG_CLASS_* (0 for a normal message)."""
+        """MQMSG_CLASS_* (0 for a normal message; see :class:`MessageClass`)."""
         return self.properties.message_class
+
+    @property
+    def class_name(self) -> str:
+        """The class's name (``NACK_RECEIVE_TIMEOUT``), or its number in hex."""
+        return class_name(self.properties.message_class)
+
+    @property
+    def acknowledged_id(self) -> str | None:
+        """For an acknowledgment (or a dead-letter copy's report), the id of the
+        message it is about (its correlation id, ``"{guid}\\ordinal"``); else None."""
+        value = self.properties.message_class
+        correlation = self.properties.correlation_id
+        is_ack = value in (0x0002, 0x4000) or value & 0x8000
+        if not is_ack or len(correlation) != 20:
+            return None
+        return format_message_id(correlation[:16], int.from_bytes(correlation[16:], "little"))
 
     @property
     def sent_time(self) -> _dt.datetime:

@@ -70,10 +70,10 @@ def require_poison(version: int, address: str, what: str) -> None:
     Raises:
         NotSupported: the daemon is older than these requests.
     """
-    if version < cf.OUTCOMES_VERSION:
+    if version < cf.POISON_VERSION:
         msg = (
             f"{what} needs a queue manager that speaks protocol version "
-            f"{cf.OUTCOMES_VERSION}; the one at {address} speaks version {version}: "
+            f"{cf.POISON_VERSION}; the one at {address} speaks version {version}: "
             "upgrade it to use poison handling and subqueues"
         )
         raise NotSupported(msg)
@@ -103,7 +103,7 @@ def create_request(
     """The CreateQueue request of ``create_queue()``, checked.
 
     Raises:
-        NotSupported: retry settings for a daemon older than protocol version 4.
+        NotSupported: retry settings for a daemon older than protocol version 5.
         InvalidArgument: ``retry_delay`` is not seconds.
     """
     delay = _seconds(retry_delay)

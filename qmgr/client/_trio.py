@@ -54,10 +54,13 @@ from . import _protocol as protocol
 from . import _replies as replies
 from ._codec import SendOptions
 from ._errors import ConnectionLost, QueueError
-from ._message import Message, OutgoingInfo, QueueInfo, Status
+from ._lists_api import AsyncQueueManagerLists
+from ._message import Message, QueueInfo, Status
+from ._outgoing_api import AsyncQueueManagerOutgoing
 from ._poison_api import AsyncQueueManagerPoison, AsyncTransactionPoison, create_request
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
+from ._trace_api import AsyncQueueManagerTrace
 from ._two_phase_api import AsyncQueueManagerTwoPhase, AsyncTransactionTwoPhase
 
 __all__ = ["AsyncQueueManager", "AsyncTransaction", "open_client"]
@@ -143,7 +146,13 @@ class _Waiter(Waiter):
         self.event.set()
 
 
-class AsyncQueueManager(AsyncQueueManagerTwoPhase, AsyncQueueManagerPoison):
+class AsyncQueueManager(
+    AsyncQueueManagerTwoPhase,
+    AsyncQueueManagerTrace,
+    AsyncQueueManagerLists,
+    AsyncQueueManagerPoison,
+    AsyncQueueManagerOutgoing,
+):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
     Every method of the blocking :class:`~qmgr.client.QueueManager` is here,
@@ -229,30 +238,6 @@ class AsyncQueueManager(AsyncQueueManagerTwoPhase, AsyncQueueManagerPoison):
     async def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
         return replies.status(await self._request(cf.GetStatus()))
-
-    # ------------------------------------------------------------------
-    # Outgoing queues
-    # ------------------------------------------------------------------
-
-    async def outgoing(self) -> list[OutgoingInfo]:
-        """Every outgoing queue, by destination; see ``QueueManager.outgoing``."""
-        return replies.outgoing_list(await self._request(cf.ListOutgoing()))
-
-    async def pause_outgoing(self, destination: str) -> OutgoingInfo:
-        """Stop sending to ``destination``; see ``QueueManager.pause_outgoing``."""
-        return (await self._control_outgoing(common.OUTGOING_PAUSE, destination))[0]
-
-    async def resume_outgoing(self, destination: str) -> OutgoingInfo:
-        """Send to ``destination`` again; see ``QueueManager.resume_outgoing``."""
-        return (await self._control_outgoing(common.OUTGOING_RESUME, destination))[0]
-
-    async def purge_outgoing(self, destination: str) -> int:
-        """Delete every message waiting for ``destination``; return how many."""
-        return (await self._control_outgoing(common.OUTGOING_PURGE, destination))[1]
-
-    async def _control_outgoing(self, action: int, destination: str) -> tuple[OutgoingInfo, int]:
-        request = cf.ControlOutgoing(action=action, destination=destination)
-        return replies.outgoing_changed(await self._request(request))
 
     # ------------------------------------------------------------------
     # Messages

@@ -19,19 +19,36 @@ It reads the store's catalog and never writes it; errors are the core's own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 from storage import QueueRecord, Store
 
 from . import names
-from .errors import AccessDenied, QueueNotFound
+from .errors import AccessDenied, InvalidArgument, QueueNotFound
 from .outgoing import RemoteDestination
 
-__all__ = ["FORMAT_NAME_CACHE_SIZE", "Addressing", "Target"]
+__all__ = ["FORMAT_NAME_CACHE_SIZE", "MAX_DESTINATIONS", "Addressing", "MissingTarget", "Target"]
+
+
+@dataclass(frozen=True, slots=True)
+class MissingTarget:
+    """A distribution list's target that names a local queue that no longer
+    exists: that copy is dead-lettered (NACK_BAD_DST_Q), the send goes on."""
+
+    text: str
+
+    @property
+    def display_name(self) -> str:
+        """The target as the list names it."""
+        return self.text
+
 
 #: Where one copy of a send goes.
-Target = QueueRecord | RemoteDestination
+Target = QueueRecord | RemoteDestination | MissingTarget
 
+#: Most queues one send reaches (its lists expanded).
+MAX_DESTINATIONS: Final = 1000
 #: Parsed format names remembered; the cache starts afresh when full.
 FORMAT_NAME_CACHE_SIZE: Final = 4096
 
@@ -39,12 +56,14 @@ FORMAT_NAME_CACHE_SIZE: Final = 4096
 class Addressing:
     """Parses format names and resolves destinations against ``store``'s queues."""
 
-    __slots__ = ("_parsed", "identity", "store")
+    __slots__ = ("_from_lists", "_parsed", "identity", "store")
 
     def __init__(self, store: Store, identity: names.LocalIdentity) -> None:
         self.store = store
         self.identity = identity
         self._parsed: dict[str, names.FormatName] = {}
+        # Texts of elements that came from a list (while resolving one send).
+        self._from_lists: set[str] = set()
 
     def parse(self, text: str) -> names.FormatName:
         """Parse a format name.
@@ -80,7 +99,13 @@ class Addressing:
                 if record is not None:
                     return (record,)
         queues: list[Target] = []
-        for element in format_name.elements:
+        seen: set[tuple[object, ...]] = set()
+        self._from_lists.clear()
+        for element in self._expanded(format_name):
+            identity = (element.protocol, element.host, element.port, element.queue)
+            if identity in seen:
+                continue  # duplicates collapse, lists expanded (MSMQ)
+            seen.add(identity)
             if not element.is_local:
                 queues.append(RemoteDestination.from_address(element))
                 continue
@@ -90,6 +115,10 @@ class Addressing:
                     "between a queue and its subqueues (qmgr move, QueueManager.move)"
                 )
                 raise AccessDenied(msg)
+            if element.text in self._from_lists:
+                record = self.store.get_queue(element.queue)
+                queues.append(MissingTarget(element.text) if record is None else record)
+                continue
             if element.is_system or element.is_journal:
                 msg = f"{element.text!r}: applications cannot send to journal or dead-letter queues"
                 raise AccessDenied(msg)
@@ -98,4 +127,35 @@ class Addressing:
                 msg = f"queue {element.text!r} does not exist"
                 raise QueueNotFound(msg)
             queues.append(record)
+        self._from_lists.clear()
         return tuple(queues)
+
+    def fans_out(self, text: str) -> bool:
+        """True if ``text`` names several destinations or a distribution list:
+        a send to it follows seed 000's rule for a mixture of targets."""
+        format_name = self.parse(text)
+        return format_name.is_multiple or format_name.elements[0].distribution_list
+
+    def _expanded(self, format_name: names.FormatName) -> list[names.QueueAddress]:
+        """The elements of a format name with each ``DL=name`` replaced by its targets.
+
+        Raises:
+            QueueNotFound: a list does not exist; InvalidName: a target no longer parses.
+        """
+        found: list[names.QueueAddress] = []
+        for element in format_name.elements:
+            if not element.distribution_list:
+                found.append(element)
+                continue
+            stored = self.store.get_list(element.queue)
+            if stored is None:
+                msg = f"distribution list {element.text!r} does not exist"
+                raise QueueNotFound(msg)
+            for target in stored.targets:
+                [address] = self.parse(target).elements
+                self._from_lists.add(address.text)
+                found.append(address)
+        if len(found) > MAX_DESTINATIONS:
+            msg = f"a send reaches at most {MAX_DESTINATIONS} queues, not {len(found)}"
+            raise InvalidArgument(msg)
+        return found

@@ -42,11 +42,21 @@ from dataclasses import dataclass
 from typing import Final
 
 import wire
-from storage import AppendMessage, AppendOutgoing, Attempt, Operation, QueueKind, Store
-from wire import MessageClass, MessageProperties, UserMessage
+from storage import (
+    AppendMessage,
+    AppendOutgoing,
+    Attempt,
+    Operation,
+    QueueKind,
+    Store,
+    Together,
+)
+from wire import INFINITE, MessageClass, MessageProperties, UserMessage
 
 from . import names
 from .errors import InvalidName
+from .final_acks import final_ack_note, wants_final_ack
+from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
 
 __all__ = ["DESTINATION_CACHE_SIZE", "MAX_HOPS", "Arrival", "Arrivals"]
@@ -75,11 +85,12 @@ class Arrival:
 class Arrivals:
     """Decides arrivals against ``store``'s queues (read only)."""
 
-    __slots__ = ("_destinations", "_identity", "_store")
+    __slots__ = ("_destinations", "_identity", "_outcomes", "_store")
 
-    def __init__(self, store: Store, identity: names.LocalIdentity) -> None:
+    def __init__(self, store: Store, identity: names.LocalIdentity, outcomes: Outcomes) -> None:
         self._store = store
         self._identity = identity
+        self._outcomes = outcomes
         # Destination names already resolved: senders repeat themselves.
         self._destinations: dict[str, tuple[str | None, RemoteDestination | None]] = {}
 
@@ -114,36 +125,58 @@ class Arrivals:
             return element.queue, None
         return None, RemoteDestination.from_address(element)
 
-    def local(self, packet: UserMessage, queue_key: str | None) -> Arrival:
-        """The operations keeping a message addressed to a queue here."""
+    def local(self, packet: UserMessage, queue_key: str | None, *, wall: float) -> Arrival:
+        """The operations keeping a message addressed to a queue here, with the
+        reports of its arrival (an ACK_REACH_QUEUE or the NACK of its rejection,
+        if asked), at ``wall`` (unix seconds)."""
         transactional = packet.transaction is not None
         message = _message(packet)
         store = self._store
         record = None if queue_key is None else store.get_queue(queue_key)
         rejection: int | None = None
+        deadline = deadline_of(message)
         if record is None or record.kind is not QueueKind.NORMAL:
             rejection = MessageClass.NACK_BAD_DST_Q
         elif transactional and not record.transactional:
             rejection = MessageClass.NACK_NOT_TRANSACTIONAL_Q
         elif not transactional and record.transactional:
             rejection = MessageClass.NACK_NOT_TRANSACTIONAL_MSG
+        elif _expired_in_transit(message, deadline, wall):
+            rejection = MessageClass.NACK_REACH_QUEUE_TIMEOUT
+        note = _note(packet, message)
+        if rejection == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
+            # Too late: the source keeps a transactional one's dead-letter copy
+            # (told by FinalAck); a plain one dies here, kept only if it asked.
+            reports = self._outcomes.effects(message, rejection, wall=wall, note=note)
+            return Arrival(tuple(reports), queue_key, rejection)
         if rejection is not None:
-            return Arrival((self._dead_letter(message, rejection),), queue_key, rejection)
+            return Arrival(self._refusal(message, rejection, wall, note), queue_key, rejection)
         assert record is not None
         append: Operation = AppendMessage(
-            record.queue_id, message.raw, message.priority, message.body_size
+            record.queue_id,
+            message.raw,
+            message.priority,
+            message.body_size,
+            deadline=deadline,
+            note=note,
         )
+        reports = self._outcomes.effects(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
+        if reports:
+            append = Together((append, *reports))
         if record.quota is None:
             return Arrival((append,), queue_key)
-        fallback = self._dead_letter(message, MessageClass.NACK_Q_EXCEED_QUOTA)
-        return Arrival((Attempt(append, fallback),), queue_key)
+        fallback = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
+        otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
+        return Arrival((Attempt(append, otherwise),), queue_key)
 
-    def relay(self, packet: UserMessage, destination: RemoteDestination) -> Arrival:
+    def relay(self, packet: UserMessage, destination: RemoteDestination, *, wall: float) -> Arrival:
         """The operations passing a message on to another queue manager."""
         hops = packet.user.hop_count + 1
         if hops > MAX_HOPS:
-            op = self._dead_letter(_message(packet), MessageClass.NACK_HOP_COUNT_EXCEEDED)
-            return Arrival((op,), None, MessageClass.NACK_HOP_COUNT_EXCEEDED)
+            rejection = MessageClass.NACK_HOP_COUNT_EXCEEDED
+            message = _message(packet)
+            ops = self._refusal(message, rejection, wall, _note(packet, message))
+            return Arrival(ops, None, rejection)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
         )
@@ -159,12 +192,31 @@ class Arrivals:
         )
         return Arrival((op,), None, relay_to=destination)
 
-    def _dead_letter(self, message: MessageProperties, message_class: int) -> Operation:
-        key = names.DEADXACT if message.transactional else names.DEADLETTER
-        record = self._store.get_queue(key)
-        assert record is not None, "the dead-letter queues are created at start-up"
-        dead = wire.with_message_class(message, message_class)
-        return AppendMessage(record.queue_id, dead.raw, dead.priority, dead.body_size)
+    def _refusal(
+        self, message: MessageProperties, message_class: int, wall: float, note: bytes
+    ) -> tuple[Operation, ...]:
+        """A refused message kept in the dead-letter queue with ``message_class``,
+        and the reports it asked for (a FinalAck at once, if its source asked)."""
+        reports = self._outcomes.effects(
+            message, message_class, wall=wall, dead_letter=False, note=note
+        )
+        return (self._outcomes.dead_letter(message, message_class), *reports)
+
+
+def _expired_in_transit(message: MessageProperties, deadline: float | None, wall: float) -> bool:
+    """True if a message arrives after its time to reach the queue (or to be received)."""
+    reach = message.time_to_reach_queue
+    if reach < INFINITE and message.sent_time + reach < wall:
+        return True
+    return deadline is not None and deadline <= wall
+
+
+def _note(packet: UserMessage, message: MessageProperties) -> bytes:
+    """What a transactional message that asks for a FinalAck keeps for it."""
+    header = packet.transaction
+    if header is None or not wants_final_ack(message, header):
+        return b""
+    return final_ack_note(header)
 
 
 def _message(packet: UserMessage) -> MessageProperties:

@@ -41,8 +41,6 @@ from dataclasses import dataclass
 import storage
 from storage import (
     AppendMessage,
-    AppendOutgoing,
-    QueueKind,
     QueueRecord,
     RemoveMessage,
     ReserveOrdinals,
@@ -50,13 +48,15 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import MessageProperties
+from wire import MessageClass, MessageProperties
 
 from . import names
 from .addressing import Addressing, Target
 from .budget import MemoryBudget
+from .confirmation import Confirmations
 from .errors import (
     InvalidArgument,
+    InvalidName,
     LimitExceeded,
     QueueManagerError,
     TransactionAborted,
@@ -64,35 +64,33 @@ from .errors import (
     TransactionUsageError,
     from_store_error,
 )
+from .expiry import Expiry
+from .limits import Limits
+from .lists import ListAdmin
 from .locks import LockTable
 from .ordinals import OrdinalAllocator
-from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .outcomes import (
+    DESTINATION_KINDS,
+    Outcomes,
+    record_wants_report,
+    wants_outcome,
+)
+from .outgoing import RemoteDestination
 from .poison import PoisonHandling
 from .queue_admin import QueueAdmin
-from .sends import SendMode, check_message, check_remote_message, send_is_transactional
+from .send_copies import copies_of
+from .sends import (
+    SendMode,
+    check_message,
+    check_remote_message,
+    fan_out_is_transactional,
+    refused_copy,
+    send_is_transactional,
+)
 from .transactions import Transaction, TransactionState
 from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
-
-#: Queues whose received messages are copied to a journal when it is on.
-_JOURNALED = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Limits:
-    """Bounds that keep clients from exhausting the daemon's memory."""
-
-    #: Sends plus receives in one transaction.
-    max_transaction_operations: int = 100_000
-    #: Body bytes sent in one transaction (once per destination queue).
-    max_transaction_bytes: int = 256 << 20
-    #: Bytes of messages held by all open transactions together.
-    max_uncommitted_bytes: int = 512 << 20
-    #: Prepared transactions waiting to be resolved.
-    max_prepared: int = 10_000
-    #: Seconds the outcome of a resolved global transaction id is kept.
-    outcome_retention: float = 7 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +134,18 @@ class QueueManagerCore(QueueAdmin):
         self._transactions: dict[int, Transaction] = {}
         self._next_tx_id = 1
         self.addressing = Addressing(store, self.identity)
+        #: Acknowledgments, dead-letter and journal copies of messages' fates.
+        self.outcomes = Outcomes(
+            store, self.addressing, guid=self._guid, next_ordinal=self.ordinals.take
+        )
+        #: Distribution lists.
+        self.lists = ListAdmin(store, self.identity)
+        #: The source's copies awaiting confirmation.
+        self.confirmations = Confirmations(
+            store, self.outcomes, delay=self.limits.xact_delay_receive_nack
+        )
+        #: Messages whose time to be received has passed (and copies past their deadline).
+        self.expiry = Expiry(self)
         #: Global transaction ids and prepared transactions.
         self.two_phase = TwoPhase(
             self,
@@ -217,11 +227,16 @@ class QueueManagerCore(QueueAdmin):
             else storage.MoveMessage(queue_id, lookup_id, moves[(queue_id, lookup_id)])
             for queue_id, lookup_id in tx.receives
         )
+        if tx.receipts or tx.confirmations:
+            reports = self.outcomes.receipts(tx.receipts, wall=wall)
+            ops = (*removals, *tx.sends, *reports, *tx.confirmations)
+        else:
+            ops = (*removals, *tx.sends)
         if tx.xid is None:
-            return Unit(removals + tuple(tx.sends))
+            return Unit(ops)
         # A transaction with a global id committed in one phase: its outcome is kept too.
         outcome = storage.RecordOutcome(tx.xid, committed=True, resolved_at=wall)
-        return Unit((*removals, *tx.sends, outcome))
+        return Unit((*ops, outcome))
 
     @staticmethod
     def check_committable(tx: Transaction) -> None:
@@ -296,6 +311,8 @@ class QueueManagerCore(QueueAdmin):
         tx.held_bytes = 0
         tx.sends.clear()
         tx.receives.clear()
+        tx.receipts.clear()
+        tx.confirmations.clear()
         self.two_phase.ended(tx)
 
     def _end(self, tx: Transaction, *, committed: bool) -> set[int]:
@@ -305,6 +322,8 @@ class QueueManagerCore(QueueAdmin):
         self.uncommitted.release(tx.held_bytes)
         tx.held_bytes = 0
         tx.sends.clear()
+        tx.receipts.clear()
+        tx.confirmations.clear()
         if committed:
             self.commits += 1
             for queue_id, lookup_id in tx.receives:
@@ -340,11 +359,23 @@ class QueueManagerCore(QueueAdmin):
         check_message(message)
         for reference in (message.admin_queue, message.response_queue):
             if reference:
-                self.addressing.parse(reference)
+                parsed = self.addressing.parse(reference)
+                if parsed.is_multiple or parsed.elements[0].distribution_list:
+                    msg = (
+                        f"{reference!r}: an admin or response queue is one queue, "
+                        "not a distribution list or a multiple-element name"
+                    )
+                    raise InvalidName(msg)
         queues = self.addressing.destinations(message.destination)
         if any(isinstance(target, RemoteDestination) for target in queues):
             check_remote_message(message)
-        transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
+        fans_out = self.addressing.fans_out(message.destination)
+        if fans_out:
+            transactional = fan_out_is_transactional(
+                queues, in_transaction=tx is not None, mode=mode
+            )
+        else:
+            transactional = send_is_transactional(queues, in_transaction=tx is not None, mode=mode)
         body_size = message.body_size
         if tx is not None:
             self._check_room(tx, operations=len(queues), body_bytes=body_size * len(queues))
@@ -355,24 +386,30 @@ class QueueManagerCore(QueueAdmin):
             transactional=transactional,
         )
         payload = stamped.raw
-        priority = stamped.priority
-        appends: list[AppendMessage | AppendOutgoing] = []
-        for target in queues:
-            if isinstance(target, RemoteDestination):
-                prefix = entry_prefix(
-                    EntryOrigin.LOCAL,
-                    transactional=transactional,
-                    recoverable=stamped.delivery == 1,
-                )
-                appends.append(
-                    AppendOutgoing(
-                        target.outgoing_name, target.display_name, (prefix, payload), body_size
-                    )
-                )
-            else:
-                appends.append(AppendMessage(target.queue_id, payload, priority, body_size))
-        if tx is None:
-            return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
+        appends = copies_of(
+            stamped,
+            queues,
+            transactional=transactional,
+            fans_out=fans_out,
+            outcomes=self.outcomes,
+            wall=wall,
+        )
+        if not wants_outcome(payload):
+            # The usual case: no report, no copy awaiting confirmation.
+            if tx is None:
+                return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
+        else:
+            accepted = [
+                target
+                for target in queues
+                if not fans_out or refused_copy(target, transactional=transactional) is None
+            ]
+            appends.extend(self.outcomes.arrival_reports(stamped, accepted, wall=wall))
+            copies = self.confirmations.copies(stamped, queues) if transactional else []
+            if tx is None:
+                unit = Unit((*appends, *copies))
+                return PreparedSend(queues, stamped.message_id, transactional, unit)
+            tx.confirmations.extend(copies)
         size = len(payload)
         if not self.uncommitted.try_reserve(size):
             raise LimitExceeded(self.uncommitted.refusal(size))
@@ -463,6 +500,8 @@ class QueueManagerCore(QueueAdmin):
         if tx is not None:
             tx.receives.append((queue.queue_id, found_id))
             tx.last_activity = now
+            if queue.kind in DESTINATION_KINDS and record_wants_report(record):
+                tx.receipts.add((queue.queue_id, found_id))
         return found_id, record
 
     def _find(self, queue: QueueRecord, lookup_id: int) -> tuple[int, int, bytes] | None:
@@ -483,9 +522,18 @@ class QueueManagerCore(QueueAdmin):
         by_priority = self.store.first_by_priority(queue_id, start=(band, start), skip=held)
         return None if by_priority is None else (by_priority[1], by_priority[0], by_priority[2])
 
-    def removal(self, queue: QueueRecord, lookup_id: int) -> Unit:
-        """The unit that removes a held message (a receive outside a transaction)."""
-        return Unit((self.removal_op(queue.queue_id, lookup_id),))
+    def removal(self, queue: QueueRecord, lookup_id: int, record: bytes, *, wall: float) -> Unit:
+        """The unit that removes a held message (a receive outside a transaction;
+        ``record`` is what :meth:`take` returned), with the reports it asked for."""
+        removal = self.removal_op(queue.queue_id, lookup_id)
+        # Copies in journal and system queues report nothing: the message's
+        # fate was decided when it left its destination queue.
+        if queue.kind not in DESTINATION_KINDS or not record_wants_report(record):
+            return Unit((removal,))
+        message = MessageProperties.from_bytes(storage.message_payload(record))
+        note = storage.message_note(record)
+        reports = self.outcomes.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note)
+        return Unit((removal, *reports))
 
     def removal_done(
         self, queue_id: int, lookup_id: int, outcome: UnitOutcome | BaseException
@@ -522,7 +570,7 @@ class QueueManagerCore(QueueAdmin):
         """The operation that removes a message (copied to the journal if its queue has one)."""
         record = self.store.get_queue_by_id(queue_id)
         # A subqueue's messages go to its queue's journal (its record names it).
-        journal = bool(record is not None and record.journal and record.kind in _JOURNALED)
+        journal = bool(record is not None and record.journal and record.kind in DESTINATION_KINDS)
         return RemoveMessage(queue_id, lookup_id, journal)
 
     def release(self, receives: Iterable[tuple[int, int]]) -> set[int]:

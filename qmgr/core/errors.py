@@ -110,8 +110,10 @@ def from_store_error(error: BaseException, *, context: str = "") -> QueueManager
         return QueueNotFound(f"{context}the message no longer exists ({error})")
     if isinstance(error, storage.StoreFull):
         return StoreFull(f"{context}the store is full: {error}")
-    if isinstance(error, storage.QueueExists):
+    if isinstance(error, storage.QueueExists | storage.ListExists):
         return QueueExists(text)
+    if isinstance(error, storage.ListMissing):
+        return QueueNotFound(text)
     if isinstance(error, storage.InvalidRecord | storage.InvalidOperation):
         return InvalidArgument(text)
     return InternalError(f"{context}store error: {error}")

@@ -37,13 +37,18 @@ DEFAULT_PEER_PORT: Final = 1801
 FORBIDDEN_CHARACTERS: Final = frozenset('\\;+,"')
 DEADLETTER: Final = "system$;deadletter"
 DEADXACT: Final = "system$;deadxact"
-SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT)
+#: The system journal: copies of confirmed messages this queue manager sent
+#: with MQMSG_JOURNAL (MSMQ's machine journal).
+SYSTEM_JOURNAL: Final = "system$;journal"
+SYSTEM_QUEUES: Final = (DEADLETTER, DEADXACT, SYSTEM_JOURNAL)
 JOURNAL_SUFFIX: Final = ";journal"
 #: The subqueues every queue has (MSMQ 4.0; WCF's names): poison handling moves
 #: messages there; nothing is sent to them.
 RETRY_SUFFIX: Final = ";retry"
 POISON_SUFFIX: Final = ";poison"
 SUBQUEUE_SUFFIXES: Final = (RETRY_SUFFIX, POISON_SUFFIX)
+#: A distribution list kept by this queue manager: ``DL=name``.
+DL_PREFIX: Final = "DL="
 
 
 def validate_queue_name(name: str) -> str:
@@ -118,11 +123,13 @@ class QueueAddress:
     protocol: str | None = None
     host: str | None = None
     port: int | None = None
+    #: True for ``DL=name``: ``queue`` is then the list's canonical name.
+    distribution_list: bool = False
 
     @property
     def is_local(self) -> bool:
         """True when the queue lives on this queue manager."""
-        return self.host is None
+        return self.host is None and not self.distribution_list
 
     @property
     def is_system(self) -> bool:
@@ -174,9 +181,16 @@ def parse_format_name(text: str, identity: LocalIdentity | None = None) -> Forma
                 )
                 raise InvalidName(msg)
         # Duplicate destinations collapse (case-insensitively), as MSMQ does.
-        seen: dict[tuple[str | None, str | None, int | None, str], QueueAddress] = {}
+        seen: dict[tuple[bool, str | None, str | None, int | None, str], QueueAddress] = {}
         for element in elements:
-            seen.setdefault((element.protocol, element.host, element.port, element.queue), element)
+            key = (
+                element.distribution_list,
+                element.protocol,
+                element.host,
+                element.port,
+                element.queue,
+            )
+            seen.setdefault(key, element)
         elements = tuple(seen.values())
     return FormatName(elements)
 
@@ -192,6 +206,9 @@ def parse_queue_reference(text: str, identity: LocalIdentity | None = None) -> Q
         msg = f"{text!r} names several queues; this operation takes one"
         raise InvalidName(msg)
     address = name.elements[0]
+    if address.distribution_list:
+        msg = f"{text!r} names a distribution list; this operation takes a queue"
+        raise InvalidName(msg)
     if not address.is_local:
         msg = f"{text!r} is a queue on another host; only local queues can be read"
         raise InvalidName(msg)
@@ -205,7 +222,10 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
     upper = text.upper()
     if upper.startswith("DIRECT="):
         return _parse_direct(text, identity)
-    for prefix in ("PUBLIC=", "PRIVATE=", "DL=", "MACHINE=", "MULTICAST=", "CONNECTOR="):
+    if upper.startswith(DL_PREFIX):
+        name = validate_queue_name(text[len(DL_PREFIX) :].strip())
+        return QueueAddress(queue=name, text=text, distribution_list=True)
+    for prefix in ("PUBLIC=", "PRIVATE=", "MACHINE=", "MULTICAST=", "CONNECTOR="):
         if upper.startswith(prefix):
             msg = f"{text!r}: {prefix[:-1]} format names need a directory service; use DIRECT="
             raise InvalidName(msg)
@@ -285,7 +305,7 @@ def _parse_queue_path(path: str, text: str, *, bare: bool = False) -> str:
     if lowered.startswith("private$\\"):
         path = path[len("private$\\") :]
     elif not bare:
-        msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact"
+        msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact|journal"
         raise InvalidName(msg)
     suffix = ""
     for known in (JOURNAL_SUFFIX, *SUBQUEUE_SUFFIXES):

@@ -442,6 +442,7 @@ class PoisonHandling:
         taken = found[0]
         if tx is not None:
             tx.moves[(source.queue_id, taken)] = target.queue_id
+            tx.receipts.discard((source.queue_id, taken))  # a move is not a receipt
             return taken, None
         return taken, Unit((MoveMessage(source.queue_id, taken, target.queue_id),))
 

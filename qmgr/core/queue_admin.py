@@ -33,10 +33,12 @@ from storage import (
     Unit,
     UnitOutcome,
 )
+from wire import MessageClass, MessageProperties
 
 from . import names
 from .errors import AccessDenied, InvalidArgument, QueueNotFound, from_store_error
 from .locks import LockTable
+from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report
 from .poison import check_settings
 
 if TYPE_CHECKING:
@@ -47,6 +49,7 @@ __all__ = ["QueueAdmin"]
 _SYSTEM_QUEUES: Final = (
     (names.DEADLETTER, QueueKind.DEADLETTER),
     (names.DEADXACT, QueueKind.DEADXACT),
+    (names.SYSTEM_JOURNAL, QueueKind.SYSTEM_JOURNAL),
 )
 
 
@@ -57,6 +60,7 @@ class QueueAdmin:
     identity: names.LocalIdentity
     locks: LockTable
     two_phase: TwoPhase
+    outcomes: Outcomes
 
     # ------------------------------------------------------------------ start-up
 
@@ -219,14 +223,41 @@ class QueueAdmin:
         assert isinstance(result, storage.QueuePurged)
         return result.messages
 
-    def erase_unit(self, queue_id: int, limit: int) -> Unit:
-        """One bounded step of erasing a deleted queue's or a purge's messages."""
+    def erase_unit(self, queue_id: int, limit: int, *, wall: float = 0.0) -> Unit:
+        """One bounded step of erasing a deleted queue's or a purge's messages, with
+        the NACK_Q_DELETED or NACK_Q_PURGED reports of those that asked for them
+        (stamped ``wall``)."""
         # The held messages are those below the purge mark as committed now;
         # a purge committed before this step is planned waits for the next one.
         record = self.store.get_queue_by_id(queue_id)
         below = None if record is None else record.purged_below
         keep = self.locks.held_ids(queue_id)
-        return Unit((EraseStep(queue_id, limit, keep, below),))
+        queue = record or self.store.doomed_queue(queue_id)
+        destination = queue is not None and queue.kind in DESTINATION_KINDS
+        select = _asks_for_report if destination else _never
+        count, last, asked = self.store.erasable(
+            queue_id, limit=limit, keep=keep, below=below, select=select
+        )
+        if not asked:
+            return Unit((EraseStep(queue_id, limit, keep, below),))
+        # Exactly the messages read: each one's reports go with its erasure.
+        step = EraseStep(queue_id, count, keep, last + 1 if below is None else min(below, last + 1))
+        reason = MessageClass.NACK_Q_DELETED if record is None else MessageClass.NACK_Q_PURGED
+        reports: list[storage.Operation] = []
+        for _, stored in asked:
+            message = MessageProperties.from_bytes(storage.message_payload(stored))
+            note = storage.message_note(stored)
+            reports.extend(self.outcomes.effects(message, reason, wall=wall, note=note))
+        return Unit((step, *reports))
+
+
+def _never(record: memoryview) -> bool:
+    return False
+
+
+def _asks_for_report(record: memoryview) -> bool:
+    """True for a stored message of an application queue that asks for a report."""
+    return record_wants_report(record)
 
 
 def _only_result(outcome: UnitOutcome) -> storage.Result:

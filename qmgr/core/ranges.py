@@ -30,6 +30,9 @@ from typing import TYPE_CHECKING
 
 import storage
 from storage import QueueRecord, Unit, UnitOutcome
+from wire import MessageClass, MessageProperties
+
+from .outcomes import record_wants_report
 
 if TYPE_CHECKING:
     from .engine import QueueManagerCore
@@ -48,11 +51,24 @@ def measure_range(
     )
 
 
+class _Outside:
+    """Every lookup id but those of ``index`` (a ``skip`` for reading exactly them)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: dict[int, int]) -> None:
+        self._index = index
+
+    def __contains__(self, lookup_id: object) -> bool:
+        return lookup_id not in self._index
+
+
 def removal_step(
-    core: QueueManagerCore, queue: QueueRecord, *, through: int, limit: int
+    core: QueueManagerCore, queue: QueueRecord, *, through: int, limit: int, wall: float = 0.0
 ) -> tuple[list[int], Unit] | None:
     """Hold up to ``limit`` visible messages with a LookupId up to ``through`` and
-    return them with the unit that removes them; None when there is none left."""
+    return them with the unit that removes them (and reports, stamped ``wall``,
+    what their receipt asked for); None when there is none left."""
     queue_id = queue.queue_id
     found = core.store.read_through(
         queue_id, through=through, limit=limit, skip=core.locks.held(queue_id)
@@ -62,9 +78,22 @@ def removal_step(
     for lookup_id in found:
         # The band only places a receive's start, which these holds do not move.
         core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
-    return found, Unit(
-        tuple(core.removal_op(queue_id, lookup_id) for lookup_id in found), atomic=False
-    )
+    ops: list[storage.Operation] = [core.removal_op(queue_id, lookup_id) for lookup_id in found]
+    if core.outcomes.reports_on_receive(queue_id):
+        # These are receives: each removal carries the reports its message asked for.
+        index = {lookup_id: position for position, lookup_id in enumerate(found)}
+        records = core.store.read_range(
+            queue_id, after=found[0] - 1, limit=len(found), skip=_Outside(index)
+        )
+        for lookup_id, record in records:
+            payload = storage.message_payload(record)
+            if record_wants_report(record):
+                message = MessageProperties.from_bytes(payload)
+                reports = core.outcomes.effects(
+                    message, MessageClass.ACK_RECEIVE, wall=wall, note=storage.message_note(record)
+                )
+                ops[index[lookup_id]] = storage.Together((ops[index[lookup_id]], *reports))
+    return found, Unit(tuple(ops), atomic=False)
 
 
 def removal_done(

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from storage import QueueRecord
-from wire import MAX_LABEL_CHARS, MAX_MESSAGE_BODY, MessageProperties
+from wire import MAX_LABEL_CHARS, MAX_MESSAGE_BODY, MessageClass, MessageProperties
 
 from .errors import InvalidArgument, MessageTooLarge, TransactionUsageError
 from .outgoing import RemoteDestination
@@ -93,7 +93,7 @@ def check_remote_message(message: MessageProperties) -> None:
 
 
 def send_is_transactional(
-    targets: Sequence[QueueRecord | RemoteDestination], *, in_transaction: bool, mode: SendMode
+    targets: Sequence[object], *, in_transaction: bool, mode: SendMode
 ) -> bool:
     """Whether a send to ``targets`` is a transactional one, by MSMQ's rules.
 
@@ -133,3 +133,35 @@ def send_is_transactional(
         )
         raise TransactionUsageError(msg)
     return kinds == {True}
+
+
+def fan_out_is_transactional(
+    targets: Sequence[object], *, in_transaction: bool, mode: SendMode
+) -> bool:
+    """Whether a send to several queues (a multiple-element name or a
+    distribution list) is transactional: in a transaction or as a
+    single-message transaction it is, without one it is not; left to choose
+    (``AUTO``), it is when every local queue it reaches is transactional.
+    Targets that do not suit it are refused one by one (:func:`refused_copy`),
+    never the whole send (seed 000)."""
+    if in_transaction or mode is SendMode.SINGLE:
+        return True
+    if mode is SendMode.NONE:
+        return False
+    local = [target for target in targets if isinstance(target, QueueRecord)]
+    return bool(local) and all(queue.transactional for queue in local)
+
+
+def refused_copy(target: object, *, transactional: bool) -> int | None:
+    """The NACK class a local queue refuses a fanned-out copy with, or None:
+    a transactional message to a non-transactional queue, the reverse, or a
+    list's target that no longer exists."""
+    if isinstance(target, QueueRecord):
+        if transactional and not target.transactional:
+            return MessageClass.NACK_NOT_TRANSACTIONAL_Q
+        if not transactional and target.transactional:
+            return MessageClass.NACK_NOT_TRANSACTIONAL_MSG
+        return None
+    if isinstance(target, RemoteDestination):
+        return None
+    return MessageClass.NACK_BAD_DST_Q

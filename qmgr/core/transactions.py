@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from storage import AppendMessage, AppendOutgoing
+from storage import AppendMessage, AppendOutgoing, Operation
 
 from .errors import QueueManagerError
 
@@ -68,6 +68,12 @@ class Transaction:
     #: Messages it moves (held like its receives, which they are among):
     #: ``(queue_id, lookup_id)`` -> the queue id they go to at commit.
     moves: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: The receives whose messages ask for a report of their fate (an
+    #: acknowledgment or journal level): the commit reports them.
+    receipts: set[tuple[int, int]] = field(default_factory=set)
+    #: Copies its sends to other queue managers keep until confirmed (written
+    #: by its commit; ``storage.AddConfirmation``).
+    confirmations: list[Operation] = field(default_factory=list)
 
     @property
     def operations(self) -> int:

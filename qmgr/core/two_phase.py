@@ -307,9 +307,24 @@ class TwoPhase:
                     "its connection commits or aborts it"
                 )
                 raise TransactionUsageError(msg)
-        return Unit(
-            tuple(storage.ResolvePrepared(xid, commit=commit, resolved_at=wall) for xid in xids)
+        resolutions = tuple(
+            storage.ResolvePrepared(xid, commit=commit, resolved_at=wall) for xid in xids
         )
+        if not commit:
+            return Unit(resolutions)
+        # What the committed transactions received is reported with their commit
+        # (a repeated commit finds those messages gone, and reports nothing again).
+        core = self._core
+        receives: list[tuple[int, int]] = []
+        for xid in xids:
+            info = core.store.prepared(xid) if xid in self._prepared else None
+            if info is not None:
+                receives.extend(
+                    (queue_id, lookup_id)
+                    for queue_id, lookup_id in info.receives
+                    if core.outcomes.reports_on_receive(queue_id)
+                )
+        return Unit((*resolutions, *core.outcomes.receipts(receives, wall=wall)))
 
     def hold_for_commit(self, xids: Sequence[str]) -> int:
         """Reserve, in the memory budget of open transactions, the bytes that
@@ -357,6 +372,9 @@ class TwoPhase:
         woken: set[int] = set()
         resolutions: list[storage.Resolution] = []
         for result in outcome.results:
+            if isinstance(result, storage.Appended):  # a report of a receipt
+                woken.add(result.queue_id)
+                continue
             assert isinstance(result, storage.Resolved)
             resolutions.append(result.resolution)
             summary = self._prepared.pop(result.xid, None)

@@ -162,6 +162,8 @@ class _Entry:
     lookup_id: int
     kind: EntryKind
     state: _State = _State.WAITING
+    #: True once it went out (so the receiver may have it).
+    transmitted: bool = False
 
 
 @dataclass(slots=True)
@@ -319,7 +321,14 @@ class OutgoingSequence:
         else:
             return None
         self._move(entry, _Input.TRANSMIT)
+        entry.transmitted = True
         return Transmission(entry.lookup_id, entry.kind, header)
+
+    def never_sent(self, lookup_id: int) -> bool:
+        """True if the entry is waiting and this machine never sent it: giving it
+        up (a forget) cannot take it from under the receiver."""
+        entry = self._entries.get(lookup_id)
+        return entry is not None and entry.state is _State.WAITING and not entry.transmitted
 
     def _first_waiting(self, heap: list[int]) -> int | None:
         while heap:

@@ -54,6 +54,7 @@ from wire import client_frames as cf
 
 from .committer import Committer
 from .connection import RawConnection
+from .expirer import Expirer
 from .maintenance import Maintenance
 from .peering import Peering
 from .poison_worker import PoisonWorker
@@ -96,6 +97,11 @@ class Daemon:
                 max_uncommitted_bytes=config.max_uncommitted_bytes,
                 max_prepared=config.tx_max_prepared,
                 outcome_retention=config.tx_outcome_retention,
+                xact_delay_receive_nack=(
+                    None
+                    if config.tx_xact_delay_receive_nack < 0
+                    else config.tx_xact_delay_receive_nack
+                ),
             ),
         )
         self.writer = Writer(store, thread=config.writer_thread)
@@ -114,6 +120,7 @@ class Daemon:
         self.poison = PoisonWorker(
             core=self.core, committer=self.committer, signals=self.signals, log=self.log
         )
+        self.expirer = Expirer(core=self.core, committer=self.committer, signals=self.signals)
         self.services = Services(
             core=self.core,
             committer=self.committer,
@@ -139,9 +146,12 @@ class Daemon:
             committer=self.committer,
             signals=self.signals,
             identity=identity,
+            outcomes=self.core.outcomes,
+            confirmations=self.core.confirmations,
             log=self.log,
         )
         self.services.peering = self.peering
+        self.expirer.peering = self.peering
         self.sessions: dict[int, ClientSession] = {}
         self.started_at = time.time()
         self.stop_requested = trio.Event()
@@ -314,6 +324,7 @@ async def serve(
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)
             outer.start_soon(daemon.poison.run)
+            outer.start_soon(daemon.expirer.run)
             async with trio.open_nursery() as inner:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, daemon.stop, log)

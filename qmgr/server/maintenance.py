@@ -34,6 +34,7 @@ import trio
 import storage
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.errors import ShuttingDown
+from qmgr.core.outcomes import touched_queues
 from storage import Store
 
 from .committer import Committer
@@ -154,13 +155,17 @@ class Maintenance:
         for queue_id in self._store.queues_to_erase():
             while True:
                 await self._reserve_ordinals()
-                unit = self._core.erase_unit(queue_id, self._erase_step)
+                unit = self._core.erase_unit(queue_id, self._erase_step, wall=time.time())
                 try:
                     outcome = await self._committer.submit(unit)
                 except storage.StoreError as exc:
                     self._log.warning("erase_failed", queue_id=queue_id, error=str(exc))
                     self._retry = True
                     return
+                if len(unit.ops) > 1 and outcome.error is None:
+                    # The step's reports (NACK_Q_PURGED, NACK_Q_DELETED) went to
+                    # admin, dead-letter or outgoing queues: wake their readers.
+                    self._signals.notify(touched_queues(self._store, unit.ops[1:]))
                 result = outcome.results[0]
                 if not isinstance(result, storage.Erased):
                     self._log.warning("erase_failed", queue_id=queue_id, error=str(outcome.error))

@@ -18,12 +18,15 @@ gives it), a relayed one goes out as the packet that arrived.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, Final
 
 import storage
 import wire
+from qmgr.core.confirmation import wants_confirmation
 from qmgr.core.errors import InvalidName
-from qmgr.core.names import DEADLETTER, DEADXACT, parse_format_name
+from qmgr.core.names import SYSTEM_QUEUES, parse_format_name
+from qmgr.core.outcomes import JOURNAL_JOURNAL, wants_outcome
 from qmgr.core.outgoing import EntryOrigin, RemoteDestination, decode_entry
 from qmgr.protocol import EntryKind, OutgoingSequence
 from wire import client_frames as cf
@@ -31,6 +34,9 @@ from wire import client_frames as cf
 if TYPE_CHECKING:
     from .peer_link import Link
     from .peering import Peering
+
+#: Listen addresses meaning "every address".
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
 __all__ = ["FILL_CHUNK", "FILL_LOW", "MAX_LOADED", "OutgoingQueue"]
 
@@ -52,8 +58,13 @@ class OutgoingQueue:
         destination: RemoteDestination,
         state: storage.OutgoingState,
         hop: tuple[str, int],
+        *,
+        at_start: bool = False,
     ) -> None:
         self.peering = peering
+        #: Entries below this lookup id were in the store when the daemon started:
+        #: an earlier run may have sent them.
+        self.sent_before_start_below = record.next_lookup_id if at_start else 0
         self.queue_id = record.queue_id
         self.name = record.name
         self.destination = destination
@@ -154,6 +165,11 @@ class OutgoingQueue:
 
     def _build(self, data: memoryview, header: wire.TransactionHeader | None) -> bytes:
         message = wire.MessageProperties.from_bytes(data)
+        if header is not None and wants_confirmation(message):
+            # FA: the destination sends a FinalAck when the message leaves its queue.
+            header = dataclasses.replace(
+                header, flags=header.flags | wire.TransactionFlags.FINAL_ACK
+            )
         packet = wire.message_to_packet(
             message,
             destination=self._direct,
@@ -171,16 +187,55 @@ class OutgoingQueue:
             element = parse_format_name(text, self.peering.identity).elements[0]
         except InvalidName:
             return wire.direct_queue(text)
-        if not element.is_local:
+        if not element.is_local or _names_a_host(text):
+            # A direct name that names a host is kept as the sender wrote it.
             return wire.direct_queue(text)
+        # A local name: how the destination reaches us, by the IPv4 address we
+        # listen on, or by our name when we listen on every address.
         config = self.peering.config
         port = "" if config.listen.port == 1801 else f":{config.listen.port}"
-        path = (
-            element.queue
-            if element.queue in (DEADLETTER, DEADXACT)
-            else f"private$\\{element.queue}"
-        )
+        path = element.queue if element.queue in SYSTEM_QUEUES else f"private$\\{element.queue}"
+        host = config.listen.host
+        if host not in _WILDCARDS and ":" not in host:
+            return wire.DirectQueue(name=f"TCP:{host}{port}\\{path}")
         return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
+
+    def delivery_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
+        """What the forget of the acknowledged entries ``ids`` also writes: copies
+        awaiting confirmation learn their message was delivered, and a plain
+        message with MQMSG_JOURNAL is copied to the system journal."""
+        reported = self._reported(ids)
+        if not reported:
+            return []
+        peering = self.peering
+        ops: list[storage.Operation] = [
+            peering.outcomes.system_journal(message)
+            for message in reported
+            if not message.transactional
+        ]
+        delivered = peering.confirmations.delivered([(m, self.name) for m in reported])
+        if delivered is not None:
+            ops.append(delivered)
+        return ops
+
+    def _reported(self, ids: tuple[int, ...]) -> list[wire.MessageProperties]:
+        """Our own messages among the loaded entries ``ids`` whose delivery is
+        reported: transactional ones that asked for confirmation, others with
+        MQMSG_JOURNAL."""
+        found: list[wire.MessageProperties] = []
+        for lookup_id in ids:
+            payload = self.payloads.get(lookup_id)
+            if payload is None:
+                continue
+            entry = decode_entry(payload)
+            if entry.origin is not EntryOrigin.LOCAL or not wants_outcome(entry.data):
+                continue
+            message = wire.MessageProperties.from_bytes(entry.data)
+            if wants_confirmation(message) or (
+                not message.transactional and message.journal & JOURNAL_JOURNAL
+            ):
+                found.append(message)
+        return found
 
     def forgotten(self, ids: tuple[int, ...], state: storage.OutgoingState) -> None:
         """The store forgot these entries; ``state`` is the sequence afterwards."""
@@ -261,3 +316,12 @@ def _kind(payload: memoryview | bytes) -> EntryKind:
     if entry.transactional:
         return EntryKind.TRANSACTIONAL
     return EntryKind.RECOVERABLE if entry.recoverable else EntryKind.EXPRESS
+
+
+def _names_a_host(text: str) -> bool:
+    """True for ``DIRECT=TCP:host...`` or ``DIRECT=OS:host...`` with a host other
+    than ``.`` or ``localhost`` (which mean "this machine" wherever they are read)."""
+    if text[:7].upper() != "DIRECT=":
+        return False
+    host = text[7:].split(":", 1)[-1].split("\\", 1)[0].rsplit(":", 1)[0].lower()
+    return host not in (".", "localhost", "")

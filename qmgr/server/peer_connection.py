@@ -133,7 +133,8 @@ class PeerConnection:
         #: Outgoing queues whose messages this connection carries (initiator only).
         self.queues: list[OutgoingQueue] = queues or []
         self._control: list[bytes] = []  # built packets to send before any transmission
-        self._control_user: list[tuple[bytes, bool]] = []  # user packets (OrderAcks) to count
+        # user packets (OrderAcks, FinalAcks) to count, with their tags
+        self._control_user: list[tuple[bytes, bool, object]] = []
         self._wake_writer = trio.Event()
         self._wake_persister = trio.Event()
         self._run = _Run()
@@ -234,13 +235,14 @@ class PeerConnection:
             elif isinstance(action, Deliver):
                 self.peering.delivered(self, action.packet, action.recoverable_number)
             elif isinstance(action, Acked):
-                self.peering.acked(action.tags)
+                self.peering.acked(action.tags, self)
                 self._wake_writer.set()
             elif isinstance(action, Opened):
                 self.remote_qm = action.remote_qm
                 self.opened.set()
                 self.log = self.log.bind(remote_qm=str(action.remote_qm))
                 self.log.info("peer_session_opened", window=action.peer_window)
+                self.peering.final_acks.wake()  # FinalAcks for this peer may be waiting
                 self._wake_writer.set()
             elif isinstance(action, Close):
                 self.close_reason = action.reason
@@ -304,9 +306,12 @@ class PeerConnection:
 
     # ------------------------------------------------------------------ sending
 
-    def send_user_packet(self, data: bytes, *, recoverable: bool = False) -> None:
-        """Queue a user packet that is not an outgoing-queue entry (an OrderAck)."""
-        self._control_user.append((data, recoverable))
+    def send_user_packet(
+        self, data: bytes, *, recoverable: bool = False, tag: object = None
+    ) -> None:
+        """Queue a user packet that is not an outgoing-queue entry (an OrderAck, a
+        FinalAck); ``tag`` comes back to ``Peering.acked`` once the peer has it."""
+        self._control_user.append((data, recoverable, tag))
         self._wake_writer.set()
 
     def wake(self) -> None:
@@ -323,8 +328,8 @@ class PeerConnection:
             size = sum(len(chunk) for chunk in chunks)
             now = trio.current_time()
             while self._control_user and session.can_send():
-                data, recoverable = self._control_user.pop(0)
-                chunks.append(session.send(data, recoverable=recoverable, tag=None, now=now))
+                data, recoverable, tag = self._control_user.pop(0)
+                chunks.append(session.send(data, recoverable=recoverable, tag=tag, now=now))
                 size += len(data)
             while size < SEND_BATCH_BYTES and session.can_send():
                 built = self._next_transmission(now)

@@ -42,6 +42,7 @@ import itertools
 import math
 import time
 import uuid
+import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -52,13 +53,16 @@ import storage
 import wire
 from qmgr.config import Config
 from qmgr.core.arrivals import Arrival, Arrivals
+from qmgr.core.confirmation import Confirmations
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.core.names import LocalIdentity, parse_format_name
+from qmgr.core.outcomes import Outcomes, touched_queues
 from qmgr.core.outgoing import RemoteDestination
 from qmgr.protocol import IncomingSequences, Role, SessionSettings, StreamState
 from wire import client_frames as cf
 
 from .committer import Committer
+from .final_ack_courier import FinalAckCourier, FinalAckTag
 from .message_history import MessageHistory
 from .outgoing_queue import OutgoingQueue
 from .peer_connection import PeerConnection, set_no_delay
@@ -85,6 +89,8 @@ class Peering:
         committer: Committer,
         signals: QueueSignals,
         identity: LocalIdentity,
+        outcomes: Outcomes,
+        confirmations: Confirmations,
         log: structlog.typing.FilteringBoundLogger,
     ) -> None:
         self.config = config
@@ -102,7 +108,11 @@ class Peering:
             init_timeout=config.peer_init_timeout,
             idle_timeout=config.peer_idle_timeout,
         )
-        self.arrivals = Arrivals(store, identity)
+        self.arrivals = Arrivals(store, identity, outcomes)
+        self.outcomes = outcomes
+        self.confirmations = confirmations
+        #: Sends our FinalAcks, settles the ones that arrive.
+        self.final_acks = FinalAckCourier(self, confirmations, self.log)
         self.outgoing: dict[int, OutgoingQueue] = {}
         #: Outgoing queues by their sequence timestamp (which names them in an OrderAck).
         self.by_stamp: dict[int, OutgoingQueue] = {}
@@ -148,7 +158,7 @@ class Peering:
         self.dead_lettered = 0
         for record in store.list_queues():
             if record.kind is storage.QueueKind.OUTGOING:
-                self._add_queue(record)
+                self._add_queue(record, at_start=True)
         signals.listeners.append(self.queues_changed)
 
     # ------------------------------------------------------------------ running
@@ -167,10 +177,13 @@ class Peering:
             nursery.start_soon(self._order_acks)
             nursery.start_soon(self._timers)
             nursery.start_soon(self._forgetter)
+            nursery.start_soon(self.final_acks.run)
             nursery.start_soon(trio.serve_listeners, self._serve_peer, listeners)
             task_status.started()
 
-    def _add_queue(self, record: storage.QueueRecord) -> OutgoingQueue | None:
+    def _add_queue(
+        self, record: storage.QueueRecord, *, at_start: bool = False
+    ) -> OutgoingQueue | None:
         try:
             destination = RemoteDestination.from_outgoing_name(record.name)
         except ValueError:
@@ -181,7 +194,7 @@ class Peering:
             self.log.error("outgoing_state_missing", queue=record.name)
             return None
         hop = self.config.routes.get(destination.endpoint, destination.endpoint)
-        queue = OutgoingQueue(self, record, destination, state, hop)
+        queue = OutgoingQueue(self, record, destination, state, hop, at_start=at_start)
         self.outgoing[record.queue_id] = queue
         self.by_stamp[state.sequence_timestamp] = queue
         link = self.links.get(hop)
@@ -243,6 +256,7 @@ class Peering:
     def connection_ended(self, connection: PeerConnection) -> None:
         """A connection closed (either side, any reason)."""
         self.connections.discard(connection)
+        self.final_acks.connection_ended(connection)
         for key, path in list(self.return_paths.items()):
             if path is connection:
                 del self.return_paths[key]
@@ -262,28 +276,24 @@ class Peering:
             self._processed(connection, recoverable)
             return
         if kind is wire.PacketKind.FINAL_ACK:
-            # The transaction confirmation process that uses FinalAcks comes with
-            # delivery outcomes; until then they are noted and acknowledged.
-            self.log.info(
-                "final_ack_received",
-                source_qm=str(packet.user.source_qm),
-                message_class=hex(packet.properties.message_class),
-            )
-            self._processed(connection, recoverable)
+            self.final_acks.arrived(connection, packet, recoverable)
             return
         user = packet.user
         self.received += 1
         self.return_paths[user.source_qm.bytes] = connection
         queue_key, remote = self.arrivals.destination(packet)
         if remote is not None:
-            arrival = self.arrivals.relay(packet, remote)
+            arrival = self.arrivals.relay(packet, remote, wall=time.time())
             self._store_plain(connection, packet, recoverable, arrival, history=False)
             return
         if packet.transaction is not None:
             self._arrived_transactional(connection, packet, recoverable, queue_key)
         else:
             self._store_plain(
-                connection, packet, recoverable, self.arrivals.local(packet, queue_key)
+                connection,
+                packet,
+                recoverable,
+                self.arrivals.local(packet, queue_key, wall=time.time()),
             )
 
     def _processed(self, connection: PeerConnection, recoverable: int | None) -> None:
@@ -309,7 +319,7 @@ class Peering:
             self._processed(connection, recoverable)
             self._order_ack_wake.set()
             return
-        arrival = self.arrivals.local(packet, queue_key)
+        arrival = self.arrivals.local(packet, queue_key, wall=time.time())
         state = self.incoming.accepted_state(key)
         assert state is not None
         record = storage.RecordIncoming(
@@ -339,8 +349,13 @@ class Peering:
         hkey = b""
         if history:
             user = packet.user
-            hkey = user.source_qm.bytes + (user.message_id & _U32_MAX).to_bytes(4, "big")
-            if hkey in self.history:
+            # One message id may reach several queues here (a multiple-element
+            # name, a distribution list): each copy is its own, so the key names
+            # the destination too. The bare id is a key written before that.
+            bare = user.source_qm.bytes + (user.message_id & _U32_MAX).to_bytes(4, "big")
+            destination = arrival.queue_key or wire.queue_text(user.destination)
+            hkey = bare + zlib.crc32(destination.lower().encode()).to_bytes(4, "big")
+            if hkey in self.history or bare in self.history:
                 self.duplicates += 1
                 # Its first copy may still be on its way to the disk: the
                 # duplicate counts in a SessionAck only after what was written
@@ -367,7 +382,7 @@ class Peering:
         *,
         sequence: int | None = None,
     ) -> None:
-        woken: list[int] = []
+        woken = list(touched_queues(self.store, arrival.ops))
         rejection = arrival.rejection
         for result in results:
             if isinstance(result, storage.Fallback):
@@ -395,10 +410,14 @@ class Peering:
 
     # ------------------------------------------------------------------ acknowledgments
 
-    def acked(self, tags: Iterable[Any]) -> None:
-        """The next hop acknowledged these transmissions (session level)."""
+    def acked(self, tags: Iterable[Any], connection: PeerConnection | None = None) -> None:
+        """The peer acknowledged these transmissions (session level; a recoverable
+        one once the peer stored it)."""
         for tag in tags:
             if tag is None:
+                continue
+            if isinstance(tag, FinalAckTag):
+                self.final_acks.acked(connection, tag)
                 continue
             queue, lookup_id = tag
             ids = queue.machine.session_acked(lookup_id, persisted=True)
@@ -451,7 +470,8 @@ class Peering:
                     nursery.start_soon(self._forget_one, queue, ids)
 
     async def _forget_one(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
-        unit = storage.Unit((storage.ForgetOutgoing(queue.queue_id, ids),))
+        forget = storage.ForgetOutgoing(queue.queue_id, ids)
+        unit = storage.Unit((forget, *queue.delivery_reports(ids)))
         try:
             outcome = await self.committer.submit(unit)
         except Exception as exc:
@@ -463,6 +483,8 @@ class Peering:
         result = outcome.results[0]
         if isinstance(result, storage.Forgotten):
             queue.forgotten(ids, result.state)
+            if len(unit.ops) > 1:
+                self.signals.notify(touched_queues(self.store, unit.ops[1:]))
         elif isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing):
             self._drop_queue(queue)
         else:
@@ -526,6 +548,12 @@ class Peering:
         """Every outgoing queue, by destination."""
         queues = sorted(self.outgoing.values(), key=lambda queue: queue.name)
         return tuple(queue.info() for queue in queues)
+
+    def next_hops(self) -> dict[int, str]:
+        """The next hop (``host:port``) of each outgoing queue, by queue id."""
+        return {
+            queue.queue_id: f"{queue.hop[0]}:{queue.hop[1]}" for queue in self.outgoing.values()
+        }
 
     def incoming_infos(self) -> tuple[cf.IncomingInfo, ...]:
         """Every incoming transactional stream."""

@@ -1,13 +1,13 @@
-"""The client requests of poison handling and subqueues, and the version 4 additions to replies.
+"""The client requests of poison handling and subqueues, and the version 5 additions to replies.
 
 ``SetQueueProperties`` changes a queue's poison handling; ``MoveMessages``
 moves messages between a queue and its subqueues (one, the next, or all of
 them in bounded steps; one in a transaction, moved at its commit). The
 core decides (``qmgr.core.poison``); these handlers write its units
 through the committer and answer, in the pattern of ``requests``. A
-connection that negotiated a version before ``OUTCOMES_VERSION`` is refused
+connection that negotiated a version before ``POISON_VERSION`` is refused
 these frames by the session, and gets its messages and queues without the
-version 4 trailers (counters, retry settings), which only
+version 5 trailers (counters, retry settings), which only
 :meth:`PoisonRequests.message_frame`, :meth:`PoisonRequests.counters_trailer`
 and :meth:`PoisonRequests.for_version` add.
 """
@@ -77,17 +77,17 @@ class PoisonRequests(abc.ABC):
             cf.MoveMessages: self._move_messages,
         }
 
-    # ------------------------------------------------------------------ version 4 replies
+    # ------------------------------------------------------------------ version 5 replies
 
     @property
     def _counted(self) -> bool:
-        """True when this connection's messages carry their counters (version 4)."""
-        return self._version >= cf.OUTCOMES_VERSION
+        """True when this connection's messages carry their counters (version 5)."""
+        return self._version >= cf.POISON_VERSION
 
     def message_frame(
         self, request_id: int, queue: QueueRecord, lookup_id: int, record: bytes
     ) -> bytes:
-        """A Message reply around a stored message; with its counters on a version 4
+        """A Message reply around a stored message; with its counters on a version 5
         connection."""
         counters = None
         if self._counted:
@@ -103,7 +103,7 @@ class PoisonRequests(abc.ABC):
         )
 
     def counters_trailer(self, queue: QueueRecord, lookup_ids: Iterable[int]) -> bytes:
-        """The counters trailer of a MessageList of these messages (empty before version 4)."""
+        """The counters trailer of a MessageList of these messages (empty before version 5)."""
         if not self._counted:
             return b""
         ids = list(lookup_ids)

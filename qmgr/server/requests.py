@@ -40,11 +40,13 @@ from qmgr.core.names import display_format_name
 from qmgr.core.poison import merge_settings
 from qmgr.core.sends import SendMode
 from qmgr.core.transactions import Transaction, TransactionState
-from storage import QueueRecord
+from storage import QueueKind, QueueRecord
 from wire import client_frames as cf
 
+from .list_requests import ListRequests
 from .poison_requests import PoisonRequests
 from .services import OutgoingAction, PeeringControl, Services
+from .trace_requests import TraceRequests
 from .two_phase_requests import TwoPhaseRequests
 
 __all__ = ["RequestHandlers", "queue_info"]
@@ -64,7 +66,7 @@ _OUTGOING_EVENTS: Final = {
 }
 
 
-class RequestHandlers(TwoPhaseRequests, PoisonRequests):
+class RequestHandlers(TwoPhaseRequests, TraceRequests, ListRequests, PoisonRequests):
     """The request handlers of a client session (the session supplies the I/O)."""
 
     log: structlog.typing.FilteringBoundLogger
@@ -117,6 +119,8 @@ class RequestHandlers(TwoPhaseRequests, PoisonRequests):
             cf.ControlOutgoing: self._control_outgoing,
             **self.two_phase_handlers(),
             **self.poison_handlers(),
+            **self.trace_handlers(),
+            **self.list_handlers(),
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:
@@ -410,7 +414,7 @@ class RequestHandlers(TwoPhaseRequests, PoisonRequests):
         try:
             # Made first: the removal takes the message's counters with it.
             frame = self.message_frame(request_id, queue, lookup_id, record)
-            removal = core.removal(queue, lookup_id)
+            removal = core.removal(queue, lookup_id, record, wall=time.time())
             outcome = await services.committer.submit(removal, source=self.conn_id)
         except BaseException as exc:
             woken, failure = core.removal_done(queue.queue_id, lookup_id, exc)
@@ -538,13 +542,25 @@ def _frame_header(length: int, kind: int, flags: int, request_id: int) -> bytes:
     )
 
 
+#: How clients see each kind of stored queue (the system journal is a journal
+#: queue to them; outgoing queues are not listed as queues).
+_WIRE_KINDS: Final = {
+    QueueKind.NORMAL: cf.QueueKind.NORMAL,
+    QueueKind.JOURNAL: cf.QueueKind.JOURNAL,
+    QueueKind.DEADLETTER: cf.QueueKind.DEADLETTER,
+    QueueKind.DEADXACT: cf.QueueKind.DEADXACT,
+    QueueKind.SYSTEM_JOURNAL: cf.QueueKind.JOURNAL,
+    QueueKind.SUBQUEUE: cf.QueueKind.SUBQUEUE,
+}
+
+
 def queue_info(record: QueueRecord, held: int) -> cf.QueueInfo:
     """The client-protocol view of a queue."""
     poison = record.poison
     return cf.QueueInfo(
         name=record.display_name,
         format_name=display_format_name(record.name),
-        kind=int(record.kind),
+        kind=int(_WIRE_KINDS[record.kind]),
         transactional=record.transactional,
         journal=record.journal,
         quota=record.quota,

@@ -42,6 +42,10 @@ class PeeringControl(Protocol):
         """Every incoming transactional sequence, for status."""
         ...
 
+    def next_hops(self) -> dict[int, str]:
+        """The next hop (``host:port``) of each outgoing queue, by queue id."""
+        ...
+
     async def control(
         self, action: OutgoingAction, destination: str
     ) -> tuple[cf.OutgoingInfo, int]:

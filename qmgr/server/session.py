@@ -66,15 +66,6 @@ OUTBOX_FLUSH_BYTES: Final = 1 << 20
 Handler = Callable[[int, Any], Awaitable[None] | None]
 
 
-def _needed_version(request: type[Any]) -> int:
-    """The protocol version a connection must have agreed for a request (0: any)."""
-    if request in cf.TWO_PHASE_REQUESTS:
-        return cf.TWO_PHASE_VERSION
-    if request in cf.POISON_REQUESTS:
-        return cf.OUTCOMES_VERSION
-    return 0
-
-
 class ClientSession(RequestHandlers):
     """Serves one client connection until it closes; see the module docstring."""
 
@@ -263,7 +254,7 @@ class ClientSession(RequestHandlers):
         if not self._greeted:
             return self._hello(request_id, value)
         handler = self._handlers.get(type(value))
-        needed = _needed_version(type(value))
+        needed = _version_needed(type(value))
         too_new = self._version < needed
         if handler is None or too_new:
             message = f"{type(value).__name__} is not a request a client may send now"
@@ -367,3 +358,14 @@ class ClientSession(RequestHandlers):
             self.end_transaction(tx, reason)
         self._transactions.clear()
         self._aborted.clear()
+
+
+def _version_needed(request: type[object]) -> int:
+    """The protocol version a connection needs for a request of this class."""
+    if request in cf.POISON_REQUESTS:
+        return cf.POISON_VERSION
+    if request in cf.OUTCOMES_REQUESTS:
+        return cf.OUTCOMES_VERSION
+    if request in cf.TWO_PHASE_REQUESTS:
+        return cf.TWO_PHASE_VERSION
+    return cf.MIN_PROTOCOL_VERSION

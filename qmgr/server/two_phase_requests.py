@@ -22,6 +22,7 @@ import trio
 import storage
 from qmgr.core import ranges
 from qmgr.core.errors import QueueManagerError, TransactionUsageError, from_store_error
+from qmgr.core.outcomes import touched_queues
 from qmgr.core.transactions import Transaction
 from wire import client_frames as cf
 
@@ -201,7 +202,9 @@ class TwoPhaseRequests(abc.ABC):
         total = 0
         while True:
             queue = core.queue(request.queue)  # QueueNotFound if deleted meanwhile
-            step = ranges.removal_step(core, queue, through=request.lookup_id, limit=REMOVE_STEP)
+            step = ranges.removal_step(
+                core, queue, through=request.lookup_id, limit=REMOVE_STEP, wall=time.time()
+            )
             if step is None:
                 break
             held, unit = step
@@ -214,7 +217,7 @@ class TwoPhaseRequests(abc.ABC):
                     raise from_store_error(exc) from exc
                 raise
             removed, woken = ranges.removal_done(core, queue, held, outcome)
-            services.signals.notify(woken)
+            services.signals.notify(woken | touched_queues(core.store, unit.ops))
             total += removed
             if not removed:
                 break  # every removal failed: gone meanwhile; nothing more to do

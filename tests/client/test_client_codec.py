@@ -332,6 +332,8 @@ REPLIES: list[cf.ServerReply] = [
     cf.RangeInfo(queue_id=1, count=2, last=3),
     cf.Moved(count=1, lookup_id=7),
     cf.MessageReply(message=dataclasses.replace(MESSAGE, counters=cf.MessageCounters())),
+    cf.TraceReport(qm_name="qm", findings=()),
+    cf.ListInfoList(lists=()),
 ]
 
 

@@ -43,6 +43,17 @@ READS: Final = frozenset(
         "read_through",
         "message_counters",
         "retries_due",
+        "erasable",
+        "doomed_queue",
+        "due_messages",
+        "prepared",
+        "confirmation",
+        "confirmations",
+        "final_acks",
+        "final_ack_count",
+        "get_list",
+        "lists",
+        "scan_messages",
     }
 )
 
@@ -172,7 +183,7 @@ class CoreHarness:
             return None
         lookup_id, stored = found
         if tx is None:
-            outcome = self.write(self.core.removal(record, lookup_id))
+            outcome = self.write(self.core.removal(record, lookup_id, stored, wall=WALL))
             _, error = self.core.removal_done(record.queue_id, lookup_id, outcome)
             assert error is None
         return lookup_id, MessageProperties.from_bytes(message_payload(stored)).body
@@ -184,3 +195,31 @@ class CoreHarness:
             (lookup_id, MessageProperties.from_bytes(message_payload(stored)).body)
             for lookup_id, stored in self.core.peek_range(record, after=0, limit=100_000)
         ]
+
+
+def messages(qm: CoreHarness, queue: str) -> list[MessageProperties]:
+    """The messages stored in ``queue``, in lookup id order."""
+    record = qm.core.queue(queue)
+    return [
+        MessageProperties.from_bytes(message_payload(stored))
+        for _, stored in qm.store.read_range(record.queue_id, limit=10_000)
+    ]
+
+
+def classes(qm: CoreHarness, queue: str) -> list[int]:
+    """The message classes of the messages in ``queue``."""
+    return [message.message_class for message in messages(qm, queue)]
+
+
+def expire(qm: CoreHarness, wall: float) -> int:
+    """Run expiry steps at ``wall`` until nothing more is due; how many units applied."""
+    expiry = qm.core.expiry
+    count = 0
+    while True:
+        step = expiry.step(wall, 2)
+        for message, unit in zip(step.messages, step.units, strict=True):
+            outcome = qm.write(unit)
+            expiry.done(message, outcome)
+            count += outcome.error is None
+        if not step.more:
+            return count

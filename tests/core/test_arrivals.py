@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from harness import CoreHarness
+from harness import WALL, CoreHarness
 
 import storage
 import wire
@@ -59,11 +59,11 @@ def dead_class(qm: CoreHarness, op: storage.Operation, queue: str) -> int:
 
 
 def test_a_message_for_a_local_queue_is_appended(qm: CoreHarness) -> None:
-    arrivals = Arrivals(qm.store, IDENTITY)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     found = packet("TCP:127.0.0.1:1901\\private$\\TxQ")
     key, remote = arrivals.destination(found)
     assert (key, remote) == ("txq", None)
-    arrival = arrivals.local(found, key)
+    arrival = arrivals.local(found, key, wall=WALL)
     assert arrival.rejection is None
     (op,) = arrival.ops
     assert isinstance(op, storage.AppendMessage)
@@ -82,11 +82,11 @@ def test_a_message_for_a_local_queue_is_appended(qm: CoreHarness) -> None:
 def test_rejections_go_to_the_dead_letter_queue_with_their_class(
     qm: CoreHarness, queue: str, transactional: bool, expected: int, dead_letter: str
 ) -> None:
-    arrivals = Arrivals(qm.store, IDENTITY)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     path = queue if queue.startswith("system$") else f"private$\\{queue}"
     found = packet(f"OS:localhost:1901\\{path}", transactional=transactional)
     key, _ = arrivals.destination(found)
-    arrival = arrivals.local(found, key)
+    arrival = arrivals.local(found, key, wall=WALL)
     assert arrival.rejection == expected
     (op,) = arrival.ops
     assert dead_class(qm, op, dead_letter) == expected
@@ -94,9 +94,9 @@ def test_rejections_go_to_the_dead_letter_queue_with_their_class(
 
 def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> None:
     qm.create("small", transactional=True, quota=2)
-    arrivals = Arrivals(qm.store, IDENTITY)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     found = packet("TCP:127.0.0.1:1901\\private$\\small")
-    arrival = arrivals.local(found, "small")
+    arrival = arrivals.local(found, "small", wall=WALL)
     (op,) = arrival.ops
     assert isinstance(op, storage.Attempt)
     outcome = qm.write(storage.Unit(arrival.ops))
@@ -106,12 +106,12 @@ def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> No
 
 
 def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -> None:
-    arrivals = Arrivals(qm.store, IDENTITY)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=3)
     key, remote = arrivals.destination(found)
     assert key is None
     assert remote is not None
-    arrival = arrivals.relay(found, remote)
+    arrival = arrivals.relay(found, remote, wall=WALL)
     (op,) = arrival.ops
     assert isinstance(op, storage.AppendOutgoing)
     assert op.name == "outgoing$;tcp:10.0.0.9:1801\\far"
@@ -124,11 +124,11 @@ def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -
 
 
 def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
-    arrivals = Arrivals(qm.store, IDENTITY)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=MAX_HOPS)
     _, remote = arrivals.destination(found)
     assert remote is not None
-    arrival = arrivals.relay(found, remote)
+    arrival = arrivals.relay(found, remote, wall=WALL)
     assert arrival.rejection == MessageClass.NACK_HOP_COUNT_EXCEEDED
     (op,) = arrival.ops
     assert dead_class(qm, op, "system$;deadxact") == MessageClass.NACK_HOP_COUNT_EXCEEDED

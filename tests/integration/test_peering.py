@@ -6,25 +6,10 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess
+from helpers import PEER_FAST, DaemonProcess, remote_queue
 
 from qmgr.client import OutgoingInfo, QueueManager, connect
 from wire import MessageClass
-
-FAST = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.5",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[1.0]",
-)
-
-
-def remote(daemon: DaemonProcess, queue: str) -> str:
-    return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
 
 
 def drain(qm: QueueManager, queue: str, count: int, timeout: float = 30.0) -> list[bytes]:
@@ -53,8 +38,8 @@ def settled(qm: QueueManager, timeout: float = 10.0) -> list[OutgoingInfo]:
 def test_transactions_arrive_once_in_commit_order(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
         expected = []
@@ -62,7 +47,7 @@ def test_transactions_arrive_once_in_commit_order(
             with qa.begin() as tx:
                 for i in range(t % 5 + 1):
                     body = f"{t}-{i}".encode()
-                    tx.send(remote(b, "orders"), body)
+                    tx.send(remote_queue(b, "orders"), body)
                     expected.append(body)
         assert drain(qb, "orders", len(expected)) == expected
         assert qb.receive("orders", timeout=0.3) is None
@@ -74,13 +59,13 @@ def test_transactions_arrive_once_in_commit_order(
 def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("plain")
         with qa.begin() as tx:
-            tx.send(remote(b, "missing"), b"lost?")
-            tx.send(remote(b, "plain"), b"not transactional")
+            tx.send(remote_queue(b, "missing"), b"lost?")
+            tx.send(remote_queue(b, "plain"), b"not transactional")
         dead = drain(qb, "system$;deadxact", 2)
         assert dead == [b"lost?", b"not transactional"]
         assert qb.peek("plain", timeout=0) is None
@@ -90,12 +75,12 @@ def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
 def test_non_transactional_messages_arrive(
     daemon_factory: Callable[..., DaemonProcess], delivery: int
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("plain")
         for i in range(10):
-            qa.send(remote(b, "plain"), f"m{i}".encode(), delivery=delivery)
+            qa.send(remote_queue(b, "plain"), f"m{i}".encode(), delivery=delivery)
         got = drain(qb, "plain", 10)
         assert sorted(got) == sorted(f"m{i}".encode() for i in range(10))
 
@@ -103,10 +88,10 @@ def test_non_transactional_messages_arrive(
 def test_a_router_relays_exactly_once_in_order(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    c = daemon_factory(name="qm-c", extra_args=FAST)
-    r = daemon_factory(name="qm-r", extra_args=FAST)
+    c = daemon_factory(name="qm-c", extra_args=PEER_FAST)
+    r = daemon_factory(name="qm-r", extra_args=PEER_FAST)
     route = f'routes."127.0.0.1:{c.peer_port}"="127.0.0.1:{r.peer_port}"'
-    a = daemon_factory(name="qm-a", extra_args=(*FAST, "--set", route))
+    a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, "--set", route))
     with connect(a.address) as qa, connect(c.address) as qc, connect(r.address) as qr:
         qc.create_queue("orders", transactional=True)
         expected = []
@@ -114,7 +99,7 @@ def test_a_router_relays_exactly_once_in_order(
             with qa.begin() as tx:
                 for i in range(3):
                     body = f"{t}-{i}".encode()
-                    tx.send(remote(c, "orders"), body)
+                    tx.send(remote_queue(c, "orders"), body)
                     expected.append(body)
         assert drain(qc, "orders", len(expected)) == expected
         (outgoing,) = qa.outgoing()
@@ -130,15 +115,15 @@ def test_a_router_relays_exactly_once_in_order(
 def test_status_shows_outgoing_and_incoming_sequences(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
-            tx.send(remote(b, "orders"), b"x")
+            tx.send(remote_queue(b, "orders"), b"x")
         assert drain(qb, "orders", 1) == [b"x"]
         status_a = qa.status()
-        assert [q.destination for q in status_a.outgoing] == [remote(b, "orders")]
+        assert [q.destination for q in status_a.outgoing] == [remote_queue(b, "orders")]
         assert not [q.name for q in status_a.queues if q.name.startswith("outgoing$")]
         incoming = qb.status().incoming
         assert len(incoming) == 1
@@ -150,12 +135,12 @@ def test_status_shows_outgoing_and_incoming_sequences(
 def test_purge_pause_and_resume_of_an_outgoing_queue(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    b = daemon_factory(name="qm-b", extra_args=FAST)
-    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     with connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
     b.stop()
-    dest = remote(b, "orders")
+    dest = remote_queue(b, "orders")
     with connect(a.address) as qa:
         with qa.begin() as tx:
             for i in range(5):
@@ -185,15 +170,15 @@ def test_purge_pause_and_resume_of_an_outgoing_queue(
 def test_a_restarted_sender_delivers_what_it_had_committed(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    b = daemon_factory(name="qm-b", extra_args=FAST)
-    a = daemon_factory(name="qm-a", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     with connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
     b.stop()
     with connect(a.address) as qa:
         for t in range(30):
             with qa.begin() as tx:
-                tx.send(remote(b, "orders"), f"{t}".encode())
+                tx.send(remote_queue(b, "orders"), f"{t}".encode())
     a.kill()
     a.start()
     b.start()
@@ -205,18 +190,18 @@ def test_a_restarted_sender_delivers_what_it_had_committed(
 def test_rejections_at_arrival_keep_the_message_with_its_class(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("small", transactional=True, quota=10)
         qb.create_queue("txq", transactional=True)
         with qa.begin() as tx:
-            tx.send(remote(b, "small"), b"fits")
-            tx.send(remote(b, "small"), b"does not fit")
-            tx.send(remote(b, "missing"), b"nowhere")
-        qa.send(remote(b, "txq"), b"not transactional", transactional=False)
+            tx.send(remote_queue(b, "small"), b"fits")
+            tx.send(remote_queue(b, "small"), b"does not fit")
+            tx.send(remote_queue(b, "missing"), b"nowhere")
+        qa.send(remote_queue(b, "txq"), b"not transactional", transactional=False)
         with qa.begin() as tx:
-            tx.send(remote(b, "small"), b"later")
+            tx.send(remote_queue(b, "small"), b"later")
         assert drain(qb, "small", 2) == [b"fits", b"later"]
         dead = []
         for queue in ("system$;deadxact", "system$;deadletter"):

@@ -16,6 +16,7 @@ from qmgr.client import (
     Delivery,
     InvalidArgument,
     InvalidName,
+    MessageClass,
     MessageTooLarge,
     QueueError,
     QueueExists,
@@ -176,6 +177,13 @@ def test_send_receive_round_trips_every_property(qm: QueueManager, plainq: str) 
     assert message.message_class == 0
     assert message.sent_time <= message.arrived_time
     assert message.sent_time.tzinfo is not None
+    assert message.acknowledged_id is None
+    # acknowledge=1 (POS_ARRIVAL) with the queue as its own admin queue.
+    ack = qm.receive(plainq)
+    assert ack is not None
+    assert (ack.message_class, ack.class_name) == (MessageClass.ACK_REACH_QUEUE, "ACK_REACH_QUEUE")
+    assert ack.acknowledged_id == message_id
+    assert (ack.label, ack.body, ack.destination) == ("greeting", b"", plainq)
     assert qm.receive(plainq) is None
 
 

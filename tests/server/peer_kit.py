@@ -436,6 +436,8 @@ class Node:
                 committer=committer,
                 signals=signals,
                 identity=self.identity,
+                outcomes=core.outcomes,
+                confirmations=core.confirmations,
                 log=structlog.get_logger("peer_kit").bind(qm=self.name),
             )
             ended = peering.connection_ended

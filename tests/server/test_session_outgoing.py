@@ -53,6 +53,9 @@ class FakePeering:
     def incoming_infos(self) -> tuple[cf.IncomingInfo, ...]:
         return ()
 
+    def next_hops(self) -> dict[int, str]:
+        return {}
+
     async def control(
         self, action: OutgoingAction, destination: str
     ) -> tuple[cf.OutgoingInfo, int]:
@@ -76,7 +79,7 @@ def test_the_fake_has_the_methods_of_peering_control() -> None:
         for n in vars(PeeringControl)
         if not n.startswith("_") and callable(getattr(PeeringControl, n))
     ]
-    assert sorted(names) == ["control", "incoming_infos", "outgoing_infos"]
+    assert sorted(names) == ["control", "incoming_infos", "next_hops", "outgoing_infos"]
     for name in names:
         expected = inspect.signature(getattr(PeeringControl, name))
         assert inspect.signature(getattr(FakePeering, name)) == expected, name

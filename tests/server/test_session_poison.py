@@ -1,5 +1,5 @@
 """Poison handling in a client session over memory streams: what a connection of an
-older protocol may not send and does not get (no trailers), what a version 4
+older protocol may not send and does not get (no trailers), what a version 5
 connection gets, and the poison worker's returns from ``;retry``."""
 
 from __future__ import annotations
@@ -37,21 +37,21 @@ async def greet(client: FrameClient, version: int) -> None:
 
 
 @pytest.mark.parametrize("request_", POISON_SAMPLES, ids=lambda r: type(r).__name__)
-async def test_a_protocol_3_connection_is_refused_the_poison_requests(
+async def test_a_protocol_4_connection_is_refused_the_poison_requests(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, request_: cf.ClientRequest
 ) -> None:
     async with (
         open_services(tmp_path / "s") as services,
         open_session(services, greet=False) as a,
     ):
-        await greet(a.client, 3)
+        await greet(a.client, 4)
         [request_id] = await a.client.send(request_)
         frame = await a.client.reply()
         assert frame is not None
         assert frame.request_id == request_id
         assert isinstance(frame.value, cf.ErrorReply)
         assert frame.value.code == cf.ErrorCode.BAD_REQUEST
-        assert "protocol version 4" in frame.value.message
+        assert "protocol version 5" in frame.value.message
         assert await a.client.reply() is None  # and the connection is closed
 
 
@@ -73,7 +73,7 @@ async def _aborted_message(client: FrameClient) -> None:
     assert await client.call(cf.Abort(tx_id=1)) == cf.Ok()
 
 
-@pytest.mark.parametrize("version", [2, 3])
+@pytest.mark.parametrize("version", [2, 3, 4])
 async def test_older_connections_get_no_counters_and_no_retry_settings(
     tmp_path: Path, autojump_clock: trio.testing.MockClock, version: int
 ) -> None:
@@ -96,7 +96,7 @@ async def test_older_connections_get_no_counters_and_no_retry_settings(
             assert names["q;poison"].kind == cf.QueueKind.SUBQUEUE
 
 
-async def test_a_version_4_connection_gets_counters_and_retry_settings(
+async def test_a_version_5_connection_gets_counters_and_retry_settings(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     async with open_services(tmp_path / "s") as services, open_session(services) as a:

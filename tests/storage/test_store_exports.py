@@ -42,6 +42,26 @@ PUBLIC_NAMES = {
     # peering operations
     "AppendOutgoing",
     "ForgetOutgoing",
+    "ForgetExpiry",
+    "ListExists",
+    "ListMissing",
+    "CreateList",
+    "DeleteList",
+    "DistributionList",
+    "SetListTargets",
+    "CONFIRMATION_QUEUE_ID",
+    "MAX_CONFIRMATION_COPIES",
+    "AddConfirmation",
+    "Confirmation",
+    "ForgetFinalAcks",
+    "MarkDelivered",
+    "PendingFinalAck",
+    "RecordFinalAck",
+    "SettleConfirmation",
+    "confirmation_of_lookup",
+    "ConfirmationMissing",
+    "Together",
+    "DueMessage",
     "RecordIncoming",
     "RememberMessageIds",
     "SetOutgoingPaused",
@@ -105,6 +125,9 @@ PUBLIC_NAMES = {
     "SubqueuesCreated",
     "SubqueuesDeleted",
     "moved_record",
+    "message_deadline",
+    "TIMED_MESSAGE_VERSION",
+    "message_note",
 }
 
 
@@ -137,6 +160,9 @@ def test_every_error_is_a_store_error() -> None:
 
 def test_operation_errors_are_the_per_operation_failures() -> None:
     assert set(storage.OPERATION_ERRORS) == {
+        storage.ConfirmationMissing,
+        storage.ListExists,
+        storage.ListMissing,
         storage.QueueMissing,
         storage.QueueExists,
         storage.QuotaExceeded,

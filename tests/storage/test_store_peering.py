@@ -42,8 +42,12 @@ from storage import (
     StoreCorrupt,
 )
 from storage._keys import (
+    DB_CONFIRMATIONS,
+    DB_EXPIRY,
+    DB_FINAL_ACKS,
     DB_HISTORY,
     DB_INCOMING,
+    DB_LISTS,
     DB_META,
     DB_OUTCOME_TIMES,
     DB_OUTCOMES,
@@ -69,8 +73,16 @@ from storage._records import (
 SOURCE_A = uuid.UUID("00000000-0000-0000-0000-00000000000a").bytes
 SOURCE_B = uuid.UUID("ffffffff-0000-0000-0000-00000000000b").bytes
 PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
-#: What schema 2 lacked besides the peering databases (schema 4 added them).
-PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
+#: What schema 2 lacked besides the peering databases (schemas 4 and 5 added them).
+PREPARED_DBS = (
+    DB_PREPARED,
+    DB_OUTCOMES,
+    DB_OUTCOME_TIMES,
+    DB_EXPIRY,
+    DB_CONFIRMATIONS,
+    DB_FINAL_ACKS,
+    DB_LISTS,
+)
 
 
 def hkey(source: bytes, ordinal: int) -> bytes:
@@ -353,22 +365,26 @@ def test_peering_keys() -> None:
     with pytest.raises(InvalidRecord):
         incoming_key(SOURCE_A, "q" * 496)
     assert history_key(hkey(SOURCE_B, 7)) == SOURCE_B + b"\x00\x00\x00\x07"
+    tagged = hkey(SOURCE_B, 7) + b"tag!"
+    assert history_key(tagged) == tagged
     with pytest.raises(InvalidRecord):
         history_key(SOURCE_B)
+    with pytest.raises(InvalidRecord):
+        history_key(tagged + b"x")
 
 
 # --------------------------------------------------------------------------- schema
 
 
-def test_new_store_is_schema_5_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 5
+def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
+    assert SCHEMA_VERSION == 6
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
         {},
     )
     store.close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(5)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     assert raw_meta(store.path, META_SEQUENCE_STAMP) == u32(0)
     assert raw_meta(store.path, META_HISTORY_COUNTER) == bytes(8)
     for name in PEERING_DBS:
@@ -422,7 +438,7 @@ def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -
     assert store.prepared_transactions() == []
     assert store.outcomes() == []
     store.close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(5)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     for name in PREPARED_DBS:
         assert raw_items(store.path, name) == []
     assert unpack_u32(raw_meta(store.path, META_SEQUENCE_STAMP) or b"") == int(NOW)
@@ -432,16 +448,16 @@ def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -
     assert store.message_history() == [hkey(SOURCE_A, 1)]
 
 
-def test_migrated_store_opens_again_as_schema_5(store: Store, reopen: Reopener) -> None:
+def test_migrated_store_opens_again_at_the_current_schema(store: Store, reopen: Reopener) -> None:
     store.close()
     make_schema_2(store.path)
     reopen(store).close()
-    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(5)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     store = reopen(store)
     assert store.outgoing_states() == {}
 
 
-@pytest.mark.parametrize("found", [1, 6, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 7, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -450,7 +466,7 @@ def test_other_versions_are_refused_and_left_alone(
     put_meta(store_dir, META_SCHEMA_VERSION, u32(found))
     with pytest.raises(SchemaMismatch) as caught:
         open_store()
-    assert (caught.value.found, caught.value.supported) == (found, 5)
+    assert (caught.value.found, caught.value.supported) == (found, SCHEMA_VERSION)
     # The refused open created nothing.
     assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(found)
     assert raw_meta(store_dir, META_SEQUENCE_STAMP) is None

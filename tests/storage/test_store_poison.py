@@ -472,35 +472,35 @@ def test_a_dangling_retry_entry_is_dropped(store: Store) -> None:
     assert store.retries_due(None, 10) == []
 
 
-# --------------------------------------------------------------------------- schema 4 -> 5
+# --------------------------------------------------------------------------- schema 5 -> 6
 
 
-def make_schema_4(path: Path) -> None:
-    """Turn a closed store into what schema 4 wrote: no poison databases."""
+def make_schema_5(path: Path) -> None:
+    """Turn a closed store into what schema 5 wrote: no poison databases."""
     with raw_lmdb(path) as env:
         dbs = [env.open_db(name) for name in POISON_DBS]
         meta = env.open_db(DB_META)
         with env.begin(write=True) as txn:
             for db in dbs:
                 txn.drop(db, delete=True)
-            txn.put(META_SCHEMA_VERSION, u32(4), db=meta)
+            txn.put(META_SCHEMA_VERSION, u32(5), db=meta)
     with raw_lmdb(path) as env:
         for name in POISON_DBS:
             with pytest.raises(lmdb.NotFoundError):
                 env.open_db(name, create=False)
 
 
-def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 5
+def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
+    assert SCHEMA_VERSION == 6
     queue = create_queue(store, "old", transactional=True)
     fill(store, queue, 2)
     queues = store.list_queues()
     store.close()
-    make_schema_4(store.path)
+    make_schema_5(store.path)
     store = reopen(store)
     assert store.list_queues() == queues
     assert payloads(store, queue) == [BODY, BODY]
-    # Queues of schema 4 have no subqueues until asked for.
+    # Queues of schema 5 have no subqueues until asked for.
     assert store.get_queue("old;retry") is None
     commit_ok(store, unit(CreateSubqueues("old")), unit(SetPoisonSettings("old", SETTINGS)))
     assert abort(store, queue, 1) == 1
@@ -511,7 +511,7 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     with raw_lmdb(store.path) as env:
         meta = env.open_db(DB_META, create=False)
         with env.begin() as txn:
-            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(5)
+            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(6)
     store = reopen(store)
     assert counters_of(store, queue, 1).abort_count == 1
     assert len(store.retries_due(None, 10)) == 1

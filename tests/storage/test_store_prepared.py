@@ -70,6 +70,10 @@ from storage import (
     message_payload,
 )
 from storage._keys import (
+    DB_CONFIRMATIONS,
+    DB_EXPIRY,
+    DB_FINAL_ACKS,
+    DB_LISTS,
     DB_META,
     DB_OUTCOME_TIMES,
     DB_OUTCOMES,
@@ -80,6 +84,8 @@ from storage._keys import (
 )
 
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
+#: The databases schema 5 added.
+SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS, DB_LISTS)
 #: When the test's transactions are resolved.
 LATER = NOW + 60.0
 ORDERS = "outgoing$;tcp:127.0.0.1:1902\\orders"
@@ -628,7 +634,7 @@ def test_a_garbled_header_is_corrupt_at_opening(store: Store, reopen: Reopener) 
 def make_schema_3(path: Path) -> None:
     """Turn a closed store into what schema 3 wrote: no databases of prepared transactions."""
     with raw_lmdb(path) as env:
-        dbs = [env.open_db(name) for name in PREPARED_DBS]
+        dbs = [env.open_db(name) for name in (*PREPARED_DBS, *SCHEMA_5_DBS)]
         meta = env.open_db(DB_META)
         with env.begin(write=True) as txn:
             for db in dbs:
@@ -649,7 +655,6 @@ def schema_version(path: Path) -> bytes | None:
 
 
 def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 5
     guid = store.qm_guid
     q = create_queue(store, "q", quota=1000)
     fill(store, q, 2)
@@ -665,7 +670,7 @@ def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     run(store, prepare("x", (send(q),), ((q.queue_id, 1),)))
     assert store.reservation(q.queue_id) == (100, 1)
     store.close()
-    assert schema_version(store.path) == u32(5)
+    assert schema_version(store.path) == u32(SCHEMA_VERSION)
     store = reopen(store)
     assert [info.xid for info in store.prepared_transactions()] == ["x"]
     assert run(store, resolve("x"))[0].resolution is Resolution.COMMITTED

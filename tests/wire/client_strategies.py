@@ -174,6 +174,18 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     ),
     cf.FrameKind.REMOVE_THROUGH: st.builds(cf.RemoveThrough, queue=text, lookup_id=u64),
     cf.FrameKind.MEASURE_RANGE: st.builds(cf.MeasureRange, queue=text, after=u64, max_count=u32),
+    cf.FrameKind.TRACE_MESSAGE: st.builds(cf.TraceMessage, message_id=text),
+    cf.FrameKind.CREATE_LIST: st.builds(
+        cf.CreateList, name=text, targets=st.lists(text, max_size=3).map(tuple)
+    ),
+    cf.FrameKind.CHANGE_LIST: st.builds(
+        cf.ChangeList,
+        name=text,
+        add=st.lists(text, max_size=3).map(tuple),
+        remove=st.lists(text, max_size=3).map(tuple),
+    ),
+    cf.FrameKind.DELETE_LIST: st.builds(cf.DeleteList, name=text),
+    cf.FrameKind.GET_LISTS: st.builds(cf.GetLists, name=text),
     cf.FrameKind.HELLO_OK: st.builds(
         cf.HelloOk,
         version=u16,
@@ -234,6 +246,29 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         all=st.booleans(),
     ),
     cf.FrameKind.MOVED: st.builds(cf.Moved, count=u64, lookup_id=u64),
+    cf.FrameKind.LIST_INFO_LIST: st.builds(
+        cf.ListInfoList,
+        lists=st.lists(
+            st.builds(cf.ListInfo, name=text, targets=st.lists(text, max_size=3).map(tuple)),
+            max_size=3,
+        ).map(tuple),
+    ),
+    cf.FrameKind.TRACE_REPORT: st.builds(
+        cf.TraceReport,
+        qm_name=text,
+        findings=st.lists(
+            st.builds(
+                cf.TraceFinding,
+                kind=text,
+                place=text,
+                time=st.floats(allow_nan=False, allow_infinity=False),
+                message_class=u16,
+                detail=text,
+                next_hop=text,
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
     cf.FrameKind.ERROR: st.builds(cf.ErrorReply, code=u16, message=text),
 }
 

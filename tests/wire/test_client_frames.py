@@ -110,6 +110,13 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.LIST_TRANSACTIONS: cf.ListTransactions(prefix="spark:", resolved=True),
     cf.FrameKind.REMOVE_THROUGH: cf.RemoveThrough(queue="orders", lookup_id=2**40),
     cf.FrameKind.MEASURE_RANGE: cf.MeasureRange(queue="orders", after=7, max_count=100),
+    cf.FrameKind.CREATE_LIST: cf.CreateList(name="fanout", targets=("orders", "audit")),
+    cf.FrameKind.CHANGE_LIST: cf.ChangeList(name="fanout", add=("x",), remove=("audit",)),
+    cf.FrameKind.DELETE_LIST: cf.DeleteList(name="fanout"),
+    cf.FrameKind.GET_LISTS: cf.GetLists(name=""),
+    cf.FrameKind.TRACE_MESSAGE: cf.TraceMessage(
+        message_id="{6f9619ff-8b86-d011-b42d-00c04fc964ff}\\7"
+    ),
     cf.FrameKind.HELLO_OK: cf.HelloOk(
         version=cf.PROTOCOL_VERSION, server_version="1.0", qm_name="qm", qm_guid=GUID
     ),
@@ -156,6 +163,22 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         source="orders;poison", target="orders", lookup_id=7
     ),
     cf.FrameKind.MOVED: cf.Moved(count=1, lookup_id=2**40),
+    cf.FrameKind.LIST_INFO_LIST: cf.ListInfoList(
+        lists=(cf.ListInfo(name="fanout", targets=("orders",)),)
+    ),
+    cf.FrameKind.TRACE_REPORT: cf.TraceReport(
+        qm_name="qm",
+        findings=(
+            cf.TraceFinding(
+                kind="queue",
+                place="orders",
+                time=1.5,
+                message_class=0xC002,
+                detail="lookup id 3",
+                next_hop="10.0.0.5:1801",
+            ),
+        ),
+    ),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
 SAMPLE_PARAMS = [pytest.param(value, id=kind.name) for kind, value in SAMPLES.items()]

@@ -53,10 +53,10 @@ def both_refuse(kind: cf.FrameKind, data: bytes) -> None:
         decode_body_with_layout(kind, data)
 
 
-def test_the_poison_requests_need_version_4() -> None:
-    assert cf.OUTCOMES_VERSION == 4
+def test_the_poison_requests_need_version_5() -> None:
+    assert cf.POISON_VERSION == 5
     assert frozenset({cf.SetQueueProperties, cf.MoveMessages}) == cf.POISON_REQUESTS
-    assert not cf.POISON_REQUESTS & cf.TWO_PHASE_REQUESTS
+    assert not cf.POISON_REQUESTS & (cf.TWO_PHASE_REQUESTS | cf.OUTCOMES_REQUESTS)
     kinds = {cf.FrameKind.SET_QUEUE_PROPERTIES, cf.FrameKind.MOVE_MESSAGES, cf.FrameKind.MOVED}
     assert {int(k) for k in kinds} == {0x19, 0x1A, 0x8E}
     assert int(cf.QueueKind.SUBQUEUE) == 5

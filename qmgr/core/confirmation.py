@@ -1,0 +1,222 @@
+"""The transaction confirmation process: FinalAcks at the destination, copies at the source.
+
+Theory of operation
+-------------------
+A transactional message sent to another queue manager with MQMSG_DEADLETTER
+or MQMSG_JOURNAL asks to be *confirmed* (seed 003, [MS-MQQB] §3.1.5.7,
+§3.1.7.2.2; its TransactionHeader carries FA):
+
+* **At the source**, the commit that sends it also keeps a copy of it
+  (``storage.AddConfirmation``, one per remote destination of the send) with
+  a deadline: its time to be received plus ``XactDelayReceiveNack`` (unset:
+  plus the smaller of its time to be received and its time to reach the
+  queue; no deadline when it has no time to be received). The copy counts
+  against the store's size like every message. When the OrderAck that
+  covers the message arrives, the copy is marked *delivered*.
+* **At the destination**, an arriving message that asks for it keeps its
+  sequence fields in its record's note (:func:`final_ack_note`). When it
+  leaves its queue (received, expired, purged, its queue deleted), or when it
+  is refused at arrival, the same unit records a FinalAck for its source
+  (``storage.RecordFinalAck``); the peering layer sends it, recoverable, on
+  the connection that queue manager's messages come in on, and forgets it
+  once the source's SessionAck says the source has stored its effect.
+* **The source settles** the copy on the FinalAck (:meth:`Confirmations.settle`):
+  ACK_RECEIVE puts it in ``system$;journal`` with MQMSG_JOURNAL; a NACK the
+  destination gave when the message left its queue (a class with the
+  receive bit, 0xC000..) or NACK_REACH_QUEUE_TIMEOUT (it arrived too late)
+  puts it in ``system$;deadxact`` with that class and MQMSG_DEADLETTER.
+  Another NACK given at arrival (0x8000..) changes nothing here: the
+  destination keeps the refused message in its own dead-letter queue (seed
+  000), and one dead-letter copy is enough.
+* **The deadline** settles a copy no FinalAck settled
+  (:meth:`Confirmations.expired`): with MQMSG_DEADLETTER it goes to
+  ``system$;deadxact`` with NACK_RECEIVE_TIMEOUT_AT_SENDER (0xC003) if it
+  was never delivered (no OrderAck covered it), NACK_RECEIVE_TIMEOUT (0xC002)
+  if it was delivered and never confirmed. This settles the open question
+  of reference §21.5 as mq.h's comment on 0xC003 reads; ``docs/operations.md``
+  says so. With NEG_RECEIVE, the admin queue gets the 0xC003 NACK too (a
+  delivered message's NACK comes from its destination).
+
+Each settlement is one unit whose first operation deletes the copy and
+fails if it is gone, so a FinalAck and the deadline racing each other
+settle it once. A FinalAck that finds no copy (settled already, or a
+repeat) changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final
+
+from storage import (
+    MAX_CONFIRMATION_COPIES,
+    AddConfirmation,
+    Confirmation,
+    MarkDelivered,
+    Operation,
+    SettleConfirmation,
+    Unit,
+)
+from wire import INFINITE, MessageClass, MessageProperties
+
+from .errors import InvalidArgument
+from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, acknowledgment_wanted
+from .outgoing import RemoteDestination
+
+if TYPE_CHECKING:
+    from storage import Store
+
+    from .outcomes import Outcomes
+
+__all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
+
+_CONFIRMED: Final = JOURNAL_DEADLETTER | JOURNAL_JOURNAL
+_RECEIVE_BIT: Final = 0x4000
+_NACK_BIT: Final = 0x8000
+
+
+def wants_confirmation(message: MessageProperties) -> bool:
+    """True if a transactional message asks for the confirmation process."""
+    return message.transactional and bool(message.journal & _CONFIRMED)
+
+
+def confirmation_deadline(message: MessageProperties, delay: float | None) -> float | None:
+    """When the source gives up waiting for a confirmation (seed 003's table)."""
+    ttbr = message.time_to_be_received
+    if ttbr >= INFINITE:
+        return None
+    if delay is None:
+        ttrq = message.time_to_reach_queue
+        delay = float(min(ttbr, ttrq))
+    return message.sent_time + ttbr + delay
+
+
+class Confirmations:
+    """The source's copies awaiting confirmation (decides; the caller writes)."""
+
+    __slots__ = ("_outcomes", "_store", "delay")
+
+    def __init__(self, store: Store, outcomes: Outcomes, *, delay: float | None) -> None:
+        self._store = store
+        self._outcomes = outcomes
+        #: XactDelayReceiveNack: seconds added to the time to be received (None: MSMQ's rule).
+        self.delay = delay
+
+    def copies(
+        self, message: MessageProperties, targets: Sequence[object]
+    ) -> list[AddConfirmation]:
+        """The copies a send keeps, one per remote destination, if it asks for them."""
+        if not wants_confirmation(message):
+            return []
+        deadline = confirmation_deadline(message, self.delay)
+        remote = [target for target in targets if isinstance(target, RemoteDestination)]
+        if len(remote) > MAX_CONFIRMATION_COPIES:
+            msg = (
+                f"a message that asks for confirmation (MQMSG_DEADLETTER or MQMSG_JOURNAL) "
+                f"reaches at most {MAX_CONFIRMATION_COPIES} other queue managers, "
+                f"not {len(remote)}"
+            )
+            raise InvalidArgument(msg)
+        return [
+            AddConfirmation(
+                Confirmation(
+                    ordinal=message.ordinal,
+                    index=index,
+                    delivered=False,
+                    last_class=0,
+                    deadline=deadline,
+                    destination=target.outgoing_name,
+                    payload=message.raw,
+                )
+            )
+            for index, target in enumerate(remote)
+        ]
+
+    @staticmethod
+    def delivered(messages: Sequence[tuple[MessageProperties, str]]) -> MarkDelivered | None:
+        """The operation noting that these ``(message, outgoing queue name)`` were
+        covered by an OrderAck (those that ask for confirmation)."""
+        copies = tuple(
+            (message.ordinal, name) for message, name in messages if wants_confirmation(message)
+        )
+        return MarkDelivered(copies) if copies else None
+
+    def give_up(self, message: MessageProperties, destination: str) -> SettleConfirmation | None:
+        """The operation settling the copy of ``message`` for ``destination`` (an
+        outgoing queue's name) when the source gives the message up itself (its
+        caller reports the outcome), or None if it has none."""
+        if not wants_confirmation(message):
+            return None
+        for copy in self._store.confirmations(message.ordinal):
+            if copy.destination == destination:
+                return SettleConfirmation(copy.ordinal, copy.index)
+        return None
+
+    def settle(
+        self, ordinal: int, message_class: int, *, wall: float, endpoint: str = ""
+    ) -> Unit | None:
+        """The unit settling a copy of the message ``ordinal`` on a FinalAck, or
+        None if no copy waits (settled already).
+
+        Args:
+            endpoint: ``host:port`` the FinalAck came from, when known (a session
+                this queue manager opened): the copy for that destination is
+                settled. Otherwise, of several copies, one that was delivered
+                (a FinalAck comes from where the message arrived).
+        """
+        copies = self._store.confirmations(ordinal)
+        if not copies:
+            return None
+        matching = [c for c in copies if endpoint and _endpoint(c.destination) == endpoint]
+        delivered = [c for c in copies if c.delivered]
+        copy = (matching or delivered or copies)[0]
+        message = MessageProperties.from_bytes(copy.payload)
+        ops: list[Operation] = [SettleConfirmation(copy.ordinal, copy.index)]
+        outcomes = self._outcomes
+        if message_class == MessageClass.ACK_RECEIVE:
+            if message.journal & JOURNAL_JOURNAL:
+                ops.append(outcomes.system_journal(message))
+        elif _source_keeps(message_class) and message.journal & JOURNAL_DEADLETTER:
+            ops.append(outcomes.dead_letter(message, message_class))
+        return Unit(tuple(ops))
+
+    def expired(self, copy: Confirmation, *, wall: float) -> Unit:
+        """The unit settling a copy whose deadline passed without a FinalAck."""
+        message = MessageProperties.from_bytes(copy.payload)
+        reason: int
+        if not copy.delivered:
+            reason = MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER
+        elif copy.last_class & _NACK_BIT:
+            reason = copy.last_class
+        else:
+            reason = MessageClass.NACK_RECEIVE_TIMEOUT
+        ops: list[Operation] = [SettleConfirmation(copy.ordinal, copy.index)]
+        outcomes = self._outcomes
+        if message.journal & JOURNAL_DEADLETTER:
+            ops.append(outcomes.dead_letter(message, reason))
+        if (
+            reason == MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER
+            and message.admin_queue
+            and acknowledgment_wanted(message.acknowledge, reason)
+        ):
+            ops.append(outcomes.acknowledgment(message, reason, wall=wall))
+        return Unit(tuple(ops))
+
+
+def _source_keeps(message_class: int) -> bool:
+    """True for a NACK after which the destination kept no copy: it left its
+    queue unread (0xC000..), or arrived after its time to reach the queue."""
+    if not message_class & _NACK_BIT:
+        return False
+    return bool(message_class & _RECEIVE_BIT) or (
+        message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    )
+
+
+def _endpoint(outgoing_name: str) -> str:
+    """``host:port`` of the queue manager an outgoing queue's messages go to."""
+    try:
+        host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
+    except ValueError:
+        return ""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

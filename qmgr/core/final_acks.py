@@ -1,0 +1,55 @@
+"""FinalAcks as the destination keeps them until its source has them.
+
+An arriving transactional message that asks for a FinalAck keeps, in its
+record's note (``storage.AppendMessage.note``), the sequence fields the
+FinalAck repeats ([MS-MQQB] §2.2.5); when it leaves its queue (or is refused
+at arrival), :func:`final_ack_op` records the FinalAck for its source in the
+same unit, and the peering layer sends it (:func:`decode_final_ack`).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from storage import RecordFinalAck
+from wire import MessageProperties, TransactionFlags, TransactionHeader
+
+__all__ = ["decode_final_ack", "final_ack_note", "final_ack_op", "wants_final_ack"]
+
+# A note: TxSequenceID (ordinal, timestamp), number, previous number.
+_NOTE = struct.Struct(">IIII")
+# A FinalAck record: the class, then the note's fields.
+_FINAL_ACK = struct.Struct(">HIIII")
+#: MQMSG_DEADLETTER | MQMSG_JOURNAL: the levels that ask for confirmation.
+_CONFIRMED = 0x03
+
+
+def wants_final_ack(message: MessageProperties, header: TransactionHeader) -> bool:
+    """True if an arriving transactional message asks for a FinalAck (its header's
+    FA flag, or a journal level that runs the confirmation process)."""
+    return bool(header.flags & TransactionFlags.FINAL_ACK or message.journal & _CONFIRMED)
+
+
+def final_ack_note(header: TransactionHeader) -> bytes:
+    """The sequence fields an arrived message keeps for its FinalAck."""
+    sequence = header.sequence_id
+    return _NOTE.pack(
+        sequence.ordinal,
+        sequence.timestamp,
+        header.sequence_number,
+        header.previous_sequence_number,
+    )
+
+
+def final_ack_op(message: MessageProperties, note: bytes, message_class: int) -> RecordFinalAck:
+    """The FinalAck telling ``message``'s source it met ``message_class``."""
+    return RecordFinalAck(
+        message.source_qm.bytes,
+        message.ordinal,
+        _FINAL_ACK.pack(message_class, *_NOTE.unpack(note)),
+    )
+
+
+def decode_final_ack(value: bytes) -> tuple[int, int, int, int, int]:
+    """``(class, sequence ordinal, sequence timestamp, number, previous)`` of a FinalAck record."""
+    return _FINAL_ACK.unpack(value)

@@ -1,0 +1,143 @@
+"""Distribution lists: named sets of destinations, usable wherever a destination is.
+
+Theory of operation
+-------------------
+A list is kept in the store (``storage._lists``) under its canonical name,
+validated like a queue name, with up to :data:`MAX_LIST_TARGETS` targets:
+format names of single queues, here or on other queue managers, checked
+when they are added (no journal or system queue, no list inside a list).
+A send names a list as ``DL=name``, alone or among the elements of a
+multiple-element format name; ``Addressing`` expands it when the send is
+prepared, so a change to a list applies to the sends prepared after it and
+never to messages already sent. The expansion follows MSMQ ([MS-MQDMPR]
+§3.1.7.3.8): lists are expanded, duplicates removed case-insensitively, one
+copy per target, all in the sender's transaction (or unit).
+
+A list whose target is a local queue that no longer exists does not make
+sends to it fail: that copy is kept in ``system$;deadletter`` (or
+``system$;deadxact``) with NACK_BAD_DST_Q, as a queue manager would refuse it
+at arrival. Seed 000's rule for a mixture of transactional and
+non-transactional targets is in ``engine.prepare_send``: a copy that does not
+suit its local queue is rejected there, into this queue manager's
+dead-letter queue with the NACK class that says why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Final
+
+from storage import CreateList, DeleteList, DistributionList, SetListTargets, Store, Unit
+
+from . import names
+from .errors import InvalidArgument, InvalidName, QueueNotFound
+
+__all__ = ["MAX_LIST_TARGETS", "ListAdmin", "list_key"]
+
+#: Most targets one list holds.
+MAX_LIST_TARGETS: Final = 1000
+
+
+def list_key(name: str) -> str:
+    """The canonical name of a list given as ``name`` or ``DL=name``.
+
+    Raises:
+        InvalidName: not a valid list name.
+    """
+    text = name.strip()
+    if text.upper().startswith(names.DL_PREFIX):
+        text = text[len(names.DL_PREFIX) :].strip()
+    return names.validate_queue_name(text)
+
+
+class ListAdmin:
+    """Creates, changes and reads distribution lists (the caller writes the units)."""
+
+    __slots__ = ("_identity", "_store")
+
+    def __init__(self, store: Store, identity: names.LocalIdentity) -> None:
+        self._store = store
+        self._identity = identity
+
+    def get(self, name: str) -> DistributionList:
+        """The list ``name``.
+
+        Raises:
+            InvalidName, QueueNotFound
+        """
+        key = list_key(name)
+        found = self._store.get_list(key)
+        if found is None:
+            msg = f"distribution list {name!r} does not exist"
+            raise QueueNotFound(msg)
+        return found
+
+    def all(self) -> list[DistributionList]:
+        """Every list, by name."""
+        return self._store.lists()
+
+    def create(self, name: str, targets: Iterable[str] = ()) -> Unit:
+        """The unit that creates the list ``name``.
+
+        Raises:
+            InvalidName: a bad name or target; InvalidArgument: too many targets.
+        """
+        key = list_key(name)
+        display = name.strip()
+        if display.upper().startswith(names.DL_PREFIX):
+            display = display[len(names.DL_PREFIX) :].strip()
+        checked = self._merge((), targets)
+        return Unit((CreateList(DistributionList(key, display, checked)),))
+
+    def change(self, name: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()) -> Unit:
+        """The unit that adds and removes targets (removing one it lacks is no error).
+
+        Raises:
+            InvalidName, QueueNotFound, InvalidArgument
+        """
+        current = self.get(name)
+        gone = {self._identity_of(target) for target in remove}
+        kept = tuple(t for t in current.targets if self._identity_of(t) not in gone)
+        return Unit((SetListTargets(current.name, self._merge(kept, add)),))
+
+    def delete(self, name: str) -> Unit:
+        """The unit that deletes the list ``name``.
+
+        Raises:
+            InvalidName
+        """
+        return Unit((DeleteList(list_key(name)),))
+
+    def _merge(self, kept: tuple[str, ...], added: Iterable[str]) -> tuple[str, ...]:
+        targets = list(kept)
+        seen = {self._identity_of(target) for target in kept}
+        for target in added:
+            text = target.strip()
+            identity = self._check(text)
+            if identity not in seen:
+                seen.add(identity)
+                targets.append(text)
+        if len(targets) > MAX_LIST_TARGETS:
+            msg = f"a distribution list holds at most {MAX_LIST_TARGETS} targets"
+            raise InvalidArgument(msg)
+        return tuple(targets)
+
+    def _check(self, text: str) -> tuple[object, ...]:
+        parsed = names.parse_format_name(text, self._identity)
+        if parsed.is_multiple:
+            msg = f"{text!r}: a list's target is one queue, not a multiple-element name"
+            raise InvalidName(msg)
+        element = parsed.elements[0]
+        if element.distribution_list:
+            msg = f"{text!r}: a distribution list cannot contain another list"
+            raise InvalidName(msg)
+        if element.is_system or element.is_journal:
+            msg = f"{text!r}: journal and dead-letter queues take no sends"
+            raise InvalidName(msg)
+        return (element.protocol, element.host, element.port, element.queue)
+
+    def _identity_of(self, text: str) -> tuple[object, ...]:
+        try:
+            return self._check(text.strip())
+        except (InvalidName, ValueError):
+            return (text.strip().lower(),)

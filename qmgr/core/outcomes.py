@@ -1,0 +1,343 @@
+"""What a message's fate produces: acknowledgments, dead-letter and journal copies.
+
+Theory of operation
+-------------------
+Every way a message leaves a queue here, or is refused on its way in, has a
+*class* ([MS-MQMQ] §2.2.18.1.6): ACK_REACH_QUEUE when it arrives in its
+destination queue, ACK_RECEIVE when a receive takes it, and a NACK class
+that says why otherwise (NACK_RECEIVE_TIMEOUT, NACK_Q_PURGED,
+NACK_Q_DELETED, the rejections at arrival of reference §16, ...).
+:meth:`Outcomes.effects` turns a message and its class into the store
+operations that report it, which the caller puts *in the same unit* as the
+change itself, so that a report is written exactly when its cause is:
+
+* **the acknowledgment** (reference §16, [MS-MQQB] §3.1.7.15), when the
+  message's acknowledgment level asks for that class
+  (:func:`acknowledgment_wanted`): a message to its admin queue with the
+  class, the original label, the original message id as its correlation
+  id, the original destination as its response queue, the original body
+  for a NACK, no timers, no acknowledgment or journal level of its own (so
+  acknowledgments never beget acknowledgments). For a local admin queue it
+  is transactional when that queue is; to another queue manager it goes as
+  MSMQ sends it, not transactional but recoverable (stored at every hop, a
+  resent copy dropped by the receiver's message-id history), so a
+  transactional admin queue there refuses it. A local admin queue takes it
+  whatever its quota says (``AppendMessage.exempt``); one that no longer
+  exists makes it a dead-letter message with NACK_BAD_DST_Q.
+* **the source's copies**, for a message that this queue manager sent:
+  with MQMSG_DEADLETTER, a NACK puts a copy carrying the class in
+  ``system$;deadxact`` (transactional) or ``system$;deadletter``; with
+  MQMSG_JOURNAL, the ACK_RECEIVE of a transactional message puts a copy in
+  the system journal ``system$;journal``. A non-transactional message from
+  another queue manager that dies here with MQMSG_DEADLETTER is kept in
+  this queue manager's ``system$;deadletter`` (it died here, reference
+  §19.7); a transactional one is reported to its source by FinalAck.
+
+Nothing here writes, waits, logs or reads a clock: ``wall`` (unix seconds)
+is an argument, and message ids come from the caller's allocator.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from typing import Final
+
+from storage import (
+    TIMED_MESSAGE_VERSION,
+    AppendMessage,
+    AppendOutgoing,
+    Attempt,
+    Operation,
+    QueueKind,
+    QueueRecord,
+    Store,
+    Together,
+    message_note,
+    message_payload,
+)
+from wire import INFINITE as INFINITE_SECONDS
+from wire import MessageClass, MessageProperties, with_message_class
+
+from . import names
+from .addressing import Addressing
+from .errors import QueueManagerError
+from .final_acks import final_ack_op
+from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+
+__all__ = [
+    "DESTINATION_KINDS",
+    "JOURNAL_DEADLETTER",
+    "JOURNAL_JOURNAL",
+    "Outcomes",
+    "acknowledgment_wanted",
+    "correlation_of",
+    "deadline_of",
+    "record_wants_report",
+    "touched_queues",
+    "wants_outcome",
+]
+
+#: MQMSG_ACKNOWLEDGMENT_* bits (mq.h).
+ACK_POS_ARRIVAL: Final = 0x01
+ACK_POS_RECEIVE: Final = 0x02
+ACK_NEG_ARRIVAL: Final = 0x04
+ACK_NEG_RECEIVE: Final = 0x08
+#: Queues that hold messages in their destination (an application queue and
+#: its subqueues; journal and system queues hold copies): a message leaving
+#: one reports its fate, and a receive from one is journaled.
+DESTINATION_KINDS: Final = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
+#: MQMSG_DEADLETTER and MQMSG_JOURNAL.
+JOURNAL_DEADLETTER: Final = 0x01
+JOURNAL_JOURNAL: Final = 0x02
+#: The NACK bit and the receive bit of a class (mq.h's layout).
+_NACK_BIT: Final = 0x8000
+_RECEIVE_BIT: Final = 0x4000
+# Offsets of the acknowledgment and journal bytes in an encoded message
+# (wire/_message.py's layout): read without decoding it.
+_ACKNOWLEDGE_OFFSET: Final = 26
+_JOURNAL_OFFSET: Final = 27
+
+
+def touched_queues(store: Store, ops: Iterable[Operation]) -> set[int]:
+    """The queues that ``ops`` (once written) may have appended to, looking into
+    ``Attempt`` and ``Together``: whose readers, or whose outgoing link, to wake.
+    A ``Together``'s result is its first operation's, so results alone miss them."""
+    found: set[int] = set()
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if isinstance(op, AppendMessage):
+            found.add(op.queue_id)
+        elif isinstance(op, AppendOutgoing):
+            record = store.get_queue(op.name)
+            if record is not None:
+                found.add(record.queue_id)
+        elif isinstance(op, Together):
+            stack.extend(op.ops)
+        elif isinstance(op, Attempt):
+            stack.extend((op.first, op.otherwise))
+    return found
+
+
+def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
+    """True if a message with acknowledgment level ``acknowledge`` asks for an
+    acknowledgment of class ``message_class``."""
+    if message_class == MessageClass.ACK_REACH_QUEUE:
+        return bool(acknowledge & ACK_POS_ARRIVAL)
+    if message_class == MessageClass.ACK_RECEIVE:
+        return bool(acknowledge & ACK_POS_RECEIVE)
+    if message_class & _NACK_BIT:
+        wanted = ACK_NEG_RECEIVE if message_class & _RECEIVE_BIT else ACK_NEG_ARRIVAL
+        return bool(acknowledge & wanted)
+    return False
+
+
+def wants_outcome(payload: bytes | memoryview) -> bool:
+    """True if an encoded message asks for any report of its fate (an
+    acknowledgment level or a journal level); cheap enough for every receive."""
+    return bool(payload[_ACKNOWLEDGE_OFFSET] | payload[_JOURNAL_OFFSET])
+
+
+def record_wants_report(record: bytes | memoryview) -> bool:
+    """True if a stored message asks for a report of its fate: an acknowledgment
+    or journal level, or a note (a FinalAck its source asked for by FA alone)."""
+    if record[0] == TIMED_MESSAGE_VERSION and record[3]:
+        return True
+    return wants_outcome(message_payload(record))
+
+
+def correlation_of(message: MessageProperties) -> bytes:
+    """The 20 bytes of a message's id, as an acknowledgment's correlation id:
+    the source queue manager's GUID then the ordinal (u32, little-endian)."""
+    return message.source_qm.bytes + message.ordinal.to_bytes(4, "little")
+
+
+def deadline_of(message: MessageProperties, *, reach_only: bool = False) -> float | None:
+    """When a message expires (unix seconds), or None: its send time plus its
+    time to be received, or with ``reach_only`` (a message still on its way)
+    plus the smaller of that and its time to reach the queue."""
+    seconds = message.time_to_be_received
+    if reach_only:
+        seconds = min(seconds, message.time_to_reach_queue)
+    if seconds >= INFINITE_SECONDS:
+        return None
+    deadline = message.sent_time + seconds
+    return deadline if deadline > 0 else 1e-3
+
+
+class Outcomes:
+    """Builds the operations that report what became of a message."""
+
+    __slots__ = ("_addressing", "_guid", "_next_ordinal", "_store")
+
+    def __init__(
+        self,
+        store: Store,
+        addressing: Addressing,
+        *,
+        guid: uuid.UUID,
+        next_ordinal: Callable[[], int],
+    ) -> None:
+        self._store = store
+        self._addressing = addressing
+        self._guid = guid
+        self._next_ordinal = next_ordinal
+
+    def is_ours(self, message: MessageProperties) -> bool:
+        """True if this queue manager sent ``message``."""
+        return message.source_qm == self._guid
+
+    def effects(
+        self,
+        message: MessageProperties,
+        message_class: int,
+        *,
+        wall: float,
+        dead_letter: bool = True,
+        note: bytes = b"",
+    ) -> list[Operation]:
+        """The operations reporting that ``message`` met ``message_class``.
+
+        Args:
+            dead_letter: False when the caller keeps the message in a
+                dead-letter queue itself (a rejection at arrival).
+            note: the sequence fields of a transactional message from another
+                queue manager that asked for a FinalAck (its record's note,
+                ``confirmation.final_ack_note``): a departure or refusal then
+                records the FinalAck for its source.
+        """
+        ops: list[Operation] = []
+        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
+            ops.append(self.acknowledgment(message, message_class, wall=wall))
+        journal = message.journal
+        nack = bool(message_class & _NACK_BIT)
+        if self.is_ours(message):
+            if nack and dead_letter and journal & JOURNAL_DEADLETTER:
+                ops.append(self.dead_letter(message, message_class))
+            elif (
+                message_class == MessageClass.ACK_RECEIVE
+                and message.transactional
+                and journal & JOURNAL_JOURNAL
+            ):
+                ops.append(self.system_journal(message))
+        elif message.transactional:
+            if note and (nack or message_class == MessageClass.ACK_RECEIVE):
+                ops.append(final_ack_op(message, note, message_class))
+        elif nack and dead_letter and journal & JOURNAL_DEADLETTER:
+            ops.append(self.dead_letter(message, message_class))
+        return ops
+
+    def receipts(self, receives: Iterable[tuple[int, int]], *, wall: float) -> list[Operation]:
+        """The reports of messages received (ACK_RECEIVE): for each of ``receives``
+        (``(queue_id, lookup_id)`` of messages in application queues, still
+        stored) that asked for one."""
+        ops: list[Operation] = []
+        for queue_id, lookup_id in sorted(receives):
+            # A message purged while held is still received by this commit.
+            record = self._store.read_message(queue_id, lookup_id, purged=True)
+            if record is not None and record_wants_report(record):
+                message = MessageProperties.from_bytes(message_payload(record))
+                note = message_note(record)
+                ops.extend(self.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note))
+        return ops
+
+    def reports_on_receive(self, queue_id: int) -> bool:
+        """True if receiving from the queue reports its messages' fate (see
+        :data:`DESTINATION_KINDS`)."""
+        record = self._store.get_queue_by_id(queue_id)
+        return record is not None and record.kind in DESTINATION_KINDS
+
+    def arrival_reports(
+        self, message: MessageProperties, queues: Sequence[object], *, wall: float
+    ) -> list[AppendMessage | AppendOutgoing]:
+        """What a send reports when its commit puts it in local queues (``queues``
+        holds its targets: records of local queues, or remote destinations): an
+        ACK_REACH_QUEUE per local queue, if asked; and with MQMSG_JOURNAL, a
+        non-transactional message, delivered then, is copied to the system journal."""
+        local = sum(1 for target in queues if isinstance(target, QueueRecord))
+        if not local:
+            return []
+        reports: list[AppendMessage | AppendOutgoing] = []
+        if message.admin_queue and acknowledgment_wanted(
+            message.acknowledge, MessageClass.ACK_REACH_QUEUE
+        ):
+            for _ in range(local):
+                ack = self.acknowledgment(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
+                assert isinstance(ack, AppendMessage | AppendOutgoing)
+                reports.append(ack)
+        if not message.transactional and message.journal & JOURNAL_JOURNAL:
+            reports.append(self.system_journal(message))
+        return reports
+
+    def refusal(
+        self, message: MessageProperties, message_class: int, *, wall: float
+    ) -> list[AppendMessage | AppendOutgoing]:
+        """A copy of ``message`` refused by a queue here at its send (seed 000):
+        kept in the dead-letter queue with ``message_class``, and the
+        acknowledgment it asked for."""
+        ops: list[AppendMessage | AppendOutgoing] = [self.dead_letter(message, message_class)]
+        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
+            ack = self.acknowledgment(message, message_class, wall=wall)
+            assert isinstance(ack, AppendMessage | AppendOutgoing)
+            ops.append(ack)
+        return ops
+
+    def acknowledgment(
+        self, message: MessageProperties, message_class: int, *, wall: float
+    ) -> Operation:
+        """The operation that delivers an acknowledgment of ``message`` to its admin queue."""
+        try:
+            [target] = self._addressing.destinations(message.admin_queue)
+        except (QueueManagerError, ValueError):
+            target = None
+        if isinstance(target, RemoteDestination):
+            # As MSMQ sends them: not transactional (admin queues are not), but
+            # recoverable, so the peer's message-id history drops a resent copy.
+            ack = self._ack(message, message_class, wall=wall, transactional=False)
+            ack = ack.replace(delivery=1) if ack.delivery != 1 else ack
+            prefix = entry_prefix(EntryOrigin.LOCAL, transactional=False, recoverable=True)
+            return AppendOutgoing(
+                target.outgoing_name, target.display_name, (prefix, ack.raw), ack.body_size
+            )
+        if isinstance(target, QueueRecord) and target.kind is QueueKind.NORMAL:
+            ack = self._ack(message, message_class, wall=wall, transactional=target.transactional)
+            return AppendMessage(target.queue_id, ack.raw, ack.priority, ack.body_size, exempt=True)
+        # The admin queue is gone (or never was a queue that takes messages).
+        ack = self._ack(message, message_class, wall=wall, transactional=False)
+        return self.dead_letter(ack, MessageClass.NACK_BAD_DST_Q)
+
+    def _ack(
+        self, message: MessageProperties, message_class: int, *, wall: float, transactional: bool
+    ) -> MessageProperties:
+        return MessageProperties(
+            body=message.body if message_class & _NACK_BIT else b"",
+            label=message.label,
+            destination=message.admin_queue,
+            correlation_id=correlation_of(message),
+            priority=0 if transactional else message.priority,
+            delivery=1 if transactional else message.delivery,
+            response_queue=message.destination,
+            message_class=message_class,
+            sent_time=wall,
+            source_qm=self._guid,
+            ordinal=self._next_ordinal(),
+            transactional=transactional,
+        )
+
+    def dead_letter(self, message: MessageProperties, message_class: int) -> AppendMessage:
+        """A copy of ``message`` with ``message_class`` in this queue manager's
+        ``system$;deadxact`` (a transactional message) or ``system$;deadletter``."""
+        key = names.DEADXACT if message.transactional else names.DEADLETTER
+        record = self._store.get_queue(key)
+        assert record is not None, "the system queues are created at start-up"
+        dead = with_message_class(message, message_class)
+        return AppendMessage(record.queue_id, dead.raw, dead.priority, dead.body_size, exempt=True)
+
+    def system_journal(self, message: MessageProperties) -> AppendMessage:
+        """A copy of ``message`` in this queue manager's ``system$;journal``."""
+        record = self._store.get_queue(names.SYSTEM_JOURNAL)
+        assert record is not None, "the system queues are created at start-up"
+        return AppendMessage(
+            record.queue_id, message.raw, message.priority, message.body_size, exempt=True
+        )

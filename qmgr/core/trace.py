@@ -1,0 +1,248 @@
+"""A message's fate on this queue manager, found by its id (``qmgr trace``).
+
+Theory of operation
+-------------------
+Nothing is recorded for tracing: the trace is *searched* in what the queue
+manager keeps anyway, so it costs nothing until someone asks. For a message
+id, :class:`Tracer` looks at:
+
+* every stored message whose id is that id: in an application queue
+  (waiting), a journal queue (received, with journaling), a dead-letter
+  queue (with the class that says why), the system journal (confirmed), an
+  outgoing queue (still on its way; its sequence number, the queue manager
+  to ask next) - and every acknowledgment whose correlation id is that id,
+  wherever it waits;
+* for one of our messages, its copies awaiting confirmation (delivered or
+  not, the last class reported, the deadline);
+* for a message from another queue manager, the FinalAck waiting to go back
+  to its source (the class of its fate here).
+
+The store's scan (:meth:`Tracer.select`, ``Store.scan_messages``) reads every
+stored message's first bytes without copying them; it is a rare operator
+request, and the daemon runs it on a worker thread. This module only decides
+what to look for and what the records mean.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import uuid
+from dataclasses import dataclass
+from typing import Final
+
+import storage
+from storage import QueueKind, QueueRecord, Store
+from wire import MessageProperties
+
+from . import names
+from .errors import InvalidArgument
+from .final_acks import decode_final_ack
+from .outgoing import EntryOrigin, RemoteDestination, decode_entry
+
+__all__ = ["MAX_FINDINGS", "Finding", "Tracer", "parse_message_id"]
+
+#: Most stored messages one trace reports.
+MAX_FINDINGS: Final = 1000
+_MESSAGE_ID = re.compile(r"^\{?([0-9a-fA-F-]{36})\}?\\(\d+)$")
+# Offsets in an encoded message (wire/_message.py): its id (GUID + ordinal,
+# little-endian), the flags byte (bit 1: a correlation id), the correlation id.
+_ID = slice(0, 20)
+_FLAGS: Final = 28
+_CORRELATION = slice(48, 68)
+_HAS_CORRELATION: Final = 0x02
+_ORDINAL = struct.Struct("<I")
+
+
+def parse_message_id(text: str) -> tuple[uuid.UUID, int]:
+    """``(source GUID, ordinal)`` of a message id ``{guid}\\ordinal``.
+
+    Raises:
+        InvalidArgument: it is not a message id.
+    """
+    found = _MESSAGE_ID.match(text.strip())
+    if found is None or int(found.group(2)) > 0xFFFFFFFF:
+        msg = f"{text!r} is not a message id ({{source QM GUID}}\\ordinal)"
+        raise InvalidArgument(msg)
+    try:
+        return uuid.UUID(found.group(1)), int(found.group(2))
+    except ValueError:
+        msg = f"{text!r} is not a message id ({{source QM GUID}}\\ordinal)"
+        raise InvalidArgument(msg) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing the queue manager knows about the message."""
+
+    #: ``queue``, ``subqueue``, ``journal``, ``dead-letter``, ``system-journal``, ``outgoing``,
+    #: ``relaying``, ``awaiting-confirmation``, ``final-ack``, ``acknowledgment``.
+    kind: str
+    #: Where: a queue's name, or a destination.
+    place: str
+    #: Unix seconds: when it got there (0 if unknown).
+    time: float
+    #: The class it carries there (0: a normal message).
+    message_class: int
+    #: What else is known, for people.
+    detail: str
+    #: For a message on its way: the queue manager to ask next, ``host:port``.
+    next_hop: str = ""
+
+
+class Tracer:
+    """Finds a message's traces in ``store`` (read only)."""
+
+    __slots__ = ("_guid", "_store")
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._guid = store.qm_guid
+
+    @staticmethod
+    def key(source_qm: uuid.UUID, ordinal: int) -> bytes:
+        """The 20 bytes a message's id (and its acknowledgments' correlation id) is."""
+        return source_qm.bytes + _ORDINAL.pack(ordinal)
+
+    def queues(self) -> list[tuple[int, int]]:
+        """What to scan: every queue, from its first visible message."""
+        return [
+            (record.queue_id, max(record.purged_below, 1)) for record in self._store.list_queues()
+        ]
+
+    @staticmethod
+    def select(key: bytes) -> _Select:
+        """The test a scan applies to each stored record."""
+        return _Select(key)
+
+    def findings(
+        self,
+        source_qm: uuid.UUID,
+        ordinal: int,
+        scanned: list[tuple[int, int, bytes]],
+        hops: dict[int, str],
+    ) -> list[Finding]:
+        """What the scan found, with the copies awaiting confirmation and the
+        FinalAck to send. ``hops``: the next hop of each outgoing queue by id."""
+        found: list[Finding] = []
+        key = self.key(source_qm, ordinal)
+        for queue_id, lookup_id, record in scanned:
+            queue = self._store.get_queue_by_id(queue_id)
+            if queue is not None:
+                found.append(self._finding(queue, lookup_id, record, key, hops))
+        if source_qm == self._guid:
+            for copy in self._store.confirmations(ordinal):
+                state = "delivered" if copy.delivered else "not delivered yet"
+                deadline = "no deadline" if copy.deadline is None else f"until {copy.deadline}"
+                found.append(
+                    Finding(
+                        "awaiting-confirmation",
+                        _destination(copy.destination),
+                        0.0,
+                        copy.last_class,
+                        f"copy kept for the confirmation process: {state}, {deadline}",
+                        _endpoint(copy.destination) if copy.delivered else "",
+                    )
+                )
+        else:
+            for pending in self._store.final_acks(source_qm=source_qm.bytes, limit=1_000_000):
+                if pending.key == key:
+                    message_class = decode_final_ack(pending.value)[0]
+                    found.append(
+                        Finding(
+                            "final-ack",
+                            str(source_qm),
+                            0.0,
+                            message_class,
+                            "FinalAck waiting to go back to the source queue manager",
+                        )
+                    )
+        return found
+
+    def _finding(
+        self, queue: QueueRecord, lookup_id: int, record: bytes, key: bytes, hops: dict[int, str]
+    ) -> Finding:
+        arrived = storage.message_arrived_time(record)
+        payload = storage.message_payload(record)
+        name = queue.display_name
+        if queue.kind is QueueKind.OUTGOING:
+            entry = decode_entry(payload)
+            destination = _destination(queue.name)
+            hop = hops.get(queue.queue_id, "")
+            if entry.origin is EntryOrigin.RELAYED:
+                return Finding(
+                    "relaying", destination, arrived, 0, f"relayed; entry {lookup_id}", hop
+                )
+            return Finding(
+                "outgoing", destination, arrived, 0, f"waiting to be sent; entry {lookup_id}", hop
+            )
+        message = MessageProperties.from_bytes(payload)
+        if bytes(payload[_ID]) != key:
+            about = "acknowledgment" if message.message_class else "correlated message"
+            return Finding(
+                "acknowledgment" if message.message_class else "correlated",
+                name,
+                message.sent_time,
+                message.message_class,
+                f"{about} {message.message_id} in {name}",
+            )
+        kind = {
+            QueueKind.NORMAL: "queue",
+            QueueKind.SUBQUEUE: "subqueue",
+            QueueKind.JOURNAL: "journal",
+            QueueKind.DEADLETTER: "dead-letter",
+            QueueKind.DEADXACT: "dead-letter",
+            QueueKind.SYSTEM_JOURNAL: "system-journal",
+        }.get(queue.kind, "queue")
+        detail = {
+            "queue": f"waiting to be received; lookup id {lookup_id}",
+            "subqueue": f"moved to a subqueue, waiting there; lookup id {lookup_id}",
+            "journal": f"received (journal copy); lookup id {lookup_id}",
+            "dead-letter": f"dead-lettered; lookup id {lookup_id}",
+            "system-journal": "confirmed delivered or received (source journal)",
+        }[kind]
+        if queue.name in (names.DEADXACT, names.DEADLETTER, names.SYSTEM_JOURNAL):
+            name = queue.name
+        return Finding(kind, name, arrived, message.message_class, detail)
+
+
+class _Select:
+    """Picks the records of the message and of its acknowledgments."""
+
+    __slots__ = ("_key",)
+
+    def __init__(self, key: bytes) -> None:
+        self._key = key
+
+    def __call__(self, record: memoryview) -> bool:
+        try:
+            payload = storage.message_payload(record)
+        except storage.StoreCorrupt:
+            return False
+        if len(payload) < 68:
+            return False
+        key = self._key
+        if payload[0] in _ENTRY_ORIGINS and payload[2:22] == key:
+            return True  # an outgoing entry: the message follows a two-byte prefix
+        if payload[_ID] == key:
+            return True
+        return bool(payload[_FLAGS] & _HAS_CORRELATION) and payload[_CORRELATION] == key
+
+
+_ENTRY_ORIGINS: Final = frozenset(int(origin) for origin in EntryOrigin)
+
+
+def _destination(outgoing_name: str) -> str:
+    try:
+        return RemoteDestination.from_outgoing_name(outgoing_name).display_name
+    except ValueError:
+        return outgoing_name
+
+
+def _endpoint(outgoing_name: str) -> str:
+    """``host:port`` of the queue manager an outgoing queue's messages go to."""
+    try:
+        host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
+    except ValueError:
+        return ""
+    return f"{host}:{port}"

@@ -1,0 +1,99 @@
+"""Time to reach the queue at the source: giving up messages still in an outgoing queue.
+
+Theory of operation
+-------------------
+A message this queue manager sends to another one is appended to its
+outgoing queue with a deadline: its send time plus the smaller of its time
+to reach the queue and its time to be received. The expiry index
+(``storage._expiry``) finds it when that passes, and the daemon's expirer
+hands it here, because only the outgoing queue's sequence machine knows
+whether the message may already be at its destination.
+
+* **Never sent** (``OutgoingSequence.never_sent``, and committed since this
+  daemon started): it leaves the outgoing queue in a ``ForgetOutgoing`` of
+  its own, which the machine treats like a purge (the next transmission's
+  previous number bridges it, so the stream has no hole), together with its
+  reports: NACK_REACH_QUEUE_TIMEOUT to the admin queue if asked, a copy with
+  that class in ``system$;deadxact`` (transactional) or
+  ``system$;deadletter`` with MQMSG_DEADLETTER, and the settling of its copy
+  awaiting confirmation, if it has one.
+* **Perhaps sent** (in flight, or sent by an earlier run of the daemon): it
+  stays. The destination judges it on arrival (a message arriving after its
+  time to reach the queue is refused with NACK_REACH_QUEUE_TIMEOUT and its
+  FinalAck reaches the source, which then keeps the dead-letter copy), and
+  if the link never comes back, its copy awaiting confirmation settles at
+  its own deadline. Giving it up here could leave it both delivered and
+  dead-lettered.
+
+Relayed messages (store and forward) carry no deadline here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import storage
+import wire
+from qmgr.core.outcomes import touched_queues
+from qmgr.core.outgoing import EntryOrigin, decode_entry
+from wire import MessageClass
+
+if TYPE_CHECKING:
+    from .outgoing_queue import OutgoingQueue
+    from .peering import Peering
+
+__all__ = ["expire_outgoing"]
+
+
+async def expire_outgoing(peering: Peering, due: Sequence[storage.DueMessage]) -> int:
+    """Give up the due outgoing entries that were never sent; returns how many."""
+    given_up = 0
+    for entry in due:
+        queue = peering.outgoing.get(entry.queue_id)
+        if queue is None or queue.purging:
+            continue
+        lookup_id = entry.lookup_id
+        if lookup_id < queue.sent_before_start_below or not queue.machine.never_sent(lookup_id):
+            continue
+        unit = _give_up(peering, queue, lookup_id)
+        if unit is None:
+            continue
+        ids = (lookup_id,)
+        queue.machine.forget_started(ids)
+        try:
+            outcome = await peering.committer.submit(unit)
+        except storage.StoreError as exc:
+            outcome = storage.UnitOutcome.failed(unit, exc)
+        result = outcome.results[0]
+        if outcome.error is None and isinstance(result, storage.Forgotten):
+            queue.forgotten(ids, result.state)
+            peering.signals.notify(touched_queues(peering.store, unit.ops))
+            given_up += 1
+        else:
+            queue.machine.forget_failed(ids)
+            peering.log.warning(
+                "outgoing_expiry_failed", queue=queue.name, error=str(outcome.error)
+            )
+    return given_up
+
+
+def _give_up(peering: Peering, queue: OutgoingQueue, lookup_id: int) -> storage.Unit | None:
+    payload = queue.payloads.get(lookup_id)
+    if payload is None:
+        record = peering.store.read_message(queue.queue_id, lookup_id)
+        if record is None:
+            return None
+        payload = storage.message_payload(record)
+    entry = decode_entry(payload)
+    if entry.origin is not EntryOrigin.LOCAL:
+        return None
+    message = wire.MessageProperties.from_bytes(entry.data)
+    reason = MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    ops: list[storage.Operation] = [storage.ForgetOutgoing(queue.queue_id, (lookup_id,))]
+    ops.extend(peering.outcomes.effects(message, reason, wall=time.time()))
+    settle = peering.confirmations.give_up(message, queue.name)
+    if settle is not None:
+        ops.append(settle)
+    return storage.Unit(tuple(ops))

@@ -1,0 +1,741 @@
+"""The transaction confirmation process in the core: the source's copies kept by a
+commit (``qmgr.core.confirmation``), settled on a FinalAck or at their deadline
+(``qmgr.core.expiry``), and the FinalAcks a destination records when a message
+from another queue manager leaves its queue or is refused
+(``qmgr.core.final_acks``, ``qmgr.core.outcomes``, ``qmgr.core.arrivals``)."""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import WALL, CoreHarness, classes, expire, messages
+
+import storage
+import wire
+from qmgr.core import names
+from qmgr.core.arrivals import Arrival, Arrivals
+from qmgr.core.confirmation import confirmation_deadline, wants_confirmation
+from qmgr.core.engine import Limits
+from qmgr.core.errors import QueueManagerError
+from qmgr.core.final_acks import decode_final_ack, wants_final_ack
+from qmgr.core.names import LocalIdentity
+from qmgr.core.outcomes import correlation_of
+from qmgr.core.outgoing import decode_entry
+from qmgr.core.sends import SendMode
+from wire import INFINITE, MessageClass, MessageProperties
+
+POS_ARRIVAL, POS_RECEIVE, NEG_ARRIVAL, NEG_RECEIVE = 0x01, 0x02, 0x04, 0x08
+DEADLETTER, JOURNAL = 0x01, 0x02
+REMOTE = "DIRECT=TCP:10.9.9.9:1801\\private$\\orders"
+REMOTE_2 = "DIRECT=TCP:10.9.9.8:1801\\private$\\orders"
+OUTGOING = "outgoing$;tcp:10.9.9.9:1801\\orders"
+OUTGOING_2 = "outgoing$;tcp:10.9.9.8:1801\\orders"
+
+#: The queue manager that sent the arriving messages.
+SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+IDENTITY = LocalIdentity(peer_port=1901)
+HERE = "TCP:127.0.0.1:1901\\private$\\"
+#: The sequence fields of the arriving messages' TransactionHeader.
+SEQUENCE = (3, 5, 4, 2)  # TxSequenceID ordinal, timestamp, number, previous number
+ARRIVING_ORDINAL = 7
+
+
+@pytest.fixture
+def qm(tmp_path: Path) -> Iterator[CoreHarness]:
+    harness = CoreHarness(tmp_path / "store")
+    harness.create("q", transactional=True)
+    harness.create("plain")
+    harness.create("admin")
+    yield harness
+    harness.close()
+
+
+def outgoing(qm: CoreHarness) -> dict[str, list[MessageProperties]]:
+    """The messages waiting in each outgoing queue, by the queue's store name."""
+    found: dict[str, list[MessageProperties]] = {}
+    for record in qm.store.list_queues():
+        if record.kind is storage.QueueKind.OUTGOING:
+            found[record.name] = [
+                MessageProperties.from_bytes(
+                    decode_entry(storage.message_payload(stored)).data.tobytes()
+                )
+                for _, stored in qm.store.read_range(record.queue_id, limit=10_000)
+            ]
+    return found
+
+
+def sent(qm: CoreHarness, name: str = OUTGOING) -> MessageProperties:
+    """The one message waiting in the outgoing queue ``name``."""
+    [message] = outgoing(qm)[name]
+    return message
+
+
+def send_tx(qm: CoreHarness, destination: str, body: bytes = b"x", **properties: Any) -> None:
+    tx = qm.begin()
+    assert qm.prepare(destination, body, tx=tx, **properties) is None
+    assert qm.commit(tx) == [None]
+
+
+def confirmed_send(
+    qm: CoreHarness, *, journal: int = DEADLETTER, ttbr: int = 30, **properties: Any
+) -> MessageProperties:
+    """A committed transactional send to REMOTE that asks for confirmation."""
+    send_tx(qm, REMOTE, b"order", journal=journal, time_to_be_received=ttbr, **properties)
+    return sent(qm)
+
+
+def confirmation_due(qm: CoreHarness) -> list[tuple[float, int, int]]:
+    return [
+        (entry.deadline, entry.queue_id, entry.lookup_id)
+        for entry in qm.store.due_messages(before=float("inf"), limit=1000)
+        if entry.queue_id == storage.CONFIRMATION_QUEUE_ID
+    ]
+
+
+def settle(qm: CoreHarness, ordinal: int, message_class: int) -> storage.UnitOutcome | None:
+    """Settle on a FinalAck and write the unit; None if nothing was waiting."""
+    unit = qm.core.confirmations.settle(ordinal, message_class, wall=WALL)
+    return None if unit is None else qm.write(unit)
+
+
+# --------------------------------------------------------------------------- rules
+
+
+@pytest.mark.parametrize(
+    ("ttbr", "ttrq", "delay", "expected"),
+    [
+        (INFINITE, 10, None, None),  # no time to be received: no deadline
+        (INFINITE, INFINITE, 5.0, None),
+        (30, 10, None, 40.0),  # TTBR + min(TTBR, TTRQ)
+        (30, 100, None, 60.0),
+        (30, INFINITE, None, 60.0),  # TTRQ infinite: TTBR + TTBR
+        (30, 10, 5.0, 35.0),  # XactDelayReceiveNack given: TTBR + delay
+        (30, INFINITE, 0.0, 30.0),
+        (30, 10, 100.0, 130.0),
+    ],
+)
+def test_confirmation_deadline_follows_seed_003(
+    ttbr: int, ttrq: int, delay: float | None, expected: float | None
+) -> None:
+    message = MessageProperties(sent_time=WALL, time_to_be_received=ttbr, time_to_reach_queue=ttrq)
+    deadline = confirmation_deadline(message, delay)
+    assert deadline == (None if expected is None else WALL + expected)
+
+
+@pytest.mark.parametrize(
+    ("journal", "transactional", "wanted"),
+    [
+        (DEADLETTER, True, True),
+        (JOURNAL, True, True),
+        (DEADLETTER | JOURNAL, True, True),
+        (0, True, False),
+        (DEADLETTER | JOURNAL, False, False),
+    ],
+)
+def test_which_messages_want_confirmation(journal: int, transactional: bool, wanted: bool) -> None:
+    message = MessageProperties(journal=journal).stamp(
+        source_qm=SOURCE, ordinal=1, sent_time=WALL, transactional=transactional
+    )
+    assert wants_confirmation(message) is wanted
+
+
+# --------------------------------------------------------------------------- copies at commit
+
+
+@pytest.mark.parametrize("journal", [DEADLETTER, JOURNAL, DEADLETTER | JOURNAL])
+def test_a_committed_transactional_send_keeps_a_copy(qm: CoreHarness, journal: int) -> None:
+    tx = qm.begin()
+    qm.prepare(REMOTE, b"order", tx=tx, journal=journal, time_to_be_received=30)
+    [pending] = tx.confirmations
+    assert isinstance(pending, storage.AddConfirmation)
+    ordinal = pending.confirmation.ordinal
+    assert qm.store.confirmations(ordinal) == []  # nothing before the commit
+    assert qm.commit(tx) == [None]
+    message = sent(qm)
+    assert message.ordinal == ordinal
+    assert message.transactional
+    [copy] = qm.store.confirmations(ordinal)
+    assert copy == storage.Confirmation(
+        ordinal=ordinal,
+        index=0,
+        delivered=False,
+        last_class=0,
+        deadline=WALL + 60,  # TTBR 30 + min(TTBR, TTRQ infinite)
+        destination=OUTGOING,
+        payload=message.raw,
+    )
+    assert confirmation_due(qm) == [(WALL + 60, 0, ordinal * 256)]
+    assert storage.confirmation_of_lookup(ordinal * 256) == (ordinal, 0)
+
+
+def test_one_copy_per_remote_destination_none_for_a_local_one(qm: CoreHarness) -> None:
+    send_tx(qm, f"{REMOTE},q,{REMOTE_2}", b"fan", journal=JOURNAL, time_to_be_received=30)
+    first, second = sent(qm, OUTGOING), sent(qm, OUTGOING_2)
+    assert first.ordinal == second.ordinal
+    copies = qm.store.confirmations(first.ordinal)
+    assert [(c.index, c.destination, c.delivered, c.deadline) for c in copies] == [
+        (0, OUTGOING, False, WALL + 60),
+        (1, OUTGOING_2, False, WALL + 60),
+    ]
+    assert [MessageProperties.from_bytes(c.payload).body for c in copies] == [b"fan", b"fan"]
+    assert [m.body for m in messages(qm, "q")] == [b"fan"]
+
+
+def test_a_copy_without_time_to_be_received_has_no_deadline(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, ttbr=INFINITE)
+    [copy] = qm.store.confirmations(message.ordinal)
+    assert copy.deadline is None
+    assert confirmation_due(qm) == []
+
+
+def test_xact_delay_receive_nack_sets_the_deadline(tmp_path: Path) -> None:
+    qm = CoreHarness(tmp_path / "store", limits=Limits(xact_delay_receive_nack=5.0))
+    try:
+        message = confirmed_send(qm, time_to_reach_queue=10)
+        [copy] = qm.store.confirmations(message.ordinal)
+        assert copy.deadline == WALL + 35
+    finally:
+        qm.close()
+
+
+def test_a_single_message_transaction_keeps_a_copy(qm: CoreHarness) -> None:
+    prepared = qm.prepare(
+        REMOTE, b"one", mode=SendMode.SINGLE, journal=DEADLETTER, time_to_be_received=30
+    )
+    assert prepared is not None
+    assert prepared.transactional
+    assert prepared.unit is not None
+    outcome = qm.write(prepared.unit)
+    assert outcome.error is None
+    message = sent(qm)
+    assert [c.deadline for c in qm.store.confirmations(message.ordinal)] == [WALL + 60]
+
+
+def test_a_non_transactional_send_keeps_no_copy(qm: CoreHarness) -> None:
+    qm.send(REMOTE, b"plain", journal=DEADLETTER | JOURNAL, time_to_be_received=30)
+    message = sent(qm)
+    assert not message.transactional
+    assert qm.store.confirmations(message.ordinal) == []
+    assert confirmation_due(qm) == []
+
+
+def test_a_send_without_those_journal_levels_keeps_no_copy(qm: CoreHarness) -> None:
+    send_tx(
+        qm,
+        REMOTE,
+        b"x",
+        acknowledge=POS_RECEIVE | NEG_RECEIVE,
+        admin_queue="admin",
+        time_to_be_received=30,
+    )
+    message = sent(qm)
+    assert message.transactional
+    assert qm.store.confirmations(message.ordinal) == []
+    assert confirmation_due(qm) == []
+
+
+def test_a_send_to_a_local_queue_keeps_no_copy(qm: CoreHarness) -> None:
+    tx = qm.begin()
+    qm.prepare("q", b"local", tx=tx, journal=DEADLETTER | JOURNAL, time_to_be_received=30)
+    assert tx.confirmations == []
+    assert qm.commit(tx) == [None]
+    [message] = messages(qm, "q")
+    assert qm.store.confirmations(message.ordinal) == []
+    assert confirmation_due(qm) == []
+
+
+def test_an_aborted_transaction_keeps_no_copy(qm: CoreHarness) -> None:
+    tx = qm.begin()
+    qm.prepare(REMOTE, b"x", tx=tx, journal=DEADLETTER, time_to_be_received=30)
+    [pending] = tx.confirmations
+    assert isinstance(pending, storage.AddConfirmation)
+    qm.core.abort(tx)
+    assert tx.confirmations == []
+    assert qm.store.confirmations(pending.confirmation.ordinal) == []
+    assert confirmation_due(qm) == []
+    assert outgoing(qm) == {}
+
+
+# --------------------------------------------------------------------------- settling on a FinalAck
+
+
+def test_ack_receive_with_journal_copies_to_the_system_journal(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=JOURNAL)
+    unit = qm.core.confirmations.settle(message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL)
+    assert unit is not None
+    assert unit.ops[0] == storage.SettleConfirmation(message.ordinal, 0)
+    assert qm.write(unit).error is None
+    [copy] = messages(qm, names.SYSTEM_JOURNAL)
+    assert (copy.message_id, copy.body, copy.message_class) == (message.message_id, b"order", 0)
+    assert messages(qm, names.DEADXACT) == []
+    assert qm.store.confirmations(message.ordinal) == []
+    assert confirmation_due(qm) == []
+
+
+def test_ack_receive_without_journal_drops_the_copy(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER)
+    outcome = settle(qm, message.ordinal, MessageClass.ACK_RECEIVE)
+    assert outcome is not None
+    assert outcome.results == (storage.Done(),)
+    assert messages(qm, names.SYSTEM_JOURNAL) == []
+    assert messages(qm, names.DEADXACT) == []
+    assert qm.store.confirmations(message.ordinal) == []
+
+
+@pytest.mark.parametrize(
+    "message_class",
+    [
+        MessageClass.NACK_RECEIVE_TIMEOUT,
+        MessageClass.NACK_Q_PURGED,
+        MessageClass.NACK_Q_DELETED,
+        MessageClass.NACK_REACH_QUEUE_TIMEOUT,
+    ],
+)
+def test_a_nack_the_source_keeps_goes_to_deadxact(qm: CoreHarness, message_class: int) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER | JOURNAL)
+    outcome = settle(qm, message.ordinal, message_class)
+    assert outcome is not None
+    assert outcome.error is None
+    [dead] = messages(qm, names.DEADXACT)
+    assert dead.message_class == message_class
+    assert (dead.message_id, dead.body, dead.transactional) == (message.message_id, b"order", True)
+    assert messages(qm, names.SYSTEM_JOURNAL) == []
+    assert messages(qm, names.DEADLETTER) == []
+    assert qm.store.confirmations(message.ordinal) == []
+    assert confirmation_due(qm) == []
+
+
+def test_a_nack_without_deadletter_level_drops_the_copy(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=JOURNAL)
+    outcome = settle(qm, message.ordinal, MessageClass.NACK_RECEIVE_TIMEOUT)
+    assert outcome is not None
+    assert outcome.results == (storage.Done(),)
+    assert messages(qm, names.DEADXACT) == []
+    assert qm.store.confirmations(message.ordinal) == []
+
+
+@pytest.mark.parametrize(
+    "message_class",
+    [MessageClass.NACK_NOT_TRANSACTIONAL_Q, MessageClass.NACK_BAD_DST_Q],
+)
+def test_a_nack_at_arrival_leaves_the_copy_to_the_destination(
+    qm: CoreHarness, message_class: int
+) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER | JOURNAL)
+    unit = qm.core.confirmations.settle(message.ordinal, message_class, wall=WALL)
+    assert unit is not None
+    assert unit.ops == (storage.SettleConfirmation(message.ordinal, 0),)
+    assert qm.write(unit).error is None
+    assert messages(qm, names.DEADXACT) == []
+    assert messages(qm, names.SYSTEM_JOURNAL) == []
+    assert qm.store.confirmations(message.ordinal) == []
+
+
+def test_a_second_final_ack_settles_nothing(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER | JOURNAL)
+    assert settle(qm, message.ordinal, MessageClass.NACK_RECEIVE_TIMEOUT) is not None
+    assert (
+        qm.core.confirmations.settle(message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL) is None
+    )
+    assert (
+        qm.core.confirmations.settle(message.ordinal, MessageClass.NACK_Q_PURGED, wall=WALL) is None
+    )
+    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_RECEIVE_TIMEOUT]
+    assert messages(qm, names.SYSTEM_JOURNAL) == []
+
+
+def test_a_final_ack_for_an_unknown_message_settles_nothing(qm: CoreHarness) -> None:
+    assert qm.core.confirmations.settle(12345, MessageClass.ACK_RECEIVE, wall=WALL) is None
+
+
+def test_copies_survive_a_crash_and_settle_after_it(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=JOURNAL)
+    qm.crash()
+    assert [c.destination for c in qm.store.confirmations(message.ordinal)] == [OUTGOING]
+    assert settle(qm, message.ordinal, MessageClass.ACK_RECEIVE) is not None
+    assert [m.message_id for m in messages(qm, names.SYSTEM_JOURNAL)] == [message.message_id]
+
+
+# --------------------------------------------------------------------------- the deadline
+
+
+def test_nothing_settles_before_the_deadline(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER)
+    assert expire(qm, WALL + 59.999) == 0
+    assert len(qm.store.confirmations(message.ordinal)) == 1
+    assert messages(qm, names.DEADXACT) == []
+
+
+def test_a_copy_never_delivered_expires_as_receive_timeout_at_sender(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER, acknowledge=NEG_RECEIVE, admin_queue="admin")
+    assert expire(qm, WALL + 60) == 1
+    [dead] = messages(qm, names.DEADXACT)
+    assert dead.message_class == MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER
+    assert int(MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER) == 0xC003
+    assert (dead.message_id, dead.body) == (message.message_id, b"order")
+    [nack] = messages(qm, "admin")
+    assert nack.message_class == 0xC003
+    assert nack.correlation_id == correlation_of(message)
+    assert nack.body == b"order"  # a NACK carries the original body
+    assert qm.store.confirmations(message.ordinal) == []
+    assert confirmation_due(qm) == []
+    # Nothing more on a later pass.
+    assert expire(qm, WALL + 1000) == 0
+    assert classes(qm, names.DEADXACT) == [0xC003]
+
+
+def test_no_admin_nack_without_neg_receive(qm: CoreHarness) -> None:
+    confirmed_send(
+        qm, journal=DEADLETTER, acknowledge=POS_ARRIVAL | POS_RECEIVE, admin_queue="admin"
+    )
+    assert expire(qm, WALL + 60) == 1
+    assert classes(qm, names.DEADXACT) == [0xC003]
+    assert messages(qm, "admin") == []
+
+
+def test_an_expired_copy_without_deadletter_level_is_only_dropped(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=JOURNAL)
+    assert expire(qm, WALL + 60) == 1
+    assert messages(qm, names.DEADXACT) == []
+    assert messages(qm, names.SYSTEM_JOURNAL) == []
+    assert qm.store.confirmations(message.ordinal) == []
+
+
+def test_a_delivered_copy_expires_as_receive_timeout(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER, acknowledge=NEG_RECEIVE, admin_queue="admin")
+    names_of_outgoing = [
+        record.name
+        for record in qm.store.list_queues()
+        if record.kind is storage.QueueKind.OUTGOING
+    ]
+    assert names_of_outgoing == [OUTGOING]
+    op = qm.core.confirmations.delivered([(message, OUTGOING)])
+    assert op == storage.MarkDelivered(((message.ordinal, OUTGOING),))
+    assert qm.write(storage.Unit((op,))).error is None
+    assert [c.delivered for c in qm.store.confirmations(message.ordinal)] == [True]
+    assert expire(qm, WALL + 59.999) == 0
+    assert expire(qm, WALL + 60) == 1
+    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_RECEIVE_TIMEOUT]
+    # Its NACK comes from the destination, not from here.
+    assert messages(qm, "admin") == []
+    assert qm.store.confirmations(message.ordinal) == []
+
+
+def test_delivered_is_none_for_messages_without_confirmation(qm: CoreHarness) -> None:
+    send_tx(qm, REMOTE, b"x", time_to_be_received=30)
+    message = sent(qm)
+    assert qm.core.confirmations.delivered([(message, OUTGOING)]) is None
+    assert qm.core.confirmations.delivered([]) is None
+
+
+def test_delivered_to_another_destination_leaves_the_copy_undelivered(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER)
+    op = qm.core.confirmations.delivered([(message, OUTGOING_2)])
+    assert op is not None
+    assert qm.write(storage.Unit((op,))).error is None
+    assert expire(qm, WALL + 60) == 1
+    assert classes(qm, names.DEADXACT) == [0xC003]
+
+
+def test_a_final_ack_after_the_deadline_settles_nothing(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER | JOURNAL)
+    # The FinalAck's unit is decided first, the deadline's is written first.
+    late = qm.core.confirmations.settle(message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL)
+    assert late is not None
+    assert expire(qm, WALL + 60) == 1
+    outcome = qm.write(late)
+    assert isinstance(outcome.error, storage.ConfirmationMissing)
+    assert outcome.results[1] is storage.SKIPPED
+    assert messages(qm, names.SYSTEM_JOURNAL) == []
+    assert classes(qm, names.DEADXACT) == [0xC003]
+    # Decided after the deadline's unit was written: nothing to settle.
+    assert (
+        qm.core.confirmations.settle(message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL) is None
+    )
+
+
+def test_a_deadline_after_the_final_ack_settles_nothing(qm: CoreHarness) -> None:
+    message = confirmed_send(qm, journal=DEADLETTER | JOURNAL)
+    expiry = qm.core.expiry
+    step = expiry.step(WALL + 60, 10)
+    assert step.messages == [None]
+    [deadline_unit] = step.units
+    assert settle(qm, message.ordinal, MessageClass.ACK_RECEIVE) is not None
+    outcome = qm.write(deadline_unit)
+    assert isinstance(outcome.error, storage.ConfirmationMissing)
+    assert expiry.done(None, outcome) == set()
+    assert messages(qm, names.DEADXACT) == []
+    assert [m.message_id for m in messages(qm, names.SYSTEM_JOURNAL)] == [message.message_id]
+    # The index entry went with the copy: nothing is due any more.
+    assert expire(qm, WALL + 1000) == 0
+    assert confirmation_due(qm) == []
+
+
+def test_index_entries_of_copies_gone_or_without_deadline_are_dropped(qm: CoreHarness) -> None:
+    def copy(ordinal: int, deadline: float | None) -> storage.AddConfirmation:
+        return storage.AddConfirmation(
+            storage.Confirmation(
+                ordinal=ordinal,
+                index=0,
+                delivered=False,
+                last_class=0,
+                deadline=deadline,
+                destination=OUTGOING,
+                payload=b"not read",
+            )
+        )
+
+    # Rewriting a copy without a deadline leaves its old index entry behind;
+    # settling it then leaves the entry with no copy at all.
+    assert qm.write(storage.Unit((copy(900, WALL + 10), copy(901, WALL + 10)))).error is None
+    assert qm.write(storage.Unit((copy(900, None), copy(901, None)))).error is None
+    assert qm.write(storage.Unit((storage.SettleConfirmation(901, 0),))).error is None
+    assert confirmation_due(qm) == [(WALL + 10, 0, 900 * 256), (WALL + 10, 0, 901 * 256)]
+    step = qm.core.expiry.step(WALL + 10, 10)
+    assert step.units == [
+        storage.Unit(
+            (
+                storage.ForgetExpiry(
+                    (
+                        storage.DueMessage(WALL + 10, 0, 900 * 256),
+                        storage.DueMessage(WALL + 10, 0, 901 * 256),
+                    )
+                ),
+            )
+        )
+    ]
+    assert qm.write(step.units[0]).error is None
+    assert confirmation_due(qm) == []
+    assert [c.deadline for c in qm.store.confirmations(900)] == [None]
+    assert messages(qm, names.DEADXACT) == []
+
+
+# ------------------------------------------------------------------- FinalAcks at a destination
+
+
+def arriving(
+    destination: str,
+    *,
+    journal: int = DEADLETTER,
+    flags: int = 0,
+    ttbr: int = INFINITE,
+    acknowledge: int = 0,
+) -> wire.UserMessage:
+    """A transactional message from SOURCE, as it arrives on the wire."""
+    message = MessageProperties(
+        body=b"body",
+        label="l",
+        journal=journal,
+        acknowledge=acknowledge,
+        time_to_be_received=ttbr,
+    ).stamp(source_qm=SOURCE, ordinal=ARRIVING_ORDINAL, sent_time=WALL, transactional=True)
+    ordinal, timestamp, number, previous = SEQUENCE
+    header = wire.TransactionHeader(
+        flags=flags,
+        sequence_id=wire.TxSequenceId(ordinal=ordinal, timestamp=timestamp),
+        sequence_number=number,
+        previous_sequence_number=previous,
+    )
+    return wire.message_to_packet(
+        message, destination=wire.DirectQueue(name=destination), transaction=header
+    )
+
+
+def arrive(qm: CoreHarness, packet: wire.UserMessage) -> Arrival:
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    key, remote = arrivals.destination(packet)
+    assert remote is None
+    arrival = arrivals.local(packet, key, wall=WALL)
+    outcome = qm.write(storage.Unit(arrival.ops))
+    assert outcome.error is None
+    return arrival
+
+
+def final_acks(qm: CoreHarness) -> list[tuple[bytes, tuple[int, int, int, int, int]]]:
+    return [(pending.key, decode_final_ack(pending.value)) for pending in qm.store.final_acks()]
+
+
+KEY = SOURCE.bytes + ARRIVING_ORDINAL.to_bytes(4, "big")
+
+
+def test_an_arrived_message_keeps_its_sequence_fields_in_its_note(qm: CoreHarness) -> None:
+    arrival = arrive(qm, arriving(HERE + "q"))
+    assert arrival.rejection is None
+    record = qm.core.queue("q")
+    [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
+    assert storage.message_note(stored) == struct.pack(">IIII", *SEQUENCE)
+    assert final_acks(qm) == []  # nothing until it leaves its queue
+    assert qm.store.final_ack_count() == 0
+
+
+def test_a_received_message_records_ack_receive(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q"))
+    tx = qm.begin()
+    assert qm.take("q", tx) is not None
+    assert final_acks(qm) == []  # not before the commit
+    assert qm.commit(tx) == [None]
+    assert final_acks(qm) == [(KEY, (MessageClass.ACK_RECEIVE, *SEQUENCE))]
+    assert qm.store.final_ack_count() == 1
+    # Neither a journal copy nor a dead letter at the destination.
+    for system in (names.SYSTEM_JOURNAL, names.DEADXACT, names.DEADLETTER):
+        assert messages(qm, system) == []
+
+
+def test_an_aborted_receive_records_nothing(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q"))
+    tx = qm.begin()
+    assert qm.take("q", tx) is not None
+    qm.core.abort(tx)
+    assert final_acks(qm) == []
+    assert [body for _, body in qm.visible("q")] == [b"body"]
+
+
+def test_a_receive_outside_a_transaction_records_ack_receive(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q", journal=JOURNAL))
+    assert qm.take("q") is not None
+    assert final_acks(qm) == [(KEY, (MessageClass.ACK_RECEIVE, *SEQUENCE))]
+
+
+def test_an_expired_message_records_receive_timeout_and_no_dead_letter(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q", ttbr=30))
+    assert expire(qm, WALL + 29.999) == 0
+    assert final_acks(qm) == []
+    assert expire(qm, WALL + 30) == 1
+    assert final_acks(qm) == [(KEY, (MessageClass.NACK_RECEIVE_TIMEOUT, *SEQUENCE))]
+    assert qm.visible("q") == []
+    # The source keeps the dead-letter copy; the destination keeps none.
+    assert messages(qm, names.DEADXACT) == []
+    assert messages(qm, names.DEADLETTER) == []
+
+
+def test_a_purged_message_records_q_purged(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q"))
+    assert qm.purge("q") == 1
+    qm.erase_all()
+    assert final_acks(qm) == [(KEY, (MessageClass.NACK_Q_PURGED, *SEQUENCE))]
+    assert messages(qm, names.DEADXACT) == []
+
+
+def test_a_refused_message_records_its_nack_at_once_and_is_kept_here(qm: CoreHarness) -> None:
+    arrival = arrive(qm, arriving(HERE + "plain"))
+    assert arrival.rejection == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert final_acks(qm) == [(KEY, (MessageClass.NACK_NOT_TRANSACTIONAL_Q, *SEQUENCE))]
+    [dead] = messages(qm, names.DEADXACT)
+    assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert (dead.source_qm, dead.ordinal, dead.body) == (SOURCE, ARRIVING_ORDINAL, b"body")
+    assert messages(qm, "plain") == []
+
+
+def test_a_message_to_a_missing_queue_records_bad_dst_q(qm: CoreHarness) -> None:
+    arrival = arrive(qm, arriving(HERE + "nowhere", flags=wire.TransactionFlags.FINAL_ACK))
+    assert arrival.rejection == MessageClass.NACK_BAD_DST_Q
+    assert final_acks(qm) == [(KEY, (MessageClass.NACK_BAD_DST_Q, *SEQUENCE))]
+    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_BAD_DST_Q]
+
+
+def test_without_fa_flag_or_journal_level_no_final_ack(qm: CoreHarness) -> None:
+    # An acknowledgment level makes the receive look at the message's reports.
+    arrive(qm, arriving(HERE + "q", journal=0, acknowledge=POS_RECEIVE | NEG_RECEIVE, ttbr=30))
+    arrive(qm, arriving(HERE + "plain", journal=0, acknowledge=NEG_ARRIVAL))
+    record = qm.core.queue("q")
+    [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
+    assert storage.message_note(stored) == b""
+    tx = qm.begin()
+    assert qm.take("q", tx) is not None
+    assert qm.commit(tx) == [None]
+    assert final_acks(qm) == []
+    assert qm.store.final_ack_count() == 0
+    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_NOT_TRANSACTIONAL_Q]
+
+
+def test_without_fa_flag_or_journal_level_an_expiry_records_none(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q", journal=0, acknowledge=NEG_RECEIVE, ttbr=30))
+    assert expire(qm, WALL + 30) == 1
+    assert qm.visible("q") == []
+    assert final_acks(qm) == []
+
+
+def test_the_fa_flag_alone_asks_for_a_final_ack() -> None:
+    message = MessageProperties().stamp(
+        source_qm=SOURCE, ordinal=1, sent_time=WALL, transactional=True
+    )
+    header = wire.TransactionHeader(
+        flags=wire.TransactionFlags.FINAL_ACK,
+        sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
+        sequence_number=1,
+        previous_sequence_number=0,
+    )
+    assert wants_final_ack(message, header)
+    assert not wants_final_ack(
+        message,
+        wire.TransactionHeader(
+            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
+            sequence_number=1,
+            previous_sequence_number=0,
+        ),
+    )
+
+
+def test_a_message_with_only_the_fa_flag_records_its_expiry(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q", journal=0, flags=wire.TransactionFlags.FINAL_ACK, ttbr=30))
+    assert expire(qm, WALL + 30) == 1
+    assert final_acks(qm) == [(KEY, (MessageClass.NACK_RECEIVE_TIMEOUT, *SEQUENCE))]
+
+
+# --------------------------------------------------------------------------- found by review
+
+
+def test_a_message_with_only_the_fa_flag_records_its_receipt(qm: CoreHarness) -> None:
+    arrive(qm, arriving(HERE + "q", journal=0, flags=wire.TransactionFlags.FINAL_ACK))
+    tx = qm.begin()
+    assert qm.take("q", tx) is not None
+    assert qm.commit(tx) == [None]
+    assert final_acks(qm) == [(KEY, (MessageClass.ACK_RECEIVE, *SEQUENCE))]
+
+
+def test_a_final_ack_settles_the_copy_of_the_destination_it_came_from(qm: CoreHarness) -> None:
+    send_tx(
+        qm,
+        f"{REMOTE},{REMOTE_2}",
+        b"fan",
+        journal=DEADLETTER,
+        time_to_be_received=30,
+        acknowledge=NEG_RECEIVE,
+        admin_queue="admin",
+    )
+    message = sent(qm, OUTGOING_2)
+    # The second destination got it (OrderAck) and received it (FinalAck);
+    # the first was never reached.
+    delivered = qm.core.confirmations.delivered([(message, OUTGOING_2)])
+    assert delivered is not None
+    assert qm.write(storage.Unit((delivered,))).error is None
+    assert settle(qm, message.ordinal, MessageClass.ACK_RECEIVE) is not None
+    assert [c.destination for c in qm.store.confirmations(message.ordinal)] == [OUTGOING]
+    assert expire(qm, WALL + 60) == 1
+    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER]
+    assert classes(qm, "admin") == [MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER]
+
+
+def test_a_send_to_more_than_256_remote_targets_fails_alone(qm: CoreHarness) -> None:
+    targets = [
+        f"DIRECT=TCP:10.9.{i // 200}.{i % 200 + 1}:1801\\private$\\orders" for i in range(257)
+    ]
+    assert qm.write(qm.core.lists.create("many", targets)).error is None
+    innocent = qm.begin()
+    qm.prepare("q", b"innocent", tx=innocent)
+    big = qm.begin()
+    try:
+        qm.prepare("DL=many", b"x", tx=big, journal=DEADLETTER)
+    except QueueManagerError:
+        qm.core.abort(big)  # refused at the send: the right place too
+        assert qm.commit(innocent) == [None]
+    else:
+        innocent_error, big_error = qm.commit(innocent, big)
+        assert innocent_error is None
+        assert big_error is not None
+    assert [body for _, body in qm.visible("q")] == [b"innocent"]

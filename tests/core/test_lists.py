@@ -1,0 +1,156 @@
+"""Distribution lists in the core: names and targets checked, expansion with
+duplicates removed, and seed 000's rule for a mixture of targets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import CoreHarness
+
+import storage
+from qmgr.core import names
+from qmgr.core.errors import (
+    InvalidArgument,
+    InvalidName,
+    QueueExists,
+    QueueNotFound,
+    TransactionUsageError,
+    from_store_error,
+)
+from qmgr.core.lists import MAX_LIST_TARGETS
+from wire import MessageClass, MessageProperties
+
+REMOTE = "DIRECT=TCP:10.9.9.9:1801\\private$\\far"
+
+
+@pytest.fixture
+def qm(tmp_path: Path) -> CoreHarness:
+    harness = CoreHarness(tmp_path / "store")
+    harness.create("tq", transactional=True)
+    harness.create("tq2", transactional=True)
+    harness.create("nq")
+    harness.create("admin")
+    return harness
+
+
+def write(qm: CoreHarness, unit: storage.Unit) -> None:
+    outcome = qm.write(unit)
+    if outcome.error is not None:
+        raise from_store_error(outcome.error)
+
+
+def contents(qm: CoreHarness, queue: str) -> list[MessageProperties]:
+    record = qm.core.queue(queue)
+    return [
+        MessageProperties.from_bytes(storage.message_payload(stored))
+        for _, stored in qm.store.read_range(record.queue_id, limit=1000)
+    ]
+
+
+def test_create_change_read_delete(qm: CoreHarness) -> None:
+    lists = qm.core.lists
+    write(qm, lists.create("Fanout", ["tq", "private$\\TQ2", REMOTE]))
+    found = lists.get("DL=fanout")
+    assert (found.name, found.display_name) == ("fanout", "Fanout")
+    assert found.targets == ("tq", "private$\\TQ2", REMOTE)
+    # Adding one it has (in another spelling) changes nothing; removing works by queue.
+    write(qm, lists.change("fanout", add=["TQ", "nq"], remove=["tq2"]))
+    assert lists.get("fanout").targets == ("tq", REMOTE, "nq")
+    with pytest.raises(QueueExists):
+        write(qm, lists.create("FANOUT"))
+    write(qm, lists.delete("fanout"))
+    with pytest.raises(QueueNotFound):
+        lists.get("fanout")
+    with pytest.raises(QueueNotFound):
+        write(qm, lists.delete("fanout"))
+    assert lists.all() == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["system$;deadletter", "tq;journal", "DL=other", "tq,nq", "PUBLIC=1234", "bad\\\\name"],
+)
+def test_bad_targets_are_refused(qm: CoreHarness, target: str) -> None:
+    with pytest.raises(InvalidName):
+        qm.core.lists.create("l", [target])
+
+
+def test_too_many_targets(qm: CoreHarness) -> None:
+    targets = [f"DIRECT=TCP:10.0.0.1:1801\\private$\\q{i}" for i in range(MAX_LIST_TARGETS + 1)]
+    with pytest.raises(InvalidArgument):
+        qm.core.lists.create("big", targets)
+
+
+def test_a_send_to_a_list_puts_one_copy_per_target_in_one_unit(qm: CoreHarness) -> None:
+    write(qm, qm.core.lists.create("fanout", ["tq", "tq2", REMOTE, "TQ"]))
+    tx = qm.begin()
+    qm.prepare("DL=fanout,tq2", b"x", tx=tx)
+    assert qm.commit(tx) == [None]
+    assert [m.body for m in contents(qm, "tq")] == [b"x"]
+    assert [m.body for m in contents(qm, "tq2")] == [b"x"]
+    outgoing = [r for r in qm.store.list_queues() if r.kind is storage.QueueKind.OUTGOING]
+    assert [r.depth for r in outgoing] == [1]
+    [copy] = contents(qm, "tq")
+    assert copy.transactional
+
+
+def test_seed_000_a_transactional_message_to_a_mixture(qm: CoreHarness) -> None:
+    write(qm, qm.core.lists.create("mixed", ["tq", "nq", REMOTE]))
+    tx = qm.begin()
+    qm.prepare("DL=mixed", b"x", tx=tx, acknowledge=0x04, admin_queue="admin")
+    assert qm.commit(tx) == [None]
+    assert [m.body for m in contents(qm, "tq")] == [b"x"]
+    assert contents(qm, "nq") == []
+    [dead] = contents(qm, names.DEADXACT)
+    assert (dead.body, dead.message_class) == (b"x", MessageClass.NACK_NOT_TRANSACTIONAL_Q)
+    [nack] = contents(qm, "admin")
+    assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+
+
+def test_seed_000_a_plain_message_to_a_mixture(qm: CoreHarness) -> None:
+    write(qm, qm.core.lists.create("mixed", ["tq", "nq"]))
+    qm.send("DL=mixed", b"x")  # outside a transaction: not transactional
+    assert [m.body for m in contents(qm, "nq")] == [b"x"]
+    assert contents(qm, "tq") == []
+    [dead] = contents(qm, names.DEADLETTER)
+    assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_MSG
+
+
+def test_a_list_whose_queue_is_gone_dead_letters_that_copy(qm: CoreHarness) -> None:
+    qm.create("gone", transactional=True)
+    write(qm, qm.core.lists.create("l", ["tq", "gone"]))
+    _, unit = qm.core.delete_queue("gone")
+    qm.core.queue_deleted(qm.write(unit))
+    tx = qm.begin()
+    qm.prepare("DL=l", b"x", tx=tx)
+    assert qm.commit(tx) == [None]
+    assert [m.body for m in contents(qm, "tq")] == [b"x"]
+    [dead] = contents(qm, names.DEADXACT)
+    assert dead.message_class == MessageClass.NACK_BAD_DST_Q
+
+
+def test_a_plain_name_keeps_msmq_usage_rules_and_lists_are_not_reply_queues(
+    qm: CoreHarness,
+) -> None:
+    tx = qm.begin()
+    with pytest.raises(TransactionUsageError):
+        qm.prepare("nq", b"x", tx=tx)
+    write(qm, qm.core.lists.create("l", ["tq"]))
+    with pytest.raises(InvalidName):
+        qm.send("tq", b"x", admin_queue="DL=l")
+    with pytest.raises(InvalidName):
+        qm.send("tq", b"x", response_queue="tq,tq2")
+    with pytest.raises(QueueNotFound):
+        qm.send("DL=nothing", b"x")
+    with pytest.raises(InvalidName):
+        qm.core.queue("DL=l")
+
+
+def test_a_change_applies_to_later_sends_only(qm: CoreHarness) -> None:
+    write(qm, qm.core.lists.create("l", ["tq"]))
+    qm.send("DL=l", b"before")
+    write(qm, qm.core.lists.change("l", add=["tq2"], remove=["tq"]))
+    qm.send("DL=l", b"after")
+    assert [m.body for m in contents(qm, "tq")] == [b"before"]
+    assert [m.body for m in contents(qm, "tq2")] == [b"after"]
