@@ -5,7 +5,7 @@ Theory of operation
 A list is kept in the store (``storage._lists``) under its canonical name,
 validated like a queue name, with up to :data:`MAX_LIST_TARGETS` targets:
 format names of single queues, here or on other queue managers, checked
-when they are added (no journal or system queue, no list inside a list).
+when they are added (no journal or system queue, no subqueue, no list inside a list).
 A send names a list as ``DL=name``, alone or among the elements of a
 multiple-element format name; ``Addressing`` expands it when the send is
 prepared, so a change to a list applies to the sends prepared after it and
@@ -131,8 +131,8 @@ class ListAdmin:
         if element.distribution_list:
             msg = f"{text!r}: a distribution list cannot contain another list"
             raise InvalidName(msg)
-        if element.is_system or element.is_journal:
-            msg = f"{text!r}: journal and dead-letter queues take no sends"
+        if element.is_system or element.is_journal or element.is_subqueue:
+            msg = f"{text!r}: journal and dead-letter queues and subqueues take no sends"
             raise InvalidName(msg)
         return (element.protocol, element.host, element.port, element.queue)
 

@@ -69,7 +69,16 @@ def test_create_change_read_delete(qm: CoreHarness) -> None:
 
 @pytest.mark.parametrize(
     "target",
-    ["system$;deadletter", "tq;journal", "DL=other", "tq,nq", "PUBLIC=1234", "bad\\\\name"],
+    [
+        "system$;deadletter",
+        "tq;journal",
+        "tq;poison",
+        "tq;retry",
+        "DL=other",
+        "tq,nq",
+        "PUBLIC=1234",
+        "bad\\\\name",
+    ],
 )
 def test_bad_targets_are_refused(qm: CoreHarness, target: str) -> None:
     with pytest.raises(InvalidName):

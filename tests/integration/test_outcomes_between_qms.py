@@ -269,3 +269,43 @@ def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(
             message = qb.receive(queue, timeout=20)
             assert message is not None, queue
             assert (message.id, message.body) == (message_id, b"both")
+
+
+def test_a_poison_message_received_from_its_subqueue_is_confirmed_to_the_source(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qa.create_queue("acks")
+        qb.create_queue("orders", transactional=True, retry_count=0, retry_cycles=0)
+        with qa.begin() as tx:
+            tx.send(
+                remote_queue(b, "orders"),
+                b"poison",
+                acknowledge=Acknowledge.FULL_RECEIVE,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER | Journal.JOURNAL,
+                time_to_be_received=120,
+            )
+            tx.commit()
+        wait_until(lambda: depth(qb, "orders") == 1, timeout=20)
+        with qb.begin() as tx:
+            assert tx.receive("orders", timeout=0) is not None
+            tx.abort()  # one aborted receive past a retry count of 0: to ;poison
+        wait_until(lambda: depth(qb, "orders;poison") == 1, timeout=10)
+        [finding] = qb.trace(qb.peek("orders;poison").id).findings  # type: ignore[union-attr]
+        assert (finding.kind, finding.place) == ("subqueue", "orders;poison")
+        # Moves report nothing to the source.
+        assert depth(qa, "acks") == 0
+        with qb.begin() as tx:
+            message = tx.receive("orders;poison", timeout=0)
+            assert message is not None
+            assert (message.abort_count, message.move_count) == (0, 1)
+            tx.commit()
+        [received] = wait_for(qa, "acks", 1)
+        assert received.message_class == MessageClass.ACK_RECEIVE
+        assert received.acknowledged_id == message.id
+        [journaled] = wait_for(qa, "system$;journal", 1)
+        assert journaled.id == message.id
+        assert take_all(qa, "system$;deadxact") == []
