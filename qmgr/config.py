@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 import tomllib
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from importlib import resources
@@ -94,6 +95,29 @@ class Config:
     peer_history_size: int
     peer_history_seconds: float
     routes: dict[tuple[str, int], tuple[str, int]]
+    insecure: bool
+    tls_certificate: Path | None
+    tls_key: Path | None
+    tls_ca: Path | None
+    tls_min_version: str
+    tls_clients: bool
+    tls_peers: bool
+    tls_pinned: dict[str, uuid.UUID]
+    tls_relays: frozenset[str]
+    auth_required: bool
+    auth_failure_limit: int
+    auth_failure_delay: float
+    max_connections_per_address: int
+
+    @property
+    def tls_on_clients(self) -> bool:
+        """True when the client port speaks TLS."""
+        return self.tls_certificate is not None and self.tls_clients
+
+    @property
+    def tls_on_peers(self) -> bool:
+        """True when the peer port and connections to peers speak mutual TLS."""
+        return self.tls_certificate is not None and self.tls_peers
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +171,19 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("server", "hello_timeout"): _Key("hello_timeout", float, _positive),
     ("server", "idle_timeout"): _Key("idle_timeout", float, _positive),
     ("server", "frame_timeout"): _Key("frame_timeout", float, _positive),
+    ("server", "insecure"): _Key("insecure", bool),
+    ("tls", "certificate"): _Key("tls_certificate", str),
+    ("tls", "key"): _Key("tls_key", str),
+    ("tls", "ca"): _Key("tls_ca", str),
+    ("tls", "min_version"): _Key("tls_min_version", str, _one_of("1.2", "1.3")),
+    ("tls", "clients"): _Key("tls_clients", bool),
+    ("tls", "peers"): _Key("tls_peers", bool),
+    ("tls", "pinned"): _Key("tls_pinned", dict),
+    ("tls", "relays"): _Key("tls_relays", list),
+    ("auth", "required"): _Key("auth_required", bool),
+    ("auth", "failure_limit"): _Key("auth_failure_limit", int, _positive),
+    ("auth", "failure_delay"): _Key("auth_failure_delay", float, _not_negative),
+    ("limits", "max_connections_per_address"): _Key("max_connections_per_address", int, _positive),
     ("log", "format"): _Key("log_format", str, _one_of("auto", "console", "json")),
     ("log", "level"): _Key("log_level", str, _one_of("debug", "info", "warning", "error")),
     ("transactions", "idle_timeout"): _Key("tx_idle_timeout", float, _positive),
@@ -245,6 +282,10 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["peer_accept_from"] = _networks(fields["peer_accept_from"])
     fields["peer_resend_intervals"] = tuple(float(v) for v in fields["peer_resend_intervals"])
     fields["routes"] = _routes(fields.pop("routes", {}))
+    for name in ("tls_certificate", "tls_key", "tls_ca"):
+        fields[name] = Path(fields[name]).expanduser() if fields[name] else None
+    fields["tls_pinned"] = _pinned(fields["tls_pinned"])
+    fields["tls_relays"] = frozenset(str(identity) for identity in fields["tls_relays"])
     for (section, key), spec in KEYS.items():
         check = spec.check
         if check is not None:
@@ -256,6 +297,7 @@ def _build(attributes: dict[str, Any]) -> Config:
     if config.peer_retry_max < config.peer_retry_initial:
         msg = "peers.retry_max must not be below peers.retry_initial"
         raise ConfigError(msg)
+    _check_tls(config)
     if config.max_map_size is not None and config.max_map_size < config.initial_map_size:
         config = replace(config, initial_map_size=config.max_map_size)
     return config
@@ -350,3 +392,31 @@ def _routes(values: dict[str, str]) -> dict[tuple[str, int], tuple[str, int]]:
         parse_host_port(key, what=f"routes.{key}"): parse_host_port(value, what=f"routes.{key}")
         for key, value in values.items()
     }
+
+
+def _pinned(values: dict[str, Any]) -> dict[str, uuid.UUID]:
+    pinned = {}
+    for identity, text in values.items():
+        try:
+            pinned[identity] = uuid.UUID(str(text).strip("{}"))
+        except ValueError:
+            msg = f"tls.pinned.{identity}: {text!r} is not a queue manager GUID"
+            raise ConfigError(msg) from None
+    return pinned
+
+
+def _check_tls(config: Config) -> None:
+    """The TLS and authentication keys must make sense together."""
+    if config.tls_certificate is None:
+        if config.tls_key is not None:
+            msg = "tls.key is set but tls.certificate is not"
+            raise ConfigError(msg)
+    elif config.tls_key is None or config.tls_ca is None:
+        msg = "tls.certificate needs tls.key and tls.ca (the CA of peers and clients)"
+        raise ConfigError(msg)
+    if config.auth_required and not config.tls_on_clients:
+        msg = (
+            "auth.required needs TLS on the client port (tls.certificate, tls.clients = true): "
+            "clients authenticate with a certificate signed by tls.ca"
+        )
+        raise ConfigError(msg)

@@ -18,9 +18,12 @@ def test_the_shipped_file_is_the_embedded_default() -> None:
 def test_defaults() -> None:
     config = load_config()
     assert str(config.client_listen) == "127.0.0.1:1802"
-    assert str(config.listen) == "0.0.0.0:1801"
+    assert str(config.listen) == "127.0.0.1:1801"
     assert config.max_map_size is None
     assert config.name
+    # Secure by default: nothing other hosts can reach, no TLS until it is configured.
+    assert (config.insecure, config.tls_certificate, config.auth_required) == (False, None, False)
+    assert (config.tls_on_clients, config.tls_on_peers) == (False, False)
 
 
 def test_file_then_flags(tmp_path: Path) -> None:
@@ -44,6 +47,11 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("[log]\nformat = 'xml'\n", "log.format must be one of"),
         ("[transactions]\nidle_timeout = 0\n", "must be positive"),
         ("[server\n", "qmgr.toml"),
+        ("[tls]\ncertificate = 'qm.crt'\n", "needs tls.key and tls.ca"),
+        ("[tls]\nkey = 'qm.key'\n", "tls.key is set but tls.certificate is not"),
+        ("[tls]\nmin_version = '1.1'\n", "tls.min_version must be one of 1.2, 1.3"),
+        ("[tls]\npinned = { qm-b = 'nonsense' }\n", "is not a queue manager GUID"),
+        ("[auth]\nrequired = true\n", "auth.required needs TLS on the client port"),
     ],
 )
 def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, reason: str) -> None:
@@ -67,3 +75,17 @@ def test_text_settings_take_a_bare_word_as_it_is(monkeypatch: pytest.MonkeyPatch
     assert quoted.name == "true"
     with pytest.raises(ConfigError, match="must be int"):
         load_config(settings=["limits.max_frame_bytes=lots"])
+
+
+def test_tls_settings(tmp_path: Path) -> None:
+    path = tmp_path / "qmgr.toml"
+    path.write_text(
+        "[tls]\ncertificate = 'qm.crt'\nkey = 'qm.key'\nca = 'ca.crt'\npeers = false\n"
+        "pinned = { qm-b = '{5f8c0000-0000-4000-8000-000000000001}' }\nrelays = ['router']\n"
+        "[auth]\nrequired = true\n"
+    )
+    config = load_config(path)
+    assert config.tls_certificate == Path("qm.crt")
+    assert (config.tls_on_clients, config.tls_on_peers, config.auth_required) == (True, False, True)
+    assert str(config.tls_pinned["qm-b"]) == "5f8c0000-0000-4000-8000-000000000001"
+    assert config.tls_relays == frozenset({"router"})

@@ -52,6 +52,7 @@ from qmgr.core.names import LocalIdentity
 from storage import QueueKind, Store
 from wire import client_frames as cf
 
+from .admission import Admission, AdmissionLimits
 from .committer import Committer
 from .connection import RawConnection
 from .expirer import Expirer
@@ -63,6 +64,7 @@ from .requests import queue_info
 from .services import ConnectionLimits, Services
 from .session import ClientSession
 from .signals import QueueSignals, Wakeup
+from .tls import TlsContexts, TlsFailed, check_exposure, common_name, handshake, load_contexts
 from .writer import Writer
 
 __all__ = ["Daemon", "StartupError", "serve"]
@@ -78,9 +80,10 @@ class StartupError(Exception):
 class Daemon:
     """The parts of one running queue manager, and its connections."""
 
-    def __init__(self, config: Config, store: Store) -> None:
+    def __init__(self, config: Config, store: Store, tls: TlsContexts | None = None) -> None:
         self.config = config
         self.store = store
+        self.tls = tls if tls is not None else TlsContexts(None, None, None)
         self.log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
         identity = LocalIdentity(
             host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
@@ -149,10 +152,20 @@ class Daemon:
             outcomes=self.core.outcomes,
             confirmations=self.core.confirmations,
             log=self.log,
+            tls=self.tls,
         )
         self.services.peering = self.peering
         self.expirer.peering = self.peering
         self.sessions: dict[int, ClientSession] = {}
+        #: Client connections in their TLS handshake (they count against max_connections).
+        self.handshakes = 0
+        self.admission = Admission(
+            AdmissionLimits(
+                max_connections_per_address=config.max_connections_per_address,
+                failure_limit=config.auth_failure_limit,
+                failure_delay=config.auth_failure_delay,
+            )
+        )
         self.started_at = time.time()
         self.stop_requested = trio.Event()
         self._conn_ids = itertools.count(1)
@@ -234,27 +247,74 @@ class Daemon:
         _tune_socket(connection)
         conn_id = next(self._conn_ids)
         peer = connection.peer_name()
+        address = peer.rpartition(":")[0] or peer
         refusal = self._make_room()
+        if refusal is None and (why := self.admission.refusal(address)) is not None:
+            refusal = LimitExceeded(why)
         if refusal is not None:
             self.log.warning("connection_refused", conn=conn_id, peer=peer, reason=refusal.message)
-            await _refuse(connection, refusal)
+            # Over TLS nothing can be said before the handshake: the refusal is the close.
+            await _refuse(connection, None if self.tls.clients else refusal)
             return
-        session = ClientSession(self.services, connection, conn_id=conn_id, peer=peer)
-        self.sessions[conn_id] = session
+        self.admission.opened(address)
         try:
-            await session.run()
-        except Exception:
-            # Last line of defence: one connection must never take the daemon down.
-            self.log.exception("session_failed", conn=conn_id, peer=peer)
+            admitted = await self._admit(connection, conn_id, peer, address)
+            if admitted is None:
+                return
+            client, principal = admitted
+            session = ClientSession(
+                self.services, client, conn_id=conn_id, peer=peer, principal=principal
+            )
+            self.sessions[conn_id] = session
+            try:
+                await session.run()
+            except Exception:
+                # Last line of defence: one connection must never take the daemon down.
+                self.log.exception("session_failed", conn=conn_id, peer=peer)
+            finally:
+                del self.sessions[conn_id]
         finally:
-            del self.sessions[conn_id]
+            self.admission.closed(address)
+
+    async def _admit(
+        self, connection: RawConnection, conn_id: int, peer: str, address: str
+    ) -> tuple[trio.abc.Stream, str | None] | None:
+        """The connection's stream and principal once it may be served (after the
+        failure delay of its address and the TLS handshake), or None (closed)."""
+        context = self.tls.clients
+        delay = self.admission.delay(address, trio.current_time())
+        if context is None and not delay:
+            return connection, None
+        # It holds a slot from here: the handshake has hello_timeout, as a Hello has.
+        self.handshakes += 1
+        try:
+            if delay:
+                self.log.info("connection_delayed", conn=conn_id, peer=peer, seconds=delay)
+                await trio.sleep(delay)
+            if context is None:
+                return connection, None
+            try:
+                secure = await handshake(
+                    connection, context, server_side=True, within=self.config.hello_timeout
+                )
+            except TlsFailed as exc:
+                if not exc.closed:
+                    self.admission.failed(address, trio.current_time())
+                log = self.log.debug if exc.closed else self.log.warning
+                log("client_tls_refused", conn=conn_id, peer=peer, reason=str(exc))
+                with trio.CancelScope(shield=True):
+                    await connection.aclose()
+                return None
+            return secure, common_name(secure)
+        finally:
+            self.handshakes -= 1
 
     def _make_room(self) -> QueueManagerError | None:
         """None if a new connection may be served now; else why it is refused."""
         if self.stopping:
             return ShuttingDown("the queue manager is shutting down")
         limit = self.config.max_connections
-        if len(self.sessions) < limit:
+        if len(self.sessions) + self.handshakes < limit:
             return None
         now = trio.current_time()
         idle = [
@@ -276,11 +336,12 @@ class Daemon:
         )
 
 
-async def _refuse(connection: RawConnection, error: QueueManagerError) -> None:
-    with trio.move_on_after(REFUSAL_TIMEOUT) as scope:
-        scope.shield = True
-        with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-            await connection.send_all(error_frame(0, error))
+async def _refuse(connection: RawConnection, error: QueueManagerError | None) -> None:
+    if error is not None:
+        with trio.move_on_after(REFUSAL_TIMEOUT) as scope:
+            scope.shield = True
+            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                await connection.send_all(error_frame(0, error))
     with trio.CancelScope(shield=True):
         await connection.aclose()
 
@@ -301,6 +362,13 @@ async def serve(
     """
     log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
     try:
+        allowed = check_exposure(config)
+        tls = load_contexts(config)
+    except ValueError as exc:
+        raise StartupError(str(exc)) from exc
+    for problem in allowed:
+        log.warning("listener_not_protected", problem=problem, allowed_by="server.insecure")
+    try:
         store = Store(
             config.data_dir,
             initial_map_size=config.initial_map_size,
@@ -312,7 +380,7 @@ async def serve(
         raise StartupError(msg) from exc
     daemon: Daemon | None = None
     try:
-        daemon = Daemon(config, store)
+        daemon = Daemon(config, store, tls)
         daemon.start_up()
         if not store.has_ballast:
             log.warning("store_reserve_missing", reserve_size=config.reserve_size)
@@ -336,6 +404,9 @@ async def serve(
                     data_dir=str(config.data_dir),
                     client_listen=f"{bound[0]}:{bound[1]}",
                     peer_listen=f"{peer_bound[0]}:{peer_bound[1]}",
+                    tls_clients=tls.clients is not None,
+                    tls_peers=tls.peer_server is not None,
+                    auth_required=config.auth_required,
                     accept_peers_from=[str(network) for network in config.peer_accept_from],
                     routes=len(config.routes),
                     outgoing_queues=len(daemon.peering.outgoing),

@@ -122,10 +122,13 @@ class PeerConnection:
         peer: str,
         settings: SessionSettings,
         queues: list[OutgoingQueue] | None = None,
+        identity: str | None = None,
     ) -> None:
         self.peering = peering
         self.stream = stream
         self.peer = peer
+        #: The peer's certificate common name (mutual TLS), or None on plain TCP.
+        self.identity = identity
         self.role = role
         now = trio.current_time()
         self.session = PeerSession(role, local_qm=peering.local_qm, settings=settings, now=now)
@@ -145,7 +148,8 @@ class PeerConnection:
         self.opened = trio.Event()
         self.close_reason = ""
         self._next_queue = 0
-        self.log = peering.log.bind(peer=peer, role=role.name.lower())
+        log = peering.log.bind(peer=peer, role=role.name.lower())
+        self.log = log if identity is None else log.bind(identity=identity)
 
     # ------------------------------------------------------------------ running
 
@@ -233,11 +237,18 @@ class PeerConnection:
                 self._control.append(action.data)
                 self._wake_writer.set()
             elif isinstance(action, Deliver):
+                if self.identity is not None:
+                    self._check_source(action.packet)
                 self.peering.delivered(self, action.packet, action.recoverable_number)
             elif isinstance(action, Acked):
                 self.peering.acked(action.tags, self)
                 self._wake_writer.set()
             elif isinstance(action, Opened):
+                if self.identity is not None:
+                    refusal = self.peering.identities.opened(self.identity, action.remote_qm)
+                    if refusal is not None:
+                        self.close_reason = refusal
+                        raise PeerClosed(refusal)
                 self.remote_qm = action.remote_qm
                 self.opened.set()
                 self.log = self.log.bind(remote_qm=str(action.remote_qm))
@@ -247,6 +258,22 @@ class PeerConnection:
             elif isinstance(action, Close):
                 self.close_reason = action.reason
                 raise PeerClosed(action.reason)
+
+    def _check_source(self, packet: wire.UserMessage) -> None:
+        """A packet over mutual TLS must come from the queue manager the session
+        announced, unless the peer is a router (``tls.relays``).
+
+        Raises:
+            PeerClosed: it does not; the session ends.
+        """
+        assert self.identity is not None
+        source = packet.user.source_qm
+        if not self.peering.identities.may_carry(self.identity, self.remote_qm, source):
+            self.close_reason = (
+                f"peer {self.identity!r} sent a packet of queue manager {{{source}}} on the "
+                f"session of {{{self.remote_qm}}}, and is not a router (tls.relays)"
+            )
+            raise PeerClosed(self.close_reason)
 
     # ------------------------------------------------------------------ receiving
 

@@ -7,7 +7,8 @@ destination queue manager itself, or the router ``[routes]`` names) shares
 one :class:`Link`, and so one TCP session. The link's task sleeps while
 none of its queues has work; then it connects (``peers.connect_timeout``),
 runs a :class:`~qmgr.server.peer_connection.PeerConnection` as initiator
-until the connection ends, and tells every queue that what it sent and saw
+(over mutual TLS when it is on: ``tls.peer_handshake``) until the
+connection ends, and tells every queue that what it sent and saw
 unacknowledged must be sent again. A failed attempt, or a session that
 never opened, waits ``peers.retry_initial`` seconds, doubling up to
 ``peers.retry_max``; a session that opened resets the delay.
@@ -23,6 +24,7 @@ import trio
 from qmgr.protocol import Role
 
 from .peer_connection import PeerConnection, set_no_delay
+from .tls import TlsFailed, peer_handshake
 
 if TYPE_CHECKING:
     from .outgoing_queue import OutgoingQueue
@@ -85,13 +87,27 @@ class Link:
                 await self._back_off(f"cannot connect: {reason}")
                 continue
             set_no_delay(stream)
+            secure: trio.abc.Stream = stream
+            identity = None
+            context = self.peering.tls.peer_client
+            if context is not None:
+                try:
+                    secure, identity = await peer_handshake(
+                        stream, context, server_side=False, config=config
+                    )
+                except TlsFailed as exc:
+                    with trio.CancelScope(shield=True):
+                        await stream.aclose()
+                    await self._back_off(str(exc))
+                    continue
             connection = PeerConnection(
                 self.peering,
-                stream,
+                secure,
                 role=Role.INITIATOR,
                 peer=self.name,
                 settings=self.peering.settings,
                 queues=self.queues,
+                identity=identity,
             )
             self.connection = connection
             self.peering.connections.add(connection)

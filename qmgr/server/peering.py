@@ -66,9 +66,11 @@ from .final_ack_courier import FinalAckCourier, FinalAckTag
 from .message_history import MessageHistory
 from .outgoing_queue import OutgoingQueue
 from .peer_connection import PeerConnection, set_no_delay
+from .peer_identity import PeerIdentities
 from .peer_link import Link
 from .services import OutgoingAction
 from .signals import QueueSignals
+from .tls import TlsContexts, TlsFailed, peer_handshake
 
 if TYPE_CHECKING:
     from qmgr.protocol import StreamKey
@@ -92,13 +94,20 @@ class Peering:
         outcomes: Outcomes,
         confirmations: Confirmations,
         log: structlog.typing.FilteringBoundLogger,
+        tls: TlsContexts | None = None,
     ) -> None:
         self.config = config
+        #: Mutual TLS with peers (``peer_server``/``peer_client`` None: plain TCP).
+        self.tls = tls if tls is not None else TlsContexts(None, None, None)
         self.store = store
         self.committer = committer
         self.signals = signals
         self.identity = identity
         self.log = log.bind(component="peering")
+        #: Which queue manager GUID each peer identity (mutual TLS) speaks for.
+        self.identities = PeerIdentities(
+            store, pinned=config.tls_pinned, relays=config.tls_relays, log=self.log
+        )
         self.local_qm: uuid.UUID = store.qm_guid
         self.max_packet_size = config.peer_max_packet_size
         self.settings = SessionSettings(
@@ -172,6 +181,7 @@ class Peering:
         """Serve peers and deliver outgoing queues until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
+            self.identities.attach(nursery, self.committer)
             for link in self.links.values():
                 nursery.start_soon(link.run)
             nursery.start_soon(self._order_acks)
@@ -247,8 +257,20 @@ class Peering:
             await stream.aclose()
             return
         set_no_delay(stream)
+        secure: trio.abc.Stream = stream
+        identity = None
+        if self.tls.peer_server is not None:
+            try:
+                secure, identity = await peer_handshake(
+                    stream, self.tls.peer_server, server_side=True, config=self.config
+                )
+            except TlsFailed as exc:
+                self.log.warning("peer_refused", peer=peer, reason=str(exc))
+                with trio.CancelScope(shield=True):
+                    await stream.aclose()
+                return
         connection = PeerConnection(
-            self, stream, role=Role.ACCEPTOR, peer=peer, settings=self.settings
+            self, secure, role=Role.ACCEPTOR, peer=peer, settings=self.settings, identity=identity
         )
         self.connections.add(connection)
         await connection.run()

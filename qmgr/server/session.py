@@ -76,12 +76,16 @@ class ClientSession(RequestHandlers):
         *,
         conn_id: int,
         peer: str,
+        principal: str | None = None,
     ) -> None:
         super().__init__(services)
         self.stream = stream
         self.conn_id = conn_id
         self.peer = peer
-        self.log = structlog.get_logger("qmgr.session").bind(conn=conn_id, peer=peer)
+        #: Who the client authenticated as (its certificate's common name), or None.
+        self.principal = principal
+        log = structlog.get_logger("qmgr.session").bind(conn=conn_id, peer=peer)
+        self.log = log if principal is None else log.bind(principal=principal)
         self._decoder = cf.ClientFrameDecoder()
         self._outbox: list[bytes] = []
         #: Bytes of the replies in ``_outbox`` (errors aside: they are small).

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, wait_until
 
 from qmgr.client import ConnectionLost, LimitExceeded, QueueError, QueueManager, connect
 from wire import client_frames as cf
@@ -109,6 +109,29 @@ def test_busy_connections_are_kept_and_a_refused_client_is_told_why(
             connect(daemon.address)
         for qm in clients:
             works(qm)
+
+
+def test_one_address_cannot_take_every_slot(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=["--set", "limits.max_connections_per_address=2"])
+    with ExitStack() as stack:
+        clients = [stack.enter_context(connect(daemon.address)) for _ in range(2)]
+        with pytest.raises(LimitExceeded, match=r"from 127\.0\.0\.1: at most 2"):
+            connect(daemon.address)
+        clients.pop().close()
+        wait_until(lambda: _connects(daemon), timeout=10)
+        for qm in clients:
+            works(qm)
+
+
+def _connects(daemon: DaemonProcess) -> bool:
+    try:
+        with connect(daemon.address) as qm:
+            qm.list_queues()
+    except LimitExceeded:
+        return False
+    return True
 
 
 def test_a_trickling_sender_is_dropped_at_the_frame_deadline(

@@ -1,0 +1,235 @@
+"""TLS on the client and peer ports, and which listeners may be reached without it.
+
+Theory of operation
+-------------------
+TLS is the standard library's ``ssl`` through ``trio.SSLStream``. Three
+contexts are built once, at start-up, from ``[tls]`` (:func:`load_contexts`):
+
+* **clients**: the client port's server side. A client certificate is asked
+  for and checked against ``tls.ca``; it is required when ``auth.required``
+  is true (a certificate is then how a client authenticates), optional
+  otherwise. Its common name is the connection's *principal*.
+* **peer_server** and **peer_client**: mutual TLS between queue managers.
+  Both sides present this queue manager's certificate and require the
+  other's, signed by ``tls.ca``. The peer's *identity* is the common name of
+  its certificate. Host names are not checked: a destination is often named
+  by address, and what a peer may do is decided by its identity, which
+  ``peer_identity`` ties to the queue manager GUID it speaks for.
+
+Every handshake has a deadline (:func:`handshake`): a client that connects
+and says nothing, or speaks plain text to a TLS port, costs one connection
+slot for at most that long, and the failure is one line in the log with the
+reason ``ssl`` gives.
+
+:func:`check_exposure` is the start-up rule: a listener on an address other
+hosts can reach must be protected (the peer port by mutual TLS, the client
+port by TLS and ``auth.required``) unless ``server.insecure`` says to run
+it anyway.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import ssl
+from dataclasses import dataclass
+from typing import Final
+
+import trio
+
+from qmgr.config import Address, Config
+
+__all__ = [
+    "TlsContexts",
+    "TlsFailed",
+    "check_exposure",
+    "common_name",
+    "exposure",
+    "handshake",
+    "is_loopback",
+    "load_contexts",
+    "peer_handshake",
+]
+
+_VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+class TlsFailed(Exception):
+    """A TLS handshake failed; the message says why (for the log)."""
+
+    def __init__(self, message: str, *, closed: bool = False) -> None:
+        super().__init__(message)
+        #: The other side closed the connection without a word of TLS (a port
+        #: probe, a health check that only connects): not worth a warning.
+        self.closed = closed
+
+
+@dataclass(frozen=True, slots=True)
+class TlsContexts:
+    """The contexts of one queue manager (None: that side does not use TLS)."""
+
+    clients: ssl.SSLContext | None
+    peer_server: ssl.SSLContext | None
+    peer_client: ssl.SSLContext | None
+
+
+def load_contexts(config: Config) -> TlsContexts:
+    """Build the TLS contexts ``config`` asks for.
+
+    Raises:
+        ValueError: a file cannot be read, is not PEM, or the key does not
+            match the certificate (the message names the file).
+    """
+    if config.tls_certificate is None:
+        return TlsContexts(None, None, None)
+    clients = None
+    if config.tls_clients:
+        clients = _context(config, ssl.Purpose.CLIENT_AUTH)
+        clients.verify_mode = ssl.CERT_REQUIRED if config.auth_required else ssl.CERT_OPTIONAL
+    peer_server = peer_client = None
+    if config.tls_peers:
+        peer_server = _context(config, ssl.Purpose.CLIENT_AUTH)
+        peer_server.verify_mode = ssl.CERT_REQUIRED
+        peer_client = _context(config, ssl.Purpose.SERVER_AUTH)
+        peer_client.check_hostname = False
+        peer_client.verify_mode = ssl.CERT_REQUIRED
+    return TlsContexts(clients, peer_server, peer_client)
+
+
+def _context(config: Config, purpose: ssl.Purpose) -> ssl.SSLContext:
+    assert config.tls_certificate is not None
+    assert config.tls_key is not None
+    assert config.tls_ca is not None
+    context = ssl.create_default_context(purpose)
+    context.minimum_version = _VERSIONS[config.tls_min_version]
+    try:
+        context.load_cert_chain(config.tls_certificate, config.tls_key)
+    except (OSError, ssl.SSLError) as exc:
+        msg = (
+            f"cannot load tls.certificate {config.tls_certificate} with tls.key "
+            f"{config.tls_key}: {_reason(exc)}"
+        )
+        raise ValueError(msg) from exc
+    try:
+        context.load_verify_locations(cafile=config.tls_ca)
+    except (OSError, ssl.SSLError) as exc:
+        msg = f"cannot load tls.ca {config.tls_ca}: {_reason(exc)}"
+        raise ValueError(msg) from exc
+    return context
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLError):
+        return exc.reason or str(exc)
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc)
+
+
+async def handshake(
+    stream: trio.abc.Stream,
+    context: ssl.SSLContext,
+    *,
+    server_side: bool,
+    within: float,
+    server_hostname: str | None = None,
+) -> trio.SSLStream[trio.abc.Stream]:
+    """Wrap ``stream`` in TLS and finish the handshake ``within`` seconds.
+
+    Raises:
+        TlsFailed: the handshake failed or took too long (``stream`` is not
+            closed: the caller owns it).
+    """
+    secure = trio.SSLStream(
+        stream, context, server_side=server_side, server_hostname=server_hostname
+    )
+    try:
+        with trio.fail_after(within):
+            await secure.do_handshake()
+    except trio.TooSlowError:
+        msg = f"no TLS handshake within {within:g} s"
+        raise TlsFailed(msg) from None
+    except trio.BrokenResourceError as exc:
+        cause = exc.__cause__
+        closed = cause is None or isinstance(cause, ssl.SSLEOFError)
+        reason = "the connection was closed" if cause is None or closed else _reason(cause)
+        msg = f"TLS handshake failed: {reason}"
+        raise TlsFailed(msg, closed=closed) from None
+    return secure
+
+
+async def peer_handshake(
+    stream: trio.abc.Stream, context: ssl.SSLContext, *, server_side: bool, config: Config
+) -> tuple[trio.SSLStream[trio.abc.Stream], str]:
+    """Mutual TLS with another queue manager (within ``peers.connect_timeout``):
+    the secure stream and the peer's identity, its certificate's common name.
+
+    Raises:
+        TlsFailed: the handshake failed, or the certificate has no common name.
+    """
+    secure = await handshake(
+        stream, context, server_side=server_side, within=config.peer_connect_timeout
+    )
+    identity = common_name(secure)
+    if identity is None:
+        msg = "the peer's certificate has no common name to identify it"
+        raise TlsFailed(msg)
+    return secure, identity
+
+
+def common_name(stream: trio.SSLStream[trio.abc.Stream]) -> str | None:
+    """The common name of the other side's certificate (None: it showed none)."""
+    certificate = stream.getpeercert()
+    if not certificate:
+        return None
+    for attributes in certificate.get("subject", ()):
+        for key, value in attributes:
+            if key == "commonName":
+                return str(value)
+    return None
+
+
+def is_loopback(host: str) -> bool:
+    """True if ``host`` (a listen address) can be reached only from this host."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a wildcard ("") or a host name: assume it is reachable
+
+
+def exposure(config: Config) -> list[str]:
+    """The listeners that other hosts can reach without the protection they need,
+    each as a sentence saying what to configure (empty: none)."""
+    problems = []
+    if not is_loopback(config.listen.host) and not config.tls_on_peers:
+        problems.append(_exposed("peer", config.listen, "mutual TLS ([tls] certificate, key, ca)"))
+    if not is_loopback(config.client_listen.host) and not (
+        config.tls_on_clients and config.auth_required
+    ):
+        problems.append(
+            _exposed("client", config.client_listen, "TLS ([tls]) and [auth] required = true")
+        )
+    return problems
+
+
+def check_exposure(config: Config) -> list[str]:
+    """Refuse listeners that other hosts can reach without protection, unless
+    ``server.insecure`` allows them; returns those it allowed.
+
+    Raises:
+        ValueError: such a listener, and ``server.insecure`` is not set (the
+            message says what to configure).
+    """
+    problems = exposure(config)
+    if problems and not config.insecure:
+        msg = (
+            "; ".join(problems)
+            + ". Set server.insecure = true only to run it anyway on a network you trust."
+        )
+        raise ValueError(msg)
+    return problems
+
+
+def _exposed(what: str, address: Address, needs: str) -> str:
+    return f"the {what} listener {address} can be reached from other hosts and needs {needs}"
