@@ -30,6 +30,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from qmgr import __version__
+from qmgr.cli_certs import certs
 from qmgr.cli_common import (
     DEFAULT_SERVER,
     CliError,
@@ -84,15 +85,41 @@ def _progress(total: int, what: str) -> Progress | None:
     metavar="HOST:PORT",
     help="The queue manager's client address (env QMGR_SERVER).",
 )
+@click.option(
+    "--tls-ca",
+    envvar="QMGR_TLS_CA",
+    metavar="PEM",
+    help="Connect over TLS, trusting this CA bundle (env QMGR_TLS_CA).",
+)
+@click.option(
+    "--tls-cert",
+    envvar="QMGR_TLS_CERT",
+    metavar="PEM",
+    help="Client certificate to authenticate with over TLS (env QMGR_TLS_CERT).",
+)
+@click.option(
+    "--tls-key",
+    envvar="QMGR_TLS_KEY",
+    metavar="PEM",
+    help="The client certificate's private key (env QMGR_TLS_KEY).",
+)
 @click.version_option(__version__, prog_name="qmgr")
 @click.pass_context
-def cli(ctx: click.Context, server: str) -> None:
+def cli(
+    ctx: click.Context,
+    server: str,
+    tls_ca: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+) -> None:
     """qmgr: a transactional queue manager (MSMQ semantics) for Linux."""
     ctx.ensure_object(dict)
     ctx.obj["server"] = server
+    ctx.obj["tls"] = (tls_ca, tls_cert, tls_key)
 
 
 cli.add_command(queue)
+cli.add_command(certs)
 cli.add_command(outgoing)
 cli.add_command(tx)
 cli.add_command(trace)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import ssl
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +19,7 @@ from typing import NoReturn, ParamSpec, TypeVar
 import click
 from rich.console import Console
 
-from qmgr.client import ConnectionLost, QueueError, QueueManager, connect
+from qmgr.client import ConnectionLost, QueueError, QueueManager, connect, tls_context
 
 __all__ = [
     "CLIENT_NAME",
@@ -34,6 +35,7 @@ __all__ = [
     "size",
     "stderr_console",
     "stdout_console",
+    "tls_of",
 ]
 
 P = ParamSpec("P")
@@ -88,7 +90,7 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
     """
     server: str = ctx.obj["server"]
     try:
-        qm = connect(server, client_name=CLIENT_NAME)
+        qm = connect(server, client_name=CLIENT_NAME, tls=tls_of(ctx))
     except ValueError as exc:
         msg = f"--server {server!r}: {exc}"
         raise CliError(msg) from None
@@ -96,6 +98,24 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
         raise CliError(exc.message, hint=_NOT_RUNNING_HINT) from None
     with qm:
         yield qm
+
+
+def tls_of(ctx: click.Context) -> ssl.SSLContext | None:
+    """The TLS context ``--tls-ca/--tls-cert/--tls-key`` ask for (None: plain TCP).
+
+    Raises:
+        CliError: a file cannot be loaded.
+    """
+    ca, certificate, key = ctx.obj.get("tls", (None, None, None))
+    if ca is None and certificate is None:
+        if key is not None:
+            msg = "--tls-key needs --tls-cert"
+            raise CliError(msg)
+        return None
+    try:
+        return tls_context(ca, certificate=certificate, key=key)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
 
 
 def interactive() -> bool:

@@ -17,7 +17,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from qmgr.cli_common import CliError, client, iso, reports_errors, stdout_console
+from qmgr.cli_common import CliError, client, iso, reports_errors, stdout_console, tls_of
 from qmgr.client import ConnectionLost, QueueError, TraceReport, connect
 
 __all__ = ["trace"]
@@ -57,7 +57,7 @@ def trace(
     while pending and len(visits) < MAX_VISITS:
         address = pending.pop(0)
         try:
-            with connect(address, client_name="qmgr-trace") as other:
+            with connect(address, client_name="qmgr-trace", tls=tls_of(ctx)) as other:
                 report = other.trace(message_id)
         except (ConnectionLost, QueueError, ValueError) as exc:
             visits.append((address, None, str(exc)))

@@ -87,6 +87,7 @@ from ._message import (
     Status,
 )
 from ._poison_api import MoveResult
+from ._tls import tls_context
 from ._trace_api import TraceFinding, TraceReport
 from ._two_phase import RangeInfo, Resolution, TransactionInfo, TransactionStatus
 
@@ -157,4 +158,5 @@ __all__ = [
     "connect",
     "error_from_reply",
     "open_client",
+    "tls_context",
 ]

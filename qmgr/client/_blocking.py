@@ -37,6 +37,7 @@ import contextlib
 import datetime as _dt
 import select
 import socket
+import ssl
 from types import TracebackType
 from typing import Final, Self, Unpack
 
@@ -67,6 +68,7 @@ def connect(
     *,
     timeout: float | None = 10.0,
     client_name: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> QueueManager:
     """Connect to a queue manager.
 
@@ -77,6 +79,8 @@ def connect(
             waits for the disk, a receive for its own ``timeout``.
         client_name: shown in the daemon's logs; defaults to the program's
             name and process id.
+        tls: connect over TLS with this context (:func:`tls_context` makes
+            one); None: plain TCP.
 
     Returns:
         A connected :class:`QueueManager`; use it as a context manager or
@@ -98,15 +102,52 @@ def connect(
         reason = exc.strerror or str(exc)
         msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
         raise ConnectionLost(msg) from None
+    name = client_name if client_name is not None else common.default_client_name()
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if tls is not None:
+            return _connect_tls(sock, tls, host, where, timeout, name)
         qm = QueueManager(sock, where)
-        qm._handshake(client_name if client_name is not None else common.default_client_name())
+        qm._handshake(name)
         sock.settimeout(None)
     except BaseException:
         sock.close()
         raise
+    return qm
+
+
+def _connect_tls(
+    sock: socket.socket,
+    context: ssl.SSLContext,
+    host: str,
+    where: str,
+    timeout: float | None,
+    client_name: str,
+) -> QueueManager:
+    from ._tls import TlsQueueManager
+
+    try:
+        secure = context.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        msg = (
+            f"cannot connect to the queue manager at {where}: its certificate is not "
+            f"trusted ({exc.verify_message})"
+        )
+        raise ConnectionLost(msg) from None
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
+        msg = f"cannot connect to the queue manager at {where}: TLS handshake failed: {reason}"
+        raise ConnectionLost(msg) from None
+    secure.setblocking(False)
+    qm = TlsQueueManager(secure, where)
+    qm.poll_timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+    try:
+        qm._handshake(client_name)
+    except BaseException:
+        secure.close()
+        raise
+    qm.poll_timeout_ms = None
     return qm
 
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import socket
+import ssl
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -71,7 +72,10 @@ _ABORT_GRACE: Final = 10.0
 
 @asynccontextmanager
 async def open_client(
-    address: str = common.DEFAULT_ADDRESS, *, client_name: str | None = None
+    address: str = common.DEFAULT_ADDRESS,
+    *,
+    client_name: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> AsyncIterator[AsyncQueueManager]:
     """Connect to a queue manager for the duration of an ``async with`` block.
 
@@ -81,6 +85,7 @@ async def open_client(
             await qm.send("orders", b"hello")
 
     Use ``trio.fail_after`` around it to bound the time spent connecting.
+    With ``tls`` (``qmgr.client.tls_context()`` makes one) it connects over TLS.
 
     Raises:
         ConnectionLost: the daemon could not be reached (the message says
@@ -99,7 +104,10 @@ async def open_client(
         stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
     except OSError:
         pass
-    qm = AsyncQueueManager(stream, where)
+    connection: trio.abc.Stream = stream
+    if tls is not None:
+        connection = await _tls_handshake(stream, tls, host, where)
+    qm = AsyncQueueManager(connection, where)
     # Exceptions are carried out of the nursery by hand so that the caller
     # sees its own exception, not an ExceptionGroup around it.
     error: BaseException | None = None
@@ -146,6 +154,27 @@ class _Waiter(Waiter):
         self.event.set()
 
 
+async def _tls_handshake(
+    stream: trio.SocketStream, context: ssl.SSLContext, host: str, where: str
+) -> trio.SSLStream[trio.SocketStream]:
+    secure = trio.SSLStream(stream, context, server_hostname=host)
+    try:
+        await secure.do_handshake()
+    except trio.BrokenResourceError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            reason = f"its certificate is not trusted ({cause.verify_message})"
+        elif isinstance(cause, ssl.SSLError) and cause.reason:
+            reason = f"TLS handshake failed: {cause.reason}"
+        else:
+            reason = "TLS handshake failed: the connection was closed"
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        msg = f"cannot connect to the queue manager at {where}: {reason}"
+        raise ConnectionLost(msg) from None
+    return secure
+
+
 class AsyncQueueManager(
     AsyncQueueManagerTwoPhase,
     AsyncQueueManagerTrace,
@@ -166,7 +195,7 @@ class AsyncQueueManager(
         server_version: the daemon's version.
     """
 
-    def __init__(self, stream: trio.SocketStream, address: str) -> None:
+    def __init__(self, stream: trio.abc.Stream, address: str) -> None:
         """Wrap a connected stream; use :func:`open_client` instead."""
         self.address = address
         self.qm_name = ""

@@ -1,0 +1,366 @@
+"""TLS with real daemons on loopback: the client port (server certificates, client
+certificates, plain text and strangers refused), mutual TLS between queue managers
+(a peer from another CA refused, a peer that claims another queue manager's GUID
+refused), and the start-up rule for listeners other hosts can reach."""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+import json
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+from click.testing import CliRunner
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
+
+from qmgr.certs import init_ca, issue
+from qmgr.cli import cli
+from qmgr.client import ConnectionLost, QueueManager, connect, open_client, tls_context
+
+HOSTS = ("127.0.0.1", "localhost")
+
+
+class Pki:
+    """A deployment CA in ``directory`` and the certificates issued from it."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.ca = init_ca(directory).cert
+
+    def qm(self, name: str) -> tuple[Path, Path]:
+        issued = issue(self.directory, name, kind="qm", hosts=HOSTS)
+        return issued.cert, issued.key
+
+    def client(self, name: str) -> tuple[Path, Path]:
+        issued = issue(self.directory, name, kind="client")
+        return issued.cert, issued.key
+
+    def expired_qm(self, name: str) -> tuple[Path, Path]:
+        """A queue manager certificate that expired yesterday."""
+        ca_key = serialization.load_pem_private_key((self.directory / "ca.key").read_bytes(), None)
+        assert isinstance(ca_key, ec.EllipticCurvePrivateKey)
+        ca_cert = x509.load_pem_x509_certificate(self.ca.read_bytes())
+        key = ec.generate_private_key(ec.SECP256R1())
+        now = dt.datetime.now(dt.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(x509.NameOID.COMMON_NAME, name)]))
+            .issuer_name(ca_cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(days=30))
+            .not_valid_after(now - dt.timedelta(days=1))
+            .add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+                ),
+                critical=False,
+            )
+            .sign(ca_key, hashes.SHA256())
+        )
+        cert_path = self.directory / f"{name}.crt"
+        key_path = self.directory / f"{name}.key"
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        return cert_path, key_path
+
+    def serve_args(self, name: str, *more: str, cert: tuple[Path, Path] | None = None) -> list[str]:
+        """``qmgr serve`` arguments for TLS with the certificate of queue manager ``name``."""
+        cert_path, key_path = cert if cert is not None else self.qm(name)
+        return [
+            "--set",
+            f"tls.certificate={cert_path}",
+            "--set",
+            f"tls.key={key_path}",
+            "--set",
+            f"tls.ca={self.ca}",
+            *more,
+        ]
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return Pki(tmp_path / "pki")
+
+
+@pytest.fixture
+def stranger(tmp_path: Path) -> Pki:
+    """Another deployment's CA."""
+    return Pki(tmp_path / "other-pki")
+
+
+def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
+    found = []
+    for line in daemon.log().splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if record.get("event") == event:
+            found.append(record)
+    return found
+
+
+def round_trip(qm: QueueManager) -> None:
+    qm.create_queue("orders", transactional=True)
+    with qm.begin() as tx:
+        tx.send("orders", b"over tls")
+        tx.commit()
+    message = qm.receive("orders", timeout=5)
+    assert message is not None
+    assert message.body == b"over tls"
+
+
+# --------------------------------------------------------------------------- clients
+
+
+def test_clients_speak_tls_and_plain_text_is_refused(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    daemon = daemon_factory(extra_args=pki.serve_args("qm-a"))
+    with connect(daemon.address, tls=tls_context(pki.ca)) as qm:
+        round_trip(qm)
+    with pytest.raises(ConnectionLost):
+        connect(daemon.address, timeout=5)
+    wait_until(lambda: len(log_events(daemon, "client_tls_refused")) >= 1, timeout=10)
+    # The daemon goes on serving.
+    with connect(daemon.address, tls=tls_context(pki.ca)) as qm:
+        assert qm.receive("orders", timeout=0) is None
+
+
+def test_an_address_that_keeps_failing_is_slowed_down(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    limits = ["--set", "auth.failure_limit=2", "--set", "auth.failure_delay=0.2"]
+    daemon = daemon_factory(extra_args=pki.serve_args("qm-a", *limits))
+    for _ in range(2):
+        with pytest.raises(ConnectionLost):
+            connect(daemon.address, timeout=5)  # plain text: a failed handshake
+    wait_until(lambda: len(log_events(daemon, "client_tls_refused")) >= 2, timeout=10)
+    with connect(daemon.address, tls=tls_context(pki.ca)) as qm:
+        qm.list_queues()  # served, after the delay
+    [delayed] = log_events(daemon, "connection_delayed")
+    assert delayed["seconds"] == 0.2
+
+
+def test_a_client_refuses_a_queue_manager_of_another_ca_or_an_expired_one(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki, stranger: Pki
+) -> None:
+    daemon = daemon_factory(extra_args=pki.serve_args("qm-a"))
+    with pytest.raises(ConnectionLost, match="certificate is not trusted"):
+        connect(daemon.address, tls=tls_context(stranger.ca), timeout=5)
+    expired = daemon_factory(extra_args=pki.serve_args("old", cert=pki.expired_qm("old")))
+    with pytest.raises(ConnectionLost, match=r"not trusted \(certificate has expired\)"):
+        connect(expired.address, tls=tls_context(pki.ca), timeout=5)
+
+
+def test_auth_required_admits_only_clients_with_a_certificate_of_the_ca(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki, stranger: Pki
+) -> None:
+    daemon = daemon_factory(extra_args=pki.serve_args("qm-a", "--set", "auth.required=true"))
+    with pytest.raises(ConnectionLost):
+        with connect(daemon.address, tls=tls_context(pki.ca), timeout=5) as qm:
+            qm.list_queues()  # TLS 1.3: the refusal arrives with the first reply
+    cert, key = stranger.client("mallory")
+    with pytest.raises(ConnectionLost):
+        with connect(
+            daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key), timeout=5
+        ) as qm:
+            qm.list_queues()
+    cert, key = pki.client("alice")
+    with connect(daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key)) as qm:
+        round_trip(qm)
+    wait_until(
+        lambda: any(e.get("principal") == "alice" for e in log_events(daemon, "queue_created")),
+        timeout=10,
+    )
+    assert len(log_events(daemon, "client_tls_refused")) >= 2
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def test_queue_managers_exchange_messages_over_mutual_tls_and_a_stranger_is_refused(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki, stranger: Pki
+) -> None:
+    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
+    b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
+    c = daemon_factory(name="qm-c", extra_args=[*stranger.serve_args("qm-c"), *PEER_FAST])
+    context = tls_context(pki.ca)
+    with (
+        connect(a.address, tls=context) as qa,
+        connect(b.address, tls=context) as qb,
+        connect(c.address, tls=tls_context(stranger.ca)) as qc,
+    ):
+        qb.create_queue("orders", transactional=True)
+        for qm, body in ((qa, b"from a"), (qc, b"from c")):
+            with qm.begin() as tx:
+                tx.send(remote_queue(b, "orders"), body)
+                tx.commit()
+        message = qb.receive("orders", timeout=20)
+        assert message is not None
+        assert message.body == b"from a"
+        wait_until(lambda: qc.outgoing()[0].last_error != "", timeout=20)
+        [outgoing] = qc.outgoing()
+        assert outgoing.waiting == 1
+        assert "TLS" in outgoing.last_error
+        assert qb.receive("orders", timeout=0) is None
+    assert log_events(b, "peer_refused")
+    [registered] = log_events(b, "peer_identity_registered")
+    assert registered["identity"] == "qm-a"
+
+
+def test_a_peer_cannot_speak_for_another_queue_manager(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
+    identity = pki.qm("qm-a")
+    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("", cert=identity), *PEER_FAST])
+    # Another queue manager (another store, another GUID) with qm-a's certificate.
+    impostor = daemon_factory(
+        name="qm-x", extra_args=[*pki.serve_args("", cert=identity), *PEER_FAST]
+    )
+    context = tls_context(pki.ca)
+    with (
+        connect(a.address, tls=context) as qa,
+        connect(b.address, tls=context) as qb,
+        connect(impostor.address, tls=context) as qx,
+    ):
+        qb.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            tx.send(remote_queue(b, "orders"), b"genuine")
+            tx.commit()
+        message = qb.receive("orders", timeout=20)
+        assert message is not None
+        with qx.begin() as tx:
+            tx.send(remote_queue(b, "orders"), b"impostor")
+            tx.commit()
+        wait_until(
+            lambda: any(
+                "speaks for" in str(e.get("reason")) for e in log_events(b, "peer_session_closed")
+            ),
+            timeout=20,
+        )
+        assert qb.receive("orders", timeout=0) is None
+        assert qx.outgoing()[0].waiting == 1
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [
+        sys.executable,
+        "-m",
+        "qmgr",
+        "serve",
+        "--data-dir",
+        str(tmp_path / "exposed"),
+        "--client-listen",
+        f"127.0.0.1:{free_port()}",
+        "--log-format",
+        "json",
+        *args,
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_a_listener_other_hosts_reach_needs_tls_or_insecure(tmp_path: Path, pki: Pki) -> None:
+    exposed = serve(tmp_path, "--listen", f"0.0.0.0:{free_port()}")
+    assert exposed.returncode != 0
+    assert "needs mutual TLS" in exposed.stderr
+    assert "server.insecure" in exposed.stderr
+    clients = serve(
+        tmp_path,
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        "--client-listen",
+        f"0.0.0.0:{free_port()}",
+        *pki.serve_args("qm-a"),
+    )
+    assert clients.returncode != 0
+    assert "auth] required" in clients.stderr
+
+
+def test_the_trio_client_and_the_cli_speak_tls(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    cert, key = pki.client("alice")
+    daemon = daemon_factory(extra_args=pki.serve_args("qm-a", "--set", "auth.required=true"))
+    context = tls_context(pki.ca, certificate=cert, key=key)
+
+    async def use() -> list[str]:
+        async with open_client(daemon.address, tls=context) as qm:
+            await qm.create_queue("trio-queue")
+            return [info.name for info in await qm.list_queues()]
+
+    assert "trio-queue" in trio.run(use)
+    runner = CliRunner()
+    tls = ["--tls-ca", str(pki.ca), "--tls-cert", str(cert), "--tls-key", str(key)]
+    listed = runner.invoke(cli, ["--server", daemon.address, *tls, "queue", "list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert "trio-queue" in [q["name"] for q in json.loads(listed.output)]
+    refused = runner.invoke(cli, ["--server", daemon.address, "--tls-ca", str(pki.ca), "status"])
+    assert refused.exit_code == 1
+    assert "error:" in refused.output
+
+
+def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    relays = ["--set", 'tls.relays=["qm-r"]']
+    c = daemon_factory(name="qm-c", extra_args=[*pki.serve_args("qm-c", *relays), *PEER_FAST])
+    d = daemon_factory(name="qm-d", extra_args=[*pki.serve_args("qm-d"), *PEER_FAST])
+    r = daemon_factory(name="qm-r", extra_args=[*pki.serve_args("qm-r"), *PEER_FAST])
+    routes = [
+        arg
+        for hop in (c, d)
+        for arg in ("--set", f'routes."127.0.0.1:{hop.peer_port}"="127.0.0.1:{r.peer_port}"')
+    ]
+    a = daemon_factory(
+        name="qm-a", extra_args=[*pki.serve_args("qm-a", *relays, *routes), *PEER_FAST]
+    )
+    context = tls_context(pki.ca)
+    with (
+        connect(a.address, tls=context) as qa,
+        connect(c.address, tls=context) as qc,
+        connect(d.address, tls=context) as qd,
+    ):
+        qc.create_queue("orders", transactional=True)
+        qd.create_queue("orders", transactional=True)
+        with qa.begin() as tx:
+            tx.send(remote_queue(c, "orders"), b"through the router")
+            tx.send(remote_queue(d, "orders"), b"refused by d")
+            tx.commit()
+        message = qc.receive("orders", timeout=20)
+        assert message is not None
+        assert message.body == b"through the router"
+        # The OrderAck came back through R to A, which lists R as a router too.
+        wait_until(
+            lambda: any(
+                o.destination == remote_queue(c, "orders") and o.unacknowledged + o.waiting == 0
+                for o in qa.outgoing()
+            ),
+            timeout=20,
+        )
+        wait_until(
+            lambda: any(
+                "not a router" in str(e.get("reason")) for e in log_events(d, "peer_session_closed")
+            ),
+            timeout=20,
+        )
+        assert qd.receive("orders", timeout=0) is None
