@@ -1,10 +1,28 @@
-# qmgr queue manager image: `docker build -t qmgr .` then
-#   docker run -d -p 1801:1801 -p 127.0.0.1:1802:1802 -v qmgr-data:/var/lib/qmgr qmgr
+# qmgr queue manager image: `docker build -t qmgr .`
+#
+# It serves both ports to other hosts, so it runs with TLS on both and client
+# certificates required, from files mounted in /etc/qmgr/tls: qm.crt and
+# qm.key (this queue manager's certificate and key) and ca.crt (the
+# deployment's CA). See docs/operations.md#security:
+#
+#   qmgr certs init --dir certs
+#   qmgr certs issue qm1 --dir certs --out tls --host qm1.example.com --host localhost
+#   sudo chown 10001 tls/qm1.key        # the image's qmgr user reads its key
+#   docker run -d -p 1801:1801 -p 1802:1802 -v qmgr-data:/var/lib/qmgr \
+#       -v "$PWD/tls/qm1.crt:/etc/qmgr/tls/qm.crt:ro" \
+#       -v "$PWD/tls/qm1.key:/etc/qmgr/tls/qm.key:ro" \
+#       -v "$PWD/tls/ca.crt:/etc/qmgr/tls/ca.crt:ro" qmgr
+#
+# Without those files it does not start (it says which file is missing). To
+# serve clients inside the container only, on loopback and without TLS:
+#
+#   docker run -d -v qmgr-data:/var/lib/qmgr qmgr serve --config /etc/qmgr/qmgr.toml \
+#       --data-dir /var/lib/qmgr --log-format json
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
-RUN useradd --system --home-dir /var/lib/qmgr --shell /usr/sbin/nologin qmgr \
- && mkdir -p /var/lib/qmgr /etc/qmgr && chown qmgr:qmgr /var/lib/qmgr
+RUN useradd --system --uid 10001 --home-dir /var/lib/qmgr --shell /usr/sbin/nologin qmgr \
+ && mkdir -p /var/lib/qmgr /etc/qmgr/tls && chown qmgr:qmgr /var/lib/qmgr
 
 WORKDIR /opt/qmgr
 COPY pyproject.toml README.md ./
@@ -16,12 +34,18 @@ COPY config/qmgr.toml /etc/qmgr/qmgr.toml
 
 USER qmgr
 VOLUME ["/var/lib/qmgr"]
-# 1801: peers (MSMQ binary protocol); 1802: clients (SDK and CLI).
+# 1801: peers (MSMQ binary protocol, mutual TLS); 1802: clients (SDK and CLI, TLS).
 EXPOSE 1801 1802
+# The health check is a client too: it presents the queue manager's own
+# certificate (valid for clients as well) and connects to "localhost", which
+# the certificate must name (--host localhost when it is issued).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["qmgr", "--server", "127.0.0.1:1802", "status", "--json"]
+  CMD ["qmgr", "--server", "localhost:1802", "--tls-ca", "/etc/qmgr/tls/ca.crt", \
+       "--tls-cert", "/etc/qmgr/tls/qm.crt", "--tls-key", "/etc/qmgr/tls/qm.key", \
+       "status", "--json"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["qmgr"]
-# Clients inside the container reach 127.0.0.1:1802; publish it with care.
 CMD ["serve", "--config", "/etc/qmgr/qmgr.toml", "--data-dir", "/var/lib/qmgr", \
-     "--client-listen", "0.0.0.0:1802", "--log-format", "json"]
+     "--listen", "0.0.0.0:1801", "--client-listen", "0.0.0.0:1802", "--log-format", "json", \
+     "--set", "tls.certificate=/etc/qmgr/tls/qm.crt", "--set", "tls.key=/etc/qmgr/tls/qm.key", \
+     "--set", "tls.ca=/etc/qmgr/tls/ca.crt", "--set", "auth.required=true"]

@@ -2,7 +2,8 @@
 
 The daemon is started exactly as an operator would start it
 (``python -m qmgr serve``), at the ``info`` log level with JSON lines written
-to a file, and stopped with SIGTERM.
+to a file, and stopped with SIGTERM; with TLS on both ports when ``_tls`` is
+enabled.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+import _tls
 
 #: Units of ``utime`` and ``stime`` in ``/proc/<pid>/stat``.
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -64,6 +67,7 @@ class Daemon:
                 "--log-level",
                 "info",
                 *extra_args,
+                *_tls.daemon_args(),
             ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,

@@ -20,8 +20,9 @@ from pathlib import Path
 import lmdb
 import trio
 from _daemon import Daemon
+from _tls import connect_to, open_to
 
-from qmgr.client import AsyncQueueManager, QueueManager, connect, open_client
+from qmgr.client import AsyncQueueManager, QueueManager
 
 BODY = b"x" * 256
 
@@ -137,7 +138,7 @@ def lmdb_commit_rate(directory: Path, seconds: float) -> float:
 
 def refill(address: str, queue: str, messages: int) -> None:
     """Empty ``queue``, then send ``messages`` (rounded up to 100s), 100 per commit."""
-    with connect(address) as qm:
+    with connect_to(address) as qm:
         qm.purge_queue(queue)
         for _ in range(math.ceil(messages / 100)):
             with qm.begin() as tx:
@@ -146,7 +147,7 @@ def refill(address: str, queue: str, messages: int) -> None:
 
 
 def empty(address: str, queue: str) -> None:
-    with connect(address) as qm:
+    with connect_to(address) as qm:
         qm.purge_queue(queue)
 
 
@@ -154,7 +155,7 @@ def one_client(
     daemon: Daemon, seconds: float, per_commit: int, step: Callable[[QueueManager], bool]
 ) -> Sample:
     """Time ``step`` (one commit) in a loop from one blocking client."""
-    with connect(daemon.address) as qm:
+    with connect_to(daemon.address) as qm:
         commits = 0
         start = Mark.now(daemon)
         while time.perf_counter() - start.wall < seconds:
@@ -199,7 +200,7 @@ def concurrent_clients(
 
         async def client(index: int) -> None:
             nonlocal deadline, dry
-            async with open_client(daemon.address) as qm:
+            async with open_to(daemon.address) as qm:
                 ready.arrive()
                 await go.wait()
                 while trio.current_time() < deadline:
@@ -296,7 +297,7 @@ def latency(address: str, queue: str, seconds: float, rate: float) -> tuple[floa
 
     def receiver() -> None:
         try:
-            with connect(address) as qm:
+            with connect_to(address) as qm:
                 ready.set()
                 for _ in range(count):
                     message = qm.receive(queue, timeout=10.0)
@@ -308,7 +309,7 @@ def latency(address: str, queue: str, seconds: float, rate: float) -> tuple[floa
             failures.append(exc)
             ready.set()
 
-    with connect(address) as qm:
+    with connect_to(address) as qm:
         qm.purge_queue(queue)
         thread = threading.Thread(target=receiver, name="latency-receiver")
         thread.start()

@@ -3,7 +3,7 @@
 Run::
 
     .venv/bin/python bench/local.py [--seconds 3] [--runs 3] [--data-dir DIR]
-                                    [--only ROW,ROW,...] [--json]
+                                    [--only ROW,ROW,...] [--tls] [--json]
 
 The daemon is started as a subprocess (``python -m qmgr serve``) at the
 ``info`` log level, as in production (commits are counted, not logged; the log
@@ -50,6 +50,11 @@ processes' CPU per 1,000 commits and the share of one core each kept busy
 during the timed loop. A client process near 100% means the client side, not
 the daemon, set that row's figure.
 
+``--tls`` measures the daemon rows a second time against a daemon with TLS
+on both ports and client certificates required (``auth.required``), and
+prints that table and each rate as a ratio to the plain one (``tls`` and
+``tls_x_plain`` in the JSON).
+
 ``--json`` prints one JSON object to stdout instead of the table (which goes
 to stderr): every figure (rates per second, latencies in ms, CPU in seconds,
 ``*_x_lmdb`` ratios, ``*_busy`` shares of one core), ``runs``, ``seconds``,
@@ -75,10 +80,10 @@ from typing import Any, Literal, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import _tls
 import _workloads as w
 from _daemon import Daemon
-
-from qmgr.client import connect
+from _tls import connect_to
 
 ROWS = ("fsync", "lmdb", "send-1", "send-8", "send-100", "receive-1", "receive-8", "latency")
 DAEMON_ROWS = frozenset(ROWS[2:])
@@ -225,7 +230,7 @@ def run(
             daemon = stack.enter_context(
                 Daemon(workdir / "store", workdir / "daemon.log", daemon_args)
             )
-            with connect(daemon.address) as qm:
+            with connect_to(daemon.address) as qm:
                 for queue in ("send", "receive", "latency"):
                     qm.create_queue(queue, transactional=True)
         bench = Bench(workdir, seconds, daemon)
@@ -413,6 +418,11 @@ def main() -> None:
         "--json", action="store_true", help="print one JSON object (the table goes to stderr)"
     )
     parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="measure the daemon rows again with TLS on both ports and client certificates",
+    )
+    parser.add_argument(
         "--daemon-arg",
         action="append",
         default=[],
@@ -430,12 +440,32 @@ def main() -> None:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
     try:
-        samples = run(rows, args.seconds, args.runs, workdir, args.daemon_arg)
+        (workdir / "plain").mkdir()
+        samples = run(rows, args.seconds, args.runs, workdir / "plain", args.daemon_arg)
+        tls_samples = None
+        if args.tls:
+            _tls.enable(workdir / "pki")
+            (workdir / "tls").mkdir()
+            tls_rows = [row for row in rows if row in DAEMON_ROWS or row == "lmdb"]
+            tls_samples = run(tls_rows, args.seconds, args.runs, workdir / "tls", args.daemon_arg)
     finally:
         progress("")
         shutil.rmtree(workdir, ignore_errors=True)
     result = summarise(samples, rows, args.seconds, args.runs)
-    report(result, sys.stderr if args.json else sys.stdout)
+    out = sys.stderr if args.json else sys.stdout
+    report(result, out)
+    if tls_samples is not None:
+        tls_result = summarise(tls_samples, tls_rows, args.seconds, args.runs)
+        result["tls"] = tls_result
+        result["tls_x_plain"] = {
+            figure: round(tls_result[figure] / result[figure], 4)
+            for figure in RATE_KEYS.values()
+            if result[figure] and tls_result[figure]
+        }
+        print("\nwith TLS on both ports (TLS 1.3, client certificates required):", file=out)
+        report(tls_result, out)
+        for figure, ratio in result["tls_x_plain"].items():
+            print(f"  {figure}: TLS {ratio:.2f} x plain", file=out)
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         print()

@@ -3,7 +3,7 @@
 Run::
 
     .venv/bin/python bench/transfer.py [--seconds 5] [--drain-messages 100000]
-                                       [--only drain|live|latency] [--json] [--keep]
+                                       [--only drain|live|latency] [--tls] [--json] [--keep]
 
 Daemons A and B are started as ``bench/local.py`` starts its daemon, at their
 default settings (``--daemon-arg`` passes arguments to both). A sends to
@@ -24,6 +24,10 @@ empty, and the most messages they held (``qm.outgoing()`` every 50 ms).
 ``latency``: commit on A to ``qm.receive`` on B at 500 single-message
 transactions/s for ``--seconds``, the body holding the commit's
 ``time.perf_counter()``: p50, p99, max, and the rate the sender achieved.
+
+``--tls`` runs everything a second time with TLS on both daemons' ports
+(mutual TLS between A and B, client certificates required) and prints that
+table and the plain-to-TLS ratios (``tls`` and ``tls_x_plain`` in the JSON).
 
 ``--json`` prints one JSON object to stdout (the table goes to stderr);
 figures of measures not run are null. The daemons' log warnings and errors
@@ -50,11 +54,13 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import _tls
 import _workloads as w
 import local
 from _daemon import Daemon, free_port
+from _tls import connect_to
 
-from qmgr.client import QueueManager, connect
+from qmgr.client import QueueManager
 
 MEASURES = ("drain", "live", "latency")
 POLL = 0.05  # seconds between polls of queue depths and outgoing queues
@@ -155,7 +161,7 @@ class Pair:
         self.b_args = [*daemon_args, "--listen", f"127.0.0.1:{self.b_port}"]
         self.a = stack.enter_context(Daemon(workdir / "a", workdir / "a.log", daemon_args))
         self.b = self.start_b()
-        with connect(self.b.address) as qb:
+        with connect_to(self.b.address) as qb:
             for queue in MEASURES:
                 qb.create_queue(queue, transactional=True)
 
@@ -173,7 +179,7 @@ def measure_drain(pair: Pair, messages: int, clients: int) -> dict[str, float]:
 
     def load(share: list[int]) -> Callable[[], None]:
         def loader() -> None:
-            with connect(pair.a.address) as qm:
+            with connect_to(pair.a.address) as qm:
                 for size in share:
                     with qm.begin() as tx:
                         for _ in range(size):
@@ -181,7 +187,7 @@ def measure_drain(pair: Pair, messages: int, clients: int) -> dict[str, float]:
 
         return loader
 
-    with connect(pair.a.address) as qa:
+    with connect_to(pair.a.address) as qa:
         load(batches[:1])()  # creates the outgoing queue, which peering then picks up
         start = time.perf_counter()
         while not qa.outgoing() and time.perf_counter() - start < STALL:
@@ -196,7 +202,7 @@ def measure_drain(pair: Pair, messages: int, clients: int) -> dict[str, float]:
             time.sleep(POLL)
         b_start = time.perf_counter()
         b = pair.start_b()
-        with connect(b.address) as qb:
+        with connect_to(b.address) as qb:
             b_ready = time.perf_counter()
             a_cpu, b_cpu = pair.a.cpu_seconds(), b.cpu_seconds()
             qa.resume_outgoing(dest)
@@ -225,7 +231,7 @@ def measure_live(pair: Pair, seconds: float) -> dict[str, float]:
 
     def client(index: int) -> Callable[[], None]:
         def sender() -> None:
-            with connect(pair.a.address) as qm:
+            with connect_to(pair.a.address) as qm:
                 gate.wait()
                 while time.perf_counter() < window[1]:
                     with qm.begin() as tx:
@@ -236,7 +242,7 @@ def measure_live(pair: Pair, seconds: float) -> dict[str, float]:
         return sender
 
     peaks = [0, 0]
-    with connect(pair.a.address) as qa, connect(pair.b.address) as qb:
+    with connect_to(pair.a.address) as qa, connect_to(pair.b.address) as qb:
         join = start_threads([client(i) for i in range(LIVE_CLIENTS)])
         gate.wait(timeout=STALL)
         a_cpu, b_cpu, own_cpu = pair.a.cpu_seconds(), pair.b.cpu_seconds(), time.process_time()
@@ -271,7 +277,7 @@ def measure_latency(pair: Pair, seconds: float) -> dict[str, float]:
     ready, sending = threading.Event(), [0.0, 0.0]  # the sender's start and end
 
     def receiver() -> None:
-        with connect(pair.b.address) as qb:
+        with connect_to(pair.b.address) as qb:
             ready.set()
             for index in range(count):
                 message = qb.receive("latency", timeout=STALL)
@@ -286,7 +292,7 @@ def measure_latency(pair: Pair, seconds: float) -> dict[str, float]:
     def sender() -> None:
         pad = w.BODY[STAMP.size :]
         ready.wait(timeout=STALL)
-        with connect(pair.a.address) as qa:
+        with connect_to(pair.a.address) as qa:
             next_send = sending[0] = time.perf_counter()
             for index in range(count):
                 time.sleep(max(0.0, next_send - time.perf_counter()))
@@ -297,7 +303,7 @@ def measure_latency(pair: Pair, seconds: float) -> dict[str, float]:
             sending[1] = time.perf_counter()
 
     start_threads([receiver, sender])()
-    with connect(pair.a.address) as qa, connect(pair.b.address) as qb:
+    with connect_to(pair.a.address) as qa, connect_to(pair.b.address) as qb:
         wait(qa, qb, "latency", 0, acked=True)
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
@@ -307,6 +313,16 @@ def measure_latency(pair: Pair, seconds: float) -> dict[str, float]:
         "latency_max_ms": latencies[-1] * 1000,
         "latency_sent_per_s": count / (sending[1] - sending[0]),
     }
+
+
+#: Figures compared between the plain run and the TLS run (``--tls``).
+TLS_COMPARED = (
+    "drain_msgs_per_s",
+    "live_commit_per_s",
+    "live_delivered_per_s",
+    "latency_p50_ms",
+    "latency_p99_ms",
+)
 
 
 def log_problems(workdir: Path) -> dict[str, int]:
@@ -437,6 +453,7 @@ def main() -> None:
     add("--data-dir", type=Path, default=Path("var/bench"), help="where the stores go")
     add("--keep", action="store_true", help="keep the stores and the daemons' logs")
     add("--json", action="store_true", help="print one JSON object (the table goes to stderr)")
+    add("--tls", action="store_true", help="run again with TLS on both ports of both daemons")
     add(
         "--daemon-arg", action="append", default=[], metavar="ARG",
         help="an argument for both daemons (repeatable): --daemon-arg=--set=peers.window=256",
@@ -450,7 +467,17 @@ def main() -> None:
     args.data_dir.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
     try:
-        result = run(args, workdir)
+        (workdir / "plain").mkdir()
+        result = run(args, workdir / "plain")
+        if args.tls:
+            _tls.enable(workdir / "pki")
+            (workdir / "tls").mkdir()
+            result["tls"] = run(args, workdir / "tls")
+            result["tls_x_plain"] = {
+                figure: round(result["tls"][figure] / result[figure], 4)
+                for figure in TLS_COMPARED
+                if result[figure] and result["tls"][figure]
+            }
     except KeyboardInterrupt:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -462,7 +489,13 @@ def main() -> None:
         print(f"stores and logs kept in {workdir}", file=sys.stderr)
     else:
         shutil.rmtree(workdir, ignore_errors=True)
-    report(result, sys.stderr if args.json else sys.stdout)
+    out = sys.stderr if args.json else sys.stdout
+    report(result, out)
+    if args.tls:
+        print("\nwith mutual TLS between A and B and TLS to the clients:", file=out)
+        report(result["tls"], out)
+        for figure, ratio in result["tls_x_plain"].items():
+            print(f"  {figure}: TLS {ratio:.2f} x plain", file=out)
     if args.json:
         json.dump(result, sys.stdout, indent=2)
         print()
