@@ -107,47 +107,15 @@ def connect(
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         if tls is not None:
-            return _connect_tls(sock, tls, host, where, timeout, name)
+            from ._tls import connect_tls
+
+            return connect_tls(sock, tls, host, where, timeout, name)
         qm = QueueManager(sock, where)
         qm._handshake(name)
         sock.settimeout(None)
     except BaseException:
         sock.close()
         raise
-    return qm
-
-
-def _connect_tls(
-    sock: socket.socket,
-    context: ssl.SSLContext,
-    host: str,
-    where: str,
-    timeout: float | None,
-    client_name: str,
-) -> QueueManager:
-    from ._tls import TlsQueueManager
-
-    try:
-        secure = context.wrap_socket(sock, server_hostname=host)
-    except ssl.SSLCertVerificationError as exc:
-        msg = (
-            f"cannot connect to the queue manager at {where}: its certificate is not "
-            f"trusted ({exc.verify_message})"
-        )
-        raise ConnectionLost(msg) from None
-    except (OSError, ssl.SSLError) as exc:
-        reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
-        msg = f"cannot connect to the queue manager at {where}: TLS handshake failed: {reason}"
-        raise ConnectionLost(msg) from None
-    secure.setblocking(False)
-    qm = TlsQueueManager(secure, where)
-    qm.poll_timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
-    try:
-        qm._handshake(client_name)
-    except BaseException:
-        secure.close()
-        raise
-    qm.poll_timeout_ms = None
     return qm
 
 
@@ -493,6 +461,10 @@ class QueueManager(
             return
         except _CONN_ERRORS as exc:
             raise self._lost(exc) from None
+        self._dispatch(count)
+
+    def _dispatch(self, count: int) -> None:
+        """Hand the ``count`` bytes read into the buffer to the protocol (0: closed)."""
         if not count:
             raise self._lost(None)
         try:

@@ -17,14 +17,15 @@ write (a renegotiation or a key update can need either).
 from __future__ import annotations
 
 import select
+import socket
 import ssl
 from os import PathLike
 from typing import Final
 
 from ._blocking import QueueManager
-from ._errors import QueueError
+from ._errors import ConnectionLost
 
-__all__ = ["TlsQueueManager", "tls_context"]
+__all__ = ["TlsQueueManager", "connect_tls", "tls_context"]
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 _CONN_ERRORS = (OSError, EOFError)
@@ -126,10 +127,38 @@ class TlsQueueManager(QueueManager):
                 self._wait(select.POLLOUT)
             except _CONN_ERRORS as exc:
                 raise self._lost(exc) from None
-        if not count:
-            raise self._lost(None)
-        try:
-            self._proto.receive_data(self._recv_view[:count])
-        except QueueError:
-            sock.close()
-            raise
+        self._dispatch(count)
+
+
+def connect_tls(
+    sock: socket.socket,
+    context: ssl.SSLContext,
+    host: str,
+    where: str,
+    timeout: float | None,
+    client_name: str,
+) -> QueueManager:
+    """Finish :func:`~qmgr.client.connect` over TLS: the handshake on ``sock`` (under
+    its timeout), then the Hello with every wait bounded by ``timeout``."""
+    try:
+        secure = context.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        msg = (
+            f"cannot connect to the queue manager at {where}: its certificate is not "
+            f"trusted ({exc.verify_message})"
+        )
+        raise ConnectionLost(msg) from None
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
+        msg = f"cannot connect to the queue manager at {where}: TLS handshake failed: {reason}"
+        raise ConnectionLost(msg) from None
+    secure.setblocking(False)
+    qm = TlsQueueManager(secure, where)
+    qm.poll_timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+    try:
+        qm._handshake(client_name)
+    except BaseException:
+        secure.close()
+        raise
+    qm.poll_timeout_ms = None
+    return qm
