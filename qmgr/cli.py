@@ -30,6 +30,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from qmgr import __version__
+from qmgr.cli_auth import auth
 from qmgr.cli_certs import certs
 from qmgr.cli_common import (
     DEFAULT_SERVER,
@@ -103,6 +104,12 @@ def _progress(total: int, what: str) -> Progress | None:
     metavar="PEM",
     help="The client certificate's private key (env QMGR_TLS_KEY).",
 )
+@click.option(
+    "--token",
+    envvar="QMGR_TOKEN",
+    metavar="TOKEN",
+    help="Authenticate with this token (env QMGR_TOKEN; see qmgr auth token).",
+)
 @click.version_option(__version__, prog_name="qmgr")
 @click.pass_context
 def cli(
@@ -111,15 +118,18 @@ def cli(
     tls_ca: str | None,
     tls_cert: str | None,
     tls_key: str | None,
+    token: str | None,
 ) -> None:
     """qmgr: a transactional queue manager (MSMQ semantics) for Linux."""
     ctx.ensure_object(dict)
     ctx.obj["server"] = server
     ctx.obj["tls"] = (tls_ca, tls_cert, tls_key)
+    ctx.obj["token"] = token
 
 
 cli.add_command(queue)
 cli.add_command(certs)
+cli.add_command(auth)
 cli.add_command(outgoing)
 cli.add_command(tx)
 cli.add_command(trace)

@@ -90,7 +90,7 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
     """
     server: str = ctx.obj["server"]
     try:
-        qm = connect(server, client_name=CLIENT_NAME, tls=tls_of(ctx))
+        qm = connect(server, client_name=CLIENT_NAME, tls=tls_of(ctx), token=ctx.obj.get("token"))
     except ValueError as exc:
         msg = f"--server {server!r}: {exc}"
         raise CliError(msg) from None

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from qmgr.cli_common import client, confirm, iso, plural, reports_errors, size, stdout_console
+from qmgr.cli_permissions import add_permission_commands
 from qmgr.cli_poison import add_queue_commands, poison_json, retry_options, retry_text
 from qmgr.client import QueueInfo
 
@@ -36,10 +37,11 @@ class ByteCount(click.ParamType):  # type: ignore[type-arg,unused-ignore]
 
 @click.group()
 def queue() -> None:
-    """Create, list, show, change, delete and purge queues."""
+    """Create, list, show, change, delete and purge queues, and their permissions."""
 
 
 add_queue_commands(queue)  # set, show (cli_poison)
+add_permission_commands(queue)  # grant, revoke, acl (cli_permissions)
 
 
 @queue.command("create")

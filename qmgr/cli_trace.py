@@ -57,7 +57,9 @@ def trace(
     while pending and len(visits) < MAX_VISITS:
         address = pending.pop(0)
         try:
-            with connect(address, client_name="qmgr-trace", tls=tls_of(ctx)) as other:
+            with connect(
+                address, client_name="qmgr-trace", tls=tls_of(ctx), token=ctx.obj.get("token")
+            ) as other:
                 report = other.trace(message_id)
         except (ConnectionLost, QueueError, ValueError) as exc:
             visits.append((address, None, str(exc)))

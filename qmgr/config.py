@@ -96,6 +96,7 @@ class Config:
     peer_history_seconds: float
     routes: dict[tuple[str, int], tuple[str, int]]
     insecure: bool
+    unix_socket: Path | None
     tls_certificate: Path | None
     tls_key: Path | None
     tls_ca: Path | None
@@ -106,6 +107,11 @@ class Config:
     tls_relays: frozenset[str]
     auth_required: bool
     auth_failure_limit: int
+    auth_admins: frozenset[str]
+    auth_tokens: dict[str, str]
+    auth_tokens_file: Path | None
+    auth_groups: dict[str, frozenset[str]]
+    auth_default_acl: dict[str, list[str]]
     auth_failure_delay: float
     max_connections_per_address: int
 
@@ -172,6 +178,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("server", "idle_timeout"): _Key("idle_timeout", float, _positive),
     ("server", "frame_timeout"): _Key("frame_timeout", float, _positive),
     ("server", "insecure"): _Key("insecure", bool),
+    ("server", "unix_socket"): _Key("unix_socket", str),
     ("tls", "certificate"): _Key("tls_certificate", str),
     ("tls", "key"): _Key("tls_key", str),
     ("tls", "ca"): _Key("tls_ca", str),
@@ -182,6 +189,11 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("tls", "relays"): _Key("tls_relays", list),
     ("auth", "required"): _Key("auth_required", bool),
     ("auth", "failure_limit"): _Key("auth_failure_limit", int, _positive),
+    ("auth", "admins"): _Key("auth_admins", list),
+    ("auth", "tokens"): _Key("auth_tokens", dict),
+    ("auth", "tokens_file"): _Key("auth_tokens_file", str),
+    ("auth", "groups"): _Key("auth_groups", dict),
+    ("auth", "default_acl"): _Key("auth_default_acl", dict),
     ("auth", "failure_delay"): _Key("auth_failure_delay", float, _not_negative),
     ("limits", "max_connections_per_address"): _Key("max_connections_per_address", int, _positive),
     ("log", "format"): _Key("log_format", str, _one_of("auto", "console", "json")),
@@ -286,6 +298,17 @@ def _build(attributes: dict[str, Any]) -> Config:
         fields[name] = Path(fields[name]).expanduser() if fields[name] else None
     fields["tls_pinned"] = _pinned(fields["tls_pinned"])
     fields["tls_relays"] = frozenset(str(identity) for identity in fields["tls_relays"])
+    fields["auth_admins"] = frozenset(str(principal) for principal in fields["auth_admins"])
+    fields["unix_socket"] = Path(fields["unix_socket"]) if fields["unix_socket"] else None
+    fields["auth_tokens_file"] = (
+        Path(fields["auth_tokens_file"]).expanduser() if fields["auth_tokens_file"] else None
+    )
+    fields["auth_tokens"] = _tokens(fields["auth_tokens"])
+    fields["auth_default_acl"] = _default_acl(fields["auth_default_acl"])
+    fields["auth_groups"] = {
+        str(group): frozenset(str(member) for member in members)
+        for group, members in fields["auth_groups"].items()
+    }
     for (section, key), spec in KEYS.items():
         check = spec.check
         if check is not None:
@@ -414,9 +437,48 @@ def _check_tls(config: Config) -> None:
     elif config.tls_key is None or config.tls_ca is None:
         msg = "tls.certificate needs tls.key and tls.ca (the CA of peers and clients)"
         raise ConfigError(msg)
-    if config.auth_required and not config.tls_on_clients:
+    tokens = config.auth_tokens or config.auth_tokens_file is not None
+    if (
+        config.auth_required
+        and not config.tls_on_clients
+        and not tokens
+        and config.unix_socket is None
+    ):
         msg = (
-            "auth.required needs TLS on the client port (tls.certificate, tls.clients = true): "
-            "clients authenticate with a certificate signed by tls.ca"
+            "auth.required needs a way for clients to authenticate: TLS on the client port "
+            "(tls.certificate; a client certificate signed by tls.ca), tokens (auth.tokens) "
+            "or the Unix-domain socket (server.unix_socket)"
         )
         raise ConfigError(msg)
+
+
+def _default_acl(values: dict[str, Any]) -> dict[str, list[str]]:
+    from qmgr.core.permissions import parse_rights
+
+    acl = {}
+    for entry, rights in values.items():
+        words = [rights] if isinstance(rights, str) else rights
+        if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
+            msg = f"auth.default_acl.{entry} must be a list of rights, not {rights!r}"
+            raise ConfigError(msg)
+        try:
+            parse_rights(words)
+        except ValueError as exc:
+            msg = f"auth.default_acl.{entry}: {exc}"
+            raise ConfigError(msg) from None
+        acl[str(entry)] = [str(word) for word in words]
+    return acl
+
+
+def _tokens(values: dict[str, Any]) -> dict[str, str]:
+    from qmgr.core.tokens import parse_hash
+
+    tokens = {}
+    for name, text in values.items():
+        try:
+            parse_hash(str(text))
+        except ValueError as exc:
+            msg = f"auth.tokens.{name}: {exc}"
+            raise ConfigError(msg) from None
+        tokens[str(name)] = str(text)
+    return tokens

@@ -51,7 +51,9 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("[tls]\nkey = 'qm.key'\n", "tls.key is set but tls.certificate is not"),
         ("[tls]\nmin_version = '1.1'\n", "tls.min_version must be one of 1.2, 1.3"),
         ("[tls]\npinned = { qm-b = 'nonsense' }\n", "is not a queue manager GUID"),
-        ("[auth]\nrequired = true\n", "auth.required needs TLS on the client port"),
+        ("[auth]\nrequired = true\n", "auth.required needs a way for clients to authenticate"),
+        ("[auth]\ndefault_acl = { everyone = ['write'] }\n", "unknown right 'write'"),
+        ("[auth]\ndefault_acl = { everyone = 3 }\n", "must be a list of rights"),
     ],
 )
 def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, reason: str) -> None:
@@ -89,3 +91,6 @@ def test_tls_settings(tmp_path: Path) -> None:
     assert (config.tls_on_clients, config.tls_on_peers, config.auth_required) == (True, False, True)
     assert str(config.tls_pinned["qm-b"]) == "5f8c0000-0000-4000-8000-000000000001"
     assert config.tls_relays == frozenset({"router"})
+    defaults = load_config()
+    assert defaults.auth_default_acl == {"everyone": ["send", "get-properties"]}
+    assert (defaults.auth_admins, defaults.auth_groups) == (frozenset(), {})

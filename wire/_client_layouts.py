@@ -41,6 +41,7 @@ from ._client_values import (
     HELLO_MAGIC,
     KIND_OF,
     MAX_RESOLVE_XIDS,
+    AclEntry,
     ChangeList,
     CreateList,
     CreateQueue,
@@ -55,6 +56,7 @@ from ._client_values import (
     MessageReply,
     OutgoingInfo,
     OutgoingList,
+    Permissions,
     QueuedMessage,
     QueueInfo,
     QueueList,
@@ -293,6 +295,15 @@ _SOURCES: dict[FrameKind, Any] = {
     FrameKind.SET_QUEUE_PROPERTIES: SET_QUEUE_PROPERTIES,
     FrameKind.MOVE_MESSAGES: MOVE_MESSAGES,
     FrameKind.MOVED: MOVED,
+    FrameKind.GET_PERMISSIONS: c.Struct("queue" / _Str),
+    FrameKind.AUTHENTICATE: c.Struct("token" / _Str),
+    FrameKind.CHANGE_PERMISSIONS: c.Struct(
+        "queue" / _Str, "entry" / _Str, "grant" / c.Int16ul, "revoke" / c.Int16ul
+    ),
+    FrameKind.PERMISSIONS: c.Struct(
+        "queue" / _Str,
+        "entries" / c.PrefixedArray(c.Int32ul, c.Struct("name" / _Str, "rights" / c.Int16ul)),
+    ),
     FrameKind.LIST_INFO_LIST: c.Struct(
         "lists"
         / c.PrefixedArray(
@@ -566,6 +577,10 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     ListInfoList: lambda v: {
         "lists": [{"name": i.name, "targets": list(i.targets)} for i in v.lists]
     },
+    Permissions: lambda v: {
+        "queue": v.queue,
+        "entries": [{"name": e.name, "rights": e.rights} for e in v.entries],
+    },
     TraceReport: lambda v: {
         "qm_name": v.qm_name,
         "findings": [_plain_to_container(f) for f in v.findings],
@@ -610,6 +625,9 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     ChangeList: lambda w: ChangeList(name=w.name, add=tuple(w.add), remove=tuple(w.remove)),
     ListInfoList: lambda w: ListInfoList(
         lists=tuple(ListInfo(name=i.name, targets=tuple(i.targets)) for i in w.lists)
+    ),
+    Permissions: lambda w: Permissions(
+        queue=w.queue, entries=tuple(AclEntry(name=e.name, rights=e.rights) for e in w.entries)
     ),
     TraceReport: lambda w: TraceReport(
         qm_name=w.qm_name,

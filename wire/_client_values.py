@@ -34,6 +34,12 @@ from ._client_lists import DeleteList as DeleteList
 from ._client_lists import GetLists as GetLists
 from ._client_lists import ListInfo as ListInfo
 from ._client_lists import ListInfoList as ListInfoList
+from ._client_permissions import SECURITY_REQUESTS as SECURITY_REQUESTS
+from ._client_permissions import AclEntry as AclEntry
+from ._client_permissions import Authenticate as Authenticate
+from ._client_permissions import ChangePermissions as ChangePermissions
+from ._client_permissions import GetPermissions as GetPermissions
+from ._client_permissions import Permissions as Permissions
 from ._client_poison import POISON_REQUESTS as POISON_REQUESTS
 from ._client_poison import MessageCounters as MessageCounters
 from ._client_poison import Moved as Moved
@@ -51,7 +57,7 @@ from ._message import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from ._message import MessageProperties
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 5
+PROTOCOL_VERSION: Final = 6
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
@@ -63,6 +69,8 @@ OUTCOMES_VERSION: Final = 4
 #: The first version with poison handling and subqueues (``POISON_REQUESTS``,
 #: and the trailers ``_client_trailers`` describes).
 POISON_VERSION: Final = 5
+#: The first version with token authentication and queue permissions (``SECURITY_REQUESTS``).
+SECURITY_VERSION: Final = 6
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -100,6 +108,9 @@ class FrameKind(enum.IntEnum):
     MEASURE_RANGE = 0x14
     SET_QUEUE_PROPERTIES = 0x19
     MOVE_MESSAGES = 0x1A
+    GET_PERMISSIONS = 0x1B
+    CHANGE_PERMISSIONS = 0x1C
+    AUTHENTICATE = 0x1E
     CREATE_LIST = 0x15
     CHANGE_LIST = 0x16
     DELETE_LIST = 0x17
@@ -119,6 +130,7 @@ class FrameKind(enum.IntEnum):
     TRANSACTION_LIST = 0x8A
     RANGE_INFO = 0x8B
     MOVED = 0x8E
+    PERMISSIONS = 0x8F
     LIST_INFO_LIST = 0x8C
     TRACE_REPORT = 0x90
     ERROR = 0xFF
@@ -507,6 +519,9 @@ ClientRequest: TypeAlias = (
     | MeasureRange
     | SetQueueProperties
     | MoveMessages
+    | GetPermissions
+    | ChangePermissions
+    | Authenticate
     | TraceMessage
     | CreateList
     | ChangeList
@@ -527,6 +542,7 @@ ServerReply: TypeAlias = (
     | TransactionList
     | RangeInfo
     | Moved
+    | Permissions
     | TraceReport
     | ListInfoList
     | ErrorReply
@@ -566,6 +582,9 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     MeasureRange: FrameKind.MEASURE_RANGE,
     SetQueueProperties: FrameKind.SET_QUEUE_PROPERTIES,
     MoveMessages: FrameKind.MOVE_MESSAGES,
+    GetPermissions: FrameKind.GET_PERMISSIONS,
+    ChangePermissions: FrameKind.CHANGE_PERMISSIONS,
+    Authenticate: FrameKind.AUTHENTICATE,
     TraceMessage: FrameKind.TRACE_MESSAGE,
     CreateList: FrameKind.CREATE_LIST,
     ChangeList: FrameKind.CHANGE_LIST,
@@ -584,6 +603,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     TransactionList: FrameKind.TRANSACTION_LIST,
     RangeInfo: FrameKind.RANGE_INFO,
     Moved: FrameKind.MOVED,
+    Permissions: FrameKind.PERMISSIONS,
     TraceReport: FrameKind.TRACE_REPORT,
     ListInfoList: FrameKind.LIST_INFO_LIST,
     ErrorReply: FrameKind.ERROR,

@@ -22,6 +22,8 @@ The rules:
   subqueues (``POISON_REQUESTS``, see ``_client_poison``) came with
   version 5 (``POISON_VERSION``), with trailers added to some existing
   frames (``_client_trailers``), sent only on connections of version 5.
+  Queue permissions (``SECURITY_REQUESTS``, see ``_client_permissions``)
+  came with version 6 (``SECURITY_VERSION``).
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -65,12 +67,17 @@ from ._client_values import OUTCOMES_VERSION as OUTCOMES_VERSION
 from ._client_values import POISON_REQUESTS as POISON_REQUESTS
 from ._client_values import POISON_VERSION as POISON_VERSION
 from ._client_values import PROTOCOL_VERSION as PROTOCOL_VERSION
+from ._client_values import SECURITY_REQUESTS as SECURITY_REQUESTS
+from ._client_values import SECURITY_VERSION as SECURITY_VERSION
 from ._client_values import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
 from ._client_values import TWO_PHASE_VERSION as TWO_PHASE_VERSION
 from ._client_values import Abort as Abort
+from ._client_values import AclEntry as AclEntry
+from ._client_values import Authenticate as Authenticate
 from ._client_values import Begin as Begin
 from ._client_values import BeginGlobal as BeginGlobal
 from ._client_values import ChangeList as ChangeList
+from ._client_values import ChangePermissions as ChangePermissions
 from ._client_values import ClientRequest as ClientRequest
 from ._client_values import Commit as Commit
 from ._client_values import ControlOutgoing as ControlOutgoing
@@ -85,6 +92,7 @@ from ._client_values import Frame as Frame
 from ._client_values import FrameKind as FrameKind
 from ._client_values import FrameValue as FrameValue
 from ._client_values import GetLists as GetLists
+from ._client_values import GetPermissions as GetPermissions
 from ._client_values import GetStatus as GetStatus
 from ._client_values import Hello as Hello
 from ._client_values import HelloOk as HelloOk
@@ -105,6 +113,7 @@ from ._client_values import Ok as Ok
 from ._client_values import OutgoingInfo as OutgoingInfo
 from ._client_values import OutgoingList as OutgoingList
 from ._client_values import PeekRange as PeekRange
+from ._client_values import Permissions as Permissions
 from ._client_values import PoisonHandling as PoisonHandling
 from ._client_values import Prepare as Prepare
 from ._client_values import PurgeQueue as PurgeQueue
@@ -136,3 +145,6 @@ from ._message import INFINITE_SECONDS as INFINITE_SECONDS
 from ._message import MessageProperties as MessageProperties
 from ._message import encode_message_parts as encode_message_parts
 from ._message import format_message_id as format_message_id
+from .rights import Right as Right
+from .rights import parse_rights as parse_rights
+from .rights import rights_names as rights_names

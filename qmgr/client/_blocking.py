@@ -51,6 +51,7 @@ from ._errors import ConnectionLost, QueueError
 from ._lists_api import QueueManagerLists
 from ._message import Message, QueueInfo, Status
 from ._outgoing_api import QueueManagerOutgoing
+from ._permissions_api import QueueManagerPermissions
 from ._poison_api import QueueManagerPoison, TransactionPoison, create_request
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
@@ -69,11 +70,13 @@ def connect(
     timeout: float | None = 10.0,
     client_name: str | None = None,
     tls: ssl.SSLContext | None = None,
+    token: str | None = None,
 ) -> QueueManager:
     """Connect to a queue manager.
 
     Args:
-        address: ``HOST:PORT`` of the daemon's client listener.
+        address: ``HOST:PORT`` of the daemon's client listener, or
+            ``unix:PATH`` of its Unix-domain socket (``server.unix_socket``).
         timeout: seconds allowed for connecting and the handshake (``None``:
             no limit). Requests themselves are not limited by it: a commit
             waits for the disk, a receive for its own ``timeout``.
@@ -81,6 +84,9 @@ def connect(
             name and process id.
         tls: connect over TLS with this context (:func:`tls_context` makes
             one); None: plain TCP.
+        token: authenticate with this token (``qmgr auth token``), for a
+            queue manager that requires authentication and a client without
+            a certificate.
 
     Returns:
         A connected :class:`QueueManager`; use it as a context manager or
@@ -91,27 +97,15 @@ def connect(
             where and why).
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
     """
-    host, port = common.parse_address(address)
-    where = f"{host}:{port}"
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except TimeoutError:
-        msg = f"cannot connect to the queue manager at {where}: no answer within {timeout} s"
-        raise ConnectionLost(msg) from None
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
-        raise ConnectionLost(msg) from None
+    sock, host, where = common.open_socket(address, timeout)
     name = client_name if client_name is not None else common.default_client_name()
     try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         if tls is not None:
             from ._tls import connect_tls
 
-            return connect_tls(sock, tls, host, where, timeout, name)
+            return connect_tls(sock, tls, host, where, timeout, name, token)
         qm = QueueManager(sock, where)
-        qm._handshake(name)
+        qm._handshake(name, token)
         sock.settimeout(None)
     except BaseException:
         sock.close()
@@ -125,6 +119,7 @@ class QueueManager(
     QueueManagerLists,
     QueueManagerPoison,
     QueueManagerOutgoing,
+    QueueManagerPermissions,
 ):
     """A connection to a queue manager (blocking).
 
@@ -183,13 +178,15 @@ class QueueManager(
         self._proto.close(f"the connection to {self.address} was closed")
         self._sock.close()
 
-    def _handshake(self, client_name: str) -> None:
+    def _handshake(self, client_name: str, token: str | None = None) -> None:
         proto = self._proto
         try:
             reply = self._exchange(proto.hello(proto.out, client_name))
         except QueueError as exc:
             raise proto.handshake_error(exc) from None
         self.qm_name, self.qm_guid, self.server_version = proto.welcome(reply)
+        if token is not None:
+            self._authenticate(token)
 
     # ------------------------------------------------------------------
     # Queues

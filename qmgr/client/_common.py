@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 import sys
 import uuid
 from typing import Final
@@ -11,7 +12,7 @@ from typing import Final
 from wire import client_frames as cf
 from wire.client_frames import Delivery
 
-from ._errors import InvalidArgument
+from ._errors import ConnectionLost, InvalidArgument, NotSupported
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:1802"
 DEFAULT_PORT: Final = 1802
@@ -48,6 +49,69 @@ def default_client_name() -> str:
     """The name a client gives the daemon unless told otherwise: program[pid]."""
     program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
     return f"{program}[{os.getpid()}]"
+
+
+#: An address ``unix:/run/qmgr/qmgr.sock`` names the daemon's Unix-domain socket.
+UNIX_PREFIX: Final = "unix:"
+
+
+def unix_path(address: str) -> str | None:
+    """The socket path of a ``unix:PATH`` address, or None for ``HOST:PORT``."""
+    text = address.strip()
+    return text[len(UNIX_PREFIX) :] if text.startswith(UNIX_PREFIX) else None
+
+
+def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str, str]:
+    """A connected socket to ``address`` (``HOST:PORT`` or ``unix:PATH``), with
+    the host name TLS checks and the address for messages.
+
+    Raises:
+        ValueError: a bad address. ConnectionLost: nothing answers there.
+    """
+    path = unix_path(address)
+    if path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            sock.close()
+            reason = (exc.strerror or str(exc)).lower()
+            msg = f"cannot connect to the queue manager at {address}: {reason}"
+            raise ConnectionLost(msg) from None
+        return sock, "localhost", f"{UNIX_PREFIX}{path}"
+    host, port = parse_address(address)
+    where = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        msg = f"cannot connect to the queue manager at {where}: no answer within {timeout} s"
+        raise ConnectionLost(msg) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
+        raise ConnectionLost(msg) from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    except OSError:
+        pass
+    return sock, host, where
+
+
+def require_version(version: int, needed: int, address: str, what: str, use: str = "") -> None:
+    """Raise unless the connection's protocol ``version`` is at least ``needed``.
+
+    Raises:
+        NotSupported: the daemon is older than ``what`` (the message says which
+            version it speaks and, with ``use``, what upgrading gives).
+    """
+    if version < needed:
+        msg = (
+            f"{what} needs a queue manager that speaks protocol version {needed}; "
+            f"the one at {address} speaks version {version}"
+        )
+        raise NotSupported(msg + (f": upgrade it to use {use}" if use else ""))
 
 
 def parse_address(address: str) -> tuple[str, int]:

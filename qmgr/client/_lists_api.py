@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from wire import client_frames as cf
 
-from ._errors import NotSupported
+from . import _common as common
 from ._replies import ok_value, unexpected
 
 if TYPE_CHECKING:
@@ -37,12 +37,7 @@ def _lists(reply: cf.ServerReply) -> list[DistributionList]:
 
 
 def _require(version: int, address: str, what: str) -> None:
-    if version < cf.OUTCOMES_VERSION:
-        msg = (
-            f"{what} needs a queue manager that speaks protocol version "
-            f"{cf.OUTCOMES_VERSION}; the one at {address} speaks version {version}"
-        )
-        raise NotSupported(msg)
+    common.require_version(version, cf.OUTCOMES_VERSION, address, what)
 
 
 class QueueManagerLists:

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from wire import client_frames as cf
 
-from ._errors import InvalidArgument, NotSupported
+from . import _common as common
+from ._errors import InvalidArgument
 from ._replies import unexpected
 
 if TYPE_CHECKING:
@@ -70,13 +71,9 @@ def require_poison(version: int, address: str, what: str) -> None:
     Raises:
         NotSupported: the daemon is older than these requests.
     """
-    if version < cf.POISON_VERSION:
-        msg = (
-            f"{what} needs a queue manager that speaks protocol version "
-            f"{cf.POISON_VERSION}; the one at {address} speaks version {version}: "
-            "upgrade it to use poison handling and subqueues"
-        )
-        raise NotSupported(msg)
+    common.require_version(
+        version, cf.POISON_VERSION, address, what, "poison handling and subqueues"
+    )
 
 
 def _seconds(value: Seconds | None) -> float | None:

@@ -58,7 +58,11 @@ def tls_context(
     if min_version not in _VERSIONS:
         msg = f"min_version must be '1.2' or '1.3', not {min_version!r}"
         raise ValueError(msg)
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        msg = f"cannot load the CA bundle {ca}: {exc}"
+        raise ValueError(msg) from exc
     context.minimum_version = _VERSIONS[min_version]
     context.check_hostname = check_hostname
     if certificate is not None:
@@ -137,6 +141,7 @@ def connect_tls(
     where: str,
     timeout: float | None,
     client_name: str,
+    token: str | None = None,
 ) -> QueueManager:
     """Finish :func:`~qmgr.client.connect` over TLS: the handshake on ``sock`` (under
     its timeout), then the Hello with every wait bounded by ``timeout``."""
@@ -156,7 +161,7 @@ def connect_tls(
     qm = TlsQueueManager(secure, where)
     qm.poll_timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
     try:
-        qm._handshake(client_name)
+        qm._handshake(client_name, token)
     except BaseException:
         secure.close()
         raise

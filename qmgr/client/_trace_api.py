@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from wire import client_frames as cf
 
-from ._errors import NotSupported
+from . import _common as common
 from ._levels import class_name
 from ._replies import unexpected
 
@@ -85,12 +85,7 @@ def _report(reply: cf.ServerReply) -> TraceReport:
 
 
 def _require(version: int, address: str) -> None:
-    if version < cf.OUTCOMES_VERSION:
-        msg = (
-            f"trace() needs a queue manager that speaks protocol version "
-            f"{cf.OUTCOMES_VERSION}; the one at {address} speaks version {version}"
-        )
-        raise NotSupported(msg)
+    common.require_version(version, cf.OUTCOMES_VERSION, address, "trace()")
 
 
 class QueueManagerTrace:

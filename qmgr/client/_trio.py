@@ -58,6 +58,7 @@ from ._errors import ConnectionLost, QueueError
 from ._lists_api import AsyncQueueManagerLists
 from ._message import Message, QueueInfo, Status
 from ._outgoing_api import AsyncQueueManagerOutgoing
+from ._permissions_api import AsyncQueueManagerPermissions
 from ._poison_api import AsyncQueueManagerPoison, AsyncTransactionPoison, create_request
 from ._protocol import ClientProtocol, TransactionState, Waiter
 from ._replies import PeekPages
@@ -76,6 +77,7 @@ async def open_client(
     *,
     client_name: str | None = None,
     tls: ssl.SSLContext | None = None,
+    token: str | None = None,
 ) -> AsyncIterator[AsyncQueueManager]:
     """Connect to a queue manager for the duration of an ``async with`` block.
 
@@ -85,25 +87,15 @@ async def open_client(
             await qm.send("orders", b"hello")
 
     Use ``trio.fail_after`` around it to bound the time spent connecting.
-    With ``tls`` (``qmgr.client.tls_context()`` makes one) it connects over TLS.
+    With ``tls`` (``qmgr.client.tls_context()`` makes one) it connects over TLS;
+    with ``token`` it authenticates with it.
 
     Raises:
         ConnectionLost: the daemon could not be reached (the message says
             where and why).
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
     """
-    host, port = common.parse_address(address)
-    where = f"{host}:{port}"
-    try:
-        stream = await trio.open_tcp_stream(host, port)
-    except OSError as exc:
-        msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
-        raise ConnectionLost(msg) from None
-    try:
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
-    except OSError:
-        pass
+    stream, host, where = await _open_stream(address)
     connection: trio.abc.Stream = stream
     if tls is not None:
         connection = await _tls_handshake(stream, tls, host, where)
@@ -115,7 +107,7 @@ async def open_client(
         nursery.start_soon(qm._read_loop)
         try:
             await qm._handshake(
-                client_name if client_name is not None else common.default_client_name()
+                client_name if client_name is not None else common.default_client_name(), token
             )
         except BaseException as exc:
             error = exc
@@ -129,6 +121,32 @@ async def open_client(
         await qm._close_stream()
     if error is not None:
         raise error
+
+
+async def _open_stream(address: str) -> tuple[trio.SocketStream, str, str]:
+    """A stream to ``address`` (``HOST:PORT`` or ``unix:PATH``), the host name TLS
+    checks, and the address for messages."""
+    path = common.unix_path(address)
+    if path is not None:
+        where = f"{common.UNIX_PREFIX}{path}"
+        try:
+            return await trio.open_unix_socket(path), "localhost", where
+        except OSError as exc:
+            msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
+            raise ConnectionLost(msg) from None
+    host, port = common.parse_address(address)
+    where = f"{host}:{port}"
+    try:
+        stream = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
+        raise ConnectionLost(msg) from None
+    try:
+        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
+    except OSError:
+        pass
+    return stream, host, where
 
 
 def _connect_failure(exc: OSError) -> str:
@@ -181,6 +199,7 @@ class AsyncQueueManager(
     AsyncQueueManagerLists,
     AsyncQueueManagerPoison,
     AsyncQueueManagerOutgoing,
+    AsyncQueueManagerPermissions,
 ):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
@@ -214,7 +233,7 @@ class AsyncQueueManager(
         """True once the ``async with`` block ended or the connection broke."""
         return self._proto.closed
 
-    async def _handshake(self, client_name: str) -> None:
+    async def _handshake(self, client_name: str, token: str | None = None) -> None:
         proto = self._proto
         frame = bytearray()
         try:
@@ -222,6 +241,8 @@ class AsyncQueueManager(
         except QueueError as exc:
             raise proto.handshake_error(exc) from None
         self.qm_name, self.qm_guid, self.server_version = proto.welcome(reply)
+        if token is not None:
+            await self._authenticate(token)
 
     # ------------------------------------------------------------------
     # Queues

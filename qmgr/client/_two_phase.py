@@ -28,7 +28,8 @@ from typing import Final
 from wire import client_frames as cf
 from wire.client_frames import Resolution
 
-from ._errors import ConnectionLost, InvalidArgument, NotSupported
+from . import _common as common
+from ._errors import ConnectionLost, InvalidArgument
 from ._replies import unexpected
 
 __all__ = [
@@ -169,13 +170,13 @@ def require_two_phase(version: int, address: str, what: str) -> None:
     Raises:
         NotSupported: the daemon is older than these requests.
     """
-    if version < cf.TWO_PHASE_VERSION:
-        msg = (
-            f"{what} needs a queue manager that speaks protocol version "
-            f"{cf.TWO_PHASE_VERSION}; the one at {address} speaks version {version}: "
-            "upgrade it to use global transactions, remove_through() and measure_range()"
-        )
-        raise NotSupported(msg)
+    common.require_version(
+        version,
+        cf.TWO_PHASE_VERSION,
+        address,
+        what,
+        "global transactions, remove_through() and measure_range()",
+    )
 
 
 def resolve_request(xids: Sequence[str], *, commit: bool) -> cf.Resolve | None:

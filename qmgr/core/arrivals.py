@@ -38,6 +38,7 @@ logs.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -48,6 +49,7 @@ from storage import (
     Attempt,
     Operation,
     QueueKind,
+    QueueRecord,
     Store,
     Together,
 )
@@ -125,10 +127,18 @@ class Arrivals:
             return element.queue, None
         return None, RemoteDestination.from_address(element)
 
-    def local(self, packet: UserMessage, queue_key: str | None, *, wall: float) -> Arrival:
+    def local(
+        self,
+        packet: UserMessage,
+        queue_key: str | None,
+        *,
+        wall: float,
+        denied: Callable[[QueueRecord], bool] | None = None,
+    ) -> Arrival:
         """The operations keeping a message addressed to a queue here, with the
         reports of its arrival (an ACK_REACH_QUEUE or the NACK of its rejection,
-        if asked), at ``wall`` (unix seconds)."""
+        if asked), at ``wall`` (unix seconds). ``denied`` says whether the
+        queue's permissions refuse the sender (NACK_ACCESS_DENIED)."""
         transactional = packet.transaction is not None
         message = _message(packet)
         store = self._store
@@ -137,6 +147,8 @@ class Arrivals:
         deadline = deadline_of(message)
         if record is None or record.kind is not QueueKind.NORMAL:
             rejection = MessageClass.NACK_BAD_DST_Q
+        elif denied is not None and denied(record):
+            rejection = MessageClass.NACK_ACCESS_DENIED
         elif transactional and not record.transactional:
             rejection = MessageClass.NACK_NOT_TRANSACTIONAL_Q
         elif not transactional and record.transactional:

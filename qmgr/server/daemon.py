@@ -49,10 +49,12 @@ from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import Limits, QueueManagerCore
 from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.core.names import LocalIdentity
+from qmgr.core.tokens import TokenBook, read_tokens_file
 from storage import QueueKind, Store
 from wire import client_frames as cf
 
 from .admission import Admission, AdmissionLimits
+from .authorization import Authorization
 from .committer import Committer
 from .connection import RawConnection
 from .expirer import Expirer
@@ -65,6 +67,7 @@ from .services import ConnectionLimits, Services
 from .session import ClientSession
 from .signals import QueueSignals, Wakeup
 from .tls import TlsContexts, TlsFailed, check_exposure, common_name, handshake, load_contexts
+from .unix_socket import local_user, open_unix_listener, remove_socket
 from .writer import Writer
 
 __all__ = ["Daemon", "StartupError", "serve"]
@@ -80,7 +83,13 @@ class StartupError(Exception):
 class Daemon:
     """The parts of one running queue manager, and its connections."""
 
-    def __init__(self, config: Config, store: Store, tls: TlsContexts | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        tls: TlsContexts | None = None,
+        tokens: TokenBook | None = None,
+    ) -> None:
         self.config = config
         self.store = store
         self.tls = tls if tls is not None else TlsContexts(None, None, None)
@@ -155,6 +164,16 @@ class Daemon:
             tls=self.tls,
         )
         self.services.peering = self.peering
+        self.services.authorization = Authorization(
+            self.core,
+            enabled=config.auth_required,
+            admins=config.auth_admins,
+            groups=config.auth_groups,
+            default_acl=config.auth_default_acl,
+            tokens=tokens,
+        )
+        self.services.authentication_failed = self._authentication_failed
+        self.peering.authorization = self.services.authorization
         self.expirer.peering = self.peering
         self.sessions: dict[int, ClientSession] = {}
         #: Client connections in their TLS handshake (they count against max_connections).
@@ -262,19 +281,50 @@ class Daemon:
             if admitted is None:
                 return
             client, principal = admitted
-            session = ClientSession(
-                self.services, client, conn_id=conn_id, peer=peer, principal=principal
+            await self._serve(
+                ClientSession(
+                    self.services, client, conn_id=conn_id, peer=peer, principal=principal
+                )
             )
-            self.sessions[conn_id] = session
-            try:
-                await session.run()
-            except Exception:
-                # Last line of defence: one connection must never take the daemon down.
-                self.log.exception("session_failed", conn=conn_id, peer=peer)
-            finally:
-                del self.sessions[conn_id]
         finally:
             self.admission.closed(address)
+
+    async def handle_local_connection(self, stream: trio.SocketStream) -> None:
+        """Serve one client of the Unix-domain socket, known by its local user."""
+        conn_id = next(self._conn_ids)
+        try:
+            user = local_user(stream.socket)
+        except OSError as exc:
+            self.log.warning("connection_refused", conn=conn_id, peer="unix", reason=str(exc))
+            await stream.aclose()
+            return
+        connection = RawConnection(stream)
+        peer = f"unix:{user.name}(pid {user.pid})"
+        refusal = self._make_room()
+        if refusal is not None:
+            self.log.warning("connection_refused", conn=conn_id, peer=peer, reason=refusal.message)
+            await _refuse(connection, refusal)
+            return
+        await self._serve(
+            ClientSession(
+                self.services,
+                connection,
+                conn_id=conn_id,
+                peer=peer,
+                principal=user.name,
+                groups=user.groups,
+            )
+        )
+
+    async def _serve(self, session: ClientSession) -> None:
+        self.sessions[session.conn_id] = session
+        try:
+            await session.run()
+        except Exception:
+            # Last line of defence: one connection must never take the daemon down.
+            self.log.exception("session_failed", conn=session.conn_id, peer=session.peer)
+        finally:
+            del self.sessions[session.conn_id]
 
     async def _admit(
         self, connection: RawConnection, conn_id: int, peer: str, address: str
@@ -308,6 +358,9 @@ class Daemon:
             return secure, common_name(secure)
         finally:
             self.handshakes -= 1
+
+    def _authentication_failed(self, peer: str) -> None:
+        self.admission.failed(peer.rpartition(":")[0] or peer, trio.current_time())
 
     def _make_room(self) -> QueueManagerError | None:
         """None if a new connection may be served now; else why it is refused."""
@@ -364,6 +417,7 @@ async def serve(
     try:
         allowed = check_exposure(config)
         tls = load_contexts(config)
+        tokens = load_tokens(config)
     except ValueError as exc:
         raise StartupError(str(exc)) from exc
     for problem in allowed:
@@ -379,8 +433,9 @@ async def serve(
         msg = f"cannot open the store in {config.data_dir}: {exc}"
         raise StartupError(msg) from exc
     daemon: Daemon | None = None
+    local: trio.SocketListener | None = None
     try:
-        daemon = Daemon(config, store, tls)
+        daemon = Daemon(config, store, tls, tokens)
         daemon.start_up()
         if not store.has_ballast:
             log.warning("store_reserve_missing", reserve_size=config.reserve_size)
@@ -388,6 +443,13 @@ async def serve(
         bound = listeners[0].socket.getsockname()
         peer_listeners = await _listen(config.listen, "peers")
         peer_bound = peer_listeners[0].socket.getsockname()
+        local = None
+        if config.unix_socket is not None:
+            try:
+                local = await open_unix_listener(config.unix_socket)
+            except OSError as exc:
+                msg = f"cannot listen for local clients on {config.unix_socket}: {exc}"
+                raise StartupError(msg) from exc
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)
@@ -398,11 +460,14 @@ async def serve(
                     inner.start_soon(_watch_signals, daemon.stop, log)
                 await inner.start(daemon.peering.run, peer_listeners)
                 inner.start_soon(trio.serve_listeners, daemon.handle_connection, listeners)
+                if local is not None:
+                    inner.start_soon(trio.serve_listeners, daemon.handle_local_connection, [local])
                 log.info(
                     "queue_manager_started",
                     guid=str(store.qm_guid),
                     data_dir=str(config.data_dir),
                     client_listen=f"{bound[0]}:{bound[1]}",
+                    unix_socket=None if local is None else str(config.unix_socket),
                     peer_listen=f"{peer_bound[0]}:{peer_bound[1]}",
                     tls_clients=tls.clients is not None,
                     tls_peers=tls.peer_server is not None,
@@ -434,6 +499,8 @@ async def serve(
     finally:
         if daemon is not None:
             daemon.writer.close()
+        if config.unix_socket is not None and local is not None:
+            remove_socket(config.unix_socket)
         store.close()
 
 
@@ -458,6 +525,18 @@ async def _listen(address: Address, what: str) -> list[trio.SocketListener]:
 
 #: Listen addresses that take every address of the host.
 _WILDCARDS: Final = ("", "0.0.0.0", "::")
+
+
+def load_tokens(config: Config) -> TokenBook:
+    """The tokens of ``auth.tokens`` and ``auth.tokens_file``.
+
+    Raises:
+        ValueError: the file cannot be read, or a hash is malformed.
+    """
+    hashes = dict(config.auth_tokens)
+    if config.auth_tokens_file is not None:
+        hashes.update(read_tokens_file(config.auth_tokens_file))
+    return TokenBook(hashes)
 
 
 def _listen_addresses(config: Config) -> set[str]:

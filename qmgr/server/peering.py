@@ -37,13 +37,13 @@ on along the connection that queue manager's messages arrived on.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
+import functools
 import itertools
 import math
 import time
 import uuid
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final
 
 import structlog
@@ -58,22 +58,25 @@ from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.core.names import LocalIdentity, parse_format_name
 from qmgr.core.outcomes import Outcomes, touched_queues
 from qmgr.core.outgoing import RemoteDestination
-from qmgr.protocol import IncomingSequences, Role, SessionSettings, StreamState
+from qmgr.protocol import IncomingSequences, SessionSettings, StreamState
 from wire import client_frames as cf
 
 from .committer import Committer
 from .final_ack_courier import FinalAckCourier, FinalAckTag
 from .message_history import MessageHistory
 from .outgoing_queue import OutgoingQueue
-from .peer_connection import PeerConnection, set_no_delay
+from .peer_accept import serve_peer
+from .peer_connection import PeerConnection
 from .peer_identity import PeerIdentities
 from .peer_link import Link
 from .services import OutgoingAction
 from .signals import QueueSignals
-from .tls import TlsContexts, TlsFailed, peer_handshake
+from .tls import TlsContexts
 
 if TYPE_CHECKING:
     from qmgr.protocol import StreamKey
+
+    from .authorization import Authorization
 
 __all__ = ["Peering"]
 
@@ -104,6 +107,8 @@ class Peering:
         self.signals = signals
         self.identity = identity
         self.log = log.bind(component="peering")
+        #: Queue permissions, for messages from peers (set by the daemon).
+        self.authorization: Authorization | None = None
         #: Which queue manager GUID each peer identity (mutual TLS) speaks for.
         self.identities = PeerIdentities(
             store, pinned=config.tls_pinned, relays=config.tls_relays, log=self.log
@@ -188,7 +193,7 @@ class Peering:
             nursery.start_soon(self._timers)
             nursery.start_soon(self._forgetter)
             nursery.start_soon(self.final_acks.run)
-            nursery.start_soon(trio.serve_listeners, self._serve_peer, listeners)
+            nursery.start_soon(trio.serve_listeners, functools.partial(serve_peer, self), listeners)
             task_status.started()
 
     def _add_queue(
@@ -232,48 +237,13 @@ class Peering:
 
     # ------------------------------------------------------------------ peer connections
 
-    async def _serve_peer(self, stream: trio.SocketStream) -> None:
-        try:
-            host, port = stream.socket.getpeername()[:2]
-        except OSError:
-            await stream.aclose()
-            return
-        address = ipaddress.ip_address(host)
-        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-            address = address.ipv4_mapped
-        peer = f"{host}:{port}"
-        if not any(address in network for network in self.config.peer_accept_from):
-            self.log.warning(
-                "peer_refused", peer=peer, reason="address not allowed by peers.accept_from"
-            )
-            await stream.aclose()
-            return
-        if len(self.connections) >= self.config.peer_max_connections:
-            self.log.warning(
-                "peer_refused",
-                peer=peer,
-                reason=f"peers.max_connections ({self.config.peer_max_connections}) reached",
-            )
-            await stream.aclose()
-            return
-        set_no_delay(stream)
-        secure: trio.abc.Stream = stream
-        identity = None
-        if self.tls.peer_server is not None:
-            try:
-                secure, identity = await peer_handshake(
-                    stream, self.tls.peer_server, server_side=True, config=self.config
-                )
-            except TlsFailed as exc:
-                self.log.warning("peer_refused", peer=peer, reason=str(exc))
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
-                return
-        connection = PeerConnection(
-            self, secure, role=Role.ACCEPTOR, peer=peer, settings=self.settings, identity=identity
-        )
-        self.connections.add(connection)
-        await connection.run()
+    def denied(self, connection: PeerConnection) -> Callable[[storage.QueueRecord], bool] | None:
+        """Whether a queue's permissions refuse messages from ``connection``'s peer
+        (``peer:<identity>``; ``peer:anonymous`` without mutual TLS), or None."""
+        authorization = self.authorization
+        if authorization is None or not authorization.enabled:
+            return None
+        return authorization.refuses_peer(connection.identity)
 
     def connection_ended(self, connection: PeerConnection) -> None:
         """A connection closed (either side, any reason)."""
@@ -315,7 +285,9 @@ class Peering:
                 connection,
                 packet,
                 recoverable,
-                self.arrivals.local(packet, queue_key, wall=time.time()),
+                self.arrivals.local(
+                    packet, queue_key, wall=time.time(), denied=self.denied(connection)
+                ),
             )
 
     def _processed(self, connection: PeerConnection, recoverable: int | None) -> None:
@@ -341,7 +313,9 @@ class Peering:
             self._processed(connection, recoverable)
             self._order_ack_wake.set()
             return
-        arrival = self.arrivals.local(packet, queue_key, wall=time.time())
+        arrival = self.arrivals.local(
+            packet, queue_key, wall=time.time(), denied=self.denied(connection)
+        )
         state = self.incoming.accepted_state(key)
         assert state is not None
         record = storage.RecordIncoming(

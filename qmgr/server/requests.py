@@ -37,6 +37,7 @@ from qmgr.core.errors import (
     from_store_error,
 )
 from qmgr.core.names import display_format_name
+from qmgr.core.permissions import Principal
 from qmgr.core.poison import merge_settings
 from qmgr.core.sends import SendMode
 from qmgr.core.transactions import Transaction, TransactionState
@@ -44,6 +45,7 @@ from storage import QueueKind, QueueRecord
 from wire import client_frames as cf
 
 from .list_requests import ListRequests
+from .permission_requests import PermissionRequests
 from .poison_requests import PoisonRequests
 from .services import OutgoingAction, PeeringControl, Services
 from .trace_requests import TraceRequests
@@ -66,8 +68,13 @@ _OUTGOING_EVENTS: Final = {
 }
 
 
-class RequestHandlers(TwoPhaseRequests, TraceRequests, ListRequests, PoisonRequests):
+class RequestHandlers(
+    TwoPhaseRequests, TraceRequests, ListRequests, PoisonRequests, PermissionRequests
+):
     """The request handlers of a client session (the session supplies the I/O)."""
+
+    #: Who the client authenticated as, with its groups (None: nobody).
+    _principal: Principal | None = None
 
     log: structlog.typing.FilteringBoundLogger
     conn_id: int
@@ -121,6 +128,7 @@ class RequestHandlers(TwoPhaseRequests, TraceRequests, ListRequests, PoisonReque
             **self.poison_handlers(),
             **self.trace_handlers(),
             **self.list_handlers(),
+            **self.permission_handlers(),
         }
 
     def _failed(self, request_id: int, request: object, error: QueueManagerError) -> None:
@@ -156,6 +164,12 @@ class RequestHandlers(TwoPhaseRequests, TraceRequests, ListRequests, PoisonReque
             poison=poison,
             wall=time.time(),
         )
+        authorization = self.services.authorization
+        if authorization is not None:
+            # The queue and its list are one write: a new queue is never without one.
+            creator = self._principal
+            name = unit.ops[0].name  # type: ignore[attr-defined]
+            unit = storage.Unit((*unit.ops, authorization.new_queue_acl(name, creator)))
         record = core.queue_created(await self._write(unit))
         self.log.info("queue_created", queue=record.name, transactional=record.transactional)
         self.reply(request_id, cf.Ok(value=record.queue_id))

@@ -11,7 +11,7 @@ import enum
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
@@ -19,6 +19,9 @@ from wire import client_frames as cf
 
 from .committer import Committer
 from .signals import QueueSignals, Wakeup
+
+if TYPE_CHECKING:
+    from .authorization import Authorization
 
 __all__ = ["ConnectionLimits", "OutgoingAction", "PeeringControl", "Services"]
 
@@ -103,6 +106,10 @@ class Services:
     maintenance: Wakeup
     #: Delivery between queue managers (outgoing queues, incoming sequences).
     peering: PeeringControl | None = None
+    #: Queue permissions and tokens (None: every client may do everything).
+    authorization: Authorization | None = None
+    #: Told the peer address of each failed authentication (slows that address down).
+    authentication_failed: Callable[[str], None] = lambda peer: None
     #: Set once the daemon is stopping: requests are refused.
     stopping: bool = False
 

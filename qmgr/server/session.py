@@ -46,7 +46,13 @@ import structlog
 import trio
 
 from qmgr import __version__
-from qmgr.core.errors import InternalError, LimitExceeded, QueueManagerError, ShuttingDown
+from qmgr.core.errors import (
+    AccessDenied,
+    InternalError,
+    LimitExceeded,
+    QueueManagerError,
+    ShuttingDown,
+)
 from wire import RemoteProtocolError
 from wire import client_frames as cf
 
@@ -58,6 +64,10 @@ __all__ = ["ClientSession"]
 
 #: Bytes asked of the stream per read; frames larger than this reserve memory first.
 RECEIVE_CHUNK: Final = 256 * 1024
+#: What a client that has not authenticated is told when it must.
+_AUTHENTICATE_FIRST: Final = (
+    "authenticate first: this queue manager requires a client certificate or a token"
+)
 #: How long the error reply that ends a connection may take to write.
 FAREWELL_TIMEOUT: Final = 2.0
 #: Replies held for one connection before they are written, whatever is still to handle.
@@ -77,6 +87,7 @@ class ClientSession(RequestHandlers):
         conn_id: int,
         peer: str,
         principal: str | None = None,
+        groups: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(services)
         self.stream = stream
@@ -86,6 +97,9 @@ class ClientSession(RequestHandlers):
         self.principal = principal
         log = structlog.get_logger("qmgr.session").bind(conn=conn_id, peer=peer)
         self.log = log if principal is None else log.bind(principal=principal)
+        authorization = services.authorization
+        if authorization is not None and principal is not None:
+            self._principal = authorization.principal(principal, groups)
         self._decoder = cf.ClientFrameDecoder()
         self._outbox: list[bytes] = []
         #: Bytes of the replies in ``_outbox`` (errors aside: they are small).
@@ -257,6 +271,8 @@ class ClientSession(RequestHandlers):
         """Handle one frame; False means the connection must close."""
         if not self._greeted:
             return self._hello(request_id, value)
+        if type(value) is cf.Authenticate and self._version >= cf.SECURITY_VERSION:
+            return self._authenticate(request_id, value)
         handler = self._handlers.get(type(value))
         needed = _version_needed(type(value))
         too_new = self._version < needed
@@ -273,6 +289,18 @@ class ClientSession(RequestHandlers):
         if self.services.stopping:
             self._failed(request_id, value, ShuttingDown("the queue manager is shutting down"))
             return True
+        authorization = self.services.authorization
+        if authorization is not None and authorization.enabled:
+            if self._principal is None:
+                first = _AUTHENTICATE_FIRST
+                self.log.warning("access_denied", request=type(value).__name__, reason=first)
+                self._deny(request_id, first)
+                return False
+            why = authorization.denial(self._principal, value)
+            if why is not None:
+                self.log.warning("access_denied", request=type(value).__name__, reason=why)
+                self._failed(request_id, value, AccessDenied(why))
+                return True
         try:
             pending = handler(request_id, value)
             if pending is not None:
@@ -285,6 +313,29 @@ class ClientSession(RequestHandlers):
             self.log.exception("request_failed", request=type(value).__name__)
             self._failed(request_id, value, InternalError(f"internal error: {type(exc).__name__}"))
         return True
+
+    def _authenticate(self, request_id: int, value: cf.Authenticate) -> bool:
+        """Authenticate with a token; a token not accepted ends the connection."""
+        authorization = self.services.authorization
+        name = None if authorization is None else authorization.authenticate(value.token)
+        if name is None or authorization is None:
+            self.services.authentication_failed(self.peer)
+            self.log.warning("authentication_failed", method="token")
+            self._deny(request_id, "the token is not accepted")
+            return False
+        if self.principal is not None and self.principal != name:
+            self._deny(request_id, f"this connection is authenticated as {self.principal!r}")
+            return False
+        self.principal = name
+        self._principal = authorization.principal(name)
+        self.log = self.log.bind(principal=name)
+        self.log.info("client_authenticated", method="token")
+        self.reply(request_id, cf.Ok())
+        return True
+
+    def _deny(self, request_id: int, message: str) -> None:
+        error = cf.ErrorReply(code=cf.ErrorCode.ACCESS_DENIED, message=message)
+        self._outbox.append(cf.encode_frame(request_id, error))
 
     def _hello(self, request_id: int, value: cf.FrameValue) -> bool:
         if not isinstance(value, cf.Hello):
@@ -366,6 +417,8 @@ class ClientSession(RequestHandlers):
 
 def _version_needed(request: type[object]) -> int:
     """The protocol version a connection needs for a request of this class."""
+    if request in cf.SECURITY_REQUESTS:
+        return cf.SECURITY_VERSION
     if request in cf.POISON_REQUESTS:
         return cf.POISON_VERSION
     if request in cf.OUTCOMES_REQUESTS:

@@ -84,7 +84,10 @@ def load_contexts(config: Config) -> TlsContexts:
     clients = None
     if config.tls_clients:
         clients = _context(config, ssl.Purpose.CLIENT_AUTH)
-        clients.verify_mode = ssl.CERT_REQUIRED if config.auth_required else ssl.CERT_OPTIONAL
+        # A certificate is how a client authenticates, unless tokens may be used instead.
+        tokens = bool(config.auth_tokens) or config.auth_tokens_file is not None
+        required = config.auth_required and not tokens
+        clients.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
     peer_server = peer_client = None
     if config.tls_peers:
         peer_server = _context(config, ssl.Purpose.CLIENT_AUTH)

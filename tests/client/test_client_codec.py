@@ -334,6 +334,7 @@ REPLIES: list[cf.ServerReply] = [
     cf.MessageReply(message=dataclasses.replace(MESSAGE, counters=cf.MessageCounters())),
     cf.TraceReport(qm_name="qm", findings=()),
     cf.ListInfoList(lists=()),
+    cf.Permissions(queue="q", entries=()),
 ]
 
 

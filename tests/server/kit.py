@@ -144,10 +144,14 @@ class Connection:
 
 
 @asynccontextmanager
-async def open_session(services: Services, *, greet: bool = True) -> AsyncIterator[Connection]:
+async def open_session(
+    services: Services, *, greet: bool = True, principal: str | None = None
+) -> AsyncIterator[Connection]:
     """A session served in the background, with its client (greeted unless told not to)."""
     client_end, server_end = trio.testing.memory_stream_pair()
-    session = ClientSession(services, server_end, conn_id=next(_conn_ids), peer="memory")
+    session = ClientSession(
+        services, server_end, conn_id=next(_conn_ids), peer="memory", principal=principal
+    )
     client = FrameClient(client_end)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(session.run)

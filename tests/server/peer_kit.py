@@ -9,7 +9,7 @@ listener), but no socket is ever opened:
 * ``trio.open_tcp_stream`` is replaced for the test: a node's link that
   connects to another node's peer port gets one end of a
   ``trio.testing.memory_stream_pair``, and the other end is served by that
-  node's peer handler (``Peering._serve_peer``, the listener's handler, so
+  node's peer handler (``peer_accept.serve_peer``, the listener's handler, so
   ``peers.accept_from`` and ``peers.max_connections`` apply). A node that is
   stopped refuses connections, as a closed port does. With
   ``Network.auto_connect`` off, links never connect, and a test makes its
@@ -56,6 +56,7 @@ from qmgr.protocol import Role
 from qmgr.server import peer_link
 from qmgr.server import peering as peering_module
 from qmgr.server.committer import Committer
+from qmgr.server.peer_accept import serve_peer
 from qmgr.server.peer_connection import PeerConnection
 from qmgr.server.peer_link import Link
 from qmgr.server.peering import Peering
@@ -167,7 +168,7 @@ class Channel:
 
 
 class _FakeSocket:
-    """What ``Peering._serve_peer`` asks of a socket: the peer's address."""
+    """What ``peer_accept.serve_peer`` asks of a socket: the peer's address."""
 
     def __init__(self, peer: tuple[str, int]) -> None:
         self._peer = peer
@@ -484,7 +485,7 @@ class Node:
     async def serve(self, stream: FaultStream) -> None:
         """Serve a connection to our peer port (the listener's handler)."""
         _current.set(self)
-        await self.peering._serve_peer(cast(trio.SocketStream, stream))
+        await serve_peer(self.peering, cast(trio.SocketStream, stream))
 
     # ------------------------------------------------------------------ queues and messages
 

@@ -71,6 +71,24 @@ def test_options_errors_say_what_is_wrong(given: dict[str, str], message: str) -
     assert message in str(info.value)
 
 
+def test_options_for_a_secured_queue_manager() -> None:
+    options = Options.parse(
+        {"endpoint": "qm:1802", "TOKEN": "t0k3n", "tlsCa": "/etc/qmgr/ca.crt", "tlscert": "c.crt"}
+    )
+    assert (options.token, options.tls_ca, options.tls_cert, options.tls_key) == (
+        "t0k3n",
+        "/etc/qmgr/ca.crt",
+        "c.crt",
+        None,
+    )
+    assert "t0k3n" not in repr(options)  # a secret stays out of plans and logs
+    with pytest.raises(DataSourceError, match="did you mean 'token'"):
+        Options.parse({"endpoint": "qm:1802", "tokn": "x"})
+    missing = Options.parse({"endpoint": "127.0.0.1:1", "tlsCa": "/nonexistent/ca.crt"})
+    with pytest.raises(DataSourceError, match="'tlsCa', 'tlsCert' and 'tlsKey'"):
+        missing.connect()
+
+
 def test_require_queue() -> None:
     options = Options.parse({"endpoint": "127.0.0.1:1802"})
     with pytest.raises(DataSourceError, match="the option 'queue' is required to read"):

@@ -246,6 +246,16 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         all=st.booleans(),
     ),
     cf.FrameKind.MOVED: st.builds(cf.Moved, count=u64, lookup_id=u64),
+    cf.FrameKind.GET_PERMISSIONS: st.builds(cf.GetPermissions, queue=text),
+    cf.FrameKind.AUTHENTICATE: st.builds(cf.Authenticate, token=text),
+    cf.FrameKind.CHANGE_PERMISSIONS: st.builds(
+        cf.ChangePermissions, queue=text, entry=text, grant=u16, revoke=u16
+    ),
+    cf.FrameKind.PERMISSIONS: st.builds(
+        cf.Permissions,
+        queue=text,
+        entries=st.lists(st.builds(cf.AclEntry, name=text, rights=u16), max_size=3).map(tuple),
+    ),
     cf.FrameKind.LIST_INFO_LIST: st.builds(
         cf.ListInfoList,
         lists=st.lists(

@@ -163,6 +163,15 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         source="orders;poison", target="orders", lookup_id=7
     ),
     cf.FrameKind.MOVED: cf.Moved(count=1, lookup_id=2**40),
+    cf.FrameKind.GET_PERMISSIONS: cf.GetPermissions(queue="orders"),
+    cf.FrameKind.AUTHENTICATE: cf.Authenticate(token="s3cret-token"),
+    cf.FrameKind.CHANGE_PERMISSIONS: cf.ChangePermissions(
+        queue="orders", entry="group:ops", grant=0x06, revoke=0x08
+    ),
+    cf.FrameKind.PERMISSIONS: cf.Permissions(
+        queue="orders",
+        entries=(cf.AclEntry(name="alice", rights=0xFF), cf.AclEntry(name="everyone", rights=1)),
+    ),
     cf.FrameKind.LIST_INFO_LIST: cf.ListInfoList(
         lists=(cf.ListInfo(name="fanout", targets=("orders",)),)
     ),

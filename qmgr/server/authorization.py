@@ -1,0 +1,199 @@
+"""Whether a client's request may run: queue permissions applied to the requests.
+
+Theory of operation
+-------------------
+The rules are in ``qmgr.core.permissions``; this module applies them to the
+client protocol, before a request's handler runs (``ClientSession`` asks
+:meth:`Authorization.denial` for every request once greeted), so that no
+handler can forget a check:
+
+* a request about one queue needs a right on it: receive, peek (a peek, a
+  range, a measure), purge, delete, set properties (poison settings), receive
+  on the source of a move, get properties to read the permissions, change
+  permissions to change them;
+* a send needs send on every local queue it puts a copy in, its
+  distribution lists expanded (a remote queue's own queue manager decides);
+* what concerns the whole queue manager needs an administrator
+  (``auth.admins``): controlling outgoing queues, changing distribution lists;
+* the rest is open to every authenticated client: creating queues (the
+  creator gets full control), listing queues and status, tracing, in-doubt
+  transactions by global id (an xid is a capability: whoever knows it may
+  resolve it, as the Spark driver does).
+
+A journal queue and the subqueues of a queue use that queue's list; the
+system queues (dead letters, the source journal) use the default list, so
+only administrators read them unless a list says otherwise.
+
+A denial is an ``AccessDenied`` that names the principal, the right and the
+queue, and an ``access_denied`` log event with the principal bound.
+Nothing is checked when ``auth.required`` is off.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import storage
+from qmgr.core import names
+from qmgr.core.errors import QueueManagerError
+from qmgr.core.permissions import (
+    ACL_SETTING_PREFIX,
+    Acl,
+    Principal,
+    Right,
+    decode_acl,
+    encode_acl,
+    parse_rights,
+    rights_names,
+)
+from qmgr.core.tokens import TokenBook
+from storage import QueueKind, QueueRecord
+from wire import client_frames as cf
+
+__all__ = ["Authorization"]
+
+#: Requests about one queue: how to find its name, and the right they need.
+_QUEUE_RIGHTS: Final[dict[type[Any], tuple[Callable[[Any], str], Right]]] = {
+    cf.Receive: (lambda r: r.queue, Right.RECEIVE),
+    cf.PeekRange: (lambda r: r.queue, Right.PEEK),
+    cf.DeleteQueue: (lambda r: r.name, Right.DELETE),
+    cf.PurgeQueue: (lambda r: r.name, Right.PURGE),
+    cf.RemoveThrough: (lambda r: r.queue, Right.RECEIVE),
+    cf.MeasureRange: (lambda r: r.queue, Right.PEEK),
+    cf.SetQueueProperties: (lambda r: r.name, Right.SET_PROPERTIES),
+    cf.MoveMessages: (lambda r: r.source, Right.RECEIVE),
+    cf.GetPermissions: (lambda r: r.queue, Right.GET_PROPERTIES),
+    cf.ChangePermissions: (lambda r: r.queue, Right.CHANGE_PERMISSIONS),
+}
+#: Requests only administrators may make.
+_ADMIN_ONLY: Final = frozenset({cf.ControlOutgoing, cf.CreateList, cf.ChangeList, cf.DeleteList})
+
+
+class Authorization:
+    """Applies queue permissions to requests (see the module docstring)."""
+
+    def __init__(
+        self,
+        core: Any,
+        *,
+        enabled: bool,
+        admins: frozenset[str],
+        groups: Mapping[str, frozenset[str]],
+        default_acl: Mapping[str, list[str]],
+        tokens: TokenBook | None = None,
+    ) -> None:
+        self._core = core
+        self._tokens = tokens if tokens is not None else TokenBook({})
+        self.enabled = enabled
+        self._admins = admins
+        self._groups = groups
+        self.default_acl = Acl({entry: parse_rights(words) for entry, words in default_acl.items()})
+
+    # ------------------------------------------------------------------ principals
+
+    def principal(self, name: str, groups: frozenset[str] = frozenset()) -> Principal:
+        """The principal ``name`` in ``groups`` (``group:NAME``, from the system) and
+        in the configured groups it is a member of."""
+        configured = frozenset(
+            f"group:{group}" for group, members in self._groups.items() if name in members
+        )
+        return Principal(name, groups | configured)
+
+    def authenticate(self, token: str) -> str | None:
+        """The principal a token belongs to, or None (see ``core.tokens``)."""
+        return self._tokens.principal_of(token)
+
+    def is_admin(self, principal: Principal) -> bool:
+        """True if ``principal`` (or a group it is in) is in ``auth.admins``."""
+        return bool(principal.names() & self._admins)
+
+    # ------------------------------------------------------------------ lists
+
+    def acl_of(self, record: QueueRecord) -> Acl:
+        """The list that governs ``record`` (its queue's, for a journal or subqueue)."""
+        governing = record
+        if record.kind in (QueueKind.JOURNAL, QueueKind.SUBQUEUE) and record.parent_id is not None:
+            parent = self._core.store.get_queue_by_id(record.parent_id)
+            governing = parent if parent is not None else record
+        text = self._core.store.get_setting(ACL_SETTING_PREFIX + governing.name)
+        if text is None:
+            return self.default_acl
+        try:
+            return decode_acl(text)
+        except ValueError:
+            return self.default_acl
+
+    def new_queue_acl(self, name: str, creator: Principal | None) -> storage.SetSetting:
+        """The operation that gives a new queue ``name`` (canonical) its list:
+        the default, plus full control for its creator."""
+        acl = self.default_acl
+        if creator is not None:
+            acl = acl.granted(creator.name, Right.FULL)
+        return storage.SetSetting(ACL_SETTING_PREFIX + name, encode_acl(acl))
+
+    def changed_acl(
+        self, record: QueueRecord, entry: str, grant: Right, revoke: Right
+    ) -> tuple[Acl, storage.SetSetting]:
+        """The list of ``record`` after granting and revoking, and its write."""
+        acl = self.acl_of(record).revoked(entry, revoke).granted(entry, grant)
+        if not acl.entries.get(entry):
+            acl = acl.revoked(entry, Right.FULL)
+        return acl, storage.SetSetting(ACL_SETTING_PREFIX + record.name, encode_acl(acl))
+
+    # ------------------------------------------------------------------ checks
+
+    def denial(self, principal: Principal | None, request: object) -> str | None:
+        """Why ``principal`` may not make ``request``, or None if it may."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+        kind = type(request)
+        if kind in _ADMIN_ONLY:
+            return f"{principal.name!r} is not an administrator (auth.admins)"
+        if kind is cf.Send:
+            return self._send_denial(principal, request)
+        found = _QUEUE_RIGHTS.get(kind)
+        if found is None:
+            return None
+        name_of, needed = found
+        if kind is cf.Receive and request.peek:  # type: ignore[attr-defined]
+            needed = Right.PEEK
+        return self._queue_denial(principal, name_of(request), needed)
+
+    def refuses_peer(self, identity: str | None) -> Callable[[QueueRecord], bool]:
+        """The test an arriving message from peer ``identity`` passes: True when a
+        queue's list does not give ``peer:<identity>`` (``peer:anonymous``
+        without mutual TLS) the right to send."""
+        peer = self.principal(f"peer:{identity or 'anonymous'}")
+
+        def refuses(record: QueueRecord) -> bool:
+            return not (self.is_admin(peer) or self.acl_of(record).allows(peer, Right.SEND))
+
+        return refuses
+
+    def _queue_denial(self, principal: Principal, reference: str, needed: Right) -> str | None:
+        try:
+            record = self._core.queue(reference)
+        except QueueManagerError:
+            return None  # the handler reports the unknown queue or bad name
+        if self.acl_of(record).allows(principal, needed):
+            return None
+        return _denied(principal, needed, record)
+
+    def _send_denial(self, principal: Principal, request: Any) -> str | None:
+        try:
+            targets = self._core.addressing.destinations(request.message.destination)
+        except QueueManagerError:
+            return None  # the send fails with that error
+        for target in targets:
+            if isinstance(target, QueueRecord) and not self.acl_of(target).allows(
+                principal, Right.SEND
+            ):
+                return _denied(principal, Right.SEND, target)
+        return None
+
+
+def _denied(principal: Principal, needed: Right, record: QueueRecord) -> str:
+    right = "/".join(rights_names(needed))
+    queue = names.display_format_name(record.name)
+    return f"{principal.name!r} may not {right} on queue {record.display_name!r} ({queue})"

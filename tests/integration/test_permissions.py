@@ -1,0 +1,217 @@
+"""Queue permissions with real daemons: every right against every operation (a table),
+administrators, the creator's full control, the raw-frame purge and delete that an
+unprivileged client could make before, and messages from peers that a queue's list
+refuses (NACK_ACCESS_DENIED, never a silent drop)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
+from pki import Pki, log_events
+
+from qmgr.client import (
+    AccessDenied,
+    Acknowledge,
+    Journal,
+    MessageClass,
+    QueueManager,
+    connect,
+    tls_context,
+)
+from wire import client_frames as cf
+
+RIGHTS = (
+    "send",
+    "receive",
+    "peek",
+    "purge",
+    "delete",
+    "set-properties",
+    "get-properties",
+    "change-permissions",
+)
+#: What each operation needs: the rights any one of which allows it (receive includes peek).
+NEEDS: dict[str, set[str]] = {
+    "send": {"send"},
+    "receive": {"receive"},
+    "peek": {"peek", "receive"},
+    "peek_range": {"peek", "receive"},
+    "set_properties": {"set-properties"},
+    "read_permissions": {"get-properties"},
+    "change_permissions": {"change-permissions"},
+    "purge": {"purge"},
+    "delete": {"delete"},  # last: it ends the queue
+}
+OPERATIONS: dict[str, Callable[[QueueManager, str], object]] = {
+    "send": lambda qm, q: qm.send(q, b"x", transactional=True),
+    "receive": lambda qm, q: qm.receive(q, timeout=0),
+    "peek": lambda qm, q: qm.peek(q),
+    "peek_range": lambda qm, q: qm.peek_range(q),
+    "set_properties": lambda qm, q: qm.set_queue_properties(q, retry_count=1),
+    "read_permissions": lambda qm, q: qm.permissions(q),
+    "change_permissions": lambda qm, q: qm.grant(q, "carol", "send"),
+    "purge": lambda qm, q: qm.purge_queue(q),
+    "delete": lambda qm, q: qm.delete_queue(q),
+}
+
+
+@pytest.fixture
+def pki(tmp_path: Path) -> Pki:
+    return Pki(tmp_path / "pki")
+
+
+def secured(pki: Pki, name: str, *more: str) -> list[str]:
+    """Arguments for a queue manager with TLS, authentication, ``root`` as its
+    administrator and no rights for anyone by default."""
+    return pki.serve_args(
+        name,
+        "--set",
+        "auth.required=true",
+        "--set",
+        'auth.admins=["root"]',
+        "--set",
+        "auth.default_acl={}",
+        *more,
+    )
+
+
+def as_user(pki: Pki, daemon: DaemonProcess, name: str) -> QueueManager:
+    cert, key = pki.client(name)
+    return connect(daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key))
+
+
+def test_every_right_against_every_operation(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    daemon = daemon_factory(extra_args=secured(pki, "qm-a"))
+    with as_user(pki, daemon, "root") as root, as_user(pki, daemon, "bob") as bob:
+        outcomes: dict[tuple[str, str], bool] = {}
+        for right in RIGHTS:
+            queue = f"q-{right}"
+            root.create_queue(queue, transactional=True)
+            root.send(queue, b"one", transactional=True)
+            root.send(queue, b"two", transactional=True)
+            assert root.grant(queue, "bob", right) == {"root": ["full"], "bob": [right]}
+            for operation, run in OPERATIONS.items():
+                try:
+                    run(bob, queue)
+                    outcomes[(right, operation)] = True
+                except AccessDenied as exc:
+                    denial = exc.message
+                    outcomes[(right, operation)] = False
+                    assert f"'bob' may not {denial.split(' may not ')[1]}" == denial
+                    assert queue in denial
+        expected = {
+            (right, operation): right in NEEDS[operation]
+            for right in RIGHTS
+            for operation in OPERATIONS
+        }
+        assert outcomes == expected
+    denials = log_events(daemon, "access_denied")
+    assert len(denials) == sum(not allowed for allowed in expected.values())
+    assert all(event.get("principal") == "bob" for event in denials)
+
+
+def test_creators_administrators_and_queue_manager_wide_requests(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    daemon = daemon_factory(extra_args=secured(pki, "qm-a"))
+    with as_user(pki, daemon, "alice") as alice, as_user(pki, daemon, "bob") as bob:
+        alice.create_queue("alices", transactional=True)
+        assert alice.permissions("alices") == {"alice": ["full"]}
+        alice.send("alices", b"mine", transactional=True)
+        with pytest.raises(AccessDenied):
+            bob.receive("alices", timeout=0)
+        alice.grant("alices", "everyone", "peek")
+        assert bob.peek("alices") is not None
+        with pytest.raises(AccessDenied, match="not an administrator"):
+            bob.create_list("fanout", ["alices"])
+        alice.revoke("alices", "everyone")
+        with pytest.raises(AccessDenied):
+            bob.peek("alices")
+        with as_user(pki, daemon, "root") as root:
+            message = root.receive("alices", timeout=0)  # an administrator may do anything
+            assert message is not None
+            root.create_list("fanout", ["alices"])
+        assert any(e.get("principal") == "alice" for e in log_events(daemon, "permissions_changed"))
+
+
+def test_the_raw_frame_purge_and_delete_are_refused(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    daemon = daemon_factory(extra_args=secured(pki, "qm-a"))
+    with as_user(pki, daemon, "root") as root:
+        root.create_queue("precious", transactional=True)
+        root.send("precious", b"keep me", transactional=True)
+    cert, key = pki.client("mallory")
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.load_cert_chain(cert, key)
+    host, port = daemon.address.split(":")
+    with (
+        socket.create_connection((host, int(port)), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as sock,
+    ):
+        decoder = cf.ClientFrameDecoder()
+
+        def call(request_id: int, value: object) -> object:
+            sock.sendall(cf.encode_frame(request_id, value))  # type: ignore[arg-type]
+            while (frame := decoder.next_frame()) is None:
+                decoder.receive_data(sock.recv(65536))
+            assert frame.request_id == request_id
+            return frame.value
+
+        assert isinstance(call(1, cf.Hello(client_name="raw")), cf.HelloOk)
+        for request_id, request in (
+            (2, cf.PurgeQueue(name="precious")),
+            (3, cf.DeleteQueue(name="precious")),
+        ):
+            reply = call(request_id, request)
+            assert isinstance(reply, cf.ErrorReply)
+            assert reply.code == cf.ErrorCode.ACCESS_DENIED
+            assert "'mallory' may not" in reply.message
+    with as_user(pki, daemon, "root") as root:
+        [kept] = root.peek_range("precious")
+        assert kept.body == b"keep me"
+
+
+def test_a_peer_the_list_refuses_gets_nack_access_denied(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=[*secured(pki, "qm-b"), *PEER_FAST])
+    a = daemon_factory(name="qm-a", extra_args=[*secured(pki, "qm-a"), *PEER_FAST])
+    with as_user(pki, a, "root") as qa, as_user(pki, b, "root") as qb:
+        qa.create_queue("acks")
+        qa.grant("acks", "peer:qm-b", "send")  # B's acknowledgments are let in
+        qb.create_queue("orders", transactional=True)  # no right for peers yet
+        with qa.begin() as tx:
+            tx.send(
+                remote_queue(b, "orders"),
+                b"refused",
+                acknowledge=Acknowledge.NACK_REACH_QUEUE,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER,
+            )
+            tx.commit()
+        wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
+        [nack] = qa.peek_range("acks")
+        assert nack.message_class == MessageClass.NACK_ACCESS_DENIED
+        [kept] = qb.peek_range("system$;deadxact")
+        assert (kept.body, kept.message_class) == (b"refused", MessageClass.NACK_ACCESS_DENIED)
+        assert qb.peek_range("orders") == []
+        # Granted to that peer, the next message is let in.
+        qb.grant("orders", "peer:qm-a", "send")
+        with qa.begin() as tx:
+            tx.send(remote_queue(b, "orders"), b"welcome")
+            tx.commit()
+        message = qb.receive("orders", timeout=20)
+        assert message is not None
+        assert message.body == b"welcome"
+    rejected = log_events(b, "message_rejected")
+    assert rejected
+    assert json.dumps(rejected)  # logged with its reason

@@ -1,0 +1,89 @@
+"""Queue permissions in a client session over memory streams: a denied request gets
+ACCESS_DENIED and runs nothing, the connection goes on, older protocol versions are
+refused the permission requests, and nothing is checked without auth.required."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import trio
+import trio.testing
+from kit import message, open_services, open_session
+
+from qmgr.server.authorization import Authorization
+from qmgr.server.services import Services
+from wire import client_frames as cf
+
+
+def enable(services: Services, *, enabled: bool = True) -> None:
+    services.authorization = Authorization(
+        services.core,
+        enabled=enabled,
+        admins=frozenset({"root"}),
+        groups={"ops": frozenset({"carol"})},
+        default_acl={},
+    )
+
+
+async def test_a_denied_request_runs_nothing_and_the_connection_goes_on(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s") as services:
+        enable(services)
+        async with open_session(services, principal="alice") as alice:
+            assert isinstance(await alice.client.call(cf.CreateQueue(name="q")), cf.Ok)
+            sent = await alice.client.call(cf.Send(message=message("q", b"kept")))
+            assert isinstance(sent, cf.Sent)
+        async with open_session(services, principal="bob") as bob:
+            for request in (cf.PurgeQueue(name="q"), cf.DeleteQueue(name="q")):
+                denied = await bob.client.call(request)
+                assert isinstance(denied, cf.ErrorReply)
+                assert denied.code == cf.ErrorCode.ACCESS_DENIED
+                assert "'bob' may not" in denied.message
+            listed = await bob.client.call(cf.ListQueues())  # the connection goes on
+            assert isinstance(listed, cf.QueueList)
+        async with open_session(services, principal="carol") as carol:
+            change = cf.ChangePermissions(queue="q", entry="group:ops", grant=0x06)
+            assert isinstance(await carol.client.call(change), cf.ErrorReply)
+        async with open_session(services, principal="alice") as alice:
+            changed = await alice.client.call(
+                cf.ChangePermissions(queue="q", entry="group:ops", grant=0x06)
+            )
+            assert isinstance(changed, cf.Permissions)
+            assert {e.name: e.rights for e in changed.entries} == {"alice": 0xFF, "group:ops": 6}
+        async with open_session(services, principal="carol") as carol:
+            got = await carol.client.call(cf.Receive(queue="q"))
+            assert isinstance(got, cf.MessageReply)
+            assert got.message.message.body == b"kept"
+
+
+async def test_without_auth_required_nothing_is_checked(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s") as services:
+        enable(services, enabled=False)
+        async with open_session(services, principal="alice") as alice:
+            assert isinstance(await alice.client.call(cf.CreateQueue(name="q")), cf.Ok)
+        async with open_session(services) as anyone:
+            assert isinstance(await anyone.client.call(cf.PurgeQueue(name="q")), cf.Ok)
+            acl = await anyone.client.call(cf.GetPermissions(queue="q"))
+            assert isinstance(acl, cf.Permissions)
+            assert [(e.name, e.rights) for e in acl.entries] == [("alice", 0xFF)]
+
+
+async def test_older_connections_are_refused_the_permission_requests(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with (
+        open_services(tmp_path / "s") as services,
+        open_session(services, greet=False) as old,
+    ):
+        await old.client.send(cf.Hello(client_name="old", min_version=2, max_version=5))
+        hello = await old.client.reply()
+        assert hello is not None
+        assert isinstance(hello.value, cf.HelloOk)
+        await old.client.send(cf.GetPermissions(queue="q"))
+        frame = await old.client.reply()
+        assert frame is not None
+        assert isinstance(frame.value, cf.ErrorReply)
+        assert "protocol version 6" in frame.value.message
