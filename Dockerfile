@@ -6,7 +6,7 @@
 # deployment's CA). See docs/operations.md#security:
 #
 #   qmgr certs init --dir certs
-#   qmgr certs issue qm1 --dir certs --out tls --host qm1.example.com --host localhost
+#   qmgr certs issue qm1 --dir certs --out tls --host qm1.example.com
 #   sudo chown 10001 tls/qm1.key        # the image's qmgr user reads its key
 #   docker run -d -p 1801:1801 -p 1802:1802 -v qmgr-data:/var/lib/qmgr \
 #       -v "$PWD/tls/qm1.crt:/etc/qmgr/tls/qm.crt:ro" \
@@ -22,7 +22,8 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 RUN useradd --system --uid 10001 --home-dir /var/lib/qmgr --shell /usr/sbin/nologin qmgr \
- && mkdir -p /var/lib/qmgr /etc/qmgr/tls && chown qmgr:qmgr /var/lib/qmgr
+ && mkdir -p /var/lib/qmgr /etc/qmgr/tls /run/qmgr \
+ && chown qmgr:qmgr /var/lib/qmgr /run/qmgr
 
 WORKDIR /opt/qmgr
 COPY pyproject.toml README.md ./
@@ -36,16 +37,15 @@ USER qmgr
 VOLUME ["/var/lib/qmgr"]
 # 1801: peers (MSMQ binary protocol, mutual TLS); 1802: clients (SDK and CLI, TLS).
 EXPOSE 1801 1802
-# The health check is a client too: it presents the queue manager's own
-# certificate (valid for clients as well) and connects to "localhost", which
-# the certificate must name (--host localhost when it is issued).
+# The health check is a local client on the Unix-domain socket, known as the
+# image's qmgr user (`docker exec CONTAINER qmgr --server unix:/run/qmgr/qmgr.sock
+# ...` administers the same way).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
-  CMD ["qmgr", "--server", "localhost:1802", "--tls-ca", "/etc/qmgr/tls/ca.crt", \
-       "--tls-cert", "/etc/qmgr/tls/qm.crt", "--tls-key", "/etc/qmgr/tls/qm.key", \
-       "status", "--json"]
+  CMD ["qmgr", "--server", "unix:/run/qmgr/qmgr.sock", "status", "--json"]
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["qmgr"]
 CMD ["serve", "--config", "/etc/qmgr/qmgr.toml", "--data-dir", "/var/lib/qmgr", \
      "--listen", "0.0.0.0:1801", "--client-listen", "0.0.0.0:1802", "--log-format", "json", \
      "--set", "tls.certificate=/etc/qmgr/tls/qm.crt", "--set", "tls.key=/etc/qmgr/tls/qm.key", \
-     "--set", "tls.ca=/etc/qmgr/tls/ca.crt", "--set", "auth.required=true"]
+     "--set", "tls.ca=/etc/qmgr/tls/ca.crt", "--set", "auth.required=true", \
+     "--set", "server.unix_socket=/run/qmgr/qmgr.sock", "--set", "auth.admins=[\"qmgr\"]"]

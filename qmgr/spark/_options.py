@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
@@ -39,6 +39,10 @@ NAMES: Final = {
         "removeOnCommit",
         "partitions",
         "connectTimeout",
+        "token",
+        "tlsCa",
+        "tlsCert",
+        "tlsKey",
     )
 }
 _TRUE: Final = frozenset({"true", "yes", "1"})
@@ -69,6 +73,10 @@ class Options:
             micro-batch once Spark has committed it.
         partitions: read tasks per batch or micro-batch.
         connect_timeout: seconds allowed for connecting to the queue manager.
+        token: a token to authenticate with (``qmgr auth token``), or None.
+        tls_ca, tls_cert, tls_key: connect over TLS trusting the CA bundle
+            ``tls_ca``, with the client certificate ``tls_cert`` and its key
+            (PEM files that must exist on the driver and on every executor).
     """
 
     endpoint: str
@@ -77,6 +85,10 @@ class Options:
     remove_on_commit: bool = True
     partitions: int = DEFAULT_PARTITIONS
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    token: str | None = field(default=None, repr=False)
+    tls_ca: str | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> Options:
@@ -110,6 +122,10 @@ class Options:
             )
             or DEFAULT_PARTITIONS,
             connect_timeout=_seconds(values, "connecttimeout", DEFAULT_CONNECT_TIMEOUT),
+            token=_text(values, "token"),
+            tls_ca=_text(values, "tlsca"),
+            tls_cert=_text(values, "tlscert"),
+            tls_key=_text(values, "tlskey"),
         )
 
     def require_queue(self, purpose: str) -> str:
@@ -129,10 +145,23 @@ class Options:
         Raises:
             DataSourceError: it cannot be reached (the message says where and why).
         """
-        from qmgr.client import QueueError, connect
+        from qmgr.client import QueueError, connect, tls_context
 
         try:
-            return connect(self.endpoint, timeout=self.connect_timeout, client_name="spark")
+            tls = None
+            if self.tls_ca is not None or self.tls_cert is not None:
+                tls = tls_context(self.tls_ca, certificate=self.tls_cert, key=self.tls_key)
+        except ValueError as exc:
+            msg = f"the options 'tlsCa', 'tlsCert' and 'tlsKey': {exc}"
+            raise DataSourceError(msg) from None
+        try:
+            return connect(
+                self.endpoint,
+                timeout=self.connect_timeout,
+                client_name="spark",
+                tls=tls,
+                token=self.token,
+            )
         except QueueError as exc:
             msg = (
                 f"cannot reach the queue manager at {self.endpoint} within "
