@@ -66,6 +66,8 @@ _QUEUE_RIGHTS: Final[dict[type[Any], tuple[Callable[[Any], str], Right]]] = {
     cf.GetPermissions: (lambda r: r.queue, Right.GET_PROPERTIES),
     cf.ChangePermissions: (lambda r: r.queue, Right.CHANGE_PERMISSIONS),
 }
+#: Lists kept in memory at most (the cache starts over past it).
+_MAX_CACHED: Final = 100_000
 #: Requests only administrators may make.
 _ADMIN_ONLY: Final = frozenset({cf.ControlOutgoing, cf.CreateList, cf.ChangeList, cf.DeleteList})
 
@@ -89,6 +91,9 @@ class Authorization:
         self._admins = admins
         self._groups = groups
         self.default_acl = Acl({entry: parse_rights(words) for entry, words in default_acl.items()})
+        #: Lists read from the store, by queue name. Every change goes through this
+        #: object (one daemon owns the store), which keeps the cache in step.
+        self._lists: dict[str, Acl] = {}
 
     # ------------------------------------------------------------------ principals
 
@@ -116,13 +121,25 @@ class Authorization:
         if record.kind in (QueueKind.JOURNAL, QueueKind.SUBQUEUE) and record.parent_id is not None:
             parent = self._core.store.get_queue_by_id(record.parent_id)
             governing = parent if parent is not None else record
+        cached = self._lists.get(governing.name)
+        if cached is not None:
+            return cached
         text = self._core.store.get_setting(ACL_SETTING_PREFIX + governing.name)
-        if text is None:
-            return self.default_acl
-        try:
-            return decode_acl(text)
-        except ValueError:
-            return self.default_acl
+        acl = self.default_acl
+        if text is not None:
+            try:
+                acl = decode_acl(text)
+            except ValueError:
+                acl = self.default_acl
+        if len(self._lists) >= _MAX_CACHED:
+            self._lists.clear()
+        self._lists[governing.name] = acl
+        return acl
+
+    def written(self, setting: storage.SetSetting) -> None:
+        """A list was written (a new queue's, or a change): the cache follows."""
+        name = setting.key[len(ACL_SETTING_PREFIX) :]
+        self._lists[name] = decode_acl(setting.value)
 
     def new_queue_acl(self, name: str, creator: Principal | None) -> storage.SetSetting:
         """The operation that gives a new queue ``name`` (canonical) its list:

@@ -78,6 +78,7 @@ class PermissionRequests(abc.ABC):
             raise from_store_error(exc) from exc
         if outcome.error is not None:
             raise from_store_error(outcome.error)
+        authorization.written(write)
         self.log.info(
             "permissions_changed",
             queue=record.name,

@@ -169,8 +169,11 @@ class RequestHandlers(
             # The queue and its list are one write: a new queue is never without one.
             creator = self._principal
             name = unit.ops[0].name  # type: ignore[attr-defined]
-            unit = storage.Unit((*unit.ops, authorization.new_queue_acl(name, creator)))
+            acl = authorization.new_queue_acl(name, creator)
+            unit = storage.Unit((*unit.ops, acl))
         record = core.queue_created(await self._write(unit))
+        if authorization is not None:
+            authorization.written(acl)
         self.log.info("queue_created", queue=record.name, transactional=record.transactional)
         self.reply(request_id, cf.Ok(value=record.queue_id))
 
