@@ -94,6 +94,9 @@ class Authorization:
         #: Lists read from the store, by queue name. Every change goes through this
         #: object (one daemon owns the store), which keeps the cache in step.
         self._lists: dict[str, Acl] = {}
+        #: Answers for sends, by (principal, destination): a send is checked once
+        #: per destination text, not per message, until a list changes.
+        self._sends: dict[tuple[str, str], str | None] = {}
 
     # ------------------------------------------------------------------ principals
 
@@ -140,6 +143,7 @@ class Authorization:
         """A list was written (a new queue's, or a change): the cache follows."""
         name = setting.key[len(ACL_SETTING_PREFIX) :]
         self._lists[name] = decode_acl(setting.value)
+        self._sends.clear()
 
     def new_queue_acl(self, name: str, creator: Principal | None) -> storage.SetSetting:
         """The operation that gives a new queue ``name`` (canonical) its list:
@@ -168,7 +172,15 @@ class Authorization:
         if kind in _ADMIN_ONLY:
             return f"{principal.name!r} is not an administrator (auth.admins)"
         if kind is cf.Send:
-            return self._send_denial(principal, request)
+            key = (principal.name, request.message.destination)  # type: ignore[attr-defined]
+            if key in self._sends:
+                return self._sends[key]
+            answer = self._send_denial(principal, request)
+            if self._one_queue(key[1]):  # a list's targets may change: not kept
+                if len(self._sends) >= _MAX_CACHED:
+                    self._sends.clear()
+                self._sends[key] = answer
+            return answer
         found = _QUEUE_RIGHTS.get(kind)
         if found is None:
             return None
@@ -187,6 +199,14 @@ class Authorization:
             return not (self.is_admin(peer) or self.acl_of(record).allows(peer, Right.SEND))
 
         return refuses
+
+    def _one_queue(self, destination: str) -> bool:
+        """True if ``destination`` names one queue (no list, no several elements)."""
+        try:
+            parsed = self._core.addressing.parse(destination)
+        except QueueManagerError:
+            return False
+        return not parsed.is_multiple and not parsed.elements[0].distribution_list
 
     def _queue_denial(self, principal: Principal, reference: str, needed: Right) -> str | None:
         try:

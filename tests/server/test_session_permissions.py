@@ -87,3 +87,26 @@ async def test_older_connections_are_refused_the_permission_requests(
         assert frame is not None
         assert isinstance(frame.value, cf.ErrorReply)
         assert "protocol version 6" in frame.value.message
+
+
+async def test_a_change_of_permissions_applies_to_the_next_send(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s") as services:
+        enable(services)
+        async with (
+            open_session(services, principal="alice") as alice,
+            open_session(services, principal="bob") as bob,
+        ):
+            assert isinstance(await alice.client.call(cf.CreateQueue(name="q")), cf.Ok)
+            send = cf.Send(message=message("q", b"from bob"))
+            for _ in range(2):  # asked twice: the answer is kept
+                denied = await bob.client.call(send)
+                assert isinstance(denied, cf.ErrorReply)
+                assert denied.code == cf.ErrorCode.ACCESS_DENIED
+            grant = cf.ChangePermissions(queue="q", entry="bob", grant=0x01)
+            assert isinstance(await alice.client.call(grant), cf.Permissions)
+            assert isinstance(await bob.client.call(send), cf.Sent)
+            revoke = cf.ChangePermissions(queue="q", entry="bob", revoke=0xFF)
+            assert isinstance(await alice.client.call(revoke), cf.Permissions)
+            assert isinstance(await bob.client.call(send), cf.ErrorReply)
