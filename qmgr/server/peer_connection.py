@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import math
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -189,6 +190,9 @@ class PeerConnection:
             return str(leaf)
         if isinstance(leaf, wire.ProtocolError):
             return f"protocol error: {leaf}"
+        cause = leaf.__cause__
+        if isinstance(cause, ssl.SSLError):  # TLS 1.3: a refused certificate shows up here
+            return f"TLS session refused: {cause.reason or cause}"
         return f"connection lost: {leaf!r}"
 
     @property

@@ -121,6 +121,8 @@ def _context(config: Config, purpose: ssl.Purpose) -> ssl.SSLContext:
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, ssl.SSLCertVerificationError) and exc.verify_message:
+        return f"certificate not trusted ({exc.verify_message})"
     if isinstance(exc, ssl.SSLError):
         return exc.reason or str(exc)
     if isinstance(exc, OSError):

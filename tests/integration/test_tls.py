@@ -6,6 +6,7 @@ refused), and the start-up rule for listeners other hosts can reach."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -281,3 +282,32 @@ def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
             timeout=20,
         )
         assert qd.receive("orders", timeout=0) is None
+
+
+def test_the_peer_port_refuses_plain_text_and_expired_certificates(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
+    # A peer that speaks MSMQ's packets in plain text (as Windows MSMQ would).
+    with socket.create_connection(("127.0.0.1", b.peer_port), timeout=10) as raw:
+        raw.sendall(b"\x10\xc0\x0b\x00LIOR" + bytes(64))
+        raw.settimeout(10)
+        assert raw.recv(4096) == b""  # closed without a word of the protocol
+    wait_until(lambda: len(log_events(b, "peer_refused")) >= 1, timeout=10)
+    # A queue manager whose certificate expired (its own clients use plain TCP here).
+    expired = pki.serve_args("", "--set", "tls.clients=false", cert=pki.expired_qm("qm-old"))
+    old = daemon_factory(name="qm-old", extra_args=[*expired, *PEER_FAST])
+    with connect(b.address, tls=tls_context(pki.ca)) as qb, connect(old.address) as qo:
+        qb.create_queue("orders", transactional=True)
+        with qo.begin() as tx:
+            tx.send(remote_queue(b, "orders"), b"from an expired certificate")
+            tx.commit()
+        # TLS 1.3 finishes the client's side first: the refusal reaches the sender as an
+        # alert or as a reset, whichever comes first; the receiver's log says why.
+        wait_until(lambda: qo.outgoing()[0].last_error != "", timeout=20)
+        assert qo.outgoing()[0].waiting == 1
+        assert qb.receive("orders", timeout=0) is None
+    wait_until(
+        lambda: any("expired" in str(e.get("reason")) for e in log_events(b, "peer_refused")),
+        timeout=10,
+    )
