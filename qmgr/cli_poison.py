@@ -28,6 +28,7 @@ __all__ = [
     "add_queue_commands",
     "is_subqueue_move",
     "poison_json",
+    "queue_json",
     "retry_options",
     "retry_text",
     "subqueue_move",
@@ -142,17 +143,7 @@ def queue_show(ctx: click.Context, name: str, as_json: bool) -> None:
     ]
     if as_json:
         data = {
-            "name": info.name,
-            "format_name": info.format_name,
-            "kind": str(info.kind),
-            "transactional": info.transactional,
-            "journal": info.journal,
-            "quota": info.quota,
-            "depth": info.depth,
-            "bytes": info.bytes,
-            "locked": info.locked,
-            "created_at": iso(info.created_at),
-            **poison_json(info),
+            **queue_json(info),
             "subqueues": [{"name": q.name, "depth": q.depth, "bytes": q.bytes} for q in subqueues],
         }
         click.echo(json.dumps(data, indent=2))
@@ -183,6 +174,23 @@ def queue_show(ctx: click.Context, name: str, as_json: bool) -> None:
     for key, value in rows:
         table.add_row(key, value)
     stdout_console().print(table)
+
+
+def queue_json(info: QueueInfo) -> dict[str, Any]:
+    """A queue as JSON (``queue list``, ``queue show`` and ``status``)."""
+    return {
+        "name": info.name,
+        "format_name": info.format_name,
+        "kind": str(info.kind),
+        "transactional": info.transactional,
+        "journal": info.journal,
+        "quota": info.quota,
+        "depth": info.depth,
+        "bytes": info.bytes,
+        "locked": info.locked,
+        "created_at": iso(info.created_at),
+        **poison_json(info),
+    }
 
 
 def _queue(qm: QueueManager, name: str) -> QueueInfo:

@@ -10,9 +10,9 @@ import click
 from rich.table import Table
 from rich.text import Text
 
-from qmgr.cli_common import client, confirm, iso, plural, reports_errors, size, stdout_console
+from qmgr.cli_common import client, confirm, plural, reports_errors, size, stdout_console
 from qmgr.cli_permissions import add_permission_commands
-from qmgr.cli_poison import add_queue_commands, poison_json, retry_options, retry_text
+from qmgr.cli_poison import add_queue_commands, queue_json, retry_options, retry_text
 from qmgr.client import QueueInfo
 
 __all__ = ["ByteCount", "queue", "queue_json", "queue_table"]
@@ -119,22 +119,6 @@ def queue_purge(ctx: click.Context, name: str, yes: bool) -> None:
         confirm(f"Delete every message in {name!r}?", yes)
         count = qm.purge_queue(name)
     click.echo(f"purged {plural(count, 'message')} from {name!r}")
-
-
-def queue_json(info: QueueInfo) -> dict[str, Any]:
-    return {
-        "name": info.name,
-        "format_name": info.format_name,
-        "kind": str(info.kind),
-        "transactional": info.transactional,
-        "journal": info.journal,
-        "quota": info.quota,
-        "depth": info.depth,
-        "bytes": info.bytes,
-        "locked": info.locked,
-        "created_at": iso(info.created_at),
-        **poison_json(info),
-    }
 
 
 def queue_table(queues: list[QueueInfo] | tuple[QueueInfo, ...]) -> Table:

@@ -78,6 +78,7 @@ from .errors import (
     TransactionUsageError,
     from_store_error,
 )
+from .ranges import hold_through
 
 if TYPE_CHECKING:
     from .engine import QueueManagerCore
@@ -451,15 +452,10 @@ class PoisonHandling:
     ) -> tuple[list[int], Unit] | None:
         """Hold up to ``limit`` free messages with a lookup id up to ``through`` and
         return them with the unit that moves them; None when none is left."""
-        core = self._core
         queue_id = source.queue_id
-        found = core.store.read_through(
-            queue_id, through=through, limit=limit, skip=core.locks.held(queue_id)
-        )
+        found = hold_through(self._core, queue_id, through=through, limit=limit)
         if not found:
             return None
-        for lookup_id in found:
-            core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
         ops = tuple(MoveMessage(queue_id, lookup_id, target.queue_id) for lookup_id in found)
         return found, Unit(ops, atomic=False)
 

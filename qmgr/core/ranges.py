@@ -37,7 +37,7 @@ from .outcomes import record_wants_report
 if TYPE_CHECKING:
     from .engine import QueueManagerCore
 
-__all__ = ["measure_range", "removal_done", "removal_step"]
+__all__ = ["hold_through", "measure_range", "removal_done", "removal_step"]
 
 
 def measure_range(
@@ -63,6 +63,18 @@ class _Outside:
         return lookup_id not in self._index
 
 
+def hold_through(core: QueueManagerCore, queue_id: int, *, through: int, limit: int) -> list[int]:
+    """Hold up to ``limit`` free visible messages of a queue with a LookupId up to
+    ``through``; returns their LookupIds (a removal or a move follows)."""
+    found = core.store.read_through(
+        queue_id, through=through, limit=limit, skip=core.locks.held(queue_id)
+    )
+    for lookup_id in found:
+        # The band only places a receive's start, which these holds do not move.
+        core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+    return found
+
+
 def removal_step(
     core: QueueManagerCore, queue: QueueRecord, *, through: int, limit: int, wall: float = 0.0
 ) -> tuple[list[int], Unit] | None:
@@ -70,14 +82,9 @@ def removal_step(
     return them with the unit that removes them (and reports, stamped ``wall``,
     what their receipt asked for); None when there is none left."""
     queue_id = queue.queue_id
-    found = core.store.read_through(
-        queue_id, through=through, limit=limit, skip=core.locks.held(queue_id)
-    )
+    found = hold_through(core, queue_id, through=through, limit=limit)
     if not found:
         return None
-    for lookup_id in found:
-        # The band only places a receive's start, which these holds do not move.
-        core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
     ops: list[storage.Operation] = [core.removal_op(queue_id, lookup_id) for lookup_id in found]
     if core.outcomes.reports_on_receive(queue_id):
         # These are receives: each removal carries the reports its message asked for.

@@ -22,7 +22,8 @@ handler can forget a check:
 
 A journal queue and the subqueues of a queue use that queue's list; the
 system queues (dead letters, the source journal) use the default list, so
-only administrators read them unless a list says otherwise.
+only administrators read them unless a list says otherwise. A stored list
+that cannot be read leaves its queue to administrators.
 
 A denial is an ``AccessDenied`` that names the principal, the right and the
 queue, and an ``access_denied`` log event with the principal bound.
@@ -68,6 +69,9 @@ _QUEUE_RIGHTS: Final[dict[type[Any], tuple[Callable[[Any], str], Right]]] = {
 }
 #: Lists kept in memory at most (the cache starts over past it).
 _MAX_CACHED: Final = 100_000
+#: The list of a queue whose stored list cannot be read: administrators only
+#: (a damaged list must not open a queue to everyone).
+_UNREADABLE: Final = Acl({})
 #: Requests only administrators may make.
 _ADMIN_ONLY: Final = frozenset({cf.ControlOutgoing, cf.CreateList, cf.ChangeList, cf.DeleteList})
 
@@ -133,7 +137,7 @@ class Authorization:
             try:
                 acl = decode_acl(text)
             except ValueError:
-                acl = self.default_acl
+                acl = _UNREADABLE
         if len(self._lists) >= _MAX_CACHED:
             self._lists.clear()
         self._lists[governing.name] = acl

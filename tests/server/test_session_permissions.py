@@ -10,6 +10,7 @@ import trio
 import trio.testing
 from kit import message, open_services, open_session
 
+import storage
 from qmgr.server.authorization import Authorization
 from qmgr.server.services import Services
 from wire import client_frames as cf
@@ -110,3 +111,29 @@ async def test_a_change_of_permissions_applies_to_the_next_send(
             revoke = cf.ChangePermissions(queue="q", entry="bob", revoke=0xFF)
             assert isinstance(await alice.client.call(revoke), cf.Permissions)
             assert isinstance(await bob.client.call(send), cf.ErrorReply)
+
+
+async def test_an_unreadable_stored_list_leaves_the_queue_to_administrators(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s") as services:
+        enable(services)
+        services.authorization = Authorization(
+            services.core,
+            enabled=True,
+            admins=frozenset({"root"}),
+            groups={},
+            default_acl={"everyone": ["send"]},  # what must not apply to a damaged list
+        )
+        async with open_session(services, principal="root") as root:
+            assert isinstance(await root.client.call(cf.CreateQueue(name="q")), cf.Ok)
+        damaged = storage.SetSetting("acl:q", "not a list")
+        [outcome] = services.core.store.commit([storage.Unit((damaged,))], now=0.0)
+        assert outcome.error is None
+        services.authorization._lists.clear()  # as after a restart
+        async with open_session(services, principal="bob") as bob:
+            denied = await bob.client.call(cf.Send(message=message("q", b"x")))
+            assert isinstance(denied, cf.ErrorReply)
+            assert denied.code == cf.ErrorCode.ACCESS_DENIED
+        async with open_session(services, principal="root") as root:
+            assert isinstance(await root.client.call(cf.Send(message=message("q", b"x"))), cf.Sent)
