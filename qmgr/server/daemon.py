@@ -439,17 +439,18 @@ async def serve(
         daemon.start_up()
         if not store.has_ballast:
             log.warning("store_reserve_missing", reserve_size=config.reserve_size)
-        # The local socket first: once the client port answers, every listener does.
+        # The client port last: once it answers, every listener does (the local
+        # socket and the peer port too), so whoever waits for it may use them all.
         if config.unix_socket is not None:
             try:
                 local = await open_unix_listener(config.unix_socket)
             except OSError as exc:
                 msg = f"cannot listen for local clients on {config.unix_socket}: {exc}"
                 raise StartupError(msg) from exc
-        listeners = await _listen(config.client_listen, "clients")
-        bound = listeners[0].socket.getsockname()
         peer_listeners = await _listen(config.listen, "peers")
         peer_bound = peer_listeners[0].socket.getsockname()
+        listeners = await _listen(config.client_listen, "clients")
+        bound = listeners[0].socket.getsockname()
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)

@@ -161,8 +161,10 @@ def test_the_confirmation_process_under_a_broken_link(
                     remote_queue(b, "orders"),
                     body,
                     journal=Journal.DEADLETTER | Journal.JOURNAL,
-                    time_to_be_received=2,
-                    time_to_reach_queue=1,
+                    # Room for a loaded machine to deliver within the time to reach
+                    # the queue; the confirmation deadline is then 4 + min(4, 3) s.
+                    time_to_be_received=4,
+                    time_to_reach_queue=3,
                 )
             tx.commit()
         message = qb.receive("orders", timeout=10)
@@ -174,7 +176,7 @@ def test_the_confirmation_process_under_a_broken_link(
         [confirmed] = wait_for(qa, "system$;journal", 1)
         assert confirmed.id == message.id
         b.kill()
-        # The extended interval: 2 s to be received + min(2, 1) s.
+        # The extended interval: 4 s to be received + min(4, 3) s.
         [dead] = wait_for(qa, "system$;deadxact", 1, timeout=15)
         assert (dead.body, dead.message_class) == (
             b"never confirmed",
