@@ -207,7 +207,7 @@ def serve(
     try:
         trio.run(run_daemon, config)
     except StartupError as exc:
-        fail(str(exc))
+        fail(str(exc), status=exc.status)
     except KeyboardInterrupt:
         pass  # Ctrl-C before the signal handlers were installed
 

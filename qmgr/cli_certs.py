@@ -3,12 +3,14 @@
 ``init`` makes the CA (``ca.key``, ``ca.crt``) in a directory, ``issue``
 signs a certificate for a queue manager (``--host`` for each name or
 address it is reached at) or, with ``--client``, for an SDK or CLI user,
-and ``show`` prints what a certificate says. The work is done by
+and ``show`` prints what a certificate says, with whether it is valid now
+(expired, not yet valid) and for how long. The work is done by
 :mod:`qmgr.certs`; these commands need no running queue manager.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import shlex
 from collections.abc import Iterator
@@ -26,7 +28,7 @@ from qmgr.certs import (
     init_ca,
     issue,
 )
-from qmgr.cli_common import CliError, iso, reports_errors
+from qmgr.cli_common import CliError, iso, plural, reports_errors
 
 __all__ = ["certs"]
 
@@ -174,8 +176,9 @@ def certs_issue(
 @reports_errors
 def certs_show(path: Path, as_json: bool) -> None:
     """Show a certificate's names, kind, validity and fingerprint."""
+    now = dt.datetime.now(dt.UTC)
     with _reported():
-        info = describe(path)
+        info = describe(path, now=now)
     if as_json:
         click.echo(json.dumps(_info_json(info)))
         return
@@ -187,12 +190,36 @@ def certs_show(path: Path, as_json: bool) -> None:
         ("hosts", ", ".join(hosts) if hosts else "(none)"),
         ("valid from", iso(info.not_before)),
         ("valid until", iso(info.not_after)),
+        ("status", _status(info, now)),
         ("serial", f"{info.serial:x}"),
         ("sha256", info.sha256_fingerprint),
     ]
     width = max(len(label) for label, _ in rows)
     for label, value in rows:
         click.echo(f"{label + ':':<{width + 1}} {value}")
+
+
+def _status(info: CertInfo, now: dt.datetime) -> str:
+    """``valid, expires in 824 days (...)``, ``expired 3 days ago (...)`` or
+    ``not yet valid: valid in 2 hours (...)``."""
+    if info.validity == "expired":
+        return f"expired {_span(now - info.not_after)} ago ({_when(info.not_after)})"
+    if info.validity == "not yet valid":
+        return f"not yet valid: valid in {_span(info.not_before - now)} ({_when(info.not_before)})"
+    return f"valid, expires in {_span(info.not_after - now)} ({_when(info.not_after)})"
+
+
+def _span(delta: dt.timedelta) -> str:
+    """A duration for people, in its largest whole unit: ``3 days``, ``1 hour``."""
+    seconds = int(delta.total_seconds())
+    for unit, length in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= length:
+            return plural(seconds // length, unit)
+    return "less than a minute"
+
+
+def _when(moment: dt.datetime) -> str:
+    return f"{moment.astimezone(dt.UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def _info_json(info: CertInfo) -> dict[str, object]:
@@ -205,6 +232,7 @@ def _info_json(info: CertInfo) -> dict[str, object]:
         "ip_addresses": list(info.ip_addresses),
         "not_before": iso(info.not_before),
         "not_after": iso(info.not_after),
+        "validity": info.validity,
         "serial": f"{info.serial:x}",
         "sha256_fingerprint": info.sha256_fingerprint,
     }

@@ -80,6 +80,9 @@ class Config:
     writer_thread: bool
     peer_accept_from: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
     peer_max_connections: int
+    peer_max_unauthenticated: int
+    peer_max_rejected_bytes: int
+    peer_max_unauthenticated_per_address: int
     peer_window: int
     peer_ack_timeout: float
     peer_recoverable_ack_timeout: float
@@ -114,6 +117,8 @@ class Config:
     auth_default_acl: dict[str, list[str]]
     auth_failure_delay: float
     max_connections_per_address: int
+    max_unauthenticated_per_address: int
+    max_unauthenticated: int
 
     @property
     def tls_on_clients(self) -> bool:
@@ -196,6 +201,10 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("auth", "default_acl"): _Key("auth_default_acl", dict),
     ("auth", "failure_delay"): _Key("auth_failure_delay", float, _not_negative),
     ("limits", "max_connections_per_address"): _Key("max_connections_per_address", int, _positive),
+    ("limits", "max_unauthenticated_per_address"): _Key(
+        "max_unauthenticated_per_address", int, _positive
+    ),
+    ("limits", "max_unauthenticated"): _Key("max_unauthenticated", int, _positive),
     ("log", "format"): _Key("log_format", str, _one_of("auto", "console", "json")),
     ("log", "level"): _Key("log_level", str, _one_of("debug", "info", "warning", "error")),
     ("transactions", "idle_timeout"): _Key("tx_idle_timeout", float, _positive),
@@ -221,6 +230,11 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("store", "writer_thread"): _Key("writer_thread", bool),
     ("peers", "accept_from"): _Key("peer_accept_from", list),
     ("peers", "max_connections"): _Key("peer_max_connections", int, _positive),
+    ("peers", "max_unauthenticated"): _Key("peer_max_unauthenticated", int, _positive),
+    ("peers", "max_rejected_bytes"): _Key("peer_max_rejected_bytes", int, _positive),
+    ("peers", "max_unauthenticated_per_address"): _Key(
+        "peer_max_unauthenticated_per_address", int, _positive
+    ),
     ("peers", "window"): _Key(
         "peer_window", int, lambda v: None if 1 <= v <= 0xFFFF else "must be 1..65535"
     ),
@@ -471,10 +485,15 @@ def _default_acl(values: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _tokens(values: dict[str, Any]) -> dict[str, str]:
+    from qmgr.core.permissions import user_name_problem
     from qmgr.core.tokens import parse_hash
 
     tokens = {}
     for name, text in values.items():
+        problem = user_name_problem(str(name))
+        if problem is not None:
+            msg = f"auth.tokens.{name}: {problem}"
+            raise ConfigError(msg)
         try:
             parse_hash(str(text))
         except ValueError as exc:

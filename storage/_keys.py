@@ -127,6 +127,7 @@ __all__ = [
     "META_SCHEMA_VERSION",
     "META_SEQUENCE_STAMP",
     "QM_GUID_SIZE",
+    "SETTING_KEY_PREFIX",
     "counters_key",
     "decode_expiry_key",
     "expiry_key",
@@ -182,7 +183,7 @@ META_SEQUENCE_STAMP: Final = b"sequence_stamp"
 META_HISTORY_COUNTER: Final = b"history_counter"
 #: Rewritten (empty) to move LMDB's transaction id on when space must be reclaimed.
 META_RECLAIM: Final = b"reclaim"
-_SETTING_PREFIX: Final = b"setting:"
+SETTING_KEY_PREFIX: Final = b"setting:"
 
 #: LMDB's compiled-in key size limit.
 MAX_KEY_SIZE: Final = 511
@@ -321,11 +322,10 @@ def setting_key(key: str) -> bytes:
     Raises:
         InvalidRecord: if the key is empty or its encoding exceeds LMDB's key size limit.
     """
-    encoded = _SETTING_PREFIX + key.encode("utf-8")
+    encoded = SETTING_KEY_PREFIX + key.encode("utf-8")
     if not key or len(encoded) > MAX_KEY_SIZE:
-        msg = (
-            f"setting key must be 1..{MAX_KEY_SIZE - len(_SETTING_PREFIX)} bytes of UTF-8: {key!r}"
-        )
+        room = MAX_KEY_SIZE - len(SETTING_KEY_PREFIX)
+        msg = f"setting key must be 1..{room} bytes of UTF-8: {key!r}"
         raise InvalidRecord(msg)
     return encoded
 

@@ -19,6 +19,11 @@ Header, format version 1::
                Q x (queue_id u32, bytes u64): quota bytes reserved per queue
                P x queue_id u32
 
+Format version 2 is version 1 followed by the *owner*, the principal that
+prepared it (u16 length, UTF-8), so that only it and administrators may
+resolve or list it; a header without an owner is written as version 1, and
+a version 1 header reads as owned by nobody (administrators only).
+
 A transaction pins the queues it sends to and receives from; a receive from
 a journal queue pins the queue it journals (the journal is deleted with it,
 never alone). The reservations and pins are what the catalog rebuilds at
@@ -48,7 +53,8 @@ or 4 (outgoing): the same fields, then ``deadline`` f64 (0: none) and, for a
 local send, the note's length u8 and the note, before the names or payload.
 
 An outcome (in ``outcomes``, keyed by the xid) is 9 bytes: the state u8
-(1 committed, 2 aborted) and ``resolved_at`` f64 wall seconds.
+(1 committed, 2 aborted) and ``resolved_at`` f64 wall seconds, followed by
+the owner's name in UTF-8 when the transaction had one.
 """
 
 from __future__ import annotations
@@ -81,6 +87,11 @@ __all__ = [
 Send = AppendMessage | AppendOutgoing
 
 PREPARED_FORMAT_VERSION: Final = 1
+#: A header with its owner after the version 1 fields.
+OWNED_HEADER_VERSION: Final = 2
+_OWNER_LENGTH = struct.Struct(">H")
+#: Longest owner name kept, in UTF-8 bytes.
+MAX_OWNER_BYTES: Final = 1024
 _HEADER = struct.Struct(">BdIQIII")
 _RECEIVE = struct.Struct(">IQ")
 _PIN = struct.Struct(">I")
@@ -115,6 +126,8 @@ class PreparedInfo:
     receives: tuple[tuple[int, int], ...]
     #: The queues its local sends go to.
     queue_ids: frozenset[int]
+    #: The principal that prepared it ("": none known, administrators only).
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +139,8 @@ class OutcomeInfo:
     committed: bool
     #: Wall seconds when it was resolved.
     resolved_at: float
+    #: The principal whose transaction it was ("": none known).
+    owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +155,8 @@ class PreparedHeader:
     reserved: tuple[tuple[int, int], ...]
     #: The queues it pins.
     pinned: tuple[int, ...]
+    #: The principal that prepared it ("": none).
+    owner: str = ""
 
     def info(self, xid: str) -> PreparedInfo:
         """The public view of the header."""
@@ -150,6 +167,7 @@ class PreparedHeader:
             send_bytes=self.send_bytes,
             receives=self.receives,
             queue_ids=frozenset(queue_id for queue_id, _ in self.reserved),
+            owner=self.owner,
         )
 
 
@@ -159,10 +177,11 @@ def encode_header(header: PreparedHeader) -> bytes:
     Raises:
         InvalidRecord: a number does not fit its width.
     """
+    owner = _owner_bytes(header.owner)
     try:
         parts = [
             _HEADER.pack(
-                PREPARED_FORMAT_VERSION,
+                OWNED_HEADER_VERSION if owner else PREPARED_FORMAT_VERSION,
                 header.created_at,
                 header.sends,
                 header.send_bytes,
@@ -174,6 +193,8 @@ def encode_header(header: PreparedHeader) -> bytes:
         parts.extend(_RECEIVE.pack(*receive) for receive in header.receives)
         parts.extend(_RECEIVE.pack(*reserved) for reserved in header.reserved)
         parts.extend(_PIN.pack(queue_id) for queue_id in header.pinned)
+        if owner:
+            parts.append(_OWNER_LENGTH.pack(len(owner)) + owner)
     except struct.error as exc:
         msg = f"prepared transaction field out of range: {exc}"
         raise InvalidRecord(msg) from exc
@@ -194,7 +215,15 @@ def decode_header(data: bytes | memoryview) -> PreparedHeader:
         msg = f"prepared header of {len(data)} bytes is shorter than its fixed part"
         raise StoreCorrupt(msg) from exc
     size = _HEADER.size + (receives + reserved) * _RECEIVE.size + pinned * _PIN.size
-    if version != PREPARED_FORMAT_VERSION or size != len(data):
+    owner = ""
+    if version == OWNED_HEADER_VERSION and len(data) >= size + _OWNER_LENGTH.size:
+        (length,) = _OWNER_LENGTH.unpack_from(data, size)
+        start = size + _OWNER_LENGTH.size
+        owner = _owner_text(bytes(data[start : start + length]))
+        size = start + length
+    elif version != PREPARED_FORMAT_VERSION:
+        size = -1
+    if size != len(data):
         msg = f"prepared header is corrupt (version {version}, {len(data)} bytes)"
         raise StoreCorrupt(msg)
     offset = _HEADER.size
@@ -210,7 +239,29 @@ def decode_header(data: bytes | memoryview) -> PreparedHeader:
         receives=tuple(pairs[:receives]),
         reserved=tuple(pairs[receives:]),
         pinned=pins,
+        owner=owner,
     )
+
+
+def _owner_bytes(owner: str) -> bytes:
+    """An owner's name as stored.
+
+    Raises:
+        InvalidRecord: it is longer than :data:`MAX_OWNER_BYTES`.
+    """
+    encoded = owner.encode("utf-8")
+    if len(encoded) > MAX_OWNER_BYTES:
+        msg = f"an owner's name is at most {MAX_OWNER_BYTES} bytes of UTF-8, not {len(encoded)}"
+        raise InvalidRecord(msg)
+    return encoded
+
+
+def _owner_text(raw: bytes) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        msg = "the owner of a prepared transaction is not UTF-8"
+        raise StoreCorrupt(msg) from exc
 
 
 def _parts(
@@ -316,9 +367,13 @@ def milliseconds(wall: float) -> int:
     return min(max(math.floor(wall * 1000), 0), _MAX_U64)
 
 
-def encode_outcome(committed: bool, resolved_at: float) -> bytes:
-    """Encode an outcome: its state and when it was resolved."""
-    return _OUTCOME.pack(_COMMITTED if committed else _ABORTED, resolved_at)
+def encode_outcome(committed: bool, resolved_at: float, owner: str = "") -> bytes:
+    """Encode an outcome: its state, when it was resolved, and whose it was.
+
+    Raises:
+        InvalidRecord: the owner's name is too long.
+    """
+    return _OUTCOME.pack(_COMMITTED if committed else _ABORTED, resolved_at) + _owner_bytes(owner)
 
 
 def decode_outcome(xid: str, data: bytes | memoryview) -> OutcomeInfo:
@@ -327,8 +382,9 @@ def decode_outcome(xid: str, data: bytes | memoryview) -> OutcomeInfo:
     Raises:
         StoreCorrupt: the bytes are not an outcome.
     """
-    if len(data) != _OUTCOME.size or data[0] not in (_COMMITTED, _ABORTED):
+    if len(data) < _OUTCOME.size or data[0] not in (_COMMITTED, _ABORTED):
         msg = f"outcome of transaction {xid!r} is corrupt ({len(data)} bytes)"
         raise StoreCorrupt(msg)
-    state, resolved_at = _OUTCOME.unpack(data)
-    return OutcomeInfo(xid, state == _COMMITTED, resolved_at)
+    state, resolved_at = _OUTCOME.unpack_from(data)
+    owner = _owner_text(bytes(data[_OUTCOME.size :]))
+    return OutcomeInfo(xid, state == _COMMITTED, resolved_at, owner)

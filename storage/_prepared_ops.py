@@ -183,12 +183,12 @@ def _check_unused(ctx: PlanContext, xid: str, raw: bytes) -> None:
 
 
 def _record_outcome(
-    ctx: PlanContext, xid: str, raw: bytes, committed: bool, resolved_at: float
+    ctx: PlanContext, xid: str, raw: bytes, committed: bool, resolved_at: float, owner: str
 ) -> None:
     dbs = ctx.dbs
-    ctx.put(dbs.outcomes, raw, encode_outcome(committed, resolved_at))
+    ctx.put(dbs.outcomes, raw, encode_outcome(committed, resolved_at, owner))
     ctx.put(dbs.outcome_times, outcome_time_key(milliseconds(resolved_at), raw), b"")
-    ctx.set_scratch((_XID, raw), OutcomeInfo(xid, committed, resolved_at))
+    ctx.set_scratch((_XID, raw), OutcomeInfo(xid, committed, resolved_at, owner))
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +199,8 @@ class PrepareTransaction(Operation):
     ``sends`` are the operations its commit will plan (payloads as
     ``AppendMessage`` takes them; parts are joined when written);
     ``receives`` the messages it received, ``(queue_id, lookup_id)``, in
-    order; ``created_at`` wall seconds.
+    order; ``created_at`` wall seconds; ``owner`` the principal that
+    prepared it (kept with it and with its outcome; "" for none).
 
     Raises (when planned):
         InvalidRecord: the xid is empty, longer than 200 bytes or has a NUL;
@@ -216,6 +217,7 @@ class PrepareTransaction(Operation):
     sends: tuple[Send, ...]
     receives: tuple[tuple[int, int], ...]
     created_at: float
+    owner: str = ""
 
     def plan(self, ctx: PlanContext) -> Result:
         raw = xid_key(self.xid)
@@ -259,6 +261,7 @@ class PrepareTransaction(Operation):
             receives=tuple(self.receives),
             reserved=tuple(reserved.items()),
             pinned=tuple(pinned),
+            owner=self.owner,
         )
         values = [encode_header(header), *(encode_send(send) for send in self.sends)]
         db = ctx.dbs.prepared
@@ -318,7 +321,7 @@ class ResolvePrepared(Operation):
             ctx.reserve(queue_id, -size, 0)
         for queue_id in header.pinned:
             ctx.reserve(queue_id, 0, -1)
-        _record_outcome(ctx, self.xid, raw, self.commit, self.resolved_at)
+        _record_outcome(ctx, self.xid, raw, self.commit, self.resolved_at, header.owner)
         resolution = Resolution.COMMITTED if self.commit else Resolution.ABORTED
         return Resolved(self.xid, resolution, header.receives, appended)
 
@@ -380,11 +383,12 @@ class RecordOutcome(Operation):
     xid: str
     committed: bool
     resolved_at: float
+    owner: str = ""
 
     def plan(self, ctx: PlanContext) -> Result:
         raw = xid_key(self.xid)
         _check_unused(ctx, self.xid, raw)
-        _record_outcome(ctx, self.xid, raw, self.committed, self.resolved_at)
+        _record_outcome(ctx, self.xid, raw, self.committed, self.resolved_at, self.owner)
         return Done()
 
 

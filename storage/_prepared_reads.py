@@ -44,10 +44,10 @@ def _known_xid(xid: str) -> bytes | None:
 
 
 def read_prepared(
-    env: Environment, catalog: Catalog, prefix: str, limit: int | None
+    env: Environment, catalog: Catalog, prefix: str, limit: int | None, owner: str | None = None
 ) -> list[PreparedInfo]:
     """Prepared transactions whose xid starts with ``prefix``, in xid order; at
-    most ``limit`` (``None``: all).
+    most ``limit`` (``None``: all); only those of ``owner`` unless it is None.
 
     Raises:
         StoreCorrupt: a key or header does not decode.
@@ -70,7 +70,9 @@ def read_prepared(
             if index != 0:
                 msg = f"prepared transaction {raw!r} has no header"
                 raise StoreCorrupt(msg)
-            found.append(decode_header(cursor.value()).info(_xid(raw)))
+            info = decode_header(cursor.value()).info(_xid(raw))
+            if owner is None or info.owner == owner:
+                found.append(info)
             if limit is not None and len(found) >= limit:
                 break
             positioned = cursor.set_range(raw + b"\x01")  # past its sends
@@ -106,10 +108,10 @@ def read_outcome(env: Environment, catalog: Catalog, xid: str) -> OutcomeInfo | 
 
 
 def read_outcomes(
-    env: Environment, catalog: Catalog, prefix: str, limit: int | None
+    env: Environment, catalog: Catalog, prefix: str, limit: int | None, owner: str | None = None
 ) -> list[OutcomeInfo]:
     """Kept outcomes whose xid starts with ``prefix``, in xid order; at most
-    ``limit`` (``None``: all).
+    ``limit`` (``None``: all); only those of ``owner`` unless it is None.
 
     Raises:
         StoreCorrupt: one does not decode.
@@ -124,7 +126,9 @@ def read_outcomes(
             raw = bytes(cursor.key())
             if not raw.startswith(start):
                 break
-            found.append(decode_outcome(_xid(raw), cursor.value()))
+            outcome = decode_outcome(_xid(raw), cursor.value())
+            if owner is None or outcome.owner == owner:
+                found.append(outcome)
             if limit is not None and len(found) >= limit:
                 break
             positioned = cursor.next()

@@ -48,7 +48,7 @@ from ._confirmations import (
 from ._env import Environment
 from ._errors import MapFull, StoreCorrupt, StoreError, StoreFull
 from ._expiry import DueMessage, read_due
-from ._keys import setting_key
+from ._keys import SETTING_KEY_PREFIX, setting_key
 from ._lists import DistributionList, read_list, read_lists
 from ._ops import ReclaimSpace, Unit, UnitOutcome
 from ._plan import Plan, apply_plan, plan_batch
@@ -180,6 +180,28 @@ class Store:
         erasing = [q.queue_id for q in self._catalog.by_id.values() if q.erasing]
         return sorted(self._catalog.doomed) + sorted(erasing)
 
+    def settings(self, prefix: str, limit: int = 100_000) -> list[tuple[str, str]]:
+        """The settings whose keys begin with ``prefix`` (at most ``limit``), in key order.
+
+        Raises:
+            StoreCorrupt: a stored key or value is not UTF-8.
+        """
+        start = setting_key(prefix) if prefix else SETTING_KEY_PREFIX
+        found: list[tuple[str, str]] = []
+        with self._env.read("settings") as txn, txn.cursor(db=self._catalog.dbs.meta) as cursor:
+            if not cursor.set_range(start):
+                return found
+            for raw_key, raw in cursor:
+                if not raw_key.startswith(start) or len(found) >= limit:
+                    break
+                try:
+                    key = bytes(raw_key[len(SETTING_KEY_PREFIX) :]).decode()
+                    found.append((key, bytes(raw).decode()))
+                except UnicodeDecodeError as exc:
+                    msg = f"a setting under {prefix!r} is not UTF-8"
+                    raise StoreCorrupt(msg) from exc
+        return found
+
     def get_setting(self, key: str) -> str | None:
         """A setting stored with ``SetSetting``, or ``None``.
 
@@ -229,15 +251,16 @@ class Store:
     # ------------------------------------------------------------------ prepared transactions
 
     def prepared_transactions(
-        self, prefix: str = "", limit: int | None = None
+        self, prefix: str = "", limit: int | None = None, *, owner: str | None = None
     ) -> list[PreparedInfo]:
         """Prepared transactions whose xid starts with ``prefix``, in xid order
-        (by UTF-8 bytes), at most ``limit`` (``None``: all). Reads headers only.
+        (by UTF-8 bytes), at most ``limit`` (``None``: all), only those ``owner``
+        prepared unless it is None. Reads headers only.
 
         Raises:
             StoreCorrupt: a stored header does not decode.
         """
-        return read_prepared(self._env, self._catalog, prefix, limit)
+        return read_prepared(self._env, self._catalog, prefix, limit, owner)
 
     def prepared(self, xid: str) -> PreparedInfo | None:
         """The prepared transaction ``xid``, or ``None``.
@@ -255,14 +278,16 @@ class Store:
         """
         return read_outcome(self._env, self._catalog, xid)
 
-    def outcomes(self, prefix: str = "", limit: int | None = None) -> list[OutcomeInfo]:
+    def outcomes(
+        self, prefix: str = "", limit: int | None = None, *, owner: str | None = None
+    ) -> list[OutcomeInfo]:
         """Kept outcomes whose xid starts with ``prefix``, in xid order, at most
-        ``limit`` (``None``: all).
+        ``limit`` (``None``: all), only ``owner``'s unless it is None.
 
         Raises:
             StoreCorrupt: one does not decode.
         """
-        return read_outcomes(self._env, self._catalog, prefix, limit)
+        return read_outcomes(self._env, self._catalog, prefix, limit, owner)
 
     def reservation(self, queue_id: int) -> tuple[int, int]:
         """``(bytes, pins)`` prepared transactions hold on a queue (from memory): the

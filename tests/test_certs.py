@@ -30,6 +30,7 @@ from qmgr.certs import (
     describe,
     init_ca,
     issue,
+    validity,
 )
 
 QM_HOST = "qm1.example.com"
@@ -401,6 +402,7 @@ def test_describe(ca: CaPaths, qm: IssuedPaths, alice: IssuedPaths) -> None:
         cert.not_valid_after_utc,
     )
     assert info.serial == cert.serial_number
+    assert info.validity == "valid"
     assert describe(alice.cert).kind == "client"
     assert describe(ca.cert).kind == "ca"
     assert describe(ca.cert).dns_names == ()
@@ -416,3 +418,26 @@ def test_describe_reads_der_and_refuses_what_is_no_certificate(
         describe(qm.key)
     with pytest.raises(CertsError, match="no such file"):
         describe(tmp_path / "missing.crt")
+
+
+def test_describe_says_whether_it_is_valid_at_a_moment(qm: IssuedPaths) -> None:
+    info = describe(qm.cert)
+    second = dt.timedelta(seconds=1)
+    at = {
+        "before": info.not_before - second,
+        "from": info.not_before,
+        "until": info.not_after,
+        "after": info.not_after + second,
+        "years after": info.not_after + dt.timedelta(days=3650),
+    }
+    assert {when: describe(qm.cert, now=now).validity for when, now in at.items()} == {
+        "before": "not yet valid",
+        "from": "valid",
+        "until": "valid",
+        "after": "expired",
+        "years after": "expired",
+    }
+    assert validity(info.not_before, info.not_after, info.not_after + second) == "expired"
+    # Any time zone: the moments are compared, not the clock faces.
+    tokyo = dt.timezone(dt.timedelta(hours=9))
+    assert describe(qm.cert, now=(info.not_after + second).astimezone(tokyo)).validity == "expired"

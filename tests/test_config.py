@@ -94,3 +94,9 @@ def test_tls_settings(tmp_path: Path) -> None:
     defaults = load_config()
     assert defaults.auth_default_acl == {"everyone": ["send", "get-properties"]}
     assert (defaults.auth_admins, defaults.auth_groups) == (frozenset(), {})
+
+
+@pytest.mark.parametrize("name", ["group:ops", "peer:qm-b", "everyone"])
+def test_a_token_may_not_be_named_for_a_group_or_a_peer(name: str) -> None:
+    with pytest.raises(ConfigError, match=f"auth.tokens.{name}: .*names a group, a peer"):
+        load_config(None, settings=(f'auth.tokens={{ "{name}" = "sha256:{"0" * 64}" }}',))

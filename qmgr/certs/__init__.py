@@ -16,7 +16,9 @@ client trusts, and the certificates it signs:
   - ``"client"``, an SDK or CLI user: clientAuth only; its Common Name is the
     principal name, and it names no hosts.
 
-* :func:`describe` reads a certificate back (``qmgr certs show``).
+* :func:`describe` reads a certificate back (``qmgr certs show``), with its
+  validity at a given moment (:func:`validity`: valid, expired or not yet
+  valid).
 
 Keys are EC P-256, signatures ECDSA with SHA-256. Private keys are written as
 unencrypted PKCS#8 PEM, protected only by their file mode (0600 from the
@@ -40,7 +42,7 @@ from qmgr.certs.authority import (
     issue,
 )
 from qmgr.certs.errors import CaNotFoundError, CertsError, ExistingFilesError
-from qmgr.certs.inspection import CertInfo, CertKind, describe
+from qmgr.certs.inspection import CertInfo, CertKind, Validity, describe, validity
 
 __all__ = [
     "CA_CERT_FILE",
@@ -53,7 +55,9 @@ __all__ = [
     "ExistingFilesError",
     "IssuedPaths",
     "LeafKind",
+    "Validity",
     "describe",
     "init_ca",
     "issue",
+    "validity",
 ]

@@ -1,4 +1,11 @@
-"""Reading a certificate back: :func:`describe`, for ``qmgr certs show``."""
+"""Reading a certificate back: :func:`describe`, for ``qmgr certs show``.
+
+A certificate's validity is a state of the moment it is looked at
+(:func:`validity`): ``"not yet valid"`` before its not-before time,
+``"expired"`` after its not-after time, ``"valid"`` in between (both ends
+included, as OpenSSL checks them). The queue manager's start-up check
+(``qmgr.server.tls``) uses the same rule.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +22,12 @@ from qmgr.certs.authority import EXTENDED_KEY_USAGES
 from qmgr.certs.errors import CertsError
 from qmgr.certs.files import read_file
 
-__all__ = ["CertInfo", "CertKind", "describe"]
+__all__ = ["CertInfo", "CertKind", "Validity", "describe", "validity"]
 
 CertKind = Literal["ca", "qm", "client", "other"]
+
+Validity = Literal["valid", "expired", "not yet valid"]
+"""Whether a certificate may be used at a given moment (:func:`validity`)."""
 
 
 @dataclass(frozen=True)
@@ -27,7 +37,8 @@ class CertInfo:
     ``subject`` and ``issuer`` are Common Names (the whole RFC 4514 name when
     there is none); times are in UTC; the fingerprint is the SHA-256 of the
     DER encoding as colon-separated upper-case hex, as ``openssl x509
-    -fingerprint -sha256`` prints it.
+    -fingerprint -sha256`` prints it. ``validity`` is the state at the
+    moment :func:`describe` was given (``now``).
     """
 
     path: Path
@@ -40,10 +51,24 @@ class CertInfo:
     dns_names: tuple[str, ...]
     ip_addresses: tuple[str, ...]
     sha256_fingerprint: str
+    validity: Validity
 
 
-def describe(path: Path) -> CertInfo:
+def validity(not_before: dt.datetime, not_after: dt.datetime, now: dt.datetime) -> Validity:
+    """The state of a certificate valid from ``not_before`` to ``not_after`` at ``now``
+    (aware datetimes)."""
+    if now < not_before:
+        return "not yet valid"
+    if now > not_after:
+        return "expired"
+    return "valid"
+
+
+def describe(path: Path, *, now: dt.datetime | None = None) -> CertInfo:
     """Read the certificate in ``path`` (PEM or DER): names, kind, validity, fingerprint.
+
+    ``validity`` is computed at ``now`` (an aware datetime; default: the
+    current time).
 
     The kind comes from the certificate's extensions: ``"ca"`` for a CA,
     ``"qm"`` for serverAuth with clientAuth, ``"client"`` for clientAuth
@@ -79,6 +104,11 @@ def describe(path: Path) -> CertInfo:
         dns_names=dns_names,
         ip_addresses=ip_addresses,
         sha256_fingerprint=cert.fingerprint(hashes.SHA256()).hex(":").upper(),
+        validity=validity(
+            cert.not_valid_before_utc,
+            cert.not_valid_after_utc,
+            dt.datetime.now(dt.UTC) if now is None else now,
+        ),
     )
 
 

@@ -26,7 +26,12 @@ logs.
   ============================================  ===============================
 
   The quota is judged when the run is written (``storage.Attempt``: the
-  append, or else the dead-letter copy). Acknowledgment messages to admin
+  append, or else the dead-letter copy). What refusals may keep is bounded
+  (``max_rejected_bytes``): once the dead-letter queue holds that much, a
+  refused message is still reported (its NACK, its FinalAck, so a
+  transactional one's source keeps its own copy) but not kept here
+  (:attr:`Arrival.kept` is False, and the adapter logs it), so a peer whose
+  messages are refused cannot fill the store. Acknowledgment messages to admin
   queues and FinalAcks for these outcomes are the next layer's work; the
   outcome recorded here (class, queue, time) is what they will report.
 * Addressed to a queue on another queue manager: store and forward. The
@@ -82,17 +87,28 @@ class Arrival:
     rejection: int | None = None
     #: For a relayed message: where it goes next.
     relay_to: RemoteDestination | None = None
+    #: False for a refused message whose dead-letter copy was not kept (the
+    #: dead-letter queue holds ``max_rejected_bytes`` already).
+    kept: bool = True
 
 
 class Arrivals:
     """Decides arrivals against ``store``'s queues (read only)."""
 
-    __slots__ = ("_destinations", "_identity", "_outcomes", "_store")
+    __slots__ = ("_destinations", "_identity", "_max_rejected_bytes", "_outcomes", "_store")
 
-    def __init__(self, store: Store, identity: names.LocalIdentity, outcomes: Outcomes) -> None:
+    def __init__(
+        self,
+        store: Store,
+        identity: names.LocalIdentity,
+        outcomes: Outcomes,
+        *,
+        max_rejected_bytes: int | None = None,
+    ) -> None:
         self._store = store
         self._identity = identity
         self._outcomes = outcomes
+        self._max_rejected_bytes = max_rejected_bytes
         # Destination names already resolved: senders repeat themselves.
         self._destinations: dict[str, tuple[str | None, RemoteDestination | None]] = {}
 
@@ -162,7 +178,8 @@ class Arrivals:
             reports = self._outcomes.effects(message, rejection, wall=wall, note=note)
             return Arrival(tuple(reports), queue_key, rejection)
         if rejection is not None:
-            return Arrival(self._refusal(message, rejection, wall, note), queue_key, rejection)
+            ops, kept = self._refusal(message, rejection, wall, note)
+            return Arrival(ops, queue_key, rejection, kept=kept)
         assert record is not None
         append: Operation = AppendMessage(
             record.queue_id,
@@ -177,7 +194,7 @@ class Arrivals:
             append = Together((append, *reports))
         if record.quota is None:
             return Arrival((append,), queue_key)
-        fallback = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
+        fallback, _ = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
         otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
         return Arrival((Attempt(append, otherwise),), queue_key)
 
@@ -187,8 +204,8 @@ class Arrivals:
         if hops > MAX_HOPS:
             rejection = MessageClass.NACK_HOP_COUNT_EXCEEDED
             message = _message(packet)
-            ops = self._refusal(message, rejection, wall, _note(packet, message))
-            return Arrival(ops, None, rejection)
+            ops, kept = self._refusal(message, rejection, wall, _note(packet, message))
+            return Arrival(ops, None, rejection, kept=kept)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
         )
@@ -206,13 +223,20 @@ class Arrivals:
 
     def _refusal(
         self, message: MessageProperties, message_class: int, wall: float, note: bytes
-    ) -> tuple[Operation, ...]:
-        """A refused message kept in the dead-letter queue with ``message_class``,
-        and the reports it asked for (a FinalAck at once, if its source asked)."""
+    ) -> tuple[tuple[Operation, ...], bool]:
+        """A refused message kept in the dead-letter queue with ``message_class``
+        while it has room for refusals, and the reports it asked for (a FinalAck
+        at once, if its source asked); and whether the copy is kept."""
         reports = self._outcomes.effects(
             message, message_class, wall=wall, dead_letter=False, note=note
         )
-        return (self._outcomes.dead_letter(message, message_class), *reports)
+        copy = self._outcomes.dead_letter(message, message_class)
+        limit = self._max_rejected_bytes
+        if limit is not None:
+            record = self._store.get_queue_by_id(copy.queue_id)
+            if record is not None and record.bytes + copy.size > limit:
+                return tuple(reports), False
+        return (copy, *reports), True
 
 
 def _expired_in_transit(message: MessageProperties, deadline: float | None, wall: float) -> bool:

@@ -235,7 +235,9 @@ class QueueManagerCore(QueueAdmin):
         if tx.xid is None:
             return Unit(ops)
         # A transaction with a global id committed in one phase: its outcome is kept too.
-        outcome = storage.RecordOutcome(tx.xid, committed=True, resolved_at=wall)
+        outcome = storage.RecordOutcome(
+            tx.xid, committed=True, resolved_at=wall, owner=tx.principal
+        )
         return Unit((*ops, outcome))
 
     @staticmethod

@@ -23,7 +23,13 @@ change itself, so that a report is written exactly when its cause is:
   resent copy dropped by the receiver's message-id history), so a
   transactional admin queue there refuses it. A local admin queue takes it
   whatever its quota says (``AppendMessage.exempt``); one that no longer
-  exists makes it a dead-letter message with NACK_BAD_DST_Q.
+  exists makes it a dead-letter message with NACK_BAD_DST_Q. An
+  acknowledgment is written with the rights of the queue manager that sent
+  the message, as MSMQ writes its own: a local client was checked when it
+  named the admin queue; for a message from another queue manager, a local
+  admin queue whose permissions refuse that queue manager
+  (:attr:`Outcomes.refuses_acknowledgment`, set by the daemon) does not get
+  it, and it is kept in the dead-letter queue with NACK_ACCESS_DENIED.
 * **the source's copies**, for a message that this queue manager sent:
   with MQMSG_DEADLETTER, a NACK puts a copy carrying the class in
   ``system$;deadxact`` (transactional) or ``system$;deadletter``; with
@@ -169,7 +175,7 @@ def deadline_of(message: MessageProperties, *, reach_only: bool = False) -> floa
 class Outcomes:
     """Builds the operations that report what became of a message."""
 
-    __slots__ = ("_addressing", "_guid", "_next_ordinal", "_store")
+    __slots__ = ("_addressing", "_guid", "_next_ordinal", "_store", "refuses_acknowledgment")
 
     def __init__(
         self,
@@ -183,6 +189,9 @@ class Outcomes:
         self._addressing = addressing
         self._guid = guid
         self._next_ordinal = next_ordinal
+        #: Whether a local admin queue's permissions refuse an acknowledgment of a
+        #: message from another queue manager (None: permissions are not checked).
+        self.refuses_acknowledgment: Callable[[MessageProperties, QueueRecord], bool] | None = None
 
     def is_ours(self, message: MessageProperties) -> bool:
         """True if this queue manager sent ``message``."""
@@ -301,6 +310,10 @@ class Outcomes:
                 target.outgoing_name, target.display_name, (prefix, ack.raw), ack.body_size
             )
         if isinstance(target, QueueRecord) and target.kind is QueueKind.NORMAL:
+            refuses = self.refuses_acknowledgment
+            if refuses is not None and not self.is_ours(message) and refuses(message, target):
+                ack = self._ack(message, message_class, wall=wall, transactional=False)
+                return self.dead_letter(ack, MessageClass.NACK_ACCESS_DENIED)
             ack = self._ack(message, message_class, wall=wall, transactional=target.transactional)
             return AppendMessage(target.queue_id, ack.raw, ack.priority, ack.body_size, exempt=True)
         # The admin queue is gone (or never was a queue that takes messages).

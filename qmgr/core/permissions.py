@@ -51,6 +51,7 @@ __all__ = [
     "encode_acl",
     "parse_rights",
     "rights_names",
+    "user_name_problem",
 ]
 
 #: Store setting of a queue's list: ``acl:<queue key>``.
@@ -106,6 +107,17 @@ class Acl:
         else:
             entries.pop(entry, None)
         return Acl(entries)
+
+
+def user_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a client's principal, or None: a client (a
+    certificate's common name, a token's name) must not pass for a group, a
+    peer or everyone, whose list entries it would then match."""
+    if not name or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
+        return f"{name!r} is empty or has control characters"
+    if name == EVERYONE or name.startswith(("group:", "peer:")):
+        return f"{name!r} names a group, a peer or everyone, not a client"
+    return None
 
 
 def encode_acl(acl: Acl) -> str:

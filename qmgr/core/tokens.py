@@ -15,11 +15,22 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-__all__ = ["HASH_PREFIX", "TokenBook", "hash_token", "new_token", "parse_hash", "read_tokens_file"]
+from .permissions import user_name_problem
+
+__all__ = [
+    "HASH_PREFIX",
+    "TokenBook",
+    "hash_token",
+    "load_tokens",
+    "new_token",
+    "parse_hash",
+    "read_tokens_file",
+]
 
 #: The only hash kept: ``sha256:`` and 64 hex digits.
 HASH_PREFIX: Final = "sha256:"
@@ -59,12 +70,14 @@ def read_tokens_file(path: Path) -> dict[str, str]:
     """The ``NAME HASH`` lines of a tokens file (``#`` starts a comment).
 
     Raises:
-        ValueError: the file cannot be read or a line is not ``NAME HASH``.
+        ValueError: the file cannot be read, or a line is not ``NAME HASH``
+            with a well-formed hash (the message names the file and line).
     """
     try:
         text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        msg = f"cannot read auth.tokens_file {path}: {exc.strerror}"
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
+        msg = f"cannot read auth.tokens_file {path}: {reason}"
         raise ValueError(msg) from exc
     found: dict[str, str] = {}
     for number, line in enumerate(text.splitlines(), 1):
@@ -72,11 +85,56 @@ def read_tokens_file(path: Path) -> dict[str, str]:
         if not line:
             continue
         parts = line.split()
+        where = f"auth.tokens_file {path}, line {number}"
         if len(parts) != 2:
-            msg = f"{path}:{number}: expected NAME HASH"
+            msg = f"{where}: expected NAME HASH (qmgr auth token NAME --file {path})"
+            raise ValueError(msg)
+        try:
+            parse_hash(parts[1])
+        except ValueError as exc:
+            msg = f"{where}: {exc}"
+            raise ValueError(msg) from None
+        problem = user_name_problem(parts[0])
+        if problem is not None:
+            msg = f"{where}: {problem}"
+            raise ValueError(msg)
+        if parts[0] in found:
+            msg = f"{where}: {parts[0]!r} has a token already"
             raise ValueError(msg)
         found[parts[0]] = parts[1]
     return found
+
+
+def load_tokens(configured: Mapping[str, str], path: Path | None) -> tuple[TokenBook, list[str]]:
+    """The tokens of ``auth.tokens`` (already checked) and of the file
+    ``auth.tokens_file``, and warnings about the file (one that other users
+    can read).
+
+    Raises:
+        ValueError: the file cannot be read, a line of it is wrong, or other
+            users may write it (they could add a token).
+    """
+    hashes = dict(configured)  # checked with the configuration
+    warnings: list[str] = []
+    if path is not None:
+        try:
+            mode = stat.S_IMODE(path.stat().st_mode)
+        except OSError as exc:
+            msg = f"cannot read auth.tokens_file {path}: {exc.strerror}"
+            raise ValueError(msg) from exc
+        if mode & 0o022:
+            msg = (
+                f"auth.tokens_file {path} can be written by other users (mode {mode:04o}), "
+                f"who could add tokens of their own: chmod 600 {path}"
+            )
+            raise ValueError(msg)
+        if mode & 0o044:
+            warnings.append(
+                f"auth.tokens_file {path} can be read by other users (mode {mode:04o}); "
+                f"chmod 600 {path}"
+            )
+        hashes.update(read_tokens_file(path))
+    return TokenBook(hashes), warnings
 
 
 class TokenBook:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -121,15 +122,21 @@ class Tracer:
         ordinal: int,
         scanned: list[tuple[int, int, bytes]],
         hops: dict[int, str],
+        *,
+        visible: Callable[[QueueRecord], bool] | None = None,
     ) -> list[Finding]:
         """What the scan found, with the copies awaiting confirmation and the
-        FinalAck to send. ``hops``: the next hop of each outgoing queue by id."""
+        FinalAck to send. ``hops``: the next hop of each outgoing queue by id.
+        With ``visible``, only what is in the queues it accepts (the copies and
+        FinalAcks, which belong to the queue manager as a whole, are left out)."""
         found: list[Finding] = []
         key = self.key(source_qm, ordinal)
         for queue_id, lookup_id, record in scanned:
             queue = self._store.get_queue_by_id(queue_id)
-            if queue is not None:
+            if queue is not None and (visible is None or visible(queue)):
                 found.append(self._finding(queue, lookup_id, record, key, hops))
+        if visible is not None:
+            return found
         if source_qm == self._guid:
             for copy in self._store.confirmations(ordinal):
                 state = "delivered" if copy.delivered else "not delivered yet"

@@ -65,6 +65,10 @@ class Transaction:
     waiting: int = 0
     #: Its global id, if it was begun with one (it can then be prepared).
     xid: str | None = None
+    #: The principal that began it ("": none, when clients do not authenticate):
+    #: a prepared transaction is kept with it, and only it and administrators
+    #: may resolve or list it.
+    principal: str = ""
     #: Messages it moves (held like its receives, which they are among):
     #: ``(queue_id, lookup_id)`` -> the queue id they go to at commit.
     moves: dict[tuple[int, int], int] = field(default_factory=dict)

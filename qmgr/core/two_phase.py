@@ -239,7 +239,7 @@ class TwoPhase:
             raise LimitExceeded(msg)
         tx.state = TransactionState.COMMITTING
         op = storage.PrepareTransaction(
-            tx.xid, tuple(tx.sends), tuple(tx.receives), created_at=wall
+            tx.xid, tuple(tx.sends), tuple(tx.receives), created_at=wall, owner=tx.principal
         )
         self._preparing += 1
         return Unit((op,))
@@ -277,6 +277,7 @@ class TwoPhase:
                 queue_ids=frozenset(
                     send.queue_id for send in op.sends if isinstance(send, AppendMessage)
                 ),
+                owner=op.owner,
             )
         )
         return set(), None

@@ -11,7 +11,8 @@ here writes.
 from __future__ import annotations
 
 from .daemon import Daemon as Daemon
-from .daemon import StartupError as StartupError
 from .daemon import serve as serve
+from .listeners import ConfigurationError as ConfigurationError
+from .listeners import StartupError as StartupError
 
-__all__ = ["Daemon", "StartupError", "serve"]
+__all__ = ["ConfigurationError", "Daemon", "StartupError", "serve"]

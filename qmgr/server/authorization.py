@@ -12,13 +12,22 @@ handler can forget a check:
   on the source of a move, get properties to read the permissions, change
   permissions to change them;
 * a send needs send on every local queue it puts a copy in, its
-  distribution lists expanded (a remote queue's own queue manager decides);
+  distribution lists expanded (a remote queue's own queue manager decides),
+  and on a local queue it names as its admin or response queue (this queue
+  manager writes acknowledgments there on the sender's behalf);
+* a prepared transaction is its preparer's: resolving it needs to be that
+  principal (or an administrator), and listing shows a principal its own
+  (:meth:`Authorization.owner_filter`);
 * what concerns the whole queue manager needs an administrator
   (``auth.admins``): controlling outgoing queues, changing distribution lists;
 * the rest is open to every authenticated client: creating queues (the
-  creator gets full control), listing queues and status, tracing, in-doubt
-  transactions by global id (an xid is a capability: whoever knows it may
-  resolve it, as the Spark driver does).
+  creator gets full control), listing queues and status, and tracing, which
+  reports only on the queues the principal may peek
+  (:meth:`Authorization.traceable`).
+
+Peers are checked where their messages arrive (:meth:`Authorization.refuses_peer`)
+and where acknowledgments of their messages are written
+(:meth:`Authorization.refuses_acknowledgment`).
 
 A journal queue and the subqueues of a queue use that queue's list; the
 system queues (dead letters, the source journal) use the default list, so
@@ -32,6 +41,7 @@ Nothing is checked when ``auth.required`` is off.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -49,7 +59,9 @@ from qmgr.core.permissions import (
     rights_names,
 )
 from qmgr.core.tokens import TokenBook
+from qmgr.core.two_phase import MAX_RESOLVE
 from storage import QueueKind, QueueRecord
+from wire import MessageProperties
 from wire import client_frames as cf
 
 __all__ = ["Authorization"]
@@ -100,7 +112,10 @@ class Authorization:
         self._lists: dict[str, Acl] = {}
         #: Answers for sends, by (principal, destination): a send is checked once
         #: per destination text, not per message, until a list changes.
-        self._sends: dict[tuple[str, str], str | None] = {}
+        self._sends: dict[tuple[str, str, str, str], str | None] = {}
+        #: The identities that speak for a queue manager GUID (the peering
+        #: layer's registry; none without mutual TLS on the peer port).
+        self.identities_of: Callable[[uuid.UUID], frozenset[str]] = lambda _guid: frozenset()
 
     # ------------------------------------------------------------------ principals
 
@@ -176,15 +191,23 @@ class Authorization:
         if kind in _ADMIN_ONLY:
             return f"{principal.name!r} is not an administrator (auth.admins)"
         if kind is cf.Send:
-            key = (principal.name, request.message.destination)  # type: ignore[attr-defined]
+            message = request.message  # type: ignore[attr-defined]
+            key = (
+                principal.name,
+                message.destination,
+                message.admin_queue,
+                message.response_queue,
+            )
             if key in self._sends:
                 return self._sends[key]
-            answer = self._send_denial(principal, request)
+            answer = self._send_denial(principal, message)
             if self._one_queue(key[1]):  # a list's targets may change: not kept
                 if len(self._sends) >= _MAX_CACHED:
                     self._sends.clear()
                 self._sends[key] = answer
             return answer
+        if kind is cf.Resolve:
+            return self._resolve_denial(principal, request.xids)  # type: ignore[attr-defined]
         found = _QUEUE_RIGHTS.get(kind)
         if found is None:
             return None
@@ -192,6 +215,27 @@ class Authorization:
         if kind is cf.Receive and request.peek:  # type: ignore[attr-defined]
             needed = Right.PEEK
         return self._queue_denial(principal, name_of(request), needed)
+
+    def owner_filter(self, principal: Principal | None) -> str | None:
+        """Whose in-doubt transactions ``principal`` may list: its own (its
+        name), or None for every one (an administrator, or no permissions)."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+        return principal.name
+
+    def traceable(self, principal: Principal | None) -> Callable[[QueueRecord], bool] | None:
+        """Which queues a trace by ``principal`` reports on: those it may peek
+        (outgoing queues, and what belongs to the whole queue manager, only to
+        administrators); None: everything (an administrator, or no permissions)."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+
+        def visible(record: QueueRecord) -> bool:
+            if record.kind is QueueKind.OUTGOING:
+                return False
+            return self.acl_of(record).allows(principal, Right.PEEK)
+
+        return visible
 
     def refuses_peer(self, identity: str | None) -> Callable[[QueueRecord], bool]:
         """The test an arriving message from peer ``identity`` passes: True when a
@@ -212,6 +256,24 @@ class Authorization:
             return False
         return not parsed.is_multiple and not parsed.elements[0].distribution_list
 
+    def _resolve_denial(self, principal: Principal, xids: tuple[str, ...]) -> str | None:
+        """Why ``principal`` may not resolve ``xids``: one was prepared (or, with
+        its outcome kept, begun) by another principal, or by none known."""
+        store = self._core.store
+        for xid in xids[:MAX_RESOLVE]:
+            try:
+                prepared = store.prepared(xid)
+                outcome = None if prepared is not None else store.outcome(xid)
+            except storage.StoreError as exc:
+                return f"transaction {xid!r} cannot be read: {exc}"
+            found = prepared if prepared is not None else outcome
+            if found is not None and found.owner != principal.name:
+                return (
+                    f"{principal.name!r} may not resolve transaction {xid!r}: only the "
+                    "principal that prepared it and administrators may"
+                )
+        return None
+
     def _queue_denial(self, principal: Principal, reference: str, needed: Right) -> str | None:
         try:
             record = self._core.queue(reference)
@@ -221,9 +283,12 @@ class Authorization:
             return None
         return _denied(principal, needed, record)
 
-    def _send_denial(self, principal: Principal, request: Any) -> str | None:
+    def _send_denial(self, principal: Principal, message: Any) -> str | None:
+        """Why ``principal`` may not send ``message``: a local queue it puts a copy
+        in, or names as its admin or response queue, does not give it send."""
+        addressing = self._core.addressing
         try:
-            targets = self._core.addressing.destinations(request.message.destination)
+            targets = addressing.destinations(message.destination)
         except QueueManagerError:
             return None  # the send fails with that error
         for target in targets:
@@ -231,7 +296,45 @@ class Authorization:
                 principal, Right.SEND
             ):
                 return _denied(principal, Right.SEND, target)
+        # Acknowledgments are written into the admin queue by this queue manager
+        # on the sender's behalf, and a response queue is where the sender asks
+        # for replies: naming one needs the right to send to it.
+        for role, reference in (
+            ("admin", message.admin_queue),
+            ("response", message.response_queue),
+        ):
+            if not reference:
+                continue
+            try:
+                named = addressing.destinations(reference)
+            except QueueManagerError:
+                continue  # not a local queue it could write to (see Outcomes.acknowledgment)
+            for target in named:
+                if isinstance(target, QueueRecord) and not self.acl_of(target).allows(
+                    principal, Right.SEND
+                ):
+                    return f"{_denied(principal, Right.SEND, target)}, named as the {role} queue"
         return None
+
+    def refuses_acknowledgment(self, message: MessageProperties, record: QueueRecord) -> bool:
+        """True if an acknowledgment of ``message``, from another queue manager,
+        may not be written into ``record``, its admin queue here.
+
+        As MSMQ, which writes its acknowledgments with the rights of the
+        queue manager that sends them, an acknowledgment is a message from the
+        message's source queue manager: ``peer:<identity>`` for each identity
+        that speaks for its GUID, ``peer:anonymous`` when none does. A
+        message sent here by a local client was checked when it was sent.
+        """
+        if not self.enabled:
+            return False
+        identities = self.identities_of(message.source_qm) or frozenset({"anonymous"})
+        acl = self.acl_of(record)
+        for identity in identities:
+            peer = self.principal(f"peer:{identity}")
+            if self.is_admin(peer) or acl.allows(peer, Right.SEND):
+                return False
+        return True
 
 
 def _denied(principal: Principal, needed: Right, record: QueueRecord) -> str:

@@ -2,17 +2,14 @@
 
 Theory of operation
 -------------------
-:func:`serve` opens the store, creates the system queues on first start and
-reserves message ids (written before any client is served), starts the
-committer and the background work, listens for clients, and runs until
-SIGTERM or SIGINT (or until its cancel scope is cancelled by an embedding
-program or test).
-
-Connections. At most ``max_connections`` are served. When all are taken, a
-new client replaces the connection that has been idle the longest (no open
-transaction, no waiting receive, silent for at least
-``evictable_after`` seconds), which is told why before it is closed;
-if none is idle, the new client is refused with an error frame saying so.
+:func:`serve` checks the configuration (exposure, certificates, tokens;
+a problem is a :class:`ConfigurationError`, exit status 2), binds every
+listener (``listeners``), and only then opens the store, creates the system
+queues on first start and reserves message ids (written before any client
+is served), starts the committer and the background work, makes the
+listeners listen, and runs until SIGTERM or SIGINT (or until its cancel
+scope is cancelled by an embedding program or test). Client connections are
+``client_accept``'s, peer connections ``peering``'s.
 
 Poison handling's writes (the counts and moves aborts decide, returns from
 ``;retry``) are a task of their own (``poison_worker``).
@@ -28,15 +25,13 @@ forgetting them.
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import gc
-import itertools
 import signal
 import socket
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Final
 
 import structlog
@@ -44,40 +39,40 @@ import trio
 
 import storage
 from qmgr import __version__
-from qmgr.config import Address, Config
+from qmgr.config import Config
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import Limits, QueueManagerCore
-from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.core.names import LocalIdentity
-from qmgr.core.tokens import TokenBook, read_tokens_file
+from qmgr.core.tokens import TokenBook, load_tokens
 from storage import QueueKind, Store
 from wire import client_frames as cf
 
-from .admission import Admission, AdmissionLimits
 from .authorization import Authorization
+from .client_accept import ClientPort
 from .committer import Committer
-from .connection import RawConnection
 from .expirer import Expirer
+from .listeners import (
+    TCP_BACKLOG,
+    ConfigurationError,
+    StartupError,
+    bind_tcp,
+    bind_unix_socket,
+    listen_on,
+    remove_socket,
+)
 from .maintenance import Maintenance
 from .peering import Peering
 from .poison_worker import PoisonWorker
-from .replies import error_frame
 from .requests import queue_info
 from .services import ConnectionLimits, Services
-from .session import ClientSession
 from .signals import QueueSignals, Wakeup
-from .tls import TlsContexts, TlsFailed, check_exposure, common_name, handshake, load_contexts
-from .unix_socket import local_user, open_unix_listener, remove_socket
+from .tls import TlsContexts, check_exposure, load_contexts
 from .writer import Writer
 
-__all__ = ["Daemon", "StartupError", "serve"]
+__all__ = ["ConfigurationError", "Daemon", "StartupError", "serve"]
 
 #: How long the error frame of a refused connection may take to write.
 REFUSAL_TIMEOUT: Final = 1.0
-
-
-class StartupError(Exception):
-    """The daemon cannot start (store unusable, port taken, ...)."""
 
 
 class Daemon:
@@ -172,22 +167,17 @@ class Daemon:
             default_acl=config.auth_default_acl,
             tokens=tokens,
         )
-        self.services.authentication_failed = self._authentication_failed
         self.peering.authorization = self.services.authorization
-        self.expirer.peering = self.peering
-        self.sessions: dict[int, ClientSession] = {}
-        #: Client connections in their TLS handshake (they count against max_connections).
-        self.handshakes = 0
-        self.admission = Admission(
-            AdmissionLimits(
-                max_connections_per_address=config.max_connections_per_address,
-                failure_limit=config.auth_failure_limit,
-                failure_delay=config.auth_failure_delay,
+        self.services.authorization.identities_of = self.peering.identities.identities_of
+        if config.auth_required:
+            self.core.outcomes.refuses_acknowledgment = (
+                self.services.authorization.refuses_acknowledgment
             )
-        )
+        self.expirer.peering = self.peering
+        #: The client port and the Unix-domain socket: who may connect, and the sessions.
+        self.clients = ClientPort(config, self.services, self.tls.clients, self.log)
         self.started_at = time.time()
         self.stop_requested = trio.Event()
-        self._conn_ids = itertools.count(1)
 
     @property
     def stopping(self) -> bool:
@@ -248,7 +238,7 @@ class Daemon:
             qm_guid=self.store.qm_guid,
             server_version=__version__,
             started_at=self.started_at,
-            connections=len(self.sessions),
+            connections=len(self.clients.sessions),
             open_transactions=core.open_transactions,
             commits=core.commits,
             aborts=core.aborts,
@@ -259,144 +249,6 @@ class Daemon:
             outgoing=self.peering.outgoing_infos(),
             incoming=self.peering.incoming_infos(),
         )
-
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        """Serve one client connection (the listener's handler)."""
-        connection = RawConnection(stream)
-        _tune_socket(connection)
-        conn_id = next(self._conn_ids)
-        peer = connection.peer_name()
-        address = peer.rpartition(":")[0] or peer
-        refusal = self._make_room()
-        if refusal is None and (why := self.admission.refusal(address)) is not None:
-            refusal = LimitExceeded(why)
-        if refusal is not None:
-            self.log.warning("connection_refused", conn=conn_id, peer=peer, reason=refusal.message)
-            # Over TLS nothing can be said before the handshake: the refusal is the close.
-            await _refuse(connection, None if self.tls.clients else refusal)
-            return
-        self.admission.opened(address)
-        try:
-            admitted = await self._admit(connection, conn_id, peer, address)
-            if admitted is None:
-                return
-            client, principal = admitted
-            await self._serve(
-                ClientSession(
-                    self.services, client, conn_id=conn_id, peer=peer, principal=principal
-                )
-            )
-        finally:
-            self.admission.closed(address)
-
-    async def handle_local_connection(self, stream: trio.SocketStream) -> None:
-        """Serve one client of the Unix-domain socket, known by its local user."""
-        conn_id = next(self._conn_ids)
-        try:
-            user = local_user(stream.socket)
-        except OSError as exc:
-            self.log.warning("connection_refused", conn=conn_id, peer="unix", reason=str(exc))
-            await stream.aclose()
-            return
-        connection = RawConnection(stream)
-        peer = f"unix:{user.name}(pid {user.pid})"
-        refusal = self._make_room()
-        if refusal is not None:
-            self.log.warning("connection_refused", conn=conn_id, peer=peer, reason=refusal.message)
-            await _refuse(connection, refusal)
-            return
-        await self._serve(
-            ClientSession(
-                self.services,
-                connection,
-                conn_id=conn_id,
-                peer=peer,
-                principal=user.name,
-                groups=user.groups,
-            )
-        )
-
-    async def _serve(self, session: ClientSession) -> None:
-        self.sessions[session.conn_id] = session
-        try:
-            await session.run()
-        except Exception:
-            # Last line of defence: one connection must never take the daemon down.
-            self.log.exception("session_failed", conn=session.conn_id, peer=session.peer)
-        finally:
-            del self.sessions[session.conn_id]
-
-    async def _admit(
-        self, connection: RawConnection, conn_id: int, peer: str, address: str
-    ) -> tuple[trio.abc.Stream, str | None] | None:
-        """The connection's stream and principal once it may be served (after the
-        failure delay of its address and the TLS handshake), or None (closed)."""
-        context = self.tls.clients
-        delay = self.admission.delay(address, trio.current_time())
-        if context is None and not delay:
-            return connection, None
-        # It holds a slot from here: the handshake has hello_timeout, as a Hello has.
-        self.handshakes += 1
-        try:
-            if delay:
-                self.log.info("connection_delayed", conn=conn_id, peer=peer, seconds=delay)
-                await trio.sleep(delay)
-            if context is None:
-                return connection, None
-            try:
-                secure = await handshake(
-                    connection, context, server_side=True, within=self.config.hello_timeout
-                )
-            except TlsFailed as exc:
-                if not exc.closed:
-                    self.admission.failed(address, trio.current_time())
-                log = self.log.debug if exc.closed else self.log.warning
-                log("client_tls_refused", conn=conn_id, peer=peer, reason=str(exc))
-                with trio.CancelScope(shield=True):
-                    await connection.aclose()
-                return None
-            return secure, common_name(secure)
-        finally:
-            self.handshakes -= 1
-
-    def _authentication_failed(self, peer: str) -> None:
-        self.admission.failed(peer.rpartition(":")[0] or peer, trio.current_time())
-
-    def _make_room(self) -> QueueManagerError | None:
-        """None if a new connection may be served now; else why it is refused."""
-        if self.stopping:
-            return ShuttingDown("the queue manager is shutting down")
-        limit = self.config.max_connections
-        if len(self.sessions) + self.handshakes < limit:
-            return None
-        now = trio.current_time()
-        idle = [
-            (since, session)
-            for session in self.sessions.values()
-            if (since := session.idle_since) is not None
-            and now - since >= self.config.evictable_after
-        ]
-        if idle:
-            _, oldest = min(idle, key=lambda pair: pair[0])
-            oldest.close_soon(
-                f"closing this idle connection to make room: the queue manager serves "
-                f"at most {limit} client connections"
-            )
-            return None
-        return LimitExceeded(
-            f"the queue manager serves at most {limit} client connections and none is idle; "
-            "try again later"
-        )
-
-
-async def _refuse(connection: RawConnection, error: QueueManagerError | None) -> None:
-    if error is not None:
-        with trio.move_on_after(REFUSAL_TIMEOUT) as scope:
-            scope.shield = True
-            with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
-                await connection.send_all(error_frame(0, error))
-    with trio.CancelScope(shield=True):
-        await connection.aclose()
 
 
 async def serve(
@@ -410,18 +262,67 @@ async def serve(
     ``task_status.started`` receives the client listener's bound (host, port),
     which matters when the configured port is 0.
 
+    Start-up checks the configuration (exposure, certificates, tokens), then
+    binds every listener, and only then opens the store: a port in use or a
+    bad setting leaves nothing behind in the data directory.
+
     Raises:
-        StartupError: the store cannot be opened or the port cannot be bound.
+        ConfigurationError: the configuration cannot be served (exit status 2).
+        StartupError: the store cannot be opened or a port cannot be bound.
     """
     log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
     try:
         allowed = check_exposure(config)
         tls = load_contexts(config)
-        tokens = load_tokens(config)
+        tokens, warnings = load_tokens(config.auth_tokens, config.auth_tokens_file)
     except ValueError as exc:
-        raise StartupError(str(exc)) from exc
+        raise ConfigurationError(str(exc)) from exc
+    for warning in warnings:
+        log.warning("tokens_file_readable", problem=warning)
     for problem in allowed:
         log.warning("listener_not_protected", problem=problem, allowed_by="server.insecure")
+    bound: list[trio.socket.SocketType] = []
+    local: trio.socket.SocketType | None = None
+    try:
+        # Bound, not listening: a client that finds the port open finds it served.
+        if config.unix_socket is not None:
+            try:
+                local = await bind_unix_socket(config.unix_socket)
+            except OSError as exc:
+                msg = f"cannot listen for local clients on {config.unix_socket}: {exc}"
+                raise StartupError(msg) from exc
+        peer_sockets = await bind_tcp(config.listen, "peers", bound)
+        client_sockets = await bind_tcp(config.client_listen, "clients", bound)
+        sockets = _Sockets(local, peer_sockets, client_sockets)
+        await _run(config, log, tls, tokens, sockets, install_signal_handlers, task_status)
+    finally:
+        for sock in bound:
+            sock.close()
+        if local is not None:
+            local.close()
+            assert config.unix_socket is not None
+            remove_socket(config.unix_socket)
+
+
+@dataclass(frozen=True, slots=True)
+class _Sockets:
+    """The daemon's bound sockets (not listening yet)."""
+
+    local: trio.socket.SocketType | None
+    peers: list[trio.socket.SocketType]
+    clients: list[trio.socket.SocketType]
+
+
+async def _run(
+    config: Config,
+    log: structlog.typing.FilteringBoundLogger,
+    tls: TlsContexts,
+    tokens: TokenBook,
+    sockets: _Sockets,
+    install_signal_handlers: bool,
+    task_status: trio.TaskStatus[tuple[str, int]],
+) -> None:
+    """Open the store and serve on the bound sockets until asked to stop."""
     try:
         store = Store(
             config.data_dir,
@@ -433,7 +334,6 @@ async def serve(
         msg = f"cannot open the store in {config.data_dir}: {exc}"
         raise StartupError(msg) from exc
     daemon: Daemon | None = None
-    local: trio.SocketListener | None = None
     try:
         daemon = Daemon(config, store, tls, tokens)
         daemon.start_up()
@@ -441,16 +341,11 @@ async def serve(
             log.warning("store_reserve_missing", reserve_size=config.reserve_size)
         # The client port last: once it answers, every listener does (the local
         # socket and the peer port too), so whoever waits for it may use them all.
-        if config.unix_socket is not None:
-            try:
-                local = await open_unix_listener(config.unix_socket)
-            except OSError as exc:
-                msg = f"cannot listen for local clients on {config.unix_socket}: {exc}"
-                raise StartupError(msg) from exc
-        peer_listeners = await _listen(config.listen, "peers")
-        peer_bound = peer_listeners[0].socket.getsockname()
-        listeners = await _listen(config.client_listen, "clients")
-        bound = listeners[0].socket.getsockname()
+        local = None if sockets.local is None else listen_on(sockets.local)
+        peer_listeners = [listen_on(sock, TCP_BACKLOG) for sock in sockets.peers]
+        peer_bound = sockets.peers[0].getsockname()
+        listeners = [listen_on(sock, TCP_BACKLOG) for sock in sockets.clients]
+        bound = sockets.clients[0].getsockname()
         async with trio.open_nursery() as outer:
             await outer.start(daemon.committer.run)
             outer.start_soon(daemon.maintenance.run)
@@ -460,9 +355,11 @@ async def serve(
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, daemon.stop, log)
                 await inner.start(daemon.peering.run, peer_listeners)
-                inner.start_soon(trio.serve_listeners, daemon.handle_connection, listeners)
+                inner.start_soon(trio.serve_listeners, daemon.clients.handle_connection, listeners)
                 if local is not None:
-                    inner.start_soon(trio.serve_listeners, daemon.handle_local_connection, [local])
+                    inner.start_soon(
+                        trio.serve_listeners, daemon.clients.handle_local_connection, [local]
+                    )
                 log.info(
                     "queue_manager_started",
                     guid=str(store.qm_guid),
@@ -500,8 +397,6 @@ async def serve(
     finally:
         if daemon is not None:
             daemon.writer.close()
-        if config.unix_socket is not None and local is not None:
-            remove_socket(config.unix_socket)
         store.close()
 
 
@@ -515,37 +410,11 @@ async def _watch_signals(
             return
 
 
-async def _listen(address: Address, what: str) -> list[trio.SocketListener]:
-    try:
-        return await trio.open_tcp_listeners(address.port, host=address.host)
-    except OSError as exc:
-        reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
-        msg = f"cannot listen for {what} on {address}: {reason}"
-        raise StartupError(msg) from exc
-
-
 #: Listen addresses that take every address of the host.
 _WILDCARDS: Final = ("", "0.0.0.0", "::")
-
-
-def load_tokens(config: Config) -> TokenBook:
-    """The tokens of ``auth.tokens`` and ``auth.tokens_file``.
-
-    Raises:
-        ValueError: the file cannot be read, or a hash is malformed.
-    """
-    hashes = dict(config.auth_tokens)
-    if config.auth_tokens_file is not None:
-        hashes.update(read_tokens_file(config.auth_tokens_file))
-    return TokenBook(hashes)
 
 
 def _listen_addresses(config: Config) -> set[str]:
     """The peer listener's own address, when it names one (not a wildcard)."""
     host = config.listen.host
     return set() if host in _WILDCARDS else {host.lower()}
-
-
-def _tune_socket(connection: RawConnection) -> None:
-    with contextlib.suppress(OSError):
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)

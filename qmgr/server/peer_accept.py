@@ -1,29 +1,55 @@
 """The peer port's accepting side: who may connect, and the mutual TLS handshake.
 
-A connection from an address outside ``peers.accept_from``, or past
-``peers.max_connections``, is closed at once and logged (``peer_refused``);
-with mutual TLS on (``tls.peer_server``) the handshake comes next, within
-``peers.connect_timeout``, and gives the peer's identity; then the
-connection runs a :class:`~qmgr.server.peer_connection.PeerConnection` as
-acceptor until it ends.
+A connection from an address outside ``peers.accept_from`` is closed at once
+and logged (``peer_refused``), as is one that would pass
+``peers.max_connections`` open sessions (both directions together). Until
+its session is open (the TLS handshake, within ``peers.connect_timeout``,
+then the peer's EstablishConnection and ConnectionParameters, within
+``peers.init_timeout``), a connection is *unauthenticated*: it counts in a
+budget of its own (``peers.max_unauthenticated`` in all,
+``peers.max_unauthenticated_per_address`` from one address), and a new
+connection that finds a budget full closes the oldest such connection
+(``peer_evicted``), as the client port does (``admission``). So connections
+that never open a session cost a stated bound and never keep a queue
+manager that opens one out. Then the connection runs a
+:class:`~qmgr.server.peer_connection.PeerConnection` as acceptor until it
+ends.
 """
 
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import trio
 
 from qmgr.protocol import Role
 
+from .admission import Admission, AdmissionLimits, Arrival
 from .peer_connection import PeerConnection, set_no_delay
 from .tls import TlsFailed, peer_handshake
 
 if TYPE_CHECKING:
+    from qmgr.config import Config
+
     from .peering import Peering
 
-__all__ = ["serve_peer"]
+__all__ = ["peer_admission", "serve_peer"]
+
+
+def peer_admission(config: Config) -> Admission:
+    """The bookkeeping of the peer port's unauthenticated connections."""
+    return Admission(
+        AdmissionLimits(
+            max_connections_per_address=config.peer_max_connections,
+            failure_limit=1,
+            failure_delay=0.0,
+            max_unauthenticated_per_address=config.peer_max_unauthenticated_per_address,
+            max_unauthenticated=config.peer_max_unauthenticated,
+            section="peers",
+        )
+    )
 
 
 async def serve_peer(peering: Peering, stream: trio.SocketStream) -> None:
@@ -37,35 +63,66 @@ async def serve_peer(peering: Peering, stream: trio.SocketStream) -> None:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
     peer = f"{host}:{port}"
+    refusal = None
+    arrival: Arrival | str | None = None
     if not any(address in network for network in peering.config.peer_accept_from):
-        peering.log.warning(
-            "peer_refused", peer=peer, reason="address not allowed by peers.accept_from"
-        )
+        refusal = "address not allowed by peers.accept_from"
+    elif _open_sessions(peering) >= peering.config.peer_max_connections:
+        refusal = f"peers.max_connections ({peering.config.peer_max_connections}) reached"
+    else:
+        arrival = peering.admission.arrive(str(address), trio.current_time())
+        if isinstance(arrival, str):
+            refusal = arrival
+    if refusal is not None or not isinstance(arrival, Arrival):
+        peering.log.warning("peer_refused", peer=peer, reason=refusal)
         await stream.aclose()
         return
-    if len(peering.connections) >= peering.config.peer_max_connections:
-        peering.log.warning(
-            "peer_refused",
-            peer=peer,
-            reason=f"peers.max_connections ({peering.config.peer_max_connections}) reached",
-        )
-        await stream.aclose()
-        return
-    set_no_delay(stream)
-    secure: trio.abc.Stream = stream
-    identity = None
-    if peering.tls.peer_server is not None:
-        try:
-            secure, identity = await peer_handshake(
-                stream, peering.tls.peer_server, server_side=True, config=peering.config
-            )
-        except TlsFailed as exc:
-            peering.log.warning("peer_refused", peer=peer, reason=str(exc))
+    for victim, why in arrival.evicted:
+        victim.close(why)
+    ticket = arrival.ticket
+    try:
+        with trio.CancelScope() as scope:
+            ticket.close = lambda why: _evict(peering, lambda _: scope.cancel(), peer, why)
+            set_no_delay(stream)
+            secure: trio.abc.Stream = stream
+            identity = None
+            if peering.tls.peer_server is not None:
+                try:
+                    secure, identity = await peer_handshake(
+                        stream, peering.tls.peer_server, server_side=True, config=peering.config
+                    )
+                except TlsFailed as exc:
+                    peering.log.warning("peer_refused", peer=peer, reason=str(exc))
+                    scope.cancel()
+        if scope.cancel_called:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             return
-    connection = PeerConnection(
-        peering, secure, role=Role.ACCEPTOR, peer=peer, settings=peering.settings, identity=identity
+        connection = PeerConnection(
+            peering,
+            secure,
+            role=Role.ACCEPTOR,
+            peer=peer,
+            settings=peering.settings,
+            identity=identity,
+        )
+        connection.on_opened = lambda: peering.admission.authenticated(ticket)
+        ticket.close = lambda why: _evict(peering, connection.close_soon, peer, why)
+        peering.connections.add(connection)
+        await connection.run()
+    finally:
+        peering.admission.closed(ticket)
+
+
+def _open_sessions(peering: Peering) -> int:
+    """Connections whose session is open, or which this queue manager opened."""
+    return sum(
+        1
+        for connection in peering.connections
+        if connection.role is Role.INITIATOR or connection.opened.is_set()
     )
-    peering.connections.add(connection)
-    await connection.run()
+
+
+def _evict(peering: Peering, close: Callable[[str], None], peer: str, why: str) -> None:
+    peering.log.warning("peer_evicted", peer=peer, reason=why)
+    close(why)

@@ -147,6 +147,8 @@ class PeerConnection:
         self._closed = False
         self.remote_qm: Any = None
         self.opened = trio.Event()
+        #: Called once the session is open (the peer said which queue manager it is).
+        self.on_opened: Callable[[], None] | None = None
         self.close_reason = ""
         self._next_queue = 0
         log = peering.log.bind(peer=peer, role=role.name.lower())
@@ -255,6 +257,8 @@ class PeerConnection:
                         raise PeerClosed(refusal)
                 self.remote_qm = action.remote_qm
                 self.opened.set()
+                if self.on_opened is not None:
+                    self.on_opened()
                 self.log = self.log.bind(remote_qm=str(action.remote_qm))
                 self.log.info("peer_session_opened", window=action.peer_window)
                 self.peering.final_acks.wake()  # FinalAcks for this peer may be waiting

@@ -23,10 +23,15 @@ So each identity speaks for exactly one GUID:
   register two GUIDs.
 
 A session whose announced GUID is not its identity's is closed at once
-(:meth:`PeerIdentities.opened` says why). On an open session, every packet
-must come from that GUID (:meth:`PeerIdentities.may_carry`), except on the
-sessions of identities listed in ``tls.relays``: routers, which carry
-messages and acknowledgments of other queue managers.
+(:meth:`PeerIdentities.opened` says why), and so is one that announces this
+queue manager's own GUID: no identity may speak for it (a session that
+reaches this queue manager itself, or an impostor). The reverse lookup,
+:meth:`PeerIdentities.identities_of`, tells whose rights an acknowledgment
+of another queue manager's message is written with (``authorization``).
+On an open session, every packet must come from that GUID
+(:meth:`PeerIdentities.may_carry`), except on the sessions of identities
+listed in ``tls.relays``: routers, which carry messages and acknowledgments
+of other queue managers.
 """
 
 from __future__ import annotations
@@ -64,6 +69,15 @@ class PeerIdentities:
         self._relays = relays
         self._log = log
         self._registered: dict[str, uuid.UUID] = {}
+        #: The identities that speak for each GUID (pinned or registered).
+        self._speakers: dict[uuid.UUID, set[str]] = {}
+        for identity, guid in self._pinned.items():
+            self._speakers.setdefault(guid, set()).add(identity)
+        for key, text in store.settings(SETTING_PREFIX):
+            try:
+                self._learn(key[len(SETTING_PREFIX) :], uuid.UUID(text))
+            except ValueError:
+                continue
         self._nursery: trio.Nursery | None = None
         self._committer: Committer | None = None
 
@@ -84,15 +98,31 @@ class PeerIdentities:
             known = uuid.UUID(text)
         except ValueError:
             return None
-        self._registered[identity] = known
+        self._learn(identity, known)
         return known
+
+    def identities_of(self, guid: uuid.UUID) -> frozenset[str]:
+        """The identities known to speak for queue manager ``guid`` (empty: none,
+        as for every peer when the peer port has no TLS)."""
+        return frozenset(self._speakers.get(guid, ()))
+
+    def _learn(self, identity: str, guid: uuid.UUID) -> None:
+        if identity not in self._pinned:
+            self._registered[identity] = guid
+        self._speakers.setdefault(guid, set()).add(identity)
 
     def opened(self, identity: str, guid: uuid.UUID) -> str | None:
         """A session of ``identity`` announced ``guid``: None if that is its GUID
         (registering it on first use), else why the session must close."""
+        if guid == self._store.qm_guid:
+            return (
+                f"peer {identity!r} announced this queue manager's own GUID {{{guid}}}: "
+                "a session that reaches this queue manager itself, or an impostor; "
+                "refusing the session"
+            )
         known = self.guid_of(identity)
         if known is None:
-            self._registered[identity] = guid
+            self._learn(identity, guid)
             if self._nursery is not None:
                 self._nursery.start_soon(self._record, identity, guid)
             return None

@@ -65,7 +65,7 @@ from .committer import Committer
 from .final_ack_courier import FinalAckCourier, FinalAckTag
 from .message_history import MessageHistory
 from .outgoing_queue import OutgoingQueue
-from .peer_accept import serve_peer
+from .peer_accept import peer_admission, serve_peer
 from .peer_connection import PeerConnection
 from .peer_identity import PeerIdentities
 from .peer_link import Link
@@ -122,7 +122,9 @@ class Peering:
             init_timeout=config.peer_init_timeout,
             idle_timeout=config.peer_idle_timeout,
         )
-        self.arrivals = Arrivals(store, identity, outcomes)
+        self.arrivals = Arrivals(
+            store, identity, outcomes, max_rejected_bytes=config.peer_max_rejected_bytes
+        )
         self.outcomes = outcomes
         self.confirmations = confirmations
         #: Sends our FinalAcks, settles the ones that arrive.
@@ -132,6 +134,8 @@ class Peering:
         self.by_stamp: dict[int, OutgoingQueue] = {}
         self.links: dict[tuple[str, int], Link] = {}
         self.connections: set[PeerConnection] = set()
+        #: Accepted connections whose session is not open yet, and their budgets.
+        self.admission = peer_admission(config)
         #: The connection each source queue manager's messages last arrived on.
         self.return_paths: dict[bytes, PeerConnection] = {}
         now = time.time()
@@ -397,6 +401,7 @@ class Peering:
                 queue=arrival.queue_key or wire.queue_text(packet.user.destination),
                 sequence=sequence,
                 message_class=_class_name(rejection),
+                kept=arrival.kept,
             )
 
     def run_failed(self, streams: Iterable[Any]) -> None:

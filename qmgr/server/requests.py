@@ -291,6 +291,7 @@ class RequestHandlers(
             tx = core.begin(self, tx_id, now)
         else:
             tx = core.two_phase.begin(self, tx_id, now, xid)
+            tx.principal = "" if self._principal is None else self._principal.name
         self._transactions[tx_id] = tx
         self._aborted.pop(tx_id, None)
         if not chosen_by_client:

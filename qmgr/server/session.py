@@ -15,7 +15,10 @@ the requests behind it are still served.
 
 Bounds. Every read waits under one deadline, the earliest that applies:
 
-* ``hello_timeout`` until the Hello has been handled;
+* ``hello_timeout`` from the connection's start until it has said Hello
+  and, when clients must authenticate, authenticated (a certificate or a
+  token): a connection that never authenticates holds its slot for no
+  longer than that (see ``admission``);
 * ``frame_timeout`` from the moment a frame has begun until it is whole (a
   slow sender cannot hold a connection slot with a trickle of bytes);
 * ``idle_timeout`` while the connection has no open transaction and no
@@ -88,6 +91,8 @@ class ClientSession(RequestHandlers):
         peer: str,
         principal: str | None = None,
         groups: frozenset[str] = frozenset(),
+        on_authenticated: Callable[[], None] | None = None,
+        opened_at: float | None = None,
     ) -> None:
         super().__init__(services)
         self.stream = stream
@@ -106,11 +111,15 @@ class ClientSession(RequestHandlers):
         self._outbox_bytes = 0
         self._send_lock = trio.Lock()
         self._greeted = False
+        #: Greeted and, if clients must authenticate, authenticated.
+        self._admitted = False
+        self._on_authenticated = on_authenticated
         #: The protocol version agreed in the Hello.
         self._version = 0
         self._closing = False
         self._reserved = 0
-        self._opened_at = trio.current_time()
+        #: When the connection arrived (before its TLS handshake, if it had one).
+        self._opened_at = trio.current_time() if opened_at is None else opened_at
         self._last_read = self._opened_at
         self._frame_started: float | None = None
         self._cancel = trio.CancelScope()
@@ -227,7 +236,7 @@ class ClientSession(RequestHandlers):
     def _deadline(self) -> float:
         """When the next read must have come (see the module docstring)."""
         limits = self.services.limits
-        if not self._greeted:
+        if not self._admitted:
             return self._opened_at + limits.hello_timeout
         if self._frame_started is not None:
             return self._frame_started + limits.frame_timeout
@@ -239,6 +248,8 @@ class ClientSession(RequestHandlers):
         limits = self.services.limits
         if not self._greeted:
             return f"no Hello within {limits.hello_timeout:g} s"
+        if not self._admitted:
+            return f"not authenticated within {limits.hello_timeout:g} s of connecting"
         if self._frame_started is not None:
             return f"a frame did not arrive whole within {limits.frame_timeout:g} s"
         return f"closing a connection idle for {limits.idle_timeout:g} s"
@@ -331,7 +342,21 @@ class ClientSession(RequestHandlers):
         self.log = self.log.bind(principal=name)
         self.log.info("client_authenticated", method="token")
         self.reply(request_id, cf.Ok())
+        self._check_admitted()
         return True
+
+    def _check_admitted(self) -> None:
+        """Once greeted and, if clients must authenticate, authenticated, the
+        connection is no longer bound by the Hello deadline, and the daemon
+        counts it as authenticated (``admission``)."""
+        if self._admitted or not self._greeted:
+            return
+        authorization = self.services.authorization
+        if authorization is not None and authorization.enabled and self._principal is None:
+            return
+        self._admitted = True
+        if self._on_authenticated is not None:
+            self._on_authenticated()
 
     def _deny(self, request_id: int, message: str) -> None:
         error = cf.ErrorReply(code=cf.ErrorCode.ACCESS_DENIED, message=message)
@@ -364,6 +389,7 @@ class ClientSession(RequestHandlers):
             qm_guid=services.qm_guid,
         )
         self._outbox.append(cf.encode_frame(request_id, reply))
+        self._check_admitted()
         return True
 
     # ------------------------------------------------------------------ replies

@@ -21,6 +21,26 @@ and says nothing, or speaks plain text to a TLS port, costs one connection
 slot for at most that long, and the failure is one line in the log with the
 reason ``ssl`` gives.
 
+Which certificates each port takes is said by their extended key usages
+(what ``qmgr certs issue`` writes: serverAuth and clientAuth for a queue
+manager, clientAuth alone for a client):
+
+* **peer port**: both sides serve and connect, so both usages are required,
+  of the other side's certificate (:func:`peer_handshake`, once the
+  handshake is done) and of this queue manager's own (at start-up). A
+  certificate without the extension is refused there. ``ssl`` checks only
+  the usage of the role a certificate plays in one handshake, so without
+  this check a client's certificate would pass as an initiator and speak
+  for a queue manager.
+* **client port**: this queue manager's certificate needs serverAuth, or no
+  extended key usage at all (X.509 reads that as any usage, and so do
+  clients' ``ssl``). Clients' certificates are ``ssl``'s to check.
+
+At start-up :func:`load_contexts` also refuses a certificate that has
+expired or is not yet valid, naming ``tls.certificate`` and its file, rather
+than let every client's and peer's handshake fail later. One that expires
+while the queue manager runs is refused by the other ends' handshakes.
+
 :func:`check_exposure` is the start-up rule: a listener on an address other
 hosts can reach must be protected (the peer port by mutual TLS, the client
 port by TLS and ``auth.required``) unless ``server.insecure`` says to run
@@ -29,13 +49,19 @@ it anyway.
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import ssl
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 import trio
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
+from qmgr.certs.authority import EXTENDED_KEY_USAGES
+from qmgr.certs.inspection import validity
 from qmgr.config import Address, Config
 
 __all__ = [
@@ -51,6 +77,22 @@ __all__ = [
 ]
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+#: The extended key usages of a queue manager's certificate, required on the peer port.
+_QUEUE_MANAGER: Final = EXTENDED_KEY_USAGES["qm"]
+#: Those of a client's certificate, which serves no port.
+_CLIENT: Final = EXTENDED_KEY_USAGES["client"]
+#: OpenSSL's short names of the usages (``extendedKeyUsage = serverAuth, clientAuth``).
+_USAGE_NAMES: Final = {
+    ExtendedKeyUsageOID.SERVER_AUTH: "serverAuth",
+    ExtendedKeyUsageOID.CLIENT_AUTH: "clientAuth",
+    ExtendedKeyUsageOID.CODE_SIGNING: "codeSigning",
+    ExtendedKeyUsageOID.EMAIL_PROTECTION: "emailProtection",
+    ExtendedKeyUsageOID.TIME_STAMPING: "timeStamping",
+    ExtendedKeyUsageOID.OCSP_SIGNING: "OCSPSigning",
+    ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE: "anyExtendedKeyUsage",
+}
+_ISSUE_HINT: Final = "`qmgr certs issue NAME --host ...`"
 
 
 class TlsFailed(Exception):
@@ -77,10 +119,14 @@ def load_contexts(config: Config) -> TlsContexts:
 
     Raises:
         ValueError: a file cannot be read, is not PEM, or the key does not
-            match the certificate (the message names the file).
+            match the certificate; or the certificate has expired, is not yet
+            valid, or lacks the extended key usages of the ports it is for
+            (the message names the key and the file).
     """
     if config.tls_certificate is None:
         return TlsContexts(None, None, None)
+    if config.tls_clients or config.tls_peers:
+        _check_certificate(config, config.tls_certificate)
     clients = None
     if config.tls_clients:
         clients = _context(config, ssl.Purpose.CLIENT_AUTH)
@@ -96,6 +142,88 @@ def load_contexts(config: Config) -> TlsContexts:
         peer_client.check_hostname = False
         peer_client.verify_mode = ssl.CERT_REQUIRED
     return TlsContexts(clients, peer_server, peer_client)
+
+
+def _check_certificate(config: Config, path: Path) -> None:
+    """Refuse this queue manager's certificate if it cannot be used now on its ports."""
+    certificate = _read_certificate(path)
+    not_before, not_after = certificate.not_valid_before_utc, certificate.not_valid_after_utc
+    state = validity(not_before, not_after, dt.datetime.now(dt.UTC))
+    if state == "expired":
+        msg = (
+            f"tls.certificate {path} expired on {_minute(not_after)}: "
+            "renew it with `qmgr certs issue NAME --host ... --force`"
+        )
+        raise ValueError(msg)
+    if state == "not yet valid":
+        msg = (
+            f"tls.certificate {path} is not valid before {_minute(not_before)} "
+            "(is this host's clock right?)"
+        )
+        raise ValueError(msg)
+    refusal = _usage_refusal(config, _extended_key_usages(certificate))
+    if refusal is not None:
+        msg = f"tls.certificate {path} {refusal}"
+        raise ValueError(msg)
+
+
+def _usage_refusal(config: Config, usages: frozenset[x509.ObjectIdentifier] | None) -> str | None:
+    """Why a certificate with ``usages`` cannot serve the ports ``config`` has TLS on."""
+    described = f"extended key usage {_usage_text(usages)}"
+    if usages == _CLIENT:
+        return (
+            f"is a client certificate ({described}): the queue manager needs one "
+            f"issued with {_ISSUE_HINT}"
+        )
+    if config.tls_clients and usages is not None and ExtendedKeyUsageOID.SERVER_AUTH not in usages:
+        return (
+            f"cannot serve the client port ({described}): it needs serverAuth; "
+            f"issue one with {_ISSUE_HINT}"
+        )
+    if config.tls_peers and not _is_queue_managers(usages):
+        return (
+            f"cannot be used between queue managers ({described}): tls.peers needs "
+            f"serverAuth and clientAuth; issue one with {_ISSUE_HINT}, or set tls.peers = false"
+        )
+    return None
+
+
+def _read_certificate(path: Path) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(path.read_bytes())
+    except OSError as exc:
+        msg = f"cannot load tls.certificate {path}: {_reason(exc)}"
+        raise ValueError(msg) from exc
+    except ValueError:
+        msg = f"cannot load tls.certificate {path}: not a PEM certificate"
+        raise ValueError(msg) from None
+
+
+def _extended_key_usages(certificate: x509.Certificate) -> frozenset[x509.ObjectIdentifier] | None:
+    """The extended key usages of ``certificate`` (None: it has no such extension)."""
+    try:
+        extension = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
+    except x509.ExtensionNotFound:
+        return None
+    return frozenset(extension.value)
+
+
+def _is_queue_managers(usages: frozenset[x509.ObjectIdentifier] | None) -> bool:
+    return usages is not None and usages >= _QUEUE_MANAGER
+
+
+def _usage_text(usages: frozenset[x509.ObjectIdentifier] | None) -> str:
+    """``clientAuth only``, ``clientAuth, serverAuth``, or that there is none."""
+    if usages is None:
+        return "missing (no extendedKeyUsage extension)"
+    names = sorted(_USAGE_NAMES.get(usage, usage.dotted_string) for usage in usages)
+    if len(names) == 1:
+        return f"{names[0]} only"
+    return ", ".join(names) if names else "empty"
+
+
+def _minute(moment: dt.datetime) -> str:
+    return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
 def _context(config: Config, purpose: ssl.Purpose) -> ssl.SSLContext:
@@ -168,8 +296,13 @@ async def peer_handshake(
     """Mutual TLS with another queue manager (within ``peers.connect_timeout``):
     the secure stream and the peer's identity, its certificate's common name.
 
+    Either side (``server_side`` or not) takes only a queue manager's
+    certificate, one whose extended key usages include serverAuth and
+    clientAuth.
+
     Raises:
-        TlsFailed: the handshake failed, or the certificate has no common name.
+        TlsFailed: the handshake failed, or the certificate has no common
+            name or is not a queue manager's (``stream`` is not closed).
     """
     secure = await handshake(
         stream, context, server_side=server_side, within=config.peer_connect_timeout
@@ -178,7 +311,21 @@ async def peer_handshake(
     if identity is None:
         msg = "the peer's certificate has no common name to identify it"
         raise TlsFailed(msg)
+    _check_queue_manager(secure, identity)
     return secure, identity
+
+
+def _check_queue_manager(stream: trio.SSLStream[trio.abc.Stream], identity: str) -> None:
+    """Refuse a peer whose certificate is not a queue manager's (a client's, say)."""
+    der = stream.getpeercert(binary_form=True)
+    usages = None if der is None else _extended_key_usages(x509.load_der_x509_certificate(der))
+    if not _is_queue_managers(usages):
+        msg = (
+            f"the peer's certificate (CN {identity}) is not a queue manager's: its extended "
+            f"key usage is {_usage_text(usages)}; issue queue manager certificates with "
+            f"{_ISSUE_HINT} (serverAuth and clientAuth)"
+        )
+        raise TlsFailed(msg)
 
 
 def common_name(stream: trio.SSLStream[trio.abc.Stream]) -> str | None:

@@ -16,6 +16,7 @@ from typing import Any, Final
 import structlog
 import trio
 
+from qmgr.core.permissions import Principal
 from qmgr.core.trace import MAX_FINDINGS, Tracer, parse_message_id
 from wire import client_frames as cf
 
@@ -32,6 +33,7 @@ class TraceRequests(abc.ABC):
 
     services: Services
     log: structlog.typing.FilteringBoundLogger
+    _principal: Principal | None
 
     @abc.abstractmethod
     def reply(self, request_id: int, value: cf.ServerReply) -> None:
@@ -57,7 +59,10 @@ class TraceRequests(abc.ABC):
             await trio.lowlevel.checkpoint()
         peering = services.peering
         hops = peering.next_hops() if peering is not None else {}
-        findings = tracer.findings(source_qm, ordinal, scanned, hops)[: cf.MAX_TRACE_FINDINGS]
+        authorization = services.authorization
+        visible = None if authorization is None else authorization.traceable(self._principal)
+        findings = tracer.findings(source_qm, ordinal, scanned, hops, visible=visible)
+        findings = findings[: cf.MAX_TRACE_FINDINGS]
         self.log.info("message_traced", message_id=request.message_id, findings=len(findings))
         self.reply(
             request_id,

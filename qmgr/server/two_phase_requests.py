@@ -23,6 +23,7 @@ import storage
 from qmgr.core import ranges
 from qmgr.core.errors import QueueManagerError, TransactionUsageError, from_store_error
 from qmgr.core.outcomes import touched_queues
+from qmgr.core.permissions import Principal
 from qmgr.core.transactions import Transaction
 from wire import client_frames as cf
 
@@ -55,6 +56,7 @@ class TwoPhaseRequests(abc.ABC):
     services: Services
     log: structlog.typing.FilteringBoundLogger
     conn_id: int
+    _principal: Principal | None
     _transactions: dict[int, Transaction]
     _waiting: dict[int, trio.CancelScope]
 
@@ -151,6 +153,8 @@ class TwoPhaseRequests(abc.ABC):
     def _list_transactions(self, request_id: int, request: cf.ListTransactions) -> None:
         store = self.services.core.store
         limit = max(0, min(request.max_count, MAX_LISTED))
+        authorization = self.services.authorization
+        owner = None if authorization is None else authorization.owner_filter(self._principal)
         listed = [
             cf.TransactionInfo(
                 xid=info.xid,
@@ -160,13 +164,13 @@ class TwoPhaseRequests(abc.ABC):
                 receives=len(info.receives),
                 bytes=info.send_bytes,
             )
-            for info in store.prepared_transactions(request.prefix, limit)
+            for info in store.prepared_transactions(request.prefix, limit, owner=owner)
         ]
         if request.resolved:
             # The prepared ones always fit (MAX_LISTED of the longest xid); the
             # outcomes after them are as many as still fit in the frame.
             room = _LIST_BUDGET - sum(_entry_size(info.xid) for info in listed)
-            for outcome in store.outcomes(request.prefix, limit):
+            for outcome in store.outcomes(request.prefix, limit, owner=owner):
                 room -= _entry_size(outcome.xid)
                 if room < 0:
                     break

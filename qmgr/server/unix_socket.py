@@ -22,14 +22,12 @@ import grp
 import os
 import pwd
 import socket
-import stat
 import struct
-from pathlib import Path
 from typing import Final
 
 import trio
 
-__all__ = ["LocalUser", "local_user", "open_unix_listener", "remove_socket"]
+__all__ = ["LocalUser", "local_user"]
 
 _PEERCRED: Final = struct.Struct("3i")  # pid, uid, gid
 _BACKLOG: Final = 128
@@ -65,52 +63,3 @@ def local_user(sock: socket.socket | trio.socket.SocketType) -> LocalUser:
         sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
     )
     return LocalUser(pid, uid, gid)
-
-
-async def open_unix_listener(path: Path) -> trio.SocketListener:
-    """Listen on ``path`` (mode 0666), replacing a stale socket file.
-
-    Raises:
-        OSError: the path is taken (by a live daemon, or by something that is
-            not a socket), or cannot be bound.
-    """
-    _clear_stale(path)  # at start-up, before anything is served: a blocking call is fine
-    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        await sock.bind(str(path))
-        os.chmod(path, 0o666)
-        sock.listen(_BACKLOG)
-    except BaseException:
-        sock.close()
-        raise
-    return trio.SocketListener(sock)
-
-
-def _clear_stale(path: Path) -> None:
-    """Remove a socket file nothing answers on; make the directory if needed.
-
-    Raises:
-        FileExistsError: something answers there, or it is not a socket.
-    """
-    if path.exists() or path.is_symlink():
-        if not stat.S_ISSOCK(path.lstat().st_mode):
-            msg = f"{path} exists and is not a socket"
-            raise FileExistsError(msg)
-        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            probe.connect(str(path))
-        except OSError:
-            path.unlink()  # nothing answers: a stale file
-        else:
-            msg = f"another process listens on {path}"
-            raise FileExistsError(msg)
-        finally:
-            probe.close()
-    path.parent.mkdir(parents=True, exist_ok=True)
-
-
-def remove_socket(path: Path) -> None:
-    """Remove the socket file (at shutdown); nothing if it is gone."""
-    with contextlib.suppress(FileNotFoundError):
-        if stat.S_ISSOCK(path.lstat().st_mode):
-            path.unlink()

@@ -132,3 +132,23 @@ def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
     assert arrival.rejection == MessageClass.NACK_HOP_COUNT_EXCEEDED
     (op,) = arrival.ops
     assert dead_class(qm, op, "system$;deadxact") == MessageClass.NACK_HOP_COUNT_EXCEEDED
+
+
+def test_refusals_keep_copies_only_while_the_dead_letter_queue_has_room(
+    qm: CoreHarness,
+) -> None:
+    """A peer whose messages are refused cannot fill the store: past
+    max_rejected_bytes in the dead-letter queue, a refusal is reported, not kept."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=1000)
+    found = packet("TCP:127.0.0.1:1901\\private$\\missing")
+    first = arrivals.local(found, "missing", wall=WALL)
+    assert (first.rejection, first.kept) == (MessageClass.NACK_BAD_DST_Q, True)
+    [copy] = first.ops
+    assert isinstance(copy, storage.AppendMessage)
+    while (arrival := arrivals.local(found, "missing", wall=WALL)).kept:
+        qm.store.commit([storage.Unit(arrival.ops)], now=WALL)
+    assert arrival.rejection == MessageClass.NACK_BAD_DST_Q
+    assert arrival.ops == ()  # nothing kept; a FinalAck or NACK would still be here
+    deadxact = qm.store.get_queue("system$;deadxact")
+    assert deadxact is not None
+    assert deadxact.bytes <= 1000 < deadxact.bytes + copy.size

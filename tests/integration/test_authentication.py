@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import os
 import pwd
+import select
+import socket
+import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -17,6 +21,7 @@ from pki import log_events
 from qmgr.cli import cli
 from qmgr.client import AccessDenied, ConnectionLost, connect
 from qmgr.core.tokens import hash_token
+from wire import client_frames as cf
 
 ALICE_TOKEN = "alice-token-0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -96,3 +101,70 @@ def test_local_clients_on_the_unix_socket_are_their_user(
     assert not path.exists()
     with pytest.raises(ConnectionLost):
         connect(f"unix:{path}")
+
+
+def test_connections_that_never_authenticate_cannot_keep_an_authenticated_client_out(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """256 connections from 127.0.0.1 say Hello and never authenticate (with a
+    Hello deadline of a minute): a client with a token is still served at once,
+    and the daemon keeps at most limits.max_unauthenticated_per_address (64) of
+    them, closing the oldest with the reason."""
+    daemon = daemon_factory(extra_args=with_tokens("--set", "server.hello_timeout=60"))
+    hello = cf.encode_frame(1, cf.Hello(client_name="lurker"))
+    host, port = daemon.address.rsplit(":", 1)
+    with ExitStack() as stack:
+        lurkers: dict[socket.socket, list[cf.FrameValue]] = {}
+        for _ in range(256):
+            sock = stack.enter_context(socket.create_connection((host, int(port)), timeout=10))
+            sock.sendall(hello)
+            lurkers[sock] = []
+        for sock, frames in lurkers.items():
+            frames.extend(_frames(sock, 1))
+            assert isinstance(frames[0], cf.HelloOk)
+        started = time.monotonic()
+        result = CliRunner().invoke(
+            cli, ["--server", daemon.address, "--token", ALICE_TOKEN, "status", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        assert time.monotonic() - started < 10
+        # All but the newest 64 (and one more, for alice) were closed, each told why.
+        deadline = time.monotonic() + 10
+        while True:
+            closed = [sock for sock, frames in lurkers.items() if _closed(sock, frames)]
+            if len(closed) >= 193 or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        assert len(closed) == 193
+        for sock in closed:
+            [_, farewell] = lurkers[sock]
+            assert isinstance(farewell, cf.ErrorReply)
+            assert "has not authenticated" in farewell.message
+    evictions = log_events(daemon, "connection_closed")
+    assert sum("has not authenticated" in str(e.get("reason")) for e in evictions) == 193
+
+
+def _frames(sock: socket.socket, count: int) -> list[cf.FrameValue]:
+    """The next ``count`` frames (fewer if the connection closes first)."""
+    decoder = cf.ClientFrameDecoder()
+    found: list[cf.FrameValue] = []
+    while len(found) < count:
+        frame = decoder.next_frame()
+        if frame is not None:
+            found.append(frame.value)
+            continue
+        data = sock.recv(1)  # byte by byte: nothing of a later frame is lost
+        if not data:
+            break
+        decoder.receive_data(data)
+    return found
+
+
+def _closed(sock: socket.socket, frames: list[cf.FrameValue]) -> bool:
+    """True once the daemon closed ``sock``; its frames are read into ``frames``."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return False
+    frames.extend(_frames(sock, 1))
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable) and sock.recv(1) == b""

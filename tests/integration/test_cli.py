@@ -11,15 +11,18 @@ import json
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
 from helpers import DaemonProcess, free_port
+from pki import log_events
 
 from qmgr.cli import cli
 from qmgr.client import connect
+from qmgr.core.tokens import hash_token
 
 
 def run(daemon: DaemonProcess, *args: str, input: str | bytes | None = None) -> Result:
@@ -228,6 +231,62 @@ def test_serve_configuration_errors(tmp_path: Path, shared_daemon: DaemonProcess
     assert taken.returncode == 1
     assert "error: " in taken.stderr
     assert "already in use" in taken.stderr
+    # Nothing was made in the data directory: the ports are bound before the store opens.
+    assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
+
+
+def _serve_with_tokens(tmp_path: Path, tokens: Path) -> subprocess.CompletedProcess[str]:
+    return qmgr(
+        "serve",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--client-listen",
+        f"127.0.0.1:{free_port()}",
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        "--set",
+        "auth.required=true",
+        "--set",
+        f"auth.tokens_file={tokens}",
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "mode", "expected"),
+    [
+        (None, 0o600, "cannot read auth.tokens_file {path}: No such file or directory"),
+        ("bob sha256:00\n", 0o600, "auth.tokens_file {path}, line 1: 'sha256:00'"),
+        ("# bob\n\nbob\n", 0o600, "auth.tokens_file {path}, line 3: expected NAME HASH"),
+        (f"bob {hash_token('x')}\n", 0o666, "auth.tokens_file {path} can be written by other"),
+        (f"group:ops {hash_token('x')}\n", 0o600, "line 1: 'group:ops' names a group, a peer"),
+    ],
+    ids=["missing", "bad hash", "bad line", "writable by others", "a group's name"],
+)
+def test_a_bad_tokens_file_is_a_configuration_error(
+    tmp_path: Path, content: str | None, mode: int, expected: str
+) -> None:
+    tokens = tmp_path / "tokens"
+    if content is not None:
+        tokens.write_text(content)
+        tokens.chmod(mode)
+    bad = _serve_with_tokens(tmp_path, tokens)
+    assert bad.returncode == 2, bad.stderr
+    assert expected.format(path=tokens) in bad.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_tokens_file_other_users_can_read_is_used_with_a_warning(
+    tmp_path: Path, daemon_factory: Callable[..., DaemonProcess]
+) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"bob {hash_token('bob-token')}\n")
+    tokens.chmod(0o644)
+    daemon = daemon_factory(
+        extra_args=["--set", "auth.required=true", "--set", f"auth.tokens_file={tokens}"]
+    )
+    assert qmgr("--server", daemon.address, "--token", "bob-token", "status").returncode == 0
+    [warning] = log_events(daemon, "tokens_file_readable")
+    assert "can be read by other users (mode 0644)" in str(warning["problem"])
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])

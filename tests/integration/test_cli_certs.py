@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
+import re
 import stat
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from pki import sign
 
 from qmgr.cli_certs import certs
 
@@ -107,6 +110,27 @@ def test_show_prints_for_people(ca_dir: Path) -> None:
     assert fields["kind"].strip() == "queue manager (serverAuth, clientAuth)"
     assert fields["hosts"].strip() == "10.1.2.3"
     assert {"valid from", "valid until", "serial", "sha256"} <= fields.keys()
+    assert re.fullmatch(
+        r"valid, expires in 82[45] days \(\d{4}-\d\d-\d\d \d\d:\d\d UTC\)",
+        fields["status"].strip(),
+    )
+    assert show(ca_dir / "qm1.crt")["validity"] == "valid"
+
+
+def test_show_says_a_certificate_has_expired_or_is_not_yet_valid(ca_dir: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+    ended = now - dt.timedelta(days=3, minutes=1)
+    sign(ca_dir, "old", not_before=now - dt.timedelta(days=30), not_after=ended)
+    starts = now + dt.timedelta(hours=2, minutes=1)
+    sign(ca_dir, "early", not_before=starts, not_after=now + dt.timedelta(days=30))
+    expired = dict(
+        line.split(": ", 1) for line in ok(run("show", str(ca_dir / "old.crt"))).stdout.splitlines()
+    )
+    assert expired["status"].strip() == f"expired 3 days ago ({ended:%Y-%m-%d %H:%M} UTC)"
+    assert show(ca_dir / "old.crt")["validity"] == "expired"
+    early = ok(run("show", str(ca_dir / "early.crt"))).stdout
+    assert f"not yet valid: valid in 2 hours ({starts:%Y-%m-%d %H:%M} UTC)" in early
+    assert show(ca_dir / "early.crt")["validity"] == "not yet valid"
 
 
 def test_errors(ca_dir: Path, tmp_path: Path) -> None:

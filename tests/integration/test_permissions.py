@@ -12,9 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
 from pki import Pki, log_events
 
+from qmgr.cli import cli
 from qmgr.client import (
     AccessDenied,
     Acknowledge,
@@ -24,6 +26,7 @@ from qmgr.client import (
     connect,
     tls_context,
 )
+from qmgr.core.tokens import hash_token
 from wire import client_frames as cf
 
 RIGHTS = (
@@ -215,3 +218,132 @@ def test_a_peer_the_list_refuses_gets_nack_access_denied(
     rejected = log_events(b, "message_rejected")
     assert rejected
     assert json.dumps(rejected)  # logged with its reason
+
+
+BOB_TOKEN = "bob-token-0123456789abcdefghijklmnopqrstuvwxyz"
+ROOT_TOKEN = "root-token-0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def with_tokens(*more: str) -> list[str]:
+    """Arguments for a queue manager whose clients use tokens: ``root`` (an
+    administrator) and ``bob``, no rights for anyone by default."""
+    tokens = f'{{ root = "{hash_token(ROOT_TOKEN)}", bob = "{hash_token(BOB_TOKEN)}" }}'
+    return [
+        "--set",
+        "auth.required=true",
+        "--set",
+        f"auth.tokens={tokens}",
+        "--set",
+        'auth.admins=["root"]',
+        "--set",
+        "auth.default_acl={}",
+        *more,
+    ]
+
+
+@pytest.mark.parametrize("role", ["admin", "response"])
+def test_naming_an_admin_or_response_queue_needs_send_on_it(
+    daemon_factory: Callable[..., DaemonProcess], role: str
+) -> None:
+    daemon = daemon_factory(extra_args=with_tokens())
+    with connect(daemon.address, token=ROOT_TOKEN) as root:
+        root.create_queue("q1", transactional=True)
+        root.create_queue("q3", transactional=True)
+        root.create_queue("bobs-acks", transactional=True)
+        root.grant("q1", "bob", "send")
+        root.grant("bobs-acks", "bob", "send")
+    options = {
+        f"{role}_queue": "q3",
+        **({"acknowledge": Acknowledge.NACK_RECEIVE} if role == "admin" else {}),
+    }
+    with connect(daemon.address, token=BOB_TOKEN) as bob:
+        with pytest.raises(AccessDenied, match=rf"'bob' may not send on queue 'q3'.*{role} queue"):
+            bob.send("q1", b"body-from-bob", transactional=True, time_to_be_received=0.3, **options)
+        with pytest.raises(AccessDenied, match=f"{role} queue"):
+            with bob.begin() as tx:
+                tx.send("q1", b"in a transaction", **options)
+        # A queue bob may send to may be named.
+        allowed = {**options, f"{role}_queue": "bobs-acks"}
+        bob.send("q1", b"allowed", transactional=True, **allowed)
+    with connect(daemon.address, token=ROOT_TOKEN) as root:
+        assert [m.body for m in root.peek_range("q1")] == [b"allowed"]
+        assert root.peek_range("q3") == []
+
+
+def test_a_peer_cannot_have_acknowledgments_written_into_a_queue_its_list_refuses(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """A message from another queue manager that names a queue here as its admin
+    queue: the acknowledgment is written there only if the queue's list lets
+    that queue manager send (without mutual TLS, ``peer:anonymous``); otherwise
+    it is kept in the dead-letter queue with NACK_ACCESS_DENIED."""
+    b = daemon_factory(name="qm-b", extra_args=[*with_tokens(), *PEER_FAST])
+    a = daemon_factory(name="qm-a", extra_args=[*with_tokens(), *PEER_FAST])
+    with connect(b.address, token=ROOT_TOKEN) as qb, connect(a.address, token=ROOT_TOKEN) as qa:
+        qb.create_queue("q1")
+        qb.create_queue("q3")
+        qb.create_queue("open-acks")
+        qb.grant("q1", "peer:*", "send")
+        qb.grant("open-acks", "peer:anonymous", "send")
+        for admin_queue, body in (("q3", b"to-q3"), ("open-acks", b"to-open-acks")):
+            qa.send(
+                remote_queue(b, "q1"),
+                body,
+                acknowledge=Acknowledge.FULL_REACH_QUEUE,
+                admin_queue=remote_queue(b, admin_queue),
+            )
+        wait_until(lambda: len(qb.peek_range("q1")) == 2, timeout=20)
+        wait_until(lambda: len(qb.peek_range("open-acks")) == 1, timeout=20)
+        assert qb.peek_range("q3") == []
+        [refused] = [m for m in qb.peek_range("system$;deadletter") if m.label == ""]
+        assert refused.message_class == MessageClass.NACK_ACCESS_DENIED
+        [ack] = qb.peek_range("open-acks")
+        assert ack.message_class == MessageClass.ACK_REACH_QUEUE
+
+
+def _cli(daemon: DaemonProcess, token: str, *args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(cli, ["--server", daemon.address, "--token", token, *args])
+    return result.exit_code, result.output
+
+
+def test_prepared_transactions_are_their_owners_and_administrators(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=with_tokens())
+    with connect(daemon.address, token=ROOT_TOKEN) as root:
+        root.create_queue("q1", transactional=True, journal=True)
+        root.grant("q1", "bob", "send")
+        root.send("q1", b"precious", transactional=True)
+        first = root.begin(xid="admin-job-1")
+        first.send("q1", b"from job 1")
+        first.prepare()
+        second = root.begin(xid="admin-job-2")
+        assert second.receive("q1", timeout=1) is not None
+        second.prepare()
+    with connect(daemon.address, token=BOB_TOKEN) as bob:
+        mine = bob.begin(xid="bob-job")
+        mine.send("q1", b"from bob")
+        mine.prepare()
+    # bob sees his own, and may resolve nothing else.
+    code, listed = _cli(daemon, BOB_TOKEN, "tx", "list", "--json")
+    assert code == 0, listed
+    assert [row["xid"] for row in json.loads(listed)] == ["bob-job"]
+    for verb, xid in (("abort", "admin-job-1"), ("commit", "admin-job-2")):
+        code, output = _cli(daemon, BOB_TOKEN, "tx", verb, xid)
+        assert code == 1
+        assert f"'bob' may not resolve transaction '{xid}'" in output
+    with connect(daemon.address, token=BOB_TOKEN) as bob:
+        with pytest.raises(AccessDenied):
+            bob.commit_prepared_all(["bob-job", "admin-job-2"])
+        assert bob.commit_prepared("bob-job").name.lower() == "committed"
+        assert [t.xid for t in bob.transactions(resolved=True)] == ["bob-job"]
+    # Nothing of the administrator's moved; the administrator sees and resolves all.
+    with connect(daemon.address, token=ROOT_TOKEN) as root:
+        assert [t.xid for t in root.transactions()] == ["admin-job-1", "admin-job-2"]
+        assert root.peek_range("q1;journal") == []
+        root.commit_prepared("admin-job-2")
+        root.abort_prepared("admin-job-1")
+        assert [m.body for m in root.peek_range("q1")] == [b"from bob"]
+        assert [m.body for m in root.peek_range("q1;journal")] == [b"precious"]
+    denials = log_events(daemon, "access_denied")
+    assert {event.get("principal") for event in denials} == {"bob"}

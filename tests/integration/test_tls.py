@@ -1,22 +1,30 @@
 """TLS with real daemons on loopback: the client port (server certificates, client
 certificates, plain text and strangers refused), mutual TLS between queue managers
 (a peer from another CA refused, a peer that claims another queue manager's GUID
-refused), and the start-up rule for listeners other hosts can reach."""
+refused, a client's certificate refused on either side of the peer port), the
+start-up rule for listeners other hosts can reach, and the start-up check of the
+queue manager's own certificate (expired, not yet valid, a client's).
+
+A daemon that must present a certificate the start-up check refuses (an expired
+one, a client's) is a :class:`~pki.UncheckedDaemon`: it stands for one whose
+certificate expired while it ran, or for a modified queue manager."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import re
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 from click.testing import CliRunner
 from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
-from pki import Pki, log_events
+from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon, log_events
 
 from qmgr.cli import cli
 from qmgr.client import ConnectionLost, QueueManager, connect, open_client, tls_context
@@ -33,6 +41,24 @@ def stranger(tmp_path: Path) -> Pki:
     return Pki(tmp_path / "other-pki")
 
 
+@pytest.fixture
+def unchecked_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
+    """Start :class:`UncheckedDaemon` processes, as ``daemon_factory`` starts daemons;
+    all are stopped afterwards."""
+    started: list[DaemonProcess] = []
+
+    def start(*, extra_args: list[str], name: str = "qmgr-test") -> DaemonProcess:
+        directory = tmp_path / f"unchecked{len(started) + 1}"
+        process = UncheckedDaemon(directory, extra_args=extra_args, name=name)
+        started.append(process)
+        process.start()
+        return process
+
+    yield start
+    for process in started:
+        process.close()
+
+
 def round_trip(qm: QueueManager) -> None:
     qm.create_queue("orders", transactional=True)
     with qm.begin() as tx:
@@ -41,6 +67,12 @@ def round_trip(qm: QueueManager) -> None:
     message = qm.receive("orders", timeout=5)
     assert message is not None
     assert message.body == b"over tls"
+
+
+def refusals(daemon: DaemonProcess, part: str) -> list[str]:
+    """The reasons of ``daemon``'s ``peer_refused`` events that contain ``part``."""
+    reasons = [str(event.get("reason")) for event in log_events(daemon, "peer_refused")]
+    return [reason for reason in reasons if part in reason]
 
 
 # --------------------------------------------------------------------------- clients
@@ -76,12 +108,15 @@ def test_an_address_that_keeps_failing_is_slowed_down(
 
 
 def test_a_client_refuses_a_queue_manager_of_another_ca_or_an_expired_one(
-    daemon_factory: Callable[..., DaemonProcess], pki: Pki, stranger: Pki
+    daemon_factory: Callable[..., DaemonProcess],
+    unchecked_factory: Callable[..., DaemonProcess],
+    pki: Pki,
+    stranger: Pki,
 ) -> None:
     daemon = daemon_factory(extra_args=pki.serve_args("qm-a"))
     with pytest.raises(ConnectionLost, match="certificate is not trusted"):
         connect(daemon.address, tls=tls_context(stranger.ca), timeout=5)
-    expired = daemon_factory(extra_args=pki.serve_args("old", cert=pki.expired_qm("old")))
+    expired = unchecked_factory(extra_args=pki.serve_args("old", cert=pki.expired_qm("old")))
     with pytest.raises(ConnectionLost, match=r"not trusted \(certificate has expired\)"):
         connect(expired.address, tls=tls_context(pki.ca), timeout=5)
 
@@ -107,6 +142,25 @@ def test_auth_required_admits_only_clients_with_a_certificate_of_the_ca(
         timeout=10,
     )
     assert len(log_events(daemon, "client_tls_refused")) >= 2
+
+
+@pytest.mark.parametrize("name", ["peer:qm-b", "group:ops", "everyone"])
+def test_a_client_certificate_may_not_pass_for_a_peer_or_a_group(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki, name: str
+) -> None:
+    """A certificate whose common name is a list entry of peers or groups (which
+    ``qmgr certs`` does not issue, but another tool on the same CA could) is
+    refused: it would hold the rights of every peer, group or everyone."""
+    daemon = daemon_factory(extra_args=pki.serve_args("qm-a", "--set", "auth.required=true"))
+    cert, key = pki.leaf(name.replace(":", "-") + "-cert", usages=CLIENT_USAGES, common_name=name)
+    with pytest.raises(ConnectionLost):
+        with connect(
+            daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key), timeout=5
+        ) as qm:
+            qm.list_queues()
+    wait_until(lambda: bool(log_events(daemon, "client_tls_refused")), timeout=10)
+    [refused] = log_events(daemon, "client_tls_refused")
+    assert "names a group, a peer or everyone" in str(refused["reason"])
 
 
 # --------------------------------------------------------------------------- peers
@@ -177,6 +231,72 @@ def test_a_peer_cannot_speak_for_another_queue_manager(
         assert qx.outgoing()[0].waiting == 1
 
 
+def test_a_client_certificate_cannot_speak_for_a_queue_manager(
+    daemon_factory: Callable[..., DaemonProcess],
+    unchecked_factory: Callable[..., DaemonProcess],
+    pki: Pki,
+) -> None:
+    open_to_peers = ["--set", "auth.required=true", "--set", 'auth.default_acl={"peer:*"=["send"]}']
+    b = daemon_factory(
+        name="qm-b", extra_args=[*pki.serve_args("qm-b", *open_to_peers), *PEER_FAST]
+    )
+    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
+    # alice, a user, runs a queue manager with her client certificate (its clients use plain TCP).
+    as_alice = pki.serve_args("", "--set", "tls.clients=false", cert=pki.client("alice"))
+    rogue = unchecked_factory(name="qm-alice", extra_args=[*as_alice, *PEER_FAST])
+    bob_cert, bob_key = pki.client("bob")
+    with (
+        connect(b.address, tls=tls_context(pki.ca, certificate=bob_cert, key=bob_key)) as qb,
+        connect(a.address, tls=tls_context(pki.ca)) as qa,
+        connect(rogue.address) as qx,
+    ):
+        qb.create_queue("orders", transactional=True)
+        assert qb.permissions("orders")["peer:*"] == ["send"]
+        with qx.begin() as tx:
+            tx.send(remote_queue(b, "orders"), b"from alice")
+            tx.commit()
+        wait_until(lambda: len(refusals(b, "(CN alice) is not a queue manager's")) >= 2, timeout=20)
+        wait_until(lambda: qx.outgoing()[0].last_error != "", timeout=20)
+        assert qx.outgoing()[0].waiting == 1
+        # A queue manager's certificate is still let in, and its message is the only one.
+        with qa.begin() as tx:
+            tx.send(remote_queue(b, "orders"), b"from qm-a")
+            tx.commit()
+        message = qb.receive("orders", timeout=20)
+        assert message is not None
+        assert message.body == b"from qm-a"
+        assert qb.receive("orders", timeout=0) is None
+    reason = refusals(b, "(CN alice)")[0]
+    assert "extended key usage is clientAuth only" in reason
+    assert "qmgr certs issue NAME --host" in reason
+    opened = {event.get("identity") for event in log_events(b, "peer_session_opened")}
+    assert "qm-a" in opened
+    assert "alice" not in opened
+    assert [e["identity"] for e in log_events(b, "peer_identity_registered")] == ["qm-a"]
+
+
+def test_a_queue_manager_refuses_to_deliver_to_a_server_only_certificate(
+    daemon_factory: Callable[..., DaemonProcess],
+    unchecked_factory: Callable[..., DaemonProcess],
+    pki: Pki,
+) -> None:
+    # A server's certificate (serverAuth only) cannot connect as a peer (ssl refuses it
+    # as a client) but could accept: the connecting queue manager refuses it.
+    server_only = pki.leaf("web", usages=SERVER_USAGES)
+    web = unchecked_factory(name="qm-web", extra_args=[*pki.serve_args("", cert=server_only)])
+    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
+    with connect(a.address, tls=tls_context(pki.ca)) as qa:
+        with qa.begin() as tx:
+            tx.send(remote_queue(web, "orders"), b"to a web server")
+            tx.commit()
+        wait_until(lambda: "(CN web) is not a queue manager's" in qa.outgoing()[0].last_error, 20)
+        assert qa.outgoing()[0].waiting == 1
+        assert "serverAuth only" in qa.outgoing()[0].last_error
+    failed = [str(e.get("reason")) for e in log_events(a, "peer_connect_failed")]
+    assert any("(CN web) is not a queue manager's" in reason for reason in failed)
+    assert not log_events(web, "peer_session_opened")
+
+
 # --------------------------------------------------------------------------- start-up
 
 
@@ -212,6 +332,39 @@ def test_a_listener_other_hosts_reach_needs_tls_or_insecure(tmp_path: Path, pki:
     )
     assert clients.returncode != 0
     assert "auth] required" in clients.stderr
+
+
+#: What ``qmgr serve`` says of each certificate it refuses to start with.
+START_UP_REFUSALS = {
+    "expired": r"tls\.certificate .*/old\.crt expired on \d{4}-\d\d-\d\d \d\d:\d\d UTC",
+    "future": r"tls\.certificate .*/future\.crt is not valid before .* UTC",
+    "client": r"tls\.certificate .*/alice\.crt is a client certificate \(extended key usage "
+    r"clientAuth only\): the queue manager needs one issued with `qmgr certs issue NAME --host",
+    "server": r"tls\.certificate .*/web\.crt cannot be used between queue managers "
+    r"\(extended key usage serverAuth only\): tls\.peers needs serverAuth and clientAuth",
+}
+
+
+@pytest.mark.parametrize("certificate", sorted(START_UP_REFUSALS))
+def test_a_certificate_that_cannot_serve_stops_the_start_up(
+    tmp_path: Path, pki: Pki, certificate: str
+) -> None:
+    now = dt.datetime.now(dt.UTC)
+    made = {
+        "expired": lambda: pki.expired_qm("old"),
+        "future": lambda: pki.leaf("future", not_before=now + DAY, not_after=now + DAY * 30),
+        "client": lambda: pki.client("alice"),
+        "server": lambda: pki.leaf("web", usages=SERVER_USAGES),
+    }
+    refused = serve(
+        tmp_path,
+        "--listen",
+        f"127.0.0.1:{free_port()}",
+        *pki.serve_args("", cert=made[certificate]()),
+    )
+    assert refused.returncode == 2, refused.stderr  # a configuration that cannot be served
+    assert re.search(START_UP_REFUSALS[certificate], refused.stderr), refused.stderr
+    assert "Traceback" not in refused.stderr
 
 
 def test_the_trio_client_and_the_cli_speak_tls(
@@ -285,7 +438,9 @@ def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
 
 
 def test_the_peer_port_refuses_plain_text_and_expired_certificates(
-    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+    daemon_factory: Callable[..., DaemonProcess],
+    unchecked_factory: Callable[..., DaemonProcess],
+    pki: Pki,
 ) -> None:
     b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
     # A peer that speaks MSMQ's packets in plain text (as Windows MSMQ would).
@@ -296,7 +451,7 @@ def test_the_peer_port_refuses_plain_text_and_expired_certificates(
     wait_until(lambda: len(log_events(b, "peer_refused")) >= 1, timeout=10)
     # A queue manager whose certificate expired (its own clients use plain TCP here).
     expired = pki.serve_args("", "--set", "tls.clients=false", cert=pki.expired_qm("qm-old"))
-    old = daemon_factory(name="qm-old", extra_args=[*expired, *PEER_FAST])
+    old = unchecked_factory(name="qm-old", extra_args=[*expired, *PEER_FAST])
     with connect(b.address, tls=tls_context(pki.ca)) as qb, connect(old.address) as qo:
         qb.create_queue("orders", transactional=True)
         with qo.begin() as tx:

@@ -603,3 +603,44 @@ def _outgoing(qm: QueueManager) -> str:
 
 def _outgoing_empty(qm: QueueManager) -> bool:
     return all(info.waiting == 0 and info.unacknowledged == 0 for info in qm.outgoing())
+
+
+def test_silent_connections_cannot_keep_a_queue_manager_out(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """Fifty connections to B's peer port that never open a session (within
+    peers.init_timeout, a minute): A still opens its session and delivers at
+    once, and B keeps at most peers.max_unauthenticated_per_address of them,
+    closing the oldest (``peer_evicted``)."""
+    b = daemon_factory(
+        name="qm-b",
+        extra_args=[
+            *FAST,
+            "--set",
+            "peers.max_connections=8",
+            "--set",
+            "peers.max_unauthenticated_per_address=4",
+        ],
+    )
+    a = daemon_factory(name="qm-a", extra_args=list(FAST))
+    with connect(b.address) as qb:
+        qb.create_queue("in", transactional=True)
+    silent = [socket.create_connection(("127.0.0.1", b.peer_port), timeout=10) for _ in range(50)]
+    try:
+        wait_for(
+            lambda: b.log().count('"peer_evicted"') >= 46,
+            timeout=10,
+            what=lambda: f"{b.log().count('peer_evicted')} evicted",
+        )
+        with connect(a.address) as qa:
+            qa.send(
+                f"DIRECT=TCP:127.0.0.1:{b.peer_port}\\private$\\in", b"through", transactional=True
+            )
+        with connect(b.address) as qb:
+            message = qb.receive("in", timeout=10)
+            assert message is not None
+            assert message.body == b"through"
+        assert '"peer_refused"' not in b.log()
+    finally:
+        for sock in silent:
+            sock.close()

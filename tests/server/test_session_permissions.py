@@ -4,15 +4,18 @@ refused the permission requests, and nothing is checked without auth.required.""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import trio
 import trio.testing
-from kit import message, open_services, open_session
+from kit import FrameClient, limits, message, open_services, open_session
 
 import storage
 from qmgr.server.authorization import Authorization
 from qmgr.server.services import Services
+from qmgr.server.session import ClientSession
 from wire import client_frames as cf
 
 
@@ -137,3 +140,54 @@ async def test_an_unreadable_stored_list_leaves_the_queue_to_administrators(
             assert denied.code == cf.ErrorCode.ACCESS_DENIED
         async with open_session(services, principal="root") as root:
             assert isinstance(await root.client.call(cf.Send(message=message("q", b"x"))), cf.Sent)
+
+
+@asynccontextmanager
+async def counted_session(
+    services: Services, admitted: list[str], principal: str | None = None
+) -> AsyncIterator[FrameClient]:
+    """A session served in the background that notes in ``admitted`` when it
+    counts as authenticated, and its client (not greeted)."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    session = ClientSession(
+        services,
+        server_end,
+        conn_id=1,
+        peer="memory",
+        principal=principal,
+        on_authenticated=lambda: admitted.append(principal or "anonymous"),
+    )
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(session.run)
+        yield FrameClient(client_end)
+        await client_end.aclose()
+
+
+async def test_a_connection_that_never_authenticates_is_closed_at_the_hello_deadline(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s", limits=limits(hello_timeout=10.0)) as services:
+        enable(services)
+        admitted: list[str] = []
+        async with counted_session(services, admitted) as client:
+            started = trio.current_time()
+            await client.hello()  # greeted, but not authenticated
+            farewell = await client.error()
+            assert trio.current_time() - started == 10.0
+            assert "not authenticated within 10 s" in farewell.message
+            assert await client.reply() is None  # closed
+            assert admitted == []
+
+
+async def test_a_connection_is_counted_authenticated_once_it_shows_who_it_is(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s", limits=limits(hello_timeout=10.0)) as services:
+        enable(services)
+        admitted: list[str] = []
+        async with counted_session(services, admitted, principal="alice") as client:
+            assert admitted == []
+            await client.hello()
+            assert admitted == ["alice"]
+            await trio.sleep(60)  # past the Hello deadline: still served
+            assert isinstance(await client.call(cf.ListQueues()), cf.QueueList)

@@ -80,3 +80,30 @@ async def test_the_scan_goes_in_steps_and_finds_the_message_and_its_acknowledgme
         assert isinstance(report, cf.TraceReport)
         kinds = sorted((f.kind, f.place, f.message_class) for f in report.findings)
         assert kinds == [("acknowledgment", "acks", 0x4000), ("queue", "q", 0)]
+
+
+async def test_a_trace_shows_a_principal_only_the_queues_it_may_peek(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    from qmgr.server.authorization import Authorization
+
+    async with open_services(tmp_path / "s") as services:
+        services.authorization = Authorization(
+            services.core, enabled=True, admins=frozenset({"root"}), groups={}, default_acl={}
+        )
+        async with open_session(services, principal="root") as root:
+            for name in ("open", "closed"):
+                assert isinstance(await root.client.call(cf.CreateQueue(name=name)), cf.Ok)
+            grant = cf.ChangePermissions(queue="open", entry="bob", grant=0x02)  # peek
+            assert isinstance(await root.client.call(grant), cf.Permissions)
+            sent = await root.client.call(
+                cf.Send(message=MessageProperties(destination="open,closed", body=b"x"))
+            )
+            assert isinstance(sent, cf.Sent)
+            everything = await root.client.call(cf.TraceMessage(message_id=sent.message_id))
+            assert isinstance(everything, cf.TraceReport)
+            assert sorted(f.place for f in everything.findings) == ["closed", "open"]
+        async with open_session(services, principal="bob") as bob:
+            seen = await bob.client.call(cf.TraceMessage(message_id=sent.message_id))
+            assert isinstance(seen, cf.TraceReport)
+            assert [f.place for f in seen.findings] == ["open"]

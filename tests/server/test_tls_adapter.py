@@ -1,9 +1,13 @@
-"""The TLS adapter without sockets: contexts from the configuration, handshakes over
-memory streams (deadlines with a mock clock), the start-up rule, and the registry of
-peer identities over a real store."""
+"""The TLS adapter without sockets: contexts from the configuration (and the start-up
+check of the certificate: validity, extended key usages by port), handshakes over
+memory streams (deadlines with a mock clock; the peer port takes only queue managers'
+certificates, on either side), the start-up rule, and the registry of peer identities
+over a real store."""
 
 from __future__ import annotations
 
+import datetime as dt
+import re
 import ssl
 import uuid
 from pathlib import Path
@@ -12,12 +16,16 @@ import pytest
 import structlog
 import trio
 import trio.testing
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+from pki import CLIENT_USAGES, DAY, SERVER_USAGES, sign
 
 import storage
 from qmgr.certs import init_ca, issue
 from qmgr.config import load_config
 from qmgr.server.peer_identity import SETTING_PREFIX, PeerIdentities
 from qmgr.server.tls import (
+    TlsContexts,
     TlsFailed,
     check_exposure,
     exposure,
@@ -29,16 +37,17 @@ from qmgr.server.tls import (
 
 A = uuid.UUID("a0000000-0000-4000-8000-00000000000a")
 B = uuid.UUID("b0000000-0000-4000-8000-00000000000b")
+SIGNING = ExtendedKeyUsageOID.CODE_SIGNING
 
 
 def tls_settings(pki: Path, name: str, *more: str) -> list[str]:
     issued = issue(pki, name, kind="qm", hosts=("127.0.0.1",), force=True)
-    return [
-        f"tls.certificate={issued.cert}",
-        f"tls.key={issued.key}",
-        f"tls.ca={pki / 'ca.crt'}",
-        *more,
-    ]
+    return cert_settings(pki, (issued.cert, issued.key), *more)
+
+
+def cert_settings(pki: Path, cert: tuple[Path, Path], *more: str) -> list[str]:
+    """Settings for TLS with the certificate and key ``cert``."""
+    return [f"tls.certificate={cert[0]}", f"tls.key={cert[1]}", f"tls.ca={pki / 'ca.crt'}", *more]
 
 
 @pytest.fixture
@@ -109,7 +118,132 @@ def test_unreadable_files_are_named(pki: Path, tmp_path: Path) -> None:
         load_contexts(load_config(settings=settings))
 
 
+def test_the_certificate_must_be_valid_now(pki: Path) -> None:
+    now = dt.datetime.now(dt.UTC)
+    expired, _ = old = sign(pki, "old", not_before=now - DAY * 30, not_after=now - DAY)
+    with pytest.raises(
+        ValueError,
+        match=rf"^tls\.certificate {re.escape(str(expired))} expired on "
+        rf"{now - DAY:%Y-%m-%d %H:%M} UTC: renew it with "
+        r"`qmgr certs issue NAME --host \.\.\. --force`$",
+    ):
+        load_contexts(load_config(settings=cert_settings(pki, old)))
+    starts = now + DAY
+    future, _ = early = sign(pki, "early", not_before=starts, not_after=now + DAY * 30)
+    with pytest.raises(
+        ValueError,
+        match=rf"^tls\.certificate {re.escape(str(future))} is not valid before "
+        rf"{starts:%Y-%m-%d %H:%M} UTC",
+    ):
+        load_contexts(load_config(settings=cert_settings(pki, early)))
+    # Either port, whichever is on.
+    for port in ("tls.clients=false", "tls.peers=false"):
+        with pytest.raises(ValueError, match="expired on"):
+            load_contexts(load_config(settings=cert_settings(pki, old, port)))
+
+
+def test_a_client_certificate_cannot_serve_either_port(pki: Path) -> None:
+    alice = sign(pki, "alice", usages=CLIENT_USAGES)
+    for port in ((), ("tls.clients=false",), ("tls.peers=false",)):
+        with pytest.raises(
+            ValueError,
+            match=r"alice\.crt is a client certificate \(extended key usage clientAuth only\): "
+            r"the queue manager needs one issued with `qmgr certs issue NAME --host \.\.\.`",
+        ):
+            load_contexts(load_config(settings=cert_settings(pki, alice, *port)))
+
+
+@pytest.mark.parametrize(
+    ("usages", "described"),
+    [
+        (SERVER_USAGES, "serverAuth only"),
+        (None, "missing (no extendedKeyUsage extension)"),
+        ((ExtendedKeyUsageOID.SERVER_AUTH, SIGNING), "codeSigning, serverAuth"),
+    ],
+    ids=["server-only", "no-extension", "server-and-code-signing"],
+)
+def test_the_peer_port_needs_a_queue_managers_certificate(
+    pki: Path, usages: tuple[x509.ObjectIdentifier, ...] | None, described: str
+) -> None:
+    server = sign(pki, "server", usages=usages)
+    with pytest.raises(
+        ValueError,
+        match=rf"server\.crt cannot be used between queue managers \(extended key usage "
+        rf"{re.escape(described)}\): tls\.peers needs serverAuth and clientAuth; issue one with "
+        r"`qmgr certs issue NAME --host \.\.\.`, or set tls\.peers = false$",
+    ):
+        load_contexts(load_config(settings=cert_settings(pki, server)))
+    # The client port alone takes it: serverAuth, or no extended key usage at all.
+    contexts = load_contexts(load_config(settings=cert_settings(pki, server, "tls.peers=false")))
+    assert contexts.clients is not None
+    assert contexts.peer_server is None
+
+
+def test_the_client_port_needs_server_auth(pki: Path) -> None:
+    signer = sign(pki, "signer", usages=(SIGNING,))
+    with pytest.raises(
+        ValueError,
+        match=r"signer\.crt cannot serve the client port \(extended key usage codeSigning only\): "
+        r"it needs serverAuth",
+    ):
+        load_contexts(load_config(settings=cert_settings(pki, signer, "tls.peers=false")))
+    # A queue manager's certificate serves both ports; a port without TLS is not checked.
+    good = sign(pki, "qm-a")
+    contexts = load_contexts(load_config(settings=cert_settings(pki, good)))
+    assert None not in (contexts.clients, contexts.peer_server, contexts.peer_client)
+    neither = cert_settings(pki, signer, "tls.peers=false", "tls.clients=false")
+    assert load_contexts(load_config(settings=neither)) == TlsContexts(None, None, None)
+
+
+def test_an_unreadable_certificate_is_named(pki: Path, tmp_path: Path) -> None:
+    missing = (tmp_path / "missing.crt", pki / "ca.key")
+    with pytest.raises(ValueError, match=r"cannot load tls\.certificate .*missing\.crt: No such"):
+        load_contexts(load_config(settings=cert_settings(pki, missing)))
+    garbage = tmp_path / "garbage.crt"
+    garbage.write_text("not a certificate\n")
+    with pytest.raises(ValueError, match=r"garbage\.crt: not a PEM certificate"):
+        load_contexts(load_config(settings=cert_settings(pki, (garbage, pki / "ca.key"))))
+
+
 # --------------------------------------------------------------------------- handshakes
+
+
+def initiator(pki: Path, cert: tuple[Path, Path]) -> ssl.SSLContext:
+    """A peer port's connecting side presenting ``cert``, as ``load_contexts`` makes it
+    (which would refuse a certificate that is not a queue manager's)."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=pki / "ca.crt")
+    context.check_hostname = False
+    context.load_cert_chain(*cert)
+    return context
+
+
+def acceptor(pki: Path, cert: tuple[Path, Path]) -> ssl.SSLContext:
+    """A peer port's accepting side presenting ``cert``."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=pki / "ca.crt")
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_cert_chain(*cert)
+    return context
+
+
+async def peer_handshakes(connects: ssl.SSLContext, accepts: ssl.SSLContext) -> dict[str, str]:
+    """Both sides of a peer handshake over memory streams: what each side saw (the
+    other's identity, or ``refused: <why>``)."""
+    left, right = trio.testing.memory_stream_pair()
+    config = load_config()
+    found: dict[str, str] = {}
+
+    async def side(stream: trio.abc.Stream, context: ssl.SSLContext, server: bool) -> None:
+        key = "acceptor" if server else "initiator"
+        try:
+            _, found[key] = await peer_handshake(stream, context, server_side=server, config=config)
+        except TlsFailed as exc:
+            found[key] = f"refused: {exc}"
+            await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(side, left, connects, False)
+        nursery.start_soon(side, right, accepts, True)
+    return found
 
 
 async def test_mutual_tls_gives_each_side_the_others_identity(
@@ -119,20 +253,43 @@ async def test_mutual_tls_gives_each_side_the_others_identity(
     b = load_contexts(load_config(settings=tls_settings(pki, "qm-b")))
     assert a.peer_client is not None
     assert b.peer_server is not None
-    left, right = trio.testing.memory_stream_pair()
-    config = load_config()
-    found: dict[str, str] = {}
+    found = await peer_handshakes(a.peer_client, b.peer_server)
+    assert found == {"initiator": "qm-b", "acceptor": "qm-a"}
 
-    async def side(
-        stream: trio.abc.Stream, context: ssl.SSLContext, server: bool, key: str
-    ) -> None:
-        _, identity = await peer_handshake(stream, context, server_side=server, config=config)
-        found[key] = identity
 
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(side, left, a.peer_client, False, "a sees")
-        nursery.start_soon(side, right, b.peer_server, True, "b sees")
-    assert found == {"a sees": "qm-b", "b sees": "qm-a"}
+async def test_the_acceptor_refuses_a_client_certificate(
+    pki: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    b = load_contexts(load_config(settings=tls_settings(pki, "qm-b")))
+    assert b.peer_server is not None
+    alice = initiator(pki, sign(pki, "alice", usages=CLIENT_USAGES))
+    found = await peer_handshakes(alice, b.peer_server)
+    assert found["acceptor"] == (
+        "refused: the peer's certificate (CN alice) is not a queue manager's: its extended key "
+        "usage is clientAuth only; issue queue manager certificates with `qmgr certs issue "
+        "NAME --host ...` (serverAuth and clientAuth)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("usages", "described"),
+    [(SERVER_USAGES, "serverAuth only"), (None, "missing (no extendedKeyUsage extension)")],
+    ids=["server-only", "no-extension"],
+)
+async def test_the_initiator_refuses_what_is_not_a_queue_manager(
+    pki: Path,
+    autojump_clock: trio.testing.MockClock,
+    usages: tuple[x509.ObjectIdentifier, ...] | None,
+    described: str,
+) -> None:
+    a = load_contexts(load_config(settings=tls_settings(pki, "qm-a")))
+    assert a.peer_client is not None
+    web = acceptor(pki, sign(pki, "web", usages=usages))
+    found = await peer_handshakes(a.peer_client, web)
+    assert found["initiator"].startswith(
+        f"refused: the peer's certificate (CN web) is not a queue manager's: its extended key "
+        f"usage is {described}; "
+    )
 
 
 async def test_a_silent_client_costs_at_most_the_deadline(
@@ -190,6 +347,13 @@ async def test_an_identity_speaks_for_the_first_guid_it_announces(tmp_path: Path
     again = PeerIdentities(store, pinned={}, relays=frozenset(), log=log)
     assert again.guid_of("qm-a") == A
     assert again.opened("qm-a", B) is not None
+    assert again.identities_of(A) == {"qm-a"}
+    assert again.identities_of(B) == frozenset()
+    # Nobody may speak for this queue manager's own GUID.
+    refusal = again.opened("qm-new", store.qm_guid)
+    assert refusal is not None
+    assert "own GUID" in refusal
+    assert again.guid_of("qm-new") is None
     store.close()
 
 

@@ -6,6 +6,7 @@ bounded steps, and the migration of a schema-3 store."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ from storage._keys import (
     prepared_key,
     u32,
 )
+from storage._prepared import PreparedHeader, decode_header, encode_header
 
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
 #: The databases schema 5 added.
@@ -612,6 +614,46 @@ def test_listings_are_in_xid_order_by_prefix(store: Store) -> None:
     ]
     assert [o.xid for o in store.outcomes(limit=5)] == ordered[:5]
     assert store.outcome("é") == OutcomeInfo("é", False, LATER)
+
+
+def test_the_owner_is_kept_with_the_transaction_and_its_outcome(
+    store: Store, reopen: Reopener
+) -> None:
+    q = create_queue(store, "q")
+    run(
+        store,
+        PrepareTransaction("bobs", (send(q),), (), created_at=NOW, owner="bob"),
+        PrepareTransaction("roots", (send(q),), (), created_at=NOW, owner="root"),
+        prepare("nobodys", (send(q),)),
+        RecordOutcome("one-phase", committed=True, resolved_at=NOW, owner="bob"),
+    )
+    store = reopen(store)
+    assert [(i.xid, i.owner) for i in store.prepared_transactions()] == [
+        ("bobs", "bob"),
+        ("nobodys", ""),
+        ("roots", "root"),
+    ]
+    assert [i.xid for i in store.prepared_transactions(owner="bob")] == ["bobs"]
+    assert [i.xid for i in store.prepared_transactions(limit=1, owner="root")] == ["roots"]
+    run(store, resolve("bobs"), resolve("nobodys", commit=False))
+    assert store.outcome("bobs") == OutcomeInfo("bobs", True, LATER, "bob")
+    assert store.outcome("nobodys") == OutcomeInfo("nobodys", False, LATER)
+    assert [o.xid for o in store.outcomes(owner="bob")] == ["bobs", "one-phase"]
+
+
+def test_headers_without_an_owner_keep_format_version_1() -> None:
+    header = PreparedHeader(NOW, 1, 10, ((1, 2),), ((1, 10),), (1,))
+    data = encode_header(header)
+    assert data[0] == 1
+    assert decode_header(data) == header
+    owned = encode_header(dataclasses.replace(header, owner="bob"))
+    assert owned[0] == 2
+    assert owned.endswith(b"\x00\x03bob")
+    assert decode_header(owned).owner == "bob"
+    with pytest.raises(StoreCorrupt):
+        decode_header(owned[:-1])
+    with pytest.raises(InvalidRecord):
+        encode_header(dataclasses.replace(header, owner="x" * 1025))
 
 
 # --------------------------------------------------------------------------- corruption

@@ -1,0 +1,145 @@
+"""The daemon's listening sockets: bound at start-up, listening once it serves.
+
+``qmgr serve`` binds every listener (the Unix-domain socket, the peer port,
+the client port) before it opens the store, so that a port in use stops it
+before anything is written to the data directory, and makes them listen only
+once the store is open and the daemon's parts run: a client that finds a port
+answering finds it served.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import socket
+import stat
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from qmgr.config import Address
+
+__all__ = [
+    "TCP_BACKLOG",
+    "ConfigurationError",
+    "StartupError",
+    "bind_tcp",
+    "bind_unix_socket",
+    "listen_on",
+    "remove_socket",
+]
+
+#: Pending connections of the Unix-domain socket.
+_BACKLOG: Final = 128
+
+
+class StartupError(Exception):
+    """The daemon cannot start (store unusable, port taken, ...)."""
+
+    #: The exit status ``qmgr serve`` ends with.
+    status = 1
+
+
+class ConfigurationError(StartupError):
+    """The configuration cannot be served: a setting, a certificate or a tokens
+    file (the message names the key and the file)."""
+
+    status = 2
+
+
+#: The backlog of the TCP listeners (the kernel caps it at net.core.somaxconn).
+TCP_BACKLOG: Final = 0xFFFF
+
+
+async def bind_tcp(
+    address: Address, what: str, bound: list[trio.socket.SocketType]
+) -> list[trio.socket.SocketType]:
+    """Bind a TCP socket for each address ``address`` resolves to (both families
+    for a wildcard), without listening yet; each is added to ``bound``.
+
+    Raises:
+        StartupError: a port is in use, or the address cannot be bound.
+    """
+    host = address.host or None
+    try:
+        infos = await trio.socket.getaddrinfo(
+            host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except OSError as exc:
+        msg = f"cannot listen for {what} on {address}: {exc.strerror or exc}"
+        raise StartupError(msg) from exc
+    sockets = []
+    for family, kind, proto, _, sockaddr in infos:
+        sock = trio.socket.socket(family, kind, proto)
+        bound.append(sock)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            await sock.bind(sockaddr)
+        except OSError as exc:
+            reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror
+            msg = f"cannot listen for {what} on {address}: {reason}"
+            raise StartupError(msg) from exc
+        sockets.append(sock)
+    if not sockets:
+        msg = f"cannot listen for {what} on {address}: it resolves to no address"
+        raise StartupError(msg)
+    return sockets
+
+
+async def bind_unix_socket(path: Path) -> trio.socket.SocketType:
+    """Bind a socket to ``path`` (mode 0666), replacing a stale socket file; it
+    listens once :func:`listen_on` is called.
+
+    Raises:
+        OSError: the path is taken (by a live daemon, or by something that is
+            not a socket), or cannot be bound.
+    """
+    _clear_stale(path)  # at start-up, before anything is served: a blocking call is fine
+    sock = trio.socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        await sock.bind(str(path))
+        os.chmod(path, 0o666)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def listen_on(sock: trio.socket.SocketType, backlog: int = _BACKLOG) -> trio.SocketListener:
+    """Start listening on a bound socket (Unix-domain or TCP)."""
+    sock.listen(backlog)
+    return trio.SocketListener(sock)
+
+
+def _clear_stale(path: Path) -> None:
+    """Remove a socket file nothing answers on; make the directory if needed.
+
+    Raises:
+        FileExistsError: something answers there, or it is not a socket.
+    """
+    if path.exists() or path.is_symlink():
+        if not stat.S_ISSOCK(path.lstat().st_mode):
+            msg = f"{path} exists and is not a socket"
+            raise FileExistsError(msg)
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            path.unlink()  # nothing answers: a stale file
+        else:
+            msg = f"another process listens on {path}"
+            raise FileExistsError(msg)
+        finally:
+            probe.close()
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+
+def remove_socket(path: Path) -> None:
+    """Remove the socket file (at shutdown); nothing if it is gone."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISSOCK(path.lstat().st_mode):
+            path.unlink()
