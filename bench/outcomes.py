@@ -45,10 +45,10 @@ BODY = b"x" * 256
 def _core(path: Path) -> tuple[storage.Store, QueueManagerCore]:
     store = storage.Store(path, durable=False, initial_map_size=1 << 30)
     core = QueueManagerCore(store)
-    store.commit(core.system_queue_units(1.0), now=1.0)
+    store.commit(core.queues.system_queue_units(1.0), now=1.0)
     for name, tx in (("q", True), ("admin", False)):
-        core.queue_created(
-            store.commit([core.create_queue(name, wall=1.0, transactional=tx)], now=1.0)[0]
+        core.queues.created(
+            store.commit([core.queues.create(name, wall=1.0, transactional=tx)], now=1.0)[0]
         )
     return store, core
 

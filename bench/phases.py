@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import structlog
 import trio
 
-import storage._store as store_module
+import storage.store as store_module
 from qmgr.config import load_config
 from qmgr.server import committer as committer_module
 from qmgr.server import connection as connection_module

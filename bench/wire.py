@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "wire"))
 
-import msmq_samples as samples  # noqa: E402  (after the path is set up)
+from msmq import msmq_samples as samples  # noqa: E402  (after the path is set up)
 
 import wire  # noqa: E402
 

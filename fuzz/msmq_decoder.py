@@ -37,8 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "wire"))
 
-import msmq_decoding as md  # noqa: E402  (after the path is set up)
-import msmq_samples as samples  # noqa: E402
+from msmq import msmq_decoding as md  # noqa: E402  (after the path is set up)
+from msmq import msmq_samples as samples  # noqa: E402
 
 import wire  # noqa: E402
 

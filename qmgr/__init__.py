@@ -4,7 +4,7 @@ Layers (imports go one way only):
 
 * ``wire``            pure packet and frame formats (no I/O)
 * ``storage``         synchronous LMDB store (no trio)
-* ``qmgr.core``       sans-IO queue-manager semantics: names, transactions, locks
+* ``qmgr.core``       sans-IO queue-manager semantics: names, transactions, holds
 * ``qmgr.server``     the trio daemon: listeners, client sessions, the committer
 * ``qmgr.client``     the SDK (blocking and trio) speaking the client protocol
 * ``qmgr.cli``        the ``qmgr`` command

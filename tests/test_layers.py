@@ -1,21 +1,64 @@
-"""The one-way import rule between packages, checked on the source."""
+"""The layers, checked on the source: one-way imports between packages, and no cycles.
+
+Every module of every package is read with ``ast`` (relative imports resolved,
+imports under ``if TYPE_CHECKING:`` counted like any other: a back-reference
+for typing is still a back-reference), and two rules are checked:
+
+* **one way**: each package may import only the packages below it
+  (:data:`ALLOWED`, the map in docs/design.md), and never the third-party
+  modules listed in :data:`FORBIDDEN` (the pure layers know no I/O, clock or log);
+* **no cycles**: the graph of imports between modules has no cycle, the
+  package ``__init__`` modules included (a module that imports its own
+  package's ``__init__`` while the ``__init__`` imports it is a cycle).
+"""
 
 from __future__ import annotations
 
 import ast
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The top-level packages of the product (tests, bench and fuzz are not layers).
+TOP = ("wire", "storage", "qmgr", "pipelines")
 
-# package -> top-level modules it must never import
-FORBIDDEN = {
-    "wire": {"qmgr", "storage", "trio", "lmdb", "socket", "time", "structlog", "asyncio"},
-    "storage": {"qmgr", "wire", "trio", "socket", "structlog", "asyncio"},
-    # The core decides; it knows neither time, I/O, logging, nor how the
-    # client protocol carries its errors.
-    "qmgr/core": {
+#: Package -> the project packages it may import (besides itself and its own
+#: subpackages). A package not listed here may import nothing of the project.
+ALLOWED: dict[str, set[str]] = {
+    "wire": set(),
+    "storage": set(),
+    "qmgr.protocol": {"wire"},
+    "qmgr.core": {"wire", "storage"},
+    "qmgr.certs": set(),
+    "qmgr.config": {"wire", "qmgr.core"},
+    "qmgr.logs": set(),
+    "qmgr.server": {"wire", "storage", "qmgr.core", "qmgr.protocol", "qmgr.config", "qmgr.certs"},
+    "qmgr.client": {"wire"},
+    "qmgr.spark": {"wire", "qmgr.client"},
+    "qmgr.cli": {
+        "wire",
+        "qmgr.client",
+        "qmgr.certs",
+        "qmgr.config",
+        "qmgr.logs",
+        "qmgr.server",
+        "qmgr.core.tokens",
+    },
+    "qmgr": {"qmgr.cli"},  # qmgr/__init__.py and __main__.py
+    "pipelines": {"qmgr.client", "qmgr.spark", "wire"},
+}
+
+#: Package -> third-party or standard modules it must never import.
+FORBIDDEN: dict[str, set[str]] = {
+    "wire": {"trio", "lmdb", "socket", "time", "structlog", "asyncio"},
+    "storage": {"trio", "socket", "structlog", "asyncio"},
+    # The core decides; it knows neither time, I/O, nor logging.
+    "qmgr.core": {"trio", "socket", "time", "threading", "structlog", "logging", "asyncio", "lmdb"},
+    # The protocol machines take events and ``now`` and return actions.
+    "qmgr.protocol": {
         "trio",
         "socket",
         "time",
@@ -24,47 +67,146 @@ FORBIDDEN = {
         "logging",
         "asyncio",
         "lmdb",
-        "qmgr.server",
-        "qmgr.client",
-        "wire.client_frames",
     },
-    "qmgr/client": {"storage", "qmgr.core", "qmgr.server", "lmdb"},
-    # The protocol machines take events and ``now`` and return actions: no
-    # I/O, no clock, no store, no logging.
-    "qmgr/protocol": {
-        "trio",
-        "socket",
-        "time",
-        "threading",
-        "structlog",
-        "logging",
-        "asyncio",
-        "lmdb",
-        "storage",
-        "qmgr.server",
-        "qmgr.core",
-        "qmgr.client",
-    },
+    "qmgr.client": {"lmdb"},
 }
 
 
-def _imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for top in TOP:
+        for path in sorted((ROOT / top).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
     return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_package_imports_go_one_way(package: str) -> None:
+MODULES = _modules()
+
+
+def _imported(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """Every module name ``module`` imports, relative imports resolved, with the line."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            yield target, node.lineno
+            for alias in node.names:  # ``from . import module``
+                if f"{target}.{alias.name}" in MODULES:
+                    yield f"{target}.{alias.name}", node.lineno
+
+
+def _layer(module: str) -> str:
+    """The most specific entry of :data:`ALLOWED` that ``module`` belongs to."""
+    best = ""
+    for layer in ALLOWED:
+        if (module == layer or module.startswith(layer + ".")) and len(layer) > len(best):
+            best = layer
+    assert best, f"{module} belongs to no layer of ALLOWED: add it"
+    return best
+
+
+def _within(name: str, prefixes: set[str]) -> bool:
+    return any(name == prefix or name.startswith(prefix + ".") for prefix in prefixes)
+
+
+def _edges() -> dict[str, set[str]]:
+    edges: dict[str, set[str]] = {}
+    for module, path in MODULES.items():
+        targets = set()
+        for name, _ in _imported(module, path):
+            while name and name not in MODULES:  # ``from pkg.mod import Name``
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+        edges[module] = targets
+    return edges
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    for module in MODULES:
+        _layer(module)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_imports_go_one_way(layer: str) -> None:
+    allowed = {layer} | ALLOWED[layer]
+    forbidden = FORBIDDEN.get(layer, set())
     offenders = []
-    for path in sorted((ROOT / package).rglob("*.py")):
-        for name in _imports(path):
-            for banned in FORBIDDEN[package]:
-                if name == banned or name.startswith(banned + "."):
-                    offenders.append(f"{path.relative_to(ROOT)} imports {name}")
+    for module, path in MODULES.items():
+        if _layer(module) != layer:
+            continue
+        for name, line in _imported(module, path):
+            if name == "qmgr":  # the top package holds only ``__version__``
+                continue
+            own = name.split(".")[0] in TOP
+            if own and not _within(name, allowed) and not _within(name, _sublayers(layer)):
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name}")
+            if _within(name, forbidden):
+                offenders.append(f"{path.relative_to(ROOT)}:{line} imports {name} (forbidden)")
     assert not offenders, "\n".join(offenders)
+
+
+def _sublayers(layer: str) -> set[str]:
+    """Layers inside ``layer`` (``qmgr`` holds the others: it may not import them
+    unless listed, so only its own modules count)."""
+    return {layer} if layer != "qmgr" else set()
+
+
+def test_no_import_cycles() -> None:
+    edges = _edges()
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in edges[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in edges:
+        if node not in index:
+            visit(node)
+    cycles = [cycle for cycle in cycles if set(cycle) != _PEERING_HUB]
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+#: The one cycle left while the peering adapter is being taken apart (its modules
+#: still import their hub, ``peering``, back); nothing else may join it.
+_PEERING_HUB = {
+    "qmgr.server.final_ack_courier",
+    "qmgr.server.outgoing_queue",
+    "qmgr.server.peer_accept",
+    "qmgr.server.peer_connection",
+    "qmgr.server.peer_link",
+    "qmgr.server.peering",
+}

@@ -43,6 +43,51 @@ Every failure raises a subclass of :class:`QueueError` whose message says
 what was wrong (:class:`QueueNotFound`, :class:`TransactionUsageError`,
 :class:`MessageTooLarge`, :class:`QuotaExceeded`, ...); a daemon that cannot
 be reached or goes away raises :class:`ConnectionLost`.
+
+How the SDK is built
+--------------------
+Three layers, each importing only the ones below it (no module imports a
+module above it, not even for typing):
+
+1. Sans-IO values and rules: ``_exceptions``, ``_common`` (addresses, limits,
+   timeouts, version checks), ``_levels``, ``_message`` (the values the SDK
+   returns), ``_codec`` (the hot paths: packing sends and receives, splitting
+   the reply stream), ``_replies`` (replies to values), ``_transaction``
+   (what a transaction may do next, and what its end raises).
+2. The protocol, sans-IO: ``_protocol.ClientProtocol`` (the state of one
+   connection: ids, packing, routing replies, pipelining, breaking) and
+   ``calls/``, one module per concern (the handshake, queues, messages,
+   transactions, global transactions, poison handling, distribution lists,
+   outgoing queues, permissions, trace). Every public method that is not a
+   hot path is a *call* there: a generator (``_protocol.Flow``) that checks
+   the arguments and the protocol version, packs each request it needs, is
+   sent each reply (or thrown the error met getting it) and returns the
+   method's result. Request building, validation and reply conversion all
+   live in this layer.
+3. The I/O and the facades, thin as httpx's and redis-py's: ``_blocking_io``
+   (a socket, plain or TLS) under ``_blocking``/``_blocking_admin``
+   (``connect``, ``QueueManager``, ``Transaction``), and ``_trio_io`` (a
+   trio stream) under ``_trio``/``_trio_admin`` (``open_client``,
+   ``AsyncQueueManager``, ``AsyncTransaction``). A facade method is one
+   delegation: ``return self._conn.run(queues.delete_queue, name)``; the hot
+   paths (send, receive, pipelined sends, begin) ask ``ClientProtocol`` to
+   pack the request, have the connection exchange it and the protocol
+   convert the reply. What the blocking and the trio side repeat is what
+   differs by I/O: the loop that drives a call (``run``), the hot paths'
+   exchanges, and the ends of ``with``/``async with`` blocks.
+
+Why this shape: the logic of a call used to be written twice, once per
+client, in per-concern mixin pairs that imported their hosts back (an import
+cycle through every concern). A call written once as a generator is tested
+without sockets (``tests/client/calls``), and both clients drive it the same
+way, as httpx's two clients drive one auth flow. The mixin pairs are gone:
+each client's methods are in its own class, in sections by concern, so one
+file shows one client's API. Only ``QueueManager``'s documentation is too
+long for one module of at most 600 lines, so each ``QueueManager`` has one
+base class (``*_admin``) holding the calls that the ``qmgr`` command's
+management subcommands make (``tx``, poison handling and moves, ``dl``,
+``outgoing``, ``permissions``, ``trace``); the trio client does the same so
+that the two read alike.
 """
 
 from __future__ import annotations
@@ -51,7 +96,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._blocking import QueueManager, Transaction, connect
 from ._codec import SendOptions
-from ._errors import (
+from ._exceptions import (
     AccessDenied,
     ConnectionLost,
     InternalError,
@@ -76,7 +121,6 @@ from ._errors import (
     error_from_reply,
 )
 from ._levels import Acknowledge, Journal, MessageClass
-from ._lists_api import DistributionList
 from ._message import (
     Delivery,
     IncomingInfo,
@@ -86,10 +130,12 @@ from ._message import (
     QueueKind,
     Status,
 )
-from ._poison_api import MoveResult
-from ._tls import tls_context
-from ._trace_api import TraceFinding, TraceReport
-from ._two_phase import RangeInfo, Resolution, TransactionInfo, TransactionStatus
+from ._tls_context import tls_context
+from .calls.lists import DistributionList
+from .calls.messages import RangeInfo
+from .calls.poison import MoveResult
+from .calls.trace import TraceFinding, TraceReport
+from .calls.two_phase import Resolution, TransactionInfo, TransactionStatus
 
 if TYPE_CHECKING:
     from ._trio import AsyncQueueManager, AsyncTransaction, open_client
@@ -101,11 +147,15 @@ def __getattr__(name: str) -> Any:
     # The trio client is imported on first use, so that blocking programs
     # (and the qmgr command) do not pay for importing trio.
     if name in _TRIO_NAMES:
-        from . import _trio
+        from ._trio import AsyncQueueManager, AsyncTransaction, open_client
 
-        value = getattr(_trio, name)
-        globals()[name] = value
-        return value
+        trio_names = {
+            "AsyncQueueManager": AsyncQueueManager,
+            "AsyncTransaction": AsyncTransaction,
+            "open_client": open_client,
+        }
+        globals().update(trio_names)
+        return trio_names[name]
     msg = f"module {__name__!r} has no attribute {name!r}"
     raise AttributeError(msg)
 

@@ -1,31 +1,10 @@
 """The blocking client: :func:`connect`, :class:`QueueManager` and :class:`Transaction`.
 
-Theory of operation
--------------------
-A :class:`QueueManager` owns one TCP connection (``TCP_NODELAY``) to the
-daemon's client listener, and a ``_protocol.ClientProtocol`` that does all
-but the I/O: it checks arguments, packs requests, allocates request and
-transaction ids, routes replies and keeps the pipelining's books. Every call
-has the core append one request frame to the output buffer, writes the
-buffer, and reads (in reads of up to 1 MiB), feeding the core, until the
-reply with its request id arrives. Replies carry request ids, so replies to
-*pipelined* requests may be interleaved with the one being waited for.
-
-Two requests are pipelined: :meth:`QueueManager.begin` (the client chooses
-the transaction id) and :meth:`Transaction.send`. They only append their
-frame to the output buffer and return. The buffer is written once it holds
-more than ``PIPELINE_FLUSH_BYTES`` (16 KiB), or together with the next
-request that needs a reply: a one-message transaction (Begin, Send, Commit)
-is one write and one round trip. Replies to pipelined requests are matched by request id; the first
-failure is kept on its transaction and raised by the next call on that
-transaction, and ``commit()`` of such a transaction aborts it and raises
-that error. The daemon itself refuses to commit a transaction in which a
-send failed, so a commit never applies part of a transaction even when the
-failure and the commit cross on the wire.
-
-Writes never deadlock against the daemon's replies: when the kernel will not
-take all of a large buffer at once, the client reads whatever replies are
-waiting before writing on.
+Thin facades: every method runs one call of ``calls/`` on the connection
+(``_blocking_io.SocketConnection``), or for the hot paths (sends, receives,
+begin) asks the connection's ``ClientProtocol`` to pack the request and the
+connection to exchange it. ``QueueManager``'s management calls are in its
+base class (``_blocking_admin``); how the SDK is built, and why: ``_protocol``.
 
 A :class:`QueueManager` is for one thread at a time; give each thread its own
 connection (connections are cheap).
@@ -35,37 +14,27 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import select
 import socket
 import ssl
+import uuid
 from types import TracebackType
-from typing import Final, Self, Unpack
+from typing import Self, Unpack
 
-from wire import client_frames as cf
-
-from . import _common as common
-from . import _protocol as protocol
-from . import _replies as replies
+from ._blocking_admin import QueueManagerAdmin
+from ._blocking_io import connection_for, open_socket, wrap_tls
 from ._codec import SendOptions
-from ._errors import ConnectionLost, QueueError
-from ._lists_api import QueueManagerLists
+from ._common import DEFAULT_ADDRESS, NO_GUID, default_client_name
+from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
-from ._outgoing_api import QueueManagerOutgoing
-from ._permissions_api import QueueManagerPermissions
-from ._poison_api import QueueManagerPoison, TransactionPoison, create_request
-from ._protocol import ClientProtocol, TransactionState, Waiter
-from ._replies import PeekPages
-from ._trace_api import QueueManagerTrace
-from ._two_phase_api import QueueManagerTwoPhase, TransactionTwoPhase
+from ._transaction import TransactionHandle, TransactionState
+from .calls import handshake, messages, poison, queues, transactions
+from .calls.messages import RangeInfo
 
 __all__ = ["QueueManager", "Transaction", "connect"]
 
-_MSG_DONTWAIT: Final = getattr(socket, "MSG_DONTWAIT", 0)
-_CONN_ERRORS = (OSError, EOFError)
-
 
 def connect(
-    address: str = common.DEFAULT_ADDRESS,
+    address: str = DEFAULT_ADDRESS,
     *,
     timeout: float | None = 10.0,
     client_name: str | None = None,
@@ -97,30 +66,22 @@ def connect(
             where and why).
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
     """
-    sock, host, where = common.open_socket(address, timeout)
-    name = client_name if client_name is not None else common.default_client_name()
+    sock, host, where = open_socket(address, timeout)
+    name = client_name if client_name is not None else default_client_name()
     try:
         if tls is not None:
-            from ._tls import connect_tls
-
-            return connect_tls(sock, tls, host, where, timeout, name, token)
+            sock = wrap_tls(sock, tls, host, where)
         qm = QueueManager(sock, where)
+        qm._conn.limit_waits(timeout)
         qm._handshake(name, token)
-        sock.settimeout(None)
+        qm._conn.limit_waits(None)
     except BaseException:
         sock.close()
         raise
     return qm
 
 
-class QueueManager(
-    QueueManagerTwoPhase,
-    QueueManagerTrace,
-    QueueManagerLists,
-    QueueManagerPoison,
-    QueueManagerOutgoing,
-    QueueManagerPermissions,
-):
+class QueueManager(QueueManagerAdmin):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread.
@@ -134,16 +95,14 @@ class QueueManager(
         server_version: the daemon's version.
     """
 
+    qm_name: str = ""
+    qm_guid: uuid.UUID = NO_GUID
+    server_version: str = ""
+
     def __init__(self, sock: socket.socket, address: str) -> None:
         """Wrap a connected socket; use :func:`connect` instead."""
         self.address = address
-        self.qm_name = ""
-        self.qm_guid = common.NO_GUID
-        self.server_version = ""
-        self._sock = sock
-        self._recv_buffer = bytearray(common.RECEIVE_SIZE)
-        self._recv_view = memoryview(self._recv_buffer)
-        self._proto = ClientProtocol(address, Waiter, address_in_stream_errors=False)
+        self._conn = connection_for(sock, address)
 
     # ------------------------------------------------------------------
     # Life cycle
@@ -161,13 +120,13 @@ class QueueManager(
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self._proto.closed else "open"
+        state = "closed" if self.closed else "open"
         return f"<QueueManager {self.qm_name!r} at {self.address} ({state})>"
 
     @property
     def closed(self) -> bool:
         """True after :meth:`close` or once the connection broke."""
-        return self._proto.closed
+        return self._conn.proto.closed
 
     def close(self) -> None:
         """Close the connection. Open transactions are aborted by the daemon.
@@ -175,18 +134,11 @@ class QueueManager(
         Sends still buffered in an open transaction are discarded with it.
         Closing twice is harmless.
         """
-        self._proto.close(f"the connection to {self.address} was closed")
-        self._sock.close()
+        self._conn.close()
 
     def _handshake(self, client_name: str, token: str | None = None) -> None:
-        proto = self._proto
-        try:
-            reply = self._exchange(proto.hello(proto.out, client_name))
-        except QueueError as exc:
-            raise proto.handshake_error(exc) from None
-        self.qm_name, self.qm_guid, self.server_version = proto.welcome(reply)
-        if token is not None:
-            self._authenticate(token)
+        identity = self._conn.run(handshake.handshake, client_name, token)
+        self.qm_name, self.qm_guid, self.server_version = identity
 
     # ------------------------------------------------------------------
     # Queues
@@ -220,17 +172,8 @@ class QueueManager(
             QueueExists, InvalidName, InvalidArgument; NotSupported: retry
             settings for a daemon older than protocol version 4.
         """
-        request = create_request(
-            self._proto,
-            name=name,
-            transactional=transactional,
-            journal=journal,
-            quota=quota,
-            retry_count=retry_count,
-            retry_cycles=retry_cycles,
-            retry_delay=retry_delay,
-        )
-        replies.ok_value(self._call(request))
+        retry = (retry_count, retry_cycles, retry_delay)
+        self._conn.run(queues.create_queue, name, transactional, journal, quota, retry)
 
     def delete_queue(self, name: str) -> int:
         """Delete a queue, its journal and their messages; return how many messages went.
@@ -238,7 +181,7 @@ class QueueManager(
         Raises:
             QueueNotFound, AccessDenied (system and journal queues)
         """
-        return replies.ok_value(self._call(cf.DeleteQueue(name=name)))
+        return self._conn.run(queues.delete_queue, name)
 
     def purge_queue(self, name: str) -> int:
         """Delete every message in a queue; return how many.
@@ -248,15 +191,15 @@ class QueueManager(
         Raises:
             QueueNotFound
         """
-        return replies.ok_value(self._call(cf.PurgeQueue(name=name)))
+        return self._conn.run(queues.purge_queue, name)
 
     def list_queues(self) -> list[QueueInfo]:
         """Every queue with its counters, by name (system and journal queues included)."""
-        return replies.queue_list(self._call(cf.ListQueues()))
+        return self._conn.run(queues.list_queues)
 
     def status(self) -> Status:
         """The queue manager's identity, connections, open transactions and queues."""
-        return replies.status(self._call(cf.GetStatus()))
+        return self._conn.run(queues.status)
 
     # ------------------------------------------------------------------
     # Messages
@@ -291,9 +234,7 @@ class QueueManager(
             queues), TransactionUsageError, MessageTooLarge, QuotaExceeded,
             InvalidArgument, StoreFull, LimitExceeded
         """
-        proto = self._proto
-        waiter = proto.send_request(proto.out, destination, body, transactional, options)
-        return replies.message_id(self._exchange(waiter))
+        return self._conn.send(destination, body, transactional, options)
 
     def receive(
         self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
@@ -314,7 +255,7 @@ class QueueManager(
         Raises:
             QueueNotFound, InvalidName
         """
-        return self._receive(None, queue, timeout, False, lookup_id)
+        return self._conn.receive(None, queue, timeout, False, lookup_id)
 
     def peek(
         self, queue: str, timeout: float | None = 0.0, lookup_id: int | None = None
@@ -323,7 +264,7 @@ class QueueManager(
 
         Waits like :meth:`receive`. Messages held by open transactions are not seen.
         """
-        return self._receive(None, queue, timeout, True, lookup_id)
+        return self._conn.receive(None, queue, timeout, True, lookup_id)
 
     def peek_range(self, queue: str, after: int = 0, max: int = 1000) -> list[Message]:
         """Look at up to ``max`` messages with a lookup id above ``after``, in lookup-id order.
@@ -333,10 +274,35 @@ class QueueManager(
         answers at most about 4 MB of messages per request; this method asks
         again until it has ``max`` messages or the queue has no more.
         """
-        pages = PeekPages(queue, after, max)
-        while (request := pages.next_request()) is not None:
-            pages.add(self._call(request))
-        return pages.found
+        return self._conn.run(messages.peek_range, queue, after, max)
+
+    def remove_through(self, queue: str, lookup_id: int) -> int:
+        """Remove every message of ``queue`` with a lookup id up to ``lookup_id``; return how many.
+
+        For a reader that keeps its own position in a queue: once it has
+        processed the messages up to ``lookup_id`` (read with
+        :meth:`peek_range`), it removes them with one call. Messages held by
+        open or prepared transactions stay. Journal copies are made as for a
+        receive. The daemon removes in steps; if the call fails half-way,
+        calling it again removes the rest.
+
+        Raises:
+            QueueNotFound, InvalidName, AccessDenied; NotSupported: the
+            daemon is too old.
+        """
+        return self._conn.run(messages.remove_through, queue, lookup_id)
+
+    def measure_range(self, queue: str, after: int = 0, max_count: int = 0) -> RangeInfo:
+        """Count the visible messages of ``queue`` with a lookup id above ``after``.
+
+        Counts at most ``max_count`` (0: all of them) without reading their
+        bodies, and says where they end (:class:`RangeInfo`): a reader can
+        plan its next range of :meth:`peek_range` calls.
+
+        Raises:
+            QueueNotFound, InvalidName; NotSupported: the daemon is too old.
+        """
+        return self._conn.run(messages.measure_range, queue, after, max_count)
 
     # ------------------------------------------------------------------
     # Transactions
@@ -357,136 +323,13 @@ class QueueManager(
                 msg = tx.receive("in", timeout=5)
                 tx.send("out", msg.body)
         """
-        tx = Transaction(self, self._proto.next_tx_id(), xid)
-        self._proto.begin(tx._state)
+        proto = self._conn.proto
+        tx = Transaction(self, proto.next_tx_id(), xid)
+        proto.begin(tx._state)
         return tx
 
-    # ------------------------------------------------------------------
-    # The connection
-    # ------------------------------------------------------------------
 
-    def _call(self, value: cf.ClientRequest) -> cf.ServerReply:
-        """Send one request (after whatever is buffered) and return its reply."""
-        return self._exchange(self._proto.request(self._proto.out, value))
-
-    def _receive(
-        self,
-        state: TransactionState | None,
-        queue: str,
-        timeout: float | None,
-        peek: bool,
-        lookup_id: int | None,
-    ) -> Message | None:
-        """Receive or peek, in the transaction ``state`` or outside any."""
-        proto = self._proto
-        waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
-        return replies.message_or_none(self._exchange(waiter), state)
-
-    def _end(self, state: TransactionState, *, commit: bool) -> None:
-        """Commit or abort ``state``: the core says what goes out and what its outcome raises."""
-        proto = self._proto
-        state.end(commit=commit)
-        outcome: cf.ServerReply | QueueError
-        try:
-            outcome = self._exchange(proto.end_request(proto.out, state))
-        except QueueError as exc:
-            outcome = exc
-        protocol.transaction_ended(state, outcome)
-
-    def _exchange(self, waiter: Waiter) -> cf.ServerReply:
-        """Write the buffer and wait for ``waiter``'s reply; raise error replies."""
-        try:
-            self._flush()
-            while waiter.reply is None:
-                self._read(block=True)
-        except QueueError:
-            raise
-        except BaseException as exc:
-            # Interrupted half-way (KeyboardInterrupt, ...): the stream can no longer be trusted.
-            self._break(f"a request was interrupted ({type(exc).__name__})")
-            raise
-        return self._proto.result(waiter)
-
-    def _flush_guarded(self) -> None:
-        """Write the buffer; an interrupted write breaks the connection."""
-        try:
-            self._flush()
-        except QueueError:
-            raise
-        except BaseException as exc:
-            self._break(f"a write was interrupted ({type(exc).__name__})")
-            raise
-
-    def _flush(self) -> None:
-        """Write the whole output buffer, reading replies whenever the kernel is full."""
-        out = self._proto.out
-        if not out:
-            return
-        sock = self._sock
-        try:
-            sent = sock.send(out, _MSG_DONTWAIT)
-        except BlockingIOError:
-            sent = 0
-        except _CONN_ERRORS as exc:
-            raise self._lost(exc) from None
-        if sent == len(out):
-            out.clear()
-            return
-        poller = select.poll()
-        poller.register(sock, select.POLLIN | select.POLLOUT)
-        with memoryview(out) as view:
-            while sent < len(view):
-                try:
-                    events = poller.poll()
-                    if any(event & select.POLLIN for _, event in events):
-                        self._read(block=False)
-                    sent += sock.send(view[sent:], _MSG_DONTWAIT)
-                except BlockingIOError:
-                    continue
-                except _CONN_ERRORS as exc:
-                    raise self._lost(exc) from None
-        out.clear()
-
-    def _read(self, *, block: bool) -> None:
-        """Read what the daemon sent and dispatch every whole frame."""
-        try:
-            if block:
-                count = self._sock.recv_into(self._recv_buffer)
-            else:
-                count = self._sock.recv_into(self._recv_buffer, 0, _MSG_DONTWAIT)
-        except BlockingIOError:
-            return
-        except _CONN_ERRORS as exc:
-            raise self._lost(exc) from None
-        self._dispatch(count)
-
-    def _dispatch(self, count: int) -> None:
-        """Hand the ``count`` bytes read into the buffer to the protocol (0: closed)."""
-        if not count:
-            raise self._lost(None)
-        try:
-            self._proto.receive_data(self._recv_view[:count])
-        except QueueError:
-            # A malformed frame, or the daemon rejected the stream: the core broke the connection.
-            self._sock.close()
-            raise
-
-    def _lost(self, exc: BaseException | None) -> ConnectionLost:
-        reason = "the queue manager closed the connection"
-        if exc is not None:
-            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-            reason = f"the connection failed: {detail.lower() or type(exc).__name__}"
-        error = self._proto.lost(reason)
-        self._sock.close()
-        return error
-
-    def _break(self, message: str) -> ConnectionLost:
-        error = self._proto.fail(message)
-        self._sock.close()
-        return error
-
-
-class Transaction(TransactionTwoPhase, TransactionPoison):
+class Transaction(TransactionHandle):
     """An open transaction on a :class:`QueueManager`; make one with :meth:`QueueManager.begin`.
 
     Sends inside a transaction are pipelined: :meth:`send` buffers the frame
@@ -502,26 +345,13 @@ class Transaction(TransactionTwoPhase, TransactionPoison):
         id: the daemon's id for the transaction.
     """
 
-    __slots__ = ("_proto", "_qm", "_state")
+    __slots__ = ("_conn", "_proto")
 
     def __init__(self, qm: QueueManager, tx_id: int, xid: str | None = None) -> None:
         """Wrap an open transaction; use :meth:`QueueManager.begin` instead."""
-        self._qm = qm
-        self._proto = qm._proto
-        self._state = TransactionState(tx_id, xid)
-
-    @property
-    def id(self) -> int:
-        """The daemon's id for the transaction."""
-        return self._state.id
-
-    @property
-    def ended(self) -> bool:
-        """True once committed or aborted."""
-        return self._state.ended
-
-    def __repr__(self) -> str:
-        return f"<Transaction {self._state.id} ({self._state.phase})>"
+        super().__init__(TransactionState(tx_id, xid))
+        self._conn = qm._conn
+        self._proto = qm._conn.proto
 
     def __enter__(self) -> Self:
         return self
@@ -559,7 +389,7 @@ class Transaction(TransactionTwoPhase, TransactionPoison):
         sent, with consecutive lookup ids.
         """
         if self._proto.pipeline_send(self._state, destination, body, options):
-            self._qm._flush_guarded()
+            self._conn.write()
 
     def receive(
         self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
@@ -574,7 +404,50 @@ class Transaction(TransactionTwoPhase, TransactionPoison):
             TransactionUsageError: the queue is not transactional.
             QueueNotFound, InvalidName; or the error of an earlier failed send.
         """
-        return self._qm._receive(self._state, queue, timeout, False, lookup_id)
+        return self._conn.receive(self._state, queue, timeout, False, lookup_id)
+
+    def move(self, from_queue: str, to_queue: str, lookup_id: int | None = None) -> bool:
+        """Move one message (the one named, or the next) between a queue and its
+        subqueue inside the transaction: it is held now and moves when the
+        transaction commits; an abort leaves it where it was (not counted as an
+        aborted receive). Both queues must be transactional. Returns False if
+        there was no message to move. A transaction that moves cannot be prepared.
+
+        Raises:
+            as :meth:`QueueManager.move`; TransactionUsageError: a
+            non-transactional queue.
+        """
+        return self._conn.run(poison.transaction_move, self._state, from_queue, to_queue, lookup_id)
+
+    def prepare(self) -> None:
+        """Prepare the transaction: the first phase of a two-phase commit.
+
+        Only a transaction begun with ``begin(xid=...)`` can be prepared.
+        The call returns once the daemon has stored the transaction, synced:
+        from then on it belongs to no connection. It survives the end of
+        this connection and restarts of the daemon, is never timed out, its
+        sends keep their room in their queues' quotas, and the messages it
+        received stay hidden from other readers, until it is resolved: by
+        :meth:`commit` or :meth:`abort` here, or by xid from any connection
+        (:meth:`QueueManager.commit_prepared`,
+        :meth:`QueueManager.abort_prepared`, ``qmgr tx commit XID``). After
+        prepare() only commit() and abort() may be called; as a context
+        manager the block still commits on normal exit.
+
+        Raises:
+            TransactionUsageError: the transaction has no xid, or was prepared already.
+            LimitExceeded: too many transactions are prepared
+                (``transactions.max_prepared``); only abort() may follow.
+            QuotaExceeded, StoreFull, QueueNotFound: it could not be
+                prepared; only abort() may follow.
+            TransactionAborted: the daemon had aborted it (idle timeout, a
+                received message's queue was deleted); it has ended.
+            the error of a failed pipelined send: the transaction was aborted.
+            ConnectionLost: the transaction may or may not have been
+                prepared (the message says so): look with
+                :meth:`QueueManager.transactions`.
+        """
+        self._conn.run(transactions.prepare, self._state)
 
     def commit(self) -> None:
         """Commit: every send becomes visible and every receive final, at once.
@@ -587,7 +460,7 @@ class Transaction(TransactionTwoPhase, TransactionPoison):
             QuotaExceeded, StoreFull: it could not be stored; nothing applied.
             the error of a failed pipelined send: the transaction was aborted.
         """
-        self._qm._end(self._state, commit=True)
+        self._conn.run(transactions.end, self._state, commit=True)
 
     def abort(self) -> None:
         """Abort: discard the sends; received messages go back to their places.
@@ -596,4 +469,4 @@ class Transaction(TransactionTwoPhase, TransactionPoison):
             TransactionNotFound: it has already ended.
             TransactionCommitted: it was prepared, and committed by xid meanwhile.
         """
-        self._qm._end(self._state, commit=False)
+        self._conn.run(transactions.end, self._state, commit=False)

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from wire import client_frames as cf
-from wire._message import MESSAGE_FIXED_SIZE
+from wire import client as cf
+from wire.message_layout import MESSAGE_FIXED_SIZE
 
+from ._blocking import Transaction
 from ._codec import append_send
 from ._common import PIPELINE_FLUSH_BYTES
 from ._protocol import MAX_REQUEST_ID
-
-if TYPE_CHECKING:
-    from ._blocking import Transaction
 
 __all__ = ["send_bodies"]
 
@@ -42,7 +40,7 @@ def send_bodies(tx: Transaction, destination: str, bodies: Iterable[bytes]) -> i
         MessageTooLarge: a body is over 4 MB (the bodies before it are sent).
         TransactionNotFound, InvalidArgument, ConnectionLost: as ``send``.
     """
-    qm, proto, state = tx._qm, tx._proto, tx._state
+    conn, proto, state = tx._conn, tx._proto, tx._state
     template = bytearray()
     append_send(template, 0, state.id, 0, destination, b"", {})
     kind = bytes(template[4:8])
@@ -73,5 +71,5 @@ def send_bodies(tx: Transaction, destination: str, bodies: Iterable[bytes]) -> i
         request_ids.append(request_id)
         count += 1
         if len(out) > PIPELINE_FLUSH_BYTES:
-            qm._flush_guarded()
+            conn.write()
     return count

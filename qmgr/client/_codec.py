@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Final, TypedDict
 
 from wire import LocalProtocolError
-from wire import client_frames as cf
+from wire import client as cf
 
-from ._errors import InvalidArgument, MessageTooLarge
+from ._exceptions import InvalidArgument, MessageTooLarge
 
 __all__ = [
     "ABORT",

@@ -1,18 +1,16 @@
-"""Small pieces every part of the client uses: addresses, limits, timeouts."""
+"""Small pieces every part of the client uses: addresses, limits, timeouts, version checks."""
 
 from __future__ import annotations
 
 import math
 import os
-import socket
 import sys
 import uuid
 from typing import Final
 
-from wire import client_frames as cf
-from wire.client_frames import Delivery
+from wire import client as cf
 
-from ._errors import ConnectionLost, InvalidArgument, NotSupported
+from ._exceptions import InvalidArgument, NotSupported
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:1802"
 DEFAULT_PORT: Final = 1802
@@ -30,11 +28,6 @@ NO_GUID: Final = uuid.UUID(int=0)
 MAX_CLIENT_TX_ID: Final = cf.CLIENT_TX_ID_LIMIT - 1
 
 _INFINITE: Final = 0xFFFFFFFF
-
-_DELIVERY_NAMES: Final = {
-    "recoverable": int(Delivery.RECOVERABLE),
-    "express": int(Delivery.EXPRESS),
-}
 
 #: What ``transactional=`` maps to in ``Send.mode`` (see ``qmgr.core.engine.SendMode``).
 SEND_MODES: Final = {None: 0, False: 1, True: 2}
@@ -61,42 +54,8 @@ def unix_path(address: str) -> str | None:
     return text[len(UNIX_PREFIX) :] if text.startswith(UNIX_PREFIX) else None
 
 
-def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str, str]:
-    """A connected socket to ``address`` (``HOST:PORT`` or ``unix:PATH``), with
-    the host name TLS checks and the address for messages.
-
-    Raises:
-        ValueError: a bad address. ConnectionLost: nothing answers there.
-    """
-    path = unix_path(address)
-    if path is not None:
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.settimeout(timeout)
-        try:
-            sock.connect(path)
-        except OSError as exc:
-            sock.close()
-            reason = (exc.strerror or str(exc)).lower()
-            msg = f"cannot connect to the queue manager at {address}: {reason}"
-            raise ConnectionLost(msg) from None
-        return sock, "localhost", f"{UNIX_PREFIX}{path}"
-    host, port = parse_address(address)
-    where = f"{host}:{port}"
-    try:
-        sock = socket.create_connection((host, port), timeout=timeout)
-    except TimeoutError:
-        msg = f"cannot connect to the queue manager at {where}: no answer within {timeout} s"
-        raise ConnectionLost(msg) from None
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
-        raise ConnectionLost(msg) from None
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    except OSError:
-        pass
-    return sock, host, where
+#: What the requests of ``TWO_PHASE_VERSION`` give (``NotSupported`` names it).
+TWO_PHASE_USE: Final = "global transactions, remove_through() and measure_range()"
 
 
 def require_version(version: int, needed: int, address: str, what: str, use: str = "") -> None:

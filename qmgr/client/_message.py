@@ -14,8 +14,8 @@ import uuid
 from dataclasses import dataclass
 
 from wire import MessageProperties, format_message_id
-from wire import client_frames as cf
-from wire.client_frames import Delivery
+from wire import client as cf
+from wire.client import Delivery
 
 from ._levels import class_name
 
@@ -54,6 +54,7 @@ _KINDS = {
 _DELIVERIES = {int(d): d for d in Delivery}
 
 
+@dataclass(slots=True, kw_only=True, eq=False, repr=False)
 class Message:
     """A message as received or peeked: where it was, and the message itself.
 
@@ -74,34 +75,13 @@ class Message:
             ``None`` if it never did.
     """
 
-    __slots__ = (
-        "abort_count",
-        "arrived_time",
-        "last_move_time",
-        "lookup_id",
-        "move_count",
-        "properties",
-        "queue",
-    )
-
-    def __init__(
-        self,
-        *,
-        queue: str,
-        lookup_id: int,
-        arrived_time: _dt.datetime,
-        properties: MessageProperties,
-        abort_count: int = 0,
-        move_count: int = 0,
-        last_move_time: _dt.datetime | None = None,
-    ) -> None:
-        self.queue = queue
-        self.lookup_id = lookup_id
-        self.arrived_time = arrived_time
-        self.properties = properties
-        self.abort_count = abort_count
-        self.move_count = move_count
-        self.last_move_time = last_move_time
+    queue: str
+    lookup_id: int
+    arrived_time: _dt.datetime
+    properties: MessageProperties
+    abort_count: int = 0
+    move_count: int = 0
+    last_move_time: _dt.datetime | None = None
 
     @classmethod
     def from_wire(cls, data: cf.QueuedMessage) -> Message:

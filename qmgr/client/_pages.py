@@ -7,21 +7,16 @@ once, so the caller can work on the previous page while the queue manager
 answers; :func:`page_body` waits for the reply and returns the body of its
 ``MessageList`` frame, undecoded (a ``u32`` count, then each message:
 lookup id, arrival time, queue name, encoded message; see
-``wire/_client_fast.py``).
+``wire.client.fast_codec``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from wire import client_frames as cf
-
+from ._blocking import QueueManager
+from ._blocking_io import SocketConnection
 from ._codec import RawMessageList
+from ._protocol import Waiter
 from ._replies import unexpected
-
-if TYPE_CHECKING:
-    from ._blocking import QueueManager
-    from ._protocol import Waiter
 
 __all__ = ["PageRequest", "page_body", "request_page"]
 
@@ -29,10 +24,10 @@ __all__ = ["PageRequest", "page_body", "request_page"]
 class PageRequest:
     """A ``PeekRange`` request under way on a blocking connection."""
 
-    __slots__ = ("_qm", "_waiter")
+    __slots__ = ("_conn", "_waiter")
 
-    def __init__(self, qm: QueueManager, waiter: Waiter) -> None:
-        self._qm = qm
+    def __init__(self, conn: SocketConnection, waiter: Waiter) -> None:
+        self._conn = conn
         self._waiter = waiter
 
 
@@ -43,11 +38,10 @@ def request_page(qm: QueueManager, queue: str, after: int, max_count: int) -> Pa
     Raises:
         ConnectionLost, InvalidArgument
     """
-    proto = qm._proto
-    waiter = proto.request(proto.out, cf.PeekRange(queue=queue, after=after, max_count=max_count))
-    proto._reader.raw.add(waiter.request_id)
-    qm._flush_guarded()
-    return PageRequest(qm, waiter)
+    conn = qm._conn
+    waiter = conn.proto.page_request(conn.proto.out, queue, after, max_count)
+    conn.write()
+    return PageRequest(conn, waiter)
 
 
 def page_body(request: PageRequest) -> bytes:
@@ -56,11 +50,11 @@ def page_body(request: PageRequest) -> bytes:
     Raises:
         QueueNotFound, InvalidName, ... (the daemon's errors), ConnectionLost
     """
-    qm, waiter = request._qm, request._waiter
+    conn, waiter = request._conn, request._waiter
     try:
-        reply: object = qm._exchange(waiter)
+        reply: object = conn.exchange(waiter)
     finally:
-        qm._proto._reader.raw.discard(waiter.request_id)
+        conn.proto.forget_page(waiter)
     if type(reply) is RawMessageList:
         return reply.body
-    raise unexpected(reply, "MessageList")  # type: ignore[arg-type]
+    raise unexpected(reply, "MessageList")

@@ -1,19 +1,23 @@
 """The client's protocol core: all that the blocking and the trio client share, without I/O.
 
+Where it stands among the SDK's modules: ``qmgr.client``'s docstring.
+
 Theory of operation
 -------------------
 A :class:`ClientProtocol` is the state of one connection, in the manner of
 h11 or wsproto: it never touches a socket, trio or the clock. The blocking
 and the trio client are adapters around it that only move bytes and wait:
 
-* To make a request, an adapter asks the core for it (:meth:`~ClientProtocol.request`,
+* To make a request, a call asks the core for it (:meth:`~ClientProtocol.call`,
   :meth:`~ClientProtocol.send_request`, :meth:`~ClientProtocol.receive_request`,
-  :meth:`~ClientProtocol.end_request`, ...). The core checks and converts the
-  arguments, takes the next request id, packs the frame into the buffer it
-  is given and returns a :class:`Waiter` registered under that id. The
-  blocking client passes the connection's output buffer ``out``; the trio
-  client passes a frame of its own, which it writes after ``out`` under its
-  send lock, so that a request cancelled before the write never goes out.
+  :meth:`~ClientProtocol.prepare_request`, :meth:`~ClientProtocol.end_request`,
+  ...). The core checks and converts the arguments, takes the next request
+  id, packs the frame into the buffer it is given and returns a
+  :class:`Waiter` registered under that id. The blocking client's hot paths
+  pass the connection's output buffer ``out``; a call packs a frame of its
+  own (:data:`Pending`), which the blocking client appends to ``out`` and
+  the trio client writes after ``out`` under its send lock, so that a
+  request cancelled before the write never goes out.
 * Two requests are *pipelined*: the daemon answers them only if they fail.
   :meth:`~ClientProtocol.begin` packs a transaction's Begin (the client
   chooses the transaction id) and :meth:`~ClientProtocol.pipeline_send` a
@@ -28,12 +32,12 @@ and the trio client are adapters around it that only move bytes and wait:
 * The adapter feeds every byte it reads to :meth:`~ClientProtocol.receive_data`.
   The core splits the stream into replies (``_codec.ReplyReader``): a
   pipelined request's error is recorded on its transaction (the first one
-  wins, see :class:`TransactionState`), every other reply is put on its
+  wins, see ``_transaction.TransactionState``), every other reply is put on its
   waiter, whose :meth:`Waiter.wake` is called (the trio client sets an event
   there); a reply nobody waits for any more is dropped.
 * :meth:`~ClientProtocol.result` gives the waiter's reply, or raises an
-  error reply as its exception; the functions of ``_replies`` turn reply
-  values into what the SDK returns.
+  error reply as its exception; the functions of ``_replies`` and the calls
+  turn reply values into what the SDK returns.
 * A framing error, the daemon's rejection of the stream (an error reply to
   request id 0), a failed read or write (:meth:`~ClientProtocol.lost`) or
   :meth:`~ClientProtocol.close` break the connection: the buffer and the
@@ -41,25 +45,41 @@ and the trio client are adapters around it that only move bytes and wait:
   call raises :class:`ConnectionLost` with the reason.
 
 How a transaction begins, is prepared and ends is decided by its
-``_transaction.TransactionState``: :meth:`~ClientProtocol.begin` and
-:meth:`~ClientProtocol.end_request` pack the frames it chooses.
+``_transaction.TransactionState``: :meth:`~ClientProtocol.begin`,
+:meth:`~ClientProtocol.prepare_request` and :meth:`~ClientProtocol.end_request`
+pack the frames it chooses.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
-from typing import Final, Generic, TypeVar
+from collections.abc import Callable, Generator
+from typing import Final, Generic, TypeAlias, TypeVar
 
 from wire import LocalProtocolError, RemoteProtocolError
-from wire import client_frames as cf
+from wire import client as cf
 
 from ._codec import ReplyReader, SendOptions, append_receive, append_send
-from ._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_BYTES, SEND_MODES, timeout_ms
-from ._errors import ConnectionLost, InvalidArgument, QueueError, error_from_reply
-from ._transaction import TransactionState as TransactionState
-from ._transaction import transaction_ended as transaction_ended
-from ._two_phase import require_two_phase
+from ._common import (
+    MAX_CLIENT_TX_ID,
+    PIPELINE_FLUSH_BYTES,
+    SEND_MODES,
+    TWO_PHASE_USE,
+    require_version,
+    timeout_ms,
+)
+from ._exceptions import (
+    ConnectionLost,
+    InvalidArgument,
+    QueueError,
+    TransactionUsageError,
+    error_from_reply,
+)
+from ._message import Message
+from ._replies import message_or_none
+from ._transaction import TransactionState
+
+__all__ = ["MAX_REQUEST_ID", "ClientProtocol", "Flow", "Pending", "Waiter"]
 
 #: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
 MAX_REQUEST_ID: Final = 0xFFFFFFFF
@@ -86,6 +106,16 @@ class Waiter:
 
 
 W = TypeVar("W", bound=Waiter)
+T = TypeVar("T")
+
+#: A request a call packed, for the facade to write: the waiter of its reply, and its frame.
+Pending: TypeAlias = tuple[W, bytearray]
+
+#: A call: a generator that yields each request it packed (:data:`Pending`), is
+#: sent the reply (or thrown the error that writing it or waiting met), and
+#: returns the call's result. It does no I/O; ``_blocking_io`` and ``_trio_io``
+#: drive it (``run``).
+Flow: TypeAlias = Generator[tuple[W, bytearray], cf.ServerReply, T]
 
 
 class ClientProtocol(Generic[W]):
@@ -161,6 +191,14 @@ class ClientProtocol(Generic[W]):
         self._next_id = request_id
         return request_id
 
+    def require(self, needed: int, what: str, use: str = "") -> None:
+        """Raise unless the daemon speaks protocol version ``needed`` or later.
+
+        Raises:
+            NotSupported: it is older than ``what`` (with ``use``: what upgrading gives).
+        """
+        require_version(self.version, needed, self.address, what, use)
+
     def _expect(self, request_id: int) -> W:
         waiter = self._make_waiter(request_id)
         self._waiters[request_id] = waiter
@@ -186,9 +224,10 @@ class ClientProtocol(Generic[W]):
             raise InvalidArgument(msg) from None
         return self._expect(request_id)
 
-    def hello(self, out: bytearray, client_name: str) -> W:
-        """Pack the handshake's Hello (the name is cut to 200 characters)."""
-        return self.request(out, cf.Hello(client_name=client_name[:200]))
+    def call(self, value: cf.ClientRequest) -> Pending[W]:
+        """Pack any request into a frame of its own, for a call to yield (see :meth:`request`)."""
+        frame = bytearray()
+        return self.request(frame, value), frame
 
     def handshake_error(self, exc: QueueError) -> QueueError:
         """What a failed handshake raises, given the error of the Hello request."""
@@ -261,6 +300,52 @@ class ClientProtocol(Generic[W]):
         append_receive(out, request_id, tx_id, queue, wait_ms, peek, lookup_id)
         return self._expect(request_id)
 
+    def receive_result(
+        self, reply: cf.ServerReply, state: TransactionState | None
+    ) -> Message | None:
+        """The message (or None) a receive or peek in ``state`` (or outside any) got.
+
+        Raises:
+            ConnectionLost: the reply is of the wrong kind.
+            TransactionNotFound, or the error of a failed pipelined send that
+                came before the reply: the transaction cannot be used.
+        """
+        message = message_or_none(reply)
+        if state is not None:
+            state.check()
+        return message
+
+    def page_request(self, out: bytearray, queue: str, after: int, max_count: int) -> W:
+        """Pack a PeekRange whose MessageList reply comes undecoded (``_codec.RawMessageList``)."""
+        waiter = self.request(out, cf.PeekRange(queue=queue, after=after, max_count=max_count))
+        self._reader.raw.add(waiter.request_id)
+        return waiter
+
+    def forget_page(self, waiter: W) -> None:
+        """The reply to ``waiter``'s page came or will never come: no longer keep it raw."""
+        self._reader.raw.discard(waiter.request_id)
+
+    def prepare_request(self, out: bytearray, state: TransactionState) -> W:
+        """Pack the Prepare of ``state`` into ``out``; its reply comes to the returned waiter.
+
+        Raises:
+            TransactionUsageError: the transaction has no xid, or is prepared already.
+            TransactionNotFound, or the error of a failed pipelined send: the
+                transaction cannot be prepared.
+            ConnectionLost: the connection is unusable.
+        """
+        if state.xid is None:
+            msg = (
+                f"transaction {state.id} has no xid: only a transaction begun with "
+                "begin(xid=...) can be prepared"
+            )
+            raise TransactionUsageError(msg)
+        state.check()
+        waiter = self.request(out, cf.Prepare(tx_id=state.id))
+        # Its reply comes after every failure of the pipelined requests before it.
+        waiter.ends = state
+        return waiter
+
     def end_request(self, out: bytearray, state: TransactionState) -> W:
         """Pack the Commit, Abort or Resolve that ends ``state`` (see ``TransactionState.end``).
 
@@ -296,7 +381,7 @@ class ClientProtocol(Generic[W]):
             NotSupported: ``state`` has an xid and the daemon is too old for that.
         """
         if state.xid is not None:
-            require_two_phase(self.version, self.address, "begin(xid=...)")
+            self.require(cf.TWO_PHASE_VERSION, "begin(xid=...)", TWO_PHASE_USE)
         request_id = self.new_id()
         state.pack_begin(self.out, request_id)
         self.pipelined[request_id] = state

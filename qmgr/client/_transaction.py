@@ -2,17 +2,20 @@
 
 Theory of operation
 -------------------
-Both transaction classes keep a :class:`TransactionState`, and the protocol
-core and the two clients decide everything about a transaction through it:
+Both transaction classes keep a :class:`TransactionState` (and show it
+through their base, :class:`TransactionHandle`); the protocol core, the
+calls of ``calls/transactions.py`` and the two clients decide everything
+about a transaction through it:
 
 * ``begin()`` packs a Begin, or with an xid a BeginGlobal
   (:meth:`TransactionState.pack_begin`); both are pipelined.
 * Sends are pipelined: a failure among them is recorded by
   :meth:`TransactionState.fail` and raised by the next call
   (:meth:`TransactionState.check`).
-* :func:`prepare_request` packs the Prepare of a global transaction and
-  :func:`prepared` judges its reply: after a success only ``commit()`` and
-  ``abort()`` may follow; a failure leaves a transaction that can only abort.
+* ``prepare()`` packs the Prepare of a global transaction
+  (``ClientProtocol.prepare_request``) and :func:`prepared` judges its
+  reply: after a success only ``commit()`` and ``abort()`` may follow; a
+  failure leaves a transaction that can only abort.
 * :meth:`TransactionState.end` records whether ``commit()`` or ``abort()``
   ended it (a commit of a transaction with a failed send sends an Abort
   instead); :meth:`TransactionState.pack_end` packs that frame (a Resolve
@@ -23,39 +26,45 @@ core and the two clients decide everything about a transaction through it:
   done: the transaction may be prepared, or still open on the connection.
   Ending it then sends both an Abort and, after it, a Resolve that aborts
   the xid (the daemon handles a connection's requests in order), so that it
-  is aborted whichever way the Prepare went.
+  is aborted whichever way the Prepare went (:func:`prepare_interrupted`).
+  A receive whose reply was never read may have taken a message: the
+  transaction can then only abort (:func:`receive_abandoned`).
+
+Nothing here does I/O or knows the protocol core: the core packs what this
+module decides.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final
 
-from wire import client_frames as cf
+from wire import client as cf
 
 from ._codec import ABORT, BEGIN, COMMIT, append_tx_request
-from ._errors import (
+from ._exceptions import (
     ConnectionLost,
+    InvalidArgument,
     QueueError,
     TransactionAborted,
     TransactionNotFound,
     TransactionUsageError,
     error_from_reply,
 )
-from ._replies import unexpected
-from ._two_phase import check_xid, resolutions
-
-if TYPE_CHECKING:
-    from ._protocol import ClientProtocol, Waiter
-
-    W = TypeVar("W", bound=Waiter)
+from ._replies import resolutions, unexpected
 
 __all__ = [
+    "MAX_XID_BYTES",
+    "TransactionHandle",
     "TransactionState",
+    "check_xid",
     "prepare_interrupted",
-    "prepare_request",
     "prepared",
+    "receive_abandoned",
     "transaction_ended",
 ]
+
+#: Longest xid, in bytes of UTF-8.
+MAX_XID_BYTES: Final = 200
 
 # How a transaction ended (``TransactionState.ending``): still open; by commit(),
 # which sends a Commit; by abort(), which sends an Abort; by a commit() after a
@@ -67,6 +76,30 @@ _ABORT: Final = 2
 _ABORT_FAILED: Final = 3
 #: What :meth:`TransactionState.fail` records when the pipelined Begin failed.
 _THE_BEGIN: Final = "its begin"
+
+
+def check_xid(xid: object) -> str:
+    """Return ``xid`` if it can name a global transaction.
+
+    Raises:
+        InvalidArgument: not a str of 1 to 200 bytes of UTF-8 without control characters.
+    """
+    if not isinstance(xid, str):
+        msg = f"a transaction id (xid) must be a str, not {type(xid).__name__}"
+        raise InvalidArgument(msg)
+    try:
+        size = len(xid.encode("utf-8"))
+    except UnicodeEncodeError:
+        msg = f"transaction id {xid!r} cannot be encoded as UTF-8"
+        raise InvalidArgument(msg) from None
+    if not 0 < size <= MAX_XID_BYTES:
+        msg = f"a transaction id must be 1 to {MAX_XID_BYTES} bytes of UTF-8, not {size}: {xid!r}"
+        raise InvalidArgument(msg)
+    for char in xid:
+        if char < " " or char == "\x7f":
+            msg = f"transaction id {xid!r} contains the control character U+{ord(char):04X}"
+            raise InvalidArgument(msg)
+    return xid
 
 
 class TransactionState:
@@ -210,31 +243,42 @@ class TransactionState:
             append_tx_request(out, COMMIT if commit else ABORT, request_id, self.id)
 
 
+class TransactionHandle:
+    """What both transaction classes (``Transaction``, ``AsyncTransaction``) show of
+    their :class:`TransactionState`; they add the calls."""
+
+    __slots__ = ("_state",)
+
+    def __init__(self, state: TransactionState) -> None:
+        self._state = state
+
+    @property
+    def id(self) -> int:
+        """The transaction's id on this connection (chosen by the client)."""
+        return self._state.id
+
+    @property
+    def ended(self) -> bool:
+        """True once committed or aborted."""
+        return self._state.ended
+
+    @property
+    def xid(self) -> str | None:
+        """The global transaction id given to ``begin(xid=...)``, or None."""
+        return self._state.xid
+
+    @property
+    def prepared(self) -> bool:
+        """True once :meth:`prepare` succeeded (until the transaction ends)."""
+        return self._state.prepared and not self._state.ended
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self._state.id} ({self._state.phase})>"
+
+
 # ----------------------------------------------------------------------
 # Prepare
 # ----------------------------------------------------------------------
-
-
-def prepare_request(proto: ClientProtocol[W], out: bytearray, state: TransactionState) -> W:
-    """Pack the Prepare of ``state`` into ``out``; its reply comes to the returned waiter.
-
-    Raises:
-        TransactionUsageError: the transaction has no xid, or is prepared already.
-        TransactionNotFound, or the error of a failed pipelined send: the
-            transaction cannot be prepared.
-        ConnectionLost: the connection is unusable.
-    """
-    if state.xid is None:
-        msg = (
-            f"transaction {state.id} has no xid: only a transaction begun with "
-            "begin(xid=...) can be prepared"
-        )
-        raise TransactionUsageError(msg)
-    state.check()
-    waiter = proto.request(out, cf.Prepare(tx_id=state.id))
-    # Its reply comes after every failure of the pipelined requests before it.
-    waiter.ends = state
-    return waiter
 
 
 def prepared(state: TransactionState, outcome: cf.ServerReply | QueueError) -> None:
@@ -342,3 +386,15 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
         raise error
     if state.ending == _ABORT_FAILED:
         raise state.commit_error()
+
+
+def receive_abandoned(state: TransactionState) -> None:
+    """A receive in ``state`` was cancelled before its reply was read: the daemon may
+    have handed it a message nobody will see, and committing would remove that
+    message unseen. Only an abort may follow."""
+    state.fail(
+        int(cf.ErrorCode.TRANSACTION_ABORTED),
+        "it was cancelled before its reply was read, and the message it may "
+        "have taken must not be committed unseen",
+        what="a receive",
+    )

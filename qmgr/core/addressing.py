@@ -10,9 +10,11 @@ resolves a destination to where each copy goes: a local application
 queue's record, or, for a queue on another queue manager, a
 :class:`~qmgr.core.outgoing.RemoteDestination` whose copy the commit appends
 to that destination's outgoing queue. Journal and dead-letter queues and
-subqueues take no sends. A send to a remote queue cannot be checked against that queue
-(as in MSMQ): whether it exists, and is transactional, is judged where it
-arrives.
+subqueues take no sends. A send to a remote queue cannot be checked
+against that queue (as in MSMQ): whether it exists, and is transactional,
+is judged where it arrives. The requests that read or change one queue
+here (receive, peek, purge, move, ...) name it by a *queue reference*,
+which :meth:`Addressing.queue` resolves to its record.
 
 It reads the store's catalog and never writes it; errors are the core's own.
 """
@@ -78,6 +80,20 @@ class Addressing:
                 self._parsed.clear()
             self._parsed[text] = parsed
         return parsed
+
+    def queue(self, reference: str) -> QueueRecord:
+        """Resolve a local queue reference (a name or a format name naming one
+        queue here: what receives, peeks, purges, ... take) to its record.
+
+        Raises:
+            InvalidName, QueueNotFound
+        """
+        address = names.parse_queue_reference(reference, self.identity)
+        record = self.store.get_queue(address.queue)
+        if record is None:
+            msg = f"queue {reference!r} does not exist"
+            raise QueueNotFound(msg)
+        return record
 
     def destinations(self, text: str) -> tuple[Target, ...]:
         """Where a send to the format name ``text`` puts a copy, in order.

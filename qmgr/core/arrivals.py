@@ -175,7 +175,7 @@ class Arrivals:
         if rejection == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
             # Too late: the source keeps a transactional one's dead-letter copy
             # (told by FinalAck); a plain one dies here, kept only if it asked.
-            reports = self._outcomes.effects(message, rejection, wall=wall, note=note)
+            reports = self._outcomes.reports(message, rejection, wall=wall, note=note)
             return Arrival(tuple(reports), queue_key, rejection)
         if rejection is not None:
             ops, kept = self._refusal(message, rejection, wall, note)
@@ -189,7 +189,7 @@ class Arrivals:
             deadline=deadline,
             note=note,
         )
-        reports = self._outcomes.effects(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
+        reports = self._outcomes.reports(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
         if reports:
             append = Together((append, *reports))
         if record.quota is None:
@@ -227,7 +227,7 @@ class Arrivals:
         """A refused message kept in the dead-letter queue with ``message_class``
         while it has room for refusals, and the reports it asked for (a FinalAck
         at once, if its source asked); and whether the copy is kept."""
-        reports = self._outcomes.effects(
+        reports = self._outcomes.reports(
             message, message_class, wall=wall, dead_letter=False, note=note
         )
         copy = self._outcomes.dead_letter(message, message_class)

@@ -46,7 +46,7 @@ repeat) changes nothing.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from storage import (
     MAX_CONFIRMATION_COPIES,
@@ -55,18 +55,14 @@ from storage import (
     MarkDelivered,
     Operation,
     SettleConfirmation,
+    Store,
     Unit,
 )
 from wire import INFINITE, MessageClass, MessageProperties
 
 from .errors import InvalidArgument
-from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, acknowledgment_wanted
+from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, Outcomes, acknowledgment_wanted
 from .outgoing import RemoteDestination
-
-if TYPE_CHECKING:
-    from storage import Store
-
-    from .outcomes import Outcomes
 
 __all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
 

@@ -1,4 +1,4 @@
-"""The queue-manager core: queues, transactions and receives, decided without I/O.
+"""The queue-manager core: queues, transactions, sends and receives, decided without I/O.
 
 Theory of operation
 -------------------
@@ -13,41 +13,60 @@ and never logs.
 
 What is not yet committed lives here, in memory, on purpose:
 
-* an open :class:`Transaction` keeps its sends (bounded per transaction and,
-  across all of them, by the ``uncommitted`` budget) and its receives;
-* a received-but-uncommitted message is *held* (``locks``): every other
+* an open :class:`~qmgr.core.transactions.Transaction` keeps its sends
+  (bounded per transaction and, across all of them, by the ``uncommitted``
+  budget) and its receives;
+* a received-but-uncommitted message is *held* (``holds``): every other
   reader passes over it.
 
 A crash therefore aborts every open transaction by forgetting it: after a
 restart the held messages are visible again, in their places, and the
 uncommitted sends never existed.
 
-Queue administration is in ``queue_admin`` (a base class), global ids and
-prepared transactions in ``two_phase`` (``core.two_phase``), LookupId ranges
-in ``ranges``, counting aborted receives, poison handling and moves between
-a queue and its subqueues in ``poison`` (``core.poison``).
-
 A commit is one atomic unit: the removals of what the transaction received
 (first, so that their space counts for its sends' quota), then its sends,
 in order. A receive outside a transaction is a unit of one removal, written
 before the message is returned.
+
+Composition
+-----------
+:class:`QueueManagerCore` holds the state and gives each part the pieces
+it needs; no part knows the engine (nor imports it):
+
+* ``store``, read only, for every part;
+* ``holds`` (``holds.Holds``): the held messages and each queue's receive
+  start, shared by the receives and commits here, ``ranges``, ``expiry``,
+  ``poison``, ``two_phase`` and ``queues``;
+* ``tally`` (``transactions.Tally``): commits and aborts, counted by
+  whoever ends one (a transaction, a removal step, a move, a resolution);
+* ``uncommitted`` (``budget.MemoryBudget``): bytes of messages in open
+  transactions, reserved by the sends here, given back when each ends, and
+  reserved by commits of prepared transactions;
+* ``ordinals``: message ids, for the sends here and the reports of
+  ``outcomes``; ``addressing``: format names and queue references;
+* ``outcomes`` (``outcomes.Outcomes``): the reports of a message's fate, for
+  whoever decides it; ``confirmations`` builds on it; ``lists`` stands alone;
+* ``poison``: what an aborted receive does, and moves (a move by request
+  holds its message with :meth:`QueueManagerCore.take`, handed to it);
+* ``transactions`` (``transactions.OpenTransactions``): the open
+  transactions and how each ends; an abort hands what it held to
+  ``poison.aborted``;
+* ``two_phase``: global ids over ``transactions``, and prepared
+  transactions; ``queues`` (``queue_admin.QueueAdmin``) asks it whether a
+  queue is pinned before deleting it;
+* ``expiry`` and ``ranges``: expired messages, and LookupId ranges.
+
+The daemon reaches each part through the engine (``core.two_phase.prepare``,
+``core.queues.create``, ``core.ranges.removal_step``, ...); the engine's own
+methods are the hot path: transactions, sends and receives.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import storage
-from storage import (
-    AppendMessage,
-    QueueRecord,
-    RemoveMessage,
-    ReserveOrdinals,
-    Store,
-    Unit,
-    UnitOutcome,
-)
+from storage import QueueRecord, RemoveMessage, ReserveOrdinals, Store, Unit, UnitOutcome
 from wire import MessageClass, MessageProperties
 
 from . import names
@@ -59,25 +78,20 @@ from .errors import (
     InvalidName,
     LimitExceeded,
     QueueManagerError,
-    TransactionAborted,
     TransactionTooLarge,
     TransactionUsageError,
     from_store_error,
 )
 from .expiry import Expiry
+from .holds import Holds
 from .limits import Limits
 from .lists import ListAdmin
-from .locks import LockTable
 from .ordinals import OrdinalAllocator
-from .outcomes import (
-    DESTINATION_KINDS,
-    Outcomes,
-    record_wants_report,
-    wants_outcome,
-)
+from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report, wants_report
 from .outgoing import RemoteDestination
 from .poison import PoisonHandling
 from .queue_admin import QueueAdmin
+from .ranges import Ranges
 from .send_copies import copies_of
 from .sends import (
     SendMode,
@@ -87,7 +101,7 @@ from .sends import (
     refused_copy,
     send_is_transactional,
 )
-from .transactions import Transaction, TransactionState
+from .transactions import OpenTransactions, Tally, Transaction, TransactionStage
 from .two_phase import TwoPhase
 
 __all__ = ["Limits", "PreparedSend", "QueueManagerCore"]
@@ -108,7 +122,7 @@ class PreparedSend:
     unit: Unit | None
 
 
-class QueueManagerCore(QueueAdmin):
+class QueueManagerCore:
     """Queue semantics over one store. Not thread-safe; one caller at a time."""
 
     def __init__(
@@ -120,42 +134,53 @@ class QueueManagerCore(QueueAdmin):
     ) -> None:
         self.store = store
         self.identity = identity or names.LocalIdentity()
-        self.limits = limits or Limits()
-        self.locks = LockTable()
+        self.limits = limits = limits or Limits()
+        self._guid = store.qm_guid
+        #: Held messages, and where receives start.
+        self.holds = holds = Holds(store)
+        #: Transactions committed and aborted since the start.
+        self.tally = tally = Tally()
         #: Bytes of messages in open transactions, for all clients together.
         self.uncommitted = MemoryBudget(
-            self.limits.max_uncommitted_bytes, what="messages in open transactions"
+            limits.max_uncommitted_bytes, what="messages in open transactions"
         )
         self.ordinals = OrdinalAllocator(store.ordinal_limit)
-        #: Transactions committed and aborted since the start.
-        self.commits = 0
-        self.aborts = 0
-        self._guid = store.qm_guid
-        self._transactions: dict[int, Transaction] = {}
-        self._next_tx_id = 1
-        self.addressing = Addressing(store, self.identity)
+        self.addressing = addressing = Addressing(store, self.identity)
         #: Acknowledgments, dead-letter and journal copies of messages' fates.
-        self.outcomes = Outcomes(
-            store, self.addressing, guid=self._guid, next_ordinal=self.ordinals.take
+        self.outcomes = outcomes = Outcomes(
+            store, addressing, guid=self._guid, next_ordinal=self.ordinals.take
         )
         #: Distribution lists.
         self.lists = ListAdmin(store, self.identity)
         #: The source's copies awaiting confirmation.
-        self.confirmations = Confirmations(
-            store, self.outcomes, delay=self.limits.xact_delay_receive_nack
+        self.confirmations = Confirmations(store, outcomes, delay=limits.xact_delay_receive_nack)
+        #: Aborted receives counted, poison handling, moves to and from subqueues.
+        self.poison = poison = PoisonHandling(store, holds, tally, addressing, take=self.take)
+        #: Open transactions, and how each ends.
+        self.transactions = transactions = OpenTransactions(
+            holds, self.uncommitted, tally, aborted=poison.aborted
+        )
+        #: Global transaction ids and prepared transactions.
+        self.two_phase = two_phase = TwoPhase(
+            store,
+            transactions,
+            holds,
+            outcomes,
+            tally,
+            aborted=poison.aborted,
+            max_prepared=limits.max_prepared,
+            retention=limits.outcome_retention,
+        )
+        #: Creating, deleting, purging and erasing queues.
+        self.queues = QueueAdmin(
+            store, addressing, holds, outcomes, check_deletable=two_phase.check_deletable
         )
         #: Messages whose time to be received has passed (and copies past their deadline).
-        self.expiry = Expiry(self)
-        #: Global transaction ids and prepared transactions.
-        self.two_phase = TwoPhase(
-            self,
-            max_prepared=self.limits.max_prepared,
-            retention=self.limits.outcome_retention,
-        )
+        self.expiry = Expiry(store, holds, outcomes, self.confirmations)
+        #: LookupId ranges: reading, measuring, removing through.
+        self.ranges = Ranges(store, holds, outcomes, tally)
         # Prepared transactions outlive restarts: hold their received messages again.
-        self.two_phase.load()
-        #: Aborted receives counted, poison handling, moves to and from subqueues.
-        self.poison = PoisonHandling(self)
+        two_phase.load()
 
     # ------------------------------------------------------------------ message ids
 
@@ -173,41 +198,27 @@ class QueueManagerCore(QueueAdmin):
         else:
             self.ordinals.reserved(op.limit)
 
-    # ------------------------------------------------------------------ transactions
-
     @property
     def reservation_wanted(self) -> bool:
         """True when message ids run low and :meth:`ordinal_reservation` has a unit to write."""
         return self.ordinals.wanted
 
-    @property
-    def open_transactions(self) -> int:
-        """Transactions not yet ended."""
-        return len(self._transactions)
+    # ------------------------------------------------------------------ queues
+
+    def queue(self, reference: str) -> QueueRecord:
+        """Resolve a local queue reference (name or format name) to its record.
+
+        Raises:
+            InvalidName, QueueNotFound
+        """
+        return self.addressing.queue(reference)
+
+    # ------------------------------------------------------------------ transactions
 
     def begin(self, owner: object, client_id: int, now: float) -> Transaction:
-        """Open a transaction owned by ``owner`` (a connection), known there as ``client_id``."""
-        tx = Transaction(
-            tx_id=self._next_tx_id,
-            owner=owner,
-            client_id=client_id,
-            started_at=now,
-            last_activity=now,
-        )
-        self._next_tx_id += 1
-        self._transactions[tx.tx_id] = tx
-        return tx
-
-    def idle_transactions(self, now: float, timeout: float) -> list[Transaction]:
-        """Open transactions with no activity for ``timeout`` seconds (monotonic ``now``);
-        a transaction with a receive waiting for a message is busy, not idle."""
-        return [
-            tx
-            for tx in self._transactions.values()
-            if tx.state is TransactionState.OPEN
-            and not tx.waiting
-            and now - tx.last_activity > timeout
-        ]
+        """Open a transaction owned by ``owner`` (a connection), known there as
+        ``client_id`` (one with a global id: ``two_phase.begin``)."""
+        return self.transactions.begin(owner, client_id, now)
 
     def commit(self, tx: Transaction, wall: float = 0.0) -> Unit:
         """The unit that commits ``tx``: its removals, then its sends (and, for a
@@ -218,11 +229,12 @@ class QueueManagerCore(QueueAdmin):
             the error of a failed operation in it, saying so: it can only be
                 aborted (the caller aborts it).
         """
-        self.check_committable(tx)
-        tx.state = TransactionState.COMMITTING
+        tx.check_committable()
+        tx.stage = TransactionStage.COMMITTING
         moves = tx.moves
+        removal = self.holds.removal
         removals = tuple(
-            self.removal_op(queue_id, lookup_id)
+            removal(queue_id, lookup_id)
             if not moves or (queue_id, lookup_id) not in moves
             else storage.MoveMessage(queue_id, lookup_id, moves[(queue_id, lookup_id)])
             for queue_id, lookup_id in tx.receives
@@ -240,17 +252,6 @@ class QueueManagerCore(QueueAdmin):
         )
         return Unit((*ops, outcome))
 
-    @staticmethod
-    def check_committable(tx: Transaction) -> None:
-        """Raise the reason ``tx`` can only abort, if it has one.
-
-        Raises:
-            TransactionAborted: the daemon ended it.
-            the error of a failed operation in it, saying so.
-        """
-        if tx.abort_reason is not None or tx.failure is not None:
-            raise _abort_error(tx)
-
     def commit_done(
         self, tx: Transaction, unit: Unit, outcome: UnitOutcome
     ) -> tuple[set[int], QueueManagerError | None]:
@@ -263,16 +264,15 @@ class QueueManagerCore(QueueAdmin):
         """
         error = outcome.error
         if error is not None:
-            woken = self._end(tx, committed=False)
-            context = f"transaction {tx.client_id} was aborted: "
-            return woken, from_store_error(error, context=context)
-        woken = self._end(tx, committed=True)
-        self._note_arrivals(unit, outcome)
+            return self.commit_failed(tx, error)
+        woken = self.transactions.end(tx, committed=True)
+        holds = self.holds
+        holds.appended(unit, outcome)
         for op, result in zip(unit.ops, outcome.results, strict=True):
             if isinstance(result, storage.Appended):
                 woken.add(result.queue_id)
             elif isinstance(op, RemoveMessage) and op.journal:
-                woken.update(self.journal_of(op.queue_id))
+                woken.update(holds.journal_of(op.queue_id))
             elif isinstance(result, storage.Moved):
                 woken.add(result.target_id)
         return woken, None
@@ -280,12 +280,13 @@ class QueueManagerCore(QueueAdmin):
     def commit_failed(
         self, tx: Transaction, error: BaseException
     ) -> tuple[set[int], QueueManagerError]:
-        """The writer could not write the batch holding the commit: abort the transaction.
+        """The unit of a commit was refused, or the writer could not write the
+        batch holding it: abort the transaction.
 
         Returns:
             The queues to wake, and the error to report.
         """
-        woken = self._end(tx, committed=False)
+        woken = self.transactions.end(tx, committed=False)
         context = f"transaction {tx.client_id} was aborted: "
         return woken, from_store_error(error, context=context)
 
@@ -299,45 +300,7 @@ class QueueManagerCore(QueueAdmin):
         Returns:
             The queues whose readers should wake up (messages visible again).
         """
-        if tx.state is TransactionState.ENDED:
-            return set()
-        if reason is not None:
-            tx.abort_reason = reason
-        return self._end(tx, committed=False)
-
-    def end_prepared(self, tx: Transaction) -> None:
-        """``tx`` was prepared: it leaves its owner, its received messages stay held."""
-        tx.state = TransactionState.ENDED
-        self._transactions.pop(tx.tx_id, None)
-        self.uncommitted.release(tx.held_bytes)
-        tx.held_bytes = 0
-        tx.sends.clear()
-        tx.receives.clear()
-        tx.receipts.clear()
-        tx.confirmations.clear()
-        self.two_phase.ended(tx)
-
-    def _end(self, tx: Transaction, *, committed: bool) -> set[int]:
-        tx.state = TransactionState.ENDED
-        self._transactions.pop(tx.tx_id, None)
-        self.two_phase.ended(tx)
-        self.uncommitted.release(tx.held_bytes)
-        tx.held_bytes = 0
-        tx.sends.clear()
-        tx.receipts.clear()
-        tx.confirmations.clear()
-        if committed:
-            self.commits += 1
-            for queue_id, lookup_id in tx.receives:
-                self.locks.forget(queue_id, lookup_id)
-            tx.receives.clear()
-            tx.moves.clear()
-            return set()
-        self.aborts += 1
-        woken = self.poison.aborted(tx.receives, uncounted=tx.moves)
-        tx.receives.clear()
-        tx.moves.clear()
-        return woken
+        return self.transactions.abort(tx, reason)
 
     # ------------------------------------------------------------------ sending
 
@@ -396,7 +359,7 @@ class QueueManagerCore(QueueAdmin):
             outcomes=self.outcomes,
             wall=wall,
         )
-        if not wants_outcome(payload):
+        if not wants_report(payload):
             # The usual case: no report, no copy awaiting confirmation.
             if tx is None:
                 return PreparedSend(queues, stamped.message_id, transactional, Unit(tuple(appends)))
@@ -415,7 +378,7 @@ class QueueManagerCore(QueueAdmin):
         size = len(payload)
         if not self.uncommitted.try_reserve(size):
             raise LimitExceeded(self.uncommitted.refusal(size))
-        tx.held_bytes += size
+        tx.reserved_bytes += size
         tx.sends.extend(appends)
         tx.send_bytes += body_size * len(queues)
         tx.last_activity = now
@@ -431,8 +394,8 @@ class QueueManagerCore(QueueAdmin):
         error = outcome.error
         if error is not None:
             raise from_store_error(error)
-        self.commits += 1
-        self._note_arrivals(prepared.unit, outcome)
+        self.tally.commits += 1
+        self.holds.appended(prepared.unit, outcome)
         first = outcome.results[0]
         assert isinstance(first, storage.Appended)
         return first.lookup_id
@@ -498,7 +461,7 @@ class QueueManagerCore(QueueAdmin):
         if found is None:
             return None
         found_id, band, record = found
-        self.locks.hold(queue.queue_id, found_id, band, scanned_from_start=not lookup_id)
+        self.holds.hold(queue.queue_id, found_id, band, scanned_from_start=not lookup_id)
         if tx is not None:
             tx.receives.append((queue.queue_id, found_id))
             tx.last_activity = now
@@ -508,16 +471,17 @@ class QueueManagerCore(QueueAdmin):
 
     def _find(self, queue: QueueRecord, lookup_id: int) -> tuple[int, int, bytes] | None:
         queue_id = queue.queue_id
+        holds = self.holds
         if lookup_id:
-            if self.locks.is_held(queue_id, lookup_id):
+            if holds.is_held(queue_id, lookup_id):
                 return None
             record = self.store.read_message(queue_id, lookup_id)
             if record is None:
                 return None
             band = 0 if queue.transactional else 7 - storage.message_header(record)[0]
             return lookup_id, band, record
-        held = self.locks.held(queue_id)
-        band, start = self.locks.start(queue_id)
+        held = holds.held(queue_id)
+        band, start = holds.start(queue_id)
         if queue.transactional:
             found = self.store.first_fifo(queue_id, start=start, skip=held)
             return None if found is None else (found[0], 0, found[1])
@@ -527,14 +491,12 @@ class QueueManagerCore(QueueAdmin):
     def removal(self, queue: QueueRecord, lookup_id: int, record: bytes, *, wall: float) -> Unit:
         """The unit that removes a held message (a receive outside a transaction;
         ``record`` is what :meth:`take` returned), with the reports it asked for."""
-        removal = self.removal_op(queue.queue_id, lookup_id)
+        removal = self.holds.removal(queue.queue_id, lookup_id)
         # Copies in journal and system queues report nothing: the message's
         # fate was decided when it left its destination queue.
         if queue.kind not in DESTINATION_KINDS or not record_wants_report(record):
             return Unit((removal,))
-        message = MessageProperties.from_bytes(storage.message_payload(record))
-        note = storage.message_note(record)
-        reports = self.outcomes.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note)
+        reports = self.outcomes.stored_reports(record, MessageClass.ACK_RECEIVE, wall=wall)
         return Unit((removal, *reports))
 
     def removal_done(
@@ -548,63 +510,6 @@ class QueueManagerCore(QueueAdmin):
         """
         error = outcome if isinstance(outcome, BaseException) else outcome.error
         if error is None:
-            self.commits += 1
-            self.locks.forget(queue_id, lookup_id)
-            return self.journal_of(queue_id), None
-        return self.release([(queue_id, lookup_id)]), from_store_error(error)
-
-    def journal_of(self, queue_id: int) -> set[int]:
-        """The journal queue a removal from ``queue_id`` copied its message to, if any."""
-        record = self.store.get_queue_by_id(queue_id)
-        if record is None or not record.journal or record.journal_id is None:
-            return set()
-        return {record.journal_id}
-
-    def peek_range(self, queue: QueueRecord, *, after: int, limit: int) -> list[tuple[int, bytes]]:
-        """Visible messages with a LookupId above ``after``, in LookupId order."""
-        return self.store.read_range(
-            queue.queue_id, after=after, limit=limit, skip=self.locks.held(queue.queue_id)
-        )
-
-    # ------------------------------------------------------------------ holds
-
-    def removal_op(self, queue_id: int, lookup_id: int) -> RemoveMessage:
-        """The operation that removes a message (copied to the journal if its queue has one)."""
-        record = self.store.get_queue_by_id(queue_id)
-        # A subqueue's messages go to its queue's journal (its record names it).
-        journal = bool(record is not None and record.journal and record.kind in DESTINATION_KINDS)
-        return RemoveMessage(queue_id, lookup_id, journal)
-
-    def release(self, receives: Iterable[tuple[int, int]]) -> set[int]:
-        """Release held messages that stay in their queue; returns the queues to wake.
-
-        A message purged while held stays invisible; it is erased now that
-        nothing holds it.
-        """
-        woken: set[int] = set()
-        for queue_id, lookup_id in receives:
-            self.locks.release(queue_id, lookup_id)
-            queue = self.store.get_queue_by_id(queue_id)
-            if queue is not None and lookup_id >= queue.purged_below:
-                woken.add(queue_id)
-        return woken
-
-    def _note_arrivals(self, unit: Unit, outcome: UnitOutcome) -> None:
-        """Let receives on non-transactional queues see messages that arrived ahead of them."""
-        for op, result in zip(unit.ops, outcome.results, strict=True):
-            if isinstance(op, AppendMessage) and isinstance(result, storage.Appended):
-                queue = self.store.get_queue_by_id(op.queue_id)
-                if queue is not None and not queue.transactional:
-                    self.locks.arrived(op.queue_id, (7 - op.priority,))
-
-
-def _abort_error(tx: Transaction) -> QueueManagerError:
-    if tx.abort_reason is not None:
-        return TransactionAborted(f"transaction {tx.client_id} was aborted: {tx.abort_reason}")
-    failure = tx.failure
-    assert failure is not None
-    text = (
-        f"transaction {tx.client_id} was aborted because an operation in it failed: "
-        f"{failure.message}"
-    )
-    return type(failure)(text)
+            self.tally.commits += 1
+            return self.holds.removed(queue_id, (lookup_id,)), None
+        return self.holds.release([(queue_id, lookup_id)]), from_store_error(error)

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A message with a time to be received is stored with its deadline (its send
 time plus that many seconds, by the sender's clock as MSMQ does), and the
-store indexes it in ``expiry`` (``storage._expiry``). :class:`Expiry` walks
+store indexes it in ``expiry`` (``storage.ops.expiry``). :class:`Expiry` walks
 that index in deadline order, one bounded page per :meth:`Expiry.step`,
 from where the last page ended, and for each due message decides:
 
@@ -19,7 +19,7 @@ from where the last page ended, and for each due message decides:
   while such messages remain;
 * in a queue being purged or deleted, or gone: left to the erase steps,
   which drop its index entry with the message;
-* a copy awaiting confirmation (queue id 0, ``storage._confirmations``):
+* a copy awaiting confirmation (queue id 0, ``storage.ops.confirmations``):
   settled by ``Confirmations.expired`` (a dead-letter copy with the class that
   says why); an entry whose copy was settled meanwhile is dropped.
 
@@ -34,7 +34,7 @@ alone knows whether they were sent.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import storage
 from storage import (
@@ -43,14 +43,16 @@ from storage import (
     ForgetExpiry,
     QueueKind,
     RemoveMessage,
+    Store,
     Unit,
     UnitOutcome,
     confirmation_of_lookup,
 )
 from wire import MessageClass, MessageProperties, ProtocolError
 
-if TYPE_CHECKING:
-    from .engine import QueueManagerCore
+from .confirmation import Confirmations
+from .holds import Holds
+from .outcomes import Outcomes
 
 __all__ = ["RETRY_SECONDS", "Expiry", "ExpiryStep"]
 
@@ -81,19 +83,26 @@ class ExpiryStep:
 
 
 class Expiry:
-    """Finds expired messages for the core (read only; the caller writes)."""
+    """Finds expired messages in ``store`` (read only; the caller writes), holds
+    them in ``holds`` while their removal is written, reports their fate through
+    ``outcomes`` and settles copies past their deadline through ``confirmations``."""
 
-    __slots__ = ("_after", "_core")
+    __slots__ = ("_after", "_confirmations", "_holds", "_outcomes", "_store")
 
-    def __init__(self, core: QueueManagerCore) -> None:
-        self._core = core
+    def __init__(
+        self, store: Store, holds: Holds, outcomes: Outcomes, confirmations: Confirmations
+    ) -> None:
+        self._store = store
+        self._holds = holds
+        self._outcomes = outcomes
+        self._confirmations = confirmations
         self._after: DueMessage | None = None
 
     def step(self, wall: float, limit: int) -> ExpiryStep:
         """Up to ``limit`` due index entries at ``wall`` (unix seconds), from
         where the last step ended; the units that expire the free ones."""
-        core = self._core
-        store = core.store
+        store = self._store
+        holds = self._holds
         due = store.due_messages(before=wall, limit=limit, after=self._after)
         step = ExpiryStep(more=len(due) == limit)
         self._after = due[-1] if step.more else None
@@ -104,7 +113,7 @@ class Expiry:
                 if copy is None or copy.deadline is None:
                     stale.append(entry)  # settled in the meantime
                     continue
-                step.units.append(core.confirmations.expired(copy, wall=wall))
+                step.units.append(self._confirmations.expired(copy, wall=wall))
                 step.messages.append(None)
                 continue
             queue = store.get_queue_by_id(entry.queue_id)
@@ -113,22 +122,22 @@ class Expiry:
             if queue.kind is QueueKind.OUTGOING:
                 step.outgoing.append(entry)
                 continue
-            if core.locks.is_held(entry.queue_id, entry.lookup_id):
+            if holds.is_held(entry.queue_id, entry.lookup_id):
                 step.held += 1
                 continue
             record = store.read_message(entry.queue_id, entry.lookup_id)
             if record is None:
                 continue
-            band = 0 if queue.transactional else 7 - storage.message_header(record)[0]
-            core.locks.hold(entry.queue_id, entry.lookup_id, band, scanned_from_start=False)
             try:
                 message = MessageProperties.from_bytes(storage.message_payload(record))
             except ProtocolError:
                 # Not a message this queue manager can read: it stays, unexpired.
-                core.locks.release(entry.queue_id, entry.lookup_id)
                 stale.append(entry)
                 continue
-            reports = core.outcomes.effects(
+            # Held, so that no receive takes it while its removal is written.
+            band = 0 if queue.transactional else 7 - storage.message_header(record)[0]
+            holds.hold(entry.queue_id, entry.lookup_id, band)
+            reports = self._outcomes.reports(
                 message,
                 MessageClass.NACK_RECEIVE_TIMEOUT,
                 wall=wall,
@@ -147,7 +156,6 @@ class Expiry:
     ) -> set[int]:
         """A unit of :meth:`step` was written (or failed): returns the queues to wake.
         ``message`` is the unit's entry in ``ExpiryStep.messages``."""
-        core = self._core
         written = isinstance(outcome, UnitOutcome) and outcome.error is None
         woken: set[int] = set()
         if written:
@@ -160,12 +168,12 @@ class Expiry:
         if message is None:
             return woken
         if written:
-            core.locks.forget(*message)
+            self._holds.forget(*message)
             return woken
-        return core.release([message])
+        return self._holds.release([message])
 
     def next_deadline(self, wall: float) -> float | None:
         """The earliest deadline after ``wall`` in the index, or None."""
         after = DueMessage(wall, _LAST_QUEUE, _LAST_LOOKUP)
-        upcoming = self._core.store.due_messages(before=float("inf"), limit=1, after=after)
+        upcoming = self._store.due_messages(before=float("inf"), limit=1, after=after)
         return upcoming[0].deadline if upcoming else None

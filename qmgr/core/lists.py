@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-A list is kept in the store (``storage._lists``) under its canonical name,
+A list is kept in the store (``storage.ops.lists``) under its canonical name,
 validated like a queue name, with up to :data:`MAX_LIST_TARGETS` targets:
 format names of single queues, here or on other queue managers, checked
 when they are added (no journal or system queue, no subqueue, no list inside a list).

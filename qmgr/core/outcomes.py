@@ -7,7 +7,7 @@ Every way a message leaves a queue here, or is refused on its way in, has a
 destination queue, ACK_RECEIVE when a receive takes it, and a NACK class
 that says why otherwise (NACK_RECEIVE_TIMEOUT, NACK_Q_PURGED,
 NACK_Q_DELETED, the rejections at arrival of reference §16, ...).
-:meth:`Outcomes.effects` turns a message and its class into the store
+:meth:`Outcomes.reports` turns a message and its class into the store
 operations that report it, which the caller puts *in the same unit* as the
 change itself, so that a report is written exactly when its cause is:
 
@@ -81,7 +81,7 @@ __all__ = [
     "deadline_of",
     "record_wants_report",
     "touched_queues",
-    "wants_outcome",
+    "wants_report",
 ]
 
 #: MQMSG_ACKNOWLEDGMENT_* bits (mq.h).
@@ -100,7 +100,7 @@ JOURNAL_JOURNAL: Final = 0x02
 _NACK_BIT: Final = 0x8000
 _RECEIVE_BIT: Final = 0x4000
 # Offsets of the acknowledgment and journal bytes in an encoded message
-# (wire/_message.py's layout): read without decoding it.
+# (wire/message_layout.py): read without decoding it.
 _ACKNOWLEDGE_OFFSET: Final = 26
 _JOURNAL_OFFSET: Final = 27
 
@@ -139,7 +139,7 @@ def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
     return False
 
 
-def wants_outcome(payload: bytes | memoryview) -> bool:
+def wants_report(payload: bytes | memoryview) -> bool:
     """True if an encoded message asks for any report of its fate (an
     acknowledgment level or a journal level); cheap enough for every receive."""
     return bool(payload[_ACKNOWLEDGE_OFFSET] | payload[_JOURNAL_OFFSET])
@@ -150,7 +150,7 @@ def record_wants_report(record: bytes | memoryview) -> bool:
     or journal level, or a note (a FinalAck its source asked for by FA alone)."""
     if record[0] == TIMED_MESSAGE_VERSION and record[3]:
         return True
-    return wants_outcome(message_payload(record))
+    return wants_report(message_payload(record))
 
 
 def correlation_of(message: MessageProperties) -> bytes:
@@ -197,7 +197,7 @@ class Outcomes:
         """True if this queue manager sent ``message``."""
         return message.source_qm == self._guid
 
-    def effects(
+    def reports(
         self,
         message: MessageProperties,
         message_class: int,
@@ -246,10 +246,16 @@ class Outcomes:
             # A message purged while held is still received by this commit.
             record = self._store.read_message(queue_id, lookup_id, purged=True)
             if record is not None and record_wants_report(record):
-                message = MessageProperties.from_bytes(message_payload(record))
-                note = message_note(record)
-                ops.extend(self.effects(message, MessageClass.ACK_RECEIVE, wall=wall, note=note))
+                ops.extend(self.stored_reports(record, MessageClass.ACK_RECEIVE, wall=wall))
         return ops
+
+    def stored_reports(
+        self, record: bytes | memoryview, message_class: int, *, wall: float
+    ) -> list[Operation]:
+        """:meth:`reports` for a stored message (the store's record: the message
+        and its note), which leaves its queue with ``message_class``."""
+        message = MessageProperties.from_bytes(message_payload(record))
+        return self.reports(message, message_class, wall=wall, note=message_note(record))
 
     def reports_on_receive(self, queue_id: int) -> bool:
         """True if receiving from the queue reports its messages' fate (see

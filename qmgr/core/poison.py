@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 import storage
 from storage import (
@@ -66,11 +66,13 @@ from storage import (
     QueueKind,
     QueueRecord,
     RecordAbort,
+    Store,
     Unit,
     UnitOutcome,
 )
 
 from . import names
+from .addressing import Addressing
 from .errors import (
     AccessDenied,
     InvalidArgument,
@@ -78,11 +80,8 @@ from .errors import (
     TransactionUsageError,
     from_store_error,
 )
-from .ranges import hold_through
-
-if TYPE_CHECKING:
-    from .engine import QueueManagerCore
-    from .transactions import Transaction
+from .holds import Holds
+from .transactions import Tally, Transaction
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -174,11 +173,29 @@ class _Expected:
     outstanding: int
 
 
-class PoisonHandling:
-    """Poison handling and moves over a :class:`~qmgr.core.engine.QueueManagerCore`."""
+class Take(Protocol):
+    """The engine's receive (``QueueManagerCore.take``), with which a move by
+    request holds its message as a receive would."""
 
-    def __init__(self, core: QueueManagerCore) -> None:
-        self._core = core
+    def __call__(
+        self, queue: QueueRecord, *, lookup_id: int = 0, tx: Transaction | None, now: float
+    ) -> tuple[int, bytes] | None: ...
+
+
+class PoisonHandling:
+    """Poison handling and moves: the queues' records and messages from ``store``
+    (read only), the messages it holds in ``holds``, moves counted in ``tally``,
+    queue references resolved by ``addressing``, and a move by request holding
+    its message with the engine's receive (``take``)."""
+
+    def __init__(
+        self, store: Store, holds: Holds, tally: Tally, addressing: Addressing, *, take: Take
+    ) -> None:
+        self._store = store
+        self._holds = holds
+        self._tally = tally
+        self._addressing = addressing
+        self._take = take
         #: Operations decided by aborts and not yet handed to the writer, in order.
         self._queued: list[storage.Operation] = []
         self._expected: dict[tuple[int, int], _Expected] = {}
@@ -186,18 +203,7 @@ class PoisonHandling:
         #: the task that writes them. The default does nothing.
         self.wake: Callable[[], None] = _nothing
 
-    # ------------------------------------------------------------------ queues
-
-    def subqueue_units(self, wall: float) -> list[Unit]:
-        """Units creating the subqueues that normal queues made before them lack."""
-        store = self._core.store
-        ops = tuple(
-            storage.CreateSubqueues(record.name, created_at=wall)
-            for record in store.list_queues()
-            if record.kind is QueueKind.NORMAL
-            and any(store.get_queue(record.name + s) is None for s in names.SUBQUEUE_SUFFIXES)
-        )
-        return [Unit(ops, atomic=False)] if ops else []
+    # ------------------------------------------------------------------ settings
 
     def settings_unit(
         self,
@@ -214,7 +220,7 @@ class PoisonHandling:
             InvalidName, QueueNotFound, InvalidArgument; AccessDenied: not a
                 queue with poison handling (a journal, system or subqueue).
         """
-        record = self._core.queue(reference)
+        record = self._addressing.queue(reference)
         if record.kind is not QueueKind.NORMAL:
             msg = f"{record.display_name!r} is not an application queue; it has no poison settings"
             raise AccessDenied(msg)
@@ -245,7 +251,7 @@ class PoisonHandling:
         """The queue a subqueue belongs to (None for another kind, or if it is gone)."""
         if record.kind is not QueueKind.SUBQUEUE or record.parent_id is None:
             return None
-        return self._core.store.get_queue_by_id(record.parent_id)
+        return self._store.get_queue_by_id(record.parent_id)
 
     # ------------------------------------------------------------------ counters
 
@@ -253,7 +259,7 @@ class PoisonHandling:
         """The counters of those messages that have any, with the abort counts
         not yet written counted."""
         ids = list(lookup_ids)
-        found = self._core.store.message_counters(queue_id, ids)
+        found = self._store.message_counters(queue_id, ids)
         expected = self._expected
         if expected:
             for lookup_id in ids:
@@ -264,19 +270,18 @@ class PoisonHandling:
         return found
 
     def _stored(self, queue_id: int, lookup_id: int) -> MessageCounters:
-        found = self._core.store.message_counters(queue_id, (lookup_id,))
+        found = self._store.message_counters(queue_id, (lookup_id,))
         return found.get(lookup_id, storage.NO_COUNTERS)
 
     # ------------------------------------------------------------------ aborts
 
     def aborted(
-        self, receives: Iterable[tuple[int, int]], *, uncounted: Collection[tuple[int, int]] = ()
+        self, receives: Iterable[tuple[int, int]], uncounted: Collection[tuple[int, int]] = ()
     ) -> set[int]:
         """A transaction that held these messages aborted: count, release or move
         each (see the module docstring); ``uncounted`` were held by a move, not a
         receive. Returns the queues whose readers should wake."""
-        core = self._core
-        store = core.store
+        store = self._store
         released: list[tuple[int, int]] = []
         for key in receives:
             queue_id, lookup_id = key
@@ -303,7 +308,7 @@ class PoisonHandling:
                 self._queued.append(MoveMessage(queue_id, lookup_id, *target))
         if self._queued:
             self.wake()
-        return core.release(released)
+        return self._holds.release(released)
 
     def _destination(
         self, queue: QueueRecord, lookup_id: int, count: int
@@ -318,7 +323,7 @@ class PoisonHandling:
             if cycles < poison.retry_cycles
             else (names.POISON_SUFFIX, MoveReason.POISON)
         )
-        sub = self._core.store.get_queue(queue.name + suffix)
+        sub = self._store.get_queue(queue.name + suffix)
         return None if sub is None else (sub.queue_id, reason)
 
     @property
@@ -341,7 +346,7 @@ class PoisonHandling:
         """A unit from :meth:`take_unit` or :meth:`retry_step` was written (or failed
         as a whole): forget or release what its moves held. Returns the queues
         whose readers should wake."""
-        core = self._core
+        holds = self._holds
         results = (None,) * len(unit.ops) if isinstance(outcome, BaseException) else outcome.results
         woken: set[int] = set()
         released: list[tuple[int, int]] = []
@@ -355,19 +360,19 @@ class PoisonHandling:
                         del self._expected[key]
             elif isinstance(op, MoveMessage):
                 if isinstance(result, storage.Moved):
-                    core.locks.forget(op.queue_id, op.lookup_id)
+                    holds.forget(op.queue_id, op.lookup_id)
                     woken.add(op.target_id)
                 else:
                     released.append((op.queue_id, op.lookup_id))
-        return woken | core.release(released)
+        return woken | holds.release(released)
 
     # ------------------------------------------------------------------ returns from ;retry
 
     def retry_step(self, wall: float, limit: int = RETRY_STEP) -> Unit | None:
         """A bounded step moving back the messages due in ``;retry`` at ``wall``
         (unix seconds), or None if none is due. Its outcome goes to :meth:`written`."""
-        core = self._core
-        store = core.store
+        store = self._store
+        holds = self._holds
         ops: list[storage.Operation] = []
         for due, queue_id, lookup_id in store.retries_due(wall, limit):
             queue = store.get_queue_by_id(queue_id)
@@ -375,15 +380,15 @@ class PoisonHandling:
             if parent is None or store.read_message(queue_id, lookup_id) is None:
                 ops.append(DropRetryEntry(due, queue_id, lookup_id))
                 continue
-            if core.locks.is_held(queue_id, lookup_id):
+            if holds.is_held(queue_id, lookup_id):
                 continue  # a transaction received it from ;retry; its end decides
-            core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+            holds.hold(queue_id, lookup_id)
             ops.append(MoveMessage(queue_id, lookup_id, parent.queue_id, MoveReason.RETURN))
         return Unit(tuple(ops), atomic=False) if ops else None
 
     def next_due(self) -> float | None:
         """Unix seconds when the first message in a ``;retry`` is due, or None."""
-        first = self._core.store.retries_due(None, 1)
+        first = self._store.retries_due(None, 1)
         return first[0][0] / 1000.0 if first else None
 
     # ------------------------------------------------------------------ moves by request
@@ -395,8 +400,7 @@ class PoisonHandling:
             InvalidName, QueueNotFound; InvalidArgument: they are not a queue
                 and its subqueue, nor two subqueues of one queue.
         """
-        core = self._core
-        a, b = core.queue(source), core.queue(target)
+        a, b = self._addressing.queue(source), self._addressing.queue(target)
         related = a.queue_id != b.queue_id and (
             (a.kind is QueueKind.NORMAL and b.parent_id == a.queue_id)
             or (b.kind is QueueKind.NORMAL and a.parent_id == b.queue_id)
@@ -436,8 +440,7 @@ class PoisonHandling:
                 "move its messages outside the transaction"
             )
             raise TransactionUsageError(msg)
-        core = self._core
-        found = core.take(source, lookup_id=lookup_id, tx=tx, now=now)
+        found = self._take(source, lookup_id=lookup_id, tx=tx, now=now)
         if found is None:
             return None
         taken = found[0]
@@ -453,7 +456,7 @@ class PoisonHandling:
         """Hold up to ``limit`` free messages with a lookup id up to ``through`` and
         return them with the unit that moves them; None when none is left."""
         queue_id = source.queue_id
-        found = hold_through(self._core, queue_id, through=through, limit=limit)
+        found = self._holds.hold_through(queue_id, through=through, limit=limit)
         if not found:
             return None
         ops = tuple(MoveMessage(queue_id, lookup_id, target.queue_id) for lookup_id in found)
@@ -468,9 +471,9 @@ class PoisonHandling:
             ``(messages moved, the last one's new lookup id, queues to wake,
             the first failure)``; a message whose move failed stays where it was.
         """
-        core = self._core
+        holds = self._holds
         if isinstance(outcome, BaseException):
-            back = core.release((source_id, lookup_id) for lookup_id in held)
+            back = holds.release((source_id, lookup_id) for lookup_id in held)
             return 0, 0, back, from_store_error(outcome)
         moved = last = 0
         woken: set[int] = set()
@@ -480,13 +483,13 @@ class PoisonHandling:
             if isinstance(result, storage.Moved):
                 moved += 1
                 last = result.target_lookup_id
-                core.locks.forget(source_id, lookup_id)
+                holds.forget(source_id, lookup_id)
                 woken.add(result.target_id)
             else:
                 released.append((source_id, lookup_id))
                 if isinstance(result, storage.Failed) and error is None:
                     error = from_store_error(result.error)
-        woken |= core.release(released)
+        woken |= holds.release(released)
         if moved:
-            core.commits += 1
+            self._tally.commits += 1
         return moved, last, woken, error

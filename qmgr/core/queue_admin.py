@@ -5,17 +5,19 @@ A queue is created with its journal queue and its two subqueues (``;retry``,
 leaves its subqueues as they are (its poison messages are kept for an
 operator to look at), and a subqueue is purged by its own name.
 
-Part of :class:`~qmgr.core.engine.QueueManagerCore` (a base class of it), kept
-apart so that each module stays one subject. Like the rest of the core it
-returns units and never writes: deleting and purging only mark, and
-:meth:`QueueAdmin.erase_unit` gives the bounded steps that erase afterwards.
+Like the rest of the core, :class:`QueueAdmin` returns units and never
+writes: deleting and purging only mark, and :meth:`QueueAdmin.erase_unit`
+gives the bounded steps that erase afterwards, sparing the messages still
+held (``holds``) and reporting the fate of those that asked (``outcomes``).
 A queue that a prepared transaction uses cannot be deleted until that
-transaction is resolved.
+transaction is resolved (the ``check_deletable`` it is given, from
+``two_phase``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable, Sequence
+from typing import Final
 
 import storage
 from storage import (
@@ -33,16 +35,14 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import MessageClass, MessageProperties
+from wire import MessageClass
 
 from . import names
-from .errors import AccessDenied, InvalidArgument, QueueNotFound, from_store_error
-from .locks import LockTable
+from .addressing import Addressing
+from .errors import AccessDenied, InvalidArgument, from_store_error
+from .holds import Holds
 from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report
 from .poison import check_settings
-
-if TYPE_CHECKING:
-    from .two_phase import TwoPhase
 
 __all__ = ["QueueAdmin"]
 
@@ -54,13 +54,26 @@ _SYSTEM_QUEUES: Final = (
 
 
 class QueueAdmin:
-    """The queue methods of the core."""
+    """Creates, deletes, purges and erases queues (the caller writes the units)."""
 
-    store: Store
-    identity: names.LocalIdentity
-    locks: LockTable
-    two_phase: TwoPhase
-    outcomes: Outcomes
+    __slots__ = ("_addressing", "_check_deletable", "_holds", "_outcomes", "_store")
+
+    def __init__(
+        self,
+        store: Store,
+        addressing: Addressing,
+        holds: Holds,
+        outcomes: Outcomes,
+        *,
+        check_deletable: Callable[[Sequence[int], str], None],
+    ) -> None:
+        """``check_deletable(queue_ids, display_name)`` raises AccessDenied when
+        prepared transactions use any of those queues."""
+        self._store = store
+        self._addressing = addressing
+        self._holds = holds
+        self._outcomes = outcomes
+        self._check_deletable = check_deletable
 
     # ------------------------------------------------------------------ start-up
 
@@ -79,33 +92,27 @@ class QueueAdmin:
                 )
             )
             for key, kind in _SYSTEM_QUEUES
-            if self.store.get_queue(key) is None
+            if self._store.get_queue(key) is None
         ]
+
+    def subqueue_units(self, wall: float) -> list[Unit]:
+        """Units creating the subqueues that normal queues made before them lack."""
+        store = self._store
+        ops = tuple(
+            CreateSubqueues(record.name, created_at=wall)
+            for record in store.list_queues()
+            if record.kind is QueueKind.NORMAL
+            and any(store.get_queue(record.name + s) is None for s in names.SUBQUEUE_SUFFIXES)
+        )
+        return [Unit(ops, atomic=False)] if ops else []
 
     # ------------------------------------------------------------------ queues
 
-    def queue(self, reference: str) -> QueueRecord:
-        """Resolve a local queue reference (name or format name) to its record.
-
-        Raises:
-            InvalidName, QueueNotFound
-        """
-        address = names.parse_queue_reference(reference, self.identity)
-        record = self.store.get_queue(address.queue)
-        if record is None:
-            msg = f"queue {reference!r} does not exist"
-            raise QueueNotFound(msg)
-        return record
-
-    def list_queues(self) -> list[QueueRecord]:
+    def all(self) -> list[QueueRecord]:
         """Every queue, by name."""
-        return self.store.list_queues()
+        return self._store.list_queues()
 
-    def held_count(self, queue_id: int) -> int:
-        """Messages of the queue held by open transactions (or being removed)."""
-        return self.locks.count(queue_id)
-
-    def create_queue(
+    def create(
         self,
         name: str,
         *,
@@ -141,7 +148,7 @@ class QueueAdmin:
         return Unit((op, subqueues, SetPoisonSettings(key, check_settings(poison))))
 
     @staticmethod
-    def queue_created(outcome: UnitOutcome) -> QueueRecord:
+    def created(outcome: UnitOutcome) -> QueueRecord:
         """The queue a create unit made.
 
         Raises:
@@ -151,13 +158,13 @@ class QueueAdmin:
         assert isinstance(result, storage.QueueCreated)
         return result.record
 
-    def delete_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
+    def delete(self, reference: str) -> tuple[QueueRecord, Unit]:
         """The queue and the unit that deletes it (its journal queue and their messages).
 
         Raises:
             InvalidName, QueueNotFound, AccessDenied
         """
-        record = self.queue(reference)
+        record = self._addressing.queue(reference)
         if record.kind is not QueueKind.NORMAL:
             msg = (
                 f"{record.display_name!r} is a system or journal queue or a subqueue and "
@@ -168,13 +175,13 @@ class QueueAdmin:
         if record.journal_id is not None:
             used.append(record.journal_id)
         for suffix in names.SUBQUEUE_SUFFIXES:
-            sub = self.store.get_queue(record.name + suffix)
+            sub = self._store.get_queue(record.name + suffix)
             if sub is not None:
                 used.append(sub.queue_id)
-        self.two_phase.check_deletable(used, record.display_name)
+        self._check_deletable(used, record.display_name)
         return record, Unit((DeleteQueue(record.queue_id), DeleteSubqueues(record.name)))
 
-    def queue_deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
+    def deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
         """How many messages a delete unit removed, and the queue ids that are gone.
 
         Transactions holding messages of those queues fail when they commit.
@@ -182,7 +189,7 @@ class QueueAdmin:
         Raises:
             QueueNotFound: it was already gone.
             AccessDenied: a prepared transaction uses it (one prepared in the
-                same batch, which :meth:`delete_queue` could not see yet).
+                same batch, which :meth:`delete` could not see yet).
         """
         error = outcome.error
         if isinstance(error, storage.InvalidOperation):
@@ -197,10 +204,10 @@ class QueueAdmin:
             gone.extend(more.queue_ids)
             messages += more.messages
         for queue_id in gone:
-            self.locks.drop_queue(queue_id)
+            self._holds.drop_queue(queue_id)
         return messages, gone
 
-    def purge_queue(self, reference: str) -> tuple[QueueRecord, Unit]:
+    def purge(self, reference: str) -> tuple[QueueRecord, Unit]:
         """The queue and the unit that purges it.
 
         Messages held by open transactions leave the queue when their
@@ -209,11 +216,11 @@ class QueueAdmin:
         Raises:
             InvalidName, QueueNotFound
         """
-        record = self.queue(reference)
+        record = self._addressing.queue(reference)
         return record, Unit((PurgeQueue(record.queue_id),))
 
     @staticmethod
-    def queue_purged(outcome: UnitOutcome) -> int:
+    def purged(outcome: UnitOutcome) -> int:
         """How many messages a purge unit made disappear.
 
         Raises:
@@ -229,13 +236,14 @@ class QueueAdmin:
         (stamped ``wall``)."""
         # The held messages are those below the purge mark as committed now;
         # a purge committed before this step is planned waits for the next one.
-        record = self.store.get_queue_by_id(queue_id)
+        store = self._store
+        record = store.get_queue_by_id(queue_id)
         below = None if record is None else record.purged_below
-        keep = self.locks.held_ids(queue_id)
-        queue = record or self.store.doomed_queue(queue_id)
+        keep = self._holds.held_ids(queue_id)
+        queue = record or store.doomed_queue(queue_id)
         destination = queue is not None and queue.kind in DESTINATION_KINDS
         select = _asks_for_report if destination else _never
-        count, last, asked = self.store.erasable(
+        count, last, asked = store.erasable(
             queue_id, limit=limit, keep=keep, below=below, select=select
         )
         if not asked:
@@ -245,9 +253,7 @@ class QueueAdmin:
         reason = MessageClass.NACK_Q_DELETED if record is None else MessageClass.NACK_Q_PURGED
         reports: list[storage.Operation] = []
         for _, stored in asked:
-            message = MessageProperties.from_bytes(storage.message_payload(stored))
-            note = storage.message_note(stored)
-            reports.extend(self.outcomes.effects(message, reason, wall=wall, note=note))
+            reports.extend(self._outcomes.stored_reports(stored, reason, wall=wall))
         return Unit((step, *reports))
 
 

@@ -6,7 +6,7 @@ received), an ``AppendOutgoing`` for a queue on another queue manager (with
 its deadline to reach the queue), or, for a send that fans out to several
 targets (seed 000), the dead-letter copy and acknowledgment of a local queue
 that refuses it. Whether a message has time limits is read from its encoded
-bytes (``wire/_message.py``): this runs for every message sent.
+bytes (``wire/message_layout.py``): this runs for every message sent.
 """
 
 from __future__ import annotations

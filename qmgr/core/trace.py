@@ -46,7 +46,7 @@ __all__ = ["MAX_FINDINGS", "Finding", "Tracer", "parse_message_id"]
 #: Most stored messages one trace reports.
 MAX_FINDINGS: Final = 1000
 _MESSAGE_ID = re.compile(r"^\{?([0-9a-fA-F-]{36})\}?\\(\d+)$")
-# Offsets in an encoded message (wire/_message.py): its id (GUID + ordinal,
+# Offsets in an encoded message (wire/message_layout.py): its id (GUID + ordinal,
 # little-endian), the flags byte (bit 1: a correlation id), the correlation id.
 _ID = slice(0, 20)
 _FLAGS: Final = 28

@@ -1,12 +1,12 @@
-"""Internal transactions: their sends and received messages, in memory until they end.
+"""Internal transactions: their sends and held messages, in memory until they end.
 
 Theory of operation
 -------------------
-A transaction is OPEN while its owner sends and receives in it; COMMITTING
-once its commit has been handed to the writer; ENDED after. Its sends are
-kept here as ready-to-write store operations, and its receives as the
-messages it holds (see ``locks``); nothing of it is written before the
-commit, so a crash aborts it by forgetting it.
+A transaction's :class:`TransactionStage` is OPEN while its owner sends and
+receives in it; COMMITTING once its commit (or its prepare) has been handed
+to the writer; ENDED after. Its sends are kept here as ready-to-write store
+operations, and its receives as the messages it holds (``holds``); nothing
+of it is written before the commit, so a crash aborts it by forgetting it.
 
 A transaction in which an operation failed is *doomed*: it can only abort.
 Clients pipeline their sends and the commit, so the commit may arrive after
@@ -15,22 +15,36 @@ commit is what keeps a transaction from ever committing in part. The same
 holds when the daemon ends a transaction on its own (an idle timeout, a
 queue deleted under it): it is marked aborted, and the owner learns why
 when it next uses it.
+
+:class:`OpenTransactions` is the table of open transactions (by id, and by
+global id for those begun with one) and how each ends: a commit forgets the
+holds of what it received (the messages are gone); an abort hands them to
+the ``aborted`` callable it was given (poison handling: count, release or
+move each); a prepare ends the transaction here while its messages stay
+held by the prepared transaction (``two_phase``). Either way the bytes its
+sends held in memory go back to the daemon-wide budget, and the
+:class:`Tally` counts it.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 
 from storage import AppendMessage, AppendOutgoing, Operation
 
-from .errors import QueueManagerError
+from .budget import MemoryBudget
+from .errors import QueueManagerError, TransactionAborted
+from .holds import Holds
 
-__all__ = ["Transaction", "TransactionState"]
+__all__ = ["OpenTransactions", "Tally", "Transaction", "TransactionStage"]
 
 
-class TransactionState(enum.Enum):
-    """Life of a transaction: OPEN -> COMMITTING -> ENDED, or OPEN -> ENDED on abort."""
+class TransactionStage(enum.Enum):
+    """Where an internal transaction is in its life: OPEN -> COMMITTING -> ENDED,
+    or OPEN -> ENDED on abort. (Not the state of a global id, which is
+    PREPARED, COMMITTED or ABORTED: see ``two_phase``.)"""
 
     OPEN = "open"
     COMMITTING = "committing"
@@ -52,11 +66,11 @@ class Transaction:
     sends: list[AppendMessage | AppendOutgoing] = field(default_factory=list)
     #: Body bytes of the sends, counted once per destination queue.
     send_bytes: int = 0
-    #: Bytes the sends hold in memory (counted against the daemon's budget).
-    held_bytes: int = 0
-    #: ``(queue_id, lookup_id)`` of every message received in it.
+    #: Bytes its sends take in memory, reserved in the daemon-wide budget.
+    reserved_bytes: int = 0
+    #: ``(queue_id, lookup_id)`` of every message received in it (held).
     receives: list[tuple[int, int]] = field(default_factory=list)
-    state: TransactionState = TransactionState.OPEN
+    stage: TransactionStage = TransactionStage.OPEN
     #: Why the daemon ended it on its own (idle timeout, queue deleted).
     abort_reason: str | None = None
     #: The first operation that failed in it: it can only abort.
@@ -88,3 +102,136 @@ class Transaction:
         """Record a failed operation (the first one is kept): the transaction can only abort."""
         if self.failure is None:
             self.failure = error
+
+    def check_committable(self) -> None:
+        """Raise the reason it can only abort, if it has one.
+
+        Raises:
+            TransactionAborted: the daemon ended it.
+            the error of a failed operation in it, saying so.
+        """
+        if self.abort_reason is not None:
+            msg = f"transaction {self.client_id} was aborted: {self.abort_reason}"
+            raise TransactionAborted(msg)
+        failure = self.failure
+        if failure is not None:
+            text = (
+                f"transaction {self.client_id} was aborted because an operation in it failed: "
+                f"{failure.message}"
+            )
+            raise type(failure)(text)
+
+
+@dataclass(slots=True)
+class Tally:
+    """Transactions committed and aborted since the start (``qmgr status``); a
+    unit written for a request outside a transaction counts as a commit."""
+
+    commits: int = 0
+    aborts: int = 0
+
+
+#: What becomes of the messages an aborted transaction held:
+#: ``aborted(receives, uncounted)`` returns the queues to wake (``uncounted``:
+#: those it held to move them, which an abort does not count).
+AbortedReceives = Callable[[Iterable[tuple[int, int]], Collection[tuple[int, int]]], set[int]]
+
+
+class OpenTransactions:
+    """The open transactions, by id and by global id, and how each ends."""
+
+    __slots__ = ("_aborted", "_by_id", "_by_xid", "_holds", "_next_id", "_tally", "budget")
+
+    def __init__(
+        self, holds: Holds, budget: MemoryBudget, tally: Tally, *, aborted: AbortedReceives
+    ) -> None:
+        self._holds = holds
+        #: Bytes of messages in open transactions, for all clients together
+        #: (a commit of prepared transactions reserves here too, ``two_phase``).
+        self.budget = budget
+        self._tally = tally
+        self._aborted = aborted
+        self._by_id: dict[int, Transaction] = {}
+        self._by_xid: dict[str, Transaction] = {}
+        self._next_id = 1
+
+    def __len__(self) -> int:
+        """Transactions not yet ended."""
+        return len(self._by_id)
+
+    def has_xid(self, xid: str) -> bool:
+        """True if an open transaction has the global id ``xid``."""
+        return xid in self._by_xid
+
+    def begin(
+        self, owner: object, client_id: int, now: float, xid: str | None = None
+    ) -> Transaction:
+        """Open a transaction owned by ``owner`` (a connection), known there as
+        ``client_id``, with the global id ``xid`` if given (checked by the caller)."""
+        tx = Transaction(
+            tx_id=self._next_id,
+            owner=owner,
+            client_id=client_id,
+            started_at=now,
+            last_activity=now,
+            xid=xid,
+        )
+        self._next_id += 1
+        self._by_id[tx.tx_id] = tx
+        if xid is not None:
+            self._by_xid[xid] = tx
+        return tx
+
+    def idle(self, now: float, timeout: float) -> list[Transaction]:
+        """Open transactions with no activity for ``timeout`` seconds (monotonic ``now``);
+        a transaction with a receive waiting for a message is busy, not idle."""
+        return [
+            tx
+            for tx in self._by_id.values()
+            if tx.stage is TransactionStage.OPEN
+            and not tx.waiting
+            and now - tx.last_activity > timeout
+        ]
+
+    def abort(self, tx: Transaction, reason: str | None = None) -> set[int]:
+        """Abort ``tx`` (unless it ended already): drop its sends, and hand what it
+        held to poison handling. ``reason``: the daemon ends it on its own (its
+        owner is told why the next time it uses it). Returns the queues to wake."""
+        if tx.stage is TransactionStage.ENDED:
+            return set()
+        if reason is not None:
+            tx.abort_reason = reason
+        return self.end(tx, committed=False)
+
+    def end(self, tx: Transaction, *, committed: bool) -> set[int]:
+        """End ``tx``: committed (its unit was written: forget its holds) or
+        aborted. Returns the queues to wake."""
+        self._close(tx)
+        if committed:
+            self._tally.commits += 1
+            holds = self._holds
+            for queue_id, lookup_id in tx.receives:
+                holds.forget(queue_id, lookup_id)
+            woken: set[int] = set()
+        else:
+            self._tally.aborts += 1
+            woken = self._aborted(tx.receives, tx.moves)
+        tx.receives.clear()
+        tx.moves.clear()
+        return woken
+
+    def end_prepared(self, tx: Transaction) -> None:
+        """``tx`` was prepared: it leaves its owner, its received messages stay held."""
+        self._close(tx)
+        tx.receives.clear()
+
+    def _close(self, tx: Transaction) -> None:
+        tx.stage = TransactionStage.ENDED
+        self._by_id.pop(tx.tx_id, None)
+        if tx.xid is not None and self._by_xid.get(tx.xid) is tx:
+            del self._by_xid[tx.xid]
+        self.budget.release(tx.reserved_bytes)
+        tx.reserved_bytes = 0
+        tx.sends.clear()
+        tx.receipts.clear()
+        tx.confirmations.clear()

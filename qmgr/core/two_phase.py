@@ -4,8 +4,8 @@ Theory of operation
 -------------------
 A client may give a transaction a *global id* (an ``xid``) when it begins
 it. Such a transaction can be *prepared*: one atomic unit
-(``storage.PrepareTransaction``) writes its sends, whole, and the locks of
-its receives into the store, and reserves the quota bytes of its sends on
+(``storage.PrepareTransaction``) writes its sends, whole, and the LookupIds
+of the messages it holds into the store, and reserves the quota bytes of its sends on
 their queues. From then on it belongs to no connection: a disconnect, a
 crash or an idle timeout no longer aborts it, its received messages stay
 held (after a restart too: :meth:`TwoPhase.load` holds them again) and its
@@ -24,11 +24,13 @@ nothing, and an id is never used twice while its outcome is kept. A
 transaction with an id that is committed without being prepared records
 its outcome in the same unit.
 
-Here, in memory, are only what answers quickly without a read: the ids of
-open transactions (for uniqueness), and for each prepared transaction the
-queues it pins (so that deleting one is refused with the reason). The store
-holds everything else and is the authority; its operations check again
-inside the write, so a race between two connections fails cleanly.
+Here, in memory, are only what answers quickly without a read: for each
+prepared transaction the queues it pins (so that deleting one is refused
+with the reason) and the bytes its commit will read back; the ids of open
+transactions are in their table (``transactions.OpenTransactions``), which
+begins, aborts and ends them for :class:`TwoPhase`. The store holds
+everything else and is the authority; its operations check again inside
+the write, so a race between two connections fails cleanly.
 """
 
 from __future__ import annotations
@@ -36,10 +38,10 @@ from __future__ import annotations
 import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import storage
-from storage import AppendMessage, Unit, UnitOutcome
+from storage import AppendMessage, Store, Unit, UnitOutcome
 
 from .errors import (
     AccessDenied,
@@ -52,10 +54,9 @@ from .errors import (
     TransactionUsageError,
     from_store_error,
 )
-from .transactions import Transaction, TransactionState
-
-if TYPE_CHECKING:
-    from .engine import QueueManagerCore
+from .holds import Holds
+from .outcomes import Outcomes
+from .transactions import AbortedReceives, OpenTransactions, Tally, Transaction, TransactionStage
 
 __all__ = ["MAX_RESOLVE", "MAX_XID_BYTES", "PreparedSummary", "TwoPhase", "check_xid"]
 
@@ -102,39 +103,57 @@ class PreparedSummary:
 
 
 class TwoPhase:
-    """Global ids and prepared transactions over a :class:`~qmgr.core.engine.QueueManagerCore`.
+    """Global ids and prepared transactions: open ones begin, abort and end in
+    ``transactions``; prepared ones are read from ``store`` and keep their
+    messages in ``holds``; their resolution reports receipts through
+    ``outcomes``, counts in ``tally``, and hands the receives of an aborted one
+    to ``aborted`` (poison handling).
 
     Like the core: no I/O, no clock (``wall`` is an argument), no logging.
     """
 
-    def __init__(self, core: QueueManagerCore, *, max_prepared: int, retention: float) -> None:
-        self._core = core
+    def __init__(
+        self,
+        store: Store,
+        transactions: OpenTransactions,
+        holds: Holds,
+        outcomes: Outcomes,
+        tally: Tally,
+        *,
+        aborted: AbortedReceives,
+        max_prepared: int,
+        retention: float,
+    ) -> None:
+        self._store = store
+        self._transactions = transactions
+        self._holds = holds
+        self._outcomes = outcomes
+        self._tally = tally
+        self._aborted = aborted
         self.max_prepared = max_prepared
         #: Seconds an outcome is kept.
         self.retention = retention
-        #: Open transactions that have an id, by id.
-        self._open: dict[str, Transaction] = {}
         #: Prepared transactions, by id.
         self._prepared: dict[str, PreparedSummary] = {}
         #: Prepares being written (they count against ``max_prepared`` already).
         self._preparing = 0
         #: How many messages of each queue prepared transactions hold.
-        self._holds: collections.Counter[int] = collections.Counter()
+        self._held: collections.Counter[int] = collections.Counter()
 
     # ------------------------------------------------------------------ start-up
 
     def load(self) -> int:
         """Take the prepared transactions from the store (the core does at its
         start): hold their received messages again. Returns how many there are."""
-        core = self._core
-        for info in core.store.prepared_transactions():
+        holds = self._holds
+        for info in self._store.prepared_transactions():
             for queue_id, lookup_id in info.receives:
-                core.locks.hold(queue_id, lookup_id, 0, scanned_from_start=False)
+                holds.hold(queue_id, lookup_id)
             self._remember(info)
         return len(self._prepared)
 
     def _remember(self, info: storage.PreparedInfo) -> None:
-        self._holds.update(queue_id for queue_id, _ in info.receives)
+        self._held.update(queue_id for queue_id, _ in info.receives)
         queue_ids = frozenset(info.queue_ids) | {queue_id for queue_id, _ in info.receives}
         self._prepared[info.xid] = PreparedSummary(
             info.xid, info.created_at, queue_ids, info.send_bytes
@@ -150,7 +169,7 @@ class TwoPhase:
     def held(self, queue_id: int) -> int:
         """How many messages of the queue prepared transactions hold (their
         resolution, not time, releases them)."""
-        return self._holds.get(queue_id, 0)
+        return self._held.get(queue_id, 0)
 
     def check_deletable(self, queue_ids: Sequence[int], display_name: str) -> None:
         """Refuse deleting a queue that prepared transactions use.
@@ -181,30 +200,21 @@ class TwoPhase:
         """
         check_xid(xid)
         self._check_unused(xid)
-        tx = self._core.begin(owner, client_id, now)
-        tx.xid = xid
-        self._open[xid] = tx
-        return tx
+        return self._transactions.begin(owner, client_id, now, xid)
 
     def _check_unused(self, xid: str) -> None:
-        store = self._core.store
         state: str | None = None
-        if xid in self._open:
+        if self._transactions.has_xid(xid):
             state = "open"
         elif xid in self._prepared:
             state = "prepared"
         else:
-            outcome = store.outcome(xid)
+            outcome = self._store.outcome(xid)
             if outcome is not None:
                 state = "committed" if outcome.committed else "aborted"
         if state is not None:
             msg = f"transaction id {xid!r} is already in use ({state}); choose a new one"
             raise InvalidArgument(msg)
-
-    def ended(self, tx: Transaction) -> None:
-        """``tx`` ended (committed, aborted or prepared): its id is no longer open."""
-        if tx.xid is not None and self._open.get(tx.xid) is tx:
-            del self._open[tx.xid]
 
     # ------------------------------------------------------------------ preparing
 
@@ -224,7 +234,7 @@ class TwoPhase:
                 "begin it with one to prepare it, or commit it"
             )
             raise TransactionUsageError(msg)
-        self._core.check_committable(tx)
+        tx.check_committable()
         if tx.moves:
             msg = (
                 f"transaction {tx.client_id} moves messages between a queue and its "
@@ -237,7 +247,7 @@ class TwoPhase:
                 "(transactions.max_prepared); resolve some first"
             )
             raise LimitExceeded(msg)
-        tx.state = TransactionState.COMMITTING
+        tx.stage = TransactionStage.COMMITTING
         op = storage.PrepareTransaction(
             tx.xid, tuple(tx.sends), tuple(tx.receives), created_at=wall, owner=tx.principal
         )
@@ -261,12 +271,12 @@ class TwoPhase:
         self._preparing -= 1
         error = outcome if isinstance(outcome, BaseException) else outcome.error
         if error is not None:
-            woken = self._core.abort(tx)
+            woken = self._transactions.abort(tx)
             context = f"transaction {tx.client_id} was aborted: "
             return woken, from_store_error(error, context=context)
         op = unit.ops[0]
         assert isinstance(op, storage.PrepareTransaction)
-        self._core.end_prepared(tx)
+        self._transactions.end_prepared(tx)
         self._remember(
             storage.PreparedInfo(
                 xid=op.xid,
@@ -302,7 +312,7 @@ class TwoPhase:
             raise InvalidArgument(msg)
         for xid in xids:
             check_xid(xid)
-            if xid in self._open:
+            if self._transactions.has_xid(xid):
                 msg = (
                     f"transaction {xid!r} is open and not prepared; "
                     "its connection commits or aborts it"
@@ -315,22 +325,22 @@ class TwoPhase:
             return Unit(resolutions)
         # What the committed transactions received is reported with their commit
         # (a repeated commit finds those messages gone, and reports nothing again).
-        core = self._core
+        outcomes = self._outcomes
         receives: list[tuple[int, int]] = []
         for xid in xids:
-            info = core.store.prepared(xid) if xid in self._prepared else None
+            info = self._store.prepared(xid) if xid in self._prepared else None
             if info is not None:
                 receives.extend(
                     (queue_id, lookup_id)
                     for queue_id, lookup_id in info.receives
-                    if core.outcomes.reports_on_receive(queue_id)
+                    if outcomes.reports_on_receive(queue_id)
                 )
-        return Unit((*resolutions, *core.outcomes.receipts(receives, wall=wall)))
+        return Unit((*resolutions, *outcomes.receipts(receives, wall=wall)))
 
-    def hold_for_commit(self, xids: Sequence[str]) -> int:
+    def reserve_for_commit(self, xids: Sequence[str]) -> int:
         """Reserve, in the memory budget of open transactions, the bytes that
-        committing ``xids`` holds while it is written (their sends are read back
-        and appended in one unit); returns them, for :meth:`release`.
+        committing ``xids`` takes in memory while it is written (their sends are
+        read back and appended in one unit); returns them, for :meth:`release`.
 
         Raises:
             LimitExceeded: they do not fit now (or at all: commit fewer at once).
@@ -340,7 +350,7 @@ class TwoPhase:
             for summary in (self._prepared.get(xid) for xid in xids)
             if summary is not None
         )
-        budget = self._core.uncommitted
+        budget = self._transactions.budget
         if size and not budget.try_reserve(size):
             msg = budget.refusal(size)
             if size > budget.limit:
@@ -353,8 +363,8 @@ class TwoPhase:
         return size
 
     def release(self, size: int) -> None:
-        """Give back what :meth:`hold_for_commit` reserved, once the unit is written (or not)."""
-        self._core.uncommitted.release(size)
+        """Give back what :meth:`reserve_for_commit` reserved, once the unit is written (or not)."""
+        self._transactions.budget.release(size)
 
     def resolved(self, outcome: UnitOutcome) -> tuple[set[int], list[storage.Resolution]]:
         """Finish a resolve unit.
@@ -369,7 +379,8 @@ class TwoPhase:
         error = outcome.error
         if error is not None:
             raise _resolve_error(error)
-        core = self._core
+        holds = self._holds
+        tally = self._tally
         woken: set[int] = set()
         resolutions: list[storage.Resolution] = []
         for result in outcome.results:
@@ -380,18 +391,17 @@ class TwoPhase:
             resolutions.append(result.resolution)
             summary = self._prepared.pop(result.xid, None)
             if summary is not None:
-                self._holds.subtract(queue_id for queue_id, _ in result.receives)
-                self._holds += collections.Counter()  # drop the zero counts
+                self._held.subtract(queue_id for queue_id, _ in result.receives)
+                self._held += collections.Counter()  # drop the zero counts
             if result.resolution is storage.Resolution.COMMITTED:
-                core.commits += 1
+                tally.commits += 1
                 for queue_id, lookup_id in result.receives:
-                    core.locks.forget(queue_id, lookup_id)
-                    woken.update(core.journal_of(queue_id))
+                    woken |= holds.removed(queue_id, (lookup_id,))
                 woken.update(appended.queue_id for appended in result.appended)
             elif result.resolution is storage.Resolution.ABORTED:
-                core.aborts += 1
+                tally.aborts += 1
                 # Its receives were aborted: counted, and poison handling applies.
-                woken.update(core.poison.aborted(result.receives))
+                woken |= self._aborted(result.receives, ())
         return woken, resolutions
 
     # ------------------------------------------------------------------ outcomes

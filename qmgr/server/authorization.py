@@ -62,7 +62,7 @@ from qmgr.core.tokens import TokenBook
 from qmgr.core.two_phase import MAX_RESOLVE
 from storage import QueueKind, QueueRecord
 from wire import MessageProperties
-from wire import client_frames as cf
+from wire import client as cf
 
 __all__ = ["Authorization"]
 

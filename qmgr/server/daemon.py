@@ -45,7 +45,7 @@ from qmgr.core.engine import Limits, QueueManagerCore
 from qmgr.core.names import LocalIdentity
 from qmgr.core.tokens import TokenBook, load_tokens
 from storage import QueueKind, Store
-from wire import client_frames as cf
+from wire import client as cf
 
 from .authorization import Authorization
 from .client_accept import ClientPort
@@ -199,9 +199,9 @@ class Daemon:
         prepared = core.two_phase.prepared_count
         if prepared:
             self.log.warning("prepared_transactions_in_doubt", count=prepared)
-        units = core.system_queue_units(time.time())
+        units = core.queues.system_queue_units(time.time())
         # Queues made before subqueues existed get theirs (MSMQ makes them on first use).
-        units.extend(core.poison.subqueue_units(time.time()))
+        units.extend(core.queues.subqueue_units(time.time()))
         reservation = core.ordinal_reservation()
         if reservation is not None:
             units.append(reservation)
@@ -225,8 +225,8 @@ class Daemon:
         """Every queue with its counters."""
         core = self.core
         return tuple(
-            queue_info(q, core.held_count(q.queue_id))
-            for q in core.list_queues()
+            queue_info(q, core.holds.count(q.queue_id))
+            for q in core.queues.all()
             if q.kind is not QueueKind.OUTGOING
         )
 
@@ -239,9 +239,9 @@ class Daemon:
             server_version=__version__,
             started_at=self.started_at,
             connections=len(self.clients.sessions),
-            open_transactions=core.open_transactions,
-            commits=core.commits,
-            aborts=core.aborts,
+            open_transactions=len(core.transactions),
+            commits=core.tally.commits,
+            aborts=core.tally.aborts,
             batches=self.committer.batches,
             uncommitted_bytes=core.uncommitted.in_use,
             erasing=len(self.store.queues_to_erase()),
@@ -387,7 +387,7 @@ async def _run(
                     await daemon.stop_requested.wait()
                 finally:
                     # Open transactions end with their sessions, aborted.
-                    aborted = daemon.core.open_transactions
+                    aborted = len(daemon.core.transactions)
                     daemon.services.stopping = True
                     daemon.signals.notify_all()
                     inner.cancel_scope.cancel()

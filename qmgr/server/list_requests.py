@@ -15,7 +15,7 @@ import structlog
 
 import storage
 from qmgr.core.errors import from_store_error
-from wire import client_frames as cf
+from wire import client as cf
 
 from .services import Services
 

@@ -87,7 +87,7 @@ class Maintenance:
         interval = min(SWEEP_INTERVAL, max(timeout / 4, 0.05))
         while True:
             await trio.sleep(interval)
-            for tx in self._core.idle_transactions(trio.current_time(), timeout):
+            for tx in self._core.transactions.idle(trio.current_time(), timeout):
                 end = getattr(tx.owner, "end_transaction", None)
                 reason = f"idle timeout: no activity for more than {timeout:g} s"
                 if end is not None:
@@ -155,7 +155,7 @@ class Maintenance:
         for queue_id in self._store.queues_to_erase():
             while True:
                 await self._reserve_ordinals()
-                unit = self._core.erase_unit(queue_id, self._erase_step, wall=time.time())
+                unit = self._core.queues.erase_unit(queue_id, self._erase_step, wall=time.time())
                 try:
                     outcome = await self._committer.submit(unit)
                 except storage.StoreError as exc:
@@ -177,6 +177,6 @@ class Maintenance:
                     # Held: by open transactions, look again later; by prepared
                     # ones only, their resolution wakes this task.
                     core = self._core
-                    if core.held_count(queue_id) > core.two_phase.held(queue_id):
+                    if core.holds.count(queue_id) > core.two_phase.held(queue_id):
                         self._retry = True
                     break

@@ -5,7 +5,7 @@ Theory of operation
 A message this queue manager sends to another one is appended to its
 outgoing queue with a deadline: its send time plus the smaller of its time
 to reach the queue and its time to be received. The expiry index
-(``storage._expiry``) finds it when that passes, and the daemon's expirer
+(``storage.ops.expiry``) finds it when that passes, and the daemon's expirer
 hands it here, because only the outgoing queue's sequence machine knows
 whether the message may already be at its destination.
 
@@ -92,7 +92,7 @@ def _give_up(peering: Peering, queue: OutgoingQueue, lookup_id: int) -> storage.
     message = wire.MessageProperties.from_bytes(entry.data)
     reason = MessageClass.NACK_REACH_QUEUE_TIMEOUT
     ops: list[storage.Operation] = [storage.ForgetOutgoing(queue.queue_id, (lookup_id,))]
-    ops.extend(peering.outcomes.effects(message, reason, wall=time.time()))
+    ops.extend(peering.outcomes.reports(message, reason, wall=time.time()))
     settle = peering.confirmations.give_up(message, queue.name)
     if settle is not None:
         ops.append(settle)

@@ -26,10 +26,10 @@ import wire
 from qmgr.core.confirmation import wants_confirmation
 from qmgr.core.errors import InvalidName
 from qmgr.core.names import SYSTEM_QUEUES, parse_format_name
-from qmgr.core.outcomes import JOURNAL_JOURNAL, wants_outcome
+from qmgr.core.outcomes import JOURNAL_JOURNAL, wants_report
 from qmgr.core.outgoing import EntryOrigin, RemoteDestination, decode_entry
 from qmgr.protocol import EntryKind, OutgoingSequence
-from wire import client_frames as cf
+from wire import client as cf
 
 if TYPE_CHECKING:
     from .peer_link import Link
@@ -228,7 +228,7 @@ class OutgoingQueue:
             if payload is None:
                 continue
             entry = decode_entry(payload)
-            if entry.origin is not EntryOrigin.LOCAL or not wants_outcome(entry.data):
+            if entry.origin is not EntryOrigin.LOCAL or not wants_report(entry.data):
                 continue
             message = wire.MessageProperties.from_bytes(entry.data)
             if wants_confirmation(message) or (

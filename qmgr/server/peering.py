@@ -59,7 +59,7 @@ from qmgr.core.names import LocalIdentity, parse_format_name
 from qmgr.core.outcomes import Outcomes, touched_queues
 from qmgr.core.outgoing import RemoteDestination
 from qmgr.protocol import IncomingSequences, SessionSettings, StreamState
-from wire import client_frames as cf
+from wire import client as cf
 
 from .committer import Committer
 from .final_ack_courier import FinalAckCourier, FinalAckTag

@@ -19,7 +19,7 @@ import storage
 from qmgr.core.errors import InvalidArgument, from_store_error
 from qmgr.core.permissions import Acl, Right, rights_names
 from storage import QueueRecord
-from wire import client_frames as cf
+from wire import client as cf
 
 from .authorization import Authorization
 from .services import Services

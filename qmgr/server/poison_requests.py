@@ -31,7 +31,7 @@ from qmgr.core.errors import (
 )
 from qmgr.core.transactions import Transaction
 from storage import QueueRecord
-from wire import client_frames as cf
+from wire import client as cf
 
 from .services import Services
 

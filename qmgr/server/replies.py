@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from qmgr.core import errors
-from wire import client_frames as cf
+from wire import client as cf
 
 ERROR_CODES: Final[dict[type[errors.QueueManagerError], cf.ErrorCode]] = {
     errors.QueueNotFound: cf.ErrorCode.QUEUE_NOT_FOUND,

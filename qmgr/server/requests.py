@@ -40,9 +40,9 @@ from qmgr.core.names import display_format_name
 from qmgr.core.permissions import Principal
 from qmgr.core.poison import merge_settings
 from qmgr.core.sends import SendMode
-from qmgr.core.transactions import Transaction, TransactionState
+from qmgr.core.transactions import Transaction, TransactionStage
 from storage import QueueKind, QueueRecord
-from wire import client_frames as cf
+from wire import client as cf
 
 from .list_requests import ListRequests
 from .permission_requests import PermissionRequests
@@ -156,7 +156,7 @@ class RequestHandlers(
             retry_cycles=request.retry_cycles,
             retry_delay=request.retry_delay,
         )
-        unit = core.create_queue(
+        unit = core.queues.create(
             request.name,
             transactional=request.transactional,
             journal=request.journal,
@@ -171,7 +171,7 @@ class RequestHandlers(
             name = unit.ops[0].name  # type: ignore[attr-defined]
             acl = authorization.new_queue_acl(name, creator)
             unit = storage.Unit((*unit.ops, acl))
-        record = core.queue_created(await self._write(unit))
+        record = core.queues.created(await self._write(unit))
         if authorization is not None:
             authorization.written(acl)
         self.log.info("queue_created", queue=record.name, transactional=record.transactional)
@@ -179,8 +179,8 @@ class RequestHandlers(
 
     async def _delete_queue(self, request_id: int, request: cf.DeleteQueue) -> None:
         services = self.services
-        record, unit = services.core.delete_queue(request.name)
-        count, gone = services.core.queue_deleted(await self._write(unit))
+        record, unit = services.core.queues.delete(request.name)
+        count, gone = services.core.queues.deleted(await self._write(unit))
         services.signals.notify(gone)
         services.wake_maintenance()
         self.log.info("queue_deleted", queue=record.name, messages=count)
@@ -188,8 +188,8 @@ class RequestHandlers(
 
     async def _purge_queue(self, request_id: int, request: cf.PurgeQueue) -> None:
         services = self.services
-        record, unit = services.core.purge_queue(request.name)
-        count = services.core.queue_purged(await self._write(unit))
+        record, unit = services.core.queues.purge(request.name)
+        count = services.core.queues.purged(await self._write(unit))
         services.wake_maintenance()
         self.log.info("queue_purged", queue=record.name, messages=count)
         self.reply(request_id, cf.Ok(value=count))
@@ -244,7 +244,7 @@ class RequestHandlers(
                 raise TransactionAborted(msg)
             msg = f"transaction {tx_id} is not open on this connection"
             raise TransactionNotFound(msg)
-        if tx.state is not TransactionState.OPEN:
+        if tx.stage is not TransactionStage.OPEN:
             msg = f"transaction {tx_id} is already committing"
             raise TransactionNotFound(msg)
         return tx
@@ -515,7 +515,7 @@ class RequestHandlers(
         core = self.services.core
         queue = core.queue(request.queue)
         limit = max(0, min(request.max_count, self.services.limits.max_peek_range))
-        found = core.peek_range(queue, after=request.after, limit=limit)
+        found = core.ranges.peek_range(queue, after=request.after, limit=limit)
         name = queue.display_name.encode("utf-8")
         parts: list[bytes | memoryview] = []
         count = 0

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
-from wire import client_frames as cf
+from wire import client as cf
 
 from .committer import Committer
 from .signals import QueueSignals, Wakeup

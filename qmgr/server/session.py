@@ -57,7 +57,7 @@ from qmgr.core.errors import (
     ShuttingDown,
 )
 from wire import RemoteProtocolError
-from wire import client_frames as cf
+from wire import client as cf
 
 from .replies import error_frame
 from .requests import RequestHandlers

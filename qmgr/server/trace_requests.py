@@ -18,7 +18,7 @@ import trio
 
 from qmgr.core.permissions import Principal
 from qmgr.core.trace import MAX_FINDINGS, Tracer, parse_message_id
-from wire import client_frames as cf
+from wire import client as cf
 
 from .services import Services
 

@@ -20,12 +20,11 @@ import structlog
 import trio
 
 import storage
-from qmgr.core import ranges
 from qmgr.core.errors import QueueManagerError, TransactionUsageError, from_store_error
 from qmgr.core.outcomes import touched_queues
 from qmgr.core.permissions import Principal
 from qmgr.core.transactions import Transaction
-from wire import client_frames as cf
+from wire import client as cf
 
 from .services import Services
 
@@ -133,11 +132,11 @@ class TwoPhaseRequests(abc.ABC):
         services = self.services
         two_phase = services.core.two_phase
         unit = two_phase.resolve(request.xids, commit=request.commit, wall=time.time())
-        held = two_phase.hold_for_commit(request.xids) if request.commit else 0
+        reserved = two_phase.reserve_for_commit(request.xids) if request.commit else 0
         try:
             outcome = await self._submit(unit)
         finally:
-            two_phase.release(held)
+            two_phase.release(reserved)
         woken, resolutions = two_phase.resolved(outcome)
         services.signals.notify(woken)
         if any(r in _RESOLVED_NOW for r in resolutions):
@@ -197,7 +196,7 @@ class TwoPhaseRequests(abc.ABC):
         core = self.services.core
         queue = core.queue(request.queue)
         limit = max(0, min(request.max_count, MAX_MEASURE))
-        count, last = ranges.measure_range(core, queue, after=request.after, limit=limit)
+        count, last = core.ranges.measure_range(queue, after=request.after, limit=limit)
         self.reply(request_id, cf.RangeInfo(queue_id=queue.queue_id, count=count, last=last))
 
     async def _remove_through(self, request_id: int, request: cf.RemoveThrough) -> None:
@@ -206,8 +205,8 @@ class TwoPhaseRequests(abc.ABC):
         total = 0
         while True:
             queue = core.queue(request.queue)  # QueueNotFound if deleted meanwhile
-            step = ranges.removal_step(
-                core, queue, through=request.lookup_id, limit=REMOVE_STEP, wall=time.time()
+            step = core.ranges.removal_step(
+                queue, through=request.lookup_id, limit=REMOVE_STEP, wall=time.time()
             )
             if step is None:
                 break
@@ -215,12 +214,12 @@ class TwoPhaseRequests(abc.ABC):
             try:
                 outcome = await services.committer.submit(unit, source=self.conn_id)
             except BaseException as exc:
-                _, woken = ranges.removal_done(core, queue, held, exc)
+                _, woken = core.ranges.removal_done(queue, held, exc)
                 services.signals.notify(woken)
                 if isinstance(exc, storage.StoreError):
                     raise from_store_error(exc) from exc
                 raise
-            removed, woken = ranges.removal_done(core, queue, held, outcome)
+            removed, woken = core.ranges.removal_done(queue, held, outcome)
             services.signals.notify(woken | touched_queues(core.store, unit.ops))
             total += removed
             if not removed:

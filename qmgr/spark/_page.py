@@ -9,7 +9,7 @@ joined from slices of the frame. The result is the same record batch that
 ``messages_to_batch`` makes from ``Message`` objects (the tests compare
 them).
 
-Layout (``wire/_client_fast.py`` and ``wire/_message.py``): a ``u32``
+Layout (``wire/client/fast_codec.py`` and ``wire/message_layout.py``): a ``u32``
 count, then per message ``<QdH`` (lookup id, arrival time, queue name
 length), the queue name, and the encoded message: an 84-byte fixed part
 ``<16sIIBBBBBxHIId20sHHHHII`` followed by the label, admin queue, response
@@ -151,7 +151,7 @@ def decode_page(body: bytes, through: int) -> Page:
     except struct.error as exc:
         raise _malformed(str(exc)) from None
     # A version 4 queue manager adds one counters record per message after the
-    # last one (``wire/_client_poison.py``); the columns do not use them.
+    # last one (``wire/client/poison.py``); the columns do not use them.
     if pos != size and size - pos != count * _COUNTERS_SIZE:
         msg = f"{size - pos} unexpected trailing bytes"
         raise _malformed(msg)

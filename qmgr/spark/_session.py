@@ -27,7 +27,7 @@ def spark_session(app: str) -> SparkSession:
     warnings.filterwarnings("ignore", "PySpark does not yet fully support pandas", FutureWarning)
     from pyspark.sql import SparkSession
 
-    from qmgr.spark import QueueDataSource
+    from ._source import QueueDataSource
 
     spark = (
         SparkSession.builder.appName(app)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 
 import pytest
@@ -11,8 +12,5 @@ from fake_daemon import FakeDaemon
 @pytest.fixture
 def fake_daemon() -> Iterator[FakeDaemon]:
     """A :class:`FakeDaemon` with two outgoing queues and one incoming sequence."""
-    daemon = FakeDaemon()
-    try:
+    with contextlib.closing(FakeDaemon()) as daemon:
         yield daemon
-    finally:
-        daemon.close()

@@ -6,7 +6,8 @@ to :class:`FakePeering`, which plays the daemon's part for ``GetStatus``,
 ``ListOutgoing`` and ``ControlOutgoing``, or to :class:`FakeTwoPhase`, which
 plays it for transactions (global ones, prepare and resolve), ranges of
 queues and plain sends, with the error codes the real one uses. Every
-request is recorded, so a test can check what the client sent.
+request is recorded, so a test can check what the client sent, and any
+kind of request can be given a reply of its own (``canned``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import threading
 import uuid
 from typing import TypeVar
 
-from wire import client_frames as cf
+from wire import client as cf
 
 T = TypeVar("T")
 
@@ -76,6 +77,14 @@ def sample_incoming() -> tuple[cf.IncomingInfo, ...]:
 
 def _error(code: cf.ErrorCode, message: str) -> cf.ErrorReply:
     return cf.ErrorReply(code=int(code), message=message)
+
+
+class _Refused(Exception):
+    """Raised by a script's helper: the request gets ``reply``, an error."""
+
+    def __init__(self, code: cf.ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.reply = _error(code, message)
 
 
 class FakePeering:
@@ -174,7 +183,10 @@ class FakeTwoPhase:
     def answer(self, request: cf.FrameValue) -> cf.ServerReply | None:
         """The reply, or None for a pipelined request that succeeded."""
         method = getattr(self, f"_{type(request).__name__.lower()}")
-        reply: cf.ServerReply | None = method(request)
+        try:
+            reply: cf.ServerReply | None = method(request)
+        except _Refused as refused:
+            return refused.reply
         return reply
 
     def _in_use(self, xid: str) -> bool:
@@ -205,9 +217,7 @@ class FakeTwoPhase:
             return failure or cf.Sent(
                 message_id="m", queue=request.message.destination, lookup_id=1
             )
-        tx = self.open.get(request.tx_id)
-        if tx is None:
-            return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {request.tx_id}")
+        tx = self._transaction(request.tx_id)
         tx.sends.append(request)
         tx.failure = tx.failure or failure
         return failure
@@ -215,16 +225,15 @@ class FakeTwoPhase:
     def _receive(self, request: cf.Receive) -> cf.ServerReply:
         return cf.NoMessage()
 
-    def _end(self, tx_id: int) -> FakeTransaction | cf.ErrorReply:
-        tx = self.open.pop(tx_id, None)
+    def _transaction(self, tx_id: int) -> FakeTransaction:
+        tx = self.open.get(tx_id)
         if tx is None:
-            return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {tx_id}")
+            raise _Refused(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {tx_id}")
         return tx
 
     def _commit(self, request: cf.Commit) -> cf.ServerReply:
-        tx = self._end(request.tx_id)
-        if isinstance(tx, cf.ErrorReply):
-            return tx
+        tx = self._transaction(request.tx_id)
+        del self.open[request.tx_id]
         if tx.failure is not None:
             return tx.failure
         if tx.xid is not None:
@@ -232,13 +241,12 @@ class FakeTwoPhase:
         return cf.Ok()
 
     def _abort(self, request: cf.Abort) -> cf.ServerReply:
-        tx = self._end(request.tx_id)
-        return tx if isinstance(tx, cf.ErrorReply) else cf.Ok()
+        self._transaction(request.tx_id)
+        del self.open[request.tx_id]
+        return cf.Ok()
 
     def _prepare(self, request: cf.Prepare) -> cf.ServerReply:
-        tx = self.open.get(request.tx_id)
-        if tx is None:
-            return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, f"no transaction {request.tx_id}")
+        tx = self._transaction(request.tx_id)
         if tx.xid is None:
             return _error(cf.ErrorCode.TRANSACTION_USAGE, "only a global transaction")
         if tx.failure is not None:
@@ -297,26 +305,20 @@ class FakeTwoPhase:
             ][: request.max_count]
         return cf.TransactionList(transactions=tuple(listed))
 
-    def _queue(self, name: str) -> tuple[int, list[int]] | cf.ErrorReply:
+    def _queue(self, name: str) -> tuple[int, list[int]]:
         queue = self.queues.get(name)
         if queue is None:
-            return _error(cf.ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")
+            raise _Refused(cf.ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")
         return queue
 
     def _removethrough(self, request: cf.RemoveThrough) -> cf.ServerReply:
-        queue = self._queue(request.queue)
-        if isinstance(queue, cf.ErrorReply):
-            return queue
-        queue_id, ids = queue
+        queue_id, ids = self._queue(request.queue)
         kept = [i for i in ids if i > request.lookup_id]
         self.queues[request.queue] = (queue_id, kept)
         return cf.Ok(value=len(ids) - len(kept))
 
     def _measurerange(self, request: cf.MeasureRange) -> cf.ServerReply:
-        queue = self._queue(request.queue)
-        if isinstance(queue, cf.ErrorReply):
-            return queue
-        queue_id, ids = queue
+        queue_id, ids = self._queue(request.queue)
         counted = [i for i in ids if i > request.after]
         if request.max_count:
             counted = counted[: request.max_count]
@@ -337,6 +339,8 @@ class FakeDaemon:
         self.two_phase = FakeTwoPhase()
         self.version = version
         self.requests: list[cf.FrameValue] = []
+        #: Request type -> the reply to every request of that type (before the scripts).
+        self.canned: dict[type, cf.ServerReply] = {}
         self.failures: list[BaseException] = []
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
@@ -386,6 +390,9 @@ class FakeDaemon:
             )
         with self._lock:
             self.requests.append(request)
+            canned = self.canned.get(type(request))
+            if canned is not None:
+                return canned
             if isinstance(request, TWO_PHASE_SCRIPTED):
                 return self.two_phase.answer(request)
             return self.peering.answer(request)

@@ -10,6 +10,7 @@ lost.
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any, Final
 
@@ -21,6 +22,15 @@ from storage import Store, Unit, UnitOutcome, message_payload
 from wire import MessageProperties
 
 WALL: Final = 1_700_000_000.0
+
+#: MQMSG_ACKNOWLEDGMENT_* bits: positive and negative, at arrival and at receipt.
+POS_ARRIVAL, POS_RECEIVE, NEG_ARRIVAL, NEG_RECEIVE = 0x01, 0x02, 0x04, 0x08
+#: Every acknowledgment.
+FULL: Final = 0x0F
+#: MQMSG_DEADLETTER and MQMSG_JOURNAL.
+DEADLETTER, JOURNAL = 0x01, 0x02
+#: Another queue manager: the source of the messages that arrive here.
+SOURCE: Final = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
 
 #: What the core may use of a store: reading only.
 READS: Final = frozenset(
@@ -85,7 +95,7 @@ class CoreHarness:
     def _open(self) -> None:
         self.store = Store(self.path, initial_map_size=1 << 22, durable=False)
         self.core = QueueManagerCore(ReadOnlyStore(self.store), limits=self.limits)  # type: ignore[arg-type]
-        for unit in self.core.system_queue_units(WALL):
+        for unit in self.core.queues.system_queue_units(WALL):
             self.write(unit)
         self.reserve_ordinals()
 
@@ -113,17 +123,17 @@ class CoreHarness:
     # ------------------------------------------------------------------ queues
 
     def create(self, name: str, **options: Any) -> None:
-        self.core.queue_created(self.write(self.core.create_queue(name, wall=WALL, **options)))
+        self.core.queues.created(self.write(self.core.queues.create(name, wall=WALL, **options)))
 
     def purge(self, name: str) -> int:
-        _, unit = self.core.purge_queue(name)
-        return self.core.queue_purged(self.write(unit))
+        _, unit = self.core.queues.purge(name)
+        return self.core.queues.purged(self.write(unit))
 
     def erase_all(self, step: int = 2) -> None:
         """Run erase steps until nothing is left to erase but held messages."""
         for queue_id in self.store.queues_to_erase():
             while True:
-                outcome = self.write(self.core.erase_unit(queue_id, step))
+                outcome = self.write(self.core.queues.erase_unit(queue_id, step))
                 result = outcome.results[0]
                 if getattr(result, "done", True) or getattr(result, "messages", 0) == 0:
                     break
@@ -163,6 +173,12 @@ class CoreHarness:
     def begin(self) -> Transaction:
         return self.core.begin(self, client_id=0, now=self.tick())
 
+    def send_tx(self, destination: str, body: bytes = b"x", **properties: Any) -> None:
+        """Send in a transaction of its own, committed."""
+        tx = self.begin()
+        assert self.prepare(destination, body, tx=tx, **properties) is None
+        assert self.commit(tx) == [None]
+
     def commit(self, *txs: Transaction) -> list[QueueManagerError | None]:
         """Commit several transactions in one batch; the error of each (or None)."""
         units = [self.core.commit(tx) for tx in txs]
@@ -193,7 +209,7 @@ class CoreHarness:
         record = self.core.queue(queue)
         return [
             (lookup_id, MessageProperties.from_bytes(message_payload(stored)).body)
-            for lookup_id, stored in self.core.peek_range(record, after=0, limit=100_000)
+            for lookup_id, stored in self.core.ranges.peek_range(record, after=0, limit=100_000)
         ]
 
 

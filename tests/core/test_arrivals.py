@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from harness import WALL, CoreHarness
 
 import storage
 import wire
@@ -16,17 +13,16 @@ from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from wire import MessageClass, MessageProperties
 
+from .conftest import OpenCore
+from .harness import WALL, CoreHarness
+
 SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
 IDENTITY = LocalIdentity(peer_port=1901)
 
 
 @pytest.fixture
-def qm(tmp_path: Path) -> Iterator[CoreHarness]:
-    harness = CoreHarness(tmp_path / "store")
-    harness.create("txq", transactional=True)
-    harness.create("plain")
-    yield harness
-    harness.close()
+def qm(open_core: OpenCore) -> CoreHarness:
+    return open_core({"txq": {"transactional": True}, "plain": {}})
 
 
 def packet(destination: str, *, transactional: bool = True, hops: int = 0) -> wire.UserMessage:

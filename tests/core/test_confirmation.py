@@ -1,58 +1,48 @@
-"""The transaction confirmation process in the core: the source's copies kept by a
-commit (``qmgr.core.confirmation``), settled on a FinalAck or at their deadline
-(``qmgr.core.expiry``), and the FinalAcks a destination records when a message
-from another queue manager leaves its queue or is refused
-(``qmgr.core.final_acks``, ``qmgr.core.outcomes``, ``qmgr.core.arrivals``)."""
+"""The transaction confirmation process at the source (``qmgr.core.confirmation``):
+the copies a commit keeps, settled on a FinalAck or at their deadline (found
+by ``qmgr.core.expiry``). The FinalAcks a destination records are in
+``test_final_acks.py``."""
 
 from __future__ import annotations
 
-import struct
-import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import WALL, CoreHarness, classes, expire, messages
 
 import storage
-import wire
 from qmgr.core import names
-from qmgr.core.arrivals import Arrival, Arrivals
 from qmgr.core.confirmation import confirmation_deadline, wants_confirmation
 from qmgr.core.engine import Limits
 from qmgr.core.errors import QueueManagerError
-from qmgr.core.final_acks import decode_final_ack, wants_final_ack
-from qmgr.core.names import LocalIdentity
 from qmgr.core.outcomes import correlation_of
 from qmgr.core.outgoing import decode_entry
 from qmgr.core.sends import SendMode
 from wire import INFINITE, MessageClass, MessageProperties
 
-POS_ARRIVAL, POS_RECEIVE, NEG_ARRIVAL, NEG_RECEIVE = 0x01, 0x02, 0x04, 0x08
-DEADLETTER, JOURNAL = 0x01, 0x02
+from .conftest import OpenCore
+from .harness import (
+    DEADLETTER,
+    JOURNAL,
+    NEG_RECEIVE,
+    POS_ARRIVAL,
+    POS_RECEIVE,
+    SOURCE,
+    WALL,
+    CoreHarness,
+    classes,
+    expire,
+    messages,
+)
+
 REMOTE = "DIRECT=TCP:10.9.9.9:1801\\private$\\orders"
 REMOTE_2 = "DIRECT=TCP:10.9.9.8:1801\\private$\\orders"
 OUTGOING = "outgoing$;tcp:10.9.9.9:1801\\orders"
 OUTGOING_2 = "outgoing$;tcp:10.9.9.8:1801\\orders"
 
-#: The queue manager that sent the arriving messages.
-SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
-IDENTITY = LocalIdentity(peer_port=1901)
-HERE = "TCP:127.0.0.1:1901\\private$\\"
-#: The sequence fields of the arriving messages' TransactionHeader.
-SEQUENCE = (3, 5, 4, 2)  # TxSequenceID ordinal, timestamp, number, previous number
-ARRIVING_ORDINAL = 7
-
 
 @pytest.fixture
-def qm(tmp_path: Path) -> Iterator[CoreHarness]:
-    harness = CoreHarness(tmp_path / "store")
-    harness.create("q", transactional=True)
-    harness.create("plain")
-    harness.create("admin")
-    yield harness
-    harness.close()
+def qm(open_core: OpenCore) -> CoreHarness:
+    return open_core({"q": {"transactional": True}, "plain": {}, "admin": {}})
 
 
 def outgoing(qm: CoreHarness) -> dict[str, list[MessageProperties]]:
@@ -75,17 +65,11 @@ def sent(qm: CoreHarness, name: str = OUTGOING) -> MessageProperties:
     return message
 
 
-def send_tx(qm: CoreHarness, destination: str, body: bytes = b"x", **properties: Any) -> None:
-    tx = qm.begin()
-    assert qm.prepare(destination, body, tx=tx, **properties) is None
-    assert qm.commit(tx) == [None]
-
-
 def confirmed_send(
     qm: CoreHarness, *, journal: int = DEADLETTER, ttbr: int = 30, **properties: Any
 ) -> MessageProperties:
     """A committed transactional send to REMOTE that asks for confirmation."""
-    send_tx(qm, REMOTE, b"order", journal=journal, time_to_be_received=ttbr, **properties)
+    qm.send_tx(REMOTE, b"order", journal=journal, time_to_be_received=ttbr, **properties)
     return sent(qm)
 
 
@@ -174,7 +158,7 @@ def test_a_committed_transactional_send_keeps_a_copy(qm: CoreHarness, journal: i
 
 
 def test_one_copy_per_remote_destination_none_for_a_local_one(qm: CoreHarness) -> None:
-    send_tx(qm, f"{REMOTE},q,{REMOTE_2}", b"fan", journal=JOURNAL, time_to_be_received=30)
+    qm.send_tx(f"{REMOTE},q,{REMOTE_2}", b"fan", journal=JOURNAL, time_to_be_received=30)
     first, second = sent(qm, OUTGOING), sent(qm, OUTGOING_2)
     assert first.ordinal == second.ordinal
     copies = qm.store.confirmations(first.ordinal)
@@ -193,14 +177,11 @@ def test_a_copy_without_time_to_be_received_has_no_deadline(qm: CoreHarness) -> 
     assert confirmation_due(qm) == []
 
 
-def test_xact_delay_receive_nack_sets_the_deadline(tmp_path: Path) -> None:
-    qm = CoreHarness(tmp_path / "store", limits=Limits(xact_delay_receive_nack=5.0))
-    try:
-        message = confirmed_send(qm, time_to_reach_queue=10)
-        [copy] = qm.store.confirmations(message.ordinal)
-        assert copy.deadline == WALL + 35
-    finally:
-        qm.close()
+def test_xact_delay_receive_nack_sets_the_deadline(open_core: OpenCore) -> None:
+    qm = open_core(limits=Limits(xact_delay_receive_nack=5.0))
+    message = confirmed_send(qm, time_to_reach_queue=10)
+    [copy] = qm.store.confirmations(message.ordinal)
+    assert copy.deadline == WALL + 35
 
 
 def test_a_single_message_transaction_keeps_a_copy(qm: CoreHarness) -> None:
@@ -225,8 +206,7 @@ def test_a_non_transactional_send_keeps_no_copy(qm: CoreHarness) -> None:
 
 
 def test_a_send_without_those_journal_levels_keeps_no_copy(qm: CoreHarness) -> None:
-    send_tx(
-        qm,
+    qm.send_tx(
         REMOTE,
         b"x",
         acknowledge=POS_RECEIVE | NEG_RECEIVE,
@@ -427,7 +407,7 @@ def test_a_delivered_copy_expires_as_receive_timeout(qm: CoreHarness) -> None:
 
 
 def test_delivered_is_none_for_messages_without_confirmation(qm: CoreHarness) -> None:
-    send_tx(qm, REMOTE, b"x", time_to_be_received=30)
+    qm.send_tx(REMOTE, b"x", time_to_be_received=30)
     message = sent(qm)
     assert qm.core.confirmations.delivered([(message, OUTGOING)]) is None
     assert qm.core.confirmations.delivered([]) is None
@@ -515,192 +495,11 @@ def test_index_entries_of_copies_gone_or_without_deadline_are_dropped(qm: CoreHa
     assert messages(qm, names.DEADXACT) == []
 
 
-# ------------------------------------------------------------------- FinalAcks at a destination
-
-
-def arriving(
-    destination: str,
-    *,
-    journal: int = DEADLETTER,
-    flags: int = 0,
-    ttbr: int = INFINITE,
-    acknowledge: int = 0,
-) -> wire.UserMessage:
-    """A transactional message from SOURCE, as it arrives on the wire."""
-    message = MessageProperties(
-        body=b"body",
-        label="l",
-        journal=journal,
-        acknowledge=acknowledge,
-        time_to_be_received=ttbr,
-    ).stamp(source_qm=SOURCE, ordinal=ARRIVING_ORDINAL, sent_time=WALL, transactional=True)
-    ordinal, timestamp, number, previous = SEQUENCE
-    header = wire.TransactionHeader(
-        flags=flags,
-        sequence_id=wire.TxSequenceId(ordinal=ordinal, timestamp=timestamp),
-        sequence_number=number,
-        previous_sequence_number=previous,
-    )
-    return wire.message_to_packet(
-        message, destination=wire.DirectQueue(name=destination), transaction=header
-    )
-
-
-def arrive(qm: CoreHarness, packet: wire.UserMessage) -> Arrival:
-    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
-    key, remote = arrivals.destination(packet)
-    assert remote is None
-    arrival = arrivals.local(packet, key, wall=WALL)
-    outcome = qm.write(storage.Unit(arrival.ops))
-    assert outcome.error is None
-    return arrival
-
-
-def final_acks(qm: CoreHarness) -> list[tuple[bytes, tuple[int, int, int, int, int]]]:
-    return [(pending.key, decode_final_ack(pending.value)) for pending in qm.store.final_acks()]
-
-
-KEY = SOURCE.bytes + ARRIVING_ORDINAL.to_bytes(4, "big")
-
-
-def test_an_arrived_message_keeps_its_sequence_fields_in_its_note(qm: CoreHarness) -> None:
-    arrival = arrive(qm, arriving(HERE + "q"))
-    assert arrival.rejection is None
-    record = qm.core.queue("q")
-    [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
-    assert storage.message_note(stored) == struct.pack(">IIII", *SEQUENCE)
-    assert final_acks(qm) == []  # nothing until it leaves its queue
-    assert qm.store.final_ack_count() == 0
-
-
-def test_a_received_message_records_ack_receive(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q"))
-    tx = qm.begin()
-    assert qm.take("q", tx) is not None
-    assert final_acks(qm) == []  # not before the commit
-    assert qm.commit(tx) == [None]
-    assert final_acks(qm) == [(KEY, (MessageClass.ACK_RECEIVE, *SEQUENCE))]
-    assert qm.store.final_ack_count() == 1
-    # Neither a journal copy nor a dead letter at the destination.
-    for system in (names.SYSTEM_JOURNAL, names.DEADXACT, names.DEADLETTER):
-        assert messages(qm, system) == []
-
-
-def test_an_aborted_receive_records_nothing(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q"))
-    tx = qm.begin()
-    assert qm.take("q", tx) is not None
-    qm.core.abort(tx)
-    assert final_acks(qm) == []
-    assert [body for _, body in qm.visible("q")] == [b"body"]
-
-
-def test_a_receive_outside_a_transaction_records_ack_receive(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q", journal=JOURNAL))
-    assert qm.take("q") is not None
-    assert final_acks(qm) == [(KEY, (MessageClass.ACK_RECEIVE, *SEQUENCE))]
-
-
-def test_an_expired_message_records_receive_timeout_and_no_dead_letter(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q", ttbr=30))
-    assert expire(qm, WALL + 29.999) == 0
-    assert final_acks(qm) == []
-    assert expire(qm, WALL + 30) == 1
-    assert final_acks(qm) == [(KEY, (MessageClass.NACK_RECEIVE_TIMEOUT, *SEQUENCE))]
-    assert qm.visible("q") == []
-    # The source keeps the dead-letter copy; the destination keeps none.
-    assert messages(qm, names.DEADXACT) == []
-    assert messages(qm, names.DEADLETTER) == []
-
-
-def test_a_purged_message_records_q_purged(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q"))
-    assert qm.purge("q") == 1
-    qm.erase_all()
-    assert final_acks(qm) == [(KEY, (MessageClass.NACK_Q_PURGED, *SEQUENCE))]
-    assert messages(qm, names.DEADXACT) == []
-
-
-def test_a_refused_message_records_its_nack_at_once_and_is_kept_here(qm: CoreHarness) -> None:
-    arrival = arrive(qm, arriving(HERE + "plain"))
-    assert arrival.rejection == MessageClass.NACK_NOT_TRANSACTIONAL_Q
-    assert final_acks(qm) == [(KEY, (MessageClass.NACK_NOT_TRANSACTIONAL_Q, *SEQUENCE))]
-    [dead] = messages(qm, names.DEADXACT)
-    assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
-    assert (dead.source_qm, dead.ordinal, dead.body) == (SOURCE, ARRIVING_ORDINAL, b"body")
-    assert messages(qm, "plain") == []
-
-
-def test_a_message_to_a_missing_queue_records_bad_dst_q(qm: CoreHarness) -> None:
-    arrival = arrive(qm, arriving(HERE + "nowhere", flags=wire.TransactionFlags.FINAL_ACK))
-    assert arrival.rejection == MessageClass.NACK_BAD_DST_Q
-    assert final_acks(qm) == [(KEY, (MessageClass.NACK_BAD_DST_Q, *SEQUENCE))]
-    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_BAD_DST_Q]
-
-
-def test_without_fa_flag_or_journal_level_no_final_ack(qm: CoreHarness) -> None:
-    # An acknowledgment level makes the receive look at the message's reports.
-    arrive(qm, arriving(HERE + "q", journal=0, acknowledge=POS_RECEIVE | NEG_RECEIVE, ttbr=30))
-    arrive(qm, arriving(HERE + "plain", journal=0, acknowledge=NEG_ARRIVAL))
-    record = qm.core.queue("q")
-    [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
-    assert storage.message_note(stored) == b""
-    tx = qm.begin()
-    assert qm.take("q", tx) is not None
-    assert qm.commit(tx) == [None]
-    assert final_acks(qm) == []
-    assert qm.store.final_ack_count() == 0
-    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_NOT_TRANSACTIONAL_Q]
-
-
-def test_without_fa_flag_or_journal_level_an_expiry_records_none(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q", journal=0, acknowledge=NEG_RECEIVE, ttbr=30))
-    assert expire(qm, WALL + 30) == 1
-    assert qm.visible("q") == []
-    assert final_acks(qm) == []
-
-
-def test_the_fa_flag_alone_asks_for_a_final_ack() -> None:
-    message = MessageProperties().stamp(
-        source_qm=SOURCE, ordinal=1, sent_time=WALL, transactional=True
-    )
-    header = wire.TransactionHeader(
-        flags=wire.TransactionFlags.FINAL_ACK,
-        sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
-        sequence_number=1,
-        previous_sequence_number=0,
-    )
-    assert wants_final_ack(message, header)
-    assert not wants_final_ack(
-        message,
-        wire.TransactionHeader(
-            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
-            sequence_number=1,
-            previous_sequence_number=0,
-        ),
-    )
-
-
-def test_a_message_with_only_the_fa_flag_records_its_expiry(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q", journal=0, flags=wire.TransactionFlags.FINAL_ACK, ttbr=30))
-    assert expire(qm, WALL + 30) == 1
-    assert final_acks(qm) == [(KEY, (MessageClass.NACK_RECEIVE_TIMEOUT, *SEQUENCE))]
-
-
 # --------------------------------------------------------------------------- found by review
 
 
-def test_a_message_with_only_the_fa_flag_records_its_receipt(qm: CoreHarness) -> None:
-    arrive(qm, arriving(HERE + "q", journal=0, flags=wire.TransactionFlags.FINAL_ACK))
-    tx = qm.begin()
-    assert qm.take("q", tx) is not None
-    assert qm.commit(tx) == [None]
-    assert final_acks(qm) == [(KEY, (MessageClass.ACK_RECEIVE, *SEQUENCE))]
-
-
 def test_a_final_ack_settles_the_copy_of_the_destination_it_came_from(qm: CoreHarness) -> None:
-    send_tx(
-        qm,
+    qm.send_tx(
         f"{REMOTE},{REMOTE_2}",
         b"fan",
         journal=DEADLETTER,

@@ -1,13 +1,11 @@
-"""Queue-manager semantics, scenario by scenario, on a real temporary store."""
+"""The engine (``qmgr.core.engine``), scenario by scenario, on a real temporary store:
+transactions committed and aborted, sends and their checks, receives and holds."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from harness import WALL, CoreHarness
 
 import storage
 from qmgr.core.engine import Limits
@@ -20,23 +18,24 @@ from qmgr.core.errors import (
     QueueExists,
     QueueNotFound,
     QuotaExceeded,
-    TransactionAborted,
     TransactionTooLarge,
     TransactionUsageError,
 )
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from qmgr.core.sends import SendMode
 from wire import MessageProperties
-from wire.client_frames import MAX_MESSAGE_BODY
+from wire.client import MAX_MESSAGE_BODY
+
+from .conftest import OpenCore
+from .harness import WALL, CoreHarness
 
 
 @pytest.fixture
-def qm(tmp_path: Path) -> Iterator[CoreHarness]:
-    harness = CoreHarness(tmp_path / "store", limits=Limits(max_transaction_operations=5))
-    harness.create("tq", transactional=True, journal=True)
-    harness.create("nq")
-    yield harness
-    harness.close()
+def qm(open_core: OpenCore) -> CoreHarness:
+    return open_core(
+        {"tq": {"transactional": True, "journal": True}, "nq": {}},
+        limits=Limits(max_transaction_operations=5),
+    )
 
 
 def test_held_messages_are_invisible_and_come_back_in_place_on_abort(qm: CoreHarness) -> None:
@@ -45,7 +44,7 @@ def test_held_messages_are_invisible_and_come_back_in_place_on_abort(qm: CoreHar
     assert qm.take("tq", tx) == (ids[0], b"a")
     assert qm.take("tq", tx) == (ids[1], b"b")
     assert qm.visible("tq") == [(ids[2], b"c")]
-    assert qm.core.held_count(qm.core.queue("tq").queue_id) == 2
+    assert qm.core.holds.count(qm.core.queue("tq").queue_id) == 2
     woken = qm.core.abort(tx)
     assert woken == {qm.core.queue("tq").queue_id}
     assert qm.visible("tq") == [(ids[0], b"a"), (ids[1], b"b"), (ids[2], b"c")]
@@ -75,11 +74,11 @@ def test_commit_removes_what_it_received_and_journals_it(qm: CoreHarness) -> Non
 
 
 def test_a_failing_transaction_does_not_spoil_its_batch_and_says_why(
-    tmp_path: Path,
+    open_core: OpenCore,
 ) -> None:
-    qm = CoreHarness(tmp_path / "quota")
-    qm.create("small", transactional=True, quota=10)
-    qm.create("other", transactional=True)
+    qm = open_core(
+        {"small": {"transactional": True, "quota": 10}, "other": {"transactional": True}}
+    )
     too_much, fine = qm.begin(), qm.begin()
     qm.prepare("small", b"x" * 6, tx=too_much)
     qm.prepare("small", b"y" * 6, tx=too_much)
@@ -92,7 +91,6 @@ def test_a_failing_transaction_does_not_spoil_its_batch_and_says_why(
     assert qm.visible("small") == []
     assert [body for _, body in qm.visible("other")] == [b"z"]
     assert qm.core.uncommitted.in_use == 0
-    qm.close()
 
 
 def test_msmq_transaction_usage_rules(qm: CoreHarness) -> None:
@@ -125,62 +123,6 @@ def test_a_transaction_cannot_receive_what_it_has_not_committed(qm: CoreHarness)
     assert qm.take("tq", tx) is None
 
 
-def test_a_message_purged_while_held_leaves_when_its_transaction_ends(qm: CoreHarness) -> None:
-    for body in (b"a", b"b", b"c"):
-        qm.send("tq", body)
-    committing, aborting = qm.begin(), qm.begin()
-    assert qm.take("tq", committing) is not None
-    assert qm.take("tq", aborting) is not None
-    assert qm.purge("tq") == 3
-    assert qm.visible("tq") == []
-    assert qm.core.queue("tq").depth == 0
-    # The purge's erasing leaves the held messages alone.
-    qm.erase_all()
-    assert qm.core.commit(committing) is not None
-    assert qm.commit(committing) == [None]  # removed (and journaled) as usual
-    assert [body for _, body in qm.visible("tq;journal")] == [b"a"]
-    woken = qm.core.abort(aborting)
-    assert woken == set()  # nothing came back: it was purged
-    assert qm.visible("tq") == []
-    qm.erase_all()
-    assert qm.store.queues_to_erase() == []
-
-
-def test_an_erase_step_built_before_a_second_purge_spares_what_it_now_holds(
-    qm: CoreHarness,
-) -> None:
-    for body in (b"a", b"b"):
-        qm.send("tq", body)
-    qm.purge("tq")
-    queue_id = qm.core.queue("tq").queue_id
-    step = qm.core.erase_unit(queue_id, 500)  # waits in a batch meanwhile
-    qm.send("tq", b"new")
-    tx = qm.begin()
-    assert qm.take("tq", tx) is not None  # holds "new"
-    assert qm.purge("tq") == 1  # purged while held: leaves when tx ends
-    outcome = qm.write(step)
-    assert outcome.error is None
-    assert outcome.results[0] == storage.Erased(queue_id, 2, False)
-    assert qm.commit(tx) == [None]  # its message was not erased under it
-    assert [body for _, body in qm.visible("tq;journal")] == [b"new"]
-    qm.erase_all()
-    assert qm.store.queues_to_erase() == []
-
-
-def test_a_purge_survives_a_crash(qm: CoreHarness) -> None:
-    for body in (b"a", b"b", b"c"):
-        qm.send("tq", body)
-    tx = qm.begin()
-    assert qm.take("tq", tx) is not None
-    qm.purge("tq")
-    qm.crash()
-    assert qm.visible("tq") == []
-    assert qm.store.queues_to_erase() == [qm.core.queue("tq").queue_id]
-    qm.erase_all()
-    assert qm.store.queues_to_erase() == []
-    assert qm.send("tq", b"new") == 4
-
-
 def test_priority_orders_non_transactional_queues_only(qm: CoreHarness) -> None:
     for priority in (1, 7, 3, 7):
         qm.send("nq", bytes([priority]), priority=priority)
@@ -189,16 +131,6 @@ def test_priority_orders_non_transactional_queues_only(qm: CoreHarness) -> None:
     for priority in (1, 7):
         qm.send("tq", bytes([priority]), priority=priority)
     assert [body for _, body in qm.visible("tq")] == [b"\x01", b"\x07"]
-
-
-def test_a_message_arriving_ahead_of_the_receive_position_is_still_found(
-    qm: CoreHarness,
-) -> None:
-    qm.send("nq", b"low", priority=1)
-    held = qm.core.take(qm.core.queue("nq"), tx=None, now=qm.tick())
-    assert held is not None
-    qm.send("nq", b"high", priority=6)
-    assert qm.take("nq") == (2, b"high")
 
 
 def test_bad_requests_are_refused_with_typed_errors(qm: CoreHarness) -> None:
@@ -226,9 +158,9 @@ def test_bad_requests_are_refused_with_typed_errors(qm: CoreHarness) -> None:
     with pytest.raises(QueueExists):
         qm.create("TQ")
     with pytest.raises(InvalidName):
-        qm.core.create_queue("bad$", wall=WALL)
+        qm.core.queues.create("bad$", wall=WALL)
     with pytest.raises(AccessDenied):
-        qm.core.delete_queue("system$;deadxact")
+        qm.core.queues.delete("system$;deadxact")
 
 
 def test_a_send_to_another_queue_manager_goes_to_its_outgoing_queue(qm: CoreHarness) -> None:
@@ -254,9 +186,8 @@ def test_transactions_are_bounded(qm: CoreHarness) -> None:
         qm.prepare("tq", b"x", tx=tx)
 
 
-def test_the_daemon_wide_budget_bounds_uncommitted_sends(tmp_path: Path) -> None:
-    qm = CoreHarness(tmp_path / "budget", limits=Limits(max_uncommitted_bytes=4096))
-    qm.create("q", transactional=True)
+def test_the_daemon_wide_budget_bounds_uncommitted_sends(open_core: OpenCore) -> None:
+    qm = open_core({"q": {"transactional": True}}, limits=Limits(max_uncommitted_bytes=4096))
     first, second = qm.begin(), qm.begin()
     qm.prepare("q", b"x" * 1500, tx=first)
     qm.prepare("q", b"x" * 1500, tx=second)
@@ -266,7 +197,6 @@ def test_the_daemon_wide_budget_bounds_uncommitted_sends(tmp_path: Path) -> None
     qm.prepare("q", b"x" * 1500, tx=first)  # its bytes came back to the budget
     assert qm.commit(first) == [None]
     assert qm.core.uncommitted.in_use == 0
-    qm.close()
 
 
 def test_a_multiple_element_send_puts_one_copy_on_each_queue(qm: CoreHarness) -> None:
@@ -276,88 +206,6 @@ def test_a_multiple_element_send_puts_one_copy_on_each_queue(qm: CoreHarness) ->
     assert qm.commit(tx) == [None]
     assert [body for _, body in qm.visible("tq")] == [b"both"]
     assert [body for _, body in qm.visible("tq2")] == [b"both"]
-
-
-def test_a_deleted_queue_fails_the_transactions_that_read_it(qm: CoreHarness) -> None:
-    qm.create("doomed", transactional=True)
-    qm.send("doomed", b"x")
-    tx = qm.begin()
-    assert qm.take("doomed", tx) is not None
-    record, unit = qm.core.delete_queue("doomed")
-    count, gone = qm.core.queue_deleted(qm.write(unit))
-    assert (count, record.queue_id in gone) == (1, True)
-    [error] = qm.commit(tx)
-    assert isinstance(error, QueueNotFound)
-    assert "aborted" in error.message
-
-
-def test_a_transaction_in_which_an_operation_failed_can_only_abort(qm: CoreHarness) -> None:
-    qm.send("tq", b"held")
-    tx = qm.begin()
-    assert qm.take("tq", tx) is not None
-    tx.doom(InternalErrorLike("a send in it hit an internal error"))
-    with pytest.raises(InternalErrorLike, match="aborted because an operation in it failed"):
-        qm.core.commit(tx)
-    qm.core.abort(tx)
-    assert [body for _, body in qm.visible("tq")] == [b"held"]
-
-
-def test_idle_transactions_are_found_by_the_monotonic_clock(qm: CoreHarness) -> None:
-    tx = qm.begin()
-    started = tx.last_activity
-    assert qm.core.idle_transactions(started + 5, timeout=10) == []
-    assert qm.core.idle_transactions(started + 11, timeout=10) == [tx]
-    qm.prepare("tq", b"x", tx=tx)  # activity
-    assert qm.core.idle_transactions(started + 11, timeout=10) == []
-    qm.core.abort(tx, "idle timeout")
-    with pytest.raises(TransactionAborted, match="idle timeout"):
-        qm.core.commit(tx)
-
-
-def test_receives_skip_held_messages_without_walking_them(qm: CoreHarness) -> None:
-    """A receive starts past the messages held at the head, so its cost does
-    not grow with the number of transactions holding messages there."""
-    for index in range(50):
-        qm.send("tq", bytes([index]))
-    starts: list[int] = []
-    first_fifo = qm.store.first_fifo
-
-    def spy(queue_id: int, *, start: int, skip: object) -> object:
-        starts.append(start)
-        return first_fifo(queue_id, start=start, skip=skip)  # type: ignore[arg-type]
-
-    qm.store.first_fifo = spy  # type: ignore[method-assign,assignment]
-    holders = [qm.begin() for _ in range(40)]
-    for tx in holders:
-        assert qm.take("tq", tx) is not None
-    # Each receive began exactly at the first free message (the first one at
-    # the queue's start).
-    assert starts == [0, *range(2, 41)]
-    qm.core.abort(holders[10])  # message 11 is free again
-    assert qm.take("tq") == (11, bytes([10]))
-    assert starts[-1] == 11
-
-
-def test_message_ids_are_unique_across_crashes(qm: CoreHarness) -> None:
-    ids = {qm.message_id("tq") for _ in range(3)}
-    qm.crash()
-    ids |= {qm.message_id("tq") for _ in range(3)}
-    assert len(ids) == 6
-
-
-def test_message_ids_are_reserved_ahead_and_never_run_past_the_reservation(
-    qm: CoreHarness,
-) -> None:
-    ordinals = qm.core.ordinals
-    assert not qm.core.reservation_wanted
-    # Use up the reserved block without writing a new reservation.
-    ordinals._next = ordinals.durable_limit - 1
-    assert qm.core.reservation_wanted
-    qm.prepare("tq", b"last one")
-    with pytest.raises(LimitExceeded, match="retry"):
-        qm.prepare("tq", b"one too many")
-    qm.reserve_ordinals()
-    qm.prepare("tq", b"fine again")
 
 
 def test_a_message_from_another_queue_manager_keeps_its_id(qm: CoreHarness) -> None:
@@ -372,7 +220,3 @@ def test_a_message_from_another_queue_manager_keeps_its_id(qm: CoreHarness) -> N
     received = MessageProperties.from_bytes(storage.message_payload(found[1]))
     assert received.source_qm == sender
     assert received.message_id == f"{{{sender}}}\\77"
-
-
-class InternalErrorLike(InvalidArgument):
-    """A stand-in failure recorded on a transaction."""

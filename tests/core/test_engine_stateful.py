@@ -16,13 +16,14 @@ from pathlib import Path
 
 import hypothesis.strategies as st
 import pytest
-from harness import CoreHarness
 from hypothesis import settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from qmgr.core.errors import TransactionUsageError
 from qmgr.core.sends import SendMode
 from qmgr.core.transactions import Transaction
+
+from .harness import CoreHarness
 
 QUEUES = {"tq": True, "nq": False}
 

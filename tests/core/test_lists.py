@@ -3,10 +3,7 @@ duplicates removed, and seed 000's rule for a mixture of targets."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from harness import CoreHarness
 
 import storage
 from qmgr.core import names
@@ -21,12 +18,15 @@ from qmgr.core.errors import (
 from qmgr.core.lists import MAX_LIST_TARGETS
 from wire import MessageClass, MessageProperties
 
+from .conftest import OpenCore
+from .harness import CoreHarness
+
 REMOTE = "DIRECT=TCP:10.9.9.9:1801\\private$\\far"
 
 
 @pytest.fixture
-def qm(tmp_path: Path) -> CoreHarness:
-    harness = CoreHarness(tmp_path / "store")
+def qm(open_core: OpenCore) -> CoreHarness:
+    harness = open_core()
     harness.create("tq", transactional=True)
     harness.create("tq2", transactional=True)
     harness.create("nq")
@@ -129,8 +129,8 @@ def test_seed_000_a_plain_message_to_a_mixture(qm: CoreHarness) -> None:
 def test_a_list_whose_queue_is_gone_dead_letters_that_copy(qm: CoreHarness) -> None:
     qm.create("gone", transactional=True)
     write(qm, qm.core.lists.create("l", ["tq", "gone"]))
-    _, unit = qm.core.delete_queue("gone")
-    qm.core.queue_deleted(qm.write(unit))
+    _, unit = qm.core.queues.delete("gone")
+    qm.core.queues.deleted(qm.write(unit))
     tx = qm.begin()
     qm.prepare("DL=l", b"x", tx=tx)
     assert qm.commit(tx) == [None]

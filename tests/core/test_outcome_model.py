@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import hypothesis.strategies as st
-from harness import WALL, CoreHarness
 from hypothesis import HealthCheck, given, settings
 
 import storage
 from qmgr.core import names
 from qmgr.core.outcomes import acknowledgment_wanted, correlation_of
 from wire import MessageClass, MessageProperties
+
+from .harness import WALL, CoreHarness
 
 QUEUES = ("a", "b")
 #: (acknowledge, journal, time to be received or None)

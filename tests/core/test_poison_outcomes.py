@@ -4,10 +4,7 @@ fate as it would from the queue itself; a move reports nothing."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from harness import WALL, CoreHarness, classes, expire, messages
 
 import storage
 from qmgr.core import names
@@ -15,19 +12,25 @@ from qmgr.core.trace import Tracer
 from storage import PoisonSettings
 from wire import MessageClass
 
-POS_RECEIVE, NEG_RECEIVE = 0x02, 0x08
-DEADLETTER = 0x01
+from .conftest import OpenCore
+from .harness import (
+    DEADLETTER,
+    NEG_RECEIVE,
+    POS_RECEIVE,
+    WALL,
+    CoreHarness,
+    classes,
+    expire,
+    messages,
+)
+
 #: One aborted receive too many moves a message straight to ``;poison``.
 STRAIGHT_TO_POISON = PoisonSettings(retry_count=0, retry_cycles=0, retry_delay=5.0)
 
 
 @pytest.fixture
-def qm(tmp_path: Path) -> CoreHarness:
-    harness = CoreHarness(tmp_path / "store")
-    harness.create("q", transactional=True, poison=STRAIGHT_TO_POISON)
-    harness.create("admin")
-    yield harness  # type: ignore[misc]
-    harness.close()
+def qm(open_core: OpenCore) -> CoreHarness:
+    return open_core({"q": {"transactional": True, "poison": STRAIGHT_TO_POISON}, "admin": {}})
 
 
 def send_poisoned(qm: CoreHarness, body: bytes, **properties: object) -> None:
@@ -93,8 +96,8 @@ def test_a_message_in_a_subqueue_expires_with_its_reports(qm: CoreHarness) -> No
 
 def test_deleting_a_queue_reports_the_messages_of_its_subqueues(qm: CoreHarness) -> None:
     send_poisoned(qm, b"p", acknowledge=NEG_RECEIVE, admin_queue="admin")
-    _, unit = qm.core.delete_queue("q")
-    qm.core.queue_deleted(qm.write(unit))
+    _, unit = qm.core.queues.delete("q")
+    qm.core.queues.deleted(qm.write(unit))
     qm.erase_all(step=2)
     assert classes(qm, "admin") == [MessageClass.NACK_Q_DELETED]
     assert qm.store.queues_to_erase() == []
@@ -105,19 +108,6 @@ def test_a_purge_of_a_subqueue_reports_its_messages(qm: CoreHarness) -> None:
     assert qm.purge("q;poison") == 1
     qm.erase_all(step=2)
     assert classes(qm, "admin") == [MessageClass.NACK_Q_PURGED]
-
-
-def test_a_trace_finds_a_message_in_a_subqueue(qm: CoreHarness) -> None:
-    send_poisoned(qm, b"p")
-    [stored] = messages(qm, "q;poison")
-    ordinal = stored.ordinal
-    tracer = Tracer(qm.store)
-    key = tracer.key(qm.store.qm_guid, ordinal)
-    scanned, left = qm.store.scan_messages(tracer.queues(), select=tracer.select(key), limit=10)
-    assert left == []
-    found = tracer.findings(qm.store.qm_guid, ordinal, scanned, {})
-    assert [(f.kind, f.place) for f in found] == [("subqueue", "q;poison")]
-    assert "subqueue" in found[0].detail
 
 
 def test_the_note_of_a_moved_message_goes_with_it(qm: CoreHarness) -> None:
@@ -141,3 +131,16 @@ def test_the_note_of_a_moved_message_goes_with_it(qm: CoreHarness) -> None:
     assert storage.message_arrived_time(moved) == WALL
     assert bytes(storage.message_payload(moved)) == bytes(storage.message_payload(stored))
     assert lookup_id == 1
+
+
+def test_a_trace_finds_a_message_in_a_subqueue(qm: CoreHarness) -> None:
+    send_poisoned(qm, b"p")
+    [stored] = messages(qm, "q;poison")
+    ordinal = stored.ordinal
+    tracer = Tracer(qm.store)
+    key = tracer.key(qm.store.qm_guid, ordinal)
+    scanned, left = qm.store.scan_messages(tracer.queues(), select=tracer.select(key), limit=10)
+    assert left == []
+    found = tracer.findings(qm.store.qm_guid, ordinal, scanned, {})
+    assert [(f.kind, f.place) for f in found] == [("subqueue", "q;poison")]
+    assert "subqueue" in found[0].detail

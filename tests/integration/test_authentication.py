@@ -21,7 +21,7 @@ from pki import log_events
 from qmgr.cli import cli
 from qmgr.client import AccessDenied, ConnectionLost, connect
 from qmgr.core.tokens import hash_token
-from wire import client_frames as cf
+from wire import client as cf
 
 ALICE_TOKEN = "alice-token-0123456789abcdefghijklmnopqrstuvwxyz"
 

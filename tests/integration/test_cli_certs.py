@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 from pki import sign
 
-from qmgr.cli_certs import certs
+from qmgr.cli.certs import certs
 
 
 def run(*args: str) -> Result:

@@ -19,7 +19,7 @@ import pytest
 from helpers import DaemonProcess, wait_until
 
 from qmgr.client import ConnectionLost, LimitExceeded, QueueError, QueueManager, connect
-from wire import client_frames as cf
+from wire import client as cf
 
 HELLO = cf.encode_frame(1, cf.Hello(client_name="raw"))
 

@@ -27,7 +27,7 @@ from qmgr.client import (
     tls_context,
 )
 from qmgr.core.tokens import hash_token
-from wire import client_frames as cf
+from wire import client as cf
 
 RIGHTS = (
     "send",

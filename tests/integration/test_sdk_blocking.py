@@ -28,7 +28,7 @@ from qmgr.client import (
     TransactionUsageError,
     connect,
 )
-from wire.client_frames import MAX_MESSAGE_BODY, ErrorCode
+from wire.client import MAX_MESSAGE_BODY, ErrorCode
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from qmgr.client import (
     TransactionUsageError,
     open_client,
 )
-from wire.client_frames import MAX_MESSAGE_BODY
+from wire.client import MAX_MESSAGE_BODY
 
 
 async def test_queue_admin(shared_daemon: DaemonProcess, queue_name: str) -> None:

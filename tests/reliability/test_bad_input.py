@@ -21,7 +21,7 @@ from helpers import DaemonProcess
 
 from qmgr.client import connect
 from wire import MessageProperties
-from wire import client_frames as cf
+from wire import client as cf
 
 
 class RawSocket(socket.socket):

@@ -31,7 +31,7 @@ from qmgr.server.signals import QueueSignals, Wakeup
 from qmgr.server.writer import Writer
 from storage import Store
 from wire import MessageProperties
-from wire import client_frames as cf
+from wire import client as cf
 
 _conn_ids = itertools.count(1)
 
@@ -48,7 +48,7 @@ async def open_services(
     """Services over a fresh store, with the committer running."""
     store = Store(path, initial_map_size=1 << 22, durable=False)
     core = QueueManagerCore(store, limits=core_limits)
-    store.commit(core.system_queue_units(time.time()), now=time.time())
+    store.commit(core.queues.system_queue_units(time.time()), now=time.time())
     reservation = core.ordinal_reservation()
     assert reservation is not None
     core.ordinals_reserved(reservation, store.commit([reservation], now=time.time())[0])

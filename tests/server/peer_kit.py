@@ -422,7 +422,7 @@ class Node:
         writer = Writer(store, thread=False)
         try:
             core = QueueManagerCore(store, identity=self.identity)
-            units = core.system_queue_units(time.time())
+            units = core.queues.system_queue_units(time.time())
             reservation = core.ordinal_reservation()
             if reservation is not None:
                 units.append(reservation)
@@ -494,7 +494,7 @@ class Node:
         return f"DIRECT=TCP:{HOST}:{self.port}\\private$\\{queue}"
 
     async def create_queue(self, name: str, *, transactional: bool = True) -> None:
-        unit = self.core.create_queue(name, transactional=transactional, wall=time.time())
+        unit = self.core.queues.create(name, transactional=transactional, wall=time.time())
         outcome = await self.committer.submit(unit)
         assert outcome.error is None, outcome.error
 

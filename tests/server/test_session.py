@@ -17,7 +17,7 @@ from kit import FrameClient, limits, message, open_services, open_session
 
 from qmgr.core.engine import Limits
 from qmgr.server.session import OUTBOX_FLUSH_BYTES, ClientSession
-from wire import client_frames as cf
+from wire import client as cf
 
 
 async def make_queue(client: Any, name: str, **options: Any) -> None:
@@ -241,7 +241,7 @@ async def test_a_disconnect_aborts_open_transactions(
                 reply = await b.client.call(cf.Receive(tx_id=1, queue="q"))
                 assert isinstance(reply, cf.MessageReply)
             await trio.testing.wait_all_tasks_blocked()
-            assert services.core.open_transactions == 0
+            assert len(services.core.transactions) == 0
             again = await a.client.call(cf.Receive(queue="q", peek=True))
             assert isinstance(again, cf.MessageReply)
             assert again.message.message.body == b"held"
@@ -334,7 +334,7 @@ async def test_a_transaction_waiting_for_a_message_is_not_idle(
         waiting = ids[1]
         await trio.sleep(500)  # a worker waiting on an empty queue
         core = services.core
-        assert core.idle_transactions(trio.current_time(), timeout=1) == []
+        assert core.transactions.idle(trio.current_time(), timeout=1) == []
         async with open_session(services) as b:
             reply = await b.client.call(cf.Send(mode=2, message=message("q", b"work")))
             assert isinstance(reply, cf.Sent)
@@ -344,8 +344,8 @@ async def test_a_transaction_waiting_for_a_message_is_not_idle(
         assert isinstance(frame.value, cf.MessageReply)
         # Its idle time counts from the end of the wait, not from the Begin.
         now = trio.current_time()
-        assert core.idle_transactions(now + 0.5, timeout=1) == []
-        assert len(core.idle_transactions(now + 2, timeout=1)) == 1
+        assert core.transactions.idle(now + 0.5, timeout=1) == []
+        assert len(core.transactions.idle(now + 2, timeout=1)) == 1
 
 
 @pytest.mark.parametrize("in_transaction", [False, True])

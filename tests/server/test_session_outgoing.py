@@ -21,7 +21,7 @@ from kit import open_services, open_session
 from qmgr.client import _common as client_common
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.server.services import OutgoingAction, PeeringControl
-from wire import client_frames as cf
+from wire import client as cf
 
 ORDERS = "DIRECT=TCP:10.0.0.5:1901\\private$\\orders"
 INFO = cf.OutgoingInfo(

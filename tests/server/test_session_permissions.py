@@ -16,7 +16,7 @@ import storage
 from qmgr.server.authorization import Authorization
 from qmgr.server.services import Services
 from qmgr.server.session import ClientSession
-from wire import client_frames as cf
+from wire import client as cf
 
 
 def enable(services: Services, *, enabled: bool = True) -> None:

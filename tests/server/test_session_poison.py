@@ -16,7 +16,7 @@ import storage
 from qmgr.server.poison_worker import PoisonWorker
 from qmgr.server.requests import queue_info
 from qmgr.server.services import Services
-from wire import client_frames as cf
+from wire import client as cf
 
 POISON_SAMPLES: list[cf.ClientRequest] = [
     cf.SetQueueProperties(name="q", retry_count=1),
@@ -58,7 +58,7 @@ async def test_a_protocol_4_connection_is_refused_the_poison_requests(
 def list_queues_for_real(services: Services) -> None:
     """Let ListQueues answer with the store's queues (the kit answers none)."""
     core = services.core
-    services.queue_infos = lambda: tuple(queue_info(q, 0) for q in core.list_queues())
+    services.queue_infos = lambda: tuple(queue_info(q, 0) for q in core.queues.all())
 
 
 async def _aborted_message(client: FrameClient) -> None:

@@ -14,7 +14,7 @@ import storage
 from qmgr.core.outcomes import correlation_of
 from qmgr.server import trace_requests
 from wire import MessageProperties
-from wire import client_frames as cf
+from wire import client as cf
 
 
 async def test_a_protocol_3_connection_is_refused_trace(
@@ -51,9 +51,9 @@ async def test_the_scan_goes_in_steps_and_finds_the_message_and_its_acknowledgme
     async with open_services(tmp_path / "s") as services, open_session(services) as a:
         core = services.core
         store = core.store
-        units = [core.create_queue(name, wall=1.0) for name in ("q", "acks")]
+        units = [core.queues.create(name, wall=1.0) for name in ("q", "acks")]
         for outcome in store.commit(units, now=1.0):
-            core.queue_created(outcome)
+            core.queues.created(outcome)
         guid = store.qm_guid
         messages = [
             MessageProperties(body=b"%d" % i, source_qm=guid, ordinal=i, sent_time=1.0)

@@ -13,12 +13,12 @@ import trio.testing
 from kit import FrameClient, limits, message, open_services, open_session
 
 import storage
-from qmgr.core import ranges
 from qmgr.core.engine import Limits
+from qmgr.core.ranges import Ranges
 from qmgr.core.two_phase import MAX_XID_BYTES
 from qmgr.server import two_phase_requests
 from qmgr.server.maintenance import PRUNE_INTERVAL, Maintenance
-from wire import client_frames as cf
+from wire import client as cf
 
 TWO_PHASE_SAMPLES: list[cf.ClientRequest] = [
     cf.BeginGlobal(tx_id=1, xid="x"),
@@ -56,7 +56,7 @@ async def test_a_protocol_2_connection_is_refused_the_two_phase_requests(
         assert "protocol version 3" in frame.value.message
         assert await a.client.reply() is None  # and the connection is closed
         assert services.core.two_phase.prepared_count == 0
-        assert services.core.open_transactions == 0
+        assert len(services.core.transactions) == 0
 
 
 async def test_the_longest_transaction_list_is_one_frame(
@@ -211,14 +211,14 @@ async def test_a_long_remove_through_lets_other_connections_in_between_its_steps
     monkeypatch.setattr(two_phase_requests, "REMOVE_STEP", 1)
     steps: list[int] = []
     started = trio.Event()
-    real_step = ranges.removal_step
+    real_step = Ranges.removal_step
 
     def step(*args: Any, **kwargs: Any) -> Any:
         steps.append(1)
         started.set()
         return real_step(*args, **kwargs)
 
-    monkeypatch.setattr(ranges, "removal_step", step)
+    monkeypatch.setattr(Ranges, "removal_step", step)
     async with (
         open_services(tmp_path / "s") as services,
         open_session(services) as a,

@@ -6,13 +6,13 @@ import uuid
 
 import pytest
 
-import wire.client_frames as cf
+import wire.client as cf
 from qmgr.client import Message
 from qmgr.spark._arrow import COLUMNS, messages_to_batch
 from qmgr.spark._options import DataSourceError
 from qmgr.spark._page import decode_page
 from wire import MessageProperties
-from wire._client_fast import FAST_ENCODE
+from wire.client.fast_codec import FAST_ENCODE
 
 SOURCES = [uuid.UUID(int=7), uuid.uuid4()]
 

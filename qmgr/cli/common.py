@@ -1,0 +1,332 @@
+"""What every ``qmgr`` client command shares: the connection, error reporting, output helpers.
+
+Connection: :func:`connection_options` puts ``--server``, ``--tls-ca``,
+``--tls-cert``, ``--tls-key`` and ``--token`` on the ``qmgr`` group and keeps
+what they say in the click context; :func:`client` (or :func:`connect_to`, for
+another address) opens a connection with them. Nothing else reads the context's
+``obj``.
+
+Errors: :func:`reports_errors` turns a :class:`CliError` or any SDK error
+into ``error: <message>`` (and an optional ``hint: ...``) on stderr and exit
+status 1. Output: rich tables go to :func:`stdout_console`, which does not
+wrap when stdout is a file or a pipe; times are ISO 8601 in UTC.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import json
+import ssl
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+import click
+from rich.console import Console
+from rich.table import Column, Table
+
+from qmgr.client import ConnectionLost, QueueError, QueueManager, connect, tls_context
+
+__all__ = [
+    "CLIENT_NAME",
+    "DEFAULT_SERVER",
+    "CliError",
+    "client",
+    "confirm",
+    "confirmed",
+    "connect_to",
+    "connection_options",
+    "count_option",
+    "fail",
+    "folded",
+    "interactive",
+    "iso",
+    "json_option",
+    "listing_table",
+    "plural",
+    "print_listing",
+    "reports_errors",
+    "right",
+    "server_of",
+    "size",
+    "stderr_console",
+    "stdout_console",
+    "tls_of",
+    "yes_option",
+]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+DEFAULT_SERVER = "127.0.0.1:1802"
+CLIENT_NAME = "qmgr-cli"
+_NOT_RUNNING_HINT = (
+    "is the queue manager running? Start one with `make run` (from the source tree) "
+    "or `qmgr serve --data-dir DIR`."
+)
+
+# --------------------------------------------------------------------------
+# Errors
+# --------------------------------------------------------------------------
+
+
+class CliError(Exception):
+    """An error to report as ``error: <message>`` (and an optional hint), exit status 1."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+def fail(message: str, *, hint: str | None = None, status: int = 1) -> NoReturn:
+    """Print ``error: <message>`` (and the hint) on stderr and exit with ``status``."""
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(status)
+
+
+def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """Turn SDK and CLI errors into ``error: ...`` on stderr and exit status 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except CliError as exc:
+            fail(exc.message, hint=exc.hint)
+        except QueueError as exc:
+            fail(exc.message)
+
+    return wrapper
+
+
+# --------------------------------------------------------------------------
+# The connection
+# --------------------------------------------------------------------------
+
+
+def connection_options(group: Callable[..., R]) -> Callable[..., R]:
+    """Add the connection options to the ``qmgr`` group and keep their values for
+    :func:`client`; the group's own callback does not receive them."""
+
+    @functools.wraps(group)
+    def wrapper(
+        *args: Any,
+        server: str,
+        tls_ca: str | None,
+        tls_cert: str | None,
+        tls_key: str | None,
+        token: str | None,
+        **kwargs: Any,
+    ) -> R:
+        ctx = click.get_current_context()
+        ctx.ensure_object(dict)
+        ctx.obj["server"] = server
+        ctx.obj["tls"] = (tls_ca, tls_cert, tls_key)
+        ctx.obj["token"] = token
+        return group(*args, **kwargs)
+
+    options = [
+        click.option(
+            "--server",
+            envvar="QMGR_SERVER",
+            default=DEFAULT_SERVER,
+            show_default=True,
+            metavar="HOST:PORT",
+            help="The queue manager's client address (env QMGR_SERVER).",
+        ),
+        click.option(
+            "--tls-ca",
+            envvar="QMGR_TLS_CA",
+            metavar="PEM",
+            help="Connect over TLS, trusting this CA bundle (env QMGR_TLS_CA).",
+        ),
+        click.option(
+            "--tls-cert",
+            envvar="QMGR_TLS_CERT",
+            metavar="PEM",
+            help="Client certificate to authenticate with over TLS (env QMGR_TLS_CERT).",
+        ),
+        click.option(
+            "--tls-key",
+            envvar="QMGR_TLS_KEY",
+            metavar="PEM",
+            help="The client certificate's private key (env QMGR_TLS_KEY).",
+        ),
+        click.option(
+            "--token",
+            envvar="QMGR_TOKEN",
+            metavar="TOKEN",
+            help="Authenticate with this token (env QMGR_TOKEN; see qmgr auth token).",
+        ),
+    ]
+    decorated: Callable[..., R] = wrapper
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
+
+
+def server_of(ctx: click.Context) -> str:
+    """The address ``--server`` names."""
+    server: str = ctx.obj["server"]
+    return server
+
+
+def connect_to(ctx: click.Context, address: str, *, client_name: str = CLIENT_NAME) -> QueueManager:
+    """A connection to ``address`` with the TLS and token options (the SDK's errors as they are)."""
+    return connect(address, client_name=client_name, tls=tls_of(ctx), token=ctx.obj.get("token"))
+
+
+@contextmanager
+def client(ctx: click.Context) -> Iterator[QueueManager]:
+    """A connection to the daemon named by ``--server``, closed at the end of the block.
+
+    Raises:
+        CliError: a bad address, or no daemon there (with a hint).
+    """
+    server = server_of(ctx)
+    try:
+        qm = connect_to(ctx, server)
+    except ValueError as exc:
+        msg = f"--server {server!r}: {exc}"
+        raise CliError(msg) from None
+    except ConnectionLost as exc:
+        raise CliError(exc.message, hint=_NOT_RUNNING_HINT) from None
+    with qm:
+        yield qm
+
+
+def tls_of(ctx: click.Context) -> ssl.SSLContext | None:
+    """The TLS context ``--tls-ca/--tls-cert/--tls-key`` ask for (None: plain TCP).
+
+    Raises:
+        CliError: a file cannot be loaded.
+    """
+    ca, certificate, key = ctx.obj.get("tls", (None, None, None))
+    if ca is None and certificate is None:
+        if key is not None:
+            msg = "--tls-key needs --tls-cert"
+            raise CliError(msg)
+        return None
+    try:
+        return tls_context(ca, certificate=certificate, key=key)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+# --------------------------------------------------------------------------
+# Options more than one command takes
+# --------------------------------------------------------------------------
+
+
+def json_option(help: str) -> Callable[[F], F]:
+    """``--json`` (the parameter ``as_json``), with the command's own help text."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+#: ``--yes``/``-y``: do not ask before deleting.
+yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+
+#: ``--count N`` (at least 1, default 1): how many messages.
+count_option = click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+
+
+# --------------------------------------------------------------------------
+# Questions and output
+# --------------------------------------------------------------------------
+
+
+def interactive() -> bool:
+    """True when standard input is a terminal (someone can answer a question)."""
+    return sys.stdin.isatty()
+
+
+def confirm(question: str, yes: bool) -> None:
+    """Ask ``question`` on a terminal unless ``--yes``; exit 1 if the answer is no."""
+    if yes or not interactive():
+        return
+    if not click.confirm(question, default=False, err=True):
+        click.echo("nothing done", err=True)
+        sys.exit(1)
+
+
+def confirmed(ctx: click.Context, question: str, yes: bool, act: Callable[[QueueManager], R]) -> R:
+    """Connect to the daemon, ask ``question`` (see :func:`confirm`), then ``act`` on it."""
+    with client(ctx) as qm:
+        confirm(question, yes)
+        return act(qm)
+
+
+def print_listing(
+    items: Sequence[T],
+    as_json: bool,
+    to_json: Callable[[T], Any],
+    table: Callable[[Sequence[T]], Table],
+    *,
+    empty: str | None = None,
+) -> None:
+    """Print ``items`` as a JSON array (``--json``), or as a table for people, or
+    the line ``empty`` instead of a table without rows (if ``empty`` is given)."""
+    if as_json:
+        click.echo(json.dumps([to_json(item) for item in items], indent=2))
+    elif not items and empty is not None:
+        click.echo(empty)
+    else:
+        stdout_console().print(table(items))
+
+
+def listing_table(*columns: str | Column, show_header: bool = True) -> Table:
+    """A table for people, without an outer edge; each column is its header, or
+    a :class:`~rich.table.Column` such as :func:`folded` and :func:`right` make."""
+    return Table(*columns, title=None, show_header=show_header, show_edge=False, pad_edge=False)
+
+
+def folded(header: str) -> Column:
+    """A column whose long cells (names, format names) fold onto more lines, uncut."""
+    return Column(header, overflow="fold")
+
+
+def right(header: str) -> Column:
+    """A right-justified column (of numbers)."""
+    return Column(header, justify="right")
+
+
+def stderr_console() -> Console:
+    """Rich output on stderr (progress bars)."""
+    return Console(stderr=True)
+
+
+def stdout_console() -> Console:
+    """Rich output on stdout; unwrapped when it goes to a file or a pipe."""
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=1000)
+    return console
+
+
+def iso(value: dt.datetime) -> str:
+    """A time for JSON: ISO 8601 with microseconds and the zone."""
+    return value.isoformat(timespec="microseconds")
+
+
+def size(value: int) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB``, ``10.0 MiB``."""
+    if value < 1024:
+        return f"{value} B"
+    scaled = float(value)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        scaled /= 1024
+        if scaled < 1024 or unit == "TiB":
+            break
+    return f"{scaled:.1f} {unit}"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 message``, ``2 messages``."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -1,0 +1,392 @@
+"""``qmgr send``, ``receive``, ``peek`` and ``move``, and how a message is printed.
+
+``send`` takes its body from ``--body``, ``--file`` or standard input, and its
+report options from :mod:`.reports`. ``receive`` and ``peek`` print each
+message as text for people (:func:`message_text`) or as one JSON object a
+line (:func:`message_json_line`). ``move`` moves each message in a
+transaction of its own (a receive and a send), or, between a queue and its
+subqueues, as MSMQ moves it (:mod:`.poison`). A run of more than one message
+shows a progress bar on stderr when stderr is a terminal (:class:`Progress`).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+from rich import progress as rich_progress
+
+from qmgr.client import Message
+
+from .common import (
+    CliError,
+    client,
+    count_option,
+    iso,
+    json_option,
+    plural,
+    reports_errors,
+    stderr_console,
+)
+from .poison import is_subqueue_move, subqueue_move
+from .reports import report_options
+
+__all__ = [
+    "Progress",
+    "message_json",
+    "message_json_line",
+    "message_text",
+    "move",
+    "peek",
+    "receive",
+    "send",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# --------------------------------------------------------------------------
+# send
+# --------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("destination", metavar="DEST")
+@click.option("--body", help="The message body, as text (sent as UTF-8).")
+@click.option(
+    "--file",
+    "file_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the body from this file.",
+)
+@click.option("--label", default="", help="The message label (at most 250 characters).")
+@count_option
+@click.option(
+    "--transactional/--no-transactional",
+    default=None,
+    help="Insist on a single-message transaction, or on none (default: as the queue needs).",
+)
+@click.option("--priority", type=click.IntRange(0, 7), default=3, show_default=True)
+@click.option(
+    "--express",
+    is_flag=True,
+    help="Mark the message express (MQMSG_DELIVERY_EXPRESS) instead of recoverable.",
+)
+@report_options
+@click.pass_context
+@reports_errors
+def send(
+    ctx: click.Context,
+    destination: str,
+    body: str | None,
+    file_path: Path | None,
+    label: str,
+    count: int,
+    transactional: bool | None,
+    priority: int,
+    express: bool,
+    reports: dict[str, Any],
+) -> None:
+    """Send a message to DEST (a queue name or format name).
+
+    The body comes from --body, --file, or standard input when it is not a
+    terminal. With --count N, N messages with that body are sent.
+    """
+    payload = _read_body(body, file_path)
+    delivery = "express" if express else "recoverable"
+    started = time.monotonic()
+    with client(ctx) as qm, Progress.of(count, f"sending to {destination}", "send") as progress:
+        for _ in range(count):
+            message_id = qm.send(
+                destination,
+                payload,
+                label=label,
+                priority=priority,
+                delivery=delivery,
+                transactional=transactional,
+                **reports,
+            )
+            if count == 1:
+                click.echo(message_id)
+            progress.advance()
+    if count > 1:
+        elapsed = time.monotonic() - started
+        click.echo(f"sent {count} messages to {destination} in {elapsed:.2f} s")
+
+
+def _read_body(body: str | None, file_path: Path | None) -> bytes:
+    if body is not None and file_path is not None:
+        msg = "give --body or --file, not both"
+        raise click.UsageError(msg)
+    if body is not None:
+        return body.encode("utf-8")
+    if file_path is not None:
+        try:
+            return file_path.read_bytes()
+        except OSError as exc:
+            msg = f"cannot read {file_path}: {exc.strerror}"
+            raise CliError(msg) from None
+    if not sys.stdin.isatty():
+        return sys.stdin.buffer.read()
+    return b""
+
+
+# --------------------------------------------------------------------------
+# receive, peek and move
+# --------------------------------------------------------------------------
+
+
+def _timeout_option(help: str | None = None, *, minimum: float = 0) -> Callable[[F], F]:
+    """``--timeout SECONDS`` (default 0: no wait) with the command's own help text."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=minimum),
+        default=0.0,
+        show_default=True,
+        help=help,
+    )
+
+
+@click.command()
+@click.argument("queue_name", metavar="QUEUE")
+@count_option
+@_timeout_option("Seconds to wait, in all, for messages to arrive.")
+@click.option("--peek", is_flag=True, help="Show the messages without removing them.")
+@json_option("Print one JSON object per message.")
+@click.pass_context
+@reports_errors
+def receive(
+    ctx: click.Context, queue_name: str, count: int, timeout: float, peek: bool, as_json: bool
+) -> None:
+    """Receive (or --peek at) up to --count messages from QUEUE and print them."""
+    render = message_json_line if as_json else message_text
+    got = 0
+    with client(ctx) as qm:
+        if peek:
+            first = qm.peek(queue_name, timeout)
+            messages: list[Message] = [] if first is None else [first]
+            if first is not None and count > 1:
+                messages = qm.peek_range(queue_name, after=0, max=count)
+            for found in messages:
+                click.echo(render(found))
+            got = len(messages)
+        else:
+            deadline = time.monotonic() + timeout
+            with Progress.of(count, f"receiving from {queue_name}", "receive") as progress:
+                for _ in range(count):
+                    remaining = max(0.0, deadline - time.monotonic())
+                    message = qm.receive(queue_name, remaining)
+                    if message is None:
+                        break
+                    got += 1
+                    progress.advance()
+                    progress.echo(render(message))
+    if got < count:
+        verb = "found" if peek else "received"
+        waited = f" within {timeout:g} s" if timeout else ""
+        click.echo(f"note: {verb} {got} of {plural(count, 'message')} (no more{waited})", err=True)
+
+
+@click.command()
+@click.argument("queue_name", metavar="QUEUE")
+@count_option
+@_timeout_option()
+@json_option("Print one JSON object per message.")
+@click.pass_context
+def peek(ctx: click.Context, queue_name: str, count: int, timeout: float, as_json: bool) -> None:
+    """Show up to --count messages of QUEUE without removing them (`receive --peek`)."""
+    ctx.invoke(
+        receive, queue_name=queue_name, count=count, timeout=timeout, peek=True, as_json=as_json
+    )
+
+
+@click.command()
+@click.argument("source")
+@click.argument("destination", metavar="DEST")
+@count_option
+# The help of `move` shows its bound as 0.0, that of `receive` and `peek` as 0.
+@_timeout_option("Seconds to wait, in all, for messages to arrive in SOURCE.", minimum=0.0)
+@click.option("--lookup-id", type=click.IntRange(min=1), help="Move this message (subqueues).")
+@click.option("--all", "move_all", is_flag=True, help="Move every message (subqueues).")
+@click.pass_context
+@reports_errors
+def move(
+    ctx: click.Context,
+    source: str,
+    destination: str,
+    count: int,
+    timeout: float,
+    lookup_id: int | None,
+    move_all: bool,
+) -> None:
+    """Move up to --count messages from SOURCE to DEST, one transaction each.
+
+    Each message is received from SOURCE and sent to DEST in one transaction:
+    after a failure it is in exactly one of the two queues, never both and
+    never neither. Both queues must be transactional (MSMQ allows no
+    transaction on the others). This is how messages come back out of
+    system$;deadxact, for example.
+
+    Between a queue and its subqueues (`qmgr move 'orders;poison' orders`),
+    a message moves as MSMQ moves it: it keeps its id and properties, and
+    the queues may be non-transactional. --lookup-id N moves that message,
+    --all every message there.
+    """
+    if lookup_id is not None or move_all or is_subqueue_move(source, destination):
+        subqueue_move(ctx, source, destination, count=count, lookup_id=lookup_id, move_all=move_all)
+        return
+    moved = 0
+    deadline = time.monotonic() + timeout
+    progress_bar = Progress.of(count, f"moving {source} to {destination}", "move")
+    with client(ctx) as qm, progress_bar as progress:
+        for _ in range(count):
+            with qm.begin() as tx:
+                message = tx.receive(source, max(0.0, deadline - time.monotonic()))
+                if message is None:
+                    tx.abort()
+                    break
+                tx.send(
+                    destination,
+                    message.body,
+                    label=message.label,
+                    correlation_id=message.correlation_id,
+                    app_specific=message.app_specific,
+                    priority=message.priority,
+                    acknowledge=message.acknowledge,
+                    journal=message.journal,
+                    admin_queue=message.admin_queue,
+                    response_queue=message.response_queue,
+                    time_to_reach_queue=message.time_to_reach_queue,
+                    time_to_be_received=message.time_to_be_received,
+                )
+            moved += 1
+            progress.advance()
+    click.echo(f"moved {plural(moved, 'message')} from {source} to {destination}")
+    if moved < count:
+        waited = f" within {timeout:g} s" if timeout else ""
+        click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more{waited})", err=True)
+
+
+class Progress:
+    """The progress of a run of messages: a bar on stderr, or nothing.
+
+    There is a bar only when stderr is a terminal and the run has more than
+    one message; without one, :meth:`advance` does nothing and :meth:`echo`
+    is ``click.echo``.
+    """
+
+    def __init__(
+        self, bar: rich_progress.Progress | None, task: rich_progress.TaskID | None
+    ) -> None:
+        self._bar = bar
+        self._task = task
+
+    @classmethod
+    @contextmanager
+    def of(cls, total: int, what: str, task: str) -> Iterator[Progress]:
+        """A bar labelled ``what`` for ``total`` messages while the block runs (see above)."""
+        console = stderr_console()
+        if total <= 1 or not console.is_terminal:
+            yield cls(None, None)
+            return
+        bar = rich_progress.Progress(
+            rich_progress.TextColumn(what),
+            rich_progress.BarColumn(),
+            rich_progress.MofNCompleteColumn(),
+            rich_progress.TimeRemainingColumn(),
+            console=console,
+            transient=True,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        with bar:
+            yield cls(bar, bar.add_task(task, total=total))
+
+    def advance(self) -> None:
+        """One more message done."""
+        if self._bar is not None and self._task is not None:
+            self._bar.advance(self._task)
+
+    def echo(self, text: str) -> None:
+        """Print a line on stdout: above the bar if stdout is the bar's terminal, not through it."""
+        if self._bar is not None and sys.stdout.isatty():
+            self._bar.console.print(text, markup=False, highlight=False)
+        else:
+            click.echo(text)
+
+
+# --------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """A message as one JSON-ready object (``qmgr receive --json``)."""
+    try:
+        body: str = message.body.decode("utf-8")
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        body = base64.b64encode(message.body).decode("ascii")
+        encoding = "base64"
+    return {
+        "queue": message.queue,
+        "lookup_id": message.lookup_id,
+        "id": message.id,
+        "label": message.label,
+        "body": body,
+        "body_encoding": encoding,
+        "body_size": len(message.body),
+        "correlation_id": None if message.correlation_id is None else message.correlation_id.hex(),
+        "app_specific": message.app_specific,
+        "priority": message.priority,
+        "message_class": message.message_class,
+        "class_name": message.class_name,
+        "acknowledged_id": message.acknowledged_id,
+        "sent_time": iso(message.sent_time),
+        "arrived_time": iso(message.arrived_time),
+        "source_qm": str(message.source_qm),
+        "delivery": message.delivery.name.lower(),
+        "acknowledge": message.acknowledge,
+        "journal": message.journal,
+        "admin_queue": message.admin_queue,
+        "response_queue": message.response_queue,
+        "time_to_reach_queue": message.time_to_reach_queue,
+        "time_to_be_received": message.time_to_be_received,
+        "transactional": message.transactional,
+        "destination": message.destination,
+        "abort_count": message.abort_count,
+        "move_count": message.move_count,
+        "last_move_time": None if message.last_move_time is None else iso(message.last_move_time),
+    }
+
+
+def message_json_line(message: Message) -> str:
+    """A message as one line of JSON."""
+    return json.dumps(message_json(message), ensure_ascii=False)
+
+
+def message_text(message: Message) -> str:
+    """A message for people: a header line, a property line, then the body."""
+    header = (
+        f"--- {message.queue}  lookup id {message.lookup_id}  id {message.id}\n"
+        f"    label {message.label!r}  priority {message.priority}  "
+        f"sent {iso(message.sent_time)}  {plural(len(message.body), 'byte')}"
+    )
+    if message.message_class:
+        about = message.acknowledged_id
+        header += f"\n    class {message.class_name}" + (f"  about {about}" if about else "")
+    if message.abort_count or message.move_count:
+        header += f"\n    aborted {message.abort_count}  moved {message.move_count}"
+        if message.last_move_time is not None:
+            header += f" (last {iso(message.last_move_time)})"
+    try:
+        text = message.body.decode("utf-8")
+    except UnicodeDecodeError:
+        text = f"<{len(message.body)} bytes of binary data; use --json to see them>"
+    return f"{header}\n{text}"

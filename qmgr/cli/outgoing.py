@@ -1,0 +1,223 @@
+"""``qmgr outgoing``: the queues of messages on their way to other queue managers.
+
+``qmgr outgoing list`` shows every outgoing queue (one per remote
+destination); ``pause``, ``resume`` and ``purge`` act on one, named by the
+remote queue's format name as the list shows it. This module also renders
+the "Outgoing queues" and "Incoming sequences" parts of ``qmgr status``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from qmgr.client import IncomingInfo, OutgoingInfo, Status
+
+from .common import (
+    client,
+    confirmed,
+    folded,
+    iso,
+    json_option,
+    listing_table,
+    plural,
+    print_listing,
+    reports_errors,
+    right,
+    yes_option,
+)
+
+__all__ = [
+    "incoming_json",
+    "incoming_table",
+    "outgoing",
+    "outgoing_json",
+    "outgoing_table",
+    "print_peering_tables",
+]
+
+
+@click.group()
+def outgoing() -> None:
+    """List, pause, resume and purge outgoing queues (messages to other queue managers).
+
+    DESTINATION is the remote queue's format name as `qmgr outgoing list`
+    shows it, e.g. 'DIRECT=TCP:10.0.0.5:1801\\private$\\orders' (quote it:
+    the shell eats backslashes).
+    """
+
+
+@outgoing.command("list")
+@json_option("Print a JSON array.")
+@click.pass_context
+@reports_errors
+def outgoing_list(ctx: click.Context, as_json: bool) -> None:
+    """List every outgoing queue with its state, counters and sequence."""
+    with client(ctx) as qm:
+        queues = qm.outgoing()
+    print_listing(queues, as_json, outgoing_json, outgoing_table, empty="no outgoing queues")
+
+
+@outgoing.command("pause")
+@click.argument("destination")
+@click.pass_context
+@reports_errors
+def outgoing_pause(ctx: click.Context, destination: str) -> None:
+    """Stop sending to DESTINATION until resumed.
+
+    Messages for it wait in its outgoing queue; the pause lasts across restarts.
+    """
+    with client(ctx) as qm:
+        info = qm.pause_outgoing(destination)
+    click.echo(f"paused {info.destination} ({plural(info.waiting, 'message')} waiting)")
+
+
+@outgoing.command("resume")
+@click.argument("destination")
+@click.pass_context
+@reports_errors
+def outgoing_resume(ctx: click.Context, destination: str) -> None:
+    """Send to DESTINATION again after a pause."""
+    with client(ctx) as qm:
+        info = qm.resume_outgoing(destination)
+    click.echo(
+        f"resumed {info.destination} ({plural(info.waiting, 'message')} waiting, {info.state})"
+    )
+
+
+@outgoing.command("purge")
+@click.argument("destination")
+@yes_option
+@click.pass_context
+@reports_errors
+def outgoing_purge(ctx: click.Context, destination: str, yes: bool) -> None:
+    """Delete every message waiting to go to DESTINATION.
+
+    They are never delivered. Messages sent later are delivered as usual:
+    the exactly-once sequence goes on past the purged ones.
+    """
+    question = f"Delete every message waiting to go to {destination!r}?"
+    count = confirmed(ctx, question, yes, lambda qm: qm.purge_outgoing(destination))
+    click.echo(f"purged {plural(count, 'message')} from the outgoing queue to {destination!r}")
+
+
+# --------------------------------------------------------------------------
+# Rendering, for `outgoing list` and `status`
+# --------------------------------------------------------------------------
+
+
+def _optional_iso(value: dt.datetime | None) -> str | None:
+    return None if value is None else iso(value)
+
+
+def _when(value: dt.datetime | None, missing: str = "") -> str:
+    """A time for a table: ISO 8601 to the second, UTC."""
+    return missing if value is None else value.isoformat(timespec="seconds")
+
+
+def outgoing_json(info: OutgoingInfo) -> dict[str, Any]:
+    """An outgoing queue as one JSON-ready object."""
+    return {
+        "destination": info.destination,
+        "next_hop": info.next_hop,
+        "state": info.state,
+        "next_attempt": _optional_iso(info.next_attempt),
+        "waiting": info.waiting,
+        "unacknowledged": info.unacknowledged,
+        "sequence": info.sequence,
+        "sequence_timestamp": info.sequence_timestamp,
+        "sequence_ordinal": info.sequence_ordinal,
+        "next_number": info.next_number,
+        "last_order_ack": _optional_iso(info.last_order_ack),
+        "last_error": info.last_error,
+    }
+
+
+def incoming_json(info: IncomingInfo) -> dict[str, Any]:
+    """An incoming sequence as one JSON-ready object."""
+    return {
+        "source_qm": str(info.source_qm),
+        "queue": info.queue,
+        "sequence": info.sequence,
+        "sequence_timestamp": info.sequence_timestamp,
+        "sequence_ordinal": info.sequence_ordinal,
+        "last_number": info.last_number,
+        "reject_count": info.reject_count,
+        "last_access": iso(info.last_access),
+    }
+
+
+def _state(info: OutgoingInfo) -> str:
+    if info.state == "waiting" and info.next_attempt is not None:
+        return f"waiting (next attempt {_when(info.next_attempt)})"
+    return info.state
+
+
+def outgoing_table(queues: Sequence[OutgoingInfo]) -> Table:
+    """Outgoing queues for people; a "last error" column only if one has an error."""
+    errors = any(q.last_error for q in queues)
+    table = listing_table(
+        folded("destination"),
+        "next hop",
+        folded("state"),
+        right("waiting"),
+        right("unacked"),
+        "sequence",
+        right("next #"),
+        "last OrderAck",
+    )
+    if errors:
+        table.add_column("last error", overflow="fold")
+    for q in queues:
+        row: list[str | Text] = [  # names are anyone's text, never console markup
+            Text(q.destination),
+            Text(q.next_hop),
+            _state(q),
+            str(q.waiting),
+            str(q.unacknowledged),
+            q.sequence,
+            str(q.next_number),
+            _when(q.last_order_ack, "never"),
+        ]
+        table.add_row(*row, *([Text(q.last_error)] if errors else []))
+    return table
+
+
+def incoming_table(sequences: Sequence[IncomingInfo]) -> Table:
+    """Incoming transactional sequences for people."""
+    table = listing_table(
+        "source QM",
+        folded("queue"),
+        "sequence",
+        right("last accepted"),
+        right("rejects"),
+        "last packet",
+    )
+    for s in sequences:
+        table.add_row(
+            str(s.source_qm),
+            Text(s.queue),
+            s.sequence,
+            str(s.last_number),
+            str(s.reject_count),
+            _when(s.last_access),
+        )
+    return table
+
+
+def print_peering_tables(console: Console, info: Status) -> None:
+    """The status's outgoing queues and incoming sequences, each only if there are any."""
+    if info.outgoing:
+        console.print()
+        console.print("Outgoing queues", highlight=False)
+        console.print(outgoing_table(info.outgoing))
+    if info.incoming:
+        console.print()
+        console.print("Incoming sequences", highlight=False)
+        console.print(incoming_table(info.incoming))

@@ -1,0 +1,103 @@
+"""``qmgr queue set`` and ``qmgr move`` between a queue and its subqueues.
+
+A queue with poison handling moves a message whose receiving transactions
+keep aborting to ``NAME;retry``, brings it back after the retry delay, and
+after its retry cycles moves it to ``NAME;poison`` (MSMQ 4.0 subqueues,
+WCF's netMsmq rules). ``qmgr queue set NAME --retry-count N --retry-cycles N
+--retry-delay SECONDS`` changes those settings (``--no-poison`` turns poison
+handling off), ``qmgr queue show NAME`` shows them with the depths of the
+subqueues, ``qmgr peek 'NAME;poison'`` shows the poison messages and their
+counters, and ``qmgr move 'NAME;poison' NAME --all`` (or ``--lookup-id N``)
+moves them back after a fix: a move keeps the message's id and body.
+
+The retry options and columns, and ``queue show``, are in :mod:`.queues`
+(``queue create`` and every queue listing use them); ``qmgr move`` itself is
+in :mod:`.messages` and comes here for a move that involves a subqueue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .common import client, plural, reports_errors
+from .queues import SUBQUEUES, find_queue, retry_options, retry_text
+
+__all__ = ["is_subqueue_move", "queue_set", "subqueue_move"]
+
+
+@click.command("set")
+@click.argument("name")
+@retry_options
+@click.option(
+    "--poison/--no-poison",
+    "poison",
+    default=None,
+    help="Turn poison handling on (with WCF's defaults for what is not given) or off.",
+)
+@click.pass_context
+@reports_errors
+def queue_set(ctx: click.Context, name: str, retry: dict[str, Any], poison: bool | None) -> None:
+    """Change the poison handling of queue NAME.
+
+    Any retry option turns poison handling on; what is not given keeps its
+    value (or WCF's default). --no-poison turns it off: aborted receives are
+    still counted, but nothing moves.
+    """
+    if poison is None and all(value is None for value in retry.values()):
+        msg = "nothing to change: give --retry-count, --retry-cycles, --retry-delay or --no-poison"
+        raise click.UsageError(msg)
+    with client(ctx) as qm:
+        qm.set_queue_properties(name, **retry, poison_handling=poison)
+        info = find_queue(qm, name)
+    shown = retry_text(info)
+    click.echo(f"{info.name}: poison handling " + (f"on ({shown})" if shown else "off"))
+
+
+# --------------------------------------------------------------------------
+# qmgr move, between a queue and its subqueues
+# --------------------------------------------------------------------------
+
+
+def is_subqueue_move(source: str, destination: str) -> bool:
+    """True if either name is a subqueue: the move is MSMQ's MoveMessage, not a
+    receive and a send."""
+    return any(name.lower().endswith(SUBQUEUES) for name in (source, destination))
+
+
+def subqueue_move(
+    ctx: click.Context,
+    source: str,
+    destination: str,
+    *,
+    count: int,
+    lookup_id: int | None,
+    move_all: bool,
+) -> None:
+    """``qmgr move`` between a queue and its subqueues: each message keeps its id."""
+    if move_all and lookup_id is not None:
+        msg = "give --lookup-id or --all, not both"
+        raise click.UsageError(msg)
+    moved = 0
+    last: int | None = None
+    with client(ctx) as qm:
+        if move_all:
+            result = qm.move(source, destination, all=True)
+            moved, last = result.count, result.lookup_id
+        elif lookup_id is not None:
+            result = qm.move(source, destination, lookup_id)
+            moved, last = result.count, result.lookup_id
+        else:
+            for _ in range(count):
+                result = qm.move(source, destination)
+                if not result.count:
+                    break
+                moved += result.count
+                last = result.lookup_id
+    where = f" (the last one is lookup id {last} there)" if moved > 1 and last else ""
+    if moved == 1 and last:
+        where = f" (lookup id {last} there)"
+    click.echo(f"moved {plural(moved, 'message')} from {source} to {destination}{where}")
+    if not move_all and lookup_id is None and moved < count:
+        click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more)", err=True)

@@ -1,0 +1,69 @@
+"""``qmgr serve``: run a queue manager in the foreground.
+
+The configuration is the built-in defaults, then ``--config``, then the
+options (``--set SECTION.KEY=VALUE`` for any key). A configuration error
+exits with status 2, a start-up error (a port in use, a certificate that
+cannot serve) with the status it carries; a signal ends the daemon with 0.
+trio, the configuration and the daemon are imported only when ``serve``
+runs: the client commands never load them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .common import fail
+
+__all__ = ["serve"]
+
+
+@click.command()
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A TOML file overriding the built-in defaults.",
+)
+@click.option(
+    "--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Where the store lives."
+)
+@click.option("--listen", metavar="HOST:PORT", help="Peer (MSMQ) listener address.")
+@click.option("--client-listen", metavar="HOST:PORT", help="Client (SDK and CLI) listener address.")
+@click.option("--name", help="The queue manager's name (default: the host name).")
+@click.option("--log-format", type=click.Choice(["console", "json", "auto"]), help="Log rendering.")
+@click.option(
+    "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log threshold."
+)
+@click.option(
+    "--set",
+    "settings",
+    metavar="SECTION.KEY=VALUE",
+    multiple=True,
+    help="Override any configuration key (repeatable), e.g. --set store.max_map_size=1073741824.",
+)
+def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any) -> None:
+    """Run a queue manager in the foreground until SIGTERM or Ctrl-C."""
+    import trio
+
+    from qmgr.config import ConfigError, load_config
+    from qmgr.logs import configure_logging
+
+    try:
+        # The other options are named as load_config's overrides (None: not given).
+        config = load_config(config_path, settings=settings, **overrides)
+    except ConfigError as exc:
+        fail(str(exc), status=2)
+    configure_logging(fmt=config.log_format, level=config.log_level)
+
+    from qmgr.server import StartupError
+    from qmgr.server import serve as run_daemon
+
+    try:
+        trio.run(run_daemon, config)
+    except StartupError as exc:
+        fail(str(exc), status=exc.status)
+    except KeyboardInterrupt:
+        pass  # Ctrl-C before the signal handlers were installed

@@ -1,0 +1,81 @@
+"""``qmgr status``: the queue manager's identity, connections, transactions, queues and peering.
+
+The queues are shown as ``queue list`` shows them (:mod:`.queues`), the
+outgoing queues and incoming sequences as ``outgoing list`` does
+(:mod:`.outgoing`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from typing import Any
+
+import click
+
+from qmgr.client import Status
+
+from .common import client, iso, json_option, reports_errors, size, stdout_console
+from .outgoing import incoming_json, outgoing_json, print_peering_tables
+from .queues import queue_json, queue_table
+
+__all__ = ["status", "status_json"]
+
+
+@click.command()
+@json_option("Print one JSON object.")
+@click.pass_context
+@reports_errors
+def status(ctx: click.Context, as_json: bool) -> None:
+    """Show the queue manager's identity, connections, transactions, queues and
+    the delivery to and from other queue managers."""
+    with client(ctx) as qm:
+        info = qm.status()
+    if as_json:
+        click.echo(json.dumps(status_json(info), indent=2))
+        return
+    console = stdout_console()
+    uptime = dt.timedelta(seconds=round(info.uptime.total_seconds()))
+    console.print(f"queue manager      {info.qm_name}", highlight=False, markup=False)
+    console.print(f"guid               {info.qm_guid}", highlight=False)
+    console.print(f"version            {info.server_version}", highlight=False)
+    console.print(f"up                 {uptime} (since {iso(info.started_at)})", highlight=False)
+    console.print(f"connections        {info.connections}", highlight=False)
+    console.print(f"open transactions  {info.open_transactions}", highlight=False)
+    console.print(
+        f"uncommitted        {size(info.uncommitted_bytes)} in open transactions", highlight=False
+    )
+    console.print(
+        f"since start        {info.commits:,} commits, {info.aborts:,} aborts, "
+        f"{info.batches:,} synced writes",
+        highlight=False,
+    )
+    if info.erasing:
+        console.print(
+            f"erasing            messages of {info.erasing} deleted or purged queue(s)",
+            highlight=False,
+        )
+    console.print()
+    console.print(queue_table(info.queues))
+    print_peering_tables(console, info)
+
+
+def status_json(info: Status) -> dict[str, Any]:
+    """The status as one JSON-ready object (``qmgr status --json``)."""
+    return {
+        "qm_name": info.qm_name,
+        "qm_guid": str(info.qm_guid),
+        "server_version": info.server_version,
+        "started_at": iso(info.started_at),
+        "uptime_seconds": round(info.uptime.total_seconds(), 3),
+        "connections": info.connections,
+        "open_transactions": info.open_transactions,
+        "uncommitted_bytes": info.uncommitted_bytes,
+        "commits": info.commits,
+        "aborts": info.aborts,
+        "batches": info.batches,
+        "erasing": info.erasing,
+        "queues": [queue_json(q) for q in info.queues],
+        "outgoing": [outgoing_json(o) for o in info.outgoing],
+        "incoming": [incoming_json(i) for i in info.incoming],
+    }

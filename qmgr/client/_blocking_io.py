@@ -1,0 +1,374 @@
+"""The blocking client's I/O: a socket (plain or TLS) driving a ``ClientProtocol``.
+
+Theory of operation
+-------------------
+A :class:`SocketConnection` owns one TCP (``TCP_NODELAY``) or Unix-domain
+connection to the daemon's client listener, and a ``_protocol.ClientProtocol``
+that does all but the I/O: it checks arguments, packs requests, allocates
+request and transaction ids, routes replies and keeps the pipelining's books.
+Every request appends one frame to the protocol's output buffer (a call's
+frame is appended by :meth:`SocketConnection.exchange`); the connection
+writes the buffer and reads (in reads of up to 1 MiB), feeding the protocol,
+until the reply with its request id arrives. Replies carry request ids, so
+replies to *pipelined* requests may be interleaved with the one being
+waited for. :meth:`SocketConnection.run` drives a call (``calls/``): it
+exchanges each request the call yields and sends the call the reply, or
+throws it the error.
+
+Two requests are pipelined: ``QueueManager.begin`` (the client chooses
+the transaction id) and ``Transaction.send``. They only append their
+frame to the output buffer and return. The buffer is written once it holds
+more than ``PIPELINE_FLUSH_BYTES`` (16 KiB), or together with the next
+request that needs a reply: a one-message transaction (Begin, Send, Commit)
+is one write and one round trip. Replies to pipelined requests are matched by request id; the first
+failure is kept on its transaction and raised by the next call on that
+transaction, and ``commit()`` of such a transaction aborts it and raises
+that error. The daemon itself refuses to commit a transaction in which a
+send failed, so a commit never applies part of a transaction even when the
+failure and the commit cross on the wire.
+
+Writes never deadlock against the daemon's replies: when the kernel will not
+take all of a large buffer at once, the client reads whatever replies are
+waiting before writing on. An interrupted request (``KeyboardInterrupt``
+half-way) breaks the connection: the stream can no longer be trusted.
+
+The socket is blocking, and read and written with non-blocking flags. An
+``ssl.SSLSocket`` takes no flags, so over TLS (:class:`TlsConnection`) the
+socket is non-blocking and the connection waits with ``poll``: a read first
+takes what the TLS layer already holds (data can be decrypted and waiting
+while the kernel has nothing), and waits only when TLS asks for more bytes,
+or for room to write (a renegotiation or a key update can need either).
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Concatenate, Final, ParamSpec, TypeVar
+
+from wire import client as cf
+
+from ._codec import SendOptions
+from ._common import RECEIVE_SIZE, UNIX_PREFIX, parse_address, unix_path
+from ._exceptions import ConnectionLost, QueueError
+from ._message import Message
+from ._protocol import ClientProtocol, Flow, Waiter
+from ._replies import message_id
+from ._transaction import TransactionState
+
+__all__ = ["SocketConnection", "TlsConnection", "connection_for", "open_socket", "wrap_tls"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_MSG_DONTWAIT: Final = getattr(socket, "MSG_DONTWAIT", 0)
+_CONN_ERRORS = (OSError, EOFError)
+
+
+def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str, str]:
+    """A connected socket to ``address`` (``HOST:PORT`` or ``unix:PATH``), with
+    the host name TLS checks and the address for messages.
+
+    Raises:
+        ValueError: a bad address. ConnectionLost: nothing answers there.
+    """
+    path = unix_path(address)
+    if path is not None:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except OSError as exc:
+            sock.close()
+            reason = (exc.strerror or str(exc)).lower()
+            msg = f"cannot connect to the queue manager at {address}: {reason}"
+            raise ConnectionLost(msg) from None
+        return sock, "localhost", f"{UNIX_PREFIX}{path}"
+    host, port = parse_address(address)
+    where = f"{host}:{port}"
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout)
+    except TimeoutError:
+        msg = f"cannot connect to the queue manager at {where}: no answer within {timeout} s"
+        raise ConnectionLost(msg) from None
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
+        raise ConnectionLost(msg) from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    except OSError:
+        pass
+    return sock, host, where
+
+
+def wrap_tls(sock: socket.socket, context: ssl.SSLContext, host: str, where: str) -> ssl.SSLSocket:
+    """``sock`` after the TLS handshake (under its timeout), made non-blocking for
+    :class:`TlsConnection`.
+
+    Raises:
+        ConnectionLost: the handshake failed (an untrusted certificate, ...).
+    """
+    try:
+        secure = context.wrap_socket(sock, server_hostname=host)
+    except ssl.SSLCertVerificationError as exc:
+        msg = (
+            f"cannot connect to the queue manager at {where}: its certificate is not "
+            f"trusted ({exc.verify_message})"
+        )
+        raise ConnectionLost(msg) from None
+    except (OSError, ssl.SSLError) as exc:
+        reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
+        msg = f"cannot connect to the queue manager at {where}: TLS handshake failed: {reason}"
+        raise ConnectionLost(msg) from None
+    secure.setblocking(False)
+    return secure
+
+
+def connection_for(sock: socket.socket, address: str) -> SocketConnection:
+    """The connection over ``sock``: a :class:`TlsConnection` for an ``ssl.SSLSocket``."""
+    if isinstance(sock, ssl.SSLSocket):
+        return TlsConnection(sock, address)
+    return SocketConnection(sock, address)
+
+
+class SocketConnection:
+    """One connection to the daemon over a blocking socket (see the module docstring).
+
+    Attributes:
+        address: the ``HOST:PORT`` (or ``unix:PATH``) connected to.
+        sock: the socket.
+        proto: the connection's protocol state.
+    """
+
+    def __init__(self, sock: socket.socket, address: str) -> None:
+        self.address = address
+        self.sock = sock
+        self.proto = ClientProtocol(address, Waiter, address_in_stream_errors=False)
+        self._recv_buffer = bytearray(RECEIVE_SIZE)
+        self._recv_view = memoryview(self._recv_buffer)
+
+    def limit_waits(self, timeout: float | None) -> None:
+        """Bound every wait of the socket by ``timeout`` seconds (None: no bound)."""
+        self.sock.settimeout(timeout)
+
+    def close(self) -> None:
+        """Close: later calls raise ConnectionLost; the daemon aborts open transactions."""
+        self.proto.close(f"the connection to {self.address} was closed")
+        self.sock.close()
+
+    # ------------------------------------------------------------------
+    # Calls and the hot paths
+    # ------------------------------------------------------------------
+
+    def run(
+        self,
+        call: Callable[Concatenate[ClientProtocol[Waiter], P], Flow[Waiter, T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Carry out ``call(proto, *args, **kwargs)``: exchange each request it
+        yields, send it the reply or throw it the error; return its result."""
+        flow = call(self.proto, *args, **kwargs)
+        try:
+            waiter, frame = next(flow)
+            while True:
+                try:
+                    reply = self.exchange(waiter, frame)
+                except BaseException as exc:
+                    waiter, frame = flow.throw(exc)
+                else:
+                    waiter, frame = flow.send(reply)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str,
+        transactional: bool | None,
+        options: SendOptions,
+    ) -> str:
+        """A send outside any transaction: its message id."""
+        proto = self.proto
+        waiter = proto.send_request(proto.out, destination, body, transactional, options)
+        return message_id(self.exchange(waiter))
+
+    def receive(
+        self,
+        state: TransactionState | None,
+        queue: str,
+        timeout: float | None,
+        peek: bool,
+        lookup_id: int | None,
+    ) -> Message | None:
+        """Receive or peek, in the transaction ``state`` or outside any."""
+        proto = self.proto
+        waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
+        return proto.receive_result(self.exchange(waiter), state)
+
+    # ------------------------------------------------------------------
+    # Bytes out, bytes in
+    # ------------------------------------------------------------------
+
+    def exchange(self, waiter: Waiter, frame: bytes | bytearray = b"") -> cf.ServerReply:
+        """Write the buffer (and ``frame`` after it) and wait for ``waiter``'s reply;
+        raise error replies."""
+        if frame:
+            self.proto.out += frame
+        try:
+            self._flush()
+            while waiter.reply is None:
+                self._read(block=True)
+        except QueueError:
+            raise
+        except BaseException as exc:
+            # Interrupted half-way (KeyboardInterrupt, ...): the stream can no longer be trusted.
+            self._break(f"a request was interrupted ({type(exc).__name__})")
+            raise
+        return self.proto.result(waiter)
+
+    def write(self) -> None:
+        """Write the buffer (pipelined requests); an interrupted write breaks the connection."""
+        try:
+            self._flush()
+        except QueueError:
+            raise
+        except BaseException as exc:
+            self._break(f"a write was interrupted ({type(exc).__name__})")
+            raise
+
+    def _flush(self) -> None:
+        """Write the whole output buffer, reading replies whenever the kernel is full."""
+        out = self.proto.out
+        if not out:
+            return
+        sock = self.sock
+        try:
+            sent = sock.send(out, _MSG_DONTWAIT)
+        except BlockingIOError:
+            sent = 0
+        except _CONN_ERRORS as exc:
+            raise self._lost(exc) from None
+        if sent == len(out):
+            out.clear()
+            return
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLOUT)
+        with memoryview(out) as view:
+            while sent < len(view):
+                try:
+                    events = poller.poll()
+                    if any(event & select.POLLIN for _, event in events):
+                        self._read(block=False)
+                    sent += sock.send(view[sent:], _MSG_DONTWAIT)
+                except BlockingIOError:
+                    continue
+                except _CONN_ERRORS as exc:
+                    raise self._lost(exc) from None
+        out.clear()
+
+    def _read(self, *, block: bool) -> None:
+        """Read what the daemon sent and dispatch every whole frame."""
+        try:
+            if block:
+                count = self.sock.recv_into(self._recv_buffer)
+            else:
+                count = self.sock.recv_into(self._recv_buffer, 0, _MSG_DONTWAIT)
+        except BlockingIOError:
+            return
+        except _CONN_ERRORS as exc:
+            raise self._lost(exc) from None
+        self._dispatch(count)
+
+    def _dispatch(self, count: int) -> None:
+        """Hand the ``count`` bytes read into the buffer to the protocol (0: closed)."""
+        if not count:
+            raise self._lost(None)
+        try:
+            self.proto.receive_data(self._recv_view[:count])
+        except QueueError:
+            # A malformed frame, or the daemon rejected the stream: the core broke the connection.
+            self.sock.close()
+            raise
+
+    def _lost(self, exc: BaseException | None) -> ConnectionLost:
+        reason = "the queue manager closed the connection"
+        if exc is not None:
+            detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            reason = f"the connection failed: {detail.lower() or type(exc).__name__}"
+        error = self.proto.lost(reason)
+        self.sock.close()
+        return error
+
+    def _break(self, message: str) -> ConnectionLost:
+        error = self.proto.fail(message)
+        self.sock.close()
+        return error
+
+
+class TlsConnection(SocketConnection):
+    """A :class:`SocketConnection` over a non-blocking ``ssl.SSLSocket`` (see the module doc)."""
+
+    #: Milliseconds a wait may last (None: no limit; set while connecting).
+    poll_timeout_ms: int | None = None
+
+    def limit_waits(self, timeout: float | None) -> None:
+        self.poll_timeout_ms = None if timeout is None else max(1, int(timeout * 1000))
+
+    def _wait(self, events: int) -> None:
+        poller = select.poll()
+        poller.register(self.sock, events)
+        if not poller.poll(self.poll_timeout_ms):
+            msg = f"the queue manager at {self.address} did not answer in time"
+            raise self._lost(TimeoutError(msg))
+
+    def _flush(self) -> None:
+        out = self.proto.out
+        if not out:
+            return
+        sock = self.sock
+        with memoryview(out) as view:
+            sent = 0
+            while sent < len(view):
+                try:
+                    sent += sock.send(view[sent:])
+                except ssl.SSLWantWriteError:
+                    self._wait_to_write()
+                except ssl.SSLWantReadError:
+                    self._wait(select.POLLIN)
+                except _CONN_ERRORS as exc:
+                    raise self._lost(exc) from None
+        out.clear()
+
+    def _wait_to_write(self) -> None:
+        """Wait for room to write, reading the replies that arrive meanwhile (the
+        daemon may be blocked writing them to us)."""
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN | select.POLLOUT)
+        events = poller.poll(self.poll_timeout_ms)
+        if not events:
+            msg = f"the queue manager at {self.address} did not read in time"
+            raise self._lost(TimeoutError(msg))
+        if any(event & select.POLLIN for _, event in events):
+            self._read(block=False)
+
+    def _read(self, *, block: bool) -> None:
+        sock = self.sock
+        while True:
+            try:
+                count = sock.recv_into(self._recv_buffer)
+                break
+            except ssl.SSLWantReadError:
+                if not block:
+                    return
+                self._wait(select.POLLIN)
+            except ssl.SSLWantWriteError:
+                self._wait(select.POLLOUT)
+            except _CONN_ERRORS as exc:
+                raise self._lost(exc) from None
+        self._dispatch(count)

@@ -1,0 +1,61 @@
+"""The TLS context of an SDK client: :func:`tls_context`.
+
+A client connects over TLS when it is given an ``ssl.SSLContext``
+(:func:`tls_context` makes the usual one: trust the deployment's CA, check
+the queue manager's host name, and present a client certificate when one is
+given, which is how the client authenticates). The TLS I/O is the clients'
+own: ``_blocking_io.TlsConnection`` and ``_trio_io.tls_handshake``.
+"""
+
+from __future__ import annotations
+
+import ssl
+from os import PathLike
+from typing import Final
+
+__all__ = ["tls_context"]
+
+_VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def tls_context(
+    ca: str | PathLike[str] | None = None,
+    *,
+    certificate: str | PathLike[str] | None = None,
+    key: str | PathLike[str] | None = None,
+    min_version: str = "1.2",
+    check_hostname: bool = True,
+) -> ssl.SSLContext:
+    """The TLS context of a client of a queue manager.
+
+    Args:
+        ca: the CA bundle (PEM) that signed the queue manager's certificate;
+            None trusts the system's CAs.
+        certificate: this client's certificate (PEM), to authenticate with;
+            its common name is the principal the queue manager knows it as.
+        key: the certificate's private key (PEM; default: in ``certificate``).
+        min_version: the oldest TLS version accepted, ``"1.2"`` or ``"1.3"``.
+        check_hostname: check that the queue manager's certificate names the
+            host connected to (keep it on; off only for an address that the
+            certificate does not list, on a network you trust).
+
+    Raises:
+        ValueError: ``min_version`` is neither; a file cannot be loaded.
+    """
+    if min_version not in _VERSIONS:
+        msg = f"min_version must be '1.2' or '1.3', not {min_version!r}"
+        raise ValueError(msg)
+    try:
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca)
+    except (OSError, ssl.SSLError) as exc:
+        msg = f"cannot load the CA bundle {ca}: {exc}"
+        raise ValueError(msg) from exc
+    context.minimum_version = _VERSIONS[min_version]
+    context.check_hostname = check_hostname
+    if certificate is not None:
+        try:
+            context.load_cert_chain(certificate, key)
+        except (OSError, ssl.SSLError) as exc:
+            msg = f"cannot load the client certificate {certificate}: {exc}"
+            raise ValueError(msg) from exc
+    return context

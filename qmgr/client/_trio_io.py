@@ -1,0 +1,277 @@
+"""The trio client's I/O: a trio stream (plain or TLS) driving a ``ClientProtocol``.
+
+Theory of operation
+-------------------
+One TCP connection (``TCP_NODELAY``) per client, and one
+``_protocol.ClientProtocol`` that does all but the I/O, as for the blocking
+client: it checks arguments, packs requests, allocates request and
+transaction ids, routes replies and keeps the pipelining's books. A
+background reader task (:meth:`StreamConnection.read_loop`) feeds the
+daemon's stream to it, and it wakes the task waiting for each reply's
+request id, so any number of tasks may share one client: a receive waiting
+for a message does not hold up the others (the daemon serves a waiting
+receive in a task of its own, too). Writes are serialised with a
+``trio.Lock`` and never cancelled half-way (a torn frame would break the
+connection for everyone), so a cancelled request either was not written at
+all or was written whole. :meth:`StreamConnection.run` drives a call
+(``calls/``) as the blocking client does.
+
+Sends inside a transaction are pipelined exactly as in the blocking client:
+``AsyncTransaction.send`` appends the frame to a shared output buffer
+and returns; the buffer is written once it holds more than 16 KiB or with
+the next request that needs a reply. ``begin()`` is pipelined as well (the
+client chooses the transaction id), so a one-message transaction costs one
+round trip: Begin, Send and Commit go out in one write. The first failure
+among a transaction's pipelined requests is raised by the next call on that
+transaction, and ``commit()`` of such a transaction aborts it and raises
+that error: the daemon refuses to commit a transaction in which a send
+failed, so a commit never applies part of a transaction.
+
+Cancelling a task that waits for a reply abandons the reply, not the
+request: a receive cancelled that way may still take a message, and a
+receive with no timeout keeps waiting on the daemon (counting against
+``limits.max_waiting_receives_per_connection``) until it takes one. Outside
+a transaction that message is lost. Inside one, the transaction can then
+only abort: ``commit()`` aborts it and raises, and the message returns to
+its queue. Prefer the ``timeout`` argument to cancelling a receive. A
+transaction's Prepare, Commit or Abort (a request whose waiter ``ends`` a
+transaction) is written even from a cancelled scope.
+"""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
+
+import trio
+
+from wire import client as cf
+
+from ._codec import SendOptions
+from ._common import RECEIVE_SIZE, UNIX_PREFIX, parse_address, unix_path
+from ._exceptions import ConnectionLost, QueueError
+from ._message import Message
+from ._protocol import ClientProtocol, Flow, Waiter
+from ._replies import message_id
+from ._transaction import TransactionState, receive_abandoned
+
+__all__ = ["StreamConnection", "TaskWaiter", "open_stream", "tls_handshake"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+async def open_stream(address: str) -> tuple[trio.SocketStream, str, str]:
+    """A stream to ``address`` (``HOST:PORT`` or ``unix:PATH``), the host name TLS
+    checks, and the address for messages.
+
+    Raises:
+        ValueError: a bad address. ConnectionLost: nothing answers there.
+    """
+    path = unix_path(address)
+    if path is not None:
+        where = f"{UNIX_PREFIX}{path}"
+        try:
+            return await trio.open_unix_socket(path), "localhost", where
+        except OSError as exc:
+            msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
+            raise ConnectionLost(msg) from None
+    host, port = parse_address(address)
+    where = f"{host}:{port}"
+    try:
+        stream = await trio.open_tcp_stream(host, port)
+    except OSError as exc:
+        msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
+        raise ConnectionLost(msg) from None
+    try:
+        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
+    except OSError:
+        pass
+    return stream, host, where
+
+
+def _connect_failure(exc: OSError) -> str:
+    """Why connecting failed, in words (trio wraps the attempts' errors in a group)."""
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        for inner in cause.exceptions:
+            if isinstance(inner, OSError) and inner.strerror:
+                return inner.strerror.lower()
+    return (exc.strerror or str(exc)).lower()
+
+
+async def tls_handshake(
+    stream: trio.SocketStream, context: ssl.SSLContext, host: str, where: str
+) -> trio.SSLStream[trio.SocketStream]:
+    """``stream`` after the TLS handshake.
+
+    Raises:
+        ConnectionLost: the handshake failed (an untrusted certificate, ...);
+            ``stream`` is closed.
+    """
+    secure = trio.SSLStream(stream, context, server_hostname=host)
+    try:
+        await secure.do_handshake()
+    except trio.BrokenResourceError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            reason = f"its certificate is not trusted ({cause.verify_message})"
+        elif isinstance(cause, ssl.SSLError) and cause.reason:
+            reason = f"TLS handshake failed: {cause.reason}"
+        else:
+            reason = "TLS handshake failed: the connection was closed"
+        with trio.CancelScope(shield=True):
+            await stream.aclose()
+        msg = f"cannot connect to the queue manager at {where}: {reason}"
+        raise ConnectionLost(msg) from None
+    return secure
+
+
+class TaskWaiter(Waiter):
+    """A task waiting for the reply to one request."""
+
+    __slots__ = ("event",)
+
+    def __init__(self, request_id: int) -> None:
+        super().__init__(request_id)
+        self.event = trio.Event()
+
+    def wake(self) -> None:
+        self.event.set()
+
+
+class StreamConnection:
+    """One connection to the daemon over a trio stream (see the module docstring).
+
+    Attributes:
+        address: the ``HOST:PORT`` (or ``unix:PATH``) connected to.
+        stream: the stream.
+        proto: the connection's protocol state.
+    """
+
+    def __init__(self, stream: trio.abc.Stream, address: str) -> None:
+        self.address = address
+        self.stream = stream
+        self.proto = ClientProtocol(address, TaskWaiter, address_in_stream_errors=True)
+        self._send_lock = trio.Lock()
+
+    async def close(self, message: str) -> None:
+        """Close with the reason ``message`` for later calls, and the stream, even if cancelled."""
+        self.proto.close(message)
+        await self._close_stream()
+
+    # ------------------------------------------------------------------
+    # Calls and the hot paths
+    # ------------------------------------------------------------------
+
+    async def run(
+        self,
+        call: Callable[Concatenate[ClientProtocol[TaskWaiter], P], Flow[TaskWaiter, T]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T:
+        """Carry out ``call(proto, *args, **kwargs)``: exchange each request it
+        yields, send it the reply or throw it the error; return its result."""
+        flow = call(self.proto, *args, **kwargs)
+        try:
+            waiter, frame = next(flow)
+            while True:
+                try:
+                    reply = await self.exchange(waiter, frame)
+                except BaseException as exc:
+                    waiter, frame = flow.throw(exc)
+                else:
+                    waiter, frame = flow.send(reply)
+        except StopIteration as done:
+            result: T = done.value
+            return result
+
+    async def send(
+        self,
+        destination: str,
+        body: bytes | bytearray | memoryview | str,
+        transactional: bool | None,
+        options: SendOptions,
+    ) -> str:
+        """A send outside any transaction: its message id."""
+        frame = bytearray()
+        waiter = self.proto.send_request(frame, destination, body, transactional, options)
+        return message_id(await self.exchange(waiter, frame))
+
+    async def receive(
+        self,
+        state: TransactionState | None,
+        queue: str,
+        wait: float | None,
+        peek: bool,
+        lookup_id: int | None,
+    ) -> Message | None:
+        """Receive or peek, in the transaction ``state`` or not, waiting up to ``wait`` s."""
+        frame = bytearray()
+        waiter = self.proto.receive_request(frame, state, queue, wait, peek, lookup_id)
+        try:
+            reply = await self.exchange(waiter, frame)
+        except trio.Cancelled:
+            if state is not None and not peek:
+                receive_abandoned(state)
+            raise
+        return self.proto.receive_result(reply, state)
+
+    # ------------------------------------------------------------------
+    # Bytes out, bytes in
+    # ------------------------------------------------------------------
+
+    async def exchange(self, waiter: TaskWaiter, frame: bytearray) -> cf.ServerReply:
+        """Write ``frame`` (after whatever is buffered) and wait for ``waiter``'s reply;
+        a request that ends a transaction is written even in a cancelled scope."""
+        try:
+            if waiter.ends is not None:
+                with trio.CancelScope(shield=True):
+                    await self.write(frame)
+            else:
+                await self.write(frame)
+            await waiter.event.wait()
+        finally:
+            self.proto.forget(waiter)
+        return self.proto.result(waiter)
+
+    async def write(self, frame: bytes | bytearray = b"") -> None:
+        """Write the output buffer and ``frame``, whole, in request order."""
+        async with self._send_lock:
+            data = self.proto.data_to_send(frame)
+            if not data:
+                return
+            try:
+                with trio.CancelScope(shield=True):
+                    await self.stream.send_all(data)
+            except _STREAM_ERRORS as exc:
+                reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
+                error = self.proto.lost(reason)
+                await self._close_stream()
+                raise error from None
+
+    async def read_loop(self) -> None:
+        """Read until the connection ends, feeding the core, which wakes each reply's waiter."""
+        proto = self.proto
+        reason = "the queue manager closed the connection"
+        try:
+            while True:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    break
+                proto.receive_data(data)
+        except QueueError:
+            return  # a malformed or rejected stream: the core broke the connection
+        except _STREAM_ERRORS as exc:
+            reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
+        proto.lost(reason)
+
+    async def _close_stream(self) -> None:
+        """Close the socket, even in a cancelled scope."""
+        with trio.CancelScope(shield=True):
+            await self.stream.aclose()

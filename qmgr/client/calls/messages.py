@@ -1,0 +1,72 @@
+"""Reading a queue by lookup ids: ``peek_range``, ``remove_through``, ``measure_range``.
+
+A reader that keeps its own position in a queue pages through it with
+``peek_range`` (the daemon answers at most about 4 MB of messages per
+request, so one call may take several), plans with ``measure_range`` and
+removes what it has processed with ``remove_through``. The last two need
+the protocol's ``TWO_PHASE_VERSION``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from wire import client as cf
+
+from .._common import TWO_PHASE_USE
+from .._message import Message
+from .._protocol import ClientProtocol, Flow, W
+from .._replies import expect, ok_value
+
+__all__ = ["RangeInfo", "measure_range", "peek_range", "remove_through"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RangeInfo:
+    """What :meth:`QueueManager.measure_range` found.
+
+    Attributes:
+        queue_id: the queue's id in the store. A queue deleted and created
+            again under the same name gets a new one, so a reader that keeps
+            lookup ids can tell that its position no longer means anything.
+        count: visible messages counted (messages held by open or prepared
+            transactions are not).
+        last: the lookup id of the last message counted, or ``after`` if none was.
+    """
+
+    queue_id: int
+    count: int
+    last: int
+
+
+def peek_range(
+    proto: ClientProtocol[W], queue: str, after: int, max_count: int
+) -> Flow[W, list[Message]]:
+    """``peek_range()``: ``PeekRange`` requests until ``max_count`` messages are found or
+    the queue has no more above ``after``."""
+    found: list[Message] = []
+    while (left := max_count - len(found)) > 0:
+        reply = yield proto.call(cf.PeekRange(queue=queue, after=after, max_count=left))
+        page = expect(reply, cf.MessageList).messages
+        if not page:
+            break
+        found.extend(Message.from_wire(m) for m in page)
+        after = found[-1].lookup_id
+    return found
+
+
+def remove_through(proto: ClientProtocol[W], queue: str, lookup_id: int) -> Flow[W, int]:
+    """``remove_through()``: how many messages went."""
+    request = cf.RemoveThrough(queue=queue, lookup_id=lookup_id)
+    proto.require(cf.TWO_PHASE_VERSION, "remove_through()", TWO_PHASE_USE)
+    return ok_value((yield proto.call(request)))
+
+
+def measure_range(
+    proto: ClientProtocol[W], queue: str, after: int, max_count: int
+) -> Flow[W, RangeInfo]:
+    """``measure_range()``."""
+    request = cf.MeasureRange(queue=queue, after=after, max_count=max_count)
+    proto.require(cf.TWO_PHASE_VERSION, "measure_range()", TWO_PHASE_USE)
+    measured = expect((yield proto.call(request)), cf.RangeInfo)
+    return RangeInfo(queue_id=measured.queue_id, count=measured.count, last=measured.last)

@@ -1,0 +1,310 @@
+"""The catalog: the named databases, and the committed state the store keeps in memory.
+
+Theory of operation
+-------------------
+Opening reads only ``meta``, ``queues``, ``doomed``, ``outgoing``, each
+queue's counters (next lookup id, depth, bytes, purge mark; kept in
+``messages`` beside the queue's messages and rewritten in the same write
+transaction as the messages they count) and the header of each prepared
+transaction, so start-up costs O(number of queues + prepared transactions),
+never O(number of messages), and the counters are exactly as durable as
+the messages. From the headers it rebuilds, per queue, the quota bytes
+prepared transactions reserve on it and how many of them pin it
+(``reservations``).
+
+Schema versions. Opening creates every named database that is missing, in
+the same write transaction that reads ``meta``. A store of schema 2 (before
+peering) lacks ``outgoing``, ``incoming``, ``history`` and two meta
+counters; one of schema 3 (before prepared transactions) lacks
+``prepared``, ``outcomes`` and ``outcome_times``; one of schema 4 (before
+the expiry index) lacks ``expiry``, ``confirmations``, ``final_acks`` and
+``lists``; one of schema 5 (before poison handling) lacks
+``message_counters`` and ``retry_due``. That transaction creates what is
+missing and writes the current version (:data:`SCHEMA_VERSION`, 6), so the
+migration is atomic and costs nothing per message. Any other version is
+refused with ``SchemaMismatch``.
+
+The :class:`Catalog` then serves the committed records from memory. They are
+immutable values; a write plans new ones while its transaction is prepared,
+and :meth:`Catalog.install` puts them in place only after LMDB has
+committed, so an aborted write changes nothing here. Only the owner's thread
+touches the catalog.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final
+
+import lmdb
+
+from .environment import Environment, Txn
+from .errors import SchemaMismatch, StoreCorrupt
+from .keys import (
+    DB_BY_PRIORITY,
+    DB_CONFIRMATIONS,
+    DB_DOOMED,
+    DB_EXPIRY,
+    DB_FINAL_ACKS,
+    DB_HISTORY,
+    DB_INCOMING,
+    DB_LISTS,
+    DB_MESSAGE_COUNTERS,
+    DB_MESSAGES,
+    DB_META,
+    DB_OUTCOME_TIMES,
+    DB_OUTCOMES,
+    DB_OUTGOING,
+    DB_PREPARED,
+    DB_QUEUE_IDS,
+    DB_QUEUES,
+    DB_RETRY_DUE,
+    META_HISTORY_COUNTER,
+    META_NEXT_QUEUE_ID,
+    META_ORDINAL_LIMIT,
+    META_QM_GUID,
+    META_SCHEMA_VERSION,
+    META_SEQUENCE_STAMP,
+    counters_key,
+    u32,
+    u64,
+    unpack_u32,
+    unpack_u64,
+)
+from .peering_state import OutgoingState, decode_outgoing
+from .records import QueueKind, QueueRecord, decode_counters, decode_queue
+from .reservations import NO_RESERVATION, load_reservations
+
+__all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
+
+#: Schema version this code writes and understands.
+SCHEMA_VERSION: Final = 6
+#: The schema before peering, migrated at opening.
+_SCHEMA_BEFORE_PEERING: Final = 2
+#: The schema before prepared transactions, migrated at opening.
+_SCHEMA_BEFORE_PREPARED: Final = 3
+#: The schema before the expiry index, migrated at opening.
+_SCHEMA_BEFORE_EXPIRY: Final = 4
+#: The schema before poison handling (message counters, the retry index), migrated at opening.
+_SCHEMA_BEFORE_POISON: Final = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Databases:
+    """The handles of the named databases (see ``keys``)."""
+
+    meta: lmdb._Database
+    queues: lmdb._Database
+    queue_ids: lmdb._Database
+    doomed: lmdb._Database
+    messages: lmdb._Database
+    by_priority: lmdb._Database
+    outgoing: lmdb._Database
+    incoming: lmdb._Database
+    history: lmdb._Database
+    prepared: lmdb._Database
+    outcomes: lmdb._Database
+    outcome_times: lmdb._Database
+    message_counters: lmdb._Database
+    retry_due: lmdb._Database
+    expiry: lmdb._Database
+    confirmations: lmdb._Database
+    final_acks: lmdb._Database
+    lists: lmdb._Database
+
+
+class Catalog:
+    """Committed queues, doomed queues, outgoing states and meta values, in memory."""
+
+    def __init__(self, env: Environment) -> None:
+        self.by_name: dict[str, QueueRecord] = {}
+        self.by_id: dict[int, QueueRecord] = {}
+        #: Deleted queues whose messages are still being erased, by id.
+        self.doomed: dict[int, QueueRecord] = {}
+        self.next_queue_id = 1
+        #: Message-id ordinals below this may have been used.
+        self.ordinal_limit = 1
+        #: The OutgoingState of every OUTGOING queue, by queue id.
+        self.outgoing: dict[int, OutgoingState] = {}
+        #: The last sequence timestamp given to an outgoing queue.
+        self.sequence_stamp = 0
+        #: The last insertion counter given to a ``history`` entry.
+        self.history_counter = 0
+        #: Queue id -> (quota bytes reserved, pins) held by prepared transactions;
+        #: queues they do not use are absent.
+        self.reservations: dict[int, tuple[int, int]] = {}
+        self.qm_guid = uuid.UUID(int=0)
+        self._env = env
+        self.dbs = env.write_growing("open store", self._load)
+
+    def _load(self, txn: Txn) -> Databases:
+        # The named databases are opened in a write transaction so that a new
+        # environment gets them and its meta values in one commit.
+        env = self._env
+        dbs = Databases(
+            meta=env.open_db(txn, DB_META),
+            queues=env.open_db(txn, DB_QUEUES),
+            queue_ids=env.open_db(txn, DB_QUEUE_IDS),
+            doomed=env.open_db(txn, DB_DOOMED),
+            messages=env.open_db(txn, DB_MESSAGES),
+            by_priority=env.open_db(txn, DB_BY_PRIORITY),
+            outgoing=env.open_db(txn, DB_OUTGOING),
+            incoming=env.open_db(txn, DB_INCOMING),
+            history=env.open_db(txn, DB_HISTORY),
+            prepared=env.open_db(txn, DB_PREPARED),
+            outcomes=env.open_db(txn, DB_OUTCOMES),
+            outcome_times=env.open_db(txn, DB_OUTCOME_TIMES),
+            message_counters=env.open_db(txn, DB_MESSAGE_COUNTERS),
+            retry_due=env.open_db(txn, DB_RETRY_DUE),
+            expiry=env.open_db(txn, DB_EXPIRY),
+            confirmations=env.open_db(txn, DB_CONFIRMATIONS),
+            final_acks=env.open_db(txn, DB_FINAL_ACKS),
+            lists=env.open_db(txn, DB_LISTS),
+        )
+        raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
+        if raw_version is None:
+            self._create(txn, dbs)
+        else:
+            version = self._check_version(raw_version)
+            if version == _SCHEMA_BEFORE_PEERING:
+                self._migrate_to_peering(txn, dbs)
+            if version != SCHEMA_VERSION:
+                # The databases added since that schema were just created (empty).
+                txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
+            self._read_meta(txn, dbs)
+        self.by_name.clear()
+        self.by_id.clear()
+        self.doomed.clear()
+        self.outgoing.clear()
+        for _, data in _items(txn, dbs.queues):
+            record = decode_queue(data)
+            counters = txn.get(counters_key(record.queue_id), db=dbs.messages)
+            if counters is None:
+                msg = f"queue {record.name!r} has no counters"
+                raise StoreCorrupt(msg)
+            record = decode_counters(record, counters)
+            self.by_name[record.name] = record
+            self.by_id[record.queue_id] = record
+        for _, data in _items(txn, dbs.doomed):
+            record = decode_queue(data)
+            self.doomed[record.queue_id] = record
+        self._load_outgoing(txn, dbs)
+        self.reservations = load_reservations(txn, dbs.prepared)
+        return dbs
+
+    def _load_outgoing(self, txn: Txn, dbs: Databases) -> None:
+        for key, data in _items(txn, dbs.outgoing):
+            queue_id = unpack_u32(key) if len(key) == 4 else None
+            record = None if queue_id is None else self.by_id.get(queue_id)
+            if queue_id is None or record is None or record.kind is not QueueKind.OUTGOING:
+                msg = f"outgoing state {bytes(key).hex()} belongs to no outgoing queue"
+                raise StoreCorrupt(msg)
+            self.outgoing[queue_id] = decode_outgoing(queue_id, data)
+        for record in self.by_id.values():
+            if record.kind is QueueKind.OUTGOING and record.queue_id not in self.outgoing:
+                msg = f"outgoing queue {record.name!r} has no outgoing state"
+                raise StoreCorrupt(msg)
+
+    def _create(self, txn: Txn, dbs: Databases) -> None:
+        if any(True for _ in _items(txn, dbs.queues)):
+            msg = "store has queues but no schema version"
+            raise StoreCorrupt(msg)
+        self.qm_guid = uuid.uuid4()
+        self.next_queue_id = 1
+        self.ordinal_limit = 1
+        self.sequence_stamp = 0
+        self.history_counter = 0
+        txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
+        txn.put(META_QM_GUID, self.qm_guid.bytes, db=dbs.meta)
+        txn.put(META_NEXT_QUEUE_ID, u32(1), db=dbs.meta)
+        txn.put(META_ORDINAL_LIMIT, u64(1), db=dbs.meta)
+        txn.put(META_SEQUENCE_STAMP, u32(0), db=dbs.meta)
+        txn.put(META_HISTORY_COUNTER, u64(0), db=dbs.meta)
+
+    @staticmethod
+    def _check_version(raw: bytes) -> int:
+        """The stored schema version, if this code reads it (perhaps after migrating)."""
+        try:
+            version = unpack_u32(raw)
+        except Exception as exc:
+            msg = "schema version in meta is not a u32"
+            raise StoreCorrupt(msg) from exc
+        if version not in (
+            SCHEMA_VERSION,
+            _SCHEMA_BEFORE_POISON,
+            _SCHEMA_BEFORE_EXPIRY,
+            _SCHEMA_BEFORE_PREPARED,
+            _SCHEMA_BEFORE_PEERING,
+        ):
+            raise SchemaMismatch(version, SCHEMA_VERSION)
+        return version
+
+    @staticmethod
+    def _migrate_to_peering(txn: Txn, dbs: Databases) -> None:
+        """Schema 2 -> 3: the peering databases were just created (empty); add the
+        meta counters, in the opening write transaction (which then writes the
+        new version)."""
+        txn.put(META_SEQUENCE_STAMP, u32(0), db=dbs.meta)
+        txn.put(META_HISTORY_COUNTER, u64(0), db=dbs.meta)
+
+    def _read_meta(self, txn: Txn, dbs: Databases) -> None:
+        guid = txn.get(META_QM_GUID, db=dbs.meta)
+        next_id = txn.get(META_NEXT_QUEUE_ID, db=dbs.meta)
+        ordinal_limit = txn.get(META_ORDINAL_LIMIT, db=dbs.meta)
+        stamp = txn.get(META_SEQUENCE_STAMP, db=dbs.meta)
+        history = txn.get(META_HISTORY_COUNTER, db=dbs.meta)
+        if (
+            guid is None
+            or len(guid) != 16
+            or next_id is None
+            or ordinal_limit is None
+            or stamp is None
+            or history is None
+        ):
+            msg = "store meta is incomplete"
+            raise StoreCorrupt(msg)
+        try:
+            self.next_queue_id = unpack_u32(next_id)
+            self.ordinal_limit = unpack_u64(ordinal_limit)
+            self.sequence_stamp = unpack_u32(stamp)
+            self.history_counter = unpack_u64(history)
+        except Exception as exc:
+            msg = "store meta counters do not decode"
+            raise StoreCorrupt(msg) from exc
+        self.qm_guid = uuid.UUID(bytes=guid)
+
+    # ------------------------------------------------------------------ committed state
+
+    def install(
+        self,
+        records: list[QueueRecord],
+        removed: list[QueueRecord],
+        outgoing: dict[int, OutgoingState | None],
+    ) -> None:
+        """Put records committed by a write in place, and forget removed ones."""
+        for record in removed:
+            self.by_id.pop(record.queue_id, None)
+            self.by_name.pop(record.name, None)
+        for record in records:
+            self.by_name[record.name] = record
+            self.by_id[record.queue_id] = record
+        for queue_id, state in outgoing.items():
+            if state is None:
+                self.outgoing.pop(queue_id, None)
+            else:
+                self.outgoing[queue_id] = state
+
+    def install_reservations(self, changed: dict[int, tuple[int, int]]) -> None:
+        """Put the reservations committed by a write in place."""
+        for queue_id, held in changed.items():
+            if held == NO_RESERVATION:
+                self.reservations.pop(queue_id, None)
+            else:
+                self.reservations[queue_id] = held
+
+
+def _items(txn: Txn, db: lmdb._Database) -> Iterator[tuple[bytes, bytes]]:
+    with txn.cursor(db=db) as cursor:
+        yield from cursor.iternext(keys=True, values=True)

@@ -1,0 +1,448 @@
+"""The LMDB environment: the directory lock, map growth, headroom for removals, errors.
+
+Theory of operation
+-------------------
+One :class:`Environment` owns one LMDB environment (``data.mdb`` and
+``lock.mdb`` in a directory) and an exclusive ``flock`` on ``store.lock`` in
+the same directory, so no second store, in this process or another, can
+write behind its back.
+
+Threads. Reads may run on any thread; write transactions run one at a time
+(the layer above has one writer). Everything that changes the map size runs
+on the owner's thread between write transactions and outside any read, as
+LMDB requires (``set_mapsize`` with a transaction open in the process is
+undefined behaviour): the store's reads open and close their transactions
+inside one call, and the writer reports :class:`MapFull` instead of growing
+the map itself.
+
+Map growth. The map starts at ``initial_map_size`` (an existing environment
+keeps the size it has grown to) and doubles when a write needs more. With a
+``max_map_size``, ordinary writes may grow it only to ``max_map_size`` minus
+a *headroom*; the headroom is for writes that only remove data (receives,
+purges, deletions), which may grow the map up to ``max_map_size`` itself.
+After such a write the map goes back down to the ordinary limit; LMDB keeps
+it no smaller than its high-water mark, so while the map stays above the
+limit an ordinary write is also refused when the pages the databases use
+would exceed the limit (ordinary writes would otherwise fill, page by page,
+what removals freed below the mark, and push the next removals ever higher
+into the headroom). So a store that is full for new messages can always
+still be emptied.
+
+A full disk is the same problem one level down: LMDB extends ``data.mdb``
+as it needs pages, and on a full file system it cannot. The environment
+keeps a *ballast* file (``reserve``, ``reserve_size`` bytes, allocated with
+``posix_fallocate``) next to the data; when a removal finds no room,
+:meth:`release_ballast` deletes it and the removal is tried again in the
+space it leaves. :meth:`restore_ballast` puts it back once there is room.
+
+Errors. Every ``lmdb.Error`` and ``OSError`` becomes a ``StoreError`` here;
+a failed write is told apart as a full disk or a real I/O error by
+``translate_write_error``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import pathlib
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+
+import lmdb
+
+from .errors import (
+    MapFull,
+    StoreClosed,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    translate_lmdb_error,
+    translate_os_error,
+    translate_write_error,
+)
+
+if TYPE_CHECKING:
+    #: A transaction; a read transaction opened with ``buffers`` returns memoryviews.
+    Txn: TypeAlias = lmdb.Transaction[Any]
+else:
+    Txn = lmdb.Transaction
+
+__all__ = ["Environment", "Reading", "Txn", "prefixed"]
+
+
+class Reading:
+    """A read transaction as a context manager (a plain class: it runs on every read)."""
+
+    __slots__ = ("_action", "_buffers", "_env", "_txn")
+
+    def __init__(self, env: lmdb.Environment, action: str, buffers: bool) -> None:
+        self._env = env
+        self._action = action
+        self._buffers = buffers
+
+    def __enter__(self) -> Txn:
+        try:
+            txn: Txn = self._env.begin(buffers=True) if self._buffers else self._env.begin()
+        except lmdb.Error as exc:
+            raise translate_lmdb_error(exc, self._action) from exc
+        self._txn = txn
+        return txn
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, *_: object
+    ) -> None:
+        self._txn.abort()
+        if isinstance(exc, lmdb.Error):
+            raise translate_lmdb_error(exc, self._action) from exc
+
+
+_LOCK_FILE: Final = "store.lock"
+_BALLAST_FILE: Final = "reserve"
+_MAX_READERS: Final = 126
+_MAX_DBS: Final = 24
+_PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
+
+_T = TypeVar("_T")
+
+
+def round_up(size: int) -> int:
+    """``size`` rounded up to a whole number of pages."""
+    return -(-size // _PAGE_SIZE) * _PAGE_SIZE
+
+
+def _round_down(size: int) -> int:
+    return max(size // _PAGE_SIZE, 1) * _PAGE_SIZE
+
+
+class Environment:
+    """An open LMDB environment with its lock, growth policy and ballast.
+
+    Args:
+        path: the directory; created (mode 0700) if missing.
+        initial_map_size: map size of a new environment, in bytes.
+        max_map_size: the most the map may grow to, or ``None``.
+        durable: sync every write transaction (``False`` only to measure CPU cost).
+        reserve_size: bytes kept back for writes that only remove data: the
+            map headroom below ``max_map_size`` (at most an eighth of it) and
+            the size of the ballast file. 0 disables both.
+
+    Raises:
+        StoreLocked: another store has the directory open.
+        StoreError: the environment cannot be opened.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        initial_map_size: int,
+        max_map_size: int | None,
+        durable: bool,
+        reserve_size: int,
+    ) -> None:
+        if initial_map_size <= 0:
+            msg = f"initial_map_size must be positive, not {initial_map_size}"
+            raise ValueError(msg)
+        if max_map_size is not None and max_map_size < initial_map_size:
+            msg = f"max_map_size {max_map_size} is below initial_map_size {initial_map_size}"
+            raise ValueError(msg)
+        if reserve_size < 0:
+            msg = f"reserve_size must not be negative, not {reserve_size}"
+            raise ValueError(msg)
+        self.path = pathlib.Path(path)
+        self.data_file = self.path / "data.mdb"
+        self._ballast = self.path / _BALLAST_FILE
+        self._reserve_size = round_up(reserve_size) if reserve_size else 0
+        self._durable = durable
+        if max_map_size is None:
+            self._ordinary_cap: int | None = None
+            self._privileged_cap: int | None = None
+        else:
+            top = _round_down(max_map_size)
+            headroom = min(self._reserve_size, _round_down(top // 8)) if reserve_size else 0
+            self._privileged_cap = top
+            self._ordinary_cap = max(top - headroom, _PAGE_SIZE)
+        self._env: lmdb.Environment | None = None
+        self._dbs: list[lmdb._Database] = []
+        #: True while the map is larger than the ordinary limit (see ``write``).
+        self._above_ordinary_cap = False
+        self._release_lock = self._lock_directory()
+        try:
+            start = round_up(initial_map_size)
+            if self._ordinary_cap is not None:
+                start = min(start, self._ordinary_cap)
+            self._env = self._open(start)
+            self.settle()
+        except BaseException:
+            self._release_lock()
+            raise
+        self.restore_ballast()
+
+    # ------------------------------------------------------------------ opening
+
+    def _lock_directory(self) -> Callable[[], None]:
+        action = f"open store {self.path}"
+        try:
+            self.path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.path / _LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise translate_os_error(exc, action) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            os.close(fd)
+            msg = f"store {self.path} is already open (in this or another process)"
+            raise StoreLocked(msg) from exc
+        except OSError as exc:
+            os.close(fd)
+            raise translate_os_error(exc, action) from exc
+        # Closing the descriptor releases the lock; the finalizer also does it
+        # if the environment is dropped without close().
+        return weakref.finalize(self, os.close, fd)
+
+    def _open(self, map_size: int) -> lmdb.Environment:
+        action = f"open store {self.path}"
+        try:
+            env = lmdb.open(
+                str(self.path),
+                subdir=True,
+                map_size=map_size,
+                max_dbs=_MAX_DBS,
+                max_readers=_MAX_READERS,
+                sync=self._durable,
+                metasync=self._durable,
+                readahead=False,
+                lock=True,
+                mode=0o600,
+            )
+        except lmdb.Error as exc:
+            raise translate_lmdb_error(exc, action) from exc
+        except OSError as exc:
+            raise translate_os_error(exc, action) from exc
+        try:
+            # An existing environment records the map size it last grew to;
+            # LMDB would otherwise start from map_size (or the used size).
+            env.set_mapsize(0)
+            if env.info()["map_size"] < map_size:
+                env.set_mapsize(map_size)
+        except lmdb.Error as exc:
+            env.close()
+            raise translate_lmdb_error(exc, action) from exc
+        return env
+
+    def open_db(self, txn: Txn, name: bytes | None) -> lmdb._Database:
+        """Open (creating if needed) a named database inside a write transaction;
+        ``None`` is the main database."""
+        db = self.lmdb.open_db(name, txn=txn)
+        self._dbs.append(db)
+        return db
+
+    @property
+    def lmdb(self) -> lmdb.Environment:
+        """The LMDB environment.
+
+        Raises:
+            StoreClosed: after :meth:`close`.
+        """
+        env = self._env
+        if env is None:
+            msg = f"store {self.path} is closed"
+            raise StoreClosed(msg)
+        return env
+
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._env is None
+
+    @property
+    def map_size(self) -> int:
+        """The current map size in bytes."""
+        size: int = self.lmdb.info()["map_size"]
+        return size
+
+    def close(self) -> None:
+        """Close the environment and release the directory. Idempotent."""
+        env = self._env
+        if env is None:
+            return
+        self._env = None
+        try:
+            env.close()
+        finally:
+            self._release_lock()
+
+    # ------------------------------------------------------------------ transactions
+
+    def read(self, action: str, *, buffers: bool = False) -> Reading:
+        """A read transaction for the duration of a ``with`` block, errors translated.
+
+        With ``buffers`` the values it returns are memoryviews into the map,
+        valid only until the block ends.
+        """
+        return Reading(self.lmdb, action, buffers)
+
+    def write(self, action: str, work: Callable[[Txn], _T], *, privileged: bool = False) -> _T:
+        """Run ``work`` in one write transaction and commit it (synced when durable).
+
+        ``privileged`` is for a write that only removes data: it may use the
+        headroom (see :meth:`grow`).
+
+        Raises:
+            MapFull: the transaction did not fit in the map; nothing applied.
+            StoreFull: the disk is full; nothing applied.
+            StoreError: any other failure; nothing applied.
+        """
+        env = self.lmdb
+        try:
+            with env.begin(write=True) as txn:
+                result = work(txn)
+                if self._above_ordinary_cap and not privileged:
+                    self._check_ordinary_cap(txn)
+                return result
+        except lmdb.MapFullError as exc:
+            msg = f"{action}: the map of {env.info()['map_size']} bytes is full"
+            raise MapFull(msg) from exc
+        except lmdb.Error as exc:
+            raise translate_write_error(exc, action, self.data_file) from exc
+        except OSError as exc:
+            raise translate_os_error(exc, action) from exc
+
+    def write_growing(self, action: str, work: Callable[[Txn], _T]) -> _T:
+        """:meth:`write`, growing the map and running ``work`` again while it does not fit.
+
+        For writes made on the owner's thread with nothing else in flight
+        (opening, tools, tests). ``work`` must be repeatable.
+
+        Raises:
+            StoreFull: the map cannot grow or the disk is full; nothing applied.
+        """
+        while True:
+            try:
+                return self.write(action, work)
+            except MapFull as exc:
+                if not self.grow(privileged=False):
+                    raise self.full_error(action) from exc
+
+    def _check_ordinary_cap(self, txn: Txn) -> None:
+        """Refuse an ordinary write that leaves more pages in use than its limit allows."""
+        cap = self._ordinary_cap
+        assert cap is not None
+        pages = 2  # the meta pages
+        for db in self._dbs:
+            stat = txn.stat(db)
+            pages += stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+        if pages * _PAGE_SIZE > cap:
+            msg = f"{pages * _PAGE_SIZE} bytes in use would exceed the ordinary limit of {cap}"
+            raise MapFull(msg)
+
+    # ------------------------------------------------------------------ growth
+
+    def grow(self, *, privileged: bool) -> bool:
+        """Make the map larger for the next write; False if it is at its limit.
+
+        ``privileged`` is for a write that only removes data: it may use the
+        headroom below ``max_map_size``. Must run with no transaction open in
+        this process.
+        """
+        env = self.lmdb
+        current: int = env.info()["map_size"]
+        cap = self._privileged_cap if privileged else self._ordinary_cap
+        if cap is not None and current >= cap:
+            return False
+        new_size = current * 2 if cap is None else min(current * 2, cap)
+        if privileged and cap is not None:
+            new_size = cap
+        try:
+            env.set_mapsize(new_size)
+        except lmdb.Error:
+            return False
+        grown: int = env.info()["map_size"]
+        if self._ordinary_cap is not None and grown > self._ordinary_cap:
+            self._above_ordinary_cap = True
+        return grown > current
+
+    def settle(self) -> None:
+        """After a privileged write, bring the map back to the ordinary limit.
+
+        LMDB keeps it no smaller than the pages in use, so what a removal
+        needed beyond the limit stays mapped. Must run with no transaction open.
+        """
+        cap = self._ordinary_cap
+        env = self.lmdb
+        if cap is not None and env.info()["map_size"] > cap:
+            with contextlib.suppress(lmdb.Error):
+                env.set_mapsize(cap)
+            self._above_ordinary_cap = env.info()["map_size"] > cap
+
+    def full_error(self, action: str) -> StoreError:
+        """The error for a write that found no room in the map."""
+        cap = self._ordinary_cap
+        if cap is None:
+            return StoreFull(f"{action}: the store map cannot grow any more")
+        return StoreFull(
+            f"{action}: the store is at its limit of {self._privileged_cap} bytes "
+            "(store.max_map_size); remove messages or raise the limit"
+        )
+
+    # ------------------------------------------------------------------ ballast
+
+    @property
+    def has_ballast(self) -> bool:
+        """True while the ballast file holds its space (or none is configured)."""
+        return not self._reserve_size or self._ballast_size() >= self._reserve_size
+
+    def _ballast_size(self) -> int:
+        try:
+            return self._ballast.stat().st_blocks * 512
+        except OSError:
+            return 0
+
+    def release_ballast(self) -> bool:
+        """Delete the ballast file to give its space to the store; True if it held any."""
+        if not self._reserve_size or self._ballast_size() == 0:
+            return False
+        with contextlib.suppress(OSError):
+            self._ballast.unlink()
+        return True
+
+    def restore_ballast(self) -> bool:
+        """Allocate the ballast file if it is missing; True if it is in place afterwards.
+
+        Called at opening and whenever there may be room again. When the
+        file system is full the file is removed again rather than left half
+        allocated.
+        """
+        if self.has_ballast:
+            return True
+        try:
+            fd = os.open(self._ballast, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError:
+            return False
+        try:
+            os.posix_fallocate(fd, 0, self._reserve_size)
+        except OSError:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                self._ballast.unlink()
+            return False
+        os.close(fd)
+        return True
+
+
+def prefixed(
+    cursor: lmdb.Cursor[Any], prefix: bytes, start: bytes | None = None
+) -> Iterator[bytes]:
+    """The keys that start with ``prefix``, in key order from ``start`` (default:
+    ``prefix``), found with one seek. The cursor stays on each key while the
+    caller handles it, so ``cursor.value()`` is that key's value.
+    """
+    positioned = cursor.set_range(prefix if start is None else start)
+    while positioned:
+        key = bytes(cursor.key())
+        if not key.startswith(prefix):
+            return
+        yield key
+        positioned = cursor.next()

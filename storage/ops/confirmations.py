@@ -1,0 +1,317 @@
+"""Copies awaiting confirmation (source side) and FinalAcks to send (destination side).
+
+Theory of operation
+-------------------
+Two small databases carry a transactional message's fate back to the queue
+manager that sent it, both written by the same units as the events they record:
+
+* ``confirmations`` (at the source): a copy of each transactional message
+  sent to another queue manager that asked for the transaction confirmation
+  process, kept until its outcome is known. Key: the message's ordinal u32
+  and the copy's index u8 (one per remote destination of the send). The
+  record holds flags (delivered: an OrderAck covered it), the last class
+  reported for it, its deadline and the payload. A copy with a deadline is
+  also indexed in ``expiry`` under queue id 0 with the key's five bytes as
+  its lookup id, so the expiry step finds due copies with the same seek as
+  due messages and restart reads none of them. :class:`AddConfirmation`
+  writes one; :class:`SettleConfirmation` deletes one and fails with
+  :class:`ConfirmationMissing` if it is not there, so that of two settlements
+  (a FinalAck and the deadline) exactly one unit applies;
+  :class:`MarkDelivered` sets the flag of those that are there.
+* ``final_acks`` (at the destination): the FinalAcks to send, keyed by the
+  source queue manager's GUID and the message's ordinal (a message has one
+  final fate, so a repeated record replaces the same key). The value is the
+  layer above's (at most 64 bytes). :class:`ForgetFinalAcks` deletes them
+  once the source has them.
+
+The layer above decides what the records mean; the store only keeps them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+from dataclasses import dataclass
+from typing import Final, NamedTuple
+
+from ..catalog import Catalog
+from ..context import PlanContext
+from ..environment import Environment, prefixed
+from ..errors import ConfirmationMissing, InvalidRecord, StoreCorrupt
+from ..keys import QM_GUID_SIZE, expiry_key
+from ..records import pack
+from ..units import Done, Operation, Removal, Result
+
+__all__ = [
+    "CONFIRMATION_QUEUE_ID",
+    "MAX_CONFIRMATION_COPIES",
+    "AddConfirmation",
+    "Confirmation",
+    "ForgetFinalAcks",
+    "MarkDelivered",
+    "PendingFinalAck",
+    "RecordFinalAck",
+    "SettleConfirmation",
+    "confirmation_key",
+    "confirmation_of_lookup",
+    "final_ack_key",
+    "read_confirmation",
+    "read_confirmations",
+    "read_final_acks",
+]
+
+#: The queue id under which the ``expiry`` index keeps confirmation deadlines.
+CONFIRMATION_QUEUE_ID: Final = 0
+#: Most copies one message keeps (one per remote destination of its send).
+MAX_CONFIRMATION_COPIES: Final = 256
+#: Largest value of a ``final_acks`` record.
+MAX_FINAL_ACK_SIZE: Final = 64
+_KEY = struct.Struct(">IB")
+_RECORD = struct.Struct(">BBHdH")  # version, flags, last class, deadline, name length
+_VERSION: Final = 1
+_DELIVERED: Final = 0x01
+_DEADLINE_SET: Final = 0x02
+_SCRATCH: Final = "confirmation"
+
+
+def confirmation_key(ordinal: int, index: int) -> bytes:
+    """The ``confirmations`` key of copy ``index`` of the message ``ordinal``.
+
+    Raises:
+        InvalidRecord: the ordinal or the index is out of range (at most
+            :data:`MAX_CONFIRMATION_COPIES` copies of one message).
+    """
+    try:
+        return _KEY.pack(ordinal, index)
+    except struct.error as exc:
+        msg = f"copy {index} of message {ordinal} is out of range: {exc}"
+        raise InvalidRecord(msg) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Confirmation:
+    """A copy awaiting confirmation, as stored."""
+
+    ordinal: int
+    index: int
+    #: True once an OrderAck covered it (it reached its destination queue manager).
+    delivered: bool
+    #: The last class reported for it (a FinalAck's), 0 if none.
+    last_class: int
+    deadline: float | None
+    #: The destination (the layer above's name for it).
+    destination: str
+    payload: bytes
+
+
+def _encode(confirmation: Confirmation) -> bytes:
+    name = confirmation.destination.encode()
+    flags = (_DELIVERED if confirmation.delivered else 0) | (
+        _DEADLINE_SET if confirmation.deadline is not None else 0
+    )
+    head = pack(
+        _RECORD,
+        "confirmation field",
+        _VERSION,
+        flags,
+        confirmation.last_class,
+        confirmation.deadline or 0.0,
+        len(name),
+    )
+    return b"".join((head, name, confirmation.payload))
+
+
+def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
+    if len(data) < _RECORD.size or data[0] != _VERSION or len(key) != _KEY.size:
+        msg = f"confirmation record of {len(data)} bytes is corrupt"
+        raise StoreCorrupt(msg)
+    _, flags, last_class, deadline, length = _RECORD.unpack_from(data)
+    start = _RECORD.size
+    if start + length > len(data):
+        msg = f"confirmation record of {len(data)} bytes is cut short in its destination"
+        raise StoreCorrupt(msg)
+    try:
+        name = bytes(data[start : start + length]).decode()
+    except UnicodeDecodeError as exc:
+        msg = "confirmation record has a garbled destination"
+        raise StoreCorrupt(msg) from exc
+    ordinal, index = _KEY.unpack(key)
+    return Confirmation(
+        ordinal=ordinal,
+        index=index,
+        delivered=bool(flags & _DELIVERED),
+        last_class=last_class,
+        deadline=deadline if flags & _DEADLINE_SET else None,
+        destination=name,
+        payload=bytes(data[start + length :]),
+    )
+
+
+def _lookup(key: bytes) -> int:
+    """The ``expiry`` lookup id standing for a confirmation key."""
+    return int.from_bytes(key, "big")
+
+
+def _current(ctx: PlanContext, key: bytes) -> bytes | None:
+    """The record as the batch sees it."""
+    seen = ctx.scratch((_SCRATCH, key))
+    if isinstance(seen, bytes) or seen is None:
+        return seen
+    value: bytes | None = ctx.txn.get(key, db=ctx.dbs.confirmations)
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class AddConfirmation(Operation):
+    """Keep a copy of a sent message until its outcome is known."""
+
+    confirmation: Confirmation
+
+    def plan(self, ctx: PlanContext) -> Result:
+        confirmation = self.confirmation
+        key = confirmation_key(confirmation.ordinal, confirmation.index)
+        value = _encode(confirmation)
+        if confirmation.deadline is not None:
+            if not 0 < confirmation.deadline < float("inf"):
+                msg = f"confirmation deadline {confirmation.deadline} is invalid"
+                raise InvalidRecord(msg)
+            index_key = expiry_key(confirmation.deadline, CONFIRMATION_QUEUE_ID, _lookup(key))
+            ctx.put(ctx.dbs.expiry, index_key, b"")
+        ctx.put(ctx.dbs.confirmations, key, value)
+        ctx.set_scratch((_SCRATCH, key), value)
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class SettleConfirmation(Removal):
+    """Delete a copy whose outcome is known.
+
+    Raises (when planned):
+        ConfirmationMissing: it is not there.
+    """
+
+    ordinal: int
+    index: int
+
+    def plan(self, ctx: PlanContext) -> Result:
+        key = confirmation_key(self.ordinal, self.index)
+        data = _current(ctx, key)
+        if data is None:
+            msg = f"no copy {self.index} of message {self.ordinal} awaits confirmation"
+            raise ConfirmationMissing(msg)
+        confirmation = _decode(key, data)
+        if confirmation.deadline is not None:
+            index_key = expiry_key(confirmation.deadline, CONFIRMATION_QUEUE_ID, _lookup(key))
+            ctx.discard(ctx.dbs.expiry, index_key)
+        ctx.discard(ctx.dbs.confirmations, key)
+        ctx.set_scratch((_SCRATCH, key), None)
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class MarkDelivered(Operation):
+    """Note that the copies of these ``(ordinal, destination)`` reached their
+    destination queue manager (copies no longer there are passed over)."""
+
+    copies: tuple[tuple[int, str], ...]
+
+    def plan(self, ctx: PlanContext) -> Result:
+        for ordinal, destination in self.copies:
+            prefix = ordinal.to_bytes(4, "big")
+            with ctx.txn.cursor(db=ctx.dbs.confirmations) as cursor:
+                keys = list(prefixed(cursor, prefix))
+            for key in keys:
+                data = _current(ctx, key)
+                if data is None:
+                    continue
+                old = _decode(key, data)
+                if old.destination != destination or old.delivered:
+                    continue
+                value = _encode(dataclasses.replace(old, delivered=True))
+                ctx.put(ctx.dbs.confirmations, key, value)
+                ctx.set_scratch((_SCRATCH, key), value)
+        return Done()
+
+
+def read_confirmation(
+    env: Environment, catalog: Catalog, ordinal: int, index: int
+) -> Confirmation | None:
+    """One copy awaiting confirmation, or None."""
+    key = confirmation_key(ordinal, index)
+    with env.read("read_confirmation") as txn:
+        data = txn.get(key, db=catalog.dbs.confirmations)
+    return None if data is None else _decode(key, data)
+
+
+def read_confirmations(env: Environment, catalog: Catalog, ordinal: int) -> list[Confirmation]:
+    """Every copy of the message ``ordinal`` awaiting confirmation."""
+    prefix = ordinal.to_bytes(4, "big")
+    with env.read("read_confirmations") as txn, txn.cursor(db=catalog.dbs.confirmations) as cursor:
+        return [_decode(key, cursor.value()) for key in prefixed(cursor, prefix)]
+
+
+def confirmation_of_lookup(lookup_id: int) -> tuple[int, int]:
+    """``(ordinal, index)`` of the confirmation an ``expiry`` entry under
+    :data:`CONFIRMATION_QUEUE_ID` stands for."""
+    return _KEY.unpack(lookup_id.to_bytes(_KEY.size, "big"))
+
+
+# --------------------------------------------------------------------------- FinalAcks
+
+
+def final_ack_key(source_qm: bytes, ordinal: int) -> bytes:
+    """The ``final_acks`` key of the message ``ordinal`` of ``source_qm``."""
+    if len(source_qm) != QM_GUID_SIZE:
+        msg = f"a queue manager GUID is {QM_GUID_SIZE} bytes, not {len(source_qm)}"
+        raise InvalidRecord(msg)
+    return source_qm + ordinal.to_bytes(4, "big")
+
+
+@dataclass(frozen=True, slots=True)
+class RecordFinalAck(Operation):
+    """Keep a FinalAck to send to ``source_qm`` (replacing one for the same message)."""
+
+    source_qm: bytes
+    ordinal: int
+    value: bytes
+
+    def plan(self, ctx: PlanContext) -> Result:
+        if len(self.value) > MAX_FINAL_ACK_SIZE:
+            msg = f"a FinalAck record is at most {MAX_FINAL_ACK_SIZE} bytes"
+            raise InvalidRecord(msg)
+        ctx.put(ctx.dbs.final_acks, final_ack_key(self.source_qm, self.ordinal), self.value)
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetFinalAcks(Removal):
+    """Delete FinalAcks the source has (keys that are gone are passed over)."""
+
+    keys: tuple[bytes, ...]
+
+    def plan(self, ctx: PlanContext) -> Result:
+        for key in self.keys:
+            ctx.discard(ctx.dbs.final_acks, key)
+        return Done()
+
+
+class PendingFinalAck(NamedTuple):
+    """A FinalAck waiting to be sent: its key (source GUID + ordinal) and value."""
+
+    key: bytes
+    value: bytes
+
+
+def read_final_acks(
+    env: Environment, catalog: Catalog, *, source_qm: bytes | None, after: bytes, limit: int
+) -> list[PendingFinalAck]:
+    """At most ``limit`` FinalAcks with a key past ``after`` (for ``source_qm``
+    only, if given), in key order."""
+    found: list[PendingFinalAck] = []
+    prefix = source_qm or b""
+    with env.read("read_final_acks") as txn, txn.cursor(db=catalog.dbs.final_acks) as cursor:
+        for key in prefixed(cursor, prefix, after + b"\x00" if after else prefix):
+            if len(found) >= limit:
+                break
+            found.append(PendingFinalAck(key, bytes(cursor.value())))
+    return found

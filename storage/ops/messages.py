@@ -1,0 +1,146 @@
+"""Messages: appending them to a queue and removing them.
+
+Theory of operation
+-------------------
+:class:`AppendMessage` appends a message record (the store's header and the
+layer above's payload, see ``records``) to a queue: the message gets the
+queue's next lookup id, and the context writes its priority key (a
+non-transactional queue) and its expiry key (a message with a deadline) in
+the same write. A queue's quota counts its own bytes, its subqueues' bytes
+(``ops.subqueues``) and the bytes prepared transactions reserve on it
+(``reservations``): :func:`check_quota`, which prepared transactions use
+too. :class:`RemoveMessage` removes one, and with ``journal`` appends a copy
+(without the deadline or the note) to the queue's journal queue in the same
+unit. Both check first and change nothing when they fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..context import PlanContext
+from ..errors import QuotaExceeded
+from ..overlay import QueueState
+from ..records import (
+    TIMED_MESSAGE_VERSION,
+    encode_message_record,
+    message_arrived_time,
+    message_header,
+    message_payload,
+)
+from ..units import Operation, Result
+from .subqueues import subqueue_bytes
+
+__all__ = ["AppendMessage", "Appended", "RemoveMessage", "Removed", "check_quota"]
+
+
+@dataclass(frozen=True, slots=True)
+class Appended(Result):
+    """A message was appended."""
+
+    queue_id: int
+    lookup_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Removed(Result):
+    """A message was removed (and copied to the journal queue, if asked)."""
+
+    queue_id: int
+    lookup_id: int
+
+
+def check_quota(ctx: PlanContext, queue: QueueState, size: int) -> None:
+    """Refuse ``size`` more bytes in ``queue`` if they would exceed its quota.
+
+    Bytes reserved by prepared transactions' sends count as used, and so do
+    the messages of the queue's subqueues (they share its quota).
+
+    Raises:
+        QuotaExceeded: they would.
+    """
+    record = queue.record
+    quota = record.quota
+    if quota is None:
+        return
+    used = queue.bytes + subqueue_bytes(ctx, record)
+    would_be = used + ctx.reservations.of(record.queue_id)[0] + size
+    if would_be > quota:
+        raise QuotaExceeded(record.name, quota, would_be)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendMessage(Operation):
+    """Append a message to a queue; it gets the queue's next lookup id.
+
+    ``payload`` is the message as the layer above keeps it (parts are joined
+    into the record without copying them first); ``size`` counts against
+    the queue's quota.
+    """
+
+    queue_id: int
+    payload: Sequence[bytes | bytearray | memoryview] | bytes | memoryview
+    priority: int
+    size: int
+    #: When it expires (unix seconds; indexed in ``expiry``), or None.
+    deadline: float | None = None
+    #: Up to 255 opaque bytes the layer above keeps with the message.
+    note: bytes = b""
+    #: Not refused by the queue's quota (its bytes still count): for the queue
+    #: manager's own messages (acknowledgments, dead-letter and journal copies).
+    exempt: bool = False
+
+    def plan(self, ctx: PlanContext) -> Result:
+        queue = ctx.live_queue(self.queue_id)
+        if not self.exempt:
+            check_quota(ctx, queue, self.size)
+        return self.append(ctx)
+
+    def append(self, ctx: PlanContext) -> Appended:
+        """Append the message without checking the quota (a prepared send's
+        bytes were reserved when it was prepared)."""
+        record = encode_message_record(
+            self.payload,
+            priority=self.priority,
+            size=self.size,
+            arrived_time=ctx.now,
+            deadline=self.deadline,
+            note=self.note,
+        )
+        return Appended(self.queue_id, ctx.append(self.queue_id, record, self.priority, self.size))
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveMessage(Operation):
+    """Remove a message; with ``journal``, copy it into the queue's journal queue."""
+
+    @property
+    def frees_space(self) -> bool:
+        """Removing data, unless it copies the message to a journal: that needs as
+        much room as it frees (LMDB reuses no page freed in the same transaction)."""
+        return not self.journal
+
+    queue_id: int
+    lookup_id: int
+    journal: bool = False
+
+    def plan(self, ctx: PlanContext) -> Result:
+        queue = ctx.live_queue(self.queue_id)
+        journal_id = queue.record.journal_id if self.journal else None
+        if journal_id is not None:
+            ctx.live_queue(journal_id)
+        data = ctx.message(self.queue_id, self.lookup_id)
+        priority, size = message_header(data)
+        ctx.remove(self.queue_id, self.lookup_id, priority, size, data)
+        if journal_id is not None:
+            # The journal keeps the message, not its deadline or note.
+            if data[0] == TIMED_MESSAGE_VERSION:
+                data = encode_message_record(
+                    message_payload(data),
+                    priority=priority,
+                    size=size,
+                    arrived_time=message_arrived_time(data),
+                )
+            ctx.append(journal_id, bytes(data), priority, size)
+        return Removed(self.queue_id, self.lookup_id)

@@ -1,0 +1,215 @@
+"""Queues: creating, deleting and purging them, and erasing their messages in steps.
+
+Theory of operation
+-------------------
+:class:`CreateQueue` makes a queue and, for a NORMAL queue, its
+``<name>;journal`` queue, under new queue ids (never reused). Journal and
+outgoing queues are not created on their own: a journal queue comes with
+its queue, an outgoing queue with its first ``AppendOutgoing``
+(``ops.peering``); subqueues with ``CreateSubqueues`` (``ops.subqueues``).
+
+Deleting and purging are bounded: :class:`DeleteQueue` and
+:class:`PurgeQueue` only mark (the queue disappears, or its messages become
+invisible, at once); :class:`EraseStep` then removes at most ``limit``
+messages per batch until none are left, each step durable on its own. The
+marks are in the file (a deleted queue's record moves to ``doomed``; a
+purged queue's counters keep its purge mark), so erasing resumes after a
+restart. A queue that prepared transactions use is not deleted
+(:func:`refuse_pinned`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..context import PlanContext
+from ..errors import InvalidOperation, InvalidRecord, QueueExists
+from ..keys import MAX_KEY_SIZE
+from ..overlay import QueueState
+from ..records import QueueKind, QueueRecord
+from ..units import Operation, Removal, Result
+
+__all__ = [
+    "CreateQueue",
+    "DeleteQueue",
+    "EraseStep",
+    "Erased",
+    "PurgeQueue",
+    "QueueCreated",
+    "QueueDeleted",
+    "QueuePurged",
+    "refuse_pinned",
+]
+
+_JOURNAL_SUFFIX: Final = ";journal"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueCreated(Result):
+    """A queue was created; ``journal`` is its journal queue, if it has one."""
+
+    record: QueueRecord
+    journal: QueueRecord | None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueDeleted(Result):
+    """A queue (and its journal queue) was deleted; ``messages`` were in them."""
+
+    queue_ids: tuple[int, ...]
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueuePurged(Result):
+    """Every message of a queue was purged; ``messages`` were in it."""
+
+    queue_id: int
+    messages: int
+
+
+@dataclass(frozen=True, slots=True)
+class Erased(Result):
+    """An erase step removed ``messages``; ``done`` when none are left to erase."""
+
+    queue_id: int
+    messages: int
+    done: bool
+
+
+def refuse_pinned(ctx: PlanContext, state: QueueState) -> None:
+    """Refuse to delete a queue that prepared transactions use.
+
+    Raises:
+        InvalidOperation: some do, saying how many.
+    """
+    pins = ctx.reservations.of(state.record.queue_id)[1]
+    if pins:
+        msg = (
+            f"queue {state.record.name!r} is used by {pins} prepared transaction(s); "
+            "resolve them first"
+        )
+        raise InvalidOperation(msg)
+
+
+@dataclass(frozen=True, slots=True)
+class CreateQueue(Operation):
+    """Create a queue; a NORMAL queue also gets its ``<name>;journal`` queue.
+
+    JOURNAL and OUTGOING queues are not created this way (``InvalidOperation``):
+    a journal queue comes with its queue, an outgoing queue with its first
+    ``AppendOutgoing``.
+    """
+
+    name: str
+    display_name: str
+    kind: QueueKind = QueueKind.NORMAL
+    transactional: bool = False
+    journal: bool = False
+    quota: int | None = None
+    created_at: float = 0.0
+
+    def plan(self, ctx: PlanContext) -> Result:
+        if self.kind is QueueKind.JOURNAL:
+            msg = f"journal queue {self.name!r} cannot be created on its own"
+            raise InvalidOperation(msg)
+        if self.kind is QueueKind.OUTGOING:
+            msg = f"outgoing queue {self.name!r} is created by AppendOutgoing, with its state"
+            raise InvalidOperation(msg)
+        journal_name = self.name + _JOURNAL_SUFFIX if self.kind is QueueKind.NORMAL else None
+        longest = journal_name or self.name
+        if not self.name or len(longest.encode()) > MAX_KEY_SIZE:
+            limit = MAX_KEY_SIZE
+            msg = f"queue name must be 1..{limit} bytes of UTF-8 (with suffixes): {self.name!r}"
+            raise InvalidRecord(msg)
+        if self.quota is not None and self.quota < 0:
+            msg = f"quota must not be negative: {self.quota}"
+            raise InvalidRecord(msg)
+        for taken in (self.name, journal_name):
+            if taken is not None and ctx.queue_named(taken) is not None:
+                raise QueueExists(taken)
+        queue_id = ctx.allocate_queue_ids(1 if journal_name is None else 2)
+        record = QueueRecord(
+            queue_id=queue_id,
+            name=self.name,
+            display_name=self.display_name,
+            kind=self.kind,
+            transactional=self.transactional,
+            journal=self.journal,
+            quota=self.quota,
+            journal_id=None if journal_name is None else queue_id + 1,
+            created_at=self.created_at,
+        )
+        ctx.add_queue(record)
+        journal = None
+        if journal_name is not None:
+            journal = QueueRecord(
+                queue_id=queue_id + 1,
+                name=journal_name,
+                display_name=self.display_name + _JOURNAL_SUFFIX,
+                kind=QueueKind.JOURNAL,
+                transactional=self.transactional,
+                parent_id=queue_id,
+                created_at=self.created_at,
+            )
+            ctx.add_queue(journal)
+        return QueueCreated(record, journal)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteQueue(Removal):
+    """Delete a queue and its journal queue at once; their messages are erased in steps.
+
+    An outgoing queue's sequence state is deleted with it. A queue that
+    prepared transactions use (send to, receive from it or from its journal
+    queue) is not deleted: ``InvalidOperation``, saying how many.
+    """
+
+    queue_id: int
+
+    def plan(self, ctx: PlanContext) -> Result:
+        queue = ctx.live_queue(self.queue_id)
+        if queue.record.kind is QueueKind.JOURNAL:
+            msg = f"journal queue {queue.record.name!r} is deleted with its parent queue"
+            raise InvalidOperation(msg)
+        refuse_pinned(ctx, queue)
+        doomed = [queue]
+        journal_id = queue.record.journal_id
+        if journal_id is not None and ctx.queue(journal_id) is not None:
+            doomed.append(ctx.live_queue(journal_id))
+        messages = sum(state.depth for state in doomed)
+        for state in doomed:
+            ctx.doom(state.record.queue_id)
+        return QueueDeleted(tuple(state.record.queue_id for state in doomed), messages)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeQueue(Removal):
+    """Make every message of a queue invisible at once; they are erased in steps."""
+
+    queue_id: int
+
+    def plan(self, ctx: PlanContext) -> Result:
+        return QueuePurged(self.queue_id, ctx.purge(self.queue_id))
+
+
+@dataclass(frozen=True, slots=True)
+class EraseStep(Removal):
+    """Erase at most ``limit`` messages of a deleted queue, or purged ones of a queue.
+
+    ``keep`` names purged messages that open transactions still hold: they
+    are left for those transactions to remove. ``below`` is the purge mark
+    ``keep`` was taken for: only messages below it are erased, so that a
+    later purge (of messages taken since) waits for a step built after it.
+    ``None`` means the queue's mark when the step is planned.
+    """
+
+    queue_id: int
+    limit: int
+    keep: frozenset[int] = field(default_factory=frozenset)
+    below: int | None = None
+
+    def plan(self, ctx: PlanContext) -> Result:
+        count, done = ctx.erase(self.queue_id, self.limit, self.keep, self.below)
+        return Erased(self.queue_id, count, done)

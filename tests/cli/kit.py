@@ -1,0 +1,28 @@
+"""What the command-line tests share: ``qmgr`` run in-process, and a check that it succeeded."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from click.testing import CliRunner, Result
+
+from qmgr.cli import cli
+
+
+class Daemon(Protocol):
+    """A queue manager to talk to: the scripted one or a real one."""
+
+    @property
+    def address(self) -> str: ...
+
+
+def run(daemon: Daemon | None, *args: str, input: str | bytes | None = None) -> Result:
+    """``qmgr --server <daemon's address> ARGS`` in-process (no ``--server`` without a daemon)."""
+    server = [] if daemon is None else ["--server", daemon.address]
+    return CliRunner().invoke(cli, [*server, *args], input=input)
+
+
+def ok(result: Result) -> Result:
+    """``result``, once it is sure the command exited with status 0."""
+    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.stderr}"
+    return result

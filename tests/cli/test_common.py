@@ -1,0 +1,122 @@
+"""What every command shares (``qmgr/cli/common.py``): the connection, errors and output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+from helpers import free_port
+from rich.table import Table
+
+from qmgr.cli import cli, common
+
+from .kit import ok, run
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        (0, "0 B"),
+        (1023, "1023 B"),
+        (1024, "1.0 KiB"),
+        (1536, "1.5 KiB"),
+        (10 * 1024**2, "10.0 MiB"),
+        (3 * 1024**3, "3.0 GiB"),
+        (5 * 1024**5, "5120.0 TiB"),
+    ],
+)
+def test_size(value: int, text: str) -> None:
+    assert common.size(value) == text
+
+
+def test_plural_and_iso() -> None:
+    assert [common.plural(n, "message") for n in (0, 1, 2)] == [
+        "0 messages",
+        "1 message",
+        "2 messages",
+    ]
+    moment = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+    assert common.iso(moment) == "2024-01-02T03:04:05.000000+00:00"
+
+
+def test_nothing_listening_is_an_error_with_a_hint() -> None:
+    result = run(None, "--server", f"127.0.0.1:{free_port()}", "status")
+    assert result.exit_code == 1
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("error: cannot connect to the queue manager at 127.0.0.1:")
+    assert hint.startswith("hint: is the queue manager running?")
+
+
+def test_a_bad_address_is_named() -> None:
+    result = run(None, "--server", "127.0.0.1:99999", "queue", "list")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: --server '127.0.0.1:99999': expected HOST:PORT")
+
+
+def test_the_server_may_come_from_the_environment() -> None:
+    address = f"127.0.0.1:{free_port()}"
+    result = CliRunner().invoke(cli, ["status"], env={"QMGR_SERVER": address})
+    assert result.exit_code == 1
+    assert f"at {address}:" in result.stderr
+
+
+def test_a_tls_key_needs_a_certificate() -> None:
+    result = run(None, "--tls-key", "key.pem", "status")
+    assert result.exit_code == 1
+    assert result.stderr == "error: --tls-key needs --tls-cert\n"
+
+
+def test_reports_errors_prints_the_message_and_the_hint() -> None:
+    @click.command()
+    @common.reports_errors
+    def failing() -> None:
+        raise common.CliError("it broke", hint="mend it")
+
+    result = CliRunner().invoke(failing)
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.splitlines() == ["error: it broke", "hint: mend it"]
+
+
+def test_confirm_asks_only_on_a_terminal_and_without_yes(monkeypatch: pytest.MonkeyPatch) -> None:
+    @click.command()
+    @common.yes_option
+    def delete(yes: bool) -> None:
+        common.confirm("Delete it?", yes)
+        click.echo("deleted")
+
+    runner = CliRunner()
+    assert runner.invoke(delete).stdout == "deleted\n"  # no terminal: no question
+    monkeypatch.setattr(common, "interactive", lambda: True)
+    assert runner.invoke(delete, ["--yes"]).stdout == "deleted\n"
+    refused = runner.invoke(delete, input="n\n")
+    assert refused.exit_code == 1
+    assert "Delete it? [y/N]" in refused.stderr
+    assert "nothing done" in refused.stderr
+    assert refused.stdout == ""
+    assert runner.invoke(delete, ["-y"], input="").stdout == "deleted\n"
+    assert ok(runner.invoke(delete, input="y\n")).stdout == "deleted\n"
+
+
+def test_print_listing() -> None:
+    def names_table(names: tuple[str, ...]) -> Table:
+        table = common.listing_table(common.folded("name"), common.right("length"))
+        for name in names:
+            table.add_row(name, str(len(name)))
+        return table
+
+    @click.command()
+    @click.argument("items", nargs=-1)
+    @common.json_option("Print a JSON array.")
+    def listing(items: tuple[str, ...], as_json: bool) -> None:
+        common.print_listing(items, as_json, str.upper, names_table, empty="none")
+
+    runner = CliRunner()
+    assert json.loads(runner.invoke(listing, ["a", "bc", "--json"]).stdout) == ["A", "BC"]
+    assert json.loads(runner.invoke(listing, ["--json"]).stdout) == []
+    assert runner.invoke(listing).stdout == "none\n"
+    lines = runner.invoke(listing, ["a", "bc"]).stdout.splitlines()
+    assert lines[0].split() == ["name", "┃", "length"]
+    assert [line.split() for line in lines[2:]] == [["a", "│", "1"], ["bc", "│", "2"]]

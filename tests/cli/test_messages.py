@@ -1,0 +1,217 @@
+"""``qmgr send``, ``receive`` and ``move`` (``qmgr/cli/messages.py``), against a scripted
+daemon, and how a message is printed.
+
+The scripted daemon answers sends and transactions, and has no message to
+give; the round trips through a real queue manager are in
+``tests/integration/test_cli.py``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_daemon import FakeDaemon
+from rich.console import Console
+
+from qmgr.cli import messages
+from qmgr.client import Acknowledge, Journal, Message, MessageClass
+from wire import MessageProperties
+from wire import client as cf
+
+from .kit import ok, run
+
+SOURCE = uuid.UUID(int=7)
+SENT = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
+
+
+def sent(daemon: FakeDaemon) -> list[cf.Send]:
+    return daemon.requests_of(cf.Send)
+
+
+# --------------------------------------------------------------------------
+# send
+# --------------------------------------------------------------------------
+
+
+def test_send_prints_the_message_id(fake_daemon: FakeDaemon) -> None:
+    result = ok(run(fake_daemon, "send", "orders", "--body", "héllo", "--label", "greet"))
+    assert result.stdout == "m\n"
+    [request] = sent(fake_daemon)
+    assert (request.tx_id, request.mode) == (0, 0)
+    message = request.message
+    assert (message.destination, message.body, message.label) == (
+        "orders",
+        "héllo".encode(),
+        "greet",
+    )
+    assert (message.priority, message.delivery) == (3, 1)
+
+
+def test_send_options(fake_daemon: FakeDaemon, tmp_path: Path) -> None:
+    body = tmp_path / "body.bin"
+    body.write_bytes(b"\x00\xff")
+    ok(run(fake_daemon, "send", "orders", "--file", str(body), "--priority", "7", "--express"))
+    ok(run(fake_daemon, "send", "orders", "--body", "x", "--transactional"))
+    ok(run(fake_daemon, "send", "orders", "--body", "x", "--no-transactional"))
+    ok(run(fake_daemon, "send", "orders", input="from stdin"))
+    first, insisting, refusing, piped = sent(fake_daemon)
+    assert (first.message.body, first.message.priority, first.message.delivery) == (
+        b"\x00\xff",
+        7,
+        0,
+    )
+    assert [r.mode for r in (first, insisting, refusing)] == [0, 2, 1]
+    assert piped.message.body == b"from stdin"
+
+
+def test_send_with_reports(fake_daemon: FakeDaemon) -> None:
+    reports = ["--ack", "full-receive", "--admin-queue", "admin", "--response-queue", "answers"]
+    reports += ["--journal", "journal", "--ttrq", "30", "--ttbr", "60"]
+    ok(run(fake_daemon, "send", "orders", "--body", "x", *reports))
+    [request] = sent(fake_daemon)
+    message = request.message
+    assert message.acknowledge == Acknowledge.FULL_RECEIVE
+    assert (message.admin_queue, message.response_queue) == ("admin", "answers")
+    assert message.journal == Journal.JOURNAL
+    assert (message.time_to_reach_queue, message.time_to_be_received) == (30, 60)
+
+
+def test_send_count(fake_daemon: FakeDaemon) -> None:
+    result = ok(run(fake_daemon, "send", "orders", "--body", "x", "--count", "3"))
+    assert result.stdout.startswith("sent 3 messages to orders in ")
+    assert result.stdout.endswith(" s\n")
+    assert [r.message.body for r in sent(fake_daemon)] == [b"x"] * 3
+
+
+def test_send_errors(fake_daemon: FakeDaemon, tmp_path: Path) -> None:
+    body = tmp_path / "body"
+    body.write_text("x")
+    both = run(fake_daemon, "send", "orders", "--body", "x", "--file", str(body))
+    assert both.exit_code == 2
+    assert "give --body or --file, not both" in both.stderr
+    missing = run(fake_daemon, "send", "missing", "--body", "x")
+    assert missing.exit_code == 1
+    assert missing.stderr == "error: queue 'missing' does not exist\n"
+    assert not sent(fake_daemon)[1:]  # the refused one only
+
+
+# --------------------------------------------------------------------------
+# receive and move, when there is nothing
+# --------------------------------------------------------------------------
+
+
+def test_receive_says_how_many_it_found(fake_daemon: FakeDaemon) -> None:
+    result = ok(run(fake_daemon, "receive", "orders"))
+    assert result.stdout == ""
+    assert result.stderr == "note: received 0 of 1 message (no more)\n"
+    waited = ok(run(fake_daemon, "receive", "orders", "--count", "2", "--timeout", "0.25"))
+    assert waited.stderr == "note: received 0 of 2 messages (no more within 0.25 s)\n"
+    assert [r.queue for r in fake_daemon.requests_of(cf.Receive)] == ["orders", "orders"]
+
+
+def test_move_receives_and_sends_in_one_transaction(fake_daemon: FakeDaemon) -> None:
+    result = ok(run(fake_daemon, "move", "orders", "billing", "--count", "2"))
+    assert result.stdout == "moved 0 messages from orders to billing\n"
+    assert result.stderr == "note: moved 0 of 2 messages (no more)\n"
+    [receive] = fake_daemon.requests_of(cf.Receive)
+    assert receive.tx_id != 0
+    assert fake_daemon.requests_of(cf.Abort) == [cf.Abort(tx_id=receive.tx_id)]
+
+
+def test_move_between_subqueues_takes_lookup_id_or_all() -> None:
+    both = run(None, "move", "orders;poison", "orders", "--lookup-id", "3", "--all")
+    assert both.exit_code == 2
+    assert "give --lookup-id or --all, not both" in both.stderr
+
+
+# --------------------------------------------------------------------------
+# The progress bar
+# --------------------------------------------------------------------------
+
+
+def test_progress_only_on_a_terminal_and_for_more_than_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    terminal = Console(file=io.StringIO(), force_terminal=True)
+    monkeypatch.setattr(messages, "stderr_console", lambda: terminal)
+    with messages.Progress.of(1, "one", "task") as progress:
+        assert progress._bar is None
+        progress.advance()
+        progress.echo("printed")
+    with messages.Progress.of(3, "three", "task") as progress:
+        assert progress._bar is not None
+        progress.advance()
+        progress.advance()
+        [task] = progress._bar.tasks
+        assert (task.completed, task.total) == (2, 3)
+        progress.echo("above the bar")  # stdout is no terminal here: plain echo
+    monkeypatch.setattr(messages, "stderr_console", lambda: Console(file=io.StringIO()))
+    with messages.Progress.of(3, "three", "task") as progress:
+        assert progress._bar is None  # stderr is no terminal
+    assert capsys.readouterr().out == "printed\nabove the bar\n"
+
+
+# --------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------
+
+
+def _message(
+    body: bytes = b"hi", *, counters: dict[str, Any] | None = None, **fields: Any
+) -> Message:
+    """A message as a receive gives it: from SOURCE, sent at SENT, arrived a second later."""
+    properties = MessageProperties(
+        body=body, label="l", source_qm=SOURCE, ordinal=3, sent_time=SENT.timestamp(), **fields
+    )
+    arrived = SENT + dt.timedelta(seconds=1)
+    return Message(
+        queue="q", lookup_id=5, arrived_time=arrived, properties=properties, **(counters or {})
+    )
+
+
+def test_message_text() -> None:
+    assert messages.message_text(_message()) == (
+        "--- q  lookup id 5  id {00000000-0000-0000-0000-000000000007}\\3\n"
+        "    label 'l'  priority 3  sent 2023-11-14T22:13:20.000000+00:00  2 bytes\n"
+        "hi"
+    )
+
+
+def test_message_text_of_an_acknowledgment_moved_and_binary() -> None:
+    about = SOURCE.bytes_le + (9).to_bytes(4, "little")
+    moved = SENT + dt.timedelta(seconds=2)
+    message = _message(
+        b"\xff\x00",
+        message_class=int(MessageClass.ACK_REACH_QUEUE),
+        correlation_id=about,
+        counters={"abort_count": 1, "move_count": 2, "last_move_time": moved},
+    )
+    assert messages.message_text(message).splitlines()[1:] == [
+        "    label 'l'  priority 3  sent 2023-11-14T22:13:20.000000+00:00  2 bytes",
+        "    class ACK_REACH_QUEUE  about {00000000-0000-0000-0000-000000000007}\\9",
+        "    aborted 1  moved 2 (last 2023-11-14T22:13:22.000000+00:00)",
+        "<2 bytes of binary data; use --json to see them>",
+    ]
+
+
+def test_message_json() -> None:
+    text = messages.message_json_line(_message("héllo".encode()))
+    assert "\n" not in text
+    data = json.loads(text)
+    assert (data["body"], data["body_encoding"], data["body_size"]) == ("héllo", "utf-8", 6)
+    assert data["id"] == "{00000000-0000-0000-0000-000000000007}\\3"
+    assert data["correlation_id"] is None
+    assert data["acknowledged_id"] is None
+    assert data["sent_time"] == "2023-11-14T22:13:20.000000+00:00"
+    assert data["arrived_time"] == "2023-11-14T22:13:21.000000+00:00"
+    assert (data["time_to_reach_queue"], data["last_move_time"]) == (None, None)
+    assert (data["delivery"], data["class_name"]) == ("recoverable", "NORMAL")
+    binary = messages.message_json(_message(b"\xff\x00", correlation_id=bytes(range(20))))
+    assert (binary["body"], binary["body_encoding"], binary["body_size"]) == ("/wA=", "base64", 2)
+    assert binary["correlation_id"] == bytes(range(20)).hex()

@@ -1,0 +1,83 @@
+"""``qmgr queue set`` and ``qmgr move`` between a queue and its subqueues
+(``qmgr/cli/poison.py``), against the session's real queue manager.
+
+How messages become poison is in ``tests/integration/test_poison.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import DaemonProcess
+
+from qmgr.cli.poison import is_subqueue_move
+
+from .kit import ok, run
+
+
+@pytest.mark.parametrize(
+    ("source", "destination", "subqueue"),
+    [
+        ("orders;poison", "orders", True),
+        ("orders", "orders;retry", True),
+        ("ORDERS;POISON", "orders", True),
+        ("orders", "billing", False),
+        ("orders;journal", "orders", False),
+        ("system$;deadxact", "orders", False),
+    ],
+)
+def test_is_subqueue_move(source: str, destination: str, subqueue: bool) -> None:
+    assert is_subqueue_move(source, destination) is subqueue
+
+
+def test_set_needs_something_to_change() -> None:
+    result = run(None, "queue", "set", "orders")
+    assert result.exit_code == 2
+    assert "nothing to change: give --retry-count, --retry-cycles" in result.stderr
+
+
+def test_set_says_what_the_queue_does_now(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name))
+    on = ok(run(shared_daemon, "queue", "set", queue_name, "--retry-delay", "3600"))
+    assert on.stdout == f"{queue_name}: poison handling on (5 x 2, 1h)\n"
+    changed = ok(run(shared_daemon, "queue", "set", queue_name, "--retry-count", "1"))
+    assert changed.stdout == f"{queue_name}: poison handling on (1 x 2, 1h)\n"
+    off = ok(run(shared_daemon, "queue", "set", queue_name, "--no-poison"))
+    assert off.stdout == f"{queue_name}: poison handling off\n"
+    again = ok(run(shared_daemon, "queue", "set", queue_name, "--poison"))
+    assert again.stdout == f"{queue_name}: poison handling on (5 x 2, 30m)\n"
+    missing = run(shared_daemon, "queue", "set", f"{queue_name}-none", "--no-poison")
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("error: ")
+
+
+def test_moves_keep_the_message_and_say_where_it_went(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    q, poison = queue_name, f"{queue_name};poison"
+    ok(run(shared_daemon, "queue", "create", q))
+    ids = [ok(run(shared_daemon, "send", q, "--body", body)).stdout.strip() for body in "ab"]
+    one = ok(run(shared_daemon, "move", q, poison))
+    assert one.stdout.startswith(f"moved 1 message from {q} to {poison} (lookup id ")
+    assert one.stderr == ""
+    rest = ok(run(shared_daemon, "move", q, poison, "--all"))
+    assert rest.stdout.startswith(f"moved 1 message from {q} to {poison} (lookup id ")
+    back = ok(run(shared_daemon, "move", poison, q, "--count", "3"))
+    assert back.stdout.startswith(f"moved 2 messages from {poison} to {q} (the last one is ")
+    assert back.stderr == "note: moved 2 of 3 messages (no more)\n"
+    peeked = [
+        json.loads(line)
+        for line in ok(run(shared_daemon, "peek", q, "--count", "2", "--json")).stdout.splitlines()
+    ]
+    assert [(m["id"], m["move_count"]) for m in peeked] == [(ids[0], 2), (ids[1], 2)]
+    lookup = str(peeked[1]["lookup_id"])
+    moved = ok(run(shared_daemon, "move", q, poison, "--lookup-id", lookup))
+    assert moved.stdout.startswith(f"moved 1 message from {q} to {poison}")
+    gone = run(shared_daemon, "move", q, poison, "--lookup-id", lookup)
+    assert gone.exit_code == 1
+    assert gone.stderr == f"error: message {lookup} is not in {q!r} (or a transaction holds it)\n"
+    ok(run(shared_daemon, "move", q, poison, "--all"))  # the other one
+    nothing = ok(run(shared_daemon, "move", q, poison, "--all"))
+    assert nothing.stdout == f"moved 0 messages from {q} to {poison}\n"
+    assert nothing.stderr == ""  # no "of N" note for --all

@@ -1,0 +1,90 @@
+"""``qmgr status``, against a scripted daemon: the queue manager, then its peering."""
+
+from __future__ import annotations
+
+import json
+
+from fake_daemon import BILLING, ORDERS, QM_GUID, SOURCE_QM, FakeDaemon
+
+from .kit import ok, run
+
+
+def test_status_shows_the_queue_manager(fake_daemon: FakeDaemon) -> None:
+    lines = ok(run(fake_daemon, "status")).stdout.splitlines()
+    assert lines[:3] == [
+        "queue manager      fake",
+        f"guid               {QM_GUID}",
+        "version            0.test",
+    ]
+    assert lines[3].startswith("up                 ")
+    assert "(since 2023-11-14T22:13:20.000000+00:00)" in lines[3]
+    assert lines[4:8] == [
+        "connections        1",
+        "open transactions  0",
+        "uncommitted        0 B in open transactions",
+        "since start        0 commits, 0 aborts, 0 synced writes",
+    ]
+    assert not any(line.startswith("erasing") for line in lines)
+
+
+def test_status_json_has_every_field(fake_daemon: FakeDaemon) -> None:
+    status = json.loads(ok(run(fake_daemon, "status", "--json")).stdout)
+    assert status["uptime_seconds"] > 0
+    del status["uptime_seconds"], status["outgoing"], status["incoming"]
+    assert status == {
+        "qm_name": "fake",
+        "qm_guid": str(QM_GUID),
+        "server_version": "0.test",
+        "started_at": "2023-11-14T22:13:20.000000+00:00",
+        "connections": 1,
+        "open_transactions": 0,
+        "uncommitted_bytes": 0,
+        "commits": 0,
+        "aborts": 0,
+        "batches": 0,
+        "erasing": 0,
+        "queues": [],
+    }
+
+
+def test_status_shows_outgoing_queues_and_incoming_sequences(fake_daemon: FakeDaemon) -> None:
+    text = ok(run(fake_daemon, "status")).stdout
+    assert "Outgoing queues" in text
+    assert "Incoming sequences" in text
+    outgoing_part = text[text.index("Outgoing queues") : text.index("Incoming sequences")]
+    assert ORDERS in outgoing_part
+    assert "waiting (next attempt 2023-11-14T22:15:00+00:00)" in outgoing_part
+    incoming_part = text[text.index("Incoming sequences") :]
+    line = next(line for line in incoming_part.splitlines() if str(SOURCE_QM) in line)
+    cells = [cell.strip() for cell in line.split("│")]
+    assert cells[:5] == [str(SOURCE_QM), "payments", "1650000000:4", "41", "2"]
+    for heading in ("source QM", "last accepted", "rejects"):
+        assert heading in incoming_part
+
+    status = json.loads(ok(run(fake_daemon, "status", "--json")).stdout)
+    assert [o["destination"] for o in status["outgoing"]] == [ORDERS, BILLING]
+    assert status["outgoing"][0]["sequence"] == "1700000000:2"
+    assert status["incoming"] == [
+        {
+            "source_qm": str(SOURCE_QM),
+            "queue": "payments",
+            "sequence": "1650000000:4",
+            "sequence_timestamp": 1_650_000_000,
+            "sequence_ordinal": 4,
+            "last_number": 41,
+            "reject_count": 2,
+            "last_access": "2023-11-14T22:13:22.000000+00:00",
+        }
+    ]
+
+
+def test_status_without_peering_has_no_tables_but_empty_json_lists(
+    fake_daemon: FakeDaemon,
+) -> None:
+    fake_daemon.peering.running = False
+    text = ok(run(fake_daemon, "status")).stdout
+    assert "queue manager      fake" in text
+    assert "Outgoing queues" not in text
+    assert "Incoming sequences" not in text
+    status = json.loads(ok(run(fake_daemon, "status", "--json")).stdout)
+    assert (status["outgoing"], status["incoming"]) == ([], [])

@@ -1,0 +1,61 @@
+"""Addresses, timeouts, the client's name and protocol version checks."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from qmgr.client import InvalidArgument, NotSupported
+from qmgr.client._common import (
+    default_client_name,
+    parse_address,
+    require_version,
+    timeout_ms,
+    unix_path,
+)
+from wire import client as cf
+
+
+def test_parse_address() -> None:
+    assert parse_address("127.0.0.1:1802") == ("127.0.0.1", 1802)
+    assert parse_address("qm.example") == ("qm.example", 1802)
+    assert parse_address("[::1]:99") == ("::1", 99)
+    assert parse_address("[::1]") == ("::1", 1802)
+    assert parse_address(":5") == ("127.0.0.1", 5)
+    for bad in ("h:0", "h:x", "h:70000", "[::1]x"):
+        with pytest.raises(ValueError):
+            parse_address(bad)
+
+
+def test_unix_path() -> None:
+    assert unix_path("unix:/run/qmgr/qmgr.sock") == "/run/qmgr/qmgr.sock"
+    assert unix_path(" unix:relative.sock ") == "relative.sock"
+    assert unix_path("127.0.0.1:1802") is None
+
+
+def test_timeout_ms() -> None:
+    assert timeout_ms(None) == cf.INFINITE_TIMEOUT_MS
+    assert timeout_ms(0) == 0
+    assert timeout_ms(0.0001) == 1
+    assert timeout_ms(2.5) == 2500
+    assert timeout_ms(1e12) == cf.INFINITE_TIMEOUT_MS - 1
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(InvalidArgument):
+            timeout_ms(bad)
+
+
+def test_require_version() -> None:
+    require_version(3, 3, "h:1", "x()")
+    with pytest.raises(NotSupported) as caught:
+        require_version(2, 3, "h:1", "x()", "ranges")
+    assert caught.value.message == (
+        "x() needs a queue manager that speaks protocol version 3; "
+        "the one at h:1 speaks version 2: upgrade it to use ranges"
+    )
+    with pytest.raises(NotSupported, match=r"speaks version 2$"):
+        require_version(2, 3, "h:1", "x()")
+
+
+def test_default_client_name() -> None:
+    assert default_client_name().endswith(f"[{os.getpid()}]")

@@ -1,0 +1,162 @@
+"""The trio client's I/O over an in-memory stream: a peer task that answers as scripted,
+the reader task, cancellation, and what a broken stream does to waiting tasks."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+import trio
+import trio.testing
+from client_kit import replies
+
+from qmgr.client import ConnectionLost, QueueNotFound, TransactionAborted
+from qmgr.client._transaction import TransactionState
+from qmgr.client._trio_io import StreamConnection
+from qmgr.client.calls import queues, transactions
+from wire import client as cf
+
+Answer = Callable[[cf.FrameValue], cf.ServerReply | None]
+
+
+class Peer:
+    """The daemon's end of the stream: records each request and answers with ``answer``."""
+
+    def __init__(self, stream: trio.abc.Stream, answer: Answer) -> None:
+        self.stream = stream
+        self.answer = answer
+        self.requests: list[cf.FrameValue] = []
+        self.seen = trio.Event()
+
+    async def serve(self) -> None:
+        with contextlib.suppress(trio.ClosedResourceError):  # a test closed the peer's end
+            await self._serve()
+
+    async def _serve(self) -> None:
+        decoder = cf.ClientFrameDecoder()
+        while data := await self.stream.receive_some():
+            decoder.receive_data(data)
+            while (frame := decoder.next_frame()) is not None:
+                self.requests.append(frame.value)
+                self.seen.set()
+                reply = self.answer(frame.value)
+                if reply is not None:
+                    await self.stream.send_all(cf.encode_frame(frame.request_id, reply))
+
+
+@asynccontextmanager
+async def connected(answer: Answer) -> AsyncIterator[tuple[StreamConnection, Peer]]:
+    """A connection with its reader task, and the peer answering it."""
+    ours, theirs = trio.testing.memory_stream_pair()
+    conn = StreamConnection(ours, "memory:1")
+    peer = Peer(theirs, answer)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.read_loop)
+        nursery.start_soon(peer.serve)
+        yield conn, peer
+        nursery.cancel_scope.cancel()
+
+
+async def cancel_once_blocked(work: Callable[[], Awaitable[object]]) -> None:
+    """Run ``work`` until every task waits, then cancel it (no clock involved)."""
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(work)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+
+
+def ok_to_all(value: cf.FrameValue) -> cf.ServerReply | None:
+    if isinstance(value, cf.Begin | cf.Send) and getattr(value, "tx_id", 0):
+        return None  # pipelined: answered only if it fails
+    if isinstance(value, cf.Receive):
+        return None  # a receive that waits for ever
+    return cf.Ok(value=5)
+
+
+async def test_a_call_gets_its_reply_or_its_error() -> None:
+    def answer(value: cf.FrameValue) -> cf.ServerReply:
+        if isinstance(value, cf.DeleteQueue):
+            return cf.ErrorReply(code=int(cf.ErrorCode.QUEUE_NOT_FOUND), message="no 'q'")
+        return cf.Ok(value=5)
+
+    async with connected(answer) as (conn, peer):
+        assert await conn.run(queues.purge_queue, "q") == 5
+        with pytest.raises(QueueNotFound, match="no 'q'"):
+            await conn.run(queues.delete_queue, "q")
+    assert peer.requests == [cf.PurgeQueue(name="q"), cf.DeleteQueue(name="q")]
+
+
+async def test_a_cancelled_receive_in_a_transaction_leaves_only_abort() -> None:
+    async with connected(ok_to_all) as (conn, peer):
+        state = TransactionState(conn.proto.next_tx_id())
+        conn.proto.begin(state)
+        # The receive waits for ever: the peer never answers it.
+        await cancel_once_blocked(lambda: conn.receive(state, "q", None, False, None))
+        with pytest.raises(TransactionAborted, match="a receive in transaction 1 failed"):
+            state.check()
+        with pytest.raises(TransactionAborted, match="must not be committed unseen"):
+            await conn.run(transactions.end, state, commit=True)
+    assert [type(r) for r in peer.requests] == [cf.Begin, cf.Receive, cf.Abort]
+
+
+async def test_a_cancelled_peek_leaves_the_transaction_usable() -> None:
+    async with connected(ok_to_all) as (conn, _):
+        state = TransactionState(conn.proto.next_tx_id())
+        conn.proto.begin(state)
+        await cancel_once_blocked(lambda: conn.receive(state, "q", None, True, None))
+        state.check()
+
+
+async def test_the_end_of_a_transaction_is_written_even_when_cancelled() -> None:
+    async with connected(lambda value: None) as (conn, peer):
+        state = TransactionState(conn.proto.next_tx_id())
+        conn.proto.begin(state)
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await conn.run(transactions.end, state, commit=True)
+        await trio.testing.wait_all_tasks_blocked()  # the peer has read what was written
+    assert peer.requests == [cf.Begin(tx_id=1), cf.Commit(tx_id=1)]
+
+
+async def test_a_request_cancelled_before_its_write_never_goes_out() -> None:
+    async with connected(ok_to_all) as (conn, peer), trio.open_nursery() as nursery:
+        release = trio.Event()
+
+        async def another_writer(task_status: trio.TaskStatus[None]) -> None:
+            async with conn._send_lock:
+                task_status.started()
+                await release.wait()
+
+        await nursery.start(another_writer)
+        await cancel_once_blocked(lambda: conn.run(queues.purge_queue, "q"))  # waits for the lock
+        release.set()
+        assert await conn.run(queues.delete_queue, "q") == 5
+    assert peer.requests == [cf.DeleteQueue(name="q")]
+
+
+async def test_waiting_tasks_learn_that_the_daemon_closed_the_connection() -> None:
+    async with connected(lambda value: None) as (conn, peer):
+        async with trio.open_nursery() as nursery:
+
+            async def close_when_asked() -> None:
+                await peer.seen.wait()
+                await peer.stream.aclose()
+
+            nursery.start_soon(close_when_asked)
+            with pytest.raises(ConnectionLost, match="the queue manager closed the connection"):
+                await conn.run(queues.list_queues)
+    assert conn.proto.closed
+
+
+async def test_a_malformed_stream_names_the_address() -> None:
+    ours, theirs = trio.testing.memory_stream_pair()
+    conn = StreamConnection(ours, "memory:1")
+    await theirs.send_all(replies((1, cf.Ok())) + b"\xff" * 12)
+    await conn.read_loop()
+    assert conn.proto.broken is not None
+    assert conn.proto.broken.message.startswith(
+        "lost the connection to the queue manager at memory:1: the queue manager sent a malformed"
+    )

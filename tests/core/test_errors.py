@@ -1,0 +1,43 @@
+"""The core's errors (``qmgr.core.errors``): the store's errors become the core's in one place."""
+
+from __future__ import annotations
+
+import pytest
+
+import storage
+from qmgr.core import errors
+
+
+@pytest.mark.parametrize(
+    ("store_error", "core_error"),
+    [
+        (storage.QuotaExceeded("q", 10, 12), errors.QuotaExceeded),
+        (storage.QueueMissing("q"), errors.QueueNotFound),
+        (storage.MessageMissing(3, 4), errors.QueueNotFound),
+        (storage.StoreFull("no room"), errors.StoreFull),
+        (storage.QueueExists("q"), errors.QueueExists),
+        (storage.ListExists("l"), errors.QueueExists),
+        (storage.ListMissing("l"), errors.QueueNotFound),
+        (storage.InvalidRecord("bad"), errors.InvalidArgument),
+        (storage.InvalidOperation("bad"), errors.InvalidArgument),
+        (storage.StoreCorrupt("broken"), errors.InternalError),
+    ],
+)
+def test_each_store_error_has_its_kind(
+    store_error: storage.StoreError, core_error: type[errors.QueueManagerError]
+) -> None:
+    translated = errors.from_store_error(store_error, context="transaction 4 was aborted: ")
+    assert type(translated) is core_error
+    assert translated.message.startswith("transaction 4 was aborted: ")
+    assert str(translated) == translated.message
+
+
+def test_a_core_error_passes_through_unchanged() -> None:
+    original = errors.AccessDenied("no")
+    assert errors.from_store_error(original, context="ignored: ") is original
+
+
+def test_anything_else_is_an_internal_error() -> None:
+    translated = errors.from_store_error(RuntimeError("disk on fire"))
+    assert isinstance(translated, errors.InternalError)
+    assert "disk on fire" in translated.message

@@ -1,0 +1,92 @@
+"""A message's fate found by its id (``qmgr.core.trace``): what the scan looks for,
+and what each record it finds says about the message."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+import storage
+from qmgr.core import names
+from qmgr.core.errors import InvalidArgument
+from qmgr.core.outgoing import decode_entry
+from qmgr.core.trace import Finding, Tracer, parse_message_id
+from wire import MessageClass, MessageProperties
+
+from .conftest import OpenCore
+from .harness import DEADLETTER, NEG_RECEIVE, POS_ARRIVAL, WALL, CoreHarness, expire
+
+GUID = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+
+
+@pytest.fixture
+def qm(open_core: OpenCore) -> CoreHarness:
+    return open_core({"q": {"transactional": True, "journal": True}, "admin": {}})
+
+
+def trace(qm: CoreHarness, message_id: str, **options: object) -> list[Finding]:
+    """Scan the whole store for ``message_id``, as the daemon does in steps."""
+    source, ordinal = parse_message_id(message_id)
+    tracer = Tracer(qm.store)
+    key = tracer.key(source, ordinal)
+    scanned, left = qm.store.scan_messages(tracer.queues(), select=tracer.select(key), limit=100)
+    assert left == []
+    return tracer.findings(source, ordinal, scanned, {}, **options)  # type: ignore[arg-type]
+
+
+def test_a_message_id_is_a_guid_and_an_ordinal() -> None:
+    assert parse_message_id(f"{{{GUID}}}\\42") == (GUID, 42)
+    assert parse_message_id(f" {GUID}\\4294967295 ") == (GUID, 0xFFFFFFFF)
+    for text in ("", "42", f"{{{GUID}}}", f"{{{GUID}}}\\4294967296", "{not-a-guid}\\1"):
+        with pytest.raises(InvalidArgument, match="is not a message id"):
+            parse_message_id(text)
+
+
+def test_a_waiting_message_and_its_acknowledgment(qm: CoreHarness) -> None:
+    qm.send_tx("q", b"x", acknowledge=POS_ARRIVAL, admin_queue="admin")
+    [(_, stored)] = qm.store.read_range(qm.core.queue("q").queue_id, limit=10)
+    message_id = MessageProperties.from_bytes(storage.message_payload(stored)).message_id
+    found = trace(qm, message_id)
+    assert sorted((f.kind, f.place, f.message_class) for f in found) == [
+        ("acknowledgment", "admin", MessageClass.ACK_REACH_QUEUE),
+        ("queue", "q", 0),
+    ]
+    # Seen through a principal's rights: only what is in the queues it may peek.
+    visible = trace(qm, message_id, visible=lambda queue: queue.name == "q")
+    assert [f.kind for f in visible] == ["queue"]
+
+
+def test_a_received_message_is_in_its_journal_and_a_dead_letter_in_its_queue(
+    qm: CoreHarness,
+) -> None:
+    qm.send_tx("q", b"x")
+    qm.send_tx("q", b"y", journal=DEADLETTER, time_to_be_received=5)
+    stored = [r for _, r in qm.store.read_range(qm.core.queue("q").queue_id, limit=10)]
+    received, expiring = (MessageProperties.from_bytes(storage.message_payload(r)) for r in stored)
+    assert qm.take("q") is not None
+    assert [(f.kind, f.place) for f in trace(qm, received.message_id)] == [("journal", "q;journal")]
+    expire(qm, WALL + 5)
+    [dead] = trace(qm, expiring.message_id)
+    assert (dead.kind, dead.place, dead.message_class) == (
+        "dead-letter",
+        names.DEADXACT,
+        MessageClass.NACK_RECEIVE_TIMEOUT,
+    )
+
+
+def test_one_of_ours_on_its_way_and_its_copy_awaiting_confirmation(qm: CoreHarness) -> None:
+    far = "DIRECT=TCP:10.9.9.9:1801\\private$\\orders"
+    qm.send_tx(far, b"x", journal=DEADLETTER, acknowledge=NEG_RECEIVE, admin_queue="admin")
+    [record] = [r for r in qm.core.queues.all() if r.kind is storage.QueueKind.OUTGOING]
+    [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
+    entry = decode_entry(storage.message_payload(stored))
+    message_id = MessageProperties.from_bytes(entry.data.tobytes()).message_id
+    found = {f.kind: f for f in trace(qm, message_id)}
+    assert found["outgoing"].place == "DIRECT=TCP:10.9.9.9\\private$\\orders"
+    assert "not delivered yet" in found["awaiting-confirmation"].detail
+    assert set(found) == {"outgoing", "awaiting-confirmation"}
+
+
+def test_a_message_id_nobody_has_finds_nothing(qm: CoreHarness) -> None:
+    assert trace(qm, f"{{{GUID}}}\\9") == []

@@ -1,0 +1,132 @@
+"""Appending and removing messages (``storage.ops.messages``): the stored
+record, quotas, journal copies, and priorities out of range."""
+
+from __future__ import annotations
+
+import pytest
+from store_kit import (
+    NOW,
+    append,
+    appended,
+    commit,
+    commit_ok,
+    counters,
+    create_queue,
+    fill,
+    lookups,
+    payloads,
+    remove,
+    unit,
+)
+
+from storage import (
+    Appended,
+    AppendMessage,
+    InvalidRecord,
+    QuotaExceeded,
+    Removed,
+    Store,
+    message_arrived_time,
+    message_header,
+    message_payload,
+)
+
+
+def test_stored_record_is_the_store_header_and_the_payload(store: Store) -> None:
+    queue = create_queue(store, "q")
+    parts: list[bytes | bytearray | memoryview] = [
+        b"head-",
+        memoryview(b"middle-"),
+        bytearray(b"tail"),
+    ]
+    in_parts = AppendMessage(queue.queue_id, parts, 3, 4)
+    [outcome] = commit_ok(
+        store, unit(append(queue, b"body", priority=6, size=1000), in_parts), now=123.5
+    )
+    first, second = appended(outcome)
+    record = store.read_message(queue.queue_id, first)
+    assert record is not None
+    assert message_header(record) == (6, 1000)
+    assert message_arrived_time(record) == 123.5
+    assert bytes(message_payload(record)) == b"body"
+    joined = store.read_message(queue.queue_id, second)
+    assert joined is not None
+    assert bytes(message_payload(joined)) == b"head-middle-tail"
+    # The quota counts the given size, not the payload's length.
+    assert counters(store, "q") == (3, 2, 1004)
+    assert store.read_message(queue.queue_id, 99) is None
+    assert store.read_message(999, 1) is None
+
+
+def test_quota_failure_fails_only_its_unit(store: Store) -> None:
+    limited = create_queue(store, "limited", quota=250)
+    free = create_queue(store, "free")
+    outcomes = commit(
+        store,
+        unit(append(limited), append(free)),
+        unit(append(free), append(limited), append(limited)),  # 300 > 250
+        unit(append(limited)),
+    )
+    assert outcomes[0].error is None
+    error = outcomes[1].error
+    assert isinstance(error, QuotaExceeded)
+    assert (error.queue_name, error.quota, error.would_be) == ("limited", 250, 300)
+    assert outcomes[2].results == (Appended(limited.queue_id, 2),)
+    assert counters(store, "free") == (2, 1, 100)
+    assert counters(store, "limited") == (3, 2, 200)
+
+
+def test_removal_before_an_append_frees_quota_for_it(store: Store) -> None:
+    queue = create_queue(store, "q", quota=200)
+    fill(store, queue, 2)
+    [refused] = commit(store, unit(append(queue)))
+    assert isinstance(refused.error, QuotaExceeded)
+    [refused_again] = commit(store, unit(append(queue), remove(queue, 1)))
+    assert isinstance(refused_again.error, QuotaExceeded)
+    [swapped] = commit_ok(store, unit(remove(queue, 1), append(queue)))
+    assert swapped.results == (Removed(queue.queue_id, 1), Appended(queue.queue_id, 3))
+    assert counters(store, "q") == (4, 2, 200)
+
+
+def test_removal_with_journal_copies_the_record_to_the_journal_queue(store: Store) -> None:
+    queue = create_queue(store, "q", journal=True, quota=100)
+    journal_id = queue.journal_id
+    assert journal_id is not None
+    bodies = [b"a" * 100, b"b" * 100, b"c" * 100]
+    for body in bodies[:2]:
+        [lookup_id] = fill(store, queue, 1, body)
+        commit_ok(store, unit(remove(queue, lookup_id, journal=True)))
+    fill(store, queue, 1, bodies[2])
+    assert store.read_message(queue.queue_id, 2) is None  # moved to the journal
+    assert payloads(store, queue) == [bodies[2]]
+    journaled = store.read_range(journal_id)
+    assert [lookup for lookup, _ in journaled] == [1, 2]
+    assert [bytes(message_payload(record)) for _, record in journaled] == bodies[:2]
+    # The copy is the record unchanged (arrival time included), under a new lookup id.
+    assert message_header(journaled[0][1]) == (3, 100)
+    assert message_arrived_time(journaled[0][1]) == NOW
+    # Journal copies do not count against the parent's quota.
+    assert counters(store, "q") == (4, 1, 100)
+    assert counters(store, "q;journal") == (3, 2, 200)
+    # Removing from the journal queue itself (it has none) is a plain removal.
+    commit_ok(store, unit(remove(journal_id, 1, journal=True)))
+    assert counters(store, "q;journal") == (3, 1, 100)
+
+
+def test_removal_without_journal_copies_nothing(store: Store) -> None:
+    queue = create_queue(store, "q", journal=True)
+    fill(store, queue, 2)
+    commit_ok(store, unit(remove(queue, 1), remove(queue, 2, journal=False)))
+    assert queue.journal_id is not None
+    assert lookups(store, queue.journal_id) == []
+    assert counters(store, "q") == (3, 0, 0)
+
+
+@pytest.mark.parametrize("priority", [-1, 8])
+def test_invalid_priority_fails_only_its_unit(store: Store, priority: int) -> None:
+    queue = create_queue(store, "q")
+    bad, good = commit(
+        store, unit(append(queue), append(queue, priority=priority)), unit(append(queue))
+    )
+    assert isinstance(bad.error, InvalidRecord)
+    assert good.results == (Appended(queue.queue_id, 1),)

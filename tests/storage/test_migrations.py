@@ -1,0 +1,331 @@
+"""Opening a store of every older schema (2 to 5): the databases the later
+schemas added are created in the opening write, the meta values they need are
+written, the version becomes the current one, and what was stored is kept.
+Other versions are refused and left alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lmdb
+import pytest
+from store_kit import (
+    BODY,
+    NOW,
+    ORDERS,
+    SETTINGS,
+    SOURCE_A,
+    Reopener,
+    StoreOpener,
+    T,
+    abort,
+    append,
+    commit_ok,
+    counters,
+    counters_of,
+    create_queue,
+    due,
+    fill,
+    hkey,
+    lookups,
+    move,
+    payloads,
+    prepare,
+    raw_items,
+    raw_lmdb,
+    raw_meta,
+    resolve,
+    run,
+    timed,
+    unit,
+)
+
+from storage import (
+    SCHEMA_VERSION,
+    Appended,
+    AppendMessage,
+    AppendOutgoing,
+    CreateSubqueues,
+    IncomingState,
+    MoveReason,
+    OutgoingState,
+    RecordIncoming,
+    RememberMessageIds,
+    Resolution,
+    SchemaMismatch,
+    SetPoisonSettings,
+    Store,
+    StoreCorrupt,
+)
+from storage.keys import (
+    DB_CONFIRMATIONS,
+    DB_EXPIRY,
+    DB_FINAL_ACKS,
+    DB_HISTORY,
+    DB_INCOMING,
+    DB_LISTS,
+    DB_MESSAGE_COUNTERS,
+    DB_META,
+    DB_OUTCOME_TIMES,
+    DB_OUTCOMES,
+    DB_OUTGOING,
+    DB_PREPARED,
+    DB_RETRY_DUE,
+    META_HISTORY_COUNTER,
+    META_SCHEMA_VERSION,
+    META_SEQUENCE_STAMP,
+    u32,
+    unpack_u32,
+    unpack_u64,
+)
+
+#: The databases of peering (schema 3 added them).
+PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
+#: What schema 2 lacked besides the peering databases (schemas 4 and 5 added them).
+AFTER_PEERING_DBS = (
+    DB_PREPARED,
+    DB_OUTCOMES,
+    DB_OUTCOME_TIMES,
+    DB_EXPIRY,
+    DB_CONFIRMATIONS,
+    DB_FINAL_ACKS,
+    DB_LISTS,
+)
+#: The databases of prepared transactions (schema 4 added them).
+PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
+#: The databases schema 5 added.
+SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS, DB_LISTS)
+#: The databases of poison handling (schema 6 added them).
+POISON_DBS = (DB_MESSAGE_COUNTERS, DB_RETRY_DUE)
+
+
+def downgrade(
+    path: Path, version: int, dropped: tuple[bytes, ...], forgotten: tuple[bytes, ...] = ()
+) -> None:
+    """Turn a closed store into what schema ``version`` wrote: without the
+    databases ``dropped`` and the meta values ``forgotten``."""
+    with raw_lmdb(path) as env:
+        dbs = [env.open_db(name) for name in dropped]
+        meta = env.open_db(DB_META)
+        with env.begin(write=True) as txn:
+            for db in dbs:
+                txn.drop(db, delete=True)
+            for key in forgotten:
+                assert txn.delete(key, db=meta)
+            txn.put(META_SCHEMA_VERSION, u32(version), db=meta)
+    with raw_lmdb(path) as env:
+        for name in dropped:
+            with pytest.raises(lmdb.NotFoundError):
+                env.open_db(name, create=False)
+
+
+def put_meta(path: Path, key: bytes, value: bytes | None) -> None:
+    """Write (or with ``None`` delete) one ``meta`` value of a closed store."""
+    with raw_lmdb(path) as env:
+        meta = env.open_db(DB_META)
+        with env.begin(write=True) as txn:
+            if value is None:
+                assert txn.delete(key, db=meta)
+            else:
+                txn.put(key, value, db=meta)
+
+
+def schema_version(path: Path) -> bytes | None:
+    with raw_lmdb(path) as env:
+        meta = env.open_db(DB_META, create=False)
+        with env.begin() as txn:
+            value = txn.get(META_SCHEMA_VERSION, db=meta)
+    return None if value is None else bytes(value)
+
+
+# -------------------------------------------------------------- the current schema, other versions
+
+
+def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
+    assert SCHEMA_VERSION == 6
+    assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
+        [],
+        [],
+        {},
+    )
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    assert raw_meta(store.path, META_SEQUENCE_STAMP) == u32(0)
+    assert raw_meta(store.path, META_HISTORY_COUNTER) == bytes(8)
+    for name in PEERING_DBS:
+        assert raw_items(store.path, name) == []
+
+
+@pytest.mark.parametrize("found", [1, 7, 0xFFFFFFFF])
+def test_other_versions_are_refused_and_left_alone(
+    open_store: StoreOpener, store_dir: Path, found: int
+) -> None:
+    open_store().close()
+    make_schema_2(store_dir)
+    put_meta(store_dir, META_SCHEMA_VERSION, u32(found))
+    with pytest.raises(SchemaMismatch) as caught:
+        open_store()
+    assert (caught.value.found, caught.value.supported) == (found, SCHEMA_VERSION)
+    # The refused open created nothing.
+    assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(found)
+    assert raw_meta(store_dir, META_SEQUENCE_STAMP) is None
+    with raw_lmdb(store_dir) as env:
+        for name in PEERING_DBS + AFTER_PEERING_DBS:
+            with pytest.raises(lmdb.NotFoundError):
+                env.open_db(name, create=False)
+
+
+# ----------------------------------------------------------------------- schema 2 -> now (peering)
+
+
+def make_schema_2(path: Path) -> None:
+    """Turn a closed store into what schema 2 wrote: no peering databases or
+    counters, and no databases of prepared transactions."""
+    downgrade(path, 2, PEERING_DBS + AFTER_PEERING_DBS, (META_SEQUENCE_STAMP, META_HISTORY_COUNTER))
+
+
+def test_schema_2_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
+    guid = store.qm_guid
+    queue = create_queue(store, "orders", created_at=5.0)
+    fill(store, queue, 3)
+    queues = store.list_queues()
+    store.close()
+    make_schema_2(store.path)
+
+    store = reopen(store)
+    assert store.qm_guid == guid
+    assert store.list_queues() == queues
+    assert payloads(store, queue) == [BODY] * 3
+    assert counters(store, "orders") == (4, 3, 300)
+    assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
+        [],
+        [],
+        {},
+    )
+    outcomes = commit_ok(
+        store,
+        unit(AppendOutgoing("outgoing$;x", "x", b"abc", 3)),
+        unit(RecordIncoming(SOURCE_A, "orders", 1, 1, 0, 1.0)),
+        unit(RememberMessageIds((hkey(SOURCE_A, 1),))),
+    )
+    assert outcomes[0].results == (Appended(3, 1),)
+    assert store.outgoing_states() == {3: OutgoingState(3, int(NOW), 1, 0, paused=False)}
+    assert store.prepared_transactions() == []
+    assert store.outcomes() == []
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    for name in AFTER_PEERING_DBS:
+        assert raw_items(store.path, name) == []
+    assert unpack_u32(raw_meta(store.path, META_SEQUENCE_STAMP) or b"") == int(NOW)
+    assert unpack_u64(raw_meta(store.path, META_HISTORY_COUNTER) or b"") == 1
+    store = reopen(store)
+    assert store.incoming_states() == [IncomingState(SOURCE_A, "orders", 1, 1, 0, 1.0)]
+    assert store.message_history() == [hkey(SOURCE_A, 1)]
+
+
+def test_migrated_store_opens_again_at_the_current_schema(store: Store, reopen: Reopener) -> None:
+    store.close()
+    make_schema_2(store.path)
+    reopen(store).close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    store = reopen(store)
+    assert store.outgoing_states() == {}
+
+
+@pytest.mark.parametrize("key", [META_SEQUENCE_STAMP, META_HISTORY_COUNTER])
+def test_missing_or_garbled_peering_counter_is_corrupt(
+    open_store: StoreOpener, store_dir: Path, key: bytes
+) -> None:
+    open_store().close()
+    put_meta(store_dir, key, b"\x01")
+    with pytest.raises(StoreCorrupt, match="do not decode"):
+        open_store()
+    put_meta(store_dir, key, None)
+    with pytest.raises(StoreCorrupt, match="incomplete"):
+        open_store()
+
+
+# --------------------------------------------------------- schema 3 -> now (prepared transactions)
+
+
+def make_schema_3(path: Path) -> None:
+    """Turn a closed store into what schema 3 wrote: no databases of prepared transactions."""
+    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS)
+
+
+def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
+    guid = store.qm_guid
+    q = create_queue(store, "q", quota=1000)
+    fill(store, q, 2)
+    run(store, AppendOutgoing(ORDERS, "O", b"o", 1))
+    queues = store.list_queues()
+    states = store.outgoing_states()
+    store.close()
+    make_schema_3(store.path)
+    store = reopen(store)
+    assert (store.qm_guid, store.list_queues(), store.outgoing_states()) == (guid, queues, states)
+    assert payloads(store, q) == [BODY, BODY]
+    assert (store.prepared_transactions(), store.outcomes()) == ([], [])
+    run(store, prepare("x", (append(q),), ((q.queue_id, 1),)))
+    assert store.reservation(q.queue_id) == (100, 1)
+    store.close()
+    assert schema_version(store.path) == u32(SCHEMA_VERSION)
+    store = reopen(store)
+    assert [info.xid for info in store.prepared_transactions()] == ["x"]
+    assert run(store, resolve("x"))[0].resolution is Resolution.COMMITTED
+    assert lookups(store, q) == [2, 3]
+
+
+# -------------------------------------------------------------- schema 4 -> now (the expiry index)
+
+
+def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
+    q = create_queue(store, "q")
+    commit_ok(store, unit(AppendMessage(q.queue_id, BODY, 3, len(BODY))))
+    store.close()
+    downgrade(store.path, 4, SCHEMA_5_DBS)
+    store = reopen(store)
+    assert payloads(store, q) == [BODY]
+    commit_ok(store, unit(timed(q, T + 1)))
+    assert due(store) == [(T + 1, q.queue_id, 2)]
+    store.close()
+    with raw_lmdb(store.path) as env:
+        meta = env.open_db(DB_META, create=False)
+        with env.begin() as txn:
+            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(SCHEMA_VERSION)
+
+
+# --------------------------------------------------------------- schema 5 -> now (poison handling)
+
+
+def make_schema_5(path: Path) -> None:
+    """Turn a closed store into what schema 5 wrote: no poison databases."""
+    downgrade(path, 5, POISON_DBS)
+
+
+def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
+    assert SCHEMA_VERSION == 6
+    queue = create_queue(store, "old", transactional=True)
+    fill(store, queue, 2)
+    queues = store.list_queues()
+    store.close()
+    make_schema_5(store.path)
+    store = reopen(store)
+    assert store.list_queues() == queues
+    assert payloads(store, queue) == [BODY, BODY]
+    # Queues of schema 5 have no subqueues until asked for.
+    assert store.get_queue("old;retry") is None
+    commit_ok(store, unit(CreateSubqueues("old")), unit(SetPoisonSettings("old", SETTINGS)))
+    assert abort(store, queue, 1) == 1
+    retry = store.get_queue("old;retry")
+    assert retry is not None
+    move(store, queue, 2, retry, reason=MoveReason.RETRY)
+    store.close()
+    with raw_lmdb(store.path) as env:
+        meta = env.open_db(DB_META, create=False)
+        with env.begin() as txn:
+            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(6)
+    store = reopen(store)
+    assert counters_of(store, queue, 1).abort_count == 1
+    assert len(store.retries_due(None, 10)) == 1
+    assert store.get_queue("old").poison == SETTINGS  # type: ignore[union-attr]
