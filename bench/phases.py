@@ -33,9 +33,9 @@ import trio
 import storage.store as store_module
 from qmgr.config import load_config
 from qmgr.server import committer as committer_module
-from qmgr.server import connection as connection_module
 from qmgr.server import daemon as daemon_module
-from qmgr.server import session as session_module
+from qmgr.server.client import connection as connection_module
+from qmgr.server.client import session as session_module
 
 CLIENT = textwrap.dedent(
     """

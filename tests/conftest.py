@@ -3,11 +3,12 @@
 Sections:
 
 * Hypothesis settings for the whole suite.
-* Queue-manager daemons: the real ``qmgr serve`` in a subprocess
-  (:class:`helpers.DaemonProcess`). ``daemon`` is a fresh one per test (for
-  tests that stop, kill or restart it); ``shared_daemon`` is one per session
-  for tests that only talk to it; they use ``queue_name`` for queues no other
-  test touches.
+* Queue-manager daemons: the real ``qmgr serve`` in a process of its own
+  (:class:`helpers.DaemonProcess`: forked from a server that imported the
+  daemon once, or ``launch="exec"`` for the command line itself). ``daemon``
+  is a fresh one per test (for tests that stop, kill or restart it);
+  ``shared_daemon`` is one per session for tests that only talk to it; they
+  use ``queue_name`` for queues no other test touches.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, Launch
 from hypothesis import HealthCheck, settings
 
 # --------------------------------------------------------------------------
@@ -41,7 +42,8 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
     """Start daemons in this test's temporary directory; all are stopped afterwards.
 
     ``daemon_factory(extra_args=[...], name="...")`` returns a started
-    :class:`DaemonProcess` with its own data directory.
+    :class:`DaemonProcess` with its own data directory (``launch="exec"``:
+    started by the command line, ``python -m qmgr serve``).
     """
     started: list[DaemonProcess] = []
     counter = itertools.count(1)
@@ -52,9 +54,12 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
         name: str = "qmgr-test",
         data_dir: Path | None = None,
         preexec: Callable[[], None] | None = None,
+        launch: Launch | None = None,
     ) -> DaemonProcess:
         directory = data_dir if data_dir is not None else tmp_path / f"qm{next(counter)}"
-        process = DaemonProcess(directory, extra_args=extra_args, name=name, preexec=preexec)
+        process = DaemonProcess(
+            directory, extra_args=extra_args, name=name, preexec=preexec, launch=launch
+        )
         started.append(process)
         process.start()
         return process

@@ -1,21 +1,45 @@
 """Test helpers shared by the integration and crash tests.
 
-:class:`DaemonProcess` runs the real queue manager (``python -m qmgr serve``)
-as a subprocess on free loopback ports, with its JSON log in a file next to
-the data directory, and stops, kills or restarts it on request.
+:class:`DaemonProcess` runs the real queue manager (``qmgr serve``) as a
+process of its own on free loopback ports, with its JSON log in a file next
+to the data directory, and stops, kills or restarts it on request.
+
+Theory of operation (how a daemon is launched):
+
+* ``launch="fork"`` (the default): the process is forked from a server
+  process (:mod:`multiprocessing`'s forkserver) that imported the daemon's
+  modules once, and runs ``qmgr serve`` with the same arguments, environment,
+  working directory and log file as the command line would. It is a process
+  of its own in every way the tests use (its own pid, store, ports and
+  signals; SIGKILL is a crash; its exit status is the command's), but it
+  starts in a few tens of milliseconds instead of the ~0.5-1 s Python takes
+  to import the daemon.
+* ``launch="exec"``: ``python -m qmgr serve ...`` as a subprocess: the
+  command line itself, entry point included. Tests of the program's start
+  and exit keep it (one per behaviour), as does any daemon given a
+  ``preexec`` (resource limits). ``QMGR_TEST_LAUNCH=exec`` makes every
+  daemon of a run start this way, to check that the fork changes nothing.
+
+Either way :meth:`DaemonProcess.start` returns once the daemon logged
+``queue_manager_started``: every listener answers and its signal handlers
+are installed (a SIGTERM sent as soon as the client port answers could
+otherwise find the default action still in place).
 """
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Literal, Protocol
 
 if TYPE_CHECKING:
     from qmgr.client import QueueManager
@@ -24,6 +48,21 @@ if TYPE_CHECKING:
 START_TIMEOUT = 20.0
 #: How long a daemon may take to exit after SIGTERM.
 STOP_TIMEOUT = 20.0
+
+Launch = Literal["fork", "exec"]
+#: How daemons start unless a test says otherwise (see the module's docstring).
+DEFAULT_LAUNCH: Final[Launch] = "exec" if os.environ.get("QMGR_TEST_LAUNCH") == "exec" else "fork"
+#: Modules the fork server imports once: everything ``qmgr serve`` runs, and what
+#: the ``pytest`` script imports (multiprocessing runs the parent's main script
+#: again in each child, as ``__mp_main__``: with this, it finds it imported).
+_PRELOAD: Final = [
+    "helpers",
+    "qmgr.cli",
+    "qmgr.server",
+    "qmgr.client",
+    "qmgr.logs",
+    "_pytest.config",
+]
 
 
 def free_port() -> int:
@@ -34,15 +73,153 @@ def free_port() -> int:
         return port
 
 
+class _Child(Protocol):
+    """What :class:`DaemonProcess` needs of a started process, however it was launched."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float) -> int | None: ...
+
+
+class _ExecChild:
+    """A ``subprocess.Popen`` as a :class:`_Child`."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+class _ForkedChild:
+    """A process of the fork server as a :class:`_Child` (exit statuses as Popen's:
+    negative for a signal)."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self.process = process
+        assert process.pid is not None
+        self.pid = process.pid
+        self.code: int | None = None
+
+    def poll(self) -> int | None:
+        return self.wait(0)
+
+    def wait(self, timeout: float) -> int | None:
+        if self.code is None:
+            self.process.join(timeout)
+            self.code = self.process.exitcode
+            if self.code is not None:
+                self.process.close()  # its sentinel's file descriptor
+        return self.code
+
+
+@functools.cache
+def _fork_server() -> multiprocessing.context.ForkServerContext:
+    """The fork server's context, its modules to preload set (it starts on first use)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_PRELOAD)
+    return context
+
+
+def _qmgr_forked(
+    argv: list[str],
+    stdout_path: str,
+    stderr_path: str,
+    env: dict[str, str],
+    cwd: str,
+    prepare: Callable[[], None] | None,
+) -> None:
+    """In a forked child: what ``python -m qmgr ARGV`` would do (after ``prepare()``,
+    if given), its output appended to these files and its input empty."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for fd, path in ((1, stdout_path), (2, stderr_path)):
+        out = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    for stream in (sys.stdout, sys.stderr):
+        stream.reconfigure(write_through=True)  # type: ignore[union-attr]
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.argv = ["qmgr", *argv]
+    if prepare is not None:
+        prepare()
+    from qmgr.cli import main
+
+    main()
+
+
+def _fork(
+    argv: list[str], stdout: Path, stderr: Path, prepare: Callable[[], None] | None, name: str
+) -> _ForkedChild:
+    """Start ``qmgr ARGV`` in a child of the fork server."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    process = _fork_server().Process(
+        target=_qmgr_forked,
+        args=(argv, str(stdout), str(stderr), env, os.getcwd(), prepare),
+        name=name,
+        daemon=False,
+    )
+    process.start()
+    return _ForkedChild(process)
+
+
+def run_qmgr(
+    *args: str, launch: Launch | None = None, timeout: float = 60.0
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``qmgr`` command to its end, as ``subprocess.run`` would (output captured
+    as text, input empty), forked or by exec (see the module's docstring)."""
+    if (launch or DEFAULT_LAUNCH) == "exec":
+        return subprocess.run(
+            [sys.executable, "-m", "qmgr", *args],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    with tempfile.TemporaryDirectory(prefix="qmgr-run-") as directory:
+        stdout, stderr = Path(directory) / "stdout", Path(directory) / "stderr"
+        child = _fork(list(args), stdout, stderr, None, "qmgr")
+        code = child.wait(timeout)
+        if code is None:
+            os.kill(child.pid, signal.SIGKILL)
+            child.wait(STOP_TIMEOUT)
+            raise subprocess.TimeoutExpired(["qmgr", *args], timeout)
+        return subprocess.CompletedProcess(
+            ["qmgr", *args],
+            code,
+            stdout.read_text(encoding="utf-8", errors="replace") if stdout.exists() else "",
+            stderr.read_text(encoding="utf-8", errors="replace") if stderr.exists() else "",
+        )
+
+
 class DaemonProcess:
-    """A queue-manager daemon in a subprocess.
+    """A queue-manager daemon in a process of its own.
 
     Attributes:
         data_dir: the store's directory (kept across restarts).
         address: ``127.0.0.1:PORT`` of the client listener (kept across restarts).
         log_path: the daemon's stderr (JSON log lines), appended to on restart.
-        process: the running ``subprocess.Popen``, or None before start.
+        launch: ``"fork"`` or ``"exec"`` (see the module's docstring).
+        process: the running process (its ``pid``), or None before start.
     """
+
+    #: Forked daemons only: called in the child before ``qmgr`` runs (to modify
+    #: the daemon). A module-level function: it is sent to the fork server by name.
+    prepare: Callable[[], None] | None = None
 
     def __init__(
         self,
@@ -51,6 +228,7 @@ class DaemonProcess:
         extra_args: Sequence[str] = (),
         name: str = "qmgr-test",
         preexec: Callable[[], None] | None = None,
+        launch: Launch | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.client_port = free_port()
@@ -61,14 +239,12 @@ class DaemonProcess:
         self.name = name
         #: Run in the child before the daemon starts (to set resource limits).
         self.preexec = preexec
-        self.process: subprocess.Popen[bytes] | None = None
+        self.launch: Launch = "exec" if preexec is not None else (launch or DEFAULT_LAUNCH)
+        self.process: _Child | None = None
 
-    def command(self) -> list[str]:
-        """The command line that starts the daemon."""
+    def arguments(self) -> list[str]:
+        """The arguments of ``qmgr`` that start the daemon."""
         return [
-            sys.executable,
-            "-m",
-            "qmgr",
             "serve",
             "--data-dir",
             str(self.data_dir),
@@ -83,38 +259,49 @@ class DaemonProcess:
             *self.extra_args,
         ]
 
+    def command(self) -> list[str]:
+        """The command line that starts the daemon."""
+        return [sys.executable, "-m", "qmgr", *self.arguments()]
+
     def start(self, timeout: float = START_TIMEOUT) -> None:
-        """Start the daemon and wait until it accepts a connection.
+        """Start the daemon and wait until it serves (it logged ``queue_manager_started``).
 
         Raises:
-            AssertionError: it exited, or did not listen within ``timeout``
+            AssertionError: it exited, or did not start within ``timeout``
                 (the message holds its log).
         """
         assert self.process is None or self.process.poll() is not None, "already running"
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                self.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=log,
-                env=env,
-                preexec_fn=self.preexec,
-            )
+            logged = log.tell()
+            if self.launch == "exec":
+                popen = subprocess.Popen(
+                    self.command(),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=log,
+                    env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                    preexec_fn=self.preexec,
+                )
+                self.process = _ExecChild(popen)
+            else:
+                self.process = _fork(
+                    self.arguments(), self.log_path, self.log_path, self.prepare, self.name
+                )
         deadline = time.monotonic() + timeout
-        while True:
+        while not self._started(logged):
             code = self.process.poll()
             if code is not None:
                 raise AssertionError(f"the daemon exited with status {code}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.client_port), timeout=1.0):
-                    return
-            except OSError:
-                pass
             if time.monotonic() > deadline:
                 self.kill()
-                raise AssertionError(f"the daemon did not listen within {timeout} s:\n{self.log()}")
-            time.sleep(0.02)
+                raise AssertionError(f"the daemon did not start within {timeout} s:\n{self.log()}")
+            time.sleep(0.005)
+
+    def _started(self, offset: int) -> bool:
+        """Whether the log says, after ``offset``, that the daemon serves."""
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return b"queue_manager_started" in log.read()
 
     @property
     def running(self) -> bool:
@@ -122,20 +309,19 @@ class DaemonProcess:
         return self.process is not None and self.process.poll() is None
 
     def signal(self, signum: int) -> None:
-        """Send a signal to the daemon."""
+        """Send a signal to the daemon (none once it exited: its pid may be another's)."""
         assert self.process is not None
-        self.process.send_signal(signum)
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signum)
 
     def wait(self, timeout: float = STOP_TIMEOUT) -> int:
-        """Wait for the daemon to exit; return its status."""
+        """Wait for the daemon to exit; return its status (negative: killed by that signal)."""
         assert self.process is not None
-        try:
-            return self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
+        code = self.process.wait(timeout)
+        if code is None:
             self.kill()
-            raise AssertionError(
-                f"the daemon did not exit within {timeout} s:\n{self.log()}"
-            ) from None
+            raise AssertionError(f"the daemon did not exit within {timeout} s:\n{self.log()}")
+        return code
 
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """SIGTERM, wait, and check that the daemon exited with status 0."""
@@ -148,8 +334,8 @@ class DaemonProcess:
     def kill(self) -> None:
         """SIGKILL (a crash: nothing is flushed or closed) and reap the process."""
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(STOP_TIMEOUT)
 
     def restart(self) -> None:
         """Stop (cleanly, if still running) and start again on the same ports and data."""

@@ -145,13 +145,18 @@ def sign(
     return cert_path, key_path
 
 
-#: ``qmgr`` with the start-up check of its own certificate turned off.
+def _uncheck() -> None:
+    """Turn off the start-up check of the daemon's own certificate (in its process)."""
+    import qmgr.server.tls as tls
+
+    assert callable(tls._check_certificate)
+    tls._check_certificate = lambda config, path: None
+
+
+#: ``qmgr`` with the start-up check of its own certificate turned off (launched by exec).
 _UNCHECKED: Final = (
-    "import qmgr.server.tls as tls\n"
-    "assert callable(tls._check_certificate)\n"
-    "tls._check_certificate = lambda config, path: None\n"
-    "from qmgr.cli import main\n"
-    "main()\n"
+    f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+    "import pki\npki._uncheck()\nfrom qmgr.cli import main\nmain()\n"
 )
 
 
@@ -159,6 +164,8 @@ class UncheckedDaemon(DaemonProcess):
     """A queue manager that serves with whatever certificate it is given: one whose
     certificate expired while it ran, or a modified one that presents a client's
     certificate. The other ends' checks are what is tested against it."""
+
+    prepare = staticmethod(_uncheck)
 
     def command(self) -> list[str]:
         python, _m, _qmgr, *args = super().command()

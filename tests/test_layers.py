@@ -196,17 +196,4 @@ def test_no_import_cycles() -> None:
     for node in edges:
         if node not in index:
             visit(node)
-    cycles = [cycle for cycle in cycles if set(cycle) != _PEERING_HUB]
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
-
-
-#: The one cycle left while the peering adapter is being taken apart (its modules
-#: still import their hub, ``peering``, back); nothing else may join it.
-_PEERING_HUB = {
-    "qmgr.server.final_ack_courier",
-    "qmgr.server.outgoing_queue",
-    "qmgr.server.peer_accept",
-    "qmgr.server.peer_connection",
-    "qmgr.server.peer_link",
-    "qmgr.server.peering",
-}

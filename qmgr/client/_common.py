@@ -32,7 +32,7 @@ _INFINITE: Final = 0xFFFFFFFF
 #: What ``transactional=`` maps to in ``Send.mode`` (see ``qmgr.core.engine.SendMode``).
 SEND_MODES: Final = {None: 0, False: 1, True: 2}
 
-#: ``ControlOutgoing.action`` values (see ``qmgr.server.services.OutgoingAction``).
+#: ``ControlOutgoing.action`` values (see ``qmgr.server.client.services.OutgoingAction``).
 OUTGOING_PAUSE: Final = 1
 OUTGOING_RESUME: Final = 2
 OUTGOING_PURGE: Final = 3

@@ -10,7 +10,7 @@ why ([MS-MQQB] §3.1.5.8, reference §16). Nothing here writes, waits or
 logs.
 
 * Addressed to a queue here (a direct name that names this queue manager):
-  the message is appended to that queue. A rejection at arrival is never a
+  the message is appended to that queue. A refusal at arrival is never a
   silent drop and never stalls the sender's stream: the message is kept in
   this queue manager's dead-letter queue with the class that says why
   (``system$;deadxact`` for a transactional message, ``system$;deadletter``
@@ -84,7 +84,7 @@ class Arrival:
     #: None for a message relayed to another queue manager.
     queue_key: str | None
     #: Why it was refused (a NACK class), or None.
-    rejection: int | None = None
+    refusal: int | None = None
     #: For a relayed message: where it goes next.
     relay_to: RemoteDestination | None = None
     #: False for a refused message whose dead-letter copy was not kept (the
@@ -143,7 +143,7 @@ class Arrivals:
             return element.queue, None
         return None, RemoteDestination.from_address(element)
 
-    def local(
+    def to_queue(
         self,
         packet: UserMessage,
         queue_key: str | None,
@@ -152,34 +152,34 @@ class Arrivals:
         denied: Callable[[QueueRecord], bool] | None = None,
     ) -> Arrival:
         """The operations keeping a message addressed to a queue here, with the
-        reports of its arrival (an ACK_REACH_QUEUE or the NACK of its rejection,
+        reports of its arrival (an ACK_REACH_QUEUE or the NACK of its refusal,
         if asked), at ``wall`` (unix seconds). ``denied`` says whether the
         queue's permissions refuse the sender (NACK_ACCESS_DENIED)."""
         transactional = packet.transaction is not None
         message = _message(packet)
         store = self._store
         record = None if queue_key is None else store.get_queue(queue_key)
-        rejection: int | None = None
+        refusal: int | None = None
         deadline = deadline_of(message)
         if record is None or record.kind is not QueueKind.NORMAL:
-            rejection = MessageClass.NACK_BAD_DST_Q
+            refusal = MessageClass.NACK_BAD_DST_Q
         elif denied is not None and denied(record):
-            rejection = MessageClass.NACK_ACCESS_DENIED
+            refusal = MessageClass.NACK_ACCESS_DENIED
         elif transactional and not record.transactional:
-            rejection = MessageClass.NACK_NOT_TRANSACTIONAL_Q
+            refusal = MessageClass.NACK_NOT_TRANSACTIONAL_Q
         elif not transactional and record.transactional:
-            rejection = MessageClass.NACK_NOT_TRANSACTIONAL_MSG
+            refusal = MessageClass.NACK_NOT_TRANSACTIONAL_MSG
         elif _expired_in_transit(message, deadline, wall):
-            rejection = MessageClass.NACK_REACH_QUEUE_TIMEOUT
+            refusal = MessageClass.NACK_REACH_QUEUE_TIMEOUT
         note = _note(packet, message)
-        if rejection == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
+        if refusal == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
             # Too late: the source keeps a transactional one's dead-letter copy
             # (told by FinalAck); a plain one dies here, kept only if it asked.
-            reports = self._outcomes.reports(message, rejection, wall=wall, note=note)
-            return Arrival(tuple(reports), queue_key, rejection)
-        if rejection is not None:
-            ops, kept = self._refusal(message, rejection, wall, note)
-            return Arrival(ops, queue_key, rejection, kept=kept)
+            reports = self._outcomes.reports(message, refusal, wall=wall, note=note)
+            return Arrival(tuple(reports), queue_key, refusal)
+        if refusal is not None:
+            ops, kept = self._refusal(message, refusal, wall, note)
+            return Arrival(ops, queue_key, refusal, kept=kept)
         assert record is not None
         append: Operation = AppendMessage(
             record.queue_id,
@@ -202,10 +202,10 @@ class Arrivals:
         """The operations passing a message on to another queue manager."""
         hops = packet.user.hop_count + 1
         if hops > MAX_HOPS:
-            rejection = MessageClass.NACK_HOP_COUNT_EXCEEDED
+            refusal = MessageClass.NACK_HOP_COUNT_EXCEEDED
             message = _message(packet)
-            ops, kept = self._refusal(message, rejection, wall, _note(packet, message))
-            return Arrival(ops, None, rejection, kept=kept)
+            ops, kept = self._refusal(message, refusal, wall, _note(packet, message))
+            return Arrival(ops, None, refusal, kept=kept)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
         )

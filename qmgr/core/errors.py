@@ -2,7 +2,7 @@
 
 Each class names one kind of failure; none of them knows how a protocol
 carries it. The daemon maps them to the client protocol's error codes in
-one table (``qmgr.server.replies``), and the store's errors become these in
+one table (``qmgr.server.client.error_codes``), and the store's errors become these in
 one function, :func:`from_store_error`.
 """
 

@@ -15,7 +15,13 @@ What lives here ([MS-MQQB], reference §14-§15):
   between two queue managers: the handshake, the u16 session counters, the
   peer's window, SessionAcks and their bitmap, and the session timers;
 * the exactly-once in-order (EOD) sequences, sender and receiver side
-  (``outgoing``, ``incoming``).
+  (``outgoing`` over ``outgoing_table``, ``incoming``; their shared values in
+  ``sequence_values``);
+* :class:`Receiver` (``receiver``, with ``history``): what becomes of each
+  packet a peer sends: acknowledgments for us or to pass on, and the
+  exactly-once decision for messages (the sequences for transactional ones,
+  the history of message ids for the others), with return paths and the
+  OrderAcks.
 
 Each module opens with a theory of operation; the names below are the public
 surface, each block maintained by its module's owner.
@@ -29,21 +35,32 @@ from .incoming import IncomingSequences as IncomingSequences
 from .incoming import OrderAckDue as OrderAckDue
 from .incoming import StreamKey as StreamKey
 from .incoming import StreamState as StreamState
-from .outgoing import MAX_SEQUENCE_NUMBER as MAX_SEQUENCE_NUMBER
-from .outgoing import RESEND_INTERVALS as RESEND_INTERVALS
-from .outgoing import EntryKind as EntryKind
 from .outgoing import OutgoingSequence as OutgoingSequence
-from .outgoing import SequenceError as SequenceError
-from .outgoing import Transmission as Transmission
+from .sequence_values import MAX_SEQUENCE_NUMBER as MAX_SEQUENCE_NUMBER
+from .sequence_values import RESEND_INTERVALS as RESEND_INTERVALS
+from .sequence_values import EntryKind as EntryKind
+from .sequence_values import SequenceError as SequenceError
+from .sequence_values import Transmission as Transmission
 
 # isort: on
 # --- eod (end) ---
+# --- receiver (begin) ---
+from .history import MessageHistory as MessageHistory
+from .receiver import Accepted as Accepted
+from .receiver import ArrivalKind as ArrivalKind
+from .receiver import Dropped as Dropped
+from .receiver import FinalAckArrived as FinalAckArrived
+from .receiver import OrderAckArrived as OrderAckArrived
+from .receiver import PassOn as PassOn
+from .receiver import Receiver as Receiver
+
+# --- receiver (end) ---
 # --- session (begin) ---
 from .session import PeerSession as PeerSession
 from .session_values import Acked as Acked
 from .session_values import Action as Action
+from .session_values import Arrived as Arrived
 from .session_values import Close as Close
-from .session_values import Deliver as Deliver
 from .session_values import Opened as Opened
 from .session_values import Role as Role
 from .session_values import Send as Send

@@ -10,7 +10,7 @@ message is accepted, and when an OrderAck is due for which stream. It never
 reads a clock, touches the store or sends: ``now`` comes in, decisions and
 :class:`OrderAckDue` values go out.
 
-Two marks per stream. The *accepted* mark is the last message :meth:`offer`
+Two marks per stream. The *accepted* mark is the last message :meth:`accept`
 accepted, whether or not it is durable yet; the acceptance rule compares
 against it, so a run of messages can be accepted back to back before the
 store has synced any. The *persisted* mark is the last accepted message the
@@ -61,7 +61,7 @@ from typing import Final, TypeAlias
 
 import wire
 
-from .outgoing import MAX_SEQUENCE_NUMBER, SequenceError
+from .sequence_values import MAX_SEQUENCE_NUMBER, SequenceError
 
 __all__ = ["IncomingSequences", "OrderAckDue", "StreamKey", "StreamState"]
 
@@ -186,7 +186,7 @@ class IncomingSequences:
 
     # ------------------------------------------------------------------ arrivals
 
-    def offer(self, key: StreamKey, header: wire.TransactionHeader, now: float) -> bool:
+    def accept(self, key: StreamKey, header: wire.TransactionHeader, now: float) -> bool:
         """A transactional message of ``key`` arrived: accept it, or reject it.
 
         Returns:

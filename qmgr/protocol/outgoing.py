@@ -10,7 +10,8 @@ goes out next, with which TransactionHeader, and what may be forgotten. Every
 input is a call carrying the caller's ``now``; it never reads a clock or
 touches the store.
 
-Entry life (the table ``_TRANSITIONS`` below)::
+Entry life (the table ``TRANSITIONS`` of :mod:`qmgr.protocol.outgoing_table`,
+which also keeps the indexes over the entries)::
 
     WAITING --transmit--> SENT --unsend (connection lost, resend timer)--> WAITING
     WAITING, SENT --ack--> DONE                 (the acknowledgement that ends it)
@@ -72,13 +73,19 @@ set them); a sequence that never empties over 2**32 lookup ids (an error).
 from __future__ import annotations
 
 import bisect
-import enum
-import heapq
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 import wire
+
+from .outgoing_table import LIVE, EntryTable, Event, State
+from .sequence_values import (
+    MAX_SEQUENCE_NUMBER,
+    RESEND_INTERVALS,
+    EntryKind,
+    SequenceError,
+    Transmission,
+)
 
 __all__ = [
     "MAX_SEQUENCE_NUMBER",
@@ -88,82 +95,6 @@ __all__ = [
     "SequenceError",
     "Transmission",
 ]
-
-#: MSMQ's Transactional Ack Wait intervals in seconds (``SeqResend13Time``,
-#: ``SeqResend46Time``, ``SeqResend79Time``, ``SeqResend10Time``; reference §15.5).
-RESEND_INTERVALS: Final[tuple[float, ...]] = (30.0,) * 3 + (300.0,) * 3 + (1800.0,) * 3 + (21600.0,)
-
-#: The largest TxSequenceNumber (a u32; the first of a sequence is 1).
-MAX_SEQUENCE_NUMBER: Final = 0xFFFFFFFF
-
-
-class SequenceError(ValueError):
-    """An EOD sequence machine was used wrongly by its caller (never raised for a peer's input).
-
-    Lookup ids out of order, a forget result that matches no forget, a
-    sequence state that goes backwards, a persist never accepted, a malformed
-    stream key. An old OrderAck is ignored, an out-of-order message rejected.
-    """
-
-
-class EntryKind(enum.Enum):
-    """What an outgoing entry is, which decides what ends it."""
-
-    #: A transactional message of this QM: numbered, ended by an OrderAck.
-    TRANSACTIONAL = "transactional"
-    #: Non-transactional, recoverable: ended by a SessionAck marking it persisted.
-    RECOVERABLE = "recoverable"
-    #: Non-transactional, express: ended by any SessionAck covering it.
-    EXPRESS = "express"
-    #: A packet passing through for another source, its TransactionHeader
-    #: untouched: ended by a SessionAck marking it persisted; no EOD here.
-    RELAYED = "relayed"
-
-
-@dataclass(frozen=True, slots=True)
-class Transmission:
-    """One entry to put on the wire now.
-
-    Attributes:
-        lookup_id: the entry's lookup id in the outgoing queue.
-        kind: its kind.
-        header: the TransactionHeader to send it with (TRANSACTIONAL only,
-            else None; a RELAYED packet keeps the header it came with).
-    """
-
-    lookup_id: int
-    kind: EntryKind
-    header: wire.TransactionHeader | None
-
-
-_State = enum.Enum("_State", "WAITING SENT DONE FORGETTING")
-_Input = enum.Enum("_Input", "TRANSMIT UNSEND ACK FORGET_START FORGET_FAIL")
-
-
-#: The life of one entry: (state, input) -> new state. A missing pair is a
-#: bug here (the public methods check their inputs first). Leaving the table
-#: (forgotten, removed) is allowed from every state and is not a transition.
-_TRANSITIONS: Final[dict[tuple[_State, _Input], _State]] = {
-    (_State.WAITING, _Input.TRANSMIT): _State.SENT,
-    (_State.SENT, _Input.UNSEND): _State.WAITING,
-    (_State.WAITING, _Input.ACK): _State.DONE,
-    (_State.SENT, _Input.ACK): _State.DONE,
-    (_State.WAITING, _Input.FORGET_START): _State.FORGETTING,
-    (_State.SENT, _Input.FORGET_START): _State.FORGETTING,
-    (_State.DONE, _Input.FORGET_START): _State.FORGETTING,
-    (_State.FORGETTING, _Input.FORGET_FAIL): _State.DONE,
-}
-
-_LIVE: Final = frozenset({_State.WAITING, _State.SENT})
-
-
-@dataclass(slots=True)
-class _Entry:
-    lookup_id: int
-    kind: EntryKind
-    state: _State = _State.WAITING
-    #: True once it went out (so the receiver may have it).
-    transmitted: bool = False
 
 
 @dataclass(slots=True)
@@ -203,18 +134,7 @@ class OutgoingSequence:
         self._sequence_id = sequence_id
         self._base = base
         self._intervals = intervals
-        self._entries: dict[int, _Entry] = {}
-        # The highest lookup id added or the base: lower ids not in the table are gone.
-        self._highest = base
-        # Min-heaps of WAITING lookup ids; stale ids are skipped when met.
-        self._waiting_tx: list[int] = []
-        self._waiting_other: list[int] = []
-        self._waiting = 0
-        # Lookup ids of the live (WAITING or SENT) TRANSACTIONAL entries, sorted.
-        self._live_tx: list[int] = []
-        self._sent_tx = 0
-        self._tx_count = 0
-        self._forgetting = 0
+        self._table = EntryTable(base)
         self._batches: list[_Batch] = []
         self._wait_since: float | None = None
         self._resend_index = 0
@@ -236,17 +156,17 @@ class OutgoingSequence:
     @property
     def next_number(self) -> int:
         """The number the next new TRANSACTIONAL entry would get (at least 1)."""
-        return self._highest + 1 - self._base
+        return self._table.highest + 1 - self._base
 
     @property
     def waiting(self) -> int:
         """Entries waiting to be sent (for the first time, or again)."""
-        return self._waiting
+        return self._table.waiting
 
     @property
     def unacknowledged(self) -> int:
         """Entries in the table not waiting to be sent: sent and not yet forgotten."""
-        return len(self._entries) - self._waiting
+        return len(self._table) - self._table.waiting
 
     @property
     def last_order_ack(self) -> int:
@@ -270,7 +190,7 @@ class OutgoingSequence:
 
     def __len__(self) -> int:
         """Entries in the table (not yet forgotten or removed)."""
-        return len(self._entries)
+        return len(self._table)
 
     # ------------------------------------------------------------------ entries
 
@@ -281,21 +201,14 @@ class OutgoingSequence:
             SequenceError: ``lookup_id`` is not above every id added before
                 and above the base.
         """
-        if lookup_id <= self._highest:
+        highest = self._table.highest
+        if lookup_id <= highest:
             msg = (
                 f"lookup ids must increase and exceed the base ({self._base}): "
-                f"{lookup_id} after {self._highest}"
+                f"{lookup_id} after {highest}"
             )
             raise SequenceError(msg)
-        self._entries[lookup_id] = _Entry(lookup_id, kind)
-        self._highest = lookup_id
-        self._waiting += 1
-        if kind is EntryKind.TRANSACTIONAL:
-            heapq.heappush(self._waiting_tx, lookup_id)
-            self._live_tx.append(lookup_id)
-            self._tx_count += 1
-        else:
-            heapq.heappush(self._waiting_other, lookup_id)
+        self._table.add(lookup_id, kind)
 
     def next_transmission(self, now: float) -> Transmission | None:
         """The next entry to send, now marked SENT; None if nothing can go now.
@@ -307,43 +220,33 @@ class OutgoingSequence:
         Raises:
             SequenceError: the entry's number would exceed 0xFFFFFFFF.
         """
-        other = self._first_waiting(self._waiting_other)
-        tx = None if self.roll_pending else self._first_waiting(self._waiting_tx)
+        table = self._table
+        other = table.first_waiting(transactional=False)
+        tx = None if self.roll_pending else table.first_waiting(transactional=True)
         if tx is not None and (other is None or tx < other):
-            entry = self._entries[tx]
             header = self._header(tx)
-            heapq.heappop(self._waiting_tx)
+            entry = table.transmit(tx)
             if self._wait_since is None:
                 self._wait_since = now
         elif other is not None:
-            entry = self._entries[heapq.heappop(self._waiting_other)]
             header = None
+            entry = table.transmit(other)
         else:
             return None
-        self._move(entry, _Input.TRANSMIT)
-        entry.transmitted = True
         return Transmission(entry.lookup_id, entry.kind, header)
 
     def never_sent(self, lookup_id: int) -> bool:
         """True if the entry is waiting and this machine never sent it: giving it
         up (a forget) cannot take it from under the receiver."""
-        entry = self._entries.get(lookup_id)
-        return entry is not None and entry.state is _State.WAITING and not entry.transmitted
-
-    def _first_waiting(self, heap: list[int]) -> int | None:
-        while heap:
-            entry = self._entries.get(heap[0])
-            if entry is not None and entry.state is _State.WAITING:
-                return heap[0]
-            heapq.heappop(heap)
-        return None
+        entry = self._table.entries.get(lookup_id)
+        return entry is not None and entry.state is State.WAITING and not entry.transmitted
 
     def _header(self, lookup_id: int) -> wire.TransactionHeader:
         number = lookup_id - self._base
         if number > MAX_SEQUENCE_NUMBER:
             msg = f"entry {lookup_id} would be number {number} of {self._sequence_id}"
             raise SequenceError(msg)
-        live = self._live_tx
+        live = self._table.live_tx
         index = bisect.bisect_left(live, lookup_id)
         previous = live[index - 1] - self._base if index else 0
         return wire.TransactionHeader(
@@ -366,13 +269,13 @@ class OutgoingSequence:
             SequenceError: ``lookup_id`` was never added.
         """
         self._check_known((lookup_id,))
-        entry = self._entries.get(lookup_id)
-        if entry is None or entry.state not in _LIVE:
+        entry = self._table.entries.get(lookup_id)
+        if entry is None or entry.state not in LIVE:
             return ()
         kind = entry.kind
         if kind is EntryKind.TRANSACTIONAL or (kind is not EntryKind.EXPRESS and not persisted):
             return ()
-        self._move(entry, _Input.ACK)
+        self._table.move(entry, Event.ACK)
         return (lookup_id,)
 
     def order_ack(self, sequence_id: wire.TxSequenceId, number: int, now: float) -> tuple[int, ...]:
@@ -389,16 +292,11 @@ class OutgoingSequence:
         if sequence_id != self._sequence_id:
             return ()
         self._last_order_ack_time = now
-        live = self._live_tx
-        cut = bisect.bisect_right(live, number + self._base)
-        ended = tuple(live[:cut])
-        del live[:cut]
-        for lookup_id in ended:
-            self._move(self._entries[lookup_id], _Input.ACK)
+        ended = self._table.end_live_through(number + self._base)
         if ended or number > self._last_order_ack:
             self._last_order_ack = max(self._last_order_ack, number)
             self._resend_index = 0
-            self._wait_since = now if self._sent_tx else None
+            self._wait_since = now if self._table.sent_tx else None
         return ended
 
     # ------------------------------------------------------------------ forgetting
@@ -416,18 +314,19 @@ class OutgoingSequence:
         """
         ids = tuple(lookup_ids)
         self._check_known(ids)
-        if len(set(ids)) != len(ids) or any(self._forgetting_now(i) for i in ids):
+        table = self._table
+        if len(set(ids)) != len(ids) or any(table.is_forgetting(i) for i in ids):
             msg = f"cannot start forgetting {ids!r}: repeated, or already being forgotten"
             raise SequenceError(msg)
         unlive: set[int] = set()
         for lookup_id in ids:
-            entry = self._entries.get(lookup_id)
+            entry = table.entries.get(lookup_id)
             if entry is None:
                 continue
-            if entry.kind is EntryKind.TRANSACTIONAL and entry.state in _LIVE:
+            if entry.kind is EntryKind.TRANSACTIONAL and entry.state in LIVE:
                 unlive.add(lookup_id)
-            self._move(entry, _Input.FORGET_START)
-        self._unlive(unlive)
+            table.move(entry, Event.FORGET_START)
+        table.unlive(unlive)
         self._batches.append(_Batch(frozenset(ids)))
         self._after_leaving()
 
@@ -441,10 +340,10 @@ class OutgoingSequence:
         if self._pop_batch(ids) is None:
             msg = f"no forget of {sorted(ids)!r} is in flight"
             raise SequenceError(msg)
+        table = self._table
         for lookup_id in ids:
-            entry = self._entries.get(lookup_id)
-            if entry is not None and entry.state is _State.FORGETTING:
-                self._move(entry, _Input.FORGET_FAIL)
+            if table.is_forgetting(lookup_id):
+                table.move(table.entries[lookup_id], Event.FORGET_FAIL)
 
     def forgotten(
         self,
@@ -478,24 +377,25 @@ class OutgoingSequence:
                 f"to ({state_sequence_id}, base {state_base})"
             )
             raise SequenceError(msg)
-        if self._pop_batch(ids) is None and any(self._forgetting_now(i) for i in ids):
+        table = self._table
+        if self._pop_batch(ids) is None and any(table.is_forgetting(i) for i in ids):
             msg = f"forgotten {sorted(ids)!r} is part of a forget in flight, not all of one"
             raise SequenceError(msg)
         if state_sequence_id == current:
-            self._drop(ids)
+            table.drop(ids)
         else:
-            self._drop(ids.union(i for i in self._entries if i <= state_base))
+            table.drop(ids.union(i for i in table.entries if i <= state_base))
             self._sequence_id = state_sequence_id
             self._base = state_base
-            self._highest = max(self._highest, state_base)
+            table.highest = max(table.highest, state_base)
             self._last_order_ack = 0
             self._last_order_ack_time = None
             self._resend_index = 0
             # Only when the caller broke the purge-before-forget order: nothing
             # stays SENT under the old sequence.
-            for entry in self._entries.values():
-                if entry.state is _State.SENT and entry.kind is EntryKind.TRANSACTIONAL:
-                    self._unsend(entry)
+            for entry in table.entries.values():
+                if entry.state is State.SENT and entry.kind is EntryKind.TRANSACTIONAL:
+                    table.unsend(entry)
         self._after_leaving()
 
     def removed(self, lookup_ids: Iterable[int]) -> None:
@@ -509,7 +409,7 @@ class OutgoingSequence:
         """
         ids = set(lookup_ids)
         self._check_known(ids)
-        self._drop(ids)
+        self._table.drop(ids)
         self._after_leaving()
 
     # ------------------------------------------------------------------ connection and timer
@@ -520,14 +420,15 @@ class OutgoingSequence:
         TRANSACTIONAL entries keep their numbers (their previous numbers are
         computed afresh when they go).
         """
-        for entry in self._entries.values():
-            if entry.state is _State.SENT:
-                self._unsend(entry)
+        table = self._table
+        for entry in table.entries.values():
+            if entry.state is State.SENT:
+                table.unsend(entry)
         self._wait_since = None
 
     def next_deadline(self) -> float | None:
         """When :meth:`timer` has something to do (the OrderAck wait's end), or None."""
-        if self._wait_since is None or not self._sent_tx:
+        if self._wait_since is None or not self._table.sent_tx:
             return None
         return self._wait_since + self._intervals[self._resend_index]
 
@@ -540,24 +441,22 @@ class OutgoingSequence:
         deadline = self.next_deadline()
         if deadline is None or now < deadline:
             return
-        for lookup_id in self._live_tx:
-            entry = self._entries[lookup_id]
-            if entry.state is _State.SENT:
-                self._unsend(entry)
+        table = self._table
+        for lookup_id in table.live_tx:
+            entry = table.entries[lookup_id]
+            if entry.state is State.SENT:
+                table.unsend(entry)
         self._wait_since = None
         self._resend_index = min(self._resend_index + 1, len(self._intervals) - 1)
 
     # ------------------------------------------------------------------ internals
 
     def _check_known(self, lookup_ids: Iterable[int]) -> None:
-        unknown = sorted(i for i in lookup_ids if i > self._highest)
+        highest = self._table.highest
+        unknown = sorted(i for i in lookup_ids if i > highest)
         if unknown:
-            msg = f"entries {unknown!r} were never added (highest {self._highest})"
+            msg = f"entries {unknown!r} were never added (highest {highest})"
             raise SequenceError(msg)
-
-    def _forgetting_now(self, lookup_id: int) -> bool:
-        entry = self._entries.get(lookup_id)
-        return entry is not None and entry.state is _State.FORGETTING
 
     def _pop_batch(self, ids: frozenset[int]) -> _Batch | None:
         for index, batch in enumerate(self._batches):
@@ -565,56 +464,12 @@ class OutgoingSequence:
                 return self._batches.pop(index)
         return None
 
-    def _unsend(self, entry: _Entry) -> None:
-        self._move(entry, _Input.UNSEND)
-        heap = self._waiting_tx if entry.kind is EntryKind.TRANSACTIONAL else self._waiting_other
-        heapq.heappush(heap, entry.lookup_id)
-
-    def _move(self, entry: _Entry, event: _Input) -> None:
-        old = entry.state
-        new = _TRANSITIONS.get((old, event))
-        if new is None:  # pragma: no cover - the public methods check first
-            msg = f"entry {entry.lookup_id}: no transition for {event.name} in {old.name}"
-            raise AssertionError(msg)
-        entry.state = new
-        self._waiting += (new is _State.WAITING) - (old is _State.WAITING)
-        self._forgetting += (new is _State.FORGETTING) - (old is _State.FORGETTING)
-        if entry.kind is EntryKind.TRANSACTIONAL:
-            self._sent_tx += (new is _State.SENT) - (old is _State.SENT)
-
-    def _drop(self, ids: Iterable[int]) -> None:
-        """Entries leave the table (forgotten or removed), whatever their state."""
-        unlive: set[int] = set()
-        for lookup_id in ids:
-            entry = self._entries.pop(lookup_id, None)
-            if entry is None:
-                continue
-            state = entry.state
-            self._waiting -= state is _State.WAITING
-            self._forgetting -= state is _State.FORGETTING
-            if entry.kind is EntryKind.TRANSACTIONAL:
-                self._tx_count -= 1
-                self._sent_tx -= state is _State.SENT
-                if state in _LIVE:
-                    unlive.add(lookup_id)
-        self._unlive(unlive)
-
-    def _unlive(self, ids: set[int]) -> None:
-        """Take TRANSACTIONAL entries that stop being live out of ``_live_tx``."""
-        if len(ids) > 8:
-            self._live_tx = [i for i in self._live_tx if i not in ids]
-            return
-        live = self._live_tx
-        for lookup_id in ids:
-            index = bisect.bisect_left(live, lookup_id)
-            if index < len(live) and live[index] == lookup_id:
-                del live[index]
-
     def _after_leaving(self) -> None:
         """Entries left the live set: settle the wait, the backoff and a possible roll."""
-        if not self._sent_tx:
+        table = self._table
+        if not table.sent_tx:
             self._wait_since = None
-        if not self._tx_count:
+        if not table.tx_count:
             self._resend_index = 0
         self._check_emptying()
 
@@ -626,6 +481,6 @@ class OutgoingSequence:
         forgets in flight may be the one the store writes last, so all are
         flagged, and stay so until their result comes back.
         """
-        if self._batches and self._forgetting == len(self._entries):
+        if self._batches and self._table.forgetting == len(self._table):
             for batch in self._batches:
                 batch.may_empty = True

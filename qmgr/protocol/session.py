@@ -9,12 +9,12 @@ reference §14). It is driven by four kinds of input, each with the caller's
 * :meth:`~PeerSession.start`, once, when the TCP connection is up;
 * :meth:`~PeerSession.receive`, with each packet ``wire.FrameDecoder`` returns;
 * :meth:`~PeerSession.send` and :meth:`~PeerSession.persisted`, from the layer
-  above: a user packet goes out, a delivered recoverable packet is now durable;
+  above: a user packet goes out, an arrived recoverable packet is now durable;
 * :meth:`~PeerSession.timer`, once ``now`` reaches :meth:`~PeerSession.next_deadline`.
 
 Each returns a list of actions for the adapter to carry out in order:
-:class:`Send` bytes, announce the session :class:`Opened`, :class:`Deliver` a
-user packet upward, report sent packets :class:`Acked`, or :class:`Close` the
+:class:`Send` bytes, announce the session :class:`Opened`, hand up a user packet
+that :class:`Arrived`, report sent packets :class:`Acked`, or :class:`Close` the
 connection. The machine never reads a clock, touches a socket or logs.
 
 States. The initiator goes WAITING_ECR (EstablishConnection sent) ->
@@ -77,8 +77,8 @@ from .session_ledger import BITMAP_BITS, U16, ReceiveLedger, SendLedger
 from .session_values import (
     Acked,
     Action,
+    Arrived,
     Close,
-    Deliver,
     Opened,
     Role,
     Send,
@@ -277,14 +277,14 @@ class PeerSession:
         return data
 
     def persisted(self, recoverable_number: int, now: float) -> list[Action]:
-        """A delivered recoverable packet is durable: it may be reported in a SessionAck.
+        """An arrived recoverable packet is durable: it may be reported in a SessionAck.
 
         Returns:
             Possibly a :class:`Send` of a SessionAck (bitmap full, or half our
             window received since the last ack); else the ack-send timer is armed.
 
         Raises:
-            SessionError: the number is not one delivered and awaiting persistence.
+            SessionError: the number is not one that arrived and awaits persistence.
         """
         if self._state is SessionState.CLOSED:
             return []
@@ -456,7 +456,7 @@ class PeerSession:
         receiving = self._receiving
         number = receiving.count(recoverable=recoverable)
         self._last_user_packet = now
-        actions.append(Deliver(packet=packet, recoverable_number=number))
+        actions.append(Arrived(packet=packet, recoverable_number=number))
         if (
             not recoverable
             and not receiving.awaiting_persist

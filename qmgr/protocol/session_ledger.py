@@ -164,7 +164,7 @@ class ReceiveLedger:
         self.recoverable_received = 0
         #: ``received`` when the last SessionAck was built.
         self.reported = 0
-        # Recoverable numbers delivered and not yet persisted; insertion order is
+        # Recoverable numbers arrived and not yet persisted; insertion order is
         # number order, so the first key is the lowest.
         self._unpersisted: dict[int, None] = {}
         # Persisted recoverable numbers no SessionAck has reported yet.
@@ -177,7 +177,7 @@ class ReceiveLedger:
 
     @property
     def awaiting_persist(self) -> int:
-        """Recoverable packets delivered whose storage is not yet reported."""
+        """Recoverable packets arrived whose storage is not yet reported."""
         return len(self._unpersisted)
 
     def count(self, *, recoverable: bool) -> int | None:

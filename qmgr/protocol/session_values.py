@@ -115,8 +115,8 @@ class Opened:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Deliver:
-    """A user packet arrived for the layer above.
+class Arrived:
+    """A user packet arrived, for the layer above (the receiver).
 
     Attributes:
         packet: the packet, as decoded (any piggy-backed SessionHeader was
@@ -150,4 +150,4 @@ class Close:
 
 
 #: Everything the session asks its adapter to do.
-Action: TypeAlias = Send | Opened | Deliver | Acked | Close
+Action: TypeAlias = Send | Opened | Arrived | Acked | Close

@@ -10,7 +10,7 @@ and it can never keep an authenticated client out:
 
 * **It lasts at most the Hello deadline.** The session closes a
   connection that has not authenticated ``server.hello_timeout`` seconds
-  after it opened, Hello or not (``session``).
+  after it opened, Hello or not (``client.session``).
 * **Unauthenticated connections have a budget of their own**: at most
   ``limits.max_unauthenticated_per_address`` from one address and
   ``limits.max_unauthenticated`` in all. A new connection that finds a
@@ -36,6 +36,10 @@ says which connections to evict; the daemon closes them (a
 :class:`Ticket`'s ``close``). Memory is bounded: one ticket per
 connection being served, and failures kept for one minute, for at most
 ``MAX_TRACKED`` addresses (the oldest are forgotten first).
+
+The peer port keeps the same books for queue managers that connect
+(``AdmissionLimits.section`` ``peers``), which is why this module is
+``qmgr.server``'s, beside ``client/`` and ``peering/``, not either one's.
 """
 
 from __future__ import annotations

@@ -1,38 +1,47 @@
-"""The queue-manager daemon: ``qmgr serve``.
+"""The queue-manager daemon: ``qmgr serve``, the composition of the parts.
 
 Theory of operation
 -------------------
+:class:`Daemon` puts the parts together, each given what it needs and none
+knowing the daemon:
+
+* the **core** (``qmgr.core``), which decides and never writes;
+* the **committer** and its **writer**, the one place that writes, and
+  the **signals** that wake readers blocked on empty queues;
+* the **peering** side (``peering``): delivery between queue managers;
+* the **client** side (``client``): the services sessions use, queue
+  permissions, and the port that accepts connections;
+* the **workers** (``workers``): expiry, poison handling, maintenance.
+
 :func:`serve` checks the configuration (exposure, certificates, tokens;
 a problem is a :class:`ConfigurationError`, exit status 2), binds every
 listener (``listeners``), and only then opens the store, creates the system
 queues on first start and reserves message ids (written before any client
-is served), starts the committer and the background work, makes the
-listeners listen, and runs until SIGTERM or SIGINT (or until its cancel
-scope is cancelled by an embedding program or test). Client connections are
-``client_accept``'s, peer connections ``peering``'s.
-
-Poison handling's writes (the counts and moves aborts decide, returns from
-``;retry``) are a task of their own (``poison_worker``).
+is served: :meth:`Daemon.start_up`), and runs the daemon
+(:meth:`Daemon.run`): the committer and the workers, then the listeners,
+until SIGTERM or SIGINT (or until its cancel scope is cancelled by an
+embedding program or test).
 
 Shutdown is ordered so that nothing half-done survives: stop accepting,
 close client sessions (each aborts its open transactions; a commit already
 handed to the committer finishes first, because that wait is shielded), stop
-the committer once no session is left to submit to it, stop the writer
-thread, and close the store. A crash skips all of this and loses nothing
-committed: open transactions live only in memory and are aborted by
+the committer and the workers once no session is left to submit, stop the
+writer thread, and close the store. A crash skips all of this and loses
+nothing committed: open transactions live only in memory and are aborted by
 forgetting them.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import signal
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 import structlog
 import trio
@@ -41,16 +50,18 @@ import storage
 from qmgr import __version__
 from qmgr.config import Config
 from qmgr.core.budget import MemoryBudget
-from qmgr.core.engine import Limits, QueueManagerCore
+from qmgr.core.engine import QueueManagerCore
+from qmgr.core.limits import Limits
 from qmgr.core.names import LocalIdentity
 from qmgr.core.tokens import TokenBook, load_tokens
 from storage import QueueKind, Store
 from wire import client as cf
 
-from .authorization import Authorization
-from .client_accept import ClientPort
+from .client.accept import ClientPort
+from .client.authorization import Authorization
+from .client.handlers.replies import queue_info
+from .client.services import ConnectionLimits, Services
 from .committer import Committer
-from .expirer import Expirer
 from .listeners import (
     TCP_BACKLOG,
     ConfigurationError,
@@ -60,23 +71,33 @@ from .listeners import (
     listen_on,
     remove_socket,
 )
-from .maintenance import Maintenance
 from .peering import Peering
-from .poison_worker import PoisonWorker
-from .requests import queue_info
-from .services import ConnectionLimits, Services
+from .settings import from_config
 from .signals import QueueSignals, Wakeup
 from .tls import TlsContexts, check_exposure, load_contexts
+from .workers.expirer import Expirer
+from .workers.maintenance import Maintenance
+from .workers.outgoing_expiry import expire_outgoing
+from .workers.poison import PoisonWorker
 from .writer import Writer
 
 __all__ = ["ConfigurationError", "Daemon", "StartupError", "serve"]
 
-#: How long the error frame of a refused connection may take to write.
-REFUSAL_TIMEOUT: Final = 1.0
+#: Listen addresses that take every address of the host.
+_WILDCARDS: Final = ("", "0.0.0.0", "::")
+
+
+@dataclass(frozen=True, slots=True)
+class Sockets:
+    """The daemon's bound sockets (not listening yet)."""
+
+    local: trio.socket.SocketType | None
+    peers: list[trio.socket.SocketType]
+    clients: list[trio.socket.SocketType]
 
 
 class Daemon:
-    """The parts of one running queue manager, and its connections."""
+    """The parts of one running queue manager (see the module docstring)."""
 
     def __init__(
         self,
@@ -89,77 +110,73 @@ class Daemon:
         self.store = store
         self.tls = tls if tls is not None else TlsContexts(None, None, None)
         self.log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
-        identity = LocalIdentity(
-            host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
-            addresses=frozenset({"127.0.0.1", "::1"} | _listen_addresses(config)),
-            peer_port=config.listen.port,
-            listens_everywhere=config.listen.host in _WILDCARDS,
-        )
+        self.started_at = time.time()
+        self.stop_requested = trio.Event()
+        delay = config.tx_xact_delay_receive_nack
+        #: Queue semantics: decides, reads the store, never writes.
         self.core = QueueManagerCore(
             store,
-            identity=identity,
-            limits=Limits(
-                max_transaction_operations=config.tx_max_operations,
-                max_transaction_bytes=config.tx_max_bytes,
-                max_uncommitted_bytes=config.max_uncommitted_bytes,
-                max_prepared=config.tx_max_prepared,
-                outcome_retention=config.tx_outcome_retention,
-                xact_delay_receive_nack=(
-                    None
-                    if config.tx_xact_delay_receive_nack < 0
-                    else config.tx_xact_delay_receive_nack
-                ),
+            identity=_local_identity(config),
+            limits=from_config(
+                Limits, config, xact_delay_receive_nack=None if delay < 0 else delay
             ),
         )
+        core = self.core
+        # The one place that writes, and the wake-ups of blocked readers.
         self.writer = Writer(store, thread=config.writer_thread)
-        self.committer = Committer(store, self.writer)
-        self.signals = QueueSignals()
-        wakeup = Wakeup()
-        self.maintenance = Maintenance(
+        self.committer = committer = Committer(store, self.writer)
+        self.signals = signals = QueueSignals()
+        #: Delivery between queue managers.
+        self.peering = Peering(
+            config=config,
             store=store,
-            core=self.core,
-            committer=self.committer,
-            signals=self.signals,
-            wakeup=wakeup,
-            erase_step=config.erase_step,
-            idle_timeout=config.tx_idle_timeout,
+            committer=committer,
+            signals=signals,
+            identity=core.identity,
+            outcomes=core.outcomes,
+            confirmations=core.confirmations,
+            log=self.log,
+            tls=self.tls,
         )
-        self.poison = PoisonWorker(
-            core=self.core, committer=self.committer, signals=self.signals, log=self.log
-        )
-        self.expirer = Expirer(core=self.core, committer=self.committer, signals=self.signals)
+        #: The client side: what sessions use, and the ports that accept them.
         self.services = Services(
-            core=self.core,
-            committer=self.committer,
-            signals=self.signals,
+            core=core,
+            committer=committer,
+            signals=signals,
             frames=MemoryBudget(config.max_frame_bytes, what="frames being received"),
-            limits=ConnectionLimits(
-                hello_timeout=config.hello_timeout,
-                frame_timeout=config.frame_timeout,
-                idle_timeout=config.idle_timeout,
-                max_transactions=config.max_transactions_per_connection,
-                max_waiting_receives=config.max_waiting_receives_per_connection,
-            ),
+            limits=from_config(ConnectionLimits, config),
             qm_name=config.name,
             qm_guid=store.qm_guid,
             server_version=__version__,
             status=self.status,
             queue_infos=self.queue_infos,
-            maintenance=wakeup,
+            maintenance=Wakeup(),
+            peering=self.peering,
+            authorization=self._authorization(tokens),
         )
-        self.peering = Peering(
-            config=config,
+        self.clients = ClientPort(config, self.services, self.tls.clients, self.log)
+        # The background workers.
+        self.maintenance = Maintenance(
             store=store,
-            committer=self.committer,
-            signals=self.signals,
-            identity=identity,
-            outcomes=self.core.outcomes,
-            confirmations=self.core.confirmations,
-            log=self.log,
-            tls=self.tls,
+            core=core,
+            committer=committer,
+            signals=signals,
+            wakeup=self.services.maintenance,
+            erase_step=config.erase_step,
+            idle_timeout=config.tx_idle_timeout,
         )
-        self.services.peering = self.peering
-        self.services.authorization = Authorization(
+        self.poison = PoisonWorker(core=core, committer=committer, signals=signals, log=self.log)
+        self.expirer = Expirer(
+            core=core,
+            committer=committer,
+            signals=signals,
+            outgoing=functools.partial(expire_outgoing, self.peering),
+        )
+
+    def _authorization(self, tokens: TokenBook | None) -> Authorization:
+        """Queue permissions, for clients and for messages from peers."""
+        config = self.config
+        authorization = Authorization(
             self.core,
             enabled=config.auth_required,
             admins=config.auth_admins,
@@ -167,17 +184,16 @@ class Daemon:
             default_acl=config.auth_default_acl,
             tokens=tokens,
         )
-        self.peering.authorization = self.services.authorization
-        self.services.authorization.identities_of = self.peering.identities.identities_of
+        authorization.identities_of = self.peering.identities.identities_of
+        self.peering.authorization = authorization
         if config.auth_required:
-            self.core.outcomes.refuses_acknowledgment = (
-                self.services.authorization.refuses_acknowledgment
-            )
-        self.expirer.peering = self.peering
-        #: The client port and the Unix-domain socket: who may connect, and the sessions.
-        self.clients = ClientPort(config, self.services, self.tls.clients, self.log)
-        self.started_at = time.time()
-        self.stop_requested = trio.Event()
+            self.core.outcomes.refuses_acknowledgment = authorization.refuses_acknowledgment
+        return authorization
+
+    @property
+    def workers(self) -> tuple[Callable[[], Awaitable[None]], ...]:
+        """The background workers' tasks (the FinalAck courier is the peering side's)."""
+        return (self.maintenance.run, self.poison.run, self.expirer.run)
 
     @property
     def stopping(self) -> bool:
@@ -220,6 +236,73 @@ class Daemon:
                 self.log.info("subqueues_created", queues=sum(len(r.records) for r in made))
             elif outcome.error is None:
                 self.log.info("system_queue_created", queue=unit.ops[0].name)  # type: ignore[attr-defined]
+
+    async def run(
+        self,
+        sockets: Sockets,
+        *,
+        install_signal_handlers: bool = True,
+        task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve on the bound sockets until asked to stop (see the module docstring);
+        ``task_status.started`` receives the client port's bound (host, port)."""
+        # The client port last: once it answers, every listener does (the local
+        # socket and the peer port too), so whoever waits for it may use them all.
+        local = None if sockets.local is None else listen_on(sockets.local)
+        peers = [listen_on(sock, TCP_BACKLOG) for sock in sockets.peers]
+        clients = [listen_on(sock, TCP_BACKLOG) for sock in sockets.clients]
+        bound = sockets.clients[0].getsockname()
+        async with trio.open_nursery() as outer:
+            await outer.start(self.committer.run)
+            for worker in self.workers:
+                outer.start_soon(worker)
+            async with trio.open_nursery() as inner:
+                if install_signal_handlers:
+                    inner.start_soon(_watch_signals, self.stop, self.log)
+                await inner.start(self.peering.run, peers)
+                inner.start_soon(trio.serve_listeners, self.clients.handle_connection, clients)
+                if local is not None:
+                    handler = self.clients.handle_local_connection
+                    inner.start_soon(trio.serve_listeners, handler, [local])
+                self._log_started(sockets)
+                # Everything made so far (modules, the daemon's parts) lives as long
+                # as the daemon: keep it out of every garbage collection, which
+                # would otherwise walk it all and pause the event loop for
+                # milliseconds (measured: 13.6 ms for a full collection).
+                gc.freeze()
+                task_status.started((bound[0], bound[1]))
+                try:
+                    await self.stop_requested.wait()
+                finally:
+                    # Open transactions end with their sessions, aborted.
+                    aborted = len(self.core.transactions)
+                    self.services.stopping = True
+                    self.signals.notify_all()
+                    inner.cancel_scope.cancel()
+            # Every session is gone: nothing can submit to the committer any more.
+            outer.cancel_scope.cancel()
+        self.log.info("queue_manager_stopped", open_transactions_aborted=aborted)
+
+    def _log_started(self, sockets: Sockets) -> None:
+        config, tls = self.config, self.tls
+        client, peer = sockets.clients[0].getsockname(), sockets.peers[0].getsockname()
+        self.log.info(
+            "queue_manager_started",
+            guid=str(self.store.qm_guid),
+            data_dir=str(config.data_dir),
+            client_listen=f"{client[0]}:{client[1]}",
+            unix_socket=None if sockets.local is None else str(config.unix_socket),
+            peer_listen=f"{peer[0]}:{peer[1]}",
+            tls_clients=tls.clients is not None,
+            tls_peers=tls.peer_server is not None,
+            auth_required=config.auth_required,
+            accept_peers_from=[str(network) for network in config.peer_accept_from],
+            routes=len(config.routes),
+            outgoing_queues=len(self.peering.outgoing),
+            writer="thread" if config.writer_thread else "event loop",
+            version=__version__,
+            python=sys.version.split()[0],
+        )
 
     def queue_infos(self) -> tuple[cf.QueueInfo, ...]:
         """Every queue with its counters."""
@@ -293,8 +376,21 @@ async def serve(
                 raise StartupError(msg) from exc
         peer_sockets = await bind_tcp(config.listen, "peers", bound)
         client_sockets = await bind_tcp(config.client_listen, "clients", bound)
-        sockets = _Sockets(local, peer_sockets, client_sockets)
-        await _run(config, log, tls, tokens, sockets, install_signal_handlers, task_status)
+        store = _open_store(config)
+        daemon: Daemon | None = None
+        try:
+            daemon = Daemon(config, store, tls, tokens)
+            daemon.start_up()
+            if not store.has_ballast:
+                log.warning("store_reserve_missing", reserve_size=config.reserve_size)
+            sockets = Sockets(local, peer_sockets, client_sockets)
+            await daemon.run(
+                sockets, install_signal_handlers=install_signal_handlers, task_status=task_status
+            )
+        finally:
+            if daemon is not None:
+                daemon.writer.close()
+            store.close()
     finally:
         for sock in bound:
             sock.close()
@@ -304,27 +400,14 @@ async def serve(
             remove_socket(config.unix_socket)
 
 
-@dataclass(frozen=True, slots=True)
-class _Sockets:
-    """The daemon's bound sockets (not listening yet)."""
+def _open_store(config: Config) -> Store:
+    """The store in the data directory.
 
-    local: trio.socket.SocketType | None
-    peers: list[trio.socket.SocketType]
-    clients: list[trio.socket.SocketType]
-
-
-async def _run(
-    config: Config,
-    log: structlog.typing.FilteringBoundLogger,
-    tls: TlsContexts,
-    tokens: TokenBook,
-    sockets: _Sockets,
-    install_signal_handlers: bool,
-    task_status: trio.TaskStatus[tuple[str, int]],
-) -> None:
-    """Open the store and serve on the bound sockets until asked to stop."""
+    Raises:
+        StartupError: it cannot be opened.
+    """
     try:
-        store = Store(
+        return Store(
             config.data_dir,
             initial_map_size=config.initial_map_size,
             max_map_size=config.max_map_size,
@@ -333,88 +416,26 @@ async def _run(
     except Exception as exc:
         msg = f"cannot open the store in {config.data_dir}: {exc}"
         raise StartupError(msg) from exc
-    daemon: Daemon | None = None
-    try:
-        daemon = Daemon(config, store, tls, tokens)
-        daemon.start_up()
-        if not store.has_ballast:
-            log.warning("store_reserve_missing", reserve_size=config.reserve_size)
-        # The client port last: once it answers, every listener does (the local
-        # socket and the peer port too), so whoever waits for it may use them all.
-        local = None if sockets.local is None else listen_on(sockets.local)
-        peer_listeners = [listen_on(sock, TCP_BACKLOG) for sock in sockets.peers]
-        peer_bound = sockets.peers[0].getsockname()
-        listeners = [listen_on(sock, TCP_BACKLOG) for sock in sockets.clients]
-        bound = sockets.clients[0].getsockname()
-        async with trio.open_nursery() as outer:
-            await outer.start(daemon.committer.run)
-            outer.start_soon(daemon.maintenance.run)
-            outer.start_soon(daemon.poison.run)
-            outer.start_soon(daemon.expirer.run)
-            async with trio.open_nursery() as inner:
-                if install_signal_handlers:
-                    inner.start_soon(_watch_signals, daemon.stop, log)
-                await inner.start(daemon.peering.run, peer_listeners)
-                inner.start_soon(trio.serve_listeners, daemon.clients.handle_connection, listeners)
-                if local is not None:
-                    inner.start_soon(
-                        trio.serve_listeners, daemon.clients.handle_local_connection, [local]
-                    )
-                log.info(
-                    "queue_manager_started",
-                    guid=str(store.qm_guid),
-                    data_dir=str(config.data_dir),
-                    client_listen=f"{bound[0]}:{bound[1]}",
-                    unix_socket=None if local is None else str(config.unix_socket),
-                    peer_listen=f"{peer_bound[0]}:{peer_bound[1]}",
-                    tls_clients=tls.clients is not None,
-                    tls_peers=tls.peer_server is not None,
-                    auth_required=config.auth_required,
-                    accept_peers_from=[str(network) for network in config.peer_accept_from],
-                    routes=len(config.routes),
-                    outgoing_queues=len(daemon.peering.outgoing),
-                    writer="thread" if config.writer_thread else "event loop",
-                    version=__version__,
-                    python=sys.version.split()[0],
-                )
-                # Everything made so far (modules, the daemon's parts) lives as long
-                # as the daemon: keep it out of every garbage collection, which
-                # would otherwise walk it all and pause the event loop for
-                # milliseconds (measured: 13.6 ms for a full collection).
-                gc.freeze()
-                task_status.started((bound[0], bound[1]))
-                try:
-                    await daemon.stop_requested.wait()
-                finally:
-                    # Open transactions end with their sessions, aborted.
-                    aborted = len(daemon.core.transactions)
-                    daemon.services.stopping = True
-                    daemon.signals.notify_all()
-                    inner.cancel_scope.cancel()
-            # Every session is gone: nothing can submit to the committer any more.
-            outer.cancel_scope.cancel()
-        log.info("queue_manager_stopped", open_transactions_aborted=aborted)
-    finally:
-        if daemon is not None:
-            daemon.writer.close()
-        store.close()
+
+
+def _local_identity(config: Config) -> LocalIdentity:
+    """The names and addresses that are this queue manager's own."""
+    host = config.listen.host
+    return LocalIdentity(
+        host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
+        addresses=frozenset(
+            {"127.0.0.1", "::1"} | (set() if host in _WILDCARDS else {host.lower()})
+        ),
+        peer_port=config.listen.port,
+        listens_everywhere=host in _WILDCARDS,
+    )
 
 
 async def _watch_signals(
-    stop: Callable[[], Any], log: structlog.typing.FilteringBoundLogger
+    stop: Callable[[], object], log: structlog.typing.FilteringBoundLogger
 ) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async for signum in signals:
             log.info("shutdown_requested", signal=signal.Signals(signum).name)
             stop()
             return
-
-
-#: Listen addresses that take every address of the host.
-_WILDCARDS: Final = ("", "0.0.0.0", "::")
-
-
-def _listen_addresses(config: Config) -> set[str]:
-    """The peer listener's own address, when it names one (not a wildcard)."""
-    host = config.listen.host
-    return set() if host in _WILDCARDS else {host.lower()}

@@ -14,7 +14,7 @@ contexts are built once, at start-up, from ``[tls]`` (:func:`load_contexts`):
   other's, signed by ``tls.ca``. The peer's *identity* is the common name of
   its certificate. Host names are not checked: a destination is often named
   by address, and what a peer may do is decided by its identity, which
-  ``peer_identity`` ties to the queue manager GUID it speaks for.
+  ``peering.identity`` ties to the queue manager GUID it speaks for.
 
 Every handshake has a deadline (:func:`handshake`): a client that connects
 and says nothing, or speaks plain text to a TLS port, costs one connection

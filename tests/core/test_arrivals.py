@@ -59,8 +59,8 @@ def test_a_message_for_a_local_queue_is_appended(qm: CoreHarness) -> None:
     found = packet("TCP:127.0.0.1:1901\\private$\\TxQ")
     key, remote = arrivals.destination(found)
     assert (key, remote) == ("txq", None)
-    arrival = arrivals.local(found, key, wall=WALL)
-    assert arrival.rejection is None
+    arrival = arrivals.to_queue(found, key, wall=WALL)
+    assert arrival.refusal is None
     (op,) = arrival.ops
     assert isinstance(op, storage.AppendMessage)
     assert MessageProperties.from_bytes(op.payload).body == b"body"  # type: ignore[arg-type]
@@ -82,8 +82,8 @@ def test_rejections_go_to_the_dead_letter_queue_with_their_class(
     path = queue if queue.startswith("system$") else f"private$\\{queue}"
     found = packet(f"OS:localhost:1901\\{path}", transactional=transactional)
     key, _ = arrivals.destination(found)
-    arrival = arrivals.local(found, key, wall=WALL)
-    assert arrival.rejection == expected
+    arrival = arrivals.to_queue(found, key, wall=WALL)
+    assert arrival.refusal == expected
     (op,) = arrival.ops
     assert dead_class(qm, op, dead_letter) == expected
 
@@ -92,7 +92,7 @@ def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> No
     qm.create("small", transactional=True, quota=2)
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     found = packet("TCP:127.0.0.1:1901\\private$\\small")
-    arrival = arrivals.local(found, "small", wall=WALL)
+    arrival = arrivals.to_queue(found, "small", wall=WALL)
     (op,) = arrival.ops
     assert isinstance(op, storage.Attempt)
     outcome = qm.write(storage.Unit(arrival.ops))
@@ -125,7 +125,7 @@ def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
     _, remote = arrivals.destination(found)
     assert remote is not None
     arrival = arrivals.relay(found, remote, wall=WALL)
-    assert arrival.rejection == MessageClass.NACK_HOP_COUNT_EXCEEDED
+    assert arrival.refusal == MessageClass.NACK_HOP_COUNT_EXCEEDED
     (op,) = arrival.ops
     assert dead_class(qm, op, "system$;deadxact") == MessageClass.NACK_HOP_COUNT_EXCEEDED
 
@@ -137,13 +137,13 @@ def test_refusals_keep_copies_only_while_the_dead_letter_queue_has_room(
     max_rejected_bytes in the dead-letter queue, a refusal is reported, not kept."""
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=1000)
     found = packet("TCP:127.0.0.1:1901\\private$\\missing")
-    first = arrivals.local(found, "missing", wall=WALL)
-    assert (first.rejection, first.kept) == (MessageClass.NACK_BAD_DST_Q, True)
+    first = arrivals.to_queue(found, "missing", wall=WALL)
+    assert (first.refusal, first.kept) == (MessageClass.NACK_BAD_DST_Q, True)
     [copy] = first.ops
     assert isinstance(copy, storage.AppendMessage)
-    while (arrival := arrivals.local(found, "missing", wall=WALL)).kept:
+    while (arrival := arrivals.to_queue(found, "missing", wall=WALL)).kept:
         qm.store.commit([storage.Unit(arrival.ops)], now=WALL)
-    assert arrival.rejection == MessageClass.NACK_BAD_DST_Q
+    assert arrival.refusal == MessageClass.NACK_BAD_DST_Q
     assert arrival.ops == ()  # nothing kept; a FinalAck or NACK would still be here
     deadxact = qm.store.get_queue("system$;deadxact")
     assert deadxact is not None

@@ -79,7 +79,7 @@ def arrive(qm: CoreHarness, packet: wire.UserMessage) -> Arrival:
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
     key, remote = arrivals.destination(packet)
     assert remote is None
-    arrival = arrivals.local(packet, key, wall=WALL)
+    arrival = arrivals.to_queue(packet, key, wall=WALL)
     outcome = qm.write(storage.Unit(arrival.ops))
     assert outcome.error is None
     return arrival
@@ -91,7 +91,7 @@ def final_acks(qm: CoreHarness) -> list[tuple[bytes, tuple[int, int, int, int, i
 
 def test_an_arrived_message_keeps_its_sequence_fields_in_its_note(qm: CoreHarness) -> None:
     arrival = arrive(qm, arriving(HERE + "q"))
-    assert arrival.rejection is None
+    assert arrival.refusal is None
     record = qm.core.queue("q")
     [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
     assert storage.message_note(stored) == struct.pack(">IIII", *SEQUENCE)
@@ -149,7 +149,7 @@ def test_a_purged_message_records_q_purged(qm: CoreHarness) -> None:
 
 def test_a_refused_message_records_its_nack_at_once_and_is_kept_here(qm: CoreHarness) -> None:
     arrival = arrive(qm, arriving(HERE + "plain"))
-    assert arrival.rejection == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert arrival.refusal == MessageClass.NACK_NOT_TRANSACTIONAL_Q
     assert final_acks(qm) == [(KEY, (MessageClass.NACK_NOT_TRANSACTIONAL_Q, *SEQUENCE))]
     [dead] = messages(qm, names.DEADXACT)
     assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
@@ -159,7 +159,7 @@ def test_a_refused_message_records_its_nack_at_once_and_is_kept_here(qm: CoreHar
 
 def test_a_message_to_a_missing_queue_records_bad_dst_q(qm: CoreHarness) -> None:
     arrival = arrive(qm, arriving(HERE + "nowhere", flags=wire.TransactionFlags.FINAL_ACK))
-    assert arrival.rejection == MessageClass.NACK_BAD_DST_Q
+    assert arrival.refusal == MessageClass.NACK_BAD_DST_Q
     assert final_acks(qm) == [(KEY, (MessageClass.NACK_BAD_DST_Q, *SEQUENCE))]
     assert classes(qm, names.DEADXACT) == [MessageClass.NACK_BAD_DST_Q]
 

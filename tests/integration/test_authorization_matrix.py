@@ -458,108 +458,6 @@ def test_the_journal_copy_of_a_receive(deployment: Deployment, who: str) -> None
     assert site.bodies(f"{queue};journal") == ([body] if allowed else [])
 
 
-@dataclass(frozen=True)
-class Expiry:
-    """A message sent to expire at once with MQMSG_DEADLETTER, and the answer."""
-
-    site: Site
-    dead_letter_queue: str
-    label: str
-    message_id: str | None
-    denial: AccessDenied | None
-
-    def copies(self) -> list[Message]:
-        """Its copies in the dead-letter queue."""
-        return dead_copies(self.site, self.dead_letter_queue, self.label)
-
-    def kept(self) -> bool:
-        return bool(self.copies())
-
-
-@pytest.fixture(scope="module")
-def expired(deployment: Deployment) -> dict[str, Expiry]:
-    """Every dead-letter case's message, sent once for the module (so the
-    expirations are waited for together), with the copies already kept."""
-    site = deployment.p1
-    found: dict[str, Expiry] = {}
-    for kind, dead_letter_queue in DEAD.items():
-        queue = fresh("expiring")
-        own_queue(site, queue, "send", transactional=kind == "transactional")
-        for who, name in WHO.items():
-            label = f"{queue} from {who}"
-            with site.client(name) as qm:
-                sent, denial = try_send(
-                    qm,
-                    queue,
-                    label.encode(),
-                    label=label,
-                    time_to_be_received=0,
-                    journal=Journal.DEADLETTER,
-                )
-            found[f"{who}-{kind}"] = Expiry(site, dead_letter_queue, label, sent, denial)
-    for peer in PEERS:
-        sender, receiver = deployment.pair(peer)
-        queue = fresh("expiring")
-        with receiver.client("root") as root:
-            root.create_queue(queue)
-            root.grant(queue, "peer:*", "send")
-        label = f"{queue} from {peer}"
-        with sender.client("root") as root:
-            sent = root.send(
-                receiver.queue(queue),
-                label.encode(),
-                label=label,
-                time_to_be_received=3,  # arrives first, then dies there
-                journal=Journal.DEADLETTER,
-            )
-        found[peer] = Expiry(receiver, DEAD["non-transactional"], label, sent, None)
-    for case in found.values():
-        if case.message_id is not None:
-            wait_until(case.kept, timeout=30)
-    return found
-
-
-@pytest.mark.parametrize("kind", DEAD)
-@pytest.mark.parametrize("who", WHO)
-def test_a_dead_letter_copy(
-    deployment: Deployment, expired: dict[str, Expiry], who: str, kind: str
-) -> None:
-    """A message that expires with MQMSG_DEADLETTER is kept in system$;deadletter
-    or system$;deadxact if its send was allowed; the dead-letter queues are
-    the administrators' to read (and to see in a trace)."""
-    case = expired[f"{who}-{kind}"]
-    allowed = allowed_for(who)
-    check_answer(case.denial, allowed, "'carol' may not send on queue")
-    with case.site.client(WHO[who]) as qm:
-        refused = attempt(lambda: qm.peek_range(case.dead_letter_queue))
-        traced = () if case.message_id is None else qm.trace(case.message_id).findings
-    check_answer(refused, False, f"'{WHO[who]}' may not peek on queue")
-    assert traced == ()
-    copies = case.copies()
-    if not allowed:
-        assert copies == []
-        return
-    [copy] = copies
-    assert copy.message_class == MessageClass.NACK_RECEIVE_TIMEOUT
-    assert copy.id == case.message_id
-    with case.site.client("root") as root:
-        assert case.message_id is not None
-        assert [f.kind for f in root.trace(case.message_id).findings] == ["dead-letter"]
-
-
-@pytest.mark.parametrize("peer", PEERS)
-def test_a_peers_message_that_dies_here_is_kept_in_the_dead_letter_queue(
-    expired: dict[str, Expiry], peer: str
-) -> None:
-    case = expired[peer]
-    [copy] = case.copies()
-    assert copy.id == case.message_id
-    assert copy.message_class in (
-        MessageClass.NACK_RECEIVE_TIMEOUT,
-        MessageClass.NACK_REACH_QUEUE_TIMEOUT,  # on a slow machine it may die on its way
-    )
-
-
 @pytest.mark.parametrize("direction", ["queue-to-subqueue", "subqueue-to-queue"])
 @pytest.mark.parametrize("who", WHO)
 def test_a_move_between_a_queue_and_its_subqueue(
@@ -1070,3 +968,116 @@ def test_trace(deployment: Deployment, name: str, where: str, kinds: list[str]) 
     assert found == kinds
     if kinds:
         assert all(finding.place for finding in findings)
+
+
+# --------------------------------------------------------------------------- dead letters
+# Last in the module: their messages, sent before its first test, expire meanwhile.
+
+
+@dataclass(frozen=True)
+class Expiry:
+    """A message sent to expire at once with MQMSG_DEADLETTER, and the answer."""
+
+    site: Site
+    dead_letter_queue: str
+    label: str
+    message_id: str | None
+    denial: AccessDenied | None
+
+    def copies(self) -> list[Message]:
+        """Its copies in the dead-letter queue."""
+        return dead_copies(self.site, self.dead_letter_queue, self.label)
+
+    def kept(self) -> bool:
+        return bool(self.copies())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def expiring(deployment: Deployment) -> dict[str, Expiry]:
+    """Every dead-letter case's message, sent once for the module before its first
+    test (so the expirations are waited for together, while the tests before the
+    dead-letter ones run)."""
+    site = deployment.p1
+    found: dict[str, Expiry] = {}
+    for kind, dead_letter_queue in DEAD.items():
+        queue = fresh("expiring")
+        own_queue(site, queue, "send", transactional=kind == "transactional")
+        for who, name in WHO.items():
+            label = f"{queue} from {who}"
+            with site.client(name) as qm:
+                sent, denial = try_send(
+                    qm,
+                    queue,
+                    label.encode(),
+                    label=label,
+                    time_to_be_received=0,
+                    journal=Journal.DEADLETTER,
+                )
+            found[f"{who}-{kind}"] = Expiry(site, dead_letter_queue, label, sent, denial)
+    for peer in PEERS:
+        sender, receiver = deployment.pair(peer)
+        queue = fresh("expiring")
+        with receiver.client("root") as root:
+            root.create_queue(queue)
+            root.grant(queue, "peer:*", "send")
+        label = f"{queue} from {peer}"
+        with sender.client("root") as root:
+            sent = root.send(
+                receiver.queue(queue),
+                label.encode(),
+                label=label,
+                time_to_be_received=3,  # arrives first, then dies there
+                journal=Journal.DEADLETTER,
+            )
+        found[peer] = Expiry(receiver, DEAD["non-transactional"], label, sent, None)
+    return found
+
+
+@pytest.fixture(scope="module")
+def expired(expiring: dict[str, Expiry]) -> dict[str, Expiry]:
+    """The ``expiring`` cases, their copies already kept."""
+    for case in expiring.values():
+        if case.message_id is not None:
+            wait_until(case.kept, timeout=30)
+    return expiring
+
+
+@pytest.mark.parametrize("kind", DEAD)
+@pytest.mark.parametrize("who", WHO)
+def test_a_dead_letter_copy(
+    deployment: Deployment, expired: dict[str, Expiry], who: str, kind: str
+) -> None:
+    """A message that expires with MQMSG_DEADLETTER is kept in system$;deadletter
+    or system$;deadxact if its send was allowed; the dead-letter queues are
+    the administrators' to read (and to see in a trace)."""
+    case = expired[f"{who}-{kind}"]
+    allowed = allowed_for(who)
+    check_answer(case.denial, allowed, "'carol' may not send on queue")
+    with case.site.client(WHO[who]) as qm:
+        refused = attempt(lambda: qm.peek_range(case.dead_letter_queue))
+        traced = () if case.message_id is None else qm.trace(case.message_id).findings
+    check_answer(refused, False, f"'{WHO[who]}' may not peek on queue")
+    assert traced == ()
+    copies = case.copies()
+    if not allowed:
+        assert copies == []
+        return
+    [copy] = copies
+    assert copy.message_class == MessageClass.NACK_RECEIVE_TIMEOUT
+    assert copy.id == case.message_id
+    with case.site.client("root") as root:
+        assert case.message_id is not None
+        assert [f.kind for f in root.trace(case.message_id).findings] == ["dead-letter"]
+
+
+@pytest.mark.parametrize("peer", PEERS)
+def test_a_peers_message_that_dies_here_is_kept_in_the_dead_letter_queue(
+    expired: dict[str, Expiry], peer: str
+) -> None:
+    case = expired[peer]
+    [copy] = case.copies()
+    assert copy.id == case.message_id
+    assert copy.message_class in (
+        MessageClass.NACK_RECEIVE_TIMEOUT,
+        MessageClass.NACK_REACH_QUEUE_TIMEOUT,  # on a slow machine it may die on its way
+    )

@@ -10,14 +10,13 @@ import base64
 import json
 import signal
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import DaemonProcess, free_port
+from helpers import DaemonProcess, free_port, run_qmgr
 from pki import log_events
 
 from qmgr.cli import cli
@@ -190,13 +189,10 @@ def test_no_daemon_gives_a_hint() -> None:
 
 
 def qmgr(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qmgr", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """The installed program itself: ``python -m qmgr ARGS`` (the other tests that
+    need a process of its own fork one from a server that imported qmgr already:
+    ``helpers.run_qmgr``)."""
+    return run_qmgr(*args, launch="exec")
 
 
 def test_program_exit_statuses(shared_daemon: DaemonProcess) -> None:
@@ -217,7 +213,7 @@ def test_serve_configuration_errors(tmp_path: Path, shared_daemon: DaemonProcess
     assert bad.stderr.startswith("error: ")
     assert "server.nmae" in bad.stderr
 
-    taken = qmgr(
+    taken = run_qmgr(
         "serve",
         "--data-dir",
         str(tmp_path / "d"),
@@ -236,7 +232,7 @@ def test_serve_configuration_errors(tmp_path: Path, shared_daemon: DaemonProcess
 
 
 def _serve_with_tokens(tmp_path: Path, tokens: Path) -> subprocess.CompletedProcess[str]:
-    return qmgr(
+    return run_qmgr(
         "serve",
         "--data-dir",
         str(tmp_path / "d"),
@@ -284,13 +280,14 @@ def test_a_tokens_file_other_users_can_read_is_used_with_a_warning(
     daemon = daemon_factory(
         extra_args=["--set", "auth.required=true", "--set", f"auth.tokens_file={tokens}"]
     )
-    assert qmgr("--server", daemon.address, "--token", "bob-token", "status").returncode == 0
+    assert run_qmgr("--server", daemon.address, "--token", "bob-token", "status").returncode == 0
     [warning] = log_events(daemon, "tokens_file_readable")
     assert "can be read by other users (mode 0644)" in str(warning["problem"])
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_serve_exits_0_on_signal(daemon: DaemonProcess, signum: int) -> None:
+def test_serve_exits_0_on_signal(daemon_factory: Callable[..., DaemonProcess], signum: int) -> None:
+    daemon = daemon_factory(launch="exec")  # the program itself, from its start
     with connect(daemon.address) as qm:
         qm.create_queue("q", transactional=True)
         tx = qm.begin()
@@ -339,11 +336,11 @@ def test_queue_names_are_printed_as_text_not_console_markup(
     shared_daemon: DaemonProcess, queue_name: str
 ) -> None:
     name = f"{queue_name}-[bold]x[/]-job[/x]1"
-    created = qmgr("--server", shared_daemon.address, "queue", "create", name)
+    created = run_qmgr("--server", shared_daemon.address, "queue", "create", name)
     assert created.returncode == 0, created.stderr
-    listed = qmgr("--server", shared_daemon.address, "queue", "list")
+    listed = run_qmgr("--server", shared_daemon.address, "queue", "list")
     assert listed.returncode == 0, listed.stderr
     assert name in listed.stdout
-    status = qmgr("--server", shared_daemon.address, "status")
+    status = run_qmgr("--server", shared_daemon.address, "status")
     assert status.returncode == 0, status.stderr
     assert name in status.stdout

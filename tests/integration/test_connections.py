@@ -9,8 +9,12 @@ go on serving everyone else.
 
 from __future__ import annotations
 
+import fcntl
+import select
 import socket
 import struct
+import sys
+import termios
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -51,6 +55,13 @@ def rss_bytes(daemon: DaemonProcess) -> int:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) * 1024
     raise AssertionError("no VmRSS")
+
+
+def unsent(sock: socket.socket) -> int:
+    """Bytes written to ``sock`` that the other end has not received yet."""
+    outq = bytearray(4)
+    fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, outq)
+    return int.from_bytes(outq, sys.byteorder)
 
 
 def works(qm: QueueManager) -> None:
@@ -164,27 +175,35 @@ def test_half_sent_large_frames_cannot_grow_the_daemon_without_bound(
     body = 4 << 20
     header = struct.pack("<IHHI", body, cf.FrameKind.SEND, 0, 2)
     before = rss_bytes(daemon)
-    refused = 0
+    expected = 20 - budget // body
+    first = 64 << 10  # the header and a little: the daemon decides on the header
     with ExitStack() as stack:
-        for _ in range(20):
-            sock = greeted(daemon, stack)
-            sock.sendall(header + b"\x00" * (body // 2))
-            sock.settimeout(0.5)
-            try:
-                data = sock.recv(65536)
-            except TimeoutError:
-                continue
+        sockets = [greeted(daemon, stack) for _ in range(20)]
+        for sock in sockets:
+            sock.sendall(header + b"\x00" * first)
+        # The refusals come as the daemon reads the headers; the others get no answer.
+        refusals: dict[socket.socket, bytes] = {}
+        deadline = time.monotonic() + 10
+        while len(refusals) < expected and time.monotonic() < deadline:
+            ready, _, _ = select.select([s for s in sockets if s not in refusals], [], [], 0.1)
+            for sock in ready:
+                refusals[sock] = sock.recv(65536)
+        for data in refusals.values():
             decoder = cf.ClientFrameDecoder()
             decoder.receive_data(data)
             frame = decoder.next_frame()
             assert frame is not None
             assert isinstance(frame.value, cf.ErrorReply)
             assert "frames being received" in frame.value.message
-            refused += 1
+        # The accepted ones send the rest of their half, and the daemon takes it all in.
+        accepted = [sock for sock in sockets if sock not in refusals]
+        for sock in accepted:
+            sock.sendall(b"\x00" * (body // 2 - first))
+        wait_until(lambda: all(unsent(sock) == 0 for sock in accepted), timeout=10)
         grown = rss_bytes(daemon) - before
         with connect(daemon.address) as qm:
             works(qm)
-    assert refused >= 20 - budget // body
+    assert len(refusals) >= expected
     # What it holds stays near its budget: 20 half-frames of 4 MB would be 40 MB.
     assert grown < budget + (16 << 20), grown
 

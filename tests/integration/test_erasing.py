@@ -6,13 +6,18 @@ a queue with many messages, start erasing it, and meanwhile commit on
 another queue from a second client, measuring each commit: none may wait
 for the erasing as a whole. A kill -9 in the middle shows that the steps
 resume after a restart.
+
+The large queue is filled once for the module (``filled_store``: a second
+or more of sends) and each test starts its daemon on a copy of that store.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from helpers import DaemonProcess, wait_until_erased
@@ -28,6 +33,31 @@ PER_TRANSACTION = 1_000
 MAX_COMMIT_SECONDS = 0.5
 #: store.erase_step, the default.
 ERASE_STEP = 500
+
+
+@pytest.fixture(scope="module")
+def filled_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A stopped queue manager's data directory whose transactional queue ``big``
+    holds :data:`MESSAGES` messages."""
+    daemon = DaemonProcess(tmp_path_factory.mktemp("filled") / "qm")
+    try:
+        daemon.start()
+        with connect(daemon.address) as qm:
+            qm.create_queue("big", transactional=True)
+            fill(qm, "big", MESSAGES)
+    finally:
+        daemon.close()
+    return daemon.data_dir
+
+
+@pytest.fixture
+def filled(
+    daemon_factory: Callable[..., DaemonProcess], filled_store: Path, tmp_path: Path
+) -> DaemonProcess:
+    """A queue manager of this test's own, on a copy of ``filled_store``."""
+    copy = tmp_path / "filled"
+    shutil.copytree(filled_store, copy)
+    return daemon_factory(data_dir=copy)
 
 
 def fill(qm: QueueManager, queue: str, count: int) -> None:
@@ -106,21 +136,17 @@ def erase_while_committing(
     return during
 
 
-def test_deleting_a_large_queue_does_not_hold_up_other_clients(daemon: DaemonProcess) -> None:
-    with connect(daemon.address) as qm:
-        qm.create_queue("big", transactional=True)
-        fill(qm, "big", MESSAGES)
-        erase_while_committing(daemon, qm, lambda: qm.delete_queue("big"), MESSAGES)
+def test_deleting_a_large_queue_does_not_hold_up_other_clients(filled: DaemonProcess) -> None:
+    with connect(filled.address) as qm:
+        erase_while_committing(filled, qm, lambda: qm.delete_queue("big"), MESSAGES)
         assert "big" not in {q.name for q in qm.list_queues()}
         # The name is free again, and the new queue starts empty.
         qm.create_queue("big", transactional=True)
         assert {q.name: q for q in qm.list_queues()}["big"].depth == 0
 
 
-def test_purging_a_large_queue_keeps_what_is_sent_afterwards(daemon: DaemonProcess) -> None:
-    with connect(daemon.address) as qm:
-        qm.create_queue("big", transactional=True)
-        fill(qm, "big", MESSAGES)
+def test_purging_a_large_queue_keeps_what_is_sent_afterwards(filled: DaemonProcess) -> None:
+    with connect(filled.address) as qm:
 
         def purge_then_send() -> int:
             purged = qm.purge_queue("big")
@@ -129,7 +155,7 @@ def test_purging_a_large_queue_keeps_what_is_sent_afterwards(daemon: DaemonProce
                 tx.commit()
             return purged
 
-        erase_while_committing(daemon, qm, purge_then_send, MESSAGES)
+        erase_while_committing(filled, qm, purge_then_send, MESSAGES)
         with qm.begin() as tx:
             message = tx.receive("big", timeout=0)
             assert message is not None
@@ -138,15 +164,13 @@ def test_purging_a_large_queue_keeps_what_is_sent_afterwards(daemon: DaemonProce
             tx.commit()
 
 
-def test_erasing_resumes_after_a_kill(daemon: DaemonProcess) -> None:
-    with connect(daemon.address) as qm:
-        qm.create_queue("big", transactional=True)
-        fill(qm, "big", MESSAGES)
+def test_erasing_resumes_after_a_kill(filled: DaemonProcess) -> None:
+    with connect(filled.address) as qm:
         qm.delete_queue("big")
         assert qm.status().erasing  # the queue and its journal
-    daemon.kill()
-    daemon.start()
-    with connect(daemon.address) as qm:
+    filled.kill()
+    filled.start()
+    with connect(filled.address) as qm:
         wait_until_erased(qm)
         assert "big" not in {q.name for q in qm.list_queues()}
         qm.create_queue("big", transactional=True)
@@ -167,13 +191,11 @@ def test_deleting_a_million_messages_does_not_hold_up_other_clients(
         print(f"commits during erasing: {len(during)}, worst {max(during) * 1000:.1f} ms")
 
 
-def test_a_stop_during_erasing_is_clean_and_erasing_goes_on(daemon: DaemonProcess) -> None:
-    with connect(daemon.address) as qm:
-        qm.create_queue("big", transactional=True)
-        fill(qm, "big", MESSAGES)
+def test_a_stop_during_erasing_is_clean_and_erasing_goes_on(filled: DaemonProcess) -> None:
+    with connect(filled.address) as qm:
         qm.delete_queue("big")
-    daemon.stop()  # asserts a clean exit
-    daemon.start()
-    with connect(daemon.address) as qm:
+    filled.stop()  # asserts a clean exit
+    filled.start()
+    with connect(filled.address) as qm:
         wait_until_erased(qm)
         assert "big" not in {q.name for q in qm.list_queues()}

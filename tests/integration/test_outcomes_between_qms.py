@@ -162,8 +162,9 @@ def test_the_confirmation_process_under_a_broken_link(
                     body,
                     journal=Journal.DEADLETTER | Journal.JOURNAL,
                     # Room for a loaded machine to deliver within the time to reach
-                    # the queue; the confirmation deadline is then 4 + min(4, 3) s.
-                    time_to_be_received=4,
+                    # the queue (and to be received: the test receives at once);
+                    # the confirmation deadline is then 3 + min(3, 3) s.
+                    time_to_be_received=3,
                     time_to_reach_queue=3,
                 )
             tx.commit()
@@ -176,7 +177,7 @@ def test_the_confirmation_process_under_a_broken_link(
         [confirmed] = wait_for(qa, "system$;journal", 1)
         assert confirmed.id == message.id
         b.kill()
-        # The extended interval: 4 s to be received + min(4, 3) s.
+        # The extended interval: 3 s to be received + min(3, 3) s.
         [dead] = wait_for(qa, "system$;deadxact", 1, timeout=15)
         assert (dead.body, dead.message_class) == (
             b"never confirmed",

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Callable
 
 import pytest
 import trio
+from helpers import DaemonProcess, run_qmgr, wait_until
 
 from qmgr.client import (
     AccessDenied,
@@ -25,17 +25,11 @@ from qmgr.client import (
     connect,
     open_client,
 )
-from tests.helpers import DaemonProcess, wait_until
 
 
 def qmgr(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qmgr", "--server", daemon.address, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """The ``qmgr`` command, a process of its own, against ``daemon``."""
+    return run_qmgr("--server", daemon.address, *args)
 
 
 def peeked(qm: QueueManager, queue: str) -> Message | None:
@@ -144,11 +138,11 @@ def test_disconnect_idle_timeout_and_abort_prepared_are_counted(
 
 def test_counters_and_retries_survive_a_restart(daemon: DaemonProcess) -> None:
     with connect(daemon.address) as qm:
-        qm.create_queue("q", transactional=True, retry_count=1, retry_cycles=1, retry_delay=2)
+        qm.create_queue("q", transactional=True, retry_count=1, retry_cycles=1, retry_delay=1)
         qm.send("q", b"m")
         qm.send("q", b"n")
         abort_once(qm, "q")
-        abort_once(qm, "q")  # m's second abort: to ;retry, back in 2 s
+        abort_once(qm, "q")  # m's second abort: to ;retry, back in 1 s (after the restart)
         with qm.begin() as tx:
             message = tx.receive("q", timeout=5)
             assert message is not None
@@ -159,7 +153,7 @@ def test_counters_and_retries_survive_a_restart(daemon: DaemonProcess) -> None:
     daemon.restart()
     with connect(daemon.address) as qm:
         [info] = [i for i in qm.list_queues() if i.name == "q"]
-        assert (info.retry_count, info.retry_cycles, info.retry_delay) == (1, 1, 2.0)
+        assert (info.retry_count, info.retry_cycles, info.retry_delay) == (1, 1, 1.0)
         n = qm.peek("q")
         assert n is not None
         assert (n.body, n.abort_count) == (b"n", 1)

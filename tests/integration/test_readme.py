@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import DaemonProcess
+from helpers import DaemonProcess, run_qmgr
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -31,14 +31,7 @@ def test_readme_cli_walkthrough_runs(daemon: DaemonProcess) -> None:
     commands = [line.split("#", 1)[0].strip() for line in section.splitlines()]
     for command in filter(None, commands):
         assert command.startswith("qmgr ")
-        args = ["--server", daemon.address, *_split(command[len("qmgr ") :])]
-        result = subprocess.run(
-            [sys.executable, "-m", "qmgr", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        result = run_qmgr("--server", daemon.address, *_split(command[len("qmgr ") :]))
         assert result.returncode == 0, f"{command}\n---\n{result.stderr}"
 
 

@@ -51,6 +51,27 @@ def plainq(qm: QueueManager, queue_name: str) -> str:
     return queue_name
 
 
+def send_when(ready: threading.Event, address: str, queue: str, body: bytes) -> threading.Thread:
+    """A thread that sends ``body`` to ``queue`` from a connection of its own as soon
+    as ``ready`` is set (by a client about to wait for it).
+
+    The waiting client sets ``ready`` just before its receive: its request goes
+    out at once, while the send takes a connection and a round trip, so the
+    receive is waiting when the message comes. (Should the send ever come first,
+    the receive finds the message at once, which the tests accept too; test_sdk_trio
+    checks the waking in an order it controls.)
+    """
+
+    def send() -> None:
+        assert ready.wait(10), "the receiving side never got ready"
+        with connect(address) as other:
+            other.send(queue, body)
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    return thread
+
+
 # --------------------------------------------------------------------------
 # Connecting
 # --------------------------------------------------------------------------
@@ -229,16 +250,18 @@ def test_waiting_receive_wakes_when_another_client_commits(
     shared_daemon: DaemonProcess, qm: QueueManager, txq: str
 ) -> None:
     result: dict[str, object] = {}
+    waiting = threading.Event()
 
     def receiver() -> None:
         with connect(shared_daemon.address) as other:
             started = time.monotonic()
+            waiting.set()  # (see send_when)
             result["message"] = other.receive(txq, timeout=5.0)
             result["elapsed"] = time.monotonic() - started
 
     thread = threading.Thread(target=receiver)
     thread.start()
-    time.sleep(0.2)  # let the receive start waiting
+    assert waiting.wait(10)
     with qm.begin() as tx:
         tx.send(txq, b"wake up")
     thread.join(10)
@@ -251,13 +274,9 @@ def test_waiting_receive_wakes_when_another_client_commits(
 def test_receive_with_no_timeout_waits_for_a_message(
     shared_daemon: DaemonProcess, qm: QueueManager, plainq: str
 ) -> None:
-    def sender() -> None:
-        time.sleep(0.2)
-        with connect(shared_daemon.address) as other:
-            other.send(plainq, b"late")
-
-    thread = threading.Thread(target=sender)
-    thread.start()
+    ready = threading.Event()
+    thread = send_when(ready, shared_daemon.address, plainq, b"late")
+    ready.set()
     message = qm.receive(plainq, timeout=None)
     thread.join(10)
     assert message is not None
@@ -460,14 +479,10 @@ def test_receive_and_send_commit_together(qm: QueueManager, queue_name: str) -> 
 def test_transactional_receive_waits(
     shared_daemon: DaemonProcess, qm: QueueManager, txq: str
 ) -> None:
-    def sender() -> None:
-        time.sleep(0.2)
-        with connect(shared_daemon.address) as other:
-            other.send(txq, b"late")
-
-    thread = threading.Thread(target=sender)
-    thread.start()
+    ready = threading.Event()
+    thread = send_when(ready, shared_daemon.address, txq, b"late")
     with qm.begin() as tx:
+        ready.set()
         message = tx.receive(txq, timeout=5)
     thread.join(10)
     assert message is not None
@@ -592,16 +607,18 @@ def test_sigterm_while_a_receive_waits(daemon: DaemonProcess) -> None:
     with connect(daemon.address) as qm:
         qm.create_queue("idle")
         errors: list[BaseException] = []
+        waiting = threading.Event()
 
         def waiter() -> None:
             try:
+                waiting.set()  # (see send_when; a stop that comes first is ConnectionLost)
                 qm.receive("idle", timeout=None)
             except QueueError as exc:
                 errors.append(exc)
 
         thread = threading.Thread(target=waiter)
         thread.start()
-        time.sleep(0.2)
+        assert waiting.wait(10)
         daemon.stop()
         thread.join(10)
         assert not thread.is_alive()

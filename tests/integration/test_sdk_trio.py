@@ -6,6 +6,7 @@ import uuid
 
 import pytest
 import trio
+import trio.testing
 from helpers import DaemonProcess, free_port
 
 from qmgr.client import (
@@ -94,7 +95,9 @@ async def test_a_waiting_receive_does_not_block_other_tasks(
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(waiter)
-                await trio.sleep(0.1)
+                # Its request is out; the sends' replies on the same connection
+                # come after the daemon has taken it.
+                await trio.testing.wait_all_tasks_blocked()
                 for i in range(20):  # the shared client keeps working meanwhile
                     await qm.send(other, str(i))
                 assert len(await qm.peek_range(other)) == 20
@@ -122,7 +125,8 @@ async def test_receive_wakes_on_commit_from_another_client(
         with trio.fail_after(3):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(receive)
-                await trio.sleep(0.1)
+                await trio.testing.wait_all_tasks_blocked()  # its request is out
+                await reader.list_queues()  # and the daemon took it (one connection)
                 async with writer.begin() as tx:
                     await tx.send(queue_name, b"a")
                     await tx.send(queue_name, b"b")
@@ -220,7 +224,6 @@ async def test_cancelled_waiting_receive_leaves_the_client_usable(
         assert scope.cancelled_caught
         await qm.send(queue_name, b"still fine")
         # The abandoned receive may take it when the daemon wakes it; both outcomes are valid.
-        await trio.sleep(0.1)
         assert len(await qm.peek_range(queue_name)) in (0, 1)
 
 
@@ -256,7 +259,8 @@ async def test_daemon_going_away(daemon: DaemonProcess) -> None:
         with trio.fail_after(15):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(run)
-                await trio.sleep(0.2)
+                await trio.testing.wait_all_tasks_blocked()  # its request is out
+                await qm.list_queues()  # and the daemon took it (one connection)
                 await trio.to_thread.run_sync(daemon.stop)
         assert outcome
         assert outcome[0] is not None

@@ -16,14 +16,13 @@ import json
 import re
 import socket
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import trio
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
+from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, run_qmgr, wait_until
 from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon, log_events
 
 from qmgr.cli import cli
@@ -301,10 +300,8 @@ def test_a_queue_manager_refuses_to_deliver_to_a_server_only_certificate(
 
 
 def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [
-        sys.executable,
-        "-m",
-        "qmgr",
+    """``qmgr serve`` run to its end (these configurations stop its start-up)."""
+    return run_qmgr(
         "serve",
         "--data-dir",
         str(tmp_path / "exposed"),
@@ -313,8 +310,7 @@ def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "--log-format",
         "json",
         *args,
-    ]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+    )
 
 
 def test_a_listener_other_hosts_reach_needs_tls_or_insecure(tmp_path: Path, pki: Pki) -> None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import time
 
 import pytest
 import trio
+from helpers import DaemonProcess, run_qmgr
 
 from qmgr.client import (
     QueueManager,
@@ -20,7 +20,6 @@ from qmgr.client import (
     connect,
     open_client,
 )
-from tests.helpers import DaemonProcess
 
 
 def bodies(qm: QueueManager, queue: str) -> list[bytes]:
@@ -28,13 +27,8 @@ def bodies(qm: QueueManager, queue: str) -> list[bytes]:
 
 
 def qmgr(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "qmgr", "--server", daemon.address, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    """The ``qmgr`` command, a process of its own, against ``daemon``."""
+    return run_qmgr("--server", daemon.address, *args)
 
 
 def test_a_prepared_transaction_survives_a_crash_and_is_committed_from_another_connection(
@@ -159,8 +153,10 @@ def test_a_queue_in_use_by_a_prepared_transaction_cannot_be_deleted(daemon: Daem
 def test_remove_through_and_measure_range(daemon: DaemonProcess) -> None:
     with connect(daemon.address) as qm:
         qm.create_queue("q", transactional=True, journal=True)
-        for i in range(5000):
-            qm.send("q", f"m{i}".encode())
+        for start in range(0, 5000, 1000):  # one synced commit per thousand
+            with qm.begin() as tx:
+                for i in range(start, start + 1000):
+                    tx.send("q", f"m{i}".encode())
         ids = [message.lookup_id for message in qm.peek_range("q", max=10_000)]
         assert len(ids) == 5000
         info = qm.measure_range("q", after=0, max_count=1000)

@@ -41,6 +41,8 @@ from qmgr.protocol import (
     StreamState,
 )
 
+from .model_kit import Network, Op, faults, indices, late, run_model, step
+
 SOURCE_QM = bytes(range(16))
 KEY: StreamKey = ("private$\\orders", SOURCE_QM)
 STAMP = 1_700_000_000
@@ -76,28 +78,6 @@ class OrderAck:
 
 
 Packet: TypeAlias = Data | SessionAck | OrderAck
-#: One step: its name and its argument (None for none).
-Op: TypeAlias = tuple[str, object]
-
-
-class Network:
-    """One direction: packets in flight, and packets held back for a long time."""
-
-    def __init__(self) -> None:
-        self.flight: list[Packet] = []
-        self.late: list[Packet] = []
-
-    def take(self, index: int, action: str, *, late: bool = False) -> Packet | None:
-        """Act on one packet; return it if it is to be delivered now."""
-        pool = self.late if late else self.flight
-        if not pool:
-            return None
-        packet = pool[index % len(pool)]
-        if action != "duplicate":
-            pool.remove(packet)
-        if action == "delay" and not late:
-            self.late.append(packet)
-        return None if action in ("drop", "delay") else packet
 
 
 class World:
@@ -126,8 +106,8 @@ class World:
         #: Arrived and accepted, not yet stored: the packets, in order.
         self.pending: collections.deque[Data] = collections.deque()
         # The network.
-        self.forward = Network()
-        self.backward = Network()
+        self.forward: Network[Packet] = Network()
+        self.backward: Network[Packet] = Network()
         self.now = 0.0
         # What was committed, for the final check.
         self.committed: list[int] = []
@@ -267,7 +247,7 @@ class World:
             return
         header = packet.header
         assert header is not None
-        if not self.receiver.offer(KEY, header, self.now):
+        if not self.receiver.accept(KEY, header, self.now):
             self.session_ack(packet, persisted=True)  # dropped, but it counts
             return
         state = self.receiver.accepted_state(KEY)
@@ -483,27 +463,15 @@ class World:
 
 
 def run(ops: Sequence[Op]) -> World:
-    world = World()
-    for op in ops:
-        world.apply(op)
-    world.settle()
-    world.final_check()
-    return world
+    return run_model(World(), ops)
 
 
 # --------------------------------------------------------------------------
 # The operations hypothesis interleaves
 # --------------------------------------------------------------------------
 
-indices = st.integers(0, 63)
-faults = st.sampled_from(["deliver", "deliver", "duplicate", "drop", "delay"])
-late = st.tuples(indices, st.sampled_from(["deliver", "duplicate"]), st.just(True))
 forget_modes = st.sampled_from(["start", "write", "all"])
 plain_kinds = st.sampled_from([EntryKind.RECOVERABLE, EntryKind.EXPRESS, EntryKind.RELAYED])
-
-
-def step(name: str, arguments: st.SearchStrategy[object] | None = None) -> st.SearchStrategy[Op]:
-    return st.tuples(st.just(name), st.none() if arguments is None else arguments)
 
 
 #: (weight, step): how often each kind of step comes, relative to the others.

@@ -56,8 +56,8 @@ def deliver(
     now: float = T0,
     key: StreamKey = KEY,
 ) -> bool:
-    """Offer a message and, if accepted, report it durable at once."""
-    accepted = incoming.offer(key, header(number, previous, sequence_id), now)
+    """Present a message and, if accepted, report it durable at once."""
+    accepted = incoming.accept(key, header(number, previous, sequence_id), now)
     if accepted:
         incoming.persisted(key, sequence_id, number, now)
     return accepted
@@ -70,25 +70,25 @@ def deliver(
 
 def test_a_new_stream_starts_with_a_message_whose_previous_is_zero() -> None:
     incoming = IncomingSequences()
-    assert not incoming.offer(KEY, header(5, 4), T0)
+    assert not incoming.accept(KEY, header(5, 4), T0)
     assert incoming.streams() == []  # a rejected stranger leaves no state
-    assert incoming.offer(KEY, header(5, 0), T0)
+    assert incoming.accept(KEY, header(5, 0), T0)
     assert mark(incoming.accepted_state(KEY)) == at(5)
 
 
 def test_in_order_messages_are_accepted_and_gaps_are_bridged_by_previous() -> None:
     incoming = stored(3)
-    assert incoming.offer(KEY, header(4, 3), T0)
-    assert incoming.offer(KEY, header(9, 2), T0)  # previous <= last: 5..8 are gone
+    assert incoming.accept(KEY, header(4, 3), T0)
+    assert incoming.accept(KEY, header(9, 2), T0)  # previous <= last: 5..8 are gone
     assert mark(incoming.accepted_state(KEY)) == at(9)
 
 
 def test_duplicates_and_out_of_order_messages_are_rejected() -> None:
     incoming = stored(3)
-    assert not incoming.offer(KEY, header(3, 2), T0)  # duplicate
-    assert not incoming.offer(KEY, header(2, 1), T0)  # older duplicate
-    assert not incoming.offer(KEY, header(5, 4), T0)  # 4 is missing
-    assert not incoming.offer(KEY, header(0, 0), T0)  # numbers start at 1
+    assert not incoming.accept(KEY, header(3, 2), T0)  # duplicate
+    assert not incoming.accept(KEY, header(2, 1), T0)  # older duplicate
+    assert not incoming.accept(KEY, header(5, 4), T0)  # 4 is missing
+    assert not incoming.accept(KEY, header(0, 0), T0)  # numbers start at 1
     assert mark(incoming.accepted_state(KEY)) == at(3)
 
 
@@ -96,36 +96,36 @@ def test_the_state_changes_only_on_accept() -> None:
     # The errata: a reject that updated the state would make 4 (the message
     # the receiver needs) a reject and 6 an accept, losing 4 and 5.
     incoming = stored(3)
-    assert not incoming.offer(KEY, header(6, 5), T0)
-    assert not incoming.offer(KEY, header(7, 6, SEQ2), T0)
+    assert not incoming.accept(KEY, header(6, 5), T0)
+    assert not incoming.accept(KEY, header(7, 6, SEQ2), T0)
     assert mark(incoming.accepted_state(KEY)) == at(3)
-    assert incoming.offer(KEY, header(4, 3), T0)
-    assert not incoming.offer(KEY, header(6, 5), T0)
-    assert incoming.offer(KEY, header(5, 4), T0)
+    assert incoming.accept(KEY, header(4, 3), T0)
+    assert not incoming.accept(KEY, header(6, 5), T0)
+    assert incoming.accept(KEY, header(5, 4), T0)
 
 
 def test_a_new_sequence_is_accepted_only_from_nothing() -> None:
     incoming = stored(7)
-    assert not incoming.offer(KEY, header(1, 1, SEQ2), T0)
-    assert not incoming.offer(KEY, header(2, 1, SEQ2), T0)
-    assert incoming.offer(KEY, header(2, 0, SEQ2), T0)
+    assert not incoming.accept(KEY, header(1, 1, SEQ2), T0)
+    assert not incoming.accept(KEY, header(2, 1, SEQ2), T0)
+    assert incoming.accept(KEY, header(2, 0, SEQ2), T0)
     assert mark(incoming.accepted_state(KEY)) == at(2, SEQ2)
 
 
 def test_messages_of_an_older_sequence_are_rejected() -> None:
     incoming = stored(2, SEQ2)
-    assert not incoming.offer(KEY, header(9, 0, SEQ), T0)
-    assert not incoming.offer(KEY, header(1, 0, OLDER), T0)
+    assert not incoming.accept(KEY, header(9, 0, SEQ), T0)
+    assert not incoming.accept(KEY, header(1, 0, OLDER), T0)
 
 
 def test_reject_count_counts_rejects_since_the_last_accept() -> None:
     incoming = stored(3)
     for now in (T0 + 1, T0 + 2):
-        assert not incoming.offer(KEY, header(3, 2), now)
+        assert not incoming.accept(KEY, header(3, 2), now)
     state = incoming.state(KEY)
     assert state is not None
     assert (state.reject_count, state.last_access) == (2, T0 + 2)
-    assert incoming.offer(KEY, header(4, 3), T0 + 3)
+    assert incoming.accept(KEY, header(4, 3), T0 + 3)
     accepted = incoming.accepted_state(KEY)
     assert accepted is not None
     assert (accepted.reject_count, accepted.last_access) == (0, T0 + 3)
@@ -134,8 +134,8 @@ def test_reject_count_counts_rejects_since_the_last_accept() -> None:
 def test_streams_are_kept_apart_by_queue_and_source() -> None:
     incoming = stored(3)
     for key in (OTHER_SOURCE, OTHER_QUEUE):
-        assert not incoming.offer(key, header(4, 3), T0)
-        assert incoming.offer(key, header(1, 0), T0)
+        assert not incoming.accept(key, header(4, 3), T0)
+        assert incoming.accept(key, header(1, 0), T0)
     assert mark(incoming.accepted_state(KEY)) == at(3)
 
 
@@ -154,7 +154,7 @@ def test_the_rule_is_the_reference_rule(
         (sequence_id == last_id and number > last_number and previous <= last_number)
         or (sequence_id > last_id and previous == 0)
     )
-    assert incoming.offer(KEY, header(number, previous, sequence_id), T0) is expected
+    assert incoming.accept(KEY, header(number, previous, sequence_id), T0) is expected
     after = at(number, sequence_id) if expected else at(last_number, last_id)
     assert mark(incoming.accepted_state(KEY)) == after
     assert mark(incoming.state(KEY)) == at(last_number, last_id)
@@ -167,8 +167,8 @@ def test_the_rule_is_the_reference_rule(
 
 def test_accepted_runs_ahead_of_persisted() -> None:
     incoming = stored(3)
-    assert incoming.offer(KEY, header(4, 3), T0)
-    assert incoming.offer(KEY, header(5, 4), T0)  # accepted against the accepted mark
+    assert incoming.accept(KEY, header(4, 3), T0)
+    assert incoming.accept(KEY, header(5, 4), T0)  # accepted against the accepted mark
     assert mark(incoming.state(KEY)) == at(3)
     assert mark(incoming.accepted_state(KEY)) == at(5)
     incoming.persisted(KEY, SEQ, 4, T0)
@@ -179,21 +179,21 @@ def test_accepted_runs_ahead_of_persisted() -> None:
 
 def test_a_rollback_returns_to_the_persisted_mark_and_the_resends_get_in() -> None:
     incoming = stored(3)
-    assert incoming.offer(KEY, header(4, 3), T0)
-    assert incoming.offer(KEY, header(5, 4), T0)
+    assert incoming.accept(KEY, header(4, 3), T0)
+    assert incoming.accept(KEY, header(5, 4), T0)
     incoming.rolled_back(KEY)
     assert mark(incoming.accepted_state(KEY)) == at(3)
-    assert incoming.offer(KEY, header(4, 3), T0)
+    assert incoming.accept(KEY, header(4, 3), T0)
 
 
 def test_a_rollback_of_a_new_stream_forgets_it() -> None:
     incoming = IncomingSequences()
-    assert incoming.offer(KEY, header(1, 0), T0)
+    assert incoming.accept(KEY, header(1, 0), T0)
     incoming.rolled_back(KEY)
     assert incoming.accepted_state(KEY) is None
     assert incoming.state(KEY) is None
     incoming.rolled_back(KEY)  # unknown streams are ignored
-    assert incoming.offer(KEY, header(1, 0), T0)
+    assert incoming.accept(KEY, header(1, 0), T0)
 
 
 def test_persists_must_follow_the_persisted_mark_of_a_known_stream() -> None:
@@ -209,24 +209,24 @@ def test_persists_must_follow_the_persisted_mark_of_a_known_stream() -> None:
 
 def test_a_persist_reported_after_a_rollback_still_counts() -> None:
     incoming = stored(3)
-    assert incoming.offer(KEY, header(4, 3), T0)
+    assert incoming.accept(KEY, header(4, 3), T0)
     incoming.rolled_back(KEY)
     incoming.persisted(KEY, SEQ, 4, T0)  # the store says it has it after all
     assert mark(incoming.accepted_state(KEY)) == at(4)
-    assert not incoming.offer(KEY, header(4, 3), T0)
+    assert not incoming.accept(KEY, header(4, 3), T0)
 
 
 def test_the_persisted_states_come_back_after_a_restart() -> None:
     incoming = stored(3)
-    assert incoming.offer(KEY, header(4, 3), T0)  # accepted, never stored
+    assert incoming.accept(KEY, header(4, 3), T0)  # accepted, never stored
     restarted = IncomingSequences(dict(incoming.streams()))
-    assert not restarted.offer(KEY, header(3, 2), T0)
-    assert restarted.offer(KEY, header(4, 3), T0)
+    assert not restarted.accept(KEY, header(3, 2), T0)
+    assert restarted.accept(KEY, header(4, 3), T0)
 
 
 def test_streams_lists_durable_streams_by_key() -> None:
     incoming = stored(3)
-    assert incoming.offer(OTHER_QUEUE, header(1, 0), T0)  # not durable yet
+    assert incoming.accept(OTHER_QUEUE, header(1, 0), T0)  # not durable yet
     assert [key for key, _ in incoming.streams()] == [KEY]
     incoming.persisted(OTHER_QUEUE, SEQ, 1, T0)
     assert [key for key, _ in incoming.streams()] == [OTHER_QUEUE, KEY]
@@ -266,21 +266,21 @@ def test_order_acks_batch_but_never_wait_longer_than_the_maximum() -> None:
 def test_an_order_ack_carries_the_persisted_mark_not_the_accepted_one() -> None:
     incoming = stored(3)
     deliver(incoming, 4, 3)
-    assert incoming.offer(KEY, header(5, 4), T0)  # accepted, not yet durable
+    assert incoming.accept(KEY, header(5, 4), T0)  # accepted, not yet durable
     assert incoming.due(T0 + 1) == [OrderAckDue(KEY, SEQ, 4)]
 
 
 def test_a_reject_re_announces_the_persisted_mark() -> None:
     incoming = stored(3, SEQ2)
     assert incoming.next_deadline() is None
-    assert not incoming.offer(KEY, header(2, 1, SEQ2), T0)
+    assert not incoming.accept(KEY, header(2, 1, SEQ2), T0)
     assert incoming.due(T0 + 0.5) == [OrderAckDue(KEY, SEQ2, 3)]
 
 
 def test_a_reject_with_nothing_persisted_announces_nothing() -> None:
     incoming = IncomingSequences()
-    assert incoming.offer(KEY, header(1, 0), T0)
-    assert not incoming.offer(KEY, header(1, 0), T0)
+    assert incoming.accept(KEY, header(1, 0), T0)
+    assert not incoming.accept(KEY, header(1, 0), T0)
     assert incoming.next_deadline() is None
 
 
@@ -313,8 +313,8 @@ def test_order_acks_of_several_streams() -> None:
 
 def test_max_streams_rejects_a_message_that_would_start_one_more() -> None:
     incoming = stored(3, max_streams=1)
-    assert not incoming.offer(OTHER_SOURCE, header(1, 0), T0)
-    assert incoming.offer(KEY, header(4, 3), T0)
+    assert not incoming.accept(OTHER_SOURCE, header(1, 0), T0)
+    assert incoming.accept(KEY, header(4, 3), T0)
     assert [key for key, _ in incoming.streams()] == [KEY]
 
 
@@ -322,8 +322,8 @@ def test_rejected_strangers_take_no_room() -> None:
     incoming = IncomingSequences(max_streams=1)
     for number in range(2, 100):
         source = number.to_bytes(16, "big")
-        assert not incoming.offer(("q", source), header(number, number - 1), T0)
-    assert incoming.offer(KEY, header(1, 0), T0)
+        assert not incoming.accept(("q", source), header(number, number - 1), T0)
+    assert incoming.accept(KEY, header(1, 0), T0)
 
 
 @pytest.mark.parametrize(
@@ -333,7 +333,7 @@ def test_rejected_strangers_take_no_room() -> None:
 def test_malformed_stream_keys_are_refused(key: object) -> None:
     incoming = IncomingSequences()
     with pytest.raises(SequenceError, match="stream key"):
-        incoming.offer(key, header(1, 0), T0)  # type: ignore[arg-type]
+        incoming.accept(key, header(1, 0), T0)  # type: ignore[arg-type]
     with pytest.raises(SequenceError, match="stream key"):
         IncomingSequences({key: StreamState(1, 1, 0, T0)})  # type: ignore[dict-item]
 

@@ -10,7 +10,7 @@ import dataclasses
 import itertools
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from hypothesis import settings
@@ -21,8 +21,8 @@ import wire
 from qmgr.protocol import (
     Acked,
     Action,
+    Arrived,
     Close,
-    Deliver,
     Opened,
     PeerSession,
     Role,
@@ -32,10 +32,10 @@ from qmgr.protocol import (
     SessionState,
 )
 
-A_QM = uuid.UUID("a0000000-0000-4000-8000-00000000000a")
-B_QM = uuid.UUID("b0000000-0000-4000-8000-00000000000b")
-C_QM = uuid.UUID("c0000000-0000-4000-8000-00000000000c")
-T0 = 1_000.0
+from .model_kit import A_QM, B_QM, C_QM, T0
+
+PacketT = TypeVar("PacketT", bound=wire.Packet)
+
 FULL_BITMAP = 0xFFFFFFFF
 DEFAULTS = SessionSettings()
 
@@ -72,6 +72,14 @@ def decode(data: bytes) -> wire.Packet:
     packet = decoder.next_packet()
     assert packet is not None
     assert decoder.buffered == 0
+    return packet
+
+
+def sent(action: object, kind: type[PacketT]) -> PacketT:
+    """The packet of kind ``kind`` that a :class:`Send` action carries."""
+    assert isinstance(action, Send)
+    packet = decode(action.data)
+    assert isinstance(packet, kind)
     return packet
 
 
@@ -118,10 +126,10 @@ class Endpoint:
     #: Packets on their way to this side, one per item.
     inbox: list[bytes] = dataclasses.field(default_factory=list)
     opened: list[Opened] = dataclasses.field(default_factory=list)
-    delivered: list[Deliver] = dataclasses.field(default_factory=list)
+    arrived: list[Arrived] = dataclasses.field(default_factory=list)
     acked: list[object] = dataclasses.field(default_factory=list)
     closed: list[str] = dataclasses.field(default_factory=list)
-    #: Recoverable numbers delivered and not yet passed to persisted().
+    #: Recoverable numbers arrived and not yet passed to persisted().
     to_persist: list[int] = dataclasses.field(default_factory=list)
 
 
@@ -157,8 +165,8 @@ class Pair:
                 self.other(side).inbox.append(action.data)
             elif isinstance(action, Opened):
                 side.opened.append(action)
-            elif isinstance(action, Deliver):
-                side.delivered.append(action)
+            elif isinstance(action, Arrived):
+                side.arrived.append(action)
                 if action.recoverable_number is not None:
                     side.to_persist.append(action.recoverable_number)
             elif isinstance(action, Acked):
@@ -203,7 +211,7 @@ class Pair:
         self.other(side).inbox.append(written)
 
     def persist(self, side: Endpoint, now: float, number: int | None = None) -> Sequence[Action]:
-        """Persist ``number`` (default: the oldest delivered) at ``side``."""
+        """Persist ``number`` (default: the oldest arrived) at ``side``."""
         if number is None:
             number = side.to_persist[0]
         side.to_persist.remove(number)
@@ -257,18 +265,14 @@ def test_handshake_exchanges_guids_timeouts_and_windows() -> None:
 
     [send] = a.start(T0 + 1.5)
     assert state_of(a) is SessionState.WAITING_ECR
-    assert isinstance(send, Send)
-    request = decode(send.data)
-    assert isinstance(request, wire.EstablishConnection)
+    request = sent(send, wire.EstablishConnection)
     assert (request.client_qm, request.server_qm) == (A_QM, B_QM)
     assert request.timestamp == 1_001_500
     assert not request.refused
 
     [send] = b.receive(request, T0 + 2)
     assert state_of(b) is SessionState.WAITING_CP
-    assert isinstance(send, Send)
-    response = decode(send.data)
-    assert isinstance(response, wire.EstablishConnection)
+    response = sent(send, wire.EstablishConnection)
     assert (response.client_qm, response.server_qm) == (A_QM, B_QM)
     assert response.timestamp == 1_001_500
     assert response.padding == b"\x5a" * 512
@@ -276,18 +280,14 @@ def test_handshake_exchanges_guids_timeouts_and_windows() -> None:
 
     [send] = a.receive(response, T0 + 3)
     assert state_of(a) is SessionState.WAITING_CPR
-    assert isinstance(send, Send)
-    parameters = decode(send.data)
-    assert isinstance(parameters, wire.ConnectionParameters)
+    parameters = sent(send, wire.ConnectionParameters)
     assert (parameters.recoverable_ack_timeout, parameters.ack_timeout) == (2000, 30000)
     assert parameters.window_size == 10
 
     send, opened = b.receive(parameters, T0 + 4)
     assert state_of(b) is SessionState.OPEN
     assert opened == Opened(remote_qm=A_QM, peer_window=10)
-    assert isinstance(send, Send)
-    answer = decode(send.data)
-    assert isinstance(answer, wire.ConnectionParameters)
+    answer = sent(send, wire.ConnectionParameters)
     assert (answer.recoverable_ack_timeout, answer.ack_timeout) == (2000, 30000)
     assert answer.window_size == 20
     # The acceptor adopts the initiator's timeouts.
@@ -328,9 +328,7 @@ def test_timestamp_is_milliseconds_modulo_2_32() -> None:
     now = 2**32 / 1000 + 1.5
     session = PeerSession(Role.INITIATOR, local_qm=A_QM, now=now)
     [send] = session.start(now)
-    assert isinstance(send, Send)
-    request = decode(send.data)
-    assert isinstance(request, wire.EstablishConnection)
+    request = sent(send, wire.EstablishConnection)
     assert request.timestamp == 1500
 
 
@@ -341,9 +339,7 @@ def test_acceptor_echoes_only_the_no_ping_bit(requested: int, answered: int) -> 
     b = PeerSession(Role.ACCEPTOR, local_qm=B_QM, now=T0)
     request = wire.EstablishConnection(client_qm=A_QM, timestamp=7, operating_system=requested)
     [send] = b.receive(request, T0)
-    assert isinstance(send, Send)
-    response = decode(send.data)
-    assert isinstance(response, wire.EstablishConnection)
+    response = sent(send, wire.EstablishConnection)
     assert response.operating_system == answered
 
 
@@ -369,9 +365,7 @@ def test_acceptor_refuses_a_request_for_another_queue_manager() -> None:
 def test_acceptor_expecting_a_client_refuses_another() -> None:
     b = PeerSession(Role.ACCEPTOR, local_qm=B_QM, remote_qm=C_QM, now=T0)
     send, close = b.receive(wire.EstablishConnection(client_qm=A_QM, timestamp=1), T0)
-    assert isinstance(send, Send)
-    response = decode(send.data)
-    assert isinstance(response, wire.EstablishConnection)
+    response = sent(send, wire.EstablishConnection)
     assert response.refused
     assert isinstance(close, Close)
     assert str(C_QM) in close.reason
@@ -551,7 +545,7 @@ def test_persisted_takes_only_numbers_awaiting_persistence() -> None:
     pair.send(pair.a, 1, recoverable=True, now=T0)
     pair.send(pair.a, 2, recoverable=False, now=T0)
     pair.deliver(pair.b, T0)
-    assert [d.recoverable_number for d in pair.b.delivered] == [1, None]
+    assert [d.recoverable_number for d in pair.b.arrived] == [1, None]
     with pytest.raises(SessionError, match="2 is not awaiting"):
         pair.b.session.persisted(2, T0)
     pair.b.session.persisted(1, T0)
@@ -586,9 +580,7 @@ def test_recoverable_ack_timeout_is_clamped(seconds: float, milliseconds: int) -
     )
     a.start(T0)
     [send] = a.receive(wire.EstablishConnection(client_qm=A_QM, server_qm=B_QM, timestamp=1), T0)
-    assert isinstance(send, Send)
-    parameters = decode(send.data)
-    assert isinstance(parameters, wire.ConnectionParameters)
+    parameters = sent(send, wire.ConnectionParameters)
     assert parameters.recoverable_ack_timeout == milliseconds
     assert a.recoverable_ack_timeout == milliseconds / 1000
 
@@ -633,7 +625,7 @@ def test_express_is_acked_on_receipt_recoverable_only_once_persisted() -> None:
     pair.send(pair.a, 1, recoverable=False, now=T0)
     pair.send(pair.a, 2, recoverable=True, now=T0)
     pair.deliver(pair.b, T0)
-    assert [(d.packet.user.message_id, d.recoverable_number) for d in pair.b.delivered] == [
+    assert [(d.packet.user.message_id, d.recoverable_number) for d in pair.b.arrived] == [
         (1, None),
         (2, 1),
     ]
@@ -871,7 +863,7 @@ def test_piggy_backed_session_header(counts_carrier: bool, recoverable: bool) ->
     assert pair.a.closed == []
     assert pair.a.acked == [1]
     assert pair.a.session.peer_window == 7
-    [delivered] = pair.a.delivered
+    [delivered] = pair.a.arrived
     assert delivered.packet.user.message_id == 50
     assert delivered.recoverable_number == (1 if recoverable else None)
 
@@ -881,7 +873,7 @@ def test_piggy_backed_session_header_with_wrong_counts_closes() -> None:
     header = wire.SessionHeader(user_message_sequence_number=2)
     [close] = pair.a.session.receive(user_message(1, recoverable=False, session=header), T0)
     assert isinstance(close, Close)
-    assert pair.a.delivered == []
+    assert pair.a.arrived == []
 
 
 def test_stale_ack_sequence_acknowledges_nothing() -> None:
@@ -940,7 +932,7 @@ def test_counters_wrap_over_70000_packets() -> None:
     last = headers[-1]
     highest = last.recoverable_ack_sequence_number + last.recoverable_ack_flags.bit_length() - 1
     assert highest == 66500 - 65536  # the last ack marks the last recoverable packet
-    assert len(pair.b.delivered) == total
+    assert len(pair.b.arrived) == total
 
 
 def test_a_base_at_zero_modulo_2_16_moves_one_lower() -> None:
@@ -950,7 +942,7 @@ def test_a_base_at_zero_modulo_2_16_moves_one_lower() -> None:
     pair.send(pair.a, 1, recoverable=True, now=T0)
     pair.send(pair.a, 2, recoverable=True, now=T0)
     pair.deliver(pair.b, T0)
-    assert [d.recoverable_number for d in pair.b.delivered] == [65536, 65537]
+    assert [d.recoverable_number for d in pair.b.arrived] == [65536, 65537]
     pair.persist_all(pair.b, T0)
     [send] = pair.tick(pair.b, T0 + 0.5)
     header = header_of(send)
@@ -1128,7 +1120,7 @@ def check_conversation(pair: Pair) -> None:
     sent_by_a = [100 * r + i for r in range(5) for i in range(3)]
     assert pair.a.acked == sent_by_a
     assert pair.b.acked == [1000 + tag for tag in sent_by_a]
-    assert [d.packet.user.message_id for d in pair.b.delivered] == sent_by_a
+    assert [d.packet.user.message_id for d in pair.b.arrived] == sent_by_a
     assert pair.a.decoder.buffered == pair.b.decoder.buffered == 0
 
 
@@ -1226,7 +1218,7 @@ class Interleavings(RuleBasedStateMachine):
             waiting = set(peer.to_persist)
             stored = {
                 d.packet.user.message_id
-                for d in peer.delivered
+                for d in peer.arrived
                 if d.recoverable_number is None or d.recoverable_number not in waiting
             }
             assert len(endpoint.acked) == len(set(endpoint.acked)), "a tag was reported twice"

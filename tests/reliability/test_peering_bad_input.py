@@ -13,16 +13,26 @@ afterwards the three clients keep going, and at the end every message A
 committed arrived exactly once, in commit order, and nothing the raw
 connections sent was stored.
 
-The last test starts B with a ``peers.accept_from`` that excludes loopback:
-a connection from 127.0.0.1 is closed at once with ``peer_refused`` in the
-log, and A's messages for B stay in A's outgoing queue (waiting, not lost)
-until B is restarted with loopback allowed, when they arrive exactly once.
+A and B, their queues and the traffic are set up once for the module (two
+daemons and three clients take longer to start than most tests take to run);
+each test is checked to leave them as it found them: after it, A's producer
+pauses until every message it committed has arrived once, in order, A has
+nothing left to send again, and the raw queue is empty (the control test
+takes its message back out).
+
+The last two tests start queue managers of their own. One starts B with a
+``peers.accept_from`` that excludes loopback: a connection from 127.0.0.1 is
+closed at once with ``peer_refused`` in the log, and A's messages for B stay
+in A's outgoing queue (waiting, not lost) until B is restarted with loopback
+allowed, when they arrive exactly once. The other holds fifty silent
+connections to B's peer port while A opens its session.
 
 Packets are built with the ``wire`` package, as a real peer would build them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import socket
@@ -224,6 +234,11 @@ class Traffic:
     * the producer commits transactions of 1-3 messages on A for B's ``in``;
     * the consumer receives from ``in`` on B (so A -> B delivery is watched);
     * the echo client sends to B's ``local`` and receives the message back.
+
+    :meth:`checkpoint` holds the producer between two transactions (it holds
+    ``_producing`` for each) and, once A has nothing left to send, the
+    consumer between two receives (:meth:`_hold_consumer`), to compare what
+    was committed with what arrived.
     """
 
     def __init__(self, a: DaemonProcess, b: DaemonProcess) -> None:
@@ -236,6 +251,11 @@ class Traffic:
         self.errors: list[str] = []
         self._stop_producing = threading.Event()
         self._stop = threading.Event()
+        self._producing = threading.Lock()
+        #: Set to hold the consumer; it sets ``_consumer_held`` and waits for ``_release``.
+        self._hold = threading.Event()
+        self._consumer_held = threading.Event()
+        self._release = threading.Event()
         self._threads = [
             threading.Thread(target=self._guard, args=(self._produce,), name="producer"),
             threading.Thread(target=self._guard, args=(self._consume,), name="consumer"),
@@ -259,18 +279,24 @@ class Traffic:
         tx = 0
         with connect(self.a.address, client_name="producer") as qa:
             while not self._stop_producing.is_set():
-                tx += 1
-                bodies = [b"T%06d:%d" % (tx, i) for i in range(rng.randint(1, 3))]
-                with qa.begin() as transaction:
-                    for data in bodies:
-                        transaction.send(destination, data)
-                self.produced.extend(bodies)
-                time.sleep(0.01)
+                with self._producing:
+                    tx += 1
+                    bodies = [b"T%06d:%d" % (tx, i) for i in range(rng.randint(1, 3))]
+                    with qa.begin() as transaction:
+                        for data in bodies:
+                            transaction.send(destination, data)
+                    self.produced.extend(bodies)
+                time.sleep(0.01)  # a pace, not a wait for anything
 
     def _consume(self) -> None:
         with connect(self.b.address, client_name="consumer") as qb:
             while not self._stop.is_set():
-                message = qb.receive("in", timeout=0.2)
+                if self._hold.is_set():
+                    self._consumer_held.set()
+                    self._release.wait()
+                    self._release.clear()
+                    continue
+                message = qb.receive("in", timeout=0.05)  # (a hold waits for it)
                 if message is not None:
                     self.consumed.append(message.body)
 
@@ -285,7 +311,7 @@ class Traffic:
                 assert message.body == data, f"sent {data!r}, received {message.body!r}"
                 self.slowest_echo = max(self.slowest_echo, time.monotonic() - started)
                 self.echoes += 1
-                time.sleep(0.01)
+                time.sleep(0.01)  # a pace, not a wait for anything
 
     def stop(self) -> None:
         """Stop every client (without checking anything)."""
@@ -313,26 +339,64 @@ class Traffic:
         )
         assert not self.errors, f"after {after}: {self.errors}"
 
+    def checkpoint(self, after: str, timeout: float = 60.0) -> None:
+        """With the producer held: every message committed on A so far reached B
+        exactly once, in order, and A has nothing left that it could send again."""
+        with self._producing:
+            self._settle(after, timeout)
+            with self._hold_consumer():
+                assert _depth(self.b, "in") == 0, f"after {after}: more arrived than was sent"
+                self._check(after)
+
     def finish(self, timeout: float = 60.0) -> None:
-        """Stop producing; every message committed on A reaches B exactly once, in order."""
+        """Stop producing; every message committed on A reaches B exactly once, in
+        order; stop every client."""
         self._stop_producing.set()
         self._threads[0].join(30)
-        wait_for(
-            lambda: len(self.consumed) >= len(self.produced) or bool(self.errors),
-            timeout,
-            lambda: (
-                f"{len(self.consumed)} of {len(self.produced)} messages from A arrived\n"
-                f"{_tail(self.a)}\n{_tail(self.b)}"
-            ),
-        )
-        time.sleep(0.5)  # a duplicate would be in by now
+        self._settle("the end", timeout)
         self._stop.set()
         for thread in self._threads:
             thread.join(30)
-        assert not self.errors, self.errors
+        assert _depth(self.b, "in") == 0, "at the end: more arrived than was sent"
+        self._check("the end")
+
+    @contextlib.contextmanager
+    def _hold_consumer(self) -> Iterator[None]:
+        """Hold the consumer between two receives (everything it took is in ``consumed``)."""
+        self._hold.set()
+        try:
+            assert self._consumer_held.wait(10.0) or self.errors, "the consumer did not pause"
+            yield
+        finally:
+            self._hold.clear()
+            self._consumer_held.clear()
+            self._release.set()
+
+    def _settle(self, after: str, timeout: float) -> None:
+        """Wait until what A committed arrived and A has nothing waiting or
+        unacknowledged: nothing more can come."""
+        wait_for(
+            lambda: bool(self.errors) or self._delivered(),
+            timeout,
+            lambda: (
+                f"after {after}, {len(self.consumed)} of {len(self.produced)} messages from A "
+                f"arrived\n{_tail(self.a)}\n{_tail(self.b)}"
+            ),
+        )
+
+    def _delivered(self) -> bool:
+        """Everything committed on A arrived, and A has nothing left to send."""
+        if len(self.consumed) < len(self.produced):
+            return False
+        with connect(self.a.address) as qa:
+            return _outgoing_empty(qa)
+
+    def _check(self, after: str) -> None:
+        assert not self.errors, f"after {after}: {self.errors}"
         assert self.consumed == self.produced, (
-            f"A committed {len(self.produced)} messages, B delivered {len(self.consumed)}; "
-            f"first difference at {_first_difference(self.consumed, self.produced)}"
+            f"after {after}: A committed {len(self.produced)} messages, B delivered "
+            f"{len(self.consumed)}; first difference at "
+            f"{_first_difference(self.consumed, self.produced)}"
         )
         assert self.echoes > 0
         assert self.slowest_echo < 5.0, f"a local send+receive on B took {self.slowest_echo} s"
@@ -359,22 +423,48 @@ class Peers:
         with connect(self.b.address) as qb:
             return [message.body for message in qb.peek_range(RAW_QUEUE)]
 
+    def check_healthy(self, after: str) -> None:
+        """Both daemons run, every client goes on, nothing raw is stored, and what A
+        committed so far arrived exactly once, in order."""
+        for daemon in (self.a, self.b):
+            assert daemon.running, f"after {after}, {daemon.name} is gone\n{_tail(daemon)}"
+        self.traffic.expect_progress(after)
+        assert self.raw_stored() == [], f"after {after}, raw messages were stored"
+        self.traffic.checkpoint(after)
 
-@pytest.fixture
-def peers(daemon_factory: Callable[..., DaemonProcess]) -> Iterator[Peers]:
-    """B with queues ``in``, ``local`` and ``raw``; A delivering to B; traffic running."""
-    b = daemon_factory(name="qm-b", extra_args=FAST)
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    with connect(b.address) as qb:
-        qb.create_queue("in", transactional=True)
-        qb.create_queue("local")
-        qb.create_queue(RAW_QUEUE, transactional=True)
-    traffic = Traffic(a, b).start()
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+    """B with queues ``in``, ``local`` and ``raw``; A delivering to B; traffic running
+    (for the whole module: see the module's docstring)."""
+    directory = tmp_path_factory.mktemp("peers")
+    b = DaemonProcess(directory / "qm-b", name="qm-b", extra_args=FAST)
+    a = DaemonProcess(directory / "qm-a", name="qm-a", extra_args=FAST)
+    traffic: Traffic | None = None
     try:
+        b.start()
+        a.start()
+        with connect(b.address) as qb:
+            qb.create_queue("in", transactional=True)
+            qb.create_queue("local")
+            qb.create_queue(RAW_QUEUE, transactional=True)
+        traffic = Traffic(a, b).start()
         traffic.expect_progress("start-up")
         yield Peers(a, b, traffic)
+        traffic.finish()
     finally:
-        traffic.stop()
+        if traffic is not None:
+            traffic.stop()
+        a.close()
+        b.close()
+
+
+@pytest.fixture
+def peers(deployment: Peers, request: pytest.FixtureRequest) -> Iterator[Peers]:
+    """The module's deployment, checked healthy after the test (which the next
+    one relies on)."""
+    yield deployment
+    deployment.check_healthy(request.node.name)
 
 
 def _close_logged(daemon: DaemonProcess, peer: str, case: str) -> str:
@@ -421,7 +511,10 @@ def test_a_peer_that_follows_the_protocol_is_served(peers: Peers) -> None:
         lambda: f"raw queue holds {peers.raw_stored()}",
     )
     peers.traffic.expect_progress("a well-behaved raw peer")
-    peers.traffic.finish()
+    with connect(peers.b.address) as qb, qb.begin() as transaction:
+        taken = transaction.receive(RAW_QUEUE, timeout=0)
+    assert taken is not None
+    assert taken.body == b"well-behaved"
 
 
 def test_random_bytes_are_refused_and_hurt_nobody(peers: Peers) -> None:
@@ -439,7 +532,6 @@ def test_random_bytes_are_refused_and_hurt_nobody(peers: Peers) -> None:
             _expect_closed(peers, raw, case)
     peers.traffic.expect_progress("random bytes")
     assert peers.raw_stored() == []
-    peers.traffic.finish()
 
 
 @pytest.mark.parametrize("declared", [wire.MAX_PACKET_SIZE + 1, 0x7FFFFFF0, 0xFFFFFFFF])
@@ -459,7 +551,6 @@ def test_a_huge_declared_packet_size_is_refused_at_once(
     assert took < CLOSE_WITHIN, took
     peers.traffic.expect_progress(f"a declared PacketSize of {declared} ({reason})")
     assert peers.raw_stored() == []
-    peers.traffic.finish()
 
 
 #: Packets a peer sends out of the session order (the handshake of [MS-MQQB] §3.1).
@@ -501,7 +592,6 @@ def test_packets_out_of_session_order_close_the_session(peers: Peers, case: str)
         reason = _expect_closed(peers, raw, case, expected)
     peers.traffic.expect_progress(f"{case} ({reason})")
     assert peers.raw_stored() == [], "a message from a broken session was stored"
-    peers.traffic.finish()
 
 
 @pytest.mark.parametrize("packet", ["EstablishConnection", "UserMessage after the handshake"])
@@ -523,14 +613,13 @@ def test_half_a_packet_then_close(peers: Peers, packet: str) -> None:
                     data = raw.user_message(b"half %d" % index)
                 cut = random.Random(index).randint(1, len(data) - 1)
                 raw.send(data[:cut])
-                time.sleep(0.05)
-            # Closed by us mid-packet: the daemon notices and says so.
+            # Closed by us mid-packet (the bytes sent come before the close):
+            # the daemon notices and says so.
             reason = _close_logged(b, raw.local, f"half a {packet}")
             assert "middle of a packet" in reason, reason
         peers.traffic.expect_progress(f"half a {packet}, while another half packet is held")
         assert not closes_for(b, holder.local), "the holder's connection was closed early"
     assert peers.raw_stored() == []
-    peers.traffic.finish()
 
 
 def test_a_peer_not_in_accept_from_is_refused_and_its_messages_wait(
@@ -567,12 +656,17 @@ def test_a_peer_not_in_accept_from_is_refused_and_its_messages_wait(
             10.0,
             lambda: f"A did not keep trying: {_outgoing(qa)}\n{_tail(a)}",
         )
-        for _ in range(20):  # watched over a second: waiting, never delivered, never dropped
+        for _ in range(2):  # over A's next attempts: waiting, never delivered, never dropped
+            refusals = len(log_events(b, "peer_refused"))
+            wait_for(
+                lambda n=refusals: len(log_events(b, "peer_refused")) > n,
+                10.0,
+                lambda: f"A did not keep trying: {_outgoing(qa)}\n{_tail(a)}",
+            )
             (info,) = qa.outgoing()
             assert info.state in ("waiting", "connecting"), _outgoing(qa)
             assert info.waiting + info.unacknowledged == len(sent), _outgoing(qa)
             assert _depth(b, "in") == 0
-            time.sleep(0.05)
         assert info.last_error, "A does not say why it cannot deliver"
     # Allowed again, B gets every message exactly once, in order.
     b.stop()

@@ -20,8 +20,10 @@ whose commit reply was lost to a kill of A ("in doubt") wholly present or
 wholly absent, never in part. Every outgoing queue on the way (A's, and the
 router's) ends empty with nothing unacknowledged.
 
-The default run transfers 10,000 messages per test; the ``soak`` versions
-transfer 100,000 with more faults (``pytest -m soak``).
+The default run transfers 3,000 messages over three seconds with at least
+four cuts of live connections, and 2,000 over two seconds with two kills in
+each crash test; the ``soak`` versions transfer 10,000 and 100,000 with more
+faults (``pytest -m soak``).
 """
 
 from __future__ import annotations
@@ -77,17 +79,53 @@ class Size:
     seconds: float
     #: The range of seconds between two proxy faults.
     pause: tuple[float, float]
+    #: The range of a proxy stall's length.
+    stall: tuple[float, float]
     #: Live-connection cuts the proxy test must have made, at least.
     min_cuts: int
+    #: Seconds the destination is watched, once delivery settled, for messages
+    #: that should not come (nothing can: every outgoing queue is empty).
+    watch: float = 0.25
 
 
-SIZES = [
-    pytest.param(Size(10_000, kills=4, seconds=8.0, pause=(0.1, 0.5), min_cuts=8), id="10k"),
+#: The long runs, for ``pytest -m soak``.
+SOAK_SIZES = [
     pytest.param(
-        Size(100_000, kills=20, seconds=90.0, pause=(0.05, 0.4), min_cuts=80),
+        Size(
+            10_000, kills=4, seconds=8.0, pause=(0.1, 0.5), stall=(0.2, 1.5), min_cuts=8, watch=1.0
+        ),
+        id="10k",
+        marks=pytest.mark.soak,
+    ),
+    pytest.param(
+        Size(
+            100_000,
+            kills=20,
+            seconds=90.0,
+            pause=(0.05, 0.4),
+            stall=(0.2, 1.5),
+            min_cuts=80,
+            watch=1.0,
+        ),
         id="100k",
         marks=pytest.mark.soak,
     ),
+]
+#: The proxy test's short run: three seconds leave room for cuts of every kind.
+NETWORK_SIZES = [
+    pytest.param(
+        Size(3_000, kills=0, seconds=3.0, pause=(0.1, 0.4), stall=(0.1, 0.6), min_cuts=4),
+        id="3k",
+    ),
+    *SOAK_SIZES,
+]
+#: The crash tests' short run.
+KILL_SIZES = [
+    pytest.param(
+        Size(2_000, kills=2, seconds=2.0, pause=(0.1, 0.4), stall=(0.1, 0.6), min_cuts=0),
+        id="2k",
+    ),
+    *SOAK_SIZES,
 ]
 
 
@@ -359,8 +397,9 @@ def wait_settled(
         time.sleep(0.1)
 
 
-def receive_all(daemon: DaemonProcess, queue: str = QUEUE) -> list[bytes]:
-    """Receive every message in ``queue`` (in queue order), then check that no more come."""
+def receive_all(daemon: DaemonProcess, watch: float, queue: str = QUEUE) -> list[bytes]:
+    """Receive every message in ``queue`` (in queue order), then check that no more
+    come within ``watch`` seconds."""
     bodies: list[bytes] = []
     with connect(daemon.address) as qm:
         # In transactions of up to 1000 receives: one sync each, not one per message.
@@ -375,7 +414,7 @@ def receive_all(daemon: DaemonProcess, queue: str = QUEUE) -> list[bytes]:
             bodies.extend(batch)
             if len(batch) < 1000:
                 break
-        late = qm.receive(queue, timeout=1.0)
+        late = qm.receive(queue, timeout=watch)
         if late is not None:
             bodies.append(late.body)
             while (message := qm.receive(queue, timeout=0.2)) is not None:
@@ -467,7 +506,7 @@ def check_outgoing_empty(label: str, daemon: DaemonProcess) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", NETWORK_SIZES)
 def test_a_faulty_network_loses_and_duplicates_nothing(
     daemon_factory: Callable[..., DaemonProcess], size: Size
 ) -> None:
@@ -480,7 +519,7 @@ def test_a_faulty_network_loses_and_duplicates_nothing(
         committer = Committer(
             a.address, remote(b.peer_port), size.messages, seed, size.seconds
         ).start()
-        schedule = FaultSchedule(proxy, seed=seed, pause=size.pause)
+        schedule = FaultSchedule(proxy, seed=seed, pause=size.pause, stall=size.stall)
         with schedule:
             ledger = committer.join(timeout=size.messages / 20)
             # At least the minimum of faults, while the backlog drains if need be.
@@ -493,7 +532,7 @@ def test_a_faulty_network_loses_and_duplicates_nothing(
         )
         assert schedule.mid_frame_cuts >= 1, f"no cut landed mid-chunk:\n{faults}"
         settle = wait_settled([("A", a)], b, ledger.committed_messages)
-        received = receive_all(b)
+        received = receive_all(b, size.watch)
         check_outgoing_empty("A", a)
         stats = proxy.snapshot()
     check_delivery(received, ledger)
@@ -505,7 +544,7 @@ def test_a_faulty_network_loses_and_duplicates_nothing(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", KILL_SIZES)
 @pytest.mark.parametrize("victim", ["sender", "receiver"])
 def test_sigkill_of_either_end_loses_and_duplicates_nothing(
     daemon_factory: Callable[..., DaemonProcess], size: Size, victim: str
@@ -521,7 +560,7 @@ def test_sigkill_of_either_end_loses_and_duplicates_nothing(
     in_flight = kill_during_transfer(committer, target, size, rng, [a])
     ledger = committer.join(timeout=size.messages / 20)
     settle = wait_settled([("A", a)], b, ledger.committed_messages)
-    received = receive_all(b)
+    received = receive_all(b, size.watch)
     check_outgoing_empty("A", a)
     check_delivery(received, ledger)
     if victim == "receiver":
@@ -535,7 +574,7 @@ def test_sigkill_of_either_end_loses_and_duplicates_nothing(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("size", SIZES)
+@pytest.mark.parametrize("size", KILL_SIZES)
 def test_sigkill_of_a_router_loses_and_duplicates_nothing(
     daemon_factory: Callable[..., DaemonProcess], size: Size
 ) -> None:
@@ -550,7 +589,7 @@ def test_sigkill_of_a_router_loses_and_duplicates_nothing(
     in_flight = kill_during_transfer(committer, r, size, rng, [a, r])
     ledger = committer.join(timeout=size.messages / 20)
     settle = wait_settled([("A", a), ("R", r)], c, ledger.committed_messages)
-    received = receive_all(c)
+    received = receive_all(c, size.watch)
     check_outgoing_empty("A", a)
     check_outgoing_empty("R", r)
     with connect(a.address) as qa:

@@ -9,7 +9,7 @@ listener), but no socket is ever opened:
 * ``trio.open_tcp_stream`` is replaced for the test: a node's link that
   connects to another node's peer port gets one end of a
   ``trio.testing.memory_stream_pair``, and the other end is served by that
-  node's peer handler (``peer_accept.serve_peer``, the listener's handler, so
+  node's peer handler (``PeerPort.serve``, the listener's handler, so
   ``peers.accept_from`` and ``peers.max_connections`` apply). A node that is
   stopped refuses connections, as a closed port does. With
   ``Network.auto_connect`` off, links never connect, and a test makes its
@@ -19,11 +19,12 @@ listener), but no socket is ever opened:
   sets: drop or rewrite packets, delay them, make the receiver read them a
   few bytes at a time, or cut the connection after so many bytes or
   inside a chosen packet; each channel records what it delivered.
-* The peering modules' ``time.time()`` (unix time: message-history ages,
-  stored stream states, status) is made to follow trio's clock, so that
-  under ``MockClock(autojump_threshold=0)`` wall time moves with the jumps;
-  ``Network.clock.step(seconds)`` sets it forward or back as NTP may. Every
-  timer runs on trio's clock, so nothing waits for real seconds.
+* Each node's peering layer reads unix time (message-history ages, stored
+  stream states, status) from a wall clock that follows trio's clock
+  (``Peering``'s ``wall``), so that under ``MockClock(autojump_threshold=0)``
+  wall time moves with the jumps; ``Network.clock.step(seconds)`` sets it
+  forward or back as NTP may. Every timer runs on trio's clock, so nothing
+  waits for real seconds.
 
 Which node a link belongs to is known from a context variable that each
 node's tasks carry; test code that commits on a node goes through its
@@ -40,7 +41,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import pytest
 import structlog
@@ -53,13 +54,10 @@ from qmgr.config import Config, load_config
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.names import LocalIdentity
 from qmgr.protocol import Role
-from qmgr.server import peer_link
-from qmgr.server import peering as peering_module
 from qmgr.server.committer import Committer
-from qmgr.server.peer_accept import serve_peer
-from qmgr.server.peer_connection import PeerConnection
-from qmgr.server.peer_link import Link
 from qmgr.server.peering import Peering
+from qmgr.server.peering.connection import PeerConnection
+from qmgr.server.peering.link import Link
 from qmgr.server.signals import QueueSignals
 from qmgr.server.writer import Writer
 
@@ -69,6 +67,7 @@ __all__ = [
     "FaultStream",
     "Network",
     "Node",
+    "StoreCommitter",
     "is_data",
     "is_order_ack",
     "is_session_ack",
@@ -77,6 +76,7 @@ __all__ = [
 ]
 
 HOST = "127.0.0.1"
+_T = TypeVar("_T")
 _BASE_HEADER = 16
 _SESSION_HEADER = 16
 _SIGNATURE = b"LIOR"
@@ -168,7 +168,7 @@ class Channel:
 
 
 class _FakeSocket:
-    """What ``peer_accept.serve_peer`` asks of a socket: the peer's address."""
+    """What ``PeerPort.serve`` asks of a socket: the peer's address."""
 
     def __init__(self, peer: tuple[str, int]) -> None:
         self._peer = peer
@@ -281,6 +281,17 @@ class FaultStream(trio.abc.Stream):
 # ---------------------------------------------------------------------- nodes
 
 
+class StoreCommitter:
+    """Just enough of a committer for a part tested alone: each unit written at once."""
+
+    def __init__(self, store: storage.Store) -> None:
+        self.store = store
+
+    async def submit(self, unit: storage.Unit) -> storage.UnitOutcome:
+        [outcome] = self.store.commit([unit], now=0.0)
+        return outcome
+
+
 class _SilentListener(trio.abc.Listener[trio.abc.Stream]):
     """A peer listener nobody connects to (connections come through :class:`Network`)."""
 
@@ -292,7 +303,7 @@ class _SilentListener(trio.abc.Listener[trio.abc.Stream]):
 
 
 class _WallClock:
-    """``time.time()`` for the peering modules: wall time that moves with trio's clock."""
+    """Unix time for the nodes' peering layers: wall time that moves with trio's clock."""
 
     def __init__(self) -> None:
         self._origin: float | None = None
@@ -322,6 +333,38 @@ class Closed:
     at: float
     #: Its session had opened.
     opened: bool
+
+
+class _RecordingPeering(Peering):
+    """A node's peering layer, which records every connection that ends."""
+
+    def __init__(self, closed: list[Closed], **kwargs: Any) -> None:
+        self._closed = closed
+        super().__init__(**kwargs)
+
+    def connection_ended(self, connection: PeerConnection) -> None:
+        self._closed.append(
+            Closed(
+                connection.role,
+                connection.close_reason,
+                trio.current_time(),
+                connection.opened.is_set(),
+            )
+        )
+        super().connection_ended(connection)
+
+
+class _Part(Generic[_T]):
+    """A part of a running node (``node.store`` reads ``node._store``), or an
+    AssertionError while the node is not running."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._attribute = "_" + name
+
+    def __get__(self, node: Node, owner: type) -> _T:
+        part: _T | None = getattr(node, self._attribute)
+        assert part is not None, f"{node.name} is not running"
+        return part
 
 
 class Node:
@@ -371,35 +414,12 @@ class Node:
         """Its peer address."""
         return HOST, self.port
 
-    @property
-    def store(self) -> storage.Store:
-        assert self._store is not None, f"{self.name} is not running"
-        return self._store
-
-    @property
-    def peering(self) -> Peering:
-        assert self._peering is not None, f"{self.name} is not running"
-        return self._peering
-
-    @property
-    def core(self) -> QueueManagerCore:
-        assert self._core is not None, f"{self.name} is not running"
-        return self._core
-
-    @property
-    def committer(self) -> Committer:
-        assert self._committer is not None, f"{self.name} is not running"
-        return self._committer
-
-    @property
-    def signals(self) -> QueueSignals:
-        assert self._signals is not None, f"{self.name} is not running"
-        return self._signals
-
-    @property
-    def nursery(self) -> trio.Nursery:
-        assert self._nursery is not None, f"{self.name} is not running"
-        return self._nursery
+    store = _Part[storage.Store]()
+    peering = _Part[Peering]()
+    core = _Part[QueueManagerCore]()
+    committer = _Part[Committer]()
+    signals = _Part[QueueSignals]()
+    nursery = _Part[trio.Nursery]()
 
     # ------------------------------------------------------------------ life
 
@@ -431,7 +451,8 @@ class Node:
                 core.ordinals_reserved(reservation, outcomes[-1])
             committer = Committer(store, writer)
             signals = QueueSignals()
-            peering = Peering(
+            peering = _RecordingPeering(
+                self.closed,
                 config=self.config,
                 store=store,
                 committer=committer,
@@ -440,21 +461,8 @@ class Node:
                 outcomes=core.outcomes,
                 confirmations=core.confirmations,
                 log=structlog.get_logger("peer_kit").bind(qm=self.name),
+                wall=self.network.clock.time,
             )
-            ended = peering.connection_ended
-
-            def connection_ended(connection: PeerConnection) -> None:
-                self.closed.append(
-                    Closed(
-                        connection.role,
-                        connection.close_reason,
-                        trio.current_time(),
-                        connection.opened.is_set(),
-                    )
-                )
-                ended(connection)
-
-            peering.connection_ended = connection_ended  # type: ignore[method-assign]
             self._store, self._core, self._committer = store, core, committer
             self._signals, self._peering = signals, peering
             with trio.CancelScope() as scope:
@@ -485,7 +493,7 @@ class Node:
     async def serve(self, stream: FaultStream) -> None:
         """Serve a connection to our peer port (the listener's handler)."""
         _current.set(self)
-        await serve_peer(self.peering, cast(trio.SocketStream, stream))
+        await self.peering.port.serve(cast(trio.SocketStream, stream))
 
     # ------------------------------------------------------------------ queues and messages
 
@@ -505,15 +513,19 @@ class Node:
         *,
         transactional: bool = True,
         delivery: int = 1,
+        **properties: Any,
     ) -> None:
         """Commit sends as a client does: in one transaction, or (not
-        ``transactional``) one unit each; ``delivery`` 1 recoverable, 0 express."""
+        ``transactional``) one unit each; ``delivery`` 1 recoverable, 0 express;
+        ``properties``: more fields of the messages (``journal``, ...)."""
         core = self.core
         with self._as_me():
             if transactional:
                 tx = core.begin(self, next(self._tx_ids), trio.current_time())
                 for body in bodies:
-                    message = wire.MessageProperties(destination=destination, body=body)
+                    message = wire.MessageProperties(
+                        destination=destination, body=body, **properties
+                    )
                     core.prepare_send(message, tx=tx, now=trio.current_time(), wall=time.time())
                 unit = core.commit(tx)
                 outcome = await self.committer.submit(unit)
@@ -523,7 +535,7 @@ class Node:
                 return
             for body in bodies:
                 message = wire.MessageProperties(
-                    destination=destination, body=body, delivery=delivery
+                    destination=destination, body=body, delivery=delivery, **properties
                 )
                 prepared = core.prepare_send(
                     message, tx=None, now=trio.current_time(), wall=time.time()
@@ -536,9 +548,9 @@ class Node:
                 self.signals.notify(woken)
 
     def notify(self, queue_ids: Iterable[int]) -> None:
-        """``Peering.queues_changed`` after a unit written outside :meth:`send`."""
+        """``OutgoingQueues.queues_changed`` after a unit written outside :meth:`send`."""
         with self._as_me():
-            self.peering.queues_changed(queue_ids)
+            self.peering.outgoing_queues.queues_changed(queue_ids)
 
     def messages(self, queue: str) -> list[wire.MessageProperties]:
         """A queue's messages, in lookup order."""
@@ -658,22 +670,18 @@ class Network:
         """
         near, far = self._pair(initiator, acceptor)
         link = initiator.link(acceptor)
-        settings = initiator.peering.settings
         outgoing = PeerConnection(
-            initiator.peering,
+            initiator.peering.context,
             near,
             role=Role.INITIATOR,
             peer=link.name,
-            settings=settings,
             queues=link.queues,
         )
         incoming = PeerConnection(
-            acceptor.peering, far, role=Role.ACCEPTOR, peer=f"{HOST}:memory", settings=settings
+            acceptor.peering.context, far, role=Role.ACCEPTOR, peer=f"{HOST}:memory"
         )
         done = trio.Event()
         link.connection = outgoing
-        initiator.peering.connections.add(outgoing)
-        acceptor.peering.connections.add(incoming)
 
         async def run_initiator() -> None:
             try:
@@ -697,8 +705,6 @@ class Network:
 async def open_network(root: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Network]:
     """A network with no node yet; every node is stopped at the end."""
     clock = _WallClock()
-    monkeypatch.setattr(peering_module, "time", clock)
-    monkeypatch.setattr(peer_link, "time", clock)
     async with trio.open_nursery() as nursery:
         network = Network(root, nursery, clock)
         monkeypatch.setattr(trio, "open_tcp_stream", network.open_tcp_stream)

@@ -1,8 +1,11 @@
-"""The TLS adapter without sockets: contexts from the configuration (and the start-up
-check of the certificate: validity, extended key usages by port), handshakes over
-memory streams (deadlines with a mock clock; the peer port takes only queue managers'
-certificates, on either side), the start-up rule, and the registry of peer identities
-over a real store."""
+"""The TLS adapter (``qmgr.server.tls``) without sockets: contexts from the configuration
+(and the start-up check of the certificate: validity, extended key usages by port),
+handshakes over memory streams (deadlines with a mock clock; the peer port takes only
+queue managers' certificates, on either side), and the start-up rule.
+
+(The registry of peer identities is tested in ``tests/server/peering/test_identity.py``.
+This module keeps its ``_adapter`` suffix: ``tests/integration/test_tls.py`` has the
+bare name, and the suite's test directories share one module namespace.)"""
 
 from __future__ import annotations
 
@@ -13,17 +16,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-import structlog
 import trio
 import trio.testing
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from pki import CLIENT_USAGES, DAY, SERVER_USAGES, sign
 
-import storage
 from qmgr.certs import init_ca, issue
 from qmgr.config import load_config
-from qmgr.server.peer_identity import SETTING_PREFIX, PeerIdentities
 from qmgr.server.tls import (
     TlsContexts,
     TlsFailed,
@@ -48,6 +48,12 @@ def tls_settings(pki: Path, name: str, *more: str) -> list[str]:
 def cert_settings(pki: Path, cert: tuple[Path, Path], *more: str) -> list[str]:
     """Settings for TLS with the certificate and key ``cert``."""
     return [f"tls.certificate={cert[0]}", f"tls.key={cert[1]}", f"tls.ca={pki / 'ca.crt'}", *more]
+
+
+def refused(pki: Path, cert: tuple[Path, Path], *more: str, match: str) -> None:
+    """The configuration with ``cert`` (and ``more`` settings) fails to load: ``match``."""
+    with pytest.raises(ValueError, match=match):
+        load_contexts(load_config(settings=cert_settings(pki, cert, *more)))
 
 
 @pytest.fixture
@@ -121,36 +127,36 @@ def test_unreadable_files_are_named(pki: Path, tmp_path: Path) -> None:
 def test_the_certificate_must_be_valid_now(pki: Path) -> None:
     now = dt.datetime.now(dt.UTC)
     expired, _ = old = sign(pki, "old", not_before=now - DAY * 30, not_after=now - DAY)
-    with pytest.raises(
-        ValueError,
+    refused(
+        pki,
+        old,
         match=rf"^tls\.certificate {re.escape(str(expired))} expired on "
         rf"{now - DAY:%Y-%m-%d %H:%M} UTC: renew it with "
         r"`qmgr certs issue NAME --host \.\.\. --force`$",
-    ):
-        load_contexts(load_config(settings=cert_settings(pki, old)))
+    )
     starts = now + DAY
     future, _ = early = sign(pki, "early", not_before=starts, not_after=now + DAY * 30)
-    with pytest.raises(
-        ValueError,
+    refused(
+        pki,
+        early,
         match=rf"^tls\.certificate {re.escape(str(future))} is not valid before "
         rf"{starts:%Y-%m-%d %H:%M} UTC",
-    ):
-        load_contexts(load_config(settings=cert_settings(pki, early)))
+    )
     # Either port, whichever is on.
     for port in ("tls.clients=false", "tls.peers=false"):
-        with pytest.raises(ValueError, match="expired on"):
-            load_contexts(load_config(settings=cert_settings(pki, old, port)))
+        refused(pki, old, port, match="expired on")
 
 
 def test_a_client_certificate_cannot_serve_either_port(pki: Path) -> None:
     alice = sign(pki, "alice", usages=CLIENT_USAGES)
     for port in ((), ("tls.clients=false",), ("tls.peers=false",)):
-        with pytest.raises(
-            ValueError,
+        refused(
+            pki,
+            alice,
+            *port,
             match=r"alice\.crt is a client certificate \(extended key usage clientAuth only\): "
             r"the queue manager needs one issued with `qmgr certs issue NAME --host \.\.\.`",
-        ):
-            load_contexts(load_config(settings=cert_settings(pki, alice, *port)))
+        )
 
 
 @pytest.mark.parametrize(
@@ -166,13 +172,13 @@ def test_the_peer_port_needs_a_queue_managers_certificate(
     pki: Path, usages: tuple[x509.ObjectIdentifier, ...] | None, described: str
 ) -> None:
     server = sign(pki, "server", usages=usages)
-    with pytest.raises(
-        ValueError,
+    refused(
+        pki,
+        server,
         match=rf"server\.crt cannot be used between queue managers \(extended key usage "
         rf"{re.escape(described)}\): tls\.peers needs serverAuth and clientAuth; issue one with "
         r"`qmgr certs issue NAME --host \.\.\.`, or set tls\.peers = false$",
-    ):
-        load_contexts(load_config(settings=cert_settings(pki, server)))
+    )
     # The client port alone takes it: serverAuth, or no extended key usage at all.
     contexts = load_contexts(load_config(settings=cert_settings(pki, server, "tls.peers=false")))
     assert contexts.clients is not None
@@ -181,12 +187,13 @@ def test_the_peer_port_needs_a_queue_managers_certificate(
 
 def test_the_client_port_needs_server_auth(pki: Path) -> None:
     signer = sign(pki, "signer", usages=(SIGNING,))
-    with pytest.raises(
-        ValueError,
+    refused(
+        pki,
+        signer,
+        "tls.peers=false",
         match=r"signer\.crt cannot serve the client port \(extended key usage codeSigning only\): "
         r"it needs serverAuth",
-    ):
-        load_contexts(load_config(settings=cert_settings(pki, signer, "tls.peers=false")))
+    )
     # A queue manager's certificate serves both ports; a port without TLS is not checked.
     good = sign(pki, "qm-a")
     contexts = load_contexts(load_config(settings=cert_settings(pki, good)))
@@ -197,12 +204,10 @@ def test_the_client_port_needs_server_auth(pki: Path) -> None:
 
 def test_an_unreadable_certificate_is_named(pki: Path, tmp_path: Path) -> None:
     missing = (tmp_path / "missing.crt", pki / "ca.key")
-    with pytest.raises(ValueError, match=r"cannot load tls\.certificate .*missing\.crt: No such"):
-        load_contexts(load_config(settings=cert_settings(pki, missing)))
+    refused(pki, missing, match=r"cannot load tls\.certificate .*missing\.crt: No such")
     garbage = tmp_path / "garbage.crt"
     garbage.write_text("not a certificate\n")
-    with pytest.raises(ValueError, match=r"garbage\.crt: not a PEM certificate"):
-        load_contexts(load_config(settings=cert_settings(pki, (garbage, pki / "ca.key"))))
+    refused(pki, (garbage, pki / "ca.key"), match=r"garbage\.crt: not a PEM certificate")
 
 
 # --------------------------------------------------------------------------- handshakes
@@ -292,83 +297,29 @@ async def test_the_initiator_refuses_what_is_not_a_queue_manager(
     )
 
 
-async def test_a_silent_client_costs_at_most_the_deadline(
-    pki: Path, autojump_clock: trio.testing.MockClock
-) -> None:
+@pytest.fixture
+def client_port(pki: Path) -> ssl.SSLContext:
+    """The client port's context of a queue manager with TLS."""
     contexts = load_contexts(load_config(settings=tls_settings(pki, "qm-a")))
     assert contexts.clients is not None
+    return contexts.clients
+
+
+async def test_a_silent_client_costs_at_most_the_deadline(
+    client_port: ssl.SSLContext, autojump_clock: trio.testing.MockClock
+) -> None:
     _client, server = trio.testing.memory_stream_pair()
     start = trio.current_time()
     with pytest.raises(TlsFailed, match="no TLS handshake within 10 s"):
-        await handshake(server, contexts.clients, server_side=True, within=10.0)
+        await handshake(server, client_port, server_side=True, within=10.0)
     assert trio.current_time() - start == pytest.approx(10.0)
 
 
 async def test_plain_text_on_a_tls_port_fails_the_handshake(
-    pki: Path, autojump_clock: trio.testing.MockClock
+    client_port: ssl.SSLContext, autojump_clock: trio.testing.MockClock
 ) -> None:
-    contexts = load_contexts(load_config(settings=tls_settings(pki, "qm-a")))
-    assert contexts.clients is not None
     client, server = trio.testing.memory_stream_pair()
     await client.send_all(b"QMGR" + bytes(200))
     await client.send_eof()
     with pytest.raises(TlsFailed, match="TLS handshake failed"):
-        await handshake(server, contexts.clients, server_side=True, within=10.0)
-
-
-# --------------------------------------------------------------------------- identities
-
-
-class StoreCommitter:
-    """Writes a unit at once (the committer's contract, without batching)."""
-
-    def __init__(self, store: storage.Store) -> None:
-        self.store = store
-
-    async def submit(self, unit: storage.Unit) -> storage.UnitOutcome:
-        [outcome] = self.store.commit([unit], now=0.0)
-        return outcome
-
-
-async def test_an_identity_speaks_for_the_first_guid_it_announces(tmp_path: Path) -> None:
-    store = storage.Store(tmp_path / "store")
-    log = structlog.get_logger("test")
-    identities = PeerIdentities(store, pinned={}, relays=frozenset(), log=log)
-    async with trio.open_nursery() as nursery:
-        identities.attach(nursery, StoreCommitter(store))  # type: ignore[arg-type]
-        assert identities.opened("qm-a", A) is None
-        assert identities.opened("qm-a", A) is None
-        refusal = identities.opened("qm-a", B)
-    assert refusal is not None
-    assert "speaks for" in refusal
-    assert str(A) in refusal
-    # The registration holds across restarts.
-    assert store.get_setting(SETTING_PREFIX + "qm-a") == str(A)
-    again = PeerIdentities(store, pinned={}, relays=frozenset(), log=log)
-    assert again.guid_of("qm-a") == A
-    assert again.opened("qm-a", B) is not None
-    assert again.identities_of(A) == {"qm-a"}
-    assert again.identities_of(B) == frozenset()
-    # Nobody may speak for this queue manager's own GUID.
-    refusal = again.opened("qm-new", store.qm_guid)
-    assert refusal is not None
-    assert "own GUID" in refusal
-    assert again.guid_of("qm-new") is None
-    store.close()
-
-
-def test_pinned_identities_and_relays(tmp_path: Path) -> None:
-    store = storage.Store(tmp_path / "store")
-    identities = PeerIdentities(
-        store, pinned={"qm-b": B}, relays=frozenset({"router"}), log=structlog.get_logger("test")
-    )
-    refusal = identities.opened("qm-b", A)
-    assert refusal is not None
-    assert "pinned" in refusal
-    assert identities.opened("qm-b", B) is None
-    assert store.get_setting(SETTING_PREFIX + "qm-b") is None  # pinned: nothing registered
-    assert identities.may_carry("qm-b", B, B)
-    assert not identities.may_carry("qm-b", B, A)
-    assert identities.may_carry("router", A, B)
-    assert identities.is_relay("router")
-    store.close()
+        await handshake(server, client_port, server_side=True, within=10.0)

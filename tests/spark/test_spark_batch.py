@@ -7,7 +7,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import TransactionStatus, connect
 from wire import MessageClass
@@ -112,18 +112,18 @@ def test_batch_read_of_journal_and_dead_letter_queues(
     with connect(daemon.address) as other:
         other.send(missing, marker, transactional=False)
         other.send(missing, marker, transactional=True)
-    wanted = {"system$;deadletter", "system$;deadxact"}
-    deadline = time.monotonic() + 30
-    while wanted:
-        assert time.monotonic() < deadline, f"no dead letter in {wanted}"
-        for queue in list(wanted):
-            df = read(spark, address, queue).where(f"cast(body as string) = '{marker}'")
-            rows = df.collect()
-            if rows:
-                assert [r.message_class for r in rows] == [int(MessageClass.NACK_BAD_DST_Q)]
-                assert rows[0].queue == queue
-                wanted.discard(queue)
-        time.sleep(0.2)
+    dead_letter_queues = ["system$;deadletter", "system$;deadxact"]
+    wait_until(
+        lambda: all(
+            any(body == marker.encode() for _, body in drain(address, queue))
+            for queue in dead_letter_queues
+        ),
+        timeout=30,
+    )
+    for queue in dead_letter_queues:
+        rows = read(spark, address, queue).where(f"cast(body as string) = '{marker}'").collect()
+        assert [r.message_class for r in rows] == [int(MessageClass.NACK_BAD_DST_Q)]
+        assert rows[0].queue == queue
 
 
 def test_batch_write_round_trip(

@@ -122,11 +122,14 @@ def test_stream_without_removal_keeps_the_source(
     )
     try:
         query.processAllAvailable()
-        time.sleep(0.6)  # a few more triggers
+        # A micro-batch after the first: planning it commits the first to the
+        # source, which is when removal would take the first 40 away.
+        fill(qm, source, 10, start=40)
+        query.processAllAvailable()
     finally:
         query.stop()
-    assert depth(qm, source) == 40
-    assert depth(qm, sink) == 40
+    assert depth(qm, source) == 50
+    assert depth(qm, sink) == 50
 
 
 def test_replayed_batch_writes_nothing_twice(

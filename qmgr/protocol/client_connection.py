@@ -1,0 +1,555 @@
+"""The server side of one client connection, as a sans-IO state machine.
+
+Theory of operation
+-------------------
+A :class:`ClientConnection` decides everything about a client connection
+that needs no store, no clock and no socket: how bytes become frames, the
+Hello, which requests the connection may make now, who it is, when it must
+be closed, and how replies are framed. Its adapter (the daemon's
+``ClientSession``) moves the bytes, reads the clock, runs the requests and
+keeps the state of their work (transactions, waiting receives); it is driven
+like h11 or wsproto:
+
+* :meth:`~ClientConnection.receive_data` with each read and the caller's
+  ``now`` (``b""`` at the end of the stream);
+* :meth:`~ClientConnection.next_event` until it says :data:`NEED_DATA`; each
+  event is a decision for the adapter:
+
+  - a :data:`Request` (the decoded :class:`wire.client.Frame`): run it;
+  - :class:`Greeted`: the Hello was answered (``HelloOk`` is in the outbox);
+  - :class:`TokenOffered`: an ``Authenticate`` to check; the adapter answers
+    with :meth:`~ClientConnection.authenticate` (whose principal the token
+    names, or None);
+  - :class:`ReserveFrame`: a frame larger than one read has begun; the
+    adapter reserves its size in the daemon-wide budget and calls
+    :meth:`~ClientConnection.frame_reserved` (until then the same event comes
+    back), or refuses it and ends the connection with
+    :meth:`~ClientConnection.farewell`; :class:`ReleaseFrame` gives the bytes
+    back once that frame is whole;
+  - :class:`Refused`: a request made while the server stops (answered
+    ``SHUTTING_DOWN`` by the adapter, which dooms its transaction);
+  - :class:`Violation`: the client broke the protocol; the error reply is in
+    the outbox and the connection is over: write it, then close;
+  - :class:`Closed`: the client closed its end (or the connection was ended).
+
+* replies go into the outbox (:meth:`~ClientConnection.send`,
+  :meth:`~ClientConnection.send_bytes`); :meth:`~ClientConnection.data_to_send`
+  takes it all as one write. The adapter writes once per read, and sooner when
+  ``outbox_bytes`` passes ``flush_bytes`` (a client that pipelines many peeks
+  of large messages must not make the daemon hold all their replies).
+
+States. A connection starts *new*: the first frame must be ``Hello``, which
+agrees on a version (the highest both speak, at least
+``wire.client.MIN_PROTOCOL_VERSION``); anything else, or no common version,
+is a violation. It is then *greeted*. It is *admitted* once greeted and, when
+clients must authenticate (``auth_required``), authenticated: by the
+principal it arrived with (a client certificate, a local user) or by a
+token (``Authenticate``, version 6). Until then, with ``auth_required``,
+every other request is a violation ("authenticate first"). A request the
+server does not run, or that needs a later version than the one agreed
+(:func:`version_needed`), is a violation too. After a violation or a
+farewell the connection is *closed*: it reports :class:`Closed` from then on.
+
+Deadlines. :meth:`~ClientConnection.deadline` says when the next read must
+have come, from values only (the caller says whether the connection is busy:
+open transactions or waiting receives):
+
+* until admitted: ``hello_timeout`` from the connection's arrival (before
+  its TLS handshake), Hello or not;
+* while a frame has begun and is not whole: ``frame_timeout`` from the end of
+  the read in which it began, or in which the last whole frame arrived (a
+  slow sender cannot hold a slot with a trickle of bytes);
+* while not busy: ``idle_timeout`` from the last read;
+* else none. :meth:`~ClientConnection.deadline_reason` says which one passed.
+
+Bounds. The decoder refuses a declared body over ``MAX_FRAME_BODY`` before
+buffering any of it; a body larger than ``large_frame`` (one read) is
+buffered only once the adapter has reserved it.
+
+The machine never raises for what the client sends: malformed bytes are a
+:class:`Violation` with ``BAD_REQUEST`` and request id 0.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import types
+import typing
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final, TypeAlias
+
+from wire import RemoteProtocolError
+from wire import client as cf
+
+__all__ = [
+    "AUTHENTICATE_FIRST",
+    "CLOSED",
+    "LARGE_FRAME",
+    "NEED_DATA",
+    "OUTBOX_FLUSH_BYTES",
+    "SERVED_REQUESTS",
+    "Authenticated",
+    "ClientConnection",
+    "Closed",
+    "ConnectionSettings",
+    "Event",
+    "Greeted",
+    "NeedData",
+    "Refused",
+    "ReleaseFrame",
+    "Request",
+    "ReserveFrame",
+    "TokenOffered",
+    "Violation",
+    "ViolationKind",
+    "version_needed",
+    "versions_needed",
+]
+
+#: A body larger than this (one read of the adapter) is reserved before it is buffered.
+LARGE_FRAME: Final = 256 * 1024
+#: Replies held for one connection before they should be written, whatever is still to handle.
+OUTBOX_FLUSH_BYTES: Final = 1 << 20
+#: What a client that has not authenticated is told when it must.
+AUTHENTICATE_FIRST: Final = (
+    "authenticate first: this queue manager requires a client certificate or a token"
+)
+#: What a request is answered while the server stops.
+SHUTTING_DOWN: Final = "the queue manager is shutting down"
+
+
+def version_needed(request: type[object]) -> int:
+    """The protocol version a connection needs for a request of this class."""
+    if request in cf.SECURITY_REQUESTS:
+        return cf.SECURITY_VERSION
+    if request in cf.POISON_REQUESTS:
+        return cf.POISON_VERSION
+    if request in cf.OUTCOMES_REQUESTS:
+        return cf.OUTCOMES_VERSION
+    if request in cf.TWO_PHASE_REQUESTS:
+        return cf.TWO_PHASE_VERSION
+    return cf.MIN_PROTOCOL_VERSION
+
+
+def versions_needed(requests: Iterable[type[object]]) -> dict[type[object], int]:
+    """The version each of ``requests`` needs: a server's table of what it runs."""
+    return {request: version_needed(request) for request in requests}
+
+
+#: Every request of the protocol a server runs (all but Hello and Authenticate,
+#: which the machine answers itself), with the version it needs.
+SERVED_REQUESTS: Final[Mapping[type[object], int]] = types.MappingProxyType(
+    versions_needed(
+        cls for cls in typing.get_args(cf.ClientRequest) if cls not in (cf.Hello, cf.Authenticate)
+    )
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConnectionSettings:
+    """What a server says of itself, and the bounds of its connections."""
+
+    qm_name: str
+    qm_guid: uuid.UUID
+    server_version: str
+    #: The requests the server runs, with the version each needs (see :func:`versions_needed`).
+    requests: Mapping[type[object], int] = field(default_factory=lambda: SERVED_REQUESTS)
+    #: Clients must authenticate (a principal from the transport, or a token).
+    auth_required: bool = False
+    hello_timeout: float = 10.0
+    frame_timeout: float = 30.0
+    idle_timeout: float = 600.0
+    large_frame: int = LARGE_FRAME
+    flush_bytes: int = OUTBOX_FLUSH_BYTES
+
+
+# ---------------------------------------------------------------------- events
+
+#: A request to run: the decoded frame (``request_id``, ``value``) as the decoder made it.
+Request: TypeAlias = cf.Frame
+
+
+class NeedData:
+    """Nothing more can be decided until more bytes arrive."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+NEED_DATA: Final = NeedData()
+
+
+@dataclass(frozen=True, slots=True)
+class Greeted:
+    """The Hello was answered with ``version``; ``admitted`` if that was all it needed."""
+
+    client_name: str
+    version: int
+    admitted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class TokenOffered:
+    """An ``Authenticate``: say whose ``token`` it is with :meth:`ClientConnection.authenticate`."""
+
+    request_id: int
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Authenticated:
+    """The connection is ``principal`` now (``Ok`` is in the outbox); ``admitted`` if that
+    admitted it."""
+
+    principal: str
+    admitted: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReserveFrame:
+    """A frame of ``length`` body bytes has begun: reserve them before it is buffered."""
+
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseFrame:
+    """The reserved frame is whole: give its ``length`` bytes back."""
+
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A request made while the server stops: answer it with an error and go on."""
+
+    request_id: int
+    value: cf.FrameValue
+    message: str
+
+
+class ViolationKind(enum.Enum):
+    """How a client broke the protocol."""
+
+    #: Bytes that are not a frame (request id 0).
+    MALFORMED = "malformed"
+    #: A first frame other than Hello.
+    HELLO_FIRST = "hello first"
+    #: No version both sides speak.
+    UNSUPPORTED_VERSION = "unsupported version"
+    #: A frame that is not a request the server runs, or needs a later version.
+    NOT_ALLOWED = "not allowed"
+    #: A request before authenticating, where clients must.
+    AUTHENTICATE_FIRST = "authenticate first"
+    #: A token that names nobody, or someone other than the connection's principal.
+    TOKEN_REFUSED = "token refused"
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """The client broke the protocol: the error reply is in the outbox; close after writing it."""
+
+    kind: ViolationKind
+    request_id: int
+    message: str
+    #: The class name of the frame at fault ("" for malformed bytes).
+    request: str = ""
+
+    @property
+    def reason(self) -> str:
+        """Why the connection closes, for the log."""
+        if self.kind is ViolationKind.MALFORMED:
+            return f"malformed frame: {self.message}"
+        return "protocol violation"
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """The connection is over (``reason``): the client closed it, or it was ended."""
+
+    reason: str
+
+
+CLOSED: Final = Closed("closed by client")
+
+Event: TypeAlias = (
+    Request
+    | NeedData
+    | Greeted
+    | TokenOffered
+    | ReserveFrame
+    | ReleaseFrame
+    | Refused
+    | Violation
+    | Closed
+)
+
+_VIOLATION_CODES: Final = {
+    ViolationKind.UNSUPPORTED_VERSION: cf.ErrorCode.UNSUPPORTED_VERSION,
+    ViolationKind.AUTHENTICATE_FIRST: cf.ErrorCode.ACCESS_DENIED,
+    ViolationKind.TOKEN_REFUSED: cf.ErrorCode.ACCESS_DENIED,
+}
+
+
+# ---------------------------------------------------------------------- the machine
+
+
+class ClientConnection:
+    """The server side of one client connection; see the module docstring.
+
+    Args:
+        settings: the server's identity, the requests it runs, and the bounds.
+        opened_at: when the connection arrived (before its TLS handshake, if any).
+        principal: who the transport says the client is (a certificate's name,
+            a local user), or None.
+    """
+
+    def __init__(
+        self, settings: ConnectionSettings, *, opened_at: float, principal: str | None = None
+    ) -> None:
+        self.settings = settings
+        self._versions = settings.requests
+        self._decoder = cf.ClientFrameDecoder()
+        #: Whom the connection is authenticated as, or None.
+        self.principal = principal
+        self.greeted = False
+        #: Greeted and, if clients must authenticate, authenticated.
+        self.admitted = False
+        #: The version agreed in the Hello (0 before).
+        self.version = 0
+        #: Set by :meth:`stop`: requests are refused from then on.
+        self.stopping = False
+        self.opened_at = opened_at
+        self.last_read = opened_at
+        #: When the frame in progress began (see the module docstring), or None.
+        self.frame_started: float | None = None
+        #: Body bytes reserved for the frame being buffered (given back by ReleaseFrame).
+        self.reserved = 0
+        #: Encoded frames to write, in order, and their size.
+        self.outbox: list[bytes] = []
+        self.outbox_bytes = 0
+        self._now = opened_at
+        self._completed = False
+        self._whole: cf.Frame | None = None
+        self._eof = False
+        self._closed: Closed | None = None
+
+    # ------------------------------------------------------------------ input
+
+    def receive_data(self, data: bytes | bytearray | memoryview, now: float) -> None:
+        """Bytes read at ``now``; ``b""`` means the client closed its end."""
+        if not data:
+            self._eof = True
+            return
+        self.last_read = now
+        self._now = now
+        self._completed = False
+        self._decoder.receive_data(data)
+
+    def stop(self) -> None:
+        """The server is stopping: every request from now on is :class:`Refused`."""
+        self.stopping = True
+
+    def next_event(self) -> Event:
+        """The next decision (see the module docstring); never raises for what the
+        client sent."""
+        if self._closed is not None:
+            return self._closed
+        whole = self._whole
+        if whole is not None:
+            self._whole = None
+            return self._frame_event(whole)
+        decoder = self._decoder
+        try:
+            header = decoder.next_header()
+            if header is None:
+                return self._need_data()
+            length = header[0]
+            if length > self.settings.large_frame and not self.reserved:
+                return ReserveFrame(length)
+            frame = decoder.next_frame()
+        except RemoteProtocolError as exc:
+            return self._violation(ViolationKind.MALFORMED, 0, str(exc))
+        if frame is None:
+            return self._need_data()
+        self._completed = True
+        if self.reserved:
+            released, self.reserved = self.reserved, 0
+            self._whole = frame
+            return ReleaseFrame(released)
+        return self._frame_event(frame)
+
+    def frame_reserved(self) -> None:
+        """The frame of the last :class:`ReserveFrame` is reserved: buffer it."""
+        header = self._decoder.next_header()
+        assert header is not None, "no frame has begun"
+        self.reserved = header[0]
+
+    def authenticate(self, request_id: int, principal: str | None) -> Authenticated | Violation:
+        """The token of the :class:`TokenOffered` ``request_id`` names ``principal``
+        (None: nobody). A token refused ends the connection."""
+        if principal is None:
+            return self._violation(
+                ViolationKind.TOKEN_REFUSED, request_id, "the token is not accepted", "Authenticate"
+            )
+        if self.principal is not None and self.principal != principal:
+            message = f"this connection is authenticated as {self.principal!r}"
+            return self._violation(ViolationKind.TOKEN_REFUSED, request_id, message, "Authenticate")
+        self.principal = principal
+        self.send(request_id, cf.Ok())
+        return Authenticated(principal, self._admit())
+
+    def _need_data(self) -> Event:
+        decoder = self._decoder
+        if not decoder.in_frame:
+            self.frame_started = None
+        elif self._completed or self.frame_started is None:
+            self.frame_started = self._now
+        self._completed = False
+        if self._eof:
+            self._closed = CLOSED
+            return CLOSED
+        return NEED_DATA
+
+    def _frame_event(self, frame: cf.Frame) -> Event:
+        value = frame.value
+        cls = type(value)
+        if not self.greeted:
+            return self._hello(frame.request_id, value)
+        needed = self._versions.get(cls)
+        if needed is not None and needed <= self.version:
+            if self.stopping:
+                return Refused(frame.request_id, value, SHUTTING_DOWN)
+            if not self.admitted:  # greeted: only authentication is missing
+                return self._violation(
+                    ViolationKind.AUTHENTICATE_FIRST,
+                    frame.request_id,
+                    AUTHENTICATE_FIRST,
+                    cls.__name__,
+                )
+            return frame
+        if isinstance(value, cf.Authenticate) and self.version >= cf.SECURITY_VERSION:
+            return TokenOffered(frame.request_id, value.token)
+        message = f"{cls.__name__} is not a request a client may send now"
+        least = version_needed(cls)
+        if self.version < least:
+            message += (
+                f" (it needs protocol version {least}; this connection agreed on {self.version})"
+            )
+        return self._violation(ViolationKind.NOT_ALLOWED, frame.request_id, message, cls.__name__)
+
+    def _hello(self, request_id: int, value: cf.FrameValue) -> Event:
+        name = type(value).__name__
+        if not isinstance(value, cf.Hello):
+            message = f"the first frame must be Hello, not {name}"
+            return self._violation(ViolationKind.HELLO_FIRST, request_id, message, name)
+        version = min(value.max_version, cf.PROTOCOL_VERSION)
+        if version < max(value.min_version, cf.MIN_PROTOCOL_VERSION):
+            message = (
+                f"client speaks versions {value.min_version}..{value.max_version}; "
+                f"this queue manager speaks {cf.MIN_PROTOCOL_VERSION}..{cf.PROTOCOL_VERSION}"
+            )
+            return self._violation(ViolationKind.UNSUPPORTED_VERSION, request_id, message, name)
+        self.greeted = True
+        self.version = version
+        settings = self.settings
+        reply = cf.HelloOk(
+            version=version,
+            server_version=settings.server_version,
+            qm_name=settings.qm_name,
+            qm_guid=settings.qm_guid,
+        )
+        self.send(request_id, reply)
+        return Greeted(value.client_name, version, self._admit())
+
+    def _admit(self) -> bool:
+        """Admit the connection if it may be now; True if this admitted it."""
+        if self.admitted or not self.greeted:
+            return False
+        if self.settings.auth_required and self.principal is None:
+            return False
+        self.admitted = True
+        return True
+
+    def _violation(
+        self, kind: ViolationKind, request_id: int, message: str, request: str = ""
+    ) -> Violation:
+        code = _VIOLATION_CODES.get(kind, cf.ErrorCode.BAD_REQUEST)
+        self.send(request_id, cf.ErrorReply(code=code, message=message))
+        violation = Violation(kind, request_id, message, request)
+        self._closed = Closed(violation.reason)
+        return violation
+
+    # ------------------------------------------------------------------ output
+
+    def send(self, request_id: int, reply: cf.ServerReply) -> None:
+        """Put a reply in the outbox."""
+        frame = cf.encode_frame(request_id, reply)
+        self.outbox.append(frame)
+        self.outbox_bytes += len(frame)
+
+    def send_bytes(self, frame: bytes) -> None:
+        """Put a reply frame that is already encoded in the outbox."""
+        self.outbox.append(frame)
+        self.outbox_bytes += len(frame)
+
+    def data_to_send(self) -> bytes:
+        """Everything in the outbox, as one write; the outbox is empty afterwards."""
+        data = b"".join(self.outbox)
+        self.outbox.clear()
+        self.outbox_bytes = 0
+        return data
+
+    @property
+    def outbox_full(self) -> bool:
+        """True when the outbox should be written before more requests are run."""
+        return self.outbox_bytes > self.settings.flush_bytes
+
+    def farewell(self, reason: str) -> None:
+        """End the connection for ``reason`` (a deadline, a limit, an eviction): an
+        ``ErrorReply(LIMIT_EXCEEDED)`` about the connection itself (request id 0)
+        goes into the outbox, and the connection is closed."""
+        self.send(0, cf.ErrorReply(code=cf.ErrorCode.LIMIT_EXCEEDED, message=reason))
+        self._closed = Closed(reason)
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is over (a violation, a farewell, or the client's close)."""
+        return self._closed is not None
+
+    # ------------------------------------------------------------------ deadlines
+
+    def deadline(self, *, busy: bool) -> float:
+        """When the next read must have come; ``busy``: the connection has open
+        transactions or waiting receives."""
+        settings = self.settings
+        if not self.admitted:
+            return self.opened_at + settings.hello_timeout
+        if self.frame_started is not None:
+            return self.frame_started + settings.frame_timeout
+        if not busy:
+            return self.last_read + settings.idle_timeout
+        return math.inf
+
+    def deadline_reason(self) -> str:
+        """Why a connection that missed :meth:`deadline` is closed."""
+        settings = self.settings
+        if not self.greeted:
+            return f"no Hello within {settings.hello_timeout:g} s"
+        if not self.admitted:
+            return f"not authenticated within {settings.hello_timeout:g} s of connecting"
+        if self.frame_started is not None:
+            return f"a frame did not arrive whole within {settings.frame_timeout:g} s"
+        return f"closing a connection idle for {settings.idle_timeout:g} s"
+
+    def idle_since(self, *, busy: bool) -> float | None:
+        """When the connection last received bytes, if it is greeted and not
+        ``busy``; else None (it may not be evicted as idle)."""
+        if not self.greeted or busy:
+            return None
+        return self.last_read

@@ -1,0 +1,406 @@
+"""The receiver of a peer's messages: where exactly-once is decided, without sockets.
+
+Theory of operation
+-------------------
+A :class:`Receiver` takes every user packet that arrives on any peer session
+of this queue manager and decides what becomes of it; the trio adapter
+(``qmgr.server.peering``) carries the decisions out and reports back. Every
+input is a call carrying the caller's clocks: ``now`` (monotonic seconds:
+the OrderAck timers) and ``wall`` (unix seconds: what the store keeps). It
+never opens a socket, reads a clock, touches the store or logs.
+
+A packet goes through these steps (the words are the glossary's, in
+docs/design.md):
+
+1. It **arrives** (:meth:`Receiver.arrive`) on a *path*: the adapter's
+   connection, opaque here. The receiver says what it is:
+
+   * an OrderAck or a FinalAck for this queue manager
+     (:class:`OrderAckArrived`, :class:`FinalAckArrived`): the adapter hands
+     the OrderAck to the outgoing queue it names, and settles the copy
+     awaiting confirmation that the FinalAck is about;
+   * an OrderAck or a FinalAck for another queue manager, whose messages we
+     relayed: passed on along that queue manager's *return path*
+     (:class:`PassOn`), or dropped if none is known
+     (:attr:`ArrivalKind.UNROUTABLE`): the destination announces again;
+   * any other user message (:attr:`ArrivalKind.MESSAGE`): its source queue
+     manager's return path is now the path it came on.
+
+2. The core decides its **destination** (``qmgr.core.arrivals``): a queue
+   here, by its key, or another queue manager (relayed). Given that, the
+   receiver **accepts** it (:meth:`Receiver.accept` returns
+   :class:`Accepted`) or drops it (:class:`Dropped`):
+
+   * relayed: accepted; a router does no sequence processing, the
+     destination does;
+   * transactional, for a queue here: accepted iff it is the next message of
+     its *stream* (the queue's key and the source QM GUID), by the
+     exactly-once rule of :class:`~qmgr.protocol.incoming.IncomingSequences`;
+     otherwise **rejected**;
+   * any other, for a queue here: accepted unless its key is in the history
+     of messages received lately (:mod:`qmgr.protocol.history`); otherwise a
+     **duplicate**.
+
+   :class:`Accepted` says what the write must hold besides the core's
+   operations: the stream's new state (:attr:`Accepted.state`, which the
+   adapter writes as ``storage.RecordIncoming``), or the history key to
+   remember and the keys to forget (``storage.RememberMessageIds``).
+
+3. The adapter **stores** it: in its connection's next write, with every
+   message accepted meanwhile. Once that write is synced, the message is
+   **persisted** (:meth:`Receiver.persisted`); if the write fails, it is
+   **rolled back** (:meth:`Receiver.rolled_back`).
+
+4. It is then **acknowledged**: at session level by a SessionAck marking its
+   recoverable number, and, transactional, end to end by an OrderAck that
+   announces its stream's persisted mark (:meth:`Receiver.order_acks`,
+   batched by the timers of ``IncomingSequences``).
+
+**Exactly once.** A transactional message for a queue here is stored at
+most once and in order: it is accepted only if it follows the last message
+of its stream that was accepted, and the write that stores it also writes
+the stream's new state, so the store and the state a restart begins from
+never disagree. A crash between the acceptance and the write loses both
+together; a failed write rolls the stream back to its persisted mark; either
+way the sender's resend is accepted again. A non-transactional message for a
+queue here is stored at most once while its key is in the history: the key
+is written with the message, in the same write, and is pending (a resend
+meanwhile is a duplicate) until that write is persisted or rolled back. A
+message is never reordered within its stream, and never lost once the
+sender has had its acknowledgment, because of the next rule.
+
+**Durability before acknowledgment.** Nothing counts in an acknowledgment
+before the write that stores it is persisted. An accepted message counts in
+a SessionAck, and in its stream's OrderAck, only from :meth:`persisted`; an
+OrderAck announces the *persisted* mark, never the accepted one. A duplicate
+counts in a SessionAck only after the writes that were before it (its first
+copy may be in one of them): the sender forgets a non-transactional message
+on the SessionAck that marks it. A rejected message counts at once: the
+sender forgets a transactional message only on an OrderAck, and a rejection
+re-arms the stream's OrderAck, which re-announces the persisted mark so that
+the sender stops resending what the receiver has.
+
+When the adapter acknowledges each outcome at session level (the
+SessionAck that marks its recoverable number):
+
+* :class:`Accepted`: once its write is persisted;
+* :attr:`Dropped.DUPLICATE`: once the writes before it are persisted;
+* :attr:`Dropped.REJECTED`: at once;
+* :class:`OrderAckArrived`, :class:`PassOn`, :attr:`ArrivalKind.UNROUTABLE`: at once;
+* :class:`FinalAckArrived`: once the write that settles it is persisted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import itertools
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final, Generic, TypeVar
+
+import wire
+
+from .history import MessageHistory, message_keys
+from .incoming import IncomingSequences, StreamKey, StreamState
+
+__all__ = [
+    "Accepted",
+    "ArrivalKind",
+    "Dropped",
+    "FinalAckArrived",
+    "OrderAckArrived",
+    "PassOn",
+    "Receiver",
+]
+
+#: The adapter's connection: where a packet arrived, and where acknowledgments go back.
+P = TypeVar("P")
+
+_U32_MAX: Final = 0xFFFFFFFF
+_NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
+
+
+class ArrivalKind(enum.Enum):
+    """What :meth:`Receiver.arrive` found, when the kind says all there is to say."""
+
+    #: A user message: ask the core for its destination, then :meth:`Receiver.accept`.
+    MESSAGE = "message"
+    #: An OrderAck or FinalAck for another queue manager whose return path is
+    #: unknown: dropped (acknowledge it at once).
+    UNROUTABLE = "unroutable"
+
+
+@dataclass(frozen=True, slots=True)
+class OrderAckArrived:
+    """An OrderAck for this queue manager: hand it to the outgoing queue it names."""
+
+    ack: wire.OrderAck
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAckArrived:
+    """A FinalAck about one of our messages: settle its copy awaiting confirmation."""
+
+    ack: wire.FinalAck
+
+
+@dataclass(frozen=True, slots=True)
+class PassOn(Generic[P]):
+    """An acknowledgment for another queue manager: send ``data`` on ``path``.
+
+    Attributes:
+        path: the connection that queue manager's messages last arrived on.
+        data: the packet, built, without a SessionHeader.
+        recoverable: whether it goes as a recoverable packet (a FinalAck does).
+    """
+
+    path: P
+    data: bytes
+    recoverable: bool
+
+
+class Dropped(enum.Enum):
+    """A user message the receiver does not store."""
+
+    #: Transactional, and not the next of its stream (already accepted, or
+    #: out of order): acknowledge it at once; the stream's OrderAck is re-armed.
+    REJECTED = "rejected"
+    #: Non-transactional, and its key is in the history: acknowledge it once
+    #: the writes before it are persisted.
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """Store the message; report the write back with :meth:`Receiver.persisted`.
+
+    Attributes:
+        stream: the transactional stream it advances, or None.
+        state: that stream's new state, to write with it (a write holds one
+            state per stream: the last).
+        header: its TransactionHeader (transactional only).
+        remember: its history key, to write with it (b"": none).
+        forget: history keys the same write forgets (evicted).
+    """
+
+    stream: StreamKey | None = None
+    state: StreamState | None = None
+    header: wire.TransactionHeader | None = None
+    remember: bytes = b""
+    forget: tuple[bytes, ...] = ()
+
+
+#: A relayed message: stored as it is, nothing to remember.
+_RELAYED: Final = Accepted()
+
+
+class Receiver(Generic[P]):
+    """Decides what becomes of every packet a peer sends (see the module docstring).
+
+    Args:
+        local_qm: this queue manager's GUID.
+        streams: the streams' durable states, as the store has them (their
+            ``last_access`` on the ``now`` clock).
+        history: the history keys the store holds.
+        wall: unix time now (the age of those keys starts here).
+        history_size: the most keys the history keeps.
+        history_seconds: the longest it keeps a key.
+        order_ack_delay, max_order_ack_delay, max_streams, max_unannounced:
+            as for :class:`~qmgr.protocol.incoming.IncomingSequences`.
+
+    Raises:
+        SequenceError: a malformed stream key or state, or inconsistent delays.
+    """
+
+    def __init__(
+        self,
+        local_qm: uuid.UUID,
+        *,
+        streams: Mapping[StreamKey, StreamState] = _NO_STREAMS,
+        history: Iterable[bytes] = (),
+        wall: float,
+        history_size: int = 10_000,
+        history_seconds: float = 1800.0,
+        order_ack_delay: float = 0.5,
+        max_order_ack_delay: float = 10.0,
+        max_streams: int | None = None,
+        max_unannounced: int = 1024,
+    ) -> None:
+        self.local_qm = local_qm
+        self.sequences = IncomingSequences(
+            streams,
+            order_ack_delay=order_ack_delay,
+            max_order_ack_delay=max_order_ack_delay,
+            max_streams=max_streams,
+            max_unannounced=max_unannounced,
+        )
+        self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
+        #: The path each source queue manager's messages last arrived on (by GUID bytes).
+        self._paths: dict[bytes, P] = {}
+        self._ack_ids = itertools.count(1)
+        #: User messages arrived; rejected by the exactly-once rule; dropped as duplicates.
+        self.received = 0
+        self.rejected = 0
+        self.duplicates = 0
+
+    # ------------------------------------------------------------------ arrivals
+
+    def arrive(
+        self, packet: wire.UserMessage, path: P
+    ) -> ArrivalKind | OrderAckArrived | FinalAckArrived | PassOn[P]:
+        """A user packet arrived on ``path``: what is it?
+
+        Raises:
+            wire.RemoteProtocolError: an OrderAck or FinalAck whose body does
+                not decode.
+        """
+        kind = wire.classify_packet(packet)
+        if kind is wire.PacketKind.ORDER_ACK:
+            order_ack = wire.OrderAck.from_message(packet)
+            target = packet.user.destination_qm
+            if target in (wire.NULL_GUID, self.local_qm):
+                return OrderAckArrived(order_ack)
+            return self._pass_on(packet, target, recoverable=False)
+        if kind is wire.PacketKind.FINAL_ACK:
+            final_ack = wire.FinalAck.from_message(packet)
+            target = final_ack.acked_source_qm
+            if target == self.local_qm:
+                return FinalAckArrived(final_ack)
+            return self._pass_on(packet, target, recoverable=True)
+        self.received += 1
+        self._paths[packet.user.source_qm.bytes] = path
+        return ArrivalKind.MESSAGE
+
+    def _pass_on(
+        self, packet: wire.UserMessage, target: uuid.UUID, *, recoverable: bool
+    ) -> ArrivalKind | PassOn[P]:
+        path = self._paths.get(target.bytes)
+        if path is None:
+            return ArrivalKind.UNROUTABLE
+        data = wire.build_packet(dataclasses.replace(packet, session=None))
+        return PassOn(path, data, recoverable)
+
+    def accept(
+        self,
+        packet: wire.UserMessage,
+        *,
+        queue_key: str | None,
+        relayed: bool,
+        now: float,
+        wall: float,
+    ) -> Accepted | Dropped:
+        """Accept a user message that :meth:`arrive` found, or drop it.
+
+        Args:
+            packet: the message.
+            queue_key: the key of the queue here it is for, as the core
+                resolved it (None: its address names no queue here, the core
+                will refuse it; the stream and history use the address).
+            relayed: the core relays it to another queue manager.
+            now: monotonic seconds.
+            wall: unix seconds.
+        """
+        if relayed:
+            return _RELAYED
+        user = packet.user
+        header = packet.transaction
+        destination = queue_key or wire.queue_text(user.destination)
+        if header is not None:
+            stream: StreamKey = (destination, user.source_qm.bytes)
+            sequences = self.sequences
+            if not sequences.accept(stream, header, now):
+                self.rejected += 1
+                return Dropped.REJECTED
+            # The accepted mark is now this message's: the state to write with it.
+            state = StreamState(header.sequence_id.value, header.sequence_number, 0, wall)
+            return Accepted(stream=stream, state=state, header=header)
+        history = self.history
+        key, bare = message_keys(user.source_qm.bytes, user.message_id, destination)
+        if key in history or bare in history:
+            self.duplicates += 1
+            return Dropped.DUPLICATE
+        history.add_pending(key)
+        return Accepted(remember=key, forget=history.evictions(wall))
+
+    def persisted(self, accepted: Accepted, *, now: float, wall: float) -> None:
+        """The write that stored an accepted message is synced.
+
+        Call it in the order of the writes, and of the messages within one.
+        """
+        if accepted.stream is not None:
+            header = accepted.header
+            assert header is not None
+            self.sequences.persisted(
+                accepted.stream, header.sequence_id, header.sequence_number, now
+            )
+        if accepted.remember:
+            self.history.persisted(accepted.remember, wall)
+
+    def rolled_back(self, accepted: Iterable[Accepted]) -> None:
+        """The write that was to store these accepted messages failed: as if they
+        never arrived (their streams go back to the persisted mark, their keys
+        leave the history), so that their resends are accepted."""
+        for each in accepted:
+            if each.stream is not None:
+                self.sequences.rolled_back(each.stream)
+            if each.remember:
+                self.history.failed(each.remember)
+
+    # ------------------------------------------------------------------ OrderAcks
+
+    def order_acks(self, now: float, wall: float) -> list[tuple[P, bytes]]:
+        """The OrderAcks due now, built, each with the path to send it on.
+
+        A stream whose source has no return path (no connection since the
+        start, or its connection ended) announces nothing now: the sender's
+        next resend re-arms it.
+        """
+        out: list[tuple[P, bytes]] = []
+        for due in self.sequences.due(now):
+            path = self._paths.get(due.key[1])
+            if path is None:
+                continue
+            ack = wire.OrderAck(
+                source_qm=self.local_qm,
+                destination=wire.ORDER_QUEUE,
+                destination_qm=uuid.UUID(bytes=due.key[1]),
+                message_id=next(self._ack_ids) & _U32_MAX,
+                sent_time=int(wall),
+                sequence_id=due.sequence_id,
+                sequence_number=due.number,
+                previous_sequence_number=max(0, due.number - 1),
+            )
+            out.append((path, wire.build_packet(ack)))
+        return out
+
+    def next_deadline(self) -> float | None:
+        """When the next OrderAck is due (``now`` clock), or None."""
+        return self.sequences.next_deadline()
+
+    # ------------------------------------------------------------------ return paths
+
+    def path_to(self, source_qm: uuid.UUID) -> P | None:
+        """The path ``source_qm``'s messages last arrived on, or None."""
+        return self._paths.get(source_qm.bytes)
+
+    def paths(self) -> Mapping[bytes, P]:
+        """Every known return path, by source QM GUID bytes (a read-only view)."""
+        return MappingProxyType(self._paths)
+
+    def path_closed(self, path: P) -> None:
+        """A connection ended: it is no one's return path any more."""
+        for source in [source for source, known in self._paths.items() if known is path]:
+            del self._paths[source]
+
+    # ------------------------------------------------------------------ status
+
+    def stream_state(self, key: StreamKey) -> StreamState | None:
+        """A stream's persisted state, or None if nothing of it is durable."""
+        return self.sequences.state(key)
+
+    def streams(self) -> list[tuple[StreamKey, StreamState]]:
+        """Every stream with durable state, by key."""
+        return self.sequences.streams()

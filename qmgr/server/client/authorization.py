@@ -1,0 +1,331 @@
+"""Whether a client's request may run: queue permissions applied to the requests.
+
+Theory of operation
+-------------------
+The rules are in ``qmgr.core.permissions``; this module applies them to the
+client protocol, before a request's handler runs: the session asks
+:meth:`Authorization.denial` for every request once the connection is
+admitted, with the need the request table declares next to the request's
+handler (``needs``, ``registry``), so that no handler can forget a check and
+no request runs without a declared need:
+
+* a request about one queue needs a right on it (:class:`~.needs.QueueRight`):
+  receive, peek (a peek, a range, a measure), purge, delete, set properties
+  (poison settings), receive on the source of a move, get properties to
+  read the permissions, change permissions to change them;
+* a send needs send on every local queue it puts a copy in, its
+  distribution lists expanded (a remote queue's own queue manager decides),
+  and on a local queue it names as its admin or response queue (this queue
+  manager writes acknowledgments there on the sender's behalf);
+* a prepared transaction is its preparer's: resolving it needs to be that
+  principal (or an administrator), and listing shows a principal its own
+  (:meth:`Authorization.owner_filter`);
+* what concerns the whole queue manager needs an administrator
+  (``auth.admins``): controlling outgoing queues, changing distribution lists;
+* the rest is open to every authenticated client: creating queues (the
+  creator gets full control), listing queues and status, and tracing, which
+  reports only on the queues the principal may peek
+  (:meth:`Authorization.traceable`).
+
+Peers are checked where their messages arrive (:meth:`Authorization.refuses_peer`)
+and where acknowledgments of their messages are written
+(:meth:`Authorization.refuses_acknowledgment`).
+
+A journal queue and the subqueues of a queue use that queue's list; the
+system queues (dead letters, the source journal) use the default list, so
+only administrators read them unless a list says otherwise. A stored list
+that cannot be read leaves its queue to administrators.
+
+A denial is an ``AccessDenied`` that names the principal, the right and the
+queue, and an ``access_denied`` log event with the principal bound.
+Nothing is checked when ``auth.required`` is off.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any, Final, assert_never
+
+import storage
+from qmgr.core import names
+from qmgr.core.errors import QueueManagerError
+from qmgr.core.permissions import (
+    ACL_SETTING_PREFIX,
+    Acl,
+    Principal,
+    Right,
+    decode_acl,
+    encode_acl,
+    parse_rights,
+    rights_names,
+)
+from qmgr.core.tokens import TokenBook
+from qmgr.core.two_phase import MAX_RESOLVE
+from storage import QueueKind, QueueRecord
+from wire import MessageProperties
+
+from .needs import Administrators, Need, Open, Preparer, QueueRight, SendRights
+
+__all__ = ["Authorization"]
+
+#: Lists kept in memory at most (the cache starts over past it).
+_MAX_CACHED: Final = 100_000
+#: The list of a queue whose stored list cannot be read: administrators only
+#: (a damaged list must not open a queue to everyone).
+_UNREADABLE: Final = Acl({})
+
+
+class Authorization:
+    """Applies queue permissions to requests (see the module docstring)."""
+
+    def __init__(
+        self,
+        core: Any,
+        *,
+        enabled: bool,
+        admins: frozenset[str],
+        groups: Mapping[str, frozenset[str]],
+        default_acl: Mapping[str, list[str]],
+        tokens: TokenBook | None = None,
+    ) -> None:
+        self._core = core
+        self._tokens = tokens if tokens is not None else TokenBook({})
+        self.enabled = enabled
+        self._admins = admins
+        self._groups = groups
+        self.default_acl = Acl({entry: parse_rights(words) for entry, words in default_acl.items()})
+        #: Lists read from the store, by queue name. Every change goes through this
+        #: object (one daemon owns the store), which keeps the cache in step.
+        self._lists: dict[str, Acl] = {}
+        #: Answers for sends, by (principal, destination): a send is checked once
+        #: per destination text, not per message, until a list changes.
+        self._sends: dict[tuple[str, str, str, str], str | None] = {}
+        #: The identities that speak for a queue manager GUID (the peering
+        #: layer's registry; none without mutual TLS on the peer port).
+        self.identities_of: Callable[[uuid.UUID], frozenset[str]] = lambda _guid: frozenset()
+
+    # ------------------------------------------------------------------ principals
+
+    def principal(self, name: str, groups: frozenset[str] = frozenset()) -> Principal:
+        """The principal ``name`` in ``groups`` (``group:NAME``, from the system) and
+        in the configured groups it is a member of."""
+        configured = frozenset(
+            f"group:{group}" for group, members in self._groups.items() if name in members
+        )
+        return Principal(name, groups | configured)
+
+    def authenticate(self, token: str) -> str | None:
+        """The principal a token belongs to, or None (see ``core.tokens``)."""
+        return self._tokens.principal_of(token)
+
+    def is_admin(self, principal: Principal) -> bool:
+        """True if ``principal`` (or a group it is in) is in ``auth.admins``."""
+        return bool(principal.names() & self._admins)
+
+    # ------------------------------------------------------------------ lists
+
+    def acl_of(self, record: QueueRecord) -> Acl:
+        """The list that governs ``record`` (its queue's, for a journal or subqueue)."""
+        governing = record
+        if record.kind in (QueueKind.JOURNAL, QueueKind.SUBQUEUE) and record.parent_id is not None:
+            parent = self._core.store.get_queue_by_id(record.parent_id)
+            governing = parent if parent is not None else record
+        cached = self._lists.get(governing.name)
+        if cached is not None:
+            return cached
+        text = self._core.store.get_setting(ACL_SETTING_PREFIX + governing.name)
+        acl = self.default_acl
+        if text is not None:
+            try:
+                acl = decode_acl(text)
+            except ValueError:
+                acl = _UNREADABLE
+        if len(self._lists) >= _MAX_CACHED:
+            self._lists.clear()
+        self._lists[governing.name] = acl
+        return acl
+
+    def written(self, setting: storage.SetSetting) -> None:
+        """A list was written (a new queue's, or a change): the cache follows."""
+        name = setting.key[len(ACL_SETTING_PREFIX) :]
+        self._lists[name] = decode_acl(setting.value)
+        self._sends.clear()
+
+    def new_queue_acl(self, name: str, creator: Principal | None) -> storage.SetSetting:
+        """The operation that gives a new queue ``name`` (canonical) its list:
+        the default, plus full control for its creator."""
+        acl = self.default_acl
+        if creator is not None:
+            acl = acl.granted(creator.name, Right.FULL)
+        return storage.SetSetting(ACL_SETTING_PREFIX + name, encode_acl(acl))
+
+    def changed_acl(
+        self, record: QueueRecord, entry: str, grant: Right, revoke: Right
+    ) -> tuple[Acl, storage.SetSetting]:
+        """The list of ``record`` after granting and revoking, and its write."""
+        acl = self.acl_of(record).revoked(entry, revoke).granted(entry, grant)
+        if not acl.entries.get(entry):
+            acl = acl.revoked(entry, Right.FULL)
+        return acl, storage.SetSetting(ACL_SETTING_PREFIX + record.name, encode_acl(acl))
+
+    # ------------------------------------------------------------------ checks
+
+    def denial(self, principal: Principal | None, request: Any, need: Need) -> str | None:
+        """Why ``principal`` may not make ``request``, which ``need`` authorizes
+        (its entry in the request table), or None if it may."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+        match need:
+            case Open():
+                return None
+            case QueueRight():
+                name, right = need.of(request)
+                return self._queue_denial(principal, name, right)
+            case SendRights():
+                return self._send_denial_kept(principal, request.message)
+            case Preparer():
+                return self._resolve_denial(principal, request.xids)
+            case Administrators():
+                return f"{principal.name!r} is not an administrator (auth.admins)"
+            case _:
+                assert_never(need)
+
+    def owner_filter(self, principal: Principal | None) -> str | None:
+        """Whose in-doubt transactions ``principal`` may list: its own (its
+        name), or None for every one (an administrator, or no permissions)."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+        return principal.name
+
+    def traceable(self, principal: Principal | None) -> Callable[[QueueRecord], bool] | None:
+        """Which queues a trace by ``principal`` reports on: those it may peek
+        (outgoing queues, and what belongs to the whole queue manager, only to
+        administrators); None: everything (an administrator, or no permissions)."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+
+        def visible(record: QueueRecord) -> bool:
+            if record.kind is QueueKind.OUTGOING:
+                return False
+            return self.acl_of(record).allows(principal, Right.PEEK)
+
+        return visible
+
+    def refuses_peer(self, identity: str | None) -> Callable[[QueueRecord], bool]:
+        """The test an arriving message from peer ``identity`` passes: True when a
+        queue's list does not give ``peer:<identity>`` (``peer:anonymous``
+        without mutual TLS) the right to send."""
+        peer = self.principal(f"peer:{identity or 'anonymous'}")
+
+        def refuses(record: QueueRecord) -> bool:
+            return not (self.is_admin(peer) or self.acl_of(record).allows(peer, Right.SEND))
+
+        return refuses
+
+    def _one_queue(self, destination: str) -> bool:
+        """True if ``destination`` names one queue (no list, no several elements)."""
+        try:
+            parsed = self._core.addressing.parse(destination)
+        except QueueManagerError:
+            return False
+        return not parsed.is_multiple and not parsed.elements[0].distribution_list
+
+    def _resolve_denial(self, principal: Principal, xids: tuple[str, ...]) -> str | None:
+        """Why ``principal`` may not resolve ``xids``: one was prepared (or, with
+        its outcome kept, begun) by another principal, or by none known."""
+        store = self._core.store
+        for xid in xids[:MAX_RESOLVE]:
+            try:
+                prepared = store.prepared(xid)
+                outcome = None if prepared is not None else store.outcome(xid)
+            except storage.StoreError as exc:
+                return f"transaction {xid!r} cannot be read: {exc}"
+            found = prepared if prepared is not None else outcome
+            if found is not None and found.owner != principal.name:
+                return (
+                    f"{principal.name!r} may not resolve transaction {xid!r}: only the "
+                    "principal that prepared it and administrators may"
+                )
+        return None
+
+    def _queue_denial(self, principal: Principal, reference: str, needed: Right) -> str | None:
+        try:
+            record = self._core.queue(reference)
+        except QueueManagerError:
+            return None  # the handler reports the unknown queue or bad name
+        if self.acl_of(record).allows(principal, needed):
+            return None
+        return _denied(principal, needed, record)
+
+    def _send_denial_kept(self, principal: Principal, message: Any) -> str | None:
+        """:meth:`_send_denial`, kept per (principal, destination, admin and response
+        queue) while no list changes, for a destination that names one queue."""
+        key = (principal.name, message.destination, message.admin_queue, message.response_queue)
+        if key in self._sends:
+            return self._sends[key]
+        answer = self._send_denial(principal, message)
+        if self._one_queue(key[1]):  # a list's targets may change: not kept
+            if len(self._sends) >= _MAX_CACHED:
+                self._sends.clear()
+            self._sends[key] = answer
+        return answer
+
+    def _send_denial(self, principal: Principal, message: Any) -> str | None:
+        """Why ``principal`` may not send ``message``: a local queue it puts a copy
+        in, or names as its admin or response queue, does not give it send."""
+        addressing = self._core.addressing
+        try:
+            targets = addressing.destinations(message.destination)
+        except QueueManagerError:
+            return None  # the send fails with that error
+        for target in targets:
+            if isinstance(target, QueueRecord) and not self.acl_of(target).allows(
+                principal, Right.SEND
+            ):
+                return _denied(principal, Right.SEND, target)
+        # Acknowledgments are written into the admin queue by this queue manager
+        # on the sender's behalf, and a response queue is where the sender asks
+        # for replies: naming one needs the right to send to it.
+        for role, reference in (
+            ("admin", message.admin_queue),
+            ("response", message.response_queue),
+        ):
+            if not reference:
+                continue
+            try:
+                named = addressing.destinations(reference)
+            except QueueManagerError:
+                continue  # not a local queue it could write to (see Outcomes.acknowledgment)
+            for target in named:
+                if isinstance(target, QueueRecord) and not self.acl_of(target).allows(
+                    principal, Right.SEND
+                ):
+                    return f"{_denied(principal, Right.SEND, target)}, named as the {role} queue"
+        return None
+
+    def refuses_acknowledgment(self, message: MessageProperties, record: QueueRecord) -> bool:
+        """True if an acknowledgment of ``message``, from another queue manager,
+        may not be written into ``record``, its admin queue here.
+
+        As MSMQ, which writes its acknowledgments with the rights of the
+        queue manager that sends them, an acknowledgment is a message from the
+        message's source queue manager: ``peer:<identity>`` for each identity
+        that speaks for its GUID, ``peer:anonymous`` when none does. A
+        message sent here by a local client was checked when it was sent.
+        """
+        if not self.enabled:
+            return False
+        identities = self.identities_of(message.source_qm) or frozenset({"anonymous"})
+        acl = self.acl_of(record)
+        for identity in identities:
+            peer = self.principal(f"peer:{identity}")
+            if self.is_admin(peer) or acl.allows(peer, Right.SEND):
+                return False
+        return True
+
+
+def _denied(principal: Principal, needed: Right, record: QueueRecord) -> str:
+    right = "/".join(rights_names(needed))
+    queue = names.display_format_name(record.name)
+    return f"{principal.name!r} may not {right} on queue {record.display_name!r} ({queue})"

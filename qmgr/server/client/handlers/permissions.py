@@ -1,0 +1,75 @@
+"""The requests of queue permissions: GetPermissions and ChangePermissions.
+
+``GetPermissions`` needs get-properties on the queue and ``ChangePermissions``
+change-permissions (declared with the handlers, checked by ``Authorization``
+before they run). A change is one store write and an info event
+``permissions_changed`` with the principal, the entry and the rights granted
+and revoked. Without permissions kept (no ``Authorization``) both are
+``INVALID_ARGUMENT``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import storage
+from qmgr.core.errors import InvalidArgument
+from qmgr.core.permissions import Acl, Right, rights_names
+from storage import QueueRecord
+from wire import client as cf
+
+from ..authorization import Authorization
+from ..needs import QueueRight
+from ..registry import Registry
+from ..request_context import RequestContext, required
+
+__all__ = ["HANDLERS"]
+
+HANDLERS: Final = Registry()
+
+
+def _authorization(ctx: RequestContext) -> Authorization:
+    msg = "this queue manager keeps no queue permissions"
+    return required(ctx.services.authorization, InvalidArgument(msg))
+
+
+@HANDLERS.handles(cf.GetPermissions, need=QueueRight("queue", Right.GET_PROPERTIES))
+def get_permissions(ctx: RequestContext, request_id: int, request: cf.GetPermissions) -> None:
+    """A queue's list."""
+    record = ctx.services.core.queue(request.queue)
+    ctx.reply(request_id, _permissions(record, _authorization(ctx).acl_of(record)))
+
+
+@HANDLERS.handles(cf.ChangePermissions, need=QueueRight("queue", Right.CHANGE_PERMISSIONS))
+async def change_permissions(
+    ctx: RequestContext, request_id: int, request: cf.ChangePermissions
+) -> None:
+    """Grant and revoke rights of one entry of a queue's list."""
+    authorization = _authorization(ctx)
+    entry = request.entry.strip()
+    if not entry or len(entry) > 256:
+        msg = f"an entry is a principal, group:NAME, peer:NAME or everyone, not {entry!r}"
+        raise InvalidArgument(msg)
+    if (request.grant | request.revoke) & ~Right.FULL:
+        msg = f"unknown rights bits {(request.grant | request.revoke) & ~Right.FULL:#x}"
+        raise InvalidArgument(msg)
+    record = ctx.services.core.queue(request.queue)
+    grant, revoke = Right(request.grant), Right(request.revoke)
+    acl, write = authorization.changed_acl(record, entry, grant, revoke)
+    await ctx.write_checked(storage.Unit((write,)))
+    authorization.written(write)
+    ctx.log.info(
+        "permissions_changed",
+        queue=record.name,
+        entry=entry,
+        granted=rights_names(grant),
+        revoked=rights_names(revoke),
+    )
+    ctx.reply(request_id, _permissions(record, acl))
+
+
+def _permissions(record: QueueRecord, acl: Acl) -> cf.Permissions:
+    entries = tuple(
+        cf.AclEntry(name=name, rights=int(rights)) for name, rights in sorted(acl.entries.items())
+    )
+    return cf.Permissions(queue=record.display_name, entries=entries)

@@ -1,0 +1,170 @@
+"""The requests of poison handling and subqueues: SetQueueProperties and MoveMessages.
+
+``SetQueueProperties`` changes a queue's poison handling; ``MoveMessages``
+moves messages between a queue and its subqueues (one, the next, or all of
+them in bounded steps; one in a transaction, moved at its commit). The core
+decides (``qmgr.core.poison``); these handlers write its units and answer.
+What version 5 added to other replies (counters, retry settings) is made in
+``replies``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import trio
+
+import storage
+from qmgr.core.errors import (
+    InvalidArgument,
+    QueueManagerError,
+    QueueNotFound,
+    TransactionUsageError,
+)
+from qmgr.core.permissions import Right
+from storage import QueueRecord
+from wire import client as cf
+
+from ..needs import QueueRight
+from ..registry import Registry
+from ..request_context import RequestContext, store_failure
+
+__all__ = ["HANDLERS"]
+
+HANDLERS: Final = Registry()
+
+#: What ``SetQueueProperties.poison`` asks, for ``merge_settings``.
+_ENABLED: Final = {
+    cf.PoisonHandling.UNCHANGED: None,
+    cf.PoisonHandling.ON: True,
+    cf.PoisonHandling.OFF: False,
+}
+
+
+@HANDLERS.handles(cf.SetQueueProperties, need=QueueRight("name", Right.SET_PROPERTIES))
+async def set_queue_properties(
+    ctx: RequestContext, request_id: int, request: cf.SetQueueProperties
+) -> None:
+    """Change a queue's poison handling (answered with its id)."""
+    try:
+        enabled = _ENABLED[cf.PoisonHandling(request.poison)]
+    except ValueError:
+        choices = ", ".join(f"{p.value} ({p.name.lower()})" for p in cf.PoisonHandling)
+        msg = f"poison must be {choices}, not {request.poison}"
+        raise InvalidArgument(msg) from None
+    poison = ctx.services.core.poison
+    _, unit = poison.settings_unit(
+        request.name,
+        enabled=enabled,
+        retry_count=request.retry_count,
+        retry_cycles=request.retry_cycles,
+        retry_delay=request.retry_delay,
+    )
+    record = poison.settings_set(await ctx.write(unit))
+    settings = record.poison
+    ctx.log.info(
+        "queue_properties_set",
+        queue=record.name,
+        poison_handling=settings is not None,
+        retry_count=None if settings is None else settings.retry_count,
+        retry_cycles=None if settings is None else settings.retry_cycles,
+        retry_delay=None if settings is None else settings.retry_delay,
+    )
+    ctx.reply(request_id, cf.Ok(value=record.queue_id))
+
+
+@HANDLERS.handles(cf.MoveMessages, need=QueueRight("source", Right.RECEIVE))
+async def move_messages(ctx: RequestContext, request_id: int, request: cf.MoveMessages) -> None:
+    """Move one message, or all, between a queue and its subqueues."""
+    core = ctx.services.core
+    source, target = core.poison.move_queues(request.source, request.target)
+    if request.all:
+        if request.tx_id or request.lookup_id:
+            msg = "a move of all messages names no message and is not part of a transaction"
+            raise TransactionUsageError(msg) if request.tx_id else InvalidArgument(msg)
+        count, last = await _move_all(ctx, source, target, request)
+    elif request.tx_id:
+        tx = ctx.transaction(request.tx_id)
+        held = core.poison.move_one(
+            source, target, lookup_id=request.lookup_id, tx=tx, now=trio.current_time()
+        )
+        if held is None:
+            _nothing_to_move(source, request.lookup_id)
+        count, last = (0, 0) if held is None else (1, 0)
+    else:
+        count, last = await _move_one(ctx, source, target, request.lookup_id)
+    if count and not request.tx_id:
+        ctx.log.info(
+            "messages_moved", source=source.name, target=target.name, count=count, last=last
+        )
+    ctx.reply(request_id, cf.Moved(count=count, lookup_id=last))
+
+
+def _nothing_to_move(source: QueueRecord, lookup_id: int) -> None:
+    """A move found no message: an error only if it named one.
+
+    Raises:
+        QueueNotFound: the message named is not there, or a transaction holds it.
+    """
+    if lookup_id:
+        msg = f"message {lookup_id} is not in {source.display_name!r} (or a transaction holds it)"
+        raise QueueNotFound(msg)
+
+
+async def _move_one(
+    ctx: RequestContext, source: QueueRecord, target: QueueRecord, lookup_id: int
+) -> tuple[int, int]:
+    held = ctx.services.core.poison.move_one(source, target, lookup_id=lookup_id, tx=None, now=0.0)
+    if held is None:
+        _nothing_to_move(source, lookup_id)
+        return 0, 0
+    taken, unit = held
+    assert unit is not None
+    return await _write_moves(ctx, source, [taken], unit)
+
+
+async def _move_all(
+    ctx: RequestContext, source: QueueRecord, target: QueueRecord, request: cf.MoveMessages
+) -> tuple[int, int]:
+    core = ctx.services.core
+    through = source.next_lookup_id - 1  # what arrives meanwhile stays
+    total = last = 0
+    while True:
+        source, target = core.poison.move_queues(request.source, request.target)
+        step = core.poison.move_step(source, target, through=through)
+        if step is None:
+            return total, last
+        held, unit = step
+        moved, newest = await _write_moves(ctx, source, held, unit, step_of_many=True)
+        if not moved:
+            return total, last  # every move failed: gone meanwhile
+        total += moved
+        last = newest
+        # Let the other connections in between the steps of a long move.
+        await trio.lowlevel.checkpoint()
+
+
+async def _write_moves(
+    ctx: RequestContext,
+    source: QueueRecord,
+    held: list[int],
+    unit: storage.Unit,
+    *,
+    step_of_many: bool = False,
+) -> tuple[int, int]:
+    services = ctx.services
+    poison = services.core.poison
+
+    def failed(exc: BaseException) -> QueueManagerError | None:
+        _, _, woken, _ = poison.move_done(source.queue_id, held, exc)
+        services.signals.notify(woken)
+        return store_failure(exc)
+
+    outcome = await ctx.write_settled(unit, failed)
+    moved, last, woken, error = poison.move_done(source.queue_id, held, outcome)
+    services.signals.notify(woken)
+    if error is not None and not step_of_many:
+        raise error
+    if error is not None and not moved:
+        ctx.log.info("move_failed", source=source.name, error=error.message)
+    return moved, last

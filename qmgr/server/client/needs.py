@@ -1,0 +1,84 @@
+"""What authorizes a client request: the needs the request table declares.
+
+Each entry of the request table (``registry``) declares one of these next to
+its handler; ``Authorization.denial`` checks it before the handler runs. From
+the most open:
+
+* :data:`OPEN`: every authenticated client (what a handler shows may still
+  depend on the principal: listing in-doubt transactions, tracing);
+* :class:`QueueRight`: a right on the queue a field of the request names
+  (with another right when the request only peeks);
+* :data:`SEND_RIGHTS`: send on every local queue a send puts a copy in, or
+  names as its admin or response queue;
+* :data:`PREPARER`: resolving prepared transactions is their preparer's;
+* :data:`ADMINISTRATORS`: administrators only (``auth.admins``).
+
+An administrator may make every request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from qmgr.core.permissions import Right
+
+__all__ = [
+    "ADMINISTRATORS",
+    "NEEDS",
+    "OPEN",
+    "PREPARER",
+    "SEND_RIGHTS",
+    "Administrators",
+    "Need",
+    "Open",
+    "Preparer",
+    "QueueRight",
+    "SendRights",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Open:
+    """Open to every authenticated client."""
+
+
+@dataclass(frozen=True, slots=True)
+class Administrators:
+    """Administrators only: what concerns the whole queue manager."""
+
+
+@dataclass(frozen=True, slots=True)
+class SendRights:
+    """The send rule: send on every local queue the message goes to or names."""
+
+
+@dataclass(frozen=True, slots=True)
+class Preparer:
+    """The prepared-transaction rule: only their preparer (or an administrator)
+    resolves the transactions the request's ``xids`` name."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRight:
+    """``right`` on the queue named by the request's ``field``; ``peek`` instead
+    when the request only peeks (its ``peek`` flag is set)."""
+
+    field: str
+    right: Right
+    peek: Right | None = None
+
+    def of(self, request: object) -> tuple[str, Right]:
+        """The queue ``request`` names and the right it needs on it."""
+        if self.peek is not None and getattr(request, "peek", False):
+            return getattr(request, self.field), self.peek
+        return getattr(request, self.field), self.right
+
+
+Need: TypeAlias = Open | Administrators | SendRights | Preparer | QueueRight
+#: The classes of :data:`Need`, for ``isinstance``.
+NEEDS: Final = (Open, Administrators, SendRights, Preparer, QueueRight)
+OPEN: Final = Open()
+ADMINISTRATORS: Final = Administrators()
+SEND_RIGHTS: Final = SendRights()
+PREPARER: Final = Preparer()

@@ -1,0 +1,524 @@
+"""One TCP connection to another queue manager: bytes in, packets, bytes out.
+
+Theory of operation
+-------------------
+A :class:`PeerConnection` is the thin trio adapter around one
+:class:`qmgr.protocol.PeerSession`. It owns the socket and three tasks:
+
+* the **reader** feeds received bytes to a ``wire.FrameDecoder`` (whose
+  packet-size limit bounds every read), hands each packet to the session
+  and carries out what the session answers: bytes to send, user packets
+  that arrived (to :meth:`ConnectionEvents.arrived`), packets the peer
+  acknowledged, or closing;
+* the **persister** writes what the reader's packets asked it to
+  :meth:`~PeerConnection.store`: everything stored since its last write goes
+  to the committer as one atomic unit (sharing the sync with every client's
+  commit), and only once that unit is synced does each packet's follow-up
+  run (its ``after``: the receiver hears it is persisted, and the packet
+  counts in a SessionAck and, transactional, in an OrderAck). While it
+  writes, the reader goes on decoding, so a streaming peer is written in
+  runs, not one message per sync;
+* the **writer** sends: control packets first (SessionAcks, OrderAcks),
+  then, while the session's window allows, the next transmission of the
+  outgoing queues this connection carries, many packets per ``send_all``.
+  It also runs the session's timers.
+
+Any protocol error, a session that says Close, a timeout or a broken socket
+ends all three and closes the connection; what was not acknowledged stays
+in the store (sender) or was never acknowledged (receiver), so the next
+connection resends it and the sequence numbers make the resend harmless.
+What the receiver accepted and the persister never took is rolled back
+when the connection ends, as a failed write is, so that the resend is
+accepted again.
+
+A connection knows nothing of the rest of the peering adapter: what it
+needs comes in a :class:`ConnectionContext` (the daemon's parts, TLS, the
+session settings, the identities' registry, and where its events go: a
+:class:`ConnectionEvents`), and the outgoing queues it carries are anything
+with a ``next_packet`` (:class:`OutgoingSource`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import socket
+import ssl
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+import trio
+
+import storage
+import wire
+from qmgr.protocol import (
+    Accepted,
+    Acked,
+    Action,
+    Arrived,
+    Close,
+    Opened,
+    PeerSession,
+    Role,
+    Send,
+    SessionSettings,
+    StreamKey,
+)
+
+from ..tls import TlsContexts, peer_handshake
+from .identity import PeerIdentities
+from .parts import PeeringParts
+
+__all__ = [
+    "ConnectionContext",
+    "ConnectionEvents",
+    "OutgoingSource",
+    "PacketToSend",
+    "PeerClosed",
+    "PeerConnection",
+    "secure",
+    "set_no_delay",
+]
+
+#: Bytes read from the socket at a time.
+RECEIVE_SIZE: Final = 65536
+#: Bytes of packets gathered before one ``send_all``.
+SEND_BATCH_BYTES: Final = 256 * 1024
+#: The reader stops reading while this many bytes of arrived messages wait to
+#: be written (a peer that ignores our window cannot fill memory).
+MAX_RUN_BYTES: Final = 32 * 1024 * 1024
+
+
+class PeerClosed(Exception):
+    """The connection ends; the message says why."""
+
+
+#: How a connection ends without a bug: the peer, the network or the protocol.
+_EXPECTED = (
+    PeerClosed,
+    trio.BrokenResourceError,
+    trio.ClosedResourceError,
+    OSError,
+    wire.ProtocolError,
+)
+
+
+def set_no_delay(stream: trio.SocketStream) -> None:
+    """Send small packets (SessionAcks, OrderAcks) at once."""
+    with contextlib.suppress(OSError):
+        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+
+
+async def secure(
+    stream: trio.SocketStream, context: ConnectionContext, *, server_side: bool
+) -> tuple[trio.abc.Stream, str | None]:
+    """The stream a session runs over, and the peer's identity: ``stream`` itself
+    on plain TCP, else what the mutual TLS handshake gives (as the acceptor,
+    ``server_side``, or as the initiator).
+
+    Raises:
+        TlsFailed: the handshake failed (``qmgr.server.tls``).
+    """
+    set_no_delay(stream)
+    tls = context.tls.peer_server if server_side else context.tls.peer_client
+    if tls is None:
+        return stream, None
+    config = context.parts.config
+    return await peer_handshake(stream, tls, server_side=server_side, config=config)
+
+
+def _leaves(error: BaseException) -> list[BaseException]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
+    return [error]
+
+
+#: A packet to send, built: ``(bytes, recoverable, tag)``; the tag comes back in
+#: :meth:`ConnectionEvents.acked` once the peer acknowledged the packet.
+PacketToSend = tuple[bytes, bool, object]
+
+
+class OutgoingSource(Protocol):
+    """An outgoing queue, as the connection that carries it sees it."""
+
+    def next_packet(self, now: float) -> PacketToSend | None:
+        """The next packet to send now, or None."""
+        ...
+
+
+class ConnectionEvents(Protocol):
+    """Where a connection's events go (the hub)."""
+
+    def arrived(
+        self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None
+    ) -> None:
+        """A user packet arrived, with its recoverable number (None: express); the
+        callee calls :meth:`PeerConnection.store` or :meth:`PeerConnection.acknowledge`."""
+        ...
+
+    def acked(self, connection: PeerConnection, tags: tuple[object, ...]) -> None:
+        """The peer acknowledged these tags of packets the connection sent."""
+        ...
+
+    def opened(self, connection: PeerConnection) -> None:
+        """The session opened."""
+        ...
+
+    def connection_ended(self, connection: PeerConnection) -> None:
+        """The connection closed (either side, any reason)."""
+        ...
+
+    def rolled_back(self, accepted: Sequence[Accepted]) -> None:
+        """The write of these accepted messages failed, or will never happen."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionContext:
+    """What every peer connection needs, and where its events go.
+
+    Attributes:
+        parts: the daemon's parts (the ``peers`` and ``tls`` settings, the
+            committer that writes what arrived, the peering log).
+        tls: mutual TLS with peers (``peer_server``/``peer_client`` None: plain TCP).
+        identities: which GUID each peer identity speaks for (mutual TLS).
+        settings: what the sessions announce and enforce.
+        events: where the connections' events go.
+        connections: every open connection, both directions; a connection
+            joins it when it starts, and the hub takes it out when it ends.
+    """
+
+    parts: PeeringParts
+    tls: TlsContexts
+    identities: PeerIdentities
+    settings: SessionSettings
+    events: ConnectionEvents
+    connections: set[PeerConnection] = field(default_factory=set)
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """What arrived since the last write, and what to do once it is persisted."""
+
+    ops: list[storage.Operation] = field(default_factory=list)
+    #: Called with the results of its packet's ops, in order, once they are persisted.
+    after: list[Callable[[list[storage.Result]], None]] = field(default_factory=list)
+    #: (slice of ops) for each callback.
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    #: Incoming streams advanced by this run, with the state record that the
+    #: run's unit writes last (one per stream).
+    streams: dict[StreamKey, storage.Operation] = field(default_factory=dict)
+    #: The receiver's acceptances in this run: rolled back if its write fails.
+    accepted: list[Accepted] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.after)
+
+
+class PeerConnection:
+    """One session with another queue manager (either side may have opened it)."""
+
+    def __init__(
+        self,
+        context: ConnectionContext,
+        stream: trio.abc.Stream,
+        *,
+        role: Role,
+        peer: str,
+        queues: Sequence[OutgoingSource] = (),
+        identity: str | None = None,
+    ) -> None:
+        self.context = context
+        self.stream = stream
+        self.peer = peer
+        #: The peer's certificate common name (mutual TLS), or None on plain TCP.
+        self.identity = identity
+        self.role = role
+        now = trio.current_time()
+        parts = context.parts
+        self.session = PeerSession(
+            role, local_qm=parts.store.qm_guid, settings=context.settings, now=now
+        )
+        self.decoder = wire.FrameDecoder(max_packet_size=parts.config.peer_max_packet_size)
+        #: Outgoing queues whose messages this connection carries (initiator
+        #: only: its link's list, which grows as queues for the hop appear).
+        self.queues = queues
+        self._control: list[bytes] = []  # built packets to send before any transmission
+        # user packets (OrderAcks, FinalAcks) to count, with their tags
+        self._control_user: list[tuple[bytes, bool, object]] = []
+        self._wake_writer = trio.Event()
+        self._wake_persister = trio.Event()
+        self._run = _Run()
+        self._run_bytes = 0  # bytes read since the persister last took a run
+        self._run_taken = trio.Event()
+        self._closed = False
+        #: The peer's GUID, once its session opened.
+        self.remote_qm: uuid.UUID | None = None
+        self.opened = trio.Event()
+        #: Called once the session is open (the peer said which queue manager it is).
+        self.on_opened: Callable[[], None] | None = None
+        self.close_reason = ""
+        self._next_queue = 0
+        log = parts.log.bind(peer=peer, role=role.name.lower())
+        self.log = log if identity is None else log.bind(identity=identity)
+
+    # ------------------------------------------------------------------ running
+
+    async def run(self) -> None:
+        """Serve the connection until it ends; returns normally in every case."""
+        self.context.connections.add(self)
+        try:
+            async with trio.open_nursery() as nursery:
+                self._handle(self.session.start(trio.current_time()))
+                nursery.start_soon(self._reader, nursery.cancel_scope)
+                nursery.start_soon(self._writer, nursery.cancel_scope)
+                nursery.start_soon(self._persister, nursery.cancel_scope)
+        except BaseExceptionGroup as group:
+            self.close_reason = self._reason(group)
+        except Exception as exc:
+            self.close_reason = self._reason(exc)
+        finally:
+            if not self.close_reason:
+                self.close_reason = "the queue manager is stopping"  # cancelled
+            self._closed = True
+            if self._run.accepted:
+                # Accepted, never written (the connection broke before the
+                # persister took them): as if they never arrived, so that
+                # their resends are accepted on the next connection.
+                self.context.events.rolled_back(self._run.accepted)
+            with contextlib.suppress(Exception), trio.CancelScope(shield=True):
+                await self.stream.aclose()
+            self.session.connection_lost()
+            self.context.events.connection_ended(self)
+
+    def _reason(self, error: BaseException) -> str:
+        """Why the connection ended, from what its tasks raised; a bug is logged
+        with its traceback (one connection never takes the daemon down)."""
+        leaves = _leaves(error)
+        for leaf in leaves:
+            if not isinstance(leaf, _EXPECTED):
+                if not isinstance(leaf, Exception):
+                    raise error
+                self.log.error("peer_connection_crashed", exc_info=leaf)
+                return f"internal error: {leaf!r}"
+        leaf = leaves[0]
+        if isinstance(leaf, PeerClosed):
+            return str(leaf)
+        if isinstance(leaf, wire.ProtocolError):
+            return f"protocol error: {leaf}"
+        cause = leaf.__cause__
+        if isinstance(cause, ssl.SSLError):  # TLS 1.3: a refused certificate shows up here
+            return f"TLS session refused: {cause.reason or cause}"
+        return f"connection lost: {leaf!r}"
+
+    @property
+    def closing(self) -> bool:
+        """True once the connection is ending."""
+        return self._closed
+
+    def close_soon(self, reason: str) -> None:
+        """End the connection from outside (pause, shutdown)."""
+        self.close_reason = reason
+        self._closed = True
+        self._wake_writer.set()
+        self._wake_persister.set()
+
+    async def _reader(self, scope: trio.CancelScope) -> None:
+        decoder = self.decoder
+        session = self.session
+        while not self._closed:
+            while self._run_bytes >= MAX_RUN_BYTES:
+                self._run_taken = trio.Event()
+                await self._run_taken.wait()
+            data = await self.stream.receive_some(RECEIVE_SIZE)
+            if not data:
+                if decoder.buffered:
+                    msg = (
+                        "the peer closed the connection in the middle of a packet "
+                        f"({decoder.buffered} bytes)"
+                    )
+                    raise PeerClosed(msg)
+                msg = "the peer closed the connection"
+                raise PeerClosed(msg)
+            decoder.receive_data(bytes(data))
+            while (packet := decoder.next_packet()) is not None:
+                self._handle(session.receive(packet, trio.current_time()))
+                if self.closing:
+                    break
+            if len(self._run):
+                self._run_bytes += len(data)
+                self._wake_persister.set()
+            self._wake_writer.set()  # timers may have moved
+        raise PeerClosed(self.close_reason or "closed")
+
+    def _handle(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                self._control.append(action.data)
+                self._wake_writer.set()
+            elif isinstance(action, Arrived):
+                if self.identity is not None:
+                    self._check_source(action.packet)
+                self.context.events.arrived(self, action.packet, action.recoverable_number)
+            elif isinstance(action, Acked):
+                self.context.events.acked(self, action.tags)
+                self._wake_writer.set()
+            elif isinstance(action, Opened):
+                if self.identity is not None:
+                    refusal = self.context.identities.opened(self.identity, action.remote_qm)
+                    if refusal is not None:
+                        self.close_reason = refusal
+                        raise PeerClosed(refusal)
+                self.remote_qm = action.remote_qm
+                self.opened.set()
+                if self.on_opened is not None:
+                    self.on_opened()
+                self.log = self.log.bind(remote_qm=str(action.remote_qm))
+                self.log.info("peer_session_opened", window=action.peer_window)
+                self.context.events.opened(self)
+                self._wake_writer.set()
+            elif isinstance(action, Close):
+                self.close_reason = action.reason
+                raise PeerClosed(action.reason)
+
+    def _check_source(self, packet: wire.UserMessage) -> None:
+        """A packet over mutual TLS must come from the queue manager the session
+        announced, unless the peer is a router (``tls.relays``).
+
+        Raises:
+            PeerClosed: it does not; the session ends.
+        """
+        assert self.identity is not None
+        assert self.remote_qm is not None  # packets arrive on open sessions only
+        source = packet.user.source_qm
+        if not self.context.identities.may_carry(self.identity, self.remote_qm, source):
+            self.close_reason = (
+                f"peer {self.identity!r} sent a packet of queue manager {{{source}}} on the "
+                f"session of {{{self.remote_qm}}}, and is not a router (tls.relays)"
+            )
+            raise PeerClosed(self.close_reason)
+
+    # ------------------------------------------------------------------ receiving
+
+    def store(
+        self,
+        ops: tuple[storage.Operation, ...],
+        after: Callable[[list[storage.Result]], None],
+        *,
+        accepted: Accepted | None = None,
+        stream: StreamKey | None = None,
+        record: storage.Operation | None = None,
+    ) -> None:
+        """Add an arrived packet's operations (perhaps none) to the next write;
+        ``after`` runs once they are persisted, with their results, after those
+        of every packet stored before it. ``accepted`` is the receiver's
+        acceptance (rolled back if the write fails); ``record`` writes where the
+        message's stream ``stream`` now stands: the write ends with the last
+        record of each stream."""
+        run = self._run
+        start = len(run.ops)
+        run.ops.extend(ops)
+        run.spans.append((start, len(run.ops)))
+        run.after.append(after)
+        if accepted is not None:
+            run.accepted.append(accepted)
+        if stream is not None and record is not None:
+            run.streams.pop(stream, None)  # keep insertion order = last update
+            run.streams[stream] = record
+
+    def acknowledge(self, recoverable_number: int | None) -> None:
+        """An arrived packet is persisted (or needed no write): a recoverable one
+        (its number; None for an express one, which needs nothing) may count in
+        a SessionAck."""
+        if recoverable_number is not None and not self._closed:
+            self._handle(self.session.persisted(recoverable_number, trio.current_time()))
+            self._wake_writer.set()  # the session may have armed an earlier timer
+
+    async def _persister(self, scope: trio.CancelScope) -> None:
+        context = self.context
+        while True:
+            if not len(self._run):
+                if self._closed:
+                    return
+                self._wake_persister = trio.Event()
+                await self._wake_persister.wait()
+                continue
+            run, self._run = self._run, _Run()
+            self._run_bytes = 0
+            self._run_taken.set()
+            unit = storage.Unit((*run.ops, *run.streams.values()))
+            try:
+                outcome = await context.parts.committer.submit(unit)
+            except Exception as exc:
+                context.events.rolled_back(run.accepted)
+                msg = f"could not store arrived messages: {exc}"
+                raise PeerClosed(msg) from exc
+            error = outcome.error
+            if error is not None:
+                context.events.rolled_back(run.accepted)
+                msg = f"could not store arrived messages: {error}"
+                raise PeerClosed(msg)
+            results = list(outcome.results)
+            for (start, end), after in zip(run.spans, run.after, strict=True):
+                after(results[start:end])
+
+    # ------------------------------------------------------------------ sending
+
+    def send_user_packet(
+        self, data: bytes, *, recoverable: bool = False, tag: object = None
+    ) -> None:
+        """Queue a user packet that is not an outgoing-queue entry (an OrderAck, a
+        FinalAck); ``tag`` comes back in :meth:`ConnectionEvents.acked` once the
+        peer has it."""
+        self._control_user.append((data, recoverable, tag))
+        self._wake_writer.set()
+
+    def wake(self) -> None:
+        """There may be something to send."""
+        self._wake_writer.set()
+
+    async def _writer(self, scope: trio.CancelScope) -> None:
+        session = self.session
+        while True:
+            if self._closed:
+                raise PeerClosed(self.close_reason or "closed")
+            chunks = self._control
+            self._control = []
+            size = sum(len(chunk) for chunk in chunks)
+            now = trio.current_time()
+            while self._control_user and session.can_send():
+                data, recoverable, tag = self._control_user.pop(0)
+                chunks.append(session.send(data, recoverable=recoverable, tag=tag, now=now))
+                size += len(data)
+            while size < SEND_BATCH_BYTES and session.can_send():
+                built = self._next_transmission(now)
+                if built is None:
+                    break
+                data, recoverable, tag = built
+                chunks.append(session.send(data, recoverable=recoverable, tag=tag, now=now))
+                size += len(data)
+            if chunks:
+                await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else chunks[0])
+                continue
+            deadline = session.next_deadline()
+            self._wake_writer = trio.Event()
+            with trio.move_on_at(deadline if deadline is not None else math.inf):
+                await self._wake_writer.wait()
+            now = trio.current_time()
+            if deadline is not None and now >= deadline:
+                self._handle(session.timer(now))
+
+    def _next_transmission(self, now: float) -> PacketToSend | None:
+        queues = self.queues
+        if not queues or self.role is not Role.INITIATOR or not self.opened.is_set():
+            return None
+        count = len(queues)
+        for step in range(count):
+            queue = queues[(self._next_queue + step) % count]
+            built = queue.next_packet(now)
+            if built is not None:
+                self._next_queue = (self._next_queue + step + 1) % count
+                return built
+        return None

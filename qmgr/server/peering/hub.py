@@ -1,0 +1,258 @@
+"""The peering adapter's hub: builds its parts, runs them, and answers for them.
+
+Theory of operation
+-------------------
+:class:`Peering` is what the daemon knows of delivery between queue
+managers. It builds the parts of the package, hands each what it needs
+(none of them knows the hub), runs their tasks, and routes between them
+the few events that concern more than one:
+
+* the events of every connection (it is their
+  :class:`~.connection.ConnectionEvents`): user packets go to the receiving
+  side (:meth:`.incoming.Incoming.arrived`); the session acknowledgments of
+  what a connection sent (:meth:`Peering.acked`) go to the outgoing queue or
+  the FinalAck courier that sent it; an opening wakes the courier; an end
+  (:meth:`Peering.connection_ended`) is no one's return path, no courier's
+  flight, and is logged;
+* :class:`~.outgoing.OutgoingQueues`: the outgoing queues, their links,
+  forgets and resend timers;
+* :class:`~.incoming.Incoming`: the receiver, the core's arrivals and the
+  OrderAcks (it hands the OrderAcks it finds for us to the outgoing queues
+  and the FinalAcks to :mod:`.final_acks`, through the hub: its
+  :class:`~.incoming.IncomingRoutes`);
+* :class:`~.accept.PeerPort`: the listener's handler;
+* the FinalAck courier (``qmgr.server.workers.final_ack_courier``) and
+  the settling of the FinalAcks that arrive (:mod:`.final_acks`).
+
+It also answers the client requests about peering (``PeeringControl``:
+status, pause, resume, purge).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+import structlog
+import trio
+
+import storage
+import wire
+from qmgr.config import Config
+from qmgr.core.confirmation import Confirmations
+from qmgr.core.names import LocalIdentity
+from qmgr.core.outcomes import Outcomes
+from qmgr.protocol import Accepted, SessionSettings
+from wire import client as cf
+
+from ..client.services import OutgoingAction
+from ..committer import Committer
+from ..settings import from_config
+from ..signals import QueueSignals
+from ..tls import TlsContexts
+from ..workers.final_ack_courier import FinalAckCourier, FinalAckTag
+from .accept import PeerPort
+from .connection import ConnectionContext, PeerConnection
+from .final_acks import FinalAckArrivals
+from .identity import PeerIdentities
+from .incoming import Incoming
+from .link import Link
+from .outgoing import OutgoingQueues
+from .outgoing_queue import EntryTag, OutgoingQueue
+from .parts import PeeringParts
+
+__all__ = ["PeerPermissions", "Peering"]
+
+
+class PeerPermissions(Protocol):
+    """The queue permissions, as far as messages from peers are concerned."""
+
+    @property
+    def enabled(self) -> bool:
+        """Whether permissions are checked at all (``auth.required``)."""
+        ...
+
+    def refuses_peer(self, identity: str | None) -> Callable[[storage.QueueRecord], bool]:
+        """Whether a queue's list refuses messages from peer ``identity``."""
+        ...
+
+
+class Peering:
+    """Everything between this queue manager and its peers (see the module docstring).
+
+    Args:
+        wall: unix time (the tests make it follow trio's clock).
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: storage.Store,
+        committer: Committer,
+        signals: QueueSignals,
+        identity: LocalIdentity,
+        outcomes: Outcomes,
+        confirmations: Confirmations,
+        log: structlog.typing.FilteringBoundLogger,
+        tls: TlsContexts | None = None,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.log = log.bind(component="peering")
+        #: The daemon's parts, as every part of the adapter gets them.
+        self.parts = PeeringParts(
+            config, store, committer, signals, identity, outcomes, confirmations, self.log, wall
+        )
+        #: Mutual TLS with peers (``peer_server``/``peer_client`` None: plain TCP).
+        self.tls = tls if tls is not None else TlsContexts(None, None, None)
+        #: Queue permissions, for messages from peers (set by the daemon).
+        self.authorization: PeerPermissions | None = None
+        #: Which queue manager GUID each peer identity (mutual TLS) speaks for.
+        self.identities = PeerIdentities(
+            store, pinned=config.tls_pinned, relays=config.tls_relays, log=self.log
+        )
+        self.local_qm: uuid.UUID = store.qm_guid
+        settings = from_config(SessionSettings, config)
+        #: Settles the FinalAcks that arrive about our messages.
+        self.final_ack_arrivals = FinalAckArrivals(self.parts)
+        #: What arrives: the receiver, the core's arrivals, the OrderAcks we send.
+        self.incoming = Incoming(self.parts, self)
+        self.context = ConnectionContext(self.parts, self.tls, self.identities, settings, self)
+        #: Every open connection, both directions.
+        self.connections = self.context.connections
+        #: What we send: the outgoing queues and the links to their next hops.
+        self.outgoing_queues = OutgoingQueues(self.parts, self.context)
+        #: Sends our FinalAcks.
+        self.final_acks = FinalAckCourier(store, committer, self._final_ack_paths, self.log)
+        #: The peer port's handler.
+        self.port = PeerPort(self.context)
+        signals.listeners.append(self.outgoing_queues.queues_changed)
+
+    @property
+    def outgoing(self) -> dict[int, OutgoingQueue]:
+        """Every outgoing queue, by queue id."""
+        return self.outgoing_queues.queues
+
+    @property
+    def links(self) -> dict[tuple[str, int], Link]:
+        """The link to each next hop."""
+        return self.outgoing_queues.links
+
+    async def run(
+        self,
+        listeners: list[trio.SocketListener],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Serve peers and deliver outgoing queues until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self.identities.attach(nursery, self.parts.committer)
+            await nursery.start(self.outgoing_queues.run)
+            nursery.start_soon(self.incoming.run)
+            nursery.start_soon(self.final_acks.run)
+            nursery.start_soon(trio.serve_listeners, self.port.serve, listeners)
+            task_status.started()
+
+    # ------------------------------------------------------------------ connections
+
+    def denied(self, connection: PeerConnection) -> Callable[[storage.QueueRecord], bool] | None:
+        """Whether a queue's permissions refuse messages from ``connection``'s peer
+        (``peer:<identity>``; ``peer:anonymous`` without mutual TLS), or None."""
+        authorization = self.authorization
+        if authorization is None or not authorization.enabled:
+            return None
+        return authorization.refuses_peer(connection.identity)
+
+    def acked(self, connection: PeerConnection, tags: tuple[object, ...]) -> None:
+        """The peer acknowledged these transmissions (session level; a recoverable
+        one once the peer stored it)."""
+        for tag in tags:
+            if isinstance(tag, EntryTag):
+                self.outgoing_queues.session_acked(tag.queue, tag.lookup_id)
+            elif isinstance(tag, FinalAckTag):
+                self.final_acks.acked(connection, tag)
+
+    def arrived(
+        self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None
+    ) -> None:
+        """A user packet arrived on ``connection``: for the receiving side."""
+        self.incoming.arrived(connection, packet, recoverable)
+
+    def rolled_back(self, accepted: Sequence[Accepted]) -> None:
+        """A write of arrived messages failed (or never happened): nothing of it counts."""
+        self.incoming.rolled_back(accepted)
+
+    def opened(self, connection: PeerConnection) -> None:
+        """A session opened: FinalAcks for its peer may be waiting."""
+        self.final_acks.wake()
+
+    def order_ack_arrived(self, ack: wire.OrderAck) -> None:
+        """An OrderAck for one of our sequences arrived."""
+        self.outgoing_queues.order_ack_arrived(ack)
+
+    def final_ack_arrived(
+        self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None
+    ) -> None:
+        """A FinalAck about one of our messages arrived on ``connection``."""
+        self.final_ack_arrivals.arrived(connection, ack, recoverable)
+
+    def connection_ended(self, connection: PeerConnection) -> None:
+        """A connection closed (either side, any reason)."""
+        self.connections.discard(connection)
+        self.final_acks.connection_ended(connection)
+        self.incoming.connection_ended(connection)
+        level = "info" if connection.opened.is_set() else "warning"
+        getattr(connection.log, level)("peer_session_closed", reason=connection.close_reason)
+
+    def _final_ack_paths(self) -> Mapping[bytes, PeerConnection]:
+        """The connection that reaches each source queue manager now: any open
+        session whose handshake named it, or the one its messages last came in on."""
+        paths = {
+            connection.remote_qm.bytes: connection
+            for connection in self.connections
+            if connection.opened.is_set()
+            and not connection.closing
+            and connection.remote_qm is not None
+        }
+        paths.update(
+            (source, connection)
+            for source, connection in self.incoming.receiver.paths().items()
+            if not connection.closing
+        )
+        return paths
+
+    # ------------------------------------------------------------------ control and status
+
+    def outgoing_infos(self) -> tuple[cf.OutgoingInfo, ...]:
+        """Every outgoing queue, by destination."""
+        return self.outgoing_queues.infos()
+
+    def incoming_infos(self) -> tuple[cf.IncomingInfo, ...]:
+        """Every incoming transactional stream."""
+        return self.incoming.infos()
+
+    def next_hops(self) -> dict[int, str]:
+        """The next hop (``host:port``) of each outgoing queue, by queue id."""
+        return self.outgoing_queues.next_hops()
+
+    def find(self, destination: str) -> OutgoingQueue:
+        """The outgoing queue of a destination format name (or its listed name).
+
+        Raises:
+            InvalidName, QueueNotFound
+        """
+        return self.outgoing_queues.find(destination)
+
+    async def control(
+        self, action: OutgoingAction, destination: str
+    ) -> tuple[cf.OutgoingInfo, int]:
+        """Pause, resume or purge an outgoing queue (see ``PeeringControl``)."""
+        queue = self.find(destination)
+        purged = 0
+        if action is OutgoingAction.PURGE:
+            purged = await queue.purge()
+        else:
+            await queue.set_paused(action is OutgoingAction.PAUSE)
+        return queue.info(), purged

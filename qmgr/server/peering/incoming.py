@@ -1,0 +1,288 @@
+"""The receiving side of the peering adapter: carries out what the receiver decides.
+
+Theory of operation
+-------------------
+Every user packet that arrives on a peer connection comes to
+:meth:`Incoming.arrived`. The decisions are made elsewhere, and this module
+only carries them out, in this order:
+
+1. the sans-IO :class:`~qmgr.protocol.Receiver` says what the packet is
+   (``arrive``): an OrderAck for one of our sequences (handed to the
+   sending side), a FinalAck about one of our messages (settled by
+   :mod:`.final_acks`, through the hub), an acknowledgment to pass on along a
+   return path,
+   or a message;
+2. for a message, the core decides its destination
+   (:class:`qmgr.core.arrivals.Arrivals`: a queue here, or another queue
+   manager) and the receiver accepts it or drops it (``accept``);
+3. an accepted message is stored: the core's operations (the append, or
+   the refusal with its dead-letter copy and reports, or the relay), plus
+   what the receiver asked (``storage.RememberMessageIds``, or the stream's
+   new state as ``storage.RecordIncoming``), in the connection's next write;
+4. once that write is persisted, the receiver hears it, the packet counts in
+   the connection's SessionAck, the queues it reached wake their readers,
+   and a refusal is logged (``message_rejected``); transactional, its
+   stream's OrderAck is armed, and the OrderAck task sends what is due along
+   the return paths. If the write fails, the receiver rolls the run back.
+
+Durability before acknowledgment and exactly-once are the receiver's rules
+(see ``qmgr.protocol.receiver``); the order above is what keeps them here:
+nothing is acknowledged before the write that holds it is persisted.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import trio
+
+import storage
+import wire
+from qmgr.core.arrivals import Arrival, Arrivals
+from qmgr.core.outcomes import touched_queues
+from qmgr.protocol import (
+    Accepted,
+    ArrivalKind,
+    Dropped,
+    FinalAckArrived,
+    OrderAckArrived,
+    PassOn,
+    Receiver,
+    StreamState,
+)
+from wire import client as cf
+
+from .connection import PeerConnection
+from .parts import PeeringParts
+
+__all__ = ["Incoming", "IncomingRoutes"]
+
+
+class IncomingRoutes(Protocol):
+    """Where the receiving side hands what is not its own (the hub)."""
+
+    def order_ack_arrived(self, ack: wire.OrderAck) -> None:
+        """An OrderAck for one of our sequences: for the sending side."""
+        ...
+
+    def final_ack_arrived(
+        self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None
+    ) -> None:
+        """A FinalAck about one of our messages: to settle its copy."""
+        ...
+
+    def denied(self, connection: PeerConnection) -> Callable[[storage.QueueRecord], bool] | None:
+        """Whether a queue's permissions refuse the peer of ``connection`` (None: no check)."""
+        ...
+
+
+class Incoming:
+    """What arrives from peers, carried out (see the module docstring).
+
+    Args:
+        parts: the daemon's parts (the ``peers`` settings: history, OrderAck
+            delays, refusals kept).
+        routes: where OrderAcks and FinalAcks for us go, and who may send to
+            which queue.
+    """
+
+    def __init__(self, parts: PeeringParts, routes: IncomingRoutes) -> None:
+        self.parts = parts
+        self.routes = routes
+        config = parts.config
+        store = parts.store
+        #: The core's decisions about where arriving messages go.
+        self.arrivals = Arrivals(
+            store,
+            parts.identity,
+            parts.outcomes,
+            max_rejected_bytes=config.peer_max_rejected_bytes,
+        )
+        now = parts.wall()
+        # The receiver's timers run on trio's clock; the store and status speak
+        # unix time. This offset converts between the two.
+        self._wall_offset = now - _clock()
+        streams = {
+            (state.queue_key, state.source_qm): StreamState(
+                sequence_id=state.sequence_id,
+                last_number=state.last_number,
+                reject_count=state.reject_count,
+                last_access=state.last_access - self._wall_offset,
+            )
+            for state in store.incoming_states()
+        }
+        #: The exactly-once decisions, the return paths and the OrderAcks.
+        self.receiver: Receiver[PeerConnection] = Receiver(
+            store.qm_guid,
+            streams=streams,
+            history=store.message_history(),
+            wall=now,
+            history_size=config.peer_history_size,
+            history_seconds=config.peer_history_seconds,
+            order_ack_delay=config.peer_order_ack_delay,
+            max_order_ack_delay=config.peer_order_ack_max_delay,
+        )
+        self._order_ack_wake = trio.Event()
+        #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
+        self.dead_lettered = 0
+
+    # ------------------------------------------------------------------ arrivals
+
+    def arrived(
+        self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None
+    ) -> None:
+        """A user packet arrived on ``connection`` (``recoverable``: its number for
+        the SessionAck bitmap, once it is persisted)."""
+        arrival = self.receiver.arrive(packet, connection)
+        if arrival is ArrivalKind.MESSAGE:
+            self._message(connection, packet, recoverable)
+        elif isinstance(arrival, FinalAckArrived):
+            self.routes.final_ack_arrived(connection, arrival.ack, recoverable)
+        else:
+            if isinstance(arrival, OrderAckArrived):
+                self.routes.order_ack_arrived(arrival.ack)
+            elif isinstance(arrival, PassOn):
+                arrival.path.send_user_packet(arrival.data, recoverable=arrival.recoverable)
+            connection.acknowledge(recoverable)
+
+    def _message(
+        self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None
+    ) -> None:
+        now, wall = trio.current_time(), self.parts.wall()
+        arrivals = self.arrivals
+        queue_key, remote = arrivals.destination(packet)
+        decision = self.receiver.accept(
+            packet, queue_key=queue_key, relayed=remote is not None, now=now, wall=wall
+        )
+        if decision is Dropped.REJECTED:
+            # Out of order or already stored: it still counts in the session,
+            # and the OrderAck re-announces what is persisted.
+            connection.acknowledge(recoverable)
+            self._order_ack_wake.set()
+            return
+        if decision is Dropped.DUPLICATE:
+            # Its first copy may still be on its way to the disk: it counts in a
+            # SessionAck only after what was written before it.
+            connection.store((), lambda _: connection.acknowledge(recoverable))
+            return
+        if remote is not None:
+            arrival = arrivals.relay(packet, remote, wall=wall)
+        else:
+            denied = self.routes.denied(connection)
+            arrival = arrivals.to_queue(packet, queue_key, wall=wall, denied=denied)
+        ops = arrival.ops
+        if decision.remember:
+            ops = (*ops, storage.RememberMessageIds((decision.remember,), decision.forget))
+        stream, state = decision.stream, decision.state
+        record = None
+        if stream is not None and state is not None:
+            record = storage.RecordIncoming(
+                stream[1],
+                stream[0],
+                state.sequence_id,
+                state.last_number,
+                state.reject_count,
+                state.last_access,
+            )
+
+        def persisted(results: list[storage.Result]) -> None:
+            self.receiver.persisted(decision, now=trio.current_time(), wall=self.parts.wall())
+            if stream is not None:
+                self._order_ack_wake.set()
+            connection.acknowledge(recoverable)
+            self._stored(packet, arrival, results, decision)
+
+        connection.store(ops, persisted, accepted=decision, stream=stream, record=record)
+
+    def _stored(
+        self,
+        packet: wire.UserMessage,
+        arrival: Arrival,
+        results: list[storage.Result],
+        decision: Accepted,
+    ) -> None:
+        """Wake the readers of the queues an arrival reached; log a refusal."""
+        parts = self.parts
+        woken = list(touched_queues(parts.store, arrival.ops))
+        refusal = arrival.refusal
+        for result in results:
+            if isinstance(result, storage.Fallback):
+                refusal = wire.MessageClass.NACK_Q_EXCEED_QUOTA
+                result = result.result
+            if isinstance(result, storage.Appended):
+                woken.append(result.queue_id)
+        if woken:
+            parts.signals.notify(woken)
+        if refusal is not None:
+            self.dead_lettered += 1
+            header = decision.header
+            parts.log.warning(
+                "message_rejected",
+                message_id=wire.format_message_id(packet.user.source_qm, packet.user.message_id),
+                source_qm=str(packet.user.source_qm),
+                queue=arrival.queue_key or wire.queue_text(packet.user.destination),
+                sequence=None if header is None else header.sequence_number,
+                message_class=_class_name(refusal),
+                kept=arrival.kept,
+            )
+
+    def rolled_back(self, accepted: Sequence[Accepted]) -> None:
+        """A write of arrived messages failed: nothing of it counts."""
+        self.receiver.rolled_back(accepted)
+
+    def connection_ended(self, connection: PeerConnection) -> None:
+        """``connection`` is no return path any more."""
+        self.receiver.path_closed(connection)
+
+    # ------------------------------------------------------------------ OrderAcks
+
+    async def run(self) -> None:
+        """Send the OrderAcks as they fall due, until cancelled."""
+        receiver = self.receiver
+        while True:
+            deadline = receiver.next_deadline()
+            self._order_ack_wake = trio.Event()
+            if deadline is None or deadline > trio.current_time():
+                with trio.move_on_at(math.inf if deadline is None else deadline):
+                    await self._order_ack_wake.wait()
+            for path, data in receiver.order_acks(trio.current_time(), self.parts.wall()):
+                path.send_user_packet(data)
+
+    # ------------------------------------------------------------------ status
+
+    def infos(self) -> tuple[cf.IncomingInfo, ...]:
+        """Every incoming transactional stream."""
+        out = []
+        for (queue_key, source), state in self.receiver.streams():
+            sequence = wire.TxSequenceId.from_value(state.sequence_id)
+            out.append(
+                cf.IncomingInfo(
+                    source_qm=uuid.UUID(bytes=source),
+                    queue=queue_key,
+                    sequence_timestamp=sequence.timestamp,
+                    sequence_ordinal=sequence.ordinal,
+                    last_number=state.last_number,
+                    reject_count=state.reject_count,
+                    last_access=state.last_access + self._wall_offset,
+                )
+            )
+        return tuple(out)
+
+
+def _clock() -> float:
+    """trio's clock inside a run; the monotonic clock outside one (tests)."""
+    try:
+        return trio.current_time()
+    except RuntimeError:
+        return time.monotonic()
+
+
+def _class_name(value: int) -> str:
+    try:
+        return wire.MessageClass(value).name
+    except ValueError:
+        return hex(value)

@@ -1,0 +1,376 @@
+"""One outgoing queue as the peering layer drives it.
+
+Theory of operation
+-------------------
+The store keeps the entries (``storage.QueueKind.OUTGOING``) and the
+sequence state (``storage.OutgoingState``); an :class:`OutgoingQueue` keeps
+the :class:`~qmgr.protocol.OutgoingSequence` that numbers and tracks them,
+and the payloads of the entries it has loaded. It loads entries in lookup-id
+order, a chunk at a time, when fewer than :data:`FILL_LOW` wait to be sent
+and fewer than :data:`MAX_LOADED` are loaded: a backlog of millions costs
+neither memory nor start-up time. Entries leave memory when the store has
+forgotten them.
+
+A transmission is built when the session's window lets it go: a local
+message becomes a UserMessage (with the TransactionHeader the sequence
+gives it), a relayed one goes out as the packet that arrived.
+
+What every queue needs of the daemon comes in the peering adapter's
+:class:`~.parts.PeeringParts`; of the outgoing side that holds it, only
+two calls (a :class:`QueueOwner`: forget entries, wake the resend timers);
+the link that carries it is a :class:`Carrier` to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import storage
+import wire
+from qmgr.core.confirmation import wants_confirmation
+from qmgr.core.errors import InvalidName
+from qmgr.core.names import SYSTEM_QUEUES, parse_format_name
+from qmgr.core.outcomes import JOURNAL_JOURNAL, wants_report
+from qmgr.core.outgoing import EntryOrigin, RemoteDestination, decode_entry
+from qmgr.protocol import EntryKind, OutgoingSequence
+from wire import client as cf
+
+from .connection import PacketToSend
+from .parts import PeeringParts
+
+#: Listen addresses meaning "every address".
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
+
+__all__ = [
+    "FILL_CHUNK",
+    "FILL_LOW",
+    "MAX_LOADED",
+    "Carrier",
+    "EntryTag",
+    "OutgoingQueue",
+    "QueueOwner",
+]
+
+#: Entries loaded from the store at a time.
+FILL_CHUNK: Final = 1024
+#: Load more when fewer than this many loaded entries wait to be sent.
+FILL_LOW: Final = 512
+#: Most entries loaded at once (sent and waiting for an acknowledgment included).
+MAX_LOADED: Final = 65536
+
+
+class QueueOwner(Protocol):
+    """What an outgoing queue asks of the outgoing side that holds it."""
+
+    def forget(self, queue: OutgoingQueue, lookup_ids: Iterable[int]) -> None:
+        """Remove acknowledged entries of ``queue`` from the store (in the background)."""
+        ...
+
+    def wake_timers(self) -> None:
+        """A queue's sequence armed its resend timer."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class EntryTag:
+    """The session tag of a transmission of an outgoing entry."""
+
+    queue: OutgoingQueue
+    lookup_id: int
+
+
+class Carrier(Protocol):
+    """The link that carries an outgoing queue, as the queue sees it."""
+
+    def wake(self) -> None:
+        """The queue may have something to send."""
+        ...
+
+    def describe(self) -> tuple[str, float | None, str]:
+        """State, the next attempt's unix time (while waiting) and the last error."""
+        ...
+
+
+class OutgoingQueue:
+    """An outgoing queue's sequence, loaded entries and controls."""
+
+    def __init__(
+        self,
+        parts: PeeringParts,
+        owner: QueueOwner,
+        record: storage.QueueRecord,
+        destination: RemoteDestination,
+        state: storage.OutgoingState,
+        hop: tuple[str, int],
+        *,
+        at_start: bool = False,
+    ) -> None:
+        self.parts = parts
+        self.owner = owner
+        #: Entries below this lookup id were in the store when the daemon started:
+        #: an earlier run may have sent them.
+        self.sent_before_start_below = record.next_lookup_id if at_start else 0
+        self.queue_id = record.queue_id
+        self.name = record.name
+        self.destination = destination
+        self.hop = hop
+        self.sequence_timestamp = state.sequence_timestamp
+        self.machine = OutgoingSequence(
+            sequence_id=wire.TxSequenceId(
+                ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp
+            ),
+            base=state.base,
+            resend_intervals=parts.config.peer_resend_intervals,
+        )
+        self.paused = state.paused
+        self.payloads: dict[int, memoryview | bytes] = {}
+        self.loaded_through = 0
+        self.to_forget: list[int] = []
+        #: A purge is being written: forgets wait for it (see ``OutgoingQueues``).
+        self.purging = False
+        self.last_order_ack: float | None = None
+        #: The link to its next hop.
+        self.link: Carrier | None = None
+        self._direct = wire.DirectQueue(name=destination.direct_name)
+        self.fill()
+
+    # ------------------------------------------------------------------ entries
+
+    def fill(self) -> None:
+        """Load the next entries from the store if few wait to be sent."""
+        store = self.parts.store
+        record = store.get_queue_by_id(self.queue_id)
+        if record is None:
+            return
+        newest = record.next_lookup_id - 1
+        machine = self.machine
+        while (
+            newest > self.loaded_through
+            and machine.waiting < FILL_LOW
+            and len(self.payloads) < MAX_LOADED
+        ):
+            rows = store.read_range(self.queue_id, after=self.loaded_through, limit=FILL_CHUNK)
+            if not rows:
+                self.loaded_through = newest
+                break
+            for lookup_id, data in rows:
+                payload = storage.message_payload(data)
+                machine.add(lookup_id, _kind(payload))
+                self.payloads[lookup_id] = payload
+            self.loaded_through = rows[-1][0]
+
+    @property
+    def stored(self) -> int:
+        """Entries in the store."""
+        record = self.parts.store.get_queue_by_id(self.queue_id)
+        return 0 if record is None else record.depth
+
+    def has_work(self) -> bool:
+        """Whether the next hop is needed: entries to send, or to see acknowledged."""
+        return not self.paused and (len(self.machine) > 0 or self.stored > 0)
+
+    def wake(self) -> None:
+        """Tell the link there may be something to send."""
+        if self.link is not None:
+            self.link.wake()
+
+    def next_packet(self, now: float) -> PacketToSend | None:
+        """The next packet to send, built: ``(bytes, recoverable, tag)``, or None."""
+        if self.paused:
+            return None
+        machine = self.machine
+        if machine.waiting < FILL_LOW:
+            self.fill()
+        while True:
+            transmission = machine.next_transmission(now)
+            if transmission is None:
+                return None
+            payload = self.payloads.get(transmission.lookup_id)
+            if payload is None:  # forgotten meanwhile
+                continue
+            entry = decode_entry(payload)
+            if entry.origin is EntryOrigin.RELAYED:
+                data = bytes(entry.data)
+            else:
+                try:
+                    data = self._build(entry.data, transmission.header)
+                except wire.ProtocolError as exc:
+                    self.parts.log.exception(
+                        "outgoing_message_unsendable",
+                        queue=self.name,
+                        lookup_id=transmission.lookup_id,
+                        error=str(exc),
+                    )
+                    self.owner.forget(self, (transmission.lookup_id,))
+                    continue
+            kind = transmission.kind
+            if kind is EntryKind.TRANSACTIONAL:
+                self.owner.wake_timers()  # the resend timer may start now
+            recoverable = kind is not EntryKind.EXPRESS
+            return data, recoverable, EntryTag(self, transmission.lookup_id)
+
+    def _build(self, data: memoryview, header: wire.TransactionHeader | None) -> bytes:
+        message = wire.MessageProperties.from_bytes(data)
+        if header is not None and wants_confirmation(message):
+            # FA: the destination sends a FinalAck when the message leaves its queue.
+            header = dataclasses.replace(
+                header, flags=header.flags | wire.TransactionFlags.FINAL_ACK
+            )
+        packet = wire.message_to_packet(
+            message,
+            destination=self._direct,
+            admin=self._wire_queue(message.admin_queue),
+            response=self._wire_queue(message.response_queue),
+            transaction=header,
+        )
+        return wire.build_packet(packet)
+
+    def _wire_queue(self, text: str) -> wire.QueueAddress | None:
+        """A reply queue as the destination can use it: a direct name."""
+        if not text:
+            return None
+        try:
+            element = parse_format_name(text, self.parts.identity).elements[0]
+        except InvalidName:
+            return wire.direct_queue(text)
+        if not element.is_local or _names_a_host(text):
+            # A direct name that names a host is kept as the sender wrote it.
+            return wire.direct_queue(text)
+        # A local name: how the destination reaches us, by the IPv4 address we
+        # listen on, or by our name when we listen on every address.
+        config = self.parts.config
+        port = "" if config.listen.port == 1801 else f":{config.listen.port}"
+        path = element.queue if element.queue in SYSTEM_QUEUES else f"private$\\{element.queue}"
+        host = config.listen.host
+        if host not in _WILDCARDS and ":" not in host:
+            return wire.DirectQueue(name=f"TCP:{host}{port}\\{path}")
+        return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
+
+    def delivery_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
+        """What the forget of the acknowledged entries ``ids`` also writes: copies
+        awaiting confirmation learn their message was delivered, and a plain
+        message with MQMSG_JOURNAL is copied to the system journal."""
+        reported = self._reported(ids)
+        if not reported:
+            return []
+        parts = self.parts
+        ops: list[storage.Operation] = [
+            parts.outcomes.system_journal(message)
+            for message in reported
+            if not message.transactional
+        ]
+        delivered = parts.confirmations.delivered([(m, self.name) for m in reported])
+        if delivered is not None:
+            ops.append(delivered)
+        return ops
+
+    def _reported(self, ids: tuple[int, ...]) -> list[wire.MessageProperties]:
+        """Our own messages among the loaded entries ``ids`` whose delivery is
+        reported: transactional ones that asked for confirmation, others with
+        MQMSG_JOURNAL."""
+        found: list[wire.MessageProperties] = []
+        for lookup_id in ids:
+            payload = self.payloads.get(lookup_id)
+            if payload is None:
+                continue
+            entry = decode_entry(payload)
+            if entry.origin is not EntryOrigin.LOCAL or not wants_report(entry.data):
+                continue
+            message = wire.MessageProperties.from_bytes(entry.data)
+            if wants_confirmation(message) or (
+                not message.transactional and message.journal & JOURNAL_JOURNAL
+            ):
+                found.append(message)
+        return found
+
+    def forgotten(self, ids: tuple[int, ...], state: storage.OutgoingState) -> None:
+        """The store forgot these entries; ``state`` is the sequence afterwards."""
+        for lookup_id in ids:
+            self.payloads.pop(lookup_id, None)
+        self.machine.forgotten(
+            ids,
+            wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp),
+            state.base,
+        )
+        self.fill()
+        self.wake()
+
+    # ------------------------------------------------------------------ controls
+
+    async def set_paused(self, paused: bool) -> None:
+        """Pause or resume sending (kept across restarts)."""
+        unit = storage.Unit((storage.SetOutgoingPaused(self.queue_id, paused),))
+        outcome = await self.parts.committer.submit(unit)
+        if outcome.error is not None:
+            raise outcome.error
+        self.paused = paused
+        self.parts.log.info("outgoing_paused" if paused else "outgoing_resumed", queue=self.name)
+        self.wake()
+
+    async def purge(self) -> int:
+        """Remove every entry; later messages' sequence numbers bridge the hole."""
+        unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
+        self.purging = True
+        try:
+            outcome = await self.parts.committer.submit(unit)
+            result = outcome.results[0]
+            if not isinstance(result, storage.QueuePurged):
+                raise outcome.error or RuntimeError("purge failed")
+            gone = tuple(self.payloads)
+            self.payloads.clear()
+            self.to_forget.clear()  # purged: nothing left to forget
+            self.machine.removed(gone)
+        finally:
+            self.purging = False
+            self.owner.forget(self, ())
+        record = self.parts.store.get_queue_by_id(self.queue_id)
+        if record is not None:
+            self.loaded_through = max(self.loaded_through, record.purged_below - 1)
+        self.parts.signals.notify(())
+        self.wake()
+        return result.messages
+
+    def info(self) -> cf.OutgoingInfo:
+        """The queue for status and ``qmgr outgoing list``."""
+        machine = self.machine
+        link = self.link
+        state, next_attempt, error = ("idle", None, "") if link is None else link.describe()
+        if self.paused:
+            state = "paused"
+        loaded_waiting = machine.waiting
+        unloaded = max(0, self.stored - len(machine))
+        sequence = machine.sequence_id
+        return cf.OutgoingInfo(
+            destination=self.destination.display_name,
+            next_hop=f"{self.hop[0]}:{self.hop[1]}",
+            state=state,
+            next_attempt=next_attempt,
+            waiting=loaded_waiting + unloaded,
+            unacknowledged=machine.unacknowledged,
+            sequence_timestamp=sequence.timestamp,
+            sequence_ordinal=sequence.ordinal,
+            next_number=machine.next_number,
+            last_order_ack=self.last_order_ack,
+            last_error=error,
+        )
+
+
+def _kind(payload: memoryview | bytes) -> EntryKind:
+    entry = decode_entry(payload)
+    if entry.origin is EntryOrigin.RELAYED:
+        return EntryKind.RELAYED
+    if entry.transactional:
+        return EntryKind.TRANSACTIONAL
+    return EntryKind.RECOVERABLE if entry.recoverable else EntryKind.EXPRESS
+
+
+def _names_a_host(text: str) -> bool:
+    """True for ``DIRECT=TCP:host...`` or ``DIRECT=OS:host...`` with a host other
+    than ``.`` or ``localhost`` (which mean "this machine" wherever they are read)."""
+    if text[:7].upper() != "DIRECT=":
+        return False
+    host = text[7:].split(":", 1)[-1].split("\\", 1)[0].rsplit(":", 1)[0].lower()
+    return host not in (".", "localhost", "")

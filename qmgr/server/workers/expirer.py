@@ -1,0 +1,120 @@
+"""The expirer: removes messages whose time to be received has passed.
+
+Theory of operation
+-------------------
+A :class:`~.worker.Worker` around :class:`qmgr.core.expiry.Expiry`. Each
+step asks the core for at most :data:`STEP` due messages (found by the
+store's expiry index, never by a scan), writes each expired message's unit
+(its removal and the reports of its fate) all at once, so that they share
+batches and syncs with everyone else's, and gives each outcome back to the
+core. Due entries of outgoing queues go to ``outgoing`` (the peering side:
+only it knows whether one may already be at its destination; see
+``outgoing_expiry``).
+
+When no due message is left it pauses until the next deadline in the
+index, but never longer than :data:`POLL_SECONDS` (a message committed
+meanwhile with an earlier deadline is then found in time), and while
+transactions hold due messages it looks again every
+``expiry.RETRY_SECONDS``. A message thus leaves within about a second of
+its deadline. One ``messages_expired`` event per step says how many.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Final, Unpack
+
+import trio
+
+import storage
+from qmgr.core.engine import QueueManagerCore
+from qmgr.core.errors import ShuttingDown
+from qmgr.core.expiry import RETRY_SECONDS
+
+from .worker import Worker, WorkerParts
+
+__all__ = ["POLL_SECONDS", "STEP", "Expirer", "OutgoingExpiry"]
+
+#: Most messages expired per step.
+STEP: Final = 512
+#: Longest pause between looks at the index.
+POLL_SECONDS: Final = 1.0
+
+#: Gives up the due entries of outgoing queues that were never sent; returns how many.
+OutgoingExpiry = Callable[[Sequence[storage.DueMessage]], Awaitable[int]]
+
+
+class Expirer(Worker):
+    """Expires messages; run :meth:`run` in a nursery.
+
+    Args:
+        outgoing: gives up due outgoing entries (None: the daemon has no
+            peering side, as in tests).
+    """
+
+    log_name = "qmgr.expiry"
+
+    def __init__(
+        self,
+        *,
+        core: QueueManagerCore,
+        outgoing: OutgoingExpiry | None = None,
+        **parts: Unpack[WorkerParts],
+    ) -> None:
+        super().__init__(**parts)
+        self._expiry = core.expiry
+        self._outgoing = outgoing
+        #: Messages expired since the start.
+        self.expired = 0
+
+    async def step(self) -> float:
+        more, held = await self.expire(self.wall())
+        if more:
+            return 0.0
+        wall = self.wall()
+        upcoming = self._expiry.next_deadline(wall)
+        delay = POLL_SECONDS if upcoming is None else max(0.0, upcoming - wall)
+        return min(delay, RETRY_SECONDS if held else POLL_SECONDS)
+
+    async def expire(self, wall: float) -> tuple[bool, int]:
+        """Expire what is due at ``wall`` (one step); returns whether more is due
+        now and how many due messages transactions hold.
+
+        Raises:
+            ShuttingDown: the committer has stopped (every unit was handed back).
+        """
+        expiry = self._expiry
+        step = expiry.step(wall, STEP)
+        expired = 0
+        stopped: ShuttingDown | None = None
+
+        async def write(unit: storage.Unit, message: tuple[int, int] | None) -> None:
+            nonlocal expired, stopped
+            try:
+                written = await self.submit(unit, functools.partial(expiry.done, message))
+            except ShuttingDown as exc:
+                stopped = exc
+                return
+            if written.batch_error is not None:
+                return
+            error = written.outcome.error
+            if error is None and not isinstance(unit.ops[0], storage.ForgetExpiry):
+                expired += 1
+            elif not isinstance(error, storage.ConfirmationMissing):
+                # A copy settled by its FinalAck in the meantime is no failure. (A
+                # stale entries' cleanup that succeeds is logged here too, with
+                # error None, as it always was.)
+                self.log.warning("message_expiry_failed", entry=message, error=str(error))
+
+        async with trio.open_nursery() as nursery:
+            for unit, message in zip(step.units, step.messages, strict=True):
+                nursery.start_soon(write, unit, message)
+        if stopped is not None:
+            raise stopped
+        if step.outgoing and self._outgoing is not None:
+            expired += await self._outgoing(step.outgoing)
+        if expired:
+            self.expired += expired
+            self.log.info("messages_expired", count=expired, held=step.held)
+        return step.more, step.held

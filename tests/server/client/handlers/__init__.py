@@ -1,0 +1,1 @@
+"""Tests of the client requests' handlers, a module per handler module."""

@@ -1,0 +1,208 @@
+"""Messages and transactions over a session: a commit is whole and wakes a waiting
+receive, bounds on waiting receives and on what open transactions hold, a quota
+in a transaction, and waits on journals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from kit import Connection, error, make_queue, message, open_connection, open_services, open_session
+
+from qmgr.core.engine import Limits
+from qmgr.server.client.services import Services
+from wire import client as cf
+
+
+async def test_a_transaction_commits_whole_and_a_waiting_receive_wakes(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    async with open_session(services) as b:
+        [waiting] = await b.client.send(cf.Receive(queue="q", timeout_ms=60_000))
+        # Begin and sends in a transaction are answered only if they fail.
+        await conn.client.send(
+            cf.Begin(tx_id=1),
+            cf.Send(tx_id=1, message=message("q", b"one")),
+            cf.Send(tx_id=1, message=message("q", b"two")),
+        )
+        assert isinstance(await conn.client.call(cf.Commit(tx_id=1)), cf.Ok)
+        frame = await b.client.reply()
+        assert frame is not None
+        assert frame.request_id == waiting
+        assert isinstance(frame.value, cf.MessageReply)
+        assert frame.value.message.message.body == b"one"
+        assert frame.value.message.lookup_id == 1
+
+
+async def test_an_abort_puts_the_received_message_back(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    sent = await conn.client.call(cf.Send(message=message("q", b"m")))
+    assert isinstance(sent, cf.Sent)
+    begun = await conn.client.call(cf.Begin())
+    assert isinstance(begun, cf.Ok)
+    tx_id = begun.value
+    assert isinstance(await conn.client.call(cf.Receive(tx_id=tx_id, queue="q")), cf.MessageReply)
+    assert await conn.client.call(cf.Abort(tx_id=tx_id)) == cf.Ok()
+    again = await conn.client.call(cf.Receive(queue="q", peek=True))
+    assert isinstance(again, cf.MessageReply)
+    assert again.message.lookup_id == sent.lookup_id
+    gone = await conn.client.call(cf.Commit(tx_id=tx_id))
+    error(gone, cf.ErrorCode.TRANSACTION_NOT_FOUND)
+
+
+async def test_a_send_mode_out_of_range_is_an_invalid_argument(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    refused = await conn.client.call(cf.Send(mode=3, message=message("q", b"x")))
+    assert "not 3" in error(refused, cf.ErrorCode.INVALID_ARGUMENT).message
+
+
+async def test_exceeding_a_quota_in_a_transaction_says_quota_exceeded(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "small", transactional=True, quota=10)
+    await conn.client.send(
+        cf.Begin(tx_id=1),
+        cf.Send(tx_id=1, message=message("small", b"x" * 8)),
+        cf.Send(tx_id=1, message=message("small", b"y" * 8)),
+    )
+    error(await conn.client.call(cf.Commit(tx_id=1)), cf.ErrorCode.QUOTA_EXCEEDED)
+
+
+async def test_waiting_receives_per_connection_are_bounded(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_connection(tmp_path, max_waiting_receives=2) as a:
+        await make_queue(a.client, "q")
+        await a.client.send(*(cf.Receive(queue="q", timeout_ms=60_000) for _ in range(2)))
+        reply = await a.client.call(cf.Receive(queue="q", timeout_ms=60_000))
+        error(reply, cf.ErrorCode.LIMIT_EXCEEDED)
+
+
+async def test_a_transaction_has_one_waiting_receive_and_commits_without_it(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    await conn.client.send(cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=60_000))
+    second = await conn.client.call(cf.Receive(tx_id=1, queue="q", timeout_ms=60_000))
+    assert "already has a receive waiting" in error(second, cf.ErrorCode.TRANSACTION_USAGE).message
+    refused = await conn.client.call(cf.Commit(tx_id=1))
+    assert "still has a receive waiting" in error(refused, cf.ErrorCode.TRANSACTION_USAGE).message
+
+
+async def test_an_abort_ends_the_receive_waiting_in_its_transaction(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    ids = await conn.client.send(
+        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=60_000)
+    )
+    assert await conn.client.call(cf.Abort(tx_id=1)) == cf.Ok()
+    frame = await conn.client.reply()
+    assert frame is not None
+    assert frame.request_id == ids[1]
+    ended = error(frame.value, cf.ErrorCode.TRANSACTION_ABORTED)
+    assert ended.message == "transaction 1 was aborted while this receive waited"
+
+
+async def test_a_receive_that_waits_in_vain_gets_no_message(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    started = trio.current_time()
+    assert await conn.client.call(cf.Receive(queue="q", timeout_ms=5_000)) == cf.NoMessage()
+    assert trio.current_time() - started == pytest.approx(5.0)
+    assert await conn.client.call(cf.Receive(queue="q")) == cf.NoMessage()
+
+
+async def test_uncommitted_sends_are_bounded_daemon_wide(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    core_limits = Limits(max_uncommitted_bytes=100_000)
+    async with open_services(tmp_path / "s", core_limits=core_limits) as services:
+        async with open_session(services) as a, open_session(services) as b:
+            await make_queue(a.client, "q", transactional=True)
+            await a.client.send(
+                cf.Begin(tx_id=1), cf.Send(tx_id=1, message=message("q", b"x" * 60_000))
+            )
+            await b.client.send(cf.Begin(tx_id=1))
+            reply = await b.client.call(cf.Send(tx_id=1, message=message("q", b"y" * 60_000)))
+            error(reply, cf.ErrorCode.LIMIT_EXCEEDED)
+            assert isinstance(await a.client.call(cf.Commit(tx_id=1)), cf.Ok)
+
+
+async def test_a_transaction_waiting_for_a_message_is_not_idle(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    ids = await conn.client.send(
+        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=600_000)
+    )
+    waiting = ids[1]
+    await trio.sleep(500)  # a worker waiting on an empty queue
+    core = services.core
+    assert core.transactions.idle(trio.current_time(), timeout=1) == []
+    async with open_session(services) as b:
+        reply = await b.client.call(cf.Send(mode=2, message=message("q", b"work")))
+        assert isinstance(reply, cf.Sent)
+    frame = await conn.client.reply()
+    assert frame is not None
+    assert frame.request_id == waiting
+    assert isinstance(frame.value, cf.MessageReply)
+    # Its idle time counts from the end of the wait, not from the Begin.
+    now = trio.current_time()
+    assert core.transactions.idle(now + 0.5, timeout=1) == []
+    assert len(core.transactions.idle(now + 2, timeout=1)) == 1
+
+
+@pytest.mark.parametrize("in_transaction", [False, True])
+async def test_a_receive_waiting_on_a_journal_wakes_when_a_copy_arrives(
+    conn: Connection,
+    services: Services,
+    autojump_clock: trio.testing.MockClock,
+    in_transaction: bool,
+) -> None:
+    a = conn
+    await make_queue(a.client, "j", journal=True, transactional=in_transaction)
+    mode = 2 if in_transaction else 1
+    reply = await a.client.call(cf.Send(mode=mode, message=message("j", b"kept")))
+    assert isinstance(reply, cf.Sent)
+    async with open_session(services) as b:
+        [waiting] = await b.client.send(cf.Receive(queue="j;journal", timeout_ms=600_000))
+        await trio.testing.wait_all_tasks_blocked()
+        started = trio.current_time()
+        if in_transaction:
+            await a.client.send(cf.Begin(tx_id=1))
+            got = await a.client.call(cf.Receive(tx_id=1, queue="j"))
+            assert isinstance(got, cf.MessageReply)
+            assert isinstance(await a.client.call(cf.Commit(tx_id=1)), cf.Ok)
+        else:
+            got = await a.client.call(cf.Receive(queue="j"))
+            assert isinstance(got, cf.MessageReply)
+        frame = await b.client.reply()
+        assert frame is not None
+        assert frame.request_id == waiting
+        assert isinstance(frame.value, cf.MessageReply)
+        assert frame.value.message.message.body == b"kept"
+        assert trio.current_time() - started < 1
+
+
+async def test_a_peek_range_stops_where_its_frame_is_full(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    big = message("q", b"x" * (cf.MAX_MESSAGE_BODY // 3))
+    for _ in range(4):
+        assert isinstance(await conn.client.call(cf.Send(mode=1, message=big)), cf.Sent)
+    page = await conn.client.call(cf.PeekRange(queue="q"))
+    assert isinstance(page, cf.MessageList)
+    assert [m.lookup_id for m in page.messages] == [1, 2]  # a third would pass the frame limit
+    rest = await conn.client.call(cf.PeekRange(queue="q", after=2))
+    assert isinstance(rest, cf.MessageList)
+    assert [m.lookup_id for m in rest.messages] == [3, 4]

@@ -1,0 +1,47 @@
+"""The peer port's accepting side (``qmgr.server.peering.accept``): who may connect, and
+how many sessions it holds."""
+
+from __future__ import annotations
+
+import structlog
+import trio
+import trio.testing
+from peer_kit import Network, wait_until
+
+from .conftest import QUEUE, bodies, deliver, start_pair
+
+
+async def test_an_address_outside_accept_from_is_refused_before_any_session(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, b_settings=('peers.accept_from=["10.0.0.0/8"]',))
+    with structlog.testing.capture_logs() as logs:
+        await a.send(b.remote(QUEUE), bodies(1))
+        await wait_until(lambda: len(a.closed) >= 2, what="A tries twice")
+    assert all(not closed.opened for closed in a.closed)
+    refused = [entry for entry in logs if entry["event"] == "peer_refused"]
+    assert len(refused) >= 2
+    assert refused[0]["reason"] == "address not allowed by peers.accept_from"
+    # B never ran a session: nothing ended there, nothing arrived.
+    assert b.closed == []
+    assert b.peering.connections == set()
+    assert b.bodies(QUEUE) == []
+    assert a.link(b).state in ("waiting", "connecting")
+
+
+async def test_the_sessions_beyond_max_connections_are_refused(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, b_settings=("peers.max_connections=1",))
+    c = await network.start("qm-c", 1903)
+    await a.send(b.remote(QUEUE), [b"from-a"])
+    await deliver(a, b, [b"from-a"])
+    # A's session is still open (idle for 300 s): C's is one too many.
+    await c.send(b.remote(QUEUE), [b"from-c"])
+    await wait_until(lambda: bool(c.closed), what="C refused")
+    assert not c.closed[0].opened
+    assert len(b.peering.connections) == 1
+    assert b.bodies(QUEUE) == [b"from-a"]
+    # Once A's session is gone (idle), C gets in.
+    await wait_until(lambda: b.bodies(QUEUE) == [b"from-a", b"from-c"], what="C delivers")
+    assert "idle: no user packet for 300 s" in {c.reason for c in (*a.closed, *b.closed)}

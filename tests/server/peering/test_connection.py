@@ -1,0 +1,254 @@
+"""One peer connection (``qmgr.server.peering.connection``): packets in any pieces, the
+window, SessionAcks that lie or get lost, connections cut anywhere, idle sessions, and
+what was accepted but never written when a connection breaks."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+from peer_kit import Network, is_data, is_order_ack, is_session_ack, wait_until
+
+import storage
+import wire
+from qmgr.core.outgoing import decode_entry
+
+from .conftest import (
+    QUEUE,
+    bodies,
+    cut_once,
+    deliver,
+    incoming_state,
+    receiver,
+    start_pair,
+)
+
+
+@pytest.mark.parametrize(
+    ("read_sizes", "delay"),
+    [((1,), 0.0), ((3, 1, 7, 13, 2, 64, 5, 1021), 0.0), ((), 0.25)],
+    ids=["one-byte-reads", "odd-reads", "delayed"],
+)
+async def test_packets_arrive_in_any_pieces(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+    read_sizes: tuple[int, ...],
+    delay: float,
+) -> None:
+    a, b = await start_pair(network)
+    for sender, to in ((a, b), (b, a)):
+        channel = network.channel(sender, to)
+        channel.read_sizes = read_sizes
+        channel.delay = delay
+    expected = bodies(7)
+    await a.send(b.remote(QUEUE), expected[:3])
+    await a.send(b.remote(QUEUE), expected[3:])
+    await deliver(a, b, expected)
+    assert network.connections == [("qm-a", "qm-b")]
+    assert network.channel(a, b).count(is_data) == 7
+    assert a.outgoing_state().sequence_ordinal == 2
+    assert incoming_state(b, a).last_number == 7
+    assert receiver(b).rejected == 0
+
+
+@pytest.mark.parametrize("window", [1, 2])
+async def test_more_messages_than_the_window_all_arrive(
+    network: Network, autojump_clock: trio.testing.MockClock, window: int
+) -> None:
+    a, b = await start_pair(network, f"peers.window={window}")
+    to_b = network.channel(a, b)
+    in_flight: list[int] = []
+
+    def spy(packet: wire.Packet) -> bool:
+        # Called as A writes: how many sent packets wait for B's SessionAck.
+        connection = a.link(b).connection
+        if is_data(packet) and connection is not None:
+            in_flight.append(connection.session.unacked)
+        return False
+
+    to_b.drop = spy
+    expected = bodies(25)
+    await a.send(b.remote(QUEUE), expected[:20])
+    await a.send(b.remote(QUEUE), expected[20:])
+    await deliver(a, b, expected)
+    assert len(in_flight) == 25
+    assert max(in_flight) <= window
+    assert network.channel(b, a).count(is_session_ack) >= 25 // window
+    assert network.connections == [("qm-a", "qm-b")]
+    assert to_b.count(is_data) == 25
+    assert incoming_state(b, a).last_number == 25
+
+
+async def test_a_session_ack_with_wrong_counts_closes_the_connection(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    network.auto_connect = False
+    await a.send(b.remote(QUEUE), [b"waits"])
+    pair = await network.connect(a, b)
+    await wait_until(pair.initiator.opened.is_set)
+    wrong = wire.SessionHeader(
+        ack_sequence_number=0,
+        user_message_sequence_number=3,
+        recoverable_message_sequence_number=2,
+    )
+    await pair.far.inject(wire.build_packet(wire.SessionAck(session=wrong)))
+    await wait_until(pair.done.is_set)
+    assert pair.initiator.close_reason == (
+        "SessionHeader counts 3 sent / 2 recoverable sent, but we received 0 / 0"
+    )
+    assert pair.acceptor.close_reason.startswith("the peer closed the connection")
+
+
+async def test_a_rewritten_session_ack_closes_and_the_next_session_delivers_once(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = await start_pair(network)
+    to_a = network.channel(b, a)
+    rewritten: list[wire.SessionHeader] = []
+
+    def bump(packet: wire.Packet, data: bytes) -> bytes:
+        if not isinstance(packet, wire.SessionAck) or rewritten:
+            return data
+        header = packet.session
+        wrong = wire.SessionHeader(
+            ack_sequence_number=header.ack_sequence_number,
+            recoverable_ack_sequence_number=header.recoverable_ack_sequence_number,
+            recoverable_ack_flags=header.recoverable_ack_flags,
+            user_message_sequence_number=header.user_message_sequence_number + 1,
+            recoverable_message_sequence_number=header.recoverable_message_sequence_number + 1,
+            window_size=header.window_size,
+        )
+        rewritten.append(wrong)
+        return wire.build_packet(wire.SessionAck(session=wrong))
+
+    to_a.rewrite = bump
+    expected = bodies(4)
+    await a.send(b.remote(QUEUE), expected)
+    await deliver(a, b, expected)
+    assert len(rewritten) == 1
+    first = a.closed[0]
+    assert first.reason == "SessionHeader counts 1 sent / 1 recoverable sent, but we received 0 / 0"
+    assert len(network.connections) == 2
+    assert incoming_state(b, a).last_number == 4
+
+
+async def test_a_connection_cut_mid_packet_is_resumed_without_duplicates(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    to_b = network.channel(a, b)
+    seen: list[wire.Packet] = []
+
+    def cut_second_message(packet: wire.Packet) -> int | None:
+        if is_data(packet):
+            seen.append(packet)
+            if len(seen) == 2:
+                return 10
+        return None
+
+    await cut_once(a, b, to_b, cut_second_message, watch=b, expected=bodies(3))
+    assert b.closed[0].reason == (
+        "the peer closed the connection in the middle of a packet (10 bytes)"
+    )
+    assert a.closed[0].reason == "the peer closed the connection"
+    assert network.connections == [("qm-a", "qm-b")] * 2
+    # The first message was stored before the cut; its resend was dropped.
+    assert to_b.count(is_data) == 1 + 3
+    assert receiver(b).rejected == 1
+    assert incoming_state(b, a).last_number == 3
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_a_connection_cut_inside_the_order_ack_is_resumed_without_duplicates(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    to_a = network.channel(b, a)
+
+    def cut_order_ack(packet: wire.Packet) -> int | None:
+        return 10 if is_order_ack(packet) else None
+
+    await cut_once(a, b, to_a, cut_order_ack, watch=a, expected=bodies(3))
+    assert a.closed[0].reason == (
+        "the peer closed the connection in the middle of a packet (10 bytes)"
+    )
+    assert network.connections == [("qm-a", "qm-b")] * 2
+    # B had all three; A sent them again and B announced them once more.
+    assert network.channel(a, b).count(is_data) == 6
+    assert receiver(b).rejected == 3
+    assert to_a.count(is_order_ack) == 1
+    assert incoming_state(b, a).last_number == 3
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_a_session_that_never_carries_a_message_closes_when_idle(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = await start_pair(network, "peers.idle_timeout=30.0")
+    network.auto_connect = False
+    await a.send(b.remote(QUEUE), [b"first"])
+    # The link is stuck connecting; make a session by hand, and take the
+    # message away from A so that the session has nothing to carry.
+    queue = a.outgoing_queue()
+    [outgoing] = a.peering.outgoing.values()
+    outgoing.paused = True
+    opened = trio.current_time()
+    pair = await network.connect(a, b)
+    await wait_until(pair.initiator.opened.is_set)
+    assert trio.current_time() - opened < 0.1
+    await wait_until(pair.done.is_set)
+    closed = {c.role: c for c in (*a.closed, *b.closed)}
+    reasons = {c.reason for c in closed.values()}
+    assert "idle: no user packet for 30 s" in reasons
+    assert reasons <= {"idle: no user packet for 30 s", "the peer closed the connection"}
+    assert [c.at - opened for c in closed.values()] == [30.0, 30.0]
+    assert network.channel(a, b).count(is_data) == 0
+    assert a.depth(queue.queue_id) == 1
+
+
+@pytest.mark.parametrize("transactional", [True, False], ids=["transactional", "recoverable"])
+async def test_a_message_accepted_but_never_written_is_taken_from_the_resend(
+    network: Network, autojump_clock: trio.testing.MockClock, transactional: bool
+) -> None:
+    """B accepts a message, then bad bytes in the same read end the connection
+    before the write: B forgets the acceptance, so A's resend on the next
+    connection is stored (not rejected forever, not dropped as a duplicate)."""
+    a, b = await start_pair(network)
+    queue = QUEUE if transactional else "plain"
+    if not transactional:
+        await b.create_queue(queue, transactional=False)
+    network.auto_connect = False
+    await a.send(b.remote(queue), [b"once"], transactional=transactional)
+    [outgoing] = a.peering.outgoing.values()
+    outgoing.paused = True  # the first connection carries nothing of A's own
+    first = await network.connect(a, b)
+    await wait_until(first.acceptor.opened.is_set)
+    # The packet A will send, then garbage, in one write.
+    [(lookup_id, data)] = a.store.read_range(a.outgoing_queue().queue_id, limit=2)
+    entry = decode_entry(storage.message_payload(data))
+    state = a.outgoing_state()
+    header = wire.TransactionHeader(
+        sequence_id=wire.TxSequenceId(
+            ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp
+        ),
+        sequence_number=lookup_id - state.base,
+        previous_sequence_number=0,
+    )
+    packet = wire.message_to_packet(
+        wire.MessageProperties.from_bytes(entry.data),
+        destination=wire.DirectQueue(name=f"TCP:127.0.0.1:{b.port}\\private$\\{queue}"),
+        transaction=header if transactional else None,
+    )
+    await first.near.inject(wire.build_packet(packet) + b"garbage!" * 4)
+    await wait_until(first.done.is_set)
+    assert b.closed[0].reason.startswith("protocol error")
+    assert b.bodies(queue) == []
+
+    outgoing.paused = False
+    second = await network.connect(a, b)
+    await deliver(a, b, [b"once"], queue)
+    assert not second.done.is_set()
+    assert receiver(b).rejected == receiver(b).duplicates == 0

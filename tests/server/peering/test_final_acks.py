@@ -1,0 +1,125 @@
+"""Settling the FinalAcks that arrive about our messages (``qmgr.server.peering.final_acks``),
+with the core's confirmations and the connection played by fakes: what is stored, and
+when the FinalAck counts in our SessionAck."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+import structlog
+
+import storage
+import wire
+from qmgr.config import Config
+from qmgr.core.confirmation import Confirmations
+from qmgr.core.names import LocalIdentity
+from qmgr.core.outcomes import Outcomes
+from qmgr.protocol import Role
+from qmgr.server.committer import Committer
+from qmgr.server.peering.connection import PeerConnection
+from qmgr.server.peering.final_acks import FinalAckArrivals
+from qmgr.server.peering.parts import PeeringParts
+from qmgr.server.signals import QueueSignals
+
+WALL = 1_700_000_000.0
+ACK = wire.FinalAck(
+    source_qm=uuid.UUID("b0000000-0000-4000-8000-00000000000b"),
+    message_id=3,
+    sent_time=1_700_000_000,
+    message_class=wire.MessageClass.ACK_RECEIVE,
+    sequence_id=wire.TxSequenceId(ordinal=1, timestamp=5),
+    sequence_number=1,
+    previous_sequence_number=0,
+    acked_source_qm=uuid.UUID("a0000000-0000-4000-8000-00000000000a"),
+    acked_message_id=42,
+)
+
+
+@dataclass
+class FakeConfirmations:
+    """``Confirmations.settle``: a unit while the copy waits, then None."""
+
+    waiting: bool = True
+    calls: list[tuple[int, int, float, str]] = field(default_factory=list)
+
+    def settle(
+        self, ordinal: int, message_class: int, *, wall: float, endpoint: str = ""
+    ) -> storage.Unit | None:
+        self.calls.append((ordinal, message_class, wall, endpoint))
+        if not self.waiting:
+            return None
+        return storage.Unit((storage.SettleConfirmation(ordinal, 0),))
+
+
+@dataclass
+class FakeConnection:
+    """What the settling asks of a connection: store, then acknowledge."""
+
+    role: Role = Role.INITIATOR
+    peer: str = "127.0.0.1:1902"
+    stored: list[tuple[tuple[storage.Operation, ...], Callable[[list[Any]], None]]] = field(
+        default_factory=list
+    )
+    acknowledged: list[int | None] = field(default_factory=list)
+
+    def store(self, ops: tuple[storage.Operation, ...], after: Callable[[list[Any]], None]) -> None:
+        self.stored.append((ops, after))
+
+    def acknowledge(self, recoverable_number: int | None) -> None:
+        self.acknowledged.append(recoverable_number)
+
+
+def arrivals(confirmations: FakeConfirmations) -> tuple[FinalAckArrivals, list[list[int]]]:
+    signals = QueueSignals()
+    notified: list[list[int]] = []
+    signals.listeners.append(lambda ids: notified.append(list(ids)))
+    parts = PeeringParts(
+        config=cast(Config, None),
+        store=cast(storage.Store, None),  # not read: a settlement appends to no queue here
+        committer=cast(Committer, None),
+        signals=signals,
+        identity=cast(LocalIdentity, None),
+        outcomes=cast(Outcomes, None),
+        confirmations=cast(Confirmations, confirmations),
+        log=structlog.get_logger("test"),
+        wall=lambda: WALL,
+    )
+    return FinalAckArrivals(parts), notified
+
+
+def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persisted() -> None:
+    confirmations = FakeConfirmations()
+    settling, notified = arrivals(confirmations)
+    connection = FakeConnection()
+    settling.arrived(cast(PeerConnection, connection), ACK, 7)
+    assert confirmations.calls == [(42, wire.MessageClass.ACK_RECEIVE, WALL, connection.peer)]
+    [(ops, after)] = connection.stored
+    # One operation that does nothing if the copy's deadline settled it first.
+    [op] = ops
+    assert isinstance(op, storage.Attempt)
+    assert op.otherwise == storage.Together(())
+    assert connection.acknowledged == []
+    after([])
+    assert connection.acknowledged == [7]
+    assert settling.settled == 1
+    assert notified == [[]]
+
+
+@pytest.mark.parametrize("role", [Role.ACCEPTOR, Role.INITIATOR])
+def test_a_repeat_stores_nothing_and_counts_after_the_writes_before_it(role: Role) -> None:
+    confirmations = FakeConfirmations(waiting=False)
+    settling, notified = arrivals(confirmations)
+    connection = FakeConnection(role=role)
+    settling.arrived(cast(PeerConnection, connection), ACK, None)
+    # Only a session we opened knows the destination's address.
+    assert confirmations.calls[0][3] == (connection.peer if role is Role.INITIATOR else "")
+    [(ops, after)] = connection.stored
+    assert ops == ()
+    after([])
+    assert connection.acknowledged == [None]
+    assert settling.settled == 0
+    assert notified == []

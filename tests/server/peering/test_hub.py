@@ -1,0 +1,104 @@
+"""The hub (``qmgr.server.peering.hub``): its parts together (a router between three
+queue managers), and what it answers for them: status, pause, resume, purge."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+from peer_kit import Network, is_data, is_order_ack, wait_until
+
+from qmgr.core.errors import InvalidName, QueueNotFound
+from qmgr.server.client.services import OutgoingAction
+
+from .conftest import (
+    QUEUE,
+    bodies,
+    deliver,
+    incoming_state,
+    settled,
+    start_pair,
+)
+
+
+async def test_a_router_relays_exactly_once_in_order(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A -> R -> C: R keeps the packets whole and passes C's OrderAck back to A."""
+    route = 'routes."127.0.0.1:1903"="127.0.0.1:1902"'
+    a = await network.start("qm-a", 1901, [route])
+    r = await network.start("qm-r", 1902)
+    c = await network.start("qm-c", 1903)
+    await c.create_queue(QUEUE)
+    expected = bodies(5)
+    await a.send(c.remote(QUEUE), expected[:3])
+    await a.send(c.remote(QUEUE), expected[3:])
+    await wait_until(lambda: len(c.bodies(QUEUE)) == 5)
+    await wait_until(settled(a), what="A forgets on C's OrderAck")
+    await wait_until(settled(r), what="R forgets what C stored")
+    assert c.bodies(QUEUE) == expected
+    assert all(m.source_qm == a.store.qm_guid for m in c.messages(QUEUE))
+    assert network.connections == [("qm-a", "qm-r"), ("qm-r", "qm-c")]
+    assert network.channel(a, r).count(is_data) == 5
+    assert network.channel(r, c).count(is_data) == 5
+    assert network.channel(c, r).count(is_order_ack) == 1
+    assert network.channel(r, a).count(is_order_ack) == 1
+    assert incoming_state(c, a).last_number == 5
+    assert a.outgoing_state().sequence_ordinal == 2
+    assert r.store.incoming_states() == []
+
+
+async def test_status_follows_both_sides(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), bodies(3))
+    await deliver(a, b, bodies(3))
+    [stream] = b.peering.incoming_infos()
+    assert (stream.source_qm, stream.queue, stream.last_number) == (a.store.qm_guid, QUEUE, 3)
+    assert stream.sequence_ordinal == 1
+    assert abs(stream.last_access - network.clock.time()) < 1.0  # unix time, not trio's
+    [queue] = a.peering.outgoing_infos()
+    assert (queue.destination, queue.state, queue.waiting) == (
+        "DIRECT=TCP:127.0.0.1:1902\\private$\\orders",
+        "connected",
+        0,
+    )
+    assert queue.next_hop == "127.0.0.1:1902"
+    assert queue.last_order_ack is not None
+    assert a.peering.next_hops() == {a.outgoing_queue().queue_id: "127.0.0.1:1902"}
+    assert b.peering.outgoing_infos() == ()
+
+
+async def test_an_outgoing_queue_is_paused_resumed_and_purged(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"first"])
+    await deliver(a, b, [b"first"])
+    destination = b.remote(QUEUE)
+    info, purged = await a.peering.control(OutgoingAction.PAUSE, destination)
+    assert (info.state, purged) == ("paused", 0)
+    await a.send(b.remote(QUEUE), [b"held"])
+    await trio.sleep(60)
+    assert b.bodies(QUEUE) == [b"first"]
+    info, _ = await a.peering.control(OutgoingAction.RESUME, info.destination)
+    assert info.state != "paused"
+    await deliver(a, b, [b"first", b"held"])
+    await a.peering.control(OutgoingAction.PAUSE, destination)
+    await a.send(b.remote(QUEUE), [b"gone-1", b"gone-2"])
+    info, purged = await a.peering.control(OutgoingAction.PURGE, destination)
+    assert (purged, info.waiting) == (2, 0)
+    await a.peering.control(OutgoingAction.RESUME, destination)
+    await a.send(b.remote(QUEUE), [b"after"])
+    await deliver(a, b, [b"first", b"held", b"after"])
+
+
+async def test_only_an_outgoing_queue_can_be_controlled(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    with pytest.raises(InvalidName, match="not a queue on another queue manager"):
+        a.peering.find(".\\private$\\orders")
+    with pytest.raises(QueueNotFound, match="no outgoing queue"):
+        a.peering.find(b.remote(QUEUE))

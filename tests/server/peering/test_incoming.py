@@ -1,0 +1,182 @@
+"""The receiving side (``qmgr.server.peering.incoming``): what the receiver decides,
+carried out against a real store: resends dropped once, refusals dead-lettered,
+crashes, the history of non-transactional messages, OrderAcks."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+from peer_kit import Network, is_data, is_order_ack, is_session_ack, wait_until
+
+import wire
+from qmgr.protocol import Role
+
+from .conftest import (
+    LATE_ORDER_ACKS,
+    QUEUE,
+    bodies,
+    deliver,
+    incoming_state,
+    receiver,
+    settled,
+    start_pair,
+)
+
+
+async def test_lost_session_acks_end_the_session_and_the_resend_is_dropped_once(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # The OrderAck comes later than the ack-wait timeout, so A resends.
+    a, b = await start_pair(network, "peers.ack_timeout=2.0", b_settings=LATE_ORDER_ACKS)
+    to_a = network.channel(b, a)
+    to_a.drop = lambda packet: is_session_ack(packet) and len(network.connections) == 1
+    expected = bodies(5)
+    await a.send(b.remote(QUEUE), expected)
+    await deliver(a, b, expected)
+
+    assert to_a.dropped
+    assert all(is_session_ack(p) for p in to_a.dropped)
+    first = a.closed[0]
+    assert first.role is Role.INITIATOR
+    assert first.reason == ("no acknowledgement for 5 sent packets and nothing received for 2 s")
+    assert len(network.connections) == 2
+    # Everything was sent twice; B took each once and dropped the resend.
+    assert network.channel(a, b).count(is_data) == 10
+    assert receiver(b).received == 10
+    assert receiver(b).rejected == 5
+    key = (QUEUE, a.store.qm_guid.bytes)
+    in_memory = receiver(b).stream_state(key)
+    assert in_memory is not None
+    assert in_memory.reject_count == 5
+    assert in_memory.last_number == 5
+    assert incoming_state(b, a).last_number == 5
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_messages_b_cannot_take_are_dead_lettered_and_the_streams_go_on(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = await start_pair(network)
+    await b.create_queue("plain", transactional=False)
+    await a.send(b.remote("late"), [b"no-queue-1", b"no-queue-2"])
+    await wait_until(settled(a), what="A forgets the dead-lettered messages")
+    await a.send(b.remote("plain"), [b"not-transactional"])
+    await wait_until(settled(a), what="A forgets the dead-lettered message")
+
+    dead = b.messages("system$;deadxact")
+    assert [(bytes(m.body), m.message_class) for m in dead] == [
+        (b"no-queue-1", wire.MessageClass.NACK_BAD_DST_Q),
+        (b"no-queue-2", wire.MessageClass.NACK_BAD_DST_Q),
+        (b"not-transactional", wire.MessageClass.NACK_NOT_TRANSACTIONAL_Q),
+    ]
+    assert [m.destination for m in dead] == [
+        "DIRECT=TCP:127.0.0.1:1902\\private$\\late",
+        "DIRECT=TCP:127.0.0.1:1902\\private$\\late",
+        "DIRECT=TCP:127.0.0.1:1902\\private$\\plain",
+    ]
+    assert all(m.transactional and m.source_qm == a.store.qm_guid for m in dead)
+    assert b.bodies("plain") == []
+    assert b.peering.incoming.dead_lettered == 3
+    assert incoming_state(b, a, "late").last_number == 2
+    assert incoming_state(b, a, "plain").last_number == 1
+
+    # The rejected stream advanced: once the queue exists, later messages land in it.
+    await b.create_queue("late")
+    await a.send(b.remote("late"), [b"later-1", b"later-2"])
+    await wait_until(lambda: len(b.bodies("late")) == 2)
+    await wait_until(settled(a))
+    assert b.bodies("late") == [b"later-1", b"later-2"]
+    assert len(b.messages("system$;deadxact")) == 3
+    stream = incoming_state(b, a, "late")
+    assert wire.TxSequenceId.from_value(stream.sequence_id).ordinal == 2
+    assert stream.last_number == 2
+    assert receiver(b).rejected == 0
+
+
+@pytest.mark.parametrize("stored_before_crash", [5, 3])
+async def test_a_receiver_crash_before_the_order_ack_loses_and_duplicates_nothing(
+    network: Network, autojump_clock: trio.testing.MockClock, stored_before_crash: int
+) -> None:
+    a, b = await start_pair(network, "peers.window=1", b_settings=LATE_ORDER_ACKS)
+    to_b = network.channel(a, b)
+    to_b.delay = 1.0  # one packet a second: the test sees B between two
+    expected = bodies(5)
+    await a.send(b.remote(QUEUE), expected[:3])
+    await a.send(b.remote(QUEUE), expected[3:])
+    await wait_until(lambda: len(b.bodies(QUEUE)) == stored_before_crash, step=0.01)
+    assert network.channel(b, a).count(is_order_ack) == 0
+    await b.stop()
+    assert a.outgoing_queue().depth == 5
+
+    to_b.delay = 0.0
+    await trio.sleep(3)  # A's link finds B down
+    await b.start()
+    await deliver(a, b, expected)
+    assert b.starts == 2
+    # Before the crash: what B stored, and (B part way) the next message, lost
+    # with the connection; after it: all five again.
+    first_connection = 5 if stored_before_crash == 5 else stored_before_crash + 1
+    assert to_b.count(is_data) == first_connection + 5
+    assert [c.reason for c in b.closed] == ["the queue manager is stopping"]
+    assert a.closed[0].reason == "the peer closed the connection"
+    # The restarted B took only what it did not have.
+    assert receiver(b).received == 5
+    assert receiver(b).rejected == stored_before_crash
+    assert incoming_state(b, a).last_number == 5
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_a_dead_lettered_message_is_not_dead_lettered_again_after_a_crash(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, b_settings=LATE_ORDER_ACKS)
+    await a.send(b.remote("missing"), [b"lost-1", b"lost-2"])
+    await wait_until(lambda: len(b.messages("system$;deadxact")) == 2, step=0.01)
+    await b.stop()
+    await b.start()
+    await wait_until(settled(a))
+    dead = b.messages("system$;deadxact")
+    assert [bytes(m.body) for m in dead] == [b"lost-1", b"lost-2"]
+    assert {m.message_class for m in dead} == {wire.MessageClass.NACK_BAD_DST_Q}
+    assert receiver(b).rejected == 2
+    assert b.peering.incoming.dead_lettered == 0
+
+
+@pytest.mark.parametrize("crash", [False, True], ids=["session-acks-lost", "receiver-crash"])
+async def test_resent_non_transactional_messages_are_dropped_by_the_history(
+    network: Network, autojump_clock: trio.testing.MockClock, crash: bool
+) -> None:
+    a, b = await start_pair(network, "peers.ack_timeout=2.0")
+    await b.create_queue("plain", transactional=False)
+    to_a = network.channel(b, a)
+    to_a.drop = lambda packet: is_session_ack(packet) and len(network.connections) == 1
+    expected = bodies(4, "n")
+    await a.send(b.remote("plain"), expected, transactional=False)
+    await wait_until(lambda: len(b.bodies("plain")) == 4, step=0.01)
+    if crash:
+        await b.stop()
+        await b.start()
+    await wait_until(settled(a), what="A forgets what B acknowledged")
+    assert b.bodies("plain") == expected
+    assert network.channel(a, b).count(is_data) == 8
+    assert receiver(b).duplicates == 4
+    assert all(not m.transactional for m in b.messages("plain"))
+    assert len(network.connections) == 2
+
+
+async def test_the_order_ack_is_not_held_back_by_a_wall_clock_step(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """OrderAcks go out ``order_ack_delay`` after the persist, never more than
+    ``order_ack_max_delay`` after it, whatever NTP does to the wall clock."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"one"])
+    await wait_until(lambda: len(b.bodies(QUEUE)) == 1, step=0.01)
+    arrived = trio.current_time()
+    network.clock.step(-3600.0)
+    await wait_until(settled(a), step=0.01)
+    assert trio.current_time() - arrived <= 10.0
+    assert network.channel(a, b).count(is_data) == 1

@@ -1,0 +1,141 @@
+"""The sending side (``qmgr.server.peering.outgoing``): forgets on OrderAcks, rolls, resends."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import trio
+import trio.testing
+from peer_kit import Network, is_data, is_order_ack, wait_until
+
+import wire
+
+from .conftest import (
+    LATE_ORDER_ACKS,
+    QUEUE,
+    bodies,
+    deliver,
+    incoming_state,
+    receiver,
+    settled,
+    start_pair,
+)
+
+
+async def test_transactions_arrive_in_commit_order_and_the_sender_rolls(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    a, b = await start_pair(network)
+    expected = bodies(6)
+    await a.send(b.remote(QUEUE), expected[:2])
+    await a.send(b.remote(QUEUE), expected[2:5])
+    await a.send(b.remote(QUEUE), expected[5:])
+    outgoing = a.outgoing_queue()
+    first_state = a.outgoing_state()
+    assert (first_state.sequence_ordinal, first_state.base) == (1, 0)
+
+    committed = trio.current_time()
+    # Delivery takes no time on a memory stream.
+    await trio.sleep(0.001)
+    assert b.bodies(QUEUE) == expected
+    # Stored and synced on B, but the OrderAck is batched: A still holds all six.
+    await trio.sleep(0.4)
+    assert a.depth(outgoing.queue_id) == 6
+    await wait_until(settled(a), step=0.001)
+    assert trio.current_time() - committed == pytest.approx(0.5, abs=0.0015)
+
+    # One OrderAck covered all six, with the persisted mark.
+    to_a = network.channel(b, a)
+    [order_ack] = [wire.OrderAck.from_message(p) for p in to_a.user_packets(is_order_ack)]
+    first_sequence = wire.TxSequenceId(ordinal=1, timestamp=first_state.sequence_timestamp)
+    assert (order_ack.sequence_id, order_ack.sequence_number) == (first_sequence, 6)
+    assert order_ack.destination_qm == a.store.qm_guid
+    # Sent once each, on one connection.
+    assert network.channel(a, b).count(is_data) == 6
+    assert network.connections == [("qm-a", "qm-b")]
+
+    # A forgot them all in its store; the sequence rolled past them.
+    record = a.store.get_queue_by_id(outgoing.queue_id)
+    assert record is not None
+    assert record.depth == 0
+    state = a.outgoing_state()
+    assert (state.sequence_timestamp, state.sequence_ordinal) == (
+        first_state.sequence_timestamp,
+        2,
+    )
+    assert state.base == record.next_lookup_id - 1 == 6
+    # B's stream state: the last number of the first sequence, nothing rejected.
+    stream = incoming_state(b, a)
+    assert (stream.sequence_id, stream.last_number, stream.reject_count) == (
+        first_sequence.value,
+        6,
+        0,
+    )
+    messages = b.messages(QUEUE)
+    assert all(m.transactional and m.source_qm == a.store.qm_guid for m in messages)
+    assert receiver(b).received == 6
+    assert receiver(b).rejected == 0
+
+    # The next transaction goes on the new sequence, numbered from 1.
+    await a.send(b.remote(QUEUE), [b"after-roll"])
+    await deliver(a, b, [*expected, b"after-roll"])
+    second = wire.TxSequenceId(ordinal=2, timestamp=first_state.sequence_timestamp)
+    stream = incoming_state(b, a)
+    assert (stream.sequence_id, stream.last_number) == (second.value, 1)
+    assert a.outgoing_state().sequence_ordinal == 3
+
+
+async def test_order_acks_a_sender_cannot_use_are_made_good_by_the_resend_timer(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """B's OrderAcks reach A, but for 20 s they name a sequence A does not
+    have (so A ignores them; the session still counts them, as it must). A's
+    Transactional Ack Wait (``peers.resend_intervals``) resends what no
+    OrderAck covered; B drops the copies and announces what it has."""
+    a, b = await start_pair(network, "peers.resend_intervals=[30.0]")
+    to_a = network.channel(b, a)
+    spoiled: list[wire.OrderAck] = []
+
+    def spoil(packet: wire.Packet, data: bytes) -> bytes:
+        if not (isinstance(packet, wire.UserMessage) and is_order_ack(packet)):
+            return data
+        if trio.current_time() >= 20.0:
+            return data
+        ack = wire.OrderAck.from_message(packet)
+        unknown = wire.TxSequenceId(ordinal=7, timestamp=1)
+        spoiled.append(ack)
+        return wire.build_packet(dataclasses.replace(ack, sequence_id=unknown))
+
+    to_a.rewrite = spoil
+    expected = bodies(3)
+    await a.send(b.remote(QUEUE), expected)
+    took = await wait_until(settled(a), step=0.01)
+    assert b.bodies(QUEUE) == expected
+    assert [(ack.sequence_number, ack.previous_sequence_number) for ack in spoiled] == [(3, 2)]
+    # 30 s after sending them, with no usable OrderAck: sent again, on the same session.
+    assert 30.0 <= took <= 30.6
+    assert network.channel(a, b).count(is_data) == 6
+    assert receiver(b).rejected == 3
+    assert network.connections == [("qm-a", "qm-b")]
+    assert a.closed == b.closed == []
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_a_sender_crash_before_the_order_ack_resends_from_its_store(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, b_settings=LATE_ORDER_ACKS)
+    expected = bodies(4)
+    await a.send(b.remote(QUEUE), expected[:2])
+    await a.send(b.remote(QUEUE), expected[2:])
+    await wait_until(lambda: len(b.bodies(QUEUE)) == 4, step=0.01)
+    await a.stop()
+    await a.start()
+    # The restarted A loads its outgoing queue and its sequence, and resends.
+    await deliver(a, b, expected)
+    assert network.channel(a, b).count(is_data) == 8
+    assert receiver(b).rejected == 4
+    assert incoming_state(b, a).last_number == 4
+    assert a.outgoing_state().sequence_ordinal == 2

@@ -1,0 +1,73 @@
+"""One outgoing queue (``qmgr.server.peering.outgoing_queue``): entries loaded in chunks,
+every kind of message, transactional numbering across the others."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+from peer_kit import Network, is_data, is_order_ack
+
+import wire
+
+from .conftest import (
+    QUEUE,
+    append_outgoing,
+    bodies,
+    deliver,
+    incoming_state,
+    start_pair,
+)
+
+
+async def test_entries_appended_to_the_outgoing_queue_are_delivered(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    queue_id = await append_outgoing(a, b, [b"x1", b"x2", b"x3"])
+    await deliver(a, b, [b"x1", b"x2", b"x3"])
+    state = a.store.outgoing_state(queue_id)
+    assert state is not None
+    assert (state.sequence_ordinal, state.base) == (2, 3)
+    assert incoming_state(b, a).last_number == 3
+
+
+async def test_a_long_stream_is_loaded_in_chunks_and_forgotten_as_it_goes(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    expected = bodies(2500)
+    await a.send(b.remote(QUEUE), expected)
+    await deliver(a, b, expected)
+    # More than peers' max unannounced messages (1024): OrderAcks went out
+    # while the stream was flowing, not only at its end.
+    assert network.channel(b, a).count(is_order_ack) >= 2
+    assert network.channel(a, b).count(is_data) == 2500
+    assert incoming_state(b, a).last_number == 2500
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_one_outgoing_queue_carries_every_kind_of_message(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Transactional, recoverable and express messages to one remote queue share
+    an outgoing queue; B dead-letters the non-transactional ones (its queue is
+    transactional) and the transactional numbering bridges them."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"t1"])
+    await a.send(b.remote(QUEUE), [b"r1"], transactional=False)
+    await a.send(b.remote(QUEUE), [b"t2", b"t3"])
+    await a.send(b.remote(QUEUE), [b"e1"], transactional=False, delivery=0)
+    await a.send(b.remote(QUEUE), [b"t4"])
+    await deliver(a, b, [b"t1", b"t2", b"t3", b"t4"])
+    dead = b.messages("system$;deadletter")
+    assert [(bytes(m.body), m.message_class, m.delivery) for m in dead] == [
+        (b"r1", wire.MessageClass.NACK_NOT_TRANSACTIONAL_MSG, 1),
+        (b"e1", wire.MessageClass.NACK_NOT_TRANSACTIONAL_MSG, 0),
+    ]
+    headers = [p.transaction for p in network.channel(a, b).user_packets(is_data)]
+    numbers = [
+        None if h is None else (h.sequence_number, h.previous_sequence_number) for h in headers
+    ]
+    assert numbers == [(1, 0), None, (3, 1), (4, 3), None, (6, 4)]
+    assert incoming_state(b, a).last_number == 6
+    assert a.outgoing_state().sequence_ordinal == 2

@@ -1,0 +1,150 @@
+"""The daemon's composition (``qmgr.server.daemon``), in this process: the parts it
+builds and how they are wired, start-up writes, serving real sockets until asked
+to stop (in order, open transactions aborted), and what ``serve`` refuses before
+it opens the store."""
+
+from __future__ import annotations
+
+import functools
+import gc
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+import trio
+
+from qmgr.client import open_client
+from qmgr.config import Config, load_config
+from qmgr.server import ConfigurationError, StartupError, serve
+from qmgr.server.daemon import Daemon, Sockets
+from qmgr.server.listeners import bind_tcp
+from storage import QueueKind, Store
+
+
+@pytest.fixture(autouse=True)
+def no_gc_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon freezes what it made out of garbage collection; not in the tests' process."""
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+
+
+def make_config(tmp_path: Path, *settings: str) -> Config:
+    return load_config(
+        settings=settings,
+        data_dir=tmp_path / "data",
+        listen="127.0.0.1:0",
+        client_listen="127.0.0.1:0",
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    with Store(tmp_path / "store", initial_map_size=1 << 22, durable=False) as opened:
+        yield opened
+
+
+@pytest.fixture
+async def sockets(tmp_path: Path) -> AsyncIterator[Sockets]:
+    config = make_config(tmp_path)
+    bound: list[trio.socket.SocketType] = []
+    peers = await bind_tcp(config.listen, "peers", bound)
+    clients = await bind_tcp(config.client_listen, "clients", bound)
+    yield Sockets(None, peers, clients)
+    for sock in bound:
+        sock.close()
+
+
+def test_the_parts_are_wired_together(tmp_path: Path, store: Store) -> None:
+    config = make_config(tmp_path, "auth.required=true", "transactions.max_operations=7")
+    daemon = Daemon(config, store)
+    authorization = daemon.services.authorization
+    assert authorization is not None
+    assert authorization.enabled
+    assert daemon.peering.authorization is authorization
+    assert daemon.services.peering is daemon.peering
+    assert daemon.services.maintenance is daemon.maintenance.eraser._wakeup
+    assert daemon.core.outcomes.refuses_acknowledgment == authorization.refuses_acknowledgment
+    assert daemon.core.limits.max_transaction_operations == 7
+    assert daemon.services.limits.hello_timeout == config.hello_timeout
+    assert daemon.workers == (daemon.maintenance.run, daemon.poison.run, daemon.expirer.run)
+    assert not daemon.stopping
+
+
+def test_start_up_writes_the_system_queues_once(tmp_path: Path, store: Store) -> None:
+    daemon = Daemon(make_config(tmp_path), store)
+    with structlog.testing.capture_logs() as logs:
+        daemon.start_up()
+    created = [log["queue"] for log in logs if log["event"] == "system_queue_created"]
+    assert created
+    status = daemon.status()
+    assert status.connections == 0
+    assert {queue.name for queue in status.queues} >= set(created)
+    assert all(queue.kind != int(QueueKind.OUTGOING) for queue in daemon.queue_infos())
+    with structlog.testing.capture_logs() as logs:
+        Daemon(make_config(tmp_path), store).start_up()
+    assert [log for log in logs if log["event"] == "system_queue_created"] == []
+
+
+async def test_it_serves_until_stopped_and_aborts_what_is_open(
+    tmp_path: Path, store: Store, sockets: Sockets
+) -> None:
+    daemon = Daemon(make_config(tmp_path), store)
+    daemon.start_up()
+    run = functools.partial(daemon.run, sockets, install_signal_handlers=False)
+    with structlog.testing.capture_logs() as logs, trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(run)
+            async with open_client(f"{host}:{port}") as qm:
+                await qm.create_queue("q", transactional=True)
+                tx = await qm.begin()
+                await tx.send("q", b"never committed")
+                status = await qm.status()
+                assert (status.connections, status.open_transactions) == (1, 1)
+                daemon.stop()
+                await trio.sleep_forever()  # until the daemon closes the connection
+    stopped = [log for log in logs if log["event"] == "queue_manager_stopped"]
+    assert stopped == [
+        {"event": "queue_manager_stopped", "log_level": "info", "qm": "qmgr-test"}
+        | {"open_transactions_aborted": 1}
+    ] or [log["open_transactions_aborted"] for log in stopped] == [1]
+    assert daemon.stopping
+    queue = store.get_queue("q")
+    assert queue is not None
+    assert queue.depth == 0
+
+
+async def test_serve_keeps_what_was_committed_across_a_restart(tmp_path: Path) -> None:
+    config = make_config(tmp_path)
+    for _ in range(2):
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                host, port = await nursery.start(
+                    functools.partial(serve, config, install_signal_handlers=False)
+                )
+                async with open_client(f"{host}:{port}") as qm:
+                    if await qm.peek("q") is None:
+                        await qm.create_queue("q")
+                        await qm.send("q", b"kept")
+                    else:
+                        message = await qm.receive("q")
+                        assert message is not None
+                        assert bytes(message.body) == b"kept"
+                nursery.cancel_scope.cancel()
+
+
+async def test_serve_refuses_an_exposed_listener_before_opening_the_store(
+    tmp_path: Path,
+) -> None:
+    config = load_config(
+        data_dir=tmp_path / "data", listen="0.0.0.0:0", client_listen="127.0.0.1:0"
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        await serve(config, install_signal_handlers=False)
+    assert raised.value.status == 2
+    assert not (tmp_path / "data").exists()
+
+
+async def test_serve_says_when_the_store_cannot_be_opened(tmp_path: Path) -> None:
+    (tmp_path / "data").write_text("not a directory")
+    with pytest.raises(StartupError, match="cannot open the store"):
+        await serve(make_config(tmp_path), install_signal_handlers=False)
