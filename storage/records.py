@@ -203,6 +203,25 @@ class QueueRecord:
     #: Poison handling, or ``None`` (off: aborts are counted, nothing moves).
     poison: PoisonSettings | None = None
 
+    def companion(
+        self, queue_id: int, suffix: str, kind: QueueKind, created_at: float
+    ) -> QueueRecord:
+        """A new queue that belongs to this one, named with ``suffix``: its journal
+        (``kind`` JOURNAL) or one of its subqueues (SUBQUEUE, journaled as this
+        queue is). ``parent_id`` is this queue; the counters are zero."""
+        subqueue = kind is QueueKind.SUBQUEUE
+        return QueueRecord(
+            queue_id=queue_id,
+            name=self.name + suffix,
+            display_name=self.display_name + suffix,
+            kind=kind,
+            transactional=self.transactional,
+            journal=self.journal and subqueue,
+            parent_id=self.queue_id,
+            journal_id=self.journal_id if subqueue else None,
+            created_at=created_at,
+        )
+
     def with_counters(
         self, *, next_lookup_id: int, depth: int, size: int, purged_below: int, erasing: bool
     ) -> QueueRecord:
