@@ -105,6 +105,7 @@ __all__ = [
     "message_note",
     "message_payload",
     "pack",
+    "stored_text",
 ]
 
 MESSAGE_FORMAT_VERSION: Final = 2
@@ -126,6 +127,19 @@ def pack(layout: struct.Struct, what: str, *fields: object) -> bytes:
     except struct.error as exc:
         msg = f"{what} out of range: {exc}"
         raise InvalidRecord(msg) from exc
+
+
+def stored_text(raw: bytes | memoryview, what: str) -> str:
+    """``raw``, text read back from a record or a key, decoded as UTF-8.
+
+    Raises:
+        StoreCorrupt: it is not UTF-8 ("<what> is not UTF-8").
+    """
+    try:
+        return bytes(raw).decode()
+    except UnicodeDecodeError as exc:
+        msg = f"{what} is not UTF-8"
+        raise StoreCorrupt(msg) from exc
 
 
 class QueueKind(enum.IntEnum):
