@@ -37,7 +37,7 @@ from __future__ import annotations
 import dataclasses
 
 from .catalog import Catalog, Databases
-from .environment import Environment, Reading, Txn
+from .environment import Environment, Reading, Txn, keys_between
 from .errors import InvalidRecord, MessageMissing, QueueMissing
 from .keys import (
     MAX_LOOKUP_ID,
@@ -344,15 +344,10 @@ class PlanContext(Overlay):
         erased = 0
         more = False
         with self.txn.cursor(db=self.dbs.messages) as cursor:
-            positioned = cursor.set_range(start)
-            while positioned:
-                key = bytes(cursor.key())
-                if key >= end:
-                    break
+            for key in keys_between(cursor, start, end):
                 lookup_id = lookup_id_of(key)
                 if lookup_id in keep or key in self._removed:
                     more = more or lookup_id in keep
-                    positioned = cursor.next()
                     continue
                 if erased >= limit:
                     more = True
@@ -360,7 +355,6 @@ class PlanContext(Overlay):
                 value = cursor.value()
                 self._delete(state, key, lookup_id, value[1], value)
                 erased += 1
-                positioned = cursor.next()
         return erased, more
 
     # ------------------------------------------------------------------ meta

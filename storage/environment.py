@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 else:
     Txn = lmdb.Transaction
 
-__all__ = ["Environment", "Reading", "Txn", "prefixed"]
+__all__ = ["Environment", "Reading", "Txn", "keys_between", "prefixed"]
 
 
 class Reading:
@@ -443,6 +443,20 @@ def prefixed(
     while positioned:
         key = bytes(cursor.key())
         if not key.startswith(prefix):
+            return
+        yield key
+        positioned = cursor.next()
+
+
+def keys_between(cursor: lmdb.Cursor[Any], start: bytes, end: bytes) -> Iterator[bytes]:
+    """The keys from ``start`` up to ``end`` (excluded), in key order, found with
+    one seek. Like :func:`prefixed`, the cursor stays on each key while the
+    caller handles it.
+    """
+    positioned = cursor.set_range(start)
+    while positioned:
+        key = bytes(cursor.key())
+        if key >= end:
             return
         yield key
         positioned = cursor.next()

@@ -39,7 +39,7 @@ from typing import Final
 import lmdb
 
 from .catalog import Catalog
-from .environment import Environment
+from .environment import Environment, keys_between
 from .errors import StoreCorrupt
 from .keys import (
     MAX_LOOKUP_ID,
@@ -252,11 +252,7 @@ def read_erasable(
         env.read("read_erasable", buffers=True) as txn,
         txn.cursor(db=catalog.dbs.messages) as cursor,
     ):
-        positioned = cursor.set_range(start)
-        while positioned and count < limit:
-            key = bytes(cursor.key())
-            if key >= end:
-                break
+        for key in keys_between(cursor, start, end):
             lookup_id = lookup_id_of(key)
             if lookup_id not in keep:
                 count += 1
@@ -264,7 +260,8 @@ def read_erasable(
                 value = cursor.value()
                 if select(value):
                     selected.append((lookup_id, bytes(value)))
-            positioned = cursor.next()
+                if count >= limit:
+                    break
     return count, last, selected
 
 
@@ -294,11 +291,7 @@ def scan_messages(
         while left:
             queue_id, first = left[0]
             end = message_range(queue_id)[1]
-            positioned = cursor.set_range(message_key(queue_id, max(first, 1)))
-            while positioned:
-                key = bytes(cursor.key())
-                if key >= end:
-                    break
+            for key in keys_between(cursor, message_key(queue_id, max(first, 1)), end):
                 lookup_id = lookup_id_of(key)
                 if seen >= visits or len(found) >= limit:
                     left[0] = (queue_id, lookup_id)
@@ -307,7 +300,6 @@ def scan_messages(
                 value = cursor.value()
                 if select(value):
                     found.append((queue_id, lookup_id, bytes(value)))
-                positioned = cursor.next()
             left.pop(0)
     return found, left
 

@@ -105,6 +105,7 @@ __all__ = [
     "message_note",
     "message_payload",
     "pack",
+    "stored_text",
 ]
 
 MESSAGE_FORMAT_VERSION: Final = 2
@@ -126,6 +127,19 @@ def pack(layout: struct.Struct, what: str, *fields: object) -> bytes:
     except struct.error as exc:
         msg = f"{what} out of range: {exc}"
         raise InvalidRecord(msg) from exc
+
+
+def stored_text(raw: bytes | memoryview, what: str) -> str:
+    """``raw``, text read back from a record or a key, decoded as UTF-8.
+
+    Raises:
+        StoreCorrupt: it is not UTF-8 ("<what> is not UTF-8").
+    """
+    try:
+        return bytes(raw).decode()
+    except UnicodeDecodeError as exc:
+        msg = f"{what} is not UTF-8"
+        raise StoreCorrupt(msg) from exc
 
 
 class QueueKind(enum.IntEnum):
@@ -202,6 +216,25 @@ class QueueRecord:
     erasing: bool = False
     #: Poison handling, or ``None`` (off: aborts are counted, nothing moves).
     poison: PoisonSettings | None = None
+
+    def companion(
+        self, queue_id: int, suffix: str, kind: QueueKind, created_at: float
+    ) -> QueueRecord:
+        """A new queue that belongs to this one, named with ``suffix``: its journal
+        (``kind`` JOURNAL) or one of its subqueues (SUBQUEUE, journaled as this
+        queue is). ``parent_id`` is this queue; the counters are zero."""
+        subqueue = kind is QueueKind.SUBQUEUE
+        return QueueRecord(
+            queue_id=queue_id,
+            name=self.name + suffix,
+            display_name=self.display_name + suffix,
+            kind=kind,
+            transactional=self.transactional,
+            journal=self.journal and subqueue,
+            parent_id=self.queue_id,
+            journal_id=self.journal_id if subqueue else None,
+            created_at=created_at,
+        )
 
     def with_counters(
         self, *, next_lookup_id: int, depth: int, size: int, purged_below: int, erasing: bool

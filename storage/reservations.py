@@ -49,7 +49,7 @@ from .environment import Txn
 from .errors import InvalidRecord, StoreCorrupt
 from .keys import split_prepared_key
 from .overlay import MISSING, Changes, Overlay
-from .records import pack
+from .records import pack, stored_text
 
 __all__ = [
     "MAX_OWNER_BYTES",
@@ -214,11 +214,7 @@ def owner_text(raw: bytes) -> str:
     Raises:
         StoreCorrupt: it is not UTF-8.
     """
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = "the owner of a prepared transaction is not UTF-8"
-        raise StoreCorrupt(msg) from exc
+    return stored_text(raw, "the owner of a prepared transaction")
 
 
 def header_xid(key: bytes) -> bytes:

@@ -39,7 +39,7 @@ from collections.abc import Callable, Container, Generator, Iterable, Sequence
 
 from .catalog import SCHEMA_VERSION, Catalog
 from .environment import Environment
-from .errors import MapFull, StoreCorrupt, StoreError, StoreFull
+from .errors import MapFull, StoreError, StoreFull
 from .keys import SETTING_KEY_PREFIX, setting_key
 from .ops.confirmations import (
     Confirmation,
@@ -58,7 +58,7 @@ from .ops.prepared import read_prepared, read_prepared_one
 from .peering_state import OutgoingState
 from .plan import Plan, apply_plan, plan_batch
 from .reads import MessageReader, read_erasable, scan_messages
-from .records import QueueRecord
+from .records import QueueRecord, stored_text
 from .reservations import NO_RESERVATION, PreparedInfo
 from .units import Unit, UnitOutcome
 
@@ -186,18 +186,15 @@ class Store:
         """
         start = setting_key(prefix) if prefix else SETTING_KEY_PREFIX
         found: list[tuple[str, str]] = []
+        what = f"a setting under {prefix!r}"
         with self._env.read("settings") as txn, txn.cursor(db=self._catalog.dbs.meta) as cursor:
             if not cursor.set_range(start):
                 return found
             for raw_key, raw in cursor:
                 if not raw_key.startswith(start) or len(found) >= limit:
                     break
-                try:
-                    key = bytes(raw_key[len(SETTING_KEY_PREFIX) :]).decode()
-                    found.append((key, bytes(raw).decode()))
-                except UnicodeDecodeError as exc:
-                    msg = f"a setting under {prefix!r} is not UTF-8"
-                    raise StoreCorrupt(msg) from exc
+                key = stored_text(raw_key[len(SETTING_KEY_PREFIX) :], what)
+                found.append((key, stored_text(raw, what)))
         return found
 
     def get_setting(self, key: str) -> str | None:
@@ -212,11 +209,7 @@ class Store:
             raw = txn.get(raw_key, db=self._catalog.dbs.meta)
         if raw is None:
             return None
-        try:
-            return bytes(raw).decode()
-        except UnicodeDecodeError as exc:
-            msg = f"setting {key!r} is not UTF-8"
-            raise StoreCorrupt(msg) from exc
+        return stored_text(raw, f"setting {key!r}")
 
     # ------------------------------------------------------------------ peering
 

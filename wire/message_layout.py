@@ -36,7 +36,9 @@ and a decoder checks that the lengths add up to exactly the bytes given.
 Besides the public limits and :func:`encode_message_parts`, this module names
 what :mod:`wire.message_properties` reads the bytes with: the fixed part's
 ``struct`` (:data:`FIXED_PART`), its flag bits, and the index of each field in
-the tuple ``FIXED_PART.unpack_from`` returns (the ``AT_*`` constants).
+the tuple ``FIXED_PART.unpack_from`` returns (the ``AT_*`` constants);
+:mod:`wire.client.layout_codec` takes the names of the fields it copies from
+:data:`FIXED_FIELDS`.
 """
 
 from __future__ import annotations
@@ -180,8 +182,9 @@ def encode_message_parts(
     return (fixed, label_raw, admin_raw, response_raw, destination_raw, extension, body)
 
 
-#: The fields of the fixed part, in order, with their struct codes.
-_FIXED_FIELDS: Final = (
+#: The fields of the fixed part, in order, with their struct codes; a length is
+#: named after the variable field it measures, which follows in the same order.
+FIXED_FIELDS: Final = (
     ("source_qm", "16s"),
     ("ordinal", "I"),
     ("app_specific", "I"),
@@ -208,7 +211,7 @@ def _field_at_fault(values: tuple[object, ...] | None) -> str:
     """Which field of a message could not be encoded (for the error message only)."""
     if values is None:
         return "a text field (label, queue names, destination)"
-    for (name, code), value in zip(_FIXED_FIELDS, values, strict=True):
+    for (name, code), value in zip(FIXED_FIELDS, values, strict=True):
         try:
             struct.pack("<" + code, value)
         except struct.error:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar, overload
 
 from .message_layout import (
     AT_ACKNOWLEDGE,
@@ -72,6 +72,30 @@ def _uuid(raw: bytes) -> uuid.UUID:
             _UUIDS.clear()
         value = _UUIDS[raw] = uuid.UUID(bytes=raw)
     return value
+
+
+_T = TypeVar("_T")
+
+
+class _FixedField(Generic[_T]):
+    """A read-only attribute of :class:`MessageProperties`: one field of its fixed
+    part as decoded (``at`` is its index in :data:`~wire.message_layout.FIXED_PART`)."""
+
+    def __init__(self, at: int, doc: str) -> None:
+        self._at = at
+        self.__doc__ = doc
+
+    @overload
+    def __get__(self, instance: None, owner: type[Any]) -> _FixedField[_T]: ...
+
+    @overload
+    def __get__(self, instance: MessageProperties, owner: type[Any]) -> _T: ...
+
+    def __get__(self, instance: MessageProperties | None, owner: type[Any]) -> _FixedField[_T] | _T:
+        if instance is None:
+            return self
+        value: _T = instance._fixed[self._at]
+        return value
 
 
 class MessageProperties:
@@ -166,7 +190,7 @@ class MessageProperties:
         response_queue: str,
         destination: str,
     ) -> None:
-        # Set once, here; every public attribute is a read-only property.
+        # Set once, here; every public attribute is read-only (a property or a _FixedField).
         self._raw = raw
         self._fixed = fixed
         self._label = label
@@ -288,75 +312,43 @@ class MessageProperties:
         """The GUID of the queue manager that created the message."""
         return _uuid(self._fixed[AT_SOURCE_QM])
 
-    @property
-    def ordinal(self) -> int:
-        """The message id's ordinal (unique per source queue manager)."""
-        value: int = self._fixed[AT_ORDINAL]
-        return value
+    ordinal = _FixedField[int](
+        AT_ORDINAL, "The message id's ordinal (unique per source queue manager)."
+    )
 
     @property
     def message_id(self) -> str:
         """The message id as MSMQ writes it: ``{source qm guid}\\ordinal``."""
         return format_message_id(self._fixed[AT_SOURCE_QM], self._fixed[AT_ORDINAL])
 
-    @property
-    def app_specific(self) -> int:
-        """The application-defined 32-bit value."""
-        value: int = self._fixed[AT_APP_SPECIFIC]
-        return value
+    app_specific = _FixedField[int](AT_APP_SPECIFIC, "The application-defined 32-bit value.")
 
-    @property
-    def priority(self) -> int:
-        """0 (lowest) to 7; 0 for transactional messages."""
-        value: int = self._fixed[AT_PRIORITY]
-        return value
+    priority = _FixedField[int](AT_PRIORITY, "0 (lowest) to 7; 0 for transactional messages.")
 
-    @property
-    def delivery(self) -> int:
-        """0 express, 1 recoverable."""
-        value: int = self._fixed[AT_DELIVERY]
-        return value
+    delivery = _FixedField[int](AT_DELIVERY, "0 express, 1 recoverable.")
 
-    @property
-    def acknowledge(self) -> int:
-        """The MQMSG_ACKNOWLEDGMENT_* bits the sender asked for."""
-        value: int = self._fixed[AT_ACKNOWLEDGE]
-        return value
+    acknowledge = _FixedField[int](
+        AT_ACKNOWLEDGE, "The MQMSG_ACKNOWLEDGMENT_* bits the sender asked for."
+    )
 
-    @property
-    def journal(self) -> int:
-        """The sender's MQMSG_JOURNAL level."""
-        value: int = self._fixed[AT_JOURNAL]
-        return value
+    journal = _FixedField[int](AT_JOURNAL, "The sender's MQMSG_JOURNAL level.")
 
     @property
     def transactional(self) -> bool:
         """True if the message was sent in a transaction."""
         return bool(self._fixed[AT_FLAGS] & FLAG_TRANSACTIONAL)
 
-    @property
-    def message_class(self) -> int:
-        """MQMSG_CLASS_* (0 for a normal message)."""
-        value: int = self._fixed[AT_CLASS]
-        return value
+    message_class = _FixedField[int](AT_CLASS, "MQMSG_CLASS_* (0 for a normal message).")
 
-    @property
-    def time_to_reach_queue(self) -> int:
-        """Seconds the message had to reach its queue (0xFFFFFFFF: no limit)."""
-        value: int = self._fixed[AT_TTRQ]
-        return value
+    time_to_reach_queue = _FixedField[int](
+        AT_TTRQ, "Seconds the message had to reach its queue (0xFFFFFFFF: no limit)."
+    )
 
-    @property
-    def time_to_be_received(self) -> int:
-        """Seconds the message had to be received (0xFFFFFFFF: no limit)."""
-        value: int = self._fixed[AT_TTBR]
-        return value
+    time_to_be_received = _FixedField[int](
+        AT_TTBR, "Seconds the message had to be received (0xFFFFFFFF: no limit)."
+    )
 
-    @property
-    def sent_time(self) -> float:
-        """When it was sent, unix seconds."""
-        value: float = self._fixed[AT_SENT_TIME]
-        return value
+    sent_time = _FixedField[float](AT_SENT_TIME, "When it was sent, unix seconds.")
 
     @property
     def correlation_id(self) -> bytes:
@@ -397,11 +389,7 @@ class MessageProperties:
         """The message body."""
         return bytes(self._raw[self._body_start :])
 
-    @property
-    def body_size(self) -> int:
-        """Length of the body in bytes (without copying it)."""
-        value: int = self._fixed[AT_BODY_LEN]
-        return value
+    body_size = _FixedField[int](AT_BODY_LEN, "Length of the body in bytes (without copying it).")
 
     # ------------------------------------------------------------------ changes
 

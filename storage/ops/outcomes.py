@@ -39,6 +39,7 @@ from ..environment import Environment, prefixed
 from ..errors import InvalidRecord, StoreCorrupt
 from ..keys import outcome_time_key, split_outcome_time_key, xid_key
 from ..overlay import MISSING
+from ..records import stored_text
 from ..reservations import owner_bytes, owner_text
 from ..units import Removal, Result
 
@@ -196,11 +197,7 @@ def xid_text(raw: bytes) -> str:
     Raises:
         StoreCorrupt: it is not UTF-8.
     """
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        msg = f"transaction id {raw!r} is not UTF-8"
-        raise StoreCorrupt(msg) from exc
+    return stored_text(raw, f"transaction id {raw!r}")
 
 
 def known_xid(xid: str) -> bytes | None:

@@ -352,8 +352,8 @@ class SetOutgoingPaused(Operation):
 
 
 @dataclass(frozen=True, slots=True)
-class RecordIncoming(Operation):
-    """Store the receiver's state of the stream ``(queue_key, source_qm)``.
+class RecordIncoming(IncomingState, Operation):
+    """Store this state as the receiver's state of the stream ``(queue_key, source_qm)``.
 
     ``queue_key`` need not name a queue of this store. A later operation on
     the same stream (in this batch or another) replaces it.
@@ -362,13 +362,6 @@ class RecordIncoming(Operation):
         InvalidRecord: ``source_qm`` is not 16 bytes, the key is longer than
             LMDB allows, or a number does not fit its width.
     """
-
-    source_qm: bytes
-    queue_key: str
-    sequence_id: int
-    last_number: int
-    reject_count: int
-    last_access: float
 
     def plan(self, ctx: PlanContext) -> Result:
         key = incoming_key(self.source_qm, self.queue_key)

@@ -377,19 +377,14 @@ def _remove_received(ctx: PlanContext, receives: tuple[tuple[int, int], ...]) ->
 
 
 @dataclass(frozen=True, slots=True)
-class RecordOutcome(Operation):
-    """Record the outcome of a transaction with an xid that ended without being
+class RecordOutcome(OutcomeInfo, Operation):
+    """Keep this outcome of a transaction with an xid that ended without being
     prepared (committed in one phase).
 
     Raises (when planned):
         XidInUse: the xid is prepared or already has an outcome.
         InvalidRecord: the xid is malformed.
     """
-
-    xid: str
-    committed: bool
-    resolved_at: float
-    owner: str = ""
 
     def plan(self, ctx: PlanContext) -> Result:
         raw = xid_key(self.xid)

@@ -144,14 +144,8 @@ class CreateQueue(Operation):
         ctx.add_queue(record)
         journal = None
         if journal_name is not None:
-            journal = QueueRecord(
-                queue_id=queue_id + 1,
-                name=journal_name,
-                display_name=self.display_name + _JOURNAL_SUFFIX,
-                kind=QueueKind.JOURNAL,
-                transactional=self.transactional,
-                parent_id=queue_id,
-                created_at=self.created_at,
+            journal = record.companion(
+                queue_id + 1, _JOURNAL_SUFFIX, QueueKind.JOURNAL, self.created_at
             )
             ctx.add_queue(journal)
         return QueueCreated(record, journal)

@@ -100,16 +100,8 @@ class CreateSubqueues(Operation):
             if len(name.encode()) > MAX_KEY_SIZE:
                 msg = f"subqueue name {name!r} is longer than {MAX_KEY_SIZE} bytes"
                 raise InvalidRecord(msg)
-            sub = QueueRecord(
-                queue_id=ctx.allocate_queue_ids(1),
-                name=name,
-                display_name=record.display_name + suffix,
-                kind=QueueKind.SUBQUEUE,
-                transactional=record.transactional,
-                journal=record.journal,
-                parent_id=record.queue_id,
-                journal_id=record.journal_id,
-                created_at=self.created_at,
+            sub = record.companion(
+                ctx.allocate_queue_ids(1), suffix, QueueKind.SUBQUEUE, self.created_at
             )
             ctx.add_queue(sub)
             made.append(sub)

@@ -17,7 +17,13 @@ from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, Final
 
-from ..message_layout import FLAG_CORRELATION, FLAG_TRANSACTIONAL, KNOWN_FLAGS, NO_CORRELATION
+from ..message_layout import (
+    FIXED_FIELDS,
+    FLAG_CORRELATION,
+    FLAG_TRANSACTIONAL,
+    KNOWN_FLAGS,
+    NO_CORRELATION,
+)
 from ..message_properties import MessageProperties
 from ..protocol_errors import RemoteProtocolError
 from ..strict_construct import build_with, parse_exactly
@@ -79,23 +85,10 @@ _FIELD_NAMES = {
     cls: tuple(name for name in names if name not in _IN_TRAILERS or cls is SetQueueProperties)
     for cls, names in _FIELD_NAMES.items()
 }
-_MESSAGE_FIELDS: Final = (
-    "app_specific",
-    "priority",
-    "delivery",
-    "acknowledge",
-    "journal",
-    "message_class",
-    "time_to_reach_queue",
-    "time_to_be_received",
-    "sent_time",
-    "ordinal",
-    "label",
-    "admin_queue",
-    "response_queue",
-    "destination",
-    "extension",
-    "body",
+#: The message's fields that ``MESSAGE_LAYOUT`` carries as they are (not the
+#: source GUID, the flags and the correlation id, which are encoded).
+_MESSAGE_FIELDS: Final = tuple(
+    name for name, _code in FIXED_FIELDS if name not in {"source_qm", "flags", "correlation_id"}
 )
 _MESSAGE_TEXTS: Final = ("label", "admin_queue", "response_queue", "destination")
 

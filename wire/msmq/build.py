@@ -217,15 +217,7 @@ def _internal(internal: InternalHeader, packet_type: PacketType) -> bytes:
 
 
 def _session_header(session: SessionHeader) -> bytes:
-    return SESSION.build(
-        session.ack_sequence_number,
-        session.recoverable_ack_sequence_number,
-        session.recoverable_ack_flags,
-        session.user_message_sequence_number,
-        session.recoverable_message_sequence_number,
-        session.window_size,
-        session.reserved,
-    )
+    return SESSION.build_from(session)
 
 
 def _session_ack(packet: SessionAck) -> bytes:
@@ -243,12 +235,7 @@ def _connection_parameters(packet: ConnectionParameters) -> bytes:
         (
             _base(packet.base, BASE_IN, CONNECTION_PARAMETERS_SIZE),
             _internal(packet.internal, PacketType.CONNECTION_PARAMETERS),
-            CONNECTION_PARAMETERS.build(
-                packet.recoverable_ack_timeout,
-                packet.ack_timeout,
-                packet.reserved,
-                packet.window_size,
-            ),
+            CONNECTION_PARAMETERS.build_from(packet),
         )
     )
 

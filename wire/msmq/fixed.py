@@ -79,6 +79,15 @@ class FixedLayout:
         self.unpack_from = compiled.unpack_from
         self.pack = compiled.pack
 
+    def read(self, data: bytes, offset: int) -> dict[str, Any]:
+        """The fields at ``offset`` by name, for a flat layout whose names are those
+        of the typed value's attributes (the caller has checked that they fit)."""
+        return dict(zip(self.fields, self.unpack_from(data, offset), strict=True))
+
+    def build_from(self, value: object) -> bytes:
+        """:meth:`build` from the attributes of ``value`` named like the fields (a flat layout)."""
+        return self.build(*[getattr(value, name) for name in self.fields])
+
     def build(self, *values: Any) -> bytes:
         """Pack ``values``; a value that does not fit raises :class:`LocalProtocolError`."""
         try:

@@ -39,8 +39,21 @@ _DEFAULT_INTERNAL = InternalHeader()
 _DEFAULT_OPERATING_SYSTEM = OPERATING_SYSTEM_RESERVED | int(OperatingSystemFlags.NO_PING)
 
 
+class _Refusable:
+    """The two internal packets whose InternalHeader may say that the connection is refused."""
+
+    __slots__ = ()
+
+    internal: InternalHeader
+
+    @property
+    def refused(self) -> bool:
+        """Whether the acceptor refuses the connection (InternalHeader CS)."""
+        return bool(self.internal.flags & InternalFlags.CONNECTION_REFUSED)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class EstablishConnection:
+class EstablishConnection(_Refusable):
     """EstablishConnection packet ([MS-MQQB] §2.2.3): the first packet each way.
 
     Attributes:
@@ -64,14 +77,9 @@ class EstablishConnection:
     reserved: int = 0
     padding: bytes = ESTABLISH_CONNECTION_PADDING
 
-    @property
-    def refused(self) -> bool:
-        """Whether the acceptor refuses the connection (InternalHeader CS)."""
-        return bool(self.internal.flags & InternalFlags.CONNECTION_REFUSED)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ConnectionParameters:
+class ConnectionParameters(_Refusable):
     """ConnectionParameters packet ([MS-MQQB] §2.2.2): timeouts and window, each way.
 
     Attributes:
@@ -89,11 +97,6 @@ class ConnectionParameters:
     ack_timeout: int
     reserved: int = 0
     window_size: int = 64
-
-    @property
-    def refused(self) -> bool:
-        """Whether the acceptor refuses the connection (InternalHeader CS)."""
-        return bool(self.internal.flags & InternalFlags.CONNECTION_REFUSED)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

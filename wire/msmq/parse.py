@@ -209,32 +209,13 @@ def _internal_packet(data: bytes, base: BaseHeader, flags: int, size: int) -> Pa
             reserved=ec_reserved,
             padding=padding,
         )
-    recoverable_ack_timeout, ack_timeout, cp_reserved, window_size = (
-        CONNECTION_PARAMETERS.unpack_from(data, 20)
-    )
     return new.ConnectionParameters(
-        base=base,
-        internal=internal,
-        recoverable_ack_timeout=recoverable_ack_timeout,
-        ack_timeout=ack_timeout,
-        reserved=cp_reserved,
-        window_size=window_size,
+        base=base, internal=internal, **CONNECTION_PARAMETERS.read(data, 20)
     )
 
 
 def _session_header(data: bytes, pos: int) -> SessionHeader:
-    ack, recoverable_ack, ack_flags, sent, recoverable_sent, window, reserved = SESSION.unpack_from(
-        data, pos
-    )
-    return new.SessionHeader(
-        ack_sequence_number=ack,
-        recoverable_ack_sequence_number=recoverable_ack,
-        recoverable_ack_flags=ack_flags,
-        user_message_sequence_number=sent,
-        recoverable_message_sequence_number=recoverable_sent,
-        window_size=window,
-        reserved=reserved,
-    )
+    return new.SessionHeader(**SESSION.read(data, pos))
 
 
 # --- user messages ------------------------------------------------------------------------------
