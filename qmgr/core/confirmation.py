@@ -61,7 +61,7 @@ from storage import (
 from wire import INFINITE, MessageClass, MessageProperties
 
 from .errors import InvalidArgument
-from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, Outcomes, acknowledgment_wanted
+from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, Outcomes, asks_acknowledgment
 from .outgoing import RemoteDestination
 
 __all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
@@ -190,10 +190,8 @@ class Confirmations:
         outcomes = self._outcomes
         if message.journal & JOURNAL_DEADLETTER:
             ops.append(outcomes.dead_letter(message, reason))
-        if (
-            reason == MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER
-            and message.admin_queue
-            and acknowledgment_wanted(message.acknowledge, reason)
+        if reason == MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER and asks_acknowledgment(
+            message, reason
         ):
             ops.append(outcomes.acknowledgment(message, reason, wall=wall))
         return Unit(tuple(ops))

@@ -77,6 +77,7 @@ __all__ = [
     "JOURNAL_JOURNAL",
     "Outcomes",
     "acknowledgment_wanted",
+    "asks_acknowledgment",
     "correlation_of",
     "deadline_of",
     "record_wants_report",
@@ -137,6 +138,12 @@ def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
         wanted = ACK_NEG_RECEIVE if message_class & _RECEIVE_BIT else ACK_NEG_ARRIVAL
         return bool(acknowledge & wanted)
     return False
+
+
+def asks_acknowledgment(message: MessageProperties, message_class: int) -> bool:
+    """True if ``message`` names an admin queue and asks for an acknowledgment of
+    class ``message_class``."""
+    return bool(message.admin_queue) and acknowledgment_wanted(message.acknowledge, message_class)
 
 
 def wants_report(payload: bytes | memoryview) -> bool:
@@ -217,7 +224,7 @@ class Outcomes:
                 records the FinalAck for its source.
         """
         ops: list[Operation] = []
-        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
+        if asks_acknowledgment(message, message_class):
             ops.append(self.acknowledgment(message, message_class, wall=wall))
         journal = message.journal
         nack = bool(message_class & _NACK_BIT)
@@ -274,13 +281,9 @@ class Outcomes:
         if not local:
             return []
         reports: list[AppendMessage | AppendOutgoing] = []
-        if message.admin_queue and acknowledgment_wanted(
-            message.acknowledge, MessageClass.ACK_REACH_QUEUE
-        ):
-            for _ in range(local):
-                ack = self.acknowledgment(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
-                assert isinstance(ack, AppendMessage | AppendOutgoing)
-                reports.append(ack)
+        if asks_acknowledgment(message, MessageClass.ACK_REACH_QUEUE):
+            ack_class = MessageClass.ACK_REACH_QUEUE
+            reports.extend(self.acknowledgment(message, ack_class, wall=wall) for _ in range(local))
         if not message.transactional and message.journal & JOURNAL_JOURNAL:
             reports.append(self.system_journal(message))
         return reports
@@ -292,15 +295,13 @@ class Outcomes:
         kept in the dead-letter queue with ``message_class``, and the
         acknowledgment it asked for."""
         ops: list[AppendMessage | AppendOutgoing] = [self.dead_letter(message, message_class)]
-        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
-            ack = self.acknowledgment(message, message_class, wall=wall)
-            assert isinstance(ack, AppendMessage | AppendOutgoing)
-            ops.append(ack)
+        if asks_acknowledgment(message, message_class):
+            ops.append(self.acknowledgment(message, message_class, wall=wall))
         return ops
 
     def acknowledgment(
         self, message: MessageProperties, message_class: int, *, wall: float
-    ) -> Operation:
+    ) -> AppendMessage | AppendOutgoing:
         """The operation that delivers an acknowledgment of ``message`` to its admin queue."""
         try:
             [target] = self._addressing.destinations(message.admin_queue)
