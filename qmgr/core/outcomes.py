@@ -69,7 +69,7 @@ from . import names
 from .addressing import Addressing
 from .errors import QueueManagerError
 from .final_acks import final_ack_op
-from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = [
     "DESTINATION_KINDS",
@@ -312,9 +312,8 @@ class Outcomes:
             # recoverable, so the peer's message-id history drops a resent copy.
             ack = self._ack(message, message_class, wall=wall, transactional=False)
             ack = ack.replace(delivery=1) if ack.delivery != 1 else ack
-            prefix = entry_prefix(EntryOrigin.LOCAL, transactional=False, recoverable=True)
-            return AppendOutgoing(
-                target.outgoing_name, target.display_name, (prefix, ack.raw), ack.body_size
+            return target.append_entry(
+                EntryOrigin.LOCAL, ack.raw, ack.body_size, transactional=False, recoverable=True
             )
         if isinstance(target, QueueRecord) and target.kind is QueueKind.NORMAL:
             refuses = self.refuses_acknowledgment
