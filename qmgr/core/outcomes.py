@@ -53,12 +53,10 @@ from storage import (
     TIMED_MESSAGE_VERSION,
     AppendMessage,
     AppendOutgoing,
-    Attempt,
     Operation,
     QueueKind,
     QueueRecord,
     Store,
-    Together,
     message_note,
     message_payload,
 )
@@ -81,7 +79,6 @@ __all__ = [
     "correlation_of",
     "deadline_of",
     "record_wants_report",
-    "touched_queues",
     "wants_report",
 ]
 
@@ -104,27 +101,6 @@ _RECEIVE_BIT: Final = 0x4000
 # (wire/message_layout.py): read without decoding it.
 _ACKNOWLEDGE_OFFSET: Final = 26
 _JOURNAL_OFFSET: Final = 27
-
-
-def touched_queues(store: Store, ops: Iterable[Operation]) -> set[int]:
-    """The queues that ``ops`` (once written) may have appended to, looking into
-    ``Attempt`` and ``Together``: whose readers, or whose outgoing link, to wake.
-    A ``Together``'s result is its first operation's, so results alone miss them."""
-    found: set[int] = set()
-    stack = list(ops)
-    while stack:
-        op = stack.pop()
-        if isinstance(op, AppendMessage):
-            found.add(op.queue_id)
-        elif isinstance(op, AppendOutgoing):
-            record = store.get_queue(op.name)
-            if record is not None:
-                found.add(record.queue_id)
-        elif isinstance(op, Together):
-            stack.extend(op.ops)
-        elif isinstance(op, Attempt):
-            stack.extend((op.first, op.otherwise))
-    return found
 
 
 def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
