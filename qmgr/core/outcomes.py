@@ -61,7 +61,7 @@ from storage import (
     message_payload,
 )
 from wire import INFINITE as INFINITE_SECONDS
-from wire import MessageClass, MessageProperties, with_message_class
+from wire import AckFlags, MessageClass, MessageProperties, with_message_class
 
 from . import names
 from .addressing import Addressing
@@ -73,6 +73,8 @@ __all__ = [
     "DESTINATION_KINDS",
     "JOURNAL_DEADLETTER",
     "JOURNAL_JOURNAL",
+    "NACK_BIT",
+    "RECEIVE_BIT",
     "Outcomes",
     "acknowledgment_wanted",
     "asks_acknowledgment",
@@ -82,11 +84,11 @@ __all__ = [
     "wants_report",
 ]
 
-#: MQMSG_ACKNOWLEDGMENT_* bits (mq.h).
-ACK_POS_ARRIVAL: Final = 0x01
-ACK_POS_RECEIVE: Final = 0x02
-ACK_NEG_ARRIVAL: Final = 0x04
-ACK_NEG_RECEIVE: Final = 0x08
+#: MQMSG_ACKNOWLEDGMENT_* bits (``wire.AckFlags``), as plain ints: tested per message.
+ACK_POS_ARRIVAL: Final = int(AckFlags.POSITIVE_ARRIVAL)
+ACK_POS_RECEIVE: Final = int(AckFlags.POSITIVE_RECEIVE)
+ACK_NEG_ARRIVAL: Final = int(AckFlags.NEGATIVE_ARRIVAL)
+ACK_NEG_RECEIVE: Final = int(AckFlags.NEGATIVE_RECEIVE)
 #: Queues that hold messages in their destination (an application queue and
 #: its subqueues; journal and system queues hold copies): a message leaving
 #: one reports its fate, and a receive from one is journaled.
@@ -95,8 +97,8 @@ DESTINATION_KINDS: Final = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
 JOURNAL_DEADLETTER: Final = 0x01
 JOURNAL_JOURNAL: Final = 0x02
 #: The NACK bit and the receive bit of a class (mq.h's layout).
-_NACK_BIT: Final = 0x8000
-_RECEIVE_BIT: Final = 0x4000
+NACK_BIT: Final = 0x8000
+RECEIVE_BIT: Final = 0x4000
 # Offsets of the acknowledgment and journal bytes in an encoded message
 # (wire/message_layout.py): read without decoding it.
 _ACKNOWLEDGE_OFFSET: Final = 26
@@ -110,8 +112,8 @@ def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
         return bool(acknowledge & ACK_POS_ARRIVAL)
     if message_class == MessageClass.ACK_RECEIVE:
         return bool(acknowledge & ACK_POS_RECEIVE)
-    if message_class & _NACK_BIT:
-        wanted = ACK_NEG_RECEIVE if message_class & _RECEIVE_BIT else ACK_NEG_ARRIVAL
+    if message_class & NACK_BIT:
+        wanted = ACK_NEG_RECEIVE if message_class & RECEIVE_BIT else ACK_NEG_ARRIVAL
         return bool(acknowledge & wanted)
     return False
 
@@ -203,7 +205,7 @@ class Outcomes:
         if asks_acknowledgment(message, message_class):
             ops.append(self.acknowledgment(message, message_class, wall=wall))
         journal = message.journal
-        nack = bool(message_class & _NACK_BIT)
+        nack = bool(message_class & NACK_BIT)
         if self.is_ours(message):
             if nack and dead_letter and journal & JOURNAL_DEADLETTER:
                 ops.append(self.dead_letter(message, message_class))
@@ -306,7 +308,7 @@ class Outcomes:
         self, message: MessageProperties, message_class: int, *, wall: float, transactional: bool
     ) -> MessageProperties:
         return MessageProperties(
-            body=message.body if message_class & _NACK_BIT else b"",
+            body=message.body if message_class & NACK_BIT else b"",
             label=message.label,
             destination=message.admin_queue,
             correlation_id=correlation_of(message),
