@@ -50,7 +50,6 @@ from typing import Final
 import wire
 from storage import (
     AppendMessage,
-    AppendOutgoing,
     Attempt,
     Operation,
     QueueKind,
@@ -64,7 +63,7 @@ from . import names
 from .errors import InvalidName
 from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
-from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = ["DESTINATION_CACHE_SIZE", "MAX_HOPS", "Arrival", "Arrivals"]
 
@@ -209,15 +208,12 @@ class Arrivals:
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
         )
-        data = wire.build_packet(forwarded)
-        prefix = entry_prefix(
+        op = destination.append_entry(
             EntryOrigin.RELAYED,
+            wire.build_packet(forwarded),
+            len(packet.properties.body),
             transactional=packet.transaction is not None,
             recoverable=packet.is_recoverable,
-        )
-        size = len(packet.properties.body)
-        op = AppendOutgoing(
-            destination.outgoing_name, destination.display_name, (prefix, data), size
         )
         return Arrival((op,), None, relay_to=destination)
 

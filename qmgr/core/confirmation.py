@@ -61,14 +61,19 @@ from storage import (
 from wire import INFINITE, MessageClass, MessageProperties
 
 from .errors import InvalidArgument
-from .outcomes import JOURNAL_DEADLETTER, JOURNAL_JOURNAL, Outcomes, acknowledgment_wanted
+from .outcomes import (
+    JOURNAL_DEADLETTER,
+    JOURNAL_JOURNAL,
+    NACK_BIT,
+    RECEIVE_BIT,
+    Outcomes,
+    asks_acknowledgment,
+)
 from .outgoing import RemoteDestination
 
 __all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
 
 _CONFIRMED: Final = JOURNAL_DEADLETTER | JOURNAL_JOURNAL
-_RECEIVE_BIT: Final = 0x4000
-_NACK_BIT: Final = 0x8000
 
 
 def wants_confirmation(message: MessageProperties) -> bool:
@@ -182,7 +187,7 @@ class Confirmations:
         reason: int
         if not copy.delivered:
             reason = MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER
-        elif copy.last_class & _NACK_BIT:
+        elif copy.last_class & NACK_BIT:
             reason = copy.last_class
         else:
             reason = MessageClass.NACK_RECEIVE_TIMEOUT
@@ -190,10 +195,8 @@ class Confirmations:
         outcomes = self._outcomes
         if message.journal & JOURNAL_DEADLETTER:
             ops.append(outcomes.dead_letter(message, reason))
-        if (
-            reason == MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER
-            and message.admin_queue
-            and acknowledgment_wanted(message.acknowledge, reason)
+        if reason == MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER and asks_acknowledgment(
+            message, reason
         ):
             ops.append(outcomes.acknowledgment(message, reason, wall=wall))
         return Unit(tuple(ops))
@@ -202,9 +205,9 @@ class Confirmations:
 def _source_keeps(message_class: int) -> bool:
     """True for a NACK after which the destination kept no copy: it left its
     queue unread (0xC000..), or arrived after its time to reach the queue."""
-    if not message_class & _NACK_BIT:
+    if not message_class & NACK_BIT:
         return False
-    return bool(message_class & _RECEIVE_BIT) or (
+    return bool(message_class & RECEIVE_BIT) or (
         message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
     )
 

@@ -44,10 +44,15 @@ def list_key(name: str) -> str:
     Raises:
         InvalidName: not a valid list name.
     """
+    return names.validate_queue_name(_list_name(name))
+
+
+def _list_name(name: str) -> str:
+    """``name`` as given, without a ``DL=`` before it."""
     text = name.strip()
     if text.upper().startswith(names.DL_PREFIX):
         text = text[len(names.DL_PREFIX) :].strip()
-    return names.validate_queue_name(text)
+    return text
 
 
 class ListAdmin:
@@ -83,11 +88,8 @@ class ListAdmin:
             InvalidName: a bad name or target; InvalidArgument: too many targets.
         """
         key = list_key(name)
-        display = name.strip()
-        if display.upper().startswith(names.DL_PREFIX):
-            display = display[len(names.DL_PREFIX) :].strip()
         checked = self._merge((), targets)
-        return Unit((CreateList(DistributionList(key, display, checked)),))
+        return Unit((CreateList(DistributionList(key, _list_name(name), checked)),))
 
     def change(self, name: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()) -> Unit:
         """The unit that adds and removes targets (removing one it lacks is no error).

@@ -53,42 +53,42 @@ from storage import (
     TIMED_MESSAGE_VERSION,
     AppendMessage,
     AppendOutgoing,
-    Attempt,
     Operation,
     QueueKind,
     QueueRecord,
     Store,
-    Together,
     message_note,
     message_payload,
 )
 from wire import INFINITE as INFINITE_SECONDS
-from wire import MessageClass, MessageProperties, with_message_class
+from wire import AckFlags, MessageClass, MessageProperties, with_message_class
 
 from . import names
 from .addressing import Addressing
 from .errors import QueueManagerError
 from .final_acks import final_ack_op
-from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = [
     "DESTINATION_KINDS",
     "JOURNAL_DEADLETTER",
     "JOURNAL_JOURNAL",
+    "NACK_BIT",
+    "RECEIVE_BIT",
     "Outcomes",
     "acknowledgment_wanted",
+    "asks_acknowledgment",
     "correlation_of",
     "deadline_of",
     "record_wants_report",
-    "touched_queues",
     "wants_report",
 ]
 
-#: MQMSG_ACKNOWLEDGMENT_* bits (mq.h).
-ACK_POS_ARRIVAL: Final = 0x01
-ACK_POS_RECEIVE: Final = 0x02
-ACK_NEG_ARRIVAL: Final = 0x04
-ACK_NEG_RECEIVE: Final = 0x08
+#: MQMSG_ACKNOWLEDGMENT_* bits (``wire.AckFlags``), as plain ints: tested per message.
+ACK_POS_ARRIVAL: Final = int(AckFlags.POSITIVE_ARRIVAL)
+ACK_POS_RECEIVE: Final = int(AckFlags.POSITIVE_RECEIVE)
+ACK_NEG_ARRIVAL: Final = int(AckFlags.NEGATIVE_ARRIVAL)
+ACK_NEG_RECEIVE: Final = int(AckFlags.NEGATIVE_RECEIVE)
 #: Queues that hold messages in their destination (an application queue and
 #: its subqueues; journal and system queues hold copies): a message leaving
 #: one reports its fate, and a receive from one is journaled.
@@ -97,33 +97,12 @@ DESTINATION_KINDS: Final = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
 JOURNAL_DEADLETTER: Final = 0x01
 JOURNAL_JOURNAL: Final = 0x02
 #: The NACK bit and the receive bit of a class (mq.h's layout).
-_NACK_BIT: Final = 0x8000
-_RECEIVE_BIT: Final = 0x4000
+NACK_BIT: Final = 0x8000
+RECEIVE_BIT: Final = 0x4000
 # Offsets of the acknowledgment and journal bytes in an encoded message
 # (wire/message_layout.py): read without decoding it.
 _ACKNOWLEDGE_OFFSET: Final = 26
 _JOURNAL_OFFSET: Final = 27
-
-
-def touched_queues(store: Store, ops: Iterable[Operation]) -> set[int]:
-    """The queues that ``ops`` (once written) may have appended to, looking into
-    ``Attempt`` and ``Together``: whose readers, or whose outgoing link, to wake.
-    A ``Together``'s result is its first operation's, so results alone miss them."""
-    found: set[int] = set()
-    stack = list(ops)
-    while stack:
-        op = stack.pop()
-        if isinstance(op, AppendMessage):
-            found.add(op.queue_id)
-        elif isinstance(op, AppendOutgoing):
-            record = store.get_queue(op.name)
-            if record is not None:
-                found.add(record.queue_id)
-        elif isinstance(op, Together):
-            stack.extend(op.ops)
-        elif isinstance(op, Attempt):
-            stack.extend((op.first, op.otherwise))
-    return found
 
 
 def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
@@ -133,10 +112,16 @@ def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
         return bool(acknowledge & ACK_POS_ARRIVAL)
     if message_class == MessageClass.ACK_RECEIVE:
         return bool(acknowledge & ACK_POS_RECEIVE)
-    if message_class & _NACK_BIT:
-        wanted = ACK_NEG_RECEIVE if message_class & _RECEIVE_BIT else ACK_NEG_ARRIVAL
+    if message_class & NACK_BIT:
+        wanted = ACK_NEG_RECEIVE if message_class & RECEIVE_BIT else ACK_NEG_ARRIVAL
         return bool(acknowledge & wanted)
     return False
+
+
+def asks_acknowledgment(message: MessageProperties, message_class: int) -> bool:
+    """True if ``message`` names an admin queue and asks for an acknowledgment of
+    class ``message_class``."""
+    return bool(message.admin_queue) and acknowledgment_wanted(message.acknowledge, message_class)
 
 
 def wants_report(payload: bytes | memoryview) -> bool:
@@ -217,10 +202,10 @@ class Outcomes:
                 records the FinalAck for its source.
         """
         ops: list[Operation] = []
-        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
+        if asks_acknowledgment(message, message_class):
             ops.append(self.acknowledgment(message, message_class, wall=wall))
         journal = message.journal
-        nack = bool(message_class & _NACK_BIT)
+        nack = bool(message_class & NACK_BIT)
         if self.is_ours(message):
             if nack and dead_letter and journal & JOURNAL_DEADLETTER:
                 ops.append(self.dead_letter(message, message_class))
@@ -274,13 +259,9 @@ class Outcomes:
         if not local:
             return []
         reports: list[AppendMessage | AppendOutgoing] = []
-        if message.admin_queue and acknowledgment_wanted(
-            message.acknowledge, MessageClass.ACK_REACH_QUEUE
-        ):
-            for _ in range(local):
-                ack = self.acknowledgment(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
-                assert isinstance(ack, AppendMessage | AppendOutgoing)
-                reports.append(ack)
+        if asks_acknowledgment(message, MessageClass.ACK_REACH_QUEUE):
+            ack_class = MessageClass.ACK_REACH_QUEUE
+            reports.extend(self.acknowledgment(message, ack_class, wall=wall) for _ in range(local))
         if not message.transactional and message.journal & JOURNAL_JOURNAL:
             reports.append(self.system_journal(message))
         return reports
@@ -292,15 +273,13 @@ class Outcomes:
         kept in the dead-letter queue with ``message_class``, and the
         acknowledgment it asked for."""
         ops: list[AppendMessage | AppendOutgoing] = [self.dead_letter(message, message_class)]
-        if message.admin_queue and acknowledgment_wanted(message.acknowledge, message_class):
-            ack = self.acknowledgment(message, message_class, wall=wall)
-            assert isinstance(ack, AppendMessage | AppendOutgoing)
-            ops.append(ack)
+        if asks_acknowledgment(message, message_class):
+            ops.append(self.acknowledgment(message, message_class, wall=wall))
         return ops
 
     def acknowledgment(
         self, message: MessageProperties, message_class: int, *, wall: float
-    ) -> Operation:
+    ) -> AppendMessage | AppendOutgoing:
         """The operation that delivers an acknowledgment of ``message`` to its admin queue."""
         try:
             [target] = self._addressing.destinations(message.admin_queue)
@@ -311,9 +290,8 @@ class Outcomes:
             # recoverable, so the peer's message-id history drops a resent copy.
             ack = self._ack(message, message_class, wall=wall, transactional=False)
             ack = ack.replace(delivery=1) if ack.delivery != 1 else ack
-            prefix = entry_prefix(EntryOrigin.LOCAL, transactional=False, recoverable=True)
-            return AppendOutgoing(
-                target.outgoing_name, target.display_name, (prefix, ack.raw), ack.body_size
+            return target.append_entry(
+                EntryOrigin.LOCAL, ack.raw, ack.body_size, transactional=False, recoverable=True
             )
         if isinstance(target, QueueRecord) and target.kind is QueueKind.NORMAL:
             refuses = self.refuses_acknowledgment
@@ -330,7 +308,7 @@ class Outcomes:
         self, message: MessageProperties, message_class: int, *, wall: float, transactional: bool
     ) -> MessageProperties:
         return MessageProperties(
-            body=message.body if message_class & _NACK_BIT else b"",
+            body=message.body if message_class & NACK_BIT else b"",
             label=message.label,
             destination=message.admin_queue,
             correlation_id=correlation_of(message),

@@ -14,7 +14,8 @@ There is one outgoing queue per destination queue: its canonical name is
 direct name it sends to is ``<PROTOCOL>:<host>[:<port>]\\private$\\<queue>``
 (the port is written only when it is not 1801).
 
-An outgoing queue's message is an *entry*: two bytes, then either
+An outgoing queue's message is an *entry* (appended by
+:meth:`RemoteDestination.append_entry`): two bytes, then either
 
 * ``LOCAL``: the message as this queue manager keeps it
   (``wire.MessageProperties``), sent with a TransactionHeader numbered here
@@ -36,6 +37,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 from typing import Final
+
+from storage import AppendOutgoing
 
 from .names import DEFAULT_PEER_PORT, QueueAddress
 
@@ -106,6 +109,23 @@ class RemoteDestination:
     def endpoint(self) -> tuple[str, int]:
         """The destination queue manager's host and peer port."""
         return self.host, self.port
+
+    def append_entry(
+        self,
+        origin: EntryOrigin,
+        data: bytes | memoryview,
+        size: int,
+        *,
+        transactional: bool,
+        recoverable: bool,
+        deadline: float | None = None,
+    ) -> AppendOutgoing:
+        """The operation appending an entry (``data`` behind its two bytes) to this
+        destination's outgoing queue; ``size`` is its body's (see ``storage``)."""
+        prefix = entry_prefix(origin, transactional=transactional, recoverable=recoverable)
+        return AppendOutgoing(
+            self.outgoing_name, self.display_name, (prefix, data), size, deadline=deadline
+        )
 
     @classmethod
     def from_outgoing_name(cls, name: str) -> RemoteDestination:

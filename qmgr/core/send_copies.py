@@ -19,7 +19,7 @@ from wire import MessageProperties
 
 from .addressing import MissingTarget, Target
 from .outcomes import Outcomes, deadline_of
-from .outgoing import EntryOrigin, RemoteDestination, entry_prefix
+from .outgoing import EntryOrigin, RemoteDestination
 from .sends import refused_copy
 
 __all__ = ["copies_of"]
@@ -51,15 +51,13 @@ def copies_of(
             # Seed 000: this queue refuses the copy, as it would at arrival.
             appends.extend(outcomes.refusal(stamped, refusal, wall=wall))
         elif isinstance(target, RemoteDestination):
-            prefix = entry_prefix(
-                EntryOrigin.LOCAL, transactional=transactional, recoverable=stamped.delivery == 1
-            )
             appends.append(
-                AppendOutgoing(
-                    target.outgoing_name,
-                    target.display_name,
-                    (prefix, payload),
+                target.append_entry(
+                    EntryOrigin.LOCAL,
+                    payload,
                     body_size,
+                    transactional=transactional,
+                    recoverable=stamped.delivery == 1,
                     deadline=deadline_of(stamped, reach_only=True) if timed else None,
                 )
             )

@@ -57,13 +57,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, TypedDict
 
 import wire
 
 from .sequence_values import MAX_SEQUENCE_NUMBER, SequenceError
 
-__all__ = ["IncomingSequences", "OrderAckDue", "StreamKey", "StreamState"]
+__all__ = ["IncomingSequences", "OrderAckDue", "SequenceLimits", "StreamKey", "StreamState"]
 
 #: A stream: (destination queue key text, source QM GUID as 16 bytes).
 StreamKey: TypeAlias = tuple[str, bytes]
@@ -116,6 +116,16 @@ class _Stream:
     armed_last: float | None = None
     # Messages persisted since the last announcement.
     unannounced: int = 0
+
+
+class SequenceLimits(TypedDict, total=False):
+    """The keyword arguments of :class:`IncomingSequences` after its streams (those
+    given by whoever builds one for them, such as the ``Receiver``)."""
+
+    order_ack_delay: float
+    max_order_ack_delay: float
+    max_streams: int | None
+    max_unannounced: int
 
 
 def _check_key(key: StreamKey) -> None:

@@ -99,12 +99,12 @@ import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, TypeVar, Unpack
 
 import wire
 
 from .history import MessageHistory, message_keys
-from .incoming import IncomingSequences, StreamKey, StreamState
+from .incoming import IncomingSequences, SequenceLimits, StreamKey, StreamState
 
 __all__ = [
     "Accepted",
@@ -208,8 +208,9 @@ class Receiver(Generic[P]):
         wall: unix time now (the age of those keys starts here).
         history_size: the most keys the history keeps.
         history_seconds: the longest it keeps a key.
-        order_ack_delay, max_order_ack_delay, max_streams, max_unannounced:
-            as for :class:`~qmgr.protocol.incoming.IncomingSequences`.
+        limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
+            ``max_unannounced``, as for
+            :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
 
     Raises:
         SequenceError: a malformed stream key or state, or inconsistent delays.
@@ -224,19 +225,10 @@ class Receiver(Generic[P]):
         wall: float,
         history_size: int = 10_000,
         history_seconds: float = 1800.0,
-        order_ack_delay: float = 0.5,
-        max_order_ack_delay: float = 10.0,
-        max_streams: int | None = None,
-        max_unannounced: int = 1024,
+        **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
-        self.sequences = IncomingSequences(
-            streams,
-            order_ack_delay=order_ack_delay,
-            max_order_ack_delay=max_order_ack_delay,
-            max_streams=max_streams,
-            max_unannounced=max_unannounced,
-        )
+        self.sequences = IncomingSequences(streams, **limits)
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
         #: The path each source queue manager's messages last arrived on (by GUID bytes).
         self._paths: dict[bytes, P] = {}

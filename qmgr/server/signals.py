@@ -6,6 +6,7 @@ an abort that unlocks messages, a queue deletion) calls :meth:`notify`, which
 sets the event and forgets it, so the next waiter gets a fresh one. There is
 no polling, and no wake-up can be lost: trio runs one task at a time, and a
 reader takes the event in the same step in which it found the queue empty.
+The queues whose readers a written unit may have to wake are :func:`touched_queues`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,31 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import trio
+
+from storage import AppendMessage, AppendOutgoing, Attempt, Operation, Store, Together
+
+__all__ = ["QueueSignals", "Wakeup", "touched_queues"]
+
+
+def touched_queues(store: Store, ops: Iterable[Operation]) -> set[int]:
+    """The queues that ``ops`` (once written) may have appended to, looking into
+    ``Attempt`` and ``Together``: whose readers, or whose outgoing link, to wake.
+    A ``Together``'s result is its first operation's, so results alone miss them."""
+    found: set[int] = set()
+    stack = list(ops)
+    while stack:
+        op = stack.pop()
+        if isinstance(op, AppendMessage):
+            found.add(op.queue_id)
+        elif isinstance(op, AppendOutgoing):
+            record = store.get_queue(op.name)
+            if record is not None:
+                found.add(record.queue_id)
+        elif isinstance(op, Together):
+            stack.extend(op.ops)
+        elif isinstance(op, Attempt):
+            stack.extend((op.first, op.otherwise))
+    return found
 
 
 class QueueSignals:

@@ -29,7 +29,8 @@ commit, which then aborts.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Final, TypeVar
 
@@ -53,7 +54,7 @@ from wire import client as cf
 from .error_codes import error_frame
 from .services import Services
 
-__all__ = ["ABORTED_REMEMBERED", "RequestContext", "required", "store_failure"]
+__all__ = ["ABORTED_REMEMBERED", "RequestContext", "required", "settling", "store_failure"]
 
 T = TypeVar("T")
 
@@ -76,6 +77,21 @@ def store_failure(exc: BaseException) -> QueueManagerError | None:
     """The client's error for a write that raised ``exc`` and held nothing: a store
     error translated, anything else as it is (None)."""
     return from_store_error(exc) if isinstance(exc, storage.StoreError) else None
+
+
+@contextmanager
+def settling(settle: Callable[[BaseException], QueueManagerError | None]) -> Iterator[None]:
+    """Release what the block holds if it raises: ``settle(exc)`` does it and
+    returns the error the client is told in place of a store or core error
+    (None: ``exc`` as it is); cancellation and other exceptions go on once
+    settled (see :meth:`RequestContext.write_settled`)."""
+    try:
+        yield
+    except BaseException as exc:
+        failure = settle(exc)
+        if isinstance(exc, storage.StoreError | QueueManagerError) and failure is not None:
+            raise failure from exc
+        raise
 
 
 @dataclass(slots=True, eq=False)
@@ -158,13 +174,8 @@ class RequestContext:
         if the write raises, ``settle(exc)`` releases it and returns the error
         the client is told in place of a store or core error (None: ``exc`` as
         it is); cancellation and other exceptions go on once settled."""
-        try:
+        with settling(settle):
             return await self.services.committer.submit(unit, source=self.conn_id)
-        except BaseException as exc:
-            failure = settle(exc)
-            if isinstance(exc, storage.StoreError | QueueManagerError) and failure is not None:
-                raise failure from exc
-            raise
 
     # ------------------------------------------------------------------ transactions
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import storage
 import wire
-from qmgr.core.outcomes import touched_queues
 from qmgr.protocol import Role
 
+from ..signals import touched_queues
 from .connection import PeerConnection
 from .parts import PeeringParts
 

@@ -43,7 +43,6 @@ import trio
 import storage
 import wire
 from qmgr.core.arrivals import Arrival, Arrivals
-from qmgr.core.outcomes import touched_queues
 from qmgr.protocol import (
     Accepted,
     ArrivalKind,
@@ -56,6 +55,7 @@ from qmgr.protocol import (
 )
 from wire import client as cf
 
+from ..signals import touched_queues
 from .connection import PeerConnection
 from .parts import PeeringParts
 

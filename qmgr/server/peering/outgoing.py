@@ -36,11 +36,11 @@ import storage
 import wire
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.core.names import parse_format_name
-from qmgr.core.outcomes import touched_queues
 from qmgr.core.outgoing import RemoteDestination
 from wire import client as cf
 
 from ..backlog import Backlog
+from ..signals import touched_queues
 from .connection import ConnectionContext
 from .link import Link
 from .outgoing_queue import OutgoingQueue

@@ -37,11 +37,10 @@ import trio
 
 import storage
 from qmgr.core.engine import QueueManagerCore
-from qmgr.core.outcomes import touched_queues
 from storage import Store
 
 from ..committer import Committer
-from ..signals import QueueSignals, Wakeup
+from ..signals import QueueSignals, Wakeup, touched_queues
 from .worker import UNTIL_WOKEN, Worker, WorkerParts
 
 __all__ = [

@@ -36,12 +36,12 @@ from typing import Protocol
 
 import storage
 import wire
-from qmgr.core.outcomes import touched_queues
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from wire import MessageClass
 
 from ..peering.outgoing_queue import OutgoingQueue
 from ..peering.parts import PeeringParts
+from ..signals import touched_queues
 from .worker import submit_unit
 
 __all__ = ["OutgoingSide", "expire_outgoing"]

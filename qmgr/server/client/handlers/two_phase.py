@@ -20,10 +20,10 @@ import trio
 
 import storage
 from qmgr.core.errors import QueueManagerError
-from qmgr.core.outcomes import touched_queues
 from qmgr.core.permissions import Right
 from wire import client as cf
 
+from ...signals import touched_queues
 from ..needs import OPEN, PREPARER, QueueRight
 from ..registry import Registry
 from ..request_context import RequestContext, store_failure
