@@ -50,8 +50,9 @@ async def change_permissions(
     if not entry or len(entry) > 256:
         msg = f"an entry is a principal, group:NAME, peer:NAME or everyone, not {entry!r}"
         raise InvalidArgument(msg)
-    if (request.grant | request.revoke) & ~Right.FULL:
-        msg = f"unknown rights bits {(request.grant | request.revoke) & ~Right.FULL:#x}"
+    unknown = (request.grant | request.revoke) & ~int(Right.FULL)
+    if unknown:
+        msg = f"unknown rights bits {unknown:#x}"
         raise InvalidArgument(msg)
     record = ctx.services.core.queue(request.queue)
     grant, revoke = Right(request.grant), Right(request.revoke)

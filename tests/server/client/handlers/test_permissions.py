@@ -107,3 +107,17 @@ async def test_without_permissions_kept_the_requests_are_invalid(
         ):
             refused = error(await a.client.call(request), cf.ErrorCode.INVALID_ARGUMENT)
             assert refused.message == "this queue manager keeps no queue permissions"
+
+
+async def test_unknown_rights_bits_are_refused_and_change_nothing(
+    services: Services, authorization: Authorization, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_session(services, principal="root") as root:
+        await make_queue(root.client, "q")
+        for grant, revoke in ((0x100, 0), (0x01, 0x8000)):
+            change = cf.ChangePermissions(queue="q", entry="bob", grant=grant, revoke=revoke)
+            refused = error(await root.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
+            assert refused.message == f"unknown rights bits {(grant | revoke) & ~0xFF:#x}"
+        acl = await root.client.call(cf.GetPermissions(queue="q"))
+        assert isinstance(acl, cf.Permissions)
+        assert [(e.name, e.rights) for e in acl.entries] == [("root", 0xFF)]
