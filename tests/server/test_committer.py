@@ -119,33 +119,25 @@ async def test_concurrent_submitters_share_batches(
     assert max(spy.batches) >= 4
 
 
+@pytest.mark.parametrize(
+    ("failure", "seen", "says"),
+    [
+        pytest.param(
+            storage.StoreFull("disk full (simulated)"), storage.StoreFull, "disk full", id="store"
+        ),
+        pytest.param(
+            RuntimeError("a bug in the write path"), storage.StoreError, "internal error", id="bug"
+        ),
+    ],
+)
 async def test_a_failed_batch_fails_every_unit_in_it_and_the_committer_goes_on(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: BaseException,
+    seen: type[storage.StoreError],
+    says: str,
 ) -> None:
-    spy = Spy(store, monkeypatch)
-    errors: list[BaseException] = []
-    async with running(store, thread=True) as committer:
-
-        async def client(source: int) -> None:
-            committer.note_read(source, trio.current_time())
-            try:
-                await committer.submit(append(store), source=source)
-            except storage.StoreFull as exc:
-                errors.append(exc)
-
-        spy.fail_with = storage.StoreFull("disk full (simulated)")
-        for source in range(1, 4):  # all three are busy: their units queue together
-            committer.note_read(source, trio.current_time())
-        async with trio.open_nursery() as nursery:
-            for source in range(1, 4):
-                nursery.start_soon(client, source)
-        assert len(errors) == 3
-        assert (await committer.submit(append(store))).error is None
-
-
-async def test_an_unexpected_error_still_gives_every_unit_an_outcome(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    """The store's own errors and unexpected ones alike: every unit gets an outcome."""
     spy = Spy(store, monkeypatch)
     failures: list[BaseException] = []
     with trio.fail_after(10):
@@ -155,17 +147,17 @@ async def test_an_unexpected_error_still_gives_every_unit_an_outcome(
                 committer.note_read(source, trio.current_time())
                 try:
                     await committer.submit(append(store), source=source)
-                except storage.StoreError as exc:
+                except seen as exc:
                     failures.append(exc)
 
-            spy.fail_with = RuntimeError("a bug in the write path")
-            for source in range(1, 5):
+            spy.fail_with = failure
+            for source in range(1, 5):  # all four are busy: their units queue together
                 committer.note_read(source, trio.current_time())
             async with trio.open_nursery() as nursery:
                 for source in range(1, 5):
                     nursery.start_soon(client, source)
             assert len(failures) == 4
-            assert "internal error" in str(failures[0])
+            assert says in str(failures[0])
             assert (await committer.submit(append(store))).error is None
         # ...and stopping did not hang.
 
