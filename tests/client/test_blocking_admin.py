@@ -7,7 +7,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from fake_daemon import BILLING, ORDERS, SOURCE_QM, FakeDaemon
+from fake_daemon import FakeDaemon
+from wire_samples import BILLING, ORDERS, SOURCE_QM
 
 from qmgr.client import (
     InvalidArgument,

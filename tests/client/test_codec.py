@@ -9,10 +9,11 @@ import math
 from typing import Any
 
 import pytest
-from client_kit import QUEUE, QUEUED, frames, status_info
+from client_kit import frames, status_info
 from fake_daemon import sample_outgoing
 from hypothesis import given
 from hypothesis import strategies as st
+from wire_samples import QUEUE_INFO, QUEUED
 
 from qmgr.client import InvalidArgument, MessageTooLarge
 from qmgr.client._codec import (
@@ -254,7 +255,7 @@ REPLIES: list[cf.ServerReply] = [
     cf.MessageList(messages=(MESSAGE, MESSAGE)),
     cf.MessageList(messages=()),
     cf.HelloOk(version=2, server_version="1", qm_name="qm", qm_guid=QUEUED.message.source_qm),
-    cf.QueueList(queues=(QUEUE,)),
+    cf.QueueList(queues=(QUEUE_INFO,)),
     status_info(),
     cf.OutgoingList(outgoing=tuple(sample_outgoing().values()), purged=1),
     cf.Resolutions(outcomes=(1, 2)),

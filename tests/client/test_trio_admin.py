@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import trio
-from fake_daemon import BILLING, ORDERS, FakeDaemon
+from fake_daemon import FakeDaemon
+from wire_samples import BILLING, ORDERS
 
 from qmgr.client import (
     NotSupported,

@@ -6,7 +6,7 @@ import struct
 from typing import Any
 
 from hypothesis import given, settings
-from message_samples import GUID, PROPERTIES
+from wire_samples import GUID, PROPERTIES
 from wire_strategies import message_fields
 
 from wire import MessageProperties

@@ -9,7 +9,7 @@ import uuid
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from message_samples import PROPERTIES
+from wire_samples import PROPERTIES
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client as cf
