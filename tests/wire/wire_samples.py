@@ -4,7 +4,8 @@ and of the command line (those of ``tests/client`` and ``tests/cli`` put this fo
 
 One value of each kind, every field set to something other than its default: a message
 and the same message as a queue holds it, a queue, the two outgoing queues and the
-incoming sequence of a queue manager that peers with others, and its status. The scripted
+incoming sequence of a queue manager that peers with others, its status, and what a
+trace found. The scripted
 daemon of the SDK's and the command line's tests (``tests/client/fake_daemon.py``) answers
 with these, so that a value is written once whether a test encodes it or shows it.
 """
@@ -124,4 +125,14 @@ STATUS_INFO = cf.StatusInfo(
     queues=(QUEUE_INFO,),
     outgoing=(OUTGOING_INFO, CONNECTED_INFO),
     incoming=(INCOMING_INFO,),
+)
+
+#: What a trace found: the message in a queue, with its last class (NACK_RECEIVE_TIMEOUT).
+TRACE_FINDING = cf.TraceFinding(
+    kind="queue",
+    place="orders",
+    time=1.5,
+    message_class=0xC002,
+    detail="lookup id 3",
+    next_hop="10.0.0.5:1801",
 )

@@ -20,6 +20,7 @@ from wire_samples import (
     QUEUE_INFO,
     QUEUED,
     STATUS_INFO,
+    TRACE_FINDING,
 )
 
 from wire import LocalProtocolError, RemoteProtocolError
@@ -106,19 +107,7 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.LIST_INFO_LIST: cf.ListInfoList(
         lists=(cf.ListInfo(name="fanout", targets=("orders",)),)
     ),
-    cf.FrameKind.TRACE_REPORT: cf.TraceReport(
-        qm_name="qm",
-        findings=(
-            cf.TraceFinding(
-                kind="queue",
-                place="orders",
-                time=1.5,
-                message_class=0xC002,
-                detail="lookup id 3",
-                next_hop="10.0.0.5:1801",
-            ),
-        ),
-    ),
+    cf.FrameKind.TRACE_REPORT: cf.TraceReport(qm_name="qm", findings=(TRACE_FINDING,)),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
 SAMPLE_PARAMS = [pytest.param(value, id=kind.name) for kind, value in SAMPLES.items()]
