@@ -7,18 +7,17 @@ outside the event loop, which a mock clock cannot jump over.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from server.committer_kit import running_committer
 
 import storage
 from qmgr.core.errors import ShuttingDown
-from qmgr.server.committer import Committer
 from qmgr.server.writer import Writer
 from storage import AppendMessage, CreateQueue, Store, Unit, UnitOutcome
 
@@ -34,19 +33,6 @@ def append(store: Store, body: bytes = b"x") -> Unit:
     queue = store.get_queue("q")
     assert queue is not None
     return Unit((AppendMessage(queue.queue_id, body, 0, len(body)),))
-
-
-@asynccontextmanager
-async def running(store: Store, *, thread: bool) -> AsyncIterator[Committer]:
-    writer = Writer(store, thread=thread)
-    committer = Committer(store, writer)
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(committer.run)
-            yield committer
-            nursery.cancel_scope.cancel()
-    finally:
-        writer.close()
 
 
 class Spy:
@@ -78,7 +64,7 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
         return await apply(self, plan)
 
     monkeypatch.setattr(Writer, "apply", spy)
-    async with running(store, thread=True) as committer:
+    async with running_committer(store, thread=True) as committer:
         for _ in range(3):
             outcome = await committer.submit(append(store), source=1)
             assert outcome.error is None
@@ -101,7 +87,7 @@ async def test_concurrent_submitters_share_batches(
 ) -> None:
     spy = Spy(store, monkeypatch)
     results: list[UnitOutcome] = []
-    async with running(store, thread=thread) as committer:
+    async with running_committer(store, thread=thread) as committer:
 
         async def client(source: int) -> None:
             for _ in range(10):
@@ -141,7 +127,7 @@ async def test_a_failed_batch_fails_every_unit_in_it_and_the_committer_goes_on(
     spy = Spy(store, monkeypatch)
     failures: list[BaseException] = []
     with trio.fail_after(10):
-        async with running(store, thread=True) as committer:
+        async with running_committer(store, thread=True) as committer:
 
             async def client(source: int) -> None:
                 committer.note_read(source, trio.current_time())
@@ -164,7 +150,7 @@ async def test_a_failed_batch_fails_every_unit_in_it_and_the_committer_goes_on(
 
 async def test_a_cancelled_submitter_still_learns_the_outcome(store: Store) -> None:
     seen: list[UnitOutcome] = []
-    async with running(store, thread=True) as committer:
+    async with running_committer(store, thread=True) as committer:
 
         async def submitter(source: int) -> None:
             committer.note_read(source, trio.current_time())
@@ -183,7 +169,7 @@ async def test_a_cancelled_submitter_still_learns_the_outcome(store: Store) -> N
 
 
 async def test_a_stopped_committer_refuses_new_units(store: Store) -> None:
-    async with running(store, thread=False) as committer:
+    async with running_committer(store, thread=False) as committer:
         pass
     with pytest.raises(ShuttingDown):
         await committer.submit(append(store))
