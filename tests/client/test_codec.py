@@ -14,6 +14,7 @@ from fake_daemon import sample_outgoing
 from hypothesis import given
 from hypothesis import strategies as st
 from wire_samples import QUEUE_INFO, QUEUED
+from wire_strategies import blob, text, u8, u32, u64
 
 from qmgr.client import InvalidArgument, MessageTooLarge
 from qmgr.client._codec import (
@@ -29,18 +30,13 @@ from qmgr.client._codec import (
 from wire import MessageProperties, RemoteProtocolError
 from wire import client as cf
 
-text = st.text(max_size=40)
-u8 = st.integers(0, 0xFF)
-u32 = st.integers(0, 0xFFFFFFFF)
-u64 = st.integers(0, 2**64 - 1)
-
 
 @given(
     request_id=u32,
     tx_id=u64,
     mode=st.integers(0, 2),
     destination=text,
-    body=st.binary(max_size=300),
+    body=blob,
     label=text,
     correlation=st.none() | st.binary(min_size=20, max_size=20),
     app_specific=u32,
