@@ -2,7 +2,8 @@
 
 The commands run in-process with click's runner. They talk to a scripted
 daemon on a real port (:class:`fake_daemon.FakeDaemon`, shared with the SDK's
-tests, beside which it lives in ``tests/client``), or, where a command needs
+tests, beside which it lives in ``tests/client``, answering with the sample values
+of ``tests/wire/wire_samples.py``), or, where a command needs
 a real queue manager, to the session's ``shared_daemon``.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "client"))
+sys.path.append(str(Path(__file__).resolve().parent.parent / "wire"))
 
 from fake_daemon import FakeDaemon
 

@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 import pytest
-from fake_daemon import BILLING, ORDERS, FakeDaemon
+from fake_daemon import FakeDaemon
+from wire_samples import BILLING, ORDERS
 
 from qmgr.cli import common
 from wire import client as cf

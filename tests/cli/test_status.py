@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from fake_daemon import BILLING, ORDERS, QM_GUID, SOURCE_QM, FakeDaemon
+from fake_daemon import FakeDaemon
+from wire_samples import BILLING, ORDERS, QM_GUID, SOURCE_QM
 
 from .kit import ok, run
 
@@ -19,10 +20,10 @@ def test_status_shows_the_queue_manager(fake_daemon: FakeDaemon) -> None:
     assert lines[3].startswith("up                 ")
     assert "(since 2023-11-14T22:13:20.000000+00:00)" in lines[3]
     assert lines[4:8] == [
-        "connections        1",
-        "open transactions  0",
-        "uncommitted        0 B in open transactions",
-        "since start        0 commits, 0 aborts, 0 synced writes",
+        "connections        2",
+        "open transactions  1",
+        "uncommitted        100 B in open transactions",
+        "since start        10 commits, 3 aborts, 7 synced writes",
     ]
     assert not any(line.startswith("erasing") for line in lines)
 
@@ -36,12 +37,12 @@ def test_status_json_has_every_field(fake_daemon: FakeDaemon) -> None:
         "qm_guid": str(QM_GUID),
         "server_version": "0.test",
         "started_at": "2023-11-14T22:13:20.000000+00:00",
-        "connections": 1,
-        "open_transactions": 0,
-        "uncommitted_bytes": 0,
-        "commits": 0,
-        "aborts": 0,
-        "batches": 0,
+        "connections": 2,
+        "open_transactions": 1,
+        "uncommitted_bytes": 100,
+        "commits": 10,
+        "aborts": 3,
+        "batches": 7,
         "erasing": 0,
         "queues": [],
     }

@@ -4,16 +4,14 @@ against scripted replies (no socket, no trio)."""
 from __future__ import annotations
 
 import dataclasses
-import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fake_daemon import FakePeering
+from wire_samples import STATUS_INFO
 
 from qmgr.client._exceptions import QueueError
 from qmgr.client._protocol import ClientProtocol, Flow, Waiter
-from wire import MessageProperties
 from wire import client as cf
 
 ADDRESS = "127.0.0.1:1802"
@@ -114,54 +112,7 @@ def run_call(
     return run
 
 
-# ----------------------------------------------------------------------
-# Sample wire values
-# ----------------------------------------------------------------------
-
-QM_GUID = uuid.UUID(int=5)
-
-#: A message with every property set.
-PROPERTIES = MessageProperties(
-    label="l",
-    body="h\u00e9".encode(),
-    correlation_id=bytes(range(20)),
-    app_specific=1,
-    priority=2,
-    delivery=0,
-    acknowledge=0x0E,
-    journal=1,
-    admin_queue="a",
-    response_queue="r",
-    time_to_reach_queue=0xFFFFFFFF,
-    time_to_be_received=30,
-    message_class=0x100,
-    sent_time=1_700_000_000.5,
-    source_qm=QM_GUID,
-    ordinal=1,
-    transactional=True,
-    destination="DIRECT=OS:.\\private$\\q",
-)
-
-#: A message as a queue holds it.
-QUEUED = cf.QueuedMessage(queue="q", lookup_id=3, arrived_time=1.25, message=PROPERTIES)
-
-#: A queue and its counters.
-QUEUE = cf.QueueInfo(
-    name="system$;deadxact",
-    format_name=".\\system$;deadxact",
-    kind=3,
-    transactional=True,
-    journal=False,
-    quota=None,
-    depth=4,
-    bytes=40,
-    locked=1,
-    created_at=0.0,
-)
-
-
 def status_info(**changes: Any) -> cf.StatusInfo:
-    """The scripted daemon's status with one queue (``QUEUE``) and peering off, changed by
+    """The sample status with its one queue (``QUEUE_INFO``) and peering off, changed by
     ``changes``."""
-    plain = dataclasses.replace(FakePeering().status(), queues=(QUEUE,), outgoing=(), incoming=())
-    return dataclasses.replace(plain, **changes)
+    return dataclasses.replace(STATUS_INFO, **{"outgoing": (), "incoming": (), **changes})

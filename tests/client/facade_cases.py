@@ -9,8 +9,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from client_kit import QUEUE, QUEUED, status_info
-from fake_daemon import ORDERS, FakeDaemon, sample_outgoing
+from client_kit import status_info
+from fake_daemon import FakeDaemon
+from wire_samples import ORDERS, OUTGOING_INFO, QUEUE_INFO, QUEUED
 
 from qmgr.client import (
     DistributionList,
@@ -92,7 +93,7 @@ ACL = cf.Permissions(queue="q", entries=(cf.AclEntry(name="bob", rights=int(cf.R
 
 
 def _outgoing(state: str) -> cf.OutgoingList:
-    return cf.OutgoingList(outgoing=(dataclasses.replace(sample_outgoing()[ORDERS], state=state),))
+    return cf.OutgoingList(outgoing=(dataclasses.replace(OUTGOING_INFO, state=state),))
 
 
 #: The calls of the messaging core (``_blocking``, ``_trio``).
@@ -111,8 +112,8 @@ CORE = [
         "list_queues",
         (),
         cf.ListQueues(),
-        [QueueInfo.from_wire(QUEUE)],
-        reply=cf.QueueList(queues=(QUEUE,)),
+        [QueueInfo.from_wire(QUEUE_INFO)],
+        reply=cf.QueueList(queues=(QUEUE_INFO,)),
     ),
     Case("status", (), cf.GetStatus(), Status.from_wire(status_info()), reply=status_info()),
     Case(

@@ -1,5 +1,8 @@
 """A scripted daemon on a real TCP port, for the SDK's and the CLI's tests.
 
+It answers with the sample values of ``wire_samples`` (in ``tests/wire``): the
+status, the outgoing queues ``ORDERS`` and ``BILLING`` and one incoming sequence.
+
 :class:`FakeDaemon` accepts any number of connections (a thread each),
 answers Hello with its protocol ``version``, and hands every other request
 to :class:`FakePeering`, which plays the daemon's part for ``GetStatus``,
@@ -16,63 +19,22 @@ import contextlib
 import dataclasses
 import socket
 import threading
-import uuid
 from typing import TypeVar
+
+from wire_samples import CONNECTED_INFO, INCOMING_INFO, OUTGOING_INFO, STATUS_INFO
 
 from wire import client as cf
 
 T = TypeVar("T")
 
-QM_GUID = uuid.UUID("11111111-2222-4333-8444-555555555555")
-SOURCE_QM = uuid.UUID("99999999-8888-4777-8666-555555555555")
-ORDERS = "DIRECT=TCP:10.0.0.5:1901\\private$\\orders"
-BILLING = "DIRECT=TCP:billing.example:1801\\private$\\invoices"
-
 
 def sample_outgoing() -> dict[str, cf.OutgoingInfo]:
-    """Two outgoing queues: one waiting to retry, one connected."""
-    return {
-        ORDERS: cf.OutgoingInfo(
-            destination=ORDERS,
-            next_hop="10.0.0.9:1801",
-            state="waiting",
-            next_attempt=1_700_000_100.0,
-            waiting=12,
-            unacknowledged=3,
-            sequence_timestamp=1_700_000_000,
-            sequence_ordinal=2,
-            next_number=16,
-            last_order_ack=None,
-            last_error="connection refused",
-        ),
-        BILLING: cf.OutgoingInfo(
-            destination=BILLING,
-            next_hop="billing.example:1801",
-            state="connected",
-            next_attempt=None,
-            waiting=0,
-            unacknowledged=1,
-            sequence_timestamp=1_690_000_000,
-            sequence_ordinal=1,
-            next_number=5,
-            last_order_ack=1_700_000_050.5,
-            last_error="",
-        ),
-    }
+    """Two outgoing queues: one waiting to retry (``ORDERS``), one connected (``BILLING``)."""
+    return {info.destination: info for info in (OUTGOING_INFO, CONNECTED_INFO)}
 
 
 def sample_incoming() -> tuple[cf.IncomingInfo, ...]:
-    return (
-        cf.IncomingInfo(
-            source_qm=SOURCE_QM,
-            queue="payments",
-            sequence_timestamp=1_650_000_000,
-            sequence_ordinal=4,
-            last_number=41,
-            reject_count=2,
-            last_access=1_700_000_002.0,
-        ),
-    )
+    return (INCOMING_INFO,)
 
 
 def _error(code: cf.ErrorCode, message: str) -> cf.ErrorReply:
@@ -96,18 +58,8 @@ class FakePeering:
         self.incoming = sample_incoming()
 
     def status(self) -> cf.StatusInfo:
-        return cf.StatusInfo(
-            qm_name="fake",
-            qm_guid=QM_GUID,
-            server_version="0.test",
-            started_at=1_700_000_000.0,
-            connections=1,
-            open_transactions=0,
-            commits=0,
-            aborts=0,
-            batches=0,
-            uncommitted_bytes=0,
-            erasing=0,
+        return dataclasses.replace(
+            STATUS_INFO,
             queues=(),
             outgoing=tuple(self.outgoing.values()) if self.running else (),
             incoming=self.incoming if self.running else (),
@@ -384,9 +336,9 @@ class FakeDaemon:
         if isinstance(request, cf.Hello):
             return cf.HelloOk(
                 version=min(request.max_version, self.version),
-                server_version="0.test",
-                qm_name="fake",
-                qm_guid=QM_GUID,
+                server_version=STATUS_INFO.server_version,
+                qm_name=STATUS_INFO.qm_name,
+                qm_guid=STATUS_INFO.qm_guid,
             )
         with self._lock:
             self.requests.append(request)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from facade_cases import CORE, TWO_BLOCKS, XID, Case, call_blocking, new_frames
+from facade_cases import ADMIN, CORE, TWO_BLOCKS, XID, Case, call_blocking, new_frames
 from fake_daemon import FakeDaemon
 
 from qmgr.client import (
@@ -24,7 +24,7 @@ from qmgr.client import (
 from wire import client as cf
 
 
-@pytest.mark.parametrize("case", CORE, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", CORE + ADMIN, ids=lambda case: case.id)
 def test_each_call_sends_its_request_and_converts_the_reply(
     fake_daemon: FakeDaemon, case: Case
 ) -> None:

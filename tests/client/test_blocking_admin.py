@@ -1,13 +1,14 @@
 """The blocking client's management calls against a scripted daemon: global transactions
-by xid, poison handling, lists, outgoing queues, permissions and trace."""
+by xid, poison handling, lists, outgoing queues, permissions and trace (their one-request
+rows, ``facade_cases.ADMIN``, run in test_blocking)."""
 
 from __future__ import annotations
 
 import datetime as dt
 
 import pytest
-from facade_cases import ADMIN, Case, call_blocking
-from fake_daemon import BILLING, ORDERS, SOURCE_QM, FakeDaemon
+from fake_daemon import FakeDaemon
+from wire_samples import BILLING, ORDERS, SOURCE_QM
 
 from qmgr.client import (
     InvalidArgument,
@@ -26,13 +27,6 @@ from wire import client as cf
 
 def _stamp(seconds: float) -> dt.datetime:
     return dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
-@pytest.mark.parametrize("case", ADMIN, ids=lambda case: case.id)
-def test_each_call_sends_its_request_and_converts_the_reply(
-    fake_daemon: FakeDaemon, case: Case
-) -> None:
-    call_blocking(fake_daemon, case)
 
 
 def test_resolving_by_xid(fake_daemon: FakeDaemon) -> None:

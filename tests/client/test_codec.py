@@ -9,10 +9,12 @@ import math
 from typing import Any
 
 import pytest
-from client_kit import QUEUE, QUEUED, frames, status_info
+from client_kit import frames, status_info
 from fake_daemon import sample_outgoing
 from hypothesis import given
 from hypothesis import strategies as st
+from wire_samples import QUEUE_INFO, QUEUED
+from wire_strategies import blob, text, u8, u32, u64
 
 from qmgr.client import InvalidArgument, MessageTooLarge
 from qmgr.client._codec import (
@@ -28,18 +30,13 @@ from qmgr.client._codec import (
 from wire import MessageProperties, RemoteProtocolError
 from wire import client as cf
 
-text = st.text(max_size=40)
-u8 = st.integers(0, 0xFF)
-u32 = st.integers(0, 0xFFFFFFFF)
-u64 = st.integers(0, 2**64 - 1)
-
 
 @given(
     request_id=u32,
     tx_id=u64,
     mode=st.integers(0, 2),
     destination=text,
-    body=st.binary(max_size=300),
+    body=blob,
     label=text,
     correlation=st.none() | st.binary(min_size=20, max_size=20),
     app_specific=u32,
@@ -254,7 +251,7 @@ REPLIES: list[cf.ServerReply] = [
     cf.MessageList(messages=(MESSAGE, MESSAGE)),
     cf.MessageList(messages=()),
     cf.HelloOk(version=2, server_version="1", qm_name="qm", qm_guid=QUEUED.message.source_qm),
-    cf.QueueList(queues=(QUEUE,)),
+    cf.QueueList(queues=(QUEUE_INFO,)),
     status_info(),
     cf.OutgoingList(outgoing=tuple(sample_outgoing().values()), purged=1),
     cf.Resolutions(outcomes=(1, 2)),

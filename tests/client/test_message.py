@@ -8,49 +8,64 @@ import datetime as dt
 import uuid
 
 import pytest
-from client_kit import PROPERTIES, QM_GUID, QUEUE, QUEUED, status_info
-from fake_daemon import ORDERS, SOURCE_QM, sample_incoming, sample_outgoing
-from fake_daemon import QM_GUID as GUID
+from client_kit import status_info
+from wire_samples import (
+    GUID,
+    INCOMING_INFO,
+    ORDERS,
+    OUTGOING_INFO,
+    PROPERTIES,
+    QM_GUID,
+    QUEUE_INFO,
+    QUEUED,
+    SOURCE_QM,
+)
 
 from qmgr.client import Delivery, IncomingInfo, Message, OutgoingInfo, QueueInfo, QueueKind, Status
 from wire import MessageProperties
 from wire import client as cf
 
 UTC = dt.UTC
-WIRE_OUTGOING = dataclasses.replace(sample_outgoing()[ORDERS], next_attempt=1_700_000_100.25)
-WIRE_INCOMING = dataclasses.replace(sample_incoming()[0], last_access=20.5)
+WIRE_OUTGOING = dataclasses.replace(OUTGOING_INFO, next_attempt=1_700_000_100.25)
+WIRE_INCOMING = dataclasses.replace(INCOMING_INFO, last_access=20.5)
 
 
-def _message(properties: MessageProperties = PROPERTIES, lookup_id: int = 3) -> Message:
+def _message(properties: MessageProperties = PROPERTIES, lookup_id: int = 9) -> Message:
     return Message.from_wire(dataclasses.replace(QUEUED, lookup_id=lookup_id, message=properties))
 
 
 def test_message_from_wire() -> None:
     message = _message()
-    assert message.queue == "q"
-    assert message.lookup_id == 3
+    assert message.queue == "orders"
+    assert message.lookup_id == 9
     assert message.properties is PROPERTIES
-    assert message.body == "h\u00e9".encode()
-    assert message.text == "h\u00e9"
-    assert message.label == "l"
-    assert message.id == f"{{{QM_GUID}}}\\1"
+    assert message.body == b"x" * 100
+    assert message.text == "x" * 100
+    assert message.label == "l\u00e9"
+    assert message.id == f"{{{GUID}}}\\42"
     assert message.correlation_id == bytes(range(20))
-    assert message.app_specific == 1
-    assert message.priority == 2
-    assert message.message_class == 0x100
+    assert message.app_specific == 7
+    assert message.priority == 5
+    assert message.message_class == 0
     assert message.delivery is Delivery.EXPRESS
     assert message.acknowledge == 0x0E
-    assert message.journal == 1
-    assert message.admin_queue == "a"
-    assert message.response_queue == "r"
-    assert message.time_to_reach_queue is None
-    assert message.time_to_be_received == 30
+    assert message.journal == 2
+    assert message.admin_queue == ".\\private$\\admin"
+    assert message.response_queue == ".\\private$\\replies"
+    assert message.time_to_reach_queue == 60
+    assert message.time_to_be_received == 3600
     assert message.transactional is True
-    assert message.destination == "DIRECT=OS:.\\private$\\q"
-    assert message.source_qm == QM_GUID
-    assert message.sent_time == dt.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=UTC)
-    assert message.arrived_time == dt.datetime(1970, 1, 1, 0, 0, 1, 250000, tzinfo=UTC)
+    assert message.destination == "DIRECT=OS:.\\private$\\orders"
+    assert message.source_qm == GUID
+    assert message.sent_time == dt.datetime(2023, 11, 14, 22, 13, 20, 250000, tzinfo=UTC)
+    assert message.arrived_time == dt.datetime(2023, 11, 14, 22, 13, 21, 500000, tzinfo=UTC)
     assert (message.abort_count, message.move_count, message.last_move_time) == (0, 0, None)
+
+
+def test_message_text_and_an_infinite_time_to_reach_queue() -> None:
+    message = _message(PROPERTIES.replace(body="h\u00e9".encode(), time_to_reach_queue=0xFFFFFFFF))
+    assert message.text == "h\u00e9"
+    assert message.time_to_reach_queue is None
 
 
 def test_message_counters_from_wire() -> None:
@@ -86,13 +101,13 @@ def test_message_from_a_decoded_frame() -> None:
     assert isinstance(frame.value, cf.MessageReply)
     message = Message.from_wire(frame.value.message)
     assert message == _message()
-    assert (message.body, message.label, message.id) == (PROPERTIES.body, "l", _message().id)
+    assert (message.body, message.label, message.id) == (PROPERTIES.body, "l\u00e9", _message().id)
 
 
 def test_an_acknowledgment_names_the_message_it_is_about() -> None:
-    about = QM_GUID.bytes_le + (7).to_bytes(4, "little")
+    about = GUID.bytes + (7).to_bytes(4, "little")  # as the daemon writes it
     ack = _message(PROPERTIES.replace(message_class=0x0002, correlation_id=about))
-    assert ack.acknowledged_id == f"{{{QM_GUID}}}\\7"
+    assert ack.acknowledged_id == f"{{{GUID}}}\\7"
     assert ack.class_name == "ACK_REACH_QUEUE"
 
 
@@ -108,27 +123,30 @@ def test_message_equality_and_repr() -> None:
     assert _message() != PROPERTIES
     big = _message(PROPERTIES.replace(body=b"x" * 1000))
     text = repr(big)
-    assert "lookup_id=3" in text
+    assert "lookup_id=9" in text
     assert "1000 bytes" in text
     assert len(text) < 400
 
 
 def test_queue_info_from_wire() -> None:
-    info = QueueInfo.from_wire(QUEUE)
-    assert info.kind is QueueKind.DEADXACT
-    assert info.created_at == dt.datetime(1970, 1, 1, tzinfo=UTC)
-    assert (info.name, info.format_name) == (QUEUE.name, QUEUE.format_name)
-    assert (info.transactional, info.journal, info.quota) == (True, False, None)
-    assert (info.depth, info.bytes, info.locked) == (4, 40, 1)
+    info = QueueInfo.from_wire(QUEUE_INFO)
+    assert info.kind is QueueKind.NORMAL
+    assert info.created_at == dt.datetime(2020, 9, 13, 12, 26, 40, tzinfo=UTC)
+    assert (info.name, info.format_name) == (QUEUE_INFO.name, QUEUE_INFO.format_name)
+    assert (info.transactional, info.journal, info.quota) == (True, False, 1 << 40)
+    assert (info.depth, info.bytes, info.locked) == (3, 300, 1)
     assert (info.retry_count, info.poison_handling) == (None, False)
-    kinds = {QueueInfo.from_wire(dataclasses.replace(QUEUE, kind=k)).kind for k in cf.QueueKind}
+    assert QueueInfo.from_wire(dataclasses.replace(QUEUE_INFO, quota=None)).quota is None
+    kinds = {
+        QueueInfo.from_wire(dataclasses.replace(QUEUE_INFO, kind=k)).kind for k in cf.QueueKind
+    }
     assert kinds == set(QueueKind)
-    assert QueueInfo.from_wire(dataclasses.replace(QUEUE, kind=99)).kind is QueueKind.NORMAL
+    assert QueueInfo.from_wire(dataclasses.replace(QUEUE_INFO, kind=99)).kind is QueueKind.NORMAL
 
 
 def test_queue_info_with_poison_handling() -> None:
     retry = cf.RetrySettings(retry_count=3, retry_cycles=2, retry_delay=60.0)
-    info = QueueInfo.from_wire(dataclasses.replace(QUEUE, retry=retry))
+    info = QueueInfo.from_wire(dataclasses.replace(QUEUE_INFO, retry=retry))
     assert (info.retry_count, info.retry_cycles, info.retry_delay) == (3, 2, 60.0)
     assert info.poison_handling
 
@@ -162,12 +180,12 @@ def test_incoming_info_from_wire() -> None:
 def test_status_from_wire() -> None:
     counts = {"connections": 2, "open_transactions": 1, "commits": 9, "aborts": 3, "batches": 5}
     status = Status.from_wire(status_info(started_at=20.0, uncommitted_bytes=64, **counts))
-    assert (status.qm_name, status.qm_guid, status.server_version) == ("fake", GUID, "0.test")
+    assert (status.qm_name, status.qm_guid, status.server_version) == ("fake", QM_GUID, "0.test")
     assert status.started_at == dt.datetime(1970, 1, 1, 0, 0, 20, tzinfo=UTC)
     assert (status.connections, status.open_transactions) == (2, 1)
     assert (status.commits, status.aborts, status.batches) == (9, 3, 5)
     assert (status.uncommitted_bytes, status.erasing) == (64, 0)
-    assert status.queues == (QueueInfo.from_wire(QUEUE),)
+    assert status.queues == (QueueInfo.from_wire(QUEUE_INFO),)
     assert status.uptime > dt.timedelta(days=365)
     assert (status.outgoing, status.incoming) == ((), ())
 

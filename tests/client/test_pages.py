@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from client_kit import QUEUED
 from fake_daemon import FakeDaemon
+from wire_samples import QUEUED
 
 from qmgr.client import QueueNotFound, connect
 from qmgr.client._pages import page_body, request_page

@@ -12,13 +12,13 @@ import pytest
 from client_kit import (
     ADDRESS,
     NOT_FOUND,
-    QUEUED,
     RecordingWaiter,
     error,
     frames,
     new_protocol,
     replies,
 )
+from wire_samples import QUEUED
 
 import qmgr.client
 from qmgr.client import (

@@ -5,15 +5,15 @@ from __future__ import annotations
 import uuid
 
 import pytest
-from client_kit import QUEUE, QUEUED, status_info
-from fake_daemon import ORDERS, sample_outgoing
+from client_kit import status_info
+from wire_samples import OUTGOING_INFO, QUEUE_INFO, QUEUED
 
 from qmgr.client import ConnectionLost, Message, OutgoingInfo, QueueInfo, Resolution, Status
 from qmgr.client import _replies as reply_values
 from wire import client as cf
 
 HELLO_OK = cf.HelloOk(version=1, qm_name="", qm_guid=uuid.UUID(int=0), server_version="")
-OUTGOING = sample_outgoing()[ORDERS]
+OUTGOING = OUTGOING_INFO
 
 
 def test_each_conversion() -> None:
@@ -23,7 +23,9 @@ def test_each_conversion() -> None:
         QUEUED
     )
     assert reply_values.message_or_none(cf.NoMessage()) is None
-    assert reply_values.queue_list(cf.QueueList(queues=(QUEUE,))) == [QueueInfo.from_wire(QUEUE)]
+    assert reply_values.queue_list(cf.QueueList(queues=(QUEUE_INFO,))) == [
+        QueueInfo.from_wire(QUEUE_INFO)
+    ]
     assert reply_values.status(status_info()) == Status.from_wire(status_info())
     assert reply_values.expect(cf.Ok(value=1), cf.Ok) == cf.Ok(value=1)
 

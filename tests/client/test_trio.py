@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import trio
-from facade_cases import CORE, TWO_BLOCKS, XID, Case, call_trio, new_frames
+from facade_cases import ADMIN, CORE, TWO_BLOCKS, XID, Case, call_trio, new_frames
 from fake_daemon import FakeDaemon
 
 from qmgr.client import (
@@ -21,7 +21,7 @@ from qmgr.client import (
 from wire import client as cf
 
 
-@pytest.mark.parametrize("case", CORE, ids=lambda case: case.id)
+@pytest.mark.parametrize("case", CORE + ADMIN, ids=lambda case: case.id)
 async def test_each_call_sends_its_request_and_converts_the_reply(
     fake_daemon: FakeDaemon, case: Case
 ) -> None:

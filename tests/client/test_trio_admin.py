@@ -1,11 +1,12 @@
-"""The trio client's management calls against a scripted daemon (see test_blocking_admin)."""
+"""The trio client's management calls against a scripted daemon (see test_blocking_admin;
+their one-request rows, ``facade_cases.ADMIN``, run in test_trio)."""
 
 from __future__ import annotations
 
 import pytest
 import trio
-from facade_cases import ADMIN, Case, call_trio
-from fake_daemon import BILLING, ORDERS, FakeDaemon
+from fake_daemon import FakeDaemon
+from wire_samples import BILLING, ORDERS
 
 from qmgr.client import (
     NotSupported,
@@ -18,13 +19,6 @@ from qmgr.client import (
     open_client,
 )
 from wire import client as cf
-
-
-@pytest.mark.parametrize("case", ADMIN, ids=lambda case: case.id)
-async def test_each_call_sends_its_request_and_converts_the_reply(
-    fake_daemon: FakeDaemon, case: Case
-) -> None:
-    await call_trio(fake_daemon, case)
 
 
 async def test_resolving_listing_and_ranges(fake_daemon: FakeDaemon) -> None:

@@ -239,3 +239,18 @@ def expire(qm: CoreHarness, wall: float) -> int:
             count += outcome.error is None
         if not step.more:
             return count
+
+
+def abort_receive(qm: CoreHarness, queue: str) -> int | None:
+    """Receive the next message of ``queue`` in a transaction and abort it; its lookup id."""
+    tx = qm.begin()
+    found = qm.take(queue, tx)
+    qm.core.abort(tx)
+    return None if found is None else found[0]
+
+
+def flush_poison(qm: CoreHarness, now: float = WALL) -> None:
+    """Write what aborts queued for poison handling, as the daemon's worker does (at ``now``)."""
+    while (unit := qm.core.poison.take_unit()) is not None:
+        [outcome] = qm.store.commit([unit], now=now)
+        qm.core.poison.written(unit, outcome)

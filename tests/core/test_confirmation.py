@@ -257,13 +257,22 @@ def test_ack_receive_with_journal_copies_to_the_system_journal(qm: CoreHarness) 
     assert confirmation_due(qm) == []
 
 
-def test_ack_receive_without_journal_drops_the_copy(qm: CoreHarness) -> None:
-    message = confirmed_send(qm, journal=DEADLETTER)
-    outcome = settle(qm, message.ordinal, MessageClass.ACK_RECEIVE)
+@pytest.mark.parametrize(
+    ("journal", "message_class"),
+    [
+        pytest.param(DEADLETTER, MessageClass.ACK_RECEIVE, id="ack-receive-without-journal"),
+        pytest.param(JOURNAL, MessageClass.NACK_RECEIVE_TIMEOUT, id="nack-without-deadletter"),
+    ],
+)
+def test_an_outcome_the_journal_level_does_not_keep_drops_the_copy(
+    qm: CoreHarness, journal: int, message_class: int
+) -> None:
+    message = confirmed_send(qm, journal=journal)
+    outcome = settle(qm, message.ordinal, message_class)
     assert outcome is not None
     assert outcome.results == (storage.Done(),)
-    assert messages(qm, names.SYSTEM_JOURNAL) == []
-    assert messages(qm, names.DEADXACT) == []
+    for queue in (names.SYSTEM_JOURNAL, names.DEADXACT, names.DEADLETTER):
+        assert messages(qm, queue) == []
     assert qm.store.confirmations(message.ordinal) == []
 
 
@@ -288,15 +297,6 @@ def test_a_nack_the_source_keeps_goes_to_deadxact(qm: CoreHarness, message_class
     assert messages(qm, names.DEADLETTER) == []
     assert qm.store.confirmations(message.ordinal) == []
     assert confirmation_due(qm) == []
-
-
-def test_a_nack_without_deadletter_level_drops_the_copy(qm: CoreHarness) -> None:
-    message = confirmed_send(qm, journal=JOURNAL)
-    outcome = settle(qm, message.ordinal, MessageClass.NACK_RECEIVE_TIMEOUT)
-    assert outcome is not None
-    assert outcome.results == (storage.Done(),)
-    assert messages(qm, names.DEADXACT) == []
-    assert qm.store.confirmations(message.ordinal) == []
 
 
 @pytest.mark.parametrize(

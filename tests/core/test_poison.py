@@ -18,7 +18,7 @@ from qmgr.core.poison import DEFAULT_SETTINGS, merge_settings
 from storage import MessageCounters, PoisonSettings, QueueKind
 
 from .conftest import OpenCore
-from .harness import WALL, CoreHarness
+from .harness import WALL, CoreHarness, abort_receive, flush_poison
 
 SHORT = PoisonSettings(retry_count=1, retry_cycles=1, retry_delay=10.0)
 
@@ -26,21 +26,6 @@ SHORT = PoisonSettings(retry_count=1, retry_cycles=1, retry_delay=10.0)
 @pytest.fixture
 def h(open_core: OpenCore) -> CoreHarness:
     return open_core()
-
-
-def flush(h: CoreHarness, now: float = WALL) -> None:
-    """Write what aborts queued, as the daemon's worker does (at ``now``)."""
-    while (unit := h.core.poison.take_unit()) is not None:
-        [outcome] = h.store.commit([unit], now=now)
-        h.core.poison.written(unit, outcome)
-
-
-def abort_receive(h: CoreHarness, queue: str) -> int | None:
-    """Receive the next message of ``queue`` in a transaction and abort it."""
-    tx = h.begin()
-    found = h.take(queue, tx)
-    h.core.abort(tx)
-    return None if found is None else found[0]
 
 
 def counters(h: CoreHarness, queue: str, lookup_id: int) -> MessageCounters:
@@ -113,14 +98,14 @@ def test_an_abort_counts_and_the_message_is_back_at_once(h: CoreHarness) -> None
     assert abort_receive(h, "q") == lookup_id
     assert counters(h, "q", lookup_id).abort_count == 2
     assert h.store.message_counters(h.core.queue("q").queue_id, [lookup_id]) == {}
-    flush(h)
+    flush_poison(h)
     assert h.store.message_counters(h.core.queue("q").queue_id, [lookup_id]) == {
         lookup_id: MessageCounters(abort_count=2)
     }
     # Without poison handling nothing ever moves.
     for _ in range(10):
         abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     assert counters(h, "q", lookup_id).abort_count == 12
     assert bodies(h, "q") == [b"m"]
 
@@ -129,7 +114,7 @@ def test_a_commit_counts_nothing_and_the_counters_go_with_the_message(h: CoreHar
     h.create("q", transactional=True)
     lookup_id = h.send("q", b"m")
     abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     tx = h.begin()
     h.take("q", tx)
     assert h.commit(tx) == [None]
@@ -157,7 +142,7 @@ def test_an_aborted_prepared_transaction_counts(h: CoreHarness) -> None:
         h.write(h.core.two_phase.resolve(["x1"], commit=False, wall=WALL))
     )
     assert counters(h, "q", lookup_id).abort_count == 1
-    flush(h)
+    flush_poison(h)
     assert bodies(h, "q") == [b"m"]
 
 
@@ -165,7 +150,7 @@ def test_a_crash_before_the_write_loses_only_that_count(h: CoreHarness) -> None:
     h.create("q", transactional=True, poison=SHORT)
     lookup_id = h.send("q", b"m")
     abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     abort_receive(h, "q")  # the second abort passes the retry count: held for a move
     assert bodies(h, "q") == []
     h.crash()
@@ -199,7 +184,7 @@ def test_retry_count_then_retry_cycles_then_poison(h: CoreHarness) -> None:
         record = h.core.queue("q")
         assert h.core.take(record, lookup_id=where[b"poison"], tx=tx, now=h.tick())
         h.core.abort(tx)
-        flush(h, now)
+        flush_poison(h, now)
     # (1 + retry_cycles) * (retry_count + 1) attempts, as WCF makes them.
     assert attempts == 3 * 3
     [(lookup_id, _)] = h.visible("q;poison")
@@ -215,7 +200,7 @@ def test_no_retry_cycles_goes_straight_to_poison(h: CoreHarness) -> None:
     h.create("q", transactional=True, poison=PoisonSettings(0, 0, 5.0))
     h.send("q", b"m")
     abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     assert bodies(h, "q;poison") == [b"m"]
 
 
@@ -223,12 +208,12 @@ def test_a_message_received_in_retry_stays_until_its_transaction_ends(h: CoreHar
     h.create("q", transactional=True, poison=PoisonSettings(0, 1, 5.0))
     h.send("q", b"m")
     abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     tx = h.begin()
     assert h.take("q;retry", tx) is not None
     assert returns(h, WALL + 60) == 0  # held: left alone
     h.core.abort(tx)  # an abort in ;retry counts but moves nothing
-    flush(h)
+    flush_poison(h)
     assert returns(h, WALL + 60) == 1
     assert bodies(h, "q") == [b"m"]
 
@@ -237,7 +222,7 @@ def test_a_message_gone_from_retry_leaves_no_entry(h: CoreHarness) -> None:
     h.create("q", transactional=True, journal=True, poison=PoisonSettings(0, 1, 5.0))
     h.send("q", b"m")
     abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     assert h.take("q;retry") is not None  # received from the subqueue
     assert bodies(h, "q;journal") == [b"m"]  # journaled in the queue's journal
     assert len(h.store.retries_due(None, 10)) == 1
@@ -264,7 +249,7 @@ def test_deleting_a_queue_deletes_its_subqueues_and_purging_leaves_them(h: CoreH
     h.send("q", b"a")
     h.send("q", b"b")
     abort_receive(h, "q")
-    flush(h)
+    flush_poison(h)
     assert h.purge("q") == 1
     assert bodies(h, "q;poison") == [b"a"]
     with pytest.raises(AccessDenied):

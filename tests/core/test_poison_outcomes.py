@@ -19,8 +19,10 @@ from .harness import (
     POS_RECEIVE,
     WALL,
     CoreHarness,
+    abort_receive,
     classes,
     expire,
+    flush_poison,
     messages,
 )
 
@@ -39,12 +41,8 @@ def send_poisoned(qm: CoreHarness, body: bytes, **properties: object) -> None:
     tx = qm.begin()
     qm.prepare("q", body, tx=tx, **properties)
     assert qm.commit(tx) == [None]
-    tx = qm.begin()
-    assert qm.take("q", tx) is not None
-    qm.core.abort(tx)
-    while (unit := qm.core.poison.take_unit()) is not None:
-        [outcome] = qm.store.commit([unit], now=WALL)
-        qm.core.poison.written(unit, outcome)
+    assert abort_receive(qm, "q") is not None
+    flush_poison(qm)
     assert [body for _, body in qm.visible("q;poison")] == [body]
 
 

@@ -66,10 +66,15 @@ class Model(Protocol):
 M = TypeVar("M", bound=Model)
 
 
+def settled(model: M) -> M:
+    """Let ``model`` settle on a reliable network, then check what it promises."""
+    model.settle()
+    model.final_check()
+    return model
+
+
 def run_model(model: M, ops: Sequence[Op]) -> M:
     """Apply ``ops`` to ``model``, then let it settle and check it."""
     for op in ops:
         model.apply(op)
-    model.settle()
-    model.final_check()
-    return model
+    return settled(model)

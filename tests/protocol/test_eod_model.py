@@ -41,7 +41,7 @@ from qmgr.protocol import (
     StreamState,
 )
 
-from .model_kit import Network, Op, faults, indices, late, run_model, step
+from .model_kit import Network, Op, faults, indices, late, run_model, settled, step
 
 SOURCE_QM = bytes(range(16))
 KEY: StreamKey = ("private$\\orders", SOURCE_QM)
@@ -552,9 +552,7 @@ def test_a_lost_message_is_resent_after_the_ack_wait_and_the_rest_wait_for_it() 
     world.flush()
     assert world.delivered == []
     assert world.receiver.state(KEY) is None
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 3]
+    assert settled(world).delivered == [1, 2, 3]
 
 
 def test_a_crash_of_both_sides_mid_stream_loses_and_duplicates_nothing() -> None:
@@ -565,9 +563,7 @@ def test_a_crash_of_both_sides_mid_stream_loses_and_duplicates_nothing() -> None
     world.persist(4)  # 5 and 6 accepted, not yet durable
     world.crash_receiver()
     world.crash_sender()
-    world.settle()
-    world.final_check()
-    assert world.delivered == list(range(1, 11))
+    assert settled(world).delivered == list(range(1, 11))
 
 
 def acknowledged_world(count: int) -> World:
@@ -594,9 +590,7 @@ def test_messages_committed_after_a_rolling_forget_start_the_new_sequence() -> N
     world.report_forget()
     world.send(10)
     assert headers_of(world.forward.flight) == [(2, 1, 0), (2, 2, 1)]
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 3, 4]
+    assert settled(world).delivered == [1, 2, 3, 4]
 
 
 def test_messages_committed_before_the_forget_is_written_continue_the_sequence() -> None:
@@ -608,9 +602,7 @@ def test_messages_committed_before_the_forget_is_written_continue_the_sequence()
     world.report_forget()
     world.send(10)
     assert headers_of(world.forward.flight) == [(1, 3, 0), (1, 4, 3)]
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 3, 4]
+    assert settled(world).delivered == [1, 2, 3, 4]
 
 
 def test_a_purge_of_the_message_the_receiver_waits_for_unblocks_the_rest() -> None:
@@ -620,9 +612,7 @@ def test_a_purge_of_the_message_the_receiver_waits_for_unblocks_the_rest() -> No
     world.forward.flight.pop(0)  # 1 never arrives
     world.purge([0])  # and is purged at the sender
     world.flush()  # 2 (previous 1) and 3 were rejected
-    world.settle()  # resent after the ack wait, 2 with previous 0
-    world.final_check()
-    assert world.delivered == [2, 3]
+    assert settled(world).delivered == [2, 3]  # resent after the ack wait, 2 with previous 0
 
 
 def test_a_late_order_ack_of_the_old_sequence_ends_nothing_of_the_new_one() -> None:
@@ -634,9 +624,7 @@ def test_a_late_order_ack_of_the_old_sequence_ends_nothing_of_the_new_one() -> N
     world.send(3)
     world.acks(0, "deliver", late=True)  # the old OrderAck for number 2
     assert world.to_forget == []
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 3, 4, 5]
+    assert settled(world).delivered == [1, 2, 3, 4, 5]
 
 
 def test_a_session_ack_of_a_rejected_packet_does_not_end_it() -> None:
@@ -646,9 +634,7 @@ def test_a_session_ack_of_a_rejected_packet_does_not_end_it() -> None:
     world.network(1, "deliver")  # 2 before 1: rejected, but session-acked
     world.acks(0, "deliver")
     assert world.to_forget == []
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2]
+    assert settled(world).delivered == [1, 2]
 
 
 def test_a_purge_that_leaves_only_entries_being_forgotten_holds_transactional_sends() -> None:
@@ -664,9 +650,7 @@ def test_a_purge_that_leaves_only_entries_being_forgotten_holds_transactional_se
     world.report_forget()
     world.send(10)
     assert headers_of(world.forward.flight) == [(2, 1, 0)]
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 4]
+    assert settled(world).delivered == [1, 2, 4]
 
 
 def test_an_order_ack_announces_only_what_is_stored() -> None:
@@ -679,9 +663,7 @@ def test_an_order_ack_announces_only_what_is_stored() -> None:
     world.tick(1.0)
     assert world.backward.flight[-1] == OrderAck(world.sequence_id(), 1)
     world.crash_receiver()
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 3]
+    assert settled(world).delivered == [1, 2, 3]
 
 
 def test_a_failed_write_lets_the_resent_messages_in() -> None:
@@ -691,9 +673,7 @@ def test_a_failed_write_lets_the_resent_messages_in() -> None:
     world.receive(3)
     world.persist_fails()
     assert world.receiver.accepted_state(KEY) is None
-    world.settle()
-    world.final_check()
-    assert world.delivered == [1, 2, 3]
+    assert settled(world).delivered == [1, 2, 3]
 
 
 def test_a_recoverable_message_is_kept_until_the_receiver_stored_it() -> None:
@@ -706,6 +686,4 @@ def test_a_recoverable_message_is_kept_until_the_receiver_stored_it() -> None:
     world.acks(0, "deliver")
     assert world.to_forget == [2]  # the express one only
     world.crash_receiver()
-    world.settle()
-    world.final_check()
-    assert world.plain_received == {1, 2}
+    assert settled(world).plain_received == {1, 2}

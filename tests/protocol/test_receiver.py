@@ -649,10 +649,7 @@ def test_the_model_sees_a_receiver_that_forgets_nothing_on_rollback() -> None:
     world.receiver = Forgetful(LOCAL, wall=WALL)
     world.load = lambda: Forgetful(LOCAL, wall=WALL)  # type: ignore[method-assign]
     with pytest.raises(AssertionError):
-        for op in [("commit", ("a", 1, False)), ("receive", 1), ("lose", ("a", False))]:
-            world.apply(op)
-        world.settle()
-        world.final_check()
+        run_model(world, [("commit", ("a", 1, False)), ("receive", 1), ("lose", ("a", False))])
 
 
 def test_decisions_are_values() -> None:

@@ -7,18 +7,17 @@ outside the event loop, which a mock clock cannot jump over.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
+from server.committer_kit import running_committer
 
 import storage
 from qmgr.core.errors import ShuttingDown
-from qmgr.server.committer import Committer
 from qmgr.server.writer import Writer
 from storage import AppendMessage, CreateQueue, Store, Unit, UnitOutcome
 
@@ -34,19 +33,6 @@ def append(store: Store, body: bytes = b"x") -> Unit:
     queue = store.get_queue("q")
     assert queue is not None
     return Unit((AppendMessage(queue.queue_id, body, 0, len(body)),))
-
-
-@asynccontextmanager
-async def running(store: Store, *, thread: bool) -> AsyncIterator[Committer]:
-    writer = Writer(store, thread=thread)
-    committer = Committer(store, writer)
-    try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(committer.run)
-            yield committer
-            nursery.cancel_scope.cancel()
-    finally:
-        writer.close()
 
 
 class Spy:
@@ -78,7 +64,7 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
         return await apply(self, plan)
 
     monkeypatch.setattr(Writer, "apply", spy)
-    async with running(store, thread=True) as committer:
+    async with running_committer(store, thread=True) as committer:
         for _ in range(3):
             outcome = await committer.submit(append(store), source=1)
             assert outcome.error is None
@@ -101,7 +87,7 @@ async def test_concurrent_submitters_share_batches(
 ) -> None:
     spy = Spy(store, monkeypatch)
     results: list[UnitOutcome] = []
-    async with running(store, thread=thread) as committer:
+    async with running_committer(store, thread=thread) as committer:
 
         async def client(source: int) -> None:
             for _ in range(10):
@@ -119,60 +105,52 @@ async def test_concurrent_submitters_share_batches(
     assert max(spy.batches) >= 4
 
 
+@pytest.mark.parametrize(
+    ("failure", "seen", "says"),
+    [
+        pytest.param(
+            storage.StoreFull("disk full (simulated)"), storage.StoreFull, "disk full", id="store"
+        ),
+        pytest.param(
+            RuntimeError("a bug in the write path"), storage.StoreError, "internal error", id="bug"
+        ),
+    ],
+)
 async def test_a_failed_batch_fails_every_unit_in_it_and_the_committer_goes_on(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store,
+    monkeypatch: pytest.MonkeyPatch,
+    failure: BaseException,
+    seen: type[storage.StoreError],
+    says: str,
 ) -> None:
-    spy = Spy(store, monkeypatch)
-    errors: list[BaseException] = []
-    async with running(store, thread=True) as committer:
-
-        async def client(source: int) -> None:
-            committer.note_read(source, trio.current_time())
-            try:
-                await committer.submit(append(store), source=source)
-            except storage.StoreFull as exc:
-                errors.append(exc)
-
-        spy.fail_with = storage.StoreFull("disk full (simulated)")
-        for source in range(1, 4):  # all three are busy: their units queue together
-            committer.note_read(source, trio.current_time())
-        async with trio.open_nursery() as nursery:
-            for source in range(1, 4):
-                nursery.start_soon(client, source)
-        assert len(errors) == 3
-        assert (await committer.submit(append(store))).error is None
-
-
-async def test_an_unexpected_error_still_gives_every_unit_an_outcome(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
+    """The store's own errors and unexpected ones alike: every unit gets an outcome."""
     spy = Spy(store, monkeypatch)
     failures: list[BaseException] = []
     with trio.fail_after(10):
-        async with running(store, thread=True) as committer:
+        async with running_committer(store, thread=True) as committer:
 
             async def client(source: int) -> None:
                 committer.note_read(source, trio.current_time())
                 try:
                     await committer.submit(append(store), source=source)
-                except storage.StoreError as exc:
+                except seen as exc:
                     failures.append(exc)
 
-            spy.fail_with = RuntimeError("a bug in the write path")
-            for source in range(1, 5):
+            spy.fail_with = failure
+            for source in range(1, 5):  # all four are busy: their units queue together
                 committer.note_read(source, trio.current_time())
             async with trio.open_nursery() as nursery:
                 for source in range(1, 5):
                     nursery.start_soon(client, source)
             assert len(failures) == 4
-            assert "internal error" in str(failures[0])
+            assert says in str(failures[0])
             assert (await committer.submit(append(store))).error is None
         # ...and stopping did not hang.
 
 
 async def test_a_cancelled_submitter_still_learns_the_outcome(store: Store) -> None:
     seen: list[UnitOutcome] = []
-    async with running(store, thread=True) as committer:
+    async with running_committer(store, thread=True) as committer:
 
         async def submitter(source: int) -> None:
             committer.note_read(source, trio.current_time())
@@ -191,7 +169,7 @@ async def test_a_cancelled_submitter_still_learns_the_outcome(store: Store) -> N
 
 
 async def test_a_stopped_committer_refuses_new_units(store: Store) -> None:
-    async with running(store, thread=False) as committer:
+    async with running_committer(store, thread=False) as committer:
         pass
     with pytest.raises(ShuttingDown):
         await committer.submit(append(store))

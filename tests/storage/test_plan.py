@@ -17,7 +17,6 @@ from store_kit import (
     fill,
     lookups,
     put_raw,
-    raw_lmdb,
     remove,
     unit,
 )
@@ -204,8 +203,7 @@ def test_corrupt_record_met_while_planning_fails_the_whole_batch(
     queue = create_queue(store, "q", transactional=True)
     fill(store, queue, 3)
     store.close()
-    with raw_lmdb(store.path) as env, env.begin(write=True) as txn:
-        txn.put(message_key(queue.queue_id, 1), b"garbage")
+    put_raw(store.path, None, message_key(queue.queue_id, 1), b"garbage")
     store = reopen(store)
     # Reads hand records over as they are: only the one asked for is looked at.
     assert lookups(store, queue, skip={1}) == [2, 3]

@@ -12,9 +12,10 @@ from store_kit import (
     append,
     commit_ok,
     create_queue,
+    delete_raw,
     fill,
     lookups,
-    raw_lmdb,
+    put_raw,
     remove,
     unit,
 )
@@ -272,8 +273,7 @@ def test_priority_index_naming_a_missing_message_is_corrupt(
     store: Store, prioritized: QueueRecord, reopen: Reopener
 ) -> None:
     store.close()
-    with raw_lmdb(store.path) as env, env.begin(write=True) as txn:
-        assert txn.delete(message_key(prioritized.queue_id, 2))
+    delete_raw(store.path, None, message_key(prioritized.queue_id, 2))
     store = reopen(store)
     with pytest.raises(StoreCorrupt, match="missing"):
         store.first_by_priority(prioritized.queue_id, start=(0, 0), skip=())
@@ -285,8 +285,7 @@ def test_reads_hand_over_records_without_decoding_them(store: Store, reopen: Reo
     queue = create_queue(store, "t", transactional=True)
     fill(store, queue, 2)
     store.close()
-    with raw_lmdb(store.path) as env, env.begin(write=True) as txn:
-        txn.put(message_key(queue.queue_id, 1), b"garbage")
+    put_raw(store.path, None, message_key(queue.queue_id, 1), b"garbage")
     store = reopen(store)
     assert store.read_message(queue.queue_id, 1) == b"garbage"
     assert store.read_range(queue.queue_id, limit=1) == [(1, b"garbage")]

@@ -6,7 +6,7 @@ import struct
 from typing import Any
 
 from hypothesis import given, settings
-from message_samples import GUID, PROPERTIES
+from wire_samples import GUID, PROPERTIES
 from wire_strategies import message_fields
 
 from wire import MessageProperties
@@ -19,31 +19,18 @@ def test_message_bytes_are_the_documented_layout(fields: dict[str, Any]) -> None
     """The construct reference layout, fed by hand, builds the same bytes."""
     correlation: bytes = fields["correlation_id"]
     source_qm = fields["source_qm"]
+    texts = ("label", "admin_queue", "response_queue", "destination")
+    # Every other field is laid out as it is.
     container = {
-        name: fields[name]
-        for name in (
-            "ordinal",
-            "app_specific",
-            "priority",
-            "delivery",
-            "acknowledge",
-            "journal",
-            "message_class",
-            "time_to_reach_queue",
-            "time_to_be_received",
-            "sent_time",
-            "extension",
-            "body",
-        )
+        name: value
+        for name, value in fields.items()
+        if name not in {"source_qm", "transactional", "correlation_id", *texts}
     }
     container |= {
         "source_qm": bytes(16) if source_qm is None else source_qm.bytes,
         "flags": (1 if fields["transactional"] else 0) | (2 if correlation else 0),
         "correlation": correlation or bytes(20),
-        **{
-            name: fields[name].encode()
-            for name in ("label", "admin_queue", "response_queue", "destination")
-        },
+        **{name: fields[name].encode() for name in texts},
     }
     raw = MessageProperties(**fields).raw
     assert raw == cf.MESSAGE_LAYOUT.build(container)

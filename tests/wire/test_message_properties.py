@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given, settings
-from message_samples import PROPERTIES
+from wire_samples import PROPERTIES
 from wire_strategies import message_fields
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError, format_message_id

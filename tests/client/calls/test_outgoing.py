@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 from client_kit import run_call
-from fake_daemon import ORDERS, sample_outgoing
+from wire_samples import ORDERS, OUTGOING_INFO
 
 from qmgr.client import ConnectionLost, InvalidArgument, OutgoingInfo
 from qmgr.client._common import OUTGOING_PAUSE, OUTGOING_PURGE, OUTGOING_RESUME
 from qmgr.client.calls import outgoing
 from wire import client as cf
 
-INFO = sample_outgoing()[ORDERS]
+INFO = OUTGOING_INFO
 
 
 def test_outgoing_lists_every_queue() -> None:

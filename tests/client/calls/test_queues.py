@@ -5,7 +5,8 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
-from client_kit import QUEUE, run_call, status_info
+from client_kit import run_call, status_info
+from wire_samples import QUEUE_INFO
 
 from qmgr.client import ConnectionLost, InvalidArgument, NotSupported, QueueInfo, Status
 from qmgr.client.calls import queues
@@ -58,8 +59,8 @@ def test_delete_and_purge_say_how_many_messages_went() -> None:
 
 
 def test_list_queues_and_status() -> None:
-    listed = run_call(queues.list_queues, answers=[cf.QueueList(queues=(QUEUE,))])
-    assert listed.result == [QueueInfo.from_wire(QUEUE)]
+    listed = run_call(queues.list_queues, answers=[cf.QueueList(queues=(QUEUE_INFO,))])
+    assert listed.result == [QueueInfo.from_wire(QUEUE_INFO)]
     info = status_info()
     status = run_call(queues.status, answers=[info])
     assert status.requests == [cf.GetStatus()]

@@ -4,14 +4,20 @@
 running; ``conn`` is a greeted session on them with its client;
 ``authorization`` turns queue permissions on for them (``kit.enable_permissions``).
 A test that needs other limits, or several sessions, opens them with ``kit``.
+The sample values of the client protocol are those of the wire tests
+(``tests/wire/wire_samples.py``): their folder joins ``sys.path``.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+
+sys.path.append(str(Path(__file__).resolve().parents[2] / "wire"))
+
 from kit import Connection, enable_permissions, open_services, open_session
 
 from qmgr.server.client.authorization import Authorization

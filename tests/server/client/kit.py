@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 import trio.testing
+from server.committer_kit import running_committer
 
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import Limits, QueueManagerCore
@@ -29,9 +30,7 @@ from qmgr.core.tokens import TokenBook, hash_token
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.services import ConnectionLimits, Services
 from qmgr.server.client.session import ClientSession
-from qmgr.server.committer import Committer
 from qmgr.server.signals import QueueSignals, Wakeup
-from qmgr.server.writer import Writer
 from storage import Store
 from wire import MessageProperties
 from wire import client as cf
@@ -55,28 +54,22 @@ async def open_services(
     reservation = core.ordinal_reservation()
     assert reservation is not None
     core.ordinals_reserved(reservation, store.commit([reservation], now=time.time())[0])
-    writer = Writer(store, thread=thread)
-    committer = Committer(store, writer)
-    services = Services(
-        core=core,
-        committer=committer,
-        signals=QueueSignals(),
-        frames=MemoryBudget(frame_budget, what="frames being received"),
-        limits=limits or ConnectionLimits(),
-        qm_name="test",
-        qm_guid=store.qm_guid,
-        server_version="test",
-        status=lambda: _unused("status"),
-        queue_infos=lambda: (),
-        maintenance=Wakeup(),
-    )
     try:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(committer.run)
-            yield services
-            nursery.cancel_scope.cancel()
+        async with running_committer(store, thread=thread) as committer:
+            yield Services(
+                core=core,
+                committer=committer,
+                signals=QueueSignals(),
+                frames=MemoryBudget(frame_budget, what="frames being received"),
+                limits=limits or ConnectionLimits(),
+                qm_name="test",
+                qm_guid=store.qm_guid,
+                server_version="test",
+                status=lambda: _unused("status"),
+                queue_infos=lambda: (),
+                maintenance=Wakeup(),
+            )
     finally:
-        writer.close()
         store.close()
 
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import trio
 from core.harness import WALL, CoreHarness
+from server.committer_kit import running_committer
 
 import storage
 from qmgr.server.committer import Committer
 from qmgr.server.signals import QueueSignals
-from qmgr.server.writer import Writer
 
 
 class RecordingSignals(QueueSignals):
@@ -66,12 +66,8 @@ def qm(tmp_path: Path) -> Iterator[CoreHarness]:
 @pytest.fixture
 async def committer(qm: CoreHarness) -> AsyncIterator[Committer]:
     """The committer over ``qm``'s store, running."""
-    writer = Writer(qm.store, thread=False)
-    committer = Committer(qm.store, writer)
-    async with trio.open_nursery() as nursery:
-        await nursery.start(committer.run)
-        yield committer
-        nursery.cancel_scope.cancel()
+    async with running_committer(qm.store) as running:
+        yield running
 
 
 @pytest.fixture

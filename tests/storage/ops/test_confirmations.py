@@ -5,7 +5,6 @@ once, delivered marks, FinalAcks in key order, and corrupt records."""
 from __future__ import annotations
 
 import struct
-from pathlib import Path
 
 import pytest
 from store_kit import (
@@ -18,8 +17,8 @@ from store_kit import (
     create_queue,
     due,
     payloads,
+    put_raw,
     raw_items,
-    raw_lmdb,
     unit,
 )
 
@@ -500,13 +499,6 @@ def test_everything_survives_reopening(store: Store, reopen: Reopener) -> None:
 _HEAD = struct.Struct(">BBHdH")
 
 
-def _put_raw(path: Path, key: bytes, value: bytes) -> None:
-    with raw_lmdb(path) as env:
-        db = env.open_db(DB_CONFIRMATIONS, create=False)
-        with env.begin(write=True) as txn:
-            txn.put(key, value, db=db)
-
-
 @pytest.mark.parametrize(
     "value",
     [
@@ -521,7 +513,7 @@ def test_a_corrupt_record_raises_store_corrupt(
 ) -> None:
     commit_ok(store, unit(add(copy(7)), add(copy(8))))
     store.close()
-    _put_raw(store.path, confirmation_key(7, 0), value)
+    put_raw(store.path, DB_CONFIRMATIONS, confirmation_key(7, 0), value)
     store = reopen(store)
     with pytest.raises(StoreCorrupt):
         store.confirmation(7, 0)
@@ -549,7 +541,8 @@ def test_a_record_cut_short_in_its_name_raises_store_corrupt(
 ) -> None:
     commit_ok(store, unit(add(copy(7))))
     store.close()
-    _put_raw(store.path, confirmation_key(7, 0), _HEAD.pack(1, 0, 0, 0.0, 40) + b"outgoing$")
+    cut = _HEAD.pack(1, 0, 0, 0.0, 40) + b"outgoing$"  # a 40-byte name, 9 of them there
+    put_raw(store.path, DB_CONFIRMATIONS, confirmation_key(7, 0), cut)
     store = reopen(store)
     with pytest.raises(StoreCorrupt):
         store.confirmation(7, 0)

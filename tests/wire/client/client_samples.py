@@ -12,7 +12,16 @@ import struct
 from typing import Any
 
 import pytest
-from message_samples import GUID, PROPERTIES
+from wire_samples import (
+    CONNECTED_INFO,
+    GUID,
+    OUTGOING_INFO,
+    PROPERTIES,
+    QUEUE_INFO,
+    QUEUED,
+    STATUS_INFO,
+    TRACE_FINDING,
+)
 
 from wire import LocalProtocolError, RemoteProtocolError
 from wire import client as cf
@@ -22,44 +31,6 @@ from wire.client.frames import CLASS_OF
 def fields_of(value: Any) -> dict[str, Any]:
     return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
 
-
-QUEUED = cf.QueuedMessage(
-    queue="orders", lookup_id=9, arrived_time=1_700_000_001.5, message=PROPERTIES
-)
-QUEUE_INFO = cf.QueueInfo(
-    name="orders",
-    format_name=".\\private$\\orders",
-    kind=int(cf.QueueKind.NORMAL),
-    transactional=True,
-    journal=False,
-    quota=1 << 40,
-    depth=3,
-    bytes=300,
-    locked=1,
-    created_at=1_600_000_000.0,
-)
-OUTGOING_INFO = cf.OutgoingInfo(
-    destination="DIRECT=TCP:10.0.0.5:1901\\private$\\orders",
-    next_hop="10.0.0.9:1801",
-    state="waiting",
-    next_attempt=1_700_000_100.5,
-    waiting=12,
-    unacknowledged=3,
-    sequence_timestamp=1_700_000_000,
-    sequence_ordinal=2,
-    next_number=16,
-    last_order_ack=None,
-    last_error="connection refused",
-)
-INCOMING_INFO = cf.IncomingInfo(
-    source_qm=GUID,
-    queue="orders",
-    sequence_timestamp=1_690_000_000,
-    sequence_ordinal=7,
-    last_number=41,
-    reject_count=2,
-    last_access=1_700_000_002.25,
-)
 
 #: One value of every frame kind, with non-default fields.
 SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
@@ -103,25 +74,9 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.NO_MESSAGE: cf.NoMessage(),
     cf.FrameKind.MESSAGE_LIST: cf.MessageList(messages=(QUEUED, QUEUED)),
     cf.FrameKind.QUEUE_LIST: cf.QueueList(queues=(QUEUE_INFO,)),
-    cf.FrameKind.STATUS_INFO: cf.StatusInfo(
-        qm_name="qm",
-        qm_guid=GUID,
-        server_version="1.0",
-        started_at=1.5,
-        connections=2,
-        open_transactions=1,
-        commits=10,
-        aborts=2,
-        batches=7,
-        uncommitted_bytes=100,
-        erasing=0,
-        queues=(QUEUE_INFO, QUEUE_INFO),
-        outgoing=(OUTGOING_INFO,),
-        incoming=(INCOMING_INFO, INCOMING_INFO),
-    ),
+    cf.FrameKind.STATUS_INFO: STATUS_INFO,
     cf.FrameKind.OUTGOING_LIST: cf.OutgoingList(
-        outgoing=(OUTGOING_INFO, cf.OutgoingInfo(**{**fields_of(OUTGOING_INFO), "state": "idle"})),
-        purged=2**40,
+        outgoing=(OUTGOING_INFO, CONNECTED_INFO), purged=2**40
     ),
     cf.FrameKind.RESOLUTIONS: cf.Resolutions(outcomes=(1, 2, 4)),
     cf.FrameKind.TRANSACTION_LIST: cf.TransactionList(
@@ -152,19 +107,7 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.LIST_INFO_LIST: cf.ListInfoList(
         lists=(cf.ListInfo(name="fanout", targets=("orders",)),)
     ),
-    cf.FrameKind.TRACE_REPORT: cf.TraceReport(
-        qm_name="qm",
-        findings=(
-            cf.TraceFinding(
-                kind="queue",
-                place="orders",
-                time=1.5,
-                message_class=0xC002,
-                detail="lookup id 3",
-                next_hop="10.0.0.5:1801",
-            ),
-        ),
-    ),
+    cf.FrameKind.TRACE_REPORT: cf.TraceReport(qm_name="qm", findings=(TRACE_FINDING,)),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
 SAMPLE_PARAMS = [pytest.param(value, id=kind.name) for kind, value in SAMPLES.items()]

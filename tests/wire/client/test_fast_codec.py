@@ -11,7 +11,7 @@ from typing import Any
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from message_samples import PROPERTIES
+from wire_samples import PROPERTIES
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client as cf

@@ -9,7 +9,7 @@ import uuid
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from message_samples import PROPERTIES
+from wire_samples import PROPERTIES
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client as cf
@@ -107,6 +107,15 @@ def test_truncated_frames_wait_and_truncated_bodies_are_refused(frame: cf.FrameV
             decoder.next_frame()
 
 
+def assert_broken_for_good(decoder: cf.ClientFrameDecoder) -> None:
+    """After a framing error the decoder refuses everything, a good frame too: a
+    connection cannot recover from it."""
+    decoder.receive_data(cf.encode_ok(2))
+    for read in (decoder.next_frame, decoder.next_header, decoder.next_frame):
+        with pytest.raises(RemoteProtocolError):
+            read()
+
+
 def test_oversized_declared_size_is_refused_before_buffering() -> None:
     decoder = cf.ClientFrameDecoder()
     decoder.receive_data(struct.pack("<IHHI", cf.MAX_FRAME_BODY + 1, cf.FrameKind.SEND, 0, 1))
@@ -114,12 +123,7 @@ def test_oversized_declared_size_is_refused_before_buffering() -> None:
         decoder.next_frame()
     assert excinfo.value.field == "FrameHeader.length"
     assert decoder.pending_body == 0
-    # The decoder stays broken: a connection cannot recover after a framing error.
-    decoder.receive_data(cf.encode_ok(2))
-    with pytest.raises(RemoteProtocolError):
-        decoder.next_frame()
-    with pytest.raises(RemoteProtocolError):
-        decoder.next_header()
+    assert_broken_for_good(decoder)
 
 
 def test_the_largest_declared_size_is_accepted() -> None:
@@ -163,11 +167,9 @@ def test_bad_headers_say_which_field(header: bytes, field: str) -> None:
 def test_a_malformed_body_breaks_the_decoder_for_good() -> None:
     decoder = cf.ClientFrameDecoder()
     decoder.receive_data(struct.pack("<IHHI", 1, cf.FrameKind.NO_MESSAGE, 0, 1) + b"x")
-    decoder.receive_data(cf.encode_ok(2))
     with pytest.raises(RemoteProtocolError):
         decoder.next_frame()
-    with pytest.raises(RemoteProtocolError):
-        decoder.next_frame()
+    assert_broken_for_good(decoder)
 
 
 def test_decode_body_refuses_an_unknown_kind() -> None:

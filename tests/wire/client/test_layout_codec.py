@@ -9,13 +9,12 @@ import struct
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
+from wire_samples import INCOMING_INFO, OUTGOING_INFO
 
 from wire import client as cf
 
 from . import client_strategies as cs
 from .client_samples import (
-    INCOMING_INFO,
-    OUTGOING_INFO,
     SAMPLES,
     assert_cannot_encode,
     assert_mutations_decode_or_are_refused,

@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 from construct import Flag, Float64l, Int64ul, Struct
-from message_samples import GUID
+from wire_samples import CONNECTED_INFO, INCOMING_INFO, OUTGOING_INFO
 
 from wire import RemoteProtocolError
 from wire import client as cf
 from wire.client.layouts import optional_container, optional_value
 
 from .client_samples import (
-    OUTGOING_INFO,
     SAMPLES,
     decode_all,
     fields_of,
@@ -64,14 +63,15 @@ def test_outgoing_frames_have_the_documented_layout() -> None:
     assert body == struct.pack("<I", 1) + _outgoing_bytes(OUTGOING_INFO) + struct.pack("<Q", 5)
     incoming = b"".join(
         (
-            GUID.bytes,
-            text("orders"),
-            struct.pack("<IIQQd", 1_690_000_000, 7, 41, 2, 1_700_000_002.25),
+            INCOMING_INFO.source_qm.bytes,
+            text("payments"),
+            struct.pack("<IIQQd", 1_650_000_000, 4, 41, 2, 1_700_000_002.0),
         )
     )
     status = SAMPLES[cf.FrameKind.STATUS_INFO]
+    outgoing = _outgoing_bytes(OUTGOING_INFO) + _outgoing_bytes(CONNECTED_INFO)
     assert cf.encode_frame(1, status)[cf.HEADER_SIZE :].endswith(
-        struct.pack("<I", 1) + _outgoing_bytes(OUTGOING_INFO) + struct.pack("<I", 2) + incoming * 2
+        struct.pack("<I", 2) + outgoing + struct.pack("<I", 1) + incoming
     )
 
 

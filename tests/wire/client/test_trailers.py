@@ -9,6 +9,7 @@ import dataclasses
 import struct
 
 import pytest
+from wire_samples import QUEUE_INFO
 
 from wire import LocalProtocolError, MessageProperties
 from wire import client as cf
@@ -20,18 +21,6 @@ QUEUED = cf.QueuedMessage(queue="orders", lookup_id=9, arrived_time=2.5, message
 COUNTERS = cf.MessageCounters(abort_count=3, move_count=2, last_move_time=1.5)
 COUNTED = cf.QueuedMessage(
     queue="orders", lookup_id=9, arrived_time=2.5, message=MESSAGE, counters=COUNTERS
-)
-INFO = cf.QueueInfo(
-    name="orders",
-    format_name=".\\private$\\orders",
-    kind=0,
-    transactional=True,
-    journal=False,
-    quota=None,
-    depth=1,
-    bytes=5,
-    locked=0,
-    created_at=1.0,
 )
 RETRY = cf.RetrySettings(retry_count=5, retry_cycles=2, retry_delay=1800.0)
 
@@ -72,8 +61,8 @@ def test_a_message_list_has_one_counters_record_per_message_or_none() -> None:
 
 
 def test_queue_lists_and_status_carry_retry_settings_in_a_trailer() -> None:
-    queues = (INFO, INFO)
-    with_retry = (INFO, dataclasses.replace(INFO, retry=RETRY))
+    queues = (QUEUE_INFO, QUEUE_INFO)
+    with_retry = (QUEUE_INFO, dataclasses.replace(QUEUE_INFO, retry=RETRY))
     old = body_of(cf.QueueList(queues=queues))
     new = body_of(cf.QueueList(queues=with_retry))
     absent = struct.pack("<?IId", False, 0, 0, 0.0)

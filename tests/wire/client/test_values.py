@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from message_samples import GUID
+from wire_samples import GUID
 
 from wire import client as cf
 

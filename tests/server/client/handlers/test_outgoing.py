@@ -2,7 +2,8 @@
 
 The session, core, committer and store are real (``kit``); only the
 delivery between queue managers is replaced, by :class:`FakePeering`, which
-records what it was asked and answers as scripted.
+records what it was asked and answers as scripted, with the outgoing queues of the
+sample values (``wire_samples``).
 """
 
 from __future__ import annotations
@@ -15,26 +16,11 @@ import structlog
 import trio
 import trio.testing
 from kit import Connection, error
+from wire_samples import CONNECTED_INFO, ORDERS, OUTGOING_INFO
 
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.server.client.services import OutgoingAction, PeeringControl, Services
 from wire import client as cf
-
-ORDERS = "DIRECT=TCP:10.0.0.5:1901\\private$\\orders"
-INFO = cf.OutgoingInfo(
-    destination=ORDERS,
-    next_hop="10.0.0.5:1901",
-    state="connected",
-    next_attempt=None,
-    waiting=4,
-    unacknowledged=2,
-    sequence_timestamp=1_700_000_000,
-    sequence_ordinal=1,
-    next_number=7,
-    last_order_ack=1_700_000_010.5,
-    last_error="",
-)
-OTHER = dataclasses.replace(INFO, destination="DIRECT=TCP:10.0.0.6\\private$\\x", state="idle")
 
 
 class FakePeering:
@@ -42,7 +28,7 @@ class FakePeering:
 
     def __init__(self) -> None:
         self.calls: list[tuple[OutgoingAction, str]] = []
-        self.infos = (INFO, OTHER)
+        self.infos = (OUTGOING_INFO, CONNECTED_INFO)
 
     def outgoing_infos(self) -> tuple[cf.OutgoingInfo, ...]:
         return self.infos
@@ -65,9 +51,9 @@ class FakePeering:
             msg = f"{destination!r} is not a queue on another queue manager"
             raise InvalidName(msg)
         if action is OutgoingAction.PURGE:
-            return dataclasses.replace(INFO, waiting=0), INFO.waiting
+            return dataclasses.replace(OUTGOING_INFO, waiting=0), OUTGOING_INFO.waiting
         state = "paused" if action is OutgoingAction.PAUSE else "connecting"
-        return dataclasses.replace(INFO, state=state), 0
+        return dataclasses.replace(OUTGOING_INFO, state=state), 0
 
 
 @pytest.fixture
@@ -95,7 +81,8 @@ def test_the_fake_has_the_methods_of_peering_control() -> None:
 async def test_list_outgoing_answers_every_queue(
     peering: FakePeering, conn: Connection, autojump_clock: trio.testing.MockClock
 ) -> None:
-    assert await conn.client.call(cf.ListOutgoing()) == cf.OutgoingList(outgoing=(INFO, OTHER))
+    listed = cf.OutgoingList(outgoing=(OUTGOING_INFO, CONNECTED_INFO))
+    assert await conn.client.call(cf.ListOutgoing()) == listed
     peering.infos = ()
     assert await conn.client.call(cf.ListOutgoing()) == cf.OutgoingList(outgoing=())
     assert peering.calls == []
@@ -108,9 +95,13 @@ async def test_control_outgoing_pauses_resumes_and_purges(
         paused = await conn.client.call(cf.ControlOutgoing(action=1, destination=ORDERS))
         resumed = await conn.client.call(cf.ControlOutgoing(action=2, destination=ORDERS))
         purged = await conn.client.call(cf.ControlOutgoing(action=3, destination=ORDERS))
-    assert paused == cf.OutgoingList(outgoing=(dataclasses.replace(INFO, state="paused"),))
-    assert resumed == cf.OutgoingList(outgoing=(dataclasses.replace(INFO, state="connecting"),))
-    assert purged == cf.OutgoingList(outgoing=(dataclasses.replace(INFO, waiting=0),), purged=4)
+    assert paused == cf.OutgoingList(outgoing=(dataclasses.replace(OUTGOING_INFO, state="paused"),))
+    assert resumed == cf.OutgoingList(
+        outgoing=(dataclasses.replace(OUTGOING_INFO, state="connecting"),)
+    )
+    assert purged == cf.OutgoingList(
+        outgoing=(dataclasses.replace(OUTGOING_INFO, waiting=0),), purged=OUTGOING_INFO.waiting
+    )
     assert peering.calls == [
         (OutgoingAction.PAUSE, ORDERS),
         (OutgoingAction.RESUME, ORDERS),
@@ -125,7 +116,7 @@ async def test_control_outgoing_pauses_resumes_and_purges(
     assert events == [
         ("outgoing_paused", ORDERS, 0),
         ("outgoing_resumed", ORDERS, 0),
-        ("outgoing_purged", ORDERS, 4),
+        ("outgoing_purged", ORDERS, OUTGOING_INFO.waiting),
     ]
 
 
