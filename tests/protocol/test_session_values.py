@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import uuid
+from typing import Any, cast
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_the_limits_themselves_are_accepted() -> None:
 )
 def test_a_timeout_that_is_not_a_number_is_refused(name: str) -> None:
     with pytest.raises(ValueError, match=f"{name} must be positive, got nan"):
-        SessionSettings(**{name: math.nan})
+        SessionSettings(**cast(dict[str, Any], {name: math.nan}))
 
 
 def test_settings_and_actions_are_immutable_values() -> None:

@@ -15,6 +15,7 @@ import socket
 import stat
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -39,7 +40,7 @@ async def bound() -> AsyncIterator[list[trio.socket.SocketType]]:
         sock.close()
 
 
-def refused_connection(family: int, address: object) -> bool:
+def refused_connection(family: int, address: str | tuple[Any, ...]) -> bool:
     """True if connecting to ``address`` is refused (nothing listens there)."""
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         try:
