@@ -1,5 +1,6 @@
 """The TLS context a client uses: its defaults and its refusals (no handshake here; the
-TLS connections themselves are tested against a real daemon in tests/integration/test_tls.py)."""
+TLS connections themselves are tested against a real daemon in
+tests/integration/test_tls_between_processes.py)."""
 
 from __future__ import annotations
 

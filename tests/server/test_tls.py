@@ -3,9 +3,8 @@
 handshakes over memory streams (deadlines with a mock clock; the peer port takes only
 queue managers' certificates, on either side), and the start-up rule.
 
-(The registry of peer identities is tested in ``tests/server/peering/test_identity.py``.
-This module keeps its ``_adapter`` suffix: ``tests/integration/test_tls.py`` has the
-bare name, and the suite's test directories share one module namespace.)"""
+(The registry of peer identities is tested in ``tests/server/peering/test_identity.py``;
+TLS between real processes in ``tests/integration/test_tls_between_processes.py``.)"""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""The deployment CA (qmgr.certs): what it issues verifies in real TLS handshakes.
+"""Making the CA and issuing (``qmgr.certs.authority``): what it issues verifies in real
+TLS handshakes, the contents of the certificates, and what ``init_ca`` and ``issue``
+refuse.
 
 The handshakes run in-process over memory BIOs, with ``VERIFY_X509_STRICT``
 on both sides (Python 3.13's default), TLS 1.2 and TLS 1.3.
@@ -6,18 +8,15 @@ on both sides (Python 3.13's default), TLS 1.2 and TLS 1.3.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import hashlib
 import ipaddress
 import os
 import ssl
-import stat
 from pathlib import Path
 
 import pytest
+from certs_kit import QM_ADDRESS, QM_HOST, load, mode
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from qmgr.certs import (
@@ -26,39 +25,12 @@ from qmgr.certs import (
     CertsError,
     ExistingFilesError,
     IssuedPaths,
-    LeafKind,
     describe,
     init_ca,
     issue,
-    validity,
 )
 
-QM_HOST = "qm1.example.com"
-QM_ADDRESS = "10.0.0.5"
 TLS_VERSIONS = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
-
-
-@pytest.fixture
-def ca(tmp_path: Path) -> CaPaths:
-    return init_ca(tmp_path / "ca")
-
-
-@pytest.fixture
-def qm(ca: CaPaths) -> IssuedPaths:
-    return issue(ca.cert.parent, "qm1", hosts=[QM_HOST, QM_ADDRESS])
-
-
-@pytest.fixture
-def alice(ca: CaPaths) -> IssuedPaths:
-    return issue(ca.cert.parent, "alice", kind="client")
-
-
-def load(path: Path) -> x509.Certificate:
-    return x509.load_pem_x509_certificate(path.read_bytes())
-
-
-def mode(path: Path) -> int:
-    return stat.S_IMODE(path.stat().st_mode)
 
 
 # --------------------------------------------------------------------------
@@ -237,28 +209,9 @@ def test_client_certificate(ca: CaPaths, alice: IssuedPaths) -> None:
         cert.extensions.get_extension_for_class(x509.SubjectAlternativeName)
 
 
-def test_hosts_ipv6_and_repeats(ca: CaPaths) -> None:
-    paths = issue(
-        ca.cert.parent, "qm6", hosts=["::1", "LocalHost", "localhost.", "127.0.0.1", "::1"]
-    )
-    info = describe(paths.cert)
-    assert info.dns_names == ("localhost",)
-    assert info.ip_addresses == ("::1", "127.0.0.1")
-
-
 # --------------------------------------------------------------------------
-# Files
+# Where they are written, and what is refused
 # --------------------------------------------------------------------------
-
-
-def test_files_and_modes(tmp_path: Path, ca: CaPaths, qm: IssuedPaths) -> None:
-    directory = tmp_path / "ca"
-    assert mode(directory) == 0o700
-    assert mode(ca.key) == mode(qm.key) == 0o600
-    assert not mode(ca.cert) & (stat.S_IWGRP | stat.S_IWOTH)
-    assert sorted(os.listdir(directory)) == ["ca.crt", "ca.key", "qm1.crt", "qm1.key"]
-    assert qm.ca_cert == ca.cert
-    assert qm.key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
 
 
 def test_out_dir_holds_a_copy_of_the_ca_certificate(tmp_path: Path, ca: CaPaths) -> None:
@@ -300,13 +253,6 @@ def test_existing_certificate_is_kept_unless_forced(ca: CaPaths, qm: IssuedPaths
     assert mode(qm.key) == 0o600
 
 
-def test_a_failed_write_leaves_no_temporary_file(ca: CaPaths) -> None:
-    (ca.cert.parent / "qm1.crt").mkdir()
-    with pytest.raises(CertsError, match=r"cannot write .*qm1\.crt"):
-        issue(ca.cert.parent, "qm1", hosts=[QM_HOST], force=True)
-    assert sorted(os.listdir(ca.cert.parent)) == ["ca.crt", "ca.key", "qm1.crt", "qm1.key"]
-
-
 def test_no_ca(tmp_path: Path) -> None:
     with pytest.raises(CaNotFoundError, match="no CA in"):
         issue(tmp_path, "qm1", hosts=[QM_HOST])
@@ -326,55 +272,6 @@ def test_certificate_may_not_outlive_its_ca(tmp_path: Path) -> None:
     issue(short.cert.parent, "qm1", hosts=[QM_HOST], days=29)
 
 
-# --------------------------------------------------------------------------
-# Names and hosts
-# --------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("name", "message"),
-    [
-        ("", "empty"),
-        ("a/b", "file name"),
-        ("..", "file name"),
-        (".hidden", "file name"),
-        ("-rf", "file name"),
-        ("two words", "file name"),
-        ("é", "file name"),
-        ("tab\there", "control characters"),
-        ("x" * 65, "longer than 64"),
-        ("ca", "the CA's own"),
-    ],
-)
-def test_bad_names_are_refused(ca: CaPaths, name: str, message: str) -> None:
-    with pytest.raises(CertsError, match=message):
-        issue(ca.cert.parent, name, kind="client")
-    assert sorted(os.listdir(ca.cert.parent)) == ["ca.crt", "ca.key"]
-
-
-def test_good_names(ca: CaPaths) -> None:
-    for name in ("qm-1.site_a", "A", "x" * 64, "_svc"):
-        issue(ca.cert.parent, name, kind="client")
-        assert describe(ca.cert.parent / f"{name}.crt").subject == name
-
-
-@pytest.mark.parametrize(
-    ("kind", "hosts", "message"),
-    [
-        ("qm", [], "at least one host"),
-        ("qm", ["bad host"], "neither an IP address nor a DNS name"),
-        ("qm", ["-lead.example.com"], "neither"),
-        ("qm", ["a..b"], "neither"),
-        ("qm", ["münchen.example"], "xn--"),
-        ("qm", ["x" * 64 + ".com"], "neither"),
-        ("client", ["host.example.com"], "not hosts"),
-    ],
-)
-def test_bad_hosts_are_refused(ca: CaPaths, kind: LeafKind, hosts: list[str], message: str) -> None:
-    with pytest.raises(CertsError, match=message):
-        issue(ca.cert.parent, "leaf", kind=kind, hosts=hosts)
-
-
 def test_bad_days_and_ca_names(tmp_path: Path, ca: CaPaths) -> None:
     with pytest.raises(CertsError, match="at least 1 day"):
         issue(ca.cert.parent, "alice", kind="client", days=0)
@@ -383,61 +280,3 @@ def test_bad_days_and_ca_names(tmp_path: Path, ca: CaPaths) -> None:
     with pytest.raises(CertsError, match="unknown certificate kind"):
         issue(ca.cert.parent, "alice", kind="server")  # type: ignore[arg-type]
     assert not (tmp_path / "nameless").exists()
-
-
-# --------------------------------------------------------------------------
-# describe
-# --------------------------------------------------------------------------
-
-
-def test_describe(ca: CaPaths, qm: IssuedPaths, alice: IssuedPaths) -> None:
-    info = describe(qm.cert)
-    cert = load(qm.cert)
-    der = cert.public_bytes(serialization.Encoding.DER)
-    assert (info.subject, info.issuer, info.kind) == ("qm1", "qmgr deployment CA", "qm")
-    assert (info.dns_names, info.ip_addresses) == ((QM_HOST,), (QM_ADDRESS,))
-    assert info.sha256_fingerprint == ":".join(f"{b:02X}" for b in hashlib.sha256(der).digest())
-    assert (info.not_before, info.not_after) == (
-        cert.not_valid_before_utc,
-        cert.not_valid_after_utc,
-    )
-    assert info.serial == cert.serial_number
-    assert info.validity == "valid"
-    assert describe(alice.cert).kind == "client"
-    assert describe(ca.cert).kind == "ca"
-    assert describe(ca.cert).dns_names == ()
-
-
-def test_describe_reads_der_and_refuses_what_is_no_certificate(
-    tmp_path: Path, qm: IssuedPaths
-) -> None:
-    der_path = tmp_path / "qm1.der"
-    der_path.write_bytes(load(qm.cert).public_bytes(serialization.Encoding.DER))
-    assert describe(der_path) == dataclasses.replace(describe(qm.cert), path=der_path)
-    with pytest.raises(CertsError, match="not a certificate"):
-        describe(qm.key)
-    with pytest.raises(CertsError, match="no such file"):
-        describe(tmp_path / "missing.crt")
-
-
-def test_describe_says_whether_it_is_valid_at_a_moment(qm: IssuedPaths) -> None:
-    info = describe(qm.cert)
-    second = dt.timedelta(seconds=1)
-    at = {
-        "before": info.not_before - second,
-        "from": info.not_before,
-        "until": info.not_after,
-        "after": info.not_after + second,
-        "years after": info.not_after + dt.timedelta(days=3650),
-    }
-    assert {when: describe(qm.cert, now=now).validity for when, now in at.items()} == {
-        "before": "not yet valid",
-        "from": "valid",
-        "until": "valid",
-        "after": "expired",
-        "years after": "expired",
-    }
-    assert validity(info.not_before, info.not_after, info.not_after + second) == "expired"
-    # Any time zone: the moments are compared, not the clock faces.
-    tokyo = dt.timezone(dt.timedelta(hours=9))
-    assert describe(qm.cert, now=(info.not_after + second).astimezone(tokyo)).validity == "expired"
