@@ -1,5 +1,5 @@
 """Tests of the ``qmgr`` command (``qmgr/cli/``).
 
 A package, as ``tests/protocol`` is, so that its modules may share their
-names with tests elsewhere (``test_poison``, ``test_certs``, ...).
+names with tests elsewhere (``test_poison``, ``test_queues``, ...).
 """
