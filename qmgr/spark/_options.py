@@ -48,6 +48,7 @@ NAMES: Final = {
 _TRUE: Final = frozenset({"true", "yes", "1"})
 _FALSE: Final = frozenset({"false", "no", "0"})
 
+#: What an option's text converts to, and the type of its default.
 N = TypeVar("N")
 D = TypeVar("D")
 
