@@ -17,7 +17,6 @@ import datetime as _dt
 import socket
 import ssl
 import uuid
-from types import TracebackType
 from typing import Self, Unpack
 
 from ._blocking_admin import QueueManagerAdmin
@@ -111,12 +110,7 @@ class QueueManager(QueueManagerAdmin):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
@@ -356,12 +350,7 @@ class Transaction(TransactionHandle):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if self._state.ended:
             return
         if exc_type is None:

@@ -1,4 +1,5 @@
-"""Small pieces every part of the client uses: addresses, limits, timeouts, version checks."""
+"""Small pieces every part of the client uses: addresses, limits, timeouts, version checks,
+attributes read through to another object."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 import os
 import sys
 import uuid
-from typing import Final
+from typing import Any, ClassVar, Final, Generic, Self, TypeVar, cast, overload
 
 from wire import client as cf
 
@@ -110,3 +111,31 @@ def timeout_ms(timeout: float | None) -> int:
     if timeout * 1000 >= MAX_TIMEOUT_MS:
         return MAX_TIMEOUT_MS
     return math.ceil(timeout * 1000)
+
+
+T = TypeVar("T")
+
+
+class ReadThrough(Generic[T]):
+    """A read-only attribute that is the field of the same name (or ``field``) of
+    the object its instance keeps in the attribute ``via`` (set by a subclass):
+    ``Message.label`` is ``message.properties.label``."""
+
+    via: ClassVar[str]
+
+    def __init__(self, doc: str, field: str = "") -> None:
+        self.__doc__ = doc
+        self._field = field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._field = self._field or name
+
+    @overload
+    def __get__(self, instance: None, owner: type) -> Self: ...
+    @overload
+    def __get__(self, instance: object, owner: type) -> T: ...
+    def __get__(self, instance: object | None, owner: type) -> Self | T:
+        if instance is None:
+            return self
+        kept: Any = getattr(instance, self.via)
+        return cast(T, getattr(kept, self._field))

@@ -12,11 +12,13 @@ import datetime as _dt
 import enum
 import uuid
 from dataclasses import dataclass
+from typing import TypeVar
 
 from wire import MessageProperties, format_message_id
 from wire import client as cf
 from wire.client import Delivery
 
+from ._common import ReadThrough
 from ._levels import class_name
 
 __all__ = [
@@ -32,6 +34,8 @@ __all__ = [
 _UTC = _dt.UTC
 _INFINITE = 0xFFFFFFFF
 _fromtimestamp = _dt.datetime.fromtimestamp
+
+T = TypeVar("T")
 
 
 class QueueKind(enum.StrEnum):
@@ -52,6 +56,12 @@ _KINDS = {
     int(cf.QueueKind.SUBQUEUE): QueueKind.SUBQUEUE,
 }
 _DELIVERIES = {int(d): d for d in Delivery}
+
+
+class _Field(ReadThrough[T]):
+    """A read-only attribute of :class:`Message`: a field of its ``properties``."""
+
+    via = "properties"
 
 
 @dataclass(slots=True, kw_only=True, eq=False, repr=False)
@@ -86,22 +96,15 @@ class Message:
     @classmethod
     def from_wire(cls, data: cf.QueuedMessage) -> Message:
         """Convert the protocol's value."""
-        counters = data.counters
-        if counters is None:
-            return cls(
-                queue=data.queue,
-                lookup_id=data.lookup_id,
-                arrived_time=_fromtimestamp(data.arrived_time, _UTC),
-                properties=data.message,
-            )
-        moved = counters.last_move_time
+        counters = data.counters  # None from a queue manager before protocol version 4
+        moved = 0.0 if counters is None else counters.last_move_time
         return cls(
             queue=data.queue,
             lookup_id=data.lookup_id,
             arrived_time=_fromtimestamp(data.arrived_time, _UTC),
             properties=data.message,
-            abort_count=counters.abort_count,
-            move_count=counters.move_count,
+            abort_count=0 if counters is None else counters.abort_count,
+            move_count=0 if counters is None else counters.move_count,
             last_move_time=_fromtimestamp(moved, _UTC) if moved > 0 else None,
         )
 
@@ -125,10 +128,24 @@ class Message:
             f"label={self.label!r}, body={shown!r} ({len(body)} bytes))"
         )
 
-    @property
-    def body(self) -> bytes:
-        """The message body."""
-        return self.properties.body
+    # What the message's properties hold, as they are (the rest below converts).
+    body = _Field[bytes]("The message body.")
+    label = _Field[str]("The label (at most 250 characters).")
+    id = _Field[str](
+        'The message id, ``"{source QM GUID}\\ordinal"`` as MSMQ writes it.', "message_id"
+    )
+    app_specific = _Field[int]("The application-defined 32-bit value.")
+    priority = _Field[int]("0 (lowest) to 7; transactional messages always have 0.")
+    message_class = _Field[int](
+        "MQMSG_CLASS_* (0 for a normal message; see :class:`MessageClass`)."
+    )
+    source_qm = _Field[uuid.UUID]("The GUID of the queue manager that sent it.")
+    acknowledge = _Field[int]("The MQMSG_ACKNOWLEDGMENT_* bits the sender asked for.")
+    journal = _Field[int]("The sender's MQMSG_JOURNAL level.")
+    admin_queue = _Field[str]('Where acknowledgments go ("" for none).')
+    response_queue = _Field[str]('Where the sender wants responses ("" for none).')
+    transactional = _Field[bool]("True if it was sent in a transaction.")
+    destination = _Field[str]("The format name the sender addressed.")
 
     @property
     def text(self) -> str:
@@ -136,34 +153,9 @@ class Message:
         return self.properties.body.decode("utf-8")
 
     @property
-    def label(self) -> str:
-        """The label (at most 250 characters)."""
-        return self.properties.label
-
-    @property
-    def id(self) -> str:
-        """The message id, ``"{source QM GUID}\\ordinal"`` as MSMQ writes it."""
-        return self.properties.message_id
-
-    @property
     def correlation_id(self) -> bytes | None:
         """The 20-byte correlation id, or ``None`` if unset."""
         return self.properties.correlation_id or None
-
-    @property
-    def app_specific(self) -> int:
-        """The application-defined 32-bit value."""
-        return self.properties.app_specific
-
-    @property
-    def priority(self) -> int:
-        """0 (lowest) to 7; transactional messages always have 0."""
-        return self.properties.priority
-
-    @property
-    def message_class(self) -> int:
-        """MQMSG_CLASS_* (0 for a normal message; see :class:`MessageClass`)."""
-        return self.properties.message_class
 
     @property
     def class_name(self) -> str:
@@ -187,34 +179,9 @@ class Message:
         return _fromtimestamp(self.properties.sent_time, _UTC)
 
     @property
-    def source_qm(self) -> uuid.UUID:
-        """The GUID of the queue manager that sent it."""
-        return self.properties.source_qm
-
-    @property
     def delivery(self) -> Delivery:
         """Express or recoverable."""
         return _DELIVERIES.get(self.properties.delivery, Delivery.RECOVERABLE)
-
-    @property
-    def acknowledge(self) -> int:
-        """The MQMSG_ACKNOWLEDGMENT_* bits the sender asked for."""
-        return self.properties.acknowledge
-
-    @property
-    def journal(self) -> int:
-        """The sender's MQMSG_JOURNAL level."""
-        return self.properties.journal
-
-    @property
-    def admin_queue(self) -> str:
-        """Where acknowledgments go ("" for none)."""
-        return self.properties.admin_queue
-
-    @property
-    def response_queue(self) -> str:
-        """Where the sender wants responses ("" for none)."""
-        return self.properties.response_queue
 
     @property
     def time_to_reach_queue(self) -> int | None:
@@ -227,16 +194,6 @@ class Message:
         """Seconds the message had to be received, or ``None`` for no limit."""
         value = self.properties.time_to_be_received
         return None if value == _INFINITE else value
-
-    @property
-    def transactional(self) -> bool:
-        """True if it was sent in a transaction."""
-        return self.properties.transactional
-
-    @property
-    def destination(self) -> str:
-        """The format name the sender addressed."""
-        return self.properties.destination
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -307,8 +264,22 @@ def _time_or_none(value: float | None) -> _dt.datetime | None:
     return None if value is None else _fromtimestamp(value, _UTC)
 
 
+class _Sequenced:
+    """What has an exactly-once sequence id, in two fields: :attr:`sequence` shows it."""
+
+    __slots__ = ()
+
+    sequence_timestamp: int
+    sequence_ordinal: int
+
+    @property
+    def sequence(self) -> str:
+        """The sequence id as ``"timestamp:ordinal"``."""
+        return f"{self.sequence_timestamp}:{self.sequence_ordinal}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class OutgoingInfo:
+class OutgoingInfo(_Sequenced):
     """An outgoing queue: the messages this queue manager holds for one remote queue.
 
     Attributes:
@@ -345,11 +316,6 @@ class OutgoingInfo:
     last_order_ack: _dt.datetime | None
     last_error: str
 
-    @property
-    def sequence(self) -> str:
-        """The sequence id as ``"timestamp:ordinal"``."""
-        return f"{self.sequence_timestamp}:{self.sequence_ordinal}"
-
     @classmethod
     def from_wire(cls, data: cf.OutgoingInfo) -> OutgoingInfo:
         """Convert the protocol's outgoing-queue value."""
@@ -369,7 +335,7 @@ class OutgoingInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class IncomingInfo:
+class IncomingInfo(_Sequenced):
     """An incoming transactional sequence: what one source queue manager sent to one queue.
 
     Exactly-once delivery keeps, per (source queue manager, queue), the last
@@ -394,11 +360,6 @@ class IncomingInfo:
     last_number: int
     reject_count: int
     last_access: _dt.datetime
-
-    @property
-    def sequence(self) -> str:
-        """The sequence id as ``"timestamp:ordinal"``."""
-        return f"{self.sequence_timestamp}:{self.sequence_ordinal}"
 
     @classmethod
     def from_wire(cls, data: cf.IncomingInfo) -> IncomingInfo:

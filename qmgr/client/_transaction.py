@@ -36,11 +36,13 @@ module decides.
 
 from __future__ import annotations
 
-from typing import Final
+import enum
+from typing import Final, TypeVar
 
 from wire import client as cf
 
 from ._codec import ABORT, BEGIN, COMMIT, append_tx_request
+from ._common import ReadThrough
 from ._exceptions import (
     ConnectionLost,
     InvalidArgument,
@@ -54,6 +56,7 @@ from ._replies import resolutions, unexpected
 
 __all__ = [
     "MAX_XID_BYTES",
+    "Ending",
     "TransactionHandle",
     "TransactionState",
     "check_xid",
@@ -63,17 +66,26 @@ __all__ = [
     "transaction_ended",
 ]
 
+T = TypeVar("T")
+
 #: Longest xid, in bytes of UTF-8.
 MAX_XID_BYTES: Final = 200
 
-# How a transaction ended (``TransactionState.ending``): still open; by commit(),
-# which sends a Commit; by abort(), which sends an Abort; by a commit() after a
-# failed send, which sends an Abort and raises the send's error. Once it is
-# prepared, a Resolve naming its xid is sent instead of a Commit or an Abort.
-_OPEN: Final = 0
-_COMMIT: Final = 1
-_ABORT: Final = 2
-_ABORT_FAILED: Final = 3
+
+class Ending(enum.Enum):
+    """How a transaction ended (``TransactionState.ending``).
+
+    Once it is prepared, a Resolve naming its xid is sent instead of a
+    Commit or an Abort.
+    """
+
+    OPEN = enum.auto()  #: still open
+    COMMIT = enum.auto()  #: by commit(), which sends a Commit
+    ABORT = enum.auto()  #: by abort(), which sends an Abort
+    #: by a commit() after a failed send, which sends an Abort and raises the send's error
+    ABORT_FAILED = enum.auto()
+
+
 #: What :meth:`TransactionState.fail` records when the pipelined Begin failed.
 _THE_BEGIN: Final = "its begin"
 
@@ -135,7 +147,7 @@ class TransactionState:
         #: True when the reply to its Prepare was never read: it may be prepared.
         self.unsure = False
         #: How it ended: open, by commit(), by abort(), or by a commit() that aborted.
-        self.ending = _OPEN
+        self.ending = Ending.OPEN
         #: Ids of its pipelined requests, answered only if they fail.
         self.request_ids: list[int] = []
         self._error: tuple[int, str] | None = None
@@ -210,11 +222,11 @@ class TransactionState:
             self.check()
         self.ended = True
         if not commit:
-            self.ending = _ABORT
+            self.ending = Ending.ABORT
         elif self._error is None:
-            self.ending = _COMMIT
+            self.ending = Ending.COMMIT
         else:
-            self.ending = _ABORT_FAILED
+            self.ending = Ending.ABORT_FAILED
 
     def pack_begin(self, out: bytearray, request_id: int) -> None:
         """Pack the transaction's Begin (BeginGlobal if it has an xid) into ``out``."""
@@ -230,7 +242,7 @@ class TransactionState:
         (whose reply nobody waits for) goes first, then the Resolve that
         aborts its xid with ``request_id``.
         """
-        commit = self.ending == _COMMIT
+        commit = self.ending == Ending.COMMIT
         if self.unsure:
             assert self.xid is not None
             assert not commit
@@ -243,6 +255,12 @@ class TransactionState:
             append_tx_request(out, COMMIT if commit else ABORT, request_id, self.id)
 
 
+class _StateField(ReadThrough[T]):
+    """A read-only attribute of :class:`TransactionHandle`: a field of its state."""
+
+    via = "_state"
+
+
 class TransactionHandle:
     """What both transaction classes (``Transaction``, ``AsyncTransaction``) show of
     their :class:`TransactionState`; they add the calls."""
@@ -252,20 +270,9 @@ class TransactionHandle:
     def __init__(self, state: TransactionState) -> None:
         self._state = state
 
-    @property
-    def id(self) -> int:
-        """The transaction's id on this connection (chosen by the client)."""
-        return self._state.id
-
-    @property
-    def ended(self) -> bool:
-        """True once committed or aborted."""
-        return self._state.ended
-
-    @property
-    def xid(self) -> str | None:
-        """The global transaction id given to ``begin(xid=...)``, or None."""
-        return self._state.xid
+    id = _StateField[int]("The transaction's id on this connection (chosen by the client).")
+    ended = _StateField[bool]("True once committed or aborted.")
+    xid = _StateField[str | None]("The global transaction id given to ``begin(xid=...)``, or None.")
 
     @property
     def prepared(self) -> bool:
@@ -295,7 +302,7 @@ def prepared(state: TransactionState, outcome: cf.ServerReply | QueueError) -> N
         error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
     if state.failed:  # a pipelined send failed: the daemon refused the prepare and aborted
         state.ended = True
-        state.ending = _ABORT
+        state.ending = Ending.ABORT
         raise state.commit_error() from None
     if error is None:
         state.prepared = True
@@ -308,7 +315,7 @@ def prepared(state: TransactionState, outcome: cf.ServerReply | QueueError) -> N
         raise ConnectionLost(msg)
     if isinstance(error, TransactionNotFound | TransactionAborted):
         state.ended = True
-        state.ending = _ABORT
+        state.ending = Ending.ABORT
     else:
         state.fail(int(error.code or cf.ErrorCode.INTERNAL), error.message, what="the prepare")
     raise error
@@ -372,7 +379,7 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
         error: QueueError | None = outcome
     else:
         error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
-    if state.ending == _COMMIT:
+    if state.ending == Ending.COMMIT:
         if state.failed:  # a send failed after all: the daemon refused the commit
             raise state.commit_error() from None
         if error is not None:
@@ -381,10 +388,10 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
     if (
         error is not None
         and not isinstance(error, (TransactionNotFound, TransactionAborted))
-        and (state.ending == _ABORT or not isinstance(error, ConnectionLost))
+        and (state.ending == Ending.ABORT or not isinstance(error, ConnectionLost))
     ):
         raise error
-    if state.ending == _ABORT_FAILED:
+    if state.ending == Ending.ABORT_FAILED:
         raise state.commit_error()
 
 

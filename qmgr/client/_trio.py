@@ -8,6 +8,8 @@ management calls are in its base class (``_trio_admin``). How the client
 uses trio (a reader task, a send lock, what cancelling does): ``_trio_io``.
 """
 
+# ruff: noqa: ASYNC109 - a ``timeout`` here is how long the daemon waits, not the client
+
 from __future__ import annotations
 
 import contextlib
@@ -16,7 +18,6 @@ import ssl
 import uuid
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, Final, Self, Unpack
 
 import trio
@@ -179,20 +180,13 @@ class AsyncQueueManager(AsyncQueueManagerAdmin):
         return await self._conn.send(destination, body, transactional, options)
 
     async def receive(
-        self,
-        queue: str,
-        timeout: float | None = 0.0,  # noqa: ASYNC109 - the daemon waits, not the client
-        *,
-        lookup_id: int | None = None,
+        self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
     ) -> Message | None:
         """Receive (remove) one message outside any transaction; see ``QueueManager.receive``."""
         return await self._conn.receive(None, queue, timeout, False, lookup_id)
 
     async def peek(
-        self,
-        queue: str,
-        timeout: float | None = 0.0,  # noqa: ASYNC109 - the daemon waits, not the client
-        lookup_id: int | None = None,
+        self, queue: str, timeout: float | None = 0.0, lookup_id: int | None = None
     ) -> Message | None:
         """Look at the next message (or the one with ``lookup_id``) without removing it."""
         return await self._conn.receive(None, queue, timeout, True, lookup_id)
@@ -259,12 +253,7 @@ class AsyncTransaction(TransactionHandle):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
         if self._state.ended:
             return
         if exc_type is None:
@@ -289,11 +278,7 @@ class AsyncTransaction(TransactionHandle):
             await self._conn.write()
 
     async def receive(
-        self,
-        queue: str,
-        timeout: float | None = 0.0,  # noqa: ASYNC109 - the daemon waits, not the client
-        *,
-        lookup_id: int | None = None,
+        self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None
     ) -> Message | None:
         """Receive a message inside the transaction; see ``Transaction.receive``."""
         return await self._conn.receive(self._state, queue, timeout, False, lookup_id)

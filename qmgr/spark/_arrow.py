@@ -142,28 +142,30 @@ def correlation_text(raw: bytes) -> str | None:
     return format_message_id(raw[:16], int.from_bytes(raw[16:], "little"))
 
 
+#: The columns that are a message property as it is, and the property's field.
+_PROPERTY_FIELDS: Final = {
+    "id": "message_id",
+    "label": "label",
+    "body": "body",
+    "app_specific": "app_specific",
+    "priority": "priority",
+    "message_class": "message_class",
+}
+
+
 def _read_column(name: str, messages: Sequence[Message], props: list[Any]) -> pa.Array:
     """One column of the read schema for ``messages`` (``props``: their properties)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = _ARROW_TYPES[name]
-    if name == "lookup_id":
-        values: list[Any] = [m.lookup_id for m in messages]
-    elif name == "id":
-        values = [p.message_id for p in props]
-    elif name == "label":
-        values = [p.label for p in props]
-    elif name == "body":
-        values = [p.body for p in props]
+    field = _PROPERTY_FIELDS.get(name)
+    if field is not None:
+        values: list[Any] = [getattr(p, field) for p in props]
+    elif name == "lookup_id":
+        values = [m.lookup_id for m in messages]
     elif name == "correlation_id":
         values = [correlation_text(p.correlation_id) for p in props]
-    elif name == "app_specific":
-        values = [p.app_specific for p in props]
-    elif name == "priority":
-        values = [p.priority for p in props]
-    elif name == "message_class":
-        values = [p.message_class for p in props]
     elif name == "sent_time":
         seconds = pa.array([p.sent_time for p in props], pa.float64())
         return pc.cast(pc.multiply(seconds, 1_000_000.0), pa.int64(), safe=False).cast(kind)

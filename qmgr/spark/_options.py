@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeVar
 
 if TYPE_CHECKING:
     from qmgr.client import QueueManager
@@ -47,6 +47,10 @@ NAMES: Final = {
 }
 _TRUE: Final = frozenset({"true", "yes", "1"})
 _FALSE: Final = frozenset({"false", "no", "0"})
+
+#: What an option's text converts to, and the type of its default.
+N = TypeVar("N")
+D = TypeVar("D")
 
 
 class DataSourceError(ValueError):
@@ -204,18 +208,12 @@ def _integer(
     maximum: int | None = None,
     default: int | None = None,
 ) -> int | None:
-    text = _text(values, key)
-    if text is None:
-        return default
-    try:
-        value = int(text)
-    except ValueError:
-        value = None
-    if value is None or value < minimum or (maximum is not None and value > maximum):
-        bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
-        msg = f"the option {NAMES[key]!r} must be an integer {bounds}, not {text!r}"
-        raise DataSourceError(msg)
-    return value
+    bounds = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+
+    def within(value: int) -> bool:
+        return value >= minimum and (maximum is None or value <= maximum)
+
+    return _converted(values, key, default, int, within, f"an integer {bounds}")
 
 
 def _boolean(values: Mapping[str, str], key: str, *, default: bool) -> bool:
@@ -232,14 +230,35 @@ def _boolean(values: Mapping[str, str], key: str, *, default: bool) -> bool:
 
 
 def _seconds(values: Mapping[str, str], key: str, default: float) -> float:
+    def positive(value: float) -> bool:
+        return math.isfinite(value) and value > 0
+
+    return _converted(values, key, default, float, positive, "a number of seconds > 0")
+
+
+def _converted(
+    values: Mapping[str, str],
+    key: str,
+    default: D,
+    convert: Callable[[str], N],
+    valid: Callable[[N], bool],
+    must_be: str,
+) -> N | D:
+    """The option ``key`` converted (``default`` if absent).
+
+    Raises:
+        DataSourceError: the value does not convert, or is not ``valid``
+            (the message says what it ``must_be``).
+    """
     text = _text(values, key)
     if text is None:
         return default
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        msg = f"the option {NAMES[key]!r} must be a number of seconds > 0, not {text!r}"
-        raise DataSourceError(msg)
-    return value
+        pass
+    else:
+        if valid(value):
+            return value
+    msg = f"the option {NAMES[key]!r} must be {must_be}, not {text!r}"
+    raise DataSourceError(msg)

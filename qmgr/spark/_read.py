@@ -196,26 +196,18 @@ def measure(qm: QueueManager, queue: str, *, after: int = 0, max_count: int = 0)
 class QueueBatchReader(DataSourceReader):
     """A snapshot of a queue, ``(0, last]``, read without removing anything."""
 
-    def __init__(
-        self,
-        options: Options,
-        queue: str,
-        queue_id: int,
-        first: int,
-        last: int,
-        columns: Sequence[str] = COLUMNS,
-    ) -> None:
+    def __init__(self, options: Options, snapshot: LookupRange, first: int) -> None:
+        """Read ``snapshot`` (``first``: its lowest visible LookupId) in ``options.partitions``."""
         self._options = options
-        self._queue = queue
-        self._queue_id = queue_id
+        self._snapshot = snapshot
         self._first = first
-        self._last = last
-        self._columns = tuple(columns)
 
     def partitions(self) -> list[InputPartition]:
-        ranges = split_range(0, self._last, self._first, self._options.partitions)
-        queue, queue_id, columns = self._queue, self._queue_id, self._columns
-        return [LookupRange(queue, queue_id, lo, hi, columns) for lo, hi in ranges]
+        whole = self._snapshot
+        ranges = split_range(whole.after, whole.through, self._first, self._options.partitions)
+        return [
+            LookupRange(whole.queue, whole.queue_id, lo, hi, whole.columns) for lo, hi in ranges
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, LookupRange)
@@ -372,13 +364,10 @@ class Remover:
     idempotent, so one lost in a crash is done again by the next request.
     """
 
-    def __init__(
-        self, options: Options, queue: str, queue_id: int, columns: Sequence[str] = COLUMNS
-    ) -> None:
+    def __init__(self, options: Options, queue: str, queue_id: int) -> None:
         self._options = options
         self._queue = queue
         self._queue_id = queue_id
-        self._columns = tuple(columns)
         self._qm: QueueManager | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None

@@ -16,7 +16,7 @@ from pyspark.sql.datasource import DataSource
 
 from ._arrow import check_write_schema, read_columns, spark_schema
 from ._options import DataSourceError, Options
-from ._read import QueueBatchReader, QueueStreamReader, measure
+from ._read import LookupRange, QueueBatchReader, QueueStreamReader, measure
 from ._write import QueueBatchWriter, QueueStreamWriter
 
 if TYPE_CHECKING:
@@ -65,7 +65,8 @@ class QueueDataSource(DataSource):
         with options.connect() as qm:
             last = measure(qm, queue)
             first = measure(qm, queue, max_count=1).last
-        return QueueBatchReader(options, queue, last.queue_id, first, last.last, columns)
+        snapshot = LookupRange(queue, last.queue_id, 0, last.last, columns)
+        return QueueBatchReader(options, snapshot, first)
 
     def streamReader(self, schema: StructType) -> QueueStreamReader:
         options = self._options()

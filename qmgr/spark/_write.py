@@ -205,6 +205,25 @@ def _listed(messages: Sequence[WriterCommitMessage | None]) -> list[PreparedWrit
     return [m for m in messages if isinstance(m, PreparedWrite)]
 
 
+def _prepared_xids(
+    messages: Sequence[WriterCommitMessage | None], who: str, advice: str
+) -> list[str]:
+    """The xids the tasks prepared, which one commit must resolve together.
+
+    Raises:
+        DataSourceError: more than one commit takes (``who`` prepared them;
+            ``advice`` says how to prepare fewer).
+    """
+    xids = [xid for m in _listed(messages) for xid in m.xids]
+    if len(xids) > MAX_XIDS:
+        msg = (
+            f"{who} prepared {len(xids)} transactions; one commit takes at most "
+            f"{MAX_XIDS}: {advice}"
+        )
+        raise DataSourceError(msg)
+    return xids
+
+
 class QueueBatchWriter(DataSourceArrowWriter):
     """``df.write.format("qmgr")``: every row of the job, or none, in the queues."""
 
@@ -228,13 +247,7 @@ class QueueBatchWriter(DataSourceArrowWriter):
         return PreparedWrite(xids, count)
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
-        xids = [xid for m in _listed(messages) for xid in m.xids]
-        if len(xids) > MAX_XIDS:
-            msg = (
-                f"the job prepared {len(xids)} transactions; one commit takes at most "
-                f"{MAX_XIDS}: write with fewer partitions"
-            )
-            raise DataSourceError(msg)
+        xids = _prepared_xids(messages, "the job", "write with fewer partitions")
         with self._options.connect() as qm:
             if xids:
                 qm.commit_prepared_all(xids)
@@ -315,13 +328,7 @@ class QueueStreamWriter(_StreamWriterBase):
         query_id = self._query_id(messages)
         if query_id is None:
             return  # no task wrote anything and the query id is unknown: nothing to do
-        listed = [xid for m in _listed(messages) for xid in m.xids]
-        if len(listed) > MAX_XIDS:
-            msg = (
-                f"micro-batch {batchId} prepared {len(listed)} transactions; one commit "
-                f"takes at most {MAX_XIDS}: use fewer partitions"
-            )
-            raise DataSourceError(msg)
+        listed = _prepared_xids(messages, f"micro-batch {batchId}", "use fewer partitions")
         query_prefix = f"{STREAM_PREFIX}:{query_id}:"
         with self._options.connect() as qm:
             known = qm.transactions(f"{query_prefix}{batchId}:", resolved=True, limit=MAX_XIDS)
