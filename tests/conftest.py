@@ -7,6 +7,7 @@ Sections:
   (:class:`helpers.DaemonProcess`: forked from a server that imported the
   daemon once, or ``launch="exec"`` for the command line itself). ``daemon``
   is a fresh one per test (for tests that stop, kill or restart it);
+  ``peers`` two fresh ones, ``qm-a`` and ``qm-b``, that peer quickly;
   ``shared_daemon`` is one per session for tests that only talk to it; they
   use ``queue_name`` for queues no other test touches.
 """
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess, Launch
+from helpers import PEER_FAST, DaemonProcess, Launch
 from hypothesis import HealthCheck, settings
 
 # --------------------------------------------------------------------------
@@ -73,6 +74,16 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
 def daemon(daemon_factory: Callable[..., DaemonProcess]) -> DaemonProcess:
     """A fresh queue manager for this test alone (it may stop, kill or restart it)."""
     return daemon_factory()
+
+
+@pytest.fixture
+def peers(daemon_factory: Callable[..., DaemonProcess]) -> tuple[DaemonProcess, DaemonProcess]:
+    """Two fresh queue managers, ``qm-a`` then ``qm-b``, quick to reconnect and
+    acknowledge (:data:`helpers.PEER_FAST`)."""
+    return (
+        daemon_factory(name="qm-a", extra_args=PEER_FAST),
+        daemon_factory(name="qm-b", extra_args=PEER_FAST),
+    )
 
 
 @pytest.fixture(scope="session")

@@ -39,10 +39,10 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, Protocol, Unpack
 
 if TYPE_CHECKING:
-    from qmgr.client import QueueManager
+    from qmgr.client import QueueManager, SendOptions
 
 #: How long a daemon may take to start accepting connections.
 START_TIMEOUT = 20.0
@@ -407,3 +407,12 @@ PEER_FAST: Final = (
 def remote_queue(daemon: DaemonProcess, queue: str) -> str:
     """The direct format name of ``queue`` on ``daemon``, as another queue manager sends to it."""
     return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
+
+
+def send_in_transaction(
+    qm: QueueManager, destination: str, body: bytes, **options: Unpack[SendOptions]
+) -> None:
+    """Send one message in a transaction of its own, committed."""
+    with qm.begin() as tx:
+        tx.send(destination, body, **options)
+        tx.commit()

@@ -5,11 +5,10 @@ seed 000's rule there (the remote non-transactional queue refuses its copy)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
+from helpers import DaemonProcess, remote_queue, wait_until
 
 from qmgr.cli import cli
 from qmgr.client import DistributionList, MessageClass, QueueExists, QueueNotFound, connect
@@ -44,10 +43,9 @@ def test_the_dl_commands(shared_daemon: DaemonProcess, queue_name: str) -> None:
 
 
 def test_a_list_across_queue_managers_in_one_transaction(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("local", transactional=True)
         qa.create_queue("acks")

@@ -5,12 +5,28 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Unpack
 
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
+from helpers import (
+    PEER_FAST,
+    DaemonProcess,
+    free_port,
+    remote_queue,
+    send_in_transaction,
+    wait_until,
+)
 
 from qmgr.cli import cli
-from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
+from qmgr.client import (
+    Acknowledge,
+    Journal,
+    Message,
+    MessageClass,
+    QueueManager,
+    SendOptions,
+    connect,
+)
 
 
 def take_all(qm: QueueManager, queue: str) -> list[Message]:
@@ -30,24 +46,29 @@ def depth(qm: QueueManager, queue: str) -> int:
     return len(qm.peek_range(queue))
 
 
-def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
-    daemon_factory: Callable[..., DaemonProcess],
+def send_order(
+    qa: QueueManager, b: DaemonProcess, body: bytes, **options: Unpack[SendOptions]
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    """Send ``body`` to queue ``orders`` of ``b`` in a transaction of its own,
+    acknowledgments to ``acks``."""
+    send_in_transaction(qa, remote_queue(b, "orders"), body, admin_queue="acks", **options)
+
+
+def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
+    peers: tuple[DaemonProcess, DaemonProcess],
+) -> None:
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"order",
-                acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER | Journal.JOURNAL,
-                time_to_be_received=60,
-            )
-            tx.commit()
+        send_order(
+            qa,
+            b,
+            b"order",
+            acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
+            journal=Journal.DEADLETTER | Journal.JOURNAL,
+            time_to_be_received=60,
+        )
         [arrived] = wait_for(qa, "acks", 1)
         assert arrived.message_class == MessageClass.ACK_REACH_QUEUE
         message = qb.receive("orders", timeout=10)
@@ -62,23 +83,20 @@ def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
 
 
 def test_expiry_at_the_destination_reaches_the_source_deadxact(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"late",
-                acknowledge=Acknowledge.NACK_RECEIVE,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER,
-                time_to_be_received=2,
-            )
-            tx.commit()
+        send_order(
+            qa,
+            b,
+            b"late",
+            acknowledge=Acknowledge.NACK_RECEIVE,
+            journal=Journal.DEADLETTER,
+            time_to_be_received=2,
+        )
         [nack] = wait_for(qa, "acks", 1)
         assert nack.message_class == MessageClass.NACK_RECEIVE_TIMEOUT
         assert nack.body == b"late"
@@ -89,22 +107,20 @@ def test_expiry_at_the_destination_reaches_the_source_deadxact(
 
 
 def test_a_rejection_at_arrival_is_reported_once(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("plain")  # not transactional
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "plain"),
-                b"misaddressed",
-                acknowledge=Acknowledge.NACK_REACH_QUEUE,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER,
-            )
-            tx.commit()
+        send_in_transaction(
+            qa,
+            remote_queue(b, "plain"),
+            b"misaddressed",
+            acknowledge=Acknowledge.NACK_REACH_QUEUE,
+            admin_queue="acks",
+            journal=Journal.DEADLETTER,
+        )
         [nack] = wait_for(qa, "acks", 1)
         assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
         # Seed 000: kept in the destination's deadxact; the source adds no second copy.
@@ -149,10 +165,9 @@ def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
 
 
 def test_the_confirmation_process_under_a_broken_link(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
@@ -188,10 +203,9 @@ def test_the_confirmation_process_under_a_broken_link(
 
 
 def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("plain")
         message_id = qa.send(remote_queue(b, "plain"), b"hello", journal=Journal.JOURNAL)
@@ -203,22 +217,19 @@ def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
 
 
 def test_trace_follows_a_message_to_the_destination(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"traced",
-                acknowledge=Acknowledge.POS_ARRIVAL,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER,
-            )
-            tx.commit()
+        send_order(
+            qa,
+            b,
+            b"traced",
+            acknowledge=Acknowledge.POS_ARRIVAL,
+            journal=Journal.DEADLETTER,
+        )
         wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
         # Delivered: the OrderAck took it out of the outgoing queue.
         wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
@@ -258,12 +269,11 @@ def test_trace_follows_a_message_to_the_destination(
 
 
 def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
     """One message id, two destinations on one peer: the receiver's duplicate
     filter must not take the second copy for a resend of the first."""
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("one")
         qb.create_queue("two")
@@ -275,23 +285,20 @@ def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(
 
 
 def test_a_poison_message_received_from_its_subqueue_is_confirmed_to_the_source(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qa.create_queue("acks")
         qb.create_queue("orders", transactional=True, retry_count=0, retry_cycles=0)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"poison",
-                acknowledge=Acknowledge.FULL_RECEIVE,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER | Journal.JOURNAL,
-                time_to_be_received=120,
-            )
-            tx.commit()
+        send_order(
+            qa,
+            b,
+            b"poison",
+            acknowledge=Acknowledge.FULL_RECEIVE,
+            journal=Journal.DEADLETTER | Journal.JOURNAL,
+            time_to_be_received=120,
+        )
         wait_until(lambda: depth(qb, "orders") == 1, timeout=20)
         with qb.begin() as tx:
             assert tx.receive("orders", timeout=0) is not None

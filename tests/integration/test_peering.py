@@ -23,6 +23,20 @@ def drain(qm: QueueManager, queue: str, count: int, timeout: float = 30.0) -> li
     return bodies
 
 
+def send_transactions(qm: QueueManager, destination: str, sizes: list[int]) -> list[bytes]:
+    """Commit one transaction per size, of that many messages ``b"T-I"`` (the
+    transaction's and the message's numbers) to ``destination``; return the
+    bodies in commit order."""
+    expected = []
+    for t, size in enumerate(sizes):
+        with qm.begin() as tx:
+            for i in range(size):
+                body = f"{t}-{i}".encode()
+                tx.send(destination, body)
+                expected.append(body)
+    return expected
+
+
 def settled(qm: QueueManager, timeout: float = 10.0) -> list[OutgoingInfo]:
     """Its outgoing queues once none has a message waiting or unacknowledged
     (or as they are when ``timeout`` runs out)."""
@@ -36,19 +50,12 @@ def settled(qm: QueueManager, timeout: float = 10.0) -> list[OutgoingInfo]:
 
 
 def test_transactions_arrive_once_in_commit_order(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
-        expected = []
-        for t in range(20):
-            with qa.begin() as tx:
-                for i in range(t % 5 + 1):
-                    body = f"{t}-{i}".encode()
-                    tx.send(remote_queue(b, "orders"), body)
-                    expected.append(body)
+        expected = send_transactions(qa, remote_queue(b, "orders"), [t % 5 + 1 for t in range(20)])
         assert drain(qb, "orders", len(expected)) == expected
         assert qb.receive("orders", timeout=0.3) is None
         outgoing = settled(qa)
@@ -57,10 +64,9 @@ def test_transactions_arrive_once_in_commit_order(
 
 
 def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("plain")
         with qa.begin() as tx:
@@ -73,10 +79,9 @@ def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
 
 @pytest.mark.parametrize("delivery", [0, 1])
 def test_non_transactional_messages_arrive(
-    daemon_factory: Callable[..., DaemonProcess], delivery: int
+    peers: tuple[DaemonProcess, DaemonProcess], delivery: int
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("plain")
         for i in range(10):
@@ -94,13 +99,7 @@ def test_a_router_relays_exactly_once_in_order(
     a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, "--set", route))
     with connect(a.address) as qa, connect(c.address) as qc, connect(r.address) as qr:
         qc.create_queue("orders", transactional=True)
-        expected = []
-        for t in range(10):
-            with qa.begin() as tx:
-                for i in range(3):
-                    body = f"{t}-{i}".encode()
-                    tx.send(remote_queue(c, "orders"), body)
-                    expected.append(body)
+        expected = send_transactions(qa, remote_queue(c, "orders"), [3] * 10)
         assert drain(qc, "orders", len(expected)) == expected
         (outgoing,) = qa.outgoing()
         assert outgoing.next_hop == f"127.0.0.1:{r.peer_port}"
@@ -113,10 +112,9 @@ def test_a_router_relays_exactly_once_in_order(
 
 
 def test_status_shows_outgoing_and_incoming_sequences(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
         with qa.begin() as tx:
@@ -188,10 +186,9 @@ def test_a_restarted_sender_delivers_what_it_had_committed(
 
 
 def test_rejections_at_arrival_keep_the_message_with_its_class(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("small", transactional=True, quota=10)
         qb.create_queue("txq", transactional=True)

@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import random
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
+from helpers import DaemonProcess, remote_queue, wait_until
 
 from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
 
@@ -27,12 +26,11 @@ def everything(qm: QueueManager, queue: str) -> list[Message]:
 
 @pytest.mark.parametrize("seed", [int(os.environ.get("QMGR_CHAOS_SEED", "0")) or 1709])
 def test_each_message_ends_in_exactly_one_place_with_its_acknowledgments(
-    daemon_factory: Callable[..., DaemonProcess], seed: int
+    peers: tuple[DaemonProcess, DaemonProcess], seed: int
 ) -> None:
     rng = random.Random(seed)
     print(f"seed {seed}")
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a, b = peers
     timed: set[bytes] = set()
     with connect(a.address) as qa:
         qa.create_queue("acks")
