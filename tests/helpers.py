@@ -31,13 +31,15 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Protocol, Unpack
 
@@ -416,3 +418,56 @@ def send_in_transaction(
     with qm.begin() as tx:
         tx.send(destination, body, **options)
         tx.commit()
+
+
+def reconnecting(address: str, stop: threading.Event) -> Iterator[QueueManager]:
+    """Connections to ``address``, one after the other, until ``stop`` is set (a
+    client's loop across crashes: a connect that fails is tried again)."""
+    from qmgr.client import ConnectionLost, connect
+
+    while not stop.is_set():
+        try:
+            qm = connect(address, timeout=2.0)
+        except (ConnectionLost, OSError):
+            time.sleep(0.02)  # the daemon is restarting: try again
+            continue
+        with qm:
+            yield qm
+
+
+def kill_while_working(
+    daemon: DaemonProcess,
+    threads: Sequence[threading.Thread],
+    stop: threading.Event,
+    progress: Callable[[], int],
+    *,
+    kills: int,
+    step: int,
+    rng: random.Random,
+    pause: float,
+    timeout: float,
+    finish: Callable[[], None],
+) -> None:
+    """The scaffolding of a crash test: start the client ``threads``; ``kills``
+    times, wait (at most ``timeout`` s) until ``progress()`` grew by ``step``,
+    then SIGKILL the daemon at a random moment (up to ``pause`` s later) and
+    start it again; call ``finish()`` while the clients still run (to wait for
+    the end of their work); then ``stop`` them, join them, and crash and
+    restart the daemon once more with nothing in flight."""
+    for thread in threads:
+        thread.start()
+    try:
+        for _ in range(kills):
+            before = progress()
+            wait_until(lambda b=before: progress() >= b + step, timeout)  # type: ignore[misc]
+            time.sleep(rng.uniform(0.0, pause))  # a random moment, not a wait for anything
+            daemon.kill()
+            daemon.start()
+        finish()
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(30)
+    assert not any(thread.is_alive() for thread in threads)
+    daemon.kill()
+    daemon.start()

@@ -52,7 +52,6 @@ import socket
 import struct
 import threading
 import time
-from types import TracebackType
 from typing import Final, Self
 
 __all__ = ["CHUNK", "CutReport", "FaultProxy", "FaultSchedule", "ProxyStats"]
@@ -205,12 +204,7 @@ class FaultProxy:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ controls
@@ -548,12 +542,7 @@ class FaultSchedule:
     def __enter__(self) -> FaultSchedule:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     @property
