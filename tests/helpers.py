@@ -29,6 +29,7 @@ otherwise find the default action still in place).
 from __future__ import annotations
 
 import functools
+import json
 import multiprocessing
 import os
 import random
@@ -359,6 +360,19 @@ class DaemonProcess:
             self.kill()
 
 
+def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
+    """The daemon's JSON log entries with this event."""
+    found = []
+    for line in daemon.log().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == event:
+            found.append(entry)
+    return found
+
+
 def wait_until_erased(qm: QueueManager, timeout: float = 120.0) -> float:
     """Poll ``qmgr status`` until no deleted or purged queue is left to erase;
     return how long it took."""
@@ -403,6 +417,18 @@ PEER_FAST: Final = (
     "peers.order_ack_delay=0.02",
     "--set",
     "peers.resend_intervals=[1.0]",
+)
+
+#: Every queue right, as the CLI and the configuration name it (``full`` aside).
+RIGHTS: Final = (
+    "send",
+    "receive",
+    "peek",
+    "purge",
+    "delete",
+    "set-properties",
+    "get-properties",
+    "change-permissions",
 )
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -170,15 +169,3 @@ class UncheckedDaemon(DaemonProcess):
     def command(self) -> list[str]:
         python, _m, _qmgr, *args = super().command()
         return [python, "-c", _UNCHECKED, *args]
-
-
-def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
-    found = []
-    for line in daemon.log().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("event") == event:
-            found.append(record)
-    return found

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import DaemonProcess
-from pki import log_events
+from helpers import DaemonProcess, log_events
 
 from qmgr.cli import cli
 from qmgr.client import AccessDenied, ConnectionLost, connect

@@ -28,8 +28,16 @@ from dataclasses import dataclass
 from typing import Any, Final, Unpack
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
-from pki import Pki, log_events
+from helpers import (
+    PEER_FAST,
+    RIGHTS,
+    DaemonProcess,
+    free_port,
+    log_events,
+    remote_queue,
+    wait_until,
+)
+from pki import Pki
 
 from qmgr.client import (
     AccessDenied,
@@ -46,16 +54,6 @@ from qmgr.client import (
 )
 from qmgr.core.tokens import hash_token
 
-RIGHTS: Final = (
-    "send",
-    "receive",
-    "peek",
-    "purge",
-    "delete",
-    "set-properties",
-    "get-properties",
-    "change-permissions",
-)
 TOKENS: Final = {
     name: f"{name}-token-0123456789abcdefghijklmnopqrstuvwxyz"
     for name in ("root", "alice", "bob", "carol")

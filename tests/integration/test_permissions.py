@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
-from pki import Pki, log_events
+from helpers import PEER_FAST, RIGHTS, DaemonProcess, log_events, remote_queue, wait_until
+from pki import Pki
 
 from qmgr.cli import cli
 from qmgr.client import (
@@ -29,16 +29,6 @@ from qmgr.client import (
 from qmgr.core.tokens import hash_token
 from wire import client as cf
 
-RIGHTS = (
-    "send",
-    "receive",
-    "peek",
-    "purge",
-    "delete",
-    "set-properties",
-    "get-properties",
-    "change-permissions",
-)
 #: What each operation needs: the rights any one of which allows it (receive includes peek).
 NEEDS: dict[str, set[str]] = {
     "send": {"send"},

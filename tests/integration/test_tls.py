@@ -22,8 +22,16 @@ from pathlib import Path
 import pytest
 import trio
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, run_qmgr, wait_until
-from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon, log_events
+from helpers import (
+    PEER_FAST,
+    DaemonProcess,
+    free_port,
+    log_events,
+    remote_queue,
+    run_qmgr,
+    wait_until,
+)
+from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon
 
 from qmgr.cli import cli
 from qmgr.client import ConnectionLost, QueueManager, connect, open_client, tls_context

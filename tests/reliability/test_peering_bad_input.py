@@ -33,7 +33,6 @@ Packets are built with the ``wire`` package, as a real peer would build them.
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import socket
 import threading
@@ -43,22 +42,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from helpers import DaemonProcess  # type: ignore[import-not-found, unused-ignore]
+from helpers import PEER_FAST, DaemonProcess, log_events  # type: ignore[import-not-found, unused-ignore]
 
 import wire
 from qmgr.client import QueueManager, connect
-
-#: The settings of tests/integration/test_peering.py (see test_peering_faults.py).
-FAST = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.5",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[1.0]",
-)
 
 #: How soon a bad connection must be closed.
 CLOSE_WITHIN = 3.0
@@ -73,19 +60,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: Callable[[], s
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s: {what()}")
         time.sleep(0.02)
-
-
-def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
-    """The daemon's JSON log entries with this event."""
-    found = []
-    for line in daemon.log().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict) and entry.get("event") == event:
-            found.append(entry)
-    return found
 
 
 def closes_for(daemon: DaemonProcess, peer: str) -> list[str]:
@@ -438,8 +412,8 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
     """B with queues ``in``, ``local`` and ``raw``; A delivering to B; traffic running
     (for the whole module: see the module's docstring)."""
     directory = tmp_path_factory.mktemp("peers")
-    b = DaemonProcess(directory / "qm-b", name="qm-b", extra_args=FAST)
-    a = DaemonProcess(directory / "qm-a", name="qm-a", extra_args=FAST)
+    b = DaemonProcess(directory / "qm-b", name="qm-b", extra_args=PEER_FAST)
+    a = DaemonProcess(directory / "qm-a", name="qm-a", extra_args=PEER_FAST)
     traffic: Traffic | None = None
     try:
         b.start()
@@ -626,9 +600,9 @@ def test_a_peer_not_in_accept_from_is_refused_and_its_messages_wait(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
     b = daemon_factory(
-        name="qm-b", extra_args=[*FAST, "--set", 'peers.accept_from=["10.255.255.0/24"]']
+        name="qm-b", extra_args=[*PEER_FAST, "--set", 'peers.accept_from=["10.255.255.0/24"]']
     )
-    a = daemon_factory(name="qm-a", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     with connect(b.address) as qb:
         qb.create_queue("in", transactional=True)
     # A raw connection from 127.0.0.1 is closed at once, before it says anything.
@@ -670,7 +644,7 @@ def test_a_peer_not_in_accept_from_is_refused_and_its_messages_wait(
         assert info.last_error, "A does not say why it cannot deliver"
     # Allowed again, B gets every message exactly once, in order.
     b.stop()
-    b.extra_args = [*FAST]
+    b.extra_args = [*PEER_FAST]
     b.start()
     with connect(b.address) as qb, connect(a.address) as qa:
         wait_for(
@@ -709,14 +683,14 @@ def test_silent_connections_cannot_keep_a_queue_manager_out(
     b = daemon_factory(
         name="qm-b",
         extra_args=[
-            *FAST,
+            *PEER_FAST,
             "--set",
             "peers.max_connections=8",
             "--set",
             "peers.max_unauthenticated_per_address=4",
         ],
     )
-    a = daemon_factory(name="qm-a", extra_args=list(FAST))
+    a = daemon_factory(name="qm-a", extra_args=list(PEER_FAST))
     with connect(b.address) as qb:
         qb.create_queue("in", transactional=True)
     silent = [socket.create_connection(("127.0.0.1", b.peer_port), timeout=10) for _ in range(50)]
