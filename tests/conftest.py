@@ -44,7 +44,8 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
 
     ``daemon_factory(extra_args=[...], name="...")`` returns a started
     :class:`DaemonProcess` with its own data directory (``launch="exec"``:
-    started by the command line, ``python -m qmgr serve``).
+    started by the command line, ``python -m qmgr serve``; ``kind``: a
+    subclass of :class:`DaemonProcess` to start instead).
     """
     started: list[DaemonProcess] = []
     counter = itertools.count(1)
@@ -56,11 +57,10 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
         data_dir: Path | None = None,
         preexec: Callable[[], None] | None = None,
         launch: Launch | None = None,
+        kind: type[DaemonProcess] = DaemonProcess,
     ) -> DaemonProcess:
         directory = data_dir if data_dir is not None else tmp_path / f"qm{next(counter)}"
-        process = DaemonProcess(
-            directory, extra_args=extra_args, name=name, preexec=preexec, launch=launch
-        )
+        process = kind(directory, extra_args=extra_args, name=name, preexec=preexec, launch=launch)
         started.append(process)
         process.start()
         return process

@@ -35,6 +35,7 @@ from helpers import (
     free_port,
     log_events,
     remote_queue,
+    send_in_transaction,
     wait_until,
 )
 from pki import Pki
@@ -243,9 +244,7 @@ def send_as(
         return try_send(qm, destination, body, transactional=False)
 
     def in_a_transaction() -> None:
-        with qm.begin() as tx:
-            tx.send(destination, body)
-            tx.commit()
+        send_in_transaction(qm, destination, body)
 
     return None, attempt(in_a_transaction)
 
@@ -657,6 +656,28 @@ ARRIVALS: Final = {
 }
 
 
+def by_peer(table: dict[str, tuple[str, str | None, bool]]) -> pytest.MarkDecorator:
+    """Parametrize a test with ``(peer, entry, allowed)`` from ``table``, its keys the ids."""
+    return pytest.mark.parametrize(
+        ("peer", "entry", "allowed"), list(table.values()), ids=list(table)
+    )
+
+
+def send_for_acknowledgment(
+    sender: Site, receiver: Site, queue: str, label: str, admin_queue: str
+) -> str:
+    """Send ``label`` (as label and body) from ``sender`` to ``queue`` on ``receiver``,
+    asking for full reach-queue acknowledgments into ``admin_queue``; return its id."""
+    with sender.client("root") as root:
+        return root.send(
+            receiver.queue(queue),
+            label.encode(),
+            label=label,
+            acknowledge=Acknowledge.FULL_REACH_QUEUE,
+            admin_queue=admin_queue,
+        )
+
+
 def grant_if(site: Site, queue: str, entry: str | None, *, transactional: bool = False) -> None:
     """Create ``queue`` on ``site``; ``entry`` (if any) may send to it."""
     with site.client("root") as root:
@@ -666,7 +687,7 @@ def grant_if(site: Site, queue: str, entry: str | None, *, transactional: bool =
         assert set(root.permissions(queue)) == {"root"} | ({entry} if entry else set())
 
 
-@pytest.mark.parametrize(("peer", "entry", "allowed"), list(ARRIVALS.values()), ids=list(ARRIVALS))
+@by_peer(ARRIVALS)
 def test_a_message_from_a_peer(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
@@ -715,11 +736,7 @@ ACKNOWLEDGMENTS_HERE: Final = {
 }
 
 
-@pytest.mark.parametrize(
-    ("peer", "entry", "allowed"),
-    list(ACKNOWLEDGMENTS_HERE.values()),
-    ids=list(ACKNOWLEDGMENTS_HERE),
-)
+@by_peer(ACKNOWLEDGMENTS_HERE)
 def test_a_peers_message_names_an_admin_queue_here(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
@@ -732,14 +749,7 @@ def test_a_peers_message_names_an_admin_queue_here(
     grant_if(receiver, queue, "peer:*")
     grant_if(receiver, acks, entry)
     label = f"{queue} from {peer}"
-    with sender.client("root") as root:
-        sent = root.send(
-            receiver.queue(queue),
-            label.encode(),
-            label=label,
-            acknowledge=Acknowledge.FULL_REACH_QUEUE,
-            admin_queue=receiver.queue(acks),
-        )
+    sent = send_for_acknowledgment(sender, receiver, queue, label, receiver.queue(acks))
     with receiver.client("root") as root:
         message = root.receive(queue, timeout=20)  # the report is written with it
         assert message is not None
@@ -768,11 +778,7 @@ ACKNOWLEDGMENTS_BACK: Final = {
 }
 
 
-@pytest.mark.parametrize(
-    ("peer", "entry", "allowed"),
-    list(ACKNOWLEDGMENTS_BACK.values()),
-    ids=list(ACKNOWLEDGMENTS_BACK),
-)
+@by_peer(ACKNOWLEDGMENTS_BACK)
 def test_a_peers_acknowledgment_into_an_admin_queue_here(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
@@ -783,14 +789,7 @@ def test_a_peers_acknowledgment_into_an_admin_queue_here(
     grant_if(receiver, queue, "peer:*")
     grant_if(sender, acks, entry)
     label = f"{queue} from {peer}"
-    with sender.client("root") as root:
-        sent = root.send(
-            receiver.queue(queue),
-            label.encode(),
-            label=label,
-            acknowledge=Acknowledge.FULL_REACH_QUEUE,
-            admin_queue=acks,
-        )
+    sent = send_for_acknowledgment(sender, receiver, queue, label, acks)
     if allowed:
         wait_until(lambda: bool(sender.messages(acks)), timeout=20)
         [ack] = sender.messages(acks)

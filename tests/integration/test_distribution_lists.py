@@ -8,7 +8,7 @@ import json
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import DaemonProcess, remote_queue, wait_until
+from helpers import DaemonProcess, remote_queue, send_in_transaction, wait_until
 
 from qmgr.cli import cli
 from qmgr.client import DistributionList, MessageClass, QueueExists, QueueNotFound, connect
@@ -56,9 +56,7 @@ def test_a_list_across_queue_managers_in_one_transaction(
         assert qa.get_list("EVERYONE") == DistributionList("everyone", tuple(targets))
         with pytest.raises(QueueExists):
             qa.create_list("everyone")
-        with qa.begin() as tx:
-            tx.send("DL=everyone", b"hello", acknowledge=0x04, admin_queue="acks")
-            tx.commit()
+        send_in_transaction(qa, "DL=everyone", b"hello", acknowledge=0x04, admin_queue="acks")
         local = qa.receive("local", timeout=5)
         assert local is not None
         arrived = qb.receive("orders", timeout=20)

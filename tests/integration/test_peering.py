@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
+from helpers import PEER_FAST, DaemonProcess, remote_queue, send_in_transaction, wait_until
 
 from qmgr.client import OutgoingInfo, QueueManager, connect
 from wire import MessageClass
@@ -117,8 +117,7 @@ def test_status_shows_outgoing_and_incoming_sequences(
     a, b = peers
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"x")
+        send_in_transaction(qa, remote_queue(b, "orders"), b"x")
         assert drain(qb, "orders", 1) == [b"x"]
         status_a = qa.status()
         assert [q.destination for q in status_a.outgoing] == [remote_queue(b, "orders")]
@@ -150,8 +149,7 @@ def test_purge_pause_and_resume_of_an_outgoing_queue(
         assert info.waiting == 0
         assert info.unacknowledged == 0
         qa.pause_outgoing(dest)
-        with qa.begin() as tx:
-            tx.send(dest, b"after the purge")
+        send_in_transaction(qa, dest, b"after the purge")
     a.stop()
     a.start()  # the pause is kept across a restart
     b.start()
@@ -175,8 +173,7 @@ def test_a_restarted_sender_delivers_what_it_had_committed(
     b.stop()
     with connect(a.address) as qa:
         for t in range(30):
-            with qa.begin() as tx:
-                tx.send(remote_queue(b, "orders"), f"{t}".encode())
+            send_in_transaction(qa, remote_queue(b, "orders"), f"{t}".encode())
     a.kill()
     a.start()
     b.start()
@@ -197,8 +194,7 @@ def test_rejections_at_arrival_keep_the_message_with_its_class(
             tx.send(remote_queue(b, "small"), b"does not fit")
             tx.send(remote_queue(b, "missing"), b"nowhere")
         qa.send(remote_queue(b, "txq"), b"not transactional", transactional=False)
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "small"), b"later")
+        send_in_transaction(qa, remote_queue(b, "small"), b"later")
         assert drain(qb, "small", 2) == [b"fits", b"later"]
         dead = []
 

@@ -9,11 +9,18 @@ import json
 import socket
 import ssl
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import PEER_FAST, RIGHTS, DaemonProcess, log_events, remote_queue, wait_until
+from helpers import (
+    PEER_FAST,
+    RIGHTS,
+    DaemonProcess,
+    log_events,
+    remote_queue,
+    send_in_transaction,
+    wait_until,
+)
 from pki import Pki
 
 from qmgr.cli import cli
@@ -52,11 +59,6 @@ OPERATIONS: dict[str, Callable[[QueueManager, str], object]] = {
     "purge": lambda qm, q: qm.purge_queue(q),
     "delete": lambda qm, q: qm.delete_queue(q),
 }
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path / "pki")
 
 
 def secured(pki: Pki, name: str, *more: str) -> list[str]:
@@ -199,9 +201,7 @@ def test_a_peer_the_list_refuses_gets_nack_access_denied(
         assert qb.peek_range("orders") == []
         # Granted to that peer, the next message is let in.
         qb.grant("orders", "peer:qm-a", "send")
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"welcome")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(b, "orders"), b"welcome")
         message = qb.receive("orders", timeout=20)
         assert message is not None
         assert message.body == b"welcome"
@@ -250,8 +250,7 @@ def test_naming_an_admin_or_response_queue_needs_send_on_it(
         with pytest.raises(AccessDenied, match=rf"'bob' may not send on queue 'q3'.*{role} queue"):
             bob.send("q1", b"body-from-bob", transactional=True, time_to_be_received=0.3, **options)
         with pytest.raises(AccessDenied, match=f"{role} queue"):
-            with bob.begin() as tx:
-                tx.send("q1", b"in a transaction", **options)
+            send_in_transaction(bob, "q1", b"in a transaction", **options)
         # A queue bob may send to may be named.
         allowed = {**options, f"{role}_queue": "bobs-acks"}
         bob.send("q1", b"allowed", transactional=True, **allowed)

@@ -12,11 +12,12 @@ certificate expired while it ran, or for a modified queue manager."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 import socket
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from helpers import (
     log_events,
     remote_queue,
     run_qmgr,
+    send_in_transaction,
     wait_until,
 )
 from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon
@@ -38,39 +40,22 @@ from qmgr.client import ConnectionLost, QueueManager, connect, open_client, tls_
 
 
 @pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path / "pki")
-
-
-@pytest.fixture
 def stranger(tmp_path: Path) -> Pki:
     """Another deployment's CA."""
     return Pki(tmp_path / "other-pki")
 
 
 @pytest.fixture
-def unchecked_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
-    """Start :class:`UncheckedDaemon` processes, as ``daemon_factory`` starts daemons;
-    all are stopped afterwards."""
-    started: list[DaemonProcess] = []
-
-    def start(*, extra_args: list[str], name: str = "qmgr-test") -> DaemonProcess:
-        directory = tmp_path / f"unchecked{len(started) + 1}"
-        process = UncheckedDaemon(directory, extra_args=extra_args, name=name)
-        started.append(process)
-        process.start()
-        return process
-
-    yield start
-    for process in started:
-        process.close()
+def unchecked_factory(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> Callable[..., DaemonProcess]:
+    """Start :class:`UncheckedDaemon` processes with ``daemon_factory``."""
+    return functools.partial(daemon_factory, kind=UncheckedDaemon)
 
 
 def round_trip(qm: QueueManager) -> None:
     qm.create_queue("orders", transactional=True)
-    with qm.begin() as tx:
-        tx.send("orders", b"over tls")
-        tx.commit()
+    send_in_transaction(qm, "orders", b"over tls")
     message = qm.receive("orders", timeout=5)
     assert message is not None
     assert message.body == b"over tls"
@@ -187,9 +172,7 @@ def test_queue_managers_exchange_messages_over_mutual_tls_and_a_stranger_is_refu
     ):
         qb.create_queue("orders", transactional=True)
         for qm, body in ((qa, b"from a"), (qc, b"from c")):
-            with qm.begin() as tx:
-                tx.send(remote_queue(b, "orders"), body)
-                tx.commit()
+            send_in_transaction(qm, remote_queue(b, "orders"), body)
         message = qb.receive("orders", timeout=20)
         assert message is not None
         assert message.body == b"from a"
@@ -220,14 +203,10 @@ def test_a_peer_cannot_speak_for_another_queue_manager(
         connect(impostor.address, tls=context) as qx,
     ):
         qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"genuine")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(b, "orders"), b"genuine")
         message = qb.receive("orders", timeout=20)
         assert message is not None
-        with qx.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"impostor")
-            tx.commit()
+        send_in_transaction(qx, remote_queue(b, "orders"), b"impostor")
         wait_until(
             lambda: any(
                 "speaks for" in str(e.get("reason")) for e in log_events(b, "peer_session_closed")
@@ -259,16 +238,12 @@ def test_a_client_certificate_cannot_speak_for_a_queue_manager(
     ):
         qb.create_queue("orders", transactional=True)
         assert qb.permissions("orders")["peer:*"] == ["send"]
-        with qx.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"from alice")
-            tx.commit()
+        send_in_transaction(qx, remote_queue(b, "orders"), b"from alice")
         wait_until(lambda: len(refusals(b, "(CN alice) is not a queue manager's")) >= 2, timeout=20)
         wait_until(lambda: qx.outgoing()[0].last_error != "", timeout=20)
         assert qx.outgoing()[0].waiting == 1
         # A queue manager's certificate is still let in, and its message is the only one.
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"from qm-a")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(b, "orders"), b"from qm-a")
         message = qb.receive("orders", timeout=20)
         assert message is not None
         assert message.body == b"from qm-a"
@@ -293,9 +268,7 @@ def test_a_queue_manager_refuses_to_deliver_to_a_server_only_certificate(
     web = unchecked_factory(name="qm-web", extra_args=[*pki.serve_args("", cert=server_only)])
     a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
     with connect(a.address, tls=tls_context(pki.ca)) as qa:
-        with qa.begin() as tx:
-            tx.send(remote_queue(web, "orders"), b"to a web server")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(web, "orders"), b"to a web server")
         wait_until(lambda: "(CN web) is not a queue manager's" in qa.outgoing()[0].last_error, 20)
         assert qa.outgoing()[0].waiting == 1
         assert "serverAuth only" in qa.outgoing()[0].last_error
@@ -458,9 +431,7 @@ def test_the_peer_port_refuses_plain_text_and_expired_certificates(
     old = unchecked_factory(name="qm-old", extra_args=[*expired, *PEER_FAST])
     with connect(b.address, tls=tls_context(pki.ca)) as qb, connect(old.address) as qo:
         qb.create_queue("orders", transactional=True)
-        with qo.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"from an expired certificate")
-            tx.commit()
+        send_in_transaction(qo, remote_queue(b, "orders"), b"from an expired certificate")
         # TLS 1.3 finishes the client's side first: the refusal reaches the sender as an
         # alert or as a reset, whichever comes first; the receiver's log says why.
         wait_until(lambda: qo.outgoing()[0].last_error != "", timeout=20)
