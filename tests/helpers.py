@@ -446,6 +446,15 @@ def send_in_transaction(
         tx.commit()
 
 
+def prepare_sends(qm: QueueManager, queue: str, xids: Sequence[str]) -> None:
+    """Leave a prepared transaction (in doubt) per xid, each with a send of its
+    xid (as the body) to ``queue``."""
+    for xid in xids:
+        tx = qm.begin(xid=xid)
+        tx.send(queue, xid.encode())
+        tx.prepare()
+
+
 def reconnecting(address: str, stop: threading.Event) -> Iterator[QueueManager]:
     """Connections to ``address``, one after the other, until ``stop`` is set (a
     client's loop across crashes: a connect that fails is tried again)."""

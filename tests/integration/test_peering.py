@@ -49,6 +49,19 @@ def settled(qm: QueueManager, timeout: float = 10.0) -> list[OutgoingInfo]:
         time.sleep(0.05)
 
 
+def assert_exactly(qm: QueueManager, queue: str, expected: list[bytes]) -> None:
+    """``expected`` arrive in ``queue``, in that order, and nothing more (within 0.3 s)."""
+    assert drain(qm, queue, len(expected)) == expected
+    assert qm.receive(queue, timeout=0.3) is None
+
+
+def assert_quiet(outgoing: list[OutgoingInfo]) -> None:
+    """There is an outgoing queue, and nothing in the first waits or is unacknowledged."""
+    assert outgoing
+    assert outgoing[0].waiting == 0
+    assert outgoing[0].unacknowledged == 0
+
+
 def test_transactions_arrive_once_in_commit_order(
     peers: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
@@ -56,11 +69,8 @@ def test_transactions_arrive_once_in_commit_order(
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
         expected = send_transactions(qa, remote_queue(b, "orders"), [t % 5 + 1 for t in range(20)])
-        assert drain(qb, "orders", len(expected)) == expected
-        assert qb.receive("orders", timeout=0.3) is None
-        outgoing = settled(qa)
-        assert outgoing[0].waiting == 0
-        assert outgoing[0].unacknowledged == 0
+        assert_exactly(qb, "orders", expected)
+        assert_quiet(settled(qa))
 
 
 def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
@@ -104,11 +114,8 @@ def test_a_router_relays_exactly_once_in_order(
         (outgoing,) = qa.outgoing()
         assert outgoing.next_hop == f"127.0.0.1:{r.peer_port}"
         (outgoing,) = settled(qa)
-        relayed = settled(qr)
         assert outgoing.unacknowledged == 0, "the destination's OrderAck came back through R"
-        assert relayed
-        assert relayed[0].waiting == 0
-        assert relayed[0].unacknowledged == 0
+        assert_quiet(settled(qr))
 
 
 def test_status_shows_outgoing_and_incoming_sequences(
@@ -159,8 +166,7 @@ def test_purge_pause_and_resume_of_an_outgoing_queue(
         assert info.waiting == 1
         assert qb.receive("orders", timeout=0.5) is None
         qa.resume_outgoing(dest)
-        assert drain(qb, "orders", 1) == [b"after the purge"]
-        assert qb.receive("orders", timeout=0.3) is None
+        assert_exactly(qb, "orders", [b"after the purge"])
 
 
 def test_a_restarted_sender_delivers_what_it_had_committed(
@@ -178,8 +184,7 @@ def test_a_restarted_sender_delivers_what_it_had_committed(
     a.start()
     b.start()
     with connect(b.address) as qb:
-        assert drain(qb, "orders", 30) == [f"{t}".encode() for t in range(30)]
-        assert qb.receive("orders", timeout=0.3) is None
+        assert_exactly(qb, "orders", [f"{t}".encode() for t in range(30)])
 
 
 def test_rejections_at_arrival_keep_the_message_with_its_class(
