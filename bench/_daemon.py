@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +30,12 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def fresh_workdir(data_dir: Path) -> Path:
+    """A new directory under ``data_dir`` (made if need be) for one run's stores and logs."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=data_dir))
 
 
 def process_cpu_seconds(pid: int) -> float:

@@ -37,6 +37,15 @@ def enable(directory: Path) -> None:
     ]
 
 
+def enable_in(workdir: Path) -> Path:
+    """:func:`enable` with the certificates in ``workdir/pki``; return ``workdir/tls``
+    (made), for the stores of the run with TLS."""
+    enable(workdir / "pki")
+    stores = workdir / "tls"
+    stores.mkdir()
+    return stores
+
+
 def disable() -> None:
     """Plain TCP from now on."""
     global _context, _args

@@ -71,7 +71,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import _tls
 import _workloads as w
-from _daemon import Daemon
+from _daemon import Daemon, fresh_workdir
 from _report import dump_json, print_tls_x_plain, tls_x_plain
 from _tls import connect_to
 
@@ -437,17 +436,16 @@ def main() -> None:
     if args.seconds <= 0 or args.runs < 1:
         parser.error("--seconds must be positive and --runs at least 1")
 
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
+    workdir = fresh_workdir(args.data_dir)
     try:
         (workdir / "plain").mkdir()
         samples = run(rows, args.seconds, args.runs, workdir / "plain", args.daemon_arg)
         tls_samples = None
         if args.tls:
-            _tls.enable(workdir / "pki")
-            (workdir / "tls").mkdir()
             tls_rows = [row for row in rows if row in DAEMON_ROWS or row == "lmdb"]
-            tls_samples = run(tls_rows, args.seconds, args.runs, workdir / "tls", args.daemon_arg)
+            tls_samples = run(
+                tls_rows, args.seconds, args.runs, _tls.enable_in(workdir), args.daemon_arg
+            )
     finally:
         progress("")
         shutil.rmtree(workdir, ignore_errors=True)

@@ -35,7 +35,6 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -44,7 +43,7 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _daemon import Daemon
+from _daemon import Daemon, fresh_workdir
 from _report import dump_json, print_table
 
 from qmgr.client import QueueManager, connect
@@ -294,8 +293,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.messages < 2 * args.per_trigger or args.per_trigger < 1 or args.partitions < 1:
         parser.error("--messages must be at least twice --per-trigger, both positive")
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
+    workdir = fresh_workdir(args.data_dir)
     try:
         result = run(args, workdir)
     except BaseException:

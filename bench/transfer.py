@@ -44,7 +44,6 @@ import shutil
 import statistics
 import struct
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -57,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _tls
 import _workloads as w
 import local
-from _daemon import Daemon, free_port
+from _daemon import Daemon, free_port, fresh_workdir
 from _report import dump_json, print_table, print_tls_x_plain, tls_x_plain
 from _tls import connect_to
 
@@ -460,15 +459,12 @@ def main() -> None:
     if args.drain_messages <= 100 or args.load_clients < 1:
         parser.error("--drain-messages must be above 100 and --load-clients at least 1")
 
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
+    workdir = fresh_workdir(args.data_dir)
     try:
         (workdir / "plain").mkdir()
         result = run(args, workdir / "plain")
         if args.tls:
-            _tls.enable(workdir / "pki")
-            (workdir / "tls").mkdir()
-            result["tls"] = run(args, workdir / "tls")
+            result["tls"] = run(args, _tls.enable_in(workdir))
             result["tls_x_plain"] = tls_x_plain(result, result["tls"], TLS_COMPARED)
     except KeyboardInterrupt:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -7,7 +7,8 @@ Sections:
   (:class:`helpers.DaemonProcess`: forked from a server that imported the
   daemon once, or ``launch="exec"`` for the command line itself). ``daemon``
   is a fresh one per test (for tests that stop, kill or restart it);
-  ``peers`` two fresh ones, ``qm-a`` and ``qm-b``, that peer quickly;
+  ``peers`` two fresh ones, ``qm-a`` and ``qm-b``, that peer quickly, with a
+  client of each;
   ``shared_daemon`` is one per session for tests that only talk to it; they
   use ``queue_name`` for queues no other test touches.
 """
@@ -19,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, Launch
+from helpers import PEER_FAST, DaemonProcess, Launch, Peers
 from hypothesis import HealthCheck, settings
 
 # --------------------------------------------------------------------------
@@ -77,13 +78,15 @@ def daemon(daemon_factory: Callable[..., DaemonProcess]) -> DaemonProcess:
 
 
 @pytest.fixture
-def peers(daemon_factory: Callable[..., DaemonProcess]) -> tuple[DaemonProcess, DaemonProcess]:
+def peers(daemon_factory: Callable[..., DaemonProcess]) -> Iterator[Peers]:
     """Two fresh queue managers, ``qm-a`` then ``qm-b``, quick to reconnect and
-    acknowledge (:data:`helpers.PEER_FAST`)."""
-    return (
-        daemon_factory(name="qm-a", extra_args=PEER_FAST),
-        daemon_factory(name="qm-b", extra_args=PEER_FAST),
-    )
+    acknowledge (:data:`helpers.PEER_FAST`), and a client of each."""
+    from qmgr.client import connect
+
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        yield Peers(a, b, qa, qb)
 
 
 @pytest.fixture(scope="session")

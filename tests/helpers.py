@@ -42,7 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol, Unpack
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, Unpack
 
 if TYPE_CHECKING:
     from qmgr.client import QueueManager, SendOptions
@@ -430,6 +430,15 @@ RIGHTS: Final = (
     "get-properties",
     "change-permissions",
 )
+
+
+class Peers(NamedTuple):
+    """Two queue managers that peer (the ``peers`` fixture), and a client of each."""
+
+    a: DaemonProcess
+    b: DaemonProcess
+    qa: QueueManager
+    qb: QueueManager
 
 
 def remote_queue(daemon: DaemonProcess, queue: str) -> str:

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, remote_queue, send_in_transaction, wait_until
+from helpers import PEER_FAST, DaemonProcess, Peers, remote_queue, send_in_transaction, wait_until
 
 from qmgr.client import OutgoingInfo, QueueManager, connect
 from wire import MessageClass
@@ -62,42 +62,33 @@ def assert_quiet(outgoing: list[OutgoingInfo]) -> None:
     assert outgoing[0].unacknowledged == 0
 
 
-def test_transactions_arrive_once_in_commit_order(
-    peers: tuple[DaemonProcess, DaemonProcess],
-) -> None:
-    a, b = peers
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("orders", transactional=True)
-        expected = send_transactions(qa, remote_queue(b, "orders"), [t % 5 + 1 for t in range(20)])
-        assert_exactly(qb, "orders", expected)
-        assert_quiet(settled(qa))
+def test_transactions_arrive_once_in_commit_order(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("orders", transactional=True)
+    expected = send_transactions(qa, remote_queue(b, "orders"), [t % 5 + 1 for t in range(20)])
+    assert_exactly(qb, "orders", expected)
+    assert_quiet(settled(qa))
 
 
-def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(
-    peers: tuple[DaemonProcess, DaemonProcess],
-) -> None:
-    a, b = peers
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("plain")
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "missing"), b"lost?")
-            tx.send(remote_queue(b, "plain"), b"not transactional")
-        dead = drain(qb, "system$;deadxact", 2)
-        assert dead == [b"lost?", b"not transactional"]
-        assert qb.peek("plain", timeout=0) is None
+def test_a_message_for_a_missing_queue_is_dead_lettered_at_the_destination(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("plain")
+    with qa.begin() as tx:
+        tx.send(remote_queue(b, "missing"), b"lost?")
+        tx.send(remote_queue(b, "plain"), b"not transactional")
+    dead = drain(qb, "system$;deadxact", 2)
+    assert dead == [b"lost?", b"not transactional"]
+    assert qb.peek("plain", timeout=0) is None
 
 
 @pytest.mark.parametrize("delivery", [0, 1])
-def test_non_transactional_messages_arrive(
-    peers: tuple[DaemonProcess, DaemonProcess], delivery: int
-) -> None:
-    a, b = peers
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("plain")
-        for i in range(10):
-            qa.send(remote_queue(b, "plain"), f"m{i}".encode(), delivery=delivery)
-        got = drain(qb, "plain", 10)
-        assert sorted(got) == sorted(f"m{i}".encode() for i in range(10))
+def test_non_transactional_messages_arrive(peers: Peers, delivery: int) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("plain")
+    for i in range(10):
+        qa.send(remote_queue(b, "plain"), f"m{i}".encode(), delivery=delivery)
+    got = drain(qb, "plain", 10)
+    assert sorted(got) == sorted(f"m{i}".encode() for i in range(10))
 
 
 def test_a_router_relays_exactly_once_in_order(
@@ -118,22 +109,19 @@ def test_a_router_relays_exactly_once_in_order(
         assert_quiet(settled(qr))
 
 
-def test_status_shows_outgoing_and_incoming_sequences(
-    peers: tuple[DaemonProcess, DaemonProcess],
-) -> None:
-    a, b = peers
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("orders", transactional=True)
-        send_in_transaction(qa, remote_queue(b, "orders"), b"x")
-        assert drain(qb, "orders", 1) == [b"x"]
-        status_a = qa.status()
-        assert [q.destination for q in status_a.outgoing] == [remote_queue(b, "orders")]
-        assert not [q.name for q in status_a.queues if q.name.startswith("outgoing$")]
-        incoming = qb.status().incoming
-        assert len(incoming) == 1
-        assert incoming[0].queue == "orders"
-        assert incoming[0].last_number == 1
-        assert str(incoming[0].source_qm) == str(qa.qm_guid)
+def test_status_shows_outgoing_and_incoming_sequences(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("orders", transactional=True)
+    send_in_transaction(qa, remote_queue(b, "orders"), b"x")
+    assert drain(qb, "orders", 1) == [b"x"]
+    status_a = qa.status()
+    assert [q.destination for q in status_a.outgoing] == [remote_queue(b, "orders")]
+    assert not [q.name for q in status_a.queues if q.name.startswith("outgoing$")]
+    incoming = qb.status().incoming
+    assert len(incoming) == 1
+    assert incoming[0].queue == "orders"
+    assert incoming[0].last_number == 1
+    assert str(incoming[0].source_qm) == str(qa.qm_guid)
 
 
 def test_purge_pause_and_resume_of_an_outgoing_queue(
@@ -187,35 +175,32 @@ def test_a_restarted_sender_delivers_what_it_had_committed(
         assert_exactly(qb, "orders", [f"{t}".encode() for t in range(30)])
 
 
-def test_rejections_at_arrival_keep_the_message_with_its_class(
-    peers: tuple[DaemonProcess, DaemonProcess],
-) -> None:
-    a, b = peers
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("small", transactional=True, quota=10)
-        qb.create_queue("txq", transactional=True)
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "small"), b"fits")
-            tx.send(remote_queue(b, "small"), b"does not fit")
-            tx.send(remote_queue(b, "missing"), b"nowhere")
-        qa.send(remote_queue(b, "txq"), b"not transactional", transactional=False)
-        send_in_transaction(qa, remote_queue(b, "small"), b"later")
-        assert drain(qb, "small", 2) == [b"fits", b"later"]
-        dead = []
+def test_rejections_at_arrival_keep_the_message_with_its_class(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("small", transactional=True, quota=10)
+    qb.create_queue("txq", transactional=True)
+    with qa.begin() as tx:
+        tx.send(remote_queue(b, "small"), b"fits")
+        tx.send(remote_queue(b, "small"), b"does not fit")
+        tx.send(remote_queue(b, "missing"), b"nowhere")
+    qa.send(remote_queue(b, "txq"), b"not transactional", transactional=False)
+    send_in_transaction(qa, remote_queue(b, "small"), b"later")
+    assert drain(qb, "small", 2) == [b"fits", b"later"]
+    dead = []
 
-        def three_dead() -> bool:
-            for queue in ("system$;deadxact", "system$;deadletter"):
-                while (message := qb.receive(queue, timeout=0)) is not None:
-                    dead.append((message.body, message.message_class))
-            return len(dead) >= 3
+    def three_dead() -> bool:
+        for queue in ("system$;deadxact", "system$;deadletter"):
+            while (message := qb.receive(queue, timeout=0)) is not None:
+                dead.append((message.body, message.message_class))
+        return len(dead) >= 3
 
-        wait_until(three_dead, timeout=10)
-        three_dead()  # and whatever more came meanwhile (the check below counts it)
-        assert sorted(dead) == sorted(
-            [
-                (b"does not fit", MessageClass.NACK_Q_EXCEED_QUOTA),
-                (b"nowhere", MessageClass.NACK_BAD_DST_Q),
-                (b"not transactional", MessageClass.NACK_NOT_TRANSACTIONAL_MSG),
-            ]
-        )
+    wait_until(three_dead, timeout=10)
+    three_dead()  # and whatever more came meanwhile (the check below counts it)
+    assert sorted(dead) == sorted(
+        [
+            (b"does not fit", MessageClass.NACK_Q_EXCEED_QUOTA),
+            (b"nowhere", MessageClass.NACK_BAD_DST_Q),
+            (b"not transactional", MessageClass.NACK_NOT_TRANSACTIONAL_MSG),
+        ]
+    )
     assert '"message_rejected"' in b.log()
