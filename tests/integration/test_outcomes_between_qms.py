@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable
 from typing import Unpack
 
+import pytest
 from click.testing import CliRunner
 from helpers import (
     PEER_FAST,
@@ -47,21 +48,26 @@ def depth(qm: QueueManager, queue: str) -> int:
     return len(qm.peek_range(queue))
 
 
-def send_order(
-    qa: QueueManager, b: DaemonProcess, body: bytes, **options: Unpack[SendOptions]
-) -> None:
-    """Send ``body`` to queue ``orders`` of ``b`` in a transaction of its own,
+@pytest.fixture
+def orders(peers: Peers) -> Peers:
+    """``peers``, with a queue ``acks`` on A and a transactional queue ``orders`` on B."""
+    peers.qa.create_queue("acks")
+    peers.qb.create_queue("orders", transactional=True)
+    return peers
+
+
+def send_order(peers: Peers, body: bytes, **options: Unpack[SendOptions]) -> None:
+    """Send ``body`` from A to queue ``orders`` of B in a transaction of its own,
     acknowledgments to ``acks``."""
-    send_in_transaction(qa, remote_queue(b, "orders"), body, admin_queue="acks", **options)
+    send_in_transaction(
+        peers.qa, remote_queue(peers.b, "orders"), body, admin_queue="acks", **options
+    )
 
 
-def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(peers: Peers) -> None:
-    _, b, qa, qb = peers
-    qa.create_queue("acks")
-    qb.create_queue("orders", transactional=True)
+def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(orders: Peers) -> None:
+    _, _, qa, qb = orders
     send_order(
-        qa,
-        b,
+        orders,
         b"order",
         acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
         journal=Journal.DEADLETTER | Journal.JOURNAL,
@@ -80,13 +86,10 @@ def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(peers: Pee
     assert take_all(qa, "system$;deadxact") == []
 
 
-def test_expiry_at_the_destination_reaches_the_source_deadxact(peers: Peers) -> None:
-    _, b, qa, qb = peers
-    qa.create_queue("acks")
-    qb.create_queue("orders", transactional=True)
+def test_expiry_at_the_destination_reaches_the_source_deadxact(orders: Peers) -> None:
+    _, _, qa, qb = orders
     send_order(
-        qa,
-        b,
+        orders,
         b"late",
         acknowledge=Acknowledge.NACK_RECEIVE,
         journal=Journal.DEADLETTER,
@@ -202,13 +205,10 @@ def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(pee
     assert arrived.id == message_id
 
 
-def test_trace_follows_a_message_to_the_destination(peers: Peers) -> None:
-    a, b, qa, qb = peers
-    qa.create_queue("acks")
-    qb.create_queue("orders", transactional=True)
+def test_trace_follows_a_message_to_the_destination(orders: Peers) -> None:
+    a, b, qa, qb = orders
     send_order(
-        qa,
-        b,
+        orders,
         b"traced",
         acknowledge=Acknowledge.POS_ARRIVAL,
         journal=Journal.DEADLETTER,
@@ -267,12 +267,11 @@ def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(peers: Pee
 def test_a_poison_message_received_from_its_subqueue_is_confirmed_to_the_source(
     peers: Peers,
 ) -> None:
-    _, b, qa, qb = peers
+    _, _, qa, qb = peers
     qa.create_queue("acks")
     qb.create_queue("orders", transactional=True, retry_count=0, retry_cycles=0)
     send_order(
-        qa,
-        b,
+        peers,
         b"poison",
         acknowledge=Acknowledge.FULL_RECEIVE,
         journal=Journal.DEADLETTER | Journal.JOURNAL,

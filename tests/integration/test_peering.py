@@ -62,6 +62,20 @@ def assert_quiet(outgoing: list[OutgoingInfo]) -> None:
     assert outgoing[0].unacknowledged == 0
 
 
+@pytest.fixture
+def stopped_receiver(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> tuple[DaemonProcess, DaemonProcess]:
+    """``(a, b)``: ``qm-a`` running, and ``qm-b`` (started first) with a transactional
+    queue ``orders``, stopped."""
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    with connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+    b.stop()
+    return a, b
+
+
 def test_transactions_arrive_once_in_commit_order(peers: Peers) -> None:
     _, b, qa, qb = peers
     qb.create_queue("orders", transactional=True)
@@ -125,13 +139,9 @@ def test_status_shows_outgoing_and_incoming_sequences(peers: Peers) -> None:
 
 
 def test_purge_pause_and_resume_of_an_outgoing_queue(
-    daemon_factory: Callable[..., DaemonProcess],
+    stopped_receiver: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    with connect(b.address) as qb:
-        qb.create_queue("orders", transactional=True)
-    b.stop()
+    a, b = stopped_receiver
     dest = remote_queue(b, "orders")
     with connect(a.address) as qa:
         with qa.begin() as tx:
@@ -158,13 +168,9 @@ def test_purge_pause_and_resume_of_an_outgoing_queue(
 
 
 def test_a_restarted_sender_delivers_what_it_had_committed(
-    daemon_factory: Callable[..., DaemonProcess],
+    stopped_receiver: tuple[DaemonProcess, DaemonProcess],
 ) -> None:
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    with connect(b.address) as qb:
-        qb.create_queue("orders", transactional=True)
-    b.stop()
+    a, b = stopped_receiver
     with connect(a.address) as qa:
         for t in range(30):
             send_in_transaction(qa, remote_queue(b, "orders"), f"{t}".encode())
