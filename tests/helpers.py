@@ -41,6 +41,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, Unpack
 
@@ -479,32 +480,48 @@ def reconnecting(address: str, stop: threading.Event) -> Iterator[QueueManager]:
             yield qm
 
 
+@dataclass(frozen=True, kw_only=True)
+class Crashes:
+    """How a crash test kills its daemon while its clients work (see
+    :func:`kill_while_working`)."""
+
+    #: Client threads.
+    workers: int
+    #: SIGKILLs while they work.
+    kills: int
+    #: The progress (as the test counts it) to wait for between two kills.
+    progress: int
+    #: The longest random pause, in seconds, between that progress and the kill.
+    pause: float = 0.1
+    #: Seconds that progress may take.
+    timeout: float = 60.0
+
+
 def kill_while_working(
     daemon: DaemonProcess,
     threads: Sequence[threading.Thread],
     stop: threading.Event,
     progress: Callable[[], int],
-    *,
-    kills: int,
-    step: int,
+    crashes: Crashes,
     rng: random.Random,
-    pause: float,
-    timeout: float,
     finish: Callable[[], None],
 ) -> None:
-    """The scaffolding of a crash test: start the client ``threads``; ``kills``
-    times, wait (at most ``timeout`` s) until ``progress()`` grew by ``step``,
-    then SIGKILL the daemon at a random moment (up to ``pause`` s later) and
-    start it again; call ``finish()`` while the clients still run (to wait for
-    the end of their work); then ``stop`` them, join them, and crash and
-    restart the daemon once more with nothing in flight."""
+    """The scaffolding of a crash test: start the client ``threads``;
+    ``crashes.kills`` times, wait until ``progress()`` grew by ``crashes.progress``,
+    then SIGKILL the daemon at a random moment and start it again; call
+    ``finish()`` while the clients still run (to wait for the end of their
+    work); then ``stop`` them, join them, and crash and restart the daemon once
+    more with nothing in flight."""
     for thread in threads:
         thread.start()
     try:
-        for _ in range(kills):
+        for _ in range(crashes.kills):
             before = progress()
-            wait_until(lambda b=before: progress() >= b + step, timeout)  # type: ignore[misc]
-            time.sleep(rng.uniform(0.0, pause))  # a random moment, not a wait for anything
+            wait_until(
+                lambda b=before: progress() >= b + crashes.progress,  # type: ignore[misc]
+                crashes.timeout,
+            )
+            time.sleep(rng.uniform(0.0, crashes.pause))  # a random moment, not a wait for anything
             daemon.kill()
             daemon.start()
         finish()

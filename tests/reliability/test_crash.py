@@ -24,13 +24,13 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import DaemonProcess, drain, kill_while_working, reconnecting, wait_until
+from helpers import Crashes, DaemonProcess, drain, kill_while_working, reconnecting, wait_until
 
 from qmgr.client import ConnectionLost, QueueError, connect
 
 SOURCE_MESSAGES = 400
-WORKERS = 3
-KILLS = 6
+#: A kill after every 4 commits (within 30 s), up to 0.15 s later.
+CRASHES = Crashes(workers=3, kills=6, progress=4, pause=0.15, timeout=30)
 
 
 @dataclass
@@ -100,10 +100,10 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     assert len(original) == SOURCE_MESSAGES
 
     stop = threading.Event()
-    ledgers = [Ledger() for _ in range(WORKERS)]
+    ledgers = [Ledger() for _ in range(CRASHES.workers)]
     threads = [
         threading.Thread(target=_worker, args=(daemon.address, w, stop, ledgers[w], rng.random()))
-        for w in range(WORKERS)
+        for w in range(CRASHES.workers)
     ]
 
     def commits() -> int:
@@ -116,11 +116,8 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
         threads,
         stop,
         commits,
-        kills=KILLS,
-        step=4,
-        rng=rng,
-        pause=0.15,
-        timeout=30,
+        CRASHES,
+        rng,
         finish=lambda: wait_until(lambda: commits() > 0, 30),
     )
 
@@ -134,7 +131,7 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     committed = [entry for ledger in ledgers for entry in ledger.committed]
     in_doubt = [entry for ledger in ledgers for entry in ledger.in_doubt]
     aborted = {name for ledger in ledgers for name in ledger.aborted}
-    assert len(committed) >= KILLS, "too few commits to mean anything"
+    assert len(committed) >= CRASHES.kills, "too few commits to mean anything"
 
     accounted: set[bytes] = set()
     for tx_name, planned in committed:
@@ -168,7 +165,7 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     assert [lid for lid, _ in source_left] == sorted(left)
 
     # The daemon logged its crashes' successors starting up cleanly.
-    assert daemon.log().count("queue_manager_started") == KILLS + 2
+    assert daemon.log().count("queue_manager_started") == CRASHES.kills + 2
 
 
 def _assert_whole_and_in_order(

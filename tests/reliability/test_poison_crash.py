@@ -22,7 +22,7 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import DaemonProcess, drain, kill_while_working, reconnecting, wait_until
+from helpers import Crashes, DaemonProcess, drain, kill_while_working, reconnecting, wait_until
 
 from qmgr.client import ConnectionLost, QueueError, connect
 
@@ -32,16 +32,12 @@ PLACES = (QUEUE, QUEUE + ";retry", QUEUE + ";poison")
 CYCLES = 3
 
 
-@dataclass(frozen=True)
-class Run:
-    """The size of one run."""
+@dataclass(frozen=True, kw_only=True)
+class Run(Crashes):
+    """The size of one run (its progress: aborted receives)."""
 
     good: int
     bad: int
-    workers: int
-    kills: int
-    #: Aborted receives to wait for between two kills.
-    progress: int
 
 
 SHORT = Run(good=120, bad=40, workers=3, kills=3, progress=10)
@@ -122,18 +118,7 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
         """Let the bad ones finish their way to ;poison."""
         wait_until(lambda: len(drain(daemon.address, QUEUE + ";poison")) == run.bad, 120)
 
-    kill_while_working(
-        daemon,
-        threads,
-        stop,
-        aborts,
-        kills=run.kills,
-        step=run.progress,
-        rng=rng,
-        pause=0.1,
-        timeout=60,
-        finish=all_poisoned,
-    )
+    kill_while_working(daemon, threads, stop, aborts, run, rng, finish=all_poisoned)
     found = _everything(daemon.address)
     committed = [body for ledger in ledgers for body in ledger.committed]
     unsure = {body for ledger in ledgers for body in ledger.unsure}

@@ -27,7 +27,7 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import DaemonProcess, drain, kill_while_working, reconnecting, wait_until
+from helpers import Crashes, DaemonProcess, drain, kill_while_working, reconnecting, wait_until
 
 from qmgr.client import (
     ConnectionLost,
@@ -39,15 +39,11 @@ from qmgr.client import (
 )
 
 
-@dataclass(frozen=True)
-class Run:
-    """The size of one run."""
+@dataclass(frozen=True, kw_only=True)
+class Run(Crashes):
+    """The size of one run (its progress: resolutions)."""
 
     messages: int
-    workers: int
-    kills: int
-    #: Resolutions to wait for between two kills.
-    progress: int
 
 
 SHORT = Run(messages=300, workers=3, kills=3, progress=4)
@@ -163,18 +159,7 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
         wait_until(lambda: resolutions() > before, 60)
 
     # Whatever the last crash left in doubt, each client resolves it after one more crash.
-    kill_while_working(
-        daemon,
-        threads,
-        stop,
-        resolutions,
-        kills=run.kills,
-        step=run.progress,
-        rng=rng,
-        pause=0.1,
-        timeout=60,
-        finish=one_more_resolution,
-    )
+    kill_while_working(daemon, threads, stop, resolutions, run, rng, finish=one_more_resolution)
     known = _listed(daemon.address)
     for worker, ledger in enumerate(ledgers):
         for xid in ledger.prepared:
