@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, Unpack
 
+import pytest
+
 if TYPE_CHECKING:
     from qmgr.client import QueueManager, SendOptions
 
@@ -495,6 +497,18 @@ class Crashes:
     pause: float = 0.1
     #: Seconds that progress may take.
     timeout: float = 60.0
+
+
+def short_and_soak(short: Crashes, soak: Crashes, seed: int) -> pytest.MarkDecorator:
+    """Parametrize a crash test with ``(run, seed)``: ``short`` (a slow test) seeded
+    ``seed``, and ``soak`` (run with ``-m soak``) seeded ``seed + 1``."""
+    return pytest.mark.parametrize(
+        ("run", "seed"),
+        [
+            pytest.param(short, seed, marks=pytest.mark.slow, id="short"),
+            pytest.param(soak, seed + 1, marks=pytest.mark.soak, id="soak"),
+        ],
+    )
 
 
 def kill_while_working(

@@ -21,8 +21,15 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-import pytest
-from helpers import Crashes, DaemonProcess, drain, kill_while_working, reconnecting, wait_until
+from helpers import (
+    Crashes,
+    DaemonProcess,
+    drain,
+    kill_while_working,
+    reconnecting,
+    short_and_soak,
+    wait_until,
+)
 
 from qmgr.client import ConnectionLost, QueueError, connect
 
@@ -135,13 +142,8 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
             assert (message.move_count, message.abort_count) == (2 * CYCLES + 1, 0), message
 
 
-@pytest.mark.slow
+@short_and_soak(SHORT, SOAK, seed=20261201)
 def test_kill_9_while_poison_messages_are_aborted_loses_and_duplicates_nothing(
-    daemon: DaemonProcess,
+    daemon: DaemonProcess, run: Run, seed: int
 ) -> None:
-    _run(daemon, SHORT, seed=20261201)
-
-
-@pytest.mark.soak
-def test_kill_9_while_poison_messages_are_aborted_soak(daemon: DaemonProcess) -> None:
-    _run(daemon, SOAK, seed=20261202)
+    _run(daemon, run, seed)

@@ -26,8 +26,15 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-import pytest
-from helpers import Crashes, DaemonProcess, drain, kill_while_working, reconnecting, wait_until
+from helpers import (
+    Crashes,
+    DaemonProcess,
+    drain,
+    kill_while_working,
+    reconnecting,
+    short_and_soak,
+    wait_until,
+)
 
 from qmgr.client import (
     ConnectionLost,
@@ -194,13 +201,8 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
     assert committed_moves == sorted(dst), "dst is not what the committed transactions moved"
 
 
-@pytest.mark.slow
+@short_and_soak(SHORT, SOAK, seed=20261123)
 def test_kill_9_during_two_phase_moves_loses_and_duplicates_nothing(
-    daemon: DaemonProcess,
+    daemon: DaemonProcess, run: Run, seed: int
 ) -> None:
-    _run(daemon, SHORT, seed=20261123)
-
-
-@pytest.mark.soak
-def test_kill_9_during_two_phase_moves_soak(daemon: DaemonProcess) -> None:
-    _run(daemon, SOAK, seed=20261124)
+    _run(daemon, run, seed)
