@@ -40,7 +40,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, Unpack
@@ -410,16 +410,36 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.01)
 
 
+def settings(*assignments: str) -> list[str]:
+    """``qmgr serve`` arguments that set each ``KEY=VALUE`` of ``assignments``."""
+    return [argument for assignment in assignments for argument in ("--set", assignment)]
+
+
+def auth_required(
+    tokens: Mapping[str, str] | None = None, *, admins: Sequence[str] = ()
+) -> list[str]:
+    """``qmgr serve`` arguments: clients must authenticate (with these ``name: token``
+    pairs, if given), ``admins`` are administrators, nobody has rights by default."""
+    from qmgr.core.tokens import hash_token
+
+    assignments = ["auth.required=true"]
+    if tokens is not None:
+        hashes = ", ".join(f'{name} = "{hash_token(token)}"' for name, token in tokens.items())
+        assignments.append(f"auth.tokens={{ {hashes} }}")
+    if admins:
+        assignments.append(f"auth.admins={json.dumps(list(admins))}")
+    assignments.append("auth.default_acl={}")
+    return settings(*assignments)
+
+
 #: ``qmgr serve`` arguments that make peering quick to reconnect and acknowledge.
-PEER_FAST: Final = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.5",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[1.0]",
+PEER_FAST: Final = tuple(
+    settings(
+        "peers.retry_initial=0.05",
+        "peers.retry_max=0.5",
+        "peers.order_ack_delay=0.02",
+        "peers.resend_intervals=[1.0]",
+    )
 )
 
 #: Every queue right, as the CLI and the configuration name it (``full`` aside).

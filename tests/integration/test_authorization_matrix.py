@@ -32,6 +32,7 @@ from helpers import (
     PEER_FAST,
     RIGHTS,
     DaemonProcess,
+    auth_required,
     free_port,
     log_events,
     remote_queue,
@@ -53,7 +54,6 @@ from qmgr.client import (
     connect,
     tls_context,
 )
-from qmgr.core.tokens import hash_token
 
 TOKENS: Final = {
     name: f"{name}-token-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -91,19 +91,7 @@ def allowed_for(who: str) -> bool:
 
 def secured(*more: str) -> list[str]:
     """``qmgr serve`` arguments: tokens, ``root`` administrator, no rights by default."""
-    hashes = ", ".join(f'{name} = "{hash_token(token)}"' for name, token in TOKENS.items())
-    return [
-        "--set",
-        "auth.required=true",
-        "--set",
-        f"auth.tokens={{ {hashes} }}",
-        "--set",
-        'auth.admins=["root"]',
-        "--set",
-        "auth.default_acl={}",
-        *PEER_FAST,
-        *more,
-    ]
+    return [*auth_required(TOKENS, admins=["root"]), *PEER_FAST, *more]
 
 
 @dataclass(frozen=True)

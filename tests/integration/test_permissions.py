@@ -16,6 +16,7 @@ from helpers import (
     PEER_FAST,
     RIGHTS,
     DaemonProcess,
+    auth_required,
     log_events,
     remote_queue,
     send_in_transaction,
@@ -33,7 +34,6 @@ from qmgr.client import (
     connect,
     tls_context,
 )
-from qmgr.core.tokens import hash_token
 from wire import client as cf
 
 #: What each operation needs: the rights any one of which allows it (receive includes peek).
@@ -64,16 +64,7 @@ OPERATIONS: dict[str, Callable[[QueueManager, str], object]] = {
 def secured(pki: Pki, name: str, *more: str) -> list[str]:
     """Arguments for a queue manager with TLS, authentication, ``root`` as its
     administrator and no rights for anyone by default."""
-    return pki.serve_args(
-        name,
-        "--set",
-        "auth.required=true",
-        "--set",
-        'auth.admins=["root"]',
-        "--set",
-        "auth.default_acl={}",
-        *more,
-    )
+    return pki.serve_args(name, *auth_required(admins=["root"]), *more)
 
 
 def as_user(pki: Pki, daemon: DaemonProcess, name: str) -> QueueManager:
@@ -217,18 +208,8 @@ ROOT_TOKEN = "root-token-0123456789abcdefghijklmnopqrstuvwxyz"
 def with_tokens(*more: str) -> list[str]:
     """Arguments for a queue manager whose clients use tokens: ``root`` (an
     administrator) and ``bob``, no rights for anyone by default."""
-    tokens = f'{{ root = "{hash_token(ROOT_TOKEN)}", bob = "{hash_token(BOB_TOKEN)}" }}'
-    return [
-        "--set",
-        "auth.required=true",
-        "--set",
-        f"auth.tokens={tokens}",
-        "--set",
-        'auth.admins=["root"]',
-        "--set",
-        "auth.default_acl={}",
-        *more,
-    ]
+    tokens = {"root": ROOT_TOKEN, "bob": BOB_TOKEN}
+    return [*auth_required(tokens, admins=["root"]), *more]
 
 
 @pytest.mark.parametrize("role", ["admin", "response"])

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, log_events  # type: ignore[import-not-found, unused-ignore]
+from helpers import PEER_FAST, DaemonProcess, log_events, settings  # type: ignore[import-not-found, unused-ignore]
 
 import wire
 from qmgr.client import QueueManager, connect
@@ -684,10 +684,7 @@ def test_silent_connections_cannot_keep_a_queue_manager_out(
         name="qm-b",
         extra_args=[
             *PEER_FAST,
-            "--set",
-            "peers.max_connections=8",
-            "--set",
-            "peers.max_unauthenticated_per_address=4",
+            *settings("peers.max_connections=8", "peers.max_unauthenticated_per_address=4"),
         ],
     )
     a = daemon_factory(name="qm-a", extra_args=list(PEER_FAST))
