@@ -24,7 +24,8 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-from helpers import Crashes, DaemonProcess, drain, kill_while_working, reconnecting, wait_until
+from crash_kit import Crashes, kill_while_working, reconnecting
+from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import ConnectionLost, QueueError, connect
 

@@ -26,15 +26,8 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from helpers import (
-    Crashes,
-    DaemonProcess,
-    drain,
-    kill_while_working,
-    reconnecting,
-    short_and_soak,
-    wait_until,
-)
+from crash_kit import Crashes, kill_while_working, reconnecting, short_and_soak
+from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import (
     ConnectionLost,
