@@ -459,6 +459,12 @@ class Peers(NamedTuple):
     qb: QueueManager
 
 
+def route_args(destination_port: int, hop_port: int) -> list[str]:
+    """``qmgr serve`` arguments that send messages for ``127.0.0.1:destination_port``
+    through ``127.0.0.1:hop_port``."""
+    return settings(f'routes."127.0.0.1:{destination_port}"="127.0.0.1:{hop_port}"')
+
+
 def remote_queue(daemon: DaemonProcess, queue: str) -> str:
     """The direct format name of ``queue`` on ``daemon``, as another queue manager sends to it."""
     return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"

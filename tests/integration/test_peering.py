@@ -6,7 +6,15 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, Peers, remote_queue, send_in_transaction, wait_until
+from helpers import (
+    PEER_FAST,
+    DaemonProcess,
+    Peers,
+    remote_queue,
+    route_args,
+    send_in_transaction,
+    wait_until,
+)
 
 from qmgr.client import OutgoingInfo, QueueManager, connect
 from wire import MessageClass
@@ -110,8 +118,7 @@ def test_a_router_relays_exactly_once_in_order(
 ) -> None:
     c = daemon_factory(name="qm-c", extra_args=PEER_FAST)
     r = daemon_factory(name="qm-r", extra_args=PEER_FAST)
-    route = f'routes."127.0.0.1:{c.peer_port}"="127.0.0.1:{r.peer_port}"'
-    a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, "--set", route))
+    a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, *route_args(c.peer_port, r.peer_port)))
     with connect(a.address) as qa, connect(c.address) as qc, connect(r.address) as qr:
         qc.create_queue("orders", transactional=True)
         expected = send_transactions(qa, remote_queue(c, "orders"), [3] * 10)

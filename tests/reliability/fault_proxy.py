@@ -54,6 +54,8 @@ import threading
 import time
 from typing import Final, Self
 
+from helpers import route_args
+
 __all__ = ["CHUNK", "CutReport", "FaultProxy", "FaultSchedule", "ProxyStats"]
 
 #: Bytes read from a socket at a time.
@@ -182,7 +184,7 @@ class FaultProxy:
         """The ``--set`` arguments that send a queue manager's traffic for
         ``127.0.0.1:destination_port`` (default: the target) through this proxy."""
         port = self.target[1] if destination_port is None else destination_port
-        return ["--set", f'routes."127.0.0.1:{port}"="127.0.0.1:{self.port}"']
+        return route_args(port, self.port)
 
     def start(self) -> Self:
         """Start forwarding in a background thread."""

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 from fault_proxy import FaultProxy, FaultSchedule
-from helpers import PEER_FAST, DaemonProcess  # type: ignore[import-not-found, unused-ignore]
+from helpers import PEER_FAST, DaemonProcess, route_args  # type: ignore[import-not-found, unused-ignore]
 
 from qmgr.client import ConnectionLost, OutgoingInfo, QueueError, QueueManager, connect
 
@@ -119,11 +119,6 @@ KILL_SIZES = [
 def remote(port: int, queue: str = QUEUE) -> str:
     """The format name of ``queue`` on the queue manager whose peer port is ``port``."""
     return f"DIRECT=TCP:127.0.0.1:{port}\\private$\\{queue}"
-
-
-def route_args(destination_port: int, hop_port: int) -> list[str]:
-    """Send messages for ``127.0.0.1:destination_port`` through ``127.0.0.1:hop_port``."""
-    return ["--set", f'routes."127.0.0.1:{destination_port}"="127.0.0.1:{hop_port}"']
 
 
 # --------------------------------------------------------------------------
