@@ -24,6 +24,13 @@ Either way :meth:`DaemonProcess.start` returns once the daemon logged
 ``queue_manager_started``: every listener answers and its signal handlers
 are installed (a SIGTERM sent as soon as the client port answers could
 otherwise find the default action still in place).
+
+The rest are what tests do with daemons: build ``qmgr serve`` arguments
+(:func:`settings`, :func:`auth_required`, :data:`PEER_FAST`,
+:func:`route_args`), read a daemon's log (:func:`log_events`), and send to,
+read or wait for its queues (:func:`send_in_transaction`,
+:func:`prepare_sends`, :func:`drain`, :func:`remote_queue`,
+:func:`wait_until`, :func:`wait_until_erased`).
 """
 
 from __future__ import annotations
