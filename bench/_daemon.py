@@ -1,4 +1,5 @@
-"""A qmgr daemon run as a subprocess for the benchmarks, and its CPU time.
+"""A qmgr daemon run as a subprocess for the benchmarks, its CPU time, and a fresh
+work directory for a run's stores and logs.
 
 The daemon is started exactly as an operator would start it
 (``python -m qmgr serve``), at the ``info`` log level with JSON lines written

@@ -7,6 +7,8 @@ and a client certificate; from then on :func:`connect_to` and
 :func:`open_to` connect over TLS with that client certificate, and
 :func:`daemon_args` gives what ``qmgr serve`` needs to speak TLS and to
 require it (``auth.required``), as a production deployment would.
+``enable_in(workdir)`` does the same in a run's work directory and gives the
+directory for the stores of its run with TLS.
 """
 
 from __future__ import annotations
