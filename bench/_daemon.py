@@ -1,4 +1,5 @@
-"""A qmgr daemon run as a subprocess for the benchmarks, and its CPU time.
+"""A qmgr daemon run as a subprocess for the benchmarks, its CPU time, and a fresh
+work directory for a run's stores and logs.
 
 The daemon is started exactly as an operator would start it
 (``python -m qmgr serve``), at the ``info`` log level with JSON lines written
@@ -13,10 +14,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Self
 
 import _tls
@@ -30,6 +31,12 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def fresh_workdir(data_dir: Path) -> Path:
+    """A new directory under ``data_dir`` (made if need be) for one run's stores and logs."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=data_dir))
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -120,10 +127,5 @@ class Daemon:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()

@@ -7,6 +7,8 @@ and a client certificate; from then on :func:`connect_to` and
 :func:`open_to` connect over TLS with that client certificate, and
 :func:`daemon_args` gives what ``qmgr serve`` needs to speak TLS and to
 require it (``auth.required``), as a production deployment would.
+``enable_in(workdir)`` does the same in a run's work directory and gives the
+directory for the stores of its run with TLS.
 """
 
 from __future__ import annotations
@@ -35,6 +37,15 @@ def enable(directory: Path) -> None:
         f"--set=tls.ca={ca}",
         "--set=auth.required=true",
     ]
+
+
+def enable_in(workdir: Path) -> Path:
+    """:func:`enable` with the certificates in ``workdir/pki``; return ``workdir/tls``
+    (made), for the stores of the run with TLS."""
+    enable(workdir / "pki")
+    stores = workdir / "tls"
+    stores.mkdir()
+    return stores
 
 
 def disable() -> None:

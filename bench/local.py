@@ -67,12 +67,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import shutil
 import statistics
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,7 +80,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import _tls
 import _workloads as w
-from _daemon import Daemon
+from _daemon import Daemon, fresh_workdir
+from _report import dump_json, print_tls_x_plain, tls_x_plain
 from _tls import connect_to
 
 ROWS = ("fsync", "lmdb", "send-1", "send-8", "send-100", "receive-1", "receive-8", "latency")
@@ -437,17 +436,16 @@ def main() -> None:
     if args.seconds <= 0 or args.runs < 1:
         parser.error("--seconds must be positive and --runs at least 1")
 
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
+    workdir = fresh_workdir(args.data_dir)
     try:
         (workdir / "plain").mkdir()
         samples = run(rows, args.seconds, args.runs, workdir / "plain", args.daemon_arg)
         tls_samples = None
         if args.tls:
-            _tls.enable(workdir / "pki")
-            (workdir / "tls").mkdir()
             tls_rows = [row for row in rows if row in DAEMON_ROWS or row == "lmdb"]
-            tls_samples = run(tls_rows, args.seconds, args.runs, workdir / "tls", args.daemon_arg)
+            tls_samples = run(
+                tls_rows, args.seconds, args.runs, _tls.enable_in(workdir), args.daemon_arg
+            )
     finally:
         progress("")
         shutil.rmtree(workdir, ignore_errors=True)
@@ -457,18 +455,12 @@ def main() -> None:
     if tls_samples is not None:
         tls_result = summarise(tls_samples, tls_rows, args.seconds, args.runs)
         result["tls"] = tls_result
-        result["tls_x_plain"] = {
-            figure: round(tls_result[figure] / result[figure], 4)
-            for figure in RATE_KEYS.values()
-            if result[figure] and tls_result[figure]
-        }
+        result["tls_x_plain"] = tls_x_plain(result, tls_result, RATE_KEYS.values())
         print("\nwith TLS on both ports (TLS 1.3, client certificates required):", file=out)
         report(tls_result, out)
-        for figure, ratio in result["tls_x_plain"].items():
-            print(f"  {figure}: TLS {ratio:.2f} x plain", file=out)
+        print_tls_x_plain(result["tls_x_plain"], out)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        print()
+        dump_json(result)
 
 
 if __name__ == "__main__":

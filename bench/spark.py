@@ -32,11 +32,9 @@ transformation) into the ``noop`` sink: what Spark itself does here.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -45,7 +43,8 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _daemon import Daemon
+from _daemon import Daemon, fresh_workdir
+from _report import dump_json, print_table
 
 from qmgr.client import QueueManager, connect
 
@@ -267,17 +266,12 @@ def report(r: dict[str, Any], out: TextIO) -> None:
         ("ceiling: rate source -> upper -> noop", f"{ceiling:,.0f} msg/s", "ceiling",
          f"steady {r['ceiling_steady_msgs_per_s']:,.0f} msg/s"),
     ]  # fmt: skip
-    header = ("measure", "result", "vs ceiling", "")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-    print(
+    title = (
         f"qmgr Spark benchmark: local[2], {r['cores']} cores, {r['messages']:,} messages of "
         f"{r['body_bytes']} bytes, {r['per_trigger']:,} per micro-batch, "
-        f"{r['partitions']} partitions",
-        file=out,
+        f"{r['partitions']} partitions"
     )
-    for row in [header, *rows]:
-        line = f"  {row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}"
-        print(line.rstrip(), file=out)
+    print_table(title, rows, out)
     phases = ", ".join(f"{k} {v:.0f}" for k, v in r["streaming_batch_ms"].items())
     print(f"  a streaming micro-batch, mean ms: {phases}", file=out)
     ok = r["streaming_exactly_once_ok"]
@@ -299,8 +293,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.messages < 2 * args.per_trigger or args.per_trigger < 1 or args.partitions < 1:
         parser.error("--messages must be at least twice --per-trigger, both positive")
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
+    workdir = fresh_workdir(args.data_dir)
     try:
         result = run(args, workdir)
     except BaseException:
@@ -313,8 +306,7 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
     report(result, sys.stderr if args.json else sys.stdout)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        print()
+        dump_json(result)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ import shutil
 import statistics
 import struct
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -57,7 +56,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _tls
 import _workloads as w
 import local
-from _daemon import Daemon, free_port
+from _daemon import Daemon, free_port, fresh_workdir
+from _report import dump_json, print_table, print_tls_x_plain, tls_x_plain
 from _tls import connect_to
 
 from qmgr.client import QueueManager
@@ -424,16 +424,11 @@ def report(r: dict[str, Any], out: TextIO) -> None:
             )
             for p in ("p50", "p99", "max")
         ]
-    header = ("measure", "result", "vs ceiling", "")
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
-    print(
+    title = (
         f"qmgr transfer benchmark: A -> B on loopback, {r['cores']} cores, one run; live and "
-        f"latency (at {LATENCY_RATE:g}/s) {r['seconds']:g} s, {r['body_bytes']}-byte bodies",
-        file=out,
+        f"latency (at {LATENCY_RATE:g}/s) {r['seconds']:g} s, {r['body_bytes']}-byte bodies"
     )
-    for row in [header, *rows]:
-        line = f"  {row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}"
-        print(line.rstrip(), file=out)
+    print_table(title, rows, out)
     problems = r["daemon_log_problems"]
     print("daemon log warnings and errors:" + ("" if problems else " none"), file=out)
     for text, count in sorted(problems.items()):
@@ -464,20 +459,13 @@ def main() -> None:
     if args.drain_messages <= 100 or args.load_clients < 1:
         parser.error("--drain-messages must be above 100 and --load-clients at least 1")
 
-    args.data_dir.mkdir(parents=True, exist_ok=True)
-    workdir = Path(tempfile.mkdtemp(dir=args.data_dir))
+    workdir = fresh_workdir(args.data_dir)
     try:
         (workdir / "plain").mkdir()
         result = run(args, workdir / "plain")
         if args.tls:
-            _tls.enable(workdir / "pki")
-            (workdir / "tls").mkdir()
-            result["tls"] = run(args, workdir / "tls")
-            result["tls_x_plain"] = {
-                figure: round(result["tls"][figure] / result[figure], 4)
-                for figure in TLS_COMPARED
-                if result[figure] and result["tls"][figure]
-            }
+            result["tls"] = run(args, _tls.enable_in(workdir))
+            result["tls_x_plain"] = tls_x_plain(result, result["tls"], TLS_COMPARED)
     except KeyboardInterrupt:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -494,11 +482,9 @@ def main() -> None:
     if args.tls:
         print("\nwith mutual TLS between A and B and TLS to the clients:", file=out)
         report(result["tls"], out)
-        for figure, ratio in result["tls_x_plain"].items():
-            print(f"  {figure}: TLS {ratio:.2f} x plain", file=out)
+        print_tls_x_plain(result["tls_x_plain"], out)
     if args.json:
-        json.dump(result, sys.stdout, indent=2)
-        print()
+        dump_json(result)
 
 
 if __name__ == "__main__":

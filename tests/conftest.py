@@ -7,6 +7,8 @@ Sections:
   (:class:`helpers.DaemonProcess`: forked from a server that imported the
   daemon once, or ``launch="exec"`` for the command line itself). ``daemon``
   is a fresh one per test (for tests that stop, kill or restart it);
+  ``peers`` two fresh ones, ``qm-a`` and ``qm-b``, that peer quickly, with a
+  client of each;
   ``shared_daemon`` is one per session for tests that only talk to it; they
   use ``queue_name`` for queues no other test touches.
 """
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess, Launch
+from helpers import PEER_FAST, DaemonProcess, Launch, Peers
 from hypothesis import HealthCheck, settings
 
 # --------------------------------------------------------------------------
@@ -43,7 +45,8 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
 
     ``daemon_factory(extra_args=[...], name="...")`` returns a started
     :class:`DaemonProcess` with its own data directory (``launch="exec"``:
-    started by the command line, ``python -m qmgr serve``).
+    started by the command line, ``python -m qmgr serve``; ``kind``: a
+    subclass of :class:`DaemonProcess` to start instead).
     """
     started: list[DaemonProcess] = []
     counter = itertools.count(1)
@@ -55,11 +58,10 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
         data_dir: Path | None = None,
         preexec: Callable[[], None] | None = None,
         launch: Launch | None = None,
+        kind: type[DaemonProcess] = DaemonProcess,
     ) -> DaemonProcess:
         directory = data_dir if data_dir is not None else tmp_path / f"qm{next(counter)}"
-        process = DaemonProcess(
-            directory, extra_args=extra_args, name=name, preexec=preexec, launch=launch
-        )
+        process = kind(directory, extra_args=extra_args, name=name, preexec=preexec, launch=launch)
         started.append(process)
         process.start()
         return process
@@ -73,6 +75,18 @@ def daemon_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
 def daemon(daemon_factory: Callable[..., DaemonProcess]) -> DaemonProcess:
     """A fresh queue manager for this test alone (it may stop, kill or restart it)."""
     return daemon_factory()
+
+
+@pytest.fixture
+def peers(daemon_factory: Callable[..., DaemonProcess]) -> Iterator[Peers]:
+    """Two fresh queue managers, ``qm-a`` then ``qm-b``, quick to reconnect and
+    acknowledge (:data:`helpers.PEER_FAST`), and a client of each."""
+    from qmgr.client import connect
+
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        yield Peers(a, b, qa, qb)
 
 
 @pytest.fixture(scope="session")

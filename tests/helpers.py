@@ -24,11 +24,19 @@ Either way :meth:`DaemonProcess.start` returns once the daemon logged
 ``queue_manager_started``: every listener answers and its signal handlers
 are installed (a SIGTERM sent as soon as the client port answers could
 otherwise find the default action still in place).
+
+The rest are what tests do with daemons: build ``qmgr serve`` arguments
+(:func:`settings`, :func:`auth_required`, :data:`PEER_FAST`,
+:func:`route_args`), read a daemon's log (:func:`log_events`), and send to,
+read or wait for its queues (:func:`send_in_transaction`,
+:func:`prepare_sends`, :func:`drain`, :func:`remote_queue`,
+:func:`wait_until`, :func:`wait_until_erased`).
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import multiprocessing
 import os
 import signal
@@ -37,12 +45,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Final, Literal, NamedTuple, Protocol, Unpack
 
 if TYPE_CHECKING:
-    from qmgr.client import QueueManager
+    from qmgr.client import QueueManager, SendOptions
 
 #: How long a daemon may take to start accepting connections.
 START_TIMEOUT = 20.0
@@ -357,6 +365,19 @@ class DaemonProcess:
             self.kill()
 
 
+def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
+    """The daemon's JSON log entries with this event."""
+    found = []
+    for line in daemon.log().splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict) and entry.get("event") == event:
+            found.append(entry)
+    return found
+
+
 def wait_until_erased(qm: QueueManager, timeout: float = 120.0) -> float:
     """Poll ``qmgr status`` until no deleted or purged queue is left to erase;
     return how long it took."""
@@ -391,19 +412,84 @@ def wait_until(predicate: Callable[[], bool], timeout: float) -> None:
         time.sleep(0.01)
 
 
+def settings(*assignments: str) -> list[str]:
+    """``qmgr serve`` arguments that set each ``KEY=VALUE`` of ``assignments``."""
+    return [argument for assignment in assignments for argument in ("--set", assignment)]
+
+
+def auth_required(
+    tokens: Mapping[str, str] | None = None, *, admins: Sequence[str] = ()
+) -> list[str]:
+    """``qmgr serve`` arguments: clients must authenticate (with these ``name: token``
+    pairs, if given), ``admins`` are administrators, nobody has rights by default."""
+    from qmgr.core.tokens import hash_token
+
+    assignments = ["auth.required=true"]
+    if tokens is not None:
+        hashes = ", ".join(f'{name} = "{hash_token(token)}"' for name, token in tokens.items())
+        assignments.append(f"auth.tokens={{ {hashes} }}")
+    if admins:
+        assignments.append(f"auth.admins={json.dumps(list(admins))}")
+    assignments.append("auth.default_acl={}")
+    return settings(*assignments)
+
+
 #: ``qmgr serve`` arguments that make peering quick to reconnect and acknowledge.
-PEER_FAST: Final = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.5",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[1.0]",
+PEER_FAST: Final = tuple(
+    settings(
+        "peers.retry_initial=0.05",
+        "peers.retry_max=0.5",
+        "peers.order_ack_delay=0.02",
+        "peers.resend_intervals=[1.0]",
+    )
 )
+
+#: Every queue right, as the CLI and the configuration name it (``full`` aside).
+RIGHTS: Final = (
+    "send",
+    "receive",
+    "peek",
+    "purge",
+    "delete",
+    "set-properties",
+    "get-properties",
+    "change-permissions",
+)
+
+
+class Peers(NamedTuple):
+    """Two queue managers that peer (the ``peers`` fixture), and a client of each."""
+
+    a: DaemonProcess
+    b: DaemonProcess
+    qa: QueueManager
+    qb: QueueManager
+
+
+def route_args(destination_port: int, hop_port: int) -> list[str]:
+    """``qmgr serve`` arguments that send messages for ``127.0.0.1:destination_port``
+    through ``127.0.0.1:hop_port``."""
+    return settings(f'routes."127.0.0.1:{destination_port}"="127.0.0.1:{hop_port}"')
 
 
 def remote_queue(daemon: DaemonProcess, queue: str) -> str:
     """The direct format name of ``queue`` on ``daemon``, as another queue manager sends to it."""
     return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"
+
+
+def send_in_transaction(
+    qm: QueueManager, destination: str, body: bytes, **options: Unpack[SendOptions]
+) -> None:
+    """Send one message in a transaction of its own, committed."""
+    with qm.begin() as tx:
+        tx.send(destination, body, **options)
+        tx.commit()
+
+
+def prepare_sends(qm: QueueManager, queue: str, xids: Sequence[str]) -> None:
+    """Leave a prepared transaction (in doubt) per xid, each with a send of its
+    xid (as the body) to ``queue``."""
+    for xid in xids:
+        tx = qm.begin(xid=xid)
+        tx.send(queue, xid.encode())
+        tx.prepare()

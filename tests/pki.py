@@ -1,17 +1,15 @@
 """A throw-away deployment CA for tests of TLS and permissions: certificates for
 queue managers and clients (and ones ``qmgr certs issue`` would not make:
 expired, not yet valid, other extended key usages), ``qmgr serve`` arguments,
-a daemon that skips the start-up check of its own certificate, and reading a
-daemon's JSON log."""
+and a daemon that skips the start-up check of its own certificate."""
 
 from __future__ import annotations
 
 import datetime as dt
 import ipaddress
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Final, TypedDict, Unpack
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -52,24 +50,9 @@ class Pki:
         now = dt.datetime.now(dt.UTC)
         return self.leaf(name, not_before=now - DAY * 30, not_after=now - DAY)
 
-    def leaf(
-        self,
-        name: str,
-        *,
-        usages: Sequence[x509.ObjectIdentifier] | None = QM_USAGES,
-        not_before: dt.datetime | None = None,
-        not_after: dt.datetime | None = None,
-        common_name: str | None = None,
-    ) -> tuple[Path, Path]:
+    def leaf(self, name: str, **options: Unpack[SignOptions]) -> tuple[Path, Path]:
         """A certificate ``qmgr certs issue`` would not make: see :func:`sign`."""
-        return sign(
-            self.directory,
-            name,
-            usages=usages,
-            not_before=not_before,
-            not_after=not_after,
-            common_name=common_name,
-        )
+        return sign(self.directory, name, **options)
 
     def serve_args(self, name: str, *more: str, cert: tuple[Path, Path] | None = None) -> list[str]:
         """``qmgr serve`` arguments for TLS with the certificate of queue manager ``name``."""
@@ -83,6 +66,15 @@ class Pki:
             f"tls.ca={self.ca}",
             *more,
         ]
+
+
+class SignOptions(TypedDict, total=False):
+    """What :func:`sign` makes other than ``qmgr certs issue`` would."""
+
+    usages: Sequence[x509.ObjectIdentifier] | None
+    not_before: dt.datetime | None
+    not_after: dt.datetime | None
+    common_name: str | None
 
 
 def sign(
@@ -170,15 +162,3 @@ class UncheckedDaemon(DaemonProcess):
     def command(self) -> list[str]:
         python, _m, _qmgr, *args = super().command()
         return [python, "-c", _UNCHECKED, *args]
-
-
-def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:
-    found = []
-    for line in daemon.log().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if record.get("event") == event:
-            found.append(record)
-    return found

@@ -15,34 +15,25 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import DaemonProcess
-from pki import log_events
+from helpers import DaemonProcess, auth_required, log_events, settings
 
 from qmgr.cli import cli
 from qmgr.client import AccessDenied, ConnectionLost, connect
-from qmgr.core.tokens import hash_token
 from wire import client as cf
 
 ALICE_TOKEN = "alice-token-0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def with_tokens(*more: str) -> list[str]:
-    return [
-        "--set",
-        "auth.required=true",
-        "--set",
-        f'auth.tokens={{ alice = "{hash_token(ALICE_TOKEN)}" }}',
-        "--set",
-        "auth.default_acl={}",
-        *more,
-    ]
+    """``qmgr serve`` arguments: alice's token authenticates, nobody has rights by default."""
+    return [*auth_required({"alice": ALICE_TOKEN}), *more]
 
 
 def test_tokens_authenticate_and_anything_else_is_refused(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
     daemon = daemon_factory(
-        extra_args=with_tokens("--set", "auth.failure_limit=2", "--set", "auth.failure_delay=0.1")
+        extra_args=with_tokens(*settings("auth.failure_limit=2", "auth.failure_delay=0.1"))
     )
     with connect(daemon.address, token=ALICE_TOKEN) as alice:
         alice.create_queue("alices", transactional=True)

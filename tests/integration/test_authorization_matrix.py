@@ -28,8 +28,18 @@ from dataclasses import dataclass
 from typing import Any, Final, Unpack
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
-from pki import Pki, log_events
+from helpers import (
+    PEER_FAST,
+    RIGHTS,
+    DaemonProcess,
+    auth_required,
+    free_port,
+    log_events,
+    remote_queue,
+    send_in_transaction,
+    wait_until,
+)
+from pki import Pki
 
 from qmgr.client import (
     AccessDenied,
@@ -44,18 +54,7 @@ from qmgr.client import (
     connect,
     tls_context,
 )
-from qmgr.core.tokens import hash_token
 
-RIGHTS: Final = (
-    "send",
-    "receive",
-    "peek",
-    "purge",
-    "delete",
-    "set-properties",
-    "get-properties",
-    "change-permissions",
-)
 TOKENS: Final = {
     name: f"{name}-token-0123456789abcdefghijklmnopqrstuvwxyz"
     for name in ("root", "alice", "bob", "carol")
@@ -92,19 +91,7 @@ def allowed_for(who: str) -> bool:
 
 def secured(*more: str) -> list[str]:
     """``qmgr serve`` arguments: tokens, ``root`` administrator, no rights by default."""
-    hashes = ", ".join(f'{name} = "{hash_token(token)}"' for name, token in TOKENS.items())
-    return [
-        "--set",
-        "auth.required=true",
-        "--set",
-        f"auth.tokens={{ {hashes} }}",
-        "--set",
-        'auth.admins=["root"]',
-        "--set",
-        "auth.default_acl={}",
-        *PEER_FAST,
-        *more,
-    ]
+    return [*auth_required(TOKENS, admins=["root"]), *PEER_FAST, *more]
 
 
 @dataclass(frozen=True)
@@ -245,9 +232,7 @@ def send_as(
         return try_send(qm, destination, body, transactional=False)
 
     def in_a_transaction() -> None:
-        with qm.begin() as tx:
-            tx.send(destination, body)
-            tx.commit()
+        send_in_transaction(qm, destination, body)
 
     return None, attempt(in_a_transaction)
 
@@ -659,6 +644,28 @@ ARRIVALS: Final = {
 }
 
 
+def by_peer(table: dict[str, tuple[str, str | None, bool]]) -> pytest.MarkDecorator:
+    """Parametrize a test with ``(peer, entry, allowed)`` from ``table``, its keys the ids."""
+    return pytest.mark.parametrize(
+        ("peer", "entry", "allowed"), list(table.values()), ids=list(table)
+    )
+
+
+def send_for_acknowledgment(
+    sender: Site, receiver: Site, queue: str, label: str, admin_queue: str
+) -> str:
+    """Send ``label`` (as label and body) from ``sender`` to ``queue`` on ``receiver``,
+    asking for full reach-queue acknowledgments into ``admin_queue``; return its id."""
+    with sender.client("root") as root:
+        return root.send(
+            receiver.queue(queue),
+            label.encode(),
+            label=label,
+            acknowledge=Acknowledge.FULL_REACH_QUEUE,
+            admin_queue=admin_queue,
+        )
+
+
 def grant_if(site: Site, queue: str, entry: str | None, *, transactional: bool = False) -> None:
     """Create ``queue`` on ``site``; ``entry`` (if any) may send to it."""
     with site.client("root") as root:
@@ -668,7 +675,7 @@ def grant_if(site: Site, queue: str, entry: str | None, *, transactional: bool =
         assert set(root.permissions(queue)) == {"root"} | ({entry} if entry else set())
 
 
-@pytest.mark.parametrize(("peer", "entry", "allowed"), list(ARRIVALS.values()), ids=list(ARRIVALS))
+@by_peer(ARRIVALS)
 def test_a_message_from_a_peer(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
@@ -717,11 +724,7 @@ ACKNOWLEDGMENTS_HERE: Final = {
 }
 
 
-@pytest.mark.parametrize(
-    ("peer", "entry", "allowed"),
-    list(ACKNOWLEDGMENTS_HERE.values()),
-    ids=list(ACKNOWLEDGMENTS_HERE),
-)
+@by_peer(ACKNOWLEDGMENTS_HERE)
 def test_a_peers_message_names_an_admin_queue_here(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
@@ -734,14 +737,7 @@ def test_a_peers_message_names_an_admin_queue_here(
     grant_if(receiver, queue, "peer:*")
     grant_if(receiver, acks, entry)
     label = f"{queue} from {peer}"
-    with sender.client("root") as root:
-        sent = root.send(
-            receiver.queue(queue),
-            label.encode(),
-            label=label,
-            acknowledge=Acknowledge.FULL_REACH_QUEUE,
-            admin_queue=receiver.queue(acks),
-        )
+    sent = send_for_acknowledgment(sender, receiver, queue, label, receiver.queue(acks))
     with receiver.client("root") as root:
         message = root.receive(queue, timeout=20)  # the report is written with it
         assert message is not None
@@ -770,11 +766,7 @@ ACKNOWLEDGMENTS_BACK: Final = {
 }
 
 
-@pytest.mark.parametrize(
-    ("peer", "entry", "allowed"),
-    list(ACKNOWLEDGMENTS_BACK.values()),
-    ids=list(ACKNOWLEDGMENTS_BACK),
-)
+@by_peer(ACKNOWLEDGMENTS_BACK)
 def test_a_peers_acknowledgment_into_an_admin_queue_here(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
@@ -785,14 +777,7 @@ def test_a_peers_acknowledgment_into_an_admin_queue_here(
     grant_if(receiver, queue, "peer:*")
     grant_if(sender, acks, entry)
     label = f"{queue} from {peer}"
-    with sender.client("root") as root:
-        sent = root.send(
-            receiver.queue(queue),
-            label.encode(),
-            label=label,
-            acknowledge=Acknowledge.FULL_REACH_QUEUE,
-            admin_queue=acks,
-        )
+    sent = send_for_acknowledgment(sender, receiver, queue, label, acks)
     if allowed:
         wait_until(lambda: bool(sender.messages(acks)), timeout=20)
         [ack] = sender.messages(acks)

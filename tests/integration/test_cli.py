@@ -16,8 +16,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import DaemonProcess, free_port, run_qmgr
-from pki import log_events
+from helpers import DaemonProcess, free_port, log_events, run_qmgr
 
 from qmgr.cli import cli
 from qmgr.client import connect

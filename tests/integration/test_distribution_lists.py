@@ -5,14 +5,13 @@ seed 000's rule there (the remote non-transactional queue refuses its copy)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 
 import pytest
 from click.testing import CliRunner, Result
-from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
+from helpers import DaemonProcess, Peers, remote_queue, send_in_transaction, wait_until
 
 from qmgr.cli import cli
-from qmgr.client import DistributionList, MessageClass, QueueExists, QueueNotFound, connect
+from qmgr.client import DistributionList, MessageClass, QueueExists, QueueNotFound
 
 
 def run(daemon: DaemonProcess, *args: str) -> Result:
@@ -43,37 +42,31 @@ def test_the_dl_commands(shared_daemon: DaemonProcess, queue_name: str) -> None:
     assert "does not exist" in missing.output
 
 
-def test_a_list_across_queue_managers_in_one_transaction(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qa.create_queue("local", transactional=True)
-        qa.create_queue("acks")
-        qb.create_queue("orders", transactional=True)
-        qb.create_queue("plain")
-        targets = ["local", remote_queue(b, "orders"), remote_queue(b, "plain")]
-        qa.create_list("everyone", targets)
-        assert qa.get_list("EVERYONE") == DistributionList("everyone", tuple(targets))
-        with pytest.raises(QueueExists):
-            qa.create_list("everyone")
-        with qa.begin() as tx:
-            tx.send("DL=everyone", b"hello", acknowledge=0x04, admin_queue="acks")
-            tx.commit()
-        local = qa.receive("local", timeout=5)
-        assert local is not None
-        arrived = qb.receive("orders", timeout=20)
-        assert arrived is not None
-        assert arrived.id == local.id  # all copies share one message id
-        # Seed 000: the non-transactional queue refuses its copy at the other host.
-        wait_until(lambda: len(qb.peek_range("system$;deadxact")) == 1, timeout=20)
-        [dead] = qb.peek_range("system$;deadxact")
-        assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
-        wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
-        [nack] = qa.peek_range("acks")
-        assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
-        assert qb.peek("plain") is None
-        qa.delete_list("everyone")
-        with pytest.raises(QueueNotFound):
-            qa.send("DL=everyone", b"x")
+def test_a_list_across_queue_managers_in_one_transaction(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qa.create_queue("local", transactional=True)
+    qa.create_queue("acks")
+    qb.create_queue("orders", transactional=True)
+    qb.create_queue("plain")
+    targets = ["local", remote_queue(b, "orders"), remote_queue(b, "plain")]
+    qa.create_list("everyone", targets)
+    assert qa.get_list("EVERYONE") == DistributionList("everyone", tuple(targets))
+    with pytest.raises(QueueExists):
+        qa.create_list("everyone")
+    send_in_transaction(qa, "DL=everyone", b"hello", acknowledge=0x04, admin_queue="acks")
+    local = qa.receive("local", timeout=5)
+    assert local is not None
+    arrived = qb.receive("orders", timeout=20)
+    assert arrived is not None
+    assert arrived.id == local.id  # all copies share one message id
+    # Seed 000: the non-transactional queue refuses its copy at the other host.
+    wait_until(lambda: len(qb.peek_range("system$;deadxact")) == 1, timeout=20)
+    [dead] = qb.peek_range("system$;deadxact")
+    assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
+    [nack] = qa.peek_range("acks")
+    assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert qb.peek("plain") is None
+    qa.delete_list("everyone")
+    with pytest.raises(QueueNotFound):
+        qa.send("DL=everyone", b"x")

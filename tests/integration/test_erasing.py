@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess, wait_until_erased
+from helpers import DaemonProcess, send_in_transaction, wait_until_erased
 
 from qmgr.client import QueueManager, connect
 
@@ -85,9 +85,7 @@ class Committer(threading.Thread):
             with connect(self.address) as qm:
                 while not self.stopping.is_set():
                     started = time.perf_counter()
-                    with qm.begin() as tx:
-                        tx.send(self.queue, b"other")
-                        tx.commit()
+                    send_in_transaction(qm, self.queue, b"other")
                     self.latencies.append(time.perf_counter() - started)
         except BaseException as exc:  # reported by the test
             self.error = exc
@@ -150,9 +148,7 @@ def test_purging_a_large_queue_keeps_what_is_sent_afterwards(filled: DaemonProce
 
         def purge_then_send() -> int:
             purged = qm.purge_queue("big")
-            with qm.begin() as tx:
-                tx.send("big", b"after the purge")
-                tx.commit()
+            send_in_transaction(qm, "big", b"after the purge")
             return purged
 
         erase_while_committing(filled, qm, purge_then_send, MESSAGES)

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from helpers import DaemonProcess, wait_until_erased
+from helpers import DaemonProcess, settings, wait_until_erased
 
 from qmgr.client import QueueManager, StoreFull, connect
 
@@ -53,12 +53,7 @@ def test_a_store_at_its_size_limit_can_be_emptied_again_and_again(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
     daemon = daemon_factory(
-        extra_args=[
-            "--set",
-            "store.initial_map_size=1048576",
-            "--set",
-            "store.max_map_size=8388608",
-        ]
+        extra_args=settings("store.initial_map_size=1048576", "store.max_map_size=8388608")
     )
     with connect(daemon.address) as qm:
         qm.create_queue("full", transactional=True)
@@ -98,12 +93,7 @@ def test_a_real_full_disk_answers_store_full_and_the_store_can_be_emptied(
     with small_tmpfs(tmp_path / "disk", "24m") as disk:
         daemon = daemon_factory(
             data_dir=disk,
-            extra_args=[
-                "--set",
-                "store.initial_map_size=4194304",
-                "--set",
-                "store.reserve_size=2097152",
-            ],
+            extra_args=settings("store.initial_map_size=4194304", "store.reserve_size=2097152"),
         )
         with connect(daemon.address) as qm:
             qm.create_queue("full", transactional=True)

@@ -5,12 +5,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Unpack
 
+import pytest
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, wait_until
+from helpers import (
+    PEER_FAST,
+    DaemonProcess,
+    Peers,
+    free_port,
+    remote_queue,
+    send_in_transaction,
+    wait_until,
+)
 
 from qmgr.cli import cli
-from qmgr.client import Acknowledge, Journal, Message, MessageClass, QueueManager, connect
+from qmgr.client import (
+    Acknowledge,
+    Journal,
+    Message,
+    MessageClass,
+    QueueManager,
+    SendOptions,
+    connect,
+)
 
 
 def take_all(qm: QueueManager, queue: str) -> list[Message]:
@@ -30,87 +48,80 @@ def depth(qm: QueueManager, queue: str) -> int:
     return len(qm.peek_range(queue))
 
 
-def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qa.create_queue("acks")
-        qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"order",
-                acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER | Journal.JOURNAL,
-                time_to_be_received=60,
-            )
-            tx.commit()
-        [arrived] = wait_for(qa, "acks", 1)
-        assert arrived.message_class == MessageClass.ACK_REACH_QUEUE
-        message = qb.receive("orders", timeout=10)
-        assert message is not None
-        [received] = wait_for(qa, "acks", 1)
-        assert received.message_class == MessageClass.ACK_RECEIVE
-        assert received.acknowledged_id == message.id == arrived.acknowledged_id
-        # The FinalAck settled the source's copy: into its journal, not its deadxact.
-        [journaled] = wait_for(qa, "system$;journal", 1)
-        assert journaled.id == message.id
-        assert take_all(qa, "system$;deadxact") == []
+@pytest.fixture
+def orders(peers: Peers) -> Peers:
+    """``peers``, with a queue ``acks`` on A and a transactional queue ``orders`` on B."""
+    peers.qa.create_queue("acks")
+    peers.qb.create_queue("orders", transactional=True)
+    return peers
 
 
-def test_expiry_at_the_destination_reaches_the_source_deadxact(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qa.create_queue("acks")
-        qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"late",
-                acknowledge=Acknowledge.NACK_RECEIVE,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER,
-                time_to_be_received=2,
-            )
-            tx.commit()
-        [nack] = wait_for(qa, "acks", 1)
-        assert nack.message_class == MessageClass.NACK_RECEIVE_TIMEOUT
-        assert nack.body == b"late"
-        [dead] = wait_for(qa, "system$;deadxact", 1)
-        assert (dead.body, dead.message_class) == (b"late", MessageClass.NACK_RECEIVE_TIMEOUT)
-        assert depth(qb, "orders") == 0
-        assert take_all(qb, "system$;deadxact") == []
+def send_order(peers: Peers, body: bytes, **options: Unpack[SendOptions]) -> None:
+    """Send ``body`` from A to queue ``orders`` of B in a transaction of its own,
+    acknowledgments to ``acks``."""
+    send_in_transaction(
+        peers.qa, remote_queue(peers.b, "orders"), body, admin_queue="acks", **options
+    )
 
 
-def test_a_rejection_at_arrival_is_reported_once(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qa.create_queue("acks")
-        qb.create_queue("plain")  # not transactional
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "plain"),
-                b"misaddressed",
-                acknowledge=Acknowledge.NACK_REACH_QUEUE,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER,
-            )
-            tx.commit()
-        [nack] = wait_for(qa, "acks", 1)
-        assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
-        # Seed 000: kept in the destination's deadxact; the source adds no second copy.
-        [kept] = wait_for(qb, "system$;deadxact", 1)
-        assert kept.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
-        assert take_all(qa, "system$;deadxact") == []
+def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(orders: Peers) -> None:
+    _, _, qa, qb = orders
+    send_order(
+        orders,
+        b"order",
+        acknowledge=Acknowledge.FULL_RECEIVE | Acknowledge.POS_ARRIVAL,
+        journal=Journal.DEADLETTER | Journal.JOURNAL,
+        time_to_be_received=60,
+    )
+    [arrived] = wait_for(qa, "acks", 1)
+    assert arrived.message_class == MessageClass.ACK_REACH_QUEUE
+    message = qb.receive("orders", timeout=10)
+    assert message is not None
+    [received] = wait_for(qa, "acks", 1)
+    assert received.message_class == MessageClass.ACK_RECEIVE
+    assert received.acknowledged_id == message.id == arrived.acknowledged_id
+    # The FinalAck settled the source's copy: into its journal, not its deadxact.
+    [journaled] = wait_for(qa, "system$;journal", 1)
+    assert journaled.id == message.id
+    assert take_all(qa, "system$;deadxact") == []
+
+
+def test_expiry_at_the_destination_reaches_the_source_deadxact(orders: Peers) -> None:
+    _, _, qa, qb = orders
+    send_order(
+        orders,
+        b"late",
+        acknowledge=Acknowledge.NACK_RECEIVE,
+        journal=Journal.DEADLETTER,
+        time_to_be_received=2,
+    )
+    [nack] = wait_for(qa, "acks", 1)
+    assert nack.message_class == MessageClass.NACK_RECEIVE_TIMEOUT
+    assert nack.body == b"late"
+    [dead] = wait_for(qa, "system$;deadxact", 1)
+    assert (dead.body, dead.message_class) == (b"late", MessageClass.NACK_RECEIVE_TIMEOUT)
+    assert depth(qb, "orders") == 0
+    assert take_all(qb, "system$;deadxact") == []
+
+
+def test_a_rejection_at_arrival_is_reported_once(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qa.create_queue("acks")
+    qb.create_queue("plain")  # not transactional
+    send_in_transaction(
+        qa,
+        remote_queue(b, "plain"),
+        b"misaddressed",
+        acknowledge=Acknowledge.NACK_REACH_QUEUE,
+        admin_queue="acks",
+        journal=Journal.DEADLETTER,
+    )
+    [nack] = wait_for(qa, "acks", 1)
+    assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    # Seed 000: kept in the destination's deadxact; the source adds no second copy.
+    [kept] = wait_for(qb, "system$;deadxact", 1)
+    assert kept.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert take_all(qa, "system$;deadxact") == []
 
 
 def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
@@ -148,167 +159,141 @@ def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
         assert outgoing.waiting == 1  # "no limit" waits; the stream has no hole
 
 
-def test_the_confirmation_process_under_a_broken_link(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            for body in (b"received in time", b"never confirmed"):
-                tx.send(
-                    remote_queue(b, "orders"),
-                    body,
-                    journal=Journal.DEADLETTER | Journal.JOURNAL,
-                    # Room for a loaded machine to deliver within the time to reach
-                    # the queue (and to be received: the test receives at once);
-                    # the confirmation deadline is then 3 + min(3, 3) s.
-                    time_to_be_received=3,
-                    time_to_reach_queue=3,
-                )
-            tx.commit()
-        message = qb.receive("orders", timeout=10)
-        assert message is not None
-        assert message.body == b"received in time"
-        # Both arrived (OrderAck): "delivered" at the source; the first one's
-        # FinalAck (ACK_RECEIVE) put its copy in the source's journal.
-        wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
-        [confirmed] = wait_for(qa, "system$;journal", 1)
-        assert confirmed.id == message.id
-        b.kill()
-        # The extended interval: 3 s to be received + min(3, 3) s.
-        [dead] = wait_for(qa, "system$;deadxact", 1, timeout=15)
-        assert (dead.body, dead.message_class) == (
-            b"never confirmed",
-            MessageClass.NACK_RECEIVE_TIMEOUT,
-        )
-        # The one received in time was confirmed, and never lands there.
-        assert take_all(qa, "system$;deadxact") == []
-
-
-def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("plain")
-        message_id = qa.send(remote_queue(b, "plain"), b"hello", journal=Journal.JOURNAL)
-        [copy] = wait_for(qa, "system$;journal", 1)
-        assert (copy.id, copy.body) == (message_id, b"hello")
-        arrived = qb.receive("plain", timeout=10)
-        assert arrived is not None
-        assert arrived.id == message_id
-
-
-def test_trace_follows_a_message_to_the_destination(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qa.create_queue("acks")
-        qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
+def test_the_confirmation_process_under_a_broken_link(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("orders", transactional=True)
+    with qa.begin() as tx:
+        for body in (b"received in time", b"never confirmed"):
             tx.send(
                 remote_queue(b, "orders"),
-                b"traced",
-                acknowledge=Acknowledge.POS_ARRIVAL,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER,
+                body,
+                journal=Journal.DEADLETTER | Journal.JOURNAL,
+                # Room for a loaded machine to deliver within the time to reach
+                # the queue (and to be received: the test receives at once);
+                # the confirmation deadline is then 3 + min(3, 3) s.
+                time_to_be_received=3,
+                time_to_reach_queue=3,
             )
-            tx.commit()
-        wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
-        # Delivered: the OrderAck took it out of the outgoing queue.
-        wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
-        message = qb.peek("orders")
-        assert message is not None
-        at_source = qa.trace(message.id)
-        kinds = {finding.kind: finding for finding in at_source.findings}
-        assert set(kinds) == {"awaiting-confirmation", "acknowledgment"}
-        assert kinds["acknowledgment"].class_name == "ACK_REACH_QUEUE"
-        assert kinds["awaiting-confirmation"].next_hop == f"127.0.0.1:{b.peer_port}"
-        at_destination = qb.trace(message.id)
-        [waiting] = at_destination.findings
-        assert (waiting.kind, waiting.place) == ("queue", "orders")
-        # The command follows the message from the source to the destination.
-        result = CliRunner().invoke(
-            cli,
-            [
-                "--server",
-                a.address,
-                "trace",
-                message.id,
-                "--json",
-                "--via",
-                f"127.0.0.1:{b.peer_port}={b.address}",
-            ],
-        )
-        assert result.exit_code == 0, result.output
-        visits = json.loads(result.output)
-        assert [visit["qm"] for visit in visits] == ["qm-a", "qm-b"]
-        assert visits[1]["findings"][0]["kind"] == "queue"
-        qb.receive("orders", timeout=5)
-        unknown = CliRunner().invoke(
-            cli, ["--server", b.address, "trace", "{00000000-0000-0000-0000-000000000001}\\9"]
-        )
-        assert unknown.exit_code == 1
-        assert "no queue manager visited knows" in unknown.output
+        tx.commit()
+    message = qb.receive("orders", timeout=10)
+    assert message is not None
+    assert message.body == b"received in time"
+    # Both arrived (OrderAck): "delivered" at the source; the first one's
+    # FinalAck (ACK_RECEIVE) put its copy in the source's journal.
+    wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
+    [confirmed] = wait_for(qa, "system$;journal", 1)
+    assert confirmed.id == message.id
+    b.kill()
+    # The extended interval: 3 s to be received + min(3, 3) s.
+    [dead] = wait_for(qa, "system$;deadxact", 1, timeout=15)
+    assert (dead.body, dead.message_class) == (
+        b"never confirmed",
+        MessageClass.NACK_RECEIVE_TIMEOUT,
+    )
+    # The one received in time was confirmed, and never lands there.
+    assert take_all(qa, "system$;deadxact") == []
 
 
-def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
+def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(peers: Peers) -> None:
+    _, b, qa, qb = peers
+    qb.create_queue("plain")
+    message_id = qa.send(remote_queue(b, "plain"), b"hello", journal=Journal.JOURNAL)
+    [copy] = wait_for(qa, "system$;journal", 1)
+    assert (copy.id, copy.body) == (message_id, b"hello")
+    arrived = qb.receive("plain", timeout=10)
+    assert arrived is not None
+    assert arrived.id == message_id
+
+
+def test_trace_follows_a_message_to_the_destination(orders: Peers) -> None:
+    a, b, qa, qb = orders
+    send_order(
+        orders,
+        b"traced",
+        acknowledge=Acknowledge.POS_ARRIVAL,
+        journal=Journal.DEADLETTER,
+    )
+    wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
+    # Delivered: the OrderAck took it out of the outgoing queue.
+    wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
+    message = qb.peek("orders")
+    assert message is not None
+    at_source = qa.trace(message.id)
+    kinds = {finding.kind: finding for finding in at_source.findings}
+    assert set(kinds) == {"awaiting-confirmation", "acknowledgment"}
+    assert kinds["acknowledgment"].class_name == "ACK_REACH_QUEUE"
+    assert kinds["awaiting-confirmation"].next_hop == f"127.0.0.1:{b.peer_port}"
+    at_destination = qb.trace(message.id)
+    [waiting] = at_destination.findings
+    assert (waiting.kind, waiting.place) == ("queue", "orders")
+    # The command follows the message from the source to the destination.
+    result = CliRunner().invoke(
+        cli,
+        [
+            "--server",
+            a.address,
+            "trace",
+            message.id,
+            "--json",
+            "--via",
+            f"127.0.0.1:{b.peer_port}={b.address}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    visits = json.loads(result.output)
+    assert [visit["qm"] for visit in visits] == ["qm-a", "qm-b"]
+    assert visits[1]["findings"][0]["kind"] == "queue"
+    qb.receive("orders", timeout=5)
+    unknown = CliRunner().invoke(
+        cli, ["--server", b.address, "trace", "{00000000-0000-0000-0000-000000000001}\\9"]
+    )
+    assert unknown.exit_code == 1
+    assert "no queue manager visited knows" in unknown.output
+
+
+def test_plain_copies_for_two_queues_of_one_queue_manager_both_arrive(peers: Peers) -> None:
     """One message id, two destinations on one peer: the receiver's duplicate
     filter must not take the second copy for a resend of the first."""
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qb.create_queue("one")
-        qb.create_queue("two")
-        message_id = qa.send(f"{remote_queue(b, 'one')},{remote_queue(b, 'two')}", b"both")
-        for queue in ("one", "two"):
-            message = qb.receive(queue, timeout=20)
-            assert message is not None, queue
-            assert (message.id, message.body) == (message_id, b"both")
+    _, b, qa, qb = peers
+    qb.create_queue("one")
+    qb.create_queue("two")
+    message_id = qa.send(f"{remote_queue(b, 'one')},{remote_queue(b, 'two')}", b"both")
+    for queue in ("one", "two"):
+        message = qb.receive(queue, timeout=20)
+        assert message is not None, queue
+        assert (message.id, message.body) == (message_id, b"both")
 
 
 def test_a_poison_message_received_from_its_subqueue_is_confirmed_to_the_source(
-    daemon_factory: Callable[..., DaemonProcess],
+    peers: Peers,
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(a.address) as qa, connect(b.address) as qb:
-        qa.create_queue("acks")
-        qb.create_queue("orders", transactional=True, retry_count=0, retry_cycles=0)
-        with qa.begin() as tx:
-            tx.send(
-                remote_queue(b, "orders"),
-                b"poison",
-                acknowledge=Acknowledge.FULL_RECEIVE,
-                admin_queue="acks",
-                journal=Journal.DEADLETTER | Journal.JOURNAL,
-                time_to_be_received=120,
-            )
-            tx.commit()
-        wait_until(lambda: depth(qb, "orders") == 1, timeout=20)
-        with qb.begin() as tx:
-            assert tx.receive("orders", timeout=0) is not None
-            tx.abort()  # one aborted receive past a retry count of 0: to ;poison
-        wait_until(lambda: depth(qb, "orders;poison") == 1, timeout=10)
-        [finding] = qb.trace(qb.peek("orders;poison").id).findings  # type: ignore[union-attr]
-        assert (finding.kind, finding.place) == ("subqueue", "orders;poison")
-        # Moves report nothing to the source.
-        assert depth(qa, "acks") == 0
-        with qb.begin() as tx:
-            message = tx.receive("orders;poison", timeout=0)
-            assert message is not None
-            assert (message.abort_count, message.move_count) == (0, 1)
-            tx.commit()
-        [received] = wait_for(qa, "acks", 1)
-        assert received.message_class == MessageClass.ACK_RECEIVE
-        assert received.acknowledged_id == message.id
-        [journaled] = wait_for(qa, "system$;journal", 1)
-        assert journaled.id == message.id
-        assert take_all(qa, "system$;deadxact") == []
+    _, _, qa, qb = peers
+    qa.create_queue("acks")
+    qb.create_queue("orders", transactional=True, retry_count=0, retry_cycles=0)
+    send_order(
+        peers,
+        b"poison",
+        acknowledge=Acknowledge.FULL_RECEIVE,
+        journal=Journal.DEADLETTER | Journal.JOURNAL,
+        time_to_be_received=120,
+    )
+    wait_until(lambda: depth(qb, "orders") == 1, timeout=20)
+    with qb.begin() as tx:
+        assert tx.receive("orders", timeout=0) is not None
+        tx.abort()  # one aborted receive past a retry count of 0: to ;poison
+    wait_until(lambda: depth(qb, "orders;poison") == 1, timeout=10)
+    [finding] = qb.trace(qb.peek("orders;poison").id).findings  # type: ignore[union-attr]
+    assert (finding.kind, finding.place) == ("subqueue", "orders;poison")
+    # Moves report nothing to the source.
+    assert depth(qa, "acks") == 0
+    with qb.begin() as tx:
+        message = tx.receive("orders;poison", timeout=0)
+        assert message is not None
+        assert (message.abort_count, message.move_count) == (0, 1)
+        tx.commit()
+    [received] = wait_for(qa, "acks", 1)
+    assert received.message_class == MessageClass.ACK_RECEIVE
+    assert received.acknowledged_id == message.id
+    [journaled] = wait_for(qa, "system$;journal", 1)
+    assert journaled.id == message.id
+    assert take_all(qa, "system$;deadxact") == []

@@ -9,12 +9,20 @@ import json
 import socket
 import ssl
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, remote_queue, wait_until
-from pki import Pki, log_events
+from helpers import (
+    PEER_FAST,
+    RIGHTS,
+    DaemonProcess,
+    auth_required,
+    log_events,
+    remote_queue,
+    send_in_transaction,
+    wait_until,
+)
+from pki import Pki
 
 from qmgr.cli import cli
 from qmgr.client import (
@@ -26,19 +34,8 @@ from qmgr.client import (
     connect,
     tls_context,
 )
-from qmgr.core.tokens import hash_token
 from wire import client as cf
 
-RIGHTS = (
-    "send",
-    "receive",
-    "peek",
-    "purge",
-    "delete",
-    "set-properties",
-    "get-properties",
-    "change-permissions",
-)
 #: What each operation needs: the rights any one of which allows it (receive includes peek).
 NEEDS: dict[str, set[str]] = {
     "send": {"send"},
@@ -64,24 +61,10 @@ OPERATIONS: dict[str, Callable[[QueueManager, str], object]] = {
 }
 
 
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path / "pki")
-
-
 def secured(pki: Pki, name: str, *more: str) -> list[str]:
     """Arguments for a queue manager with TLS, authentication, ``root`` as its
     administrator and no rights for anyone by default."""
-    return pki.serve_args(
-        name,
-        "--set",
-        "auth.required=true",
-        "--set",
-        'auth.admins=["root"]',
-        "--set",
-        "auth.default_acl={}",
-        *more,
-    )
+    return pki.serve_args(name, *auth_required(admins=["root"]), *more)
 
 
 def as_user(pki: Pki, daemon: DaemonProcess, name: str) -> QueueManager:
@@ -209,9 +192,7 @@ def test_a_peer_the_list_refuses_gets_nack_access_denied(
         assert qb.peek_range("orders") == []
         # Granted to that peer, the next message is let in.
         qb.grant("orders", "peer:qm-a", "send")
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"welcome")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(b, "orders"), b"welcome")
         message = qb.receive("orders", timeout=20)
         assert message is not None
         assert message.body == b"welcome"
@@ -227,18 +208,8 @@ ROOT_TOKEN = "root-token-0123456789abcdefghijklmnopqrstuvwxyz"
 def with_tokens(*more: str) -> list[str]:
     """Arguments for a queue manager whose clients use tokens: ``root`` (an
     administrator) and ``bob``, no rights for anyone by default."""
-    tokens = f'{{ root = "{hash_token(ROOT_TOKEN)}", bob = "{hash_token(BOB_TOKEN)}" }}'
-    return [
-        "--set",
-        "auth.required=true",
-        "--set",
-        f"auth.tokens={tokens}",
-        "--set",
-        'auth.admins=["root"]',
-        "--set",
-        "auth.default_acl={}",
-        *more,
-    ]
+    tokens = {"root": ROOT_TOKEN, "bob": BOB_TOKEN}
+    return [*auth_required(tokens, admins=["root"]), *more]
 
 
 @pytest.mark.parametrize("role", ["admin", "response"])
@@ -260,8 +231,7 @@ def test_naming_an_admin_or_response_queue_needs_send_on_it(
         with pytest.raises(AccessDenied, match=rf"'bob' may not send on queue 'q3'.*{role} queue"):
             bob.send("q1", b"body-from-bob", transactional=True, time_to_be_received=0.3, **options)
         with pytest.raises(AccessDenied, match=f"{role} queue"):
-            with bob.begin() as tx:
-                tx.send("q1", b"in a transaction", **options)
+            send_in_transaction(bob, "q1", b"in a transaction", **options)
         # A queue bob may send to may be named.
         allowed = {**options, f"{role}_queue": "bobs-acks"}
         bob.send("q1", b"allowed", transactional=True, **allowed)

@@ -12,26 +12,33 @@ certificate expired while it ran, or for a modified queue manager."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import re
 import socket
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import trio
 from click.testing import CliRunner
-from helpers import PEER_FAST, DaemonProcess, free_port, remote_queue, run_qmgr, wait_until
-from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon, log_events
+from helpers import (
+    PEER_FAST,
+    DaemonProcess,
+    free_port,
+    log_events,
+    remote_queue,
+    route_args,
+    run_qmgr,
+    send_in_transaction,
+    settings,
+    wait_until,
+)
+from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon
 
 from qmgr.cli import cli
 from qmgr.client import ConnectionLost, QueueManager, connect, open_client, tls_context
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Pki:
-    return Pki(tmp_path / "pki")
 
 
 @pytest.fixture
@@ -41,28 +48,31 @@ def stranger(tmp_path: Path) -> Pki:
 
 
 @pytest.fixture
-def unchecked_factory(tmp_path: Path) -> Iterator[Callable[..., DaemonProcess]]:
-    """Start :class:`UncheckedDaemon` processes, as ``daemon_factory`` starts daemons;
-    all are stopped afterwards."""
-    started: list[DaemonProcess] = []
+def unchecked_factory(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> Callable[..., DaemonProcess]:
+    """Start :class:`UncheckedDaemon` processes with ``daemon_factory``."""
+    return functools.partial(daemon_factory, kind=UncheckedDaemon)
 
-    def start(*, extra_args: list[str], name: str = "qmgr-test") -> DaemonProcess:
-        directory = tmp_path / f"unchecked{len(started) + 1}"
-        process = UncheckedDaemon(directory, extra_args=extra_args, name=name)
-        started.append(process)
-        process.start()
-        return process
 
-    yield start
-    for process in started:
-        process.close()
+@pytest.fixture
+def tls_peer(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+) -> Callable[..., DaemonProcess]:
+    """``tls_peer(name, *more, cert=None)`` starts queue manager ``name``, quick to peer,
+    with mutual TLS: ``pki``'s certificate for ``name`` (or ``cert``), then ``more``."""
+
+    def start(name: str, *more: str, cert: tuple[Path, Path] | None = None) -> DaemonProcess:
+        return daemon_factory(
+            name=name, extra_args=[*pki.serve_args(name, *more, cert=cert), *PEER_FAST]
+        )
+
+    return start
 
 
 def round_trip(qm: QueueManager) -> None:
     qm.create_queue("orders", transactional=True)
-    with qm.begin() as tx:
-        tx.send("orders", b"over tls")
-        tx.commit()
+    send_in_transaction(qm, "orders", b"over tls")
     message = qm.receive("orders", timeout=5)
     assert message is not None
     assert message.body == b"over tls"
@@ -166,10 +176,13 @@ def test_a_client_certificate_may_not_pass_for_a_peer_or_a_group(
 
 
 def test_queue_managers_exchange_messages_over_mutual_tls_and_a_stranger_is_refused(
-    daemon_factory: Callable[..., DaemonProcess], pki: Pki, stranger: Pki
+    tls_peer: Callable[..., DaemonProcess],
+    daemon_factory: Callable[..., DaemonProcess],
+    pki: Pki,
+    stranger: Pki,
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
-    b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
+    a = tls_peer("qm-a")
+    b = tls_peer("qm-b")
     c = daemon_factory(name="qm-c", extra_args=[*stranger.serve_args("qm-c"), *PEER_FAST])
     context = tls_context(pki.ca)
     with (
@@ -179,9 +192,7 @@ def test_queue_managers_exchange_messages_over_mutual_tls_and_a_stranger_is_refu
     ):
         qb.create_queue("orders", transactional=True)
         for qm, body in ((qa, b"from a"), (qc, b"from c")):
-            with qm.begin() as tx:
-                tx.send(remote_queue(b, "orders"), body)
-                tx.commit()
+            send_in_transaction(qm, remote_queue(b, "orders"), body)
         message = qb.receive("orders", timeout=20)
         assert message is not None
         assert message.body == b"from a"
@@ -196,15 +207,14 @@ def test_queue_managers_exchange_messages_over_mutual_tls_and_a_stranger_is_refu
 
 
 def test_a_peer_cannot_speak_for_another_queue_manager(
-    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+    tls_peer: Callable[..., DaemonProcess],
+    pki: Pki,
 ) -> None:
-    b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
+    b = tls_peer("qm-b")
     identity = pki.qm("qm-a")
-    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("", cert=identity), *PEER_FAST])
+    a = tls_peer("qm-a", cert=identity)
     # Another queue manager (another store, another GUID) with qm-a's certificate.
-    impostor = daemon_factory(
-        name="qm-x", extra_args=[*pki.serve_args("", cert=identity), *PEER_FAST]
-    )
+    impostor = tls_peer("qm-x", cert=identity)
     context = tls_context(pki.ca)
     with (
         connect(a.address, tls=context) as qa,
@@ -212,14 +222,10 @@ def test_a_peer_cannot_speak_for_another_queue_manager(
         connect(impostor.address, tls=context) as qx,
     ):
         qb.create_queue("orders", transactional=True)
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"genuine")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(b, "orders"), b"genuine")
         message = qb.receive("orders", timeout=20)
         assert message is not None
-        with qx.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"impostor")
-            tx.commit()
+        send_in_transaction(qx, remote_queue(b, "orders"), b"impostor")
         wait_until(
             lambda: any(
                 "speaks for" in str(e.get("reason")) for e in log_events(b, "peer_session_closed")
@@ -231,15 +237,13 @@ def test_a_peer_cannot_speak_for_another_queue_manager(
 
 
 def test_a_client_certificate_cannot_speak_for_a_queue_manager(
-    daemon_factory: Callable[..., DaemonProcess],
+    tls_peer: Callable[..., DaemonProcess],
     unchecked_factory: Callable[..., DaemonProcess],
     pki: Pki,
 ) -> None:
-    open_to_peers = ["--set", "auth.required=true", "--set", 'auth.default_acl={"peer:*"=["send"]}']
-    b = daemon_factory(
-        name="qm-b", extra_args=[*pki.serve_args("qm-b", *open_to_peers), *PEER_FAST]
-    )
-    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
+    open_to_peers = settings("auth.required=true", 'auth.default_acl={"peer:*"=["send"]}')
+    b = tls_peer("qm-b", *open_to_peers)
+    a = tls_peer("qm-a")
     # alice, a user, runs a queue manager with her client certificate (its clients use plain TCP).
     as_alice = pki.serve_args("", "--set", "tls.clients=false", cert=pki.client("alice"))
     rogue = unchecked_factory(name="qm-alice", extra_args=[*as_alice, *PEER_FAST])
@@ -251,16 +255,12 @@ def test_a_client_certificate_cannot_speak_for_a_queue_manager(
     ):
         qb.create_queue("orders", transactional=True)
         assert qb.permissions("orders")["peer:*"] == ["send"]
-        with qx.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"from alice")
-            tx.commit()
+        send_in_transaction(qx, remote_queue(b, "orders"), b"from alice")
         wait_until(lambda: len(refusals(b, "(CN alice) is not a queue manager's")) >= 2, timeout=20)
         wait_until(lambda: qx.outgoing()[0].last_error != "", timeout=20)
         assert qx.outgoing()[0].waiting == 1
         # A queue manager's certificate is still let in, and its message is the only one.
-        with qa.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"from qm-a")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(b, "orders"), b"from qm-a")
         message = qb.receive("orders", timeout=20)
         assert message is not None
         assert message.body == b"from qm-a"
@@ -275,7 +275,7 @@ def test_a_client_certificate_cannot_speak_for_a_queue_manager(
 
 
 def test_a_queue_manager_refuses_to_deliver_to_a_server_only_certificate(
-    daemon_factory: Callable[..., DaemonProcess],
+    tls_peer: Callable[..., DaemonProcess],
     unchecked_factory: Callable[..., DaemonProcess],
     pki: Pki,
 ) -> None:
@@ -283,11 +283,9 @@ def test_a_queue_manager_refuses_to_deliver_to_a_server_only_certificate(
     # as a client) but could accept: the connecting queue manager refuses it.
     server_only = pki.leaf("web", usages=SERVER_USAGES)
     web = unchecked_factory(name="qm-web", extra_args=[*pki.serve_args("", cert=server_only)])
-    a = daemon_factory(name="qm-a", extra_args=[*pki.serve_args("qm-a"), *PEER_FAST])
+    a = tls_peer("qm-a")
     with connect(a.address, tls=tls_context(pki.ca)) as qa:
-        with qa.begin() as tx:
-            tx.send(remote_queue(web, "orders"), b"to a web server")
-            tx.commit()
+        send_in_transaction(qa, remote_queue(web, "orders"), b"to a web server")
         wait_until(lambda: "(CN web) is not a queue manager's" in qa.outgoing()[0].last_error, 20)
         assert qa.outgoing()[0].waiting == 1
         assert "serverAuth only" in qa.outgoing()[0].last_error
@@ -387,20 +385,15 @@ def test_the_trio_client_and_the_cli_speak_tls(
 
 
 def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
-    daemon_factory: Callable[..., DaemonProcess], pki: Pki
+    tls_peer: Callable[..., DaemonProcess],
+    pki: Pki,
 ) -> None:
-    relays = ["--set", 'tls.relays=["qm-r"]']
-    c = daemon_factory(name="qm-c", extra_args=[*pki.serve_args("qm-c", *relays), *PEER_FAST])
-    d = daemon_factory(name="qm-d", extra_args=[*pki.serve_args("qm-d"), *PEER_FAST])
-    r = daemon_factory(name="qm-r", extra_args=[*pki.serve_args("qm-r"), *PEER_FAST])
-    routes = [
-        arg
-        for hop in (c, d)
-        for arg in ("--set", f'routes."127.0.0.1:{hop.peer_port}"="127.0.0.1:{r.peer_port}"')
-    ]
-    a = daemon_factory(
-        name="qm-a", extra_args=[*pki.serve_args("qm-a", *relays, *routes), *PEER_FAST]
-    )
+    relays = settings('tls.relays=["qm-r"]')
+    c = tls_peer("qm-c", *relays)
+    d = tls_peer("qm-d")
+    r = tls_peer("qm-r")
+    routes = [arg for hop in (c, d) for arg in route_args(hop.peer_port, r.peer_port)]
+    a = tls_peer("qm-a", *relays, *routes)
     context = tls_context(pki.ca)
     with (
         connect(a.address, tls=context) as qa,
@@ -434,11 +427,11 @@ def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
 
 
 def test_the_peer_port_refuses_plain_text_and_expired_certificates(
-    daemon_factory: Callable[..., DaemonProcess],
+    tls_peer: Callable[..., DaemonProcess],
     unchecked_factory: Callable[..., DaemonProcess],
     pki: Pki,
 ) -> None:
-    b = daemon_factory(name="qm-b", extra_args=[*pki.serve_args("qm-b"), *PEER_FAST])
+    b = tls_peer("qm-b")
     # A peer that speaks MSMQ's packets in plain text (as Windows MSMQ would).
     with socket.create_connection(("127.0.0.1", b.peer_port), timeout=10) as raw:
         raw.sendall(b"\x10\xc0\x0b\x00LIOR" + bytes(64))
@@ -450,9 +443,7 @@ def test_the_peer_port_refuses_plain_text_and_expired_certificates(
     old = unchecked_factory(name="qm-old", extra_args=[*expired, *PEER_FAST])
     with connect(b.address, tls=tls_context(pki.ca)) as qb, connect(old.address) as qo:
         qb.create_queue("orders", transactional=True)
-        with qo.begin() as tx:
-            tx.send(remote_queue(b, "orders"), b"from an expired certificate")
-            tx.commit()
+        send_in_transaction(qo, remote_queue(b, "orders"), b"from an expired certificate")
         # TLS 1.3 finishes the client's side first: the refusal reaches the sender as an
         # alert or as a reset, whichever comes first; the receiver's log says why.
         wait_until(lambda: qo.outgoing()[0].last_error != "", timeout=20)

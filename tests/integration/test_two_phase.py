@@ -8,7 +8,7 @@ import time
 
 import pytest
 import trio
-from helpers import DaemonProcess, run_qmgr
+from helpers import DaemonProcess, prepare_sends, run_qmgr
 
 from qmgr.client import (
     QueueManager,
@@ -114,10 +114,7 @@ def test_a_disconnect_aborts_an_unprepared_transaction_but_not_a_prepared_one(
 def test_the_tx_command_lists_and_resolves_in_doubt_transactions(daemon: DaemonProcess) -> None:
     with connect(daemon.address) as qm:
         qm.create_queue("q", transactional=True)
-        for xid in ("a", "b"):
-            tx = qm.begin(xid=xid)
-            tx.send("q", xid.encode())
-            tx.prepare()
+        prepare_sends(qm, "q", ["a", "b"])
     listed = qmgr(daemon, "tx", "list")
     assert listed.returncode == 0, listed.stderr
     assert "a" in listed.stdout

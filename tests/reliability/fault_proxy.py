@@ -52,8 +52,9 @@ import socket
 import struct
 import threading
 import time
-from types import TracebackType
 from typing import Final, Self
+
+from helpers import route_args
 
 __all__ = ["CHUNK", "CutReport", "FaultProxy", "FaultSchedule", "ProxyStats"]
 
@@ -183,7 +184,7 @@ class FaultProxy:
         """The ``--set`` arguments that send a queue manager's traffic for
         ``127.0.0.1:destination_port`` (default: the target) through this proxy."""
         port = self.target[1] if destination_port is None else destination_port
-        return ["--set", f'routes."127.0.0.1:{port}"="127.0.0.1:{self.port}"']
+        return route_args(port, self.port)
 
     def start(self) -> Self:
         """Start forwarding in a background thread."""
@@ -205,12 +206,7 @@ class FaultProxy:
     def __enter__(self) -> Self:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     # ------------------------------------------------------------------ controls
@@ -548,12 +544,7 @@ class FaultSchedule:
     def __enter__(self) -> FaultSchedule:
         return self.start()
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
     @property

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 
 import pytest
+from crash_kit import Crashes, kill_while_working, reconnecting
 from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import ConnectionLost, QueueError, connect
 
 SOURCE_MESSAGES = 400
-WORKERS = 3
-KILLS = 6
+#: A kill after every 4 commits (within 30 s), up to 0.15 s later.
+CRASHES = Crashes(workers=3, kills=6, progress=4, pause=0.15, timeout=30)
 
 
 @dataclass
@@ -50,48 +50,42 @@ def _body(tx_name: str, index: int) -> bytes:
 def _worker(address: str, worker: int, stop: threading.Event, ledger: Ledger, seed: int) -> None:
     rng = random.Random(seed)
     sequence = 0
-    while not stop.is_set():
-        try:
-            qm = connect(address, timeout=2.0)
-        except (ConnectionLost, OSError):
-            time.sleep(0.02)
-            continue
-        with qm:
-            while not stop.is_set():
-                sequence += 1
-                tx_name = f"w{worker}-t{sequence}"
-                planned: list[bytes] = []
-                commit_sent = False
-                try:
-                    tx = qm.begin()
-                    moved = tx.receive("source", timeout=0.0)
-                    if moved is not None:
-                        marker = f"moved:{moved.lookup_id}:{tx_name}:".encode()
-                        planned.append(marker + moved.body)
-                    for index in range(rng.randint(1, 4)):
-                        planned.append(_body(tx_name, index))
-                    for body in planned:
-                        tx.send("sink", body)
-                    if rng.random() < 0.15:
-                        tx.abort()
-                        ledger.aborted.append(tx_name)
-                        continue
-                    commit_sent = True
-                    tx.commit()
-                    ledger.committed.append((tx_name, planned))
-                except (ConnectionLost, OSError):
-                    if commit_sent:
-                        ledger.in_doubt.append((tx_name, planned))
-                    else:
-                        ledger.aborted.append(tx_name)
-                    break
-                except QueueError as exc:  # e.g. shutting down while the daemon stops
-                    if commit_sent:
-                        ledger.in_doubt.append((tx_name, planned))
-                    else:
-                        ledger.aborted.append(tx_name)
-                    if "shutting down" not in str(exc):
-                        raise
+    for qm in reconnecting(address, stop):
+        while not stop.is_set():
+            sequence += 1
+            tx_name = f"w{worker}-t{sequence}"
+            planned: list[bytes] = []
+            commit_sent = False
+            try:
+                tx = qm.begin()
+                moved = tx.receive("source", timeout=0.0)
+                if moved is not None:
+                    marker = f"moved:{moved.lookup_id}:{tx_name}:".encode()
+                    planned.append(marker + moved.body)
+                for index in range(rng.randint(1, 4)):
+                    planned.append(_body(tx_name, index))
+                for body in planned:
+                    tx.send("sink", body)
+                if rng.random() < 0.15:
+                    tx.abort()
+                    ledger.aborted.append(tx_name)
+                    continue
+                commit_sent = True
+                tx.commit()
+                ledger.committed.append((tx_name, planned))
+            except (ConnectionLost, OSError):
+                if commit_sent:
+                    ledger.in_doubt.append((tx_name, planned))
+                else:
+                    ledger.aborted.append(tx_name)
+                break
+            except QueueError as exc:  # e.g. shutting down while the daemon stops
+                if commit_sent:
+                    ledger.in_doubt.append((tx_name, planned))
+                else:
+                    ledger.aborted.append(tx_name)
+                if "shutting down" not in str(exc):
+                    raise
 
 
 @pytest.mark.slow
@@ -107,31 +101,26 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     assert len(original) == SOURCE_MESSAGES
 
     stop = threading.Event()
-    ledgers = [Ledger() for _ in range(WORKERS)]
+    ledgers = [Ledger() for _ in range(CRASHES.workers)]
     threads = [
         threading.Thread(target=_worker, args=(daemon.address, w, stop, ledgers[w], rng.random()))
-        for w in range(WORKERS)
+        for w in range(CRASHES.workers)
     ]
-    for thread in threads:
-        thread.start()
-    try:
-        for _ in range(KILLS):
-            before = sum(len(ledger.committed) for ledger in ledgers)
-            # Let some transactions commit, then kill at a random moment.
-            wait_until(lambda b=before: sum(len(x.committed) for x in ledgers) > b + 3, 30)
-            time.sleep(rng.uniform(0.0, 0.15))
-            daemon.kill()
-            daemon.start()
-        wait_until(lambda: sum(len(x.committed) for x in ledgers) > 0, 30)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
 
-    # One more crash with nothing in flight, to check the restart itself.
-    daemon.kill()
-    daemon.start()
+    def commits() -> int:
+        return sum(len(ledger.committed) for ledger in ledgers)
+
+    # Let some transactions commit between two kills; the last crash, with
+    # nothing in flight, checks the restart itself.
+    kill_while_working(
+        daemon,
+        threads,
+        stop,
+        commits,
+        CRASHES,
+        rng,
+        finish=lambda: wait_until(lambda: commits() > 0, 30),
+    )
 
     sink = drain(daemon.address, "sink")
     source_left = drain(daemon.address, "source")
@@ -143,7 +132,7 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     committed = [entry for ledger in ledgers for entry in ledger.committed]
     in_doubt = [entry for ledger in ledgers for entry in ledger.in_doubt]
     aborted = {name for ledger in ledgers for name in ledger.aborted}
-    assert len(committed) >= KILLS, "too few commits to mean anything"
+    assert len(committed) >= CRASHES.kills, "too few commits to mean anything"
 
     accounted: set[bytes] = set()
     for tx_name, planned in committed:
@@ -177,7 +166,7 @@ def test_kill_9_loses_nothing_and_duplicates_nothing(daemon: DaemonProcess) -> N
     assert [lid for lid, _ in source_left] == sorted(left)
 
     # The daemon logged its crashes' successors starting up cleanly.
-    assert daemon.log().count("queue_manager_started") == KILLS + 2
+    assert daemon.log().count("queue_manager_started") == CRASHES.kills + 2
 
 
 def _assert_whole_and_in_order(

@@ -38,22 +38,9 @@ from collections.abc import Callable, Iterable
 
 import pytest
 from fault_proxy import FaultProxy, FaultSchedule
-from helpers import DaemonProcess  # type: ignore[import-not-found, unused-ignore]
+from helpers import PEER_FAST, DaemonProcess, route_args  # type: ignore[import-not-found, unused-ignore]
 
 from qmgr.client import ConnectionLost, OutgoingInfo, QueueError, QueueManager, connect
-
-#: The settings of tests/integration/test_peering.py: reconnect within 0.5 s,
-#: OrderAcks 20 ms after the last arrival, unacknowledged messages resent after 1 s.
-FAST = (
-    "--set",
-    "peers.retry_initial=0.05",
-    "--set",
-    "peers.retry_max=0.5",
-    "--set",
-    "peers.order_ack_delay=0.02",
-    "--set",
-    "peers.resend_intervals=[1.0]",
-)
 
 QUEUE = "orders"
 #: Share of transactions aborted on purpose.
@@ -132,11 +119,6 @@ KILL_SIZES = [
 def remote(port: int, queue: str = QUEUE) -> str:
     """The format name of ``queue`` on the queue manager whose peer port is ``port``."""
     return f"DIRECT=TCP:127.0.0.1:{port}\\private$\\{queue}"
-
-
-def route_args(destination_port: int, hop_port: int) -> list[str]:
-    """Send messages for ``127.0.0.1:destination_port`` through ``127.0.0.1:hop_port``."""
-    return ["--set", f'routes."127.0.0.1:{destination_port}"="127.0.0.1:{hop_port}"']
 
 
 # --------------------------------------------------------------------------
@@ -511,9 +493,9 @@ def test_a_faulty_network_loses_and_duplicates_nothing(
     daemon_factory: Callable[..., DaemonProcess], size: Size
 ) -> None:
     seed = 1901 + size.messages
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with FaultProxy(b.peer_port, seed=seed) as proxy:
-        a = daemon_factory(name="qm-a", extra_args=[*FAST, *proxy.route_args()])
+        a = daemon_factory(name="qm-a", extra_args=[*PEER_FAST, *proxy.route_args()])
         with connect(b.address) as qb:
             qb.create_queue(QUEUE, transactional=True)
         committer = Committer(
@@ -551,8 +533,8 @@ def test_sigkill_of_either_end_loses_and_duplicates_nothing(
 ) -> None:
     seed = 1801 + size.messages + (victim == "receiver")
     rng = random.Random(seed)
-    a = daemon_factory(name="qm-a", extra_args=FAST)
-    b = daemon_factory(name="qm-b", extra_args=FAST)
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with connect(b.address) as qb:
         qb.create_queue(QUEUE, transactional=True)
     target = a if victim == "sender" else b
@@ -580,9 +562,9 @@ def test_sigkill_of_a_router_loses_and_duplicates_nothing(
 ) -> None:
     seed = 1701 + size.messages
     rng = random.Random(seed)
-    c = daemon_factory(name="qm-c", extra_args=FAST)
-    r = daemon_factory(name="qm-r", extra_args=FAST)
-    a = daemon_factory(name="qm-a", extra_args=[*FAST, *route_args(c.peer_port, r.peer_port)])
+    c = daemon_factory(name="qm-c", extra_args=PEER_FAST)
+    r = daemon_factory(name="qm-r", extra_args=PEER_FAST)
+    a = daemon_factory(name="qm-a", extra_args=[*PEER_FAST, *route_args(c.peer_port, r.peer_port)])
     with connect(c.address) as qc:
         qc.create_queue(QUEUE, transactional=True)
     committer = Committer(a.address, remote(c.peer_port), size.messages, seed, size.seconds).start()

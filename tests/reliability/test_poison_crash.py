@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 
-import pytest
+from crash_kit import Crashes, kill_while_working, reconnecting, short_and_soak
 from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import ConnectionLost, QueueError, connect
@@ -33,16 +32,12 @@ PLACES = (QUEUE, QUEUE + ";retry", QUEUE + ";poison")
 CYCLES = 3
 
 
-@dataclass(frozen=True)
-class Run:
-    """The size of one run."""
+@dataclass(frozen=True, kw_only=True)
+class Run(Crashes):
+    """The size of one run (its progress: aborted receives)."""
 
     good: int
     bad: int
-    workers: int
-    kills: int
-    #: Aborted receives to wait for between two kills.
-    progress: int
 
 
 SHORT = Run(good=120, bad=40, workers=3, kills=3, progress=10)
@@ -62,40 +57,34 @@ class Ledger:
 
 
 def _worker(address: str, stop: threading.Event, ledger: Ledger) -> None:
-    while not stop.is_set():
-        try:
-            qm = connect(address, timeout=2.0)
-        except (ConnectionLost, OSError):
-            time.sleep(0.02)  # the daemon is restarting: try again
-            continue
-        with qm:
-            while not stop.is_set():
-                body = None
-                try:
-                    tx = qm.begin()
-                    message = tx.receive(QUEUE, timeout=0.2)
-                    if message is None:
-                        tx.abort()
-                        continue
-                    body = message.body
-                    if body.startswith(b"bad"):
-                        ledger.aborts += 1
-                        tx.abort()
-                        body = None
-                        continue
-                    tx.commit()
-                    ledger.committed.append(body)
+    for qm in reconnecting(address, stop):
+        while not stop.is_set():
+            body = None
+            try:
+                tx = qm.begin()
+                message = tx.receive(QUEUE, timeout=0.2)
+                if message is None:
+                    tx.abort()
+                    continue
+                body = message.body
+                if body.startswith(b"bad"):
+                    ledger.aborts += 1
+                    tx.abort()
                     body = None
-                except (ConnectionLost, OSError):
-                    if body is not None:
-                        ledger.unsure.append(body)
-                    break
-                except QueueError as exc:  # e.g. shutting down while the daemon stops
-                    if "shutting down" not in str(exc):
-                        raise
-                    if body is not None:
-                        ledger.unsure.append(body)
-                    break
+                    continue
+                tx.commit()
+                ledger.committed.append(body)
+                body = None
+            except (ConnectionLost, OSError):
+                if body is not None:
+                    ledger.unsure.append(body)
+                break
+            except QueueError as exc:  # e.g. shutting down while the daemon stops
+                if "shutting down" not in str(exc):
+                    raise
+                if body is not None:
+                    ledger.unsure.append(body)
+                break
 
 
 def _everything(address: str) -> dict[str, list[bytes]]:
@@ -125,25 +114,11 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
     def aborts() -> int:
         return sum(ledger.aborts for ledger in ledgers)
 
-    for thread in threads:
-        thread.start()
-    try:
-        for _ in range(run.kills):
-            before = aborts()
-            wait_until(lambda b=before: aborts() >= b + run.progress, 60)  # type: ignore[misc]
-            time.sleep(rng.uniform(0.0, 0.1))  # a random moment, not a wait for anything
-            daemon.kill()
-            daemon.start()
-        # Let the bad ones finish their way to ;poison.
+    def all_poisoned() -> None:
+        """Let the bad ones finish their way to ;poison."""
         wait_until(lambda: len(drain(daemon.address, QUEUE + ";poison")) == run.bad, 120)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
 
-    daemon.kill()
-    daemon.start()
+    kill_while_working(daemon, threads, stop, aborts, run, rng, finish=all_poisoned)
     found = _everything(daemon.address)
     committed = [body for ledger in ledgers for body in ledger.committed]
     unsure = {body for ledger in ledgers for body in ledger.unsure}
@@ -160,13 +135,8 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
             assert (message.move_count, message.abort_count) == (2 * CYCLES + 1, 0), message
 
 
-@pytest.mark.slow
+@short_and_soak(SHORT, SOAK, seed=20261201)
 def test_kill_9_while_poison_messages_are_aborted_loses_and_duplicates_nothing(
-    daemon: DaemonProcess,
+    daemon: DaemonProcess, run: Run, seed: int
 ) -> None:
-    _run(daemon, SHORT, seed=20261201)
-
-
-@pytest.mark.soak
-def test_kill_9_while_poison_messages_are_aborted_soak(daemon: DaemonProcess) -> None:
-    _run(daemon, SOAK, seed=20261202)
+    _run(daemon, run, seed)

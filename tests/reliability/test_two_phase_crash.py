@@ -24,10 +24,9 @@ from __future__ import annotations
 
 import random
 import threading
-import time
 from dataclasses import dataclass, field
 
-import pytest
+from crash_kit import Crashes, kill_while_working, reconnecting, short_and_soak
 from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import (
@@ -40,15 +39,11 @@ from qmgr.client import (
 )
 
 
-@dataclass(frozen=True)
-class Run:
-    """The size of one run."""
+@dataclass(frozen=True, kw_only=True)
+class Run(Crashes):
+    """The size of one run (its progress: resolutions)."""
 
     messages: int
-    workers: int
-    kills: int
-    #: Resolutions to wait for between two kills.
-    progress: int
 
 
 SHORT = Run(messages=300, workers=3, kills=3, progress=4)
@@ -84,37 +79,31 @@ def _resolve(qm: QueueManager, tx_object: object, xid: str, commit: bool, by_xid
 def _worker(address: str, worker: int, stop: threading.Event, ledger: Ledger, seed: int) -> None:
     rng = random.Random(seed)
     sequence = 0
-    while not stop.is_set():
-        try:
-            qm = connect(address, timeout=2.0)
-        except (ConnectionLost, OSError):
-            time.sleep(0.02)  # the daemon is restarting: try again
-            continue
-        with qm:
-            while not stop.is_set():
-                sequence += 1
-                xid = f"w{worker}-{sequence}"
-                ledger.begun.append(xid)
-                commit = rng.random() >= 0.25
-                try:
-                    tx = qm.begin(xid=xid)
-                    message = tx.receive("src", timeout=0.2)
-                    if message is None:
-                        tx.abort()
-                        continue
-                    ledger.moved[xid] = message.body
-                    tx.send("dst", message.body)
-                    ledger.wanted[xid] = commit
-                    tx.prepare()
-                    ledger.prepared.add(xid)
-                    _resolve(qm, tx, xid, commit, by_xid=rng.random() < 0.5)
-                    ledger.resolved[xid] = commit
-                except (ConnectionLost, OSError):
-                    break
-                except QueueError as exc:  # e.g. shutting down while the daemon stops
-                    if "shutting down" not in str(exc):
-                        raise
-                    break
+    for qm in reconnecting(address, stop):
+        while not stop.is_set():
+            sequence += 1
+            xid = f"w{worker}-{sequence}"
+            ledger.begun.append(xid)
+            commit = rng.random() >= 0.25
+            try:
+                tx = qm.begin(xid=xid)
+                message = tx.receive("src", timeout=0.2)
+                if message is None:
+                    tx.abort()
+                    continue
+                ledger.moved[xid] = message.body
+                tx.send("dst", message.body)
+                ledger.wanted[xid] = commit
+                tx.prepare()
+                ledger.prepared.add(xid)
+                _resolve(qm, tx, xid, commit, by_xid=rng.random() < 0.5)
+                ledger.resolved[xid] = commit
+            except (ConnectionLost, OSError):
+                break
+            except QueueError as exc:  # e.g. shutting down while the daemon stops
+                if "shutting down" not in str(exc):
+                    raise
+                break
 
 
 def _settle(address: str, worker: int, ledger: Ledger) -> None:
@@ -165,26 +154,12 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
     def resolutions() -> int:
         return sum(len(ledger.resolved) for ledger in ledgers)
 
-    for thread in threads:
-        thread.start()
-    try:
-        for _ in range(run.kills):
-            before = resolutions()
-            wait_until(lambda b=before: resolutions() >= b + run.progress, 60)  # type: ignore[misc]
-            time.sleep(rng.uniform(0.0, 0.1))  # a random moment, not a wait for anything
-            daemon.kill()
-            daemon.start()
+    def one_more_resolution() -> None:
         before = resolutions()
         wait_until(lambda: resolutions() > before, 60)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join(30)
-    assert not any(thread.is_alive() for thread in threads)
 
     # Whatever the last crash left in doubt, each client resolves it after one more crash.
-    daemon.kill()
-    daemon.start()
+    kill_while_working(daemon, threads, stop, resolutions, run, rng, finish=one_more_resolution)
     known = _listed(daemon.address)
     for worker, ledger in enumerate(ledgers):
         for xid in ledger.prepared:
@@ -219,13 +194,8 @@ def _run(daemon: DaemonProcess, run: Run, seed: int) -> None:
     assert committed_moves == sorted(dst), "dst is not what the committed transactions moved"
 
 
-@pytest.mark.slow
+@short_and_soak(SHORT, SOAK, seed=20261123)
 def test_kill_9_during_two_phase_moves_loses_and_duplicates_nothing(
-    daemon: DaemonProcess,
+    daemon: DaemonProcess, run: Run, seed: int
 ) -> None:
-    _run(daemon, SHORT, seed=20261123)
-
-
-@pytest.mark.soak
-def test_kill_9_during_two_phase_moves_soak(daemon: DaemonProcess) -> None:
-    _run(daemon, SOAK, seed=20261124)
+    _run(daemon, run, seed)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from helpers import DaemonProcess
+from helpers import DaemonProcess, prepare_sends
 
 from qmgr.client import connect
 
@@ -12,10 +12,7 @@ def test_prepared_transaction_survives_a_restart_then_is_resolved_by_id(
 ) -> None:
     with connect(daemon.address) as qm:
         qm.create_queue("out", transactional=True)
-        for xid in ("spark-batch:job:0:keep", "spark-batch:job:1:drop"):
-            tx = qm.begin(xid=xid)
-            tx.send("out", xid.encode())
-            tx.prepare()
+        prepare_sends(qm, "out", ["spark-batch:job:0:keep", "spark-batch:job:1:drop"])
         assert qm.peek_range("out") == []
 
     daemon.kill()  # a crash: prepared transactions are in the store

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -62,6 +63,15 @@ def start_query(
     )
 
 
+def process_all(query: StreamingQuery) -> StreamingQuery:
+    """Let ``query`` process what its source holds, then stop it."""
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    return query
+
+
 @pytest.fixture
 def queues(qm: QueueManager, queue_name: str) -> tuple[str, str]:
     source, sink = f"{queue_name}-in", f"{queue_name}-out"
@@ -70,21 +80,29 @@ def queues(qm: QueueManager, queue_name: str) -> tuple[str, str]:
     return source, sink
 
 
+@pytest.fixture
+def stream(
+    spark: SparkSession, shared_daemon: DaemonProcess, queues: tuple[str, str], tmp_path: Path
+) -> Callable[..., StreamingQuery]:
+    """``stream(**options)`` starts :func:`start_query` from the test's ``queues``,
+    its checkpoint in the test's ``tmp_path``."""
+    source, sink = queues
+
+    def start(**options: str) -> StreamingQuery:
+        return start_query(spark, shared_daemon.address, source, sink, tmp_path, **options)
+
+    return start
+
+
 def test_stream_moves_messages_and_removes_them(
-    spark: SparkSession,
-    shared_daemon: DaemonProcess,
-    qm: QueueManager,
-    queues: tuple[str, str],
-    tmp_path: Path,
+    qm: QueueManager, queues: tuple[str, str], stream: Callable[..., StreamingQuery]
 ) -> None:
     source, sink = queues
     # Before Spark 4.2, Spark asks a Python source for its first micro-batch's
     # end without saying where it starts, so the limit applies from the second.
     first = 250 if SPARK_VERSION >= (4, 2) else 10
     bodies = fill(qm, source, first)
-    query = start_query(
-        spark, shared_daemon.address, source, sink, tmp_path, maxMessagesPerTrigger="100"
-    )
+    query = stream(maxMessagesPerTrigger="100")
     try:
         if first < 250:
             query.processAllAvailable()
@@ -109,17 +127,11 @@ def test_stream_moves_messages_and_removes_them(
 
 
 def test_stream_without_removal_keeps_the_source(
-    spark: SparkSession,
-    shared_daemon: DaemonProcess,
-    qm: QueueManager,
-    queues: tuple[str, str],
-    tmp_path: Path,
+    qm: QueueManager, queues: tuple[str, str], stream: Callable[..., StreamingQuery]
 ) -> None:
     source, sink = queues
     fill(qm, source, 40)
-    query = start_query(
-        spark, shared_daemon.address, source, sink, tmp_path, removeOnCommit="false"
-    )
+    query = stream(removeOnCommit="false")
     try:
         query.processAllAvailable()
         # A micro-batch after the first: planning it commits the first to the
@@ -133,20 +145,15 @@ def test_stream_without_removal_keeps_the_source(
 
 
 def test_replayed_batch_writes_nothing_twice(
-    spark: SparkSession,
-    shared_daemon: DaemonProcess,
     qm: QueueManager,
     queues: tuple[str, str],
+    stream: Callable[..., StreamingQuery],
     tmp_path: Path,
 ) -> None:
     source, sink = queues
     bodies = fill(qm, source, 50)
     options = {"removeOnCommit": "false", "maxMessagesPerTrigger": "20"}
-    query = start_query(spark, shared_daemon.address, source, sink, tmp_path, **options)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    process_all(stream(**options))
     assert depth(qm, sink) == 50
     # Forget that the last micro-batch was committed, as a crash between the sink's
     # commit and Spark's commit log would: Spark runs it again with the same id.
@@ -155,11 +162,7 @@ def test_replayed_batch_writes_nothing_twice(
     last.unlink()
     (last.parent / f".{last.name}.crc").unlink(missing_ok=True)
 
-    again = start_query(spark, shared_daemon.address, source, sink, tmp_path, **options)
-    try:
-        again.processAllAvailable()
-    finally:
-        again.stop()
+    again = process_all(stream(**options))
     replayed = [p for p in again.recentProgress if p["batchId"] == int(last.name)]
     assert replayed
     assert replayed[0]["numInputRows"] > 0
@@ -169,15 +172,11 @@ def test_replayed_batch_writes_nothing_twice(
 
 
 def test_prepared_leftovers_of_a_query_are_aborted(
-    spark: SparkSession,
-    shared_daemon: DaemonProcess,
-    qm: QueueManager,
-    queues: tuple[str, str],
-    tmp_path: Path,
+    qm: QueueManager, queues: tuple[str, str], stream: Callable[..., StreamingQuery]
 ) -> None:
     source, sink = queues
     first = fill(qm, source, 10)
-    query = start_query(spark, shared_daemon.address, source, sink, tmp_path)
+    query = stream()
     try:
         query.processAllAvailable()
         # What a driver that died between its tasks' prepare and its commit leaves behind.
@@ -197,23 +196,15 @@ def test_prepared_leftovers_of_a_query_are_aborted(
 
 
 def test_a_queue_created_again_is_a_clear_error(
-    spark: SparkSession,
-    shared_daemon: DaemonProcess,
-    qm: QueueManager,
-    queues: tuple[str, str],
-    tmp_path: Path,
+    qm: QueueManager, queues: tuple[str, str], stream: Callable[..., StreamingQuery]
 ) -> None:
     source, sink = queues
     fill(qm, source, 5)
-    query = start_query(spark, shared_daemon.address, source, sink, tmp_path)
-    try:
-        query.processAllAvailable()
-    finally:
-        query.stop()
+    process_all(stream())
     qm.delete_queue(source)
     qm.create_queue(source, transactional=True)
     fill(qm, source, 5)
-    again = start_query(spark, shared_daemon.address, source, sink, tmp_path)
+    again = stream()
     with pytest.raises(Exception, match="was deleted and created again"):
         again.awaitTermination(30)
     again.stop()
