@@ -79,11 +79,19 @@ _T = TypeVar("_T")
 
 class _FixedField(Generic[_T]):
     """A read-only attribute of :class:`MessageProperties`: one field of its fixed
-    part as decoded (``at`` is its index in :data:`~wire.message_layout.FIXED_PART`)."""
+    part as decoded (``at`` is its index in :data:`~wire.message_layout.FIXED_PART`).
+
+    It declares the attribute and its type; when the class is made it puts a
+    plain ``property`` in its place, whose read costs less than a ``__get__``
+    written in Python (these fields are read for every message)."""
 
     def __init__(self, at: int, doc: str) -> None:
         self._at = at
         self.__doc__ = doc
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        at = self._at
+        setattr(owner, name, property(lambda message: message._fixed[at], doc=self.__doc__))
 
     @overload
     def __get__(self, instance: None, owner: type[Any]) -> _FixedField[_T]: ...

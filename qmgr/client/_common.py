@@ -4,6 +4,7 @@ attributes read through to another object."""
 from __future__ import annotations
 
 import math
+import operator
 import os
 import sys
 import uuid
@@ -119,7 +120,12 @@ T = TypeVar("T")
 class ReadThrough(Generic[T]):
     """A read-only attribute that is the field of the same name (or ``field``) of
     the object its instance keeps in the attribute ``via`` (set by a subclass):
-    ``Message.label`` is ``message.properties.label``."""
+    ``Message.label`` is ``message.properties.label``.
+
+    It declares the attribute and its type; when the class is made it puts a
+    plain ``property`` in its place (``operator.attrgetter`` of the dotted
+    path), which reads faster than a ``__get__`` written in Python and shows
+    in ``help()`` as a read-only property."""
 
     via: ClassVar[str]
 
@@ -129,6 +135,8 @@ class ReadThrough(Generic[T]):
 
     def __set_name__(self, owner: type, name: str) -> None:
         self._field = self._field or name
+        read = operator.attrgetter(f"{self.via}.{self._field}")
+        setattr(owner, name, property(read, doc=self.__doc__))
 
     @overload
     def __get__(self, instance: None, owner: type) -> Self: ...

@@ -12,6 +12,7 @@ layouts it cannot translate faithfully.
 
 from __future__ import annotations
 
+import operator
 import struct
 from typing import Any
 
@@ -55,7 +56,7 @@ _RANGES = {
 class FixedLayout:
     """A compiled fixed-size layout: its ``struct.Struct``, size and flattened field names."""
 
-    __slots__ = ("fields", "formats", "name", "pack", "size", "struct", "unpack_from")
+    __slots__ = ("_values_of", "fields", "formats", "name", "pack", "size", "struct", "unpack_from")
 
     name: str
     struct: struct.Struct
@@ -78,6 +79,7 @@ class FixedLayout:
         self.formats = tuple(formats)
         self.unpack_from = compiled.unpack_from
         self.pack = compiled.pack
+        self._values_of = operator.attrgetter(*fields) if len(fields) > 1 else None
 
     def read(self, data: bytes, offset: int) -> dict[str, Any]:
         """The fields at ``offset`` by name, for a flat layout whose names are those
@@ -86,7 +88,9 @@ class FixedLayout:
 
     def build_from(self, value: object) -> bytes:
         """:meth:`build` from the attributes of ``value`` named like the fields (a flat layout)."""
-        return self.build(*[getattr(value, name) for name in self.fields])
+        if self._values_of is None:
+            return self.build(getattr(value, self.fields[0]))
+        return self.build(*self._values_of(value))
 
     def build(self, *values: Any) -> bytes:
         """Pack ``values``; a value that does not fit raises :class:`LocalProtocolError`."""

@@ -215,7 +215,20 @@ def _internal_packet(data: bytes, base: BaseHeader, flags: int, size: int) -> Pa
 
 
 def _session_header(data: bytes, pos: int) -> SessionHeader:
-    return new.SessionHeader(**SESSION.read(data, pos))
+    # Named one by one rather than through SESSION.read: this runs for every
+    # SessionAck and every user message that carries the header.
+    ack, recoverable_ack, ack_flags, sent, recoverable_sent, window, reserved = SESSION.unpack_from(
+        data, pos
+    )
+    return new.SessionHeader(
+        ack_sequence_number=ack,
+        recoverable_ack_sequence_number=recoverable_ack,
+        recoverable_ack_flags=ack_flags,
+        user_message_sequence_number=sent,
+        recoverable_message_sequence_number=recoverable_sent,
+        window_size=window,
+        reserved=reserved,
+    )
 
 
 # --- user messages ------------------------------------------------------------------------------

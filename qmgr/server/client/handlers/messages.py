@@ -40,7 +40,7 @@ from wire import client as cf
 
 from ..needs import OPEN, SEND_RIGHTS, QueueRight
 from ..registry import Registry
-from ..request_context import RequestContext, settling
+from ..request_context import RequestContext, settled_failure
 from .replies import counters_trailer, message_frame
 
 __all__ = ["HANDLERS"]
@@ -219,11 +219,16 @@ async def _remove_and_reply(
         services.signals.notify(woken)
         return error
 
-    with settling(settle):
+    try:
         # Made first: the removal takes the message's counters with it.
         frame = message_frame(ctx, request_id, queue, lookup_id, record)
         removal = core.removal(queue, lookup_id, record, wall=time.time())
         outcome = await services.committer.submit(removal, source=ctx.conn_id)
+    except BaseException as exc:
+        failure = settled_failure(exc, settle)
+        if failure is not None:
+            raise failure from exc
+        raise
     error = settle(outcome)
     if error is not None:
         raise error
