@@ -1,12 +1,39 @@
-"""The stream reader called as Spark 4.0 and 4.1 call it: ``latestOffset()`` without arguments."""
+"""The reader (``qmgr.spark._read``) without Spark: how it splits a LookupId range
+into partitions, and the stream reader called as Spark 4.0 and 4.1 call it
+(``latestOffset()`` without arguments)."""
 
 from __future__ import annotations
 
+import pytest
 from helpers import DaemonProcess
 
 from qmgr.client import QueueManager
 from qmgr.spark._options import Options
-from qmgr.spark._read import QueueStreamReader
+from qmgr.spark._read import QueueStreamReader, split_range
+
+
+def covered(ranges: list[tuple[int, int]]) -> list[int]:
+    return [i for lo, hi in ranges for i in range(lo + 1, hi + 1)]
+
+
+@pytest.mark.parametrize(
+    ("after", "through", "first", "parts"),
+    [(0, 100, 1, 3), (0, 100, 90, 4), (10, 11, 11, 8), (0, 5, None, 2), (7, 1000, 500, 1)],
+)
+def test_split_range_covers_exactly_the_range(
+    after: int, through: int, first: int | None, parts: int
+) -> None:
+    ranges = split_range(after, through, first, parts)
+    assert covered(ranges) == list(range(after + 1, through + 1))
+    assert len(ranges) <= parts
+    if first is not None and parts > 1 and through - first >= parts:
+        # From the first visible message on, the ranges are of about equal width.
+        widths = [hi - max(lo, first - 1) for lo, hi in ranges]
+        assert max(widths) - min(widths) <= 1
+
+
+def test_split_empty_range() -> None:
+    assert split_range(5, 5, None, 4) == [(5, 5)]
 
 
 def test_argument_less_latest_offset_limits_and_removes(

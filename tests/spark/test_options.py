@@ -1,0 +1,92 @@
+"""The data source's options (``qmgr.spark._options``), without Spark."""
+
+from __future__ import annotations
+
+import pytest
+
+from qmgr.spark import DataSourceError, Options
+
+
+def test_options_defaults_and_case_insensitive_names() -> None:
+    options = Options.parse({"ENDPOINT": "127.0.0.1:1802", "Queue": "orders"})
+    assert options == Options(endpoint="127.0.0.1:1802", queue="orders")
+    assert options.max_messages_per_trigger is None
+    assert options.remove_on_commit is True
+    assert options.connect_timeout == 10.0
+
+
+def test_options_every_value() -> None:
+    options = Options.parse(
+        {
+            "endpoint": "[::1]:1802",
+            "maxmessagespertrigger": "500",
+            "removeOnCommit": "False",
+            "partitions": "4",
+            "connectTimeout": "0.5",
+            "checkpointLocation": "/tmp/x",  # Spark's own options are ignored
+            "path": "whatever",
+        }
+    )
+    assert options.endpoint == "[::1]:1802"
+    assert options.queue is None
+    assert options.max_messages_per_trigger == 500
+    assert options.remove_on_commit is False
+    assert options.partitions == 4
+    assert options.connect_timeout == 0.5
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({}, "the option 'endpoint' is required"),
+        ({"endpoint": "  "}, "the option 'endpoint' is empty"),
+        ({"endpoint": "localhost"}, "must be HOST:PORT"),
+        ({"endpoint": "host:99999"}, "must be HOST:PORT"),
+        ({"endpoint": "a:b:1802"}, "must be HOST:PORT"),
+        ({"maxMessagesPerTrigger": "0"}, "'maxMessagesPerTrigger' must be an integer >= 1"),
+        ({"maxMessagesPerTrigger": "ten"}, "'maxMessagesPerTrigger' must be an integer >= 1"),
+        ({"partitions": "0"}, "'partitions' must be an integer from 1 to 1024"),
+        ({"removeOnCommit": "maybe"}, "'removeOnCommit' must be true or false"),
+        ({"connectTimeout": "-1"}, "'connectTimeout' must be a number of seconds > 0"),
+        ({"connectTimeout": "nan"}, "'connectTimeout' must be a number of seconds > 0"),
+        ({"maxMessagePerTrigger": "5"}, "did you mean 'maxMessagesPerTrigger'"),
+        ({"remove_on_commit": "true"}, "did you mean 'removeOnCommit'"),
+    ],
+)
+def test_options_errors_say_what_is_wrong(given: dict[str, str], message: str) -> None:
+    options = given if "endpoint" in given or not given else {"endpoint": "h:1", **given}
+    with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
+        Options.parse(options)
+    assert message in str(info.value)
+
+
+def test_options_for_a_secured_queue_manager() -> None:
+    options = Options.parse(
+        {"endpoint": "qm:1802", "TOKEN": "t0k3n", "tlsCa": "/etc/qmgr/ca.crt", "tlscert": "c.crt"}
+    )
+    assert (options.token, options.tls_ca, options.tls_cert, options.tls_key) == (
+        "t0k3n",
+        "/etc/qmgr/ca.crt",
+        "c.crt",
+        None,
+    )
+    assert "t0k3n" not in repr(options)  # a secret stays out of plans and logs
+    with pytest.raises(DataSourceError, match="did you mean 'token'"):
+        Options.parse({"endpoint": "qm:1802", "tokn": "x"})
+    missing = Options.parse({"endpoint": "127.0.0.1:1", "tlsCa": "/nonexistent/ca.crt"})
+    with pytest.raises(DataSourceError, match="'tlsCa', 'tlsCert' and 'tlsKey'"):
+        missing.connect()
+
+
+def test_require_queue() -> None:
+    options = Options.parse({"endpoint": "127.0.0.1:1802"})
+    with pytest.raises(DataSourceError, match="the option 'queue' is required to read"):
+        options.require_queue("to read")
+
+
+def test_unreachable_endpoint_is_a_clear_error() -> None:
+    from helpers import free_port
+
+    options = Options.parse({"endpoint": f"127.0.0.1:{free_port()}", "connectTimeout": "2"})
+    with pytest.raises(DataSourceError, match=r"cannot reach the queue manager at 127\.0\.0\.1:"):
+        options.connect()
