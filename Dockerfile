@@ -13,6 +13,12 @@
 #       -v "$PWD/tls/qm1.key:/etc/qmgr/tls/qm.key:ro" \
 #       -v "$PWD/tls/ca.crt:/etc/qmgr/tls/ca.crt:ro" qmgr
 #
+# Other queue managers reach it at the host's address and the mapped port
+# (`-p 11801:1801`: DIRECT=TCP:HOST-ADDRESS:11801\private$\QUEUE); it is not a
+# router, so it takes what arrives as its own. For its own clients to send to
+# that name too, list it in server.aliases (aliases = ["HOST-ADDRESS:11801"] in
+# a qmgr.toml mounted on /etc/qmgr/qmgr.toml).
+#
 # Without those files it does not start (it says which file is missing). To
 # serve clients inside the container only, on loopback and without TLS:
 #

@@ -56,6 +56,8 @@ class Config:
     data_dir: Path
     listen: Address
     client_listen: Address
+    #: Other ``(host, port)`` this queue manager is reached at (port None: its peer port).
+    aliases: tuple[tuple[str, int | None], ...]
     max_connections: int
     evictable_after: float
     hello_timeout: float
@@ -97,6 +99,7 @@ class Config:
     peer_order_ack_max_delay: float
     peer_history_size: int
     peer_history_seconds: float
+    peer_router: bool
     routes: dict[tuple[str, int], tuple[str, int]]
     insecure: bool
     unix_socket: Path | None
@@ -177,6 +180,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("server", "data_dir"): _Key("data_dir", str),
     ("server", "listen"): _Key("listen", str),
     ("server", "client_listen"): _Key("client_listen", str),
+    ("server", "aliases"): _Key("aliases", list),
     ("server", "max_connections"): _Key("max_connections", int, _positive),
     ("server", "evictable_after"): _Key("evictable_after", float, _not_negative),
     ("server", "hello_timeout"): _Key("hello_timeout", float, _positive),
@@ -229,6 +233,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("store", "erase_step"): _Key("erase_step", int, _positive),
     ("store", "writer_thread"): _Key("writer_thread", bool),
     ("peers", "accept_from"): _Key("peer_accept_from", list),
+    ("peers", "router"): _Key("peer_router", bool),
     ("peers", "max_connections"): _Key("peer_max_connections", int, _positive),
     ("peers", "max_unauthenticated"): _Key("peer_max_unauthenticated", int, _positive),
     ("peers", "max_rejected_bytes"): _Key("peer_max_rejected_bytes", int, _positive),
@@ -306,6 +311,7 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["client_listen"] = Address.parse(fields["client_listen"], what="server.client_listen")
     fields["max_map_size"] = fields["max_map_size"] or None
     fields["peer_accept_from"] = _networks(fields["peer_accept_from"])
+    fields["aliases"] = _aliases(fields["aliases"])
     fields["peer_resend_intervals"] = tuple(float(v) for v in fields["peer_resend_intervals"])
     fields["routes"] = _routes(fields.pop("routes", {}))
     for name in ("tls_certificate", "tls_key", "tls_ca"):
@@ -422,6 +428,19 @@ def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[
         msg = f"{what}: expected HOST[:PORT], got {text!r}"
         raise ConfigError(msg)
     return host.lower(), int(port_text) if port_text else default_port
+
+
+def _aliases(values: list[Any]) -> tuple[tuple[str, int | None], ...]:
+    aliases: list[tuple[str, int | None]] = []
+    for value in values:
+        text = str(value).strip()
+        has_port = text.count(":") == 1 or (text.startswith("[") and "]:" in text)
+        host, port = parse_host_port(text, what=f"server.aliases: {value!r}")
+        if not host or "\\" in host or "/" in host:
+            msg = f"server.aliases: {value!r} is not a host name, an address or HOST:PORT"
+            raise ConfigError(msg)
+        aliases.append((host, port if has_port else None))
+    return tuple(dict.fromkeys(aliases))
 
 
 def _routes(values: dict[str, str]) -> dict[tuple[str, int], tuple[str, int]]:

@@ -472,6 +472,11 @@ def route_args(destination_port: int, hop_port: int) -> list[str]:
     return settings(f'routes."127.0.0.1:{destination_port}"="127.0.0.1:{hop_port}"')
 
 
+#: ``qmgr serve`` arguments that make a queue manager a router (it stores and
+#: forwards what is addressed to others).
+ROUTER: Final = tuple(settings("peers.router=true"))
+
+
 def remote_queue(daemon: DaemonProcess, queue: str) -> str:
     """The direct format name of ``queue`` on ``daemon``, as another queue manager sends to it."""
     return f"DIRECT=TCP:127.0.0.1:{daemon.peer_port}\\private$\\{queue}"

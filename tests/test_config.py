@@ -26,6 +26,24 @@ def test_defaults() -> None:
     assert (config.tls_on_clients, config.tls_on_peers) == (False, False)
 
 
+def test_aliases_and_the_router_role() -> None:
+    assert (load_config().aliases, load_config().peer_router) == ((), False)
+    config = load_config(
+        settings=(
+            'server.aliases=["203.0.113.5:11801", "QM1.example.net", "[2001:db8::5]:1801",'
+            ' "2001:db8::6", "qm1.example.net"]',
+            "peers.router=true",
+        )
+    )
+    assert config.aliases == (
+        ("203.0.113.5", 11801),
+        ("qm1.example.net", None),
+        ("2001:db8::5", 1801),
+        ("2001:db8::6", None),
+    )
+    assert config.peer_router
+
+
 def test_file_then_flags(tmp_path: Path) -> None:
     path = tmp_path / "qmgr.toml"
     path.write_text(
@@ -54,6 +72,11 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("[auth]\nrequired = true\n", "auth.required needs a way for clients to authenticate"),
         ("[auth]\ndefault_acl = { everyone = ['write'] }\n", "unknown right 'write'"),
         ("[auth]\ndefault_acl = { everyone = 3 }\n", "must be a list of rights"),
+        ("[server]\naliases = 'qm1.example.net'\n", "server.aliases must be list"),
+        ("[server]\naliases = ['qm1:99999']\n", "server.aliases: 'qm1:99999'"),
+        ("[server]\naliases = ['']\n", "server.aliases: ''"),
+        ("[server]\naliases = ['a\\\\b']\n", "is not a host name"),
+        ("[peers]\nrouter = 'yes'\n", "peers.router must be bool"),
     ],
 )
 def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, reason: str) -> None:

@@ -34,10 +34,18 @@ logs.
   messages are refused cannot fill the store. Acknowledgment messages to admin
   queues and FinalAcks for these outcomes are the next layer's work; the
   outcome recorded here (class, queue, time) is what they will report.
-* Addressed to a queue on another queue manager: store and forward. The
-  packet is kept whole in the outgoing queue for that destination, its hop
-  count incremented and its TransactionHeader untouched; a message that
-  would pass :data:`MAX_HOPS` is refused with NACK_HOP_COUNT_EXCEEDED.
+* Which queue manager a message is for. A queue manager that is not a
+  router (``router=False``, the default) takes every message that arrives on
+  a peer session as its own: the host and port its sender wrote only chose
+  the connection (they may be a port map, a NAT, a DNS alias), so only the
+  queue path counts, and nothing is ever passed on. A router takes a message
+  as its own when its host and port name this queue manager
+  (:class:`~qmgr.core.names.LocalIdentity`, aliases included), and otherwise:
+* Addressed to a queue on another queue manager (routers only): store and
+  forward. The packet is kept whole in the outgoing queue for that
+  destination, its hop count incremented and its TransactionHeader
+  untouched; a message that would pass :data:`MAX_HOPS` is refused with
+  NACK_HOP_COUNT_EXCEEDED.
 """
 
 from __future__ import annotations
@@ -94,7 +102,14 @@ class Arrival:
 class Arrivals:
     """Decides arrivals against ``store``'s queues (read only)."""
 
-    __slots__ = ("_destinations", "_identity", "_max_rejected_bytes", "_outcomes", "_store")
+    __slots__ = (
+        "_destinations",
+        "_identity",
+        "_max_rejected_bytes",
+        "_outcomes",
+        "_router",
+        "_store",
+    )
 
     def __init__(
         self,
@@ -103,11 +118,13 @@ class Arrivals:
         outcomes: Outcomes,
         *,
         max_rejected_bytes: int | None = None,
+        router: bool = False,
     ) -> None:
         self._store = store
         self._identity = identity
         self._outcomes = outcomes
         self._max_rejected_bytes = max_rejected_bytes
+        self._router = router
         # Destination names already resolved: senders repeat themselves.
         self._destinations: dict[str, tuple[str | None, RemoteDestination | None]] = {}
 
@@ -116,8 +133,8 @@ class Arrivals:
 
         Returns:
             ``(queue_key, None)`` for a queue here (the key may name no queue),
-            ``(None, destination)`` for a queue elsewhere, ``(None, None)``
-            when the address cannot be understood here.
+            ``(None, destination)`` for a queue elsewhere (on a router only),
+            ``(None, None)`` when the address cannot be understood here.
         """
         queue = packet.user.destination
         if not isinstance(queue, wire.DirectQueue):
@@ -131,6 +148,13 @@ class Arrivals:
         return found
 
     def _resolve(self, name: str) -> tuple[str | None, RemoteDestination | None]:
+        if not self._router:
+            # Ours whatever the host and port: only the queue path counts.
+            protocol, _, rest = name.partition(":")
+            _, backslash, path = rest.partition("\\")
+            if not backslash:
+                return None, None
+            name = f"{protocol}:.\\{path}"
         try:
             parsed = names.parse_format_name("DIRECT=" + name, self._identity)
         except InvalidName:

@@ -90,9 +90,14 @@ class LocalIdentity:
     #: The peer listener takes every address of the host (``0.0.0.0`` or ``::``): then
     #: every loopback address with our port is this queue manager too.
     listens_everywhere: bool = False
+    #: Other (lower-case host, port) this queue manager is reached at (``server.aliases``:
+    #: a port map, a NAT, a DNS name); port None stands for :attr:`peer_port`.
+    aliases: frozenset[tuple[str, int | None]] = frozenset()
 
     def is_local(self, protocol: str, host: str, port: int | None) -> bool:
         """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this QM."""
+        if self.aliases and self._is_alias(host.lower(), port):
+            return True
         if port is not None and port != self.peer_port:
             return False
         if host == ".":
@@ -102,6 +107,17 @@ class LocalIdentity:
                 return True
             return self.listens_everywhere and _is_loopback(host)
         return host.lower() in self.host_names
+
+    def _is_alias(self, host: str, port: int | None) -> bool:
+        for alias_host, alias_port in self.aliases:
+            if alias_host != host:
+                continue
+            if alias_port is None:
+                if port is None or port == self.peer_port:
+                    return True
+            elif port == alias_port or (port is None and alias_port == DEFAULT_PEER_PORT):
+                return True
+        return False
 
 
 def _is_loopback(host: str) -> bool:

@@ -298,6 +298,8 @@ class Daemon:
             auth_required=config.auth_required,
             accept_peers_from=[str(network) for network in config.peer_accept_from],
             routes=len(config.routes),
+            router=config.peer_router,
+            aliases=[_alias_text(host, port) for host, port in config.aliases],
             outgoing_queues=len(self.peering.outgoing),
             writer="thread" if config.writer_thread else "event loop",
             version=__version__,
@@ -418,6 +420,11 @@ def _open_store(config: Config) -> Store:
         raise StartupError(msg) from exc
 
 
+def _alias_text(host: str, port: int | None) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
+
+
 def _local_identity(config: Config) -> LocalIdentity:
     """The names and addresses that are this queue manager's own."""
     host = config.listen.host
@@ -428,6 +435,7 @@ def _local_identity(config: Config) -> LocalIdentity:
         ),
         peer_port=config.listen.port,
         listens_everywhere=host in _WILDCARDS,
+        aliases=frozenset(config.aliases),
     )
 
 

@@ -102,7 +102,7 @@ def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> No
 
 
 def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -> None:
-    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True)
     found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=3)
     key, remote = arrivals.destination(found)
     assert key is None
@@ -119,8 +119,73 @@ def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -
     assert forwarded.transaction == found.transaction
 
 
-def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
+@pytest.mark.parametrize(
+    "destination",
+    [
+        "TCP:10.0.0.9:1801\\private$\\TxQ",  # a port map or NAT in front of us
+        "TCP:127.0.0.1:11801\\private$\\txq",  # a forwarder on this host
+        "OS:qm-b.example.net\\private$\\txq",  # a DNS alias we were not told of
+        "TCP:[2001:db8::5]:1801\\private$\\txq",
+    ],
+)
+def test_a_queue_manager_that_is_not_a_router_takes_every_message_as_its_own(
+    qm: CoreHarness, destination: str
+) -> None:
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    found = packet(destination)
+    assert arrivals.destination(found) == ("txq", None)
+    arrival = arrivals.to_queue(found, "txq", wall=WALL)
+    assert arrival.refusal is None
+    assert arrival.relay_to is None
+
+
+@pytest.mark.parametrize(
+    ("destination", "expected"),
+    [
+        ("TCP:10.0.0.9:1801\\private$\\missing", MessageClass.NACK_BAD_DST_Q),
+        ("TCP:10.0.0.9:1801\\system$;deadxact", MessageClass.NACK_BAD_DST_Q),
+        ("TCP:10.0.0.9:1801\\private$\\txq;journal", MessageClass.NACK_BAD_DST_Q),
+        ("TCP:10.0.0.9:1801\\private$\\plain", MessageClass.NACK_NOT_TRANSACTIONAL_Q),
+    ],
+)
+def test_what_is_not_a_queue_here_is_refused_not_relayed(
+    qm: CoreHarness, destination: str, expected: int
+) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    found = packet(destination)
+    key, remote = arrivals.destination(found)
+    assert remote is None
+    arrival = arrivals.to_queue(found, key, wall=WALL)
+    assert arrival.refusal == expected
+    (op,) = arrival.ops
+    assert dead_class(qm, op, "system$;deadxact") == expected
+
+
+def test_a_router_takes_as_its_own_what_names_its_aliases(qm: CoreHarness) -> None:
+    identity = LocalIdentity(
+        peer_port=1901,
+        aliases=frozenset({("203.0.113.5", 11801), ("qm-b.example.net", None)}),
+    )
+    arrivals = Arrivals(qm.store, identity, qm.core.outcomes, router=True)
+    for mine in (
+        "TCP:203.0.113.5:11801\\private$\\txq",
+        "OS:QM-B.example.net\\private$\\txq",
+        "OS:qm-b.example.net:1901\\private$\\txq",
+        "TCP:127.0.0.1:1901\\private$\\txq",
+    ):
+        assert arrivals.destination(packet(mine)) == ("txq", None), mine
+    for other in (
+        "TCP:203.0.113.5:1801\\private$\\txq",  # the alias's host, another port
+        "TCP:203.0.113.6:11801\\private$\\txq",
+        "OS:qm-b.example.net:1801\\private$\\txq",
+    ):
+        key, remote = arrivals.destination(packet(other))
+        assert key is None, other
+        assert remote is not None, other
+
+
+def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True)
     found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=MAX_HOPS)
     _, remote = arrivals.destination(found)
     assert remote is not None

@@ -135,3 +135,24 @@ def test_every_loopback_address_is_local_when_the_peer_listener_takes_every_addr
     one_address = LocalIdentity(peer_port=1801, addresses=frozenset({"127.0.0.1"}))
     assert one_address.is_local("TCP", "127.0.0.1", 1801)
     assert not one_address.is_local("TCP", "127.0.0.2", 1801)
+
+
+def test_aliases_are_this_queue_manager_under_the_names_others_reach_it_by() -> None:
+    identity = LocalIdentity(
+        peer_port=1901,
+        aliases=frozenset(
+            {("203.0.113.5", 11801), ("qm1.example.net", None), ("gw.example.net", 1801)}
+        ),
+    )
+    mapped = parse_format_name("DIRECT=TCP:203.0.113.5:11801\\private$\\Orders", identity)
+    assert [(e.queue, e.is_local) for e in mapped.elements] == [("orders", True)]
+    assert identity.is_local("OS", "QM1.example.net", None)  # no port: ours
+    assert identity.is_local("OS", "qm1.example.net", 1901)  # our peer port
+    assert identity.is_local("OS", "gw.example.net", None)  # no port means 1801
+    assert identity.is_local("OS", "gw.example.net", 1801)
+    assert not identity.is_local("TCP", "203.0.113.5", 1801)  # the alias names its port
+    assert not identity.is_local("TCP", "203.0.113.5", None)
+    assert not identity.is_local("OS", "qm1.example.net", 1801)  # another port on that host
+    assert not identity.is_local("OS", "gw.example.net", 1901)
+    remote = parse_format_name("DIRECT=TCP:203.0.113.6:11801\\private$\\orders", identity)
+    assert not remote.elements[0].is_local

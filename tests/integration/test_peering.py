@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 from helpers import (
     PEER_FAST,
+    ROUTER,
     DaemonProcess,
     Peers,
     remote_queue,
@@ -117,7 +118,7 @@ def test_a_router_relays_exactly_once_in_order(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
     c = daemon_factory(name="qm-c", extra_args=PEER_FAST)
-    r = daemon_factory(name="qm-r", extra_args=PEER_FAST)
+    r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER))
     a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, *route_args(c.peer_port, r.peer_port)))
     with connect(a.address) as qa, connect(c.address) as qc, connect(r.address) as qr:
         qc.create_queue("orders", transactional=True)

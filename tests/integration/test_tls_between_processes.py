@@ -25,6 +25,7 @@ import trio
 from click.testing import CliRunner
 from helpers import (
     PEER_FAST,
+    ROUTER,
     DaemonProcess,
     free_port,
     log_events,
@@ -391,7 +392,7 @@ def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
     relays = settings('tls.relays=["qm-r"]')
     c = tls_peer("qm-c", *relays)
     d = tls_peer("qm-d")
-    r = tls_peer("qm-r")
+    r = tls_peer("qm-r", *ROUTER)
     routes = [arg for hop in (c, d) for arg in route_args(hop.peer_port, r.peer_port)]
     a = tls_peer("qm-a", *relays, *routes)
     context = tls_context(pki.ca)

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable
 
 import pytest
 from fault_proxy import FaultProxy, FaultSchedule
-from helpers import PEER_FAST, DaemonProcess, route_args  # type: ignore[import-not-found, unused-ignore]
+from helpers import PEER_FAST, ROUTER, DaemonProcess, route_args  # type: ignore[import-not-found, unused-ignore]
 
 from qmgr.client import ConnectionLost, OutgoingInfo, QueueError, QueueManager, connect
 
@@ -563,7 +563,7 @@ def test_sigkill_of_a_router_loses_and_duplicates_nothing(
     seed = 1701 + size.messages
     rng = random.Random(seed)
     c = daemon_factory(name="qm-c", extra_args=PEER_FAST)
-    r = daemon_factory(name="qm-r", extra_args=PEER_FAST)
+    r = daemon_factory(name="qm-r", extra_args=[*PEER_FAST, *ROUTER])
     a = daemon_factory(name="qm-a", extra_args=[*PEER_FAST, *route_args(c.peer_port, r.peer_port)])
     with connect(c.address) as qc:
         qc.create_queue(QUEUE, transactional=True)

@@ -101,6 +101,7 @@ class Incoming:
             parts.identity,
             parts.outcomes,
             max_rejected_bytes=config.peer_max_rejected_bytes,
+            router=config.peer_router,
         )
         now = parts.wall()
         # The receiver's timers run on trio's clock; the store and status speak

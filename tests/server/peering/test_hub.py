@@ -27,7 +27,7 @@ async def test_a_router_relays_exactly_once_in_order(
     """A -> R -> C: R keeps the packets whole and passes C's OrderAck back to A."""
     route = 'routes."127.0.0.1:1903"="127.0.0.1:1902"'
     a = await network.start("qm-a", 1901, [route])
-    r = await network.start("qm-r", 1902)
+    r = await network.start("qm-r", 1902, ["peers.router=true"])
     c = await network.start("qm-c", 1903)
     await c.create_queue(QUEUE)
     expected = bodies(5)

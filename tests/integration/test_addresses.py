@@ -1,0 +1,87 @@
+"""Queue managers reached at addresses that are not the ones they listen on: a
+port map or a forwarder in front of the peer port (as ``docker run -p``, a NAT
+or a load balancer would be), aliases, and routers that still relay."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+from fault_proxy import FaultProxy
+from helpers import PEER_FAST, DaemonProcess, drain, log_events, settings, wait_until
+
+from qmgr.client import QueueManager, connect
+
+
+@pytest.fixture
+def port_map(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> Iterator[tuple[FaultProxy, DaemonProcess]]:
+    """Queue manager ``qm-b`` (not a router) behind a forwarder on another port."""
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with FaultProxy(b.peer_port) as proxy:
+        yield proxy, b
+
+
+def depth(qm: QueueManager, queue: str) -> int:
+    return len(qm.peek_range(queue))
+
+
+def quiet(qm: QueueManager, timeout: float = 15.0) -> bool:
+    """True once every outgoing queue is empty and acknowledged."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        outgoing = qm.outgoing()
+        if outgoing and all(q.waiting == 0 and q.unacknowledged == 0 for q in outgoing):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_messages_through_a_port_map_reach_the_queue_exactly_once_in_order(
+    daemon_factory: Callable[..., DaemonProcess], port_map: tuple[FaultProxy, DaemonProcess]
+) -> None:
+    proxy, b = port_map
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    mapped = f"DIRECT=TCP:127.0.0.1:{proxy.port}\\private$"
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("eod", transactional=True)
+        qb.create_queue("plain")
+        expected = []
+        for t in range(40):
+            with qa.begin() as tx:
+                for i in range(1 + t % 4):
+                    body = f"{t}-{i}".encode()
+                    tx.send(f"{mapped}\\eod", body)
+                    expected.append(body)
+        qa.send(f"{mapped}\\plain", b"express")
+        with qa.begin() as tx:
+            tx.send(f"{mapped}\\missing", b"nowhere")
+        wait_until(lambda: depth(qb, "eod") == len(expected), 30.0)
+        assert quiet(qa)
+        assert [body for _, body in drain(b.address, "eod")] == expected
+        wait_until(lambda: depth(qb, "plain") == 1, 10.0)
+        # A queue that does not exist is refused with MSMQ's class, not passed on.
+        wait_until(lambda: depth(qb, "system$;deadxact") == 1, 10.0)
+        (refused,) = qb.peek_range("system$;deadxact")
+        assert refused.body == b"nowhere"
+        assert refused.class_name == "NACK_BAD_DST_Q"
+        assert qb.outgoing() == []  # B relayed nothing
+    assert [e["message_class"] for e in log_events(b, "message_rejected")] == ["NACK_BAD_DST_Q"]
+
+
+def test_a_send_to_an_alias_is_local(daemon_factory: Callable[..., DaemonProcess]) -> None:
+    qm = daemon_factory(
+        name="qm-a",
+        extra_args=settings('server.aliases=["203.0.113.5:11801", "qm-a.example.net"]'),
+    )
+    with connect(qm.address) as client:
+        client.create_queue("orders")
+        client.send("DIRECT=TCP:203.0.113.5:11801\\private$\\orders", b"mapped")
+        client.send("DIRECT=OS:qm-a.example.net\\private$\\orders", b"named")
+        assert [m.body for m in client.peek_range("orders")] == [b"mapped", b"named"]
+        assert client.outgoing() == []
+    (started,) = log_events(qm, "queue_manager_started")
+    assert started["aliases"] == ["203.0.113.5:11801", "qm-a.example.net"]
+    assert started["router"] is False
