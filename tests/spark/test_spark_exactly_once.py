@@ -8,7 +8,7 @@ and restarts it. At the end the source is empty, the sink holds each result
 exactly once (compared by content), and no prepared transaction is left in
 doubt.
 
-The default run moves 4,000 messages, kills the query once, and restarts it
+The default run moves 2,000 messages, kills the query once, and restarts it
 from its checkpoint in this process's Spark (already warm: a new process
 would start a JVM and its Python workers again, some twenty seconds on a
 loaded machine); what it restarts from is what the killed process left. The
@@ -147,9 +147,9 @@ class Size:
 SIZES = [
     pytest.param(
         Size(
-            4_000, kills=1, between=(300, 2_000), delay=(0.0, 0.6), per_trigger=800, last_here=True
+            2_000, kills=1, between=(200, 1_000), delay=(0.0, 0.6), per_trigger=400, last_here=True
         ),
-        id="4k",
+        id="2k",
     ),
     pytest.param(
         Size(
