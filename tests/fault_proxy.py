@@ -1,4 +1,4 @@
-"""A fault-injecting TCP proxy for the peering reliability tests.
+"""A fault-injecting TCP proxy for the peering tests (a plain port map when no fault is set).
 
 Theory of operation
 -------------------
