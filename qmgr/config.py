@@ -21,6 +21,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from qmgr.core.names import LocalIdentity
+
 
 class ConfigError(Exception):
     """The configuration is invalid; the message says which key and why."""
@@ -341,6 +343,7 @@ def _build(attributes: dict[str, Any]) -> Config:
         msg = "peers.retry_max must not be below peers.retry_initial"
         raise ConfigError(msg)
     _check_tls(config)
+    _check_routes(config)
     if config.max_map_size is not None and config.max_map_size < config.initial_map_size:
         config = replace(config, initial_map_size=config.max_map_size)
     return config
@@ -428,6 +431,53 @@ def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[
         msg = f"{what}: expected HOST[:PORT], got {text!r}"
         raise ConfigError(msg)
     return host.lower(), int(port_text) if port_text else default_port
+
+
+#: Listening addresses that take every address of the host.
+_WILDCARDS: Final = ("", "0.0.0.0", "::")
+
+
+def local_identity(config: Config) -> LocalIdentity:
+    """The names and addresses that are this queue manager's own: its listening
+    address (every loopback address with its port when it listens on all), its
+    host and queue-manager names, and ``server.aliases``."""
+    host = config.listen.host
+    return LocalIdentity(
+        host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
+        addresses=frozenset(
+            {"127.0.0.1", "::1"} | (set() if host in _WILDCARDS else {host.lower()})
+        ),
+        peer_port=config.listen.port,
+        listens_everywhere=host in _WILDCARDS,
+        aliases=frozenset(config.aliases),
+    )
+
+
+def _check_routes(config: Config) -> None:
+    """A route may neither lead to this queue manager nor send its own messages away."""
+    identity = local_identity(config)
+
+    def ours(host: str, port: int) -> bool:
+        return identity.is_local("TCP", host, port) or identity.is_local("OS", host, port)
+
+    for (host, port), (hop_host, hop_port) in config.routes.items():
+        key = f'routes."{_host_port(host, port)}"'
+        if ours(host, port):
+            msg = (
+                f"{key}: the destination is this queue manager (server.listen, its names "
+                "or server.aliases): a route would send its own messages away"
+            )
+            raise ConfigError(msg)
+        if ours(hop_host, hop_port):
+            msg = (
+                f"{key}: the next hop {_host_port(hop_host, hop_port)} is this queue manager "
+                "itself (server.listen, its names or server.aliases): its messages would circle"
+            )
+            raise ConfigError(msg)
+
+
+def _host_port(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _aliases(values: list[Any]) -> tuple[tuple[str, int | None], ...]:

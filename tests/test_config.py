@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,6 +43,49 @@ def test_aliases_and_the_router_role() -> None:
         ("2001:db8::6", None),
     )
     assert config.peer_router
+
+
+@pytest.mark.parametrize(
+    ("settings", "reason"),
+    [
+        (
+            ('routes."127.0.0.1:1801"="127.0.0.1:1901"',),
+            'routes."127.0.0.1:1801": the destination is this queue manager',
+        ),
+        (
+            ('server.aliases=["203.0.113.5:11801"]', 'routes."203.0.113.5:11801"="10.0.0.5"'),
+            "the destination is this queue manager",
+        ),
+        (
+            ('routes."10.0.2.7:1801"="127.0.0.1:1801"',),
+            'routes."10.0.2.7:1801": the next hop 127.0.0.1:1801 is this queue manager itself',
+        ),
+        (
+            ('server.aliases=["gw.example.net"]', 'routes."10.0.2.7"="gw.example.net"'),
+            "the next hop gw.example.net:1801 is this queue manager itself",
+        ),
+        (
+            ('server.listen="0.0.0.0:1901"', 'routes."10.0.2.7"="127.0.0.2:1901"'),
+            "the next hop 127.0.0.2:1901 is this queue manager itself",
+        ),
+    ],
+)
+def test_a_route_may_not_lead_here(settings: tuple[str, ...], reason: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(reason)):
+        load_config(settings=settings, insecure=True)
+
+
+def test_routes_to_other_queue_managers_are_kept() -> None:
+    config = load_config(
+        settings=(
+            'routes."127.0.0.1:1903"="127.0.0.1:1902"',  # another port on this host
+            'routes."10.0.2.7"="10.0.0.5"',
+        )
+    )
+    assert config.routes == {
+        ("127.0.0.1", 1903): ("127.0.0.1", 1902),
+        ("10.0.2.7", 1801): ("10.0.0.5", 1801),
+    }
 
 
 def test_file_then_flags(tmp_path: Path) -> None:

@@ -36,23 +36,20 @@ from __future__ import annotations
 import functools
 import gc
 import signal
-import socket
 import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
 
 import structlog
 import trio
 
 import storage
 from qmgr import __version__
-from qmgr.config import Config
+from qmgr.config import Config, local_identity
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.limits import Limits
-from qmgr.core.names import LocalIdentity
 from qmgr.core.tokens import TokenBook, load_tokens
 from storage import QueueKind, Store
 from wire import client as cf
@@ -84,7 +81,6 @@ from .writer import Writer
 __all__ = ["ConfigurationError", "Daemon", "StartupError", "serve"]
 
 #: Listen addresses that take every address of the host.
-_WILDCARDS: Final = ("", "0.0.0.0", "::")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +112,7 @@ class Daemon:
         #: Queue semantics: decides, reads the store, never writes.
         self.core = QueueManagerCore(
             store,
-            identity=_local_identity(config),
+            identity=local_identity(config),
             limits=from_config(
                 Limits, config, xact_delay_receive_nack=None if delay < 0 else delay
             ),
@@ -423,20 +419,6 @@ def _open_store(config: Config) -> Store:
 def _alias_text(host: str, port: int | None) -> str:
     shown = f"[{host}]" if ":" in host else host
     return shown if port is None else f"{shown}:{port}"
-
-
-def _local_identity(config: Config) -> LocalIdentity:
-    """The names and addresses that are this queue manager's own."""
-    host = config.listen.host
-    return LocalIdentity(
-        host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
-        addresses=frozenset(
-            {"127.0.0.1", "::1"} | (set() if host in _WILDCARDS else {host.lower()})
-        ),
-        peer_port=config.listen.port,
-        listens_everywhere=host in _WILDCARDS,
-        aliases=frozenset(config.aliases),
-    )
 
 
 async def _watch_signals(
