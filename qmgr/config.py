@@ -11,6 +11,7 @@ reported instead of silently ignored. Every key is declared once, in
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import socket
 import tomllib
@@ -417,6 +418,18 @@ def _networks(values: list[Any]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6
 
 def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[str, int]:
     """``HOST[:PORT]`` (``[v6]:PORT`` for IPv6) as a lower-case host and a port."""
+    host, port = _split_host_port(text, what=what)
+    return host, default_port if port is None else port
+
+
+def host_port_text(host: str, port: int | None) -> str:
+    """``host:port`` as it is written (``[v6]:port``; the host alone without a port)."""
+    shown = f"[{host}]" if ":" in host else host
+    return shown if port is None else f"{shown}:{port}"
+
+
+def _split_host_port(text: str, *, what: str) -> tuple[str, int | None]:
+    """``HOST[:PORT]`` as a lower-case host and its port (None: none written)."""
     text = text.strip()
     if text.startswith("["):
         host, _, rest = text[1:].partition("]")
@@ -430,7 +443,7 @@ def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[
     if not host or (port_text and (not port_text.isdigit() or not 0 < int(port_text) < 65536)):
         msg = f"{what}: expected HOST[:PORT], got {text!r}"
         raise ConfigError(msg)
-    return host.lower(), int(port_text) if port_text else default_port
+    return host.lower(), int(port_text) if port_text else None
 
 
 #: Listening addresses that take every address of the host.
@@ -457,11 +470,10 @@ def _check_routes(config: Config) -> None:
     """A route may neither lead to this queue manager nor send its own messages away."""
     identity = local_identity(config)
 
-    def ours(host: str, port: int) -> bool:
-        return identity.is_local("TCP", host, port) or identity.is_local("OS", host, port)
-
+    # As TCP: addresses, names and aliases alike (what OS matches is a part of it).
+    ours = functools.partial(identity.is_local, "TCP")
     for (host, port), (hop_host, hop_port) in config.routes.items():
-        key = f'routes."{_host_port(host, port)}"'
+        key = f'routes."{host_port_text(host, port)}"'
         if ours(host, port):
             msg = (
                 f"{key}: the destination is this queue manager (server.listen, its names "
@@ -470,26 +482,20 @@ def _check_routes(config: Config) -> None:
             raise ConfigError(msg)
         if ours(hop_host, hop_port):
             msg = (
-                f"{key}: the next hop {_host_port(hop_host, hop_port)} is this queue manager "
+                f"{key}: the next hop {host_port_text(hop_host, hop_port)} is this queue manager "
                 "itself (server.listen, its names or server.aliases): its messages would circle"
             )
             raise ConfigError(msg)
 
 
-def _host_port(host: str, port: int) -> str:
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
 def _aliases(values: list[Any]) -> tuple[tuple[str, int | None], ...]:
     aliases: list[tuple[str, int | None]] = []
     for value in values:
-        text = str(value).strip()
-        has_port = text.count(":") == 1 or (text.startswith("[") and "]:" in text)
-        host, port = parse_host_port(text, what=f"server.aliases: {value!r}")
-        if not host or "\\" in host or "/" in host:
+        host, port = _split_host_port(str(value), what=f"server.aliases: {value!r}")
+        if "\\" in host or "/" in host:
             msg = f"server.aliases: {value!r} is not a host name, an address or HOST:PORT"
             raise ConfigError(msg)
-        aliases.append((host, port if has_port else None))
+        aliases.append((host, port))
     return tuple(dict.fromkeys(aliases))
 
 

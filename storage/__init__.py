@@ -29,6 +29,7 @@ from __future__ import annotations
 from .catalog import SCHEMA_VERSION as SCHEMA_VERSION
 from .context import PlanContext as PlanContext
 from .errors import ConfirmationMissing as ConfirmationMissing
+from .errors import IncomingStreamMoved as IncomingStreamMoved
 from .errors import InvalidOperation as InvalidOperation
 from .errors import InvalidRecord as InvalidRecord
 from .errors import ListExists as ListExists

@@ -414,10 +414,6 @@ class PlanContext(Overlay):
         next_queue_id = self._meta.get(META_NEXT_QUEUE_ID)
         if isinstance(next_queue_id, int):
             writes.append((PUT, dbs.meta, META_NEXT_QUEUE_ID, u32(next_queue_id)))
-
-        next_queue_id = self._meta.get(META_NEXT_QUEUE_ID)
-        if isinstance(next_queue_id, int):
-            writes.append((PUT, dbs.meta, META_NEXT_QUEUE_ID, u32(next_queue_id)))
         ordinal_limit = self._meta.get(META_ORDINAL_LIMIT)
         if isinstance(ordinal_limit, int):
             writes.append((PUT, dbs.meta, META_ORDINAL_LIMIT, u64(ordinal_limit)))

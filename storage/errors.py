@@ -33,6 +33,7 @@ from pathlib import Path
 import lmdb
 
 __all__ = [
+    "IncomingStreamMoved",
     "InvalidOperation",
     "InvalidRecord",
     "MapFull",
@@ -193,6 +194,12 @@ class ListMissing(StoreError):
 class ConfirmationMissing(StoreError):
     """The copy awaiting confirmation to settle is not there (its outcome was
     settled already)."""
+
+
+class IncomingStreamMoved(StoreError):
+    """The exactly-once stream a write advances is not where that write follows
+    (another write of the same stream failed, or was written after it): storing
+    it would leave a hole in the stream."""
 
 
 class InvalidOperation(StoreError):

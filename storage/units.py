@@ -37,6 +37,7 @@ from typing import Final
 from .context import PlanContext
 from .errors import (
     ConfirmationMissing,
+    IncomingStreamMoved,
     InvalidOperation,
     InvalidRecord,
     ListExists,
@@ -70,6 +71,7 @@ __all__ = [
 #: Errors that fail one operation (and its unit, if atomic), not the batch.
 OPERATION_ERRORS: Final = (
     ConfirmationMissing,
+    IncomingStreamMoved,
     ListExists,
     ListMissing,
     QueueMissing,

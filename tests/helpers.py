@@ -343,7 +343,8 @@ class DaemonProcess:
         """SIGKILL (a crash: nothing is flushed or closed) and reap the process."""
         if self.process is not None and self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(STOP_TIMEOUT)
+            code = self.process.wait(STOP_TIMEOUT)
+            assert code is not None, f"{self.name} did not die of SIGKILL"
 
     def restart(self) -> None:
         """Stop (cleanly, if still running) and start again on the same ports and data."""
@@ -475,6 +476,13 @@ def route_args(destination_port: int, hop_port: int) -> list[str]:
 #: ``qmgr serve`` arguments that make a queue manager a router (it stores and
 #: forwards what is addressed to others).
 ROUTER: Final = tuple(settings("peers.router=true"))
+
+
+def outgoing_settled(qm: QueueManager) -> bool:
+    """True when ``qm`` has outgoing queues and none holds a message waiting or
+    unacknowledged."""
+    outgoing = qm.outgoing()
+    return bool(outgoing) and all(q.waiting == 0 and q.unacknowledged == 0 for q in outgoing)
 
 
 def remote_queue(daemon: DaemonProcess, queue: str) -> str:

@@ -280,6 +280,11 @@ class IncomingSequences:
             return None
         return StreamState(*stream.persisted, stream.reject_count, stream.last_access)
 
+    def accepted_mark(self, key: StreamKey) -> tuple[int, int]:
+        """``(sequence_id, number)`` of the stream's last accepted message ((0, 0): none)."""
+        stream = self._streams.get(key)
+        return (0, 0) if stream is None else stream.accepted
+
     def accepted_state(self, key: StreamKey) -> StreamState | None:
         """The state to write with the message just accepted, or None if none was."""
         stream = self._streams.get(key)

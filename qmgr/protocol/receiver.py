@@ -62,7 +62,11 @@ of its stream that was accepted, and the write that stores it also writes
 the stream's new state, so the store and the state a restart begins from
 never disagree. A crash between the acceptance and the write loses both
 together; a failed write rolls the stream back to its persisted mark; either
-way the sender's resend is accepted again. A non-transactional message for a
+way the sender's resend is accepted again. Writes of one stream may be in
+flight on several connections (a sender that reconnected): each carries
+where the stream stood before its first message (:attr:`Accepted.follows`),
+and the store refuses one that no longer follows what it holds, so that a
+write cannot pass over messages another write failed to store. A non-transactional message for a
 queue here is stored at most once while its key is in the history: the key
 is written with the message, in the same write, and is pending (a resend
 meanwhile is a duplicate) until that write is persisted or rolled back. A
@@ -182,6 +186,10 @@ class Accepted:
         state: that stream's new state, to write with it (a write holds one
             state per stream: the last).
         header: its TransactionHeader (transactional only).
+        follows: where its stream stood before it was accepted (the
+            ``(sequence_id, number)`` the write checks the store still holds,
+            so that it cannot pass over a message another write failed to
+            store).
         remember: its history key, to write with it (b"": none).
         forget: history keys the same write forgets (evicted).
     """
@@ -189,6 +197,7 @@ class Accepted:
     stream: StreamKey | None = None
     state: StreamState | None = None
     header: wire.TransactionHeader | None = None
+    follows: tuple[int, int] | None = None
     remember: bytes = b""
     forget: tuple[bytes, ...] = ()
 
@@ -303,12 +312,13 @@ class Receiver(Generic[P]):
         if header is not None:
             stream: StreamKey = (destination, user.source_qm.bytes)
             sequences = self.sequences
+            follows = sequences.accepted_mark(stream)
             if not sequences.accept(stream, header, now):
                 self.rejected += 1
                 return Dropped.REJECTED
             # The accepted mark is now this message's: the state to write with it.
             state = StreamState(header.sequence_id.value, header.sequence_number, 0, wall)
-            return Accepted(stream=stream, state=state, header=header)
+            return Accepted(stream=stream, state=state, header=header, follows=follows)
         history = self.history
         key, bare = message_keys(user.source_qm.bytes, user.message_id, destination)
         if key in history or bare in history:

@@ -46,7 +46,7 @@ import trio
 
 import storage
 from qmgr import __version__
-from qmgr.config import Config, local_identity
+from qmgr.config import Config, host_port_text, local_identity
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.limits import Limits
@@ -79,8 +79,6 @@ from .workers.poison import PoisonWorker
 from .writer import Writer
 
 __all__ = ["ConfigurationError", "Daemon", "StartupError", "serve"]
-
-#: Listen addresses that take every address of the host.
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,7 +293,7 @@ class Daemon:
             accept_peers_from=[str(network) for network in config.peer_accept_from],
             routes=len(config.routes),
             router=config.peer_router,
-            aliases=[_alias_text(host, port) for host, port in config.aliases],
+            aliases=[host_port_text(host, port) for host, port in config.aliases],
             outgoing_queues=len(self.peering.outgoing),
             writer="thread" if config.writer_thread else "event loop",
             version=__version__,
@@ -414,11 +412,6 @@ def _open_store(config: Config) -> Store:
     except Exception as exc:
         msg = f"cannot open the store in {config.data_dir}: {exc}"
         raise StartupError(msg) from exc
-
-
-def _alias_text(host: str, port: int | None) -> str:
-    shown = f"[{host}]" if ":" in host else host
-    return shown if port is None else f"{shown}:{port}"
 
 
 async def _watch_signals(

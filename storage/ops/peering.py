@@ -62,7 +62,13 @@ from typing import Final
 from ..catalog import Catalog
 from ..context import PlanContext
 from ..environment import Environment
-from ..errors import InvalidOperation, InvalidRecord, MessageMissing, StoreCorrupt
+from ..errors import (
+    IncomingStreamMoved,
+    InvalidOperation,
+    InvalidRecord,
+    MessageMissing,
+    StoreCorrupt,
+)
 from ..keys import (
     MAX_KEY_SIZE,
     QM_GUID_SIZE,
@@ -115,6 +121,10 @@ class IncomingState:
     reject_count: int
     #: Unix seconds.
     last_access: float
+
+
+#: Batch scratch key prefix: where each stream stands after the writes planned so far.
+_INCOMING_SCRATCH: Final = "incoming"
 
 
 def encode_incoming(
@@ -356,19 +366,41 @@ class RecordIncoming(IncomingState, Operation):
     """Store this state as the receiver's state of the stream ``(queue_key, source_qm)``.
 
     ``queue_key`` need not name a queue of this store. A later operation on
-    the same stream (in this batch or another) replaces it.
+    the same stream (in this batch or another) replaces it. With ``follows``
+    (the ``(sequence_id, last_number)`` the stream stood at before the
+    messages this write stores; ``(0, 0)`` for a stream not stored yet) the
+    store checks that it still stands there, so that a write cannot pass over
+    messages another write of the same stream failed to store.
 
     Raises (when planned):
         InvalidRecord: ``source_qm`` is not 16 bytes, the key is longer than
             LMDB allows, or a number does not fit its width.
+        IncomingStreamMoved: the stream does not stand at ``follows``.
     """
+
+    follows: tuple[int, int] | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
         key = incoming_key(self.source_qm, self.queue_key)
         value = encode_incoming(
             self.sequence_id, self.last_number, self.reject_count, self.last_access
         )
+        if self.follows is not None:
+            seen = ctx.scratch((_INCOMING_SCRATCH, key))
+            if not isinstance(seen, tuple):
+                stored = ctx.txn.get(key, db=ctx.dbs.incoming)
+                seen = (0, 0)
+                if stored is not None:
+                    state = decode_incoming(self.source_qm, self.queue_key, stored)
+                    seen = (state.sequence_id, state.last_number)
+            if seen != self.follows:
+                msg = (
+                    f"stream {self.queue_key!r} stands at {seen}, not at {self.follows} "
+                    "where this write follows"
+                )
+                raise IncomingStreamMoved(msg)
         ctx.put(ctx.dbs.incoming, key, value)
+        ctx.set_scratch((_INCOMING_SCRATCH, key), (self.sequence_id, self.last_number))
         return Done()
 
 

@@ -379,5 +379,5 @@ def test_the_model_sees_a_receiver_that_forgets_nothing_on_rollback() -> None:
     world = World()
     world.receiver = Forgetful(LOCAL, wall=WALL)
     world.load = lambda: Forgetful(LOCAL, wall=WALL)  # type: ignore[method-assign]
-    with pytest.raises(AssertionError):
+    with pytest.raises(AssertionError, match="forgotten, not stored"):
         run_model(world, [("commit", ("a", 1, False)), ("receive", 1), ("lose", ("a", False))])

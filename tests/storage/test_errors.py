@@ -222,7 +222,7 @@ def test_every_error_is_a_store_error() -> None:
         for value in vars(storage.errors).values()
         if isinstance(value, type) and issubclass(value, Exception)
     ]
-    assert len(errors) == 19
+    assert len(errors) == 20
     for error in errors:
         assert issubclass(error, storage.StoreError), error
     exported = [value for value in vars(storage).values() if isinstance(value, type)]

@@ -12,7 +12,7 @@ PUBLIC_NAMES = {
     *["StoreError", "StoreFull", "MapFull", "StoreCorrupt", "SchemaMismatch", "StoreClosed"],
     *["StoreLocked"],
     *["QueueExists", "QueueMissing", "QuotaExceeded", "MessageMissing", "InvalidOperation"],
-    *["InvalidRecord", "ListExists", "ListMissing", "ConfirmationMissing"],
+    *["InvalidRecord", "ListExists", "ListMissing", "ConfirmationMissing", "IncomingStreamMoved"],
     *["XidInUse", "XidResolved", "XidUnknown"],
     # records (storage.records, storage.peering_state, storage.reservations)
     *["MESSAGE_HEADER_SIZE", "TIMED_MESSAGE_VERSION", "QueueKind", "QueueRecord", "PoisonSettings"],

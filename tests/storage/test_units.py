@@ -113,6 +113,7 @@ def test_a_removal_frees_space_whatever_its_fields() -> None:
 def test_operation_errors_are_the_per_operation_failures() -> None:
     assert set(storage.OPERATION_ERRORS) == {
         storage.ConfirmationMissing,
+        storage.IncomingStreamMoved,
         storage.ListExists,
         storage.ListMissing,
         storage.QueueMissing,

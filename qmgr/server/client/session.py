@@ -50,7 +50,6 @@ from typing import Final
 import structlog
 import trio
 
-from qmgr import __version__
 from qmgr.core.errors import AccessDenied, InternalError, QueueManagerError, ShuttingDown
 from qmgr.protocol import client_connection as cc
 from wire import client as cf
@@ -96,7 +95,7 @@ class ClientSession:
             cc.ConnectionSettings(
                 qm_name=services.qm_name,
                 qm_guid=services.qm_guid,
-                server_version=__version__,
+                server_version=services.server_version,
                 requests=_VERSIONS,
                 auth_required=authorization is not None and authorization.enabled,
                 hello_timeout=limits.hello_timeout,
@@ -195,15 +194,12 @@ class ClientSession:
         services = self.services
         stream = self.stream
         next_event = connection.next_event
-        flush_bytes = connection.settings.flush_bytes
         note_read = services.committer.note_read
         forget_activity = services.committer.forget_source
         conn_id = self.conn_id
         request, need_data = cc.Request, cc.NeedData
         while True:
-            deadline_scope.deadline = connection.deadline(
-                busy=bool(context.transactions) or bool(context.waiting)
-            )
+            deadline_scope.deadline = connection.deadline(busy=context.busy)
             data = await stream.receive_some(RECEIVE_CHUNK)
             deadline_scope.deadline = math.inf
             now = trio.current_time()
@@ -214,7 +210,7 @@ class ClientSession:
                 event = next_event()
                 if type(event) is request:
                     await self._run(event.request_id, event.value)
-                    if connection.outbox_bytes > flush_bytes:
+                    if connection.outbox_full:
                         # Many small requests can ask for large replies (peeks of
                         # big messages): write them before handling more, so that
                         # a client that does not read holds back only itself.
@@ -269,7 +265,13 @@ class ClientSession:
         entry = _ENTRIES[type(value)]
         authorization = self.services.authorization
         if authorization is not None and authorization.enabled:
-            why = authorization.denial(context.principal, value, entry.need)
+            # The machine admits requests only once it knows a principal; should the
+            # two ever disagree, nothing runs for nobody.
+            why = (
+                cc.AUTHENTICATE_FIRST
+                if context.principal is None
+                else authorization.denial(context.principal, value, entry.need)
+            )
             if why is not None:
                 context.log.warning("access_denied", request=type(value).__name__, reason=why)
                 context.failed(request_id, value, AccessDenied(why))

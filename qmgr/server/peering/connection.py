@@ -41,6 +41,7 @@ with a ``next_packet`` (:class:`OutgoingSource`).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import socket
 import ssl
@@ -425,7 +426,12 @@ class PeerConnection:
         if accepted is not None:
             run.accepted.append(accepted)
         if stream is not None and record is not None:
-            run.streams.pop(stream, None)  # keep insertion order = last update
+            earlier = run.streams.pop(stream, None)  # keep insertion order = last update
+            if isinstance(earlier, storage.RecordIncoming) and isinstance(
+                record, storage.RecordIncoming
+            ):
+                # The write checks where the stream stood before its first message.
+                record = dataclasses.replace(record, follows=earlier.follows)
             run.streams[stream] = record
 
     def acknowledge(self, recoverable_number: int | None) -> None:

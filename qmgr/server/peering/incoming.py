@@ -188,6 +188,7 @@ class Incoming:
                 state.last_number,
                 state.reject_count,
                 state.last_access,
+                follows=decision.follows,
             )
 
         def persisted(results: list[storage.Result]) -> None:

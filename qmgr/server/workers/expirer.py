@@ -101,10 +101,9 @@ class Expirer(Worker):
             error = written.outcome.error
             if error is None and not isinstance(unit.ops[0], storage.ForgetExpiry):
                 expired += 1
-            elif not isinstance(error, storage.ConfirmationMissing):
-                # A copy settled by its FinalAck in the meantime is no failure. (A
-                # stale entries' cleanup that succeeds is logged here too, with
-                # error None, as it always was.)
+            elif error is not None and not isinstance(error, storage.ConfirmationMissing):
+                # A copy settled by its FinalAck in the meantime is no failure, nor
+                # is a stale entries' cleanup that succeeded.
                 self.log.warning("message_expiry_failed", entry=message, error=str(error))
 
         async with trio.open_nursery() as nursery:

@@ -136,3 +136,17 @@ async def test_it_stops_with_the_committer_and_releases_what_it_held(
     with trio.fail_after(5):
         await worker.run()
     assert qm.take("q") is not None
+
+
+async def test_an_unreadable_entry_is_forgotten_without_a_warning(
+    qm: CoreHarness, worker: Expirer
+) -> None:
+    qm.send_tx("q", b"late", time_to_be_received=5)
+    queue_id = qm.core.queue("q").queue_id
+    garbage = storage.AppendMessage(queue_id, b"not a message", 0, 13, deadline=WALL + 5)
+    assert qm.write(storage.Unit((garbage,))).error is None
+    with structlog.testing.capture_logs() as logs:
+        assert await worker.expire(WALL + 10) == (False, 0)
+    assert worker.expired == 1
+    assert [log["event"] for log in logs] == ["messages_expired"]
+    assert qm.store.due_messages(before=WALL + 10, limit=10) == []  # its entry is gone too

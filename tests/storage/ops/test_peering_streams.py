@@ -21,6 +21,7 @@ from store_kit import (
 from storage import (
     Done,
     IncomingState,
+    IncomingStreamMoved,
     InvalidRecord,
     QueueMissing,
     RecordIncoming,
@@ -53,6 +54,37 @@ def test_incoming_states_round_trip_in_key_order(store: Store, reopen: Reopener)
     # The queue keys name no queue here: the streams are kept all the same.
     assert store.list_queues() == []
     assert reopen(store).incoming_states() == expected
+
+
+def test_a_record_that_follows_where_the_stream_no_longer_stands_fails_whole(
+    store: Store,
+) -> None:
+    # A new stream follows (0, 0); its next write follows the state it wrote.
+    commit_ok(store, unit(RecordIncoming(SOURCE_A, "orders", 7, 1, 0, 1.0, follows=(0, 0))))
+    # Message 2 was accepted on one connection, whose write failed; message 3,
+    # accepted on another connection after it, follows (7, 2): it may not be
+    # stored over the hole, nor anything written with it.
+    hole = unit(
+        RememberMessageIds((hkey(SOURCE_A, 3),)),
+        RecordIncoming(SOURCE_A, "orders", 7, 3, 0, 2.0, follows=(7, 2)),
+    )
+    [outcome] = commit(store, hole)
+    assert isinstance(outcome.error, IncomingStreamMoved)
+    assert "stands at (7, 1), not at (7, 2)" in str(outcome.error)
+    assert store.incoming_states() == [IncomingState(SOURCE_A, "orders", 7, 1, 0, 1.0)]
+    assert store.message_history() == []
+    # In one batch, a write follows what the writes before it in the batch left.
+    commit_ok(
+        store,
+        unit(RecordIncoming(SOURCE_A, "orders", 7, 2, 0, 3.0, follows=(7, 1))),
+        unit(RecordIncoming(SOURCE_A, "orders", 7, 3, 0, 3.0, follows=(7, 2))),
+    )
+    assert store.incoming_states() == [IncomingState(SOURCE_A, "orders", 7, 3, 0, 3.0)]
+    # A stream never stored does not stand at a later mark.
+    [outcome] = commit(
+        store, unit(RecordIncoming(SOURCE_B, "orders", 9, 4, 0, 4.0, follows=(9, 3)))
+    )
+    assert isinstance(outcome.error, IncomingStreamMoved)
 
 
 def test_a_later_record_of_a_stream_replaces_it(store: Store) -> None:
