@@ -118,6 +118,25 @@ def test_transactional_messages_are_accepted_in_order_with_the_state_to_write() 
     assert machine.rejected == 2
 
 
+def test_an_acceptance_says_where_its_stream_stood_before_it() -> None:
+    machine = receiver()
+    first = accept(machine, message(A, 1, number=1))
+    second = accept(machine, message(A, 2, number=2))
+    assert isinstance(first, Accepted)
+    assert isinstance(second, Accepted)
+    assert (first.follows, second.follows) == ((0, 0), (SEQ.value, 1))
+    # The first is stored; a failed write of the second rolls the stream back to
+    # it, and the resend of the second follows it again.
+    machine.persisted(first, now=T0, wall=WALL)
+    machine.rolled_back([second])
+    again = accept(machine, message(A, 2, number=2))
+    assert isinstance(again, Accepted)
+    assert again.follows == (SEQ.value, 1)
+    non_transactional = accept(machine, message(A, 9, number=None))
+    assert isinstance(non_transactional, Accepted)
+    assert non_transactional.follows is None
+
+
 def test_an_unknown_destination_keys_its_stream_by_address() -> None:
     machine = receiver()
     decision = accept(machine, message(A, 1, "Missing", number=1), queue=None)
