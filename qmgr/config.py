@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from qmgr.core.names import LocalIdentity
+from qmgr.core.routes import RouteError, RouteTable, endpoint_text, split_host_port
 
 
 class ConfigError(Exception):
@@ -103,7 +104,8 @@ class Config:
     peer_history_size: int
     peer_history_seconds: float
     peer_router: bool
-    routes: dict[tuple[str, int], tuple[str, int]]
+    peer_route_failover_after: float
+    routes: RouteTable
     insecure: bool
     unix_socket: Path | None
     tls_certificate: Path | None
@@ -237,6 +239,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("store", "writer_thread"): _Key("writer_thread", bool),
     ("peers", "accept_from"): _Key("peer_accept_from", list),
     ("peers", "router"): _Key("peer_router", bool),
+    ("peers", "route_failover_after"): _Key("peer_route_failover_after", float, _positive),
     ("peers", "max_connections"): _Key("peer_max_connections", int, _positive),
     ("peers", "max_unauthenticated"): _Key("peer_max_unauthenticated", int, _positive),
     ("peers", "max_rejected_bytes"): _Key("peer_max_rejected_bytes", int, _positive),
@@ -261,7 +264,8 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("peers", "history_seconds"): _Key("peer_history_seconds", float, _positive),
 }
 
-#: ``[routes]`` takes any key: a destination ``HOST:PORT`` -> the next hop ``HOST:PORT``.
+#: ``[routes]`` takes any key: destinations (``HOST[:PORT]``, a CIDR network, ``*.suffix``
+#: or ``*``) -> a next hop ``HOST[:PORT]`` (or ``direct``), or a list of them.
 ROUTES_SECTION: Final = "routes"
 
 
@@ -387,8 +391,12 @@ def _parse_setting(setting: str) -> dict[tuple[str, str], Any]:
 
 def _typed(section: str, key: str, value: Any, origin: str) -> Any:
     if section == ROUTES_SECTION:
-        if not isinstance(value, str):
-            msg = f"{origin}: routes.{key} must be a next hop HOST:PORT string, not {value!r}"
+        hops = value if isinstance(value, list) else [value]
+        if not hops or not all(isinstance(hop, str) for hop in hops):
+            msg = (
+                f'{origin}: routes."{key}" must be a next hop "HOST:PORT" (or "direct"), '
+                f"or a list of them in order of preference, not {value!r}"
+            )
             raise ConfigError(msg)
         return value
     spec = KEYS.get((section, key))
@@ -422,28 +430,17 @@ def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[
     return host, default_port if port is None else port
 
 
-def host_port_text(host: str, port: int | None) -> str:
-    """``host:port`` as it is written (``[v6]:port``; the host alone without a port)."""
-    shown = f"[{host}]" if ":" in host else host
-    return shown if port is None else f"{shown}:{port}"
+#: ``host:port`` as it is written (``[v6]:port``; the host alone without a port).
+host_port_text = endpoint_text
 
 
 def _split_host_port(text: str, *, what: str) -> tuple[str, int | None]:
     """``HOST[:PORT]`` as a lower-case host and its port (None: none written)."""
-    text = text.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-        if rest and not rest.startswith(":"):
-            port_text = "x"
-    elif text.count(":") == 1:
-        host, _, port_text = text.partition(":")
-    else:
-        host, port_text = text, ""
-    if not host or (port_text and (not port_text.isdigit() or not 0 < int(port_text) < 65536)):
-        msg = f"{what}: expected HOST[:PORT], got {text!r}"
-        raise ConfigError(msg)
-    return host.lower(), int(port_text) if port_text else None
+    try:
+        return split_host_port(text)
+    except RouteError as exc:
+        msg = f"{what}: {exc}"
+        raise ConfigError(msg) from None
 
 
 #: Listening addresses that take every address of the host.
@@ -472,20 +469,21 @@ def _check_routes(config: Config) -> None:
 
     # As TCP: addresses, names and aliases alike (what OS matches is a part of it).
     ours = functools.partial(identity.is_local, "TCP")
-    for (host, port), (hop_host, hop_port) in config.routes.items():
-        key = f'routes."{host_port_text(host, port)}"'
-        if ours(host, port):
+    for route in config.routes:
+        key = f'routes."{route.key}"'
+        if isinstance(route.target, tuple) and ours(*route.target):
             msg = (
                 f"{key}: the destination is this queue manager (server.listen, its names "
                 "or server.aliases): a route would send its own messages away"
             )
             raise ConfigError(msg)
-        if ours(hop_host, hop_port):
-            msg = (
-                f"{key}: the next hop {host_port_text(hop_host, hop_port)} is this queue manager "
-                "itself (server.listen, its names or server.aliases): its messages would circle"
-            )
-            raise ConfigError(msg)
+        for hop in route.hops:
+            if hop is not None and ours(*hop):
+                msg = (
+                    f"{key}: the next hop {host_port_text(*hop)} is this queue manager "
+                    "itself (server.listen, its names or server.aliases): its messages would circle"
+                )
+                raise ConfigError(msg)
 
 
 def _aliases(values: list[Any]) -> tuple[tuple[str, int | None], ...]:
@@ -499,11 +497,11 @@ def _aliases(values: list[Any]) -> tuple[tuple[str, int | None], ...]:
     return tuple(dict.fromkeys(aliases))
 
 
-def _routes(values: dict[str, str]) -> dict[tuple[str, int], tuple[str, int]]:
-    return {
-        parse_host_port(key, what=f"routes.{key}"): parse_host_port(value, what=f"routes.{key}")
-        for key, value in values.items()
-    }
+def _routes(values: dict[str, str | list[str]]) -> RouteTable:
+    try:
+        return RouteTable.parse(values)
+    except RouteError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _pinned(values: dict[str, Any]) -> dict[str, uuid.UUID]:

@@ -499,6 +499,21 @@ def send_in_transaction(
         tx.commit()
 
 
+def commit_batches(qm: QueueManager, destination: str, first: int, count: int) -> list[bytes]:
+    """Commit transactions ``first`` .. ``first + count - 1`` to ``destination``, each
+    of one to three messages ``b"T-I"`` (the transaction's and the message's
+    numbers); return the bodies in commit order."""
+    bodies: list[bytes] = []
+    for number in range(first, first + count):
+        with qm.begin() as tx:
+            for part in range(1 + number % 3):
+                body = f"{number}-{part}".encode()
+                tx.send(destination, body)
+                bodies.append(body)
+            tx.commit()
+    return bodies
+
+
 def prepare_sends(qm: QueueManager, queue: str, xids: Sequence[str]) -> None:
     """Leave a prepared transaction (in doubt) per xid, each with a send of its
     xid (as the body) to ``queue``."""

@@ -68,11 +68,60 @@ def test_aliases_and_the_router_role() -> None:
             ('server.listen="0.0.0.0:1901"', 'routes."10.0.2.7"="127.0.0.2:1901"'),
             "the next hop 127.0.0.2:1901 is this queue manager itself",
         ),
+        (
+            ('routes."*"=["10.0.0.5", "127.0.0.1:1801"]',),
+            'routes."*": the next hop 127.0.0.1:1801 is this queue manager itself',
+        ),
     ],
 )
 def test_a_route_may_not_lead_here(settings: tuple[str, ...], reason: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(reason)):
         load_config(settings=settings, insecure=True)
+
+
+@pytest.mark.parametrize(
+    ("setting", "reason"),
+    [
+        ('routes."10.1.0.0/33"="g:1801"', "'10.1.0.0/33' is not a CIDR network"),
+        ('routes."*.x*.example"="g:1801"', "is not a DNS suffix"),
+        ('routes."a*b"="g:1801"', "'*' stands alone or before a DNS suffix"),
+        ('routes."b:99999"="g:1801"', "expected HOST[:PORT]"),
+        ('routes."b:1801"="g:x"', "expected HOST[:PORT]"),
+        ('routes."b:1801"=[]', "must be a next hop"),
+        ('routes."b:1801"=["g", 5]', "must be a next hop"),
+        ('routes."b:1801"=["g", "g:1801"]', "names the next hop 'g:1801' twice"),
+        ('routes."b:1801"=7', "must be a next hop"),
+    ],
+)
+def test_a_route_that_does_not_parse_is_refused(setting: str, reason: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(reason)):
+        load_config(settings=(setting,))
+
+
+def test_two_keys_for_the_same_destinations_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "qmgr.toml"
+    path.write_text('[routes]\n"b" = "g1"\n"b:1801" = "g2"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match=re.escape("the same destinations as another entry")):
+        load_config(path)
+
+
+def test_routes_by_network_suffix_and_default_with_alternates(tmp_path: Path) -> None:
+    path = tmp_path / "qmgr.toml"
+    path.write_text(
+        "[peers]\nroute_failover_after = 4\n[routes]\n"
+        '"*" = ["gate1.site-a.example", "gate2.site-a.example:1901"]\n'
+        '"10.1.0.0/16" = "direct"\n'
+        '"*.site-b.example" = "gate.site-b.example"\n',
+        encoding="utf-8",
+    )
+    config = load_config(path)
+    assert config.peer_route_failover_after == 4.0
+    assert config.routes.hops(("10.1.7.7", 1801)) == (("10.1.7.7", 1801),)
+    assert config.routes.hops(("qm3.site-b.example", 1801)) == (("gate.site-b.example", 1801),)
+    assert config.routes.hops(("10.2.0.1", 1801)) == (
+        ("gate1.site-a.example", 1801),
+        ("gate2.site-a.example", 1901),
+    )
 
 
 def test_routes_to_other_queue_managers_are_kept() -> None:
@@ -82,10 +131,10 @@ def test_routes_to_other_queue_managers_are_kept() -> None:
             'routes."10.0.2.7"="10.0.0.5"',
         )
     )
-    assert config.routes == {
-        ("127.0.0.1", 1903): ("127.0.0.1", 1902),
-        ("10.0.2.7", 1801): ("10.0.0.5", 1801),
-    }
+    assert config.routes.hops(("127.0.0.1", 1903)) == (("127.0.0.1", 1902),)
+    assert config.routes.hops(("10.0.2.7", 1801)) == (("10.0.0.5", 1801),)
+    assert config.routes.hops(("10.0.2.7", 1802)) == (("10.0.2.7", 1802),)
+    assert [route.key for route in config.routes] == ["127.0.0.1:1903", "10.0.2.7:1801"]
 
 
 def test_file_then_flags(tmp_path: Path) -> None:

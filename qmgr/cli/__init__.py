@@ -21,8 +21,9 @@ The modules, by concern:
 * :mod:`.queues`: ``queue create|list|show|delete|purge`` and how a queue is
   shown; :mod:`.poison`: ``queue set`` and ``move`` between a queue and its
   subqueues; :mod:`.permissions`: ``queue grant|revoke|acl``
-* :mod:`.outgoing`: ``outgoing ...``; :mod:`.lists`: ``dl ...`` (distribution
-  lists); :mod:`.transactions`: ``tx ...``; :mod:`.trace`: ``trace``
+* :mod:`.outgoing`: ``outgoing ...``; :mod:`.routes`: ``route``;
+  :mod:`.lists`: ``dl ...`` (distribution lists); :mod:`.transactions`:
+  ``tx ...``; :mod:`.trace`: ``trace``
 * :mod:`.auth`: ``auth token``; :mod:`.certs`: ``certs ...``
 
 Every command module makes its commands (or its group) and nothing more;
@@ -45,6 +46,7 @@ from . import (
     permissions,
     poison,
     queues,
+    routes,
     serve,
     status,
     trace,
@@ -73,6 +75,7 @@ for _command in (
     status.status,
     queues.queue,
     outgoing.outgoing,
+    routes.route,
     transactions.tx,
     trace.trace,
     lists.dl,

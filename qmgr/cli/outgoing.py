@@ -9,7 +9,7 @@ the "Outgoing queues" and "Incoming sequences" parts of ``qmgr status``.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import click
@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from qmgr.client import IncomingInfo, OutgoingInfo, Status
+from qmgr.client import IncomingInfo, OutgoingInfo, QueueManager, Status
 
 from .common import (
     client,
@@ -32,6 +32,7 @@ from .common import (
     right,
     yes_option,
 )
+from .routes import routing_or_none
 
 __all__ = [
     "incoming_json",
@@ -58,10 +59,24 @@ def outgoing() -> None:
 @click.pass_context
 @reports_errors
 def outgoing_list(ctx: click.Context, as_json: bool) -> None:
-    """List every outgoing queue with its state, counters and sequence."""
+    """List every outgoing queue with its state, counters and sequence, the next
+    hop in use and the alternates its route lists (see `qmgr route`)."""
     with client(ctx) as qm:
         queues = qm.outgoing()
-    print_listing(queues, as_json, outgoing_json, outgoing_table, empty="no outgoing queues")
+        alternates = {q.destination: _alternates(qm, q.destination) for q in queues}
+    print_listing(
+        queues,
+        as_json,
+        lambda q: {**outgoing_json(q), "alternates": alternates[q.destination]},
+        lambda shown: outgoing_table(shown, alternates),
+        empty="no outgoing queues",
+    )
+
+
+def _alternates(qm: QueueManager, destination: str) -> list[str]:
+    """The next hops of ``destination`` other than the one in use, in order."""
+    routing = routing_or_none(qm, destination)
+    return [] if routing is None else [h.hop for h in routing.hops if not h.in_use]
 
 
 @outgoing.command("pause")
@@ -159,9 +174,14 @@ def _state(info: OutgoingInfo) -> str:
     return info.state
 
 
-def outgoing_table(queues: Sequence[OutgoingInfo]) -> Table:
-    """Outgoing queues for people; a "last error" column only if one has an error."""
+def outgoing_table(
+    queues: Sequence[OutgoingInfo], alternates: Mapping[str, Sequence[str]] | None = None
+) -> Table:
+    """Outgoing queues for people; a "last error" column only if one has an error,
+    an "alternates" column only if a route lists others."""
     errors = any(q.last_error for q in queues)
+    others = {q.destination: list((alternates or {}).get(q.destination, ())) for q in queues}
+    shown = any(others.values())
     table = listing_table(
         folded("destination"),
         "next hop",
@@ -172,6 +192,8 @@ def outgoing_table(queues: Sequence[OutgoingInfo]) -> Table:
         right("next #"),
         "last OrderAck",
     )
+    if shown:
+        table.add_column("alternates", overflow="fold")
     if errors:
         table.add_column("last error", overflow="fold")
     for q in queues:
@@ -185,6 +207,8 @@ def outgoing_table(queues: Sequence[OutgoingInfo]) -> Table:
             str(q.next_number),
             _when(q.last_order_ack, "never"),
         ]
+        if shown:
+            row.append(Text(", ".join(others[q.destination])))
         table.add_row(*row, *([Text(q.last_error)] if errors else []))
     return table
 

@@ -18,6 +18,7 @@ from qmgr.client import Status
 from .common import client, iso, json_option, reports_errors, size, stdout_console
 from .outgoing import incoming_json, outgoing_json, print_peering_tables
 from .queues import queue_json, queue_table
+from .routes import print_routing_lines, routing_or_none
 
 __all__ = ["status", "status_json"]
 
@@ -31,8 +32,13 @@ def status(ctx: click.Context, as_json: bool) -> None:
     the delivery to and from other queue managers."""
     with client(ctx) as qm:
         info = qm.status()
+        routing = routing_or_none(qm)
     if as_json:
-        click.echo(json.dumps(status_json(info), indent=2))
+        found = status_json(info)
+        if routing is not None:
+            found["router"] = routing.router
+            found["aliases"] = list(routing.aliases)
+        click.echo(json.dumps(found, indent=2))
         return
     console = stdout_console()
     uptime = dt.timedelta(seconds=round(info.uptime.total_seconds()))
@@ -50,6 +56,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
         f"{info.batches:,} synced writes",
         highlight=False,
     )
+    if routing is not None:
+        print_routing_lines(console, routing)
     if info.erasing:
         console.print(
             f"erasing            messages of {info.erasing} deleted or purged queue(s)",

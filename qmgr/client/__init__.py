@@ -134,6 +134,7 @@ from ._tls_context import tls_context
 from .calls.lists import DistributionList
 from .calls.messages import RangeInfo
 from .calls.poison import MoveResult
+from .calls.routing import Hop, Route, Routing
 from .calls.trace import TraceFinding, TraceReport
 from .calls.two_phase import Resolution, TransactionInfo, TransactionStatus
 
@@ -168,6 +169,7 @@ __all__ = [
     "ConnectionLost",
     "Delivery",
     "DistributionList",
+    "Hop",
     "IncomingInfo",
     "InternalError",
     "InvalidArgument",
@@ -190,6 +192,8 @@ __all__ = [
     "QuotaExceeded",
     "RangeInfo",
     "Resolution",
+    "Route",
+    "Routing",
     "SendOptions",
     "ShuttingDown",
     "Status",

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Sequence
 
 from ._blocking_io import SocketConnection
 from ._message import OutgoingInfo
-from .calls import lists, outgoing, permissions, poison, trace, two_phase
+from .calls import lists, outgoing, permissions, poison, routing, trace, two_phase
 from .calls.lists import DistributionList
 from .calls.poison import MoveResult, Seconds
+from .calls.routing import Routing
 from .calls.trace import TraceReport
 from .calls.two_phase import Resolution, TransactionInfo
 
@@ -232,6 +233,18 @@ class QueueManagerAdmin:
             NotSupported: delivery to other queue managers is not running.
         """
         return self._conn.run(outgoing.outgoing)
+
+    def routing(self, destination: str = "") -> Routing:
+        """How the queue manager routes: whether it is a router, its aliases and
+        ``[routes]``; with ``destination`` (a format name or ``HOST[:PORT]``),
+        which next hop that destination takes, the entry that chose it, and the
+        state of each of its next hops.
+
+        Raises:
+            InvalidName: ``destination`` is neither; NotSupported: the daemon
+            is too old, or delivery to other queue managers is not running.
+        """
+        return self._conn.run(routing.routing, destination)
 
     def pause_outgoing(self, destination: str) -> OutgoingInfo:
         """Stop sending to ``destination`` (messages wait) until :meth:`resume_outgoing`.

@@ -12,9 +12,10 @@ from collections.abc import Iterable, Sequence
 
 from ._message import OutgoingInfo
 from ._trio_io import StreamConnection
-from .calls import lists, outgoing, permissions, poison, trace, two_phase
+from .calls import lists, outgoing, permissions, poison, routing, trace, two_phase
 from .calls.lists import DistributionList
 from .calls.poison import MoveResult, Seconds
+from .calls.routing import Routing
 from .calls.trace import TraceReport
 from .calls.two_phase import Resolution, TransactionInfo
 
@@ -110,6 +111,10 @@ class AsyncQueueManagerAdmin:
     async def outgoing(self) -> list[OutgoingInfo]:
         """Every outgoing queue, by destination; see ``QueueManager.outgoing``."""
         return await self._conn.run(outgoing.outgoing)
+
+    async def routing(self, destination: str = "") -> Routing:
+        """Routes, aliases, and where ``destination`` goes; see ``QueueManager.routing``."""
+        return await self._conn.run(routing.routing, destination)
 
     async def pause_outgoing(self, destination: str) -> OutgoingInfo:
         """Stop sending to ``destination``; see ``QueueManager.pause_outgoing``."""

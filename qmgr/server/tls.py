@@ -58,7 +58,8 @@ from typing import Final
 
 import trio
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from qmgr.certs.authority import EXTENDED_KEY_USAGES
 from qmgr.certs.inspection import validity
@@ -112,6 +113,11 @@ class TlsContexts:
     clients: ssl.SSLContext | None
     peer_server: ssl.SSLContext | None
     peer_client: ssl.SSLContext | None
+    #: This queue manager's own certificate (DER) when the peer port uses TLS: a
+    #: peer that shows it is this queue manager (only it holds the key).
+    own_certificate: bytes | None = None
+    #: That certificate's common name: this queue manager's identity as a peer.
+    own_identity: str | None = None
 
 
 def load_contexts(config: Config) -> TlsContexts:
@@ -135,13 +141,18 @@ def load_contexts(config: Config) -> TlsContexts:
         required = config.auth_required and not tokens
         clients.verify_mode = ssl.CERT_REQUIRED if required else ssl.CERT_OPTIONAL
     peer_server = peer_client = None
+    own = own_identity = None
     if config.tls_peers:
+        certificate = _read_certificate(config.tls_certificate)
+        own = certificate.public_bytes(serialization.Encoding.DER)
+        names = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+        own_identity = str(names[0].value) if names else None
         peer_server = _context(config, ssl.Purpose.CLIENT_AUTH)
         peer_server.verify_mode = ssl.CERT_REQUIRED
         peer_client = _context(config, ssl.Purpose.SERVER_AUTH)
         peer_client.check_hostname = False
         peer_client.verify_mode = ssl.CERT_REQUIRED
-    return TlsContexts(clients, peer_server, peer_client)
+    return TlsContexts(clients, peer_server, peer_client, own, own_identity)
 
 
 def _check_certificate(config: Config, path: Path) -> None:

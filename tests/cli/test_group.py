@@ -12,7 +12,7 @@ from .kit import ok, run
 
 COMMANDS = {
     "auth", "certs", "dl", "move", "outgoing", "peek", "queue", "receive", "send", "serve",
-    "status", "trace", "tx",
+    "route", "status", "trace", "tx",
 }  # fmt: skip
 QUEUE_COMMANDS = {"acl", "create", "delete", "grant", "list", "purge", "revoke", "set", "show"}
 

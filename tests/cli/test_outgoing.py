@@ -42,7 +42,9 @@ def test_list_json(fake_daemon: FakeDaemon) -> None:
         "next_number": 16,
         "last_order_ack": None,
         "last_error": "connection refused",
+        "alternates": ["10.0.0.10:1801"],
     }
+    assert billing["alternates"] == []
     assert billing["next_attempt"] is None
     assert billing["last_order_ack"] == "2023-11-14T22:14:10.500000+00:00"
 

@@ -19,11 +19,13 @@ def test_status_shows_the_queue_manager(fake_daemon: FakeDaemon) -> None:
     ]
     assert lines[3].startswith("up                 ")
     assert "(since 2023-11-14T22:13:20.000000+00:00)" in lines[3]
-    assert lines[4:8] == [
+    assert lines[4:10] == [
         "connections        2",
         "open transactions  1",
         "uncommitted        100 B in open transactions",
         "since start        10 commits, 3 aborts, 7 synced writes",
+        "router             yes",
+        "aliases            gw.example.net:11801",
     ]
     assert not any(line.startswith("erasing") for line in lines)
 
@@ -45,7 +47,17 @@ def test_status_json_has_every_field(fake_daemon: FakeDaemon) -> None:
         "batches": 7,
         "erasing": 0,
         "queues": [],
+        "router": True,
+        "aliases": ["gw.example.net:11801"],
     }
+
+
+def test_status_without_peering_leaves_routing_out(fake_daemon: FakeDaemon) -> None:
+    fake_daemon.peering.running = False
+    lines = ok(run(fake_daemon, "status")).stdout.splitlines()
+    assert not any(line.startswith(("router", "aliases")) for line in lines)
+    status = json.loads(ok(run(fake_daemon, "status", "--json")).stdout)
+    assert "router" not in status
 
 
 def test_status_shows_outgoing_queues_and_incoming_sequences(fake_daemon: FakeDaemon) -> None:

@@ -6,7 +6,7 @@ status, the outgoing queues ``ORDERS`` and ``BILLING`` and one incoming sequence
 :class:`FakeDaemon` accepts any number of connections (a thread each),
 answers Hello with its protocol ``version``, and hands every other request
 to :class:`FakePeering`, which plays the daemon's part for ``GetStatus``,
-``ListOutgoing`` and ``ControlOutgoing``, or to :class:`FakeTwoPhase`, which
+``ListOutgoing``, ``ControlOutgoing`` and ``GetRouting``, or to :class:`FakeTwoPhase`, which
 plays it for transactions (global ones, prepare and resolve), ranges of
 queues and plain sends, with the error codes the real one uses. Every
 request is recorded, so a test can check what the client sent, and any
@@ -21,7 +21,14 @@ import socket
 import threading
 from typing import TypeVar
 
-from wire_samples import CONNECTED_INFO, INCOMING_INFO, OUTGOING_INFO, STATUS_INFO
+from wire_samples import (
+    CONNECTED_INFO,
+    INCOMING_INFO,
+    OUTGOING_INFO,
+    ROUTING_INFO,
+    STATUS_INFO,
+    hop_info,
+)
 
 from wire import client as cf
 
@@ -65,9 +72,31 @@ class FakePeering:
             incoming=self.incoming if self.running else (),
         )
 
+    def routing(self, destination: str) -> cf.RoutingInfo:
+        """``ROUTING_INFO``; the outgoing queue ``ORDERS`` uses its route's first
+        hop, the other destinations have no route."""
+        if not destination:
+            return ROUTING_INFO
+        if destination == "127.0.0.1":
+            return dataclasses.replace(ROUTING_INFO, destination="127.0.0.1:1801", local=True)
+        if destination == OUTGOING_INFO.destination:
+            return dataclasses.replace(
+                ROUTING_INFO,
+                destination="10.0.0.5:1801",
+                entry="10.0.0.0/24",
+                hops=(
+                    hop_info("10.0.0.9:1801", "waiting", in_use=True, down_since=1_700_000_000.0),
+                    hop_info("10.0.0.10:1801", "unused"),
+                ),
+            )
+        hop = hop_info("10.1.0.7:1801", "connected", in_use=True)
+        return dataclasses.replace(ROUTING_INFO, destination="10.1.0.7:1801", hops=(hop,))
+
     def answer(self, request: cf.FrameValue) -> cf.ServerReply:
         if isinstance(request, cf.GetStatus):
             return self.status()
+        if isinstance(request, cf.GetRouting) and self.running:
+            return self.routing(request.destination)
         if not isinstance(request, cf.ListOutgoing | cf.ControlOutgoing):
             return _error(cf.ErrorCode.NOT_SUPPORTED, f"{type(request).__name__} is not scripted")
         if not self.running:

@@ -266,6 +266,16 @@ REPLIES: list[cf.ServerReply] = [
     cf.TraceReport(qm_name="qm", findings=()),
     cf.ListInfoList(lists=()),
     cf.Permissions(queue="q", entries=()),
+    cf.RoutingInfo(
+        router=False,
+        failover_after=30.0,
+        aliases=(),
+        routes=(),
+        destination="",
+        local=False,
+        entry="",
+        hops=(),
+    ),
 ]
 
 

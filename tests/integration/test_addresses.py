@@ -17,6 +17,7 @@ from helpers import (
     drain,
     log_events,
     outgoing_settled,
+    run_qmgr,
     settings,
     wait_until,
 )
@@ -86,6 +87,15 @@ def test_a_send_to_an_alias_is_local(daemon_factory: Callable[..., DaemonProcess
         client.send("DIRECT=OS:qm-a.example.net\\private$\\orders", b"named")
         assert [m.body for m in client.peek_range("orders")] == [b"mapped", b"named"]
         assert client.outgoing() == []
+        routing = client.routing()
+        assert (routing.router, routing.aliases) == (
+            False,
+            ("203.0.113.5:11801", "qm-a.example.net"),
+        )
+        assert client.routing("203.0.113.5:11801").local
+        assert not client.routing("203.0.113.5:1801").local
+    status = run_qmgr("--server", qm.address, "status")
+    assert "aliases            203.0.113.5:11801, qm-a.example.net" in status.stdout
     (started,) = log_events(qm, "queue_manager_started")
     assert started["aliases"] == ["203.0.113.5:11801", "qm-a.example.net"]
     assert started["router"] is False

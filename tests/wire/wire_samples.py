@@ -83,6 +83,25 @@ OUTGOING_INFO = cf.OutgoingInfo(
     last_order_ack=None,
     last_error="connection refused",
 )
+#: A router with one alias and a route through two gates (no destination asked).
+ROUTING_INFO = cf.RoutingInfo(
+    router=True,
+    failover_after=30.0,
+    aliases=("gw.example.net:11801",),
+    routes=(cf.RouteEntry(key="10.0.0.0/24", hops=("10.0.0.9:1801", "10.0.0.10:1801")),),
+    destination="",
+    local=False,
+    entry="",
+    hops=(),
+)
+
+
+def hop_info(hop: str, state: str, *, in_use: bool = False, down_since: float = 0.0) -> cf.HopInfo:
+    """One next hop of a routing answer (``last_error`` says why when it is down)."""
+    error = "connection refused" if down_since else ""
+    return cf.HopInfo(hop=hop, state=state, in_use=in_use, down_since=down_since, last_error=error)
+
+
 #: An outgoing queue connected.
 CONNECTED_INFO = cf.OutgoingInfo(
     destination=BILLING,

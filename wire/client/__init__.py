@@ -31,7 +31,9 @@ The rules:
   see :mod:`wire.client.poison`) came with version 5 (``POISON_VERSION``), with
   trailers added to some existing frames (:mod:`wire.client.trailers`), sent
   only on connections of version 5. Queue permissions (``SECURITY_REQUESTS``,
-  see :mod:`wire.client.permissions`) came with version 6 (``SECURITY_VERSION``).
+  see :mod:`wire.client.permissions`) came with version 6 (``SECURITY_VERSION``),
+  routing information (``ROUTING_REQUESTS``, see :mod:`wire.client.routing`)
+  with version 7 (``ROUTING_VERSION``).
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -67,6 +69,7 @@ from .constants import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
 from .constants import OUTCOMES_VERSION as OUTCOMES_VERSION
 from .constants import POISON_VERSION as POISON_VERSION
 from .constants import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .constants import ROUTING_VERSION as ROUTING_VERSION
 from .constants import SECURITY_VERSION as SECURITY_VERSION
 from .constants import TWO_PHASE_VERSION as TWO_PHASE_VERSION
 from .constants import Delivery as Delivery
@@ -109,6 +112,11 @@ from .poison import MoveMessages as MoveMessages
 from .poison import PoisonHandling as PoisonHandling
 from .poison import RetrySettings as RetrySettings
 from .poison import SetQueueProperties as SetQueueProperties
+from .routing import ROUTING_REQUESTS as ROUTING_REQUESTS
+from .routing import GetRouting as GetRouting
+from .routing import HopInfo as HopInfo
+from .routing import RouteEntry as RouteEntry
+from .routing import RoutingInfo as RoutingInfo
 from .trace import MAX_TRACE_FINDINGS as MAX_TRACE_FINDINGS
 from .trace import OUTCOMES_REQUESTS as OUTCOMES_REQUESTS
 from .trace import TraceFinding as TraceFinding
@@ -176,6 +184,8 @@ __all__ = [
     "POISON_REQUESTS",
     "POISON_VERSION",
     "PROTOCOL_VERSION",
+    "ROUTING_REQUESTS",
+    "ROUTING_VERSION",
     "SECURITY_REQUESTS",
     "SECURITY_VERSION",
     "TWO_PHASE_REQUESTS",
@@ -203,9 +213,11 @@ __all__ = [
     "FrameValue",
     "GetLists",
     "GetPermissions",
+    "GetRouting",
     "GetStatus",
     "Hello",
     "HelloOk",
+    "HopInfo",
     "IncomingInfo",
     "ListInfo",
     "ListInfoList",
@@ -240,6 +252,8 @@ __all__ = [
     "Resolve",
     "RetrySettings",
     "Right",
+    "RouteEntry",
+    "RoutingInfo",
     "Send",
     "Sent",
     "ServerReply",

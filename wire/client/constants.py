@@ -22,6 +22,7 @@ __all__ = [
     "OUTCOMES_VERSION",
     "POISON_VERSION",
     "PROTOCOL_VERSION",
+    "ROUTING_VERSION",
     "SECURITY_VERSION",
     "TWO_PHASE_VERSION",
     "Delivery",
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 6
+PROTOCOL_VERSION: Final = 7
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
@@ -45,6 +46,8 @@ OUTCOMES_VERSION: Final = 4
 POISON_VERSION: Final = 5
 #: The first version with token authentication and queue permissions (``SECURITY_REQUESTS``).
 SECURITY_VERSION: Final = 6
+#: The first version with routing information (``ROUTING_REQUESTS``).
+ROUTING_VERSION: Final = 7
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -90,6 +93,7 @@ class FrameKind(enum.IntEnum):
     DELETE_LIST = 0x17
     GET_LISTS = 0x18
     TRACE_MESSAGE = 0x1D
+    GET_ROUTING = 0x1F
 
     HELLO_OK = 0x80
     OK = 0x81
@@ -107,6 +111,7 @@ class FrameKind(enum.IntEnum):
     PERMISSIONS = 0x8F
     LIST_INFO_LIST = 0x8C
     TRACE_REPORT = 0x90
+    ROUTING_INFO = 0x91
     ERROR = 0xFF
 
 

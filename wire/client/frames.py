@@ -14,6 +14,7 @@ from .constants import FrameKind
 from .lists import ChangeList, CreateList, DeleteList, GetLists, ListInfoList
 from .permissions import Authenticate, ChangePermissions, GetPermissions, Permissions
 from .poison import Moved, MoveMessages, SetQueueProperties
+from .routing import GetRouting, RoutingInfo
 from .trace import TraceMessage, TraceReport
 from .two_phase import (
     BeginGlobal,
@@ -90,6 +91,7 @@ ClientRequest: TypeAlias = (
     | ChangePermissions
     | Authenticate
     | TraceMessage
+    | GetRouting
     | CreateList
     | ChangeList
     | DeleteList
@@ -111,6 +113,7 @@ ServerReply: TypeAlias = (
     | Moved
     | Permissions
     | TraceReport
+    | RoutingInfo
     | ListInfoList
     | ErrorReply
 )
@@ -153,6 +156,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     ChangePermissions: FrameKind.CHANGE_PERMISSIONS,
     Authenticate: FrameKind.AUTHENTICATE,
     TraceMessage: FrameKind.TRACE_MESSAGE,
+    GetRouting: FrameKind.GET_ROUTING,
     CreateList: FrameKind.CREATE_LIST,
     ChangeList: FrameKind.CHANGE_LIST,
     DeleteList: FrameKind.DELETE_LIST,
@@ -172,6 +176,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     Moved: FrameKind.MOVED,
     Permissions: FrameKind.PERMISSIONS,
     TraceReport: FrameKind.TRACE_REPORT,
+    RoutingInfo: FrameKind.ROUTING_INFO,
     ListInfoList: FrameKind.LIST_INFO_LIST,
     ErrorReply: FrameKind.ERROR,
 }

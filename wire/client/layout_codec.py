@@ -33,6 +33,7 @@ from .layouts import LAYOUTS, optional_container, optional_value
 from .lists import ChangeList, CreateList, ListInfo, ListInfoList
 from .permissions import AclEntry, Permissions
 from .poison import SetQueueProperties
+from .routing import HopInfo, RouteEntry, RoutingInfo
 from .trace import TraceFinding, TraceReport
 from .trailers import (
     counters_to_container,
@@ -77,6 +78,7 @@ _FIELD_NAMES: dict[type[Any], tuple[str, ...]] = {
         IncomingInfo,
         TransactionInfo,
         TraceFinding,
+        HopInfo,
     )
 }
 #: Fields that travel in a version 4 trailer, not in their value's own layout.
@@ -296,6 +298,12 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
         "qm_name": v.qm_name,
         "findings": [_plain_to_container(f) for f in v.findings],
     },
+    RoutingInfo: lambda v: {
+        **_plain_to_container(v),
+        "aliases": list(v.aliases),
+        "routes": [{"key": r.key, "hops": list(r.hops)} for r in v.routes],
+        "hops": [_plain_to_container(h) for h in v.hops],
+    },
 }
 
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
@@ -342,6 +350,14 @@ _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     TraceReport: lambda w: TraceReport(
         qm_name=w.qm_name,
         findings=tuple(TraceFinding(**_plain_fields(TraceFinding, f)) for f in w.findings),
+    ),
+    RoutingInfo: lambda w: RoutingInfo(
+        **{
+            **_plain_fields(RoutingInfo, w),
+            "aliases": tuple(w.aliases),
+            "routes": tuple(RouteEntry(key=r.key, hops=tuple(r.hops)) for r in w.routes),
+            "hops": tuple(HopInfo(**_plain_fields(HopInfo, h)) for h in w.hops),
+        }
     ),
 }
 

@@ -219,6 +219,7 @@ _SOURCES: dict[FrameKind, Any] = {
     ),
     FrameKind.REMOVE_THROUGH: c.Struct("queue" / _Str, "lookup_id" / c.Int64ul),
     FrameKind.TRACE_MESSAGE: c.Struct("message_id" / _Str),
+    FrameKind.GET_ROUTING: c.Struct("destination" / _Str),
     FrameKind.CREATE_LIST: c.Struct("name" / _Str, "targets" / c.PrefixedArray(c.Int32ul, _Str)),
     FrameKind.CHANGE_LIST: c.Struct(
         "name" / _Str,
@@ -322,6 +323,29 @@ _SOURCES: dict[FrameKind, Any] = {
                 "message_class" / c.Int16ul,
                 "detail" / _Str,
                 "next_hop" / _Str,
+            ),
+        ),
+    ),
+    FrameKind.ROUTING_INFO: c.Struct(
+        "router" / c.Flag,
+        "failover_after" / c.Float64l,
+        "aliases" / c.PrefixedArray(c.Int32ul, _Str),
+        "routes"
+        / c.PrefixedArray(
+            c.Int32ul, c.Struct("key" / _Str, "hops" / c.PrefixedArray(c.Int32ul, _Str))
+        ),
+        "destination" / _Str,
+        "local" / c.Flag,
+        "entry" / _Str,
+        "hops"
+        / c.PrefixedArray(
+            c.Int32ul,
+            c.Struct(
+                "hop" / _Str,
+                "state" / _Str,
+                "in_use" / c.Flag,
+                "down_since" / c.Float64l,
+                "last_error" / _Str,
             ),
         ),
     ),

@@ -49,6 +49,16 @@ class PeeringControl(Protocol):
         """The next hop (``host:port``) of each outgoing queue, by queue id."""
         ...
 
+    def routing(self, destination: str) -> cf.RoutingInfo:
+        """Whether this queue manager is a router, its aliases and routes, and for
+        ``destination`` (a format name or ``HOST[:PORT]``; "" for none) the entry
+        that matched and the state of each next hop.
+
+        Raises:
+            InvalidName: ``destination`` is neither.
+        """
+        ...
+
     async def control(
         self, action: OutgoingAction, destination: str
     ) -> tuple[cf.OutgoingInfo, int]:

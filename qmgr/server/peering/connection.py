@@ -130,6 +130,13 @@ async def secure(
     return await peer_handshake(stream, tls, server_side=server_side, config=config)
 
 
+#: Why a session whose peer turned out to be this queue manager ends.
+_REACHES_ITSELF: Final = (
+    "the session reaches this queue manager itself (the peer's GUID is ours: a hairpin "
+    "NAT, a port map or another name of this host); its messages are delivered here"
+)
+
+
 def _leaves(error: BaseException) -> list[BaseException]:
     if isinstance(error, BaseExceptionGroup):
         return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
@@ -230,8 +237,14 @@ class PeerConnection:
         peer: str,
         queues: Sequence[OutgoingSource] = (),
         identity: str | None = None,
+        itself: bool = False,
     ) -> None:
         self.context = context
+        #: A session of this queue manager with itself, in the process (a next
+        #: hop that turned out to be this queue manager: ``Link``); trusted as such.
+        self.itself = itself
+        #: The initiator found that the peer is this queue manager (its GUID is ours).
+        self.reached_itself = False
         self.stream = stream
         self.peer = peer
         #: The peer's certificate common name (mutual TLS), or None on plain TCP.
@@ -360,14 +373,24 @@ class PeerConnection:
                 self._control.append(action.data)
                 self._wake_writer.set()
             elif isinstance(action, Arrived):
-                if self.identity is not None:
+                if self.identity is not None and not self.itself:
                     self._check_source(action.packet)
                 self.context.events.arrived(self, action.packet, action.recoverable_number)
             elif isinstance(action, Acked):
                 self.context.events.acked(self, action.tags)
                 self._wake_writer.set()
             elif isinstance(action, Opened):
-                if self.identity is not None:
+                if (
+                    self.role is Role.INITIATOR
+                    and action.remote_qm == self.context.parts.store.qm_guid
+                    and not self.itself
+                ):
+                    # The initiator decides (its link then delivers here); the
+                    # acceptor's end sees the connection close.
+                    self.reached_itself = True
+                    self.close_reason = _REACHES_ITSELF
+                    raise PeerClosed(self.close_reason)
+                if self.identity is not None and not self.itself:
                     refusal = self.context.identities.opened(self.identity, action.remote_qm)
                     if refusal is not None:
                         self.close_reason = refusal

@@ -237,6 +237,11 @@ class Peering:
         """The next hop (``host:port``) of each outgoing queue, by queue id."""
         return self.outgoing_queues.next_hops()
 
+    def routing(self, destination: str) -> cf.RoutingInfo:
+        """How this queue manager routes, and which next hop ``destination`` takes
+        (see ``PeeringControl``)."""
+        return self.outgoing_queues.routing(destination)
+
     def find(self, destination: str) -> OutgoingQueue:
         """The outgoing queue of a destination format name (or its listed name).
 

@@ -12,14 +12,32 @@ connection ends, and tells every queue that what it sent and saw
 unacknowledged must be sent again. A failed attempt, or a session that
 never opened, waits ``peers.retry_initial`` seconds, doubling up to
 ``peers.retry_max``; a session that opened resets the delay.
+
+A link also says how reachable its hop is (:meth:`Link.hop_state`): since
+when every attempt has failed, and whether a session is open; a route with
+several next hops moves its queues between links on that (see
+:mod:`qmgr.core.routes`). Queues that use a later hop while this one is down
+are its *standby* queues: their work keeps the link trying, so that they come
+back as soon as it answers.
+
+A hop may turn out to be this queue manager itself: a hairpin NAT, a port
+map or a DNS name of this host that is not in ``server.aliases``. The link
+finds out when the peer shows this queue manager's own certificate (mutual
+TLS) or announces its GUID; it logs ``peer_session_reaches_itself`` and from
+then on (until a restart) carries its queues over a session with itself in
+the process: a socket pair, with the acceptor's side run beside the
+initiator's. The messages are delivered here under the same exactly-once
+rules as over any session, with no network in between.
 """
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 
 import trio
 
+from qmgr.core.routes import HopState, endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
@@ -37,23 +55,38 @@ class Link:
             timeout, retry delays).
         hop: the next hop.
         wall: unix time (the next attempt's, for status).
+        changed: called when the hop's reachability changes (:meth:`hop_state`).
     """
 
     def __init__(
-        self, context: ConnectionContext, hop: tuple[str, int], wall: Callable[[], float]
+        self,
+        context: ConnectionContext,
+        hop: tuple[str, int],
+        wall: Callable[[], float],
+        changed: Callable[[], None] = lambda: None,
     ) -> None:
         self.context = context
         self.wall = wall
         self.hop = hop
+        self._changed = changed
+        #: The queues it carries.
         self.queues: list[OutgoingQueue] = []
+        #: Queues that prefer this hop but use a later one while it is down.
+        self.standby: set[OutgoingQueue] = set()
+        #: ``trio.current_time()`` of the first failed attempt since the last
+        #: session that opened (None: it answered last, or was not tried).
+        self.down_since: float | None = None
         self.connection: PeerConnection | None = None
         self.state = "idle"
         self.next_attempt: float | None = None
         self.failures = 0
         self.last_error = ""
         self._wake = trio.Event()
-        host, port = hop
-        self.name = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        #: The hop turned out to be this queue manager (a hairpin NAT, a port map or
+        #: another name of this host): its queues go through an in-process session.
+        self.itself = False
+        self._other_end: PeerConnection | None = None
+        self.name = endpoint_text(*hop)
         self.log = context.parts.log.bind(peer=self.name)
 
     def wake(self) -> None:
@@ -63,8 +96,16 @@ class Link:
             self.connection.wake()
 
     def has_work(self) -> bool:
-        """Whether any of its queues needs the connection."""
-        return any(queue.has_work() for queue in self.queues)
+        """Whether any of its queues, or of its standby queues, needs the connection."""
+        return any(queue.has_work() for queue in self.queues) or any(
+            queue.has_work() for queue in self.standby
+        )
+
+    def hop_state(self) -> HopState:
+        """How reachable the hop is."""
+        connection = self.connection
+        up = connection is not None and connection.opened.is_set()
+        return HopState(down_since=None if up else self.down_since, up=up)
 
     def describe(self) -> tuple[str, float | None, str]:
         """State, the next attempt's unix time (while waiting) and the last error."""
@@ -76,8 +117,6 @@ class Link:
 
     async def run(self) -> None:
         """Deliver until cancelled."""
-        config = self.context.parts.config
-        host, port = self.hop
         while True:
             while not self.has_work():
                 self.state = "idle"
@@ -85,35 +124,26 @@ class Link:
                 await self._wake.wait()
             self.state = "connecting"
             self.next_attempt = None
-            try:
-                with trio.fail_after(config.peer_connect_timeout):
-                    stream = await trio.open_tcp_stream(host, port)
-            except (OSError, trio.TooSlowError) as exc:
-                reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
-                await self._back_off(f"cannot connect: {reason}")
+            connection = await (self._itself() if self.itself else self._connect())
+            if connection is None:
                 continue
-            try:
-                session_stream, identity = await secure(stream, self.context, server_side=False)
-            except TlsFailed as exc:
-                with trio.CancelScope(shield=True):
-                    await stream.aclose()
-                await self._back_off(str(exc))
-                continue
-            connection = PeerConnection(
-                self.context,
-                session_stream,
-                role=Role.INITIATOR,
-                peer=self.name,
-                queues=self.queues,
-                identity=identity,
-            )
             self.connection = connection
             try:
-                await connection.run()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch_opening, connection)
+                    if self.itself:
+                        nursery.start_soon(self._answer_itself)
+                    await connection.run()
+                    nursery.cancel_scope.cancel()
             finally:
                 self.connection = None
+                self._other_end = None
                 for queue in self.queues:
                     queue.machine.connection_lost()
+                self._changed()
+            if connection.reached_itself:
+                self._found_itself(connection.close_reason)
+                continue
             if connection.opened.is_set():
                 # The session worked (its end is logged as peer_session_closed):
                 # reconnect after the shortest delay if there is still work.
@@ -125,8 +155,91 @@ class Link:
                 continue
             await self._back_off(connection.close_reason or "the session ended")
 
+    async def _connect(self) -> PeerConnection | None:
+        """A connection to the hop over TCP (and TLS), or None after a failure."""
+        config = self.context.parts.config
+        host, port = self.hop
+        try:
+            with trio.fail_after(config.peer_connect_timeout):
+                stream = await trio.open_tcp_stream(host, port)
+        except (OSError, trio.TooSlowError) as exc:
+            reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
+            await self._back_off(f"cannot connect: {reason}")
+            return None
+        try:
+            session_stream, identity = await secure(stream, self.context, server_side=False)
+        except TlsFailed as exc:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            await self._back_off(str(exc))
+            return None
+        own = self.context.tls.own_certificate
+        if (
+            own is not None
+            and isinstance(session_stream, trio.SSLStream)
+            and session_stream.getpeercert(binary_form=True) == own
+        ):
+            # Only this queue manager holds its key: the hop is this queue manager.
+            with trio.CancelScope(shield=True):
+                await session_stream.aclose()
+            self._found_itself("the peer showed this queue manager's own certificate")
+            return None
+        return PeerConnection(
+            self.context,
+            session_stream,
+            role=Role.INITIATOR,
+            peer=self.name,
+            queues=self.queues,
+            identity=identity,
+        )
+
+    async def _itself(self) -> PeerConnection:
+        """A session with this queue manager, in the process: its initiator (the
+        acceptor runs beside it, :meth:`_answer_itself`)."""
+        left, right = socket.socketpair()
+        ours = trio.SocketStream(trio.socket.from_stdlib_socket(left))
+        theirs = trio.SocketStream(trio.socket.from_stdlib_socket(right))
+        await trio.lowlevel.checkpoint()
+        self._other_end = PeerConnection(
+            self.context,
+            theirs,
+            role=Role.ACCEPTOR,
+            peer=f"{self.name} (this queue manager)",
+            # Its rights are this queue manager's as a peer (``peer:<own identity>``
+            # under mutual TLS), as if the session through the network had been taken.
+            identity=self.context.tls.own_identity,
+            itself=True,
+        )
+        return PeerConnection(
+            self.context, ours, role=Role.INITIATOR, peer=self.name, queues=self.queues, itself=True
+        )
+
+    async def _answer_itself(self) -> None:
+        assert self._other_end is not None
+        await self._other_end.run()
+
+    def _found_itself(self, reason: str) -> None:
+        """The hop is this queue manager: from now on its queues are delivered here."""
+        self.itself = True
+        self.failures = 0
+        self.last_error = ""
+        self.down_since = None
+        self.log.warning(
+            "peer_session_reaches_itself",
+            reason=reason,
+            advice=f"list {self.name} in server.aliases, so that sends to it are local",
+        )
+
+    async def _watch_opening(self, connection: PeerConnection) -> None:
+        await connection.opened.wait()
+        self.down_since = None
+        self._changed()
+
     async def _back_off(self, reason: str, *, failed: bool = True) -> None:
         config = self.context.parts.config
+        if failed and self.down_since is None:
+            self.down_since = trio.current_time()
+            self._changed()
         delay = min(config.peer_retry_max, config.peer_retry_initial * 2**self.failures)
         self.failures += 1
         self.last_error = reason

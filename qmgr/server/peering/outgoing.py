@@ -19,7 +19,14 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   reports its removals before any later forget: forgets of a queue being
   purged wait for it;
 * the **timers** task runs the sequences' resend timers (Transactional Ack
-  Wait).
+  Wait);
+* the **failover** task keeps each queue whose route lists several next hops
+  on the one :func:`qmgr.core.routes.choose_hop` picks from its links'
+  reachability. A move takes the queue off the old link (what it sent there
+  unacknowledged goes again through the new one: exactly-once holds, the
+  sequence belongs to this queue manager and the destination, and a copy
+  that arrives twice is a duplicate the destination discards) and leaves it
+  on the earlier hops' links as standby.
 
 It knows nothing of arrivals: the incoming side passes it the OrderAcks for
 us, and the hub routes session acknowledgments here.
@@ -27,6 +34,7 @@ us, and the hub routes session acknowledgments here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable
 
@@ -35,8 +43,15 @@ import trio
 import storage
 import wire
 from qmgr.core.errors import InvalidName, QueueNotFound
-from qmgr.core.names import parse_format_name
+from qmgr.core.names import DEFAULT_PEER_PORT, parse_format_name
 from qmgr.core.outgoing import RemoteDestination
+from qmgr.core.routes import (
+    RouteError,
+    choose_hop,
+    endpoint_text,
+    failover_deadline,
+    split_host_port,
+)
 from wire import client as cf
 
 from ..backlog import Backlog
@@ -67,6 +82,9 @@ class OutgoingQueues:
         #: The link to each next hop.
         self.links: dict[tuple[str, int], Link] = {}
         self._timer_wake = trio.Event()
+        self._failover_wake = trio.Event()
+        #: Queues whose route lists several next hops.
+        self._alternating: set[OutgoingQueue] = set()
         #: Queues with acknowledged entries to forget.
         self._forgetting: Backlog[OutgoingQueue] = Backlog()
         self._nursery: trio.Nursery | None = None
@@ -82,6 +100,7 @@ class OutgoingQueues:
                 nursery.start_soon(link.run)
             nursery.start_soon(self._forgetter)
             nursery.start_soon(self._timers)
+            nursery.start_soon(self._failover)
             task_status.started()
 
     # ------------------------------------------------------------------ queues
@@ -97,18 +116,27 @@ class OutgoingQueues:
         if state is None:
             parts.log.error("outgoing_state_missing", queue=record.name)
             return None
-        hop = parts.config.routes.get(destination.endpoint, destination.endpoint)
-        queue = OutgoingQueue(parts, self, record, destination, state, hop, at_start=at_start)
+        hops = parts.config.routes.hops(destination.endpoint)
+        queue = OutgoingQueue(parts, self, record, destination, state, hops, at_start=at_start)
         self.queues[record.queue_id] = queue
         self.by_stamp[state.sequence_timestamp] = queue
-        link = self.links.get(hop)
-        if link is None:
-            link = self.links[hop] = Link(self.context, hop, parts.wall)
-            if self._nursery is not None:
-                self._nursery.start_soon(link.run)
+        link = self._link(queue.hop)
         link.queues.append(queue)
         queue.link = link
+        if len(hops) > 1:
+            self._alternating.add(queue)
+            self._wake_failover()
         return queue
+
+    def _link(self, hop: tuple[str, int]) -> Link:
+        link = self.links.get(hop)
+        if link is None:
+            link = self.links[hop] = Link(
+                self.context, hop, self.parts.wall, changed=self._wake_failover
+            )
+            if self._nursery is not None:
+                self._nursery.start_soon(link.run)
+        return link
 
     def queues_changed(self, queue_ids: Iterable[int]) -> None:
         """Messages were appended to (or removed from) these queues (a commit)."""
@@ -127,9 +155,67 @@ class OutgoingQueues:
     def _drop(self, queue: OutgoingQueue) -> None:
         self.queues.pop(queue.queue_id, None)
         self.by_stamp.pop(queue.sequence_timestamp, None)
+        self._alternating.discard(queue)
         link = self.links.get(queue.hop)
         if link is not None and queue in link.queues:
             link.queues.remove(queue)
+        for hop in queue.hops:
+            if (standby := self.links.get(hop)) is not None:
+                standby.standby.discard(queue)
+
+    # ------------------------------------------------------------------ failover
+
+    def _wake_failover(self) -> None:
+        self._failover_wake.set()
+
+    async def _failover(self) -> None:
+        after = self.parts.config.peer_route_failover_after
+        while True:
+            self._failover_wake = trio.Event()
+            now = trio.current_time()
+            deadline = math.inf
+            for queue in list(self._alternating):
+                states = [self._link(hop).hop_state() for hop in queue.hops]
+                index = choose_hop(queue.hop_index, states, now, after)
+                if index != queue.hop_index:
+                    self._move(queue, index)
+                    states = [self._link(hop).hop_state() for hop in queue.hops]
+                due = failover_deadline(states, after)
+                if due is not None and due > now:
+                    deadline = min(deadline, due)
+            with trio.move_on_at(deadline):
+                await self._failover_wake.wait()
+
+    def _move(self, queue: OutgoingQueue, index: int) -> None:
+        """Carry ``queue`` through its next hop number ``index`` from now on."""
+        old = self._link(queue.hop)
+        if queue in old.queues:
+            old.queues.remove(queue)
+        # What went out through the old hop and is not acknowledged goes again.
+        queue.machine.connection_lost()
+        self.parts.log.warning(
+            "outgoing_route_changed",
+            queue=queue.destination.display_name,
+            from_hop=endpoint_text(*queue.hop),
+            to_hop=endpoint_text(*queue.hops[index]),
+            reason=(
+                "an earlier next hop answers again"
+                if index < queue.hop_index
+                else f"{old.name} unreachable: {old.last_error or 'no session'}"
+            ),
+        )
+        queue.hop_index = index
+        new = self._link(queue.hop)
+        new.queues.append(queue)
+        queue.link = new
+        for position, hop in enumerate(queue.hops):
+            link = self._link(hop)
+            if position < index:
+                link.standby.add(queue)
+                link.wake()
+            else:
+                link.standby.discard(queue)
+        new.wake()
 
     # ------------------------------------------------------------------ acknowledgments
 
@@ -232,7 +318,7 @@ class OutgoingQueues:
 
     def next_hops(self) -> dict[int, str]:
         """The next hop (``host:port``) of each outgoing queue, by queue id."""
-        return {queue.queue_id: f"{queue.hop[0]}:{queue.hop[1]}" for queue in self.queues.values()}
+        return {queue.queue_id: endpoint_text(*queue.hop) for queue in self.queues.values()}
 
     def find(self, destination: str) -> OutgoingQueue:
         """The outgoing queue of a destination format name (or its listed name).
@@ -254,3 +340,88 @@ class OutgoingQueues:
                 return queue
         msg = f"there is no outgoing queue for {destination!r}"
         raise QueueNotFound(msg)
+
+    # ------------------------------------------------------------------ routing
+
+    def routing(self, destination: str) -> cf.RoutingInfo:
+        """How this queue manager routes, and (``destination`` not empty: a format
+        name or ``HOST[:PORT]``) which next hop that destination takes.
+
+        Raises:
+            InvalidName: ``destination`` is neither.
+        """
+        config = self.parts.config
+        info = cf.RoutingInfo(
+            router=config.peer_router,
+            failover_after=config.peer_route_failover_after,
+            aliases=tuple(endpoint_text(host, port) for host, port in config.aliases),
+            routes=tuple(
+                cf.RouteEntry(key=route.key, hops=tuple(route.hops_text()))
+                for route in config.routes
+            ),
+            destination="",
+            local=False,
+            entry="",
+            hops=(),
+        )
+        if not destination.strip():
+            return info
+        endpoint, local = self._endpoint(destination)
+        if local:
+            return dataclasses.replace(info, destination=endpoint_text(*endpoint), local=True)
+        route = config.routes.match(endpoint)
+        hops = config.routes.hops(endpoint)
+        queues = [q for q in self.queues.values() if q.destination.endpoint == endpoint]
+        in_use = queues[0].hop if queues else hops[0]
+        now, wall = trio.current_time(), self.parts.wall()
+        described = []
+        for hop in hops:
+            link = self.links.get(hop)
+            if link is None:
+                described.append(
+                    cf.HopInfo(
+                        hop=endpoint_text(*hop),
+                        state="unused",
+                        in_use=hop == in_use,
+                        down_since=0.0,
+                        last_error="",
+                    )
+                )
+                continue
+            state, _, error = link.describe()
+            down = link.hop_state().down_since
+            described.append(
+                cf.HopInfo(
+                    hop=link.name,
+                    state=state,
+                    in_use=hop == in_use,
+                    down_since=0.0 if down is None else wall - (now - down),
+                    last_error=error,
+                )
+            )
+        return dataclasses.replace(
+            info,
+            destination=endpoint_text(*endpoint),
+            entry="" if route is None else route.key,
+            hops=tuple(described),
+        )
+
+    def _endpoint(self, destination: str) -> tuple[tuple[str, int], bool]:
+        text = destination.strip()
+        identity = self.parts.identity
+        if "\\" in text or "=" in text:
+            parsed = parse_format_name(text, identity)
+            if parsed.is_multiple:
+                msg = f"{destination!r} names several queues: ask about one"
+                raise InvalidName(msg)
+            element = parsed.elements[0]
+            if element.is_local:
+                return ("." if element.host is None else element.host, identity.peer_port), True
+            return RemoteDestination.from_address(element).endpoint, False
+        try:
+            host, port = split_host_port(text)
+        except RouteError as exc:
+            msg = f"{destination!r}: not a format name or HOST[:PORT] ({exc})"
+            raise InvalidName(msg) from None
+        endpoint = (host, DEFAULT_PEER_PORT if port is None else port)
+        return endpoint, identity.is_local("TCP", host, port)

@@ -35,6 +35,7 @@ from qmgr.core.errors import InvalidName
 from qmgr.core.names import SYSTEM_QUEUES, parse_format_name
 from qmgr.core.outcomes import JOURNAL_JOURNAL, wants_report
 from qmgr.core.outgoing import EntryOrigin, RemoteDestination, decode_entry
+from qmgr.core.routes import endpoint_text
 from qmgr.protocol import EntryKind, OutgoingSequence
 from wire import client as cf
 
@@ -104,7 +105,7 @@ class OutgoingQueue:
         record: storage.QueueRecord,
         destination: RemoteDestination,
         state: storage.OutgoingState,
-        hop: tuple[str, int],
+        hops: tuple[tuple[str, int], ...],
         *,
         at_start: bool = False,
     ) -> None:
@@ -116,7 +117,10 @@ class OutgoingQueue:
         self.queue_id = record.queue_id
         self.name = record.name
         self.destination = destination
-        self.hop = hop
+        #: Its next hops in order of preference (``[routes]``; the destination
+        #: itself without a route), and the one in use.
+        self.hops = hops
+        self.hop_index = 0
         self.sequence_timestamp = state.sequence_timestamp
         self.machine = OutgoingSequence(
             sequence_id=wire.TxSequenceId(
@@ -136,6 +140,11 @@ class OutgoingQueue:
         self.link: Carrier | None = None
         self._direct = wire.DirectQueue(name=destination.direct_name)
         self.fill()
+
+    @property
+    def hop(self) -> tuple[str, int]:
+        """The next hop in use."""
+        return self.hops[self.hop_index]
 
     # ------------------------------------------------------------------ entries
 
@@ -345,7 +354,7 @@ class OutgoingQueue:
         sequence = machine.sequence_id
         return cf.OutgoingInfo(
             destination=self.destination.display_name,
-            next_hop=f"{self.hop[0]}:{self.hop[1]}",
+            next_hop=endpoint_text(*self.hop),
             state=state,
             next_attempt=next_attempt,
             waiting=loaded_waiting + unloaded,

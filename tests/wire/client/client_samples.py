@@ -62,6 +62,7 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.CHANGE_LIST: cf.ChangeList(name="fanout", add=("x",), remove=("audit",)),
     cf.FrameKind.DELETE_LIST: cf.DeleteList(name="fanout"),
     cf.FrameKind.GET_LISTS: cf.GetLists(name=""),
+    cf.FrameKind.GET_ROUTING: cf.GetRouting(destination="DIRECT=TCP:10.2.0.7\\private$\\orders"),
     cf.FrameKind.TRACE_MESSAGE: cf.TraceMessage(
         message_id="{6f9619ff-8b86-d011-b42d-00c04fc964ff}\\7"
     ),
@@ -108,6 +109,23 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
         lists=(cf.ListInfo(name="fanout", targets=("orders",)),)
     ),
     cf.FrameKind.TRACE_REPORT: cf.TraceReport(qm_name="qm", findings=(TRACE_FINDING,)),
+    cf.FrameKind.ROUTING_INFO: cf.RoutingInfo(
+        router=True,
+        failover_after=30.0,
+        aliases=("203.0.113.5:11801", "qm1.example.net"),
+        routes=(cf.RouteEntry(key="*", hops=("gate1:1801", "direct")),),
+        destination="10.2.0.7:1801",
+        local=False,
+        entry="*",
+        hops=(
+            cf.HopInfo(
+                hop="gate1:1801", state="waiting", in_use=False, down_since=1.5e9, last_error="x"
+            ),
+            cf.HopInfo(
+                hop="10.2.0.7:1801", state="connected", in_use=True, down_since=0.0, last_error=""
+            ),
+        ),
+    ),
     cf.FrameKind.ERROR: cf.ErrorReply(code=cf.ErrorCode.QUEUE_NOT_FOUND, message="no 'x'"),
 }
 SAMPLE_PARAMS = [pytest.param(value, id=kind.name) for kind, value in SAMPLES.items()]

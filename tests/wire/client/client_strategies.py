@@ -161,6 +161,7 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.REMOVE_THROUGH: st.builds(cf.RemoveThrough, queue=text, lookup_id=u64),
     cf.FrameKind.MEASURE_RANGE: st.builds(cf.MeasureRange, queue=text, after=u64, max_count=u32),
     cf.FrameKind.TRACE_MESSAGE: st.builds(cf.TraceMessage, message_id=text),
+    cf.FrameKind.GET_ROUTING: st.builds(cf.GetRouting, destination=text),
     cf.FrameKind.CREATE_LIST: st.builds(
         cf.CreateList, name=text, targets=st.lists(text, max_size=3).map(tuple)
     ),
@@ -261,6 +262,30 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
                 message_class=u16,
                 detail=text,
                 next_hop=text,
+            ),
+            max_size=3,
+        ).map(tuple),
+    ),
+    cf.FrameKind.ROUTING_INFO: st.builds(
+        cf.RoutingInfo,
+        router=st.booleans(),
+        failover_after=st.floats(allow_nan=False, allow_infinity=False),
+        aliases=st.lists(text, max_size=3).map(tuple),
+        routes=st.lists(
+            st.builds(cf.RouteEntry, key=text, hops=st.lists(text, max_size=3).map(tuple)),
+            max_size=3,
+        ).map(tuple),
+        destination=text,
+        local=st.booleans(),
+        entry=text,
+        hops=st.lists(
+            st.builds(
+                cf.HopInfo,
+                hop=text,
+                state=text,
+                in_use=st.booleans(),
+                down_since=st.floats(allow_nan=False, allow_infinity=False),
+                last_error=text,
             ),
             max_size=3,
         ).map(tuple),

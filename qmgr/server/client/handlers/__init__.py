@@ -11,7 +11,7 @@ each with the need that authorizes it; this package merges them:
 * ``trace``: TraceMessage;
 * ``lists``: CreateList, ChangeList, DeleteList, GetLists;
 * ``permissions``: GetPermissions, ChangePermissions;
-* ``outgoing``: ListOutgoing, ControlOutgoing;
+* ``outgoing``: ListOutgoing, ControlOutgoing, GetRouting;
 
 and ``replies`` makes what their replies carry of stored messages and queues.
 Hello and Authenticate are not here: the connection's machine

@@ -1,8 +1,9 @@
-"""The requests of outgoing queues: ListOutgoing and ControlOutgoing (``qmgr outgoing``).
+"""The requests of outgoing queues and routes: ListOutgoing and ControlOutgoing
+(``qmgr outgoing``), GetRouting (``qmgr route``, ``qmgr status``).
 
 They go to the peering adapter through ``Services.peering``
 (:class:`~..services.PeeringControl`); without peering they are
-``NOT_SUPPORTED``. Listing is open to every client; pausing, resuming and
+``NOT_SUPPORTED``. Listing and routing are open to every client; pausing, resuming and
 purging an outgoing queue is an administrator's, and each is an info event
 (``outgoing_paused``, ``outgoing_resumed``, ``outgoing_purged``).
 """
@@ -40,6 +41,12 @@ def _peering(ctx: RequestContext) -> PeeringControl:
 def list_outgoing(ctx: RequestContext, request_id: int, request: cf.ListOutgoing) -> None:
     """Every outgoing queue."""
     ctx.reply(request_id, cf.OutgoingList(outgoing=_peering(ctx).outgoing_infos()))
+
+
+@HANDLERS.handles(cf.GetRouting, need=OPEN)
+def get_routing(ctx: RequestContext, request_id: int, request: cf.GetRouting) -> None:
+    """The router flag, aliases and routes, and where a destination goes."""
+    ctx.reply(request_id, _peering(ctx).routing(request.destination))
 
 
 @HANDLERS.handles(cf.ControlOutgoing, need=ADMINISTRATORS)

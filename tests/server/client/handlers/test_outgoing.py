@@ -16,11 +16,15 @@ import structlog
 import trio
 import trio.testing
 from kit import Connection, error
-from wire_samples import CONNECTED_INFO, ORDERS, OUTGOING_INFO
+from wire_samples import CONNECTED_INFO, ORDERS, OUTGOING_INFO, ROUTING_INFO, hop_info
 
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.server.client.services import OutgoingAction, PeeringControl, Services
 from wire import client as cf
+
+ROUTING = dataclasses.replace(
+    ROUTING_INFO, hops=(hop_info("10.0.0.9:1801", "connected", in_use=True),)
+)
 
 
 class FakePeering:
@@ -38,6 +42,12 @@ class FakePeering:
 
     def next_hops(self) -> dict[int, str]:
         return {}
+
+    def routing(self, destination: str) -> cf.RoutingInfo:
+        if destination == "not a destination":
+            msg = f"{destination!r}: not a format name or HOST[:PORT]"
+            raise InvalidName(msg)
+        return dataclasses.replace(ROUTING, destination=destination)
 
     async def control(
         self, action: OutgoingAction, destination: str
@@ -69,7 +79,7 @@ def test_the_fake_has_the_methods_of_peering_control() -> None:
         for n in vars(PeeringControl)
         if not n.startswith("_") and callable(getattr(PeeringControl, n))
     ]
-    assert sorted(names) == ["control", "incoming_infos", "next_hops", "outgoing_infos"]
+    assert sorted(names) == ["control", "incoming_infos", "next_hops", "outgoing_infos", "routing"]
     for name in names:
         expected = inspect.signature(getattr(PeeringControl, name))
         assert inspect.signature(getattr(FakePeering, name)) == expected, name
@@ -120,6 +130,17 @@ async def test_control_outgoing_pauses_resumes_and_purges(
     ]
 
 
+async def test_get_routing_answers_what_peering_says(
+    peering: FakePeering, conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    assert await conn.client.call(cf.GetRouting()) == ROUTING
+    answer = await conn.client.call(cf.GetRouting(destination="10.0.0.5"))
+    assert answer == dataclasses.replace(ROUTING, destination="10.0.0.5")
+    reply = await conn.client.call(cf.GetRouting(destination="not a destination"))
+    assert "not a format name" in error(reply, cf.ErrorCode.INVALID_NAME).message
+    assert isinstance(await conn.client.call(cf.ListOutgoing()), cf.OutgoingList)
+
+
 @pytest.mark.parametrize("action", [0, 4, 255])
 async def test_an_unknown_action_is_an_invalid_argument(
     peering: FakePeering, conn: Connection, autojump_clock: trio.testing.MockClock, action: int
@@ -155,6 +176,7 @@ async def test_without_peering_the_requests_say_it_is_not_running(
     assert services.peering is None
     for request in (
         cf.ListOutgoing(),
+        cf.GetRouting(),
         cf.ControlOutgoing(action=1, destination=ORDERS),
         cf.ControlOutgoing(action=3, destination=ORDERS),
     ):

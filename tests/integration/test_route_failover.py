@@ -1,0 +1,92 @@
+"""A route with two routers: the stream moves to the second when the first is
+unreachable, back when it answers, and stays exactly once and in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fault_proxy import FaultProxy
+from helpers import (
+    PEER_FAST,
+    ROUTER,
+    DaemonProcess,
+    commit_batches,
+    drain,
+    log_events,
+    remote_queue,
+    settings,
+    wait_until,
+)
+
+from qmgr.client import QueueManager, connect
+
+
+def test_failover_to_the_second_router_and_back_exactly_once(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    # B holds its OrderAcks for a few seconds, so that what reached it through
+    # the first router is still unacknowledged at the source when that router
+    # becomes unreachable: the source sends it again through the second, and B
+    # must discard every copy.
+    b = daemon_factory(
+        name="qm-b",
+        extra_args=(
+            *PEER_FAST,
+            *settings("peers.order_ack_delay=4.0", "peers.order_ack_max_delay=4.0"),
+        ),
+    )
+    r1 = daemon_factory(name="qm-r1", extra_args=(*PEER_FAST, *ROUTER))
+    r2 = daemon_factory(name="qm-r2", extra_args=(*PEER_FAST, *ROUTER))
+    with FaultProxy(r1.peer_port) as to_r1:
+        route = f'routes."127.0.0.1:{b.peer_port}"=["{to_r1.address}", "127.0.0.1:{r2.peer_port}"]'
+        a = daemon_factory(
+            name="qm-a",
+            extra_args=(*PEER_FAST, *settings(route, "peers.route_failover_after=0.5")),
+        )
+        with connect(a.address) as qa, connect(b.address) as qb:
+            qb.create_queue("orders", transactional=True)
+            destination = remote_queue(b, "orders")
+            expected = commit_batches(qa, destination, 0, 20)
+            wait_until(lambda: qb.status().queues and _depth(qb, "orders") == len(expected), 30)
+            (outgoing,) = qa.outgoing()
+            assert outgoing.next_hop == to_r1.address
+            assert outgoing.unacknowledged > 0, "B's OrderAck is held back"
+
+            # The first router becomes unreachable: the stream moves to the second.
+            to_r1.refuse(3600)
+            to_r1.cut()
+            wait_until(lambda: qa.outgoing()[0].next_hop == f"127.0.0.1:{r2.peer_port}", 30)
+            routing = qa.routing(destination)
+            assert routing.entry == f"127.0.0.1:{b.peer_port}"
+            assert [(h.hop, h.in_use) for h in routing.hops] == [
+                (to_r1.address, False),
+                (f"127.0.0.1:{r2.peer_port}", True),
+            ]
+            assert routing.hops[0].down_since is not None
+            assert qb.routing(destination).local
+            expected += commit_batches(qa, destination, 20, 10)
+            wait_until(lambda: _settled(qa), 60)
+            (incoming,) = qb.status().incoming
+            assert incoming.reject_count > 0, "copies sent again through R2 were discarded"
+
+            # The first answers again: the stream comes back to it.
+            to_r1.heal()
+            expected += commit_batches(qa, destination, 30, 10)
+            wait_until(lambda: qa.outgoing()[0].next_hop == to_r1.address, 30)
+            expected += commit_batches(qa, destination, 40, 10)
+            wait_until(lambda: _settled(qa), 60)
+
+            assert [body for _, body in drain(b.address, "orders")] == expected
+    moves = [(e["from_hop"], e["to_hop"]) for e in log_events(a, "outgoing_route_changed")]
+    assert moves == [
+        (to_r1.address, f"127.0.0.1:{r2.peer_port}"),
+        (f"127.0.0.1:{r2.peer_port}", to_r1.address),
+    ]
+
+
+def _depth(qm: QueueManager, queue: str) -> int:
+    return next(info.depth for info in qm.status().queues if info.name == queue)
+
+
+def _settled(qm: QueueManager) -> bool:
+    return all(q.waiting == 0 and q.unacknowledged == 0 for q in qm.outgoing())
