@@ -302,12 +302,16 @@ class MessageProperties:
         return hash(self.raw)
 
     def __repr__(self) -> str:
-        body = self.body
-        shown = body if len(body) <= 32 else body[:32] + b"..."
         return (
             f"MessageProperties(id={self.message_id!r}, label={self.label!r}, "
-            f"destination={self.destination!r}, body={shown!r} ({len(body)} bytes))"
+            f"destination={self.destination!r}, body={self.body_preview(32)})"
         )
+
+    def body_preview(self, limit: int) -> str:
+        """The body for a ``repr``: its first ``limit`` bytes (then ``...``) and its length."""
+        body = self.body
+        shown = body if len(body) <= limit else body[:limit] + b"..."
+        return f"{shown!r} ({len(body)} bytes)"
 
     # ------------------------------------------------------------------ fields
 

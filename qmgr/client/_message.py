@@ -125,11 +125,9 @@ class Message:
         return hash((self.queue, self.lookup_id))
 
     def __repr__(self) -> str:
-        body = self.body
-        shown = body if len(body) <= 64 else body[:64] + b"..."
         return (
             f"Message(queue={self.queue!r}, lookup_id={self.lookup_id}, id={self.id!r}, "
-            f"label={self.label!r}, body={shown!r} ({len(body)} bytes))"
+            f"label={self.label!r}, body={self.properties.body_preview(64)})"
         )
 
     # What the message's properties hold, as they are (the rest below converts).
