@@ -26,7 +26,7 @@ Outgoing state, format version 1 (in ``outgoing``, keyed by the queue id)::
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 import lmdb
@@ -95,34 +95,25 @@ def decode_outgoing(queue_id: int, data: bytes | memoryview) -> OutgoingState:
     return OutgoingState(queue_id, timestamp, ordinal, base, bool(flags & _O_PAUSED))
 
 
+@dataclass(slots=True, eq=False)
 class PeeringState:
     """The batch's view of the outgoing states and of peering's meta counters.
 
-    Args:
-        overlay: the batch's overlay (its savepoints undo what this part changes).
-        outgoing: the committed outgoing states, by queue id (the catalog's).
-        sequence_stamp: the last sequence stamp given, as committed.
-        history_counter: the last history counter given, as committed.
+    Made with the batch's overlay (its savepoints undo what this part changes)
+    and the committed outgoing states, by queue id (the catalog's).
     """
 
-    __slots__ = ("_committed", "_counters", "_history_counter", "_outgoing", "_overlay", "_stamp")
-
-    def __init__(
-        self,
-        overlay: Overlay,
-        outgoing: dict[int, OutgoingState],
-        *,
-        sequence_stamp: int,
-        history_counter: int,
-    ) -> None:
-        self._overlay = overlay
-        self._committed = outgoing
-        self._stamp = sequence_stamp
-        self._history_counter = history_counter
-        #: Queue id -> the OutgoingState the batch gave it, or None: deleted.
-        self._outgoing: Changes = {}
-        #: Meta key -> the counter's value in the batch.
-        self._counters: Changes = {}
+    _overlay: Overlay
+    _committed: dict[int, OutgoingState]
+    _: KW_ONLY
+    #: The last sequence stamp given, as committed.
+    sequence_stamp: int
+    #: The last history counter given, as committed.
+    history_counter: int
+    #: Queue id -> the OutgoingState the batch gave it, or None: deleted.
+    _outgoing: Changes = field(default_factory=dict, init=False, repr=False)
+    #: Meta key -> the counter's value in the batch.
+    _counters: Changes = field(default_factory=dict, init=False, repr=False)
 
     def outgoing_state(self, queue_id: int) -> OutgoingState | None:
         """An OUTGOING queue's sequence state as the batch sees it, or ``None``."""
@@ -151,7 +142,7 @@ class PeeringState:
         Raises:
             InvalidRecord: timestamps (u32) are exhausted.
         """
-        stamp = max(int(now), self._counter(META_SEQUENCE_STAMP, self._stamp) + 1)
+        stamp = max(int(now), self._counter(META_SEQUENCE_STAMP, self.sequence_stamp) + 1)
         if stamp > _MAX_U32:
             msg = "outgoing sequence timestamps are exhausted"
             raise InvalidRecord(msg)
@@ -160,7 +151,7 @@ class PeeringState:
 
     def next_history_counter(self) -> int:
         """The insertion counter of a new ``history`` entry (one more than the last)."""
-        counter = self._counter(META_HISTORY_COUNTER, self._history_counter) + 1
+        counter = self._counter(META_HISTORY_COUNTER, self.history_counter) + 1
         self._overlay.change(self._counters, META_HISTORY_COUNTER, counter)
         return counter
 

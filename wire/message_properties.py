@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar, overload
 
 from .message_layout import (
@@ -77,33 +78,47 @@ def _uuid(raw: bytes) -> uuid.UUID:
 _T = TypeVar("_T")
 
 
-class _FixedField(Generic[_T]):
-    """A read-only attribute of :class:`MessageProperties`: one field of its fixed
-    part as decoded (``at`` is its index in :data:`~wire.message_layout.FIXED_PART`).
+class _Field(Generic[_T]):
+    """A read-only attribute of :class:`MessageProperties`, which ``read`` takes
+    from what the instance holds.
 
     It declares the attribute and its type; when the class is made it puts a
-    plain ``property`` in its place, whose read costs less than a ``__get__``
-    written in Python (these fields are read for every message)."""
+    plain ``property`` of ``read`` in its place, whose read costs less than a
+    ``__get__`` written in Python (these fields are read for every message)."""
 
-    def __init__(self, at: int, doc: str) -> None:
-        self._at = at
+    def __init__(self, read: Callable[[MessageProperties], _T], doc: str) -> None:
+        self._read = read
         self.__doc__ = doc
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
-        at = self._at
-        setattr(owner, name, property(lambda message: message._fixed[at], doc=self.__doc__))
+        setattr(owner, name, property(self._read, doc=self.__doc__))
 
     @overload
-    def __get__(self, instance: None, owner: type[Any]) -> _FixedField[_T]: ...
+    def __get__(self, instance: None, owner: type[Any]) -> _Field[_T]: ...
 
     @overload
     def __get__(self, instance: MessageProperties, owner: type[Any]) -> _T: ...
 
-    def __get__(self, instance: MessageProperties | None, owner: type[Any]) -> _FixedField[_T] | _T:
+    def __get__(self, instance: MessageProperties | None, owner: type[Any]) -> _Field[_T] | _T:
         if instance is None:
             return self
-        value: _T = instance._fixed[self._at]
-        return value
+        return self._read(instance)
+
+
+class _FixedField(_Field[_T]):
+    """One field of the fixed part as decoded (``at`` is its index in
+    :data:`~wire.message_layout.FIXED_PART`)."""
+
+    def __init__(self, at: int, doc: str) -> None:
+        super().__init__(lambda message: message._fixed[at], doc)
+
+
+class _Text(_Field[str]):
+    """One of the strings decoded when the message was made (``at`` is its
+    index in ``_texts``: label, admin queue, response queue, destination)."""
+
+    def __init__(self, at: int, doc: str) -> None:
+        super().__init__(lambda message: message._texts[at], doc)
 
 
 class MessageProperties:
@@ -121,24 +136,14 @@ class MessageProperties:
             than 65535 bytes of UTF-8, a lone surrogate).
     """
 
-    __slots__ = (
-        "_admin_queue",
-        "_body_start",
-        "_destination",
-        "_fixed",
-        "_label",
-        "_raw",
-        "_response_queue",
-    )
+    __slots__ = ("_body_start", "_fixed", "_raw", "_texts")
 
     # bytes, or a read-only memoryview over immutable bytes (a received frame),
     # so that decoding a frame does not copy the message.
     _raw: bytes | memoryview
     _fixed: tuple[Any, ...]
-    _label: str
-    _admin_queue: str
-    _response_queue: str
-    _destination: str
+    # label, admin_queue, response_queue, destination
+    _texts: tuple[str, str, str, str]
     _body_start: int
 
     def __init__(
@@ -187,24 +192,15 @@ class MessageProperties:
         )
         raw = b"".join(parts)
         fixed = FIXED_PART.unpack_from(raw)
-        self._set(raw, fixed, label, admin_queue, response_queue, destination)
+        self._set(raw, fixed, (label, admin_queue, response_queue, destination))
 
     def _set(
-        self,
-        raw: bytes | memoryview,
-        fixed: tuple[Any, ...],
-        label: str,
-        admin_queue: str,
-        response_queue: str,
-        destination: str,
+        self, raw: bytes | memoryview, fixed: tuple[Any, ...], texts: tuple[str, str, str, str]
     ) -> None:
-        # Set once, here; every public attribute is read-only (a property or a _FixedField).
+        # Set once, here; every public attribute is read-only (a property or a _Field).
         self._raw = raw
         self._fixed = fixed
-        self._label = label
-        self._admin_queue = admin_queue
-        self._response_queue = response_queue
-        self._destination = destination
+        self._texts = texts
         self._body_start = len(raw) - fixed[AT_BODY_LEN]
 
     # ------------------------------------------------------------------ bytes
@@ -256,7 +252,7 @@ class MessageProperties:
             msg = f"a string is not UTF-8: {exc.reason} at byte {exc.start}"
             raise RemoteProtocolError(msg, field="MessageProperties") from exc
         value = cls.__new__(cls)
-        value._set(raw, fixed, label, admin_queue, response_queue, destination)
+        value._set(raw, fixed, (label, admin_queue, response_queue, destination))
         return value
 
     @staticmethod
@@ -306,12 +302,16 @@ class MessageProperties:
         return hash(self.raw)
 
     def __repr__(self) -> str:
-        body = self.body
-        shown = body if len(body) <= 32 else body[:32] + b"..."
         return (
-            f"MessageProperties(id={self.message_id!r}, label={self._label!r}, "
-            f"destination={self._destination!r}, body={shown!r} ({len(body)} bytes))"
+            f"MessageProperties(id={self.message_id!r}, label={self.label!r}, "
+            f"destination={self.destination!r}, body={self.body_preview(32)})"
         )
+
+    def body_preview(self, limit: int) -> str:
+        """The body for a ``repr``: its first ``limit`` bytes (then ``...``) and its length."""
+        body = self.body
+        shown = body if len(body) <= limit else body[:limit] + b"..."
+        return f"{shown!r} ({len(body)} bytes)"
 
     # ------------------------------------------------------------------ fields
 
@@ -366,25 +366,15 @@ class MessageProperties:
             return value
         return b""
 
-    @property
-    def label(self) -> str:
-        """The label."""
-        return self._label
+    label = _Text(0, "The label.")
 
-    @property
-    def admin_queue(self) -> str:
-        """Where acknowledgments go (a format name), or ``""``."""
-        return self._admin_queue
+    admin_queue = _Text(1, 'Where acknowledgments go (a format name), or ``""``.')
 
-    @property
-    def response_queue(self) -> str:
-        """Where the sender wants responses (a format name), or ``""``."""
-        return self._response_queue
+    response_queue = _Text(2, 'Where the sender wants responses (a format name), or ``""``.')
 
-    @property
-    def destination(self) -> str:
-        """The format name the sender addressed (possibly several, comma-separated)."""
-        return self._destination
+    destination = _Text(
+        3, "The format name the sender addressed (possibly several, comma-separated)."
+    )
 
     @property
     def extension(self) -> bytes:
@@ -432,12 +422,7 @@ class MessageProperties:
             raise LocalProtocolError(msg, field="MessageProperties.ordinal") from exc
         value = MessageProperties.__new__(MessageProperties)
         value._set(
-            b"".join((head, memoryview(self._raw)[MESSAGE_FIXED_SIZE:])),
-            tuple(fixed),
-            self._label,
-            self._admin_queue,
-            self._response_queue,
-            self._destination,
+            b"".join((head, memoryview(self._raw)[MESSAGE_FIXED_SIZE:])), tuple(fixed), self._texts
         )
         return value
 

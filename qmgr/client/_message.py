@@ -11,8 +11,8 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import uuid
-from dataclasses import dataclass
-from typing import TypeVar
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, TypeVar
 
 from wire import MessageProperties, format_message_id
 from wire import client as cf
@@ -20,6 +20,9 @@ from wire.client import Delivery
 
 from ._common import ReadThrough
 from ._levels import class_name
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "Delivery",
@@ -36,6 +39,7 @@ _INFINITE = 0xFFFFFFFF
 _fromtimestamp = _dt.datetime.fromtimestamp
 
 T = TypeVar("T")
+_Info = TypeVar("_Info", bound="DataclassInstance")
 
 
 class QueueKind(enum.StrEnum):
@@ -121,11 +125,9 @@ class Message:
         return hash((self.queue, self.lookup_id))
 
     def __repr__(self) -> str:
-        body = self.body
-        shown = body if len(body) <= 64 else body[:64] + b"..."
         return (
             f"Message(queue={self.queue!r}, lookup_id={self.lookup_id}, id={self.id!r}, "
-            f"label={self.label!r}, body={shown!r} ({len(body)} bytes))"
+            f"label={self.label!r}, body={self.properties.body_preview(64)})"
         )
 
     # What the message's properties hold, as they are (the rest below converts).
@@ -243,16 +245,10 @@ class QueueInfo:
     def from_wire(cls, data: cf.QueueInfo) -> QueueInfo:
         """Convert the protocol's queue value."""
         retry = data.retry
-        return cls(
-            name=data.name,
-            format_name=data.format_name,
+        return _from_wire(
+            cls,
+            data,
             kind=_KINDS.get(data.kind, QueueKind.NORMAL),
-            transactional=data.transactional,
-            journal=data.journal,
-            quota=data.quota,
-            depth=data.depth,
-            bytes=data.bytes,
-            locked=data.locked,
             created_at=_fromtimestamp(data.created_at, _UTC),
             retry_count=None if retry is None else retry.retry_count,
             retry_cycles=None if retry is None else retry.retry_cycles,
@@ -262,6 +258,13 @@ class QueueInfo:
 
 def _time_or_none(value: float | None) -> _dt.datetime | None:
     return None if value is None else _fromtimestamp(value, _UTC)
+
+
+def _from_wire(cls: type[_Info], data: object, **converted: object) -> _Info:
+    """A ``cls`` whose fields are ``data``'s fields of the same names, but for
+    the ``converted`` ones (whose wire types differ)."""
+    kept = {f.name: getattr(data, f.name) for f in fields(cls) if f.name not in converted}
+    return cls(**kept, **converted)
 
 
 class _Sequenced:
@@ -319,18 +322,11 @@ class OutgoingInfo(_Sequenced):
     @classmethod
     def from_wire(cls, data: cf.OutgoingInfo) -> OutgoingInfo:
         """Convert the protocol's outgoing-queue value."""
-        return cls(
-            destination=data.destination,
-            next_hop=data.next_hop,
-            state=data.state,
+        return _from_wire(
+            cls,
+            data,
             next_attempt=_time_or_none(data.next_attempt),
-            waiting=data.waiting,
-            unacknowledged=data.unacknowledged,
-            sequence_timestamp=data.sequence_timestamp,
-            sequence_ordinal=data.sequence_ordinal,
-            next_number=data.next_number,
             last_order_ack=_time_or_none(data.last_order_ack),
-            last_error=data.last_error,
         )
 
 
@@ -364,15 +360,7 @@ class IncomingInfo(_Sequenced):
     @classmethod
     def from_wire(cls, data: cf.IncomingInfo) -> IncomingInfo:
         """Convert the protocol's incoming-sequence value."""
-        return cls(
-            source_qm=data.source_qm,
-            queue=data.queue,
-            sequence_timestamp=data.sequence_timestamp,
-            sequence_ordinal=data.sequence_ordinal,
-            last_number=data.last_number,
-            reject_count=data.reject_count,
-            last_access=_fromtimestamp(data.last_access, _UTC),
-        )
+        return _from_wire(cls, data, last_access=_fromtimestamp(data.last_access, _UTC))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -421,18 +409,10 @@ class Status:
     @classmethod
     def from_wire(cls, data: cf.StatusInfo) -> Status:
         """Convert the protocol's status value."""
-        return cls(
-            qm_name=data.qm_name,
-            qm_guid=data.qm_guid,
-            server_version=data.server_version,
+        return _from_wire(
+            cls,
+            data,
             started_at=_fromtimestamp(data.started_at, _UTC),
-            connections=data.connections,
-            open_transactions=data.open_transactions,
-            commits=data.commits,
-            aborts=data.aborts,
-            batches=data.batches,
-            uncommitted_bytes=data.uncommitted_bytes,
-            erasing=data.erasing,
             queues=tuple(QueueInfo.from_wire(q) for q in data.queues),
             outgoing=tuple(OutgoingInfo.from_wire(o) for o in data.outgoing),
             incoming=tuple(IncomingInfo.from_wire(i) for i in data.incoming),

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 import wire
@@ -99,34 +99,22 @@ class Arrival:
     kept: bool = True
 
 
+@dataclass(slots=True, eq=False)
 class Arrivals:
     """Decides arrivals against ``store``'s queues (read only)."""
 
-    __slots__ = (
-        "_destinations",
-        "_identity",
-        "_max_rejected_bytes",
-        "_outcomes",
-        "_router",
-        "_store",
+    _store: Store
+    _identity: names.LocalIdentity
+    _outcomes: Outcomes
+    _: KW_ONLY
+    #: Bytes the dead-letter queue may hold before refusals are no longer kept.
+    max_rejected_bytes: int | None = None
+    #: Whether messages for other queue managers are passed on.
+    router: bool = False
+    # Destination names already resolved: senders repeat themselves.
+    _destinations: dict[str, tuple[str | None, RemoteDestination | None]] = field(
+        default_factory=dict, init=False, repr=False
     )
-
-    def __init__(
-        self,
-        store: Store,
-        identity: names.LocalIdentity,
-        outcomes: Outcomes,
-        *,
-        max_rejected_bytes: int | None = None,
-        router: bool = False,
-    ) -> None:
-        self._store = store
-        self._identity = identity
-        self._outcomes = outcomes
-        self._max_rejected_bytes = max_rejected_bytes
-        self._router = router
-        # Destination names already resolved: senders repeat themselves.
-        self._destinations: dict[str, tuple[str | None, RemoteDestination | None]] = {}
 
     def destination(self, packet: UserMessage) -> tuple[str | None, RemoteDestination | None]:
         """The local queue key a packet is addressed to, or the remote destination.
@@ -148,7 +136,7 @@ class Arrivals:
         return found
 
     def _resolve(self, name: str) -> tuple[str | None, RemoteDestination | None]:
-        if not self._router:
+        if not self.router:
             # Ours whatever the host and port: only the queue path counts.
             protocol, _, rest = name.partition(":")
             _, backslash, path = rest.partition("\\")
@@ -251,7 +239,7 @@ class Arrivals:
             message, message_class, wall=wall, dead_letter=False, note=note
         )
         copy = self._outcomes.dead_letter(message, message_class)
-        limit = self._max_rejected_bytes
+        limit = self.max_rejected_bytes
         if limit is not None:
             record = self._store.get_queue_by_id(copy.queue_id)
             if record is not None and record.bytes + copy.size > limit:

@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from typing import Final, Protocol
 
 import storage
@@ -182,26 +182,28 @@ class Take(Protocol):
     ) -> tuple[int, bytes] | None: ...
 
 
+@dataclass(slots=True, eq=False)
 class PoisonHandling:
     """Poison handling and moves: the queues' records and messages from ``store``
     (read only), the messages it holds in ``holds``, moves counted in ``tally``,
     queue references resolved by ``addressing``, and a move by request holding
     its message with the engine's receive (``take``)."""
 
-    def __init__(
-        self, store: Store, holds: Holds, tally: Tally, addressing: Addressing, *, take: Take
-    ) -> None:
-        self._store = store
-        self._holds = holds
-        self._tally = tally
-        self._addressing = addressing
-        self._take = take
-        #: Operations decided by aborts and not yet handed to the writer, in order.
-        self._queued: list[storage.Operation] = []
-        self._expected: dict[tuple[int, int], _Expected] = {}
-        #: Called (with nothing) when operations are queued: the daemon wakes
-        #: the task that writes them. The default does nothing.
-        self.wake: Callable[[], None] = _nothing
+    _store: Store
+    _holds: Holds
+    _tally: Tally
+    _addressing: Addressing
+    _: KW_ONLY
+    #: The engine's receive.
+    take: Take
+    #: Operations decided by aborts and not yet handed to the writer, in order.
+    _queued: list[storage.Operation] = field(default_factory=list, init=False, repr=False)
+    _expected: dict[tuple[int, int], _Expected] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    #: Called (with nothing) when operations are queued: the daemon wakes
+    #: the task that writes them. The default does nothing.
+    wake: Callable[[], None] = field(default=_nothing, init=False, repr=False)
 
     # ------------------------------------------------------------------ settings
 
@@ -440,7 +442,7 @@ class PoisonHandling:
                 "move its messages outside the transaction"
             )
             raise TransactionUsageError(msg)
-        found = self._take(source, lookup_id=lookup_id, tx=tx, now=now)
+        found = self.take(source, lookup_id=lookup_id, tx=tx, now=now)
         if found is None:
             return None
         taken = found[0]

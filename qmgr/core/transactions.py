@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 from storage import AppendMessage, AppendOutgoing, Operation
 
@@ -137,23 +137,21 @@ class Tally:
 AbortedReceives = Callable[[Iterable[tuple[int, int]], Collection[tuple[int, int]]], set[int]]
 
 
+@dataclass(slots=True, eq=False)
 class OpenTransactions:
     """The open transactions, by id and by global id, and how each ends."""
 
-    __slots__ = ("_aborted", "_by_id", "_by_xid", "_holds", "_next_id", "_tally", "budget")
-
-    def __init__(
-        self, holds: Holds, budget: MemoryBudget, tally: Tally, *, aborted: AbortedReceives
-    ) -> None:
-        self._holds = holds
-        #: Bytes of messages in open transactions, for all clients together
-        #: (a commit of prepared transactions reserves here too, ``two_phase``).
-        self.budget = budget
-        self._tally = tally
-        self._aborted = aborted
-        self._by_id: dict[int, Transaction] = {}
-        self._by_xid: dict[str, Transaction] = {}
-        self._next_id = 1
+    _holds: Holds
+    #: Bytes of messages in open transactions, for all clients together
+    #: (a commit of prepared transactions reserves here too, ``two_phase``).
+    budget: MemoryBudget
+    _tally: Tally
+    _: KW_ONLY
+    #: Poison handling's hand for the receives of an aborted transaction.
+    aborted: AbortedReceives
+    _by_id: dict[int, Transaction] = field(default_factory=dict, init=False, repr=False)
+    _by_xid: dict[str, Transaction] = field(default_factory=dict, init=False, repr=False)
+    _next_id: int = field(default=1, init=False, repr=False)
 
     def __len__(self) -> int:
         """Transactions not yet ended."""
@@ -215,7 +213,7 @@ class OpenTransactions:
             woken: set[int] = set()
         else:
             self._tally.aborts += 1
-            woken = self._aborted(tx.receives, tx.moves)
+            woken = self.aborted(tx.receives, tx.moves)
         tx.receives.clear()
         tx.moves.clear()
         return woken

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 import storage
@@ -102,6 +102,7 @@ class PreparedSummary:
     send_bytes: int = 0
 
 
+@dataclass(slots=True, eq=False)
 class TwoPhase:
     """Global ids and prepared transactions: open ones begin, abort and end in
     ``transactions``; prepared ones are read from ``store`` and keep their
@@ -112,33 +113,26 @@ class TwoPhase:
     Like the core: no I/O, no clock (``wall`` is an argument), no logging.
     """
 
-    def __init__(
-        self,
-        store: Store,
-        transactions: OpenTransactions,
-        holds: Holds,
-        outcomes: Outcomes,
-        tally: Tally,
-        *,
-        aborted: AbortedReceives,
-        max_prepared: int,
-        retention: float,
-    ) -> None:
-        self._store = store
-        self._transactions = transactions
-        self._holds = holds
-        self._outcomes = outcomes
-        self._tally = tally
-        self._aborted = aborted
-        self.max_prepared = max_prepared
-        #: Seconds an outcome is kept.
-        self.retention = retention
-        #: Prepared transactions, by id.
-        self._prepared: dict[str, PreparedSummary] = {}
-        #: Prepares being written (they count against ``max_prepared`` already).
-        self._preparing = 0
-        #: How many messages of each queue prepared transactions hold.
-        self._held: collections.Counter[int] = collections.Counter()
+    _store: Store
+    _transactions: OpenTransactions
+    _holds: Holds
+    _outcomes: Outcomes
+    _tally: Tally
+    _: KW_ONLY
+    #: Poison handling's hand for the receives of an aborted transaction.
+    aborted: AbortedReceives
+    #: Most prepared transactions at once.
+    max_prepared: int
+    #: Seconds an outcome is kept.
+    retention: float
+    #: Prepared transactions, by id.
+    _prepared: dict[str, PreparedSummary] = field(default_factory=dict, init=False, repr=False)
+    #: Prepares being written (they count against ``max_prepared`` already).
+    _preparing: int = field(default=0, init=False, repr=False)
+    #: How many messages of each queue prepared transactions hold.
+    _held: collections.Counter[int] = field(
+        default_factory=collections.Counter, init=False, repr=False
+    )
 
     # ------------------------------------------------------------------ start-up
 
@@ -401,7 +395,7 @@ class TwoPhase:
             elif result.resolution is storage.Resolution.ABORTED:
                 tally.aborts += 1
                 # Its receives were aborted: counted, and poison handling applies.
-                woken |= self._aborted(result.receives, ())
+                woken |= self.aborted(result.receives, ())
         return woken, resolutions
 
     # ------------------------------------------------------------------ outcomes

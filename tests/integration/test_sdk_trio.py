@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import AsyncIterator
 
 import pytest
 import trio
@@ -23,6 +24,14 @@ from qmgr.client import (
     open_client,
 )
 from wire.client import MAX_MESSAGE_BODY
+
+
+@pytest.fixture
+async def qm(shared_daemon: DaemonProcess, queue_name: str) -> AsyncIterator[AsyncQueueManager]:
+    """A client of the shared daemon, which has made the transactional queue ``queue_name``."""
+    async with open_client(shared_daemon.address) as qm:
+        await qm.create_queue(queue_name, transactional=True)
+        yield qm
 
 
 async def test_queue_admin(shared_daemon: DaemonProcess, queue_name: str) -> None:
@@ -78,34 +87,32 @@ async def test_errors_are_typed(shared_daemon: DaemonProcess, queue_name: str) -
 
 
 async def test_a_waiting_receive_does_not_block_other_tasks(
-    shared_daemon: DaemonProcess, queue_name: str
+    qm: AsyncQueueManager, queue_name: str
 ) -> None:
     """One client shared by tasks: a receive waiting for ever while others work."""
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-        other = f"{queue_name}-other"
-        await qm.create_queue(other)
-        received: list[bytes] = []
+    other = f"{queue_name}-other"
+    await qm.create_queue(other)
+    received: list[bytes] = []
 
-        async def waiter() -> None:
-            message = await qm.receive(queue_name, timeout=None)
-            assert message is not None
-            received.append(message.body)
+    async def waiter() -> None:
+        message = await qm.receive(queue_name, timeout=None)
+        assert message is not None
+        received.append(message.body)
 
-        with trio.fail_after(10):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(waiter)
-                # Its request is out; the sends' replies on the same connection
-                # come after the daemon has taken it.
-                await trio.testing.wait_all_tasks_blocked()
-                for i in range(20):  # the shared client keeps working meanwhile
-                    await qm.send(other, str(i))
-                assert len(await qm.peek_range(other)) == 20
-                started = trio.current_time()
-                async with qm.begin() as tx:
-                    await tx.send(queue_name, b"wake")
-            assert trio.current_time() - started < 2.0
-        assert received == [b"wake"]
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(waiter)
+            # Its request is out; the sends' replies on the same connection
+            # come after the daemon has taken it.
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(20):  # the shared client keeps working meanwhile
+                await qm.send(other, str(i))
+            assert len(await qm.peek_range(other)) == 20
+            started = trio.current_time()
+            async with qm.begin() as tx:
+                await tx.send(queue_name, b"wake")
+        assert trio.current_time() - started < 2.0
+    assert received == [b"wake"]
 
 
 async def test_receive_wakes_on_commit_from_another_client(
@@ -135,83 +142,74 @@ async def test_receive_wakes_on_commit_from_another_client(
         assert [m.text for m in await reader.peek_range(queue_name)] == ["b"]
 
 
-async def test_many_tasks_share_one_client(shared_daemon: DaemonProcess, queue_name: str) -> None:
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-
-        async def producer(n: int) -> None:
-            for i in range(10):
-                async with qm.begin() as tx:
-                    await tx.send(queue_name, f"{n}-{i}")
-                    await tx.send(queue_name, f"{n}-{i}-bis")
-
-        async with trio.open_nursery() as nursery:
-            for n in range(8):
-                nursery.start_soon(producer, n)
-        messages = await qm.peek_range(queue_name)
-        assert len(messages) == 160
-        bodies = [m.text for m in messages]
-        for n in range(8):  # each transaction's two messages are adjacent, in order
-            for i in range(10):
-                index = bodies.index(f"{n}-{i}")
-                assert bodies[index + 1] == f"{n}-{i}-bis"
-
-
-async def test_commit_and_abort(shared_daemon: DaemonProcess, queue_name: str) -> None:
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-        for i in range(3):
-            await qm.send(queue_name, f"m{i}")
-        before = await qm.peek_range(queue_name)
-
-        tx = await qm.begin()
-        first = await tx.receive(queue_name)
-        await tx.send(queue_name, b"discarded")
-        await tx.abort()
-        assert first is not None
-        assert first.lookup_id == before[0].lookup_id
-        after = await qm.peek_range(queue_name)
-        assert [(m.lookup_id, m.body) for m in after] == [(m.lookup_id, m.body) for m in before]
-
-        with pytest.raises(KeyError):
+async def test_many_tasks_share_one_client(qm: AsyncQueueManager, queue_name: str) -> None:
+    async def producer(n: int) -> None:
+        for i in range(10):
             async with qm.begin() as tx:
-                await tx.receive(queue_name)
-                raise KeyError("abort me")
-        assert len(await qm.peek_range(queue_name)) == 3
+                await tx.send(queue_name, f"{n}-{i}")
+                await tx.send(queue_name, f"{n}-{i}-bis")
 
+    async with trio.open_nursery() as nursery:
+        for n in range(8):
+            nursery.start_soon(producer, n)
+    messages = await qm.peek_range(queue_name)
+    assert len(messages) == 160
+    bodies = [m.text for m in messages]
+    for n in range(8):  # each transaction's two messages are adjacent, in order
+        for i in range(10):
+            index = bodies.index(f"{n}-{i}")
+            assert bodies[index + 1] == f"{n}-{i}-bis"
+
+
+async def test_commit_and_abort(qm: AsyncQueueManager, queue_name: str) -> None:
+    for i in range(3):
+        await qm.send(queue_name, f"m{i}")
+    before = await qm.peek_range(queue_name)
+
+    tx = await qm.begin()
+    first = await tx.receive(queue_name)
+    await tx.send(queue_name, b"discarded")
+    await tx.abort()
+    assert first is not None
+    assert first.lookup_id == before[0].lookup_id
+    after = await qm.peek_range(queue_name)
+    assert [(m.lookup_id, m.body) for m in after] == [(m.lookup_id, m.body) for m in before]
+
+    with pytest.raises(KeyError):
         async with qm.begin() as tx:
-            for i in range(5):
-                await tx.send(queue_name, f"n{i}")
-        new = (await qm.peek_range(queue_name))[3:]
-        assert [m.text for m in new] == [f"n{i}" for i in range(5)]
-        assert [m.lookup_id - new[0].lookup_id for m in new] == list(range(5))
+            await tx.receive(queue_name)
+            raise KeyError("abort me")
+    assert len(await qm.peek_range(queue_name)) == 3
+
+    async with qm.begin() as tx:
+        for i in range(5):
+            await tx.send(queue_name, f"n{i}")
+    new = (await qm.peek_range(queue_name))[3:]
+    assert [m.text for m in new] == [f"n{i}" for i in range(5)]
+    assert [m.lookup_id - new[0].lookup_id for m in new] == list(range(5))
 
 
 async def test_failed_pipelined_send_aborts_the_commit(
-    shared_daemon: DaemonProcess, queue_name: str
+    qm: AsyncQueueManager, queue_name: str
 ) -> None:
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-        plain = f"{queue_name}-plain"
-        await qm.create_queue(plain)
-        tx = qm.begin()
-        await tx.send(queue_name, b"a")
-        await tx.send(plain, b"not allowed in a transaction")
-        await tx.send(queue_name, b"c")
-        with pytest.raises(TransactionUsageError, match="aborted"):
-            await tx.commit()
-        assert await qm.peek_range(queue_name) == []
-        assert await qm.peek_range(plain) == []
+    plain = f"{queue_name}-plain"
+    await qm.create_queue(plain)
+    tx = qm.begin()
+    await tx.send(queue_name, b"a")
+    await tx.send(plain, b"not allowed in a transaction")
+    await tx.send(queue_name, b"c")
+    with pytest.raises(TransactionUsageError, match="aborted"):
+        await tx.commit()
+    assert await qm.peek_range(queue_name) == []
+    assert await qm.peek_range(plain) == []
 
 
-async def test_large_pipelined_transaction(shared_daemon: DaemonProcess, queue_name: str) -> None:
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-        async with qm.begin() as tx:
-            for _ in range(3000):
-                await tx.send(queue_name, b"z" * 300)
-        assert (await qm.status()).open_transactions >= 0
-        assert len(await qm.peek_range(queue_name, max=5000)) == 3000
+async def test_large_pipelined_transaction(qm: AsyncQueueManager, queue_name: str) -> None:
+    async with qm.begin() as tx:
+        for _ in range(3000):
+            await tx.send(queue_name, b"z" * 300)
+    assert (await qm.status()).open_transactions >= 0
+    assert len(await qm.peek_range(queue_name, max=5000)) == 3000
 
 
 async def test_cancelled_waiting_receive_leaves_the_client_usable(
@@ -269,39 +267,35 @@ async def test_daemon_going_away(daemon: DaemonProcess) -> None:
 
 
 async def test_a_transaction_whose_receive_was_cancelled_can_only_abort(
-    shared_daemon: DaemonProcess, queue_name: str
+    qm: AsyncQueueManager, queue_name: str
 ) -> None:
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-        tx = await qm.begin()
-        with trio.move_on_after(0.1) as scope:
-            await tx.receive(queue_name, timeout=None)
-        assert scope.cancelled_caught
-        # The cancelled receive still waits on the daemon and takes this message.
-        await qm.send(queue_name, b"must not vanish")
-        with pytest.raises(TransactionAborted, match="a receive in it failed"):
-            await tx.commit()
-        # The abort put the message back: it was neither lost nor left locked.
-        message = await qm.receive(queue_name, timeout=5)
-        assert message is not None
-        assert message.body == b"must not vanish"
+    tx = await qm.begin()
+    with trio.move_on_after(0.1) as scope:
+        await tx.receive(queue_name, timeout=None)
+    assert scope.cancelled_caught
+    # The cancelled receive still waits on the daemon and takes this message.
+    await qm.send(queue_name, b"must not vanish")
+    with pytest.raises(TransactionAborted, match="a receive in it failed"):
+        await tx.commit()
+    # The abort put the message back: it was neither lost nor left locked.
+    message = await qm.receive(queue_name, timeout=5)
+    assert message is not None
+    assert message.body == b"must not vanish"
 
 
 async def test_a_commit_in_a_cancelled_scope_still_ends_the_transaction(
-    shared_daemon: DaemonProcess, queue_name: str
+    qm: AsyncQueueManager, queue_name: str
 ) -> None:
-    async with open_client(shared_daemon.address) as qm:
-        await qm.create_queue(queue_name, transactional=True)
-        await qm.send(queue_name, b"taken")
-        with trio.CancelScope() as scope:
-            async with qm.begin() as tx:
-                assert await tx.receive(queue_name) is not None
-                scope.cancel()  # the block ends normally, its scope cancelled
-        # The Commit went out: the message is gone, not held until a timeout.
-        for _ in range(100):
-            infos = {q.name: q for q in await qm.list_queues()}
-            if infos[queue_name].locked == 0:
-                break
-            await trio.sleep(0.01)
-        assert infos[queue_name].locked == 0
-        assert infos[queue_name].depth == 0
+    await qm.send(queue_name, b"taken")
+    with trio.CancelScope() as scope:
+        async with qm.begin() as tx:
+            assert await tx.receive(queue_name) is not None
+            scope.cancel()  # the block ends normally, its scope cancelled
+    # The Commit went out: the message is gone, not held until a timeout.
+    for _ in range(100):
+        infos = {q.name: q for q in await qm.list_queues()}
+        if infos[queue_name].locked == 0:
+            break
+        await trio.sleep(0.01)
+    assert infos[queue_name].locked == 0
+    assert infos[queue_name].depth == 0

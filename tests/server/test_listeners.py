@@ -58,6 +58,13 @@ async def echo_once(listener: trio.SocketListener, client: trio.abc.Stream) -> b
         return await server.receive_some(4)
 
 
+async def listens_at(sock: trio.socket.SocketType, path: Path) -> bool:
+    """True if ``sock``, made to listen, takes a client of the socket file ``path``."""
+    listener = listen_on(sock)
+    client = await trio.open_unix_socket(str(path))
+    return await echo_once(listener, client) == b"ping"
+
+
 # --------------------------------------------------------------------------- errors
 
 
@@ -160,9 +167,7 @@ async def test_the_unix_socket_is_made_with_its_directory_and_listens_when_asked
         assert stat.S_ISSOCK(path.lstat().st_mode)
         assert stat.S_IMODE(path.stat().st_mode) == 0o666
         assert refused_connection(socket.AF_UNIX, str(path))
-        listener = listen_on(sock)
-        client = await trio.open_unix_socket(str(path))
-        assert await echo_once(listener, client) == b"ping"
+        assert await listens_at(sock, path)
 
 
 async def test_a_stale_socket_file_is_replaced(tmp_path: Path) -> None:
@@ -171,9 +176,7 @@ async def test_a_stale_socket_file_is_replaced(tmp_path: Path) -> None:
         dead.bind(str(path))  # a daemon that died without removing it
     assert refused_connection(socket.AF_UNIX, str(path))
     with await bind_unix_socket(path) as sock:  # binding over it would fail: EADDRINUSE
-        listener = listen_on(sock)
-        client = await trio.open_unix_socket(str(path))
-        assert await echo_once(listener, client) == b"ping"
+        assert await listens_at(sock, path)
 
 
 async def test_a_socket_somebody_listens_on_is_not_taken(tmp_path: Path) -> None:
