@@ -32,7 +32,9 @@ docs/design.md):
    :class:`Accepted`) or drops it (:class:`Dropped`):
 
    * relayed: accepted; a router does no sequence processing, the
-     destination does;
+     destination does; but one the core refuses to relay (too many hops) is
+     accepted once by the history, like a non-transactional message, so that
+     the resends of a transactional source do not fill a dead-letter queue;
    * transactional, for a queue here: accepted iff it is the next message of
      its *stream* (the queue's key and the source QM GUID), by the
      exactly-once rule of :class:`~qmgr.protocol.incoming.IncomingSequences`;
@@ -292,6 +294,7 @@ class Receiver(Generic[P]):
         relayed: bool,
         now: float,
         wall: float,
+        refused: bool = False,
     ) -> Accepted | Dropped:
         """Accept a user message that :meth:`arrive` found, or drop it.
 
@@ -303,13 +306,17 @@ class Receiver(Generic[P]):
             relayed: the core relays it to another queue manager.
             now: monotonic seconds.
             wall: unix seconds.
+            refused: the core refuses to relay it (too many hops): it is kept
+                here in a dead-letter queue once, and its resends (a
+                transactional source resends until an OrderAck that only the
+                destination can give) are duplicates while the history holds it.
         """
-        if relayed:
+        if relayed and not refused:
             return _RELAYED
         user = packet.user
         header = packet.transaction
         destination = queue_key or wire.queue_text(user.destination)
-        if header is not None:
+        if header is not None and not relayed:
             stream: StreamKey = (destination, user.source_qm.bytes)
             sequences = self.sequences
             follows = sequences.accepted_mark(stream)

@@ -104,6 +104,21 @@ def test_a_relayed_message_is_accepted_as_it_is() -> None:
     assert machine.streams() == []
 
 
+def test_a_relay_refused_for_too_many_hops_is_kept_once_and_its_resends_are_duplicates() -> None:
+    machine = receiver()
+    packet = message(A, 1, number=5)
+    first = machine.accept(packet, queue_key=None, relayed=True, refused=True, now=T0, wall=WALL)
+    assert isinstance(first, Accepted)
+    assert first.remember != b""
+    assert first.stream is None  # no sequence is kept for a destination elsewhere
+    again = machine.accept(packet, queue_key=None, relayed=True, refused=True, now=T0, wall=WALL)
+    assert again is Dropped.DUPLICATE
+    machine.rolled_back([first])  # the first copy was never written: the next is kept
+    third = machine.accept(packet, queue_key=None, relayed=True, refused=True, now=T0, wall=WALL)
+    assert isinstance(third, Accepted)
+    assert machine.streams() == []
+
+
 def test_transactional_messages_are_accepted_in_order_with_the_state_to_write() -> None:
     machine = receiver()
     first = accept(machine, message(A, 1, number=1), wall=WALL + 5)

@@ -156,8 +156,14 @@ class Incoming:
         now, wall = trio.current_time(), self.parts.wall()
         arrivals = self.arrivals
         queue_key, remote = arrivals.destination(packet)
+        relay = None if remote is None else arrivals.relay(packet, remote, wall=wall)
         decision = self.receiver.accept(
-            packet, queue_key=queue_key, relayed=remote is not None, now=now, wall=wall
+            packet,
+            queue_key=queue_key,
+            relayed=relay is not None,
+            refused=relay is not None and relay.refusal is not None,
+            now=now,
+            wall=wall,
         )
         if decision is Dropped.REJECTED:
             # Out of order or already stored: it still counts in the session,
@@ -170,8 +176,8 @@ class Incoming:
             # SessionAck only after what was written before it.
             connection.store((), lambda _: connection.acknowledge(recoverable))
             return
-        if remote is not None:
-            arrival = arrivals.relay(packet, remote, wall=wall)
+        if relay is not None:
+            arrival = relay
         else:
             denied = self.routes.denied(connection)
             arrival = arrivals.to_queue(packet, queue_key, wall=wall, denied=denied)

@@ -307,6 +307,12 @@ class OutgoingQueues:
                 deadline = queue.machine.next_deadline()
                 if deadline is not None and deadline <= now:
                     queue.machine.timer(now)
+                    self.parts.log.info(
+                        "order_ack_wait_expired",
+                        queue=queue.destination.display_name,
+                        resend_index=queue.machine.resend_index,
+                        unacknowledged=queue.machine.unacknowledged,
+                    )
                     queue.wake()
 
     # ------------------------------------------------------------------ control and status
