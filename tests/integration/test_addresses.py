@@ -6,6 +6,7 @@ to an alias."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -15,6 +16,7 @@ from helpers import (
     ROUTER,
     DaemonProcess,
     drain,
+    free_port,
     log_events,
     outgoing_settled,
     run_qmgr,
@@ -99,3 +101,38 @@ def test_a_send_to_an_alias_is_local(daemon_factory: Callable[..., DaemonProcess
     (started,) = log_events(qm, "queue_manager_started")
     assert started["aliases"] == ["203.0.113.5:11801", "qm-a.example.net"]
     assert started["router"] is False
+
+
+def test_each_alias_is_checked_at_start_up(daemon_factory: Callable[..., DaemonProcess]) -> None:
+    b = daemon_factory(name="qm-b")
+    own_port, nowhere = free_port(), free_port()
+    with FaultProxy(own_port) as port_map:
+        aliases = [port_map.address, f"127.0.0.1:{b.peer_port}", f"127.0.0.1:{nowhere}"]
+        a = daemon_factory(
+            name="qm-a",
+            extra_args=(
+                "--listen",
+                f"127.0.0.1:{own_port}",
+                *settings(f"server.aliases={json.dumps(aliases)}"),
+            ),
+        )
+
+        def checked() -> dict[str, tuple[str, dict[str, object]]]:
+            return {
+                str(e["alias"]): (event, e)
+                for event in ("alias_confirmed", "alias_names_another_queue_manager")
+                for e in log_events(a, event)
+            } | {
+                str(e["alias"]): ("alias_not_checked", e)
+                for e in log_events(a, "alias_not_checked")
+            }
+
+        wait_until(lambda: len(checked()) == 3, 30)
+    found = checked()
+    assert found[port_map.address][0] == "alias_confirmed"
+    event, wrong = found[f"127.0.0.1:{b.peer_port}"]
+    assert event == "alias_names_another_queue_manager"
+    with connect(b.address) as qb:
+        assert wrong["remote_qm"] == str(qb.qm_guid)
+    assert wrong["level"] == "error"
+    assert found[f"127.0.0.1:{nowhere}"][0] == "alias_not_checked"

@@ -54,6 +54,7 @@ from ..signals import QueueSignals
 from ..tls import TlsContexts
 from ..workers.final_ack_courier import FinalAckCourier, FinalAckTag
 from .accept import PeerPort
+from .aliases import check_aliases
 from .connection import ConnectionContext, PeerConnection
 from .final_acks import FinalAckArrivals
 from .identity import PeerIdentities
@@ -153,6 +154,7 @@ class Peering:
             nursery.start_soon(self.incoming.run)
             nursery.start_soon(self.final_acks.run)
             nursery.start_soon(trio.serve_listeners, self.port.serve, listeners)
+            nursery.start_soon(check_aliases, self.context)
             task_status.started()
 
     # ------------------------------------------------------------------ connections
