@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSource
 
 from ._arrow import check_write_schema, read_columns, spark_schema
 from ._options import DataSourceError, Options
 from ._read import LookupRange, QueueBatchReader, QueueStreamReader, measure
+from ._unpickle import by_value, qmgr_archive, restore
 from ._write import QueueBatchWriter, QueueStreamWriter
 
 if TYPE_CHECKING:
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
     from qmgr.client import QueueManager
 
 __all__ = ["QueueDataSource"]
+
+# A pickled data source carries the function that brings it back (see _unpickle).
+by_value()
 
 #: Seconds for which a write's queue manager and queue, once checked, are not checked again.
 CHECK_AGAIN: Final = 30.0
@@ -50,6 +54,12 @@ class QueueDataSource(DataSource):
     @classmethod
     def name(cls) -> str:
         return "qmgr"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Unpickled where qmgr is on the path, or in the zip it came from (see _unpickle).
+        cls = type(self)
+        state = self.__dict__.copy()
+        return (restore, (qmgr_archive(), cls.__module__, cls.__name__, state))
 
     def _options(self) -> Options:
         return Options.parse(self.options)
