@@ -9,7 +9,7 @@ those processes finds qmgr only if Spark puts the zip on its ``sys.path``.
 Executors' Python workers and the driver's planners of batch reads and
 writes get it; the process that runs a *streaming* source on the driver
 (``pyspark.sql.streaming.python_streaming_source_runner``) does not: Spark
-(4.0 to 4.3) tells it to look for the ``--py-files`` in a ``streaming_job``
+(PySpark 4.3.0) tells it to look for the ``--py-files`` in a ``streaming_job``
 directory under the driver's SparkFiles root, where nothing was copied, so
 unpickling the data source fails with ``No module named 'qmgr'``
 (``PYTHON_DATA_SOURCE_ERROR``) before any of qmgr's code runs.
