@@ -24,6 +24,11 @@ A cluster (qmgr installed on every node, or shipped as below)::
         pipelines/order_totals.py --endpoint qm.example.net:1802 \\
         --checkpoint hdfs:///checkpoints/order-totals
 
+With ``--sources HOST:PORT,HOST:PORT,...`` the job reads ``orders`` on each
+of those queue managers (the data source's option ``endpoints``), every
+order once, and keeps one total per customer across them all; the totals
+still go to the queue manager of ``--endpoint``.
+
 Runs until stopped (Ctrl-C or SIGTERM), or with ``--available-now`` until
 every order that was there at the start is processed.
 """
@@ -33,7 +38,7 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -73,13 +78,16 @@ def start(
     available_now: bool = False,
     trigger_seconds: float = 1.0,
     max_per_trigger: int = 10_000,
+    sources: Sequence[str] = (),
 ) -> StreamingQuery:
-    """Start the job's streaming query."""
+    """Start the job's streaming query (reading ``orders`` at ``sources``, if given,
+    else at ``endpoint``; writing to ``endpoint``)."""
     from pyspark.sql import functions as f
 
+    where = {"endpoints": ",".join(sources)} if sources else {"endpoint": endpoint}
     events = (
         spark.readStream.format("qmgr")
-        .option("endpoint", endpoint)
+        .options(**where)
         .option("queue", ORDERS)
         .option("maxMessagesPerTrigger", str(max_per_trigger))
         .load()
@@ -123,6 +131,9 @@ def start(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoint", default="127.0.0.1:1802", help="client port HOST:PORT")
+    parser.add_argument(
+        "--sources", default="", help="read orders at HOST:PORT,HOST:PORT,... (default: --endpoint)"
+    )
     parser.add_argument("--checkpoint", required=True, help="Spark checkpoint directory")
     parser.add_argument("--available-now", action="store_true", help="stop when caught up")
     parser.add_argument("--trigger-seconds", type=float, default=1.0, help="micro-batch period")
@@ -136,6 +147,7 @@ def main() -> None:
         available_now=args.available_now,
         trigger_seconds=args.trigger_seconds,
         max_per_trigger=args.max_per_trigger,
+        sources=[source for source in args.sources.split(",") if source],
     )
     # Ctrl-C or SIGTERM stops the query between micro-batches' calls, quietly.
     stopping = threading.Event()

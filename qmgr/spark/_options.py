@@ -14,7 +14,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeVar
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ NAMES: Final = {
     name.lower(): name
     for name in (
         "endpoint",
+        "endpoints",
         "queue",
         "maxMessagesPerTrigger",
         "removeOnCommit",
@@ -69,7 +70,8 @@ class Options:
     """The checked options of one ``spark.read/readStream/write/writeStream.format("qmgr")``.
 
     Attributes:
-        endpoint: ``HOST:PORT`` of a queue manager's client listener.
+        endpoint: ``HOST:PORT`` of a queue manager's client listener (with
+            ``endpoints``, the first of them).
         queue: the queue to read, or to write rows without a ``destination``.
         max_messages_per_trigger: most messages per micro-batch, or None for
             every message available.
@@ -81,6 +83,8 @@ class Options:
         tls_ca, tls_cert, tls_key: connect over TLS trusting the CA bundle
             ``tls_ca``, with the client certificate ``tls_cert`` and its key
             (PEM files that must exist on the driver and on every executor).
+        fleet: the queue managers of the option ``endpoints``, whose queues
+            a read reads together; empty when ``endpoint`` was given.
     """
 
     endpoint: str
@@ -93,6 +97,7 @@ class Options:
     tls_ca: str | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    fleet: tuple[str, ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> Options:
@@ -110,14 +115,24 @@ class Options:
                 msg = f"unknown option {key!r}; did you mean {NAMES[close[0]]!r}?"
                 raise DataSourceError(msg)
         endpoint = _text(values, "endpoint")
-        if endpoint is None:
+        endpoints = _text(values, "endpoints")
+        if endpoint is not None and endpoints is not None:
+            msg = (
+                "give the option 'endpoint' (one queue manager) or 'endpoints' (a queue "
+                "read on several), not both"
+            )
+            raise DataSourceError(msg)
+        fleet = () if endpoints is None else _fleet(endpoints)
+        if endpoint is None and not fleet:
             msg = (
                 "the option 'endpoint' is required: HOST:PORT of a queue manager's client "
-                "listener, as in .option('endpoint', '127.0.0.1:1802')"
+                "listener, as in .option('endpoint', '127.0.0.1:1802') (or 'endpoints', "
+                "HOST:PORT,HOST:PORT,..., to read a queue on several queue managers)"
             )
             raise DataSourceError(msg)
         return cls(
-            endpoint=_endpoint(endpoint),
+            endpoint=fleet[0] if fleet else _endpoint(str(endpoint)),
+            fleet=fleet,
             queue=_text(values, "queue"),
             max_messages_per_trigger=_integer(values, "maxmessagespertrigger", minimum=1),
             remove_on_commit=_boolean(values, "removeoncommit", default=True),
@@ -131,6 +146,31 @@ class Options:
             tls_cert=_text(values, "tlscert"),
             tls_key=_text(values, "tlskey"),
         )
+
+    @property
+    def members(self) -> tuple[str, ...]:
+        """The queue managers a read reads: those of ``endpoints``, or ``endpoint``."""
+        return self.fleet or (self.endpoint,)
+
+    def at(self, endpoint: str) -> Options:
+        """These options for the queue manager at ``endpoint`` alone."""
+        if endpoint == self.endpoint and not self.fleet:
+            return self
+        return replace(self, endpoint=endpoint, fleet=())
+
+    def require_one(self, purpose: str) -> None:
+        """Check that these options name one queue manager, as ``purpose`` needs.
+
+        Raises:
+            DataSourceError: they name several (``endpoints``).
+        """
+        if self.fleet:
+            msg = (
+                f"the option 'endpoints' is for reads; {purpose} goes through one queue "
+                "manager, the option 'endpoint' (it reaches queues on others by format "
+                "names: DIRECT=TCP:HOST:PORT\\private$\\QUEUE)"
+            )
+            raise DataSourceError(msg)
 
     def require_queue(self, purpose: str) -> str:
         """The ``queue`` option, which ``purpose`` needs.
@@ -185,19 +225,32 @@ def _text(values: Mapping[str, str], key: str) -> str | None:
     return text
 
 
-def _endpoint(text: str) -> str:
+def _endpoint(text: str, option: str = "endpoint") -> str:
     host, sep, port = text.rpartition(":")
     if text.startswith("["):
         ok = sep and host.endswith("]") and len(host) > 2
     else:
         ok = bool(sep and host and ":" not in host)
     if not ok or not port.isdigit() or not 0 < int(port) < 65536:
+        what = "HOST:PORT" if option == "endpoint" else "HOST:PORT,HOST:PORT,... each"
         msg = (
-            f"the option 'endpoint' must be HOST:PORT with a port from 1 to 65535 "
+            f"the option {option!r} must be {what} with a port from 1 to 65535 "
             f"(a queue manager's client listener, such as 127.0.0.1:1802), not {text!r}"
         )
         raise DataSourceError(msg)
     return text
+
+
+def _fleet(text: str) -> tuple[str, ...]:
+    """The queue managers of ``endpoints``: comma-separated ``HOST:PORT``, each once."""
+    fleet: list[str] = []
+    for item in text.split(","):
+        endpoint = _endpoint(item.strip(), "endpoints")
+        if endpoint in fleet:
+            msg = f"the option 'endpoints' names {endpoint} twice"
+            raise DataSourceError(msg)
+        fleet.append(endpoint)
+    return tuple(fleet)
 
 
 def _integer(

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pyspark.sql.datasource import DataSource
 
 from ._arrow import check_write_schema, read_columns, spark_schema
 from ._options import DataSourceError, Options
-from ._read import LookupRange, QueueBatchReader, QueueStreamReader, measure
+from ._read import QueueBatchReader, plan_snapshots
+from ._stream import QueueStreamReader, plan_members
+from ._unpickle import by_value, qmgr_archive, restore
 from ._write import QueueBatchWriter, QueueStreamWriter
 
 if TYPE_CHECKING:
@@ -25,6 +27,9 @@ if TYPE_CHECKING:
     from qmgr.client import QueueManager
 
 __all__ = ["QueueDataSource"]
+
+# A pickled data source carries the function that brings it back (see _unpickle).
+by_value()
 
 #: Seconds for which a write's queue manager and queue, once checked, are not checked again.
 CHECK_AGAIN: Final = 30.0
@@ -41,15 +46,22 @@ class QueueDataSource(DataSource):
             .option("queue", "orders").load()
 
     Options (names are case-insensitive): ``endpoint`` (``HOST:PORT``,
-    required), ``queue`` (required to read; to write unless rows have a
-    ``destination``), ``maxMessagesPerTrigger``, ``removeOnCommit`` (default
-    true), ``partitions`` and ``connectTimeout`` (seconds, default 10).
-    See docs/spark.md.
+    required; or, to read, ``endpoints``: ``HOST:PORT,HOST:PORT,...``, the
+    same queue on several queue managers), ``queue`` (required to read; to
+    write unless rows have a ``destination``), ``maxMessagesPerTrigger``,
+    ``removeOnCommit`` (default true), ``partitions`` (per queue manager) and
+    ``connectTimeout`` (seconds, default 10). See docs/spark.md.
     """
 
     @classmethod
     def name(cls) -> str:
         return "qmgr"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Unpickled where qmgr is on the path, or in the zip it came from (see _unpickle).
+        cls = type(self)
+        state = self.__dict__.copy()
+        return (restore, (qmgr_archive(), cls.__module__, cls.__name__, state))
 
     def _options(self) -> Options:
         return Options.parse(self.options)
@@ -61,23 +73,17 @@ class QueueDataSource(DataSource):
     def reader(self, schema: StructType) -> QueueBatchReader:
         options = self._options()
         queue = options.require_queue("to read")
-        columns = read_columns(schema)
-        with options.connect() as qm:
-            last = measure(qm, queue)
-            first = measure(qm, queue, max_count=1).last
-        snapshot = LookupRange(queue, last.queue_id, 0, last.last, columns)
-        return QueueBatchReader(options, snapshot, first)
+        return QueueBatchReader(options, plan_snapshots(options, queue, read_columns(schema)))
 
     def streamReader(self, schema: StructType) -> QueueStreamReader:
         options = self._options()
         queue = options.require_queue("to read")
-        columns = read_columns(schema)
-        with options.connect() as qm:
-            queue_id = measure(qm, queue, max_count=1).queue_id
-        return QueueStreamReader(options, queue, queue_id, columns)
+        members = plan_members(options, queue)
+        return QueueStreamReader(options, queue, members, read_columns(schema))
 
     def _check_write(self, schema: StructType) -> Options:
         options = self._options()
+        options.require_one("a write")
         check_write_schema(schema, has_queue=options.queue is not None)
         # Spark plans a streaming write again for every micro-batch: a queue
         # manager and queue found lately need not be asked about again.

@@ -90,3 +90,39 @@ def test_unreachable_endpoint_is_a_clear_error() -> None:
     options = Options.parse({"endpoint": f"127.0.0.1:{free_port()}", "connectTimeout": "2"})
     with pytest.raises(DataSourceError, match=r"cannot reach the queue manager at 127\.0\.0\.1:"):
         options.connect()
+
+
+def test_endpoints_name_a_fleet_to_read() -> None:
+    options = Options.parse({"Endpoints": " qm1:1802, qm2:1802 ,[::1]:1802", "queue": "orders"})
+    assert options.fleet == ("qm1:1802", "qm2:1802", "[::1]:1802")
+    assert options.members == options.fleet
+    one = options.at("qm2:1802")
+    assert (one.endpoint, one.fleet, one.members, one.queue) == (
+        "qm2:1802",
+        (),
+        ("qm2:1802",),
+        "orders",
+    )
+    assert Options.parse({"endpoint": "qm:1802"}).members == ("qm:1802",)
+    single = Options.parse({"endpoint": "qm:1802"})
+    assert single.at("qm:1802") is single
+    single.require_one("a write")
+    with pytest.raises(DataSourceError, match="'endpoints' is for reads; a write goes through"):
+        options.require_one("a write")
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ({"endpoint": "a:1", "endpoints": "b:1,c:1"}, "'endpoint' (one queue manager) or"),
+        ({"endpoints": "a:1,,b:1"}, "'endpoints' must be HOST:PORT,HOST:PORT,... each"),
+        ({"endpoints": "a:1,b"}, "not 'b'"),
+        ({"endpoints": "a:1,b:1,a:1"}, "the option 'endpoints' names a:1 twice"),
+        ({"endpoints": " "}, "the option 'endpoints' is empty"),
+        ({"endpiont": "a:1"}, "did you mean 'endpoint'"),
+    ],
+)
+def test_endpoints_errors(given: dict[str, str], message: str) -> None:
+    with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
+        Options.parse(given)
+    assert message in str(info.value)

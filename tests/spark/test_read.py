@@ -1,6 +1,6 @@
-"""The reader (``qmgr.spark._read``) without Spark: how it splits a LookupId range
-into partitions, and the stream reader called as Spark 4.0 and 4.1 call it
-(``latestOffset()`` without arguments)."""
+"""The readers (``qmgr.spark._read``, ``_stream``) without Spark: how a LookupId
+range is split into partitions, and the stream reader called as Spark 4.0 and
+4.1 call it (``latestOffset()`` without arguments)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from helpers import DaemonProcess
 
 from qmgr.client import QueueManager
 from qmgr.spark._options import Options
-from qmgr.spark._read import QueueStreamReader, split_range
+from qmgr.spark._read import split_range
+from qmgr.spark._stream import QueueStreamReader, plan_members
 
 
 def covered(ranges: list[tuple[int, int]]) -> list[int]:
@@ -52,7 +53,8 @@ def test_argument_less_latest_offset_limits_and_removes(
     def offset(lookup_id: int) -> dict[str, int]:
         return {"queue_id": info.queue_id, "lookup_id": lookup_id}
 
-    reader = QueueStreamReader(options, queue_name, info.queue_id)
+    members = plan_members(options, queue_name)
+    reader = QueueStreamReader(options, queue_name, members)
     try:
         # Knowing nothing, it cannot go below the checkpoint Spark has: the end of all.
         assert reader.latestOffset() == offset(ids[-1])
@@ -60,14 +62,15 @@ def test_argument_less_latest_offset_limits_and_removes(
     finally:
         reader.stop()
 
-    reader = QueueStreamReader(options, queue_name, info.queue_id)
+    reader = QueueStreamReader(options, queue_name, members)
     try:
         # A restarted query replays its last micro-batch: now the reader knows where it is.
         assert len(reader.partitions(offset(0), offset(ids[4]))) == 2
         assert reader.latestOffset() == offset(ids[14])  # the limit, from there
         assert reader.latestOffset() == offset(ids[24])  # asked again: ids[14] is committed
-        assert reader._remover is not None
-        reader._remover.wait()
+        remover = reader.cursors[0].remover
+        assert remover is not None
+        remover.wait()
         assert [m.lookup_id for m in qm.peek_range(queue_name, max=100)] == ids[15:]
     finally:
         reader.stop()
