@@ -32,11 +32,17 @@ loop):
   forwarded (order kept);
 * :meth:`FaultProxy.refuse` resets every new connection for N seconds
   (existing ones go on);
-* :meth:`FaultProxy.heal` ends stall, delay and refusal.
+* :meth:`FaultProxy.shape` limits each pipe to a rate (bytes/s: a chunk
+  leaves once the ones before it would have passed at that rate) and holds
+  a share of the chunks (the "lost" ones) a retransmission time longer, as
+  TCP delivers after losing a segment; order is kept either way;
+* :meth:`FaultProxy.heal` ends stall, delay, shaping and refusal.
 
-The only random choice the proxy makes (the length of a mid-frame prefix)
-comes from ``random.Random(seed)``; :class:`FaultSchedule` draws the kind and
-moment of each fault from its own seeded generator. Thread scheduling still
+The proxy's random choices (the length of a mid-frame prefix, which chunks
+are lost) come from ``random.Random(seed)``; ``fault_schedule.FaultSchedule``
+draws the kind and moment of each fault from its own seeded generator (and
+``tests/fleet`` shapes the links between sites of queue managers with
+:meth:`FaultProxy.shape`). Thread scheduling still
 decides which bytes are in flight when a fault lands, so a run is
 reproducible in its decisions, not byte for byte.
 """
@@ -56,7 +62,7 @@ from typing import Final, Self
 
 from helpers import route_args
 
-__all__ = ["CHUNK", "CutReport", "FaultProxy", "FaultSchedule", "ProxyStats"]
+__all__ = ["CHUNK", "CutReport", "FaultProxy", "ProxyStats"]
 
 #: Bytes read from a socket at a time.
 CHUNK: Final = 65536
@@ -108,6 +114,8 @@ class _Pipe:
         default_factory=collections.deque
     )
     queued: int = 0
+    #: When the last chunk queued leaves (shaping keeps them in order behind it).
+    last_due: float = 0.0
 
     def push(self, due: float, data: bytes) -> None:
         self.queue.append((due, memoryview(data)))
@@ -138,6 +146,7 @@ class FaultProxy:
         seed: seeds the proxy's own random choices.
         target_host: the host connections are forwarded to.
         max_buffer: bytes a pipe may hold before it stops reading.
+        listen_host, listen_port: where the proxy listens (port 0: a free one).
     """
 
     def __init__(
@@ -147,13 +156,16 @@ class FaultProxy:
         seed: int = 0,
         target_host: str = "127.0.0.1",
         max_buffer: int = 1 << 20,
+        listen_host: str = "127.0.0.1",
+        listen_port: int = 0,
     ) -> None:
         self.target = (target_host, target_port)
         self.max_buffer = max_buffer
+        self.listen_host = listen_host
         self._rng = random.Random(seed)
         self._listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._listener.bind(("127.0.0.1", 0))
+        self._listener.bind((listen_host, listen_port))
         self._listener.listen(128)
         self._listener.setblocking(False)
         self.port: int = self._listener.getsockname()[1]
@@ -169,6 +181,9 @@ class FaultProxy:
         self._stalled_until = 0.0
         self._refuse_until = 0.0
         self._delay = 0.0
+        self._rate: float | None = None
+        self._loss = 0.0
+        self._retransmit = 0.0
         self._closing = False
         self._thread = threading.Thread(target=self._run, name=f"fault-proxy-{self.port}")
         self._error: BaseException | None = None
@@ -177,8 +192,8 @@ class FaultProxy:
 
     @property
     def address(self) -> str:
-        """``127.0.0.1:PORT`` of the proxy's listener."""
-        return f"127.0.0.1:{self.port}"
+        """``HOST:PORT`` of the proxy's listener."""
+        return f"{self.listen_host}:{self.port}"
 
     def route_args(self, destination_port: int | None = None) -> list[str]:
         """The ``--set`` arguments that send a queue manager's traffic for
@@ -251,12 +266,23 @@ class FaultProxy:
             self._refuse_until = max(self._refuse_until, time.monotonic() + seconds)
         self._wake()
 
+    def shape(
+        self, *, rate: float | None = None, loss: float = 0.0, retransmit: float = 0.2
+    ) -> None:
+        """From now on, forward each direction of a connection at ``rate`` bytes/s at most
+        (None: as fast as it comes), and hold each chunk with probability ``loss``
+        ``retransmit`` seconds longer, as TCP delivers after a lost segment (order kept)."""
+        with self._lock:
+            self._rate, self._loss, self._retransmit = rate, loss, retransmit
+        self._wake()
+
     def heal(self) -> None:
-        """End any stall, delay or refusal."""
+        """End any stall, delay, shaping or refusal."""
         with self._lock:
             self._stalled_until = 0.0
             self._refuse_until = 0.0
             self._delay = 0.0
+            self._rate, self._loss = None, 0.0
         self._wake()
 
     def snapshot(self) -> ProxyStats:
@@ -394,8 +420,14 @@ class FaultProxy:
             self._drop(connection, reset=False)
             return
         with self._lock:
-            delay = self._delay
-        pipe.push(time.monotonic() + delay, data)
+            delay, rate, loss, retransmit = self._delay, self._rate, self._loss, self._retransmit
+        due = time.monotonic() + delay
+        if loss and self._rng.random() < loss:
+            due += retransmit
+        if rate:
+            due = max(due, pipe.last_due) + len(data) / rate
+        pipe.last_due = due = max(due, pipe.last_due)
+        pipe.push(due, data)
 
     def _flush(self, pipe: _Pipe) -> None:
         """Best effort: write whatever ``pipe`` holds now (the other side closed)."""
@@ -498,100 +530,3 @@ def _close(sock: socket.socket, *, reset: bool) -> None:
         else:
             sock.shutdown(socket.SHUT_RDWR)
     sock.close()
-
-
-@dataclasses.dataclass(slots=True)
-class FaultSchedule:
-    """Random faults on a :class:`FaultProxy` at random moments, in a background thread.
-
-    Every ``pause`` (a uniform range, seconds) it draws one fault: a cut
-    mid-frame, a clean cut (FIN or RST), a stall, a delay for a while, or a
-    refusal of new connections together with a cut. ``log`` records each
-    fault with its time, for the failure message.
-
-    Args:
-        proxy: the proxy to hurt.
-        seed: seeds the choice and moment of every fault.
-        pause: the range of seconds between two faults.
-        stall: the range of a stall's length.
-    """
-
-    proxy: FaultProxy
-    seed: int
-    pause: tuple[float, float] = (0.15, 0.8)
-    stall: tuple[float, float] = (0.2, 1.5)
-    log: list[str] = dataclasses.field(default_factory=list)
-    reports: list[CutReport] = dataclasses.field(default_factory=list)
-    _stop: threading.Event = dataclasses.field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-    _error: BaseException | None = None
-
-    def start(self) -> FaultSchedule:
-        """Start hurting the proxy."""
-        self._thread = threading.Thread(target=self._run, name="fault-schedule")
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop, heal the proxy, and re-raise any error of the thread."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30.0)
-        self.proxy.heal()
-        if self._error is not None:
-            raise AssertionError(f"the fault schedule failed: {self._error!r}") from self._error
-
-    def __enter__(self) -> FaultSchedule:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def cuts_of_live_connections(self) -> int:
-        """Cuts that closed at least one connection."""
-        return sum(1 for report in self.reports if report.connections)
-
-    @property
-    def mid_frame_cuts(self) -> int:
-        """Cuts that left a chunk half forwarded."""
-        return sum(1 for report in self.reports if report.partial)
-
-    def _run(self) -> None:
-        rng = random.Random(self.seed)
-        started = time.monotonic()
-        proxy = self.proxy
-        try:
-            while not self._stop.wait(rng.uniform(*self.pause)):
-                at = f"{time.monotonic() - started:7.3f}s"
-                kind = rng.choices(
-                    ["mid-frame", "cut", "stall", "delay", "refuse"], weights=[4, 2, 2, 1, 1]
-                )[0]
-                if kind == "mid-frame":
-                    report = proxy.cut(mid_frame=True, reset=rng.random() < 0.3, wait=0.5)
-                    self.reports.append(report)
-                    self.log.append(f"{at} cut mid-frame {report}")
-                elif kind == "cut":
-                    report = proxy.cut(reset=rng.random() < 0.5)
-                    self.reports.append(report)
-                    self.log.append(f"{at} cut {report}")
-                elif kind == "stall":
-                    seconds = rng.uniform(*self.stall)
-                    proxy.stall(seconds)
-                    self.log.append(f"{at} stall {seconds:.2f}s")
-                elif kind == "delay":
-                    seconds = rng.uniform(0.005, 0.05)
-                    length = rng.uniform(0.3, 1.5)
-                    proxy.set_delay(seconds)
-                    self.log.append(f"{at} delay {seconds * 1000:.0f}ms for {length:.2f}s")
-                    if self._stop.wait(length):
-                        break
-                    proxy.set_delay(0.0)
-                else:
-                    seconds = rng.uniform(0.2, 1.5)
-                    proxy.refuse(seconds)
-                    report = proxy.cut(reset=True)
-                    self.reports.append(report)
-                    self.log.append(f"{at} refuse {seconds:.2f}s and cut {report}")
-        except BaseException as exc:
-            self._error = exc

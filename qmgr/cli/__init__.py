@@ -28,68 +28,87 @@ The modules, by concern:
 
 Every command module makes its commands (or its group) and nothing more;
 they are put on the ``qmgr`` group here, in one place, so no command module
-imports this package back.
+imports this package back. The group imports a command's module only when
+that command runs (or help lists it): ``qmgr serve`` loads neither the SDK
+nor rich, and a client command loads neither trio nor the daemon.
 """
 
 from __future__ import annotations
+
+import importlib
+from typing import Final
 
 import click
 
 from qmgr import __version__
 
-from . import (
-    auth,
-    certs,
-    lists,
-    messages,
-    outgoing,
-    permissions,
-    poison,
-    queues,
-    routes,
-    serve,
-    status,
-    trace,
-    transactions,
-)
 from .common import connection_options
 
 __all__ = ["cli", "main"]
 
+#: Each command of the ``qmgr`` group: its name -> (its module, the command's name there).
+#: Commands are reached through their modules, so that the package's attributes stay its
+#: modules (``qmgr.cli.trace`` is the module, ``trace.trace`` the command).
+COMMANDS: Final = {
+    "serve": ("serve", "serve"),
+    "send": ("messages", "send"),
+    "receive": ("messages", "receive"),
+    "peek": ("messages", "peek"),
+    "move": ("messages", "move"),
+    "status": ("status", "status"),
+    "queue": ("queues", "queue"),
+    "outgoing": ("outgoing", "outgoing"),
+    "route": ("routes", "route"),
+    "tx": ("transactions", "tx"),
+    "trace": ("trace", "trace"),
+    "dl": ("lists", "dl"),
+    "auth": ("auth", "auth"),
+    "certs": ("certs", "certs"),
+}
+#: Commands other modules put on the ``queue`` group, as (module, command).
+QUEUE_COMMANDS: Final = (
+    ("poison", "queue_set"),
+    ("permissions", "queue_grant"),
+    ("permissions", "queue_revoke"),
+    ("permissions", "queue_acl"),
+)
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+def _attribute(module: str, name: str) -> click.Command:
+    command = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    assert isinstance(command, click.Command)
+    return command
+
+
+def _load(name: str) -> click.Command:
+    """The command ``name`` of :data:`COMMANDS`, its module imported now."""
+    command = _attribute(*COMMANDS[name])
+    if name == "queue":
+        assert isinstance(command, click.Group)
+        for module, attribute in QUEUE_COMMANDS:
+            command.add_command(_attribute(module, attribute))
+    return command
+
+
+class _Commands(click.Group):
+    """The ``qmgr`` group: each command is loaded from its module when first asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is None and cmd_name in COMMANDS:
+            command = _load(cmd_name)
+            self.add_command(command, cmd_name)
+        return command
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @connection_options
 @click.version_option(__version__, prog_name="qmgr")
 def cli() -> None:
     """qmgr: a transactional queue manager (MSMQ semantics) for Linux."""
-
-
-# Commands are reached through their modules, so that the package's attributes
-# stay its modules (``qmgr.cli.trace`` is the module, ``trace.trace`` the command).
-for _command in (
-    serve.serve,
-    messages.send,
-    messages.receive,
-    messages.peek,
-    messages.move,
-    status.status,
-    queues.queue,
-    outgoing.outgoing,
-    routes.route,
-    transactions.tx,
-    trace.trace,
-    lists.dl,
-    auth.auth,
-    certs.certs,
-):
-    cli.add_command(_command)
-for _command in (
-    poison.queue_set,
-    permissions.queue_grant,
-    permissions.queue_revoke,
-    permissions.queue_acl,
-):
-    queues.queue.add_command(_command)
 
 
 def main() -> None:

@@ -10,6 +10,10 @@ Errors: :func:`reports_errors` turns a :class:`CliError` or any SDK error
 into ``error: <message>`` (and an optional ``hint: ...``) on stderr and exit
 status 1. Output: rich tables go to :func:`stdout_console`, which does not
 wrap when stdout is a file or a pipe; times are ISO 8601 in UTC.
+
+The SDK and rich are imported where they are used, not with this module:
+``qmgr serve`` goes through the ``qmgr`` group (and :func:`fail`) and needs
+neither.
 """
 
 from __future__ import annotations
@@ -17,17 +21,20 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-import ssl
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
-from rich.console import Console
-from rich.table import Column, Table
 
-from qmgr.client import ConnectionLost, QueueError, QueueManager, connect, tls_context
+if TYPE_CHECKING:
+    import ssl
+
+    from rich.console import Console
+    from rich.table import Column, Table
+
+    from qmgr.client import QueueManager
 
 __all__ = [
     "CLIENT_NAME",
@@ -96,6 +103,8 @@ def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
 
     @functools.wraps(func)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        from qmgr.client import QueueError
+
         try:
             return func(*args, **kwargs)
         except CliError as exc:
@@ -180,6 +189,8 @@ def server_of(ctx: click.Context) -> str:
 
 def connect_to(ctx: click.Context, address: str, *, client_name: str = CLIENT_NAME) -> QueueManager:
     """A connection to ``address`` with the TLS and token options (the SDK's errors as they are)."""
+    from qmgr.client import connect
+
     return connect(address, client_name=client_name, tls=tls_of(ctx), token=ctx.obj.get("token"))
 
 
@@ -190,6 +201,8 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
     Raises:
         CliError: a bad address, or no daemon there (with a hint).
     """
+    from qmgr.client import ConnectionLost
+
     server = server_of(ctx)
     try:
         qm = connect_to(ctx, server)
@@ -208,6 +221,8 @@ def tls_of(ctx: click.Context) -> ssl.SSLContext | None:
     Raises:
         CliError: a file cannot be loaded.
     """
+    from qmgr.client import tls_context
+
     ca, certificate, key = ctx.obj.get("tls", (None, None, None))
     if ca is None and certificate is None:
         if key is not None:
@@ -284,26 +299,36 @@ def print_listing(
 def listing_table(*columns: str | Column, show_header: bool = True) -> Table:
     """A table for people, without an outer edge; each column is its header, or
     a :class:`~rich.table.Column` such as :func:`folded` and :func:`right` make."""
+    from rich.table import Table
+
     return Table(*columns, title=None, show_header=show_header, show_edge=False, pad_edge=False)
 
 
 def folded(header: str) -> Column:
     """A column whose long cells (names, format names) fold onto more lines, uncut."""
+    from rich.table import Column
+
     return Column(header, overflow="fold")
 
 
 def right(header: str) -> Column:
     """A right-justified column (of numbers)."""
+    from rich.table import Column
+
     return Column(header, justify="right")
 
 
 def stderr_console() -> Console:
     """Rich output on stderr (progress bars)."""
+    from rich.console import Console
+
     return Console(stderr=True)
 
 
 def stdout_console() -> Console:
     """Rich output on stdout; unwrapped when it goes to a file or a pipe."""
+    from rich.console import Console
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=1000)

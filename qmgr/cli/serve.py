@@ -5,7 +5,8 @@ options (``--set SECTION.KEY=VALUE`` for any key). A configuration error
 exits with status 2, a start-up error (a port in use, a certificate that
 cannot serve) with the status it carries; a signal ends the daemon with 0.
 trio, the configuration and the daemon are imported only when ``serve``
-runs: the client commands never load them.
+runs: the client commands never load them (nor does ``serve`` load the
+SDK, rich or, without TLS, cryptography).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any)
     import trio
 
     from qmgr.config import ConfigError, load_config
-    from qmgr.logs import configure_logging
+    from qmgr.logs import configure_logging  # before qmgr.server: structlog without rich
 
     try:
         # The other options are named as load_config's overrides (None: not given).

@@ -40,6 +40,8 @@ At start-up :func:`load_contexts` also refuses a certificate that has
 expired or is not yet valid, naming ``tls.certificate`` and its file, rather
 than let every client's and peer's handshake fail later. One that expires
 while the queue manager runs is refused by the other ends' handshakes.
+Those checks read certificates with ``cryptography``, in
+``qmgr.server.certificates``, imported only when TLS is on.
 
 :func:`check_exposure` is the start-up rule: a listener on an address other
 hosts can reach must be protected (the peer port by mutual TLS, the client
@@ -49,7 +51,6 @@ it anyway.
 
 from __future__ import annotations
 
-import datetime as dt
 import ipaddress
 import ssl
 from dataclasses import dataclass
@@ -57,12 +58,7 @@ from pathlib import Path
 from typing import Final
 
 import trio
-from cryptography import x509
-from cryptography.hazmat.primitives import serialization
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from qmgr.certs.authority import EXTENDED_KEY_USAGES
-from qmgr.certs.inspection import validity
 from qmgr.config import Address, Config
 
 __all__ = [
@@ -78,22 +74,6 @@ __all__ = [
 ]
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
-
-#: The extended key usages of a queue manager's certificate, required on the peer port.
-_QUEUE_MANAGER: Final = EXTENDED_KEY_USAGES["qm"]
-#: Those of a client's certificate, which serves no port.
-_CLIENT: Final = EXTENDED_KEY_USAGES["client"]
-#: OpenSSL's short names of the usages (``extendedKeyUsage = serverAuth, clientAuth``).
-_USAGE_NAMES: Final = {
-    ExtendedKeyUsageOID.SERVER_AUTH: "serverAuth",
-    ExtendedKeyUsageOID.CLIENT_AUTH: "clientAuth",
-    ExtendedKeyUsageOID.CODE_SIGNING: "codeSigning",
-    ExtendedKeyUsageOID.EMAIL_PROTECTION: "emailProtection",
-    ExtendedKeyUsageOID.TIME_STAMPING: "timeStamping",
-    ExtendedKeyUsageOID.OCSP_SIGNING: "OCSPSigning",
-    ExtendedKeyUsageOID.ANY_EXTENDED_KEY_USAGE: "anyExtendedKeyUsage",
-}
-_ISSUE_HINT: Final = "`qmgr certs issue NAME --host ...`"
 
 
 class TlsFailed(Exception):
@@ -143,10 +123,9 @@ def load_contexts(config: Config) -> TlsContexts:
     peer_server = peer_client = None
     own = own_identity = None
     if config.tls_peers:
-        certificate = _read_certificate(config.tls_certificate)
-        own = certificate.public_bytes(serialization.Encoding.DER)
-        names = certificate.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
-        own_identity = str(names[0].value) if names else None
+        from .certificates import own_certificate
+
+        own, own_identity = own_certificate(config.tls_certificate)
         peer_server = _context(config, ssl.Purpose.CLIENT_AUTH)
         peer_server.verify_mode = ssl.CERT_REQUIRED
         peer_client = _context(config, ssl.Purpose.SERVER_AUTH)
@@ -156,85 +135,20 @@ def load_contexts(config: Config) -> TlsContexts:
 
 
 def _check_certificate(config: Config, path: Path) -> None:
-    """Refuse this queue manager's certificate if it cannot be used now on its ports."""
-    certificate = _read_certificate(path)
-    not_before, not_after = certificate.not_valid_before_utc, certificate.not_valid_after_utc
-    state = validity(not_before, not_after, dt.datetime.now(dt.UTC))
-    if state == "expired":
-        msg = (
-            f"tls.certificate {path} expired on {_minute(not_after)}: "
-            "renew it with `qmgr certs issue NAME --host ... --force`"
-        )
-        raise ValueError(msg)
-    if state == "not yet valid":
-        msg = (
-            f"tls.certificate {path} is not valid before {_minute(not_before)} "
-            "(is this host's clock right?)"
-        )
-        raise ValueError(msg)
-    refusal = _usage_refusal(config, _extended_key_usages(certificate))
+    """Refuse this queue manager's certificate if it cannot be used now on its ports
+    (:func:`.certificates.check_own`; cryptography is imported only when TLS is on)."""
+    from .certificates import check_own
+
+    check_own(config, path)
+
+
+def _check_queue_manager(stream: trio.SSLStream[trio.abc.Stream], identity: str) -> None:
+    """Refuse a peer whose certificate is not a queue manager's (a client's, say)."""
+    from .certificates import queue_manager_refusal
+
+    refusal = queue_manager_refusal(stream.getpeercert(binary_form=True), identity)
     if refusal is not None:
-        msg = f"tls.certificate {path} {refusal}"
-        raise ValueError(msg)
-
-
-def _usage_refusal(config: Config, usages: frozenset[x509.ObjectIdentifier] | None) -> str | None:
-    """Why a certificate with ``usages`` cannot serve the ports ``config`` has TLS on."""
-    described = f"extended key usage {_usage_text(usages)}"
-    if usages == _CLIENT:
-        return (
-            f"is a client certificate ({described}): the queue manager needs one "
-            f"issued with {_ISSUE_HINT}"
-        )
-    if config.tls_clients and usages is not None and ExtendedKeyUsageOID.SERVER_AUTH not in usages:
-        return (
-            f"cannot serve the client port ({described}): it needs serverAuth; "
-            f"issue one with {_ISSUE_HINT}"
-        )
-    if config.tls_peers and not _is_queue_managers(usages):
-        return (
-            f"cannot be used between queue managers ({described}): tls.peers needs "
-            f"serverAuth and clientAuth; issue one with {_ISSUE_HINT}, or set tls.peers = false"
-        )
-    return None
-
-
-def _read_certificate(path: Path) -> x509.Certificate:
-    try:
-        return x509.load_pem_x509_certificate(path.read_bytes())
-    except OSError as exc:
-        msg = f"cannot load tls.certificate {path}: {_reason(exc)}"
-        raise ValueError(msg) from exc
-    except ValueError:
-        msg = f"cannot load tls.certificate {path}: not a PEM certificate"
-        raise ValueError(msg) from None
-
-
-def _extended_key_usages(certificate: x509.Certificate) -> frozenset[x509.ObjectIdentifier] | None:
-    """The extended key usages of ``certificate`` (None: it has no such extension)."""
-    try:
-        extension = certificate.extensions.get_extension_for_class(x509.ExtendedKeyUsage)
-    except x509.ExtensionNotFound:
-        return None
-    return frozenset(extension.value)
-
-
-def _is_queue_managers(usages: frozenset[x509.ObjectIdentifier] | None) -> bool:
-    return usages is not None and usages >= _QUEUE_MANAGER
-
-
-def _usage_text(usages: frozenset[x509.ObjectIdentifier] | None) -> str:
-    """``clientAuth only``, ``clientAuth, serverAuth``, or that there is none."""
-    if usages is None:
-        return "missing (no extendedKeyUsage extension)"
-    names = sorted(_USAGE_NAMES.get(usage, usage.dotted_string) for usage in usages)
-    if len(names) == 1:
-        return f"{names[0]} only"
-    return ", ".join(names) if names else "empty"
-
-
-def _minute(moment: dt.datetime) -> str:
-    return f"{moment:%Y-%m-%d %H:%M} UTC"
+        raise TlsFailed(refusal)
 
 
 def _context(config: Config, purpose: ssl.Purpose) -> ssl.SSLContext:
@@ -324,19 +238,6 @@ async def peer_handshake(
         raise TlsFailed(msg)
     _check_queue_manager(secure, identity)
     return secure, identity
-
-
-def _check_queue_manager(stream: trio.SSLStream[trio.abc.Stream], identity: str) -> None:
-    """Refuse a peer whose certificate is not a queue manager's (a client's, say)."""
-    der = stream.getpeercert(binary_form=True)
-    usages = None if der is None else _extended_key_usages(x509.load_der_x509_certificate(der))
-    if not _is_queue_managers(usages):
-        msg = (
-            f"the peer's certificate (CN {identity}) is not a queue manager's: its extended "
-            f"key usage is {_usage_text(usages)}; issue queue manager certificates with "
-            f"{_ISSUE_HINT} (serverAuth and clientAuth)"
-        )
-        raise TlsFailed(msg)
 
 
 def common_name(stream: trio.SSLStream[trio.abc.Stream]) -> str | None:

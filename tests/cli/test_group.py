@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import click
+
 from qmgr import __version__
 from qmgr.cli import cli, queues
 
@@ -18,7 +20,9 @@ QUEUE_COMMANDS = {"acl", "create", "delete", "grant", "list", "purge", "revoke",
 
 
 def test_every_command_is_on_the_group() -> None:
-    assert set(cli.commands) == COMMANDS
+    context = click.Context(cli)
+    assert set(cli.list_commands(context)) == COMMANDS
+    assert all(cli.get_command(context, name) is not None for name in COMMANDS)
     assert set(queues.queue.commands) == QUEUE_COMMANDS
     text = ok(run(None, "-h")).stdout
     assert "[OPTIONS] COMMAND [ARGS]..." in text.splitlines()[0]
@@ -44,3 +48,20 @@ def test_version_and_python_m() -> None:
 def test_a_missing_or_unknown_command_is_a_usage_error() -> None:
     assert run(None, "nosuch").exit_code == 2
     assert run(None, "queue", "nosuch").exit_code == 2
+
+
+def test_serve_loads_neither_the_sdk_nor_rich_nor_cryptography() -> None:
+    """What ``qmgr serve`` imports before it serves without TLS, in a fresh interpreter: the
+    group, the command, and what it runs (the configuration, the log set-up, the daemon)."""
+    code = (
+        "import sys, click\n"
+        "from qmgr.cli import cli\n"
+        "cli.get_command(click.Context(cli), 'serve')\n"
+        "import qmgr.logs, qmgr.config, qmgr.server\n"
+        "heavy = ('rich', 'cryptography', 'qmgr.client', 'qmgr.certs', 'pyspark')\n"
+        "print(sorted(name for name in heavy if name in sys.modules))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert loaded.stdout == "[]\n", loaded.stderr

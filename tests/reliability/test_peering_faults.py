@@ -37,7 +37,8 @@ import time
 from collections.abc import Callable, Iterable
 
 import pytest
-from fault_proxy import FaultProxy, FaultSchedule
+from fault_proxy import FaultProxy
+from fault_schedule import FaultSchedule
 from helpers import PEER_FAST, ROUTER, DaemonProcess, route_args  # type: ignore[import-not-found, unused-ignore]
 
 from qmgr.client import ConnectionLost, OutgoingInfo, QueueError, QueueManager, connect
