@@ -24,7 +24,7 @@ gate routes every queue manager of another site to that site's gates (as
 seen from its own site: the gate's backbone address, or the link proxy in
 front of it). :data:`TWO_GATE_ROUTES` says whether a route names both
 gates, a list tried in order (``peers.route_failover_after``), or only the
-first: the list form waits on route lists in ``qmgr.config`` (see the flag).
+first.
 :func:`config_toml` writes the rest of a queue manager's configuration.
 """
 
@@ -51,14 +51,11 @@ __all__ = [
 ]
 
 #: Whether a route names both gates of a site (a list of next hops, tried in order, failing
-#: over after ``peers.route_failover_after``) or only the first gate. Waiting on route lists
-#: in ``qmgr.config`` (and CIDR keys, which would shorten the per-host routes): until they are
-#: there a list value is refused at start-up, so the fleet routes through one gate per site
-#: and a killed gate holds its site's traffic until it is back. Turn on once lists are in;
-#: ``test_fleet.py::test_route_lists_are_not_in_yet`` fails then, to say so.
-TWO_GATE_ROUTES: Final = False
+#: over after ``peers.route_failover_after``) or only the first gate (a killed gate then
+#: holds its site's traffic until it is back).
+TWO_GATE_ROUTES: Final = True
 #: Seconds a next hop may fail before the next one of a route's list is tried (with lists).
-ROUTE_FAILOVER_AFTER: Final = 2.0
+ROUTE_FAILOVER_AFTER: Final = 1.0
 #: The MSMQ port every queue manager listens on.
 PEER_PORT: Final = 1801
 #: The client port each queue manager listens on (on its own loopback, or its own address).

@@ -14,9 +14,10 @@ per (source, destination), nothing of an aborted transaction arrived, every
 outgoing queue is empty, no message was dead-lettered, and every
 acknowledgment asked for is in its admin queue, once.
 
-Routes name the first gate of each site only until ``qmgr.config`` takes a
-list of next hops (``fleet_topology.TWO_GATE_ROUTES``): a killed gate then
-holds its site's traffic until it is back, instead of its twin taking over.
+Routes name both gates of a site, in order (``fleet_topology.TWO_GATE_ROUTES``):
+while the first is down for longer than ``peers.route_failover_after``, the
+traffic for its site goes through the second, and back once the first
+answers; the sequences stay exactly once across the change of gate.
 
 The ``soak`` run (``pytest -m soak``) is bigger (16 queue managers in 4
 sites), runs longer, repeats the faults round after round over every site
@@ -34,8 +35,7 @@ import pytest
 from fleet_kit import Fleet
 from fleet_topology import TWO_GATE_ROUTES, Topology
 from fleet_traffic import Plan, check, create_queues, join, progress, run_sources, settle
-
-from qmgr.config import ConfigError, load_config
+from helpers import log_events
 
 #: The queue manager everyone reaches only through a port map.
 MAPPED = "s2h2"
@@ -127,17 +127,16 @@ def test_every_committed_message_arrives_once_in_order_through_gates_crashes_and
     assert summary.transactions["committed"] > 0
     assert summary.acknowledgments > 0
     assert fleet.forwarders[MAPPED].snapshot().accepted > 0, "nothing went through the port map"
+    moves = [
+        (name, event["from_hop"], event["to_hop"])
+        for name, daemon in fleet.daemons.items()
+        for event in log_events(daemon, "outgoing_route_changed")
+    ]
+    if TWO_GATE_ROUTES:
+        assert moves, "no outgoing queue moved to a second gate while a first one was down"
     print(
         f"\n{fleet.describe()}, started in {started:.1f} s\n" + "\n".join(log) + "\n"
-        f"{summary}; settled {settled:.1f} s after the last commit; "
+        f"{summary}; {len(moves)} moves between gates; "
+        f"settled {settled:.1f} s after the last commit; "
         f"{time.monotonic() - began:.1f} s in all"
     )
-
-
-@pytest.mark.skipif(TWO_GATE_ROUTES, reason="route lists are in: the fleet uses both gates")
-def test_route_lists_are_not_in_yet() -> None:
-    """The fleet routes through the first gate of each site because a route's next hop
-    cannot be a list yet. When this fails, it can: turn on ``fleet_topology.TWO_GATE_ROUTES``
-    (and remove this test), and the fleet fails over between a site's two gates."""
-    with pytest.raises(ConfigError, match="string"):
-        load_config(settings=['routes."10.0.0.1:1801"=["10.0.0.2:1801", "10.0.0.3:1801"]'])
