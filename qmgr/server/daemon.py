@@ -285,7 +285,8 @@ class Daemon:
         """Serve on the bound sockets until asked to stop (see the module docstring);
         ``task_status.started`` receives the client port's bound (host, port)."""
         # The client port last: once it answers, every listener does (the local
-        # socket and the peer port too), so whoever waits for it may use them all.
+        # socket, the peer port and the HTTP listener too), so whoever waits for
+        # it may use them all.
         local = None if sockets.local is None else listen_on(sockets.local)
         peers = [listen_on(sock, TCP_BACKLOG) for sock in sockets.peers]
         http = [listen_on(sock, TCP_BACKLOG) for sock in sockets.http]
