@@ -1,7 +1,8 @@
 # qmgr developer entry points. On a fresh machine with Python >= 3.11:
 #   make run    create .venv, install qmgr, start a queue manager (data in ./var)
 #   make test   create .venv, install qmgr with its test extras, run ruff, mypy, pytest
-#               (the Spark tests need Java 17 or newer: checked first)
+#               (the Spark tests need Java 17 or newer, the alerting rules' tests
+#               promtool: both checked first)
 #   make pipeline  the Spark pipeline on local Spark against the queue manager of
 #               `make run` (127.0.0.1:1802; QMGR=HOST:PORT for another)
 #   make spark-package  dist/qmgr-spark.zip for spark-submit --py-files
@@ -17,7 +18,7 @@ QMGR   ?= 127.0.0.1:1802
 ORDERS ?= 2000
 PIPELINE_DIR ?= $(DATA)/pipeline
 
-.PHONY: run test lint typecheck pytest bench clean check-python check-java pipeline spark-package
+.PHONY: run test lint typecheck pytest bench clean check-python check-java check-promtool pipeline spark-package
 
 check-python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' || \
@@ -35,6 +36,15 @@ check-java:
 	       "or set JAVA_HOME to a JDK/JRE 17+."; \
 	  exit 1; \
 	fi
+
+# The shipped alerting rules are checked with promtool (Debian's prometheus package).
+check-promtool:
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "The alerting rules' tests need promtool, found on no PATH."; \
+	  echo "Install it (Debian/Ubuntu: sudo apt-get install prometheus; or put the promtool" \
+	       "of a Prometheus release on the PATH)."; \
+	  exit 1; \
+	}
 
 $(PY): | check-python
 	$(PYTHON) -m venv $(VENV)
@@ -63,10 +73,10 @@ lint: $(VENV)/.installed-test
 typecheck: $(VENV)/.installed-test
 	$(BIN)/mypy
 
-pytest: $(VENV)/.installed-test | check-java
+pytest: $(VENV)/.installed-test | check-java check-promtool
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: check-java lint typecheck pytest
+test: check-java check-promtool lint typecheck pytest
 
 # The shipped pipeline on local Spark: sample orders go to the queue manager at
 # $(QMGR) (start one with `make run`), the streaming job keeps running totals

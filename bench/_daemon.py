@@ -57,6 +57,8 @@ class Daemon:
         self._log = log_path.open("wb")
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
+        #: The HTTP listener's port (/healthz, /metrics).
+        self.http_port = free_port()
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -69,6 +71,8 @@ class Daemon:
                 self.address,
                 "--listen",
                 f"127.0.0.1:{free_port()}",
+                "--http-listen",
+                f"127.0.0.1:{self.http_port}",
                 "--log-format",
                 "json",
                 "--log-level",

@@ -55,6 +55,12 @@ on both ports and client certificates required (``auth.required``), and
 prints that table and each rate as a ratio to the plain one (``tls`` and
 ``tls_x_plain`` in the JSON).
 
+``--scrape SECONDS`` scrapes the daemon's ``/metrics`` (its HTTP listener) that
+often from a thread of this process while the rows run, as a Prometheus
+would; the notes say how many scrapes there were. Compare each row with a run
+without it to see what scraping costs (``scrapes`` in the JSON; the plain run
+only, not ``--tls``).
+
 ``--json`` prints one JSON object to stdout instead of the table (which goes
 to stderr): every figure (rates per second, latencies in ms, CPU in seconds,
 ``*_x_lmdb`` ratios, ``*_busy`` shares of one core), ``runs``, ``seconds``,
@@ -67,10 +73,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import http.client
 import os
 import shutil
 import statistics
 import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,10 +226,51 @@ def measure_row(bench: Bench, row: str) -> dict[str, float]:
     return PLAIN[row](bench)
 
 
+class Scraper:
+    """Scrapes the daemon's ``/metrics`` every ``interval`` seconds on a thread."""
+
+    def __init__(self, port: int, interval: float) -> None:
+        self.port = port
+        self.interval = interval
+        self.scrapes = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="scraper", daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        while not self._stop.wait(self.interval):
+            try:
+                connection.request("GET", "/metrics")
+                response = connection.getresponse()
+                response.read()
+                ok = response.status == 200
+            except (OSError, http.client.HTTPException):
+                ok = False
+                connection.close()
+            self.scrapes += ok
+            self.failures += not ok
+        connection.close()
+
+
 def run(
-    rows: list[str], seconds: float, runs: int, workdir: Path, daemon_args: list[str]
+    rows: list[str],
+    seconds: float,
+    runs: int,
+    workdir: Path,
+    daemon_args: list[str],
+    scrape: float | None = None,
 ) -> dict[str, list[float]]:
-    """Every row once per round, ``runs`` rounds; each figure's values in round order."""
+    """Every row once per round, ``runs`` rounds; each figure's values in round order
+    (``scrape``: scrape ``/metrics`` that often meanwhile; ``samples["scrapes"]``)."""
     samples: dict[str, list[float]] = {}
     with contextlib.ExitStack() as stack:
         daemon = None
@@ -232,6 +281,13 @@ def run(
             with connect_to(daemon.address) as qm:
                 for queue in ("send", "receive", "latency"):
                     qm.create_queue(queue, transactional=True)
+            if scrape is not None:
+                scraper = stack.enter_context(Scraper(daemon.http_port, scrape))
+                stack.callback(
+                    lambda: samples.update(
+                        scrapes=[scraper.scrapes], scrape_failures=[scraper.failures]
+                    )
+                )
         bench = Bench(workdir, seconds, daemon)
         for round_number in range(1, runs + 1):
             for row in rows:
@@ -376,6 +432,12 @@ def report(result: dict[str, Any], out: TextIO) -> None:
                 f" benchmark clients {own_cpu:.3f} s ({own_busy:.0%})",
                 file=out,
             )
+    if result.get("scrapes") is not None:
+        print(
+            f"/metrics scraped {result['scrapes']:.0f} times while the rows ran"
+            f" ({result.get('scrape_failures') or 0:.0f} failed)",
+            file=out,
+        )
 
 
 # --------------------------------------------------------------------------
@@ -422,6 +484,12 @@ def main() -> None:
         help="measure the daemon rows again with TLS on both ports and client certificates",
     )
     parser.add_argument(
+        "--scrape",
+        type=float,
+        metavar="SECONDS",
+        help="scrape the daemon's /metrics this often while the rows run",
+    )
+    parser.add_argument(
         "--daemon-arg",
         action="append",
         default=[],
@@ -439,7 +507,9 @@ def main() -> None:
     workdir = fresh_workdir(args.data_dir)
     try:
         (workdir / "plain").mkdir()
-        samples = run(rows, args.seconds, args.runs, workdir / "plain", args.daemon_arg)
+        samples = run(
+            rows, args.seconds, args.runs, workdir / "plain", args.daemon_arg, args.scrape
+        )
         tls_samples = None
         if args.tls:
             tls_rows = [row for row in rows if row in DAEMON_ROWS or row == "lmdb"]

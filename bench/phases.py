@@ -153,6 +153,7 @@ def main() -> None:
             data_dir=tempfile.mkdtemp(dir=args.data_dir),
             client_listen="127.0.0.1:0",
             listen="127.0.0.1:0",
+            http_listen="",
             log_level="warning",
             log_format="json",
         )

@@ -58,7 +58,7 @@ def partner_queue_manager(data_dir: Path, peer: str) -> Iterator[str | None]:
     data_dir.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "qmgr", "serve", "--data-dir", str(data_dir),
                "--client-listen", address, "--listen", f"127.0.0.1:{ports[1]}",
-               "--name", "partner", "--log-format", "json"]  # fmt: skip
+               "--http-listen", "", "--name", "partner", "--log-format", "json"]  # fmt: skip
     with (data_dir / "qmgr.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     try:

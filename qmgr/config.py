@@ -60,6 +60,11 @@ class Config:
     data_dir: Path
     listen: Address
     client_listen: Address
+    #: The HTTP listener (``/healthz``, ``/metrics``); None: off.
+    http_listen: Address | None
+    http_max_connections: int
+    http_keep_alive_timeout: float
+    http_request_timeout: float
     #: Other ``(host, port)`` this queue manager is reached at (port None: its peer port).
     aliases: tuple[tuple[str, int | None], ...]
     max_connections: int
@@ -114,11 +119,13 @@ class Config:
     tls_min_version: str
     tls_clients: bool
     tls_peers: bool
+    tls_http: bool
     tls_pinned: dict[str, uuid.UUID]
     tls_relays: frozenset[str]
     auth_required: bool
     auth_failure_limit: int
     auth_admins: frozenset[str]
+    auth_monitors: frozenset[str]
     auth_tokens: dict[str, str]
     auth_tokens_file: Path | None
     auth_groups: dict[str, frozenset[str]]
@@ -137,6 +144,11 @@ class Config:
     def tls_on_peers(self) -> bool:
         """True when the peer port and connections to peers speak mutual TLS."""
         return self.tls_certificate is not None and self.tls_peers
+
+    @property
+    def tls_on_http(self) -> bool:
+        """True when the HTTP listener speaks TLS (HTTPS)."""
+        return self.tls_certificate is not None and self.tls_http
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,11 +211,13 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("tls", "min_version"): _Key("tls_min_version", str, _one_of("1.2", "1.3")),
     ("tls", "clients"): _Key("tls_clients", bool),
     ("tls", "peers"): _Key("tls_peers", bool),
+    ("tls", "http"): _Key("tls_http", bool),
     ("tls", "pinned"): _Key("tls_pinned", dict),
     ("tls", "relays"): _Key("tls_relays", list),
     ("auth", "required"): _Key("auth_required", bool),
     ("auth", "failure_limit"): _Key("auth_failure_limit", int, _positive),
     ("auth", "admins"): _Key("auth_admins", list),
+    ("auth", "monitors"): _Key("auth_monitors", list),
     ("auth", "tokens"): _Key("auth_tokens", dict),
     ("auth", "tokens_file"): _Key("auth_tokens_file", str),
     ("auth", "groups"): _Key("auth_groups", dict),
@@ -237,6 +251,10 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("store", "reserve_size"): _Key("reserve_size", int, _not_negative),
     ("store", "erase_step"): _Key("erase_step", int, _positive),
     ("store", "writer_thread"): _Key("writer_thread", bool),
+    ("http", "listen"): _Key("http_listen", str),
+    ("http", "max_connections"): _Key("http_max_connections", int, _positive),
+    ("http", "keep_alive_timeout"): _Key("http_keep_alive_timeout", float, _positive),
+    ("http", "request_timeout"): _Key("http_request_timeout", float, _positive),
     ("peers", "accept_from"): _Key("peer_accept_from", list),
     ("peers", "router"): _Key("peer_router", bool),
     ("peers", "route_failover_after"): _Key("peer_route_failover_after", float, _positive),
@@ -284,7 +302,8 @@ def load_config(
         settings: ``SECTION.KEY=VALUE`` overrides (the value in TOML syntax;
             a bare word is taken as a string).
         overrides: named flag values (None means "not given"): name,
-            data_dir, listen, client_listen, log_format, log_level.
+            data_dir, listen, client_listen, http_listen ("" turns it off),
+            log_format, log_level.
 
     Raises:
         ConfigError: unreadable file, unknown key, wrong type or bad value.
@@ -316,6 +335,9 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["data_dir"] = Path(fields["data_dir"]).expanduser()
     fields["listen"] = Address.parse(fields["listen"], what="server.listen")
     fields["client_listen"] = Address.parse(fields["client_listen"], what="server.client_listen")
+    fields["http_listen"] = (
+        Address.parse(fields["http_listen"], what="http.listen") if fields["http_listen"] else None
+    )
     fields["max_map_size"] = fields["max_map_size"] or None
     fields["peer_accept_from"] = _networks(fields["peer_accept_from"])
     fields["aliases"] = _aliases(fields["aliases"])
@@ -326,6 +348,7 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["tls_pinned"] = _pinned(fields["tls_pinned"])
     fields["tls_relays"] = frozenset(str(identity) for identity in fields["tls_relays"])
     fields["auth_admins"] = frozenset(str(principal) for principal in fields["auth_admins"])
+    fields["auth_monitors"] = frozenset(str(principal) for principal in fields["auth_monitors"])
     fields["unix_socket"] = Path(fields["unix_socket"]) if fields["unix_socket"] else None
     fields["auth_tokens_file"] = (
         Path(fields["auth_tokens_file"]).expanduser() if fields["auth_tokens_file"] else None

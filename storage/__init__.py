@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from .catalog import SCHEMA_VERSION as SCHEMA_VERSION
 from .context import PlanContext as PlanContext
+from .environment import Usage as Usage
 from .errors import ConfirmationMissing as ConfirmationMissing
 from .errors import IncomingStreamMoved as IncomingStreamMoved
 from .errors import InvalidOperation as InvalidOperation
@@ -66,6 +67,7 @@ from .ops.lists import DistributionList as DistributionList
 from .ops.lists import SetListTargets as SetListTargets
 from .ops.messages import Appended as Appended
 from .ops.messages import AppendMessage as AppendMessage
+from .ops.messages import CountedAppend as CountedAppend
 from .ops.messages import Removed as Removed
 from .ops.messages import RemoveMessage as RemoveMessage
 from .ops.meta import ReclaimSpace as ReclaimSpace

@@ -135,6 +135,9 @@ class Catalog:
         #: Queue id -> (quota bytes reserved, pins) held by prepared transactions;
         #: queues they do not use are absent.
         self.reservations: dict[int, tuple[int, int]] = {}
+        #: Appends committed since the store opened, by the key they were counted
+        #: under (``CountedAppend``); in memory only.
+        self.counts: dict[tuple[object, ...], int] = {}
         self.qm_guid = uuid.UUID(int=0)
         self._env = env
         self.dbs = env.write_growing("open store", self._load)

@@ -17,7 +17,9 @@ The context is the core's bookkeeping of queues and messages:
   priority key (non-transactional queues) and its expiry key (a message
   with a deadline); removals and erase steps delete all three, and the
   message's poison counters (``ops.poison``), and count the queue down;
-* meta counters: the next queue id and the message-id ordinal limit.
+* meta counters: the next queue id and the message-id ordinal limit;
+* counts: appends the layer above asked to count (``CountedAppend``), kept in
+  memory since the store opened and added only when the batch commits.
 
 What the other concerns keep is in parts the context holds and shares its
 savepoints with: :attr:`PlanContext.reservations` (what prepared
@@ -91,6 +93,8 @@ class PlanContext(Overlay):
         self._meta: Changes = {}
         #: Queue ids whose record (or doomed record) the batch must write.
         self._touched: Changes = {}
+        #: Counted appends of the batch, by key (``CountedAppend``).
+        self._counts: Changes = {}
         #: What prepared transactions hold on queues, as the batch sees it.
         self.reservations = Reservations(self, catalog.reservations)
         #: The outgoing states and peering's counters, as the batch sees them.
@@ -357,6 +361,11 @@ class PlanContext(Overlay):
                 erased += 1
         return erased, more
 
+    def count(self, key: tuple[object, ...]) -> None:
+        """Count one append under ``key``: added to the store's counts if the batch
+        commits (``Store.counts``), undone with the savepoint it was made under."""
+        self.change(self._counts, key, self._counts.get(key, 0) + 1)
+
     # ------------------------------------------------------------------ meta
 
     def reserve_ordinals(self, limit: int) -> None:
@@ -428,6 +437,7 @@ class PlanContext(Overlay):
             sequence_stamp=stamp,
             history_counter=history,
             reservations=self.reservations.changed(),
+            counts=self._counts,
         )
 
 
@@ -444,11 +454,16 @@ class Install:
     sequence_stamp: int | None
     history_counter: int | None
     reservations: dict[int, tuple[int, int]]
+    counts: dict[tuple[object, ...], int]
 
     def apply(self, catalog: Catalog) -> None:
         """Put the committed result in the catalog."""
         catalog.install(self.records, self.removed, self.outgoing)
         catalog.install_reservations(self.reservations)
+        if self.counts:
+            counts = catalog.counts
+            for key, added in self.counts.items():
+                counts[key] = counts.get(key, 0) + added
         for queue_id, record in self.doomed.items():
             if record is None:
                 catalog.doomed.pop(queue_id, None)

@@ -48,6 +48,7 @@ import os
 import pathlib
 import weakref
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import lmdb
@@ -69,7 +70,20 @@ if TYPE_CHECKING:
 else:
     Txn = lmdb.Transaction
 
-__all__ = ["Environment", "Reading", "Txn", "keys_between", "prefixed"]
+__all__ = ["Environment", "Reading", "Txn", "Usage", "keys_between", "prefixed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """How full a store is (``Store.usage``)."""
+
+    #: Bytes of the pages the databases use (pages freed and not yet reused excluded).
+    used_bytes: int
+    #: What ordinary writes may use (``max_map_size`` less the headroom kept for
+    #: removals), or None: no limit but the disk.
+    limit_bytes: int | None
+    #: The size of ``data.mdb`` (free pages included).
+    file_bytes: int
 
 
 class Reading:
@@ -326,17 +340,33 @@ class Environment:
                 if not self.grow(privileged=False):
                     raise self.full_error(action) from exc
 
-    def _check_ordinary_cap(self, txn: Txn) -> None:
-        """Refuse an ordinary write that leaves more pages in use than its limit allows."""
-        cap = self._ordinary_cap
-        assert cap is not None
+    def _pages_in_use(self, txn: Txn) -> int:
+        """Pages the databases use (the meta pages included; free pages not)."""
         pages = 2  # the meta pages
         for db in self._dbs:
             stat = txn.stat(db)
             pages += stat["branch_pages"] + stat["leaf_pages"] + stat["overflow_pages"]
+        return pages
+
+    def _check_ordinary_cap(self, txn: Txn) -> None:
+        """Refuse an ordinary write that leaves more pages in use than its limit allows."""
+        cap = self._ordinary_cap
+        assert cap is not None
+        pages = self._pages_in_use(txn)
         if pages * _PAGE_SIZE > cap:
             msg = f"{pages * _PAGE_SIZE} bytes in use would exceed the ordinary limit of {cap}"
             raise MapFull(msg)
+
+    def usage(self) -> Usage:
+        """How much of the store is in use and how far it may grow (one read
+        transaction and a ``stat`` of each database)."""
+        with self.read("usage") as txn:
+            used = self._pages_in_use(txn) * _PAGE_SIZE
+        try:
+            file_bytes = self.data_file.stat().st_size
+        except OSError as exc:
+            raise translate_os_error(exc, "usage") from exc
+        return Usage(used_bytes=used, limit_bytes=self._ordinary_cap, file_bytes=file_bytes)
 
     # ------------------------------------------------------------------ growth
 

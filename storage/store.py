@@ -38,7 +38,7 @@ import uuid
 from collections.abc import Callable, Container, Generator, Iterable, Sequence
 
 from .catalog import SCHEMA_VERSION, Catalog
-from .environment import Environment
+from .environment import Environment, Usage
 from .errors import MapFull, StoreError, StoreFull
 from .keys import SETTING_KEY_PREFIX, setting_key
 from .ops.confirmations import (
@@ -139,6 +139,19 @@ class Store:
         """True while the space kept back for removals on a full disk is in place."""
         return self._env.has_ballast
 
+    def usage(self) -> Usage:
+        """How much of the store is in use and how far it may grow (for monitoring).
+
+        Raises:
+            StoreError: the data file cannot be examined.
+        """
+        return self._env.usage()
+
+    def counts(self) -> dict[tuple[object, ...], int]:
+        """The appends committed since the store opened, by the key each was
+        counted under (``CountedAppend``); a copy."""
+        return dict(self._catalog.counts)
+
     def restore_ballast(self) -> bool:
         """Allocate the ballast again if a full disk used it; True if it is in place."""
         return self._env.restore_ballast()
@@ -172,6 +185,12 @@ class Store:
         self._env.lmdb  # noqa: B018 - raises StoreClosed after close()
         by_name = self._catalog.by_name
         return [by_name[name] for name in sorted(by_name)]
+
+    def queue_records(self) -> list[QueueRecord]:
+        """Every queue, in no particular order: :meth:`list_queues` without the
+        sort, for who reads them all often (the metrics)."""
+        self._env.lmdb  # noqa: B018 - raises StoreClosed after close()
+        return list(self._catalog.by_id.values())
 
     def queues_to_erase(self) -> list[int]:
         """Ids of deleted queues and purged queues whose messages remain to be erased."""
@@ -292,6 +311,12 @@ class Store:
         """One committed message's record (``message_header``/``message_payload``
         read it), or ``None`` (also if purged, unless ``purged``)."""
         return self._reader.read_message(queue_id, lookup_id, purged=purged)
+
+    def oldest_arrivals(self, queue_ids: Iterable[int]) -> dict[int, float]:
+        """When the first visible message of each of ``queue_ids`` became visible
+        (unix seconds), by queue id; queues without messages are left out. One
+        read transaction and one cursor seek per queue."""
+        return self._reader.oldest_arrivals(queue_ids)
 
     def read_range(
         self, queue_id: int, *, after: int = 0, limit: int = 1000, skip: Container[int] = ()

@@ -241,6 +241,8 @@ class DaemonProcess:
         self.data_dir = data_dir
         self.client_port = free_port()
         self.peer_port = free_port()
+        #: The HTTP listener's port (``/healthz``, ``/metrics``).
+        self.http_port = free_port()
         self.address = f"127.0.0.1:{self.client_port}"
         self.log_path = data_dir.parent / f"{data_dir.name}.log"
         self.extra_args = list(extra_args)
@@ -260,6 +262,8 @@ class DaemonProcess:
             self.address,
             "--listen",
             f"127.0.0.1:{self.peer_port}",
+            "--http-listen",
+            f"127.0.0.1:{self.http_port}",
             "--name",
             self.name,
             "--log-format",

@@ -25,6 +25,34 @@ def test_defaults() -> None:
     # Secure by default: nothing other hosts can reach, no TLS until it is configured.
     assert (config.insecure, config.tls_certificate, config.auth_required) == (False, None, False)
     assert (config.tls_on_clients, config.tls_on_peers) == (False, False)
+    # The HTTP listener: loopback, plain until TLS is configured, nobody a monitor.
+    assert str(config.http_listen) == "127.0.0.1:1803"
+    assert (config.tls_http, config.tls_on_http, config.auth_monitors) == (True, False, frozenset())
+    assert (config.http_max_connections, config.http_keep_alive_timeout) == (64, 5.0)
+    assert config.http_request_timeout == 10.0
+
+
+def test_the_http_listener_is_configured_or_turned_off() -> None:
+    assert load_config(http_listen="").http_listen is None
+    assert load_config(settings=['http.listen=""']).http_listen is None
+    config = load_config(
+        http_listen="[::1]:9100",
+        settings=[
+            "http.max_connections=8",
+            "http.keep_alive_timeout=2",
+            'auth.monitors=["prometheus", "group:ops"]',
+        ],
+    )
+    assert config.http_listen is not None
+    assert (config.http_listen.host, config.http_listen.port) == ("::1", 9100)
+    assert (config.http_max_connections, config.http_keep_alive_timeout) == (8, 2.0)
+    assert config.auth_monitors == frozenset({"prometheus", "group:ops"})
+    with pytest.raises(ConfigError, match=r"http\.listen: expected HOST:PORT"):
+        load_config(http_listen="nowhere")
+    with pytest.raises(ConfigError, match=r"http\.max_connections must be positive"):
+        load_config(settings=["http.max_connections=0"])
+    with pytest.raises(ConfigError, match=r"http\.request_timeout must be positive"):
+        load_config(settings=["http.request_timeout=0"])
 
 
 def test_aliases_and_the_router_role() -> None:

@@ -36,6 +36,18 @@ ALLOWED: dict[str, set[str]] = {
     "qmgr.config": {"wire", "qmgr.core"},
     "qmgr.logs": set(),
     "qmgr.server": {"wire", "storage", "qmgr.core", "qmgr.protocol", "qmgr.config", "qmgr.certs"},
+    # The HTTP adapter: what the daemon counts, the one authorization, TLS; no session,
+    # no peering internals, not the daemon that builds it.
+    "qmgr.server.http": {
+        "wire",
+        "storage",
+        "qmgr.core",
+        "qmgr.config",
+        "qmgr.server.client.authorization",
+        "qmgr.server.client.needs",
+        "qmgr.server.tls",
+        "qmgr.server.timings",
+    },
     "qmgr.client": {"wire"},
     "qmgr.spark": {"wire", "qmgr.client"},
     "qmgr.cli": {
@@ -70,6 +82,11 @@ FORBIDDEN: dict[str, set[str]] = {
     },
     "qmgr.client": {"lmdb"},
 }
+#: The HTTP server and Prometheus libraries: only the HTTP adapter speaks them.
+HTTP_LIBRARIES = {"hypercorn", "starlette", "prometheus_client", "h11", "h2", "anyio"}
+for _layer_name in ALLOWED:
+    if _layer_name != "qmgr.server.http":
+        FORBIDDEN[_layer_name] = FORBIDDEN.get(_layer_name, set()) | HTTP_LIBRARIES
 
 
 def _modules() -> dict[str, Path]:

@@ -90,6 +90,10 @@ class Holds:
         holds = self._queues.get(queue_id)
         return 0 if holds is None else len(holds.held)
 
+    def counts(self) -> dict[int, int]:
+        """How many messages each queue with held messages has held, by queue id."""
+        return {queue_id: len(holds.held) for queue_id, holds in self._queues.items() if holds.held}
+
     def is_held(self, queue_id: int, lookup_id: int) -> bool:
         """True if the message is held."""
         holds = self._queues.get(queue_id)

@@ -39,6 +39,10 @@ change itself, so that a report is written exactly when its cause is:
   this queue manager's ``system$;deadletter`` (it died here, reference
   §19.7); a transactional one is reported to its source by FinalAck.
 
+Every dead-letter copy is a ``storage.CountedAppend`` under
+``(DEAD_LETTERS, queue id, class)``: the store counts them by class as their
+writes commit, which is what monitoring reports (``qmgr_dead_letters_total``).
+
 Nothing here writes, waits, logs or reads a clock: ``wall`` (unix seconds)
 is an argument, and message ids come from the caller's allocator.
 """
@@ -53,6 +57,7 @@ from storage import (
     TIMED_MESSAGE_VERSION,
     AppendMessage,
     AppendOutgoing,
+    CountedAppend,
     Operation,
     QueueKind,
     QueueRecord,
@@ -70,6 +75,7 @@ from .final_acks import final_ack_op
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = [
+    "DEAD_LETTERS",
     "DESTINATION_KINDS",
     "JOURNAL_DEADLETTER",
     "JOURNAL_JOURNAL",
@@ -93,6 +99,9 @@ ACK_NEG_RECEIVE: Final = int(AckFlags.NEGATIVE_RECEIVE)
 #: its subqueues; journal and system queues hold copies): a message leaving
 #: one reports its fate, and a receive from one is journaled.
 DESTINATION_KINDS: Final = (QueueKind.NORMAL, QueueKind.SUBQUEUE)
+#: The first element of the key a dead-letter copy is counted under in the
+#: store (``storage.CountedAppend``): ``(DEAD_LETTERS, queue id, class)``.
+DEAD_LETTERS: Final = "dead_letter"
 #: MQMSG_DEADLETTER and MQMSG_JOURNAL.
 JOURNAL_DEADLETTER: Final = 0x01
 JOURNAL_JOURNAL: Final = 0x02
@@ -329,7 +338,15 @@ class Outcomes:
         record = self._store.get_queue(key)
         assert record is not None, "the system queues are created at start-up"
         dead = with_message_class(message, message_class)
-        return AppendMessage(record.queue_id, dead.raw, dead.priority, dead.body_size, exempt=True)
+        # Counted by class as it is written: what monitoring shows of dead letters.
+        return CountedAppend(
+            record.queue_id,
+            dead.raw,
+            dead.priority,
+            dead.body_size,
+            exempt=True,
+            key=(DEAD_LETTERS, record.queue_id, message_class),
+        )
 
     def system_journal(self, message: MessageProperties) -> AppendMessage:
         """A copy of ``message`` in this queue manager's ``system$;journal``."""

@@ -160,6 +160,11 @@ class TwoPhase:
         """Prepared transactions not yet resolved."""
         return len(self._prepared)
 
+    def oldest_prepared(self) -> float | None:
+        """When the transaction in doubt the longest was prepared (unix seconds),
+        or None when none is."""
+        return min((summary.created_at for summary in self._prepared.values()), default=None)
+
     def held(self, queue_id: int) -> int:
         """How many messages of the queue prepared transactions hold (their
         resolution, not time, releases them)."""

@@ -93,9 +93,11 @@ def _usage_refusal(config: Config, usages: frozenset[x509.ObjectIdentifier] | No
             f"is a client certificate ({described}): the queue manager needs one "
             f"issued with {_ISSUE_HINT}"
         )
-    if config.tls_clients and usages is not None and ExtendedKeyUsageOID.SERVER_AUTH not in usages:
+    serves = config.tls_clients or (config.tls_http and config.http_listen is not None)
+    if serves and usages is not None and ExtendedKeyUsageOID.SERVER_AUTH not in usages:
+        port = "client port" if config.tls_clients else "HTTP listener"
         return (
-            f"cannot serve the client port ({described}): it needs serverAuth; "
+            f"cannot serve the {port} ({described}): it needs serverAuth; "
             f"issue one with {_ISSUE_HINT}"
         )
     if config.tls_peers and not _is_queue_managers(usages):

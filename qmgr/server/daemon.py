@@ -11,7 +11,9 @@ knowing the daemon:
 * the **peering** side (``peering``): delivery between queue managers;
 * the **client** side (``client``): the services sessions use, queue
   permissions, and the port that accepts connections;
-* the **workers** (``workers``): expiry, poison handling, maintenance.
+* the **workers** (``workers``): expiry, poison handling, maintenance;
+* the **HTTP listener** (``http``): ``/healthz`` and ``/metrics``, which
+  reads the others' counters when it is scraped.
 
 :func:`serve` checks the configuration (exposure, certificates, tokens;
 a problem is a :class:`ConfigurationError`, exit status 2), binds every
@@ -33,6 +35,7 @@ forgetting them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 import signal
@@ -59,6 +62,7 @@ from .client.authorization import Authorization
 from .client.handlers.replies import queue_info
 from .client.services import ConnectionLimits, Services
 from .committer import Committer
+from .http import HttpPort, MetricsSources, http_port
 from .listeners import (
     TCP_BACKLOG,
     ConfigurationError,
@@ -88,6 +92,8 @@ class Sockets:
     local: trio.socket.SocketType | None
     peers: list[trio.socket.SocketType]
     clients: list[trio.socket.SocketType]
+    #: The HTTP listener's (none when ``http.listen`` is off).
+    http: list[trio.socket.SocketType] = dataclasses.field(default_factory=list)
 
 
 class Daemon:
@@ -159,6 +165,10 @@ class Daemon:
             erase_step=config.erase_step,
             idle_timeout=config.tx_idle_timeout,
         )
+        #: The HTTP listener (None: ``http.listen`` is off).
+        self.http: HttpPort | None = None
+        if config.http_listen is not None:
+            self.http = self._http_port()
         self.poison = PoisonWorker(core=core, committer=committer, signals=signals, log=self.log)
         self.expirer = Expirer(
             core=core,
@@ -177,12 +187,46 @@ class Daemon:
             groups=config.auth_groups,
             default_acl=config.auth_default_acl,
             tokens=tokens,
+            monitors=config.auth_monitors,
         )
         authorization.identities_of = self.peering.identities.identities_of
         self.peering.authorization = authorization
         if config.auth_required:
             self.core.outcomes.refuses_acknowledgment = authorization.refuses_acknowledgment
         return authorization
+
+    def _http_port(self) -> HttpPort:
+        """The HTTP listener, reading the parts' counters when it is scraped."""
+        authorization = self.services.authorization
+        assert authorization is not None
+        sources = MetricsSources(
+            name=self.config.name,
+            version=__version__,
+            store=self.store,
+            core=self.core,
+            committer=self.committer,
+            tally=authorization.tally,
+            peering=self.peering,
+            connections=self.connections,
+            data_dir=self.store.path,
+        )
+        return http_port(
+            self.config,
+            sources=sources,
+            authorization=authorization,
+            tls=self.tls.http,
+            stopping=lambda: self.stopping,
+            log=self.log,
+        )
+
+    def connections(self) -> dict[str, int]:
+        """Open connections by port: clients (TCP and local socket), peers, HTTP."""
+        clients = self.clients
+        return {
+            "client": len(clients.sessions) + clients.handshakes,
+            "peer": self.peering.sessions(),
+            "http": 0 if self.http is None else len(self.http.connections),
+        }
 
     @property
     def workers(self) -> tuple[Callable[[], Awaitable[None]], ...]:
@@ -241,9 +285,11 @@ class Daemon:
         """Serve on the bound sockets until asked to stop (see the module docstring);
         ``task_status.started`` receives the client port's bound (host, port)."""
         # The client port last: once it answers, every listener does (the local
-        # socket and the peer port too), so whoever waits for it may use them all.
+        # socket, the peer port and the HTTP listener too), so whoever waits for
+        # it may use them all.
         local = None if sockets.local is None else listen_on(sockets.local)
         peers = [listen_on(sock, TCP_BACKLOG) for sock in sockets.peers]
+        http = [listen_on(sock, TCP_BACKLOG) for sock in sockets.http]
         clients = [listen_on(sock, TCP_BACKLOG) for sock in sockets.clients]
         bound = sockets.clients[0].getsockname()
         async with trio.open_nursery() as outer:
@@ -254,6 +300,8 @@ class Daemon:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, self.stop, self.log)
                 await inner.start(self.peering.run, peers)
+                if self.http is not None and http:
+                    inner.start_soon(trio.serve_listeners, self.http.handle_connection, http)
                 inner.start_soon(trio.serve_listeners, self.clients.handle_connection, clients)
                 if local is not None:
                     handler = self.clients.handle_local_connection
@@ -287,6 +335,8 @@ class Daemon:
             client_listen=f"{client[0]}:{client[1]}",
             unix_socket=None if sockets.local is None else str(config.unix_socket),
             peer_listen=f"{peer[0]}:{peer[1]}",
+            http_listen=_address(sockets.http[0]) if sockets.http else None,
+            tls_http=tls.http is not None,
             tls_clients=tls.clients is not None,
             tls_peers=tls.peer_server is not None,
             auth_required=config.auth_required,
@@ -371,6 +421,9 @@ async def serve(
                 msg = f"cannot listen for local clients on {config.unix_socket}: {exc}"
                 raise StartupError(msg) from exc
         peer_sockets = await bind_tcp(config.listen, "peers", bound)
+        http_sockets = []
+        if config.http_listen is not None:
+            http_sockets = await bind_tcp(config.http_listen, "HTTP", bound)
         client_sockets = await bind_tcp(config.client_listen, "clients", bound)
         store = _open_store(config)
         daemon: Daemon | None = None
@@ -379,7 +432,7 @@ async def serve(
             daemon.start_up()
             if not store.has_ballast:
                 log.warning("store_reserve_missing", reserve_size=config.reserve_size)
-            sockets = Sockets(local, peer_sockets, client_sockets)
+            sockets = Sockets(local, peer_sockets, client_sockets, http_sockets)
             await daemon.run(
                 sockets, install_signal_handlers=install_signal_handlers, task_status=task_status
             )
@@ -412,6 +465,11 @@ def _open_store(config: Config) -> Store:
     except Exception as exc:
         msg = f"cannot open the store in {config.data_dir}: {exc}"
         raise StartupError(msg) from exc
+
+
+def _address(sock: trio.socket.SocketType) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 async def _watch_signals(

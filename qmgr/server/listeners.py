@@ -1,7 +1,7 @@
 """The daemon's listening sockets: bound at start-up, listening once it serves.
 
 ``qmgr serve`` binds every listener (the Unix-domain socket, the peer port,
-the client port) before it opens the store, so that a port in use stops it
+the HTTP listener, the client port) before it opens the store, so that a port in use stops it
 before anything is written to the data directory, and makes them listen only
 once the store is open and the daemon's parts run: a client that finds a port
 answering finds it served.

@@ -1,8 +1,8 @@
-"""TLS on the client and peer ports, and which listeners may be reached without it.
+"""TLS on the client and peer ports and the HTTP listener; which listeners need it.
 
 Theory of operation
 -------------------
-TLS is the standard library's ``ssl`` through ``trio.SSLStream``. Three
+TLS is the standard library's ``ssl`` through ``trio.SSLStream``. The
 contexts are built once, at start-up, from ``[tls]`` (:func:`load_contexts`):
 
 * **clients**: the client port's server side. A client certificate is asked
@@ -43,10 +43,14 @@ while the queue manager runs is refused by the other ends' handshakes.
 Those checks read certificates with ``cryptography``, in
 ``qmgr.server.certificates``, imported only when TLS is on.
 
+A fourth context, **http**, serves the HTTP listener (``tls.http``): HTTP/1.1
+only (ALPN), a client certificate asked for and checked against ``tls.ca``
+but never required (a bearer token is the other way to authenticate there).
+
 :func:`check_exposure` is the start-up rule: a listener on an address other
 hosts can reach must be protected (the peer port by mutual TLS, the client
-port by TLS and ``auth.required``) unless ``server.insecure`` says to run
-it anyway.
+port and the HTTP listener by TLS and ``auth.required``) unless
+``server.insecure`` says to run it anyway.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ class TlsContexts:
     own_certificate: bytes | None = None
     #: That certificate's common name: this queue manager's identity as a peer.
     own_identity: str | None = None
+    #: The HTTP listener's server side (HTTPS), None: plain HTTP.
+    http: ssl.SSLContext | None = None
 
 
 def load_contexts(config: Config) -> TlsContexts:
@@ -111,7 +117,7 @@ def load_contexts(config: Config) -> TlsContexts:
     """
     if config.tls_certificate is None:
         return TlsContexts(None, None, None)
-    if config.tls_clients or config.tls_peers:
+    if config.tls_clients or config.tls_peers or config.tls_http:
         _check_certificate(config, config.tls_certificate)
     clients = None
     if config.tls_clients:
@@ -131,7 +137,13 @@ def load_contexts(config: Config) -> TlsContexts:
         peer_client = _context(config, ssl.Purpose.SERVER_AUTH)
         peer_client.check_hostname = False
         peer_client.verify_mode = ssl.CERT_REQUIRED
-    return TlsContexts(clients, peer_server, peer_client, own, own_identity)
+    http = None
+    if config.tls_http and config.http_listen is not None:
+        http = _context(config, ssl.Purpose.CLIENT_AUTH)
+        # A client certificate is one way to authenticate, a token the other.
+        http.verify_mode = ssl.CERT_OPTIONAL
+        http.set_alpn_protocols(["http/1.1"])
+    return TlsContexts(clients, peer_server, peer_client, own, own_identity, http)
 
 
 def _check_certificate(config: Config, path: Path) -> None:
@@ -190,15 +202,21 @@ async def handshake(
     server_side: bool,
     within: float,
     server_hostname: str | None = None,
+    https_compatible: bool = False,
 ) -> trio.SSLStream[trio.abc.Stream]:
-    """Wrap ``stream`` in TLS and finish the handshake ``within`` seconds.
+    """Wrap ``stream`` in TLS and finish the handshake ``within`` seconds
+    (``https_compatible``: as HTTPS clients expect, see ``trio.SSLStream``).
 
     Raises:
         TlsFailed: the handshake failed or took too long (``stream`` is not
             closed: the caller owns it).
     """
     secure = trio.SSLStream(
-        stream, context, server_side=server_side, server_hostname=server_hostname
+        stream,
+        context,
+        server_side=server_side,
+        server_hostname=server_hostname,
+        https_compatible=https_compatible,
     )
     try:
         with trio.fail_after(within):
@@ -273,6 +291,15 @@ def exposure(config: Config) -> list[str]:
     ):
         problems.append(
             _exposed("client", config.client_listen, "TLS ([tls]) and [auth] required = true")
+        )
+    http = config.http_listen
+    if (
+        http is not None
+        and not is_loopback(http.host)
+        and not (config.tls_on_http and config.auth_required)
+    ):
+        problems.append(
+            _exposed("HTTP", http, "TLS ([tls], tls.http = true) and [auth] required = true")
         )
     return problems
 

@@ -12,6 +12,8 @@ the same write. A queue's quota counts its own bytes, its subqueues' bytes
 too. :class:`RemoveMessage` removes one, and with ``journal`` appends a copy
 (without the deadline or the note) to the queue's journal queue in the same
 unit. Both check first and change nothing when they fail.
+:class:`CountedAppend` is an append the store also counts, by a key of the
+caller's, in memory since it opened.
 """
 
 from __future__ import annotations
@@ -32,7 +34,14 @@ from ..records import (
 from ..units import Operation, Result
 from .subqueues import subqueue_bytes
 
-__all__ = ["AppendMessage", "Appended", "RemoveMessage", "Removed", "check_quota"]
+__all__ = [
+    "AppendMessage",
+    "Appended",
+    "CountedAppend",
+    "RemoveMessage",
+    "Removed",
+    "check_quota",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +118,26 @@ class AppendMessage(Operation):
             note=self.note,
         )
         return Appended(self.queue_id, ctx.append(self.queue_id, record, self.priority, self.size))
+
+
+@dataclass(frozen=True, slots=True)
+class CountedAppend(AppendMessage):
+    """:class:`AppendMessage` that is also counted, under ``key``, in the store's
+    counts since it opened (``Store.counts``), once its batch commits. For the
+    layer above's rare messages that monitoring counts by a property the store
+    cannot read (dead letters by class); plain appends pay nothing for it.
+
+    A prepared transaction keeps its sends as plain appends: one counted when it
+    is prepared is not counted when it commits.
+    """
+
+    key: tuple[object, ...] = ()
+
+    def plan(self, ctx: PlanContext) -> Result:
+        # Not super(): the zero-argument form fails in a slotted dataclass.
+        result = AppendMessage.plan(self, ctx)
+        ctx.count(self.key)
+        return result
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,14 @@ def test_the_start_moves_past_a_held_head_and_back_on_release(qm: CoreHarness) -
     holds.hold(5, 9)  # named, not scanned: the start stays
     assert holds.start(5) == (0, 3)
     assert (holds.count(5), holds.is_held(5, 9), holds.held_ids(5)) == (3, True, {1, 2, 9})
+    assert holds.counts() == {5: 3}
     holds.forget(5, 1)  # removed: nothing comes back before the start
     assert holds.start(5) == (0, 3)
     holds.release([(5, 2)])  # aborted: it is free again, before the start
     assert holds.start(5) == (0, 2)
     assert holds.drop_queue(5) == [9]
     assert (holds.count(5), holds.start(5)) == (0, (0, 0))
+    assert holds.counts() == {}  # only queues that hold something
 
 
 def test_bands_of_a_non_transactional_queue_order_the_start(qm: CoreHarness) -> None:

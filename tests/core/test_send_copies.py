@@ -81,9 +81,9 @@ def test_a_fan_out_refuses_the_copies_that_do_not_suit_their_queue(qm: CoreHarne
     admin = qm.core.queue("admin").queue_id
     assert [(type(op).__name__, getattr(op, "queue_id", None)) for op in ops] == [
         ("AppendMessage", tq.queue_id),
-        ("AppendMessage", deadxact),  # nq refuses it: NACK_NOT_TRANSACTIONAL_Q
+        ("CountedAppend", deadxact),  # nq refuses it: NACK_NOT_TRANSACTIONAL_Q
         ("AppendMessage", admin),
-        ("AppendMessage", deadxact),  # gone: NACK_BAD_DST_Q
+        ("CountedAppend", deadxact),  # gone: NACK_BAD_DST_Q
         ("AppendMessage", admin),
         ("AppendOutgoing", None),
     ]

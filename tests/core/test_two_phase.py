@@ -71,8 +71,12 @@ def test_prepared_transaction_survives_a_crash_and_commits_in_commit_order(
 ) -> None:
     qm.send("src", b"a")
     qm.send("src", b"b")
+    assert qm.core.two_phase.oldest_prepared() is None
     moved(qm, "x1")
+    prepared_at = qm.core.two_phase.oldest_prepared()
+    assert prepared_at is not None
     qm.crash()
+    assert qm.core.two_phase.oldest_prepared() == prepared_at  # read back from the store
     # Its received message stays held, its send invisible.
     assert bodies(qm, "src") == [b"b"]
     assert bodies(qm, "dst") == []
@@ -81,6 +85,7 @@ def test_prepared_transaction_survives_a_crash_and_commits_in_commit_order(
     assert taken[1] == b"b"
     qm.send("dst", b"later")
     assert resolve(qm, "x1") == [COMMITTED]
+    assert qm.core.two_phase.oldest_prepared() is None
     assert bodies(qm, "src") == []
     # The prepared send got its LookupId at commit: after the message committed before it.
     assert bodies(qm, "dst") == [b"later", b"moved"]

@@ -220,6 +220,8 @@ def test_serve_configuration_errors(tmp_path: Path, shared_daemon: DaemonProcess
         shared_daemon.address,
         "--listen",
         f"127.0.0.1:{free_port()}",
+        "--http-listen",
+        "",
         "--log-format",
         "json",
     )
@@ -239,6 +241,8 @@ def _serve_with_tokens(tmp_path: Path, tokens: Path) -> subprocess.CompletedProc
         f"127.0.0.1:{free_port()}",
         "--listen",
         f"127.0.0.1:{free_port()}",
+        "--http-listen",
+        "",
         "--set",
         "auth.required=true",
         "--set",

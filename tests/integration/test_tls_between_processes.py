@@ -306,6 +306,8 @@ def serve(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         str(tmp_path / "exposed"),
         "--client-listen",
         f"127.0.0.1:{free_port()}",
+        "--http-listen",
+        "",
         "--log-format",
         "json",
         *args,

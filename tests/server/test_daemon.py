@@ -5,6 +5,7 @@ it opens the store."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import gc
 from collections.abc import AsyncIterator, Iterator
@@ -34,6 +35,7 @@ def make_config(tmp_path: Path, *settings: str) -> Config:
         data_dir=tmp_path / "data",
         listen="127.0.0.1:0",
         client_listen="127.0.0.1:0",
+        http_listen="127.0.0.1:0",
     )
 
 
@@ -73,6 +75,43 @@ def test_the_parts_are_wired_together(tmp_path: Path, store: Store) -> None:
     assert daemon.services.limits.hello_timeout == config.hello_timeout
     assert daemon.workers == (daemon.maintenance.run, daemon.poison.run, daemon.expirer.run)
     assert not daemon.stopping
+    # The HTTP listener authorizes through the same place as client requests.
+    assert daemon.http is not None
+    assert daemon.http._app.app.authorization is authorization  # type: ignore[attr-defined]
+    assert daemon.connections() == {"client": 0, "peer": 0, "http": 0}
+    assert Daemon(dataclasses.replace(make_config(tmp_path), http_listen=None), store).http is None
+
+
+async def test_the_http_listener_is_served_with_the_others(
+    tmp_path: Path, store: Store, sockets: Sockets
+) -> None:
+    config = make_config(tmp_path)
+    daemon = Daemon(config, store)
+    daemon.start_up()
+    bound: list[trio.socket.SocketType] = []
+    assert config.http_listen is not None
+    http = await bind_tcp(config.http_listen, "HTTP", bound)
+    served = Sockets(sockets.local, sockets.peers, sockets.clients, http)
+    run = functools.partial(daemon.run, served, install_signal_handlers=False)
+    number = http[0].getsockname()[1]
+    with structlog.testing.capture_logs() as logs, trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(run)
+            async with open_client(f"{host}:{port}") as qm:
+                await qm.create_queue("q")
+                await qm.send("q", b"counted")
+            async with await trio.open_tcp_stream("127.0.0.1", number) as stream:
+                request = b"GET /metrics HTTP/1.1\r\nhost: qm\r\nconnection: close\r\n\r\n"
+                await stream.send_all(request)
+                text = b""
+                while chunk := await stream.receive_some(65536):
+                    text += chunk
+            daemon.stop()
+    for sock in bound:
+        sock.close()
+    assert b'qmgr_queue_messages_added_total{queue="q"} 1\n' in text
+    [started] = [log for log in logs if log["event"] == "queue_manager_started"]
+    assert started["http_listen"] == f"127.0.0.1:{number}"
 
 
 def test_start_up_writes_the_system_queues_once(tmp_path: Path, store: Store) -> None:
@@ -141,7 +180,10 @@ async def test_serve_refuses_an_exposed_listener_before_opening_the_store(
     tmp_path: Path,
 ) -> None:
     config = load_config(
-        data_dir=tmp_path / "data", listen="0.0.0.0:0", client_listen="127.0.0.1:0"
+        data_dir=tmp_path / "data",
+        listen="0.0.0.0:0",
+        client_listen="127.0.0.1:0",
+        http_listen="127.0.0.1:0",
     )
     with pytest.raises(ConfigurationError) as raised:
         await serve(config, install_signal_handlers=False)

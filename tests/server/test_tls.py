@@ -96,6 +96,42 @@ def test_exposed_listeners_need_protection(pki: Path) -> None:
     assert "auth] required" in problem
 
 
+def test_an_exposed_http_listener_needs_tls_and_authentication(pki: Path) -> None:
+    [plain] = exposure(load_config(http_listen="0.0.0.0:1803"))
+    assert "HTTP listener 0.0.0.0:1803" in plain
+    assert "tls.http = true" in plain
+    assert exposure(load_config(http_listen="127.0.0.1:1803")) == []
+    assert exposure(load_config(http_listen="")) == []
+    secured = tls_settings(pki, "qm-a", "auth.required=true")
+    assert exposure(load_config(http_listen="0.0.0.0:1803", settings=secured)) == []
+    # HTTPS without authentication, or authentication over plain HTTP: refused.
+    half = tls_settings(pki, "qm-a")
+    assert len(exposure(load_config(http_listen="0.0.0.0:1803", settings=half))) == 1
+    plain_http = [*secured, "tls.http=false"]
+    [problem] = exposure(load_config(http_listen="10.0.0.5:1803", settings=plain_http))
+    assert "HTTP listener 10.0.0.5:1803" in problem
+    with pytest.raises(ValueError, match=r"server\.insecure"):
+        check_exposure(load_config(http_listen="0.0.0.0:1803"))
+    allowed = load_config(http_listen="0.0.0.0:1803", settings=["server.insecure=true"])
+    assert len(check_exposure(allowed)) == 1
+
+
+def test_the_http_context_asks_for_a_client_certificate_and_speaks_http_1_1(pki: Path) -> None:
+    contexts = load_contexts(load_config(settings=tls_settings(pki, "qm-a", "auth.required=true")))
+    assert contexts.http is not None
+    # A token is the other way in: the certificate is asked for, never required.
+    assert contexts.http.verify_mode is ssl.CERT_OPTIONAL
+    assert (
+        load_contexts(load_config(settings=tls_settings(pki, "qm-a", "tls.http=false"))).http
+        is None
+    )
+    assert (
+        load_contexts(load_config(settings=tls_settings(pki, "qm-a", 'http.listen=""'))).http
+        is None
+    )
+    assert load_contexts(load_config()).http is None
+
+
 def test_contexts_follow_the_configuration(pki: Path) -> None:
     assert load_contexts(load_config()).clients is None
     contexts = load_contexts(load_config(settings=tls_settings(pki, "qm-a", "tls.peers=false")))
@@ -197,8 +233,18 @@ def test_the_client_port_needs_server_auth(pki: Path) -> None:
     good = sign(pki, "qm-a")
     contexts = load_contexts(load_config(settings=cert_settings(pki, good)))
     assert None not in (contexts.clients, contexts.peer_server, contexts.peer_client)
-    neither = cert_settings(pki, signer, "tls.peers=false", "tls.clients=false")
+    neither = cert_settings(pki, signer, "tls.peers=false", "tls.clients=false", "tls.http=false")
     assert load_contexts(load_config(settings=neither)) == TlsContexts(None, None, None)
+    # The HTTP listener is served with the certificate too (HTTPS), unless it is off.
+    refused(
+        pki,
+        signer,
+        "tls.peers=false",
+        "tls.clients=false",
+        match=r"signer\.crt cannot serve the HTTP listener \(extended key usage codeSigning only\)",
+    )
+    off = cert_settings(pki, signer, "tls.peers=false", "tls.clients=false", 'http.listen=""')
+    assert load_contexts(load_config(settings=off)) == TlsContexts(None, None, None)
 
 
 def test_an_unreadable_certificate_is_named(pki: Path, tmp_path: Path) -> None:

@@ -23,10 +23,11 @@ PUBLIC_NAMES = {
     *["Operation", "Unit", "UnitOutcome", "Attempt", "Together", "OPERATION_ERRORS", "SKIPPED"],
     *["Result", "Done", "Failed", "Fallback", "Skipped"],
     # the store and its plans (storage.store, storage.plan, storage.context, storage.catalog)
-    *["Store", "Plan", "PlanContext", "SCHEMA_VERSION"],
+    *["Store", "Plan", "PlanContext", "SCHEMA_VERSION", "Usage"],
     # queues, messages and meta values (storage.ops.queues, .messages, .meta)
     *["CreateQueue", "DeleteQueue", "PurgeQueue", "EraseStep", "QueueCreated", "QueueDeleted"],
     *["QueuePurged", "Erased", "AppendMessage", "RemoveMessage", "Appended", "Removed"],
+    *["CountedAppend"],
     *["ReserveOrdinals", "SetSetting", "ReclaimSpace"],
     # peering (storage.ops.peering)
     *["AppendOutgoing", "ForgetOutgoing", "SetOutgoingPaused", "RecordIncoming"],

@@ -204,7 +204,7 @@ class ClientPort:
                 )
             except TlsFailed as exc:
                 if not exc.closed:
-                    self.admission.failed(address, trio.current_time())
+                    self._failed(address)
                 log = self._log.debug if exc.closed else self._log.warning
                 log("client_tls_refused", conn=conn_id, peer=peer, reason=str(exc))
                 with trio.CancelScope(shield=True):
@@ -213,7 +213,7 @@ class ClientPort:
             name = common_name(secure)
             problem = None if name is None else user_name_problem(name)
             if problem is not None:
-                self.admission.failed(address, trio.current_time())
+                self._failed(address)
                 self._log.warning(
                     "client_tls_refused",
                     conn=conn_id,
@@ -228,8 +228,16 @@ class ClientPort:
             self.handshakes -= 1
 
     def authentication_failed(self, peer: str) -> None:
-        """A token from ``peer`` was refused: it counts against its address."""
+        """A token from ``peer`` was refused: it counts against its address (the
+        session counts it in the authorization's tally)."""
         self.admission.failed(peer.rpartition(":")[0] or peer, trio.current_time())
+
+    def _failed(self, address: str) -> None:
+        """A TLS handshake or a client certificate from ``address`` was refused."""
+        self.admission.failed(address, trio.current_time())
+        authorization = self._services.authorization
+        if authorization is not None:
+            authorization.tally.authentication_failures += 1
 
     def _make_room(self) -> QueueManagerError | None:
         """None if a new connection may be served now; else why it is refused."""

@@ -22,6 +22,8 @@ no request runs without a declared need:
   (:meth:`Authorization.owner_filter`);
 * what concerns the whole queue manager needs an administrator
   (``auth.admins``): controlling outgoing queues, changing distribution lists;
+* the metrics (the HTTP listener's ``/metrics``) need a monitoring principal
+  (``auth.monitors``, its names or groups) or an administrator;
 * the rest is open to every authenticated client: creating queues (the
   creator gets full control), listing queues and status, and tracing, which
   reports only on the queues the principal may peek
@@ -38,13 +40,15 @@ that cannot be read leaves its queue to administrators.
 
 A denial is an ``AccessDenied`` that names the principal, the right and the
 queue, and an ``access_denied`` log event with the principal bound.
-Nothing is checked when ``auth.required`` is off.
+Nothing is checked when ``auth.required`` is off. The callers count denials
+and failed authentications in :attr:`Authorization.tally`, for the metrics.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Final, assert_never
 
 import storage
@@ -65,15 +69,26 @@ from qmgr.core.two_phase import MAX_RESOLVE
 from storage import QueueKind, QueueRecord
 from wire import MessageProperties
 
-from .needs import Administrators, Need, Open, Preparer, QueueRight, SendRights
+from .needs import Administrators, Monitors, Need, Open, Preparer, QueueRight, SendRights
 
-__all__ = ["Authorization"]
+__all__ = ["AccessTally", "Authorization"]
 
 #: Lists kept in memory at most (the cache starts over past it).
 _MAX_CACHED: Final = 100_000
 #: The list of a queue whose stored list cannot be read: administrators only
 #: (a damaged list must not open a queue to everyone).
 _UNREADABLE: Final = Acl({})
+
+
+@dataclass(slots=True)
+class AccessTally:
+    """Refusals since the start, counted where they are logged (for the metrics)."""
+
+    #: Requests refused for want of a right (``access_denied``).
+    denied: int = 0
+    #: Tokens and client certificates refused (``authentication_failed``,
+    #: ``client_tls_refused``).
+    authentication_failures: int = 0
 
 
 class Authorization:
@@ -88,11 +103,15 @@ class Authorization:
         groups: Mapping[str, frozenset[str]],
         default_acl: Mapping[str, list[str]],
         tokens: TokenBook | None = None,
+        monitors: frozenset[str] = frozenset(),
     ) -> None:
         self._core = core
         self._tokens = tokens if tokens is not None else TokenBook({})
         self.enabled = enabled
         self._admins = admins
+        self._monitors = monitors
+        #: Denials and failed authentications since the start.
+        self.tally = AccessTally()
         self._groups = groups
         self.default_acl = Acl({entry: parse_rights(words) for entry, words in default_acl.items()})
         #: Lists read from the store, by queue name. Every change goes through this
@@ -188,6 +207,13 @@ class Authorization:
                 return self._resolve_denial(principal, request.xids)
             case Administrators():
                 return f"{principal.name!r} is not an administrator (auth.admins)"
+            case Monitors():
+                if principal.names() & self._monitors:
+                    return None
+                return (
+                    f"{principal.name!r} may not read the metrics: it is neither in "
+                    "auth.monitors nor an administrator (auth.admins)"
+                )
             case _:
                 assert_never(need)
 

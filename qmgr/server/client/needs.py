@@ -1,7 +1,8 @@
-"""What authorizes a client request: the needs the request table declares.
+"""What authorizes a request: the needs the request tables declare.
 
-Each entry of the request table (``registry``) declares one of these next to
-its handler; ``Authorization.denial`` checks it before the handler runs. From
+Each entry of the client request table (``registry``), and each route of the
+HTTP listener (``qmgr.server.http``), declares one of these next to its
+handler; ``Authorization.denial`` checks it before the handler runs. From
 the most open:
 
 * :data:`OPEN`: every authenticated client (what a handler shows may still
@@ -11,6 +12,8 @@ the most open:
 * :data:`SEND_RIGHTS`: send on every local queue a send puts a copy in, or
   names as its admin or response queue;
 * :data:`PREPARER`: resolving prepared transactions is their preparer's;
+* :data:`MONITORS`: reading the queue manager's metrics, for the principals
+  and groups of ``auth.monitors`` (and administrators);
 * :data:`ADMINISTRATORS`: administrators only (``auth.admins``).
 
 An administrator may make every request.
@@ -25,11 +28,13 @@ from qmgr.core.permissions import Right
 
 __all__ = [
     "ADMINISTRATORS",
+    "MONITORS",
     "NEEDS",
     "OPEN",
     "PREPARER",
     "SEND_RIGHTS",
     "Administrators",
+    "Monitors",
     "Need",
     "Open",
     "Preparer",
@@ -46,6 +51,12 @@ class Open:
 @dataclass(frozen=True, slots=True)
 class Administrators:
     """Administrators only: what concerns the whole queue manager."""
+
+
+@dataclass(frozen=True, slots=True)
+class Monitors:
+    """The monitoring principals (``auth.monitors``) and administrators: the
+    metrics, which name every queue and count what happens to them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +86,11 @@ class QueueRight:
         return getattr(request, self.field), self.right
 
 
-Need: TypeAlias = Open | Administrators | SendRights | Preparer | QueueRight
+Need: TypeAlias = Open | Administrators | Monitors | SendRights | Preparer | QueueRight
 #: The classes of :data:`Need`, for ``isinstance``.
-NEEDS: Final = (Open, Administrators, SendRights, Preparer, QueueRight)
+NEEDS: Final = (Open, Administrators, Monitors, SendRights, Preparer, QueueRight)
 OPEN: Final = Open()
 ADMINISTRATORS: Final = Administrators()
+MONITORS: Final = Monitors()
 SEND_RIGHTS: Final = SendRights()
 PREPARER: Final = Preparer()

@@ -273,6 +273,7 @@ class ClientSession:
                 else authorization.denial(context.principal, value, entry.need)
             )
             if why is not None:
+                authorization.tally.denied += 1
                 context.log.warning("access_denied", request=type(value).__name__, reason=why)
                 context.failed(request_id, value, AccessDenied(why))
                 return
@@ -297,6 +298,8 @@ class ClientSession:
         context = self.context
         if name is None:
             self.services.authentication_failed(self.peer)
+            if authorization is not None:
+                authorization.tally.authentication_failures += 1
             context.log.warning("authentication_failed", method="token")
         outcome = self.connection.authenticate(event.request_id, name)
         if isinstance(outcome, cc.Violation):
@@ -321,6 +324,8 @@ class ClientSession:
         if violation.kind is cc.ViolationKind.MALFORMED:
             log.warning("bad_frame", error=violation.message)
         elif violation.kind is cc.ViolationKind.AUTHENTICATE_FIRST:
+            if self.services.authorization is not None:
+                self.services.authorization.tally.denied += 1
             log.warning("access_denied", request=violation.request, reason=violation.message)
         await self._flush()
         return violation.reason

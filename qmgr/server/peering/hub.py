@@ -239,6 +239,18 @@ class Peering:
         """The next hop (``host:port``) of each outgoing queue, by queue id."""
         return self.outgoing_queues.next_hops()
 
+    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
+        """Every outgoing queue's store id and its state (for the metrics)."""
+        return [(queue.queue_id, queue.info()) for queue in self.outgoing.values()]
+
+    def refused_by_class(self) -> dict[int, int]:
+        """Messages refused at arrival since the start, by message class (a copy)."""
+        return dict(self.incoming.refused)
+
+    def sessions(self) -> int:
+        """Peer sessions open now, both directions."""
+        return sum(1 for connection in self.connections if connection.opened.is_set())
+
     def routing(self, destination: str) -> cf.RoutingInfo:
         """How this queue manager routes, and which next hop ``destination`` takes
         (see ``PeeringControl``)."""

@@ -130,6 +130,8 @@ class Incoming:
         self._order_ack_wake = trio.Event()
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
         self.dead_lettered = 0
+        #: The same, by message class (for the metrics).
+        self.refused: dict[int, int] = {}
 
     # ------------------------------------------------------------------ arrivals
 
@@ -227,6 +229,7 @@ class Incoming:
             parts.signals.notify(woken)
         if refusal is not None:
             self.dead_lettered += 1
+            self.refused[refusal] = self.refused.get(refusal, 0) + 1
             header = decision.header
             parts.log.warning(
                 "message_rejected",

@@ -17,7 +17,7 @@ from qmgr.core.permissions import ACL_SETTING_PREFIX, Principal, Right
 from qmgr.core.tokens import TokenBook, hash_token
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.handlers import REQUESTS
-from qmgr.server.client.needs import ADMINISTRATORS, OPEN, QueueRight
+from qmgr.server.client.needs import ADMINISTRATORS, MONITORS, OPEN, QueueRight
 from storage import QueueKind, Store
 from wire import MessageProperties
 from wire import client as cf
@@ -99,6 +99,24 @@ def test_open_requests_and_administrators_only(authorization: Authorization) -> 
         BOB, cf.ControlOutgoing(action=1, destination="d"), ADMINISTRATORS
     )
     assert refused == "'bob' is not an administrator (auth.admins)"
+
+
+def test_the_metrics_are_for_monitors_and_administrators(core: QueueManagerCore) -> None:
+    checks = Authorization(
+        core,
+        enabled=True,
+        admins=frozenset({"root"}),
+        groups={"watch": frozenset({"prom"})},
+        default_acl={},
+        monitors=frozenset({"grafana", "group:watch"}),
+    )
+    for allowed in ("grafana", "prom", "root"):  # named, through a group, an administrator
+        assert checks.denial(checks.principal(allowed), None, MONITORS) is None
+    refused = checks.denial(checks.principal("bob"), None, MONITORS)
+    assert refused == (
+        "'bob' may not read the metrics: it is neither in auth.monitors nor an "
+        "administrator (auth.admins)"
+    )
 
 
 def test_a_queue_right_on_the_queue_the_request_names(authorization: Authorization) -> None:

@@ -363,6 +363,7 @@ async def test_a_request_before_authenticating_is_denied_and_closes_the_connecti
             await trio.testing.wait_all_tasks_blocked()
     [event] = [entry for entry in logs if entry["event"] == "access_denied"]
     assert event["request"] == "ListQueues"
+    assert (authorization.tally.denied, authorization.tally.authentication_failures) == (1, 0)
 
 
 async def test_a_token_authenticates_the_connection(
@@ -407,6 +408,7 @@ async def test_a_token_not_accepted_ends_the_connection(
         assert denied.message == expected
         assert await a.client.reply() is None
     assert failed == ([] if principal else ["memory"])
+    assert authorization.tally.authentication_failures == (0 if principal else 1)
 
 
 async def test_without_permissions_a_token_is_not_accepted(

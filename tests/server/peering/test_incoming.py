@@ -80,6 +80,17 @@ async def test_messages_b_cannot_take_are_dead_lettered_and_the_streams_go_on(
     assert all(m.transactional and m.source_qm == a.store.qm_guid for m in dead)
     assert b.bodies("plain") == []
     assert b.peering.incoming.dead_lettered == 3
+    assert b.peering.refused_by_class() == {
+        wire.MessageClass.NACK_BAD_DST_Q: 2,
+        wire.MessageClass.NACK_NOT_TRANSACTIONAL_Q: 1,
+    }
+    # Kept in the dead-letter queue, they are counted there by class too.
+    deadxact = b.store.get_queue("system$;deadxact")
+    assert deadxact is not None
+    assert b.store.counts() == {
+        ("dead_letter", deadxact.queue_id, wire.MessageClass.NACK_BAD_DST_Q): 2,
+        ("dead_letter", deadxact.queue_id, wire.MessageClass.NACK_NOT_TRANSACTIONAL_Q): 1,
+    }
     assert incoming_state(b, a, "late").last_number == 2
     assert incoming_state(b, a, "plain").last_number == 1
 

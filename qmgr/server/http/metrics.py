@@ -1,0 +1,476 @@
+"""The metrics: what the daemon already counts, read when Prometheus scrapes.
+
+Theory of operation
+-------------------
+Nothing here runs between scrapes, and nothing is added to the path of a
+message: :class:`QueueManagerCollector` reads, at each scrape, the values
+the daemon keeps for its own work and for ``qmgr status``:
+
+* each queue's record (``storage``'s catalog, in memory): its depth and
+  bytes, and its next lookup id, which every append takes and never gives
+  back, so that ``next_lookup_id - 1`` is the number of messages ever added
+  to the queue and that less its depth the number removed (received,
+  expired, purged, moved away), both exact and kept across restarts; its
+  held messages (``core.holds``); its oldest message's arrival, one cursor
+  seek per queue with messages, in one read transaction;
+* dead-letter copies by class: the store counts them as their writes
+  commit (``storage.CountedAppend``, made by ``core.outcomes``), in
+  memory since the daemon started;
+* the committer's batches (each one synced write) and the time each took
+  (``qmgr.server.timings``, noted once per batch), the core's tally of
+  commits and aborts, its open and prepared transactions and the bytes they
+  hold;
+* the ports' connections, the authorization's tally of denials and failed
+  authentications, the peering side's outgoing queues (their state, as
+  ``qmgr outgoing list`` shows it) and its refusals of arriving messages by
+  class;
+* the store's pages in use and its limit (``Store.usage``), and the free
+  space of its file system.
+
+Families with a series per queue or per outgoing queue can have tens of
+thousands of series. They are read in one go on the event loop
+(:meth:`QueueManagerCollector.snapshot`: immutable queue records, held
+counts, the oldest arrivals, the outgoing queues' states) and written from
+that snapshot as :class:`~.exposition.SeriesFamily` text
+(:meth:`QueueManagerCollector.series`), which the exposition does on a
+worker thread, without the per-sample work of ``prometheus_client``'s
+generic writer: the per-queue families' lines are kept from one scrape to
+the next with their values left out (``_Templates``), and a scrape fills
+each family's with one ``%`` of a list of numbers. The daemon-wide
+families are ordinary ``prometheus_client`` families (``collect``), written
+by it with the process collector's.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal, Protocol
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
+
+import storage
+import wire
+from qmgr.core.engine import QueueManagerCore
+from qmgr.core.outcomes import DEAD_LETTERS
+from storage import QueueKind
+from wire import client as cf
+
+from ..client.authorization import AccessTally
+from ..timings import Durations
+from .exposition import SeriesFamily, label_text
+
+__all__ = [
+    "QUEUE_FAMILIES",
+    "MetricsSources",
+    "PeeringReadings",
+    "QueueManagerCollector",
+    "Readings",
+    "class_name",
+]
+
+
+class PeeringReadings(Protocol):
+    """What the metrics read of the peering side."""
+
+    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
+        """Every outgoing queue's store id and state."""
+        ...
+
+    def refused_by_class(self) -> Mapping[int, int]:
+        """Messages refused at arrival since the start, by message class."""
+        ...
+
+
+class Batches(Protocol):
+    """What the metrics read of the committer."""
+
+    @property
+    def batches(self) -> int:
+        """Batches written, each one synced write transaction."""
+        ...
+
+    @property
+    def write_times(self) -> Durations:
+        """How long each batch took to write and sync."""
+        ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MetricsSources:
+    """The daemon's parts the collector reads (see the module docstring)."""
+
+    name: str
+    version: str
+    store: storage.Store
+    core: QueueManagerCore
+    committer: Batches
+    #: The authorization's tally of refusals (a fresh one when nothing is checked).
+    tally: AccessTally
+    peering: PeeringReadings
+    #: Open connections by kind (``client``, ``peer``, ``http``).
+    connections: Callable[[], Mapping[str, int]]
+    #: The directory of the store, whose file system's free space is reported.
+    data_dir: Path
+    #: Unix time.
+    wall: Callable[[], float] = time.time
+    #: Free bytes for an unprivileged user on the file system of a path.
+    disk_free: Callable[[Path], int] = field(default=lambda path: _disk_free(path))
+
+
+@dataclass(frozen=True, slots=True)
+class Readings:
+    """What the per-queue families of one scrape show, read at once."""
+
+    #: Every queue but the outgoing ones (immutable records).
+    records: list[storage.QueueRecord]
+    #: Held messages by queue id (queues without any are absent).
+    held: dict[int, int]
+    #: When the first message of each queue that has one became visible.
+    arrivals: dict[int, float]
+    #: Every outgoing queue's store id and state.
+    outgoing: list[tuple[int, cf.OutgoingInfo]]
+    #: Unix time of the reading.
+    now: float
+
+
+#: The families with a series per queue, in the order of their columns in
+#: ``QueueManagerCollector._queue_series``: name (a counter's without
+#: ``_total``), type, help.
+QUEUE_FAMILIES: Final[tuple[tuple[str, Literal["gauge", "counter"], str], ...]] = (
+    ("qmgr_queue_messages", "gauge", "Messages in the queue (held by transactions included)."),
+    ("qmgr_queue_bytes", "gauge", "Bytes of the messages in the queue."),
+    (
+        "qmgr_queue_locked_messages",
+        "gauge",
+        "Messages of the queue held by open or prepared transactions.",
+    ),
+    (
+        "qmgr_queue_oldest_message_age_seconds",
+        "gauge",
+        "Seconds since the queue's first message became visible (0: empty).",
+    ),
+    ("qmgr_queue_messages_added", "counter", "Messages added to the queue since it was created."),
+    (
+        "qmgr_queue_messages_removed",
+        "counter",
+        "Messages that left the queue since it was created (received, expired, purged, moved).",
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _Templates:
+    """The sample lines of the per-queue families for one list of queues, each
+    value a ``%s``: a scrape fills a family's with one ``%`` of its values, one
+    string operation for tens of thousands of series. It is the size of the
+    families' text, and is made again when a queue is created or deleted."""
+
+    queue_ids: tuple[int, ...]
+    texts: tuple[str, ...]
+
+    @classmethod
+    def of(cls, queue_ids: tuple[int, ...], labels: Mapping[int, str]) -> _Templates:
+        """The templates of the queues ``queue_ids``, in that order, with their
+        label texts (``%`` already doubled)."""
+        ordered = [labels[queue_id] for queue_id in queue_ids]
+        texts = []
+        for name, kind, _ in QUEUE_FAMILIES:
+            sample = f"{name}_total" if kind == "counter" else name
+            texts.append("".join([f"{sample}{label} %s\n" for label in ordered]))
+        return cls(queue_ids, tuple(texts))
+
+
+def _age(now: float, arrived: float) -> float:
+    """Seconds from ``arrived`` to ``now``, to the millisecond, never negative."""
+    return round(max(0.0, now - arrived), 3)
+
+
+def _disk_free(path: Path) -> int:
+    stats = os.statvfs(path)
+    return stats.f_bavail * stats.f_frsize
+
+
+def class_name(value: int) -> str:
+    """A message class as its name (``NACK_BAD_DST_Q``), or in hex if unknown."""
+    try:
+        return wire.MessageClass(value).name
+    except ValueError:
+        return f"0x{value:04x}"
+
+
+class QueueManagerCollector(Collector):
+    """Reads the daemon's counters at scrape time (see the module docstring)."""
+
+    def __init__(self, sources: MetricsSources) -> None:
+        self.sources = sources
+        # The per-queue families' lines without their values, kept from one
+        # scrape to the next while the queues stay the same (see _Templates).
+        self._queue_templates: _Templates | None = None
+        # Each queue's label text, by store id, kept likewise (``%`` doubled).
+        self._queue_labels: dict[int, str] = {}
+        # The label text of each outgoing queue (a next hop may change), kept
+        # likewise: rebuilt from what exists at each scrape.
+        self._outgoing_labels: dict[tuple[int, str], str] = {}
+
+    # ------------------------------------------------------------------ per queue
+
+    def snapshot(self) -> Readings:
+        """What the per-queue families show, read now (on the event loop's
+        thread: the store's reads and the core's state are its own)."""
+        sources = self.sources
+        store = sources.store
+        records = [q for q in store.queue_records() if q.kind is not QueueKind.OUTGOING]
+        outgoing = sources.peering.outgoing_by_id()
+        with_messages = [q.queue_id for q in records if q.depth]
+        with_messages.extend(queue_id for queue_id, _ in outgoing)
+        return Readings(
+            records=records,
+            held=sources.core.holds.counts(),
+            arrivals=store.oldest_arrivals(sorted(with_messages)),
+            outgoing=outgoing,
+            now=sources.wall(),
+        )
+
+    def series(self, readings: Readings) -> list[SeriesFamily]:
+        """The families with a series per queue and per outgoing queue, written
+        from ``readings`` (any thread: it reads nothing else; one at a time)."""
+        return [*self._queue_series(readings), *self._outgoing_series(readings)]
+
+    def _queue_series(self, readings: Readings) -> list[SeriesFamily]:
+        records = readings.records
+        queue_ids = tuple(record.queue_id for record in records)
+        templates = self._queue_templates
+        if templates is None or templates.queue_ids != queue_ids:
+            # The queues changed (one was created or deleted): their lines again,
+            # from the label texts kept (a queue's name never changes).
+            known = self._queue_labels
+            labels = {
+                record.queue_id: known.get(record.queue_id)
+                or label_text(("queue",), (record.name,)).replace("%", "%%")
+                for record in records
+            }
+            self._queue_labels = labels
+            templates = self._queue_templates = _Templates.of(queue_ids, labels)
+        arrivals = readings.arrivals
+        now = readings.now
+        held = readings.held
+        depths = [record.depth for record in records]
+        added = [record.next_lookup_id - 1 for record in records]
+        values: tuple[list[int] | list[float], ...] = (
+            depths,
+            [record.bytes for record in records],
+            [held.get(queue_id, 0) for queue_id in queue_ids],
+            [
+                0.0 if (arrived := arrivals.get(queue_id)) is None else _age(now, arrived)
+                for queue_id in queue_ids
+            ],
+            added,
+            [ever - depth for ever, depth in zip(added, depths, strict=True)],
+        )
+        return [
+            SeriesFamily(name, kind, documentation, template % tuple(column))
+            for (name, kind, documentation), template, column in zip(
+                QUEUE_FAMILIES, templates.texts, values, strict=True
+            )
+        ]
+
+    def _outgoing_series(self, readings: Readings) -> list[SeriesFamily]:
+        arrivals = readings.arrivals
+        now = readings.now
+        cached = self._outgoing_labels
+        labels: dict[tuple[int, str], str] = {}
+        messages: list[str] = []
+        unacknowledged: list[str] = []
+        ages: list[str] = []
+        up: list[str] = []
+        for queue_id, info in readings.outgoing:
+            key = (queue_id, info.next_hop)
+            text = cached.get(key)
+            if text is None:
+                text = label_text(("destination", "next_hop"), (info.destination, info.next_hop))
+            labels[key] = text
+            arrived = arrivals.get(queue_id)
+            age = 0.0 if arrived is None else _age(now, arrived)
+            link = 1 if info.state == "connected" else 0
+            messages.append(f"qmgr_outgoing_messages{text} {info.waiting + info.unacknowledged}\n")
+            unacknowledged.append(
+                f"qmgr_outgoing_unacknowledged_messages{text} {info.unacknowledged}\n"
+            )
+            ages.append(f"qmgr_outgoing_oldest_message_age_seconds{text} {age}\n")
+            up.append(f"qmgr_peer_link_up{text} {link}\n")
+        self._outgoing_labels = labels
+        return [
+            SeriesFamily(
+                "qmgr_outgoing_messages",
+                "gauge",
+                "Messages waiting in an outgoing queue for their destination "
+                "(sent and not yet acknowledged included).",
+                "".join(messages),
+            ),
+            SeriesFamily(
+                "qmgr_outgoing_unacknowledged_messages",
+                "gauge",
+                "Messages sent from an outgoing queue and not yet acknowledged.",
+                "".join(unacknowledged),
+            ),
+            SeriesFamily(
+                "qmgr_outgoing_oldest_message_age_seconds",
+                "gauge",
+                "Seconds since the outgoing queue's first message was stored (0: empty).",
+                "".join(ages),
+            ),
+            SeriesFamily(
+                "qmgr_peer_link_up",
+                "gauge",
+                "1 while a session with the outgoing queue's next hop is open, else 0.",
+                "".join(up),
+            ),
+        ]
+
+    # ------------------------------------------------------------------ daemon-wide
+
+    def collect(self) -> Iterable[Metric]:
+        """The daemon-wide families (``prometheus_client``'s collector interface)."""
+        sources = self.sources
+        core = sources.core
+        yield _gauge(
+            "qmgr_build_info",
+            "This queue manager: its version, name and GUID (always 1).",
+            1,
+            version=sources.version,
+            name=sources.name,
+            guid=str(sources.store.qm_guid),
+        )
+        yield from self._dead_letters()
+        yield CounterMetricFamily(
+            "qmgr_commits", "Transactions committed since the start.", core.tally.commits
+        )
+        yield CounterMetricFamily(
+            "qmgr_aborts", "Transactions aborted since the start.", core.tally.aborts
+        )
+        committer = sources.committer
+        yield CounterMetricFamily(
+            "qmgr_synced_writes",
+            "Write transactions synced to disk since the start (each holds a batch of commits).",
+            committer.batches,
+        )
+        times = committer.write_times
+        buckets = times.cumulative()
+        yield HistogramMetricFamily(
+            "qmgr_sync_seconds",
+            "Seconds to plan, write and sync one batch.",
+            buckets=[(_bound(bound), count) for bound, count in buckets],
+            sum_value=times.sum,
+        )
+        connections = GaugeMetricFamily(
+            "qmgr_connections", "Open connections, by port.", labels=["kind"]
+        )
+        for kind, count in sorted(sources.connections().items()):
+            connections.add_metric([kind], count)
+        yield connections
+        yield GaugeMetricFamily(
+            "qmgr_open_transactions", "Transactions open now.", value=len(core.transactions)
+        )
+        yield GaugeMetricFamily(
+            "qmgr_prepared_transactions",
+            "Prepared (two-phase) transactions in doubt, waiting to be committed or aborted.",
+            value=core.two_phase.prepared_count,
+        )
+        oldest = core.two_phase.oldest_prepared()
+        yield GaugeMetricFamily(
+            "qmgr_prepared_transaction_oldest_age_seconds",
+            "Seconds the transaction in doubt the longest has been prepared (0: none is).",
+            value=0.0 if oldest is None else round(max(0.0, sources.wall() - oldest), 3),
+        )
+        yield GaugeMetricFamily(
+            "qmgr_uncommitted_bytes",
+            "Bytes of messages held in memory by open transactions.",
+            value=core.uncommitted.in_use,
+        )
+        rejected = CounterMetricFamily(
+            "qmgr_incoming_rejected",
+            "Messages from other queue managers refused at arrival, by class.",
+            labels=["class"],
+        )
+        for value, count in sorted(sources.peering.refused_by_class().items()):
+            rejected.add_metric([class_name(value)], count)
+        yield rejected
+        yield CounterMetricFamily(
+            "qmgr_access_denied",
+            "Requests refused for want of a right since the start.",
+            sources.tally.denied,
+        )
+        yield CounterMetricFamily(
+            "qmgr_authentication_failures",
+            "Tokens, client certificates and TLS handshakes refused since the start.",
+            sources.tally.authentication_failures,
+        )
+        yield from self._space()
+
+    def _dead_letters(self) -> Iterable[Metric]:
+        sources = self.sources
+        family = CounterMetricFamily(
+            "qmgr_dead_letters",
+            "Messages written to a dead-letter queue since the start, by queue and class.",
+            labels=["queue", "class"],
+        )
+        found = []
+        for key, count in sources.store.counts().items():
+            if key[0] != DEAD_LETTERS:
+                continue
+            _, queue_id, value = key
+            assert isinstance(queue_id, int)
+            assert isinstance(value, int)
+            record = sources.store.get_queue_by_id(queue_id)
+            if record is not None:
+                found.append((record.name, class_name(value), count))
+        for queue, name, count in sorted(found):
+            family.add_metric([queue, name], count)
+        yield family
+
+    def _space(self) -> Iterable[Metric]:
+        sources = self.sources
+        usage = sources.store.usage()
+        free = sources.disk_free(sources.data_dir)
+        limit = usage.limit_bytes
+        if limit is None:  # no limit but the disk: what the file has, and the free space
+            limit = usage.file_bytes + free
+        yield GaugeMetricFamily(
+            "qmgr_store_used_bytes",
+            "Bytes of the store's pages in use (pages freed and not yet reused excluded).",
+            value=usage.used_bytes,
+        )
+        yield GaugeMetricFamily(
+            "qmgr_store_limit_bytes",
+            "Bytes the store may use for new messages: store.max_map_size less the room "
+            "kept for removals, or with no limit its file and the free disk space.",
+            value=limit,
+        )
+        yield GaugeMetricFamily(
+            "qmgr_disk_free_bytes",
+            "Free bytes on the file system of the data directory.",
+            value=free,
+        )
+
+
+def _gauge(
+    family_name: str, documentation: str, value: float, /, **labels: str
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(family_name, documentation, labels=list(labels))
+    family.add_metric(list(labels.values()), value)
+    return family
+
+
+def _bound(seconds: float) -> str:
+    return "+Inf" if math.isinf(seconds) else repr(seconds)

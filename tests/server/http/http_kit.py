@@ -1,0 +1,105 @@
+"""Helpers of the HTTP listener's tests: a small HTTP/1.1 client over trio (h11),
+and the listener served on loopback in the test's nursery.
+
+Tests import them with ``from http_kit import ...``.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from functools import partial
+
+import h11
+import trio
+
+from qmgr.server.http import HttpPort
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A response: its status, headers (lower-case names) and body."""
+
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode()
+
+
+class HttpClient:
+    """One keep-alive HTTP/1.1 connection."""
+
+    def __init__(self, stream: trio.abc.Stream) -> None:
+        self.stream = stream
+        self._h11 = h11.Connection(h11.CLIENT)
+
+    async def get(
+        self, path: str, headers: Sequence[tuple[str, str]] = (), method: str = "GET"
+    ) -> Answer:
+        """Send one request and read its whole response."""
+        if self._h11.our_state is h11.DONE:
+            self._h11.start_next_cycle()
+        request = h11.Request(method=method, target=path, headers=[("host", "qmgr"), *headers])
+        await self.stream.send_all(self._h11.send(request) + self._h11.send(h11.EndOfMessage()))
+        response: h11.Response | None = None
+        body = b""
+        while True:
+            event = self._h11.next_event()
+            if event is h11.NEED_DATA:
+                data = await self.stream.receive_some(65536)
+                self._h11.receive_data(data)
+                continue
+            if isinstance(event, h11.Response):
+                response = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                break
+        assert response is not None
+        headers_ = {name.decode().lower(): value.decode() for name, value in response.headers}
+        return Answer(response.status_code, headers_, body)
+
+    async def aclose(self) -> None:
+        await self.stream.aclose()
+
+
+@dataclass
+class Served:
+    """A port served on loopback."""
+
+    port: HttpPort
+    number: int
+    tls: ssl.SSLContext | None = None
+
+    async def connect(self) -> HttpClient:
+        stream: trio.abc.Stream = await trio.open_tcp_stream("127.0.0.1", self.number)
+        if self.tls is not None:
+            secure = trio.SSLStream(stream, self.tls, server_hostname="127.0.0.1")
+            await secure.do_handshake()
+            stream = secure
+        return HttpClient(stream)
+
+    async def get(self, path: str, headers: Sequence[tuple[str, str]] = ()) -> Answer:
+        """One request on a connection of its own."""
+        client = await self.connect()
+        try:
+            return await client.get(path, headers)
+        finally:
+            await client.aclose()
+
+
+@asynccontextmanager
+async def serving(port: HttpPort, tls: ssl.SSLContext | None = None) -> AsyncIterator[Served]:
+    """``port`` served on loopback until the block ends."""
+    async with trio.open_nursery() as nursery:
+        serve = partial(trio.serve_tcp, port.handle_connection, 0, host="127.0.0.1")
+        listeners = await nursery.start(serve)
+        try:
+            yield Served(port, listeners[0].socket.getsockname()[1], tls)
+        finally:
+            nursery.cancel_scope.cancel()

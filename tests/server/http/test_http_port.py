@@ -1,0 +1,243 @@
+"""The HTTP listener in-process over loopback: routes, authentication, authorization
+through the one ``Authorization``, refusals of bad input, and the bound on idle
+connections; HTTPS with a client certificate as the principal."""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+import structlog
+import trio
+import trio.testing
+from http_kit import Served, serving
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+from qmgr.certs import init_ca, issue
+from qmgr.config import load_config
+from qmgr.core.tokens import TokenBook, hash_token
+from qmgr.server.client.authorization import Authorization
+from qmgr.server.http.app import HttpApp
+from qmgr.server.http.exposition import Exposition, SeriesFamily
+from qmgr.server.http.port import HttpPort
+from qmgr.server.tls import load_contexts
+
+TOKENS = {"prom": "prom-token", "root": "root-token", "carol": "carol-token"}
+
+
+class OneQueue:
+    """A stand-in for the collector: one queue's depth."""
+
+    def snapshot(self) -> int:
+        return 3
+
+    def series(self, readings: int) -> Sequence[SeriesFamily]:
+        line = f'qmgr_queue_messages{{queue="q"}} {readings}\n'
+        return [SeriesFamily("qmgr_queue_messages", "gauge", "Messages.", line)]
+
+
+def authorization(*, enabled: bool = True) -> Authorization:
+    return Authorization(
+        None,
+        enabled=enabled,
+        admins=frozenset({"root"}),
+        groups={"watchers": frozenset({"prom"})},
+        default_acl={},
+        tokens=TokenBook({name: hash_token(token) for name, token in TOKENS.items()}),
+        monitors=frozenset({"group:watchers"}),
+    )
+
+
+def bearer(name: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {TOKENS[name]}")]
+
+
+def port_for(
+    rules: Authorization,
+    *settings: str,
+    stopping: bool = False,
+    tls: ssl.SSLContext | None = None,
+) -> HttpPort:
+    config = load_config(settings=settings)
+    app = HttpApp(
+        authorization=rules,
+        exposition=Exposition(CollectorRegistry(), OneQueue()),
+        stopping=lambda: stopping,
+        log=structlog.get_logger("test"),
+    )
+    return HttpPort(config, app, tls, structlog.get_logger("test"))
+
+
+async def test_healthz_answers_without_a_principal_and_metrics_needs_a_monitor() -> None:
+    rules = authorization()
+    async with serving(port_for(rules)) as http:
+        health = await http.get("/healthz")
+        assert (health.status, health.text) == (200, "ok\n")
+        # A token on the open route is not even looked at.
+        assert (await http.get("/healthz", [("authorization", "Bearer nonsense")])).status == 200
+        nobody = await http.get("/metrics")
+        assert nobody.status == 401
+        assert nobody.headers["www-authenticate"] == 'Bearer realm="qmgr"'
+        carol = await http.get("/metrics", bearer("carol"))
+        assert carol.status == 403
+        assert "'carol' may not read the metrics" in carol.text
+        for allowed in ("prom", "root"):  # a monitor (through its group), an administrator
+            answer = await http.get("/metrics", bearer(allowed))
+            assert answer.status == 200, answer.text
+            assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+            [family] = text_string_to_metric_families(answer.text)
+            assert [(s.labels, s.value) for s in family.samples] == [({"queue": "q"}, 3.0)]
+    assert (rules.tally.denied, rules.tally.authentication_failures) == (2, 0)
+
+
+@pytest.mark.parametrize(
+    "header",
+    ["Bearer wrong-token", "Basic cHJvbTpwcm9tLXRva2Vu", "Bearer", "Bearer " + "x" * 513],
+    ids=["wrong token", "another scheme", "no token", "too long"],
+)
+async def test_a_credential_that_is_not_a_valid_bearer_token_is_refused(header: str) -> None:
+    rules = authorization()
+    async with serving(port_for(rules)) as http:
+        answer = await http.get("/metrics", [("authorization", header)])
+    assert answer.status == 401
+    assert "Bearer TOKEN" in answer.text
+    assert rules.tally.authentication_failures == 1
+
+
+async def test_a_token_in_the_query_string_is_refused_wherever_it_goes() -> None:
+    rules = authorization()
+    async with serving(port_for(rules)) as http:
+        with structlog.testing.capture_logs() as logs:
+            for path in (
+                f"/metrics?access_token={TOKENS['prom']}",
+                "/healthz?Token=x",
+                "/nowhere?a=1&api_key=x",
+            ):
+                answer = await http.get(path, bearer("prom"))
+                assert answer.status == 400, path
+                assert "only from the Authorization header" in answer.text
+        assert (await http.get("/metrics?name=x", bearer("prom"))).status == 200
+    refused = [entry for entry in logs if entry["event"] == "token_in_query_refused"]
+    assert [entry["parameter"] for entry in refused] == ["access_token", "Token", "api_key"]
+
+
+async def test_unknown_paths_and_other_methods_are_refused() -> None:
+    async with serving(port_for(authorization())) as http:
+        assert (await http.get("/", bearer("prom"))).status == 404
+        assert (await http.get("/metrics/x", bearer("prom"))).status == 404
+        assert (await http.get("/api/queues", bearer("root"))).status == 404
+        client = await http.connect()
+        assert (await client.get("/metrics", bearer("prom"), method="POST")).status == 405
+        head = await client.get("/healthz", method="HEAD")
+        assert (head.status, head.body) == (200, b"")
+        await client.aclose()
+
+
+async def test_without_auth_required_every_caller_reads_the_metrics() -> None:
+    rules = authorization(enabled=False)
+    async with serving(port_for(rules)) as http:
+        assert (await http.get("/metrics")).status == 200
+        # A token, if one is shown, must still be a valid one.
+        assert (await http.get("/metrics", [("authorization", "Bearer wrong")])).status == 401
+
+
+async def test_healthz_says_when_the_queue_manager_is_stopping() -> None:
+    async with serving(port_for(authorization(), stopping=True)) as http:
+        answer = await http.get("/healthz")
+    assert (answer.status, answer.text) == (503, "stopping\n")
+
+
+async def test_idle_connections_cannot_keep_a_scraper_out() -> None:
+    port = port_for(authorization(), "http.max_connections=4")
+    async with serving(port) as http:
+        idle = [await trio.open_tcp_stream("127.0.0.1", http.number) for _ in range(10)]
+        await trio.testing.wait_all_tasks_blocked(0.01)
+        # Each newcomer closed the one idle the longest: never more than the limit.
+        assert len(port.connections) <= 4
+        answer = await http.get("/metrics", bearer("prom"))
+        assert answer.status == 200
+        # The seven idle the longest were closed by the server (the last for the scraper).
+        with trio.fail_after(5):
+            for stream in idle[:7]:
+                assert await stream.receive_some(1) == b""
+        for stream in idle:
+            await stream.aclose()
+
+
+async def test_an_idle_keep_alive_connection_is_closed_after_its_timeout() -> None:
+    port = port_for(authorization(enabled=False), "http.keep_alive_timeout=0.2")
+    async with serving(port) as http:
+        client = await http.connect()
+        assert (await client.get("/healthz")).status == 200
+        assert (await client.get("/healthz")).status == 200  # kept alive
+        with trio.fail_after(5):
+            assert await client.stream.receive_some(1) == b""
+        await client.aclose()
+
+
+async def test_a_request_head_that_never_ends_is_refused_at_its_bound() -> None:
+    async with serving(port_for(authorization(enabled=False))) as http:
+        async with await trio.open_tcp_stream("127.0.0.1", http.number) as stream:
+            await stream.send_all(b"GET /healthz HTTP/1.1\r\nx-padding: ")
+            received = b""
+            with trio.fail_after(5):
+                # Up to 40 KiB in pieces, more than twice the bound, until the
+                # server answers (it closes the connection after its answer).
+                for piece in range(40):
+                    await stream.send_all(b"x" * 1024)
+                    if piece < 15:  # not yet at the bound
+                        continue
+                    with trio.move_on_after(0.05):
+                        received = await stream.receive_some(4096)
+                    if received:
+                        break
+    assert received.startswith(b"HTTP/1.1 431"), received
+
+
+def tls_config(tmp_path: Path, *more: str) -> tuple[list[str], Path]:
+    pki = tmp_path / "pki"
+    init_ca(pki)
+    qm = issue(pki, "qm-a", kind="qm", hosts=("127.0.0.1",))
+    settings = [
+        f"tls.certificate={qm.cert}",
+        f"tls.key={qm.key}",
+        f"tls.ca={pki / 'ca.crt'}",
+        *more,
+    ]
+    return settings, pki
+
+
+def client_context(pki: Path, name: str | None) -> ssl.SSLContext:
+    context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    if name is not None:
+        issued = issue(pki, name, kind="client")
+        context.load_cert_chain(issued.cert, issued.key)
+    return context
+
+
+async def test_over_https_a_client_certificate_is_the_principal(tmp_path: Path) -> None:
+    settings, pki = tls_config(tmp_path)
+    contexts = load_contexts(load_config(settings=settings))
+    assert contexts.http is not None
+    rules = authorization()
+    port = port_for(rules, *settings, tls=contexts.http)
+    async with serving(port) as plain:
+        prom = Served(port, plain.number, client_context(pki, "prom"))
+        assert (await prom.get("/metrics")).status == 200
+        carol = Served(port, plain.number, client_context(pki, "carol"))
+        assert (await carol.get("/metrics")).status == 403
+        anonymous = Served(port, plain.number, client_context(pki, None))
+        assert (await anonymous.get("/metrics")).status == 401
+        assert (await anonymous.get("/metrics", bearer("root"))).status == 200
+        assert (await anonymous.get("/healthz")).status == 200
+        # Plain HTTP to the HTTPS port gets no answer.
+        with structlog.testing.capture_logs() as logs:
+            client = await plain.connect()
+            await client.stream.send_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            with trio.fail_after(5):
+                assert await client.stream.receive_some(100) == b""
+            await client.aclose()
+        assert "http_tls_refused" in [entry["event"] for entry in logs]

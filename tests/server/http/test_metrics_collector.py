@@ -1,0 +1,252 @@
+"""The collector without sockets: a real store and core, the daemon's other parts
+stood in for; every family read back through the exposition and
+``prometheus_client``'s parser."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import trio
+from prometheus_client import CollectorRegistry
+from prometheus_client.parser import text_string_to_metric_families
+
+import storage
+from qmgr import __version__
+from qmgr.core.engine import QueueManagerCore
+from qmgr.server.client.authorization import AccessTally
+from qmgr.server.http.exposition import Exposition
+from qmgr.server.http.metrics import MetricsSources, QueueManagerCollector, class_name
+from qmgr.server.timings import Durations
+from wire import MessageClass, MessageProperties
+from wire import client as cf
+
+NOW = 1_700_000_000.0
+OUTGOING = "outgoing$;tcp:10.0.0.5:1801\\orders"
+
+
+class Committer:
+    batches = 7
+
+    def __init__(self) -> None:
+        self.write_times = Durations((0.001, 0.01))
+        for seconds in (0.0005, 0.001, 0.002, 0.5):
+            self.write_times.note(seconds)
+
+
+class Peering:
+    def __init__(self, outgoing: list[tuple[int, cf.OutgoingInfo]]) -> None:
+        self.outgoing = outgoing
+
+    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
+        return self.outgoing
+
+    def refused_by_class(self) -> Mapping[int, int]:
+        return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
+
+
+def outgoing_info(state: str, waiting: int, unacknowledged: int) -> cf.OutgoingInfo:
+    return cf.OutgoingInfo(
+        destination="DIRECT=TCP:10.0.0.5\\private$\\orders",
+        next_hop="10.0.0.5:1801",
+        state=state,
+        next_attempt=None,
+        waiting=waiting,
+        unacknowledged=unacknowledged,
+        sequence_timestamp=1,
+        sequence_ordinal=1,
+        next_number=1,
+        last_order_ack=None,
+        last_error="",
+    )
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[storage.Store]:
+    with storage.Store(tmp_path / "s", initial_map_size=1 << 22, durable=False) as opened:
+        yield opened
+
+
+def write(store: storage.Store, *ops: storage.Operation, now: float = NOW) -> None:
+    [outcome] = store.commit([storage.Unit(ops)], now=now)
+    assert outcome.error is None, outcome.error
+
+
+def scrape(collector: QueueManagerCollector, accept: str = "") -> dict[str, dict[str, float]]:
+    """Every sample of a scrape, by family and by its labels' text."""
+    registry = CollectorRegistry()
+    registry.register(collector)
+    body, content_type = trio.run(Exposition(registry, collector).scrape, accept)
+    assert content_type.startswith("text/plain")
+    found: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for sample in family.samples:
+            labels = ",".join(f"{k}={v}" for k, v in sorted(sample.labels.items()))
+            found.setdefault(sample.name, {})[labels] = sample.value
+    return found
+
+
+def test_every_family_reads_what_the_daemon_counts(store: storage.Store, tmp_path: Path) -> None:
+    core = QueueManagerCore(store)
+    for unit in core.queues.system_queue_units(NOW):
+        write(store, *unit.ops)
+    record = core.queues.created(store.commit([core.queues.create("Orders", wall=NOW)], now=NOW)[0])
+    orders = record.queue_id
+    for offset in (0.0, 5.0, 10.0):
+        write(store, storage.AppendMessage(orders, b"body", 0, 4), now=NOW + offset)
+    write(store, storage.RemoveMessage(orders, 1), now=NOW + 11)
+    core.holds.hold(orders, 2)
+    # Dead letters as the core writes them: counted by class as they commit.
+    message = MessageProperties(body=b"late", destination="DIRECT=OS:.\\private$\\orders")
+    for dead_class in (MessageClass.NACK_RECEIVE_TIMEOUT, MessageClass.NACK_RECEIVE_TIMEOUT):
+        write(store, core.outcomes.dead_letter(message, dead_class))
+    write(store, storage.AppendOutgoing(OUTGOING, OUTGOING, b"entry", 5), now=NOW + 20)
+    outgoing = store.get_queue(OUTGOING)
+    assert outgoing is not None
+    core.tally.commits, core.tally.aborts = 12, 3
+    tally = AccessTally(denied=4, authentication_failures=2)
+    sources = MetricsSources(
+        name="qm-a",
+        version=__version__,
+        store=store,
+        core=core,
+        committer=Committer(),
+        tally=tally,
+        peering=Peering([(outgoing.queue_id, outgoing_info("waiting", 1, 2))]),
+        connections=lambda: {"client": 3, "peer": 1, "http": 1},
+        data_dir=tmp_path,
+        wall=lambda: NOW + 100,
+        disk_free=lambda path: 1_000_000,
+    )
+    found = scrape(QueueManagerCollector(sources))
+
+    queue = "queue=orders"
+    assert found["qmgr_queue_messages"][queue] == 2
+    assert found["qmgr_queue_bytes"][queue] == 8
+    assert found["qmgr_queue_locked_messages"][queue] == 1
+    # The first visible message arrived at NOW + 5 (the one of NOW was received).
+    assert found["qmgr_queue_oldest_message_age_seconds"][queue] == 95
+    assert found["qmgr_queue_messages_added_total"][queue] == 3
+    assert found["qmgr_queue_messages_removed_total"][queue] == 1
+    # Journals, subqueues and system queues have their series; outgoing queues do not.
+    assert set(found["qmgr_queue_messages"]) == {
+        "queue=orders",
+        "queue=orders;journal",
+        "queue=orders;poison",
+        "queue=orders;retry",
+        "queue=system$;deadletter",
+        "queue=system$;deadxact",
+        "queue=system$;journal",
+    }
+    assert found["qmgr_queue_oldest_message_age_seconds"]["queue=orders;retry"] == 0
+    assert found["qmgr_queue_messages_added_total"]["queue=system$;deadletter"] == 2
+    assert found["qmgr_dead_letters_total"] == {
+        "class=NACK_RECEIVE_TIMEOUT,queue=system$;deadletter": 2
+    }
+    assert found["qmgr_commits_total"][""] == 12
+    assert found["qmgr_aborts_total"][""] == 3
+    assert found["qmgr_synced_writes_total"][""] == 7
+    assert found["qmgr_sync_seconds_bucket"] == {"le=0.001": 2, "le=0.01": 3, "le=+Inf": 4}
+    assert found["qmgr_sync_seconds_count"][""] == 4
+    assert found["qmgr_sync_seconds_sum"][""] == pytest.approx(0.5035)
+    assert found["qmgr_connections"] == {"kind=client": 3, "kind=http": 1, "kind=peer": 1}
+    assert found["qmgr_open_transactions"][""] == 0
+    assert found["qmgr_prepared_transactions"][""] == 0
+    assert found["qmgr_prepared_transaction_oldest_age_seconds"][""] == 0
+    assert found["qmgr_uncommitted_bytes"][""] == 0
+    hop = "destination=DIRECT=TCP:10.0.0.5\\private$\\orders,next_hop=10.0.0.5:1801"
+    assert found["qmgr_outgoing_messages"] == {hop: 3}
+    assert found["qmgr_outgoing_unacknowledged_messages"] == {hop: 2}
+    assert found["qmgr_outgoing_oldest_message_age_seconds"] == {hop: 80}
+    assert found["qmgr_peer_link_up"] == {hop: 0}
+    assert found["qmgr_incoming_rejected_total"] == {
+        "class=NACK_ACCESS_DENIED": 1,
+        "class=NACK_BAD_DST_Q": 2,
+    }
+    assert found["qmgr_access_denied_total"][""] == 4
+    assert found["qmgr_authentication_failures_total"][""] == 2
+    usage = store.usage()
+    assert found["qmgr_store_used_bytes"][""] == usage.used_bytes
+    assert found["qmgr_store_limit_bytes"][""] == usage.file_bytes + 1_000_000
+    assert found["qmgr_disk_free_bytes"][""] == 1_000_000
+    guid = str(store.qm_guid)
+    assert found["qmgr_build_info"] == {f"guid={guid},name=qm-a,version={__version__}": 1}
+    # The process collector is not the collector's: the daemon registers it beside.
+    assert not any(name.startswith("process_") for name in found)
+
+
+def test_a_connected_link_is_up_and_an_unknown_class_is_named_in_hex(
+    store: storage.Store, tmp_path: Path
+) -> None:
+    assert class_name(MessageClass.NACK_Q_EXCEED_QUOTA) == "NACK_Q_EXCEED_QUOTA"
+    assert class_name(0x8FFF) == "0x8fff"
+    sources = MetricsSources(
+        name="qm",
+        version=__version__,
+        store=store,
+        core=QueueManagerCore(store),
+        committer=Committer(),
+        tally=AccessTally(),
+        peering=Peering([(999, outgoing_info("connected", 0, 0))]),
+        connections=dict,
+        data_dir=tmp_path,
+    )
+    found = scrape(QueueManagerCollector(sources))
+    assert list(found["qmgr_peer_link_up"].values()) == [1]
+    # No stored outgoing queue behind it (purged and forgotten): nothing is old.
+    assert list(found["qmgr_outgoing_oldest_message_age_seconds"].values()) == [0]
+    assert found["qmgr_disk_free_bytes"][""] > 0  # the real file system's
+
+
+def test_a_queue_with_a_limit_reports_it(tmp_path: Path) -> None:
+    limited = storage.Store(
+        tmp_path / "limited", initial_map_size=1 << 20, max_map_size=8 << 20, durable=False
+    )
+    with limited:
+        sources = MetricsSources(
+            name="qm",
+            version=__version__,
+            store=limited,
+            core=QueueManagerCore(limited),
+            committer=Committer(),
+            tally=AccessTally(),
+            peering=Peering([]),
+            connections=dict,
+            data_dir=tmp_path,
+        )
+        found = scrape(QueueManagerCollector(sources))
+        assert found["qmgr_store_limit_bytes"][""] == limited.usage().limit_bytes
+
+
+def test_the_queues_series_follow_queues_created_and_deleted(
+    store: storage.Store, tmp_path: Path
+) -> None:
+    core = QueueManagerCore(store)
+    write(store, storage.CreateQueue("a%s", "A%s", transactional=False, created_at=NOW))
+    sources = MetricsSources(
+        name="qm",
+        version=__version__,
+        store=store,
+        core=core,
+        committer=Committer(),
+        tally=AccessTally(),
+        peering=Peering([]),
+        connections=dict,
+        data_dir=tmp_path,
+    )
+    collector = QueueManagerCollector(sources)
+    # A name with a % in it is text like any other (each queue comes with its journal).
+    assert scrape(collector)["qmgr_queue_messages"] == {"queue=a%s": 0, "queue=a%s;journal": 0}
+    write(store, storage.CreateQueue("b", "b", transactional=False, created_at=NOW))
+    a = store.get_queue("a%s")
+    assert a is not None
+    write(store, storage.AppendMessage(a.queue_id, b"x", 0, 1))
+    assert scrape(collector)["qmgr_queue_messages"] == {
+        "queue=a%s": 1,
+        "queue=a%s;journal": 0,
+        "queue=b": 0,
+        "queue=b;journal": 0,
+    }
+    write(store, storage.DeleteQueue(a.queue_id))
+    assert scrape(collector)["qmgr_queue_messages"] == {"queue=b": 0, "queue=b;journal": 0}
