@@ -43,6 +43,7 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 import trio
@@ -62,7 +63,6 @@ from .client.authorization import Authorization
 from .client.handlers.replies import queue_info
 from .client.services import ConnectionLimits, Services
 from .committer import Committer
-from .http import HttpPort, MetricsSources, http_port
 from .listeners import (
     TCP_BACKLOG,
     ConfigurationError,
@@ -79,6 +79,9 @@ from .tls import TlsContexts, check_exposure, load_contexts
 from .workers.expirer import Expirer
 from .workers.maintenance import Maintenance
 from .workers.outgoing_expiry import expire_outgoing
+
+if TYPE_CHECKING:
+    from .http import HttpPort
 from .workers.poison import PoisonWorker
 from .writer import Writer
 
@@ -196,7 +199,10 @@ class Daemon:
         return authorization
 
     def _http_port(self) -> HttpPort:
-        """The HTTP listener, reading the parts' counters when it is scraped."""
+        """The HTTP listener, reading the parts' counters when it is scraped (its
+        libraries, some 9 MB of memory, are imported only when it is on)."""
+        from .http import MetricsSources, http_port
+
         authorization = self.services.authorization
         assert authorization is not None
         sources = MetricsSources(
