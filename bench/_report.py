@@ -12,11 +12,16 @@ from typing import Any, TextIO
 HEADER = ("measure", "result", "vs ceiling", "")
 
 
-def print_table(title: str, rows: Sequence[tuple[str, str, str, str]], out: TextIO) -> None:
-    """``title``, then ``rows`` under :data:`HEADER`, each column aligned."""
-    widths = [max(len(row[i]) for row in [HEADER, *rows]) for i in range(4)]
+def print_table(
+    title: str,
+    rows: Sequence[tuple[str, str, str, str]],
+    out: TextIO,
+    header: tuple[str, str, str, str] = HEADER,
+) -> None:
+    """``title``, then ``rows`` under ``header``, each column aligned."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(4)]
     print(title, file=out)
-    for row in [HEADER, *rows]:
+    for row in [header, *rows]:
         line = f"  {row[0]:<{widths[0]}}  {row[1]:>{widths[1]}}  {row[2]:<{widths[2]}}  {row[3]}"
         print(line.rstrip(), file=out)
 

@@ -103,7 +103,7 @@ def faults(fleet: Fleet, run: Run, done: Callable[[], float]) -> list[str]:
 @pytest.mark.parametrize(
     "run",
     [
-        pytest.param(SHORT, id="short"),
+        pytest.param(SHORT, id="short", marks=pytest.mark.slow),
         pytest.param(SOAK, id="soak", marks=pytest.mark.soak),
     ],
 )
