@@ -10,7 +10,7 @@ The fleet is ``tests/fleet``'s (``fleet_kit.Fleet``): ``--sites`` sites of
 ``--qms / --sites`` queue managers, two of them gates (routers), every
 queue manager started as ``python -m qmgr serve`` (by ``ip netns exec`` in
 its own namespace), at the ``info`` log level, reached by the benchmark on
-its Unix-domain socket. Routes go through the first gate of each site
+its Unix-domain socket. Routes name both gates of each site, in order
 (``fleet_topology.TWO_GATE_ROUTES``). One trio process drives the load
 (``bench/_fleet_load.py``): a source and a consumer per queue manager,
 transactions of 1 to 10 messages of 256 bytes, each source to 3

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Self
 import fleet_net
 from fault_proxy import FaultProxy
 from fleet_topology import (
+    HTTP_PORT,
     PEER_PORT,
     TWO_GATE_ROUTES,
     Addresses,
@@ -137,6 +138,9 @@ class FleetDaemon(DaemonProcess):
             str(self.config_path),
             "--client-listen",
             self.client_listen,
+            # The HTTP listener beside the client port, on the queue manager's own address.
+            "--http-listen",
+            f"{self.client_listen.rpartition(':')[0]}:{HTTP_PORT}",
             "--listen",
             self.listen,
             "--name",

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 __all__ = [
+    "HTTP_PORT",
     "PEER_PORT",
     "TWO_GATE_ROUTES",
     "Addresses",
@@ -60,6 +61,8 @@ ROUTE_FAILOVER_AFTER: Final = 1.0
 PEER_PORT: Final = 1801
 #: The client port each queue manager listens on (on its own loopback, or its own address).
 CLIENT_PORT: Final = 1802
+#: The HTTP listener's port (``/metrics``), beside the client port.
+HTTP_PORT: Final = 1803
 #: The third octet of the backbone LAN (sites are numbered below it).
 _BACKBONE: Final = 250
 #: Host numbers of the gates on their site's LAN: 201, 202, ...
