@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import structlog
 import trio
+from _metrics_sources import standalone_sources
 from prometheus_client import CollectorRegistry, ProcessCollector
 
 import storage
-from qmgr import __version__
 from qmgr.config import load_config
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.tokens import TokenBook, hash_token
@@ -50,9 +50,8 @@ from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.needs import MONITORS
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.exposition import Exposition
-from qmgr.server.http.metrics import MetricsSources, QueueManagerCollector
+from qmgr.server.http.metrics import QueueManagerCollector
 from qmgr.server.http.port import HttpPort
-from qmgr.server.timings import Durations
 
 TOKEN = "bench-token"
 
@@ -70,19 +69,6 @@ while time.monotonic() < end:
     count += 1
 print(count)
 """
-
-
-class _Committer:
-    batches = 0
-    write_times = Durations()
-
-
-class _Peering:
-    def outgoing_by_id(self) -> list[Any]:
-        return []
-
-    def refused_by_class(self) -> dict[int, int]:
-        return {}
 
 
 class BareApp:
@@ -141,17 +127,7 @@ def applications(directory: Path) -> dict[str, Callable[[], Any]]:
         tokens=TokenBook({"prom": hash_token(TOKEN)}),
         monitors=frozenset({"prom"}),
     )
-    sources = MetricsSources(
-        name="bench",
-        version=__version__,
-        store=store,
-        core=core,
-        committer=_Committer(),
-        tally=authorization.tally,
-        peering=_Peering(),  # type: ignore[arg-type]
-        connections=dict,
-        data_dir=directory,
-    )
+    sources = standalone_sources(store, directory, core=core, tally=authorization.tally)
     collector = QueueManagerCollector(sources)
     registry = CollectorRegistry()
     registry.register(collector)

@@ -37,33 +37,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trio
 from _daemon import CLOCK_TICKS, Daemon, fresh_workdir
+from _metrics_sources import standalone_sources
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.exposition import choose_encoder
 
 import storage
-from qmgr import __version__
 from qmgr.client import connect
 from qmgr.core.engine import QueueManagerCore
-from qmgr.server.client.authorization import AccessTally
 from qmgr.server.http.exposition import Exposition
-from qmgr.server.http.metrics import MetricsSources, QueueManagerCollector
-from qmgr.server.timings import Durations
+from qmgr.server.http.metrics import QueueManagerCollector
 
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
 BODY = b"x" * 100
-
-
-class _Committer:
-    batches = 0
-    write_times = Durations()
-
-
-class _Peering:
-    def outgoing_by_id(self) -> list[object]:
-        return []
-
-    def refused_by_class(self) -> dict[int, int]:
-        return {}
 
 
 def registry_families(registry: CollectorRegistry, accept: str) -> bytes:
@@ -99,17 +84,7 @@ def make_queues(directory: Path, count: int) -> None:
 def in_process(directory: Path, rounds: int) -> None:
     """The scrape's body written in this process, timed, in both formats."""
     with storage.Store(directory, initial_map_size=1 << 26, durable=False) as store:
-        sources = MetricsSources(
-            name="bench",
-            version=__version__,
-            store=store,
-            core=QueueManagerCore(store),
-            committer=_Committer(),
-            tally=AccessTally(),
-            peering=_Peering(),  # type: ignore[arg-type]
-            connections=dict,
-            data_dir=directory,
-        )
+        sources = standalone_sources(store, directory)
         collector = QueueManagerCollector(sources)
         registry = CollectorRegistry()
         registry.register(collector)

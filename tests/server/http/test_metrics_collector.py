@@ -46,6 +46,27 @@ class Peering:
         return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
 
 
+def sources_of(
+    store: storage.Store,
+    directory: Path,
+    *,
+    core: QueueManagerCore | None = None,
+    outgoing: list[tuple[int, cf.OutgoingInfo]] | None = None,
+) -> MetricsSources:
+    """What a daemon around ``store`` would hand the collector, with nothing open."""
+    return MetricsSources(
+        name="qm",
+        version=__version__,
+        store=store,
+        core=QueueManagerCore(store) if core is None else core,
+        committer=Committer(),
+        tally=AccessTally(),
+        peering=Peering([] if outgoing is None else outgoing),
+        connections=dict,
+        data_dir=directory,
+    )
+
+
 def outgoing_info(state: str, waiting: int, unacknowledged: int) -> cf.OutgoingInfo:
     return cf.OutgoingInfo(
         destination="DIRECT=TCP:10.0.0.5\\private$\\orders",
@@ -181,17 +202,7 @@ def test_a_connected_link_is_up_and_an_unknown_class_is_named_in_hex(
 ) -> None:
     assert class_name(MessageClass.NACK_Q_EXCEED_QUOTA) == "NACK_Q_EXCEED_QUOTA"
     assert class_name(0x8FFF) == "0x8fff"
-    sources = MetricsSources(
-        name="qm",
-        version=__version__,
-        store=store,
-        core=QueueManagerCore(store),
-        committer=Committer(),
-        tally=AccessTally(),
-        peering=Peering([(999, outgoing_info("connected", 0, 0))]),
-        connections=dict,
-        data_dir=tmp_path,
-    )
+    sources = sources_of(store, tmp_path, outgoing=[(999, outgoing_info("connected", 0, 0))])
     found = scrape(QueueManagerCollector(sources))
     assert list(found["qmgr_peer_link_up"].values()) == [1]
     # No stored outgoing queue behind it (purged and forgotten): nothing is old.
@@ -204,17 +215,7 @@ def test_a_queue_with_a_limit_reports_it(tmp_path: Path) -> None:
         tmp_path / "limited", initial_map_size=1 << 20, max_map_size=8 << 20, durable=False
     )
     with limited:
-        sources = MetricsSources(
-            name="qm",
-            version=__version__,
-            store=limited,
-            core=QueueManagerCore(limited),
-            committer=Committer(),
-            tally=AccessTally(),
-            peering=Peering([]),
-            connections=dict,
-            data_dir=tmp_path,
-        )
+        sources = sources_of(limited, tmp_path)
         found = scrape(QueueManagerCollector(sources))
         assert found["qmgr_store_limit_bytes"][""] == limited.usage().limit_bytes
 
@@ -224,17 +225,7 @@ def test_the_queues_series_follow_queues_created_and_deleted(
 ) -> None:
     core = QueueManagerCore(store)
     write(store, storage.CreateQueue("a%s", "A%s", transactional=False, created_at=NOW))
-    sources = MetricsSources(
-        name="qm",
-        version=__version__,
-        store=store,
-        core=core,
-        committer=Committer(),
-        tally=AccessTally(),
-        peering=Peering([]),
-        connections=dict,
-        data_dir=tmp_path,
-    )
+    sources = sources_of(store, tmp_path, core=core)
     collector = QueueManagerCollector(sources)
     # A name with a % in it is text like any other (each queue comes with its journal).
     assert scrape(collector)["qmgr_queue_messages"] == {"queue=a%s": 0, "queue=a%s;journal": 0}
