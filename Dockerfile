@@ -41,8 +41,9 @@ COPY config/qmgr.toml /etc/qmgr/qmgr.toml
 
 USER qmgr
 VOLUME ["/var/lib/qmgr"]
-# 1801: peers (MSMQ binary protocol, mutual TLS); 1802: clients (SDK and CLI, TLS).
-EXPOSE 1801 1802
+# 1801: peers (MSMQ binary protocol, mutual TLS); 1802: clients (SDK and CLI, TLS);
+# 1803: HTTPS (/healthz without authentication, /metrics for auth.monitors).
+EXPOSE 1801 1802 1803
 # The health check is a local client on the Unix-domain socket, known as the
 # image's qmgr user (`docker exec CONTAINER qmgr --server unix:/run/qmgr/qmgr.sock
 # ...` administers the same way).
@@ -51,7 +52,8 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["qmgr"]
 CMD ["serve", "--config", "/etc/qmgr/qmgr.toml", "--data-dir", "/var/lib/qmgr", \
-     "--listen", "0.0.0.0:1801", "--client-listen", "0.0.0.0:1802", "--log-format", "json", \
+     "--listen", "0.0.0.0:1801", "--client-listen", "0.0.0.0:1802", \
+     "--http-listen", "0.0.0.0:1803", "--log-format", "json", \
      "--set", "tls.certificate=/etc/qmgr/tls/qm.crt", "--set", "tls.key=/etc/qmgr/tls/qm.key", \
      "--set", "tls.ca=/etc/qmgr/tls/ca.crt", "--set", "auth.required=true", \
      "--set", "server.unix_socket=/run/qmgr/qmgr.sock", "--set", "auth.admins=[\"qmgr\"]"]
