@@ -298,7 +298,7 @@ class PeerSession:
         if receiving.unreported >= self._half_window() or (
             pending >= BITMAP_BITS and receiving.reportable() >= BITMAP_BITS
         ):
-            return [self._session_ack(now)]
+            return self._session_acks(now)
         due = now + self._recoverable_ack_timeout
         if self._ack_send_at is not None and self._ack_send_at <= due:
             return []  # already armed at least this early
@@ -331,7 +331,7 @@ class PeerSession:
             self._ack_send_at = None
             receiving = self._receiving
             if receiving.unreported or receiving.reportable():
-                return [self._session_ack(now)]
+                return self._session_acks(now)
         return []
 
     def next_deadline(self) -> float | None:
@@ -462,7 +462,7 @@ class PeerSession:
             and not receiving.awaiting_persist
             and receiving.unreported >= self._half_window()
         ):
-            actions.append(self._session_ack(now))
+            actions.extend(self._session_acks(now))
         else:
             self._arm_ack_send(now + self._ack_timeout / 2, only_if_stopped=True)
         return actions
@@ -483,6 +483,15 @@ class PeerSession:
         self.peer_window = max(1, header.window_size)
         tags = self._sending.apply(header)
         return [Acked(tags=tuple(tags))] if tags else []
+
+    def _session_acks(self, now: float) -> list[Action]:
+        """A SessionAck, and as many more as the stored packets waiting to be marked
+        need (32 a bitmap): a backlog is acknowledged at once, not one bitmap per
+        ``recoverable_ack_timeout`` while the sender's window stays full."""
+        acks: list[Action] = [self._session_ack(now)]
+        while self._receiving.reportable():
+            acks.append(self._session_ack(now))
+        return acks
 
     def _session_ack(self, now: float) -> Send:
         receiving = self._receiving
