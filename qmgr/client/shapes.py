@@ -87,7 +87,7 @@ def outgoing_json(
     """An outgoing queue; ``with_alternates``, also the next hops its route lists
     besides the one in use, from the ``routing`` of its destination (none when
     that is None: no routing known) (``outgoing list``; ``GET /api/v1/outgoing``)."""
-    found = {
+    found: dict[str, Any] = {
         "destination": info.destination,
         "next_hop": info.next_hop,
         "state": info.state,
@@ -128,7 +128,7 @@ def incoming_json(info: IncomingInfo) -> dict[str, Any]:
 def status_json(info: Status, routing: Routing | None = None) -> dict[str, Any]:
     """The status (``qmgr status --json``; ``GET /api/v1/status``); with the
     routing, also whether it is a router and its aliases."""
-    found = {
+    found: dict[str, Any] = {
         "qm_name": info.qm_name,
         "qm_guid": str(info.qm_guid),
         "server_version": info.server_version,
