@@ -36,15 +36,19 @@ ALLOWED: dict[str, set[str]] = {
     "qmgr.config": {"wire", "qmgr.core"},
     "qmgr.logs": set(),
     "qmgr.server": {"wire", "storage", "qmgr.core", "qmgr.protocol", "qmgr.config", "qmgr.certs"},
-    # The HTTP adapter: what the daemon counts, the one authorization, TLS; no session,
-    # no peering internals, not the daemon that builds it.
+    # The HTTP adapter: what the daemon counts, the one authorization, TLS, the client
+    # requests' operations (run without a session), and the SDK's values and JSON
+    # shapes (those of ``qmgr --json``); no session, no peering internals, not the
+    # daemon that builds it.
     "qmgr.server.http": {
         "wire",
         "storage",
         "qmgr.core",
         "qmgr.config",
+        "qmgr.client",
         "qmgr.server.client.authorization",
         "qmgr.server.client.needs",
+        "qmgr.server.client.operations",
         "qmgr.server.tls",
         "qmgr.server.timings",
     },

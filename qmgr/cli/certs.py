@@ -29,8 +29,9 @@ from qmgr.certs import (
     init_ca,
     issue,
 )
+from qmgr.client.shapes import iso
 
-from .common import CliError, iso, plural, reports_errors
+from .common import CliError, plural, reports_errors
 
 __all__ = ["certs"]
 

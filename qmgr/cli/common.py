@@ -18,7 +18,6 @@ neither.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import json
 import sys
@@ -49,7 +48,6 @@ __all__ = [
     "fail",
     "folded",
     "interactive",
-    "iso",
     "json_option",
     "listing_table",
     "plural",
@@ -333,11 +331,6 @@ def stdout_console() -> Console:
     if not console.is_terminal:
         console = Console(width=1000)
     return console
-
-
-def iso(value: dt.datetime) -> str:
-    """A time for JSON: ISO 8601 with microseconds and the zone."""
-    return value.isoformat(timespec="microseconds")
 
 
 def size(value: int) -> str:

@@ -11,7 +11,6 @@ shows a progress bar on stderr when stderr is a terminal (:class:`Progress`).
 
 from __future__ import annotations
 
-import base64
 import json
 import sys
 import time
@@ -24,12 +23,12 @@ import click
 from rich import progress as rich_progress
 
 from qmgr.client import Message
+from qmgr.client.shapes import iso, message_json
 
 from .common import (
     CliError,
     client,
     count_option,
-    iso,
     json_option,
     plural,
     reports_errors,
@@ -324,46 +323,6 @@ class Progress:
 # --------------------------------------------------------------------------
 # Rendering
 # --------------------------------------------------------------------------
-
-
-def message_json(message: Message) -> dict[str, Any]:
-    """A message as one JSON-ready object (``qmgr receive --json``)."""
-    try:
-        body: str = message.body.decode("utf-8")
-        encoding = "utf-8"
-    except UnicodeDecodeError:
-        body = base64.b64encode(message.body).decode("ascii")
-        encoding = "base64"
-    return {
-        "queue": message.queue,
-        "lookup_id": message.lookup_id,
-        "id": message.id,
-        "label": message.label,
-        "body": body,
-        "body_encoding": encoding,
-        "body_size": len(message.body),
-        "correlation_id": None if message.correlation_id is None else message.correlation_id.hex(),
-        "app_specific": message.app_specific,
-        "priority": message.priority,
-        "message_class": message.message_class,
-        "class_name": message.class_name,
-        "acknowledged_id": message.acknowledged_id,
-        "sent_time": iso(message.sent_time),
-        "arrived_time": iso(message.arrived_time),
-        "source_qm": str(message.source_qm),
-        "delivery": message.delivery.name.lower(),
-        "acknowledge": message.acknowledge,
-        "journal": message.journal,
-        "admin_queue": message.admin_queue,
-        "response_queue": message.response_queue,
-        "time_to_reach_queue": message.time_to_reach_queue,
-        "time_to_be_received": message.time_to_be_received,
-        "transactional": message.transactional,
-        "destination": message.destination,
-        "abort_count": message.abort_count,
-        "move_count": message.move_count,
-        "last_move_time": None if message.last_move_time is None else iso(message.last_move_time),
-    }
 
 
 def message_json_line(message: Message) -> str:

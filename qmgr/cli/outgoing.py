@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from qmgr.client import IncomingInfo, OutgoingInfo, QueueManager, Status
+from qmgr.client import IncomingInfo, OutgoingInfo, Status
+from qmgr.client.shapes import alternates, incoming_json, outgoing_json
 
 from .common import (
     client,
     confirmed,
     folded,
-    iso,
     json_option,
     listing_table,
     plural,
@@ -63,20 +62,15 @@ def outgoing_list(ctx: click.Context, as_json: bool) -> None:
     hop in use and the alternates its route lists (see `qmgr route`)."""
     with client(ctx) as qm:
         queues = qm.outgoing()
-        alternates = {q.destination: _alternates(qm, q.destination) for q in queues}
+        routings = {q.destination: routing_or_none(qm, q.destination) for q in queues}
+    others = {destination: alternates(routing) for destination, routing in routings.items()}
     print_listing(
         queues,
         as_json,
-        lambda q: {**outgoing_json(q), "alternates": alternates[q.destination]},
-        lambda shown: outgoing_table(shown, alternates),
+        lambda q: outgoing_json(q, routings[q.destination], with_alternates=True),
+        lambda shown: outgoing_table(shown, others),
         empty="no outgoing queues",
     )
-
-
-def _alternates(qm: QueueManager, destination: str) -> list[str]:
-    """The next hops of ``destination`` other than the one in use, in order."""
-    routing = routing_or_none(qm, destination)
-    return [] if routing is None else [h.hop for h in routing.hops if not h.in_use]
 
 
 @outgoing.command("pause")
@@ -127,45 +121,9 @@ def outgoing_purge(ctx: click.Context, destination: str, yes: bool) -> None:
 # --------------------------------------------------------------------------
 
 
-def _optional_iso(value: dt.datetime | None) -> str | None:
-    return None if value is None else iso(value)
-
-
 def _when(value: dt.datetime | None, missing: str = "") -> str:
     """A time for a table: ISO 8601 to the second, UTC."""
     return missing if value is None else value.isoformat(timespec="seconds")
-
-
-def outgoing_json(info: OutgoingInfo) -> dict[str, Any]:
-    """An outgoing queue as one JSON-ready object."""
-    return {
-        "destination": info.destination,
-        "next_hop": info.next_hop,
-        "state": info.state,
-        "next_attempt": _optional_iso(info.next_attempt),
-        "waiting": info.waiting,
-        "unacknowledged": info.unacknowledged,
-        "sequence": info.sequence,
-        "sequence_timestamp": info.sequence_timestamp,
-        "sequence_ordinal": info.sequence_ordinal,
-        "next_number": info.next_number,
-        "last_order_ack": _optional_iso(info.last_order_ack),
-        "last_error": info.last_error,
-    }
-
-
-def incoming_json(info: IncomingInfo) -> dict[str, Any]:
-    """An incoming sequence as one JSON-ready object."""
-    return {
-        "source_qm": str(info.source_qm),
-        "queue": info.queue,
-        "sequence": info.sequence,
-        "sequence_timestamp": info.sequence_timestamp,
-        "sequence_ordinal": info.sequence_ordinal,
-        "last_number": info.last_number,
-        "reject_count": info.reject_count,
-        "last_access": iso(info.last_access),
-    }
 
 
 def _state(info: OutgoingInfo) -> str:

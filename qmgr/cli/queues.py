@@ -21,13 +21,13 @@ from rich.table import Table
 from rich.text import Text
 
 from qmgr.client import QueueInfo, QueueManager
+from qmgr.client.shapes import iso, poison_json, queue_json
 
 from .common import (
     CliError,
     client,
     confirmed,
     folded,
-    iso,
     json_option,
     listing_table,
     plural,
@@ -262,32 +262,6 @@ def retry_text(info: QueueInfo) -> str:
     else:
         shown = f"{delay:g}s"
     return f"{info.retry_count} x {info.retry_cycles}, {shown}"
-
-
-def poison_json(info: QueueInfo) -> dict[str, Any]:
-    """A queue's poison settings as JSON fields (``null`` when off)."""
-    return {
-        "retry_count": info.retry_count,
-        "retry_cycles": info.retry_cycles,
-        "retry_delay": info.retry_delay,
-    }
-
-
-def queue_json(info: QueueInfo) -> dict[str, Any]:
-    """A queue as JSON (``queue list``, ``queue show`` and ``status``)."""
-    return {
-        "name": info.name,
-        "format_name": info.format_name,
-        "kind": str(info.kind),
-        "transactional": info.transactional,
-        "journal": info.journal,
-        "quota": info.quota,
-        "depth": info.depth,
-        "bytes": info.bytes,
-        "locked": info.locked,
-        "created_at": iso(info.created_at),
-        **poison_json(info),
-    }
 
 
 def queue_table(queues: Sequence[QueueInfo]) -> Table:

@@ -19,8 +19,9 @@ from rich.text import Text
 
 from qmgr.client import NotSupported as ClientNotSupported
 from qmgr.client import QueueManager, Routing
+from qmgr.client.shapes import iso
 
-from .common import client, iso, json_option, listing_table, reports_errors, stdout_console
+from .common import client, json_option, listing_table, reports_errors, stdout_console
 
 __all__ = ["print_routing_lines", "route", "routing_json", "routing_or_none"]
 

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
 
 import click
 
-from qmgr.client import Status
+from qmgr.client.shapes import iso, status_json
 
-from .common import client, iso, json_option, reports_errors, size, stdout_console
-from .outgoing import incoming_json, outgoing_json, print_peering_tables
-from .queues import queue_json, queue_table
+from .common import client, json_option, reports_errors, size, stdout_console
+from .outgoing import print_peering_tables
+from .queues import queue_table
 from .routes import print_routing_lines, routing_or_none
 
 __all__ = ["status", "status_json"]
@@ -34,10 +33,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         info = qm.status()
         routing = routing_or_none(qm)
     if as_json:
-        found = status_json(info)
-        if routing is not None:
-            found["router"] = routing.router
-            found["aliases"] = list(routing.aliases)
+        found = status_json(info, routing)
         click.echo(json.dumps(found, indent=2))
         return
     console = stdout_console()
@@ -66,24 +62,3 @@ def status(ctx: click.Context, as_json: bool) -> None:
     console.print()
     console.print(queue_table(info.queues))
     print_peering_tables(console, info)
-
-
-def status_json(info: Status) -> dict[str, Any]:
-    """The status as one JSON-ready object (``qmgr status --json``)."""
-    return {
-        "qm_name": info.qm_name,
-        "qm_guid": str(info.qm_guid),
-        "server_version": info.server_version,
-        "started_at": iso(info.started_at),
-        "uptime_seconds": round(info.uptime.total_seconds(), 3),
-        "connections": info.connections,
-        "open_transactions": info.open_transactions,
-        "uncommitted_bytes": info.uncommitted_bytes,
-        "commits": info.commits,
-        "aborts": info.aborts,
-        "batches": info.batches,
-        "erasing": info.erasing,
-        "queues": [queue_json(q) for q in info.queues],
-        "outgoing": [outgoing_json(o) for o in info.outgoing],
-        "incoming": [incoming_json(i) for i in info.incoming],
-    }

@@ -18,12 +18,12 @@ from rich.table import Table
 from rich.text import Text
 
 from qmgr.client import ConnectionLost, QueueError, TraceReport
+from qmgr.client.shapes import iso
 
 from .common import (
     CliError,
     client,
     connect_to,
-    iso,
     json_option,
     reports_errors,
     server_of,

@@ -9,21 +9,20 @@ keeps the outcome: the command says what had been done.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Final
 
 import click
 from rich.table import Table
 from rich.text import Text
 
 from qmgr.client import Resolution, TransactionInfo, TransactionNotFound
+from qmgr.client.shapes import transaction_json
 
 from .common import (
     CliError,
     client,
     folded,
-    iso,
     json_option,
     listing_table,
     print_listing,
@@ -124,19 +123,6 @@ def age(seconds: float) -> str:
         return f"{hours}h{minutes:02d}m"
     days, hours = divmod(hours, 24)
     return f"{days}d{hours:02d}h"
-
-
-def transaction_json(info: TransactionInfo) -> dict[str, Any]:
-    """A transaction as one JSON-ready object (``since``: when prepared or resolved)."""
-    return {
-        "xid": info.xid,
-        "state": str(info.state),
-        "since": iso(dt.datetime.fromtimestamp(info.since, dt.UTC)),
-        "age_seconds": round(info.age, 3),
-        "sends": info.sends,
-        "receives": info.receives,
-        "bytes": info.bytes,
-    }
 
 
 def transactions_table(listed: Sequence[TransactionInfo]) -> Table:

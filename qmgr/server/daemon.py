@@ -13,7 +13,9 @@ knowing the daemon:
   permissions, and the port that accepts connections;
 * the **workers** (``workers``): expiry, poison handling, maintenance;
 * the **HTTP listener** (``http``): ``/healthz`` and ``/metrics``, which
-  reads the others' counters when it is scraped.
+  reads the others' counters when it is scraped, and the JSON API
+  (``/api/v1/...``), which runs the client requests' handlers on the
+  services the sessions use (``client.operations``).
 
 :func:`serve` checks the configuration (exposure, certificates, tokens;
 a problem is a :class:`ConfigurationError`, exit status 2), binds every
@@ -201,6 +203,7 @@ class Daemon:
     def _http_port(self) -> HttpPort:
         """The HTTP listener, reading the parts' counters when it is scraped (its
         libraries, some 9 MB of memory, are imported only when it is on)."""
+        from .client.operations import Operations
         from .http import MetricsSources, http_port
 
         authorization = self.services.authorization
@@ -223,6 +226,7 @@ class Daemon:
             tls=self.tls.http,
             stopping=lambda: self.stopping,
             log=self.log,
+            operations=Operations(self.services),
         )
 
     def connections(self) -> dict[str, int]:

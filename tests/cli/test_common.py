@@ -12,6 +12,7 @@ from helpers import free_port
 from rich.table import Table
 
 from qmgr.cli import cli, common
+from qmgr.client import shapes
 
 from .kit import ok, run
 
@@ -39,7 +40,7 @@ def test_plural_and_iso() -> None:
         "2 messages",
     ]
     moment = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-    assert common.iso(moment) == "2024-01-02T03:04:05.000000+00:00"
+    assert shapes.iso(moment) == "2024-01-02T03:04:05.000000+00:00"
 
 
 def test_nothing_listening_is_an_error_with_a_hint() -> None:

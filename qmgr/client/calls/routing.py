@@ -84,6 +84,20 @@ class Routing:
         """The next hop the destination's messages take now."""
         return next((hop for hop in self.hops if hop.in_use), None)
 
+    @classmethod
+    def from_wire(cls, info: cf.RoutingInfo) -> Routing:
+        """Convert the protocol's value."""
+        return cls(
+            router=info.router,
+            failover_after=info.failover_after,
+            aliases=info.aliases,
+            routes=tuple(Route(r.key, r.hops) for r in info.routes),
+            destination=info.destination,
+            local=info.local,
+            entry=info.entry,
+            hops=tuple(_hop(h) for h in info.hops),
+        )
+
 
 def _hop(found: cf.HopInfo) -> Hop:
     down = found.down_since
@@ -100,13 +114,4 @@ def routing(proto: ClientProtocol[W], destination: str = "") -> Flow[W, Routing]
     """``routing()``."""
     proto.require(cf.ROUTING_VERSION, "routing()")
     info = expect((yield proto.call(cf.GetRouting(destination=destination))), cf.RoutingInfo)
-    return Routing(
-        router=info.router,
-        failover_after=info.failover_after,
-        aliases=info.aliases,
-        routes=tuple(Route(r.key, r.hops) for r in info.routes),
-        destination=info.destination,
-        local=info.local,
-        entry=info.entry,
-        hops=tuple(_hop(h) for h in info.hops),
-    )
+    return Routing.from_wire(info)

@@ -1,4 +1,4 @@
-"""The HTTP listener: ``/healthz`` and ``/metrics``, inside the daemon's nursery.
+"""The HTTP listener: ``/healthz``, ``/metrics`` and the JSON API, inside the daemon's nursery.
 
 Theory of operation
 -------------------
@@ -17,6 +17,10 @@ module             concern
 ``app``            the ASGI application (Starlette's routing): the route
                    table with each route's need, bearer tokens and client
                    certificates, ``Authorization.denial``, the responses
+``api``            the JSON API (``/api/v1/...``): its routes, each making
+                   client requests through ``Operations`` (the client
+                   request handlers, with their needs), shaped as
+                   ``qmgr --json`` shapes them (``qmgr.client.shapes``)
 ``metrics``        the collector: what the daemon already counts, read at
                    scrape time
 ``exposition``     the body of a scrape: Prometheus text or OpenMetrics by
@@ -38,6 +42,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from qmgr.config import Config
 
 from ..client.authorization import Authorization
+from ..client.operations import Operations
 from .app import HttpApp
 from .exposition import Exposition
 from .metrics import MetricsSources, QueueManagerCollector
@@ -54,8 +59,10 @@ def http_port(
     tls: ssl.SSLContext | None,
     stopping: Callable[[], bool],
     log: structlog.typing.FilteringBoundLogger,
+    operations: Operations | None = None,
 ) -> HttpPort:
-    """The HTTP listener's handler, with its application and its metrics."""
+    """The HTTP listener's handler, with its application, its metrics and (given
+    the operations) its JSON API."""
     collector = QueueManagerCollector(sources)
     registry = CollectorRegistry()
     registry.register(collector)
@@ -65,5 +72,6 @@ def http_port(
         exposition=Exposition(registry, collector),
         stopping=stopping,
         log=log.bind(component="http"),
+        operations=operations,
     )
     return HttpPort(config, app, tls, log)

@@ -7,16 +7,22 @@ protocol on each connection the port accepts (``port``). Its routes are a
 table (:data:`ROUTES`), as the client requests are: each names the need
 (``qmgr.server.client.needs``) that ``Authorization.denial``, the one
 place that decides what a principal may do on either port, checks before
-the route's handler runs, or None for a route every caller may use. This
-step of the adapter serves two routes:
+the route's handler runs, or None for a route every caller may use:
 
 * ``GET /healthz``: ``200 ok`` while the queue manager serves, ``503``
   once it is stopping; answered without authentication, for load
   balancers and orchestrators (it says nothing else);
 * ``GET /metrics``: the metrics (``exposition``), for the principals of
-  ``auth.monitors`` and administrators.
+  ``auth.monitors`` and administrators;
+* ``/api/v1/...``: the JSON API (``api``), when the daemon gives the
+  application its operations (``qmgr.server.client.operations``). Its
+  routes make client requests, each authorized with the need the client
+  request table declares for it, so a route's need is that of the client
+  requests it makes; every API route needs a principal when
+  ``auth.required`` is on.
 
-Everything else is ``404`` (``405`` for another method on a route).
+Everything else is ``404`` (``405`` for another method on a route); under
+``/api/`` every refusal is JSON, ``{"error": {"code": ..., "message": ...}}``.
 
 Who is asking. As on the client port: a bearer token in the
 ``Authorization`` header (``Bearer TOKEN``, checked by
@@ -46,15 +52,18 @@ from urllib.parse import parse_qsl
 import structlog
 import trio
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
+from qmgr.core.errors import QueueManagerError
 from qmgr.core.permissions import Principal
 from qmgr.core.tokens import MAX_TOKEN_CHARS
 
 from ..client.authorization import Authorization
-from ..client.needs import MONITORS, Need
+from ..client.needs import MONITORS, OPEN, Need
+from ..client.operations import Operations, error_code
+from .api import API_PREFIX, API_ROUTES, STATUS_OF, ApiCall, ApiError, ApiRoute, error_body
 from .exposition import Exposition
 
 __all__ = ["CONNECTION", "CREDENTIAL_NAMES", "ROUTES", "HttpApp", "HttpConnection", "HttpRoute"]
@@ -67,6 +76,19 @@ CREDENTIAL_NAMES: Final = frozenset(
 )
 #: What ``WWW-Authenticate`` says with a 401.
 _CHALLENGE: Final = {"WWW-Authenticate": 'Bearer realm="qmgr"'}
+_AUTHENTICATE_FIRST: Final = (
+    "authenticate first: a bearer token (Authorization: Bearer TOKEN) or a client certificate"
+)
+_BAD_CREDENTIAL: Final = "the Authorization header must be 'Bearer TOKEN' with a valid token"
+_TOKEN_IN_URL: Final = (
+    "a token is taken only from the Authorization header (Bearer TOKEN), "
+    "never from the URL: remove it from the URL, and replace the token, "
+    "which may have been logged"
+)
+
+
+class _Unauthenticated(Exception):
+    """The request's credential is not accepted (a 401)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -129,15 +151,26 @@ class HttpApp:
         stopping: Callable[[], bool],
         log: structlog.typing.FilteringBoundLogger,
         routes: tuple[HttpRoute, ...] = ROUTES,
+        operations: Operations | None = None,
+        api_routes: tuple[ApiRoute, ...] = API_ROUTES,
     ) -> None:
         self.authorization = authorization
         self.exposition = exposition
         #: True once the queue manager is stopping.
         self.stopping = stopping
+        #: The client requests the API runs (None: no API).
+        self.operations = operations
         self._log = log
-        self._router = Router(
-            routes=[Route(r.path, self._endpoint(r), methods=["GET"]) for r in routes]
-        )
+        served = [Route(r.path, self._endpoint(r), methods=["GET"]) for r in routes]
+        if operations is not None:
+            by_path: dict[str, dict[str, ApiRoute]] = {}
+            for api_route in api_routes:
+                by_path.setdefault(api_route.path, {})[api_route.method] = api_route
+            served += [
+                Route(path, self._api_endpoint(operations, path, methods))
+                for path, methods in by_path.items()
+            ]
+        self._router = Router(routes=served, default=_not_found)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -154,12 +187,7 @@ class HttpApp:
                 self._log_for(connection).warning(
                     "token_in_query_refused", path=scope.get("path", ""), parameter=named
                 )
-                refusal = PlainTextResponse(
-                    "a token is taken only from the Authorization header (Bearer TOKEN), "
-                    "never from the URL: remove it from the URL, and replace the token, "
-                    "which may have been logged\n",
-                    status_code=400,
-                )
+                refusal = _refused(_is_api(scope), 400, "token_in_url", _TOKEN_IN_URL)
                 await refusal(scope, receive, send)
             else:
                 await self._router(scope, receive, send)
@@ -174,6 +202,108 @@ class HttpApp:
 
         return endpoint
 
+    def _api_endpoint(
+        self, operations: Operations, path: str, methods: dict[str, ApiRoute]
+    ) -> Callable[[Scope, Receive, Send], Awaitable[None]]:
+        # An ASGI callable rather than a function: Starlette's route then takes
+        # every method, and a method the path does not serve is a JSON 405 here.
+        async def endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+            request = Request(scope, receive)
+            response = await self._api_answer(operations, path, methods, request)
+            await response(scope, receive, send)
+
+        return _Asgi(endpoint)
+
+    async def _api_answer(
+        self, operations: Operations, path: str, methods: dict[str, ApiRoute], request: Request
+    ) -> Response:
+        """Authenticate ``request`` and run its API route: the client requests it
+        makes are authorized one by one (:meth:`_authorize`)."""
+        started = time.perf_counter()
+        connection: HttpConnection | None = request.scope.get("state", {}).get(CONNECTION)
+        log = self._log_for(connection).bind(method=request.method, path=path)
+        try:
+            route, call = self._api_call(operations, path, methods, request, connection, log)
+            log = call.log
+            response: Response = JSONResponse(await route.handler(call))
+        except ApiError as exc:
+            response = JSONResponse(
+                error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers
+            )
+        except QueueManagerError as exc:
+            code = error_code(exc)
+            response = JSONResponse(
+                error_body(code.name.lower(), exc.message), status_code=STATUS_OF.get(code, 500)
+            )
+        except Exception:
+            log.exception("http_request_failed")
+            response = JSONResponse(error_body("internal", "internal error"), status_code=500)
+        log.debug(
+            "http_request",
+            status=response.status_code,
+            seconds=round(time.perf_counter() - started, 6),
+        )
+        return response
+
+    def _api_call(
+        self,
+        operations: Operations,
+        path: str,
+        methods: dict[str, ApiRoute],
+        request: Request,
+        connection: HttpConnection | None,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> tuple[ApiRoute, ApiCall]:
+        """The route of ``request`` and what its handler works with.
+
+        Raises:
+            ApiError: 405 (another method), 401 (a credential not accepted, or
+                none while ``auth.required`` is on).
+        """
+        route = methods.get(request.method)
+        if route is None:
+            allowed = ", ".join(sorted(methods))
+            msg = f"{request.method} is not a method of {path}: use {allowed}"
+            raise ApiError(405, "method_not_allowed", msg, {"Allow": allowed})
+        try:
+            principal = self._principal(request, connection, log)
+        except _Unauthenticated:
+            raise ApiError(401, "unauthenticated", _BAD_CREDENTIAL, _CHALLENGE) from None
+        if principal is not None:
+            log = log.bind(principal=principal.name)
+        else:
+            # Every API route makes client requests: none runs for nobody (a 401
+            # while auth.required is on, whatever the need).
+            self._authorize(None, None, OPEN, log)
+        call = ApiCall(
+            request,
+            principal,
+            log,
+            operations,
+            lambda value, need: self._authorize(principal, value, need, call.log),
+            route.requests,
+        )
+        return route, call
+
+    def _authorize(
+        self,
+        principal: Principal | None,
+        value: Any,
+        need: Need,
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
+        """Check the client request ``value`` an API route makes against ``need``.
+
+        Raises:
+            ApiError: 401 without a principal, 403 when the need refuses it.
+        """
+        if value is not None:
+            log = log.bind(request=type(value).__name__)
+        refusal = self._refusal(principal, value, need, log)
+        if refusal is not None:
+            status, code, message = refusal
+            raise ApiError(status, code, message, _CHALLENGE if status == 401 else None)
+
     def _log_for(self, connection: HttpConnection | None) -> structlog.typing.FilteringBoundLogger:
         if connection is None:
             return self._log
@@ -187,14 +317,16 @@ class HttpApp:
         principal: Principal | None = None
         response: Response | None = None
         if route.need is not None:
-            found = self._principal(request, connection, log)
-            if isinstance(found, Response):
-                response = found
+            try:
+                principal = self._principal(request, connection, log)
+            except _Unauthenticated:
+                response = _refused(False, 401, "unauthenticated", _BAD_CREDENTIAL)
             else:
-                principal = found
                 if principal is not None:
                     log = log.bind(principal=principal.name)
-                response = self._refusal(principal, request, route.need, log)
+                refusal = self._refusal(principal, request, route.need, log)
+                if refusal is not None:
+                    response = _refused(False, *refusal)
         if response is None:
             try:
                 response = await route.handler(self, request)
@@ -213,8 +345,12 @@ class HttpApp:
         request: Request,
         connection: HttpConnection | None,
         log: structlog.typing.FilteringBoundLogger,
-    ) -> Principal | Response | None:
-        """Who is asking (None: nobody said), or the 401 that refuses what they said."""
+    ) -> Principal | None:
+        """Who is asking (None: nobody said).
+
+        Raises:
+            _Unauthenticated: what they said is not accepted (counted and logged).
+        """
         authorization = self.authorization
         header = request.headers.get("authorization")
         if header is not None:
@@ -226,11 +362,7 @@ class HttpApp:
             if name is None:
                 authorization.tally.authentication_failures += 1
                 log.warning("authentication_failed", method="token")
-                return PlainTextResponse(
-                    "the Authorization header must be 'Bearer TOKEN' with a valid token\n",
-                    status_code=401,
-                    headers=_CHALLENGE,
-                )
+                raise _Unauthenticated
             return authorization.principal(name)
         if connection is not None and connection.certificate_name is not None:
             return authorization.principal(connection.certificate_name)
@@ -239,29 +371,26 @@ class HttpApp:
     def _refusal(
         self,
         principal: Principal | None,
-        request: Request,
+        request: Any,
         need: Need,
         log: structlog.typing.FilteringBoundLogger,
-    ) -> Response | None:
-        """The response that refuses ``request`` (401, 403), or None if it may run."""
+    ) -> tuple[int, str, str] | None:
+        """Why ``request`` (the HTTP request, or the client request an API
+        route makes) is refused, as a status (401, 403), a code and a message
+        (counted and logged), or None if it may run."""
         authorization = self.authorization
         if not authorization.enabled:
             return None
         if principal is None:
             authorization.tally.denied += 1
             log.warning("access_denied", reason="no principal: authenticate first")
-            return PlainTextResponse(
-                "authenticate first: a bearer token (Authorization: Bearer TOKEN) "
-                "or a client certificate\n",
-                status_code=401,
-                headers=_CHALLENGE,
-            )
+            return 401, "unauthenticated", _AUTHENTICATE_FIRST
         why = authorization.denial(principal, request, need)
         if why is None:
             return None
         authorization.tally.denied += 1
         log.warning("access_denied", reason=why)
-        return PlainTextResponse(f"access denied: {why}\n", status_code=403)
+        return 403, "access_denied", f"access denied: {why}"
 
 
 def _credential_in_query(query: Any) -> str | None:
@@ -273,3 +402,36 @@ def _credential_in_query(query: Any) -> str | None:
         if name.strip().lower() in CREDENTIAL_NAMES:
             return name
     return None
+
+
+def _is_api(scope: Scope) -> bool:
+    return str(scope.get("path", "")).startswith(API_PREFIX)
+
+
+def _refused(api: bool, status: int, code: str, message: str) -> Response:
+    """A refusal: JSON under ``/api/``, else text (with the challenge for a 401)."""
+    headers = _CHALLENGE if status == 401 else None
+    if api:
+        return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+    return PlainTextResponse(message + "\n", status_code=status, headers=headers)
+
+
+async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    """No route has this path (JSON under ``/api/``)."""
+    path = str(scope.get("path", ""))
+    if _is_api(scope):
+        message = f"no such route: {path} (the routes are listed in docs/operations.md)"
+        response = _refused(True, 404, "not_found", message)
+    else:
+        response = PlainTextResponse("Not Found", status_code=404)
+    await response(scope, receive, send)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asgi:
+    """An ASGI callable that Starlette takes for an application, not an endpoint."""
+
+    run: Callable[[Scope, Receive, Send], Awaitable[None]]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.run(scope, receive, send)

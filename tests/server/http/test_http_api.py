@@ -1,0 +1,290 @@
+"""The JSON API (``/api/v1/...``) over the ASGI application, without sockets: the
+daemon's parts in-process (a real store, core and committer), each request an
+ASGI call. The routes' needs against the client request table, a queue's
+messages paged, purge and moves (with their log events and principal), the
+refusals of bad input, and authentication and authorization."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import structlog
+import trio
+from prometheus_client import CollectorRegistry
+from server.client.kit import enable_permissions, open_services
+
+from qmgr.client import Message
+from qmgr.client.shapes import message_json
+from qmgr.server.client.handlers import REQUESTS
+from qmgr.server.client.operations import Operations
+from qmgr.server.client.services import Services
+from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
+from qmgr.server.http.app import CONNECTION, HttpApp, HttpConnection
+from qmgr.server.http.exposition import Exposition, SeriesFamily
+from wire import MessageProperties
+from wire import client as cf
+
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+
+
+class NoSeries:
+    """A stand-in for the collector (the API tests scrape nothing)."""
+
+    def snapshot(self) -> int:
+        return 0
+
+    def series(self, readings: int) -> Sequence[SeriesFamily]:
+        return []
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: dict[str, str]
+    json: Any
+
+
+@dataclass
+class Api:
+    """The application over in-process services, and a way to call it."""
+
+    app: HttpApp
+    services: Services
+    operations: Operations
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        body: bytes | dict[str, Any] = b"",
+        *,
+        query: str = "",
+        token: str | None = None,
+        certificate: str | None = None,
+    ) -> Reply:
+        data = json.dumps(body).encode() if isinstance(body, dict) else body
+        headers = [(b"content-length", str(len(data)).encode())]
+        if token is not None:
+            headers.append((b"authorization", f"Bearer {token}".encode()))
+        connection = HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate)
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": method,
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "query_string": query.encode(),
+            "root_path": "",
+            "headers": headers,
+            "client": ("127.0.0.1", 1),
+            "server": ("127.0.0.1", 1803),
+            "state": {CONNECTION: connection},
+        }
+        chunks = [data[i : i + 16384] for i in range(0, len(data), 16384)] or [b""]
+        incoming = [
+            {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+            for i, chunk in enumerate(chunks)
+        ]
+        sent: list[dict[str, Any]] = []
+
+        async def receive() -> dict[str, Any]:
+            return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            sent.append(message)
+
+        await self.app(scope, receive, send)
+        start = sent[0]
+        answer = b"".join(m.get("body", b"") for m in sent[1:])
+        found = {k.decode().lower(): v.decode() for k, v in start["headers"]}
+        assert found["content-type"] == "application/json", answer
+        return Reply(start["status"], found, json.loads(answer))
+
+    async def run(self, request: Any) -> Any:
+        """A client request made directly (to set things up)."""
+        return await self.operations.run(request, principal=None, log=structlog.get_logger())
+
+    async def send(self, queue: str, body: bytes, **fields: Any) -> None:
+        message = MessageProperties(destination=queue, body=body, **fields)
+        await self.run(cf.Send(message=message))
+
+
+@pytest.fixture
+async def api(tmp_path: Path) -> AsyncIterator[Api]:
+    async with open_services(tmp_path / "s") as services:
+        operations = Operations(services)
+        enable_permissions(services, enabled=False)
+        assert services.authorization is not None
+        app = HttpApp(
+            authorization=services.authorization,
+            exposition=Exposition(CollectorRegistry(), NoSeries()),
+            stopping=lambda: False,
+            log=structlog.get_logger("test"),
+            operations=operations,
+        )
+        yield Api(app, services, operations)
+
+
+def test_each_route_needs_what_its_client_requests_need_and_is_documented() -> None:
+    docs = DOCS.read_text(encoding="utf-8")
+    for route in API_ROUTES:
+        assert route.requests, route.path
+        assert route.needs() == tuple(REQUESTS[r].need for r in route.requests)
+        shown = route.path.replace("{name:path}", "NAME")
+        assert f"`{route.method} {shown}`" in docs, f"{route.method} {shown} is not documented"
+
+
+async def test_a_queue_s_messages_in_pages_bounded_and_peeked_only(api: Api) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"first", label="one")
+    await api.send("orders", b"\xff\xfe binary")
+    await api.send("orders", "é".encode() * (BODY_BOUND // 2 + 10))  # over the bound
+    for body in (b"4", b"5"):
+        await api.send("orders", body)
+    seen: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        page = await api.call("GET", "/api/v1/queues/orders/messages", query=f"after={after}&max=2")
+        assert page.status == 200, page.json
+        assert page.json["queue"] == "orders"
+        seen += page.json["messages"]
+        if page.json["next_after"] is None:
+            break
+        after = page.json["next_after"]
+    assert [m["lookup_id"] for m in seen] == sorted(m["lookup_id"] for m in seen)
+    assert len(seen) == 5
+    first, binary, large = seen[:3]
+    # The shape of `qmgr peek --json`, the body always base64 and bounded.
+    peeked = await api.run(cf.PeekRange(queue="orders", after=0, max_count=1))
+    cli = message_json(Message.from_wire(peeked.messages[0]))
+    assert set(cli) <= set(first)
+    assert {k: first[k] for k in cli if not k.startswith("body")} == {
+        k: v for k, v in cli.items() if not k.startswith("body")
+    }
+    assert (first["body"], first["body_encoding"], first["text_preview"]) == (
+        "Zmlyc3Q=",
+        "base64",
+        "first",
+    )
+    assert (binary["text_preview"], binary["body_truncated"]) == (None, False)
+    assert large["body_truncated"] is True
+    assert large["body_size"] == 2 * (BODY_BOUND // 2 + 10)
+    assert large["text_preview"] == "é" * 1024
+    # Peek only: everything is still there.
+    again = await api.call("GET", "/api/v1/queues/orders/messages", query="max=1000")
+    assert [m["id"] for m in again.json["messages"]] == [m["id"] for m in seen]
+    assert again.json["next_after"] is None
+
+
+async def test_purge_and_moves_are_the_client_requests_with_their_events(api: Api) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    for body in (b"a", b"b", b"c"):
+        await api.send("orders", body)
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    first = page.json["messages"][0]
+    with structlog.testing.capture_logs() as logs:
+        moved = await api.call(
+            "POST",
+            "/api/v1/queues/orders/move",
+            {"to": "orders;poison", "lookup_id": first["lookup_id"]},
+        )
+        assert moved.status == 200, moved.json
+        assert moved.json["count"] == 1
+        back = await api.call(
+            "POST", "/api/v1/queues/orders;poison/move", {"to": "orders", "all": True}
+        )
+        assert back.json["count"] == 1
+        again = await api.call("GET", "/api/v1/queues/orders/messages")
+        assert first["id"] in [m["id"] for m in again.json["messages"]]  # the id is kept
+        purged = await api.call("POST", "/api/v1/queues/orders/purge")
+    assert (purged.status, purged.json) == (200, {"queue": "orders", "purged": 3})
+    events = [e for e in logs if e["event"] in ("messages_moved", "queue_purged")]
+    assert [e["event"] for e in events] == ["messages_moved", "messages_moved", "queue_purged"]
+    assert all(e["path"].startswith("/api/v1/queues/") for e in events)
+
+
+async def test_unknown_queues_and_xids_are_the_daemon_s_errors(api: Api) -> None:
+    missing = await api.call("POST", "/api/v1/queues/nowhere/purge")
+    assert missing.status == 404
+    assert missing.json["error"]["code"] == "queue_not_found"
+    assert "nowhere" in missing.json["error"]["message"]
+    peek = await api.call("GET", "/api/v1/queues/nowhere/messages")
+    assert (peek.status, peek.json["error"]["code"]) == (404, "queue_not_found")
+    xid = await api.call("POST", "/api/v1/transactions/commit", {"xid": "no-such-xid"})
+    assert (xid.status, xid.json["error"]["code"]) == (404, "transaction_not_found")
+    listed = await api.call("GET", "/api/v1/transactions", query="all=true")
+    assert (listed.status, listed.json) == (200, [])
+    peering = await api.call("GET", "/api/v1/outgoing")  # no peering in these parts
+    assert (peering.status, peering.json["error"]["code"]) == (501, "not_supported")
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "query", "status", "code"),
+    [
+        ("GET", "/api/v1/nothing", b"", "", 404, "not_found"),
+        ("GET", "/api/v2/status", b"", "", 404, "not_found"),
+        ("DELETE", "/api/v1/queues", b"", "", 405, "method_not_allowed"),
+        ("GET", "/api/v1/queues/q/purge", b"", "", 405, "method_not_allowed"),
+        ("POST", "/api/v1/queues/q/purge", b"{not json", "", 400, "bad_request"),
+        ("POST", "/api/v1/queues/q/purge", b"[1]", "", 400, "bad_request"),
+        ("POST", "/api/v1/queues/q/purge", b" " * (MAX_BODY + 1), "", 413, "payload_too_large"),
+        ("POST", "/api/v1/queues/q/move", b"{}", "", 400, "bad_request"),
+        ("POST", "/api/v1/queues/q/move", b'{"to": 5}', "", 400, "bad_request"),
+        ("POST", "/api/v1/transactions/abort", b'{"xid": true}', "", 400, "bad_request"),
+        ("GET", "/api/v1/queues/q/messages", b"", "max=0", 400, "bad_request"),
+        ("GET", "/api/v1/queues/q/messages", b"", "max=1001", 400, "bad_request"),
+        ("GET", "/api/v1/queues/q/messages", b"", "after=-1", 400, "bad_request"),
+        ("GET", "/api/v1/transactions", b"", "all=maybe", 400, "bad_request"),
+        ("GET", "/api/v1/status", b"", "access_token=x", 400, "token_in_url"),
+    ],
+)
+async def test_bad_input_is_refused_in_json(
+    api: Api, method: str, path: str, body: bytes, query: str, status: int, code: str
+) -> None:
+    await api.run(cf.CreateQueue(name="q"))
+    reply = await api.call(method, path, body, query=query)
+    assert (reply.status, reply.json["error"]["code"]) == (status, code), reply.json
+    if status == 405:
+        assert reply.headers["allow"]
+
+
+async def test_with_auth_required_nobody_is_asked_and_each_request_is_checked(
+    api: Api,
+) -> None:
+    authorization = enable_permissions(api.services)  # root administers; alice has a token
+    api.app.authorization = authorization
+    await api.run(cf.CreateQueue(name="orders"))  # made by nobody: its list is empty
+    nobody = await api.call("GET", "/api/v1/queues")
+    assert (nobody.status, nobody.json["error"]["code"]) == (401, "unauthenticated")
+    assert nobody.headers["www-authenticate"] == 'Bearer realm="qmgr"'
+    wrong = await api.call("GET", "/api/v1/queues", token="wrong")
+    assert (wrong.status, wrong.json["error"]["code"]) == (401, "unauthenticated")
+    listed = await api.call("GET", "/api/v1/queues", token="alice-token")  # open
+    assert listed.status == 200
+    with structlog.testing.capture_logs() as logs:
+        denied = await api.call("POST", "/api/v1/queues/orders/purge", token="alice-token")
+        pause = await api.call(
+            "POST", "/api/v1/outgoing/pause", {"destination": "x"}, token="alice-token"
+        )
+    assert (denied.status, denied.json["error"]["code"]) == (403, "access_denied")
+    assert "'alice'" in denied.json["error"]["message"]
+    assert (pause.status, pause.json["error"]["code"]) == (403, "access_denied")
+    [refusal, _] = [e for e in logs if e["event"] == "access_denied"]
+    assert (refusal["principal"], refusal["request"]) == ("alice", "PurgeQueue")
+    root = await api.call("POST", "/api/v1/queues/orders/purge", certificate="root")
+    assert (root.status, root.json["purged"]) == (200, 0)
+    assert (authorization.tally.denied, authorization.tally.authentication_failures) == (3, 1)
+
+
+async def test_a_stopping_queue_manager_refuses_the_api(api: Api) -> None:
+    api.services.stopping = True
+    reply = await api.call("GET", "/api/v1/queues")
+    assert (reply.status, reply.json["error"]["code"]) == (503, "shutting_down")
+    await trio.lowlevel.checkpoint()
