@@ -136,3 +136,14 @@ def test_each_alias_is_checked_at_start_up(daemon_factory: Callable[..., DaemonP
         assert wrong["remote_qm"] == str(qb.qm_guid)
     assert wrong["level"] == "error"
     assert found[f"127.0.0.1:{nowhere}"][0] == "alias_not_checked"
+
+
+def test_a_host_name_the_resolver_refuses_is_a_failed_connection(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    qm = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    with connect(qm.address) as client:
+        client.send("DIRECT=OS:a..b\\private$\\orders", b"nowhere")
+        wait_until(lambda: "cannot connect" in client.outgoing()[0].last_error, 30)
+        client.create_queue("still-serving")
+    assert qm.running

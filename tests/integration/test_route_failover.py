@@ -90,3 +90,34 @@ def _depth(qm: QueueManager, queue: str) -> int:
 
 def _settled(qm: QueueManager) -> bool:
     return all(q.waiting == 0 and q.unacknowledged == 0 for q in qm.outgoing())
+
+
+def test_a_drained_queue_comes_back_to_the_first_router_with_its_next_messages(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    r1 = daemon_factory(name="qm-r1", extra_args=(*PEER_FAST, *ROUTER))
+    r2 = daemon_factory(name="qm-r2", extra_args=(*PEER_FAST, *ROUTER))
+    with FaultProxy(r1.peer_port) as to_r1:
+        second = f"127.0.0.1:{r2.peer_port}"
+        route = f'routes."127.0.0.1:{b.peer_port}"=["{to_r1.address}", "{second}"]'
+        a = daemon_factory(
+            name="qm-a",
+            extra_args=(*PEER_FAST, *settings(route, "peers.route_failover_after=0.5")),
+        )
+        with connect(a.address) as qa, connect(b.address) as qb:
+            qb.create_queue("orders", transactional=True)
+            destination = remote_queue(b, "orders")
+            to_r1.refuse(3600)
+            to_r1.cut()
+            expected = commit_batches(qa, destination, 0, 5)
+            wait_until(lambda: _settled(qa) and qa.outgoing()[0].next_hop == second, 60)
+            # Drained through R2: R1's link has nothing left to try for.
+            wait_until(lambda: qa.routing(destination).hops[0].state == "idle", 30)
+            assert qa.routing(destination).hops[0].down_since is None  # no stale verdict
+            to_r1.heal()
+            expected += commit_batches(qa, destination, 5, 5)
+            wait_until(lambda: qa.outgoing()[0].next_hop == to_r1.address, 30)
+            expected += commit_batches(qa, destination, 10, 5)
+            wait_until(lambda: _settled(qa), 60)
+            assert [body for _, body in drain(b.address, "orders")] == expected

@@ -44,6 +44,7 @@ from typing import Final, cast
 import structlog
 import trio
 from hypercorn.config import Config as HypercornConfig
+from hypercorn.events import Closed, Event, RawData
 from hypercorn.trio.tcp_server import TCPServer
 from hypercorn.trio.worker_context import WorkerContext
 from hypercorn.typing import ASGIFramework, ConnectionState
@@ -72,6 +73,27 @@ class _TCPServer(TCPServer):
     async def _read_data(self) -> None:
         await super()._read_data()
         await self.idle_task.stop()
+
+    async def protocol_send(self, event: Event) -> None:
+        """Hypercorn's, with a deadline on each write: its write is shielded from
+        cancellation, so a client that never reads would otherwise hold the
+        connection (and the daemon's shutdown) for ever."""
+        if not isinstance(event, RawData):
+            await super().protocol_send(event)
+            return
+        async with self.send_lock:
+            try:
+                with trio.CancelScope(shield=True):
+                    with trio.move_on_after(self.config.read_timeout or math.inf) as write:
+                        await self.stream.send_all(event.data)
+                broken = write.cancelled_caught
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                broken = True
+            if broken:
+                await self.protocol.handle(Closed())
+                # The whole connection goes (not only this answer), or every
+                # request it has pipelined would wait out its own deadline.
+                await trio.aclose_forcefully(self.stream)
 
 
 def hypercorn_config(config: Config) -> HypercornConfig:
@@ -130,7 +152,10 @@ class HttpPort:
                     # Hypercorn's annotation says SSLStream; it serves plain streams too.
                     stream_ = cast(trio.SSLStream[trio.SocketStream], served)
                     server = _TCPServer(self._app, self._settings, self._context, state, stream_)
-                    await server.run()
+                    try:
+                        await server.run()
+                    except Exception as exc:  # one connection never takes the daemon down
+                        log.warning("http_connection_failed", reason=f"{type(exc).__name__}: {exc}")
         finally:
             del self.connections[connection.conn_id]
             with trio.CancelScope(shield=True):

@@ -47,7 +47,7 @@ async def _check(context: ConnectionContext, alias: tuple[str, int]) -> None:
     try:
         with trio.fail_after(config.peer_connect_timeout):
             stream = await trio.open_tcp_stream(*alias)
-    except (OSError, trio.TooSlowError) as exc:
+    except (OSError, ValueError, trio.TooSlowError) as exc:  # ValueError: "a..b"
         reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
         log.info("alias_not_checked", reason=f"cannot connect: {reason}")
         return

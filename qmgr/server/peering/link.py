@@ -24,7 +24,7 @@ A hop may turn out to be this queue manager itself: a hairpin NAT, a port
 map or a DNS name of this host that is not in ``server.aliases``. The link
 finds out when the peer shows this queue manager's own certificate (mutual
 TLS) or announces its GUID; it logs ``peer_session_reaches_itself`` and from
-then on (until a restart) carries its queues over a session with itself in
+then on, while its queues have work, carries them over a session with itself in
 the process: a socket pair, with the acceptor's side run beside the
 initiator's. The messages are delivered here under the same exactly-once
 rules as over any session, with no network in between.
@@ -83,7 +83,8 @@ class Link:
         self.last_error = ""
         self._wake = trio.Event()
         #: The hop turned out to be this queue manager (a hairpin NAT, a port map or
-        #: another name of this host): its queues go through an in-process session.
+        #: another name of this host): its queues go through an in-process session
+        #: until they have nothing left to send.
         self.itself = False
         self._other_end: PeerConnection | None = None
         self.name = endpoint_text(*hop)
@@ -118,6 +119,14 @@ class Link:
     async def run(self) -> None:
         """Deliver until cancelled."""
         while True:
+            if not self.has_work():
+                # Nothing to send: what was learnt of the hop goes stale. The next
+                # traffic tries the network afresh (a hop found to be this queue
+                # manager, or long unreachable, is found out again).
+                self.itself = False
+                if self.down_since is not None:
+                    self.down_since = None
+                    self._changed()
             while not self.has_work():
                 self.state = "idle"
                 self._wake = trio.Event()
@@ -162,7 +171,8 @@ class Link:
         try:
             with trio.fail_after(config.peer_connect_timeout):
                 stream = await trio.open_tcp_stream(host, port)
-        except (OSError, trio.TooSlowError) as exc:
+        except (OSError, ValueError, trio.TooSlowError) as exc:
+            # ValueError: a host name the resolver refuses outright ("a..b": UnicodeError).
             reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
             await self._back_off(f"cannot connect: {reason}")
             return None

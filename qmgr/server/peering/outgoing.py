@@ -208,10 +208,12 @@ class OutgoingQueues:
         new = self._link(queue.hop)
         new.queues.append(queue)
         queue.link = new
+        queue.standby_links = []
         for position, hop in enumerate(queue.hops):
             link = self._link(hop)
             if position < index:
                 link.standby.add(queue)
+                queue.standby_links.append(link)
                 link.wake()
             else:
                 link.standby.discard(queue)
@@ -421,6 +423,9 @@ class OutgoingQueues:
                 msg = f"{destination!r} names several queues: ask about one"
                 raise InvalidName(msg)
             element = parsed.elements[0]
+            if element.distribution_list:
+                msg = f"{destination!r} is a distribution list: ask about one of its targets"
+                raise InvalidName(msg)
             if element.is_local:
                 return ("." if element.host is None else element.host, identity.peer_port), True
             return RemoteDestination.from_address(element).endpoint, False

@@ -138,6 +138,9 @@ class OutgoingQueue:
         self.last_order_ack: float | None = None
         #: The link to its next hop.
         self.link: Carrier | None = None
+        #: The links of earlier next hops of its route, while it uses a later one:
+        #: its new work wakes them too, so that they try their hop again.
+        self.standby_links: list[Carrier] = []
         self._direct = wire.DirectQueue(name=destination.direct_name)
         self.fill()
 
@@ -182,9 +185,12 @@ class OutgoingQueue:
         return not self.paused and (len(self.machine) > 0 or self.stored > 0)
 
     def wake(self) -> None:
-        """Tell the link there may be something to send."""
+        """Tell the link there may be something to send (and the standby links
+        that it may be worth trying their hop again)."""
         if self.link is not None:
             self.link.wake()
+        for standby in self.standby_links:
+            standby.wake()
 
     def next_packet(self, now: float) -> PacketToSend | None:
         """The next packet to send, built: ``(bytes, recoverable, tag)``, or None."""

@@ -241,3 +241,47 @@ async def test_over_https_a_client_certificate_is_the_principal(tmp_path: Path) 
                 assert await client.stream.receive_some(100) == b""
             await client.aclose()
         assert "http_tls_refused" in [entry["event"] for entry in logs]
+
+
+async def test_a_broken_upgrade_to_http2_closes_its_connection_and_nothing_else() -> None:
+    port = port_for(authorization(enabled=False))
+    with structlog.testing.capture_logs() as logs:
+        async with serving(port) as http:
+            for settings in (b"a", b"AAAA"):
+                async with await trio.open_tcp_stream("127.0.0.1", http.number) as stream:
+                    await stream.send_all(
+                        b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+                        b"Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n"
+                        b"HTTP2-Settings: " + settings + b"\r\n\r\n"
+                    )
+                    with trio.fail_after(5):
+                        while await stream.receive_some(65536):
+                            pass
+            assert (await http.get("/healthz")).status == 200  # the listener serves on
+    assert [e["event"] for e in logs].count("http_connection_failed") == 2
+
+
+async def test_a_client_that_never_reads_is_let_go_after_the_request_timeout() -> None:
+    port = port_for(
+        authorization(enabled=False), "http.max_connections=1", "http.request_timeout=0.5"
+    )
+    async with serving(port) as http:
+        reader = trio.socket.socket()
+        reader.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+        await reader.connect(("127.0.0.1", http.number))
+        stream = trio.SocketStream(reader)
+        # Requests for answers it never reads, until the server stops taking them.
+        request = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"
+        with trio.move_on_after(10):
+            while True:
+                with trio.move_on_after(1) as blocked:
+                    await stream.send_all(request * 64)
+                if blocked.cancelled_caught:
+                    break
+        for _ in range(200):  # polled: the server closes it on its own deadline
+            if not port.connections:
+                break
+            await trio.sleep(0.05)
+        assert not port.connections
+        assert (await http.get("/healthz")).status == 200  # room again
+        await stream.aclose()
