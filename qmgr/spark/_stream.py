@@ -99,6 +99,24 @@ def plan_members(options: Options, queue: str) -> list[Member]:
     ]
 
 
+def check_guid(qm: QueueManager, member: Member) -> None:
+    """Raise unless the queue manager reached at ``member.endpoint`` is still the one
+    planned: an address that changed hands would apply one queue manager's offsets
+    (and removals) to another's messages.
+
+    Raises:
+        DataSourceError
+    """
+    found = str(qm.qm_guid)
+    if found != member.guid:
+        msg = (
+            f"{member.endpoint} now reaches the queue manager {found}, not {member.guid} "
+            "that this query reads there: its offsets and removals belong to that one. "
+            "Point the endpoint back at it, or start the query with a new checkpoint."
+        )
+        raise DataSourceError(msg)
+
+
 class _Cursor:
     """The driver's side of one queue manager: its connection, its removals, its last message."""
 
@@ -122,6 +140,7 @@ class _Cursor:
             except ConnectionLost:
                 self.qm.close()  # the queue manager restarted, say: try a new connection
         self.qm = self.options.connect()
+        check_guid(self.qm, self.member)
         return operation(self.qm)
 
     def measure(self, after: int = 0, max_count: int = 0) -> RangeInfo:
@@ -135,7 +154,7 @@ class _Cursor:
         if not self.options.remove_on_commit:
             return
         if self.remover is None:
-            self.remover = Remover(self.options, self.queue, self.member.queue_id)
+            self.remover = Remover(self.options, self.queue, self.member)
         self.remover.request(through)
 
     def stop(self) -> None:
@@ -354,10 +373,11 @@ class Remover:
     idempotent, so one lost in a crash is done again by the next request.
     """
 
-    def __init__(self, options: Options, queue: str, queue_id: int) -> None:
+    def __init__(self, options: Options, queue: str, member: Member) -> None:
         self._options = options
         self._queue = queue
-        self._queue_id = queue_id
+        self._member = member
+        self._queue_id = member.queue_id
         self._qm: QueueManager | None = None
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
@@ -412,6 +432,7 @@ class Remover:
     def _remove(self, through: int) -> None:
         if self._qm is None or self._qm.closed:
             self._qm = self._options.connect()
+            check_guid(self._qm, self._member)
         queue = self._queue
         found = measure(self._qm, queue, max_count=1).queue_id
         check_queue_id(queue, self._queue_id, found, self._options.endpoint)

@@ -11,7 +11,7 @@ import pytest
 
 from qmgr.spark import DataSourceError, Options
 from qmgr.spark._read import LookupRange
-from qmgr.spark._stream import Member, QueueStreamReader
+from qmgr.spark._stream import Member, QueueStreamReader, check_guid
 
 FLEET = Options.parse(
     {"endpoints": "h1:1802,h2:1802,h3:1802", "queue": "orders", "partitions": "1"}
@@ -83,3 +83,14 @@ def test_partitions_per_queue_manager() -> None:
     assert reader.partitions(end, end) == []
     # The argument-less latestOffset() (Spark 4.0, 4.1) goes on from there.
     assert reader._last_end == [20, 4, 30]
+
+
+def test_an_address_that_reaches_another_queue_manager_is_refused() -> None:
+    class Reached:
+        def __init__(self, guid: str) -> None:
+            self.qm_guid = guid
+
+    member = Member("h1:1802", "g1", 7)
+    check_guid(Reached("g1"), member)  # type: ignore[arg-type]
+    with pytest.raises(DataSourceError, match="now reaches the queue manager g2, not g1"):
+        check_guid(Reached("g2"), member)  # type: ignore[arg-type]
