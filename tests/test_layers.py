@@ -49,6 +49,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.server.client.authorization",
         "qmgr.server.client.needs",
         "qmgr.server.client.operations",
+        "qmgr.server.admission",
         "qmgr.server.tls",
         "qmgr.server.timings",
     },

@@ -155,6 +155,9 @@ class HttpApp:
         api_routes: tuple[ApiRoute, ...] = API_ROUTES,
     ) -> None:
         self.authorization = authorization
+        #: Called with the ``host:port`` of a connection whose credential was not
+        #: accepted (the listener slows its address down, as the client port does).
+        self.on_failure: Callable[[str], None] = lambda peer: None
         self.exposition = exposition
         #: True once the queue manager is stopping.
         self.stopping = stopping
@@ -362,6 +365,8 @@ class HttpApp:
             if name is None:
                 authorization.tally.authentication_failures += 1
                 log.warning("authentication_failed", method="token")
+                if connection is not None:
+                    self.on_failure(connection.peer)
                 raise _Unauthenticated
             return authorization.principal(name)
         if connection is not None and connection.certificate_name is not None:

@@ -53,6 +53,7 @@ from hypercorn.utils import wrap_app
 from qmgr.config import Config
 from qmgr.core.permissions import user_name_problem
 
+from ..admission import Admission, AdmissionLimits
 from ..tls import TlsFailed, common_name, handshake
 from .app import CONNECTION, HttpApp, HttpConnection
 
@@ -128,6 +129,20 @@ class HttpPort:
         self._context = WorkerContext(None)
         #: The connections being served, by id.
         self.connections: dict[int, HttpConnection] = {}
+        # Recent failed handshakes and tokens by address: an address with
+        # ``auth.failure_limit`` of them in a minute waits ``auth.failure_delay``
+        # before each new connection is served, as on the client port.
+        self._failures = Admission(
+            AdmissionLimits(
+                max_connections_per_address=config.http_max_connections,
+                failure_limit=config.auth_failure_limit,
+                failure_delay=config.auth_failure_delay,
+                section="http",
+            )
+        )
+        self._tally = app.authorization.tally
+        # The application counts and logs a refused token; the address is slowed here.
+        app.on_failure = lambda peer: self._failures.failed(_address_of(peer), trio.current_time())
         self._ids = itertools.count(1)
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
@@ -146,6 +161,9 @@ class HttpPort:
         self.connections[connection.conn_id] = connection
         try:
             with connection.scope:
+                delay = self._failures.delay(_address_of(connection.peer), trio.current_time())
+                if delay:
+                    await trio.sleep(delay)  # failures from this address: slowed down
                 served = await self._secure(stream, connection, log)
                 if served is not None:
                     state = ConnectionState({CONNECTION: connection})
@@ -181,15 +199,23 @@ class HttpPort:
             )
         except TlsFailed as exc:
             (log.debug if exc.closed else log.warning)("http_tls_refused", reason=str(exc))
+            if not exc.closed:
+                self._failed(_address_of(connection.peer))
             return None
         name = common_name(secure)
         problem = None if name is None else user_name_problem(name)
         if problem is not None:
             reason = f"the client certificate's common name {problem}"
             log.warning("http_tls_refused", reason=reason)
+            self._failed(_address_of(connection.peer))
             return None
         connection.certificate_name = name
         return secure
+
+    def _failed(self, address: str) -> None:
+        """A TLS handshake or client certificate from ``address`` was refused."""
+        self._failures.failed(address, trio.current_time())
+        self._tally.authentication_failures += 1
 
     def _make_room(self) -> str | None:
         """None if a new connection may be served (closing an idle one if need
@@ -210,6 +236,11 @@ class HttpPort:
             oldest.scope.cancel()
             return None
         return f"at most {limit} HTTP connections (http.max_connections), all answering requests"
+
+
+def _address_of(peer: str) -> str:
+    """The address part of ``host:port`` or ``[v6]:port``."""
+    return peer.rpartition(":")[0].strip("[]") or peer
 
 
 def _peer_name(stream: trio.SocketStream) -> str:

@@ -285,3 +285,18 @@ async def test_a_client_that_never_reads_is_let_go_after_the_request_timeout() -
         assert not port.connections
         assert (await http.get("/healthz")).status == 200  # room again
         await stream.aclose()
+
+
+async def test_an_address_whose_tokens_keep_failing_is_slowed_down() -> None:
+    rules = authorization()
+    port = port_for(rules, "auth.failure_limit=2", "auth.failure_delay=0.5")
+    wrong = [("authorization", "Bearer wrong-token")]
+    async with serving(port) as http:
+        for _ in range(2):
+            began = trio.current_time()
+            assert (await http.get("/metrics", wrong)).status == 401
+            assert trio.current_time() - began < 0.5  # not slowed yet
+        began = trio.current_time()
+        assert (await http.get("/metrics", bearer("prom"))).status == 200
+        assert trio.current_time() - began >= 0.5  # its address waited first
+    assert rules.tally.authentication_failures == 2  # each counted once
