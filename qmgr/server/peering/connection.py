@@ -245,6 +245,9 @@ class PeerConnection:
         self.itself = itself
         #: The initiator found that the peer is this queue manager (its GUID is ours).
         self.reached_itself = False
+        #: Set by the first acknowledgment of something this connection sent: the
+        #: peer does not only open sessions, it takes what comes over them.
+        self.acknowledged = trio.Event()
         self.stream = stream
         self.peer = peer
         #: The peer's certificate common name (mutual TLS), or None on plain TCP.
@@ -377,6 +380,7 @@ class PeerConnection:
                     self._check_source(action.packet)
                 self.context.events.arrived(self, action.packet, action.recoverable_number)
             elif isinstance(action, Acked):
+                self.acknowledged.set()
                 self.context.events.acked(self, action.tags)
                 self._wake_writer.set()
             elif isinstance(action, Opened):

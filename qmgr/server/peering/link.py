@@ -153,6 +153,15 @@ class Link:
             if connection.reached_itself:
                 self._found_itself(connection.close_reason)
                 continue
+            if (
+                connection.opened.is_set()
+                and connection.session.unacked
+                and not connection.acknowledged.is_set()
+            ):
+                # It opened a session and then took nothing it was sent: as good as
+                # unreachable (a route fails over from it like from a refused one).
+                await self._back_off(connection.close_reason or "the session took nothing")
+                continue
             if connection.opened.is_set():
                 # The session worked (its end is logged as peer_session_closed):
                 # reconnect after the shortest delay if there is still work.
@@ -242,8 +251,12 @@ class Link:
 
     async def _watch_opening(self, connection: PeerConnection) -> None:
         await connection.opened.wait()
-        self.down_since = None
-        self._changed()
+        self._changed()  # it answers: an earlier hop than a queue's may take it back
+        await connection.acknowledged.wait()
+        # It takes what it is sent: whatever failed before is over.
+        if self.down_since is not None:
+            self.down_since = None
+            self._changed()
 
     async def _back_off(self, reason: str, *, failed: bool = True) -> None:
         config = self.context.parts.config

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import trio
 import trio.testing
-from peer_kit import Network, wait_until
+from fault_stream import is_data
+from peer_kit import HOST, Network, wait_until
 
 from .conftest import (
     QUEUE,
@@ -51,3 +52,23 @@ async def test_two_destination_queues_share_the_link_each_in_order(
     assert incoming_state(b, a).last_number == 5
     assert incoming_state(b, a, "other").last_number == 10
     assert len(a.peering.outgoing) == 2
+
+
+async def test_a_hop_that_opens_sessions_but_takes_nothing_is_failed_over(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    route = f'routes."{HOST}:1904"=["{HOST}:1902", "{HOST}:1903"]'
+    a = await network.start("qm-a", 1901, (route, "peers.route_failover_after=5.0"))
+    r1 = await network.start("qm-r1", 1902, ("peers.router=true",))
+    await network.start("qm-r2", 1903, ("peers.router=true",))
+    d = await network.start("qm-d", 1904)
+    await d.create_queue(QUEUE)
+    # R1 completes every handshake, then its sessions break as the first message comes.
+    network.channel(a, r1).cut_inside = lambda packet: 0 if is_data(packet) else None
+    expected = [f"m{i}".encode() for i in range(1, 6)]
+    await a.send(d.remote(QUEUE), expected)
+    await deliver(a, d, expected)
+    assert network.connections.count(("qm-a", "qm-r1")) >= 2  # it kept answering
+    assert ("qm-a", "qm-r2") in network.connections
+    [queue] = a.peering.outgoing.values()
+    assert queue.hop == (HOST, 1903)
