@@ -275,7 +275,10 @@ async def test_a_client_that_never_reads_is_let_go_after_the_request_timeout() -
         with trio.move_on_after(10):
             while True:
                 with trio.move_on_after(1) as blocked:
-                    await stream.send_all(request * 64)
+                    try:
+                        await stream.send_all(request * 64)
+                    except trio.BrokenResourceError:
+                        break  # the server already let it go (a loaded machine)
                 if blocked.cancelled_caught:
                     break
         for _ in range(200):  # polled: the server closes it on its own deadline
