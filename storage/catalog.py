@@ -20,9 +20,17 @@ counters; one of schema 3 (before prepared transactions) lacks
 the expiry index) lacks ``expiry``, ``confirmations``, ``final_acks`` and
 ``lists``; one of schema 5 (before poison handling) lacks
 ``message_counters`` and ``retry_due``. That transaction creates what is
-missing and writes the current version (:data:`SCHEMA_VERSION`, 6), so the
-migration is atomic and costs nothing per message. Any other version is
-refused with ``SchemaMismatch``.
+missing and writes the current version (:data:`SCHEMA_VERSION`, 7), so the
+migration is atomic and costs nothing per message. Schema 7 keys each
+``incoming`` stream state by source GUID, *sequence timestamp* and queue key
+(before: source GUID and queue key), so that the outgoing queues of one
+source that reach one queue under two names are two streams; opening a
+store of schema 3 to 6 rewrites every ``incoming`` key in that same
+transaction, with the timestamp of the state's stored sequence id
+(``sequence_id >> 32``): bounded by the number of streams. A state whose new
+key would be longer than LMDB allows (a queue key of 492 to 495 bytes) is
+dropped: no write of that stream could store it any more. Any other version
+is refused with ``SchemaMismatch``.
 
 The :class:`Catalog` then serves the committed records from memory. They are
 immutable values; a write plans new ones while its transaction is prepared,
@@ -61,12 +69,14 @@ from .keys import (
     DB_QUEUE_IDS,
     DB_QUEUES,
     DB_RETRY_DUE,
+    MAX_KEY_SIZE,
     META_HISTORY_COUNTER,
     META_NEXT_QUEUE_ID,
     META_ORDINAL_LIMIT,
     META_QM_GUID,
     META_SCHEMA_VERSION,
     META_SEQUENCE_STAMP,
+    QM_GUID_SIZE,
     counters_key,
     u32,
     u64,
@@ -80,7 +90,7 @@ from .reservations import NO_RESERVATION, load_reservations
 __all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
@@ -89,6 +99,8 @@ _SCHEMA_BEFORE_PREPARED: Final = 3
 _SCHEMA_BEFORE_EXPIRY: Final = 4
 #: The schema before poison handling (message counters, the retry index), migrated at opening.
 _SCHEMA_BEFORE_POISON: Final = 5
+#: The schema before incoming streams were keyed by sequence timestamp, migrated at opening.
+_SCHEMA_BEFORE_STREAM_STAMPS: Final = 6
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +185,8 @@ class Catalog:
             version = self._check_version(raw_version)
             if version == _SCHEMA_BEFORE_PEERING:
                 self._migrate_to_peering(txn, dbs)
+            elif version != SCHEMA_VERSION:
+                _migrate_incoming_keys(txn, dbs)
             if version != SCHEMA_VERSION:
                 # The databases added since that schema were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
@@ -236,6 +250,7 @@ class Catalog:
             raise StoreCorrupt(msg) from exc
         if version not in (
             SCHEMA_VERSION,
+            _SCHEMA_BEFORE_STREAM_STAMPS,
             _SCHEMA_BEFORE_POISON,
             _SCHEMA_BEFORE_EXPIRY,
             _SCHEMA_BEFORE_PREPARED,
@@ -306,6 +321,29 @@ class Catalog:
                 self.reservations.pop(queue_id, None)
             else:
                 self.reservations[queue_id] = held
+
+
+def _migrate_incoming_keys(txn: Txn, dbs: Databases) -> None:
+    """Schema 3..6 -> 7: rewrite every ``incoming`` key, source GUID + queue key,
+    as source GUID + sequence timestamp u32 + queue key, the timestamp taken
+    from the state's stored sequence id (the value is unchanged: format 1,
+    the sequence id a u64 at offset 1). A state whose new key would be too
+    long for LMDB is dropped (see the module docstring).
+
+    Raises:
+        StoreCorrupt: a key or value is not an incoming state's.
+    """
+    old = [(bytes(key), bytes(value)) for key, value in _items(txn, dbs.incoming)]
+    for key, _ in old:
+        txn.delete(key, db=dbs.incoming)
+    for key, value in old:
+        if len(key) < QM_GUID_SIZE or len(value) < 9:
+            msg = f"incoming state {bytes(key).hex()} is corrupt"
+            raise StoreCorrupt(msg)
+        stamp = unpack_u64(value[1:9]) >> 32
+        new_key = b"".join((key[:QM_GUID_SIZE], u32(stamp), key[QM_GUID_SIZE:]))
+        if len(new_key) <= MAX_KEY_SIZE:
+            txn.put(new_key, value, db=dbs.incoming)
 
 
 def _items(txn: Txn, db: lmdb._Database) -> Iterator[tuple[bytes, bytes]]:

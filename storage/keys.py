@@ -29,7 +29,9 @@ database              key                                         value
 ``by_priority``       queue_id u32 + (7 - priority) u8 +          empty
                       lookup_id u64 (13 B)
 ``outgoing``          queue_id u32 (4 B) of an OUTGOING queue     outgoing state record
-``incoming``          source QM GUID (16 B) + queue key UTF-8     incoming state record
+``incoming``          source QM GUID (16 B) + sequence timestamp  incoming state record
+                      u32 + queue key UTF-8 (16 B + queue key
+                      before schema 7)
 ``history``           source QM GUID (16 B) + message ordinal     insertion counter u64
                       u32 + destination tag u32 (24 B; 20 B
                       without the tag, before schema 5)
@@ -79,8 +81,10 @@ ever share one); ``history_counter`` is the last insertion counter given to
 a ``history`` entry, so the history reads back in insertion order.
 
 ``incoming`` keys the receiver's state of one exactly-once stream: the
-sending queue manager's GUID, then the destination queue key as the sender
-wrote it (it need not name a queue here). ``history`` keys the ids of
+sending queue manager's GUID, the stream's sequence timestamp (the high 32
+bits of its TxSequenceID: one per outgoing queue of a sender of ours), then
+the destination queue key as the sender wrote it (it need not name a queue
+here). ``history`` keys the ids of
 non-transactional messages received lately, to drop resent duplicates.
 
 ``prepared`` holds each prepared transaction under its transaction id
@@ -124,6 +128,7 @@ __all__ = [
     "DB_RETRY_DUE",
     "EXPIRY_KEY_SIZE",
     "HISTORY_KEY_SIZE",
+    "INCOMING_PREFIX_SIZE",
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
     "MAX_QUEUE_ID",
@@ -205,6 +210,8 @@ MAX_LOOKUP_ID: Final = 0xFFFFFFFFFFFFFFFF
 QM_GUID_SIZE: Final = 16
 #: A ``history`` key: source GUID + message ordinal u32.
 HISTORY_KEY_SIZE: Final = QM_GUID_SIZE + 4
+#: An ``incoming`` key before its queue key: source GUID + sequence timestamp u32.
+INCOMING_PREFIX_SIZE: Final = QM_GUID_SIZE + 4
 #: The longest transaction id, in UTF-8 bytes.
 MAX_XID_SIZE: Final = 200
 
@@ -342,30 +349,40 @@ def setting_key(key: str) -> bytes:
     return encoded
 
 
-def incoming_key(source_qm: bytes, queue_key: str) -> bytes:
-    """Key of ``incoming``: the source QM's 16-byte GUID + the queue key in UTF-8.
+def incoming_key(source_qm: bytes, sequence_timestamp: int, queue_key: str) -> bytes:
+    """Key of ``incoming``: the source QM's 16-byte GUID, the stream's sequence
+    timestamp u32 big-endian, then the queue key in UTF-8.
 
     Raises:
-        InvalidRecord: the GUID is not 16 bytes, or the key exceeds LMDB's key size limit.
+        InvalidRecord: the GUID is not 16 bytes, the timestamp is not a u32, or
+            the key exceeds LMDB's key size limit.
     """
     if len(source_qm) != QM_GUID_SIZE:
         msg = f"source QM GUID must be {QM_GUID_SIZE} bytes, not {len(source_qm)}"
         raise InvalidRecord(msg)
-    encoded = bytes(source_qm) + queue_key.encode("utf-8")
+    if not 0 <= sequence_timestamp <= 0xFFFFFFFF:
+        msg = f"sequence timestamp must be a u32, not {sequence_timestamp}"
+        raise InvalidRecord(msg)
+    encoded = b"".join((bytes(source_qm), _U32.pack(sequence_timestamp), queue_key.encode("utf-8")))
     if len(encoded) > MAX_KEY_SIZE:
-        limit = MAX_KEY_SIZE - QM_GUID_SIZE
+        limit = MAX_KEY_SIZE - INCOMING_PREFIX_SIZE
         msg = f"incoming queue key must be at most {limit} bytes of UTF-8: {queue_key!r}"
         raise InvalidRecord(msg)
     return encoded
 
 
-def split_incoming_key(key: bytes) -> tuple[bytes, str]:
-    """Split an ``incoming`` key into ``(source_qm, queue_key)``.
+def split_incoming_key(key: bytes) -> tuple[bytes, int, str]:
+    """Split an ``incoming`` key into ``(source_qm, sequence_timestamp, queue_key)``.
 
     Raises:
-        UnicodeDecodeError: the queue key is not UTF-8.
+        ValueError: it is shorter than the GUID and the timestamp, or the
+            queue key is not UTF-8 (``UnicodeDecodeError``).
     """
-    return bytes(key[:QM_GUID_SIZE]), bytes(key[QM_GUID_SIZE:]).decode("utf-8")
+    if len(key) < INCOMING_PREFIX_SIZE:
+        raise ValueError(len(key))
+    stamp: int = _U32.unpack_from(key, QM_GUID_SIZE)[0]
+    queue_key = bytes(key[INCOMING_PREFIX_SIZE:]).decode("utf-8")
+    return bytes(key[:QM_GUID_SIZE]), stamp, queue_key
 
 
 def history_key(key: bytes) -> bytes:

@@ -332,11 +332,14 @@ class OutgoingInfo(_Sequenced):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IncomingInfo(_Sequenced):
-    """An incoming transactional sequence: what one source queue manager sent to one queue.
+    """An incoming transactional sequence: what one source queue manager sent to
+    one queue from one of its outgoing queues.
 
-    Exactly-once delivery keeps, per (source queue manager, queue), the last
-    sequence id and number accepted; duplicates and out-of-order packets are
-    rejected (and acknowledged again) by them.
+    Exactly-once delivery keeps, per (source queue manager, queue, sequence
+    timestamp), the last sequence id and number accepted; duplicates and
+    out-of-order packets are rejected (and acknowledged again) by them. A
+    source that sends to one queue under two names has two outgoing queues,
+    with two timestamps: two entries.
 
     Attributes:
         source_qm: the GUID of the sending queue manager.

@@ -35,6 +35,7 @@ from .incoming import IncomingSequences as IncomingSequences
 from .incoming import OrderAckDue as OrderAckDue
 from .incoming import StreamKey as StreamKey
 from .incoming import StreamState as StreamState
+from .incoming import stream_key as stream_key
 from .outgoing import OutgoingSequence as OutgoingSequence
 from .sequence_values import MAX_SEQUENCE_NUMBER as MAX_SEQUENCE_NUMBER
 from .sequence_values import RESEND_INTERVALS as RESEND_INTERVALS

@@ -3,12 +3,28 @@
 Theory of operation
 -------------------
 :class:`IncomingSequences` keeps, for every *stream* (destination queue key,
-source QM GUID), the receiver state of [MS-MQQB] §3.1.5.8.6 (reference §15.3,
-§15.4): the IncomingTxSequenceID / IncomingTxSequenceNumber pair, the reject
-count and the last access time. It decides whether an arriving transactional
-message is accepted, and when an OrderAck is due for which stream. It never
-reads a clock, touches the store or sends: ``now`` comes in, decisions and
-:class:`OrderAckDue` values go out.
+source QM GUID, sequence timestamp), the receiver state of [MS-MQQB]
+§3.1.5.8.6 (reference §15.3, §15.4): the IncomingTxSequenceID /
+IncomingTxSequenceNumber pair, the reject count and the last access time.
+It decides whether an arriving transactional message is accepted, and when
+an OrderAck is due for which stream. It never reads a clock, touches the
+store or sends: ``now`` comes in, decisions and :class:`OrderAckDue` values
+go out.
+
+Why the timestamp is part of the key. A sender keeps one sequence per
+outgoing queue, that is per destination *as written*; one source may reach
+the same queue here under two names (a direct TCP address and a direct OS
+name, a port map, a changed address), through two outgoing queues. Keyed by
+queue and source alone, both would share one stream, which follows the
+newer sequence and rejects every message of the older one for good. The
+timestamp (the high 32 bits of the TxSequenceID) tells them apart: each of
+our outgoing queues has its own, and only its ordinal (the low 32 bits)
+rolls. So each outgoing queue of a source gets its own stream here, with the
+rule below applied within it; the OrderAcks of each name the sequence, and
+the sender finds the outgoing queue by its timestamp. A sender that uses one
+timestamp for all its outgoing queues (Windows: the install time) has, as
+before, one stream per (queue, source). Streams of one source to one queue
+under different timestamps have no order between them.
 
 Two marks per stream. The *accepted* mark is the last message :meth:`accept`
 accepted, whether or not it is durable yet; the acceptance rule compares
@@ -63,10 +79,20 @@ import wire
 
 from .sequence_values import MAX_SEQUENCE_NUMBER, SequenceError
 
-__all__ = ["IncomingSequences", "OrderAckDue", "SequenceLimits", "StreamKey", "StreamState"]
+__all__ = [
+    "IncomingSequences",
+    "OrderAckDue",
+    "SequenceLimits",
+    "StreamKey",
+    "StreamState",
+    "stream_key",
+]
 
-#: A stream: (destination queue key text, source QM GUID as 16 bytes).
-StreamKey: TypeAlias = tuple[str, bytes]
+#: A stream: (destination queue key text, source QM GUID as 16 bytes, sequence
+#: timestamp: the high 32 bits of its TxSequenceID, ``TxSequenceId.timestamp``).
+StreamKey: TypeAlias = tuple[str, bytes, int]
+
+_MAX_STAMP: Final = 0xFFFFFFFF
 
 _MAX_SEQUENCE_ID: Final = 0xFFFFFFFFFFFFFFFF
 _NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
@@ -128,15 +154,26 @@ class SequenceLimits(TypedDict, total=False):
     max_unannounced: int
 
 
+def stream_key(queue_key: str, source_qm: bytes, sequence_id: wire.TxSequenceId) -> StreamKey:
+    """The key of the stream a message of ``sequence_id`` from ``source_qm`` to
+    ``queue_key`` belongs to."""
+    return (queue_key, source_qm, sequence_id.timestamp)
+
+
 def _check_key(key: StreamKey) -> None:
     if not (
         isinstance(key, tuple)
-        and len(key) == 2
+        and len(key) == 3
         and isinstance(key[0], str)
         and isinstance(key[1], bytes)
         and len(key[1]) == 16
+        and type(key[2]) is int
+        and 0 <= key[2] <= _MAX_STAMP
     ):
-        msg = f"a stream key is (queue key text, 16-byte QM GUID), not {key!r}"
+        msg = (
+            "a stream key is (queue key text, 16-byte QM GUID, u32 sequence timestamp), "
+            f"not {key!r}"
+        )
         raise SequenceError(msg)
 
 
@@ -144,7 +181,8 @@ class IncomingSequences:
     """The EOD receiver state of every stream (see the module docstring).
 
     Args:
-        persisted: the streams' durable states, as the store has them.
+        persisted: the streams' durable states, as the store has them (each
+            state's sequence id of its key's timestamp).
         order_ack_delay: seconds from the last persist or reject to its OrderAck.
         max_order_ack_delay: at most this many seconds from the first persist
             or reject not yet announced to its OrderAck.
@@ -155,7 +193,8 @@ class IncomingSequences:
             seconds of messages waiting for it.
 
     Raises:
-        SequenceError: a malformed key or state, or inconsistent delays.
+        SequenceError: a malformed key or state (or a state of another
+            timestamp than its key's), or inconsistent delays.
     """
 
     def __init__(
@@ -188,6 +227,7 @@ class IncomingSequences:
             if not (
                 0 <= state.sequence_id <= _MAX_SEQUENCE_ID
                 and 0 <= state.last_number <= MAX_SEQUENCE_NUMBER
+                and state.sequence_id >> 32 == key[2]
             ):
                 msg = f"stream {key!r}: invalid state {state!r}"
                 raise SequenceError(msg)
@@ -206,9 +246,13 @@ class IncomingSequences:
             session); the stream's OrderAck is re-armed to re-announce.
 
         Raises:
-            SequenceError: ``key`` is malformed.
+            SequenceError: ``key`` is malformed, or its timestamp is not the
+                header's (see :func:`stream_key`).
         """
         _check_key(key)
+        if key[2] != header.sequence_id.timestamp:
+            msg = f"stream {key!r} does not hold sequence {header.sequence_id}"
+            raise SequenceError(msg)
         stream = self._streams.get(key)
         last_seq, last_number = (0, 0) if stream is None else stream.accepted
         seq = header.sequence_id.value

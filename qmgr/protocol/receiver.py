@@ -36,9 +36,11 @@ docs/design.md):
      accepted once by the history, like a non-transactional message, so that
      the resends of a transactional source do not fill a dead-letter queue;
    * transactional, for a queue here: accepted iff it is the next message of
-     its *stream* (the queue's key and the source QM GUID), by the
-     exactly-once rule of :class:`~qmgr.protocol.incoming.IncomingSequences`;
-     otherwise **rejected**;
+     its *stream* (the queue's key, the source QM GUID and the sequence
+     timestamp: one stream per outgoing queue of the source, even when two
+     of them reach the same queue under two names), by the exactly-once rule
+     of :class:`~qmgr.protocol.incoming.IncomingSequences`; otherwise
+     **rejected**;
    * any other, for a queue here: accepted unless its key is in the history
      of messages received lately (:mod:`qmgr.protocol.history`); otherwise a
      **duplicate**.
@@ -110,7 +112,7 @@ from typing import Final, Generic, TypeVar, Unpack
 import wire
 
 from .history import MessageHistory, message_keys
-from .incoming import IncomingSequences, SequenceLimits, StreamKey, StreamState
+from .incoming import IncomingSequences, SequenceLimits, StreamKey, StreamState, stream_key
 
 __all__ = [
     "Accepted",
@@ -317,7 +319,7 @@ class Receiver(Generic[P]):
         header = packet.transaction
         destination = queue_key or wire.queue_text(user.destination)
         if header is not None and not relayed:
-            stream: StreamKey = (destination, user.source_qm.bytes)
+            stream = stream_key(destination, user.source_qm.bytes, header.sequence_id)
             sequences = self.sequences
             follows = sequences.accepted_mark(stream)
             if not sequences.accept(stream, header, now):
@@ -369,6 +371,7 @@ class Receiver(Generic[P]):
         """
         out: list[tuple[P, bytes]] = []
         for due in self.sequences.due(now):
+            # key[1] is the stream's source: its OrderAck goes back there.
             path = self._paths.get(due.key[1])
             if path is None:
                 continue

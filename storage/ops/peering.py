@@ -25,10 +25,16 @@ sequence at number 1. Which forget that is depends only on the batch as
 planned: appends planned before it in the batch keep the queue non-empty.
 
 The receiver's half is one :class:`IncomingState` per stream (source queue
-manager, destination queue key), written by :class:`RecordIncoming` in the
+manager, sequence timestamp, destination queue key), written by :class:`RecordIncoming` in the
 unit that stores the accepted messages and read back whole at start-up
 (:func:`read_incoming`: bounded by the number of streams, never by the
-number of messages). :class:`RememberMessageIds` keeps
+number of messages). The sequence timestamp (the high 32 bits of the
+state's ``sequence_id``, :attr:`IncomingState.sequence_timestamp`) is part of
+the key because a source keeps one sequence per outgoing queue, and two of
+its outgoing queues may reach the same queue here under two names: each is
+a stream of its own (schema 7; before it, the key was source + queue key, and
+opening a store of schema 6 rewrites each key with the timestamp of its
+state). :class:`RememberMessageIds` keeps
 the ids of non-transactional messages received lately (``history``), each
 with an insertion counter from ``meta``, so that they read back in the
 order they came and a resent duplicate can be dropped after a restart
@@ -39,7 +45,8 @@ errors, and record their writes through the
 :class:`~storage.context.PlanContext`, whose overlay makes them see the
 earlier operations of their batch.
 
-Incoming state, format version 1 (in ``incoming``, keyed by source GUID + queue key)::
+Incoming state, format version 1 (in ``incoming``, keyed by source GUID +
+sequence timestamp u32 + queue key; the value is unchanged by schema 7)::
 
     off  size  field
       0     1  format version (1)
@@ -71,7 +78,6 @@ from ..errors import (
 )
 from ..keys import (
     MAX_KEY_SIZE,
-    QM_GUID_SIZE,
     history_key,
     incoming_key,
     split_incoming_key,
@@ -122,6 +128,12 @@ class IncomingState:
     #: Unix seconds.
     last_access: float
 
+    @property
+    def sequence_timestamp(self) -> int:
+        """The stream's sequence timestamp: the high 32 bits of ``sequence_id``
+        (part of the key: one stream per source outgoing queue)."""
+        return self.sequence_id >> 32
+
 
 #: Batch scratch key prefix: where each stream stands after the writes planned so far.
 _INCOMING_SCRATCH: Final = "incoming"
@@ -147,7 +159,8 @@ def encode_incoming(
 
 
 def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) -> IncomingState:
-    """Decode the incoming state of stream ``(queue_key, source_qm)``.
+    """Decode the incoming state of stream ``(queue_key, source_qm)`` (its
+    timestamp is the decoded ``sequence_id``'s).
 
     Raises:
         StoreCorrupt: the bytes are not an incoming state.
@@ -160,22 +173,29 @@ def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) 
 
 
 def read_incoming(env: Environment, catalog: Catalog) -> list[IncomingState]:
-    """Every stored incoming stream state, ordered by source GUID then queue key.
+    """Every stored incoming stream state, ordered by source GUID, then sequence
+    timestamp, then queue key.
 
     Raises:
-        StoreCorrupt: a key or value does not decode.
+        StoreCorrupt: a key or value does not decode, or a state's sequence is
+            not of its key's timestamp.
     """
     found: list[IncomingState] = []
     with env.read("incoming_states") as txn, txn.cursor(db=catalog.dbs.incoming) as cursor:
         for key, value in cursor.iternext(keys=True, values=True):
             try:
-                if len(key) < QM_GUID_SIZE:
-                    raise ValueError(len(key))  # noqa: TRY301 - one message for every bad key
-                source_qm, queue_key = split_incoming_key(key)
+                source_qm, stamp, queue_key = split_incoming_key(key)
             except ValueError as exc:
                 msg = f"incoming state key {bytes(key).hex()} is corrupt"
                 raise StoreCorrupt(msg) from exc
-            found.append(decode_incoming(source_qm, queue_key, value))
+            state = decode_incoming(source_qm, queue_key, value)
+            if state.sequence_timestamp != stamp:
+                msg = (
+                    f"incoming state of {queue_key!r} holds sequence {state.sequence_id:#x}, "
+                    f"not one of its key's timestamp {stamp}"
+                )
+                raise StoreCorrupt(msg)
+            found.append(state)
     return found
 
 
@@ -363,7 +383,8 @@ class SetOutgoingPaused(Operation):
 
 @dataclass(frozen=True, slots=True)
 class RecordIncoming(IncomingState, Operation):
-    """Store this state as the receiver's state of the stream ``(queue_key, source_qm)``.
+    """Store this state as the receiver's state of the stream ``(queue_key,
+    source_qm, sequence_timestamp)`` (the timestamp: ``sequence_id >> 32``).
 
     ``queue_key`` need not name a queue of this store. A later operation on
     the same stream (in this batch or another) replaces it. With ``follows``
@@ -381,7 +402,7 @@ class RecordIncoming(IncomingState, Operation):
     follows: tuple[int, int] | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
-        key = incoming_key(self.source_qm, self.queue_key)
+        key = incoming_key(self.source_qm, self.sequence_timestamp, self.queue_key)
         value = encode_incoming(
             self.sequence_id, self.last_number, self.reject_count, self.last_access
         )

@@ -27,8 +27,9 @@ from qmgr.protocol import (
 from .model_kit import Network, Op, run_model
 
 SOURCE_QM = bytes(range(16))
-KEY: StreamKey = ("private$\\orders", SOURCE_QM)
 STAMP = 1_700_000_000
+#: The one stream: the sender's outgoing queue has sequence timestamp STAMP.
+KEY: StreamKey = ("private$\\orders", SOURCE_QM, STAMP)
 INTERVALS = (30.0, 30.0, 300.0, 1800.0)
 
 

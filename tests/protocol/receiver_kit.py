@@ -31,12 +31,14 @@ def message(
     *,
     number: int | None = None,
     previous: int | None = None,
+    sequence_id: wire.TxSequenceId = SEQ,
 ) -> wire.UserMessage:
-    """A recoverable message from ``source`` to ``queue``; transactional with ``number``."""
+    """A recoverable message from ``source`` to ``queue``; transactional with
+    ``number`` (of ``sequence_id``)."""
     header = None
     if number is not None:
         header = wire.TransactionHeader(
-            sequence_id=SEQ,
+            sequence_id=sequence_id,
             sequence_number=number,
             previous_sequence_number=number - 1 if previous is None else previous,
         )

@@ -13,10 +13,17 @@ from qmgr.protocol import IncomingSequences, OrderAckDue, SequenceError, StreamK
 
 SEQ = wire.TxSequenceId(ordinal=1, timestamp=1_700_000_000)
 SEQ2 = wire.TxSequenceId(ordinal=2, timestamp=1_700_000_000)
+SEQ3 = wire.TxSequenceId(ordinal=3, timestamp=1_700_000_000)
+#: A sequence of another outgoing queue of the same source (an older timestamp).
 OLDER = wire.TxSequenceId(ordinal=9, timestamp=1_600_000_000)
-KEY: StreamKey = ("private$\\orders", bytes(range(16)))
-OTHER_SOURCE: StreamKey = ("private$\\orders", bytes(range(1, 17)))
-OTHER_QUEUE: StreamKey = ("private$\\invoices", bytes(range(16)))
+#: ... and of one created after SEQ's (a newer timestamp).
+NEWER = wire.TxSequenceId(ordinal=1, timestamp=1_800_000_000)
+SOURCE = bytes(range(16))
+KEY: StreamKey = ("private$\\orders", SOURCE, SEQ.timestamp)
+OLDER_KEY: StreamKey = ("private$\\orders", SOURCE, OLDER.timestamp)
+NEWER_KEY: StreamKey = ("private$\\orders", SOURCE, NEWER.timestamp)
+OTHER_SOURCE: StreamKey = ("private$\\orders", bytes(range(1, 17)), SEQ.timestamp)
+OTHER_QUEUE: StreamKey = ("private$\\invoices", SOURCE, SEQ.timestamp)
 T0 = 1_000.0
 
 
@@ -113,9 +120,64 @@ def test_a_new_sequence_is_accepted_only_from_nothing() -> None:
 
 
 def test_messages_of_an_older_sequence_are_rejected() -> None:
+    # An older ordinal of the same timestamp: the same outgoing queue, rolled since.
     incoming = stored(2, SEQ2)
     assert not incoming.accept(KEY, header(9, 0, SEQ), T0)
-    assert not incoming.accept(KEY, header(1, 0, OLDER), T0)
+    assert not incoming.accept(KEY, header(1, 0, SEQ), T0)
+    assert incoming.accept(KEY, header(1, 0, SEQ3), T0)
+    assert mark(incoming.accepted_state(KEY)) == at(1, SEQ3)
+
+
+def test_two_sequences_of_one_source_to_one_queue_are_two_streams() -> None:
+    # One source reaching one queue under two names: two outgoing queues, two
+    # timestamps. The newer must not shut the older out (nor the reverse).
+    incoming = stored(2, SEQ)
+    assert deliver(incoming, 1, 0, NEWER, key=NEWER_KEY)
+    assert deliver(incoming, 3, 2, SEQ, key=KEY)
+    assert deliver(incoming, 1, 0, OLDER, key=OLDER_KEY)
+    assert deliver(incoming, 2, 1, NEWER, key=NEWER_KEY)
+    assert deliver(incoming, 4, 3, SEQ, key=KEY)
+    assert deliver(incoming, 2, 1, OLDER, key=OLDER_KEY)
+    assert [(key, (state.sequence_id, state.last_number)) for key, state in incoming.streams()] == [
+        (OLDER_KEY, at(2, OLDER)),
+        (KEY, at(4)),
+        (NEWER_KEY, at(2, NEWER)),
+    ]
+
+
+def test_each_stream_keeps_the_rule_within_it() -> None:
+    incoming = stored(3, SEQ)
+    assert deliver(incoming, 1, 0, NEWER, key=NEWER_KEY)
+    # Each stream in order, independently: duplicates and gaps are its own.
+    assert not deliver(incoming, 1, 0, NEWER, key=NEWER_KEY)
+    assert not deliver(incoming, 3, 2, SEQ, key=KEY)
+    assert not deliver(incoming, 6, 5, SEQ, key=KEY)
+    assert not deliver(incoming, 3, 2, NEWER, key=NEWER_KEY)
+    assert deliver(incoming, 4, 3, SEQ, key=KEY)
+    assert deliver(incoming, 2, 1, NEWER, key=NEWER_KEY)
+    # A new ordinal of one timestamp still needs previous == 0 and a higher value.
+    assert not deliver(incoming, 1, 1, SEQ2, key=KEY)
+    assert deliver(incoming, 1, 0, SEQ2, key=KEY)
+    assert not deliver(incoming, 5, 0, SEQ, key=KEY)
+    assert mark(incoming.state(KEY)) == at(1, SEQ2)
+    assert mark(incoming.state(NEWER_KEY)) == at(2, NEWER)
+
+
+def test_each_stream_has_its_own_order_ack() -> None:
+    incoming = stored(0)
+    deliver(incoming, 1, 0, SEQ, now=T0)
+    deliver(incoming, 1, 0, NEWER, now=T0, key=NEWER_KEY)
+    deliver(incoming, 2, 1, NEWER, now=T0, key=NEWER_KEY)
+    assert incoming.due(T0 + 1) == [OrderAckDue(KEY, SEQ, 1), OrderAckDue(NEWER_KEY, NEWER, 2)]
+
+
+def test_a_stream_key_names_the_timestamp_of_its_messages() -> None:
+    incoming = stored(3)
+    with pytest.raises(SequenceError, match="does not hold"):
+        incoming.accept(KEY, header(1, 0, NEWER), T0)
+    with pytest.raises(SequenceError, match="invalid state"):
+        IncomingSequences({KEY: StreamState(NEWER.value, 1, 0, T0)})
+    assert mark(incoming.accepted_state(KEY)) == at(3)
 
 
 def test_reject_count_counts_rejects_since_the_last_accept() -> None:
@@ -142,7 +204,7 @@ def test_streams_are_kept_apart_by_queue_and_source() -> None:
 @settings(max_examples=500)
 @given(
     last=st.tuples(st.sampled_from([SEQ, SEQ2]), st.integers(0, 6)),
-    arriving=st.tuples(st.sampled_from([SEQ, SEQ2, OLDER]), st.integers(0, 8), st.integers(0, 8)),
+    arriving=st.tuples(st.sampled_from([SEQ, SEQ2, SEQ3]), st.integers(0, 8), st.integers(0, 8)),
 )
 def test_the_rule_is_the_reference_rule(
     last: tuple[wire.TxSequenceId, int], arriving: tuple[wire.TxSequenceId, int, int]
@@ -322,20 +384,30 @@ def test_rejected_strangers_take_no_room() -> None:
     incoming = IncomingSequences(max_streams=1)
     for number in range(2, 100):
         source = number.to_bytes(16, "big")
-        assert not incoming.accept(("q", source), header(number, number - 1), T0)
+        key = ("q", source, SEQ.timestamp)
+        assert not incoming.accept(key, header(number, number - 1), T0)
     assert incoming.accept(KEY, header(1, 0), T0)
 
 
 @pytest.mark.parametrize(
     "key",
-    [("q", b"short"), ("q",), (b"q", bytes(16)), ("q", bytes(16), 1)],
+    [
+        ("q", b"short", 1),
+        ("q",),
+        (b"q", bytes(16), 1),
+        ("q", bytes(16)),
+        ("q", bytes(16), -1),
+        ("q", bytes(16), 1 << 32),
+        ("q", bytes(16), True),
+        ("q", bytes(16), 1, 2),
+    ],
 )
 def test_malformed_stream_keys_are_refused(key: object) -> None:
     incoming = IncomingSequences()
     with pytest.raises(SequenceError, match="stream key"):
         incoming.accept(key, header(1, 0), T0)  # type: ignore[arg-type]
     with pytest.raises(SequenceError, match="stream key"):
-        IncomingSequences({key: StreamState(1, 1, 0, T0)})  # type: ignore[dict-item]
+        IncomingSequences({key: StreamState(1 << 32, 1, 0, T0)})  # type: ignore[dict-item]
 
 
 def test_construction_is_checked() -> None:
@@ -344,7 +416,7 @@ def test_construction_is_checked() -> None:
     with pytest.raises(SequenceError, match="max_streams"):
         IncomingSequences(max_streams=-1)
     with pytest.raises(SequenceError, match="invalid state"):
-        IncomingSequences({KEY: StreamState(1, 1 << 32, 0, T0)})
+        IncomingSequences({KEY: StreamState(SEQ.value, 1 << 32, 0, T0)})
     with pytest.raises(SequenceError, match="invalid state"):
         IncomingSequences({KEY: StreamState(-1, 1, 0, T0)})
 

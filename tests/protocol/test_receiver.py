@@ -123,7 +123,7 @@ def test_transactional_messages_are_accepted_in_order_with_the_state_to_write() 
     machine = receiver()
     first = accept(machine, message(A, 1, number=1), wall=WALL + 5)
     assert isinstance(first, Accepted)
-    assert first.stream == (ORDERS, A.bytes)
+    assert first.stream == (ORDERS, A.bytes, SEQ.timestamp)
     assert first.state == StreamState(SEQ.value, 1, 0, WALL + 5)
     assert first.header is not None
     assert first.remember == b""
@@ -156,7 +156,43 @@ def test_an_unknown_destination_keys_its_stream_by_address() -> None:
     machine = receiver()
     decision = accept(machine, message(A, 1, "Missing", number=1), queue=None)
     assert isinstance(decision, Accepted)
-    assert decision.stream == ("DIRECT=TCP:10.0.0.9\\private$\\Missing", A.bytes)
+    assert decision.stream == ("DIRECT=TCP:10.0.0.9\\private$\\Missing", A.bytes, SEQ.timestamp)
+
+
+def test_two_outgoing_queues_of_one_source_to_one_queue_are_two_streams() -> None:
+    # One source sends to one queue under two names, from two outgoing queues
+    # with their own timestamps: the newer does not shut the older out, each
+    # stream keeps its order, and each has its own OrderAck to the source.
+    newer = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + 7)
+    machine = receiver(order_ack_delay=0.5)
+    decisions = [
+        accept(machine, message(A, 1, number=1, sequence_id=newer), path="conn-a"),
+        accept(machine, message(A, 2, number=1), path="conn-a"),
+        accept(machine, message(A, 3, number=2, sequence_id=newer), path="conn-a"),
+        accept(machine, message(A, 4, number=2), path="conn-a"),
+    ]
+    assert all(isinstance(decision, Accepted) for decision in decisions)
+    streams = [decision.stream for decision in decisions if isinstance(decision, Accepted)]
+    assert (
+        streams
+        == [
+            (ORDERS, A.bytes, newer.timestamp),
+            (ORDERS, A.bytes, SEQ.timestamp),
+        ]
+        * 2
+    )
+    # Within each, the old rule: duplicates and gaps are rejected.
+    assert accept(machine, message(A, 2, number=1)) is Dropped.REJECTED
+    assert accept(machine, message(A, 5, number=4, sequence_id=newer)) is Dropped.REJECTED
+    for decision in decisions:
+        assert isinstance(decision, Accepted)
+        machine.persisted(decision, now=T0, wall=WALL)
+    acks = [parse_order_ack(data) for _, data in machine.order_acks(T0 + 1, WALL)]
+    assert sorted((ack.sequence_id.value, ack.sequence_number) for ack in acks) == [
+        (SEQ.value, 2),
+        (newer.value, 2),
+    ]
+    assert {ack.destination_qm for ack in acks} == {A}
 
 
 def test_a_non_transactional_message_is_remembered_and_its_resend_dropped() -> None:
@@ -233,7 +269,8 @@ def test_order_acks_announce_the_persisted_mark_along_the_return_path() -> None:
     assert path == "conn-a"
     assert (ack.sequence_id, ack.sequence_number, ack.previous_sequence_number) == (SEQ, 1, 0)
     assert (ack.source_qm, ack.destination_qm, ack.sent_time) == (LOCAL, A, int(WALL + 0.5))
-    assert machine.stream_state((ORDERS, A.bytes)) == StreamState(SEQ.value, 1, 0, T0)
+    state = machine.stream_state((ORDERS, A.bytes, SEQ.timestamp))
+    assert state == StreamState(SEQ.value, 1, 0, T0)
 
 
 def test_an_order_ack_with_no_return_path_waits_for_the_resend() -> None:
@@ -253,8 +290,8 @@ def test_an_order_ack_with_no_return_path_waits_for_the_resend() -> None:
 def test_a_receiver_restarts_from_what_the_store_holds() -> None:
     state = StreamState(SEQ.value, 4, 0, T0)
     key, _ = message_keys(A.bytes, 9, PLAIN)
-    machine = receiver(streams={(ORDERS, A.bytes): state}, history=[key])
-    assert machine.streams() == [((ORDERS, A.bytes), state)]
+    machine = receiver(streams={(ORDERS, A.bytes, SEQ.timestamp): state}, history=[key])
+    assert machine.streams() == [((ORDERS, A.bytes, SEQ.timestamp), state)]
     assert accept(machine, message(A, 4, number=4)) is Dropped.REJECTED
     assert isinstance(accept(machine, message(A, 5, number=5)), Accepted)
     assert accept(machine, message(A, 9, PLAIN), PLAIN) is Dropped.DUPLICATE

@@ -50,11 +50,18 @@ def test_a_deadline_is_never_due_early() -> None:
 
 
 def test_peering_keys() -> None:
-    assert incoming_key(SOURCE_A, "ü") == SOURCE_A + "ü".encode()
-    assert split_incoming_key(SOURCE_A + "ü".encode()) == (SOURCE_A, "ü")
-    assert len(incoming_key(SOURCE_A, "q" * 495)) == 511
+    stamp = b"\x65\x53\xf1\x00"
+    assert incoming_key(SOURCE_A, 0x6553F100, "ü") == SOURCE_A + stamp + "ü".encode()
+    assert split_incoming_key(SOURCE_A + stamp + "ü".encode()) == (SOURCE_A, 0x6553F100, "ü")
+    assert split_incoming_key(SOURCE_A + stamp) == (SOURCE_A, 0x6553F100, "")
+    assert len(incoming_key(SOURCE_A, 0xFFFFFFFF, "q" * 491)) == 511
     with pytest.raises(InvalidRecord):
-        incoming_key(SOURCE_A, "q" * 496)
+        incoming_key(SOURCE_A, 1, "q" * 492)
+    for stamp_value in (-1, 1 << 32):
+        with pytest.raises(InvalidRecord):
+            incoming_key(SOURCE_A, stamp_value, "q")
+    with pytest.raises(ValueError):
+        split_incoming_key(SOURCE_A + b"\x00\x00\x01")
     assert history_key(hkey(SOURCE_B, 7)) == SOURCE_B + b"\x00\x00\x00\x07"
     tagged = hkey(SOURCE_B, 7) + b"tag!"
     assert history_key(tagged) == tagged

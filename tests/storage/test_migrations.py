@@ -1,4 +1,4 @@
-"""Opening a store of every older schema (2 to 5): the databases the later
+"""Opening a store of every older schema (2 to 6): the databases the later
 schemas added are created in the opening write, the meta values they need are
 written, the version becomes the current one, and what was stored is kept.
 Other versions are refused and left alone."""
@@ -15,6 +15,7 @@ from store_kit import (
     ORDERS,
     SETTINGS,
     SOURCE_A,
+    SOURCE_B,
     Reopener,
     StoreOpener,
     T,
@@ -78,6 +79,7 @@ from storage.keys import (
     unpack_u32,
     unpack_u64,
 )
+from storage.ops.peering import encode_incoming
 
 #: The databases of peering (schema 3 added them).
 PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
@@ -142,7 +144,7 @@ def schema_version(path: Path) -> bytes | None:
 
 
 def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
@@ -156,7 +158,7 @@ def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) 
         assert raw_items(store.path, name) == []
 
 
-@pytest.mark.parametrize("found", [1, 7, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 8, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -304,7 +306,7 @@ def make_schema_5(path: Path) -> None:
 
 
 def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 6
+    assert SCHEMA_VERSION == 7
     queue = create_queue(store, "old", transactional=True)
     fill(store, queue, 2)
     queues = store.list_queues()
@@ -324,8 +326,88 @@ def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     with raw_lmdb(store.path) as env:
         meta = env.open_db(DB_META, create=False)
         with env.begin() as txn:
-            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(6)
+            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(SCHEMA_VERSION)
     store = reopen(store)
     assert counters_of(store, queue, 1).abort_count == 1
     assert len(store.retries_due(None, 10)) == 1
     assert store.get_queue("old").poison == SETTINGS  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------- schema 6 -> 7 (stream keys)
+
+#: Two sequence ids of two stamps, as a sender's outgoing queues have them.
+_SEQ_OLD = (1_600_000_000 << 32) | 3
+_SEQ_NEW = (1_700_000_000 << 32) | 1
+
+
+def make_schema_6(path: Path, states: list[tuple[bytes, str, int, int]]) -> None:
+    """Turn a closed store into what schema 6 wrote: its ``incoming`` holds
+    ``states`` (source, queue key, sequence id, last number) keyed by source
+    GUID + queue key, without the sequence timestamp."""
+    with raw_lmdb(path) as env:
+        incoming = env.open_db(DB_INCOMING)
+        meta = env.open_db(DB_META)
+        with env.begin(write=True) as txn:
+            txn.drop(incoming, delete=False)
+            for source, queue_key, sequence_id, number in states:
+                value = encode_incoming(sequence_id, number, 2, 5.0)
+                txn.put(source + queue_key.encode(), value, db=incoming)
+            txn.put(META_SCHEMA_VERSION, u32(6), db=meta)
+
+
+def test_a_schema_6_store_gets_the_sequence_timestamp_in_its_incoming_keys(
+    store: Store, reopen: Reopener
+) -> None:
+    store.close()
+    long_key = "q" * 493  # fits without the timestamp, not with it
+    make_schema_6(
+        store.path,
+        [
+            (SOURCE_A, "orders", _SEQ_NEW, 4),
+            (SOURCE_B, "orders", _SEQ_OLD, 9),
+            (SOURCE_A, "zeta", _SEQ_OLD, 1),
+            (SOURCE_A, long_key, _SEQ_OLD, 1),
+        ],
+    )
+    store = reopen(store)
+    assert store.incoming_states() == [
+        IncomingState(SOURCE_A, "zeta", _SEQ_OLD, 1, 2, 5.0),
+        IncomingState(SOURCE_A, "orders", _SEQ_NEW, 4, 2, 5.0),
+        IncomingState(SOURCE_B, "orders", _SEQ_OLD, 9, 2, 5.0),
+    ]
+    # Each stream goes on where it stood, under its new key; a second
+    # sequence of the same source to the same queue is a stream of its own.
+    commit_ok(
+        store,
+        unit(RecordIncoming(SOURCE_A, "orders", _SEQ_NEW, 5, 0, 6.0, follows=(_SEQ_NEW, 4))),
+        unit(RecordIncoming(SOURCE_A, "orders", _SEQ_OLD, 1, 0, 6.0, follows=(0, 0))),
+    )
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    keys = [key for key, _ in raw_items(store.path, DB_INCOMING)]
+    assert keys == [
+        SOURCE_A + u32(_SEQ_OLD >> 32) + b"orders",
+        SOURCE_A + u32(_SEQ_OLD >> 32) + b"zeta",
+        SOURCE_A + u32(_SEQ_NEW >> 32) + b"orders",
+        SOURCE_B + u32(_SEQ_OLD >> 32) + b"orders",
+    ]
+    store = reopen(store)
+    assert [(s.queue_key, s.sequence_id, s.last_number) for s in store.incoming_states()][:3] == [
+        ("orders", _SEQ_OLD, 1),
+        ("zeta", _SEQ_OLD, 1),
+        ("orders", _SEQ_NEW, 5),
+    ]
+
+
+def test_a_corrupt_incoming_state_of_schema_6_is_corrupt(
+    open_store: StoreOpener, store_dir: Path
+) -> None:
+    open_store().close()
+    make_schema_6(store_dir, [])
+    with raw_lmdb(store_dir) as env:
+        incoming = env.open_db(DB_INCOMING)
+        with env.begin(write=True) as txn:
+            txn.put(SOURCE_A + b"q", b"\x01", db=incoming)
+    with pytest.raises(StoreCorrupt, match="incoming state"):
+        open_store()
+    assert schema_version(store_dir) == u32(6)

@@ -278,7 +278,8 @@ class OutgoingInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IncomingInfo:
-    """An incoming transactional sequence: one source queue manager's stream to one queue."""
+    """An incoming transactional sequence: one source queue manager's stream to one
+    queue, from one of its outgoing queues (its sequence timestamp tells them apart)."""
 
     source_qm: uuid.UUID
     #: The destination queue's name on this queue manager.

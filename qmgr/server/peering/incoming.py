@@ -108,7 +108,7 @@ class Incoming:
         # unix time. This offset converts between the two.
         self._wall_offset = now - _clock()
         streams = {
-            (state.queue_key, state.source_qm): StreamState(
+            (state.queue_key, state.source_qm, state.sequence_timestamp): StreamState(
                 sequence_id=state.sequence_id,
                 last_number=state.last_number,
                 reject_count=state.reject_count,
@@ -189,6 +189,8 @@ class Incoming:
         stream, state = decision.stream, decision.state
         record = None
         if stream is not None and state is not None:
+            # The stream's timestamp is its state's (sequence_id >> 32): the
+            # record's key takes it from there.
             record = storage.RecordIncoming(
                 stream[1],
                 stream[0],
@@ -266,9 +268,10 @@ class Incoming:
     # ------------------------------------------------------------------ status
 
     def infos(self) -> tuple[cf.IncomingInfo, ...]:
-        """Every incoming transactional stream."""
+        """Every incoming transactional stream (one per source outgoing queue:
+        a source may have several to one queue, under several names)."""
         out = []
-        for (queue_key, source), state in self.receiver.streams():
+        for (queue_key, source, _), state in self.receiver.streams():
             sequence = wire.TxSequenceId.from_value(state.sequence_id)
             out.append(
                 cf.IncomingInfo(

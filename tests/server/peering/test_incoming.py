@@ -46,7 +46,7 @@ async def test_lost_session_acks_end_the_session_and_the_resend_is_dropped_once(
     assert network.channel(a, b).count(is_data) == 10
     assert receiver(b).received == 10
     assert receiver(b).rejected == 5
-    key = (QUEUE, a.store.qm_guid.bytes)
+    key = (QUEUE, a.store.qm_guid.bytes, a.outgoing_state().sequence_timestamp)
     in_memory = receiver(b).stream_state(key)
     assert in_memory is not None
     assert in_memory.reject_count == 5

@@ -112,8 +112,8 @@ def test_record_in_a_failed_unit_is_not_kept(store: Store) -> None:
     [
         RecordIncoming(SOURCE_A[:15], "q", 1, 1, 0, 1.0),
         RecordIncoming(SOURCE_A + b"\x00", "q", 1, 1, 0, 1.0),
-        RecordIncoming(SOURCE_A, "q" * 496, 1, 1, 0, 1.0),
-        RecordIncoming(SOURCE_A, "é" * 248, 1, 1, 0, 1.0),
+        RecordIncoming(SOURCE_A, "q" * 492, 1, 1, 0, 1.0),
+        RecordIncoming(SOURCE_A, "é" * 246, 1, 1, 0, 1.0),
         RecordIncoming(SOURCE_A, "q", 1 << 64, 1, 0, 1.0),
         RecordIncoming(SOURCE_A, "q", 1, 1 << 32, 0, 1.0),
         RecordIncoming(SOURCE_A, "q", 1, 1, -1, 1.0),
@@ -127,22 +127,46 @@ def test_bad_incoming_state_is_invalid_record(store: Store, op: RecordIncoming) 
 
 
 def test_longest_incoming_key_is_accepted(store: Store) -> None:
-    commit_ok(store, unit(RecordIncoming(SOURCE_A, "q" * 495, 1, 1, 0, 1.0), atomic=False))
+    commit_ok(store, unit(RecordIncoming(SOURCE_A, "q" * 491, 1, 1, 0, 1.0), atomic=False))
     commit_ok(store, unit(RecordIncoming(SOURCE_A, "", 2, 2, 0, 2.0)))
     assert [(len(s.queue_key), s.sequence_id) for s in store.incoming_states()] == [
         (0, 2),
-        (495, 1),
+        (491, 1),
     ]
+
+
+def test_streams_of_one_source_and_queue_are_kept_apart_by_sequence_timestamp(
+    store: Store, reopen: Reopener
+) -> None:
+    old, new = (5 << 32) | 2, (9 << 32) | 1
+    commit_ok(
+        store,
+        unit(RecordIncoming(SOURCE_A, "orders", new, 3, 0, 1.0, follows=(0, 0))),
+        unit(RecordIncoming(SOURCE_A, "orders", old, 7, 0, 2.0, follows=(0, 0))),
+    )
+    commit_ok(store, unit(RecordIncoming(SOURCE_A, "orders", old, 8, 0, 3.0, follows=(old, 7))))
+    # A new ordinal of one timestamp is the same stream: it follows its mark.
+    [outcome] = commit(
+        store, unit(RecordIncoming(SOURCE_A, "orders", old + 1, 1, 0, 4.0, follows=(0, 0)))
+    )
+    assert isinstance(outcome.error, IncomingStreamMoved)
+    expected = [
+        IncomingState(SOURCE_A, "orders", old, 8, 0, 3.0),
+        IncomingState(SOURCE_A, "orders", new, 3, 0, 1.0),
+    ]
+    assert store.incoming_states() == expected
+    assert reopen(store).incoming_states() == expected
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        (SOURCE_A + b"q", b"\x01garbage"),
-        (SOURCE_A + b"\xff", encode_incoming(1, 1, 0, 1.0)),
-        (b"short", encode_incoming(1, 1, 0, 1.0)),
+        (SOURCE_A + bytes(4) + b"q", b"\x01garbage"),
+        (SOURCE_A + bytes(4) + b"\xff", encode_incoming(1, 1, 0, 1.0)),
+        (SOURCE_A + b"q", encode_incoming(1, 1, 0, 1.0)),
+        (SOURCE_A + bytes.fromhex("00000005") + b"q", encode_incoming(1, 1, 0, 1.0)),
     ],
-    ids=["value", "utf8", "short key"],
+    ids=["value", "utf8", "short key", "another timestamp"],
 )
 def test_stored_incoming_state_that_does_not_decode_is_corrupt(
     store: Store, reopen: Reopener, key: bytes, value: bytes
