@@ -39,6 +39,7 @@ import functools
 import json
 import multiprocessing
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -73,12 +74,43 @@ _PRELOAD: Final = [
 ]
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out to outgoing connections."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as ports:
+            return int(ports.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+#: Ports a test daemon listens on are drawn below the ephemeral range: a port
+#: that ``bind(0)`` found free may be taken by a client's outgoing connection
+#: before the daemon binds it (the kernel hands those out from that range).
+_LISTEN_PORTS: Final = range(10_000, max(10_001, min(_ephemeral_low(), 65_536)))
+_port_draws = random.Random(os.getpid())
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now (below the
+    ephemeral range when it can: see :data:`_LISTEN_PORTS`)."""
+    for _ in range(100):
+        port = _port_draws.choice(_LISTEN_PORTS)
+        if port in _handed_out:  # given to a daemon that may not have bound it yet
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if len(_handed_out) > 5_000:
+            _handed_out.clear()
+        _handed_out.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+        found: int = sock.getsockname()[1]
+        return found
 
 
 class _Child(Protocol):
