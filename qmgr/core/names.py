@@ -269,7 +269,7 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
     if not slash or not host_port:
         msg = f"{text!r}: expected DIRECT={protocol}:host\\private$\\queue"
         raise InvalidName(msg)
-    host, port = _split_host_port(host_port, text)
+    host, port = split_host_port(host_port, text)
     if protocol == "TCP" and host != ".":
         try:
             ipaddress.ip_address(host)
@@ -288,7 +288,15 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
     return QueueAddress(queue=queue, text=text, protocol=protocol, host=host.lower(), port=port)
 
 
-def _split_host_port(host_port: str, text: str) -> tuple[str, int | None]:
+def split_host_port(host_port: str, text: str | None = None) -> tuple[str, int | None]:
+    """``HOST[:PORT]`` (``[v6]:PORT`` for IPv6) as the host as written and its port
+    (None: none written); ``text`` is what error messages quote (default: ``host_port``).
+
+    Raises:
+        InvalidName: an unterminated ``[``, something after ``]``, or a port
+            that is not 1-65535.
+    """
+    text = host_port if text is None else text
     if host_port.startswith("["):  # [::1]:1801
         end = host_port.find("]")
         if end < 0:

@@ -38,6 +38,8 @@ import ipaddress
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
+from . import names
+from .errors import InvalidName
 from .names import DEFAULT_PEER_PORT
 
 __all__ = [
@@ -80,25 +82,20 @@ class RouteKind(enum.IntEnum):
 
 def split_host_port(text: str) -> tuple[str, int | None]:
     """``HOST[:PORT]`` (``[v6]:PORT`` for IPv6) as a lower-case host and its port
-    (None: none written).
+    (None: none written), as a format name's host is split.
 
     Raises:
         RouteError: no host, or a port that is not 1-65535.
     """
     text = text.strip()
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-        if rest and not rest.startswith(":"):
-            port_text = "x"
-    elif text.count(":") == 1:
-        host, _, port_text = text.partition(":")
-    else:
-        host, port_text = text, ""
-    if not host or (port_text and (not port_text.isdigit() or not 0 < int(port_text) < 65536)):
+    try:
+        host, port = names.split_host_port(text)
+    except InvalidName:
+        host = ""
+    if not host:
         msg = f"expected HOST[:PORT], got {text!r}"
-        raise RouteError(msg)
-    return host.lower(), int(port_text) if port_text else None
+        raise RouteError(msg) from None
+    return host.lower(), port
 
 
 def endpoint_text(host: str, port: int | None) -> str:

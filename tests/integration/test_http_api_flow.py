@@ -11,11 +11,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from helpers import DaemonProcess, free_port
+from helpers import DaemonProcess, auth_required, free_port
 
 from qmgr.client import Message, connect
 from qmgr.client.shapes import message_json, queue_json
-from qmgr.core.tokens import hash_token
 
 TOKENS = {"app": "app-token", "root": "root-token"}
 
@@ -37,18 +36,7 @@ def call(
 
 
 def test_the_api_flow_of_an_operator(daemon_factory: Callable[..., DaemonProcess]) -> None:
-    hashes = ", ".join(f'{name} = "{hash_token(token)}"' for name, token in TOKENS.items())
-    daemon = daemon_factory(
-        name="qm-api",
-        extra_args=[
-            "--set",
-            "auth.required=true",
-            "--set",
-            f"auth.tokens={{ {hashes} }}",
-            "--set",
-            'auth.admins=["root"]',
-        ],
-    )
+    daemon = daemon_factory(name="qm-api", extra_args=[*auth_required(TOKENS, admins=["root"])])
     far = f"DIRECT=TCP:127.0.0.1:{free_port()}\\private$\\far"  # nobody listens there
     with connect(daemon.address, token=TOKENS["root"]) as qm:
         qm.create_queue("orders", transactional=True)

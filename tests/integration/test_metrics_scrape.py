@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess, free_port
+from helpers import DaemonProcess, auth_required, free_port, settings
 from prometheus_client.openmetrics.parser import (
     text_string_to_metric_families as parse_openmetrics,
 )
@@ -18,7 +18,6 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 
 from qmgr import __version__
 from qmgr.client import AccessDenied, connect
-from qmgr.core.tokens import hash_token
 
 TOKENS = {"app": "app-token", "prom": "prom-token", "root": "root-token"}
 OPENMETRICS = "application/openmetrics-text; version=1.0.0"
@@ -51,19 +50,9 @@ def samples(text: str, parse: Callable[[str], object] = parse_text) -> dict[str,
 
 
 def test_a_scrape_after_known_traffic(daemon_factory: Callable[..., DaemonProcess]) -> None:
-    hashes = ", ".join(f'{name} = "{hash_token(token)}"' for name, token in TOKENS.items())
     daemon = daemon_factory(
         name="qm-metrics",
-        extra_args=[
-            "--set",
-            "auth.required=true",
-            "--set",
-            f"auth.tokens={{ {hashes} }}",
-            "--set",
-            'auth.monitors=["prom"]',
-            "--set",
-            'auth.admins=["root"]',
-        ],
+        extra_args=[*auth_required(TOKENS, admins=["root"]), *settings('auth.monitors=["prom"]')],
     )
     # Nobody listens there: the message waits in its outgoing queue, the link down.
     stopped_peer = f"127.0.0.1:{free_port()}"

@@ -27,7 +27,7 @@ from qmgr.core.routes import endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
-from .connection import ConnectionContext, PeerConnection, secure
+from .connection import ConnectionContext, PeerConnection, secure, shows_own_certificate
 
 __all__ = ["check_aliases"]
 
@@ -58,9 +58,9 @@ async def _check(context: ConnectionContext, alias: tuple[str, int]) -> None:
             await stream.aclose()
         log.info("alias_not_checked", reason=str(exc))
         return
-    own = context.tls.own_certificate
-    if isinstance(session_stream, trio.SSLStream) and own is not None:
-        itself = session_stream.getpeercert(binary_form=True) == own
+    if isinstance(session_stream, trio.SSLStream):
+        # Under mutual TLS the certificate says who it is: no session needed.
+        itself = shows_own_certificate(session_stream, context)
         with trio.CancelScope(shield=True):
             await session_stream.aclose()
         if itself:

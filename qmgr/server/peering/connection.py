@@ -81,6 +81,7 @@ __all__ = [
     "PeerConnection",
     "secure",
     "set_no_delay",
+    "shows_own_certificate",
 ]
 
 #: Bytes read from the socket at a time.
@@ -135,6 +136,17 @@ _REACHES_ITSELF: Final = (
     "the session reaches this queue manager itself (the peer's GUID is ours: a hairpin "
     "NAT, a port map or another name of this host); its messages are delivered here"
 )
+
+
+def shows_own_certificate(stream: trio.abc.Stream, context: ConnectionContext) -> bool:
+    """Whether the other end of a mutual-TLS ``stream`` showed this queue manager's
+    own certificate: it is this queue manager (only it holds the key)."""
+    own = context.tls.own_certificate
+    return (
+        own is not None
+        and isinstance(stream, trio.SSLStream)
+        and stream.getpeercert(binary_form=True) == own
+    )
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

@@ -41,7 +41,7 @@ from qmgr.core.routes import HopState, endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
-from .connection import ConnectionContext, PeerConnection, secure
+from .connection import ConnectionContext, PeerConnection, secure, shows_own_certificate
 from .outgoing_queue import OutgoingQueue
 
 __all__ = ["Link"]
@@ -192,12 +192,7 @@ class Link:
                 await stream.aclose()
             await self._back_off(str(exc))
             return None
-        own = self.context.tls.own_certificate
-        if (
-            own is not None
-            and isinstance(session_stream, trio.SSLStream)
-            and session_stream.getpeercert(binary_form=True) == own
-        ):
+        if shows_own_certificate(session_stream, self.context):
             # Only this queue manager holds its key: the hop is this queue manager.
             with trio.CancelScope(shield=True):
                 await session_stream.aclose()

@@ -385,22 +385,13 @@ class OutgoingQueues:
         described = []
         for hop in hops:
             link = self.links.get(hop)
-            if link is None:
-                described.append(
-                    cf.HopInfo(
-                        hop=endpoint_text(*hop),
-                        state="unused",
-                        in_use=hop == in_use,
-                        down_since=0.0,
-                        last_error="",
-                    )
-                )
-                continue
-            state, _, error = link.describe()
-            down = link.hop_state().down_since
+            state, error, down = "unused", "", None
+            if link is not None:
+                state, _, error = link.describe()
+                down = link.hop_state().down_since
             described.append(
                 cf.HopInfo(
-                    hop=link.name,
+                    hop=endpoint_text(*hop),
                     state=state,
                     in_use=hop == in_use,
                     down_since=0.0 if down is None else wall - (now - down),
