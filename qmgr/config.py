@@ -65,6 +65,9 @@ class Config:
     http_max_connections: int
     http_keep_alive_timeout: float
     http_request_timeout: float
+    #: The console's sessions: seconds idle, and seconds in all.
+    http_session_timeout: float
+    http_session_lifetime: float
     #: Other ``(host, port)`` this queue manager is reached at (port None: its peer port).
     aliases: tuple[tuple[str, int | None], ...]
     max_connections: int
@@ -255,6 +258,8 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("http", "max_connections"): _Key("http_max_connections", int, _positive),
     ("http", "keep_alive_timeout"): _Key("http_keep_alive_timeout", float, _positive),
     ("http", "request_timeout"): _Key("http_request_timeout", float, _positive),
+    ("http", "session_timeout"): _Key("http_session_timeout", float, _positive),
+    ("http", "session_lifetime"): _Key("http_session_lifetime", float, _positive),
     ("peers", "accept_from"): _Key("peer_accept_from", list),
     ("peers", "router"): _Key("peer_router", bool),
     ("peers", "route_failover_after"): _Key("peer_route_failover_after", float, _positive),

@@ -35,6 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "qmgr.certs": set(),
     "qmgr.config": {"wire", "qmgr.core"},
     "qmgr.logs": set(),
+    "qmgr.texts": set(),
     "qmgr.server": {"wire", "storage", "qmgr.core", "qmgr.protocol", "qmgr.config", "qmgr.certs"},
     # The HTTP adapter: what the daemon counts, the one authorization, TLS, the client
     # requests' operations (run without a session), and the SDK's values and JSON
@@ -46,6 +47,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.core",
         "qmgr.config",
         "qmgr.client",
+        "qmgr.texts",
         "qmgr.server.client.authorization",
         "qmgr.server.client.needs",
         "qmgr.server.client.operations",
@@ -61,6 +63,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.certs",
         "qmgr.config",
         "qmgr.logs",
+        "qmgr.texts",
         "qmgr.server",
         "qmgr.core.tokens",
     },
@@ -87,8 +90,8 @@ FORBIDDEN: dict[str, set[str]] = {
     },
     "qmgr.client": {"lmdb"},
 }
-#: The HTTP server and Prometheus libraries: only the HTTP adapter speaks them.
-HTTP_LIBRARIES = {"hypercorn", "starlette", "prometheus_client", "h11", "h2", "anyio"}
+#: The HTTP server, Prometheus and template libraries: only the HTTP adapter speaks them.
+HTTP_LIBRARIES = {"hypercorn", "starlette", "prometheus_client", "h11", "h2", "anyio", "jinja2"}
 for _layer_name in ALLOWED:
     if _layer_name != "qmgr.server.http":
         FORBIDDEN[_layer_name] = FORBIDDEN.get(_layer_name, set()) | HTTP_LIBRARIES

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import click
 
+from qmgr.texts import age, plural, size
+
 if TYPE_CHECKING:
     import ssl
 
@@ -39,6 +41,7 @@ __all__ = [
     "CLIENT_NAME",
     "DEFAULT_SERVER",
     "CliError",
+    "age",
     "client",
     "confirm",
     "confirmed",
@@ -331,20 +334,3 @@ def stdout_console() -> Console:
     if not console.is_terminal:
         console = Console(width=1000)
     return console
-
-
-def size(value: int) -> str:
-    """A byte count for people: ``512 B``, ``1.5 KiB``, ``10.0 MiB``."""
-    if value < 1024:
-        return f"{value} B"
-    scaled = float(value)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        scaled /= 1024
-        if scaled < 1024 or unit == "TiB":
-            break
-    return f"{scaled:.1f} {unit}"
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 message``, ``2 messages``."""
-    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -21,6 +21,7 @@ from qmgr.client.shapes import transaction_json
 
 from .common import (
     CliError,
+    age,
     client,
     folded,
     json_option,
@@ -108,21 +109,6 @@ def _resolve(ctx: click.Context, xid: str, *, commit: bool) -> None:
 # --------------------------------------------------------------------------
 # Rendering
 # --------------------------------------------------------------------------
-
-
-def age(seconds: float) -> str:
-    """A duration for people: ``42s``, ``3m12s``, ``2h05m``, ``3d04h``."""
-    whole = int(seconds)
-    if whole < 60:
-        return f"{whole}s"
-    minutes, secs = divmod(whole, 60)
-    if minutes < 60:
-        return f"{minutes}m{secs:02d}s"
-    hours, minutes = divmod(minutes, 60)
-    if hours < 24:
-        return f"{hours}h{minutes:02d}m"
-    days, hours = divmod(hours, 24)
-    return f"{days}d{hours:02d}h"
 
 
 def transactions_table(listed: Sequence[TransactionInfo]) -> Table:

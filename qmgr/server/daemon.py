@@ -311,7 +311,7 @@ class Daemon:
                     inner.start_soon(_watch_signals, self.stop, self.log)
                 await inner.start(self.peering.run, peers)
                 if self.http is not None and http:
-                    inner.start_soon(trio.serve_listeners, self.http.handle_connection, http)
+                    inner.start_soon(self.http.serve, http)
                 inner.start_soon(trio.serve_listeners, self.clients.handle_connection, clients)
                 if local is not None:
                     handler = self.clients.handle_local_connection

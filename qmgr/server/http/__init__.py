@@ -1,4 +1,4 @@
-"""The HTTP listener: ``/healthz``, ``/metrics`` and the JSON API, inside the daemon's nursery.
+"""The HTTP listener: ``/healthz``, ``/metrics``, the JSON API and the console.
 
 Theory of operation
 -------------------
@@ -25,10 +25,13 @@ module             concern
                    scrape time
 ``exposition``     the body of a scrape: Prometheus text or OpenMetrics by
                    the ``Accept`` header, the per-queue families written fast
+``console``        the web console (``/console``): server-rendered pages,
+                   login sessions, CSRF tokens, the same client requests
 =================  =========================================================
 
 :func:`http_port` puts them together for the daemon. Only this package
-imports Hypercorn, Starlette and ``prometheus_client`` (``tests/test_layers.py``).
+imports Hypercorn, Starlette, ``prometheus_client`` and Jinja2
+(``tests/test_layers.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from qmgr.config import Config
 from ..client.authorization import Authorization
 from ..client.operations import Operations
 from .app import HttpApp
+from .console import console
 from .exposition import Exposition
 from .metrics import MetricsSources, QueueManagerCollector
 from .port import HttpPort
@@ -74,4 +78,15 @@ def http_port(
         log=log.bind(component="http"),
         operations=operations,
     )
-    return HttpPort(config, app, tls, log)
+    port = HttpPort(config, app, tls, log)
+    if operations is not None:
+        site = console(
+            host=app,
+            operations=operations,
+            sources=sources,
+            idle_timeout=config.http_session_timeout,
+            lifetime=config.http_session_lifetime,
+        )
+        app.serve_console(site.starlette_routes())
+        port.tasks.append(site.sample)
+    return port

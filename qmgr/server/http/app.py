@@ -52,7 +52,7 @@ from urllib.parse import parse_qsl
 import structlog
 import trio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route, Router
 from starlette.types import Receive, Scope, Send
 
@@ -106,6 +106,8 @@ class HttpConnection:
     active: int = 0
     #: When it last finished a request (trio's clock).
     idle_since: float = 0.0
+    #: Whether it is under TLS.
+    tls: bool = False
     #: Cancelling it closes the connection (eviction).
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
@@ -175,6 +177,11 @@ class HttpApp:
             ]
         self._router = Router(routes=served, default=_not_found)
 
+    def serve_console(self, routes: list[Route]) -> None:
+        """Serve the console's ``routes`` too, and send ``/`` there."""
+        self._router.routes.extend(routes)
+        self._router.routes.append(Route("/", _to_console, methods=["GET"]))
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008})
@@ -187,7 +194,7 @@ class HttpApp:
         try:
             named = _credential_in_query(scope.get("query_string", b""))
             if named is not None:
-                self._log_for(connection).warning(
+                self.log_for(connection).warning(
                     "token_in_query_refused", path=scope.get("path", ""), parameter=named
                 )
                 refusal = _refused(_is_api(scope), 400, "token_in_url", _TOKEN_IN_URL)
@@ -224,7 +231,7 @@ class HttpApp:
         makes are authorized one by one (:meth:`_authorize`)."""
         started = time.perf_counter()
         connection: HttpConnection | None = request.scope.get("state", {}).get(CONNECTION)
-        log = self._log_for(connection).bind(method=request.method, path=path)
+        log = self.log_for(connection).bind(method=request.method, path=path)
         try:
             route, call = self._api_call(operations, path, methods, request, connection, log)
             log = call.log
@@ -302,12 +309,12 @@ class HttpApp:
         """
         if value is not None:
             log = log.bind(request=type(value).__name__)
-        refusal = self._refusal(principal, value, need, log)
+        refusal = self.refusal(principal, value, need, log)
         if refusal is not None:
             status, code, message = refusal
             raise ApiError(status, code, message, _CHALLENGE if status == 401 else None)
 
-    def _log_for(self, connection: HttpConnection | None) -> structlog.typing.FilteringBoundLogger:
+    def log_for(self, connection: HttpConnection | None) -> structlog.typing.FilteringBoundLogger:
         if connection is None:
             return self._log
         return self._log.bind(http=connection.conn_id, peer=connection.peer)
@@ -316,7 +323,7 @@ class HttpApp:
         """Authenticate, authorize and run ``route`` for ``request``."""
         started = time.perf_counter()
         connection: HttpConnection | None = request.scope.get("state", {}).get(CONNECTION)
-        log = self._log_for(connection).bind(method=request.method, path=route.path)
+        log = self.log_for(connection).bind(method=request.method, path=route.path)
         principal: Principal | None = None
         response: Response | None = None
         if route.need is not None:
@@ -327,7 +334,7 @@ class HttpApp:
             else:
                 if principal is not None:
                     log = log.bind(principal=principal.name)
-                refusal = self._refusal(principal, request, route.need, log)
+                refusal = self.refusal(principal, request, route.need, log)
                 if refusal is not None:
                     response = _refused(False, *refusal)
         if response is None:
@@ -373,7 +380,7 @@ class HttpApp:
             return authorization.principal(connection.certificate_name)
         return None
 
-    def _refusal(
+    def refusal(
         self,
         principal: Principal | None,
         request: Any,
@@ -396,6 +403,10 @@ class HttpApp:
         authorization.tally.denied += 1
         log.warning("access_denied", reason=why)
         return 403, "access_denied", f"access denied: {why}"
+
+
+async def _to_console(request: Request) -> Response:
+    return RedirectResponse("/console", status_code=303)
 
 
 def _credential_in_query(query: Any) -> str | None:

@@ -39,6 +39,7 @@ import contextlib
 import itertools
 import math
 import ssl
+from collections.abc import Awaitable, Callable
 from typing import Final, cast
 
 import structlog
@@ -144,6 +145,15 @@ class HttpPort:
         # The application counts and logs a refused token; the address is slowed here.
         app.on_failure = lambda peer: self._failures.failed(_address_of(peer), trio.current_time())
         self._ids = itertools.count(1)
+        #: Tasks that run as long as the listener serves (the console's sampler).
+        self.tasks: list[Callable[[], Awaitable[None]]] = []
+
+    async def serve(self, listeners: list[trio.SocketListener]) -> None:
+        """Serve ``listeners``, with :attr:`tasks` beside them, until cancelled."""
+        async with trio.open_nursery() as nursery:
+            for task in self.tasks:
+                nursery.start_soon(task)
+            await trio.serve_listeners(self.handle_connection, listeners)
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         """Serve one connection (the listener's handler)."""
@@ -210,6 +220,7 @@ class HttpPort:
             self._failed(_address_of(connection.peer))
             return None
         connection.certificate_name = name
+        connection.tls = True
         return secure
 
     def _failed(self, address: str) -> None:

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import h11
 import trio
@@ -103,3 +104,59 @@ async def serving(port: HttpPort, tls: ssl.SSLContext | None = None) -> AsyncIte
             yield Served(port, listeners[0].socket.getsockname()[1], tls)
         finally:
             nursery.cancel_scope.cancel()
+
+
+async def asgi_call(
+    app: Any,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    *,
+    query: str = "",
+    headers: Sequence[tuple[str, str]] = (),
+    state: dict[str, Any] | None = None,
+) -> Answer:
+    """One request to the ASGI application ``app``, without sockets (its body in
+    chunks of 16 KiB), and its whole response."""
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": query.encode(),
+        "root_path": "",
+        "headers": [
+            (b"content-length", str(len(body)).encode()),
+            *((name.lower().encode(), value.encode()) for name, value in headers),
+        ],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 1803),
+        "state": state or {},
+    }
+    chunks = [body[i : i + 16384] for i in range(0, len(body), 16384)] or [b""]
+    incoming = [
+        {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+        for i, chunk in enumerate(chunks)
+    ]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return incoming.pop(0) if incoming else {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    start = sent[0]
+    # Headers may repeat (set-cookie): the last of each name, and every cookie.
+    found: dict[str, str] = {}
+    for name, value in start["headers"]:
+        key = name.decode().lower()
+        if key == "set-cookie" and key in found:
+            found[key] += "\n" + value.decode()
+        else:
+            found[key] = value.decode()
+    return Answer(start["status"], found, b"".join(m.get("body", b"") for m in sent[1:]))

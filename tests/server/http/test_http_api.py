@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import structlog
 import trio
+from http_kit import asgi_call
 from prometheus_client import CollectorRegistry
 from server.client.kit import enable_permissions, open_services
 
@@ -68,44 +69,19 @@ class Api:
         certificate: str | None = None,
     ) -> Reply:
         data = json.dumps(body).encode() if isinstance(body, dict) else body
-        headers = [(b"content-length", str(len(data)).encode())]
-        if token is not None:
-            headers.append((b"authorization", f"Bearer {token}".encode()))
+        headers = [] if token is None else [("authorization", f"Bearer {token}")]
         connection = HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate)
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": method,
-            "scheme": "http",
-            "path": path,
-            "raw_path": path.encode(),
-            "query_string": query.encode(),
-            "root_path": "",
-            "headers": headers,
-            "client": ("127.0.0.1", 1),
-            "server": ("127.0.0.1", 1803),
-            "state": {CONNECTION: connection},
-        }
-        chunks = [data[i : i + 16384] for i in range(0, len(data), 16384)] or [b""]
-        incoming = [
-            {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
-            for i, chunk in enumerate(chunks)
-        ]
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return incoming.pop(0) if incoming else {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        await self.app(scope, receive, send)
-        start = sent[0]
-        answer = b"".join(m.get("body", b"") for m in sent[1:])
-        found = {k.decode().lower(): v.decode() for k, v in start["headers"]}
-        assert found["content-type"] == "application/json", answer
-        return Reply(start["status"], found, json.loads(answer))
+        answer = await asgi_call(
+            self.app,
+            method,
+            path,
+            data,
+            query=query,
+            headers=headers,
+            state={CONNECTION: connection},
+        )
+        assert answer.headers["content-type"] == "application/json", answer.body
+        return Reply(answer.status, answer.headers, json.loads(answer.body))
 
     async def run(self, request: Any) -> Any:
         """A client request made directly (to set things up)."""

@@ -1,0 +1,90 @@
+"""The console's plain state: sessions with their expiry and bound, and the
+rates made from readings (no sockets, an explicit clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from qmgr.server.http.console.rates import RateHistory, Reading, chart
+from qmgr.server.http.console.sessions import ConsoleSessions
+
+
+def test_a_session_ends_after_its_idle_timeout_or_its_lifetime() -> None:
+    sessions = ConsoleSessions(idle_timeout=10.0, lifetime=25.0)
+    session = sessions.open("alice", "token", now=0.0)
+    assert sessions.find(session.session_id, 9.9) is session  # used: its idle time restarts
+    assert sessions.find(session.session_id, 19.8) is session
+    assert sessions.find(session.session_id, 25.0) is None  # too old, however busy
+    assert len(sessions) == 0  # forgotten
+    idle = sessions.open("bob", "token", now=100.0)
+    assert sessions.find(idle.session_id, 110.0) is None
+    assert sessions.find("not-a-session", 0.0) is None
+    assert sessions.find(None, 0.0) is None
+
+
+def test_ids_and_tokens_are_random_and_checked_in_full() -> None:
+    sessions = ConsoleSessions(idle_timeout=10.0, lifetime=100.0)
+    one, two = sessions.open("a", "token", 0.0), sessions.open("a", "token", 0.0)
+    assert len({one.session_id, two.session_id, one.csrf, two.csrf}) == 4
+    assert len(one.session_id) >= 43
+    assert len(one.csrf) >= 43
+    assert one.accepts(one.csrf)
+    assert not one.accepts(two.csrf)
+    assert not one.accepts("")
+    assert not one.accepts(None)
+    assert not one.accepts(one.csrf[:-1])
+
+
+def test_at_the_limit_the_session_idle_the_longest_ends() -> None:
+    sessions = ConsoleSessions(idle_timeout=100.0, lifetime=1000.0, limit=3)
+    first, second, third = (sessions.open(name, "token", 0.0) for name in "abc")
+    assert sessions.find(first.session_id, 1.0) is first  # used: now the newest
+    sessions.open("d", "token", 2.0)
+    assert len(sessions) == 3
+    assert sessions.find(second.session_id, 3.0) is None  # idle the longest: ended
+    assert sessions.find(third.session_id, 3.0) is third
+    assert sessions.close(third.session_id) is third
+    assert sessions.close(third.session_id) is None
+    assert sessions.expire(200.0) == 2
+    assert len(sessions) == 0
+
+
+def test_a_session_needs_positive_bounds() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        ConsoleSessions(idle_timeout=0.0, lifetime=1.0)
+
+
+def _reading(at: float, added: int, removed: int, commits: int, **queues: int) -> Reading:
+    return Reading(at, added, removed, commits, 0, {int(k[1:]): (v, 0) for k, v in queues.items()})
+
+
+def test_rates_are_the_change_between_readings_over_the_window() -> None:
+    history = RateHistory(window=30.0)
+    assert history.points() == []
+    assert history.queue_rates(1) is None
+    history.add(_reading(0.0, 0, 0, 0, q1=0))
+    history.add(_reading(10.0, 100, 50, 20, q1=40))
+    history.add(_reading(10.0, 999, 999, 999))  # not later: ignored
+    [point] = history.points()
+    assert (point.added, point.removed, point.commits) == (10.0, 5.0, 2.0)
+    assert history.queue_rates(1) == (4.0, 0.0)
+    assert history.queue_rates(2) is None  # unknown before
+    history.add(_reading(20.0, 50, 60, 30, q1=40, q2=5))  # a queue deleted: no negative rate
+    assert history.points()[-1].added == 0.0
+    assert history.queue_rates(2) is None  # new since the reading before
+    for at in (30.0, 40.0, 50.0):
+        history.add(_reading(at, 50, 60, 30))
+    assert [p.at for p in history.points()] == [30.0, 40.0, 50.0]  # older than 30 s: gone
+
+
+def test_the_chart_puts_every_series_on_one_round_scale() -> None:
+    history = RateHistory(window=100.0)
+    for at, added in ((0.0, 0), (50.0, 500), (100.0, 500)):
+        history.add(_reading(at, added, 0, 0))
+    drawn = chart(
+        history.points(), ("added", "commits"), now=100.0, window=100.0, width=100, height=50
+    )
+    assert drawn.top == 10.0  # 10/s at most: the scale's top
+    assert dict(drawn.lines) == {"added": "50.0,0.0 100.0,50.0", "commits": "50.0,50.0 100.0,50.0"}
+    empty = chart([], ("added",), now=0.0)
+    assert (empty.top, empty.lines) == (1.0, (("added", ""),))
