@@ -21,10 +21,10 @@ over every held message at the head of the queue.
 :meth:`MessageReader.range_end` and :meth:`MessageReader.read_through`
 measure and list a range of a queue by its keys alone (no message is
 read): how far ``limit`` visible messages after a lookup id reach, and
-which lookup ids lie at or below one. Without a limit, ``range_end`` finds
-the last visible message by seeking back from the queue's end, and counts
-either the keys up to it or, when fewer keys lie before the range, the
-queue's depth less those keys and the held messages.
+which lookup ids lie at or below one (and after another). Without a limit,
+``range_end`` finds the last visible message by seeking back from the
+queue's end, and counts either the keys up to it or, when fewer keys lie
+before the range, the queue's depth less those keys and the held messages.
 
 The reads of the other concerns sit with them (``ops.peering``,
 ``ops.prepared``, ``ops.poison``, ...); :class:`~storage.store.Store` puts
@@ -174,13 +174,13 @@ class MessageReader:
             return record.depth - below - held, found
 
     def read_through(
-        self, queue_id: int, *, through: int, limit: int, skip: Container[int]
+        self, queue_id: int, *, through: int, limit: int, skip: Container[int], after: int = 0
     ) -> list[int]:
         """Lookup ids of the visible messages (not purged, not in ``skip``) with
-        ``lookup_id <= through``, ascending, at most ``limit`` of them. Only keys
-        are read."""
-        floor = self._floor(queue_id)
-        if limit <= 0 or through < floor:
+        ``after < lookup_id <= through``, ascending, at most ``limit`` of them.
+        Only keys are read."""
+        floor = max(self._floor(queue_id), after + 1)
+        if limit <= 0 or through < floor or floor >= MAX_LOOKUP_ID:
             return []
         end = min(through, MAX_LOOKUP_ID - 1) + 1
         found: list[int] = []

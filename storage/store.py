@@ -338,11 +338,13 @@ class Store:
         return self._reader.range_end(queue_id, after=after, limit=limit, skip=skip)
 
     def read_through(
-        self, queue_id: int, *, through: int, limit: int, skip: Container[int]
+        self, queue_id: int, *, through: int, limit: int, skip: Container[int], after: int = 0
     ) -> list[int]:
         """Lookup ids of the visible messages (not purged, not in ``skip``) with
-        ``lookup_id <= through``, ascending, at most ``limit``. Reads keys only."""
-        return self._reader.read_through(queue_id, through=through, limit=limit, skip=skip)
+        ``after < lookup_id <= through``, ascending, at most ``limit``. Reads keys only."""
+        return self._reader.read_through(
+            queue_id, through=through, limit=limit, skip=skip, after=after
+        )
 
     def first_fifo(
         self, queue_id: int, *, start: int, skip: Container[int]

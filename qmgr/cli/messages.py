@@ -4,8 +4,10 @@
 report options from :mod:`.reports`. ``receive`` and ``peek`` print each
 message as text for people (:func:`message_text`) or as one JSON object a
 line (:func:`message_json_line`). ``move`` moves each message in a
-transaction of its own (a receive and a send), or, between a queue and its
-subqueues, as MSMQ moves it (:mod:`.poison`). A run of more than one message
+transaction of its own (a receive and a send), or as MSMQ moves it, keeping
+its id (:mod:`.poison`): between a queue and its subqueues, the messages
+named (``--lookup-id``, ``--all``), and dead letters ``--back`` to their
+queues. A run of more than one message
 shows a progress bar on stderr when stderr is a terminal (:class:`Progress`).
 """
 
@@ -34,7 +36,7 @@ from .common import (
     reports_errors,
     stderr_console,
 )
-from .poison import is_subqueue_move, subqueue_move
+from .poison import is_subqueue_move, move_keeping_ids
 from .reports import report_options
 
 __all__ = [
@@ -207,38 +209,71 @@ def peek(ctx: click.Context, queue_name: str, count: int, timeout: float, as_jso
 
 @click.command()
 @click.argument("source")
-@click.argument("destination", metavar="DEST")
+@click.argument("destination", metavar="[DEST]", required=False)
 @count_option
 # The help of `move` shows its bound as 0.0, that of `receive` and `peek` as 0.
 @_timeout_option("Seconds to wait, in all, for messages to arrive in SOURCE.", minimum=0.0)
-@click.option("--lookup-id", type=click.IntRange(min=1), help="Move this message (subqueues).")
-@click.option("--all", "move_all", is_flag=True, help="Move every message (subqueues).")
+@click.option(
+    "--lookup-id",
+    type=click.IntRange(min=1),
+    help="Move this message, keeping its id (subqueues, dead letters).",
+)
+@click.option(
+    "--all",
+    "move_all",
+    is_flag=True,
+    help="Move every message, keeping their ids (subqueues, dead letters).",
+)
+@click.option(
+    "--back",
+    is_flag=True,
+    help="Out of a dead-letter queue, each message back to the queue it was sent to (no DEST).",
+)
 @click.pass_context
 @reports_errors
 def move(
     ctx: click.Context,
     source: str,
-    destination: str,
+    destination: str | None,
     count: int,
     timeout: float,
     lookup_id: int | None,
     move_all: bool,
+    back: bool,
 ) -> None:
     """Move up to --count messages from SOURCE to DEST, one transaction each.
 
     Each message is received from SOURCE and sent to DEST in one transaction:
     after a failure it is in exactly one of the two queues, never both and
     never neither. Both queues must be transactional (MSMQ allows no
-    transaction on the others). This is how messages come back out of
-    system$;deadxact, for example.
+    transaction on the others). The message sent is a new one, with a new id.
 
     Between a queue and its subqueues (`qmgr move 'orders;poison' orders`),
-    a message moves as MSMQ moves it: it keeps its id and properties, and
-    the queues may be non-transactional. --lookup-id N moves that message,
-    --all every message there.
+    and with --lookup-id N (that message) or --all (every message there), a
+    message moves as MSMQ moves it: in one atomic step, keeping its id and
+    properties, and the queues may be non-transactional.
+
+    Dead letters move that way out of system$;deadletter and system$;deadxact
+    into a queue of their kind (`qmgr move 'system$;deadxact' orders
+    --lookup-id N`), or, with --back and no DEST, each back to the queue it
+    was sent to (`qmgr move 'system$;deadletter' --back --all`); those whose
+    queue is not here (a remote queue, a list, a queue deleted since) stay.
+    A dead letter moved becomes an ordinary message of its queue again: its
+    class is normal and its time to be received does not apply again.
     """
+    if back:
+        if destination is not None:
+            msg = "--back moves each message back to the queue it was sent to: give no DEST"
+            raise click.UsageError(msg)
+        move_keeping_ids(ctx, source, None, count=count, lookup_id=lookup_id, move_all=move_all)
+        return
+    if destination is None:
+        msg = "give DEST, or --back to move dead letters back to the queues they were sent to"
+        raise click.UsageError(msg)
     if lookup_id is not None or move_all or is_subqueue_move(source, destination):
-        subqueue_move(ctx, source, destination, count=count, lookup_id=lookup_id, move_all=move_all)
+        move_keeping_ids(
+            ctx, source, destination, count=count, lookup_id=lookup_id, move_all=move_all
+        )
         return
     moved = 0
     deadline = time.monotonic() + timeout

@@ -1,4 +1,4 @@
-"""``qmgr queue set`` and ``qmgr move`` between a queue and its subqueues.
+"""``qmgr queue set``, and ``qmgr move`` keeping the messages' ids (subqueues, dead letters).
 
 A queue with poison handling moves a message whose receiving transactions
 keep aborting to ``NAME;retry``, brings it back after the retry delay, and
@@ -10,9 +10,18 @@ subqueues, ``qmgr peek 'NAME;poison'`` shows the poison messages and their
 counters, and ``qmgr move 'NAME;poison' NAME --all`` (or ``--lookup-id N``)
 moves them back after a fix: a move keeps the message's id and body.
 
+The same move takes dead letters out of ``system$;deadletter`` and
+``system$;deadxact``: ``qmgr move 'system$;deadxact' orders --lookup-id N``
+(or ``--all``) into a queue of their transactional kind, ``qmgr move
+'system$;deadletter' --back`` each back to the queue it was sent to (those
+that have none here stay). They become ordinary messages of their queue
+again, with their ids.
+
 The retry options and columns, and ``queue show``, are in :mod:`.queues`
 (``queue create`` and every queue listing use them); ``qmgr move`` itself is
-in :mod:`.messages` and comes here for a move that involves a subqueue.
+in :mod:`.messages` and comes here for a move that keeps the ids: one that
+involves a subqueue, names messages (``--lookup-id``, ``--all``) or moves
+them ``--back``.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import click
 from .common import client, plural, reports_errors
 from .queues import SUBQUEUES, find_queue, retry_options, retry_text
 
-__all__ = ["is_subqueue_move", "queue_set", "subqueue_move"]
+__all__ = ["is_subqueue_move", "move_keeping_ids", "queue_set"]
 
 
 @click.command("set")
@@ -56,7 +65,7 @@ def queue_set(ctx: click.Context, name: str, retry: dict[str, Any], poison: bool
 
 
 # --------------------------------------------------------------------------
-# qmgr move, between a queue and its subqueues
+# qmgr move, keeping the messages' ids
 # --------------------------------------------------------------------------
 
 
@@ -66,38 +75,57 @@ def is_subqueue_move(source: str, destination: str) -> bool:
     return any(name.lower().endswith(SUBQUEUES) for name in (source, destination))
 
 
-def subqueue_move(
+def move_keeping_ids(
     ctx: click.Context,
     source: str,
-    destination: str,
+    destination: str | None,
     *,
     count: int,
     lookup_id: int | None,
     move_all: bool,
 ) -> None:
-    """``qmgr move`` between a queue and its subqueues: each message keeps its id."""
+    """``qmgr move`` as MSMQ moves a message, keeping its id: between a queue and
+    its subqueues, or out of a dead-letter queue (``destination`` None: each
+    message back to the queue it was sent to)."""
     if move_all and lookup_id is not None:
         msg = "give --lookup-id or --all, not both"
         raise click.UsageError(msg)
+    target = destination or ""
     moved = 0
     last: int | None = None
     with client(ctx) as qm:
         if move_all:
-            result = qm.move(source, destination, all=True)
+            result = qm.move(source, target, all=True)
             moved, last = result.count, result.lookup_id
         elif lookup_id is not None:
-            result = qm.move(source, destination, lookup_id)
+            result = qm.move(source, target, lookup_id)
             moved, last = result.count, result.lookup_id
         else:
             for _ in range(count):
-                result = qm.move(source, destination)
+                result = qm.move(source, target)
                 if not result.count:
                     break
                 moved += result.count
                 last = result.lookup_id
-    where = f" (the last one is lookup id {last} there)" if moved > 1 and last else ""
-    if moved == 1 and last:
-        where = f" (lookup id {last} there)"
-    click.echo(f"moved {plural(moved, 'message')} from {source} to {destination}{where}")
+        left = find_queue(qm, source).depth if destination is None and move_all else 0
+    if destination is None:
+        where = " back to " + ("its queue" if moved == 1 else "their queues")
+        if moved == 1 and last:
+            where += f" (lookup id {last} there)"
+    else:
+        where = f" to {destination}"
+        if moved > 1 and last:
+            where += f" (the last one is lookup id {last} there)"
+        elif moved == 1 and last:
+            where += f" (lookup id {last} there)"
+    click.echo(f"moved {plural(moved, 'message')} from {source}{where}")
+    if left:
+        stay = "stays" if left == 1 else "stay"
+        click.echo(
+            f"note: {plural(left, 'message')} {stay} in {source} (no application queue of "
+            "its kind here to go back to, or not yours to send to, held by a transaction, "
+            "dead since the move began)",
+            err=True,
+        )
     if not move_all and lookup_id is None and moved < count:
         click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more)", err=True)

@@ -397,7 +397,8 @@ class Transaction(TransactionHandle):
 
     def move(self, from_queue: str, to_queue: str, lookup_id: int | None = None) -> bool:
         """Move one message (the one named, or the next) between a queue and its
-        subqueue inside the transaction: it is held now and moves when the
+        subqueue, or out of ``system$;deadxact`` (``to_queue=""``: back to its
+        queue), inside the transaction: it is held now and moves when the
         transaction commits; an abort leaves it where it was (not counted as an
         aborted receive). Both queues must be transactional. Returns False if
         there was no message to move. A transaction that moves cannot be prepared.

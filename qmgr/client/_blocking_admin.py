@@ -149,25 +149,44 @@ class QueueManagerAdmin:
         self, from_queue: str, to_queue: str, lookup_id: int | None = None, *, all: bool = False
     ) -> MoveResult:
         """Move messages between a queue and one of its subqueues (either way),
-        or between two subqueues of one queue, as MSMQ's MQMoveMessage does.
+        or between two subqueues of one queue, as MSMQ's MQMoveMessage does;
+        or dead letters out of ``system$;deadletter`` or ``system$;deadxact``
+        into an application queue, or each back to the queue it was sent to.
 
         A moved message keeps its id, body and properties; it gets a new
         lookup id in its new queue, its abort count starts at 0 and its
         move count grows by one. Each message moves atomically: after any
         failure it is in exactly one of the two queues.
 
+        A dead letter moved out becomes an ordinary message of its queue
+        again: its class is normal (``MessageClass.NORMAL``) and its time to
+        be received does not apply again. It goes only to a queue of its
+        transactional kind (``system$;deadxact`` holds transactional
+        messages): a queue of the other kind is refused. With ``to_queue=""``
+        each message goes back to the queue it was sent to, if that is an
+        application queue here (of its kind, that the caller may send to);
+        one that has none stays in the dead-letter queue.
+
         Args:
-            from_queue: where the messages are (``orders;poison``).
-            to_queue: where they go (``orders``).
+            from_queue: where the messages are (``orders;poison``,
+                ``system$;deadxact``).
+            to_queue: where they go (``orders``); ``""`` from a dead-letter
+                queue: each back to its own queue.
             lookup_id: the message to move; without it, the next one a
                 receive would get (none there: ``count`` 0).
             all: every message in ``from_queue`` when the move begins
-                (moved in steps; messages held by transactions stay).
+                (moved in steps; messages held by transactions stay, and,
+                back to their queues, those that have none here).
 
         Raises:
             QueueNotFound: a queue, or the message named, is not there (or a
-            transaction holds it); InvalidArgument: the queues are not one
-            family; NotSupported: the daemon is too old.
+            transaction holds it), or the queue a dead letter was sent to no
+            longer exists; InvalidArgument: the queues are none of those
+            pairs, or of different transactional kinds, or the message
+            named has no queue here to go back to; AccessDenied: the caller
+            may not receive from ``from_queue`` or send to the queue the
+            message would go to; QuotaExceeded: out of a dead-letter queue,
+            no room in the target's quota; NotSupported: the daemon is too old.
         """
         return self._conn.run(poison.move, from_queue, to_queue, lookup_id, all)
 

@@ -73,7 +73,8 @@ class AsyncQueueManagerAdmin:
     async def move(
         self, from_queue: str, to_queue: str, lookup_id: int | None = None, *, all: bool = False
     ) -> MoveResult:
-        """Move messages between a queue and its subqueues; see ``QueueManager.move``."""
+        """Move messages between a queue and its subqueues, or out of a dead-letter
+        queue (``to_queue=""``: each back to its queue); see ``QueueManager.move``."""
         return await self._conn.run(poison.move, from_queue, to_queue, lookup_id, all)
 
     # ------------------------------------------------------------------

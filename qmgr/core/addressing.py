@@ -14,7 +14,11 @@ subqueues take no sends. A send to a remote queue cannot be checked
 against that queue (as in MSMQ): whether it exists, and is transactional,
 is judged where it arrives. The requests that read or change one queue
 here (receive, peek, purge, move, ...) name it by a *queue reference*,
-which :meth:`Addressing.queue` resolves to its record.
+which :meth:`Addressing.queue` resolves to its record. A message from
+another queue manager names its queue as it arrived (``DIRECT=``);
+:func:`arrival_address` says which queue that is here, for its arrival
+(``arrivals``) and, should it die here, for its move back out of the
+dead-letter queue (``moves``).
 
 It reads the store's catalog and never writes it; errors are the core's own.
 """
@@ -27,10 +31,17 @@ from typing import Final
 from storage import QueueRecord, Store
 
 from . import names
-from .errors import AccessDenied, InvalidArgument, QueueNotFound
+from .errors import AccessDenied, InvalidArgument, InvalidName, QueueNotFound
 from .outgoing import RemoteDestination
 
-__all__ = ["FORMAT_NAME_CACHE_SIZE", "MAX_DESTINATIONS", "Addressing", "MissingTarget", "Target"]
+__all__ = [
+    "FORMAT_NAME_CACHE_SIZE",
+    "MAX_DESTINATIONS",
+    "Addressing",
+    "MissingTarget",
+    "Target",
+    "arrival_address",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +64,32 @@ Target = QueueRecord | RemoteDestination | MissingTarget
 MAX_DESTINATIONS: Final = 1000
 #: Parsed format names remembered; the cache starts afresh when full.
 FORMAT_NAME_CACHE_SIZE: Final = 4096
+
+
+def arrival_address(
+    name: str, identity: names.LocalIdentity, *, router: bool
+) -> names.QueueAddress | None:
+    """The queue a message from another queue manager, addressed to ``DIRECT=`` +
+    ``name``, is for (local or not), or None when it names nothing this queue
+    manager understands.
+
+    A queue manager that is not a ``router`` takes every message that arrives
+    as its own: the host and port its sender wrote only chose the connection,
+    so only the queue path counts. A router judges them by ``identity``.
+    """
+    if not router:
+        protocol, _, rest = name.partition(":")
+        _, backslash, path = rest.partition("\\")
+        if not backslash:
+            return None
+        name = f"{protocol}:.\\{path}"
+    try:
+        parsed = names.parse_format_name("DIRECT=" + name, identity)
+    except InvalidName:
+        return None
+    if parsed.is_multiple:
+        return None
+    return parsed.elements[0]
 
 
 class Addressing:

@@ -68,7 +68,7 @@ from storage import (
 from wire import INFINITE, MessageClass, MessageProperties, UserMessage
 
 from . import names
-from .errors import InvalidName
+from .addressing import arrival_address
 from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
@@ -136,20 +136,9 @@ class Arrivals:
         return found
 
     def _resolve(self, name: str) -> tuple[str | None, RemoteDestination | None]:
-        if not self.router:
-            # Ours whatever the host and port: only the queue path counts.
-            protocol, _, rest = name.partition(":")
-            _, backslash, path = rest.partition("\\")
-            if not backslash:
-                return None, None
-            name = f"{protocol}:.\\{path}"
-        try:
-            parsed = names.parse_format_name("DIRECT=" + name, self._identity)
-        except InvalidName:
+        element = arrival_address(name, self._identity, router=self.router)
+        if element is None:
             return None, None
-        if parsed.is_multiple:
-            return None, None
-        element = parsed.elements[0]
         if element.is_local:
             return element.queue, None
         return None, RemoteDestination.from_address(element)

@@ -36,7 +36,7 @@ it needs; no part knows the engine (nor imports it):
 * ``store``, read only, for every part;
 * ``holds`` (``holds.Holds``): the held messages and each queue's receive
   start, shared by the receives and commits here, ``ranges``, ``expiry``,
-  ``poison``, ``two_phase`` and ``queues``;
+  ``poison``, ``moves``, ``two_phase`` and ``queues``;
 * ``tally`` (``transactions.Tally``): commits and aborts, counted by
   whoever ends one (a transaction, a removal step, a move, a resolution);
 * ``uncommitted`` (``budget.MemoryBudget``): bytes of messages in open
@@ -46,8 +46,11 @@ it needs; no part knows the engine (nor imports it):
   ``outcomes``; ``addressing``: format names and queue references;
 * ``outcomes`` (``outcomes.Outcomes``): the reports of a message's fate, for
   whoever decides it; ``confirmations`` builds on it; ``lists`` stands alone;
-* ``poison``: what an aborted receive does, and moves (a move by request
-  holds its message with :meth:`QueueManagerCore.take`, handed to it);
+* ``poison``: what an aborted receive does (counts, returns from ``;retry``,
+  moves to ``;retry`` and ``;poison``); ``moves``: moves by request, between a
+  queue and its subqueues and out of the dead-letter queues (a move holds its
+  message with :meth:`QueueManagerCore.take`, handed to it, and looks at it
+  first with :meth:`QueueManagerCore.peek`);
 * ``transactions`` (``transactions.OpenTransactions``): the open
   transactions and how each ends; an abort hands what it held to
   ``poison.aborted``;
@@ -86,6 +89,7 @@ from .expiry import Expiry
 from .holds import Holds
 from .limits import Limits
 from .lists import ListAdmin
+from .moves import Moves
 from .ordinals import OrdinalAllocator
 from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report, wants_report
 from .outgoing import RemoteDestination
@@ -123,7 +127,13 @@ class PreparedSend:
 
 
 class QueueManagerCore:
-    """Queue semantics over one store. Not thread-safe; one caller at a time."""
+    """Queue semantics over one store. Not thread-safe; one caller at a time.
+
+    ``identity`` says which format names are this queue manager's; ``router``
+    that it passes messages from other queue managers on (``peers.router``),
+    so that their host names decide whether they are its own (``moves`` takes
+    a dead letter back to its queue as its arrival took it).
+    """
 
     def __init__(
         self,
@@ -131,6 +141,7 @@ class QueueManagerCore:
         *,
         identity: names.LocalIdentity | None = None,
         limits: Limits | None = None,
+        router: bool = False,
     ) -> None:
         self.store = store
         self.identity = identity or names.LocalIdentity()
@@ -154,8 +165,19 @@ class QueueManagerCore:
         self.lists = ListAdmin(store, self.identity)
         #: The source's copies awaiting confirmation.
         self.confirmations = Confirmations(store, outcomes, delay=limits.xact_delay_receive_nack)
-        #: Aborted receives counted, poison handling, moves to and from subqueues.
-        self.poison = poison = PoisonHandling(store, holds, tally, addressing, take=self.take)
+        #: Aborted receives counted, poison handling.
+        self.poison = poison = PoisonHandling(store, holds, addressing)
+        #: Moves by request: within a queue's family, and dead letters back.
+        self.moves = Moves(
+            store,
+            holds,
+            tally,
+            addressing,
+            take=self.take,
+            peek=self.peek,
+            guid=self._guid,
+            router=router,
+        )
         #: Open transactions, and how each ends.
         self.transactions = transactions = OpenTransactions(
             holds, self.uncommitted, tally, aborted=poison.aborted
@@ -236,7 +258,7 @@ class QueueManagerCore:
         removals = tuple(
             removal(queue_id, lookup_id)
             if not moves or (queue_id, lookup_id) not in moves
-            else storage.MoveMessage(queue_id, lookup_id, moves[(queue_id, lookup_id)])
+            else moves[(queue_id, lookup_id)]
             for queue_id, lookup_id in tx.receives
         )
         if tx.receipts or tx.confirmations:
@@ -274,6 +296,7 @@ class QueueManagerCore:
             elif isinstance(op, RemoveMessage) and op.journal:
                 woken.update(holds.journal_of(op.queue_id))
             elif isinstance(result, storage.Moved):
+                holds.moved_in(result.target_id)
                 woken.add(result.target_id)
         return woken, None
 

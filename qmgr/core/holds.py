@@ -30,7 +30,8 @@ The position moves forward when a receive holds the first message it found
 scanning from it (everything up to that message is then held); back when a
 hold ends without removal and puts a message before it again (an abort);
 and, for a non-transactional queue, back to the start of a band when a
-message of higher priority is appended there (:meth:`Holds.appended`). A
+message of higher priority is appended there (:meth:`Holds.appended`), or
+to the front when a message is moved in (:meth:`Holds.moved_in`). A
 removal needs no change: the message is gone.
 
 :class:`Holds` reads the store (queue records, message keys) and never
@@ -120,11 +121,12 @@ class Holds:
         if scanned_from_start:
             holds.start = (band, lookup_id + 1)
 
-    def hold_through(self, queue_id: int, *, through: int, limit: int) -> list[int]:
-        """Hold up to ``limit`` free visible messages of a queue with a LookupId up
-        to ``through``; returns their LookupIds (a removal or a move follows)."""
+    def hold_through(self, queue_id: int, *, through: int, limit: int, after: int = 0) -> list[int]:
+        """Hold up to ``limit`` free visible messages of a queue with a LookupId
+        above ``after`` and up to ``through``; returns their LookupIds (a removal
+        or a move follows)."""
         found = self._store.read_through(
-            queue_id, through=through, limit=limit, skip=self.held(queue_id)
+            queue_id, through=through, limit=limit, skip=self.held(queue_id), after=after
         )
         for lookup_id in found:
             self.hold(queue_id, lookup_id)
@@ -215,3 +217,14 @@ class Holds:
                     band = 7 - op.priority
                     if (band, 0) < holds.start:
                         holds.start = (band, 0)
+
+    def moved_in(self, queue_id: int) -> None:
+        """A message was moved into a queue (``storage.Moved``): in a
+        non-transactional queue its priority may put it before where receives
+        start, so they start from the front again."""
+        holds = self._queues.get(queue_id)
+        if holds is None or holds.start == _ORIGIN:
+            return
+        queue = self._store.get_queue_by_id(queue_id)
+        if queue is not None and not queue.transactional:
+            holds.start = _ORIGIN

@@ -1,4 +1,4 @@
-"""Poison handling (MSMQ 4.0, WCF netMsmq): counting aborted receives, and moving messages.
+"""Poison handling (MSMQ 4.0, WCF netMsmq): counting aborted receives, retries and poison moves.
 
 Theory of operation
 -------------------
@@ -40,10 +40,10 @@ to ``RETRY_STEP`` due messages (not held by a transaction) and moves them
 back to their queue, abort count reset, move count + 1; an entry whose
 message has gone (received, purged, deleted) is dropped.
 
-Moves by request (:meth:`move_one`, :meth:`move_step`): between a queue and
-its own subqueues only; the message is held while its move is written, or,
-in a transaction, until the transaction commits (the commit moves it) or
-aborts (it stays; an abort of a move is not an aborted receive).
+Moves by request, between a queue and its subqueues and out of the
+dead-letter queues, are the ``moves`` module's; a transaction's abort tells
+this one which of the messages it held it was moving (not an aborted
+receive: not counted).
 
 Like the rest of the core: no I/O, no clock, no logging; ``wall`` is an
 argument.
@@ -53,8 +53,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import KW_ONLY, dataclass, field, replace
-from typing import Final, Protocol
+from dataclasses import dataclass, field, replace
+from typing import Final
 
 import storage
 from storage import (
@@ -73,19 +73,11 @@ from storage import (
 
 from . import names
 from .addressing import Addressing
-from .errors import (
-    AccessDenied,
-    InvalidArgument,
-    QueueManagerError,
-    TransactionUsageError,
-    from_store_error,
-)
+from .errors import AccessDenied, InvalidArgument, from_store_error
 from .holds import Holds
-from .transactions import Tally, Transaction
 
 __all__ = [
     "DEFAULT_SETTINGS",
-    "MOVE_STEP",
     "RETRY_STEP",
     "PoisonHandling",
     "check_settings",
@@ -96,8 +88,6 @@ __all__ = [
 DEFAULT_SETTINGS: Final = PoisonSettings(retry_count=5, retry_cycles=2, retry_delay=1800.0)
 #: Due messages one retry step moves back.
 RETRY_STEP: Final = 256
-#: Messages one step of a move of a whole queue moves.
-MOVE_STEP: Final = 2048
 _MAX_U32: Final = 0xFFFFFFFF
 #: The longest retry delay: about 136 years.
 _MAX_DELAY: Final = float(_MAX_U32)
@@ -173,29 +163,15 @@ class _Expected:
     outstanding: int
 
 
-class Take(Protocol):
-    """The engine's receive (``QueueManagerCore.take``), with which a move by
-    request holds its message as a receive would."""
-
-    def __call__(
-        self, queue: QueueRecord, *, lookup_id: int = 0, tx: Transaction | None, now: float
-    ) -> tuple[int, bytes] | None: ...
-
-
 @dataclass(slots=True, eq=False)
 class PoisonHandling:
-    """Poison handling and moves: the queues' records and messages from ``store``
-    (read only), the messages it holds in ``holds``, moves counted in ``tally``,
-    queue references resolved by ``addressing``, and a move by request holding
-    its message with the engine's receive (``take``)."""
+    """Poison handling: the queues' records and messages from ``store`` (read
+    only), the messages it holds in ``holds``, and queue references resolved
+    by ``addressing``."""
 
     _store: Store
     _holds: Holds
-    _tally: Tally
     _addressing: Addressing
-    _: KW_ONLY
-    #: The engine's receive.
-    take: Take
     #: Operations decided by aborts and not yet handed to the writer, in order.
     _queued: list[storage.Operation] = field(default_factory=list, init=False, repr=False)
     _expected: dict[tuple[int, int], _Expected] = field(
@@ -363,6 +339,7 @@ class PoisonHandling:
             elif isinstance(op, MoveMessage):
                 if isinstance(result, storage.Moved):
                     holds.forget(op.queue_id, op.lookup_id)
+                    holds.moved_in(op.target_id)
                     woken.add(op.target_id)
                 else:
                     released.append((op.queue_id, op.lookup_id))
@@ -392,106 +369,3 @@ class PoisonHandling:
         """Unix seconds when the first message in a ``;retry`` is due, or None."""
         first = self._store.retries_due(None, 1)
         return first[0][0] / 1000.0 if first else None
-
-    # ------------------------------------------------------------------ moves by request
-
-    def move_queues(self, source: str, target: str) -> tuple[QueueRecord, QueueRecord]:
-        """Resolve the two queues of a move.
-
-        Raises:
-            InvalidName, QueueNotFound; InvalidArgument: they are not a queue
-                and its subqueue, nor two subqueues of one queue.
-        """
-        a, b = self._addressing.queue(source), self._addressing.queue(target)
-        related = a.queue_id != b.queue_id and (
-            (a.kind is QueueKind.NORMAL and b.parent_id == a.queue_id)
-            or (b.kind is QueueKind.NORMAL and a.parent_id == b.queue_id)
-            or (a.kind is b.kind is QueueKind.SUBQUEUE and a.parent_id == b.parent_id)
-        )
-        if not related or QueueKind.JOURNAL in (a.kind, b.kind):
-            msg = (
-                f"cannot move from {a.display_name!r} to {b.display_name!r}: messages move "
-                "only between a queue and its own subqueues (NAME;retry, NAME;poison)"
-            )
-            raise InvalidArgument(msg)
-        return a, b
-
-    def move_one(
-        self,
-        source: QueueRecord,
-        target: QueueRecord,
-        *,
-        lookup_id: int,
-        tx: Transaction | None,
-        now: float,
-    ) -> tuple[int, Unit | None] | None:
-        """Hold the message named (or the next free one) for a move.
-
-        Returns:
-            None if there is none free; else its lookup id and, outside a
-            transaction, the unit that moves it (its outcome goes to
-            :meth:`move_done`); in ``tx``, None: the commit moves it.
-
-        Raises:
-            TransactionUsageError: in a transaction, from a non-transactional queue.
-            TransactionTooLarge: the transaction holds too many operations.
-        """
-        if tx is not None and not source.transactional:
-            msg = (
-                f"queue {source.display_name!r} is not transactional; "
-                "move its messages outside the transaction"
-            )
-            raise TransactionUsageError(msg)
-        found = self.take(source, lookup_id=lookup_id, tx=tx, now=now)
-        if found is None:
-            return None
-        taken = found[0]
-        if tx is not None:
-            tx.moves[(source.queue_id, taken)] = target.queue_id
-            tx.receipts.discard((source.queue_id, taken))  # a move is not a receipt
-            return taken, None
-        return taken, Unit((MoveMessage(source.queue_id, taken, target.queue_id),))
-
-    def move_step(
-        self, source: QueueRecord, target: QueueRecord, *, through: int, limit: int = MOVE_STEP
-    ) -> tuple[list[int], Unit] | None:
-        """Hold up to ``limit`` free messages with a lookup id up to ``through`` and
-        return them with the unit that moves them; None when none is left."""
-        queue_id = source.queue_id
-        found = self._holds.hold_through(queue_id, through=through, limit=limit)
-        if not found:
-            return None
-        ops = tuple(MoveMessage(queue_id, lookup_id, target.queue_id) for lookup_id in found)
-        return found, Unit(ops, atomic=False)
-
-    def move_done(
-        self, source_id: int, held: list[int], outcome: UnitOutcome | BaseException
-    ) -> tuple[int, int, set[int], QueueManagerError | None]:
-        """Finish a move outside a transaction.
-
-        Returns:
-            ``(messages moved, the last one's new lookup id, queues to wake,
-            the first failure)``; a message whose move failed stays where it was.
-        """
-        holds = self._holds
-        if isinstance(outcome, BaseException):
-            back = holds.release((source_id, lookup_id) for lookup_id in held)
-            return 0, 0, back, from_store_error(outcome)
-        moved = last = 0
-        woken: set[int] = set()
-        released: list[tuple[int, int]] = []
-        error: QueueManagerError | None = None
-        for lookup_id, result in zip(held, outcome.results, strict=True):
-            if isinstance(result, storage.Moved):
-                moved += 1
-                last = result.target_lookup_id
-                holds.forget(source_id, lookup_id)
-                woken.add(result.target_id)
-            else:
-                released.append((source_id, lookup_id))
-                if isinstance(result, storage.Failed) and error is None:
-                    error = from_store_error(result.error)
-        woken |= holds.release(released)
-        if moved:
-            self._tally.commits += 1
-        return moved, last, woken, error

@@ -7,6 +7,8 @@ receives in it; COMMITTING once its commit (or its prepare) has been handed
 to the writer; ENDED after. Its sends are kept here as ready-to-write store
 operations, and its receives as the messages it holds (``holds``); nothing
 of it is written before the commit, so a crash aborts it by forgetting it.
+A message it moves (``moves``) is held among its receives, and its commit
+writes the move instead of the removal.
 
 A transaction in which an operation failed is *doomed*: it can only abort.
 Clients pipeline their sends and the commit, so the commit may arrive after
@@ -32,7 +34,7 @@ import enum
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import KW_ONLY, dataclass, field
 
-from storage import AppendMessage, AppendOutgoing, Operation
+from storage import AppendMessage, AppendOutgoing, MoveMessage, Operation
 
 from .budget import MemoryBudget
 from .errors import QueueManagerError, TransactionAborted
@@ -84,8 +86,8 @@ class Transaction:
     #: may resolve or list it.
     principal: str = ""
     #: Messages it moves (held like its receives, which they are among):
-    #: ``(queue_id, lookup_id)`` -> the queue id they go to at commit.
-    moves: dict[tuple[int, int], int] = field(default_factory=dict)
+    #: ``(queue_id, lookup_id)`` -> the ``MoveMessage`` its commit writes.
+    moves: dict[tuple[int, int], MoveMessage] = field(default_factory=dict)
     #: The receives whose messages ask for a report of their fate (an
     #: acknowledgment or journal level): the commit reports them.
     receipts: set[tuple[int, int]] = field(default_factory=set)

@@ -236,8 +236,9 @@ class TwoPhase:
         tx.check_committable()
         if tx.moves:
             msg = (
-                f"transaction {tx.client_id} moves messages between a queue and its "
-                "subqueues, which a prepared transaction cannot; commit it instead"
+                f"transaction {tx.client_id} moves messages (between a queue and its "
+                "subqueues, or out of a dead-letter queue), which a prepared transaction "
+                "cannot; commit it instead"
             )
             raise TransactionUsageError(msg)
         if len(self._prepared) + self._preparing >= self.max_prepared:

@@ -125,6 +125,7 @@ class Daemon:
             limits=from_config(
                 Limits, config, xact_delay_receive_nack=None if delay < 0 else delay
             ),
+            router=config.peer_router,
         )
         core = self.core
         # The one place that writes, and the wake-ups of blocked readers.

@@ -1,11 +1,11 @@
-"""Poison handling (MSMQ 4.0): message counters, moves between a queue and its subqueues, retries.
+"""Poison handling (MSMQ 4.0): message counters, moves (subqueues, dead letters), retries.
 
 Theory of operation
 -------------------
 MSMQ 4.0 counts, for every message, how often a transaction that received it
 aborted (``PROPID_M_ABORT_COUNT``, since the message entered its current
-queue), how often it was moved between a queue and its subqueues
-(``PROPID_M_MOVE_COUNT``) and when it last was (``PROPID_M_LAST_MOVE_TIME``).
+queue), how often it was moved (``PROPID_M_MOVE_COUNT``) and when it last
+was (``PROPID_M_LAST_MOVE_TIME``).
 An abort must not rewrite the message, so the counters live beside it, in
 the database ``message_counters``, keyed by the message's queue id and
 lookup id (the message key without its leading zero byte): a message that
@@ -15,18 +15,26 @@ its entry in the same write (the context discards the key with the
 message's). Lookup ids are never reused within a queue, nor queue ids, so an
 entry can never be taken for another message's.
 
-Messages *move* between a queue and its subqueues (``ops.subqueues``) with
-:class:`MoveMessage`, which removes the message from one and appends it to
-the other in one write. The record is made again with :func:`moved_record`,
-the one place that carries what a message record holds besides its payload
-into the message's new place: its payload (its id, its body), its priority,
-its size and its arrival time, its deadline (the expiry index follows it:
-the removal drops its old key, the append writes its new one) and the layer
-above's note; it gets a new lookup id in its new queue. Each move also
-writes the message's counters: abort count 0, move count + 1, the last move
-time, and, when the message goes to ``;retry`` of a queue with poison
-handling, when it comes back. :class:`RecordAbort` adds one to a message's
-abort count (a message that is gone meanwhile is passed over).
+Messages *move* with :class:`MoveMessage`, which removes the message from
+one queue and appends it to the other in one write: between a queue and its
+subqueues (``ops.subqueues``), or out of a dead-letter queue
+(``system$;deadletter``, ``system$;deadxact``) into a NORMAL queue that is
+transactional exactly when the dead-letter queue is. The record is made
+again with :func:`moved_record`, the one place that carries what a message
+record holds besides its payload into the message's new place: its payload
+(its id, its body), its priority, its size and its arrival time, its
+deadline (the expiry index follows it: the removal drops its old key, the
+append writes its new one) and the layer above's note; it gets a new lookup
+id in its new queue. The payload goes as it is, but for the bytes the layer
+above may ask to write over it (``MoveMessage.patch``, at an offset of its
+choosing: a dead letter's class set back to normal), which the store writes
+without reading them. A queue's subqueues share its quota, so a move within
+a family never fails for it; a move out of a dead-letter queue needs room
+in its target's quota, as an arrival does. Each move also writes the
+message's counters: abort count 0, move count + 1, the last move time, and,
+when the message goes to ``;retry`` of a queue with poison handling, when it
+comes back. :class:`RecordAbort` adds one to a message's abort count (a
+message that is gone meanwhile is passed over).
 :class:`SetPoisonSettings` rewrites a queue's record with its poison
 settings (format version 3) or without (version 2).
 
@@ -43,7 +51,8 @@ purged, deleted) is dropped with :class:`DropRetryEntry` when it comes due.
 
 The operations decide nothing about poison handling: the core chooses where a
 message goes and when; they check what the store must (the queues exist
-and are one family, the message is there and not purged) and write.
+and are one family, or a dead-letter queue and a queue of its kind, the
+message is there and not purged) and write.
 Within a batch, each message's counters as the batch changed them are kept
 in the batch's scratch state, so two aborts of one message in one batch
 both count.
@@ -95,6 +104,7 @@ from ..records import (
     pack,
 )
 from ..units import Done, Operation, Removal, Result
+from .messages import check_quota
 from .subqueues import RETRY_SUFFIX
 
 __all__ = [
@@ -136,7 +146,8 @@ class MessageCounters:
 
     #: Aborted receives since the message entered its current queue.
     abort_count: int = 0
-    #: Moves between a queue and its subqueues, in the message's lifetime.
+    #: Moves in the message's lifetime (within its queue's family, out of a
+    #: dead-letter queue; a dead-letter copy is a new message and starts at 0).
     move_count: int = 0
     #: Trips poison handling gave it through ``;retry`` (since it was last
     #: moved into its queue by request).
@@ -315,16 +326,32 @@ def _put_counters(
     ctx.set_scratch((_COUNTERS, key), counters)
 
 
-def moved_record(data: bytes | memoryview) -> bytes:
+def moved_record(data: bytes | memoryview, patch: tuple[int, bytes] | None = None) -> bytes:
     """The record a message gets in the queue it moves to.
 
     Made with ``encode_message_record``, the function ``AppendMessage``
     uses, from what the old record holds: whatever a message record keeps
-    besides its payload must be carried over here.
+    besides its payload must be carried over here. ``patch``, ``(offset,
+    bytes)``, is written over the payload at that offset.
+
+    Raises:
+        InvalidOperation: the patch does not lie within the payload.
     """
     priority, size = message_header(data)
+    whole = message_payload(data)
+    payload: memoryview | tuple[memoryview, bytes, memoryview] = whole
+    if patch is not None:
+        offset, replacement = patch
+        end = offset + len(replacement)
+        if offset < 0 or end > len(whole):
+            msg = (
+                f"a move cannot write {len(replacement)} bytes at offset {offset} "
+                f"of a {len(whole)}-byte message"
+            )
+            raise InvalidOperation(msg)
+        payload = (whole[:offset], replacement, whole[end:])
     return encode_message_record(
-        message_payload(data),
+        payload,
         priority=priority,
         size=size,
         arrived_time=message_arrived_time(data),
@@ -396,29 +423,37 @@ class RecordAbort(Operation):
 
 @dataclass(frozen=True, slots=True)
 class MoveMessage(Operation):
-    """Move a message between a queue and one of its subqueues, or between two
-    subqueues of one queue (see the module docstring).
+    """Move a message between a queue and one of its subqueues, between two
+    subqueues of one queue, or out of a dead-letter queue into a NORMAL queue
+    of its transactional kind (see the module docstring).
 
     Raises (when planned):
         QueueMissing: either queue is gone.
-        InvalidOperation: the queues are not one queue and its subqueue (or
-            two subqueues of one queue), or are the same queue.
+        InvalidOperation: the queues are none of those pairs (or are the same
+            queue); the patch does not lie within the payload.
         MessageMissing: the message is not there (or was purged).
+        QuotaExceeded: out of a dead-letter queue, the target's quota is full
+            (a family shares one quota: a move within it needs no room).
     """
 
     queue_id: int
     lookup_id: int
     target_id: int
     reason: MoveReason = MoveReason.REQUEST
+    #: ``(offset, bytes)`` written over the payload as it moves (the layer
+    #: above's choice: a dead letter's class back to normal), or None.
+    patch: tuple[int, bytes] | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
         source = ctx.live_queue(self.queue_id)
         target = ctx.live_queue(self.target_id)
-        parent = _family_parent(ctx, source, target)
+        parent = _move_parent(ctx, source, target)
         data = _visible_message(ctx, source, self.lookup_id)
         priority, size = message_header(data)
+        if parent is None:
+            check_quota(ctx, target, size)  # a family shares one quota; this is new room
         counters = _counters(ctx, self.queue_id, self.lookup_id)
-        record = moved_record(data)
+        record = moved_record(data, self.patch)
         ctx.remove(self.queue_id, self.lookup_id, priority, size, data)
         ctx.set_scratch((_COUNTERS, counters_key(self.queue_id, self.lookup_id)), None)
         new_lookup_id = ctx.append(self.target_id, record, priority, size)
@@ -428,10 +463,10 @@ class MoveMessage(Operation):
         cycles = counters.retry_cycles
         if self.reason is MoveReason.RETRY:
             cycles = min(cycles + 1, _MAX_U32)
-        elif self.reason is MoveReason.REQUEST and target is parent:
+        elif parent is None or (self.reason is MoveReason.REQUEST and target is parent):
             cycles = 0
         due = 0
-        poison = parent.record.poison
+        poison = None if parent is None else parent.record.poison
         if (
             poison is not None
             and target.record.name.endswith(RETRY_SUFFIX)
@@ -450,12 +485,17 @@ class MoveMessage(Operation):
         return Moved(self.queue_id, self.lookup_id, self.target_id, new_lookup_id, moved)
 
 
-def _family_parent(ctx: PlanContext, source: QueueState, target: QueueState) -> QueueState:
-    """The queue whose family both belong to.
+#: The dead-letter queues, out of which messages move into NORMAL queues.
+_DEAD_LETTER_KINDS: Final = (QueueKind.DEADLETTER, QueueKind.DEADXACT)
+
+
+def _move_parent(ctx: PlanContext, source: QueueState, target: QueueState) -> QueueState | None:
+    """The queue whose family both belong to; None for a move out of a dead-letter queue.
 
     Raises:
-        InvalidOperation: they are not one queue and its subqueue, or two
-            subqueues of one queue.
+        InvalidOperation: they are not one queue and its subqueue, two
+            subqueues of one queue, nor a dead-letter queue and a NORMAL queue
+            that is transactional exactly when it is.
     """
     a, b = source.record, target.record
     sub = QueueKind.SUBQUEUE
@@ -467,9 +507,16 @@ def _family_parent(ctx: PlanContext, source: QueueState, target: QueueState) -> 
         if a.kind is sub and b.kind is sub and a.parent_id == b.parent_id:
             assert a.parent_id is not None
             return ctx.live_queue(a.parent_id)
+        if (
+            a.kind in _DEAD_LETTER_KINDS
+            and b.kind is QueueKind.NORMAL
+            and a.transactional == b.transactional
+        ):
+            return None
     msg = (
         f"cannot move a message from {a.name!r} to {b.name!r}: messages move only between "
-        "a queue and its own subqueues"
+        "a queue and its own subqueues, or out of a dead-letter queue into a queue of its "
+        "transactional kind"
     )
     raise InvalidOperation(msg)
 

@@ -8,6 +8,7 @@ give; the round trips through a real queue manager are in
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 from fake_daemon import FakeDaemon
 from rich.console import Console
+from wire_samples import QUEUE_INFO
 
 from qmgr.cli import messages
 from qmgr.client import Acknowledge, Journal, Message, MessageClass
@@ -128,6 +130,49 @@ def test_move_between_subqueues_takes_lookup_id_or_all() -> None:
     both = run(None, "move", "orders;poison", "orders", "--lookup-id", "3", "--all")
     assert both.exit_code == 2
     assert "give --lookup-id or --all, not both" in both.stderr
+
+
+def test_move_back_names_no_destination_and_move_names_one() -> None:
+    named = run(None, "move", "system$;deadletter", "orders", "--back")
+    assert named.exit_code == 2
+    assert "--back moves each message back to the queue it was sent to: give no DEST" in (
+        named.stderr
+    )
+    neither = run(None, "move", "system$;deadletter")
+    assert neither.exit_code == 2
+    assert "give DEST, or --back to move dead letters back" in neither.stderr
+
+
+def test_move_back_asks_for_no_target_and_keeps_the_ids(fake_daemon: FakeDaemon) -> None:
+    fake_daemon.canned[cf.MoveMessages] = cf.Moved(count=1, lookup_id=9)
+    one = ok(run(fake_daemon, "move", "system$;deadletter", "--back", "--lookup-id", "5"))
+    assert (
+        one.stdout
+        == "moved 1 message from system$;deadletter back to its queue (lookup id 9 there)\n"
+    )
+    fake_daemon.canned[cf.MoveMessages] = cf.Moved(count=2, lookup_id=12)
+    dead = dataclasses.replace(
+        QUEUE_INFO,
+        name="system$;deadletter",
+        format_name=".\\system$;deadletter",
+        kind=int(cf.QueueKind.DEADLETTER),
+        transactional=False,
+        depth=1,
+    )
+    fake_daemon.canned[cf.ListQueues] = cf.QueueList(queues=(dead,))
+    every = ok(run(fake_daemon, "move", "system$;deadletter", "--back", "--all"))
+    assert every.stdout == "moved 2 messages from system$;deadletter back to their queues\n"
+    assert every.stderr.startswith("note: 1 message stays in system$;deadletter (no application")
+    assert fake_daemon.requests_of(cf.MoveMessages) == [
+        cf.MoveMessages(source="system$;deadletter", target="", lookup_id=5),
+        cf.MoveMessages(source="system$;deadletter", target="", all=True),
+    ]
+    # Into a queue named, by lookup id: the one move that keeps the id, not a receive and a send.
+    ok(run(fake_daemon, "move", "system$;deadxact", "orders", "--lookup-id", "3"))
+    assert fake_daemon.requests_of(cf.MoveMessages)[-1] == cf.MoveMessages(
+        source="system$;deadxact", target="orders", lookup_id=3
+    )
+    assert fake_daemon.requests_of(cf.Receive) == []
 
 
 # --------------------------------------------------------------------------

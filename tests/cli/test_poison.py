@@ -1,5 +1,6 @@
-"""``qmgr queue set`` and ``qmgr move`` between a queue and its subqueues
-(``qmgr/cli/poison.py``), against the session's real queue manager.
+"""``qmgr queue set`` and ``qmgr move`` between a queue and its subqueues, and of dead
+letters back to their queues (``qmgr/cli/poison.py``), against the session's real
+queue manager.
 
 How messages become poison is in ``tests/integration/test_poison.py``.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, wait_until
 
 from qmgr.cli.poison import is_subqueue_move
 
@@ -81,3 +82,41 @@ def test_moves_keep_the_message_and_say_where_it_went(
     nothing = ok(run(shared_daemon, "move", q, poison, "--all"))
     assert nothing.stdout == f"moved 0 messages from {q} to {poison}\n"
     assert nothing.stderr == ""  # no "of N" note for --all
+
+
+def test_a_dead_letter_moves_back_with_its_id(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name))
+    sent = ok(
+        run(
+            shared_daemon,
+            "send",
+            queue_name,
+            "--body",
+            "late",
+            "--ttbr",
+            "1",
+            "--journal",
+            "deadletter",
+        )
+    ).stdout.strip()
+    dead = "system$;deadletter"
+    found: list[dict[str, object]] = []
+
+    def kept() -> bool:
+        page = ok(run(shared_daemon, "peek", dead, "--count", "10000", "--json")).stdout
+        found[:] = [m for m in map(json.loads, page.splitlines()) if m["id"] == sent]
+        return bool(found)
+
+    wait_until(kept, timeout=30)
+    [copy] = found
+    assert copy["message_class"] != 0
+    moved = ok(run(shared_daemon, "move", dead, "--back", "--lookup-id", str(copy["lookup_id"])))
+    assert moved.stdout.startswith(f"moved 1 message from {dead} back to its queue (lookup id ")
+    back = json.loads(ok(run(shared_daemon, "receive", queue_name, "--json")).stdout)
+    assert (back["id"], back["body"], back["move_count"]) == (sent, "late", 1)
+    assert back["message_class"] == 0
+    again = run(shared_daemon, "move", dead, "--back", "--lookup-id", str(copy["lookup_id"]))
+    assert again.exit_code == 1
+    assert "is not in 'system$;deadletter'" in again.stderr

@@ -1,6 +1,7 @@
 """Poison handling (``qmgr.core.poison``) over a real store: aborted receives counted,
 the moves to ``;retry`` and ``;poison`` at the thresholds, the retry cycles (with
-explicit times), poison settings, subqueues, and moves by request."""
+explicit times), poison settings, subqueues, and moves by request between a queue and
+its subqueues (``qmgr.core.moves``; dead letters moved out are in ``test_moves``)."""
 
 from __future__ import annotations
 
@@ -266,12 +267,12 @@ def test_deleting_a_queue_deletes_its_subqueues_and_purging_leaves_them(h: CoreH
 
 
 def move(h: CoreHarness, source: str, target: str, lookup_id: int = 0) -> int:
-    a, b = h.core.poison.move_queues(source, target)
-    held = h.core.poison.move_one(a, b, lookup_id=lookup_id, tx=None, now=h.tick())
+    a, b = h.core.moves.move_queues(source, target)
+    held = h.core.moves.move_one(a, b, lookup_id=lookup_id, tx=None, now=h.tick())
     assert held is not None
     taken, unit = held
     assert unit is not None
-    moved, last, _, error = h.core.poison.move_done(a.queue_id, [taken], h.write(unit))
+    moved, last, _, error = h.core.moves.move_done(a.queue_id, [taken], h.write(unit))
     assert (moved, error) == (1, None)
     return last
 
@@ -291,7 +292,7 @@ def test_moves_by_request_keep_the_message_id(h: CoreHarness) -> None:
     assert counters(h, "q", back).move_count == 3
     for source, target in (("q", "q"), ("q", "q;journal"), ("q;journal", "q"), ("q", "other")):
         with pytest.raises((InvalidArgument, QueueNotFound)):
-            h.core.poison.move_queues(source, target)
+            h.core.moves.move_queues(source, target)
 
 
 def test_moving_a_whole_queue_in_steps(h: CoreHarness) -> None:
@@ -300,12 +301,14 @@ def test_moving_a_whole_queue_in_steps(h: CoreHarness) -> None:
         h.send("q", b"%d" % index)
     tx = h.begin()
     h.take("q", tx)  # a held message is not moved
-    a, b = h.core.poison.move_queues("q", "q;poison")
-    total = 0
+    a, b = h.core.moves.move_queues("q", "q;poison")
+    total = after = 0
     through = a.next_lookup_id - 1
-    while (step := h.core.poison.move_step(a, b, through=through, limit=3)) is not None:
-        held, unit = step
-        moved, _, _, error = h.core.poison.move_done(a.queue_id, held, h.write(unit))
+    while (step := h.core.moves.move_step(a, b, through=through, after=after, limit=3)) is not None:
+        assert step.unit is not None
+        assert step.skipped == 0
+        after = step.after
+        moved, _, _, error = h.core.moves.move_done(a.queue_id, step.held, h.write(step.unit))
         assert error is None
         total += moved
     assert total == 6
@@ -317,25 +320,25 @@ def test_moving_a_whole_queue_in_steps(h: CoreHarness) -> None:
 def test_a_move_in_a_transaction_happens_at_commit_and_not_on_abort(h: CoreHarness) -> None:
     h.create("q", transactional=True, poison=SHORT)
     lookup_id = h.send("q", b"m")
-    a, b = h.core.poison.move_queues("q;poison", "q")
+    a, b = h.core.moves.move_queues("q;poison", "q")
     a, b = b, a  # q -> q;poison
     tx = h.begin()
-    assert h.core.poison.move_one(a, b, lookup_id=0, tx=tx, now=h.tick()) == (lookup_id, None)
+    assert h.core.moves.move_one(a, b, lookup_id=0, tx=tx, now=h.tick()) == (lookup_id, None)
     assert bodies(h, "q") == []
     h.core.abort(tx)  # not an aborted receive: nothing counted
     assert not h.core.poison.wanted
     assert bodies(h, "q") == [b"m"]
     tx = h.core.two_phase.begin(h, 7, h.tick(), "moving")
-    h.core.poison.move_one(a, b, lookup_id=lookup_id, tx=tx, now=h.tick())
+    h.core.moves.move_one(a, b, lookup_id=lookup_id, tx=tx, now=h.tick())
     with pytest.raises(TransactionUsageError, match="moves messages"):
         h.core.two_phase.prepare(tx, WALL)
     h.core.abort(tx)
     tx = h.begin()
-    h.core.poison.move_one(a, b, lookup_id=lookup_id, tx=tx, now=h.tick())
+    h.core.moves.move_one(a, b, lookup_id=lookup_id, tx=tx, now=h.tick())
     assert h.commit(tx) == [None]
     assert bodies(h, "q;poison") == [b"m"]
     h.create("plain")
     h.send("plain", b"p")
-    p, pp = h.core.poison.move_queues("plain", "plain;poison")
+    p, pp = h.core.moves.move_queues("plain", "plain;poison")
     with pytest.raises(TransactionUsageError):
-        h.core.poison.move_one(p, pp, lookup_id=0, tx=h.begin(), now=h.tick())
+        h.core.moves.move_one(p, pp, lookup_id=0, tx=h.begin(), now=h.tick())

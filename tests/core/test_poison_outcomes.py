@@ -61,9 +61,9 @@ def test_a_move_reports_nothing_and_a_receive_from_the_subqueue_reports_the_rece
 
 def test_a_move_back_in_a_transaction_reports_nothing(qm: CoreHarness) -> None:
     send_poisoned(qm, b"m", acknowledge=POS_RECEIVE, admin_queue="admin")
-    source, target = qm.core.poison.move_queues("q;poison", "q")
+    source, target = qm.core.moves.move_queues("q;poison", "q")
     tx = qm.begin()
-    held = qm.core.poison.move_one(source, target, lookup_id=0, tx=tx, now=qm.tick())
+    held = qm.core.moves.move_one(source, target, lookup_id=0, tx=tx, now=qm.tick())
     assert held is not None
     assert qm.commit(tx) == [None]
     assert [body for _, body in qm.visible("q")] == [b"m"]

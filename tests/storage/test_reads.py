@@ -117,6 +117,11 @@ def test_read_through_lists_the_visible_lookup_ids_up_to_one(
         14,
     ]
     assert store.read_through(qid, through=12, limit=0, skip=()) == []
+    # After a lookup id: where the step before stopped.
+    assert store.read_through(qid, through=12, limit=2, skip={7}, after=6) == [8, 10]
+    assert store.read_through(qid, through=12, limit=100, skip=(), after=2) == [6, 7, 8, 10, 11, 12]
+    assert store.read_through(qid, through=12, limit=100, skip=(), after=12) == []
+    assert store.read_through(qid, through=2**64 - 1, limit=9, skip=(), after=2**64 - 1) == []
 
 
 #: Priorities of the messages with lookup ids 1..6.

@@ -9,9 +9,12 @@ Requests:
   all of them between a queue and one of its subqueues (``NAME;retry``,
   ``NAME;poison``), or between two subqueues of one queue, as MSMQ's
   MQMoveMessage does: the message keeps its id and body and gets a new
-  LookupId in its new queue. The reply is :class:`Moved`. With a
-  transaction id (a transactional queue), the one message moves when the
-  transaction commits.
+  LookupId in its new queue. The same request moves dead letters out of
+  ``system$;deadletter`` or ``system$;deadxact`` into an application queue
+  of their transactional kind, or, with an empty target, each back to the
+  queue it was sent to; they become ordinary messages there again (normal
+  class). The reply is :class:`Moved`. With a transaction id (a
+  transactional queue), the one message moves when the transaction commits.
 
 Both are answered only on a connection that negotiated ``POISON_VERSION``
 (5) or later; a daemon refuses them below it.
@@ -68,7 +71,8 @@ class MessageCounters:
 
     #: Transactions that received it and aborted, since it entered its current queue.
     abort_count: int = 0
-    #: Moves between its queue and the queue's subqueues, in its lifetime.
+    #: Moves between its queue and the queue's subqueues, or out of a dead-letter
+    #: queue, in its lifetime.
     move_count: int = 0
     #: Unix seconds of the last move; 0.0 if it never moved.
     last_move_time: float = 0.0
@@ -103,7 +107,9 @@ class SetQueueProperties:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoveMessages:
     """Move messages from ``source`` to ``target``: a queue and its subqueue (either
-    way), or two subqueues of one queue.
+    way), two subqueues of one queue, or a dead-letter queue and an application
+    queue; ``target`` empty, from a dead-letter queue: each message back to the
+    queue it was sent to (one that has none here stays where it is).
 
     ``lookup_id`` names the message (0: the next one a receive would get);
     with ``all``, every message there when the move begins (``lookup_id``
@@ -119,9 +125,9 @@ class MoveMessages:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Moved:
-    """The answer to :class:`MoveMessages`: how many moved, and the LookupId the
-    last one got in its new queue (0 if none moved, or in a transaction: the
-    commit gives it)."""
+    """The answer to :class:`MoveMessages`: how many moved (not those a move of
+    all passed over), and the LookupId the last one got in its new queue (0 if
+    none moved, or in a transaction: the commit gives it)."""
 
     count: int
     lookup_id: int

@@ -55,6 +55,7 @@ from .constants import TransactionFlags as TransactionFlags
 from .constants import UserFlags as UserFlags
 from .constants import VarType as VarType
 from .convert import direct_queue as direct_queue
+from .convert import message_class_patch as message_class_patch
 from .convert import message_to_packet as message_to_packet
 from .convert import packet_to_message as packet_to_message
 from .convert import queue_text as queue_text
@@ -155,6 +156,7 @@ __all__ = [
     "classify_packet",
     "direct_queue",
     "is_order_queue",
+    "message_class_patch",
     "message_to_packet",
     "packet_to_message",
     "parse_packet",

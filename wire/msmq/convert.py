@@ -90,6 +90,7 @@ from .trusted import new
 
 __all__ = [
     "direct_queue",
+    "message_class_patch",
     "message_to_packet",
     "packet_to_message",
     "queue_text",
@@ -112,7 +113,6 @@ _DIRECT_PREFIX: Final = "DIRECT="
 _DIRECT_TCP: Final = "DIRECT=TCP:"
 _DIRECT_OS: Final = "DIRECT=OS:"
 
-_CLASS_END: Final = CLASS_OFFSET + 2
 _U16: Final = struct.Struct("<H")
 
 #: The packet field each MessageProperties field comes from, for errors coming in.
@@ -462,6 +462,20 @@ def direct_queue(text: str) -> DirectQueue | None:
 # --- message class ------------------------------------------------------------------------------
 
 
+def message_class_patch(message_class: int) -> tuple[int, bytes]:
+    """Where the class lies in an encoded message, and the bytes of ``message_class``
+    there: ``(offset, bytes)``, the splice :func:`with_message_class` makes, for a
+    layer that rewrites a stored message without decoding it (a dead letter moved
+    back to its queue, with its class normal again).
+
+    Raises:
+        LocalProtocolError: ``message_class`` is not in 0..0xFFFF.
+    """
+    if not isinstance(message_class, int) or not 0 <= message_class <= 0xFFFF:
+        _local("message_class", f"must be an integer in 0..0xffff, got {message_class!r:.40}")
+    return CLASS_OFFSET, _U16.pack(message_class)
+
+
 def with_message_class(message: MessageProperties, message_class: int) -> MessageProperties:
     """A copy of ``message`` with only its class changed (a NACK class on rejection).
 
@@ -472,9 +486,6 @@ def with_message_class(message: MessageProperties, message_class: int) -> Messag
     Raises:
         LocalProtocolError: ``message_class`` is not in 0..0xFFFF.
     """
-    if not isinstance(message_class, int) or not 0 <= message_class <= 0xFFFF:
-        _local("message_class", f"must be an integer in 0..0xffff, got {message_class!r:.40}")
+    offset, value = message_class_patch(message_class)
     raw = message.view
-    return MessageProperties.from_bytes(
-        b"".join((raw[:CLASS_OFFSET], _U16.pack(message_class), raw[_CLASS_END:]))
-    )
+    return MessageProperties.from_bytes(b"".join((raw[:offset], value, raw[offset + len(value) :])))

@@ -10,6 +10,10 @@ subqueues; nothing can be sent to them, but they can be peeked and received
 from like any queue. Each message says how often it was aborted and moved
 (``Message.abort_count``, ``move_count``, ``last_move_time``).
 
+``move`` also takes dead letters out of ``system$;deadletter`` and
+``system$;deadxact``: into an application queue named, or, with an empty
+target, each back to the queue it was sent to, as ordinary messages again.
+
 These requests need the protocol's ``POISON_VERSION``: against an older
 daemon they raise :class:`NotSupported` before anything is sent.
 """

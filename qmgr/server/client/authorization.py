@@ -11,12 +11,19 @@ no request runs without a declared need:
 
 * a request about one queue needs a right on it (:class:`~.needs.QueueRight`):
   receive, peek (a peek, a range, a measure), purge, delete, set properties
-  (poison settings), receive on the source of a move, get properties to
-  read the permissions, change permissions to change them;
+  (poison settings), get properties to read the permissions, change
+  permissions to change them;
 * a send needs send on every local queue it puts a copy in, its
   distribution lists expanded (a remote queue's own queue manager decides),
   and on a local queue it names as its admin or response queue (this queue
   manager writes acknowledgments there on the sender's behalf);
+* a move (:class:`~.needs.MoveRights`) needs receive on its source and send
+  on its target, unless the target is of the source's own family (a queue
+  and its subqueues: one list). A move of dead letters back to their queues
+  names no target when it is asked: the handler asks again, with
+  :meth:`Authorization.move_targets`, for each queue a message would go to,
+  so that every queue a principal's move puts a message in is checked here,
+  as every queue its send reaches is;
 * a prepared transaction is its preparer's: resolving it needs to be that
   principal (or an administrator), and listing shows a principal its own
   (:meth:`Authorization.owner_filter`);
@@ -46,6 +53,7 @@ and failed authentications in :attr:`Authorization.tally`, for the metrics.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -69,7 +77,17 @@ from qmgr.core.two_phase import MAX_RESOLVE
 from storage import QueueKind, QueueRecord
 from wire import MessageProperties
 
-from .needs import Administrators, Monitors, Need, Open, Preparer, QueueRight, SendRights
+from .needs import (
+    MOVE_RIGHTS,
+    Administrators,
+    Monitors,
+    MoveRights,
+    Need,
+    Open,
+    Preparer,
+    QueueRight,
+    SendRights,
+)
 
 __all__ = ["AccessTally", "Authorization"]
 
@@ -144,12 +162,16 @@ class Authorization:
 
     # ------------------------------------------------------------------ lists
 
-    def acl_of(self, record: QueueRecord) -> Acl:
-        """The list that governs ``record`` (its queue's, for a journal or subqueue)."""
-        governing = record
+    def _governing(self, record: QueueRecord) -> QueueRecord:
+        """The queue whose list governs ``record`` (its queue, for a journal or subqueue)."""
         if record.kind in (QueueKind.JOURNAL, QueueKind.SUBQUEUE) and record.parent_id is not None:
             parent = self._core.store.get_queue_by_id(record.parent_id)
-            governing = parent if parent is not None else record
+            return parent if parent is not None else record
+        return record
+
+    def acl_of(self, record: QueueRecord) -> Acl:
+        """The list that governs ``record`` (its queue's, for a journal or subqueue)."""
+        governing = self._governing(record)
         cached = self._lists.get(governing.name)
         if cached is not None:
             return cached
@@ -203,6 +225,8 @@ class Authorization:
                 return self._queue_denial(principal, name, right)
             case SendRights():
                 return self._send_denial_kept(principal, request.message)
+            case MoveRights():
+                return self._move_denial(principal, request.source, request.target)
             case Preparer():
                 return self._resolve_denial(principal, request.xids)
             case Administrators():
@@ -216,6 +240,22 @@ class Authorization:
                 )
             case _:
                 assert_never(need)
+
+    def move_targets(
+        self, principal: Principal | None, request: Any
+    ) -> Callable[[QueueRecord], str | None] | None:
+        """For a move (``MoveMessages``) that names no target: why ``principal``
+        may not move a message into a queue, asked of :meth:`denial` with that
+        queue as the request's target; None: every queue (an administrator, or
+        no permissions)."""
+        if not self.enabled or principal is None or self.is_admin(principal):
+            return None
+
+        def denied(target: QueueRecord) -> str | None:
+            moving = dataclasses.replace(request, target=target.name)
+            return self.denial(principal, moving, MOVE_RIGHTS)
+
+        return denied
 
     def owner_filter(self, principal: Principal | None) -> str | None:
         """Whose in-doubt transactions ``principal`` may list: its own (its
@@ -283,6 +323,22 @@ class Authorization:
         if self.acl_of(record).allows(principal, needed):
             return None
         return _denied(principal, needed, record)
+
+    def _move_denial(self, principal: Principal, source: str, target: str) -> str | None:
+        """Why ``principal`` may not move messages from ``source`` to ``target``:
+        receive on the source, and send on a target governed by another list."""
+        why = self._queue_denial(principal, source, Right.RECEIVE)
+        if why is not None or not target:
+            return why
+        try:
+            a, b = self._core.queue(source), self._core.queue(target)
+        except QueueManagerError:
+            return None  # the handler reports the unknown queue or bad name
+        if self._governing(a).queue_id == self._governing(b).queue_id:
+            return None  # one family, one list: receive there is enough
+        if self.acl_of(b).allows(principal, Right.SEND):
+            return None
+        return f"{_denied(principal, Right.SEND, b)}, where the move would put the messages"
 
     def _send_denial_kept(self, principal: Principal, message: Any) -> str | None:
         """:meth:`_send_denial`, kept per (principal, destination, admin and response

@@ -11,6 +11,11 @@ the most open:
   (with another right when the request only peeks);
 * :data:`SEND_RIGHTS`: send on every local queue a send puts a copy in, or
   names as its admin or response queue;
+* :data:`MOVE_RIGHTS`: receive on the queue a move takes messages from, and
+  send on the queue it puts them in, unless that is of the source's own
+  family (a queue and its subqueues share one list); a move back out of a
+  dead-letter queue names no target, and send is checked on each message's
+  queue as the move finds it;
 * :data:`PREPARER`: resolving prepared transactions is their preparer's;
 * :data:`MONITORS`: reading the queue manager's metrics, for the principals
   and groups of ``auth.monitors`` (and administrators);
@@ -29,12 +34,14 @@ from qmgr.core.permissions import Right
 __all__ = [
     "ADMINISTRATORS",
     "MONITORS",
+    "MOVE_RIGHTS",
     "NEEDS",
     "OPEN",
     "PREPARER",
     "SEND_RIGHTS",
     "Administrators",
     "Monitors",
+    "MoveRights",
     "Need",
     "Open",
     "Preparer",
@@ -65,6 +72,14 @@ class SendRights:
 
 
 @dataclass(frozen=True, slots=True)
+class MoveRights:
+    """The move rule (``MoveMessages``): receive on its ``source``, and send on its
+    ``target`` unless that is of the source's family; with no target (dead
+    letters back to their queues), send on each message's queue, asked of
+    ``Authorization.denial`` again with that queue as the target."""
+
+
+@dataclass(frozen=True, slots=True)
 class Preparer:
     """The prepared-transaction rule: only their preparer (or an administrator)
     resolves the transactions the request's ``xids`` name."""
@@ -86,11 +101,12 @@ class QueueRight:
         return getattr(request, self.field), self.right
 
 
-Need: TypeAlias = Open | Administrators | Monitors | SendRights | Preparer | QueueRight
+Need: TypeAlias = Open | Administrators | Monitors | SendRights | MoveRights | Preparer | QueueRight
 #: The classes of :data:`Need`, for ``isinstance``.
-NEEDS: Final = (Open, Administrators, Monitors, SendRights, Preparer, QueueRight)
+NEEDS: Final = (Open, Administrators, Monitors, SendRights, MoveRights, Preparer, QueueRight)
 OPEN: Final = Open()
 ADMINISTRATORS: Final = Administrators()
 MONITORS: Final = Monitors()
 SEND_RIGHTS: Final = SendRights()
+MOVE_RIGHTS: Final = MoveRights()
 PREPARER: Final = Preparer()

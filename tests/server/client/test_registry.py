@@ -11,7 +11,14 @@ import pytest
 from qmgr.core.permissions import Right
 from qmgr.protocol.client_connection import SERVED_REQUESTS
 from qmgr.server.client.handlers import REQUESTS
-from qmgr.server.client.needs import ADMINISTRATORS, OPEN, PREPARER, SEND_RIGHTS, QueueRight
+from qmgr.server.client.needs import (
+    ADMINISTRATORS,
+    MOVE_RIGHTS,
+    OPEN,
+    PREPARER,
+    SEND_RIGHTS,
+    QueueRight,
+)
 from qmgr.server.client.registry import Registry
 from qmgr.server.client.request_context import RequestContext
 from wire import client as cf
@@ -37,7 +44,6 @@ def test_the_needs_of_the_requests() -> None:
         cf.RemoveThrough: QueueRight("queue", Right.RECEIVE),
         cf.MeasureRange: QueueRight("queue", Right.PEEK),
         cf.SetQueueProperties: QueueRight("name", Right.SET_PROPERTIES),
-        cf.MoveMessages: QueueRight("source", Right.RECEIVE),
         cf.GetPermissions: QueueRight("queue", Right.GET_PROPERTIES),
         cf.ChangePermissions: QueueRight("queue", Right.CHANGE_PERMISSIONS),
     }
@@ -49,6 +55,8 @@ def test_the_needs_of_the_requests() -> None:
             if request in administrators
             else SEND_RIGHTS
             if request is cf.Send
+            else MOVE_RIGHTS
+            if request is cf.MoveMessages
             else PREPARER
             if request is cf.Resolve
             else OPEN,

@@ -37,12 +37,17 @@ from storage import (
     MoveReason,
     PoisonSet,
     PurgeQueue,
+    QueueKind,
+    QueueRecord,
+    QuotaExceeded,
     RecordAbort,
     SetPoisonSettings,
     Store,
     StoreCorrupt,
     message_arrived_time,
+    message_deadline,
     message_header,
+    message_payload,
 )
 from storage.keys import DB_MESSAGE_COUNTERS, DB_RETRY_DUE
 from storage.ops.poison import (
@@ -192,6 +197,95 @@ def test_moves_go_only_within_one_family(store: Store) -> None:
     move(store, a_retry, moved.target_lookup_id, a_poison)
     [outcome] = commit(store, unit(MoveMessage(a_retry.queue_id, 1, a.queue_id)))
     assert isinstance(outcome.error, MessageMissing)
+
+
+def dead_letter_queues(store: Store) -> tuple[QueueRecord, QueueRecord]:
+    """``system$;deadletter`` and ``system$;deadxact``, as the layer above makes them."""
+    dead = create_queue(store, "system$;deadletter", kind=QueueKind.DEADLETTER)
+    deadxact = create_queue(store, "system$;deadxact", kind=QueueKind.DEADXACT, transactional=True)
+    return dead, deadxact
+
+
+def test_a_dead_letter_moves_into_a_queue_of_its_kind_with_its_patch(
+    store: Store, reopen: Reopener
+) -> None:
+    _, deadxact = dead_letter_queues(store)
+    queue, _, _ = family(store, "q", transactional=True)
+    fill(store, queue, 1)  # the target's own message comes first
+    fill(store, deadxact, 2, priority=0)
+    abort(store, deadxact, 2)  # a transaction received it there and aborted
+    before = store.read_message(deadxact.queue_id, 2)
+    assert before is not None
+    [outcome] = commit_ok(
+        store, unit(MoveMessage(deadxact.queue_id, 2, queue.queue_id, patch=(4, b"AB")))
+    )
+    [moved] = outcome.results
+    assert isinstance(moved, Moved)
+    assert moved.target_lookup_id == 2
+    # Counted as any move: aborts start again, one move, no retry cycle.
+    assert moved.counters == MessageCounters(0, 1, 0, NOW, 0)
+    store = reopen(store)
+    after = store.read_message(queue.queue_id, 2)
+    assert after is not None
+    assert bytes(message_payload(after)) == BODY[:4] + b"AB" + BODY[6:]
+    assert message_header(after) == message_header(before)
+    assert message_arrived_time(after) == message_arrived_time(before)
+    assert message_deadline(after) is None
+    assert lookups(store, deadxact) == [1]
+    assert counters_of(store, deadxact, 2) == NO_COUNTERS
+    assert counters_of(store, queue, 2) == MessageCounters(0, 1, 0, NOW, 0)
+    depths = [store.get_queue(name).depth for name in ("q", "system$;deadxact")]  # type: ignore[union-attr]
+    assert depths == [2, 1]
+    # Without a patch the payload goes as it is.
+    again = move(store, deadxact, 1, queue)
+    assert payloads(store, queue)[2] == BODY
+    assert again.target_lookup_id == 3
+
+
+def test_a_dead_letter_moves_only_into_an_application_queue_of_its_kind(store: Store) -> None:
+    dead, deadxact = dead_letter_queues(store)
+    plain, plain_retry, _ = family(store, "plain")
+    tx, _, _ = family(store, "tx", transactional=True)
+    fill(store, dead, 1)
+    fill(store, deadxact, 1)
+    fill(store, plain, 1)
+    journal = store.get_queue("plain;journal")
+    assert journal is not None
+    refused = [
+        (deadxact, plain),  # a transactional message into a non-transactional queue
+        (dead, tx),  # and the other way round
+        (dead, plain_retry),  # a subqueue takes moves from its family only
+        (dead, journal),
+        (dead, deadxact),
+        (plain, dead),  # nothing moves into a dead-letter queue
+    ]
+    for source, target in refused:
+        [outcome] = commit(store, unit(MoveMessage(source.queue_id, 1, target.queue_id)))
+        assert isinstance(outcome.error, InvalidOperation), (source.name, target.name)
+    # A patch must lie within the payload; nothing is changed when it does not.
+    for patch in ((-1, b"x"), (len(BODY) - 1, b"xy")):
+        [outcome] = commit(store, unit(MoveMessage(dead.queue_id, 1, plain.queue_id, patch=patch)))
+        assert isinstance(outcome.error, InvalidOperation), patch
+    assert lookups(store, dead) == [1]
+    assert lookups(store, plain) == [1]
+    move(store, dead, 1, plain)
+    move(store, deadxact, 1, tx)
+
+
+def test_a_dead_letter_needs_room_in_its_targets_quota(store: Store) -> None:
+    dead, _ = dead_letter_queues(store)
+    queue, retry, _ = family(store, "q", quota=250)
+    fill(store, queue, 2)  # 200 bytes of 250
+    fill(store, dead, 1)
+    [outcome] = commit(store, unit(MoveMessage(dead.queue_id, 1, queue.queue_id)))
+    assert isinstance(outcome.error, QuotaExceeded)
+    assert lookups(store, dead) == [1]
+    # Within the family nothing new is counted: a move to ;retry and back is never refused.
+    move(store, queue, 1, retry)
+    move(store, retry, 1, queue)
+    commit_ok(store, unit(remove(queue, 2)))
+    move(store, dead, 1, queue)
+    assert lookups(store, dead) == []
 
 
 def test_a_purged_message_does_not_move(store: Store) -> None:

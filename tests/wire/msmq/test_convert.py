@@ -524,6 +524,19 @@ def test_with_message_class_out_of_range(message_class: Any) -> None:
     with pytest.raises(wire.LocalProtocolError) as info:
         wire.with_message_class(message(), message_class)
     assert info.value.field == "MessageProperties.message_class"
+    with pytest.raises(wire.LocalProtocolError):
+        wire.message_class_patch(message_class)
+
+
+@given(properties, u16)
+def test_the_class_patch_written_over_a_message_is_with_message_class(
+    m: wire.MessageProperties, message_class: int
+) -> None:
+    offset, value = wire.message_class_patch(message_class)
+    raw = m.raw
+    patched = raw[:offset] + value + raw[offset + len(value) :]
+    assert len(patched) == len(raw)
+    assert wire.MessageProperties.from_bytes(patched) == wire.with_message_class(m, message_class)
 
 
 def test_with_message_class_on_a_received_message() -> None:

@@ -22,6 +22,7 @@ MSMQ_NAMES = {
     "queue_text",
     "direct_queue",
     "with_message_class",
+    "message_class_patch",
     # packets
     "Packet",
     "EstablishConnection",

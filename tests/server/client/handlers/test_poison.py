@@ -1,5 +1,6 @@
 """Poison handling over a session: settings and moves between a queue and its subqueues,
-what a version 5 connection gets, and the poison worker's returns from ``;retry``."""
+what a version 5 connection gets, the poison worker's returns from ``;retry``, and dead
+letters moved back to their queues (with who may)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,12 @@ import time
 import structlog
 import trio
 import trio.testing
-from kit import Connection, FrameClient, error, make_queue, message
+from kit import Connection, FrameClient, error, make_queue, message, open_session
 
+import storage
+import wire
+from qmgr.core.permissions import Right
+from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.handlers.replies import queue_info
 from qmgr.server.client.services import Services
 from qmgr.server.workers.poison import PoisonWorker
@@ -124,3 +129,104 @@ async def test_the_worker_writes_the_aborts_and_returns_messages_from_retry(
         assert back.message.counters.move_count == 2
         assert services.core.store.retries_due(None, 10) == []
         nursery.cancel_scope.cancel()
+
+
+async def dead_letters(services: Services, *destinations: str) -> list[int]:
+    """Keep messages sent here to ``destinations`` in ``system$;deadletter``, as
+    messages that died here (NACK_Q_PURGED); their lookup ids there."""
+    core = services.core
+    ops = tuple(
+        core.outcomes.dead_letter(
+            message(
+                destination,
+                destination.encode(),
+                label="dead",
+                source_qm=services.qm_guid,
+                ordinal=core.ordinals.take(),
+            ),
+            wire.MessageClass.NACK_Q_PURGED,
+        )
+        for destination in destinations
+    )
+    outcome = await services.committer.submit(storage.Unit(ops))
+    ids = [result.lookup_id for result in outcome.results if isinstance(result, storage.Appended)]
+    assert len(ids) == len(destinations)
+    return ids
+
+
+async def test_dead_letters_go_back_to_their_queues_with_their_ids(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    client = conn.client
+    await make_queue(client, "orders")
+    far, _ = await dead_letters(services, "DIRECT=TCP:10.0.0.5\\private$\\far", "orders")
+    dead = "system$;deadletter"
+    peeked = await client.call(cf.PeekRange(queue=dead))
+    assert isinstance(peeked, cf.MessageList)
+    ids = [m.message.message_id for m in peeked.messages]
+    refused = await client.call(cf.MoveMessages(source=dead, target="", lookup_id=far))
+    assert (
+        "is a queue on another queue manager"
+        in error(refused, cf.ErrorCode.INVALID_ARGUMENT).message
+    )
+    with structlog.testing.capture_logs() as logs:
+        moved = await client.call(cf.MoveMessages(source=dead, target="", all=True))
+    assert isinstance(moved, cf.Moved)
+    assert moved.count == 1
+    [event] = [e for e in logs if e["event"] == "messages_moved"]
+    assert (event["back"], event["target"], event["count"], event["skipped"]) == (True, None, 1, 1)
+    got = await client.call(cf.Receive(queue="orders"))
+    assert isinstance(got, cf.MessageReply)
+    back = got.message.message
+    assert (back.message_id, back.body, back.message_class) == (ids[1], b"orders", 0)
+    assert got.message.lookup_id == moved.lookup_id
+    left = await client.call(cf.PeekRange(queue=dead))
+    assert isinstance(left, cf.MessageList)
+    assert [m.lookup_id for m in left.messages] == [far]
+    # Into a queue of the other transactional kind: refused, naming both.
+    await make_queue(client, "ledger", transactional=True)
+    other = await client.call(cf.MoveMessages(source=dead, target="ledger", lookup_id=far))
+    text = error(other, cf.ErrorCode.INVALID_ARGUMENT).message
+    assert "'system$;deadletter' to 'ledger'" in text
+    into = await client.call(cf.MoveMessages(source=dead, target="orders", lookup_id=far))
+    assert isinstance(into, cf.Moved)
+    assert into.count == 1
+
+
+async def test_a_dead_letter_goes_back_only_where_its_mover_may_send(
+    services: Services, authorization: Authorization, autojump_clock: trio.testing.MockClock
+) -> None:
+    dead = "system$;deadletter"
+    async with open_session(services, principal="root") as root:
+        await make_queue(root.client, "orders")
+        for entry in ("alice", "bob"):
+            grant = cf.ChangePermissions(queue=dead, entry=entry, grant=int(Right.RECEIVE))
+            assert isinstance(await root.client.call(grant), cf.Permissions)
+    [lookup_id] = await dead_letters(services, "orders")
+    denied_before = authorization.tally.denied
+    with structlog.testing.capture_logs() as logs:
+        async with open_session(services, principal="alice") as alice:
+            back = cf.MoveMessages(source=dead, target="", lookup_id=lookup_id)
+            refused = error(await alice.client.call(back), cf.ErrorCode.ACCESS_DENIED)
+            assert "'alice' may not send on queue 'orders'" in refused.message
+            named = cf.MoveMessages(source=dead, target="orders", lookup_id=lookup_id)
+            error(await alice.client.call(named), cf.ErrorCode.ACCESS_DENIED)
+            every = await alice.client.call(cf.MoveMessages(source=dead, target="", all=True))
+            assert every == cf.Moved(count=0, lookup_id=0)
+    assert [e["request"] for e in logs if e["event"] == "access_denied"] == ["MoveMessages"] * 3
+    assert authorization.tally.denied == denied_before + 3
+    async with open_session(services, principal="root") as root:
+        page = await root.client.call(cf.PeekRange(queue=dead))
+        assert isinstance(page, cf.MessageList)
+        assert [m.lookup_id for m in page.messages] == [lookup_id]  # it stayed
+        grant = cf.ChangePermissions(queue="orders", entry="alice", grant=int(Right.SEND))
+        assert isinstance(await root.client.call(grant), cf.Permissions)
+    async with open_session(services, principal="carol") as carol:
+        nobody = await carol.client.call(back)
+        assert (
+            "'carol' may not receive on queue" in error(nobody, cf.ErrorCode.ACCESS_DENIED).message
+        )
+    async with open_session(services, principal="alice") as alice:
+        moved = await alice.client.call(back)
+        assert isinstance(moved, cf.Moved)
+        assert moved.count == 1
