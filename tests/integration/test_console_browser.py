@@ -2,9 +2,10 @@
 chromium-driver, through Selenium's WebDriver) against a real daemon with
 ``auth.required``: an operator logs in with a token, watches a queue's depth
 change without reloading, browses a message (its label shown as text), moves a
-poisoned message back, purges after the confirmation, and a principal without
-the right is refused. The screenshots of the overview and of a queue page are
-saved (into ``$QMGR_CONSOLE_SCREENSHOTS`` when set: ``docs/images`` keeps them).
+dead letter and a poisoned message back (each keeping its id), purges after
+the confirmation, and a principal without the right is refused. The
+screenshots of the overview and of a queue page are saved (into
+``$QMGR_CONSOLE_SCREENSHOTS`` when set: ``docs/images`` keeps them).
 
 Without chromium and chromium-driver the test is skipped, unless
 ``QMGR_REQUIRE_BROWSER`` is set (CI installs both and sets it): then it fails.
@@ -16,15 +17,17 @@ import os
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
-from helpers import DaemonProcess, auth_required
+from helpers import DaemonProcess, auth_required, wait_until
 
-from qmgr.client import connect
+from qmgr.client import Journal, connect
 
 TOKENS = {"root": "root-console-token", "app": "app-console-token"}
 #: Seconds a page has to show what changed (it refreshes every 2 s).
 WITHIN = 15.0
+DEADXACT = "system$;deadxact"
 
 webdriver = pytest.importorskip("selenium.webdriver")
 from selenium.webdriver.chrome.service import Service  # noqa: E402
@@ -121,10 +124,21 @@ def test_an_operator_s_session_in_a_browser(
         assert label.get_attribute("innerHTML") == "&lt;b&gt;first&lt;/b&gt;"  # text, no element
         assert '"order": 1' in browser.find_element(By.CSS_SELECTOR, "pre.json").text
 
-        # A poisoned message moved back from its subqueue, keeping its id.
+        # A dead letter (its time to be received ran out) moved back to its
+        # queue, keeping its id; then a poisoned message from its subqueue.
+        late = qm.send(
+            "orders", b"late", label="late", time_to_be_received=1, journal=Journal.DEADLETTER
+        )
+        wait_until(lambda: [m.id for m in qm.peek_range(DEADXACT, max=10)] == [late], timeout=30)
+        browser.get(base + "/console/dead-letters?" + urlencode({"queue": DEADXACT}))
+        assert "late" in browser.find_element(By.CSS_SELECTOR, "table.messages").text
+        browser.find_element(By.CLASS_NAME, "move-back").click()
+        wait.until(lambda b: "back to their original queues" in b.page_source)
+        assert [m.id for m in qm.peek_range("orders", max=10) if m.label == "late"] == [late]
+        assert qm.peek_range(DEADXACT, max=10) == []
         second = next(m for m in qm.peek_range("orders", after=0, max=10) if m.label == "second")
         qm.move("orders", "orders;poison", second.lookup_id)
-        browser.get(base + "/console/dead-letters?queue=orders%3Bpoison")
+        browser.get(base + "/console/dead-letters?" + urlencode({"queue": "orders;poison"}))
         browser.find_element(By.CLASS_NAME, "move-back").click()
         wait.until(lambda b: "back to orders" in b.page_source)
         back = [m for m in qm.peek_range("orders", after=0, max=10) if m.label == "second"]
@@ -133,7 +147,7 @@ def test_an_operator_s_session_in_a_browser(
 
         # The overview, with the rates chart.
         browser.get(base + "/console")
-        wait.until(lambda b: _text(b, "messages-total") == "3")
+        wait.until(lambda b: _text(b, "messages-total") == "4")
         browser.save_screenshot(str(_shots(tmp_path) / "console-overview.png"))
 
         # Purge, after a confirmation that names the queue and the count.
@@ -141,9 +155,9 @@ def test_an_operator_s_session_in_a_browser(
         browser.find_element(By.ID, "purge").click()
         question = browser.find_element(By.CLASS_NAME, "question").text
         assert "orders" in question
-        assert "3 messages" in question
+        assert "4 messages" in question
         browser.find_element(By.ID, "confirm").click()
-        wait.until(lambda b: "Purged 3 messages from orders." in b.page_source)
+        wait.until(lambda b: "Purged 4 messages from orders." in b.page_source)
         assert next(q.depth for q in qm.list_queues() if q.name == "orders") == 0
 
         # Log out: the session is gone; a principal without the right is refused.
