@@ -1,7 +1,7 @@
 """Ten thousand idle HTTP connections to a real daemon: each newcomer closes the
 one idle the longest, so the daemon holds at most ``http.max_connections`` of
 them (its file descriptors stay bounded), and meanwhile a scrape, a console
-page and a client's send and receive are all answered."""
+page, a client's send and receive and a peer's message are all served."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import resource
 from collections.abc import Callable
 
 import trio
-from helpers import DaemonProcess, log_events, settings
+from helpers import PEER_FAST, DaemonProcess, log_events, remote_queue, settings
 
 from qmgr.client import connect
 
@@ -40,7 +40,10 @@ def test_ten_thousand_idle_connections_are_bounded_and_the_daemon_serves_on(
     wanted = FLOOD + 1000
     if soft < wanted:
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(wanted, hard), hard))
-    daemon = daemon_factory(name="qm-flood", extra_args=settings(f"http.max_connections={LIMIT}"))
+    daemon = daemon_factory(
+        name="qm-flood", extra_args=[*settings(f"http.max_connections={LIMIT}"), *PEER_FAST]
+    )
+    sender = daemon_factory(name="qm-flood-sender", extra_args=list(PEER_FAST))
     assert daemon.process is not None
     pid = daemon.process.pid
     before = _descriptors(pid)
@@ -68,12 +71,17 @@ def test_ten_thousand_idle_connections_are_bounded_and_the_daemon_serves_on(
         assert b'qmgr_connections{kind="http"}' in body
         assert _get(daemon, "/healthz") == (200, b"ok\n")
         assert _get(daemon, "/console")[0] in (200, 303)
-        with connect(daemon.address) as qm:
-            qm.create_queue("still")
+        with connect(daemon.address) as qm, connect(sender.address) as other:
+            qm.create_queue("still", transactional=True)
             qm.send("still", b"served")
-            received = qm.receive("still", timeout=5)
-            assert received is not None
-            assert received.body == b"served"
+            with other.begin() as tx:  # and a peer: exactly once, over its session
+                tx.send(remote_queue(daemon, "still"), b"from a peer")
+            bodies = []
+            for _ in range(2):
+                received = qm.receive("still", timeout=30)
+                assert received is not None
+                bodies.append(received.body)
+            assert sorted(bodies) == [b"from a peer", b"served"]
         # Never more than the limit (and the listeners, the store, the log...).
         assert peak[0] <= before + LIMIT + 8
         assert _descriptors(pid) <= before + LIMIT + 8
