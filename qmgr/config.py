@@ -112,6 +112,9 @@ class Config:
     peer_history_size: int
     peer_history_seconds: float
     peer_router: bool
+    #: Answer MSMQ pings on UDP ``peer_ping_port`` (of the peer listener's host).
+    peer_ping: bool
+    peer_ping_port: int
     peer_route_failover_after: float
     routes: RouteTable
     insecure: bool
@@ -163,6 +166,10 @@ class _Key:
 
 def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be positive, not {value}"
+
+
+def _port(value: Any) -> str | None:
+    return None if 0 < value < 65536 else f"must be a port, 1 to 65535, not {value}"
 
 
 def _not_negative(value: Any) -> str | None:
@@ -262,6 +269,8 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("http", "session_lifetime"): _Key("http_session_lifetime", float, _positive),
     ("peers", "accept_from"): _Key("peer_accept_from", list),
     ("peers", "router"): _Key("peer_router", bool),
+    ("peers", "ping"): _Key("peer_ping", bool),
+    ("peers", "ping_port"): _Key("peer_ping_port", int, _port),
     ("peers", "route_failover_after"): _Key("peer_route_failover_after", float, _positive),
     ("peers", "max_connections"): _Key("peer_max_connections", int, _positive),
     ("peers", "max_unauthenticated"): _Key("peer_max_unauthenticated", int, _positive),

@@ -147,6 +147,10 @@ class PeerSession:
         self.peer_window = 1
         #: Why the session closed, once CLOSED.
         self.close_reason: str | None = None
+        #: Acceptor: a policy refuses every connection (``peers.max_connections``
+        #: reached): the EstablishConnection is answered with CS set and this
+        #: reason, then the session closes.
+        self.refusing: str | None = None
         self._state = (
             SessionState.WAITING_ECR if role is Role.INITIATOR else SessionState.WAITING_EC
         )
@@ -362,12 +366,9 @@ class PeerSession:
     # ------------------------------------------------------------------ handshake
 
     def _on_establish_request(self, packet: wire.EstablishConnection, now: float) -> list[Action]:
-        # Acceptor, WAITING_EC: answer with our GUID; refuse a request for another QM.
-        refusal = None
-        if packet.server_qm not in (wire.NULL_GUID, self.local_qm):
-            refusal = f"the peer asked for queue manager {packet.server_qm}, we are {self.local_qm}"
-        elif self._expected_qm is not None and packet.client_qm != self._expected_qm:
-            refusal = f"expected queue manager {self._expected_qm}, got {packet.client_qm}"
+        # Acceptor, WAITING_EC: answer with our GUID; refuse (CS set, then close) a
+        # request for another QM, or any request while a policy refuses them all.
+        refusal = self._establish_refusal(packet)
         response = wire.EstablishConnection(
             internal=wire.InternalHeader(
                 flags=wire.InternalFlags.CONNECTION_REFUSED if refusal else 0
@@ -384,6 +385,16 @@ class PeerSession:
         self.remote_qm = packet.client_qm
         self._state = SessionState.WAITING_CP
         return [send]
+
+    def _establish_refusal(self, packet: wire.EstablishConnection) -> str | None:
+        """Why the EstablishConnection ``packet`` is refused (CS), or None."""
+        if self.refusing is not None:
+            return self.refusing
+        if packet.server_qm not in (wire.NULL_GUID, self.local_qm):
+            return f"the peer asked for queue manager {packet.server_qm}, we are {self.local_qm}"
+        if self._expected_qm is not None and packet.client_qm != self._expected_qm:
+            return f"expected queue manager {self._expected_qm}, got {packet.client_qm}"
+        return None
 
     def _on_establish_response(self, packet: wire.EstablishConnection, now: float) -> list[Action]:
         # Initiator, WAITING_ECR: check the echo, then send our parameters.

@@ -70,6 +70,7 @@ from .listeners import (
     ConfigurationError,
     StartupError,
     bind_tcp,
+    bind_udp,
     bind_unix_socket,
     listen_on,
     remove_socket,
@@ -99,6 +100,8 @@ class Sockets:
     clients: list[trio.socket.SocketType]
     #: The HTTP listener's (none when ``http.listen`` is off).
     http: list[trio.socket.SocketType] = dataclasses.field(default_factory=list)
+    #: The ping port's, UDP (none unless ``peers.ping`` is on).
+    ping: list[trio.socket.SocketType] = dataclasses.field(default_factory=list)
 
 
 class Daemon:
@@ -311,6 +314,8 @@ class Daemon:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, self.stop, self.log)
                 await inner.start(self.peering.run, peers)
+                if sockets.ping:
+                    inner.start_soon(self.peering.serve_pings, sockets.ping)
                 if self.http is not None and http:
                     inner.start_soon(self.http.serve, http)
                 inner.start_soon(trio.serve_listeners, self.clients.handle_connection, clients)
@@ -347,6 +352,7 @@ class Daemon:
             unix_socket=None if sockets.local is None else str(config.unix_socket),
             peer_listen=f"{peer[0]}:{peer[1]}",
             http_listen=_address(sockets.http[0]) if sockets.http else None,
+            ping_listen=_address(sockets.ping[0]) if sockets.ping else None,
             tls_http=tls.http is not None,
             tls_clients=tls.clients is not None,
             tls_peers=tls.peer_server is not None,
@@ -432,6 +438,10 @@ async def serve(
                 msg = f"cannot listen for local clients on {config.unix_socket}: {exc}"
                 raise StartupError(msg) from exc
         peer_sockets = await bind_tcp(config.listen, "peers", bound)
+        ping_sockets = []
+        if config.peer_ping:
+            ping_address = dataclasses.replace(config.listen, port=config.peer_ping_port)
+            ping_sockets = await bind_udp(ping_address, "pings (UDP)", bound)
         http_sockets = []
         if config.http_listen is not None:
             http_sockets = await bind_tcp(config.http_listen, "HTTP", bound)
@@ -443,7 +453,7 @@ async def serve(
             daemon.start_up()
             if not store.has_ballast:
                 log.warning("store_reserve_missing", reserve_size=config.reserve_size)
-            sockets = Sockets(local, peer_sockets, client_sockets, http_sockets)
+            sockets = Sockets(local, peer_sockets, client_sockets, http_sockets, ping_sockets)
             await daemon.run(
                 sockets, install_signal_handlers=install_signal_handlers, task_status=task_status
             )

@@ -1,10 +1,11 @@
 """The daemon's listening sockets: bound at start-up, listening once it serves.
 
 ``qmgr serve`` binds every listener (the Unix-domain socket, the peer port,
-the HTTP listener, the client port) before it opens the store, so that a port in use stops it
-before anything is written to the data directory, and makes them listen only
-once the store is open and the daemon's parts run: a client that finds a port
-answering finds it served.
+the ping port when ``peers.ping`` is on, the HTTP listener, the client port)
+before it opens the store, so that a port in use stops it before anything is
+written to the data directory, and makes them listen only once the store is
+open and the daemon's parts run: a client that finds a port answering finds
+it served.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigurationError",
     "StartupError",
     "bind_tcp",
+    "bind_udp",
     "bind_unix_socket",
     "listen_on",
     "remove_socket",
@@ -62,10 +64,28 @@ async def bind_tcp(
     Raises:
         StartupError: a port is in use, or the address cannot be bound.
     """
+    return await _bind(address, what, bound, socket.SOCK_STREAM)
+
+
+async def bind_udp(
+    address: Address, what: str, bound: list[trio.socket.SocketType]
+) -> list[trio.socket.SocketType]:
+    """Bind a UDP socket for each address ``address`` resolves to, as
+    :func:`bind_tcp` binds TCP ones.
+
+    Raises:
+        StartupError: a port is in use, or the address cannot be bound.
+    """
+    return await _bind(address, what, bound, socket.SOCK_DGRAM)
+
+
+async def _bind(
+    address: Address, what: str, bound: list[trio.socket.SocketType], kind: socket.SocketKind
+) -> list[trio.socket.SocketType]:
     host = address.host or None
     try:
         infos = await trio.socket.getaddrinfo(
-            host, address.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+            host, address.port, type=kind, flags=socket.AI_PASSIVE
         )
     except OSError as exc:
         msg = f"cannot listen for {what} on {address}: {exc.strerror or exc}"
@@ -75,7 +95,8 @@ async def bind_tcp(
         sock = trio.socket.socket(family, kind, proto)
         bound.append(sock)
         try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if kind == socket.SOCK_STREAM:  # UDP would share the port with another process
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             await sock.bind(sockaddr)

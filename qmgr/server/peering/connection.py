@@ -86,6 +86,8 @@ __all__ = [
 
 #: Bytes read from the socket at a time.
 RECEIVE_SIZE: Final = 65536
+#: Seconds to send what a closing session said last (its refusal) before the close.
+FAREWELL_SECONDS: Final = 2.0
 #: Bytes of packets gathered before one ``send_all``.
 SEND_BATCH_BYTES: Final = 256 * 1024
 #: The reader stops reading while this many bytes of arrived messages wait to
@@ -250,6 +252,7 @@ class PeerConnection:
         queues: Sequence[OutgoingSource] = (),
         identity: str | None = None,
         itself: bool = False,
+        refusing: str | None = None,
     ) -> None:
         self.context = context
         #: A session of this queue manager with itself, in the process (a next
@@ -270,11 +273,15 @@ class PeerConnection:
         self.session = PeerSession(
             role, local_qm=parts.store.qm_guid, settings=context.settings, now=now
         )
+        # A policy refuses the connection: its EstablishConnection is answered
+        # with CS set (and the reason logged), then it closes.
+        self.session.refusing = refusing
         self.decoder = wire.FrameDecoder(max_packet_size=parts.config.peer_max_packet_size)
         #: Outgoing queues whose messages this connection carries (initiator
         #: only: its link's list, which grows as queues for the hop appear).
         self.queues = queues
         self._control: list[bytes] = []  # built packets to send before any transmission
+        self._last_words: list[bytes] = []  # built packets to send as the session closes
         # user packets (OrderAcks, FinalAcks) to count, with their tags
         self._control_user: list[tuple[bytes, bool, object]] = []
         self._wake_writer = trio.Event()
@@ -318,9 +325,21 @@ class PeerConnection:
                 # their resends are accepted on the next connection.
                 self.context.events.rolled_back(self._run.accepted)
             with contextlib.suppress(Exception), trio.CancelScope(shield=True):
+                await self._farewell()
                 await self.stream.aclose()
             self.session.connection_lost()
             self.context.events.connection_ended(self)
+
+    async def _farewell(self) -> None:
+        """Send what the session said before it closed (an EstablishConnection
+        response with CS set, a last SessionAck), within :data:`FAREWELL_SECONDS`:
+        a refused peer learns why at once instead of waiting out its timer."""
+        if not self._last_words:
+            return
+        data = b"".join(self._last_words)
+        self._last_words = []
+        with trio.move_on_after(FAREWELL_SECONDS):
+            await self.stream.send_all(data)
 
     def _reason(self, error: BaseException) -> str:
         """Why the connection ended, from what its tasks raised; a bug is logged
@@ -421,6 +440,9 @@ class PeerConnection:
                 self._wake_writer.set()
             elif isinstance(action, Close):
                 self.close_reason = action.reason
+                # What the session said last (a refusal) is sent by _farewell,
+                # not by the writer, which the close may cancel mid-way.
+                self._last_words, self._control = self._control, []
                 raise PeerClosed(action.reason)
 
     def _check_source(self, packet: wire.UserMessage) -> None:

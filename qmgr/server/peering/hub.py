@@ -45,6 +45,7 @@ from qmgr.core.confirmation import Confirmations
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outcomes import Outcomes
 from qmgr.protocol import Accepted, SessionSettings
+from qmgr.protocol.ping import PingResponder
 from wire import client as cf
 
 from ..client.services import OutgoingAction
@@ -63,6 +64,7 @@ from .link import Link
 from .outgoing import OutgoingQueues
 from .outgoing_queue import EntryTag, OutgoingQueue
 from .parts import PeeringParts
+from .ping import serve_pings
 
 __all__ = ["PeerPermissions", "Peering"]
 
@@ -156,6 +158,11 @@ class Peering:
             nursery.start_soon(trio.serve_listeners, self.port.serve, listeners)
             nursery.start_soon(check_aliases, self.context)
             task_status.started()
+
+    async def serve_pings(self, sockets: list[trio.socket.SocketType]) -> None:
+        """Answer MSMQ pings on the UDP ``sockets`` (``peers.ping``) until cancelled."""
+        responder = PingResponder(self.parts.store.qm_guid)
+        await serve_pings(sockets, responder, self.port.refusal, self.parts.log)
 
     # ------------------------------------------------------------------ connections
 

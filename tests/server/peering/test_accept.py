@@ -37,9 +37,14 @@ async def test_the_sessions_beyond_max_connections_are_refused(
     await a.send(b.remote(QUEUE), [b"from-a"])
     await deliver(a, b, [b"from-a"])
     # A's session is still open (idle for 300 s): C's is one too many.
-    await c.send(b.remote(QUEUE), [b"from-c"])
-    await wait_until(lambda: bool(c.closed), what="C refused")
+    with structlog.testing.capture_logs() as logs:
+        await c.send(b.remote(QUEUE), [b"from-c"])
+        await wait_until(lambda: bool(c.closed), what="C refused")
     assert not c.closed[0].opened
+    # Told so by B's EstablishConnection response (CS set), not left waiting.
+    assert "refused the connection" in c.closed[0].reason
+    refused = [e["reason"] for e in logs if e["event"] == "peer_refused"]
+    assert any("(peers.max_connections)" in reason for reason in refused)
     assert len(b.peering.connections) == 1
     assert b.bodies(QUEUE) == [b"from-a"]
     # Once A's session is gone (idle), C gets in.
