@@ -1,7 +1,8 @@
-"""The command line of a benchmark script that runs daemons in a work directory:
-its parser with ``--data-dir``, ``--keep`` and ``--json``, the run in a fresh
-work directory (kept when the run fails or ``--keep`` asks), and where the
-report goes (stdout, or stderr next to ``--json``'s object on stdout).
+"""The command line of the benchmark scripts that run daemons in a work directory:
+a parser that shows the script's docstring as written, the options
+``--data-dir``, ``--keep`` and ``--json``, the run in a fresh work directory
+(kept when the run fails or ``--keep`` asks), and where the report goes
+(stdout, or stderr next to ``--json``'s object on stdout).
 """
 
 from __future__ import annotations
