@@ -62,7 +62,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shutil
 import statistics
 import sys
 import time
@@ -74,10 +73,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "tests" / "fleet")]
 
 import trio  # noqa: E402
-from _daemon import fresh_workdir, process_cpu_seconds  # noqa: E402
+from _command import add_run_options, publish, run_in_workdir, script_parser  # noqa: E402
+from _daemon import process_cpu_seconds  # noqa: E402
 from _fleet_load import QUEUE, Load, choose_destinations  # noqa: E402
 from _proc import Sample, sample  # noqa: E402
-from _report import dump_json, print_table  # noqa: E402
+from _report import print_table  # noqa: E402
 from fleet_kit import Fleet  # noqa: E402
 from fleet_topology import TWO_GATE_ROUTES, Topology  # noqa: E402
 
@@ -353,9 +353,7 @@ def report(r: dict[str, Any], out: TextIO) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = script_parser(__doc__)
     add = parser.add_argument
     add("--qms", type=int, default=100, help="queue managers in all")
     add("--sites", type=int, default=10, help="sites (each gets --qms / --sites)")
@@ -365,29 +363,16 @@ def main() -> None:
     add("--latency-rate", type=float, default=20.0, help="transactions/s, fleet-wide")
     add("--outage", type=float, default=5.0, help="seconds gate s0g1 stays down")
     add("--idle-timeout", type=float, default=15.0, help="peers.idle_timeout of every QM")
-    add("--data-dir", type=Path, default=Path("var/bench"), help="where the stores go")
-    add("--keep", action="store_true", help="keep the stores and the daemons' logs")
-    add("--json", action="store_true", help="print one JSON object (the table goes to stderr)")
+    add_run_options(parser, "the stores go", "the stores and the daemons' logs")
     args = parser.parse_args()
     if args.qms % args.sites or args.qms // args.sites < 3:
         parser.error("--qms must be a multiple of --sites, with at least 3 per site")
-    workdir = fresh_workdir(args.data_dir)
-    try:
-        result = run(args, workdir)
-    except BaseException:
-        print(f"failed; stores and logs kept in {workdir}", file=sys.stderr)
-        raise
-    if args.keep:
-        print(f"stores and logs kept in {workdir}", file=sys.stderr)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
+    result = run_in_workdir(args, "stores and logs", lambda workdir: run(args, workdir))
     result = {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}
     result["targets"] = {
         figure: (result[figure] <= bound) for figure, (_, bound) in TARGETS.items()
     }
-    report(result, sys.stderr if args.json else sys.stdout)
-    if args.json:
-        dump_json(result)
+    publish(args, result, report)
 
 
 if __name__ == "__main__":

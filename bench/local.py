@@ -88,6 +88,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import _tls
 import _workloads as w
+from _command import script_parser
 from _daemon import Daemon, fresh_workdir
 from _report import dump_json, print_tls_x_plain, tls_x_plain
 from _tls import connect_to
@@ -460,9 +461,7 @@ def parse_rows(text: str | None) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each timed run")
     parser.add_argument(
         "--runs", type=int, default=3, help="rounds of every row (the median is reported)"

@@ -25,7 +25,6 @@ The cost of scraping while clients work is measured by ``bench/local.py
 
 from __future__ import annotations
 
-import argparse
 import http.client
 import shutil
 import statistics
@@ -36,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import trio
+from _command import script_parser
 from _daemon import CLOCK_TICKS, Daemon, fresh_workdir
 from _metrics_sources import standalone_sources
 from prometheus_client import CollectorRegistry, ProcessCollector
@@ -179,9 +179,7 @@ def daemon_with_few_queues(workdir: Path, scrapes: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = script_parser(__doc__)
     parser.add_argument("--queues", type=int, default=10_000)
     parser.add_argument("--rounds", type=int, default=5, help="scrapes timed per format")
     parser.add_argument("--scrapes", type=int, default=200, help="scrapes of the real daemon")

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 import time
 import warnings
@@ -43,8 +42,9 @@ from typing import Any, TextIO
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _daemon import Daemon, fresh_workdir
-from _report import dump_json, print_table
+from _command import add_run_options, publish, run_in_workdir, script_parser
+from _daemon import Daemon
+from _report import print_table
 
 from qmgr.client import QueueManager, connect
 
@@ -279,34 +279,20 @@ def report(r: dict[str, Any], out: TextIO) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = script_parser(__doc__)
     add = parser.add_argument
     add("--messages", type=int, default=100_000, help="messages per measure")
     add("--per-trigger", type=int, default=10_000, help="maxMessagesPerTrigger")
     add("--partitions", type=int, default=2, help="read partitions and write tasks")
-    add("--data-dir", type=Path, default=Path("var/bench"), help="where the store goes")
-    add("--keep", action="store_true", help="keep the store, checkpoints and the daemon's log")
-    add("--json", action="store_true", help="print one JSON object (the table goes to stderr)")
+    add_run_options(parser, "the store goes", "the store, checkpoints and the daemon's log")
     add("--daemon-arg", action="append", default=[], metavar="ARG", help="for the daemon")
     args = parser.parse_args()
     if args.messages < 2 * args.per_trigger or args.per_trigger < 1 or args.partitions < 1:
         parser.error("--messages must be at least twice --per-trigger, both positive")
-    workdir = fresh_workdir(args.data_dir)
-    try:
-        result = run(args, workdir)
-    except BaseException:
-        progress("")
-        print(f"failed; store and logs kept in {workdir}", file=sys.stderr)
-        raise
-    if args.keep:
-        print(f"store and logs kept in {workdir}", file=sys.stderr)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    report(result, sys.stderr if args.json else sys.stdout)
-    if args.json:
-        dump_json(result)
+    result = run_in_workdir(
+        args, "store and logs", lambda workdir: run(args, workdir), on_failure=lambda: progress("")
+    )
+    publish(args, result, report)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import _tls
 import _workloads as w
 import local
+from _command import add_run_options, finish_workdir, report_out, script_parser
 from _daemon import Daemon, free_port, fresh_workdir
 from _report import dump_json, print_table, print_tls_x_plain, tls_x_plain
 from _tls import connect_to
@@ -436,18 +437,14 @@ def report(r: dict[str, Any], out: TextIO) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = script_parser(__doc__)
     add = parser.add_argument
     add("--seconds", type=float, default=5.0, help="length of live and latency")
     add("--drain-messages", type=int, default=100_000, metavar="N", help="backlog to drain")
     add("--load-clients", type=int, default=4, help="clients loading the backlog on A")
     add("--ceiling-seconds", type=float, default=3.0, help="bench/local.py's --seconds")
     add("--only", choices=MEASURES, help="run one measure (the ceilings always run)")
-    add("--data-dir", type=Path, default=Path("var/bench"), help="where the stores go")
-    add("--keep", action="store_true", help="keep the stores and the daemons' logs")
-    add("--json", action="store_true", help="print one JSON object (the table goes to stderr)")
+    add_run_options(parser, "the stores go", "the stores and the daemons' logs")
     add("--tls", action="store_true", help="run again with TLS on both ports of both daemons")
     add(
         "--daemon-arg", action="append", default=[], metavar="ARG",
@@ -473,11 +470,8 @@ def main() -> None:
         local.progress("")
         print(f"failed; stores and logs kept in {workdir}:", log_problems(workdir), file=sys.stderr)
         raise
-    if args.keep:
-        print(f"stores and logs kept in {workdir}", file=sys.stderr)
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-    out = sys.stderr if args.json else sys.stdout
+    finish_workdir(args, "stores and logs", workdir)
+    out = report_out(args)
     report(result, out)
     if args.tls:
         print("\nwith mutual TLS between A and B and TLS to the clients:", file=out)

@@ -290,17 +290,24 @@ class DaemonProcess:
             "serve",
             "--data-dir",
             str(self.data_dir),
+            *self.placement(),
+            "--name",
+            self.name,
+            "--log-format",
+            "json",
+            *self.extra_args,
+        ]
+
+    def placement(self) -> list[str]:
+        """The options of ``qmgr serve`` that say where this daemon listens: clients,
+        peers and HTTP on loopback."""
+        return [
             "--client-listen",
             self.address,
             "--listen",
             f"127.0.0.1:{self.peer_port}",
             "--http-listen",
             f"127.0.0.1:{self.http_port}",
-            "--name",
-            self.name,
-            "--log-format",
-            "json",
-            *self.extra_args,
         ]
 
     def command(self) -> list[str]:

@@ -129,11 +129,9 @@ class FleetDaemon(DaemonProcess):
                 fleet_net.enter_namespace, fleet_net.namespace_path(namespace)
             )
 
-    def arguments(self) -> list[str]:
+    def placement(self) -> list[str]:
+        """Its configuration file, and where the fleet's addresses say it listens."""
         return [
-            "serve",
-            "--data-dir",
-            str(self.data_dir),
             "--config",
             str(self.config_path),
             "--client-listen",
@@ -143,11 +141,6 @@ class FleetDaemon(DaemonProcess):
             f"{self.client_listen.rpartition(':')[0]}:{HTTP_PORT}",
             "--listen",
             self.listen,
-            "--name",
-            self.name,
-            "--log-format",
-            "json",
-            *self.extra_args,
         ]
 
     def command(self) -> list[str]:

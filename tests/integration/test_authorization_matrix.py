@@ -134,11 +134,9 @@ def test_only_administrators_change_distribution_lists(
     listed = fresh("list")
     with site.client("root") as root:
         root.create_list(listed, [first])
-    name = LIST_CHANGERS[who]
-    with site.client(name) as qm:
-        denial = attempt(lambda: LIST_CHANGES[change](qm, listed, first, second))
-    allowed = who == "administrator"
-    check_answer(denial, allowed, f"'{name}' is not an administrator (auth.admins)")
+    allowed = _administrators_only(
+        site, who, LIST_CHANGERS[who], lambda qm: LIST_CHANGES[change](qm, listed, first, second)
+    )
     with site.client("root") as root:
         lists = {found.name: found.targets for found in root.lists()}
     changed: dict[str, dict[str, tuple[str, ...]]] = {
@@ -149,6 +147,18 @@ def test_only_administrators_change_distribution_lists(
     }
     expected = changed[change] if allowed else {listed: (first,)}
     assert {key: lists[key] for key in (listed, f"{listed}-new") if key in lists} == expected
+
+
+def _administrators_only(
+    site: Site, who: str, name: str, action: Callable[[QueueManager], object]
+) -> bool:
+    """``action`` by ``name`` (the role ``who``) on ``site``: checks that only the
+    administrator may, and is told why not otherwise; returns whether it was allowed."""
+    with site.client(name) as qm:
+        denial = attempt(lambda: action(qm))
+    allowed = who == "administrator"
+    check_answer(denial, allowed, f"'{name}' is not an administrator (auth.admins)")
+    return allowed
 
 
 OUTGOING_CONTROLS: Final[dict[str, Callable[[QueueManager, str], object]]] = {
@@ -171,11 +181,9 @@ def test_only_administrators_control_outgoing_queues(
     with site.client("root") as root:
         if control == "resume":
             assert root.pause_outgoing(destination).state == "paused"
-    name = OUTGOING_CONTROLLERS[who]
-    with site.client(name) as qm:
-        denial = attempt(lambda: OUTGOING_CONTROLS[control](qm, destination))
-    allowed = who == "administrator"
-    check_answer(denial, allowed, f"'{name}' is not an administrator (auth.admins)")
+    allowed = _administrators_only(
+        site, who, OUTGOING_CONTROLLERS[who], lambda qm: OUTGOING_CONTROLS[control](qm, destination)
+    )
     with site.client("root") as root:
         [info] = [info for info in root.outgoing() if info.destination == destination]
         root.purge_outgoing(destination)

@@ -64,6 +64,14 @@ def unsent(sock: socket.socket) -> int:
     return int.from_bytes(outq, sys.byteorder)
 
 
+def with_slots(daemon_factory: Callable[..., DaemonProcess], slots: int) -> DaemonProcess:
+    """A daemon that serves ``slots`` client connections at once, and may evict any
+    idle one as soon as it needs the room."""
+    return daemon_factory(
+        extra_args=["--set", f"server.max_connections={slots}", "--set", "server.evictable_after=0"]
+    )
+
+
 def works(qm: QueueManager) -> None:
     qm.create_queue(f"probe-{time.monotonic_ns()}")
 
@@ -71,9 +79,7 @@ def works(qm: QueueManager) -> None:
 def test_silent_greeted_connections_make_room_for_new_clients(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    daemon = daemon_factory(
-        extra_args=["--set", "server.max_connections=20", "--set", "server.evictable_after=0"]
-    )
+    daemon = with_slots(daemon_factory, 20)
     with ExitStack() as stack:
         silent = [greeted(daemon, stack) for _ in range(30)]
         with connect(daemon.address) as qm:
@@ -92,9 +98,7 @@ def test_silent_greeted_connections_make_room_for_new_clients(
 def test_an_evicted_sdk_connection_says_why(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    daemon = daemon_factory(
-        extra_args=["--set", "server.max_connections=2", "--set", "server.evictable_after=0"]
-    )
+    daemon = with_slots(daemon_factory, 2)
     with connect(daemon.address) as oldest, connect(daemon.address):
         with connect(daemon.address) as newest:
             works(newest)
@@ -107,9 +111,7 @@ def test_an_evicted_sdk_connection_says_why(
 def test_busy_connections_are_kept_and_a_refused_client_is_told_why(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
-    daemon = daemon_factory(
-        extra_args=["--set", "server.max_connections=3", "--set", "server.evictable_after=0"]
-    )
+    daemon = with_slots(daemon_factory, 3)
     with ExitStack() as stack:
         clients = [stack.enter_context(connect(daemon.address)) for _ in range(3)]
         clients[0].create_queue("busy", transactional=True)

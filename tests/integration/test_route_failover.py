@@ -78,11 +78,7 @@ def test_failover_to_the_second_router_and_back_exactly_once(
             assert incoming.reject_count > 0, "copies sent again through R2 were discarded"
 
             # The first answers again: the stream comes back to it.
-            to_r1.heal()
-            expected += commit_batches(qa, destination, 30, 10)
-            wait_until(lambda: qa.outgoing()[0].next_hop == to_r1.address, 30)
-            expected += commit_batches(qa, destination, 40, 10)
-            wait_until(lambda: outgoing_settled(qa), 60)
+            expected += _back_to_the_first_router(qa, destination, to_r1, 30, 10)
 
             assert [body for _, body in drain(b.address, "orders")] == expected
     moves = [(e["from_hop"], e["to_hop"]) for e in log_events(a, "outgoing_route_changed")]
@@ -90,6 +86,20 @@ def test_failover_to_the_second_router_and_back_exactly_once(
         (to_r1.address, second),
         (second, to_r1.address),
     ]
+
+
+def _back_to_the_first_router(
+    qa: QueueManager, destination: str, to_r1: FaultProxy, first: int, count: int
+) -> list[bytes]:
+    """Let R1 answer again and commit ``count`` transactions from ``first`` on, wait
+    for the stream to come back to R1, commit ``count`` more and wait until A's
+    outgoing queues settle; return the bodies committed."""
+    to_r1.heal()
+    bodies = commit_batches(qa, destination, first, count)
+    wait_until(lambda: qa.outgoing()[0].next_hop == to_r1.address, 30)
+    bodies += commit_batches(qa, destination, first + count, count)
+    wait_until(lambda: outgoing_settled(qa), 60)
+    return bodies
 
 
 def _depth(qm: QueueManager, queue: str) -> int:
@@ -110,9 +120,5 @@ def test_a_drained_queue_comes_back_to_the_first_router_with_its_next_messages(
             # Drained through R2: R1's link has nothing left to try for.
             wait_until(lambda: qa.routing(destination).hops[0].state == "idle", 30)
             assert qa.routing(destination).hops[0].down_since is None  # no stale verdict
-            to_r1.heal()
-            expected += commit_batches(qa, destination, 5, 5)
-            wait_until(lambda: qa.outgoing()[0].next_hop == to_r1.address, 30)
-            expected += commit_batches(qa, destination, 10, 5)
-            wait_until(lambda: outgoing_settled(qa), 60)
+            expected += _back_to_the_first_router(qa, destination, to_r1, 5, 5)
             assert [body for _, body in drain(b.address, "orders")] == expected

@@ -11,13 +11,14 @@ certificate expired while it ran, or for a modified queue manager."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import functools
 import json
 import re
 import socket
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,14 @@ from pki import CLIENT_USAGES, DAY, SERVER_USAGES, Pki, UncheckedDaemon
 
 from qmgr.cli import cli
 from qmgr.client import ConnectionLost, QueueManager, connect, open_client, tls_context
+
+
+@contextlib.contextmanager
+def clients_of(pki: Pki, *daemons: DaemonProcess) -> Iterator[list[QueueManager]]:
+    """A client of each of ``daemons``, over TLS trusting ``pki``'s CA."""
+    context = tls_context(pki.ca)
+    with contextlib.ExitStack() as stack:
+        yield [stack.enter_context(connect(d.address, tls=context)) for d in daemons]
 
 
 @pytest.fixture
@@ -216,12 +225,7 @@ def test_a_peer_cannot_speak_for_another_queue_manager(
     a = tls_peer("qm-a", cert=identity)
     # Another queue manager (another store, another GUID) with qm-a's certificate.
     impostor = tls_peer("qm-x", cert=identity)
-    context = tls_context(pki.ca)
-    with (
-        connect(a.address, tls=context) as qa,
-        connect(b.address, tls=context) as qb,
-        connect(impostor.address, tls=context) as qx,
-    ):
+    with clients_of(pki, a, b, impostor) as (qa, qb, qx):
         qb.create_queue("orders", transactional=True)
         send_in_transaction(qa, remote_queue(b, "orders"), b"genuine")
         message = qb.receive("orders", timeout=20)
@@ -397,12 +401,7 @@ def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
     r = tls_peer("qm-r", *ROUTER)
     routes = [arg for hop in (c, d) for arg in route_args(hop.peer_port, r.peer_port)]
     a = tls_peer("qm-a", *relays, *routes)
-    context = tls_context(pki.ca)
-    with (
-        connect(a.address, tls=context) as qa,
-        connect(c.address, tls=context) as qc,
-        connect(d.address, tls=context) as qd,
-    ):
+    with clients_of(pki, a, c, d) as (qa, qc, qd):
         qc.create_queue("orders", transactional=True)
         qd.create_queue("orders", transactional=True)
         with qa.begin() as tx:

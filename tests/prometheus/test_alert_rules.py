@@ -16,14 +16,12 @@ import trio
 import yaml
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.parser import text_string_to_metric_families
+from server.http.metrics_kit import sources_of
 
 import storage
-from qmgr import __version__
 from qmgr.core.engine import QueueManagerCore
-from qmgr.server.client.authorization import AccessTally
 from qmgr.server.http.exposition import Exposition
-from qmgr.server.http.metrics import MetricsSources, QueueManagerCollector
-from qmgr.server.timings import Durations
+from qmgr.server.http.metrics import QueueManagerCollector
 
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "config" / "prometheus" / "qmgr-alerts.yml"
@@ -84,31 +82,9 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     """Every sample name a scrape has (families and their ``_total``, ``_bucket``...)."""
     directory = tmp_path_factory.mktemp("store")
     with storage.Store(directory, initial_map_size=1 << 22, durable=False) as store:
-
-        class Committer:
-            batches = 0
-            write_times = Durations()
-
-        class Peering:
-            def outgoing_by_id(self) -> list[object]:
-                return []
-
-            def refused_by_class(self) -> dict[int, int]:
-                return {0x8001: 1}
-
         core = QueueManagerCore(store)
         store.commit(core.queues.system_queue_units(0.0), now=0.0)  # series per queue
-        sources = MetricsSources(
-            name="qm",
-            version=__version__,
-            store=store,
-            core=core,
-            committer=Committer(),
-            tally=AccessTally(),
-            peering=Peering(),  # type: ignore[arg-type]
-            connections=dict,
-            data_dir=directory,
-        )
+        sources = sources_of(store, directory, core=core)
         collector = QueueManagerCollector(sources)
         registry = CollectorRegistry()
         registry.register(collector)

@@ -4,11 +4,12 @@ stood in for; every family read back through the exposition and
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import trio
+from metrics_kit import Committer, Peering, sources_of
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,53 +19,11 @@ from qmgr.core.engine import QueueManagerCore
 from qmgr.server.client.authorization import AccessTally
 from qmgr.server.http.exposition import Exposition
 from qmgr.server.http.metrics import MetricsSources, QueueManagerCollector, class_name
-from qmgr.server.timings import Durations
 from wire import MessageClass, MessageProperties
 from wire import client as cf
 
 NOW = 1_700_000_000.0
 OUTGOING = "outgoing$;tcp:10.0.0.5:1801\\orders"
-
-
-class Committer:
-    batches = 7
-
-    def __init__(self) -> None:
-        self.write_times = Durations((0.001, 0.01))
-        for seconds in (0.0005, 0.001, 0.002, 0.5):
-            self.write_times.note(seconds)
-
-
-class Peering:
-    def __init__(self, outgoing: list[tuple[int, cf.OutgoingInfo]]) -> None:
-        self.outgoing = outgoing
-
-    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
-        return self.outgoing
-
-    def refused_by_class(self) -> Mapping[int, int]:
-        return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
-
-
-def sources_of(
-    store: storage.Store,
-    directory: Path,
-    *,
-    core: QueueManagerCore | None = None,
-    outgoing: list[tuple[int, cf.OutgoingInfo]] | None = None,
-) -> MetricsSources:
-    """What a daemon around ``store`` would hand the collector, with nothing open."""
-    return MetricsSources(
-        name="qm",
-        version=__version__,
-        store=store,
-        core=QueueManagerCore(store) if core is None else core,
-        committer=Committer(),
-        tally=AccessTally(),
-        peering=Peering([] if outgoing is None else outgoing),
-        connections=dict,
-        data_dir=directory,
-    )
 
 
 def outgoing_info(state: str, waiting: int, unacknowledged: int) -> cf.OutgoingInfo:

@@ -1,0 +1,66 @@
+"""Stand-ins for the daemon's parts the metrics collector reads, around a real
+store and core: a committer with a few write times, peering with the outgoing
+queues it is given, and the :class:`MetricsSources` of a daemon with nothing open.
+
+Tests import them with ``from metrics_kit import ...`` (from ``tests/server/http``)
+or ``from server.http.metrics_kit import ...``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import storage
+from qmgr import __version__
+from qmgr.core.engine import QueueManagerCore
+from qmgr.server.client.authorization import AccessTally
+from qmgr.server.http.metrics import MetricsSources
+from qmgr.server.timings import Durations
+from wire import MessageClass
+from wire import client as cf
+
+
+class Committer:
+    """Seven write batches, four write times noted."""
+
+    batches = 7
+
+    def __init__(self) -> None:
+        self.write_times = Durations((0.001, 0.01))
+        for seconds in (0.0005, 0.001, 0.002, 0.5):
+            self.write_times.note(seconds)
+
+
+class Peering:
+    """The outgoing queues it is given; two classes of messages refused."""
+
+    def __init__(self, outgoing: list[tuple[int, cf.OutgoingInfo]]) -> None:
+        self.outgoing = outgoing
+
+    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
+        return self.outgoing
+
+    def refused_by_class(self) -> Mapping[int, int]:
+        return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
+
+
+def sources_of(
+    store: storage.Store,
+    directory: Path,
+    *,
+    core: QueueManagerCore | None = None,
+    outgoing: list[tuple[int, cf.OutgoingInfo]] | None = None,
+) -> MetricsSources:
+    """What a daemon around ``store`` would hand the collector, with nothing open."""
+    return MetricsSources(
+        name="qm",
+        version=__version__,
+        store=store,
+        core=QueueManagerCore(store) if core is None else core,
+        committer=Committer(),
+        tally=AccessTally(),
+        peering=Peering([] if outgoing is None else outgoing),
+        connections=dict,
+        data_dir=directory,
+    )
