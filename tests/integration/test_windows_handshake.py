@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from helpers import DaemonProcess, log_events, settings
+from helpers import DaemonProcess, log_events, settings, wait_until
 
 import wire
 from qmgr.client import connect
@@ -70,6 +70,8 @@ def test_a_request_for_another_queue_manager_is_answered_refused(
     assert (packet.client_qm, packet.timestamp) == (sent.client_qm, sent.timestamp)  # echoed
     assert packet.server_qm == ours
     assert answer[60:] == b"\x5a" * 512  # the server's padding
+    # Logged as the connection ends, which may be just after the answer is read.
+    wait_until(lambda: bool(log_events(daemon, "peer_session_closed")), timeout=10)
     [closed] = log_events(daemon, "peer_session_closed")
     assert "asked for queue manager" in str(closed["reason"])
 
