@@ -79,9 +79,15 @@ def _direct_name(name: str) -> bytes:
 
 
 def _properties(
-    *, label: str | None, body: bytes, message_class: int = 0, body_type: int = 0x1011
+    *,
+    label: str | None,
+    body: bytes,
+    message_class: int = 0,
+    body_type: int = 0x1011,
+    extension: bytes = b"",
 ) -> bytes:
-    """MessagePropertiesHeader ([MS-MQMQ] §2.2.19.3), padded to a multiple of 4."""
+    """MessagePropertiesHeader ([MS-MQMQ] §2.2.19.3), padded to a multiple of 4;
+    ExtensionData and the body follow the label unaligned."""
     wide = b"" if label is None else (label + "\0").encode("utf-16-le")
     fixed = struct.pack(
         "<BBH20sIIIIIIII",
@@ -96,9 +102,9 @@ def _properties(
         0,
         0,
         0,
-        0,
+        len(extension),
     )
-    header = fixed + wide + body
+    header = fixed + wide + extension + body
     return header + b"\0" * (-len(header) % 4)
 
 
@@ -128,18 +134,30 @@ def transactional_message(
     body: bytes,
     tx_flags: int = 0,
     sent_time: int = 1_700_000_000,
+    base_flags: int = 0,
     extra_user_flags: int = 0,
     security: bytes = b"",
+    extension: bytes = b"",
+    soap: bytes = b"",
+    trailer: bytes = b"",
+    session: bytes = b"",
     reserved: int = 0,
 ) -> bytes:
     """A transactional UserMessage to the direct name ``queue``: PR=0, DM=1, TH, MP.
 
-    ``sequence`` is the TxSequenceID as (Ordinal, Timestamp). ``security`` is a
-    SecurityHeader's bytes (SH is set when given).
+    ``sequence`` is the TxSequenceID as (Ordinal, Timestamp). Optional parts, in
+    wire order: ``security`` (a SecurityHeader: sets SH), ``extension`` (the
+    MessagePropertiesHeader's ExtensionData), ``soap`` (a SoapHeader: sets HH),
+    ``trailer`` (bytes up to PacketSize after the known headers, as the
+    [MS-MQRR] stored form appends), ``session`` (a piggy-backed SessionHeader:
+    sets BaseHeader SH and follows PacketSize). ``base_flags`` adds
+    BaseHeader flags (reserved bits a Windows capture sets).
     """
     flags = DM_RECOVERABLE | DQ_DIRECT | TH | MP | extra_user_flags
     if security:
         flags |= SECURITY_PRESENT
+    if soap:
+        flags |= HH
     parts = (
         _user_header(
             source=source,
@@ -151,9 +169,30 @@ def transactional_message(
         + _direct_name(queue)
         + struct.pack("<IIIII", tx_flags, *sequence, number, previous)
         + security
-        + _properties(label=None, body=body)
+        + _properties(label=None, body=body, extension=extension)
+        + soap
+        + trailer
     )
-    return base_header(0x0000, 16 + len(parts), reserved=reserved, ttrq=345_600) + parts
+    base = base_flags | (BASE_SH if session else 0)
+    header = base_header(base, 16 + len(parts), reserved=reserved, ttrq=345_600)
+    return header + parts + session
+
+
+def security_header(sender_id: bytes, *, flags: int = 0x0001) -> bytes:
+    """SecurityHeader ([MS-MQMQ] §2.2.20.6) carrying only a SecurityID (a SID, as
+    Windows sends the user's with ST=1 even when AI is clear), padded to 4."""
+    fixed = struct.pack("<HHHHII", flags, len(sender_id), 0, 0, 0, 0)
+    return fixed + sender_id + b"\0" * (-len(sender_id) % 4)
+
+
+def soap_header(header: str, body: str) -> bytes:
+    """SoapHeader ([MS-MQMQ] §2.2.20.7): the two sections, each a WCHAR count with
+    its NUL, padded to 4 at the end."""
+    out = b""
+    for section_id, text in ((0x0320, header), (0x0384, body)):
+        wide = (text + "\0").encode("utf-16-le")
+        out += struct.pack("<HHI", section_id, 0, len(wide) // 2) + wide
+    return out + b"\0" * (-len(out) % 4)
 
 
 def _ack(
@@ -240,3 +279,11 @@ def blank_free(data: bytes) -> bytes:
     byte and TimeToReachQueue, the UserHeader's TimeToBeReceived, SentTime and
     MessageID (the packet's own ordinal)."""
     return data[:1] + b"\0" + data[2:12] + bytes(4) + data[16:48] + bytes(12) + data[60:]
+
+
+def piggy_back(data: bytes, header: bytes) -> bytes:
+    """The user packet ``data`` carrying the SessionHeader ``header``: BaseHeader SH
+    set, the 16 bytes after PacketSize, which does not count them ([MS-MQMQ]
+    §2.2.19.1)."""
+    flags = int.from_bytes(data[2:4], "little") | BASE_SH
+    return data[:2] + flags.to_bytes(2, "little") + data[4:] + header
