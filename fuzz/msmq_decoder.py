@@ -4,14 +4,18 @@ The invariant: any byte string given to ``wire.parse_packet`` or to a
 ``wire.FrameDecoder`` either parses or raises ``wire.RemoteProtocolError``,
 never anything else; what parses rebuilds to exactly the same bytes; and the
 decoder says the same thing whether the bytes arrive whole, one at a time or in
-random chunks.
+random chunks. The same bytes, taken as a UDP datagram, either parse as a ping
+(``wire.parse_ping``, rebuilt exactly) or raise ``RemoteProtocolError``, and
+``qmgr.protocol.ping.PingResponder`` answers them with a well-formed ping or
+not at all, never raising.
 
 Two engines:
 
 * with atheris installed (``pip install atheris``) and ``--atheris``,
   coverage-guided libFuzzer; the remaining arguments go to libFuzzer;
 * otherwise a stdlib-only mutation loop over a seed corpus (the [MS-MQQB]
-  example frames and built packets with every optional header), run for a
+  example frames, pings included, built packets with every optional header and
+  user messages with a piggy-backed SessionHeader), run for a
   number of iterations or seconds; it prints which fields the errors named.
 
 An input that breaks the invariant is printed as hex, saved under
@@ -41,6 +45,7 @@ from msmq import msmq_decoding as md  # noqa: E402  (after the path is set up)
 from msmq import msmq_samples as samples  # noqa: E402
 
 import wire  # noqa: E402
+from qmgr.protocol.ping import PingResponder  # noqa: E402
 
 CORPUS = ROOT / "fuzz" / "corpus"
 INTERESTING_U32 = [0, 1, 2, 3, 4, 15, 16, 36, 119, 120, 572, 0x7FFF, 0xFFFF, 0x10000, 0x3FFFFF]
@@ -51,8 +56,49 @@ class InvariantBroken(Exception):
     """The parser or decoder misbehaved on an input."""
 
 
+#: The queue manager that answers the fuzzed pings.
+PING_QM = wire.parse_ping(samples.frame("4.1.2-ping-response")).qm
+#: The 4.1.8 SessionAck's SessionHeader, piggy-backed on the seed user messages.
+SESSION_HEADER = samples.frame("4.1.8-session-ack")[20:]
+#: What the ping checks found, over a run.
+PING_OUTCOMES: collections.Counter[str] = collections.Counter()
+
+
+def check_ping(data: bytes) -> str:
+    """Check the ping invariant on ``data``; return "ping ok" or the field an error named."""
+    try:
+        ping = wire.parse_ping(data)
+    except wire.RemoteProtocolError as exc:
+        outcome = f"ping error {exc.field}"
+    except Exception as exc:
+        raise InvariantBroken(f"parse_ping raised {exc!r}") from exc
+    else:
+        outcome = "ping ok"
+        if wire.build_ping(ping) != data:
+            raise InvariantBroken("parse_ping result does not rebuild to the same bytes")
+    try:
+        answer = PingResponder(PING_QM).answer(data, refuse=len(data) % 2 == 1, now=0.0)
+    except Exception as exc:
+        raise InvariantBroken(f"PingResponder.answer raised {exc!r}") from exc
+    if (answer is None) != (outcome != "ping ok"):
+        raise InvariantBroken(f"a ping answered iff it parses: {outcome}, answer {answer!r}")
+    if answer is not None:
+        reply = wire.parse_ping(answer)
+        if (reply.cookie, reply.qm) != (ping.cookie, PING_QM):
+            raise InvariantBroken(f"the answer {reply!r} does not echo {ping!r}")
+    return outcome
+
+
+def piggy_backed(data: bytes) -> bytes:
+    """The user packet ``data`` with a SessionHeader after PacketSize (BaseHeader SH)."""
+    flags = int.from_bytes(data[2:4], "little") | int(wire.BaseFlags.SESSION)
+    return data[:2] + flags.to_bytes(2, "little") + data[4:] + SESSION_HEADER
+
+
 def check(data: bytes) -> str:
     """Check the invariant on ``data``; return "ok" or the field an error named."""
+    if len(data) <= 64:
+        PING_OUTCOMES[check_ping(data)] += 1
     try:
         packet = wire.parse_packet(data)
     except wire.RemoteProtocolError as exc:
@@ -85,7 +131,8 @@ def _decode(chunks: list[bytes]) -> tuple[list[wire.Packet], str | None]:
 
 
 def seeds() -> list[bytes]:
-    """The example frames, the completed 4.1.7 message and built packets of every kind."""
+    """The example frames, the completed 4.1.7 message, built packets of every kind,
+    the example pings and user messages with a piggy-backed SessionHeader."""
     return [
         *map(samples.frame, samples.WHOLE_FRAMES),
         samples.frame(samples.TRUNCATED_USER_MESSAGE),
@@ -93,6 +140,11 @@ def seeds() -> list[bytes]:
         wire.build_packet(samples.message_with_every_header()),
         wire.build_packet(samples.order_ack()),
         wire.build_packet(samples.final_ack()),
+        samples.frame("4.1.1-ping-request"),
+        samples.frame("4.1.2-ping-response"),
+        piggy_backed(samples.completed_user_message()),
+        piggy_backed(wire.build_packet(samples.transactional_message())),
+        piggy_backed(wire.build_packet(samples.order_ack())),
     ]
 
 
@@ -156,7 +208,7 @@ def run_loop(iterations: int | None, seconds: float | None, seed: int) -> int:
         count += 1
     elapsed = time.monotonic() - start
     print(f"{count} inputs in {elapsed:.1f}s ({count / max(elapsed, 1e-9):.0f}/s), seed {seed}")
-    for outcome, n in outcomes.most_common(25):
+    for outcome, n in [*outcomes.most_common(25), *PING_OUTCOMES.most_common()]:
         print(f"{n:8d}  {outcome}")
     return 0
 

@@ -58,11 +58,18 @@ stored (see the ledger module); a piggy-backed header is accepted whether or
 not the peer counted the carrying packet in its sent counts; a WindowSize of 0
 counts as 1; an AckSequenceNumber that does not advance acknowledges nothing
 instead of closing; the acceptor keeps its own timeouts when the initiator
-announces 0.
+announces 0; the SE bit of EstablishConnection.OperatingSystem is echoed in
+whichever of its two encodings the initiator used (``session_values``).
+
+The peer's window is whatever its last ConnectionParameters or SessionHeader
+announced, 1 included: Windows' pause and memory-pressure signal, after which
+:meth:`~PeerSession.can_send` allows one packet at a time until a later
+header announces more.
 
 Not handled here: piggy-backing our SessionHeader on user packets we send (a
 stand-alone SessionAck is always used), the RTT-based RecoverableAckSendTimeout
-(the configured value is announced), the window-1 pause signal and ping.
+(the configured value is announced), announcing a window of 1 ourselves (our
+window is the configured one), and pings (:mod:`qmgr.protocol.ping`).
 """
 
 from __future__ import annotations
@@ -85,14 +92,13 @@ from .session_values import (
     SessionError,
     SessionSettings,
     SessionState,
+    answer_operating_system,
 )
 
 __all__ = ["PeerSession"]
 
 #: EstablishConnection.TimeStamp is a u32 of milliseconds.
 _TIMESTAMP_MASK: Final = 0xFFFFFFFF
-#: The low byte of EstablishConnection.OperatingSystem (RE), fixed by the spec.
-_OPERATING_SYSTEM_RE: Final = 0x10
 #: The settings of a session that is given none.
 _DEFAULT_SETTINGS: Final = SessionSettings()
 #: RecoverableAckSendTimeout bounds in seconds (500..120000 ms, reference §9 and §14.1).
@@ -376,8 +382,7 @@ class PeerSession:
             client_qm=packet.client_qm,
             server_qm=self.local_qm,
             timestamp=packet.timestamp,
-            operating_system=_OPERATING_SYSTEM_RE
-            | (packet.operating_system & wire.OperatingSystemFlags.NO_PING),
+            operating_system=answer_operating_system(packet.operating_system),
         )
         send = Send(data=wire.build_packet(response))
         if refusal is not None:

@@ -19,6 +19,33 @@ from .session_ledger import U16
 #: The largest AckTimeout a ConnectionParameters packet carries (a u32 of ms).
 MAX_MILLISECONDS: Final = 0xFFFFFFFF
 
+#: EstablishConnection.OperatingSystem: RE, the byte that MUST be 0x10, and the
+#: SE bit ("no ping was sent"), as [MS-MQQB] §2.2.3.1 lays them out (bit 0 the
+#: least significant: RE the low byte, SE 0x0100; the §4.1.3 example's ``10 03``)
+#: and as peers that number the bits from the most significant one write them
+#: (RE the high byte, SE 0x0080; zgrab2's ``80 10``).
+_RE: Final = 0x10
+_SPEC_SE: Final = int(wire.OperatingSystemFlags.NO_PING)
+_MSB_FIRST_RE: Final = _RE << 8
+_MSB_FIRST_SE: Final = 0x0080
+
+
+def answer_operating_system(requested: int) -> int:
+    """The OperatingSystem field of the EstablishConnection response to ``requested``.
+
+    RE is 0x10 and the request's SE bit is echoed, in the encoding the request
+    used, so that the initiator reads its own bit back whichever way it numbers
+    them: the spec's (RE in the low byte) and, when only the high byte is 0x10,
+    the most-significant-bit-first one seen in the wild. A request in neither
+    form gets the spec's encoding without SE. The other bits (OS, QS) describe
+    the initiator and are not echoed.
+    """
+    if requested & 0xFF == _RE:
+        return _RE | (requested & _SPEC_SE)
+    if requested >> 8 == _RE:
+        return _MSB_FIRST_RE | (requested & _MSB_FIRST_SE)
+    return _RE
+
 
 class SessionError(Exception):
     """The session was used wrongly by the caller (not by the peer).
