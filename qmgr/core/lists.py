@@ -125,14 +125,12 @@ class ListAdmin:
         return tuple(targets)
 
     def _check(self, text: str) -> tuple[object, ...]:
-        parsed = names.parse_format_name(text, self._identity)
-        if parsed.is_multiple:
-            msg = f"{text!r}: a list's target is one queue, not a multiple-element name"
-            raise InvalidName(msg)
-        element = parsed.elements[0]
-        if element.distribution_list:
-            msg = f"{text!r}: a distribution list cannot contain another list"
-            raise InvalidName(msg)
+        element = names.parse_one_queue(
+            text,
+            self._identity,
+            several=": a list's target is one queue, not a multiple-element name",
+            listed=": a distribution list cannot contain another list",
+        )
         if element.is_system or element.is_journal or element.is_subqueue:
             msg = f"{text!r}: journal and dead-letter queues and subqueues take no sends"
             raise InvalidName(msg)

@@ -217,16 +217,35 @@ def parse_queue_reference(text: str, identity: LocalIdentity | None = None) -> Q
     Raises:
         InvalidName: not a single element, or not a queue on this queue manager.
     """
+    address = parse_one_queue(
+        text,
+        identity,
+        several=" names several queues; this operation takes one",
+        listed=" names a distribution list; this operation takes a queue",
+    )
+    if not address.is_local:
+        msg = f"{text!r} is a queue on another host; only local queues can be read"
+        raise InvalidName(msg)
+    return address
+
+
+def parse_one_queue(
+    text: str, identity: LocalIdentity | None, *, several: str, listed: str
+) -> QueueAddress:
+    """Parse ``text`` as the name of one queue, on this queue manager or another.
+
+    Raises:
+        InvalidName: ``text`` does not parse, or it names several queues (the
+            message is ``text!r`` followed by ``several``) or a distribution list
+            (``text!r`` followed by ``listed``).
+    """
     name = parse_format_name(text, identity)
     if name.is_multiple:
-        msg = f"{text!r} names several queues; this operation takes one"
+        msg = f"{text!r}{several}"
         raise InvalidName(msg)
     address = name.elements[0]
     if address.distribution_list:
-        msg = f"{text!r} names a distribution list; this operation takes a queue"
-        raise InvalidName(msg)
-    if not address.is_local:
-        msg = f"{text!r} is a queue on another host; only local queues can be read"
+        msg = f"{text!r}{listed}"
         raise InvalidName(msg)
     return address
 

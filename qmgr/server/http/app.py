@@ -66,7 +66,15 @@ from ..client.operations import Operations, error_code
 from .api import API_PREFIX, API_ROUTES, STATUS_OF, ApiCall, ApiError, ApiRoute, error_body
 from .exposition import Exposition
 
-__all__ = ["CONNECTION", "CREDENTIAL_NAMES", "ROUTES", "HttpApp", "HttpConnection", "HttpRoute"]
+__all__ = [
+    "CONNECTION",
+    "CREDENTIAL_NAMES",
+    "ROUTES",
+    "HttpApp",
+    "HttpConnection",
+    "HttpRoute",
+    "logged",
+]
 
 #: The key of the connection (:class:`HttpConnection`) in an ASGI scope's ``state``.
 CONNECTION: Final = "qmgr.connection"
@@ -248,12 +256,7 @@ class HttpApp:
         except Exception:
             log.exception("http_request_failed")
             response = JSONResponse(error_body("internal", "internal error"), status_code=500)
-        log.debug(
-            "http_request",
-            status=response.status_code,
-            seconds=round(time.perf_counter() - started, 6),
-        )
-        return response
+        return logged(response, log, started)
 
     def _api_call(
         self,
@@ -343,12 +346,7 @@ class HttpApp:
             except Exception:
                 log.exception("http_request_failed")
                 response = PlainTextResponse("internal error\n", status_code=500)
-        log.debug(
-            "http_request",
-            status=response.status_code,
-            seconds=round(time.perf_counter() - started, 6),
-        )
-        return response
+        return logged(response, log, started)
 
     def _principal(
         self,
@@ -403,6 +401,19 @@ class HttpApp:
         authorization.tally.denied += 1
         log.warning("access_denied", reason=why)
         return 403, "access_denied", f"access denied: {why}"
+
+
+def logged(
+    response: Response, log: structlog.typing.FilteringBoundLogger, started: float
+) -> Response:
+    """``response``, once its request is logged (``http_request``): its status and
+    the seconds since ``started`` (``time.perf_counter``)."""
+    log.debug(
+        "http_request",
+        status=response.status_code,
+        seconds=round(time.perf_counter() - started, 6),
+    )
+    return response
 
 
 async def _to_console(request: Request) -> Response:

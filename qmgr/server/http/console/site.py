@@ -65,7 +65,7 @@ from qmgr.texts import age, size
 from ...client.needs import Need
 from ...client.operations import Operations, error_code
 from ..api import STATUS_OF, ApiCall, ApiError
-from ..app import HttpApp
+from ..app import HttpApp, logged
 from ..metrics import MetricsSources
 from .rates import SAMPLE_SECONDS, RateHistory, Reading
 from .sessions import ConsoleSession, ConsoleSessions
@@ -271,12 +271,7 @@ class Console:
             response = self.error_page(visit, 500, "internal error (see the daemon's log)")
         if opened:
             self.set_cookie(response, visit)
-        log.debug(
-            "http_request",
-            status=response.status_code,
-            seconds=round(time.perf_counter() - started, 6),
-        )
-        return response
+        return logged(response, log, started)
 
     def _automatic(self, connection: Any, now: float) -> ConsoleSession | None:
         """A session opened without a login: for the client certificate shown, or
