@@ -35,7 +35,9 @@ import random
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -50,6 +52,7 @@ from qmgr.protocol.ping import PingResponder  # noqa: E402
 CORPUS = ROOT / "fuzz" / "corpus"
 INTERESTING_U32 = [0, 1, 2, 3, 4, 15, 16, 36, 119, 120, 572, 0x7FFF, 0xFFFF, 0x10000, 0x3FFFFF]
 INTERESTING_U32 += [0x400000, 0x400001, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF]
+T = TypeVar("T")
 
 
 class InvariantBroken(Exception):
@@ -64,23 +67,32 @@ SESSION_HEADER = samples.frame("4.1.8-session-ack")[20:]
 PING_OUTCOMES: collections.Counter[str] = collections.Counter()
 
 
+def round_trip(
+    parse: Callable[[bytes], T], build: Callable[[T], bytes], data: bytes
+) -> T | wire.RemoteProtocolError:
+    """``msmq_decoding.round_trip``: the value or the ``RemoteProtocolError``.
+
+    Raises:
+        InvariantBroken: ``parse`` raised anything else, or its value does not rebuild.
+    """
+    try:
+        return md.round_trip(parse, build, data)
+    except md.NotRebuilt as exc:
+        raise InvariantBroken(str(exc)) from exc
+    except Exception as exc:
+        raise InvariantBroken(f"{getattr(parse, '__name__', parse)} raised {exc!r}") from exc
+
+
 def check_ping(data: bytes) -> str:
     """Check the ping invariant on ``data``; return "ping ok" or the field an error named."""
-    try:
-        ping = wire.parse_ping(data)
-    except wire.RemoteProtocolError as exc:
-        outcome = f"ping error {exc.field}"
-    except Exception as exc:
-        raise InvariantBroken(f"parse_ping raised {exc!r}") from exc
-    else:
-        outcome = "ping ok"
-        if wire.build_ping(ping) != data:
-            raise InvariantBroken("parse_ping result does not rebuild to the same bytes")
+    ping = round_trip(wire.parse_ping, wire.build_ping, data)
+    refused = isinstance(ping, wire.RemoteProtocolError)
+    outcome = f"ping error {ping.field}" if refused else "ping ok"
     try:
         answer = PingResponder(PING_QM).answer(data, refuse=len(data) % 2 == 1, now=0.0)
     except Exception as exc:
         raise InvariantBroken(f"PingResponder.answer raised {exc!r}") from exc
-    if (answer is None) != (outcome != "ping ok"):
+    if (answer is None) != refused:
         raise InvariantBroken(f"a ping answered iff it parses: {outcome}, answer {answer!r}")
     if answer is not None:
         reply = wire.parse_ping(answer)
@@ -99,16 +111,8 @@ def check(data: bytes) -> str:
     """Check the invariant on ``data``; return "ok" or the field an error named."""
     if len(data) <= 64:
         PING_OUTCOMES[check_ping(data)] += 1
-    try:
-        packet = wire.parse_packet(data)
-    except wire.RemoteProtocolError as exc:
-        outcome = f"error {exc.field}"
-    except Exception as exc:
-        raise InvariantBroken(f"parse_packet raised {exc!r}") from exc
-    else:
-        outcome = "ok"
-        if wire.build_packet(packet) != data:
-            raise InvariantBroken("parse_packet result does not rebuild to the same bytes")
+    packet = round_trip(wire.parse_packet, wire.build_packet, data)
+    outcome = f"error {packet.field}" if isinstance(packet, wire.RemoteProtocolError) else "ok"
     rng = random.Random(data)
     cuts = sorted(rng.sample(range(len(data) + 1), min(len(data) + 1, 5)))
     splits = [[data], md.bytewise(data), md.split_at(data, cuts)]

@@ -1,15 +1,44 @@
-"""Feeding bytes to a ``wire.FrameDecoder`` the ways a socket can deliver them.
+"""Feeding bytes to a ``wire.FrameDecoder`` the ways a socket can deliver them,
+and to a parser that must rebuild what it parses.
 
 Shared by the decoder and invariant tests and by the fuzz harness: the same
 bytes split whole, one byte at a time or at given offsets, fed chunk by chunk,
-with every packet the decoder completes collected on the way.
+with every packet the decoder completes collected on the way; and the round
+trip (:func:`round_trip`) that every parse of any bytes owes: a value that
+rebuilds to exactly those bytes, or a ``wire.RemoteProtocolError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TypeVar
 
 import wire
+
+T = TypeVar("T")
+
+
+class NotRebuilt(AssertionError):
+    """What a parser returned does not rebuild to the bytes it came from."""
+
+
+def round_trip(
+    parse: Callable[[bytes], T], build: Callable[[T], bytes], data: bytes
+) -> T | wire.RemoteProtocolError:
+    """``parse(data)``, or the ``wire.RemoteProtocolError`` it raised; any other
+    exception goes through.
+
+    Raises:
+        NotRebuilt: what ``parse`` returned does not ``build`` to exactly ``data``.
+    """
+    try:
+        value = parse(data)
+    except wire.RemoteProtocolError as exc:
+        return exc
+    if build(value) != data:
+        msg = f"{getattr(parse, '__name__', parse)} result does not rebuild to the same bytes"
+        raise NotRebuilt(msg)
+    return value
 
 
 def bytewise(data: bytes) -> list[bytes]:
