@@ -59,13 +59,15 @@ import ipaddress
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final, Protocol
 
 import trio
 
 from qmgr.config import Address, Config
 
 __all__ = [
+    "ShowsCertificate",
+    "StartsTls",
     "TlsContexts",
     "TlsFailed",
     "check_exposure",
@@ -75,6 +77,7 @@ __all__ = [
     "is_loopback",
     "load_contexts",
     "peer_handshake",
+    "start_tls",
 ]
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
@@ -233,6 +236,35 @@ async def handshake(
     return secure
 
 
+class StartsTls(Protocol):
+    """A connection that can turn itself into TLS (``client.connection.RawConnection``)."""
+
+    async def start_tls(self, context: ssl.SSLContext) -> None:
+        """Shake hands as the TLS server."""
+        ...
+
+
+async def start_tls(connection: StartsTls, context: ssl.SSLContext, *, within: float) -> None:
+    """Shake hands as the TLS server on ``connection`` within ``within`` seconds.
+
+    Raises:
+        TlsFailed: the handshake failed or took too long (``connection`` is
+            not closed: the caller owns it).
+    """
+    try:
+        with trio.fail_after(within):
+            await connection.start_tls(context)
+    except trio.TooSlowError:
+        msg = f"no TLS handshake within {within:g} s"
+        raise TlsFailed(msg) from None
+    except trio.BrokenResourceError:
+        msg = "TLS handshake failed: the connection was closed"
+        raise TlsFailed(msg, closed=True) from None
+    except OSError as exc:  # ssl.SSLError included
+        msg = f"TLS handshake failed: {_reason(exc)}"
+        raise TlsFailed(msg) from None
+
+
 async def peer_handshake(
     stream: trio.abc.Stream, context: ssl.SSLContext, *, server_side: bool, config: Config
 ) -> tuple[trio.SSLStream[trio.abc.Stream], str]:
@@ -258,7 +290,15 @@ async def peer_handshake(
     return secure, identity
 
 
-def common_name(stream: trio.SSLStream[trio.abc.Stream]) -> str | None:
+class ShowsCertificate(Protocol):
+    """A TLS connection: ``trio.SSLStream``, or a ``RawConnection`` under TLS."""
+
+    def getpeercert(self) -> Any:
+        """The other side's certificate, decoded (empty or None: none)."""
+        ...
+
+
+def common_name(stream: ShowsCertificate) -> str | None:
     """The common name of the other side's certificate (None: it showed none)."""
     certificate = stream.getpeercert()
     if not certificate:

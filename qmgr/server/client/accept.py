@@ -40,7 +40,7 @@ from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.core.permissions import user_name_problem
 
 from ..admission import Admission, AdmissionLimits, Arrival, Ticket
-from ..tls import TlsFailed, common_name, handshake
+from ..tls import TlsFailed, common_name, start_tls
 from .connection import RawConnection
 from .error_codes import error_frame
 from .services import Services
@@ -195,12 +195,9 @@ class ClientPort:
             if context is None:
                 return connection, None
             try:
-                secure = await handshake(
-                    connection,
-                    context,
-                    server_side=True,
-                    # The Hello deadline counts from the connection's arrival.
-                    within=max(0.0, deadline - trio.current_time()),
+                # The Hello deadline counts from the connection's arrival.
+                await start_tls(
+                    connection, context, within=max(0.0, deadline - trio.current_time())
                 )
             except TlsFailed as exc:
                 if not exc.closed:
@@ -210,7 +207,7 @@ class ClientPort:
                 with trio.CancelScope(shield=True):
                     await connection.aclose()
                 return None
-            name = common_name(secure)
+            name = common_name(connection)
             problem = None if name is None else user_name_problem(name)
             if problem is not None:
                 self._failed(address)
@@ -221,9 +218,9 @@ class ClientPort:
                     reason=f"the client certificate's common name {problem}",
                 )
                 with trio.CancelScope(shield=True):
-                    await secure.aclose()
+                    await connection.aclose()
                 return None
-            return secure, name
+            return connection, name
         finally:
             self.handshakes -= 1
 

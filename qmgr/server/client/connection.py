@@ -9,11 +9,20 @@ it must. Fairness is kept by yielding after a run of reads that never had to
 wait, and cancellation is checked on every read. It is an ordinary
 ``trio.abc.Stream``: sessions are written against that interface, and tests
 drive them over ``trio.testing.memory_stream_pair``.
+
+Under TLS the same holds: :meth:`RawConnection.start_tls` turns the socket
+into a non-blocking ``ssl.SSLSocket`` (the handshake within a deadline), and
+the connection goes on trying the call first, waiting on the socket only
+when OpenSSL says it wants to read or write. ``trio.SSLStream``, which
+copies every byte through memory BIOs and awaits twice per call, cost a TLS
+commit about 90 µs of the daemon's CPU more than a plain one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import ssl
 
 import trio
 
@@ -25,10 +34,41 @@ class RawConnection(trio.abc.Stream):
     """A connected TCP socket taken over from a ``trio.SocketStream``."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
-        self._sock = socket.socket(fileno=stream.socket.detach())
+        self._sock: socket.socket = socket.socket(fileno=stream.socket.detach())
         self._sock.setblocking(False)
         self._ready_reads = 0
         self._closed = False
+        #: The TLS layer once :meth:`start_tls` has finished (None: plain TCP).
+        self.tls: ssl.SSLSocket | None = None
+
+    async def start_tls(self, context: ssl.SSLContext) -> None:
+        """Shake hands as a TLS server; from then on every byte goes through TLS.
+
+        Raises:
+            ssl.SSLError, OSError: the handshake failed.
+            trio.BrokenResourceError: the peer closed the connection during it.
+        """
+        secure = context.wrap_socket(self._sock, server_side=True, do_handshake_on_connect=False)
+        self._sock = secure
+        while True:
+            try:
+                secure.do_handshake()
+            except ssl.SSLWantReadError:
+                await trio.lowlevel.wait_readable(secure)
+            except ssl.SSLWantWriteError:
+                await trio.lowlevel.wait_writable(secure)
+            except (ssl.SSLEOFError, ConnectionError) as exc:
+                msg = "the connection was closed during the TLS handshake"
+                raise trio.BrokenResourceError(msg) from exc
+            else:
+                break
+        self.tls = secure
+
+    def getpeercert(self) -> dict[str, object] | None:
+        """The certificate the other side showed, decoded (None: none, or no TLS)."""
+        if self.tls is None:
+            return None
+        return self.tls.getpeercert()  # type: ignore[return-value]
 
     def setsockopt(self, level: int, option: int, value: int) -> None:
         """Set a socket option (for example TCP_NODELAY)."""
@@ -61,9 +101,13 @@ class RawConnection(trio.abc.Stream):
                 raise trio.ClosedResourceError(msg)
             try:
                 return self._sock.recv(size)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantReadError):
                 self._ready_reads = 0
                 await trio.lowlevel.wait_readable(self._sock)
+            except ssl.SSLWantWriteError:
+                await trio.lowlevel.wait_writable(self._sock)
+            except ssl.SSLZeroReturnError:
+                return b""  # the peer's close_notify: the end of the stream
             except OSError as exc:
                 msg = f"connection broken: {exc.strerror or exc}"
                 raise trio.BrokenResourceError(msg) from exc
@@ -82,8 +126,11 @@ class RawConnection(trio.abc.Stream):
                 raise trio.ClosedResourceError(msg)
             try:
                 sent = self._sock.send(view)
-            except BlockingIOError:
+            except (BlockingIOError, ssl.SSLWantWriteError):
                 await trio.lowlevel.wait_writable(self._sock)
+                continue
+            except ssl.SSLWantReadError:
+                await trio.lowlevel.wait_readable(self._sock)
                 continue
             except OSError as exc:
                 msg = f"connection broken: {exc.strerror or exc}"
@@ -99,5 +146,8 @@ class RawConnection(trio.abc.Stream):
         if not self._closed:
             self._closed = True
             trio.lowlevel.notify_closing(self._sock)
+            if self.tls is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    self.tls.unwrap()  # sends close_notify; the answer is not awaited
             self._sock.close()
         await trio.lowlevel.checkpoint()
