@@ -31,10 +31,10 @@ import structlog
 import trio
 
 import storage.store as store_module
+from qmgr import socket_stream as connection_module
 from qmgr.config import load_config
 from qmgr.server import committer as committer_module
 from qmgr.server import daemon as daemon_module
-from qmgr.server.client import connection as connection_module
 from qmgr.server.client import session as session_module
 
 CLIENT = textwrap.dedent(

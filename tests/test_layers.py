@@ -36,7 +36,16 @@ ALLOWED: dict[str, set[str]] = {
     "qmgr.config": {"wire", "qmgr.core"},
     "qmgr.logs": set(),
     "qmgr.texts": set(),
-    "qmgr.server": {"wire", "storage", "qmgr.core", "qmgr.protocol", "qmgr.config", "qmgr.certs"},
+    "qmgr.socket_stream": set(),
+    "qmgr.server": {
+        "wire",
+        "storage",
+        "qmgr.core",
+        "qmgr.protocol",
+        "qmgr.config",
+        "qmgr.certs",
+        "qmgr.socket_stream",
+    },
     # The HTTP adapter: what the daemon counts, the one authorization, TLS, the client
     # requests' operations (run without a session), and the SDK's values and JSON
     # shapes (those of ``qmgr --json``); no session, no peering internals, not the
@@ -55,7 +64,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.server.tls",
         "qmgr.server.timings",
     },
-    "qmgr.client": {"wire"},
+    "qmgr.client": {"wire", "qmgr.socket_stream"},
     "qmgr.spark": {"wire", "qmgr.client"},
     "qmgr.cli": {
         "wire",

@@ -47,6 +47,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 
 import trio
 
+from qmgr.socket_stream import RawConnection
 from wire import client as cf
 
 from ._codec import SendOptions
@@ -65,7 +66,7 @@ T = TypeVar("T")
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
-async def open_stream(address: str) -> tuple[trio.SocketStream, str, str]:
+async def open_stream(address: str) -> tuple[RawConnection, str, str]:
     """A stream to ``address`` (``HOST:PORT`` or ``unix:PATH``), the host name TLS
     checks, and the address for messages.
 
@@ -76,7 +77,7 @@ async def open_stream(address: str) -> tuple[trio.SocketStream, str, str]:
     if path is not None:
         where = f"{UNIX_PREFIX}{path}"
         try:
-            return await trio.open_unix_socket(path), "localhost", where
+            return RawConnection(await trio.open_unix_socket(path)), "localhost", where
         except OSError as exc:
             msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
             raise ConnectionLost(msg) from None
@@ -92,7 +93,7 @@ async def open_stream(address: str) -> tuple[trio.SocketStream, str, str]:
         stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
     except OSError:
         pass
-    return stream, host, where
+    return RawConnection(stream), host, where
 
 
 def _connect_failure(exc: OSError) -> str:
@@ -106,19 +107,18 @@ def _connect_failure(exc: OSError) -> str:
 
 
 async def tls_handshake(
-    stream: trio.SocketStream, context: ssl.SSLContext, host: str, where: str
-) -> trio.SSLStream[trio.SocketStream]:
-    """``stream`` after the TLS handshake.
+    stream: RawConnection, context: ssl.SSLContext, host: str, where: str
+) -> RawConnection:
+    """``stream`` after the TLS handshake (the same connection, now under TLS).
 
     Raises:
         ConnectionLost: the handshake failed (an untrusted certificate, ...);
             ``stream`` is closed.
     """
-    secure = trio.SSLStream(stream, context, server_hostname=host)
     try:
-        await secure.do_handshake()
-    except trio.BrokenResourceError as exc:
-        cause = exc.__cause__
+        await stream.start_tls(context, server_side=False, server_hostname=host)
+    except (trio.BrokenResourceError, OSError) as exc:
+        cause = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
         if isinstance(cause, ssl.SSLCertVerificationError):
             reason = f"its certificate is not trusted ({cause.verify_message})"
         elif isinstance(cause, ssl.SSLError) and cause.reason:
@@ -129,7 +129,7 @@ async def tls_handshake(
             await stream.aclose()
         msg = f"cannot connect to the queue manager at {where}: {reason}"
         raise ConnectionLost(msg) from None
-    return secure
+    return stream
 
 
 class TaskWaiter(Waiter):

@@ -237,7 +237,7 @@ async def handshake(
 
 
 class StartsTls(Protocol):
-    """A connection that can turn itself into TLS (``client.connection.RawConnection``)."""
+    """A connection that can turn itself into TLS (``qmgr.socket_stream.RawConnection``)."""
 
     async def start_tls(self, context: ssl.SSLContext) -> None:
         """Shake hands as the TLS server."""

@@ -7,7 +7,7 @@ A connection goes through these modules, in order:
 * ``accept`` (:class:`~.accept.ClientPort`): room at ``server.max_connections``,
   admission (``qmgr.server.admission``, shared with the peer port), the
   failure delay and the TLS handshake, or the local user on the Unix-domain
-  socket (``unix_socket``); the socket is a ``connection.RawConnection``;
+  socket (``unix_socket``); the socket is a ``qmgr.socket_stream.RawConnection``;
 * ``session`` (:class:`~.session.ClientSession`): the trio adapter of the
   connection's sans-IO machine (``qmgr.protocol.client_connection``), which
   decides frames, the Hello, authentication, which requests are allowed and

@@ -38,10 +38,10 @@ import trio
 from qmgr.config import Config
 from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.core.permissions import user_name_problem
+from qmgr.socket_stream import RawConnection
 
 from ..admission import Admission, AdmissionLimits, Arrival, Ticket
 from ..tls import TlsFailed, common_name, start_tls
-from .connection import RawConnection
 from .error_codes import error_frame
 from .services import Services
 from .session import ClientSession

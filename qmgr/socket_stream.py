@@ -1,4 +1,4 @@
-"""A client connection's socket as a ``trio.abc.Stream`` that skips the scheduler when it can.
+"""A connected socket as a ``trio.abc.Stream`` that skips the scheduler when it can.
 
 trio's ``SocketStream`` passes through the scheduler on every call, even
 when the kernel could answer at once. On the commit path, where one request
@@ -11,11 +11,15 @@ wait, and cancellation is checked on every read. It is an ordinary
 drive them over ``trio.testing.memory_stream_pair``.
 
 Under TLS the same holds: :meth:`RawConnection.start_tls` turns the socket
-into a non-blocking ``ssl.SSLSocket`` (the handshake within a deadline), and
-the connection goes on trying the call first, waiting on the socket only
-when OpenSSL says it wants to read or write. ``trio.SSLStream``, which
-copies every byte through memory BIOs and awaits twice per call, cost a TLS
-commit about 90 µs of the daemon's CPU more than a plain one.
+into a non-blocking ``ssl.SSLSocket``, and the connection goes on trying the
+call first, waiting on the socket only when OpenSSL says it wants to read or
+write. ``trio.SSLStream``, which copies every byte through memory BIOs and
+awaits twice per call, cost a TLS commit about 90 µs of the daemon's CPU
+more than a plain one.
+
+Both ends use it: the daemon for its client connections
+(``qmgr.server.client``), the trio SDK for its connection to the daemon
+(``qmgr.client``). Standard library and trio only.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ READS_BEFORE_YIELD = 16
 
 
 class RawConnection(trio.abc.Stream):
-    """A connected TCP socket taken over from a ``trio.SocketStream``."""
+    """A connected socket (TCP or Unix-domain) taken over from a ``trio.SocketStream``."""
 
     def __init__(self, stream: trio.SocketStream) -> None:
         self._sock: socket.socket = socket.socket(fileno=stream.socket.detach())
@@ -41,14 +45,27 @@ class RawConnection(trio.abc.Stream):
         #: The TLS layer once :meth:`start_tls` has finished (None: plain TCP).
         self.tls: ssl.SSLSocket | None = None
 
-    async def start_tls(self, context: ssl.SSLContext) -> None:
-        """Shake hands as a TLS server; from then on every byte goes through TLS.
+    async def start_tls(
+        self,
+        context: ssl.SSLContext,
+        *,
+        server_side: bool = True,
+        server_hostname: str | None = None,
+    ) -> None:
+        """Shake hands as the TLS server (or client, checking ``server_hostname``);
+        from then on every byte goes through TLS.
 
         Raises:
-            ssl.SSLError, OSError: the handshake failed.
-            trio.BrokenResourceError: the peer closed the connection during it.
+            ssl.SSLError, OSError: the handshake failed (a certificate not
+                trusted, a protocol error).
+            trio.BrokenResourceError: the other side closed the connection during it.
         """
-        secure = context.wrap_socket(self._sock, server_side=True, do_handshake_on_connect=False)
+        secure = context.wrap_socket(
+            self._sock,
+            server_side=server_side,
+            server_hostname=server_hostname,
+            do_handshake_on_connect=False,
+        )
         self._sock = secure
         while True:
             try:

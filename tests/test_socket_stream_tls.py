@@ -1,4 +1,4 @@
-"""The client port's TLS without ``trio.SSLStream`` (``RawConnection.start_tls``),
+"""TLS on a ``RawConnection`` without ``trio.SSLStream`` (``RawConnection.start_tls``),
 over a real socket pair: the handshake and the client certificate's name, bodies
 larger than any buffer both ways, the end of the stream, a peer that goes away
 during the handshake, and a handshake that does not come in time."""
@@ -13,8 +13,8 @@ import trio
 
 from qmgr.certs import init_ca, issue
 from qmgr.config import load_config
-from qmgr.server.client.connection import RawConnection
 from qmgr.server.tls import TlsFailed, common_name, load_contexts, start_tls
+from qmgr.socket_stream import RawConnection
 
 BIG = 5 * 1024 * 1024 + 17
 

@@ -10,8 +10,8 @@ import pytest
 import trio
 import trio.testing
 
-from qmgr.server.client import connection as connection_module
-from qmgr.server.client.connection import RawConnection
+from qmgr import socket_stream as connection_module
+from qmgr.socket_stream import RawConnection
 
 
 def pair() -> tuple[RawConnection, socket.socket]:
