@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -122,7 +123,7 @@ class RawConnection(trio.abc.Stream):
                 self._ready_reads = 0
                 await trio.lowlevel.wait_readable(self._sock)
             except ssl.SSLWantWriteError:
-                await trio.lowlevel.wait_writable(self._sock)
+                await self._wait_cross(trio.lowlevel.wait_writable)
             except ssl.SSLZeroReturnError:
                 return b""  # the peer's close_notify: the end of the stream
             except OSError as exc:
@@ -147,7 +148,7 @@ class RawConnection(trio.abc.Stream):
                 await trio.lowlevel.wait_writable(self._sock)
                 continue
             except ssl.SSLWantReadError:
-                await trio.lowlevel.wait_readable(self._sock)
+                await self._wait_cross(trio.lowlevel.wait_readable)
                 continue
             except OSError as exc:
                 msg = f"connection broken: {exc.strerror or exc}"
@@ -157,6 +158,21 @@ class RawConnection(trio.abc.Stream):
     async def wait_send_all_might_not_block(self) -> None:
         """Wait until the kernel would take more bytes."""
         await trio.lowlevel.wait_writable(self._sock)
+
+    async def _wait_cross(self, wait: Callable[[socket.socket], Awaitable[None]]) -> None:
+        """Wait for the other direction than the call's own, as OpenSSL asks of a
+        read that must write or a write that must read (a TLS 1.2 renegotiation,
+        which the daemon's contexts refuse): another task may be waiting there
+        already, and the connection then cannot go on.
+
+        Raises:
+            trio.BrokenResourceError: another task waits on the socket that way.
+        """
+        try:
+            await wait(self._sock)
+        except trio.BusyResourceError as exc:
+            msg = "the TLS session asked for a read and a write at once"
+            raise trio.BrokenResourceError(msg) from exc
 
     async def aclose(self) -> None:
         """Close the socket (waking any task waiting on it)."""

@@ -51,6 +51,7 @@ def tls_context(
         msg = f"cannot load the CA bundle {ca}: {exc}"
         raise ValueError(msg) from exc
     context.minimum_version = _VERSIONS[min_version]
+    context.options |= ssl.OP_NO_RENEGOTIATION
     context.check_hostname = check_hostname
     if certificate is not None:
         try:

@@ -117,7 +117,11 @@ async def tls_handshake(
     """
     try:
         await stream.start_tls(context, server_side=False, server_hostname=host)
-    except (trio.BrokenResourceError, OSError) as exc:
+    except BaseException as exc:
+        if not isinstance(exc, trio.BrokenResourceError | OSError):
+            with trio.CancelScope(shield=True):
+                await stream.aclose()  # cancelled (a deadline of the caller's)
+            raise
         cause = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
         if isinstance(cause, ssl.SSLCertVerificationError):
             reason = f"its certificate is not trusted ({cause.verify_message})"

@@ -172,6 +172,9 @@ def _context(config: Config, purpose: ssl.Purpose) -> ssl.SSLContext:
     assert config.tls_ca is not None
     context = ssl.create_default_context(purpose)
     context.minimum_version = _VERSIONS[config.tls_min_version]
+    # No renegotiation under TLS 1.2: a connection's reads and writes are then
+    # never needed by each other (``qmgr.socket_stream``).
+    context.options |= ssl.OP_NO_RENEGOTIATION
     try:
         context.load_cert_chain(config.tls_certificate, config.tls_key)
     except (OSError, ssl.SSLError) as exc:

@@ -48,8 +48,22 @@ def test_what_is_not_a_ping_gets_no_answer() -> None:
     assert (responder.malformed, responder.answered) == (5, 0)
 
 
+def test_one_source_cannot_use_up_the_others_answers() -> None:
+    responder = PingResponder(uuid.uuid4(), rate=10, per_source=3)
+    flood = [
+        responder.answer(REQUEST, source="10.0.0.66", refuse=False, now=0.0) for _ in range(50)
+    ]
+    assert sum(a is not None for a in flood) == 3
+    others = [
+        responder.answer(REQUEST, source=f"10.0.0.{n}", refuse=False, now=0.0) for n in range(7)
+    ]
+    assert all(a is not None for a in others)  # the common bucket had 7 left
+    assert responder.answer(REQUEST, source="10.0.0.99", refuse=False, now=0.0) is None
+    assert responder.dropped == 48
+
+
 def test_answers_are_bounded_in_rate() -> None:
-    responder = PingResponder(uuid.uuid4(), rate=10)
+    responder = PingResponder(uuid.uuid4(), rate=10, per_source=1000)
     answered = [responder.answer(REQUEST, refuse=False, now=0.0) for _ in range(15)]
     assert sum(a is not None for a in answered) == 10
     assert responder.dropped == 5

@@ -175,7 +175,9 @@ class ApiCall:
         text = self.request.query_params.get(name)
         if text is None:
             return default
-        if not text.isdigit() or not low <= int(text) <= high:
+        if not (text.isascii() and text.isdigit() and len(text) <= 20) or not (
+            low <= int(text) <= high
+        ):
             msg = f"{name} must be a whole number from {low} to {high}, not {text!r}"
             raise ApiError(400, "bad_request", msg)
         return int(text)

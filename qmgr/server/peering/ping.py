@@ -55,7 +55,9 @@ async def _serve(
             continue
         host = str(sender[0])
         why = refusal(host)
-        answer = responder.answer(data, refuse=why is not None, now=trio.current_time())
+        answer = responder.answer(
+            data, source=host, refuse=why is not None, now=trio.current_time()
+        )
         if answer is None:
             log.debug("ping_ignored", peer=f"{host}:{sender[1]}", size=len(data))
             continue

@@ -79,6 +79,8 @@ class Site:
             data = body
         if form is not None or body is not None:
             sent.append(("content-type", "application/x-www-form-urlencoded"))
+            if not any(name == "origin" for name, _ in sent):  # as a browser does
+                sent += [("origin", "http://qmgr:1803"), ("host", "qmgr:1803")]
         if cookie is not None:
             sent.append(("cookie", f"qmgr_console={cookie}"))
         connection = HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate, tls=tls)
@@ -399,3 +401,40 @@ async def test_move_back_from_a_poison_subqueue_keeps_the_id(site: Site) -> None
     assert [bytes(m.message.body) for m in found.messages] == [b"poisoned"]
     after = await site.call("GET", "/console/dead-letters?queue=orders;poison", cookie=cookie)
     assert "Moved 1 message from orders;poison back to orders." in after.text
+
+
+async def test_a_login_from_another_site_or_a_sandboxed_frame_is_refused(site: Site) -> None:
+    for origin in ("null", "https://elsewhere.example"):
+        answer = await site.call(
+            "POST", "/console/login", {"token": "alice-token"}, headers=[("origin", origin)]
+        )
+        assert answer.status == 403
+        assert "set-cookie" not in answer.headers
+    bare = await asgi_call(
+        site.app,
+        "POST",
+        "/console/login",
+        b"token=alice-token",
+        headers=[("content-type", "application/x-www-form-urlencoded"), ("host", "qmgr:1803")],
+        state={CONNECTION: HttpConnection(1, "127.0.0.1:1", 0.0)},
+    )
+    assert bare.status == 403  # every browser sends an Origin with a form
+    assert len(site.console.sessions) == 0
+
+
+async def test_odd_methods_and_numbers_get_refusals_not_errors(site: Site) -> None:
+    cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
+    for path in ("/console/logout", "/console/dead-letters/move", "/console/outgoing/control"):
+        assert (await site.call("HEAD", path, cookie=cookie)).status == 405
+    assert (await site.call("HEAD", "/console/queues", cookie=cookie)).status == 200
+    for number in ("%C2%B2", "9" * 5000):
+        odd = await site.call("GET", f"/console/message?queue=x&id={number}", cookie=cookie)
+        assert odd.status == 400
+
+
+async def test_a_refreshing_page_does_not_keep_its_session(site: Site) -> None:
+    cookie = await site.login("alice-token")
+    for _ in range(int(IDLE // 2) + 2):
+        site.now[0] += 2.0
+        await site.call("GET", "/console", cookie=cookie, headers=[("x-console-fragment", "1")])
+    assert (await site.call("GET", "/console", cookie=cookie)).status == 303

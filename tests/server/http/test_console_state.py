@@ -88,3 +88,19 @@ def test_the_chart_puts_every_series_on_one_round_scale() -> None:
     assert dict(drawn.lines) == {"added": "50.0,0.0 100.0,50.0", "commits": "50.0,50.0 100.0,50.0"}
     empty = chart([], ("added",), now=0.0)
     assert (empty.top, empty.lines) == (1.0, (("added", ""),))
+
+
+def test_one_principal_logging_in_again_and_again_ends_only_its_own_sessions() -> None:
+    sessions = ConsoleSessions(idle_timeout=100.0, lifetime=1000.0, per_principal=2)
+    other = sessions.open("bob", "token", 0.0)
+    for _ in range(10):
+        sessions.open("alice", "token", 1.0)
+    assert len(sessions) == 3
+    assert sessions.find(other.session_id, 2.0) is other
+
+
+def test_a_refresh_does_not_count_as_use() -> None:
+    sessions = ConsoleSessions(idle_timeout=10.0, lifetime=1000.0)
+    session = sessions.open("alice", "token", 0.0)
+    assert sessions.find(session.session_id, 9.0, touch=False) is session
+    assert sessions.find(session.session_id, 10.0) is None

@@ -187,8 +187,10 @@ async def _move_all(
         skipped += step.skipped
         if step.unit is not None:
             moved, newest = await _write_moves(ctx, source, step.held, step.unit, step_of_many=True)
-            if not moved:
+            if not moved and request.target:
                 return total, last, skipped  # every move failed: gone meanwhile, or no room
+            # Back to their own queues, one target's failure (no room there) is
+            # not the others': the next step is tried all the same.
             total += moved
             last = newest
         # Let the other connections in between the steps of a long move.

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from typing import Any, Final
+from urllib.parse import urlencode
 
 from starlette.responses import Response
 
@@ -91,12 +92,13 @@ def _facts(site: Console, shown: Iterable[QueueInfo]) -> dict[str, dict[str, Any
 
 
 async def overview(site: Console, visit: Visit) -> Response:
-    """Identity, uptime, rates over 15 minutes, connections, transactions, store."""
+    """Identity, uptime, rates over 15 minutes, connections, transactions, store
+    (the store, the disk, the connections and the daemon-wide rates only for
+    those who may read the metrics)."""
     status = await _status(visit)
     sources = site.sources
-    usage = sources.store.usage()
-    points = site.history.points()
-    now = site.now()
+    monitor = site.may_monitor(visit.principal)
+    points = site.history.points() if monitor else []
     dead = [q for q in status.queues if str(q.kind) in _DEAD]
     return site.render(
         visit,
@@ -104,11 +106,12 @@ async def overview(site: Console, visit: Visit) -> Response:
         live=True,
         title="Overview",
         status=status,
-        connections=sorted(sources.connections().items()),
-        prepared=sources.core.two_phase.prepared_count,
-        usage=usage,
-        disk_free=sources.disk_free(sources.data_dir),
-        chart=chart(points, ("added", "removed", "commits"), now=now),
+        monitor=monitor,
+        connections=sorted(sources.connections().items()) if monitor else [],
+        prepared=sources.core.two_phase.prepared_count if monitor else None,
+        usage=sources.store.usage() if monitor else None,
+        disk_free=sources.disk_free(sources.data_dir) if monitor else None,
+        chart=chart(points, ("added", "removed", "commits"), now=site.now()),
         latest=points[-1] if points else None,
         messages=sum(q.depth for q in status.queues),
         dead_letters=sum(q.depth for q in dead),
@@ -288,7 +291,7 @@ async def purge_confirmation(site: Console, visit: Visit) -> Response:
         action="/queue/purge",
         fields={"name": info.name, "count": str(info.depth)},
         button="Purge",
-        back=f"/queue?name={info.name}",
+        back="/queue?" + urlencode({"name": info.name}),
     )
 
 

@@ -22,8 +22,12 @@ on the server, in :class:`ConsoleSessions`:
   of another site cannot read it (the cookie is ``SameSite=Strict`` as
   well), so it cannot make the browser act.
 
-At most :data:`MAX_SESSIONS` sessions are kept: a new one beyond that ends
-the one idle the longest. Like the protocol classes, this is plain state
+At most :data:`MAX_SESSIONS` sessions are kept, and
+:data:`MAX_SESSIONS_PER_PRINCIPAL` of one principal: a new one beyond either
+ends the one idle the longest (of that principal, for the second), so a
+principal that logs in again and again ends only its own sessions. A page
+that refreshes itself does not keep its session alive: only requests of
+someone at work do. Like the protocol classes, this is plain state
 driven by an explicit ``now`` (trio's clock, in seconds): no I/O, no
 logging.
 """
@@ -35,12 +39,24 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["ID_BYTES", "MAX_SESSIONS", "ConsoleSession", "ConsoleSessions"]
+__all__ = [
+    "ID_BYTES",
+    "MAX_NOTICES",
+    "MAX_SESSIONS",
+    "MAX_SESSIONS_PER_PRINCIPAL",
+    "ConsoleSession",
+    "ConsoleSessions",
+]
 
 #: Random bytes of a session id and of a CSRF token.
 ID_BYTES: Final = 32
 #: Sessions kept at most (the one idle the longest ends for a new one).
 MAX_SESSIONS: Final = 10_000
+#: Sessions of one principal at most (its own idle the longest ends for a new
+#: one): a principal logging in again and again ends only its own sessions.
+MAX_SESSIONS_PER_PRINCIPAL: Final = 32
+#: Notices a session keeps for its next page.
+MAX_NOTICES: Final = 10
 
 
 @dataclass(slots=True, eq=False)
@@ -71,13 +87,21 @@ class ConsoleSession:
 class ConsoleSessions:
     """The open sessions, with their expiry (see the module docstring)."""
 
-    def __init__(self, *, idle_timeout: float, lifetime: float, limit: int = MAX_SESSIONS) -> None:
+    def __init__(
+        self,
+        *,
+        idle_timeout: float,
+        lifetime: float,
+        limit: int = MAX_SESSIONS,
+        per_principal: int = MAX_SESSIONS_PER_PRINCIPAL,
+    ) -> None:
         if idle_timeout <= 0 or lifetime <= 0 or limit < 1:
             msg = "a session needs a positive timeout, lifetime and limit"
             raise ValueError(msg)
         self.idle_timeout = idle_timeout
         self.lifetime = lifetime
         self.limit = limit
+        self.per_principal = per_principal
         # Insertion order is use order: a session used again moves to the end.
         self._sessions: dict[str, ConsoleSession] = {}
 
@@ -85,7 +109,11 @@ class ConsoleSessions:
         return len(self._sessions)
 
     def open(self, principal: str | None, method: str, now: float) -> ConsoleSession:
-        """A new session for ``principal``; at the limit, the one idle the longest ends."""
+        """A new session for ``principal``; at a limit (the principal's, or all
+        sessions'), the one idle the longest ends."""
+        own = [sid for sid, s in self._sessions.items() if s.principal == principal]
+        if len(own) >= self.per_principal:
+            del self._sessions[own[0]]  # the principal's idle the longest
         while len(self._sessions) >= self.limit:
             del self._sessions[next(iter(self._sessions))]
         session = ConsoleSession(
@@ -111,8 +139,11 @@ class ConsoleSessions:
             last_used=now,
         )
 
-    def find(self, session_id: str | None, now: float) -> ConsoleSession | None:
-        """The live session of the cookie ``session_id``, marked used at ``now``;
+    def find(
+        self, session_id: str | None, now: float, *, touch: bool = True
+    ) -> ConsoleSession | None:
+        """The live session of the cookie ``session_id``, marked used at ``now``
+        (``touch``: a request of someone at work, not a page refreshing itself);
         None if there is none (never was, logged out, or ended: then forgotten)."""
         if not session_id:
             return None
@@ -122,6 +153,8 @@ class ConsoleSessions:
         if self.ended(session, now):
             del self._sessions[session_id]
             return None
+        if not touch:
+            return session
         session.last_used = now
         # Most recently used last (the eviction order).
         del self._sessions[session_id]

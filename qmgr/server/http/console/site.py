@@ -62,13 +62,13 @@ from qmgr.core.permissions import Principal
 from qmgr.core.tokens import MAX_TOKEN_CHARS
 from qmgr.texts import age, size
 
-from ...client.needs import Need
+from ...client.needs import MONITORS, Need
 from ...client.operations import Operations, error_code
 from ..api import STATUS_OF, ApiCall, ApiError
 from ..app import HttpApp, logged
 from ..metrics import MetricsSources
 from .rates import SAMPLE_SECONDS, RateHistory, Reading
-from .sessions import ConsoleSession, ConsoleSessions
+from .sessions import MAX_NOTICES, ConsoleSession, ConsoleSessions
 
 if TYPE_CHECKING:
     import jinja2
@@ -103,7 +103,8 @@ _SECURITY_HEADERS: Final = {
         "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     ),
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Not "no-referrer": a browser would then send "Origin: null" with the forms.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
@@ -137,14 +138,19 @@ class Visit:
         Raises:
             ApiError: 400, it is not one.
         """
-        if not value.isdigit() or not low <= int(value) <= high:
+        if not (value.isascii() and value.isdigit() and len(value) <= 20) or not (
+            low <= int(value) <= high
+        ):
             msg = f"{name} must be a whole number from {low} to {high}, not {value!r}"
             raise ApiError(400, "bad_request", msg)
         return int(value)
 
     def notice(self, text: str) -> None:
-        """Say ``text`` at the top of the next page this session sees."""
-        self.session.notices.append(text)
+        """Say ``text`` at the top of the next page this session sees (the last
+        :data:`~.sessions.MAX_NOTICES` of them)."""
+        notices = self.session.notices
+        notices.append(text)
+        del notices[:-MAX_NOTICES]
 
 
 Page = Callable[["Console", Visit], Awaitable[Response]]
@@ -198,7 +204,7 @@ class Console:
         for route in self._routes:
             by_path.setdefault(PREFIX + route.path, {})[route.method] = route.handler
         served = [
-            Route(path, self._endpoint(path, methods), methods=sorted({*methods, "HEAD"}))
+            Route(path, self._endpoint(path, methods), methods=_methods(methods))
             for path, methods in by_path.items()
         ]
         served.append(Route(PREFIX + "/static/{name}", self._serve_static, methods=["GET"]))
@@ -230,7 +236,10 @@ class Console:
         connection = request.scope.get("state", {}).get("qmgr.connection")
         log = self.host.log_for(connection).bind(method=request.method, path=path)
         now = self._clock()
-        session = self.sessions.find(request.cookies.get(COOKIE), now)
+        # A live page's refresh is not someone at work: it does not keep a session.
+        session = self.sessions.find(
+            request.cookies.get(COOKIE), now, touch=not request.headers.get(FRAGMENT)
+        )
         opened = False
         if session is None and not path.endswith("/login"):
             session = self._automatic(connection, now)
@@ -335,12 +344,17 @@ class Console:
         request = visit.request
         origin = request.headers.get("origin")
         host = request.headers.get("host", "").lower()
-        if origin is not None and origin != "null" and urlsplit(origin).netloc.lower() != host:
+        login = visit.request.url.path.endswith("/login")
+        # "null" (a sandboxed frame, a redirect from another site) is another site;
+        # so is a login without any Origin (every browser sends one with a form).
+        if (origin is None and login) or (
+            origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != host)
+        ):
             visit.log.warning("console_csrf_refused", reason=f"origin {origin} is another site")
             raise ApiError(403, "csrf", "refused: the form came from another site")
-        if visit.request.url.path.endswith("/login"):
-            # No session yet: a login from another site is refused by its origin
-            # (browsers send one with every form), and it needs a token anyway.
+        if login:
+            # No session yet: the origin above is the login form's protection,
+            # and a login needs a token anyway.
             return
         if not visit.session.accepts(visit.form.get("csrf")):
             visit.log.warning("console_csrf_refused", reason="missing or wrong CSRF token")
@@ -476,13 +490,30 @@ class Console:
         """Take a reading every :data:`~.rates.SAMPLE_SECONDS` and forget ended
         sessions (a task of the listener's, for as long as it serves)."""
         while True:
-            self.history.add(self.reading())
+            try:
+                self.history.add(self.reading())
+            except Exception:  # a reading missed is a gap in the chart, nothing more
+                self.host.log_for(None).exception("console_reading_failed")
             self.sessions.expire(self._clock())
             await trio.sleep(SAMPLE_SECONDS)
+
+    def may_monitor(self, principal: Principal | None) -> bool:
+        """Whether ``principal`` may read what ``/metrics`` shows (``auth.monitors``
+        and administrators; everyone while ``auth.required`` is off): the store's
+        usage, the disk, the connections and the daemon-wide rates."""
+        authorization = self.host.authorization
+        if not authorization.enabled:
+            return True
+        return principal is not None and authorization.denial(principal, None, MONITORS) is None
 
     def now(self) -> float:
         """The console's clock (trio's), as the rates' readings use it."""
         return self._clock()
+
+
+def _methods(methods: Mapping[str, Page]) -> list[str]:
+    """The methods a path answers: its own, and HEAD where it has a GET."""
+    return sorted({*methods, "HEAD"} if "GET" in methods else set(methods))
 
 
 def form_field(form: Mapping[str, str], name: str) -> str:

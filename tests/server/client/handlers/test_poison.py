@@ -13,6 +13,7 @@ from kit import Connection, FrameClient, error, make_queue, message, open_sessio
 
 import storage
 import wire
+from qmgr.core.moves import BACK_STEP
 from qmgr.core.permissions import Right
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.handlers.replies import queue_info
@@ -230,3 +231,20 @@ async def test_a_dead_letter_goes_back_only_where_its_mover_may_send(
         moved = await alice.client.call(back)
         assert isinstance(moved, cf.Moved)
         assert moved.count == 1
+
+
+async def test_moving_all_back_goes_on_past_a_step_whose_queue_is_full(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A step of moves back that all fail (their queue is over its quota) does not
+    end the move: the messages of the other queues, in later steps, go back."""
+    client = conn.client
+    await make_queue(client, "full", quota=1)
+    await make_queue(client, "roomy")
+    await dead_letters(services, *(["full"] * (BACK_STEP + 10)), *(["roomy"] * 5))
+    moved = await client.call(cf.MoveMessages(source="system$;deadletter", target="", all=True))
+    assert isinstance(moved, cf.Moved)
+    assert moved.count == 5
+    listed = await client.call(cf.PeekRange(queue="roomy", max_count=10))
+    assert isinstance(listed, cf.MessageList)
+    assert len(listed.messages) == 5
