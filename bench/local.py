@@ -61,6 +61,13 @@ would; the notes say how many scrapes there were. Compare each row with a run
 without it to see what scraping costs (``scrapes`` in the JSON; the plain run
 only, not ``--tls``).
 
+So that CPU figures compare across machines, the run also times one
+iteration of a fixed pure-Python loop (``for i in range(5_000_000): s += i``,
+best of three, same interpreter) and gives each daemon CPU figure as that many
+iterations per operation (per message for ``send-100``):
+``daemon_cpu_loop_iterations_per_op_*`` and ``loop_iteration_ns`` in the JSON,
+and in the CPU notes.
+
 ``--json`` prints one JSON object to stdout instead of the table (which goes
 to stderr): every figure (rates per second, latencies in ms, CPU in seconds,
 ``*_x_lmdb`` ratios, ``*_busy`` shares of one core), ``runs``, ``seconds``,
@@ -79,6 +86,7 @@ import shutil
 import statistics
 import sys
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,6 +316,37 @@ def progress(text: str) -> None:
 # --------------------------------------------------------------------------
 
 
+#: Iterations of the reference loop (``for i in range(N): s += i``).
+LOOP_ITERATIONS = 5_000_000
+#: Messages each CPU figure's operation carries (the row of 100 per commit: 100).
+MESSAGES_PER_OP = {"send_100_per_commit": 100}
+
+
+def loop_iteration_seconds() -> float:
+    """Seconds of one iteration of a fixed pure-Python loop, timed here (best of
+    three): the unit that makes CPU figures comparable between machines."""
+    best = float("inf")
+    for _ in range(3):
+        started = time.perf_counter()
+        s = 0
+        for i in range(LOOP_ITERATIONS):
+            s += i
+        best = min(best, time.perf_counter() - started)
+    return best / LOOP_ITERATIONS
+
+
+def in_loop_iterations(figures: dict[str, Any], unit: float) -> None:
+    """Add each daemon CPU figure as loop iterations per operation (per message at
+    100 per commit): ``daemon_cpu_loop_iterations_per_op_<row>``."""
+    for suffix in CPU_SUFFIXES.values():
+        value = figures.get(f"daemon_cpu_s_per_1000_commits_{suffix}")
+        per_op = None
+        if value is not None:
+            per_op = round(value / 1000 / MESSAGES_PER_OP.get(suffix, 1) / unit)
+        figures[f"daemon_cpu_loop_iterations_per_op_{suffix}"] = per_op
+    figures["loop_iteration_ns"] = round(unit * 1e9, 3)
+
+
 def summarise(
     samples: dict[str, list[float]], rows: list[str], seconds: float, runs: int
 ) -> dict[str, Any]:
@@ -428,8 +467,11 @@ def report(result: dict[str, Any], out: TextIO) -> None:
             daemon_busy = result[f"daemon_cpu_busy_{suffix}"]
             own_cpu = result[f"bench_cpu_s_per_1000_commits_{suffix}"]
             own_busy = result[f"bench_cpu_busy_{suffix}"]
+            iterations = result.get(f"daemon_cpu_loop_iterations_per_op_{suffix}")
+            per = "message" if suffix in MESSAGES_PER_OP else "operation"
+            loops = "" if iterations is None else f", {iterations:,} loop iterations a {per}"
             print(
-                f"  {LABELS[row]:<{width}}  daemon {daemon_cpu:.3f} s ({daemon_busy:.0%}),"
+                f"  {LABELS[row]:<{width}}  daemon {daemon_cpu:.3f} s ({daemon_busy:.0%}{loops}),"
                 f" benchmark clients {own_cpu:.3f} s ({own_busy:.0%})",
                 file=out,
             )
@@ -518,11 +560,14 @@ def main() -> None:
     finally:
         progress("")
         shutil.rmtree(workdir, ignore_errors=True)
+    unit = loop_iteration_seconds()
     result = summarise(samples, rows, args.seconds, args.runs)
+    in_loop_iterations(result, unit)
     out = sys.stderr if args.json else sys.stdout
     report(result, out)
     if tls_samples is not None:
         tls_result = summarise(tls_samples, tls_rows, args.seconds, args.runs)
+        in_loop_iterations(tls_result, unit)
         result["tls"] = tls_result
         result["tls_x_plain"] = tls_x_plain(result, tls_result, RATE_KEYS.values())
         print("\nwith TLS on both ports (TLS 1.3, client certificates required):", file=out)
