@@ -260,10 +260,17 @@ def _time_or_none(value: float | None) -> _dt.datetime | None:
     return None if value is None else _fromtimestamp(value, _UTC)
 
 
+#: Each converted class's field names (``dataclasses.fields`` is slow to ask each time).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
 def _from_wire(cls: type[_Info], data: object, **converted: object) -> _Info:
     """A ``cls`` whose fields are ``data``'s fields of the same names, but for
     the ``converted`` ones (whose wire types differ)."""
-    kept = {f.name: getattr(data, f.name) for f in fields(cls) if f.name not in converted}
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cls))
+    kept = {name: getattr(data, name) for name in names if name not in converted}
     return cls(**kept, **converted)
 
 

@@ -57,7 +57,7 @@ from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.limits import Limits
 from qmgr.core.tokens import TokenBook, load_tokens
-from storage import QueueKind, Store
+from storage import QueueKind, QueueRecord, Store
 from wire import client as cf
 
 from .client.accept import ClientPort
@@ -119,6 +119,8 @@ class Daemon:
         self.tls = tls if tls is not None else TlsContexts(None, None, None)
         self.log = structlog.get_logger("qmgr.daemon").bind(qm=config.name)
         self.started_at = time.time()
+        # queue_infos' values, by queue id: (the record, its held count, the value).
+        self._queue_infos: dict[int, tuple[QueueRecord, int, cf.QueueInfo]] = {}
         self.stop_requested = trio.Event()
         delay = config.tx_xact_delay_receive_nack
         #: Queue semantics: decides, reads the store, never writes.
@@ -368,13 +370,27 @@ class Daemon:
         )
 
     def queue_infos(self) -> tuple[cf.QueueInfo, ...]:
-        """Every queue with its counters."""
+        """Every queue with its counters. A queue's record is replaced whenever it
+        changes, so the value made from it is kept while the record and its held
+        count stay the same: listing tens of thousands of idle queues (``queue
+        list``, ``status``, the console's pages every 2 s) costs a lookup each."""
         core = self.core
-        return tuple(
-            queue_info(q, core.holds.count(q.queue_id))
-            for q in core.queues.all()
-            if q.kind is not QueueKind.OUTGOING
-        )
+        kept = self._queue_infos
+        infos = []
+        seen = set()
+        for record in core.queues.all():
+            if record.kind is QueueKind.OUTGOING:
+                continue
+            seen.add(record.queue_id)
+            held = core.holds.count(record.queue_id)
+            found = kept.get(record.queue_id)
+            if found is None or found[0] is not record or found[1] != held:
+                found = kept[record.queue_id] = (record, held, queue_info(record, held))
+            infos.append(found[2])
+        if len(kept) > len(seen):  # queues were deleted: forget theirs
+            for queue_id in kept.keys() - seen:
+                del kept[queue_id]
+        return tuple(infos)
 
     def status(self) -> cf.StatusInfo:
         """Identity, activity counters and queues, for ``qmgr status``."""

@@ -21,6 +21,7 @@ from qmgr.server import ConfigurationError, StartupError, serve
 from qmgr.server.daemon import Daemon, Sockets
 from qmgr.server.listeners import bind_tcp
 from storage import QueueKind, Store
+from wire import client as cf
 
 
 @pytest.fixture(autouse=True)
@@ -195,3 +196,42 @@ async def test_serve_says_when_the_store_cannot_be_opened(tmp_path: Path) -> Non
     (tmp_path / "data").write_text("not a directory")
     with pytest.raises(StartupError, match="cannot open the store"):
         await serve(make_config(tmp_path), install_signal_handlers=False)
+
+
+async def test_a_listing_shows_each_change_and_forgets_deleted_queues(
+    tmp_path: Path, store: Store, sockets: Sockets
+) -> None:
+    """The queue values a listing keeps between calls follow every change: a
+    message in, a message held by a transaction, a queue deleted."""
+    daemon = Daemon(make_config(tmp_path), store)
+    daemon.start_up()
+    run = functools.partial(daemon.run, sockets, install_signal_handlers=False)
+
+    def listed(name: str) -> cf.QueueInfo | None:
+        return next((q for q in daemon.queue_infos() if q.name == name), None)
+
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            host, port = await nursery.start(run)
+            async with open_client(f"{host}:{port}") as qm:
+                await qm.create_queue("kept", transactional=True)
+                first = listed("kept")
+                assert first is not None
+                assert first.depth == 0
+                assert listed("kept") is first  # unchanged: the same value
+                async with qm.begin() as tx:
+                    await tx.send("kept", b"one")
+                after = listed("kept")
+                assert after is not None
+                assert after.depth == 1
+                tx = await qm.begin()
+                assert await tx.receive("kept") is not None
+                held = listed("kept")
+                assert held is not None
+                assert held.locked == 1
+                await tx.abort()
+                await qm.delete_queue("kept")
+                assert listed("kept") is None
+                ids = {q.queue_id for q in store.queue_records()}
+                assert set(daemon._queue_infos) <= ids
+            daemon.stop()

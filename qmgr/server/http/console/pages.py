@@ -19,6 +19,7 @@ JSON and :data:`HEX_BOUND` as hex; the whole body is a download.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterable
 from typing import Any, Final
@@ -59,24 +60,28 @@ MESSAGES_PAGE: Final = 50
 TEXT_BOUND: Final = 64 * 1024
 #: Bytes of a body shown as hex.
 HEX_BOUND: Final = 4096
-#: The kinds of queue the dead-letter page lists.
-_DEAD: Final = frozenset({"deadletter", "deadxact"})
+#: The kinds of queue the dead-letter page lists (as the protocol numbers them).
+_DEAD_WIRE: Final = frozenset({int(cf.QueueKind.DEADLETTER), int(cf.QueueKind.DEADXACT)})
 
 
-async def _status(visit: Visit) -> Status:
-    return Status.from_wire(await visit.call.run(cf.GetStatus(), cf.StatusInfo))
+async def _status(visit: Visit) -> tuple[Status, cf.StatusInfo]:
+    """The status, converted without its queues (there may be tens of thousands:
+    a page converts those it shows), and as it came."""
+    found = await visit.call.run(cf.GetStatus(), cf.StatusInfo)
+    return Status.from_wire(dataclasses.replace(found, queues=())), found
 
 
-async def _queue_list(visit: Visit) -> list[QueueInfo]:
-    listed = await visit.call.run(cf.ListQueues(), cf.QueueList)
-    return [QueueInfo.from_wire(info) for info in listed.queues]
+async def _wire_queues(visit: Visit) -> tuple[cf.QueueInfo, ...]:
+    """Every queue the principal may list, as the protocol gives them (converted
+    only when shown)."""
+    return (await visit.call.run(cf.ListQueues(), cf.QueueList)).queues
 
 
 def _facts(site: Console, shown: Iterable[QueueInfo]) -> dict[str, dict[str, Any]]:
     """For the queues ``shown``: their oldest message's age and their rates, by name."""
     sources = site.sources
-    by_name = {record.display_name: record for record in sources.store.queue_records()}
-    records = [by_name[q.name] for q in shown if q.name in by_name]
+    wanted = {q.name for q in shown}
+    records = [r for r in sources.store.queue_records() if r.display_name in wanted]
     arrivals = sources.store.oldest_arrivals(sorted(r.queue_id for r in records if r.depth))
     now = sources.wall()
     facts = {}
@@ -95,11 +100,11 @@ async def overview(site: Console, visit: Visit) -> Response:
     """Identity, uptime, rates over 15 minutes, connections, transactions, store
     (the store, the disk, the connections and the daemon-wide rates only for
     those who may read the metrics)."""
-    status = await _status(visit)
+    status, found = await _status(visit)
     sources = site.sources
     monitor = site.may_monitor(visit.principal)
     points = site.history.points() if monitor else []
-    dead = [q for q in status.queues if str(q.kind) in _DEAD]
+    dead = [q for q in found.queues if q.kind in _DEAD_WIRE]
     return site.render(
         visit,
         "overview.html",
@@ -113,7 +118,7 @@ async def overview(site: Console, visit: Visit) -> Response:
         disk_free=sources.disk_free(sources.data_dir) if monitor else None,
         chart=chart(points, ("added", "removed", "commits"), now=site.now()),
         latest=points[-1] if points else None,
-        messages=sum(q.depth for q in status.queues),
+        messages=sum(q.depth for q in found.queues),
         dead_letters=sum(q.depth for q in dead),
         backlog=sum(o.waiting for o in status.outgoing),
     )
@@ -122,12 +127,14 @@ async def overview(site: Console, visit: Visit) -> Response:
 async def queues(site: Console, visit: Visit) -> Response:
     """Every queue, filtered by name and paged."""
     wanted = visit.query("filter").strip()
-    listed = await _queue_list(visit)
+    listed = await _wire_queues(visit)
     if wanted:
-        listed = [q for q in listed if wanted.lower() in q.name.lower()]
+        listed = tuple(q for q in listed if wanted.lower() in q.name.lower())
     pages = max(1, -(-len(listed) // QUEUES_PAGE))
     number = visit.number(visit.query("page", "1"), "page", 1, pages)
-    shown = listed[(number - 1) * QUEUES_PAGE : number * QUEUES_PAGE]
+    shown = [
+        QueueInfo.from_wire(q) for q in listed[(number - 1) * QUEUES_PAGE : number * QUEUES_PAGE]
+    ]
     return site.render(
         visit,
         "queues.html",
@@ -148,9 +155,9 @@ async def _one_queue(visit: Visit, name: str) -> QueueInfo:
     Raises:
         ApiError: 404, there is none.
     """
-    for info in await _queue_list(visit):
+    for info in await _wire_queues(visit):
         if info.name.lower() == name.lower():
-            return info
+            return QueueInfo.from_wire(info)
     raise ApiError(404, "queue_not_found", f"no queue is named {name!r}")
 
 
@@ -298,9 +305,9 @@ async def purge_confirmation(site: Console, visit: Visit) -> Response:
 async def dead_letters(site: Console, visit: Visit) -> Response:
     """The dead-letter queues and poison subqueues, and a page of one of them."""
     listed = [
-        q
-        for q in await _queue_list(visit)
-        if str(q.kind) in _DEAD or (str(q.kind) == "subqueue" and q.name.endswith(";poison"))
+        QueueInfo.from_wire(q)
+        for q in await _wire_queues(visit)
+        if q.kind in _DEAD_WIRE or (q.kind == cf.QueueKind.SUBQUEUE and q.name.endswith(";poison"))
     ]
     name = visit.query("queue") or (listed[0].name if listed else "")
     chosen = next((q for q in listed if q.name.lower() == name.lower()), None)
@@ -351,7 +358,7 @@ async def outgoing(site: Console, visit: Visit) -> Response:
                 "age": None if arrived is None else max(0.0, now - arrived),
             }
         )
-    status = await _status(visit)
+    status, _ = await _status(visit)
     return site.render(
         visit,
         "outgoing.html",
