@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Sequence
 
 import click
 import pytest
@@ -121,3 +122,27 @@ def test_print_listing() -> None:
     lines = runner.invoke(listing, ["a", "bc"]).stdout.splitlines()
     assert lines[0].split() == ["name", "┃", "length"]
     assert [line.split() for line in lines[2:]] == [["a", "│", "1"], ["bc", "│", "2"]]
+
+
+def test_a_long_listing_is_plain_aligned_text_with_every_cell_whole(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    rows = [(f"queue-{n}", n) for n in range(common.PLAIN_ROWS + 1)]
+
+    def table(items: Sequence[tuple[str, int]]) -> Table:
+        built = common.listing_table("queue", common.right("depth"))
+        for name, depth in items:
+            built.add_row(name, str(depth))
+        return built
+
+    common.print_listing(rows, False, lambda row: row, table)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["queue", "depth"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    assert len(lines) == len(rows) + 2
+    width = len("queue-2000")
+    assert lines[2] == "queue-0".ljust(width) + "  " + "0".rjust(len("depth"))
+    assert lines[-1] == f"queue-{common.PLAIN_ROWS}  " + str(common.PLAIN_ROWS).rjust(len("depth"))
+    # A short listing stays a table for people.
+    common.print_listing(rows[:3], False, lambda row: row, table)
+    assert "━" in capsys.readouterr().out
