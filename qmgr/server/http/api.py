@@ -69,6 +69,7 @@ __all__ = [
     "ApiError",
     "ApiRoute",
     "error_body",
+    "read_body",
 ]
 
 R = TypeVar("R")
@@ -202,14 +203,7 @@ class ApiCall:
         """
         if self._body is not None:
             return self._body
-        declared = self.request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_BODY:
-            raise _too_large()
-        data = bytearray()
-        async for chunk in self.request.stream():
-            data += chunk
-            if len(data) > MAX_BODY:
-                raise _too_large()
+        data = await read_body(self.request, MAX_BODY)
         if not data.strip():
             self._body = {}
             return self._body
@@ -247,8 +241,22 @@ _JSON_TYPES: Final[Mapping[type[Any], str]] = {
 }
 
 
-def _too_large() -> ApiError:
-    return ApiError(413, "payload_too_large", f"the body must be at most {MAX_BODY} bytes")
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body of ``request``, read in chunks, of at most ``limit`` bytes.
+
+    Raises:
+        ApiError: 413, it is (or says it is) larger.
+    """
+    declared = request.headers.get("content-length", "")
+    too_large = ApiError(413, "payload_too_large", f"the body must be at most {limit} bytes")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise too_large
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > limit:
+            raise too_large
+    return bytes(data)
 
 
 Handler = Callable[[ApiCall], Awaitable[Any]]

@@ -236,7 +236,7 @@ class HttpApp:
         self, operations: Operations, path: str, methods: dict[str, ApiRoute], request: Request
     ) -> Response:
         """Authenticate ``request`` and run its API route: the client requests it
-        makes are authorized one by one (:meth:`_authorize`)."""
+        makes are authorized one by one (:meth:`authorize`)."""
         started = time.perf_counter()
         connection: HttpConnection | None = request.scope.get("state", {}).get(CONNECTION)
         log = self.log_for(connection).bind(method=request.method, path=path)
@@ -287,18 +287,18 @@ class HttpApp:
         else:
             # Every API route makes client requests: none runs for nobody (a 401
             # while auth.required is on, whatever the need).
-            self._authorize(None, None, OPEN, log)
+            self.authorize(None, None, OPEN, log)
         call = ApiCall(
             request,
             principal,
             log,
             operations,
-            lambda value, need: self._authorize(principal, value, need, call.log),
+            lambda value, need: self.authorize(principal, value, need, call.log),
             route.requests,
         )
         return route, call
 
-    def _authorize(
+    def authorize(
         self,
         principal: Principal | None,
         value: Any,
@@ -363,20 +363,36 @@ class HttpApp:
         header = request.headers.get("authorization")
         if header is not None:
             scheme, _, token = header.strip().partition(" ")
-            token = token.strip()
-            name = None
-            if scheme.lower() == "bearer" and 0 < len(token) <= MAX_TOKEN_CHARS:
-                name = authorization.authenticate(token)
+            bearer = token.strip() if scheme.lower() == "bearer" else ""
+            name = self.token_name(bearer, connection, log, method="token")
             if name is None:
-                authorization.tally.authentication_failures += 1
-                log.warning("authentication_failed", method="token")
-                if connection is not None:
-                    self.on_failure(connection.peer)
                 raise _Unauthenticated
             return authorization.principal(name)
         if connection is not None and connection.certificate_name is not None:
             return authorization.principal(connection.certificate_name)
         return None
+
+    def token_name(
+        self,
+        token: str,
+        connection: HttpConnection | None,
+        log: structlog.typing.FilteringBoundLogger,
+        *,
+        method: str,
+    ) -> str | None:
+        """The principal's name ``token`` stands for (a bearer token, or the console's
+        login form: ``method``), or None: not accepted, which is counted, logged
+        (``authentication_failed``) and slows the connection's address down."""
+        authorization = self.authorization
+        name = None
+        if 0 < len(token) <= MAX_TOKEN_CHARS:
+            name = authorization.authenticate(token)
+        if name is None:
+            authorization.tally.authentication_failures += 1
+            log.warning("authentication_failed", method=method)
+            if connection is not None:
+                self.on_failure(connection.peer)
+        return name
 
     def refusal(
         self,

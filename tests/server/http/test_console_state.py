@@ -55,7 +55,7 @@ def test_a_session_needs_positive_bounds() -> None:
 
 
 def _reading(at: float, added: int, removed: int, commits: int, **queues: int) -> Reading:
-    return Reading(at, added, removed, commits, 0, {int(k[1:]): (v, 0) for k, v in queues.items()})
+    return Reading(at, added, removed, commits, {int(k[1:]): (v, 0) for k, v in queues.items()})
 
 
 def test_rates_are_the_change_between_readings_over_the_window() -> None:

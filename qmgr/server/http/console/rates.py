@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 The store counts, for every queue, the messages ever added (its next
 lookup id, less one) and those still there (its depth); the core counts
-commits and aborts. None of that is a rate. :class:`RateHistory` turns
+commits. None of that is a rate. :class:`RateHistory` turns
 readings of those counters, taken every :data:`SAMPLE_SECONDS` seconds by
 the console's sampler, into rates:
 
@@ -45,7 +45,6 @@ class Reading:
     #: Of them, those no longer there.
     removed: int
     commits: int
-    aborts: int
     #: Each queue's ``(added, removed)``, by store id.
     queues: Mapping[int, tuple[int, int]]
 

@@ -59,13 +59,12 @@ from starlette.routing import Route
 
 from qmgr.core.errors import QueueManagerError
 from qmgr.core.permissions import Principal
-from qmgr.core.tokens import MAX_TOKEN_CHARS
 from qmgr.texts import age, size
 
 from ...client.needs import MONITORS, Need
 from ...client.operations import Operations, error_code
-from ..api import STATUS_OF, ApiCall, ApiError
-from ..app import HttpApp, logged
+from ..api import STATUS_OF, ApiCall, ApiError, read_body
+from ..app import CONNECTION, HttpApp, logged
 from ..metrics import MetricsSources
 from .rates import SAMPLE_SECONDS, RateHistory, Reading
 from .sessions import MAX_NOTICES, ConsoleSession, ConsoleSessions
@@ -233,7 +232,7 @@ class Console:
     async def visit(self, request: Request, path: str, page: Page) -> Response:
         """Settle who is asking (the module docstring's steps) and run ``page``."""
         started = time.perf_counter()
-        connection = request.scope.get("state", {}).get("qmgr.connection")
+        connection = request.scope.get("state", {}).get(CONNECTION)
         log = self.host.log_for(connection).bind(method=request.method, path=path)
         now = self._clock()
         # A live page's refresh is not someone at work: it does not keep a session.
@@ -299,11 +298,7 @@ class Console:
         log: structlog.typing.FilteringBoundLogger,
     ) -> ApiCall:
         def authorize(value: Any, need: Need) -> None:
-            refusal = self.host.refusal(
-                principal, value, need, call.log.bind(request=type(value).__name__)
-            )
-            if refusal is not None:
-                raise ApiError(*refusal)
+            self.host.authorize(principal, value, need, call.log)
 
         call = ApiCall(request, principal, log, self.operations, authorize, self._allowed)
         return call
@@ -318,14 +313,7 @@ class Console:
         if kind != "application/x-www-form-urlencoded":
             msg = "an action's body must be a form (application/x-www-form-urlencoded)"
             raise ApiError(400, "bad_request", msg)
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > MAX_FORM:
-            raise ApiError(413, "payload_too_large", f"a form must be at most {MAX_FORM} bytes")
-        data = bytearray()
-        async for chunk in request.stream():
-            data += chunk
-            if len(data) > MAX_FORM:
-                raise ApiError(413, "payload_too_large", f"a form must be at most {MAX_FORM} bytes")
+        data = await read_body(request, MAX_FORM)
         try:
             fields = parse_qsl(
                 data.decode("utf-8"), keep_blank_values=True, max_num_fields=_MAX_FIELDS
@@ -431,7 +419,7 @@ class Console:
 
     def set_cookie(self, response: Response, visit: Visit) -> None:
         """Give the browser the session's cookie."""
-        connection = visit.request.scope.get("state", {}).get("qmgr.connection")
+        connection = visit.request.scope.get("state", {}).get(CONNECTION)
         response.set_cookie(
             COOKIE,
             visit.session.session_id,
@@ -453,16 +441,9 @@ class Console:
     def log_in(self, visit: Visit, token: str) -> ConsoleSession | None:
         """Open a session for the principal of ``token``; None if it is not accepted
         (counted and logged as a failed authentication)."""
-        authorization = self.host.authorization
-        name = None
-        if 0 < len(token) <= MAX_TOKEN_CHARS:
-            name = authorization.authenticate(token)
-        connection = visit.request.scope.get("state", {}).get("qmgr.connection")
+        connection = visit.request.scope.get("state", {}).get(CONNECTION)
+        name = self.host.token_name(token, connection, visit.log, method="console")
         if name is None:
-            authorization.tally.authentication_failures += 1
-            visit.log.warning("authentication_failed", method="console")
-            if connection is not None:
-                self.host.on_failure(connection.peer)
             return None
         session = self.sessions.open(name, "token", self._clock())
         visit.log.info("console_login", principal=name)
@@ -483,8 +464,7 @@ class Console:
             queues[record.queue_id] = (ever, gone)
             added += ever
             removed += gone
-        tally = sources.core.tally
-        return Reading(self._clock(), added, removed, tally.commits, tally.aborts, queues)
+        return Reading(self._clock(), added, removed, sources.core.tally.commits, queues)
 
     async def sample(self) -> None:
         """Take a reading every :data:`~.rates.SAMPLE_SECONDS` and forget ended
