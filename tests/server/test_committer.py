@@ -81,6 +81,37 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
     assert queue.depth == 4
 
 
+@pytest.mark.parametrize(
+    ("interval", "inline"),
+    [
+        # Its reads come a second apart: not expected before this write ends.
+        pytest.param(1.0, True, id="paced"),
+        # Its reads come 0.1 ms apart: expected now, so the unit waits to share a batch.
+        pytest.param(0.0001, False, id="in-a-loop"),
+    ],
+)
+async def test_a_commit_waits_only_for_the_connections_expected_before_it_would_end(
+    store: Store, monkeypatch: pytest.MonkeyPatch, interval: float, inline: bool
+) -> None:
+    handed_over: list[storage.Plan] = []
+    apply = Writer.apply
+
+    async def spy(self: Writer, plan: storage.Plan) -> storage.StoreError | None:
+        handed_over.append(plan)
+        return await apply(self, plan)
+
+    monkeypatch.setattr(Writer, "apply", spy)
+    async with running_committer(store, thread=False) as committer:
+        # Another connection, heard from 1 ms ago, and the time before that.
+        now = trio.current_time()
+        committer.note_read(2, now - 0.001 - interval)
+        committer.note_read(2, now - 0.001)
+        committer.note_read(1, now)
+        outcome = await committer.submit(append(store), source=1)
+        assert outcome.error is None
+    assert len(handed_over) == (0 if inline else 1)
+
+
 @pytest.mark.parametrize("thread", [True, False])
 async def test_concurrent_submitters_share_batches(
     store: Store, monkeypatch: pytest.MonkeyPatch, thread: bool

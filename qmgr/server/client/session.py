@@ -167,7 +167,7 @@ class ClientSession:
         except* (trio.BrokenResourceError, trio.ClosedResourceError):
             reason = "connection lost"
         finally:
-            self.services.committer.forget_source(self.conn_id)
+            self.services.committer.closed(self.conn_id)
             context.abort_all("client disconnected")
             reserved = self.connection.reserved
             if reserved:
