@@ -119,12 +119,20 @@ class PlanContext(Overlay):
         return txn
 
     def close(self) -> None:
-        """End the read transaction, if one was opened."""
+        """End the planning: the read transaction, if one was opened, and the
+        references back to the context from its root savepoint and its parts.
+        Unlinked, a batch's scratch state is freed with the context's last
+        reference instead of by the garbage collector (a pass every few
+        batches, most of a pass's work)."""
         reading = self._reading
         if reading is not None:
             self._reading = None
             self._txn = None
             reading.__exit__(None, None)
+        self._stack.clear()
+        parts = vars(self)
+        parts.pop("reservations", None)
+        parts.pop("peering", None)
 
     # ------------------------------------------------------------------ queues
 

@@ -4,6 +4,8 @@ corrupt record met while planning."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 from store_kit import (
     NOW,
@@ -76,6 +78,22 @@ def test_every_operation_gets_its_own_result(store: Store) -> None:
     )
     assert outcomes[3].results == (QueueDeleted((queue.queue_id, queue.queue_id + 1), 0),)
     assert all(outcome.error is None for outcome in outcomes)
+
+
+def test_a_committed_batch_leaves_nothing_for_the_garbage_collector(store: Store) -> None:
+    """A batch's planning state is freed when its last reference goes: a daemon
+    committing thousands of batches a second would otherwise hand the garbage
+    collector about twenty objects per batch."""
+    queue = create_queue(store, "q")
+    fill(store, queue, 3)
+    gc.collect()
+    gc.disable()
+    try:
+        commit_ok(store, unit(append(queue)))
+        commit_ok(store, unit(remove(queue, 1)), unit(append(queue), remove(queue, 2)))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
 
 
 def test_failed_atomic_unit_applies_nothing_and_skips_its_other_operations(store: Store) -> None:
