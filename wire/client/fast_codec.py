@@ -2,7 +2,8 @@
 
 Every message travels in a ``Send`` (client to daemon) or a ``Message`` /
 ``MessageList`` (daemon to client), and every transaction is framed by
-``Begin``, ``Commit`` and their ``Ok``; these are packed and unpacked here
+``Begin``, ``Commit`` and their ``Ok``, and a send outside a transaction is
+answered ``Sent``; these are packed and unpacked here
 with precompiled ``struct`` formats instead of construct containers. The
 construct layouts of :mod:`wire.client.layouts` stay the definition: tests check,
 on generated values, that both produce the same bytes and reject the same
@@ -37,6 +38,7 @@ from .values import (
     QueuedMessage,
     Receive,
     Send,
+    Sent,
 )
 
 HEADER = struct.Struct("<IHHI")
@@ -281,6 +283,30 @@ def _decode_receive(body: bytes) -> Receive:
     )
 
 
+def _encode_sent(value: Sent) -> bytes:
+    message_id = value.message_id.encode("utf-8")
+    queue = value.queue.encode("utf-8")
+    return b"".join(
+        (
+            _U16.pack(len(message_id)),
+            message_id,
+            _U16.pack(len(queue)),
+            queue,
+            _U64.pack(value.lookup_id),
+        )
+    )
+
+
+def _decode_sent(body: bytes) -> Sent:
+    message_id, pos = _read_text(body, 0, "Sent")
+    queue, pos = _read_text(body, pos, "Sent")
+    if len(body) - pos != _U64.size:
+        msg = f"{len(body) - pos} bytes after the queue name, expected 8"
+        raise _malformed(msg, field="Sent")
+    (lookup_id,) = _U64.unpack_from(body, pos)
+    return Sent(message_id=message_id, queue=queue, lookup_id=lookup_id)
+
+
 def _u64_decoder(cls: type[Any], name: str) -> Callable[[bytes], Any]:
     what = cls.__name__
 
@@ -321,6 +347,7 @@ FAST_ENCODE: Final[dict[type[Any], Callable[[Any], bytes]]] = {
     Send: _encode_send,
     MessageReply: _encode_message_reply,
     MessageList: _encode_message_list,
+    Sent: _encode_sent,
 }
 #: Body decoders of the hot frames, by kind.
 FAST_DECODE: Final[dict[FrameKind, Callable[[bytes], FrameValue]]] = {
@@ -332,4 +359,5 @@ FAST_DECODE: Final[dict[FrameKind, Callable[[bytes], FrameValue]]] = {
     FrameKind.SEND: _decode_send,
     FrameKind.MESSAGE: _decode_message_reply,
     FrameKind.MESSAGE_LIST: _decode_message_list,
+    FrameKind.SENT: _decode_sent,
 }

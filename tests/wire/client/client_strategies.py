@@ -306,6 +306,7 @@ FAST_KINDS: tuple[cf.FrameKind, ...] = (
     cf.FrameKind.SEND,
     cf.FrameKind.MESSAGE,
     cf.FrameKind.MESSAGE_LIST,
+    cf.FrameKind.SENT,
 )
 #: Frames of the hand-written kinds only.
 fast_frames: st.SearchStrategy[cf.FrameValue] = st.one_of(

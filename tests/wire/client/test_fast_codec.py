@@ -100,6 +100,9 @@ BAD_FAST_VALUES = [
         ),
         id="list-lookup-id",
     ),
+    pytest.param(cf.Sent(message_id="\ud800", queue="q", lookup_id=1), id="sent-surrogate"),
+    pytest.param(cf.Sent(message_id="m", queue="q" * 0x10000, lookup_id=1), id="sent-long-queue"),
+    pytest.param(cf.Sent(message_id="m", queue="q", lookup_id=-1), id="sent-lookup-id"),
 ]
 
 
