@@ -26,7 +26,7 @@ It reads the store's catalog and never writes it; errors are the core's own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeVar
 
 from storage import QueueRecord, Store
 
@@ -92,15 +92,28 @@ def arrival_address(
     return parsed.elements[0]
 
 
+_Parsed = TypeVar("_Parsed", names.FormatName, names.QueueAddress)
+
+
+def _kept(cache: dict[str, _Parsed], text: str, parsed: _Parsed) -> _Parsed:
+    """Keep ``parsed`` as what ``text`` parses to, in a cache of at most
+    ``FORMAT_NAME_CACHE_SIZE`` entries (emptied when full); returns ``parsed``."""
+    if len(cache) >= FORMAT_NAME_CACHE_SIZE:
+        cache.clear()
+    cache[text] = parsed
+    return parsed
+
+
 class Addressing:
     """Parses format names and resolves destinations against ``store``'s queues."""
 
-    __slots__ = ("_from_lists", "_parsed", "identity", "store")
+    __slots__ = ("_from_lists", "_parsed", "_references", "identity", "store")
 
     def __init__(self, store: Store, identity: names.LocalIdentity) -> None:
         self.store = store
         self.identity = identity
         self._parsed: dict[str, names.FormatName] = {}
+        self._references: dict[str, names.QueueAddress] = {}
         # Texts of elements that came from a list (while resolving one send).
         self._from_lists: set[str] = set()
 
@@ -112,10 +125,7 @@ class Addressing:
         """
         parsed = self._parsed.get(text)
         if parsed is None:
-            parsed = names.parse_format_name(text, self.identity)
-            if len(self._parsed) >= FORMAT_NAME_CACHE_SIZE:
-                self._parsed.clear()
-            self._parsed[text] = parsed
+            parsed = _kept(self._parsed, text, names.parse_format_name(text, self.identity))
         return parsed
 
     def queue(self, reference: str) -> QueueRecord:
@@ -125,7 +135,10 @@ class Addressing:
         Raises:
             InvalidName, QueueNotFound
         """
-        address = names.parse_queue_reference(reference, self.identity)
+        address = self._references.get(reference)
+        if address is None:
+            address = names.parse_queue_reference(reference, self.identity)
+            _kept(self._references, reference, address)
         record = self.store.get_queue(address.queue)
         if record is None:
             msg = f"queue {reference!r} does not exist"

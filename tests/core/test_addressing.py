@@ -86,3 +86,32 @@ def test_a_send_reaches_a_bounded_number_of_queues(qm: CoreHarness) -> None:
 def test_parsed_names_are_remembered(addressing: Addressing) -> None:
     first = addressing.parse("a,b")
     assert addressing.parse("a,b") is first
+
+
+def test_queue_references_are_parsed_once_and_looked_up_each_time(
+    qm: CoreHarness, addressing: Addressing, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from qmgr.core import names
+
+    calls: list[str] = []
+    parse = names.parse_queue_reference
+
+    def counting(text: str, identity: names.LocalIdentity | None = None) -> names.QueueAddress:
+        calls.append(text)
+        return parse(text, identity)
+
+    monkeypatch.setattr(names, "parse_queue_reference", counting)
+    record = qm.store.get_queue("a")
+    assert addressing.queue("DIRECT=OS:.\\private$\\a") == record
+    assert addressing.queue("DIRECT=OS:.\\private$\\a") == record
+    assert calls == ["DIRECT=OS:.\\private$\\a"]
+    # The queue itself is looked up every time: a deleted queue is not found.
+    _, unit = qm.core.queues.delete("a")
+    assert qm.write(unit).error is None
+    with pytest.raises(QueueNotFound):
+        addressing.queue("DIRECT=OS:.\\private$\\a")
+    # A name that does not parse is refused every time (and not kept).
+    for _ in range(2):
+        with pytest.raises(InvalidName):
+            addressing.queue("a,b")
+    assert calls.count("a,b") == 2
