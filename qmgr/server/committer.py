@@ -11,35 +11,32 @@ sync), and each submitter gets its unit's outcome. Concurrent clients share
 syncs (group commit).
 
 * Which connections are expected to send soon: each connection's reads are
-  noted (:meth:`Committer.note_read`), and when its units were written.
-  A connection whose unit was written is expected after the shortest time it
-  took to send its next request after one of its last :data:`TURNAROUNDS`
-  answers (its turnarounds); one that has sent
-  a request since is expected at once; one silent for
-  :data:`QUIET_SECONDS`, waiting for a message or closed is not expected. A
-  client in a loop of commits is expected soon after its answer (its
-  turnarounds vary, from 0.3 to 2 ms for eight clients in one process,
-  but the shortest is short); a producer paced at 500 messages a second,
-  after about 1.5 ms every time.
+  noted (:meth:`Committer.note_read`). A connection is expected at its last
+  read plus the time since the read before (at once, after its first),
+  unless it has been silent for :data:`QUIET_SECONDS`, waits for a message
+  or has closed. A client in a loop of commits is expected about one write
+  after its answer; a producer paced at 500 messages a second, 2 ms after
+  its last send.
 * A unit a connection submits while nothing else is in flight and no other
-  connection has sent anything in the last :data:`QUIET_SECONDS` is written
-  at once by its submitter, on its own task: a lone client pays one sync
-  and no hand-off to another task or thread. The daemon's own work (erase
-  steps above all) never takes this path, so that its loops always let the
+  connection is expected before this write would end is written at once by
+  its submitter, on its own task: a lone client pays one sync and no
+  hand-off to another task or thread. The daemon's own work (erase steps
+  above all) never takes this path, so that its loops always let the
   clients' requests in between their steps.
 * Otherwise units queue for the committer task. Before writing, it gathers:
-  it waits until every connection expected before a share of the last
-  write's duration has passed (never more than :data:`GATHER_LIMIT`), or a
-  little after (turnarounds vary), has added its unit, or until that
-  deadline. A client that has just been answered is usually sending its
-  next request, and catching it in this batch instead of the next halves
-  its wait; on the target machine this took the average batch of eight
-  concurrent clients from 3.9 units to 7.7 and their throughput from about
-  5,400 to 6,900 commits/s. A connection not expected in time is not
-  waited for: with a producer at 500 messages/s and a consumer taking each
-  message in a transaction, each waited for the other's next request until
-  the deadline when every connection heard from lately was waited for (see
-  W4 in ``docs/performance.md``).
+  it waits until every connection expected before the gathering's deadline
+  has added its unit, or until that deadline: a share of the last write's
+  duration (never more than :data:`GATHER_LIMIT`). A client that has just
+  been answered is usually sending its next request, and catching it in
+  this batch instead of the next halves its wait; on the target machine
+  this took the average batch of eight concurrent clients from 3.9 units to
+  7.7 and their throughput from about 5,400 to 6,900 commits/s. Waiting
+  only for the connections expected in time keeps a producer and a
+  consumer at a steady pace from waiting for each other's next request:
+  with a producer at 500 messages/s and a consumer taking each message in
+  a transaction, the consumer's commit took 0.67 to 1.2 ms (median) when
+  every connection heard from in the last ``QUIET_SECONDS`` was waited
+  for, and 0.6 ms since.
 * The writer applies the batch on the event loop's thread, or on a thread
   of its own (``store.writer_thread``) so that the loop goes on decoding
   and answering other clients while the disk syncs. Measured on two vCPUs,
@@ -91,8 +88,6 @@ GATHER_SHARE = 0.5
 GATHER_LIMIT = 0.0005
 #: Other connections silent for this long are not expected to send before a sync ends.
 QUIET_SECONDS = 0.002
-#: How many of a connection's last turnarounds its next is predicted from (the shortest).
-TURNAROUNDS = 4
 
 
 @dataclass(slots=True, eq=False)
@@ -126,11 +121,10 @@ class Committer:
         self._earlier = (0, -math.inf)
         # Connections that received bytes lately, and when.
         self._active: dict[int, float] = {}
-        # When each connection's last unit was written, until it next receives bytes.
-        self._answered: dict[int, float] = {}
-        # The shortest time each connection took lately to send its next request
-        # after an answer (of its last TURNAROUNDS), oldest first.
-        self._turnarounds: dict[int, tuple[float, ...]] = {}
+        # When each of those is expected to send next (see the module docstring).
+        self._expected: dict[int, float] = {}
+        # Every open connection's last read.
+        self._reads: dict[int, float] = {}
         self._arrival = trio.Event()
         # Seconds the last batch took to write.
         self._last_write = 0.0
@@ -166,58 +160,41 @@ class Committer:
             self._pending = []
 
     def note_read(self, source: int, now: float) -> None:
-        """Connection ``source`` received bytes at ``now`` (monotonic seconds), before
-        the requests in them run."""
+        """Connection ``source`` received a request at ``now`` (monotonic seconds) and
+        may send its next one soon."""
         latest_source, latest = self._latest
         if source != latest_source:
             self._earlier = (latest_source, latest)
         self._latest = (source, now)
         self._active[source] = now
-        answered = self._answered.pop(source, None)
-        if answered is not None:
-            kept = self._turnarounds.get(source, ())[1 - TURNAROUNDS :]
-            self._turnarounds[source] = (*kept, now - answered)
+        reads = self._reads
+        previous = reads.get(source)
+        reads[source] = now
+        self._expected[source] = now if previous is None else now + (now - previous)
 
     def forget_source(self, source: int) -> None:
         """Connection ``source`` will send nothing soon: it waits for a message."""
         self._active.pop(source, None)
-        # A gathering batch stops waiting for it.
-        self._arrival.set()
+        self._expected.pop(source, None)
 
     def closed(self, source: int) -> None:
         """Connection ``source`` has closed."""
         self.forget_source(source)
-        self._answered.pop(source, None)
-        self._turnarounds.pop(source, None)
-
-    def _expected(self, source: int) -> float:
-        """When ``source``, an active connection, is expected to send its next request."""
-        answered = self._answered.get(source)
-        if answered is None:  # it has sent a request since its last answer
-            return self._active[source]
-        return answered + min(self._turnarounds.get(source, (0.0,)))
-
-    def _answer(self, source: int) -> None:
-        if source:
-            self._answered[source] = trio.current_time()
+        self._reads.pop(source, None)
 
     async def _gather(self) -> None:
         """Let every connection active in the last ``QUIET_SECONDS`` add its unit to
         the batch, waiting no longer than a share of a write (group commit)."""
         now = trio.current_time()
         active = self._active
+        expected = self._expected
         quiet_since = now - QUIET_SECONDS
         for source in [s for s, seen in active.items() if seen < quiet_since]:
             del active[source]
+            expected.pop(source, None)
         deadline = now + min(GATHER_LIMIT, GATHER_SHARE * self._last_write)
-        # Turnarounds vary: wait for those expected a little after the deadline
-        # too (the wait still ends at the deadline).
-        horizon = deadline + GATHER_LIMIT
-        expected = self._expected
-        while True:
-            here = {pending.source for pending in self._pending}
-            if all(source in here or expected(source) > horizon for source in active):
-                return
+        awaited = {source for source in active if expected[source] <= deadline}
+        while awaited - {pending.source for pending in self._pending}:
             self._arrival = trio.Event()
             with trio.move_on_at(deadline) as scope:
                 await self._arrival.wait()
@@ -225,11 +202,18 @@ class Committer:
                 return
 
     def _others_quiet(self, source: int) -> bool:
-        """No other connection has received bytes in the last ``QUIET_SECONDS``."""
-        cutoff = trio.current_time() - QUIET_SECONDS
+        """No other connection is expected to send before a write started now would end."""
+        now = trio.current_time()
+        cutoff = now - QUIET_SECONDS
+        horizon = now + self._last_write
         active = self._active
         for other, seen in (self._latest, self._earlier):
-            if other != source and seen > cutoff and active.get(other) == seen:
+            if (
+                other != source
+                and seen > cutoff
+                and active.get(other) == seen
+                and self._expected[other] <= horizon
+            ):
                 return False
         return True
 
@@ -252,7 +236,7 @@ class Committer:
         # goes through the batches: written inline, a loop of steps would never
         # let the event loop read the clients' requests in between.
         if source and not self._busy and not self._pending and self._others_quiet(source):
-            return self._write_now(unit, source)
+            return self._write_now(unit)
         pending = _Pending(unit, source)
         self._pending.append(pending)
         self._wake.set()
@@ -264,7 +248,7 @@ class Committer:
         assert pending.outcome is not None
         return pending.outcome
 
-    def _write_now(self, unit: Unit, source: int) -> UnitOutcome:
+    def _write_now(self, unit: Unit) -> UnitOutcome:
         """Write one unit on the caller's task and thread (see the module docstring)."""
         self._busy = True
         started = time.perf_counter()
@@ -275,7 +259,6 @@ class Committer:
             raise
         finally:
             self._busy = False
-            self._answer(source)
             if self._pending:
                 self._wake.set()
         self.batches += 1
@@ -309,7 +292,6 @@ class Committer:
         finally:
             for pending in batch:
                 pending.done.set()
-                self._answer(pending.source)
         self.batches += 1
         self.units += len(batch)
         elapsed = time.perf_counter() - started

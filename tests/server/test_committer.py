@@ -83,27 +83,58 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
 
 
 @pytest.mark.parametrize(
-    ("turnaround", "batches"),
+    ("interval", "inline"),
     [
-        # It has sent its requests 10 s after each answer (a producer at a
-        # steady pace): not waited for, its next unit goes in a batch of its own.
+        # Its reads come a second apart: not expected before this write ends.
+        pytest.param(1.0, True, id="paced"),
+        # Its reads come 0.1 ms apart: expected now, so the unit waits to share a batch.
+        pytest.param(0.0001, False, id="in-a-loop"),
+    ],
+)
+async def test_a_commit_waits_only_for_the_connections_expected_before_it_would_end(
+    store: Store, monkeypatch: pytest.MonkeyPatch, interval: float, inline: bool
+) -> None:
+    handed_over: list[storage.Plan] = []
+    apply = Writer.apply
+
+    async def spy(self: Writer, plan: storage.Plan) -> storage.StoreError | None:
+        handed_over.append(plan)
+        return await apply(self, plan)
+
+    monkeypatch.setattr(Writer, "apply", spy)
+    async with running_committer(store, thread=False) as committer:
+        # Another connection, heard from 1 ms ago, and the time before that.
+        now = trio.current_time()
+        committer.note_read(2, now - 0.001 - interval)
+        committer.note_read(2, now - 0.001)
+        committer.note_read(1, now)
+        outcome = await committer.submit(append(store), source=1)
+        assert outcome.error is None
+    assert len(handed_over) == (0 if inline else 1)
+
+
+@pytest.mark.parametrize(
+    ("interval", "batches"),
+    [
+        # Its requests come 10 s apart (a producer at a steady pace): not waited
+        # for, its next unit goes in a batch of its own.
         pytest.param(10.0, [1, 1], id="paced"),
-        # It has sent them at once: waited for, its next unit shares the batch.
+        # They come at once: waited for, its next unit shares the batch.
         pytest.param(0.0, [2], id="in-a-loop"),
     ],
 )
 async def test_a_batch_waits_only_for_the_connections_expected_in_time(
-    store: Store, monkeypatch: pytest.MonkeyPatch, turnaround: float, batches: list[int]
+    store: Store, monkeypatch: pytest.MonkeyPatch, interval: float, batches: list[int]
 ) -> None:
     # A long gathering, so that waiting shows as a shared batch.
     monkeypatch.setattr(committer_module, "GATHER_LIMIT", 1.0)
     monkeypatch.setattr(committer_module, "GATHER_SHARE", 1e9)
     async with running_committer(store, thread=False) as committer:
-        # Connection 2 commits twice, its second request ``turnaround`` after the
-        # answer to its first; both are written at once (nothing else is active).
+        # Connection 2 commits twice, its second request ``interval`` after its
+        # first; both are written at once (nothing else is active).
         committer.note_read(2, trio.current_time())
         assert (await committer.submit(append(store), source=2)).error is None
-        committer.note_read(2, trio.current_time() + turnaround)
+        committer.note_read(2, trio.current_time() + interval)
         assert (await committer.submit(append(store), source=2)).error is None
         spy = Spy(store, monkeypatch)
 
@@ -115,7 +146,8 @@ async def test_a_batch_waits_only_for_the_connections_expected_in_time(
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(connection_2)
-                # Connection 2 was heard from just now: this unit is queued.
+                # Written at once if connection 2 is not expected before it ends,
+                # else gathered with connection 2's next unit.
                 committer.note_read(1, trio.current_time())
                 assert (await committer.submit(append(store), source=1)).error is None
     assert spy.batches == batches

@@ -204,7 +204,6 @@ class ClientSession:
             deadline_scope.deadline = math.inf
             now = trio.current_time()
             connection.receive_data(data, now)
-            note_read(conn_id, now)
             while True:
                 if services.stopping:
                     connection.stop()
@@ -222,10 +221,12 @@ class ClientSession:
                 reason = await self._act(event)
                 if reason is not None:
                     return reason
-            # The committer expects this connection's next request soon, but not
-            # while it waits for a message.
+            # Tell the committer whether to expect this connection's next commit
+            # soon: not while it waits for a message.
             if context.waiting:
                 forget_activity(conn_id)
+            else:
+                note_read(conn_id, now)
             await self._flush()
 
     async def _act(self, event: object) -> str | None:

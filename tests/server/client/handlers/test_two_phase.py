@@ -168,7 +168,7 @@ async def test_maintenance_neither_aborts_nor_polls_a_prepared_transaction(
             assert list(core.store.queues_to_erase()) == [core.queue("q").queue_id]
             reply = await a.client.call(cf.Resolve(commit=False, xids=("x1",)))
             assert reply == cf.Resolutions(outcomes=(int(cf.Resolution.ABORTED),))
-            await trio.sleep(1.0)  # woken, maintenance erases it (after a gathering)
+            await trio.testing.wait_all_tasks_blocked()  # woken, maintenance erases it
             assert list(core.store.queues_to_erase()) == []
             nursery.cancel_scope.cancel()
         assert await a.client.call(cf.PeekRange(queue="q")) == cf.MessageList(messages=())
