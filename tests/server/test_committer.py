@@ -54,10 +54,10 @@ class Spy:
         monkeypatch.setattr(store, "committing", spy)
 
 
-async def test_a_lone_submitter_writes_at_once_on_its_own_task(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    handed_over: list[object] = []
+def handed_to_writer(monkeypatch: pytest.MonkeyPatch) -> list[storage.Plan]:
+    """The plans handed to the writer from now on (a unit written by its submitter
+    on its own task is not)."""
+    handed_over: list[storage.Plan] = []
     apply = Writer.apply
 
     async def spy(self: Writer, plan: storage.Plan) -> storage.StoreError | None:
@@ -65,6 +65,13 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
         return await apply(self, plan)
 
     monkeypatch.setattr(Writer, "apply", spy)
+    return handed_over
+
+
+async def test_a_lone_submitter_writes_at_once_on_its_own_task(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed_over = handed_to_writer(monkeypatch)
     async with running_committer(store, thread=True) as committer:
         for _ in range(3):
             outcome = await committer.submit(append(store), source=1)
@@ -94,14 +101,7 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
 async def test_a_commit_waits_only_for_the_connections_expected_before_it_would_end(
     store: Store, monkeypatch: pytest.MonkeyPatch, interval: float, inline: bool
 ) -> None:
-    handed_over: list[storage.Plan] = []
-    apply = Writer.apply
-
-    async def spy(self: Writer, plan: storage.Plan) -> storage.StoreError | None:
-        handed_over.append(plan)
-        return await apply(self, plan)
-
-    monkeypatch.setattr(Writer, "apply", spy)
+    handed_over = handed_to_writer(monkeypatch)
     async with running_committer(store, thread=False) as committer:
         # Another connection, heard from 1 ms ago, and the time before that.
         now = trio.current_time()
