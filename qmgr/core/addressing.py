@@ -137,8 +137,8 @@ class Addressing:
         """
         address = self._references.get(reference)
         if address is None:
-            address = names.parse_queue_reference(reference, self.identity)
-            _kept(self._references, reference, address)
+            parsed = names.parse_queue_reference(reference, self.identity)
+            address = _kept(self._references, reference, parsed)
         record = self.store.get_queue(address.queue)
         if record is None:
             msg = f"queue {reference!r} does not exist"

@@ -183,8 +183,8 @@ class Committer:
         self._reads.pop(source, None)
 
     async def _gather(self) -> None:
-        """Let every connection active in the last ``QUIET_SECONDS`` add its unit to
-        the batch, waiting no longer than a share of a write (group commit)."""
+        """Let every connection expected before the deadline (a share of the last
+        write, at most ``GATHER_LIMIT``) add its unit to the batch (group commit)."""
         now = trio.current_time()
         active = self._active
         expected = self._expected

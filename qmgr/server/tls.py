@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -224,19 +225,28 @@ async def handshake(
         server_hostname=server_hostname,
         https_compatible=https_compatible,
     )
+    await _shake_hands(secure.do_handshake, within)
+    return secure
+
+
+async def _shake_hands(handshake: Callable[[], Awaitable[None]], within: float) -> None:
+    """Run ``handshake`` under a deadline of ``within`` seconds; its failures as
+    ``TlsFailed``, ``closed`` when the other side went away without a word of TLS."""
     try:
         with trio.fail_after(within):
-            await secure.do_handshake()
+            await handshake()
     except trio.TooSlowError:
         msg = f"no TLS handshake within {within:g} s"
         raise TlsFailed(msg) from None
     except trio.BrokenResourceError as exc:
         cause = exc.__cause__
-        closed = cause is None or isinstance(cause, ssl.SSLEOFError)
+        closed = cause is None or isinstance(cause, ssl.SSLEOFError | ConnectionError)
         reason = "the connection was closed" if cause is None or closed else _reason(cause)
         msg = f"TLS handshake failed: {reason}"
         raise TlsFailed(msg, closed=closed) from None
-    return secure
+    except OSError as exc:  # ssl.SSLError included
+        msg = f"TLS handshake failed: {_reason(exc)}"
+        raise TlsFailed(msg) from None
 
 
 class StartsTls(Protocol):
@@ -254,18 +264,7 @@ async def start_tls(connection: StartsTls, context: ssl.SSLContext, *, within: f
         TlsFailed: the handshake failed or took too long (``connection`` is
             not closed: the caller owns it).
     """
-    try:
-        with trio.fail_after(within):
-            await connection.start_tls(context)
-    except trio.TooSlowError:
-        msg = f"no TLS handshake within {within:g} s"
-        raise TlsFailed(msg) from None
-    except trio.BrokenResourceError:
-        msg = "TLS handshake failed: the connection was closed"
-        raise TlsFailed(msg, closed=True) from None
-    except OSError as exc:  # ssl.SSLError included
-        msg = f"TLS handshake failed: {_reason(exc)}"
-        raise TlsFailed(msg) from None
+    await _shake_hands(lambda: connection.start_tls(context), within)
 
 
 async def peer_handshake(
