@@ -13,7 +13,7 @@ import storage
 from qmgr import __version__
 from qmgr.core.engine import QueueManagerCore
 from qmgr.server.client.authorization import AccessTally
-from qmgr.server.http.metrics import MetricsSources
+from qmgr.server.http.sources import MetricsSources
 from qmgr.server.timings import Durations
 from wire import client as cf
 

@@ -52,6 +52,7 @@ from qmgr.server.http.app import HttpApp
 from qmgr.server.http.exposition import Exposition
 from qmgr.server.http.metrics import QueueManagerCollector
 from qmgr.server.http.port import HttpPort
+from qmgr.server.http.service import HypercornService
 
 TOKEN = "bench-token"
 
@@ -77,6 +78,7 @@ class BareApp:
     def __init__(self, authorization: Authorization, exposition: Exposition[Any]) -> None:
         self.authorization = authorization
         self.exposition = exposition
+        self.on_failure = lambda peer: None
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -144,7 +146,18 @@ def applications(directory: Path) -> dict[str, Callable[[], Any]]:
 
 async def measure(app: Any, path: str, seconds: float) -> tuple[float, float]:
     """Requests per second and this process's CPU seconds per request."""
-    port = HttpPort(load_config(), app, None, structlog.get_logger("bench"))
+    config = load_config()
+
+    async def load() -> HypercornService:
+        return HypercornService(config, app)
+
+    port = HttpPort(
+        config,
+        load=load,
+        tally=app.authorization.tally,
+        tls=None,
+        log=structlog.get_logger("bench"),
+    )
     async with trio.open_nursery() as nursery:
         listeners = await nursery.start(
             partial(trio.serve_tcp, port.handle_connection, 0, host="127.0.0.1")

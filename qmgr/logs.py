@@ -6,10 +6,9 @@ they render for people; otherwise, or with ``--log-format json``, one JSON
 object per line for log collectors.
 
 Exceptions are formatted by ``format_exc_info`` before any renderer sees
-them, so structlog's rich tracebacks are never used: structlog is imported
-here with rich kept out, which spares the daemon rich and pygments (about
-4 MB of resident memory). Import this module before any other that imports
-structlog (``qmgr serve`` does).
+them, so structlog's rich tracebacks are never used: ``qmgr serve`` imports
+structlog without rich, and without asyncio (``qmgr.deferred``), before it
+imports this module.
 """
 
 from __future__ import annotations
@@ -17,16 +16,7 @@ from __future__ import annotations
 import logging
 import sys
 
-#: structlog's console renderer imports rich for its tracebacks when it can: it cannot
-#: while ``sys.modules["rich"]`` is None (unless rich is loaded already).
-_WITHOUT_RICH = "structlog" not in sys.modules and "rich" not in sys.modules
-if _WITHOUT_RICH:
-    sys.modules["rich"] = None  # type: ignore[assignment]
-try:
-    import structlog
-finally:
-    if _WITHOUT_RICH:
-        del sys.modules["rich"]
+import structlog
 
 _LEVELS = {
     "debug": logging.DEBUG,

@@ -35,6 +35,7 @@ ALLOWED: dict[str, set[str]] = {
     "qmgr.certs": set(),
     "qmgr.config": {"wire", "qmgr.core"},
     "qmgr.logs": set(),
+    "qmgr.deferred": set(),
     "qmgr.texts": set(),
     "qmgr.socket_stream": set(),
     "qmgr.server": {
@@ -71,6 +72,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.client",
         "qmgr.certs",
         "qmgr.config",
+        "qmgr.deferred",
         "qmgr.logs",
         "qmgr.texts",
         "qmgr.server",

@@ -50,10 +50,14 @@ __all__ = ["serve"]
 )
 def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any) -> None:
     """Run a queue manager in the foreground until SIGTERM or Ctrl-C."""
+    from qmgr.deferred import lean_libraries
+
+    lean_libraries()  # first: structlog and construct without what the daemon never uses
+
     import trio
 
     from qmgr.config import ConfigError, load_config
-    from qmgr.logs import configure_logging  # before qmgr.server: structlog without rich
+    from qmgr.logs import configure_logging
 
     try:
         # The other options are named as load_config's overrides (None: not given).

@@ -208,7 +208,7 @@ class Daemon:
 
     def _http_port(self) -> HttpPort:
         """The HTTP listener, reading the parts' counters when it is scraped (its
-        libraries, some 9 MB of memory, are imported only when it is on)."""
+        libraries, some 9 MB of memory, are imported only at its first connection)."""
         from .client.operations import Operations
         from .http import MetricsSources, http_port
 

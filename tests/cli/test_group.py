@@ -52,13 +52,17 @@ def test_a_missing_or_unknown_command_is_a_usage_error() -> None:
 
 def test_serve_loads_neither_the_sdk_nor_rich_nor_cryptography() -> None:
     """What ``qmgr serve`` imports before it serves without TLS, in a fresh interpreter: the
-    group, the command, and what it runs (the configuration, the log set-up, the daemon)."""
+    group, the command, and what it runs (the libraries lean, the configuration, the log
+    set-up, the daemon). ``tests/integration/test_idle_footprint.py`` checks a real daemon."""
     code = (
         "import sys, click\n"
         "from qmgr.cli import cli\n"
         "cli.get_command(click.Context(cli), 'serve')\n"
+        "from qmgr.deferred import lean_libraries\n"
+        "lean_libraries()\n"
         "import qmgr.logs, qmgr.config, qmgr.server\n"
-        "heavy = ('rich', 'cryptography', 'qmgr.client', 'qmgr.certs', 'pyspark')\n"
+        "heavy = ('rich', 'cryptography', 'qmgr.client', 'qmgr.certs', 'pyspark', 'hypercorn',\n"
+        "         'starlette', 'prometheus_client', 'asyncio', 'pdb')\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
     )
     loaded = subprocess.run(

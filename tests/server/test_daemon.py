@@ -78,7 +78,9 @@ def test_the_parts_are_wired_together(tmp_path: Path, store: Store) -> None:
     assert not daemon.stopping
     # The HTTP listener authorizes through the same place as client requests.
     assert daemon.http is not None
-    assert daemon.http._app.app.authorization is authorization  # type: ignore[attr-defined]
+    assert daemon.http._tally is authorization.tally
+    service = trio.run(daemon.http._load)  # what its first connection loads
+    assert service.app.authorization is authorization  # type: ignore[attr-defined]
     assert daemon.connections() == {"client": 0, "peer": 0, "http": 0}
     assert Daemon(dataclasses.replace(make_config(tmp_path), http_listen=None), store).http is None
 

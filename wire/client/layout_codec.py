@@ -29,7 +29,7 @@ from ..protocol_errors import RemoteProtocolError
 from ..strict_construct import build_with, parse_exactly
 from .constants import HELLO_MAGIC, FrameKind
 from .frames import CLASS_OF, KIND_OF, FrameValue
-from .layouts import LAYOUTS, optional_container, optional_value
+from .layouts import layout, optional_container, optional_value
 from .lists import ChangeList, CreateList, ListInfo, ListInfoList
 from .permissions import AclEntry, Permissions
 from .poison import SetQueueProperties
@@ -370,7 +370,7 @@ def encode_body_with_layout(value: FrameValue) -> bytes:
     """
     cls = type(value)
     to_container = _TO_CONTAINER.get(cls, _plain_to_container)
-    return build_with(LAYOUTS[KIND_OF[cls]], to_container(value), cls.__name__)
+    return build_with(layout(KIND_OF[cls]), to_container(value), cls.__name__)
 
 
 def decode_body_with_layout(kind: FrameKind, body: bytes) -> FrameValue:
@@ -380,7 +380,7 @@ def decode_body_with_layout(kind: FrameKind, body: bytes) -> FrameValue:
         RemoteProtocolError: the body does not match the layout.
     """
     cls = CLASS_OF[kind]
-    container = parse_exactly(LAYOUTS[kind], body, cls.__name__)
+    container = parse_exactly(layout(kind), body, cls.__name__)
     from_container = _FROM_CONTAINER.get(cls)
     try:
         if from_container is not None:

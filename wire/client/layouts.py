@@ -1,7 +1,7 @@
 """The client protocol's frame bodies as construct layouts: the reference definition.
 
-Each frame kind's body is one construct ``Struct`` (compiled once, parsed
-strictly by :func:`wire.strict_construct.parse_exactly`);
+Each frame kind's body is one construct ``Struct`` (compiled at its first use
+by :func:`layout`, parsed strictly by :func:`wire.strict_construct.parse_exactly`);
 :mod:`wire.client.layout_codec` turns frame values into the containers these
 layouts build from and back. The hot frames are encoded and decoded by hand in
 :mod:`wire.client.fast_codec`; property tests check, on generated values, that
@@ -13,6 +13,7 @@ out as :mod:`wire.message_layout` documents.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 import construct as c
@@ -23,9 +24,9 @@ from .two_phase import MAX_RESOLVE_XIDS
 __all__ = [
     "COUNTERS_ENTRY",
     "CREATE_RETRY",
-    "LAYOUTS",
     "MESSAGE_LAYOUT",
     "RETRY_ENTRY",
+    "layout",
     "optional_container",
     "optional_value",
 ]
@@ -352,5 +353,13 @@ _SOURCES: dict[FrameKind, Any] = {
     FrameKind.ERROR: c.Struct("code" / c.Int16ul, "message" / _Str),
 }
 
-#: Compiled layouts, parsed strictly by ``parse_exactly``.
-LAYOUTS: Final[dict[FrameKind, Any]] = {kind: s.compile() for kind, s in _SOURCES.items()}
+
+@functools.cache
+def layout(kind: FrameKind) -> Any:
+    """The compiled layout of ``kind``'s body, parsed strictly by ``parse_exactly``.
+
+    Each is compiled at its first use: compiled, the layouts of every kind
+    hold some 2 MB of generated code, and a process uses few of them (a
+    daemon, those of the requests its clients make; a client, those of the
+    answers it gets)."""
+    return _SOURCES[kind].compile()

@@ -13,7 +13,11 @@ module             concern
 =================  =========================================================
 ``port``           accepting: room (``http.max_connections``, idle ones
                    evicted first), the TLS handshake and the client
-                   certificate, Hypercorn's HTTP/1.1 server per connection
+                   certificate, the service loaded at the first connection
+``service``        Hypercorn's HTTP/1.1 server per connection, running the
+                   application with its metrics, API and console
+``sources``        what the listener reads of the daemon, and the console's
+                   rate sampler, which runs from start-up
 ``app``            the ASGI application (Starlette's routing): the route
                    table with each route's need, bearer tokens and client
                    certificates, ``Authorization.denial``, the responses
@@ -31,26 +35,28 @@ module             concern
 
 :func:`http_port` puts them together for the daemon. Only this package
 imports Hypercorn, Starlette, ``prometheus_client`` and Jinja2
-(``tests/test_layers.py``).
+(``tests/test_layers.py``), and only ``service`` and what it imports use
+them: the port loads it at its first connection, so that an idle daemon
+does not carry them (``port``).
 """
 
 from __future__ import annotations
 
+import importlib
 import ssl
 from collections.abc import Callable
+from functools import partial
 
 import structlog
-from prometheus_client import CollectorRegistry, ProcessCollector
+import trio
 
 from qmgr.config import Config
 
 from ..client.authorization import Authorization
 from ..client.operations import Operations
-from .app import HttpApp
-from .console import console
-from .exposition import Exposition
-from .metrics import MetricsSources, QueueManagerCollector
-from .port import HttpPort
+from .port import HttpPort, HttpService
+from .rates import RateHistory
+from .sources import MetricsSources, sample_rates
 
 __all__ = ["HttpPort", "MetricsSources", "http_port"]
 
@@ -65,28 +71,28 @@ def http_port(
     log: structlog.typing.FilteringBoundLogger,
     operations: Operations | None = None,
 ) -> HttpPort:
-    """The HTTP listener's handler, with its application, its metrics and (given
-    the operations) its JSON API."""
-    collector = QueueManagerCollector(sources)
-    registry = CollectorRegistry()
-    registry.register(collector)
-    ProcessCollector(registry=registry)
-    app = HttpApp(
-        authorization=authorization,
-        exposition=Exposition(registry, collector),
-        stopping=stopping,
-        log=log.bind(component="http"),
-        operations=operations,
-    )
-    port = HttpPort(config, app, tls, log)
-    if operations is not None:
-        site = console(
-            host=app,
-            operations=operations,
+    """The HTTP listener's handler: its application, its metrics and (given the
+    operations) its JSON API and console are loaded at its first connection;
+    the console's rates are sampled from now."""
+    history = None if operations is None else RateHistory()
+
+    async def load() -> HttpService:
+        # The libraries, imported on a worker thread (the event loop goes on
+        # serving); then the service, made on the event loop's thread.
+        await trio.to_thread.run_sync(importlib.import_module, f"{__name__}.service")
+        from .service import http_service
+
+        return http_service(
+            config,
             sources=sources,
-            idle_timeout=config.http_session_timeout,
-            lifetime=config.http_session_lifetime,
+            authorization=authorization,
+            stopping=stopping,
+            log=log,
+            operations=operations,
+            history=history,
         )
-        app.serve_console(site.starlette_routes())
-        port.tasks.append(site.sample)
+
+    port = HttpPort(config, load=load, tally=authorization.tally, tls=tls, log=log)
+    if history is not None:
+        port.tasks.append(partial(sample_rates, sources, history, log.bind(component="http")))
     return port

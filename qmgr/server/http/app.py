@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
@@ -65,19 +65,16 @@ from ..client.needs import MONITORS, OPEN, Need
 from ..client.operations import Operations, error_code
 from .api import API_PREFIX, API_ROUTES, STATUS_OF, ApiCall, ApiError, ApiRoute, error_body
 from .exposition import Exposition
+from .port import CONNECTION, HttpConnection
 
 __all__ = [
-    "CONNECTION",
     "CREDENTIAL_NAMES",
     "ROUTES",
     "HttpApp",
-    "HttpConnection",
     "HttpRoute",
     "logged",
 ]
 
-#: The key of the connection (:class:`HttpConnection`) in an ASGI scope's ``state``.
-CONNECTION: Final = "qmgr.connection"
 #: Query parameters that carry a credential: a request that has one is refused.
 CREDENTIAL_NAMES: Final = frozenset(
     {"access_token", "token", "bearer", "auth", "authorization", "api_key", "apikey", "password"}
@@ -97,27 +94,6 @@ _TOKEN_IN_URL: Final = (
 
 class _Unauthenticated(Exception):
     """The request's credential is not accepted (a 401)."""
-
-
-@dataclass(slots=True, eq=False)
-class HttpConnection:
-    """One connection of the HTTP listener, as the port and the application share it."""
-
-    conn_id: int
-    #: ``host:port`` of the other end.
-    peer: str
-    #: When it was accepted (trio's clock).
-    opened_at: float
-    #: The common name of the client certificate it showed, if any.
-    certificate_name: str | None = None
-    #: Requests being answered on it now.
-    active: int = 0
-    #: When it last finished a request (trio's clock).
-    idle_since: float = 0.0
-    #: Whether it is under TLS.
-    tls: bool = False
-    #: Cancelling it closes the connection (eviction).
-    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
 Handler = Callable[["HttpApp", Request], Awaitable[Response]]

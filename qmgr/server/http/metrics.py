@@ -44,12 +44,9 @@ by it with the process collector's.
 from __future__ import annotations
 
 import math
-import os
-import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Final, Literal, Protocol
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
 
 from prometheus_client.core import (
     CounterMetricFamily,
@@ -61,71 +58,19 @@ from prometheus_client.registry import Collector
 
 import storage
 import wire
-from qmgr.core.engine import QueueManagerCore
 from qmgr.core.outcomes import DEAD_LETTERS
 from storage import QueueKind
 from wire import client as cf
 
-from ..client.authorization import AccessTally
-from ..timings import Durations
 from .exposition import SeriesFamily, label_text
+from .sources import MetricsSources
 
 __all__ = [
     "QUEUE_FAMILIES",
-    "MetricsSources",
-    "PeeringReadings",
     "QueueManagerCollector",
     "Readings",
     "class_name",
 ]
-
-
-class PeeringReadings(Protocol):
-    """What the metrics read of the peering side."""
-
-    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
-        """Every outgoing queue's store id and state."""
-        ...
-
-    def refused_by_class(self) -> Mapping[int, int]:
-        """Messages refused at arrival since the start, by message class."""
-        ...
-
-
-class Batches(Protocol):
-    """What the metrics read of the committer."""
-
-    @property
-    def batches(self) -> int:
-        """Batches written, each one synced write transaction."""
-        ...
-
-    @property
-    def write_times(self) -> Durations:
-        """How long each batch took to write and sync."""
-        ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MetricsSources:
-    """The daemon's parts the collector reads (see the module docstring)."""
-
-    name: str
-    version: str
-    store: storage.Store
-    core: QueueManagerCore
-    committer: Batches
-    #: The authorization's tally of refusals (a fresh one when nothing is checked).
-    tally: AccessTally
-    peering: PeeringReadings
-    #: Open connections by kind (``client``, ``peer``, ``http``).
-    connections: Callable[[], Mapping[str, int]]
-    #: The directory of the store, whose file system's free space is reported.
-    data_dir: Path
-    #: Unix time.
-    wall: Callable[[], float] = time.time
-    #: Free bytes for an unprivileged user on the file system of a path.
-    disk_free: Callable[[Path], int] = field(default=lambda path: _disk_free(path))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,11 +139,6 @@ class _Templates:
 def _age(now: float, arrived: float) -> float:
     """Seconds from ``arrived`` to ``now``, to the millisecond, never negative."""
     return round(max(0.0, now - arrived), 3)
-
-
-def _disk_free(path: Path) -> int:
-    stats = os.statvfs(path)
-    return stats.f_bavail * stats.f_frsize
 
 
 def class_name(value: int) -> str:

@@ -1,4 +1,4 @@
-"""The HTTP listener's accepting side: room, TLS, and Hypercorn's protocol per connection.
+"""The HTTP listener's accepting side: room, TLS, and the service loaded at the first connection.
 
 Theory of operation
 -------------------
@@ -15,101 +15,89 @@ and peer ports: ``trio.serve_listeners`` hands each accepted connection to
    first to go when room is needed;
 2. **shakes hands** (``tls.http``), within ``http.request_timeout``, and
    keeps the common name of the client certificate the client showed, if
-   any, on the connection (``app.HttpConnection``), where the application
+   any, on the connection (:class:`HttpConnection`), where the application
    finds it; a name that could pass for a peer, a group or ``everyone`` is
    refused, as on the client port;
-3. **runs Hypercorn's protocol** on the stream: its HTTP/1.1 server
-   (``h11``; HTTP/2 only as ``h2c`` over plain TCP, which Hypercorn always
-   offers), with its own bounds: ``http.keep_alive_timeout`` for an idle
-   keep-alive connection, ``http.request_timeout`` for each read,
-   16 KiB for a request's head, a few HTTP/2 streams at once.
+3. **hands the stream to the service** (:class:`HttpService`: the
+   application run by Hypercorn, ``service``), which serves its requests.
 
-Why this and not ``hypercorn.trio.serve``: that function binds and accepts
-by itself, with no bound on connections and no way to know the client's
-certificate. Here the daemon binds the socket at start-up with the other
-listeners (before the store opens) and accepts as it does on its other
-ports; Hypercorn's ``TCPServer`` serves one accepted stream, whatever its
-transport. The version of Hypercorn is pinned to the range this was
-written against (``pyproject.toml``).
+The service and its libraries are not imported until a connection needs
+them: the first one that gets past the handshake **loads** it (``load``,
+given by the daemon: the imports on a worker thread, so that the event
+loop keeps serving the other ports meanwhile; ``http_loaded`` in the log),
+and connections that arrive while it loads wait for it. A load that fails
+is logged (``http_load_failed``), closes that connection, and is tried
+again by the next. The tasks the service brings (the console's expiry of
+its sessions) start then, beside the listener's own (:attr:`HttpPort.tasks`,
+which run from start-up).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import math
 import ssl
 from collections.abc import Awaitable, Callable
-from typing import Final, cast
+from dataclasses import dataclass, field
+from typing import Final, Protocol
 
 import structlog
 import trio
-from hypercorn.config import Config as HypercornConfig
-from hypercorn.events import Closed, Event, RawData
-from hypercorn.trio.tcp_server import TCPServer
-from hypercorn.trio.worker_context import WorkerContext
-from hypercorn.typing import ASGIFramework, ConnectionState
-from hypercorn.utils import wrap_app
 
 from qmgr.config import Config
 from qmgr.core.permissions import user_name_problem
 
 from ..admission import Admission, AdmissionLimits
+from ..client.authorization import AccessTally
 from ..tls import TlsFailed, common_name, handshake
-from .app import CONNECTION, HttpApp, HttpConnection
 
-__all__ = ["HEAD_LIMIT", "HttpPort", "hypercorn_config"]
+__all__ = ["CONNECTION", "HttpConnection", "HttpPort", "HttpService"]
 
-#: Bytes of a request's line and headers (Hypercorn's ``h11_max_incomplete_size``).
-HEAD_LIMIT: Final = 16 * 1024
-#: HTTP/2 streams one connection may have open at once.
-_H2_STREAMS: Final = 8
+#: The key of the connection (:class:`HttpConnection`) in an ASGI scope's ``state``.
+CONNECTION: Final = "qmgr.connection"
 
 
-class _TCPServer(TCPServer):
-    """Hypercorn's server of one connection, which lets the connection go as soon
-    as the client has closed it: Hypercorn's own keeps its keep-alive timer
-    running after the end of the client's data, and so holds a closed
-    connection open (``CLOSE-WAIT``) until ``http.keep_alive_timeout``."""
+@dataclass(slots=True, eq=False)
+class HttpConnection:
+    """One connection of the HTTP listener, as the port and the application share it."""
 
-    async def _read_data(self) -> None:
-        await super()._read_data()
-        await self.idle_task.stop()
-
-    async def protocol_send(self, event: Event) -> None:
-        """Hypercorn's, with a deadline on each write: its write is shielded from
-        cancellation, so a client that never reads would otherwise hold the
-        connection (and the daemon's shutdown) for ever."""
-        if not isinstance(event, RawData):
-            await super().protocol_send(event)
-            return
-        async with self.send_lock:
-            try:
-                with trio.CancelScope(shield=True):
-                    with trio.move_on_after(self.config.read_timeout or math.inf) as write:
-                        await self.stream.send_all(event.data)
-                broken = write.cancelled_caught
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                broken = True
-            if broken:
-                await self.protocol.handle(Closed())
-                # The whole connection goes (not only this answer), or every
-                # request it has pipelined would wait out its own deadline.
-                await trio.aclose_forcefully(self.stream)
+    conn_id: int
+    #: ``host:port`` of the other end.
+    peer: str
+    #: When it was accepted (trio's clock).
+    opened_at: float
+    #: The common name of the client certificate it showed, if any.
+    certificate_name: str | None = None
+    #: Requests being answered on it now.
+    active: int = 0
+    #: When it last finished a request (trio's clock).
+    idle_since: float = 0.0
+    #: Whether it is under TLS.
+    tls: bool = False
+    #: Cancelling it closes the connection (eviction).
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
 
 
-def hypercorn_config(config: Config) -> HypercornConfig:
-    """Hypercorn's settings for the HTTP listener (see the module docstring)."""
-    settings = HypercornConfig()
-    settings.keep_alive_timeout = config.http_keep_alive_timeout
-    settings.read_timeout = math.ceil(config.http_request_timeout)
-    settings.h11_max_incomplete_size = HEAD_LIMIT
-    settings.h2_max_concurrent_streams = _H2_STREAMS
-    settings.h2_max_header_list_size = HEAD_LIMIT
-    settings.include_server_header = False
-    settings.errorlog = None  # the application logs what matters, with structlog
-    settings.accesslog = None
-    return settings
+class HttpService(Protocol):
+    """What serves the requests of a connection once the port has accepted and
+    secured it (``service.HypercornService``)."""
+
+    @property
+    def tasks(self) -> list[Callable[[], Awaitable[None]]]:
+        """Tasks to run for as long as the listener serves."""
+        ...
+
+    @property
+    def on_failure(self) -> Callable[[str], None]:
+        """Called with the ``host:port`` of a connection whose credential was not accepted."""
+        ...
+
+    @on_failure.setter
+    def on_failure(self, callback: Callable[[str], None]) -> None: ...
+
+    async def serve(self, stream: trio.abc.Stream, connection: HttpConnection) -> None:
+        """Serve requests on ``stream`` until either side closes it."""
+        ...
 
 
 class HttpPort:
@@ -118,16 +106,20 @@ class HttpPort:
     def __init__(
         self,
         config: Config,
-        app: HttpApp,
+        *,
+        load: Callable[[], Awaitable[HttpService]],
+        tally: AccessTally,
         tls: ssl.SSLContext | None,
         log: structlog.typing.FilteringBoundLogger,
     ) -> None:
         self._config = config
+        self._load = load
         self._tls = tls
         self._log = log.bind(component="http")
-        self._settings = hypercorn_config(config)
-        self._app = wrap_app(cast(ASGIFramework, app), self._settings.wsgi_max_body_size, "asgi")
-        self._context = WorkerContext(None)
+        #: The service, once a connection has loaded it.
+        self.service: HttpService | None = None
+        self._loading = trio.Lock()
+        self._nursery: trio.Nursery | None = None
         #: The connections being served, by id.
         self.connections: dict[int, HttpConnection] = {}
         # Recent failed handshakes and tokens by address: an address with
@@ -141,19 +133,23 @@ class HttpPort:
                 section="http",
             )
         )
-        self._tally = app.authorization.tally
-        # The application counts and logs a refused token; the address is slowed here.
-        app.on_failure = lambda peer: self._failures.failed(_address_of(peer), trio.current_time())
+        self._tally = tally
         self._ids = itertools.count(1)
-        #: Tasks that run as long as the listener serves (the console's sampler).
+        #: Tasks that run as long as the listener serves, from start-up (the
+        #: console's rate sampler).
         self.tasks: list[Callable[[], Awaitable[None]]] = []
 
     async def serve(self, listeners: list[trio.SocketListener]) -> None:
-        """Serve ``listeners``, with :attr:`tasks` beside them, until cancelled."""
+        """Serve ``listeners``, with :attr:`tasks` beside them (and the service's,
+        once loaded), until cancelled."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             for task in self.tasks:
                 nursery.start_soon(task)
-            await trio.serve_listeners(self.handle_connection, listeners)
+            try:
+                await trio.serve_listeners(self.handle_connection, listeners)
+            finally:
+                self._nursery = None
 
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         """Serve one connection (the listener's handler)."""
@@ -175,13 +171,10 @@ class HttpPort:
                 if delay:
                     await trio.sleep(delay)  # failures from this address: slowed down
                 served = await self._secure(stream, connection, log)
-                if served is not None:
-                    state = ConnectionState({CONNECTION: connection})
-                    # Hypercorn's annotation says SSLStream; it serves plain streams too.
-                    stream_ = cast(trio.SSLStream[trio.SocketStream], served)
-                    server = _TCPServer(self._app, self._settings, self._context, state, stream_)
+                service = None if served is None else await self._service(log)
+                if served is not None and service is not None:
                     try:
-                        await server.run()
+                        await service.serve(served, connection)
                     except Exception as exc:  # one connection never takes the daemon down
                         log.warning("http_connection_failed", reason=f"{type(exc).__name__}: {exc}")
         finally:
@@ -189,6 +182,33 @@ class HttpPort:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
             log.debug("http_connection_closed")
+
+    async def _service(self, log: structlog.typing.FilteringBoundLogger) -> HttpService | None:
+        """The service, loaded by the first connection that needs it (see the
+        module docstring); None if it could not be loaded."""
+        if self.service is not None:
+            return self.service
+        async with self._loading:
+            if self.service is None:
+                started = trio.current_time()
+                try:
+                    service = await self._load()
+                except Exception as exc:
+                    reason = f"{type(exc).__name__}: {exc}"
+                    log.exception("http_load_failed", reason=reason)
+                    return None
+                # The application counts and logs a refused token; the address
+                # is slowed down here.
+                service.on_failure = lambda peer: self._failures.failed(
+                    _address_of(peer), trio.current_time()
+                )
+                if self._nursery is not None:
+                    for task in service.tasks:
+                        self._nursery.start_soon(task)
+                self.service = service
+                seconds = round(trio.current_time() - started, 3)
+                self._log.info("http_loaded", seconds=seconds)
+        return self.service
 
     async def _secure(
         self,

@@ -7,16 +7,19 @@ Tests import them with ``from http_kit import ...``.
 from __future__ import annotations
 
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import h11
 import trio
 
+from qmgr.config import Config
 from qmgr.server.http import HttpPort
+from qmgr.server.http.app import HttpApp
+from qmgr.server.http.port import HttpService
+from qmgr.server.http.service import HypercornService
 
 
 @dataclass(frozen=True)
@@ -94,12 +97,21 @@ class Served:
             await client.aclose()
 
 
+def loader(config: Config, app: HttpApp) -> Callable[[], Awaitable[HttpService]]:
+    """What loads ``app`` for a port (the daemon's imports Hypercorn first)."""
+
+    async def load() -> HttpService:
+        return HypercornService(config, app)
+
+    return load
+
+
 @asynccontextmanager
 async def serving(port: HttpPort, tls: ssl.SSLContext | None = None) -> AsyncIterator[Served]:
     """``port`` served on loopback until the block ends."""
     async with trio.open_nursery() as nursery:
-        serve = partial(trio.serve_tcp, port.handle_connection, 0, host="127.0.0.1")
-        listeners = await nursery.start(serve)
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        nursery.start_soon(port.serve, listeners)
         try:
             yield Served(port, listeners[0].socket.getsockname()[1], tls)
         finally:

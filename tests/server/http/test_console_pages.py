@@ -24,11 +24,12 @@ from test_http_api import NoSeries
 from qmgr.server.client.handlers.replies import queue_info
 from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
-from qmgr.server.http.app import CONNECTION, HttpApp, HttpConnection
+from qmgr.server.http.app import HttpApp
 from qmgr.server.http.console import Console
 from qmgr.server.http.console import console as make_console
 from qmgr.server.http.exposition import Exposition
-from qmgr.server.http.metrics import MetricsSources
+from qmgr.server.http.port import CONNECTION, HttpConnection
+from qmgr.server.http.sources import MetricsSources
 from storage import QueueKind
 from wire import MessageProperties
 from wire import client as cf

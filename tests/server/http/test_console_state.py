@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from qmgr.server.http.console.rates import RateHistory, Reading, chart
 from qmgr.server.http.console.sessions import ConsoleSessions
+from qmgr.server.http.rates import RateHistory, Reading, chart
 
 
 def test_a_session_ends_after_its_idle_timeout_or_its_lifetime() -> None:

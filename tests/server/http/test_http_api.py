@@ -25,8 +25,9 @@ from qmgr.server.client.handlers import REQUESTS
 from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
-from qmgr.server.http.app import CONNECTION, HttpApp, HttpConnection
+from qmgr.server.http.app import HttpApp
 from qmgr.server.http.exposition import Exposition, SeriesFamily
+from qmgr.server.http.port import CONNECTION, HttpConnection
 from wire import MessageProperties
 from wire import client as cf
 

@@ -8,21 +8,23 @@ import ssl
 from collections.abc import Sequence
 from pathlib import Path
 
+import h11
 import pytest
 import structlog
 import trio
 import trio.testing
-from http_kit import Served, serving
+from http_kit import Served, loader, serving
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 from qmgr.certs import init_ca, issue
-from qmgr.config import load_config
+from qmgr.config import Config, load_config
 from qmgr.core.tokens import TokenBook, hash_token
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.exposition import Exposition, SeriesFamily
-from qmgr.server.http.port import HttpPort
+from qmgr.server.http.port import HttpPort, HttpService
+from qmgr.server.http.service import HypercornService
 from qmgr.server.tls import load_contexts
 
 TOKENS = {"prom": "prom-token", "root": "root-token", "carol": "carol-token"}
@@ -68,7 +70,13 @@ def port_for(
         stopping=lambda: stopping,
         log=structlog.get_logger("test"),
     )
-    return HttpPort(config, app, tls, structlog.get_logger("test"))
+    return HttpPort(
+        config,
+        load=loader(config, app),
+        tally=rules.tally,
+        tls=tls,
+        log=structlog.get_logger("test"),
+    )
 
 
 async def test_healthz_answers_without_a_principal_and_metrics_needs_a_monitor() -> None:
@@ -303,3 +311,79 @@ async def test_an_address_whose_tokens_keep_failing_is_slowed_down() -> None:
         assert (await http.get("/metrics", bearer("prom"))).status == 200
         assert trio.current_time() - began >= 0.5  # its address waited first
     assert rules.tally.authentication_failures == 2  # each counted once
+
+
+class CountedLoads:
+    """A port's ``load``: makes the service of ``app``, failing the first ``failures``
+    times, and counts its calls and the runs of the service's task."""
+
+    def __init__(self, config: Config, app: HttpApp, failures: int = 0) -> None:
+        self.config = config
+        self.app = app
+        self.failures = failures
+        self.calls = 0
+        self.task_runs = 0
+        self.release = trio.Event()
+
+    async def __call__(self) -> HttpService:
+        self.calls += 1
+        await self.release.wait()
+        if self.calls <= self.failures:
+            raise ImportError("no module named 'hypercorn'")
+        service = HypercornService(self.config, self.app)
+        service.tasks.append(self.task)
+        return service
+
+    async def task(self) -> None:
+        self.task_runs += 1
+        await trio.sleep_forever()
+
+
+def counted_port(failures: int = 0) -> tuple[HttpPort, CountedLoads]:
+    rules = authorization(enabled=False)
+    config = load_config()
+    app = HttpApp(
+        authorization=rules,
+        exposition=Exposition(CollectorRegistry(), OneQueue()),
+        stopping=lambda: False,
+        log=structlog.get_logger("test"),
+    )
+    loads = CountedLoads(config, app, failures)
+    port = HttpPort(config, load=loads, tally=rules.tally, tls=None, log=structlog.get_logger("t"))
+    return port, loads
+
+
+async def test_the_first_connections_load_the_service_once_and_start_its_tasks() -> None:
+    port, loads = counted_port()
+    async with serving(port) as http:
+        answers: list[int] = []
+
+        async def get() -> None:
+            answers.append((await http.get("/healthz")).status)
+
+        with structlog.testing.capture_logs() as logs:
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(get)
+                await trio.testing.wait_all_tasks_blocked()
+                assert (port.service, loads.calls) == (None, 1)  # the others wait for it
+                loads.release.set()
+        assert answers == [200, 200, 200]
+        assert (await http.get("/healthz")).status == 200
+        assert (loads.calls, loads.task_runs) == (1, 1)
+        assert [e["event"] for e in logs].count("http_loaded") == 1
+
+
+async def test_a_service_that_cannot_load_closes_the_connection_and_the_next_tries_again() -> None:
+    port, loads = counted_port(failures=1)
+    loads.release.set()
+    async with serving(port) as http:
+        with structlog.testing.capture_logs() as logs:
+            # Closed without an answer (reset, if the request was still unread).
+            with pytest.raises((h11.RemoteProtocolError, trio.BrokenResourceError)):
+                await http.get("/healthz")
+        failed = [e for e in logs if e["event"] == "http_load_failed"]
+        assert [e["reason"] for e in failed] == ["ImportError: no module named 'hypercorn'"]
+        assert port.connections == {}
+        assert (await http.get("/healthz")).status == 200
+        assert (loads.calls, loads.task_runs) == (2, 1)

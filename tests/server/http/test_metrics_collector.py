@@ -18,7 +18,8 @@ from qmgr import __version__
 from qmgr.core.engine import QueueManagerCore
 from qmgr.server.client.authorization import AccessTally
 from qmgr.server.http.exposition import Exposition
-from qmgr.server.http.metrics import MetricsSources, QueueManagerCollector, class_name
+from qmgr.server.http.metrics import QueueManagerCollector, class_name
+from qmgr.server.http.sources import MetricsSources
 from wire import MessageClass, MessageProperties
 from wire import client as cf
 

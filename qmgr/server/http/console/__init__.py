@@ -17,11 +17,13 @@ module         concern
                dead letters, outgoing and incoming, transactions, lists
 ``actions``    what a person does: log in and out, purge, move back,
                pause/resume/purge an outgoing queue, commit/abort in doubt
-``rates``      the rates of the last 15 minutes, from readings every 10 s
 =============  ==============================================================
 
 Every page and action makes client requests through the same handlers and
-the same authorization as the client port and the JSON API.
+the same authorization as the client port and the JSON API. The rates the
+pages show are those of the listener's history (``..rates``), sampled from
+start-up (``..sources``), so that they cover the last 15 minutes even when
+the console is first opened later.
 :data:`CONSOLE_ROUTES` is the table of routes; :func:`console` makes the
 console for the HTTP application.
 """
@@ -37,7 +39,8 @@ from wire import client as cf
 
 from ...client.operations import Operations
 from ..app import HttpApp
-from ..metrics import MetricsSources
+from ..rates import RateHistory
+from ..sources import MetricsSources
 from . import actions, pages
 from .sessions import ConsoleSessions
 from .site import PREFIX, Console, ConsoleRoute
@@ -92,9 +95,11 @@ def console(
     sources: MetricsSources,
     idle_timeout: float,
     lifetime: float,
+    history: RateHistory | None = None,
     clock: Callable[[], float] = trio.current_time,
 ) -> Console:
-    """The console, with its sessions (``http.session_timeout``, ``http.session_lifetime``)."""
+    """The console, with its sessions (``http.session_timeout``, ``http.session_lifetime``)
+    and the rates of ``history`` (a new one if None)."""
     return Console(
         host=host,
         operations=operations,
@@ -102,5 +107,6 @@ def console(
         sessions=ConsoleSessions(idle_timeout=idle_timeout, lifetime=lifetime),
         routes=CONSOLE_ROUTES,
         allowed=CONSOLE_REQUESTS,
+        history=RateHistory() if history is None else history,
         clock=clock,
     )

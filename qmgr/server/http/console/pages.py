@@ -35,7 +35,7 @@ from wire.rights import Right, rights_names
 
 from ..api import ApiError
 from ..metrics import class_name
-from .rates import chart
+from ..rates import chart
 from .site import Console, Visit
 
 __all__ = [

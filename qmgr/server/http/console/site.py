@@ -64,9 +64,10 @@ from qmgr.texts import age, size
 from ...client.needs import MONITORS, Need
 from ...client.operations import Operations, error_code
 from ..api import STATUS_OF, ApiCall, ApiError, read_body
-from ..app import CONNECTION, HttpApp, logged
-from ..metrics import MetricsSources
-from .rates import SAMPLE_SECONDS, RateHistory, Reading
+from ..app import HttpApp, logged
+from ..port import CONNECTION
+from ..rates import SAMPLE_SECONDS, RateHistory
+from ..sources import MetricsSources
 from .sessions import MAX_NOTICES, ConsoleSession, ConsoleSessions
 
 if TYPE_CHECKING:
@@ -176,13 +177,15 @@ class Console:
         sessions: ConsoleSessions,
         routes: tuple[ConsoleRoute, ...],
         allowed: tuple[type[Any], ...],
+        history: RateHistory,
         clock: Callable[[], float] = trio.current_time,
     ) -> None:
         self.host = host
         self.operations = operations
         self.sources = sources
         self.sessions = sessions
-        self.history = RateHistory()
+        #: The rates the pages show (sampled by the listener, ``..sources``).
+        self.history = history
         self._clock = clock
         self._allowed = allowed
         self._routes = routes
@@ -449,31 +452,12 @@ class Console:
         visit.log.info("console_login", principal=name)
         return session
 
-    # ------------------------------------------------------------------ rates
+    # ------------------------------------------------------------------ sessions
 
-    def reading(self) -> Reading:
-        """The counters now (see ``rates``)."""
-        sources = self.sources
-        queues: dict[int, tuple[int, int]] = {}
-        added = removed = 0
-        for record in sources.store.queue_records():
-            if record.kind.name == "OUTGOING":
-                continue
-            ever = record.next_lookup_id - 1
-            gone = max(0, ever - record.depth)
-            queues[record.queue_id] = (ever, gone)
-            added += ever
-            removed += gone
-        return Reading(self._clock(), added, removed, sources.core.tally.commits, queues)
-
-    async def sample(self) -> None:
-        """Take a reading every :data:`~.rates.SAMPLE_SECONDS` and forget ended
-        sessions (a task of the listener's, for as long as it serves)."""
+    async def expire_sessions(self) -> None:
+        """Forget ended sessions every :data:`~..rates.SAMPLE_SECONDS` (a task of
+        the listener's, for as long as it serves)."""
         while True:
-            try:
-                self.history.add(self.reading())
-            except Exception:  # a reading missed is a gap in the chart, nothing more
-                self.host.log_for(None).exception("console_reading_failed")
             self.sessions.expire(self._clock())
             await trio.sleep(SAMPLE_SECONDS)
 
