@@ -16,10 +16,8 @@ from urllib.parse import urlencode
 
 import pytest
 import structlog
-from http_kit import Answer, asgi_call
-from prometheus_client import CollectorRegistry
+from http_kit import Answer, asgi_call, operations_app
 from server.client.kit import enable_permissions, open_services
-from test_http_api import NoSeries
 
 from qmgr.server.client.handlers.replies import queue_info
 from qmgr.server.client.operations import Operations
@@ -27,7 +25,6 @@ from qmgr.server.client.services import Services
 from qmgr.server.http.app import CONNECTION, HttpApp, HttpConnection
 from qmgr.server.http.console import Console
 from qmgr.server.http.console import console as make_console
-from qmgr.server.http.exposition import Exposition
 from qmgr.server.http.metrics import MetricsSources
 from storage import QueueKind
 from wire import MessageProperties
@@ -151,13 +148,7 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         )
         operations = Operations(services)
         authorization = enable_permissions(services)  # root administers; alice has a token
-        app = HttpApp(
-            authorization=authorization,
-            exposition=Exposition(CollectorRegistry(), NoSeries()),
-            stopping=lambda: False,
-            log=structlog.get_logger("test"),
-            operations=operations,
-        )
+        app = operations_app(authorization, operations)
         sources = MetricsSources(
             name="test",
             version="test",
