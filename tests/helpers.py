@@ -521,6 +521,11 @@ def route_args(destination_port: int, hop_port: int) -> list[str]:
 ROUTER: Final = tuple(settings("peers.router=true"))
 
 
+def depth(qm: QueueManager, queue: str) -> int:
+    """How many messages a peek of ``queue`` shows (the visible ones, up to 1000)."""
+    return len(qm.peek_range(queue))
+
+
 def outgoing_settled(qm: QueueManager) -> bool:
     """True when ``qm`` has outgoing queues and none holds a message waiting or
     unacknowledged."""

@@ -212,6 +212,10 @@ class CoreHarness:
             for lookup_id, stored in self.core.ranges.peek_range(record, after=0, limit=100_000)
         ]
 
+    def bodies(self, queue: str) -> list[bytes]:
+        """The bodies a bulk reader sees in ``queue``, in lookup id order."""
+        return [body for _, body in self.visible(queue)]
+
 
 def messages(qm: CoreHarness, queue: str) -> list[MessageProperties]:
     """The messages stored in ``queue``, in lookup id order."""

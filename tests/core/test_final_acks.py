@@ -47,6 +47,17 @@ def qm(open_core: OpenCore) -> CoreHarness:
     return open_core({"q": {"transactional": True}, "plain": {}, "admin": {}})
 
 
+def header(flags: int = 0) -> wire.TransactionHeader:
+    """The TransactionHeader of SEQUENCE, with ``flags``."""
+    ordinal, timestamp, number, previous = SEQUENCE
+    return wire.TransactionHeader(
+        flags=flags,
+        sequence_id=wire.TxSequenceId(ordinal=ordinal, timestamp=timestamp),
+        sequence_number=number,
+        previous_sequence_number=previous,
+    )
+
+
 def arriving(
     destination: str,
     *,
@@ -63,15 +74,8 @@ def arriving(
         acknowledge=acknowledge,
         time_to_be_received=ttbr,
     ).stamp(source_qm=SOURCE, ordinal=ARRIVING_ORDINAL, sent_time=WALL, transactional=True)
-    ordinal, timestamp, number, previous = SEQUENCE
-    header = wire.TransactionHeader(
-        flags=flags,
-        sequence_id=wire.TxSequenceId(ordinal=ordinal, timestamp=timestamp),
-        sequence_number=number,
-        previous_sequence_number=previous,
-    )
     return wire.message_to_packet(
-        message, destination=wire.DirectQueue(name=destination), transaction=header
+        message, destination=wire.DirectQueue(name=destination), transaction=header(flags)
     )
 
 
@@ -118,7 +122,7 @@ def test_an_aborted_receive_records_nothing(qm: CoreHarness) -> None:
     assert qm.take("q", tx) is not None
     qm.core.abort(tx)
     assert final_acks(qm) == []
-    assert [body for _, body in qm.visible("q")] == [b"body"]
+    assert qm.bodies("q") == [b"body"]
 
 
 def test_a_receive_outside_a_transaction_records_ack_receive(qm: CoreHarness) -> None:
@@ -222,16 +226,6 @@ def test_a_message_with_only_the_fa_flag_records_its_receipt(qm: CoreHarness) ->
 
 
 # --------------------------------------------------------------------------- the records
-
-
-def header(flags: int = 0) -> wire.TransactionHeader:
-    ordinal, timestamp, number, previous = SEQUENCE
-    return wire.TransactionHeader(
-        flags=flags,
-        sequence_id=wire.TxSequenceId(ordinal=ordinal, timestamp=timestamp),
-        sequence_number=number,
-        previous_sequence_number=previous,
-    )
 
 
 def test_a_note_and_a_final_ack_carry_the_sequence_fields() -> None:

@@ -16,10 +16,10 @@ from qmgr.core.errors import (
     from_store_error,
 )
 from qmgr.core.lists import MAX_LIST_TARGETS
-from wire import MessageClass, MessageProperties
+from wire import MessageClass
 
 from .conftest import OpenCore
-from .harness import CoreHarness
+from .harness import CoreHarness, messages
 
 REMOTE = "DIRECT=TCP:10.9.9.9:1801\\private$\\far"
 
@@ -38,14 +38,6 @@ def write(qm: CoreHarness, unit: storage.Unit) -> None:
     outcome = qm.write(unit)
     if outcome.error is not None:
         raise from_store_error(outcome.error)
-
-
-def contents(qm: CoreHarness, queue: str) -> list[MessageProperties]:
-    record = qm.core.queue(queue)
-    return [
-        MessageProperties.from_bytes(storage.message_payload(stored))
-        for _, stored in qm.store.read_range(record.queue_id, limit=1000)
-    ]
 
 
 def test_create_change_read_delete(qm: CoreHarness) -> None:
@@ -96,11 +88,11 @@ def test_a_send_to_a_list_puts_one_copy_per_target_in_one_unit(qm: CoreHarness) 
     tx = qm.begin()
     qm.prepare("DL=fanout,tq2", b"x", tx=tx)
     assert qm.commit(tx) == [None]
-    assert [m.body for m in contents(qm, "tq")] == [b"x"]
-    assert [m.body for m in contents(qm, "tq2")] == [b"x"]
+    assert [m.body for m in messages(qm, "tq")] == [b"x"]
+    assert [m.body for m in messages(qm, "tq2")] == [b"x"]
     outgoing = [r for r in qm.store.list_queues() if r.kind is storage.QueueKind.OUTGOING]
     assert [r.depth for r in outgoing] == [1]
-    [copy] = contents(qm, "tq")
+    [copy] = messages(qm, "tq")
     assert copy.transactional
 
 
@@ -109,20 +101,20 @@ def test_seed_000_a_transactional_message_to_a_mixture(qm: CoreHarness) -> None:
     tx = qm.begin()
     qm.prepare("DL=mixed", b"x", tx=tx, acknowledge=0x04, admin_queue="admin")
     assert qm.commit(tx) == [None]
-    assert [m.body for m in contents(qm, "tq")] == [b"x"]
-    assert contents(qm, "nq") == []
-    [dead] = contents(qm, names.DEADXACT)
+    assert [m.body for m in messages(qm, "tq")] == [b"x"]
+    assert messages(qm, "nq") == []
+    [dead] = messages(qm, names.DEADXACT)
     assert (dead.body, dead.message_class) == (b"x", MessageClass.NACK_NOT_TRANSACTIONAL_Q)
-    [nack] = contents(qm, "admin")
+    [nack] = messages(qm, "admin")
     assert nack.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
 
 
 def test_seed_000_a_plain_message_to_a_mixture(qm: CoreHarness) -> None:
     write(qm, qm.core.lists.create("mixed", ["tq", "nq"]))
     qm.send("DL=mixed", b"x")  # outside a transaction: not transactional
-    assert [m.body for m in contents(qm, "nq")] == [b"x"]
-    assert contents(qm, "tq") == []
-    [dead] = contents(qm, names.DEADLETTER)
+    assert [m.body for m in messages(qm, "nq")] == [b"x"]
+    assert messages(qm, "tq") == []
+    [dead] = messages(qm, names.DEADLETTER)
     assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_MSG
 
 
@@ -134,8 +126,8 @@ def test_a_list_whose_queue_is_gone_dead_letters_that_copy(qm: CoreHarness) -> N
     tx = qm.begin()
     qm.prepare("DL=l", b"x", tx=tx)
     assert qm.commit(tx) == [None]
-    assert [m.body for m in contents(qm, "tq")] == [b"x"]
-    [dead] = contents(qm, names.DEADXACT)
+    assert [m.body for m in messages(qm, "tq")] == [b"x"]
+    [dead] = messages(qm, names.DEADXACT)
     assert dead.message_class == MessageClass.NACK_BAD_DST_Q
 
 
@@ -161,5 +153,5 @@ def test_a_change_applies_to_later_sends_only(qm: CoreHarness) -> None:
     qm.send("DL=l", b"before")
     write(qm, qm.core.lists.change("l", add=["tq2"], remove=["tq"]))
     qm.send("DL=l", b"after")
-    assert [m.body for m in contents(qm, "tq")] == [b"before"]
-    assert [m.body for m in contents(qm, "tq2")] == [b"after"]
+    assert [m.body for m in messages(qm, "tq")] == [b"before"]
+    assert [m.body for m in messages(qm, "tq2")] == [b"after"]

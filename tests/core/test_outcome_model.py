@@ -13,12 +13,11 @@ from pathlib import Path
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, given, settings
 
-import storage
 from qmgr.core import names
 from qmgr.core.outcomes import acknowledgment_wanted, correlation_of
-from wire import MessageClass, MessageProperties
+from wire import MessageClass
 
-from .harness import WALL, CoreHarness
+from .harness import WALL, CoreHarness, messages
 
 QUEUES = ("a", "b")
 #: (acknowledge, journal, time to be received or None)
@@ -56,14 +55,6 @@ class Sent:
 class Model:
     sent: dict[bytes, Sent] = field(default_factory=dict)
     received: set[bytes] = field(default_factory=set)
-
-
-def contents(qm: CoreHarness, queue: str) -> list[MessageProperties]:
-    record = qm.core.queue(queue)
-    return [
-        MessageProperties.from_bytes(storage.message_payload(stored))
-        for _, stored in qm.store.read_range(record.queue_id, limit=100_000)
-    ]
 
 
 def expire(qm: CoreHarness, wall: float) -> None:
@@ -108,7 +99,7 @@ def test_every_transactional_message_ends_in_exactly_one_place(steps: list[tuple
                     time_to_be_received=0xFFFFFFFF if ttbr is None else ttbr,
                 )
                 assert qm.commit(tx) == [None]
-                [stored] = [m for m in contents(qm, queue) if m.body == body]
+                [stored] = [m for m in messages(qm, queue) if m.body == body]
                 model.sent[body] = Sent(body, queue, acknowledge, journal, correlation_of(stored))
             elif kind == "receive":
                 _, queue, commit = step
@@ -137,15 +128,15 @@ def test_every_transactional_message_ends_in_exactly_one_place(steps: list[tuple
 
 
 def check(qm: CoreHarness, model: Model) -> None:
-    in_queues = Counter(m.body for queue in QUEUES for m in contents(qm, queue))
-    dead = Counter(m.body for m in contents(qm, names.DEADXACT))
-    dead_classes = {m.body: m.message_class for m in contents(qm, names.DEADXACT)}
-    journal = Counter(m.body for m in contents(qm, names.SYSTEM_JOURNAL))
+    in_queues = Counter(m.body for queue in QUEUES for m in messages(qm, queue))
+    dead = Counter(m.body for m in messages(qm, names.DEADXACT))
+    dead_classes = {m.body: m.message_class for m in messages(qm, names.DEADXACT)}
+    journal = Counter(m.body for m in messages(qm, names.SYSTEM_JOURNAL))
     acks: dict[bytes, list[int]] = {}
     by_id = {sent.correlation: body for body, sent in model.sent.items()}
-    for ack in contents(qm, "acks"):
+    for ack in messages(qm, "acks"):
         acks.setdefault(by_id[ack.correlation_id], []).append(ack.message_class)
-    assert contents(qm, names.DEADLETTER) == []
+    assert messages(qm, names.DEADLETTER) == []
     for body, sent in model.sent.items():
         places = (body in model.received) + in_queues[body] + dead[body]
         asked = bool(sent.journal & 1)

@@ -34,10 +34,6 @@ def counters(h: CoreHarness, queue: str, lookup_id: int) -> MessageCounters:
     return h.core.poison.counters(record.queue_id, [lookup_id]).get(lookup_id, storage.NO_COUNTERS)
 
 
-def bodies(h: CoreHarness, queue: str) -> list[bytes]:
-    return [body for _, body in h.visible(queue)]
-
-
 def returns(h: CoreHarness, wall: float) -> int:
     """Run the retry steps due at ``wall``; how many messages came back."""
     moved = 0
@@ -94,7 +90,7 @@ def test_an_abort_counts_and_the_message_is_back_at_once(h: CoreHarness) -> None
     lookup_id = h.send("q", b"m")
     assert abort_receive(h, "q") == lookup_id
     # Visible again before the count is written; the count is known already.
-    assert bodies(h, "q") == [b"m"]
+    assert h.bodies("q") == [b"m"]
     assert counters(h, "q", lookup_id).abort_count == 1
     assert abort_receive(h, "q") == lookup_id
     assert counters(h, "q", lookup_id).abort_count == 2
@@ -108,7 +104,7 @@ def test_an_abort_counts_and_the_message_is_back_at_once(h: CoreHarness) -> None
         abort_receive(h, "q")
     flush_poison(h)
     assert counters(h, "q", lookup_id).abort_count == 12
-    assert bodies(h, "q") == [b"m"]
+    assert h.bodies("q") == [b"m"]
 
 
 def test_a_commit_counts_nothing_and_the_counters_go_with_the_message(h: CoreHarness) -> None:
@@ -144,7 +140,7 @@ def test_an_aborted_prepared_transaction_counts(h: CoreHarness) -> None:
     )
     assert counters(h, "q", lookup_id).abort_count == 1
     flush_poison(h)
-    assert bodies(h, "q") == [b"m"]
+    assert h.bodies("q") == [b"m"]
 
 
 def test_a_crash_before_the_write_loses_only_that_count(h: CoreHarness) -> None:
@@ -153,11 +149,11 @@ def test_a_crash_before_the_write_loses_only_that_count(h: CoreHarness) -> None:
     abort_receive(h, "q")
     flush_poison(h)
     abort_receive(h, "q")  # the second abort passes the retry count: held for a move
-    assert bodies(h, "q") == []
+    assert h.bodies("q") == []
     h.crash()
-    assert bodies(h, "q") == [b"m"]
+    assert h.bodies("q") == [b"m"]
     assert counters(h, "q", lookup_id).abort_count == 1
-    assert bodies(h, "q;retry") == []
+    assert h.bodies("q;retry") == []
 
 
 # --------------------------------------------------------------------------- thresholds and cycles
@@ -170,12 +166,12 @@ def test_retry_count_then_retry_cycles_then_poison(h: CoreHarness) -> None:
     h.send("q", b"fine")
     attempts = 0
     now = WALL
-    while bodies(h, "q;poison") == []:
+    while h.bodies("q;poison") == []:
         assert attempts < 100
         where = {body: lookup_id for lookup_id, body in h.visible("q")}
         if b"poison" not in where:
             # Waiting in ;retry: not back a moment early, back once due.
-            assert bodies(h, "q;retry") == [b"poison"]
+            assert h.bodies("q;retry") == [b"poison"]
             assert returns(h, now + 9.999) == 0
             now += 10.0
             assert returns(h, now) == 1
@@ -192,8 +188,8 @@ def test_retry_count_then_retry_cycles_then_poison(h: CoreHarness) -> None:
     found = counters(h, "q;poison", lookup_id)
     assert (found.abort_count, found.move_count, found.retry_cycles) == (0, 5, 2)
     assert found.last_move_time == WALL + 20.0  # moved there after two trips of 10 s
-    assert bodies(h, "q") == [b"fine"]
-    assert bodies(h, "q;retry") == []
+    assert h.bodies("q") == [b"fine"]
+    assert h.bodies("q;retry") == []
     assert h.store.retries_due(None, 10) == []
 
 
@@ -202,7 +198,7 @@ def test_no_retry_cycles_goes_straight_to_poison(h: CoreHarness) -> None:
     h.send("q", b"m")
     abort_receive(h, "q")
     flush_poison(h)
-    assert bodies(h, "q;poison") == [b"m"]
+    assert h.bodies("q;poison") == [b"m"]
 
 
 def test_a_message_received_in_retry_stays_until_its_transaction_ends(h: CoreHarness) -> None:
@@ -216,7 +212,7 @@ def test_a_message_received_in_retry_stays_until_its_transaction_ends(h: CoreHar
     h.core.abort(tx)  # an abort in ;retry counts but moves nothing
     flush_poison(h)
     assert returns(h, WALL + 60) == 1
-    assert bodies(h, "q") == [b"m"]
+    assert h.bodies("q") == [b"m"]
 
 
 def test_a_message_gone_from_retry_leaves_no_entry(h: CoreHarness) -> None:
@@ -225,7 +221,7 @@ def test_a_message_gone_from_retry_leaves_no_entry(h: CoreHarness) -> None:
     abort_receive(h, "q")
     flush_poison(h)
     assert h.take("q;retry") is not None  # received from the subqueue
-    assert bodies(h, "q;journal") == [b"m"]  # journaled in the queue's journal
+    assert h.bodies("q;journal") == [b"m"]  # journaled in the queue's journal
     assert len(h.store.retries_due(None, 10)) == 1
     assert returns(h, WALL + 60) == 0
     assert h.store.retries_due(None, 10) == []
@@ -252,7 +248,7 @@ def test_deleting_a_queue_deletes_its_subqueues_and_purging_leaves_them(h: CoreH
     abort_receive(h, "q")
     flush_poison(h)
     assert h.purge("q") == 1
-    assert bodies(h, "q;poison") == [b"a"]
+    assert h.bodies("q;poison") == [b"a"]
     with pytest.raises(AccessDenied):
         h.core.queues.delete("q;poison")
     _record, unit = h.core.queues.delete("q")
@@ -284,11 +280,11 @@ def test_moves_by_request_keep_the_message_id(h: CoreHarness) -> None:
     [(first, _), _] = h.visible("q")
     new = move(h, "q", "q;poison", first)
     assert new == 1
-    assert bodies(h, "q;poison") == [b"a"]
+    assert h.bodies("q;poison") == [b"a"]
     move(h, "q;poison", "q;retry")
-    assert bodies(h, "q;retry") == [b"a"]
+    assert h.bodies("q;retry") == [b"a"]
     back = move(h, "q;retry", "q")
-    assert bodies(h, "q") == [b"b", b"a"]
+    assert h.bodies("q") == [b"b", b"a"]
     assert counters(h, "q", back).move_count == 3
     for source, target in (("q", "q"), ("q", "q;journal"), ("q;journal", "q"), ("q", "other")):
         with pytest.raises((InvalidArgument, QueueNotFound)):
@@ -313,8 +309,8 @@ def test_moving_a_whole_queue_in_steps(h: CoreHarness) -> None:
         total += moved
     assert total == 6
     h.core.abort(tx)
-    assert bodies(h, "q") == [b"0"]
-    assert bodies(h, "q;poison") == [b"%d" % i for i in range(1, 7)]
+    assert h.bodies("q") == [b"0"]
+    assert h.bodies("q;poison") == [b"%d" % i for i in range(1, 7)]
 
 
 def test_a_move_in_a_transaction_happens_at_commit_and_not_on_abort(h: CoreHarness) -> None:
@@ -324,10 +320,10 @@ def test_a_move_in_a_transaction_happens_at_commit_and_not_on_abort(h: CoreHarne
     a, b = b, a  # q -> q;poison
     tx = h.begin()
     assert h.core.moves.move_one(a, b, lookup_id=0, tx=tx, now=h.tick()) == (lookup_id, None)
-    assert bodies(h, "q") == []
+    assert h.bodies("q") == []
     h.core.abort(tx)  # not an aborted receive: nothing counted
     assert not h.core.poison.wanted
-    assert bodies(h, "q") == [b"m"]
+    assert h.bodies("q") == [b"m"]
     tx = h.core.two_phase.begin(h, 7, h.tick(), "moving")
     h.core.moves.move_one(a, b, lookup_id=lookup_id, tx=tx, now=h.tick())
     with pytest.raises(TransactionUsageError, match="moves messages"):
@@ -336,7 +332,7 @@ def test_a_move_in_a_transaction_happens_at_commit_and_not_on_abort(h: CoreHarne
     tx = h.begin()
     h.core.moves.move_one(a, b, lookup_id=lookup_id, tx=tx, now=h.tick())
     assert h.commit(tx) == [None]
-    assert bodies(h, "q;poison") == [b"m"]
+    assert h.bodies("q;poison") == [b"m"]
     h.create("plain")
     h.send("plain", b"p")
     p, pp = h.core.moves.move_queues("plain", "plain;poison")

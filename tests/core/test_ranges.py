@@ -25,10 +25,6 @@ def qm(open_core: OpenCore) -> CoreHarness:
     )
 
 
-def bodies(qm: CoreHarness, queue: str) -> list[bytes]:
-    return [body for _, body in qm.visible(queue)]
-
-
 def remove_through(qm: CoreHarness, queue: str, through: int, step: int = 2) -> int:
     record = qm.core.queue(queue)
     total = 0
@@ -45,11 +41,11 @@ def test_remove_through_removes_the_visible_messages_up_to_a_lookup_id(qm: CoreH
     holder = qm.begin()
     assert qm.take("q", holder) == (ids[0], b"\x00")
     assert remove_through(qm, "q", ids[4]) == 4
-    assert bodies(qm, "q") == [b"\x05", b"\x06"]
-    assert bodies(qm, "q;journal") == [b"\x01", b"\x02", b"\x03", b"\x04"]
+    assert qm.bodies("q") == [b"\x05", b"\x06"]
+    assert qm.bodies("q;journal") == [b"\x01", b"\x02", b"\x03", b"\x04"]
     assert remove_through(qm, "q", ids[4]) == 0  # idempotent
     qm.core.abort(holder)
-    assert bodies(qm, "q")[0] == b"\x00"  # the held one was left alone
+    assert qm.bodies("q")[0] == b"\x00"  # the held one was left alone
 
 
 def test_measure_range_counts_visible_messages_without_reading_them(qm: CoreHarness) -> None:
@@ -111,7 +107,7 @@ def test_a_step_holds_its_messages_until_it_is_written(qm: CoreHarness) -> None:
     record = qm.core.queue("src")
     removed, woken = qm.core.ranges.removal_done(record, held, RuntimeError("lost batch"))
     assert (removed, woken) == (0, {record.queue_id})
-    assert bodies(qm, "src") == [b"\x00", b"\x01"]
+    assert qm.bodies("src") == [b"\x00", b"\x01"]
 
 
 def test_a_message_gone_before_its_removal_is_written_is_not_counted(qm: CoreHarness) -> None:

@@ -133,7 +133,7 @@ def test_a_transaction_in_which_an_operation_failed_can_only_abort(qm: CoreHarne
     with pytest.raises(InternalErrorLike, match="aborted because an operation in it failed"):
         qm.core.commit(tx)
     qm.core.abort(tx)
-    assert [body for _, body in qm.visible("tq")] == [b"held"]
+    assert qm.bodies("tq") == [b"held"]
 
 
 class InternalErrorLike(InvalidArgument):

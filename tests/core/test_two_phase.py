@@ -62,10 +62,6 @@ def moved(qm: CoreHarness, xid: str, body: bytes = b"moved") -> Transaction:
     return tx
 
 
-def bodies(qm: CoreHarness, queue: str) -> list[bytes]:
-    return [body for _, body in qm.visible(queue)]
-
-
 def test_prepared_transaction_survives_a_crash_and_commits_in_commit_order(
     qm: CoreHarness,
 ) -> None:
@@ -78,27 +74,27 @@ def test_prepared_transaction_survives_a_crash_and_commits_in_commit_order(
     qm.crash()
     assert qm.core.two_phase.oldest_prepared() == prepared_at  # read back from the store
     # Its received message stays held, its send invisible.
-    assert bodies(qm, "src") == [b"b"]
-    assert bodies(qm, "dst") == []
+    assert qm.bodies("src") == [b"b"]
+    assert qm.bodies("dst") == []
     taken = qm.take("src")  # a receive passes over the held message
     assert taken is not None
     assert taken[1] == b"b"
     qm.send("dst", b"later")
     assert resolve(qm, "x1") == [COMMITTED]
     assert qm.core.two_phase.oldest_prepared() is None
-    assert bodies(qm, "src") == []
+    assert qm.bodies("src") == []
     # The prepared send got its LookupId at commit: after the message committed before it.
-    assert bodies(qm, "dst") == [b"later", b"moved"]
+    assert qm.bodies("dst") == [b"later", b"moved"]
 
 
 def test_abort_after_a_crash_returns_the_messages_and_drops_the_sends(qm: CoreHarness) -> None:
     qm.send("src", b"a")
     moved(qm, "x1")
     qm.crash()
-    assert bodies(qm, "src") == []
+    assert qm.bodies("src") == []
     assert resolve(qm, "x1", commit=False) == [ABORTED]
-    assert bodies(qm, "src") == [b"a"]
-    assert bodies(qm, "dst") == []
+    assert qm.bodies("src") == [b"a"]
+    assert qm.bodies("dst") == []
     assert qm.take("src") is not None
 
 
@@ -107,7 +103,7 @@ def test_resolving_twice_says_so_and_changes_nothing(qm: CoreHarness) -> None:
     moved(qm, "x1")
     assert resolve(qm, "x1") == [COMMITTED]
     assert resolve(qm, "x1") == [storage.Resolution.ALREADY_COMMITTED]
-    assert bodies(qm, "dst") == [b"moved"]
+    assert qm.bodies("dst") == [b"moved"]
     with pytest.raises(TransactionCommitted, match="x1"):
         resolve(qm, "x1", commit=False)
     qm.send("src", b"b")
@@ -127,9 +123,9 @@ def test_resolving_several_is_all_or_nothing(qm: CoreHarness) -> None:
     moved(qm, "x2", b"two")
     with pytest.raises(TransactionNotFound):
         resolve(qm, "x1", "unknown", "x2")
-    assert bodies(qm, "dst") == []
+    assert qm.bodies("dst") == []
     assert resolve(qm, "x1", "x2") == [COMMITTED, COMMITTED]
-    assert bodies(qm, "dst") == [b"one", b"two"]
+    assert qm.bodies("dst") == [b"one", b"two"]
 
 
 def test_an_id_is_used_once(qm: CoreHarness) -> None:
@@ -197,7 +193,7 @@ def test_a_delete_in_the_batch_of_a_prepare_is_refused_as_a_prepared_queue_is(
     with pytest.raises(AccessDenied, match=r"1 prepared transaction.*qmgr tx list"):
         qm.core.queues.deleted(deleted)
     assert resolve(qm, "x1") == [COMMITTED]
-    assert bodies(qm, "src") == []
+    assert qm.bodies("src") == []
 
 
 def test_a_prepare_in_the_batch_after_a_delete_fails_and_aborts(qm: CoreHarness) -> None:
@@ -214,7 +210,7 @@ def test_a_prepare_in_the_batch_after_a_delete_fails_and_aborts(qm: CoreHarness)
     assert isinstance(error, QueueNotFound)
     assert qm.core.two_phase.prepared_count == 0
     assert qm.store.prepared_transactions() == []
-    assert bodies(qm, "dst") == []
+    assert qm.bodies("dst") == []
     assert qm.core.holds.count(src) == 0
     assert len(qm.core.transactions) == 0
 
@@ -229,7 +225,7 @@ def test_prepare_reserves_the_quota_so_that_commit_cannot_fail(open_core: OpenCo
     [error] = qm.commit(other)
     assert isinstance(error, QuotaExceeded)
     assert resolve(qm, "x1") == [COMMITTED]
-    assert bodies(qm, "small") == [b"p" * 200]
+    assert qm.bodies("small") == [b"p" * 200]
 
 
 def test_prepared_transactions_are_bounded(open_core: OpenCore) -> None:

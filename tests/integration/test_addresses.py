@@ -15,6 +15,7 @@ from helpers import (
     PEER_FAST,
     ROUTER,
     DaemonProcess,
+    depth,
     drain,
     free_port,
     log_events,
@@ -24,7 +25,7 @@ from helpers import (
     wait_until,
 )
 
-from qmgr.client import QueueManager, connect
+from qmgr.client import connect
 
 
 @pytest.fixture(params=["not-a-router", "router-with-alias"])
@@ -40,10 +41,6 @@ def port_map(
             b.extra_args += [*ROUTER, *settings(alias)]
             b.restart()
         yield proxy, b
-
-
-def depth(qm: QueueManager, queue: str) -> int:
-    return len(qm.peek_range(queue))
 
 
 def test_messages_through_a_port_map_reach_the_queue_exactly_once_in_order(

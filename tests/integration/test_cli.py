@@ -15,23 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cli.kit import ok, run
 from click.testing import CliRunner, Result
 from helpers import DaemonProcess, free_port, log_events, run_qmgr
 
 from qmgr.cli import cli
 from qmgr.client import connect
 from qmgr.core.tokens import hash_token
-
-
-def run(daemon: DaemonProcess, *args: str, input: str | bytes | None = None) -> Result:
-    """Run ``qmgr --server <daemon> ARGS`` in-process."""
-    runner = CliRunner()
-    return runner.invoke(cli, ["--server", daemon.address, *args], input=input)
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.stderr}"
-    return result
 
 
 def json_lines(result: Result) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from cli.kit import ok
 from click.testing import CliRunner, Result
 from pki import sign
 
@@ -18,11 +19,6 @@ from qmgr.cli.certs import certs
 
 def run(*args: str) -> Result:
     return CliRunner().invoke(certs, list(args))
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.stderr}"
-    return result
 
 
 def refused(result: Result, message: str) -> Result:

@@ -5,19 +5,8 @@ from __future__ import annotations
 
 import json
 
-from click.testing import CliRunner, Result
+from cli.kit import ok, run
 from helpers import DaemonProcess
-
-from qmgr.cli import cli
-
-
-def run(daemon: DaemonProcess, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--server", daemon.address, *args])
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
 
 
 def test_send_asks_for_acknowledgments_and_receive_shows_them(

@@ -7,20 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from click.testing import CliRunner, Result
+from cli.kit import ok, run
 from helpers import DaemonProcess, Peers, remote_queue, send_in_transaction, wait_until
 
-from qmgr.cli import cli
 from qmgr.client import DistributionList, MessageClass, QueueExists, QueueNotFound
-
-
-def run(daemon: DaemonProcess, *args: str) -> Result:
-    return CliRunner().invoke(cli, ["--server", daemon.address, *args])
-
-
-def ok(result: Result) -> Result:
-    assert result.exit_code == 0, result.output
-    return result
 
 
 def test_the_dl_commands(shared_daemon: DaemonProcess, queue_name: str) -> None:

@@ -13,6 +13,7 @@ from helpers import (
     PEER_FAST,
     DaemonProcess,
     Peers,
+    depth,
     free_port,
     remote_queue,
     send_in_transaction,
@@ -42,10 +43,6 @@ def wait_for(qm: QueueManager, queue: str, count: int, timeout: float = 20.0) ->
     """Wait until ``queue`` holds ``count`` messages; return them (received)."""
     wait_until(lambda: depth(qm, queue) >= count, timeout=timeout)
     return take_all(qm, queue)
-
-
-def depth(qm: QueueManager, queue: str) -> int:
-    return len(qm.peek_range(queue))
 
 
 @pytest.fixture
@@ -213,7 +210,7 @@ def test_trace_follows_a_message_to_the_destination(orders: Peers) -> None:
         acknowledge=Acknowledge.POS_ARRIVAL,
         journal=Journal.DEADLETTER,
     )
-    wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
+    wait_until(lambda: depth(qa, "acks") == 1, timeout=20)
     # Delivered: the OrderAck took it out of the outgoing queue.
     wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
     message = qb.peek("orders")

@@ -17,6 +17,7 @@ import functools
 import json
 import re
 import socket
+import ssl
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -88,6 +89,13 @@ def round_trip(qm: QueueManager) -> None:
     assert message.body == b"over tls"
 
 
+def refused_client(daemon: DaemonProcess, tls: ssl.SSLContext) -> None:
+    """A client with ``tls`` is refused: TLS 1.3, the refusal arrives with the first reply."""
+    with pytest.raises(ConnectionLost):
+        with connect(daemon.address, tls=tls, timeout=5) as qm:
+            qm.list_queues()
+
+
 def refusals(daemon: DaemonProcess, part: str) -> list[str]:
     """The reasons of ``daemon``'s ``peer_refused`` events that contain ``part``."""
     reasons = [str(event.get("reason")) for event in log_events(daemon, "peer_refused")]
@@ -144,15 +152,9 @@ def test_auth_required_admits_only_clients_with_a_certificate_of_the_ca(
     daemon_factory: Callable[..., DaemonProcess], pki: Pki, stranger: Pki
 ) -> None:
     daemon = daemon_factory(extra_args=pki.serve_args("qm-a", "--set", "auth.required=true"))
-    with pytest.raises(ConnectionLost):
-        with connect(daemon.address, tls=tls_context(pki.ca), timeout=5) as qm:
-            qm.list_queues()  # TLS 1.3: the refusal arrives with the first reply
+    refused_client(daemon, tls_context(pki.ca))
     cert, key = stranger.client("mallory")
-    with pytest.raises(ConnectionLost):
-        with connect(
-            daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key), timeout=5
-        ) as qm:
-            qm.list_queues()
+    refused_client(daemon, tls_context(pki.ca, certificate=cert, key=key))
     cert, key = pki.client("alice")
     with connect(daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key)) as qm:
         round_trip(qm)
@@ -172,11 +174,7 @@ def test_a_client_certificate_may_not_pass_for_a_peer_or_a_group(
     refused: it would hold the rights of every peer, group or everyone."""
     daemon = daemon_factory(extra_args=pki.serve_args("qm-a", "--set", "auth.required=true"))
     cert, key = pki.leaf(name.replace(":", "-") + "-cert", usages=CLIENT_USAGES, common_name=name)
-    with pytest.raises(ConnectionLost):
-        with connect(
-            daemon.address, tls=tls_context(pki.ca, certificate=cert, key=key), timeout=5
-        ) as qm:
-            qm.list_queues()
+    refused_client(daemon, tls_context(pki.ca, certificate=cert, key=key))
     wait_until(lambda: bool(log_events(daemon, "client_tls_refused")), timeout=10)
     [refused] = log_events(daemon, "client_tls_refused")
     assert "names a group, a peer or everyone" in str(refused["reason"])

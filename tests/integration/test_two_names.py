@@ -8,13 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from fault_proxy import FaultProxy
-from helpers import PEER_FAST, DaemonProcess, drain, outgoing_settled, remote_queue, wait_until
+from helpers import (
+    PEER_FAST,
+    DaemonProcess,
+    depth,
+    drain,
+    outgoing_settled,
+    remote_queue,
+    wait_until,
+)
 
-from qmgr.client import QueueManager, connect
-
-
-def depth(qm: QueueManager, queue: str) -> int:
-    return len(qm.peek_range(queue))
+from qmgr.client import connect
 
 
 def test_one_queue_under_two_names_gets_both_streams_exactly_once_in_order(

@@ -50,26 +50,14 @@ def session_header(
     return struct.pack("<HHIHHHH", ack, base, bitmap, sent, recoverable_sent, window, 0)
 
 
-def session_ack(
-    *,
-    ack: int,
-    base: int = 0,
-    bitmap: int = 0,
-    sent: int = 0,
-    recoverable_sent: int = 0,
-    window: int = 64,
-    reserved: int = 0xCD,
-) -> bytes:
-    """SessionAck ([MS-MQQB] §2.2.6): PR=3 | IN | SH, PacketSize 36 (header included)."""
-    header = session_header(
-        ack=ack,
-        base=base,
-        bitmap=bitmap,
-        sent=sent,
-        recoverable_sent=recoverable_sent,
-        window=window,
+def session_ack(*, reserved: int = 0xCD, **header: int) -> bytes:
+    """SessionAck ([MS-MQQB] §2.2.6): PR=3 | IN | SH, PacketSize 36 (header included);
+    ``header``: the fields of :func:`session_header` (``ack`` and any of the others)."""
+    return (
+        base_header(0x0003 | BASE_IN | BASE_SH, 36, reserved=reserved)
+        + b"\0\0\1\0"
+        + session_header(**header)
     )
-    return base_header(0x0003 | BASE_IN | BASE_SH, 36, reserved=reserved) + b"\0\0\1\0" + header
 
 
 def _direct_name(name: str) -> bytes:

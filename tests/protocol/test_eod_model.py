@@ -112,6 +112,14 @@ def headers_of(packets: Sequence[Packet]) -> list[tuple[int, int, int]]:
     ]
 
 
+def sent_world(count: int) -> World:
+    """A world whose ``count`` transactional messages are committed and sent (in flight)."""
+    world = World()
+    world.commit(count)
+    world.send(count)
+    return world
+
+
 def test_a_quiet_run_delivers_everything_and_rolls_when_the_queue_empties() -> None:
     world = run([("commit", 5), ("commit_plain", EntryKind.EXPRESS), ("commit", 3)])
     assert world.delivered == world.committed == [1, 2, 3, 4, 5, 7, 8, 9]
@@ -121,9 +129,7 @@ def test_a_quiet_run_delivers_everything_and_rolls_when_the_queue_empties() -> N
 
 
 def test_a_lost_message_is_resent_after_the_ack_wait_and_the_rest_wait_for_it() -> None:
-    world = World()
-    world.commit(3)
-    world.send(3)
+    world = sent_world(3)
     del world.forward.flight[0]  # message 1 is lost; 2 and 3 arrive and are rejected
     world.flush()
     assert world.delivered == []
@@ -132,9 +138,7 @@ def test_a_lost_message_is_resent_after_the_ack_wait_and_the_rest_wait_for_it() 
 
 
 def test_a_crash_of_both_sides_mid_stream_loses_and_duplicates_nothing() -> None:
-    world = World()
-    world.commit(10)
-    world.send(10)
+    world = sent_world(10)
     world.receive(6)
     world.persist(4)  # 5 and 6 accepted, not yet durable
     world.crash_receiver()
@@ -182,9 +186,7 @@ def test_messages_committed_before_the_forget_is_written_continue_the_sequence()
 
 
 def test_a_purge_of_the_message_the_receiver_waits_for_unblocks_the_rest() -> None:
-    world = World()
-    world.commit(3)
-    world.send(3)
+    world = sent_world(3)
     world.forward.flight.pop(0)  # 1 never arrives
     world.purge([0])  # and is purged at the sender
     world.flush()  # 2 (previous 1) and 3 were rejected
@@ -204,9 +206,7 @@ def test_a_late_order_ack_of_the_old_sequence_ends_nothing_of_the_new_one() -> N
 
 
 def test_a_session_ack_of_a_rejected_packet_does_not_end_it() -> None:
-    world = World()
-    world.commit(2)
-    world.send(2)
+    world = sent_world(2)
     world.network(1, "deliver")  # 2 before 1: rejected, but session-acked
     world.acks(0, "deliver")
     assert world.to_forget == []
@@ -230,9 +230,7 @@ def test_a_purge_that_leaves_only_entries_being_forgotten_holds_transactional_se
 
 
 def test_an_order_ack_announces_only_what_is_stored() -> None:
-    world = World()
-    world.commit(3)
-    world.send(3)
+    world = sent_world(3)
     world.receive(1)
     world.persist(1)
     world.receive(2)  # 2 and 3 accepted, not stored
@@ -243,9 +241,7 @@ def test_an_order_ack_announces_only_what_is_stored() -> None:
 
 
 def test_a_failed_write_lets_the_resent_messages_in() -> None:
-    world = World()
-    world.commit(3)
-    world.send(3)
+    world = sent_world(3)
     world.receive(3)
     world.persist_fails()
     assert world.receiver.accepted_state(KEY) is None

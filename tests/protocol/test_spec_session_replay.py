@@ -29,6 +29,7 @@ from qmgr.protocol import (
     SessionState,
 )
 
+from .session_kit import state_of
 from .spec_frames import (
     ACK_TIMEOUT,
     CLIENT_NOW,
@@ -54,11 +55,6 @@ NO_PING = int(wire.OperatingSystemFlags.NO_PING)
 CLIENT_SETTINGS = SessionSettings(
     window_size=64, ack_timeout=ACK_TIMEOUT, recoverable_ack_timeout=RECOVERABLE_ACK_TIMEOUT
 )
-
-
-def state_of(session: PeerSession) -> SessionState:
-    """The session's state (a call, so that mypy does not narrow it across calls)."""
-    return session.state
 
 
 def os_field(data: bytes) -> int:

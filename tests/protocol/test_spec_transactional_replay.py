@@ -57,6 +57,15 @@ from .spec_peers import (
 
 #: Garbage in an OrderAck's reserved body bytes (SHOULD be 0; Windows: garbage).
 GARBAGE = bytes(range(0xA0, 0xB4))
+#: The FinalAck (ACK_RECEIVE) of the client's message 1 (0x901), from the server.
+FINAL_ACK = sp.final_ack(
+    source=SERVER_QM,
+    destination_qm=CLIENT_QM,
+    sequence=SEQUENCE,
+    number=1,
+    previous=0,
+    acked_message_id=0x901,
+)
 
 
 # --------------------------------------------------------------------------
@@ -123,15 +132,7 @@ def test_receiving_a_transaction_acknowledging_it_and_the_final_ack() -> None:
             acked_message_id=0x901,
         ).to_message()
     )
-    expected_final = sp.final_ack(
-        source=SERVER_QM,
-        destination_qm=CLIENT_QM,
-        sequence=SEQUENCE,
-        number=1,
-        previous=0,
-        acked_message_id=0x901,
-    )
-    assert sp.blank_free(final) == sp.blank_free(expected_final)
+    assert sp.blank_free(final) == sp.blank_free(FINAL_ACK)
     session.send(final, recoverable=True, tag="final-ack", now=later + 2)
     # The client's SessionAck: received 3 of ours, the FinalAck (its recoverable 1) stored.
     client_ack = sp.session_ack(ack=3, base=1, bitmap=1, sent=3, recoverable_sent=3)
@@ -225,15 +226,7 @@ def test_sending_a_transaction_and_taking_its_acknowledgements() -> None:
     # The FinalAck (message 1 received at the destination): recoverable; once the
     # caller has stored what it settles, it is reported in the bitmap.
     later = now + 100
-    final = sp.final_ack(
-        source=SERVER_QM,
-        destination_qm=CLIENT_QM,
-        sequence=SEQUENCE,
-        number=1,
-        previous=0,
-        acked_message_id=0x901,
-    )
-    arrived = only(session.receive(decode_one(final), later), Arrived)
+    arrived = only(session.receive(decode_one(FINAL_ACK), later), Arrived)
     assert isinstance(arrived, Arrived)
     assert arrived.recoverable_number == 1
     kind = client.receiver.arrive(arrived.packet, "server")

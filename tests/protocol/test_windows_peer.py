@@ -40,6 +40,7 @@ from qmgr.protocol import (
 )
 
 from . import spec_packets as sp
+from .session_kit import state_of
 from .spec_frames import (
     CLIENT_QM,
     EC_REQUEST,
@@ -63,10 +64,6 @@ from .spec_peers import (
 EXAMPLE_SID = completed_user_message()[108:136]
 #: UserHeader.Flags AH: the message arrived over HTTP (SRMP).
 AH = 0x0200_0000
-
-
-def state_of(session: PeerSession) -> SessionState:
-    return session.state
 
 
 # --------------------------------------------------------------------------

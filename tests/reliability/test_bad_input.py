@@ -67,16 +67,22 @@ def _closed_by_daemon(sock: socket.socket) -> bool:
 HELLO = cf.encode_frame(1, cf.Hello(client_name="bad-input"))
 
 
-def _bad_request(sock: RawSocket, payload: bytes) -> str:
+def _error_reply(sock: RawSocket, payload: bytes) -> cf.ErrorReply | None:
+    """Send ``payload``; the ErrorReply the daemon answers (the replies before it
+    passed over), or None if it closed the connection without one."""
     sock.sendall(payload)
-    frame = _read_reply(sock)
-    while frame is not None and not isinstance(frame.value, cf.ErrorReply):
-        frame = _read_reply(sock)
-    assert frame is not None, "the daemon closed without saying why"
-    assert isinstance(frame.value, cf.ErrorReply)
-    assert frame.value.code == cf.ErrorCode.BAD_REQUEST
+    while (frame := _read_reply(sock)) is not None:
+        if isinstance(frame.value, cf.ErrorReply):
+            return frame.value
+    return None
+
+
+def _bad_request(sock: RawSocket, payload: bytes) -> str:
+    error = _error_reply(sock, payload)
+    assert error is not None, "the daemon closed without saying why"
+    assert error.code == cf.ErrorCode.BAD_REQUEST
     assert _closed_by_daemon(sock)
-    return frame.value.message
+    return error.message
 
 
 @pytest.fixture
@@ -144,14 +150,10 @@ def test_malformed_frames_get_a_clear_error_and_a_close(
 ) -> None:
     daemon, queue = seeded
     with _raw(daemon) as sock:
-        sock.sendall(payload)
-        frame = _read_reply(sock)
-        while frame is not None and not isinstance(frame.value, cf.ErrorReply):
-            frame = _read_reply(sock)
-        assert frame is not None, f"{name}: closed without an error reply"
-        assert isinstance(frame.value, cf.ErrorReply)
-        assert frame.value.code in (cf.ErrorCode.BAD_REQUEST, cf.ErrorCode.UNSUPPORTED_VERSION)
-        assert reason in frame.value.message, frame.value.message
+        error = _error_reply(sock, payload)
+        assert error is not None, f"{name}: closed without an error reply"
+        assert error.code in (cf.ErrorCode.BAD_REQUEST, cf.ErrorCode.UNSUPPORTED_VERSION)
+        assert reason in error.message, error.message
         assert _closed_by_daemon(sock)
     _still_serves(daemon, queue)
 

@@ -132,14 +132,6 @@ def put_meta(path: Path, key: bytes, value: bytes | None) -> None:
                 txn.put(key, value, db=meta)
 
 
-def schema_version(path: Path) -> bytes | None:
-    with raw_lmdb(path) as env:
-        meta = env.open_db(DB_META, create=False)
-        with env.begin() as txn:
-            value = txn.get(META_SCHEMA_VERSION, db=meta)
-    return None if value is None else bytes(value)
-
-
 # -------------------------------------------------------------- the current schema, other versions
 
 
@@ -271,7 +263,7 @@ def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     run(store, prepare("x", (append(q),), ((q.queue_id, 1),)))
     assert store.reservation(q.queue_id) == (100, 1)
     store.close()
-    assert schema_version(store.path) == u32(SCHEMA_VERSION)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     store = reopen(store)
     assert [info.xid for info in store.prepared_transactions()] == ["x"]
     assert run(store, resolve("x"))[0].resolution is Resolution.COMMITTED
@@ -291,10 +283,7 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     commit_ok(store, unit(timed(q, T + 1)))
     assert due(store) == [(T + 1, q.queue_id, 2)]
     store.close()
-    with raw_lmdb(store.path) as env:
-        meta = env.open_db(DB_META, create=False)
-        with env.begin() as txn:
-            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(SCHEMA_VERSION)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
 
 
 # --------------------------------------------------------------- schema 5 -> now (poison handling)
@@ -323,10 +312,7 @@ def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     assert retry is not None
     move(store, queue, 2, retry, reason=MoveReason.RETRY)
     store.close()
-    with raw_lmdb(store.path) as env:
-        meta = env.open_db(DB_META, create=False)
-        with env.begin() as txn:
-            assert txn.get(META_SCHEMA_VERSION, db=meta) == u32(SCHEMA_VERSION)
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     store = reopen(store)
     assert counters_of(store, queue, 1).abort_count == 1
     assert len(store.retries_due(None, 10)) == 1
@@ -410,4 +396,4 @@ def test_a_corrupt_incoming_state_of_schema_6_is_corrupt(
             txn.put(SOURCE_A + b"q", b"\x01", db=incoming)
     with pytest.raises(StoreCorrupt, match="incoming state"):
         open_store()
-    assert schema_version(store_dir) == u32(6)
+    assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(6)

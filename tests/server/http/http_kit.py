@@ -1,5 +1,6 @@
 """Helpers of the HTTP listener's tests: a small HTTP/1.1 client over trio (h11),
-and the listener served on loopback in the test's nursery.
+the listener served on loopback in the test's nursery, and the application over
+a queue manager's operations called without sockets.
 
 Tests import them with ``from http_kit import ...``.
 """
@@ -13,11 +14,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import h11
+import structlog
 import trio
+from prometheus_client import CollectorRegistry
 
 from qmgr.config import Config
+from qmgr.server.client.authorization import Authorization
+from qmgr.server.client.operations import Operations
 from qmgr.server.http import HttpPort
 from qmgr.server.http.app import HttpApp
+from qmgr.server.http.exposition import Exposition, SeriesFamily
 from qmgr.server.http.port import HttpService
 from qmgr.server.http.service import HypercornService
 
@@ -172,3 +178,25 @@ async def asgi_call(
         else:
             found[key] = value.decode()
     return Answer(start["status"], found, b"".join(m.get("body", b"") for m in sent[1:]))
+
+
+class NoSeries:
+    """A stand-in for the collector (for tests that scrape nothing)."""
+
+    def snapshot(self) -> int:
+        return 0
+
+    def series(self, readings: int) -> Sequence[SeriesFamily]:
+        return []
+
+
+def operations_app(authorization: Authorization, operations: Operations) -> HttpApp:
+    """The HTTP application over ``operations`` (the API and the console's host),
+    with nothing to scrape and never stopping."""
+    return HttpApp(
+        authorization=authorization,
+        exposition=Exposition(CollectorRegistry(), NoSeries()),
+        stopping=lambda: False,
+        log=structlog.get_logger("test"),
+        operations=operations,
+    )

@@ -16,10 +16,8 @@ from urllib.parse import urlencode
 
 import pytest
 import structlog
-from http_kit import Answer, asgi_call
-from prometheus_client import CollectorRegistry
+from http_kit import Answer, asgi_call, operations_app
 from server.client.kit import enable_permissions, open_services
-from test_http_api import NoSeries
 
 from qmgr.server.client.handlers.replies import queue_info
 from qmgr.server.client.operations import Operations
@@ -27,7 +25,6 @@ from qmgr.server.client.services import Services
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.console import Console
 from qmgr.server.http.console import console as make_console
-from qmgr.server.http.exposition import Exposition
 from qmgr.server.http.port import CONNECTION, HttpConnection
 from qmgr.server.http.sources import MetricsSources
 from storage import QueueKind
@@ -152,13 +149,7 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         )
         operations = Operations(services)
         authorization = enable_permissions(services)  # root administers; alice has a token
-        app = HttpApp(
-            authorization=authorization,
-            exposition=Exposition(CollectorRegistry(), NoSeries()),
-            stopping=lambda: False,
-            log=structlog.get_logger("test"),
-            operations=operations,
-        )
+        app = operations_app(authorization, operations)
         sources = MetricsSources(
             name="test",
             version="test",
@@ -267,12 +258,9 @@ async def test_an_action_needs_its_session_s_token_and_this_site(site: Site) -> 
     assert len([e for e in logs if e["event"] == "console_csrf_refused"]) == 3
     assert await site.depth("orders") == 1  # nothing was done
     with structlog.testing.capture_logs() as logs:
+        # From this site: Site.call sends the browser's origin, http://qmgr:1803.
         done = await site.call(
-            "POST",
-            "/console/queue/purge",
-            {"name": "orders", "csrf": token},
-            cookie=cookie,
-            headers=[("origin", "http://qmgr:1803"), ("host", "qmgr:1803")],
+            "POST", "/console/queue/purge", {"name": "orders", "csrf": token}, cookie=cookie
         )
     assert (done.status, done.headers["location"]) == (303, "/console/queue?name=orders")
     events = {e["event"]: e for e in logs}

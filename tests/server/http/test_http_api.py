@@ -7,7 +7,7 @@ refusals of bad input, and authentication and authorization."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 import structlog
 import trio
-from http_kit import asgi_call
-from prometheus_client import CollectorRegistry
+from http_kit import asgi_call, operations_app
 from server.client.kit import enable_permissions, open_services
 
 from qmgr.client import Message
@@ -26,22 +25,11 @@ from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
 from qmgr.server.http.app import HttpApp
-from qmgr.server.http.exposition import Exposition, SeriesFamily
 from qmgr.server.http.port import CONNECTION, HttpConnection
 from wire import MessageProperties
 from wire import client as cf
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
-
-
-class NoSeries:
-    """A stand-in for the collector (the API tests scrape nothing)."""
-
-    def snapshot(self) -> int:
-        return 0
-
-    def series(self, readings: int) -> Sequence[SeriesFamily]:
-        return []
 
 
 @dataclass
@@ -99,13 +87,7 @@ async def api(tmp_path: Path) -> AsyncIterator[Api]:
         operations = Operations(services)
         enable_permissions(services, enabled=False)
         assert services.authorization is not None
-        app = HttpApp(
-            authorization=services.authorization,
-            exposition=Exposition(CollectorRegistry(), NoSeries()),
-            stopping=lambda: False,
-            log=structlog.get_logger("test"),
-            operations=operations,
-        )
+        app = operations_app(services.authorization, operations)
         yield Api(app, services, operations)
 
 

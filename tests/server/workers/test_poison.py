@@ -35,10 +35,6 @@ def abort_receive(qm: CoreHarness, queue: str = "p") -> None:
     qm.core.abort(tx)
 
 
-def bodies(qm: CoreHarness, queue: str) -> list[bytes]:
-    return [body for _, body in qm.visible(queue)]
-
-
 @pytest.fixture
 def worker(
     qm: CoreHarness, committer: Committer, signals: RecordingSignals, real_wall: TrioWall
@@ -58,13 +54,13 @@ async def test_a_message_goes_to_retry_comes_back_when_due_then_to_poison(
             nursery.start_soon(worker.run)
             abort_receive(qm)  # wakes the worker
             await trio.sleep(1.0)
-            assert bodies(qm, "p;retry") == [b"bad"]
+            assert qm.bodies("p;retry") == [b"bad"]
             assert qm.core.queue("p;retry").queue_id in signals.woken
             await trio.sleep(9.5)
-            assert bodies(qm, "p") == [b"bad"]  # back after the delay
+            assert qm.bodies("p") == [b"bad"]  # back after the delay
             abort_receive(qm)  # its one retry cycle is spent
             await trio.sleep(1.0)
-            assert bodies(qm, "p;poison") == [b"bad"]
+            assert qm.bodies("p;poison") == [b"bad"]
             nursery.cancel_scope.cancel()
     moves = [(log["event"], log["log_level"], log["to"]) for log in logs]
     assert moves == [
@@ -97,7 +93,7 @@ async def test_it_pauses_until_the_next_return_but_at_most_max_sleep(
     qm.send_tx("slow", b"x")
     abort_receive(qm, "slow")
     assert await worker.step() == MAX_SLEEP  # "bad" came back; "x" is an hour away
-    assert bodies(qm, "p") == [b"bad"]
+    assert qm.bodies("p") == [b"bad"]
 
 
 async def test_a_due_message_a_transaction_holds_is_looked_at_again_soon(
@@ -112,7 +108,7 @@ async def test_a_due_message_a_transaction_holds_is_looked_at_again_soon(
     assert await worker.step() == RETRY_SECONDS
     qm.core.abort(tx)
     assert await worker.step() == UNTIL_WOKEN
-    assert bodies(qm, "p") == [b"bad"]
+    assert qm.bodies("p") == [b"bad"]
 
 
 async def test_a_failed_write_releases_the_message_it_would_have_moved(
@@ -124,5 +120,5 @@ async def test_a_failed_write_releases_the_message_it_would_have_moved(
     with structlog.testing.capture_logs() as logs:
         await worker.step()
     assert "poison_handling_write_failed" in [log["event"] for log in logs]
-    assert bodies(qm, "p;retry") == []
+    assert qm.bodies("p;retry") == []
     assert qm.take("p") is not None  # released, not held
