@@ -36,6 +36,7 @@ read or wait for its queues (:func:`send_in_transaction`,
 from __future__ import annotations
 
 import functools
+import http.client
 import json
 import multiprocessing
 import os
@@ -359,6 +360,16 @@ class DaemonProcess:
         """True while the process is alive."""
         return self.process is not None and self.process.poll() is None
 
+    def http_get(self, path: str, timeout: float = 30) -> tuple[int, bytes]:
+        """Status and body of one GET to the daemon's HTTP listener."""
+        client = http.client.HTTPConnection("127.0.0.1", self.http_port, timeout=timeout)
+        try:
+            client.request("GET", path)
+            response = client.getresponse()
+            return response.status, response.read()
+        finally:
+            client.close()
+
     def signal(self, signum: int) -> None:
         """Send a signal to the daemon (none once it exited: its pid may be another's)."""
         assert self.process is not None
@@ -407,6 +418,14 @@ class DaemonProcess:
             self.stop()
         finally:
             self.kill()
+
+
+def run_python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by this interpreter in a process of its own (a fresh
+    interpreter: what it imports is its own), its output captured."""
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
 
 
 def log_events(daemon: DaemonProcess, event: str) -> list[dict[str, object]]:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers import run_python
 
 from qmgr.deferred import deferring
 
@@ -87,7 +87,5 @@ def test_the_daemon_imports_structlog_and_construct_without_asyncio_pdb_or_rich(
         "print(structlog.stdlib.asyncio.get_running_loop is asyncio.get_running_loop,\n"
         "      construct.debug.pdb.post_mortem is pdb.post_mortem)\n"
     )
-    ran = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
+    ran = run_python(code)
     assert ran.stdout == "[]\nTrue True\n", ran.stderr

@@ -44,7 +44,7 @@ logs.
 * Addressed to a queue on another queue manager (routers only): store and
   forward. The packet is kept whole in the outgoing queue for that
   destination, its hop count incremented and its TransactionHeader
-  untouched; a message that would pass :data:`MAX_HOPS` is refused with
+  untouched; a message that would pass :data:`wire.MAX_HOPS` is refused with
   NACK_HOP_COUNT_EXCEEDED.
 """
 
@@ -65,7 +65,7 @@ from storage import (
     Store,
     Together,
 )
-from wire import INFINITE, MessageClass, MessageProperties, UserMessage
+from wire import INFINITE, MAX_HOPS, MessageClass, MessageProperties, UserMessage
 
 from . import names
 from .addressing import arrival_address
@@ -73,10 +73,8 @@ from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
-__all__ = ["DESTINATION_CACHE_SIZE", "MAX_HOPS", "Arrival", "Arrivals"]
+__all__ = ["DESTINATION_CACHE_SIZE", "Arrival", "Arrivals"]
 
-#: Most routing hops a message may take ([MS-MQQB] §3.1.5.8.5: 0x1D).
-MAX_HOPS: Final = 0x1D
 #: Destination names remembered; the cache starts afresh when full.
 DESTINATION_CACHE_SIZE: Final = 4096
 

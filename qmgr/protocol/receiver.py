@@ -20,9 +20,17 @@ docs/design.md):
      the OrderAck to the outgoing queue it names, and settles the copy
      awaiting confirmation that the FinalAck is about;
    * an OrderAck or a FinalAck for another queue manager, whose messages we
-     relayed: passed on along that queue manager's *return path*
-     (:class:`PassOn`), or dropped if none is known
-     (:attr:`ArrivalKind.UNROUTABLE`): the destination announces again;
+     relayed: passed on (:class:`PassOn`), its hop count one more, on a
+     session with that queue manager if there is one, else along its *return
+     path* (the path its messages last arrived on), or dropped
+     (:attr:`ArrivalKind.UNROUTABLE`) if none is known, if that path is
+     the connection it arrived on, or if it has made ``wire.MAX_HOPS``
+     hops: the destination announces again when the source resends. Return
+     paths are where each source's messages *last* came from, so two routers
+     can each hold the other as a source's return path (its messages came
+     through one while the other was down, then the other way round): the
+     hop count is what keeps an acknowledgment from going round between them
+     for ever;
    * any other user message (:attr:`ArrivalKind.MESSAGE`): its source queue
      manager's return path is now the path it came on.
 
@@ -136,8 +144,9 @@ class ArrivalKind(enum.Enum):
 
     #: A user message: ask the core for its destination, then :meth:`Receiver.accept`.
     MESSAGE = "message"
-    #: An OrderAck or FinalAck for another queue manager whose return path is
-    #: unknown: dropped (acknowledge it at once).
+    #: An OrderAck or FinalAck for another queue manager that cannot be passed
+    #: on (no return path, or back where it came from, or too many hops):
+    #: dropped (acknowledge it at once).
     UNROUTABLE = "unroutable"
 
 
@@ -245,11 +254,15 @@ class Receiver(Generic[P]):
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
         #: The path each source queue manager's messages last arrived on (by GUID bytes).
         self._paths: dict[bytes, P] = {}
+        #: The path of a session with each queue manager itself (by GUID bytes).
+        self._sessions: dict[bytes, P] = {}
         self._ack_ids = itertools.count(1)
         #: User messages arrived; rejected by the exactly-once rule; dropped as duplicates.
         self.received = 0
         self.rejected = 0
         self.duplicates = 0
+        #: Acknowledgments for another queue manager that could not be passed on.
+        self.unroutable = 0
 
     # ------------------------------------------------------------------ arrivals
 
@@ -268,24 +281,29 @@ class Receiver(Generic[P]):
             target = packet.user.destination_qm
             if target in (wire.NULL_GUID, self.local_qm):
                 return OrderAckArrived(order_ack)
-            return self._pass_on(packet, target, recoverable=False)
+            return self._pass_on(packet, path, target, recoverable=False)
         if kind is wire.PacketKind.FINAL_ACK:
             final_ack = wire.FinalAck.from_message(packet)
             target = final_ack.acked_source_qm
             if target == self.local_qm:
                 return FinalAckArrived(final_ack)
-            return self._pass_on(packet, target, recoverable=True)
+            return self._pass_on(packet, path, target, recoverable=True)
         self.received += 1
         self._paths[packet.user.source_qm.bytes] = path
         return ArrivalKind.MESSAGE
 
     def _pass_on(
-        self, packet: wire.UserMessage, target: uuid.UUID, *, recoverable: bool
+        self, packet: wire.UserMessage, arrived_on: P, target: uuid.UUID, *, recoverable: bool
     ) -> ArrivalKind | PassOn[P]:
-        path = self._paths.get(target.bytes)
+        path = self._sessions.get(target.bytes)
         if path is None:
+            path = self._paths.get(target.bytes)
+        hops = packet.user.hop_count + 1
+        if path is None or path is arrived_on or hops > wire.MAX_HOPS:
+            self.unroutable += 1
             return ArrivalKind.UNROUTABLE
-        data = wire.build_packet(dataclasses.replace(packet, session=None))
+        user = dataclasses.replace(packet.user, hop_count=hops)
+        data = wire.build_packet(dataclasses.replace(packet, user=user, session=None))
         return PassOn(path, data, recoverable)
 
     def accept(
@@ -402,10 +420,16 @@ class Receiver(Generic[P]):
         """Every known return path, by source QM GUID bytes (a read-only view)."""
         return MappingProxyType(self._paths)
 
+    def session_opened(self, path: P, remote_qm: uuid.UUID) -> None:
+        """A session with ``remote_qm`` opened on ``path``: acknowledgments for that
+        queue manager go there, whatever path its messages last came on."""
+        self._sessions[remote_qm.bytes] = path
+
     def path_closed(self, path: P) -> None:
         """A connection ended: it is no one's return path any more."""
-        for source in [source for source, known in self._paths.items() if known is path]:
-            del self._paths[source]
+        for paths in (self._paths, self._sessions):
+            for source in [source for source, known in paths.items() if known is path]:
+                del paths[source]
 
     # ------------------------------------------------------------------ status
 

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import click
+from helpers import run_python
 
 from qmgr import __version__
 from qmgr.cli import cli, queues
@@ -65,7 +66,5 @@ def test_serve_loads_neither_the_sdk_nor_rich_nor_cryptography() -> None:
         "         'starlette', 'prometheus_client', 'asyncio', 'pdb')\n"
         "print(sorted(name for name in heavy if name in sys.modules))\n"
     )
-    loaded = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
+    loaded = run_python(code)
     assert loaded.stdout == "[]\n", loaded.stderr

@@ -8,10 +8,10 @@ import pytest
 
 import storage
 import wire
-from qmgr.core.arrivals import MAX_HOPS, Arrivals
+from qmgr.core.arrivals import Arrivals
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import EntryOrigin, decode_entry
-from wire import MessageClass, MessageProperties
+from wire import MAX_HOPS, MessageClass, MessageProperties
 
 from .conftest import OpenCore
 from .harness import WALL, CoreHarness

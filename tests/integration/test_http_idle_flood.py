@@ -5,7 +5,6 @@ page, a client's send and receive and a peer's message are all served."""
 
 from __future__ import annotations
 
-import http.client
 import os
 import resource
 from collections.abc import Callable
@@ -17,16 +16,6 @@ from qmgr.client import connect
 
 FLOOD = 10_000
 LIMIT = 32
-
-
-def _get(daemon: DaemonProcess, path: str) -> tuple[int, bytes]:
-    client = http.client.HTTPConnection("127.0.0.1", daemon.http_port, timeout=10)
-    try:
-        client.request("GET", path)
-        response = client.getresponse()
-        return response.status, response.read()
-    finally:
-        client.close()
 
 
 def _descriptors(pid: int) -> int:
@@ -66,11 +55,11 @@ def test_ten_thousand_idle_connections_are_bounded_and_the_daemon_serves_on(
     try:
         assert len(streams) == FLOOD
         # Served all the while: a scrape, the console, a client.
-        status, body = _get(daemon, "/metrics")
+        status, body = daemon.http_get("/metrics")
         assert status == 200
         assert b'qmgr_connections{kind="http"}' in body
-        assert _get(daemon, "/healthz") == (200, b"ok\n")
-        assert _get(daemon, "/console")[0] in (200, 303)
+        assert daemon.http_get("/healthz") == (200, b"ok\n")
+        assert daemon.http_get("/console")[0] in (200, 303)
         with connect(daemon.address) as qm, connect(sender.address) as other:
             qm.create_queue("still", transactional=True)
             qm.send("still", b"served")

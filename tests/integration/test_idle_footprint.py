@@ -6,7 +6,6 @@ says, in the daemon's log, every module it imported."""
 
 from __future__ import annotations
 
-import http.client
 import re
 import sys
 from collections.abc import Callable
@@ -45,16 +44,6 @@ def loaded(names: set[str], module: str) -> bool:
     return any(name == module or name.startswith(f"{module}.") for name in names)
 
 
-def get(daemon: DaemonProcess, path: str) -> tuple[int, bytes]:
-    client = http.client.HTTPConnection("127.0.0.1", daemon.http_port, timeout=30)
-    try:
-        client.request("GET", path)
-        response = client.getresponse()
-        return response.status, response.read()
-    finally:
-        client.close()
-
-
 def test_the_http_listener_is_loaded_by_its_first_connection(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
@@ -64,11 +53,11 @@ def test_the_http_listener_is_loaded_by_its_first_connection(
     assert [m for m in HEAVY if loaded(idle, m)] == []
     assert b"http_loaded" not in daemon.log_path.read_bytes()
 
-    assert get(daemon, "/healthz") == (200, b"ok\n")
+    assert daemon.http_get("/healthz") == (200, b"ok\n")
     used = imported(daemon)
     assert all(loaded(used, m) for m in ("hypercorn", "starlette", "prometheus_client"))
     assert b'"event": "http_loaded"' in daemon.log_path.read_bytes()
-    status, body = get(daemon, "/metrics")
+    status, body = daemon.http_get("/metrics")
     assert status == 200
     assert b"qmgr_queue_messages" in body or b"qmgr_commits_total" in body
-    assert get(daemon, "/console/login")[0] == 200
+    assert daemon.http_get("/console/login")[0] == 200

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import DaemonProcess, free_port, run_qmgr, wait_until
+from helpers import DaemonProcess, free_port, run_python, run_qmgr, wait_until
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -17,9 +17,7 @@ def test_readme_python_examples_run(daemon: DaemonProcess) -> None:
     assert len(blocks) >= 2
     for block in blocks:
         code = block.replace("127.0.0.1:1802", daemon.address)
-        result = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
-        )
+        result = run_python(code)
         assert result.returncode == 0, f"{block}\n---\n{result.stderr}"
 
 

@@ -98,9 +98,13 @@ def accept(
     return machine.accept(packet, queue_key=queue, relayed=False, now=now, wall=wall)
 
 
-def parse_order_ack(data: bytes) -> wire.OrderAck:
+def parse_packet(data: bytes) -> wire.UserMessage:
     decoder = wire.FrameDecoder()
     decoder.receive_data(data)
     packet = decoder.next_packet()
     assert isinstance(packet, wire.UserMessage)
-    return wire.OrderAck.from_message(packet)
+    return packet
+
+
+def parse_order_ack(data: bytes) -> wire.OrderAck:
+    return wire.OrderAck.from_message(parse_packet(data))

@@ -38,6 +38,7 @@ from .receiver_kit import (
     message,
     order_ack,
     parse_order_ack,
+    parse_packet,
     receiver,
 )
 
@@ -70,6 +71,50 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert (passed.path, passed.recoverable) == ("from-a", True)
     machine.path_closed("from-a")
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
+
+
+def test_an_acknowledgment_passed_on_counts_a_hop_and_is_never_sent_back() -> None:
+    machine = receiver()
+    accept(machine, message(A, 1, number=1), path="from-a")
+    passed = machine.arrive(order_ack(A, 4), "from-c")
+    assert isinstance(passed, PassOn)
+    hops = parse_packet(passed.data).user.hop_count
+    assert hops == 1
+    # Back on the connection it came from: dropped, not bounced.
+    assert machine.arrive(order_ack(A, 4), "from-a") is ArrivalKind.UNROUTABLE
+    assert machine.unroutable == 1
+
+
+def test_an_acknowledgment_goes_on_a_session_with_its_queue_manager_first() -> None:
+    machine = receiver()
+    accept(machine, message(A, 1, number=1), path="from-b")  # A's messages came through B
+    machine.session_opened("with-a", A)
+    passed = machine.arrive(order_ack(A, 4), "from-c")
+    assert isinstance(passed, PassOn)
+    assert passed.path == "with-a"
+    machine.path_closed("with-a")
+    passed = machine.arrive(order_ack(A, 4), "from-c")
+    assert isinstance(passed, PassOn)
+    assert passed.path == "from-b"
+
+
+def test_two_routers_that_hold_each_other_as_a_return_path_stop_passing_an_ack_on() -> None:
+    """A's messages reached each router through the other (one was down, then the
+    other way round): an OrderAck for A goes between them only until its hop count
+    is spent, whatever connections carry it."""
+    one, two = receiver(), receiver()
+    accept(one, message(A, 1, number=1), path="two->one")
+    accept(two, message(A, 2, number=2), path="one->two")
+    packet, at = order_ack(A, 4), one
+    for bounces in range(100):  # noqa: B007
+        arrival = at.arrive(packet, "in")
+        if arrival is ArrivalKind.UNROUTABLE:
+            break
+        assert isinstance(arrival, PassOn)
+        packet = parse_packet(arrival.data)
+        at = two if at is one else one
+    assert bounces == wire.MAX_HOPS
+    assert one.unroutable + two.unroutable == 1
 
 
 def test_a_final_ack_about_our_message_is_handed_over() -> None:

@@ -35,6 +35,7 @@ from .acks import PacketKind as PacketKind
 from .acks import classify_packet as classify_packet
 from .build import build_packet as build_packet
 from .constants import INFINITE as INFINITE
+from .constants import MAX_HOPS as MAX_HOPS
 from .constants import MAX_PACKET_SIZE as MAX_PACKET_SIZE
 from .constants import NULL_GUID as NULL_GUID
 from .constants import ORDER_ACK_LABEL as ORDER_ACK_LABEL
@@ -98,6 +99,7 @@ from .queues import is_order_queue as is_order_queue
 
 __all__ = [
     "INFINITE",
+    "MAX_HOPS",
     "MAX_PACKET_SIZE",
     "NULL_GUID",
     "ORDER_ACK_LABEL",

@@ -131,6 +131,9 @@ class UserFlags(IntFlag):
 
 #: RC: hop count (bits 0-4).
 USER_HOP_COUNT_MASK: Final = 0x0000001F
+#: The most routing hops a packet may make ([MS-MQQB] §3.1.5.8.5: 0x1D): a
+#: queue manager does not pass on one that would make more.
+MAX_HOPS: Final = 0x1D
 #: DM: delivery mode (bits 5-6).
 USER_DELIVERY_SHIFT: Final = 5
 USER_DELIVERY_MASK: Final = 0x00000060

@@ -70,6 +70,7 @@ __all__ = [
     "ApiRoute",
     "error_body",
     "read_body",
+    "whole_number",
 ]
 
 R = TypeVar("R")
@@ -110,6 +111,20 @@ STATUS_OF: Final[Mapping[cf.ErrorCode, int]] = {
 
 _TRUE: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE: Final = frozenset({"", "0", "false", "no", "off"})
+
+
+def whole_number(text: str, name: str, low: int, high: int) -> int:
+    """``text`` (the value of ``name``) as a whole number within ``low..high``.
+
+    Raises:
+        ApiError: 400, it is not one.
+    """
+    if not (text.isascii() and text.isdigit() and len(text) <= 20) or not (
+        low <= int(text) <= high
+    ):
+        msg = f"{name} must be a whole number from {low} to {high}, not {text!r}"
+        raise ApiError(400, "bad_request", msg)
+    return int(text)
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -174,14 +189,7 @@ class ApiCall:
             ApiError: 400, it is not one.
         """
         text = self.request.query_params.get(name)
-        if text is None:
-            return default
-        if not (text.isascii() and text.isdigit() and len(text) <= 20) or not (
-            low <= int(text) <= high
-        ):
-            msg = f"{name} must be a whole number from {low} to {high}, not {text!r}"
-            raise ApiError(400, "bad_request", msg)
-        return int(text)
+        return default if text is None else whole_number(text, name, low, high)
 
     def flag(self, name: str) -> bool:
         """A yes/no query parameter (``1``, ``true``, ``yes`` / ``0``, ``false``, ``no``)."""

@@ -194,7 +194,10 @@ class Peering:
         self.incoming.rolled_back(accepted)
 
     def opened(self, connection: PeerConnection) -> None:
-        """A session opened: FinalAcks for its peer may be waiting."""
+        """A session opened: acknowledgments for its peer go there, and FinalAcks
+        for it may be waiting."""
+        if connection.remote_qm is not None:
+            self.incoming.receiver.session_opened(connection, connection.remote_qm)
         self.final_acks.wake()
 
     def order_ack_arrived(self, ack: wire.OrderAck) -> None:
@@ -216,19 +219,20 @@ class Peering:
         getattr(connection.log, level)("peer_session_closed", reason=connection.close_reason)
 
     def _final_ack_paths(self) -> Mapping[bytes, PeerConnection]:
-        """The connection that reaches each source queue manager now: any open
-        session whose handshake named it, or the one its messages last came in on."""
+        """The connection that reaches each source queue manager now: an open
+        session whose handshake named it, else the one its messages last came in
+        on (as for the acknowledgments passed on, ``qmgr.protocol.receiver``)."""
         paths = {
-            connection.remote_qm.bytes: connection
+            source: connection
+            for source, connection in self.incoming.receiver.paths().items()
+            if not connection.closing
+        }
+        paths.update(
+            (connection.remote_qm.bytes, connection)
             for connection in self.connections
             if connection.opened.is_set()
             and not connection.closing
             and connection.remote_qm is not None
-        }
-        paths.update(
-            (source, connection)
-            for source, connection in self.incoming.receiver.paths().items()
-            if not connection.closing
         )
         return paths
 

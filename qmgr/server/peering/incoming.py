@@ -150,6 +150,13 @@ class Incoming:
                 self.routes.order_ack_arrived(arrival.ack)
             elif isinstance(arrival, PassOn):
                 arrival.path.send_user_packet(arrival.data, recoverable=arrival.recoverable)
+            else:  # for another queue manager, and not passed on: it announces again
+                self.parts.log.debug(
+                    "acknowledgment_dropped",
+                    peer=connection.peer,
+                    destination_qm=str(packet.user.destination_qm),
+                    hops=packet.user.hop_count,
+                )
             connection.acknowledge(recoverable)
 
     def _message(

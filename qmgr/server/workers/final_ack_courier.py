@@ -7,8 +7,8 @@ transactional message's fate record its FinalAck in the store
 (``storage.RecordFinalAck``, see ``qmgr.core.final_acks``). The
 :class:`FinalAckCourier` looks at the store's count of waiting FinalAcks a
 few times a second and, for each source queue manager that has a session
-with us (the connection its messages last came in on, or any open session
-whose handshake named it), sends the waiting ones as recoverable packets to
+with us (an open session whose handshake named it, else the connection its
+messages last came in on), sends the waiting ones as recoverable packets to
 its ``order_queue$``, at most :data:`IN_FLIGHT` per connection at a time. A
 FinalAck is forgotten (``storage.ForgetFinalAcks``) only when that session's
 SessionAck says the source has stored what it did with it; a connection that

@@ -63,7 +63,7 @@ from qmgr.texts import age, size
 
 from ...client.needs import MONITORS, Need
 from ...client.operations import Operations, error_code
-from ..api import STATUS_OF, ApiCall, ApiError, read_body
+from ..api import STATUS_OF, ApiCall, ApiError, read_body, whole_number
 from ..app import HttpApp, logged
 from ..port import CONNECTION
 from ..rates import SAMPLE_SECONDS, RateHistory
@@ -138,12 +138,7 @@ class Visit:
         Raises:
             ApiError: 400, it is not one.
         """
-        if not (value.isascii() and value.isdigit() and len(value) <= 20) or not (
-            low <= int(value) <= high
-        ):
-            msg = f"{name} must be a whole number from {low} to {high}, not {value!r}"
-            raise ApiError(400, "bad_request", msg)
-        return int(value)
+        return whole_number(value, name, low, high)
 
     def notice(self, text: str) -> None:
         """Say ``text`` at the top of the next page this session sees (the last
