@@ -467,10 +467,6 @@ def parse_host_port(text: str, *, what: str, default_port: int = 1801) -> tuple[
     return host, default_port if port is None else port
 
 
-#: ``host:port`` as it is written (``[v6]:port``; the host alone without a port).
-host_port_text = endpoint_text
-
-
 def _split_host_port(text: str, *, what: str) -> tuple[str, int | None]:
     """``HOST[:PORT]`` as a lower-case host and its port (None: none written)."""
     try:
@@ -517,7 +513,7 @@ def _check_routes(config: Config) -> None:
         for hop in route.hops:
             if hop is not None and ours(*hop):
                 msg = (
-                    f"{key}: the next hop {host_port_text(*hop)} is this queue manager "
+                    f"{key}: the next hop {endpoint_text(*hop)} is this queue manager "
                     "itself (server.listen, its names or server.aliases): its messages would circle"
                 )
                 raise ConfigError(msg)

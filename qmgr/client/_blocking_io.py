@@ -51,11 +51,12 @@ from typing import Concatenate, Final, ParamSpec, TypeVar
 from wire import client as cf
 
 from ._codec import SendOptions
-from ._common import RECEIVE_SIZE, UNIX_PREFIX, parse_address, unix_path
+from ._common import RECEIVE_SIZE, UNIX_PREFIX, cannot_connect, parse_address, unix_path
 from ._exceptions import ConnectionLost, QueueError
 from ._message import Message
 from ._protocol import ClientProtocol, Flow, Waiter
 from ._replies import message_id
+from ._tls_context import tls_failure
 from ._transaction import TransactionState
 
 __all__ = ["SocketConnection", "TlsConnection", "connection_for", "open_socket", "wrap_tls"]
@@ -82,21 +83,16 @@ def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str
             sock.connect(path)
         except OSError as exc:
             sock.close()
-            reason = (exc.strerror or str(exc)).lower()
-            msg = f"cannot connect to the queue manager at {address}: {reason}"
-            raise ConnectionLost(msg) from None
+            raise cannot_connect(address, (exc.strerror or str(exc)).lower()) from None
         return sock, "localhost", f"{UNIX_PREFIX}{path}"
     host, port = parse_address(address)
     where = f"{host}:{port}"
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except TimeoutError:
-        msg = f"cannot connect to the queue manager at {where}: no answer within {timeout} s"
-        raise ConnectionLost(msg) from None
+        raise cannot_connect(where, f"no answer within {timeout} s") from None
     except OSError as exc:
-        reason = exc.strerror or str(exc)
-        msg = f"cannot connect to the queue manager at {where}: {reason.lower()}"
-        raise ConnectionLost(msg) from None
+        raise cannot_connect(where, (exc.strerror or str(exc)).lower()) from None
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
@@ -114,16 +110,8 @@ def wrap_tls(sock: socket.socket, context: ssl.SSLContext, host: str, where: str
     """
     try:
         secure = context.wrap_socket(sock, server_hostname=host)
-    except ssl.SSLCertVerificationError as exc:
-        msg = (
-            f"cannot connect to the queue manager at {where}: its certificate is not "
-            f"trusted ({exc.verify_message})"
-        )
-        raise ConnectionLost(msg) from None
     except (OSError, ssl.SSLError) as exc:
-        reason = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc)
-        msg = f"cannot connect to the queue manager at {where}: TLS handshake failed: {reason}"
-        raise ConnectionLost(msg) from None
+        raise cannot_connect(where, tls_failure(exc, str(exc))) from None
     secure.setblocking(False)
     return secure
 

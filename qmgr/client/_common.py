@@ -1,5 +1,5 @@
-"""Small pieces every part of the client uses: addresses, limits, timeouts, version checks,
-attributes read through to another object."""
+"""Small pieces every part of the client uses: addresses, why connecting failed, limits,
+timeouts, version checks, attributes read through to another object."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any, ClassVar, Final, Generic, Self, TypeVar, cast, overload
 
 from wire import client as cf
 
-from ._exceptions import InvalidArgument, NotSupported
+from ._exceptions import ConnectionLost, InvalidArgument, NotSupported
 
 DEFAULT_ADDRESS: Final = "127.0.0.1:1802"
 DEFAULT_PORT: Final = 1802
@@ -98,6 +98,11 @@ def parse_address(address: str) -> tuple[str, int]:
         msg = f"expected HOST:PORT with a port from 1 to 65535, got {address!r}"
         raise ValueError(msg)
     return host or "127.0.0.1", int(port_text)
+
+
+def cannot_connect(where: str, reason: str) -> ConnectionLost:
+    """The error of a connection to the daemon at ``where`` that could not be made."""
+    return ConnectionLost(f"cannot connect to the queue manager at {where}: {reason}")
 
 
 def timeout_ms(timeout: float | None) -> int:

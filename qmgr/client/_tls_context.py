@@ -4,7 +4,8 @@ A client connects over TLS when it is given an ``ssl.SSLContext``
 (:func:`tls_context` makes the usual one: trust the deployment's CA, check
 the queue manager's host name, and present a client certificate when one is
 given, which is how the client authenticates). The TLS I/O is the clients'
-own: ``_blocking_io.TlsConnection`` and ``_trio_io.tls_handshake``.
+own: ``_blocking_io.TlsConnection`` and ``_trio_io.tls_handshake``; both say
+why a handshake failed in the words of :func:`tls_failure`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import ssl
 from os import PathLike
 from typing import Final
 
-__all__ = ["tls_context"]
+__all__ = ["tls_context", "tls_failure"]
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 
@@ -60,3 +61,13 @@ def tls_context(
             msg = f"cannot load the client certificate {certificate}: {exc}"
             raise ValueError(msg) from exc
     return context
+
+
+def tls_failure(error: BaseException | None, otherwise: str) -> str:
+    """Why a TLS handshake with the queue manager failed, in words: its certificate
+    is not trusted, the TLS layer's reason, or ``otherwise`` when ``error`` gives neither."""
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return f"its certificate is not trusted ({error.verify_message})"
+    if isinstance(error, ssl.SSLError) and error.reason:
+        return f"TLS handshake failed: {error.reason}"
+    return f"TLS handshake failed: {otherwise}"

@@ -283,6 +283,14 @@ class TransactionHandle:
         return f"<{type(self).__name__} {self._state.id} ({self._state.phase})>"
 
 
+def _error_of(outcome: cf.ServerReply | QueueError) -> QueueError | None:
+    """The error of a request answered ``Ok`` (None), by another reply (a protocol
+    error), or that met ``outcome`` on its way."""
+    if isinstance(outcome, QueueError):
+        return outcome
+    return None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
+
+
 # ----------------------------------------------------------------------
 # Prepare
 # ----------------------------------------------------------------------
@@ -296,10 +304,7 @@ def prepared(state: TransactionState, outcome: cf.ServerReply | QueueError) -> N
     a transaction the daemon aborted (a send in it failed; it timed out) has
     ended, and a lost connection says that the prepare may have happened.
     """
-    if isinstance(outcome, QueueError):
-        error: QueueError | None = outcome
-    else:
-        error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
+    error = _error_of(outcome)
     if state.failed:  # a pipelined send failed: the daemon refused the prepare and aborted
         state.ended = True
         state.ending = Ending.ABORT
@@ -375,10 +380,7 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
             resolutions(outcome, 1)  # it had been prepared: aborted now
             outcome = cf.Ok()
         # TransactionNotFound: it was not prepared, and the Abort before ended it.
-    if isinstance(outcome, QueueError):
-        error: QueueError | None = outcome
-    else:
-        error = None if type(outcome) is cf.Ok else unexpected(outcome, "Ok")
+    error = _error_of(outcome)
     if state.ending == Ending.COMMIT:
         if state.failed:  # a send failed after all: the daemon refused the commit
             raise state.commit_error() from None

@@ -51,11 +51,12 @@ from qmgr.socket_stream import RawConnection
 from wire import client as cf
 
 from ._codec import SendOptions
-from ._common import RECEIVE_SIZE, UNIX_PREFIX, parse_address, unix_path
-from ._exceptions import ConnectionLost, QueueError
+from ._common import RECEIVE_SIZE, UNIX_PREFIX, cannot_connect, parse_address, unix_path
+from ._exceptions import QueueError
 from ._message import Message
 from ._protocol import ClientProtocol, Flow, Waiter
 from ._replies import message_id
+from ._tls_context import tls_failure
 from ._transaction import TransactionState, receive_abandoned
 
 __all__ = ["StreamConnection", "TaskWaiter", "open_stream", "tls_handshake"]
@@ -79,15 +80,13 @@ async def open_stream(address: str) -> tuple[RawConnection, str, str]:
         try:
             return RawConnection(await trio.open_unix_socket(path)), "localhost", where
         except OSError as exc:
-            msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
-            raise ConnectionLost(msg) from None
+            raise cannot_connect(where, _connect_failure(exc)) from None
     host, port = parse_address(address)
     where = f"{host}:{port}"
     try:
         stream = await trio.open_tcp_stream(host, port)
     except OSError as exc:
-        msg = f"cannot connect to the queue manager at {where}: {_connect_failure(exc)}"
-        raise ConnectionLost(msg) from None
+        raise cannot_connect(where, _connect_failure(exc)) from None
     try:
         stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
@@ -123,16 +122,10 @@ async def tls_handshake(
                 await stream.aclose()  # cancelled (a deadline of the caller's)
             raise
         cause = exc if isinstance(exc, ssl.SSLError) else exc.__cause__
-        if isinstance(cause, ssl.SSLCertVerificationError):
-            reason = f"its certificate is not trusted ({cause.verify_message})"
-        elif isinstance(cause, ssl.SSLError) and cause.reason:
-            reason = f"TLS handshake failed: {cause.reason}"
-        else:
-            reason = "TLS handshake failed: the connection was closed"
+        reason = tls_failure(cause, "the connection was closed")
         with trio.CancelScope(shield=True):
             await stream.aclose()
-        msg = f"cannot connect to the queue manager at {where}: {reason}"
-        raise ConnectionLost(msg) from None
+        raise cannot_connect(where, reason) from None
     return stream
 
 

@@ -70,6 +70,7 @@ from .outcomes import (
     asks_acknowledgment,
 )
 from .outgoing import RemoteDestination
+from .routes import endpoint_text
 
 __all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
 
@@ -218,4 +219,4 @@ def _endpoint(outgoing_name: str) -> str:
         host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
     except ValueError:
         return ""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return endpoint_text(host, port)

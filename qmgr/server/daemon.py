@@ -52,10 +52,11 @@ import trio
 
 import storage
 from qmgr import __version__
-from qmgr.config import Config, host_port_text, local_identity
+from qmgr.config import Config, local_identity
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.limits import Limits
+from qmgr.core.routes import endpoint_text
 from qmgr.core.tokens import TokenBook, load_tokens
 from storage import QueueKind, QueueRecord, Store
 from wire import client as cf
@@ -362,7 +363,7 @@ class Daemon:
             accept_peers_from=[str(network) for network in config.peer_accept_from],
             routes=len(config.routes),
             router=config.peer_router,
-            aliases=[host_port_text(host, port) for host, port in config.aliases],
+            aliases=[endpoint_text(host, port) for host, port in config.aliases],
             outgoing_queues=len(self.peering.outgoing),
             writer="thread" if config.writer_thread else "event loop",
             version=__version__,
@@ -506,7 +507,7 @@ def _open_store(config: Config) -> Store:
 
 def _address(sock: trio.socket.SocketType) -> str:
     host, port = sock.getsockname()[:2]
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return endpoint_text(host, port)
 
 
 async def _watch_signals(

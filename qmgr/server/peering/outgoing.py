@@ -43,7 +43,7 @@ import trio
 import storage
 import wire
 from qmgr.core.errors import InvalidName, QueueNotFound
-from qmgr.core.names import DEFAULT_PEER_PORT, parse_format_name
+from qmgr.core.names import DEFAULT_PEER_PORT, parse_format_name, parse_one_queue
 from qmgr.core.outgoing import RemoteDestination
 from qmgr.core.routes import (
     RouteError,
@@ -409,14 +409,12 @@ class OutgoingQueues:
         text = destination.strip()
         identity = self.parts.identity
         if "\\" in text or "=" in text:
-            parsed = parse_format_name(text, identity)
-            if parsed.is_multiple:
-                msg = f"{destination!r} names several queues: ask about one"
-                raise InvalidName(msg)
-            element = parsed.elements[0]
-            if element.distribution_list:
-                msg = f"{destination!r} is a distribution list: ask about one of its targets"
-                raise InvalidName(msg)
+            element = parse_one_queue(
+                destination,
+                identity,
+                several=" names several queues: ask about one",
+                listed=" is a distribution list: ask about one of its targets",
+            )
             if element.is_local:
                 return ("." if element.host is None else element.host, identity.peer_port), True
             return RemoteDestination.from_address(element).endpoint, False
