@@ -61,6 +61,7 @@ MSMQ_NAMES = {
     "ORDER_QUEUE",
     # constants
     "INFINITE",
+    "MAX_HOPS",
     "MAX_PACKET_SIZE",
     "NULL_GUID",
     "ORDER_ACK_LABEL",
