@@ -20,6 +20,13 @@ gets the real ones, and a module already imported is never replaced.
 
 :func:`lean_libraries` imports structlog and construct that way; ``qmgr
 serve`` calls it before anything else imports them.
+
+A stand-in serves a library that imports the module whole (``import
+asyncio``), as structlog 26 and construct 2.10 do. A library that imported
+a submodule of a deferred package within the block (``import
+asyncio.events``) would load that submodule twice: a module is deferred
+only where that is known not to happen (``tests/test_deferred.py`` checks
+the libraries in use).
 """
 
 from __future__ import annotations

@@ -20,17 +20,21 @@ docs/design.md):
      the OrderAck to the outgoing queue it names, and settles the copy
      awaiting confirmation that the FinalAck is about;
    * an OrderAck or a FinalAck for another queue manager, whose messages we
-     relayed: passed on (:class:`PassOn`), its hop count one more, on a
-     session with that queue manager if there is one, else along its *return
-     path* (the path its messages last arrived on), or dropped
-     (:attr:`ArrivalKind.UNROUTABLE`) if none is known, if that path is
-     the connection it arrived on, or if it has made ``wire.MAX_HOPS``
-     hops: the destination announces again when the source resends. Return
-     paths are where each source's messages *last* came from, so two routers
-     can each hold the other as a source's return path (its messages came
-     through one while the other was down, then the other way round): the
-     hop count is what keeps an acknowledgment from going round between them
-     for ever;
+     relayed: passed on as it is (:class:`PassOn`), on a session with that
+     queue manager if one is open, else along its *return path* (the path
+     its messages last arrived on), or dropped
+     (:attr:`ArrivalKind.UNROUTABLE`): if there is no such path, if it is
+     closing, if it is the connection the acknowledgment arrived on, or if
+     the same acknowledgment (the same bytes: its sender's id for it and its
+     send time included) was among the last
+     :data:`PASSED_ON_REMEMBERED` passed on here. The destination announces again when the source
+     resends. Return paths are where each source's messages *last* came
+     from, so two routers can each hold the other as a source's return path
+     (its messages came through one while the other was down, then the other
+     way round); remembering what was passed on is what keeps an
+     acknowledgment from going round between them for ever. The packet is
+     not changed: [MS-MQQB] wants an OrderAck's and a FinalAck's hop count
+     zero;
    * any other user message (:attr:`ArrivalKind.MESSAGE`): its source queue
      manager's return path is now the path it came on.
 
@@ -112,7 +116,7 @@ import dataclasses
 import enum
 import itertools
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Generic, TypeVar, Unpack
@@ -123,6 +127,7 @@ from .history import MessageHistory, message_keys
 from .incoming import IncomingSequences, SequenceLimits, StreamKey, StreamState, stream_key
 
 __all__ = [
+    "PASSED_ON_REMEMBERED",
     "Accepted",
     "ArrivalKind",
     "Dropped",
@@ -136,6 +141,8 @@ __all__ = [
 P = TypeVar("P")
 
 _U32_MAX: Final = 0xFFFFFFFF
+#: Acknowledgments passed on that are remembered, to drop one that comes back.
+PASSED_ON_REMEMBERED: Final = 1024
 _NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
 
 
@@ -144,8 +151,8 @@ class ArrivalKind(enum.Enum):
 
     #: A user message: ask the core for its destination, then :meth:`Receiver.accept`.
     MESSAGE = "message"
-    #: An OrderAck or FinalAck for another queue manager that cannot be passed
-    #: on (no return path, or back where it came from, or too many hops):
+    #: An OrderAck or FinalAck for another queue manager that is not passed on
+    #: (no open path to it, back where it came from, or come round again):
     #: dropped (acknowledge it at once).
     UNROUTABLE = "unroutable"
 
@@ -230,6 +237,7 @@ class Receiver(Generic[P]):
         wall: unix time now (the age of those keys starts here).
         history_size: the most keys the history keeps.
         history_seconds: the longest it keeps a key.
+        closing: whether a path is closing (nothing is passed on along it).
         limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
             ``max_unannounced``, as for
             :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
@@ -247,6 +255,7 @@ class Receiver(Generic[P]):
         wall: float,
         history_size: int = 10_000,
         history_seconds: float = 1800.0,
+        closing: Callable[[P], bool] = lambda path: False,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
@@ -256,6 +265,9 @@ class Receiver(Generic[P]):
         self._paths: dict[bytes, P] = {}
         #: The path of a session with each queue manager itself (by GUID bytes).
         self._sessions: dict[bytes, P] = {}
+        self._closing = closing
+        #: The acknowledgments passed on lately (a hash of each), oldest first.
+        self._passed_on: dict[int, None] = {}
         self._ack_ids = itertools.count(1)
         #: User messages arrived; rejected by the exactly-once rule; dropped as duplicates.
         self.received = 0
@@ -296,14 +308,22 @@ class Receiver(Generic[P]):
         self, packet: wire.UserMessage, arrived_on: P, target: uuid.UUID, *, recoverable: bool
     ) -> ArrivalKind | PassOn[P]:
         path = self._sessions.get(target.bytes)
-        if path is None:
+        if path is None or self._closing(path):
             path = self._paths.get(target.bytes)
-        hops = packet.user.hop_count + 1
-        if path is None or path is arrived_on or hops > wire.MAX_HOPS:
+        if path is None or path is arrived_on or self._closing(path):
             self.unroutable += 1
             return ArrivalKind.UNROUTABLE
-        user = dataclasses.replace(packet.user, hop_count=hops)
-        data = wire.build_packet(dataclasses.replace(packet, user=user, session=None))
+        data = wire.build_packet(dataclasses.replace(packet, session=None))
+        # The acknowledgment as its sender made it (its id and send time
+        # included): one that comes back here has gone round a loop of return
+        # paths.
+        seen = hash(data)
+        if seen in self._passed_on:
+            self.unroutable += 1
+            return ArrivalKind.UNROUTABLE
+        self._passed_on[seen] = None
+        if len(self._passed_on) > PASSED_ON_REMEMBERED:
+            del self._passed_on[next(iter(self._passed_on))]
         return PassOn(path, data, recoverable)
 
     def accept(

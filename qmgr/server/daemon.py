@@ -226,15 +226,19 @@ class Daemon:
             connections=self.connections,
             data_dir=self.store.path,
         )
-        return http_port(
-            self.config,
-            sources=sources,
-            authorization=authorization,
-            tls=self.tls.http,
-            stopping=lambda: self.stopping,
-            log=self.log,
-            operations=Operations(self.services),
-        )
+        try:
+            return http_port(
+                self.config,
+                sources=sources,
+                authorization=authorization,
+                tls=self.tls.http,
+                stopping=lambda: self.stopping,
+                log=self.log,
+                operations=Operations(self.services),
+            )
+        except ImportError as exc:  # a broken installation: said at start-up
+            msg = f"cannot serve HTTP: {exc}"
+            raise StartupError(msg) from exc
 
     def connections(self) -> dict[str, int]:
         """Open connections by port: clients (TCP and local socket), peers, HTTP."""

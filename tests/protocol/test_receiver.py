@@ -22,6 +22,7 @@ from qmgr.protocol import (
     StreamState,
 )
 from qmgr.protocol.history import message_keys
+from qmgr.protocol.receiver import PASSED_ON_REMEMBERED
 
 from .model_kit import T0
 from .receiver_kit import (
@@ -73,16 +74,28 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
 
 
-def test_an_acknowledgment_passed_on_counts_a_hop_and_is_never_sent_back() -> None:
+def test_an_acknowledgment_is_passed_on_unchanged_and_never_sent_back() -> None:
     machine = receiver()
     accept(machine, message(A, 1, number=1), path="from-a")
+    ack = order_ack(A, 4)
+    passed = machine.arrive(ack, "from-c")
+    assert isinstance(passed, PassOn)
+    assert parse_packet(passed.data) == dataclasses.replace(ack, session=None)
+    # Back on the connection it came from: dropped, not bounced.
+    assert machine.arrive(order_ack(A, 5), "from-a") is ArrivalKind.UNROUTABLE
+    assert machine.unroutable == 1
+
+
+def test_nothing_is_passed_on_along_a_closing_path() -> None:
+    closing = {"with-a"}
+    machine = receiver(closing=closing.__contains__)
+    accept(machine, message(A, 1, number=1), path="from-b")
+    machine.session_opened("with-a", A)
     passed = machine.arrive(order_ack(A, 4), "from-c")
     assert isinstance(passed, PassOn)
-    hops = parse_packet(passed.data).user.hop_count
-    assert hops == 1
-    # Back on the connection it came from: dropped, not bounced.
-    assert machine.arrive(order_ack(A, 4), "from-a") is ArrivalKind.UNROUTABLE
-    assert machine.unroutable == 1
+    assert passed.path == "from-b"  # the session with A is closing
+    closing.add("from-b")
+    assert machine.arrive(order_ack(A, 5), "from-c") is ArrivalKind.UNROUTABLE
 
 
 def test_an_acknowledgment_goes_on_a_session_with_its_queue_manager_first() -> None:
@@ -93,28 +106,41 @@ def test_an_acknowledgment_goes_on_a_session_with_its_queue_manager_first() -> N
     assert isinstance(passed, PassOn)
     assert passed.path == "with-a"
     machine.path_closed("with-a")
-    passed = machine.arrive(order_ack(A, 4), "from-c")
+    passed = machine.arrive(order_ack(A, 5), "from-c")
     assert isinstance(passed, PassOn)
     assert passed.path == "from-b"
 
 
 def test_two_routers_that_hold_each_other_as_a_return_path_stop_passing_an_ack_on() -> None:
     """A's messages reached each router through the other (one was down, then the
-    other way round): an OrderAck for A goes between them only until its hop count
-    is spent, whatever connections carry it."""
+    other way round): an OrderAck for A goes round once and is dropped when it
+    comes back, whatever connections carry it."""
     one, two = receiver(), receiver()
     accept(one, message(A, 1, number=1), path="two->one")
     accept(two, message(A, 2, number=2), path="one->two")
-    packet, at = order_ack(A, 4), one
-    for bounces in range(100):  # noqa: B007
+    packet, at, passes = order_ack(A, 4), one, 0
+    for _ in range(100):
         arrival = at.arrive(packet, "in")
         if arrival is ArrivalKind.UNROUTABLE:
             break
         assert isinstance(arrival, PassOn)
         packet = parse_packet(arrival.data)
         at = two if at is one else one
-    assert bounces == wire.MAX_HOPS
-    assert one.unroutable + two.unroutable == 1
+        passes += 1
+    assert passes == 2
+    assert (one.unroutable, two.unroutable) == (1, 0)
+    # A new acknowledgment (a new id) is passed on again: it is not the same one.
+    assert isinstance(one.arrive(order_ack(A, 5), "in"), PassOn)
+
+
+def test_the_acknowledgments_remembered_are_bounded() -> None:
+    machine = receiver()
+    accept(machine, message(A, 1, number=1), path="from-a")
+    first = order_ack(A, 1)
+    assert isinstance(machine.arrive(first, "from-c"), PassOn)
+    for number in range(2, PASSED_ON_REMEMBERED + 2):
+        assert isinstance(machine.arrive(order_ack(A, number), "from-c"), PassOn)
+    assert isinstance(machine.arrive(first, "from-c"), PassOn)  # forgotten by now
 
 
 def test_a_final_ack_about_our_message_is_handed_over() -> None:

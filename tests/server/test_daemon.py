@@ -17,7 +17,7 @@ import trio
 
 from qmgr.client import ConnectionLost, ShuttingDown, open_client
 from qmgr.config import Config, load_config
-from qmgr.server import ConfigurationError, StartupError, serve
+from qmgr.server import ConfigurationError, StartupError, http, serve
 from qmgr.server.daemon import Daemon, Sockets
 from qmgr.server.listeners import bind_tcp
 from storage import QueueKind, Store
@@ -57,7 +57,9 @@ async def sockets(tmp_path: Path) -> AsyncIterator[Sockets]:
         sock.close()
 
 
-def test_the_parts_are_wired_together(tmp_path: Path, store: Store) -> None:
+def test_the_parts_are_wired_together(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = make_config(
         tmp_path,
         "auth.required=true",
@@ -79,10 +81,21 @@ def test_the_parts_are_wired_together(tmp_path: Path, store: Store) -> None:
     # The HTTP listener authorizes through the same place as client requests.
     assert daemon.http is not None
     assert daemon.http._tally is authorization.tally
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))
     service = trio.run(daemon.http._load)  # what its first connection loads
+    assert frozen  # kept out of the garbage collections, as at start-up
     assert service.app.authorization is authorization  # type: ignore[attr-defined]
     assert daemon.connections() == {"client": 0, "peer": 0, "http": 0}
     assert Daemon(dataclasses.replace(make_config(tmp_path), http_listen=None), store).http is None
+
+
+def test_a_missing_http_library_is_a_start_up_error(
+    tmp_path: Path, store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http, "_LIBRARIES", ("hypercorn", "qmgr_no_such_library"))
+    with pytest.raises(StartupError, match=r"cannot serve HTTP: .* qmgr_no_such_library"):
+        Daemon(make_config(tmp_path), store)
 
 
 async def test_the_http_listener_is_served_with_the_others(

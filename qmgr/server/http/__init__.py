@@ -42,7 +42,9 @@ does not carry them (``port``).
 
 from __future__ import annotations
 
+import gc
 import importlib
+import importlib.util
 import ssl
 from collections.abc import Callable
 from functools import partial
@@ -60,6 +62,10 @@ from .sources import MetricsSources, sample_rates
 
 __all__ = ["HttpPort", "MetricsSources", "http_port"]
 
+#: What the listener's service imports at its first connection: found (not
+#: imported) at start-up, so that a broken installation fails then.
+_LIBRARIES = ("hypercorn", "starlette", "prometheus_client")
+
 
 def http_port(
     config: Config,
@@ -74,6 +80,10 @@ def http_port(
     """The HTTP listener's handler: its application, its metrics and (given the
     operations) its JSON API and console are loaded at its first connection;
     the console's rates are sampled from now."""
+    missing = [name for name in _LIBRARIES if importlib.util.find_spec(name) is None]
+    if missing:
+        msg = f"the HTTP listener needs {', '.join(missing)}, which cannot be imported"
+        raise ImportError(msg)
     history = None if operations is None else RateHistory()
 
     async def load() -> HttpService:
@@ -82,7 +92,7 @@ def http_port(
         await trio.to_thread.run_sync(importlib.import_module, f"{__name__}.service")
         from .service import http_service
 
-        return http_service(
+        service = http_service(
             config,
             sources=sources,
             authorization=authorization,
@@ -91,6 +101,10 @@ def http_port(
             operations=operations,
             history=history,
         )
+        # What was just loaded lives as long as the daemon, like what it made at
+        # start-up: out of every garbage collection (see the daemon's start-up).
+        gc.freeze()
+        return service
 
     port = HttpPort(config, load=load, tally=authorization.tally, tls=tls, log=log)
     if history is not None:

@@ -144,7 +144,7 @@ class HttpPort:
         once loaded), until cancelled."""
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            for task in self.tasks:
+            for task in (*self.tasks, *(() if self.service is None else self.service.tasks)):
                 nursery.start_soon(task)
             try:
                 await trio.serve_listeners(self.handle_connection, listeners)

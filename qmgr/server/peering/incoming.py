@@ -126,6 +126,7 @@ class Incoming:
             history_seconds=config.peer_history_seconds,
             order_ack_delay=config.peer_order_ack_delay,
             max_order_ack_delay=config.peer_order_ack_max_delay,
+            closing=lambda connection: connection.closing,
         )
         self._order_ack_wake = trio.Event()
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.

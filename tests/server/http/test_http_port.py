@@ -387,3 +387,15 @@ async def test_a_service_that_cannot_load_closes_the_connection_and_the_next_tri
         assert port.connections == {}
         assert (await http.get("/healthz")).status == 200
         assert (loads.calls, loads.task_runs) == (2, 1)
+
+
+async def test_a_service_loaded_before_the_listener_serves_gets_its_tasks_then() -> None:
+    port, loads = counted_port()
+    loads.release.set()
+    assert await port._service(structlog.get_logger("t")) is not None
+    assert loads.task_runs == 0  # nothing serves yet
+    async with serving(port) as http:
+        await trio.testing.wait_all_tasks_blocked()
+        assert loads.task_runs == 1
+        assert (await http.get("/healthz")).status == 200
+    assert loads.calls == 1
