@@ -34,6 +34,9 @@ class _NoPeering:
     def refused_by_class(self) -> dict[int, int]:
         return {}
 
+    def acknowledgments_dropped(self) -> int:
+        return 0
+
 
 def standalone_sources(
     store: storage.Store,

@@ -40,6 +40,7 @@ from . import names
 from .errors import InvalidArgument
 from .final_acks import decode_final_ack
 from .outgoing import EntryOrigin, RemoteDestination, decode_entry
+from .routes import endpoint_text
 
 __all__ = ["MAX_FINDINGS", "Finding", "Tracer", "parse_message_id"]
 
@@ -252,4 +253,4 @@ def _endpoint(outgoing_name: str) -> str:
         host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
     except ValueError:
         return ""
-    return f"{host}:{port}"
+    return endpoint_text(host, port)

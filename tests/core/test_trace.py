@@ -88,5 +88,31 @@ def test_one_of_ours_on_its_way_and_its_copy_awaiting_confirmation(qm: CoreHarne
     assert set(found) == {"outgoing", "awaiting-confirmation"}
 
 
+@pytest.mark.parametrize(
+    ("host", "next_hop"),
+    [("10.9.9.9", "10.9.9.9:1801"), ("[2001:db8::9]", "[2001:db8::9]:1801")],
+)
+def test_a_delivered_copy_names_the_queue_manager_to_ask_next(
+    qm: CoreHarness, host: str, next_hop: str
+) -> None:
+    qm.send_tx(
+        f"DIRECT=TCP:{host}:1801\\private$\\orders",
+        b"x",
+        journal=DEADLETTER,
+        acknowledge=NEG_RECEIVE,
+        admin_queue="admin",
+    )
+    [record] = [r for r in qm.core.queues.all() if r.kind is storage.QueueKind.OUTGOING]
+    [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
+    entry = decode_entry(storage.message_payload(stored))
+    message = MessageProperties.from_bytes(entry.data.tobytes())
+    op = qm.core.confirmations.delivered([(message, record.name)])
+    assert op is not None
+    assert qm.write(storage.Unit((op,))).error is None
+    found = {f.kind: f for f in trace(qm, message.message_id)}
+    assert "delivered" in found["awaiting-confirmation"].detail
+    assert found["awaiting-confirmation"].next_hop == next_hop
+
+
 def test_a_message_id_nobody_has_finds_nothing(qm: CoreHarness) -> None:
     assert trace(qm, f"{{{GUID}}}\\9") == []

@@ -347,6 +347,12 @@ class QueueManagerCollector(Collector):
             rejected.add_metric([class_name(value)], count)
         yield rejected
         yield CounterMetricFamily(
+            "qmgr_acknowledgments_dropped",
+            "OrderAcks and FinalAcks for other queue managers that were not passed on "
+            "(no open path to them, or come round again) since the start.",
+            value=sources.peering.acknowledgments_dropped(),
+        )
+        yield CounterMetricFamily(
             "qmgr_access_denied",
             "Requests refused for want of a right since the start.",
             sources.tally.denied,

@@ -52,6 +52,10 @@ class PeeringReadings(Protocol):
         """Messages refused at arrival since the start, by message class."""
         ...
 
+    def acknowledgments_dropped(self) -> int:
+        """OrderAcks and FinalAcks for other queue managers not passed on, since the start."""
+        ...
+
 
 class Batches(Protocol):
     """What the metrics read of the committer."""

@@ -258,6 +258,10 @@ class Peering:
         """Messages refused at arrival since the start, by message class (a copy)."""
         return dict(self.incoming.refused)
 
+    def acknowledgments_dropped(self) -> int:
+        """OrderAcks and FinalAcks for other queue managers not passed on, since the start."""
+        return self.incoming.receiver.unroutable
+
     def sessions(self) -> int:
         """Peer sessions open now, both directions."""
         return sum(1 for connection in self.connections if connection.opened.is_set())

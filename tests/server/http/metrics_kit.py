@@ -33,7 +33,8 @@ class Committer:
 
 
 class Peering:
-    """The outgoing queues it is given; two classes of messages refused."""
+    """The outgoing queues it is given; two classes of messages refused; three
+    acknowledgments dropped."""
 
     def __init__(self, outgoing: list[tuple[int, cf.OutgoingInfo]]) -> None:
         self.outgoing = outgoing
@@ -43,6 +44,9 @@ class Peering:
 
     def refused_by_class(self) -> Mapping[int, int]:
         return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
+
+    def acknowledgments_dropped(self) -> int:
+        return 3
 
 
 def sources_of(

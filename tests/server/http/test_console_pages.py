@@ -42,6 +42,9 @@ class NoPeering:
     def refused_by_class(self) -> Mapping[int, int]:
         return {}
 
+    def acknowledgments_dropped(self) -> int:
+        return 0
+
 
 class NoBatches:
     batches = 0
