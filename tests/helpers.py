@@ -69,6 +69,10 @@ _PRELOAD: Final = [
     "helpers",
     "qmgr.cli",
     "qmgr.server",
+    # A daemon loads its HTTP listener's service at the first connection; the
+    # forked ones of the tests have it already (an exec'd one, as in
+    # tests/integration/test_idle_footprint.py, shows a real daemon's start).
+    "qmgr.server.http.service",
     "qmgr.client",
     "qmgr.logs",
     "_pytest.config",
