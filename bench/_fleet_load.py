@@ -121,6 +121,10 @@ class Load:
         sent = 0
         async with open_client(self._address(name), client_name="bench-source") as qm:
             next_at = time.perf_counter()
+            if rate:
+                # Each paced source starts at its own moment in the first period:
+                # started together, they would all commit at once, every period.
+                next_at += rng.random() / rate
             while time.perf_counter() < until:
                 if rate:
                     await trio.sleep(max(0.0, next_at - time.perf_counter()))

@@ -37,7 +37,8 @@ destinations (one in its own site). Phases, in order:
     empty (the next phase starts then); the CPU the daemons and this process
     used meanwhile (in cores: this process drives all the clients).
 ``latency``
-    sources paced at ``--latency-rate`` transactions/s fleet-wide for
+    sources paced at ``--latency-rate`` transactions/s fleet-wide (each at
+    its own moment in the period, not all at once) for
     ``--latency-seconds``: commit returned -> the consumer peeked it, p50 and
     p99 by queue-manager hops (1: within a site; 2: from or to a first gate
     across sites; 3: host to host across sites).
