@@ -30,6 +30,7 @@ WITHIN = 15.0
 DEADXACT = "system$;deadxact"
 
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.remote.webdriver import WebDriver  # noqa: E402
@@ -83,7 +84,15 @@ def _log_in(browser: WebDriver, base: str, token: str) -> None:
 
 
 def _text(browser: WebDriver, element_id: str) -> str:
-    return str(browser.find_element(By.ID, element_id).text)
+    """The text of an element. The live part of a page is replaced every 2 s, so an
+    element found may be replaced before its text is read: it is found again then."""
+    for _ in range(10):
+        try:
+            return str(browser.find_element(By.ID, element_id).text)
+        except StaleElementReferenceException:
+            continue
+    msg = f"#{element_id} was replaced ten times in a row"
+    raise AssertionError(msg)
 
 
 def test_an_operator_s_session_in_a_browser(
@@ -91,7 +100,11 @@ def test_an_operator_s_session_in_a_browser(
 ) -> None:
     daemon = daemon_factory(name="qm-console", extra_args=auth_required(TOKENS, admins=["root"]))
     base = f"http://127.0.0.1:{daemon.http_port}"
-    wait = WebDriverWait(browser, WITHIN, poll_frequency=0.1)
+    # The live part of a page is replaced every 2 s: an element a condition found
+    # may be gone when it reads it, and the condition is tried again.
+    wait = WebDriverWait(
+        browser, WITHIN, poll_frequency=0.1, ignored_exceptions=(StaleElementReferenceException,)
+    )
     with connect(daemon.address, token=TOKENS["root"]) as qm:
         qm.create_queue("orders", transactional=True)
         qm.grant("orders", "app", "receive")  # browse, but not purge
