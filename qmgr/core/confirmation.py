@@ -69,8 +69,7 @@ from .outcomes import (
     Outcomes,
     asks_acknowledgment,
 )
-from .outgoing import RemoteDestination
-from .routes import endpoint_text
+from .outgoing import RemoteDestination, endpoint_of
 
 __all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
 
@@ -169,7 +168,7 @@ class Confirmations:
         copies = self._store.confirmations(ordinal)
         if not copies:
             return None
-        matching = [c for c in copies if endpoint and _endpoint(c.destination) == endpoint]
+        matching = [c for c in copies if endpoint and endpoint_of(c.destination) == endpoint]
         delivered = [c for c in copies if c.delivered]
         copy = (matching or delivered or copies)[0]
         message = MessageProperties.from_bytes(copy.payload)
@@ -211,12 +210,3 @@ def _source_keeps(message_class: int) -> bool:
     return bool(message_class & RECEIVE_BIT) or (
         message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
     )
-
-
-def _endpoint(outgoing_name: str) -> str:
-    """``host:port`` of the queue manager an outgoing queue's messages go to."""
-    try:
-        host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
-    except ValueError:
-        return ""
-    return endpoint_text(host, port)

@@ -41,6 +41,7 @@ from typing import Final
 from storage import AppendOutgoing
 
 from .names import DEFAULT_PEER_PORT, QueueAddress
+from .routes import endpoint_text
 
 __all__ = [
     "OUTGOING_PREFIX",
@@ -48,6 +49,7 @@ __all__ = [
     "OutgoingEntry",
     "RemoteDestination",
     "decode_entry",
+    "endpoint_of",
     "entry_prefix",
 ]
 
@@ -109,6 +111,11 @@ class RemoteDestination:
     def endpoint(self) -> tuple[str, int]:
         """The destination queue manager's host and peer port."""
         return self.host, self.port
+
+    @property
+    def endpoint_text(self) -> str:
+        """The destination queue manager's ``host:port`` as written (``[v6]:port``)."""
+        return endpoint_text(self.host, self.port)
 
     def append_entry(
         self,
@@ -182,3 +189,12 @@ def decode_entry(payload: bytes | memoryview) -> OutgoingEntry:
         bool(flags & (_RECOVERABLE | _TRANSACTIONAL)),
         view[2:],
     )
+
+
+def endpoint_of(outgoing_name: str) -> str:
+    """``host:port`` (``[v6]:port``) of the queue manager an outgoing queue's
+    messages go to; "" for a name that is not an outgoing queue's."""
+    try:
+        return RemoteDestination.from_outgoing_name(outgoing_name).endpoint_text
+    except ValueError:
+        return ""

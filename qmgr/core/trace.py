@@ -39,8 +39,7 @@ from wire import MessageProperties
 from . import names
 from .errors import InvalidArgument
 from .final_acks import decode_final_ack
-from .outgoing import EntryOrigin, RemoteDestination, decode_entry
-from .routes import endpoint_text
+from .outgoing import EntryOrigin, RemoteDestination, decode_entry, endpoint_of
 
 __all__ = ["MAX_FINDINGS", "Finding", "Tracer", "parse_message_id"]
 
@@ -149,7 +148,7 @@ class Tracer:
                         0.0,
                         copy.last_class,
                         f"copy kept for the confirmation process: {state}, {deadline}",
-                        _endpoint(copy.destination) if copy.delivered else "",
+                        endpoint_of(copy.destination) if copy.delivered else "",
                     )
                 )
         else:
@@ -245,12 +244,3 @@ def _destination(outgoing_name: str) -> str:
         return RemoteDestination.from_outgoing_name(outgoing_name).display_name
     except ValueError:
         return outgoing_name
-
-
-def _endpoint(outgoing_name: str) -> str:
-    """``host:port`` of the queue manager an outgoing queue's messages go to."""
-    try:
-        host, port = RemoteDestination.from_outgoing_name(outgoing_name).endpoint
-    except ValueError:
-        return ""
-    return endpoint_text(host, port)
