@@ -307,10 +307,8 @@ class Receiver(Generic[P]):
     def _pass_on(
         self, packet: wire.UserMessage, arrived_on: P, target: uuid.UUID, *, recoverable: bool
     ) -> ArrivalKind | PassOn[P]:
-        path = self._sessions.get(target.bytes)
-        if path is None or self._closing(path):
-            path = self._paths.get(target.bytes)
-        if path is None or path is arrived_on or self._closing(path):
+        path = self._route(target.bytes)
+        if path is None or path is arrived_on:
             self.unroutable += 1
             return ArrivalKind.UNROUTABLE
         data = wire.build_packet(dataclasses.replace(packet, session=None))
@@ -439,6 +437,23 @@ class Receiver(Generic[P]):
     def paths(self) -> Mapping[bytes, P]:
         """Every known return path, by source QM GUID bytes (a read-only view)."""
         return MappingProxyType(self._paths)
+
+    def routes(self) -> dict[bytes, P]:
+        """The path that reaches each queue manager now, by GUID bytes: a session
+        with it if one is open, else its return path (closing ones left out). The
+        FinalAcks this queue manager owes go the same way as those it passes on."""
+        return {
+            qm: path
+            for qm in {*self._paths, *self._sessions}
+            if (path := self._route(qm)) is not None
+        }
+
+    def _route(self, qm: bytes) -> P | None:
+        """The path to the queue manager ``qm`` (see :meth:`routes`), or None."""
+        for path in (self._sessions.get(qm), self._paths.get(qm)):
+            if path is not None and not self._closing(path):
+                return path
+        return None
 
     def session_opened(self, path: P, remote_qm: uuid.UUID) -> None:
         """A session with ``remote_qm`` opened on ``path``: acknowledgments for that

@@ -86,6 +86,20 @@ def test_an_acknowledgment_is_passed_on_unchanged_and_never_sent_back() -> None:
     assert machine.unroutable == 1
 
 
+def test_the_routes_to_queue_managers_are_a_session_first_then_a_return_path() -> None:
+    closing: set[str] = set()
+    machine = receiver(closing=closing.__contains__)
+    accept(machine, message(A, 1, number=1), path="from-b")
+    accept(machine, message(B, 1, number=1), path="from-b")
+    machine.session_opened("with-a", A)
+    machine.session_opened("with-c", C)
+    assert machine.routes() == {A.bytes: "with-a", B.bytes: "from-b", C.bytes: "with-c"}
+    closing.update({"with-a", "with-c"})
+    assert machine.routes() == {A.bytes: "from-b", B.bytes: "from-b"}
+    machine.path_closed("from-b")
+    assert machine.routes() == {}
+
+
 def test_nothing_is_passed_on_along_a_closing_path() -> None:
     closing = {"with-a"}
     machine = receiver(closing=closing.__contains__)

@@ -221,20 +221,8 @@ class Peering:
     def _final_ack_paths(self) -> Mapping[bytes, PeerConnection]:
         """The connection that reaches each source queue manager now: an open
         session whose handshake named it, else the one its messages last came in
-        on (as for the acknowledgments passed on, ``qmgr.protocol.receiver``)."""
-        paths = {
-            source: connection
-            for source, connection in self.incoming.receiver.paths().items()
-            if not connection.closing
-        }
-        paths.update(
-            (connection.remote_qm.bytes, connection)
-            for connection in self.connections
-            if connection.opened.is_set()
-            and not connection.closing
-            and connection.remote_qm is not None
-        )
-        return paths
+        on (``Receiver.routes``, as for the acknowledgments passed on)."""
+        return self.incoming.receiver.routes()
 
     # ------------------------------------------------------------------ control and status
 
