@@ -22,12 +22,15 @@ _NOTE = struct.Struct(">IIII")
 _FINAL_ACK = struct.Struct(">HIIII")
 #: MQMSG_DEADLETTER | MQMSG_JOURNAL: the levels that ask for confirmation.
 _CONFIRMED = 0x03
+#: TransactionHeader's FA bit as a plain int (``int & IntFlag`` goes through
+#: the enum's slow path, once per arriving message).
+_FINAL_ACK_BIT = int(TransactionFlags.FINAL_ACK)
 
 
 def wants_final_ack(message: MessageProperties, header: TransactionHeader) -> bool:
     """True if an arriving transactional message asks for a FinalAck (its header's
     FA flag, or a journal level that runs the confirmation process)."""
-    return bool(header.flags & TransactionFlags.FINAL_ACK or message.journal & _CONFIRMED)
+    return bool(header.flags & _FINAL_ACK_BIT or message.journal & _CONFIRMED)
 
 
 def final_ack_note(header: TransactionHeader) -> bytes:

@@ -40,8 +40,10 @@ from .sequence_values import EntryKind
 
 __all__ = ["LIVE", "TRANSITIONS", "Entry", "EntryTable", "Event", "State"]
 
-State = enum.Enum("State", "WAITING SENT DONE FORGETTING")
-Event = enum.Enum("Event", "TRANSMIT UNSEND ACK FORGET_START FORGET_FAIL")
+# Integer enums: each entry's sending takes several look-ups keyed by them, and
+# an int's hash is computed in C where a plain Enum's is a Python call.
+State = enum.IntEnum("State", "WAITING SENT DONE FORGETTING")
+Event = enum.IntEnum("Event", "TRANSMIT UNSEND ACK FORGET_START FORGET_FAIL")
 
 #: The life of one entry: for each event, the states it applies to and the state
 #: it leads to. Leaving the table (forgotten, removed) is allowed from every

@@ -231,12 +231,48 @@ class _Run:
     spans: list[tuple[int, int]] = field(default_factory=list)
     #: Incoming streams advanced by this run, with the state record that the
     #: run's unit writes last (one per stream).
-    streams: dict[StreamKey, storage.Operation] = field(default_factory=dict)
+    streams: dict[StreamKey, storage.RecordIncoming] = field(default_factory=dict)
+    #: Where each of those streams stood before the run's first message of it
+    #: (the ``follows`` its last record is written with).
+    follows: dict[StreamKey, tuple[int, int] | None] = field(default_factory=dict)
     #: The receiver's acceptances in this run: rolled back if its write fails.
     accepted: list[Accepted] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.after)
+
+    def add(
+        self,
+        ops: tuple[storage.Operation, ...],
+        after: Callable[[list[storage.Result]], None],
+        *,
+        accepted: Accepted | None,
+        stream: StreamKey | None,
+        record: storage.RecordIncoming | None,
+    ) -> None:
+        """One packet's part of the write (see :meth:`PeerConnection.store`)."""
+        start = len(self.ops)
+        self.ops.extend(ops)
+        self.spans.append((start, len(self.ops)))
+        self.after.append(after)
+        if accepted is not None:
+            self.accepted.append(accepted)
+        if stream is not None and record is not None:
+            # The write checks where the stream stood before its first message.
+            self.follows.setdefault(stream, record.follows)
+            self.streams.pop(stream, None)  # keep insertion order = last update
+            self.streams[stream] = record
+
+    def records(self) -> list[storage.RecordIncoming]:
+        """The last record of each stream, written with where the stream stood
+        before the run (built once per stream and write, not per message)."""
+        records = []
+        for stream, record in self.streams.items():
+            follows = self.follows[stream]
+            if record.follows != follows:
+                record = dataclasses.replace(record, follows=follows)
+            records.append(record)
+        return records
 
 
 class PeerConnection:
@@ -391,8 +427,9 @@ class PeerConnection:
                 msg = "the peer closed the connection"
                 raise PeerClosed(msg)
             decoder.receive_data(bytes(data))
+            now = trio.current_time()  # the packets of one read arrived together
             while (packet := decoder.next_packet()) is not None:
-                self._handle(session.receive(packet, trio.current_time()))
+                self._handle(session.receive(packet, now))
                 if self.closing:
                     break
             if len(self._run):
@@ -471,7 +508,7 @@ class PeerConnection:
         *,
         accepted: Accepted | None = None,
         stream: StreamKey | None = None,
-        record: storage.Operation | None = None,
+        record: storage.RecordIncoming | None = None,
     ) -> None:
         """Add an arrived packet's operations (perhaps none) to the next write;
         ``after`` runs once they are persisted, with their results, after those
@@ -479,21 +516,7 @@ class PeerConnection:
         acceptance (rolled back if the write fails); ``record`` writes where the
         message's stream ``stream`` now stands: the write ends with the last
         record of each stream."""
-        run = self._run
-        start = len(run.ops)
-        run.ops.extend(ops)
-        run.spans.append((start, len(run.ops)))
-        run.after.append(after)
-        if accepted is not None:
-            run.accepted.append(accepted)
-        if stream is not None and record is not None:
-            earlier = run.streams.pop(stream, None)  # keep insertion order = last update
-            if isinstance(earlier, storage.RecordIncoming) and isinstance(
-                record, storage.RecordIncoming
-            ):
-                # The write checks where the stream stood before its first message.
-                record = dataclasses.replace(record, follows=earlier.follows)
-            run.streams[stream] = record
+        self._run.add(ops, after, accepted=accepted, stream=stream, record=record)
 
     def acknowledge(self, recoverable_number: int | None) -> None:
         """An arrived packet is persisted (or needed no write): a recoverable one
@@ -515,7 +538,7 @@ class PeerConnection:
             run, self._run = self._run, _Run()
             self._run_bytes = 0
             self._run_taken.set()
-            unit = storage.Unit((*run.ops, *run.streams.values()))
+            unit = storage.Unit((*run.ops, *run.records()))
             try:
                 outcome = await context.parts.committer.submit(unit)
             except Exception as exc:
