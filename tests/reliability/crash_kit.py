@@ -37,6 +37,21 @@ def reconnecting(address: str, stop: threading.Event) -> Iterator[QueueManager]:
             yield qm
 
 
+def work_in_rounds(
+    address: str, stop: threading.Event, one_round: Callable[[QueueManager, int], bool]
+) -> None:
+    """A client thread's loop across crashes: ``one_round(qm, number)`` with the
+    numbers 1, 2, ... until ``stop`` is set, on a connection to ``address`` that
+    is replaced (see :func:`reconnecting`) after a round returns False (it lost
+    its connection)."""
+    number = 0
+    for qm in reconnecting(address, stop):
+        while not stop.is_set():
+            number += 1
+            if not one_round(qm, number):
+                break
+
+
 @dataclass(frozen=True, kw_only=True)
 class Crashes:
     """How a crash test kills its daemon while its clients work (see

@@ -24,10 +24,10 @@ import threading
 from dataclasses import dataclass, field
 
 import pytest
-from crash_kit import Crashes, kill_while_working, reconnecting
+from crash_kit import Crashes, kill_while_working, work_in_rounds
 from helpers import DaemonProcess, drain, wait_until
 
-from qmgr.client import ConnectionLost, QueueError, connect
+from qmgr.client import ConnectionLost, QueueError, QueueManager, connect
 
 SOURCE_MESSAGES = 400
 #: A kill after every 4 commits (within 30 s), up to 0.15 s later.
@@ -49,43 +49,44 @@ def _body(tx_name: str, index: int) -> bytes:
 
 def _worker(address: str, worker: int, stop: threading.Event, ledger: Ledger, seed: int) -> None:
     rng = random.Random(seed)
-    sequence = 0
-    for qm in reconnecting(address, stop):
-        while not stop.is_set():
-            sequence += 1
-            tx_name = f"w{worker}-t{sequence}"
-            planned: list[bytes] = []
-            commit_sent = False
-            try:
-                tx = qm.begin()
-                moved = tx.receive("source", timeout=0.0)
-                if moved is not None:
-                    marker = f"moved:{moved.lookup_id}:{tx_name}:".encode()
-                    planned.append(marker + moved.body)
-                for index in range(rng.randint(1, 4)):
-                    planned.append(_body(tx_name, index))
-                for body in planned:
-                    tx.send("sink", body)
-                if rng.random() < 0.15:
-                    tx.abort()
-                    ledger.aborted.append(tx_name)
-                    continue
-                commit_sent = True
-                tx.commit()
-                ledger.committed.append((tx_name, planned))
-            except (ConnectionLost, OSError):
-                if commit_sent:
-                    ledger.in_doubt.append((tx_name, planned))
-                else:
-                    ledger.aborted.append(tx_name)
-                break
-            except QueueError as exc:  # e.g. shutting down while the daemon stops
-                if commit_sent:
-                    ledger.in_doubt.append((tx_name, planned))
-                else:
-                    ledger.aborted.append(tx_name)
-                if "shutting down" not in str(exc):
-                    raise
+
+    def one_transaction(qm: QueueManager, sequence: int) -> bool:
+        tx_name = f"w{worker}-t{sequence}"
+        planned: list[bytes] = []
+        commit_sent = False
+        try:
+            tx = qm.begin()
+            moved = tx.receive("source", timeout=0.0)
+            if moved is not None:
+                marker = f"moved:{moved.lookup_id}:{tx_name}:".encode()
+                planned.append(marker + moved.body)
+            for index in range(rng.randint(1, 4)):
+                planned.append(_body(tx_name, index))
+            for body in planned:
+                tx.send("sink", body)
+            if rng.random() < 0.15:
+                tx.abort()
+                ledger.aborted.append(tx_name)
+                return True
+            commit_sent = True
+            tx.commit()
+            ledger.committed.append((tx_name, planned))
+        except (ConnectionLost, OSError):
+            if commit_sent:
+                ledger.in_doubt.append((tx_name, planned))
+            else:
+                ledger.aborted.append(tx_name)
+            return False
+        except QueueError as exc:  # e.g. shutting down while the daemon stops
+            if commit_sent:
+                ledger.in_doubt.append((tx_name, planned))
+            else:
+                ledger.aborted.append(tx_name)
+            if "shutting down" not in str(exc):
+                raise
+        return True
+
+    work_in_rounds(address, stop, one_transaction)
 
 
 @pytest.mark.slow

@@ -26,7 +26,7 @@ import random
 import threading
 from dataclasses import dataclass, field
 
-from crash_kit import Crashes, kill_while_working, reconnecting, short_and_soak
+from crash_kit import Crashes, kill_while_working, short_and_soak, work_in_rounds
 from helpers import DaemonProcess, drain, wait_until
 
 from qmgr.client import (
@@ -78,32 +78,33 @@ def _resolve(qm: QueueManager, tx_object: object, xid: str, commit: bool, by_xid
 
 def _worker(address: str, worker: int, stop: threading.Event, ledger: Ledger, seed: int) -> None:
     rng = random.Random(seed)
-    sequence = 0
-    for qm in reconnecting(address, stop):
-        while not stop.is_set():
-            sequence += 1
-            xid = f"w{worker}-{sequence}"
-            ledger.begun.append(xid)
-            commit = rng.random() >= 0.25
-            try:
-                tx = qm.begin(xid=xid)
-                message = tx.receive("src", timeout=0.2)
-                if message is None:
-                    tx.abort()
-                    continue
-                ledger.moved[xid] = message.body
-                tx.send("dst", message.body)
-                ledger.wanted[xid] = commit
-                tx.prepare()
-                ledger.prepared.add(xid)
-                _resolve(qm, tx, xid, commit, by_xid=rng.random() < 0.5)
-                ledger.resolved[xid] = commit
-            except (ConnectionLost, OSError):
-                break
-            except QueueError as exc:  # e.g. shutting down while the daemon stops
-                if "shutting down" not in str(exc):
-                    raise
-                break
+
+    def one_move(qm: QueueManager, sequence: int) -> bool:
+        xid = f"w{worker}-{sequence}"
+        ledger.begun.append(xid)
+        commit = rng.random() >= 0.25
+        try:
+            tx = qm.begin(xid=xid)
+            message = tx.receive("src", timeout=0.2)
+            if message is None:
+                tx.abort()
+                return True
+            ledger.moved[xid] = message.body
+            tx.send("dst", message.body)
+            ledger.wanted[xid] = commit
+            tx.prepare()
+            ledger.prepared.add(xid)
+            _resolve(qm, tx, xid, commit, by_xid=rng.random() < 0.5)
+            ledger.resolved[xid] = commit
+        except (ConnectionLost, OSError):
+            return False
+        except QueueError as exc:  # e.g. shutting down while the daemon stops
+            if "shutting down" not in str(exc):
+                raise
+            return False
+        return True
+
+    work_in_rounds(address, stop, one_move)
 
 
 def _settle(address: str, worker: int, ledger: Ledger) -> None:
