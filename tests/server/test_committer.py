@@ -157,6 +157,28 @@ async def test_a_batch_waits_only_for_the_connections_expected_in_time(
     assert spy.batches == batches
 
 
+async def test_a_connection_that_reads_twice_in_a_transaction_is_expected_at_its_pace_of_units(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A consumer: a receive, then the commit 0.1 ms later, then a wait for the
+    # next message. Its reads are 0.1 ms apart, but its commits 0.2 s apart: a
+    # producer's commit after the consumer's does not wait for it.
+    handed_over = handed_to_writer(monkeypatch)
+    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
+    async with running_committer(store, thread=False) as committer:
+        committer.note_read(2, trio.current_time())
+        assert (await committer.submit(append(store), source=2)).error is None
+        await trio.sleep(0.2)
+        read = trio.current_time()
+        committer.note_read(2, read - 0.0001)  # the receive
+        assert (await committer.submit(append(store), source=2)).error is None
+        committer.note_read(2, read)  # the commit's read, noted once it is answered
+        committer.note_read(1, trio.current_time())
+        assert (await committer.submit(append(store), source=1)).error is None
+    # Every unit was written at once by its submitter.
+    assert handed_over == []
+
+
 @pytest.mark.parametrize("thread", [True, False])
 async def test_concurrent_submitters_share_batches(
     store: Store, monkeypatch: pytest.MonkeyPatch, thread: bool
