@@ -16,12 +16,13 @@ syncs (group commit).
   unless it has been silent for :data:`QUIET_SECONDS`, waits for a message
   or has closed. A client in a loop of commits is expected about one write
   after its answer; a producer paced at 500 messages a second, 2 ms after
-  its last send. When the requests of a read ended a unit (a commit), the
-  connection is expected no sooner than the time between its last two
-  units: a consumer reads twice in a transaction (the receive, then the
-  commit 0.1 ms later) and then waits for its next message, and the
-  interval of those two reads would have a producer's commit wait for a
-  unit that is not coming. Beside a producer at 500/s, this took the p99
+  its last send. When the requests of a read, or of the read before it,
+  ended a unit (a commit), the connection is expected no sooner than the
+  time between its last two units: a consumer reads twice or more in a
+  transaction (receives, then the commit 0.1 ms later) and then waits for
+  its next message or, when it is behind, receives again at once, and the
+  interval of those reads would have a producer's commit wait for a unit
+  that is not coming. Beside a producer at 500/s, this took the p99
   from commit to receive from 2.6 to 1.7 ms with a consumer taking up to
   ten messages a transaction, and from 1.9 to 1.2 ms with one (medians of
   interleaved runs, ``docs/side-by-side.md``).
@@ -186,9 +187,11 @@ class Committer:
         interval = now - previous
         unit = self._units.get(source)
         if unit is not None and unit[0] >= previous:
-            # Its requests since the last read ended a unit: it commits next at
-            # its pace of units, not at that of its reads (a consumer reads
-            # twice within a transaction, and then waits for a message).
+            # Its requests in this read or the one before ended a unit: it
+            # commits next at its pace of units, not at that of its reads. A
+            # consumer reads twice or more within a transaction (receives, then
+            # the commit): neither the commit's read nor the receive after it
+            # says when it commits next.
             interval = max(interval, unit[1])
         self._expected[source] = now + interval
 

@@ -179,6 +179,32 @@ async def test_a_connection_that_reads_twice_in_a_transaction_is_expected_at_its
     assert handed_over == []
 
 
+async def test_the_receive_after_a_commit_is_expected_at_the_pace_of_units_too(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A consumer that is behind: its next receive finds a message at once,
+    # right after its commit. That read's interval does not say when it commits
+    # next either: a producer's commit, once that interval has passed, does not
+    # wait for it.
+    handed_over = handed_to_writer(monkeypatch)
+    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
+    async with running_committer(store, thread=False) as committer:
+        committer.note_read(2, trio.current_time())
+        assert (await committer.submit(append(store), source=2)).error is None
+        await trio.sleep(0.2)
+        commit_read = trio.current_time()
+        committer.note_read(2, commit_read)
+        assert (await committer.submit(append(store), source=2)).error is None
+        receive_read = trio.current_time()
+        committer.note_read(2, receive_read)
+        # Past the time the pace of its reads would expect it (that of its
+        # units: 0.2 s on).
+        await trio.sleep(2 * (receive_read - commit_read) + 0.01)
+        committer.note_read(1, trio.current_time())
+        assert (await committer.submit(append(store), source=1)).error is None
+    assert handed_over == []
+
+
 @pytest.mark.parametrize("thread", [True, False])
 async def test_concurrent_submitters_share_batches(
     store: Store, monkeypatch: pytest.MonkeyPatch, thread: bool

@@ -229,12 +229,12 @@ class _Run:
     after: list[Callable[[list[storage.Result]], None]] = field(default_factory=list)
     #: (slice of ops) for each callback.
     spans: list[tuple[int, int]] = field(default_factory=list)
-    #: Incoming streams advanced by this run, with the state record that the
-    #: run's unit writes last (one per stream).
-    streams: dict[StreamKey, storage.RecordIncoming] = field(default_factory=dict)
-    #: Where each of those streams stood before the run's first message of it
-    #: (the ``follows`` its last record is written with).
-    follows: dict[StreamKey, tuple[int, int] | None] = field(default_factory=dict)
+    #: Incoming streams advanced by this run: where each stood before the run's
+    #: first message of it (the ``follows`` to write), and the state record of
+    #: its last message, which the run's unit writes last.
+    streams: dict[StreamKey, tuple[tuple[int, int] | None, storage.RecordIncoming]] = field(
+        default_factory=dict
+    )
     #: The receiver's acceptances in this run: rolled back if its write fails.
     accepted: list[Accepted] = field(default_factory=list)
 
@@ -258,21 +258,18 @@ class _Run:
         if accepted is not None:
             self.accepted.append(accepted)
         if stream is not None and record is not None:
-            # The write checks where the stream stood before its first message.
-            self.follows.setdefault(stream, record.follows)
-            self.streams.pop(stream, None)  # keep insertion order = last update
-            self.streams[stream] = record
+            # The write checks where the stream stood before its first message;
+            # popped, so that insertion order follows the last update.
+            follows, _ = self.streams.pop(stream, (record.follows, record))
+            self.streams[stream] = (follows, record)
 
     def records(self) -> list[storage.RecordIncoming]:
         """The last record of each stream, written with where the stream stood
         before the run (built once per stream and write, not per message)."""
-        records = []
-        for stream, record in self.streams.items():
-            follows = self.follows[stream]
-            if record.follows != follows:
-                record = dataclasses.replace(record, follows=follows)
-            records.append(record)
-        return records
+        return [
+            record if record.follows == follows else dataclasses.replace(record, follows=follows)
+            for follows, record in self.streams.values()
+        ]
 
 
 class PeerConnection:
