@@ -19,6 +19,7 @@ from server.committer_kit import running_committer
 import storage
 from qmgr.core.errors import ShuttingDown
 from qmgr.server import committer as committer_module
+from qmgr.server.committer import Committer
 from qmgr.server.writer import Writer
 from storage import AppendMessage, CreateQueue, Store, Unit, UnitOutcome
 
@@ -157,6 +158,23 @@ async def test_a_batch_waits_only_for_the_connections_expected_in_time(
     assert spy.batches == batches
 
 
+async def commit_of_a_consumer(
+    committer: Committer, store: Store, *, receive_before: bool
+) -> float:
+    """Connection 2 commits, and 0.2 s later commits again (its units' pace),
+    after a receive read 0.1 ms before that commit's read if ``receive_before``;
+    returns when the second commit was read."""
+    committer.note_read(2, trio.current_time())
+    assert (await committer.submit(append(store), source=2)).error is None
+    await trio.sleep(0.2)
+    read = trio.current_time()
+    if receive_before:
+        committer.note_read(2, read - 0.0001)
+    assert (await committer.submit(append(store), source=2)).error is None
+    committer.note_read(2, read)  # the commit's read, noted once it is answered
+    return read
+
+
 async def test_a_connection_that_reads_twice_in_a_transaction_is_expected_at_its_pace_of_units(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -166,13 +184,7 @@ async def test_a_connection_that_reads_twice_in_a_transaction_is_expected_at_its
     handed_over = handed_to_writer(monkeypatch)
     monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
     async with running_committer(store, thread=False) as committer:
-        committer.note_read(2, trio.current_time())
-        assert (await committer.submit(append(store), source=2)).error is None
-        await trio.sleep(0.2)
-        read = trio.current_time()
-        committer.note_read(2, read - 0.0001)  # the receive
-        assert (await committer.submit(append(store), source=2)).error is None
-        committer.note_read(2, read)  # the commit's read, noted once it is answered
+        await commit_of_a_consumer(committer, store, receive_before=True)
         committer.note_read(1, trio.current_time())
         assert (await committer.submit(append(store), source=1)).error is None
     # Every unit was written at once by its submitter.
@@ -189,12 +201,7 @@ async def test_the_receive_after_a_commit_is_expected_at_the_pace_of_units_too(
     handed_over = handed_to_writer(monkeypatch)
     monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
     async with running_committer(store, thread=False) as committer:
-        committer.note_read(2, trio.current_time())
-        assert (await committer.submit(append(store), source=2)).error is None
-        await trio.sleep(0.2)
-        commit_read = trio.current_time()
-        committer.note_read(2, commit_read)
-        assert (await committer.submit(append(store), source=2)).error is None
+        commit_read = await commit_of_a_consumer(committer, store, receive_before=False)
         receive_read = trio.current_time()
         committer.note_read(2, receive_read)
         # Past the time the pace of its reads would expect it (that of its
