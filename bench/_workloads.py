@@ -131,6 +131,44 @@ def lmdb_commit_rate(directory: Path, seconds: float) -> float:
         shutil.rmtree(path)
 
 
+def lmdb_pair_latency(directory: Path, seconds: float, rate: float) -> tuple[float, float]:
+    """p50 and p99 in ms of two synced LMDB commits in a row (a 256-byte put,
+    then its delete), paced at ``rate`` pairs per second for ``seconds``.
+
+    The disk's part of ``latency``: there a message is written by the
+    sender's commit and removed by the receiver's, each one synced commit.
+    """
+    path = directory / "lmdb-pair-probe"
+    env = lmdb.open(str(path), map_size=1 << 28)
+    durations: list[float] = []
+    try:
+        interval = 1.0 / rate
+        next_pair = time.perf_counter()
+        for index in range(int(seconds * rate)):
+            delay = next_pair - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            key = index.to_bytes(8, "big")
+            start = time.perf_counter()
+            with env.begin(write=True) as txn:
+                txn.put(key, BODY)
+            with env.begin(write=True) as txn:
+                txn.delete(key)
+            durations.append(time.perf_counter() - start)
+            next_pair += interval
+    finally:
+        env.close()
+        shutil.rmtree(path)
+    return _p50_p99_ms(durations)
+
+
+def _p50_p99_ms(durations: list[float]) -> tuple[float, float]:
+    """The median and the 99th percentile of ``durations`` (seconds), in ms."""
+    durations.sort()
+    p99 = durations[min(len(durations) - 1, int(len(durations) * 0.99))]
+    return statistics.median(durations) * 1000, p99 * 1000
+
+
 # --------------------------------------------------------------------------
 # The daemon's loads
 # --------------------------------------------------------------------------
@@ -331,7 +369,4 @@ def latency(address: str, queue: str, seconds: float, rate: float) -> tuple[floa
         thread.join()
     if failures:
         raise failures[0]
-    latencies.sort()
-    p50 = statistics.median(latencies)
-    p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
-    return p50 * 1000, p99 * 1000
+    return _p50_p99_ms(latencies)
