@@ -8,13 +8,14 @@ the CPU seconds the daemon and this process used meanwhile.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import shutil
 import statistics
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from multiprocessing.synchronize import Event as ProcessEvent
 from pathlib import Path
 
 import lmdb
@@ -320,53 +321,72 @@ def receives_concurrent(
     return concurrent_clients(daemon, seconds, clients, step)
 
 
-def latency(address: str, queue: str, seconds: float, rate: float) -> tuple[float, float]:
-    """p50 and p99 in ms from a sender calling commit to a blocked receiver having the message.
+def latency(
+    address: str, queue: str, seconds: float, rate: float
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """p50 and p99 in ms from a sender calling commit to a blocked receiver having
+    the message, and p50 and p99 of the sender's commit (call to return).
 
     The sender commits one message per transaction at a paced ``rate``; the
-    receiver takes each as a single-message transaction (``qm.receive``),
-    which returns once the removal is synced, so both syncs are included.
+    receiver, in a process of its own as an application's would be, takes
+    each as a single-message transaction (``qm.receive``), which returns once
+    the removal is synced. The body carries the sender's stamp
+    (``time.monotonic_ns``, one clock for both processes).
     """
-    latencies: list[float] = []
-    committed_at: dict[bytes, float] = {}
+    commits: list[float] = []
     count = int(seconds * rate)
-    ready = threading.Event()
-    failures: list[BaseException] = []
-
-    def receiver() -> None:
-        try:
-            with connect_to(address) as qm:
-                ready.set()
-                for _ in range(count):
-                    message = qm.receive(queue, timeout=10.0)
-                    now = time.perf_counter()
-                    if message is None:
-                        raise SystemExit("latency: a message did not arrive within 10 s")
-                    latencies.append(now - committed_at[message.body[:16]])
-        except BaseException as exc:
-            failures.append(exc)
-            ready.set()
-
+    processes = multiprocessing.get_context("fork")
+    ready = processes.Event()
+    out: multiprocessing.Queue[list[int] | str] = processes.Queue()
     with connect_to(address) as qm:
         qm.purge_queue(queue)
-        thread = threading.Thread(target=receiver, name="latency-receiver")
-        thread.start()
+        receiver = processes.Process(
+            target=_latency_receiver, args=(address, queue, count, ready, out)
+        )
+        receiver.start()
         ready.wait()
         interval = 1.0 / rate
         next_send = time.perf_counter()
-        for index in range(count):
-            if failures:
+        for _ in range(count):
+            if not receiver.is_alive():
                 break
             delay = next_send - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
-            key = index.to_bytes(16, "big")
             tx = qm.begin()
-            tx.send(queue, key + BODY[16:])
-            committed_at[key] = time.perf_counter()
+            started = time.perf_counter()
+            tx.send(queue, time.monotonic_ns().to_bytes(8, "big") + BODY[8:])
             tx.commit()
+            commits.append(time.perf_counter() - started)
             next_send += interval
-        thread.join()
-    if failures:
-        raise failures[0]
-    return _p50_p99_ms(latencies)
+        found = out.get(timeout=30)
+        receiver.join()
+    if isinstance(found, str):
+        raise SystemExit(f"latency: the receiver failed: {found}")
+    return _p50_p99_ms([ns / 1e9 for ns in found]), _p50_p99_ms(commits)
+
+
+def _latency_receiver(
+    address: str,
+    queue: str,
+    count: int,
+    ready: ProcessEvent,
+    out: multiprocessing.Queue[list[int] | str],
+) -> None:
+    """:func:`latency`'s receiving process: puts each message's nanoseconds since
+    its stamp, or what went wrong."""
+    try:
+        found: list[int] = []
+        with connect_to(address) as qm:
+            ready.set()
+            for _ in range(count):
+                message = qm.receive(queue, timeout=10.0)
+                now = time.monotonic_ns()
+                if message is None:
+                    out.put("a message did not arrive within 10 s")
+                    return
+                found.append(now - int.from_bytes(message.body[:8], "big"))
+        out.put(found)
+    except BaseException as exc:
+        out.put(f"{type(exc).__name__}: {exc}")
+        ready.set()

@@ -68,8 +68,11 @@ from .ops.lists import SetListTargets as SetListTargets
 from .ops.messages import Appended as Appended
 from .ops.messages import AppendMessage as AppendMessage
 from .ops.messages import CountedAppend as CountedAppend
+from .ops.messages import Handed as Handed
+from .ops.messages import HandedMessage as HandedMessage
 from .ops.messages import Removed as Removed
 from .ops.messages import RemoveMessage as RemoveMessage
+from .ops.messages import Taker as Taker
 from .ops.meta import ReclaimSpace as ReclaimSpace
 from .ops.meta import ReserveOrdinals as ReserveOrdinals
 from .ops.meta import SetSetting as SetSetting

@@ -257,6 +257,14 @@ class PlanContext(Overlay):
             writes.append((PUT, self.dbs.expiry, expiry_key(deadline, queue_id, lookup_id), b""))
         return lookup_id
 
+    def pass_lookup_id(self, queue_id: int) -> int:
+        """The queue's next lookup id, for a message handed to a receive without
+        being stored (``ops.messages.HandedMessage``): the next append gets the one after."""
+        state = self.writable(queue_id)
+        lookup_id = state.next_lookup_id
+        state.next_lookup_id = lookup_id + 1
+        return lookup_id
+
     def remove(
         self, queue_id: int, lookup_id: int, priority: int, size: int, record: bytes | memoryview
     ) -> None:

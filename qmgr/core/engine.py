@@ -69,7 +69,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import storage
-from storage import QueueRecord, RemoveMessage, ReserveOrdinals, Store, Unit, UnitOutcome
+from storage import (
+    Operation,
+    QueueRecord,
+    RemoveMessage,
+    ReserveOrdinals,
+    Store,
+    Unit,
+    UnitOutcome,
+)
 from wire import MessageClass, MessageProperties
 
 from . import names
@@ -515,12 +523,25 @@ class QueueManagerCore:
         """The unit that removes a held message (a receive outside a transaction;
         ``record`` is what :meth:`take` returned), with the reports it asked for."""
         removal = self.holds.removal(queue.queue_id, lookup_id)
+        return Unit((removal, *self.receipt_reports(queue, record, wall=wall)))
+
+    def receipt_reports(
+        self, queue: QueueRecord, record: bytes | memoryview, *, wall: float
+    ) -> list[Operation]:
+        """The reports a receive outside a transaction writes with its removal, for
+        a message (``record``, as stored) it takes from ``queue``."""
         # Copies in journal and system queues report nothing: the message's
         # fate was decided when it left its destination queue.
         if queue.kind not in DESTINATION_KINDS or not record_wants_report(record):
-            return Unit((removal,))
-        reports = self.outcomes.stored_reports(record, MessageClass.ACK_RECEIVE, wall=wall)
-        return Unit((removal, *reports))
+            return []
+        return self.outcomes.stored_reports(record, MessageClass.ACK_RECEIVE, wall=wall)
+
+    def handed(self, queue_id: int) -> set[int]:
+        """Finish a receive outside a transaction that was handed its message in
+        the write that sent it (``storage.Handed``); returns the queues to wake
+        (the journal its copy went to)."""
+        self.tally.commits += 1
+        return self.holds.journal_of(queue_id)
 
     def removal_done(
         self, queue_id: int, lookup_id: int, outcome: UnitOutcome | BaseException
@@ -529,10 +550,14 @@ class QueueManagerCore:
         (``outcome.error``) or never written (an exception).
 
         Returns:
-            Queues to wake, and the error if the message was not removed.
+            Queues to wake (the journal, and where its reports went), and the
+            error if the message was not removed.
         """
         error = outcome if isinstance(outcome, BaseException) else outcome.error
         if error is None:
+            assert isinstance(outcome, UnitOutcome)
             self.tally.commits += 1
-            return self.holds.removed(queue_id, (lookup_id,)), None
+            woken = self.holds.removed(queue_id, (lookup_id,))
+            woken.update(r.queue_id for r in outcome.results if isinstance(r, storage.Appended))
+            return woken, None
         return self.holds.release([(queue_id, lookup_id)]), from_store_error(error)

@@ -188,9 +188,12 @@ class Holds:
     def removal(self, queue_id: int, lookup_id: int) -> RemoveMessage:
         """The operation that removes a held message (copied to the journal if
         its queue has one; a subqueue's record names its queue's journal)."""
+        return RemoveMessage(queue_id, lookup_id, self.journaled(queue_id))
+
+    def journaled(self, queue_id: int) -> bool:
+        """Whether a message received from the queue is copied to a journal."""
         record = self._store.get_queue_by_id(queue_id)
-        journal = bool(record is not None and record.journal and record.kind in DESTINATION_KINDS)
-        return RemoveMessage(queue_id, lookup_id, journal)
+        return bool(record is not None and record.journal and record.kind in DESTINATION_KINDS)
 
     def journal_of(self, queue_id: int) -> set[int]:
         """The journal queue a removal from ``queue_id`` copied its message to, if any."""

@@ -14,12 +14,26 @@ too. :class:`RemoveMessage` removes one, and with ``journal`` appends a copy
 unit. Both check first and change nothing when they fail.
 :class:`CountedAppend` is an append the store also counts, by a key of the
 caller's, in memory since it opened.
+
+:class:`HandedMessage` is an append whose message goes straight to a
+receive waiting on the queue (its :class:`Taker`), in the write that sends
+it: if the receive still takes it when the batch is planned (told where the
+queue's lookup ids stand, it knows whether a message it would find first
+was appended since it found the queue empty), the message
+gets the queue's next lookup id, its journal copy and its receipt reports
+are written as a removal would write them, and the message itself is never
+stored. Its result, :class:`Handed`, carries the record the receive
+returns. If the receive no longer takes it, or its copy or reports fail, it
+is a plain append instead; the quota is checked either way, as for any
+append. The sender's sync is then the receive's too: nothing is answered
+before it, and a crash before it loses neither, as neither was answered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..context import PlanContext
 from ..errors import QuotaExceeded
@@ -31,15 +45,18 @@ from ..records import (
     message_header,
     message_payload,
 )
-from ..units import Operation, Result
+from ..units import OPERATION_ERRORS, Operation, Result
 from .subqueues import subqueue_bytes
 
 __all__ = [
     "AppendMessage",
     "Appended",
     "CountedAppend",
+    "Handed",
+    "HandedMessage",
     "RemoveMessage",
     "Removed",
+    "Taker",
     "check_quota",
 ]
 
@@ -50,6 +67,17 @@ class Appended(Result):
 
     queue_id: int
     lookup_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Handed(Appended):
+    """A message went straight to a waiting receive (:class:`HandedMessage`): it
+    has its lookup id in its queue but was never stored there."""
+
+    #: The message as the store would have kept it (``records``): what the receive returns.
+    record: bytes
+    #: The queues its receipt reports were appended to.
+    reported: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +137,19 @@ class AppendMessage(Operation):
     def append(self, ctx: PlanContext) -> Appended:
         """Append the message without checking the quota (a prepared send's
         bytes were reserved when it was prepared)."""
-        record = encode_message_record(
+        record = self.record(ctx.now)
+        return Appended(self.queue_id, ctx.append(self.queue_id, record, self.priority, self.size))
+
+    def record(self, now: float) -> bytes:
+        """The message's record as the store keeps it, arrived at ``now``."""
+        return encode_message_record(
             self.payload,
             priority=self.priority,
             size=self.size,
-            arrived_time=ctx.now,
+            arrived_time=now,
             deadline=self.deadline,
             note=self.note,
         )
-        return Appended(self.queue_id, ctx.append(self.queue_id, record, self.priority, self.size))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,3 +205,76 @@ class RemoveMessage(Operation):
                 )
             ctx.append(journal_id, bytes(data), priority, size)
         return Removed(self.queue_id, self.lookup_id)
+
+
+class Taker(Protocol):
+    """The receive a :class:`HandedMessage` is for (the layer above's)."""
+
+    def takes(self, next_lookup_id: int) -> bool:
+        """Whether it still takes the message: asked once, when the batch is
+        planned, with the queue's next lookup id as the batch stands."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class HandedMessage(AppendMessage):
+    """:class:`AppendMessage`, whose message goes straight to ``taker`` if it still
+    takes it (see the module docstring): :class:`Handed`, else :class:`Appended`."""
+
+    #: Copy the handed message to its queue's journal queue, as its removal would.
+    journal: bool = False
+    #: What the receive writes besides, written only if it takes the message
+    #: (its receipt acknowledgments).
+    reports: tuple[Operation, ...] = ()
+    taker: Taker | None = None
+
+    def plan(self, ctx: PlanContext) -> Result:
+        queue = ctx.live_queue(self.queue_id)
+        if not self.exempt:
+            check_quota(ctx, queue, self.size)
+        taker = self.taker
+        if taker is not None and taker.takes(queue.next_lookup_id):
+            try:
+                with ctx.savepoint():
+                    return self._hand(ctx)
+            except OPERATION_ERRORS:
+                pass  # its journal copy or its reports cannot be written: appended
+        return self.append(ctx)
+
+    @classmethod
+    def of(
+        cls,
+        append: AppendMessage,
+        *,
+        journal: bool,
+        reports: tuple[Operation, ...],
+        taker: Taker,
+    ) -> HandedMessage:
+        """``append``, for ``taker``."""
+        return cls(
+            append.queue_id,
+            append.payload,
+            append.priority,
+            append.size,
+            append.deadline,
+            append.note,
+            append.exempt,
+            journal=journal,
+            reports=reports,
+            taker=taker,
+        )
+
+    def _hand(self, ctx: PlanContext) -> Handed:
+        record = self.record(ctx.now)
+        lookup_id = ctx.pass_lookup_id(self.queue_id)
+        journal_id = ctx.live_queue(self.queue_id).record.journal_id if self.journal else None
+        if journal_id is not None:
+            ctx.live_queue(journal_id)
+            # The journal keeps the message, not its deadline or note.
+            copy = encode_message_record(
+                self.payload, priority=self.priority, size=self.size, arrived_time=ctx.now
+            )
+            ctx.append(journal_id, copy, self.priority, self.size)
+        results = [op.plan(ctx) for op in self.reports]
+        reported = tuple(result.queue_id for result in results if isinstance(result, Appended))
+        return Handed(self.queue_id, lookup_id, record, reported)

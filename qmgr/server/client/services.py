@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from qmgr.core.budget import MemoryBudget
@@ -22,6 +22,7 @@ from wire import client as cf
 from ..committer import Committer
 from ..signals import QueueSignals, Wakeup
 from .authorization import Authorization
+from .handover import Handover
 
 __all__ = ["ConnectionLimits", "OutgoingAction", "PeeringControl", "Services"]
 
@@ -122,6 +123,11 @@ class Services:
     authentication_failed: Callable[[str], None] = lambda peer: None
     #: Set once the daemon is stopping: requests are refused.
     stopping: bool = False
+    #: Receives outside a transaction that a sender's write may hand a message.
+    handover: Handover = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.handover = Handover(self.core)
 
     def wake_maintenance(self) -> None:
         """Tell the background work there may be something to do."""

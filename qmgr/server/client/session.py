@@ -143,6 +143,7 @@ class ClientSession:
     def close_soon(self, reason: str) -> None:
         """End the connection: tell the client why, then close (used to evict it)."""
         self._close_reason = reason
+        self.context.closing = True
         self._cancel.cancel()
 
     # ------------------------------------------------------------------ the loop

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from store_kit import (
+    BODY,
     NOW,
     append,
     appended,
@@ -22,7 +23,11 @@ from store_kit import (
 from storage import (
     Appended,
     AppendMessage,
+    Handed,
+    HandedMessage,
     InvalidRecord,
+    Operation,
+    QueueRecord,
     QuotaExceeded,
     Removed,
     Store,
@@ -130,3 +135,107 @@ def test_invalid_priority_fails_only_its_unit(store: Store, priority: int) -> No
     )
     assert isinstance(bad.error, InvalidRecord)
     assert good.results == (Appended(queue.queue_id, 1),)
+
+
+class _Receive:
+    """A :class:`storage.Taker` that found its queue empty with ``found`` as
+    the next lookup id (None: any), and notes what it was asked."""
+
+    def __init__(self, takes: bool = True, found: int | None = None) -> None:
+        self.answer = takes
+        self.found = found
+        self.asked: list[int] = []
+
+    def takes(self, next_lookup_id: int) -> bool:
+        self.asked.append(next_lookup_id)
+        return self.answer and self.found in (None, next_lookup_id)
+
+
+def handed(
+    queue: QueueRecord,
+    taker: _Receive,
+    body: bytes = BODY,
+    *,
+    journal: bool = False,
+    reports: tuple[Operation, ...] = (),
+) -> HandedMessage:
+    return HandedMessage(
+        queue.queue_id, body, 3, len(body), journal=journal, reports=reports, taker=taker
+    )
+
+
+def test_a_handed_message_takes_a_lookup_id_and_is_never_stored(store: Store) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 2)
+    commit_ok(store, unit(remove(queue, 1), remove(queue, 2)))
+    receive = _Receive()
+    [outcome] = commit_ok(store, unit(handed(queue, receive, b"straight")), now=123.5)
+    [result] = outcome.results
+    assert isinstance(result, Handed)
+    assert (result.queue_id, result.lookup_id) == (queue.queue_id, 3)
+    assert bytes(message_payload(result.record)) == b"straight"
+    assert message_arrived_time(result.record) == 123.5
+    assert receive.asked == [3]
+    assert payloads(store, queue) == []
+    # The lookup id is used up; depth and bytes never saw the message.
+    assert counters(store, "q") == (4, 0, 0)
+    [after] = commit_ok(store, unit(append(queue)))
+    assert after.results == (Appended(queue.queue_id, 4),)
+
+
+def test_a_handed_message_is_journaled_with_its_receipt_reports(store: Store) -> None:
+    queue = create_queue(store, "q", journal=True)
+    admin = create_queue(store, "admin")
+    report = append(admin, b"report")
+    [outcome] = commit_ok(
+        store, unit(handed(queue, _Receive(), b"kept", journal=True, reports=(report,)))
+    )
+    assert isinstance(outcome.results[0], Handed)
+    assert payloads(store, queue) == []
+    assert queue.journal_id is not None
+    [(_, copy)] = store.read_range(queue.journal_id)
+    assert bytes(message_payload(copy)) == b"kept"
+    assert payloads(store, admin) == [b"report"]
+
+
+def test_a_message_the_receive_no_longer_takes_is_appended(store: Store) -> None:
+    queue = create_queue(store, "q", journal=True)
+    admin = create_queue(store, "admin")
+    report = append(admin, b"report")
+    not_taken = handed(queue, _Receive(takes=False), b"stays", journal=True, reports=(report,))
+    [outcome] = commit_ok(store, unit(not_taken))
+    assert outcome.results == (Appended(queue.queue_id, 1),)
+    assert not isinstance(outcome.results[0], Handed)
+    assert payloads(store, queue) == [b"stays"]
+    assert payloads(store, admin) == []
+    assert queue.journal_id is not None
+    assert store.read_range(queue.journal_id) == []
+
+
+def test_the_receive_is_told_where_the_batch_has_taken_the_lookup_ids(store: Store) -> None:
+    # It found the queue empty at lookup id 1; "a" is appended first in the
+    # batch, and it would have found that one first.
+    queue = create_queue(store, "q")
+    receive = _Receive(found=1)
+    first, second = commit_ok(store, unit(append(queue, b"a")), unit(handed(queue, receive, b"b")))
+    assert first.results == (Appended(queue.queue_id, 1),)
+    assert second.results == (Appended(queue.queue_id, 2),)
+    assert receive.asked == [2]
+    assert payloads(store, queue) == [b"a", b"b"]
+
+
+def test_a_handed_message_whose_reports_fail_is_appended(store: Store) -> None:
+    queue = create_queue(store, "q")
+    report = append(999, b"report")  # no such queue
+    [outcome] = commit_ok(store, unit(handed(queue, _Receive(), b"stays", reports=(report,))))
+    assert outcome.results == (Appended(queue.queue_id, 1),)
+    assert payloads(store, queue) == [b"stays"]
+
+
+def test_a_handed_message_still_meets_the_quota(store: Store) -> None:
+    queue = create_queue(store, "q", quota=50)
+    receive = _Receive()
+    [outcome] = commit(store, unit(handed(queue, receive, b"x" * 100)))
+    assert isinstance(outcome.error, QuotaExceeded)
+    assert receive.asked == []
+    assert counters(store, "q") == (1, 0, 0)

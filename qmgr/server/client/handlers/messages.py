@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Awaitable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Final
 
 import trio
@@ -38,6 +38,7 @@ from qmgr.core.transactions import Transaction
 from storage import QueueRecord
 from wire import client as cf
 
+from ..handover import WaitingReceive
 from ..needs import OPEN, SEND_RIGHTS, QueueRight
 from ..registry import Registry
 from ..request_context import RequestContext, settled_failure
@@ -96,7 +97,11 @@ async def commit(ctx: RequestContext, request_id: int, request: cf.Commit) -> No
         log.warning("transaction_aborted", tx=tx_id, reason=failure.message)
         return failure
 
-    outcome = await ctx.write_settled(unit, failed)
+    unit, claims = services.handover.claim(unit)
+    if claims:
+        outcome = await _write_handing(ctx, unit, claims, failed)
+    else:
+        outcome = await ctx.write_settled(unit, failed)
     woken, error = core.commit_done(tx, unit, outcome)
     services.signals.notify(woken)
     if error is not None:
@@ -130,10 +135,31 @@ def send(ctx: RequestContext, request_id: int, request: cf.Send) -> Awaitable[No
     return _send_now(ctx, request_id, prepared)
 
 
+async def _write_handing(
+    ctx: RequestContext,
+    unit: storage.Unit,
+    claims: list[tuple[int, WaitingReceive]],
+    failed: Callable[[BaseException], QueueManagerError | None] | None = None,
+) -> storage.UnitOutcome:
+    """Write a unit that hands messages to waiting receives, then settle them
+    (``handover``): before the sender's own answer and wake-ups."""
+    services = ctx.services
+    outcome = None
+    try:
+        if failed is None:
+            outcome = await ctx.write(unit)
+        else:
+            outcome = await ctx.write_settled(unit, failed)
+    finally:
+        services.signals.notify(services.handover.settle(claims, outcome))
+    return outcome
+
+
 async def _send_now(ctx: RequestContext, request_id: int, prepared: PreparedSend) -> None:
     assert prepared.unit is not None
     services = ctx.services
-    outcome = await ctx.write(prepared.unit)
+    unit, claims = services.handover.claim(prepared.unit)
+    outcome = await (_write_handing(ctx, unit, claims) if claims else ctx.write(unit))
     lookup_id = services.core.send_done(prepared, outcome)
     services.signals.notify(
         result.queue_id for result in outcome.results if isinstance(result, storage.Appended)
@@ -292,10 +318,28 @@ async def _wait_loop(
         if services.stopping:
             msg = "the queue manager is shutting down"
             raise ShuttingDown(msg)
-        with trio.move_on_at(deadline):
-            await event.wait()
-            continue
-        return False
+        if tx is not None or request.peek or request.lookup_id:
+            with trio.move_on_at(deadline):
+                await event.wait()
+                continue
+            return False
+        handover = services.handover
+        waiting = handover.wait(queue, event, lambda: ctx.closing)
+        try:
+            with trio.move_on_at(deadline) as waited:
+                await event.wait()
+            if waiting.claimed:
+                # A sender's write on its way may hand it the message: that
+                # write decides, past the deadline too.
+                await waiting.settled.wait()
+        finally:
+            handover.leave(waiting)
+        if waiting.handed:
+            record = waiting.record
+            ctx.reply_bytes(message_frame(ctx, request_id, queue, waiting.lookup_id, record))
+            return True
+        if waited.cancelled_caught:
+            return False
 
 
 class _Answer:

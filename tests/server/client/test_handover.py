@@ -1,0 +1,278 @@
+"""Handing a sent message straight to a waiting receive (``qmgr.server.client.handover``):
+one write for the send and the receive, the same answers, journal copies and
+acknowledgments as two, and the cases that append instead."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+import trio.testing
+from kit import Connection, FrameClient, make_queue, message, open_session
+
+import storage
+from qmgr.core.errors import LimitExceeded
+from qmgr.server.client.handover import Handover
+from qmgr.server.client.services import Services
+from storage import AppendMessage, Handed, HandedMessage, QueueRecord, Unit, UnitOutcome
+from wire import AckFlags, MessageClass, MessageProperties
+from wire import client as cf
+
+
+async def _wait_on(client: FrameClient, queue: str) -> int:
+    """A receive outside a transaction that waits on ``queue``; its request id."""
+    [request_id] = await client.send(cf.Receive(queue=queue, timeout_ms=60_000))
+    await trio.testing.wait_all_tasks_blocked()
+    return request_id
+
+
+async def _commit(client: FrameClient, *messages: MessageProperties) -> None:
+    await client.send(cf.Begin(tx_id=1), *(cf.Send(tx_id=1, message=m) for m in messages))
+    assert isinstance(await client.call(cf.Commit(tx_id=1)), cf.Ok)
+
+
+async def _handed(client: FrameClient, request_id: int) -> cf.QueuedMessage:
+    frame = await client.reply()
+    assert frame is not None
+    assert frame.request_id == request_id
+    assert isinstance(frame.value, cf.MessageReply)
+    return frame.value.message
+
+
+async def test_a_commit_hands_its_first_message_to_a_waiting_receive_in_one_write(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True, journal=True)
+    async with open_session(services) as b:
+        waiting = await _wait_on(b.client, "q")
+        assert services.handover.waiting(services.core.queue("q").queue_id) == 1
+        batches = services.committer.batches
+        await _commit(conn.client, message("q", b"one"), message("q", b"two"))
+        got = await _handed(b.client, waiting)
+        assert (got.message.body, got.lookup_id) == (b"one", 1)
+        # The send and the receive were one write.
+        assert services.committer.batches == batches + 1
+        queue = services.core.queue("q")
+        assert (queue.depth, queue.next_lookup_id) == (1, 3)
+        # Journaled as a removal would have.
+        assert services.core.queue("q;journal").depth == 1
+        second = await b.client.call(cf.Receive(queue="q"))
+        assert isinstance(second, cf.MessageReply)
+        assert (second.message.message.body, second.message.lookup_id) == (b"two", 2)
+        assert services.handover.waiting(queue.queue_id) == 0
+
+
+async def test_a_send_outside_a_transaction_is_handed_over_with_its_lookup_id(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    async with open_session(services) as b:
+        waiting = await _wait_on(b.client, "q")
+        batches = services.committer.batches
+        sent = await conn.client.call(cf.Send(mode=1, message=message("q", b"express")))
+        assert isinstance(sent, cf.Sent)
+        got = await _handed(b.client, waiting)
+        assert got.lookup_id == sent.lookup_id
+        assert services.committer.batches == batches + 1
+        assert services.core.queue("q").depth == 0
+
+
+@pytest.mark.parametrize("handed_over", [False, True])
+async def test_a_receive_acknowledgment_is_written_and_wakes_its_admin_queue(
+    conn: Connection,
+    services: Services,
+    autojump_clock: trio.testing.MockClock,
+    handed_over: bool,
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    await make_queue(conn.client, "admin")
+    asked = message("q", b"m", acknowledge=int(AckFlags.POSITIVE_RECEIVE), admin_queue="admin")
+    async with open_session(services) as b, open_session(services) as c:
+        acks = await _wait_on(c.client, "admin")
+        if handed_over:
+            waiting = await _wait_on(b.client, "q")
+            batches = services.committer.batches
+            await _commit(conn.client, asked)
+            await _handed(b.client, waiting)
+            assert services.committer.batches == batches + 1
+        else:
+            await _commit(conn.client, asked)
+            assert isinstance(await b.client.call(cf.Receive(queue="q")), cf.MessageReply)
+        ack = await _handed(c.client, acks)
+        assert ack.message.message_class == MessageClass.ACK_RECEIVE
+
+
+async def test_a_receive_whose_connection_closed_leaves_the_message_in_its_queue(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    async with open_session(services) as b:
+        await _wait_on(b.client, "q")
+    await trio.testing.wait_all_tasks_blocked()
+    queue_id = services.core.queue("q").queue_id
+    assert services.handover.waiting(queue_id) == 0
+    await _commit(conn.client, message("q", b"kept"))
+    assert services.core.queue("q").depth == 1
+
+
+async def test_receives_in_a_transaction_or_by_lookup_id_or_peeking_are_not_handed_anything(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    async with open_session(services) as b:
+        await b.client.send(
+            cf.Begin(tx_id=7),
+            cf.Receive(tx_id=7, queue="q", timeout_ms=60_000),
+            cf.Receive(queue="q", peek=True, timeout_ms=60_000),
+            cf.Receive(queue="q", lookup_id=1, timeout_ms=60_000),
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(b.session.context.waiting) == 3
+        assert services.handover.waiting(services.core.queue("q").queue_id) == 0
+
+
+def _staying() -> bool:
+    return False
+
+
+async def _queue_q(conn: Connection, services: Services) -> tuple[Handover, QueueRecord]:
+    """The handover and a new transactional queue ``q``."""
+    await make_queue(conn.client, "q", transactional=True)
+    return services.handover, services.core.queue("q")
+
+
+def _unit_to(services: Services, queue: str, body: bytes = b"m") -> Unit:
+    queue_id = services.core.queue(queue).queue_id
+    payload = message(queue, body).raw
+    return Unit((AppendMessage(queue_id, payload, 3, len(body)),))
+
+
+async def test_a_receive_whose_signal_was_set_is_not_claimed(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Woken by a write that made a message free, it must look for that one first.
+    handover, queue = await _queue_q(conn, services)
+    signal = trio.Event()
+    receive = handover.wait(queue, signal, _staying)
+    signal.set()
+    unit = _unit_to(services, "q")
+    claimed, claims = handover.claim(unit)
+    assert claimed is unit
+    assert claims == []
+    assert handover.waiting(queue.queue_id) == 0
+    handover.leave(receive)
+    assert not receive.handed
+
+
+async def test_a_claim_on_a_receive_that_left_appends_and_one_released_waits_again(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    handover, queue = await _queue_q(conn, services)
+    first = handover.wait(queue, trio.Event(), _staying)
+    second = handover.wait(queue, trio.Event(), _staying)
+    claimed, [(index, receive)] = handover.claim(_unit_to(services, "q"))
+    assert (index, receive) == (0, first)
+    assert isinstance(claimed.ops[0], HandedMessage)
+    assert first.claimed
+    handover.leave(first)
+    assert not first.takes(queue.next_lookup_id)
+    [outcome] = services.core.store.commit([claimed], now=1.0)
+    assert not isinstance(outcome.results[0], Handed)
+    assert handover.settle([(index, first)], outcome) == set()
+    assert not first.handed
+    # A claim whose write failed puts its receive back, first in line.
+    claimed, [(index, receive)] = handover.claim(_unit_to(services, "q"))
+    assert receive is second
+    assert handover.settle([(index, second)], None) == set()
+    assert not second.claimed
+    assert handover.waiting(queue.queue_id) == 1
+    claimed, [(_, again)] = handover.claim(_unit_to(services, "q"))
+    assert again is second
+    failed = UnitOutcome((Handed(queue.queue_id, 9, b""),))
+    handover.leave(second)
+    commits = services.core.tally.commits
+    # Handed to a receive whose connection closed meanwhile: gone with the answer.
+    handover.settle([(0, second)], failed)
+    assert services.core.tally.commits == commits + 1
+    assert not second.handed
+
+
+async def test_a_receive_signalled_after_its_claim_is_not_handed_the_message(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Another write made a message free meanwhile: the receive must take that one.
+    handover, queue = await _queue_q(conn, services)
+    signal = trio.Event()
+    receive = handover.wait(queue, signal, _staying)
+    claimed, claims = handover.claim(_unit_to(services, "q"))
+    signal.set()
+    [outcome] = services.core.store.commit([claimed], now=1.0)
+    assert type(outcome.results[0]) is not Handed
+    handover.settle(claims, outcome)
+    assert not receive.handed
+    assert not receive.claimed
+
+
+async def test_two_claims_on_one_queue_in_one_batch_hand_over_the_first_only(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    handover, queue = await _queue_q(conn, services)
+    first = handover.wait(queue, trio.Event(), _staying)
+    second = handover.wait(queue, trio.Event(), _staying)
+    unit_a, claims_a = handover.claim(_unit_to(services, "q", b"a"))
+    unit_b, claims_b = handover.claim(_unit_to(services, "q", b"b"))
+    outcome_a, outcome_b = services.core.store.commit([unit_a, unit_b], now=1.0)
+    handover.settle(claims_a, outcome_a)
+    handover.settle(claims_b, outcome_b)
+    assert first.handed
+    assert MessageProperties.from_bytes(storage.message_payload(first.record)).body == b"a"
+    # The second receive would have found "a" first had it not been handed:
+    # "b" is appended and the receive waits on, first in line.
+    assert not second.handed
+    assert handover.waiting(queue.queue_id) == 1
+    assert services.core.queue("q").depth == 1
+
+
+async def test_a_message_appended_since_the_receive_found_the_queue_empty_goes_first(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Written in an earlier batch whose wake-up has not run yet: the receive
+    # would have found it first, so the next message is appended, not handed.
+    handover, queue = await _queue_q(conn, services)
+    receive = handover.wait(queue, trio.Event(), _staying)
+    services.core.store.commit([_unit_to(services, "q", b"earlier")], now=1.0)
+    claimed, claims = handover.claim(_unit_to(services, "q", b"later"))
+    [outcome] = services.core.store.commit([claimed], now=1.0)
+    assert type(outcome.results[0]) is not Handed
+    handover.settle(claims, outcome)
+    assert not receive.handed
+    assert services.core.queue("q").depth == 2
+
+
+async def test_a_receive_on_a_closing_connection_is_not_claimed(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    handover, queue = await _queue_q(conn, services)
+    handover.wait(queue, trio.Event(), lambda: True)
+    unit = _unit_to(services, "q")
+    assert handover.claim(unit) == (unit, [])
+    assert handover.waiting(queue.queue_id) == 0
+
+
+async def test_a_claim_that_cannot_have_its_acknowledgment_leaves_the_receive_waiting(
+    conn: Connection,
+    services: Services,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    handover, queue = await _queue_q(conn, services)
+    receive = handover.wait(queue, trio.Event(), _staying)
+
+    def no_ids(*args: object, **kwargs: object) -> list[storage.Operation]:
+        msg = "message ids are being reserved"
+        raise LimitExceeded(msg)
+
+    monkeypatch.setattr(services.core, "receipt_reports", no_ids)
+    unit = _unit_to(services, "q")
+    assert handover.claim(unit) == (unit, [])
+    assert not receive.claimed
+    assert handover.waiting(queue.queue_id) == 1
