@@ -271,6 +271,72 @@ def test_waiting_receive_wakes_when_another_client_commits(
     assert result["elapsed"] < 2.0  # type: ignore[operator]
 
 
+@pytest.mark.parametrize("transactional", [True, False])
+def test_waiting_receives_get_every_message_once_and_in_order_under_load(
+    shared_daemon: DaemonProcess, qm: QueueManager, queue_name: str, transactional: bool
+) -> None:
+    """Four producers and four receives outside a transaction, most of them waiting
+    and so handed their messages in the senders' writes: every message is
+    received once, and each receiver sees each producer's messages in order."""
+    qm.create_queue(queue_name, transactional=transactional)
+    producers, per_producer, receivers = 4, 150, 4
+    total = producers * per_producer
+    got: list[list[bytes]] = [[] for _ in range(receivers)]
+    lock = threading.Lock()
+    received = [0]
+    done = threading.Event()
+    failures: list[BaseException] = []
+
+    def receive(index: int) -> None:
+        try:
+            with connect(shared_daemon.address) as receiver:
+                while not done.is_set():
+                    message = receiver.receive(queue_name, timeout=0.2)
+                    if message is None:
+                        continue
+                    got[index].append(message.body)
+                    with lock:
+                        received[0] += 1
+                        if received[0] == total:
+                            done.set()
+        except BaseException as exc:
+            failures.append(exc)
+            done.set()
+
+    def produce(index: int) -> None:
+        with connect(shared_daemon.address) as sender:
+            for number in range(per_producer):
+                body = f"{index}:{number:04d}".encode()
+                if transactional:
+                    with sender.begin() as tx:
+                        tx.send(queue_name, body)
+                else:
+                    sender.send(queue_name, body)
+
+    threads = [threading.Thread(target=receive, args=(i,)) for i in range(receivers)]
+    for thread in threads:
+        thread.start()
+    senders = [threading.Thread(target=produce, args=(i,)) for i in range(producers)]
+    for thread in senders:
+        thread.start()
+    for thread in senders:
+        thread.join(60)
+    assert done.wait(60), f"received {received[0]} of {total}"
+    for thread in threads:
+        thread.join(10)
+    assert failures == []
+    everything = sorted(body for bodies in got for body in bodies)
+    expected = sorted(
+        f"{p}:{n:04d}".encode() for p in range(producers) for n in range(per_producer)
+    )
+    assert everything == expected
+    for bodies in got:
+        for producer in range(producers):
+            mine = [body for body in bodies if body.startswith(f"{producer}:".encode())]
+            assert mine == sorted(mine)
+    assert qm.receive(queue_name) is None
+
+
 def test_receive_with_no_timeout_waits_for_a_message(
     shared_daemon: DaemonProcess, qm: QueueManager, plainq: str
 ) -> None:

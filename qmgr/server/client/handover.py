@@ -41,9 +41,10 @@ Within one batch, the message is the first appended to its queue, and the
 receive is served between its unit and the next: on a queue read by
 priority, a message of higher priority sent by a later unit of the same
 batch stays for the next receive, as if that unit had been written after.
-A message that a failed write releases (its hold ends after the batch
-returns) may be passed over by a handover planned in between, as it may
-by any receive that runs before the release.
+A message whose hold ends only when a write returns (a failed write's, or
+a prepared transaction's that is resolved as aborted) may be passed over
+by a handover planned before its release, as it may by any receive that
+runs before it.
 """
 
 from __future__ import annotations
