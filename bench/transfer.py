@@ -24,6 +24,9 @@ empty, and the most messages they held (``qm.outgoing()`` every 50 ms).
 ``latency``: commit on A to ``qm.receive`` on B at 500 single-message
 transactions/s for ``--seconds``, the body holding the commit's
 ``time.perf_counter()``: p50, p99, max, and the rate the sender achieved.
+Then the same with B's consumer receiving each message in a transaction of
+its own and committing it, the latency taken when the receive returns
+(``latency_tx_*``), as the side-by-side W4's consumer does on one host.
 
 ``--tls`` runs everything a second time with TLS on both daemons' ports
 (mutual TLS between A and B, client certificates required) and prints that
@@ -76,7 +79,8 @@ FIGURES = (
     "live_delivered_per_s", "live_delivered_x_committed", "live_tail_s", "live_committed",
     "live_max_waiting", "live_max_unacknowledged", "live_a_cpu_busy", "live_b_cpu_busy",
     "live_bench_cpu_busy", "latency_p50_ms", "latency_p99_ms", "latency_max_ms",
-    "latency_sent_per_s", "lmdb_sync_commits_per_s_after",
+    "latency_sent_per_s", "latency_tx_p50_ms", "latency_tx_p99_ms", "latency_tx_max_ms",
+    "latency_tx_sent_per_s", "lmdb_sync_commits_per_s_after",
 )  # fmt: skip
 
 
@@ -163,7 +167,7 @@ class Pair:
         self.a = stack.enter_context(Daemon(workdir / "a", workdir / "a.log", daemon_args))
         self.b = self.start_b()
         with connect_to(self.b.address) as qb:
-            for queue in MEASURES:
+            for queue in (*MEASURES, "latency_tx"):
                 qb.create_queue(queue, transactional=True)
 
     def start_b(self) -> Daemon:
@@ -271,18 +275,29 @@ def measure_live(pair: Pair, seconds: float) -> dict[str, float]:
     }
 
 
-def measure_latency(pair: Pair, seconds: float) -> dict[str, float]:
-    dest = remote(pair.b_port, "latency")
+def measure_latency(pair: Pair, seconds: float, *, transactional: bool = False) -> dict[str, float]:
+    """Commit on A to receive on B; ``transactional``: B's consumer receives each
+    message in a transaction of its own and commits it, the latency taken when
+    the receive returns (figures ``latency_tx_*``)."""
+    queue = "latency_tx" if transactional else "latency"
+    dest = remote(pair.b_port, queue)
     count = int(seconds * LATENCY_RATE)
     latencies: list[float] = []
     ready, sending = threading.Event(), [0.0, 0.0]  # the sender's start and end
+
+    def take(qb: QueueManager) -> tuple[Any, float]:
+        if not transactional:
+            message = qb.receive(queue, timeout=STALL)
+            return message, time.perf_counter()
+        with qb.begin() as tx:
+            message = tx.receive(queue, timeout=STALL)
+            return message, time.perf_counter()
 
     def receiver() -> None:
         with connect_to(pair.b.address) as qb:
             ready.set()
             for index in range(count):
-                message = qb.receive("latency", timeout=STALL)
-                now = time.perf_counter()
+                message, now = take(qb)
                 if message is None:
                     raise SystemExit(f"latency: message {index} did not arrive in {STALL:g} s")
                 sent, number = STAMP.unpack_from(message.body)
@@ -305,14 +320,15 @@ def measure_latency(pair: Pair, seconds: float) -> dict[str, float]:
 
     start_threads([receiver, sender])()
     with connect_to(pair.a.address) as qa, connect_to(pair.b.address) as qb:
-        wait(qa, qb, "latency", 0, acked=True)
+        wait(qa, qb, queue, 0, acked=True)
     latencies.sort()
     p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+    name = "latency_tx" if transactional else "latency"
     return {
-        "latency_p50_ms": statistics.median(latencies) * 1000,
-        "latency_p99_ms": p99 * 1000,
-        "latency_max_ms": latencies[-1] * 1000,
-        "latency_sent_per_s": count / (sending[1] - sending[0]),
+        f"{name}_p50_ms": statistics.median(latencies) * 1000,
+        f"{name}_p99_ms": p99 * 1000,
+        f"{name}_max_ms": latencies[-1] * 1000,
+        f"{name}_sent_per_s": count / (sending[1] - sending[0]),
     }
 
 
@@ -355,6 +371,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 result.update(measure_live(pair, args.seconds))
             else:
                 result.update(measure_latency(pair, args.seconds))
+                result.update(measure_latency(pair, args.seconds, transactional=True))
     local.progress("lmdb, again")
     result["lmdb_sync_commits_per_s_after"] = w.lmdb_commit_rate(workdir, args.ceiling_seconds / 2)
     local.progress("")
@@ -415,13 +432,15 @@ def report(r: dict[str, Any], out: TextIO) -> None:
             ("  most in outgoing: waiting / unacked",
              f"{r['live_max_waiting']:,} / {r['live_max_unacknowledged']:,}", "", ""),
         ]  # fmt: skip
-    if r["latency_p50_ms"] is not None:
+    for name, what in (("latency", "receive"), ("latency_tx", "receive in a transaction")):
+        if r[f"{name}_p50_ms"] is None:
+            continue
         rows += [
             (
-                f"commit on A -> receive on B, {p}",
-                f"{r[f'latency_{p}_ms']:.2f} ms",
+                f"commit on A -> {what} on B, {p}",
+                f"{r[f'{name}_{p}_ms']:.2f} ms",
                 "",
-                f"sent at {r['latency_sent_per_s']:.0f}/s" if p == "p50" else "",
+                f"sent at {r[f'{name}_sent_per_s']:.0f}/s" if p == "p50" else "",
             )
             for p in ("p50", "p99", "max")
         ]
