@@ -32,7 +32,7 @@ before it, and a crash before it loses neither, as neither was answered.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Protocol
 
 from ..context import PlanContext
@@ -251,18 +251,8 @@ class HandedMessage(AppendMessage):
         taker: Taker,
     ) -> HandedMessage:
         """``append``, for ``taker``."""
-        return cls(
-            append.queue_id,
-            append.payload,
-            append.priority,
-            append.size,
-            append.deadline,
-            append.note,
-            append.exempt,
-            journal=journal,
-            reports=reports,
-            taker=taker,
-        )
+        values = {f.name: getattr(append, f.name) for f in fields(AppendMessage)}
+        return cls(**values, journal=journal, reports=reports, taker=taker)
 
     def _hand(self, ctx: PlanContext) -> Handed:
         record = self.record(ctx.now)
@@ -271,9 +261,11 @@ class HandedMessage(AppendMessage):
         if journal_id is not None:
             ctx.live_queue(journal_id)
             # The journal keeps the message, not its deadline or note.
-            copy = encode_message_record(
-                self.payload, priority=self.priority, size=self.size, arrived_time=ctx.now
-            )
+            copy = record
+            if record[0] == TIMED_MESSAGE_VERSION:
+                copy = encode_message_record(
+                    self.payload, priority=self.priority, size=self.size, arrived_time=ctx.now
+                )
             ctx.append(journal_id, copy, self.priority, self.size)
         results = [op.plan(ctx) for op in self.reports]
         reported = tuple(result.queue_id for result in results if isinstance(result, Appended))

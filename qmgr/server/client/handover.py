@@ -190,18 +190,16 @@ class Handover:
         woken: set[int] = set()
         for index, receive in claims:
             result = None if outcome is None or outcome.error else outcome.results[index]
-            if isinstance(result, storage.Handed) and receive.stage is not _Stage.GONE:
-                receive.stage = _Stage.HANDED
-                receive.lookup_id = result.lookup_id
-                receive.record = result.record
-                woken |= self._core.handed(result.queue_id)
-                woken.add(result.queue_id)  # the receive waits on its queue's signal
-                woken.update(result.reported)
-            elif isinstance(result, storage.Handed):
-                # Its connection closed while the write was on its way: as for a
-                # removal then, the message is gone with the answer.
+            if isinstance(result, storage.Handed):
                 woken |= self._core.handed(result.queue_id)
                 woken.update(result.reported)
+                # GONE: its connection closed while the write was on its way; as
+                # for a removal then, the message is gone with the answer.
+                if receive.stage is not _Stage.GONE:
+                    receive.stage = _Stage.HANDED
+                    receive.lookup_id = result.lookup_id
+                    receive.record = result.record
+                    woken.add(result.queue_id)  # the receive waits on its queue's signal
             elif receive.stage is _Stage.CLAIMED:
                 receive.stage = _Stage.WAITING
                 self._waiting.setdefault(receive.queue.queue_id, []).insert(0, receive)

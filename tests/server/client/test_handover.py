@@ -187,11 +187,11 @@ async def test_a_claim_on_a_receive_that_left_appends_and_one_released_waits_aga
     assert handover.waiting(queue.queue_id) == 1
     claimed, [(_, again)] = handover.claim(_unit_to(services, "q"))
     assert again is second
-    failed = UnitOutcome((Handed(queue.queue_id, 9, b""),))
+    handed_late = UnitOutcome((Handed(queue.queue_id, 9, b""),))
     handover.leave(second)
     commits = services.core.tally.commits
     # Handed to a receive whose connection closed meanwhile: gone with the answer.
-    handover.settle([(0, second)], failed)
+    handover.settle([(0, second)], handed_late)
     assert services.core.tally.commits == commits + 1
     assert not second.handed
 

@@ -32,6 +32,7 @@ from storage import (
     Removed,
     Store,
     message_arrived_time,
+    message_deadline,
     message_header,
     message_payload,
 )
@@ -196,6 +197,23 @@ def test_a_handed_message_is_journaled_with_its_receipt_reports(store: Store) ->
     [(_, copy)] = store.read_range(queue.journal_id)
     assert bytes(message_payload(copy)) == b"kept"
     assert payloads(store, admin) == [b"report"]
+
+
+def test_a_handed_message_with_a_deadline_is_journaled_without_it(store: Store) -> None:
+    # As a removal's journal copy: the message, not its deadline or note.
+    queue = create_queue(store, "q", journal=True)
+    timed = HandedMessage(
+        queue.queue_id, b"timed", 3, 5, deadline=NOW + 60, note=b"n", journal=True, taker=_Receive()
+    )
+    [outcome] = commit_ok(store, unit(timed))
+    result = outcome.results[0]
+    assert isinstance(result, Handed)
+    assert message_deadline(result.record) == NOW + 60
+    assert queue.journal_id is not None
+    [(_, copy)] = store.read_range(queue.journal_id)
+    assert bytes(message_payload(copy)) == b"timed"
+    assert message_deadline(copy) is None
+    assert message_arrived_time(copy) == message_arrived_time(result.record)
 
 
 def test_a_message_the_receive_no_longer_takes_is_appended(store: Store) -> None:
