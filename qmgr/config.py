@@ -591,12 +591,11 @@ def _default_acl(values: dict[str, Any]) -> dict[str, list[str]]:
 
 
 def _tokens(values: dict[str, Any]) -> dict[str, str]:
-    from qmgr.core.permissions import user_name_problem
-    from qmgr.core.tokens import parse_hash
+    from qmgr.core.tokens import parse_hash, token_name_problem
 
     tokens = {}
     for name, text in values.items():
-        problem = user_name_problem(str(name))
+        problem = token_name_problem(str(name), in_file=False)
         if problem is not None:
             msg = f"auth.tokens.{name}: {problem}"
             raise ConfigError(msg)

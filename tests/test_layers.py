@@ -77,6 +77,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.texts",
         "qmgr.server",
         "qmgr.core.tokens",
+        "qmgr.core.permissions",
     },
     "qmgr": {"qmgr.cli"},  # qmgr/__init__.py and __main__.py
     "pipelines": {"qmgr.client", "qmgr.spark", "wire"},

@@ -3,20 +3,32 @@
 The token is printed once; the queue manager keeps only its hash
 (``auth.tokens`` or ``auth.tokens_file``). Nothing here talks to a queue
 manager.
+
+A name the queue manager would refuse to load is refused here, with the
+queue manager's own check (``qmgr.core.tokens.token_name_problem``), as a
+usage error: a line it refused would stop its next start. The
+configuration line printed is TOML whatever the name (the key quoted when
+it is not a bare key).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 from pathlib import Path
+from typing import Final
 
 import click
 
-from qmgr.core.tokens import hash_token, new_token
+from qmgr.core.tokens import hash_token, new_token, read_tokens_file, token_name_problem
 
 from .common import CliError, reports_errors
 
-__all__ = ["auth"]
+__all__ = ["auth", "toml_key"]
+
+#: A TOML bare key: anything else is written as a quoted (basic string) key.
+_BARE_KEY: Final = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @click.group()
@@ -34,10 +46,17 @@ def auth() -> None:
 )
 @reports_errors
 def auth_token(name: str, tokens_file: Path | None) -> None:
-    """Make a token for the principal NAME; print it (once) and its hash."""
-    if not name or any(ch.isspace() for ch in name) or len(name) > 256:
-        msg = f"a principal name has no spaces and at most 256 characters, not {name!r}"
-        raise CliError(msg)
+    """Make a token for the principal NAME; print it (once) and its hash.
+
+    NAME is a client's name: not empty, without control characters, not
+    ``everyone`` and not beginning with ``group:`` or ``peer:``; in a tokens
+    file (--file), also without spaces or ``#``.
+    """
+    problem = token_name_problem(name, in_file=tokens_file is not None)
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="'NAME'")
+    if tokens_file is not None and tokens_file.exists():
+        _check_not_in(tokens_file, name)
     token = new_token()
     hashed = hash_token(token)
     if tokens_file is not None:
@@ -51,7 +70,32 @@ def auth_token(name: str, tokens_file: Path | None) -> None:
         click.echo(f"added {name} to {tokens_file} (restart the queue manager to load it)")
     else:
         click.echo(
-            f'for the queue manager\'s configuration:\n  [auth.tokens]\n  {name} = "{hashed}"'
+            "for the queue manager's configuration:\n"
+            f'  [auth.tokens]\n  {toml_key(name)} = "{hashed}"'
         )
     click.echo(f"the token (give it to {name}; it is not kept anywhere):\n  {token}")
     click.echo("clients use it with --token or QMGR_TOKEN, or connect(..., token=...)")
+
+
+def _check_not_in(tokens_file: Path, name: str) -> None:
+    """Refuse to add a line the queue manager would refuse: to a tokens file it
+    cannot read, or for a name that has a line there already.
+
+    Raises:
+        CliError: either.
+    """
+    try:
+        named = read_tokens_file(tokens_file)
+    except ValueError as exc:
+        raise CliError(str(exc), hint="mend the file first: the queue manager refuses it") from None
+    if name in named:
+        msg = f"{name!r} has a token in {tokens_file} already"
+        raise CliError(msg, hint="remove its line to give it a new one")
+
+
+def toml_key(name: str) -> str:
+    """``name`` as a TOML key: bare when it may be, else a basic string."""
+    if _BARE_KEY.fullmatch(name):
+        return name
+    # JSON's escapes are TOML's, but for DEL, which TOML wants escaped too.
+    return json.dumps(name, ensure_ascii=False).replace("\x7f", "\\u007f")

@@ -30,6 +30,7 @@ from qmgr.certs import (
     issue,
 )
 from qmgr.client.shapes import iso
+from qmgr.core.permissions import user_name_problem
 
 from .common import CliError, plural, reports_errors
 
@@ -137,8 +138,13 @@ def certs_issue(
     """Issue a queue manager's certificate (or, with --client, a user's).
 
     NAME is the certificate's Common Name, the identity the other end sees,
-    and the base name of its files, NAME.key and NAME.crt.
+    and the base name of its files, NAME.key and NAME.crt. A client's NAME
+    is its principal: not ``everyone`` (the queue manager refuses such a
+    certificate in the handshake).
     """
+    problem = user_name_problem(name) if is_client else None
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="'NAME'")
     if not is_client and not hosts:
         msg = "a queue manager certificate needs at least one --host"
         raise CliError(

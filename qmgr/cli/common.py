@@ -78,6 +78,10 @@ _NOT_RUNNING_HINT = (
     "is the queue manager running? Start one with `make run` (from the source tree) "
     "or `qmgr serve --data-dir DIR`."
 )
+_TLS_HINT = (
+    " If it is running, its client port may require TLS: connect with --tls-ca CA.pem "
+    "(or QMGR_TLS_CA)."
+)
 
 # --------------------------------------------------------------------------
 # Errors
@@ -213,9 +217,18 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
         msg = f"--server {server!r}: {exc}"
         raise CliError(msg) from None
     except ConnectionLost as exc:
-        raise CliError(exc.message, hint=_NOT_RUNNING_HINT) from None
+        raise CliError(exc.message, hint=_not_reached_hint(ctx)) from None
     with qm:
         yield qm
+
+
+def _not_reached_hint(ctx: click.Context) -> str:
+    """What to check when the daemon cannot be reached: that it runs, and, over
+    plain TCP, that its port does not want TLS (a TLS port resets plain text)."""
+    ca, certificate, _ = ctx.obj.get("tls", (None, None, None))
+    if ca is None and certificate is None and not server_of(ctx).startswith("unix:"):
+        return _NOT_RUNNING_HINT + _TLS_HINT
+    return _NOT_RUNNING_HINT
 
 
 def tls_of(ctx: click.Context) -> ssl.SSLContext | None:

@@ -8,6 +8,11 @@ is nothing to guess from its hash (a password would need a slow hash; a
 token is not one). Checking a token hashes it once and compares the digest
 with every stored one with ``hmac.compare_digest``, so the time taken does
 not depend on which, if any, matched.
+
+Who may have a token is :func:`token_name_problem`'s to say, for the daemon
+reading ``auth.tokens`` and the tokens file and for ``qmgr auth token``
+writing them: a client's name (``permissions.user_name_problem``, as for a
+client certificate), and in the file, one its ``NAME HASH`` lines can hold.
 """
 
 from __future__ import annotations
@@ -30,12 +35,34 @@ __all__ = [
     "new_token",
     "parse_hash",
     "read_tokens_file",
+    "token_name_problem",
 ]
 
 #: The only hash kept: ``sha256:`` and 64 hex digits.
 HASH_PREFIX: Final = "sha256:"
 #: Longest token accepted (a bound on what a client can make the daemon hash).
 MAX_TOKEN_CHARS: Final = 512
+
+
+def token_name_problem(name: str, *, in_file: bool) -> str | None:
+    """Why ``name`` cannot have a token, or None: it is not a client's name
+    (``user_name_problem``: empty, control characters, a group, a peer or
+    ``everyone``), or is not text a UTF-8 file can hold; ``in_file``: a line of
+    the tokens file (``NAME HASH``, ``#`` starting a comment) cannot hold it
+    either, for a space or a ``#`` in it."""
+    problem = user_name_problem(name)
+    if problem is not None:
+        return problem
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return f"{name!r} is not text (it cannot be written in UTF-8)"
+    if in_file and any(ch.isspace() or ch == "#" for ch in name):
+        return (
+            f"{name!r} has a space or a '#', which a line of the tokens file "
+            "(NAME HASH, '#' starting a comment) cannot hold"
+        )
+    return None
 
 
 def new_token() -> str:
@@ -94,7 +121,7 @@ def read_tokens_file(path: Path) -> dict[str, str]:
         except ValueError as exc:
             msg = f"{where}: {exc}"
             raise ValueError(msg) from None
-        problem = user_name_problem(parts[0])
+        problem = token_name_problem(parts[0], in_file=True)
         if problem is not None:
             msg = f"{where}: {problem}"
             raise ValueError(msg)

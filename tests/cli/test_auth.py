@@ -1,14 +1,17 @@
-"""``qmgr auth token`` (``qmgr/cli/auth.py``): a token, once, and the line to accept it."""
+"""``qmgr auth token`` (``qmgr/cli/auth.py``): a token, once, and the line to accept it,
+which the queue manager loads: names it would refuse are refused, with its own check."""
 
 from __future__ import annotations
 
 import re
 import stat
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from qmgr.core.tokens import hash_token
+from qmgr.config import load_config
+from qmgr.core.tokens import hash_token, read_tokens_file, token_name_problem
 
 from .kit import ok, run
 
@@ -51,10 +54,89 @@ def test_an_unwritable_file_is_an_error(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"error: cannot write {tmp_path / 'no' / 'tokens'}: ")
 
 
-@pytest.mark.parametrize("name", ["two words", "tab\there", "x" * 257])
-def test_a_principal_name_has_no_spaces_and_at_most_256_characters(name: str) -> None:
-    result = run(None, "auth", "token", name)
-    assert result.exit_code == 1
-    assert result.stderr == (
-        f"error: a principal name has no spaces and at most 256 characters, not {name!r}\n"
+def _configuration(output: str) -> str:
+    """The TOML that the output gives for the configuration."""
+    lines = output.split("\n")  # not splitlines(): a name may hold U+2028
+    assert lines[0] == "for the queue manager's configuration:", output
+    return "\n".join(line.removeprefix("  ") for line in lines[1:3]) + "\n"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["everyone", "peer:qm2", "group:ops", "", "tab\there", "bell\a", "del\x7f", "bad\udcff"],
+)
+@pytest.mark.parametrize("in_file", [False, True], ids=["printed", "file"])
+def test_a_name_the_queue_manager_refuses_is_a_usage_error(
+    tmp_path: Path, name: str, in_file: bool
+) -> None:
+    tokens = tmp_path / "tokens"
+    result = run(None, "auth", "token", name, *(["--file", str(tokens)] if in_file else []))
+    assert result.exit_code == 2, result.output
+    problem = token_name_problem(name, in_file=in_file)
+    assert problem is not None
+    assert f"Error: Invalid value for 'NAME': {problem}" in result.stderr
+    assert result.stdout == ""
+    assert not tokens.exists()
+    if name.startswith(("everyone", "peer:", "group:")):
+        assert "names a group, a peer or everyone, not a client" in problem
+
+
+@pytest.mark.parametrize("name", ["two words", "a#b", "nbsp\u00a0x", "line\u2028sep"])
+def test_a_name_a_tokens_file_cannot_hold_is_refused_there_only(tmp_path: Path, name: str) -> None:
+    tokens = tmp_path / "tokens"
+    refused = run(None, "auth", "token", name, "--file", str(tokens))
+    assert refused.exit_code == 2, refused.output
+    assert "which a line of the tokens file (NAME HASH, '#' starting a comment) cannot hold" in (
+        refused.stderr
     )
+    assert not tokens.exists()
+    # The configuration's table can hold it.
+    ok(run(None, "auth", "token", name))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "x.y",
+        "two words",
+        'say "hi"',
+        "back\\slash",
+        "ünïcödé",
+        "a#b",
+        "[x]",
+        "x=y",
+        "nbsp\u00a0x",
+        "line\u2028sep",
+        "x" * 300,
+    ],
+)
+def test_the_configuration_line_is_toml_the_queue_manager_loads(tmp_path: Path, name: str) -> None:
+    output = ok(run(None, "auth", "token", name)).stdout
+    text = _configuration(output)
+    hashed = hash_token(_token(output))
+    assert tomllib.loads(text) == {"auth": {"tokens": {name: hashed}}}
+    config = tmp_path / "qmgr.toml"
+    config.write_text(text, encoding="utf-8")
+    assert load_config(config).auth_tokens == {name: hashed}
+
+
+def test_every_line_added_to_a_tokens_file_is_one_the_queue_manager_loads(
+    tmp_path: Path,
+) -> None:
+    tokens = tmp_path / "tokens"
+    names = ["alice", "x.y", "ünï", "peer-x", "group-ops", "everyone2", "x" * 300]
+    for name in names:
+        ok(run(None, "auth", "token", name, "--file", str(tokens)))
+    assert sorted(read_tokens_file(tokens)) == sorted(names)
+    again = run(None, "auth", "token", "alice", "--file", str(tokens))
+    assert again.exit_code == 1
+    assert again.stderr == (
+        f"error: 'alice' has a token in {tokens} already\n"
+        "hint: remove its line to give it a new one\n"
+    )
+    assert sorted(read_tokens_file(tokens)) == sorted(names)  # unchanged, still loadable
+    tokens.write_text("alice\n")
+    broken = run(None, "auth", "token", "bob", "--file", str(tokens))
+    assert broken.exit_code == 1
+    assert f"auth.tokens_file {tokens}, line 1: expected NAME HASH" in broken.stderr
+    assert tokens.read_text() == "alice\n"

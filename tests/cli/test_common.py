@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
-from collections.abc import Sequence
+import socket
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
 
 import click
 import pytest
@@ -12,6 +18,7 @@ from click.testing import CliRunner
 from helpers import free_port
 from rich.table import Table
 
+from qmgr.certs import init_ca
 from qmgr.cli import cli, common
 from qmgr.client import shapes
 
@@ -50,6 +57,45 @@ def test_nothing_listening_is_an_error_with_a_hint() -> None:
     error, hint = result.stderr.splitlines()
     assert error.startswith("error: cannot connect to the queue manager at 127.0.0.1:")
     assert hint.startswith("hint: is the queue manager running?")
+
+
+@contextmanager
+def resetting_listener() -> Iterator[str]:
+    """The address of a port that resets each connection it accepts, as a TLS
+    port does to a client that speaks plain text to it."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def reset() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    connection, _ = server.accept()
+                    connection.setsockopt(
+                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
+                    )
+                    connection.close()
+
+        thread = threading.Thread(target=reset, daemon=True)
+        thread.start()
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+        server.shutdown(socket.SHUT_RDWR)
+    thread.join(5)
+
+
+def test_a_port_that_resets_plain_tcp_hints_at_tls(tmp_path: Path) -> None:
+    with resetting_listener() as address:
+        plain = run(None, "--server", address, "status")
+        init_ca(tmp_path)
+        secure = run(None, "--server", address, "--tls-ca", str(tmp_path / "ca.crt"), "status")
+    assert plain.exit_code == 1
+    error, hint = plain.stderr.splitlines()
+    assert error.startswith("error: "), error
+    assert hint.startswith("hint: is the queue manager running?")
+    assert hint.endswith(
+        "If it is running, its client port may require TLS: connect with --tls-ca CA.pem "
+        "(or QMGR_TLS_CA)."
+    )
+    assert secure.exit_code == 1
+    assert "--tls-ca" not in secure.stderr.splitlines()[-1]  # TLS was asked for
 
 
 def test_a_bad_address_is_named() -> None:

@@ -15,6 +15,7 @@ from click.testing import CliRunner, Result
 from pki import sign
 
 from qmgr.cli.certs import certs
+from qmgr.core.permissions import user_name_problem
 
 
 def run(*args: str) -> Result:
@@ -146,3 +147,15 @@ def test_errors(ca_dir: Path, tmp_path: Path) -> None:
     assert sorted(os.listdir(ca_dir)) == ["ca.crt", "ca.key"]
     usage = run("init", "--dir", str(ca_dir), "--days", "0")
     assert usage.exit_code == 2
+
+
+@pytest.mark.parametrize("name", ["everyone", "group:ops", "peer:qm2"])
+def test_no_client_certificate_for_a_name_the_queue_manager_refuses(
+    ca_dir: Path, name: str
+) -> None:
+    result = run("issue", name, "--client", "--dir", str(ca_dir))
+    assert result.exit_code == 2, result.output  # a usage error
+    problem = user_name_problem(name)
+    assert problem is not None
+    assert f"Error: Invalid value for 'NAME': {problem}" in result.stderr
+    assert sorted(os.listdir(ca_dir)) == ["ca.crt", "ca.key"]

@@ -18,7 +18,10 @@ The replies are converted with the SDK's ``from_wire`` and shaped by
 ``qmgr.client.shapes``, as the CLI does: one definition of each shape.
 
 Bounds: a JSON body of at most :data:`MAX_BODY` bytes (``413`` past it,
-``400`` when it is not a JSON object); a page of messages of at most
+``400`` when it is not a JSON object, or when the client stops sending it
+before its end: :func:`read_body`, where every body of the API and the
+console is read); a whole number within its range (``400`` naming the field
+otherwise: :meth:`ApiCall.number`); a page of messages of at most
 :data:`MAX_PAGE` messages, each body given as base64 of at most
 :data:`BODY_BOUND` bytes (``shapes.message_json``), and the whole page
 within one client-protocol frame, as a peek of a range is.
@@ -39,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import structlog
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 
 from qmgr.client import IncomingInfo, Message, OutgoingInfo, QueueInfo, Status, TransactionInfo
 from qmgr.client.calls.routing import Routing
@@ -62,6 +65,7 @@ __all__ = [
     "API_PREFIX",
     "API_ROUTES",
     "BODY_BOUND",
+    "LOOKUP_IDS",
     "MAX_BODY",
     "MAX_PAGE",
     "STATUS_OF",
@@ -87,6 +91,8 @@ BODY_BOUND: Final = 64 * 1024
 #: Transactions one listing gives at most, and when ``max`` is not given.
 MAX_TRANSACTIONS: Final = 10_000
 DEFAULT_TRANSACTIONS: Final = 1000
+#: The LookupIds a request may name (64 bits; 0: none).
+LOOKUP_IDS: Final = (0, 2**64 - 1)
 
 #: The HTTP status of each error of the client protocol.
 STATUS_OF: Final[Mapping[cf.ErrorCode, int]] = {
@@ -122,9 +128,13 @@ def whole_number(text: str, name: str, low: int, high: int) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 20) or not (
         low <= int(text) <= high
     ):
-        msg = f"{name} must be a whole number from {low} to {high}, not {text!r}"
-        raise ApiError(400, "bad_request", msg)
+        raise _out_of_range(name, low, high, repr(text))
     return int(text)
+
+
+def _out_of_range(name: str, low: int, high: int, shown: str) -> ApiError:
+    msg = f"{name} must be a whole number from {low} to {high}, not {shown}"
+    return ApiError(400, "bad_request", msg)
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
@@ -211,7 +221,7 @@ class ApiCall:
         """
         if self._body is not None:
             return self._body
-        data = await read_body(self.request, MAX_BODY)
+        data = await read_body(self.request, MAX_BODY, self.log)
         if not data.strip():
             self._body = {}
             return self._body
@@ -241,6 +251,19 @@ class ApiCall:
             raise ApiError(400, "bad_request", msg)
         return found
 
+    async def number(self, name: str, default: int, low: int, high: int) -> int:
+        """A whole-number field of the body's object within ``low..high``
+        (``default`` if absent): every integer of a body is read so, never
+        with :meth:`given` alone.
+
+        Raises:
+            ApiError: 400, it is not one.
+        """
+        found = await self.given(name, int, default)
+        if not low <= found <= high:
+            raise _out_of_range(repr(name), low, high, str(found))
+        return found
+
 
 _JSON_TYPES: Final[Mapping[type[Any], str]] = {
     str: "a string",
@@ -249,21 +272,39 @@ _JSON_TYPES: Final[Mapping[type[Any], str]] = {
 }
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The body of ``request``, read in chunks, of at most ``limit`` bytes.
+async def read_body(
+    request: Request, limit: int, log: structlog.typing.FilteringBoundLogger
+) -> bytes:
+    """The body of ``request``, read in chunks, of at most ``limit`` bytes: the
+    one place where the API and the console read a body.
+
+    A client that closes its connection, or stops sending (``http.request_timeout``),
+    before its body's end is at fault, not the daemon: that is logged
+    (``http_client_disconnected``, info) and refused with ``400``, which
+    reaches the client if its connection can still take it. Nothing has
+    been done then: every route reads its body before its first client request.
 
     Raises:
-        ApiError: 413, it is (or says it is) larger.
+        ApiError: 413, it is (or says it is) larger; 400, it ended early.
     """
     declared = request.headers.get("content-length", "")
     too_large = ApiError(413, "payload_too_large", f"the body must be at most {limit} bytes")
     if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_large
     data = bytearray()
-    async for chunk in request.stream():
-        data += chunk
-        if len(data) > limit:
-            raise too_large
+    try:
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > limit:
+                raise too_large
+    except ClientDisconnect:
+        log.info("http_client_disconnected", received=len(data), declared=declared or None)
+        of = f" of {declared}" if declared else ""
+        msg = (
+            f"the body stopped after {len(data)}{of} bytes: the client closed the "
+            "connection or stopped sending"
+        )
+        raise ApiError(400, "bad_request", msg) from None
     return bytes(data)
 
 
@@ -355,7 +396,7 @@ async def _purge(call: ApiCall) -> Any:
 async def _move(call: ApiCall) -> Any:
     source = call.path("name")
     target = await call.given("to", str)
-    lookup_id = await call.given("lookup_id", int, 0)
+    lookup_id = await call.number("lookup_id", 0, *LOOKUP_IDS)
     every = await call.given("all", bool, False)
     if every and lookup_id:
         msg = "give lookup_id or all, not both"

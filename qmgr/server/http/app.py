@@ -21,8 +21,17 @@ the route's handler runs, or None for a route every caller may use:
   requests it makes; every API route needs a principal when
   ``auth.required`` is on.
 
-Everything else is ``404`` (``405`` for another method on a route); under
-``/api/`` every refusal is JSON, ``{"error": {"code": ..., "message": ...}}``.
+Everything else is ``404`` (``405`` for another method on a route); ``HEAD``
+is answered as ``GET`` without the body (Hypercorn leaves the body out) on
+every route that has a ``GET``, the API's included; under ``/api/`` every
+refusal is JSON, ``{"error": {"code": ..., "message": ...}}``.
+
+The head of a request (its line and headers) is bounded by :data:`HEAD_LIMIT`
+bytes, as written on the wire. Hypercorn refuses a head that grows past it
+before it is whole (``h11_max_incomplete_size``, ``service``), but not one
+that arrives whole in one read: the application measures every request
+before any route runs (:func:`head_size`) and answers one over the bound
+as Hypercorn does, ``431`` without a body, closing the connection.
 
 Who is asking. As on the client port: a bearer token in the
 ``Authorization`` header (``Bearer TOKEN``, checked by
@@ -69,11 +78,16 @@ from .port import CONNECTION, HttpConnection
 
 __all__ = [
     "CREDENTIAL_NAMES",
+    "HEAD_LIMIT",
     "ROUTES",
     "HttpApp",
     "HttpRoute",
+    "head_size",
     "logged",
 ]
+
+#: Bytes of a request's line and headers (``431`` past it; see the module docstring).
+HEAD_LIMIT: Final = 16 * 1024
 
 #: Query parameters that carry a credential: a request that has one is refused.
 CREDENTIAL_NAMES: Final = frozenset(
@@ -176,8 +190,10 @@ class HttpApp:
         if connection is not None:
             connection.active += 1
         try:
-            named = _credential_in_query(scope.get("query_string", b""))
-            if named is not None:
+            size = head_size(scope)
+            if size > HEAD_LIMIT:
+                await self._head_too_large(scope, receive, send, connection, size)
+            elif (named := _credential_in_query(scope.get("query_string", b""))) is not None:
                 self.log_for(connection).warning(
                     "token_in_query_refused", path=scope.get("path", ""), parameter=named
                 )
@@ -189,6 +205,25 @@ class HttpApp:
             if connection is not None:
                 connection.active -= 1
                 connection.idle_since = trio.current_time()
+
+    async def _head_too_large(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        connection: HttpConnection | None,
+        size: int,
+    ) -> None:
+        """Refuse a request whose head is over :data:`HEAD_LIMIT` as Hypercorn
+        refuses one that grows past it: ``431``, no body, the connection closed."""
+        started = time.perf_counter()
+        path = str(scope.get("path", ""))
+        log = self.log_for(connection).bind(method=scope.get("method"), path=path[:200])
+        log.info("http_head_too_large", size=size, limit=HEAD_LIMIT)
+        headers = {"content-length": "0"}
+        if scope.get("http_version") in ("1.0", "1.1"):
+            headers["connection"] = "close"  # HTTP/2 has no such header: the stream ends
+        await logged(Response(status_code=431, headers=headers), log, started)(scope, receive, send)
 
     def _endpoint(self, route: HttpRoute) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -250,8 +285,10 @@ class HttpApp:
                 none while ``auth.required`` is on).
         """
         route = methods.get(request.method)
+        if route is None and request.method == "HEAD":
+            route = methods.get("GET")  # its answer without the body (Hypercorn drops it)
         if route is None:
-            allowed = ", ".join(sorted(methods))
+            allowed = ", ".join(sorted({*methods, "HEAD"} if "GET" in methods else methods))
             msg = f"{request.method} is not a method of {path}: use {allowed}"
             raise ApiError(405, "method_not_allowed", msg, {"Allow": allowed})
         try:
@@ -410,6 +447,20 @@ def logged(
 
 async def _to_console(request: Request) -> Response:
     return RedirectResponse("/console", status_code=303)
+
+
+def head_size(scope: Scope) -> int:
+    """The bytes of the head of the request of ``scope`` as written on the wire:
+    its line (method, target, ``HTTP/`` and version) and each header
+    (``name: value``), each ended by CRLF, and the blank line."""
+    target = len(scope.get("raw_path") or str(scope.get("path", "")).encode())
+    query = scope.get("query_string") or b""
+    if query:
+        target += 1 + len(query)
+    method = str(scope.get("method", ""))
+    version = str(scope.get("http_version", "1.1"))
+    line = len(method) + 1 + target + 1 + len("HTTP/") + len(version) + 2
+    return line + sum(len(name) + 2 + len(value) + 2 for name, value in scope["headers"]) + 2
 
 
 def _credential_in_query(query: Any) -> str | None:

@@ -16,7 +16,9 @@ Hypercorn's protocol on each stream the port accepted and secured: its
 HTTP/1.1 server (``h11``; HTTP/2 only as ``h2c`` over plain TCP, which
 Hypercorn always offers), with its own bounds: ``http.keep_alive_timeout``
 for an idle keep-alive connection, ``http.request_timeout`` for each read,
-16 KiB for a request's head, a few HTTP/2 streams at once.
+16 KiB for a request's head (``app.HEAD_LIMIT``: Hypercorn bounds a head that
+is still arriving, the application one that arrived whole), a few HTTP/2
+streams at once.
 
 Why not ``hypercorn.trio.serve``: that function binds and accepts by
 itself, with no bound on connections and no way to know the client's
@@ -47,7 +49,7 @@ from qmgr.config import Config
 
 from ..client.authorization import Authorization
 from ..client.operations import Operations
-from .app import HttpApp
+from .app import HEAD_LIMIT, HttpApp
 from .console import console
 from .exposition import Exposition
 from .metrics import QueueManagerCollector
@@ -55,10 +57,8 @@ from .port import CONNECTION, HttpConnection
 from .rates import RateHistory
 from .sources import MetricsSources
 
-__all__ = ["HEAD_LIMIT", "HypercornService", "http_service", "hypercorn_config"]
+__all__ = ["HypercornService", "http_service", "hypercorn_config"]
 
-#: Bytes of a request's line and headers (Hypercorn's ``h11_max_incomplete_size``).
-HEAD_LIMIT: Final = 16 * 1024
 #: HTTP/2 streams one connection may have open at once.
 _H2_STREAMS: Final = 8
 

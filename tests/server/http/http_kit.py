@@ -18,7 +18,7 @@ import structlog
 import trio
 from prometheus_client import CollectorRegistry
 
-from qmgr.config import Config
+from qmgr.config import Config, load_config
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.operations import Operations
 from qmgr.server.http import HttpPort
@@ -112,6 +112,30 @@ def loader(config: Config, app: HttpApp) -> Callable[[], Awaitable[HttpService]]
     return load
 
 
+def port_of(app: HttpApp, *settings: str) -> HttpPort:
+    """A port (without TLS) that serves ``app``, with ``settings`` (``http.x=y``)."""
+    config = load_config(settings=settings)
+    return HttpPort(
+        config,
+        load=loader(config, app),
+        tally=app.authorization.tally,
+        tls=None,
+        log=structlog.get_logger("test"),
+    )
+
+
+async def exchange(stream: trio.abc.Stream, request: bytes) -> bytes:
+    """Send ``request`` (raw bytes; nothing if empty) and read what comes back
+    until the server closes the connection."""
+    if request:
+        await stream.send_all(request)
+    received = b""
+    with trio.fail_after(10):
+        while data := await stream.receive_some(65536):
+            received += data
+    return received
+
+
 @asynccontextmanager
 async def serving(port: HttpPort, tls: ssl.SSLContext | None = None) -> AsyncIterator[Served]:
     """``port`` served on loopback until the block ends."""
@@ -133,9 +157,12 @@ async def asgi_call(
     query: str = "",
     headers: Sequence[tuple[str, str]] = (),
     state: dict[str, Any] | None = None,
+    cut: int | None = None,
 ) -> Answer:
     """One request to the ASGI application ``app``, without sockets (its body in
-    chunks of 16 KiB), and its whole response."""
+    chunks of 16 KiB), and its whole response; with ``cut``, the client goes
+    away after that many bytes of its body (its ``Content-Length`` is still
+    the whole body's)."""
     scope = {
         "type": "http",
         "asgi": {"version": "3.0"},
@@ -154,9 +181,10 @@ async def asgi_call(
         "server": ("127.0.0.1", 1803),
         "state": state or {},
     }
-    chunks = [body[i : i + 16384] for i in range(0, len(body), 16384)] or [b""]
+    sent_body = body if cut is None else body[:cut]
+    chunks = [sent_body[i : i + 16384] for i in range(0, len(sent_body), 16384)] or [b""]
     incoming = [
-        {"type": "http.request", "body": chunk, "more_body": i < len(chunks) - 1}
+        {"type": "http.request", "body": chunk, "more_body": cut is not None or i < len(chunks) - 1}
         for i, chunk in enumerate(chunks)
     ]
     sent: list[dict[str, Any]] = []

@@ -72,6 +72,7 @@ class Site:
         certificate: str | None = None,
         tls: bool = False,
         body: bytes | None = None,
+        cut: int | None = None,
     ) -> Answer:
         path, _, query = path.partition("?")
         sent = list(headers or [])
@@ -93,6 +94,7 @@ class Site:
             query=query,
             headers=sent,
             state={CONNECTION: connection},
+            cut=cut,
         )
 
     async def login(self, token: str) -> str:
@@ -347,6 +349,27 @@ async def test_bad_input_gets_a_clear_refusal(site: Site) -> None:
     in_url = await site.call("GET", "/console?token=alice-token")
     assert in_url.status == 400
     assert (await site.call("DELETE", "/console/queues", cookie=cookie)).status == 405
+
+
+async def test_a_form_the_client_does_not_finish_is_refused_as_its_fault(site: Site) -> None:
+    await site.run(cf.CreateQueue(name="orders"))
+    await site.send("orders", b"kept")
+    cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
+    token = await site.csrf(cookie)
+    with structlog.testing.capture_logs() as logs:
+        login = await site.call("POST", "/console/login", {"token": "alice-token"}, cut=5)
+        purge = await site.call(
+            "POST", "/console/queue/purge", {"name": "orders", "csrf": token}, cookie=cookie, cut=9
+        )
+    for answer in (login, purge):
+        assert answer.status == 400, answer.text
+        assert "the client closed the connection or stopped sending" in answer.text
+        assert "set-cookie" not in answer.headers  # no session opened
+    gone = [e for e in logs if e["event"] == "http_client_disconnected"]
+    assert [(e["log_level"], e["received"]) for e in gone] == [("info", 5), ("info", 9)]
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+    assert await site.depth("orders") == 1
+    assert len(site.console.sessions) == 1  # root's only
 
 
 async def test_a_refresh_is_the_live_region_alone(site: Site) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import structlog
 import trio
-from http_kit import asgi_call, operations_app
+from http_kit import asgi_call, exchange, operations_app, port_of, serving
 from server.client.kit import enable_permissions, open_services
 
 from qmgr.client import Message
@@ -56,6 +56,7 @@ class Api:
         query: str = "",
         token: str | None = None,
         certificate: str | None = None,
+        cut: int | None = None,
     ) -> Reply:
         data = json.dumps(body).encode() if isinstance(body, dict) else body
         headers = [] if token is None else [("authorization", f"Bearer {token}")]
@@ -68,6 +69,7 @@ class Api:
             query=query,
             headers=headers,
             state={CONNECTION: connection},
+            cut=cut,
         )
         assert answer.headers["content-type"] == "application/json", answer.body
         return Reply(answer.status, answer.headers, json.loads(answer.body))
@@ -247,3 +249,90 @@ async def test_a_stopping_queue_manager_refuses_the_api(api: Api) -> None:
     reply = await api.call("GET", "/api/v1/queues")
     assert (reply.status, reply.json["error"]["code"]) == (503, "shutting_down")
     await trio.lowlevel.checkpoint()
+
+
+@pytest.mark.parametrize("lookup_id", [-1, 2**64, -(2**70)])
+async def test_a_lookup_id_out_of_range_is_a_bad_request_naming_it(
+    api: Api, lookup_id: int
+) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    body = {"to": "orders;poison", "lookup_id": lookup_id}
+    reply = await api.call("POST", "/api/v1/queues/orders/move", body)
+    assert (reply.status, reply.json["error"]["code"]) == (400, "bad_request")
+    assert reply.json["error"]["message"] == (
+        f"'lookup_id' must be a whole number from 0 to {2**64 - 1}, not {lookup_id}"
+    )
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 1  # nothing moved
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/v1/queues/orders/purge", b"{}       "),
+        ("/api/v1/queues/orders/move", b'{"to": "orders;poison", "all": true}'),
+    ],
+    ids=["purge", "move"],
+)
+async def test_a_body_the_client_does_not_finish_is_refused_as_its_fault(
+    api: Api, path: str, body: bytes
+) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    with structlog.testing.capture_logs() as logs:
+        reply = await api.call("POST", path, body, cut=2)
+    assert (reply.status, reply.json["error"]["code"]) == (400, "bad_request"), reply.json
+    assert "the client closed the connection or stopped sending" in reply.json["error"]["message"]
+    [gone] = [e for e in logs if e["event"] == "http_client_disconnected"]
+    assert (gone["log_level"], gone["received"], gone["declared"]) == ("info", 2, str(len(body)))
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 1  # neither purged nor moved
+
+
+async def test_over_a_socket_a_client_that_stalls_mid_body_gets_a_400(api: Api) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    port = port_of(api.app, "http.request_timeout=0.5")
+    with structlog.testing.capture_logs() as logs:
+        async with serving(port) as http:
+            async with await trio.open_tcp_stream("127.0.0.1", http.number) as stream:
+                # Two bytes of ten, then nothing: the read times out.
+                answer = await exchange(
+                    stream,
+                    b"POST /api/v1/queues/orders/purge HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 10\r\n\r\n{}",
+                )
+            async with await trio.open_tcp_stream("127.0.0.1", http.number) as stream:
+                # Two bytes of ten, and the end of what the client sends.
+                await stream.send_all(
+                    b"POST /api/v1/queues/orders/purge HTTP/1.1\r\nHost: x\r\n"
+                    b"Content-Length: 10\r\n\r\n{}"
+                )
+                await stream.send_eof()
+                closed = await exchange(stream, b"")
+    head, _, text = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer
+    assert json.loads(text)["error"]["code"] == "bad_request"
+    assert closed.startswith(b"HTTP/1.1 400 "), closed
+    assert [e["event"] for e in logs].count("http_client_disconnected") == 2
+    assert [e for e in logs if e["log_level"] in ("error", "critical")] == []
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 1  # not purged
+
+
+async def test_head_is_get_without_its_body_on_the_api_s_get_routes(api: Api) -> None:
+    async with serving(port_of(api.app)) as http:
+        client = await http.connect()
+        head = await client.get("/api/v1/queues", method="HEAD")
+        got = await client.get("/api/v1/queues")  # the same connection: no body came before
+        await client.aclose()
+    assert (head.status, head.body) == (200, b"")
+    assert head.headers["content-type"] == "application/json"
+    assert head.headers["content-length"] == got.headers["content-length"]
+    assert (got.status, json.loads(got.body)) == (200, [])
+    refused = await api.call("DELETE", "/api/v1/queues")
+    assert refused.headers["allow"] == "GET, HEAD"
+    post_only = await api.call("HEAD", "/api/v1/queues/q/purge")
+    assert post_only.headers["allow"] == "POST"

@@ -4,6 +4,7 @@ connections; HTTPS with a client certificate as the principal."""
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Sequence
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 import structlog
 import trio
 import trio.testing
-from http_kit import Served, loader, serving
+from http_kit import Served, exchange, loader, serving
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -21,7 +22,7 @@ from qmgr.certs import init_ca, issue
 from qmgr.config import Config, load_config
 from qmgr.core.tokens import TokenBook, hash_token
 from qmgr.server.client.authorization import Authorization
-from qmgr.server.http.app import HttpApp
+from qmgr.server.http.app import HEAD_LIMIT, HttpApp
 from qmgr.server.http.exposition import Exposition, SeriesFamily
 from qmgr.server.http.port import HttpPort, HttpService
 from qmgr.server.http.service import HypercornService
@@ -203,6 +204,47 @@ async def test_a_request_head_that_never_ends_is_refused_at_its_bound() -> None:
                     if received:
                         break
     assert received.startswith(b"HTTP/1.1 431"), received
+
+
+def _undated(response: bytes) -> bytes:
+    """``response`` without its date, in lower case (h11 writes ``Connection``
+    when the request asked for the connection to close)."""
+    return re.sub(rb"\r\ndate: [^\r]*", b"", response.lower())
+
+
+def _head_of(size: int, target: str = "/healthz") -> bytes:
+    """A request whose line and headers are ``size`` bytes, padded with a header."""
+    start = f"GET {target} HTTP/1.1\r\nhost: qmgr\r\nconnection: close\r\nx-padding: ".encode()
+    return start + b"x" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+async def test_a_request_head_that_arrives_whole_is_refused_at_its_bound_too() -> None:
+    rules = authorization()
+    with structlog.testing.capture_logs() as logs:
+        async with serving(port_for(rules)) as http:
+
+            async def sent(request: bytes) -> bytes:
+                async with await trio.open_tcp_stream("127.0.0.1", http.number) as stream:
+                    return _undated(await exchange(stream, request))
+
+            # Hypercorn's answer to a head that grows past the bound before its end.
+            growing = await sent(
+                b"GET /healthz HTTP/1.1\r\nhost: qmgr\r\nx-padding: " + b"x" * 20000
+            )
+            assert growing == b"http/1.1 431 \r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            # A head at the bound is served; one byte more gets the same answer
+            # whatever the route (before any authentication), and the
+            # connection is closed after it.
+            assert (await sent(_head_of(HEAD_LIMIT))).startswith(b"http/1.1 200 ")
+            for target in ("/healthz", "/metrics", "/api/v1/status", "/console/login", "/nowhere"):
+                assert await sent(_head_of(HEAD_LIMIT + 1, target)) == growing, target
+            # A long query string is part of the head too.
+            query = b"GET /healthz?q=" + b"a" * 17000 + b" HTTP/1.1\r\nhost: qmgr\r\n\r\n"
+            assert await sent(query) == growing
+    refused = [e for e in logs if e["event"] == "http_head_too_large"]
+    assert len(refused) == 6
+    assert refused[0]["size"] == HEAD_LIMIT + 1
+    assert rules.tally.denied == 0  # refused before any route's need was checked
 
 
 def tls_config(tmp_path: Path, *more: str) -> tuple[list[str], Path]:

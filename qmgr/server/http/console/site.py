@@ -262,7 +262,7 @@ class Console:
         )
         try:
             if request.method == "POST":
-                visit.form = await self._form(request)
+                visit.form = await self._form(request, log)
                 self._check_action(visit)
             response = await page(self, visit)
         except ApiError as exc:
@@ -301,17 +301,20 @@ class Console:
         call = ApiCall(request, principal, log, self.operations, authorize, self._allowed)
         return call
 
-    async def _form(self, request: Request) -> dict[str, str]:
-        """The fields of an action's form (urlencoded, at most :data:`MAX_FORM` bytes).
+    async def _form(
+        self, request: Request, log: structlog.typing.FilteringBoundLogger
+    ) -> dict[str, str]:
+        """The fields of an action's form (urlencoded, at most :data:`MAX_FORM` bytes,
+        read by ``read_body``).
 
         Raises:
-            ApiError: 413 past the bound; 400 when it is not a form.
+            ApiError: 413 past the bound; 400 when it is not a form, or it ended early.
         """
         kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
         if kind != "application/x-www-form-urlencoded":
             msg = "an action's body must be a form (application/x-www-form-urlencoded)"
             raise ApiError(400, "bad_request", msg)
-        data = await read_body(request, MAX_FORM)
+        data = await read_body(request, MAX_FORM, log)
         try:
             fields = parse_qsl(
                 data.decode("utf-8"), keep_blank_values=True, max_num_fields=_MAX_FIELDS
