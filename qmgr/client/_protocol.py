@@ -300,6 +300,15 @@ class ClientProtocol(Generic[W]):
         append_receive(out, request_id, tx_id, queue, wait_ms, peek, lookup_id)
         return self._expect(request_id)
 
+    def cancel_receive(self, out: bytearray, waiter: W) -> bool:
+        """Pack a CancelReceive of the receive ``waiter`` waits for into ``out``;
+        False when none can be sent (a daemon older than ``CANCEL_VERSION``, or
+        the connection is unusable). Not answered: the receive is, once."""
+        if self.version < cf.CANCEL_VERSION or self.broken is not None:
+            return False
+        out += cf.encode_frame(self.new_id(), cf.CancelReceive(request_id=waiter.request_id))
+        return True
+
     def receive_result(
         self, reply: cf.ServerReply, state: TransactionState | None
     ) -> Message | None:

@@ -28,14 +28,20 @@ that error: the daemon refuses to commit a transaction in which a send
 failed, so a commit never applies part of a transaction.
 
 Cancelling a task that waits for a reply abandons the reply, not the
-request: a receive cancelled that way may still take a message, and a
-receive with no timeout keeps waiting on the daemon (counting against
-``limits.max_waiting_receives_per_connection``) until it takes one. Outside
-a transaction that message is lost. Inside one, the transaction can then
-only abort: ``commit()`` aborts it and raises, and the message returns to
-its queue. Prefer the ``timeout`` argument to cancelling a receive. A
-transaction's Prepare, Commit or Abort (a request whose waiter ``ends`` a
-transaction) is written even from a cancelled scope.
+request, with one exception: a receive or peek. Cancelled while it waits,
+the client sends a ``CancelReceive`` naming it (protocol version 8) and
+waits, shielded, up to :data:`CANCEL_REPLY_SECONDS` for its reply. The
+daemon answers the receive once: with ``NoMessage`` if it took nothing,
+and the cancellation goes on; or with the message it had already taken (a
+sender's write was handing it over as the cancel came), which the receive
+then returns instead of raising ``Cancelled`` (trio delivers the
+cancellation at the caller's next checkpoint), so that no message is taken
+and lost. With a daemon older than version 8, or no reply in time, the
+reply is abandoned as before: a receive outside a transaction may still
+take a message, which is then lost, and inside one the transaction can only
+abort (``commit()`` aborts it and raises, and the message returns to its
+queue). A transaction's Prepare, Commit or Abort (a request whose waiter
+``ends`` a transaction) is written even from a cancelled scope.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+#: How long a cancelled receive waits, shielded, for the daemon's answer to it.
+CANCEL_REPLY_SECONDS = 5.0
 
 
 async def open_stream(address: str) -> tuple[RawConnection, str, str]:
@@ -209,15 +217,41 @@ class StreamConnection:
         lookup_id: int | None,
     ) -> Message | None:
         """Receive or peek, in the transaction ``state`` or not, waiting up to ``wait`` s."""
+        proto = self.proto
         frame = bytearray()
-        waiter = self.proto.receive_request(frame, state, queue, wait, peek, lookup_id)
+        waiter = proto.receive_request(frame, state, queue, wait, peek, lookup_id)
         try:
-            reply = await self.exchange(waiter, frame)
-        except trio.Cancelled:
-            if state is not None and not peek:
-                receive_abandoned(state)
-            raise
-        return self.proto.receive_result(reply, state)
+            await self.write(frame)
+            try:
+                await waiter.event.wait()
+            except trio.Cancelled:
+                if not await self._cancel_receive(waiter, peek):
+                    if state is not None and not peek:
+                        receive_abandoned(state)
+                    raise
+                if type(waiter.reply) is not cf.MessageReply:
+                    raise  # nothing taken (or the receive failed): cancelled
+                # It had taken a message: return it rather than lose it.
+        finally:
+            proto.forget(waiter)
+        return proto.receive_result(proto.result(waiter), state)
+
+    async def _cancel_receive(self, waiter: TaskWaiter, peek: bool) -> bool:
+        """Stop the receive of ``waiter``, whose caller was cancelled, from waiting
+        on the daemon; True once its reply is in ``waiter`` (see the module docstring)."""
+        frame = bytearray()
+        if not self.proto.cancel_receive(frame, waiter):
+            return False
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + CANCEL_REPLY_SECONDS
+            try:
+                await self.write(frame)
+            except QueueError:
+                return False
+            if peek:
+                return False  # a peek takes nothing: no reply to wait for
+            await waiter.event.wait()
+        return waiter.reply is not None
 
     # ------------------------------------------------------------------
     # Bytes out, bytes in

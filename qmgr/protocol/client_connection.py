@@ -123,6 +123,8 @@ SHUTTING_DOWN: Final = "the queue manager is shutting down"
 
 def version_needed(request: type[object]) -> int:
     """The protocol version a connection needs for a request of this class."""
+    if request in cf.CANCEL_REQUESTS:
+        return cf.CANCEL_VERSION
     if request in cf.ROUTING_REQUESTS:
         return cf.ROUTING_VERSION
     if request in cf.SECURITY_REQUESTS:

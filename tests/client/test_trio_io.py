@@ -11,14 +11,17 @@ import pytest
 import trio
 import trio.testing
 from client_kit import replies
+from wire_samples import QUEUED
 
-from qmgr.client import ConnectionLost, QueueNotFound, TransactionAborted
+from qmgr.client import ConnectionLost, Message, QueueNotFound, TransactionAborted
 from qmgr.client._transaction import TransactionState
-from qmgr.client._trio_io import StreamConnection
+from qmgr.client._trio_io import CANCEL_REPLY_SECONDS, StreamConnection
 from qmgr.client.calls import queues, transactions
 from wire import client as cf
 
-Answer = Callable[[cf.FrameValue], cf.ServerReply | None]
+#: A scripted answer to a request: its reply, a frame (an answer to another
+#: request, such as the receive a CancelReceive names), or None.
+Answer = Callable[[cf.FrameValue], cf.ServerReply | cf.Frame | None]
 
 
 class Peer:
@@ -42,7 +45,9 @@ class Peer:
                 self.requests.append(frame.value)
                 self.seen.set()
                 reply = self.answer(frame.value)
-                if reply is not None:
+                if isinstance(reply, cf.Frame):
+                    await self.stream.send_all(cf.encode_frame(reply.request_id, reply.value))
+                elif reply is not None:
                     await self.stream.send_all(cf.encode_frame(frame.request_id, reply))
 
 
@@ -108,6 +113,83 @@ async def test_a_cancelled_peek_leaves_the_transaction_usable() -> None:
         conn.proto.begin(state)
         await cancel_once_blocked(lambda: conn.receive(state, "q", None, True, None))
         state.check()
+
+
+def answering_cancels_with(reply: cf.ServerReply) -> Answer:
+    """A daemon of version 8 whose receives wait until cancelled, then get ``reply``."""
+    receives: list[int] = []
+
+    def answer(value: cf.FrameValue) -> cf.ServerReply | cf.Frame | None:
+        if isinstance(value, cf.CancelReceive):
+            receives.append(value.request_id)
+            return cf.Frame(request_id=value.request_id, value=reply)
+        return ok_to_all(value)
+
+    return answer
+
+
+async def test_a_cancelled_receive_asks_the_daemon_to_stop_and_raises_when_it_took_nothing() -> (
+    None
+):
+    async with connected(answering_cancels_with(cf.NoMessage())) as (conn, peer):
+        conn.proto.version = cf.CANCEL_VERSION
+        state = TransactionState(conn.proto.next_tx_id())
+        conn.proto.begin(state)
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(conn.receive, state, "q", None, False, None)
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+        assert scope.cancelled_caught
+        # The daemon said it took nothing: the transaction can still commit.
+        state.check()
+        assert await conn.run(transactions.end, state, commit=True) is None
+    receive = peer.requests[1]
+    assert isinstance(receive, cf.Receive)
+    assert [type(r) for r in peer.requests] == [cf.Begin, cf.Receive, cf.CancelReceive, cf.Commit]
+    assert peer.requests[2] == cf.CancelReceive(request_id=2)
+
+
+async def test_a_cancelled_receive_that_had_taken_a_message_returns_it() -> None:
+    async with connected(answering_cancels_with(cf.MessageReply(message=QUEUED))) as (conn, _):
+        conn.proto.version = cf.CANCEL_VERSION
+        got: list[Message | None] = []
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+
+                async def receive() -> None:
+                    got.append(await conn.receive(None, "q", None, False, None))
+
+                nursery.start_soon(receive)
+                await trio.testing.wait_all_tasks_blocked()
+                scope.cancel()
+        # The receive returned the message its daemon had taken, cancelled or not.
+        [message] = got
+        assert message is not None
+        assert (message.lookup_id, message.body) == (QUEUED.lookup_id, QUEUED.message.body)
+
+
+async def test_a_cancelled_peek_asks_the_daemon_to_stop_without_waiting_for_it() -> None:
+    async with connected(ok_to_all) as (conn, peer):
+        conn.proto.version = cf.CANCEL_VERSION
+        await cancel_once_blocked(lambda: conn.receive(None, "q", None, True, None))
+        await trio.testing.wait_all_tasks_blocked()
+    assert [type(r) for r in peer.requests] == [cf.Receive, cf.CancelReceive]
+
+
+async def test_a_cancelled_receive_no_daemon_answers_is_abandoned_after_a_while(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    async with connected(ok_to_all) as (conn, peer):
+        conn.proto.version = cf.CANCEL_VERSION
+        state = TransactionState(conn.proto.next_tx_id())
+        conn.proto.begin(state)
+        started = trio.current_time()
+        await cancel_once_blocked(lambda: conn.receive(state, "q", None, False, None))
+        assert trio.current_time() - started == pytest.approx(CANCEL_REPLY_SECONDS)
+        with pytest.raises(TransactionAborted, match="must not be committed unseen"):
+            state.check()
+    assert [type(r) for r in peer.requests] == [cf.Begin, cf.Receive, cf.CancelReceive]
 
 
 async def test_the_end_of_a_transaction_is_written_even_when_cancelled() -> None:

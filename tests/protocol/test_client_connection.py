@@ -82,6 +82,7 @@ SAMPLES: list[cf.ClientRequest] = [
     cf.ChangePermissions(queue="q", entry="bob", grant=1),
     cf.TraceMessage(message_id="{00000000-0000-0000-0000-000000000001}\\1"),
     cf.GetRouting(destination="10.0.0.5"),
+    cf.CancelReceive(request_id=3),
     cf.CreateList(name="l", targets=("q",)),
     cf.ChangeList(name="l"),
     cf.DeleteList(name="l"),
@@ -143,12 +144,21 @@ def test_the_hello_is_answered_with_the_highest_common_version() -> None:
             version=cf.PROTOCOL_VERSION, server_version="9.9", qm_name="qm", qm_guid=GUID
         ),
     )
-    assert (connection.greeted, connection.admitted, connection.version) == (True, True, 7)
+    assert (connection.greeted, connection.admitted, connection.version) == (True, True, 8)
 
 
 @pytest.mark.parametrize(
     ("low", "high", "agreed"),
-    [(2, 2, 2), (1, 3, 3), (4, 6, 6), (2, 5, 5), (6, 200, 7), (1, 1, None), (8, 9, None)],
+    [
+        (2, 2, 2),
+        (1, 3, 3),
+        (4, 6, 6),
+        (2, 5, 5),
+        (7, 7, 7),
+        (6, 200, 8),
+        (1, 1, None),
+        (9, 10, None),
+    ],
 )
 def test_version_negotiation(low: int, high: int, agreed: int | None) -> None:
     connection = ClientConnection(SETTINGS, opened_at=0.0)
@@ -158,7 +168,7 @@ def test_version_negotiation(low: int, high: int, agreed: int | None) -> None:
         return
     assert isinstance(event, Violation)
     assert event.kind is ViolationKind.UNSUPPORTED_VERSION
-    assert event.message == f"client speaks versions {low}..{high}; this queue manager speaks 2..7"
+    assert event.message == f"client speaks versions {low}..{high}; this queue manager speaks 2..8"
     [reply] = replies(connection)
     assert reply.value == cf.ErrorReply(
         code=cf.ErrorCode.UNSUPPORTED_VERSION, message=event.message
@@ -202,6 +212,7 @@ def test_the_served_requests_are_every_request_but_hello_and_authenticate() -> N
         (cf.ChangePermissions, 6),
         (cf.Authenticate, 6),
         (cf.GetRouting, 7),
+        (cf.CancelReceive, 8),
         (cf.Hello, 2),
         (cf.Ok, 2),
     ],
@@ -210,7 +221,7 @@ def test_the_version_each_request_needs(request_class: type[object], version: in
     assert version_needed(request_class) == version
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7, 8])
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: type(s).__name__)
 def test_a_request_is_let_through_only_from_the_version_it_needs(
     sample: cf.ClientRequest, version: int
@@ -263,13 +274,13 @@ def test_requests_are_refused_while_the_server_stops() -> None:
 
 def test_a_principal_from_the_transport_is_admitted_at_the_hello() -> None:
     connection = ClientConnection(REQUIRED, opened_at=0.0, principal="alice")
-    assert events(connection, frames(cf.Hello())) == [Greeted("", 7, True)]
+    assert events(connection, frames(cf.Hello())) == [Greeted("", 8, True)]
     assert connection.principal == "alice"
 
 
 def test_without_a_principal_requests_wait_for_authentication() -> None:
     connection = ClientConnection(REQUIRED, opened_at=0.0)
-    assert events(connection, frames(cf.Hello())) == [Greeted("", 7, False)]
+    assert events(connection, frames(cf.Hello())) == [Greeted("", 8, False)]
     connection.data_to_send()
     [event] = events(connection, frames(cf.ListQueues(), first_id=2))
     assert event == Violation(ViolationKind.AUTHENTICATE_FIRST, 2, AUTHENTICATE_FIRST, "ListQueues")
@@ -486,7 +497,7 @@ def _decisions(connection: ClientConnection, chunks: Iterable[bytes]) -> list[ob
 
 @given(
     st.lists(st.sampled_from(SAMPLES), max_size=8),
-    st.integers(min_value=2, max_value=7),
+    st.integers(min_value=2, max_value=8),
     st.lists(st.integers(min_value=1, max_value=2000), max_size=20),
 )
 def test_frames_fed_in_any_pieces_are_decided_as_fed_whole(

@@ -33,7 +33,9 @@ The rules:
   only on connections of version 5. Queue permissions (``SECURITY_REQUESTS``,
   see :mod:`wire.client.permissions`) came with version 6 (``SECURITY_VERSION``),
   routing information (``ROUTING_REQUESTS``, see :mod:`wire.client.routing`)
-  with version 7 (``ROUTING_VERSION``).
+  with version 7 (``ROUTING_VERSION``), and cancelling a waiting receive
+  (``CANCEL_REQUESTS``, see :mod:`wire.client.cancel`) with version 8
+  (``CANCEL_VERSION``).
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -41,6 +43,7 @@ The rules:
   client-chosen id and a :class:`Send` inside a transaction are answered
   only if they fail. A transaction in which such a request failed can only
   abort: its :class:`Commit` (or :class:`Prepare`) is answered with the error.
+  A :class:`CancelReceive` is never answered: the receive it names is.
 * Replies may arrive out of request order (a blocked receive does not hold
   up the requests behind it).
 * An :class:`ErrorReply` with request id 0 is about the connection itself
@@ -60,6 +63,9 @@ from ..message_properties import MessageProperties as MessageProperties
 from ..rights import Right as Right
 from ..rights import parse_rights as parse_rights
 from ..rights import rights_names as rights_names
+from .cancel import CANCEL_REQUESTS as CANCEL_REQUESTS
+from .cancel import CancelReceive as CancelReceive
+from .constants import CANCEL_VERSION as CANCEL_VERSION
 from .constants import CLIENT_TX_ID_LIMIT as CLIENT_TX_ID_LIMIT
 from .constants import HEADER_SIZE as HEADER_SIZE
 from .constants import HELLO_MAGIC as HELLO_MAGIC
@@ -166,6 +172,8 @@ from .values import Sent as Sent
 from .values import StatusInfo as StatusInfo
 
 __all__ = [
+    "CANCEL_REQUESTS",
+    "CANCEL_VERSION",
     "CLIENT_TX_ID_LIMIT",
     "CORRELATION_ID_SIZE",
     "HEADER_SIZE",
@@ -195,6 +203,7 @@ __all__ = [
     "Authenticate",
     "Begin",
     "BeginGlobal",
+    "CancelReceive",
     "ChangeList",
     "ChangePermissions",
     "ClientFrameDecoder",

@@ -13,6 +13,7 @@ from typing import Final
 from ..message_layout import MAX_MESSAGE_BODY
 
 __all__ = [
+    "CANCEL_VERSION",
     "CLIENT_TX_ID_LIMIT",
     "HEADER_SIZE",
     "HELLO_MAGIC",
@@ -32,7 +33,7 @@ __all__ = [
 ]
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 7
+PROTOCOL_VERSION: Final = 8
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
@@ -48,6 +49,8 @@ POISON_VERSION: Final = 5
 SECURITY_VERSION: Final = 6
 #: The first version with routing information (``ROUTING_REQUESTS``).
 ROUTING_VERSION: Final = 7
+#: The first version in which a client may cancel a waiting receive (``CANCEL_REQUESTS``).
+CANCEL_VERSION: Final = 8
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
@@ -94,6 +97,7 @@ class FrameKind(enum.IntEnum):
     GET_LISTS = 0x18
     TRACE_MESSAGE = 0x1D
     GET_ROUTING = 0x1F
+    CANCEL_RECEIVE = 0x20
 
     HELLO_OK = 0x80
     OK = 0x81

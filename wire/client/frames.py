@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from .cancel import CancelReceive
 from .constants import FrameKind
 from .lists import ChangeList, CreateList, DeleteList, GetLists, ListInfoList
 from .permissions import Authenticate, ChangePermissions, GetPermissions, Permissions
@@ -92,6 +93,7 @@ ClientRequest: TypeAlias = (
     | Authenticate
     | TraceMessage
     | GetRouting
+    | CancelReceive
     | CreateList
     | ChangeList
     | DeleteList
@@ -157,6 +159,7 @@ KIND_OF: Final[dict[type[FrameValue], FrameKind]] = {
     Authenticate: FrameKind.AUTHENTICATE,
     TraceMessage: FrameKind.TRACE_MESSAGE,
     GetRouting: FrameKind.GET_ROUTING,
+    CancelReceive: FrameKind.CANCEL_RECEIVE,
     CreateList: FrameKind.CREATE_LIST,
     ChangeList: FrameKind.CHANGE_LIST,
     DeleteList: FrameKind.DELETE_LIST,

@@ -221,6 +221,7 @@ _SOURCES: dict[FrameKind, Any] = {
     FrameKind.REMOVE_THROUGH: c.Struct("queue" / _Str, "lookup_id" / c.Int64ul),
     FrameKind.TRACE_MESSAGE: c.Struct("message_id" / _Str),
     FrameKind.GET_ROUTING: c.Struct("destination" / _Str),
+    FrameKind.CANCEL_RECEIVE: c.Struct("request_id" / c.Int32ul),
     FrameKind.CREATE_LIST: c.Struct("name" / _Str, "targets" / c.PrefixedArray(c.Int32ul, _Str)),
     FrameKind.CHANGE_LIST: c.Struct(
         "name" / _Str,

@@ -24,7 +24,7 @@ and once that write is synced both are answered.
    was appended since, in an earlier batch or earlier in this one: it would
    have found that one first), its queue's signal has not been set since
    (a transaction's abort made a message free again), and its connection
-   is not closing.
+   is not closing nor the receive cancelled (``CancelReceive``).
 4. Once the write is done, the sender's handler settles the claims
    (:meth:`Handover.settle`): a ``storage.Handed`` result goes to the
    receive, which answers with it; anything else (appended instead, the
@@ -82,7 +82,7 @@ class WaitingReceive:
     queue: QueueRecord
     #: The queue's signal it waits on: once set, a message may be free for it.
     signal: trio.Event
-    #: True once its connection is closing.
+    #: True once its connection is closing or the receive was cancelled.
     leaving: Callable[[], bool]
     stage: _Stage = _Stage.WAITING
     #: Set when a claim on it ends (handed over, or released).
@@ -127,8 +127,8 @@ class Handover:
         self, queue: QueueRecord, signal: trio.Event, leaving: Callable[[], bool]
     ) -> WaitingReceive:
         """Register a receive about to wait for ``signal`` on ``queue``, which it
-        has just found empty (``leaving``: its connection is closing); it must
-        call :meth:`leave` when it stops waiting."""
+        has just found empty (``leaving``: its connection is closing, or it was
+        cancelled); it must call :meth:`leave` when it stops waiting."""
         receive = WaitingReceive(queue, signal, leaving)
         self._waiting.setdefault(queue.queue_id, []).append(receive)
         return receive

@@ -119,6 +119,8 @@ class RequestContext:
     aborted: dict[int, str] = field(default_factory=dict)
     #: Waiting receives: transaction id (or a negative key) -> their cancel scope.
     waiting: dict[int, trio.CancelScope] = field(default_factory=dict)
+    #: Waiting receives by request id: what stops each waiting (a CancelReceive).
+    cancels: dict[int, Callable[[], None]] = field(default_factory=dict)
     next_server_tx_id: int = cf.CLIENT_TX_ID_LIMIT
     #: Where waiting receives run (the session's, set once it runs).
     nursery: trio.Nursery | None = None

@@ -63,6 +63,7 @@ SAMPLES: dict[cf.FrameKind, cf.FrameValue] = {
     cf.FrameKind.DELETE_LIST: cf.DeleteList(name="fanout"),
     cf.FrameKind.GET_LISTS: cf.GetLists(name=""),
     cf.FrameKind.GET_ROUTING: cf.GetRouting(destination="DIRECT=TCP:10.2.0.7\\private$\\orders"),
+    cf.FrameKind.CANCEL_RECEIVE: cf.CancelReceive(request_id=41),
     cf.FrameKind.TRACE_MESSAGE: cf.TraceMessage(
         message_id="{6f9619ff-8b86-d011-b42d-00c04fc964ff}\\7"
     ),

@@ -162,6 +162,7 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.MEASURE_RANGE: st.builds(cf.MeasureRange, queue=text, after=u64, max_count=u32),
     cf.FrameKind.TRACE_MESSAGE: st.builds(cf.TraceMessage, message_id=text),
     cf.FrameKind.GET_ROUTING: st.builds(cf.GetRouting, destination=text),
+    cf.FrameKind.CANCEL_RECEIVE: st.builds(cf.CancelReceive, request_id=u32),
     cf.FrameKind.CREATE_LIST: st.builds(
         cf.CreateList, name=text, targets=st.lists(text, max_size=3).map(tuple)
     ),

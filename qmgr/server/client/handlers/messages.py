@@ -1,4 +1,5 @@
-"""The requests of messages and transactions: Begin, Send, Receive, PeekRange, Commit, Abort.
+"""The requests of messages and transactions: Begin, Send, Receive, CancelReceive,
+PeekRange, Commit, Abort.
 
 These are the hot requests: a client pipelines ``Begin``, its ``Send``\\ s and
 ``Commit`` in one write, and only the commit waits (for the committer's
@@ -11,6 +12,10 @@ is removed durably before it is returned). One that finds its queue empty
 waits in a task of its own in the connection's nursery, woken by the
 queue's signal, so that the requests behind it are still served; waiting
 receives are bounded per connection, and a transaction has at most one.
+A CancelReceive from the client stops one from waiting: it is answered as
+at its timeout, unless a sender's write is already handing it a message,
+which it then answers with (the client returns that message rather than
+lose it).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
 from typing import Any, Final
 
 import trio
@@ -199,8 +205,14 @@ def receive(ctx: RequestContext, request_id: int, request: cf.Receive) -> Awaita
     key = tx.client_id if tx is not None else -request_id - 1
     scope = trio.CancelScope()
     waiting[key] = scope
+    timeout = (
+        math.inf if request.timeout_ms == cf.INFINITE_TIMEOUT_MS else request.timeout_ms / 1000
+    )
+    wait = _Wait(trio.current_time() + timeout)
+    # Registered now: a CancelReceive read with this request may come before the task runs.
+    ctx.cancels[request_id] = wait.cancel
     assert ctx.nursery is not None
-    ctx.nursery.start_soon(_wait_and_receive, ctx, request_id, request, tx, key, scope)
+    ctx.nursery.start_soon(_wait_and_receive, ctx, request_id, request, tx, key, scope, wait)
     return None
 
 
@@ -261,6 +273,30 @@ async def _remove_and_reply(
     ctx.reply_bytes(frame)
 
 
+@HANDLERS.handles(cf.CancelReceive, need=OPEN)
+def cancel_receive(ctx: RequestContext, request_id: int, request: cf.CancelReceive) -> None:
+    """Stop the named receive of this connection from waiting, if it still
+    does; never answered (the receive is)."""
+    cancel = ctx.cancels.get(request.request_id)
+    if cancel is not None:
+        cancel()
+
+
+@dataclass(slots=True, eq=False)
+class _Wait:
+    """When a waiting receive stops waiting: its deadline, or a CancelReceive."""
+
+    deadline: float
+    #: The wait in progress, if any (a CancelReceive ends it).
+    scope: trio.CancelScope | None = None
+    cancelled: bool = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        if self.scope is not None:
+            self.scope.cancel()
+
+
 async def _wait_and_receive(
     ctx: RequestContext,
     request_id: int,
@@ -268,21 +304,20 @@ async def _wait_and_receive(
     tx: Transaction | None,
     key: int,
     scope: trio.CancelScope,
+    wait: _Wait,
 ) -> None:
-    timeout = (
-        math.inf if request.timeout_ms == cf.INFINITE_TIMEOUT_MS else request.timeout_ms / 1000
-    )
-    deadline = trio.current_time() + timeout
     if tx is not None:
         tx.waiting += 1
     with scope:
         try:
-            answered = await _wait_loop(ctx, request_id, request, tx, deadline)
+            answered = await _wait_loop(ctx, request_id, request, tx, wait)
         except QueueManagerError as exc:
             ctx.failed(request_id, request, exc)
             answered = True
         finally:
             ctx.waiting.pop(key, None)
+            if ctx.cancels.get(request_id) == wait.cancel:
+                del ctx.cancels[request_id]
             if tx is not None:
                 tx.waiting -= 1
                 tx.last_activity = trio.current_time()
@@ -302,10 +337,12 @@ async def _wait_loop(
     request_id: int,
     request: cf.Receive,
     tx: Transaction | None,
-    deadline: float,
+    wait: _Wait,
 ) -> bool:
     services = ctx.services
     while True:
+        if wait.cancelled:
+            return False
         queue = services.core.queue(request.queue)
         event = services.signals.event(queue.queue_id)
         if tx is not None:
@@ -319,15 +356,20 @@ async def _wait_loop(
             msg = "the queue manager is shutting down"
             raise ShuttingDown(msg)
         if tx is not None or request.peek or request.lookup_id:
-            with trio.move_on_at(deadline):
+            with trio.move_on_at(wait.deadline) as waited:
+                wait.scope = waited
                 await event.wait()
-                continue
-            return False
+            wait.scope = None
+            if waited.cancelled_caught:
+                return False
+            continue
         handover = services.handover
-        waiting = handover.wait(queue, event, lambda: ctx.closing)
+        waiting = handover.wait(queue, event, lambda: ctx.closing or wait.cancelled)
         try:
-            with trio.move_on_at(deadline) as waited:
+            with trio.move_on_at(wait.deadline) as waited:
+                wait.scope = waited
                 await event.wait()
+            wait.scope = None
             if waiting.claimed:
                 # A sender's write on its way may hand it the message: that
                 # write decides, past the deadline too.

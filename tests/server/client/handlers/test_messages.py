@@ -206,3 +206,87 @@ async def test_a_peek_range_stops_where_its_frame_is_full(
     rest = await conn.client.call(cf.PeekRange(queue="q", after=2))
     assert isinstance(rest, cf.MessageList)
     assert [m.lookup_id for m in rest.messages] == [3, 4]
+
+
+# ---------------------------------------------------------------------- CancelReceive
+
+
+async def test_a_cancelled_receive_is_answered_as_at_its_timeout_and_takes_nothing_after(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    [waiting] = await conn.client.send(cf.Receive(queue="q", timeout_ms=60_000))
+    await trio.testing.wait_all_tasks_blocked()
+    started = trio.current_time()
+    await conn.client.send(cf.CancelReceive(request_id=waiting))
+    frame = await conn.client.reply()
+    assert frame == cf.Frame(request_id=waiting, value=cf.NoMessage())
+    assert trio.current_time() == started  # not at its timeout: at once
+    # Nothing of it is left waiting: the next message stays in the queue.
+    sent = await conn.client.call(cf.Send(mode=1, message=message("q", b"kept")))
+    assert isinstance(sent, cf.Sent)
+    assert services.core.queue("q").depth == 1
+    # The cancel itself was never answered: the next reply is the next request's.
+    assert await conn.client.call(cf.GetStatus()) is not None
+    assert conn.session.context.cancels == {}
+
+
+async def test_a_cancelled_receive_in_a_transaction_leaves_the_transaction_usable(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q", transactional=True)
+    ids = await conn.client.send(
+        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=60_000)
+    )
+    await trio.testing.wait_all_tasks_blocked()
+    await conn.client.send(cf.CancelReceive(request_id=ids[1]))
+    assert await conn.client.reply() == cf.Frame(request_id=ids[1], value=cf.NoMessage())
+    await conn.client.send(cf.Send(tx_id=1, message=message("q", b"one")))
+    assert await conn.client.call(cf.Commit(tx_id=1)) == cf.Ok()
+    assert services.core.queue("q").depth == 1
+
+
+async def test_a_cancelled_peek_is_answered_no_message(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    [waiting] = await conn.client.send(cf.Receive(queue="q", timeout_ms=60_000, peek=True))
+    await trio.testing.wait_all_tasks_blocked()
+    await conn.client.send(cf.CancelReceive(request_id=waiting))
+    assert await conn.client.reply() == cf.Frame(request_id=waiting, value=cf.NoMessage())
+
+
+async def test_a_cancel_sent_with_its_receive_stops_it_before_it_waits(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    receive = cf.encode_frame(7, cf.Receive(queue="q", timeout_ms=60_000))
+    cancel = cf.encode_frame(8, cf.CancelReceive(request_id=7))
+    started = trio.current_time()
+    await conn.client.send_raw(bytes(receive) + bytes(cancel))  # one read for both
+    assert await conn.client.reply() == cf.Frame(request_id=7, value=cf.NoMessage())
+    assert trio.current_time() == started
+
+
+async def test_a_cancel_of_no_waiting_receive_is_ignored(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "q")
+    await conn.client.send(cf.Send(mode=1, message=message("q", b"one")))
+    got = await conn.client.call(cf.Receive(queue="q"))
+    assert isinstance(got, cf.MessageReply)
+    # Its receive was answered already; another id names nothing.
+    await conn.client.send(cf.CancelReceive(request_id=1), cf.CancelReceive(request_id=99_999))
+    assert await conn.client.call(cf.Receive(queue="q")) == cf.NoMessage()
+
+
+async def test_a_cancel_needs_version_8(
+    services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_session(services, greet=False) as old:
+        await old.client.hello(max_version=cf.ROUTING_VERSION)
+        [request_id] = await old.client.send(cf.CancelReceive(request_id=1))
+        frame = await old.client.reply()
+        assert frame is not None
+        assert frame.request_id == request_id
+        error(frame.value, cf.ErrorCode.BAD_REQUEST)
