@@ -19,15 +19,31 @@ from collections.abc import Sequence
 from typing import Final
 
 from storage import QueueRecord
-from wire import MAX_LABEL_CHARS, MAX_MESSAGE_BODY, MessageClass, MessageProperties
+from wire import (
+    MAX_LABEL_CHARS,
+    MAX_MESSAGE_BODY,
+    MAX_PACKET_SIZE,
+    MessageClass,
+    MessageProperties,
+)
 
 from .errors import InvalidArgument, MessageTooLarge, TransactionUsageError
 from .outgoing import RemoteDestination
 
-__all__ = ["SendMode", "check_message", "check_remote_message", "send_is_transactional"]
+__all__ = [
+    "PACKET_HEADROOM",
+    "SendMode",
+    "check_message",
+    "check_remote_message",
+    "send_is_transactional",
+]
 
 #: Longest label an MSMQ packet carries, in UTF-16 code units (without its NUL).
 _WIRE_LABEL_UNITS: Final = 249
+#: What an MSMQ packet adds to a message's own bytes, at the most: its fixed
+#: headers (under 1 KiB) and its queue names as UTF-16 (three names of at most
+#: about 420 characters, and the label's 249 units), with room to spare.
+PACKET_HEADROOM: Final = 8 * 1024
 
 _ACKNOWLEDGMENT_BITS: Final = 0x0F
 _JOURNAL_LEVELS: Final = 3
@@ -74,12 +90,23 @@ def check_message(message: MessageProperties) -> None:
 
 
 def check_remote_message(message: MessageProperties) -> None:
-    """Judge what only a message for another queue manager must satisfy: its
-    label must fit in an MSMQ packet (249 UTF-16 units, no NUL).
+    """Judge what only a message for another queue manager must satisfy: it
+    must fit in one MSMQ packet (at most ``wire.MAX_PACKET_SIZE`` bytes with
+    its headers: its own bytes and :data:`PACKET_HEADROOM`), and so must its
+    label (249 UTF-16 units, no NUL).
 
     Raises:
-        InvalidArgument: it does not.
+        MessageTooLarge: the packet could be too large.
+        InvalidArgument: the label does not fit.
     """
+    size = len(message)
+    if size + PACKET_HEADROOM > MAX_PACKET_SIZE:
+        msg = (
+            f"message is {size} bytes with its properties; a message for another queue "
+            f"manager travels in one packet of at most {MAX_PACKET_SIZE} bytes with its "
+            f"headers, which leaves {MAX_PACKET_SIZE - PACKET_HEADROOM} for the message"
+        )
+        raise MessageTooLarge(msg)
     label = message.label
     if not label:
         return

@@ -153,6 +153,9 @@ class PeerSession:
         self.peer_window = 1
         #: Why the session closed, once CLOSED.
         self.close_reason: str | None = None
+        #: When the peer stopped answering, if the session closed for that (its
+        #: acknowledgement timeout: sent packets, and nothing received since).
+        self.silent_since: float | None = None
         #: Acceptor: a policy refuses every connection (``peers.max_connections``
         #: reached): the EstablishConnection is answered with CS set and this
         #: reason, then the session closes.
@@ -331,6 +334,7 @@ class PeerSession:
         if state is not SessionState.OPEN:
             return []
         if self._sending.outstanding and now >= self._ack_wait_from + self._ack_timeout:
+            self.silent_since = self._ack_wait_from
             return self._close(
                 f"no acknowledgement for {self._sending.in_flight + self._sending.unpersisted} "
                 f"sent packets and nothing received for {self._ack_timeout:g} s"

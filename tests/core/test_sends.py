@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+import wire
 from qmgr.core.addressing import MissingTarget
 from qmgr.core.errors import InvalidArgument, MessageTooLarge, TransactionUsageError
 from qmgr.core.outgoing import RemoteDestination
 from qmgr.core.sends import (
+    PACKET_HEADROOM,
     SendMode,
     check_message,
     check_remote_message,
@@ -17,7 +19,7 @@ from qmgr.core.sends import (
     send_is_transactional,
 )
 from storage import QueueRecord
-from wire import MAX_MESSAGE_BODY, MessageClass, MessageProperties
+from wire import MAX_MESSAGE_BODY, MAX_PACKET_SIZE, MessageClass, MessageProperties
 
 from .conftest import OpenCore
 from .harness import CoreHarness
@@ -65,6 +67,36 @@ def test_a_label_for_another_queue_manager_fits_a_packet() -> None:
             check_remote_message(MessageProperties(label=label))
 
 
+def test_a_message_for_another_queue_manager_must_fit_one_packet_with_its_headers() -> None:
+    host = "h" * 255  # the longest host name
+    queue = "q" * 124  # the longest queue name
+    direct = f"DIRECT=TCP:{host}:65535\\private$\\{queue}"
+    fields = {"label": "\U0001f600" * 124, "admin_queue": direct, "response_queue": direct}
+    empty = MessageProperties(destination=direct, transactional=True, **fields)  # type: ignore[arg-type]
+    room = MAX_PACKET_SIZE - PACKET_HEADROOM - len(empty)
+    largest = MessageProperties(destination=direct, body=b"x" * room, **fields)  # type: ignore[arg-type]
+    largest = largest.stamp(source_qm=wire.NULL_GUID, ordinal=1, sent_time=1.0, transactional=True)
+    check_remote_message(largest)
+    # The largest accepted fits one packet with every header, names as long as they get.
+    address = wire.direct_queue(direct)
+    assert address is not None
+    packet = wire.message_to_packet(
+        largest,
+        destination=address,
+        admin=address,
+        response=address,
+        transaction=wire.TransactionHeader(
+            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=1),
+            sequence_number=1,
+            previous_sequence_number=0,
+        ),
+    )
+    assert len(wire.build_packet(packet)) <= MAX_PACKET_SIZE
+    one_more = MessageProperties(destination=direct, body=b"x" * (room + 1), **fields)  # type: ignore[arg-type]
+    with pytest.raises(MessageTooLarge, match="one packet of at most 4194304 bytes"):
+        check_remote_message(one_more)
+
+
 def test_msmq_rules_for_a_send_to_one_or_more_queues(
     queues: tuple[QueueRecord, QueueRecord],
 ) -> None:
@@ -110,3 +142,16 @@ def test_each_copy_of_a_fan_out_is_refused_by_the_queue_it_does_not_suit(
     assert refused_copy(tq, transactional=False) == MessageClass.NACK_NOT_TRANSACTIONAL_MSG
     assert refused_copy(FAR, transactional=True) is None
     assert refused_copy(MissingTarget("gone"), transactional=False) == MessageClass.NACK_BAD_DST_Q
+
+
+def test_a_send_to_another_queue_manager_too_large_for_a_packet_is_refused_whole(
+    open_core: OpenCore,
+) -> None:
+    qm: CoreHarness = open_core({"nq": {}})
+    far = "DIRECT=TCP:10.9.8.7:1801\\private$\\far"
+    body = b"x" * (MAX_PACKET_SIZE - 1024)  # within the 4 MB of a body, not of a packet
+    with pytest.raises(MessageTooLarge, match="another queue manager"):
+        qm.prepare(far, body)
+    with pytest.raises(MessageTooLarge, match="another queue manager"):
+        qm.prepare(f"nq,{far}", body)  # a multiple-element name: none of it
+    assert qm.prepare("nq", body) is not None  # locally it is a message like any

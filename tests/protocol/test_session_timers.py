@@ -59,9 +59,12 @@ def test_ack_wait_timeout_closes() -> None:
     pair.send(pair.a, 1, recoverable=False, now=T0 + 5)
     assert a.next_deadline() == T0 + 25.0
     assert pair.tick(pair.a, T0 + 24.999) == []
+    assert a.silent_since is None
     [close] = pair.tick(pair.a, T0 + 25.0)
     assert isinstance(close, Close)
     assert "no acknowledgement for 1 sent packets" in close.reason
+    # The peer has been silent since the send (nothing outstanding before it).
+    assert a.silent_since == T0 + 5
 
 
 def test_ack_wait_restarts_on_anything_received() -> None:
@@ -143,6 +146,7 @@ def test_idle_timeout() -> None:
     assert pair.tick(pair.a, T0 + 159.9) == []
     [close] = pair.tick(pair.a, T0 + 160.0)
     assert close == Close(reason="idle: no user packet for 100 s")
+    assert a.silent_since is None  # idle is not silent: the peer answered
 
 
 # --------------------------------------------------------------------------

@@ -3,8 +3,9 @@
 Each end of a connection is a :class:`FaultStream`; what flows from one node
 to another passes through that direction's :class:`Channel`, which a test
 sets: drop or rewrite packets, delay them, make the receiver read them a few
-bytes at a time, or cut the connection after so many bytes or inside a
-chosen packet; each channel records what it delivered. The packet tests
+bytes at a time, stall the sender as a peer that stops reading does, or cut
+the connection after so many bytes or inside a chosen packet; each channel
+records what it delivered. The packet tests
 (:func:`is_session_ack`, :func:`is_order_ack`, :func:`is_data`) say which
 packets a channel's rules apply to. :mod:`peer_kit` builds its network of
 nodes on them.
@@ -76,6 +77,9 @@ class Channel:
             next compares them (a stream that lost bytes).
         rewrite: the bytes delivered instead of a packet's (called after ``drop``).
         delay: seconds each write waits before its bytes go on (the sender waits too).
+        stall: while set to an unset event, writes wait for it and deliver
+            nothing, as they block once a receiver that stopped reading has
+            filled the socket's buffers (every connection between the two).
         read_sizes: the receiver reads at most these many bytes at a time, in
             turn (cycled); empty: whatever is there.
         cut_after: deliver this many more bytes, then cut the connection (the
@@ -91,6 +95,7 @@ class Channel:
     drop: Callable[[wire.Packet], bool] | None = None
     rewrite: Callable[[wire.Packet, bytes], bytes] | None = None
     delay: float = 0.0
+    stall: trio.Event | None = None
     read_sizes: Sequence[int] = ()
     cut_after: int | None = None
     cut_inside: Callable[[wire.Packet], int | None] | None = None
@@ -190,6 +195,8 @@ class FaultStream(trio.abc.Stream):
         channel = self.sending
         if channel.delay:
             await trio.sleep(channel.delay)
+        if channel.stall is not None:
+            await channel.stall.wait()
         limit = channel.cut_after
         if limit is not None and len(data) >= limit:
             channel.cut_after = None

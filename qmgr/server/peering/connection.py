@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 A :class:`PeerConnection` is the thin trio adapter around one
-:class:`qmgr.protocol.PeerSession`. It owns the socket and three tasks:
+:class:`qmgr.protocol.PeerSession`. It owns the socket and four tasks:
 
 * the **reader** feeds received bytes to a ``wire.FrameDecoder`` (whose
   packet-size limit bounds every read), hands each packet to the session
@@ -20,11 +20,17 @@ A :class:`PeerConnection` is the thin trio adapter around one
   runs, not one message per sync;
 * the **writer** sends: control packets first (SessionAcks, OrderAcks),
   then, while the session's window allows, the next transmission of the
-  outgoing queues this connection carries, many packets per ``send_all``.
-  It also runs the session's timers.
+  outgoing queues this connection carries, many packets per ``send_all``;
+* the **timers** task runs the session's timers when they are due (its
+  acknowledgement, idle and handshake timeouts, the SessionAck it owes),
+  whatever the others are doing: a peer that stops reading leaves the
+  writer blocked in ``send_all`` once the socket's buffers are full, and
+  the session's acknowledgement timeout must still close the connection
+  (so that the link reconnects, or its destination fails over to another
+  route) rather than wait on it for ever.
 
 Any protocol error, a session that says Close, a timeout or a broken socket
-ends all three and closes the connection; what was not acknowledged stays
+ends all four and closes the connection; what was not acknowledged stays
 in the store (sender) or was never acknowledged (receiver), so the next
 connection resends it and the sequence numbers make the resend harmless.
 What the receiver accepted and the persister never took is rolled back
@@ -318,6 +324,8 @@ class PeerConnection:
         # user packets (OrderAcks, FinalAcks) to count, with their tags
         self._control_user: list[tuple[bytes, bool, object]] = []
         self._wake_writer = trio.Event()
+        # The session's next deadline may have moved (the timers task looks again).
+        self._timers_moved = trio.Event()
         self._wake_persister = trio.Event()
         self._run = _Run()
         self._run_bytes = 0  # bytes read since the persister last took a run
@@ -344,6 +352,7 @@ class PeerConnection:
                 nursery.start_soon(self._reader, nursery.cancel_scope)
                 nursery.start_soon(self._writer, nursery.cancel_scope)
                 nursery.start_soon(self._persister, nursery.cancel_scope)
+                nursery.start_soon(self._timers)
         except BaseExceptionGroup as group:
             self.close_reason = self._reason(group)
         except Exception as exc:
@@ -432,7 +441,8 @@ class PeerConnection:
             if len(self._run):
                 self._run_bytes += len(data)
                 self._wake_persister.set()
-            self._wake_writer.set()  # timers may have moved
+            self._wake_writer.set()
+            self._timers_moved.set()
         raise PeerClosed(self.close_reason or "closed")
 
     def _handle(self, actions: list[Action]) -> None:
@@ -521,7 +531,8 @@ class PeerConnection:
         a SessionAck."""
         if recoverable_number is not None and not self._closed:
             self._handle(self.session.persisted(recoverable_number, trio.current_time()))
-            self._wake_writer.set()  # the session may have armed an earlier timer
+            self._wake_writer.set()
+            self._timers_moved.set()  # the session may have armed an earlier timer
 
     async def _persister(self, scope: trio.CancelScope) -> None:
         context = self.context
@@ -587,14 +598,25 @@ class PeerConnection:
                 chunks.append(session.send(data, recoverable=recoverable, tag=tag, now=now))
                 size += len(data)
             if chunks:
+                # What was just sent arms the session's acknowledgement timer:
+                # the timers task must know before this send may block.
+                self._timers_moved.set()
                 await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else chunks[0])
                 continue
-            deadline = session.next_deadline()
             self._wake_writer = trio.Event()
-            with trio.move_on_at(deadline if deadline is not None else math.inf):
-                await self._wake_writer.wait()
+            await self._wake_writer.wait()
+
+    async def _timers(self) -> None:
+        """Run the session's timers when due (see the module docstring)."""
+        session = self.session
+        while True:
+            deadline = session.next_deadline()
+            self._timers_moved = trio.Event()
+            with trio.move_on_at(math.inf if deadline is None else deadline):
+                await self._timers_moved.wait()
             now = trio.current_time()
-            if deadline is not None and now >= deadline:
+            due = session.next_deadline()
+            if due is not None and now >= due:
                 self._handle(session.timer(now))
 
     def _next_transmission(self, now: float) -> PacketToSend | None:

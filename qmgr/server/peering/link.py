@@ -162,6 +162,15 @@ class Link:
                 # unreachable (a route fails over from it like from a refused one).
                 await self._back_off(connection.close_reason or "the session took nothing")
                 continue
+            silent_since = connection.session.silent_since
+            if silent_since is not None and connection.acknowledged.is_set():
+                # It worked, then stopped answering (it stopped reading, or the
+                # network drops everything): retried as after a session that
+                # worked, and unreachable since it went silent, so that a route
+                # fails over from it in time.
+                self.failures = 0
+                await self._back_off(connection.close_reason, since=silent_since)
+                continue
             if connection.opened.is_set():
                 # The session worked (its end is logged as peer_session_closed):
                 # reconnect after the shortest delay if there is still work.
@@ -253,10 +262,14 @@ class Link:
             self.down_since = None
             self._changed()
 
-    async def _back_off(self, reason: str, *, failed: bool = True) -> None:
+    async def _back_off(
+        self, reason: str, *, failed: bool = True, since: float | None = None
+    ) -> None:
+        """Wait before the next attempt; a failure (``failed``) marks the hop
+        down since ``since`` (trio time; default now) unless it is already."""
         config = self.context.parts.config
         if failed and self.down_since is None:
-            self.down_since = trio.current_time()
+            self.down_since = trio.current_time() if since is None else since
             self._changed()
         delay = min(config.peer_retry_max, config.peer_retry_initial * 2**self.failures)
         self.failures += 1

@@ -268,7 +268,7 @@ class OutgoingQueues:
     async def _forget_one(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
         parts = self.parts
         forget = storage.ForgetOutgoing(queue.queue_id, ids)
-        unit = storage.Unit((forget, *queue.delivery_reports(ids)))
+        unit = storage.Unit((forget, *queue.forget_reports(ids)))
         try:
             outcome = await parts.committer.submit(unit)
         except Exception as exc:

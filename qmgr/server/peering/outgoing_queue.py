@@ -24,6 +24,7 @@ the link that carries it is a :class:`Carrier` to it.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -133,6 +134,9 @@ class OutgoingQueue:
         self.payloads: dict[int, memoryview | bytes] = {}
         self.loaded_through = 0
         self.to_forget: list[int] = []
+        #: Entries that cannot be delivered, with why (a message class): their
+        #: forget writes the reports of a message given up, not of one delivered.
+        self.undeliverable: dict[int, wire.MessageClass] = {}
         #: A purge is being written: forgets wait for it (see ``OutgoingQueues``).
         self.purging = False
         self.last_order_ack: float | None = None
@@ -213,11 +217,17 @@ class OutgoingQueue:
                 try:
                     data = self._build(entry.data, transmission.header)
                 except wire.ProtocolError as exc:
-                    self.parts.log.exception(
+                    # Its packet cannot be built (too large for one): it can never
+                    # leave. Dead-lettered here with NACK_MESSAGE_TOO_LARGE, and
+                    # reported to its admin queue, as a message given up.
+                    self.parts.log.warning(
                         "outgoing_message_unsendable",
                         queue=self.name,
                         lookup_id=transmission.lookup_id,
                         error=str(exc),
+                    )
+                    self.undeliverable[transmission.lookup_id] = (
+                        wire.MessageClass.NACK_MESSAGE_TOO_LARGE
                     )
                     self.owner.forget(self, (transmission.lookup_id,))
                     continue
@@ -263,6 +273,48 @@ class OutgoingQueue:
         if host not in _WILDCARDS and ":" not in host:
             return wire.DirectQueue(name=f"TCP:{host}{port}\\{path}")
         return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
+
+    def forget_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
+        """What the forget of the entries ``ids`` also writes: the reports of
+        those given up (:attr:`undeliverable`), and of the others, acknowledged,
+        :meth:`delivery_reports`."""
+        undeliverable = self.undeliverable
+        if not undeliverable:
+            return self.delivery_reports(ids)
+        ops: list[storage.Operation] = []
+        delivered: list[int] = []
+        for lookup_id in ids:
+            reason = undeliverable.pop(lookup_id, None)
+            if reason is None:
+                delivered.append(lookup_id)
+            else:
+                ops.extend(self.give_up_reports(lookup_id, reason) or ())
+        ops.extend(self.delivery_reports(tuple(delivered)))
+        return ops
+
+    def give_up_reports(
+        self, lookup_id: int, reason: wire.MessageClass
+    ) -> list[storage.Operation] | None:
+        """What giving up the entry ``lookup_id`` for ``reason`` writes besides
+        forgetting it: the negative acknowledgment to its admin queue if asked,
+        its dead-letter copy, and the settling of its copy awaiting
+        confirmation. None for an entry gone, or relayed (its source reports)."""
+        parts = self.parts
+        payload = self.payloads.get(lookup_id)
+        if payload is None:
+            record = parts.store.read_message(self.queue_id, lookup_id)
+            if record is None:
+                return None
+            payload = storage.message_payload(record)
+        entry = decode_entry(payload)
+        if entry.origin is not EntryOrigin.LOCAL:
+            return None
+        message = wire.MessageProperties.from_bytes(entry.data)
+        ops = list(parts.outcomes.reports(message, reason, wall=time.time()))
+        settle = parts.confirmations.give_up(message, self.name)
+        if settle is not None:
+            ops.append(settle)
+        return ops
 
     def delivery_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
         """What the forget of the acknowledged entries ``ids`` also writes: copies

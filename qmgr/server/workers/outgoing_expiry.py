@@ -30,13 +30,10 @@ Relayed messages (store and forward) carry no deadline here.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 import storage
-import wire
-from qmgr.core.outgoing import EntryOrigin, decode_entry
 from wire import MessageClass
 
 from ..peering.outgoing_queue import OutgoingQueue
@@ -72,7 +69,7 @@ async def expire_outgoing(peering: OutgoingSide, due: Sequence[storage.DueMessag
         lookup_id = entry.lookup_id
         if lookup_id < queue.sent_before_start_below or not queue.machine.never_sent(lookup_id):
             continue
-        unit = _give_up(parts, queue, lookup_id)
+        unit = _give_up(queue, lookup_id)
         if unit is None:
             continue
         ids = (lookup_id,)
@@ -89,21 +86,8 @@ async def expire_outgoing(peering: OutgoingSide, due: Sequence[storage.DueMessag
     return given_up
 
 
-def _give_up(parts: PeeringParts, queue: OutgoingQueue, lookup_id: int) -> storage.Unit | None:
-    payload = queue.payloads.get(lookup_id)
-    if payload is None:
-        record = parts.store.read_message(queue.queue_id, lookup_id)
-        if record is None:
-            return None
-        payload = storage.message_payload(record)
-    entry = decode_entry(payload)
-    if entry.origin is not EntryOrigin.LOCAL:
+def _give_up(queue: OutgoingQueue, lookup_id: int) -> storage.Unit | None:
+    reports = queue.give_up_reports(lookup_id, MessageClass.NACK_REACH_QUEUE_TIMEOUT)
+    if reports is None:
         return None
-    message = wire.MessageProperties.from_bytes(entry.data)
-    reason = MessageClass.NACK_REACH_QUEUE_TIMEOUT
-    ops: list[storage.Operation] = [storage.ForgetOutgoing(queue.queue_id, (lookup_id,))]
-    ops.extend(parts.outcomes.reports(message, reason, wall=time.time()))
-    settle = parts.confirmations.give_up(message, queue.name)
-    if settle is not None:
-        ops.append(settle)
-    return storage.Unit(tuple(ops))
+    return storage.Unit((storage.ForgetOutgoing(queue.queue_id, (lookup_id,)), *reports))

@@ -4,6 +4,8 @@ what was accepted but never written when a connection breaks."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import trio
 import trio.testing
@@ -12,6 +14,7 @@ from peer_kit import Network, is_data, is_order_ack, is_session_ack, wait_until
 import storage
 import wire
 from qmgr.core.outgoing import decode_entry
+from qmgr.protocol import Role
 
 from .conftest import (
     QUEUE,
@@ -275,3 +278,32 @@ def test_a_write_stores_each_stream_once_where_its_last_message_left_it() -> Non
     records = run.records()
     assert [(r.last_number, r.follows) for r in records] == [(1, None), (6, (7, 4))]
     assert len(run) == 4
+
+
+async def test_a_peer_that_stops_reading_is_left_at_the_ack_timeout_and_gets_everything_once(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.ack_timeout=5.0")
+    # Recoverable messages: B owes A nothing back but SessionAcks, so that
+    # only A's own timer can end the session below.
+    await b.create_queue("plain", transactional=False)
+    first = bodies(3, "first")
+    await a.send(b.remote("plain"), first, transactional=False)
+    await deliver(a, b, first, queue="plain")
+    # B stops reading: A's writes block, as on a socket whose buffers are full.
+    to_b = network.channel(a, b)
+    to_b.stall = trio.Event()
+    stalled = trio.current_time()
+    expected = bodies(20)
+    await a.send(b.remote("plain"), expected, transactional=False)
+    await wait_until(lambda: bool(a.closed), what="A leaves the stalled session")
+    [closed] = a.closed
+    assert closed.role is Role.INITIATOR
+    assert re.fullmatch(
+        r"no acknowledgement for \d+ sent packets and nothing received for 5 s", closed.reason
+    )
+    assert closed.at - stalled == pytest.approx(5.0, abs=0.1)
+    # B reads again: the next session delivers everything, once and in order.
+    to_b.stall.set()
+    to_b.stall = None
+    await deliver(a, b, first + expected, queue="plain")

@@ -72,3 +72,30 @@ async def test_a_hop_that_opens_sessions_but_takes_nothing_is_failed_over(
     assert ("qm-a", "qm-r2") in network.connections
     [queue] = a.peering.outgoing.values()
     assert queue.hop == (HOST, 1903)
+
+
+async def test_a_hop_that_stops_reading_is_failed_over_from_when_it_went_silent(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    route = f'routes."{HOST}:1904"=["{HOST}:1902", "{HOST}:1903"]'
+    settings = (route, "peers.route_failover_after=3.0", "peers.ack_timeout=5.0")
+    a = await network.start("qm-a", 1901, settings)
+    r1 = await network.start("qm-r1", 1902, ("peers.router=true",))
+    await network.start("qm-r2", 1903, ("peers.router=true",))
+    d = await network.start("qm-d", 1904)
+    await d.create_queue(QUEUE, transactional=False)
+    first = [b"first"]
+    await a.send(d.remote(QUEUE), first, transactional=False)
+    await deliver(a, d, first)
+    # R1 worked, then stops reading (a stopped process: its kernel still takes
+    # connections, and every write to it blocks once its buffers are full).
+    network.channel(a, r1).stall = trio.Event()
+    silent = trio.current_time()
+    expected = [f"m{i}".encode() for i in range(1, 6)]
+    await a.send(d.remote(QUEUE), expected, transactional=False)
+    [queue] = a.peering.outgoing.values()
+    await wait_until(lambda: queue.hop == (HOST, 1903), what="the queue moves to R2")
+    # At the session's acknowledgement timeout, silent for longer than the
+    # failover delay already: not after a reconnection's handshake timeout.
+    assert trio.current_time() - silent < 5.0 + 1.0
+    await deliver(a, d, first + expected)

@@ -3,6 +3,7 @@ every kind of message, transactional numbering across the others."""
 
 from __future__ import annotations
 
+import pytest
 import trio
 import trio.testing
 from peer_kit import Network, is_data, is_order_ack
@@ -71,3 +72,26 @@ async def test_one_outgoing_queue_carries_every_kind_of_message(
     assert numbers == [(1, 0), None, (3, 1), (4, 3), None, (6, 4)]
     assert incoming_state(b, a).last_number == 6
     assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_a_message_too_large_for_a_packet_is_dead_lettered_at_the_source(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A send refuses such a message (``check_remote_message``); one already in an
+    # outgoing queue (an older version took it) can still never be sent.
+    monkeypatch.setattr("qmgr.core.engine.check_remote_message", lambda message: None)
+    a, b = await start_pair(network)
+    await a.create_queue("acks", transactional=False)
+    big = b"x" * (wire.MAX_PACKET_SIZE - 100)
+    nack_reach_queue, deadletter = 0x04, 0x01  # MQMSG_ACKNOWLEDGMENT_*, MQMSG_DEADLETTER
+    await a.send(
+        b.remote(QUEUE), [big], admin_queue="acks", acknowledge=nack_reach_queue, journal=deadletter
+    )
+    await a.send(b.remote(QUEUE), [b"after"])
+    await deliver(a, b, [b"after"])
+    too_large = wire.MessageClass.NACK_MESSAGE_TOO_LARGE
+    dead = a.messages("system$;deadxact")
+    assert [(m.body_size, m.message_class) for m in dead] == [(len(big), too_large)]
+    [nack] = a.messages("acks")
+    assert nack.message_class == too_large
+    assert b.bodies(QUEUE) == [b"after"]
