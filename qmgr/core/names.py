@@ -27,6 +27,7 @@ name with the suffix: ``orders``, ``orders;journal``, ``system$;deadletter``.
 from __future__ import annotations
 
 import ipaddress
+import re
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -295,6 +296,12 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
         except ValueError:
             msg = f"{text!r}: DIRECT=TCP: takes an IP address, not {host!r} (use DIRECT=OS:)"
             raise InvalidName(msg) from None
+    elif host != "." and not _is_host_name(host):
+        msg = (
+            f"{text!r}: {host!r} is not a host name (dot-separated labels of letters, "
+            "digits, '-' and '_', at most 253 characters) nor an IP address"
+        )
+        raise InvalidName(msg)
     queue = _parse_queue_path(path, text)
     if identity.is_local(protocol, host, port):
         return QueueAddress(queue=queue, text=text)
@@ -305,6 +312,24 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
         )
         raise InvalidName(msg)
     return QueueAddress(queue=queue, text=text, protocol=protocol, host=host.lower(), port=port)
+
+
+#: One label of a host name: 1 to 63 letters (any script), digits, '-' and '_',
+#: not beginning or ending with '-'.
+_HOST_LABEL: Final = re.compile(r"(?!-)[\w-]{1,63}(?<!-)")
+
+
+def _is_host_name(host: str) -> bool:
+    """Whether ``host`` (after ``DIRECT=OS:``) can name a computer: an IP
+    address, or a host name a resolver may take (no space, no empty label)."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    else:
+        return True
+    labels = host.removesuffix(".").split(".")
+    return len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
 
 
 def split_host_port(host_port: str, text: str | None = None) -> tuple[str, int | None]:

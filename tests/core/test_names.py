@@ -47,6 +47,7 @@ def test_local_forms(text: str, queue: str) -> None:
         ("DIRECT=TCP:10.1.2.3:1900\\private$\\q", "TCP", "10.1.2.3", 1900, "q"),
         ("DIRECT=OS:Other-Host\\private$\\Q", "OS", "other-host", None, "q"),
         ("DIRECT=OS:other:2000\\private$\\q", "OS", "other", 2000, "q"),
+        ("DIRECT=OS:x_y.Example.com.\\private$\\q", "OS", "x_y.example.com.", None, "q"),
         ("DIRECT=TCP:[::2]:1801\\private$\\q", "TCP", "::2", 1801, "q"),
         # Our own host on another port is another queue manager.
         ("DIRECT=OS:localhost:1901\\private$\\q", "OS", "localhost", 1901, "q"),
@@ -93,6 +94,10 @@ def test_multiple_elements_are_split_and_deduplicated() -> None:
         "DIRECT=TCP:10.0.0.1:99999\\private$\\q",
         "DIRECT=OS:host\\q",
         "DIRECT=OS:\\private$\\q",
+        "DIRECT=OS:bad host\\private$\\q",
+        "DIRECT=OS:a..b\\private$\\q",
+        "DIRECT=OS:-a\\private$\\q",
+        f"DIRECT=OS:{'h' * 64}\\private$\\q",
         "PUBLIC=4d1c5b5e-0000-0000-0000-000000000000",
         "orders,system$;deadletter",
         "orders,q;journal",
