@@ -407,6 +407,8 @@ class OutgoingQueue:
         state, next_attempt, error = ("idle", None, "") if link is None else link.describe()
         if self.paused:
             state = "paused"
+        elif state == "idle" and self.has_work():
+            state = "connecting"  # just woken (a resume, a first message): not yet running
         loaded_waiting = machine.waiting
         unloaded = max(0, self.stored - len(machine))
         sequence = machine.sequence_id

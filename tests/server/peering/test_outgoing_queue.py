@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from peer_kit import Network, is_data, is_order_ack
+from peer_kit import Network, is_data, is_order_ack, wait_until
 
 import wire
 
@@ -95,3 +95,20 @@ async def test_a_message_too_large_for_a_packet_is_dead_lettered_at_the_source(
     [nack] = a.messages("acks")
     assert nack.message_class == too_large
     assert b.bodies(QUEUE) == [b"after"]
+
+
+async def test_a_resumed_queue_with_messages_is_not_shown_idle(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"first"])
+    await deliver(a, b, [b"first"])
+    [queue] = a.peering.outgoing.values()
+    await wait_until(lambda: queue.info().state == "idle", what="nothing to send")
+    await queue.set_paused(True)
+    await a.send(b.remote(QUEUE), [b"second"])
+    assert queue.info().state == "paused"
+    await queue.set_paused(False)
+    # Woken, its link has not run yet: it has work, so it is not idle.
+    assert (queue.info().state, queue.info().waiting) == ("connecting", 1)
+    await deliver(a, b, [b"first", b"second"])
