@@ -324,8 +324,10 @@ class PeerConnection:
         # user packets (OrderAcks, FinalAcks) to count, with their tags
         self._control_user: list[tuple[bytes, bool, object]] = []
         self._wake_writer = trio.Event()
-        # The session's next deadline may have moved (the timers task looks again).
+        # The session's next deadline moved earlier (the timers task looks again).
         self._timers_moved = trio.Event()
+        # The deadline the timers task waits for.
+        self._timer_deadline = math.inf
         self._wake_persister = trio.Event()
         self._run = _Run()
         self._run_bytes = 0  # bytes read since the persister last took a run
@@ -442,7 +444,7 @@ class PeerConnection:
                 self._run_bytes += len(data)
                 self._wake_persister.set()
             self._wake_writer.set()
-            self._timers_moved.set()
+            self._poke_timers()
         raise PeerClosed(self.close_reason or "closed")
 
     def _handle(self, actions: list[Action]) -> None:
@@ -532,7 +534,7 @@ class PeerConnection:
         if recoverable_number is not None and not self._closed:
             self._handle(self.session.persisted(recoverable_number, trio.current_time()))
             self._wake_writer.set()
-            self._timers_moved.set()  # the session may have armed an earlier timer
+            self._poke_timers()  # the session may have armed an earlier timer
 
     async def _persister(self, scope: trio.CancelScope) -> None:
         context = self.context
@@ -600,19 +602,28 @@ class PeerConnection:
             if chunks:
                 # What was just sent arms the session's acknowledgement timer:
                 # the timers task must know before this send may block.
-                self._timers_moved.set()
+                self._poke_timers()
                 await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else chunks[0])
                 continue
             self._wake_writer = trio.Event()
             await self._wake_writer.wait()
+
+    def _poke_timers(self) -> None:
+        """The session's next deadline may have moved: wake the timers task if it
+        is now earlier than the one it waits for (one that moved later is found
+        when the earlier one passes, without a wake-up per packet)."""
+        deadline = self.session.next_deadline()
+        if deadline is not None and deadline < self._timer_deadline:
+            self._timers_moved.set()
 
     async def _timers(self) -> None:
         """Run the session's timers when due (see the module docstring)."""
         session = self.session
         while True:
             deadline = session.next_deadline()
+            self._timer_deadline = math.inf if deadline is None else deadline
             self._timers_moved = trio.Event()
-            with trio.move_on_at(math.inf if deadline is None else deadline):
+            with trio.move_on_at(self._timer_deadline):
                 await self._timers_moved.wait()
             now = trio.current_time()
             due = session.next_deadline()
