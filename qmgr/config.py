@@ -194,6 +194,14 @@ def _packet_size(value: Any) -> str | None:
     return f"must be 1024..{MAX_PACKET_SIZE} bytes, not {value}"
 
 
+def _qm_name(value: Any) -> str | None:
+    # Peers reach back to it as DIRECT=OS:NAME (acknowledgments, responses);
+    # "" is the host name.
+    if len(value) <= 253:
+        return None
+    return f"must be at most 253 characters, not {len(value)}"
+
+
 def _one_of(*choices: str) -> Callable[[Any], str | None]:
     def check(value: Any) -> str | None:
         return None if value in choices else f"must be one of {', '.join(choices)}, not {value!r}"
@@ -203,7 +211,7 @@ def _one_of(*choices: str) -> Callable[[Any], str | None]:
 
 #: Every configuration key: ``(section, key)`` -> the Config attribute, its type and check.
 KEYS: Final[dict[tuple[str, str], _Key]] = {
-    ("server", "name"): _Key("name", str),
+    ("server", "name"): _Key("name", str, _qm_name),
     ("server", "data_dir"): _Key("data_dir", str),
     ("server", "listen"): _Key("listen", str),
     ("server", "client_listen"): _Key("client_listen", str),

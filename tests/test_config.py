@@ -180,6 +180,7 @@ def test_file_then_flags(tmp_path: Path) -> None:
     ("text", "reason"),
     [
         ("[server]\nlisten = 'nowhere'\n", "HOST:PORT"),
+        (f"[server]\nname = '{'q' * 254}'\n", "server.name must be at most 253 characters"),
         ("[server]\nbogus = 1\n", "unknown key server.bogus"),
         ("[nonsense]\n", "unknown section"),
         ("[store]\nmax_map_size = 'big'\n", "must be int"),

@@ -225,7 +225,7 @@ class StreamConnection:
             try:
                 await waiter.event.wait()
             except trio.Cancelled:
-                if not await self._cancel_receive(waiter, peek):
+                if waiter.reply is None and not await self._cancel_receive(waiter, peek):
                     if state is not None and not peek:
                         receive_abandoned(state)
                     raise
@@ -298,6 +298,13 @@ class StreamConnection:
                 proto.receive_data(data)
         except QueueError:
             return  # a malformed or rejected stream: the core broke the connection
+        except trio.Cancelled:
+            # Nobody reads replies any more (the client's scope is being
+            # cancelled): waiters, a cancelled receive's among them, must not
+            # wait for one.
+            if proto.broken is None:
+                proto.lost("its reader was cancelled")
+            raise
         except _STREAM_ERRORS as exc:
             reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
         proto.lost(reason)

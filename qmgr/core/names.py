@@ -290,6 +290,9 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
         msg = f"{text!r}: expected DIRECT={protocol}:host\\private$\\queue"
         raise InvalidName(msg)
     host, port = split_host_port(host_port, text)
+    if len(host) > 253:
+        msg = f"{text!r}: the host is {len(host)} characters long; the limit is 253"
+        raise InvalidName(msg)
     if protocol == "TCP" and host != ".":
         try:
             ipaddress.ip_address(host)

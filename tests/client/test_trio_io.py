@@ -192,6 +192,26 @@ async def test_a_cancelled_receive_no_daemon_answers_is_abandoned_after_a_while(
     assert [type(r) for r in peer.requests] == [cf.Begin, cf.Receive, cf.CancelReceive]
 
 
+async def test_a_receive_cancelled_with_the_reader_waits_for_no_reply(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, theirs = trio.testing.memory_stream_pair()
+    conn = StreamConnection(ours, "memory:1")
+    conn.proto.version = cf.CANCEL_VERSION
+    peer = Peer(theirs, ok_to_all)  # answers neither the receive nor its cancel
+    started = trio.current_time()
+    with trio.CancelScope() as scope:  # around the whole client, its reader too
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.read_loop)
+            nursery.start_soon(peer.serve)
+            nursery.start_soon(conn.receive, None, "q", None, False, None)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert trio.current_time() == started  # nobody reads replies: none is waited for
+    assert conn.proto.broken is not None
+    assert "its reader was cancelled" in conn.proto.broken.message
+
+
 async def test_the_end_of_a_transaction_is_written_even_when_cancelled() -> None:
     async with connected(lambda value: None) as (conn, peer):
         state = TransactionState(conn.proto.next_tx_id())

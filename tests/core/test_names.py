@@ -98,6 +98,7 @@ def test_multiple_elements_are_split_and_deduplicated() -> None:
         "DIRECT=OS:a..b\\private$\\q",
         "DIRECT=OS:-a\\private$\\q",
         f"DIRECT=OS:{'h' * 64}\\private$\\q",
+        f"DIRECT=TCP:[fe80::1%{'x' * 300}]\\private$\\q",
         "PUBLIC=4d1c5b5e-0000-0000-0000-000000000000",
         "orders,system$;deadletter",
         "orders,q;journal",

@@ -423,6 +423,9 @@ def test_a_router_relays_for_others_only_where_it_is_listed_as_one(
             ),
             timeout=20,
         )
+        [refused, *_] = log_events(d, "peer_relay_refused")
+        assert refused["level"] == "warning"
+        assert "is not a router (tls.relays)" in str(refused["reason"])
         assert qd.receive("orders", timeout=0) is None
 
 

@@ -2,8 +2,9 @@
 
 A receive or peek that finds no message waits on the daemon, up to its
 timeout. :class:`CancelReceive` names such a request by its request id and
-asks the daemon to stop waiting for it. It is not answered itself: the
-receive it names is, exactly once, as it would be at its timeout
+asks the daemon to stop waiting for it. It is not answered itself (unless
+it is refused, as any request may be while the daemon stops: an error on
+its own request id): the receive it names is, exactly once, as it would be at its timeout
 (``NoMessage``), or with the message it had already taken (a receive
 outside a transaction whose message is being written when the cancel comes
 still gets it), or with its error. A request id that names no waiting

@@ -362,6 +362,8 @@ class PeerConnection:
         finally:
             if not self.close_reason:
                 self.close_reason = "the queue manager is stopping"  # cancelled
+            elif self.role is Role.INITIATOR and not self.opened.is_set():
+                self.close_reason = _unopened(self.close_reason)
             self._closed = True
             if self._run.accepted:
                 # Accepted, never written (the connection broke before the
@@ -506,6 +508,7 @@ class PeerConnection:
                 f"peer {self.identity!r} sent a packet of queue manager {{{source}}} on the "
                 f"session of {{{self.remote_qm}}}, and is not a router (tls.relays)"
             )
+            self.log.warning("peer_relay_refused", reason=self.close_reason)
             raise PeerClosed(self.close_reason)
 
     # ------------------------------------------------------------------ receiving
@@ -642,3 +645,19 @@ class PeerConnection:
                 self._next_queue = (self._next_queue + step + 1) % count
                 return built
         return None
+
+
+def _unopened(reason: str) -> str:
+    """Why a connection this queue manager opened ended before its session
+    opened, with what an abrupt close by the peer usually means: the peer
+    refuses it, and says why only in its own log."""
+    if reason == "the peer closed the connection" or reason.startswith(
+        "TLS session refused: UNEXPECTED_EOF"
+    ):
+        return (
+            f"{reason} before the session opened: the peer may refuse this queue "
+            "manager (peers.accept_from; under TLS a certificate of another CA, none, "
+            "or not a queue manager's; plain TCP to a port that wants TLS): its log "
+            "says why (peer_refused)"
+        )
+    return reason

@@ -162,14 +162,15 @@ class Link:
                 # unreachable (a route fails over from it like from a refused one).
                 await self._back_off(connection.close_reason or "the session took nothing")
                 continue
-            silent_since = connection.session.silent_since
-            if silent_since is not None and connection.acknowledged.is_set():
+            if connection.session.silent_since is not None and connection.acknowledged.is_set():
                 # It worked, then stopped answering (it stopped reading, or the
-                # network drops everything): retried as after a session that
-                # worked, and unreachable since it went silent, so that a route
-                # fails over from it in time.
+                # network drops everything): retried at once, as after a session
+                # that worked, but unreachable from now on until a session opens
+                # and is acknowledged again, so that a route fails over from it
+                # after peers.route_failover_after (a stopped process's kernel
+                # still takes connections: their handshakes would only time out).
                 self.failures = 0
-                await self._back_off(connection.close_reason, since=silent_since)
+                await self._back_off(connection.close_reason)
                 continue
             if connection.opened.is_set():
                 # The session worked (its end is logged as peer_session_closed):
@@ -262,14 +263,12 @@ class Link:
             self.down_since = None
             self._changed()
 
-    async def _back_off(
-        self, reason: str, *, failed: bool = True, since: float | None = None
-    ) -> None:
+    async def _back_off(self, reason: str, *, failed: bool = True) -> None:
         """Wait before the next attempt; a failure (``failed``) marks the hop
-        down since ``since`` (trio time; default now) unless it is already."""
+        down from now, unless it is already."""
         config = self.context.parts.config
         if failed and self.down_since is None:
-            self.down_since = trio.current_time() if since is None else since
+            self.down_since = trio.current_time()
             self._changed()
         delay = min(config.peer_retry_max, config.peer_retry_initial * 2**self.failures)
         self.failures += 1

@@ -250,6 +250,20 @@ class OutgoingQueues:
         else:
             self._forgetting.add(queue)
 
+    def give_up(self, queue: OutgoingQueue, lookup_id: int, reason: wire.MessageClass) -> None:
+        """Remove an entry of ``queue`` that can never be sent (its packet cannot
+        be built): at once out of its sequence, so that the next transmission's
+        previous number passes over it instead of the receiver waiting for it
+        until a resend, and forgotten with the reports of a message given up
+        for ``reason`` (``OutgoingQueue.forget_reports``)."""
+        queue.undeliverable[lookup_id] = reason
+        if queue.purging or self._nursery is None:
+            self.forget(queue, (lookup_id,))  # after the purge, in order
+            return
+        ids = (lookup_id,)
+        queue.machine.forget_started(ids)
+        self._nursery.start_soon(self._forget_one, queue, ids)
+
     async def _forgetter(self) -> None:
         while True:
             queues = await self._forgetting.take()
@@ -274,6 +288,7 @@ class OutgoingQueues:
         except Exception as exc:
             parts.log.exception("outgoing_forget_failed", queue=queue.name, error=str(exc))
             queue.machine.forget_failed(ids)
+            queue.wake()
             self.forget(queue, ids)
             await trio.sleep(1.0)
             return
@@ -287,6 +302,7 @@ class OutgoingQueues:
         else:
             parts.log.error("outgoing_forget_failed", queue=queue.name, error=str(outcome.error))
             queue.machine.forget_failed(ids)
+            queue.wake()  # a roll that waited for this forget no longer holds entries back
 
     # ------------------------------------------------------------------ timers
 

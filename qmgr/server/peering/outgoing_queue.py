@@ -71,6 +71,10 @@ class QueueOwner(Protocol):
         """Remove acknowledged entries of ``queue`` from the store (in the background)."""
         ...
 
+    def give_up(self, queue: OutgoingQueue, lookup_id: int, reason: wire.MessageClass) -> None:
+        """Remove an entry of ``queue`` that can never be sent, reporting ``reason``."""
+        ...
+
     def wake_timers(self) -> None:
         """A queue's sequence armed its resend timer."""
         ...
@@ -226,10 +230,9 @@ class OutgoingQueue:
                         lookup_id=transmission.lookup_id,
                         error=str(exc),
                     )
-                    self.undeliverable[transmission.lookup_id] = (
-                        wire.MessageClass.NACK_MESSAGE_TOO_LARGE
+                    self.owner.give_up(
+                        self, transmission.lookup_id, wire.MessageClass.NACK_MESSAGE_TOO_LARGE
                     )
-                    self.owner.forget(self, (transmission.lookup_id,))
                     continue
             kind = transmission.kind
             if kind is EntryKind.TRANSACTIONAL:
@@ -284,7 +287,7 @@ class OutgoingQueue:
         ops: list[storage.Operation] = []
         delivered: list[int] = []
         for lookup_id in ids:
-            reason = undeliverable.pop(lookup_id, None)
+            reason = undeliverable.get(lookup_id)
             if reason is None:
                 delivered.append(lookup_id)
             else:
@@ -357,6 +360,7 @@ class OutgoingQueue:
         """The store forgot these entries; ``state`` is the sequence afterwards."""
         for lookup_id in ids:
             self.payloads.pop(lookup_id, None)
+            self.undeliverable.pop(lookup_id, None)
         self.machine.forgotten(
             ids,
             wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp),
@@ -388,6 +392,7 @@ class OutgoingQueue:
                 raise outcome.error or RuntimeError("purge failed")
             gone = tuple(self.payloads)
             self.payloads.clear()
+            self.undeliverable.clear()
             self.to_forget.clear()  # purged: nothing left to forget
             self.machine.removed(gone)
         finally:

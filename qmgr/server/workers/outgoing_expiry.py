@@ -82,6 +82,7 @@ async def expire_outgoing(peering: OutgoingSide, due: Sequence[storage.DueMessag
             given_up += 1
         else:
             queue.machine.forget_failed(ids)
+            queue.wake()  # a roll that waited for this forget no longer holds entries back
             parts.log.warning("outgoing_expiry_failed", queue=queue.name, error=str(written.error))
     return given_up
 

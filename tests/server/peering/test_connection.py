@@ -307,3 +307,18 @@ async def test_a_peer_that_stops_reading_is_left_at_the_ack_timeout_and_gets_eve
     to_b.stall.set()
     to_b.stall = None
     await deliver(a, b, first + expected, queue="plain")
+
+
+async def test_a_peer_that_closes_before_the_session_opens_is_said_to_refuse_perhaps(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    # The connection closes as A's EstablishConnection goes (as a refusing peer closes it).
+    network.channel(a, b).cut_after = 0
+    await a.send(b.remote(QUEUE), [b"one"])
+    await wait_until(lambda: bool(a.closed), what="A's attempt ends")
+    reason = a.closed[0].reason
+    assert reason.startswith("the peer closed the connection before the session opened")
+    assert "its log says why (peer_refused)" in reason
+    # The next attempt is not cut: delivered.
+    await deliver(a, b, [b"one"])

@@ -8,6 +8,7 @@ import trio
 import trio.testing
 from peer_kit import Network, is_data, is_order_ack, wait_until
 
+import storage
 import wire
 
 from .conftest import (
@@ -84,17 +85,48 @@ async def test_a_message_too_large_for_a_packet_is_dead_lettered_at_the_source(
     await a.create_queue("acks", transactional=False)
     big = b"x" * (wire.MAX_PACKET_SIZE - 100)
     nack_reach_queue, deadletter = 0x04, 0x01  # MQMSG_ACKNOWLEDGMENT_*, MQMSG_DEADLETTER
+    started = trio.current_time()
     await a.send(
         b.remote(QUEUE), [big], admin_queue="acks", acknowledge=nack_reach_queue, journal=deadletter
     )
     await a.send(b.remote(QUEUE), [b"after"])
     await deliver(a, b, [b"after"])
+    # At once: the next message's previous number passed over the one given up
+    # (not after a resend interval without an OrderAck).
+    assert trio.current_time() - started < 1.0
     too_large = wire.MessageClass.NACK_MESSAGE_TOO_LARGE
     dead = a.messages("system$;deadxact")
     assert [(m.body_size, m.message_class) for m in dead] == [(len(big), too_large)]
     [nack] = a.messages("acks")
     assert nack.message_class == too_large
     assert b.bodies(QUEUE) == [b"after"]
+
+
+async def test_a_given_up_message_is_reported_so_when_its_forget_is_written_again(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("qmgr.core.engine.check_remote_message", lambda message: None)
+    a, b = await start_pair(network)
+    await a.create_queue("acks", transactional=False)
+    submit = a.committer.submit
+    failed: list[storage.Unit] = []
+
+    async def failing_once(unit: storage.Unit) -> storage.UnitOutcome:
+        if not failed and any(isinstance(op, storage.ForgetOutgoing) for op in unit.ops):
+            failed.append(unit)
+            msg = "the disk failed this once"
+            raise storage.StoreError(msg)
+        return await submit(unit)
+
+    monkeypatch.setattr(a.committer, "submit", failing_once)
+    big = b"x" * (wire.MAX_PACKET_SIZE - 100)
+    await a.send(b.remote(QUEUE), [big], admin_queue="acks", acknowledge=0x04, journal=0x01)
+    await a.send(b.remote(QUEUE), [b"after"])
+    await deliver(a, b, [b"after"])
+    assert len(failed) == 1
+    too_large = wire.MessageClass.NACK_MESSAGE_TOO_LARGE
+    assert [m.message_class for m in a.messages("system$;deadxact")] == [too_large]
+    assert [m.message_class for m in a.messages("acks")] == [too_large]
 
 
 async def test_a_resumed_queue_with_messages_is_not_shown_idle(
