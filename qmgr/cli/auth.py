@@ -21,7 +21,13 @@ from typing import Final
 
 import click
 
-from qmgr.core.tokens import hash_token, new_token, read_tokens_file, token_name_problem
+from qmgr.core.tokens import (
+    hash_token,
+    load_tokens,
+    new_token,
+    read_tokens_file,
+    token_name_problem,
+)
 
 from .common import CliError, reports_errors
 
@@ -55,15 +61,17 @@ def auth_token(name: str, tokens_file: Path | None) -> None:
     problem = token_name_problem(name, in_file=tokens_file is not None)
     if problem is not None:
         raise click.BadParameter(problem, param_hint="'NAME'")
+    ends_line = True
     if tokens_file is not None and tokens_file.exists():
-        _check_not_in(tokens_file, name)
+        ends_line = _check_not_in(tokens_file, name)
     token = new_token()
     hashed = hash_token(token)
     if tokens_file is not None:
         try:
             fd = os.open(tokens_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             with os.fdopen(fd, "a", encoding="utf-8") as out:
-                out.write(f"{name} {hashed}\n")
+                # A last line without its newline would run into this one.
+                out.write(f"{'' if ends_line else chr(10)}{name} {hashed}\n")
         except OSError as exc:
             msg = f"cannot write {tokens_file}: {exc.strerror}"
             raise CliError(msg) from None
@@ -77,20 +85,24 @@ def auth_token(name: str, tokens_file: Path | None) -> None:
     click.echo("clients use it with --token or QMGR_TOKEN, or connect(..., token=...)")
 
 
-def _check_not_in(tokens_file: Path, name: str) -> None:
+def _check_not_in(tokens_file: Path, name: str) -> bool:
     """Refuse to add a line the queue manager would refuse: to a tokens file it
-    cannot read, or for a name that has a line there already.
+    refuses (unreadable, malformed, or writable by other users), or for a name
+    that has a line there already. Returns whether the file ends a line.
 
     Raises:
         CliError: either.
     """
     try:
+        load_tokens({}, tokens_file)  # as the queue manager loads it: its mode, every line
         named = read_tokens_file(tokens_file)
-    except ValueError as exc:
+        data = tokens_file.read_bytes()
+    except (ValueError, OSError) as exc:
         raise CliError(str(exc), hint="mend the file first: the queue manager refuses it") from None
     if name in named:
         msg = f"{name!r} has a token in {tokens_file} already"
         raise CliError(msg, hint="remove its line to give it a new one")
+    return not data or data.endswith(b"\n")
 
 
 def toml_key(name: str) -> str:

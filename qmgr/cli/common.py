@@ -217,16 +217,18 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
         msg = f"--server {server!r}: {exc}"
         raise CliError(msg) from None
     except ConnectionLost as exc:
-        raise CliError(exc.message, hint=_not_reached_hint(ctx)) from None
+        raise CliError(exc.message, hint=_not_reached_hint(ctx, exc.message)) from None
     with qm:
         yield qm
 
 
-def _not_reached_hint(ctx: click.Context) -> str:
+def _not_reached_hint(ctx: click.Context, reason: str) -> str:
     """What to check when the daemon cannot be reached: that it runs, and, over
-    plain TCP, that its port does not want TLS (a TLS port resets plain text)."""
+    plain TCP to a port that took the connection (a TLS port resets plain
+    text; a refused connection has nothing listening), that it wants no TLS."""
     ca, certificate, _ = ctx.obj.get("tls", (None, None, None))
-    if ca is None and certificate is None and not server_of(ctx).startswith("unix:"):
+    plain = ca is None and certificate is None and not server_of(ctx).startswith("unix:")
+    if plain and not reason.endswith("connection refused"):
         return _NOT_RUNNING_HINT + _TLS_HINT
     return _NOT_RUNNING_HINT
 

@@ -135,6 +135,19 @@ def test_every_line_added_to_a_tokens_file_is_one_the_queue_manager_loads(
         "hint: remove its line to give it a new one\n"
     )
     assert sorted(read_tokens_file(tokens)) == sorted(names)  # unchanged, still loadable
+    # A last line without its newline: the new line starts a line of its own.
+    tokens.write_text(tokens.read_text().rstrip("\n"))
+    ok(run(None, "auth", "token", "bob", "--file", str(tokens)))
+    assert sorted(read_tokens_file(tokens)) == sorted([*names, "bob"])
+    tokens.write_text("# the operators' tokens")
+    ok(run(None, "auth", "token", "carol", "--file", str(tokens)))
+    assert read_tokens_file(tokens) == {"carol": read_tokens_file(tokens)["carol"]}
+    # A file other users may write is one the queue manager refuses: so does this.
+    tokens.chmod(0o622)
+    writable = run(None, "auth", "token", "dave", "--file", str(tokens))
+    assert writable.exit_code == 1
+    assert "can be written by other users" in writable.stderr
+    tokens.chmod(0o600)
     tokens.write_text("alice\n")
     broken = run(None, "auth", "token", "bob", "--file", str(tokens))
     assert broken.exit_code == 1

@@ -25,7 +25,7 @@ from helpers import (
     wait_until,
 )
 
-from qmgr.client import connect
+from qmgr.client import InvalidName, connect
 
 
 @pytest.fixture(params=["not-a-router", "router-with-alias"])
@@ -140,7 +140,12 @@ def test_a_host_name_the_resolver_refuses_is_a_failed_connection(
 ) -> None:
     qm = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     with connect(qm.address) as client:
-        client.send("DIRECT=OS:a..b\\private$\\orders", b"nowhere")
+        # One no resolver could take is refused at the send.
+        with pytest.raises(InvalidName, match="is not a host name"):
+            client.send("DIRECT=OS:a..b\\private$\\orders", b"nowhere")
+        # One that looks like a host name but that IDNA cannot encode (a label
+        # over 63 bytes once encoded) fails as a connection.
+        client.send(f"DIRECT=OS:{'ü' * 60}\\private$\\orders", b"nowhere")
         wait_until(lambda: "cannot connect" in client.outgoing()[0].last_error, 30)
         client.create_queue("still-serving")
     assert qm.running

@@ -27,9 +27,9 @@ every route that has a ``GET``, the API's included; under ``/api/`` every
 refusal is JSON, ``{"error": {"code": ..., "message": ...}}``.
 
 The head of a request (its line and headers) is bounded by :data:`HEAD_LIMIT`
-bytes, as written on the wire. Hypercorn refuses a head that grows past it
-before it is whole (``h11_max_incomplete_size``, ``service``), but not one
-that arrives whole in one read: the application measures every request
+bytes. Hypercorn refuses a head whose bytes grow past it before it is whole
+(``h11_max_incomplete_size``, ``service``), but not one that arrives whole in
+one read: the application measures every request
 before any route runs (:func:`head_size`) and answers one over the bound
 as Hypercorn does, ``431`` without a body, closing the connection.
 
@@ -450,9 +450,11 @@ async def _to_console(request: Request) -> Response:
 
 
 def head_size(scope: Scope) -> int:
-    """The bytes of the head of the request of ``scope`` as written on the wire:
-    its line (method, target, ``HTTP/`` and version) and each header
-    (``name: value``), each ended by CRLF, and the blank line."""
+    """The bytes of the head of the request of ``scope`` as parsed: its line
+    (method, target, ``HTTP/`` and version) and each header (``name: value``,
+    the value without the white space around it), each ended by CRLF, and the
+    blank line (a head written with extra white space or bare LFs is a few
+    bytes longer or shorter on the wire)."""
     target = len(scope.get("raw_path") or str(scope.get("path", "")).encode())
     query = scope.get("query_string") or b""
     if query:
