@@ -278,26 +278,29 @@ async def test_a_claim_that_cannot_have_its_acknowledgment_leaves_the_receive_wa
     assert handover.waiting(queue.queue_id) == 1
 
 
-async def test_a_receive_cancelled_while_its_message_is_written_answers_with_it(
+@pytest.mark.parametrize("held_at", ["writer", "gathering"])
+async def test_a_receive_cancelled_while_a_send_is_written_gets_it_only_if_planned(
     conn: Connection,
     services: Services,
     autojump_clock: trio.testing.MockClock,
     monkeypatch: pytest.MonkeyPatch,
+    held_at: str,
 ) -> None:
     await make_queue(conn.client, "q")
     committer = services.committer
-    # The sender's write goes through the committer task, and waits at the
-    # writer once planned (the receive has taken the message in the plan).
+    # The sender's write goes through the committer task, and waits before it
+    # is planned (gathering) or once planned, the receive taking the message
+    # in the plan (writer), until the gate opens.
     monkeypatch.setattr(committer, "_others_quiet", lambda source: False)
     gate = trio.Event()
-    writer = committer._writer
-    apply = writer.apply
+    owner, name = (committer._writer, "apply") if held_at == "writer" else (committer, "_gather")
+    step = getattr(owner, name)
 
-    async def held(plan: storage.Plan) -> storage.StoreError | None:
+    async def held(*args: object) -> object:
         await gate.wait()
-        return await apply(plan)
+        return await step(*args)
 
-    monkeypatch.setattr(writer, "apply", held)
+    monkeypatch.setattr(owner, name, held)
     async with open_session(services) as b, trio.open_nursery() as nursery:
         waiting = await _wait_on(b.client, "q")
         nursery.start_soon(conn.client.call, cf.Send(mode=1, message=message("q", b"one")))
@@ -305,35 +308,11 @@ async def test_a_receive_cancelled_while_its_message_is_written_answers_with_it(
         await b.client.send(cf.CancelReceive(request_id=waiting))
         await trio.testing.wait_all_tasks_blocked()
         gate.set()
-        got = await _handed(b.client, waiting)
-        assert got.message.body == b"one"
-        assert services.core.queue("q").depth == 0
-
-
-async def test_a_receive_cancelled_before_the_write_is_planned_leaves_the_message(
-    conn: Connection,
-    services: Services,
-    autojump_clock: trio.testing.MockClock,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    await make_queue(conn.client, "q")
-    committer = services.committer
-    monkeypatch.setattr(committer, "_others_quiet", lambda source: False)
-    gate = trio.Event()
-    gather = committer._gather
-
-    async def held() -> None:
-        await gate.wait()
-        await gather()
-
-    monkeypatch.setattr(committer, "_gather", held)
-    async with open_session(services) as b, trio.open_nursery() as nursery:
-        waiting = await _wait_on(b.client, "q")
-        nursery.start_soon(conn.client.call, cf.Send(mode=1, message=message("q", b"one")))
-        await trio.testing.wait_all_tasks_blocked()  # claimed, not yet planned
-        await b.client.send(cf.CancelReceive(request_id=waiting))
-        await trio.testing.wait_all_tasks_blocked()
-        gate.set()
-        frame = await b.client.reply()
-        assert frame == cf.Frame(request_id=waiting, value=cf.NoMessage())
-        assert services.core.queue("q").depth == 1
+        if held_at == "writer":  # planned before the cancel: handed over, answered with it
+            got = await _handed(b.client, waiting)
+            assert got.message.body == b"one"
+            assert services.core.queue("q").depth == 0
+        else:  # cancelled before the plan: appended, the receive answered without it
+            frame = await b.client.reply()
+            assert frame == cf.Frame(request_id=waiting, value=cf.NoMessage())
+            assert services.core.queue("q").depth == 1

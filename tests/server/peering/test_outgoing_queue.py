@@ -75,36 +75,15 @@ async def test_one_outgoing_queue_carries_every_kind_of_message(
     assert a.outgoing_state().sequence_ordinal == 2
 
 
+@pytest.mark.parametrize("forget_fails_once", [False, True], ids=["", "forget-written-again"])
 async def test_a_message_too_large_for_a_packet_is_dead_lettered_at_the_source(
-    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    forget_fails_once: bool,
 ) -> None:
     # A send refuses such a message (``check_remote_message``); one already in an
     # outgoing queue (an older version took it) can still never be sent.
-    monkeypatch.setattr("qmgr.core.engine.check_remote_message", lambda message: None)
-    a, b = await start_pair(network)
-    await a.create_queue("acks", transactional=False)
-    big = b"x" * (wire.MAX_PACKET_SIZE - 100)
-    nack_reach_queue, deadletter = 0x04, 0x01  # MQMSG_ACKNOWLEDGMENT_*, MQMSG_DEADLETTER
-    started = trio.current_time()
-    await a.send(
-        b.remote(QUEUE), [big], admin_queue="acks", acknowledge=nack_reach_queue, journal=deadletter
-    )
-    await a.send(b.remote(QUEUE), [b"after"])
-    await deliver(a, b, [b"after"])
-    # At once: the next message's previous number passed over the one given up
-    # (not after a resend interval without an OrderAck).
-    assert trio.current_time() - started < 1.0
-    too_large = wire.MessageClass.NACK_MESSAGE_TOO_LARGE
-    dead = a.messages("system$;deadxact")
-    assert [(m.body_size, m.message_class) for m in dead] == [(len(big), too_large)]
-    [nack] = a.messages("acks")
-    assert nack.message_class == too_large
-    assert b.bodies(QUEUE) == [b"after"]
-
-
-async def test_a_given_up_message_is_reported_so_when_its_forget_is_written_again(
-    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
     monkeypatch.setattr("qmgr.core.engine.check_remote_message", lambda message: None)
     a, b = await start_pair(network)
     await a.create_queue("acks", transactional=False)
@@ -118,15 +97,26 @@ async def test_a_given_up_message_is_reported_so_when_its_forget_is_written_agai
             raise storage.StoreError(msg)
         return await submit(unit)
 
-    monkeypatch.setattr(a.committer, "submit", failing_once)
+    if forget_fails_once:  # the give-up's reports are kept for the forget written again
+        monkeypatch.setattr(a.committer, "submit", failing_once)
     big = b"x" * (wire.MAX_PACKET_SIZE - 100)
-    await a.send(b.remote(QUEUE), [big], admin_queue="acks", acknowledge=0x04, journal=0x01)
+    nack_reach_queue, deadletter = 0x04, 0x01  # MQMSG_ACKNOWLEDGMENT_*, MQMSG_DEADLETTER
+    started = trio.current_time()
+    await a.send(
+        b.remote(QUEUE), [big], admin_queue="acks", acknowledge=nack_reach_queue, journal=deadletter
+    )
     await a.send(b.remote(QUEUE), [b"after"])
     await deliver(a, b, [b"after"])
-    assert len(failed) == 1
+    assert len(failed) == forget_fails_once
+    if not forget_fails_once:
+        # At once: the next message's previous number passed over the one given
+        # up (not after a resend interval without an OrderAck).
+        assert trio.current_time() - started < 1.0
     too_large = wire.MessageClass.NACK_MESSAGE_TOO_LARGE
-    assert [m.message_class for m in a.messages("system$;deadxact")] == [too_large]
+    dead = a.messages("system$;deadxact")
+    assert [(m.body_size, m.message_class) for m in dead] == [(len(big), too_large)]
     assert [m.message_class for m in a.messages("acks")] == [too_large]
+    assert b.bodies(QUEUE) == [b"after"]
 
 
 async def test_a_resumed_queue_with_messages_is_not_shown_idle(
