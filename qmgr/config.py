@@ -181,9 +181,41 @@ def _delay_or_unset(value: Any) -> str | None:
 
 
 def _float_list(value: Any) -> str | None:
-    if not value or not all(isinstance(v, int | float) and v > 0 for v in value):
+    if not value or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value
+    ):
         return "must be a non-empty list of positive numbers of seconds"
     return None
+
+
+def _string_list(value: Any) -> str | None:
+    wrong = [v for v in value if not isinstance(v, str)]
+    return f"must be a list of strings, not holding {wrong[0]!r}" if wrong else None
+
+
+def _groups(value: Any) -> str | None:
+    for group, members in value.items():
+        if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+            return f"must map each group to a list of names: {group} = {members!r}"
+    return None
+
+
+def _not_empty(value: Any) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+#: The smallest store map: room for the catalog, the system queues and a few messages.
+_MIN_MAP_SIZE = 1 << 20
+
+
+def _map_size(value: Any) -> str | None:
+    if value >= _MIN_MAP_SIZE:
+        return None
+    return f"must be at least {_MIN_MAP_SIZE} bytes (1 MiB), not {value}"
+
+
+def _max_map_size(value: Any) -> str | None:
+    return None if value == 0 else _map_size(value)
 
 
 def _packet_size(value: Any) -> str | None:
@@ -197,9 +229,15 @@ def _packet_size(value: Any) -> str | None:
 def _qm_name(value: Any) -> str | None:
     # Peers reach back to it as DIRECT=OS:NAME (acknowledgments, responses);
     # "" is the host name.
-    if len(value) <= 253:
-        return None
-    return f"must be at most 253 characters, not {len(value)}"
+    if len(value) > 253:
+        return f"must be at most 253 characters, not {len(value)}"
+    wrong = [c for c in value if c.isspace() or not c.isprintable() or c in "\\/:"]
+    if wrong:
+        return (
+            f"must be a name peers can write in DIRECT=OS:NAME (no space, control "
+            f"character, '\\', '/' or ':'), not {value!r}"
+        )
+    return None
 
 
 def _one_of(*choices: str) -> Callable[[Any], str | None]:
@@ -212,10 +250,10 @@ def _one_of(*choices: str) -> Callable[[Any], str | None]:
 #: Every configuration key: ``(section, key)`` -> the Config attribute, its type and check.
 KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("server", "name"): _Key("name", str, _qm_name),
-    ("server", "data_dir"): _Key("data_dir", str),
+    ("server", "data_dir"): _Key("data_dir", str, _not_empty),
     ("server", "listen"): _Key("listen", str),
     ("server", "client_listen"): _Key("client_listen", str),
-    ("server", "aliases"): _Key("aliases", list),
+    ("server", "aliases"): _Key("aliases", list, _string_list),
     ("server", "max_connections"): _Key("max_connections", int, _positive),
     ("server", "evictable_after"): _Key("evictable_after", float, _not_negative),
     ("server", "hello_timeout"): _Key("hello_timeout", float, _positive),
@@ -231,14 +269,14 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("tls", "peers"): _Key("tls_peers", bool),
     ("tls", "http"): _Key("tls_http", bool),
     ("tls", "pinned"): _Key("tls_pinned", dict),
-    ("tls", "relays"): _Key("tls_relays", list),
+    ("tls", "relays"): _Key("tls_relays", list, _string_list),
     ("auth", "required"): _Key("auth_required", bool),
     ("auth", "failure_limit"): _Key("auth_failure_limit", int, _positive),
-    ("auth", "admins"): _Key("auth_admins", list),
-    ("auth", "monitors"): _Key("auth_monitors", list),
+    ("auth", "admins"): _Key("auth_admins", list, _string_list),
+    ("auth", "monitors"): _Key("auth_monitors", list, _string_list),
     ("auth", "tokens"): _Key("auth_tokens", dict),
     ("auth", "tokens_file"): _Key("auth_tokens_file", str),
-    ("auth", "groups"): _Key("auth_groups", dict),
+    ("auth", "groups"): _Key("auth_groups", dict, _groups),
     ("auth", "default_acl"): _Key("auth_default_acl", dict),
     ("auth", "failure_delay"): _Key("auth_failure_delay", float, _not_negative),
     ("limits", "max_connections_per_address"): _Key("max_connections_per_address", int, _positive),
@@ -264,8 +302,8 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ),
     ("limits", "max_uncommitted_bytes"): _Key("max_uncommitted_bytes", int, _positive),
     ("limits", "max_frame_bytes"): _Key("max_frame_bytes", int, _positive),
-    ("store", "initial_map_size"): _Key("initial_map_size", int, _positive),
-    ("store", "max_map_size"): _Key("max_map_size", int, _not_negative),
+    ("store", "initial_map_size"): _Key("initial_map_size", int, _map_size),
+    ("store", "max_map_size"): _Key("max_map_size", int, _max_map_size),
     ("store", "reserve_size"): _Key("reserve_size", int, _not_negative),
     ("store", "erase_step"): _Key("erase_step", int, _positive),
     ("store", "writer_thread"): _Key("writer_thread", bool),
@@ -275,7 +313,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("http", "request_timeout"): _Key("http_request_timeout", float, _positive),
     ("http", "session_timeout"): _Key("http_session_timeout", float, _positive),
     ("http", "session_lifetime"): _Key("http_session_lifetime", float, _positive),
-    ("peers", "accept_from"): _Key("peer_accept_from", list),
+    ("peers", "accept_from"): _Key("peer_accept_from", list, _string_list),
     ("peers", "router"): _Key("peer_router", bool),
     ("peers", "ping"): _Key("peer_ping", bool),
     ("peers", "ping_port"): _Key("peer_ping_port", int, _port),
@@ -352,6 +390,13 @@ def load_config(
 
 
 def _build(attributes: dict[str, Any]) -> Config:
+    for (section, key), spec in KEYS.items():
+        check = spec.check
+        if check is not None:
+            problem = check(attributes[spec.attribute])
+            if problem is not None:
+                msg = f"{section}.{key} {problem}"
+                raise ConfigError(msg)
     fields = dict(attributes)
     fields["name"] = fields["name"] or socket.gethostname()
     fields["data_dir"] = Path(fields["data_dir"]).expanduser()
@@ -381,17 +426,11 @@ def _build(attributes: dict[str, Any]) -> Config:
         str(group): frozenset(str(member) for member in members)
         for group, members in fields["auth_groups"].items()
     }
-    for (section, key), spec in KEYS.items():
-        check = spec.check
-        if check is not None:
-            problem = check(attributes[spec.attribute])
-            if problem is not None:
-                msg = f"{section}.{key} {problem}"
-                raise ConfigError(msg)
     config = Config(**fields)
     if config.peer_retry_max < config.peer_retry_initial:
         msg = "peers.retry_max must not be below peers.retry_initial"
         raise ConfigError(msg)
+    _check_listeners(config)
     _check_tls(config)
     _check_routes(config)
     if config.max_map_size is not None and config.max_map_size < config.initial_map_size:
@@ -554,6 +593,34 @@ def _pinned(values: dict[str, Any]) -> dict[str, uuid.UUID]:
             msg = f"tls.pinned.{identity}: {text!r} is not a queue manager GUID"
             raise ConfigError(msg) from None
     return pinned
+
+
+def _check_listeners(config: Config) -> None:
+    """Each listener on a port of its own: two on one port (the same host, or
+    a wildcard beside an address of its family) would bind and fail only at
+    ``listen``."""
+    listeners = [("server.listen", config.listen), ("server.client_listen", config.client_listen)]
+    if config.http_listen is not None:
+        listeners.append(("http.listen", config.http_listen))
+    for index, (name, address) in enumerate(listeners):
+        for other_name, other in listeners[:index]:
+            if address.port == 0 or address.port != other.port:
+                continue
+            if address.host == other.host or _overlaps(address.host, other.host):
+                msg = (
+                    f"{name} and {other_name} are both on port {address.port} "
+                    f"({other} and {address}): give each listener its own port"
+                )
+                raise ConfigError(msg)
+
+
+def _overlaps(host: str, other: str) -> bool:
+    """One of the two is its family's wildcard and the other of that family."""
+    for wildcard, v6 in (("0.0.0.0", False), ("::", True)):
+        for one, two in ((host, other), (other, host)):
+            if one == wildcard and (":" in two) == v6:
+                return True
+    return False
 
 
 def _check_tls(config: Config) -> None:

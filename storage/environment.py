@@ -35,6 +35,15 @@ keeps a *ballast* file (``reserve``, ``reserve_size`` bytes, allocated with
 :meth:`release_ballast` deletes it and the removal is tried again in the
 space it leaves. :meth:`restore_ballast` puts it back once there is room.
 
+Opening. LMDB maps ``lock.mdb`` and ``data.mdb`` into memory, and a page
+of the map that the file cannot back (a file system that is full when the
+lock file is first touched, a ``data.mdb`` shorter than its last
+transaction says: a truncated copy) kills the process with SIGBUS, beyond
+any error handling. So before LMDB opens them, a new lock file gets its
+blocks with ``posix_fallocate`` (no space: :class:`StoreFull`), and an
+existing ``data.mdb`` must be as long as the last page its newest meta page
+names (shorter: :class:`StoreCorrupt`).
+
 Errors. Every ``lmdb.Error`` and ``OSError`` becomes a ``StoreError`` here;
 a failed write is told apart as a full disk or a real I/O error by
 ``translate_write_error``.
@@ -46,6 +55,7 @@ import contextlib
 import fcntl
 import os
 import pathlib
+import struct
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -56,6 +66,7 @@ import lmdb
 from .errors import (
     MapFull,
     StoreClosed,
+    StoreCorrupt,
     StoreError,
     StoreFull,
     StoreLocked,
@@ -218,6 +229,8 @@ class Environment:
 
     def _open(self, map_size: int) -> lmdb.Environment:
         action = f"open store {self.path}"
+        _check_data_file(self.path / "data.mdb")
+        _allocate_lock_file(self.path / "lock.mdb", action)
         try:
             env = lmdb.open(
                 str(self.path),
@@ -490,3 +503,68 @@ def keys_between(cursor: lmdb.Cursor[Any], start: bytes, end: bytes) -> Iterator
             return
         yield key
         positioned = cursor.next()
+
+
+#: Bytes given to a new ``lock.mdb`` before LMDB maps it: its reader table
+#: (``_MAX_READERS`` slots of 64 bytes and a header) with room to spare.
+_LOCK_FILE_BYTES: Final = 64 * 1024
+#: LMDB's meta page: the magic number, and where the page size (the free
+#: database's ``md_pad``), the last page used and the transaction id lie in a
+#: meta page of a 64-bit build (a 16-byte page header, then ``MDB_meta``).
+_META_MAGIC: Final = 0xBEEFC0DE
+_META = struct.Struct("<I4x8x8xI92xQQ")
+
+
+def _allocate_lock_file(path: pathlib.Path, action: str) -> None:
+    """Give a new lock file its blocks before LMDB maps it (see the module docstring).
+
+    Raises:
+        StoreFull: the file system has no room for it.
+    """
+    if path.exists():
+        return
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.posix_fallocate(fd, 0, _LOCK_FILE_BYTES)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        raise translate_os_error(exc, action) from exc
+
+
+def _check_data_file(path: pathlib.Path) -> None:
+    """Refuse a ``data.mdb`` shorter than its newest transaction reaches (see
+    the module docstring); one too short to hold its meta pages, or whose meta
+    pages are not LMDB's, is left to LMDB (which refuses it cleanly).
+
+    Raises:
+        StoreCorrupt: it is truncated.
+    """
+    try:
+        with path.open("rb") as data:
+            size = os.fstat(data.fileno()).st_size
+            head = data.read(2 * 65536)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise translate_os_error(exc, f"open store {path.parent}") from exc
+    if len(head) < _META.size + 16:
+        return
+    magic, page_size, _, _ = _META.unpack_from(head, 16)
+    if magic != _META_MAGIC or page_size < 512 or len(head) < page_size + 16 + _META.size:
+        return
+    newest = max(
+        (_META.unpack_from(head, offset + 16) for offset in (0, page_size)),
+        key=lambda meta: meta[3] if meta[0] == _META_MAGIC else -1,
+    )
+    needed = (newest[2] + 1) * page_size
+    if size < needed:
+        msg = (
+            f"store {path.parent}: data.mdb is {size} bytes, but its last transaction "
+            f"uses pages up to {needed} bytes: the file is truncated (an incomplete "
+            "copy or restore?); restore a whole copy (mdb_copy makes one of a running store)"
+        )
+        raise StoreCorrupt(msg)

@@ -23,7 +23,7 @@ listener (``listeners``), and only then opens the store, creates the system
 queues on first start and reserves message ids (written before any client
 is served: :meth:`Daemon.start_up`), and runs the daemon
 (:meth:`Daemon.run`): the committer and the workers, then the listeners,
-until SIGTERM or SIGINT (or until its cancel scope is cancelled by an
+until SIGTERM, SIGINT or SIGHUP (or until its cancel scope is cancelled by an
 embedding program or test).
 
 Shutdown is ordered so that nothing half-done survives: stop accepting,
@@ -424,7 +424,7 @@ async def serve(
     install_signal_handlers: bool = True,
     task_status: trio.TaskStatus[tuple[str, int]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run a queue manager until SIGTERM/SIGINT or cancellation.
+    """Run a queue manager until SIGTERM/SIGINT/SIGHUP or cancellation.
 
     ``task_status.started`` receives the client listener's bound (host, port),
     which matters when the configured port is 0.
@@ -517,7 +517,8 @@ def _address(sock: trio.socket.SocketType) -> str:
 async def _watch_signals(
     stop: Callable[[], object], log: structlog.typing.FilteringBoundLogger
 ) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    # SIGHUP too: a daemon whose terminal closes stops as cleanly as on SIGTERM.
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             log.info("shutdown_requested", signal=signal.Signals(signum).name)
             stop()

@@ -278,7 +278,7 @@ def test_a_tokens_file_other_users_can_read_is_used_with_a_warning(
     assert "can be read by other users (mode 0644)" in str(warning["problem"])
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_serve_exits_0_on_signal(daemon_factory: Callable[..., DaemonProcess], signum: int) -> None:
     daemon = daemon_factory(launch="exec")  # the program itself, from its start
     with connect(daemon.address) as qm:
@@ -293,6 +293,8 @@ def test_serve_exits_0_on_signal(daemon_factory: Callable[..., DaemonProcess], s
     assert "queue_manager_started" in events
     assert events[-1] == "queue_manager_stopped"
     assert log[-1]["open_transactions_aborted"] == 1
+    [aborted] = [entry for entry in log if entry["event"] == "transaction_aborted"]
+    assert aborted["reason"] == "the queue manager is shutting down"
 
 
 def test_move_is_one_transaction_per_message(shared_daemon: DaemonProcess, queue_name: str) -> None:

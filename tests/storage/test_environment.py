@@ -4,8 +4,12 @@ when the disk is full, the directory lock, private files and durable commits."""
 
 from __future__ import annotations
 
+import errno
 import gc
+import os
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -351,3 +355,48 @@ def test_no_ballast_without_a_reserve(store: Store) -> None:
     assert store.has_ballast
     assert store.restore_ballast()
     assert not (store.path / "reserve").exists()
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def test_a_truncated_data_file_is_refused_not_mapped(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with Store(path, initial_map_size=1 * MIB, durable=False) as store:
+        fill(store, create_queue(store, "q"), 50, b"x" * 4096)
+    data = path / "data.mdb"
+    whole = data.stat().st_size
+    (path / "lock.mdb").unlink()
+    with data.open("r+b") as handle:
+        handle.truncate(whole // 2)
+    # LMDB would map the missing pages and die of SIGBUS: open it in a process
+    # of its own, so that a regression fails this test and not the whole run.
+    opener = (
+        "import sys, storage\n"
+        "try:\n"
+        f"    store = storage.Store({str(path)!r}, initial_map_size=1 << 20)\n"
+        "    queue = store.get_queue('q')\n"
+        "    for lookup_id in range(1, 51):\n"
+        "        store.read_message(queue.queue_id, lookup_id)\n"
+        "except storage.StoreCorrupt as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
+    opened = subprocess.run(
+        [sys.executable, "-c", opener], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert opened.returncode == 3, opened
+    assert f"data.mdb is {whole // 2} bytes" in opened.stdout
+    assert "the file is truncated" in opened.stdout
+
+
+def test_no_room_for_a_new_lock_file_is_a_full_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_room(fd: int, offset: int, length: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "posix_fallocate", no_room)
+    with pytest.raises(StoreFull):
+        Store(tmp_path / "store", initial_map_size=1 * MIB, durable=False)
+    assert not (tmp_path / "store" / "lock.mdb").exists()

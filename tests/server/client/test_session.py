@@ -416,3 +416,23 @@ async def test_without_permissions_a_token_is_not_accepted(
 ) -> None:
     denied = await conn.client.call(cf.Authenticate(token="alice-token"))
     assert error(denied, cf.ErrorCode.ACCESS_DENIED).message == "the token is not accepted"
+
+
+async def test_a_stopping_daemon_says_it_ended_the_connection_and_its_transactions(
+    services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    with structlog.testing.capture_logs() as logs:
+        async with trio.open_nursery() as nursery:
+
+            async def serve() -> None:
+                async with open_session(services) as b:
+                    await b.client.send(cf.Begin(tx_id=1))
+                    await trio.sleep_forever()
+
+            nursery.start_soon(serve)
+            await trio.testing.wait_all_tasks_blocked()
+            services.stopping = True
+            nursery.cancel_scope.cancel()  # as the daemon stops its sessions
+    events = {entry["event"]: entry for entry in logs}
+    assert events["connection_closed"]["reason"] == "the queue manager is shutting down"
+    assert events["transaction_aborted"]["reason"] == "the queue manager is shutting down"
