@@ -55,8 +55,8 @@ def auth_token(name: str, tokens_file: Path | None) -> None:
     """Make a token for the principal NAME; print it (once) and its hash.
 
     NAME is a client's name: not empty, without control characters, not
-    ``everyone`` and not beginning with ``group:`` or ``peer:``; in a tokens
-    file (--file), also without spaces or ``#``.
+    everyone and not beginning with group: or peer:; in a tokens file
+    (--file), also without spaces or '#'.
     """
     problem = token_name_problem(name, in_file=tokens_file is not None)
     if problem is not None:

@@ -139,8 +139,8 @@ def certs_issue(
 
     NAME is the certificate's Common Name, the identity the other end sees,
     and the base name of its files, NAME.key and NAME.crt. A client's NAME
-    is its principal: not ``everyone`` (the queue manager refuses such a
-    certificate in the handshake).
+    is its principal: not everyone, and not beginning with group: or peer:
+    (the queue manager refuses such a certificate in the handshake).
     """
     problem = user_name_problem(name) if is_client else None
     if problem is not None:

@@ -82,6 +82,9 @@ _TLS_HINT = (
     " If it is running, its client port may require TLS: connect with --tls-ca CA.pem "
     "(or QMGR_TLS_CA)."
 )
+#: How the SDK's ConnectionLost begins when a connection was made and then lost
+#: before the Hello was answered (``ClientProtocol.handshake_error``).
+_HANDSHAKE_FAILED = "handshake with the queue manager at "
 
 # --------------------------------------------------------------------------
 # Errors
@@ -224,11 +227,13 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
 
 def _not_reached_hint(ctx: click.Context, reason: str) -> str:
     """What to check when the daemon cannot be reached: that it runs, and, over
-    plain TCP to a port that took the connection (a TLS port resets plain
-    text; a refused connection has nothing listening), that it wants no TLS."""
+    plain TCP to a port that took the connection and then reset or closed it
+    in the handshake (as a TLS port does to plain text), that it wants no TLS.
+    A connection that was never made (refused, a name that does not resolve,
+    no answer) says nothing about TLS."""
     ca, certificate, _ = ctx.obj.get("tls", (None, None, None))
     plain = ca is None and certificate is None and not server_of(ctx).startswith("unix:")
-    if plain and not reason.endswith("connection refused"):
+    if plain and reason.startswith(_HANDSHAKE_FAILED):
         return _NOT_RUNNING_HINT + _TLS_HINT
     return _NOT_RUNNING_HINT
 

@@ -213,8 +213,13 @@ def queue_show(ctx: click.Context, name: str, as_json: bool) -> None:
 @click.pass_context
 @reports_errors
 def queue_delete(ctx: click.Context, name: str, yes: bool) -> None:
-    """Delete queue NAME, its journal and all their messages."""
-    question = f"Delete queue {name!r}, its journal and all their messages?"
+    """Delete queue NAME with its journal queue, its subqueues (NAME;retry,
+    NAME;poison) and all their messages.
+
+    A journal queue or a subqueue goes with its queue and cannot be deleted
+    alone; neither can a system queue, nor a queue a prepared transaction uses.
+    """
+    question = f"Delete queue {name!r}, its journal queue, its subqueues and all their messages?"
     count = confirmed(ctx, question, yes, lambda qm: qm.delete_queue(name))
     click.echo(f"deleted queue {name!r} ({plural(count, 'message')})")
 

@@ -57,8 +57,11 @@ _OPTIONS: Final = (
     _levels_option(
         "--ack",
         ACK_LEVELS,
-        "Acknowledgments to send to --admin-queue (repeatable): "
-        "pos-arrival, pos-receive, neg-arrival, neg-receive, or full-receive, ...",
+        "Acknowledgments to send to --admin-queue; repeat it to add levels: none, "
+        "pos-arrival, pos-receive, neg-arrival, neg-receive, and the sums "
+        "full-reach-queue (pos-arrival + neg-arrival), nack-receive (neg-arrival + "
+        "neg-receive) and full-receive (pos-receive + neg-arrival + neg-receive); "
+        "see docs/operations.md, Delivery outcomes.",
     ),
     _levels_option(
         "--journal",

@@ -60,6 +60,15 @@ def test_nothing_listening_is_an_error_with_a_hint() -> None:
     assert "TLS" not in hint  # nothing took the connection: not a TLS port either
 
 
+def test_a_name_that_does_not_resolve_is_no_hint_at_tls() -> None:
+    result = run(None, "--server", "qm.invalid:1802", "status")  # .invalid never resolves
+    assert result.exit_code == 1
+    error, hint = result.stderr.splitlines()
+    assert error.startswith("error: cannot connect to the queue manager at qm.invalid:1802: ")
+    assert hint.startswith("hint: is the queue manager running?")
+    assert "TLS" not in hint  # no connection was made
+
+
 @contextmanager
 def resetting_listener() -> Iterator[str]:
     """The address of a port that resets each connection it accepts, as a TLS

@@ -191,6 +191,6 @@ def test_delete_and_purge_ask_first_on_a_terminal(
     ok(run(shared_daemon, "send", queue_name, "--body", "x"))
     kept = run(shared_daemon, "queue", "delete", queue_name, input="n\n")
     assert kept.exit_code == 1
-    assert "its journal and all their messages? [y/N]" in kept.stderr
+    assert "its journal queue, its subqueues and all their messages? [y/N]" in kept.stderr
     deleted = ok(run(shared_daemon, "queue", "delete", queue_name, "--yes"))
     assert deleted.stdout == f"deleted queue {queue_name!r} (1 message)\n"
