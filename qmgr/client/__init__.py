@@ -42,7 +42,11 @@ receiving transactions keep aborting to ``NAME;retry``, then ``NAME;poison``::
 Every failure raises a subclass of :class:`QueueError` whose message says
 what was wrong (:class:`QueueNotFound`, :class:`TransactionUsageError`,
 :class:`MessageTooLarge`, :class:`QuotaExceeded`, ...); a daemon that cannot
-be reached or goes away raises :class:`ConnectionLost`.
+be reached or goes away raises :class:`ConnectionLost`, and one that is
+stopping answers what it is asked then (a waiting receive too) with
+:class:`ShuttingDown` before it closes the connection: a client that connects
+again after a ``ConnectionLost`` should after a ``ShuttingDown`` too (it says
+the request was not carried out, where a ``ConnectionLost`` cannot say).
 
 How the SDK is built
 --------------------

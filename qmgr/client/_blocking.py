@@ -83,7 +83,10 @@ def connect(
 class QueueManager(QueueManagerAdmin):
     """A connection to a queue manager (blocking).
 
-    Create it with :func:`connect`. Not thread-safe: use one per thread.
+    Create it with :func:`connect`. Not thread-safe: use one per thread (a
+    request made while another thread waits for a reply on the same client
+    breaks the connection for both with :class:`ConnectionLost`, rather than
+    let them read each other's replies).
     After :meth:`close`, or after the connection broke, every call raises
     :class:`ConnectionLost`.
 
@@ -241,7 +244,8 @@ class QueueManager(QueueManagerAdmin):
                 not wait, None waits for ever. The daemon wakes the receive as
                 soon as a message arrives; nothing polls.
             lookup_id: receive exactly this message (returns None if it is
-                not in the queue).
+                not in the queue); a lookup id is 1 or more (0 raises
+                InvalidArgument: it names no message).
 
         Returns:
             The message, or None if none arrived within the timeout.

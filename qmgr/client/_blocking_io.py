@@ -42,9 +42,11 @@ or for room to write (a renegotiation or a key update can need either).
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import ssl
+import threading
 from collections.abc import Callable
 from typing import Concatenate, Final, ParamSpec, TypeVar
 
@@ -138,6 +140,9 @@ class SocketConnection:
         self.proto = ClientProtocol(address, Waiter, address_in_stream_errors=False)
         self._recv_buffer = bytearray(RECEIVE_SIZE)
         self._recv_view = memoryview(self._recv_buffer)
+        # Held while a request waits for its reply: a second thread that finds
+        # it held is using the connection at the same time (see exchange).
+        self._exchanging = threading.Lock()
 
     def limit_waits(self, timeout: float | None) -> None:
         """Bound every wait of the socket by ``timeout`` seconds (None: no bound)."""
@@ -206,9 +211,14 @@ class SocketConnection:
     def exchange(self, waiter: Waiter, frame: bytes | bytearray = b"") -> cf.ServerReply:
         """Write the buffer (and ``frame`` after it) and wait for ``waiter``'s reply;
         raise error replies."""
-        if frame:
-            self.proto.out += frame
+        if not self._exchanging.acquire(blocking=False):
+            # Another thread waits for a reply on this connection: the two would
+            # read each other's replies (a message taken and dropped, a wait
+            # that never ends). Break the connection for both, loudly.
+            raise self._break_shared()
         try:
+            if frame:
+                self.proto.out += frame
             self._flush()
             while waiter.reply is None:
                 self._read(block=True)
@@ -218,6 +228,8 @@ class SocketConnection:
             # Interrupted half-way (KeyboardInterrupt, ...): the stream can no longer be trusted.
             self._break(f"a request was interrupted ({type(exc).__name__})")
             raise
+        finally:
+            self._exchanging.release()
         return self.proto.result(waiter)
 
     def write(self) -> None:
@@ -295,6 +307,17 @@ class SocketConnection:
 
     def _break(self, message: str) -> ConnectionLost:
         error = self.proto.fail(message)
+        self.sock.close()
+        return error
+
+    def _break_shared(self) -> ConnectionLost:
+        """End a connection two threads use at once (the one waiting wakes too)."""
+        error = self.proto.fail(
+            "the client was used from two threads at once, which it does not allow: "
+            "use one QueueManager per thread"
+        )
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # a recv blocked in the other thread returns
         self.sock.close()
         return error
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from typing import Final, TypedDict
+from typing import Final, NoReturn, TypedDict
 
 from wire import LocalProtocolError
 from wire import client as cf
@@ -142,16 +142,24 @@ def append_send(
         raise InvalidArgument(msg)
     correlation = options.get("correlation_id")
     try:
+        priority = options.get("priority", 3)
+        delivery = _delivery(options.get("delivery", "recoverable"))
+        acknowledge = options.get("acknowledge", 0)
+        journal = options.get("journal", 0)
+        if not (0 <= priority <= 7 and 0 <= delivery <= 1 and 0 <= acknowledge <= 15):
+            _out_of_range(
+                priority=(priority, 7), delivery=(delivery, 1), acknowledge=(acknowledge, 15)
+            )
         parts = cf.encode_message_parts(
             body=body,
             label=options.get("label", ""),
             destination=destination,
             correlation_id=b"" if correlation is None else correlation,
             app_specific=options.get("app_specific", 0),
-            priority=options.get("priority", 3),
-            delivery=_delivery(options.get("delivery", "recoverable")),
-            acknowledge=options.get("acknowledge", 0),
-            journal=options.get("journal", 0),
+            priority=priority,
+            delivery=delivery,
+            acknowledge=acknowledge,
+            journal=journal,
             admin_queue=options.get("admin_queue", ""),
             response_queue=options.get("response_queue", ""),
             time_to_reach_queue=_seconds(options.get("time_to_reach_queue"), "time_to_reach_queue"),
@@ -168,6 +176,17 @@ def append_send(
     except (struct.error, TypeError, ValueError) as exc:
         msg = f"cannot send this message: {type(exc).__name__}: {exc}"
         raise InvalidArgument(msg) from None
+
+
+def _out_of_range(**values: tuple[int, int]) -> NoReturn:
+    """Raise for the first of ``values`` (name: (value, highest)) out of 0..highest:
+    refused here, before it can fail the transaction it would be sent in."""
+    for name, (value, high) in values.items():
+        if not 0 <= value <= high:
+            msg = f"{name} must be 0..{high}, not {value}"
+            raise InvalidArgument(msg)
+    msg = "a message property is out of range"  # pragma: no cover - one of them is
+    raise InvalidArgument(msg)
 
 
 def append_tx_request(out: bytearray, kind: cf.FrameKind, request_id: int, tx_id: int) -> None:
@@ -190,6 +209,10 @@ def append_receive(
         InvalidArgument: a value cannot be sent (a queue name too long, a
             lookup id out of range, ...).
     """
+    if lookup_id is not None and not 0 < lookup_id < 1 << 64:
+        # 0 is the wire's "the next message": never a message's lookup id.
+        msg = f"lookup_id must be a message's lookup id, 1 to 2**64 - 1, not {lookup_id}"
+        raise InvalidArgument(msg)
     request = cf.Receive(
         tx_id=tx_id,
         queue=queue,

@@ -121,6 +121,13 @@ class AsyncQueueManager(AsyncQueueManagerAdmin):
         """True once the ``async with`` block ended or the connection broke."""
         return self._conn.proto.closed
 
+    async def close(self) -> None:
+        """Close the connection before the end of :func:`open_client`'s block
+        (which closes it in any case). Open transactions are aborted by the
+        daemon, and sends still buffered in one are discarded with it. Closing
+        twice is harmless."""
+        await self._conn.close("the connection was closed")
+
     async def _handshake(self, client_name: str, token: str | None = None) -> None:
         identity = await self._conn.run(handshake.handshake, client_name, token)
         self.qm_name, self.qm_guid, self.server_version = identity

@@ -306,6 +306,8 @@ class StreamConnection:
                 proto.lost("its reader was cancelled")
             raise
         except _STREAM_ERRORS as exc:
+            if proto.broken is not None:
+                return  # closed (``close``): the read it cut short says nothing more
             reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
         proto.lost(reason)
 

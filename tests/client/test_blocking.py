@@ -254,3 +254,20 @@ def test_an_older_daemon_is_told_apart() -> None:
         assert daemon.requests_of(cf.Begin)
     finally:
         daemon.close()
+
+
+def test_values_that_name_nothing_are_refused_before_they_are_sent(
+    fake_daemon: FakeDaemon,
+) -> None:
+    with connect(fake_daemon.address) as qm:
+        sent = len(fake_daemon.requests)
+        with pytest.raises(InvalidArgument, match="lookup_id must be a message's lookup id"):
+            qm.receive("orders", lookup_id=0)
+        with pytest.raises(InvalidArgument, match="must not be negative"):
+            qm.peek_range("orders", max=-1)
+        tx = qm.begin()
+        with pytest.raises(InvalidArgument, match=r"priority must be 0\.\.7, not 9"):
+            tx.send("orders", b"x", priority=9)
+        tx.send("orders", b"kept")  # the transaction goes on
+        tx.commit()
+        assert [type(r) for r in fake_daemon.requests[sent:]] == [cf.Begin, cf.Send, cf.Commit]

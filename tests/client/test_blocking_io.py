@@ -22,6 +22,7 @@ from typing import TypeVar
 import pytest
 
 from qmgr.client import ConnectionLost, InvalidName, QueueManager
+from qmgr.client._blocking_io import SocketConnection
 from qmgr.client._protocol import ClientProtocol, Flow, Waiter
 from wire import client as cf
 
@@ -284,3 +285,32 @@ def test_an_interrupted_request_breaks_the_connection(peer: Harness) -> None:
     assert qm.closed
     with pytest.raises(ConnectionLost, match=r"a request was interrupted \(KeyboardInterrupt\)"):
         qm.status()
+
+
+def test_two_threads_at_once_break_the_connection_for_both_loudly() -> None:
+    ours, theirs = socket.socketpair()  # the daemon's end never answers
+    conn = SocketConnection(ours, "pair")
+    first_error: list[BaseException] = []
+    started = threading.Event()
+
+    def first() -> None:
+        waiter = conn.proto.request(conn.proto.out, cf.ListQueues())
+        started.set()
+        try:
+            conn.exchange(waiter)
+        except BaseException as exc:
+            first_error.append(exc)
+
+    worker = threading.Thread(target=first, daemon=True)
+    worker.start()
+    started.wait(DEADLOCK_TIMEOUT)
+    while not conn._exchanging.locked():  # the first thread waits for its reply
+        threading.Event().wait(0.001)
+    with pytest.raises(ConnectionLost, match="used from two threads at once"):
+        conn.exchange(conn.proto.request(conn.proto.out, cf.GetStatus()))
+    worker.join(DEADLOCK_TIMEOUT)
+    assert not worker.is_alive(), "the first thread's wait did not end"
+    [error] = first_error
+    assert isinstance(error, ConnectionLost)
+    assert "used from two threads at once" in str(error)
+    theirs.close()

@@ -40,9 +40,9 @@ from wire import client as cf
     label=text,
     correlation=st.none() | st.binary(min_size=20, max_size=20),
     app_specific=u32,
-    priority=u8,
+    priority=st.integers(0, 7),
     delivery=st.sampled_from([0, 1, "express", "recoverable"]),
-    acknowledge=u8,
+    acknowledge=st.integers(0, 15),
     journal=u8,
     admin=text,
     response=text,
@@ -169,6 +169,12 @@ def test_append_send_takes_any_byte_buffer(body: object) -> None:
     ("changes", "match"),
     [
         ({"priority": 256}, "priority"),
+        # What the daemon would refuse, refused here: in a transaction it would
+        # otherwise fail the whole transaction at its commit.
+        ({"priority": 8}, "priority must be 0..7, not 8"),
+        ({"priority": -1}, "priority must be 0..7, not -1"),
+        ({"delivery": 2}, "delivery must be 0..1, not 2"),
+        ({"acknowledge": 16}, "acknowledge must be 0..15, not 16"),
         ({"app_specific": -1}, "app_specific"),
         ({"label": "x" * 70_000}, "label"),
         ({"correlation_id": b"c" * 300}, "correlation"),
@@ -230,6 +236,12 @@ def test_append_receive_matches_encode_frame(
 def test_append_receive_rejects_what_cannot_be_sent() -> None:
     with pytest.raises(InvalidArgument):
         append_receive(bytearray(), 1, 0, "q", 0, False, -5)
+    # 0 is the wire's "the next message", never a message's lookup id.
+    out = bytearray()
+    for lookup_id in (0, 1 << 64):
+        with pytest.raises(InvalidArgument, match="lookup_id must be a message's lookup id"):
+            append_receive(out, 1, 0, "q", 0, False, lookup_id)
+    assert out == b""
 
 
 @given(request_id=u32, tx_id=u64)

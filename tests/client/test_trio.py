@@ -129,3 +129,15 @@ async def test_an_older_daemon_is_told_apart() -> None:
         assert not new_frames(daemon)
     finally:
         daemon.close()
+
+
+async def test_close_ends_the_client_before_its_block_and_twice_is_harmless(
+    fake_daemon: FakeDaemon,
+) -> None:
+    async with open_client(fake_daemon.address) as qm:
+        await qm.close()
+        await qm.close()
+        assert qm.closed
+        with pytest.raises(ConnectionLost, match="the connection was closed"):
+            await qm.status()
+    assert qm.closed

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from wire import client as cf
 
 from .._common import TWO_PHASE_USE
+from .._exceptions import InvalidArgument
 from .._message import Message
 from .._protocol import ClientProtocol, Flow, W
 from .._replies import expect, ok_value
@@ -43,7 +44,14 @@ def peek_range(
     proto: ClientProtocol[W], queue: str, after: int, max_count: int
 ) -> Flow[W, list[Message]]:
     """``peek_range()``: ``PeekRange`` requests until ``max_count`` messages are found or
-    the queue has no more above ``after``."""
+    the queue has no more above ``after``.
+
+    Raises:
+        InvalidArgument: ``max_count`` or ``after`` is negative.
+    """
+    if max_count < 0 or after < 0:
+        msg = f"max and after must not be negative, not {max_count} and {after}"
+        raise InvalidArgument(msg)
     found: list[Message] = []
     while (left := max_count - len(found)) > 0:
         reply = yield proto.call(cf.PeekRange(queue=queue, after=after, max_count=left))
