@@ -22,7 +22,7 @@ from typing import Self, Unpack
 from ._blocking_admin import QueueManagerAdmin
 from ._blocking_io import connection_for, open_socket, wrap_tls
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, NO_GUID, default_client_name
+from ._common import DEFAULT_ADDRESS, NO_GUID, connect_timeout, default_client_name
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState
@@ -64,7 +64,10 @@ def connect(
         ConnectionLost: the daemon could not be reached (the message says
             where and why).
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
+        InvalidArgument: a bad address or timeout (``timeout`` must be None
+            or above 0; a very large one is no limit).
     """
+    timeout = connect_timeout(timeout)
     sock, host, where = open_socket(address, timeout)
     name = client_name if client_name is not None else default_client_name()
     try:

@@ -79,7 +79,7 @@ def parse_address(address: str) -> tuple[str, int]:
     """Split ``HOST:PORT`` (``[v6]:PORT``; a bare ``HOST`` means port 1802).
 
     Raises:
-        ValueError: the port is not a number from 1 to 65535.
+        InvalidArgument: the port is not a number from 1 to 65535 (a ``ValueError``).
     """
     text = address.strip()
     if text.startswith("["):
@@ -87,7 +87,7 @@ def parse_address(address: str) -> tuple[str, int]:
         port_text = rest[1:] if rest.startswith(":") else ""
         if rest and not rest.startswith(":"):
             msg = f"expected [IPv6]:PORT, got {address!r}"
-            raise ValueError(msg)
+            raise InvalidArgument(msg)
     elif text.count(":") == 1:
         host, _, port_text = text.partition(":")
     else:
@@ -96,8 +96,26 @@ def parse_address(address: str) -> tuple[str, int]:
         return host or "127.0.0.1", DEFAULT_PORT
     if not port_text.isdigit() or not 0 < int(port_text) < 65536:
         msg = f"expected HOST:PORT with a port from 1 to 65535, got {address!r}"
-        raise ValueError(msg)
+        raise InvalidArgument(msg)
     return host or "127.0.0.1", int(port_text)
+
+
+#: A connect timeout at or above this many seconds is no bound (the socket's limit).
+_NO_BOUND: Final = 1e9
+
+
+def connect_timeout(timeout: float | None) -> float | None:
+    """``connect(timeout=...)`` as the socket takes it: None, or seconds > 0.
+
+    Raises:
+        InvalidArgument: not None nor a number of seconds above 0.
+    """
+    if timeout is None:
+        return None
+    if not isinstance(timeout, int | float) or not timeout > 0:  # NaN fails too
+        msg = f"timeout must be None or a number of seconds above 0, not {timeout!r}"
+        raise InvalidArgument(msg)
+    return None if timeout >= _NO_BOUND else float(timeout)
 
 
 def cannot_connect(where: str, reason: str) -> ConnectionLost:
@@ -109,6 +127,10 @@ def timeout_ms(timeout: float | None) -> int:
     """Seconds (``None`` for ever) as the protocol's milliseconds."""
     if timeout is None:
         return _INFINITE
+    given: object = timeout  # what a caller passed, whatever its annotation says
+    if not isinstance(given, int | float):
+        msg = f"timeout must be None or a number of seconds, not {given!r}"
+        raise InvalidArgument(msg)
     if timeout != timeout or timeout < 0:  # NaN or negative
         msg = f"timeout must be None or a number of seconds >= 0, not {timeout!r}"
         raise InvalidArgument(msg)

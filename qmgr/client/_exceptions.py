@@ -2,8 +2,11 @@
 
 Every failed request raises a :class:`QueueError` subclass whose ``message``
 says what was wrong (the daemon's own words). :class:`ConnectionLost` is the
-one error made on the client side: the daemon could not be reached, or went
-away while a request was outstanding.
+one error with no code of its own: the daemon could not be reached, or went
+away while a request was outstanding. The client also raises some of the
+others itself, with the daemon's wording, for what it can judge before
+sending (:class:`InvalidArgument`, :class:`MessageTooLarge`,
+:class:`TransactionNotFound`, :class:`TransactionUsageError`, ...).
 """
 
 from __future__ import annotations
@@ -130,8 +133,9 @@ class AccessDenied(QueueError):
     code = ErrorCode.ACCESS_DENIED
 
 
-class InvalidArgument(QueueError):
-    """A value is out of range (priority, label length, correlation id size, ...)."""
+class InvalidArgument(QueueError, ValueError):
+    """A value is out of range or of the wrong kind (priority, label length,
+    correlation id size, a timeout, an address, ...); also a ``ValueError``."""
 
     code = ErrorCode.INVALID_ARGUMENT
 

@@ -8,6 +8,7 @@ import pytest
 
 from qmgr.client import InvalidArgument, NotSupported
 from qmgr.client._common import (
+    connect_timeout,
     default_client_name,
     parse_address,
     require_version,
@@ -24,8 +25,9 @@ def test_parse_address() -> None:
     assert parse_address("[::1]") == ("::1", 1802)
     assert parse_address(":5") == ("127.0.0.1", 5)
     for bad in ("h:0", "h:x", "h:70000", "[::1]x"):
-        with pytest.raises(ValueError):
+        with pytest.raises(InvalidArgument):  # a ValueError too, as before
             parse_address(bad)
+    assert issubclass(InvalidArgument, ValueError)
 
 
 def test_unix_path() -> None:
@@ -40,9 +42,18 @@ def test_timeout_ms() -> None:
     assert timeout_ms(0.0001) == 1
     assert timeout_ms(2.5) == 2500
     assert timeout_ms(1e12) == cf.INFINITE_TIMEOUT_MS - 1
-    for bad in (-1.0, float("nan")):
+    for bad in (-1.0, float("nan"), "1"):
         with pytest.raises(InvalidArgument):
-            timeout_ms(bad)
+            timeout_ms(bad)  # type: ignore[arg-type]
+
+
+def test_connect_timeout() -> None:
+    assert connect_timeout(None) is None
+    assert connect_timeout(2) == 2.0
+    assert connect_timeout(1e300) is None  # no bound, not an overflow
+    for bad in (0, -1, float("nan"), "10"):
+        with pytest.raises(InvalidArgument, match="above 0"):
+            connect_timeout(bad)  # type: ignore[arg-type]
 
 
 def test_require_version() -> None:
