@@ -68,7 +68,7 @@ class _Field(ReadThrough[T]):
     via = "properties"
 
 
-@dataclass(slots=True, kw_only=True, eq=False, repr=False)
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
 class Message:
     """A message as received or peeked: where it was, and the message itself.
 

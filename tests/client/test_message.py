@@ -196,3 +196,11 @@ def test_status_carries_outgoing_queues_and_incoming_sequences() -> None:
     )
     assert status.outgoing == (OutgoingInfo.from_wire(WIRE_OUTGOING),)
     assert status.incoming == (IncomingInfo.from_wire(WIRE_INCOMING),) * 2
+
+
+def test_a_message_is_a_frozen_value() -> None:
+    message = Message.from_wire(QUEUED)
+    for name, value in (("lookup_id", 5), ("queue", "other"), ("abort_count", 1)):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(message, name, value)
+    assert {message} == {Message.from_wire(QUEUED)}  # hashed by what cannot change
