@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from qmgr.core.names import LocalIdentity
+from qmgr.core.names import LocalIdentity, is_host_name
 from qmgr.core.routes import RouteError, RouteTable, endpoint_text, split_host_port
 
 
@@ -227,17 +227,14 @@ def _packet_size(value: Any) -> str | None:
 
 
 def _qm_name(value: Any) -> str | None:
-    # Peers reach back to it as DIRECT=OS:NAME (acknowledgments, responses);
-    # "" is the host name.
-    if len(value) > 253:
-        return f"must be at most 253 characters, not {len(value)}"
-    wrong = [c for c in value if c.isspace() or not c.isprintable() or c in "\\/:"]
-    if wrong:
-        return (
-            f"must be a name peers can write in DIRECT=OS:NAME (no space, control "
-            f"character, '\\', '/' or ':'), not {value!r}"
-        )
-    return None
+    # Peers reach back to it as DIRECT=OS:NAME (acknowledgments, responses), and
+    # a send refuses a name there that is not a host name; "" is the host name.
+    if not value or is_host_name(value):
+        return None
+    return (
+        "must be a host name peers can write in DIRECT=OS:NAME (dot-separated labels "
+        f"of letters, digits, '-' and '_', at most 253 characters), not {value!r}"
+    )
 
 
 def _one_of(*choices: str) -> Callable[[Any], str | None]:

@@ -299,7 +299,7 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
         except ValueError:
             msg = f"{text!r}: DIRECT=TCP: takes an IP address, not {host!r} (use DIRECT=OS:)"
             raise InvalidName(msg) from None
-    elif host != "." and not _is_host_name(host):
+    elif host != "." and not is_host_name(host):
         msg = (
             f"{text!r}: {host!r} is not a host name (dot-separated labels of letters, "
             "digits, '-' and '_', at most 253 characters) nor an IP address"
@@ -322,9 +322,10 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
 _HOST_LABEL: Final = re.compile(r"(?!-)[\w-]{1,63}(?<!-)")
 
 
-def _is_host_name(host: str) -> bool:
+def is_host_name(host: str) -> bool:
     """Whether ``host`` (after ``DIRECT=OS:``) can name a computer: an IP
-    address, or a host name a resolver may take (no space, no empty label)."""
+    address, or a host name a resolver may take (no space, no empty label, at
+    most 253 characters)."""
     try:
         ipaddress.ip_address(host)
     except ValueError:

@@ -91,6 +91,7 @@ __all__ = [
     "NEED_DATA",
     "OUTBOX_FLUSH_BYTES",
     "SERVED_REQUESTS",
+    "SHUTTING_DOWN",
     "Authenticated",
     "ClientConnection",
     "Closed",

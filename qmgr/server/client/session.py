@@ -64,8 +64,6 @@ __all__ = ["FAREWELL_TIMEOUT", "RECEIVE_CHUNK", "ClientSession"]
 RECEIVE_CHUNK: Final = cc.LARGE_FRAME
 #: How long the error reply that ends a connection may take to write.
 FAREWELL_TIMEOUT: Final = 2.0
-#: Why a connection and its transactions end when the daemon stops.
-SHUTTING_DOWN_REASON: Final = "the queue manager is shutting down"
 #: The requests this daemon runs, with the protocol version each needs.
 _VERSIONS: Final = cc.versions_needed(REQUESTS)
 #: The request table as a plain dict, for the lookup of every request.
@@ -174,8 +172,8 @@ class ClientSession:
             if self.services.stopping:
                 # The daemon ended it (a cancellation), not the client.
                 if reason == "closed by client":
-                    reason = SHUTTING_DOWN_REASON
-                context.abort_all(SHUTTING_DOWN_REASON)
+                    reason = cc.SHUTTING_DOWN
+                context.abort_all(cc.SHUTTING_DOWN)
             else:
                 context.abort_all("client disconnected")
             reserved = self.connection.reserved

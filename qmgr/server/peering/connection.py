@@ -434,7 +434,7 @@ class PeerConnection:
                         f"({decoder.buffered} bytes)"
                     )
                     raise PeerClosed(msg)
-                msg = "the peer closed the connection"
+                msg = _PEER_CLOSED
                 raise PeerClosed(msg)
             decoder.receive_data(bytes(data))
             now = trio.current_time()  # the packets of one read arrived together
@@ -647,13 +647,15 @@ class PeerConnection:
         return None
 
 
+#: Why a connection ends when the peer closes it between packets.
+_PEER_CLOSED: Final = "the peer closed the connection"
+
+
 def _unopened(reason: str) -> str:
     """Why a connection this queue manager opened ended before its session
     opened, with what an abrupt close by the peer usually means: the peer
     refuses it, and says why only in its own log."""
-    if reason == "the peer closed the connection" or reason.startswith(
-        "TLS session refused: UNEXPECTED_EOF"
-    ):
+    if reason == _PEER_CLOSED or reason.startswith("TLS session refused: UNEXPECTED_EOF"):
         return (
             f"{reason} before the session opened: the peer may refuse this queue "
             "manager (peers.accept_from; under TLS a certificate of another CA, none, "
