@@ -31,6 +31,9 @@ class _NoPeering:
     def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
         return []
 
+    def linked_outgoing(self) -> frozenset[int]:
+        return frozenset()
+
     def refused_by_class(self) -> dict[int, int]:
         return {}
 

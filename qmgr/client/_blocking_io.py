@@ -217,9 +217,7 @@ class SocketConnection:
             # that never ends). Break the connection for both, loudly.
             raise self._break_shared()
         try:
-            if frame:
-                self.proto.out += frame
-            self._flush()
+            self._flush(frame)
             while waiter.reply is None:
                 self._read(block=True)
         except QueueError:
@@ -234,6 +232,8 @@ class SocketConnection:
 
     def write(self) -> None:
         """Write the buffer (pipelined requests); an interrupted write breaks the connection."""
+        if not self._exchanging.acquire(blocking=False):
+            raise self._break_shared()
         try:
             self._flush()
         except QueueError:
@@ -241,10 +241,14 @@ class SocketConnection:
         except BaseException as exc:
             self._break(f"a write was interrupted ({type(exc).__name__})")
             raise
+        finally:
+            self._exchanging.release()
 
-    def _flush(self) -> None:
-        """Write the whole output buffer, reading replies whenever the kernel is full."""
-        out = self.proto.out
+    def _flush(self, frame: bytes | bytearray = b"") -> None:
+        """Write the whole output buffer and ``frame``, reading replies whenever the
+        kernel is full. The buffer is taken whole first (``data_to_send``), so a
+        request another thread builds meanwhile goes to a fresh one."""
+        out = self.proto.data_to_send(frame)
         if not out:
             return
         sock = self.sock
@@ -255,7 +259,6 @@ class SocketConnection:
         except _CONN_ERRORS as exc:
             raise self._lost(exc) from None
         if sent == len(out):
-            out.clear()
             return
         poller = select.poll()
         poller.register(sock, select.POLLIN | select.POLLOUT)
@@ -270,7 +273,6 @@ class SocketConnection:
                     continue
                 except _CONN_ERRORS as exc:
                     raise self._lost(exc) from None
-        out.clear()
 
     def _read(self, *, block: bool) -> None:
         """Read what the daemon sent and dispatch every whole frame."""
@@ -338,8 +340,8 @@ class TlsConnection(SocketConnection):
             msg = f"the queue manager at {self.address} did not answer in time"
             raise self._lost(TimeoutError(msg))
 
-    def _flush(self) -> None:
-        out = self.proto.out
+    def _flush(self, frame: bytes | bytearray = b"") -> None:
+        out = self.proto.data_to_send(frame)
         if not out:
             return
         sock = self.sock
@@ -354,7 +356,6 @@ class TlsConnection(SocketConnection):
                     self._wait(select.POLLIN)
                 except _CONN_ERRORS as exc:
                     raise self._lost(exc) from None
-        out.clear()
 
     def _wait_to_write(self) -> None:
         """Wait for room to write, reading the replies that arrive meanwhile (the

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -287,11 +288,13 @@ def test_an_interrupted_request_breaks_the_connection(peer: Harness) -> None:
         qm.status()
 
 
-def test_two_threads_at_once_break_the_connection_for_both_loudly() -> None:
+@pytest.mark.parametrize("second", ["exchange", "write"])
+def test_two_threads_at_once_break_the_connection_for_both_loudly(second: str) -> None:
     ours, theirs = socket.socketpair()  # the daemon's end never answers
     conn = SocketConnection(ours, "pair")
     first_error: list[BaseException] = []
     started = threading.Event()
+    buffered = conn.proto.out
 
     def first() -> None:
         waiter = conn.proto.request(conn.proto.out, cf.ListQueues())
@@ -304,10 +307,19 @@ def test_two_threads_at_once_break_the_connection_for_both_loudly() -> None:
     worker = threading.Thread(target=first, daemon=True)
     worker.start()
     started.wait(DEADLOCK_TIMEOUT)
-    while not conn._exchanging.locked():  # the first thread waits for its reply
+    # The first thread holds the connection and has taken its buffer to write
+    # (a request built now goes to a fresh one, not under the write).
+    deadline = time.monotonic() + DEADLOCK_TIMEOUT
+    while not conn._exchanging.locked() or conn.proto.out is buffered:
+        assert time.monotonic() < deadline, "the first thread did not take its buffer"
         threading.Event().wait(0.001)
+    # A request built now goes to a fresh buffer, not under the first one's write.
+    waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
     with pytest.raises(ConnectionLost, match="used from two threads at once"):
-        conn.exchange(conn.proto.request(conn.proto.out, cf.GetStatus()))
+        if second == "exchange":
+            conn.exchange(waiter)
+        else:  # a transaction's pipelined sends
+            conn.write()
     worker.join(DEADLOCK_TIMEOUT)
     assert not worker.is_alive(), "the first thread's wait did not end"
     [error] = first_error

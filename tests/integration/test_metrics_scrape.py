@@ -127,6 +127,7 @@ def test_a_scrape_after_known_traffic(daemon_factory: Callable[..., DaemonProces
     assert found[f"qmgr_outgoing_messages{far}"] == 1
     assert found[f"qmgr_outgoing_unacknowledged_messages{far}"] == 0
     assert found[f"qmgr_peer_link_up{far}"] == 0
+    assert found[f"qmgr_outgoing_paused{far}"] == 0
     assert 0 <= found[f"qmgr_outgoing_oldest_message_age_seconds{far}"] < 60
     # The purge refused on the client port, then the 401 without a token and the
     # 403 for app on the HTTP listener.

@@ -60,6 +60,7 @@ from wire import client as cf
 
 from ..client.needs import Need
 from ..client.operations import Operations, OutgoingAction
+from .port import CONNECTION, HttpConnection
 
 __all__ = [
     "API_PREFIX",
@@ -283,6 +284,9 @@ async def read_body(
     (``http_client_disconnected``, info) and refused with ``400``, which
     reaches the client if its connection can still take it. Nothing has
     been done then: every route reads its body before its first client request.
+    So while it waits for the body's bytes, the request does not keep its
+    connection busy: the port may close the connection to make room, as for
+    one still sending its head.
 
     Raises:
         ApiError: 413, it is (or says it is) larger; 400, it ended early.
@@ -292,6 +296,9 @@ async def read_body(
     if declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_large
     data = bytearray()
+    connection: HttpConnection | None = request.scope.get("state", {}).get(CONNECTION)
+    if connection is not None:
+        connection.active -= 1
     try:
         async for chunk in request.stream():
             data += chunk
@@ -305,6 +312,9 @@ async def read_body(
             "connection or stopped sending"
         )
         raise ApiError(400, "bad_request", msg) from None
+    finally:
+        if connection is not None:
+            connection.active += 1
     return bytes(data)
 
 
@@ -339,21 +349,38 @@ async def _queues(call: ApiCall) -> Any:
     return [queue_json(QueueInfo.from_wire(info)) for info in listed.queues]
 
 
+async def peek_page(
+    call: ApiCall, queue: str, after: int, most: int
+) -> tuple[list[Message], int | None]:
+    """Up to ``most`` messages of ``queue`` after the LookupId ``after``, and the
+    LookupId to start the next page after (None: this is the last page).
+
+    One message more than asked says that more follow. The queue manager ends
+    a reply at one frame's bytes (about 4 MB), so a page with fewer than that
+    may be one cut short: then one more peek, from its last message, says.
+    """
+    request = cf.PeekRange(queue=queue, after=after, max_count=most + 1)
+    found = (await call.run(request, cf.MessageList)).messages
+    page = [Message.from_wire(message) for message in found[:most]]
+    if not page:
+        return page, None
+    last = page[-1].lookup_id
+    if len(found) > most:
+        return page, last
+    beyond = cf.PeekRange(queue=queue, after=last, max_count=1)
+    more = bool((await call.run(beyond, cf.MessageList)).messages)
+    return page, last if more else None
+
+
 async def _messages(call: ApiCall) -> Any:
     name = call.path("name")
     after = call.integer("after", 0, 0, 2**64 - 1)
     most = call.integer("max", DEFAULT_PAGE, 1, MAX_PAGE)
-    # One more than asked says whether there are more.
-    request = cf.PeekRange(queue=name, after=after, max_count=most + 1)
-    found = (await call.run(request, cf.MessageList)).messages
-    page = [Message.from_wire(message) for message in found[:most]]
-    # A page the frame cut short may have more after it.
-    full = sum(len(message.body) for message in page) > cf.MAX_FRAME_BODY // 2
-    more = bool(page) and (len(found) > most or full)
+    page, next_after = await peek_page(call, name, after, most)
     return {
         "queue": page[0].queue if page else name,
         "messages": [message_json(message, bounded=BODY_BOUND) for message in page],
-        "next_after": page[-1].lookup_id if more else None,
+        "next_after": next_after,
     }
 
 

@@ -46,8 +46,23 @@ request whose query names a credential (``access_token=...``) is refused
 with ``400`` whatever its path, before any route runs, since such URLs end
 up in logs and browser histories.
 
-Each request marks its connection busy while it runs: the port evicts only
-idle connections to make room (``port``).
+Requests from pages on other sites. A browser attaches a client
+certificate, like a cookie, to a request a page on another site makes, and
+a listener without ``auth.required`` needs no credential at all. So a request
+that may change something (any method but ``GET``, ``HEAD`` and ``OPTIONS``)
+and that a browser marks as coming from another site (:func:`cross_site`:
+``Sec-Fetch-Site``, else ``Origin`` against ``Host``) is refused with ``403``
+(``cross_site``; ``http_cross_site_refused`` in the log) before its body is
+read or its credential looked at. Clients that are not browsers send neither
+header and are not affected; the console's forms also carry a CSRF token.
+
+A credential that is not accepted ends the connection once its ``401`` is
+sent, as on the client port, so each guess pays for a new connection and
+the address's slow-down (``auth.failure_limit``).
+
+Each request marks its connection busy while it runs, except while it waits
+for the bytes of its body (``api.read_body``): the port evicts only
+connections that are not busy to make room (``port``).
 """
 
 from __future__ import annotations
@@ -56,7 +71,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlsplit
 
 import structlog
 import trio
@@ -80,8 +95,10 @@ __all__ = [
     "CREDENTIAL_NAMES",
     "HEAD_LIMIT",
     "ROUTES",
+    "SAFE_METHODS",
     "HttpApp",
     "HttpRoute",
+    "cross_site",
     "head_size",
     "logged",
 ]
@@ -89,10 +106,24 @@ __all__ = [
 #: Bytes of a request's line and headers (``431`` past it; see the module docstring).
 HEAD_LIMIT: Final = 16 * 1024
 
-#: Query parameters that carry a credential: a request that has one is refused.
+#: Query parameters that carry a credential: a request that has one is refused
+#: (compared without case, ``-`` read as ``_``).
 CREDENTIAL_NAMES: Final = frozenset(
-    {"access_token", "token", "bearer", "auth", "authorization", "api_key", "apikey", "password"}
+    {
+        "access_token",
+        "auth_token",
+        "token",
+        "bearer",
+        "auth",
+        "authorization",
+        "api_key",
+        "apikey",
+        "password",
+    }
 )
+#: Methods that change nothing: a page on another site may make them (its
+#: browser keeps the answer from it).
+SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 #: What ``WWW-Authenticate`` says with a 401.
 _CHALLENGE: Final = {"WWW-Authenticate": 'Bearer realm="qmgr"'}
 _AUTHENTICATE_FIRST: Final = (
@@ -173,12 +204,15 @@ class HttpApp:
                 Route(path, self._api_endpoint(operations, path, methods))
                 for path, methods in by_path.items()
             ]
-        self._router = Router(routes=served, default=_not_found)
+        # No redirect of a path with or without a final "/" to the other: any
+        # path not served is 404 (Starlette's would build its Location from Host).
+        self._router = Router(routes=served, default=_not_found, redirect_slashes=False)
 
     def serve_console(self, routes: list[Route]) -> None:
-        """Serve the console's ``routes`` too, and send ``/`` there."""
+        """Serve the console's ``routes`` too, and send ``/`` (and ``/console/``) there."""
         self._router.routes.extend(routes)
         self._router.routes.append(Route("/", _to_console, methods=["GET"]))
+        self._router.routes.append(Route("/console/", _to_console, methods=["GET"]))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":
@@ -205,6 +239,8 @@ class HttpApp:
             if connection is not None:
                 connection.active -= 1
                 connection.idle_since = trio.current_time()
+                if connection.close_after:
+                    connection.scope.cancel()  # its answer is sent: a credential was refused
 
     async def _head_too_large(
         self,
@@ -291,6 +327,10 @@ class HttpApp:
             allowed = ", ".join(sorted({*methods, "HEAD"} if "GET" in methods else methods))
             msg = f"{request.method} is not a method of {path}: use {allowed}"
             raise ApiError(405, "method_not_allowed", msg, {"Allow": allowed})
+        if request.method not in SAFE_METHODS and (why := cross_site(request)) is not None:
+            log.warning("http_cross_site_refused", reason=why)
+            msg = f"refused: a page on another site made this request ({why})"
+            raise ApiError(403, "cross_site", msg)
         try:
             principal = self._principal(request, connection, log)
         except _Unauthenticated:
@@ -405,6 +445,7 @@ class HttpApp:
             log.warning("authentication_failed", method=method)
             if connection is not None:
                 self.on_failure(connection.peer)
+                connection.close_after = True
         return name
 
     def refusal(
@@ -471,8 +512,31 @@ def _credential_in_query(query: Any) -> str | None:
         return None
     text = bytes(query).decode("latin-1")
     for name, _ in parse_qsl(text, keep_blank_values=True):
-        if name.strip().lower() in CREDENTIAL_NAMES:
+        if name.strip().lower().replace("-", "_") in CREDENTIAL_NAMES:
             return name
+    return None
+
+
+def cross_site(request: Request) -> str | None:
+    """Why a browser says ``request`` comes from a page on another site, or None.
+
+    ``Sec-Fetch-Site`` when the browser sends it (``same-origin``, or ``none``
+    for what the user typed, is this site); else ``Origin``, which must name
+    the ``Host`` the request was sent to (``null``, from a sandboxed frame or a
+    redirect, is another site). A request with neither is not from a browser's
+    page, or from one too old to say: it is not refused here.
+    """
+    fetch_site = request.headers.get("sec-fetch-site")
+    if fetch_site is not None:
+        if fetch_site.strip().lower() in ("same-origin", "none"):
+            return None
+        return f"Sec-Fetch-Site: {fetch_site[:40]}"
+    origin = request.headers.get("origin")
+    if origin is None:
+        return None
+    host = request.headers.get("host", "").lower()
+    if origin == "null" or urlsplit(origin).netloc.lower() != host:
+        return f"Origin: {origin[:200]}"
     return None
 
 

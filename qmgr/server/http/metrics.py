@@ -85,6 +85,8 @@ class Readings:
     arrivals: dict[int, float]
     #: Every outgoing queue's store id and state.
     outgoing: list[tuple[int, cf.OutgoingInfo]]
+    #: The store ids of the outgoing queues with a session open with their next hop.
+    linked: frozenset[int]
     #: Unix time of the reading.
     now: float
 
@@ -179,6 +181,7 @@ class QueueManagerCollector(Collector):
             held=sources.core.holds.counts(),
             arrivals=store.oldest_arrivals(sorted(with_messages)),
             outgoing=outgoing,
+            linked=sources.peering.linked_outgoing(),
             now=sources.wall(),
         )
 
@@ -234,6 +237,8 @@ class QueueManagerCollector(Collector):
         unacknowledged: list[str] = []
         ages: list[str] = []
         up: list[str] = []
+        paused: list[str] = []
+        linked = readings.linked
         for queue_id, info in readings.outgoing:
             key = (queue_id, info.next_hop)
             text = cached.get(key)
@@ -242,13 +247,14 @@ class QueueManagerCollector(Collector):
             labels[key] = text
             arrived = arrivals.get(queue_id)
             age = 0.0 if arrived is None else _age(now, arrived)
-            link = 1 if info.state == "connected" else 0
+            link = 1 if queue_id in linked else 0
             messages.append(f"qmgr_outgoing_messages{text} {info.waiting + info.unacknowledged}\n")
             unacknowledged.append(
                 f"qmgr_outgoing_unacknowledged_messages{text} {info.unacknowledged}\n"
             )
             ages.append(f"qmgr_outgoing_oldest_message_age_seconds{text} {age}\n")
             up.append(f"qmgr_peer_link_up{text} {link}\n")
+            paused.append(f"qmgr_outgoing_paused{text} {int(info.state == 'paused')}\n")
         self._outgoing_labels = labels
         return [
             SeriesFamily(
@@ -275,6 +281,12 @@ class QueueManagerCollector(Collector):
                 "gauge",
                 "1 while a session with the outgoing queue's next hop is open, else 0.",
                 "".join(up),
+            ),
+            SeriesFamily(
+                "qmgr_outgoing_paused",
+                "gauge",
+                "1 while the outgoing queue is paused (qmgr outgoing pause), else 0.",
+                "".join(paused),
             ),
         ]
 

@@ -8,11 +8,12 @@ and peer ports: ``trio.serve_listeners`` hands each accepted connection to
 
 1. **makes room**: at ``http.max_connections`` the connection idle the
    longest (no request being answered: between requests, or still sending
-   its first) is closed for the newcomer; if every connection is answering a
-   request, the newcomer is closed at once (``http_connection_refused``).
-   Connections that never finish a request therefore cannot keep a scraper
-   out: each lasts at most ``http.request_timeout`` per read and is the
-   first to go when room is needed;
+   a request's head or body) is closed for the newcomer; if every connection
+   is answering a request, the newcomer is closed at once
+   (``http_connection_refused``). Connections that never finish a request
+   therefore cannot keep a scraper out: each lasts at most
+   ``http.request_timeout`` per read and is the first to go when room is
+   needed (nothing has been done for a request whose body has not all come);
 2. **shakes hands** (``tls.http``), within ``http.request_timeout``, and
    keeps the common name of the client certificate the client showed, if
    any, on the connection (:class:`HttpConnection`), where the application
@@ -68,8 +69,10 @@ class HttpConnection:
     opened_at: float
     #: The common name of the client certificate it showed, if any.
     certificate_name: str | None = None
-    #: Requests being answered on it now.
+    #: Requests being answered on it now (not counting one that waits for its body).
     active: int = 0
+    #: Close it once the request being answered is (a credential was refused).
+    close_after: bool = False
     #: When it last finished a request (trio's clock).
     idle_since: float = 0.0
     #: Whether it is under TLS.

@@ -48,6 +48,10 @@ class PeeringReadings(Protocol):
         """Every outgoing queue's store id and state."""
         ...
 
+    def linked_outgoing(self) -> frozenset[int]:
+        """The store ids of the outgoing queues with a session open with their next hop."""
+        ...
+
     def refused_by_class(self) -> Mapping[int, int]:
         """Messages refused at arrival since the start, by message class."""
         ...

@@ -242,6 +242,15 @@ class Peering:
         """Every outgoing queue's store id and its state (for the metrics)."""
         return [(queue.queue_id, queue.info()) for queue in self.outgoing.values()]
 
+    def linked_outgoing(self) -> frozenset[int]:
+        """The store ids of the outgoing queues with a session open with their
+        next hop (paused ones included: their state says paused)."""
+        return frozenset(
+            queue.queue_id
+            for queue in self.outgoing.values()
+            if queue.link is not None and queue.link.describe()[0] == "connected"
+        )
+
     def refused_by_class(self) -> dict[int, int]:
         """Messages refused at arrival since the start, by message class (a copy)."""
         return dict(self.incoming.refused)

@@ -33,14 +33,23 @@ class Committer:
 
 
 class Peering:
-    """The outgoing queues it is given; two classes of messages refused; three
-    acknowledgments dropped."""
+    """The outgoing queues it is given, those ``linked`` (else the connected ones)
+    with a session open; two classes of messages refused; three acknowledgments
+    dropped."""
 
-    def __init__(self, outgoing: list[tuple[int, cf.OutgoingInfo]]) -> None:
+    def __init__(
+        self, outgoing: list[tuple[int, cf.OutgoingInfo]], linked: frozenset[int] | None = None
+    ) -> None:
         self.outgoing = outgoing
+        self.linked = linked
 
     def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
         return self.outgoing
+
+    def linked_outgoing(self) -> frozenset[int]:
+        if self.linked is not None:
+            return self.linked
+        return frozenset(i for i, info in self.outgoing if info.state == "connected")
 
     def refused_by_class(self) -> Mapping[int, int]:
         return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
@@ -55,6 +64,7 @@ def sources_of(
     *,
     core: QueueManagerCore | None = None,
     outgoing: list[tuple[int, cf.OutgoingInfo]] | None = None,
+    linked: frozenset[int] | None = None,
 ) -> MetricsSources:
     """What a daemon around ``store`` would hand the collector, with nothing open."""
     return MetricsSources(
@@ -64,7 +74,7 @@ def sources_of(
         core=QueueManagerCore(store) if core is None else core,
         committer=Committer(),
         tally=AccessTally(),
-        peering=Peering([] if outgoing is None else outgoing),
+        peering=Peering([] if outgoing is None else outgoing, linked),
         connections=dict,
         data_dir=directory,
     )

@@ -372,6 +372,30 @@ async def test_a_form_the_client_does_not_finish_is_refused_as_its_fault(site: S
     assert len(site.console.sessions) == 1  # root's only
 
 
+async def test_where_a_form_comes_from_is_checked_before_its_body_is_read(site: Site) -> None:
+    # A login form from another site that never finishes its body is refused at
+    # once: it neither waits for its bytes nor holds its connection busy.
+    with structlog.testing.capture_logs() as logs:
+        login = await site.call(
+            "POST",
+            "/console/login",
+            {"token": "alice-token"},
+            headers=[("origin", "https://elsewhere.example"), ("host", "qmgr:1803")],
+            cut=5,
+        )
+        fetched = await site.call(
+            "POST",
+            "/console/login",
+            {"token": "alice-token"},
+            headers=[("sec-fetch-site", "cross-site"), ("origin", "http://qmgr:1803")],
+        )
+    for answer in (login, fetched):
+        assert answer.status == 403, answer.text
+        assert "another site" in answer.text
+    assert [e["event"] for e in logs if e["log_level"] != "debug"] == ["console_csrf_refused"] * 2
+    assert len(site.console.sessions) == 0
+
+
 async def test_a_refresh_is_the_live_region_alone(site: Site) -> None:
     cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
     whole = await site.call("GET", "/console", cookie=cookie)
@@ -418,6 +442,26 @@ async def test_move_back_from_a_poison_subqueue_keeps_the_id(site: Site) -> None
     assert "Moved 1 message from orders;poison back to orders." in after.text
 
 
+async def test_the_dead_letters_page_opens_a_queue_its_principal_may_browse(site: Site) -> None:
+    await site.run(cf.CreateQueue(name="aaa"))  # root's: listed first, not alice's to browse
+    await site.send("aaa", b"root's")
+    await site.run(cf.MoveMessages(source="aaa", target="aaa;poison", lookup_id=1))
+    alice = site.app.authorization.principal("alice")
+    await site.operations.run(
+        cf.CreateQueue(name="mine"), principal=alice, log=structlog.get_logger()
+    )
+    cookie = await site.login("alice-token")
+    await site.send("mine", b"alice's")
+    await site.run(cf.MoveMessages(source="mine", target="mine;poison", lookup_id=1))
+    page = await site.call("GET", "/console/dead-letters", cookie=cookie)
+    assert page.status == 200, page.text
+    assert ">aaa;poison</a>" in page.text  # listed
+    assert "<h2>mine;poison</h2>" in page.text  # opened, with its message
+    assert 'href="/console/message?queue=mine%3Bpoison&amp;id=1"' in page.text
+    asked = await site.call("GET", "/console/dead-letters?queue=aaa;poison", cookie=cookie)
+    assert asked.status == 403  # asked for by name: refused, as before
+
+
 async def test_a_login_from_another_site_or_a_sandboxed_frame_is_refused(site: Site) -> None:
     for origin in ("null", "https://elsewhere.example"):
         answer = await site.call(
@@ -453,3 +497,8 @@ async def test_a_refreshing_page_does_not_keep_its_session(site: Site) -> None:
         site.now[0] += 2.0
         await site.call("GET", "/console", cookie=cookie, headers=[("x-console-fragment", "1")])
     assert (await site.call("GET", "/console", cookie=cookie)).status == 303
+
+
+async def test_the_console_with_a_final_slash_leads_to_the_console(site: Site) -> None:
+    answer = await site.call("GET", "/console/", headers=[("host", "evil.example")])
+    assert (answer.status, answer.headers["location"]) == (303, "/console")

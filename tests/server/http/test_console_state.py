@@ -99,6 +99,20 @@ def test_one_principal_logging_in_again_and_again_ends_only_its_own_sessions() -
     assert sessions.find(other.session_id, 2.0) is other
 
 
+def test_visitors_without_a_principal_end_only_the_oldest_of_all_sessions() -> None:
+    # auth.required off: every browser's session is nobody's. A script opening
+    # the console again and again does not end the sessions of people at work.
+    sessions = ConsoleSessions(idle_timeout=100.0, lifetime=1000.0, limit=50, per_principal=2)
+    operator = sessions.open(None, "none", 0.0)
+    for _ in range(40):
+        sessions.open(None, "none", 1.0)
+    assert sessions.find(operator.session_id, 2.0) is operator
+    for _ in range(50):  # the bound on all sessions still holds
+        sessions.open(None, "none", 3.0)
+    assert len(sessions) == 50
+    assert sessions.find(operator.session_id, 4.0) is None
+
+
 def test_a_refresh_does_not_count_as_use() -> None:
     sessions = ConsoleSessions(idle_timeout=10.0, lifetime=1000.0)
     session = sessions.open("alice", "token", 0.0)

@@ -57,9 +57,10 @@ class Api:
         token: str | None = None,
         certificate: str | None = None,
         cut: int | None = None,
+        headers: tuple[tuple[str, str], ...] = (),
     ) -> Reply:
         data = json.dumps(body).encode() if isinstance(body, dict) else body
-        headers = [] if token is None else [("authorization", f"Bearer {token}")]
+        headers = (*headers, *(() if token is None else [("authorization", f"Bearer {token}")]))
         connection = HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate)
         answer = await asgi_call(
             self.app,
@@ -336,3 +337,113 @@ async def test_head_is_get_without_its_body_on_the_api_s_get_routes(api: Api) ->
     assert refused.headers["allow"] == "GET, HEAD"
     post_only = await api.call("HEAD", "/api/v1/queues/q/purge")
     assert post_only.headers["allow"] == "POST"
+
+
+@pytest.mark.parametrize(
+    ("headers", "refused"),
+    [
+        ((("origin", "https://evil.example"), ("host", "127.0.0.1:1803")), True),
+        ((("origin", "null"), ("host", "127.0.0.1:1803")), True),
+        ((("sec-fetch-site", "cross-site"),), True),
+        ((("sec-fetch-site", "same-site"), ("origin", "http://127.0.0.1:1803")), True),
+        ((("origin", "http://127.0.0.1:1803"), ("host", "127.0.0.1:1803")), False),
+        ((("sec-fetch-site", "same-origin"), ("origin", "http://127.0.0.1:1803")), False),
+        ((), False),  # not a browser's page: curl, the SDK, a script
+    ],
+)
+async def test_a_change_a_page_on_another_site_makes_is_refused_before_it_runs(
+    api: Api, headers: tuple[tuple[str, str], ...], refused: bool
+) -> None:
+    # Without auth.required (or with a client certificate a browser shows by
+    # itself), a page on another site could otherwise purge or move messages
+    # with a form or a no-cors fetch (text/plain, which the API reads as JSON).
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    with structlog.testing.capture_logs() as logs:
+        purged = await api.call(
+            "POST", "/api/v1/queues/orders/purge", b'{"a": "="}', headers=headers
+        )
+        moved = await api.call(
+            "POST",
+            "/api/v1/queues/orders/move",
+            {"to": "orders;poison", "all": True},
+            headers=headers,
+        )
+        listed = await api.call("GET", "/api/v1/queues", headers=headers)  # a read is not
+    assert listed.status == 200
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    if refused:
+        for reply in (purged, moved):
+            assert (reply.status, reply.json["error"]["code"]) == (403, "cross_site"), reply.json
+            assert "another site" in reply.json["error"]["message"]
+        assert len(page.json["messages"]) == 1  # nothing purged or moved
+        refusals = [e for e in logs if e["event"] == "http_cross_site_refused"]
+        assert len(refusals) == 2
+        assert refusals[0]["log_level"] == "warning"
+    else:
+        assert (purged.status, purged.json["purged"]) == (200, 1), purged.json
+        assert page.json["messages"] == []
+
+
+async def test_a_refused_token_ends_its_connection_once_answered(api: Api) -> None:
+    enable_permissions(api.services, enabled=True)
+    async with serving(port_of(api.app)) as http:
+        client = await http.connect()
+        refused = await client.get("/api/v1/status", [("authorization", "Bearer wrong")])
+        assert refused.status == 401
+        assert json.loads(refused.body)["error"]["code"] == "unauthenticated"
+        with trio.fail_after(5):
+            assert await client.stream.receive_some(1) == b""  # no second guess on it
+        await client.aclose()
+
+
+async def test_a_body_that_trickles_in_cannot_keep_a_scraper_out(api: Api) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    port = port_of(api.app, "http.max_connections=2")
+    async with serving(port) as http:
+        trickling = []
+        for _ in range(2):
+            stream = await trio.open_tcp_stream("127.0.0.1", http.number)
+            await stream.send_all(
+                b"POST /api/v1/queues/orders/purge HTTP/1.1\r\nHost: x\r\n"
+                b"Content-Length: 16000\r\n\r\n{"
+            )
+            trickling.append(stream)
+        await trio.testing.wait_all_tasks_blocked(0.01)  # both wait for their bodies
+        assert [c.active for c in port.connections.values()] == [0, 0]
+        answer = await http.get("/api/v1/queues")
+        assert answer.status == 200, answer.body
+        with trio.fail_after(5):
+            assert await trickling[0].receive_some(1) == b""  # closed for it
+        for stream in trickling:
+            await stream.aclose()
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 1  # nothing was done for either
+
+
+async def test_a_page_the_reply_s_size_cut_short_still_leads_to_the_next(api: Api) -> None:
+    # A small message, then one too large to share its reply: the first page
+    # holds one message of the ten asked, and is not the last.
+    await api.run(cf.CreateQueue(name="big"))
+    bodies = [b"s" * 1_000_000, b"L" * 3_500_000, b"a", b"b", b"c"]
+    for body in bodies:
+        await api.send("big", body)
+    seen: list[int] = []
+    after, pages = 0, 0
+    while True:
+        page = await api.call("GET", "/api/v1/queues/big/messages", query=f"after={after}&max=10")
+        assert page.status == 200, page.json
+        seen += [m["body_size"] for m in page.json["messages"]]
+        pages += 1
+        if page.json["next_after"] is None:
+            break
+        after = page.json["next_after"]
+    assert seen == [len(body) for body in bodies]
+    assert pages >= 2
+
+
+async def test_a_path_with_a_final_slash_is_not_a_route(api: Api) -> None:
+    # Not a redirect: its Location would be built from the Host header.
+    reply = await api.call("GET", "/api/v1/queues/", headers=(("host", "evil.example"),))
+    assert (reply.status, reply.json["error"]["code"]) == (404, "not_found")

@@ -171,6 +171,21 @@ def test_a_connected_link_is_up_and_an_unknown_class_is_named_in_hex(
     assert found["qmgr_disk_free_bytes"][""] > 0  # the real file system's
 
 
+def test_a_paused_queue_says_so_and_its_link_is_its_session_s(
+    store: storage.Store, tmp_path: Path
+) -> None:
+    # Paused by an operator: its session with the next hop may still be open
+    # (the link is up), and the alert on a link down leaves it out.
+    outgoing = [(998, outgoing_info("paused", 3, 0))]
+    for linked, up in ((frozenset({998}), 1), (frozenset(), 0)):
+        sources = sources_of(store, tmp_path, outgoing=outgoing, linked=linked)
+        found = scrape(QueueManagerCollector(sources))
+        assert list(found["qmgr_peer_link_up"].values()) == [up]
+        assert list(found["qmgr_outgoing_paused"].values()) == [1]
+    running = sources_of(store, tmp_path, outgoing=[(999, outgoing_info("connected", 1, 0))])
+    assert list(scrape(QueueManagerCollector(running))["qmgr_outgoing_paused"].values()) == [0]
+
+
 def test_a_queue_with_a_limit_reports_it(tmp_path: Path) -> None:
     limited = storage.Store(
         tmp_path / "limited", initial_map_size=1 << 20, max_map_size=8 << 20, durable=False

@@ -33,7 +33,7 @@ from qmgr.client.shapes import alternates
 from wire import client as cf
 from wire.rights import Right, rights_names
 
-from ..api import ApiError
+from ..api import ApiError, peek_page
 from ..metrics import class_name
 from ..rates import chart
 from .site import Console, Visit
@@ -164,12 +164,7 @@ async def _one_queue(visit: Visit, name: str) -> QueueInfo:
 async def _page_of(visit: Visit, name: str, after: int) -> tuple[list[Message], int | None]:
     """A page of the messages of ``name`` after the LookupId ``after``, and the
     LookupId to start the next page after (None: the last page)."""
-    asked = cf.PeekRange(queue=name, after=after, max_count=MESSAGES_PAGE + 1)
-    found = (await visit.call.run(asked, cf.MessageList)).messages
-    page = [Message.from_wire(m) for m in found[:MESSAGES_PAGE]]
-    full = sum(len(m.body) for m in page) > cf.MAX_FRAME_BODY // 2
-    more = bool(page) and (len(found) > MESSAGES_PAGE or full)
-    return page, page[-1].lookup_id if more else None
+    return await peek_page(visit.call, name, after, MESSAGES_PAGE)
 
 
 async def queue(site: Console, visit: Visit) -> Response:
@@ -309,7 +304,11 @@ async def dead_letters(site: Console, visit: Visit) -> Response:
         for q in await _wire_queues(visit)
         if q.kind in _DEAD_WIRE or (q.kind == cf.QueueKind.SUBQUEUE and q.name.endswith(";poison"))
     ]
-    name = visit.query("queue") or (listed[0].name if listed else "")
+    # Unless one is asked for, the first the principal may browse (a poison
+    # subqueue of another principal's queue is listed, not opened).
+    name = visit.query("queue") or next(
+        (q.name for q in listed if _may_peek(site, visit, q.name)), ""
+    )
     chosen = next((q for q in listed if q.name.lower() == name.lower()), None)
     page: list[Message] = []
     next_after = None
@@ -328,6 +327,14 @@ async def dead_letters(site: Console, visit: Visit) -> Response:
         next_after=next_after,
         back_to=None if chosen is None else back_target(chosen),
     )
+
+
+def _may_peek(site: Console, visit: Visit, name: str) -> bool:
+    """Whether the visit's principal may browse the queue ``name`` (asked
+    without a refusal being counted or logged)."""
+    request = cf.PeekRange(queue=name, after=0, max_count=1)
+    need = site.operations.need(cf.PeekRange)
+    return site.host.authorization.denial(visit.principal, request, need) is None
 
 
 def back_target(info: QueueInfo) -> str:

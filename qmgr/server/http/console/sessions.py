@@ -25,7 +25,10 @@ on the server, in :class:`ConsoleSessions`:
 At most :data:`MAX_SESSIONS` sessions are kept, and
 :data:`MAX_SESSIONS_PER_PRINCIPAL` of one principal: a new one beyond either
 ends the one idle the longest (of that principal, for the second), so a
-principal that logs in again and again ends only its own sessions. A page
+principal that logs in again and again ends only its own sessions. Sessions
+for nobody (``auth.required`` off) are every visitor's, one per browser, so
+only the first bound applies to them: a script that opens the console
+without a cookie does not end the sessions of the people at work. A page
 that refreshes itself does not keep its session alive: only requests of
 someone at work do. Like the protocol classes, this is plain state
 driven by an explicit ``now`` (trio's clock, in seconds): no I/O, no
@@ -111,9 +114,12 @@ class ConsoleSessions:
     def open(self, principal: str | None, method: str, now: float) -> ConsoleSession:
         """A new session for ``principal``; at a limit (the principal's, or all
         sessions'), the one idle the longest ends."""
-        own = [sid for sid, s in self._sessions.items() if s.principal == principal]
-        if len(own) >= self.per_principal:
-            del self._sessions[own[0]]  # the principal's idle the longest
+        if principal is not None:
+            # Nobody's sessions (auth.required off) are every visitor's, told
+            # apart by nothing: only the bound on all sessions applies to them.
+            own = [sid for sid, s in self._sessions.items() if s.principal == principal]
+            if len(own) >= self.per_principal:
+                del self._sessions[own[0]]  # the principal's idle the longest
         while len(self._sessions) >= self.limit:
             del self._sessions[next(iter(self._sessions))]
         session = ConsoleSession(

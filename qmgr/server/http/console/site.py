@@ -49,7 +49,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, urlencode
 
 import structlog
 import trio
@@ -64,7 +64,7 @@ from qmgr.texts import age, size
 from ...client.needs import MONITORS, Need
 from ...client.operations import Operations, error_code
 from ..api import STATUS_OF, ApiCall, ApiError, read_body, whole_number
-from ..app import HttpApp, logged
+from ..app import HttpApp, cross_site, logged
 from ..port import CONNECTION
 from ..rates import SAMPLE_SECONDS, RateHistory
 from ..sources import MetricsSources
@@ -131,6 +131,11 @@ class Visit:
     def query(self, name: str, default: str = "") -> str:
         """A parameter of the URL's query."""
         return self.request.query_params.get(name, default)
+
+    @property
+    def login(self) -> bool:
+        """Whether this is the login form's page or action."""
+        return self.request.url.path.endswith("/login")
 
     def number(self, value: str, name: str, low: int = 0, high: int = 2**64 - 1) -> int:
         """``value`` as a whole number within ``low..high``.
@@ -262,8 +267,9 @@ class Console:
         )
         try:
             if request.method == "POST":
+                self._check_origin(visit)  # before its body is read
                 visit.form = await self._form(request, log)
-                self._check_action(visit)
+                self._check_token(visit)
             response = await page(self, visit)
         except ApiError as exc:
             if exc.status == 401:
@@ -324,27 +330,30 @@ class Console:
             raise ApiError(400, "bad_request", msg) from None
         return dict(fields)
 
-    def _check_action(self, visit: Visit) -> None:
-        """An action must carry the session's CSRF token and come from this site.
+    def _check_origin(self, visit: Visit) -> None:
+        """An action must come from this site (``cross_site``); a login, which has
+        no session and so no CSRF token yet, must also say where it comes from
+        (every browser sends ``Origin`` with a form).
 
         Raises:
             ApiError: 403 (logged as ``console_csrf_refused``).
         """
         request = visit.request
-        origin = request.headers.get("origin")
-        host = request.headers.get("host", "").lower()
-        login = visit.request.url.path.endswith("/login")
-        # "null" (a sandboxed frame, a redirect from another site) is another site;
-        # so is a login without any Origin (every browser sends one with a form).
-        if (origin is None and login) or (
-            origin is not None and (origin == "null" or urlsplit(origin).netloc.lower() != host)
-        ):
-            visit.log.warning("console_csrf_refused", reason=f"origin {origin} is another site")
+        why = cross_site(request)
+        if why is None and visit.login and "origin" not in request.headers:
+            why = "a login form without Origin"
+        if why is not None:
+            visit.log.warning("console_csrf_refused", reason=f"another site: {why}")
             raise ApiError(403, "csrf", "refused: the form came from another site")
-        if login:
-            # No session yet: the origin above is the login form's protection,
-            # and a login needs a token anyway.
-            return
+
+    def _check_token(self, visit: Visit) -> None:
+        """An action after the login must carry the session's CSRF token.
+
+        Raises:
+            ApiError: 403 (logged as ``console_csrf_refused``).
+        """
+        if visit.login:
+            return  # no session yet: a login needs a token anyway
         if not visit.session.accepts(visit.form.get("csrf")):
             visit.log.warning("console_csrf_refused", reason="missing or wrong CSRF token")
             raise ApiError(
