@@ -69,7 +69,7 @@ from .outcomes import (
     Outcomes,
     asks_acknowledgment,
 )
-from .outgoing import RemoteDestination, endpoint_of
+from .outgoing import EntryOrigin, RemoteDestination, decode_entry, endpoint_of
 
 __all__ = ["Confirmations", "confirmation_deadline", "wants_confirmation"]
 
@@ -152,6 +152,26 @@ class Confirmations:
             if copy.destination == destination:
                 return SettleConfirmation(copy.ordinal, copy.index)
         return None
+
+    def given_up(
+        self, payload: bytes | memoryview, destination: str, reason: int, *, wall: float
+    ) -> list[Operation] | None:
+        """What giving up an entry of the outgoing queue ``destination`` (its
+        name) for ``reason`` writes besides removing it, for an entry whose
+        message never reached its queue (expired there, unsendable, purged):
+        the negative acknowledgment to its admin queue if asked, its dead-letter
+        copy if asked, and the settling of its copy awaiting confirmation.
+        ``payload`` is the entry's (``outgoing.decode_entry``). None for a
+        relayed entry: its source reports it."""
+        entry = decode_entry(payload)
+        if entry.origin is not EntryOrigin.LOCAL:
+            return None
+        message = MessageProperties.from_bytes(entry.data)
+        ops = list(self._outcomes.reports(message, reason, wall=wall))
+        settle = self.give_up(message, destination)
+        if settle is not None:
+            ops.append(settle)
+        return ops
 
     def settle(
         self, ordinal: int, message_class: int, *, wall: float, endpoint: str = ""

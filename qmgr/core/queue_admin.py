@@ -9,9 +9,11 @@ Like the rest of the core, :class:`QueueAdmin` returns units and never
 writes: deleting and purging only mark, and :meth:`QueueAdmin.erase_unit`
 gives the bounded steps that erase afterwards, sparing the messages still
 held (``holds``) and reporting the fate of those that asked (``outcomes``).
-A queue that a prepared transaction uses cannot be deleted until that
-transaction is resolved (the ``check_deletable`` it is given, from
-``two_phase``).
+An outgoing queue's purge (written by the peering adapter) is erased here
+too: its messages never reached their queue, and are given up with
+NACK_PURGED as ``confirmation`` gives them up. A queue that a prepared
+transaction uses cannot be deleted until that transaction is resolved (the
+``check_deletable`` it is given, from ``two_phase``).
 """
 
 from __future__ import annotations
@@ -34,14 +36,17 @@ from storage import (
     Store,
     Unit,
     UnitOutcome,
+    message_payload,
 )
 from wire import MessageClass
 
 from . import names
 from .addressing import Addressing
+from .confirmation import Confirmations
 from .errors import AccessDenied, InvalidArgument, from_store_error
 from .holds import Holds
-from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report
+from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report, wants_report
+from .outgoing import EntryOrigin, decode_entry
 from .poison import check_settings
 
 __all__ = ["QueueAdmin"]
@@ -56,7 +61,14 @@ _SYSTEM_QUEUES: Final = (
 class QueueAdmin:
     """Creates, deletes, purges and erases queues (the caller writes the units)."""
 
-    __slots__ = ("_addressing", "_check_deletable", "_holds", "_outcomes", "_store")
+    __slots__ = (
+        "_addressing",
+        "_check_deletable",
+        "_confirmations",
+        "_holds",
+        "_outcomes",
+        "_store",
+    )
 
     def __init__(
         self,
@@ -64,6 +76,7 @@ class QueueAdmin:
         addressing: Addressing,
         holds: Holds,
         outcomes: Outcomes,
+        confirmations: Confirmations,
         *,
         check_deletable: Callable[[Sequence[int], str], None],
     ) -> None:
@@ -73,6 +86,7 @@ class QueueAdmin:
         self._addressing = addressing
         self._holds = holds
         self._outcomes = outcomes
+        self._confirmations = confirmations
         self._check_deletable = check_deletable
 
     # ------------------------------------------------------------------ start-up
@@ -210,18 +224,21 @@ class QueueAdmin:
     def purge(self, reference: str) -> tuple[QueueRecord, Unit]:
         """The queue and the unit that purges it.
 
-        Messages held by open transactions leave the queue when their
-        transaction ends, whether it commits or aborts (MSMQ's PurgePending).
+        Messages held by open (or prepared) transactions leave the queue when
+        their transaction ends (MSMQ's PurgePending): received if it commits,
+        purged if it aborts. The purge does not count them.
 
         Raises:
             InvalidName, QueueNotFound
         """
         record = self._addressing.queue(reference)
-        return record, Unit((PurgeQueue(record.queue_id),))
+        held = self._holds.held_ids(record.queue_id)
+        return record, Unit((PurgeQueue(record.queue_id, held),))
 
     @staticmethod
     def purged(outcome: UnitOutcome) -> int:
-        """How many messages a purge unit made disappear.
+        """How many messages a purge unit made disappear (those transactions
+        held, left to them, not counted).
 
         Raises:
             QueueNotFound: the queue was gone.
@@ -232,8 +249,11 @@ class QueueAdmin:
 
     def erase_unit(self, queue_id: int, limit: int, *, wall: float = 0.0) -> Unit:
         """One bounded step of erasing a deleted queue's or a purge's messages, with
-        the NACK_Q_DELETED or NACK_Q_PURGED reports of those that asked for them
-        (stamped ``wall``)."""
+        the reports of those that asked for them (stamped ``wall``): NACK_Q_DELETED
+        or NACK_Q_PURGED for an application queue's; for an outgoing queue's
+        messages, which never reached their queue, NACK_PURGED, given up as
+        ``Confirmations.given_up`` says (their copies awaiting confirmation
+        settled too)."""
         # The held messages are those below the purge mark as committed now;
         # a purge committed before this step is planned waits for the next one.
         store = self._store
@@ -241,8 +261,13 @@ class QueueAdmin:
         below = None if record is None else record.purged_below
         keep = self._holds.held_ids(queue_id)
         queue = record or store.doomed_queue(queue_id)
-        destination = queue is not None and queue.kind in DESTINATION_KINDS
-        select = _asks_for_report if destination else _never
+        kind = None if queue is None else queue.kind
+        if kind in DESTINATION_KINDS:
+            select = _asks_for_report
+        elif kind is QueueKind.OUTGOING:
+            select = _entry_asks_for_report
+        else:
+            select = _never
         count, last, asked = store.erasable(
             queue_id, limit=limit, keep=keep, below=below, select=select
         )
@@ -250,8 +275,17 @@ class QueueAdmin:
             return Unit((EraseStep(queue_id, limit, keep, below),))
         # Exactly the messages read: each one's reports go with its erasure.
         step = EraseStep(queue_id, count, keep, last + 1 if below is None else min(below, last + 1))
-        reason = MessageClass.NACK_Q_DELETED if record is None else MessageClass.NACK_Q_PURGED
         reports: list[storage.Operation] = []
+        if kind is QueueKind.OUTGOING:
+            assert queue is not None
+            given_up = self._confirmations.given_up
+            for _, stored in asked:
+                payload = message_payload(stored)
+                reports.extend(
+                    given_up(payload, queue.name, MessageClass.NACK_PURGED, wall=wall) or ()
+                )
+            return Unit((step, *reports))
+        reason = MessageClass.NACK_Q_DELETED if record is None else MessageClass.NACK_Q_PURGED
         for _, stored in asked:
             reports.extend(self._outcomes.stored_reports(stored, reason, wall=wall))
         return Unit((step, *reports))
@@ -264,6 +298,13 @@ def _never(record: memoryview) -> bool:
 def _asks_for_report(record: memoryview) -> bool:
     """True for a stored message of an application queue that asks for a report."""
     return record_wants_report(record)
+
+
+def _entry_asks_for_report(record: memoryview) -> bool:
+    """True for an outgoing queue's entry of a message sent here that asks for
+    a report (a relayed one's source reports it)."""
+    entry = decode_entry(message_payload(record))
+    return entry.origin is EntryOrigin.LOCAL and wants_report(entry.data)
 
 
 def _only_result(outcome: UnitOutcome) -> storage.Result:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from ..context import PlanContext
-from ..errors import InvalidOperation, InvalidRecord, QueueExists
+from ..errors import InvalidOperation, InvalidRecord, MessageMissing, QueueExists
 from ..keys import MAX_KEY_SIZE
 from ..overlay import QueueState
 from ..records import QueueKind, QueueRecord
@@ -63,7 +63,8 @@ class QueueDeleted(Result):
 
 @dataclass(frozen=True, slots=True)
 class QueuePurged(Result):
-    """Every message of a queue was purged; ``messages`` were in it."""
+    """Every message of a queue was purged; ``messages`` were in it and held by
+    no transaction."""
 
     queue_id: int
     messages: int
@@ -180,12 +181,37 @@ class DeleteQueue(Removal):
 
 @dataclass(frozen=True, slots=True)
 class PurgeQueue(Removal):
-    """Make every message of a queue invisible at once; they are erased in steps."""
+    """Make every message of a queue invisible at once; they are erased in steps.
+
+    ``held`` names messages that transactions hold: they become invisible
+    too, but are left for those transactions (the ``keep`` of the erase
+    steps), so :attr:`QueuePurged.messages` does not count those of them
+    still in the queue.
+    """
 
     queue_id: int
+    held: frozenset[int] = field(default_factory=frozenset)
 
     def plan(self, ctx: PlanContext) -> Result:
-        return QueuePurged(self.queue_id, ctx.purge(self.queue_id))
+        kept = 0
+        if self.held:
+            # Those below the last purge's mark were left out of its count already.
+            floor = ctx.live_queue(self.queue_id).purged_below
+            kept = sum(
+                1
+                for lookup_id in self.held
+                if lookup_id >= floor and _stored(ctx, self.queue_id, lookup_id)
+            )
+        return QueuePurged(self.queue_id, ctx.purge(self.queue_id) - kept)
+
+
+def _stored(ctx: PlanContext, queue_id: int, lookup_id: int) -> bool:
+    """True if the message is in the queue as the batch sees it."""
+    try:
+        ctx.message(queue_id, lookup_id)
+    except MessageMissing:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)

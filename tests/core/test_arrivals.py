@@ -14,7 +14,7 @@ from qmgr.core.outgoing import EntryOrigin, decode_entry
 from wire import MAX_HOPS, MessageClass, MessageProperties
 
 from .conftest import OpenCore
-from .harness import WALL, CoreHarness
+from .harness import WALL, CoreHarness, messages
 
 SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
 IDENTITY = LocalIdentity(peer_port=1901)
@@ -25,10 +25,14 @@ def qm(open_core: OpenCore) -> CoreHarness:
     return open_core({"txq": {"transactional": True}, "plain": {}})
 
 
-def packet(destination: str, *, transactional: bool = True, hops: int = 0) -> wire.UserMessage:
+def packet(
+    destination: str, *, transactional: bool = True, hops: int = 0, message_class: int = 0
+) -> wire.UserMessage:
     message = MessageProperties(body=b"body", label="l").stamp(
         source_qm=SOURCE, ordinal=7, sent_time=1_700_000_000.0, transactional=transactional
     )
+    if message_class:
+        message = message.replace(message_class=message_class)
     header = (
         wire.TransactionHeader(
             sequence_id=wire.TxSequenceId(ordinal=1, timestamp=5),
@@ -86,6 +90,27 @@ def test_rejections_go_to_the_dead_letter_queue_with_their_class(
     assert arrival.refusal == expected
     (op,) = arrival.ops
     assert dead_class(qm, op, dead_letter) == expected
+
+
+@pytest.mark.parametrize(
+    "message_class",
+    [MessageClass.ACK_REACH_QUEUE, MessageClass.ACK_RECEIVE, MessageClass.NACK_Q_PURGED],
+)
+def test_an_acknowledgment_for_a_transactional_queue_is_kept_there(
+    qm: CoreHarness, message_class: int
+) -> None:
+    """As an acknowledgment written here into a local transactional admin
+    queue is (``Outcomes.acknowledgment``): transactional, with its class."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    found = packet(
+        "TCP:127.0.0.1:1901\\private$\\txq", transactional=False, message_class=message_class
+    )
+    arrival = arrivals.to_queue(found, "txq", wall=WALL)
+    assert arrival.refusal is None
+    assert qm.write(storage.Unit(arrival.ops)).error is None
+    [kept] = messages(qm, "txq")
+    assert (kept.message_class, kept.transactional, kept.body) == (message_class, True, b"body")
+    assert messages(qm, "system$;deadletter") == []
 
 
 def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> None:

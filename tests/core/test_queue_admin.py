@@ -10,11 +10,25 @@ import pytest
 import storage
 from qmgr.core import names
 from qmgr.core.errors import AccessDenied, InvalidArgument, InvalidName, QueueNotFound
+from qmgr.core.outgoing import EntryOrigin, decode_entry, entry_prefix
 from storage import PoisonSettings, QueueKind
-from wire import MessageClass
+from wire import MessageClass, MessageProperties
 
 from .conftest import OpenCore
-from .harness import DEADLETTER, NEG_RECEIVE, POS_RECEIVE, WALL, CoreHarness, classes, messages
+from .harness import (
+    DEADLETTER,
+    NEG_ARRIVAL,
+    NEG_RECEIVE,
+    POS_RECEIVE,
+    WALL,
+    CoreHarness,
+    classes,
+    messages,
+)
+
+#: A queue on another queue manager, and the outgoing queue its messages wait in.
+REMOTE = "DIRECT=TCP:10.9.9.9:1801\\private$\\orders"
+OUTGOING = "outgoing$;tcp:10.9.9.9:1801\\orders"
 
 
 @pytest.fixture
@@ -68,7 +82,7 @@ def test_a_message_purged_while_held_leaves_when_its_transaction_ends(qm: CoreHa
     committing, aborting = qm.begin(), qm.begin()
     assert qm.take("tq", committing) is not None
     assert qm.take("tq", aborting) is not None
-    assert qm.purge("tq") == 3
+    assert qm.purge("tq") == 1  # the held ones are left to their transactions
     assert qm.visible("tq") == []
     assert qm.core.queue("tq").depth == 0
     # The purge's erasing leaves the held messages alone.
@@ -94,7 +108,7 @@ def test_an_erase_step_built_before_a_second_purge_spares_what_it_now_holds(
     qm.send("tq", b"new")
     tx = qm.begin()
     assert qm.take("tq", tx) is not None  # holds "new"
-    assert qm.purge("tq") == 1  # purged while held: leaves when tx ends
+    assert qm.purge("tq") == 0  # purged while held: leaves when tx ends, not counted
     outcome = qm.write(step)
     assert outcome.error is None
     assert outcome.results[0] == storage.Erased(queue_id, 2, False)
@@ -147,6 +161,23 @@ def test_a_purge_reports_what_asked(qm: CoreHarness) -> None:
     assert qm.store.queues_to_erase() == []
 
 
+def test_a_purge_does_not_count_what_transactions_hold(qm: CoreHarness) -> None:
+    for body in (b"a", b"b", b"c", b"d"):
+        qm.send("tq", body)
+    committing, aborting = qm.begin(), qm.begin()
+    assert qm.take("tq", committing) is not None
+    assert qm.take("tq", aborting) is not None
+    assert qm.purge("tq") == 2  # c and d; a and b are left to their transactions
+    assert qm.purge("tq") == 0  # still held: not counted again
+    qm.send("tq", b"e")
+    assert qm.purge("tq") == 1
+    assert qm.commit(committing) == [None]
+    qm.core.abort(aborting)
+    qm.erase_all()
+    assert qm.bodies("tq;journal") == [b"a"]
+    assert qm.store.queues_to_erase() == []
+
+
 def test_a_purged_message_held_by_a_committing_transaction_is_received(qm: CoreHarness) -> None:
     qm.send_tx("q", b"x", acknowledge=NEG_RECEIVE | POS_RECEIVE, admin_queue="admin")
     tx = qm.begin()
@@ -177,3 +208,51 @@ def test_queues_made_before_subqueues_get_them(qm: CoreHarness) -> None:
     qm.write(unit)
     assert qm.core.queue("old;poison").parent_id == qm.core.queue("old").queue_id
     assert qm.core.queues.subqueue_units(WALL) == []
+
+
+def test_a_purged_outgoing_queue_gives_its_messages_up(qm: CoreHarness) -> None:
+    """Purged before reaching their queue: NACK_PURGED to the admin queue and
+    to the dead-letter queues as asked, and the copy awaiting confirmation
+    settled; reported as the erase steps remove them, after a crash too."""
+    asks = {"acknowledge": NEG_ARRIVAL | NEG_RECEIVE, "admin_queue": "admin"}
+    qm.send_tx(REMOTE, b"confirmed", journal=DEADLETTER, time_to_be_received=600, **asks)
+    qm.send(REMOTE, b"plain", journal=DEADLETTER, **asks)
+    qm.send_tx(REMOTE, b"silent")
+    prefix = entry_prefix(EntryOrigin.RELAYED, transactional=True, recoverable=True)
+    relayed = storage.AppendOutgoing(OUTGOING, "DIRECT=x", (prefix, b"\xff" * 64), 64)
+    qm.write(storage.Unit((relayed,)))  # passing through: its source reports it
+    queue = qm.store.get_queue(OUTGOING)
+    assert queue is not None
+    confirmed = next(m for m in waiting(qm, queue.queue_id) if m.body == b"confirmed")
+    assert len(qm.store.confirmations(confirmed.ordinal)) == 1
+    outcome = qm.write(storage.Unit((storage.PurgeQueue(queue.queue_id),)))
+    assert outcome.results[0] == storage.QueuePurged(queue.queue_id, 4)
+    qm.crash()
+    assert messages(qm, "admin") == []
+    qm.erase_all(step=2)
+    nacks = messages(qm, "admin")
+    assert sorted((m.body, m.message_class) for m in nacks) == [
+        (b"confirmed", MessageClass.NACK_PURGED),
+        (b"plain", MessageClass.NACK_PURGED),
+    ]
+    assert [(m.body, m.message_class) for m in messages(qm, names.DEADXACT)] == [
+        (b"confirmed", MessageClass.NACK_PURGED)
+    ]
+    assert [(m.body, m.message_class) for m in messages(qm, names.DEADLETTER)] == [
+        (b"plain", MessageClass.NACK_PURGED)
+    ]
+    assert qm.store.confirmations(confirmed.ordinal) == []
+    assert qm.store.queues_to_erase() == []
+
+
+def waiting(qm: CoreHarness, queue_id: int) -> list[MessageProperties]:
+    """The messages sent here waiting in an outgoing queue."""
+    entries = [
+        decode_entry(storage.message_payload(stored))
+        for _, stored in qm.store.read_range(queue_id, limit=1000)
+    ]
+    return [
+        MessageProperties.from_bytes(entry.data.tobytes())
+        for entry in entries
+        if entry.origin is EntryOrigin.LOCAL
+    ]

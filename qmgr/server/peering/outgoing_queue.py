@@ -40,6 +40,7 @@ from qmgr.core.routes import endpoint_text
 from qmgr.protocol import EntryKind, OutgoingSequence
 from wire import client as cf
 
+from ..signals import touched_queues
 from .connection import PacketToSend
 from .parts import PeeringParts
 
@@ -299,9 +300,10 @@ class OutgoingQueue:
         self, lookup_id: int, reason: wire.MessageClass
     ) -> list[storage.Operation] | None:
         """What giving up the entry ``lookup_id`` for ``reason`` writes besides
-        forgetting it: the negative acknowledgment to its admin queue if asked,
-        its dead-letter copy, and the settling of its copy awaiting
-        confirmation. None for an entry gone, or relayed (its source reports)."""
+        forgetting it (``Confirmations.given_up``: the negative acknowledgment
+        to its admin queue if asked, its dead-letter copy, and the settling of
+        its copy awaiting confirmation). None for an entry gone, or relayed
+        (its source reports)."""
         parts = self.parts
         payload = self.payloads.get(lookup_id)
         if payload is None:
@@ -309,15 +311,7 @@ class OutgoingQueue:
             if record is None:
                 return None
             payload = storage.message_payload(record)
-        entry = decode_entry(payload)
-        if entry.origin is not EntryOrigin.LOCAL:
-            return None
-        message = wire.MessageProperties.from_bytes(entry.data)
-        ops = list(parts.outcomes.reports(message, reason, wall=time.time()))
-        settle = parts.confirmations.give_up(message, self.name)
-        if settle is not None:
-            ops.append(settle)
-        return ops
+        return parts.confirmations.given_up(payload, self.name, reason, wall=time.time())
 
     def delivery_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
         """What the forget of the acknowledged entries ``ids`` also writes: copies
@@ -382,10 +376,15 @@ class OutgoingQueue:
         self.wake()
 
     async def purge(self) -> int:
-        """Remove every entry; later messages' sequence numbers bridge the hole."""
+        """Remove every entry; later messages' sequence numbers bridge the hole.
+
+        Entries already acknowledged (or given up) and not yet forgotten are
+        forgotten first, with their reports; the others are reported as they
+        are erased (``QueueAdmin.erase_unit``: NACK_PURGED)."""
         unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
         self.purging = True
         try:
+            await self._forget_done()
             outcome = await self.parts.committer.submit(unit)
             result = outcome.results[0]
             if not isinstance(result, storage.QueuePurged):
@@ -404,6 +403,31 @@ class OutgoingQueue:
         self.parts.signals.notify(())
         self.wake()
         return result.messages
+
+    async def _forget_done(self) -> None:
+        """Write the forget of the entries waiting in :attr:`to_forget` (the
+        forgetter leaves them to a purge in progress), so that a purge does not
+        report as purged what was delivered. One that fails goes with the purge."""
+        ids = tuple(self.to_forget)
+        if not ids:
+            return
+        self.to_forget.clear()
+        self.machine.forget_started(ids)
+        unit = storage.Unit((storage.ForgetOutgoing(self.queue_id, ids), *self.forget_reports(ids)))
+        try:
+            outcome = await self.parts.committer.submit(unit)
+        except Exception as exc:
+            self.parts.log.exception("outgoing_forget_failed", queue=self.name, error=str(exc))
+            self.machine.forget_failed(ids)
+            return
+        result = outcome.results[0]
+        if isinstance(result, storage.Forgotten):
+            self.forgotten(ids, result.state)
+            self.parts.signals.notify(touched_queues(self.parts.store, unit.ops[1:]))
+        else:
+            error = str(outcome.error)
+            self.parts.log.error("outgoing_forget_failed", queue=self.name, error=error)
+            self.machine.forget_failed(ids)
 
     def info(self) -> cf.OutgoingInfo:
         """The queue for status and ``qmgr outgoing list``."""

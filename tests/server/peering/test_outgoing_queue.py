@@ -17,6 +17,7 @@ from .conftest import (
     bodies,
     deliver,
     incoming_state,
+    settled,
     start_pair,
 )
 
@@ -134,3 +135,25 @@ async def test_a_resumed_queue_with_messages_is_not_shown_idle(
     # Woken, its link has not run yet: it has work, so it is not idle.
     assert (queue.info().state, queue.info().waiting) == ("connecting", 1)
     await deliver(a, b, [b"first", b"second"])
+
+
+async def test_a_purge_forgets_what_was_acknowledged_before_it(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Entries acknowledged but not yet forgotten when a purge comes are
+    forgotten first, with their delivery reports: they are not purged."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"first"])
+    await deliver(a, b, [b"first"])
+    [queue] = a.peering.outgoing.values()
+    queue.purging = True  # as while a purge is written: the forgetter leaves the queue alone
+    deadletter_and_journal = 0x03  # MQMSG_DEADLETTER | MQMSG_JOURNAL: a copy awaits confirmation
+    await a.send(b.remote(QUEUE), [b"delivered"], journal=deadletter_and_journal)
+    await wait_until(lambda: bool(queue.to_forget), what="the OrderAck")
+    assert await queue.purge() == 0
+    ordinal = b.messages(QUEUE)[-1].ordinal
+    [copy] = a.store.confirmations(ordinal)
+    assert copy.delivered  # waits for its FinalAck, not purged
+    await wait_until(settled(a), what="nothing left to send or forget")
+    await a.send(b.remote(QUEUE), [b"after"])
+    await deliver(a, b, [b"first", b"delivered", b"after"])

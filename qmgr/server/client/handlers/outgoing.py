@@ -61,5 +61,7 @@ async def control_outgoing(
         msg = f"outgoing queue action must be {choices}, not {request.action}"
         raise InvalidArgument(msg) from None
     info, purged = await _peering(ctx).control(action, request.destination)
+    if action is OutgoingAction.PURGE:
+        ctx.services.wake_maintenance()  # the erasing reports the purged messages
     ctx.log.info(_OUTGOING_EVENTS[action], destination=info.destination, messages=purged)
     ctx.reply(request_id, cf.OutgoingList(outgoing=(info,), purged=purged))
