@@ -184,9 +184,10 @@ class QueueManager(QueueManagerAdmin):
         return self._conn.run(queues.delete_queue, name)
 
     def purge_queue(self, name: str) -> int:
-        """Delete every message in a queue; return how many.
+        """Delete every message in a queue; return how many were deleted.
 
-        Messages held by open transactions leave when their transaction ends.
+        Messages that open or prepared transactions hold are not counted: they
+        stay theirs (a commit receives them; an abort leaves them purged then).
 
         Raises:
             QueueNotFound

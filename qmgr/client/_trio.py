@@ -157,7 +157,8 @@ class AsyncQueueManager(AsyncQueueManagerAdmin):
         return await self._conn.run(queues.delete_queue, name)
 
     async def purge_queue(self, name: str) -> int:
-        """Delete every message in a queue; return how many."""
+        """Delete every message in a queue; return how many were deleted (see the
+        blocking :meth:`~qmgr.client.QueueManager.purge_queue`)."""
         return await self._conn.run(queues.purge_queue, name)
 
     async def list_queues(self) -> list[QueueInfo]:
