@@ -68,6 +68,9 @@ class Config:
     #: The console's sessions: seconds idle, and seconds in all.
     http_session_timeout: float
     http_session_lifetime: float
+    #: Host names (besides IP addresses, localhost, server.name and the listener's
+    #: own host) a browser may use to reach the plain-HTTP listener (lower case).
+    http_allowed_hosts: frozenset[str]
     #: Other ``(host, port)`` this queue manager is reached at (port None: its peer port).
     aliases: tuple[tuple[str, int | None], ...]
     max_connections: int
@@ -310,6 +313,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("http", "request_timeout"): _Key("http_request_timeout", float, _positive),
     ("http", "session_timeout"): _Key("http_session_timeout", float, _positive),
     ("http", "session_lifetime"): _Key("http_session_lifetime", float, _positive),
+    ("http", "allowed_hosts"): _Key("http_allowed_hosts", list, _string_list),
     ("peers", "accept_from"): _Key("peer_accept_from", list, _string_list),
     ("peers", "router"): _Key("peer_router", bool),
     ("peers", "ping"): _Key("peer_ping", bool),
@@ -412,6 +416,7 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["tls_pinned"] = _pinned(fields["tls_pinned"])
     fields["tls_relays"] = frozenset(str(identity) for identity in fields["tls_relays"])
     fields["auth_admins"] = frozenset(str(principal) for principal in fields["auth_admins"])
+    fields["http_allowed_hosts"] = frozenset(str(h).lower() for h in fields["http_allowed_hosts"])
     fields["auth_monitors"] = frozenset(str(principal) for principal in fields["auth_monitors"])
     fields["unix_socket"] = Path(fields["unix_socket"]) if fields["unix_socket"] else None
     fields["auth_tokens_file"] = (

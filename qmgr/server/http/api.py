@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 import structlog
+import trio
 from starlette.requests import ClientDisconnect, Request
 
 from qmgr.client import IncomingInfo, Message, OutgoingInfo, QueueInfo, Status, TransactionInfo
@@ -315,6 +316,9 @@ async def read_body(
     finally:
         if connection is not None:
             connection.active += 1
+    # Closed to make room while it waited (the cancel lands at the next
+    # checkpoint): stop here, before the route does anything.
+    await trio.lowlevel.checkpoint_if_cancelled()
     return bytes(data)
 
 
@@ -357,7 +361,8 @@ async def peek_page(
 
     One message more than asked says that more follow. The queue manager ends
     a reply at one frame's bytes (about 4 MB), so a page with fewer than that
-    may be one cut short: then one more peek, from its last message, says.
+    may be one cut short: then a count of the messages after its last one
+    (``MeasureRange``, which carries no body) says.
     """
     request = cf.PeekRange(queue=queue, after=after, max_count=most + 1)
     found = (await call.run(request, cf.MessageList)).messages
@@ -367,8 +372,8 @@ async def peek_page(
     last = page[-1].lookup_id
     if len(found) > most:
         return page, last
-    beyond = cf.PeekRange(queue=queue, after=last, max_count=1)
-    more = bool((await call.run(beyond, cf.MessageList)).messages)
+    beyond = cf.MeasureRange(queue=queue, after=last, max_count=1)
+    more = (await call.run(beyond, cf.RangeInfo)).count > 0
     return page, last if more else None
 
 
@@ -467,7 +472,7 @@ _QUEUE: Final = _V1 + "/queues/{name:path}"
 API_ROUTES: Final = (
     ApiRoute("GET", _V1 + "/status", (cf.GetStatus, cf.GetRouting), _status),
     ApiRoute("GET", _V1 + "/queues", (cf.ListQueues,), _queues),
-    ApiRoute("GET", _QUEUE + "/messages", (cf.PeekRange,), _messages),
+    ApiRoute("GET", _QUEUE + "/messages", (cf.PeekRange, cf.MeasureRange), _messages),
     ApiRoute("POST", _QUEUE + "/purge", (cf.PurgeQueue,), _purge),
     ApiRoute("POST", _QUEUE + "/move", (cf.MoveMessages,), _move),
     ApiRoute("GET", _V1 + "/outgoing", (cf.ListOutgoing, cf.GetRouting), _outgoing),

@@ -46,6 +46,15 @@ request whose query names a credential (``access_token=...``) is refused
 with ``400`` whatever its path, before any route runs, since such URLs end
 up in logs and browser histories.
 
+Browsers at a host name of another site. Without TLS, a page can make its
+own host name resolve to this listener (DNS rebinding), and the browser then
+takes this listener for that site: its requests are same-origin. So on a
+plain-HTTP connection, a request from a browser (it sends ``Sec-Fetch-Site``
+or ``Origin``) whose ``Host`` is not an IP address, ``localhost``, the
+queue manager's name, the listener's host or a name of ``http.allowed_hosts``
+is refused with ``421`` (``host_not_allowed``; ``http_host_refused`` in the
+log) before anything else. Under TLS the certificate binds the name.
+
 Requests from pages on other sites. A browser attaches a client
 certificate, like a cookie, to a request a page on another site makes, and
 a listener without ``auth.required`` needs no credential at all. So a request
@@ -67,6 +76,7 @@ connections that are not busy to make room (``port``).
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -78,7 +88,7 @@ import trio
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Route, Router
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from qmgr.core.errors import QueueManagerError
 from qmgr.core.permissions import Principal
@@ -184,8 +194,12 @@ class HttpApp:
         routes: tuple[HttpRoute, ...] = ROUTES,
         operations: Operations | None = None,
         api_routes: tuple[ApiRoute, ...] = API_ROUTES,
+        host_names: frozenset[str] = frozenset(),
     ) -> None:
         self.authorization = authorization
+        #: Host names (lower case) a browser may use without TLS, besides IP
+        #: addresses and localhost (:func:`host_refused`).
+        self.host_names = host_names
         #: Called with the ``host:port`` of a connection whose credential was not
         #: accepted (the listener slows its address down, as the client port does).
         self.on_failure: Callable[[str], None] = lambda peer: None
@@ -223,10 +237,21 @@ class HttpApp:
         connection: HttpConnection | None = scope.get("state", {}).get(CONNECTION)
         if connection is not None:
             connection.active += 1
+            send = _closing(connection, scope, send)
         try:
             size = head_size(scope)
             if size > HEAD_LIMIT:
                 await self._head_too_large(scope, receive, send, connection, size)
+            elif (
+                connection is not None
+                and not connection.tls
+                and (host := host_refused(scope, self.host_names)) is not None
+            ):
+                self.log_for(connection).warning(
+                    "http_host_refused", path=str(scope.get("path", ""))[:200], host=host[:200]
+                )
+                refusal = _refused(_is_api(scope), 421, "host_not_allowed", _host_message(host))
+                await refusal(scope, receive, send)
             elif (named := _credential_in_query(scope.get("query_string", b""))) is not None:
                 self.log_for(connection).warning(
                     "token_in_query_refused", path=scope.get("path", ""), parameter=named
@@ -239,8 +264,10 @@ class HttpApp:
             if connection is not None:
                 connection.active -= 1
                 connection.idle_since = trio.current_time()
-                if connection.close_after:
-                    connection.scope.cancel()  # its answer is sent: a credential was refused
+                if connection.close_after and connection.active == 0 and not _http1(scope):
+                    # HTTP/2 has no Connection header: the connection ends once
+                    # its last request is answered.
+                    connection.scope.cancel()
 
     async def _head_too_large(
         self,
@@ -257,7 +284,7 @@ class HttpApp:
         log = self.log_for(connection).bind(method=scope.get("method"), path=path[:200])
         log.info("http_head_too_large", size=size, limit=HEAD_LIMIT)
         headers = {"content-length": "0"}
-        if scope.get("http_version") in ("1.0", "1.1"):
+        if _http1(scope):
             headers["connection"] = "close"  # HTTP/2 has no such header: the stream ends
         await logged(Response(status_code=431, headers=headers), log, started)(scope, receive, send)
 
@@ -538,6 +565,68 @@ def cross_site(request: Request) -> str | None:
     if origin == "null" or urlsplit(origin).netloc.lower() != host:
         return f"Origin: {origin[:200]}"
     return None
+
+
+def host_refused(scope: Scope, names: frozenset[str]) -> str | None:
+    """The ``Host`` a browser's request names, if it is not one this listener
+    answers a browser at without TLS (see the module docstring), else None.
+
+    A browser says it is one with ``Sec-Fetch-Site`` or ``Origin``; its
+    ``Host`` must then be an IP address, ``localhost`` (or a name under it),
+    or one of ``names``. A page whose own name the attacker made resolve to
+    this listener (DNS rebinding) names its own host, and is refused.
+    """
+    host = ""
+    browser = False
+    for name, value in scope["headers"]:
+        if name == b"host":
+            host = value.decode("latin-1").strip().lower()
+        elif name in (b"sec-fetch-site", b"origin"):
+            browser = True
+    if not browser or not host:
+        return None
+    if host.startswith("["):
+        name = host[1:].partition("]")[0]
+    elif host.count(":") == 1:
+        name = host.partition(":")[0]
+    else:
+        name = host  # without a port, or a bare IPv6 address
+    name = name.rstrip(".")
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        pass
+    else:
+        return None
+    if name == "localhost" or name.endswith(".localhost") or name in names:
+        return None
+    return host
+
+
+def _host_message(host: str) -> str:
+    return (
+        f"this queue manager does not answer browsers at {host!r} without TLS: "
+        "use its IP address, localhost or a name of http.allowed_hosts (or TLS, tls.http)"
+    )
+
+
+def _http1(scope: Scope) -> bool:
+    return scope.get("http_version") in ("1.0", "1.1")
+
+
+def _closing(connection: HttpConnection, scope: Scope, send: Send) -> Send:
+    """``send``, which on HTTP/1 adds ``Connection: close`` to the answer once a
+    credential has been refused on ``connection`` (the server then closes it)."""
+    if not _http1(scope):
+        return send
+
+    async def closing(message: Message) -> None:
+        if message["type"] == "http.response.start" and connection.close_after:
+            headers = [*message.get("headers", ()), (b"connection", b"close")]
+            message = {**message, "headers": headers}
+        await send(message)
+
+    return closing
 
 
 def _is_api(scope: Scope) -> bool:

@@ -63,6 +63,15 @@ __all__ = ["HypercornService", "http_service", "hypercorn_config"]
 _H2_STREAMS: Final = 8
 
 
+def host_names(config: Config) -> frozenset[str]:
+    """The host names a browser may use for the listener without TLS:
+    ``http.allowed_hosts``, the queue manager's name and the listener's host."""
+    names = {*config.http_allowed_hosts, config.name.lower()}
+    if config.http_listen is not None:
+        names.add(config.http_listen.host.lower().strip("[]"))
+    return frozenset(names)
+
+
 def http_service(
     config: Config,
     *,
@@ -85,6 +94,7 @@ def http_service(
         stopping=stopping,
         log=log.bind(component="http"),
         operations=operations,
+        host_names=host_names(config),
     )
     service = HypercornService(config, app)
     if operations is not None:

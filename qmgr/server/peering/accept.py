@@ -34,7 +34,8 @@ from qmgr.protocol import PeerSession, Role, Send, SessionState
 
 from ..admission import Admission, AdmissionLimits, Arrival
 from ..tls import TlsFailed
-from .connection import ConnectionContext, PeerConnection, secure
+from .connection import ConnectionContext, PeerConnection
+from .dial import secure
 
 __all__ = ["MAX_REFUSALS", "REFUSAL_SECONDS", "PeerPort", "peer_admission"]
 

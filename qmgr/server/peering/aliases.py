@@ -27,7 +27,8 @@ from qmgr.core.routes import endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
-from .connection import ConnectionContext, PeerConnection, secure, shows_own_certificate
+from .connection import ConnectionContext, PeerConnection
+from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 
 __all__ = ["check_aliases"]
 
@@ -45,11 +46,9 @@ async def _check(context: ConnectionContext, alias: tuple[str, int]) -> None:
     name = endpoint_text(*alias)
     log = parts.log.bind(alias=name)
     try:
-        with trio.fail_after(config.peer_connect_timeout):
-            stream = await trio.open_tcp_stream(*alias)
-    except (OSError, ValueError, trio.TooSlowError) as exc:  # ValueError: "a..b"
-        reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
-        log.info("alias_not_checked", reason=f"cannot connect: {reason}")
+        stream = await open_hop(*alias, within=config.peer_connect_timeout)
+    except CannotConnect as exc:
+        log.info("alias_not_checked", reason=f"cannot connect: {exc}")
         return
     try:
         session_stream, identity = await secure(stream, context, server_side=False)

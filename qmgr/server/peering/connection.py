@@ -49,13 +49,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import socket
 import ssl
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+import structlog
 import trio
 
 import storage
@@ -74,7 +74,7 @@ from qmgr.protocol import (
     StreamKey,
 )
 
-from ..tls import TlsContexts, peer_handshake
+from ..tls import TlsContexts
 from .identity import PeerIdentities
 from .parts import PeeringParts
 
@@ -85,9 +85,7 @@ __all__ = [
     "PacketToSend",
     "PeerClosed",
     "PeerConnection",
-    "secure",
-    "set_no_delay",
-    "shows_own_certificate",
+    "close_reason",
 ]
 
 #: Bytes read from the socket at a time.
@@ -115,30 +113,6 @@ _EXPECTED = (
 )
 
 
-def set_no_delay(stream: trio.SocketStream) -> None:
-    """Send small packets (SessionAcks, OrderAcks) at once."""
-    with contextlib.suppress(OSError):
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-
-
-async def secure(
-    stream: trio.SocketStream, context: ConnectionContext, *, server_side: bool
-) -> tuple[trio.abc.Stream, str | None]:
-    """The stream a session runs over, and the peer's identity: ``stream`` itself
-    on plain TCP, else what the mutual TLS handshake gives (as the acceptor,
-    ``server_side``, or as the initiator).
-
-    Raises:
-        TlsFailed: the handshake failed (``qmgr.server.tls``).
-    """
-    set_no_delay(stream)
-    tls = context.tls.peer_server if server_side else context.tls.peer_client
-    if tls is None:
-        return stream, None
-    config = context.parts.config
-    return await peer_handshake(stream, tls, server_side=server_side, config=config)
-
-
 #: Why a session whose peer turned out to be this queue manager ends.
 _REACHES_ITSELF: Final = (
     "the session reaches this queue manager itself (the peer's GUID is ours: a hairpin "
@@ -146,15 +120,34 @@ _REACHES_ITSELF: Final = (
 )
 
 
-def shows_own_certificate(stream: trio.abc.Stream, context: ConnectionContext) -> bool:
-    """Whether the other end of a mutual-TLS ``stream`` showed this queue manager's
-    own certificate: it is this queue manager (only it holds the key)."""
-    own = context.tls.own_certificate
-    return (
-        own is not None
-        and isinstance(stream, trio.SSLStream)
-        and stream.getpeercert(binary_form=True) == own
-    )
+def close_reason(error: BaseException, log: structlog.typing.FilteringBoundLogger) -> str:
+    """Why a connection ended, from what its tasks raised; a bug is logged with
+    its traceback (one connection never takes the daemon down).
+
+    What is not an ``Exception`` (``trio.Cancelled`` when the queue manager
+    stops, ``KeyboardInterrupt``) is raised again, alone: the connection's own
+    errors that came with it (the peer closed at the same moment) end here.
+    """
+    if isinstance(error, BaseExceptionGroup):
+        _, rest = error.split(Exception)
+        if rest is not None:
+            raise rest
+    elif not isinstance(error, Exception):
+        raise error
+    leaves = _leaves(error)
+    for leaf in leaves:
+        if not isinstance(leaf, _EXPECTED):
+            log.error("peer_connection_crashed", exc_info=leaf)
+            return f"internal error: {leaf!r}"
+    leaf = leaves[0]
+    if isinstance(leaf, PeerClosed):
+        return str(leaf)
+    if isinstance(leaf, wire.ProtocolError):
+        return f"protocol error: {leaf}"
+    cause = leaf.__cause__
+    if isinstance(cause, ssl.SSLError):  # TLS 1.3: a refused certificate shows up here
+        return f"TLS session refused: {cause.reason or cause}"
+    return f"connection lost: {leaf!r}"
 
 
 def _leaves(error: BaseException) -> list[BaseException]:
@@ -356,9 +349,9 @@ class PeerConnection:
                 nursery.start_soon(self._persister, nursery.cancel_scope)
                 nursery.start_soon(self._timers)
         except BaseExceptionGroup as group:
-            self.close_reason = self._reason(group)
+            self.close_reason = close_reason(group, self.log)
         except Exception as exc:
-            self.close_reason = self._reason(exc)
+            self.close_reason = close_reason(exc, self.log)
         finally:
             if not self.close_reason:
                 self.close_reason = "the queue manager is stopping"  # cancelled
@@ -386,26 +379,6 @@ class PeerConnection:
         self._last_words = []
         with trio.move_on_after(FAREWELL_SECONDS):
             await self.stream.send_all(data)
-
-    def _reason(self, error: BaseException) -> str:
-        """Why the connection ended, from what its tasks raised; a bug is logged
-        with its traceback (one connection never takes the daemon down)."""
-        leaves = _leaves(error)
-        for leaf in leaves:
-            if not isinstance(leaf, _EXPECTED):
-                if not isinstance(leaf, Exception):
-                    raise error
-                self.log.error("peer_connection_crashed", exc_info=leaf)
-                return f"internal error: {leaf!r}"
-        leaf = leaves[0]
-        if isinstance(leaf, PeerClosed):
-            return str(leaf)
-        if isinstance(leaf, wire.ProtocolError):
-            return f"protocol error: {leaf}"
-        cause = leaf.__cause__
-        if isinstance(cause, ssl.SSLError):  # TLS 1.3: a refused certificate shows up here
-            return f"TLS session refused: {cause.reason or cause}"
-        return f"connection lost: {leaf!r}"
 
     @property
     def closing(self) -> bool:

@@ -41,7 +41,8 @@ from qmgr.core.routes import HopState, endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
-from .connection import ConnectionContext, PeerConnection, secure, shows_own_certificate
+from .connection import ConnectionContext, PeerConnection
+from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 from .outgoing_queue import OutgoingQueue
 
 __all__ = ["Link"]
@@ -188,12 +189,9 @@ class Link:
         config = self.context.parts.config
         host, port = self.hop
         try:
-            with trio.fail_after(config.peer_connect_timeout):
-                stream = await trio.open_tcp_stream(host, port)
-        except (OSError, ValueError, trio.TooSlowError) as exc:
-            # ValueError: a host name the resolver refuses outright ("a..b": UnicodeError).
-            reason = "timed out" if isinstance(exc, trio.TooSlowError) else str(exc)
-            await self._back_off(f"cannot connect: {reason}")
+            stream = await open_hop(host, port, within=config.peer_connect_timeout)
+        except CannotConnect as exc:
+            await self._back_off(f"cannot connect: {exc}")
             return None
         try:
             session_stream, identity = await secure(stream, self.context, server_side=False)

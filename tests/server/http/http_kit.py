@@ -227,4 +227,5 @@ def operations_app(authorization: Authorization, operations: Operations) -> Http
         stopping=lambda: False,
         log=structlog.get_logger("test"),
         operations=operations,
+        host_names=frozenset({"qmgr"}),  # the name the tests' browser uses
     )

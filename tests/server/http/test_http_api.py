@@ -20,12 +20,14 @@ from server.client.kit import enable_permissions, open_services
 
 from qmgr.client import Message
 from qmgr.client.shapes import message_json
+from qmgr.config import load_config
 from qmgr.server.client.handlers import REQUESTS
 from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.port import CONNECTION, HttpConnection
+from qmgr.server.http.service import host_names
 from wire import MessageProperties
 from wire import client as cf
 
@@ -447,3 +449,99 @@ async def test_a_path_with_a_final_slash_is_not_a_route(api: Api) -> None:
     # Not a redirect: its Location would be built from the Host header.
     reply = await api.call("GET", "/api/v1/queues/", headers=(("host", "evil.example"),))
     assert (reply.status, reply.json["error"]["code"]) == (404, "not_found")
+
+
+async def test_a_request_closed_for_room_while_its_body_came_does_nothing(api: Api) -> None:
+    # The port closes a connection whose request waits for its body when it
+    # needs room; the cancel lands after the body's last bytes came: the route
+    # must not purge all the same (and answer nobody).
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    connection = HttpConnection(1, "127.0.0.1:1", 0.0)
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/api/v1/queues/orders/purge",
+        "raw_path": b"/api/v1/queues/orders/purge",
+        "query_string": b"",
+        "root_path": "",
+        "headers": [(b"content-length", b"2")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 1803),
+        "state": {CONNECTION: connection},
+    }
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        assert connection.active == 0  # waiting for the body: not busy
+        connection.scope.cancel()  # the port makes room now
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with connection.scope:
+        await api.app(scope, receive, send)
+    assert connection.scope.cancelled_caught
+    assert sent == []
+    assert connection.active == 0
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 1  # not purged
+
+
+@pytest.mark.parametrize(
+    ("host", "answered"),
+    [
+        ("127.0.0.1:1803", True),
+        ("[::1]:1803", True),
+        ("localhost:1803", True),
+        ("qmgr:1803", True),  # a name the listener answers at (http_kit: the queue manager's)
+        ("QMGR", True),
+        ("rebound.example:1803", False),  # a page that made its name resolve here
+        ("qmgr.evil.example:1803", False),
+    ],
+)
+async def test_a_browser_is_answered_without_tls_only_at_a_host_of_this_listener(
+    api: Api, host: str, answered: bool
+) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    origin = f"http://{host.lower()}"
+    browser = (("host", host), ("origin", origin), ("sec-fetch-site", "same-origin"))
+    with structlog.testing.capture_logs() as logs:
+        read = await api.call("GET", "/api/v1/queues/orders/messages", headers=browser[::2])
+        purged = await api.call("POST", "/api/v1/queues/orders/purge", headers=browser)
+        program = await api.call("GET", "/api/v1/queues", headers=(("host", host),))
+    assert program.status == 200  # not a browser: curl, Prometheus, a script
+    if answered:
+        assert (read.status, purged.status) == (200, 200), (read.json, purged.json)
+    else:
+        for reply in (read, purged):
+            assert (reply.status, reply.json["error"]["code"]) == (421, "host_not_allowed")
+            assert "http.allowed_hosts" in reply.json["error"]["message"]
+        assert len([e for e in logs if e["event"] == "http_host_refused"]) == 2
+        page = await api.call("GET", "/api/v1/queues/orders/messages")
+        assert len(page.json["messages"]) == 1  # not purged
+
+
+async def test_under_tls_the_certificate_binds_the_name(api: Api) -> None:
+    headers = (("host", "rebound.example"), ("sec-fetch-site", "same-origin"))
+    connection = HttpConnection(1, "127.0.0.1:1", 0.0, tls=True)
+    answer = await asgi_call(
+        api.app, "GET", "/api/v1/queues", headers=headers, state={CONNECTION: connection}
+    )
+    assert answer.status == 200
+
+
+def test_the_names_a_browser_may_use_come_from_the_configuration() -> None:
+    config = load_config(
+        settings=(
+            "server.name=QM-A",
+            "http.listen=qm1.example.net:1803",
+            'http.allowed_hosts=["Console.Example.net"]',
+        )
+    )
+    assert host_names(config) == {"qm-a", "qm1.example.net", "console.example.net"}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+import structlog
 import trio
 import trio.testing
 from peer_kit import Network, is_data, is_order_ack, is_session_ack, wait_until
@@ -15,6 +16,7 @@ import storage
 import wire
 from qmgr.core.outgoing import decode_entry
 from qmgr.protocol import Role
+from qmgr.server.peering.connection import PeerClosed, close_reason
 
 from .conftest import (
     QUEUE,
@@ -322,3 +324,33 @@ async def test_a_peer_that_closes_before_the_session_opens_is_said_to_refuse_per
     assert "its log says why (peer_refused)" in reason
     # The next attempt is not cut: delivered.
     await deliver(a, b, [b"one"])
+
+
+async def test_a_peer_closing_as_the_queue_manager_stops_does_not_crash_the_stop() -> None:
+    # The stop's Cancelled and the peer's close come up together: the stop goes
+    # on alone (before, the whole group did, and the daemon exited 1).
+    reasons: list[str] = []
+    with trio.CancelScope() as stop:
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def reader() -> None:
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        raise PeerClosed("the peer closed the connection")
+
+                nursery.start_soon(reader)
+                nursery.start_soon(trio.sleep_forever)  # a task the stop cancels
+                await trio.testing.wait_all_tasks_blocked()
+                stop.cancel()
+        except BaseExceptionGroup as group:
+            reasons.append(close_reason(group, structlog.get_logger()))
+    # Nothing came out of the stop's scope (the test is here), and no reason
+    # was made: the connection's finally says it is stopping.
+    assert reasons == []
+    mixed = BaseExceptionGroup("tasks", [KeyboardInterrupt(), PeerClosed("closed")])
+    with pytest.raises(BaseExceptionGroup) as raised:
+        close_reason(mixed, structlog.get_logger())
+    assert [type(leaf) for leaf in raised.value.exceptions] == [KeyboardInterrupt]
+    assert close_reason(PeerClosed("closed"), structlog.get_logger()) == "closed"

@@ -75,6 +75,7 @@ CONSOLE_REQUESTS: Final[tuple[type[object], ...]] = (
     cf.GetStatus,
     cf.ListQueues,
     cf.PeekRange,
+    cf.MeasureRange,
     cf.PurgeQueue,
     cf.MoveMessages,
     cf.GetPermissions,

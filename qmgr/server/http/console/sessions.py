@@ -28,7 +28,8 @@ ends the one idle the longest (of that principal, for the second), so a
 principal that logs in again and again ends only its own sessions. Sessions
 for nobody (``auth.required`` off) are every visitor's, one per browser, so
 only the first bound applies to them: a script that opens the console
-without a cookie does not end the sessions of the people at work. A page
+without a cookie ends the sessions of the people at work only after
+:data:`MAX_SESSIONS` visits, each time the one idle the longest. A page
 that refreshes itself does not keep its session alive: only requests of
 someone at work do. Like the protocol classes, this is plain state
 driven by an explicit ``now`` (trio's clock, in seconds): no I/O, no
