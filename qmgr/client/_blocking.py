@@ -325,9 +325,10 @@ class QueueManager(QueueManagerAdmin):
                 msg = tx.receive("in", timeout=5)
                 tx.send("out", msg.body)
         """
-        proto = self._conn.proto
-        tx = Transaction(self, proto.next_tx_id(), xid)
-        proto.begin(tx._state)
+        with self._conn.held():
+            proto = self._conn.proto
+            tx = Transaction(self, proto.next_tx_id(), xid)
+            proto.begin(tx._state)
         return tx
 
 
@@ -385,8 +386,9 @@ class Transaction(TransactionHandle):
         Committed messages of one transaction arrive in the order they were
         sent, with consecutive lookup ids.
         """
-        if self._proto.pipeline_send(self._state, destination, body, options):
-            self._conn.write()
+        with self._conn.held():
+            if self._proto.pipeline_send(self._state, destination, body, options):
+                self._conn.write()
 
     def receive(
         self, queue: str, timeout: float | None = 0.0, *, lookup_id: int | None = None

@@ -38,6 +38,12 @@ socket is non-blocking and the connection waits with ``poll``: a read first
 takes what the TLS layer already holds (data can be decrypted and waiting
 while the kernel has nothing), and waits only when TLS asks for more bytes,
 or for room to write (a renegotiation or a key update can need either).
+
+One thread at a time. A client is not for two threads at once: they would
+read each other's replies, or pack frames into the buffer the other is
+writing. Every call holds the connection (:meth:`SocketConnection.take`,
+from before it packs its first frame to its reply) and a second thread that
+finds it held breaks the connection for both with ``ConnectionLost``.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import select
 import socket
 import ssl
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Concatenate, Final, ParamSpec, TypeVar
 
 from wire import client as cf
@@ -140,9 +146,10 @@ class SocketConnection:
         self.proto = ClientProtocol(address, Waiter, address_in_stream_errors=False)
         self._recv_buffer = bytearray(RECEIVE_SIZE)
         self._recv_view = memoryview(self._recv_buffer)
-        # Held while a request waits for its reply: a second thread that finds
-        # it held is using the connection at the same time (see exchange).
+        # Held by the thread whose call packs, writes or waits (``take``): a
+        # second thread that finds it held uses the connection at the same time.
         self._exchanging = threading.Lock()
+        self._owner: int | None = None
 
     def limit_waits(self, timeout: float | None) -> None:
         """Bound every wait of the socket by ``timeout`` seconds (None: no bound)."""
@@ -165,19 +172,23 @@ class SocketConnection:
     ) -> T:
         """Carry out ``call(proto, *args, **kwargs)``: exchange each request it
         yields, send it the reply or throw it the error; return its result."""
-        flow = call(self.proto, *args, **kwargs)
+        taken = self.take()
         try:
-            waiter, frame = next(flow)
-            while True:
-                try:
-                    reply = self.exchange(waiter, frame)
-                except BaseException as exc:
-                    waiter, frame = flow.throw(exc)
-                else:
-                    waiter, frame = flow.send(reply)
-        except StopIteration as done:
-            result: T = done.value
-            return result
+            flow = call(self.proto, *args, **kwargs)
+            try:
+                waiter, frame = next(flow)
+                while True:
+                    try:
+                        reply = self.exchange(waiter, frame)
+                    except BaseException as exc:
+                        waiter, frame = flow.throw(exc)
+                    else:
+                        waiter, frame = flow.send(reply)
+            except StopIteration as done:
+                result: T = done.value
+                return result
+        finally:
+            self.give(taken)
 
     def send(
         self,
@@ -187,9 +198,13 @@ class SocketConnection:
         options: SendOptions,
     ) -> str:
         """A send outside any transaction: its message id."""
-        proto = self.proto
-        waiter = proto.send_request(proto.out, destination, body, transactional, options)
-        return message_id(self.exchange(waiter))
+        taken = self.take()
+        try:
+            proto = self.proto
+            waiter = proto.send_request(proto.out, destination, body, transactional, options)
+            return message_id(self.exchange(waiter))
+        finally:
+            self.give(taken)
 
     def receive(
         self,
@@ -200,22 +215,55 @@ class SocketConnection:
         lookup_id: int | None,
     ) -> Message | None:
         """Receive or peek, in the transaction ``state`` or outside any."""
-        proto = self.proto
-        waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
-        return proto.receive_result(self.exchange(waiter), state)
+        taken = self.take()
+        try:
+            proto = self.proto
+            waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
+            return proto.receive_result(self.exchange(waiter), state)
+        finally:
+            self.give(taken)
 
     # ------------------------------------------------------------------
     # Bytes out, bytes in
     # ------------------------------------------------------------------
 
+    def take(self) -> bool:
+        """Hold the connection for this thread's call; False if this thread holds
+        it already (a call made inside another, such as ``run``'s exchanges).
+
+        Raises:
+            ConnectionLost: another thread holds it: the two would read each
+                other's replies (a message taken and dropped, a wait that never
+                ends), so the connection is broken for both, loudly.
+        """
+        me = threading.get_ident()
+        if self._owner == me:
+            return False
+        if not self._exchanging.acquire(blocking=False):
+            raise self._break_shared()
+        self._owner = me
+        return True
+
+    def give(self, taken: bool) -> None:
+        """Let go of the connection if :meth:`take` took it (``taken``)."""
+        if taken:
+            self._owner = None
+            self._exchanging.release()
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """:meth:`take` for a block (requests packed outside a call: a begin,
+        a transaction's pipelined sends, a page asked for ahead)."""
+        taken = self.take()
+        try:
+            yield
+        finally:
+            self.give(taken)
+
     def exchange(self, waiter: Waiter, frame: bytes | bytearray = b"") -> cf.ServerReply:
         """Write the buffer (and ``frame`` after it) and wait for ``waiter``'s reply;
         raise error replies."""
-        if not self._exchanging.acquire(blocking=False):
-            # Another thread waits for a reply on this connection: the two would
-            # read each other's replies (a message taken and dropped, a wait
-            # that never ends). Break the connection for both, loudly.
-            raise self._break_shared()
+        taken = self.take()
         try:
             self._flush(frame)
             while waiter.reply is None:
@@ -227,13 +275,12 @@ class SocketConnection:
             self._break(f"a request was interrupted ({type(exc).__name__})")
             raise
         finally:
-            self._exchanging.release()
+            self.give(taken)
         return self.proto.result(waiter)
 
     def write(self) -> None:
         """Write the buffer (pipelined requests); an interrupted write breaks the connection."""
-        if not self._exchanging.acquire(blocking=False):
-            raise self._break_shared()
+        taken = self.take()
         try:
             self._flush()
         except QueueError:
@@ -242,7 +289,7 @@ class SocketConnection:
             self._break(f"a write was interrupted ({type(exc).__name__})")
             raise
         finally:
-            self._exchanging.release()
+            self.give(taken)
 
     def _flush(self, frame: bytes | bytearray = b"") -> None:
         """Write the whole output buffer and ``frame``, reading replies whenever the

@@ -49,27 +49,28 @@ def send_bodies(tx: Transaction, destination: str, bodies: Iterable[bytes]) -> i
     fixed_size = len(template) - _HEADER_SIZE
     pack = _FRAME_HEAD.pack
     pipelined, request_ids = proto.pipelined, state.request_ids
-    count = 0
-    for body in bodies:
-        if type(body) is not bytes or len(body) > cf.MAX_MESSAGE_BODY:
-            tx.send(destination, body)  # raises what send raises, or sends as it takes it
+    with conn.held():  # packed here, written by conn.write
+        count = 0
+        for body in bodies:
+            if type(body) is not bytes or len(body) > cf.MAX_MESSAGE_BODY:
+                tx.send(destination, body)  # raises what send raises, or sends as it takes it
+                count += 1
+                continue
+            if state.ended or state._error is not None or state.prepared:
+                state.check()
+            if proto.broken is not None:
+                proto.check_open()
+            request_id = proto._next_id + 1
+            if request_id > MAX_REQUEST_ID:
+                request_id = 1
+            out = proto.out
+            out += pack(fixed_size + len(body), kind, request_id, middle, len(body))
+            out += name
+            out += body
+            proto._next_id = request_id
+            pipelined[request_id] = state
+            request_ids.append(request_id)
             count += 1
-            continue
-        if state.ended or state._error is not None or state.prepared:
-            state.check()
-        if proto.broken is not None:
-            proto.check_open()
-        request_id = proto._next_id + 1
-        if request_id > MAX_REQUEST_ID:
-            request_id = 1
-        out = proto.out
-        out += pack(fixed_size + len(body), kind, request_id, middle, len(body))
-        out += name
-        out += body
-        proto._next_id = request_id
-        pipelined[request_id] = state
-        request_ids.append(request_id)
-        count += 1
-        if len(out) > PIPELINE_FLUSH_BYTES:
-            conn.write()
+            if len(out) > PIPELINE_FLUSH_BYTES:
+                conn.write()
     return count

@@ -39,8 +39,9 @@ def request_page(qm: QueueManager, queue: str, after: int, max_count: int) -> Pa
         ConnectionLost, InvalidArgument
     """
     conn = qm._conn
-    waiter = conn.proto.page_request(conn.proto.out, queue, after, max_count)
-    conn.write()
+    with conn.held():
+        waiter = conn.proto.page_request(conn.proto.out, queue, after, max_count)
+        conn.write()
     return PageRequest(conn, waiter)
 
 

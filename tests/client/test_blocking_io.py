@@ -25,6 +25,7 @@ import pytest
 from qmgr.client import ConnectionLost, InvalidName, QueueManager
 from qmgr.client._blocking_io import SocketConnection
 from qmgr.client._protocol import ClientProtocol, Flow, Waiter
+from qmgr.client.calls import queues
 from wire import client as cf
 
 T = TypeVar("T")
@@ -288,7 +289,7 @@ def test_an_interrupted_request_breaks_the_connection(peer: Harness) -> None:
         qm.status()
 
 
-@pytest.mark.parametrize("second", ["exchange", "write"])
+@pytest.mark.parametrize("second", ["exchange", "write", "call"])
 def test_two_threads_at_once_break_the_connection_for_both_loudly(second: str) -> None:
     ours, theirs = socket.socketpair()  # the daemon's end never answers
     conn = SocketConnection(ours, "pair")
@@ -313,16 +314,45 @@ def test_two_threads_at_once_break_the_connection_for_both_loudly(second: str) -
     while not conn._exchanging.locked() or conn.proto.out is buffered:
         assert time.monotonic() < deadline, "the first thread did not take its buffer"
         threading.Event().wait(0.001)
-    # A request built now goes to a fresh buffer, not under the first one's write.
-    waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
     with pytest.raises(ConnectionLost, match="used from two threads at once"):
-        if second == "exchange":
-            conn.exchange(waiter)
-        else:  # a transaction's pipelined sends
-            conn.write()
+        if second == "call":  # a whole call: refused before it packs anything
+            conn.run(queues.purge_queue, "q")
+        else:
+            # A request built now goes to a fresh buffer, not under the first one's write.
+            waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
+            if second == "exchange":
+                conn.exchange(waiter)
+            else:  # a transaction's pipelined sends
+                conn.write()
+    if second == "call":
+        assert not conn.proto.out
     worker.join(DEADLOCK_TIMEOUT)
     assert not worker.is_alive(), "the first thread's wait did not end"
     [error] = first_error
     assert isinstance(error, ConnectionLost)
     assert "used from two threads at once" in str(error)
+    theirs.close()
+
+
+def test_a_call_from_a_second_thread_packs_nothing_beside_the_first_one_s() -> None:
+    ours, theirs = socket.socketpair()
+    conn = SocketConnection(ours, "pair")
+    packed, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        with conn.held():  # a transaction's pipelined sends, packed and not yet written
+            conn.proto.request(conn.proto.out, cf.ListQueues())
+            packed.set()
+            release.wait(DEADLOCK_TIMEOUT)
+
+    worker = threading.Thread(target=first, daemon=True)
+    worker.start()
+    assert packed.wait(DEADLOCK_TIMEOUT)
+    with pytest.raises(ConnectionLost, match="used from two threads at once"):
+        conn.run(queues.purge_queue, "q")
+    release.set()
+    worker.join(DEADLOCK_TIMEOUT)
+    assert not worker.is_alive()
+    theirs.settimeout(DEADLOCK_TIMEOUT)
+    assert theirs.recv(65536) == b""  # closed, and nothing of either call was written
     theirs.close()
