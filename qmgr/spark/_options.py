@@ -189,7 +189,7 @@ class Options:
         Raises:
             DataSourceError: it cannot be reached (the message says where and why).
         """
-        from qmgr.client import QueueError, connect, tls_context
+        from qmgr.client import AccessDenied, QueueError, connect, tls_context
 
         try:
             tls = None
@@ -206,6 +206,13 @@ class Options:
                 tls=tls,
                 token=self.token,
             )
+        except AccessDenied as exc:
+            # Reached, and it refused who we said we are: not a matter of time.
+            msg = (
+                f"the queue manager at {self.endpoint} refused the connection's credential "
+                f"(the option 'token', or 'tlsCert' and 'tlsKey'): {exc}"
+            )
+            raise DataSourceError(msg) from None
         except QueueError as exc:
             msg = (
                 f"cannot reach the queue manager at {self.endpoint} within "

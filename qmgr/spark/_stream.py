@@ -109,12 +109,22 @@ def check_guid(qm: QueueManager, member: Member) -> None:
     """
     found = str(qm.qm_guid)
     if found != member.guid:
-        msg = (
-            f"{member.endpoint} now reaches the queue manager {found}, not {member.guid} "
-            "that this query reads there: its offsets and removals belong to that one. "
-            "Point the endpoint back at it, or start the query with a new checkpoint."
-        )
-        raise DataSourceError(msg)
+        check_guid_text(member.endpoint, found, member.guid)
+
+
+def check_guid_text(endpoint: str, found: str, read: str) -> None:
+    """Raise: ``endpoint`` reaches the queue manager ``found``, not ``read``, whose
+    offsets and removals the query holds.
+
+    Raises:
+        DataSourceError
+    """
+    msg = (
+        f"{endpoint} now reaches the queue manager {found}, not {read} "
+        "that this query reads there: its offsets and removals belong to that one. "
+        "Point the endpoint back at it, or start the query with a new checkpoint."
+    )
+    raise DataSourceError(msg)
 
 
 class _Cursor:
@@ -218,6 +228,10 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 )
                 raise DataSourceError(msg)
             member = self._members[0]
+            # A checkpoint written before offsets named their queue manager has no "guid".
+            planned = offset.get("guid")
+            if planned is not None and planned != member.guid:
+                check_guid_text(member.endpoint, member.guid, planned)
             check_queue_id(queue, int(offset["queue_id"]), member.queue_id, member.endpoint)
             return [int(offset["lookup_id"])]
         if single:
@@ -247,7 +261,8 @@ class QueueStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _offset(self, ends: Sequence[int]) -> dict[str, Any]:
         """The offset JSON of ``ends`` (a LookupId per member)."""
         if not self._options.fleet:
-            return {"queue_id": self._members[0].queue_id, "lookup_id": ends[0]}
+            member = self._members[0]
+            return {"queue_id": member.queue_id, "lookup_id": ends[0], "guid": member.guid}
         return {
             member.guid: {
                 "endpoint": member.endpoint,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
+from helpers import DaemonProcess, auth_required
 
 from qmgr.spark import DataSourceError, Options
 
@@ -126,3 +129,16 @@ def test_endpoints_errors(given: dict[str, str], message: str) -> None:
     with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
         Options.parse(given)
     assert message in str(info.value)
+
+
+def test_a_token_the_queue_manager_refuses_is_said_so_not_a_timeout(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=auth_required({"spark": "spark-token"}))
+    options = Options.parse(
+        {"endpoint": daemon.address, "queue": "orders", "token": "wrong", "connectTimeout": "30"}
+    )
+    with pytest.raises(DataSourceError, match="refused the connection's credential") as refused:
+        options.connect()
+    assert "within" not in str(refused.value)
+    assert "the option 'token'" in str(refused.value)

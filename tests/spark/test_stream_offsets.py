@@ -40,11 +40,16 @@ def test_fleet_offsets_name_each_queue_manager_by_guid() -> None:
     assert list(offset) == ["g1", "g2", "g3"]  # the same order every time: equal JSON
 
 
-def test_single_offsets_stay_as_they_were() -> None:
+def test_single_offsets_name_their_queue_manager_too() -> None:
     options = Options.parse({"endpoint": "h1:1802", "queue": "orders"})
     reader = QueueStreamReader(options, "orders", [Member("h1:1802", "g1", 7)])
-    assert reader.initialOffset() == {"queue_id": 7, "lookup_id": 0}
-    assert reader._ends({"queue_id": 7, "lookup_id": 42}) == [42]
+    assert reader.initialOffset() == {"queue_id": 7, "lookup_id": 0, "guid": "g1"}
+    assert reader._ends({"queue_id": 7, "lookup_id": 42, "guid": "g1"}) == [42]
+    assert reader._ends({"queue_id": 7, "lookup_id": 42}) == [42]  # an older checkpoint's
+    # A host rebuilt at the same address, whose queue got the same id: refused
+    # before its messages are read or removed as if they were the old ones.
+    with pytest.raises(DataSourceError, match="h1:1802 now reaches the queue manager g1, not g0"):
+        reader._ends({"queue_id": 7, "lookup_id": 42, "guid": "g0"})
     with pytest.raises(DataSourceError, match="written with the option 'endpoints'"):
         reader._ends({"g1": entry("h1:1802", 7, 4)})
     with pytest.raises(DataSourceError, match=r"'orders' at h1:1802 is not the one this query"):
