@@ -19,9 +19,11 @@ counters; one of schema 3 (before prepared transactions) lacks
 ``prepared``, ``outcomes`` and ``outcome_times``; one of schema 4 (before
 the expiry index) lacks ``expiry``, ``confirmations``, ``final_acks`` and
 ``lists``; one of schema 5 (before poison handling) lacks
-``message_counters`` and ``retry_due``. That transaction creates what is
-missing and writes the current version (:data:`SCHEMA_VERSION`, 7), so the
-migration is atomic and costs nothing per message. Schema 7 keys each
+``message_counters`` and ``retry_due``; one of schema 7 (before the index of
+relayed entries) lacks ``relayed``. That transaction creates what is
+missing and writes the current version (:data:`SCHEMA_VERSION`, 8), so the
+migration is atomic and costs nothing per message (the entries a schema 7
+store already holds for relaying are not indexed: see ``ops.peering``). Schema 7 keys each
 ``incoming`` stream state by source GUID, *sequence timestamp* and queue key
 (before: source GUID and queue key), so that the outgoing queues of one
 source that reach one queue under two names are two streams; opening a
@@ -68,6 +70,7 @@ from .keys import (
     DB_PREPARED,
     DB_QUEUE_IDS,
     DB_QUEUES,
+    DB_RELAYED,
     DB_RETRY_DUE,
     MAX_KEY_SIZE,
     META_HISTORY_COUNTER,
@@ -90,7 +93,7 @@ from .reservations import NO_RESERVATION, load_reservations
 __all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
@@ -101,6 +104,8 @@ _SCHEMA_BEFORE_EXPIRY: Final = 4
 _SCHEMA_BEFORE_POISON: Final = 5
 #: The schema before incoming streams were keyed by sequence timestamp, migrated at opening.
 _SCHEMA_BEFORE_STREAM_STAMPS: Final = 6
+#: The schema before the index of relayed entries, migrated at opening.
+_SCHEMA_BEFORE_RELAY_INDEX: Final = 7
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +130,7 @@ class Databases:
     confirmations: lmdb._Database
     final_acks: lmdb._Database
     lists: lmdb._Database
+    relayed: lmdb._Database
 
 
 class Catalog:
@@ -177,6 +183,7 @@ class Catalog:
             confirmations=env.open_db(txn, DB_CONFIRMATIONS),
             final_acks=env.open_db(txn, DB_FINAL_ACKS),
             lists=env.open_db(txn, DB_LISTS),
+            relayed=env.open_db(txn, DB_RELAYED),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
@@ -185,7 +192,7 @@ class Catalog:
             version = self._check_version(raw_version)
             if version == _SCHEMA_BEFORE_PEERING:
                 self._migrate_to_peering(txn, dbs)
-            elif version != SCHEMA_VERSION:
+            elif version < _SCHEMA_BEFORE_RELAY_INDEX:
                 _migrate_incoming_keys(txn, dbs)
             if version != SCHEMA_VERSION:
                 # The databases added since that schema were just created (empty).
@@ -250,6 +257,7 @@ class Catalog:
             raise StoreCorrupt(msg) from exc
         if version not in (
             SCHEMA_VERSION,
+            _SCHEMA_BEFORE_RELAY_INDEX,
             _SCHEMA_BEFORE_STREAM_STAMPS,
             _SCHEMA_BEFORE_POISON,
             _SCHEMA_BEFORE_EXPIRY,

@@ -15,8 +15,10 @@ The context is the core's bookkeeping of queues and messages:
   (*doomed* queues, whose messages are erased in steps) and new queue ids;
 * messages: appends give the next lookup id and write the message, its
   priority key (non-transactional queues) and its expiry key (a message
-  with a deadline); removals and erase steps delete all three, and the
-  message's poison counters (``ops.poison``), and count the queue down;
+  with a deadline); removals and erase steps delete all three, the
+  message's poison counters (``ops.poison``) and, for an outgoing entry
+  appended with a relay id, its ``relayed`` key (``ops.peering``), and count
+  the queue down;
 * meta counters: the next queue id and the message-id ordinal limit;
 * counts: appends the layer above asked to count (``CountedAppend``), kept in
   memory since the store opened and added only when the batch commits.
@@ -52,6 +54,7 @@ from .keys import (
     message_range,
     priority_key,
     queue_id_key,
+    relayed_key,
     u32,
     u64,
 )
@@ -64,6 +67,7 @@ from .records import (
     encode_counters,
     encode_queue,
     message_deadline,
+    message_relay_id,
 )
 from .reservations import Reservations
 
@@ -284,7 +288,7 @@ class PlanContext(Overlay):
         record: bytes | memoryview,
     ) -> None:
         """Write the deletion of a stored message: its record, its counters (see
-        ``ops.poison``), its priority key and its expiry key."""
+        ``ops.poison``), its priority key, its expiry key and its ``relayed`` key."""
         queue_id = state.record.queue_id
         dbs = self.dbs
         writes = self.writes
@@ -298,6 +302,8 @@ class PlanContext(Overlay):
         # DISCARD: the expiry step may have dropped the entry already.
         if record[0] == TIMED_MESSAGE_VERSION and (deadline := message_deadline(record)):
             writes.append((DISCARD, dbs.expiry, expiry_key(deadline, queue_id, lookup_id), b""))
+        if relay_id := message_relay_id(record):
+            writes.append((DISCARD, dbs.relayed, relayed_key(queue_id, relay_id, lookup_id), b""))
 
     def erase(
         self, queue_id: int, limit: int, keep: frozenset[int], below: int | None = None

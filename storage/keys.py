@@ -48,6 +48,8 @@ database              key                                         value
                                                                   counters (``ops.poison``)
 ``retry_due``         due u64 milliseconds + queue_id u32 +       empty
                       lookup_id u64 (20 B)
+``relayed``           queue_id u32 of an OUTGOING queue + relay   empty
+                      id (29 B) + lookup_id u64 (41 B)
 ====================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -87,6 +89,14 @@ the destination queue key as the sender wrote it (it need not name a queue
 here). ``history`` keys the ids of
 non-transactional messages received lately, to drop resent duplicates.
 
+``relayed`` indexes the outgoing entries appended with a *relay id* (the
+layer above's 29 bytes naming a message it relays: ``AppendOutgoing.relay``)
+by queue, relay id and lookup id: one key per entry, written with the entry
+and deleted with it, however it goes (forgotten, purged and erased, its
+queue deleted), so the copies of a message still held are found with one
+seek (``ops.peering.read_relayed``) and the index never outgrows the
+entries it indexes.
+
 ``prepared`` holds each prepared transaction under its transaction id
 (*xid*, 1..200 bytes of UTF-8 without a zero byte): the zero byte after the
 xid sorts before every byte another xid could continue with, so one
@@ -125,6 +135,7 @@ __all__ = [
     "DB_PREPARED",
     "DB_QUEUES",
     "DB_QUEUE_IDS",
+    "DB_RELAYED",
     "DB_RETRY_DUE",
     "EXPIRY_KEY_SIZE",
     "HISTORY_KEY_SIZE",
@@ -141,6 +152,7 @@ __all__ = [
     "META_SCHEMA_VERSION",
     "META_SEQUENCE_STAMP",
     "QM_GUID_SIZE",
+    "RELAY_ID_SIZE",
     "SETTING_KEY_PREFIX",
     "counters_key",
     "decode_expiry_key",
@@ -156,6 +168,7 @@ __all__ = [
     "priority_key",
     "priority_range",
     "queue_id_key",
+    "relayed_key",
     "setting_key",
     "split_incoming_key",
     "split_message_key",
@@ -190,6 +203,8 @@ DB_LISTS: Final = b"lists"
 #: Poison handling's databases (see ``ops.poison``).
 DB_MESSAGE_COUNTERS: Final = b"message_counters"
 DB_RETRY_DUE: Final = b"retry_due"
+#: The index of relayed outgoing entries (see ``ops.peering``).
+DB_RELAYED: Final = b"relayed"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"
@@ -212,6 +227,8 @@ QM_GUID_SIZE: Final = 16
 HISTORY_KEY_SIZE: Final = QM_GUID_SIZE + 4
 #: An ``incoming`` key before its queue key: source GUID + sequence timestamp u32.
 INCOMING_PREFIX_SIZE: Final = QM_GUID_SIZE + 4
+#: A relay id: what names a relayed message to the layer above (opaque here).
+RELAY_ID_SIZE: Final = 29
 #: The longest transaction id, in UTF-8 bytes.
 MAX_XID_SIZE: Final = 200
 
@@ -244,6 +261,19 @@ def decode_expiry_key(key: bytes) -> tuple[float, int, int]:
     """``(deadline, queue_id, lookup_id)`` of an ``expiry`` key (deadline in unix seconds)."""
     millis, queue_id, lookup_id = _EXPIRY_KEY.unpack(key)
     return millis / 1000, queue_id, lookup_id
+
+
+def relayed_key(queue_id: int, relay_id: bytes, lookup_id: int = 0) -> bytes:
+    """The ``relayed`` key of an outgoing entry (with ``lookup_id`` 0: where the
+    keys of ``relay_id`` in that queue begin).
+
+    Raises:
+        InvalidRecord: ``relay_id`` is not :data:`RELAY_ID_SIZE` bytes long.
+    """
+    if len(relay_id) != RELAY_ID_SIZE:
+        msg = f"a relay id is {RELAY_ID_SIZE} bytes, not {len(relay_id)}"
+        raise InvalidRecord(msg)
+    return b"".join((_U32.pack(queue_id), relay_id, _U64.pack(lookup_id)))
 
 
 def u32(value: int) -> bytes:

@@ -104,6 +104,7 @@ __all__ = [
     "message_header",
     "message_note",
     "message_payload",
+    "message_relay_id",
     "pack",
     "stored_text",
 ]
@@ -266,7 +267,8 @@ class QueueRecord:
 _MESSAGE_HEADER = struct.Struct(">BBHId")
 #: Bytes of the store's header before a message's payload (a version 2 record).
 MESSAGE_HEADER_SIZE: Final = _MESSAGE_HEADER.size  # 16
-#: A version 3 record: version, priority, flags, note length, size, arrived time,
+#: A version 3 record: version, priority, flags (1: the deadline is set, 2: the
+#: note is a relay id, indexed in ``relayed``), note length, size, arrived time,
 #: deadline (0: none), then the note and the payload.
 _TIMED_HEADER = struct.Struct(">BBBBIdd")
 _TIMED_HEADER_SIZE: Final = _TIMED_HEADER.size  # 24
@@ -277,6 +279,8 @@ MAX_NOTE_SIZE: Final = 255
 _ARRIVED_TIME = struct.Struct(">d")
 _ARRIVED_TIME_OFFSET: Final = 8
 _DEADLINE_OFFSET: Final = 16
+_HAS_DEADLINE: Final = 0x01
+_RELAY_NOTE: Final = 0x02
 
 
 def encode_message_record(
@@ -287,19 +291,26 @@ def encode_message_record(
     arrived_time: float,
     deadline: float | None = None,
     note: bytes = b"",
+    relay: bool = False,
 ) -> bytes:
     """A message record: the store's header, then the payload (one part or several).
 
     A message with a ``deadline`` (unix seconds; the store indexes it in
     ``expiry``) or a ``note`` (up to 255 opaque bytes of the layer above) gets
-    a version 3 header; any other a version 2 one.
+    a version 3 header; any other a version 2 one. With ``relay`` the note is
+    an outgoing entry's relay id (indexed in ``relayed`` while the record is
+    there: see ``ops.peering``).
 
     Raises:
         InvalidRecord: the priority is not 0..7, the size does not fit in 32
-            bits, the deadline is not positive or the note is too long.
+            bits, the deadline is not positive, the note is too long, or
+            ``relay`` comes without a note.
     """
     if not 0 <= priority <= 7 or not 0 <= size <= 0xFFFFFFFF:
         msg = f"message record with priority {priority} and size {size} is out of range"
+        raise InvalidRecord(msg)
+    if relay and not note:
+        msg = "a message record indexed by its relay id needs the id as its note"
         raise InvalidRecord(msg)
     if deadline is None and not note:
         header = _MESSAGE_HEADER.pack(MESSAGE_FORMAT_VERSION, priority, 0, size, arrived_time)
@@ -307,7 +318,7 @@ def encode_message_record(
         if len(note) > MAX_NOTE_SIZE or (deadline is not None and not 0 < deadline < math.inf):
             msg = f"message record with a {len(note)}-byte note and deadline {deadline} is invalid"
             raise InvalidRecord(msg)
-        flags = 0 if deadline is None else 1
+        flags = (0 if deadline is None else _HAS_DEADLINE) | (_RELAY_NOTE if relay else 0)
         header = _TIMED_HEADER.pack(
             TIMED_MESSAGE_VERSION, priority, flags, len(note), size, arrived_time, deadline or 0.0
         )
@@ -355,15 +366,23 @@ def message_arrived_time(data: bytes | memoryview) -> float:
 
 def message_deadline(data: bytes | memoryview) -> float | None:
     """When a stored message expires (unix seconds), or None."""
-    if data[0] != TIMED_MESSAGE_VERSION or not data[2] & 1:
+    if data[0] != TIMED_MESSAGE_VERSION or not data[2] & _HAS_DEADLINE:
         return None
     value: float = _ARRIVED_TIME.unpack_from(data, _DEADLINE_OFFSET)[0]
     return value
 
 
 def message_note(data: bytes | memoryview) -> bytes:
-    """The note the layer above kept with a stored message (empty if none)."""
-    if data[0] != TIMED_MESSAGE_VERSION:
+    """The note the layer above kept with a stored message (empty if none; a
+    relay id is not a note: :func:`message_relay_id`)."""
+    if data[0] != TIMED_MESSAGE_VERSION or data[2] & _RELAY_NOTE:
+        return b""
+    return bytes(data[_TIMED_HEADER_SIZE : _TIMED_HEADER_SIZE + data[3]])
+
+
+def message_relay_id(data: bytes | memoryview) -> bytes:
+    """The relay id a stored outgoing entry is indexed by (empty if none)."""
+    if data[0] != TIMED_MESSAGE_VERSION or not data[2] & _RELAY_NOTE:
         return b""
     return bytes(data[_TIMED_HEADER_SIZE : _TIMED_HEADER_SIZE + data[3]])
 

@@ -52,7 +52,7 @@ from .ops.expiry import DueMessage, read_due
 from .ops.lists import DistributionList, read_list, read_lists
 from .ops.meta import ReclaimSpace
 from .ops.outcomes import OutcomeInfo, read_outcome, read_outcomes
-from .ops.peering import IncomingState, read_history, read_incoming
+from .ops.peering import IncomingState, read_history, read_incoming, read_relayed
 from .ops.poison import MessageCounters, read_counters, read_retries_due
 from .ops.prepared import read_prepared, read_prepared_one
 from .peering_state import OutgoingState
@@ -249,6 +249,15 @@ class Store:
             StoreCorrupt: a stored state does not decode.
         """
         return read_incoming(self._env, self._catalog)
+
+    def relayed_entry(self, queue_id: int, relay_id: bytes) -> int | None:
+        """The lookup id of an entry of the outgoing queue ``queue_id`` appended with
+        this relay id (``AppendOutgoing.relay``) and still there, or None.
+
+        Raises:
+            InvalidRecord: ``relay_id`` is not 29 bytes.
+        """
+        return read_relayed(self._env, self._catalog, queue_id, relay_id)
 
     def message_history(self) -> list[bytes]:
         """The message history (``RememberMessageIds``): 20-byte keys, oldest first.

@@ -51,12 +51,20 @@ logs.
   forward. The packet is kept whole in the outgoing queue for that
   destination, its hop count incremented and its TransactionHeader
   untouched; a message that would pass :data:`wire.MAX_HOPS` is refused with
-  NACK_HOP_COUNT_EXCEEDED.
+  NACK_HOP_COUNT_EXCEEDED. The entry is appended with the message's *relay
+  id* (:func:`relay_id`: its source, its sequence id and number if it is
+  transactional, its message id if not, and its hop count), which the store
+  indexes for as long as the entry is there; :meth:`Arrivals.held` reads
+  that index, so that a resend of a message the outgoing queue still holds
+  (a transactional source resends everything its destination has not
+  acknowledged, for as long as the next hop is down) is known as such.
+  Whether to drop it is the receiver's decision (``qmgr.protocol.receiver``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import struct
 from collections.abc import Callable
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
@@ -79,10 +87,13 @@ from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of, is_acknowledgment
 from .outgoing import EntryOrigin, RemoteDestination
 
-__all__ = ["DESTINATION_CACHE_SIZE", "Arrival", "Arrivals"]
+__all__ = ["DESTINATION_CACHE_SIZE", "RELAY_ID_SIZE", "Arrival", "Arrivals", "relay_id"]
 
 #: Destination names remembered; the cache starts afresh when full.
 DESTINATION_CACHE_SIZE: Final = 4096
+#: Bytes of a relay id (what ``storage.AppendOutgoing.relay`` takes).
+RELAY_ID_SIZE: Final = 29
+_RELAY_ID: Final = struct.Struct(">16sQIB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,8 +238,19 @@ class Arrivals:
             len(packet.properties.body),
             transactional=packet.transaction is not None,
             recoverable=packet.is_recoverable,
+            relay=relay_id(packet),
         )
         return Arrival((op,), None, relay_to=destination)
+
+    def held(self, packet: UserMessage, destination: RemoteDestination) -> bool:
+        """Whether the outgoing queue for ``destination`` still holds an entry relaying
+        this message (one appended by :meth:`relay` with the same :func:`relay_id`,
+        committed, neither forgotten nor purged since). One seek in the store's
+        index, none when that queue does not exist or is empty."""
+        record = self._store.get_queue(destination.outgoing_name)
+        if record is None or record.kind is not QueueKind.OUTGOING:
+            return False
+        return self._store.relayed_entry(record.queue_id, relay_id(packet)) is not None
 
     def _refusal(
         self, message: MessageProperties, message_class: int, wall: float, note: bytes
@@ -246,6 +268,28 @@ class Arrivals:
             if record is not None and record.bytes + copy.size > limit:
                 return tuple(reports), False
         return (copy, *reports), True
+
+
+def relay_id(packet: UserMessage) -> bytes:
+    """What names a relayed message among the entries of its outgoing queue
+    (:data:`RELAY_ID_SIZE` bytes): its source queue manager's GUID, then, for a
+    transactional message, its TxSequenceID (u64) and sequence number (u32),
+    what the destination's exactly-once rule knows it by (the outgoing queue
+    stands for the destination: a source that gives all its outgoing queues
+    one sequence id, as Windows does, still names each message once); for
+    any other, eight zero bytes and its message id (u32); last, the hop
+    count it arrived with (u8). The source's resends come the same way, with
+    the same count; a copy that comes back round a loop of routers has more
+    hops, and is another relay: it goes on round the loop to the hop limit,
+    to be kept in a dead-letter queue there, as before."""
+    header = packet.transaction
+    user = packet.user
+    hops = user.hop_count & 0xFF
+    if header is None:
+        return _RELAY_ID.pack(user.source_qm.bytes, 0, user.message_id, hops)
+    return _RELAY_ID.pack(
+        user.source_qm.bytes, header.sequence_id.value, header.sequence_number, hops
+    )
 
 
 def _expired_in_transit(message: MessageProperties, deadline: float | None, wall: float) -> bool:

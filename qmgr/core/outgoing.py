@@ -22,7 +22,10 @@ An outgoing queue's message is an *entry* (appended by
   when it is transactional; or
 * ``RELAYED``: the whole MSMQ packet of a message passing through on its way
   to another queue manager, hop count already incremented, TransactionHeader
-  untouched (store and forward does no sequence processing).
+  untouched (store and forward does no sequence processing). It is appended
+  with its *relay id* (``arrivals.relay_id``), which the store indexes while
+  the entry is there, so that a resend of a message still held here is
+  known (``Arrivals.held``) and not stored again.
 
 Entry layout::
 
@@ -126,12 +129,20 @@ class RemoteDestination:
         transactional: bool,
         recoverable: bool,
         deadline: float | None = None,
+        relay: bytes = b"",
     ) -> AppendOutgoing:
         """The operation appending an entry (``data`` behind its two bytes) to this
-        destination's outgoing queue; ``size`` is its body's (see ``storage``)."""
+        destination's outgoing queue; ``size`` is its body's (see ``storage``);
+        ``relay``, a relayed message's relay id (``arrivals.relay_id``), which
+        the store indexes while the entry is there."""
         prefix = entry_prefix(origin, transactional=transactional, recoverable=recoverable)
         return AppendOutgoing(
-            self.outgoing_name, self.display_name, (prefix, data), size, deadline=deadline
+            self.outgoing_name,
+            self.display_name,
+            (prefix, data),
+            size,
+            deadline=deadline,
+            relay=relay,
         )
 
     @classmethod

@@ -43,10 +43,18 @@ docs/design.md):
    receiver **accepts** it (:meth:`Receiver.accept` returns
    :class:`Accepted`) or drops it (:class:`Dropped`):
 
-   * relayed: accepted; a router does no sequence processing, the
-     destination does; but one the core refuses to relay (too many hops) is
-     accepted once by the history, like a non-transactional message, so that
-     the resends of a transactional source do not fill a dead-letter queue;
+   * relayed: accepted, unless a copy of it is still **held** here for
+     relaying (the adapter says so, from the store's index of relayed
+     entries: same source, same sequence id and number if transactional,
+     same message id if not, same hop count, same outgoing queue): then it
+     is dropped as :attr:`Dropped.HELD`. A router does no sequence
+     processing, the destination does; but a transactional source resends
+     everything its destination has not acknowledged at each OrderAck wait,
+     and for as long as the router's next hop is down the router would store
+     every resend again (see "Relayed resends" below). One the core refuses
+     to relay (too many hops) is accepted once by the history, like a
+     non-transactional message, so that the resends of a transactional
+     source do not fill a dead-letter queue;
    * transactional, for a queue here: accepted iff it is the next message of
      its *stream* (the queue's key, the source QM GUID and the sequence
      timestamp: one stream per outgoing queue of the source, even when two
@@ -100,11 +108,31 @@ sender forgets a transactional message only on an OrderAck, and a rejection
 re-arms the stream's OrderAck, which re-announces the persisted mark so that
 the sender stops resending what the receiver has.
 
+**Relayed resends.** A relayed message is dropped only while its first
+copy is in the router's outgoing queue: that copy is durable (the store's
+index is written in the write that stores it, and deleted in the write that
+forgets it), keeps its place in the queue (so nothing is reordered: the
+dropped copy would have gone after it) and is sent on until the next hop
+acknowledges it. A resend that comes after the first copy was forwarded and
+forgotten is stored and forwarded again, on purpose: a transactional
+destination announces its OrderAck again only when a copy reaches it, and
+if that OrderAck was lost on its way back, dropping the resend here would
+leave the source resending for ever; the destination drops the copy. A
+resend that arrives while the write of its first copy is still in flight is
+not known yet and is stored too (the index then holds two entries: each is
+forgotten on its own). A copy that comes back round a loop of routers has
+more hops than the one held, so it is not taken for a resend: it goes on to
+the hop limit, to be kept in a dead-letter queue once (the history). The
+check reads only what is committed, so it holds across restarts of the
+router.
+
 When the adapter acknowledges each outcome at session level (the
 SessionAck that marks its recoverable number):
 
 * :class:`Accepted`: once its write is persisted;
-* :attr:`Dropped.DUPLICATE`: once the writes before it are persisted;
+* :attr:`Dropped.DUPLICATE`, :attr:`Dropped.HELD`: once the writes before it
+  are persisted (the copy held is committed; waiting for the writes before
+  it also waits for that commit's sync to end);
 * :attr:`Dropped.REJECTED`: at once;
 * :class:`OrderAckArrived`, :class:`PassOn`, :attr:`ArrivalKind.UNROUTABLE`: at once;
 * :class:`FinalAckArrived`: once the write that settles it is persisted.
@@ -195,6 +223,10 @@ class Dropped(enum.Enum):
     #: Non-transactional, and its key is in the history: acknowledge it once
     #: the writes before it are persisted.
     DUPLICATE = "duplicate"
+    #: Relayed, and a copy of it is held here for relaying already: neither
+    #: stored nor forwarded again; acknowledge it once the writes before it
+    #: are persisted.
+    HELD = "held"
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,10 +301,12 @@ class Receiver(Generic[P]):
         #: The acknowledgments passed on lately (a hash of each), oldest first.
         self._passed_on: dict[int, None] = {}
         self._ack_ids = itertools.count(1)
-        #: User messages arrived; rejected by the exactly-once rule; dropped as duplicates.
+        #: User messages arrived; rejected by the exactly-once rule; dropped as
+        #: duplicates; relayed ones dropped because a copy is held.
         self.received = 0
         self.rejected = 0
         self.duplicates = 0
+        self.relayed_duplicates = 0
         #: Acknowledgments for another queue manager that could not be passed on.
         self.unroutable = 0
 
@@ -333,6 +367,7 @@ class Receiver(Generic[P]):
         now: float,
         wall: float,
         refused: bool = False,
+        held: bool = False,
     ) -> Accepted | Dropped:
         """Accept a user message that :meth:`arrive` found, or drop it.
 
@@ -348,8 +383,15 @@ class Receiver(Generic[P]):
                 here in a dead-letter queue once, and its resends (a
                 transactional source resends until an OrderAck that only the
                 destination can give) are duplicates while the history holds it.
+            held: relayed, and the outgoing queue it goes to still holds a copy
+                of it (the same source, sequence id and number or message id,
+                and hop count), committed: the store's answer
+                (``Arrivals.held``). Not looked at for a refused relay.
         """
         if relayed and not refused:
+            if held:
+                self.relayed_duplicates += 1
+                return Dropped.HELD
             return _RELAYED
         user = packet.user
         header = packet.transaction

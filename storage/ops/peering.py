@@ -1,4 +1,4 @@
-"""Peering: outgoing queues, incoming streams and the message history.
+"""Peering: outgoing queues (and the index of relayed entries), incoming streams and the history.
 
 Theory of operation
 -------------------
@@ -40,6 +40,19 @@ with an insertion counter from ``meta``, so that they read back in the
 order they came and a resent duplicate can be dropped after a restart
 (:func:`read_history`).
 
+An entry appended for a message this queue manager *relays* may carry a
+*relay id* (:attr:`AppendOutgoing.relay`: 29 bytes that name the message to
+the layer above; opaque here). The id is kept as the record's note, flagged
+as such, and ``relayed`` holds a key per such entry: queue id + relay id +
+lookup id, written in the write that appends the entry. Every removal of a
+message record (``PlanContext`` removals and erase steps: a forget, the
+erasure after a purge or a queue's deletion) deletes the key of a flagged
+record in the same write, so the index holds exactly the entries still
+stored, never outgrows them, and needs nothing in memory or at start-up:
+:func:`read_relayed` answers with one seek whether an entry with that id
+is still there (purged ones are not). Entries appended before schema 8 have
+no id and are not indexed.
+
 Like every operation, these check first and raise one of the per-operation
 errors, and record their writes through the
 :class:`~storage.context.PlanContext`, whose overlay makes them see the
@@ -80,6 +93,7 @@ from ..keys import (
     MAX_KEY_SIZE,
     history_key,
     incoming_key,
+    relayed_key,
     split_incoming_key,
     u64,
     unpack_u64,
@@ -103,6 +117,7 @@ __all__ = [
     "encode_incoming",
     "read_history",
     "read_incoming",
+    "read_relayed",
 ]
 
 INCOMING_FORMAT_VERSION: Final = 1
@@ -218,6 +233,29 @@ def read_history(env: Environment, catalog: Catalog) -> list[bytes]:
     return [key for _, key in entries]
 
 
+def read_relayed(env: Environment, catalog: Catalog, queue_id: int, relay_id: bytes) -> int | None:
+    """The lowest lookup id of an entry of the outgoing queue ``queue_id`` appended
+    with ``relay_id`` and still there (not purged), or None: one seek in
+    ``relayed``, and none at all for a queue that is gone or empty.
+
+    Raises:
+        InvalidRecord: ``relay_id`` is not 29 bytes.
+    """
+    start = relayed_key(queue_id, relay_id)
+    queue = catalog.by_id.get(queue_id)
+    if queue is None or not queue.depth:
+        return None
+    prefix = start[:-8]
+    first = max(queue.purged_below, 1)
+    with env.read("read_relayed") as txn, txn.cursor(db=catalog.dbs.relayed) as cursor:
+        if not cursor.set_range(relayed_key(queue_id, relay_id, first)):
+            return None
+        key = bytes(cursor.key())
+    if not key.startswith(prefix):
+        return None
+    return unpack_u64(key[len(prefix) :])
+
+
 @dataclass(frozen=True, slots=True)
 class Forgotten(Result):
     """Entries of an outgoing queue were forgotten; ``removed`` were still there.
@@ -257,9 +295,15 @@ class AppendOutgoing(Operation):
     paused and a new sequence timestamp. ``payload`` and ``size`` are as in
     :class:`~storage.AppendMessage`; the priority is 0.
 
+    With a ``relay`` id, the entry's key in ``relayed`` is written with it;
+    whatever removes the entry later (a forget, a purge's erasure, the
+    queue's deletion) deletes that key in the same write, so
+    :func:`read_relayed` finds exactly the entries still there.
+
     Raises (when planned):
         InvalidOperation: a queue of that name exists and is not an outgoing queue.
-        InvalidRecord: the name is empty or too long, or the size is out of range.
+        InvalidRecord: the name is empty or too long, the size is out of
+            range, or the relay id is not 29 bytes.
     """
 
     name: str
@@ -268,24 +312,43 @@ class AppendOutgoing(Operation):
     size: int
     #: When it expires (unix seconds; indexed in ``expiry``), or None.
     deadline: float | None = None
+    #: The relay id of the message it relays (:data:`~storage.keys.RELAY_ID_SIZE`
+    #: bytes, kept as the record's note and indexed in ``relayed`` while the
+    #: entry is there), or empty.
+    relay: bytes = b""
 
     def plan(self, ctx: PlanContext) -> Result:
         return self.append(ctx)
 
     def append(self, ctx: PlanContext) -> Appended:
         """Append the entry (what :meth:`plan` does; a prepared send is appended so)."""
+        relay = self.relay
+        if relay:
+            relayed_key(0, relay)  # checks its size before anything is planned
         record = encode_message_record(
-            self.payload, priority=0, size=self.size, arrived_time=ctx.now, deadline=self.deadline
+            self.payload,
+            priority=0,
+            size=self.size,
+            arrived_time=ctx.now,
+            deadline=self.deadline,
+            note=relay,
+            relay=bool(relay),
         )
         queue = self._existing(ctx)
         queue_id = self._create(ctx) if queue is None else queue.record.queue_id
-        return Appended(queue_id, ctx.append(queue_id, record, 0, self.size))
+        lookup_id = ctx.append(queue_id, record, 0, self.size)
+        if relay:
+            ctx.put(ctx.dbs.relayed, relayed_key(queue_id, relay, lookup_id), b"")
+        return Appended(queue_id, lookup_id)
 
     def check(self, ctx: PlanContext) -> None:
         """Raise what :meth:`plan` would raise now, changing nothing (a prepared
         transaction's sends are checked when it is prepared, planned when it
         commits)."""
         encode_message_record(b"", priority=0, size=self.size, arrived_time=0.0)
+        if self.relay:  # a prepared send's record keeps no relay id
+            msg = "a relayed entry is not a send of a prepared transaction"
+            raise InvalidOperation(msg)
         if self._existing(ctx) is None:
             self._check_names()
 

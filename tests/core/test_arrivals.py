@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 import pytest
 
 import storage
 import wire
-from qmgr.core.arrivals import Arrivals
+from qmgr.core.arrivals import RELAY_ID_SIZE, Arrivals, relay_id
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from wire import MAX_HOPS, MessageClass, MessageProperties
@@ -142,6 +143,50 @@ def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -
     assert isinstance(forwarded, wire.UserMessage)
     assert forwarded.user.hop_count == 4
     assert forwarded.transaction == found.transaction
+
+
+def test_a_relayed_message_is_held_until_its_entry_is_forgotten(qm: CoreHarness) -> None:
+    """The entry is appended with the message's relay id; ``held`` finds it, for
+    that destination only, until the entry leaves the outgoing queue."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True)
+    first = packet("TCP:10.0.0.9:1801\\private$\\far")
+    _, remote = arrivals.destination(first)
+    assert remote is not None
+    assert not arrivals.held(first, remote)  # no outgoing queue yet
+    (op,) = arrivals.relay(first, remote, wall=WALL).ops
+    assert isinstance(op, storage.AppendOutgoing)
+    assert op.relay == relay_id(first)
+    (result,) = qm.write(storage.Unit((op,))).results
+    assert isinstance(result, storage.Appended)
+
+    resent = packet("TCP:10.0.0.9:1801\\private$\\far")
+    assert arrivals.held(resent, remote)
+    # Come back round a loop of routers: more hops, another relay.
+    assert not arrivals.held(packet("TCP:10.0.0.9:1801\\private$\\far", hops=2), remote)
+    header = first.transaction
+    assert header is not None
+    next_number = dataclasses.replace(
+        first, transaction=dataclasses.replace(header, sequence_number=2)
+    )
+    assert not arrivals.held(next_number, remote)
+    _, elsewhere = arrivals.destination(packet("TCP:10.0.0.9:1801\\private$\\other"))
+    assert elsewhere is not None
+    assert not arrivals.held(first, elsewhere)
+
+    qm.write(storage.Unit((storage.ForgetOutgoing(result.queue_id, (result.lookup_id,)),)))
+    assert not arrivals.held(resent, remote)
+
+
+def test_a_relay_id_names_the_source_its_sequence_or_its_message_id_and_its_hops() -> None:
+    transactional = packet("TCP:10.0.0.9:1801\\private$\\far")
+    sequence_id = (5 << 32) | 1  # timestamp 5, ordinal 1
+    number = 1
+    assert relay_id(transactional) == (
+        SOURCE.bytes + sequence_id.to_bytes(8, "big") + number.to_bytes(4, "big") + b"\x00"
+    )
+    plain = packet("TCP:10.0.0.9:1801\\private$\\far", transactional=False, hops=3)
+    assert relay_id(plain) == SOURCE.bytes + bytes(8) + (7).to_bytes(4, "big") + b"\x03"
+    assert len(relay_id(plain)) == RELAY_ID_SIZE
 
 
 @pytest.mark.parametrize(

@@ -189,6 +189,52 @@ def test_a_relayed_message_is_accepted_as_it_is() -> None:
     assert machine.streams() == []
 
 
+def test_a_resend_of_a_relayed_message_still_held_is_dropped_and_nothing_else_is() -> None:
+    """The store says whether the outgoing queue still holds a copy (``held``): a
+    resend is then dropped, to be acknowledged like a duplicate, while what is not
+    held (a first copy, or a resend whose copy was forwarded and forgotten) is
+    stored as it is, whatever its number: a router keeps no sequence."""
+    machine = receiver()
+    first, resend = message(A, 1, number=7), message(A, 1, number=7)
+    assert machine.arrive(first, "conn-1") is ArrivalKind.MESSAGE
+    stored = machine.accept(first, queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert stored == Accepted()
+    assert machine.arrive(resend, "conn-2") is ArrivalKind.MESSAGE
+    again = machine.accept(resend, queue_key=None, relayed=True, held=True, now=T0, wall=WALL)
+    assert again is Dropped.HELD
+    # Its source's OrderAcks still find their way back: the resend's connection.
+    assert machine.path_to(A) == "conn-2"
+    for plain in (message(B, 3), message(B, 3)):  # non-transactional, by message id
+        decision = machine.accept(plain, queue_key=None, relayed=True, held=True, now=T0, wall=WALL)
+        assert decision is Dropped.HELD
+    assert machine.relayed_duplicates == 3
+    # Forwarded and forgotten since: stored and forwarded again (the destination
+    # drops it, and re-announces its OrderAck).
+    later = machine.accept(resend, queue_key=None, relayed=True, held=False, now=T0, wall=WALL)
+    assert later == Accepted()
+    assert (machine.received, machine.rejected, machine.duplicates) == (2, 0, 0)
+    assert machine.streams() == []
+    assert len(machine.history) == 0  # nothing to remember: the store's index is the memory
+
+
+def test_held_concerns_relays_only() -> None:
+    machine = receiver()
+    # For a queue here, the exactly-once rule decides, whatever ``held`` says.
+    packet = message(A, 1, number=1)
+    assert machine.arrive(packet, "conn-1") is ArrivalKind.MESSAGE
+    decision = machine.accept(packet, queue_key=ORDERS, relayed=False, held=True, now=T0, wall=WALL)
+    assert isinstance(decision, Accepted)
+    assert decision.stream is not None
+    # A relay refused for too many hops is kept once by the history.
+    refused = message(A, 2, number=2)
+    kept = machine.accept(
+        refused, queue_key=None, relayed=True, refused=True, held=True, now=T0, wall=WALL
+    )
+    assert isinstance(kept, Accepted)
+    assert kept.remember != b""
+    assert machine.relayed_duplicates == 0
+
+
 def test_a_relay_refused_for_too_many_hops_is_kept_once_and_its_resends_are_duplicates() -> None:
     machine = receiver()
     packet = message(A, 1, number=5)

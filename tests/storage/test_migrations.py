@@ -1,4 +1,4 @@
-"""Opening a store of every older schema (2 to 6): the databases the later
+"""Opening a store of every older schema (2 to 7): the databases the later
 schemas added are created in the opening write, the meta values they need are
 written, the version becomes the current one, and what was stored is kept.
 Other versions are refused and left alone."""
@@ -71,6 +71,7 @@ from storage.keys import (
     DB_OUTCOMES,
     DB_OUTGOING,
     DB_PREPARED,
+    DB_RELAYED,
     DB_RETRY_DUE,
     META_HISTORY_COUNTER,
     META_SCHEMA_VERSION,
@@ -92,6 +93,7 @@ AFTER_PEERING_DBS = (
     DB_CONFIRMATIONS,
     DB_FINAL_ACKS,
     DB_LISTS,
+    DB_RELAYED,
 )
 #: The databases of prepared transactions (schema 4 added them).
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
@@ -99,6 +101,8 @@ PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
 SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS, DB_LISTS)
 #: The databases of poison handling (schema 6 added them).
 POISON_DBS = (DB_MESSAGE_COUNTERS, DB_RETRY_DUE)
+#: The index of relayed entries (schema 8 added it).
+RELAY_DBS = (DB_RELAYED,)
 
 
 def downgrade(
@@ -136,7 +140,7 @@ def put_meta(path: Path, key: bytes, value: bytes | None) -> None:
 
 
 def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
@@ -150,7 +154,7 @@ def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) 
         assert raw_items(store.path, name) == []
 
 
-@pytest.mark.parametrize("found", [1, 8, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 9, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -244,7 +248,7 @@ def test_missing_or_garbled_peering_counter_is_corrupt(
 
 def make_schema_3(path: Path) -> None:
     """Turn a closed store into what schema 3 wrote: no databases of prepared transactions."""
-    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS)
+    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS + RELAY_DBS)
 
 
 def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
@@ -277,7 +281,7 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     q = create_queue(store, "q")
     commit_ok(store, unit(AppendMessage(q.queue_id, BODY, 3, len(BODY))))
     store.close()
-    downgrade(store.path, 4, SCHEMA_5_DBS)
+    downgrade(store.path, 4, SCHEMA_5_DBS + RELAY_DBS)
     store = reopen(store)
     assert payloads(store, q) == [BODY]
     commit_ok(store, unit(timed(q, T + 1)))
@@ -291,11 +295,11 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
 
 def make_schema_5(path: Path) -> None:
     """Turn a closed store into what schema 5 wrote: no poison databases."""
-    downgrade(path, 5, POISON_DBS)
+    downgrade(path, 5, POISON_DBS + RELAY_DBS)
 
 
 def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 7
+    assert SCHEMA_VERSION == 8
     queue = create_queue(store, "old", transactional=True)
     fill(store, queue, 2)
     queues = store.list_queues()
@@ -330,6 +334,7 @@ def make_schema_6(path: Path, states: list[tuple[bytes, str, int, int]]) -> None
     """Turn a closed store into what schema 6 wrote: its ``incoming`` holds
     ``states`` (source, queue key, sequence id, last number) keyed by source
     GUID + queue key, without the sequence timestamp."""
+    downgrade(path, 6, RELAY_DBS)
     with raw_lmdb(path) as env:
         incoming = env.open_db(DB_INCOMING)
         meta = env.open_db(DB_META)
@@ -397,3 +402,33 @@ def test_a_corrupt_incoming_state_of_schema_6_is_corrupt(
     with pytest.raises(StoreCorrupt, match="incoming state"):
         open_store()
     assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(6)
+
+
+# ------------------------------------------------------------- schema 7 -> 8 (the relayed index)
+
+
+def test_a_schema_7_store_gets_the_relayed_index_and_keeps_its_stream_keys(
+    store: Store, reopen: Reopener
+) -> None:
+    relay_id = bytes(range(29))
+    commit_ok(
+        store,
+        unit(AppendOutgoing(ORDERS, "O", b"held before", 11)),  # schema 7: no relay id
+        unit(RecordIncoming(SOURCE_A, "orders", _SEQ_NEW, 4, 0, 5.0)),
+    )
+    states = store.incoming_states()
+    store.close()
+    keys = raw_items(store.path, DB_INCOMING)
+    downgrade(store.path, 7, RELAY_DBS)
+    store = reopen(store)
+    # Nothing is rewritten: the stream keys were schema 7's already.
+    assert store.incoming_states() == states
+    (queue,) = store.outgoing_states()
+    assert payloads(store, queue) == [b"held before"]
+    assert store.relayed_entry(queue, relay_id) is None  # entries of schema 7 are not indexed
+    commit_ok(store, unit(AppendOutgoing(ORDERS, "O", b"relayed", 7, relay=relay_id)))
+    assert store.relayed_entry(queue, relay_id) == 2
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    assert raw_items(store.path, DB_INCOMING) == keys
+    assert len(raw_items(store.path, DB_RELAYED)) == 1

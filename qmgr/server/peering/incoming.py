@@ -14,7 +14,11 @@ only carries them out, in this order:
    or a message;
 2. for a message, the core decides its destination
    (:class:`qmgr.core.arrivals.Arrivals`: a queue here, or another queue
-   manager) and the receiver accepts it or drops it (``accept``);
+   manager, and then whether the outgoing queue still holds a copy of it:
+   ``Arrivals.held``, read from the store's index of relayed entries) and
+   the receiver accepts it or drops it (``accept``): a dropped duplicate,
+   or a relayed resend whose copy is held, counts in the SessionAck once the
+   writes before it are persisted, with nothing written or forwarded;
 3. an accepted message is stored: the core's operations (the append, or
    the refusal with its dead-letter copy and reports, or the relay), plus
    what the receiver asked (``storage.RememberMessageIds``, or the stream's
@@ -166,12 +170,19 @@ class Incoming:
         now, wall = trio.current_time(), self.parts.wall()
         arrivals = self.arrivals
         queue_key, remote = arrivals.destination(packet)
-        relay = None if remote is None else arrivals.relay(packet, remote, wall=wall)
+        relay, held = None, False
+        if remote is not None:
+            # A resend of what the outgoing queue still holds (the store's index)
+            # is dropped: not even built again.
+            held = arrivals.held(packet, remote)
+            if not held:
+                relay = arrivals.relay(packet, remote, wall=wall)
         decision = self.receiver.accept(
             packet,
             queue_key=queue_key,
-            relayed=relay is not None,
+            relayed=remote is not None,
             refused=relay is not None and relay.refusal is not None,
+            held=held,
             now=now,
             wall=wall,
         )
@@ -181,12 +192,13 @@ class Incoming:
             connection.acknowledge(recoverable)
             self._order_ack_wake.set()
             return
-        if decision is Dropped.DUPLICATE:
+        if decision is Dropped.DUPLICATE or decision is Dropped.HELD:
             # Its first copy may still be on its way to the disk: it counts in a
             # SessionAck only after what was written before it.
             connection.store((), lambda _: connection.acknowledge(recoverable))
             return
-        if relay is not None:
+        if remote is not None:
+            assert relay is not None  # a copy held is never accepted
             arrival = relay
         else:
             denied = self.routes.denied(connection)

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from peer_kit import Network, is_data, is_order_ack, is_session_ack, wait_until
+from peer_kit import Network, Node, is_data, is_order_ack, is_session_ack, wait_until
 
+import storage
 import wire
 from qmgr.protocol import Role
 
@@ -191,3 +192,94 @@ async def test_the_order_ack_is_not_held_back_by_a_wall_clock_step(
     await wait_until(settled(a), step=0.01)
     assert trio.current_time() - arrived <= 10.0
     assert network.channel(a, b).count(is_data) == 1
+
+
+#: A route from A (1901) to C (1903) through the router R (1902).
+THROUGH_R = 'routes."127.0.0.1:1903"="127.0.0.1:1902"'
+#: R and C reconnect and acknowledge quickly.
+QUICK = ("peers.retry_initial=0.05", "peers.retry_max=0.5", "peers.order_ack_delay=0.02")
+
+
+async def start_router_line(
+    network: Network, *a_settings: str, queue: str = QUEUE, transactional: bool = True
+) -> tuple[Node, Node, Node]:
+    """A -> R -> C, C's ``queue`` created, and C down."""
+    a = await network.start("qm-a", 1901, [THROUGH_R, *a_settings])
+    r = await network.start("qm-r", 1902, ["peers.router=true", *QUICK])
+    c = await network.start("qm-c", 1903, QUICK)
+    await c.create_queue(queue, transactional=transactional)
+    await c.stop()
+    return a, r, c
+
+
+def relayed(r: Node) -> int:
+    """Entries in R's outgoing queues."""
+    queues = r.store.list_queues()
+    return sum(q.depth for q in queues if q.kind is storage.QueueKind.OUTGOING)
+
+
+async def test_a_router_keeps_one_copy_of_what_its_source_resends_while_the_next_hop_is_down(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A -> R -> C with C down: A resends every transactional message at each
+    OrderAck wait, and R, which still holds each in its outgoing queue, drops
+    the resends, before and after a restart; once C is back it has each message
+    once, in order, and R forwarded about one copy of each."""
+    a, r, c = await start_router_line(network, "peers.window=8", "peers.resend_intervals=[5.0]")
+    expected = bodies(20)
+    for first in range(0, 20, 5):
+        await a.send(c.remote(QUEUE), expected[first : first + 5])
+    from_a = network.channel(a, r)
+
+    async def resent_rounds(rounds: int) -> None:
+        sent = from_a.count(is_data)
+        await wait_until(lambda: from_a.count(is_data) >= sent + rounds * 20, what="resends")
+
+    await wait_until(lambda: relayed(r) == 20, what="R holds the first copies")
+    await resent_rounds(3)
+    assert relayed(r) == 20
+    assert receiver(r).relayed_duplicates >= 60
+    # What the router holds is read from its store: a restart changes nothing.
+    await r.stop()
+    await r.start()
+    await resent_rounds(2)
+    assert relayed(r) == 20
+    assert receiver(r).relayed_duplicates >= 40
+    assert all("no acknowledgement" not in closed.reason for closed in a.closed)
+
+    await c.start()
+    await wait_until(lambda: len(c.bodies(QUEUE)) >= 20, what="C has them")
+    await wait_until(settled(a), what="A forgets on C's OrderAck")
+    await wait_until(lambda: relayed(r) == 0, what="R forgets what C stored")
+    assert c.bodies(QUEUE) == expected
+    assert incoming_state(c, a).last_number == 20
+    # R forwarded one copy of each, and perhaps a few more of a resend that came
+    # after its copy went (C rejected those): not a copy per resend.
+    forwarded = network.channel(r, c).count(is_data)
+    assert forwarded - 20 == receiver(c).rejected < 20
+
+
+async def test_a_router_acknowledges_a_resend_it_holds_without_storing_it_again(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Non-transactional messages are resent only when their SessionAcks are
+    lost: R, which holds them, drops the resends and acknowledges them, so that
+    A forgets them (the SessionAck's recoverable marks are all A waits for)."""
+    a, r, c = await start_router_line(
+        network, "peers.ack_timeout=2.0", queue="plain", transactional=False
+    )
+    network.channel(r, a).drop = lambda packet: (
+        is_session_ack(packet) and len(network.connections) == 1
+    )
+    expected = bodies(4, "n")
+    await a.send(c.remote("plain"), expected, transactional=False)
+    await wait_until(settled(a), what="A forgets what R acknowledged")
+    assert network.channel(a, r).count(is_data) == 8
+    assert relayed(r) == 4
+    assert receiver(r).relayed_duplicates == 4
+    assert len(network.connections) == 2
+
+    await c.start()
+    await wait_until(lambda: relayed(r) == 0, what="R forwards and forgets")
+    assert c.bodies("plain") == expected
+    assert network.channel(r, c).count(is_data) == 4

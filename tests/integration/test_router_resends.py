@@ -1,0 +1,76 @@
+"""A router whose next hop is down keeps one copy of each message, however often
+the source resends it: A -> R -> B, with R's link to B through a fault proxy that
+refuses every connection. A resends everything unacknowledged at each OrderAck
+wait (every second here); R's outgoing queue stays at one entry per message,
+also after R restarts; once the link is back, B has every message exactly once
+and in order, and both outgoing queues empty."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from fault_proxy import FaultProxy
+from helpers import (
+    PEER_FAST,
+    ROUTER,
+    DaemonProcess,
+    commit_batches,
+    drain,
+    log_events,
+    outgoing_settled,
+    remote_queue,
+    route_args,
+    settings,
+    wait_until,
+)
+
+from qmgr.client import connect
+
+
+def held(daemon: DaemonProcess) -> int:
+    """Entries in a queue manager's outgoing queues (waiting or unacknowledged)."""
+    with connect(daemon.address) as qm:
+        return sum(info.waiting + info.unacknowledged for info in qm.outgoing())
+
+
+def resends(a: DaemonProcess) -> int:
+    """How many times A's OrderAck wait expired (each resends all it holds)."""
+    return len(log_events(a, "order_ack_wait_expired"))
+
+
+def wait_for_resends(a: DaemonProcess, rounds: int) -> None:
+    seen = resends(a)
+    wait_until(lambda: resends(a) >= seen + rounds, 60)
+
+
+def test_resends_while_the_next_hop_is_down_do_not_grow_the_routers_queue(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with FaultProxy(b.peer_port) as to_b:
+        through_proxy = settings(f'routes."127.0.0.1:{b.peer_port}"="{to_b.address}"')
+        r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER, *through_proxy))
+        a = daemon_factory(
+            name="qm-a", extra_args=(*PEER_FAST, *route_args(b.peer_port, r.peer_port))
+        )
+        with connect(a.address) as qa, connect(b.address) as qb:
+            qb.create_queue("orders", transactional=True)
+            to_b.refuse(3600)
+            to_b.cut()
+            expected = commit_batches(qa, remote_queue(b, "orders"), 0, 60)
+            wait_until(lambda: held(r) == len(expected), 30)
+
+            wait_for_resends(a, 3)
+            assert held(r) == len(expected), "R stored the resends again"
+            # What R holds is known from its store: a restart changes nothing.
+            r.restart()
+            wait_for_resends(a, 3)
+            assert held(r) == len(expected), "R stored the resends again after a restart"
+            assert held(a) == len(expected)
+
+            to_b.heal()
+            wait_until(lambda: outgoing_settled(qa), 60)
+            wait_until(lambda: held(r) == 0, 60)
+            assert [body for _, body in drain(b.address, "orders")] == expected
+            (incoming,) = qb.status().incoming
+            assert incoming.last_number == len(expected)
