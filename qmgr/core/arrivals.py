@@ -25,12 +25,6 @@ logs.
   the queue's quota is full                     NACK_Q_EXCEED_QUOTA
   ============================================  ===============================
 
-  An acknowledgment (its class ACK_REACH_QUEUE, ACK_RECEIVE or a NACK)
-  always travels non-transactional; one for a transactional queue here (an
-  admin queue) is kept there as a transactional message, as this queue
-  manager keeps the acknowledgments it writes into a local transactional
-  admin queue (``outcomes``), not refused.
-
   The quota is judged when the run is written (``storage.Attempt``: the
   append, or else the dead-letter copy). What refusals may keep is bounded
   (``max_rejected_bytes``): once the dead-letter queue holds that much, a
@@ -84,7 +78,7 @@ from wire import INFINITE, MAX_HOPS, MessageClass, MessageProperties, UserMessag
 from . import names
 from .addressing import arrival_address
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import Outcomes, deadline_of, is_acknowledgment
+from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = ["DESTINATION_CACHE_SIZE", "RELAY_ID_SIZE", "Arrival", "Arrivals", "relay_id"]
@@ -182,11 +176,7 @@ class Arrivals:
             refusal = MessageClass.NACK_ACCESS_DENIED
         elif transactional and not record.transactional:
             refusal = MessageClass.NACK_NOT_TRANSACTIONAL_Q
-        elif (
-            not transactional
-            and record.transactional
-            and not is_acknowledgment(message.message_class)
-        ):
+        elif not transactional and record.transactional:
             refusal = MessageClass.NACK_NOT_TRANSACTIONAL_MSG
         elif _expired_in_transit(message, deadline, wall):
             refusal = MessageClass.NACK_REACH_QUEUE_TIMEOUT
@@ -200,10 +190,6 @@ class Arrivals:
             ops, kept = self._refusal(message, refusal, wall, note)
             return Arrival(ops, queue_key, refusal, kept=kept)
         assert record is not None
-        if not transactional and record.transactional:
-            # An acknowledgment for a transactional admin queue: kept as one
-            # for a local admin queue is (``Outcomes.acknowledgment``).
-            message = message.replace(transactional=True, priority=0, delivery=1)
         append: Operation = AppendMessage(
             record.queue_id,
             message.raw,

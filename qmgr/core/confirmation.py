@@ -158,7 +158,7 @@ class Confirmations:
     ) -> list[Operation] | None:
         """What giving up an entry of the outgoing queue ``destination`` (its
         name) for ``reason`` writes besides removing it, for an entry whose
-        message never reached its queue (expired there, unsendable, purged):
+        message never reached its queue (expired there, unsendable):
         the negative acknowledgment to its admin queue if asked, its dead-letter
         copy if asked, and the settling of its copy awaiting confirmation.
         ``payload`` is the entry's (``outgoing.decode_entry``). None for a

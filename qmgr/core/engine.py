@@ -203,12 +203,7 @@ class QueueManagerCore:
         )
         #: Creating, deleting, purging and erasing queues.
         self.queues = QueueAdmin(
-            store,
-            addressing,
-            holds,
-            outcomes,
-            self.confirmations,
-            check_deletable=two_phase.check_deletable,
+            store, addressing, holds, outcomes, check_deletable=two_phase.check_deletable
         )
         #: Messages whose time to be received has passed (and copies past their deadline).
         self.expiry = Expiry(store, holds, outcomes, self.confirmations)

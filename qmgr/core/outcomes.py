@@ -20,10 +20,8 @@ change itself, so that a report is written exactly when its cause is:
   acknowledgments never beget acknowledgments). For a local admin queue it
   is transactional when that queue is; to another queue manager it goes as
   MSMQ sends it, not transactional but recoverable (stored at every hop, a
-  resent copy dropped by the receiver's message-id history); a queue
-  manager like this one keeps it in a transactional admin queue as a
-  transactional message too (``arrivals``), where an MSMQ one refuses it
-  with NACK_NOT_TRANSACTIONAL_MSG. A local admin queue takes it
+  resent copy dropped by the receiver's message-id history), so a
+  transactional admin queue there refuses it. A local admin queue takes it
   whatever its quota says (``AppendMessage.exempt``); one that no longer
   exists makes it a dead-letter message with NACK_BAD_DST_Q. An
   acknowledgment is written with the rights of the queue manager that sent
@@ -88,7 +86,6 @@ __all__ = [
     "asks_acknowledgment",
     "correlation_of",
     "deadline_of",
-    "is_acknowledgment",
     "record_wants_report",
     "wants_report",
 ]
@@ -111,8 +108,6 @@ JOURNAL_JOURNAL: Final = 0x02
 #: The NACK bit and the receive bit of a class (mq.h's layout).
 NACK_BIT: Final = 0x8000
 RECEIVE_BIT: Final = 0x4000
-#: The positive acknowledgment classes.
-_ACK_CLASSES: Final = frozenset({int(MessageClass.ACK_REACH_QUEUE), int(MessageClass.ACK_RECEIVE)})
 # Offsets of the acknowledgment and journal bytes in an encoded message
 # (wire/message_layout.py): read without decoding it.
 _ACKNOWLEDGE_OFFSET: Final = 26
@@ -130,11 +125,6 @@ def acknowledgment_wanted(acknowledge: int, message_class: int) -> bool:
         wanted = ACK_NEG_RECEIVE if message_class & RECEIVE_BIT else ACK_NEG_ARRIVAL
         return bool(acknowledge & wanted)
     return False
-
-
-def is_acknowledgment(message_class: int) -> bool:
-    """True for the class of an acknowledgment: ACK_REACH_QUEUE, ACK_RECEIVE or a NACK."""
-    return message_class in _ACK_CLASSES or bool(message_class & NACK_BIT)
 
 
 def asks_acknowledgment(message: MessageProperties, message_class: int) -> bool:

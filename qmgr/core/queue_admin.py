@@ -10,10 +10,9 @@ writes: deleting and purging only mark, and :meth:`QueueAdmin.erase_unit`
 gives the bounded steps that erase afterwards, sparing the messages still
 held (``holds``) and reporting the fate of those that asked (``outcomes``).
 An outgoing queue's purge (written by the peering adapter) is erased here
-too: its messages never reached their queue, and are given up with
-NACK_PURGED as ``confirmation`` gives them up. A queue that a prepared
-transaction uses cannot be deleted until that transaction is resolved (the
-``check_deletable`` it is given, from ``two_phase``).
+too, without reports. A queue that a prepared transaction uses cannot be
+deleted until that transaction is resolved (the ``check_deletable`` it is
+given, from ``two_phase``).
 """
 
 from __future__ import annotations
@@ -36,17 +35,14 @@ from storage import (
     Store,
     Unit,
     UnitOutcome,
-    message_payload,
 )
 from wire import MessageClass
 
 from . import names
 from .addressing import Addressing
-from .confirmation import Confirmations
 from .errors import AccessDenied, InvalidArgument, from_store_error
 from .holds import Holds
-from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report, wants_report
-from .outgoing import EntryOrigin, decode_entry
+from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report
 from .poison import check_settings
 
 __all__ = ["QueueAdmin"]
@@ -61,14 +57,7 @@ _SYSTEM_QUEUES: Final = (
 class QueueAdmin:
     """Creates, deletes, purges and erases queues (the caller writes the units)."""
 
-    __slots__ = (
-        "_addressing",
-        "_check_deletable",
-        "_confirmations",
-        "_holds",
-        "_outcomes",
-        "_store",
-    )
+    __slots__ = ("_addressing", "_check_deletable", "_holds", "_outcomes", "_store")
 
     def __init__(
         self,
@@ -76,7 +65,6 @@ class QueueAdmin:
         addressing: Addressing,
         holds: Holds,
         outcomes: Outcomes,
-        confirmations: Confirmations,
         *,
         check_deletable: Callable[[Sequence[int], str], None],
     ) -> None:
@@ -86,7 +74,6 @@ class QueueAdmin:
         self._addressing = addressing
         self._holds = holds
         self._outcomes = outcomes
-        self._confirmations = confirmations
         self._check_deletable = check_deletable
 
     # ------------------------------------------------------------------ start-up
@@ -249,11 +236,8 @@ class QueueAdmin:
 
     def erase_unit(self, queue_id: int, limit: int, *, wall: float = 0.0) -> Unit:
         """One bounded step of erasing a deleted queue's or a purge's messages, with
-        the reports of those that asked for them (stamped ``wall``): NACK_Q_DELETED
-        or NACK_Q_PURGED for an application queue's; for an outgoing queue's
-        messages, which never reached their queue, NACK_PURGED, given up as
-        ``Confirmations.given_up`` says (their copies awaiting confirmation
-        settled too)."""
+        the NACK_Q_DELETED or NACK_Q_PURGED reports of those that asked for them
+        (stamped ``wall``)."""
         # The held messages are those below the purge mark as committed now;
         # a purge committed before this step is planned waits for the next one.
         store = self._store
@@ -261,13 +245,8 @@ class QueueAdmin:
         below = None if record is None else record.purged_below
         keep = self._holds.held_ids(queue_id)
         queue = record or store.doomed_queue(queue_id)
-        kind = None if queue is None else queue.kind
-        if kind in DESTINATION_KINDS:
-            select = _asks_for_report
-        elif kind is QueueKind.OUTGOING:
-            select = _entry_asks_for_report
-        else:
-            select = _never
+        destination = queue is not None and queue.kind in DESTINATION_KINDS
+        select = _asks_for_report if destination else _never
         count, last, asked = store.erasable(
             queue_id, limit=limit, keep=keep, below=below, select=select
         )
@@ -275,17 +254,8 @@ class QueueAdmin:
             return Unit((EraseStep(queue_id, limit, keep, below),))
         # Exactly the messages read: each one's reports go with its erasure.
         step = EraseStep(queue_id, count, keep, last + 1 if below is None else min(below, last + 1))
-        reports: list[storage.Operation] = []
-        if kind is QueueKind.OUTGOING:
-            assert queue is not None
-            given_up = self._confirmations.given_up
-            for _, stored in asked:
-                payload = message_payload(stored)
-                reports.extend(
-                    given_up(payload, queue.name, MessageClass.NACK_PURGED, wall=wall) or ()
-                )
-            return Unit((step, *reports))
         reason = MessageClass.NACK_Q_DELETED if record is None else MessageClass.NACK_Q_PURGED
+        reports: list[storage.Operation] = []
         for _, stored in asked:
             reports.extend(self._outcomes.stored_reports(stored, reason, wall=wall))
         return Unit((step, *reports))
@@ -298,13 +268,6 @@ def _never(record: memoryview) -> bool:
 def _asks_for_report(record: memoryview) -> bool:
     """True for a stored message of an application queue that asks for a report."""
     return record_wants_report(record)
-
-
-def _entry_asks_for_report(record: memoryview) -> bool:
-    """True for an outgoing queue's entry of a message sent here that asks for
-    a report (a relayed one's source reports it)."""
-    entry = decode_entry(message_payload(record))
-    return entry.origin is EntryOrigin.LOCAL and wants_report(entry.data)
 
 
 def _only_result(outcome: UnitOutcome) -> storage.Result:

@@ -15,7 +15,7 @@ from qmgr.core.outgoing import EntryOrigin, decode_entry
 from wire import MAX_HOPS, MessageClass, MessageProperties
 
 from .conftest import OpenCore
-from .harness import WALL, CoreHarness, messages
+from .harness import WALL, CoreHarness
 
 SOURCE = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
 IDENTITY = LocalIdentity(peer_port=1901)
@@ -91,27 +91,6 @@ def test_rejections_go_to_the_dead_letter_queue_with_their_class(
     assert arrival.refusal == expected
     (op,) = arrival.ops
     assert dead_class(qm, op, dead_letter) == expected
-
-
-@pytest.mark.parametrize(
-    "message_class",
-    [MessageClass.ACK_REACH_QUEUE, MessageClass.ACK_RECEIVE, MessageClass.NACK_Q_PURGED],
-)
-def test_an_acknowledgment_for_a_transactional_queue_is_kept_there(
-    qm: CoreHarness, message_class: int
-) -> None:
-    """As an acknowledgment written here into a local transactional admin
-    queue is (``Outcomes.acknowledgment``): transactional, with its class."""
-    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
-    found = packet(
-        "TCP:127.0.0.1:1901\\private$\\txq", transactional=False, message_class=message_class
-    )
-    arrival = arrivals.to_queue(found, "txq", wall=WALL)
-    assert arrival.refusal is None
-    assert qm.write(storage.Unit(arrival.ops)).error is None
-    [kept] = messages(qm, "txq")
-    assert (kept.message_class, kept.transactional, kept.body) == (message_class, True, b"body")
-    assert messages(qm, "system$;deadletter") == []
 
 
 def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> None:

@@ -10,14 +10,13 @@ import pytest
 import storage
 from qmgr.core import names
 from qmgr.core.errors import AccessDenied, InvalidArgument, InvalidName, QueueNotFound
-from qmgr.core.outgoing import EntryOrigin, decode_entry, entry_prefix
+from qmgr.core.outgoing import EntryOrigin, decode_entry
 from storage import PoisonSettings, QueueKind
 from wire import MessageClass, MessageProperties
 
 from .conftest import OpenCore
 from .harness import (
     DEADLETTER,
-    NEG_ARRIVAL,
     NEG_RECEIVE,
     POS_RECEIVE,
     WALL,
@@ -208,41 +207,6 @@ def test_queues_made_before_subqueues_get_them(qm: CoreHarness) -> None:
     qm.write(unit)
     assert qm.core.queue("old;poison").parent_id == qm.core.queue("old").queue_id
     assert qm.core.queues.subqueue_units(WALL) == []
-
-
-def test_a_purged_outgoing_queue_gives_its_messages_up(qm: CoreHarness) -> None:
-    """Purged before reaching their queue: NACK_PURGED to the admin queue and
-    to the dead-letter queues as asked, and the copy awaiting confirmation
-    settled; reported as the erase steps remove them, after a crash too."""
-    asks = {"acknowledge": NEG_ARRIVAL | NEG_RECEIVE, "admin_queue": "admin"}
-    qm.send_tx(REMOTE, b"confirmed", journal=DEADLETTER, time_to_be_received=600, **asks)
-    qm.send(REMOTE, b"plain", journal=DEADLETTER, **asks)
-    qm.send_tx(REMOTE, b"silent")
-    prefix = entry_prefix(EntryOrigin.RELAYED, transactional=True, recoverable=True)
-    relayed = storage.AppendOutgoing(OUTGOING, "DIRECT=x", (prefix, b"\xff" * 64), 64)
-    qm.write(storage.Unit((relayed,)))  # passing through: its source reports it
-    queue = qm.store.get_queue(OUTGOING)
-    assert queue is not None
-    confirmed = next(m for m in waiting(qm, queue.queue_id) if m.body == b"confirmed")
-    assert len(qm.store.confirmations(confirmed.ordinal)) == 1
-    outcome = qm.write(storage.Unit((storage.PurgeQueue(queue.queue_id),)))
-    assert outcome.results[0] == storage.QueuePurged(queue.queue_id, 4)
-    qm.crash()
-    assert messages(qm, "admin") == []
-    qm.erase_all(step=2)
-    nacks = messages(qm, "admin")
-    assert sorted((m.body, m.message_class) for m in nacks) == [
-        (b"confirmed", MessageClass.NACK_PURGED),
-        (b"plain", MessageClass.NACK_PURGED),
-    ]
-    assert [(m.body, m.message_class) for m in messages(qm, names.DEADXACT)] == [
-        (b"confirmed", MessageClass.NACK_PURGED)
-    ]
-    assert [(m.body, m.message_class) for m in messages(qm, names.DEADLETTER)] == [
-        (b"plain", MessageClass.NACK_PURGED)
-    ]
-    assert qm.store.confirmations(confirmed.ordinal) == []
-    assert qm.store.queues_to_erase() == []
 
 
 def waiting(qm: CoreHarness, queue_id: int) -> list[MessageProperties]:

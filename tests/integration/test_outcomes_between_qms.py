@@ -156,69 +156,6 @@ def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
         assert outgoing.waiting == 1  # "no limit" waits; the stream has no hole
 
 
-def test_a_purged_outgoing_queue_gives_its_messages_up_at_the_source(
-    daemon_factory: Callable[..., DaemonProcess],
-) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    nobody = f"DIRECT=TCP:127.0.0.1:{free_port()}\\private$\\orders"  # nothing listens
-    with connect(a.address) as qa:
-        qa.create_queue("acks")
-        confirmed = qa.send(
-            nobody,
-            b"confirmed",
-            transactional=True,
-            acknowledge=Acknowledge.FULL_RECEIVE,
-            admin_queue="acks",
-            journal=Journal.DEADLETTER,
-            time_to_be_received=600,
-        )
-        qa.send(
-            nobody,
-            b"plain",
-            acknowledge=Acknowledge.NACK_REACH_QUEUE,
-            admin_queue="acks",
-            journal=Journal.DEADLETTER,
-        )
-        kinds = {finding.kind for finding in qa.trace(confirmed).findings}
-        assert "awaiting-confirmation" in kinds
-        assert qa.purge_outgoing(nobody) == 2
-        nacks = wait_for(qa, "acks", 2)
-        assert sorted((m.body, m.message_class) for m in nacks) == [
-            (b"confirmed", MessageClass.NACK_PURGED),
-            (b"plain", MessageClass.NACK_PURGED),
-        ]
-        [dead] = wait_for(qa, "system$;deadxact", 1)
-        assert (dead.body, dead.message_class) == (b"confirmed", MessageClass.NACK_PURGED)
-        [plain] = wait_for(qa, "system$;deadletter", 1)
-        assert (plain.body, plain.message_class) == (b"plain", MessageClass.NACK_PURGED)
-        # The copy awaiting confirmation was settled with them.
-        kinds = {finding.kind for finding in qa.trace(confirmed).findings}
-        assert "awaiting-confirmation" not in kinds
-
-
-def test_acknowledgments_reach_a_transactional_admin_queue_on_another_queue_manager(
-    peers: Peers,
-) -> None:
-    """Kept there as a local acknowledgment is in a transactional admin queue,
-    not refused with NACK_NOT_TRANSACTIONAL_MSG."""
-    _, b, qa, qb = peers
-    qa.create_queue("tacks", transactional=True)
-    qb.create_queue("orders", transactional=True)
-    send_in_transaction(
-        qa,
-        remote_queue(b, "orders"),
-        b"order",
-        admin_queue="tacks",
-        acknowledge=Acknowledge.POS_ARRIVAL | Acknowledge.POS_RECEIVE,
-    )
-    [arrived] = wait_for(qa, "tacks", 1)
-    assert arrived.message_class == MessageClass.ACK_REACH_QUEUE
-    assert qb.receive("orders", timeout=10) is not None
-    [received] = wait_for(qa, "tacks", 1)
-    assert received.message_class == MessageClass.ACK_RECEIVE
-    assert take_all(qa, "system$;deadletter") == []
-
-
 def test_the_confirmation_process_under_a_broken_link(peers: Peers) -> None:
     _, b, qa, qb = peers
     qb.create_queue("orders", transactional=True)

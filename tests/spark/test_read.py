@@ -50,10 +50,11 @@ def test_argument_less_latest_offset_limits_and_removes(
         {"endpoint": shared_daemon.address, "queue": queue_name, "maxMessagesPerTrigger": "10"}
     )
 
-    def offset(lookup_id: int) -> dict[str, int]:
-        return {"queue_id": info.queue_id, "lookup_id": lookup_id}
-
     members = plan_members(options, queue_name)
+
+    def offset(lookup_id: int) -> dict[str, int | str]:
+        return {"queue_id": info.queue_id, "lookup_id": lookup_id, "guid": str(qm.qm_guid)}
+
     reader = QueueStreamReader(options, queue_name, members)
     try:
         # Knowing nothing, it cannot go below the checkpoint Spark has: the end of all.

@@ -379,8 +379,7 @@ class OutgoingQueue:
         """Remove every entry; later messages' sequence numbers bridge the hole.
 
         Entries already acknowledged (or given up) and not yet forgotten are
-        forgotten first, with their reports; the others are reported as they
-        are erased (``QueueAdmin.erase_unit``: NACK_PURGED)."""
+        forgotten first, with their reports (their delivery is not purged)."""
         unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
         self.purging = True
         try:
@@ -407,7 +406,7 @@ class OutgoingQueue:
     async def _forget_done(self) -> None:
         """Write the forget of the entries waiting in :attr:`to_forget` (the
         forgetter leaves them to a purge in progress), so that a purge does not
-        report as purged what was delivered. One that fails goes with the purge."""
+        lose the reports of what was delivered. One that fails goes with the purge."""
         ids = tuple(self.to_forget)
         if not ids:
             return

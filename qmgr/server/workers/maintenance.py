@@ -186,10 +186,7 @@ class Eraser(Worker):
             self.notify(touched_queues(self._store, unit.ops[1:]))
         result = outcome.results[0]
         if not isinstance(result, storage.Erased):
-            # Built again later: what made it fail (a copy awaiting confirmation
-            # that its step settles, settled meanwhile) is then seen.
             self.log.warning("erase_failed", queue_id=queue_id, error=str(outcome.error))
-            self._retry = True
             return False
         if result.done:
             self.log.debug("erase_done", queue_id=queue_id)
