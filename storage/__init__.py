@@ -49,6 +49,7 @@ from .errors import StoreLocked as StoreLocked
 from .errors import XidInUse as XidInUse
 from .errors import XidResolved as XidResolved
 from .errors import XidUnknown as XidUnknown
+from .keys import RELAY_ID_SIZE as RELAY_ID_SIZE
 from .ops.confirmations import CONFIRMATION_QUEUE_ID as CONFIRMATION_QUEUE_ID
 from .ops.confirmations import MAX_CONFIRMATION_COPIES as MAX_CONFIRMATION_COPIES
 from .ops.confirmations import AddConfirmation as AddConfirmation

@@ -49,7 +49,7 @@ database              key                                         value
 ``retry_due``         due u64 milliseconds + queue_id u32 +       empty
                       lookup_id u64 (20 B)
 ``relayed``           queue_id u32 of an OUTGOING queue + relay   empty
-                      id (29 B) + lookup_id u64 (41 B)
+                      id (33 B) + lookup_id u64 (45 B)
 ====================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -90,7 +90,7 @@ here). ``history`` keys the ids of
 non-transactional messages received lately, to drop resent duplicates.
 
 ``relayed`` indexes the outgoing entries appended with a *relay id* (the
-layer above's 29 bytes naming a message it relays: ``AppendOutgoing.relay``)
+layer above's 33 bytes naming a message it relays: ``AppendOutgoing.relay``)
 by queue, relay id and lookup id: one key per entry, written with the entry
 and deleted with it, however it goes (forgotten, purged and erased, its
 queue deleted), so the copies of a message still held are found with one
@@ -228,7 +228,7 @@ HISTORY_KEY_SIZE: Final = QM_GUID_SIZE + 4
 #: An ``incoming`` key before its queue key: source GUID + sequence timestamp u32.
 INCOMING_PREFIX_SIZE: Final = QM_GUID_SIZE + 4
 #: A relay id: what names a relayed message to the layer above (opaque here).
-RELAY_ID_SIZE: Final = 29
+RELAY_ID_SIZE: Final = 33
 #: The longest transaction id, in UTF-8 bytes.
 MAX_XID_SIZE: Final = 200
 

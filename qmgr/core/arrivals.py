@@ -65,6 +65,7 @@ from typing import Final
 
 import wire
 from storage import (
+    RELAY_ID_SIZE,
     AppendMessage,
     Attempt,
     Operation,
@@ -81,13 +82,12 @@ from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
-__all__ = ["DESTINATION_CACHE_SIZE", "RELAY_ID_SIZE", "Arrival", "Arrivals", "relay_id"]
+__all__ = ["DESTINATION_CACHE_SIZE", "Arrival", "Arrivals", "relay_id"]
 
 #: Destination names remembered; the cache starts afresh when full.
 DESTINATION_CACHE_SIZE: Final = 4096
-#: Bytes of a relay id (what ``storage.AppendOutgoing.relay`` takes).
-RELAY_ID_SIZE: Final = 29
-_RELAY_ID: Final = struct.Struct(">16sQIB")
+_RELAY_ID: Final = struct.Struct(">16sQIIB")
+assert _RELAY_ID.size == RELAY_ID_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,12 +258,15 @@ class Arrivals:
 
 def relay_id(packet: UserMessage) -> bytes:
     """What names a relayed message among the entries of its outgoing queue
-    (:data:`RELAY_ID_SIZE` bytes): its source queue manager's GUID, then, for a
-    transactional message, its TxSequenceID (u64) and sequence number (u32),
-    what the destination's exactly-once rule knows it by (the outgoing queue
-    stands for the destination: a source that gives all its outgoing queues
-    one sequence id, as Windows does, still names each message once); for
-    any other, eight zero bytes and its message id (u32); last, the hop
+    (``storage.RELAY_ID_SIZE`` bytes): its source queue manager's GUID, then,
+    for a transactional message, its TxSequenceID (u64), sequence number and
+    previous sequence number (u32 each), all that the destination's
+    exactly-once rule reads (the outgoing queue stands for the destination: a
+    source that gives all its outgoing queues one sequence id, as Windows
+    does, still names each message once; a resend whose previous number
+    bridges a message the source gave up since is another relay, stored
+    behind the stale copy, which the destination may refuse); for any other,
+    eight zero bytes, its message id (u32) and four zero bytes; last, the hop
     count it arrived with (u8). The source's resends come the same way, with
     the same count; a copy that comes back round a loop of routers has more
     hops, and is another relay: it goes on round the loop to the hop limit,
@@ -272,9 +275,13 @@ def relay_id(packet: UserMessage) -> bytes:
     user = packet.user
     hops = user.hop_count & 0xFF
     if header is None:
-        return _RELAY_ID.pack(user.source_qm.bytes, 0, user.message_id, hops)
+        return _RELAY_ID.pack(user.source_qm.bytes, 0, user.message_id, 0, hops)
     return _RELAY_ID.pack(
-        user.source_qm.bytes, header.sequence_id.value, header.sequence_number, hops
+        user.source_qm.bytes,
+        header.sequence_id.value,
+        header.sequence_number,
+        header.previous_sequence_number,
+        hops,
     )
 
 

@@ -142,8 +142,8 @@ def wants_report(payload: bytes | memoryview) -> bool:
 def record_wants_report(record: bytes | memoryview) -> bool:
     """True if a stored message asks for a report of its fate: an acknowledgment
     or journal level, or a note (a FinalAck its source asked for by FA alone)."""
-    if record[0] == TIMED_MESSAGE_VERSION and record[3]:
-        return True
+    if record[0] == TIMED_MESSAGE_VERSION and record[3] and message_note(record):
+        return True  # (a relay id is not a note)
     return wants_report(message_payload(record))
 
 

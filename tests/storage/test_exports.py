@@ -30,7 +30,7 @@ PUBLIC_NAMES = {
     *["CountedAppend", "HandedMessage", "Handed", "Taker"],
     *["ReserveOrdinals", "SetSetting", "ReclaimSpace"],
     # peering (storage.ops.peering)
-    *["AppendOutgoing", "ForgetOutgoing", "SetOutgoingPaused", "RecordIncoming"],
+    *["AppendOutgoing", "ForgetOutgoing", "SetOutgoingPaused", "RecordIncoming", "RELAY_ID_SIZE"],
     *["RememberMessageIds", "Forgotten", "IncomingState"],
     # subqueues and poison handling (storage.ops.subqueues, storage.ops.poison)
     *["POISON_SUFFIX", "RETRY_SUFFIX", "SUBQUEUE_SUFFIXES", "CreateSubqueues", "DeleteSubqueues"],

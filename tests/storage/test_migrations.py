@@ -410,7 +410,7 @@ def test_a_corrupt_incoming_state_of_schema_6_is_corrupt(
 def test_a_schema_7_store_gets_the_relayed_index_and_keeps_its_stream_keys(
     store: Store, reopen: Reopener
 ) -> None:
-    relay_id = bytes(range(29))
+    relay_id = bytes(range(33))
     commit_ok(
         store,
         unit(AppendOutgoing(ORDERS, "O", b"held before", 11)),  # schema 7: no relay id

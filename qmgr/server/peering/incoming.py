@@ -193,6 +193,13 @@ class Incoming:
             self._order_ack_wake.set()
             return
         if decision is Dropped.DUPLICATE or decision is Dropped.HELD:
+            if decision is Dropped.HELD:
+                self.parts.log.debug(
+                    "relayed_resend_dropped",
+                    peer=connection.peer,
+                    source_qm=str(packet.user.source_qm),
+                    message_id=packet.user.message_id,
+                )
             # Its first copy may still be on its way to the disk: it counts in a
             # SessionAck only after what was written before it.
             connection.store((), lambda _: connection.acknowledge(recoverable))

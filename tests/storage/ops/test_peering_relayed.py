@@ -36,8 +36,8 @@ from storage import (
 from storage.keys import DB_RELAYED, relayed_key, u32, u64
 from storage.records import message_relay_id
 
-FIRST = bytes(range(29))
-SECOND = bytes(range(1, 30))
+FIRST = bytes(range(33))
+SECOND = bytes(range(1, 34))
 OTHER_QUEUE = "outgoing$;tcp:127.0.0.1:1903\\orders"
 
 
@@ -59,7 +59,7 @@ def test_an_entry_is_found_by_its_relay_id_until_it_is_forgotten(store: Store) -
     assert store.relayed_entry(queue_id, SECOND) == 3
     assert store.relayed_entry(other, FIRST) == 1  # its own queue, its own lookup id
     assert store.relayed_entry(other, SECOND) is None
-    assert store.relayed_entry(queue_id, bytes(29)) is None
+    assert store.relayed_entry(queue_id, bytes(33)) is None
     # The id is the record's note, flagged; a plain entry has neither.
     first = store.read_message(queue_id, 1)
     plain = store.read_message(queue_id, 2)
@@ -139,8 +139,8 @@ def test_a_failed_unit_indexes_nothing(store: Store) -> None:
     assert len(raw_items(store.path, DB_RELAYED)) == 2
 
 
-@pytest.mark.parametrize("size", [1, 28, 30])
-def test_a_relay_id_is_29_bytes(store: Store, size: int) -> None:
+@pytest.mark.parametrize("size", [1, 32, 34])
+def test_a_relay_id_is_33_bytes(store: Store, size: int) -> None:
     assert isinstance(error(store, relayed(bytes(size))), InvalidRecord)
     with pytest.raises(InvalidRecord):
         store.relayed_entry(1, bytes(size))
