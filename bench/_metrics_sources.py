@@ -37,6 +37,9 @@ class _NoPeering:
     def refused_by_class(self) -> dict[int, int]:
         return {}
 
+    def relayed_resends_dropped(self) -> int:
+        return 0
+
     def acknowledgments_dropped(self) -> int:
         return 0
 

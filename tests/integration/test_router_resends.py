@@ -38,6 +38,16 @@ def resends(a: DaemonProcess) -> int:
     return len(log_events(a, "order_ack_wait_expired"))
 
 
+def dropped_resends(daemon: DaemonProcess) -> float:
+    """``qmgr_relayed_resends_dropped_total`` as the daemon's /metrics says it."""
+    status, body = daemon.http_get("/metrics")
+    assert status == 200
+    for line in body.decode().splitlines():
+        if line.startswith("qmgr_relayed_resends_dropped_total "):
+            return float(line.split()[1])
+    raise AssertionError("qmgr_relayed_resends_dropped_total is not exported")
+
+
 def wait_for_resends(a: DaemonProcess, rounds: int) -> None:
     seen = resends(a)
     wait_until(lambda: resends(a) >= seen + rounds, 60)
@@ -62,6 +72,7 @@ def test_resends_while_the_next_hop_is_down_do_not_grow_the_routers_queue(
 
             wait_for_resends(a, 3)
             assert held(r) == len(expected), "R stored the resends again"
+            assert dropped_resends(r) >= len(expected)  # each resend counted, none kept
             # What R holds is known from its store: a restart changes nothing.
             r.restart()
             wait_for_resends(a, 3)

@@ -365,6 +365,12 @@ class QueueManagerCollector(Collector):
             value=sources.peering.acknowledgments_dropped(),
         )
         yield CounterMetricFamily(
+            "qmgr_relayed_resends_dropped",
+            "Resends of messages this router still held for relaying, acknowledged "
+            "without being stored or forwarded again, since the start.",
+            value=sources.peering.relayed_resends_dropped(),
+        )
+        yield CounterMetricFamily(
             "qmgr_access_denied",
             "Requests refused for want of a right since the start.",
             sources.tally.denied,

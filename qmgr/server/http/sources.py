@@ -60,6 +60,10 @@ class PeeringReadings(Protocol):
         """OrderAcks and FinalAcks for other queue managers not passed on, since the start."""
         ...
 
+    def relayed_resends_dropped(self) -> int:
+        """Resends of messages held here for relaying, dropped, since the start."""
+        ...
+
 
 class Batches(Protocol):
     """What the metrics read of the committer."""

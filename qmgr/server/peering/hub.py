@@ -259,6 +259,11 @@ class Peering:
         """OrderAcks and FinalAcks for other queue managers not passed on, since the start."""
         return self.incoming.receiver.unroutable
 
+    def relayed_resends_dropped(self) -> int:
+        """Resends of messages held here for relaying, acknowledged and dropped
+        (neither stored nor forwarded again), since the start."""
+        return self.incoming.receiver.relayed_duplicates
+
     def sessions(self) -> int:
         """Peer sessions open now, both directions."""
         return sum(1 for connection in self.connections if connection.opened.is_set())

@@ -54,6 +54,9 @@ class Peering:
     def refused_by_class(self) -> Mapping[int, int]:
         return {MessageClass.NACK_BAD_DST_Q: 2, MessageClass.NACK_ACCESS_DENIED: 1}
 
+    def relayed_resends_dropped(self) -> int:
+        return 5
+
     def acknowledgments_dropped(self) -> int:
         return 3
 

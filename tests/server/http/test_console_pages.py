@@ -45,6 +45,12 @@ class NoPeering:
     def acknowledgments_dropped(self) -> int:
         return 0
 
+    def relayed_resends_dropped(self) -> int:
+        return 0
+
+    def linked_outgoing(self) -> frozenset[int]:
+        return frozenset()
+
 
 class NoBatches:
     batches = 0

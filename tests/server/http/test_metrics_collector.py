@@ -146,6 +146,7 @@ def test_every_family_reads_what_the_daemon_counts(store: storage.Store, tmp_pat
         "class=NACK_BAD_DST_Q": 2,
     }
     assert found["qmgr_acknowledgments_dropped_total"][""] == 3
+    assert found["qmgr_relayed_resends_dropped_total"][""] == 5
     assert found["qmgr_access_denied_total"][""] == 4
     assert found["qmgr_authentication_failures_total"][""] == 2
     usage = store.usage()
