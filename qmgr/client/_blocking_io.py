@@ -293,8 +293,8 @@ class SocketConnection:
 
     def _flush(self, frame: bytes | bytearray = b"") -> None:
         """Write the whole output buffer and ``frame``, reading replies whenever the
-        kernel is full. The buffer is taken whole first (``data_to_send``), so a
-        request another thread builds meanwhile goes to a fresh one."""
+        kernel is full (the buffer taken whole, ``data_to_send``, as the trio
+        connection takes it)."""
         out = self.proto.data_to_send(frame)
         if not out:
             return

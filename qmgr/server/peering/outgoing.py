@@ -264,6 +264,16 @@ class OutgoingQueues:
         queue.machine.forget_started(ids)
         self._nursery.start_soon(self._forget_one, queue, ids)
 
+    async def forget_waiting(self, queue: OutgoingQueue) -> None:
+        """Write now the forget of what ``queue`` has waiting to be forgotten (a
+        purge does this first, so that what was delivered keeps its reports)."""
+        ids = tuple(queue.to_forget)
+        if not ids:
+            return
+        queue.to_forget.clear()
+        queue.machine.forget_started(ids)
+        await self._forget_one(queue, ids)
+
     async def _forgetter(self) -> None:
         while True:
             queues = await self._forgetting.take()

@@ -40,7 +40,6 @@ from qmgr.core.routes import endpoint_text
 from qmgr.protocol import EntryKind, OutgoingSequence
 from wire import client as cf
 
-from ..signals import touched_queues
 from .connection import PacketToSend
 from .parts import PeeringParts
 
@@ -74,6 +73,10 @@ class QueueOwner(Protocol):
 
     def give_up(self, queue: OutgoingQueue, lookup_id: int, reason: wire.MessageClass) -> None:
         """Remove an entry of ``queue`` that can never be sent, reporting ``reason``."""
+        ...
+
+    async def forget_waiting(self, queue: OutgoingQueue) -> None:
+        """Write now the forget of the entries of ``queue`` waiting to be forgotten."""
         ...
 
     def wake_timers(self) -> None:
@@ -383,7 +386,9 @@ class OutgoingQueue:
         unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
         self.purging = True
         try:
-            await self._forget_done()
+            # What was acknowledged is forgotten first, with its delivery reports:
+            # the forgetter leaves a queue being purged alone.
+            await self.owner.forget_waiting(self)
             outcome = await self.parts.committer.submit(unit)
             result = outcome.results[0]
             if not isinstance(result, storage.QueuePurged):
@@ -402,31 +407,6 @@ class OutgoingQueue:
         self.parts.signals.notify(())
         self.wake()
         return result.messages
-
-    async def _forget_done(self) -> None:
-        """Write the forget of the entries waiting in :attr:`to_forget` (the
-        forgetter leaves them to a purge in progress), so that a purge does not
-        lose the reports of what was delivered. One that fails goes with the purge."""
-        ids = tuple(self.to_forget)
-        if not ids:
-            return
-        self.to_forget.clear()
-        self.machine.forget_started(ids)
-        unit = storage.Unit((storage.ForgetOutgoing(self.queue_id, ids), *self.forget_reports(ids)))
-        try:
-            outcome = await self.parts.committer.submit(unit)
-        except Exception as exc:
-            self.parts.log.exception("outgoing_forget_failed", queue=self.name, error=str(exc))
-            self.machine.forget_failed(ids)
-            return
-        result = outcome.results[0]
-        if isinstance(result, storage.Forgotten):
-            self.forgotten(ids, result.state)
-            self.parts.signals.notify(touched_queues(self.parts.store, unit.ops[1:]))
-        else:
-            error = str(outcome.error)
-            self.parts.log.error("outgoing_forget_failed", queue=self.name, error=error)
-            self.machine.forget_failed(ids)
 
     def info(self) -> cf.OutgoingInfo:
         """The queue for status and ``qmgr outgoing list``."""

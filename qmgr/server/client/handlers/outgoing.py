@@ -62,6 +62,6 @@ async def control_outgoing(
         raise InvalidArgument(msg) from None
     info, purged = await _peering(ctx).control(action, request.destination)
     if action is OutgoingAction.PURGE:
-        ctx.services.wake_maintenance()  # the erasing reports the purged messages
+        ctx.services.wake_maintenance()  # the purged entries are erased now, not at a later wake
     ctx.log.info(_OUTGOING_EVENTS[action], destination=info.destination, messages=purged)
     ctx.reply(request_id, cf.OutgoingList(outgoing=(info,), purged=purged))
