@@ -271,7 +271,7 @@ _CORRUPT = (
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 # Errors a failed write may report when the real cause is space: LMDB turns
 # a short write (what a full tmpfs gives) into EIO.
-_WRITE_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+_WRITE_SPACE_ERRNOS = _DISK_FULL_ERRNOS | {errno.EIO}
 #: Free bytes below which a failed write is blamed on a full disk.
 DISK_NEARLY_FULL: int = 4 << 20
 

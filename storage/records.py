@@ -74,7 +74,6 @@ field out of range is :class:`InvalidRecord` naming the record.
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
 import struct
@@ -240,8 +239,9 @@ class QueueRecord:
     def with_counters(
         self, *, next_lookup_id: int, depth: int, size: int, purged_below: int, erasing: bool
     ) -> QueueRecord:
-        """A copy with new counters (written once per touched queue per batch, so it
-        avoids the cost of ``dataclasses.replace``)."""
+        """A copy with new counters (written once per touched queue per batch, and
+        read back by :func:`decode_counters`, so it avoids the cost of
+        ``dataclasses.replace``)."""
         return QueueRecord(
             queue_id=self.queue_id,
             name=self.name,
@@ -550,11 +550,10 @@ def decode_counters(record: QueueRecord, data: bytes | memoryview) -> QueueRecor
         msg = f"counters of queue {record.name!r} are corrupt ({len(data)} bytes)"
         raise StoreCorrupt(msg)
     _, flags, next_lookup_id, depth, size, purged_below = _COUNTERS.unpack(data)
-    return dataclasses.replace(
-        record,
+    return record.with_counters(
         next_lookup_id=next_lookup_id,
         depth=depth,
-        bytes=size,
+        size=size,
         purged_below=purged_below,
         erasing=bool(flags & _C_ERASING),
     )

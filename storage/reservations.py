@@ -40,6 +40,7 @@ the decoder checks what it reads (``StoreCorrupt`` otherwise).
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -124,6 +125,14 @@ class PreparedHeader:
             queue_ids=frozenset(queue_id for queue_id, _ in self.reserved),
             owner=self.owner,
         )
+
+    def holds(self) -> Iterator[tuple[int, int, int]]:
+        """``(queue_id, bytes, pins)`` the transaction holds on the queues it uses:
+        one entry per reservation, then one per pin."""
+        for queue_id, size in self.reserved:
+            yield queue_id, size, 0
+        for queue_id in self.pinned:
+            yield queue_id, 0, 1
 
 
 def encode_header(header: PreparedHeader) -> bytes:
@@ -247,12 +256,9 @@ def load_reservations(txn: Txn, db: lmdb._Database) -> dict[int, tuple[int, int]
         while positioned:
             xid = header_xid(bytes(cursor.key()))
             header = decode_header(cursor.value())
-            for queue_id, size in header.reserved:
+            for queue_id, size, pin in header.holds():
                 held, pins = reservations.get(queue_id, NO_RESERVATION)
-                reservations[queue_id] = (held + size, pins)
-            for queue_id in header.pinned:
-                held, pins = reservations.get(queue_id, NO_RESERVATION)
-                reservations[queue_id] = (held, pins + 1)
+                reservations[queue_id] = (held + size, pins + pin)
             # Past this transaction's records: its xid, then a byte above zero.
             positioned = cursor.set_range(xid + b"\x01")
     return reservations

@@ -35,8 +35,9 @@ and a decoder checks that the lengths add up to exactly the bytes given.
 
 Besides the public limits and :func:`encode_message_parts`, this module names
 what :mod:`wire.message_properties` reads the bytes with: the fixed part's
-``struct`` (:data:`FIXED_PART`), its flag bits, and the index of each field in
-the tuple ``FIXED_PART.unpack_from`` returns (the ``AT_*`` constants);
+``struct`` (:data:`FIXED_PART`), its flag bits, the index of each field in
+the tuple ``FIXED_PART.unpack_from`` returns (the ``AT_*`` constants) and the
+memoised decoding of the source GUID (:func:`source_uuid`);
 :mod:`wire.client.layout_codec` takes the names of the fields it copies from
 :data:`FIXED_FIELDS`.
 """
@@ -45,7 +46,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Final
+from typing import Final, TypeVar
 
 from .protocol_errors import LocalProtocolError
 
@@ -90,10 +91,30 @@ AT_JOURNAL, AT_FLAGS, AT_CLASS, AT_TTRQ, AT_TTBR, AT_SENT_TIME, AT_CORRELATION =
 AT_LABEL_LEN, AT_ADMIN_LEN, AT_RESPONSE_LEN, AT_DESTINATION_LEN = range(13, 17)
 AT_EXTENSION_LEN, AT_BODY_LEN = range(17, 19)
 
-# A handful of queue-manager GUIDs appear in nearly every message, and
-# str(uuid) is slow next to a dict lookup.
+# A handful of queue-manager GUIDs appear in nearly every message, and both
+# uuid.UUID(bytes=...) and str(uuid) are slow next to a dict lookup: what is
+# made of a source GUID's bytes is kept in a small memo, emptied when full.
 _CACHE_LIMIT: Final = 256
+_UUIDS: dict[bytes, uuid.UUID] = {}
 _ID_PREFIXES: dict[bytes, str] = {}
+
+_V = TypeVar("_V")
+
+
+def _remember(memo: dict[bytes, _V], raw: bytes, value: _V) -> _V:
+    """Store ``value`` under ``raw`` in ``memo``, emptying it first when it is full."""
+    if len(memo) >= _CACHE_LIMIT:
+        memo.clear()
+    memo[raw] = value
+    return value
+
+
+def source_uuid(raw: bytes) -> uuid.UUID:
+    """The GUID whose RFC 4122 bytes are ``raw`` (a message's ``source_qm`` field)."""
+    value = _UUIDS.get(raw)
+    if value is None:
+        value = _remember(_UUIDS, raw, uuid.UUID(bytes=raw))
+    return value
 
 
 def format_message_id(source_qm: uuid.UUID | bytes, ordinal: int) -> str:
@@ -101,9 +122,7 @@ def format_message_id(source_qm: uuid.UUID | bytes, ordinal: int) -> str:
     raw = source_qm if isinstance(source_qm, bytes) else source_qm.bytes
     prefix = _ID_PREFIXES.get(raw)
     if prefix is None:
-        if len(_ID_PREFIXES) >= _CACHE_LIMIT:
-            _ID_PREFIXES.clear()
-        prefix = _ID_PREFIXES[raw] = f"{{{uuid.UUID(bytes=raw)}}}\\"
+        prefix = _remember(_ID_PREFIXES, raw, f"{{{uuid.UUID(bytes=raw)}}}\\")
     return f"{prefix}{ordinal}"
 
 

@@ -55,25 +55,11 @@ from .message_layout import (
     NO_CORRELATION,
     encode_message_parts,
     format_message_id,
+    source_uuid,
 )
 from .protocol_errors import LocalProtocolError, RemoteProtocolError
 
 __all__ = ["MessageProperties"]
-
-# A handful of queue-manager GUIDs appear in nearly every message, and
-# uuid.UUID(bytes=...) is slow next to a dict lookup.
-_CACHE_LIMIT: Final = 256
-_UUIDS: dict[bytes, uuid.UUID] = {}
-
-
-def _uuid(raw: bytes) -> uuid.UUID:
-    value = _UUIDS.get(raw)
-    if value is None:
-        if len(_UUIDS) >= _CACHE_LIMIT:
-            _UUIDS.clear()
-        value = _UUIDS[raw] = uuid.UUID(bytes=raw)
-    return value
-
 
 _T = TypeVar("_T")
 
@@ -318,7 +304,7 @@ class MessageProperties:
     @property
     def source_qm(self) -> uuid.UUID:
         """The GUID of the queue manager that created the message."""
-        return _uuid(self._fixed[AT_SOURCE_QM])
+        return source_uuid(self._fixed[AT_SOURCE_QM])
 
     ordinal = _FixedField[int](
         AT_ORDINAL, "The message id's ordinal (unique per source queue manager)."

@@ -147,9 +147,10 @@ def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
     )
 
 
-def _lookup(key: bytes) -> int:
-    """The ``expiry`` lookup id standing for a confirmation key."""
-    return int.from_bytes(key, "big")
+def _index_key(key: bytes, deadline: float) -> bytes:
+    """The ``expiry`` key of a confirmation key with a deadline: its five bytes
+    stand as the lookup id under :data:`CONFIRMATION_QUEUE_ID`."""
+    return expiry_key(deadline, CONFIRMATION_QUEUE_ID, int.from_bytes(key, "big"))
 
 
 def _current(ctx: PlanContext, key: bytes) -> bytes | None:
@@ -159,6 +160,12 @@ def _current(ctx: PlanContext, key: bytes) -> bytes | None:
         return seen
     value: bytes | None = ctx.txn.get(key, db=ctx.dbs.confirmations)
     return value
+
+
+def _put(ctx: PlanContext, key: bytes, value: bytes) -> None:
+    """Write a record (the batch sees it from now on)."""
+    ctx.put(ctx.dbs.confirmations, key, value)
+    ctx.set_scratch((_SCRATCH, key), value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,10 +182,8 @@ class AddConfirmation(Operation):
             if not 0 < confirmation.deadline < float("inf"):
                 msg = f"confirmation deadline {confirmation.deadline} is invalid"
                 raise InvalidRecord(msg)
-            index_key = expiry_key(confirmation.deadline, CONFIRMATION_QUEUE_ID, _lookup(key))
-            ctx.put(ctx.dbs.expiry, index_key, b"")
-        ctx.put(ctx.dbs.confirmations, key, value)
-        ctx.set_scratch((_SCRATCH, key), value)
+            ctx.put(ctx.dbs.expiry, _index_key(key, confirmation.deadline), b"")
+        _put(ctx, key, value)
         return Done()
 
 
@@ -201,8 +206,7 @@ class SettleConfirmation(Removal):
             raise ConfirmationMissing(msg)
         confirmation = _decode(key, data)
         if confirmation.deadline is not None:
-            index_key = expiry_key(confirmation.deadline, CONFIRMATION_QUEUE_ID, _lookup(key))
-            ctx.discard(ctx.dbs.expiry, index_key)
+            ctx.discard(ctx.dbs.expiry, _index_key(key, confirmation.deadline))
         ctx.discard(ctx.dbs.confirmations, key)
         ctx.set_scratch((_SCRATCH, key), None)
         return Done()
@@ -227,9 +231,7 @@ class MarkDelivered(Operation):
                 old = _decode(key, data)
                 if old.destination != destination or old.delivered:
                     continue
-                value = _encode(dataclasses.replace(old, delivered=True))
-                ctx.put(ctx.dbs.confirmations, key, value)
-                ctx.set_scratch((_SCRATCH, key), value)
+                _put(ctx, key, _encode(dataclasses.replace(old, delivered=True)))
         return Done()
 
 

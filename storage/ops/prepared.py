@@ -289,10 +289,8 @@ class PrepareTransaction(Operation):
         db = ctx.dbs.prepared
         for index, value in enumerate(values):
             ctx.put(db, prepared_key(raw, index), value)
-        for queue_id, size in header.reserved:
-            ctx.reservations.reserve(queue_id, size, 0)
-        for queue_id in header.pinned:
-            ctx.reservations.reserve(queue_id, 0, 1)
+        for queue_id, size, pins in header.holds():
+            ctx.reservations.reserve(queue_id, size, pins)
         ctx.set_scratch((_SCRATCH, raw), _Pending(header, self.sends))
         return Prepared(self.xid)
 
@@ -339,10 +337,8 @@ class ResolvePrepared(Operation):
         db = ctx.dbs.prepared
         for index in range(header.sends + 1):
             ctx.discard(db, prepared_key(raw, index))
-        for queue_id, size in header.reserved:
-            ctx.reservations.reserve(queue_id, -size, 0)
-        for queue_id in header.pinned:
-            ctx.reservations.reserve(queue_id, 0, -1)
+        for queue_id, size, pins in header.holds():
+            ctx.reservations.reserve(queue_id, -size, -pins)
         ctx.set_scratch((_SCRATCH, raw), None)
         record_outcome(ctx, self.xid, raw, self.commit, self.resolved_at, header.owner)
         resolution = Resolution.COMMITTED if self.commit else Resolution.ABORTED
