@@ -55,24 +55,30 @@ class Spy:
         monkeypatch.setattr(store, "committing", spy)
 
 
-def handed_to_writer(monkeypatch: pytest.MonkeyPatch) -> list[storage.Plan]:
-    """The plans handed to the writer from now on (a unit written by its submitter
-    on its own task is not)."""
-    handed_over: list[storage.Plan] = []
+@pytest.fixture
+def handed_over(monkeypatch: pytest.MonkeyPatch) -> list[storage.Plan]:
+    """The plans handed to the writer during the test (a unit written by its
+    submitter on its own task is not)."""
+    plans: list[storage.Plan] = []
     apply = Writer.apply
 
     async def spy(self: Writer, plan: storage.Plan) -> storage.StoreError | None:
-        handed_over.append(plan)
+        plans.append(plan)
         return await apply(self, plan)
 
     monkeypatch.setattr(Writer, "apply", spy)
-    return handed_over
+    return plans
+
+
+@pytest.fixture
+def active_for_5s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Connections heard from in the last 5 s count as active, however slow the machine."""
+    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
 
 
 async def test_a_lone_submitter_writes_at_once_on_its_own_task(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, handed_over: list[storage.Plan]
 ) -> None:
-    handed_over = handed_to_writer(monkeypatch)
     async with running_committer(store, thread=True) as committer:
         for _ in range(3):
             outcome = await committer.submit(append(store), source=1)
@@ -99,12 +105,10 @@ async def test_a_lone_submitter_writes_at_once_on_its_own_task(
         pytest.param(0.0001, False, id="in-a-loop"),
     ],
 )
+@pytest.mark.usefixtures("active_for_5s")
 async def test_a_commit_waits_only_for_the_connections_expected_before_it_would_end(
-    store: Store, monkeypatch: pytest.MonkeyPatch, interval: float, inline: bool
+    store: Store, handed_over: list[storage.Plan], interval: float, inline: bool
 ) -> None:
-    handed_over = handed_to_writer(monkeypatch)
-    # Connections heard from in the last 5 s count as active, however slow the machine.
-    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
     async with running_committer(store, thread=False) as committer:
         # Another connection, heard from 1 ms ago, and the time before that.
         now = trio.current_time()
@@ -126,14 +130,13 @@ async def test_a_commit_waits_only_for_the_connections_expected_before_it_would_
         pytest.param(0.0, [2], id="in-a-loop"),
     ],
 )
+@pytest.mark.usefixtures("active_for_5s")
 async def test_a_batch_waits_only_for_the_connections_expected_in_time(
     store: Store, monkeypatch: pytest.MonkeyPatch, interval: float, batches: list[int]
 ) -> None:
-    # A long gathering, so that waiting shows as a shared batch, and connections
-    # heard from in the last 5 s counted as active, however slow the machine.
+    # A long gathering, so that waiting shows as a shared batch.
     monkeypatch.setattr(committer_module, "GATHER_LIMIT", 0.2)
     monkeypatch.setattr(committer_module, "GATHER_SHARE", 1e9)
-    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
     async with running_committer(store, thread=False) as committer:
         # A first write, whose duration the gathering takes its share of.
         assert (await committer.submit(append(store))).error is None
@@ -175,14 +178,13 @@ async def commit_of_a_consumer(
     return read
 
 
+@pytest.mark.usefixtures("active_for_5s")
 async def test_a_connection_that_reads_twice_in_a_transaction_is_expected_at_its_pace_of_units(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, handed_over: list[storage.Plan]
 ) -> None:
     # A consumer: a receive, then the commit 0.1 ms later, then a wait for the
     # next message. Its reads are 0.1 ms apart, but its commits 0.2 s apart: a
     # producer's commit after the consumer's does not wait for it.
-    handed_over = handed_to_writer(monkeypatch)
-    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
     async with running_committer(store, thread=False) as committer:
         await commit_of_a_consumer(committer, store, receive_before=True)
         committer.note_read(1, trio.current_time())
@@ -191,15 +193,14 @@ async def test_a_connection_that_reads_twice_in_a_transaction_is_expected_at_its
     assert handed_over == []
 
 
+@pytest.mark.usefixtures("active_for_5s")
 async def test_the_receive_after_a_commit_is_expected_at_the_pace_of_units_too(
-    store: Store, monkeypatch: pytest.MonkeyPatch
+    store: Store, handed_over: list[storage.Plan]
 ) -> None:
     # A consumer that is behind: its next receive finds a message at once,
     # right after its commit. That read's interval does not say when it commits
     # next either: a producer's commit, once that interval has passed, does not
     # wait for it.
-    handed_over = handed_to_writer(monkeypatch)
-    monkeypatch.setattr(committer_module, "QUIET_SECONDS", 5.0)
     async with running_committer(store, thread=False) as committer:
         commit_read = await commit_of_a_consumer(committer, store, receive_before=False)
         receive_read = trio.current_time()

@@ -24,7 +24,7 @@ from qmgr.server.client.operations import Operations
 from qmgr.server.http import HttpPort
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.exposition import Exposition, SeriesFamily
-from qmgr.server.http.port import HttpService
+from qmgr.server.http.port import CONNECTION, HttpConnection, HttpService
 from qmgr.server.http.service import HypercornService
 
 
@@ -148,22 +148,26 @@ async def serving(port: HttpPort, tls: ssl.SSLContext | None = None) -> AsyncIte
             nursery.cancel_scope.cancel()
 
 
-async def asgi_call(
-    app: Any,
+def client_connection(*, certificate: str | None = None, tls: bool = False) -> HttpConnection:
+    """The listener's record of a connection from 127.0.0.1:1 (the client of
+    :func:`asgi_scope`): the common name of the client certificate it showed,
+    if any, and whether it is under TLS."""
+    return HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate, tls=tls)
+
+
+def asgi_scope(
     method: str,
     path: str,
-    body: bytes = b"",
     *,
+    content_length: int = 0,
     query: str = "",
     headers: Sequence[tuple[str, str]] = (),
-    state: dict[str, Any] | None = None,
-    cut: int | None = None,
-) -> Answer:
-    """One request to the ASGI application ``app``, without sockets (its body in
-    chunks of 16 KiB), and its whole response; with ``cut``, the client goes
-    away after that many bytes of its body (its ``Content-Length`` is still
-    the whole body's)."""
-    scope = {
+    connection: HttpConnection | None = None,
+) -> dict[str, Any]:
+    """The ASGI scope of one HTTP/1.1 request from 127.0.0.1:1 to port 1803, as
+    the listener hands it to the application: on ``connection`` (by default a
+    :func:`client_connection` of its own), with a ``Content-Length`` header."""
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -174,13 +178,38 @@ async def asgi_call(
         "query_string": query.encode(),
         "root_path": "",
         "headers": [
-            (b"content-length", str(len(body)).encode()),
+            (b"content-length", str(content_length).encode()),
             *((name.lower().encode(), value.encode()) for name, value in headers),
         ],
         "client": ("127.0.0.1", 1),
         "server": ("127.0.0.1", 1803),
-        "state": state or {},
+        "state": {CONNECTION: client_connection() if connection is None else connection},
     }
+
+
+async def asgi_call(
+    app: Any,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    *,
+    query: str = "",
+    headers: Sequence[tuple[str, str]] = (),
+    connection: HttpConnection | None = None,
+    cut: int | None = None,
+) -> Answer:
+    """One request to the ASGI application ``app``, without sockets (its scope
+    :func:`asgi_scope`'s, its body in chunks of 16 KiB), and its whole response;
+    with ``cut``, the client goes away after that many bytes of its body (its
+    ``Content-Length`` is still the whole body's)."""
+    scope = asgi_scope(
+        method,
+        path,
+        content_length=len(body),
+        query=query,
+        headers=headers,
+        connection=connection,
+    )
     sent_body = body if cut is None else body[:cut]
     chunks = [sent_body[i : i + 16384] for i in range(0, len(sent_body), 16384)] or [b""]
     incoming = [

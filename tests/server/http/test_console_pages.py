@@ -16,7 +16,7 @@ from urllib.parse import urlencode
 
 import pytest
 import structlog
-from http_kit import Answer, asgi_call, operations_app
+from http_kit import Answer, asgi_call, client_connection, operations_app
 from server.client.kit import enable_permissions, open_services
 
 from qmgr.server.client.handlers.replies import queue_info
@@ -25,7 +25,6 @@ from qmgr.server.client.services import Services
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.console import Console
 from qmgr.server.http.console import console as make_console
-from qmgr.server.http.port import CONNECTION, HttpConnection
 from qmgr.server.http.sources import MetricsSources
 from storage import QueueKind
 from wire import MessageProperties
@@ -91,7 +90,6 @@ class Site:
                 sent += [("origin", "http://qmgr:1803"), ("host", "qmgr:1803")]
         if cookie is not None:
             sent.append(("cookie", f"qmgr_console={cookie}"))
-        connection = HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate, tls=tls)
         return await asgi_call(
             self.app,
             method,
@@ -99,7 +97,7 @@ class Site:
             data,
             query=query,
             headers=sent,
-            state={CONNECTION: connection},
+            connection=client_connection(certificate=certificate, tls=tls),
             cut=cut,
         )
 
@@ -481,7 +479,6 @@ async def test_a_login_from_another_site_or_a_sandboxed_frame_is_refused(site: S
         "/console/login",
         b"token=alice-token",
         headers=[("content-type", "application/x-www-form-urlencoded"), ("host", "qmgr:1803")],
-        state={CONNECTION: HttpConnection(1, "127.0.0.1:1", 0.0)},
     )
     assert bare.status == 403  # every browser sends an Origin with a form
     assert len(site.console.sessions) == 0

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 import structlog
 import trio
-from http_kit import asgi_call, exchange, operations_app, port_of, serving
+from http_kit import (
+    asgi_call,
+    asgi_scope,
+    client_connection,
+    exchange,
+    operations_app,
+    port_of,
+    serving,
+)
 from server.client.kit import enable_permissions, open_services
 
 from qmgr.client import Message
@@ -26,7 +34,6 @@ from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
 from qmgr.server.http.app import HttpApp
-from qmgr.server.http.port import CONNECTION, HttpConnection
 from qmgr.server.http.service import host_names
 from wire import MessageProperties
 from wire import client as cf
@@ -63,7 +70,6 @@ class Api:
     ) -> Reply:
         data = json.dumps(body).encode() if isinstance(body, dict) else body
         headers = (*headers, *(() if token is None else [("authorization", f"Bearer {token}")]))
-        connection = HttpConnection(1, "127.0.0.1:1", 0.0, certificate_name=certificate)
         answer = await asgi_call(
             self.app,
             method,
@@ -71,7 +77,7 @@ class Api:
             data,
             query=query,
             headers=headers,
-            state={CONNECTION: connection},
+            connection=client_connection(certificate=certificate),
             cut=cut,
         )
         assert answer.headers["content-type"] == "application/json", answer.body
@@ -457,22 +463,10 @@ async def test_a_request_closed_for_room_while_its_body_came_does_nothing(api: A
     # must not purge all the same (and answer nobody).
     await api.run(cf.CreateQueue(name="orders"))
     await api.send("orders", b"a")
-    connection = HttpConnection(1, "127.0.0.1:1", 0.0)
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/api/v1/queues/orders/purge",
-        "raw_path": b"/api/v1/queues/orders/purge",
-        "query_string": b"",
-        "root_path": "",
-        "headers": [(b"content-length", b"2")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 1803),
-        "state": {CONNECTION: connection},
-    }
+    connection = client_connection()
+    scope = asgi_scope(
+        "POST", "/api/v1/queues/orders/purge", content_length=2, connection=connection
+    )
     sent: list[dict[str, Any]] = []
 
     async def receive() -> dict[str, Any]:
@@ -529,9 +523,8 @@ async def test_a_browser_is_answered_without_tls_only_at_a_host_of_this_listener
 
 async def test_under_tls_the_certificate_binds_the_name(api: Api) -> None:
     headers = (("host", "rebound.example"), ("sec-fetch-site", "same-origin"))
-    connection = HttpConnection(1, "127.0.0.1:1", 0.0, tls=True)
     answer = await asgi_call(
-        api.app, "GET", "/api/v1/queues", headers=headers, state={CONNECTION: connection}
+        api.app, "GET", "/api/v1/queues", headers=headers, connection=client_connection(tls=True)
     )
     assert answer.status == 200
 

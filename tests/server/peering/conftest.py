@@ -93,6 +93,16 @@ async def deliver(a: Node, b: Node, expected: list[bytes], queue: str = QUEUE) -
     assert b.bodies(queue) == expected
 
 
+@pytest.fixture
+async def first_delivered(network: Network) -> tuple[Node, Node]:
+    """A and B started (:func:`start_pair`), and a message b"first" sent from A
+    delivered to B: A has an outgoing queue to B, and it is empty."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"first"])
+    await deliver(a, b, [b"first"])
+    return a, b
+
+
 async def cut_once(
     a: Node,
     b: Node,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from peer_kit import Network, is_data, is_order_ack, wait_until
+from peer_kit import Network, Node, is_data, is_order_ack, wait_until
 
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.server.client.services import OutgoingAction
@@ -71,11 +71,9 @@ async def test_status_follows_both_sides(
 
 
 async def test_an_outgoing_queue_is_paused_resumed_and_purged(
-    network: Network, autojump_clock: trio.testing.MockClock
+    first_delivered: tuple[Node, Node], autojump_clock: trio.testing.MockClock
 ) -> None:
-    a, b = await start_pair(network)
-    await a.send(b.remote(QUEUE), [b"first"])
-    await deliver(a, b, [b"first"])
+    a, b = first_delivered
     destination = b.remote(QUEUE)
     info, purged = await a.peering.control(OutgoingAction.PAUSE, destination)
     assert (info.state, purged) == ("paused", 0)

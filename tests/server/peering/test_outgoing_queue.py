@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import trio
 import trio.testing
-from peer_kit import Network, is_data, is_order_ack, wait_until
+from peer_kit import Network, Node, is_data, is_order_ack, wait_until
 
 import storage
 import wire
@@ -121,11 +121,9 @@ async def test_a_message_too_large_for_a_packet_is_dead_lettered_at_the_source(
 
 
 async def test_a_resumed_queue_with_messages_is_not_shown_idle(
-    network: Network, autojump_clock: trio.testing.MockClock
+    first_delivered: tuple[Node, Node], autojump_clock: trio.testing.MockClock
 ) -> None:
-    a, b = await start_pair(network)
-    await a.send(b.remote(QUEUE), [b"first"])
-    await deliver(a, b, [b"first"])
+    a, b = first_delivered
     [queue] = a.peering.outgoing.values()
     await wait_until(lambda: queue.info().state == "idle", what="nothing to send")
     await queue.set_paused(True)
@@ -138,13 +136,11 @@ async def test_a_resumed_queue_with_messages_is_not_shown_idle(
 
 
 async def test_a_purge_forgets_what_was_acknowledged_before_it(
-    network: Network, autojump_clock: trio.testing.MockClock
+    first_delivered: tuple[Node, Node], autojump_clock: trio.testing.MockClock
 ) -> None:
     """Entries acknowledged but not yet forgotten when a purge comes are
     forgotten first, with their delivery reports: they are not purged."""
-    a, b = await start_pair(network)
-    await a.send(b.remote(QUEUE), [b"first"])
-    await deliver(a, b, [b"first"])
+    a, b = first_delivered
     [queue] = a.peering.outgoing.values()
     queue.purging = True  # as while a purge is written: the forgetter leaves the queue alone
     deadletter_and_journal = 0x03  # MQMSG_DEADLETTER | MQMSG_JOURNAL: a copy awaits confirmation

@@ -16,6 +16,16 @@ from qmgr.server.client.services import Services
 from wire import client as cf
 
 
+async def receive_waiting_in_transaction_1(conn: Connection, timeout_ms: int = 60_000) -> int:
+    """A transactional queue ``q``, and transaction 1 of ``conn`` begun with a receive
+    waiting on it (the queue is empty); that receive's request id."""
+    await make_queue(conn.client, "q", transactional=True)
+    _, waiting = await conn.client.send(
+        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=timeout_ms)
+    )
+    return waiting
+
+
 async def test_a_transaction_commits_whole_and_a_waiting_receive_wakes(
     conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -88,8 +98,7 @@ async def test_waiting_receives_per_connection_are_bounded(
 async def test_a_transaction_has_one_waiting_receive_and_commits_without_it(
     conn: Connection, autojump_clock: trio.testing.MockClock
 ) -> None:
-    await make_queue(conn.client, "q", transactional=True)
-    await conn.client.send(cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=60_000))
+    await receive_waiting_in_transaction_1(conn)
     second = await conn.client.call(cf.Receive(tx_id=1, queue="q", timeout_ms=60_000))
     assert "already has a receive waiting" in error(second, cf.ErrorCode.TRANSACTION_USAGE).message
     refused = await conn.client.call(cf.Commit(tx_id=1))
@@ -99,14 +108,11 @@ async def test_a_transaction_has_one_waiting_receive_and_commits_without_it(
 async def test_an_abort_ends_the_receive_waiting_in_its_transaction(
     conn: Connection, autojump_clock: trio.testing.MockClock
 ) -> None:
-    await make_queue(conn.client, "q", transactional=True)
-    ids = await conn.client.send(
-        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=60_000)
-    )
+    waiting = await receive_waiting_in_transaction_1(conn)
     assert await conn.client.call(cf.Abort(tx_id=1)) == cf.Ok()
     frame = await conn.client.reply()
     assert frame is not None
-    assert frame.request_id == ids[1]
+    assert frame.request_id == waiting
     ended = error(frame.value, cf.ErrorCode.TRANSACTION_ABORTED)
     assert ended.message == "transaction 1 was aborted while this receive waited"
 
@@ -140,11 +146,7 @@ async def test_uncommitted_sends_are_bounded_daemon_wide(
 async def test_a_transaction_waiting_for_a_message_is_not_idle(
     conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
 ) -> None:
-    await make_queue(conn.client, "q", transactional=True)
-    ids = await conn.client.send(
-        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=600_000)
-    )
-    waiting = ids[1]
+    waiting = await receive_waiting_in_transaction_1(conn, timeout_ms=600_000)
     await trio.sleep(500)  # a worker waiting on an empty queue
     core = services.core
     assert core.transactions.idle(trio.current_time(), timeout=1) == []
@@ -234,13 +236,10 @@ async def test_a_cancelled_receive_is_answered_as_at_its_timeout_and_takes_nothi
 async def test_a_cancelled_receive_in_a_transaction_leaves_the_transaction_usable(
     conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
 ) -> None:
-    await make_queue(conn.client, "q", transactional=True)
-    ids = await conn.client.send(
-        cf.Begin(tx_id=1), cf.Receive(tx_id=1, queue="q", timeout_ms=60_000)
-    )
+    waiting = await receive_waiting_in_transaction_1(conn)
     await trio.testing.wait_all_tasks_blocked()
-    await conn.client.send(cf.CancelReceive(request_id=ids[1]))
-    assert await conn.client.reply() == cf.Frame(request_id=ids[1], value=cf.NoMessage())
+    await conn.client.send(cf.CancelReceive(request_id=waiting))
+    assert await conn.client.reply() == cf.Frame(request_id=waiting, value=cf.NoMessage())
     await conn.client.send(cf.Send(tx_id=1, message=message("q", b"one")))
     assert await conn.client.call(cf.Commit(tx_id=1)) == cf.Ok()
     assert services.core.queue("q").depth == 1
