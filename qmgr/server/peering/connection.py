@@ -40,8 +40,8 @@ accepted again.
 A connection knows nothing of the rest of the peering adapter: what it
 needs comes in a :class:`ConnectionContext` (the daemon's parts, TLS, the
 session settings, the identities' registry, and where its events go: a
-:class:`ConnectionEvents`), and the outgoing queues it carries are anything
-with a ``next_packet`` (:class:`OutgoingSource`).
+:class:`ConnectionEvents`), and the outgoing queues it carries are an
+:class:`OutgoingSource` that hands out their packets in turn.
 """
 
 from __future__ import annotations
@@ -162,10 +162,14 @@ PacketToSend = tuple[bytes, bool, object]
 
 
 class OutgoingSource(Protocol):
-    """An outgoing queue, as the connection that carries it sees it."""
+    """The outgoing queues a connection carries (its link's), as it sees them."""
 
     def next_packet(self, now: float) -> PacketToSend | None:
-        """The next packet to send now, or None."""
+        """The next packet of one of the queues to send now, in turn, or None."""
+        ...
+
+    def all_may_send(self) -> None:
+        """A session opened: every queue may have something to send through it."""
         ...
 
 
@@ -281,7 +285,7 @@ class PeerConnection:
         *,
         role: Role,
         peer: str,
-        queues: Sequence[OutgoingSource] = (),
+        queues: OutgoingSource | None = None,
         identity: str | None = None,
         itself: bool = False,
         refusing: str | None = None,
@@ -310,7 +314,7 @@ class PeerConnection:
         self.session.refusing = refusing
         self.decoder = wire.FrameDecoder(max_packet_size=parts.config.peer_max_packet_size)
         #: Outgoing queues whose messages this connection carries (initiator
-        #: only: its link's list, which grows as queues for the hop appear).
+        #: only: its link's, which grow as queues for the hop appear).
         self.queues = queues
         self._control: list[bytes] = []  # built packets to send before any transmission
         self._last_words: list[bytes] = []  # built packets to send as the session closes
@@ -332,7 +336,6 @@ class PeerConnection:
         #: Called once the session is open (the peer said which queue manager it is).
         self.on_opened: Callable[[], None] | None = None
         self.close_reason = ""
-        self._next_queue = 0
         log = parts.log.bind(peer=peer, role=role.name.lower())
         self.log = log if identity is None else log.bind(identity=identity)
 
@@ -453,6 +456,8 @@ class PeerConnection:
                         raise PeerClosed(refusal)
                 self.remote_qm = action.remote_qm
                 self.opened.set()
+                if self.queues is not None:
+                    self.queues.all_may_send()
                 if self.on_opened is not None:
                     self.on_opened()
                 self.log = self.log.bind(remote_qm=str(action.remote_qm))
@@ -608,16 +613,9 @@ class PeerConnection:
 
     def _next_transmission(self, now: float) -> PacketToSend | None:
         queues = self.queues
-        if not queues or self.role is not Role.INITIATOR or not self.opened.is_set():
+        if queues is None or self.role is not Role.INITIATOR or not self.opened.is_set():
             return None
-        count = len(queues)
-        for step in range(count):
-            queue = queues[(self._next_queue + step) % count]
-            built = queue.next_packet(now)
-            if built is not None:
-                self._next_queue = (self._next_queue + step + 1) % count
-                return built
-        return None
+        return queues.next_packet(now)
 
 
 #: Why a connection ends when the peer closes it between packets.

@@ -20,6 +20,13 @@ several next hops moves its queues between links on that (see
 are its *standby* queues: their work keeps the link trying, so that they come
 back as soon as it answers.
 
+A link's queues are a :class:`LinkQueues`: the connection asks them for
+packets in turn, and only those that may have something to send are asked.
+A queue is marked so by its wake-up (new entries, a resend timer, a forget
+that settled, a resume, a route change) and when a session opens; one that
+has nothing is passed over until its next wake-up. A send through a hop
+with thousands of idle queues so looks at one queue, not at all of them.
+
 A hop may turn out to be this queue manager itself: a hairpin NAT, a port
 map or a DNS name of this host that is not in ``server.aliases``. The link
 finds out when the peer shows this queue manager's own certificate (mutual
@@ -33,7 +40,8 @@ rules as over any session, with no network in between.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 
 import trio
 
@@ -41,11 +49,68 @@ from qmgr.core.routes import HopState, endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
-from .connection import ConnectionContext, PeerConnection
+from .connection import ConnectionContext, PacketToSend, PeerConnection
 from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 from .outgoing_queue import OutgoingQueue
 
-__all__ = ["Link"]
+__all__ = ["Link", "LinkQueues"]
+
+
+class LinkQueues:
+    """The outgoing queues one link carries, and which of them may have a packet.
+
+    Iterating, ``len`` and ``in`` see every queue it carries. :meth:`next_packet`
+    asks the marked queues in turn (one that gives a packet goes to the back);
+    a queue with nothing to send is unmarked until :meth:`mark` or
+    :meth:`all_may_send` marks it again.
+    """
+
+    def __init__(self) -> None:
+        self._queues: dict[OutgoingQueue, None] = {}
+        self._marked: OrderedDict[OutgoingQueue, None] = OrderedDict()
+
+    def __iter__(self) -> Iterator[OutgoingQueue]:
+        return iter(tuple(self._queues))
+
+    def __len__(self) -> int:
+        return len(self._queues)
+
+    def __contains__(self, queue: object) -> bool:
+        return queue in self._queues
+
+    def add(self, queue: OutgoingQueue) -> None:
+        """Carry ``queue`` from now on (marked)."""
+        self._queues[queue] = None
+        self._marked[queue] = None
+
+    def remove(self, queue: OutgoingQueue) -> None:
+        """Stop carrying ``queue`` (no error if it is not carried)."""
+        self._queues.pop(queue, None)
+        self._marked.pop(queue, None)
+
+    def mark(self, queue: OutgoingQueue) -> None:
+        """``queue`` may have something to send (ignored if it is not carried)."""
+        if queue in self._queues:
+            self._marked[queue] = None
+
+    def all_may_send(self) -> None:
+        """Every queue may have something to send (a session opened)."""
+        self._marked = OrderedDict.fromkeys(self._queues)
+
+    def next_packet(self, now: float) -> PacketToSend | None:
+        """The next packet of a marked queue, in turn, or None if none has one."""
+        marked = self._marked
+        # Each marked queue is asked once at most: one marked again while it is
+        # asked (its packet could not be built, say) waits for the next call.
+        for _ in range(len(marked)):
+            if not marked:
+                break
+            queue, _ = marked.popitem(last=False)
+            built = queue.next_packet(now)
+            if built is not None:
+                marked[queue] = None
+                return built
+        return None
 
 
 class Link:
@@ -71,7 +136,7 @@ class Link:
         self.hop = hop
         self._changed = changed
         #: The queues it carries.
-        self.queues: list[OutgoingQueue] = []
+        self.queues = LinkQueues()
         #: Queues that prefer this hop but use a later one while it is down.
         self.standby: set[OutgoingQueue] = set()
         #: ``trio.current_time()`` of the first failed attempt since the last
@@ -91,8 +156,12 @@ class Link:
         self.name = endpoint_text(*hop)
         self.log = context.parts.log.bind(peer=self.name)
 
-    def wake(self) -> None:
-        """Its queues may have work."""
+    def wake(self, queue: OutgoingQueue | None = None) -> None:
+        """``queue`` (None: any of its queues) may have work."""
+        if queue is None:
+            self.queues.all_may_send()
+        else:
+            self.queues.mark(queue)
         self._wake.set()
         if self.connection is not None:
             self.connection.wake()

@@ -19,7 +19,10 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   reports its removals before any later forget: forgets of a queue being
   purged wait for it;
 * the **timers** task runs the sequences' resend timers (Transactional Ack
-  Wait);
+  Wait): a queue whose sequence may have armed its timer, or moved it
+  earlier, says so (:meth:`OutgoingQueues.wake_timers`), and the task keeps
+  one deadline per queue in a heap, looking again at a queue's sequence
+  only when its deadline passes;
 * the **failover** task keeps each queue whose route lists several next hops
   on the one :func:`qmgr.core.routes.choose_hop` picks from its links'
   reachability. A move takes the queue off the old link (what it sent there
@@ -35,6 +38,8 @@ us, and the hub routes session acknowledgments here.
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import math
 from collections.abc import Iterable
 
@@ -82,6 +87,11 @@ class OutgoingQueues:
         #: The link to each next hop.
         self.links: dict[tuple[str, int], Link] = {}
         self._timer_wake = trio.Event()
+        #: Resend deadlines, soonest first: ``(deadline, order, queue)``; an entry
+        #: whose order is not the queue's in ``_armed`` was replaced by an earlier one.
+        self._deadlines: list[tuple[float, int, OutgoingQueue]] = []
+        self._armed: dict[OutgoingQueue, tuple[float, int]] = {}
+        self._arming = itertools.count()
         self._failover_wake = trio.Event()
         #: Queues whose route lists several next hops.
         self._alternating: set[OutgoingQueue] = set()
@@ -121,7 +131,7 @@ class OutgoingQueues:
         self.queues[record.queue_id] = queue
         self.by_stamp[state.sequence_timestamp] = queue
         link = self._link(queue.hop)
-        link.queues.append(queue)
+        link.queues.add(queue)
         queue.link = link
         if len(hops) > 1:
             self._alternating.add(queue)
@@ -157,7 +167,7 @@ class OutgoingQueues:
         self.by_stamp.pop(queue.sequence_timestamp, None)
         self._alternating.discard(queue)
         link = self.links.get(queue.hop)
-        if link is not None and queue in link.queues:
+        if link is not None:
             link.queues.remove(queue)
         for hop in queue.hops:
             if (standby := self.links.get(hop)) is not None:
@@ -189,8 +199,7 @@ class OutgoingQueues:
     def _move(self, queue: OutgoingQueue, index: int) -> None:
         """Carry ``queue`` through its next hop number ``index`` from now on."""
         old = self._link(queue.hop)
-        if queue in old.queues:
-            old.queues.remove(queue)
+        old.queues.remove(queue)
         # What went out through the old hop and is not acknowledged goes again.
         queue.machine.connection_lost()
         self.parts.log.warning(
@@ -206,7 +215,7 @@ class OutgoingQueues:
         )
         queue.hop_index = index
         new = self._link(queue.hop)
-        new.queues.append(queue)
+        new.queues.add(queue)
         queue.link = new
         queue.standby_links = []
         for position, hop in enumerate(queue.hops):
@@ -236,7 +245,7 @@ class OutgoingQueues:
             return
         ids = queue.machine.order_ack(ack.sequence_id, ack.sequence_number, trio.current_time())
         queue.last_order_ack = self.parts.wall()
-        self.wake_timers()  # progress restarts the resend timer
+        self.wake_timers(queue)  # progress restarts the resend timer
         if ids:
             self.forget(queue, ids)
 
@@ -316,32 +325,50 @@ class OutgoingQueues:
 
     # ------------------------------------------------------------------ timers
 
-    def wake_timers(self) -> None:
-        """An outgoing sequence armed a timer."""
-        self._timer_wake.set()
+    def wake_timers(self, queue: OutgoingQueue) -> None:
+        """The sequence of ``queue`` may have armed its resend timer, or moved it
+        earlier. (One that moved later is found when the earlier deadline passes.)"""
+        deadline = queue.machine.next_deadline()
+        if deadline is None:
+            return
+        armed = self._armed.get(queue)
+        if armed is not None and armed[0] <= deadline:
+            return
+        order = next(self._arming)
+        self._armed[queue] = (deadline, order)
+        heapq.heappush(self._deadlines, (deadline, order, queue))
+        if self._deadlines[0][1] == order:
+            self._timer_wake.set()
 
     async def _timers(self) -> None:
+        deadlines = self._deadlines
         while True:
-            deadlines = [
-                deadline
-                for queue in self.queues.values()
-                if (deadline := queue.machine.next_deadline()) is not None
-            ]
             self._timer_wake = trio.Event()
-            with trio.move_on_at(min(deadlines, default=math.inf)):
+            with trio.move_on_at(deadlines[0][0] if deadlines else math.inf):
                 await self._timer_wake.wait()
             now = trio.current_time()
-            for queue in list(self.queues.values()):
+            while deadlines and deadlines[0][0] <= now:
+                _, order, queue = heapq.heappop(deadlines)
+                armed = self._armed.get(queue)
+                if armed is None or armed[1] != order:
+                    continue  # replaced by an earlier deadline
+                del self._armed[queue]
+                if self.queues.get(queue.queue_id) is not queue:
+                    continue  # no longer an outgoing queue
                 deadline = queue.machine.next_deadline()
-                if deadline is not None and deadline <= now:
-                    queue.machine.timer(now)
-                    self.parts.log.info(
-                        "order_ack_wait_expired",
-                        queue=queue.destination.display_name,
-                        resend_index=queue.machine.resend_index,
-                        unacknowledged=queue.machine.unacknowledged,
-                    )
-                    queue.wake()
+                if deadline is None:
+                    continue
+                if deadline > now:
+                    self.wake_timers(queue)
+                    continue
+                queue.machine.timer(now)
+                self.parts.log.info(
+                    "order_ack_wait_expired",
+                    queue=queue.destination.display_name,
+                    resend_index=queue.machine.resend_index,
+                    unacknowledged=queue.machine.unacknowledged,
+                )
+                queue.wake()
 
     # ------------------------------------------------------------------ control and status
 

@@ -79,8 +79,8 @@ class QueueOwner(Protocol):
         """Write now the forget of the entries of ``queue`` waiting to be forgotten."""
         ...
 
-    def wake_timers(self) -> None:
-        """A queue's sequence armed its resend timer."""
+    def wake_timers(self, queue: OutgoingQueue) -> None:
+        """The sequence of ``queue`` may have armed its resend timer."""
         ...
 
 
@@ -95,8 +95,8 @@ class EntryTag:
 class Carrier(Protocol):
     """The link that carries an outgoing queue, as the queue sees it."""
 
-    def wake(self) -> None:
-        """The queue may have something to send."""
+    def wake(self, queue: OutgoingQueue | None = None) -> None:
+        """``queue`` (None: any of its queues) may have something to send."""
         ...
 
     def describe(self) -> tuple[str, float | None, str]:
@@ -200,9 +200,9 @@ class OutgoingQueue:
         """Tell the link there may be something to send (and the standby links
         that it may be worth trying their hop again)."""
         if self.link is not None:
-            self.link.wake()
+            self.link.wake(self)
         for standby in self.standby_links:
-            standby.wake()
+            standby.wake(self)
 
     def next_packet(self, now: float) -> PacketToSend | None:
         """The next packet to send, built: ``(bytes, recoverable, tag)``, or None."""
@@ -240,7 +240,7 @@ class OutgoingQueue:
                     continue
             kind = transmission.kind
             if kind is EntryKind.TRANSACTIONAL:
-                self.owner.wake_timers()  # the resend timer may start now
+                self.owner.wake_timers(self)  # the resend timer may start now
             recoverable = kind is not EntryKind.EXPRESS
             return data, recoverable, EntryTag(self, transmission.lookup_id)
 

@@ -3,11 +3,18 @@ there is nothing to send."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import cast
+
 import pytest
 import trio
 import trio.testing
 from fault_stream import is_data
 from peer_kit import HOST, Network, wait_until
+
+from qmgr.server.peering.connection import PacketToSend
+from qmgr.server.peering.link import LinkQueues
+from qmgr.server.peering.outgoing_queue import OutgoingQueue
 
 from .conftest import (
     QUEUE,
@@ -100,3 +107,88 @@ async def test_a_hop_that_stops_reading_is_failed_over_from_when_it_went_silent(
     # after a reconnection's handshake timeout (60 s) on top of it.
     assert trio.current_time() - silent == pytest.approx(5.0 + 3.0, abs=0.5)
     await deliver(a, d, first + expected)
+
+
+# ---------------------------------------------------------------------- LinkQueues
+
+
+class _Source:
+    """An outgoing queue as ``LinkQueues`` sees it: a number of packets to give."""
+
+    def __init__(self, name: str, packets: int = 0) -> None:
+        self.name, self.packets, self.asked = name, packets, 0
+        self.on_ask: Callable[[], None] = lambda: None
+
+    def next_packet(self, now: float) -> PacketToSend | None:
+        self.asked += 1
+        self.on_ask()
+        if not self.packets:
+            return None
+        self.packets -= 1
+        return self.name.encode(), True, self.name
+
+
+def _carried(*sources: _Source) -> LinkQueues:
+    queues = LinkQueues()
+    for source in sources:
+        queues.add(cast(OutgoingQueue, source))
+    return queues
+
+
+def _drain(queues: LinkQueues) -> list[object]:
+    tags = []
+    while (built := queues.next_packet(0.0)) is not None:
+        tags.append(built[2])
+    return tags
+
+
+def test_link_queues_take_turns_and_pass_over_queues_with_nothing_to_send() -> None:
+    a, b, idle = _Source("a", 2), _Source("b", 3), _Source("idle")
+    queues = _carried(a, b, idle)
+    assert _drain(queues) == ["a", "b", "a", "b", "b"]
+    assert (len(queues), idle in queues) == (3, True)
+    # Once found empty, a queue is not asked again until it is marked.
+    asked = (a.asked, b.asked, idle.asked)
+    assert queues.next_packet(0.0) is None
+    assert (a.asked, b.asked, idle.asked) == asked
+    b.packets = 1
+    queues.mark(cast(OutgoingQueue, b))
+    assert _drain(queues) == ["b"]
+    assert (a.asked, idle.asked) == asked[::2]
+
+
+def test_a_send_through_a_link_with_many_idle_queues_asks_only_the_marked_one() -> None:
+    idle = [_Source(f"idle{i}") for i in range(1000)]
+    busy = _Source("busy")
+    queues = _carried(*idle, busy)
+    assert _drain(queues) == []
+    for _ in range(10):
+        busy.packets = 1
+        queues.mark(cast(OutgoingQueue, busy))
+        assert _drain(queues) == ["busy"]
+    assert {source.asked for source in idle} == {1}
+    # A session that opens asks every queue again.
+    queues.all_may_send()
+    assert _drain(queues) == []
+    assert {source.asked for source in idle} == {2}
+
+
+def test_link_queues_forget_a_removed_queue_and_ignore_marks_of_others() -> None:
+    a, b = _Source("a", 1), _Source("b", 1)
+    queues = _carried(a)
+    queues.mark(cast(OutgoingQueue, b))  # not carried: ignored
+    queues.remove(cast(OutgoingQueue, a))
+    queues.remove(cast(OutgoingQueue, a))  # no error
+    assert (len(queues), list(queues)) == (0, [])
+    assert queues.next_packet(0.0) is None
+    assert a.asked == b.asked == 0
+
+
+def test_a_queue_marked_again_while_it_is_asked_waits_for_the_next_call() -> None:
+    again = _Source("again")
+    queues = _carried(again)
+    again.on_ask = lambda: queues.mark(cast(OutgoingQueue, again))
+    assert queues.next_packet(0.0) is None
+    assert again.asked == 1
+    assert queues.next_packet(0.0) is None
+    assert again.asked == 2

@@ -139,3 +139,45 @@ async def test_a_sender_crash_before_the_order_ack_resends_from_its_store(
     assert receiver(b).rejected == 4
     assert incoming_state(b, a).last_number == 4
     assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_each_queue_of_a_link_resends_at_its_own_deadline(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Two queues through one link, sent to 10 s apart, with no usable OrderAck
+    before 45 s: each queue's Transactional Ack Wait runs from its own
+    transmission (30 s), so the resends come at 30 and 40 s, then 60 and 70 s."""
+    a, b = await start_pair(network, "peers.resend_intervals=[30.0]")
+    await b.create_queue("audit")
+    sent: list[tuple[float, bytes]] = []
+
+    def spoil(packet: wire.Packet, data: bytes) -> bytes:
+        if not (isinstance(packet, wire.UserMessage) and is_order_ack(packet)):
+            return data
+        if trio.current_time() >= 45.0:
+            return data
+        ack = wire.OrderAck.from_message(packet)
+        return wire.build_packet(
+            dataclasses.replace(ack, sequence_id=wire.TxSequenceId(ordinal=7, timestamp=1))
+        )
+
+    def record(packet: wire.Packet, data: bytes) -> bytes:
+        if isinstance(packet, wire.UserMessage) and is_data(packet):
+            sent.append((trio.current_time(), b"order" if b"order" in data else b"audit"))
+        return data
+
+    network.channel(b, a).rewrite = spoil
+    network.channel(a, b).rewrite = record
+    await a.send(b.remote(QUEUE), [b"order"])
+    await trio.sleep(10.0)
+    await a.send(b.remote("audit"), [b"audit"])
+    await wait_until(settled(a), step=0.01)
+    assert [(round(at), body) for at, body in sent] == [
+        (0, b"order"),
+        (10, b"audit"),
+        (30, b"order"),
+        (40, b"audit"),
+        (60, b"order"),
+        (70, b"audit"),
+    ]
+    assert (b.bodies(QUEUE), b.bodies("audit")) == ([b"order"], [b"audit"])
