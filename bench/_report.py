@@ -1,5 +1,5 @@
-"""What the benchmark scripts print: a table of measures, TLS figures next to
-plain ones, and the JSON object of ``--json``."""
+"""What the benchmark scripts print: progress on a terminal, a table of measures, TLS
+figures next to plain ones, and the JSON object of ``--json``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,12 @@ from typing import Any, TextIO
 
 #: The columns of :func:`print_table` (the last one, notes, has no heading).
 HEADER = ("measure", "result", "vs ceiling", "")
+
+
+def progress(text: str) -> None:
+    """Show ``text`` in place of the last progress line, if stderr is a terminal."""
+    if sys.stderr.isatty():
+        print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
 
 
 def print_table(

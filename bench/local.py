@@ -105,7 +105,7 @@ import _tls
 import _workloads as w
 from _command import script_parser
 from _daemon import Daemon, fresh_workdir
-from _report import dump_json, print_tls_x_plain, tls_x_plain
+from _report import dump_json, print_tls_x_plain, progress, tls_x_plain
 from _tls import connect_to
 
 ROWS = ("fsync", "lmdb", "send-1", "send-8", "send-100", "receive-1", "receive-8", "latency")
@@ -321,11 +321,6 @@ def run(
                 for figure, value in measure_row(bench, row).items():
                     samples.setdefault(figure, []).append(value)
     return samples
-
-
-def progress(text: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
 
 
 # --------------------------------------------------------------------------

@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _command import add_run_options, publish, run_in_workdir, script_parser
 from _daemon import Daemon
-from _report import print_table
+from _report import print_table, progress
 
 from qmgr.client import QueueManager, connect
 
@@ -56,11 +56,6 @@ STALL = 120.0
 TRANSFORM = "cast(upper(cast(body as string)) as binary) as body"
 BODY = f"cast(lpad(cast(id as string), {BODY_BYTES}, 'x') as binary) as body"
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets")
-
-
-def progress(text: str) -> None:
-    if sys.stderr.isatty():
-        print(f"\r\x1b[K{text}", end="", file=sys.stderr, flush=True)
 
 
 def machine_cpu() -> tuple[float, float]:

@@ -61,7 +61,7 @@ import _workloads as w
 import local
 from _command import add_run_options, finish_workdir, report_out, script_parser
 from _daemon import Daemon, free_port, fresh_workdir
-from _report import dump_json, print_table, print_tls_x_plain, tls_x_plain
+from _report import dump_json, print_table, print_tls_x_plain, progress, tls_x_plain
 from _tls import connect_to
 
 from qmgr.client import QueueManager
@@ -355,7 +355,7 @@ def log_problems(workdir: Path) -> dict[str, int]:
 
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     measures = [args.only] if args.only else list(MEASURES)
-    local.progress("ceilings (bench/local.py: lmdb, send-100)")
+    progress("ceilings (bench/local.py: lmdb, send-100)")
     (workdir / "ceilings").mkdir()
     ceilings = local.run(
         ["lmdb", "send-100"], args.ceiling_seconds, 1, workdir / "ceilings", args.daemon_arg
@@ -364,7 +364,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         pair = Pair(workdir, args.daemon_arg, stack)
         for measure in measures:
-            local.progress(measure)
+            progress(measure)
             if measure == "drain":
                 result.update(measure_drain(pair, args.drain_messages, args.load_clients))
             elif measure == "live":
@@ -372,9 +372,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             else:
                 result.update(measure_latency(pair, args.seconds))
                 result.update(measure_latency(pair, args.seconds, transactional=True))
-    local.progress("lmdb, again")
+    progress("lmdb, again")
     result["lmdb_sync_commits_per_s_after"] = w.lmdb_commit_rate(workdir, args.ceiling_seconds / 2)
-    local.progress("")
+    progress("")
     lmdb_rate = result["lmdb_sync_commits_per_s"] = ceilings["lmdb_sync_commits_per_s"][0]
     send_100 = ceilings["send_100_per_commit_msgs_per_s"][0]
     result["send_100_per_commit_msgs_per_s"] = send_100
@@ -486,7 +486,7 @@ def main() -> None:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
     except BaseException:
-        local.progress("")
+        progress("")
         print(f"failed; stores and logs kept in {workdir}:", log_problems(workdir), file=sys.stderr)
         raise
     finish_workdir(args, "stores and logs", workdir)

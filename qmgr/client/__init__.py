@@ -54,10 +54,11 @@ Three layers, each importing only the ones below it (no module imports a
 module above it, not even for typing):
 
 1. Sans-IO values and rules: ``_exceptions``, ``_common`` (addresses, limits,
-   timeouts, version checks), ``_levels``, ``_message`` (the values the SDK
-   returns), ``_codec`` (the hot paths: packing sends and receives, splitting
-   the reply stream), ``_replies`` (replies to values), ``_transaction``
-   (what a transaction may do next, and what its end raises).
+   timeouts, version checks, the queue manager's identity both clients show),
+   ``_levels``, ``_message`` (the values the SDK returns), ``_codec`` (the
+   hot paths: packing sends and receives, splitting the reply stream),
+   ``_replies`` (replies to values), ``_transaction`` (what a transaction may
+   do next, and what its end raises).
 2. The protocol, sans-IO: ``_protocol.ClientProtocol`` (the state of one
    connection: ids, packing, routing replies, pipelining, breaking) and
    ``calls/``, one module per concern (the handshake, queues, messages,

@@ -16,13 +16,12 @@ import contextlib
 import datetime as _dt
 import socket
 import ssl
-import uuid
 from typing import Self, Unpack
 
 from ._blocking_admin import QueueManagerAdmin
 from ._blocking_io import connection_for, open_socket, wrap_tls
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, NO_GUID, connect_timeout, default_client_name
+from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, connect_timeout
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState
@@ -69,13 +68,12 @@ def connect(
     """
     timeout = connect_timeout(timeout)
     sock, host, where = open_socket(address, timeout)
-    name = client_name if client_name is not None else default_client_name()
     try:
         if tls is not None:
             sock = wrap_tls(sock, tls, host, where)
         qm = QueueManager(sock, where)
         qm._conn.limit_waits(timeout)
-        qm._handshake(name, token)
+        qm._handshake(client_name, token)
         qm._conn.limit_waits(None)
     except BaseException:
         sock.close()
@@ -83,7 +81,7 @@ def connect(
     return qm
 
 
-class QueueManager(QueueManagerAdmin):
+class QueueManager(QueueManagerAdmin, QueueManagerIdentity):
     """A connection to a queue manager (blocking).
 
     Create it with :func:`connect`. Not thread-safe: use one per thread (a
@@ -99,10 +97,6 @@ class QueueManager(QueueManagerAdmin):
         qm_guid: its GUID.
         server_version: the daemon's version.
     """
-
-    qm_name: str = ""
-    qm_guid: uuid.UUID = NO_GUID
-    server_version: str = ""
 
     def __init__(self, sock: socket.socket, address: str) -> None:
         """Wrap a connected socket; use :func:`connect` instead."""
@@ -136,7 +130,7 @@ class QueueManager(QueueManagerAdmin):
         """
         self._conn.close()
 
-    def _handshake(self, client_name: str, token: str | None = None) -> None:
+    def _handshake(self, client_name: str | None, token: str | None = None) -> None:
         identity = self._conn.run(handshake.handshake, client_name, token)
         self.qm_name, self.qm_guid, self.server_version = identity
 

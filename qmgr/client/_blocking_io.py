@@ -59,7 +59,14 @@ from typing import Concatenate, Final, ParamSpec, TypeVar
 from wire import client as cf
 
 from ._codec import SendOptions
-from ._common import RECEIVE_SIZE, UNIX_PREFIX, cannot_connect, parse_address, unix_path
+from ._common import (
+    RECEIVE_SIZE,
+    UNIX_PREFIX,
+    cannot_connect,
+    connect_failure,
+    parse_address,
+    unix_path,
+)
 from ._exceptions import ConnectionLost, QueueError
 from ._message import Message
 from ._protocol import ClientProtocol, Flow, Waiter
@@ -91,7 +98,7 @@ def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str
             sock.connect(path)
         except OSError as exc:
             sock.close()
-            raise cannot_connect(address, (exc.strerror or str(exc)).lower()) from None
+            raise cannot_connect(address, connect_failure(exc)) from None
         return sock, "localhost", f"{UNIX_PREFIX}{path}"
     host, port = parse_address(address)
     where = f"{host}:{port}"
@@ -100,7 +107,7 @@ def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str
     except TimeoutError:
         raise cannot_connect(where, f"no answer within {timeout} s") from None
     except OSError as exc:
-        raise cannot_connect(where, (exc.strerror or str(exc)).lower()) from None
+        raise cannot_connect(where, connect_failure(exc)) from None
     try:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)

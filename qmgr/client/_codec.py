@@ -31,6 +31,7 @@ __all__ = [
     "ReplyReader",
     "SendOptions",
     "append_receive",
+    "append_request",
     "append_send",
     "append_tx_request",
 ]
@@ -220,6 +221,15 @@ def append_receive(
         peek=peek,
         lookup_id=0 if lookup_id is None else lookup_id,
     )
+    append_request(out, request_id, request)
+
+
+def append_request(out: bytearray, request_id: int, request: cf.ClientRequest) -> None:
+    """Append the frame of any request.
+
+    Raises:
+        InvalidArgument: the request cannot be encoded (says which field).
+    """
     try:
         out += cf.encode_frame(request_id, request)
     except LocalProtocolError as exc:

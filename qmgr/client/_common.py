@@ -1,5 +1,6 @@
 """Small pieces every part of the client uses: addresses, why connecting failed, limits,
-timeouts, version checks, attributes read through to another object."""
+timeouts, version checks, attributes read through to another object, what a client
+knows of its queue manager."""
 
 from __future__ import annotations
 
@@ -123,6 +124,16 @@ def cannot_connect(where: str, reason: str) -> ConnectionLost:
     return ConnectionLost(f"cannot connect to the queue manager at {where}: {reason}")
 
 
+def connect_failure(exc: OSError) -> str:
+    """Why connecting failed, in words (trio wraps the attempts' errors in a group)."""
+    cause = exc.__cause__
+    if isinstance(cause, BaseExceptionGroup):
+        for inner in cause.exceptions:
+            if isinstance(inner, OSError) and inner.strerror:
+                return inner.strerror.lower()
+    return (exc.strerror or str(exc)).lower()
+
+
 def timeout_ms(timeout: float | None) -> int:
     """Seconds (``None`` for ever) as the protocol's milliseconds."""
     if timeout is None:
@@ -174,3 +185,14 @@ class ReadThrough(Generic[T]):
             return self
         kept: Any = getattr(instance, self.via)
         return cast(T, getattr(kept, self._field))
+
+
+class QueueManagerIdentity:
+    """What both queue manager classes (``QueueManager``, ``AsyncQueueManager``) know
+    of the queue manager they are connected to: its address, and what the handshake
+    told (until then, the defaults here); they add the calls."""
+
+    address: str
+    qm_name: str = ""
+    qm_guid: uuid.UUID = NO_GUID
+    server_version: str = ""

@@ -56,10 +56,10 @@ import uuid
 from collections.abc import Callable, Generator
 from typing import Final, Generic, TypeAlias, TypeVar
 
-from wire import LocalProtocolError, RemoteProtocolError
+from wire import RemoteProtocolError
 from wire import client as cf
 
-from ._codec import ReplyReader, SendOptions, append_receive, append_send
+from ._codec import ReplyReader, SendOptions, append_receive, append_request, append_send
 from ._common import (
     MAX_CLIENT_TX_ID,
     PIPELINE_FLUSH_BYTES,
@@ -217,11 +217,7 @@ class ClientProtocol(Generic[W]):
         """
         self.check_open()
         request_id = self.new_id()
-        try:
-            out += cf.encode_frame(request_id, value)
-        except LocalProtocolError as exc:
-            msg = f"cannot send this request: {exc}"
-            raise InvalidArgument(msg) from None
+        append_request(out, request_id, value)
         return self._expect(request_id)
 
     def call(self, value: cf.ClientRequest) -> Pending[W]:

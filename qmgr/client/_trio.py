@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import ssl
-import uuid
 from collections.abc import AsyncIterator, Generator
 from contextlib import asynccontextmanager
 from typing import Any, Final, Self, Unpack
@@ -23,7 +22,7 @@ from typing import Any, Final, Self, Unpack
 import trio
 
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, NO_GUID, default_client_name
+from ._common import DEFAULT_ADDRESS, QueueManagerIdentity
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState
@@ -73,9 +72,7 @@ async def open_client(
     async with trio.open_nursery() as nursery:
         nursery.start_soon(qm._conn.read_loop)
         try:
-            await qm._handshake(
-                client_name if client_name is not None else default_client_name(), token
-            )
+            await qm._handshake(client_name, token)
         except BaseException as exc:
             error = exc
         if error is None:
@@ -89,7 +86,7 @@ async def open_client(
         raise error
 
 
-class AsyncQueueManager(AsyncQueueManagerAdmin):
+class AsyncQueueManager(AsyncQueueManagerAdmin, QueueManagerIdentity):
     """A connection to a queue manager, for trio; get one from :func:`open_client`.
 
     Every method of the blocking :class:`~qmgr.client.QueueManager` is here,
@@ -102,10 +99,6 @@ class AsyncQueueManager(AsyncQueueManagerAdmin):
         qm_guid: its GUID.
         server_version: the daemon's version.
     """
-
-    qm_name: str = ""
-    qm_guid: uuid.UUID = NO_GUID
-    server_version: str = ""
 
     def __init__(self, stream: trio.abc.Stream, address: str) -> None:
         """Wrap a connected stream; use :func:`open_client` instead."""
@@ -128,7 +121,7 @@ class AsyncQueueManager(AsyncQueueManagerAdmin):
         twice is harmless."""
         await self._conn.close("the connection was closed")
 
-    async def _handshake(self, client_name: str, token: str | None = None) -> None:
+    async def _handshake(self, client_name: str | None, token: str | None = None) -> None:
         identity = await self._conn.run(handshake.handshake, client_name, token)
         self.qm_name, self.qm_guid, self.server_version = identity
 

@@ -57,7 +57,14 @@ from qmgr.socket_stream import RawConnection
 from wire import client as cf
 
 from ._codec import SendOptions
-from ._common import RECEIVE_SIZE, UNIX_PREFIX, cannot_connect, parse_address, unix_path
+from ._common import (
+    RECEIVE_SIZE,
+    UNIX_PREFIX,
+    cannot_connect,
+    connect_failure,
+    parse_address,
+    unix_path,
+)
 from ._exceptions import QueueError
 from ._message import Message
 from ._protocol import ClientProtocol, Flow, Waiter
@@ -88,13 +95,13 @@ async def open_stream(address: str) -> tuple[RawConnection, str, str]:
         try:
             return RawConnection(await trio.open_unix_socket(path)), "localhost", where
         except OSError as exc:
-            raise cannot_connect(where, _connect_failure(exc)) from None
+            raise cannot_connect(where, connect_failure(exc)) from None
     host, port = parse_address(address)
     where = f"{host}:{port}"
     try:
         stream = await trio.open_tcp_stream(host, port)
     except OSError as exc:
-        raise cannot_connect(where, _connect_failure(exc)) from None
+        raise cannot_connect(where, connect_failure(exc)) from None
     try:
         stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
         stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
@@ -103,14 +110,9 @@ async def open_stream(address: str) -> tuple[RawConnection, str, str]:
     return RawConnection(stream), host, where
 
 
-def _connect_failure(exc: OSError) -> str:
-    """Why connecting failed, in words (trio wraps the attempts' errors in a group)."""
-    cause = exc.__cause__
-    if isinstance(cause, BaseExceptionGroup):
-        for inner in cause.exceptions:
-            if isinstance(inner, OSError) and inner.strerror:
-                return inner.strerror.lower()
-    return (exc.strerror or str(exc)).lower()
+def _stream_failure(exc: BaseException) -> str:
+    """Why the stream failed (a write or a read), in words."""
+    return f"the connection failed: {exc}" if str(exc) else "the connection failed"
 
 
 async def tls_handshake(
@@ -281,8 +283,7 @@ class StreamConnection:
                 with trio.CancelScope(shield=True):
                     await self.stream.send_all(data)
             except _STREAM_ERRORS as exc:
-                reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
-                error = self.proto.lost(reason)
+                error = self.proto.lost(_stream_failure(exc))
                 await self._close_stream()
                 raise error from None
 
@@ -308,7 +309,7 @@ class StreamConnection:
         except _STREAM_ERRORS as exc:
             if proto.broken is not None:
                 return  # closed (``close``): the read it cut short says nothing more
-            reason = f"the connection failed: {exc}" if str(exc) else "the connection failed"
+            reason = _stream_failure(exc)
         proto.lost(reason)
 
     async def _close_stream(self) -> None:

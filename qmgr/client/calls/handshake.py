@@ -6,6 +6,7 @@ import uuid
 
 from wire import client as cf
 
+from .._common import default_client_name
 from .._exceptions import QueueError
 from .._protocol import ClientProtocol, Flow, W
 from .permissions import authenticate
@@ -17,15 +18,17 @@ MAX_CLIENT_NAME = 200
 
 
 def handshake(
-    proto: ClientProtocol[W], client_name: str, token: str | None
+    proto: ClientProtocol[W], client_name: str | None, token: str | None
 ) -> Flow[W, tuple[str, uuid.UUID, str]]:
-    """Say Hello (and authenticate with ``token``); return the queue manager's name,
-    GUID and version.
+    """Say Hello as ``client_name`` (None: ``default_client_name()``), and with
+    ``token`` authenticate; return the queue manager's name, GUID and version.
 
     Raises:
         ConnectionLost: the handshake failed, or the answer is not a qmgr daemon's.
         QueueError: the daemon refused the connection (its error, naming the address).
     """
+    if client_name is None:
+        client_name = default_client_name()
     try:
         reply = yield proto.call(cf.Hello(client_name=client_name[:MAX_CLIENT_NAME]))
     except QueueError as exc:
