@@ -119,6 +119,8 @@ class Config:
     peer_ping: bool
     peer_ping_port: int
     peer_route_failover_after: float
+    #: An empty outgoing queue is removed after this many seconds without traffic (0: never).
+    peer_outgoing_cleanup_after: float
     routes: RouteTable
     insecure: bool
     unix_socket: Path | None
@@ -319,6 +321,7 @@ KEYS: Final[dict[tuple[str, str], _Key]] = {
     ("peers", "ping"): _Key("peer_ping", bool),
     ("peers", "ping_port"): _Key("peer_ping_port", int, _port),
     ("peers", "route_failover_after"): _Key("peer_route_failover_after", float, _positive),
+    ("peers", "outgoing_cleanup_after"): _Key("peer_outgoing_cleanup_after", float, _not_negative),
     ("peers", "max_connections"): _Key("peer_max_connections", int, _positive),
     ("peers", "max_unauthenticated"): _Key("peer_max_unauthenticated", int, _positive),
     ("peers", "max_rejected_bytes"): _Key("peer_max_rejected_bytes", int, _positive),

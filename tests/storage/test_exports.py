@@ -27,6 +27,7 @@ PUBLIC_NAMES = {
     # queues, messages and meta values (storage.ops.queues, .messages, .meta)
     *["CreateQueue", "DeleteQueue", "PurgeQueue", "EraseStep", "QueueCreated", "QueueDeleted"],
     *["QueuePurged", "Erased", "AppendMessage", "RemoveMessage", "Appended", "Removed"],
+    *["RemoveEmptyOutgoing"],
     *["CountedAppend", "HandedMessage", "Handed", "Taker"],
     *["ReserveOrdinals", "SetSetting", "ReclaimSpace"],
     # peering (storage.ops.peering)

@@ -23,6 +23,14 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   earlier, says so (:meth:`OutgoingQueues.wake_timers`), and the task keeps
   one deadline per queue in a heap, looking again at a queue's sequence
   only when its deadline passes;
+* the **cleanup** task removes a queue that has been empty, with nothing in
+  flight, for ``peers.outgoing_cleanup_after`` seconds (MSMQ's
+  CleanupInterval): looking every quarter of that, it notes since when each
+  queue is so and removes those quiet long enough in one write
+  (``storage.RemoveEmptyOutgoing``, which keeps a queue the batch appends
+  to). The next message to that destination creates the queue again, with a
+  new sequence: every entry of the old one was acknowledged, so the
+  receiver has nothing more to expect of it;
 * the **failover** task keeps each queue whose route lists several next hops
   on the one :func:`qmgr.core.routes.choose_hop` picks from its links'
   reachability. A move takes the queue off the old link (what it sent there
@@ -42,6 +50,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Iterable
+from typing import Final
 
 import trio
 
@@ -66,7 +75,11 @@ from .link import Link
 from .outgoing_queue import OutgoingQueue
 from .parts import PeeringParts
 
-__all__ = ["OutgoingQueues"]
+__all__ = ["CLEANUP_LOOKS", "OutgoingQueues"]
+
+#: The cleanup task looks this many times per ``peers.outgoing_cleanup_after``:
+#: a queue is removed between that long and a quarter more after it went quiet.
+CLEANUP_LOOKS: Final = 4
 
 
 class OutgoingQueues:
@@ -111,6 +124,7 @@ class OutgoingQueues:
             nursery.start_soon(self._forgetter)
             nursery.start_soon(self._timers)
             nursery.start_soon(self._failover)
+            nursery.start_soon(self._cleanup)
             task_status.started()
 
     # ------------------------------------------------------------------ queues
@@ -369,6 +383,49 @@ class OutgoingQueues:
                     unacknowledged=queue.machine.unacknowledged,
                 )
                 queue.wake()
+
+    # ------------------------------------------------------------------ cleanup
+
+    async def _cleanup(self) -> None:
+        after = self.parts.config.peer_outgoing_cleanup_after
+        if after <= 0:
+            return
+        while True:
+            await trio.sleep(after / CLEANUP_LOOKS)
+            now = trio.current_time()
+            quiet: list[OutgoingQueue] = []
+            for queue in self.queues.values():
+                if not queue.removable():
+                    queue.quiet_since = None
+                elif queue.quiet_since is None:
+                    queue.quiet_since = now
+                elif now - queue.quiet_since >= after:
+                    quiet.append(queue)
+            if quiet:
+                await self._remove(quiet, now)
+
+    async def _remove(self, queues: list[OutgoingQueue], now: float) -> None:
+        """Remove these empty queues, each on its own (one write for all)."""
+        parts = self.parts
+        ops = tuple(storage.RemoveEmptyOutgoing(queue.queue_id) for queue in queues)
+        try:
+            outcome = await parts.committer.submit(storage.Unit(ops, atomic=False))
+        except Exception as exc:
+            parts.log.warning("outgoing_cleanup_failed", queues=len(queues), error=str(exc))
+            return
+        for queue, result in zip(queues, outcome.results, strict=True):
+            ours = self.queues.get(queue.queue_id) is queue
+            if isinstance(result, storage.QueueDeleted) and ours:
+                self._drop(queue)
+                parts.log.info(
+                    "outgoing_queue_removed",
+                    queue=queue.destination.display_name,
+                    quiet_seconds=round(now - (queue.quiet_since or now), 1),
+                )
+            else:
+                # Traffic came meanwhile (or a prepared transaction uses it):
+                # it must be quiet for a whole period again.
+                queue.quiet_since = None
 
     # ------------------------------------------------------------------ control and status
 

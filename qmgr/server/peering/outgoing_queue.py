@@ -148,6 +148,9 @@ class OutgoingQueue:
         #: A purge is being written: forgets wait for it (see ``OutgoingQueues``).
         self.purging = False
         self.last_order_ack: float | None = None
+        #: Since when (``trio.current_time()``) the queue has been seen empty and
+        #: without traffic, for its removal (None: not seen so, or traffic since).
+        self.quiet_since: float | None = None
         #: The link to its next hop.
         self.link: Carrier | None = None
         #: The links of earlier next hops of its route, while it uses a later one:
@@ -185,6 +188,7 @@ class OutgoingQueue:
                 machine.add(lookup_id, _kind(payload))
                 self.payloads[lookup_id] = payload
             self.loaded_through = rows[-1][0]
+            self.quiet_since = None
 
     @property
     def stored(self) -> int:
@@ -195,6 +199,20 @@ class OutgoingQueue:
     def has_work(self) -> bool:
         """Whether the next hop is needed: entries to send, or to see acknowledged."""
         return not self.paused and (len(self.machine) > 0 or self.stored > 0)
+
+    def removable(self) -> bool:
+        """Whether the queue may be removed now: nothing to send, see acknowledged,
+        forget or report, here or in the store, and neither paused nor being purged
+        (the store checks again as it removes it: ``storage.RemoveEmptyOutgoing``)."""
+        return not (
+            self.paused
+            or self.purging
+            or len(self.machine)
+            or self.payloads
+            or self.to_forget
+            or self.undeliverable
+            or self.stored
+        )
 
     def wake(self) -> None:
         """Tell the link there may be something to send (and the standby links
@@ -363,6 +381,7 @@ class OutgoingQueue:
             wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp),
             state.base,
         )
+        self.quiet_since = None
         self.fill()
         self.wake()
 
@@ -375,6 +394,7 @@ class OutgoingQueue:
         if outcome.error is not None:
             raise outcome.error
         self.paused = paused
+        self.quiet_since = None
         self.parts.log.info("outgoing_paused" if paused else "outgoing_resumed", queue=self.name)
         self.wake()
 

@@ -7,8 +7,9 @@ import dataclasses
 import pytest
 import trio
 import trio.testing
-from peer_kit import Network, is_data, is_order_ack, wait_until
+from peer_kit import Network, Node, is_data, is_order_ack, wait_until
 
+import storage
 import wire
 
 from .conftest import (
@@ -181,3 +182,65 @@ async def test_each_queue_of_a_link_resends_at_its_own_deadline(
         (70, b"audit"),
     ]
     assert (b.bodies(QUEUE), b.bodies("audit")) == ([b"order"], [b"audit"])
+
+
+# ---------------------------------------------------------------------- cleanup
+
+
+def outgoing_ids(node: Node) -> list[int]:
+    """The ids of a node's outgoing queues, in its store (checked against memory)."""
+    stored = [q.queue_id for q in node.store.list_queues() if q.kind is storage.QueueKind.OUTGOING]
+    assert sorted(node.peering.outgoing) == stored
+    return stored
+
+
+async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes_back_anew(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.outgoing_cleanup_after=60")
+    await a.send(b.remote(QUEUE), [b"one"])
+    await deliver(a, b, [b"one"])
+    [first] = outgoing_ids(a)
+    first_stamp = a.outgoing_state().sequence_timestamp
+    emptied = trio.current_time()
+    # Looked at every 15 s: seen quiet at most 15 s after, removed 60 s after that.
+    await wait_until(lambda: not outgoing_ids(a), step=0.5)
+    assert 60.0 <= trio.current_time() - emptied <= 75.5
+    assert a.store.outgoing_states() == {}
+    # The next message makes a new queue with a new sequence; B takes it as such.
+    await a.send(b.remote(QUEUE), [b"two"])
+    await deliver(a, b, [b"one", b"two"])
+    [second] = outgoing_ids(a)
+    assert second != first
+    assert a.outgoing_state().sequence_timestamp > first_stamp
+    assert a.closed == b.closed == []
+
+
+async def test_traffic_and_a_pause_keep_an_outgoing_queue(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.outgoing_cleanup_after=60")
+    sent = []
+    for index in range(8):  # one message every 40 s: never quiet for 60 s
+        sent.append(f"m{index}".encode())
+        await a.send(b.remote(QUEUE), sent[-1:])
+        await deliver(a, b, sent)
+        await trio.sleep(40.0)
+    [queue_id] = outgoing_ids(a)
+    queue = a.peering.outgoing[queue_id]
+    await queue.set_paused(True)
+    await trio.sleep(600.0)
+    assert outgoing_ids(a) == [queue_id]
+    await queue.set_paused(False)
+    await wait_until(lambda: not outgoing_ids(a), step=1.0)
+
+
+async def test_no_cleanup_when_it_is_off(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.outgoing_cleanup_after=0")
+    await a.send(b.remote(QUEUE), [b"one"])
+    await deliver(a, b, [b"one"])
+    ids = outgoing_ids(a)
+    await trio.sleep(3600.0)
+    assert outgoing_ids(a) == ids

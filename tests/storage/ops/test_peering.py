@@ -1,6 +1,7 @@
 """Outgoing queues (``storage.ops.peering``): created by their first
 ``AppendOutgoing`` with a sequence state; ``ForgetOutgoing`` removes entries and
-rolls the sequence when the queue is left empty; pausing; deleting and purging."""
+rolls the sequence when the queue is left empty; pausing; deleting and purging;
+removing an empty one."""
 
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ from storage import (
     QueueKind,
     QueueMissing,
     QueuePurged,
+    RemoveEmptyOutgoing,
     SetOutgoingPaused,
     Skipped,
     Store,
@@ -441,3 +443,72 @@ def test_purging_and_erasing_an_outgoing_queue(store: Store) -> None:
     )
     store.close()
     assert stored_keys(store.path, queue_id) == ([], [])
+
+
+# --------------------------------------------------------------------------- removing an empty one
+
+
+def test_an_empty_outgoing_queue_is_removed_with_its_state_and_comes_back_anew(
+    store: Store, reopen: Reopener
+) -> None:
+    queue_id = fill_outgoing(store, 2)
+    keep = fill_outgoing(store, 1, "outgoing$;keep")
+    forget(store, queue_id, 1, 2)
+    [outcome] = commit_ok(store, unit(RemoveEmptyOutgoing(queue_id)))
+    assert outcome.results == (QueueDeleted((queue_id,), 0),)
+    assert store.get_queue(ORDERS) is None
+    assert list(store.outgoing_states()) == [keep]
+    # Nothing is left to erase.
+    assert store.queues_to_erase() == []
+    store.close()
+    assert raw_outgoing_keys(store.path) == [queue_id_key(keep)]
+    assert stored_keys(store.path, queue_id) == ([], [])
+    store = reopen(store)
+    assert [q.queue_id for q in store.list_queues()] == [keep]
+    # The next message creates it again: a new id, a new sequence.
+    [again] = commit_ok(store, unit(send_outgoing()))
+    assert appended_to(again) == [(3, 1)]
+    assert store.outgoing_state(3) == OutgoingState(3, STAMP + 2, 1, 0, paused=False)
+
+
+def test_an_outgoing_queue_with_entries_is_not_removed(store: Store) -> None:
+    queue_id = fill_outgoing(store, 1)
+    before = store.outgoing_state(queue_id)
+    [outcome] = commit(store, unit(RemoveEmptyOutgoing(queue_id)))
+    assert isinstance(outcome.error, InvalidOperation)
+    assert "is not empty" in str(outcome.error)
+    assert lookups(store, queue_id) == [1]
+    assert store.outgoing_state(queue_id) == before
+    # Purged entries not yet erased still count.
+    commit_ok(store, unit(PurgeQueue(queue_id)))
+    [outcome] = commit(store, unit(RemoveEmptyOutgoing(queue_id)))
+    assert isinstance(outcome.error, InvalidOperation)
+    erase_all(store, queue_id, 10)
+    commit_ok(store, unit(RemoveEmptyOutgoing(queue_id)))
+    assert store.outgoing_states() == {}
+
+
+def test_an_append_before_the_removal_in_its_batch_keeps_the_queue_one_after_makes_a_new_one(
+    store: Store,
+) -> None:
+    queue_id = fill_outgoing(store, 1)
+    forget(store, queue_id, 1)
+    sent, kept = commit(store, unit(send_outgoing()), unit(RemoveEmptyOutgoing(queue_id)))
+    assert appended_to(sent) == [(queue_id, 2)]
+    assert isinstance(kept.error, InvalidOperation)
+    forget(store, queue_id, 2)
+    removed, sent = commit(store, unit(RemoveEmptyOutgoing(queue_id)), unit(send_outgoing()))
+    assert removed.results == (QueueDeleted((queue_id,), 0),)
+    [(new_id, lookup_id)] = appended_to(sent)
+    assert (lookup_id, new_id != queue_id) == (1, True)
+    assert list(store.outgoing_states()) == [new_id]
+    assert store.outgoing_state(new_id) == OutgoingState(new_id, STAMP + 1, 1, 0, paused=False)
+
+
+def test_only_outgoing_queues_are_removed_this_way(store: Store) -> None:
+    commit_ok(store, unit(CreateQueue("orders", "Orders", transactional=True)))
+    [outcome] = commit(store, unit(RemoveEmptyOutgoing(1)))
+    assert isinstance(outcome.error, InvalidOperation)
+    assert store.get_queue("orders") is not None
+    [outcome] = commit(store, unit(RemoveEmptyOutgoing(99)))
+    assert isinstance(outcome.error, QueueMissing)
