@@ -11,9 +11,11 @@ from helpers import (
     ROUTER,
     DaemonProcess,
     Peers,
+    log_events,
     remote_queue,
     route_args,
     send_in_transaction,
+    settings,
     wait_until,
 )
 
@@ -218,3 +220,26 @@ def test_rejections_at_arrival_keep_the_message_with_its_class(peers: Peers) -> 
         ]
     )
     assert '"message_rejected"' in b.log()
+
+
+def test_an_emptied_outgoing_queue_is_removed_and_a_new_message_makes_it_again(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """``peers.outgoing_cleanup_after``: a queue delivered and quiet that long leaves
+    the list; the next message to the destination comes through a new one."""
+    quick = [*PEER_FAST, *settings("peers.outgoing_cleanup_after=0.4")]
+    a = daemon_factory(name="qm-a", extra_args=quick)
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    dest = remote_queue(b, "orders")
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+        send_in_transaction(qa, dest, b"first")
+        assert_exactly(qb, "orders", [b"first"])
+        wait_until(lambda: not qa.outgoing(), timeout=20.0)
+        [removed] = log_events(a, "outgoing_queue_removed")
+        assert "orders" in str(removed["queue"])
+        send_in_transaction(qa, dest, b"second")
+        assert_exactly(qb, "orders", [b"second"])
+        # B took it as a new stream of A's: a new sequence timestamp.
+        streams = [s for s in qb.status().incoming if s.source_qm == qa.qm_guid]
+        assert len({s.sequence_timestamp for s in streams}) == 2
