@@ -101,6 +101,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         for round_ in range(args.rounds):
             for idle in (True, False) if round_ % 2 == 0 else (False, True):
                 samples[idle].append(pairs[idle].commits(args.commits))
+        if (held := len(pairs[True].qa.outgoing())) != args.destinations + 1:
+            raise SystemExit(
+                f"A held {held} outgoing queues at the end, not {args.destinations + 1}: "
+                "a run longer than peers.outgoing_cleanup_after (300 s) removes idle ones"
+            )
     result: dict[str, Any] = {"destinations": args.destinations, "setup_s": round(loading, 1)}
     for idle, name in ((True, "idle"), (False, "none")):
         result[f"commits_per_s_{name}"] = round(statistics.median(s[0] for s in samples[idle]))
