@@ -359,14 +359,24 @@ class OutgoingSequence:
         and leave the table, the others are numbered under the new id and base,
         and a pending roll is settled.
 
+        Two forgets of one queue may be written in one order and their results
+        come back in the other (they are written by different tasks): the
+        result of a forget in flight whose state is of an older sequence than
+        the machine's only ends that forget (its ids went with the roll).
+
         Raises:
             SequenceError: the state goes backwards (an older id, another base
-                under the same id, a smaller base), an id was never added, or
-                the ids mix part of a forget in flight with others.
+                under the same id, a smaller base) other than for a forget in
+                flight, an id was never added, or the ids mix part of a forget
+                in flight with others.
         """
         ids = frozenset(lookup_ids)
         self._check_known(ids)
         current = self._sequence_id
+        if state_sequence_id < current and self._pop_batch(ids) is not None:
+            self._table.drop(ids)
+            self._after_leaving()
+            return
         if (
             state_sequence_id < current
             or (state_sequence_id == current and state_base != self._base)

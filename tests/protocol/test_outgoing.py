@@ -376,6 +376,26 @@ def test_the_reported_sequence_state_never_goes_backwards() -> None:
     assert (machine.sequence_id, machine.base, len(machine)) == (SEQ2, 10, 1)
 
 
+def test_a_forget_whose_result_comes_after_a_later_rolling_one_only_ends() -> None:
+    # Two forgets written in order (the second emptied the queue and rolled it);
+    # their results handled in the other order.
+    machine = sequence(TX, TX)
+    drain(machine)
+    first = machine.order_ack(SEQ, 1, T0)
+    machine.forget_started(first)
+    second = machine.order_ack(SEQ, 2, T0)
+    machine.forget_started(second)
+    machine.forgotten(second, SEQ2, 2)
+    machine.forgotten(first, SEQ, 0)
+    assert (machine.sequence_id, machine.base, len(machine)) == (SEQ2, 2, 0)
+    assert not roll_pending(machine)
+    machine.add(3, TX)
+    assert numbers(drain(machine)) == [(3, 1, 0)]
+    # Only for a forget in flight: the same result again is refused.
+    with pytest.raises(SequenceError, match="cannot go"):
+        machine.forgotten(first, SEQ, 0)
+
+
 def test_a_roll_drops_entries_the_store_no_longer_has() -> None:
     # The result of a rolling forget arrives before the purge that emptied the
     # store was reported: entries at or below the new base are gone.

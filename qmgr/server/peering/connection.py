@@ -565,6 +565,9 @@ class PeerConnection:
         while True:
             if self._closed:
                 raise PeerClosed(self.close_reason or "closed")
+            # A wake-up from here on (even one made while the queues are asked)
+            # is kept for the wait below.
+            self._wake_writer = trio.Event()
             chunks = self._control
             self._control = []
             size = sum(len(chunk) for chunk in chunks)
@@ -586,7 +589,6 @@ class PeerConnection:
                 self._poke_timers()
                 await self.stream.send_all(b"".join(chunks) if len(chunks) > 1 else chunks[0])
                 continue
-            self._wake_writer = trio.Event()
             await self._wake_writer.wait()
 
     def _poke_timers(self) -> None:

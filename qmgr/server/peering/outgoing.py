@@ -178,6 +178,7 @@ class OutgoingQueues:
 
     def _drop(self, queue: OutgoingQueue) -> None:
         self.queues.pop(queue.queue_id, None)
+        self._armed.pop(queue, None)  # its heap entry is passed over when it comes due
         self.by_stamp.pop(queue.sequence_timestamp, None)
         self._alternating.discard(queue)
         link = self.links.get(queue.hop)
@@ -237,10 +238,10 @@ class OutgoingQueues:
             if position < index:
                 link.standby.add(queue)
                 queue.standby_links.append(link)
-                link.wake()
+                link.wake(queue)  # its work keeps the earlier hop's link trying
             else:
                 link.standby.discard(queue)
-        new.wake()
+        new.wake(queue)
 
     # ------------------------------------------------------------------ acknowledgments
 
