@@ -61,6 +61,7 @@ import _workloads as w
 import local
 from _command import add_run_options, finish_workdir, report_out, script_parser
 from _daemon import Daemon, free_port, fresh_workdir
+from _local_figures import Target
 from _report import dump_json, print_table, print_tls_x_plain, progress, tls_x_plain
 from _tls import connect_to
 
@@ -72,7 +73,7 @@ STALL = 30.0  # seconds without progress before a wait gives up
 LIVE_CLIENTS = 8
 LATENCY_RATE = 500.0
 STAMP = struct.Struct("!dQ")  # the send time (perf_counter) and the message's index
-TARGETS = (local.Target("drain_msgs_per_s", ">=", 30_000.0, ">= 30,000 msg/s"),)
+TARGETS = (Target("drain_msgs_per_s", ">=", 30_000.0, ">= 30,000 msg/s"),)
 FIGURES = (
     "drain_msgs_per_s", "drain_from_b_ready_msgs_per_s", "drain_b_startup_s",
     "drain_load_msgs_per_s", "drain_a_cpu_busy", "drain_b_cpu_busy", "live_commit_per_s",

@@ -21,6 +21,9 @@ module             concern
 ``app``            the ASGI application (Starlette's routing): the route
                    table with each route's need, bearer tokens and client
                    certificates, ``Authorization.denial``, the responses
+``request_checks`` what is checked of a request before any route (its head's
+                   size, a credential in the query, a browser's Host without
+                   TLS) and whether a page on another site made it
 ``api``            the JSON API (``/api/v1/...``): its routes, each making
                    client requests through ``Operations`` (the client
                    request handlers, with their needs), shaped as

@@ -26,6 +26,11 @@ is answered as ``GET`` without the body (Hypercorn leaves the body out) on
 every route that has a ``GET``, the API's included; under ``/api/`` every
 refusal is JSON, ``{"error": {"code": ..., "message": ...}}``.
 
+What is checked of a request before any route runs (the size of its head, a
+credential in its query, a browser's ``Host`` without TLS), and whether a
+browser says a page on another site made it, is in ``request_checks``; this
+application decides what to answer, as follows.
+
 The head of a request (its line and headers) is bounded by :data:`HEAD_LIMIT`
 bytes. Hypercorn refuses a head whose bytes grow past it before it is whole
 (``h11_max_incomplete_size``, ``service``), but not one that arrives whole in
@@ -76,12 +81,10 @@ connections that are not busy to make room (``port``).
 
 from __future__ import annotations
 
-import ipaddress
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlsplit
 
 import structlog
 import trio
@@ -100,51 +103,30 @@ from ..client.operations import Operations, error_code
 from .api import API_PREFIX, API_ROUTES, STATUS_OF, ApiCall, ApiError, ApiRoute, error_body
 from .exposition import Exposition
 from .port import CONNECTION, HttpConnection
+from .request_checks import (
+    HEAD_LIMIT,
+    SAFE_METHODS,
+    TOKEN_IN_URL,
+    credential_in_query,
+    cross_site,
+    head_size,
+    host_message,
+    host_refused,
+)
 
 __all__ = [
-    "CREDENTIAL_NAMES",
-    "HEAD_LIMIT",
     "ROUTES",
-    "SAFE_METHODS",
     "HttpApp",
     "HttpRoute",
-    "cross_site",
-    "head_size",
     "logged",
 ]
 
-#: Bytes of a request's line and headers (``431`` past it; see the module docstring).
-HEAD_LIMIT: Final = 16 * 1024
-
-#: Query parameters that carry a credential: a request that has one is refused
-#: (compared without case, ``-`` read as ``_``).
-CREDENTIAL_NAMES: Final = frozenset(
-    {
-        "access_token",
-        "auth_token",
-        "token",
-        "bearer",
-        "auth",
-        "authorization",
-        "api_key",
-        "apikey",
-        "password",
-    }
-)
-#: Methods that change nothing: a page on another site may make them (its
-#: browser keeps the answer from it).
-SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 #: What ``WWW-Authenticate`` says with a 401.
 _CHALLENGE: Final = {"WWW-Authenticate": 'Bearer realm="qmgr"'}
 _AUTHENTICATE_FIRST: Final = (
     "authenticate first: a bearer token (Authorization: Bearer TOKEN) or a client certificate"
 )
 _BAD_CREDENTIAL: Final = "the Authorization header must be 'Bearer TOKEN' with a valid token"
-_TOKEN_IN_URL: Final = (
-    "a token is taken only from the Authorization header (Bearer TOKEN), "
-    "never from the URL: remove it from the URL, and replace the token, "
-    "which may have been logged"
-)
 
 
 class _Unauthenticated(Exception):
@@ -250,13 +232,13 @@ class HttpApp:
                 self.log_for(connection).warning(
                     "http_host_refused", path=str(scope.get("path", ""))[:200], host=host[:200]
                 )
-                refusal = _refused(_is_api(scope), 421, "host_not_allowed", _host_message(host))
+                refusal = _refused(_is_api(scope), 421, "host_not_allowed", host_message(host))
                 await refusal(scope, receive, send)
-            elif (named := _credential_in_query(scope.get("query_string", b""))) is not None:
+            elif (named := credential_in_query(scope.get("query_string", b""))) is not None:
                 self.log_for(connection).warning(
                     "token_in_query_refused", path=scope.get("path", ""), parameter=named
                 )
-                refusal = _refused(_is_api(scope), 400, "token_in_url", _TOKEN_IN_URL)
+                refusal = _refused(_is_api(scope), 400, "token_in_url", TOKEN_IN_URL)
                 await refusal(scope, receive, send)
             else:
                 await self._router(scope, receive, send)
@@ -515,99 +497,6 @@ def logged(
 
 async def _to_console(request: Request) -> Response:
     return RedirectResponse("/console", status_code=303)
-
-
-def head_size(scope: Scope) -> int:
-    """The bytes of the head of the request of ``scope`` as parsed: its line
-    (method, target, ``HTTP/`` and version) and each header (``name: value``,
-    the value without the white space around it), each ended by CRLF, and the
-    blank line (a head written with extra white space or bare LFs is a few
-    bytes longer or shorter on the wire)."""
-    target = len(scope.get("raw_path") or str(scope.get("path", "")).encode())
-    query = scope.get("query_string") or b""
-    if query:
-        target += 1 + len(query)
-    method = str(scope.get("method", ""))
-    version = str(scope.get("http_version", "1.1"))
-    line = len(method) + 1 + target + 1 + len("HTTP/") + len(version) + 2
-    return line + sum(len(name) + 2 + len(value) + 2 for name, value in scope["headers"]) + 2
-
-
-def _credential_in_query(query: Any) -> str | None:
-    """The name of the first query parameter that carries a credential, or None."""
-    if not query:
-        return None
-    text = bytes(query).decode("latin-1")
-    for name, _ in parse_qsl(text, keep_blank_values=True):
-        if name.strip().lower().replace("-", "_") in CREDENTIAL_NAMES:
-            return name
-    return None
-
-
-def cross_site(request: Request) -> str | None:
-    """Why a browser says ``request`` comes from a page on another site, or None.
-
-    ``Sec-Fetch-Site`` when the browser sends it (``same-origin``, or ``none``
-    for what the user typed, is this site); else ``Origin``, which must name
-    the ``Host`` the request was sent to (``null``, from a sandboxed frame or a
-    redirect, is another site). A request with neither is not from a browser's
-    page, or from one too old to say: it is not refused here.
-    """
-    fetch_site = request.headers.get("sec-fetch-site")
-    if fetch_site is not None:
-        if fetch_site.strip().lower() in ("same-origin", "none"):
-            return None
-        return f"Sec-Fetch-Site: {fetch_site[:40]}"
-    origin = request.headers.get("origin")
-    if origin is None:
-        return None
-    host = request.headers.get("host", "").lower()
-    if origin == "null" or urlsplit(origin).netloc.lower() != host:
-        return f"Origin: {origin[:200]}"
-    return None
-
-
-def host_refused(scope: Scope, names: frozenset[str]) -> str | None:
-    """The ``Host`` a browser's request names, if it is not one this listener
-    answers a browser at without TLS (see the module docstring), else None.
-
-    A browser says it is one with ``Sec-Fetch-Site`` or ``Origin``; its
-    ``Host`` must then be an IP address, ``localhost`` (or a name under it),
-    or one of ``names``. A page whose own name the attacker made resolve to
-    this listener (DNS rebinding) names its own host, and is refused.
-    """
-    host = ""
-    browser = False
-    for name, value in scope["headers"]:
-        if name == b"host":
-            host = value.decode("latin-1").strip().lower()
-        elif name in (b"sec-fetch-site", b"origin"):
-            browser = True
-    if not browser or not host:
-        return None
-    if host.startswith("["):
-        name = host[1:].partition("]")[0]
-    elif host.count(":") == 1:
-        name = host.partition(":")[0]
-    else:
-        name = host  # without a port, or a bare IPv6 address
-    name = name.rstrip(".")
-    try:
-        ipaddress.ip_address(name)
-    except ValueError:
-        pass
-    else:
-        return None
-    if name == "localhost" or name.endswith(".localhost") or name in names:
-        return None
-    return host
-
-
-def _host_message(host: str) -> str:
-    return (
-        f"this queue manager does not answer browsers at {host!r} without TLS: "
-        "use its IP address, localhost or a name of http.allowed_hosts (or TLS, tls.http)"
-    )
 
 
 def _http1(scope: Scope) -> bool:

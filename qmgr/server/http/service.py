@@ -16,7 +16,7 @@ Hypercorn's protocol on each stream the port accepted and secured: its
 HTTP/1.1 server (``h11``; HTTP/2 only as ``h2c`` over plain TCP, which
 Hypercorn always offers), with its own bounds: ``http.keep_alive_timeout``
 for an idle keep-alive connection, ``http.request_timeout`` for each read,
-16 KiB for a request's head (``app.HEAD_LIMIT``: Hypercorn bounds a head that
+16 KiB for a request's head (``request_checks.HEAD_LIMIT``: Hypercorn bounds a head that
 is still arriving, the application one that arrived whole), a few HTTP/2
 streams at once.
 
@@ -49,12 +49,13 @@ from qmgr.config import Config
 
 from ..client.authorization import Authorization
 from ..client.operations import Operations
-from .app import HEAD_LIMIT, HttpApp
+from .app import HttpApp
 from .console import console
 from .exposition import Exposition
 from .metrics import QueueManagerCollector
 from .port import CONNECTION, HttpConnection
 from .rates import RateHistory
+from .request_checks import HEAD_LIMIT
 from .sources import MetricsSources
 
 __all__ = ["HypercornService", "http_service", "hypercorn_config"]

@@ -22,9 +22,10 @@ from qmgr.certs import init_ca, issue
 from qmgr.config import Config, load_config
 from qmgr.core.tokens import TokenBook, hash_token
 from qmgr.server.client.authorization import Authorization
-from qmgr.server.http.app import HEAD_LIMIT, HttpApp
+from qmgr.server.http.app import HttpApp
 from qmgr.server.http.exposition import Exposition, SeriesFamily
 from qmgr.server.http.port import HttpPort, HttpService
+from qmgr.server.http.request_checks import HEAD_LIMIT
 from qmgr.server.http.service import HypercornService
 from qmgr.server.tls import load_contexts
 

@@ -64,9 +64,10 @@ from qmgr.texts import age, size
 from ...client.needs import MONITORS, Need
 from ...client.operations import Operations, error_code
 from ..api import STATUS_OF, ApiCall, ApiError, read_body, whole_number
-from ..app import HttpApp, cross_site, logged
+from ..app import HttpApp, logged
 from ..port import CONNECTION
 from ..rates import SAMPLE_SECONDS, RateHistory
+from ..request_checks import cross_site
 from ..sources import MetricsSources
 from .sessions import MAX_NOTICES, ConsoleSession, ConsoleSessions
 
