@@ -16,8 +16,11 @@ module                 concern
                        routes between them, answers status and control
 ``connection``         one TCP connection: a ``PeerSession``, its reader,
                        persister (writes what arrived) and writer
+``close_reasons``      why a connection ended, in words
 ``link``               the connection to one next hop: connect when there
-                       is work, back off when it fails
+                       is work, back off when it fails; which of its queues
+                       may have a packet (``LinkQueues``)
+``dial``               opening a connection to a hop (TCP, then TLS)
 ``accept``             the peer port: who may connect, unauthenticated
                        budgets, the TLS handshake
 ``identity``           which queue manager GUID each peer identity speaks for
@@ -29,6 +32,9 @@ module                 concern
                        arrives, sends the OrderAcks (the receiving side)
 ``final_acks``         settles the FinalAcks that arrive about our messages
 ``parts``              the daemon's parts, one value handed to each part
+``ping``               the ping port: MSMQ pings on UDP answered
+``aliases``            the start-up check that each ``server.aliases`` entry
+                       reaches this queue manager
 =====================  ===================================================
 
 The background workers that serve peering, the FinalAck courier

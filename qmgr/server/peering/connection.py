@@ -37,7 +37,8 @@ What the receiver accepted and the persister never took is rolled back
 when the connection ends, as a failed write is, so that the resend is
 accepted again.
 
-A connection knows nothing of the rest of the peering adapter: what it
+Why a connection ended is put in words by :mod:`.close_reasons`. A
+connection knows nothing of the rest of the peering adapter: what it
 needs comes in a :class:`ConnectionContext` (the daemon's parts, TLS, the
 session settings, the identities' registry, and where its events go: a
 :class:`ConnectionEvents`), and the outgoing queues it carries are an
@@ -49,13 +50,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import ssl
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-import structlog
 import trio
 
 import storage
@@ -75,6 +74,7 @@ from qmgr.protocol import (
 )
 
 from ..tls import TlsContexts
+from .close_reasons import PEER_CLOSED, REACHES_ITSELF, PeerClosed, close_reason, unopened
 from .identity import PeerIdentities
 from .parts import PeeringParts
 
@@ -83,9 +83,7 @@ __all__ = [
     "ConnectionEvents",
     "OutgoingSource",
     "PacketToSend",
-    "PeerClosed",
     "PeerConnection",
-    "close_reason",
 ]
 
 #: Bytes read from the socket at a time.
@@ -97,63 +95,6 @@ SEND_BATCH_BYTES: Final = 256 * 1024
 #: The reader stops reading while this many bytes of arrived messages wait to
 #: be written (a peer that ignores our window cannot fill memory).
 MAX_RUN_BYTES: Final = 32 * 1024 * 1024
-
-
-class PeerClosed(Exception):
-    """The connection ends; the message says why."""
-
-
-#: How a connection ends without a bug: the peer, the network or the protocol.
-_EXPECTED = (
-    PeerClosed,
-    trio.BrokenResourceError,
-    trio.ClosedResourceError,
-    OSError,
-    wire.ProtocolError,
-)
-
-
-#: Why a session whose peer turned out to be this queue manager ends.
-_REACHES_ITSELF: Final = (
-    "the session reaches this queue manager itself (the peer's GUID is ours: a hairpin "
-    "NAT, a port map or another name of this host); its messages are delivered here"
-)
-
-
-def close_reason(error: BaseException, log: structlog.typing.FilteringBoundLogger) -> str:
-    """Why a connection ended, from what its tasks raised; a bug is logged with
-    its traceback (one connection never takes the daemon down).
-
-    What is not an ``Exception`` (``trio.Cancelled`` when the queue manager
-    stops, ``KeyboardInterrupt``) is raised again, alone: the connection's own
-    errors that came with it (the peer closed at the same moment) end here.
-    """
-    if isinstance(error, BaseExceptionGroup):
-        _, rest = error.split(Exception)
-        if rest is not None:
-            raise rest
-    elif not isinstance(error, Exception):
-        raise error
-    leaves = _leaves(error)
-    for leaf in leaves:
-        if not isinstance(leaf, _EXPECTED):
-            log.error("peer_connection_crashed", exc_info=leaf)
-            return f"internal error: {leaf!r}"
-    leaf = leaves[0]
-    if isinstance(leaf, PeerClosed):
-        return str(leaf)
-    if isinstance(leaf, wire.ProtocolError):
-        return f"protocol error: {leaf}"
-    cause = leaf.__cause__
-    if isinstance(cause, ssl.SSLError):  # TLS 1.3: a refused certificate shows up here
-        return f"TLS session refused: {cause.reason or cause}"
-    return f"connection lost: {leaf!r}"
-
-
-def _leaves(error: BaseException) -> list[BaseException]:
-    if isinstance(error, BaseExceptionGroup):
-        return [leaf for inner in error.exceptions for leaf in _leaves(inner)]
-    return [error]
 
 
 #: A packet to send, built: ``(bytes, recoverable, tag)``; the tag comes back in
@@ -359,7 +300,7 @@ class PeerConnection:
             if not self.close_reason:
                 self.close_reason = "the queue manager is stopping"  # cancelled
             elif self.role is Role.INITIATOR and not self.opened.is_set():
-                self.close_reason = _unopened(self.close_reason)
+                self.close_reason = unopened(self.close_reason)
             self._closed = True
             if self._run.accepted:
                 # Accepted, never written (the connection broke before the
@@ -410,7 +351,7 @@ class PeerConnection:
                         f"({decoder.buffered} bytes)"
                     )
                     raise PeerClosed(msg)
-                msg = _PEER_CLOSED
+                msg = PEER_CLOSED
                 raise PeerClosed(msg)
             decoder.receive_data(bytes(data))
             now = trio.current_time()  # the packets of one read arrived together
@@ -447,7 +388,7 @@ class PeerConnection:
                     # The initiator decides (its link then delivers here); the
                     # acceptor's end sees the connection close.
                     self.reached_itself = True
-                    self.close_reason = _REACHES_ITSELF
+                    self.close_reason = REACHES_ITSELF
                     raise PeerClosed(self.close_reason)
                 if self.identity is not None and not self.itself:
                     refusal = self.context.identities.opened(self.identity, action.remote_qm)
@@ -618,21 +559,3 @@ class PeerConnection:
         if queues is None or self.role is not Role.INITIATOR or not self.opened.is_set():
             return None
         return queues.next_packet(now)
-
-
-#: Why a connection ends when the peer closes it between packets.
-_PEER_CLOSED: Final = "the peer closed the connection"
-
-
-def _unopened(reason: str) -> str:
-    """Why a connection this queue manager opened ended before its session
-    opened, with what an abrupt close by the peer usually means: the peer
-    refuses it, and says why only in its own log."""
-    if reason == _PEER_CLOSED or reason.startswith("TLS session refused: UNEXPECTED_EOF"):
-        return (
-            f"{reason} before the session opened: the peer may refuse this queue "
-            "manager (peers.accept_from; under TLS a certificate of another CA, none, "
-            "or not a queue manager's; plain TCP to a port that wants TLS): its log "
-            "says why (peer_refused)"
-        )
-    return reason

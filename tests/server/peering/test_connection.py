@@ -16,7 +16,7 @@ import storage
 import wire
 from qmgr.core.outgoing import decode_entry
 from qmgr.protocol import Role
-from qmgr.server.peering.connection import PeerClosed, close_reason
+from qmgr.server.peering.close_reasons import PeerClosed, close_reason
 
 from .conftest import (
     QUEUE,
