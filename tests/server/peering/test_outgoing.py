@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 import trio
 import trio.testing
-from peer_kit import Network, Node, is_data, is_order_ack, wait_until
+from peer_kit import Channel, Network, Node, is_data, is_order_ack, wait_until
 
 import storage
 import wire
@@ -22,6 +22,26 @@ from .conftest import (
     settled,
     start_pair,
 )
+
+
+def spoil_order_acks(channel: Channel, *, until: float) -> list[wire.OrderAck]:
+    """Until ``until`` (the mock clock), the OrderAcks over ``channel`` name a
+    sequence the sender does not have (it ignores them); returns the list of
+    those spoiled, as they were."""
+    spoiled: list[wire.OrderAck] = []
+
+    def spoil(packet: wire.Packet, data: bytes) -> bytes:
+        if not (isinstance(packet, wire.UserMessage) and is_order_ack(packet)):
+            return data
+        if trio.current_time() >= until:
+            return data
+        ack = wire.OrderAck.from_message(packet)
+        unknown = wire.TxSequenceId(ordinal=7, timestamp=1)
+        spoiled.append(ack)
+        return wire.build_packet(dataclasses.replace(ack, sequence_id=unknown))
+
+    channel.rewrite = spoil
+    return spoiled
 
 
 async def test_transactions_arrive_in_commit_order_and_the_sender_rolls(
@@ -96,20 +116,7 @@ async def test_order_acks_a_sender_cannot_use_are_made_good_by_the_resend_timer(
     Transactional Ack Wait (``peers.resend_intervals``) resends what no
     OrderAck covered; B drops the copies and announces what it has."""
     a, b = await start_pair(network, "peers.resend_intervals=[30.0]")
-    to_a = network.channel(b, a)
-    spoiled: list[wire.OrderAck] = []
-
-    def spoil(packet: wire.Packet, data: bytes) -> bytes:
-        if not (isinstance(packet, wire.UserMessage) and is_order_ack(packet)):
-            return data
-        if trio.current_time() >= 20.0:
-            return data
-        ack = wire.OrderAck.from_message(packet)
-        unknown = wire.TxSequenceId(ordinal=7, timestamp=1)
-        spoiled.append(ack)
-        return wire.build_packet(dataclasses.replace(ack, sequence_id=unknown))
-
-    to_a.rewrite = spoil
+    spoiled = spoil_order_acks(network.channel(b, a), until=20.0)
     expected = bodies(3)
     await a.send(b.remote(QUEUE), expected)
     took = await wait_until(settled(a), step=0.01)
@@ -152,22 +159,12 @@ async def test_each_queue_of_a_link_resends_at_its_own_deadline(
     await b.create_queue("audit")
     sent: list[tuple[float, bytes]] = []
 
-    def spoil(packet: wire.Packet, data: bytes) -> bytes:
-        if not (isinstance(packet, wire.UserMessage) and is_order_ack(packet)):
-            return data
-        if trio.current_time() >= 45.0:
-            return data
-        ack = wire.OrderAck.from_message(packet)
-        return wire.build_packet(
-            dataclasses.replace(ack, sequence_id=wire.TxSequenceId(ordinal=7, timestamp=1))
-        )
-
     def record(packet: wire.Packet, data: bytes) -> bytes:
         if isinstance(packet, wire.UserMessage) and is_data(packet):
             sent.append((trio.current_time(), b"order" if b"order" in data else b"audit"))
         return data
 
-    network.channel(b, a).rewrite = spoil
+    spoil_order_acks(network.channel(b, a), until=45.0)
     network.channel(a, b).rewrite = record
     await a.send(b.remote(QUEUE), [b"order"])
     await trio.sleep(10.0)
