@@ -155,6 +155,8 @@ class Link:
         self._other_end: PeerConnection | None = None
         self.name = endpoint_text(*hop)
         self.log = context.parts.log.bind(peer=self.name)
+        #: Cancelled when the link is removed (no queue uses its hop any more).
+        self.cancel_scope = trio.CancelScope()
 
     def wake(self, queue: OutgoingQueue | None = None) -> None:
         """``queue`` (None: any of its queues) may have work."""
@@ -186,8 +188,22 @@ class Link:
             return state, None, self.last_error
         return self.state, self.next_attempt, self.last_error
 
+    def unused(self) -> bool:
+        """Whether nothing needs the link: no queue, no standby queue, no connection,
+        and not connecting."""
+        return (
+            not self.queues
+            and not self.standby
+            and self.connection is None
+            and self.state in ("idle", "waiting")
+        )
+
     async def run(self) -> None:
-        """Deliver until cancelled."""
+        """Deliver until cancelled (or :attr:`cancel_scope` is)."""
+        with self.cancel_scope:
+            await self._run()
+
+    async def _run(self) -> None:
         while True:
             if not self.has_work():
                 # Nothing to send: what was learnt of the hop goes stale. The next

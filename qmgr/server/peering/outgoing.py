@@ -30,7 +30,8 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   (``storage.RemoveEmptyOutgoing``, which keeps a queue the batch appends
   to). The next message to that destination creates the queue again, with a
   new sequence: every entry of the old one was acknowledged, so the
-  receiver has nothing more to expect of it;
+  receiver has nothing more to expect of it. A link left with no queue, no
+  session and no route listing its hop is stopped and forgotten too;
 * the **failover** task keeps each queue whose route lists several next hops
   on the one :func:`qmgr.core.routes.choose_hop` picks from its links'
   reachability. A move takes the queue off the old link (what it sent there
@@ -404,6 +405,16 @@ class OutgoingQueues:
                     quiet.append(queue)
             if quiet:
                 await self._remove(quiet, now)
+            self._remove_unused_links()
+
+    def _remove_unused_links(self) -> None:
+        """Stop and forget the links no queue uses (a queue's route keeps every hop
+        it lists: their reachability chooses the hop)."""
+        listed = {hop for queue in self._alternating for hop in queue.hops}
+        for hop, link in list(self.links.items()):
+            if hop not in listed and link.unused():
+                link.cancel_scope.cancel()
+                del self.links[hop]
 
     async def _remove(self, queues: list[OutgoingQueue], now: float) -> None:
         """Remove these empty queues, each on its own (one write for all)."""

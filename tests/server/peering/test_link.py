@@ -40,9 +40,13 @@ async def test_an_idle_session_closes_after_the_idle_timeout(
     # 30 s after the last user packet either way: B's OrderAck, 0.5 s after the message.
     assert 30.5 <= a_closed.at - sent <= 30.55
     # Nothing to send: the link does not reconnect.
-    await trio.sleep(600)
+    await trio.sleep(200)
     assert network.connections == [("qm-a", "qm-b")]
     assert a.link(b).state == "idle"
+    # Quiet for peers.outgoing_cleanup_after (300 s): the queue goes, and its link.
+    await trio.sleep(400)
+    assert (a.peering.outgoing, a.peering.links) == ({}, {})
+    assert network.connections == [("qm-a", "qm-b")]
 
 
 async def test_two_destination_queues_share_the_link_each_in_order(

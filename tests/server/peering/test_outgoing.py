@@ -204,13 +204,16 @@ async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes
     await wait_until(lambda: not outgoing_ids(a), step=0.5)
     assert 60.0 <= trio.current_time() - emptied <= 75.5
     assert a.store.outgoing_states() == {}
+    # Its link is stopped and forgotten with it (the session closed after
+    # peers.idle_timeout, 300 s, and the link waits no more).
+    await wait_until(lambda: not a.peering.links, step=1.0)
     # The next message makes a new queue with a new sequence; B takes it as such.
     await a.send(b.remote(QUEUE), [b"two"])
     await deliver(a, b, [b"one", b"two"])
     [second] = outgoing_ids(a)
     assert second != first
     assert a.outgoing_state().sequence_timestamp > first_stamp
-    assert a.closed == b.closed == []
+    assert [c.reason for c in a.closed] == ["idle: no user packet for 300 s"]
 
 
 async def test_traffic_and_a_pause_keep_an_outgoing_queue(
