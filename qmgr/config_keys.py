@@ -180,7 +180,11 @@ KEYS: Final[dict[tuple[str, str], Key]] = {
     ("peers", "ping"): Key("peer_ping", bool),
     ("peers", "ping_port"): Key("peer_ping_port", int, _port),
     ("peers", "route_failover_after"): Key("peer_route_failover_after", float, _positive),
-    ("peers", "outgoing_cleanup_after"): Key("peer_outgoing_cleanup_after", float, _not_negative),
+    ("peers", "outgoing_cleanup_after"): Key(
+        "peer_outgoing_cleanup_after",
+        float,
+        lambda v: None if v == 0 or v >= 1 else f"must be 0 (never) or at least 1 s, not {v}",
+    ),
     ("peers", "max_connections"): Key("peer_max_connections", int, _positive),
     ("peers", "max_unauthenticated"): Key("peer_max_unauthenticated", int, _positive),
     ("peers", "max_rejected_bytes"): Key("peer_max_rejected_bytes", int, _positive),

@@ -112,7 +112,7 @@ from .ops.queues import PurgeQueue as PurgeQueue
 from .ops.queues import QueueCreated as QueueCreated
 from .ops.queues import QueueDeleted as QueueDeleted
 from .ops.queues import QueuePurged as QueuePurged
-from .ops.queues import RemoveEmptyOutgoing as RemoveEmptyOutgoing
+from .ops.retired import RemoveEmptyOutgoing as RemoveEmptyOutgoing
 from .ops.subqueues import POISON_SUFFIX as POISON_SUFFIX
 from .ops.subqueues import RETRY_SUFFIX as RETRY_SUFFIX
 from .ops.subqueues import SUBQUEUE_SUFFIXES as SUBQUEUE_SUFFIXES

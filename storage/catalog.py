@@ -20,8 +20,9 @@ counters; one of schema 3 (before prepared transactions) lacks
 the expiry index) lacks ``expiry``, ``confirmations``, ``final_acks`` and
 ``lists``; one of schema 5 (before poison handling) lacks
 ``message_counters`` and ``retry_due``; one of schema 7 (before the index of
-relayed entries) lacks ``relayed``. That transaction creates what is
-missing and writes the current version (:data:`SCHEMA_VERSION`, 8), so the
+relayed entries) lacks ``relayed``; one of schema 8 (before outgoing queues
+were removed when idle) lacks ``retired_sequences``. That transaction creates what is
+missing and writes the current version (:data:`SCHEMA_VERSION`, 9), so the
 migration is atomic and costs nothing per message (the entries a schema 7
 store already holds for relaying are not indexed: see ``ops.peering``). Schema 7 keys each
 ``incoming`` stream state by source GUID, *sequence timestamp* and queue key
@@ -71,6 +72,7 @@ from .keys import (
     DB_QUEUE_IDS,
     DB_QUEUES,
     DB_RELAYED,
+    DB_RETIRED,
     DB_RETRY_DUE,
     MAX_KEY_SIZE,
     META_HISTORY_COUNTER,
@@ -93,7 +95,7 @@ from .reservations import NO_RESERVATION, load_reservations
 __all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
@@ -106,6 +108,8 @@ _SCHEMA_BEFORE_POISON: Final = 5
 _SCHEMA_BEFORE_STREAM_STAMPS: Final = 6
 #: The schema before the index of relayed entries, migrated at opening.
 _SCHEMA_BEFORE_RELAY_INDEX: Final = 7
+#: The schema before the retired sequences of removed outgoing queues, migrated at opening.
+_SCHEMA_BEFORE_RETIRED: Final = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +135,7 @@ class Databases:
     final_acks: lmdb._Database
     lists: lmdb._Database
     relayed: lmdb._Database
+    retired: lmdb._Database
 
 
 class Catalog:
@@ -184,6 +189,7 @@ class Catalog:
             final_acks=env.open_db(txn, DB_FINAL_ACKS),
             lists=env.open_db(txn, DB_LISTS),
             relayed=env.open_db(txn, DB_RELAYED),
+            retired=env.open_db(txn, DB_RETIRED),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
@@ -257,6 +263,7 @@ class Catalog:
             raise StoreCorrupt(msg) from exc
         if version not in (
             SCHEMA_VERSION,
+            _SCHEMA_BEFORE_RETIRED,
             _SCHEMA_BEFORE_RELAY_INDEX,
             _SCHEMA_BEFORE_STREAM_STAMPS,
             _SCHEMA_BEFORE_POISON,

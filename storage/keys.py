@@ -50,6 +50,8 @@ database              key                                         value
                       lookup_id u64 (20 B)
 ``relayed``           queue_id u32 of an OUTGOING queue + relay   empty
                       id (33 B) + lookup_id u64 (45 B)
+``retired_sequences`` a removed OUTGOING queue's name, UTF-8       its sequence timestamp and
+                                                                  ordinal (``ops.retired``)
 ====================  ==========================================  ==========================
 
 The main database. Messages live in LMDB's main (unnamed) database rather
@@ -136,6 +138,7 @@ __all__ = [
     "DB_QUEUES",
     "DB_QUEUE_IDS",
     "DB_RELAYED",
+    "DB_RETIRED",
     "DB_RETRY_DUE",
     "EXPIRY_KEY_SIZE",
     "HISTORY_KEY_SIZE",
@@ -205,6 +208,8 @@ DB_MESSAGE_COUNTERS: Final = b"message_counters"
 DB_RETRY_DUE: Final = b"retry_due"
 #: The index of relayed outgoing entries (see ``ops.peering``).
 DB_RELAYED: Final = b"relayed"
+#: The sequences of removed outgoing queues, for the next queue of each name (``ops.retired``).
+DB_RETIRED: Final = b"retired_sequences"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"

@@ -16,8 +16,9 @@ exactly-once delivery: a transactional entry's sequence number is
 ``lookup_id - base`` under the TxSequenceID ``(sequence_ordinal,
 sequence_timestamp)``. The timestamp is given once, when the queue is
 created, as ``max(int(now), last + 1)`` from the ``sequence_stamp`` counter
-in ``meta``, so every outgoing queue this store ever created has its own,
-larger than all before it: a TxSequenceID names its queue. When the
+in ``meta``, so no two outgoing queues have one at once: a TxSequenceID names
+its queue. (A queue created again after one of its name was removed takes
+over that one's timestamp with the next ordinal instead: ``ops.retired``.) When the
 receiver has an entry for good, :class:`ForgetOutgoing` removes it; the
 forget that finds the queue empty *rolls* the sequence (ordinal + 1, base =
 next lookup id - 1) in the same write, so the next entry starts a new
@@ -103,6 +104,7 @@ from ..peering_state import OutgoingState
 from ..records import QueueKind, QueueRecord, encode_message_record, message_header, pack
 from ..units import Done, Operation, Removal, Result
 from .messages import Appended
+from .retired import take_retired
 
 __all__ = [
     "INCOMING_FORMAT_VERSION",
@@ -379,9 +381,10 @@ class AppendOutgoing(Operation):
             transactional=True,
             created_at=ctx.now,
         )
-        stamp = ctx.peering.next_sequence_stamp(ctx.now)
+        retired = take_retired(ctx, self.name)
+        stamp, ordinal = retired or (ctx.peering.next_sequence_stamp(ctx.now), 1)
         ctx.add_queue(record)
-        ctx.peering.set_outgoing_state(OutgoingState(queue_id, stamp, 1, 0, paused=False))
+        ctx.peering.set_outgoing_state(OutgoingState(queue_id, stamp, ordinal, 0, paused=False))
         return queue_id
 
 

@@ -17,11 +17,8 @@ purged queue's counters keep its purge mark), so erasing resumes after a
 restart. A queue that prepared transactions use is not deleted
 (:func:`refuse_pinned`).
 
-:class:`RemoveEmptyOutgoing` removes an outgoing queue the layer above
-found idle, but only if it is empty as the batch sees it (an append planned
-before it in the batch keeps it): the queue, its sequence state and its
-record go in one write, with nothing left to erase. An append planned
-after it creates the queue again, under a new id and a new sequence.
+An outgoing queue the layer above found idle is removed by
+``ops.retired.RemoveEmptyOutgoing``.
 """
 
 from __future__ import annotations
@@ -45,7 +42,6 @@ __all__ = [
     "QueueCreated",
     "QueueDeleted",
     "QueuePurged",
-    "RemoveEmptyOutgoing",
     "refuse_pinned",
 ]
 
@@ -184,36 +180,6 @@ class DeleteQueue(Removal):
         for state in doomed:
             ctx.doom(state.record.queue_id)
         return QueueDeleted(tuple(state.record.queue_id for state in doomed), messages)
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveEmptyOutgoing(Removal):
-    """Remove an outgoing queue with its sequence state, if it is empty.
-
-    Raises:
-        InvalidOperation: it is not an outgoing queue, holds entries (purged
-            ones not yet erased included), had entries earlier in the batch,
-            or prepared transactions use it.
-    """
-
-    queue_id: int
-
-    def plan(self, ctx: PlanContext) -> Result:
-        queue = ctx.live_queue(self.queue_id)
-        name = queue.record.name
-        if queue.record.kind is not QueueKind.OUTGOING:
-            msg = f"queue {name!r} is not an outgoing queue"
-            raise InvalidOperation(msg)
-        if queue.depth or queue.erasing:
-            msg = f"outgoing queue {name!r} is not empty"
-            raise InvalidOperation(msg)
-        refuse_pinned(ctx, queue)
-        ctx.doom(self.queue_id)
-        if ctx.erase(self.queue_id, 1, frozenset()) != (0, True):
-            # Entries appended and forgotten in this batch: left for a later try.
-            msg = f"outgoing queue {name!r} changed in this batch"
-            raise InvalidOperation(msg)
-        return QueueDeleted((self.queue_id,), 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -226,8 +226,9 @@ def test_an_emptied_outgoing_queue_is_removed_and_a_new_message_makes_it_again(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:
     """``peers.outgoing_cleanup_after``: a queue delivered and quiet that long leaves
-    the list; the next message to the destination comes through a new one."""
-    quick = [*PEER_FAST, *settings("peers.outgoing_cleanup_after=0.4")]
+    the list; the next message to the destination comes through a new one, whose
+    sequence goes on where the old one's stopped (one stream on the receiver)."""
+    quick = [*PEER_FAST, *settings("peers.outgoing_cleanup_after=1")]
     a = daemon_factory(name="qm-a", extra_args=quick)
     b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     dest = remote_queue(b, "orders")
@@ -235,11 +236,13 @@ def test_an_emptied_outgoing_queue_is_removed_and_a_new_message_makes_it_again(
         qb.create_queue("orders", transactional=True)
         send_in_transaction(qa, dest, b"first")
         assert_exactly(qb, "orders", [b"first"])
+        [first] = [s for s in qb.status().incoming if s.source_qm == qa.qm_guid]
         wait_until(lambda: not qa.outgoing(), timeout=20.0)
         [removed] = log_events(a, "outgoing_queue_removed")
         assert "orders" in str(removed["queue"])
         send_in_transaction(qa, dest, b"second")
         assert_exactly(qb, "orders", [b"second"])
-        # B took it as a new stream of A's: a new sequence timestamp.
-        streams = [s for s in qb.status().incoming if s.source_qm == qa.qm_guid]
-        assert len({s.sequence_timestamp for s in streams}) == 2
+        # B took it as the same stream's next sequence: no stream more.
+        [second] = [s for s in qb.status().incoming if s.source_qm == qa.qm_guid]
+        assert second.sequence_timestamp == first.sequence_timestamp
+        assert second.sequence_ordinal > first.sequence_ordinal

@@ -72,6 +72,7 @@ from storage.keys import (
     DB_OUTGOING,
     DB_PREPARED,
     DB_RELAYED,
+    DB_RETIRED,
     DB_RETRY_DUE,
     META_HISTORY_COUNTER,
     META_SCHEMA_VERSION,
@@ -94,6 +95,7 @@ AFTER_PEERING_DBS = (
     DB_FINAL_ACKS,
     DB_LISTS,
     DB_RELAYED,
+    DB_RETIRED,
 )
 #: The databases of prepared transactions (schema 4 added them).
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
@@ -103,6 +105,8 @@ SCHEMA_5_DBS = (DB_EXPIRY, DB_CONFIRMATIONS, DB_FINAL_ACKS, DB_LISTS)
 POISON_DBS = (DB_MESSAGE_COUNTERS, DB_RETRY_DUE)
 #: The index of relayed entries (schema 8 added it).
 RELAY_DBS = (DB_RELAYED,)
+#: The sequences of removed outgoing queues (schema 9 added them).
+RETIRED_DBS = (DB_RETIRED,)
 
 
 def downgrade(
@@ -140,7 +144,7 @@ def put_meta(path: Path, key: bytes, value: bytes | None) -> None:
 
 
 def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION == 9
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
@@ -154,7 +158,7 @@ def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) 
         assert raw_items(store.path, name) == []
 
 
-@pytest.mark.parametrize("found", [1, 9, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 10, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -248,7 +252,7 @@ def test_missing_or_garbled_peering_counter_is_corrupt(
 
 def make_schema_3(path: Path) -> None:
     """Turn a closed store into what schema 3 wrote: no databases of prepared transactions."""
-    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS + RELAY_DBS)
+    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS + RELAY_DBS + RETIRED_DBS)
 
 
 def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
@@ -281,7 +285,7 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     q = create_queue(store, "q")
     commit_ok(store, unit(AppendMessage(q.queue_id, BODY, 3, len(BODY))))
     store.close()
-    downgrade(store.path, 4, SCHEMA_5_DBS + RELAY_DBS)
+    downgrade(store.path, 4, SCHEMA_5_DBS + RELAY_DBS + RETIRED_DBS)
     store = reopen(store)
     assert payloads(store, q) == [BODY]
     commit_ok(store, unit(timed(q, T + 1)))
@@ -295,11 +299,11 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
 
 def make_schema_5(path: Path) -> None:
     """Turn a closed store into what schema 5 wrote: no poison databases."""
-    downgrade(path, 5, POISON_DBS + RELAY_DBS)
+    downgrade(path, 5, POISON_DBS + RELAY_DBS + RETIRED_DBS)
 
 
 def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 8
+    assert SCHEMA_VERSION == 9
     queue = create_queue(store, "old", transactional=True)
     fill(store, queue, 2)
     queues = store.list_queues()
@@ -334,7 +338,7 @@ def make_schema_6(path: Path, states: list[tuple[bytes, str, int, int]]) -> None
     """Turn a closed store into what schema 6 wrote: its ``incoming`` holds
     ``states`` (source, queue key, sequence id, last number) keyed by source
     GUID + queue key, without the sequence timestamp."""
-    downgrade(path, 6, RELAY_DBS)
+    downgrade(path, 6, RELAY_DBS + RETIRED_DBS)
     with raw_lmdb(path) as env:
         incoming = env.open_db(DB_INCOMING)
         meta = env.open_db(DB_META)
@@ -419,7 +423,7 @@ def test_a_schema_7_store_gets_the_relayed_index_and_keeps_its_stream_keys(
     states = store.incoming_states()
     store.close()
     keys = raw_items(store.path, DB_INCOMING)
-    downgrade(store.path, 7, RELAY_DBS)
+    downgrade(store.path, 7, RELAY_DBS + RETIRED_DBS)
     store = reopen(store)
     # Nothing is rewritten: the stream keys were schema 7's already.
     assert store.incoming_states() == states
@@ -432,3 +436,20 @@ def test_a_schema_7_store_gets_the_relayed_index_and_keeps_its_stream_keys(
     assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     assert raw_items(store.path, DB_INCOMING) == keys
     assert len(raw_items(store.path, DB_RELAYED)) == 1
+
+
+# ---------------------------------------------------------- schema 8 -> 9 (retired sequences)
+
+
+def test_a_schema_8_store_gets_the_retired_sequences(store: Store, reopen: Reopener) -> None:
+    commit_ok(store, unit(AppendOutgoing(ORDERS, "O", b"held", 4)))
+    (queue,) = store.outgoing_states()
+    states = store.outgoing_states()
+    store.close()
+    downgrade(store.path, 8, RETIRED_DBS)
+    store = reopen(store)
+    assert store.outgoing_states() == states
+    assert payloads(store, queue) == [b"held"]
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    assert raw_items(store.path, DB_RETIRED) == []

@@ -28,8 +28,10 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   CleanupInterval): looking every quarter of that, it notes since when each
   queue is so and removes those quiet long enough in one write
   (``storage.RemoveEmptyOutgoing``, which keeps a queue the batch appends
-  to). The next message to that destination creates the queue again, with a
-  new sequence: every entry of the old one was acknowledged, so the
+  to, or a pause). The next message to that destination creates the queue
+  again, and it takes over the old one's sequence timestamp with the next
+  ordinal (``storage.ops.retired``), so that the receiver sees the same
+  stream go on: every entry of the old sequence was acknowledged, so the
   receiver has nothing more to expect of it. A link left with no queue, no
   session and no route listing its hop is stopped and forgotten too;
 * the **failover** task keeps each queue whose route lists several next hops
@@ -180,7 +182,9 @@ class OutgoingQueues:
     def _drop(self, queue: OutgoingQueue) -> None:
         self.queues.pop(queue.queue_id, None)
         self._armed.pop(queue, None)  # its heap entry is passed over when it comes due
-        self.by_stamp.pop(queue.sequence_timestamp, None)
+        if self.by_stamp.get(queue.sequence_timestamp) is queue:
+            # (A queue of its name created since took its timestamp over.)
+            del self.by_stamp[queue.sequence_timestamp]
         self._alternating.discard(queue)
         link = self.links.get(queue.hop)
         if link is not None:
@@ -435,8 +439,8 @@ class OutgoingQueues:
                     quiet_seconds=round(now - (queue.quiet_since or now), 1),
                 )
             else:
-                # Traffic came meanwhile (or a prepared transaction uses it):
-                # it must be quiet for a whole period again.
+                # Traffic came meanwhile (or a pause): it must be quiet for a
+                # whole period again.
                 queue.quiet_since = None
 
     # ------------------------------------------------------------------ control and status

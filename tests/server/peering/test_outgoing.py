@@ -191,14 +191,14 @@ def outgoing_ids(node: Node) -> list[int]:
     return stored
 
 
-async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes_back_anew(
+async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes_back(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     a, b = await start_pair(network, "peers.outgoing_cleanup_after=60")
     await a.send(b.remote(QUEUE), [b"one"])
     await deliver(a, b, [b"one"])
     [first] = outgoing_ids(a)
-    first_stamp = a.outgoing_state().sequence_timestamp
+    first_state = a.outgoing_state()
     emptied = trio.current_time()
     # Looked at every 15 s: seen quiet at most 15 s after, removed 60 s after that.
     await wait_until(lambda: not outgoing_ids(a), step=0.5)
@@ -207,13 +207,21 @@ async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes
     # Its link is stopped and forgotten with it (the session closed after
     # peers.idle_timeout, 300 s, and the link waits no more).
     await wait_until(lambda: not a.peering.links, step=1.0)
-    # The next message makes a new queue with a new sequence; B takes it as such.
-    await a.send(b.remote(QUEUE), [b"two"])
-    await deliver(a, b, [b"one", b"two"])
-    [second] = outgoing_ids(a)
-    assert second != first
-    assert a.outgoing_state().sequence_timestamp > first_stamp
-    assert [c.reason for c in a.closed] == ["idle: no user packet for 300 s"]
+    # The next message makes a new queue, whose sequence goes on where the
+    # old one's stopped: B sees its one stream from A go on.
+    sent = [b"one"]
+    for round_ in range(3):
+        sent.append(f"again {round_}".encode())
+        await a.send(b.remote(QUEUE), sent[-1:])
+        await deliver(a, b, sent)
+        [queue_id] = outgoing_ids(a)
+        assert queue_id != first
+        state = a.outgoing_state()
+        assert state.sequence_timestamp == first_state.sequence_timestamp
+        assert state.sequence_ordinal > first_state.sequence_ordinal
+        await wait_until(lambda: not outgoing_ids(a), step=1.0)
+    assert [s.source_qm for s in b.store.incoming_states()] == [a.store.qm_guid.bytes]
+    assert receiver(b).rejected == 0
 
 
 async def test_traffic_and_a_pause_keep_an_outgoing_queue(

@@ -51,7 +51,7 @@ from storage import (
     Store,
     message_header,
 )
-from storage.keys import DB_OUTGOING, queue_id_key
+from storage.keys import DB_OUTGOING, DB_RETIRED, queue_id_key
 from storage.peering_state import encode_outgoing
 
 
@@ -448,27 +448,60 @@ def test_purging_and_erasing_an_outgoing_queue(store: Store) -> None:
 # --------------------------------------------------------------------------- removing an empty one
 
 
-def test_an_empty_outgoing_queue_is_removed_with_its_state_and_comes_back_anew(
+def retired_sequences(path: Path) -> dict[bytes, bytes]:
+    """``retired_sequences`` of a closed store's file."""
+    with raw_lmdb(path) as env:
+        db = env.open_db(DB_RETIRED)
+        with env.begin() as txn:
+            return {bytes(key): bytes(value) for key, value in txn.cursor(db=db)}
+
+
+def test_an_empty_outgoing_queue_is_removed_and_its_successor_takes_over_its_sequence(
     store: Store, reopen: Reopener
 ) -> None:
     queue_id = fill_outgoing(store, 2)
     keep = fill_outgoing(store, 1, "outgoing$;keep")
-    forget(store, queue_id, 1, 2)
+    forget(store, queue_id, 1, 2)  # emptied: rolled to ordinal 2
     [outcome] = commit_ok(store, unit(RemoveEmptyOutgoing(queue_id)))
     assert outcome.results == (QueueDeleted((queue_id,), 0),)
     assert store.get_queue(ORDERS) is None
     assert list(store.outgoing_states()) == [keep]
-    # Nothing is left to erase.
+    # Nothing is left to erase; the sequence is kept under the queue's name.
     assert store.queues_to_erase() == []
     store.close()
     assert raw_outgoing_keys(store.path) == [queue_id_key(keep)]
     assert stored_keys(store.path, queue_id) == ([], [])
+    assert retired_sequences(store.path) == {
+        ORDERS.encode(): b"\x01" + STAMP.to_bytes(4, "big") + (2).to_bytes(4, "big")
+    }
     store = reopen(store)
     assert [q.queue_id for q in store.list_queues()] == [keep]
-    # The next message creates it again: a new id, a new sequence.
+    # The next message creates it again: a new id, the same timestamp, the next
+    # ordinal (the receiver's same stream); the kept sequence is taken.
     [again] = commit_ok(store, unit(send_outgoing()))
     assert appended_to(again) == [(3, 1)]
-    assert store.outgoing_state(3) == OutgoingState(3, STAMP + 2, 1, 0, paused=False)
+    assert store.outgoing_state(3) == OutgoingState(3, STAMP, 3, 0, paused=False)
+    # Another name takes a new timestamp, as ever.
+    other = fill_outgoing(store, 1, "outgoing$;other")
+    assert store.outgoing_state(other) == OutgoingState(other, STAMP + 2, 1, 0, paused=False)
+    store.close()
+    assert retired_sequences(store.path) == {}
+
+
+def test_a_paused_outgoing_queue_is_not_removed_even_paused_in_the_same_batch(
+    store: Store,
+) -> None:
+    queue_id = fill_outgoing(store, 1)
+    forget(store, queue_id, 1)
+    paused, refused = commit(
+        store, unit(SetOutgoingPaused(queue_id, True)), unit(RemoveEmptyOutgoing(queue_id))
+    )
+    assert paused.error is None
+    assert isinstance(refused.error, InvalidOperation)
+    assert "is paused" in str(refused.error)
+    state = store.outgoing_state(queue_id)
+    assert state is not None
+    assert state.paused
 
 
 def test_an_outgoing_queue_with_entries_is_not_removed(store: Store) -> None:
@@ -502,7 +535,9 @@ def test_an_append_before_the_removal_in_its_batch_keeps_the_queue_one_after_mak
     [(new_id, lookup_id)] = appended_to(sent)
     assert (lookup_id, new_id != queue_id) == (1, True)
     assert list(store.outgoing_states()) == [new_id]
-    assert store.outgoing_state(new_id) == OutgoingState(new_id, STAMP + 1, 1, 0, paused=False)
+    # Created after the removal in one batch: it takes over the sequence (rolled
+    # to ordinal 3 by the two forgets that emptied the queue) at the next ordinal.
+    assert store.outgoing_state(new_id) == OutgoingState(new_id, STAMP, 4, 0, paused=False)
 
 
 def test_only_outgoing_queues_are_removed_this_way(store: Store) -> None:
