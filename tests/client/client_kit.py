@@ -12,6 +12,7 @@ from wire_samples import STATUS_INFO
 
 from qmgr.client._exceptions import QueueError
 from qmgr.client._protocol import ClientProtocol, Flow, Waiter
+from qmgr.client._transaction import TransactionState
 from wire import client as cf
 
 ADDRESS = "127.0.0.1:1802"
@@ -56,6 +57,18 @@ def replies(*pairs: tuple[int, cf.ServerReply]) -> bytes:
 
 def error(code: cf.ErrorCode, message: str) -> cf.ErrorReply:
     return cf.ErrorReply(code=int(code), message=message)
+
+
+def pipeline_send(proto: ClientProtocol[RecordingWaiter], state: TransactionState) -> bool:
+    """Pipeline a send of ``b"body"`` to ``q`` in ``state``; whether to write now."""
+    return proto.pipeline_send(state, "q", b"body", {})
+
+
+def begin(proto: ClientProtocol[RecordingWaiter]) -> TransactionState:
+    """Begin a transaction with the core's next transaction id."""
+    state = TransactionState(proto.next_tx_id())
+    proto.begin(state)
+    return state
 
 
 #: A scripted answer: a reply, an error reply, or an exception met writing or waiting.

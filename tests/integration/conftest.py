@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 from authorization_kit import Deployment, started_deployment
+from helpers import DaemonProcess
 from pki import Pki
+
+from qmgr.client import QueueManager, connect
 
 
 @pytest.fixture
@@ -22,3 +25,24 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     started once for its test modules."""
     with started_deployment(tmp_path_factory.mktemp("matrix")) as found:
         yield found
+
+
+@pytest.fixture
+def qm(shared_daemon: DaemonProcess) -> Iterator[QueueManager]:
+    """A blocking client of the shared daemon (the blocking SDK's tests)."""
+    with connect(shared_daemon.address, client_name="test") as client:
+        yield client
+
+
+@pytest.fixture
+def txq(qm: QueueManager, queue_name: str) -> str:
+    """A transactional queue of this test's own."""
+    qm.create_queue(queue_name, transactional=True)
+    return queue_name
+
+
+@pytest.fixture
+def plainq(qm: QueueManager, queue_name: str) -> str:
+    """A non-transactional queue of this test's own."""
+    qm.create_queue(queue_name)
+    return queue_name

@@ -1,0 +1,275 @@
+"""The sans-IO client core taking bytes in, no sockets: each reply to its own waiter
+in any order and chunking, a pipelined send's error to its own transaction and its
+commit, a broken stream waking every waiter, and the handshake's values."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+
+import pytest
+from client_kit import (
+    ADDRESS,
+    NOT_FOUND,
+    begin,
+    error,
+    frames,
+    new_protocol,
+    pipeline_send,
+    replies,
+)
+
+from qmgr.client import (
+    ConnectionLost,
+    InvalidName,
+    ProtocolViolation,
+    QueueError,
+    QueueNotFound,
+    ShuttingDown,
+    TransactionNotFound,
+)
+from qmgr.client._replies import message_or_none, queue_list
+from qmgr.client._transaction import transaction_ended
+from wire import client as cf
+
+# ----------------------------------------------------------------------
+# Replies in
+# ----------------------------------------------------------------------
+
+
+def test_replies_reach_their_own_waiters_in_any_order_and_chunking() -> None:
+    proto = new_protocol()
+    out = bytearray()
+    first = proto.request(out, cf.ListQueues())
+    second = proto.receive_request(out, None, "q", 0, True, None)
+    third = proto.request(out, cf.PurgeQueue(name="q"))
+    stream = replies(
+        (third.request_id, cf.Ok(value=4)),
+        (second.request_id, cf.NoMessage()),
+        (first.request_id, cf.QueueList(queues=())),
+    )
+    for start, end in itertools.pairwise([0, 3, 21, 22, len(stream)]):
+        proto.receive_data(stream[start:end])
+    assert proto.result(third) == cf.Ok(value=4)
+    assert message_or_none(proto.result(second)) is None
+    assert queue_list(proto.result(first)) == []
+    assert (first.wakes, second.wakes, third.wakes) == (1, 1, 1)
+
+
+def test_error_replies_raise_their_exception_and_others_are_dropped() -> None:
+    proto = new_protocol()
+    out = bytearray()
+    waiter = proto.request(out, cf.DeleteQueue(name="gone"))
+    abandoned = proto.request(out, cf.GetStatus())
+    proto.forget(abandoned)
+    proto.receive_data(
+        replies(
+            (abandoned.request_id, cf.Ok()),
+            (waiter.request_id, cf.ErrorReply(code=NOT_FOUND, message="no 'gone'")),
+            (999, cf.Ok()),
+        )
+    )
+    with pytest.raises(QueueNotFound, match="no 'gone'"):
+        proto.result(waiter)
+    assert abandoned.reply is None
+    assert abandoned.wakes == 0
+    assert not proto.closed
+
+
+def test_a_pipelined_send_error_surfaces_at_the_next_call_and_at_commit() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    pipeline_send(proto, state)
+    proto.receive_data(
+        replies(
+            (2, cf.ErrorReply(code=NOT_FOUND, message="queue 'q' does not exist")),
+            (3, cf.ErrorReply(code=int(cf.ErrorCode.INVALID_NAME), message="second")),
+        )
+    )
+    assert state.failed
+    assert state.phase == "failed"
+    assert proto.pipelined == {1: state}  # the Begin's id, until the transaction ends
+    with pytest.raises(QueueNotFound, match="cannot commit: queue 'q' does not exist"):
+        pipeline_send(proto, state)
+    with pytest.raises(QueueNotFound, match="cannot commit"):
+        proto.receive_request(bytearray(), state, "q", 0, False, None)
+    # commit() aborts instead, then raises the first send's error.
+    state.end(commit=True)
+    out = bytearray()
+    waiter = proto.end_request(out, state)
+    assert frames(out) == [(waiter.request_id, cf.Abort(tx_id=state.id))]
+    proto.receive_data(replies((waiter.request_id, cf.Ok())))
+    assert not proto.pipelined
+    with pytest.raises(QueueNotFound, match=r"aborted because a send in it failed: queue 'q'"):
+        transaction_ended(state, proto.result(waiter))
+    with pytest.raises(TransactionNotFound, match="already ended"):
+        state.end(commit=False)
+
+
+@pytest.mark.parametrize(
+    "commit_reply",
+    [
+        error(cf.ErrorCode.TRANSACTION_ABORTED, "refused"),
+        error(cf.ErrorCode.QUEUE_NOT_FOUND, "refused"),
+        cf.Ok(),  # a daemon that committed anyway must not make commit() succeed
+    ],
+    ids=["aborted", "the-sends-error", "ok"],
+)
+@pytest.mark.parametrize("split", [None, 5, 30], ids=["one-read", "split-5", "split-30"])
+def test_a_send_error_arriving_with_the_commit_reply_fails_the_commit(
+    commit_reply: cf.ServerReply, split: int | None
+) -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    pipeline_send(proto, state)
+    state.end(commit=True)  # no failure known yet: a Commit goes out
+    waiter = proto.end_request(proto.out, state)
+    assert frames(proto.data_to_send())[-1] == (4, cf.Commit(tx_id=state.id))
+    stream = replies((2, error(cf.ErrorCode.QUEUE_NOT_FOUND, "late")), (4, commit_reply))
+    for chunk in (stream,) if split is None else (stream[:split], stream[split:]):
+        proto.receive_data(chunk)
+    assert waiter.wakes == 1
+    assert not proto.pipelined  # the commit's reply settled the transaction's ids
+    outcome: cf.ServerReply | QueueError
+    try:
+        outcome = proto.result(waiter)
+    except QueueError as exc:
+        outcome = exc
+    with pytest.raises(QueueNotFound, match="aborted because a send in it failed: late"):
+        transaction_ended(state, outcome)
+
+
+def test_an_error_stays_on_its_own_transaction_when_two_are_pipelined() -> None:
+    proto = new_protocol()
+    good, bad = begin(proto), begin(proto)  # request ids 1 and 2
+    pipeline_send(proto, good)  # 3
+    pipeline_send(proto, bad)  # 4
+    pipeline_send(proto, bad)  # 5
+    pipeline_send(proto, good)  # 6
+    good.end(commit=True)
+    committed = proto.end_request(proto.out, good)  # 7
+    assert proto.pipelined == {1: good, 2: bad, 3: good, 4: bad, 5: bad, 6: good}
+    proto.receive_data(
+        replies(
+            (4, error(cf.ErrorCode.INVALID_NAME, "first")),
+            (5, error(cf.ErrorCode.QUEUE_NOT_FOUND, "second")),
+            (7, cf.Ok()),
+        )
+    )
+    transaction_ended(good, proto.result(committed))  # good committed
+    assert (good.failed, bad.failed) == (False, True)
+    assert proto.pipelined == {2: bad}  # bad's Begin waits for bad's end
+    with pytest.raises(InvalidName, match="cannot commit: first"):
+        pipeline_send(proto, bad)
+    bad.end(commit=True)
+    aborted = proto.end_request(proto.out, bad)
+    assert frames(proto.out)[-1] == (aborted.request_id, cf.Abort(tx_id=bad.id))
+    proto.receive_data(replies((aborted.request_id, cf.Ok())))
+    assert not proto.pipelined
+    with pytest.raises(InvalidName, match="aborted because a send in it failed: first"):
+        transaction_ended(bad, proto.result(aborted))
+
+
+# ----------------------------------------------------------------------
+# Breaking
+# ----------------------------------------------------------------------
+
+
+def test_a_framing_error_breaks_the_connection_and_wakes_every_waiter() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    answered = proto.request(proto.out, cf.GetStatus())
+    waiter = proto.request(proto.out, cf.ListQueues())
+    own_frame = proto.receive_request(bytearray(), None, "q", None, False, None)
+    other = begin(proto)
+    other.end(commit=True)
+    ending = proto.end_request(proto.out, other)
+    waiting = [waiter, own_frame, ending]
+    # A good reply, then garbage in the same read.
+    with pytest.raises(ConnectionLost, match="malformed frame") as caught:
+        proto.receive_data(replies((answered.request_id, cf.Ok(value=1))) + b"\xff" * 12)
+    assert not caught.value.message.startswith("lost")
+    assert proto.closed
+    assert (not proto.out, not proto.pipelined) == (True, True)
+    assert answered.wakes == 1
+    assert proto.result(answered) == cf.Ok(value=1)
+    assert [w.wakes for w in waiting] == [1, 1, 1]
+    for each in waiting:
+        with pytest.raises(ConnectionLost, match="malformed frame"):
+            proto.result(each)
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        transaction_ended(other, proto.result(ending))
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        pipeline_send(proto, state)
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        proto.request(bytearray(), cf.GetStatus())
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        proto.data_to_send(b"x")
+
+
+def test_stream_errors_can_name_the_address() -> None:
+    proto = new_protocol(say_where=True)
+    with pytest.raises(ConnectionLost) as caught:
+        proto.receive_data(b"\xff" * 12)
+    assert caught.value.message.startswith(f"lost the connection to the queue manager at {ADDRESS}")
+
+
+def test_a_rejected_stream_raises_the_daemons_error_and_breaks() -> None:
+    proto = new_protocol()
+    waiter = proto.request(proto.out, cf.GetStatus())
+    rejection = cf.ErrorReply(code=int(cf.ErrorCode.BAD_REQUEST), message="frame too large")
+    with pytest.raises(ProtocolViolation, match="frame too large"):
+        proto.receive_data(replies((0, rejection)))
+    assert proto.broken is not None
+    assert proto.broken.message == "the queue manager closed the connection: frame too large"
+    assert waiter.wakes == 1
+    with pytest.raises(ConnectionLost, match="frame too large"):
+        proto.result(waiter)
+
+
+def test_the_first_reason_stays_but_a_failure_after_close_says_what_broke() -> None:
+    proto = new_protocol()
+    assert proto.fail("first").message == "first"
+    assert proto.lost("second").message == "first"
+    closed = new_protocol()
+    closed.close("the connection was closed")
+    closed.close("again")
+    assert closed.broken is not None
+    assert closed.broken.message == "the connection was closed"
+    error = closed.lost("reset by peer")
+    assert error.message == f"lost the connection to the queue manager at {ADDRESS}: reset by peer"
+    assert closed.fail("later").message == error.message
+
+
+# ----------------------------------------------------------------------
+# Values
+# ----------------------------------------------------------------------
+
+
+def test_handshake_values_and_errors() -> None:
+    proto = new_protocol()
+    hello_ok = cf.HelloOk(version=1, qm_name="qm", qm_guid=uuid.UUID(int=3), server_version="1.0")
+    assert proto.welcome(hello_ok) == ("qm", uuid.UUID(int=3), "1.0")
+    with pytest.raises(ConnectionLost, match="answered Ok to Hello"):
+        proto.welcome(cf.Ok())
+    lost = proto.handshake_error(ConnectionLost("reset"))
+    assert type(lost) is ConnectionLost
+    assert lost.message == f"handshake with the queue manager at {ADDRESS} failed: reset"
+    refused = proto.handshake_error(ShuttingDown("stopping"))
+    assert type(refused) is ShuttingDown
+    assert refused.message == f"the queue manager at {ADDRESS} refused the connection: stopping"
+    assert proto.version == 1
+
+
+def test_a_commit_whose_waiter_gave_up_still_clears_its_pipelined_ids() -> None:
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    state.end(commit=True)
+    waiter = proto.end_request(proto.out, state)
+    proto.forget(waiter)  # a cancelled trio task
+    proto.receive_data(replies((waiter.request_id, cf.Ok())))
+    assert not proto.pipelined
