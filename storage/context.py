@@ -27,7 +27,9 @@ What the other concerns keep is in parts the context holds and shares its
 savepoints with: :attr:`PlanContext.reservations` (what prepared
 transactions hold on queues, ``reservations``), :attr:`PlanContext.peering`
 (outgoing states and peering's counters, ``peering_state``), and the
-scratch state of the operation modules (``overlay``).
+scratch state of the operation modules (``overlay``); a record of a named
+database the batch wrote is seen by the rest of the batch through
+:meth:`PlanContext.record` / :meth:`PlanContext.write_record`.
 
 :meth:`PlanContext.finish` ends the batch: every queue it touched gets its
 record (or its deletion) written once, and so does every meta counter and
@@ -39,6 +41,9 @@ catalog. The context never imports an operation: operations import it.
 from __future__ import annotations
 
 import dataclasses
+from typing import Final
+
+import lmdb
 
 from .catalog import Catalog, Databases
 from .environment import Environment, Reading, Txn, keys_between
@@ -72,6 +77,9 @@ from .records import (
 from .reservations import Reservations
 
 __all__ = ["Install", "PlanContext"]
+
+#: The scratch tag of the records :meth:`PlanContext.write_record` wrote.
+_RECORD: Final = "record"
 
 
 class PlanContext(Overlay):
@@ -396,6 +404,24 @@ class PlanContext(Overlay):
         assert isinstance(current, int)
         if limit > current:
             self.change(self._meta, META_ORDINAL_LIMIT, limit)
+
+    def record(self, db: lmdb._Database, key: bytes) -> bytes | None:
+        """A record of a named database as the batch sees it: as the batch wrote
+        it with :meth:`write_record` (None: deleted), else the committed one."""
+        seen = self.scratch((_RECORD, db, key))
+        if isinstance(seen, bytes) or seen is None:
+            return seen
+        value: bytes | None = self.txn.get(key, db=db)
+        return value
+
+    def write_record(self, db: lmdb._Database, key: bytes, value: bytes | None) -> None:
+        """Write (None: delete) a record of a named database; the batch sees it
+        from now on (:meth:`record`)."""
+        if value is None:
+            self.discard(db, key)
+        else:
+            self.put(db, key, value)
+        self.set_scratch((_RECORD, db, key), value)
 
     def put_meta(self, key: bytes, value: bytes) -> None:
         """Write a key of ``meta`` (a setting)."""

@@ -71,7 +71,6 @@ _RECORD = struct.Struct(">BBHdH")  # version, flags, last class, deadline, name 
 _VERSION: Final = 1
 _DELIVERED: Final = 0x01
 _DEADLINE_SET: Final = 0x02
-_SCRATCH: Final = "confirmation"
 
 
 def confirmation_key(ordinal: int, index: int) -> bytes:
@@ -153,21 +152,6 @@ def _index_key(key: bytes, deadline: float) -> bytes:
     return expiry_key(deadline, CONFIRMATION_QUEUE_ID, int.from_bytes(key, "big"))
 
 
-def _current(ctx: PlanContext, key: bytes) -> bytes | None:
-    """The record as the batch sees it."""
-    seen = ctx.scratch((_SCRATCH, key))
-    if isinstance(seen, bytes) or seen is None:
-        return seen
-    value: bytes | None = ctx.txn.get(key, db=ctx.dbs.confirmations)
-    return value
-
-
-def _put(ctx: PlanContext, key: bytes, value: bytes) -> None:
-    """Write a record (the batch sees it from now on)."""
-    ctx.put(ctx.dbs.confirmations, key, value)
-    ctx.set_scratch((_SCRATCH, key), value)
-
-
 @dataclass(frozen=True, slots=True)
 class AddConfirmation(Operation):
     """Keep a copy of a sent message until its outcome is known."""
@@ -183,7 +167,7 @@ class AddConfirmation(Operation):
                 msg = f"confirmation deadline {confirmation.deadline} is invalid"
                 raise InvalidRecord(msg)
             ctx.put(ctx.dbs.expiry, _index_key(key, confirmation.deadline), b"")
-        _put(ctx, key, value)
+        ctx.write_record(ctx.dbs.confirmations, key, value)
         return Done()
 
 
@@ -200,15 +184,14 @@ class SettleConfirmation(Removal):
 
     def plan(self, ctx: PlanContext) -> Result:
         key = confirmation_key(self.ordinal, self.index)
-        data = _current(ctx, key)
+        data = ctx.record(ctx.dbs.confirmations, key)
         if data is None:
             msg = f"no copy {self.index} of message {self.ordinal} awaits confirmation"
             raise ConfirmationMissing(msg)
         confirmation = _decode(key, data)
         if confirmation.deadline is not None:
             ctx.discard(ctx.dbs.expiry, _index_key(key, confirmation.deadline))
-        ctx.discard(ctx.dbs.confirmations, key)
-        ctx.set_scratch((_SCRATCH, key), None)
+        ctx.write_record(ctx.dbs.confirmations, key, None)
         return Done()
 
 
@@ -225,13 +208,14 @@ class MarkDelivered(Operation):
             with ctx.txn.cursor(db=ctx.dbs.confirmations) as cursor:
                 keys = list(prefixed(cursor, prefix))
             for key in keys:
-                data = _current(ctx, key)
+                data = ctx.record(ctx.dbs.confirmations, key)
                 if data is None:
                     continue
                 old = _decode(key, data)
                 if old.destination != destination or old.delivered:
                     continue
-                _put(ctx, key, _encode(dataclasses.replace(old, delivered=True)))
+                value = _encode(dataclasses.replace(old, delivered=True))
+                ctx.write_record(ctx.dbs.confirmations, key, value)
         return Done()
 
 

@@ -36,7 +36,6 @@ __all__ = [
 
 _VERSION: Final = 1
 _U16 = struct.Struct(">H")
-_SCRATCH: Final = "list"
 #: Longest target or display name, in UTF-8 bytes.
 MAX_TEXT: Final = 0xFFFF
 
@@ -102,17 +101,11 @@ def _texts(view: memoryview) -> list[str]:
 
 
 def _current(ctx: PlanContext, name: str) -> bytes | None:
-    seen = ctx.scratch((_SCRATCH, name))
-    if isinstance(seen, bytes) or seen is None:
-        return seen
-    value: bytes | None = ctx.txn.get(name.encode(), db=ctx.dbs.lists)
-    return value
+    return ctx.record(ctx.dbs.lists, name.encode())
 
 
 def _put(ctx: PlanContext, value: DistributionList) -> None:
-    data = _encode(value)
-    ctx.put(ctx.dbs.lists, value.name.encode(), data)
-    ctx.set_scratch((_SCRATCH, value.name), data)
+    ctx.write_record(ctx.dbs.lists, value.name.encode(), _encode(value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,8 +158,7 @@ class DeleteList(Removal):
     def plan(self, ctx: PlanContext) -> Result:
         if _current(ctx, self.name) is None:
             raise ListMissing(self.name)
-        ctx.discard(ctx.dbs.lists, self.name.encode())
-        ctx.set_scratch((_SCRATCH, self.name), None)
+        ctx.write_record(ctx.dbs.lists, self.name.encode(), None)
         return Done()
 
 

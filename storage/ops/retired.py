@@ -49,17 +49,7 @@ __all__ = ["RemoveEmptyOutgoing", "take_retired"]
 _RETIRED: Final = struct.Struct(">BII")
 #: The format version of a retired sequence record.
 RETIRED_FORMAT_VERSION: Final = 1
-_SCRATCH: Final = "retired"
 _MAX_U32: Final = 0xFFFFFFFF
-
-
-def _current(ctx: PlanContext, key: bytes) -> bytes | None:
-    """The record as the batch sees it."""
-    seen = ctx.scratch((_SCRATCH, key))
-    if isinstance(seen, bytes) or seen is None:
-        return seen
-    value: bytes | None = ctx.txn.get(key, db=ctx.dbs.retired)
-    return value
 
 
 def take_retired(ctx: PlanContext, name: str) -> tuple[int, int] | None:
@@ -73,15 +63,14 @@ def take_retired(ctx: PlanContext, name: str) -> tuple[int, int] | None:
         StoreCorrupt: the record does not decode.
     """
     key = name.encode()
-    data = _current(ctx, key)
+    data = ctx.record(ctx.dbs.retired, key)
     if data is None:
         return None
     if len(data) != _RETIRED.size or data[0] != RETIRED_FORMAT_VERSION:
         msg = f"retired sequence of {name!r} is corrupt ({len(data)} bytes)"
         raise StoreCorrupt(msg)
     _, stamp, ordinal = _RETIRED.unpack(data)
-    ctx.discard(ctx.dbs.retired, key)
-    ctx.set_scratch((_SCRATCH, key), None)
+    ctx.write_record(ctx.dbs.retired, key, None)
     return None if ordinal >= _MAX_U32 else (stamp, ordinal + 1)
 
 
@@ -121,6 +110,5 @@ class RemoveEmptyOutgoing(Removal):
         value = _RETIRED.pack(
             RETIRED_FORMAT_VERSION, state.sequence_timestamp, state.sequence_ordinal
         )
-        ctx.put(ctx.dbs.retired, key, value)
-        ctx.set_scratch((_SCRATCH, key), value)
+        ctx.write_record(ctx.dbs.retired, key, value)
         return QueueDeleted((self.queue_id,), 0)
