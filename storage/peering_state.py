@@ -9,7 +9,8 @@ memory, read at opening from ``outgoing``; a batch sees them through its
 the ones it changed once, when the batch ends. The same part hands out the
 two meta counters of peering: the *sequence stamp* (the timestamp of a new
 outgoing queue's TxSequenceID, ``max(int(now), last + 1)``, so no two
-outgoing queues ever share one) and the *history counter* (the insertion
+outgoing queues share one; a queue created again after one of its name was
+removed takes that one's instead, see ``ops.retired``) and the *history counter* (the insertion
 counter of a new ``history`` entry). Savepoints undo all of it, like every
 other change of the batch.
 
@@ -18,7 +19,8 @@ Outgoing state, format version 1 (in ``outgoing``, keyed by the queue id)::
     off  size  field
       0     1  format version (1)
       1     1  flags                     bit 0 paused
-      2     4  sequence_timestamp        u32: names the queue's TxSequenceID, unique per queue
+      2     4  sequence_timestamp        u32: names the queue's TxSequenceID, unique among the
+                                         outgoing queues there are (``ops.retired``)
       6     4  sequence_ordinal          u32: the TxSequenceID's ordinal, +1 at each roll
      10     8  base                      u64: an entry's sequence number is lookup_id - base
 """

@@ -18,6 +18,8 @@ module             concern
                    application with its metrics, API and console
 ``sources``        what the listener reads of the daemon, and the console's
                    rate sampler, which runs from start-up
+``rates``          the console's rates over the last 15 minutes (messages
+                   added and removed, commits), from the sampler's readings
 ``app``            the ASGI application (Starlette's routing): the route
                    table with each route's need, bearer tokens and client
                    certificates, ``Authorization.denial``, the responses

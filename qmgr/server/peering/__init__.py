@@ -26,8 +26,9 @@ module                 concern
 ``identity``           which queue manager GUID each peer identity speaks for
 ``outgoing_queue``     one outgoing queue: its sequence machine and the
                        entries loaded from the store
-``outgoing``           every outgoing queue and link, the forgets and the
-                       resend timers (the sending side)
+``outgoing``           every outgoing queue and link, the forgets, the
+                       resend timers, route failover and the cleanup of
+                       idle queues and links (the sending side)
 ``incoming``           carries out the receiver's decisions, stores what
                        arrives, sends the OrderAcks (the receiving side)
 ``final_acks``         settles the FinalAcks that arrive about our messages

@@ -33,7 +33,7 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   ordinal (``storage.ops.retired``), so that the receiver sees the same
   stream go on: every entry of the old sequence was acknowledged, so the
   receiver has nothing more to expect of it. A link left with no queue, no
-  session and no route listing its hop is stopped and forgotten too;
+  session, and no queue's route listing its hop is stopped and forgotten too;
 * the **failover** task keeps each queue whose route lists several next hops
   on the one :func:`qmgr.core.routes.choose_hop` picks from its links'
   reachability. A move takes the queue off the old link (what it sent there
@@ -419,6 +419,7 @@ class OutgoingQueues:
             if hop not in listed and link.unused():
                 link.cancel_scope.cancel()
                 del self.links[hop]
+                link.log.debug("peer_link_removed")
 
     async def _remove(self, queues: list[OutgoingQueue], now: float) -> None:
         """Remove these empty queues, each on its own (one write for all)."""
@@ -438,6 +439,8 @@ class OutgoingQueues:
                     queue=queue.destination.display_name,
                     quiet_seconds=round(now - (queue.quiet_since or now), 1),
                 )
+            elif _missing(result) and ours:
+                self._drop(queue)  # gone from the store already
             else:
                 # Traffic came meanwhile (or a pause): it must be quiet for a
                 # whole period again.
@@ -551,3 +554,8 @@ class OutgoingQueues:
             raise InvalidName(msg) from None
         endpoint = (host, DEFAULT_PEER_PORT if port is None else port)
         return endpoint, identity.is_local("TCP", host, port)
+
+
+def _missing(result: storage.Result) -> bool:
+    """Whether a removal failed because the queue was no longer in the store."""
+    return isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing)

@@ -252,3 +252,18 @@ async def test_no_cleanup_when_it_is_off(
     ids = outgoing_ids(a)
     await trio.sleep(3600.0)
     assert outgoing_ids(a) == ids
+
+
+async def test_the_cleanup_forgets_an_outgoing_queue_already_gone_from_the_store(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.outgoing_cleanup_after=60")
+    await a.send(b.remote(QUEUE), [b"one"])
+    await deliver(a, b, [b"one"])
+    [queue_id] = outgoing_ids(a)
+    # Removed behind the peering layer's back: its next removal finds it missing.
+    outcome = await a.committer.submit(storage.Unit((storage.RemoveEmptyOutgoing(queue_id),)))
+    assert outcome.error is None
+    assert queue_id in a.peering.outgoing
+    await wait_until(lambda: queue_id not in a.peering.outgoing, step=1.0)
+    assert outgoing_ids(a) == []
