@@ -9,25 +9,13 @@ import time
 from collections.abc import Callable
 
 import pytest
-from helpers import PEER_FAST, DaemonProcess, remote_queue, settings, wait_until
+from helpers import PEER_FAST, DaemonProcess, drain, remote_queue, settings, wait_until
 
-from qmgr.client import QueueManager, connect
+from qmgr.client import connect
 
 QUEUES = ("q0", "q1", "q2")
 #: peers.outgoing_cleanup_after of the sender: a queue quiet this long goes.
 CLEANUP = 1.0
-
-
-def drain(qm: QueueManager, queue: str, count: int, timeout: float = 30.0) -> list[bytes]:
-    """Up to ``count`` messages of ``queue``, each in a transaction of its own."""
-    got: list[bytes] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        message = qm.receive(queue, timeout=max(0.0, deadline - time.monotonic()))
-        if message is None:
-            break
-        got.append(message.body)
-    return got
 
 
 def outgoing_empty(a: DaemonProcess) -> bool:
@@ -70,8 +58,7 @@ def test_sigkill_around_the_removal_of_idle_queues_loses_and_duplicates_nothing(
     wait_until(lambda: outgoing_empty(a), timeout=30.0)
     with connect(b.address) as qb, connect(a.address) as qa:
         for queue in QUEUES:
-            assert drain(qb, queue, len(sent[queue])) == sent[queue], queue
-            assert qb.receive(queue, timeout=0.2) is None
+            assert [body for _, body in drain(b.address, queue)] == sent[queue], queue
         streams = [s for s in qb.status().incoming if s.source_qm == qa.qm_guid]
         # One stream per queue that was sent to: recreated queues went on with theirs.
         assert len(streams) == sum(1 for queue in QUEUES if sent[queue])

@@ -191,12 +191,20 @@ def outgoing_ids(node: Node) -> list[int]:
     return stored
 
 
-async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes_back(
-    network: Network, autojump_clock: trio.testing.MockClock
-) -> None:
+@pytest.fixture
+async def one_delivered(network: Network) -> tuple[Node, Node]:
+    """A and B with ``peers.outgoing_cleanup_after=60``, and b"one" delivered from A
+    to B: A's outgoing queue is there, and empty."""
     a, b = await start_pair(network, "peers.outgoing_cleanup_after=60")
     await a.send(b.remote(QUEUE), [b"one"])
     await deliver(a, b, [b"one"])
+    return a, b
+
+
+async def test_an_outgoing_queue_quiet_for_the_cleanup_time_is_removed_and_comes_back(
+    one_delivered: tuple[Node, Node], autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = one_delivered
     [first] = outgoing_ids(a)
     first_state = a.outgoing_state()
     emptied = trio.current_time()
@@ -255,11 +263,9 @@ async def test_no_cleanup_when_it_is_off(
 
 
 async def test_the_cleanup_forgets_an_outgoing_queue_already_gone_from_the_store(
-    network: Network, autojump_clock: trio.testing.MockClock
+    one_delivered: tuple[Node, Node], autojump_clock: trio.testing.MockClock
 ) -> None:
-    a, b = await start_pair(network, "peers.outgoing_cleanup_after=60")
-    await a.send(b.remote(QUEUE), [b"one"])
-    await deliver(a, b, [b"one"])
+    a, _ = one_delivered
     [queue_id] = outgoing_ids(a)
     # Removed behind the peering layer's back: its next removal finds it missing.
     outcome = await a.committer.submit(storage.Unit((storage.RemoveEmptyOutgoing(queue_id),)))
