@@ -17,6 +17,8 @@ import wire
 from qmgr.core.outgoing import decode_entry
 from qmgr.protocol import Role
 from qmgr.server.peering.close_reasons import PeerClosed, close_reason
+from qmgr.server.peering.connection import PacketToSend
+from qmgr.server.peering.outgoing_queue import OutgoingQueue
 
 from .conftest import (
     QUEUE,
@@ -354,3 +356,30 @@ async def test_a_peer_closing_as_the_queue_manager_stops_does_not_crash_the_stop
         close_reason(mixed, structlog.get_logger())
     assert [type(leaf) for leaf in raised.value.exceptions] == [KeyboardInterrupt]
     assert close_reason(PeerClosed("closed"), structlog.get_logger()) == "closed"
+
+
+async def test_a_wake_up_made_while_the_writer_asks_the_queues_is_kept(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A queue that, while the writer asks it, has nothing yet but wakes its link
+    (as one whose work appears during the call would) is asked again at once."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"first"])
+    await deliver(a, b, [b"first"])
+    original = OutgoingQueue.next_packet
+    woke: list[float] = []
+
+    def wakes_first(queue: OutgoingQueue, now: float) -> PacketToSend | None:
+        if not woke:
+            woke.append(now)
+            queue.wake()
+            return None
+        return original(queue, now)
+
+    monkeypatch.setattr(OutgoingQueue, "next_packet", wakes_first)
+    sent = trio.current_time()
+    await a.send(b.remote(QUEUE), [b"second"])
+    await deliver(a, b, [b"first", b"second"])
+    assert woke
+    # Not at the next unrelated wake-up (the session's idle timeout, 300 s).
+    assert trio.current_time() - sent < 1.0
