@@ -33,6 +33,12 @@ def free_port() -> int:
         return port
 
 
+def remote(port: int, queue: str) -> str:
+    """The format name another queue manager sends to for ``queue`` on the daemon
+    whose peer port on loopback is ``port``."""
+    return f"DIRECT=TCP:127.0.0.1:{port}\\private$\\{queue}"
+
+
 def fresh_workdir(data_dir: Path) -> Path:
     """A new directory under ``data_dir`` (made if need be) for one run's stores and logs."""
     data_dir.mkdir(parents=True, exist_ok=True)

@@ -31,7 +31,7 @@ from typing import Any, TextIO
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _command import add_run_options, publish, run_in_workdir, script_parser
-from _daemon import Daemon, free_port
+from _daemon import Daemon, free_port, remote
 from _report import print_table
 from _tls import connect_to
 
@@ -40,10 +40,6 @@ from qmgr.client import QueueManager
 BODY = b"x" * 256
 POLL = 0.05  # seconds between polls of A's outgoing queues
 STALL = 120.0  # seconds without every outgoing queue emptied before giving up
-
-
-def remote(port: int, queue: str) -> str:
-    return f"DIRECT=TCP:127.0.0.1:{port}\\private$\\{queue}"
 
 
 def wait_empty(qa: QueueManager) -> None:

@@ -60,7 +60,7 @@ import _tls
 import _workloads as w
 import local
 from _command import add_run_options, finish_workdir, report_out, script_parser
-from _daemon import Daemon, free_port, fresh_workdir
+from _daemon import Daemon, free_port, fresh_workdir, remote
 from _local_figures import Target
 from _report import dump_json, print_table, print_tls_x_plain, progress, tls_x_plain
 from _tls import connect_to
@@ -83,10 +83,6 @@ FIGURES = (
     "latency_sent_per_s", "latency_tx_p50_ms", "latency_tx_p99_ms", "latency_tx_max_ms",
     "latency_tx_sent_per_s", "lmdb_sync_commits_per_s_after",
 )  # fmt: skip
-
-
-def remote(port: int, queue: str) -> str:
-    return f"DIRECT=TCP:127.0.0.1:{port}\\private$\\{queue}"
 
 
 def depth(qm: QueueManager, queue: str) -> int:

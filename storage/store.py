@@ -255,7 +255,7 @@ class Store:
         this relay id (``AppendOutgoing.relay``) and still there, or None.
 
         Raises:
-            InvalidRecord: ``relay_id`` is not 29 bytes.
+            InvalidRecord: ``relay_id`` is not ``RELAY_ID_SIZE`` bytes.
         """
         return read_relayed(self._env, self._catalog, queue_id, relay_id)
 

@@ -42,10 +42,11 @@ order they came and a resent duplicate can be dropped after a restart
 (:func:`read_history`).
 
 An entry appended for a message this queue manager *relays* may carry a
-*relay id* (:attr:`AppendOutgoing.relay`: 29 bytes that name the message to
-the layer above; opaque here). The id is kept as the record's note, flagged
-as such, and ``relayed`` holds a key per such entry: queue id + relay id +
-lookup id, written in the write that appends the entry. Every removal of a
+*relay id* (:attr:`AppendOutgoing.relay`: :data:`~storage.keys.RELAY_ID_SIZE`
+bytes that name the message to the layer above; opaque here). The id is
+kept as the record's note, flagged as such, and ``relayed`` holds a key per
+such entry: queue id + relay id + lookup id, written in the write that
+appends the entry. Every removal of a
 message record (``PlanContext`` removals and erase steps: a forget, the
 erasure after a purge or a queue's deletion) deletes the key of a flagged
 record in the same write, so the index holds exactly the entries still
@@ -241,7 +242,7 @@ def read_relayed(env: Environment, catalog: Catalog, queue_id: int, relay_id: by
     ``relayed``, and none at all for a queue that is gone or empty.
 
     Raises:
-        InvalidRecord: ``relay_id`` is not 29 bytes.
+        InvalidRecord: ``relay_id`` is not ``RELAY_ID_SIZE`` bytes.
     """
     start = relayed_key(queue_id, relay_id)
     queue = catalog.by_id.get(queue_id)
@@ -305,7 +306,7 @@ class AppendOutgoing(Operation):
     Raises (when planned):
         InvalidOperation: a queue of that name exists and is not an outgoing queue.
         InvalidRecord: the name is empty or too long, the size is out of
-            range, or the relay id is not 29 bytes.
+            range, or the relay id is not ``RELAY_ID_SIZE`` bytes.
     """
 
     name: str

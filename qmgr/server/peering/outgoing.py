@@ -296,12 +296,8 @@ class OutgoingQueues:
     async def forget_waiting(self, queue: OutgoingQueue) -> None:
         """Write now the forget of what ``queue`` has waiting to be forgotten (a
         purge does this first, so that what was delivered keeps its reports)."""
-        ids = tuple(queue.to_forget)
-        if not ids:
-            return
-        queue.to_forget.clear()
-        queue.machine.forget_started(ids)
-        await self._forget_one(queue, ids)
+        if ids := _take_to_forget(queue):
+            await self._forget_one(queue, ids)
 
     async def _forgetter(self) -> None:
         while True:
@@ -313,10 +309,7 @@ class OutgoingQueues:
                         # (the sequence machine needs that order); it calls
                         # forget() again when it is done.
                         continue
-                    ids = tuple(queue.to_forget)
-                    queue.to_forget.clear()
-                    queue.machine.forget_started(ids)
-                    nursery.start_soon(self._forget_one, queue, ids)
+                    nursery.start_soon(self._forget_one, queue, _take_to_forget(queue))
 
     async def _forget_one(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
         parts = self.parts
@@ -559,3 +552,13 @@ class OutgoingQueues:
 def _missing(result: storage.Result) -> bool:
     """Whether a removal failed because the queue was no longer in the store."""
     return isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing)
+
+
+def _take_to_forget(queue: OutgoingQueue) -> tuple[int, ...]:
+    """The ids ``queue`` has waiting to be forgotten, now being forgotten (its
+    machine is told); empty if there are none."""
+    ids = tuple(queue.to_forget)
+    if ids:
+        queue.to_forget.clear()
+        queue.machine.forget_started(ids)
+    return ids
