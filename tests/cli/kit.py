@@ -26,3 +26,8 @@ def ok(result: Result) -> Result:
     """``result``, once it is sure the command exited with status 0."""
     assert result.exit_code == 0, f"exit {result.exit_code}\n{result.output}\n{result.stderr}"
     return result
+
+
+def sent_id(daemon: Daemon, queue: str, body: str, *options: str) -> str:
+    """The id ``qmgr send QUEUE --body BODY OPTIONS`` printed, once it succeeded."""
+    return ok(run(daemon, "send", queue, "--body", body, *options)).stdout.strip()

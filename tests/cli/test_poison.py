@@ -14,7 +14,7 @@ from helpers import DaemonProcess, wait_until
 
 from qmgr.cli.poison import is_subqueue_move
 
-from .kit import ok, run
+from .kit import ok, run, sent_id
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_moves_keep_the_message_and_say_where_it_went(
 ) -> None:
     q, poison = queue_name, f"{queue_name};poison"
     ok(run(shared_daemon, "queue", "create", q))
-    ids = [ok(run(shared_daemon, "send", q, "--body", body)).stdout.strip() for body in "ab"]
+    ids = [sent_id(shared_daemon, q, body) for body in "ab"]
     one = ok(run(shared_daemon, "move", q, poison))
     assert one.stdout.startswith(f"moved 1 message from {q} to {poison} (lookup id ")
     assert one.stderr == ""
@@ -88,19 +88,7 @@ def test_a_dead_letter_moves_back_with_its_id(
     shared_daemon: DaemonProcess, queue_name: str
 ) -> None:
     ok(run(shared_daemon, "queue", "create", queue_name))
-    sent = ok(
-        run(
-            shared_daemon,
-            "send",
-            queue_name,
-            "--body",
-            "late",
-            "--ttbr",
-            "1",
-            "--journal",
-            "deadletter",
-        )
-    ).stdout.strip()
+    sent = sent_id(shared_daemon, queue_name, "late", "--ttbr", "1", "--journal", "deadletter")
     dead = "system$;deadletter"
     found: list[dict[str, object]] = []
 

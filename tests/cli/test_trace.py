@@ -20,7 +20,7 @@ from helpers import DaemonProcess
 from qmgr.cli import trace as trace_module
 from qmgr.client import ConnectionLost, TraceFinding, TraceReport
 
-from .kit import ok, run
+from .kit import ok, run, sent_id
 
 WHEN = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
 
@@ -158,7 +158,7 @@ def test_a_message_nobody_knows_is_an_error(scripted: dict[str, TraceReport | No
 
 def test_a_message_in_a_queue(shared_daemon: DaemonProcess, queue_name: str) -> None:
     ok(run(shared_daemon, "queue", "create", queue_name))
-    message_id = ok(run(shared_daemon, "send", queue_name, "--body", "x")).stdout.strip()
+    message_id = sent_id(shared_daemon, queue_name, "x")
     [visit] = json.loads(ok(run(shared_daemon, "trace", message_id, "--json")).stdout)
     assert visit["address"] == shared_daemon.address
     [found] = visit["findings"]

@@ -152,6 +152,24 @@ def try_send(
         return None, exc
 
 
+def try_receive(
+    receive: Callable[[], Message | None],
+) -> tuple[Message | None, AccessDenied | None]:
+    """``(what the receive returned, None)`` for a receive that was allowed,
+    ``(None, refusal)`` otherwise."""
+    try:
+        return receive(), None
+    except AccessDenied as exc:
+        return None, exc
+
+
+def open_to_everyone(site: Site, name: str) -> None:
+    """Queue ``name``, created by alice, to which everyone may send."""
+    with site.client("alice") as alice:
+        alice.create_queue(name)
+        alice.grant(name, "everyone", "send")
+
+
 def check_answer(denial: AccessDenied | None, allowed: bool, *parts: str) -> None:
     """The answer: allowed, or ACCESS_DENIED saying each of ``parts``."""
     if allowed:

@@ -21,7 +21,9 @@ from authorization_kit import (
     attempt,
     check_answer,
     fresh,
+    open_to_everyone,
     own_queue,
+    try_receive,
     try_send,
     unreachable,
 )
@@ -33,7 +35,6 @@ from helpers import (
 from qmgr.client import (
     AccessDenied,
     Acknowledge,
-    Message,
     MessageClass,
     QueueManager,
     Resolution,
@@ -83,33 +84,30 @@ def two_queues_for_carol(site: Site, mode: str) -> tuple[str, str]:
     return first, second
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("who", WHO)
-def test_send_to_a_multiple_element_name(deployment: Deployment, who: str, mode: str) -> None:
-    site = deployment.p1
-    first, second = two_queues_for_carol(site, mode)
-    body = f"{first},{second} from {who}".encode()
-    with site.client(WHO[who]) as qm:
-        _, denial = send_as(qm, mode, f"{first},{second}", body)
-    allowed = allowed_for(who)
-    check_answer(denial, allowed, f"'carol' may not send on queue '{second}'")
-    # All copies or none: carol's refusal writes nothing into the queue she may send to.
-    assert site.bodies(first) == site.bodies(second) == ([body] if allowed else [])
-
-
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("who", WHO)
-def test_send_to_a_distribution_list(deployment: Deployment, who: str, mode: str) -> None:
-    site = deployment.p1
-    first, second = two_queues_for_carol(site, mode)
+def to_both(site: Site, first: str, second: str, how: str) -> str:
+    """A destination that names queues ``first`` and ``second``: a multiple-element
+    format name, or a new distribution list of the two."""
+    if how == "multiple-element-name":
+        return f"{first},{second}"
     listed = fresh("list")
     with site.client("root") as root:
         root.create_list(listed, [first, second])
-    body = f"DL={listed} from {who}".encode()
+    return f"DL={listed}"
+
+
+@pytest.mark.parametrize("how", ["multiple-element-name", "distribution-list"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("who", WHO)
+def test_send_to_two_queues(deployment: Deployment, who: str, mode: str, how: str) -> None:
+    site = deployment.p1
+    first, second = two_queues_for_carol(site, mode)
+    destination = to_both(site, first, second, how)
+    body = f"{destination} from {who}".encode()
     with site.client(WHO[who]) as qm:
-        _, denial = send_as(qm, mode, f"DL={listed}", body)
+        _, denial = send_as(qm, mode, destination, body)
     allowed = allowed_for(who)
     check_answer(denial, allowed, f"'carol' may not send on queue '{second}'")
+    # All copies or none: carol's refusal writes nothing into the queue she may send to.
     assert site.bodies(first) == site.bodies(second) == ([body] if allowed else [])
 
 
@@ -197,9 +195,7 @@ def test_only_administrators_control_outgoing_queues(
 def test_naming_an_admin_queue_for_acknowledgments(deployment: Deployment, who: str) -> None:
     site = deployment.p1
     queue, acks = fresh("destination"), fresh("acks")
-    with site.client("alice") as alice:
-        alice.create_queue(queue)
-        alice.grant(queue, "everyone", "send")  # the destination lets everyone send
+    open_to_everyone(site, queue)
     own_queue(site, acks, "send")
     body = f"{queue} from {who}".encode()
     with site.client(WHO[who]) as qm:
@@ -224,9 +220,7 @@ def test_naming_an_admin_queue_for_acknowledgments(deployment: Deployment, who: 
 def test_naming_a_response_queue(deployment: Deployment, who: str) -> None:
     site = deployment.p1
     queue, responses = fresh("destination"), fresh("responses")
-    with site.client("alice") as alice:
-        alice.create_queue(queue)
-        alice.grant(queue, "everyone", "send")
+    open_to_everyone(site, queue)
     own_queue(site, responses, "send")
     body = f"{queue} from {who}".encode()
     with site.client(WHO[who]) as qm:
@@ -255,13 +249,11 @@ def test_the_journal_copy_of_a_receive(deployment: Deployment, who: str) -> None
     body = f"{queue} for {who}".encode()
     with site.client("root") as root:
         root.send(queue, body)
-    received: list[Message | None] = []
     with site.client(WHO[who]) as qm:
-        denial = attempt(lambda: received.append(qm.receive(queue, timeout=0)))
+        message, denial = try_receive(lambda: qm.receive(queue, timeout=0))
     allowed = allowed_for(who)
     check_answer(denial, allowed, f"'carol' may not receive on queue '{queue}'")
     if allowed:
-        [message] = received
         assert message is not None
         assert message.body == body
     assert site.bodies(queue) == ([] if allowed else [body])
@@ -311,16 +303,14 @@ def test_an_aborted_receive_moves_the_message_to_retry_or_poison(
     body = f"{queue} for {who}".encode()
     with site.client("root") as root:
         root.send(queue, body)
-    received: list[Message | None] = []
     with site.client(WHO[who]) as qm:
         tx = qm.begin()
-        denial = attempt(lambda: received.append(tx.receive(queue, timeout=0)))
+        message, denial = try_receive(lambda: tx.receive(queue, timeout=0))
         tx.abort()
     allowed = allowed_for(who)
     check_answer(denial, allowed, f"'carol' may not receive on queue '{queue}'")
     moved_to = f"{queue};{subqueue}"
     if allowed:
-        [message] = received
         assert message is not None
         assert message.body == body
         wait_until(lambda: site.bodies(moved_to) == [body], timeout=10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cli.kit import ok, run
+from cli.kit import ok, run, sent_id
 from helpers import DaemonProcess
 
 
@@ -15,25 +15,9 @@ def test_send_asks_for_acknowledgments_and_receive_shows_them(
     acks = f"{queue_name}-acks"
     ok(run(shared_daemon, "queue", "create", queue_name, "--transactional"))
     ok(run(shared_daemon, "queue", "create", acks))
-    sent = ok(
-        run(
-            shared_daemon,
-            "send",
-            queue_name,
-            "--body",
-            "hello",
-            "--ack",
-            "pos-arrival",
-            "--ack",
-            "pos-receive",
-            "--admin-queue",
-            acks,
-            "--journal",
-            "deadletter",
-            "--ttbr",
-            "3600",
-        )
-    ).output.strip()
+    reports = ["--ack", "pos-arrival", "--ack", "pos-receive", "--admin-queue", acks]
+    timers = ["--journal", "deadletter", "--ttbr", "3600"]
+    sent = sent_id(shared_daemon, queue_name, "hello", *reports, *timers)
     message = json.loads(ok(run(shared_daemon, "receive", queue_name, "--json")).output)
     assert (message["acknowledge"], message["journal"], message["time_to_be_received"]) == (
         3,
@@ -44,19 +28,7 @@ def test_send_asks_for_acknowledgments_and_receive_shows_them(
     second = json.loads(ok(run(shared_daemon, "receive", acks, "--json")).output)
     assert [first["class_name"], second["class_name"]] == ["ACK_REACH_QUEUE", "ACK_RECEIVE"]
     assert first["acknowledged_id"] == second["acknowledged_id"] == sent
-    ok(
-        run(
-            shared_daemon,
-            "send",
-            acks,
-            "--body",
-            "x",
-            "--ack",
-            "pos-arrival",
-            "--admin-queue",
-            acks,
-        )
-    )
+    sent_id(shared_daemon, acks, "x", "--ack", "pos-arrival", "--admin-queue", acks)
     text = ok(run(shared_daemon, "receive", acks)).output
     assert "class ACK_REACH_QUEUE" not in text  # the message itself is a normal one
     text = ok(run(shared_daemon, "receive", acks)).output

@@ -23,29 +23,19 @@ from collections.abc import Callable, Iterable
 import pytest
 from helpers import PEER_FAST, ROUTER, DaemonProcess, route_args  # type: ignore[import-not-found, unused-ignore]
 from transfer_kit import (
-    QUEUE,
-    SOAK_SIZES,
     Committer,
     Size,
-    check_delivery,
-    check_outgoing_empty,
+    check_transfer,
     event_count,
     log_excerpt,
-    receive_all,
-    remote,
-    wait_settled,
+    start_transfer,
+    with_soak_sizes,
 )
 
 from qmgr.client import ConnectionLost, connect
 
 #: The crash tests' short run.
-KILL_SIZES = [
-    pytest.param(
-        Size(2_000, kills=2, seconds=2.0, pause=(0.1, 0.4), stall=(0.1, 0.6), min_cuts=0),
-        id="2k",
-    ),
-    *SOAK_SIZES,
-]
+KILL_SIZES = with_soak_sizes(Size(2_000, seconds=2.0, kills=2))
 
 
 @pytest.mark.slow
@@ -58,16 +48,11 @@ def test_sigkill_of_either_end_loses_and_duplicates_nothing(
     rng = random.Random(seed)
     a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with connect(b.address) as qb:
-        qb.create_queue(QUEUE, transactional=True)
     target = a if victim == "sender" else b
-    committer = Committer(a.address, remote(b.peer_port), size.messages, seed, size.seconds).start()
+    committer = start_transfer(a, b, size, seed)
     in_flight = kill_during_transfer(committer, target, size, rng, [a])
     ledger = committer.join(timeout=size.messages / 20)
-    settle = wait_settled([("A", a)], b, ledger.committed_messages)
-    received = receive_all(b, size.watch)
-    check_outgoing_empty("A", a)
-    check_delivery(received, ledger)
+    settle = check_transfer([("A", a)], b, ledger, size.watch)
     if victim == "receiver":
         assert not ledger.in_doubt, "only B died, yet a commit on A was in doubt"
     assert event_count(target, "queue_manager_started") == size.kills + 1
@@ -88,19 +73,13 @@ def test_sigkill_of_a_router_loses_and_duplicates_nothing(
     c = daemon_factory(name="qm-c", extra_args=PEER_FAST)
     r = daemon_factory(name="qm-r", extra_args=[*PEER_FAST, *ROUTER])
     a = daemon_factory(name="qm-a", extra_args=[*PEER_FAST, *route_args(c.peer_port, r.peer_port)])
-    with connect(c.address) as qc:
-        qc.create_queue(QUEUE, transactional=True)
-    committer = Committer(a.address, remote(c.peer_port), size.messages, seed, size.seconds).start()
+    committer = start_transfer(a, c, size, seed)
     in_flight = kill_during_transfer(committer, r, size, rng, [a, r])
     ledger = committer.join(timeout=size.messages / 20)
-    settle = wait_settled([("A", a), ("R", r)], c, ledger.committed_messages)
-    received = receive_all(c, size.watch)
-    check_outgoing_empty("A", a)
-    check_outgoing_empty("R", r)
+    settle = check_transfer([("A", a), ("R", r)], c, ledger, size.watch)
     with connect(a.address) as qa:
         hops = {info.next_hop for info in qa.outgoing()}
     assert hops == {f"127.0.0.1:{r.peer_port}"}, f"A did not send through R: {hops}"
-    check_delivery(received, ledger)
     assert not ledger.in_doubt, "only R died, yet a commit on A was in doubt"
     assert event_count(r, "queue_manager_started") == size.kills + 1
     print(

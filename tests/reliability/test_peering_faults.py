@@ -23,28 +23,15 @@ from fault_proxy import FaultProxy
 from fault_schedule import FaultSchedule
 from helpers import PEER_FAST, DaemonProcess  # type: ignore[import-not-found, unused-ignore]
 from transfer_kit import (
-    QUEUE,
-    SOAK_SIZES,
-    Committer,
     Size,
-    check_delivery,
-    check_outgoing_empty,
+    check_transfer,
     event_count,
-    receive_all,
-    remote,
-    wait_settled,
+    start_transfer,
+    with_soak_sizes,
 )
 
-from qmgr.client import connect
-
 #: The proxy test's short run: three seconds leave room for cuts of every kind.
-NETWORK_SIZES = [
-    pytest.param(
-        Size(3_000, kills=0, seconds=3.0, pause=(0.1, 0.4), stall=(0.1, 0.6), min_cuts=4),
-        id="3k",
-    ),
-    *SOAK_SIZES,
-]
+NETWORK_SIZES = with_soak_sizes(Size(3_000, seconds=3.0, min_cuts=4))
 
 
 @pytest.mark.slow
@@ -56,11 +43,7 @@ def test_a_faulty_network_loses_and_duplicates_nothing(
     b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with FaultProxy(b.peer_port, seed=seed) as proxy:
         a = daemon_factory(name="qm-a", extra_args=[*PEER_FAST, *proxy.route_args()])
-        with connect(b.address) as qb:
-            qb.create_queue(QUEUE, transactional=True)
-        committer = Committer(
-            a.address, remote(b.peer_port), size.messages, seed, size.seconds
-        ).start()
+        committer = start_transfer(a, b, size, seed)
         schedule = FaultSchedule(proxy, seed=seed, pause=size.pause, stall=size.stall)
         with schedule:
             ledger = committer.join(timeout=size.messages / 20)
@@ -73,11 +56,8 @@ def test_a_faulty_network_loses_and_duplicates_nothing(
             f"only {schedule.cuts_of_live_connections} cuts hit a live connection:\n{faults}"
         )
         assert schedule.mid_frame_cuts >= 1, f"no cut landed mid-chunk:\n{faults}"
-        settle = wait_settled([("A", a)], b, ledger.committed_messages)
-        received = receive_all(b, size.watch)
-        check_outgoing_empty("A", a)
+        settle = check_transfer([("A", a)], b, ledger, size.watch)
         stats = proxy.snapshot()
-    check_delivery(received, ledger)
     assert not ledger.in_doubt, "no queue manager died, yet a commit was in doubt"
     print(
         f"{size.messages} messages in {committer.elapsed:.1f} s, settled {settle:.1f} s later; "

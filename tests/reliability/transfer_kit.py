@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable
 
 import pytest
+from _pytest.mark import ParameterSet
 from helpers import DaemonProcess  # type: ignore[import-not-found, unused-ignore]
 
 from qmgr.client import ConnectionLost, OutgoingInfo, QueueError, QueueManager, connect
@@ -48,17 +49,17 @@ class Size:
     """How big a run is."""
 
     messages: int
-    #: Kills (crash tests) spread over the transfer.
-    kills: int
     #: The committing client spreads its commits over at least this many seconds,
     #: so that the faults land while messages are being committed and delivered.
     seconds: float
+    #: Kills (crash tests) spread over the transfer.
+    kills: int = 0
     #: The range of seconds between two proxy faults.
-    pause: tuple[float, float]
+    pause: tuple[float, float] = (0.1, 0.4)
     #: The range of a proxy stall's length.
-    stall: tuple[float, float]
+    stall: tuple[float, float] = (0.1, 0.6)
     #: Live-connection cuts the proxy test must have made, at least.
-    min_cuts: int
+    min_cuts: int = 0
     #: Seconds the destination is watched, once delivery settled, for messages
     #: that should not come (nothing can: every outgoing queue is empty).
     watch: float = 0.25
@@ -87,6 +88,12 @@ SOAK_SIZES = [
         marks=pytest.mark.soak,
     ),
 ]
+
+
+def with_soak_sizes(short: Size) -> list[ParameterSet]:
+    """The parameters of a test's sizes: its own short run (named by its thousands
+    of messages, ``2k``), then :data:`SOAK_SIZES`."""
+    return [pytest.param(short, id=f"{short.messages // 1000}k"), *SOAK_SIZES]
 
 
 def remote(port: int, queue: str = QUEUE) -> str:
@@ -243,6 +250,17 @@ class Committer:
                         raise
                     ledger.order.append(("committed", tx, bodies))
                     ledger.committed_messages += count
+
+
+def start_transfer(
+    source: DaemonProcess, receiver: DaemonProcess, size: Size, seed: int
+) -> Committer:
+    """Create the transactional queue :data:`QUEUE` on ``receiver`` and start a
+    :class:`Committer` sending ``size.messages`` to it through ``source``."""
+    with connect(receiver.address) as qm:
+        qm.create_queue(QUEUE, transactional=True)
+    destination = remote(receiver.peer_port)
+    return Committer(source.address, destination, size.messages, seed, size.seconds).start()
 
 
 # --------------------------------------------------------------------------
@@ -445,6 +463,20 @@ def check_delivery(received: list[bytes], ledger: Ledger) -> None:
         f"{in_doubt_present} in doubt present, {in_doubt_absent} in doubt absent, "
         f"{len(ledger.never)} aborted or never committed\n" + "\n".join(problems)
     )
+
+
+def check_transfer(
+    senders: list[tuple[str, DaemonProcess]], receiver: DaemonProcess, ledger: Ledger, watch: float
+) -> float:
+    """Once delivery settled (:func:`wait_settled`), read the destination queue and
+    check it against ``ledger`` (:func:`check_delivery`) and every sender's outgoing
+    queues (:func:`check_outgoing_empty`); return how long settling took."""
+    settle = wait_settled(senders, receiver, ledger.committed_messages)
+    received = receive_all(receiver, watch)
+    for label, daemon in senders:
+        check_outgoing_empty(label, daemon)
+    check_delivery(received, ledger)
+    return settle
 
 
 def check_outgoing_empty(label: str, daemon: DaemonProcess) -> None:

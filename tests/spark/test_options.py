@@ -10,6 +10,14 @@ from helpers import DaemonProcess, auth_required
 from qmgr.spark import DataSourceError, Options
 
 
+def refusal(given: dict[str, str]) -> str:
+    """What :meth:`Options.parse` says of ``given``, which it must refuse, once it is
+    sure the message names the data source."""
+    with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
+        Options.parse(given)
+    return str(info.value)
+
+
 def test_options_defaults_and_case_insensitive_names() -> None:
     options = Options.parse({"ENDPOINT": "127.0.0.1:1802", "Queue": "orders"})
     assert options == Options(endpoint="127.0.0.1:1802", queue="orders")
@@ -58,9 +66,7 @@ def test_options_every_value() -> None:
 )
 def test_options_errors_say_what_is_wrong(given: dict[str, str], message: str) -> None:
     options = given if "endpoint" in given or not given else {"endpoint": "h:1", **given}
-    with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
-        Options.parse(options)
-    assert message in str(info.value)
+    assert message in refusal(options)
 
 
 def test_options_for_a_secured_queue_manager() -> None:
@@ -126,9 +132,7 @@ def test_endpoints_name_a_fleet_to_read() -> None:
     ],
 )
 def test_endpoints_errors(given: dict[str, str], message: str) -> None:
-    with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
-        Options.parse(given)
-    assert message in str(info.value)
+    assert message in refusal(given)
 
 
 def test_a_token_the_queue_manager_refuses_is_said_so_not_a_timeout(

@@ -11,7 +11,7 @@ from kit import Connection, FrameClient, make_queue, message, open_session
 
 import storage
 from qmgr.core.errors import LimitExceeded
-from qmgr.server.client.handover import Handover
+from qmgr.server.client.handover import Handover, WaitingReceive
 from qmgr.server.client.services import Services
 from storage import AppendMessage, Handed, HandedMessage, QueueRecord, Unit, UnitOutcome
 from wire import AckFlags, MessageClass, MessageProperties
@@ -134,10 +134,26 @@ def _staying() -> bool:
     return False
 
 
-async def _queue_q(conn: Connection, services: Services) -> tuple[Handover, QueueRecord]:
-    """The handover and a new transactional queue ``q``."""
+@pytest.fixture
+async def queue(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> QueueRecord:
+    """A new transactional queue ``q`` (the test's clock jumps ahead whenever every
+    task waits)."""
     await make_queue(conn.client, "q", transactional=True)
-    return services.handover, services.core.queue("q")
+    return services.core.queue("q")
+
+
+@pytest.fixture
+def handover(services: Services) -> Handover:
+    """The services' handover of sent messages to waiting receives."""
+    return services.handover
+
+
+def _two_waiting(handover: Handover, queue: QueueRecord) -> tuple[WaitingReceive, WaitingReceive]:
+    """Two receives waiting on ``queue``, the first in line first."""
+    first = handover.wait(queue, trio.Event(), _staying)
+    return first, handover.wait(queue, trio.Event(), _staying)
 
 
 def _unit_to(services: Services, queue: str, body: bytes = b"m") -> Unit:
@@ -147,10 +163,9 @@ def _unit_to(services: Services, queue: str, body: bytes = b"m") -> Unit:
 
 
 async def test_a_receive_whose_signal_was_set_is_not_claimed(
-    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+    services: Services, handover: Handover, queue: QueueRecord
 ) -> None:
     # Woken by a write that made a message free, it must look for that one first.
-    handover, queue = await _queue_q(conn, services)
     signal = trio.Event()
     receive = handover.wait(queue, signal, _staying)
     signal.set()
@@ -164,11 +179,9 @@ async def test_a_receive_whose_signal_was_set_is_not_claimed(
 
 
 async def test_a_claim_on_a_receive_that_left_appends_and_one_released_waits_again(
-    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+    services: Services, handover: Handover, queue: QueueRecord
 ) -> None:
-    handover, queue = await _queue_q(conn, services)
-    first = handover.wait(queue, trio.Event(), _staying)
-    second = handover.wait(queue, trio.Event(), _staying)
+    first, second = _two_waiting(handover, queue)
     claimed, [(index, receive)] = handover.claim(_unit_to(services, "q"))
     assert (index, receive) == (0, first)
     assert isinstance(claimed.ops[0], HandedMessage)
@@ -197,10 +210,9 @@ async def test_a_claim_on_a_receive_that_left_appends_and_one_released_waits_aga
 
 
 async def test_a_receive_signalled_after_its_claim_is_not_handed_the_message(
-    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+    services: Services, handover: Handover, queue: QueueRecord
 ) -> None:
     # Another write made a message free meanwhile: the receive must take that one.
-    handover, queue = await _queue_q(conn, services)
     signal = trio.Event()
     receive = handover.wait(queue, signal, _staying)
     claimed, claims = handover.claim(_unit_to(services, "q"))
@@ -213,11 +225,9 @@ async def test_a_receive_signalled_after_its_claim_is_not_handed_the_message(
 
 
 async def test_two_claims_on_one_queue_in_one_batch_hand_over_the_first_only(
-    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+    services: Services, handover: Handover, queue: QueueRecord
 ) -> None:
-    handover, queue = await _queue_q(conn, services)
-    first = handover.wait(queue, trio.Event(), _staying)
-    second = handover.wait(queue, trio.Event(), _staying)
+    first, second = _two_waiting(handover, queue)
     unit_a, claims_a = handover.claim(_unit_to(services, "q", b"a"))
     unit_b, claims_b = handover.claim(_unit_to(services, "q", b"b"))
     outcome_a, outcome_b = services.core.store.commit([unit_a, unit_b], now=1.0)
@@ -233,11 +243,10 @@ async def test_two_claims_on_one_queue_in_one_batch_hand_over_the_first_only(
 
 
 async def test_a_message_appended_since_the_receive_found_the_queue_empty_goes_first(
-    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+    services: Services, handover: Handover, queue: QueueRecord
 ) -> None:
     # Written in an earlier batch whose wake-up has not run yet: the receive
     # would have found it first, so the next message is appended, not handed.
-    handover, queue = await _queue_q(conn, services)
     receive = handover.wait(queue, trio.Event(), _staying)
     services.core.store.commit([_unit_to(services, "q", b"earlier")], now=1.0)
     claimed, claims = handover.claim(_unit_to(services, "q", b"later"))
@@ -249,9 +258,8 @@ async def test_a_message_appended_since_the_receive_found_the_queue_empty_goes_f
 
 
 async def test_a_receive_on_a_closing_connection_is_not_claimed(
-    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+    services: Services, handover: Handover, queue: QueueRecord
 ) -> None:
-    handover, queue = await _queue_q(conn, services)
     handover.wait(queue, trio.Event(), lambda: True)
     unit = _unit_to(services, "q")
     assert handover.claim(unit) == (unit, [])
@@ -259,12 +267,11 @@ async def test_a_receive_on_a_closing_connection_is_not_claimed(
 
 
 async def test_a_claim_that_cannot_have_its_acknowledgment_leaves_the_receive_waiting(
-    conn: Connection,
     services: Services,
-    autojump_clock: trio.testing.MockClock,
+    handover: Handover,
+    queue: QueueRecord,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    handover, queue = await _queue_q(conn, services)
     receive = handover.wait(queue, trio.Event(), _staying)
 
     def no_ids(*args: object, **kwargs: object) -> list[storage.Operation]:

@@ -75,6 +75,15 @@ def incoming_state(b: Node, a: Node, queue: str = QUEUE) -> storage.IncomingStat
     return state
 
 
+def check_resends_dropped(a: Node, b: Node, *, rejected: int, last_number: int) -> None:
+    """B dropped ``rejected`` messages of the stream (:data:`QUEUE`, A) it already had,
+    its stored state of that stream ends at message ``last_number``, and A's
+    outgoing state is at sequence ordinal 2."""
+    assert receiver(b).rejected == rejected
+    assert incoming_state(b, a).last_number == last_number
+    assert a.outgoing_state().sequence_ordinal == 2
+
+
 def settled(a: Node) -> Callable[[], bool]:
     """A's outgoing queues are empty in the store and in memory."""
 

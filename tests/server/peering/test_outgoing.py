@@ -16,6 +16,7 @@ from .conftest import (
     LATE_ORDER_ACKS,
     QUEUE,
     bodies,
+    check_resends_dropped,
     deliver,
     incoming_state,
     receiver,
@@ -144,9 +145,7 @@ async def test_a_sender_crash_before_the_order_ack_resends_from_its_store(
     # The restarted A loads its outgoing queue and its sequence, and resends.
     await deliver(a, b, expected)
     assert network.channel(a, b).count(is_data) == 8
-    assert receiver(b).rejected == 4
-    assert incoming_state(b, a).last_number == 4
-    assert a.outgoing_state().sequence_ordinal == 2
+    check_resends_dropped(a, b, rejected=4, last_number=4)
 
 
 async def test_each_queue_of_a_link_resends_at_its_own_deadline(

@@ -98,18 +98,10 @@ def pending(source: bytes, ordinal: int, value: bytes) -> PendingFinalAck:
 
 
 def test_a_copy_without_deadline_reads_back_as_written(store: Store) -> None:
-    commit_ok(store, unit(add(copy(7, payload=b"\x00payload\xff"))))
-    expected = Confirmation(
-        ordinal=7,
-        index=0,
-        delivered=False,
-        last_class=0,
-        deadline=None,
-        destination=DEST_A,
-        payload=b"\x00payload\xff",
-    )
-    assert store.confirmation(7, 0) == expected
-    assert store.confirmations(7) == [expected]
+    written = copy(7, payload=b"\x00payload\xff")
+    commit_ok(store, unit(add(written)))
+    assert store.confirmation(7, 0) == written
+    assert store.confirmations(7) == [written]
     assert store.confirmation(7, 1) is None
     assert store.confirmations(8) == []
     # No deadline, no key in the expiry index.

@@ -46,6 +46,13 @@ body_mutations: dict[str, st.SearchStrategy[Any]] = {
     "flip": flips,
     "cut": offsets,
 }
+
+
+def tuples(elements: st.SearchStrategy[Any], max_size: int = 3) -> st.SearchStrategy[Any]:
+    """Tuples of up to ``max_size`` values of ``elements`` (a frame's repeated field)."""
+    return st.lists(elements, max_size=max_size).map(tuple)
+
+
 message_counters = st.builds(
     cf.MessageCounters, abort_count=u32, move_count=u32, last_move_time=times
 )
@@ -66,10 +73,16 @@ def queued(counters: st.SearchStrategy[cf.MessageCounters | None]) -> st.SearchS
 queued_messages = queued(st.none() | message_counters)
 #: Messages of one list: with their counters (a version 5 list) or none of them.
 message_tuples = st.one_of(
-    st.lists(queued(st.none()), max_size=3).map(tuple),
-    st.lists(queued(message_counters), max_size=3).map(tuple),
+    tuples(queued(st.none())),
+    tuples(queued(message_counters)),
 )
 retry_settings = st.builds(cf.RetrySettings, retry_count=u32, retry_cycles=u32, retry_delay=times)
+#: The poison retry settings of a CreateQueue or SetQueueProperties (None: not set).
+retry_overrides: dict[str, st.SearchStrategy[Any]] = {
+    "retry_count": st.none() | u32,
+    "retry_cycles": st.none() | u32,
+    "retry_delay": st.none() | times,
+}
 queue_infos = st.builds(
     cf.QueueInfo,
     name=text,
@@ -134,9 +147,7 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         transactional=st.booleans(),
         journal=st.booleans(),
         quota=st.none() | u64,
-        retry_count=st.none() | u32,
-        retry_cycles=st.none() | u32,
-        retry_delay=st.none() | times,
+        **retry_overrides,
     ),
     cf.FrameKind.DELETE_QUEUE: st.builds(cf.DeleteQueue, name=text),
     cf.FrameKind.PURGE_QUEUE: st.builds(cf.PurgeQueue, name=text),
@@ -153,7 +164,7 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.BEGIN_GLOBAL: st.builds(cf.BeginGlobal, tx_id=u64, xid=text),
     cf.FrameKind.PREPARE: st.builds(cf.Prepare, tx_id=u64),
     cf.FrameKind.RESOLVE: st.builds(
-        cf.Resolve, commit=st.booleans(), xids=st.lists(text, max_size=5).map(tuple)
+        cf.Resolve, commit=st.booleans(), xids=tuples(text, max_size=5)
     ),
     cf.FrameKind.LIST_TRANSACTIONS: st.builds(
         cf.ListTransactions, prefix=text, resolved=st.booleans(), max_count=u32
@@ -163,14 +174,12 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.TRACE_MESSAGE: st.builds(cf.TraceMessage, message_id=text),
     cf.FrameKind.GET_ROUTING: st.builds(cf.GetRouting, destination=text),
     cf.FrameKind.CANCEL_RECEIVE: st.builds(cf.CancelReceive, request_id=u32),
-    cf.FrameKind.CREATE_LIST: st.builds(
-        cf.CreateList, name=text, targets=st.lists(text, max_size=3).map(tuple)
-    ),
+    cf.FrameKind.CREATE_LIST: st.builds(cf.CreateList, name=text, targets=tuples(text)),
     cf.FrameKind.CHANGE_LIST: st.builds(
         cf.ChangeList,
         name=text,
-        add=st.lists(text, max_size=3).map(tuple),
-        remove=st.lists(text, max_size=3).map(tuple),
+        add=tuples(text),
+        remove=tuples(text),
     ),
     cf.FrameKind.DELETE_LIST: st.builds(cf.DeleteList, name=text),
     cf.FrameKind.GET_LISTS: st.builds(cf.GetLists, name=text),
@@ -187,9 +196,7 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.MESSAGE: message_replies,
     cf.FrameKind.NO_MESSAGE: st.just(cf.NoMessage()),
     cf.FrameKind.MESSAGE_LIST: message_lists,
-    cf.FrameKind.QUEUE_LIST: st.builds(
-        cf.QueueList, queues=st.lists(queue_infos, max_size=3).map(tuple)
-    ),
+    cf.FrameKind.QUEUE_LIST: st.builds(cf.QueueList, queues=tuples(queue_infos)),
     cf.FrameKind.STATUS_INFO: st.builds(
         cf.StatusInfo,
         qm_name=text,
@@ -203,27 +210,23 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         batches=u64,
         uncommitted_bytes=u64,
         erasing=u32,
-        queues=st.lists(queue_infos, max_size=3).map(tuple),
-        outgoing=st.lists(outgoing_infos, max_size=3).map(tuple),
-        incoming=st.lists(incoming_infos, max_size=3).map(tuple),
+        queues=tuples(queue_infos),
+        outgoing=tuples(outgoing_infos),
+        incoming=tuples(incoming_infos),
     ),
     cf.FrameKind.OUTGOING_LIST: st.builds(
-        cf.OutgoingList, outgoing=st.lists(outgoing_infos, max_size=3).map(tuple), purged=u64
+        cf.OutgoingList, outgoing=tuples(outgoing_infos), purged=u64
     ),
-    cf.FrameKind.RESOLUTIONS: st.builds(
-        cf.Resolutions, outcomes=st.lists(u8, max_size=5).map(tuple)
-    ),
+    cf.FrameKind.RESOLUTIONS: st.builds(cf.Resolutions, outcomes=tuples(u8, max_size=5)),
     cf.FrameKind.TRANSACTION_LIST: st.builds(
-        cf.TransactionList, transactions=st.lists(transaction_infos, max_size=3).map(tuple)
+        cf.TransactionList, transactions=tuples(transaction_infos)
     ),
     cf.FrameKind.RANGE_INFO: st.builds(cf.RangeInfo, queue_id=u32, count=u64, last=u64),
     cf.FrameKind.SET_QUEUE_PROPERTIES: st.builds(
         cf.SetQueueProperties,
         name=text,
         poison=u8,
-        retry_count=st.none() | u32,
-        retry_cycles=st.none() | u32,
-        retry_delay=st.none() | times,
+        **retry_overrides,
     ),
     cf.FrameKind.MOVE_MESSAGES: st.builds(
         cf.MoveMessages,
@@ -242,54 +245,46 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
     cf.FrameKind.PERMISSIONS: st.builds(
         cf.Permissions,
         queue=text,
-        entries=st.lists(st.builds(cf.AclEntry, name=text, rights=u16), max_size=3).map(tuple),
+        entries=tuples(st.builds(cf.AclEntry, name=text, rights=u16)),
     ),
     cf.FrameKind.LIST_INFO_LIST: st.builds(
         cf.ListInfoList,
-        lists=st.lists(
-            st.builds(cf.ListInfo, name=text, targets=st.lists(text, max_size=3).map(tuple)),
-            max_size=3,
-        ).map(tuple),
+        lists=tuples(st.builds(cf.ListInfo, name=text, targets=tuples(text))),
     ),
     cf.FrameKind.TRACE_REPORT: st.builds(
         cf.TraceReport,
         qm_name=text,
-        findings=st.lists(
+        findings=tuples(
             st.builds(
                 cf.TraceFinding,
                 kind=text,
                 place=text,
-                time=st.floats(allow_nan=False, allow_infinity=False),
+                time=times,
                 message_class=u16,
                 detail=text,
                 next_hop=text,
-            ),
-            max_size=3,
-        ).map(tuple),
+            )
+        ),
     ),
     cf.FrameKind.ROUTING_INFO: st.builds(
         cf.RoutingInfo,
         router=st.booleans(),
-        failover_after=st.floats(allow_nan=False, allow_infinity=False),
-        aliases=st.lists(text, max_size=3).map(tuple),
-        routes=st.lists(
-            st.builds(cf.RouteEntry, key=text, hops=st.lists(text, max_size=3).map(tuple)),
-            max_size=3,
-        ).map(tuple),
+        failover_after=times,
+        aliases=tuples(text),
+        routes=tuples(st.builds(cf.RouteEntry, key=text, hops=tuples(text))),
         destination=text,
         local=st.booleans(),
         entry=text,
-        hops=st.lists(
+        hops=tuples(
             st.builds(
                 cf.HopInfo,
                 hop=text,
                 state=text,
                 in_use=st.booleans(),
-                down_since=st.floats(allow_nan=False, allow_infinity=False),
+                down_since=times,
                 last_error=text,
-            ),
-            max_size=3,
-        ).map(tuple),
+            )
+        ),
     ),
     cf.FrameKind.ERROR: st.builds(cf.ErrorReply, code=u16, message=text),
 }
