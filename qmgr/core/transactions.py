@@ -13,7 +13,9 @@ writes the move instead of the removal.
 A transaction in which an operation failed is *doomed*: it can only abort.
 Clients pipeline their sends and the commit, so the commit may arrive after
 a send failed without the client having seen the failure yet; refusing the
-commit is what keeps a transaction from ever committing in part. The same
+commit is what keeps a transaction from ever committing in part. Its later
+sends, receives and moves fail too (``check_usable``), so that a client that
+went on after a failure takes no more messages it would process for nothing. The same
 holds when the daemon ends a transaction on its own (an idle timeout, a
 queue deleted under it): it is marked aborted, and the owner learns why
 when it next uses it.
@@ -104,6 +106,24 @@ class Transaction:
         """Record a failed operation (the first one is kept): the transaction can only abort."""
         if self.failure is None:
             self.failure = error
+
+    def check_usable(self) -> None:
+        """Raise, for a send, receive or move in it, the failure that doomed it.
+
+        A doomed transaction hands out nothing more: a client that went on
+        after a failed operation learns at its next one, not at the commit,
+        that the transaction can only abort.
+
+        Raises:
+            the error of the failed operation (its type), saying so.
+        """
+        failure = self.failure
+        if failure is not None:
+            text = (
+                f"transaction {self.client_id} can only abort: an earlier operation in it "
+                f"failed: {failure.message}"
+            )
+            raise type(failure)(text)
 
     def check_committable(self) -> None:
         """Raise the reason it can only abort, if it has one.

@@ -129,7 +129,10 @@ def test_a_transaction_in_which_an_operation_failed_can_only_abort(qm: CoreHarne
     qm.send("tq", b"held")
     tx = qm.begin()
     assert qm.take("tq", tx) is not None
+    tx.check_usable()  # not doomed yet
     tx.doom(InternalErrorLike("a send in it hit an internal error"))
+    with pytest.raises(InternalErrorLike, match="can only abort: an earlier operation in it"):
+        tx.check_usable()
     with pytest.raises(InternalErrorLike, match="aborted because an operation in it failed"):
         qm.core.commit(tx)
     qm.core.abort(tx)

@@ -57,7 +57,8 @@ __all__ = ["ABORTED_REMEMBERED", "RequestContext", "required", "settled_failure"
 
 T = TypeVar("T")
 
-#: Daemon-aborted transactions whose reason a connection keeps for the client.
+#: Transactions a connection keeps the reason for, until the client names them:
+#: those the daemon aborted, and those whose Begin it refused (of each, the latest).
 ABORTED_REMEMBERED: Final = 64
 
 
@@ -117,6 +118,9 @@ class RequestContext:
     #: Transactions the daemon aborted (idle timeout), by id, with the reason,
     #: until the client next names them; they no longer count as open.
     aborted: dict[int, str] = field(default_factory=dict)
+    #: Transactions whose Begin the limit of open transactions refused, by id,
+    #: with why, until the client next names them (its Begin is not answered).
+    refused: dict[int, str] = field(default_factory=dict)
     #: Waiting receives: transaction id (or a negative key) -> their cancel scope.
     waiting: dict[int, trio.CancelScope] = field(default_factory=dict)
     #: Waiting receives by request id: what stops each waiting (a CancelReceive).
@@ -199,11 +203,26 @@ class RequestContext:
             if reason is not None:
                 msg = f"transaction {tx_id} was aborted: {reason}"
                 raise TransactionAborted(msg)
+            refusal = self.refused.pop(tx_id, None)
+            if refusal is not None:
+                msg = f"transaction {tx_id} could not begin: {refusal}"
+                raise LimitExceeded(msg)
             msg = f"transaction {tx_id} is not open on this connection"
             raise TransactionNotFound(msg)
         if tx.stage is not TransactionStage.OPEN:
             msg = f"transaction {tx_id} is already committing"
             raise TransactionNotFound(msg)
+        return tx
+
+    def usable_transaction(self, tx_id: int) -> Transaction:
+        """:meth:`transaction`, for a send, receive or move in it: one that an
+        earlier failure doomed refuses them.
+
+        Raises:
+            the doomed transaction's failure (``Transaction.check_usable``).
+        """
+        tx = self.transaction(tx_id)
+        tx.check_usable()
         return tx
 
     def idle_transaction(self, tx_id: int) -> Transaction:
@@ -235,6 +254,9 @@ class RequestContext:
         limit = self.services.limits.max_transactions
         if len(self.transactions) >= limit:
             msg = f"a connection may have at most {limit} open transactions; commit or abort some"
+            if chosen_by_client:
+                # Its sends and receives follow unanswered: they say why, not "not open".
+                _remember(self.refused, tx_id, msg)
             raise LimitExceeded(msg)
         core = self.services.core
         now = trio.current_time()
@@ -245,6 +267,7 @@ class RequestContext:
             tx.principal = "" if self.principal is None else self.principal.name
         self.transactions[tx_id] = tx
         self.aborted.pop(tx_id, None)
+        self.refused.pop(tx_id, None)
         if not chosen_by_client:
             self.reply_bytes(cf.encode_ok(request_id, tx_id))
 
@@ -261,10 +284,7 @@ class RequestContext:
         why at its next request in it.
         """
         if self.transactions.pop(tx.client_id, None) is not None:
-            aborted = self.aborted
-            if len(aborted) >= ABORTED_REMEMBERED:
-                del aborted[next(iter(aborted))]  # the oldest
-            aborted[tx.client_id] = reason
+            _remember(self.aborted, tx.client_id, reason)
         self.cancel_waits(tx.client_id)
         self.abort(tx, reason)
         self.log.info("transaction_aborted", tx=tx.client_id, reason=reason)
@@ -275,9 +295,18 @@ class RequestContext:
             self.end_transaction(tx, reason)
         self.transactions.clear()
         self.aborted.clear()
+        self.refused.clear()
 
     def cancel_waits(self, tx_id: int) -> None:
         """Cancel the receive waiting in transaction ``tx_id``, if any."""
         scope = self.waiting.get(tx_id)
         if scope is not None:
             scope.cancel()
+
+
+def _remember(reasons: dict[int, str], tx_id: int, reason: str) -> None:
+    """Keep why transaction ``tx_id`` is not open, forgetting the oldest past
+    :data:`ABORTED_REMEMBERED`."""
+    if len(reasons) >= ABORTED_REMEMBERED:
+        del reasons[next(iter(reasons))]
+    reasons[tx_id] = reason

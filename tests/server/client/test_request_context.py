@@ -113,7 +113,22 @@ async def test_open_transactions_per_connection_are_bounded(
         context.open_transaction(2, 2, "xid")
         with pytest.raises(LimitExceeded, match="at most 2 open transactions"):
             context.open_transaction(3, 3, None)
+        # Its sends and receives came unanswered behind the Begin: the first
+        # to name it learns why it is not open, once.
+        with pytest.raises(LimitExceeded) as refused:
+            context.transaction(3)
+        assert str(refused.value) == (
+            "transaction 3 could not begin: a connection may have at most 2 open "
+            "transactions; commit or abort some"
+        )
+        with pytest.raises(TransactionNotFound, match="not open on this connection"):
+            context.transaction(3)
+        for tx_id in range(4, 4 + ABORTED_REMEMBERED + 1):
+            with pytest.raises(LimitExceeded):
+                context.open_transaction(tx_id, tx_id, None)
+        assert len(context.refused) == ABORTED_REMEMBERED  # the oldest went first
         context.abort_all("test over")
+        assert context.refused == {}
 
 
 async def test_a_transaction_ended_by_the_daemon_is_reported_once(ctx: RequestContext) -> None:

@@ -114,16 +114,56 @@ async def test_an_internal_error_in_a_send_dooms_its_transaction(
         cf.Commit(tx_id=7),
     )
     replies = {}
-    while len(replies) < 2:
+    while len(replies) < 3:
         frame = await conn.client.reply()
         assert frame is not None
         replies[frame.request_id] = frame.value
     error(replies[ids[2]], cf.ErrorCode.INTERNAL)
+    after = error(replies[ids[3]], cf.ErrorCode.INTERNAL)
+    assert after.message == (
+        "transaction 7 can only abort: an earlier operation in it failed: "
+        f"{error(replies[ids[2]], cf.ErrorCode.INTERNAL).message}"
+    )
     commit = error(replies[ids[4]], cf.ErrorCode.INTERNAL)
     assert "aborted because an operation in it failed" in commit.message
     peek = await conn.client.call(cf.Receive(queue="q", peek=True))
     assert isinstance(peek, cf.NoMessage)
     assert services.core.uncommitted.in_use == 0
+
+
+async def test_a_transaction_doomed_by_a_failed_receive_hands_out_nothing_more(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A client that goes on after a failed receive learns at its next receive
+    that the transaction can only abort, before it takes a message."""
+    await make_queue(conn.client, "q", transactional=True)
+    for body in (b"work-1", b"work-2"):
+        assert isinstance(await conn.client.call(cf.Send(message=message("q", body))), cf.Sent)
+    await conn.client.send(cf.Begin(tx_id=3))
+    first = await conn.client.call(cf.Receive(queue="q", tx_id=3))
+    assert isinstance(first, cf.MessageReply)
+    assert first.message.message.body == b"work-1"
+    missing = await conn.client.call(cf.Receive(queue="typo", tx_id=3))
+    assert error(missing, cf.ErrorCode.QUEUE_NOT_FOUND).message == "queue 'typo' does not exist"
+    for request in (
+        cf.Receive(queue="q", tx_id=3),
+        cf.Receive(queue="q", tx_id=3, timeout_ms=1_000),
+        cf.MoveMessages(source="q", target="q;poison", tx_id=3),
+    ):
+        refused = error(await conn.client.call(request), cf.ErrorCode.QUEUE_NOT_FOUND)
+        assert refused.message == (
+            "transaction 3 can only abort: an earlier operation in it failed: "
+            "queue 'typo' does not exist"
+        )
+    # work-2 was never taken: another reader finds it at once.
+    peek = await conn.client.call(cf.Receive(queue="q", peek=True, lookup_id=2))
+    assert isinstance(peek, cf.MessageReply)
+    assert peek.message.message.body == b"work-2"
+    assert isinstance(await conn.client.call(cf.Abort(tx_id=3)), cf.Ok)
+    for body in (b"work-1", b"work-2"):
+        again = await conn.client.call(cf.Receive(queue="q"))
+        assert isinstance(again, cf.MessageReply)
+        assert again.message.message.body == body
 
 
 async def test_a_silent_new_connection_is_told_why_it_is_closed(

@@ -123,7 +123,7 @@ async def commit(ctx: RequestContext, request_id: int, request: cf.Commit) -> No
 @HANDLERS.handles(cf.Send, need=SEND_RIGHTS)
 def send(ctx: RequestContext, request_id: int, request: cf.Send) -> Awaitable[None] | None:
     """Send a message: kept in its transaction, or written at once (answered ``Sent``)."""
-    tx = ctx.transaction(request.tx_id) if request.tx_id else None
+    tx = ctx.usable_transaction(request.tx_id) if request.tx_id else None
     try:
         mode = _SEND_MODES[request.mode]
     except IndexError:
@@ -184,7 +184,7 @@ async def _send_now(ctx: RequestContext, request_id: int, prepared: PreparedSend
 @HANDLERS.handles(cf.Receive, need=QueueRight("queue", Right.RECEIVE, peek=Right.PEEK))
 def receive(ctx: RequestContext, request_id: int, request: cf.Receive) -> Awaitable[None] | None:
     """Take (or peek) a message; wait for one in a task of its own if there is none."""
-    tx = ctx.transaction(request.tx_id) if request.tx_id else None
+    tx = ctx.usable_transaction(request.tx_id) if request.tx_id else None
     core = ctx.services.core
     queue = core.queue(request.queue)
     core.check_receive(queue, tx, peek=request.peek)
@@ -346,7 +346,7 @@ async def _wait_loop(
         queue = services.core.queue(request.queue)
         event = services.signals.event(queue.queue_id)
         if tx is not None:
-            tx = ctx.transaction(tx.client_id)
+            tx = ctx.usable_transaction(tx.client_id)
         answered = _try_receive(ctx, request_id, request, queue, tx)
         if answered is not _NOT_FOUND:
             if answered is not _ANSWERED:

@@ -93,7 +93,7 @@ async def move_messages(ctx: RequestContext, request_id: int, request: cf.MoveMe
             raise TransactionUsageError(msg) if request.tx_id else InvalidArgument(msg)
         count, last, skipped = await _move_all(ctx, source, request, denied)
     elif request.tx_id:
-        tx = ctx.transaction(request.tx_id)
+        tx = ctx.usable_transaction(request.tx_id)
         held = moves.move_one(
             source,
             target,
