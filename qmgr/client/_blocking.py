@@ -60,8 +60,12 @@ def connect(
         call :meth:`QueueManager.close`.
 
     Raises:
-        ConnectionLost: the daemon could not be reached (the message says
-            where and why).
+        ConnectionLost: the daemon could not be reached, or the connection
+            broke during the handshake (the message says where and why).
+        LimitExceeded: the daemon refused the connection at one of its
+            limits (``limits.max_connections``,
+            ``limits.max_connections_per_address``; the message says which).
+        ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
         InvalidArgument: a bad address or timeout (``timeout`` must be None
             or above 0; a very large one is no limit).
@@ -89,7 +93,9 @@ class QueueManager(QueueManagerAdmin, QueueManagerIdentity):
     breaks the connection for both with :class:`ConnectionLost`, rather than
     let them read each other's replies).
     After :meth:`close`, or after the connection broke, every call raises
-    :class:`ConnectionLost`.
+    :class:`ConnectionLost`; so does the call that finds the connection
+    closed by the daemon (idle for ``server.idle_timeout``, evicted to make
+    room, ...), with the daemon's reason in its message.
 
     Attributes:
         address: the ``HOST:PORT`` connected to.
@@ -334,6 +340,10 @@ class Transaction(TransactionHandle):
     a pipelined send fails (unknown queue, quota, ...), its error is raised
     by the next call on this transaction, and :meth:`commit` aborts the
     transaction and raises it: a commit never applies part of a transaction.
+    The same holds for a receive or move the queue manager refuses (an
+    unknown queue, a right missing, ...): the transaction can then only
+    abort, and its later sends, receives and moves fail, saying which
+    operation failed, rather than take messages its commit would hand back.
 
     A transaction begun with an xid can also be prepared (:meth:`prepare`),
     the first phase of a two-phase commit.

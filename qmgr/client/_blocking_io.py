@@ -226,7 +226,12 @@ class SocketConnection:
         try:
             proto = self.proto
             waiter = proto.receive_request(proto.out, state, queue, timeout, peek, lookup_id)
-            return proto.receive_result(self.exchange(waiter), state)
+            try:
+                reply = self.exchange(waiter)
+            except QueueError as exc:
+                proto.earlier_failure(state, exc)
+                raise
+            return proto.receive_result(reply, state)
         finally:
             self.give(taken)
 
@@ -348,7 +353,8 @@ class SocketConnection:
         try:
             self.proto.receive_data(self._recv_view[:count])
         except QueueError:
-            # A malformed frame, or the daemon rejected the stream: the core broke the connection.
+            # A malformed frame, or the daemon refused or closed the connection (its
+            # notice for request id 0): the core broke the connection.
             self.sock.close()
             raise
 

@@ -9,6 +9,11 @@
   frame goes, byte for byte, through a ``ClientFrameDecoder``, which checks
   sizes and layouts and builds the typed value. Every reply is handed to the
   ``deliver`` callback of the protocol core.
+* :func:`check_range` is the one check of an integer argument that goes in
+  a fixed-width field: the message properties of a send, and the fields of
+  every other request (:data:`REQUEST_RANGES`, checked by
+  :func:`append_request`) are refused before encoding, with the argument
+  named and its range, instead of the encoder's words.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
-from typing import Final, NoReturn, TypedDict
+from typing import Final, TypedDict
 
 from wire import LocalProtocolError
 from wire import client as cf
@@ -34,9 +39,13 @@ __all__ = [
     "append_request",
     "append_send",
     "append_tx_request",
+    "check_range",
 ]
 
 _INFINITE: Final = 0xFFFFFFFF
+_MAX_U8: Final = 0xFF
+_MAX_U32: Final = 0xFFFFFFFF
+_MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
 _OK: Final = int(cf.FrameKind.OK)
 _MESSAGE_LIST: Final = int(cf.FrameKind.MESSAGE_LIST)
 _HEADER = struct.Struct("<IHHI")
@@ -99,6 +108,10 @@ def _delivery(value: str | int) -> int:
             msg = f"delivery must be 'recoverable' or 'express', not {value!r}"
             raise InvalidArgument(msg)
         return code
+    given: object = value  # what a caller passed, whatever its annotation says
+    if not isinstance(given, int):
+        msg = f"delivery must be 'recoverable', 'express' or 0..1, not {value!r}"
+        raise InvalidArgument(msg)
     return int(value)
 
 
@@ -142,21 +155,33 @@ def append_send(
         msg = f"send() got unknown message properties: {', '.join(sorted(unknown))}"
         raise InvalidArgument(msg)
     correlation = options.get("correlation_id")
+    priority = options.get("priority", 3)
+    acknowledge = options.get("acknowledge", 0)
+    journal = options.get("journal", 0)
+    app_specific = options.get("app_specific", 0)
     try:
-        priority = options.get("priority", 3)
         delivery = _delivery(options.get("delivery", "recoverable"))
-        acknowledge = options.get("acknowledge", 0)
-        journal = options.get("journal", 0)
-        if not (0 <= priority <= 7 and 0 <= delivery <= 1 and 0 <= acknowledge <= 15):
-            _out_of_range(
-                priority=(priority, 7), delivery=(delivery, 1), acknowledge=(acknowledge, 15)
+        # What the daemon would refuse, refused here: in a transaction it would
+        # otherwise fail the whole transaction at its commit. One comparison
+        # on this hot path; ``check_range`` says what is wrong.
+        try:
+            fits = (
+                0 <= priority <= 7
+                and 0 <= delivery <= 1
+                and 0 <= acknowledge <= 15
+                and 0 <= journal <= _MAX_U8
+                and 0 <= app_specific <= _MAX_U32
             )
+        except TypeError:
+            fits = False
+        if not fits:
+            _check_numbers(priority, delivery, acknowledge, journal, app_specific)
         parts = cf.encode_message_parts(
             body=body,
             label=options.get("label", ""),
             destination=destination,
             correlation_id=b"" if correlation is None else correlation,
-            app_specific=options.get("app_specific", 0),
+            app_specific=app_specific,
             priority=priority,
             delivery=delivery,
             acknowledge=acknowledge,
@@ -166,28 +191,94 @@ def append_send(
             time_to_reach_queue=_seconds(options.get("time_to_reach_queue"), "time_to_reach_queue"),
             time_to_be_received=_seconds(options.get("time_to_be_received"), "time_to_be_received"),
         )
-        size = sum(len(part) for part in parts)
-        if size + 9 > cf.MAX_FRAME_BODY:
-            msg = f"the message is {size} bytes with its properties, over the frame limit"
-            raise InvalidArgument(msg)
-        cf.append_send_frame(out, request_id, tx_id, mode, parts)
-    except LocalProtocolError as exc:
-        msg = f"cannot send this message: {exc}"
+    except InvalidArgument as exc:
+        msg = f"cannot send this message: {exc.message}"
         raise InvalidArgument(msg) from None
-    except (struct.error, TypeError, ValueError) as exc:
-        msg = f"cannot send this message: {type(exc).__name__}: {exc}"
+    except (LocalProtocolError, struct.error, TypeError, ValueError) as exc:
+        # A number of another type (a float) gets past the comparison: name it.
+        try:
+            _check_numbers(priority, delivery, acknowledge, journal, app_specific)
+        except InvalidArgument as wrong:
+            msg = f"cannot send this message: {wrong.message}"
+            raise InvalidArgument(msg) from None
+        if isinstance(exc, LocalProtocolError):
+            msg = f"cannot send this message: {exc}"
+        else:
+            msg = f"cannot send this message: {type(exc).__name__}: {exc}"
         raise InvalidArgument(msg) from None
+    size = sum(len(part) for part in parts)
+    if size + 9 > cf.MAX_FRAME_BODY:
+        msg = f"cannot send this message: {size} bytes with its properties, over the frame limit"
+        raise InvalidArgument(msg)
+    cf.append_send_frame(out, request_id, tx_id, mode, parts)
 
 
-def _out_of_range(**values: tuple[int, int]) -> NoReturn:
-    """Raise for the first of ``values`` (name: (value, highest)) out of 0..highest:
-    refused here, before it can fail the transaction it would be sent in."""
-    for name, (value, high) in values.items():
-        if not 0 <= value <= high:
-            msg = f"{name} must be 0..{high}, not {value}"
-            raise InvalidArgument(msg)
-    msg = "a message property is out of range"  # pragma: no cover - one of them is
+#: The message properties sent as integers in fixed-width fields, with their
+#: highest values (those of priority, delivery and acknowledge are the daemon's).
+_MESSAGE_NUMBERS: Final = (
+    ("priority", 7),
+    ("delivery", 1),
+    ("acknowledge", 15),
+    ("journal", _MAX_U8),
+    ("app_specific", _MAX_U32),
+)
+
+
+def _check_numbers(*values: object) -> None:
+    """:func:`check_range` for each of :data:`_MESSAGE_NUMBERS`, given in that order."""
+    for (name, high), value in zip(_MESSAGE_NUMBERS, values, strict=True):
+        check_range(name, value, high)
+
+
+def check_range(
+    name: str, value: object, high: int, *, unit: str = "", optional: bool = False
+) -> None:
+    """Refuse an integer argument that is not in 0..``high`` (None passes if ``optional``).
+
+    Every integer the client sends in a fixed-width field is checked by this,
+    before it is encoded (the message names the argument, its range, and
+    ``unit``).
+
+    Raises:
+        InvalidArgument: ``value`` is not an int in the range.
+    """
+    if isinstance(value, int) and 0 <= value <= high:
+        return
+    if value is None and optional:
+        return
+    expected = f"0..{high}{f' {unit}' if unit else ''}{' or None' if optional else ''}"
+    msg = f"{name} must be {expected}, not {value!r}"
     raise InvalidArgument(msg)
+
+
+#: The integer fields with a fixed-width encoding of the requests the public API
+#: makes (besides the message of a send, checked by :func:`append_send`), by
+#: request type: (field, the argument's name, highest value, unit, None allowed).
+#: The fields a client fills in itself (request and transaction ids, actions,
+#: rights, clamped timeouts) are not here, nor ``Receive``'s lookup id
+#: (:func:`append_receive` checks it).
+REQUEST_RANGES: Final[dict[type, tuple[tuple[str, str, int, str, bool], ...]]] = {
+    cf.CreateQueue: (
+        ("quota", "quota", _MAX_U64, "bytes", True),
+        ("retry_count", "retry_count", _MAX_U32, "", True),
+        ("retry_cycles", "retry_cycles", _MAX_U32, "", True),
+    ),
+    cf.SetQueueProperties: (
+        ("retry_count", "retry_count", _MAX_U32, "", True),
+        ("retry_cycles", "retry_cycles", _MAX_U32, "", True),
+    ),
+    cf.PeekRange: (
+        ("after", "after", _MAX_U64, "", False),
+        ("max_count", "max_count", _MAX_U32, "", False),
+    ),
+    cf.MeasureRange: (
+        ("after", "after", _MAX_U64, "", False),
+        ("max_count", "max_count", _MAX_U32, "", False),
+    ),
+    cf.RemoveThrough: (("lookup_id", "lookup_id", _MAX_U64, "", False),),
+    cf.MoveMessages: (("lookup_id", "lookup_id", _MAX_U64, "", False),),
+    cf.ListTransactions: (("max_count", "limit", _MAX_U32, "", False),),
+}
 
 
 def append_tx_request(out: bytearray, kind: cf.FrameKind, request_id: int, tx_id: int) -> None:
@@ -210,9 +301,9 @@ def append_receive(
         InvalidArgument: a value cannot be sent (a queue name too long, a
             lookup id out of range, ...).
     """
-    if lookup_id is not None and not 0 < lookup_id < 1 << 64:
+    if lookup_id is not None and not (type(lookup_id) is int and 0 < lookup_id <= _MAX_U64):
         # 0 is the wire's "the next message": never a message's lookup id.
-        msg = f"lookup_id must be a message's lookup id, 1 to 2**64 - 1, not {lookup_id}"
+        msg = f"lookup_id must be a message's lookup id, 1 to 2**64 - 1, not {lookup_id!r}"
         raise InvalidArgument(msg)
     request = cf.Receive(
         tx_id=tx_id,
@@ -228,10 +319,17 @@ def append_request(out: bytearray, request_id: int, request: cf.ClientRequest) -
     """Append the frame of any request.
 
     Raises:
-        InvalidArgument: the request cannot be encoded (says which field).
+        InvalidArgument: the request cannot be encoded (says which field):
+            an integer out of its range (:data:`REQUEST_RANGES`) is refused
+            before encoding, naming the argument and its range.
     """
     try:
+        for field, name, high, unit, optional in REQUEST_RANGES.get(type(request), ()):
+            check_range(name, getattr(request, field), high, unit=unit, optional=optional)
         out += cf.encode_frame(request_id, request)
+    except InvalidArgument as exc:
+        msg = f"cannot send this request: {exc.message}"
+        raise InvalidArgument(msg) from None
     except LocalProtocolError as exc:
         msg = f"cannot send this request: {exc}"
         raise InvalidArgument(msg) from None

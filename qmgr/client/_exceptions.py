@@ -159,10 +159,17 @@ class InternalError(QueueError):
 
 
 class LimitExceeded(QueueError):
-    """A limit protecting the queue manager was reached: connections, memory for
-    messages in open transactions or frames in progress, transactions or
-    waiting receives per connection, an idle or slow connection. The message
-    says which; retrying later may succeed."""
+    """A limit protecting the queue manager was reached: connections (raised by
+    ``connect()`` and ``open_client()`` when the daemon refuses a new
+    connection), memory for messages in open transactions, transactions or
+    waiting receives per connection. The message says which; retrying later
+    may succeed.
+
+    When the daemon closes a connection that was open (idle or too slow, evicted
+    to make room, a frame over the budget for frames in progress), the calls
+    on it raise :class:`ConnectionLost` instead, with the daemon's reason in
+    its message: that connection cannot be used again.
+    """
 
     code = ErrorCode.LIMIT_EXCEEDED
 
@@ -170,10 +177,12 @@ class LimitExceeded(QueueError):
 class ConnectionLost(QueueError):
     """The queue manager could not be reached, or the connection to it broke.
 
-    The message says which address and why. After this error the client
-    object is unusable: connect again. Requests that were outstanding may or
-    may not have been carried out, except that an uncommitted transaction is
-    always aborted when its connection ends.
+    The message says which address and why; when the daemon closed the
+    connection and said why (an idle connection, one evicted to make room,
+    ...), its words are in the message. After this error the client object
+    is unusable: connect again. Requests that were outstanding may or may not
+    have been carried out, except that an uncommitted transaction is always
+    aborted when its connection ends.
     """
 
 

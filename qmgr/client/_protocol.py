@@ -38,11 +38,20 @@ and the trio client are adapters around it that only move bytes and wait:
 * :meth:`~ClientProtocol.result` gives the waiter's reply, or raises an
   error reply as its exception; the functions of ``_replies`` and the calls
   turn reply values into what the SDK returns.
-* A framing error, the daemon's rejection of the stream (an error reply to
-  request id 0), a failed read or write (:meth:`~ClientProtocol.lost`) or
-  :meth:`~ClientProtocol.close` break the connection: the buffer and the
-  pipelined bookkeeping are dropped, every waiter is woken, and every later
-  call raises :class:`ConnectionLost` with the reason.
+* A framing error, the daemon's notice that it is closing the connection
+  (an error reply to request id 0), a failed read or write
+  (:meth:`~ClientProtocol.lost`) or :meth:`~ClientProtocol.close` break the
+  connection: the buffer and the pipelined bookkeeping are dropped, every
+  waiter is woken, and every later call raises :class:`ConnectionLost` with
+  the reason.
+* The daemon's notice is decided here, for both clients: before the
+  handshake (no ``HelloOk`` yet) it is a *refusal* (too many connections,
+  the daemon stopping, ...), and the connection raises the daemon's error
+  itself (``LimitExceeded``, ...), which the handshake turns into "the queue
+  manager at ADDRESS refused the connection: ...". After the handshake the
+  connection was open and is now closed (idle, too slow, evicted, a frame
+  over the budget): that is :class:`ConnectionLost`, whose message keeps the
+  daemon's words, since retrying on this connection cannot succeed.
 
 How a transaction begins, is prepared and ends is decided by its
 ``_transaction.TransactionState``: :meth:`~ClientProtocol.begin`,
@@ -143,6 +152,7 @@ class ClientProtocol(Generic[W]):
         "_next_id",
         "_next_tx_id",
         "_reader",
+        "_refusal",
         "_stream_prefix",
         "_waiters",
         "address",
@@ -167,6 +177,10 @@ class ClientProtocol(Generic[W]):
         self._next_id = 0
         self._next_tx_id = 0
         self._reader = ReplyReader(self._deliver)
+        #: The daemon's refusal of the connection before the handshake, as
+        #: (code, message): what the broken connection raises instead of
+        #: ConnectionLost (see the module docstring).
+        self._refusal: tuple[int, str] | None = None
         self._stream_prefix = self._lost_prefix() if address_in_stream_errors else ""
 
     # ------------------------------------------------------------------
@@ -179,9 +193,24 @@ class ClientProtocol(Generic[W]):
         return self.broken is not None
 
     def check_open(self) -> None:
-        """Raise :class:`ConnectionLost` (with the reason) if the connection is unusable."""
+        """Raise :class:`ConnectionLost` (with the reason) if the connection is unusable.
+
+        Raises:
+            ConnectionLost: the connection is unusable.
+            QueueError: the daemon refused the connection before the handshake
+                (its error, ``LimitExceeded`` for a limit).
+        """
         if self.broken is not None:
-            raise ConnectionLost(self.broken.message)
+            raise self._broken_error()
+
+    def _broken_error(self) -> QueueError:
+        """A fresh exception for the broken connection: the daemon's refusal, or
+        :class:`ConnectionLost` with the reason."""
+        refusal = self._refusal
+        if refusal is not None:
+            return error_from_reply(*refusal)
+        broken = self.broken
+        return ConnectionLost(broken.message if broken is not None else "connection closed")
 
     def new_id(self) -> int:
         """The next request id (1 after 0xFFFFFFFF)."""
@@ -305,6 +334,15 @@ class ClientProtocol(Generic[W]):
         out += cf.encode_frame(self.new_id(), cf.CancelReceive(request_id=waiter.request_id))
         return True
 
+    @staticmethod
+    def earlier_failure(state: TransactionState | None, error: QueueError) -> None:
+        """A request in the transaction ``state`` failed with ``error``: raise
+        instead the failure of an earlier pipelined request of it, if one was
+        recorded (the daemon refuses the rest of a transaction whose operation
+        failed; the earlier failure is the one that says what went wrong)."""
+        if state is not None and not isinstance(error, ConnectionLost):
+            state.check()
+
     def receive_result(
         self, reply: cf.ServerReply, state: TransactionState | None
     ) -> Message | None:
@@ -413,7 +451,7 @@ class ClientProtocol(Generic[W]):
         if state.ended or state._error is not None or state.prepared:
             state.check()
         if self.broken is not None:
-            raise ConnectionLost(self.broken.message)
+            raise self._broken_error()
         request_id = self._next_id + 1
         if request_id > MAX_REQUEST_ID:
             request_id = 1
@@ -446,11 +484,14 @@ class ClientProtocol(Generic[W]):
         """Take bytes read from the connection: route every whole reply in them.
 
         Raises:
-            ConnectionLost: the bytes are not valid frames; the connection
-                is now broken.
-            QueueError: the daemon rejected the stream (an error reply to
-                request id 0, raised as its exception) and is closing the
-                connection; the connection is now broken.
+            ConnectionLost: the bytes are not valid frames, or the daemon
+                said it is closing the connection (an error reply to request
+                id 0, after the handshake; the message keeps its words); the
+                connection is now broken.
+            QueueError: the daemon refused the connection before the
+                handshake (its error reply to request id 0, raised as its
+                exception: ``LimitExceeded`` for a limit); the connection is
+                now broken.
         """
         try:
             self._reader.feed(data)
@@ -476,12 +517,21 @@ class ClientProtocol(Generic[W]):
             waiter.reply = value
             waiter.wake()
         elif request_id == 0 and type(value) is cf.ErrorReply:
-            # The daemon rejected the stream itself and is closing the connection.
-            error = error_from_reply(value.code, value.message)
-            reason = f"the queue manager closed the connection: {error.message}"
-            self.fail(self._stream_prefix + reason)
-            raise error
+            raise self._closing_notice(value)
         # else: the reply to a request whose waiter gave up (a cancelled trio task)
+
+    def _closing_notice(self, notice: cf.ErrorReply) -> QueueError:
+        """Break the connection on the daemon's notice that it closes it (request id 0);
+        return what to raise (see the module docstring)."""
+        if self.version == 0 and self.broken is None:
+            # Before the handshake: the daemon refused the connection.
+            error = error_from_reply(notice.code, notice.message)
+            reason = f"the queue manager refused the connection: {error.message}"
+            self.fail(self._stream_prefix + reason)
+            self._refusal = (notice.code, notice.message)
+            return error
+        # After it: the connection was open, and the daemon closed it.
+        return self.lost(f"the queue manager closed the connection: {notice.message}")
 
     def forget(self, waiter: W) -> None:
         """Stop waiting for ``waiter``'s reply (it is dropped when it comes).
@@ -496,13 +546,13 @@ class ClientProtocol(Generic[W]):
         """The reply ``waiter`` got.
 
         Raises:
-            QueueError: the reply is an error (raised as its exception).
+            QueueError: the reply is an error (raised as its exception), or
+                the daemon refused the connection before the handshake.
             ConnectionLost: the connection broke before the reply came.
         """
         reply = waiter.reply
         if reply is None:
-            broken = self.broken
-            raise ConnectionLost(broken.message if broken is not None else "connection closed")
+            raise self._broken_error()
         if type(reply) is cf.ErrorReply:
             raise error_from_reply(reply.code, reply.message)
         return reply  # type: ignore[return-value]

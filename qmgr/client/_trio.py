@@ -57,9 +57,17 @@ async def open_client(
     with ``token`` it authenticates with it.
 
     Raises:
-        ConnectionLost: the daemon could not be reached (the message says
-            where and why).
+        ConnectionLost: the daemon could not be reached, or the connection
+            broke during the handshake (the message says where and why).
+        LimitExceeded: the daemon refused the connection at one of its
+            limits (``limits.max_connections``,
+            ``limits.max_connections_per_address``; the message says which).
+        ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
+
+    Once the connection broke or the daemon closed it (idle for
+    ``server.idle_timeout``, evicted to make room, ...), every call on the
+    client raises :class:`ConnectionLost`, with the daemon's reason if it gave one.
     """
     stream, host, where = await open_stream(address)
     connection: trio.abc.Stream = stream
@@ -233,7 +241,8 @@ class AsyncTransaction(TransactionHandle):
     Sends are pipelined: :meth:`send` returns without waiting for the
     daemon, errors it finds are raised by the next call on this transaction,
     and :meth:`commit` of a transaction with a failed send aborts it and
-    raises that error. One begun with an xid can be prepared (:meth:`prepare`).
+    raises that error; after a refused receive or move it can only abort too.
+    One begun with an xid can be prepared (:meth:`prepare`).
     Use from one task at a time.
     """
 

@@ -236,7 +236,12 @@ class StreamConnection:
                 # It had taken a message: return it rather than lose it.
         finally:
             proto.forget(waiter)
-        return proto.receive_result(proto.result(waiter), state)
+        try:
+            reply = proto.result(waiter)
+        except QueueError as exc:
+            proto.earlier_failure(state, exc)
+            raise
+        return proto.receive_result(reply, state)
 
     async def _cancel_receive(self, waiter: TaskWaiter, peek: bool) -> bool:
         """Stop the receive of ``waiter``, whose caller was cancelled, from waiting
@@ -298,7 +303,10 @@ class StreamConnection:
                     break
                 proto.receive_data(data)
         except QueueError:
-            return  # a malformed or rejected stream: the core broke the connection
+            # A malformed stream, or the daemon refused or closed the connection (its
+            # notice for request id 0): the core broke the connection and woke the
+            # waiters, whose calls raise what it decided.
+            return
         except trio.Cancelled:
             # Nobody reads replies any more (the client's scope is being
             # cancelled): waiters, a cancelled receive's among them, must not

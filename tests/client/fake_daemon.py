@@ -323,11 +323,17 @@ class FakeDaemon:
         #: Request type -> the reply to every request of that type (before the scripts).
         self.canned: dict[type, cf.ServerReply] = {}
         self.failures: list[BaseException] = []
+        #: Sent (request id 0) to every new connection, before any Hello is
+        #: answered, which is then closed: the daemon refusing connections.
+        self.refusal: cf.ErrorReply | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
         self._stopping = False
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        #: The connections being served, and those told they are closed (``farewell``).
+        self._open: set[socket.socket] = set()
+        self._closing: set[socket.socket] = set()
         self._acceptor = threading.Thread(target=self._accept, name="fake-daemon", daemon=True)
         self._acceptor.start()
 
@@ -346,13 +352,35 @@ class FakeDaemon:
             self._threads.append(thread)
             thread.start()
 
+    def farewell(self, reason: str) -> int:
+        """Close every open connection as the daemon does one that idled too long:
+        an ``ErrorReply(LIMIT_EXCEEDED, reason)`` for request id 0, then the end of
+        the stream (requests that come after it are read and dropped). Returns how
+        many connections were told."""
+        notice = cf.encode_frame(0, _error(cf.ErrorCode.LIMIT_EXCEEDED, reason))
+        with self._lock:
+            told = list(self._open - self._closing)
+            for conn in told:
+                self._closing.add(conn)
+                conn.sendall(notice)
+                conn.shutdown(socket.SHUT_WR)
+        return len(told)
+
     def _serve(self, conn: socket.socket) -> None:
         decoder = cf.ClientFrameDecoder()
         try:
             with conn:
+                if self.refusal is not None:
+                    self._refuse(conn, self.refusal)
+                    return
+                with self._lock:
+                    self._open.add(conn)
                 while data := conn.recv(65536):
                     decoder.receive_data(data)
                     while (frame := decoder.next_frame()) is not None:
+                        with self._lock:
+                            if conn in self._closing:
+                                continue  # closed by ``farewell``: nothing more is answered
                         reply = self._answer(frame.value)
                         if reply is not None:
                             conn.sendall(cf.encode_frame(frame.request_id, reply))
@@ -360,6 +388,19 @@ class FakeDaemon:
             pass
         except BaseException as exc:
             self.failures.append(exc)
+        finally:
+            with self._lock:
+                self._open.discard(conn)
+                self._closing.discard(conn)
+
+    @staticmethod
+    def _refuse(conn: socket.socket, refusal: cf.ErrorReply) -> None:
+        """Send ``refusal`` for request id 0 and end the stream; read until the client
+        closes (so that its Hello, unread, does not turn the close into a reset)."""
+        conn.sendall(cf.encode_frame(0, refusal))
+        conn.shutdown(socket.SHUT_WR)
+        while conn.recv(65536):
+            pass
 
     def _answer(self, request: cf.FrameValue) -> cf.ServerReply | None:
         if isinstance(request, cf.Hello):

@@ -271,3 +271,59 @@ def test_values_that_name_nothing_are_refused_before_they_are_sent(
         tx.send("orders", b"kept")  # the transaction goes on
         tx.commit()
         assert [type(r) for r in fake_daemon.requests[sent:]] == [cf.Begin, cf.Send, cf.Commit]
+
+
+def test_numbers_out_of_range_name_the_argument_and_its_range(fake_daemon: FakeDaemon) -> None:
+    with connect(fake_daemon.address) as qm:
+        sent = len(fake_daemon.requests)
+        with pytest.raises(InvalidArgument) as quota:
+            qm.create_queue("q", quota=-1)
+        assert quota.value.message == (
+            f"cannot send this request: quota must be 0..{2**64 - 1} bytes or None, not -1"
+        )
+        with pytest.raises(InvalidArgument) as retry:
+            qm.set_queue_properties("q", retry_count=2**32)
+        assert retry.value.message.endswith(
+            f"retry_count must be 0..{2**32 - 1} or None, not {2**32}"
+        )
+        with pytest.raises(InvalidArgument) as app_specific:
+            qm.send("q", b"x", app_specific=2**32)
+        assert app_specific.value.message == (
+            "cannot send this message: app_specific must be 0..4294967295, not 4294967296"
+        )
+        with pytest.raises(InvalidArgument) as priority:
+            qm.send("q", b"x", priority=8)
+        assert priority.value.message == "cannot send this message: priority must be 0..7, not 8"
+        with pytest.raises(InvalidArgument, match=r"lookup_id must be 0\.\.18446744073709551615"):
+            qm.remove_through("q", 2**64)
+        with pytest.raises(InvalidArgument, match=r"limit must be 0\.\.4294967295, not -1"):
+            qm.transactions(limit=-1)
+        assert fake_daemon.requests[sent:] == []
+        qm.status()  # nothing was sent: the connection goes on
+
+
+REFUSAL = "too many connections from 127.0.0.1: at most 2 at once"
+
+
+def test_a_refused_connection_raises_the_daemons_error(fake_daemon: FakeDaemon) -> None:
+    fake_daemon.refusal = cf.ErrorReply(code=int(cf.ErrorCode.LIMIT_EXCEEDED), message=REFUSAL)
+    with pytest.raises(LimitExceeded) as refused:
+        connect(fake_daemon.address)
+    assert refused.value.message == (
+        f"the queue manager at {fake_daemon.address} refused the connection: {REFUSAL}"
+    )
+
+
+def test_a_connection_the_daemon_closes_is_lost_with_its_reason(fake_daemon: FakeDaemon) -> None:
+    with connect(fake_daemon.address) as qm:
+        assert fake_daemon.farewell("closing a connection idle for 3 s") == 1
+        lost = (
+            f"lost the connection to the queue manager at {fake_daemon.address}: "
+            "the queue manager closed the connection: closing a connection idle for 3 s"
+        )
+        for _ in range(2):  # the call that reads the notice, and every later one
+            with pytest.raises(ConnectionLost) as caught:
+                qm.peek("system$;deadletter")
+            assert type(caught.value) is ConnectionLost
+            assert caught.value.message == lost
+        assert qm.closed

@@ -24,8 +24,10 @@ from qmgr.client._codec import (
     ReplyReader,
     SendOptions,
     append_receive,
+    append_request,
     append_send,
     append_tx_request,
+    check_range,
 )
 from wire import MessageProperties, RemoteProtocolError
 from wire import client as cf
@@ -193,6 +195,122 @@ def test_append_send_rejects_what_cannot_be_sent(changes: dict[str, object], mat
     with pytest.raises(InvalidArgument, match=match):
         _send(out, **changes)
     assert out == b"kept"
+
+
+U32 = 2**32 - 1
+U64 = 2**64 - 1
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"priority": 8}, "priority must be 0..7, not 8"),
+        ({"priority": "high"}, "priority must be 0..7, not 'high'"),
+        ({"priority": 3.0}, "priority must be 0..7, not 3.0"),
+        ({"acknowledge": -1}, "acknowledge must be 0..15, not -1"),
+        ({"journal": 256}, "journal must be 0..255, not 256"),
+        ({"app_specific": 2**32}, f"app_specific must be 0..{U32}, not {2**32}"),
+        ({"app_specific": -1}, f"app_specific must be 0..{U32}, not -1"),
+        ({"app_specific": 1.5}, f"app_specific must be 0..{U32}, not 1.5"),
+        ({"delivery": 2}, "delivery must be 0..1, not 2"),
+        ({"delivery": 1.0}, "delivery must be 'recoverable', 'express' or 0..1, not 1.0"),
+    ],
+)
+def test_a_message_number_out_of_range_is_named_not_the_encoders_words(
+    changes: dict[str, object], words: str
+) -> None:
+    out = bytearray(b"kept")
+    with pytest.raises(InvalidArgument) as caught:
+        _send(out, **changes)
+    # No class name, no struct or construct text: the argument and its range.
+    assert caught.value.message == f"cannot send this message: {words}"
+    assert out == b"kept"
+
+
+def test_the_largest_message_numbers_are_sent() -> None:
+    out = bytearray()
+    _send(out, priority=7, acknowledge=15, journal=255, app_specific=U32, delivery=1)
+    message = _sent(out)
+    assert (message.priority, message.acknowledge, message.journal) == (7, 15, 255)
+    assert message.app_specific == U32
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (cf.CreateQueue(name="q", quota=-1), f"quota must be 0..{U64} bytes or None, not -1"),
+        (
+            cf.CreateQueue(name="q", quota=99999999999999999999999),
+            f"quota must be 0..{U64} bytes or None, not 99999999999999999999999",
+        ),
+        (cf.CreateQueue(name="q", quota="10"), f"quota must be 0..{U64} bytes or None, not '10'"),  # type: ignore[arg-type]
+        (
+            cf.CreateQueue(name="q", retry_count=2**32),
+            f"retry_count must be 0..{U32} or None, not {2**32}",
+        ),
+        (
+            cf.CreateQueue(name="q", retry_cycles=-1),
+            f"retry_cycles must be 0..{U32} or None, not -1",
+        ),
+        (
+            cf.SetQueueProperties(name="q", poison=1, retry_count=-2),
+            f"retry_count must be 0..{U32} or None, not -2",
+        ),
+        (
+            cf.SetQueueProperties(name="q", poison=1, retry_cycles=2**40),
+            f"retry_cycles must be 0..{U32} or None, not {2**40}",
+        ),
+        (cf.PeekRange(queue="q", after=-1), f"after must be 0..{U64}, not -1"),
+        (cf.PeekRange(queue="q", max_count=2**32), f"max_count must be 0..{U32}, not {2**32}"),
+        (cf.MeasureRange(queue="q", after=2**64), f"after must be 0..{U64}, not {2**64}"),
+        (cf.MeasureRange(queue="q", max_count=-1), f"max_count must be 0..{U32}, not -1"),
+        (cf.RemoveThrough(queue="q", lookup_id=-1), f"lookup_id must be 0..{U64}, not -1"),
+        (
+            cf.MoveMessages(source="a", target="b", lookup_id=2**64),
+            f"lookup_id must be 0..{U64}, not {2**64}",
+        ),
+        (cf.ListTransactions(max_count=-1), f"limit must be 0..{U32}, not -1"),
+    ],
+    ids=lambda value: None if isinstance(value, str) else type(value).__name__,
+)
+def test_a_request_number_out_of_range_is_named_before_encoding(
+    value: cf.ClientRequest, words: str
+) -> None:
+    out = bytearray(b"kept")
+    with pytest.raises(InvalidArgument) as caught:
+        append_request(out, 1, value)
+    assert caught.value.message == f"cannot send this request: {words}"
+    assert out == b"kept"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        cf.CreateQueue(name="q", quota=U64, retry_count=U32, retry_cycles=0),
+        cf.CreateQueue(name="q"),
+        cf.SetQueueProperties(name="q", poison=1, retry_count=0, retry_cycles=U32),
+        cf.PeekRange(queue="q", after=U64, max_count=U32),
+        cf.MeasureRange(queue="q", after=0, max_count=0),
+        cf.RemoveThrough(queue="q", lookup_id=U64),
+        cf.MoveMessages(source="a", target="b", lookup_id=0, all=True),
+        cf.ListTransactions(max_count=U32),
+    ],
+    ids=lambda value: type(value).__name__,
+)
+def test_every_number_in_range_is_sent(value: cf.ClientRequest) -> None:
+    out = bytearray()
+    append_request(out, 1, value)
+    assert frames(out) == [(1, value)]
+
+
+def test_check_range_is_the_one_check() -> None:
+    check_range("n", 0, 7)
+    check_range("n", 7, 7)
+    check_range("n", None, 7, optional=True)
+    with pytest.raises(InvalidArgument, match=r"^n must be 0\.\.7, not None$"):
+        check_range("n", None, 7)
+    with pytest.raises(InvalidArgument, match=r"^n must be 0\.\.7 s or None, not 8$"):
+        check_range("n", 8, 7, unit="s", optional=True)
 
 
 def test_append_send_body_limit() -> None:

@@ -22,7 +22,7 @@ from client_kit import (
 from qmgr.client import (
     ConnectionLost,
     InvalidName,
-    ProtocolViolation,
+    LimitExceeded,
     QueueError,
     QueueNotFound,
     ShuttingDown,
@@ -217,17 +217,74 @@ def test_stream_errors_can_name_the_address() -> None:
     assert caught.value.message.startswith(f"lost the connection to the queue manager at {ADDRESS}")
 
 
-def test_a_rejected_stream_raises_the_daemons_error_and_breaks() -> None:
+LIMIT = "too many connections from 127.0.0.1: at most 2 at once"
+
+
+@pytest.mark.parametrize("say_where", [False, True], ids=["blocking", "trio"])
+def test_a_notice_before_the_handshake_is_a_refusal_raised_as_the_daemons_error(
+    say_where: bool,
+) -> None:
+    proto = new_protocol(say_where=say_where)  # no HelloOk yet: version 0
+    hello = proto.request(proto.out, cf.Hello(client_name="me"))
+    notice = error(cf.ErrorCode.LIMIT_EXCEEDED, LIMIT)
+    with pytest.raises(LimitExceeded, match=LIMIT):
+        proto.receive_data(replies((0, notice)))
+    assert proto.closed
+    assert hello.wakes == 1
+    # The Hello's waiter (the trio client's reader swallows what receive_data
+    # raised), and any request made after the refusal was read, get it too.
+    with pytest.raises(LimitExceeded, match=LIMIT) as woken:
+        proto.result(hello)
+    with pytest.raises(LimitExceeded, match=LIMIT):
+        proto.call(cf.Hello(client_name="me"))
+    refused = proto.handshake_error(woken.value)
+    assert type(refused) is LimitExceeded
+    assert refused.message == f"the queue manager at {ADDRESS} refused the connection: {LIMIT}"
+
+
+def test_a_refusal_of_another_kind_is_raised_as_its_own_error() -> None:
     proto = new_protocol()
+    hello = proto.request(proto.out, cf.Hello(client_name="me"))
+    with pytest.raises(ShuttingDown, match="stopping"):
+        proto.receive_data(replies((0, error(cf.ErrorCode.SHUTTING_DOWN, "stopping"))))
+    with pytest.raises(ShuttingDown, match="stopping"):
+        proto.result(hello)
+
+
+@pytest.mark.parametrize("say_where", [False, True], ids=["blocking", "trio"])
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (cf.ErrorCode.LIMIT_EXCEEDED, "closing a connection idle for 3 s"),
+        (cf.ErrorCode.LIMIT_EXCEEDED, "closing this idle connection to make room"),
+        (cf.ErrorCode.BAD_REQUEST, "frame too large"),
+    ],
+)
+def test_a_notice_after_the_handshake_is_connection_lost_with_the_daemons_words(
+    say_where: bool, code: cf.ErrorCode, words: str
+) -> None:
+    proto = new_protocol(say_where=say_where, version=cf.PROTOCOL_VERSION)
     waiter = proto.request(proto.out, cf.GetStatus())
-    rejection = cf.ErrorReply(code=int(cf.ErrorCode.BAD_REQUEST), message="frame too large")
-    with pytest.raises(ProtocolViolation, match="frame too large"):
-        proto.receive_data(replies((0, rejection)))
+    lost = (
+        f"lost the connection to the queue manager at {ADDRESS}: "
+        f"the queue manager closed the connection: {words}"
+    )
+    with pytest.raises(ConnectionLost) as caught:
+        proto.receive_data(replies((0, error(code, words))))
+    assert type(caught.value) is ConnectionLost
+    assert caught.value.message == lost
     assert proto.broken is not None
-    assert proto.broken.message == "the queue manager closed the connection: frame too large"
+    assert proto.broken.message == lost
     assert waiter.wakes == 1
-    with pytest.raises(ConnectionLost, match="frame too large"):
-        proto.result(waiter)
+    for raising in (
+        lambda: proto.result(waiter),
+        lambda: proto.request(bytearray(), cf.GetStatus()),
+        lambda: proto.data_to_send(b"x"),
+    ):
+        with pytest.raises(ConnectionLost) as again:
+            raising()
+        assert type(again.value) is ConnectionLost
+        assert again.value.message == lost
 
 
 def test_the_first_reason_stays_but_a_failure_after_close_says_what_broke() -> None:

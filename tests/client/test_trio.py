@@ -141,3 +141,34 @@ async def test_close_ends_the_client_before_its_block_and_twice_is_harmless(
         with pytest.raises(ConnectionLost, match="the connection was closed"):
             await qm.status()
     assert qm.closed
+
+
+REFUSAL = "too many connections from 127.0.0.1: at most 2 at once"
+
+
+async def test_a_refused_connection_raises_the_daemons_error(fake_daemon: FakeDaemon) -> None:
+    fake_daemon.refusal = cf.ErrorReply(code=int(cf.ErrorCode.LIMIT_EXCEEDED), message=REFUSAL)
+    with pytest.raises(LimitExceeded) as refused:
+        async with open_client(fake_daemon.address):
+            pytest.fail("the connection was refused")
+    assert refused.value.message == (
+        f"the queue manager at {fake_daemon.address} refused the connection: {REFUSAL}"
+    )
+
+
+async def test_a_connection_the_daemon_closes_is_lost_with_its_reason(
+    fake_daemon: FakeDaemon,
+) -> None:
+    async with open_client(fake_daemon.address) as qm:
+        assert fake_daemon.farewell("closing a connection idle for 3 s") == 1
+        lost = (
+            f"lost the connection to the queue manager at {fake_daemon.address}: "
+            "the queue manager closed the connection: closing a connection idle for 3 s"
+        )
+        # Whether the reader saw the notice before the call or while it waited.
+        for _ in range(2):
+            with pytest.raises(ConnectionLost) as caught:
+                await qm.peek("system$;deadletter")
+            assert type(caught.value) is ConnectionLost
+            assert caught.value.message == lost
+        assert qm.closed

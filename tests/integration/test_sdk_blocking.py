@@ -6,9 +6,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess, free_port
+from helpers import DaemonProcess, free_port, settings, wait_until
 from sdk_blocking_kit import send_when
 
 from qmgr.client import (
@@ -17,6 +18,7 @@ from qmgr.client import (
     Delivery,
     InvalidArgument,
     InvalidName,
+    LimitExceeded,
     MessageClass,
     MessageTooLarge,
     QueueError,
@@ -53,6 +55,38 @@ def test_use_after_close_is_a_clear_error(qm: QueueManager) -> None:
     with pytest.raises(ConnectionLost, match="closed"):
         qm.list_queues()
     qm.close()  # twice is fine
+
+
+def test_a_connection_refused_at_a_limit_raises_limit_exceeded(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=settings("limits.max_connections_per_address=2"))
+    with connect(daemon.address), connect(daemon.address):
+        with pytest.raises(LimitExceeded) as refused:
+            connect(daemon.address)
+    assert refused.value.message == (
+        f"the queue manager at {daemon.address} refused the connection: too many connections "
+        "from 127.0.0.1: at most 2 at once (limits.max_connections_per_address)"
+    )
+
+
+def test_a_connection_the_daemon_closed_when_idle_is_lost_with_its_reason(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=settings("server.idle_timeout=0.5"))
+    with connect(daemon.address) as observer, connect(daemon.address) as idle:
+        # The observer keeps asking, so it never idles; the other one is closed.
+        wait_until(lambda: observer.status().connections == 1, timeout=10)
+        lost = (
+            f"lost the connection to the queue manager at {daemon.address}: "
+            "the queue manager closed the connection: closing a connection idle for 0.5 s"
+        )
+        for _ in range(2):  # the call that finds the notice, and every later one
+            with pytest.raises(ConnectionLost) as caught:
+                idle.peek("system$;deadletter")
+            assert type(caught.value) is ConnectionLost
+            assert caught.value.message == lost
+        assert idle.closed
 
 
 # --------------------------------------------------------------------------

@@ -162,6 +162,24 @@ def test_failed_pipelined_send_is_raised_by_the_next_call(qm: QueueManager, txq:
     assert qm.peek(txq) is None
 
 
+def test_a_refused_receive_leaves_a_transaction_that_takes_nothing_more(
+    qm: QueueManager, txq: str
+) -> None:
+    for body in (b"work-1", b"work-2"):
+        qm.send(txq, body)
+    missing = f"missing-{uuid.uuid4().hex}"
+    with qm.begin() as tx:
+        first = tx.receive(txq)
+        assert first is not None
+        with pytest.raises(QueueNotFound, match="does not exist"):
+            tx.receive(missing)
+        # An application that goes on is told at once, before it takes work-2.
+        with pytest.raises(QueueNotFound, match="can only abort: an earlier operation in it"):
+            tx.receive(txq)
+        tx.abort()
+    assert [m.body for m in qm.peek_range(txq)] == [b"work-1", b"work-2"]
+
+
 def test_large_pipelined_transaction(qm: QueueManager, txq: str) -> None:
     body = b"p" * 200
     with qm.begin() as tx:

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 import trio
 import trio.testing
-from helpers import DaemonProcess, free_port
+from helpers import DaemonProcess, free_port, settings
 
 from qmgr.client import (
     AccessDenied,
     AsyncQueueManager,
     ConnectionLost,
     InvalidName,
+    LimitExceeded,
     MessageTooLarge,
     QueueExists,
     QueueNotFound,
@@ -233,6 +234,44 @@ async def test_connection_refused_is_not_an_exception_group() -> None:
     with pytest.raises(ConnectionLost, match="refused"):
         async with open_client(f"127.0.0.1:{port}"):
             pass
+
+
+async def test_a_connection_refused_at_a_limit_raises_limit_exceeded(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=settings("limits.max_connections_per_address=2"))
+    async with open_client(daemon.address), open_client(daemon.address):
+        with pytest.raises(LimitExceeded) as refused:
+            async with open_client(daemon.address):
+                pytest.fail("a third connection was accepted")
+    assert refused.value.message == (
+        f"the queue manager at {daemon.address} refused the connection: too many connections "
+        "from 127.0.0.1: at most 2 at once (limits.max_connections_per_address)"
+    )
+
+
+async def test_a_connection_the_daemon_closed_when_idle_is_lost_with_its_reason(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=settings("server.idle_timeout=0.5"))
+    async with open_client(daemon.address) as observer, open_client(daemon.address) as idle:
+        # The observer keeps asking, so it never idles; the other one is closed.
+        with trio.fail_after(10):
+            while True:
+                status = await observer.status()
+                if status.connections == 1:
+                    break
+                await trio.sleep(0.01)
+        lost = (
+            f"lost the connection to the queue manager at {daemon.address}: "
+            "the queue manager closed the connection: closing a connection idle for 0.5 s"
+        )
+        for _ in range(2):
+            with pytest.raises(ConnectionLost) as caught:
+                await idle.peek("system$;deadletter")
+            assert type(caught.value) is ConnectionLost
+            assert caught.value.message == lost
+        assert idle.closed
 
 
 async def test_errors_in_the_block_propagate_unwrapped(shared_daemon: DaemonProcess) -> None:

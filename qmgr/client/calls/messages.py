@@ -10,6 +10,7 @@ the protocol's ``TWO_PHASE_VERSION``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from wire import client as cf
 
@@ -20,6 +21,9 @@ from .._protocol import ClientProtocol, Flow, W
 from .._replies import expect, ok_value
 
 __all__ = ["RangeInfo", "measure_range", "peek_range", "remove_through"]
+
+#: The most messages one ``PeekRange`` asks for (its ``max_count`` is a u32).
+_MAX_PAGE: Final = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,14 +51,17 @@ def peek_range(
     the queue has no more above ``after``.
 
     Raises:
-        InvalidArgument: ``max_count`` or ``after`` is negative.
+        InvalidArgument: ``max_count`` or ``after`` is negative, or ``after``
+            is over 2**64 - 1.
     """
     if max_count < 0 or after < 0:
         msg = f"max and after must not be negative, not {max_count} and {after}"
         raise InvalidArgument(msg)
     found: list[Message] = []
     while (left := max_count - len(found)) > 0:
-        reply = yield proto.call(cf.PeekRange(queue=queue, after=after, max_count=left))
+        # A page holds at most about 4 MB of messages: asking for u32 at most is no limit.
+        page_size = min(left, _MAX_PAGE)
+        reply = yield proto.call(cf.PeekRange(queue=queue, after=after, max_count=page_size))
         page = expect(reply, cf.MessageList).messages
         if not page:
             break

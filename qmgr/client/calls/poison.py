@@ -27,7 +27,7 @@ from typing import Final
 
 from wire import client as cf
 
-from .._exceptions import InvalidArgument
+from .._exceptions import InvalidArgument, QueueError
 from .._protocol import ClientProtocol, Flow, W
 from .._replies import expect
 from .._transaction import TransactionState
@@ -148,6 +148,11 @@ def transaction_move(
     proto.require(cf.POISON_VERSION, "Transaction.move()", POISON_USE)
     state.check()
     request = _move_request(state.id, from_queue, to_queue, lookup_id, False)
-    result = _moved((yield proto.call(request)))
+    try:
+        reply = yield proto.call(request)
+    except QueueError as exc:
+        proto.earlier_failure(state, exc)
+        raise
+    result = _moved(reply)
     state.check()
     return result.count > 0

@@ -25,6 +25,7 @@ from typing import Final
 from wire import client as cf
 from wire.client import Resolution
 
+from .._codec import check_range
 from .._common import TWO_PHASE_USE
 from .._exceptions import ConnectionLost, InvalidArgument
 from .._protocol import ClientProtocol, Flow, W
@@ -138,9 +139,7 @@ def list_request(prefix: str, resolved: bool, limit: int) -> cf.ListTransactions
     Raises:
         InvalidArgument: ``limit`` is not 0..2**32-1.
     """
-    if not 0 <= limit <= 0xFFFFFFFF:
-        msg = f"limit must be from 0 to {0xFFFFFFFF}, not {limit!r}"
-        raise InvalidArgument(msg)
+    check_range("limit", limit, 0xFFFFFFFF)
     return cf.ListTransactions(prefix=prefix, resolved=bool(resolved), max_count=limit)
 
 

@@ -39,6 +39,19 @@ def test_peek_range_stops_at_max_without_asking_again() -> None:
     assert run_call(messages.peek_range, "q", 0, 0).requests == []
 
 
+def test_peek_range_asks_at_most_a_u32_of_messages_at_a_time() -> None:
+    # A page holds about 4 MB of messages: max over 2**32 - 1 is no limit, not an error.
+    run = run_call(messages.peek_range, "q", 0, 2**40, answers=[page(11), page()])
+    assert [r.max_count for r in run.requests] == [2**32 - 1, 2**32 - 1]  # type: ignore[attr-defined]
+    with pytest.raises(InvalidArgument, match=r"after must be 0\.\.18446744073709551615"):
+        run_call(messages.peek_range, "q", 2**64, 10)
+
+
+def test_measure_range_names_a_number_out_of_range() -> None:
+    with pytest.raises(InvalidArgument, match=r"max_count must be 0\.\.4294967295, not 4294967296"):
+        run_call(messages.measure_range, "q", 0, 2**32)
+
+
 def test_peek_range_refuses_another_reply() -> None:
     with pytest.raises(ConnectionLost, match="not MessageList"):
         run_call(messages.peek_range, "q", 0, 10, answers=[cf.NoMessage()])
