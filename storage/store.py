@@ -20,7 +20,8 @@ writer thread, as the daemon does), the store decides everything else:
   it), and the batch is tried again; if it still does not fit, the units
   that only free space (receives, purges, deletions) are planned
   again on their own and may use the headroom kept for them (the map's last
-  part, then the ballast file's space); the other units fail with
+  part, then the ballast file's space, which calls
+  :attr:`Store.on_ballast_released`); the other units fail with
   ``StoreFull``; so removing data always works on a full store;
 * any other failure fails the batch as a whole, with nothing applied.
 
@@ -63,6 +64,10 @@ from .reservations import NO_RESERVATION, PreparedInfo
 from .units import Unit, UnitOutcome
 
 __all__ = ["SCHEMA_VERSION", "Store"]
+
+
+def _nothing() -> None:
+    """The default of ``Store.on_ballast_released``."""
 
 
 class Store:
@@ -111,6 +116,9 @@ class Store:
             self._env.close()
             raise
         self._reader = MessageReader(self._env, self._catalog)
+        #: Called, on the thread that drives commits, each time a write gives up
+        #: the ballast (a full disk): whoever puts it back may start at once.
+        self.on_ballast_released: Callable[[], None] = _nothing
 
     # ------------------------------------------------------------------ the environment
 
@@ -139,6 +147,12 @@ class Store:
         """True while the space kept back for removals on a full disk is in place."""
         return self._env.has_ballast
 
+    @property
+    def ballast_size(self) -> int:
+        """Bytes of that space held now (below ``reserve_size`` while a full disk
+        keeps the ballast from growing back)."""
+        return self._env.ballast_size
+
     def usage(self) -> Usage:
         """How much of the store is in use and how far it may grow (for monitoring).
 
@@ -153,7 +167,8 @@ class Store:
         return dict(self._catalog.counts)
 
     def restore_ballast(self) -> bool:
-        """Allocate the ballast again if a full disk used it; True if it is in place."""
+        """Allocate the ballast again if a full disk used it, as far as the disk has
+        room (see ``environment``); True if it holds all of ``reserve_size``."""
         return self._env.restore_ballast()
 
     def close(self) -> None:
@@ -506,6 +521,7 @@ class Store:
             if plan.privileged:
                 # Removals only, and still no room: give them the ballast's space.
                 if isinstance(failed, StoreFull) and env.release_ballast():
+                    self.on_ballast_released()
                     continue
                 raise full
             # Only the first plan (all of ``units``) is not privileged.

@@ -219,14 +219,20 @@ class QueueManagerCore:
         limit = self.ordinals.reservation()
         return None if limit is None else Unit((ReserveOrdinals(limit),))
 
-    def ordinals_reserved(self, unit: Unit, outcome: UnitOutcome | None) -> None:
-        """The reservation unit was written (``outcome``) or failed (None)."""
+    def ordinals_reserved(
+        self, unit: Unit, outcome: UnitOutcome | None, batch_error: BaseException | None = None
+    ) -> QueueManagerError | None:
+        """The reservation unit was written (``outcome``) or failed (None, with the
+        batch's error when known); returns why it failed, if it did."""
         op = unit.ops[0]
         assert isinstance(op, ReserveOrdinals)
-        if outcome is None or outcome.error is not None:
-            self.ordinals.reservation_failed()
-        else:
+        if outcome is not None and outcome.error is None:
             self.ordinals.reserved(op.limit)
+            return None
+        cause = outcome.error if outcome is not None else batch_error
+        failure = None if cause is None else from_store_error(cause)
+        self.ordinals.reservation_failed(failure)
+        return failure
 
     @property
     def reservation_wanted(self) -> bool:

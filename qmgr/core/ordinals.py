@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .errors import LimitExceeded
+from .errors import LimitExceeded, QueueManagerError
 
 #: Ordinals reserved at a time.
 BLOCK: Final = 1 << 20
@@ -29,13 +29,15 @@ BLOCK: Final = 1 << 20
 class OrdinalAllocator:
     """Hands out message-id ordinals below the durable limit."""
 
-    __slots__ = ("_durable", "_next", "_requested")
+    __slots__ = ("_durable", "_failure", "_next", "_requested")
 
     def __init__(self, durable_limit: int) -> None:
         """``durable_limit`` is the store's ordinal limit at start-up."""
         self._next = durable_limit
         self._durable = durable_limit
         self._requested = durable_limit
+        # Why the last reservation could not be written (None: it was, or none failed).
+        self._failure: QueueManagerError | None = None
 
     @property
     def wanted(self) -> bool:
@@ -58,10 +60,14 @@ class OrdinalAllocator:
         """The store has made ``limit`` durable."""
         self._durable = max(self._durable, limit)
         self._requested = max(self._requested, self._durable)
+        self._failure = None
 
-    def reservation_failed(self) -> None:
-        """The reservation could not be written; ask again next time."""
+    def reservation_failed(self, error: QueueManagerError | None = None) -> None:
+        """The reservation could not be written (``error``: why, when known); ask
+        again next time."""
         self._requested = self._durable
+        if error is not None:
+            self._failure = error
 
     def take(self) -> int:
         """The next ordinal (1..0xFFFFFFFF).
@@ -69,9 +75,15 @@ class OrdinalAllocator:
         Raises:
             LimitExceeded: every ordinal below the durable limit is used and
                 the next reservation is not written yet.
+            the error of the last reservation (``StoreFull`` on a full store),
+                when every ordinal is used because it could not be written.
         """
         count = self._next
         if count >= self._durable:
+            failure = self._failure
+            if failure is not None:
+                text = f"no message id is free: reserving more failed: {failure.message}"
+                raise type(failure)(text)
             msg = "message ids are being reserved in the store; retry the send"
             raise LimitExceeded(msg)
         self._next = count + 1

@@ -289,7 +289,11 @@ class Daemon:
             raise StartupError(msg) from exc
         for unit, outcome in zip(units, outcomes, strict=True):
             if reservation is unit:
-                core.ordinals_reserved(unit, outcome)
+                failure = core.ordinals_reserved(unit, outcome)
+                if failure is not None:
+                    # Sends fail with this error until the maintenance worker's
+                    # retry gets the reservation written (room freed).
+                    self.log.warning("message_id_reservation_failed", error=failure.message)
             elif not unit.atomic:
                 made = [r for r in outcome.results if isinstance(r, storage.SubqueuesCreated)]
                 self.log.info("subqueues_created", queues=sum(len(r.records) for r in made))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from qmgr.core.errors import LimitExceeded
+from qmgr.core.errors import LimitExceeded, StoreFull
 from qmgr.core.ordinals import BLOCK, OrdinalAllocator
 
 from .conftest import OpenCore
@@ -37,6 +37,24 @@ def test_a_failed_reservation_is_asked_again() -> None:
     ordinals.reservation_failed()
     assert ordinals.wanted
     assert ordinals.reservation() == BLOCK
+
+
+def test_with_no_id_left_a_send_gets_the_reservation_s_failure() -> None:
+    ordinals = OrdinalAllocator(0)
+    with pytest.raises(LimitExceeded, match="being reserved"):
+        ordinals.take()  # none written yet: retrying may succeed
+    ordinals.reservation()
+    ordinals.reservation_failed(StoreFull("the store is full: no room"))
+    with pytest.raises(StoreFull) as refused:
+        ordinals.take()
+    assert str(refused.value) == (
+        "no message id is free: reserving more failed: the store is full: no room"
+    )
+    ordinals.reservation_failed()  # failed again, cause unknown: the last cause stays
+    with pytest.raises(StoreFull):
+        ordinals.take()
+    ordinals.reserved(ordinals.reservation() or 0)
+    assert ordinals.take() == 1
 
 
 def test_a_new_block_is_wanted_before_the_last_runs_out() -> None:

@@ -13,7 +13,11 @@ Three :class:`~.worker.Worker` s, run together by :class:`Maintenance`:
   order: raise the store's message-id limit when the core runs low; erase
   deleted queues and purged messages in bounded steps, one unit per batch
   so that other clients' commits share the batches and keep flowing; and
-  put the ballast file back once a full disk has room again;
+  put the ballast file back once a full disk has room again. A write that
+  gives up the ballast wakes it (``Store.on_ballast_released``), and while
+  the ballast is short it looks again every :data:`RETRY_SECONDS`: the
+  store takes whatever room there is at once and grows the ballast as more
+  appears, before new messages can take that room;
 * the :class:`OutcomePruner` deletes, every :data:`PRUNE_INTERVAL` and in
   bounded steps, the outcomes of global transaction ids older than
   ``transactions.outcome_retention``.
@@ -143,6 +147,9 @@ class Eraser(Worker):
         self._core = core
         self._erase_step = erase_step
         self._retry = False
+        store.on_ballast_released = self.wake
+        # The last reservation of message ids failed (its warning is logged).
+        self._reservation_failing = False
 
     async def step(self) -> float:
         self._retry = False
@@ -158,10 +165,12 @@ class Eraser(Worker):
         if unit is None:
             return
         written = await self.submit(unit)
-        if written.batch_error is not None:
-            self.log.warning("message_id_reservation_failed", error=str(written.batch_error))
+        failure = core.ordinals_reserved(unit, written.outcome, written.batch_error)
+        if failure is not None:
+            if not self._reservation_failing:  # once, not at every retry
+                self.log.warning("message_id_reservation_failed", error=failure.message)
             self._retry = True
-        core.ordinals_reserved(unit, written.outcome)
+        self._reservation_failing = failure is not None
 
     async def _erase(self) -> None:
         for queue_id in self._store.queues_to_erase():

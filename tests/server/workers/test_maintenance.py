@@ -17,6 +17,7 @@ from core.harness import NEG_RECEIVE, WALL, CoreHarness, classes
 import storage
 from qmgr.core import two_phase
 from qmgr.core.engine import QueueManagerCore
+from qmgr.core.errors import InternalError
 from qmgr.core.transactions import Transaction
 from qmgr.server.committer import Committer
 from qmgr.server.signals import Wakeup
@@ -165,11 +166,16 @@ async def test_message_ids_are_reserved_before_erasing(
     restarted = QueueManagerCore(qm.store)  # no reservation written since its start
     assert restarted.reservation_wanted
     eraser = Eraser(qm.store, restarted, 2, Wakeup(), committer=committer, signals=signals)
-    fail_batches(1)
+    fail_batches(2)
     with structlog.testing.capture_logs() as logs:
         assert await eraser.step() == RETRY_SECONDS
-    assert "message_id_reservation_failed" in [log["event"] for log in logs]
+        assert await eraser.step() == RETRY_SECONDS  # failing still: not logged again
+    failed = [log for log in logs if log["event"] == "message_id_reservation_failed"]
+    assert [log["error"] for log in failed] == ["store error: I/O error (simulated)"]
     assert restarted.reservation_wanted
+    # Until it is written, a send that finds no id free says why.
+    with pytest.raises(InternalError, match="no message id is free: reserving more failed"):
+        restarted.ordinals.take()
     limit = qm.store.ordinal_limit
     assert await eraser.step() == UNTIL_WOKEN
     assert not restarted.reservation_wanted
@@ -185,6 +191,16 @@ async def test_the_ballast_is_put_back_once_there_is_room(
     assert await eraser.step() == RETRY_SECONDS  # the disk is still full
     room[0] = True
     assert await eraser.step() == UNTIL_WOKEN
+
+
+async def test_a_write_that_gives_up_the_ballast_wakes_the_eraser(
+    qm: CoreHarness, committer: Committer, signals: RecordingSignals
+) -> None:
+    wakeup = Wakeup()
+    Eraser(qm.store, qm.core, 2, wakeup, committer=committer, signals=signals)
+    qm.store.on_ballast_released()
+    with trio.fail_after(5):  # set: returns at once
+        await wakeup.wait()
 
 
 # ---------------------------------------------------------------------- outcomes
