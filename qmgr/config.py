@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import math
 import socket
 import tomllib
 import uuid
@@ -209,9 +210,13 @@ def load_config(
 
 def _build(attributes: dict[str, Any]) -> Config:
     for (section, key), spec in KEYS.items():
+        value = attributes[spec.attribute]
+        if spec.kind is float and isinstance(value, float) and not math.isfinite(value):
+            msg = f"{section}.{key} must be a finite number, not {value}"
+            raise ConfigError(msg)
         check = spec.check
         if check is not None:
-            problem = check(attributes[spec.attribute])
+            problem = check(value)
             if problem is not None:
                 msg = f"{section}.{key} {problem}"
                 raise ConfigError(msg)
@@ -248,6 +253,9 @@ def _build(attributes: dict[str, Any]) -> Config:
     config = Config(**fields)
     if config.peer_retry_max < config.peer_retry_initial:
         msg = "peers.retry_max must not be below peers.retry_initial"
+        raise ConfigError(msg)
+    if config.peer_order_ack_max_delay < config.peer_order_ack_delay:
+        msg = "peers.order_ack_max_delay must not be below peers.order_ack_delay"
         raise ConfigError(msg)
     _check_listeners(config)
     _check_tls(config)

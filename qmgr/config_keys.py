@@ -72,10 +72,30 @@ def _not_empty(value: Any) -> str | None:
 _MIN_MAP_SIZE = 1 << 20
 
 
+#: The largest size a store key takes (64 TiB): a map must fit the address space.
+_MAX_SIZE = 1 << 46
+
+
 def _map_size(value: Any) -> str | None:
-    if value >= _MIN_MAP_SIZE:
+    if _MIN_MAP_SIZE <= value <= _MAX_SIZE:
         return None
-    return f"must be at least {_MIN_MAP_SIZE} bytes (1 MiB), not {value}"
+    return f"must be {_MIN_MAP_SIZE} (1 MiB) to {_MAX_SIZE} bytes (64 TiB), not {value}"
+
+
+def _reserve_size(value: Any) -> str | None:
+    if 0 <= value <= _MAX_SIZE:
+        return None
+    return f"must be 0 to {_MAX_SIZE} bytes (64 TiB), not {value}"
+
+
+#: peers.ack_timeout travels in EstablishConnection as a u32 of milliseconds.
+_MAX_ACK_TIMEOUT = 0xFFFFFFFF // 1000
+
+
+def _ack_timeout(value: Any) -> str | None:
+    if 0 < value <= _MAX_ACK_TIMEOUT:
+        return None
+    return f"must be more than 0 and at most {_MAX_ACK_TIMEOUT} seconds, not {value}"
 
 
 def _max_map_size(value: Any) -> str | None:
@@ -165,7 +185,7 @@ KEYS: Final[dict[tuple[str, str], Key]] = {
     ("limits", "max_frame_bytes"): Key("max_frame_bytes", int, _positive),
     ("store", "initial_map_size"): Key("initial_map_size", int, _map_size),
     ("store", "max_map_size"): Key("max_map_size", int, _max_map_size),
-    ("store", "reserve_size"): Key("reserve_size", int, _not_negative),
+    ("store", "reserve_size"): Key("reserve_size", int, _reserve_size),
     ("store", "erase_step"): Key("erase_step", int, _positive),
     ("store", "writer_thread"): Key("writer_thread", bool),
     ("http", "listen"): Key("http_listen", str),
@@ -194,7 +214,7 @@ KEYS: Final[dict[tuple[str, str], Key]] = {
     ("peers", "window"): Key(
         "peer_window", int, lambda v: None if 1 <= v <= 0xFFFF else "must be 1..65535"
     ),
-    ("peers", "ack_timeout"): Key("peer_ack_timeout", float, _positive),
+    ("peers", "ack_timeout"): Key("peer_ack_timeout", float, _ack_timeout),
     ("peers", "recoverable_ack_timeout"): Key("peer_recoverable_ack_timeout", float, _positive),
     ("peers", "init_timeout"): Key("peer_init_timeout", float, _positive),
     ("peers", "idle_timeout"): Key("peer_idle_timeout", float, _positive),

@@ -138,8 +138,9 @@ def load_tokens(configured: Mapping[str, str], path: Path | None) -> tuple[Token
     can read).
 
     Raises:
-        ValueError: the file cannot be read, a line of it is wrong, or other
-            users may write it (they could add a token).
+        ValueError: the file cannot be read, a line of it is wrong, other
+            users may write it (they could add a token), a name has another
+            token in the file than in ``auth.tokens``, or two names have one token.
     """
     hashes = dict(configured)  # checked with the configuration
     warnings: list[str] = []
@@ -160,8 +161,34 @@ def load_tokens(configured: Mapping[str, str], path: Path | None) -> tuple[Token
                 f"auth.tokens_file {path} can be read by other users (mode {mode:04o}); "
                 f"chmod 600 {path}"
             )
-        hashes.update(read_tokens_file(path))
+        for name, text in read_tokens_file(path).items():
+            if name in hashes and parse_hash(hashes[name]) != parse_hash(text):
+                msg = (
+                    f"{name!r} has one token in auth.tokens and another in auth.tokens_file "
+                    f"{path}: keep one"
+                )
+                raise ValueError(msg)
+            hashes[name] = text
+    _check_one_name_per_token(hashes)
     return TokenBook(hashes), warnings
+
+
+def _check_one_name_per_token(hashes: Mapping[str, str]) -> None:
+    """Refuse two names with one token: whoever holds it would be either.
+
+    Raises:
+        ValueError: two names share a hash.
+    """
+    seen: dict[bytes, str] = {}
+    for name, text in sorted(hashes.items()):
+        digest = parse_hash(text)
+        other = seen.setdefault(digest, name)
+        if other != name:
+            msg = (
+                f"{other!r} and {name!r} have the same token (the same hash): "
+                "give each name a token of its own (qmgr auth token NAME)"
+            )
+            raise ValueError(msg)
 
 
 class TokenBook:

@@ -96,3 +96,29 @@ def test_a_file_others_may_write_is_refused_and_one_they_may_read_warned_of(
         load_tokens(configured, path)
     book, warnings = load_tokens(configured, None)
     assert (book.principal_of("a"), warnings) == ("alice", [])
+
+
+def test_a_name_with_two_tokens_or_a_token_with_two_names_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"bob {hash_token('b')}\nalice {hash_token('a')}\n")
+    path.chmod(0o600)
+    # The same token in both places is not a conflict.
+    book, _ = load_tokens({"alice": hash_token("a")}, path)
+    assert (book.principal_of("a"), book.principal_of("b")) == ("alice", "bob")
+    with pytest.raises(ValueError, match=r"'alice' has one token in auth\.tokens and another"):
+        load_tokens({"alice": hash_token("other")}, path)
+    # Bob's token under alice's name would let bob act as alice.
+    with pytest.raises(ValueError, match="'alice' and 'bob' have the same token"):
+        load_tokens({"carol": hash_token("c")}, _written(tmp_path, "bob a", "alice a"))
+    with pytest.raises(ValueError, match="'alice' and 'carol' have the same token"):
+        load_tokens({"alice": hash_token("x"), "carol": hash_token("x")}, None)
+
+
+def _written(directory: Path, *lines: str) -> Path:
+    """A tokens file of ``NAME TOKEN`` lines, each token stored as its hash."""
+    path = directory / "more-tokens"
+    path.write_text(
+        "".join(f"{name} {hash_token(token)}\n" for name, token in map(str.split, lines))
+    )
+    path.chmod(0o600)
+    return path
