@@ -57,6 +57,7 @@ __all__ = [
     "plain_table",
     "plural",
     "print_listing",
+    "print_table",
     "reports_errors",
     "right",
     "server_of",
@@ -316,11 +317,16 @@ def print_listing(
     elif not items and empty is not None:
         click.echo(empty)
     else:
-        built = table(items)
-        if built.row_count > PLAIN_ROWS:
-            click.echo(plain_table(built))
-        else:
-            stdout_console().print(built)
+        print_table(table(items))
+
+
+def print_table(table: Table, console: Console | None = None) -> None:
+    """``table`` for people: laid out by rich (on ``console``, else standard
+    output), or as plain aligned text past :data:`PLAIN_ROWS` rows."""
+    if table.row_count > PLAIN_ROWS:
+        click.echo(plain_table(table))
+    else:
+        (console or stdout_console()).print(table)
 
 
 #: Rows past which a listing is printed as plain aligned text: rich lays a table

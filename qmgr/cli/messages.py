@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import click
 from rich import progress as rich_progress
 
-from qmgr.client import Message
+from qmgr.client import ConnectionLost, Message, QueueError
 from qmgr.client.shapes import iso, message_json
 
 from .common import (
@@ -102,7 +102,12 @@ def send(
     payload = _read_body(body, file_path)
     delivery = "express" if express else "recoverable"
     started = time.monotonic()
-    with client(ctx) as qm, Progress.of(count, f"sending to {destination}", "send") as progress:
+    sent = 0
+    with (
+        _saying_how_many_on_error("sent", lambda: sent, count),
+        client(ctx) as qm,
+        Progress.of(count, f"sending to {destination}", "send") as progress,
+    ):
         for _ in range(count):
             message_id = qm.send(
                 destination,
@@ -113,12 +118,32 @@ def send(
                 transactional=transactional,
                 **reports,
             )
+            sent += 1
             if count == 1:
                 click.echo(message_id)
             progress.advance()
     if count > 1:
         elapsed = time.monotonic() - started
         click.echo(f"sent {count} messages to {destination} in {elapsed:.2f} s")
+
+
+@contextmanager
+def _saying_how_many_on_error(verb: str, done: Callable[[], int], count: int) -> Iterator[None]:
+    """In a run of ``count`` messages, say on stderr how many were ``verb`` when an
+    error stops it (the error itself follows): an operator who runs the command
+    again can then ask for the rest only."""
+    try:
+        yield
+    except QueueError as exc:
+        if count > 1:
+            maybe = (
+                "; the one under way when the connection was lost may have been too"
+                if isinstance(exc, ConnectionLost)
+                else ""
+            )
+            note = f"note: {verb} {done()} of {plural(count, 'message')} before the error{maybe}"
+            click.echo(note, err=True)
+        raise
 
 
 def _read_body(body: str | None, file_path: Path | None) -> bytes:
@@ -278,7 +303,11 @@ def move(
     moved = 0
     deadline = time.monotonic() + timeout
     progress_bar = Progress.of(count, f"moving {source} to {destination}", "move")
-    with client(ctx) as qm, progress_bar as progress:
+    with (
+        _saying_how_many_on_error("moved", lambda: moved, count),
+        client(ctx) as qm,
+        progress_bar as progress,
+    ):
         for _ in range(count):
             with qm.begin() as tx:
                 message = tx.receive(source, max(0.0, deadline - time.monotonic()))

@@ -27,6 +27,7 @@ from .common import (
     listing_table,
     plural,
     print_listing,
+    print_table,
     reports_errors,
     right,
     yes_option,
@@ -198,8 +199,8 @@ def print_peering_tables(console: Console, info: Status) -> None:
     if info.outgoing:
         console.print()
         console.print("Outgoing queues", highlight=False)
-        console.print(outgoing_table(info.outgoing))
+        print_table(outgoing_table(info.outgoing), console)
     if info.incoming:
         console.print()
         console.print("Incoming sequences", highlight=False)
-        console.print(incoming_table(info.incoming))
+        print_table(incoming_table(info.incoming), console)

@@ -14,7 +14,7 @@ import click
 
 from qmgr.client.shapes import iso, status_json
 
-from .common import client, json_option, reports_errors, size, stdout_console
+from .common import client, json_option, print_table, reports_errors, size, stdout_console
 from .outgoing import print_peering_tables
 from .queues import queue_table
 from .routes import print_routing_lines, routing_or_none
@@ -60,5 +60,5 @@ def status(ctx: click.Context, as_json: bool) -> None:
             highlight=False,
         )
     console.print()
-    console.print(queue_table(info.queues))
+    print_table(queue_table(info.queues), console)
     print_peering_tables(console, info)

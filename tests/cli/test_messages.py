@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from fake_daemon import FakeDaemon
+from helpers import DaemonProcess
 from rich.console import Console
 from wire_samples import QUEUE_INFO
 
@@ -89,6 +90,24 @@ def test_send_count(fake_daemon: FakeDaemon) -> None:
     assert result.stdout.startswith("sent 3 messages to orders in ")
     assert result.stdout.endswith(" s\n")
     assert [r.message.body for r in sent(fake_daemon)] == [b"x"] * 3
+
+
+def test_a_run_stopped_by_an_error_says_how_far_it_got(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    # The quota takes two 256-byte messages: the third send is refused.
+    ok(run(shared_daemon, "queue", "create", queue_name, "--quota", "600", "--transactional"))
+    stopped = run(shared_daemon, "send", queue_name, "--body", "x" * 256, "--count", "5")
+    assert stopped.exit_code == 1
+    note, error = stopped.stderr.splitlines()
+    assert note == "note: sent 2 of 5 messages before the error"
+    assert error.startswith("error: ")
+    assert "quota" in error
+    small = f"{queue_name}-small"
+    ok(run(shared_daemon, "queue", "create", small, "--quota", "450", "--transactional"))
+    moved = run(shared_daemon, "move", queue_name, small, "--count", "2")
+    assert moved.exit_code == 1
+    assert moved.stderr.splitlines()[0] == "note: moved 1 of 2 messages before the error"
 
 
 def test_send_errors(fake_daemon: FakeDaemon, tmp_path: Path) -> None:

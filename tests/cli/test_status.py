@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from fake_daemon import FakeDaemon
 from wire_samples import BILLING, ORDERS, QM_GUID, SOURCE_QM
+
+from qmgr.cli import common
 
 from .kit import ok, run
 
@@ -101,3 +104,19 @@ def test_status_without_peering_has_no_tables_but_empty_json_lists(
     assert "Incoming sequences" not in text
     status = json.loads(ok(run(fake_daemon, "status", "--json")).stdout)
     assert (status["outgoing"], status["incoming"]) == ([], [])
+
+
+def test_status_lists_many_rows_as_plain_text(
+    fake_daemon: FakeDaemon, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Past PLAIN_ROWS rows, rich's layout would take seconds (14 s for 20,000 queues).
+    tables = ok(run(fake_daemon, "status")).stdout.split("Outgoing queues")[1]
+    assert "━" in tables
+    monkeypatch.setattr(common, "PLAIN_ROWS", 0)
+    plain = ok(run(fake_daemon, "status")).stdout.split("Outgoing queues")[1]
+    assert "━" not in plain
+    assert "│" not in plain
+    lines = plain.splitlines()
+    assert lines[1].split()[:2] == ["destination", "next"]
+    assert set(lines[2].replace(" ", "")) == {"-"}
+    assert lines[3].startswith("DIRECT=TCP:10.0.0.5:1901\\private$\\orders ")

@@ -130,7 +130,8 @@ def whole_number(text: str, name: str, low: int, high: int) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 20) or not (
         low <= int(text) <= high
     ):
-        raise _out_of_range(name, low, high, repr(text))
+        shown = repr(text) if len(text) <= 40 else f"a value of {len(text)} characters"
+        raise _out_of_range(name, low, high, shown)
     return int(text)
 
 
@@ -229,8 +230,11 @@ class ApiCall:
             return self._body
         try:
             found = json.loads(data)
-        except (ValueError, RecursionError):
-            msg = "the body is not JSON"
+        except (ValueError, RecursionError) as exc:
+            # A number too long to convert is valid JSON, but no field takes one.
+            reason = str(exc).lower()
+            too_long = "exceeds the limit" in reason and "digits" in reason
+            msg = "the body has a number too long" if too_long else "the body is not JSON"
             raise ApiError(400, "bad_request", msg) from None
         if not isinstance(found, dict):
             msg = "the body must be a JSON object"

@@ -94,21 +94,29 @@ class PoisonWorker(Worker):
                 operations=len(unit.ops),
             )
             return False
-        for op, result in zip(unit.ops, written.outcome.results, strict=True):
+        outcome = written.outcome
+        for op, result in zip(unit.ops, outcome.results, strict=True):
             if isinstance(op, storage.MoveMessage):
-                self._log_move(op, result)
+                self._log_move(op, result, outcome.error)
         return True
 
-    def _log_move(self, op: storage.MoveMessage, result: storage.Result) -> None:
+    def _log_move(
+        self,
+        op: storage.MoveMessage,
+        result: storage.Result,
+        unit_error: storage.StoreError | None,
+    ) -> None:
         store = self._store
         source = store.get_queue_by_id(op.queue_id)
         target = store.get_queue_by_id(op.target_id)
         if not isinstance(result, storage.Moved):
+            # A move skipped because its unit failed says why the unit did.
+            error = getattr(result, "error", None) or unit_error
             self.log.warning(
                 "poison_move_failed",
                 queue=None if source is None else source.name,
                 lookup_id=op.lookup_id,
-                error=str(getattr(result, "error", result)),
+                error=str(error) if error is not None else type(result).__name__,
             )
             return
         log = self.log.warning if op.reason is storage.MoveReason.POISON else self.log.info

@@ -276,6 +276,22 @@ async def test_a_lookup_id_out_of_range_is_a_bad_request_naming_it(
     assert len(page.json["messages"]) == 1  # nothing moved
 
 
+async def test_numbers_too_long_are_bad_requests_that_do_not_echo_them(api: Api) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    digits = "9" * 5000
+    body = b'{"to": "orders;poison", "lookup_id": ' + digits.encode() + b"}"
+    moved = await api.call("POST", "/api/v1/queues/orders/move", body)
+    assert (moved.status, moved.json["error"]["message"]) == (
+        400,
+        "the body has a number too long",
+    )
+    page = await api.call("GET", "/api/v1/queues/orders/messages", query=f"after={digits}")
+    assert (page.status, page.json["error"]["message"]) == (
+        400,
+        f"after must be a whole number from 0 to {2**64 - 1}, not a value of 5000 characters",
+    )
+
+
 @pytest.mark.parametrize(
     ("path", "body"),
     [

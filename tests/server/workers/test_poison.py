@@ -122,3 +122,18 @@ async def test_a_failed_write_releases_the_message_it_would_have_moved(
     assert "poison_handling_write_failed" in [log["event"] for log in logs]
     assert qm.bodies("p;retry") == []
     assert qm.take("p") is not None  # released, not held
+
+
+async def test_a_move_skipped_with_its_unit_logs_why_the_unit_failed(
+    qm: CoreHarness, worker: PoisonWorker
+) -> None:
+    create(qm)
+    queue = qm.core.queue("p")
+    move = storage.MoveMessage(queue.queue_id, 1, queue.queue_id, reason=storage.MoveReason.RETRY)
+    with structlog.testing.capture_logs() as logs:
+        worker._log_move(move, storage.SKIPPED, storage.StoreFull("the disk is full"))
+        worker._log_move(move, storage.SKIPPED, None)
+    assert [(log["event"], log["error"]) for log in logs] == [
+        ("poison_move_failed", "the disk is full"),
+        ("poison_move_failed", "Skipped"),
+    ]
