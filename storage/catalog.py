@@ -163,7 +163,9 @@ class Catalog:
         self.counts: dict[tuple[object, ...], int] = {}
         self.qm_guid = uuid.UUID(int=0)
         self._env = env
-        self.dbs = env.write_growing("open store", self._load)
+        # Privileged: a store already past an ordinary limit lowered since
+        # (store.max_map_size) must still open, so that it can be emptied.
+        self.dbs = env.write_growing("open store", self._load, privileged=True)
 
     def _load(self, txn: Txn) -> Databases:
         # The named databases are opened in a write transaction so that a new

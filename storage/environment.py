@@ -145,6 +145,11 @@ _T = TypeVar("_T")
 BALLAST_MARGIN: Final = 256 * 1024
 
 
+#: How far past what a store holds removals may grow its map when it is
+#: opened past ``max_map_size`` (:meth:`Environment._overdrawn`).
+_OVERDRAWN_ROOM: Final = 1 << 20
+
+
 #: The smallest step by which :meth:`Environment.restore_ballast` tries a
 #: smaller ballast when the one it tried did not fit.
 _BALLAST_STEP: Final = 64 * 1024
@@ -218,10 +223,14 @@ class Environment:
         if max_map_size is None:
             self._ordinary_cap: int | None = None
             self._privileged_cap: int | None = None
+            self._limit: int | None = None
         else:
             top = _round_down(max_map_size)
             headroom = min(self._reserve_size, _round_down(top // 8)) if reserve_size else 0
             self._privileged_cap = top
+            #: ``max_map_size`` as configured, for messages (the privileged cap
+            #: may lie past it, see ``_overdrawn``).
+            self._limit = top
             self._ordinary_cap = max(top - headroom, _PAGE_SIZE)
         self._env: lmdb.Environment | None = None
         self._dbs: list[lmdb._Database] = []
@@ -233,6 +242,7 @@ class Environment:
             if self._ordinary_cap is not None:
                 start = min(start, self._ordinary_cap)
             self._env = self._open(start)
+            self._overdrawn()
             self.settle()
         except BaseException:
             self._release_lock()
@@ -292,6 +302,18 @@ class Environment:
             env.close()
             raise translate_lmdb_error(exc, action) from exc
         return env
+
+    def _overdrawn(self) -> None:
+        """A store opened past ``max_map_size`` (a limit lowered since it grew) lets
+        removals grow the map a little past what it holds, so that it can be
+        emptied; ordinary writes stay refused until it is back under its limit."""
+        cap = self._privileged_cap
+        if cap is None:
+            return
+        info = self.lmdb.info()
+        held = round_up((info["last_pgno"] + 1) * _PAGE_SIZE)
+        if held > cap:
+            self._privileged_cap = held + _OVERDRAWN_ROOM
 
     def open_db(self, txn: Txn, name: bytes | None) -> lmdb._Database:
         """Open (creating if needed) a named database inside a write transaction;
@@ -371,20 +393,23 @@ class Environment:
         except OSError as exc:
             raise translate_os_error(exc, action) from exc
 
-    def write_growing(self, action: str, work: Callable[[Txn], _T]) -> _T:
+    def write_growing(
+        self, action: str, work: Callable[[Txn], _T], *, privileged: bool = False
+    ) -> _T:
         """:meth:`write`, growing the map and running ``work`` again while it does not fit.
 
         For writes made on the owner's thread with nothing else in flight
-        (opening, tools, tests). ``work`` must be repeatable.
+        (opening, tools, tests). ``work`` must be repeatable; ``privileged``
+        as for :meth:`write`.
 
         Raises:
             StoreFull: the map cannot grow or the disk is full; nothing applied.
         """
         while True:
             try:
-                return self.write(action, work)
+                return self.write(action, work, privileged=privileged)
             except MapFull as exc:
-                if not self.grow(privileged=False):
+                if not self.grow(privileged=privileged):
                     raise self.full_error(action) from exc
 
     def _pages_in_use(self, txn: Txn) -> int:
@@ -460,7 +485,7 @@ class Environment:
         if cap is None:
             return StoreFull(f"{action}: the store map cannot grow any more")
         return StoreFull(
-            f"{action}: the store is at its limit of {self._privileged_cap} bytes "
+            f"{action}: the store is at its limit of {self._limit} bytes "
             "(store.max_map_size); remove messages or raise the limit"
         )
 

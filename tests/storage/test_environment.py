@@ -174,6 +174,22 @@ def test_at_the_limit_appends_fail_while_removals_in_the_same_batch_commit(
     assert counters(limited, "q")[1] == stored - 20
 
 
+def test_a_store_past_a_limit_lowered_since_opens_and_can_be_emptied(
+    open_store: StoreOpener, reopen: Reopener
+) -> None:
+    store = open_store(initial_map_size=1 * MIB)
+    queue = create_queue(store, "q", transactional=True)
+    fill(store, queue, 12, BIG)  # 3 MiB in use
+    lowered = reopen(store, initial_map_size=1 * MIB, max_map_size=2 * MIB, reserve_size=RESERVE)
+    [refused] = commit(lowered, unit(append(queue)))
+    assert isinstance(refused.error, StoreFull)
+    for lookup_id in oldest(lowered, queue, 12):
+        [removed] = commit(lowered, unit(remove(queue, lookup_id)))
+        assert removed.error is None
+    assert counters(lowered, "q")[1] == 0
+    assert fill(lowered, queue, 1) == [13]  # room again under the new limit
+
+
 @pytest.mark.parametrize("transactional", [True, False])
 def test_a_full_store_can_be_purged_erased_and_filled_again_and_again(
     limited: Store, transactional: bool
