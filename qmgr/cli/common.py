@@ -83,6 +83,13 @@ _TLS_HINT = (
     " If it is running, its client port may require TLS: connect with --tls-ca CA.pem "
     "(or QMGR_TLS_CA)."
 )
+#: How OpenSSL reports, on the client, a server that wanted a certificate it
+#: was not given (TLS 1.3: after the handshake, with the first read).
+_NO_CERTIFICATE_SIGNS = ("certificate required", "eof occurred in violation of protocol")
+_CERTIFICATE_HINT = (
+    " If it is running, it may require a client certificate (auth.required, and no "
+    "token given): connect with --tls-cert CERT.pem --tls-key KEY.pem, or with --token."
+)
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
 #: before the Hello was answered (``ClientProtocol.handshake_error``).
 _HANDSHAKE_FAILED = "handshake with the queue manager at "
@@ -236,6 +243,9 @@ def _not_reached_hint(ctx: click.Context, reason: str) -> str:
     plain = ca is None and certificate is None and not server_of(ctx).startswith("unix:")
     if plain and reason.startswith(_HANDSHAKE_FAILED):
         return _NOT_RUNNING_HINT + _TLS_HINT
+    refused_by_tls = any(sign in reason.lower() for sign in _NO_CERTIFICATE_SIGNS)
+    if certificate is None and ca is not None and refused_by_tls:
+        return _NOT_RUNNING_HINT + _CERTIFICATE_HINT
     return _NOT_RUNNING_HINT
 
 

@@ -153,6 +153,11 @@ def test_auth_required_admits_only_clients_with_a_certificate_of_the_ca(
 ) -> None:
     daemon = daemon_factory(extra_args=pki.serve_args("qm-a", "--set", "auth.required=true"))
     refused_client(daemon, tls_context(pki.ca))
+    # The command line says what is missing, not only that the daemon may be down.
+    cli_args = ["--server", daemon.address, "--tls-ca", str(pki.ca), "status"]
+    without = CliRunner().invoke(cli, cli_args)
+    assert without.exit_code == 1
+    assert "it may require a client certificate" in without.stderr.splitlines()[-1], without.stderr
     cert, key = stranger.client("mallory")
     refused_client(daemon, tls_context(pki.ca, certificate=cert, key=key))
     cert, key = pki.client("alice")
