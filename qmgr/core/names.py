@@ -50,6 +50,30 @@ POISON_SUFFIX: Final = ";poison"
 SUBQUEUE_SUFFIXES: Final = (RETRY_SUFFIX, POISON_SUFFIX)
 #: A distribution list kept by this queue manager: ``DL=name``.
 DL_PREFIX: Final = "DL="
+#: Format names that need a directory service (refused, and never queue names).
+DIRECTORY_PREFIXES: Final = ("PUBLIC=", "PRIVATE=", "MACHINE=", "MULTICAST=", "CONNECTOR=")
+#: What a format name begins with: a bare name beginning so is read as one.
+FORMAT_NAME_PREFIXES: Final = ("DIRECT=", DL_PREFIX, *DIRECTORY_PREFIXES)
+
+
+def validate_new_queue_name(name: str) -> str:
+    """:func:`validate_queue_name` for a queue or list about to be created, which
+    must also not read as a format name (``DL=x``, ``DIRECT=...``): every other
+    command would take it for one.
+
+    Raises:
+        InvalidName: see :func:`validate_queue_name`, or it begins as a format name.
+    """
+    key = validate_queue_name(name)
+    upper = name.upper()
+    for prefix in FORMAT_NAME_PREFIXES:
+        if upper.startswith(prefix):
+            msg = (
+                f"queue name {name!r} begins as a format name ({prefix}); "
+                "commands would read it as one: choose another name"
+            )
+            raise InvalidName(msg)
+    return key
 
 
 def validate_queue_name(name: str) -> str:
@@ -261,7 +285,7 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
     if upper.startswith(DL_PREFIX):
         name = validate_queue_name(text[len(DL_PREFIX) :].strip())
         return QueueAddress(queue=name, text=text, distribution_list=True)
-    for prefix in ("PUBLIC=", "PRIVATE=", "MACHINE=", "MULTICAST=", "CONNECTOR="):
+    for prefix in DIRECTORY_PREFIXES:
         if upper.startswith(prefix):
             msg = f"{text!r}: {prefix[:-1]} format names need a directory service; use DIRECT="
             raise InvalidName(msg)

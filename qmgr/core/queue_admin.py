@@ -131,7 +131,7 @@ class QueueAdmin:
             InvalidName, InvalidArgument
         """
         display = _strip_private_prefix(name)
-        key = names.validate_queue_name(display)
+        key = names.validate_new_queue_name(display)
         if quota is not None and quota < 0:
             msg = f"quota must be a positive number of bytes, not {quota}"
             raise InvalidArgument(msg)

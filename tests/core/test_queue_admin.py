@@ -64,6 +64,11 @@ def test_what_cannot_be_created_or_deleted(qm: CoreHarness) -> None:
         qm.core.queues.create("q2", poison=PoisonSettings(-1, 0, 1.0), wall=WALL)
     with pytest.raises(InvalidName):
         qm.core.queues.create("a;b", wall=WALL)
+    # Every other command would read these as format names.
+    for name in ("DL=foo", "direct=tcp:1.2.3.4", "Public=x", ".\\private$\\dl=bar"):
+        with pytest.raises(InvalidName, match="begins as a format name"):
+            qm.core.queues.create(name, wall=WALL)
+    qm.core.queues.create("orders=2024", wall=WALL)  # '=' alone is a name's to hold
     for name in ("tq;journal", "tq;retry", names.DEADLETTER):
         with pytest.raises(AccessDenied):
             qm.core.queues.delete(name)
