@@ -20,8 +20,8 @@ writer thread, as the daemon does), the store decides everything else:
   it), and the batch is tried again; if it still does not fit, the units
   that only free space (receives, purges, deletions) are planned
   again on their own and may use the headroom kept for them (the map's last
-  part, then the ballast file's space, which calls
-  :attr:`Store.on_ballast_released`); the other units fail with
+  part, then the ballast file's space, after which, once the batch is
+  written, :attr:`Store.on_ballast_released` is called); the other units fail with
   ``StoreFull``; so removing data always works on a full store;
 * any other failure fails the batch as a whole, with nothing applied.
 
@@ -116,9 +116,11 @@ class Store:
             self._env.close()
             raise
         self._reader = MessageReader(self._env, self._catalog)
-        #: Called, on the thread that drives commits, each time a write gives up
-        #: the ballast (a full disk): whoever puts it back may start at once.
+        #: Called, on the thread that drives commits, once a batch that gave up
+        #: the ballast (a full disk) is written: whoever puts it back may start.
         self.on_ballast_released: Callable[[], None] = _nothing
+        # A batch being written gave up the ballast (see ``committing``).
+        self._ballast_taken = False
 
     # ------------------------------------------------------------------ the environment
 
@@ -168,7 +170,11 @@ class Store:
 
     def restore_ballast(self) -> bool:
         """Allocate the ballast again if a full disk used it, as far as the disk has
-        room (see ``environment``); True if it holds all of ``reserve_size``."""
+        room (see ``environment``); True if it holds all of ``reserve_size``.
+        Nothing is allocated while a batch that gave up the ballast is being
+        written (with a writer thread, other tasks run meanwhile)."""
+        if self._ballast_taken:
+            return False
         return self._env.restore_ballast()
 
     def close(self) -> None:
@@ -495,6 +501,18 @@ class Store:
             StoreError: the batch failed as a whole (a corrupt store, an I/O
                 error); nothing of it was applied.
         """
+        try:
+            return (yield from self._committing(units, now=now))
+        finally:
+            if self._ballast_taken:
+                # Only now: put back while the batch was being written, the
+                # ballast would take the room just given to it.
+                self._ballast_taken = False
+                self.on_ballast_released()
+
+    def _committing(
+        self, units: Sequence[Unit], *, now: float
+    ) -> Generator[Plan, StoreError | None, list[UnitOutcome]]:
         env, catalog = self._env, self._catalog
         plan = plan_batch(env, catalog, units, now=now, privileged=False)
         refused: dict[int, UnitOutcome] = {}
@@ -521,7 +539,7 @@ class Store:
             if plan.privileged:
                 # Removals only, and still no room: give them the ballast's space.
                 if isinstance(failed, StoreFull) and env.release_ballast():
-                    self.on_ballast_released()
+                    self._ballast_taken = True
                     continue
                 raise full
             # Only the first plan (all of ``units``) is not privileged.

@@ -45,6 +45,11 @@ class OrdinalAllocator:
         return self._durable - self._next < BLOCK // 2 and self._requested <= self._durable
 
     @property
+    def failing(self) -> bool:
+        """True while the last reservation could not be written (and said why)."""
+        return self._failure is not None
+
+    @property
     def durable_limit(self) -> int:
         """Counts below this are safe to hand out."""
         return self._durable

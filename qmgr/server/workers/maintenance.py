@@ -148,8 +148,6 @@ class Eraser(Worker):
         self._erase_step = erase_step
         self._retry = False
         store.on_ballast_released = self.wake
-        # The last reservation of message ids failed (its warning is logged).
-        self._reservation_failing = False
 
     async def step(self) -> float:
         self._retry = False
@@ -164,13 +162,13 @@ class Eraser(Worker):
         unit = core.ordinal_reservation()
         if unit is None:
             return
+        was_failing = core.ordinals.failing  # at start-up too: the daemon said so
         written = await self.submit(unit)
         failure = core.ordinals_reserved(unit, written.outcome, written.batch_error)
         if failure is not None:
-            if not self._reservation_failing:  # once, not at every retry
+            if not was_failing:  # once, not at every retry
                 self.log.warning("message_id_reservation_failed", error=failure.message)
             self._retry = True
-        self._reservation_failing = failure is not None
 
     async def _erase(self) -> None:
         for queue_id in self._store.queues_to_erase():

@@ -182,6 +182,26 @@ async def test_message_ids_are_reserved_before_erasing(
     assert qm.store.ordinal_limit > limit
 
 
+async def test_a_reservation_that_failed_at_start_up_is_not_reported_again(
+    qm: CoreHarness,
+    committer: Committer,
+    signals: RecordingSignals,
+    fail_batches: Callable[[int], None],
+) -> None:
+    restarted = QueueManagerCore(qm.store)
+    unit = restarted.ordinal_reservation()
+    assert unit is not None
+    # What the daemon's start-up does, and logs, when its first write fails.
+    assert restarted.ordinals_reserved(unit, None, storage.StoreError("disk full")) is not None
+    eraser = Eraser(qm.store, restarted, 2, Wakeup(), committer=committer, signals=signals)
+    fail_batches(1)
+    with structlog.testing.capture_logs() as logs:
+        assert await eraser.step() == RETRY_SECONDS
+        assert await eraser.step() == UNTIL_WOKEN  # written this time
+    assert "message_id_reservation_failed" not in [log["event"] for log in logs]
+    assert not restarted.ordinals.failing
+
+
 async def test_the_ballast_is_put_back_once_there_is_room(
     qm: CoreHarness, eraser: Eraser, monkeypatch: pytest.MonkeyPatch
 ) -> None:
