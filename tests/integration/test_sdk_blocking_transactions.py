@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess
+from helpers import DaemonProcess, settings
 from sdk_blocking_kit import send_when
 
 from qmgr.client import (
+    LimitExceeded,
     QueueManager,
     QueueNotFound,
     TransactionNotFound,
@@ -178,6 +180,25 @@ def test_a_refused_receive_leaves_a_transaction_that_takes_nothing_more(
             tx.receive(txq)
         tx.abort()
     assert [m.body for m in qm.peek_range(txq)] == [b"work-1", b"work-2"]
+
+
+def test_a_transaction_past_the_connection_s_limit_says_so_and_aborts_quietly(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    daemon = daemon_factory(extra_args=settings("limits.max_transactions_per_connection=1"))
+    with connect(daemon.address) as qm:
+        qm.create_queue("tq", transactional=True)
+        held = qm.begin()
+        refused = qm.begin()  # its Begin is pipelined, and refused
+        with pytest.raises(LimitExceeded, match="could not begin: a connection may have at most 1"):
+            refused.receive("tq", timeout=0)
+        refused.abort()  # nothing to abort: not an error
+        second = qm.begin()
+        second.abort()
+        held.abort()
+        with qm.begin() as tx:  # the limit leaves room again
+            tx.send("tq", b"x")
+        assert qm.peek("tq") is not None
 
 
 def test_large_pipelined_transaction(qm: QueueManager, txq: str) -> None:

@@ -256,6 +256,7 @@ class RequestContext:
             msg = f"a connection may have at most {limit} open transactions; commit or abort some"
             if chosen_by_client:
                 # Its sends and receives follow unanswered: they say why, not "not open".
+                self.aborted.pop(tx_id, None)  # the Begin names the id anew
                 _remember(self.refused, tx_id, msg)
             raise LimitExceeded(msg)
         core = self.services.core

@@ -131,6 +131,23 @@ async def test_open_transactions_per_connection_are_bounded(
         assert context.refused == {}
 
 
+async def test_a_refused_begin_of_an_id_aborted_before_says_why_it_was_refused(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with open_services(tmp_path / "s", limits=limits(max_transactions=1)) as services:
+        context = context_of(services, Outbox())
+        context.open_transaction(1, 1, None)
+        context.end_transaction(context.transactions[1], "idle timeout")
+        context.open_transaction(2, 2, None)  # the one allowed
+        with pytest.raises(LimitExceeded):
+            context.open_transaction(3, 1, None)  # Begin(1) again: refused
+        with pytest.raises(LimitExceeded, match="could not begin"):
+            context.transaction(1)  # its pipelined send, not the old abort
+        with pytest.raises(TransactionNotFound):
+            context.transaction(1)
+        context.abort_all("test over")
+
+
 async def test_a_transaction_ended_by_the_daemon_is_reported_once(ctx: RequestContext) -> None:
     ctx.open_transaction(1, 4, None)
     tx = ctx.transactions[4]

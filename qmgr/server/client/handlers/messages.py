@@ -73,6 +73,8 @@ def begin(ctx: RequestContext, request_id: int, request: cf.Begin) -> None:
 @HANDLERS.handles(cf.Abort, need=OPEN)
 def abort(ctx: RequestContext, request_id: int, request: cf.Abort) -> None:
     """Forget the transaction's sends and release what it received."""
+    # One whose Begin was refused is not open: "not found", as it always was.
+    ctx.refused.pop(request.tx_id, None)
     tx = ctx.transaction(request.tx_id)
     del ctx.transactions[request.tx_id]
     ctx.cancel_waits(request.tx_id)
