@@ -9,6 +9,7 @@ any key and is read apart.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -46,9 +47,9 @@ def _delay_or_unset(value: Any) -> str | None:
 
 def _float_list(value: Any) -> str | None:
     if not value or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in value
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v < math.inf for v in value
     ):
-        return "must be a non-empty list of positive numbers of seconds"
+        return "must be a non-empty list of positive, finite numbers of seconds"
     return None
 
 

@@ -189,6 +189,7 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("[peers]\naccept_from = [1]\n", "peers.accept_from must be a list of strings"),
         ("[peers]\nresend_intervals = ['a']\n", "peers.resend_intervals must be a non-empty"),
         ("[peers]\nresend_intervals = [true]\n", "peers.resend_intervals must be a non-empty"),
+        ("[peers]\nresend_intervals = [30, inf]\n", "peers.resend_intervals must be a non-empty"),
         ("[server]\ndata_dir = ''\n", "server.data_dir must not be empty"),
         (
             "[server]\nlisten = '127.0.0.1:5001'\nclient_listen = '127.0.0.1:5001'\n",
