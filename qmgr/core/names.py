@@ -123,12 +123,10 @@ class LocalIdentity:
         """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this QM."""
         if self.aliases and self._is_alias(host.lower(), port):
             return True
-        if host == ".":
-            return port is None or port == self.peer_port
-        # No port written means MSMQ's 1801: on a host where this queue manager
-        # listens on another port, that is another queue manager.
-        if (DEFAULT_PEER_PORT if port is None else port) != self.peer_port:
+        if port is not None and port != self.peer_port:
             return False
+        if host == ".":
+            return True
         if protocol == "TCP":
             if host in self.addresses or host.lower() in self.host_names:
                 return True

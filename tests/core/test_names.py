@@ -162,17 +162,3 @@ def test_aliases_are_this_queue_manager_under_the_names_others_reach_it_by() -> 
     assert not identity.is_local("OS", "gw.example.net", 1901)
     remote = parse_format_name("DIRECT=TCP:203.0.113.6:11801\\private$\\orders", identity)
     assert not remote.elements[0].is_local
-
-
-def test_no_port_means_1801_even_on_a_host_where_this_queue_manager_uses_another() -> None:
-    elsewhere = LocalIdentity(
-        peer_port=31001, addresses=frozenset({"127.0.0.1"}), host_names=frozenset({"qm1"})
-    )
-    assert elsewhere.is_local("TCP", "127.0.0.1", 31001)
-    assert not elsewhere.is_local("TCP", "127.0.0.1", None)  # the queue manager on 1801
-    assert not elsewhere.is_local("OS", "qm1", None)
-    assert elsewhere.is_local("OS", ".", None)  # '.' is this queue manager, whatever its port
-    assert not elsewhere.is_local("OS", ".", 1801)
-    portless = parse_format_name("DIRECT=TCP:127.0.0.1\\private$\\orders", elsewhere)
-    assert not portless.elements[0].is_local
-    assert (portless.elements[0].host, portless.elements[0].port) == ("127.0.0.1", None)
