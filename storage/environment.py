@@ -474,9 +474,18 @@ class Environment:
         """
         cap = self._ordinary_cap
         env = self.lmdb
-        if cap is not None and env.info()["map_size"] > cap:
+        info = env.info()
+        if cap is not None and info["map_size"] > cap:
+            target = cap
+            privileged = self._privileged_cap
+            if privileged is not None and self._limit is not None and privileged > self._limit:
+                # Opened past a limit lowered since: LMDB keeps the map at what
+                # the file holds, and a write that frees pages needs a few more
+                # before they can be used again: keep that room mapped.
+                held = round_up((info["last_pgno"] + 1) * _PAGE_SIZE)
+                target = max(cap, min(held + _OVERDRAWN_ROOM, privileged))
             with contextlib.suppress(lmdb.Error):
-                env.set_mapsize(cap)
+                env.set_mapsize(target)
             self._above_ordinary_cap = env.info()["map_size"] > cap
 
     def full_error(self, action: str) -> StoreError:

@@ -87,8 +87,8 @@ _TLS_HINT = (
 #: was not given (TLS 1.3: after the handshake, with the first read).
 _NO_CERTIFICATE_SIGNS = ("certificate required", "eof occurred in violation of protocol")
 _CERTIFICATE_HINT = (
-    " If it is running, it may require a client certificate (auth.required, and no "
-    "token given): connect with --tls-cert CERT.pem --tls-key KEY.pem, or with --token."
+    " If it is running, it may require a client certificate (auth.required): connect "
+    "with --tls-cert CERT.pem --tls-key KEY.pem."
 )
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
 #: before the Hello was answered (``ClientProtocol.handshake_error``).

@@ -179,15 +179,16 @@ def test_a_store_past_a_limit_lowered_since_opens_and_can_be_emptied(
 ) -> None:
     store = open_store(initial_map_size=1 * MIB)
     queue = create_queue(store, "q", transactional=True)
-    fill(store, queue, 12, BIG)  # 3 MiB in use
+    fill(store, queue, 48, BIG)  # 12 MiB in use
     lowered = reopen(store, initial_map_size=1 * MIB, max_map_size=2 * MIB, reserve_size=RESERVE)
     [refused] = commit(lowered, unit(append(queue)))
     assert isinstance(refused.error, StoreFull)
-    for lookup_id in oldest(lowered, queue, 12):
-        [removed] = commit(lowered, unit(remove(queue, lookup_id)))
-        assert removed.error is None
+    commit_ok(lowered, unit(PurgeQueue(queue.queue_id)))
+    erase_all(lowered, queue, 500)
     assert counters(lowered, "q")[1] == 0
-    assert fill(lowered, queue, 1) == [13]  # room again under the new limit
+    # Room again under the new limit, once the freed pages can be used.
+    for lookup_id in range(49, 54):
+        assert fill(lowered, queue, 1, b"y" * (64 * KIB)) == [lookup_id]
 
 
 @pytest.mark.parametrize("transactional", [True, False])
