@@ -30,17 +30,9 @@ still be emptied.
 
 A full disk is the same problem one level down: LMDB extends ``data.mdb``
 as it needs pages, and on a full file system it cannot. The environment
-keeps a *ballast* file (``reserve``, ``reserve_size`` bytes, allocated with
-``posix_fallocate``) next to the data; when a removal finds no room,
-:meth:`release_ballast` deletes it and the removal is tried again in the
-space it leaves. :meth:`restore_ballast` puts it back as soon as the file
-system has any room, as large as the room allows (less
-:data:`BALLAST_MARGIN`, left free), and grows it back to ``reserve_size`` as
-more room appears. It must not wait for the whole ``reserve_size``:
-``data.mdb`` never shrinks (LMDB keeps freed pages in the file), so after
-the first full disk the room never comes back by itself, and new messages
-would take what the released ballast left, until the next full disk found
-no ballast to give up.
+keeps a *ballast* file next to the data (``storage.ballast``): when a
+removal finds no room, :meth:`release_ballast` deletes it and the removal is
+tried again in the space it leaves; :meth:`restore_ballast` puts it back.
 
 Opening. LMDB maps ``lock.mdb`` and ``data.mdb`` into memory, and a page
 of the map that the file cannot back (a file system that is full when the
@@ -70,6 +62,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import lmdb
 
+from .ballast import Ballast
 from .errors import (
     MapFull,
     StoreClosed,
@@ -131,47 +124,20 @@ class Reading:
 
 
 _LOCK_FILE: Final = "store.lock"
-_BALLAST_FILE: Final = "reserve"
 _MAX_READERS: Final = 126
 _MAX_DBS: Final = 24
 _PAGE_SIZE: Final = os.sysconf("SC_PAGE_SIZE")
 
 _T = TypeVar("_T")
 
-#: Free bytes :meth:`Environment.restore_ballast` leaves on the file system
-#: when it has less room than the whole ballast. Small: new messages take
-#: this room, so the ballast put back after a full disk is smaller by it
-#: (and by what the removals used) each time the disk fills up again.
-BALLAST_MARGIN: Final = 256 * 1024
-
-
 #: How far past what a store holds removals may grow its map when it is
 #: opened past ``max_map_size`` (:meth:`Environment._overdrawn`).
 _OVERDRAWN_ROOM: Final = 1 << 20
 
 
-#: The smallest step by which :meth:`Environment.restore_ballast` tries a
-#: smaller ballast when the one it tried did not fit.
-_BALLAST_STEP: Final = 64 * 1024
-
-
-def disk_room(path: pathlib.Path) -> int:
-    """Free bytes on the file system of ``path`` that this process may fill:
-    with the blocks kept for the superuser when it runs as root (the store's
-    writes may then take them too)."""
-    stats = os.statvfs(path)
-    blocks = stats.f_bfree if os.geteuid() == 0 else stats.f_bavail
-    return blocks * stats.f_frsize
-
-
 def round_up(size: int) -> int:
     """``size`` rounded up to a whole number of pages."""
     return -(-size // _PAGE_SIZE) * _PAGE_SIZE
-
-
-def _whole_pages(size: int) -> int:
-    """``size`` rounded down to a whole number of pages (0 if negative)."""
-    return max(size, 0) // _PAGE_SIZE * _PAGE_SIZE
 
 
 def _round_down(size: int) -> int:
@@ -215,10 +181,8 @@ class Environment:
             raise ValueError(msg)
         self.path = pathlib.Path(path)
         self.data_file = self.path / "data.mdb"
-        self._ballast = self.path / _BALLAST_FILE
-        #: The ballast's size and the disk's room when it last could not grow.
-        self._ballast_stuck = (-1, -1)
         self._reserve_size = round_up(reserve_size) if reserve_size else 0
+        self._ballast = Ballast(self.path, self._reserve_size, _PAGE_SIZE)
         self._durable = durable
         if max_map_size is None:
             self._ordinary_cap: int | None = None
@@ -503,83 +467,22 @@ class Environment:
     @property
     def has_ballast(self) -> bool:
         """True while the ballast file holds its space (or none is configured)."""
-        return not self._reserve_size or self._ballast_size() >= self._reserve_size
+        return self._ballast.whole
 
     @property
     def ballast_size(self) -> int:
         """Bytes the ballast file holds now (less than ``reserve_size`` while a
         full disk keeps it from growing back)."""
-        return self._ballast_size()
-
-    def _ballast_size(self) -> int:
-        try:
-            return self._ballast.stat().st_blocks * 512
-        except OSError:
-            return 0
+        return self._ballast.size()
 
     def release_ballast(self) -> bool:
         """Delete the ballast file to give its space to the store; True if it held any."""
-        if not self._reserve_size or self._ballast_size() == 0:
-            return False
-        with contextlib.suppress(OSError):
-            self._ballast.unlink()
-        return True
+        return self._ballast.release()
 
     def restore_ballast(self) -> bool:
-        """Allocate the ballast file, or grow it, as far as the disk has room;
-        True if it holds all of ``reserve_size`` afterwards.
-
-        Called at opening and whenever there may be room again. It takes at
-        most the file system's free space less :data:`BALLAST_MARGIN`, so a
-        nearly full disk gets a smaller ballast rather than none, and a later
-        call grows it. A file system may keep back part of what it reports
-        free (ext4 keeps some blocks even from root): when the size tried
-        does not fit, the file is put back as it was and half the growth is
-        tried, down to :data:`_BALLAST_STEP`; until the ballast or the room
-        changes, it is not tried again.
-        """
-        if self.has_ballast:
-            return True
-        held = self._ballast_size()
-        try:
-            room = disk_room(self.path)
-        except OSError:
-            return False
-        if (held, room) == self._ballast_stuck:
-            return False
-        wanted = min(self._reserve_size, _whole_pages(held + room - BALLAST_MARGIN))
-        while wanted > held:
-            if self._allocate_ballast(wanted):
-                return wanted >= self._reserve_size
-            if wanted - held <= _BALLAST_STEP:
-                break
-            wanted = held + max(_whole_pages((wanted - held) // 2), _BALLAST_STEP)
-        with contextlib.suppress(OSError):
-            self._ballast_stuck = (self._ballast_size(), disk_room(self.path))
-        return False
-
-    def _allocate_ballast(self, size: int) -> bool:
-        """Make the ballast file ``size`` bytes; if that fails, leave it as it was."""
-        try:
-            length = self._ballast.stat().st_size
-        except OSError:
-            length = 0
-        try:
-            fd = os.open(self._ballast, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        except OSError:
-            return False
-        try:
-            os.posix_fallocate(fd, 0, size)
-        except OSError:
-            with contextlib.suppress(OSError):
-                if length:
-                    os.ftruncate(fd, length)
-                else:
-                    self._ballast.unlink()
-            return False
-        finally:
-            os.close(fd)
-        return True
+        """Allocate the ballast file, or grow it, as far as the disk has room; True
+        if it holds all of ``reserve_size`` afterwards (see ``storage.ballast``)."""
+        return self._ballast.restore()
 
 
 def prefixed(

@@ -117,13 +117,7 @@ class Transaction:
         Raises:
             the error of the failed operation (its type), saying so.
         """
-        failure = self.failure
-        if failure is not None:
-            text = (
-                f"transaction {self.client_id} can only abort: an earlier operation in it "
-                f"failed: {failure.message}"
-            )
-            raise type(failure)(text)
+        self._raise_failure("can only abort: an earlier operation in it failed")
 
     def check_committable(self) -> None:
         """Raise the reason it can only abort, if it has one.
@@ -135,13 +129,15 @@ class Transaction:
         if self.abort_reason is not None:
             msg = f"transaction {self.client_id} was aborted: {self.abort_reason}"
             raise TransactionAborted(msg)
+        self._raise_failure("was aborted because an operation in it failed")
+
+    def _raise_failure(self, what: str) -> None:
+        """If an operation doomed it, raise that failure's type: ``transaction N
+        {what}: {its message}``."""
         failure = self.failure
         if failure is not None:
-            text = (
-                f"transaction {self.client_id} was aborted because an operation in it failed: "
-                f"{failure.message}"
-            )
-            raise type(failure)(text)
+            msg = f"transaction {self.client_id} {what}: {failure.message}"
+            raise type(failure)(msg)
 
 
 @dataclass(slots=True)

@@ -35,7 +35,6 @@ from store_kit import (
     unit,
 )
 
-import storage.environment
 from storage import (
     SKIPPED,
     Appended,
@@ -52,7 +51,6 @@ from storage import (
     StoreFull,
     StoreLocked,
 )
-from storage.environment import BALLAST_MARGIN
 
 LIMIT = 4 * MIB
 
@@ -354,175 +352,6 @@ def test_bad_sizes_are_value_errors(store_dir: Path, options: dict[str, Any]) ->
     with pytest.raises(ValueError):
         Store(store_dir, **options)
     assert not store_dir.exists()
-
-
-def test_ballast_file_holds_the_reserve_and_is_restored(
-    open_store: StoreOpener, store_dir: Path
-) -> None:
-    store = open_store(reserve_size=100 * KIB)
-    ballast = store_dir / "reserve"
-    assert store.has_ballast
-    assert ballast.stat().st_blocks * 512 >= 100 * KIB
-    ballast.unlink()
-    assert not ballast_in_place(store)
-    assert store.restore_ballast()
-    assert ballast_in_place(store)
-    assert ballast.stat().st_blocks * 512 >= 100 * KIB
-
-
-class Disk:
-    """``disk_room`` of ``storage.environment``, told how much room the file system has."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, room: int) -> None:
-        self.room = room
-        self.asked = 0
-        monkeypatch.setattr(storage.environment, "disk_room", self._disk_room)
-
-    def _disk_room(self, path: Path) -> int:
-        self.asked += 1
-        return self.room
-
-
-def test_a_ballast_short_of_room_is_made_as_large_as_the_room_allows_and_grown_back(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()  # given up on a full disk
-    disk = Disk(monkeypatch, BALLAST_MARGIN + 128 * KIB)
-    # Some room: a ballast of that room, the margin left free.
-    assert not store.restore_ballast()
-    assert store.ballast_size == 128 * KIB
-    assert not ballast_in_place(store)
-    # No more room (the ballast took it): it stays as it is.
-    disk.room = BALLAST_MARGIN
-    assert not store.restore_ballast()
-    assert store.ballast_size == 128 * KIB
-    # A little room: it grows by that much.
-    disk.room = BALLAST_MARGIN + 64 * KIB
-    assert not store.restore_ballast()
-    assert store.ballast_size == 192 * KIB
-    # Room for all of it: it grows to reserve_size and no further.
-    disk.room = 4 * MIB
-    assert store.restore_ballast()
-    assert ballast_in_place(store)
-    assert store.ballast_size == 512 * KIB
-    asked = disk.asked
-    assert store.restore_ballast()
-    assert disk.asked == asked  # in place: the disk is not even looked at
-
-
-@pytest.mark.parametrize("room", [0, BALLAST_MARGIN - 1, BALLAST_MARGIN, BALLAST_MARGIN + 100])
-def test_no_ballast_is_made_in_the_margin(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch, room: int
-) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()
-    Disk(monkeypatch, room)
-    assert not store.restore_ballast()
-    assert not ballast.exists()
-    assert store.ballast_size == 0
-
-
-def test_a_store_opened_on_a_nearly_full_disk_holds_a_smaller_ballast(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    Disk(monkeypatch, BALLAST_MARGIN + 256 * KIB)
-    store = open_store(reserve_size=1 * MIB)
-    assert not store.has_ballast
-    assert store.ballast_size == 256 * KIB
-
-
-def test_a_ballast_that_cannot_grow_after_all_is_left_as_it_was(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()
-    disk = Disk(monkeypatch, BALLAST_MARGIN + 128 * KIB)
-    assert not store.restore_ballast()
-    disk.room = 4 * MIB
-
-    def taken_meanwhile(fd: int, offset: int, length: int) -> None:
-        os.ftruncate(fd, length)  # a partial allocation, then no room
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(os, "posix_fallocate", taken_meanwhile)
-    assert not store.restore_ballast()
-    assert ballast.stat().st_size == 128 * KIB
-    assert store.ballast_size == 128 * KIB
-    # With no ballast before, none is left.
-    ballast.unlink()
-    assert not store.restore_ballast()
-    assert not ballast.exists()
-
-
-def test_a_ballast_the_file_system_does_not_fit_is_tried_smaller_then_left_alone(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    store.path.joinpath("reserve").unlink()
-    disk = Disk(monkeypatch, 4 * MIB)  # reported free, but some is kept back
-    allocate = os.posix_fallocate
-    tried: list[int] = []
-
-    def kept_back(fd: int, offset: int, length: int) -> None:
-        tried.append(length)
-        if length > 200 * KIB:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        allocate(fd, offset, length)
-
-    monkeypatch.setattr(os, "posix_fallocate", kept_back)
-    assert not store.restore_ballast()
-    assert tried == [512 * KIB, 256 * KIB, 128 * KIB]  # half the growth each time
-    assert store.ballast_size == 128 * KIB
-    tried.clear()
-    assert not store.restore_ballast()
-    assert tried == [512 * KIB, 320 * KIB, 224 * KIB, 192 * KIB]
-    assert store.ballast_size == 192 * KIB
-    tried.clear()
-    assert not store.restore_ballast()
-    down_to_the_smallest_step = [512 * KIB, 352 * KIB, 272 * KIB, 256 * KIB]
-    assert tried == down_to_the_smallest_step
-    assert store.ballast_size == 192 * KIB
-    tried.clear()
-    assert not store.restore_ballast()
-    assert tried == []  # nothing changed since it last did not fit
-    disk.room += 64 * KIB
-    assert not store.restore_ballast()
-    assert tried == down_to_the_smallest_step
-
-
-def test_a_partial_ballast_is_given_up_on_a_full_disk_and_that_is_told(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()
-    Disk(monkeypatch, BALLAST_MARGIN + 64 * KIB)
-    assert not store.restore_ballast()
-    assert store.ballast_size == 64 * KIB
-    released: list[int] = []
-    store.on_ballast_released = lambda: released.append(store.ballast_size)
-    queue = create_queue(store, "q")
-    fill(store, queue, 2)
-    disk_full = StoreFull("commit: no space left on device")
-
-    def respond(plan: Plan) -> StoreError | None:
-        return disk_full if ballast.exists() else None
-
-    outcomes = drive(store, [unit(append(queue)), unit(remove(queue, 1))], respond)
-    assert outcomes[0].error is disk_full
-    assert outcomes[1].results == (Removed(queue.queue_id, 1),)
-    assert released == [0]  # told once, after the ballast was gone
-    assert lookups(store, queue) == [2]
-
-
-def test_no_ballast_without_a_reserve(store: Store) -> None:
-    assert store.has_ballast
-    assert store.restore_ballast()
-    assert not (store.path / "reserve").exists()
 
 
 # --------------------------------------------------------------------------- opening

@@ -15,6 +15,7 @@ from core.harness import WALL, CoreHarness
 from server.committer_kit import running_committer
 
 import storage
+import storage.ballast
 import storage.environment
 import storage.store
 from qmgr.core.engine import QueueManagerCore
@@ -58,7 +59,7 @@ async def test_a_removal_gets_the_ballast_it_released(
         """Free bytes of a disk that holds ``CAPACITY`` besides ``data.mdb``."""
         return CAPACITY - store.ballast_size
 
-    monkeypatch.setattr(storage.environment, "disk_room", room)
+    monkeypatch.setattr(storage.ballast, "disk_room", room)
     real_apply = storage.store.apply_plan
     attempts: list[int] = []
 
