@@ -209,9 +209,7 @@ class Admission:
         """The oldest unauthenticated connection of ``address`` has had
         :data:`HANDSHAKE_GRACE` to authenticate (a burst of new ones has not)."""
         pending = self._pending_at.get(address)
-        if not pending:
-            return False
-        return next(iter(pending)).opened_at <= now - HANDSHAKE_GRACE
+        return bool(pending) and next(iter(pending)).opened_at <= now - HANDSHAKE_GRACE
 
     def _count_pending(self, address: str) -> int:
         pending = self._pending_at.get(address)
