@@ -20,11 +20,6 @@ and it can never keep an authenticated client out:
   its own budget. A legitimate client is evicted only if that many newer
   unauthenticated connections arrive before it has authenticated (one
   round trip or two).
-  A burst is let through: a connection is evicted from its address's budget
-  only once it has had :data:`HANDSHAKE_GRACE` to authenticate, so that a
-  pool of clients connecting at once from one host is not cut down while
-  its handshakes are under way (the per-address connection limit below,
-  and the budget in all, still hold at once).
 * **Per address**, at most ``limits.max_connections_per_address``
   connections at once, authenticated or not: one host cannot take every
   slot of ``server.max_connections``. When they are all taken, an
@@ -54,24 +49,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = [
-    "HANDSHAKE_GRACE",
-    "MAX_TRACKED",
-    "WINDOW",
-    "Admission",
-    "AdmissionLimits",
-    "Arrival",
-    "Ticket",
-]
+__all__ = ["MAX_TRACKED", "WINDOW", "Admission", "AdmissionLimits", "Arrival", "Ticket"]
 
 #: Seconds failures are remembered.
 WINDOW: Final = 60.0
 #: Addresses whose failures are remembered at once.
 MAX_TRACKED: Final = 10_000
-#: Seconds a connection has to authenticate before a newer one from its
-#: address may evict it from that address's unauthenticated budget (a
-#: handshake takes one round trip or two).
-HANDSHAKE_GRACE: Final = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,8 +130,7 @@ class Admission:
                 address, f"{address} has {per_address} connections ({key})", evicted
             ):
                 return f"too many connections from {address}: at most {per_address} at once ({key})"
-        pending = self._count_pending(address)
-        if pending >= limits.max_unauthenticated_per_address and self._oldest_waited(address, now):
+        if self._count_pending(address) >= limits.max_unauthenticated_per_address:
             key = limits.key("max_unauthenticated_per_address")
             count = limits.max_unauthenticated_per_address
             self._evict(
@@ -204,12 +186,6 @@ class Admission:
     def unauthenticated(self, address: str | None = None) -> int:
         """Unauthenticated connections from ``address`` (None: in all)."""
         return len(self._pending) if address is None else self._count_pending(address)
-
-    def _oldest_waited(self, address: str, now: float) -> bool:
-        """The oldest unauthenticated connection of ``address`` has had
-        :data:`HANDSHAKE_GRACE` to authenticate (a burst of new ones has not)."""
-        pending = self._pending_at.get(address)
-        return bool(pending) and next(iter(pending)).opened_at <= now - HANDSHAKE_GRACE
 
     def _count_pending(self, address: str) -> int:
         pending = self._pending_at.get(address)
