@@ -58,6 +58,7 @@ __all__ = [
     "plural",
     "print_listing",
     "print_table",
+    "quoted",
     "reports_errors",
     "right",
     "server_of",
@@ -247,6 +248,13 @@ def _not_reached_hint(ctx: click.Context, reason: str) -> str:
     if certificate is None and ca is not None and refused_by_tls:
         return _NOT_RUNNING_HINT + _CERTIFICATE_HINT
     return _NOT_RUNNING_HINT
+
+
+def quoted(name: str) -> str:
+    """``name`` (a queue, destination or transaction id) in single quotes, as it
+    is typed: backslashes are not doubled, so that it can be copied back into a
+    command. A name with a character that does not print keeps Python's escapes."""
+    return f"'{name}'" if name.isprintable() else repr(name)
 
 
 def tls_of(ctx: click.Context) -> ssl.SSLContext | None:

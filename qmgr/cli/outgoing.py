@@ -28,6 +28,7 @@ from .common import (
     plural,
     print_listing,
     print_table,
+    quoted,
     reports_errors,
     right,
     yes_option,
@@ -112,9 +113,11 @@ def outgoing_purge(ctx: click.Context, destination: str, yes: bool) -> None:
     They are never delivered. Messages sent later are delivered as usual:
     the exactly-once sequence goes on past the purged ones.
     """
-    question = f"Delete every message waiting to go to {destination!r}?"
+    question = f"Delete every message waiting to go to {quoted(destination)}?"
     count = confirmed(ctx, question, yes, lambda qm: qm.purge_outgoing(destination))
-    click.echo(f"purged {plural(count, 'message')} from the outgoing queue to {destination!r}")
+    click.echo(
+        f"purged {plural(count, 'message')} from the outgoing queue to {quoted(destination)}"
+    )
 
 
 # --------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from .common import (
     listing_table,
     plural,
     print_listing,
+    quoted,
     reports_errors,
     right,
     size,
@@ -149,7 +150,7 @@ def queue_create(
         qm.create_queue(name, transactional=transactional, journal=journal, quota=quota, **retry)
     kind = "transactional queue" if transactional else "queue"
     poison = any(value is not None for value in retry.values())
-    click.echo(f"created {kind} {name!r}" + (" with poison handling" if poison else ""))
+    click.echo(f"created {kind} {quoted(name)}" + (" with poison handling" if poison else ""))
 
 
 @queue.command("list")
@@ -219,9 +220,11 @@ def queue_delete(ctx: click.Context, name: str, yes: bool) -> None:
     A journal queue or a subqueue goes with its queue and cannot be deleted
     alone; neither can a system queue, nor a queue a prepared transaction uses.
     """
-    question = f"Delete queue {name!r}, its journal queue, its subqueues and all their messages?"
+    question = (
+        f"Delete queue {quoted(name)}, its journal queue, its subqueues and all their messages?"
+    )
     count = confirmed(ctx, question, yes, lambda qm: qm.delete_queue(name))
-    click.echo(f"deleted queue {name!r} ({plural(count, 'message')})")
+    click.echo(f"deleted queue {quoted(name)} ({plural(count, 'message')})")
 
 
 @queue.command("purge")
@@ -231,9 +234,9 @@ def queue_delete(ctx: click.Context, name: str, yes: bool) -> None:
 @reports_errors
 def queue_purge(ctx: click.Context, name: str, yes: bool) -> None:
     """Delete every message in queue NAME."""
-    question = f"Delete every message in {name!r}?"
+    question = f"Delete every message in {quoted(name)}?"
     count = confirmed(ctx, question, yes, lambda qm: qm.purge_queue(name))
-    click.echo(f"purged {plural(count, 'message')} from {name!r}")
+    click.echo(f"purged {plural(count, 'message')} from {quoted(name)}")
 
 
 def find_queue(qm: QueueManager, name: str) -> QueueInfo:
@@ -248,7 +251,7 @@ def find_queue(qm: QueueManager, name: str) -> QueueInfo:
     for info in qm.list_queues():
         if info.name.lower() == wanted or info.format_name.lower() == name.lower():
             return info
-    msg = f"queue {name!r} does not exist"
+    msg = f"queue {quoted(name)} does not exist"
     raise CliError(msg, hint="`qmgr queue list` shows the queues")
 
 

@@ -27,6 +27,7 @@ from .common import (
     json_option,
     listing_table,
     print_listing,
+    quoted,
     reports_errors,
     right,
     size,
@@ -103,7 +104,7 @@ def _resolve(ctx: click.Context, xid: str, *, commit: bool) -> None:
             done = qm.commit_prepared(xid) if commit else qm.abort_prepared(xid)
         except TransactionNotFound as exc:
             raise CliError(exc.message, hint=_LIST_HINT) from None
-    click.echo(_DONE[done].format(xid=repr(xid)))
+    click.echo(_DONE[done].format(xid=quoted(xid)))
 
 
 # --------------------------------------------------------------------------

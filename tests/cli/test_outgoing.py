@@ -84,7 +84,9 @@ def test_pause_and_resume(fake_daemon: FakeDaemon) -> None:
 
 def test_purge_with_yes(fake_daemon: FakeDaemon) -> None:
     purged = ok(run(fake_daemon, "outgoing", "purge", ORDERS, "--yes"))
-    assert purged.stdout.strip() == f"purged 12 messages from the outgoing queue to {ORDERS!r}"
+    # The name as it is typed (backslashes not doubled), to copy into the next command.
+    assert purged.stdout.strip() == f"purged 12 messages from the outgoing queue to '{ORDERS}'"
+    assert "\\\\" not in purged.stdout
     assert controls(fake_daemon) == [(3, ORDERS)]
 
 
