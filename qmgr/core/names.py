@@ -57,9 +57,9 @@ FORMAT_NAME_PREFIXES: Final = ("DIRECT=", DL_PREFIX, *DIRECTORY_PREFIXES)
 
 
 def validate_new_queue_name(name: str) -> str:
-    """:func:`validate_queue_name` for a queue or list about to be created, which
-    must also not read as a format name (``DL=x``, ``DIRECT=...``): every other
-    command would take it for one.
+    """:func:`validate_queue_name` for a queue about to be created, which must
+    also not read as a format name (``DL=x``, ``DIRECT=...``): every other
+    command would take it for one. (A list is always named through ``DL=``.)
 
     Raises:
         InvalidName: see :func:`validate_queue_name`, or it begins as a format name.
