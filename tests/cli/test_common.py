@@ -79,6 +79,11 @@ def resetting_listener() -> Iterator[str]:
             with contextlib.suppress(OSError):
                 while True:
                     connection, _ = server.accept()
+                    # Once the client has written (its Hello), as a TLS port does
+                    # to plain text: a reset before that could reach the client's
+                    # connect itself, which says nothing about TLS.
+                    connection.settimeout(5)
+                    connection.recv(1)
                     connection.setsockopt(
                         socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
                     )
