@@ -85,6 +85,7 @@ from .addressing import Addressing, Target
 from .budget import MemoryBudget
 from .confirmation import Confirmations
 from .errors import (
+    AccessDenied,
     InvalidArgument,
     InvalidName,
     LimitExceeded,
@@ -359,7 +360,7 @@ class QueueManagerCore:
             TransactionTooLarge, LimitExceeded
         """
         check_message(message)
-        for reference in (message.admin_queue, message.response_queue):
+        for admin, reference in ((True, message.admin_queue), (False, message.response_queue)):
             if reference:
                 parsed = self.addressing.parse(reference)
                 if parsed.is_multiple or parsed.elements[0].distribution_list:
@@ -368,6 +369,17 @@ class QueueManagerCore:
                         "not a distribution list or a multiple-element name"
                     )
                     raise InvalidName(msg)
+                element = parsed.elements[0]
+                if (
+                    admin
+                    and element.is_local
+                    and (element.is_system or element.is_journal or element.is_subqueue)
+                ):
+                    msg = (
+                        f"{reference!r}: an admin queue takes acknowledgments, and journal, "
+                        "dead-letter and subqueues take no messages sent to them"
+                    )
+                    raise AccessDenied(msg)
         queues = self.addressing.destinations(message.destination)
         if any(isinstance(target, RemoteDestination) for target in queues):
             check_remote_message(message)

@@ -303,15 +303,35 @@ class Outcomes:
                 EntryOrigin.LOCAL, ack.raw, ack.body_size, transactional=False, recoverable=True
             )
         if isinstance(target, QueueRecord) and target.kind is QueueKind.NORMAL:
-            refuses = self.refuses_acknowledgment
-            if refuses is not None and not self.is_ours(message) and refuses(message, target):
-                ack = self._ack(message, message_class, wall=wall, transactional=False)
-                return self.dead_letter(ack, MessageClass.NACK_ACCESS_DENIED)
-            ack = self._ack(message, message_class, wall=wall, transactional=target.transactional)
-            return AppendMessage(target.queue_id, ack.raw, ack.priority, ack.body_size, exempt=True)
-        # The admin queue is gone (or never was a queue that takes messages).
+            refusal = self._acknowledgment_refusal(message, target)
+            if refusal is None:
+                ack = self._ack(
+                    message, message_class, wall=wall, transactional=target.transactional
+                )
+                return AppendMessage(
+                    target.queue_id, ack.raw, ack.priority, ack.body_size, exempt=True
+                )
+        else:
+            # The admin queue is gone (or never was a queue that takes messages).
+            refusal = MessageClass.NACK_BAD_DST_Q
         ack = self._ack(message, message_class, wall=wall, transactional=False)
-        return self.dead_letter(ack, MessageClass.NACK_BAD_DST_Q)
+        return self.dead_letter(ack, refusal)
+
+    def _acknowledgment_refusal(
+        self, message: MessageProperties, target: QueueRecord
+    ) -> int | None:
+        """Why an acknowledgment of ``message`` may not go into ``target``, its
+        local admin queue, where permissions are checked (None: it may):
+        NACK_ACCESS_DENIED when the queue's permissions refuse the message's
+        source queue manager; for a message of ours, NACK_BAD_DST_Q when the
+        queue was created after the message was sent (the queue whose right
+        was checked at the send is gone; this one may be another principal's)."""
+        refuses = self.refuses_acknowledgment
+        if refuses is None:
+            return None
+        if not self.is_ours(message):
+            return MessageClass.NACK_ACCESS_DENIED if refuses(message, target) else None
+        return MessageClass.NACK_BAD_DST_Q if target.created_at > message.sent_time else None
 
     def _ack(
         self, message: MessageProperties, message_class: int, *, wall: float, transactional: bool

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from qmgr.core import names
+from qmgr.core.errors import AccessDenied
 from qmgr.core.outcomes import acknowledgment_wanted, correlation_of, deadline_of
 from wire import MessageClass, MessageProperties
 
@@ -136,6 +137,40 @@ def test_an_acknowledgment_to_a_deleted_admin_queue_is_dead_lettered(qm: CoreHar
     [dead] = messages(qm, names.DEADLETTER)
     assert dead.message_class == MessageClass.NACK_BAD_DST_Q
     assert dead.destination == "gone"
+
+
+@pytest.mark.parametrize("permissions", [False, True])
+def test_an_admin_queue_created_after_the_send_is_another_queue(
+    qm: CoreHarness, permissions: bool
+) -> None:
+    """Where permissions are checked, the right to the admin queue was checked
+    when the message was sent: a queue of that name created since (perhaps
+    another principal's) does not get the acknowledgment."""
+    if permissions:
+        qm.core.outcomes.refuses_acknowledgment = lambda message, record: False
+    qm.create("acks")
+    qm.send("plain", b"x", acknowledge=POS_ARRIVAL | POS_RECEIVE, admin_queue="acks")
+    assert classes(qm, "acks") == [MessageClass.ACK_REACH_QUEUE]  # the queue checked
+    _, unit = qm.core.queues.delete("acks")
+    qm.core.queues.deleted(qm.write(unit))
+    qm.core.queues.created(qm.write(qm.core.queues.create("acks", wall=WALL + 1)))
+    assert qm.take("plain") is not None
+    if permissions:
+        assert classes(qm, "acks") == []
+        [dead] = messages(qm, names.DEADLETTER)
+        assert (dead.message_class, dead.destination) == (MessageClass.NACK_BAD_DST_Q, "acks")
+    else:  # as MSMQ: the queue of that name
+        assert classes(qm, "acks") == [MessageClass.ACK_RECEIVE]
+
+
+@pytest.mark.parametrize("admin_queue", ["admin;journal", "admin;poison", names.DEADLETTER])
+def test_an_admin_queue_is_a_queue_that_takes_messages(qm: CoreHarness, admin_queue: str) -> None:
+    with pytest.raises(AccessDenied, match="an admin queue takes acknowledgments"):
+        qm.send("plain", b"x", acknowledge=POS_RECEIVE, admin_queue=admin_queue)
+    assert qm.bodies("plain") == []
+    # A response queue is the receiver's business: its reply is judged when it is sent.
+    qm.send("plain", b"y", response_queue=admin_queue)
+    assert qm.bodies("plain") == [b"y"]
 
 
 def test_one_arrival_acknowledgment_per_local_queue(qm: CoreHarness) -> None:

@@ -216,6 +216,33 @@ def test_naming_an_admin_queue_for_acknowledgments(deployment: Deployment, who: 
         assert site.bodies(acks) == []
 
 
+def test_acknowledgments_go_only_to_the_admin_queue_checked_at_the_send(
+    deployment: Deployment,
+) -> None:
+    """bob may not name a queue that does not exist yet as his admin queue (nothing to
+    check), nor have his acknowledgments written into alice's queue of the name of his
+    own admin queue, deleted since: both would put his label and body in her queue."""
+    site = deployment.p1
+    queue, later, own = fresh("destination"), fresh("later"), fresh("own-acks")
+    open_to_everyone(site, queue)
+    nack = Acknowledge.NACK_RECEIVE
+    with site.client("bob") as bob:
+        _, denial = try_send(bob, queue, b"early", acknowledge=nack, admin_queue=later)
+        check_answer(denial, False, f"the admin queue '{later}' does not exist")
+        bob.create_queue(own)
+        sent, denial = try_send(
+            bob, queue, b"mine", acknowledge=Acknowledge.FULL_RECEIVE, admin_queue=own
+        )
+        assert denial is None
+        bob.delete_queue(own)
+    own_queue(site, own, "receive")  # alice's now; bob may only receive from it
+    with site.client("alice") as alice:
+        assert alice.receive(queue, timeout=5).body == b"mine"
+    assert site.bodies(own) == []
+    [dead] = [m for m in site.messages("system$;deadletter") if m.acknowledged_id == sent]
+    assert dead.message_class == MessageClass.NACK_BAD_DST_Q
+
+
 @pytest.mark.parametrize("who", WHO)
 def test_naming_a_response_queue(deployment: Deployment, who: str) -> None:
     site = deployment.p1

@@ -61,7 +61,7 @@ from typing import Any, Final, assert_never
 
 import storage
 from qmgr.core import names
-from qmgr.core.errors import QueueManagerError
+from qmgr.core.errors import QueueManagerError, QueueNotFound
 from qmgr.core.permissions import (
     ACL_SETTING_PREFIX,
     Acl,
@@ -376,9 +376,22 @@ class Authorization:
             if not reference:
                 continue
             try:
+                parsed = addressing.parse(reference)
+                if parsed.is_multiple or parsed.elements[0].distribution_list:
+                    continue  # the send fails: one queue is named, not several
                 named = addressing.destinations(reference)
+            except QueueNotFound:
+                if role == "admin":
+                    # Nothing to check now, and whoever creates the queue later
+                    # would get this sender's acknowledgments: refused.
+                    return (
+                        f"the admin queue {reference!r} does not exist: a local admin queue "
+                        "must exist when a message names it, since the right to send there "
+                        "is checked then"
+                    )
+                continue  # the queue manager never writes a response queue itself
             except QueueManagerError:
-                continue  # not a local queue it could write to (see Outcomes.acknowledgment)
+                continue  # the send fails with that error
             for target in named:
                 if isinstance(target, QueueRecord) and not self.acl_of(target).allows(
                     principal, Right.SEND

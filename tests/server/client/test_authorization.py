@@ -157,6 +157,21 @@ def test_a_send_needs_send_on_every_queue_it_puts_a_copy_in_or_names(
     assert denial(authorization, BOB, send("bad\\\\name")) is None
 
 
+def test_a_local_admin_queue_must_exist_when_a_send_names_it(
+    authorization: Authorization,
+) -> None:
+    # Nothing could be checked, and whoever created it later would get the acknowledgments.
+    for admin in ("later", "DIRECT=OS:.\\private$\\later"):
+        named = denial(authorization, BOB, send("shared", admin_queue=admin))
+        assert named is not None
+        assert named.startswith(f"the admin queue {admin!r} does not exist")
+    # A response queue is never written by the queue manager itself.
+    assert denial(authorization, BOB, send("shared", response_queue="later")) is None
+    # Several queues or a list: the send reports the name, not a right.
+    assert denial(authorization, BOB, send("shared", admin_queue="DL=somelist")) is None
+    assert denial(authorization, BOB, send("shared", admin_queue="mine,shared")) is None
+
+
 def test_an_answer_for_a_send_is_kept_until_a_list_changes(
     core: QueueManagerCore, authorization: Authorization
 ) -> None:
