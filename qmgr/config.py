@@ -237,9 +237,9 @@ def _build(attributes: dict[str, Any]) -> Config:
         fields[name] = Path(fields[name]).expanduser() if fields[name] else None
     fields["tls_pinned"] = _pinned(fields["tls_pinned"])
     fields["tls_relays"] = frozenset(str(identity) for identity in fields["tls_relays"])
-    fields["auth_admins"] = frozenset(str(principal) for principal in fields["auth_admins"])
+    fields["auth_admins"] = _entries("auth.admins", fields["auth_admins"])
     fields["http_allowed_hosts"] = frozenset(str(h).lower() for h in fields["http_allowed_hosts"])
-    fields["auth_monitors"] = frozenset(str(principal) for principal in fields["auth_monitors"])
+    fields["auth_monitors"] = _entries("auth.monitors", fields["auth_monitors"])
     fields["unix_socket"] = Path(fields["unix_socket"]) if fields["unix_socket"] else None
     fields["auth_tokens_file"] = (
         Path(fields["auth_tokens_file"]).expanduser() if fields["auth_tokens_file"] else None
@@ -474,11 +474,27 @@ def _check_tls(config: Config) -> None:
         raise ConfigError(msg)
 
 
-def _default_acl(values: dict[str, Any]) -> dict[str, list[str]]:
-    from qmgr.core.permissions import parse_rights
+def _entries(key: str, values: list[Any]) -> frozenset[str]:
+    """Principals and groups, spelled as list entries (``permissions.acl_entry``)."""
+    from qmgr.core.permissions import acl_entry
 
-    acl = {}
-    for entry, rights in values.items():
+    try:
+        return frozenset(acl_entry(str(value)) for value in values)
+    except ValueError as exc:
+        msg = f"{key}: {exc}"
+        raise ConfigError(msg) from None
+
+
+def _default_acl(values: dict[str, Any]) -> dict[str, list[str]]:
+    from qmgr.core.permissions import acl_entry, parse_rights
+
+    acl: dict[str, list[str]] = {}
+    for typed, rights in values.items():
+        try:
+            entry = acl_entry(str(typed))
+        except ValueError as exc:
+            msg = f"auth.default_acl: {exc}"
+            raise ConfigError(msg) from None
         words = [rights] if isinstance(rights, str) else rights
         if not isinstance(words, list) or not all(isinstance(w, str) for w in words):
             msg = f"auth.default_acl.{entry} must be a list of rights, not {rights!r}"
@@ -488,7 +504,7 @@ def _default_acl(values: dict[str, Any]) -> dict[str, list[str]]:
         except ValueError as exc:
             msg = f"auth.default_acl.{entry}: {exc}"
             raise ConfigError(msg) from None
-        acl[str(entry)] = [str(word) for word in words]
+        acl[entry] = [*acl.get(entry, []), *(str(word) for word in words)]
     return acl
 
 

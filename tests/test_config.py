@@ -231,6 +231,8 @@ def test_file_then_flags(tmp_path: Path) -> None:
         ("[auth]\nrequired = true\n", "auth.required needs a way for clients to authenticate"),
         ("[auth]\ndefault_acl = { everyone = ['write'] }\n", "unknown right 'write'"),
         ("[auth]\ndefault_acl = { everyone = 3 }\n", "must be a list of rights"),
+        ("[auth]\ndefault_acl = { 'group:' = ['send'] }\n", "'group:' names no group"),
+        ("[auth]\nadmins = ['peer:']\n", "auth.admins: 'peer:' names no peer"),
         ("[server]\naliases = 'qm1.example.net'\n", "server.aliases must be list"),
         ("[server]\naliases = ['qm1:99999']\n", "server.aliases: 'qm1:99999'"),
         ("[server]\naliases = ['']\n", "server.aliases: ''"),
@@ -278,7 +280,20 @@ def test_tls_settings(tmp_path: Path) -> None:
     assert (defaults.auth_admins, defaults.auth_groups) == (frozenset(), {})
 
 
-@pytest.mark.parametrize("name", ["group:ops", "peer:qm-b", "everyone"])
+def test_entries_are_spelled_as_lists_match_them() -> None:
+    config = load_config(
+        settings=[
+            "auth.default_acl={ Everyone = ['send'], everyone = ['peek'] }",
+            "auth.admins=['GROUP:wheel', 'root']",
+            "auth.monitors=['Peer:prom']",
+        ]
+    )
+    assert config.auth_default_acl == {"everyone": ["send", "peek"]}
+    assert config.auth_admins == frozenset({"group:wheel", "root"})
+    assert config.auth_monitors == frozenset({"peer:prom"})
+
+
+@pytest.mark.parametrize("name", ["group:ops", "peer:qm-b", "everyone", "Everyone", "GROUP:x"])
 def test_a_token_may_not_be_named_for_a_group_or_a_peer(name: str) -> None:
     with pytest.raises(ConfigError, match=f"auth.tokens.{name}: .*names a group, a peer"):
         load_config(None, settings=(f'auth.tokens={{ "{name}" = "sha256:{"0" * 64}" }}',))

@@ -47,6 +47,7 @@ __all__ = [
     "Acl",
     "Principal",
     "Right",
+    "acl_entry",
     "decode_acl",
     "encode_acl",
     "parse_rights",
@@ -56,6 +57,10 @@ __all__ = [
 
 #: Store setting of a queue's list: ``acl:<queue key>``.
 ACL_SETTING_PREFIX: Final = "acl:"
+#: The prefixes of a group's and a peer's entries.
+_PREFIXES: Final = ("group:", "peer:")
+#: Longest list entry, in characters.
+MAX_ENTRY: Final = 256
 #: The group every principal is in.
 EVERYONE: Final = "everyone"
 
@@ -115,8 +120,45 @@ def user_name_problem(name: str) -> str | None:
     peer or everyone, whose list entries it would then match."""
     if not name or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
         return f"{name!r} is empty or has control characters"
-    if name == EVERYONE or name.startswith(("group:", "peer:")):
+    if name.casefold() == EVERYONE or _prefix(name) is not None:
         return f"{name!r} names a group, a peer or everyone, not a client"
+    return None
+
+
+def acl_entry(text: str) -> str:
+    """The list entry ``text`` names, spelled as entries are matched:
+    ``everyone`` and the prefixes ``group:`` and ``peer:`` in lower case,
+    whatever case they were typed in (``Everyone`` is MSMQ's spelling), and
+    no white space around it.
+
+    Raises:
+        ValueError: empty, too long, with control characters, or a prefix
+            without a name.
+    """
+    entry = text.strip()
+    if (
+        not entry
+        or len(entry) > MAX_ENTRY
+        or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in entry)
+    ):
+        msg = f"an entry is a principal, group:NAME, peer:NAME or everyone, not {text!r}"
+        raise ValueError(msg)
+    if entry.casefold() == EVERYONE:
+        return EVERYONE
+    prefix = _prefix(entry)
+    if prefix is None:
+        return entry
+    if len(entry) == len(prefix):
+        msg = f"{text!r} names no {prefix[:-1]}: write {prefix}NAME"
+        raise ValueError(msg)
+    return prefix + entry[len(prefix) :]
+
+
+def _prefix(entry: str) -> str | None:
+    """``group:`` or ``peer:`` if ``entry`` begins with it, in any case."""
+    for prefix in _PREFIXES:
+        if entry[: len(prefix)].lower() == prefix:
+            return prefix
     return None
 
 

@@ -10,10 +10,12 @@ from qmgr.core.permissions import (
     Acl,
     Principal,
     Right,
+    acl_entry,
     decode_acl,
     encode_acl,
     parse_rights,
     rights_names,
+    user_name_problem,
 )
 
 
@@ -60,3 +62,21 @@ def test_stored_lists_that_are_not_lists_are_refused() -> None:
         with pytest.raises(ValueError, match="not a JSON object"):
             decode_acl(text)
     assert decode_acl('{"bob": 4095}').entries == {"bob": Right.FULL}
+
+
+def test_list_entries_are_spelled_as_they_are_matched() -> None:
+    assert acl_entry(" Everyone ") == EVERYONE
+    assert acl_entry("GROUP:Ops") == "group:Ops"  # the group's own name keeps its case
+    assert acl_entry("Peer:*") == "peer:*"
+    assert acl_entry("Alice") == "Alice"
+    for bad in ("", " ", "group:", "PEER:", "a\tb", "x" * 257):
+        with pytest.raises(ValueError, match=r"an entry is|names no"):
+            acl_entry(bad)
+
+
+@pytest.mark.parametrize(
+    "name", ["everyone", "Everyone", "EVERYONE", "group:x", "GROUP:x", "Peer:x"]
+)
+def test_a_client_cannot_be_named_as_everyone_a_group_or_a_peer(name: str) -> None:
+    assert user_name_problem(name) == f"{name!r} names a group, a peer or everyone, not a client"
+    assert user_name_problem("everyone2") is None

@@ -14,7 +14,7 @@ from typing import Final
 
 import storage
 from qmgr.core.errors import InvalidArgument
-from qmgr.core.permissions import Acl, Right, rights_names
+from qmgr.core.permissions import Acl, Right, acl_entry, rights_names
 from storage import QueueRecord
 from wire import client as cf
 
@@ -46,15 +46,17 @@ async def change_permissions(
 ) -> None:
     """Grant and revoke rights of one entry of a queue's list."""
     authorization = _authorization(ctx)
-    entry = request.entry.strip()
-    if not entry or len(entry) > 256:
-        msg = f"an entry is a principal, group:NAME, peer:NAME or everyone, not {entry!r}"
-        raise InvalidArgument(msg)
     unknown = (request.grant | request.revoke) & ~int(Right.FULL)
     if unknown:
         msg = f"unknown rights bits {unknown:#x}"
         raise InvalidArgument(msg)
     record = ctx.services.core.queue(request.queue)
+    entry = request.entry.strip()
+    if entry not in authorization.acl_of(record).entries:  # (one stored as typed stays so)
+        try:
+            entry = acl_entry(request.entry)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
     grant, revoke = Right(request.grant), Right(request.revoke)
     acl, write = authorization.changed_acl(record, entry, grant, revoke)
     await ctx.write_checked(storage.Unit((write,)))

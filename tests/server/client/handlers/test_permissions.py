@@ -94,6 +94,30 @@ async def test_a_change_must_name_an_entry(
             change = cf.ChangePermissions(queue="q", entry=entry, grant=1)
             refused = error(await root.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
             assert "an entry is a principal, group:NAME, peer:NAME or everyone" in refused.message
+        for entry in ("group:", "Peer:"):
+            change = cf.ChangePermissions(queue="q", entry=entry, grant=1)
+            refused = error(await root.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
+            assert (
+                refused.message
+                == f"{entry!r} names no {entry[:-1].lower()}: write {entry.lower()}NAME"
+            )
+
+
+async def test_everyone_groups_and_peers_are_named_in_any_case(
+    services: Services, authorization: Authorization, autojump_clock: trio.testing.MockClock
+) -> None:
+    async with (
+        open_session(services, principal="root") as root,
+        open_session(services, principal="bob") as bob,
+    ):
+        await make_queue(root.client, "q")
+        for entry in ("Everyone", " GROUP:ops", "PEER:qm7"):
+            change = cf.ChangePermissions(queue="q", entry=entry, grant=0x02)  # peek
+            assert isinstance(await root.client.call(change), cf.Permissions)
+        acl = await root.client.call(cf.GetPermissions(queue="q"))
+        assert isinstance(acl, cf.Permissions)
+        assert [e.name for e in acl.entries] == ["everyone", "group:ops", "peer:qm7", "root"]
+        assert isinstance(await bob.client.call(cf.Receive(queue="q", peek=True)), cf.NoMessage)
 
 
 async def test_without_permissions_kept_the_requests_are_invalid(
