@@ -21,7 +21,10 @@ which also keeps the indexes over the entries)::
 What ends an entry depends on its kind: TRANSACTIONAL, an OrderAck of the
 current sequence covering its number (end to end: the destination has it for
 good); RECOVERABLE and RELAYED, a SessionAck marking it persisted; EXPRESS,
-any SessionAck covering it. DONE entries are never sent again; the caller
+any SessionAck covering it. An OrderAck past every number that may have gone out
+(sent by this machine, or by an earlier run of the daemon: ``sent_before``)
+ends nothing: no receiver can hold those entries, so it comes from a
+confused or forged peer. DONE entries are never sent again; the caller
 writes a ``ForgetOutgoing`` of the ids the machine returned, says so with
 :meth:`forget_started`, and hands back the store's result with
 :meth:`forgotten`.
@@ -115,6 +118,9 @@ class OutgoingSequence:
             ``lookup_id - base``.
         resend_intervals: the Transactional Ack Wait backoff, in seconds; the
             last one repeats.
+        sent_before: entries below this lookup id may have been sent before
+            this machine was made (by an earlier run of the daemon): an
+            OrderAck may cover them.
 
     Raises:
         SequenceError: a negative base, or no (or a non-positive) interval.
@@ -126,6 +132,7 @@ class OutgoingSequence:
         sequence_id: wire.TxSequenceId,
         base: int,
         resend_intervals: Sequence[float] = RESEND_INTERVALS,
+        sent_before: int = 0,
     ) -> None:
         intervals = tuple(float(interval) for interval in resend_intervals)
         if base < 0 or not intervals or min(intervals) <= 0:
@@ -140,6 +147,8 @@ class OutgoingSequence:
         self._resend_index = 0
         self._last_order_ack = 0
         self._last_order_ack_time: float | None = None
+        #: The highest lookup id of a TRANSACTIONAL entry that may have gone out.
+        self._sent_through = sent_before - 1
 
     # ------------------------------------------------------------------ status
 
@@ -167,6 +176,11 @@ class OutgoingSequence:
     def unacknowledged(self) -> int:
         """Entries in the table not waiting to be sent: sent and not yet forgotten."""
         return len(self._table) - self._table.waiting
+
+    @property
+    def sent_number(self) -> int:
+        """The highest number of the current sequence that may have gone out (0: none)."""
+        return max(0, self._sent_through - self._base)
 
     @property
     def last_order_ack(self) -> int:
@@ -226,6 +240,7 @@ class OutgoingSequence:
         if tx is not None and (other is None or tx < other):
             header = self._header(tx)
             entry = table.transmit(tx)
+            self._sent_through = max(self._sent_through, tx)
             if self._wait_since is None:
                 self._wait_since = now
         elif other is not None:
@@ -278,7 +293,9 @@ class OutgoingSequence:
         self._table.move(entry, Event.ACK)
         return (lookup_id,)
 
-    def order_ack(self, sequence_id: wire.TxSequenceId, number: int, now: float) -> tuple[int, ...]:
+    def order_ack(
+        self, sequence_id: wire.TxSequenceId, number: int, now: float
+    ) -> tuple[int, ...] | None:
         """An OrderAck arrived: the receiver has everything up to ``number`` for good.
 
         One of another sequence than the current one (older, or unknown) is
@@ -287,10 +304,16 @@ class OutgoingSequence:
 
         Returns:
             The TRANSACTIONAL entries it ends (number <= ``number``), to be
-            forgotten; never an id twice.
+            forgotten; never an id twice. None, and nothing changes, for an
+            OrderAck of the current sequence past every number that was ever
+            sent: no receiver can have those entries, so it is not the
+            receiver's (a confused or forged peer), and believing it would
+            drop messages that never left.
         """
         if sequence_id != self._sequence_id:
             return ()
+        if number > self.sent_number:
+            return None
         self._last_order_ack_time = now
         ended = self._table.end_live_through(number + self._base)
         if ended or number > self._last_order_ack:

@@ -110,7 +110,10 @@ class World:
 
     def load_sender(self) -> OutgoingSequence:
         sender = OutgoingSequence(
-            sequence_id=self.sequence_id(), base=self.base, resend_intervals=INTERVALS
+            sequence_id=self.sequence_id(),
+            base=self.base,
+            resend_intervals=INTERVALS,
+            sent_before=self.next_lookup,  # an earlier run may have sent any of them
         )
         for lookup_id in sorted(self.store):
             sender.add(lookup_id, self.store[lookup_id][0])
@@ -208,7 +211,7 @@ class World:
 
     def sender_gets(self, packet: Packet) -> None:
         if isinstance(packet, OrderAck):
-            ids = self.sender.order_ack(packet.sequence_id, packet.number, self.now)
+            ids = self.sender.order_ack(packet.sequence_id, packet.number, self.now) or ()
         elif isinstance(packet, SessionAck) and packet.epoch == self.epoch:
             ids = self.sender.session_acked(packet.lookup_id, persisted=packet.persisted)
         else:

@@ -198,6 +198,28 @@ def test_order_acks_of_another_sequence_are_ignored() -> None:
     assert machine.last_order_ack_time is None
 
 
+def test_an_order_ack_past_every_number_sent_is_refused_and_changes_nothing() -> None:
+    machine = sequence(TX, TX, TX, base=100)
+    assert machine.sent_number == 0
+    assert machine.order_ack(SEQ, 1, T0) is None  # nothing went out: no receiver has any
+    assert machine.waiting == 3
+    [first] = [t.lookup_id for t in drain(machine)][:1]
+    assert (first, machine.sent_number) == (101, 3)
+    assert machine.order_ack(SEQ, 4, T0 + 1) is None
+    assert (machine.last_order_ack, machine.last_order_ack_time) == (0, None)
+    assert machine.order_ack(SEQ, 3, T0 + 2) == (101, 102, 103)
+
+
+def test_after_a_restart_an_order_ack_may_cover_what_an_earlier_run_sent() -> None:
+    """Entries in the store at start may have gone out before: their OrderAck counts."""
+    machine = OutgoingSequence(sequence_id=SEQ, base=100, sent_before=103)
+    for lookup_id in (101, 102, 103):
+        machine.add(lookup_id, TX)
+    assert machine.sent_number == 2
+    assert machine.order_ack(SEQ, 3, T0) is None
+    assert machine.order_ack(SEQ, 2, T0) == (101, 102)
+
+
 def test_after_a_roll_order_acks_of_the_old_sequence_are_ignored() -> None:
     machine = sequence(TX)
     drain(machine)
@@ -364,6 +386,7 @@ def test_headers_and_counts_stay_consistent_under_any_use(
     machine = OutgoingSequence(sequence_id=SEQ, base=0, resend_intervals=(10.0, 20.0))
     kinds: dict[int, EntryKind] = {}
     gone: set[int] = set()  # forgotten, removed, or ended (never counts again)
+    sent_tx: set[int] = set()  # TRANSACTIONAL entries that went out
     next_id, now = 1, T0
     for action, value, kind in steps:
         now += 1
@@ -380,15 +403,20 @@ def test_headers_and_counts_stay_consistent_under_any_use(
                     i for i in kinds if i < lookup_id and kinds[i] is TX and i not in gone
                 ]
                 assert header.sequence_number == lookup_id
+                sent_tx.add(lookup_id)
                 assert header.previous_sequence_number == max(live_before, default=0)
         elif action == "session_ack" and value < next_id:
             ended = machine.session_acked(value, persisted=value % 2 == 0)
             assert all(kinds[i] is not TX for i in ended)
             gone.update(ended)
         elif action == "order_ack":
-            ended = machine.order_ack(SEQ, value, now)
-            assert all(kinds[i] is TX and i <= value for i in ended)
-            gone.update(ended)
+            result = machine.order_ack(SEQ, value, now)
+            if value > max(sent_tx, default=0):
+                assert result is None  # past every number that went out: nothing ends
+            else:
+                assert result is not None
+                assert all(kinds[i] is TX and i <= value for i in result)
+                gone.update(result)
         elif action == "forget" and value in kinds:
             machine.forget_started((value,))
             gone.add(value)

@@ -264,6 +264,17 @@ class OutgoingQueues:
             self.parts.log.debug("order_ack_unknown_sequence", sequence=str(ack.sequence_id))
             return
         ids = queue.machine.order_ack(ack.sequence_id, ack.sequence_number, trio.current_time())
+        if ids is None:
+            self.parts.log.warning(
+                "order_ack_refused",
+                queue=queue.name,
+                sequence=str(ack.sequence_id),
+                number=ack.sequence_number,
+                sent=queue.machine.sent_number,
+                from_qm=str(ack.source_qm),
+                reason="it acknowledges numbers that were never sent",
+            )
+            return
         queue.last_order_ack = self.parts.wall()
         self.wake_timers(queue)  # progress restarts the resend timer
         if ids:

@@ -137,6 +137,7 @@ class OutgoingQueue:
             ),
             base=state.base,
             resend_intervals=parts.config.peer_resend_intervals,
+            sent_before=self.sent_before_start_below,
         )
         self.paused = state.paused
         self.payloads: dict[int, memoryview | bytes] = {}

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 import pytest
+import structlog
 import trio
 import trio.testing
 from peer_kit import Channel, Network, Node, is_data, is_order_ack, wait_until
@@ -130,6 +132,42 @@ async def test_order_acks_a_sender_cannot_use_are_made_good_by_the_resend_timer(
     assert network.connections == [("qm-a", "qm-b")]
     assert a.closed == b.closed == []
     assert a.outgoing_state().sequence_ordinal == 2
+
+
+async def test_an_order_ack_for_numbers_never_sent_ends_nothing(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """While B is down, A's messages wait, never sent. An OrderAck of their
+    sequence (whose id is only the second the queue was made: easy to guess)
+    from a forged or confused peer would end them: it is refused and logged,
+    and they are delivered once B is back."""
+    a, b = await start_pair(network)
+    await b.stop()
+    expected = bodies(3)
+    await a.send(b.remote(QUEUE), expected)
+    state = a.outgoing_state()
+    sequence = wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp)
+    forged = wire.OrderAck(
+        source_qm=uuid.uuid4(),
+        destination=wire.PrivateQueueId(number=4, host=wire.QueueFormatType.PRIVATE_ON_DESTINATION),
+        destination_qm=a.store.qm_guid,
+        message_id=1,
+        sent_time=0,
+        time_to_reach_queue=0xFFFFFFFF,
+        time_to_be_received=0xFFFFFFFF,
+        sequence_id=sequence,
+        sequence_number=3,
+        previous_sequence_number=2,
+    )
+    with structlog.testing.capture_logs() as logs:
+        a.peering.order_ack_arrived(forged)
+    [refused] = [e for e in logs if e["event"] == "order_ack_refused"]
+    assert (refused["log_level"], refused["number"], refused["sent"]) == ("warning", 3, 0)
+    await trio.sleep(1)
+    assert a.depth(a.outgoing_queue().queue_id) == 3
+    assert a.outgoing_state() == state  # not rolled
+    await b.start()
+    await deliver(a, b, expected)
 
 
 async def test_a_sender_crash_before_the_order_ack_resends_from_its_store(
