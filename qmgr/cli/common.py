@@ -81,15 +81,15 @@ _NOT_RUNNING_HINT = (
     "or `qmgr serve --data-dir DIR`."
 )
 _TLS_HINT = (
-    " If it is running, its client port may require TLS: connect with --tls-ca CA.pem "
-    "(or QMGR_TLS_CA)."
+    " If it is running, its client port may require TLS: connect with "
+    "`qmgr --tls-ca CA.pem COMMAND ...` (or QMGR_TLS_CA)."
 )
 #: How OpenSSL reports, on the client, a server that wanted a certificate it
 #: was not given (TLS 1.3: after the handshake, with the first read).
 _NO_CERTIFICATE_SIGNS = ("certificate required", "eof occurred in violation of protocol")
 _CERTIFICATE_HINT = (
     " If it is running, it may require a client certificate (auth.required): connect "
-    "with --tls-cert CERT.pem --tls-key KEY.pem."
+    "with `qmgr --tls-cert CERT.pem --tls-key KEY.pem COMMAND ...`."
 )
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
 #: before the Hello was answered (``ClientProtocol.handshake_error``).

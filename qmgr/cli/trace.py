@@ -74,10 +74,10 @@ def trace(
         pending.extend(_next(report, peers, seen))
     if as_json:
         click.echo(json.dumps([_json(address, r, error) for address, r, error in visits], indent=2))
-        return
-    console = stdout_console()
-    for address, seen_report, error in visits:
-        _print(console, address, seen_report, error)
+    else:
+        console = stdout_console()
+        for address, seen_report, error in visits:
+            _print(console, address, seen_report, error)
     if not any(found and found.findings for _, found, _ in visits):
         msg = f"no queue manager visited knows message {message_id}"
         raise CliError(msg)

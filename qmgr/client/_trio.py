@@ -60,7 +60,7 @@ async def open_client(
         ConnectionLost: the daemon could not be reached, or the connection
             broke during the handshake (the message says where and why).
         LimitExceeded: the daemon refused the connection at one of its
-            limits (``limits.max_connections``,
+            limits (``server.max_connections``,
             ``limits.max_connections_per_address``; the message says which).
         ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 import struct
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -140,7 +141,9 @@ class Tracer:
         if source_qm == self._guid:
             for copy in self._store.confirmations(ordinal):
                 state = "delivered" if copy.delivered else "not delivered yet"
-                deadline = "no deadline" if copy.deadline is None else f"until {copy.deadline}"
+                deadline = (
+                    "no deadline" if copy.deadline is None else f"until {_utc(copy.deadline)}"
+                )
                 found.append(
                     Finding(
                         "awaiting-confirmation",
@@ -244,3 +247,8 @@ def _destination(outgoing_name: str) -> str:
         return RemoteDestination.from_outgoing_name(outgoing_name).display_name
     except ValueError:
         return outgoing_name
+
+
+def _utc(seconds: float) -> str:
+    """Unix seconds as ISO 8601 in UTC, to the second."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

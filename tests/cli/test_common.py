@@ -106,8 +106,8 @@ def test_a_port_that_resets_plain_tcp_hints_at_tls(tmp_path: Path) -> None:
     assert error.startswith("error: "), error
     assert hint.startswith("hint: is the queue manager running?")
     assert hint.endswith(
-        "If it is running, its client port may require TLS: connect with --tls-ca CA.pem "
-        "(or QMGR_TLS_CA)."
+        "If it is running, its client port may require TLS: connect with "
+        "`qmgr --tls-ca CA.pem COMMAND ...` (or QMGR_TLS_CA)."
     ), plain.stderr
     assert secure.exit_code == 1
     assert secure.stderr.splitlines()[-1] == (

@@ -151,9 +151,11 @@ def test_a_message_nobody_knows_is_an_error(scripted: dict[str, TraceReport | No
     assert result.exit_code == 1
     assert result.stdout == "qm-a (a:1802): nothing about this message\n"
     assert result.stderr == "error: no queue manager visited knows message {id}\\1\n"
-    assert json.loads(ok(trace("--json")).stdout) == [
-        {"address": "a:1802", "qm": "qm-a", "findings": []}
-    ]
+    # The same answer in JSON, and the same exit status.
+    as_json = trace("--json")
+    assert as_json.exit_code == 1
+    assert json.loads(as_json.stdout) == [{"address": "a:1802", "qm": "qm-a", "findings": []}]
+    assert as_json.stderr == result.stderr
 
 
 def test_a_message_in_a_queue(shared_daemon: DaemonProcess, queue_name: str) -> None:

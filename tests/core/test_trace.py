@@ -3,6 +3,7 @@ and what each record it finds says about the message."""
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import pytest
@@ -77,14 +78,26 @@ def test_a_received_message_is_in_its_journal_and_a_dead_letter_in_its_queue(
 
 def test_one_of_ours_on_its_way_and_its_copy_awaiting_confirmation(qm: CoreHarness) -> None:
     far = "DIRECT=TCP:10.9.9.9:1801\\private$\\orders"
-    qm.send_tx(far, b"x", journal=DEADLETTER, acknowledge=NEG_RECEIVE, admin_queue="admin")
+    qm.send_tx(
+        far,
+        b"x",
+        journal=DEADLETTER,
+        acknowledge=NEG_RECEIVE,
+        admin_queue="admin",
+        time_to_be_received=60,
+    )
     [record] = [r for r in qm.core.queues.all() if r.kind is storage.QueueKind.OUTGOING]
     [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
     entry = decode_entry(storage.message_payload(stored))
     message_id = MessageProperties.from_bytes(entry.data.tobytes()).message_id
     found = {f.kind: f for f in trace(qm, message_id)}
     assert found["outgoing"].place == "DIRECT=TCP:10.9.9.9\\private$\\orders"
-    assert "not delivered yet" in found["awaiting-confirmation"].detail
+    # The deadline in UTC, as every time qmgr shows (WALL is 2023-11-14T22:13:20Z).
+    assert re.fullmatch(
+        r"copy kept for the confirmation process: not delivered yet, "
+        r"until 2023-11-14T22:1\d:\d\dZ",
+        found["awaiting-confirmation"].detail,
+    ), found["awaiting-confirmation"].detail
     assert set(found) == {"outgoing", "awaiting-confirmation"}
 
 
