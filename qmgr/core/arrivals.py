@@ -79,7 +79,7 @@ from wire import INFINITE, MAX_HOPS, MessageClass, MessageProperties, UserMessag
 from . import names
 from .addressing import arrival_address
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import Outcomes, deadline_of
+from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = ["DESTINATION_CACHE_SIZE", "Arrival", "Arrivals", "relay_id"]
@@ -103,8 +103,10 @@ class Arrival:
     refusal: int | None = None
     #: For a relayed message: where it goes next.
     relay_to: RemoteDestination | None = None
-    #: False for a refused message whose dead-letter copy was not kept (the
-    #: dead-letter queue holds ``max_rejected_bytes`` already).
+    #: For a refused message: whether a copy is kept in a dead-letter queue
+    #: here. False when that queue holds ``max_rejected_bytes`` already, and
+    #: for a message too late whose source keeps the copy (a transactional
+    #: one) or that did not ask for one.
     kept: bool = True
 
 
@@ -184,8 +186,12 @@ class Arrivals:
         if refusal == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
             # Too late: the source keeps a transactional one's dead-letter copy
             # (told by FinalAck); a plain one dies here, kept only if it asked.
-            reports = self._outcomes.reports(message, refusal, wall=wall, note=note)
-            return Arrival(tuple(reports), queue_key, refusal)
+            outcomes = self._outcomes
+            reports = outcomes.reports(message, refusal, wall=wall, note=note)
+            kept = bool(message.journal & JOURNAL_DEADLETTER) and (
+                outcomes.is_ours(message) or not transactional
+            )
+            return Arrival(tuple(reports), queue_key, refusal, kept=kept)
         if refusal is not None:
             ops, kept = self._refusal(message, refusal, wall, note)
             return Arrival(ops, queue_key, refusal, kept=kept)

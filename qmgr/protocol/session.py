@@ -104,6 +104,9 @@ _DEFAULT_SETTINGS: Final = SessionSettings()
 #: RecoverableAckSendTimeout bounds in seconds (500..120000 ms, reference §9 and §14.1).
 _MIN_RECOVERABLE_ACK_TIMEOUT: Final = 0.5
 _MAX_RECOVERABLE_ACK_TIMEOUT: Final = 120.0
+#: AckTimeout bounds in seconds (20000..120000 ms, reference §9).
+_MIN_ACK_TIMEOUT: Final = 20.0
+_MAX_ACK_TIMEOUT: Final = 120.0
 
 
 def _milliseconds(seconds: float) -> int:
@@ -112,6 +115,12 @@ def _milliseconds(seconds: float) -> int:
 
 def _clamp_recoverable(seconds: float) -> float:
     return min(_MAX_RECOVERABLE_ACK_TIMEOUT, max(_MIN_RECOVERABLE_ACK_TIMEOUT, seconds))
+
+
+def _clamp_ack(seconds: float) -> float:
+    """A peer's AckTimeout within the spec's range: a peer cannot switch off the
+    close of a session whose acknowledgments stop (nor make it hair-trigger)."""
+    return min(_MAX_ACK_TIMEOUT, max(_MIN_ACK_TIMEOUT, seconds))
 
 
 def _packet_name(packet: object) -> str:
@@ -433,7 +442,7 @@ class PeerSession:
         if packet.refused:
             return self._close("the peer refused the connection (ConnectionParameters)")
         if packet.ack_timeout > 0:
-            self._ack_timeout = packet.ack_timeout / 1000
+            self._ack_timeout = _clamp_ack(packet.ack_timeout / 1000)
         if packet.recoverable_ack_timeout > 0:
             self._recoverable_ack_timeout = _clamp_recoverable(
                 packet.recoverable_ack_timeout / 1000

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from typing import Any
 
 import pytest
 
@@ -28,9 +29,14 @@ def qm(open_core: OpenCore) -> CoreHarness:
 
 
 def packet(
-    destination: str, *, transactional: bool = True, hops: int = 0, message_class: int = 0
+    destination: str,
+    *,
+    transactional: bool = True,
+    hops: int = 0,
+    message_class: int = 0,
+    **properties: Any,
 ) -> wire.UserMessage:
-    message = MessageProperties(body=b"body", label="l").stamp(
+    message = MessageProperties(body=b"body", label="l", **properties).stamp(
         source_qm=SOURCE, ordinal=7, sent_time=1_700_000_000.0, transactional=transactional
     )
     if message_class:
@@ -257,6 +263,32 @@ def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
     assert arrival.refusal == MessageClass.NACK_HOP_COUNT_EXCEEDED
     (op,) = arrival.ops
     assert dead_class(qm, op, "system$;deadxact") == MessageClass.NACK_HOP_COUNT_EXCEEDED
+
+
+@pytest.mark.parametrize(
+    ("transactional", "journal", "kept"),
+    [(True, 1, False), (False, 0, False), (False, 1, True)],
+)
+def test_a_message_too_late_is_kept_here_only_if_it_dies_here_and_asked(
+    qm: CoreHarness, transactional: bool, journal: int, kept: bool
+) -> None:
+    """Past its time to reach the queue: a transactional message's copy is its
+    source's to keep (told by FinalAck, if asked); a plain one dies here, kept
+    in the dead-letter queue only with MQMSG_DEADLETTER. ``kept`` says which."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    queue = "txq" if transactional else "plain"
+    late = packet(
+        f"TCP:127.0.0.1:1901\\private$\\{queue}",
+        transactional=transactional,
+        time_to_reach_queue=600,
+        journal=journal,
+    )
+    arrival = arrivals.to_queue(late, queue, wall=1_700_000_000.0 + 3600)
+    assert (arrival.refusal, arrival.kept) == (MessageClass.NACK_REACH_QUEUE_TIMEOUT, kept)
+    copies = [op for op in arrival.ops if isinstance(op, storage.AppendMessage)]
+    assert len(copies) == int(kept)
+    if transactional:  # the source learns it, and keeps its own copy
+        assert [type(op) for op in arrival.ops] == [storage.RecordFinalAck]
 
 
 def test_refusals_keep_copies_only_while_the_dead_letter_queue_has_room(

@@ -114,6 +114,16 @@ def test_ack_send_timer() -> None:
     assert b.next_deadline() == T0 + 2 + 300.0  # nothing left to acknowledge: idle only
 
 
+@pytest.mark.parametrize(("announced", "adopted"), [(4e6, 120.0), (1.0, 20.0), (60.0, 60.0)])
+def test_the_acceptor_adopts_an_ack_timeout_within_the_spec_range(
+    announced: float, adopted: float
+) -> None:
+    """A peer cannot switch off the close of a session whose acknowledgments stop
+    (0xFFFFFFFF ms is 50 days) nor make it hair-trigger: 20..120 s, as the spec's range."""
+    pair = opened_pair(a_settings=SessionSettings(ack_timeout=announced))
+    assert pair.b.session.ack_timeout == adopted
+
+
 def test_an_immediate_ack_leaves_no_ack_send_timer() -> None:
     pair = opened_pair(b_settings=SessionSettings(window_size=2))
     pair.send(pair.a, 1, recoverable=False, now=T0)

@@ -170,6 +170,22 @@ def test_a_peer_that_follows_the_protocol_is_served(peers: Peers) -> None:
     assert taken.body == b"well-behaved"
 
 
+def test_a_peer_announcing_this_queue_managers_own_guid_cannot_deliver(peers: Peers) -> None:
+    """A queue manager's sessions to itself carry nothing (they close once they see
+    its GUID); a peer announcing that GUID and sending is another (a copied data
+    directory, an impostor), whose messages would pass for this one's own."""
+    with connect(peers.b.address) as qb:
+        own = qb.status().qm_guid
+    with RawPeer(peers.b) as raw:
+        raw.qm = own
+        raw.handshake()
+        raw.send(raw.user_message(b"not-ours"))
+        _expect_closed(peers, raw, "own GUID", "announced this queue manager's own GUID")
+    assert peers.raw_stored() == []
+    assert '"peer_claims_our_guid"' in peers.b.log()
+    peers.traffic.expect_progress("a peer with our own GUID")
+
+
 def test_random_bytes_are_refused_and_hurt_nobody(peers: Peers) -> None:
     rng = random.Random(1801)
     for index in range(30):

@@ -18,7 +18,14 @@ import trio
 
 import wire
 
-__all__ = ["PEER_CLOSED", "REACHES_ITSELF", "PeerClosed", "close_reason", "unopened"]
+__all__ = [
+    "CLAIMS_OUR_GUID",
+    "PEER_CLOSED",
+    "REACHES_ITSELF",
+    "PeerClosed",
+    "close_reason",
+    "unopened",
+]
 
 
 class PeerClosed(Exception):
@@ -39,6 +46,17 @@ _EXPECTED = (
 REACHES_ITSELF: Final = (
     "the session reaches this queue manager itself (the peer's GUID is ours: a hairpin "
     "NAT, a port map or another name of this host); its messages are delivered here"
+)
+
+
+#: Why an accepted session that announced this queue manager's own GUID ends
+#: when it carries a message: this queue manager's own sessions to itself close
+#: before they carry any (:data:`REACHES_ITSELF`), so it is another peer
+#: (a copy of this data directory, or an impostor) whose messages would pass
+#: for this queue manager's own.
+CLAIMS_OUR_GUID: Final = (
+    "the peer announced this queue manager's own GUID and sends messages: another "
+    "queue manager with a copy of this one's data directory, or an impostor; refusing them"
 )
 
 

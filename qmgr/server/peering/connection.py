@@ -74,7 +74,14 @@ from qmgr.protocol import (
 )
 
 from ..tls import TlsContexts
-from .close_reasons import PEER_CLOSED, REACHES_ITSELF, PeerClosed, close_reason, unopened
+from .close_reasons import (
+    CLAIMS_OUR_GUID,
+    PEER_CLOSED,
+    REACHES_ITSELF,
+    PeerClosed,
+    close_reason,
+    unopened,
+)
 from .identity import PeerIdentities
 from .parts import PeeringParts
 
@@ -237,6 +244,9 @@ class PeerConnection:
         self.itself = itself
         #: The initiator found that the peer is this queue manager (its GUID is ours).
         self.reached_itself = False
+        #: Closed because what arrived could not be stored (a full store, a disk
+        #: error): the peer resends it on its next session.
+        self.not_stored = False
         #: Set by the first acknowledgment of something this connection sent: the
         #: peer does not only open sessions, it takes what comes over them.
         self.acknowledged = trio.Event()
@@ -372,6 +382,10 @@ class PeerConnection:
                 self._control.append(action.data)
                 self._wake_writer.set()
             elif isinstance(action, Arrived):
+                if not self.itself and self.remote_qm == self.context.parts.store.qm_guid:
+                    self.close_reason = CLAIMS_OUR_GUID
+                    self.log.warning("peer_claims_our_guid", reason=CLAIMS_OUR_GUID)
+                    raise PeerClosed(CLAIMS_OUR_GUID)
                 if self.identity is not None and not self.itself:
                     self._check_source(action.packet)
                 self.context.events.arrived(self, action.packet, action.recoverable_number)
@@ -475,11 +489,13 @@ class PeerConnection:
                 outcome = await context.parts.committer.submit(unit)
             except Exception as exc:
                 context.events.rolled_back(run.accepted)
+                self.not_stored = True
                 msg = f"could not store arrived messages: {exc}"
                 raise PeerClosed(msg) from exc
             error = outcome.error
             if error is not None:
                 context.events.rolled_back(run.accepted)
+                self.not_stored = True
                 msg = f"could not store arrived messages: {error}"
                 raise PeerClosed(msg)
             results = list(outcome.results)

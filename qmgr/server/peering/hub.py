@@ -215,7 +215,7 @@ class Peering:
         self.connections.discard(connection)
         self.final_acks.connection_ended(connection)
         self.incoming.connection_ended(connection)
-        level = "info" if connection.opened.is_set() else "warning"
+        level = "info" if connection.opened.is_set() and not connection.not_stored else "warning"
         getattr(connection.log, level)("peer_session_closed", reason=connection.close_reason)
 
     def _final_ack_paths(self) -> Mapping[bytes, PeerConnection]:

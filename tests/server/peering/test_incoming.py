@@ -5,6 +5,7 @@ crashes, the history of non-transactional messages, OrderAcks."""
 from __future__ import annotations
 
 import pytest
+import structlog
 import trio
 import trio.testing
 from peer_kit import Network, Node, is_data, is_order_ack, is_session_ack, wait_until
@@ -280,3 +281,37 @@ async def test_a_router_acknowledges_a_resend_it_holds_without_storing_it_again(
     await wait_until(lambda: relayed(r) == 0, what="R forwards and forgets")
     assert c.bodies("plain") == expected
     assert network.channel(r, c).count(is_data) == 4
+
+
+async def test_arrivals_that_cannot_be_stored_close_the_session_with_a_warning(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A receiver that cannot store what arrived (a full store, a disk error) closes
+    the session, so that the sender resends on the next one; an operator must see
+    it, so the close is a warning, not the information of a session ending."""
+    a, b = await start_pair(network)
+    committer = b.committer
+    real_submit = committer.submit
+    failures = 1
+
+    async def submit(unit: storage.Unit) -> storage.UnitOutcome:
+        nonlocal failures
+        if failures and any(isinstance(op, storage.AppendMessage) for op in unit.ops):
+            failures -= 1
+            raise OSError(28, "No space left on device")
+        return await real_submit(unit)
+
+    monkeypatch.setattr(committer, "submit", submit)
+    expected = bodies(3)
+    with structlog.testing.capture_logs() as logs:
+        await a.send(b.remote(QUEUE), expected)
+        await deliver(a, b, expected)
+    [closed] = [
+        e
+        for e in logs
+        if e["event"] == "peer_session_closed"
+        and e["component"] == "peering"
+        and "could not store" in e["reason"]
+    ]
+    assert closed["log_level"] == "warning"
+    assert "No space left on device" in closed["reason"]
