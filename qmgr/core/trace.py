@@ -25,9 +25,9 @@ what to look for and what the records mean.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 import struct
-import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -251,4 +251,4 @@ def _destination(outgoing_name: str) -> str:
 
 def _utc(seconds: float) -> str:
     """Unix seconds as ISO 8601 in UTC, to the second."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -147,8 +147,10 @@ class OutgoingSequence:
         self._resend_index = 0
         self._last_order_ack = 0
         self._last_order_ack_time: float | None = None
-        #: The highest lookup id of a TRANSACTIONAL entry that may have gone out.
+        #: The highest lookup id of a TRANSACTIONAL entry that may have gone out,
+        #: and of any entry.
         self._sent_through = sent_before - 1
+        self._transmitted_through = sent_before - 1
 
     # ------------------------------------------------------------------ status
 
@@ -176,6 +178,12 @@ class OutgoingSequence:
     def unacknowledged(self) -> int:
         """Entries in the table not waiting to be sent: sent and not yet forgotten."""
         return len(self._table) - self._table.waiting
+
+    @property
+    def transmitted_through(self) -> int:
+        """The highest lookup id that may have gone out, of any kind (0: none):
+        every entry above it was never sent."""
+        return max(0, self._transmitted_through)
 
     @property
     def sent_number(self) -> int:
@@ -248,6 +256,7 @@ class OutgoingSequence:
             entry = table.transmit(other)
         else:
             return None
+        self._transmitted_through = max(self._transmitted_through, entry.lookup_id)
         return Transmission(entry.lookup_id, entry.kind, header)
 
     def never_sent(self, lookup_id: int) -> bool:

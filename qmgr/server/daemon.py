@@ -77,6 +77,7 @@ from .listeners import (
     remove_socket,
 )
 from .peering import Peering
+from .peering.outgoing_queue import clear_sent_marks, sent_marks
 from .settings import from_config
 from .signals import QueueSignals, Wakeup
 from .tls import TlsContexts, check_exposure, load_contexts
@@ -280,6 +281,10 @@ class Daemon:
         reservation = core.ordinal_reservation()
         if reservation is not None:
             units.append(reservation)
+        marks = None
+        if self.peering.outgoing_queues.marks_read:
+            marks = storage.Unit((clear_sent_marks(),))
+            units.append(marks)
         if not units:
             return
         try:
@@ -288,7 +293,11 @@ class Daemon:
             msg = f"cannot write to the store in {self.config.data_dir}: {exc}"
             raise StartupError(msg) from exc
         for unit, outcome in zip(units, outcomes, strict=True):
-            if reservation is unit:
+            if marks is unit:
+                if outcome.error is not None:
+                    self.log.warning("outgoing_marks_not_cleared", error=str(outcome.error))
+                    self.peering.outgoing_queues.marks_not_cleared()
+            elif reservation is unit:
                 failure = core.ordinals_reserved(unit, outcome)
                 if failure is not None:
                     # Sends fail with this error until the maintenance worker's
@@ -348,9 +357,24 @@ class Daemon:
                     self.services.stopping = True
                     self.signals.notify_all()
                     inner.cancel_scope.cancel()
+            # No link sends any more: what each outgoing queue may have sent, so
+            # that the next start can give up on time what never went out.
+            await self._write_sent_marks()
             # Every session is gone: nothing can submit to the committer any more.
             outer.cancel_scope.cancel()
         self.log.info("queue_manager_stopped", open_transactions_aborted=aborted)
+
+    async def _write_sent_marks(self) -> None:
+        """Write the outgoing queues' marks at an orderly stop; a failure is logged
+        (the next start then counts every stored entry as perhaps sent)."""
+        try:
+            unit = storage.Unit((sent_marks(self.peering.outgoing.values()),))
+            outcome = await self.committer.submit(unit)
+        except Exception as exc:  # the committer failed: a crash would write nothing either
+            self.log.warning("outgoing_marks_not_written", error=str(exc))
+            return
+        if outcome.error is not None:
+            self.log.warning("outgoing_marks_not_written", error=str(outcome.error))
 
     def _log_started(self, sockets: Sockets) -> None:
         config, tls = self.config, self.tls

@@ -156,6 +156,37 @@ def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
         assert outgoing.waiting == 1  # "no limit" waits; the stream has no hole
 
 
+@pytest.mark.parametrize("how", ["orderly", "kill"])
+def test_time_to_reach_queue_after_a_restart(
+    daemon_factory: Callable[..., DaemonProcess], how: str
+) -> None:
+    """A message committed before a restart that never went out (nothing listens at
+    its destination) is given up on time after an orderly restart, which recorded
+    what had gone out; after a crash, nothing says it never went out, so it stays
+    (the destination may have it) until it is delivered or purged."""
+    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    nobody = f"DIRECT=TCP:127.0.0.1:{free_port()}\\private$\\orders"
+    with connect(a.address) as qa:
+        with qa.begin() as tx:
+            tx.send(nobody, b"before", journal=Journal.DEADLETTER, time_to_reach_queue=2)
+            tx.commit()
+    if how == "orderly":
+        a.restart()
+    else:
+        a.kill()
+        a.start()
+    with connect(a.address) as qa:
+        with qa.begin() as tx:  # the same deadline's neighbour, sent after the restart
+            tx.send(nobody, b"after", journal=Journal.DEADLETTER, time_to_reach_queue=1)
+            tx.commit()
+        expected = [b"before", b"after"] if how == "orderly" else [b"after"]
+        dead = wait_for(qa, "system$;deadxact", len(expected))
+        assert sorted(m.body for m in dead) == sorted(expected)
+        assert {m.message_class for m in dead} == {MessageClass.NACK_REACH_QUEUE_TIMEOUT}
+        [outgoing] = qa.outgoing()
+        assert outgoing.waiting == (0 if how == "orderly" else 1)
+
+
 def test_the_confirmation_process_under_a_broken_link(peers: Peers) -> None:
     _, b, qa, qb = peers
     qb.create_queue("orders", transactional=True)

@@ -75,7 +75,7 @@ from ..backlog import Backlog
 from ..signals import touched_queues
 from .connection import ConnectionContext
 from .link import Link
-from .outgoing_queue import OutgoingQueue
+from .outgoing_queue import OutgoingQueue, read_sent_marks
 from .parts import PeeringParts
 
 __all__ = ["CLEANUP_LOOKS", "OutgoingQueues"]
@@ -114,9 +114,13 @@ class OutgoingQueues:
         #: Queues with acknowledged entries to forget.
         self._forgetting: Backlog[OutgoingQueue] = Backlog()
         self._nursery: trio.Nursery | None = None
+        marks = read_sent_marks(parts.store)
+        #: The last run's marks were read: the first write must clear them.
+        self.marks_read = marks is not None
         for record in parts.store.list_queues():
             if record.kind is storage.QueueKind.OUTGOING:
-                self._add(record, at_start=True)
+                mark = None if marks is None else marks.get(record.queue_id)
+                self._add(record, at_start=True, sent_mark=mark)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the links, the forgetter and the timers until cancelled."""
@@ -132,7 +136,9 @@ class OutgoingQueues:
 
     # ------------------------------------------------------------------ queues
 
-    def _add(self, record: storage.QueueRecord, *, at_start: bool = False) -> OutgoingQueue | None:
+    def _add(
+        self, record: storage.QueueRecord, *, at_start: bool = False, sent_mark: int | None = None
+    ) -> OutgoingQueue | None:
         parts = self.parts
         try:
             destination = RemoteDestination.from_outgoing_name(record.name)
@@ -144,7 +150,9 @@ class OutgoingQueues:
             parts.log.error("outgoing_state_missing", queue=record.name)
             return None
         hops = parts.config.routes.hops(destination.endpoint)
-        queue = OutgoingQueue(parts, self, record, destination, state, hops, at_start=at_start)
+        queue = OutgoingQueue(
+            parts, self, record, destination, state, hops, at_start=at_start, sent_mark=sent_mark
+        )
         self.queues[record.queue_id] = queue
         self.by_stamp[state.sequence_timestamp] = queue
         link = self._link(queue.hop)
@@ -449,6 +457,12 @@ class OutgoingQueues:
                 # Traffic came meanwhile (or a pause): it must be quiet for a
                 # whole period again.
                 queue.quiet_since = None
+
+    def marks_not_cleared(self) -> None:
+        """Clearing the last run's marks at start failed: they may outlive this run,
+        so they are not used (every entry stored at start counts as perhaps sent)."""
+        for queue in self.queues.values():
+            queue.sent_before_start_below = queue.stored_at_start_below
 
     # ------------------------------------------------------------------ control and status
 

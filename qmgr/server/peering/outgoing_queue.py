@@ -19,11 +19,20 @@ What every queue needs of the daemon comes in the peering adapter's
 :class:`~.parts.PeeringParts`; of the outgoing side that holds it, only
 two calls (a :class:`QueueOwner`: forget entries, wake the resend timers);
 the link that carries it is a :class:`Carrier` to it.
+
+What an earlier run may have sent. An entry that was perhaps sent cannot be
+given up when its time to reach the queue passes (the receiver may have it).
+At an orderly stop the daemon writes, for every queue, the highest lookup id
+that may have gone out (the setting :data:`SENT_MARKS`); the next start
+reads it and clears it in its first write, before any link runs, so that an
+entry above its queue's mark counts as never sent. After a crash there are
+no marks, and every entry stored at start counts as perhaps sent.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,11 +59,19 @@ __all__ = [
     "FILL_CHUNK",
     "FILL_LOW",
     "MAX_LOADED",
+    "SENT_MARKS",
     "Carrier",
     "EntryTag",
     "OutgoingQueue",
     "QueueOwner",
+    "clear_sent_marks",
+    "read_sent_marks",
+    "sent_marks",
 ]
+
+#: Store setting of the last orderly stop: JSON ``{queue id: highest lookup id
+#: that may have gone out}``; empty once the next start has read it.
+SENT_MARKS: Final = "outgoing-sent-marks"
 
 #: Entries loaded from the store at a time.
 FILL_CHUNK: Final = 1024
@@ -117,12 +134,23 @@ class OutgoingQueue:
         hops: tuple[tuple[str, int], ...],
         *,
         at_start: bool = False,
+        sent_mark: int | None = None,
     ) -> None:
+        """``at_start``: found in the store when the daemon started, with
+        ``sent_mark`` the highest lookup id the last run may have sent, if it
+        stopped in order (:func:`read_sent_marks`)."""
         self.parts = parts
         self.owner = owner
-        #: Entries below this lookup id were in the store when the daemon started:
-        #: an earlier run may have sent them.
-        self.sent_before_start_below = record.next_lookup_id if at_start else 0
+        #: Entries below this lookup id were in the store when the daemon started
+        #: and an earlier run may have sent them.
+        self.sent_before_start_below = 0
+        #: Entries below this lookup id were in the store at start.
+        self.stored_at_start_below = record.next_lookup_id if at_start else 0
+        if at_start:
+            below = self.stored_at_start_below
+            if sent_mark is not None:
+                below = min(below, sent_mark + 1)
+            self.sent_before_start_below = below
         self.queue_id = record.queue_id
         self.name = record.name
         self.destination = destination
@@ -472,3 +500,29 @@ def _names_a_host(text: str) -> bool:
         return False
     host = text[7:].split(":", 1)[-1].split("\\", 1)[0].rsplit(":", 1)[0].lower()
     return host not in (".", "localhost", "")
+
+
+def read_sent_marks(store: storage.Store) -> dict[int, int] | None:
+    """The marks the last run wrote when it stopped in order (queue id -> the
+    highest lookup id it may have sent), or None: none were written (a crash),
+    or they were read already."""
+    text = store.get_setting(SENT_MARKS)
+    if not text:
+        return None
+    try:
+        raw = json.loads(text)
+        return {int(queue_id): int(mark) for queue_id, mark in raw.items()}
+    except (ValueError, AttributeError, TypeError):
+        return None  # as after a crash: every stored entry counts as perhaps sent
+
+
+def sent_marks(queues: Iterable[OutgoingQueue]) -> storage.SetSetting:
+    """The write of every queue's mark at an orderly stop, once no link sends."""
+    marks = {queue.queue_id: queue.machine.transmitted_through for queue in queues}
+    return storage.SetSetting(SENT_MARKS, json.dumps(marks, separators=(",", ":")))
+
+
+def clear_sent_marks() -> storage.SetSetting:
+    """The write that clears the marks once read, before any link runs (a crash
+    later must not leave them standing for what the new run sends)."""
+    return storage.SetSetting(SENT_MARKS, "")

@@ -1,6 +1,7 @@
 """Giving up outgoing entries whose time to reach the queue passed
 (``qmgr.server.workers.outgoing_expiry``), on a queue manager of :mod:`peer_kit`: only what its
-sequence machine never sent goes, with its reports."""
+sequence machine never sent goes, with its reports; after an orderly restart, what the last
+run's marks say never went out goes too."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from peer_kit import Network, Node, open_network
 import storage
 import wire
 from qmgr.core.outcomes import JOURNAL_DEADLETTER
+from qmgr.server.peering.outgoing_queue import clear_sent_marks, sent_marks
 from qmgr.server.workers.outgoing_expiry import expire_outgoing
 
 
@@ -69,3 +71,60 @@ async def test_an_entry_the_destination_may_have_stays(
     assert await expire_outgoing(a.peering, due) == 0
     assert a.outgoing_queue().depth == 1
     assert a.messages("system$;deadxact") == []
+
+
+async def restart_in_order(a: Node) -> None:
+    """What an orderly stop and the next start write around the restart (the
+    daemon's: each queue's mark, then their clearing before any link runs)."""
+    await a.committer.submit(storage.Unit((sent_marks(a.peering.outgoing.values()),)))
+    await a.stop()
+    await a.start()
+    assert a.peering.outgoing_queues.marks_read
+    await a.committer.submit(storage.Unit((clear_sent_marks(),)))
+
+
+async def test_after_an_orderly_restart_an_entry_never_sent_is_given_up(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, due = await waiting_entry(network)
+    await restart_in_order(a)
+    assert await expire_outgoing(a.peering, due) == 1
+    assert [m.message_class for m in a.messages("system$;deadxact")] == [
+        wire.MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    ]
+
+
+async def test_after_an_orderly_restart_an_entry_that_went_out_stays(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, due = await waiting_entry(network)
+    [queue] = a.peering.outgoing.values()
+    assert queue.machine.next_transmission(trio.current_time()) is not None  # sent
+    await restart_in_order(a)
+    assert await expire_outgoing(a.peering, due) == 0
+    assert a.outgoing_queue().depth == 1
+
+
+async def test_marks_serve_one_start_only(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Cleared by the start that read them: a crash of that run leaves none, and
+    every stored entry counts as perhaps sent again (that run may have sent it)."""
+    a, due = await waiting_entry(network)
+    await restart_in_order(a)
+    await a.stop()  # a crash: no marks written
+    await a.start()
+    assert not a.peering.outgoing_queues.marks_read
+    assert await expire_outgoing(a.peering, due) == 0
+    assert a.outgoing_queue().depth == 1
+
+
+async def test_marks_that_could_not_be_cleared_are_not_used(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, due = await waiting_entry(network)
+    await a.committer.submit(storage.Unit((sent_marks(a.peering.outgoing.values()),)))
+    await a.stop()
+    await a.start()
+    a.peering.outgoing_queues.marks_not_cleared()
+    assert await expire_outgoing(a.peering, due) == 0
