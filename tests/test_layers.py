@@ -79,6 +79,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.server",
         "qmgr.core.tokens",
         "qmgr.core.permissions",
+        "qmgr.core.names",
     },
     "qmgr": {"qmgr.cli"},  # qmgr/__init__.py and __main__.py
     "pipelines": {"qmgr.client", "qmgr.spark", "wire"},

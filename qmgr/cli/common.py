@@ -94,6 +94,12 @@ _CERTIFICATE_HINT = (
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
 #: before the Hello was answered (``ClientProtocol.handshake_error``).
 _HANDSHAKE_FAILED = "handshake with the queue manager at "
+#: What the SDK says of a port that answered in HTTP (``ClientProtocol.receive_data``).
+_ANSWERED_IN_HTTP = "answered in HTTP"
+_HTTP_PORT_HINT = (
+    "give --server the queue manager's client address (`qmgr serve --client-listen`, "
+    "port 1802 by default), not its HTTP address."
+)
 
 # --------------------------------------------------------------------------
 # Errors
@@ -239,7 +245,10 @@ def _not_reached_hint(ctx: click.Context, reason: str) -> str:
     plain TCP to a port that took the connection and then reset or closed it
     in the handshake (as a TLS port does to plain text), that it wants no TLS.
     A connection that was never made (refused, a name that does not resolve,
-    no answer) says nothing about TLS."""
+    no answer) says nothing about TLS. A port that answered in HTTP is not
+    the client port: the hint names the one to give."""
+    if _ANSWERED_IN_HTTP in reason:
+        return _HTTP_PORT_HINT
     ca, certificate, _ = ctx.obj.get("tls", (None, None, None))
     plain = ca is None and certificate is None and not server_of(ctx).startswith("unix:")
     if plain and reason.startswith(_HANDSHAKE_FAILED):
@@ -290,8 +299,12 @@ def json_option(help: str) -> Callable[[F], F]:
 #: ``--yes``/``-y``: do not ask before deleting.
 yes_option = click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 
-#: ``--count N`` (at least 1, default 1): how many messages.
-count_option = click.option("--count", type=click.IntRange(min=1), default=1, show_default=True)
+
+def count_option(help: str) -> Callable[[F], F]:
+    """``--count N`` (at least 1, default 1: how many messages) with the command's own help."""
+    return click.option(
+        "--count", type=click.IntRange(min=1), default=1, show_default=True, help=help
+    )
 
 
 # --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ def dl() -> None:
 @click.pass_context
 @reports_errors
 def dl_create(ctx: click.Context, name: str, targets: tuple[str, ...]) -> None:
-    """Create the list NAME with TARGETs (queue or format names)."""
+    """Create the list NAME with TARGETs (queue or format names; a queue here must exist)."""
     with client(ctx) as qm:
         qm.create_list(name, targets)
     click.echo(f"created distribution list {name} with {plural(len(targets), 'target')}")
@@ -58,7 +58,7 @@ def _targets_change(
 
 dl_add = _targets_change(
     "add",
-    "Add TARGETs to the list NAME.",
+    "Add TARGETs to the list NAME (a queue here must exist).",
     lambda qm, name, targets: qm.add_to_list(name, *targets),
 )
 dl_remove = _targets_change(

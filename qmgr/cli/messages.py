@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import click
 from rich import progress as rich_progress
 
-from qmgr.client import ConnectionLost, Message, QueueError
+from qmgr.client import ConnectionLost, Message, QueueError, TransactionUsageError
 from qmgr.client.shapes import iso, message_json
 
 from .common import (
@@ -33,6 +33,7 @@ from .common import (
     count_option,
     json_option,
     plural,
+    quoted,
     reports_errors,
     stderr_console,
 )
@@ -67,13 +68,19 @@ F = TypeVar("F", bound=Callable[..., Any])
     help="Read the body from this file.",
 )
 @click.option("--label", default="", help="The message label (at most 250 characters).")
-@count_option
+@count_option("Send this many messages, each with the body.")
 @click.option(
     "--transactional/--no-transactional",
     default=None,
     help="Insist on a single-message transaction, or on none (default: as the queue needs).",
 )
-@click.option("--priority", type=click.IntRange(0, 7), default=3, show_default=True)
+@click.option(
+    "--priority",
+    type=click.IntRange(0, 7),
+    default=3,
+    show_default=True,
+    help="The message's priority, from 0 (lowest) to 7 (highest).",
+)
 @click.option(
     "--express",
     is_flag=True,
@@ -168,7 +175,7 @@ def _read_body(body: str | None, file_path: Path | None) -> bytes:
 # --------------------------------------------------------------------------
 
 
-def _timeout_option(help: str | None = None, *, minimum: float = 0) -> Callable[[F], F]:
+def _timeout_option(help: str, *, minimum: float = 0) -> Callable[[F], F]:
     """``--timeout SECONDS`` (default 0: no wait) with the command's own help text."""
     return click.option(
         "--timeout",
@@ -181,7 +188,7 @@ def _timeout_option(help: str | None = None, *, minimum: float = 0) -> Callable[
 
 @click.command()
 @click.argument("queue_name", metavar="QUEUE")
-@count_option
+@count_option("Receive (or peek at) at most this many messages.")
 @_timeout_option("Seconds to wait, in all, for messages to arrive.")
 @click.option("--peek", is_flag=True, help="Show the messages without removing them.")
 @json_option("Print one JSON object per message.")
@@ -221,8 +228,8 @@ def receive(
 
 @click.command()
 @click.argument("queue_name", metavar="QUEUE")
-@count_option
-@_timeout_option()
+@count_option("Show at most this many messages.")
+@_timeout_option("Seconds to wait for the first message to arrive.")
 @json_option("Print one JSON object per message.")
 @click.pass_context
 def peek(ctx: click.Context, queue_name: str, count: int, timeout: float, as_json: bool) -> None:
@@ -235,7 +242,7 @@ def peek(ctx: click.Context, queue_name: str, count: int, timeout: float, as_jso
 @click.command()
 @click.argument("source")
 @click.argument("destination", metavar="[DEST]", required=False)
-@count_option
+@count_option("Move at most this many messages.")
 # The help of `move` shows its bound as 0.0, that of `receive` and `peek` as 0.
 @_timeout_option("Seconds to wait, in all, for messages to arrive in SOURCE.", minimum=0.0)
 @click.option(
@@ -309,31 +316,50 @@ def move(
         progress_bar as progress,
     ):
         for _ in range(count):
-            with qm.begin() as tx:
-                message = tx.receive(source, max(0.0, deadline - time.monotonic()))
-                if message is None:
-                    tx.abort()
-                    break
-                tx.send(
-                    destination,
-                    message.body,
-                    label=message.label,
-                    correlation_id=message.correlation_id,
-                    app_specific=message.app_specific,
-                    priority=message.priority,
-                    acknowledge=message.acknowledge,
-                    journal=message.journal,
-                    admin_queue=message.admin_queue,
-                    response_queue=message.response_queue,
-                    time_to_reach_queue=message.time_to_reach_queue,
-                    time_to_be_received=message.time_to_be_received,
-                )
+            # Inside the transaction, the daemon refuses a receive from a
+            # non-transactional queue and a send to one as TransactionUsageError:
+            # said here in terms of this command.
+            try:
+                with qm.begin() as tx:
+                    try:
+                        message = tx.receive(source, max(0.0, deadline - time.monotonic()))
+                    except TransactionUsageError:
+                        raise _needs_transactional(source) from None
+                    if message is None:
+                        tx.abort()
+                        break
+                    tx.send(
+                        destination,
+                        message.body,
+                        label=message.label,
+                        correlation_id=message.correlation_id,
+                        app_specific=message.app_specific,
+                        priority=message.priority,
+                        acknowledge=message.acknowledge,
+                        journal=message.journal,
+                        admin_queue=message.admin_queue,
+                        response_queue=message.response_queue,
+                        time_to_reach_queue=message.time_to_reach_queue,
+                        time_to_be_received=message.time_to_be_received,
+                    )
+            except TransactionUsageError:
+                raise _needs_transactional(destination) from None
             moved += 1
             progress.advance()
     click.echo(f"moved {plural(moved, 'message')} from {source} to {destination}")
     if moved < count:
         waited = f" within {timeout:g} s" if timeout else ""
         click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more{waited})", err=True)
+
+
+def _needs_transactional(queue: str) -> CliError:
+    """The error of a move whose ``queue`` (its source or destination) is not transactional."""
+    msg = f"qmgr move needs transactional queues, and {quoted(queue)} is not transactional"
+    hint = (
+        "each message is received and sent in one transaction, "
+        "which MSMQ allows only on transactional queues"
+    )
+    return CliError(msg, hint=hint)
 
 
 class Progress:

@@ -22,6 +22,7 @@ from rich.text import Text
 
 from qmgr.client import QueueInfo, QueueManager
 from qmgr.client.shapes import iso, poison_json, queue_json
+from qmgr.core.names import without_private_prefix
 
 from .common import (
     CliError,
@@ -150,7 +151,8 @@ def queue_create(
         qm.create_queue(name, transactional=transactional, journal=journal, quota=quota, **retry)
     kind = "transactional queue" if transactional else "queue"
     poison = any(value is not None for value in retry.values())
-    click.echo(f"created {kind} {quoted(name)}" + (" with poison handling" if poison else ""))
+    created = f"created {kind} {quoted(without_private_prefix(name))}"
+    click.echo(created + (" with poison handling" if poison else ""))
 
 
 @queue.command("list")
@@ -245,9 +247,7 @@ def find_queue(qm: QueueManager, name: str) -> QueueInfo:
     Raises:
         CliError: there is no such queue (with a hint).
     """
-    wanted = name.lower()
-    for prefix in (".\\private$\\", "private$\\"):
-        wanted = wanted.removeprefix(prefix)
+    wanted = without_private_prefix(name).lower()
     for info in qm.list_queues():
         if info.name.lower() == wanted or info.format_name.lower() == name.lower():
             return info

@@ -34,7 +34,9 @@ __all__ = ["serve"]
 @click.option("--listen", metavar="HOST:PORT", help="Peer (MSMQ) listener address.")
 @click.option("--client-listen", metavar="HOST:PORT", help="Client (SDK and CLI) listener address.")
 @click.option(
-    "--http-listen", metavar="HOST:PORT", help='HTTP listener (/healthz, /metrics); "" for none.'
+    "--http-listen",
+    metavar="HOST:PORT",
+    help='HTTP listener address (/healthz, /metrics, the JSON API, the console); "" for none.',
 )
 @click.option("--name", help="The queue manager's name (default: the host name).")
 @click.option("--log-format", type=click.Choice(["console", "json", "auto"]), help="Log rendering.")

@@ -81,7 +81,11 @@ class QueueManagerAdmin:
         commits the parts of one global transaction. Returns one
         :class:`Resolution` per xid, in order. If one cannot be committed,
         none is, and the error's message names the xid. An empty ``xids``
-        asks nothing of the daemon.
+        asks nothing of the daemon. A full store does not refuse it: the
+        room their commit takes was kept free when they were prepared (a
+        prepare is refused with ``StoreFull`` instead), except for the
+        journal copies and receipt reports of messages they received,
+        which need room of their own (see ``docs/design.md``).
 
         Raises:
             LimitExceeded: their sends together are more than the daemon
@@ -200,7 +204,8 @@ class QueueManagerAdmin:
 
         Raises:
             QueueExists, InvalidName (a bad name, or a target that is a journal,
-            system queue or list), InvalidArgument (too many targets)
+            system queue or list), QueueNotFound (a target names a queue here
+            that does not exist), InvalidArgument (too many targets)
         """
         self._conn.run(lists.create_list, name, targets)
 
@@ -209,7 +214,8 @@ class QueueManagerAdmin:
         returns how many targets it has now.
 
         Raises:
-            QueueNotFound (no such list), InvalidName, InvalidArgument
+            QueueNotFound (no such list, or a target names a queue here that
+            does not exist), InvalidName, InvalidArgument
         """
         return self._conn.run(lists.add_to_list, name, *targets)
 

@@ -93,6 +93,16 @@ __all__ = ["MAX_REQUEST_ID", "ClientProtocol", "Flow", "Pending", "Waiter"]
 #: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
 MAX_REQUEST_ID: Final = 0xFFFFFFFF
 
+#: How an HTTP response begins. No stream of frames begins so (a frame's
+#: length would be over the limit): a connection whose first bytes are these
+#: was made to an HTTP port.
+_HTTP_START: Final = b"HTTP/"
+#: Why such a connection broke (the handshake's error says where).
+_ANSWERED_IN_HTTP: Final = (
+    "the server answered in HTTP: this is an HTTP port (the queue manager's HTTP listener?), "
+    "not its client port"
+)
+
 
 class Waiter:
     """The reply to one request, once it has come (None until then, and if the connection broke).
@@ -148,6 +158,7 @@ class ClientProtocol(Generic[W]):
 
     __slots__ = (
         "_closed_by_user",
+        "_first_bytes",
         "_make_waiter",
         "_next_id",
         "_next_tx_id",
@@ -182,6 +193,8 @@ class ClientProtocol(Generic[W]):
         #: ConnectionLost (see the module docstring).
         self._refusal: tuple[int, str] | None = None
         self._stream_prefix = self._lost_prefix() if address_in_stream_errors else ""
+        #: The first bytes read (as many as ``_HTTP_START`` has), to tell an HTTP answer.
+        self._first_bytes = b""
 
     # ------------------------------------------------------------------
     # State
@@ -493,9 +506,14 @@ class ClientProtocol(Generic[W]):
                 exception: ``LimitExceeded`` for a limit); the connection is
                 now broken.
         """
+        if len(self._first_bytes) < len(_HTTP_START):
+            self._first_bytes += bytes(data[: len(_HTTP_START) - len(self._first_bytes)])
         try:
             self._reader.feed(data)
         except RemoteProtocolError as exc:
+            if self._first_bytes == _HTTP_START:
+                # An HTTP response is never valid frames: say what answered.
+                raise self.fail(self._stream_prefix + _ANSWERED_IN_HTTP) from None
             msg = f"{self._stream_prefix}the queue manager sent a malformed frame: {exc}"
             raise self.fail(msg) from None
 

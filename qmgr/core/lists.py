@@ -5,7 +5,9 @@ Theory of operation
 A list is kept in the store (``storage.ops.lists``) under its canonical name,
 validated like a queue name, with up to :data:`MAX_LIST_TARGETS` targets:
 format names of single queues, here or on other queue managers, checked
-when they are added (no journal or system queue, no subqueue, no list inside a list).
+when they are added (no journal or system queue, no subqueue, no list inside a
+list, and a queue here must exist: naming one that does not is QueueNotFound,
+as a send to it is).
 A send names a list as ``DL=name``, alone or among the elements of a
 multiple-element format name; ``Addressing`` expands it when the send is
 prepared, so a change to a list applies to the sends prepared after it and
@@ -13,7 +15,7 @@ never to messages already sent. The expansion follows MSMQ ([MS-MQDMPR]
 §3.1.7.3.8): lists are expanded, duplicates removed case-insensitively, one
 copy per target, all in the sender's transaction (or unit).
 
-A list whose target is a local queue that no longer exists does not make
+A list whose target is a local queue deleted since it was added does not make
 sends to it fail: that copy is kept in ``system$;deadletter`` (or
 ``system$;deadxact``) with NACK_BAD_DST_Q, as a queue manager would refuse it
 at arrival. Seed 000's rule for a mixture of transactional and
@@ -85,7 +87,8 @@ class ListAdmin:
         """The unit that creates the list ``name``.
 
         Raises:
-            InvalidName: a bad name or target; InvalidArgument: too many targets.
+            InvalidName: a bad name or target; QueueNotFound: a target names a
+            queue here that does not exist; InvalidArgument: too many targets.
         """
         key = list_key(name)
         checked = self._merge((), targets)
@@ -95,7 +98,8 @@ class ListAdmin:
         """The unit that adds and removes targets (removing one it lacks is no error).
 
         Raises:
-            InvalidName, QueueNotFound, InvalidArgument
+            InvalidName, InvalidArgument; QueueNotFound: the list does not exist,
+            or a target added names a queue here that does not exist.
         """
         current = self.get(name)
         gone = {self._identity_of(target) for target in remove}
@@ -115,7 +119,7 @@ class ListAdmin:
         seen = {self._identity_of(target) for target in kept}
         for target in added:
             text = target.strip()
-            identity = self._check(text)
+            identity = self._check(text, exists=True)
             if identity not in seen:
                 seen.add(identity)
                 targets.append(text)
@@ -124,7 +128,13 @@ class ListAdmin:
             raise InvalidArgument(msg)
         return tuple(targets)
 
-    def _check(self, text: str) -> tuple[object, ...]:
+    def _check(self, text: str, *, exists: bool = False) -> tuple[object, ...]:
+        """The identity of the target ``text`` (protocol, host, port, queue).
+
+        Raises:
+            InvalidName: it is not a target a list can hold; QueueNotFound:
+                with ``exists``, it names a queue here that does not exist.
+        """
         element = names.parse_one_queue(
             text,
             self._identity,
@@ -134,6 +144,9 @@ class ListAdmin:
         if element.is_system or element.is_journal or element.is_subqueue:
             msg = f"{text!r}: journal and dead-letter queues and subqueues take no sends"
             raise InvalidName(msg)
+        if exists and element.is_local and self._store.get_queue(element.queue) is None:
+            msg = f"queue {text!r} does not exist"
+            raise QueueNotFound(msg)
         return (element.protocol, element.host, element.port, element.queue)
 
     def _identity_of(self, text: str) -> tuple[object, ...]:

@@ -418,3 +418,13 @@ def display_format_name(queue_key: str) -> str:
     if queue_key in SYSTEM_QUEUES:
         return ".\\" + queue_key
     return ".\\private$\\" + queue_key
+
+
+def without_private_prefix(name: str) -> str:
+    """A private queue's name without ``.\\private$\\`` or ``private$\\`` before it
+    (in any case), as typed otherwise: the name a queue created as ``name`` has."""
+    lowered = name.lower()
+    for prefix in (".\\private$\\", "private$\\"):
+        if lowered.startswith(prefix):
+            return name[len(prefix) :]
+    return name

@@ -130,7 +130,7 @@ class QueueAdmin:
         Raises:
             InvalidName, InvalidArgument
         """
-        display = _strip_private_prefix(name)
+        display = names.without_private_prefix(name)
         key = names.validate_new_queue_name(display)
         if quota is not None and quota < 0:
             msg = f"quota must be a positive number of bytes, not {quota}"
@@ -275,11 +275,3 @@ def _only_result(outcome: UnitOutcome) -> storage.Result:
     if error is not None:
         raise from_store_error(error)
     return outcome.results[0]
-
-
-def _strip_private_prefix(name: str) -> str:
-    lowered = name.lower()
-    for prefix in (".\\private$\\", "private$\\"):
-        if lowered.startswith(prefix):
-            return name[len(prefix) :]
-    return name

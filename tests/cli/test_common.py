@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from helpers import free_port
+from helpers import DaemonProcess, free_port
 from rich.table import Table
 
 from qmgr.certs import init_ca
@@ -114,6 +114,18 @@ def test_a_port_that_resets_plain_tcp_hints_at_tls(tmp_path: Path) -> None:
         "hint: is the queue manager running? Start one with `make run` (from the source "
         "tree) or `qmgr serve --data-dir DIR`."
     )  # TLS was asked for
+
+
+def test_the_http_port_is_named_as_such(shared_daemon: DaemonProcess) -> None:
+    http = f"127.0.0.1:{shared_daemon.http_port}"
+    result = run(None, "--server", http, "queue", "list")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"error: handshake with the queue manager at {http} failed: the server answered in "
+        "HTTP: this is an HTTP port (the queue manager's HTTP listener?), not its client port",
+        "hint: give --server the queue manager's client address (`qmgr serve --client-listen`, "
+        "port 1802 by default), not its HTTP address.",
+    ]
 
 
 def test_a_bad_address_is_named() -> None:

@@ -33,6 +33,32 @@ def test_every_command_is_on_the_group() -> None:
     assert all(f"  {name} " in queue_help for name in QUEUE_COMMANDS)
 
 
+def commands(group: click.Group, path: str = "qmgr") -> list[tuple[str, click.Command]]:
+    """Every command under ``group``, with how it is typed."""
+    context = click.Context(group)
+    found: list[tuple[str, click.Command]] = []
+    for name in group.list_commands(context):
+        command = group.get_command(context, name)
+        assert command is not None
+        if isinstance(command, click.Group):
+            found += commands(command, f"{path} {name}")
+        else:
+            found.append((f"{path} {name}", command))
+    return found
+
+
+def test_every_option_says_what_it_is_for() -> None:
+    undescribed = [
+        f"{path} --{param.name}"
+        for path, command in commands(cli)
+        for param in command.params
+        if isinstance(param, click.Option) and not param.hidden and not param.help
+    ]
+    assert undescribed == []
+    serve_help = ok(run(None, "serve", "--help")).stdout
+    assert "(/healthz, /metrics, the JSON API, the console)" in " ".join(serve_help.split())
+
+
 def test_version_and_python_m() -> None:
     assert ok(run(None, "--version")).stdout == f"qmgr, version {__version__}\n"
     for module in ("qmgr", "qmgr.cli"):

@@ -12,14 +12,21 @@ from helpers import DaemonProcess
 from .kit import ok, run
 
 
+def queues(daemon: DaemonProcess, *names: str) -> None:
+    """Create the queues ``names`` (a list's targets here must exist)."""
+    for queue in names:
+        ok(run(daemon, "queue", "create", queue))
+
+
 def test_the_commands_say_what_they_did(shared_daemon: DaemonProcess, queue_name: str) -> None:
-    name = f"{queue_name}-dl"
+    name, a, b = f"{queue_name}-dl", f"{queue_name}-a", f"{queue_name}-b"
+    queues(shared_daemon, a, b)
     made = ok(run(shared_daemon, "dl", "create", name))
     assert made.stdout == f"created distribution list {name} with 0 targets\n"
-    assert ok(run(shared_daemon, "dl", "add", name, "a", "b")).stdout == f"{name}: 2 targets\n"
-    assert ok(run(shared_daemon, "dl", "remove", name, "a")).stdout == f"{name}: 1 target\n"
+    assert ok(run(shared_daemon, "dl", "add", name, a, b)).stdout == f"{name}: 2 targets\n"
+    assert ok(run(shared_daemon, "dl", "remove", name, a)).stdout == f"{name}: 1 target\n"
     listed = ok(run(shared_daemon, "dl", "list", name, "--json")).stdout
-    assert listed == f'[{{"name": "{name}", "targets": ["b"]}}]\n'  # one line
+    assert listed == f'[{{"name": "{name}", "targets": ["{b}"]}}]\n'  # one line
     assert ok(run(shared_daemon, "dl", "delete", name)).stdout == (
         f"deleted distribution list {name}\n"
     )
@@ -32,13 +39,15 @@ def test_list_shows_every_list_and_their_targets(
     shared_daemon: DaemonProcess, queue_name: str
 ) -> None:
     empty, full = f"{queue_name}-empty", f"{queue_name}-full"
+    x, y = f"{queue_name}-x[b]", f"{queue_name}-y"
+    queues(shared_daemon, x, y)
     ok(run(shared_daemon, "dl", "create", empty))
-    ok(run(shared_daemon, "dl", "create", full, "x[b]", "y"))
+    ok(run(shared_daemon, "dl", "create", full, x, y))
     every = {
         entry["name"]: entry["targets"]
         for entry in json.loads(ok(run(shared_daemon, "dl", "list", "--json")).stdout)
     }
-    assert (every[empty], every[full]) == ([], ["x[b]", "y"])
+    assert (every[empty], every[full]) == ([], [x, y])
     table = ok(run(shared_daemon, "dl", "list")).stdout
     rows = [
         [cell.strip() for cell in line.split("│")[1:-1]]
@@ -46,8 +55,20 @@ def test_list_shows_every_list_and_their_targets(
         if "│" in line
     ]
     assert [empty, "(none)"] in rows
-    at = rows.index([full, "x[b]"])
-    assert rows[at + 1] == ["", "y"]
+    at = rows.index([full, x])
+    assert rows[at + 1] == ["", y]
+
+
+def test_a_target_naming_no_queue_is_refused(shared_daemon: DaemonProcess, queue_name: str) -> None:
+    name, missing = f"{queue_name}-dl", f"{queue_name}-missing"
+    refused = run(shared_daemon, "dl", "create", name, missing)
+    assert (refused.exit_code, refused.stderr) == (1, f"error: queue '{missing}' does not exist\n")
+    ok(run(shared_daemon, "dl", "create", name))  # the refused create made no list
+    refused = run(shared_daemon, "dl", "add", name, missing)
+    assert (refused.exit_code, refused.stderr) == (1, f"error: queue '{missing}' does not exist\n")
+    assert ok(run(shared_daemon, "dl", "list", name, "--json")).stdout == (
+        f'[{{"name": "{name}", "targets": []}}]\n'
+    )
 
 
 def test_add_and_remove_need_targets() -> None:

@@ -145,6 +145,30 @@ def test_move_receives_and_sends_in_one_transaction(fake_daemon: FakeDaemon) -> 
     assert fake_daemon.requests_of(cf.Abort) == [cf.Abort(tx_id=receive.tx_id)]
 
 
+def test_move_says_it_needs_transactional_queues(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    plain, tx = f"{queue_name}-plain", f"{queue_name}-tx"
+    ok(run(shared_daemon, "queue", "create", plain))
+    ok(run(shared_daemon, "queue", "create", tx, "--transactional"))
+    ok(run(shared_daemon, "send", plain, "--body", "p"))
+    ok(run(shared_daemon, "send", tx, "--body", "t"))
+    hint = (
+        "hint: each message is received and sent in one transaction, "
+        "which MSMQ allows only on transactional queues"
+    )
+    for source, destination in ((plain, tx), (tx, plain)):
+        refused = run(shared_daemon, "move", source, destination)
+        assert refused.exit_code == 1
+        assert refused.stderr.splitlines() == [
+            f"error: qmgr move needs transactional queues, and '{plain}' is not transactional",
+            hint,
+        ]
+    for queue, body in ((plain, "p"), (tx, "t")):  # nothing moved
+        [left] = json.loads("[" + ok(run(shared_daemon, "peek", queue, "--json")).stdout + "]")
+        assert left["body"] == body
+
+
 def test_move_between_subqueues_takes_lookup_id_or_all() -> None:
     both = run(None, "move", "orders;poison", "orders", "--lookup-id", "3", "--all")
     assert both.exit_code == 2

@@ -137,6 +137,13 @@ def test_create_says_what_it_made(shared_daemon: DaemonProcess, queue_name: str)
     bad = run(shared_daemon, "queue", "create", f"{queue_name}-q", "--quota", "12X")
     assert bad.exit_code == 2
     assert "'12X' is not a byte count" in bad.stderr
+    # A path name: the queue is named as `queue list` shows it.
+    for spelling in ("private$\\", ".\\PRIVATE$\\"):
+        pathed = f"{queue_name}-Path{len(spelling)}"
+        made = ok(run(shared_daemon, "queue", "create", spelling + pathed))
+        assert made.stdout == f"created queue {pathed!r}\n"
+        listed = json.loads(ok(run(shared_daemon, "queue", "list", "--json")).stdout)
+        assert pathed in [entry["name"] for entry in listed]
 
 
 def test_show(shared_daemon: DaemonProcess, queue_name: str) -> None:

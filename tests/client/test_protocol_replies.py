@@ -217,6 +217,41 @@ def test_stream_errors_can_name_the_address() -> None:
     assert caught.value.message.startswith(f"lost the connection to the queue manager at {ADDRESS}")
 
 
+HTTP_ANSWER = b"HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\n\r\nbad request\n"
+
+
+@pytest.mark.parametrize("say_where", [False, True], ids=["blocking", "trio"])
+def test_an_http_answer_is_named_as_such(say_where: bool) -> None:
+    proto = new_protocol(say_where=say_where)
+    hello = proto.request(proto.out, cf.Hello(client_name="me"))
+    for chunk in (HTTP_ANSWER[:2], HTTP_ANSWER[2:4]):  # "HTTP/" over several reads
+        proto.receive_data(chunk)
+    with pytest.raises(ConnectionLost) as caught:
+        proto.receive_data(HTTP_ANSWER[4:])
+    reason = (
+        "the server answered in HTTP: this is an HTTP port (the queue manager's HTTP "
+        "listener?), not its client port"
+    )
+    prefix = f"lost the connection to the queue manager at {ADDRESS}: " if say_where else ""
+    assert caught.value.message == prefix + reason
+    with pytest.raises(ConnectionLost) as woken:
+        proto.result(hello)
+    failed = proto.handshake_error(woken.value)
+    assert type(failed) is ConnectionLost
+    failing = f"handshake with the queue manager at {ADDRESS} failed: "
+    assert failed.message == failing + prefix + reason
+
+
+def test_other_bytes_are_a_malformed_frame_whatever_follows() -> None:
+    proto = new_protocol()
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        proto.receive_data(b"HTTX/1.1 400 Bad Request\r\n")
+    after = new_protocol(version=cf.PROTOCOL_VERSION)
+    after.receive_data(replies((1, cf.Ok(value=1))))
+    with pytest.raises(ConnectionLost, match="malformed frame"):
+        after.receive_data(HTTP_ANSWER)  # not the start of the stream
+
+
 LIMIT = "too many connections from 127.0.0.1: at most 2 at once"
 
 

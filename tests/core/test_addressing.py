@@ -65,7 +65,10 @@ def test_what_takes_no_sends(addressing: Addressing) -> None:
 
 
 def test_a_list_expands_and_a_missing_target_is_kept_apart(qm: CoreHarness) -> None:
+    qm.create("gone")
     assert qm.write(qm.core.lists.create("both", ["a", "gone", FAR])).error is None
+    _, unit = qm.core.queues.delete("gone")
+    qm.core.queues.deleted(qm.write(unit))
     found = qm.core.addressing.destinations("DL=both,b")
     assert found[0] == qm.store.get_queue("a")
     assert found[1] == MissingTarget("gone")

@@ -3,6 +3,8 @@ duplicates removed, and seed 000's rule for a mixture of targets."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import storage
@@ -75,6 +77,24 @@ def test_create_change_read_delete(qm: CoreHarness) -> None:
 def test_bad_targets_are_refused(qm: CoreHarness, target: str) -> None:
     with pytest.raises(InvalidName):
         qm.core.lists.create("l", [target])
+
+
+def test_a_target_naming_no_queue_here_is_refused_when_added(qm: CoreHarness) -> None:
+    lists = qm.core.lists
+    for spelling in ("nosuch", ".\\private$\\nosuch", "DIRECT=OS:localhost\\private$\\nosuch"):
+        with pytest.raises(QueueNotFound, match=re.escape(f"queue {spelling!r} does not exist")):
+            lists.create("l", ["tq", spelling])
+    write(qm, lists.create("l", ["tq"]))
+    with pytest.raises(QueueNotFound, match="queue 'nosuch' does not exist"):
+        lists.change("l", add=["tq2", "nosuch"])
+    assert lists.get("l").targets == ("tq",)
+    # A queue on another queue manager is not looked up; one deleted since stays.
+    qm.create("gone", transactional=True)
+    write(qm, lists.change("l", add=[REMOTE, "gone"]))
+    _, unit = qm.core.queues.delete("gone")
+    qm.core.queues.deleted(qm.write(unit))
+    write(qm, lists.change("l", add=["tq2"], remove=["tq"]))
+    assert lists.get("l").targets == (REMOTE, "gone", "tq2")
 
 
 def test_too_many_targets(qm: CoreHarness) -> None:

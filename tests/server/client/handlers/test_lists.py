@@ -50,3 +50,17 @@ async def test_only_administrators_change_lists(
             denied = error(await bob.client.call(request), cf.ErrorCode.ACCESS_DENIED)
             assert denied.message == "'bob' is not an administrator (auth.admins)"
         assert isinstance(await bob.client.call(cf.GetLists()), cf.ListInfoList)
+
+
+async def test_a_target_naming_no_queue_is_refused(
+    conn: Connection, autojump_clock: trio.testing.MockClock
+) -> None:
+    await make_queue(conn.client, "a")
+    created = await conn.client.call(cf.CreateList(name="l", targets=("a", "nosuch")))
+    assert error(created, cf.ErrorCode.QUEUE_NOT_FOUND).message == "queue 'nosuch' does not exist"
+    assert await conn.client.call(cf.GetLists()) == cf.ListInfoList(lists=())
+    assert await conn.client.call(cf.CreateList(name="l", targets=("a",))) == cf.Ok(value=1)
+    changed = await conn.client.call(cf.ChangeList(name="l", add=("nosuch",)))
+    assert error(changed, cf.ErrorCode.QUEUE_NOT_FOUND).message == "queue 'nosuch' does not exist"
+    got = await conn.client.call(cf.GetLists(name="l"))
+    assert got == cf.ListInfoList(lists=(cf.ListInfo(name="l", targets=("a",)),))
