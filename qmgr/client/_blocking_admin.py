@@ -81,16 +81,16 @@ class QueueManagerAdmin:
         commits the parts of one global transaction. Returns one
         :class:`Resolution` per xid, in order. If one cannot be committed,
         none is, and the error's message names the xid. An empty ``xids``
-        asks nothing of the daemon. A full store does not refuse it: the
-        room their commit takes was kept free when they were prepared (a
-        prepare is refused with ``StoreFull`` instead), except for the
-        journal copies and receipt reports of messages they received,
-        which need room of their own (see ``docs/design.md``).
+        asks nothing of the daemon.
 
         Raises:
             LimitExceeded: their sends together are more than the daemon
                 holds in memory at once (``limits.max_uncommitted_bytes``);
                 nothing was committed: commit fewer at once.
+            StoreFull: the store, at its limit, has no room for the write
+                that moves their sends into their queues (about as many
+                pages as they fill); nothing was committed, all stay
+                prepared: make room, or commit fewer at once.
             the errors of :meth:`commit_prepared`.
         """
         return self._conn.run(two_phase.commit_prepared_all, xids)
