@@ -105,6 +105,8 @@ def from_store_error(error: BaseException, *, context: str = "") -> QueueManager
     if isinstance(error, storage.QuotaExceeded):
         return QuotaExceeded(text)
     if isinstance(error, storage.QueueMissing):
+        if isinstance(error.queue, int):  # a store's number, which means nothing to users
+            return QueueNotFound(f"{context}a queue it uses was deleted")
         return QueueNotFound(f"{context}the queue no longer exists ({error})")
     if isinstance(error, storage.MessageMissing):
         return QueueNotFound(f"{context}the message no longer exists ({error})")

@@ -41,3 +41,10 @@ def test_anything_else_is_an_internal_error() -> None:
     translated = errors.from_store_error(RuntimeError("disk on fire"))
     assert isinstance(translated, errors.InternalError)
     assert "disk on fire" in translated.message
+
+
+def test_a_missing_queue_is_named_but_never_by_its_store_number() -> None:
+    by_name = errors.from_store_error(storage.QueueMissing("orders"), context="tx 4: ")
+    assert by_name.message == "tx 4: the queue no longer exists (queue 'orders' does not exist)"
+    by_number = errors.from_store_error(storage.QueueMissing(31), context="tx 4: ")
+    assert by_number.message == "tx 4: a queue it uses was deleted"

@@ -87,7 +87,16 @@ def close_reason(error: BaseException, log: structlog.typing.FilteringBoundLogge
     cause = leaf.__cause__
     if isinstance(cause, ssl.SSLError):  # TLS 1.3: a refused certificate shows up here
         return f"TLS session refused: {cause.reason or cause}"
-    return f"connection lost: {leaf!r}"
+    return f"connection lost: {_plainly(leaf)}"
+
+
+def _plainly(error: BaseException) -> str:
+    """What broke, in words: the system's for an OS error (``Connection reset by
+    peer``), else the error's message, else its kind."""
+    for candidate in (error, error.__cause__):
+        if isinstance(candidate, OSError) and candidate.strerror:
+            return candidate.strerror
+    return str(error) or type(error).__name__
 
 
 def _leaves(error: BaseException) -> list[BaseException]:

@@ -1,0 +1,46 @@
+"""Why a peer connection ended, in words (``qmgr.server.peering.close_reasons``)."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pytest
+import structlog
+import trio
+
+from qmgr.server.peering.close_reasons import PeerClosed, close_reason
+
+
+def broken(cause: BaseException) -> trio.BrokenResourceError:
+    """A broken stream as trio raises it, from the system's error."""
+    try:
+        raise trio.BrokenResourceError(f"socket connection broken: {cause}") from cause
+    except trio.BrokenResourceError as exc:
+        return exc
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (
+            broken(ConnectionResetError(errno.ECONNRESET, os.strerror(errno.ECONNRESET))),
+            f"connection lost: {os.strerror(errno.ECONNRESET)}",
+        ),
+        (
+            trio.ClosedResourceError("this stream was closed"),
+            "connection lost: this stream was closed",
+        ),
+        (trio.ClosedResourceError(), "connection lost: ClosedResourceError"),
+        (PeerClosed("the peer closed the connection"), "the peer closed the connection"),
+    ],
+)
+def test_a_lost_connection_says_what_broke_in_words(error: BaseException, reason: str) -> None:
+    assert close_reason(error, structlog.get_logger()) == reason
+
+
+def test_a_bug_is_an_internal_error_and_is_logged() -> None:
+    with structlog.testing.capture_logs() as logs:
+        reason = close_reason(RuntimeError("oops"), structlog.get_logger())
+    assert reason == "internal error: RuntimeError('oops')"
+    assert [e["event"] for e in logs] == ["peer_connection_crashed"]
