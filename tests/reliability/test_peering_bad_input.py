@@ -186,6 +186,23 @@ def test_a_peer_announcing_this_queue_managers_own_guid_cannot_deliver(peers: Pe
     peers.traffic.expect_progress("a peer with our own GUID")
 
 
+def test_two_sessions_announcing_one_guid_are_reported(peers: Peers) -> None:
+    """Two queue managers started from copies of one data directory share its GUID
+    and lose each other's messages (each one's are taken for the other's resends):
+    the receiver cannot tell them apart, but it says when both are connected."""
+    with RawPeer(peers.b) as first, RawPeer(peers.b) as second:
+        second.qm = first.qm
+        first.handshake()
+        assert '"peer_guid_twice"' not in peers.b.log()
+        second.handshake()
+        wait_for(
+            lambda: '"peer_guid_twice"' in peers.b.log(),
+            5.0,
+            lambda: f"no peer_guid_twice logged\n{log_tail(peers.b)}",
+        )
+    peers.traffic.expect_progress("two sessions with one GUID")
+
+
 def test_random_bytes_are_refused_and_hurt_nobody(peers: Peers) -> None:
     rng = random.Random(1801)
     for index in range(30):

@@ -44,7 +44,7 @@ from qmgr.config import Config
 from qmgr.core.confirmation import Confirmations
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outcomes import Outcomes
-from qmgr.protocol import Accepted, SessionSettings
+from qmgr.protocol import Accepted, Role, SessionSettings
 from qmgr.protocol.ping import PingResponder
 from wire import client as cf
 
@@ -198,7 +198,37 @@ class Peering:
         for it may be waiting."""
         if connection.remote_qm is not None:
             self.incoming.receiver.session_opened(connection, connection.remote_qm)
+            self._check_twin(connection)
         self.final_acks.wake()
+
+    def _check_twin(self, connection: PeerConnection) -> None:
+        """Warn when another session that this queue manager accepted is open with
+        the same GUID: two queue managers started from copies of one data
+        directory share it, and each takes the other's messages for resends
+        (they are dropped: see docs/operations.md, backups). A queue manager
+        that restarted while its old session is not closed yet looks the same,
+        until that session times out."""
+        if connection.role is not Role.ACCEPTOR or connection.itself:
+            return
+        for other in self.connections:
+            if (
+                other is not connection
+                and other.role is Role.ACCEPTOR
+                and not other.itself
+                and other.remote_qm == connection.remote_qm
+                and other.opened.is_set()
+                and not other.closing
+            ):
+                connection.log.warning(
+                    "peer_guid_twice",
+                    other_peer=other.peer,
+                    advice=(
+                        "two queue managers with this GUID (copies of one data directory?) "
+                        "lose each other's messages; or one restarted and its old session "
+                        "is not closed yet"
+                    ),
+                )
+                return
 
     def order_ack_arrived(self, ack: wire.OrderAck) -> None:
         """An OrderAck for one of our sequences arrived."""

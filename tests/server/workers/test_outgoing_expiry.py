@@ -16,7 +16,7 @@ from peer_kit import Network, Node, open_network
 import storage
 import wire
 from qmgr.core.outcomes import JOURNAL_DEADLETTER
-from qmgr.server.peering.outgoing_queue import clear_sent_marks, sent_marks
+from qmgr.server.peering.outgoing_queue import OutgoingQueue, clear_sent_marks, sent_marks
 from qmgr.server.workers.outgoing_expiry import expire_outgoing
 
 
@@ -40,6 +40,13 @@ async def waiting_entry(network: Network) -> tuple[Node, list[storage.DueMessage
     return a, [storage.DueMessage(0.0, queue_id, lookup_id)]
 
 
+def send_it(a: Node) -> OutgoingQueue:
+    """A's one outgoing queue, whose entry its sequence machine now sent."""
+    [queue] = a.peering.outgoing.values()
+    assert queue.machine.next_transmission(trio.current_time()) is not None
+    return queue
+
+
 async def test_an_entry_never_sent_is_given_up_with_its_reports(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -60,9 +67,7 @@ async def test_an_entry_the_destination_may_have_stays(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     a, due = await waiting_entry(network)
-    [queue] = a.peering.outgoing.values()
-    assert queue.machine.next_transmission(trio.current_time()) is not None  # sent
-    queue.machine.connection_lost()  # waiting again, but perhaps at B
+    send_it(a).machine.connection_lost()  # waiting again, but perhaps at B
     assert await expire_outgoing(a.peering, due) == 0
     assert a.outgoing_queue().depth == 1
     # Sent by an earlier run of the daemon, perhaps: it stays too.
@@ -98,8 +103,7 @@ async def test_after_an_orderly_restart_an_entry_that_went_out_stays(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     a, due = await waiting_entry(network)
-    [queue] = a.peering.outgoing.values()
-    assert queue.machine.next_transmission(trio.current_time()) is not None  # sent
+    send_it(a)
     await restart_in_order(a)
     assert await expire_outgoing(a.peering, due) == 0
     assert a.outgoing_queue().depth == 1
