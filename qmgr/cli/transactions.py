@@ -118,7 +118,10 @@ def transactions_table(listed: Sequence[TransactionInfo]) -> Table:
         folded("xid"), "state", right("age"), right("sends"), right("receives"), right("bytes")
     )
     for t in listed:
-        # Text, not a str: an xid is any client's text, never console markup.
-        xid = Text(t.xid)
+        # Text, not a str: an xid is any client's text, never console markup. One
+        # that white space ends or begins, or with a character that does not print,
+        # is shown quoted (with escapes), so that look-alikes can be told apart.
+        plain = t.xid.isprintable() and t.xid == t.xid.strip()
+        xid = Text(t.xid if plain else quoted(t.xid))
         table.add_row(xid, str(t.state), age(t.age), str(t.sends), str(t.receives), size(t.bytes))
     return table

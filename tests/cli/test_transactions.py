@@ -63,6 +63,17 @@ def test_list_shows_an_xid_as_it_is_not_as_markup(fake_daemon: FakeDaemon) -> No
         assert _row(table, xid)[:2] == [xid, "prepared"]
 
 
+def test_list_tells_look_alike_xids_apart(fake_daemon: FakeDaemon) -> None:
+    """Any client chooses xids: white space around one, or a character that does
+    not print, must not make it pass for another principal's in the listing."""
+    script = fake_daemon.two_phase
+    for xid in ("job-1", "job-1 ", "job-1\u200b"):
+        script.prepared[xid] = (time.time() - 5.0, 1, 0, 1)
+    table = ok(run(fake_daemon, "tx", "list")).stdout
+    shown = sorted(line.split("│")[0].strip() for line in table.splitlines() if "job-1" in line)
+    assert shown == ["'job-1 '", "'job-1\\u200b'", "job-1"]
+
+
 def test_list_all_and_prefix(in_doubt: FakeDaemon) -> None:
     table = ok(run(in_doubt, "tx", "list", "--all", "--prefix", "spark:")).stdout
     assert _row(table, "spark:q:6:0:b2")[1:2] == ["committed"]
