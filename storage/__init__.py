@@ -74,6 +74,7 @@ from .ops.messages import HandedMessage as HandedMessage
 from .ops.messages import Removed as Removed
 from .ops.messages import RemoveMessage as RemoveMessage
 from .ops.messages import Taker as Taker
+from .ops.meta import ClearSetting as ClearSetting
 from .ops.meta import ReclaimSpace as ReclaimSpace
 from .ops.meta import ReserveOrdinals as ReserveOrdinals
 from .ops.meta import SetSetting as SetSetting

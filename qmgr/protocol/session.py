@@ -117,10 +117,12 @@ def _clamp_recoverable(seconds: float) -> float:
     return min(_MAX_RECOVERABLE_ACK_TIMEOUT, max(_MIN_RECOVERABLE_ACK_TIMEOUT, seconds))
 
 
-def _clamp_ack(seconds: float) -> float:
-    """A peer's AckTimeout within the spec's range: a peer cannot switch off the
-    close of a session whose acknowledgments stop (nor make it hair-trigger)."""
-    return min(_MAX_ACK_TIMEOUT, max(_MIN_ACK_TIMEOUT, seconds))
+def _clamp_ack(seconds: float, own: float) -> float:
+    """A peer's AckTimeout within the spec's range, widened to take in this end's
+    own setting (``own``): a peer cannot switch off the close of a session whose
+    acknowledgments stop, nor make it hair-trigger, and two queue managers with
+    the same setting agree on it."""
+    return min(max(_MAX_ACK_TIMEOUT, own), max(min(_MIN_ACK_TIMEOUT, own), seconds))
 
 
 def _packet_name(packet: object) -> str:
@@ -202,7 +204,9 @@ class PeerSession:
 
     @property
     def ack_timeout(self) -> float:
-        """AckWaitTimeout in force (the initiator's, on both ends, once negotiated)."""
+        """AckWaitTimeout in force: the initiator's, on both ends once negotiated
+        (at the acceptor, held within 20..120 s, or this end's own setting if that
+        is outside)."""
         return self._ack_timeout
 
     @property
@@ -442,7 +446,7 @@ class PeerSession:
         if packet.refused:
             return self._close("the peer refused the connection (ConnectionParameters)")
         if packet.ack_timeout > 0:
-            self._ack_timeout = _clamp_ack(packet.ack_timeout / 1000)
+            self._ack_timeout = _clamp_ack(packet.ack_timeout / 1000, self.settings.ack_timeout)
         if packet.recoverable_ack_timeout > 0:
             self._recoverable_ack_timeout = _clamp_recoverable(
                 packet.recoverable_ack_timeout / 1000

@@ -294,9 +294,11 @@ class Daemon:
             raise StartupError(msg) from exc
         for unit, outcome in zip(units, outcomes, strict=True):
             if marks is unit:
-                if outcome.error is not None:
-                    self.log.warning("outgoing_marks_not_cleared", error=str(outcome.error))
-                    self.peering.outgoing_queues.marks_not_cleared()
+                if outcome.error is not None:  # it only frees space: not for want of room
+                    # Left standing, the marks would be trusted after a crash of this
+                    # run for what it sends: a message sent would count as never sent.
+                    msg = f"cannot clear the outgoing queues' marks: {outcome.error}"
+                    raise StartupError(msg)
             elif reservation is unit:
                 failure = core.ordinals_reserved(unit, outcome)
                 if failure is not None:

@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 ``meta`` (see ``keys``) holds, besides the schema version and the counters
 the context keeps, the layer above's *settings* (UTF-8 text under
-``setting:<key>``, :class:`SetSetting`, read back with ``Store.settings``)
+``setting:<key>``, :class:`SetSetting`, read back with ``Store.settings``;
+:class:`ClearSetting` removes one, which only frees space)
 and the *ordinal limit*, the store's half of message identity: the layer
 above hands out message-id ordinals below it and raises it
 (:class:`ReserveOrdinals`) in the same batch as the messages, or before, so
@@ -20,9 +21,9 @@ from dataclasses import dataclass
 
 from ..context import PlanContext
 from ..keys import META_RECLAIM, setting_key
-from ..units import Done, Operation, Result
+from ..units import Done, Operation, Removal, Result
 
-__all__ = ["ReclaimSpace", "ReserveOrdinals", "SetSetting"]
+__all__ = ["ClearSetting", "ReclaimSpace", "ReserveOrdinals", "SetSetting"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,18 @@ class SetSetting(Operation):
 
     def plan(self, ctx: PlanContext) -> Result:
         ctx.put_meta(setting_key(self.key), self.value.encode())
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class ClearSetting(Removal):
+    """Remove a setting, if it is there (it then reads as absent); it only frees
+    space, so it is written on a full store too."""
+
+    key: str
+
+    def plan(self, ctx: PlanContext) -> Result:
+        ctx.discard(ctx.dbs.meta, setting_key(self.key))
         return Done()
 
 

@@ -114,13 +114,29 @@ def test_ack_send_timer() -> None:
     assert b.next_deadline() == T0 + 2 + 300.0  # nothing left to acknowledge: idle only
 
 
-@pytest.mark.parametrize(("announced", "adopted"), [(4e6, 120.0), (1.0, 20.0), (60.0, 60.0)])
+@pytest.mark.parametrize(
+    ("announced", "own", "adopted"),
+    [
+        (4e6, 30.0, 120.0),
+        (1.0, 30.0, 20.0),
+        (60.0, 30.0, 60.0),
+        # An operator's own setting outside the range widens it, so that two
+        # queue managers configured alike agree.
+        (300.0, 300.0, 300.0),
+        (4e6, 300.0, 300.0),
+        (2.0, 2.0, 2.0),
+        (0.5, 2.0, 2.0),
+    ],
+)
 def test_the_acceptor_adopts_an_ack_timeout_within_the_spec_range(
-    announced: float, adopted: float
+    announced: float, own: float, adopted: float
 ) -> None:
     """A peer cannot switch off the close of a session whose acknowledgments stop
     (0xFFFFFFFF ms is 50 days) nor make it hair-trigger: 20..120 s, as the spec's range."""
-    pair = opened_pair(a_settings=SessionSettings(ack_timeout=announced))
+    pair = opened_pair(
+        a_settings=SessionSettings(ack_timeout=announced),
+        b_settings=SessionSettings(ack_timeout=own),
+    )
     assert pair.b.session.ack_timeout == adopted
 
 

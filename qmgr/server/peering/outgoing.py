@@ -458,12 +458,6 @@ class OutgoingQueues:
                 # whole period again.
                 queue.quiet_since = None
 
-    def marks_not_cleared(self) -> None:
-        """Clearing the last run's marks at start failed: they may outlive this run,
-        so they are not used (every entry stored at start counts as perhaps sent)."""
-        for queue in self.queues.values():
-            queue.sent_before_start_below = queue.stored_at_start_below
-
     # ------------------------------------------------------------------ control and status
 
     def infos(self) -> tuple[cf.OutgoingInfo, ...]:

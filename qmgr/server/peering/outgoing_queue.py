@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 #: Store setting of the last orderly stop: JSON ``{queue id: highest lookup id
-#: that may have gone out}``; empty once the next start has read it.
+#: that may have gone out}``; removed once the next start has read it.
 SENT_MARKS: Final = "outgoing-sent-marks"
 
 #: Entries loaded from the store at a time.
@@ -144,10 +144,8 @@ class OutgoingQueue:
         #: Entries below this lookup id were in the store when the daemon started
         #: and an earlier run may have sent them.
         self.sent_before_start_below = 0
-        #: Entries below this lookup id were in the store at start.
-        self.stored_at_start_below = record.next_lookup_id if at_start else 0
         if at_start:
-            below = self.stored_at_start_below
+            below = record.next_lookup_id
             if sent_mark is not None:
                 below = min(below, sent_mark + 1)
             self.sent_before_start_below = below
@@ -522,7 +520,8 @@ def sent_marks(queues: Iterable[OutgoingQueue]) -> storage.SetSetting:
     return storage.SetSetting(SENT_MARKS, json.dumps(marks, separators=(",", ":")))
 
 
-def clear_sent_marks() -> storage.SetSetting:
+def clear_sent_marks() -> storage.ClearSetting:
     """The write that clears the marks once read, before any link runs (a crash
-    later must not leave them standing for what the new run sends)."""
-    return storage.SetSetting(SENT_MARKS, "")
+    later must not leave them standing for what the new run sends); it only
+    frees space, so a full store takes it too."""
+    return storage.ClearSetting(SENT_MARKS)

@@ -121,14 +121,3 @@ async def test_marks_serve_one_start_only(
     assert not a.peering.outgoing_queues.marks_read
     assert await expire_outgoing(a.peering, due) == 0
     assert a.outgoing_queue().depth == 1
-
-
-async def test_marks_that_could_not_be_cleared_are_not_used(
-    network: Network, autojump_clock: trio.testing.MockClock
-) -> None:
-    a, due = await waiting_entry(network)
-    await a.committer.submit(storage.Unit((sent_marks(a.peering.outgoing.values()),)))
-    await a.stop()
-    await a.start()
-    a.peering.outgoing_queues.marks_not_cleared()
-    assert await expire_outgoing(a.peering, due) == 0

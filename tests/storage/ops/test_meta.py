@@ -1,5 +1,5 @@
-"""The store's meta values (``storage.ops.meta``): settings and the message-id
-ordinal limit."""
+"""The store's meta values (``storage.ops.meta``): settings (set, cleared) and the
+message-id ordinal limit."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from store_kit import (
 )
 
 from storage import (
+    ClearSetting,
     InvalidRecord,
     ReserveOrdinals,
     SetSetting,
@@ -42,6 +43,17 @@ def test_settings_are_stored_replaced_and_kept(store: Store, reopen: Reopener) -
     assert store.get_setting("name") == "qm-ünï"
     assert store.get_setting("other") == ""
     assert reopen(store).get_setting("name") == "qm-ünï"
+
+
+def test_a_cleared_setting_reads_as_absent_and_clearing_only_frees_space(
+    store: Store, reopen: Reopener
+) -> None:
+    commit_ok(store, unit(SetSetting("marks", "{}")))
+    clear = ClearSetting("marks")
+    assert clear.frees_space  # so a full store takes it
+    commit_ok(store, unit(clear), unit(ClearSetting("never-set")))
+    assert store.get_setting("marks") is None
+    assert reopen(store).get_setting("marks") is None
 
 
 @pytest.mark.parametrize("key", ["", "k" * 600])
