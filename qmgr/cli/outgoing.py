@@ -162,10 +162,10 @@ def outgoing_table(
         row: list[str | Text] = [  # names are anyone's text, never console markup
             Text(q.destination),
             Text(q.next_hop),
-            _state(q),
+            Text(_state(q)),
             str(q.waiting),
             str(q.unacknowledged),
-            q.sequence,
+            Text(q.sequence),
             str(q.next_number),
             _when(q.last_order_ack, "never"),
         ]
@@ -189,7 +189,7 @@ def incoming_table(sequences: Sequence[IncomingInfo]) -> Table:
         table.add_row(
             str(s.source_qm),
             Text(s.queue),
-            s.sequence,
+            Text(s.sequence),
             str(s.last_number),
             str(s.reject_count),
             _when(s.last_access),

@@ -145,12 +145,14 @@ def _print(console: Any, address: str, report: TraceReport | None, error: str) -
     for column in ("what", "where", "when", "class", "detail", "next"):
         table.add_column(column)
     for f in report.findings:
+        # Every cell is the queue manager's text (queue names, ``[v6]:port``
+        # addresses), never console markup.
         table.add_row(
-            f.kind,
+            Text(f.kind),
             Text(f.place),
             "" if f.time is None else f.time.strftime("%Y-%m-%d %H:%M:%S"),
-            f.class_name if f.message_class else "",
+            Text(f.class_name if f.message_class else ""),
             Text(f.detail),
-            f.next_hop,
+            Text(f.next_hop),
         )
     console.print(table)

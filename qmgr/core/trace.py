@@ -9,18 +9,28 @@ id, :class:`Tracer` looks at:
 * every stored message whose id is that id: in an application queue
   (waiting), a journal queue (received, with journaling), a dead-letter
   queue (with the class that says why), the system journal (confirmed), an
-  outgoing queue (still on its way; its sequence number, the queue manager
-  to ask next) - and every acknowledgment whose correlation id is that id,
-  wherever it waits;
+  outgoing queue (still on its way: the entry, the queue manager to ask
+  next) - and every acknowledgment whose correlation id is that id, in the
+  queue where it waits;
+* the outgoing entries relaying it (on a router): such an entry holds the
+  whole MSMQ packet as it arrived, so it is recognised by the source GUID
+  and message id of its UserHeader, then confirmed by parsing the packet;
 * for one of our messages, its copies awaiting confirmation (delivered or
   not, the last class reported, the deadline);
 * for a message from another queue manager, the FinalAck waiting to go back
   to its source (the class of its fate here).
 
 The store's scan (:meth:`Tracer.select`, ``Store.scan_messages``) reads every
-stored message's first bytes without copying them; it is a rare operator
-request, and the daemon runs it on a worker thread. This module only decides
-what to look for and what the records mean.
+stored message's first bytes without copying them, and parses a packet
+only for a relayed entry whose source GUID and message id are the ones
+looked for; it is a rare operator request, and the daemon runs it in steps.
+This module only decides what to look for and what the records mean.
+
+What is known of an outgoing entry is that it is in its outgoing queue, so
+not acknowledged yet (by the next hop or, for exactly-once delivery, by the
+destination). Whether it is waiting to be sent or was sent and awaits that
+acknowledgment (the ``waiting`` and ``unacked`` counts of ``qmgr outgoing
+list``) is known to the peering layer only, so the finding says neither.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import storage
+import wire
 from storage import QueueKind, QueueRecord, Store
 from wire import MessageProperties
 
@@ -54,6 +65,17 @@ _FLAGS: Final = 28
 _CORRELATION = slice(48, 68)
 _HAS_CORRELATION: Final = 0x02
 _ORDINAL = struct.Struct("<I")
+# Offsets in an outgoing entry (qmgr.core.outgoing): the message or the packet
+# follows its two bytes. In a LOCAL entry, the message's id; in a RELAYED entry,
+# the packet's UserHeader after its 16-byte BaseHeader ([MS-MQMQ] 2.2.19.2): the
+# source queue manager's GUID (in packet form, wire order) at 16 and the
+# message id (u32 little-endian) at 56.
+_ENTRY = 2
+_ENTRY_ID = slice(_ENTRY, _ENTRY + 20)
+_PACKET_SOURCE = slice(_ENTRY + 16, _ENTRY + 32)
+_PACKET_MESSAGE_ID = slice(_ENTRY + 56, _ENTRY + 60)
+_LOCAL: Final = int(EntryOrigin.LOCAL)
+_RELAYED: Final = int(EntryOrigin.RELAYED)
 
 
 def parse_message_id(text: str) -> tuple[uuid.UUID, int]:
@@ -176,16 +198,7 @@ class Tracer:
         payload = storage.message_payload(record)
         name = queue.display_name
         if queue.kind is QueueKind.OUTGOING:
-            entry = decode_entry(payload)
-            destination = _destination(queue.name)
-            hop = hops.get(queue.queue_id, "")
-            if entry.origin is EntryOrigin.RELAYED:
-                return Finding(
-                    "relaying", destination, arrived, 0, f"relayed; entry {lookup_id}", hop
-                )
-            return Finding(
-                "outgoing", destination, arrived, 0, f"waiting to be sent; entry {lookup_id}", hop
-            )
+            return _outgoing_finding(queue, lookup_id, arrived, payload, hops)
         message = MessageProperties.from_bytes(payload)
         if bytes(payload[_ID]) != key:
             about = "acknowledgment" if message.message_class else "correlated message"
@@ -216,13 +229,35 @@ class Tracer:
         return Finding(kind, name, arrived, message.message_class, detail)
 
 
+def _outgoing_finding(
+    queue: QueueRecord,
+    lookup_id: int,
+    arrived: float,
+    payload: memoryview,
+    hops: dict[int, str],
+) -> Finding:
+    """What an outgoing entry says: the message on its way, relayed or sent from here."""
+    entry = decode_entry(payload)
+    destination = _destination(queue.name)
+    hop = hops.get(queue.queue_id, "")
+    if entry.origin is EntryOrigin.RELAYED:
+        detail = f"held here for relaying, not yet acknowledged; entry {lookup_id}"
+        return Finding("relaying", destination, arrived, 0, detail, hop)
+    detail = f"in the outgoing queue, not yet acknowledged; entry {lookup_id}"
+    return Finding("outgoing", destination, arrived, 0, detail, hop)
+
+
 class _Select:
     """Picks the records of the message and of its acknowledgments."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_guid", "_key", "_ordinal", "_packet_ordinal", "_packet_source")
 
     def __init__(self, key: bytes) -> None:
         self._key = key
+        self._guid = uuid.UUID(bytes=key[:16])
+        self._ordinal = _ORDINAL.unpack_from(key, 16)[0]
+        self._packet_source = self._guid.bytes_le
+        self._packet_ordinal = key[16:]
 
     def __call__(self, record: memoryview) -> bool:
         try:
@@ -232,14 +267,34 @@ class _Select:
         if len(payload) < 68:
             return False
         key = self._key
-        if payload[0] in _ENTRY_ORIGINS and payload[2:22] == key:
-            return True  # an outgoing entry: the message follows a two-byte prefix
+        # The first byte only says what an outgoing entry is: another stored
+        # message begins with its id, whose first byte may be the same.
+        origin = payload[0]
+        if origin == _LOCAL and payload[_ENTRY_ID] == key:
+            return True
+        if (
+            origin == _RELAYED
+            and payload[_PACKET_SOURCE] == self._packet_source
+            and payload[_PACKET_MESSAGE_ID] == self._packet_ordinal
+            and self._relays(payload)
+        ):
+            return True
         if payload[_ID] == key:
             return True
         return bool(payload[_FLAGS] & _HAS_CORRELATION) and payload[_CORRELATION] == key
 
-
-_ENTRY_ORIGINS: Final = frozenset(int(origin) for origin in EntryOrigin)
+    def _relays(self, payload: memoryview) -> bool:
+        """Whether a RELAYED entry's packet is the message (it parses, and its
+        UserHeader names the source and the message id looked for)."""
+        try:
+            packet = wire.parse_packet(bytes(payload[_ENTRY:]))
+        except wire.RemoteProtocolError:
+            return False
+        return (
+            isinstance(packet, wire.UserMessage)
+            and packet.user.source_qm == self._guid
+            and packet.user.message_id == self._ordinal
+        )
 
 
 def _destination(outgoing_name: str) -> str:

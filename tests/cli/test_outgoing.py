@@ -6,6 +6,7 @@ The commands run in-process with click's runner and talk to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -62,6 +63,22 @@ def test_list_table(fake_daemon: FakeDaemon) -> None:
     assert "2023-11-14T22:14:10+00:00" in billing_line
     for heading in ("next hop", "state", "waiting", "unacked", "sequence", "last OrderAck"):
         assert heading in table
+
+
+def test_ipv6_addresses_are_shown_as_they_are(fake_daemon: FakeDaemon) -> None:
+    """``[v6]:port`` is text in the tables of ``outgoing list`` and ``status``, not markup."""
+    peering = fake_daemon.peering
+    destination = "DIRECT=TCP:[fd55::3]:28001\\private$\\orders"
+    orders = peering.outgoing.pop(ORDERS)
+    peering.outgoing[destination] = dataclasses.replace(
+        orders, destination=destination, next_hop="[fd55::3]:28001", last_error="[refused]"
+    )
+    for command in (("outgoing", "list"), ("status",)):
+        table = ok(run(fake_daemon, *command)).stdout
+        line = next(line for line in table.splitlines() if "orders" in line)
+        assert "DIRECT=TCP:[fd55::3]:28001\\private$\\orders" in line
+        assert " [fd55::3]:28001 " in line, line
+        assert "[refused]" in line
 
 
 def test_list_without_queues_or_errors(fake_daemon: FakeDaemon) -> None:

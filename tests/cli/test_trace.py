@@ -138,6 +138,23 @@ def test_trace_follows_the_message(scripted: dict[str, TraceReport | None]) -> N
     assert [v["address"] for v in only] == ["a:1802"]
 
 
+def test_the_table_shows_every_text_as_it_is(scripted: dict[str, TraceReport | None]) -> None:
+    """An IPv6 next hop, a place or a kind in brackets is text, not console markup."""
+    scripted["a:1802"] = TraceReport(
+        "qm-a",
+        (
+            finding("relaying", "DIRECT=TCP:[fd55::3]:28001\\private$\\q"),
+            finding("outgoing", "far", "[fd55::4]:28001"),
+            finding("[bold]kind[/bold]", "[red]orders[/red]"),
+        ),
+    )
+    text = ok(trace("--no-follow")).stdout
+    assert "[fd55::3]:28001\\private$" in text
+    assert "[fd55::4]:28001" in text
+    assert "[bold]kind[/bold]" in text
+    assert "[red]orders[/red]" in text
+
+
 def test_trace_stops_after_eight_queue_managers(scripted: dict[str, TraceReport | None]) -> None:
     for n in range(12):
         scripted[f"h{n}:1802"] = TraceReport(f"qm{n}", (finding(next_hop=f"h{n + 1}:1801"),))

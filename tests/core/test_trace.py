@@ -9,8 +9,11 @@ import uuid
 import pytest
 
 import storage
+import wire
 from qmgr.core import names
+from qmgr.core.arrivals import Arrivals
 from qmgr.core.errors import InvalidArgument
+from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import decode_entry
 from qmgr.core.trace import Finding, Tracer, parse_message_id
 from wire import MessageClass, MessageProperties
@@ -26,14 +29,16 @@ def qm(open_core: OpenCore) -> CoreHarness:
     return open_core({"q": {"transactional": True, "journal": True}, "admin": {}})
 
 
-def trace(qm: CoreHarness, message_id: str, **options: object) -> list[Finding]:
+def trace(
+    qm: CoreHarness, message_id: str, hops: dict[int, str] | None = None, **options: object
+) -> list[Finding]:
     """Scan the whole store for ``message_id``, as the daemon does in steps."""
     source, ordinal = parse_message_id(message_id)
     tracer = Tracer(qm.store)
     key = tracer.key(source, ordinal)
     scanned, left = qm.store.scan_messages(tracer.queues(), select=tracer.select(key), limit=100)
     assert left == []
-    return tracer.findings(source, ordinal, scanned, {}, **options)  # type: ignore[arg-type]
+    return tracer.findings(source, ordinal, scanned, hops or {}, **options)  # type: ignore[arg-type]
 
 
 def test_a_message_id_is_a_guid_and_an_ordinal() -> None:
@@ -90,8 +95,11 @@ def test_one_of_ours_on_its_way_and_its_copy_awaiting_confirmation(qm: CoreHarne
     [(_, stored)] = qm.store.read_range(record.queue_id, limit=10)
     entry = decode_entry(storage.message_payload(stored))
     message_id = MessageProperties.from_bytes(entry.data.tobytes()).message_id
-    found = {f.kind: f for f in trace(qm, message_id)}
+    found = {f.kind: f for f in trace(qm, message_id, {record.queue_id: "10.9.9.9:1801"})}
     assert found["outgoing"].place == "DIRECT=TCP:10.9.9.9\\private$\\orders"
+    assert found["outgoing"].next_hop == "10.9.9.9:1801"
+    # Sent or not, the store cannot tell: only that it is not acknowledged yet.
+    assert found["outgoing"].detail.startswith("in the outgoing queue, not yet acknowledged;")
     # The deadline in UTC, as every time qmgr shows (WALL is 2023-11-14T22:13:20Z).
     assert re.fullmatch(
         r"copy kept for the confirmation process: not delivered yet, "
@@ -129,3 +137,65 @@ def test_a_delivered_copy_names_the_queue_manager_to_ask_next(
 
 def test_a_message_id_nobody_has_finds_nothing(qm: CoreHarness) -> None:
     assert trace(qm, f"{{{GUID}}}\\9") == []
+
+
+def relayed_packet(
+    ordinal: int, *, source: uuid.UUID = GUID, transactional: bool
+) -> wire.UserMessage:
+    """A message from ``source`` for a queue on another queue manager, as it arrives at a router."""
+    message = MessageProperties(body=b"body", label="l").stamp(
+        source_qm=source, ordinal=ordinal, sent_time=1_700_000_000.0, transactional=transactional
+    )
+    header = (
+        wire.TransactionHeader(
+            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=5),
+            sequence_number=ordinal,
+            previous_sequence_number=ordinal - 1,
+        )
+        if transactional
+        else None
+    )
+    return wire.message_to_packet(
+        message,
+        destination=wire.DirectQueue(name="TCP:10.0.0.9:1801\\private$\\far"),
+        transaction=header,
+        hop_count=1,
+    )
+
+
+@pytest.mark.parametrize("transactional", [True, False])
+def test_a_message_held_for_relaying_names_its_entry_and_the_next_hop(
+    qm: CoreHarness, transactional: bool
+) -> None:
+    """A router's entry holds the whole packet as it arrived (``Arrivals.relay``):
+    it is found by the source and message id its packet carries."""
+    arrivals = Arrivals(qm.store, LocalIdentity(peer_port=1901), qm.core.outcomes, router=True)
+    other = uuid.UUID("0234aa00-0000-4000-8000-000000000001")
+    packets = [
+        relayed_packet(7, transactional=transactional),
+        relayed_packet(8, transactional=transactional),  # the same source, another message
+        relayed_packet(7, source=other, transactional=transactional),  # another source
+    ]
+    lookup_ids = []
+    for packet in packets:
+        _, remote = arrivals.destination(packet)
+        assert remote is not None
+        (op,) = arrivals.relay(packet, remote, wall=WALL).ops
+        (result,) = qm.write(storage.Unit((op,))).results
+        assert isinstance(result, storage.Appended)
+        lookup_ids.append(result.lookup_id)
+    record = qm.store.get_queue("outgoing$;tcp:10.0.0.9:1801\\far")
+    assert record is not None
+    hops = {record.queue_id: "10.0.0.9:1801"}
+
+    [found] = trace(qm, f"{{{GUID}}}\\7", hops)
+    assert (found.kind, found.place, found.next_hop) == (
+        "relaying",
+        "DIRECT=TCP:10.0.0.9\\private$\\far",
+        "10.0.0.9:1801",
+    )
+    assert found.detail == f"held here for relaying, not yet acknowledged; entry {lookup_ids[0]}"
+    assert [f.detail for f in trace(qm, f"{{{other}}}\\7", hops)] == [
+        f"held here for relaying, not yet acknowledged; entry {lookup_ids[2]}"
+    ]
+    assert trace(qm, f"{{{GUID}}}\\9", hops) == []

@@ -7,8 +7,10 @@ and in order, and both outgoing queues empty."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
+from click.testing import CliRunner
 from fault_proxy import FaultProxy
 from helpers import (
     PEER_FAST,
@@ -24,6 +26,7 @@ from helpers import (
     wait_until,
 )
 
+from qmgr.cli import cli
 from qmgr.client import connect
 
 
@@ -85,3 +88,44 @@ def test_resends_while_the_next_hop_is_down_do_not_grow_the_routers_queue(
             assert [body for _, body in drain(b.address, "orders")] == expected
             (incoming,) = qb.status().incoming
             assert incoming.last_number == len(expected)
+
+
+def test_a_trace_finds_the_message_the_router_holds(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """While the next hop is down, the router's trace shows the message it holds
+    for relaying and where it goes next; the source's, its entry not yet
+    acknowledged (sent: the router has it); ``qmgr trace`` goes from one to the other."""
+    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
+    with FaultProxy(b.peer_port) as to_b:
+        through_proxy = settings(f'routes."127.0.0.1:{b.peer_port}"="{to_b.address}"')
+        r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER, *through_proxy))
+        a = daemon_factory(
+            name="qm-a", extra_args=(*PEER_FAST, *route_args(b.peer_port, r.peer_port))
+        )
+        with connect(a.address) as qa, connect(r.address) as qr:
+            to_b.refuse(3600)
+            to_b.cut()
+            message_id = qa.send(remote_queue(b, "orders"), b"traced", transactional=True)
+            wait_until(lambda: held(r) == 1, 30)
+
+            [relaying] = qr.trace(message_id).findings
+            assert (relaying.kind, relaying.next_hop) == ("relaying", to_b.address)
+            assert relaying.place == f"DIRECT=TCP:127.0.0.1:{b.peer_port}\\private$\\orders"
+            assert relaying.detail.startswith("held here for relaying, not yet acknowledged;")
+            [outgoing] = qa.trace(message_id).findings
+            assert (outgoing.kind, outgoing.next_hop) == ("outgoing", f"127.0.0.1:{r.peer_port}")
+            assert "waiting to be sent" not in outgoing.detail
+            assert outgoing.detail.startswith("in the outgoing queue, not yet acknowledged;")
+
+            result = CliRunner().invoke(
+                cli,
+                [
+                    *("--server", a.address, "trace", message_id, "--json"),
+                    *("--via", f"127.0.0.1:{r.peer_port}={r.address}"),
+                ],
+            )
+            assert result.exit_code == 0, result.output
+            visits = json.loads(result.output)
+            assert [visit.get("qm") for visit in visits[:2]] == ["qm-a", "qm-r"]
+            assert [f["kind"] for f in visits[1]["findings"]] == ["relaying"]
