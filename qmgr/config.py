@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
+from qmgr.core import names
+from qmgr.core.errors import InvalidName
 from qmgr.core.names import LocalIdentity
 from qmgr.core.routes import RouteError, RouteTable, endpoint_text, split_host_port
 
@@ -43,17 +45,27 @@ class Address:
 
     @classmethod
     def parse(cls, text: str, *, what: str) -> Address:
-        """Parse ``HOST:PORT`` (``[v6]:PORT`` for IPv6)."""
-        host, sep, port_text = text.rpartition(":")
-        if not sep or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
-            msg = f"{what}: expected HOST:PORT, got {text!r}"
+        """Parse ``HOST:PORT``: an IPv6 address in brackets, ``[::1]:1801``
+        (port 0: any free port; no host: ``0.0.0.0``).
+
+        Raises:
+            ConfigError: no port (an IPv6 address without brackets has none), or
+                text that does not parse (the message names ``what``).
+        """
+        text = text.strip()
+        try:
+            host, port = names.split_host_port(text, port_zero=True)
+        except InvalidName as exc:
+            msg = f"{what}: {exc}"
+            raise ConfigError(msg) from None
+        if port is None:
+            hint = f" (write an IPv6 address with a port as [{host}]:PORT)" if ":" in host else ""
+            msg = f"{what}: expected HOST:PORT, got {text!r}{hint}"
             raise ConfigError(msg)
-        host = host.strip("[]") or "0.0.0.0"
-        return cls(host=host, port=int(port_text))
+        return cls(host=host or "0.0.0.0", port=port)
 
     def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{host}:{self.port}"
+        return endpoint_text(self.host, self.port)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -396,11 +408,15 @@ def _check_routes(config: Config) -> None:
 def _aliases(values: list[Any]) -> tuple[tuple[str, int | None], ...]:
     aliases: list[tuple[str, int | None]] = []
     for value in values:
-        host, port = _split_host_port(str(value), what=f"server.aliases: {value!r}")
-        if "\\" in host or "/" in host:
+        try:
+            host, port = names.split_host_port(str(value).strip())
+        except InvalidName as exc:
+            msg = f"server.aliases: {exc}"
+            raise ConfigError(msg) from None
+        if not host or "\\" in host or "/" in host:
             msg = f"server.aliases: {value!r} is not a host name, an address or HOST:PORT"
             raise ConfigError(msg)
-        aliases.append((host, port))
+        aliases.append((host.lower(), port))
     return tuple(dict.fromkeys(aliases))
 
 

@@ -93,12 +93,18 @@ class RawConnection(trio.abc.Stream):
         self._sock.setsockopt(level, option, value)
 
     def peer_name(self) -> str:
-        """``host:port`` of the other end, or ``unknown``."""
+        """``host:port`` of the other end (``[v6]:port`` for IPv6, a link-local
+        address's ``%scope`` inside the brackets), or ``unknown``."""
         try:
-            host, port, *_ = self._sock.getpeername()
+            host, port, *rest = self._sock.getpeername()
         except OSError:
             return "unknown"
-        return f"{host}:{port}"
+        if ":" not in host:
+            return f"{host}:{port}"
+        scope = rest[1] if len(rest) >= 2 else 0
+        if scope and "%" not in host:
+            host = f"{host}%{scope}"
+        return f"[{host}]:{port}"
 
     async def receive_some(self, max_bytes: int | None = None) -> bytes:
         """Return the bytes available (b"" at end of stream), waiting if there are none.

@@ -247,6 +247,58 @@ def test_bad_files_say_what_is_wrong(tmp_path: Path, text: str, reason: str) -> 
         load_config(path)
 
 
+#: What an address written ``IPv6:PORT`` is refused with.
+BRACKETS = "write an IPv6 address with a port as [addr]:port"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        (
+            {"listen": "fd55::2"},
+            "server.listen: expected HOST:PORT, got 'fd55::2' "
+            "(write an IPv6 address with a port as [fd55::2]:PORT)",
+        ),
+        (
+            {"client_listen": "::1:28041"},
+            f"server.client_listen: '::1:28041' is not an IPv6 address; {BRACKETS} ([::1]:28041)",
+        ),
+        (
+            {"http_listen": "[::1:28041"},
+            f"http.listen: '[::1:28041': unterminated [IPv6 address]; {BRACKETS}",
+        ),
+        (
+            {"settings": ['server.aliases=["fd55::2:28001"]']},
+            f"server.aliases: 'fd55::2:28001' is not an IPv6 address; {BRACKETS} ([fd55::2]:28001)",
+        ),
+        (
+            {"settings": ['routes."fd55::3/128"="fd55::2:28001"']},
+            "routes.\"fd55::3/128\": expected HOST[:PORT]: 'fd55::2:28001' is not an IPv6 "
+            f"address; {BRACKETS} ([fd55::2]:28001)",
+        ),
+    ],
+)
+def test_an_ipv6_address_with_a_port_needs_brackets(
+    overrides: dict[str, object], reason: str
+) -> None:
+    with pytest.raises(ConfigError) as excinfo:
+        load_config(**overrides)
+    assert str(excinfo.value) == reason
+
+
+def test_ipv6_listening_addresses_and_aliases_in_brackets() -> None:
+    config = load_config(
+        listen="[fe80::1%eth0]:28001",
+        client_listen="[::1]:0",
+        settings=['server.aliases=["[FD55::2]:28001", "fd55::2:2800"]'],
+    )
+    assert (config.listen.host, config.listen.port) == ("fe80::1%eth0", 28001)
+    assert str(config.listen) == "[fe80::1%eth0]:28001"
+    assert (config.client_listen.host, config.client_listen.port) == ("::1", 0)
+    # Without brackets, fd55::2:2800 is an address (on the peer port), not a port.
+    assert config.aliases == (("fd55::2", 28001), ("fd55::2:2800", None))
+
+
 def test_unreadable_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_config(tmp_path / "missing.toml")

@@ -119,6 +119,16 @@ async def test_options_and_the_peer_name() -> None:
         nursery.cancel_scope.cancel()
 
 
+async def test_an_ipv6_peer_is_named_in_brackets() -> None:
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, _echo, 0, host="::1"))
+        port = listeners[0].socket.getsockname()[1]
+        connection = RawConnection(await trio.open_tcp_stream("::1", port))
+        assert connection.peer_name() == f"[::1]:{port}"
+        await connection.aclose()
+        nursery.cancel_scope.cancel()
+
+
 async def _echo(stream: trio.SocketStream) -> None:
     async with stream:
         async for data in stream:

@@ -4,6 +4,7 @@ knows of its queue manager."""
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import operator
 import os
@@ -77,20 +78,33 @@ def require_version(version: int, needed: int, address: str, what: str, use: str
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (``[v6]:PORT``; a bare ``HOST`` means port 1802).
+    """Split ``HOST:PORT`` (a bare ``HOST`` means port 1802).
+
+    An IPv6 address with a port is written in brackets, ``[::1]:1802``. Text
+    with more than one colon and no brackets is taken whole as an IPv6 address
+    on port 1802 (``::1``), and refused when it is not one (``::1:28002``).
 
     Raises:
-        InvalidArgument: the port is not a number from 1 to 65535 (a ``ValueError``).
+        InvalidArgument: the port is not a number from 1 to 65535, an
+            unterminated ``[``, brackets around something that is not an IPv6
+            address, or an IPv6 address and a port without brackets (a
+            ``ValueError``; the message says to write ``[addr]:port``).
     """
     text = address.strip()
     if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        port_text = rest[1:] if rest.startswith(":") else ""
-        if rest and not rest.startswith(":"):
-            msg = f"expected [IPv6]:PORT, got {address!r}"
+        host, bracket, rest = text[1:].partition("]")
+        if not bracket or (rest and not rest.startswith(":")):
+            msg = f"expected [IPv6]:PORT, got {address!r}: {_BRACKETS}"
             raise InvalidArgument(msg)
+        if not _is_ipv6(host):
+            msg = f"{host!r} in {address!r} is not an IPv6 address (brackets hold one)"
+            raise InvalidArgument(msg)
+        port_text = rest[1:]
     elif text.count(":") == 1:
         host, _, port_text = text.partition(":")
+    elif ":" in text and not _is_ipv6(text):
+        msg = f"{address!r} is not an IPv6 address: {_BRACKETS}"
+        raise InvalidArgument(msg)
     else:
         host, port_text = text, ""
     if not port_text:
@@ -99,6 +113,25 @@ def parse_address(address: str) -> tuple[str, int]:
         msg = f"expected HOST:PORT with a port from 1 to 65535, got {address!r}"
         raise InvalidArgument(msg)
     return host or "127.0.0.1", int(port_text)
+
+
+#: What an error about an IPv6 address and a port says to do.
+_BRACKETS: Final = "write an IPv6 address as [addr]:port"
+
+
+def _is_ipv6(host: str) -> bool:
+    """Whether ``host`` is an IPv6 address (a link-local one may carry ``%scope``)."""
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def address_text(host: str, port: int) -> str:
+    """``host:port`` as an address is written: ``[v6]:port`` for IPv6 (a
+    link-local one's ``%scope`` inside the brackets)."""
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 #: A connect timeout at or above this many seconds is no bound (the socket's limit).

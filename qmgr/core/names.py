@@ -119,19 +119,27 @@ class LocalIdentity:
     #: a port map, a NAT, a DNS name); port None stands for :attr:`peer_port`.
     aliases: frozenset[tuple[str, int | None]] = frozenset()
 
+    def __post_init__(self) -> None:
+        # Addresses and aliases compare in one spelling (``FD55:0::2`` is ``fd55::2``).
+        object.__setattr__(self, "addresses", frozenset(map(canonical_host, self.addresses)))
+        aliases = frozenset((canonical_host(host), port) for host, port in self.aliases)
+        object.__setattr__(self, "aliases", aliases)
+
     def is_local(self, protocol: str, host: str, port: int | None) -> bool:
-        """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this QM."""
-        if self.aliases and self._is_alias(host.lower(), port):
+        """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this
+        QM; an address in any of its spellings, a name in any case."""
+        canonical = canonical_host(host)
+        if self.aliases and self._is_alias(canonical, port):
             return True
         if port is not None and port != self.peer_port:
             return False
         if host == ".":
             return True
         if protocol == "TCP":
-            if host in self.addresses or host.lower() in self.host_names:
+            if canonical in self.addresses or canonical in self.host_names:
                 return True
             return self.listens_everywhere and _is_loopback(host)
-        return host.lower() in self.host_names
+        return canonical in self.host_names
 
     def _is_alias(self, host: str, port: int | None) -> bool:
         for alias_host, alias_port in self.aliases:
@@ -143,6 +151,16 @@ class LocalIdentity:
             elif port == alias_port or (port is None and alias_port == DEFAULT_PEER_PORT):
                 return True
         return False
+
+
+def canonical_host(host: str) -> str:
+    """A host as hosts are compared: an IP address in its one standard spelling
+    (brackets taken off, IPv6 compressed and in lower case), a name in lower case
+    without the dot that may end a fully qualified name."""
+    try:
+        return str(ipaddress.ip_address(host.strip("[]")))
+    except ValueError:
+        return host.lower().rstrip(".") or host
 
 
 def _is_loopback(host: str) -> bool:
@@ -360,35 +378,80 @@ def is_host_name(host: str) -> bool:
     return len(host) <= 253 and all(_HOST_LABEL.fullmatch(label) for label in labels)
 
 
-def split_host_port(host_port: str, text: str | None = None) -> tuple[str, int | None]:
-    """``HOST[:PORT]`` (``[v6]:PORT`` for IPv6) as the host as written and its port
-    (None: none written); ``text`` is what error messages quote (default: ``host_port``).
+def split_host_port(
+    host_port: str, text: str | None = None, *, port_zero: bool = False
+) -> tuple[str, int | None]:
+    """``HOST[:PORT]`` as the host as written and its port (None: none written);
+    ``text`` is what error messages quote (default: ``host_port``).
+
+    An IPv6 address with a port is written in brackets, ``[fd55::2]:1801``
+    (a link-local one with its scope inside them, ``[fe80::1%eth0]:1801``).
+    Text with more than one colon and no brackets is taken whole as an IPv6
+    address without a port (``fd55::2:2800`` is that address, not ``fd55::2``
+    and port 2800), and refused when it is not an IPv6 address
+    (``fd55::2:28001``): the message says to write ``[addr]:port``.
+
+    Args:
+        port_zero: take port 0 too (a listening address: any free port).
 
     Raises:
-        InvalidName: an unterminated ``[``, something after ``]``, or a port
-            that is not 1-65535.
+        InvalidName: an unterminated ``[``, brackets around something that is
+            not an IPv6 address, something after ``]`` other than ``:PORT``, more
+            than one colon in what is not an IPv6 address, or a port that is
+            not 1-65535 (0-65535 with ``port_zero``).
     """
     text = host_port if text is None else text
+    lowest = 0 if port_zero else 1
     if host_port.startswith("["):  # [::1]:1801
         end = host_port.find("]")
         if end < 0:
-            msg = f"{text!r}: unterminated [IPv6 address]"
+            msg = f"{text!r}: unterminated [IPv6 address]; {_BRACKETS}"
             raise InvalidName(msg)
         host, after = host_port[1:end], host_port[end + 1 :]
+        if not _is_ipv6(host):
+            msg = f"{text!r}: {host!r} is not an IPv6 address (brackets hold one)"
+            raise InvalidName(msg)
         if not after:
             return host, None
         if not after.startswith(":"):
-            msg = f"{text!r}: unexpected {after!r} after the address"
+            msg = f"{text!r}: unexpected {after!r} after the address; {_BRACKETS}"
             raise InvalidName(msg)
-        return host, _parse_port(after[1:], text)
-    if host_port.count(":") == 1:
+        return host, _parse_port(after[1:], text, lowest)
+    colons = host_port.count(":")
+    if colons == 1:
         host, _, port_text = host_port.partition(":")
-        return host, _parse_port(port_text, text)
+        return host, _parse_port(port_text, text, lowest)
+    if colons > 1 and not _is_ipv6(host_port):
+        quoted = repr(text) if text == host_port else f"{text!r}: {host_port!r}"
+        msg = f"{quoted} is not an IPv6 address; {_BRACKETS}{_bracketed(host_port)}"
+        raise InvalidName(msg)
     return host_port, None
 
 
-def _parse_port(port_text: str, text: str) -> int:
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+#: What an error about an IPv6 address and a port says to do.
+_BRACKETS: Final = "write an IPv6 address with a port as [addr]:port"
+
+
+def _is_ipv6(host: str) -> bool:
+    """Whether ``host`` is an IPv6 address (a link-local one may carry ``%scope``)."""
+    try:
+        ipaddress.IPv6Address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _bracketed(host_port: str) -> str:
+    """`` ([addr]:port)`` when ``host_port`` is an IPv6 address, a colon and a
+    port written without brackets, else nothing."""
+    host, _, port_text = host_port.rpartition(":")
+    if _is_ipv6(host) and port_text.isdigit() and 0 < int(port_text) < 65536:
+        return f" ([{host}]:{port_text})"
+    return ""
+
+
+def _parse_port(port_text: str, text: str, lowest: int = 1) -> int:
+    if not port_text.isdigit() or not lowest <= int(port_text) < 65536:
         msg = f"{text!r}: {port_text!r} is not a TCP port"
         raise InvalidName(msg)
     return int(port_text)

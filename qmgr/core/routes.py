@@ -37,6 +37,7 @@ import enum
 import ipaddress
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from . import names
 from .errors import InvalidName
@@ -55,6 +56,7 @@ __all__ = [
     "endpoint_text",
     "failover_deadline",
     "parse_route",
+    "socket_address_text",
     "split_host_port",
 ]
 
@@ -82,26 +84,43 @@ class RouteKind(enum.IntEnum):
 
 def split_host_port(text: str) -> tuple[str, int | None]:
     """``HOST[:PORT]`` (``[v6]:PORT`` for IPv6) as a lower-case host and its port
-    (None: none written), as a format name's host is split.
+    (None: none written), as a format name's host is split: text with more than
+    one colon and no brackets is an IPv6 address without a port.
 
     Raises:
-        RouteError: no host, or a port that is not 1-65535.
+        RouteError: no host, a port that is not 1-65535, or an IPv6 address
+            and a port without brackets (the message says to write ``[addr]:port``).
     """
     text = text.strip()
     try:
         host, port = names.split_host_port(text)
-    except InvalidName:
-        host = ""
+    except InvalidName as exc:
+        msg = f"expected HOST[:PORT]: {exc}"
+        raise RouteError(msg) from None
     if not host:
         msg = f"expected HOST[:PORT], got {text!r}"
-        raise RouteError(msg) from None
+        raise RouteError(msg)
     return host.lower(), port
 
 
 def endpoint_text(host: str, port: int | None) -> str:
-    """``host:port`` as it is written (``[v6]:port``; the host alone without a port)."""
+    """``host:port`` as it is written: ``[v6]:port`` for an IPv6 address (with a
+    link-local one's ``%scope`` inside the brackets); the host alone without a port."""
     shown = f"[{host}]" if ":" in host else host
     return shown if port is None else f"{shown}:{port}"
+
+
+def socket_address_text(address: tuple[Any, ...] | str) -> str:
+    """A socket address as ``getsockname``/``getpeername`` give it, written as
+    :func:`endpoint_text` writes it: ``[v6]:port``, ``host:port``. An IPv6 one's
+    scope id (its fourth item) is written ``%id`` when the host does not carry it.
+    A string (a Unix-domain socket's path) is returned as it is."""
+    if isinstance(address, str):
+        return address
+    host, port = str(address[0]), int(address[1])
+    if len(address) >= 4 and address[3] and "%" not in host:
+        host = f"{host}%{address[3]}"
+    return endpoint_text(host, port)
 
 
 def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

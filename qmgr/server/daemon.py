@@ -56,7 +56,7 @@ from qmgr.config import Config, local_identity
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
 from qmgr.core.limits import Limits
-from qmgr.core.routes import endpoint_text
+from qmgr.core.routes import endpoint_text, socket_address_text
 from qmgr.core.tokens import TokenBook, load_tokens
 from storage import QueueKind, QueueRecord, Store
 from wire import client as cf
@@ -385,9 +385,9 @@ class Daemon:
             "queue_manager_started",
             guid=str(self.store.qm_guid),
             data_dir=str(config.data_dir),
-            client_listen=f"{client[0]}:{client[1]}",
+            client_listen=socket_address_text(client),
             unix_socket=None if sockets.local is None else str(config.unix_socket),
-            peer_listen=f"{peer[0]}:{peer[1]}",
+            peer_listen=socket_address_text(peer),
             http_listen=_address(sockets.http[0]) if sockets.http else None,
             ping_listen=_address(sockets.ping[0]) if sockets.ping else None,
             tls_http=tls.http is not None,
@@ -540,8 +540,7 @@ def _open_store(config: Config) -> Store:
 
 
 def _address(sock: trio.socket.SocketType) -> str:
-    host, port = sock.getsockname()[:2]
-    return endpoint_text(host, port)
+    return socket_address_text(sock.getsockname())
 
 
 async def _watch_signals(

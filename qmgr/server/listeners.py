@@ -98,7 +98,11 @@ async def _bind(
             if kind == socket.SOCK_STREAM:  # UDP would share the port with another process
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if family == socket.AF_INET6:
-                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                # ``[::]`` alone takes IPv4 too (its peers arrive as ::ffff:a.b.c.d),
+                # as on any Linux service; every other IPv6 socket is IPv6 only, so
+                # that the IPv4 socket of a wildcard bound beside it does not clash.
+                dual = address.host.strip("[]") == "::"
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0 if dual else 1)
             await sock.bind(sockaddr)
         except OSError as exc:
             reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc.strerror

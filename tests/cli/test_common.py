@@ -134,6 +134,14 @@ def test_a_bad_address_is_named() -> None:
     assert result.stderr.startswith("error: --server '127.0.0.1:99999': expected HOST:PORT")
 
 
+@pytest.mark.parametrize("server", ["::1:28002", "[::1:28002"])
+def test_an_ipv6_address_with_a_port_needs_brackets(server: str) -> None:
+    result = run(None, "--server", server, "status")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: --server {server!r}: ")
+    assert "write an IPv6 address as [addr]:port" in result.stderr
+
+
 def test_the_server_may_come_from_the_environment() -> None:
     address = f"127.0.0.1:{free_port()}"
     result = CliRunner().invoke(cli, ["status"], env={"QMGR_SERVER": address})

@@ -35,6 +35,51 @@ def test_a_configuration_error_exits_2(tmp_path: Path, args: list[str], error: s
     assert not data.exists()
 
 
+#: What a listening address or a route written ``IPv6:PORT`` is refused with.
+BRACKETS = "write an IPv6 address with a port as [addr]:port"
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (
+            ["--listen", "fd55::2"],
+            "error: server.listen: expected HOST:PORT, got 'fd55::2' "
+            "(write an IPv6 address with a port as [fd55::2]:PORT)",
+        ),
+        (
+            ["--client-listen", "::1:30041"],
+            f"error: server.client_listen: '::1:30041' is not an IPv6 address; {BRACKETS} "
+            "([::1]:30041)",
+        ),
+        (
+            ["--http-listen", "[::1]30041"],
+            f"error: http.listen: '[::1]30041': unexpected '30041' after the address; {BRACKETS}",
+        ),
+        (
+            ["--set", 'routes."fd55::3:28001"="[fd55::1]:28001"'],
+            "error: routes.\"fd55::3:28001\": expected HOST[:PORT]: 'fd55::3:28001' is not an "
+            f"IPv6 address; {BRACKETS} ([fd55::3]:28001)",
+        ),
+        (
+            ["--set", 'server.aliases=["fd55::2:28001"]'],
+            f"error: server.aliases: 'fd55::2:28001' is not an IPv6 address; {BRACKETS} "
+            "([fd55::2]:28001)",
+        ),
+    ],
+    ids=["no port", "listen", "after the brackets", "route", "alias"],
+)
+def test_an_ipv6_address_with_a_port_needs_brackets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], error: str
+) -> None:
+    def started(config: object) -> None:
+        raise AssertionError("the daemon started")  # instead of running until stopped
+
+    monkeypatch.setattr("qmgr.server.serve", started)
+    result = run(None, "serve", "--data-dir", str(tmp_path / "data"), *args)
+    assert (result.exit_code, result.stderr.splitlines()) == (2, [error])
+
+
 def test_a_bad_choice_is_a_usage_error() -> None:
     result = run(None, "serve", "--log-format", "xml")
     assert result.exit_code == 2

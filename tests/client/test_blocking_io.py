@@ -14,6 +14,7 @@ only bounds a join.
 from __future__ import annotations
 
 import contextlib
+import re
 import socket
 import threading
 import time
@@ -22,8 +23,8 @@ from typing import TypeVar
 
 import pytest
 
-from qmgr.client import ConnectionLost, InvalidName, QueueManager
-from qmgr.client._blocking_io import SocketConnection
+from qmgr.client import ConnectionLost, InvalidArgument, InvalidName, QueueManager
+from qmgr.client._blocking_io import SocketConnection, open_socket
 from qmgr.client._protocol import ClientProtocol, Flow, Waiter
 from qmgr.client.calls import queues
 from wire import client as cf
@@ -356,3 +357,13 @@ def test_a_call_from_a_second_thread_packs_nothing_beside_the_first_one_s() -> N
     theirs.settimeout(DEADLOCK_TIMEOUT)
     assert theirs.recv(65536) == b""  # closed, and nothing of either call was written
     theirs.close()
+
+
+def test_an_ipv6_address_is_named_in_brackets_and_needs_them_for_a_port() -> None:
+    with socket.socket(socket.AF_INET6) as bound:  # bound, not listening: refused
+        bound.bind(("::1", 0))
+        port = bound.getsockname()[1]
+        with pytest.raises(ConnectionLost, match=re.escape(f"at [::1]:{port}: ")):
+            open_socket(f"[::1]:{port}", 5.0)
+    with pytest.raises(InvalidArgument, match=re.escape("write an IPv6 address as [addr]:port")):
+        open_socket("::1:28002", 5.0)

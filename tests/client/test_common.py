@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
 from qmgr.client import InvalidArgument, NotSupported
 from qmgr.client._common import (
+    address_text,
     connect_timeout,
     default_client_name,
     parse_address,
@@ -28,6 +30,25 @@ def test_parse_address() -> None:
         with pytest.raises(InvalidArgument):  # a ValueError too, as before
             parse_address(bad)
     assert issubclass(InvalidArgument, ValueError)
+
+
+def test_an_ipv6_address_takes_a_port_only_in_brackets() -> None:
+    assert parse_address("::1") == ("::1", 1802)
+    assert parse_address("fd55::2:2800") == ("fd55::2:2800", 1802)  # an address, not a port
+    assert parse_address("[fe80::1%eth0]:28002") == ("fe80::1%eth0", 28002)
+    for bad in ("::1:28002", "[::1:28002", "[::1]28002"):
+        with pytest.raises(
+            InvalidArgument, match=re.escape("write an IPv6 address as [addr]:port")
+        ):
+            parse_address(bad)
+    with pytest.raises(InvalidArgument, match="is not an IPv6 address"):
+        parse_address("[qm.example]:1802")
+
+
+def test_address_text() -> None:
+    assert address_text("127.0.0.1", 1802) == "127.0.0.1:1802"
+    assert address_text("::1", 1802) == "[::1]:1802"
+    assert address_text("fe80::1%eth0", 1802) == "[fe80::1%eth0]:1802"
 
 
 def test_unix_path() -> None:

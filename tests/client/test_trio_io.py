@@ -4,6 +4,8 @@ the reader task, cancellation, and what a broken stream does to waiting tasks.""
 from __future__ import annotations
 
 import contextlib
+import re
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -13,9 +15,15 @@ import trio.testing
 from client_kit import replies
 from wire_samples import QUEUED
 
-from qmgr.client import ConnectionLost, Message, QueueNotFound, TransactionAborted
+from qmgr.client import (
+    ConnectionLost,
+    InvalidArgument,
+    Message,
+    QueueNotFound,
+    TransactionAborted,
+)
 from qmgr.client._transaction import TransactionState
-from qmgr.client._trio_io import CANCEL_REPLY_SECONDS, StreamConnection
+from qmgr.client._trio_io import CANCEL_REPLY_SECONDS, StreamConnection, open_stream
 from qmgr.client.calls import queues, transactions
 from wire import client as cf
 
@@ -262,3 +270,13 @@ async def test_a_malformed_stream_names_the_address() -> None:
     assert conn.proto.broken.message.startswith(
         "lost the connection to the queue manager at memory:1: the queue manager sent a malformed"
     )
+
+
+async def test_an_ipv6_address_is_named_in_brackets_and_needs_them_for_a_port() -> None:
+    with socket.socket(socket.AF_INET6) as bound:  # bound, not listening: refused
+        bound.bind(("::1", 0))
+        port = bound.getsockname()[1]
+        with pytest.raises(ConnectionLost, match=re.escape(f"at [::1]:{port}: ")):
+            await open_stream(f"[::1]:{port}")
+    with pytest.raises(InvalidArgument, match=re.escape("write an IPv6 address as [addr]:port")):
+        await open_stream("[::1:28002")

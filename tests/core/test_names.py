@@ -7,9 +7,11 @@ import pytest
 from qmgr.core.errors import InvalidName
 from qmgr.core.names import (
     LocalIdentity,
+    canonical_host,
     display_format_name,
     parse_format_name,
     parse_queue_reference,
+    split_host_port,
     validate_queue_name,
 )
 
@@ -143,6 +145,24 @@ def test_every_loopback_address_is_local_when_the_peer_listener_takes_every_addr
     assert not one_address.is_local("TCP", "127.0.0.2", 1801)
 
 
+def test_an_address_or_name_is_local_in_any_of_its_spellings() -> None:
+    """A router must not pass on to itself a message whose destination spells one of
+    its addresses otherwise (it would stay stuck in its own outgoing queue)."""
+    identity = LocalIdentity(
+        peer_port=1801,
+        host_names=frozenset({"localhost", "qm-b.site.example"}),
+        addresses=frozenset({"FD55:0:0:0::2"}),
+        aliases=frozenset({("2001:DB8::0:5", 11801)}),
+    )
+    for host in ("fd55::2", "[FD55::2]", "fd55:0:0:0:0:0:0:2", "[fd55:0::2]"):
+        assert identity.is_local("TCP", host, 1801), host
+    assert identity.is_local("TCP", "[2001:db8::5]", 11801)
+    assert identity.is_local("OS", "QM-B.site.example.", None)  # a fully qualified name's dot
+    assert not identity.is_local("TCP", "fd55::3", 1801)
+    assert canonical_host("[FD55:0::2]") == "fd55::2"
+    assert canonical_host("Host.Example.") == "host.example"
+
+
 def test_aliases_are_this_queue_manager_under_the_names_others_reach_it_by() -> None:
     identity = LocalIdentity(
         peer_port=1901,
@@ -162,3 +182,65 @@ def test_aliases_are_this_queue_manager_under_the_names_others_reach_it_by() -> 
     assert not identity.is_local("OS", "gw.example.net", 1901)
     remote = parse_format_name("DIRECT=TCP:203.0.113.6:11801\\private$\\orders", identity)
     assert not remote.elements[0].is_local
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port"),
+    [
+        ("DIRECT=TCP:fd55::2\\private$\\q", "fd55::2", None),
+        # A bare IPv6 literal is the whole address (MSMQ's rule), not fd55::2 port 2800.
+        ("DIRECT=TCP:fd55::2:2800\\private$\\q", "fd55::2:2800", None),
+        ("DIRECT=TCP:[fd55::2]:28001\\private$\\q", "fd55::2", 28001),
+        ("DIRECT=TCP:[fe80::1%eth0]:28001\\private$\\q", "fe80::1%eth0", 28001),
+        ("DIRECT=OS:[fd55::2]\\private$\\q", "fd55::2", None),
+    ],
+)
+def test_an_ipv6_address_takes_a_port_only_in_brackets(
+    text: str, host: str, port: int | None
+) -> None:
+    [element] = parse_format_name(text, IDENTITY).elements
+    assert (element.host, element.port) == (host, port)
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        (
+            "DIRECT=TCP:fd55::2:28001\\private$\\q",
+            "'fd55::2:28001' is not an IPv6 address; write an IPv6 address with a port "
+            "as [addr]:port ([fd55::2]:28001)",
+        ),
+        (
+            "DIRECT=OS:fd55::2:28001\\private$\\q",
+            "'fd55::2:28001' is not an IPv6 address; write an IPv6 address with a port "
+            "as [addr]:port ([fd55::2]:28001)",
+        ),
+        (
+            "DIRECT=TCP:fd55::zz\\private$\\q",
+            "'fd55::zz' is not an IPv6 address; write an IPv6 address with a port as [addr]:port",
+        ),
+        (
+            "DIRECT=TCP:[fd55::2:28001\\private$\\q",
+            "unterminated [IPv6 address]; write an IPv6 address with a port as [addr]:port",
+        ),
+        (
+            "DIRECT=TCP:[fd55::2]28001\\private$\\q",
+            "unexpected '28001' after the address; write an IPv6 address with a port as "
+            "[addr]:port",
+        ),
+        ("DIRECT=OS:[qm1]:1801\\private$\\q", "'qm1' is not an IPv6 address (brackets hold one)"),
+    ],
+)
+def test_an_ipv6_address_and_a_port_without_brackets_are_refused_with_a_hint(
+    text: str, reason: str
+) -> None:
+    with pytest.raises(InvalidName) as excinfo:
+        parse_format_name(text, IDENTITY)
+    assert str(excinfo.value) == f"{text!r}: {reason}"
+
+
+def test_split_host_port_takes_port_zero_only_when_asked() -> None:
+    assert split_host_port("[::1]:0", port_zero=True) == ("::1", 0)
+    assert split_host_port(":0", port_zero=True) == ("", 0)
+    with pytest.raises(InvalidName, match="'0' is not a TCP port"):
+        split_host_port("[::1]:0")

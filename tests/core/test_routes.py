@@ -14,6 +14,7 @@ from qmgr.core.routes import (
     choose_hop,
     failover_deadline,
     parse_route,
+    socket_address_text,
     split_host_port,
 )
 
@@ -96,6 +97,64 @@ def test_split_host_port() -> None:
     assert split_host_port("2001:db8::1") == ("2001:db8::1", None)
     with pytest.raises(RouteError):
         split_host_port("[::1]x")
+
+
+#: What a route or an alias written ``IPv6:PORT`` is refused with.
+BRACKETS = "write an IPv6 address with a port as [addr]:port"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (
+            "fd55::3/128",
+            "fd55::2:28001",
+            "routes.\"fd55::3/128\": expected HOST[:PORT]: 'fd55::2:28001' is not an IPv6 "
+            f"address; {BRACKETS} ([fd55::2]:28001)",
+        ),
+        (
+            "fd55::3:28001",
+            "[fd55::1]:28001",
+            "routes.\"fd55::3:28001\": expected HOST[:PORT]: 'fd55::3:28001' is not an IPv6 "
+            f"address; {BRACKETS} ([fd55::3]:28001)",
+        ),
+        (
+            "*",
+            ["gate", "[fd55::1:28001"],
+            f"routes.\"*\": expected HOST[:PORT]: '[fd55::1:28001': unterminated [IPv6 address]; "
+            f"{BRACKETS}",
+        ),
+    ],
+)
+def test_an_ipv6_address_with_a_port_needs_brackets(
+    key: str, value: str | list[str], reason: str
+) -> None:
+    with pytest.raises(RouteError) as excinfo:
+        RouteTable.parse({key: value})
+    assert str(excinfo.value) == reason
+
+
+def test_a_bare_ipv6_address_is_that_address_on_the_peer_port() -> None:
+    # fd55::2:2800 is an IPv6 address: without brackets there is no port in it.
+    route = parse_route("fd55::3", ["fd55::2:2800", "[fd55::2]:2800"])
+    assert route.key == "[fd55::3]:1801"
+    assert route.hops_text() == ["[fd55::2:2800]:1801", "[fd55::2]:2800"]
+
+
+@pytest.mark.parametrize(
+    ("address", "text"),
+    [
+        (("10.0.0.1", 1801), "10.0.0.1:1801"),
+        (("::1", 1802, 0, 0), "[::1]:1802"),
+        (("fe80::1", 1801, 0, 3), "[fe80::1%3]:1801"),  # the scope id the host lacks
+        (("fe80::1%eth0", 1801, 0, 3), "[fe80::1%eth0]:1801"),
+        ("/run/qmgr/qmgr.sock", "/run/qmgr/qmgr.sock"),
+    ],
+)
+def test_a_socket_address_is_written_as_an_endpoint(
+    address: tuple[object, ...] | str, text: str
+) -> None:
+    assert socket_address_text(address) == text
 
 
 UP = HopState(up=True)

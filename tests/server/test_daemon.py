@@ -250,3 +250,35 @@ async def test_a_listing_shows_each_change_and_forgets_deleted_queues(
                 ids = {q.queue_id for q in store.queue_records()}
                 assert set(daemon._queue_infos) <= ids
             daemon.stop()
+
+
+async def test_the_start_up_log_writes_ipv6_listeners_in_brackets(
+    tmp_path: Path, store: Store
+) -> None:
+    config = load_config(
+        data_dir=tmp_path / "data",
+        listen="[::1]:0",
+        client_listen="[::1]:0",
+        http_listen="[::1]:0",
+    )
+    daemon = Daemon(config, store)
+    daemon.start_up()
+    bound: list[trio.socket.SocketType] = []
+    assert config.http_listen is not None
+    served = Sockets(
+        None,
+        await bind_tcp(config.listen, "peers", bound),
+        await bind_tcp(config.client_listen, "clients", bound),
+        await bind_tcp(config.http_listen, "HTTP", bound),
+    )
+    ports = [sockets[0].getsockname()[1] for sockets in (served.peers, served.clients, served.http)]
+    run = functools.partial(daemon.run, served, install_signal_handlers=False)
+    with structlog.testing.capture_logs() as logs, trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(run)
+            daemon.stop()
+    for sock in bound:
+        sock.close()
+    [started] = [log for log in logs if log["event"] == "queue_manager_started"]
+    shown = [started[key] for key in ("peer_listen", "client_listen", "http_listen")]
+    assert shown == [f"[::1]:{port}" for port in ports]

@@ -100,6 +100,18 @@ async def test_ipv6_sockets_take_only_ipv6(bound: list[trio.socket.SocketType]) 
     assert sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 1
 
 
+async def test_the_ipv6_wildcard_alone_takes_ipv4_too(
+    bound: list[trio.socket.SocketType],
+) -> None:
+    """``--listen '[::]:PORT'`` is one dual-stack socket, as on any Linux service: a
+    peer that reaches this host by IPv4 is taken (a name resolving to IPv4 works)."""
+    [sock] = await bind_tcp(Address(host="::", port=0), "peers", bound)
+    assert sock.getsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY) == 0
+    listener = listen_on(sock, TCP_BACKLOG)
+    client = await trio.open_tcp_stream("127.0.0.1", sock.getsockname()[1])
+    assert await echo_once(listener, client) == b"ping"
+
+
 async def test_a_wildcard_binds_each_family(bound: list[trio.socket.SocketType]) -> None:
     sockets = await bind_tcp(Address(host="", port=0), "peers", bound)
     assert sockets == bound

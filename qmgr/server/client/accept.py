@@ -90,7 +90,7 @@ class ClientPort:
         _tune_socket(connection)
         conn_id = next(self._conn_ids)
         peer = connection.peer_name()
-        address = peer.rpartition(":")[0] or peer
+        address = _address_of(peer)
         refusal = self._make_room()
         arrival = None
         if refusal is None:
@@ -227,7 +227,7 @@ class ClientPort:
     def authentication_failed(self, peer: str) -> None:
         """A token from ``peer`` was refused: it counts against its address (the
         session counts it in the authorization's tally)."""
-        self.admission.failed(peer.rpartition(":")[0] or peer, trio.current_time())
+        self.admission.failed(_address_of(peer), trio.current_time())
 
     def _failed(self, address: str) -> None:
         """A TLS handshake or a client certificate from ``address`` was refused."""
@@ -283,3 +283,9 @@ async def _refuse(connection: RawConnection, error: QueueManagerError | None) ->
 def _tune_socket(connection: RawConnection) -> None:
     with contextlib.suppress(OSError):
         connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
+
+
+def _address_of(peer: str) -> str:
+    """The address part of a peer name, ``host:port`` or ``[v6]:port`` (the name
+    itself when it has no port: ``unknown``)."""
+    return peer.rpartition(":")[0].removeprefix("[").removesuffix("]") or peer

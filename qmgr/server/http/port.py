@@ -47,6 +47,7 @@ import trio
 
 from qmgr.config import Config
 from qmgr.core.permissions import user_name_problem
+from qmgr.core.routes import socket_address_text
 
 from ..admission import Admission, AdmissionLimits
 from ..client.authorization import AccessTally
@@ -279,6 +280,5 @@ def _address_of(peer: str) -> str:
 
 def _peer_name(stream: trio.SocketStream) -> str:
     with contextlib.suppress(OSError):
-        host, port = stream.socket.getpeername()[:2]
-        return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        return socket_address_text(stream.socket.getpeername())
     return "unknown"

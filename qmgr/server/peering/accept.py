@@ -30,6 +30,7 @@ import trio
 
 import wire
 from qmgr.config import Config
+from qmgr.core.routes import socket_address_text
 from qmgr.protocol import PeerSession, Role, Send, SessionState
 
 from ..admission import Admission, AdmissionLimits, Arrival
@@ -90,12 +91,13 @@ class PeerPort:
     async def serve(self, stream: trio.SocketStream) -> None:
         """Serve one connection accepted on the peer port (the listener's handler)."""
         try:
-            host, port = stream.socket.getpeername()[:2]
+            sockaddr = stream.socket.getpeername()
         except OSError:
             await stream.aclose()
             return
+        host = str(sockaddr[0])
         address = _address(host)
-        peer = f"{host}:{port}"
+        peer = socket_address_text(sockaddr)
         refusal = None
         arrival: Arrival | str | None = None
         # Beyond peers.max_connections the peer is still answered, with a refusal

@@ -32,6 +32,7 @@ no marks, and every entry stored at start counts as perhaps sent.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import json
 import time
 from collections.abc import Iterable
@@ -316,15 +317,21 @@ class OutgoingQueue:
         if not element.is_local or _names_a_host(text):
             # A direct name that names a host is kept as the sender wrote it.
             return wire.direct_queue(text)
-        # A local name: how the destination reaches us, by the IPv4 address we
-        # listen on, or by our name when we listen on every address.
+        # A local name: how the destination reaches us: by the address we listen
+        # on (``DIRECT=TCP:`` takes addresses only), by the host name we listen
+        # on, or by our name when we listen on every address.
         config = self.parts.config
         port = "" if config.listen.port == 1801 else f":{config.listen.port}"
         path = element.queue if element.queue in SYSTEM_QUEUES else f"private$\\{element.queue}"
         host = config.listen.host
-        if host not in _WILDCARDS and ":" not in host:
-            return wire.DirectQueue(name=f"TCP:{host}{port}\\{path}")
-        return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
+        if host in _WILDCARDS:
+            return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
+        try:
+            address = ipaddress.ip_address(host.strip("[]"))
+        except ValueError:
+            return wire.DirectQueue(name=f"OS:{host}{port}\\{path}")
+        written = f"[{address}]" if address.version == 6 else str(address)
+        return wire.DirectQueue(name=f"TCP:{written}{port}\\{path}")
 
     def forget_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
         """What the forget of the entries ``ids`` also writes: the reports of

@@ -20,6 +20,7 @@ from typing import Final
 import structlog
 import trio
 
+from qmgr.core.routes import socket_address_text
 from qmgr.protocol.ping import PingResponder
 
 __all__ = ["serve_pings"]
@@ -54,16 +55,17 @@ async def _serve(
             log.debug("ping_receive_failed", reason=str(exc))
             continue
         host = str(sender[0])
+        peer = socket_address_text(sender)
         why = refusal(host)
         answer = responder.answer(
             data, source=host, refuse=why is not None, now=trio.current_time()
         )
         if answer is None:
-            log.debug("ping_ignored", peer=f"{host}:{sender[1]}", size=len(data))
+            log.debug("ping_ignored", peer=peer, size=len(data))
             continue
         try:
             await sock.sendto(answer, sender)
         except OSError as exc:
-            log.debug("ping_answer_failed", peer=f"{host}:{sender[1]}", reason=str(exc))
+            log.debug("ping_answer_failed", peer=peer, reason=str(exc))
             continue
-        log.debug("ping_answered", peer=f"{host}:{sender[1]}", refused=why)
+        log.debug("ping_answered", peer=peer, refused=why)

@@ -6,7 +6,8 @@ from __future__ import annotations
 import structlog
 import trio
 import trio.testing
-from peer_kit import Network, wait_until
+from fault_stream import FaultStream
+from peer_kit import Channel, Network, wait_until
 
 from .conftest import QUEUE, bodies, deliver, start_pair
 
@@ -50,3 +51,13 @@ async def test_the_sessions_beyond_max_connections_are_refused(
     # Once A's session is gone (idle), C gets in.
     await wait_until(lambda: b.bodies(QUEUE) == [b"from-a", b"from-c"], what="C delivers")
     assert "idle: no user packet for 300 s" in {c.reason for c in (*a.closed, *b.closed)}
+
+
+async def test_an_ipv6_peer_is_named_in_brackets(network: Network) -> None:
+    b = await network.start("qm-b", 1902, ('peers.accept_from=["10.0.0.0/8"]',))
+    left, _ = trio.testing.memory_stream_pair()
+    stream = FaultStream(left, sending=Channel(), receiving=Channel(), peer=("fd55::1", 53956))
+    with structlog.testing.capture_logs() as logs:
+        await b.serve(stream)
+    [refused] = [entry for entry in logs if entry["event"] == "peer_refused"]
+    assert refused["peer"] == "[fd55::1]:53956"

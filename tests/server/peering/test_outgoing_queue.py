@@ -3,6 +3,8 @@ every kind of message, transactional numbering across the others."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import trio
 import trio.testing
@@ -10,6 +12,7 @@ from peer_kit import Network, Node, is_data, is_order_ack, wait_until
 
 import storage
 import wire
+from qmgr.config import Address
 
 from .conftest import (
     QUEUE,
@@ -153,3 +156,32 @@ async def test_a_purge_forgets_what_was_acknowledged_before_it(
     await wait_until(settled(a), what="nothing left to send or forget")
     await a.send(b.remote(QUEUE), [b"after"])
     await deliver(a, b, [b"first", b"delivered", b"after"])
+
+
+@pytest.mark.parametrize(
+    ("listen", "written"),
+    [
+        ("10.55.0.1:1801", "TCP:10.55.0.1\\private$\\acks"),
+        ("10.55.0.1:28001", "TCP:10.55.0.1:28001\\private$\\acks"),
+        ("[FD55:0::1]:28001", "TCP:[fd55::1]:28001\\private$\\acks"),
+        ("[fd55::1]:1801", "TCP:[fd55::1]\\private$\\acks"),
+        ("qm-a.example:28001", "OS:qm-a.example:28001\\private$\\acks"),  # TCP: takes addresses
+        ("0.0.0.0:28001", "OS:qm-a:28001\\private$\\acks"),
+        ("[::]:28001", "OS:qm-a:28001\\private$\\acks"),
+    ],
+)
+async def test_a_local_reply_queue_is_named_as_the_destination_reaches_back(
+    network: Network, autojump_clock: trio.testing.MockClock, listen: str, written: str
+) -> None:
+    """An admin or response queue here travels as a direct name the destination can
+    use: the address this queue manager listens on, the host name it listens on, or
+    its name when it listens on every address."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"x"])
+    [queue] = a.peering.outgoing.values()
+    config = dataclasses.replace(queue.parts.config, listen=Address.parse(listen, what="listen"))
+    queue.parts = dataclasses.replace(queue.parts, config=config)
+    for text in ("acks", ".\\private$\\acks", "DIRECT=OS:.\\private$\\acks"):
+        reply = queue._wire_queue(text)
+        assert isinstance(reply, wire.DirectQueue)
+        assert reply.name == written
