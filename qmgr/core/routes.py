@@ -130,11 +130,6 @@ def _address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
         return None
 
 
-def _canonical_host(host: str) -> str:
-    address = _address(host)
-    return host.lower() if address is None else str(address)
-
-
 @dataclass(frozen=True, slots=True)
 class Route:
     """One ``[routes]`` entry."""
@@ -180,7 +175,7 @@ class Route:
 
 def _endpoint(text: str) -> Endpoint:
     host, port = split_host_port(text)
-    return _canonical_host(host), DEFAULT_PEER_PORT if port is None else port
+    return names.canonical_host(host), DEFAULT_PEER_PORT if port is None else port
 
 
 def parse_route(key: str, value: str | Sequence[str]) -> Route:
@@ -279,7 +274,7 @@ class RouteTable:
 
     def match(self, destination: Endpoint) -> Route | None:
         """The most specific entry for a destination, or None (straight to it)."""
-        host, port = _canonical_host(destination[0]), destination[1]
+        host, port = names.canonical_host(destination[0]), destination[1]
         for route in self._routes:
             if route.matches(host, port):
                 return route

@@ -43,6 +43,8 @@ TABLE = RouteTable.parse(
         (("11.0.0.1", 1801), "*", (("gate1", 1801), ("gate2", 1901))),
         (("qm.b.example.net", 1801), "*.b.example.net", (("b-gate1", 1801), ("b-gate2", 1801))),
         (("QM.C.Example.NET", 1801), "*.example.net", (("dns-router", 1801),)),
+        # A fully qualified name's final dot names the same host.
+        (("qm.b.example.net.", 1801), "*.b.example.net", (("b-gate1", 1801), ("b-gate2", 1801))),
         # The suffix names hosts under it, not itself; and names are not resolved.
         (("example.net", 1801), "*", (("gate1", 1801), ("gate2", 1901))),
         (("fd00:0::7", 1801), "[fd00::7]:1801", (("v6-one", 1801),)),
