@@ -7,8 +7,9 @@ and in order, and both outgoing queues empty."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from click.testing import CliRunner
 from fault_proxy import FaultProxy
@@ -56,9 +57,12 @@ def wait_for_resends(a: DaemonProcess, rounds: int) -> None:
     wait_until(lambda: resends(a) >= seen + rounds, 60)
 
 
-def test_resends_while_the_next_hop_is_down_do_not_grow_the_routers_queue(
+@contextlib.contextmanager
+def next_hop_down(
     daemon_factory: Callable[..., DaemonProcess],
-) -> None:
+) -> Iterator[tuple[DaemonProcess, DaemonProcess, DaemonProcess, FaultProxy]]:
+    """``(a, r, b, to_b)``: A's messages for B go through the router R, whose link
+    to B goes through ``to_b``, a proxy that refuses every connection for now."""
     b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     with FaultProxy(b.peer_port) as to_b:
         through_proxy = settings(f'routes."127.0.0.1:{b.peer_port}"="{to_b.address}"')
@@ -66,10 +70,17 @@ def test_resends_while_the_next_hop_is_down_do_not_grow_the_routers_queue(
         a = daemon_factory(
             name="qm-a", extra_args=(*PEER_FAST, *route_args(b.peer_port, r.peer_port))
         )
+        to_b.refuse(3600)
+        to_b.cut()
+        yield a, r, b, to_b
+
+
+def test_resends_while_the_next_hop_is_down_do_not_grow_the_routers_queue(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    with next_hop_down(daemon_factory) as (a, r, b, to_b):
         with connect(a.address) as qa, connect(b.address) as qb:
             qb.create_queue("orders", transactional=True)
-            to_b.refuse(3600)
-            to_b.cut()
             expected = commit_batches(qa, remote_queue(b, "orders"), 0, 60)
             wait_until(lambda: held(r) == len(expected), 30)
 
@@ -96,16 +107,8 @@ def test_a_trace_finds_the_message_the_router_holds(
     """While the next hop is down, the router's trace shows the message it holds
     for relaying and where it goes next; the source's, its entry not yet
     acknowledged (sent: the router has it); ``qmgr trace`` goes from one to the other."""
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    with FaultProxy(b.peer_port) as to_b:
-        through_proxy = settings(f'routes."127.0.0.1:{b.peer_port}"="{to_b.address}"')
-        r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER, *through_proxy))
-        a = daemon_factory(
-            name="qm-a", extra_args=(*PEER_FAST, *route_args(b.peer_port, r.peer_port))
-        )
+    with next_hop_down(daemon_factory) as (a, r, b, to_b):
         with connect(a.address) as qa, connect(r.address) as qr:
-            to_b.refuse(3600)
-            to_b.cut()
             message_id = qa.send(remote_queue(b, "orders"), b"traced", transactional=True)
             wait_until(lambda: held(r) == 1, 30)
 
