@@ -266,7 +266,10 @@ class Daemon:
 
     def start_up(self) -> None:
         """Write what must exist before any client is served: the system queues and
-        the first message-id reservation (on this thread, before the writer runs).
+        the first message-id reservation (on this thread, before the writer runs),
+        and the clearing of the outgoing queues' sent marks, which the peering
+        layer read when it was made (before this raises the message-id limit:
+        ``outgoing_queue.read_sent_marks``).
 
         Raises:
             StartupError: the store cannot be written.
@@ -370,7 +373,7 @@ class Daemon:
         """Write the outgoing queues' marks at an orderly stop; a failure is logged
         (the next start then counts every stored entry as perhaps sent)."""
         try:
-            unit = storage.Unit((sent_marks(self.peering.outgoing.values()),))
+            unit = storage.Unit((sent_marks(self.store, self.peering.outgoing.values()),))
             outcome = await self.committer.submit(unit)
         except Exception as exc:  # the committer failed: a crash would write nothing either
             self.log.warning("outgoing_marks_not_written", error=str(exc))

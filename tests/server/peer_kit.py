@@ -246,15 +246,10 @@ class Node:
         writer = Writer(store, thread=False)
         try:
             core = QueueManagerCore(store, identity=self.identity)
-            units = core.queues.system_queue_units(time.time())
-            reservation = core.ordinal_reservation()
-            if reservation is not None:
-                units.append(reservation)
-            outcomes = store.commit(units, now=time.time())
-            if reservation is not None:
-                core.ordinals_reserved(reservation, outcomes[-1])
             committer = Committer(store, writer)
             signals = QueueSignals()
+            # As the daemon: the peering layer reads the store (the last run's
+            # sent marks among it) before the start's first write.
             peering = _RecordingPeering(
                 self.closed,
                 config=self.config,
@@ -267,6 +262,13 @@ class Node:
                 log=structlog.get_logger("peer_kit").bind(qm=self.name),
                 wall=self.network.clock.time,
             )
+            units = core.queues.system_queue_units(time.time())
+            reservation = core.ordinal_reservation()
+            if reservation is not None:
+                units.append(reservation)
+            outcomes = store.commit(units, now=time.time())
+            if reservation is not None:
+                core.ordinals_reserved(reservation, outcomes[-1])
             self._store, self._core, self._committer = store, core, committer
             self._signals, self._peering = signals, peering
             with trio.CancelScope() as scope:

@@ -510,21 +510,31 @@ def _names_a_host(text: str) -> bool:
 def read_sent_marks(store: storage.Store) -> dict[int, int] | None:
     """The marks the last run wrote when it stopped in order (queue id -> the
     highest lookup id it may have sent), or None: none were written (a crash),
-    or they were read already."""
+    they were read already, or another run came between.
+
+    Every run raises the store's message-id ordinal limit when it starts, so
+    marks written beside the limit they found are the last run's only while
+    the limit is still that: a run of a release that does not know them (a
+    rollback) may have sent what they call never sent, and then they are
+    not used."""
     text = store.get_setting(SENT_MARKS)
     if not text:
         return None
     try:
         raw = json.loads(text)
-        return {int(queue_id): int(mark) for queue_id, mark in raw.items()}
-    except (ValueError, AttributeError, TypeError):
+        if raw["ordinal_limit"] != store.ordinal_limit:
+            return None
+        return {int(queue_id): int(mark) for queue_id, mark in raw["queues"].items()}
+    except (ValueError, AttributeError, TypeError, KeyError):
         return None  # as after a crash: every stored entry counts as perhaps sent
 
 
-def sent_marks(queues: Iterable[OutgoingQueue]) -> storage.SetSetting:
-    """The write of every queue's mark at an orderly stop, once no link sends."""
+def sent_marks(store: storage.Store, queues: Iterable[OutgoingQueue]) -> storage.SetSetting:
+    """The write of every queue's mark at an orderly stop, once no link sends,
+    with the ordinal limit they go with (:func:`read_sent_marks`)."""
     marks = {queue.queue_id: queue.machine.transmitted_through for queue in queues}
-    return storage.SetSetting(SENT_MARKS, json.dumps(marks, separators=(",", ":")))
+    value = {"ordinal_limit": store.ordinal_limit, "queues": marks}
+    return storage.SetSetting(SENT_MARKS, json.dumps(value, separators=(",", ":")))
 
 
 def clear_sent_marks() -> storage.ClearSetting:

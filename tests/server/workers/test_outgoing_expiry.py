@@ -81,7 +81,7 @@ async def test_an_entry_the_destination_may_have_stays(
 async def restart_in_order(a: Node) -> None:
     """What an orderly stop and the next start write around the restart (the
     daemon's: each queue's mark, then their clearing before any link runs)."""
-    await a.committer.submit(storage.Unit((sent_marks(a.peering.outgoing.values()),)))
+    await a.committer.submit(storage.Unit((sent_marks(a.store, a.peering.outgoing.values()),)))
     await a.stop()
     await a.start()
     assert a.peering.outgoing_queues.marks_read
@@ -117,6 +117,26 @@ async def test_marks_serve_one_start_only(
     a, due = await waiting_entry(network)
     await restart_in_order(a)
     await a.stop()  # a crash: no marks written
+    await a.start()
+    assert not a.peering.outgoing_queues.marks_read
+    assert await expire_outgoing(a.peering, due) == 0
+    assert a.outgoing_queue().depth == 1
+
+
+async def test_marks_are_not_used_after_another_run_came_between(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A rollback to a release that knows no marks: it starts (raising the
+    message-id limit, as every start does), may send what they call never sent,
+    and leaves them; the next start must not use them."""
+    a, due = await waiting_entry(network)
+    await a.committer.submit(storage.Unit((sent_marks(a.store, a.peering.outgoing.values()),)))
+    await a.stop()
+    await a.start()  # the other release's run: it does not read the marks
+    limit = a.store.ordinal_limit
+    await a.committer.submit(storage.Unit((storage.ReserveOrdinals(limit + 1),)))
+    send_it(a)
+    await a.stop()
     await a.start()
     assert not a.peering.outgoing_queues.marks_read
     assert await expire_outgoing(a.peering, due) == 0
