@@ -10,6 +10,8 @@ session opened usually means: the peer refuses this queue manager.
 
 from __future__ import annotations
 
+import errno
+import os
 import ssl
 from typing import Final
 
@@ -107,13 +109,15 @@ def _leaves(error: BaseException) -> list[BaseException]:
 
 #: Why a connection ends when the peer closes it between packets.
 PEER_CLOSED: Final = "the peer closed the connection"
+#: Why it ends when the peer resets it (a refusal closes with unread bytes).
+_RESET: Final = f"connection lost: {os.strerror(errno.ECONNRESET)}"
 
 
 def unopened(reason: str) -> str:
     """Why a connection this queue manager opened ended before its session
     opened, with what an abrupt close by the peer usually means: the peer
     refuses it, and says why only in its own log."""
-    if reason == PEER_CLOSED or reason.startswith("TLS session refused: UNEXPECTED_EOF"):
+    if reason in (PEER_CLOSED, _RESET) or reason.startswith("TLS session refused: UNEXPECTED_EOF"):
         return (
             f"{reason} before the session opened: the peer may refuse this queue "
             "manager (peers.accept_from; under TLS a certificate of another CA, none, "

@@ -9,7 +9,7 @@ import pytest
 import structlog
 import trio
 
-from qmgr.server.peering.close_reasons import PeerClosed, close_reason
+from qmgr.server.peering.close_reasons import PeerClosed, close_reason, unopened
 
 
 def broken(cause: BaseException) -> trio.BrokenResourceError:
@@ -44,3 +44,16 @@ def test_a_bug_is_an_internal_error_and_is_logged() -> None:
         reason = close_reason(RuntimeError("oops"), structlog.get_logger())
     assert reason == "internal error: RuntimeError('oops')"
     assert [e["event"] for e in logs] == ["peer_connection_crashed"]
+
+
+@pytest.mark.parametrize(
+    "reason",
+    ["the peer closed the connection", f"connection lost: {os.strerror(errno.ECONNRESET)}"],
+)
+def test_a_session_the_peer_ends_before_it_opens_points_at_its_log(reason: str) -> None:
+    """A refusal (``peers.accept_from``, TLS) closes the connection, often with unread
+    bytes (a reset): the connecting side says where the reason is."""
+    said = unopened(reason)
+    assert said.startswith(f"{reason} before the session opened: the peer may refuse")
+    assert said.endswith("its log says why (peer_refused)")
+    assert unopened("protocol error: x") == "protocol error: x"
