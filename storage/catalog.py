@@ -19,7 +19,9 @@ counters; one of schema 3 (before prepared transactions) lacks
 ``prepared``, ``outcomes`` and ``outcome_times``; one of schema 4 (before
 the expiry index) lacks ``expiry``, ``confirmations``, ``final_acks`` and
 ``lists``; one of schema 5 (before poison handling) lacks
-``message_counters`` and ``retry_due``; one of schema 7 (before the index of
+``message_counters`` and ``retry_due`` (development builds of 23 November 2026
+wrote a schema 5 with them, and with subqueues of kind 5, which opening
+retypes: ``_retype_early_subqueues``); one of schema 7 (before the index of
 relayed entries) lacks ``relayed``; one of schema 8 (before outgoing queues
 were removed when idle) lacks ``retired_sequences``. That transaction creates what is
 missing and writes the current version (:data:`SCHEMA_VERSION`, 9), so the
@@ -44,6 +46,7 @@ touches the catalog.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -89,7 +92,7 @@ from .keys import (
     unpack_u64,
 )
 from .peering_state import OutgoingState, decode_outgoing
-from .records import QueueKind, QueueRecord, decode_counters, decode_queue
+from .records import QueueKind, QueueRecord, decode_counters, decode_queue, encode_queue
 from .reservations import NO_RESERVATION, load_reservations
 
 __all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
@@ -202,6 +205,8 @@ class Catalog:
                 self._migrate_to_peering(txn, dbs)
             elif version < _SCHEMA_BEFORE_RELAY_INDEX:
                 _migrate_incoming_keys(txn, dbs)
+            if version == _SCHEMA_BEFORE_POISON:
+                _retype_early_subqueues(txn, dbs)
             if version != SCHEMA_VERSION:
                 # The databases added since that schema were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
@@ -338,6 +343,26 @@ class Catalog:
                 self.reservations.pop(queue_id, None)
             else:
                 self.reservations[queue_id] = held
+
+
+def _retype_early_subqueues(txn: Txn, dbs: Databases) -> None:
+    """Schema 5 as development builds of 23 November 2026 wrote it: their
+    subqueues (``;retry``, ``;poison``: a parent, and not ``system$;journal``)
+    have kind 5, which is ``system$;journal``'s here; they get the subqueue
+    kind, in the opening write transaction (a record per subqueue)."""
+    for db in (dbs.queues, dbs.doomed):
+        early = []
+        for key, data in _items(txn, db):
+            record = decode_queue(data)
+            if (
+                record.kind is QueueKind.SYSTEM_JOURNAL
+                and record.parent_id is not None
+                and record.name.endswith((";retry", ";poison"))
+            ):
+                early.append((bytes(key), record))
+        for key, record in early:
+            retyped = dataclasses.replace(record, kind=QueueKind.SUBQUEUE)
+            txn.put(key, encode_queue(retyped), db=db)
 
 
 def _migrate_incoming_keys(txn: Txn, dbs: Databases) -> None:

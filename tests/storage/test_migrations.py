@@ -5,6 +5,7 @@ Other versions are refused and left alone."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import lmdb
@@ -50,6 +51,7 @@ from storage import (
     IncomingState,
     MoveReason,
     OutgoingState,
+    QueueKind,
     RecordIncoming,
     RememberMessageIds,
     Resolution,
@@ -71,6 +73,7 @@ from storage.keys import (
     DB_OUTCOMES,
     DB_OUTGOING,
     DB_PREPARED,
+    DB_QUEUES,
     DB_RELAYED,
     DB_RETIRED,
     DB_RETRY_DUE,
@@ -82,6 +85,7 @@ from storage.keys import (
     unpack_u64,
 )
 from storage.ops.peering import encode_incoming
+from storage.records import encode_queue
 
 #: The databases of peering (schema 3 added them).
 PEERING_DBS = (DB_OUTGOING, DB_INCOMING, DB_HISTORY)
@@ -325,6 +329,39 @@ def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     assert counters_of(store, queue, 1).abort_count == 1
     assert len(store.retries_due(None, 10)) == 1
     assert store.get_queue("old").poison == SETTINGS  # type: ignore[union-attr]
+
+
+def test_the_early_schema_5_of_development_builds_gets_its_subqueues_back(
+    store: Store, reopen: Reopener
+) -> None:
+    """Builds of 23 November 2026 wrote a schema 5 of their own, with subqueues of
+    kind 5 (``system$;journal``'s kind here) and the poison databases: opening
+    it gives them the subqueue kind, and what they hold goes on as poison handling
+    says (a message due back from ``;retry`` returns)."""
+    queue = create_queue(store, "early", transactional=True)
+    commit_ok(store, unit(CreateSubqueues("early")), unit(SetPoisonSettings("early", SETTINGS)))
+    fill(store, queue, 2)
+    retry = store.get_queue("early;retry")
+    assert retry is not None
+    move(store, queue, 2, retry, reason=MoveReason.RETRY)
+    subqueues = {name: store.get_queue(name) for name in ("early;retry", "early;poison")}
+    store.close()
+    downgrade(store.path, 5, RELAY_DBS + RETIRED_DBS)
+    with raw_lmdb(store.path) as env:
+        queues = env.open_db(DB_QUEUES)
+        with env.begin(write=True) as txn:
+            for name, record in subqueues.items():
+                assert record is not None
+                assert record.kind is QueueKind.SUBQUEUE
+                early = encode_queue(dataclasses.replace(record, kind=QueueKind.SYSTEM_JOURNAL))
+                txn.put(name.encode(), early, db=queues)
+    store = reopen(store)
+    for name in subqueues:
+        record = store.get_queue(name)
+        assert record is not None
+        assert record.kind is QueueKind.SUBQUEUE, name
+    assert len(store.retries_due(None, 10)) == 1
+    assert payloads(store, store.get_queue("early;retry")) == [BODY]  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------- schema 6 -> 7 (stream keys)
