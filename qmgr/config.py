@@ -371,15 +371,27 @@ def local_identity(config: Config) -> LocalIdentity:
     address (every loopback address with its port when it listens on all), its
     host and queue-manager names, and ``server.aliases``."""
     host = config.listen.host
+    names = {"localhost", socket.gethostname(), config.name}
+    addresses = {"127.0.0.1", "::1"}
+    if host not in _WILDCARDS:
+        # A listen host name is how this queue manager names itself to peers too
+        # (its admin and response queues): it is one of its names.
+        (addresses if _is_ip_address(host) else names).add(host)
     return LocalIdentity(
-        host_names=frozenset({"localhost", socket.gethostname().lower(), config.name.lower()}),
-        addresses=frozenset(
-            {"127.0.0.1", "::1"} | (set() if host in _WILDCARDS else {host.lower()})
-        ),
+        host_names=frozenset(names),
+        addresses=frozenset(addresses),
         peer_port=config.listen.port,
         listens_everywhere=host in _WILDCARDS,
         aliases=frozenset(config.aliases),
     )
+
+
+def _is_ip_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
 
 
 def _check_routes(config: Config) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from qmgr.config import ConfigError, default_config_text, load_config
+from qmgr.config import ConfigError, default_config_text, load_config, local_identity
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -349,3 +349,17 @@ def test_entries_are_spelled_as_lists_match_them() -> None:
 def test_a_token_may_not_be_named_for_a_group_or_a_peer(name: str) -> None:
     with pytest.raises(ConfigError, match=f"auth.tokens.{name}: .*names a group, a peer"):
         load_config(None, settings=(f'auth.tokens={{ "{name}" = "sha256:{"0" * 64}" }}',))
+
+
+def test_the_names_this_queue_manager_takes_as_its_own() -> None:
+    """Its listen host name (which it gives peers as its admin and response
+    queues' host) and its name, with or without a final dot, are its own: a
+    router must not relay its own acknowledgments to itself."""
+    config = load_config(settings=["server.listen=qm-a.example:28001", "server.name=qm1.example."])
+    identity = local_identity(config)
+    for host in ("qm-a.example", "QM-A.example.", "qm1.example", "qm1.example."):
+        assert identity.is_local("OS", host, 28001), host
+        assert identity.is_local("TCP", host, None), host
+    assert not identity.is_local("OS", "qm-b.example", 28001)
+    by_address = local_identity(load_config(settings=["server.listen=[FD55:0::1]:28001"]))
+    assert by_address.is_local("TCP", "[fd55::1]", 28001)

@@ -120,7 +120,9 @@ class LocalIdentity:
     aliases: frozenset[tuple[str, int | None]] = frozenset()
 
     def __post_init__(self) -> None:
-        # Addresses and aliases compare in one spelling (``FD55:0::2`` is ``fd55::2``).
+        # Names, addresses and aliases compare in one spelling (``FD55:0::2`` is
+        # ``fd55::2``, ``qm1.example.`` is ``qm1.example``).
+        object.__setattr__(self, "host_names", frozenset(map(canonical_host, self.host_names)))
         object.__setattr__(self, "addresses", frozenset(map(canonical_host, self.addresses)))
         aliases = frozenset((canonical_host(host), port) for host, port in self.aliases)
         object.__setattr__(self, "aliases", aliases)

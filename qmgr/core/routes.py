@@ -113,11 +113,15 @@ def endpoint_text(host: str, port: int | None) -> str:
 def socket_address_text(address: tuple[Any, ...] | str) -> str:
     """A socket address as ``getsockname``/``getpeername`` give it, written as
     :func:`endpoint_text` writes it: ``[v6]:port``, ``host:port``. An IPv6 one's
-    scope id (its fourth item) is written ``%id`` when the host does not carry it.
-    A string (a Unix-domain socket's path) is returned as it is."""
+    scope id (its fourth item) is written ``%id`` when the host does not carry it;
+    an IPv4 peer on a dual-stack socket (``::ffff:a.b.c.d``) is written as the
+    IPv4 address it is. A string (a Unix-domain socket's path) is returned as it is."""
     if isinstance(address, str):
         return address
     host, port = str(address[0]), int(address[1])
+    mapped = _address(host)
+    if isinstance(mapped, ipaddress.IPv6Address) and mapped.ipv4_mapped is not None:
+        return endpoint_text(str(mapped.ipv4_mapped), port)
     if len(address) >= 4 and address[3] and "%" not in host:
         host = f"{host}%{address[3]}"
     return endpoint_text(host, port)

@@ -150,6 +150,8 @@ def test_a_bare_ipv6_address_is_that_address_on_the_peer_port() -> None:
         (("::1", 1802, 0, 0), "[::1]:1802"),
         (("fe80::1", 1801, 0, 3), "[fe80::1%3]:1801"),  # the scope id the host lacks
         (("fe80::1%eth0", 1801, 0, 3), "[fe80::1%eth0]:1801"),
+        # An IPv4 peer of a dual-stack socket is written as the IPv4 address it is.
+        (("::ffff:10.0.0.7", 43004, 0, 0), "10.0.0.7:43004"),
         ("/run/qmgr/qmgr.sock", "/run/qmgr/qmgr.sock"),
     ],
 )

@@ -330,6 +330,8 @@ class OutgoingQueue:
             address = ipaddress.ip_address(host.strip("[]"))
         except ValueError:
             return wire.DirectQueue(name=f"OS:{host}{port}\\{path}")
+        if address.is_link_local:  # its scope means nothing on the peer's side
+            return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
         written = f"[{address}]" if address.version == 6 else str(address)
         return wire.DirectQueue(name=f"TCP:{written}{port}\\{path}")
 

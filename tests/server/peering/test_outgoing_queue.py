@@ -168,6 +168,7 @@ async def test_a_purge_forgets_what_was_acknowledged_before_it(
         ("qm-a.example:28001", "OS:qm-a.example:28001\\private$\\acks"),  # TCP: takes addresses
         ("0.0.0.0:28001", "OS:qm-a:28001\\private$\\acks"),
         ("[::]:28001", "OS:qm-a:28001\\private$\\acks"),
+        ("[fe80::1%lo]:28001", "OS:qm-a:28001\\private$\\acks"),  # a scope is this host's
     ],
 )
 async def test_a_local_reply_queue_is_named_as_the_destination_reaches_back(
