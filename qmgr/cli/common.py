@@ -92,7 +92,7 @@ _CERTIFICATE_HINT = (
     "with `qmgr --tls-cert CERT.pem --tls-key KEY.pem COMMAND ...`."
 )
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
-#: before the Hello was answered (``ClientProtocol.handshake_error``).
+#: before the Hello was answered (``calls.handshake.handshake_error``).
 _HANDSHAKE_FAILED = "handshake with the queue manager at "
 #: What the SDK says of a port that answered in HTTP (``ClientProtocol.receive_data``).
 _ANSWERED_IN_HTTP = "answered in HTTP"

@@ -23,7 +23,7 @@ import struct
 from collections.abc import Callable
 from typing import Final, TypedDict
 
-from wire import LocalProtocolError
+from wire import LocalProtocolError, RemoteProtocolError
 from wire import client as cf
 
 from ._exceptions import InvalidArgument, MessageTooLarge
@@ -344,6 +344,16 @@ class RawMessageList:
         self.body = body
 
 
+#: How an HTTP response begins. No stream of frames begins so (a frame's
+#: length would be over the limit): a connection whose first bytes are these
+#: was made to an HTTP port.
+_HTTP_START: Final = b"HTTP/"
+
+
+class NotTheClientPort(RemoteProtocolError):
+    """What answered is not a queue manager's client port (an HTTP server)."""
+
+
 class ReplyReader:
     """Splits the daemon's byte stream into replies and hands each to ``deliver``.
 
@@ -353,7 +363,7 @@ class ReplyReader:
             comes; any other reply to it is decoded as usual).
     """
 
-    __slots__ = ("_decoder", "_deliver", "_in_decoder", "_rest", "raw")
+    __slots__ = ("_decoder", "_deliver", "_first", "_in_decoder", "_rest", "raw")
 
     def __init__(self, deliver: Deliver) -> None:
         self._decoder = cf.ClientFrameDecoder()
@@ -362,14 +372,25 @@ class ReplyReader:
         self._rest = b""
         # Bytes of the frame being handed to the decoder that have not arrived yet.
         self._in_decoder = 0
+        # The stream's first bytes, as many as _HTTP_START has, until there are as many.
+        self._first = b""
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Process received bytes; call ``deliver`` for every whole reply.
 
         Raises:
+            NotTheClientPort: the stream begins as an HTTP response.
             RemoteProtocolError: the bytes are not valid frames (the
                 connection must be closed).
         """
+        if len(self._first) < len(_HTTP_START):
+            self._first += bytes(data[: len(_HTTP_START) - len(self._first)])
+            if self._first == _HTTP_START:
+                msg = (
+                    "the server answered in HTTP: this is an HTTP port (the queue "
+                    "manager's HTTP listener?), not its client port"
+                )
+                raise NotTheClientPort(msg)
         view = memoryview(data)
         if self._in_decoder:
             take = min(self._in_decoder, len(view))

@@ -61,14 +61,20 @@ pack the frames it chooses.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Generator
 from typing import Final, Generic, TypeAlias, TypeVar
 
 from wire import RemoteProtocolError
 from wire import client as cf
 
-from ._codec import ReplyReader, SendOptions, append_receive, append_request, append_send
+from ._codec import (
+    NotTheClientPort,
+    ReplyReader,
+    SendOptions,
+    append_receive,
+    append_request,
+    append_send,
+)
 from ._common import (
     MAX_CLIENT_TX_ID,
     PIPELINE_FLUSH_BYTES,
@@ -92,16 +98,6 @@ __all__ = ["MAX_REQUEST_ID", "ClientProtocol", "Flow", "Pending", "Waiter"]
 
 #: Request ids run from 1 to this, then start again at 1 (0 is the daemon's "no request").
 MAX_REQUEST_ID: Final = 0xFFFFFFFF
-
-#: How an HTTP response begins. No stream of frames begins so (a frame's
-#: length would be over the limit): a connection whose first bytes are these
-#: was made to an HTTP port.
-_HTTP_START: Final = b"HTTP/"
-#: Why such a connection broke (the handshake's error says where).
-_ANSWERED_IN_HTTP: Final = (
-    "the server answered in HTTP: this is an HTTP port (the queue manager's HTTP listener?), "
-    "not its client port"
-)
 
 
 class Waiter:
@@ -158,7 +154,6 @@ class ClientProtocol(Generic[W]):
 
     __slots__ = (
         "_closed_by_user",
-        "_first_bytes",
         "_make_waiter",
         "_next_id",
         "_next_tx_id",
@@ -193,8 +188,6 @@ class ClientProtocol(Generic[W]):
         #: ConnectionLost (see the module docstring).
         self._refusal: tuple[int, str] | None = None
         self._stream_prefix = self._lost_prefix() if address_in_stream_errors else ""
-        #: The first bytes read (as many as ``_HTTP_START`` has), to tell an HTTP answer.
-        self._first_bytes = b""
 
     # ------------------------------------------------------------------
     # State
@@ -266,27 +259,6 @@ class ClientProtocol(Generic[W]):
         """Pack any request into a frame of its own, for a call to yield (see :meth:`request`)."""
         frame = bytearray()
         return self.request(frame, value), frame
-
-    def handshake_error(self, exc: QueueError) -> QueueError:
-        """What a failed handshake raises, given the error of the Hello request."""
-        if isinstance(exc, ConnectionLost):
-            msg = f"handshake with the queue manager at {self.address} failed: {exc.message}"
-            return ConnectionLost(msg)
-        msg = f"the queue manager at {self.address} refused the connection: {exc.message}"
-        return error_from_reply(int(exc.code or 0), msg)
-
-    def welcome(self, reply: cf.ServerReply) -> tuple[str, uuid.UUID, str]:
-        """The queue manager's name, GUID and version from the answer to Hello.
-
-        Raises:
-            ConnectionLost: the answer is not a HelloOk (not a qmgr daemon).
-        """
-        if type(reply) is not cf.HelloOk:
-            name = type(reply).__name__
-            msg = f"{self.address} answered {name} to Hello; is it a qmgr daemon?"
-            raise ConnectionLost(msg)
-        self.version = reply.version
-        return reply.qm_name, reply.qm_guid, reply.server_version
 
     def send_request(
         self,
@@ -506,14 +478,11 @@ class ClientProtocol(Generic[W]):
                 exception: ``LimitExceeded`` for a limit); the connection is
                 now broken.
         """
-        if len(self._first_bytes) < len(_HTTP_START):
-            self._first_bytes += bytes(data[: len(_HTTP_START) - len(self._first_bytes)])
         try:
             self._reader.feed(data)
+        except NotTheClientPort as exc:
+            raise self.fail(self._stream_prefix + str(exc)) from None
         except RemoteProtocolError as exc:
-            if self._first_bytes == _HTTP_START:
-                # An HTTP response is never valid frames: say what answered.
-                raise self.fail(self._stream_prefix + _ANSWERED_IN_HTTP) from None
             msg = f"{self._stream_prefix}the queue manager sent a malformed frame: {exc}"
             raise self.fail(msg) from None
 

@@ -92,7 +92,9 @@ from .session_values import (
     SessionError,
     SessionSettings,
     SessionState,
+    ack_timeout_within,
     answer_operating_system,
+    recoverable_ack_timeout_within,
 )
 
 __all__ = ["PeerSession"]
@@ -101,28 +103,10 @@ __all__ = ["PeerSession"]
 _TIMESTAMP_MASK: Final = 0xFFFFFFFF
 #: The settings of a session that is given none.
 _DEFAULT_SETTINGS: Final = SessionSettings()
-#: RecoverableAckSendTimeout bounds in seconds (500..120000 ms, reference §9 and §14.1).
-_MIN_RECOVERABLE_ACK_TIMEOUT: Final = 0.5
-_MAX_RECOVERABLE_ACK_TIMEOUT: Final = 120.0
-#: AckTimeout bounds in seconds (20000..120000 ms, reference §9).
-_MIN_ACK_TIMEOUT: Final = 20.0
-_MAX_ACK_TIMEOUT: Final = 120.0
 
 
 def _milliseconds(seconds: float) -> int:
     return min(_TIMESTAMP_MASK, max(0, round(seconds * 1000)))
-
-
-def _clamp_recoverable(seconds: float) -> float:
-    return min(_MAX_RECOVERABLE_ACK_TIMEOUT, max(_MIN_RECOVERABLE_ACK_TIMEOUT, seconds))
-
-
-def _clamp_ack(seconds: float, own: float) -> float:
-    """A peer's AckTimeout within the spec's range, widened to take in this end's
-    own setting (``own``): a peer cannot switch off the close of a session whose
-    acknowledgments stop, nor make it hair-trigger, and two queue managers with
-    the same setting agree on it."""
-    return min(max(_MAX_ACK_TIMEOUT, own), max(min(_MIN_ACK_TIMEOUT, own), seconds))
 
 
 def _packet_name(packet: object) -> str:
@@ -176,7 +160,9 @@ class PeerSession:
         )
         self._started = False
         self._ack_timeout = settings.ack_timeout
-        self._recoverable_ack_timeout = _clamp_recoverable(settings.recoverable_ack_timeout)
+        self._recoverable_ack_timeout = recoverable_ack_timeout_within(
+            settings.recoverable_ack_timeout
+        )
         self._sending = SendLedger()
         self._receiving = ReceiveLedger()
         # Timers (absolute times; None when stopped).
@@ -446,9 +432,11 @@ class PeerSession:
         if packet.refused:
             return self._close("the peer refused the connection (ConnectionParameters)")
         if packet.ack_timeout > 0:
-            self._ack_timeout = _clamp_ack(packet.ack_timeout / 1000, self.settings.ack_timeout)
+            self._ack_timeout = ack_timeout_within(
+                packet.ack_timeout / 1000, self.settings.ack_timeout
+            )
         if packet.recoverable_ack_timeout > 0:
-            self._recoverable_ack_timeout = _clamp_recoverable(
+            self._recoverable_ack_timeout = recoverable_ack_timeout_within(
                 packet.recoverable_ack_timeout / 1000
             )
         response = wire.ConnectionParameters(

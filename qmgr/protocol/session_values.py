@@ -18,6 +18,26 @@ from .session_ledger import U16
 
 #: The largest AckTimeout a ConnectionParameters packet carries (a u32 of ms).
 MAX_MILLISECONDS: Final = 0xFFFFFFFF
+#: RecoverableAckSendTimeout bounds in seconds (500..120000 ms, reference §9 and §14.1).
+_MIN_RECOVERABLE_ACK_TIMEOUT: Final = 0.5
+_MAX_RECOVERABLE_ACK_TIMEOUT: Final = 120.0
+#: AckTimeout bounds in seconds (20000..120000 ms, reference §9).
+_MIN_ACK_TIMEOUT: Final = 20.0
+_MAX_ACK_TIMEOUT: Final = 120.0
+
+
+def recoverable_ack_timeout_within(seconds: float) -> float:
+    """A RecoverableAckSendTimeout within the spec's range, 0.5..120 s."""
+    return min(_MAX_RECOVERABLE_ACK_TIMEOUT, max(_MIN_RECOVERABLE_ACK_TIMEOUT, seconds))
+
+
+def ack_timeout_within(seconds: float, own: float) -> float:
+    """A peer's AckTimeout within the spec's range, 20..120 s, widened to take in
+    this end's own setting (``own``): a peer cannot switch off the close of a
+    session whose acknowledgments stop, nor make it hair-trigger, and two queue
+    managers with the same setting agree on it."""
+    return min(max(_MAX_ACK_TIMEOUT, own), max(min(_MIN_ACK_TIMEOUT, own), seconds))
+
 
 #: EstablishConnection.OperatingSystem: RE, the byte that MUST be 0x10, and the
 #: SE bit ("no ping was sent"), as [MS-MQQB] §2.2.3.1 lays them out (bit 0 the
@@ -91,7 +111,8 @@ class SessionSettings:
         window_size: our receive window (1..65535), announced in
             ConnectionParameters and every SessionAck.
         ack_timeout: AckWaitTimeout in seconds (ConnectionParameters AckTimeout).
-            The acceptor adopts the initiator's value.
+            The acceptor adopts the initiator's value, within 20..120 s or this
+            setting (:func:`ack_timeout_within`).
         recoverable_ack_timeout: RecoverableAckSendTimeout in seconds; clamped to
             0.5..120 as the spec requires. The acceptor adopts the initiator's value.
         init_timeout: seconds the handshake may take.

@@ -30,6 +30,7 @@ from qmgr.client import (
 )
 from qmgr.client._replies import message_or_none, queue_list
 from qmgr.client._transaction import transaction_ended
+from qmgr.client.calls.handshake import handshake_error, welcome
 from wire import client as cf
 
 # ----------------------------------------------------------------------
@@ -236,7 +237,7 @@ def test_an_http_answer_is_named_as_such(say_where: bool) -> None:
     assert caught.value.message == prefix + reason
     with pytest.raises(ConnectionLost) as woken:
         proto.result(hello)
-    failed = proto.handshake_error(woken.value)
+    failed = handshake_error(proto, woken.value)
     assert type(failed) is ConnectionLost
     failing = f"handshake with the queue manager at {ADDRESS} failed: "
     assert failed.message == failing + prefix + reason
@@ -272,7 +273,7 @@ def test_a_notice_before_the_handshake_is_a_refusal_raised_as_the_daemons_error(
         proto.result(hello)
     with pytest.raises(LimitExceeded, match=LIMIT):
         proto.call(cf.Hello(client_name="me"))
-    refused = proto.handshake_error(woken.value)
+    refused = handshake_error(proto, woken.value)
     assert type(refused) is LimitExceeded
     assert refused.message == f"the queue manager at {ADDRESS} refused the connection: {LIMIT}"
 
@@ -344,13 +345,13 @@ def test_the_first_reason_stays_but_a_failure_after_close_says_what_broke() -> N
 def test_handshake_values_and_errors() -> None:
     proto = new_protocol()
     hello_ok = cf.HelloOk(version=1, qm_name="qm", qm_guid=uuid.UUID(int=3), server_version="1.0")
-    assert proto.welcome(hello_ok) == ("qm", uuid.UUID(int=3), "1.0")
+    assert welcome(proto, hello_ok) == ("qm", uuid.UUID(int=3), "1.0")
     with pytest.raises(ConnectionLost, match="answered Ok to Hello"):
-        proto.welcome(cf.Ok())
-    lost = proto.handshake_error(ConnectionLost("reset"))
+        welcome(proto, cf.Ok())
+    lost = handshake_error(proto, ConnectionLost("reset"))
     assert type(lost) is ConnectionLost
     assert lost.message == f"handshake with the queue manager at {ADDRESS} failed: reset"
-    refused = proto.handshake_error(ShuttingDown("stopping"))
+    refused = handshake_error(proto, ShuttingDown("stopping"))
     assert type(refused) is ShuttingDown
     assert refused.message == f"the queue manager at {ADDRESS} refused the connection: stopping"
     assert proto.version == 1
