@@ -79,7 +79,7 @@ from wire import INFINITE, MAX_HOPS, MessageClass, MessageProperties, UserMessag
 from . import names
 from .addressing import arrival_address
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_of
+from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = ["DESTINATION_CACHE_SIZE", "Arrival", "Arrivals", "relay_id"]
@@ -186,11 +186,8 @@ class Arrivals:
         if refusal == MessageClass.NACK_REACH_QUEUE_TIMEOUT:
             # Too late: the source keeps a transactional one's dead-letter copy
             # (told by FinalAck); a plain one dies here, kept only if it asked.
-            outcomes = self._outcomes
-            reports = outcomes.reports(message, refusal, wall=wall, note=note)
-            kept = bool(message.journal & JOURNAL_DEADLETTER) and (
-                outcomes.is_ours(message) or not transactional
-            )
+            reports = self._outcomes.reports(message, refusal, wall=wall, note=note)
+            kept = self._outcomes.dead_letters_here(message, refusal)
             return Arrival(tuple(reports), queue_key, refusal, kept=kept)
         if refusal is not None:
             ops, kept = self._refusal(message, refusal, wall, note)

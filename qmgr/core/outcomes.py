@@ -213,23 +213,29 @@ class Outcomes:
         ops: list[Operation] = []
         if asks_acknowledgment(message, message_class):
             ops.append(self.acknowledgment(message, message_class, wall=wall))
-        journal = message.journal
-        nack = bool(message_class & NACK_BIT)
-        if self.is_ours(message):
-            if nack and dead_letter and journal & JOURNAL_DEADLETTER:
-                ops.append(self.dead_letter(message, message_class))
-            elif (
+        if dead_letter and self.dead_letters_here(message, message_class):
+            ops.append(self.dead_letter(message, message_class))
+        elif self.is_ours(message):
+            if (
                 message_class == MessageClass.ACK_RECEIVE
                 and message.transactional
-                and journal & JOURNAL_JOURNAL
+                and message.journal & JOURNAL_JOURNAL
             ):
                 ops.append(self.system_journal(message))
         elif message.transactional:
+            nack = bool(message_class & NACK_BIT)
             if note and (nack or message_class == MessageClass.ACK_RECEIVE):
                 ops.append(final_ack_op(message, note, message_class))
-        elif nack and dead_letter and journal & JOURNAL_DEADLETTER:
-            ops.append(self.dead_letter(message, message_class))
         return ops
+
+    def dead_letters_here(self, message: MessageProperties, message_class: int) -> bool:
+        """True if meeting ``message_class`` (a NACK) keeps a copy of ``message`` in
+        a dead-letter queue here: it asked for one (MQMSG_DEADLETTER), and it is
+        this queue manager's, or not transactional (a transactional one of
+        another queue manager is its source's to keep, told by FinalAck)."""
+        if not (message_class & NACK_BIT and message.journal & JOURNAL_DEADLETTER):
+            return False
+        return self.is_ours(message) or not message.transactional
 
     def receipts(self, receives: Iterable[tuple[int, int]], *, wall: float) -> list[Operation]:
         """The reports of messages received (ACK_RECEIVE): for each of ``receives``

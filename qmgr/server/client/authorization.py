@@ -373,12 +373,9 @@ class Authorization:
             ("admin", message.admin_queue),
             ("response", message.response_queue),
         ):
-            if not reference:
-                continue
+            if not reference or not self._one_queue(reference):
+                continue  # (the send fails: one queue is named, not several)
             try:
-                parsed = addressing.parse(reference)
-                if parsed.is_multiple or parsed.elements[0].distribution_list:
-                    continue  # the send fails: one queue is named, not several
                 named = addressing.destinations(reference)
             except QueueNotFound:
                 if role == "admin":
