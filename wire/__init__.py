@@ -14,6 +14,8 @@ in two subpackages and a few modules both use:
   definition of a message's fields, and :mod:`wire.message_layout`, their
   bytes, which the client protocol carries and the store keeps;
 * :mod:`wire.rights`, the queue access rights;
+* :mod:`wire.addresses`, how a network address is written (``HOST[:PORT]``,
+  ``[v6]:PORT``), for the daemon and the SDK alike;
 * the error tree both formats share (:mod:`wire.protocol_errors`:
   ``ProtocolError`` with ``RemoteProtocolError`` for malformed input and
   ``LocalProtocolError`` for values that cannot be built), the receive buffer

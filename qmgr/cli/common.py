@@ -232,7 +232,9 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
     try:
         qm = connect_to(ctx, server)
     except ValueError as exc:
-        msg = f"--server {server!r}: {exc}"
+        said = str(exc)  # an address error quotes the address itself
+        quoted = said if said.startswith(repr(server)) else f"{server!r}: {said}"
+        msg = f"--server {quoted}"
         raise CliError(msg) from None
     except ConnectionLost as exc:
         raise CliError(exc.message, hint=_not_reached_hint(ctx, exc.message)) from None

@@ -57,12 +57,12 @@ from collections.abc import Callable, Iterator
 from typing import Concatenate, Final, ParamSpec, TypeVar
 
 from wire import client as cf
+from wire.addresses import endpoint_text
 
 from ._codec import SendOptions
 from ._common import (
     RECEIVE_SIZE,
     UNIX_PREFIX,
-    address_text,
     cannot_connect,
     connect_failure,
     parse_address,
@@ -102,7 +102,7 @@ def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str
             raise cannot_connect(address, connect_failure(exc)) from None
         return sock, "localhost", f"{UNIX_PREFIX}{path}"
     host, port = parse_address(address)
-    where = address_text(host, port)
+    where = endpoint_text(host, port)
     try:
         sock = socket.create_connection((host, port), timeout=timeout)
     except TimeoutError:

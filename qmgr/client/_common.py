@@ -4,7 +4,6 @@ knows of its queue manager."""
 
 from __future__ import annotations
 
-import ipaddress
 import math
 import operator
 import os
@@ -13,6 +12,7 @@ import uuid
 from typing import Any, ClassVar, Final, Generic, Self, TypeVar, cast, overload
 
 from wire import client as cf
+from wire.addresses import AddressError, split_host_port
 
 from ._exceptions import ConnectionLost, InvalidArgument, NotSupported
 
@@ -78,7 +78,8 @@ def require_version(version: int, needed: int, address: str, what: str, use: str
 
 
 def parse_address(address: str) -> tuple[str, int]:
-    """Split ``HOST:PORT`` (a bare ``HOST`` means port 1802).
+    """Split ``HOST:PORT`` (a bare ``HOST`` means port 1802, a bare ``:PORT``
+    the local host), by the daemon's own address rule.
 
     An IPv6 address with a port is written in brackets, ``[::1]:1802``. Text
     with more than one colon and no brackets is taken whole as an IPv6 address
@@ -90,48 +91,11 @@ def parse_address(address: str) -> tuple[str, int]:
             address, or an IPv6 address and a port without brackets (a
             ``ValueError``; the message says to write ``[addr]:port``).
     """
-    text = address.strip()
-    if text.startswith("["):
-        host, bracket, rest = text[1:].partition("]")
-        if not bracket or (rest and not rest.startswith(":")):
-            msg = f"expected [IPv6]:PORT, got {address!r}: {_BRACKETS}"
-            raise InvalidArgument(msg)
-        if not _is_ipv6(host):
-            msg = f"{host!r} in {address!r} is not an IPv6 address (brackets hold one)"
-            raise InvalidArgument(msg)
-        port_text = rest[1:]
-    elif text.count(":") == 1:
-        host, _, port_text = text.partition(":")
-    elif ":" in text and not _is_ipv6(text):
-        msg = f"{address!r} is not an IPv6 address: {_BRACKETS}"
-        raise InvalidArgument(msg)
-    else:
-        host, port_text = text, ""
-    if not port_text:
-        return host or "127.0.0.1", DEFAULT_PORT
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        msg = f"expected HOST:PORT with a port from 1 to 65535, got {address!r}"
-        raise InvalidArgument(msg)
-    return host or "127.0.0.1", int(port_text)
-
-
-#: What an error about an IPv6 address and a port says to do.
-_BRACKETS: Final = "write an IPv6 address as [addr]:port"
-
-
-def _is_ipv6(host: str) -> bool:
-    """Whether ``host`` is an IPv6 address (a link-local one may carry ``%scope``)."""
     try:
-        ipaddress.IPv6Address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def address_text(host: str, port: int) -> str:
-    """``host:port`` as an address is written: ``[v6]:port`` for IPv6 (a
-    link-local one's ``%scope`` inside the brackets)."""
-    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        host, port = split_host_port(address.strip(), address)
+    except AddressError as exc:
+        raise InvalidArgument(str(exc)) from None
+    return host or "127.0.0.1", DEFAULT_PORT if port is None else port
 
 
 #: A connect timeout at or above this many seconds is no bound (the socket's limit).

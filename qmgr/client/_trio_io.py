@@ -55,12 +55,12 @@ import trio
 
 from qmgr.socket_stream import RawConnection
 from wire import client as cf
+from wire.addresses import endpoint_text
 
 from ._codec import SendOptions
 from ._common import (
     RECEIVE_SIZE,
     UNIX_PREFIX,
-    address_text,
     cannot_connect,
     connect_failure,
     parse_address,
@@ -98,7 +98,7 @@ async def open_stream(address: str) -> tuple[RawConnection, str, str]:
         except OSError as exc:
             raise cannot_connect(where, connect_failure(exc)) from None
     host, port = parse_address(address)
-    where = address_text(host, port)
+    where = endpoint_text(host, port)
     try:
         stream = await trio.open_tcp_stream(host, port)
     except OSError as exc:

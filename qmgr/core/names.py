@@ -31,6 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
+from wire import addresses
+
 from .errors import InvalidName
 
 MAX_QUEUE_NAME: Final = 124
@@ -383,80 +385,21 @@ def is_host_name(host: str) -> bool:
 def split_host_port(
     host_port: str, text: str | None = None, *, port_zero: bool = False
 ) -> tuple[str, int | None]:
-    """``HOST[:PORT]`` as the host as written and its port (None: none written);
-    ``text`` is what error messages quote (default: ``host_port``).
-
-    An IPv6 address with a port is written in brackets, ``[fd55::2]:1801``
-    (a link-local one with its scope inside them, ``[fe80::1%eth0]:1801``).
-    Text with more than one colon and no brackets is taken whole as an IPv6
-    address without a port (``fd55::2:2800`` is that address, not ``fd55::2``
-    and port 2800), and refused when it is not an IPv6 address
-    (``fd55::2:28001``): the message says to write ``[addr]:port``.
+    """``HOST[:PORT]`` as the host as written and its port (None: none written),
+    by the one address rule of :func:`wire.addresses.split_host_port`; ``text``
+    is what error messages quote (default: ``host_port``).
 
     Args:
         port_zero: take port 0 too (a listening address: any free port).
 
     Raises:
-        InvalidName: an unterminated ``[``, brackets around something that is
-            not an IPv6 address, something after ``]`` other than ``:PORT``, more
-            than one colon in what is not an IPv6 address, or a port that is
-            not 1-65535 (0-65535 with ``port_zero``).
+        InvalidName: the address is not written as ``HOST[:PORT]`` (the message
+            says why, and how to write an IPv6 address with a port).
     """
-    text = host_port if text is None else text
-    lowest = 0 if port_zero else 1
-    if host_port.startswith("["):  # [::1]:1801
-        end = host_port.find("]")
-        if end < 0:
-            msg = f"{text!r}: unterminated [IPv6 address]; {_BRACKETS}"
-            raise InvalidName(msg)
-        host, after = host_port[1:end], host_port[end + 1 :]
-        if not _is_ipv6(host):
-            msg = f"{text!r}: {host!r} is not an IPv6 address (brackets hold one)"
-            raise InvalidName(msg)
-        if not after:
-            return host, None
-        if not after.startswith(":"):
-            msg = f"{text!r}: unexpected {after!r} after the address; {_BRACKETS}"
-            raise InvalidName(msg)
-        return host, _parse_port(after[1:], text, lowest)
-    colons = host_port.count(":")
-    if colons == 1:
-        host, _, port_text = host_port.partition(":")
-        return host, _parse_port(port_text, text, lowest)
-    if colons > 1 and not _is_ipv6(host_port):
-        quoted = repr(text) if text == host_port else f"{text!r}: {host_port!r}"
-        msg = f"{quoted} is not an IPv6 address; {_BRACKETS}{_bracketed(host_port)}"
-        raise InvalidName(msg)
-    return host_port, None
-
-
-#: What an error about an IPv6 address and a port says to do.
-_BRACKETS: Final = "write an IPv6 address with a port as [addr]:port"
-
-
-def _is_ipv6(host: str) -> bool:
-    """Whether ``host`` is an IPv6 address (a link-local one may carry ``%scope``)."""
     try:
-        ipaddress.IPv6Address(host)
-    except ValueError:
-        return False
-    return True
-
-
-def _bracketed(host_port: str) -> str:
-    """`` ([addr]:port)`` when ``host_port`` is an IPv6 address, a colon and a
-    port written without brackets, else nothing."""
-    host, _, port_text = host_port.rpartition(":")
-    if _is_ipv6(host) and port_text.isdigit() and 0 < int(port_text) < 65536:
-        return f" ([{host}]:{port_text})"
-    return ""
-
-
-def _parse_port(port_text: str, text: str, lowest: int = 1) -> int:
-    if not port_text.isdigit() or not lowest <= int(port_text) < 65536:
-        msg = f"{text!r}: {port_text!r} is not a TCP port"
-        raise InvalidName(msg)
-    return int(port_text)
+        return addresses.split_host_port(host_port, text, port_zero=port_zero)
+    except addresses.AddressError as exc:
+        raise InvalidName(str(exc)) from None
 
 
 def _parse_queue_path(path: str, text: str, *, bare: bool = False) -> str:

@@ -39,6 +39,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wire.addresses import endpoint_text
+
 from . import names
 from .errors import InvalidName
 from .names import DEFAULT_PEER_PORT
@@ -101,13 +103,6 @@ def split_host_port(text: str) -> tuple[str, int | None]:
         msg = f"expected HOST[:PORT], got {text!r}"
         raise RouteError(msg)
     return host.lower(), port
-
-
-def endpoint_text(host: str, port: int | None) -> str:
-    """``host:port`` as it is written: ``[v6]:port`` for an IPv6 address (with a
-    link-local one's ``%scope`` inside the brackets); the host alone without a port."""
-    shown = f"[{host}]" if ":" in host else host
-    return shown if port is None else f"{shown}:{port}"
 
 
 def socket_address_text(address: tuple[Any, ...] | str) -> str:

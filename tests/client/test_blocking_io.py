@@ -365,5 +365,7 @@ def test_an_ipv6_address_is_named_in_brackets_and_needs_them_for_a_port() -> Non
         port = bound.getsockname()[1]
         with pytest.raises(ConnectionLost, match=re.escape(f"at [::1]:{port}: ")):
             open_socket(f"[::1]:{port}", 5.0)
-    with pytest.raises(InvalidArgument, match=re.escape("write an IPv6 address as [addr]:port")):
+    with pytest.raises(
+        InvalidArgument, match=re.escape("write an IPv6 address with a port as [addr]:port")
+    ):
         open_socket("::1:28002", 5.0)

@@ -9,7 +9,6 @@ import pytest
 
 from qmgr.client import InvalidArgument, NotSupported
 from qmgr.client._common import (
-    address_text,
     connect_timeout,
     default_client_name,
     parse_address,
@@ -18,6 +17,7 @@ from qmgr.client._common import (
     unix_path,
 )
 from wire import client as cf
+from wire.addresses import endpoint_text
 
 
 def test_parse_address() -> None:
@@ -38,17 +38,18 @@ def test_an_ipv6_address_takes_a_port_only_in_brackets() -> None:
     assert parse_address("[fe80::1%eth0]:28002") == ("fe80::1%eth0", 28002)
     for bad in ("::1:28002", "[::1:28002", "[::1]28002"):
         with pytest.raises(
-            InvalidArgument, match=re.escape("write an IPv6 address as [addr]:port")
+            InvalidArgument, match=re.escape("write an IPv6 address with a port as [addr]:port")
         ):
             parse_address(bad)
     with pytest.raises(InvalidArgument, match="is not an IPv6 address"):
         parse_address("[qm.example]:1802")
 
 
-def test_address_text() -> None:
-    assert address_text("127.0.0.1", 1802) == "127.0.0.1:1802"
-    assert address_text("::1", 1802) == "[::1]:1802"
-    assert address_text("fe80::1%eth0", 1802) == "[fe80::1%eth0]:1802"
+def test_endpoint_text() -> None:
+    assert endpoint_text("127.0.0.1", 1802) == "127.0.0.1:1802"
+    assert endpoint_text("::1", 1802) == "[::1]:1802"
+    assert endpoint_text("fe80::1%eth0", 1802) == "[fe80::1%eth0]:1802"
+    assert endpoint_text("qm.example", None) == "qm.example"
 
 
 def test_unix_path() -> None:

@@ -278,5 +278,7 @@ async def test_an_ipv6_address_is_named_in_brackets_and_needs_them_for_a_port() 
         port = bound.getsockname()[1]
         with pytest.raises(ConnectionLost, match=re.escape(f"at [::1]:{port}: ")):
             await open_stream(f"[::1]:{port}")
-    with pytest.raises(InvalidArgument, match=re.escape("write an IPv6 address as [addr]:port")):
+    with pytest.raises(
+        InvalidArgument, match=re.escape("write an IPv6 address with a port as [addr]:port")
+    ):
         await open_stream("[::1:28002")
