@@ -8,6 +8,7 @@ import socket
 import pytest
 from facade_cases import ADMIN, CORE, TWO_BLOCKS, XID, Case, call_blocking, new_frames
 from fake_daemon import FakeDaemon
+from sdk_kit import check_closed_by_daemon
 
 from qmgr.client import (
     ConnectionLost,
@@ -317,13 +318,4 @@ def test_a_refused_connection_raises_the_daemons_error(fake_daemon: FakeDaemon) 
 def test_a_connection_the_daemon_closes_is_lost_with_its_reason(fake_daemon: FakeDaemon) -> None:
     with connect(fake_daemon.address) as qm:
         assert fake_daemon.farewell("closing a connection idle for 3 s") == 1
-        lost = (
-            f"lost the connection to the queue manager at {fake_daemon.address}: "
-            "the queue manager closed the connection: closing a connection idle for 3 s"
-        )
-        for _ in range(2):  # the call that reads the notice, and every later one
-            with pytest.raises(ConnectionLost) as caught:
-                qm.peek("system$;deadletter")
-            assert type(caught.value) is ConnectionLost
-            assert caught.value.message == lost
-        assert qm.closed
+        check_closed_by_daemon(qm, fake_daemon.address, "closing a connection idle for 3 s")

@@ -7,6 +7,7 @@ import pytest
 import trio
 from facade_cases import ADMIN, CORE, TWO_BLOCKS, XID, Case, call_trio, new_frames
 from fake_daemon import FakeDaemon
+from sdk_kit import check_closed_by_daemon_async
 
 from qmgr.client import (
     AsyncQueueManager,
@@ -161,14 +162,6 @@ async def test_a_connection_the_daemon_closes_is_lost_with_its_reason(
 ) -> None:
     async with open_client(fake_daemon.address) as qm:
         assert fake_daemon.farewell("closing a connection idle for 3 s") == 1
-        lost = (
-            f"lost the connection to the queue manager at {fake_daemon.address}: "
-            "the queue manager closed the connection: closing a connection idle for 3 s"
+        await check_closed_by_daemon_async(
+            qm, fake_daemon.address, "closing a connection idle for 3 s"
         )
-        # Whether the reader saw the notice before the call or while it waited.
-        for _ in range(2):
-            with pytest.raises(ConnectionLost) as caught:
-                await qm.peek("system$;deadletter")
-            assert type(caught.value) is ConnectionLost
-            assert caught.value.message == lost
-        assert qm.closed

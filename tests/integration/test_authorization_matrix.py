@@ -10,7 +10,7 @@ peers' column and the reads have files of their own beside this one.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final, NamedTuple
 
 import pytest
 from authorization_kit import (
@@ -191,29 +191,46 @@ def test_only_administrators_control_outgoing_queues(
     assert info.waiting == (0 if allowed and control == "purge" else 1)
 
 
+class NamingSend(NamedTuple):
+    """A send that named another queue, as :func:`send_naming` made it."""
+
+    queue: str
+    named: str
+    body: bytes
+    sent: str | None
+    allowed: bool
+
+
+def send_naming(site: Site, who: str, role: str, **options: Any) -> NamingSend:
+    """``who`` sends to a new queue open to everyone, naming as its ``role``
+    queue (``admin`` or ``response``) a new queue of alice's that carol may not
+    send on; checks that it was allowed for those that may send there, and
+    refused otherwise, saying why."""
+    queue, named = fresh("destination"), fresh(role)
+    open_to_everyone(site, queue)
+    own_queue(site, named, "send")
+    body = f"{queue} from {who}".encode()
+    with site.client(WHO[who]) as qm:
+        sent, denial = try_send(qm, queue, body, **{f"{role}_queue": named}, **options)
+    allowed = allowed_for(who)
+    check_answer(
+        denial, allowed, f"'carol' may not send on queue '{named}'", f"named as the {role} queue"
+    )
+    return NamingSend(queue, named, body, sent, allowed)
+
+
 @pytest.mark.parametrize("who", WHO)
 def test_naming_an_admin_queue_for_acknowledgments(deployment: Deployment, who: str) -> None:
     site = deployment.p1
-    queue, acks = fresh("destination"), fresh("acks")
-    open_to_everyone(site, queue)
-    own_queue(site, acks, "send")
-    body = f"{queue} from {who}".encode()
-    with site.client(WHO[who]) as qm:
-        sent, denial = try_send(
-            qm, queue, body, acknowledge=Acknowledge.FULL_REACH_QUEUE, admin_queue=acks
-        )
-    allowed = allowed_for(who)
-    check_answer(
-        denial, allowed, f"'carol' may not send on queue '{acks}'", "named as the admin queue"
-    )
-    if allowed:
-        assert site.bodies(queue) == [body]
-        [ack] = site.messages(acks)
+    send = send_naming(site, who, "admin", acknowledge=Acknowledge.FULL_REACH_QUEUE)
+    if send.allowed:
+        assert site.bodies(send.queue) == [send.body]
+        [ack] = site.messages(send.named)
         assert ack.message_class == MessageClass.ACK_REACH_QUEUE
-        assert ack.acknowledged_id == sent
+        assert ack.acknowledged_id == send.sent
     else:
-        assert site.bodies(queue) == []
-        assert site.bodies(acks) == []
+        assert site.bodies(send.queue) == []
+        assert site.bodies(send.named) == []
 
 
 def test_acknowledgments_go_only_to_the_admin_queue_checked_at_the_send(
@@ -246,26 +263,14 @@ def test_acknowledgments_go_only_to_the_admin_queue_checked_at_the_send(
 @pytest.mark.parametrize("who", WHO)
 def test_naming_a_response_queue(deployment: Deployment, who: str) -> None:
     site = deployment.p1
-    queue, responses = fresh("destination"), fresh("responses")
-    open_to_everyone(site, queue)
-    own_queue(site, responses, "send")
-    body = f"{queue} from {who}".encode()
-    with site.client(WHO[who]) as qm:
-        _, denial = try_send(qm, queue, body, response_queue=responses)
-    allowed = allowed_for(who)
-    check_answer(
-        denial,
-        allowed,
-        f"'carol' may not send on queue '{responses}'",
-        "named as the response queue",
-    )
-    if allowed:
-        [message] = site.messages(queue)
-        assert message.body == body
-        assert responses in message.response_queue
+    send = send_naming(site, who, "response")
+    if send.allowed:
+        [message] = site.messages(send.queue)
+        assert message.body == send.body
+        assert send.named in message.response_queue
     else:
-        assert site.bodies(queue) == []
-    assert site.bodies(responses) == []  # naming it writes nothing there
+        assert site.bodies(send.queue) == []
+    assert site.bodies(send.named) == []  # naming it writes nothing there
 
 
 @pytest.mark.parametrize("who", WHO)

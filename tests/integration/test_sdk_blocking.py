@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 from helpers import DaemonProcess, free_port, settings, wait_until
 from sdk_blocking_kit import send_when
+from sdk_kit import check_closed_by_daemon
 
 from qmgr.client import (
     AccessDenied,
@@ -77,16 +78,7 @@ def test_a_connection_the_daemon_closed_when_idle_is_lost_with_its_reason(
     with connect(daemon.address) as observer, connect(daemon.address) as idle:
         # The observer keeps asking, so it never idles; the other one is closed.
         wait_until(lambda: observer.status().connections == 1, timeout=10)
-        lost = (
-            f"lost the connection to the queue manager at {daemon.address}: "
-            "the queue manager closed the connection: closing a connection idle for 0.5 s"
-        )
-        for _ in range(2):  # the call that finds the notice, and every later one
-            with pytest.raises(ConnectionLost) as caught:
-                idle.peek("system$;deadletter")
-            assert type(caught.value) is ConnectionLost
-            assert caught.value.message == lost
-        assert idle.closed
+        check_closed_by_daemon(idle, daemon.address, "closing a connection idle for 0.5 s")
 
 
 # --------------------------------------------------------------------------

@@ -30,14 +30,16 @@ def no_gc_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(gc, "freeze", lambda: None)
 
 
-def make_config(tmp_path: Path, *settings: str) -> Config:
-    return load_config(
-        settings=settings,
-        data_dir=tmp_path / "data",
-        listen="127.0.0.1:0",
-        client_listen="127.0.0.1:0",
-        http_listen="127.0.0.1:0",
-    )
+#: The configuration's listeners: peers, clients, HTTP.
+LISTENERS = ("listen", "client_listen", "http_listen")
+
+
+def make_config(tmp_path: Path, *settings: str, **listeners: str) -> Config:
+    """A configuration whose data is in ``tmp_path / "data"``, with ``settings``
+    applied; each of :data:`LISTENERS` on a free port of 127.0.0.1 unless
+    ``listeners`` gives its address."""
+    addresses = dict.fromkeys(LISTENERS, "127.0.0.1:0") | listeners
+    return load_config(settings=settings, data_dir=tmp_path / "data", **addresses)
 
 
 @pytest.fixture
@@ -195,12 +197,7 @@ async def test_serve_keeps_what_was_committed_across_a_restart(tmp_path: Path) -
 async def test_serve_refuses_an_exposed_listener_before_opening_the_store(
     tmp_path: Path,
 ) -> None:
-    config = load_config(
-        data_dir=tmp_path / "data",
-        listen="0.0.0.0:0",
-        client_listen="127.0.0.1:0",
-        http_listen="127.0.0.1:0",
-    )
+    config = make_config(tmp_path, listen="0.0.0.0:0")
     with pytest.raises(ConfigurationError) as raised:
         await serve(config, install_signal_handlers=False)
     assert raised.value.status == 2
@@ -255,12 +252,7 @@ async def test_a_listing_shows_each_change_and_forgets_deleted_queues(
 async def test_the_start_up_log_writes_ipv6_listeners_in_brackets(
     tmp_path: Path, store: Store
 ) -> None:
-    config = load_config(
-        data_dir=tmp_path / "data",
-        listen="[::1]:0",
-        client_listen="[::1]:0",
-        http_listen="[::1]:0",
-    )
+    config = make_config(tmp_path, **dict.fromkeys(LISTENERS, "[::1]:0"))
     daemon = Daemon(config, store)
     daemon.start_up()
     bound: list[trio.socket.SocketType] = []

@@ -61,46 +61,50 @@ class Disk:
         return self.room
 
 
-def test_a_ballast_short_of_room_is_made_as_large_as_the_room_allows_and_grown_back(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def spent_store(open_store: StoreOpener) -> Store:
+    """A store with a 512 KiB reserve whose ballast file is gone (given up on a
+    full disk), for the tests of putting it back."""
     store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()  # given up on a full disk
+    store.path.joinpath("reserve").unlink()
+    return store
+
+
+def test_a_ballast_short_of_room_is_made_as_large_as_the_room_allows_and_grown_back(
+    spent_store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     disk = Disk(monkeypatch, BALLAST_MARGIN + 128 * KIB)
     # Some room: a ballast of that room, the margin left free.
-    assert not store.restore_ballast()
-    assert store.ballast_size == 128 * KIB
-    assert not ballast_in_place(store)
+    assert not spent_store.restore_ballast()
+    assert spent_store.ballast_size == 128 * KIB
+    assert not ballast_in_place(spent_store)
     # No more room (the ballast took it): it stays as it is.
     disk.room = BALLAST_MARGIN
-    assert not store.restore_ballast()
-    assert store.ballast_size == 128 * KIB
+    assert not spent_store.restore_ballast()
+    assert spent_store.ballast_size == 128 * KIB
     # A little room: it grows by that much.
     disk.room = BALLAST_MARGIN + 64 * KIB
-    assert not store.restore_ballast()
-    assert store.ballast_size == 192 * KIB
+    assert not spent_store.restore_ballast()
+    assert spent_store.ballast_size == 192 * KIB
     # Room for all of it: it grows to reserve_size and no further.
     disk.room = 4 * MIB
-    assert store.restore_ballast()
-    assert ballast_in_place(store)
-    assert store.ballast_size == 512 * KIB
+    assert spent_store.restore_ballast()
+    assert ballast_in_place(spent_store)
+    assert spent_store.ballast_size == 512 * KIB
     asked = disk.asked
-    assert store.restore_ballast()
+    assert spent_store.restore_ballast()
     assert disk.asked == asked  # in place: the disk is not even looked at
 
 
 @pytest.mark.parametrize("room", [0, BALLAST_MARGIN - 1, BALLAST_MARGIN, BALLAST_MARGIN + 100])
 def test_no_ballast_is_made_in_the_margin(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch, room: int
+    spent_store: Store, monkeypatch: pytest.MonkeyPatch, room: int
 ) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()
+    ballast = spent_store.path / "reserve"
     Disk(monkeypatch, room)
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert not ballast.exists()
-    assert store.ballast_size == 0
+    assert spent_store.ballast_size == 0
 
 
 def test_a_store_opened_on_a_nearly_full_disk_holds_a_smaller_ballast(
@@ -113,13 +117,11 @@ def test_a_store_opened_on_a_nearly_full_disk_holds_a_smaller_ballast(
 
 
 def test_a_ballast_that_cannot_grow_after_all_is_left_as_it_was(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+    spent_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()
+    ballast = spent_store.path / "reserve"
     disk = Disk(monkeypatch, BALLAST_MARGIN + 128 * KIB)
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     disk.room = 4 * MIB
 
     def taken_meanwhile(fd: int, offset: int, length: int) -> None:
@@ -127,20 +129,18 @@ def test_a_ballast_that_cannot_grow_after_all_is_left_as_it_was(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "posix_fallocate", taken_meanwhile)
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert ballast.stat().st_size == 128 * KIB
-    assert store.ballast_size == 128 * KIB
+    assert spent_store.ballast_size == 128 * KIB
     # With no ballast before, none is left.
     ballast.unlink()
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert not ballast.exists()
 
 
 def test_a_ballast_the_file_system_does_not_fit_is_tried_smaller_then_left_alone(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+    spent_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    store.path.joinpath("reserve").unlink()
     disk = Disk(monkeypatch, 4 * MIB)  # reported free, but some is kept back
     allocate = os.posix_fallocate
     tried: list[int] = []
@@ -152,49 +152,47 @@ def test_a_ballast_the_file_system_does_not_fit_is_tried_smaller_then_left_alone
         allocate(fd, offset, length)
 
     monkeypatch.setattr(os, "posix_fallocate", kept_back)
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert tried == [512 * KIB, 256 * KIB, 128 * KIB]  # half the growth each time
-    assert store.ballast_size == 128 * KIB
+    assert spent_store.ballast_size == 128 * KIB
     tried.clear()
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert tried == [512 * KIB, 320 * KIB, 224 * KIB, 192 * KIB]
-    assert store.ballast_size == 192 * KIB
+    assert spent_store.ballast_size == 192 * KIB
     tried.clear()
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     down_to_the_smallest_step = [512 * KIB, 352 * KIB, 272 * KIB, 256 * KIB]
     assert tried == down_to_the_smallest_step
-    assert store.ballast_size == 192 * KIB
+    assert spent_store.ballast_size == 192 * KIB
     tried.clear()
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert tried == []  # nothing changed since it last did not fit
     disk.room += 64 * KIB
-    assert not store.restore_ballast()
+    assert not spent_store.restore_ballast()
     assert tried == down_to_the_smallest_step
 
 
 def test_a_partial_ballast_is_given_up_on_a_full_disk_and_that_is_told(
-    open_store: StoreOpener, monkeypatch: pytest.MonkeyPatch
+    spent_store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = open_store(reserve_size=512 * KIB)
-    ballast = store.path / "reserve"
-    ballast.unlink()
+    ballast = spent_store.path / "reserve"
     Disk(monkeypatch, BALLAST_MARGIN + 64 * KIB)
-    assert not store.restore_ballast()
-    assert store.ballast_size == 64 * KIB
+    assert not spent_store.restore_ballast()
+    assert spent_store.ballast_size == 64 * KIB
     released: list[int] = []
-    store.on_ballast_released = lambda: released.append(store.ballast_size)
-    queue = create_queue(store, "q")
-    fill(store, queue, 2)
+    spent_store.on_ballast_released = lambda: released.append(spent_store.ballast_size)
+    queue = create_queue(spent_store, "q")
+    fill(spent_store, queue, 2)
     disk_full = StoreFull("commit: no space left on device")
 
     def respond(plan: Plan) -> StoreError | None:
         return disk_full if ballast.exists() else None
 
-    outcomes = drive(store, [unit(append(queue)), unit(remove(queue, 1))], respond)
+    outcomes = drive(spent_store, [unit(append(queue)), unit(remove(queue, 1))], respond)
     assert outcomes[0].error is disk_full
     assert outcomes[1].results == (Removed(queue.queue_id, 1),)
     assert released == [0]  # told once, after the ballast was gone
-    assert lookups(store, queue) == [2]
+    assert lookups(spent_store, queue) == [2]
 
 
 def test_no_ballast_without_a_reserve(store: Store) -> None:

@@ -8,6 +8,7 @@ those about what the client sees go through a session (``conn``).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,17 @@ async def ctx(services: Services, outbox: Outbox) -> AsyncIterator[RequestContex
     context.abort_all("test over")
 
 
+@asynccontextmanager
+async def limited_context(path: Path, **changes: Any) -> AsyncIterator[RequestContext]:
+    """A context on services of their own in ``path``, whose connection limits
+    have ``changes`` (``max_transactions=2``, ...); its transactions are aborted
+    when it ends."""
+    async with open_services(path, limits=limits(**changes)) as services:
+        context = context_of(services, Outbox())
+        yield context
+        context.abort_all("test over")
+
+
 def decode(frame: bytes) -> cf.Frame:
     decoder = cf.ClientFrameDecoder()
     decoder.receive_data(frame)
@@ -107,8 +119,7 @@ async def test_a_client_chosen_id_is_answered_only_if_it_fails(
 async def test_open_transactions_per_connection_are_bounded(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with open_services(tmp_path / "s", limits=limits(max_transactions=2)) as services:
-        context = context_of(services, Outbox())
+    async with limited_context(tmp_path / "s", max_transactions=2) as context:
         context.open_transaction(1, 1, None)
         context.open_transaction(2, 2, "xid")
         with pytest.raises(LimitExceeded, match="at most 2 open transactions"):
@@ -134,8 +145,7 @@ async def test_open_transactions_per_connection_are_bounded(
 async def test_a_refused_begin_of_an_id_aborted_before_says_why_it_was_refused(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
-    async with open_services(tmp_path / "s", limits=limits(max_transactions=1)) as services:
-        context = context_of(services, Outbox())
+    async with limited_context(tmp_path / "s", max_transactions=1) as context:
         context.open_transaction(1, 1, None)
         context.end_transaction(context.transactions[1], "idle timeout")
         context.open_transaction(2, 2, None)  # the one allowed
@@ -145,7 +155,6 @@ async def test_a_refused_begin_of_an_id_aborted_before_says_why_it_was_refused(
             context.transaction(1)  # its pipelined send, not the old abort
         with pytest.raises(TransactionNotFound):
             context.transaction(1)
-        context.abort_all("test over")
 
 
 async def test_a_transaction_ended_by_the_daemon_is_reported_once(ctx: RequestContext) -> None:
