@@ -291,8 +291,9 @@ class QueueManagerAdmin:
     def purge_outgoing(self, destination: str) -> int:
         """Delete every message waiting for ``destination``; return how many.
 
-        Transactional messages purged are never delivered; the sequence
-        goes on past them, so the destination accepts the ones sent later.
+        None of them is sent again: one never sent is never delivered, one
+        sent and not yet acknowledged may have been. The sequence goes on
+        past them, so the destination accepts the ones sent later, in order.
         """
         return self._conn.run(outgoing.purge_outgoing, destination)
 

@@ -90,6 +90,8 @@ from .errors import (
     InvalidName,
     LimitExceeded,
     QueueManagerError,
+    QueueNotFound,
+    TransactionAborted,
     TransactionTooLarge,
     TransactionUsageError,
     from_store_error,
@@ -326,7 +328,12 @@ class QueueManagerCore:
         """
         woken = self.transactions.end(tx, committed=False)
         context = f"transaction {tx.client_id} was aborted: "
-        return woken, from_store_error(error, context=context)
+        failure = from_store_error(error, context=context)
+        if isinstance(failure, QueueNotFound):
+            # A queue or message it used went away meanwhile: the transaction
+            # itself is what failed (a full store or a quota keeps its own error).
+            failure = TransactionAborted(str(failure))
+        return woken, failure
 
     def abort(self, tx: Transaction, reason: str | None = None) -> set[int]:
         """Abort: drop the sends, release the received messages.

@@ -69,7 +69,9 @@ class QueueSignals:
                 event.set()
 
     def notify_all(self) -> None:
-        """Wake every waiting reader (shutdown)."""
+        """Wake every waiting reader: the daemon is stopping, or permissions
+        changed (each waiting receive checks its right again as it wakes, and a
+        receive whose event is set is handed no message meanwhile)."""
         self.notify(list(self._events))
 
 

@@ -9,7 +9,13 @@ import pytest
 
 import storage
 from qmgr.core import names
-from qmgr.core.errors import AccessDenied, InvalidArgument, InvalidName, QueueNotFound
+from qmgr.core.errors import (
+    AccessDenied,
+    InvalidArgument,
+    InvalidName,
+    QueueNotFound,
+    TransactionAborted,
+)
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from storage import PoisonSettings, QueueKind
 from wire import MessageClass, MessageProperties
@@ -145,7 +151,7 @@ def test_a_deleted_queue_fails_the_transactions_that_read_it(qm: CoreHarness) ->
     count, gone = qm.core.queues.deleted(qm.write(unit))
     assert (count, record.queue_id in gone) == (1, True)
     [error] = qm.commit(tx)
-    assert isinstance(error, QueueNotFound)
+    assert isinstance(error, TransactionAborted)
     assert "aborted" in error.message
 
 

@@ -15,6 +15,7 @@ from qmgr.client import (
     LimitExceeded,
     QueueManager,
     QueueNotFound,
+    TransactionAborted,
     TransactionNotFound,
     TransactionUsageError,
     connect,
@@ -248,3 +249,23 @@ def test_disconnect_aborts_the_transaction(
     assert back is not None
     assert (back.lookup_id, back.body) == (before.lookup_id, b"one")
     assert qm.receive(txq) is None
+
+
+@pytest.mark.parametrize("uses", ["receive", "send"])
+def test_a_commit_after_its_queue_was_deleted_raises_transaction_aborted(
+    qm: QueueManager, uses: str
+) -> None:
+    name = f"doomed-{uuid.uuid4().hex}"
+    qm.create_queue(name, transactional=True)
+    qm.send(name, b"x")
+    tx = qm.begin()
+    if uses == "receive":
+        assert tx.receive(name, timeout=1) is not None
+    else:
+        tx.send(name, b"y")
+    qm.delete_queue(name)
+    qm.create_queue(name, transactional=True)  # a new queue of the same name takes nothing
+    with pytest.raises(TransactionAborted, match="was aborted: a queue it uses was deleted"):
+        tx.commit()
+    assert tx.ended
+    assert qm.peek(name) is None

@@ -38,6 +38,7 @@ import trio
 
 import storage
 from qmgr.core.errors import (
+    AccessDenied,
     InvalidArgument,
     LimitExceeded,
     QueueManagerError,
@@ -48,9 +49,11 @@ from qmgr.core.errors import (
 )
 from qmgr.core.permissions import Principal
 from qmgr.core.transactions import Transaction, TransactionStage
+from qmgr.protocol.client_connection import AUTHENTICATE_FIRST
 from wire import client as cf
 
 from .error_codes import error_frame
+from .needs import Need
 from .services import Services
 
 __all__ = ["ABORTED_REMEMBERED", "RequestContext", "required", "settled_failure", "store_failure"]
@@ -140,6 +143,31 @@ class RequestContext:
     def counted(self) -> bool:
         """True when this connection's messages carry their counters (version 5)."""
         return self.version >= cf.POISON_VERSION
+
+    # ------------------------------------------------------------------ authorization
+
+    def refusal(self, request: object, need: Need) -> AccessDenied | None:
+        """The error for a request this connection's principal may not make now
+        (counted and logged as a denial), or None if it may (or auth is off).
+
+        ``need`` is the request's entry in the request table. The session asks
+        before a request runs, and a waiting receive again each time it wakes:
+        a right revoked meanwhile ends the wait."""
+        authorization = self.services.authorization
+        if authorization is None or not authorization.enabled:
+            return None
+        # Requests are admitted only once a principal is known; should the two
+        # ever disagree, nothing runs for nobody.
+        why = (
+            AUTHENTICATE_FIRST
+            if self.principal is None
+            else authorization.denial(self.principal, request, need)
+        )
+        if why is None:
+            return None
+        authorization.tally.denied += 1
+        self.log.warning("access_denied", request=type(request).__name__, reason=why)
+        return AccessDenied(why)
 
     # ------------------------------------------------------------------ replies
 

@@ -50,7 +50,7 @@ from typing import Final
 import structlog
 import trio
 
-from qmgr.core.errors import AccessDenied, InternalError, QueueManagerError, ShuttingDown
+from qmgr.core.errors import InternalError, QueueManagerError, ShuttingDown
 from qmgr.protocol import client_connection as cc
 from wire import client as cf
 
@@ -270,20 +270,10 @@ class ClientSession:
         """Authorize and run one request the machine let through."""
         context = self.context
         entry = _ENTRIES[type(value)]
-        authorization = self.services.authorization
-        if authorization is not None and authorization.enabled:
-            # The machine admits requests only once it knows a principal; should the
-            # two ever disagree, nothing runs for nobody.
-            why = (
-                cc.AUTHENTICATE_FIRST
-                if context.principal is None
-                else authorization.denial(context.principal, value, entry.need)
-            )
-            if why is not None:
-                authorization.tally.denied += 1
-                context.log.warning("access_denied", request=type(value).__name__, reason=why)
-                context.failed(request_id, value, AccessDenied(why))
-                return
+        refused = context.refusal(value, entry.need)
+        if refused is not None:
+            context.failed(request_id, value, refused)
+            return
         try:
             pending = entry.handler(context, request_id, value)
             if pending is not None:

@@ -438,7 +438,9 @@ class OutgoingQueue:
         """Remove every entry; later messages' sequence numbers bridge the hole.
 
         Entries already acknowledged (or given up) and not yet forgotten are
-        forgotten first, with their reports (their delivery is not purged)."""
+        forgotten first, with their reports (their delivery is not purged).
+        Entries appended after the purge's write stay, even when they were
+        loaded while it was written: they are sent, in order, after the hole."""
         unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
         self.purging = True
         try:
@@ -449,17 +451,20 @@ class OutgoingQueue:
             result = outcome.results[0]
             if not isinstance(result, storage.QueuePurged):
                 raise outcome.error or RuntimeError("purge failed")
-            gone = tuple(self.payloads)
-            self.payloads.clear()
-            self.undeliverable.clear()
-            self.to_forget.clear()  # purged: nothing left to forget
+            record = self.parts.store.get_queue_by_id(self.queue_id)
+            # The store's mark: what is below it was purged (by this purge, or
+            # one written since), what is at or above it was appended later.
+            below = self.loaded_through + 1 if record is None else record.purged_below
+            gone = tuple(lookup_id for lookup_id in self.payloads if lookup_id < below)
+            for lookup_id in gone:
+                del self.payloads[lookup_id]
+                self.undeliverable.pop(lookup_id, None)
+            self.to_forget = [lookup_id for lookup_id in self.to_forget if lookup_id >= below]
             self.machine.removed(gone)
+            self.loaded_through = max(self.loaded_through, below - 1)
         finally:
             self.purging = False
             self.owner.forget(self, ())
-        record = self.parts.store.get_queue_by_id(self.queue_id)
-        if record is not None:
-            self.loaded_through = max(self.loaded_through, record.purged_below - 1)
         self.parts.signals.notify(())
         self.wake()
         return result.messages

@@ -186,3 +186,36 @@ async def test_a_local_reply_queue_is_named_as_the_destination_reaches_back(
         reply = queue._wire_queue(text)
         assert isinstance(reply, wire.DirectQueue)
         assert reply.name == written
+
+
+async def test_entries_appended_while_a_purge_is_written_are_sent_after_it(
+    first_delivered: tuple[Node, Node],
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A transaction that commits while a purge is written, and that the queue
+    loads before the purge's answer comes back, is not purged: the store keeps
+    it, and so must the queue, or it would wait unsent while later messages
+    overtook it (and after a restart, the destination would take it for a
+    duplicate of what it already has)."""
+    a, b = first_delivered
+    [queue] = a.peering.outgoing.values()
+    await queue.set_paused(True)
+    await a.send(b.remote(QUEUE), [b"purged"])
+    submit = a.committer.submit
+
+    async def send_during_the_purge(unit: storage.Unit) -> storage.UnitOutcome:
+        outcome = await submit(unit)
+        if any(isinstance(op, storage.PurgeQueue) for op in unit.ops):
+            await a.send(b.remote(QUEUE), [b"after-1", b"after-2"])
+            queue.fill()  # as the link does when it looks for the next packet
+        return outcome
+
+    monkeypatch.setattr(a.committer, "submit", send_during_the_purge)
+    assert await queue.purge() == 1
+    monkeypatch.setattr(a.committer, "submit", submit)
+    assert sorted(bytes(p)[-7:] for p in queue.payloads.values()) == [b"after-1", b"after-2"]
+    await queue.set_paused(False)
+    await a.send(b.remote(QUEUE), [b"later"])
+    await deliver(a, b, [b"first", b"after-1", b"after-2", b"later"])
+    await wait_until(settled(a), what="nothing left to send or forget")

@@ -183,7 +183,11 @@ async def _send_now(ctx: RequestContext, request_id: int, prepared: PreparedSend
 # ---------------------------------------------------------------------- receiving
 
 
-@HANDLERS.handles(cf.Receive, need=QueueRight("queue", Right.RECEIVE, peek=Right.PEEK))
+#: What a receive needs: the right to receive, or to peek for a peek.
+_RECEIVE_NEED: Final = QueueRight("queue", Right.RECEIVE, peek=Right.PEEK)
+
+
+@HANDLERS.handles(cf.Receive, need=_RECEIVE_NEED)
 def receive(ctx: RequestContext, request_id: int, request: cf.Receive) -> Awaitable[None] | None:
     """Take (or peek) a message; wait for one in a task of its own if there is none."""
     tx = ctx.usable_transaction(request.tx_id) if request.tx_id else None
@@ -345,6 +349,9 @@ async def _wait_loop(
     while True:
         if wait.cancelled:
             return False
+        refused = ctx.refusal(request, _RECEIVE_NEED)  # a right revoked while it waited
+        if refused is not None:
+            raise refused
         queue = services.core.queue(request.queue)
         event = services.signals.event(queue.queue_id)
         if tx is not None:

@@ -61,6 +61,8 @@ async def change_permissions(
     acl, write = authorization.changed_acl(record, entry, grant, revoke)
     await ctx.write_checked(storage.Unit((write,)))
     authorization.written(write)
+    # Receives already waiting check their right again, and stop if it is gone.
+    ctx.services.signals.notify_all()
     ctx.log.info(
         "permissions_changed",
         queue=record.name,

@@ -9,6 +9,7 @@ import trio
 import trio.testing
 from kit import enable_permissions, error, make_queue, message, open_session
 
+from qmgr.core.permissions import Right
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.services import Services
 from wire import client as cf
@@ -145,3 +146,37 @@ async def test_unknown_rights_bits_are_refused_and_change_nothing(
         acl = await root.client.call(cf.GetPermissions(queue="q"))
         assert isinstance(acl, cf.Permissions)
         assert [(e.name, e.rights) for e in acl.entries] == [("root", 0xFF)]
+
+
+async def test_a_revoke_ends_the_receives_already_waiting(
+    services: Services, authorization: Authorization, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A receive or peek that began waiting with the right stops, refused, once the
+    right is revoked: a message sent after the revoke stays in the queue."""
+    async with (
+        open_session(services, principal="alice") as alice,
+        open_session(services, principal="bob") as bob,
+    ):
+        await make_queue(alice.client, "q")
+        grant = cf.ChangePermissions(queue="q", entry="bob", grant=int(Right.RECEIVE))
+        assert isinstance(await alice.client.call(grant), cf.Permissions)
+        waiting = await bob.client.send(
+            cf.Receive(queue="q", timeout_ms=cf.INFINITE_TIMEOUT_MS),
+            cf.Receive(queue="q", timeout_ms=cf.INFINITE_TIMEOUT_MS, peek=True),
+        )
+        await trio.sleep(1)  # (mock clock) both are waiting
+        with structlog.testing.capture_logs() as logs:
+            revoke = cf.ChangePermissions(queue="q", entry="bob", revoke=int(Right.RECEIVE))
+            assert isinstance(await alice.client.call(revoke), cf.Permissions)
+            with trio.fail_after(60):  # (mock clock) at once, not at a timeout
+                frames = [await bob.client.reply(), await bob.client.reply()]
+        assert sorted(f.request_id for f in frames if f is not None) == sorted(waiting)
+        for frame in frames:
+            assert frame is not None
+            denied = error(frame.value, cf.ErrorCode.ACCESS_DENIED)
+            assert "'bob' may not" in denied.message
+        assert [e["request"] for e in logs if e["event"] == "access_denied"] == ["Receive"] * 2
+        assert isinstance(await alice.client.call(cf.Send(message=message("q", b"kept"))), cf.Sent)
+        kept = await alice.client.call(cf.Receive(queue="q"))
+        assert isinstance(kept, cf.MessageReply)
+        assert kept.message.message.body == b"kept"
