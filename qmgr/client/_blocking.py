@@ -16,6 +16,7 @@ import contextlib
 import datetime as _dt
 import socket
 import ssl
+import time
 from typing import Self, Unpack
 
 from ._blocking_admin import QueueManagerAdmin
@@ -391,7 +392,7 @@ class Transaction(TransactionHandle):
         sent, with consecutive lookup ids.
         """
         with self._conn.held():
-            if self._proto.pipeline_send(self._state, destination, body, options):
+            if self._proto.pipeline_send(self._state, destination, body, options, time.monotonic()):
                 self._conn.write()
 
     def receive(

@@ -12,6 +12,7 @@ its prepare or commit).
 from __future__ import annotations
 
 import struct
+import time
 from collections.abc import Iterable
 from typing import Final
 
@@ -71,6 +72,6 @@ def send_bodies(tx: Transaction, destination: str, bodies: Iterable[bytes]) -> i
             pipelined[request_id] = state
             request_ids.append(request_id)
             count += 1
-            if len(out) > PIPELINE_FLUSH_BYTES:
+            if len(out) > PIPELINE_FLUSH_BYTES or proto.flush_due(time.monotonic()):
                 conn.write()
     return count

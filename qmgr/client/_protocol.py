@@ -24,11 +24,10 @@ and the trio client are adapters around it that only move bytes and wait:
   send in it; both go to ``out``, and ``pipelined`` notes the transaction of
   each request id until the transaction's Prepare, Commit or Abort is answered (the
   daemon answers in order, so any failure of them comes first).
-  ``pipeline_send`` returns True once ``out`` holds more than
-  ``PIPELINE_FLUSH_BYTES`` (16 KiB): the
-  adapter writes it then, so that the daemon decodes the first sends while
-  the client packs the next; else it goes with the next request that waits
-  for a reply.
+  ``pipeline_send`` says when the adapter should write ``out``: once it holds
+  over ``PIPELINE_FLUSH_BYTES`` (16 KiB), at once for a send with a time
+  limit, and once the last write is over ``PIPELINE_FLUSH_AGE`` (1 s) old
+  (:meth:`~ClientProtocol.flush_due`); else it goes with the next request.
 * The adapter feeds every byte it reads to :meth:`~ClientProtocol.receive_data`.
   The core splits the stream into replies (``_codec.ReplyReader``): a
   pipelined request's error is recorded on its transaction (the first one
@@ -77,6 +76,7 @@ from ._codec import (
 )
 from ._common import (
     MAX_CLIENT_TX_ID,
+    PIPELINE_FLUSH_AGE,
     PIPELINE_FLUSH_BYTES,
     SEND_MODES,
     TWO_PHASE_USE,
@@ -161,6 +161,7 @@ class ClientProtocol(Generic[W]):
         "_refusal",
         "_stream_prefix",
         "_waiters",
+        "_written_at",
         "address",
         "broken",
         "out",
@@ -173,6 +174,8 @@ class ClientProtocol(Generic[W]):
     ) -> None:
         self.address = address
         self.out = bytearray()
+        #: The adapter's clock at the last :meth:`data_to_send` that gave it.
+        self._written_at = 0.0
         self.pipelined: dict[int, TransactionState] = {}
         self.broken: ConnectionLost | None = None
         #: The protocol version agreed in the handshake (0 before it).
@@ -421,8 +424,10 @@ class ClientProtocol(Generic[W]):
         destination: str,
         body: bytes | bytearray | memoryview | str,
         options: SendOptions,
+        now: float,
     ) -> bool:
-        """Pack a send in the transaction ``state`` into ``out``; True if ``out`` should go now.
+        """Pack a send in the transaction ``state`` into ``out``; True if ``out`` should go now
+        (``now``: the adapter's monotonic clock, the one it gives :meth:`data_to_send`).
 
         This is the client's hot path: one call per message, no objects
         besides the frame's bytes.
@@ -445,19 +450,37 @@ class ClientProtocol(Generic[W]):
         self._next_id = request_id
         self.pipelined[request_id] = state
         state.request_ids.append(request_id)
-        return len(out) > PIPELINE_FLUSH_BYTES
+        return (
+            len(out) > PIPELINE_FLUSH_BYTES
+            or options.get("time_to_reach_queue") is not None
+            or options.get("time_to_be_received") is not None
+            or self.flush_due(now)
+        )
+
+    def flush_due(self, now: float) -> bool:
+        """Whether ``out`` should go at ``now``, the last write being over
+        ``PIPELINE_FLUSH_AGE`` seconds old: the daemon stamps a send's time as it
+        reads it (a time limit counts from it), and a transaction it does not
+        hear from is idle."""
+        return now - self._written_at > PIPELINE_FLUSH_AGE
 
     # ------------------------------------------------------------------
     # Bytes out, bytes in, replies
     # ------------------------------------------------------------------
 
-    def data_to_send(self, frame: bytes | bytearray = b"") -> bytes | bytearray:
+    def data_to_send(
+        self, frame: bytes | bytearray = b"", *, now: float | None = None
+    ) -> bytes | bytearray:
         """``out`` followed by ``frame``, to be written whole; ``out`` starts afresh.
+        ``now`` is the adapter's monotonic clock, from which :meth:`flush_due`
+        counts (None: the time of the last write is left as it was).
 
         Raises:
             ConnectionLost: the connection is unusable.
         """
         self.check_open()
+        if now is not None:
+            self._written_at = now
         out = self.out
         if not out:
             return frame

@@ -284,7 +284,7 @@ class AsyncTransaction(TransactionHandle):
         **options: Unpack[SendOptions],
     ) -> None:
         """Add a message to the transaction (pipelined); see ``Transaction.send``."""
-        if self._proto.pipeline_send(self._state, destination, body, options):
+        if self._proto.pipeline_send(self._state, destination, body, options, trio.current_time()):
             await self._conn.write()
 
     async def receive(

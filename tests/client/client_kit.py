@@ -59,9 +59,13 @@ def error(code: cf.ErrorCode, message: str) -> cf.ErrorReply:
     return cf.ErrorReply(code=int(code), message=message)
 
 
+#: The adapter's clock in these tests: the protocol's last write was at 0.0.
+NOW = 0.0
+
+
 def pipeline_send(proto: ClientProtocol[RecordingWaiter], state: TransactionState) -> bool:
     """Pipeline a send of ``b"body"`` to ``q`` in ``state``; whether to write now."""
-    return proto.pipeline_send(state, "q", b"body", {})
+    return proto.pipeline_send(state, "q", b"body", {}, NOW)
 
 
 def begin(proto: ClientProtocol[RecordingWaiter]) -> TransactionState:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from client_kit import (
     ADDRESS,
+    NOW,
     begin,
     error,
     frames,
@@ -32,8 +33,8 @@ from qmgr.client import (
     QueueNotFound,
     TransactionUsageError,
 )
-from qmgr.client._codec import RawMessageList
-from qmgr.client._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_BYTES
+from qmgr.client._codec import RawMessageList, SendOptions
+from qmgr.client._common import MAX_CLIENT_TX_ID, PIPELINE_FLUSH_AGE, PIPELINE_FLUSH_BYTES
 from qmgr.client._protocol import MAX_REQUEST_ID
 from qmgr.client._transaction import TransactionState
 from wire import MessageProperties
@@ -130,7 +131,8 @@ def test_pipeline_send_asks_for_a_write_once_the_buffer_is_large() -> None:
     proto = new_protocol()
     state = TransactionState(1)
     body = b"x" * 1000
-    answers = [proto.pipeline_send(state, "q", body, {"delivery": "express"}) for _ in range(40)]
+    express: SendOptions = {"delivery": "express"}
+    answers = [proto.pipeline_send(state, "q", body, express, NOW) for _ in range(40)]
     flush_at = answers.index(True)
     assert not any(answers[:flush_at])
     frame_size = len(proto.out) // len(answers)
@@ -149,14 +151,47 @@ def test_the_write_threshold_counts_every_byte_of_the_buffer_exactly(over: int) 
     proto = new_protocol()
     state = begin(proto)  # the Begin in the buffer counts too
     filler = b"f" * (PIPELINE_FLUSH_BYTES + over - len(proto.out) - overhead)
-    flush = proto.pipeline_send(state, "q", filler, {})
+    flush = proto.pipeline_send(state, "q", filler, {}, NOW)
     assert len(proto.out) == PIPELINE_FLUSH_BYTES + over
     assert flush is bool(over)  # exactly at the threshold: not yet; one byte more: now
 
 
+@pytest.mark.parametrize(
+    "options",
+    [{"time_to_reach_queue": 30.0}, {"time_to_be_received": 0.5}],
+    ids=["time-to-reach-queue", "time-to-be-received"],
+)
+def test_a_send_with_a_time_limit_asks_for_a_write_at_once(options: SendOptions) -> None:
+    """Its time counts from its send time, which the daemon stamps as it reads it:
+    the same for every send of a transaction, whatever was sent before."""
+    proto = new_protocol()
+    state = begin(proto)
+    assert pipeline_send(proto, state) is False
+    assert proto.pipeline_send(state, "q", b"timed", options, NOW) is True
+    proto.data_to_send(now=NOW)
+    unlimited: SendOptions = {"time_to_be_received": None}
+    assert proto.pipeline_send(state, "q", b"unlimited", unlimited, NOW) is False
+
+
+def test_pipelined_sends_go_once_the_last_write_is_a_second_old() -> None:
+    """A transaction that keeps sending small messages is not idle to the daemon."""
+    proto = new_protocol()
+    state = begin(proto)
+    proto.data_to_send(now=NOW)
+    assert pipeline_send(proto, state) is False
+    assert not proto.flush_due(NOW + PIPELINE_FLUSH_AGE)
+    later = NOW + PIPELINE_FLUSH_AGE + 0.1
+    assert proto.flush_due(later)
+    assert proto.pipeline_send(state, "q", b"body", {}, later) is True
+    proto.data_to_send(now=later)
+    assert not proto.flush_due(later)
+    assert proto.pipeline_send(state, "q", b"body", {}, later + 0.5) is False
+
+
 def test_one_large_send_asks_for_a_write_at_once() -> None:
     proto = new_protocol()
-    assert proto.pipeline_send(TransactionState(1), "q", b"b" * PIPELINE_FLUSH_BYTES, {}) is True
+    large = b"b" * PIPELINE_FLUSH_BYTES
+    assert proto.pipeline_send(TransactionState(1), "q", large, {}, NOW) is True
 
 
 BAD_SENDS = [
@@ -198,7 +233,7 @@ def test_a_bad_pipelined_send_packs_nothing_and_leaves_the_transaction_usable(
     pipeline_send(proto, state)
     before = bytes(proto.out)
     with pytest.raises(raised, match=match):
-        proto.pipeline_send(state, destination, body, options)  # type: ignore[arg-type]
+        proto.pipeline_send(state, destination, body, options, NOW)  # type: ignore[arg-type]
     assert proto.out == before
     assert proto.pipelined == {1: state, 2: state}
     assert state.request_ids == [1, 2]
@@ -224,7 +259,7 @@ def test_a_bad_send_packs_nothing_into_a_buffer_that_holds_other_requests(bad: B
 def test_a_non_contiguous_memoryview_body_is_sent_as_its_bytes() -> None:
     proto = new_protocol()
     state = begin(proto)
-    proto.pipeline_send(state, "q", memoryview(b"abcdef")[::2], {})
+    proto.pipeline_send(state, "q", memoryview(b"abcdef")[::2], {}, NOW)
     value = frames(proto.out)[-1][1]
     assert isinstance(value, cf.Send)
     assert value.message.body == b"ace"
@@ -235,7 +270,7 @@ def test_a_body_that_is_not_bytes_is_an_invalid_argument_and_packs_nothing() -> 
     state = begin(proto)
     before = bytes(proto.out)
     with pytest.raises(InvalidArgument, match="not int"):
-        proto.pipeline_send(state, "q", 5, {})  # type: ignore[arg-type]
+        proto.pipeline_send(state, "q", 5, {}, NOW)  # type: ignore[arg-type]
     assert proto.out == before
 
 
@@ -249,7 +284,7 @@ def test_a_send_frame_that_cannot_be_packed_leaves_nothing_behind() -> None:
 def test_a_memoryview_body_of_wider_items_is_sent_as_its_bytes() -> None:
     proto = new_protocol()
     body = memoryview(array.array("H", [1, 2, 3]))
-    proto.pipeline_send(TransactionState(1), "q", body, {})
+    proto.pipeline_send(TransactionState(1), "q", body, {}, NOW)
     waiter = proto.request(proto.out, cf.GetStatus())
     sent = frames(proto.out)
     assert [rid for rid, _ in sent] == [1, waiter.request_id]
@@ -266,9 +301,9 @@ def test_arguments_are_checked_before_anything_is_packed() -> None:
     with pytest.raises(InvalidArgument, match="timeout"):
         proto.receive_request(out, None, "q", -1, False, None)
     with pytest.raises(InvalidArgument, match="delivery"):
-        proto.pipeline_send(TransactionState(1), "q", b"", {"delivery": "fast"})
+        proto.pipeline_send(TransactionState(1), "q", b"", {"delivery": "fast"}, NOW)
     with pytest.raises(InvalidArgument, match="unknown message properties: colour"):
-        proto.pipeline_send(TransactionState(1), "q", b"", {"colour": 1})  # type: ignore[typeddict-unknown-key]
+        proto.pipeline_send(TransactionState(1), "q", b"", {"colour": 1}, NOW)  # type: ignore[typeddict-unknown-key]
     with pytest.raises(InvalidArgument, match="cannot send this request"):
         proto.request(out, cf.DeleteQueue(name="x" * 70_000))
     assert not out
