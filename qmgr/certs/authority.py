@@ -214,6 +214,11 @@ def _check_days(days: int) -> None:
     if days < 1:
         msg = f"a certificate must be valid for at least 1 day, not {days}"
         raise CertsError(msg)
+    # A certificate's dates end with the year 9999 (X.509's GeneralizedTime).
+    last = dt.datetime(9999, 12, 31, tzinfo=dt.UTC) - dt.datetime.now(dt.UTC)
+    if days > last.days:
+        msg = f"{days} days would end after the year 9999: at most {last.days}"
+        raise CertsError(msg)
 
 
 def _common_name(name: str) -> x509.Name:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -42,6 +43,7 @@ __all__ = [
     "DEFAULT_SERVER",
     "PLAIN_ROWS",
     "CliError",
+    "Seconds",
     "age",
     "client",
     "confirm",
@@ -104,6 +106,18 @@ _HTTP_PORT_HINT = (
 # --------------------------------------------------------------------------
 # Errors
 # --------------------------------------------------------------------------
+
+
+class Seconds(click.FloatRange):
+    """A number of seconds from ``min`` up: a float, never NaN."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
 
 
 class CliError(Exception):

@@ -29,6 +29,7 @@ from qmgr.client.shapes import iso, message_json
 
 from .common import (
     CliError,
+    Seconds,
     client,
     count_option,
     json_option,
@@ -179,7 +180,7 @@ def _timeout_option(help: str, *, minimum: float = 0) -> Callable[[F], F]:
     """``--timeout SECONDS`` (default 0: no wait) with the command's own help text."""
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=minimum),
+        type=Seconds(min=minimum),
         default=0.0,
         show_default=True,
         help=help,

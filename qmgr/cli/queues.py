@@ -26,6 +26,7 @@ from qmgr.core.names import without_private_prefix
 
 from .common import (
     CliError,
+    Seconds,
     client,
     confirmed,
     folded,
@@ -89,7 +90,7 @@ RETRY_OPTIONS: Final = (
     ),
     click.option(
         "--retry-delay",
-        type=click.FloatRange(min=0.0),
+        type=Seconds(min=0.0),
         metavar="SECONDS",
         help="Poison handling: seconds in NAME;retry before coming back (default 1800).",
     ),

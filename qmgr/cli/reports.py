@@ -18,6 +18,8 @@ import click
 
 from qmgr.client import Acknowledge, Journal
 
+from .common import Seconds
+
 __all__ = ["ACK_LEVELS", "JOURNAL_LEVELS", "report_options"]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,7 +50,7 @@ def _levels_option(name: str, levels: Mapping[str, int], help: str) -> Callable[
 
 def _seconds_option(name: str, help: str) -> Callable[[F], F]:
     """An optional number of seconds."""
-    return click.option(name, type=click.FloatRange(min=0), help=help)
+    return click.option(name, type=Seconds(min=0), help=help)
 
 
 _OPTIONS: Final = (

@@ -18,7 +18,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
+import numbers
 import struct
 from collections.abc import Callable
 from typing import Final, TypedDict
@@ -75,8 +78,9 @@ class SendOptions(TypedDict, total=False):
         journal: MQMSG_JOURNAL level.
         admin_queue: where acknowledgments go.
         response_queue: where responses should go.
-        time_to_reach_queue: seconds, or None (or ``math.inf``) for no limit.
-        time_to_be_received: seconds, or None (or ``math.inf``) for no limit.
+        time_to_reach_queue: seconds (a number or a ``datetime.timedelta``),
+            or None (or ``math.inf``) for no limit.
+        time_to_be_received: the same.
     """
 
     label: str
@@ -88,17 +92,23 @@ class SendOptions(TypedDict, total=False):
     journal: int
     admin_queue: str
     response_queue: str
-    time_to_reach_queue: float | None
-    time_to_be_received: float | None
+    time_to_reach_queue: float | dt.timedelta | None
+    time_to_be_received: float | dt.timedelta | None
 
 
-def _seconds(value: float | None, name: str) -> int:
-    if value is None or value == math.inf:
+def _seconds(value: float | dt.timedelta | None, name: str) -> int:
+    given: object = value  # what a caller passed, whatever its annotation says
+    if isinstance(given, dt.timedelta):
+        given = given.total_seconds()
+    if given is None:
         return _INFINITE
-    if value != value or value < 0:  # NaN or negative
+    seconds = float(given) if isinstance(given, numbers.Real | decimal.Decimal) else math.nan
+    if isinstance(given, bool) or seconds != seconds or seconds < 0:  # not a number, or negative
         msg = f"{name} must be None (no limit) or a number of seconds >= 0, not {value!r}"
         raise InvalidArgument(msg)
-    return min(math.ceil(value), _INFINITE - 1)
+    if seconds == math.inf:
+        return _INFINITE
+    return min(math.ceil(seconds), _INFINITE - 1)
 
 
 def _delivery(value: str | int) -> int:

@@ -43,7 +43,13 @@ class MemoryBudget:
         self._in_use = max(self._in_use - size, 0)
 
     def refusal(self, size: int) -> str:
-        """Why a reservation of ``size`` bytes was refused, for the error message."""
+        """Why a reservation of ``size`` bytes was refused, for the error message
+        (one that can never fit is not told to retry)."""
+        if size > self.limit:
+            return (
+                f"{size} bytes of {self.what} are more than the queue manager's limit of "
+                f"{self.limit} for all its clients together"
+            )
         return (
             f"the queue manager holds {self._in_use} bytes of {self.what} for all its "
             f"clients and {size} more would pass its limit of {self.limit}; retry later"

@@ -43,6 +43,7 @@ from .addressing import Addressing
 from .errors import AccessDenied, InvalidArgument, from_store_error
 from .holds import Holds
 from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report
+from .permissions import ACL_SETTING_PREFIX
 from .poison import check_settings
 
 __all__ = ["QueueAdmin"]
@@ -180,7 +181,11 @@ class QueueAdmin:
             if sub is not None:
                 used.append(sub.queue_id)
         self._check_deletable(used, record.display_name)
-        return record, Unit((DeleteQueue(record.queue_id), DeleteSubqueues(record.name)))
+        # Its permissions go with it (a queue created later under the name gets its own).
+        forget_acl = storage.ClearSetting(ACL_SETTING_PREFIX + record.name)
+        return record, Unit(
+            (DeleteQueue(record.queue_id), DeleteSubqueues(record.name), forget_acl)
+        )
 
     def deleted(self, outcome: UnitOutcome) -> tuple[int, list[int]]:
         """How many messages a delete unit removed, and the queue ids that are gone.
@@ -200,10 +205,10 @@ class QueueAdmin:
         result = _only_result(outcome)
         assert isinstance(result, storage.QueueDeleted)
         gone, messages = list(result.queue_ids), result.messages
-        for more in outcome.results[1:]:  # its subqueues
-            assert isinstance(more, storage.SubqueuesDeleted)
-            gone.extend(more.queue_ids)
-            messages += more.messages
+        subqueues = outcome.results[1]
+        assert isinstance(subqueues, storage.SubqueuesDeleted)
+        gone.extend(subqueues.queue_ids)
+        messages += subqueues.messages
         for queue_id in gone:
             self._holds.drop_queue(queue_id)
         return messages, gone

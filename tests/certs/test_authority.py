@@ -275,6 +275,11 @@ def test_certificate_may_not_outlive_its_ca(tmp_path: Path) -> None:
 def test_bad_days_and_ca_names(tmp_path: Path, ca: CaPaths) -> None:
     with pytest.raises(CertsError, match="at least 1 day"):
         issue(ca.cert.parent, "alice", kind="client", days=0)
+    with pytest.raises(CertsError, match="would end after the year 9999: at most"):
+        init_ca(tmp_path / "forever", days=3_000_000)
+    with pytest.raises(CertsError, match="would end after the year 9999"):
+        issue(ca.cert.parent, "alice", kind="client", days=3_000_000)
+    assert not (tmp_path / "forever").exists()
     with pytest.raises(CertsError, match="CA name is empty"):
         init_ca(tmp_path / "nameless", name=" ")
     with pytest.raises(CertsError, match="unknown certificate kind"):

@@ -128,6 +128,23 @@ def test_the_http_port_is_named_as_such(shared_daemon: DaemonProcess) -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("receive", "q", "--timeout", "nan"),
+        ("peek", "q", "--timeout", "nan"),
+        ("move", "q", "r", "--timeout", "nan"),
+        ("send", "q", "--body", "x", "--ttbr", "nan"),
+        ("send", "q", "--body", "x", "--ttrq", "nan"),
+    ],
+    ids=lambda c: f"{c[0]}-{c[-2]}",
+)
+def test_seconds_are_never_nan(command: tuple[str, ...]) -> None:
+    result = run(None, *command)
+    assert result.exit_code == 2
+    assert f"Invalid value for '{command[-2]}': 'nan' is not a number of seconds" in result.stderr
+
+
 def test_a_bad_address_is_named() -> None:
     result = run(None, "--server", "127.0.0.1:99999", "queue", "list")
     assert result.exit_code == 1

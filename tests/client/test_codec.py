@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import datetime as dt
+import decimal
+import fractions
 import itertools
 import math
 from typing import Any
@@ -130,7 +133,17 @@ def test_append_send_defaults_are_msmq_defaults() -> None:
 
 @pytest.mark.parametrize(
     ("seconds", "wire_seconds"),
-    [(None, 0xFFFFFFFF), (0, 0), (0.0, 0), (1.2, 2), (30, 30), (1e12, 0xFFFFFFFE)],
+    [
+        (None, 0xFFFFFFFF),
+        (0, 0),
+        (0.0, 0),
+        (1.2, 2),
+        (30, 30),
+        (1e12, 0xFFFFFFFE),
+        (dt.timedelta(minutes=2), 120),
+        (decimal.Decimal("2.5"), 3),
+        (fractions.Fraction(1, 3), 1),
+    ],
 )
 def test_append_send_converts_seconds(seconds: float | None, wire_seconds: int) -> None:
     out = bytearray()
@@ -187,6 +200,9 @@ def test_append_send_takes_any_byte_buffer(body: object) -> None:
         ({"label": "\udfff"}, "cannot send"),
         ({"priority": "high"}, "cannot send"),
         ({"time_to_reach_queue": float("nan")}, "time_to_reach_queue"),
+        ({"time_to_be_received": "5"}, r"time_to_be_received must be .* seconds >= 0, not '5'"),
+        ({"time_to_reach_queue": True}, r"time_to_reach_queue must be .*, not True"),
+        ({"time_to_reach_queue": dt.timedelta(seconds=-1)}, "time_to_reach_queue must be"),
         ({"body": 12}, "a message body is bytes"),
     ],
 )

@@ -27,6 +27,15 @@ def test_a_refusal_says_which_budget_and_how_full() -> None:
     assert "90 bytes of frames being received" in text
     assert "20 more" in text
     assert "limit of 100" in text
+    assert text.endswith("; retry later")
+
+
+def test_what_can_never_fit_is_not_told_to_retry() -> None:
+    budget = MemoryBudget(100, what="frames being received")
+    assert budget.refusal(101) == (
+        "101 bytes of frames being received are more than the queue manager's limit of "
+        "100 for all its clients together"
+    )
 
 
 def test_a_budget_has_a_positive_limit() -> None:

@@ -17,6 +17,7 @@ from qmgr.core.errors import (
     TransactionAborted,
 )
 from qmgr.core.outgoing import EntryOrigin, decode_entry
+from qmgr.core.permissions import ACL_SETTING_PREFIX
 from storage import PoisonSettings, QueueKind
 from wire import MessageClass, MessageProperties
 
@@ -140,6 +141,17 @@ def test_a_purge_survives_a_crash(qm: CoreHarness) -> None:
     qm.erase_all()
     assert qm.store.queues_to_erase() == []
     assert qm.send("tq", b"new") == 4
+
+
+def test_a_deleted_queue_takes_its_permissions_with_it(qm: CoreHarness) -> None:
+    qm.create("temp")
+    qm.write(storage.Unit((storage.SetSetting(ACL_SETTING_PREFIX + "temp", "alice=255"),)))
+    qm.write(storage.Unit((storage.SetSetting(ACL_SETTING_PREFIX + "other", "bob=255"),)))
+    record, unit = qm.core.queues.delete("temp")
+    count, gone = qm.core.queues.deleted(qm.write(unit))
+    assert (count, record.queue_id in gone) == (0, True)
+    assert qm.store.get_setting(ACL_SETTING_PREFIX + "temp") is None
+    assert qm.store.get_setting(ACL_SETTING_PREFIX + "other") == "bob=255"
 
 
 def test_a_deleted_queue_fails_the_transactions_that_read_it(qm: CoreHarness) -> None:
