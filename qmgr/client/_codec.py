@@ -376,7 +376,7 @@ class ReplyReader:
     __slots__ = ("_decoder", "_deliver", "_first", "_in_decoder", "_rest", "raw")
 
     def __init__(self, deliver: Deliver) -> None:
-        self._decoder = cf.ClientFrameDecoder()
+        self._decoder = cf.ClientFrameDecoder(max_list_body=cf.MAX_LIST_FRAME_BODY)
         self._deliver = deliver
         self.raw: set[int] = set()
         self._rest = b""

@@ -493,8 +493,14 @@ class ClientConnection:
     # ------------------------------------------------------------------ output
 
     def send(self, request_id: int, reply: cf.ServerReply) -> None:
-        """Put a reply in the outbox."""
-        frame = cf.encode_frame(request_id, reply)
+        """Put a reply in the outbox; one too large for a frame of this connection
+        is answered ``LIMIT_EXCEEDED`` instead, saying so."""
+        try:
+            frame = cf.encode_frame(
+                request_id, reply, max_body=cf.max_reply_body(reply, self.version)
+            )
+        except cf.FrameTooLarge as exc:
+            frame = cf.encode_frame(request_id, _too_large(reply, exc, self.version))
         self.outbox.append(frame)
         self.outbox_bytes += len(frame)
 
@@ -558,3 +564,22 @@ class ClientConnection:
         if not self.greeted or busy:
             return None
         return self.last_read
+
+
+def _too_large(reply: cf.ServerReply, exc: cf.FrameTooLarge, version: int) -> cf.ErrorReply:
+    """The error that answers a request whose reply cannot be sent in one frame."""
+    message = (
+        f"the reply ({type(reply).__name__}) would be {exc.size} bytes, over the "
+        f"{exc.limit}-byte limit of a frame"
+    )
+    if version < cf.LARGE_LISTS_VERSION and exc.limit < cf.max_reply_body(
+        reply, cf.LARGE_LISTS_VERSION
+    ):
+        message += (
+            f" at protocol version {version}: upgrade the client (from version "
+            f"{cf.LARGE_LISTS_VERSION}, lists of up to {cf.MAX_LIST_FRAME_BODY} bytes), or "
+            "read it over HTTP (/api/v1)"
+        )
+    else:
+        message += ": read it over HTTP (/api/v1)"
+    return cf.ErrorReply(code=int(cf.ErrorCode.LIMIT_EXCEEDED), message=message)

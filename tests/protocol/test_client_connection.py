@@ -109,7 +109,7 @@ def events(connection: ClientConnection, data: bytes = b"", now: float = 0.0) ->
 
 
 def replies(connection: ClientConnection) -> list[cf.Frame]:
-    decoder = cf.ClientFrameDecoder()
+    decoder = cf.ClientFrameDecoder(max_list_body=cf.MAX_LIST_FRAME_BODY)  # as the SDK reads
     decoder.receive_data(connection.data_to_send())
     found = []
     while (frame := decoder.next_frame()) is not None:
@@ -144,7 +144,7 @@ def test_the_hello_is_answered_with_the_highest_common_version() -> None:
             version=cf.PROTOCOL_VERSION, server_version="9.9", qm_name="qm", qm_guid=GUID
         ),
     )
-    assert (connection.greeted, connection.admitted, connection.version) == (True, True, 8)
+    assert (connection.greeted, connection.admitted, connection.version) == (True, True, 9)
 
 
 @pytest.mark.parametrize(
@@ -155,9 +155,9 @@ def test_the_hello_is_answered_with_the_highest_common_version() -> None:
         (4, 6, 6),
         (2, 5, 5),
         (7, 7, 7),
-        (6, 200, 8),
+        (6, 200, 9),
         (1, 1, None),
-        (9, 10, None),
+        (10, 11, None),
     ],
 )
 def test_version_negotiation(low: int, high: int, agreed: int | None) -> None:
@@ -168,7 +168,7 @@ def test_version_negotiation(low: int, high: int, agreed: int | None) -> None:
         return
     assert isinstance(event, Violation)
     assert event.kind is ViolationKind.UNSUPPORTED_VERSION
-    assert event.message == f"client speaks versions {low}..{high}; this queue manager speaks 2..8"
+    assert event.message == f"client speaks versions {low}..{high}; this queue manager speaks 2..9"
     [reply] = replies(connection)
     assert reply.value == cf.ErrorReply(
         code=cf.ErrorCode.UNSUPPORTED_VERSION, message=event.message
@@ -274,13 +274,13 @@ def test_requests_are_refused_while_the_server_stops() -> None:
 
 def test_a_principal_from_the_transport_is_admitted_at_the_hello() -> None:
     connection = ClientConnection(REQUIRED, opened_at=0.0, principal="alice")
-    assert events(connection, frames(cf.Hello())) == [Greeted("", 8, True)]
+    assert events(connection, frames(cf.Hello())) == [Greeted("", cf.PROTOCOL_VERSION, True)]
     assert connection.principal == "alice"
 
 
 def test_without_a_principal_requests_wait_for_authentication() -> None:
     connection = ClientConnection(REQUIRED, opened_at=0.0)
-    assert events(connection, frames(cf.Hello())) == [Greeted("", 8, False)]
+    assert events(connection, frames(cf.Hello())) == [Greeted("", cf.PROTOCOL_VERSION, False)]
     connection.data_to_send()
     [event] = events(connection, frames(cf.ListQueues(), first_id=2))
     assert event == Violation(ViolationKind.AUTHENTICATE_FIRST, 2, AUTHENTICATE_FIRST, "ListQueues")
@@ -521,3 +521,58 @@ def test_garbage_never_raises(chunks: list[bytes], greet: bool) -> None:
     if taken and isinstance(taken[-1], Violation):
         assert connection.closed
         assert isinstance(connection.next_event(), Closed)
+
+
+# ---------------------------------------------------------------------- replies too large
+
+
+def _queues(count: int) -> cf.QueueList:
+    """``count`` queues with long names: 20,000 take over 4 MiB, 300,000 over 64 MiB."""
+    one = cf.QueueInfo(
+        name="q" * 120,
+        format_name=".\\private$\\" + "q" * 120,
+        kind=int(cf.QueueKind.NORMAL),
+        transactional=True,
+        journal=False,
+        quota=None,
+        depth=0,
+        bytes=0,
+        locked=0,
+        created_at=1_600_000_000.0,
+    )
+    return cf.QueueList(queues=(one,) * count)
+
+
+def test_a_whole_list_over_4_mib_goes_to_a_client_of_version_9() -> None:
+    connection = greeted(version=cf.LARGE_LISTS_VERSION)
+    queues = _queues(20_000)
+    connection.send(3, queues)
+    assert replies(connection) == [cf.Frame(request_id=3, value=queues)]
+
+
+def test_a_list_too_large_for_an_older_client_is_limit_exceeded() -> None:
+    connection = greeted(version=cf.LARGE_LISTS_VERSION - 1)
+    connection.send(3, _queues(20_000))
+    [reply] = replies(connection)
+    assert reply.request_id == 3
+    assert isinstance(reply.value, cf.ErrorReply)
+    assert reply.value.code == cf.ErrorCode.LIMIT_EXCEEDED
+    assert reply.value.message.startswith("the reply (QueueList) would be ")
+    assert f"over the {cf.MAX_FRAME_BODY}-byte limit of a frame at protocol version 8: " in (
+        reply.value.message
+    )
+    assert "upgrade the client" in reply.value.message
+    connection.send(4, cf.Ok(value=1))  # the connection goes on
+    assert replies(connection) == [cf.Frame(request_id=4, value=cf.Ok(value=1))]
+
+
+def test_a_list_over_the_largest_frame_is_limit_exceeded(monkeypatch: pytest.MonkeyPatch) -> None:
+    connection = greeted()
+    monkeypatch.setattr(cf, "max_reply_body", lambda reply, version: 100)  # as over 64 MiB
+    connection.send(3, _queues(2))
+    [reply] = replies(connection)
+    assert isinstance(reply.value, cf.ErrorReply)
+    assert reply.value.code == cf.ErrorCode.LIMIT_EXCEEDED
+    assert reply.value.message.endswith(
+        "over the 100-byte limit of a frame: read it over HTTP (/api/v1)"
+    )

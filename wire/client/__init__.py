@@ -70,7 +70,10 @@ from .constants import CLIENT_TX_ID_LIMIT as CLIENT_TX_ID_LIMIT
 from .constants import HEADER_SIZE as HEADER_SIZE
 from .constants import HELLO_MAGIC as HELLO_MAGIC
 from .constants import INFINITE_TIMEOUT_MS as INFINITE_TIMEOUT_MS
+from .constants import LARGE_LISTS_VERSION as LARGE_LISTS_VERSION
+from .constants import LIST_REPLY_KINDS as LIST_REPLY_KINDS
 from .constants import MAX_FRAME_BODY as MAX_FRAME_BODY
+from .constants import MAX_LIST_FRAME_BODY as MAX_LIST_FRAME_BODY
 from .constants import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
 from .constants import OUTCOMES_VERSION as OUTCOMES_VERSION
 from .constants import POISON_VERSION as POISON_VERSION
@@ -94,8 +97,10 @@ from .frames import FrameValue as FrameValue
 from .frames import ServerReply as ServerReply
 from .frames import is_request as is_request
 from .framing import ClientFrameDecoder as ClientFrameDecoder
+from .framing import FrameTooLarge as FrameTooLarge
 from .framing import decode_body as decode_body
 from .framing import encode_frame as encode_frame
+from .framing import max_reply_body as max_reply_body
 from .layout_codec import decode_body_with_layout as decode_body_with_layout
 from .layout_codec import encode_body_with_layout as encode_body_with_layout
 from .layouts import MESSAGE_LAYOUT as MESSAGE_LAYOUT
@@ -180,8 +185,11 @@ __all__ = [
     "HELLO_MAGIC",
     "INFINITE_SECONDS",
     "INFINITE_TIMEOUT_MS",
+    "LARGE_LISTS_VERSION",
+    "LIST_REPLY_KINDS",
     "MAX_FRAME_BODY",
     "MAX_LABEL_CHARS",
+    "MAX_LIST_FRAME_BODY",
     "MAX_MESSAGE_BODY",
     "MAX_RESOLVE_XIDS",
     "MAX_TRACE_FINDINGS",
@@ -219,6 +227,7 @@ __all__ = [
     "ErrorReply",
     "Frame",
     "FrameKind",
+    "FrameTooLarge",
     "FrameValue",
     "GetLists",
     "GetPermissions",
@@ -286,6 +295,7 @@ __all__ = [
     "encode_tx_request",
     "format_message_id",
     "is_request",
+    "max_reply_body",
     "parse_rights",
     "queued_message_parts",
     "rights_names",

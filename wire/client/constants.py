@@ -18,7 +18,10 @@ __all__ = [
     "HEADER_SIZE",
     "HELLO_MAGIC",
     "INFINITE_TIMEOUT_MS",
+    "LARGE_LISTS_VERSION",
+    "LIST_REPLY_KINDS",
     "MAX_FRAME_BODY",
+    "MAX_LIST_FRAME_BODY",
     "MIN_PROTOCOL_VERSION",
     "OUTCOMES_VERSION",
     "POISON_VERSION",
@@ -33,7 +36,7 @@ __all__ = [
 ]
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 8
+PROTOCOL_VERSION: Final = 9
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
@@ -51,12 +54,18 @@ SECURITY_VERSION: Final = 6
 ROUTING_VERSION: Final = 7
 #: The first version in which a client may cancel a waiting receive (``CANCEL_REQUESTS``).
 CANCEL_VERSION: Final = 8
+#: The first version in which the whole-list replies (``LIST_REPLY_KINDS``) may
+#: be up to ``MAX_LIST_FRAME_BODY``: the status and queue list of a queue manager
+#: with tens of thousands of queues or incoming sequences.
+LARGE_LISTS_VERSION: Final = 9
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.
 HEADER_SIZE: Final = 12
 #: Largest frame body: one maximal message plus room for its properties.
 MAX_FRAME_BODY: Final = MAX_MESSAGE_BODY + 64 * 1024
+#: Largest body of a whole-list reply from ``LARGE_LISTS_VERSION`` on.
+MAX_LIST_FRAME_BODY: Final = 64 * 1024 * 1024
 #: Transaction ids a client may choose lie below this; the daemon's own lie at or above.
 CLIENT_TX_ID_LIMIT: Final = 1 << 63
 #: Timeout value meaning "wait forever".
@@ -117,6 +126,14 @@ class FrameKind(enum.IntEnum):
     TRACE_REPORT = 0x90
     ROUTING_INFO = 0x91
     ERROR = 0xFF
+
+
+#: The replies that carry a whole list (queues, status, outgoing queues,
+#: distribution lists) and may be up to ``MAX_LIST_FRAME_BODY`` from
+#: ``LARGE_LISTS_VERSION`` on.
+LIST_REPLY_KINDS: Final = frozenset(
+    (FrameKind.QUEUE_LIST, FrameKind.STATUS_INFO, FrameKind.OUTGOING_LIST, FrameKind.LIST_INFO_LIST)
+)
 
 
 class ErrorCode(enum.IntEnum):

@@ -42,7 +42,14 @@ from typing import Final
 
 from ..protocol_errors import LocalProtocolError, RemoteProtocolError
 from ..receive_buffer import ReceiveBuffer
-from .constants import HEADER_SIZE, MAX_FRAME_BODY, FrameKind
+from .constants import (
+    HEADER_SIZE,
+    LARGE_LISTS_VERSION,
+    LIST_REPLY_KINDS,
+    MAX_FRAME_BODY,
+    MAX_LIST_FRAME_BODY,
+    FrameKind,
+)
 from .fast_codec import FAST_DECODE, FAST_ENCODE, HEADER
 from .frames import KIND_OF, Frame, FrameValue
 from .layout_codec import decode_body_with_layout, encode_body_with_layout
@@ -50,11 +57,24 @@ from .layout_codec import decode_body_with_layout, encode_body_with_layout
 _VALID_KINDS: Final = frozenset(int(k) for k in FrameKind)
 
 
-def encode_frame(request_id: int, value: FrameValue) -> bytes:
-    """Encode one frame.
+class FrameTooLarge(LocalProtocolError):
+    """A frame's body is over the limit it was encoded for (``size`` and ``limit`` say
+    by how much): a reply the daemon must answer some other way."""
+
+    def __init__(self, message: str, *, field: str, size: int, limit: int) -> None:
+        super().__init__(message, field=field)
+        self.size = size
+        self.limit = limit
+
+
+def encode_frame(request_id: int, value: FrameValue, *, max_body: int = MAX_FRAME_BODY) -> bytes:
+    """Encode one frame whose body may be up to ``max_body`` bytes (``MAX_FRAME_BODY``;
+    ``MAX_LIST_FRAME_BODY`` for a whole-list reply on a connection of
+    ``LARGE_LISTS_VERSION`` or later).
 
     Raises:
-        LocalProtocolError: a field is out of range, or the body is over ``MAX_FRAME_BODY``.
+        FrameTooLarge: the body is over ``max_body``.
+        LocalProtocolError: a field is out of range.
     """
     cls = type(value)
     kind = KIND_OF.get(cls)
@@ -74,10 +94,19 @@ def encode_frame(request_id: int, value: FrameValue) -> bytes:
             # Out-of-range numbers, lone surrogates, wrong types: say so, as the layout would.
             msg = f"cannot encode: {type(exc).__name__}: {exc}"
             raise LocalProtocolError(msg, field=cls.__name__) from exc
-    if len(body) > MAX_FRAME_BODY:
-        msg = f"frame body of {len(body)} bytes is over the {MAX_FRAME_BODY}-byte limit"
-        raise LocalProtocolError(msg, field=cls.__name__)
+    if len(body) > max_body:
+        msg = f"frame body of {len(body)} bytes is over the {max_body}-byte limit"
+        raise FrameTooLarge(msg, field=cls.__name__, size=len(body), limit=max_body)
     return HEADER.pack(len(body), kind, 0, request_id) + body
+
+
+def max_reply_body(reply: FrameValue, version: int) -> int:
+    """The largest body ``reply`` may have on a connection of protocol ``version``:
+    ``MAX_LIST_FRAME_BODY`` for a whole-list reply from ``LARGE_LISTS_VERSION`` on,
+    else ``MAX_FRAME_BODY``."""
+    if version >= LARGE_LISTS_VERSION and KIND_OF.get(type(reply)) in LIST_REPLY_KINDS:
+        return MAX_LIST_FRAME_BODY
+    return MAX_FRAME_BODY
 
 
 def decode_body(kind: int, body: bytes) -> FrameValue:
@@ -107,11 +136,14 @@ class ClientFrameDecoder:
 
     Args:
         max_body: the largest body accepted; a header declaring more is an error.
+        max_list_body: the largest body of a whole-list reply (``LIST_REPLY_KINDS``),
+            for a client's decoder (a daemon's keeps ``max_body`` for every kind).
     """
 
-    def __init__(self, *, max_body: int = MAX_FRAME_BODY) -> None:
+    def __init__(self, *, max_body: int = MAX_FRAME_BODY, max_list_body: int | None = None) -> None:
         self._buffer = ReceiveBuffer()
         self._max_body = max_body
+        self._max_list_body = max_body if max_list_body is None else max(max_list_body, max_body)
         self._header: tuple[int, int, int] | None = None
         self._error: RemoteProtocolError | None = None
 
@@ -165,8 +197,9 @@ class ClientFrameDecoder:
         if flags != 0:
             msg = f"reserved flags 0x{flags:04x} are set"
             return RemoteProtocolError(msg, field="FrameHeader.flags")
-        if length > self._max_body:
-            msg = f"declared body of {length} bytes is over the {self._max_body}-byte limit"
+        limit = self._max_list_body if kind in LIST_REPLY_KINDS else self._max_body
+        if length > limit:
+            msg = f"declared body of {length} bytes is over the {limit}-byte limit"
             return RemoteProtocolError(msg, field="FrameHeader.length")
         if kind not in _VALID_KINDS:
             msg = f"unknown frame kind 0x{kind:02x}"

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 import uuid
 
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from wire_samples import PROPERTIES
+from wire_samples import PROPERTIES, QUEUE_INFO
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client as cf
@@ -133,6 +134,45 @@ def test_the_largest_declared_size_is_accepted() -> None:
     assert decoder.pending_body == cf.MAX_FRAME_BODY
     assert decoder.next_frame() is None
     assert decoder.in_frame
+
+
+def _large_queue_list() -> cf.QueueList:
+    """A queue list whose body is over ``MAX_FRAME_BODY`` (tens of thousands of queues)."""
+    one = dataclasses.replace(QUEUE_INFO, name="q" * 120, format_name=".\\private$\\" + "q" * 120)
+    return cf.QueueList(queues=(one,) * 20_000)
+
+
+def test_a_whole_list_reply_may_be_large_from_version_9() -> None:
+    queues = _large_queue_list()
+    assert cf.max_reply_body(queues, cf.LARGE_LISTS_VERSION - 1) == cf.MAX_FRAME_BODY
+    assert cf.max_reply_body(queues, cf.LARGE_LISTS_VERSION) == cf.MAX_LIST_FRAME_BODY
+    assert cf.max_reply_body(cf.Ok(value=1), cf.LARGE_LISTS_VERSION) == cf.MAX_FRAME_BODY
+    with pytest.raises(cf.FrameTooLarge) as excinfo:
+        cf.encode_frame(7, queues)
+    assert excinfo.value.limit == cf.MAX_FRAME_BODY
+    assert excinfo.value.size > cf.MAX_FRAME_BODY
+    assert isinstance(excinfo.value, LocalProtocolError)
+    frame = cf.encode_frame(7, queues, max_body=cf.MAX_LIST_FRAME_BODY)
+    assert len(frame) - cf.HEADER_SIZE == excinfo.value.size
+    # A client's decoder takes it; one without the list limit refuses it before buffering.
+    client = cf.ClientFrameDecoder(max_list_body=cf.MAX_LIST_FRAME_BODY)
+    client.receive_data(frame)
+    decoded = client.next_frame()
+    assert decoded is not None
+    assert decoded.request_id == 7
+    assert decoded.value == queues
+    daemon = cf.ClientFrameDecoder()
+    daemon.receive_data(frame[: cf.HEADER_SIZE])
+    with pytest.raises(RemoteProtocolError, match="limit"):
+        daemon.next_frame()
+
+
+@pytest.mark.parametrize("kind", [cf.FrameKind.SEND, cf.FrameKind.MESSAGE, cf.FrameKind.HELLO])
+def test_the_list_limit_is_for_whole_list_replies_only(kind: cf.FrameKind) -> None:
+    decoder = cf.ClientFrameDecoder(max_list_body=cf.MAX_LIST_FRAME_BODY)
+    decoder.receive_data(struct.pack("<IHHI", cf.MAX_FRAME_BODY + 1, kind, 0, 1))
+    with pytest.raises(RemoteProtocolError, match="limit"):
+        decoder.next_frame()
 
 
 @pytest.mark.parametrize("limit", [0, 8, 100])
