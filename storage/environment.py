@@ -41,7 +41,9 @@ transaction says: a truncated copy) kills the process with SIGBUS, beyond
 any error handling. So before LMDB opens them, a new lock file gets its
 blocks with ``posix_fallocate`` (no space: :class:`StoreFull`), and an
 existing ``data.mdb`` must be as long as the last page its newest meta page
-names (shorter: :class:`StoreCorrupt`).
+names (shorter: :class:`StoreCorrupt`), and must not be empty: LMDB takes
+an empty ``data.mdb`` for a new environment, so a copy cut short before
+its first byte would silently become a new, empty store.
 
 Errors. Every ``lmdb.Error`` and ``OSError`` becomes a ``StoreError`` here;
 a failed write is told apart as a full disk or a real I/O error by
@@ -547,11 +549,12 @@ def _allocate_lock_file(path: pathlib.Path, action: str) -> None:
 
 def _check_data_file(path: pathlib.Path) -> None:
     """Refuse a ``data.mdb`` shorter than its newest transaction reaches (see
-    the module docstring); one too short to hold its meta pages, or whose meta
-    pages are not LMDB's, is left to LMDB (which refuses it cleanly).
+    the module docstring), and an empty one, which LMDB would take for a new
+    environment; one too short to hold its meta pages, or whose meta pages
+    are not LMDB's, is left to LMDB (which refuses it cleanly).
 
     Raises:
-        StoreCorrupt: it is truncated.
+        StoreCorrupt: it is truncated or empty.
     """
     try:
         with path.open("rb") as data:
@@ -561,6 +564,14 @@ def _check_data_file(path: pathlib.Path) -> None:
         return
     except OSError as exc:
         raise translate_os_error(exc, f"open store {path.parent}") from exc
+    if size == 0:
+        msg = (
+            f"store {path.parent}: {path} is empty (0 bytes), as a copy or restore cut "
+            "short leaves it; it is not taken for a new store: restore a whole copy "
+            f"again (mdb_copy makes one of a running store), or remove {path} to start "
+            "a new, empty queue manager (a new GUID, no queues, no messages)"
+        )
+        raise StoreCorrupt(msg)
     if len(head) < _META.size + 16:
         return
     magic, page_size, _, _ = _META.unpack_from(head, 16)

@@ -28,9 +28,9 @@ __all__ = ["serve"]
     type=click.Path(dir_okay=False, path_type=Path),
     help="A TOML file overriding the built-in defaults.",
 )
-@click.option(
-    "--data-dir", type=click.Path(file_okay=False, path_type=Path), help="Where the store lives."
-)
+# Text, not a Path: Path("") would be ".", and an empty directory name must be
+# refused as server.data_dir is (load_config checks it).
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Where the store lives.")
 @click.option("--listen", metavar="HOST:PORT", help="Peer (MSMQ) listener address.")
 @click.option("--client-listen", metavar="HOST:PORT", help="Client (SDK and CLI) listener address.")
 @click.option(

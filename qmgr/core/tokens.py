@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import pwd
 import secrets
 import stat
 from collections.abc import Mapping
@@ -139,23 +141,25 @@ def load_tokens(configured: Mapping[str, str], path: Path | None) -> tuple[Token
 
     Raises:
         ValueError: the file cannot be read, a line of it is wrong, other
-            users may write it (they could add a token), a name has another
+            users may write it or own it (they could add a token), a name has another
             token in the file than in ``auth.tokens``, or two names have one token.
     """
     hashes = dict(configured)  # checked with the configuration
     warnings: list[str] = []
     if path is not None:
         try:
-            mode = stat.S_IMODE(path.stat().st_mode)
+            found = path.stat()
         except OSError as exc:
             msg = f"cannot read auth.tokens_file {path}: {exc.strerror}"
             raise ValueError(msg) from exc
+        mode = stat.S_IMODE(found.st_mode)
         if mode & 0o022:
             msg = (
                 f"auth.tokens_file {path} can be written by other users (mode {mode:04o}), "
                 f"who could add tokens of their own: chmod 600 {path}"
             )
             raise ValueError(msg)
+        _check_owner(path, found.st_uid)
         if mode & 0o044:
             warnings.append(
                 f"auth.tokens_file {path} can be read by other users (mode {mode:04o}); "
@@ -171,6 +175,35 @@ def load_tokens(configured: Mapping[str, str], path: Path | None) -> tuple[Token
             hashes[name] = text
     _check_one_name_per_token(hashes)
     return TokenBook(hashes), warnings
+
+
+def _check_owner(path: Path, owner: int) -> None:
+    """Refuse a tokens file owned by a user other than the daemon's (its
+    effective user) or root: its owner may rewrite it whatever its mode.
+
+    Raises:
+        ValueError: another user owns it (the message says how to give it over).
+    """
+    user = os.geteuid()
+    if owner in (user, 0):
+        return
+    msg = (
+        f"auth.tokens_file {path} is owned by {_user_name(owner)}, neither the daemon's "
+        f"user ({_user_name(user)}) nor root, and its owner may rewrite it, adding tokens of "
+        f"their own: give it to the daemon's user (chown {_user_name(user, bare=True)} {path}) "
+        "or to root"
+    )
+    raise ValueError(msg)
+
+
+def _user_name(uid: int, *, bare: bool = False) -> str:
+    """``name (uid N)``, or the name alone with ``bare`` (the uid when the user has
+    no name)."""
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid) if bare else f"uid {uid}"
+    return name if bare else f"{name} (uid {uid})"
 
 
 def _check_one_name_per_token(hashes: Mapping[str, str]) -> None:

@@ -18,8 +18,9 @@ knowing the daemon:
   services the sessions use (``client.operations``).
 
 :func:`serve` checks the configuration (exposure, certificates, tokens;
-a problem is a :class:`ConfigurationError`, exit status 2), binds every
-listener (``listeners``), and only then opens the store, creates the system
+a problem is a :class:`ConfigurationError`, exit status 2), raises the
+open-files limit to what the connection bounds need (``open_files``), binds
+every listener (``listeners``), and only then opens the store, creates the system
 queues on first start and reserves message ids (written before any client
 is served: :meth:`Daemon.start_up`), and runs the daemon
 (:meth:`Daemon.run`): the committer and the workers, then the listeners,
@@ -76,6 +77,7 @@ from .listeners import (
     listen_on,
     remove_socket,
 )
+from .open_files import check_open_files
 from .peering import Peering
 from .peering.outgoing_queue import clear_sent_marks, sent_marks
 from .settings import from_config
@@ -462,9 +464,10 @@ async def serve(
     ``task_status.started`` receives the client listener's bound (host, port),
     which matters when the configured port is 0.
 
-    Start-up checks the configuration (exposure, certificates, tokens), then
-    binds every listener, and only then opens the store: a port in use or a
-    bad setting leaves nothing behind in the data directory.
+    Start-up checks the configuration (exposure, certificates, tokens), raises
+    the open-files limit to what the connection bounds need (``open_files``),
+    then binds every listener, and only then opens the store: a port in use or
+    a bad setting leaves nothing behind in the data directory.
 
     Raises:
         ConfigurationError: the configuration cannot be served (exit status 2).
@@ -481,6 +484,8 @@ async def serve(
         log.warning("tokens_file_readable", problem=warning)
     for problem in allowed:
         log.warning("listener_not_protected", problem=problem, allowed_by="server.insecure")
+    # Before any listener: every connection the bounds allow needs a descriptor.
+    check_open_files(config, log)
     bound: list[trio.socket.SocketType] = []
     local: trio.socket.SocketType | None = None
     try:

@@ -35,6 +35,27 @@ def test_a_configuration_error_exits_2(tmp_path: Path, args: list[str], error: s
     assert not data.exists()
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["--data-dir", ""], ["--set", 'server.data_dir=""'], ["--data-dir", " "]],
+    ids=["flag", "setting", "blank flag"],
+)
+def test_an_empty_data_directory_is_refused_however_it_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]
+) -> None:
+    def started(config: object) -> None:
+        raise AssertionError("the daemon started")  # in the current directory
+
+    monkeypatch.setattr("qmgr.server.serve", started)
+    monkeypatch.chdir(tmp_path)
+    result = run(None, "serve", *args)
+    assert (result.exit_code, result.stderr.splitlines()) == (
+        2,
+        ["error: server.data_dir must not be empty"],
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 #: What a listening address or a route written ``IPv6:PORT`` is refused with.
 BRACKETS = "write an IPv6 address with a port as [addr]:port"
 

@@ -3,6 +3,8 @@ from the configuration and a tokens file, and checked in constant time."""
 
 from __future__ import annotations
 
+import os
+import pwd
 from pathlib import Path
 
 import pytest
@@ -96,6 +98,33 @@ def test_a_file_others_may_write_is_refused_and_one_they_may_read_warned_of(
         load_tokens(configured, path)
     book, warnings = load_tokens(configured, None)
     assert (book.principal_of("a"), warnings) == ("alice", [])
+
+
+#: A user id other than the tests' (no account of the machine has it, as a rule).
+STRANGER = 54321
+
+
+def test_a_file_another_user_owns_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "tokens"
+    path.write_text(f"bob {hash_token('b')}\n")
+    path.chmod(0o600)
+    book, _ = load_tokens({}, path)  # owned by the daemon's user
+    assert book.principal_of("b") == "bob"
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    os.chown(path, STRANGER, -1)
+    with pytest.raises(ValueError) as caught:
+        load_tokens({}, path)
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    try:
+        owner = f"{pwd.getpwuid(STRANGER).pw_name} (uid {STRANGER})"
+    except KeyError:
+        owner = f"uid {STRANGER}"
+    assert str(caught.value) == (
+        f"auth.tokens_file {path} is owned by {owner}, neither the daemon's user "
+        f"({me} (uid {os.geteuid()})) nor root, and its owner may rewrite it, adding tokens "
+        f"of their own: give it to the daemon's user (chown {me} {path}) or to root"
+    )
 
 
 def test_a_name_with_two_tokens_or_a_token_with_two_names_is_refused(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Callable
@@ -261,6 +262,20 @@ def test_a_bad_tokens_file_is_a_configuration_error(
     bad = _serve_with_tokens(tmp_path, tokens)
     assert bad.returncode == 2, bad.stderr
     assert expected.format(path=tokens) in bad.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_a_tokens_file_another_user_owns_is_a_configuration_error(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    tokens = tmp_path / "tokens"
+    tokens.write_text(f"bob {hash_token('x')}\n")
+    tokens.chmod(0o600)
+    os.chown(tokens, 54321, -1)  # a user other than the daemon's, who may rewrite it
+    bad = _serve_with_tokens(tmp_path, tokens)
+    assert bad.returncode == 2, bad.stderr
+    assert f"error: auth.tokens_file {tokens} is owned by " in bad.stderr
+    assert f"(chown root {tokens})" in bad.stderr
     assert not (tmp_path / "d").exists()
 
 

@@ -387,6 +387,27 @@ def test_a_truncated_data_file_is_refused_not_mapped(tmp_path: Path) -> None:
     assert "the file is truncated" in opened.stdout
 
 
+def test_an_empty_data_file_is_refused_not_taken_for_a_new_store(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    with Store(path, initial_map_size=1 * MIB, durable=False) as store:
+        create_queue(store, "q")
+    data = path / "data.mdb"
+    data.write_bytes(b"")  # `cp` onto a full disk: the file made, nothing in it
+    with pytest.raises(StoreCorrupt) as refused:
+        Store(path, initial_map_size=1 * MIB, durable=False)
+    assert str(refused.value) == (
+        f"store {path}: {data} is empty (0 bytes), as a copy or restore cut short leaves "
+        "it; it is not taken for a new store: restore a whole copy again (mdb_copy makes "
+        f"one of a running store), or remove {data} to start a new, empty queue manager "
+        "(a new GUID, no queues, no messages)"
+    )
+    assert data.stat().st_size == 0  # nothing written in its place
+    # Removed, as the message says: a new store.
+    data.unlink()
+    with Store(path, initial_map_size=1 * MIB, durable=False) as store:
+        assert store.get_queue("q") is None
+
+
 def test_no_room_for_a_new_lock_file_is_a_full_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
