@@ -82,7 +82,7 @@ from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
-__all__ = ["DESTINATION_CACHE_SIZE", "Arrival", "Arrivals", "relay_id"]
+__all__ = ["DESTINATION_CACHE_SIZE", "REJECTED_MESSAGE_COST", "Arrival", "Arrivals", "relay_id"]
 
 #: Destination names remembered; the cache starts afresh when full.
 DESTINATION_CACHE_SIZE: Final = 4096
@@ -110,6 +110,11 @@ class Arrival:
     kept: bool = True
 
 
+#: What a kept refusal counts against ``max_rejected_bytes`` besides its body:
+#: about what its record and index entries take in the store.
+REJECTED_MESSAGE_COST: Final = 512
+
+
 @dataclass(slots=True, eq=False)
 class Arrivals:
     """Decides arrivals against ``store``'s queues (read only)."""
@@ -126,6 +131,9 @@ class Arrivals:
     _destinations: dict[str, tuple[str | None, RemoteDestination | None]] = field(
         default_factory=dict, init=False, repr=False
     )
+    # Per dead-letter queue: what the store said it held when last asked, and what
+    # refusals decided since then add (kept copies not yet written, or just written).
+    _rejected: dict[int, tuple[int, int]] = field(default_factory=dict, init=False, repr=False)
 
     def destination(self, packet: UserMessage) -> tuple[str | None, RemoteDestination | None]:
         """The local queue key a packet is addressed to, or the remote destination.
@@ -252,11 +260,30 @@ class Arrivals:
         )
         copy = self._outcomes.dead_letter(message, message_class)
         limit = self.max_rejected_bytes
-        if limit is not None:
-            record = self._store.get_queue_by_id(copy.queue_id)
-            if record is not None and record.bytes + copy.size > limit:
-                return tuple(reports), False
+        if limit is not None and not self._room_for(copy.queue_id, copy.size, limit):
+            return tuple(reports), False
         return (copy, *reports), True
+
+    def _room_for(self, queue_id: int, size: int, limit: int) -> bool:
+        """Whether a refused message of ``size`` bytes may still be kept in the
+        dead-letter queue ``queue_id`` under ``limit`` (and, if so, it is counted).
+
+        Each message counts ``REJECTED_MESSAGE_COST`` bytes besides its body, so
+        that empty ones cannot be kept without end; the copies decided since the
+        store last changed count too, so that a batch of refusals decided
+        before any of them is written cannot pass the limit many times over."""
+        record = self._store.get_queue_by_id(queue_id)
+        if record is None:
+            return True
+        held = record.bytes + record.depth * REJECTED_MESSAGE_COST
+        seen, since = self._rejected.get(queue_id, (held, 0))
+        if seen != held:  # written since (or taken out): count afresh from the store
+            since = 0
+        cost = size + REJECTED_MESSAGE_COST
+        if held + since + cost > limit:
+            return False
+        self._rejected[queue_id] = (held, since + cost)
+        return True
 
 
 def relay_id(packet: UserMessage) -> bytes:

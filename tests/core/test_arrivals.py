@@ -10,7 +10,7 @@ import pytest
 
 import storage
 import wire
-from qmgr.core.arrivals import Arrivals, relay_id
+from qmgr.core.arrivals import REJECTED_MESSAGE_COST, Arrivals, relay_id
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from storage import RELAY_ID_SIZE
@@ -34,9 +34,10 @@ def packet(
     transactional: bool = True,
     hops: int = 0,
     message_class: int = 0,
+    body: bytes = b"body",
     **properties: Any,
 ) -> wire.UserMessage:
-    message = MessageProperties(body=b"body", label="l", **properties).stamp(
+    message = MessageProperties(body=body, label="l", **properties).stamp(
         source_qm=SOURCE, ordinal=7, sent_time=1_700_000_000.0, transactional=transactional
     )
     if message_class:
@@ -291,21 +292,41 @@ def test_a_message_too_late_is_kept_here_only_if_it_dies_here_and_asked(
         assert [type(op) for op in arrival.ops] == [storage.RecordFinalAck]
 
 
+def _held(qm: CoreHarness) -> int:
+    """What the dead-letter queue holds, as refusals count it."""
+    deadxact = qm.store.get_queue("system$;deadxact")
+    assert deadxact is not None
+    return deadxact.bytes + deadxact.depth * REJECTED_MESSAGE_COST
+
+
 def test_refusals_keep_copies_only_while_the_dead_letter_queue_has_room(
     qm: CoreHarness,
 ) -> None:
     """A peer whose messages are refused cannot fill the store: past
     max_rejected_bytes in the dead-letter queue, a refusal is reported, not kept."""
-    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=1000)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=5000)
     found = packet("TCP:127.0.0.1:1901\\private$\\missing")
-    first = arrivals.to_queue(found, "missing", wall=WALL)
-    assert (first.refusal, first.kept) == (MessageClass.NACK_BAD_DST_Q, True)
-    [copy] = first.ops
-    assert isinstance(copy, storage.AppendMessage)
+    kept = 0
     while (arrival := arrivals.to_queue(found, "missing", wall=WALL)).kept:
+        [copy] = arrival.ops
+        assert isinstance(copy, storage.AppendMessage)
         qm.store.commit([storage.Unit(arrival.ops)], now=WALL)
+        kept += 1
     assert arrival.refusal == MessageClass.NACK_BAD_DST_Q
     assert arrival.ops == ()  # nothing kept; a FinalAck or NACK would still be here
-    deadxact = qm.store.get_queue("system$;deadxact")
-    assert deadxact is not None
-    assert deadxact.bytes <= 1000 < deadxact.bytes + copy.size
+    assert kept == 5000 // (copy.size + REJECTED_MESSAGE_COST)
+    assert _held(qm) <= 5000 < _held(qm) + copy.size + REJECTED_MESSAGE_COST
+
+
+def test_empty_refusals_and_refusals_not_yet_written_count_too(qm: CoreHarness) -> None:
+    """Each kept refusal counts its record besides its body, and the ones decided
+    before any is written count at once: a window of refused messages with
+    empty bodies, decided together, keeps no more than the limit allows."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=5000)
+    empty = packet("TCP:127.0.0.1:1901\\private$\\missing", body=b"")
+    decided = [arrivals.to_queue(empty, "missing", wall=WALL) for _ in range(100)]
+    kept = [arrival for arrival in decided if arrival.kept]
+    assert len(kept) == 5000 // REJECTED_MESSAGE_COST
+    qm.store.commit([storage.Unit(arrival.ops) for arrival in kept], now=WALL)
+    assert _held(qm) <= 5000
+    assert not arrivals.to_queue(empty, "missing", wall=WALL).kept
