@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import socket
 import ssl
 from typing import Final
 
@@ -41,6 +40,7 @@ from qmgr.core.permissions import user_name_problem
 from qmgr.socket_stream import RawConnection
 
 from ..admission import Admission, AdmissionLimits, Arrival, Ticket
+from ..listeners import tune_tcp
 from ..tls import TlsFailed, common_name, start_tls
 from .error_codes import error_frame
 from .services import Services
@@ -87,7 +87,7 @@ class ClientPort:
     async def handle_connection(self, stream: trio.SocketStream) -> None:
         """Serve one client connection (the listener's handler)."""
         connection = RawConnection(stream)
-        _tune_socket(connection)
+        tune_tcp(connection)
         conn_id = next(self._conn_ids)
         peer = connection.peer_name()
         address = _address_of(peer)
@@ -278,11 +278,6 @@ async def _refuse(connection: RawConnection, error: QueueManagerError | None) ->
                 await connection.send_all(error_frame(0, error))
     with trio.CancelScope(shield=True):
         await connection.aclose()
-
-
-def _tune_socket(connection: RawConnection) -> None:
-    with contextlib.suppress(OSError):
-        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
 
 
 def _address_of(peer: str) -> str:

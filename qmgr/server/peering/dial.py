@@ -11,16 +11,16 @@ the reason of each address tried, where trio's summary names none);
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 
 import trio
 
+from ..listeners import tune_tcp
 from ..tls import peer_handshake
 from .connection import ConnectionContext
 
-__all__ = ["CannotConnect", "open_hop", "secure", "set_no_delay", "shows_own_certificate"]
+__all__ = ["CannotConnect", "open_hop", "secure", "shows_own_certificate"]
 
 
 class CannotConnect(Exception):
@@ -62,12 +62,6 @@ def connect_reason(exc: BaseException) -> str:
     return "; ".join(reasons) or str(exc)
 
 
-def set_no_delay(stream: trio.SocketStream) -> None:
-    """Send small packets (SessionAcks, OrderAcks) at once."""
-    with contextlib.suppress(OSError):
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-
-
 async def secure(
     stream: trio.SocketStream, context: ConnectionContext, *, server_side: bool
 ) -> tuple[trio.abc.Stream, str | None]:
@@ -78,7 +72,7 @@ async def secure(
     Raises:
         TlsFailed: the handshake failed (``qmgr.server.tls``).
     """
-    set_no_delay(stream)
+    tune_tcp(stream)
     tls = context.tls.peer_server if server_side else context.tls.peer_client
     if tls is None:
         return stream, None

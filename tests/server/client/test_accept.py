@@ -20,6 +20,8 @@ from kit import FrameClient, error
 from qmgr.config import load_config
 from qmgr.server.client.accept import ClientPort
 from qmgr.server.client.services import Services
+from qmgr.server.listeners import KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES
+from qmgr.socket_stream import RawConnection
 from wire import client as cf
 
 
@@ -73,6 +75,22 @@ async def test_a_connection_is_served_until_it_closes(services: Services) -> Non
         await trio.testing.wait_all_tasks_blocked(0.01)
         assert port.sessions == {}
         assert port.admission.connections("127.0.0.1") == 0
+
+
+async def test_a_connection_is_kept_alive_by_tcp(services: Services) -> None:
+    """A client whose host vanishes while it waits (a receive without a timeout
+    keeps its connection busy, so no idle timeout ends it) is found by keepalive."""
+    port = port_for(services)
+    async with serving(port) as loopback:
+        await loopback.connect()
+        [session] = port.sessions.values()
+        assert isinstance(session.stream, RawConnection)
+        sock = session.stream._sock  # the socket the port took over from the listener's stream
+        assert sock.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == KEEPALIVE_IDLE
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL) == KEEPALIVE_INTERVAL
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT) == KEEPALIVE_PROBES
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
 
 
 async def test_at_the_limit_the_oldest_unauthenticated_connection_makes_room(
