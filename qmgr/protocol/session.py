@@ -151,6 +151,9 @@ class PeerSession:
         #: When the peer stopped answering, if the session closed for that (its
         #: acknowledgement timeout: sent packets, and nothing received since).
         self.silent_since: float | None = None
+        #: The session closed because it carried nothing for ``idle_timeout``
+        #: (a normal end, not a failure).
+        self.closed_idle = False
         #: Acceptor: a policy refuses every connection (``peers.max_connections``
         #: reached): the EstablishConnection is answered with CS set and this
         #: reason, then the session closes.
@@ -339,6 +342,7 @@ class PeerSession:
                 f"sent packets and nothing received for {self._ack_timeout:g} s"
             )
         if now >= self._last_user_packet + self.settings.idle_timeout:
+            self.closed_idle = True
             return self._close(f"idle: no user packet for {self.settings.idle_timeout:g} s")
         if self._ack_send_at is not None and now >= self._ack_send_at:
             self._ack_send_at = None

@@ -262,7 +262,8 @@ class Link:
                 # The session worked (its end is logged as peer_session_closed):
                 # reconnect after the shortest delay if there is still work.
                 self.failures = 0
-                self.last_error = connection.close_reason
+                # An idle close is a normal end; anything else is why it broke.
+                self.last_error = "" if connection.session.closed_idle else connection.close_reason
                 if not self.has_work():
                     continue
                 await self._back_off(connection.close_reason, failed=False)
@@ -342,6 +343,7 @@ class Link:
         self._changed()  # it answers: an earlier hop than a queue's may take it back
         await connection.acknowledged.wait()
         # It takes what it is sent: whatever failed before is over.
+        self.last_error = ""
         if self.down_since is not None:
             self.down_since = None
             self._changed()

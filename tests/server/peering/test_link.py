@@ -39,6 +39,8 @@ async def test_an_idle_session_closes_after_the_idle_timeout(
     assert {a_closed.reason, b_closed.reason} <= {idle, "the peer closed the connection"}
     # 30 s after the last user packet either way: B's OrderAck, 0.5 s after the message.
     assert 30.5 <= a_closed.at - sent <= 30.55
+    if a_closed.reason == idle:  # a normal end, not an error to show
+        assert a.link(b).last_error == ""
     # Nothing to send: the link does not reconnect.
     await trio.sleep(200)
     assert network.connections == [("qm-a", "qm-b")]
@@ -47,6 +49,20 @@ async def test_an_idle_session_closes_after_the_idle_timeout(
     await trio.sleep(400)
     assert (a.peering.outgoing, a.peering.links) == ({}, {})
     assert network.connections == [("qm-a", "qm-b")]
+
+
+async def test_a_session_that_works_clears_the_last_error(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a = await network.start("qm-a", 1901, ("peers.idle_timeout=30.0",))
+    await a.send(f"DIRECT=TCP:{HOST}:1902\\private$\\{QUEUE}", [b"one"])
+    [queue] = a.peering.outgoing.values()
+    await wait_until(lambda: queue.info().last_error != "", what="a failed attempt")
+    assert "cannot connect" in queue.info().last_error
+    b = await network.start("qm-b", 1902, ("peers.idle_timeout=30.0",))
+    await b.create_queue(QUEUE)
+    await deliver(a, b, [b"one"])
+    assert queue.info().last_error == ""
 
 
 async def test_two_destination_queues_share_the_link_each_in_order(
