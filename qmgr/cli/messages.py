@@ -68,7 +68,12 @@ F = TypeVar("F", bound=Callable[..., Any])
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     help="Read the body from this file.",
 )
-@click.option("--label", default="", help="The message label (at most 250 characters).")
+@click.option(
+    "--label",
+    default="",
+    help="The message label (at most 250 characters; to another queue manager, "
+    "249 UTF-16 units and no NUL).",
+)
 @count_option("Send this many messages, each with the body.")
 @click.option(
     "--transactional/--no-transactional",
@@ -430,7 +435,8 @@ def message_text(message: Message) -> str:
     )
     if message.message_class:
         about = message.acknowledged_id
-        header += f"\n    class {message.class_name}" + (f"  about {about}" if about else "")
+        shown = f"  about {about}" if about and about != message.id else ""
+        header += f"\n    class {message.class_name}{shown}"
     if message.abort_count or message.move_count:
         header += f"\n    aborted {message.abort_count}  moved {message.move_count}"
         if message.last_move_time is not None:

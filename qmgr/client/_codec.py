@@ -69,7 +69,8 @@ class SendOptions(TypedDict, total=False):
     """The message properties ``send()`` takes besides the destination and the body.
 
     Attributes:
-        label: at most 250 characters.
+        label: at most 250 characters (to another queue manager: at most 249
+            UTF-16 units, and no NUL).
         correlation_id: 20 bytes, or None.
         app_specific: an application-defined 32-bit value.
         priority: 0..7 (ignored by transactional queues). Default 3.

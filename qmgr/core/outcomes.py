@@ -73,6 +73,7 @@ from .addressing import Addressing
 from .errors import QueueManagerError
 from .final_acks import final_ack_op
 from .outgoing import EntryOrigin, RemoteDestination
+from .sends import fitted_for_wire
 
 __all__ = [
     "DEAD_LETTERS",
@@ -305,6 +306,8 @@ class Outcomes:
             # recoverable, so the peer's message-id history drops a resent copy.
             ack = self._ack(message, message_class, wall=wall, transactional=False)
             ack = ack.replace(delivery=1) if ack.delivery != 1 else ack
+            # The original may have been local only: its label or body may not fit a packet.
+            ack = fitted_for_wire(ack)
             return target.append_entry(
                 EntryOrigin.LOCAL, ack.raw, ack.body_size, transactional=False, recoverable=True
             )

@@ -35,6 +35,7 @@ __all__ = [
     "SendMode",
     "check_message",
     "check_remote_message",
+    "fitted_for_wire",
     "send_is_transactional",
 ]
 
@@ -117,6 +118,24 @@ def check_remote_message(message: MessageProperties) -> None:
             f"queue manager takes at most {_WIRE_LABEL_UNITS} units and no NUL"
         )
         raise InvalidArgument(msg)
+
+
+def fitted_for_wire(message: MessageProperties) -> MessageProperties:
+    """``message`` made to pass :func:`check_remote_message`, for what this queue
+    manager writes on its own to another one (an acknowledgment: it copies the
+    label, and a NACK the body, of a message that may only ever have been
+    local): the label without NUL and cut to 249 UTF-16 units, and the body
+    left out if the packet would be too large."""
+    label = message.label.replace("\x00", "")
+    encoded = label.encode("utf-16-le")
+    if len(encoded) > 2 * _WIRE_LABEL_UNITS:
+        # Cut on a unit boundary, and never between the halves of a surrogate pair.
+        label = encoded[: 2 * _WIRE_LABEL_UNITS].decode("utf-16-le", errors="ignore")
+    if label != message.label:
+        message = message.replace(label=label)
+    if len(message) + PACKET_HEADROOM > MAX_PACKET_SIZE:
+        message = message.replace(body=b"")
+    return message
 
 
 def send_is_transactional(

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import pytest
 
+import storage
 from qmgr.core import names
 from qmgr.core.errors import AccessDenied
 from qmgr.core.outcomes import acknowledgment_wanted, correlation_of, deadline_of
-from wire import MessageClass, MessageProperties
+from qmgr.core.outgoing import decode_entry
+from qmgr.core.sends import check_remote_message
+from wire import MAX_MESSAGE_BODY, MessageClass, MessageProperties
 
 from .conftest import OpenCore
 from .harness import (
@@ -87,6 +90,30 @@ def test_arrival_and_receipt_are_acknowledged_to_the_admin_queue(qm: CoreHarness
     assert qm.take("admin") is not None
     assert qm.take("admin") is not None
     assert classes(qm, "admin") == []
+
+
+def test_an_acknowledgment_for_another_queue_manager_is_fitted_to_a_packet(
+    qm: CoreHarness,
+) -> None:
+    """A local message may have a 250-character label, NUL in it, or a 4 MB body;
+    its acknowledgments to an admin queue on another queue manager copy them,
+    fitted to a packet, so that they go (they were unsendable and lost)."""
+    admin = "DIRECT=TCP:10.9.9.9:1801\\private$\\acks"
+    label = "l\x00" + "x" * 248
+    qm.send_tx("q", b"b" * MAX_MESSAGE_BODY, acknowledge=FULL, admin_queue=admin, label=label)
+    qm.purge("q")
+    qm.erase_all()  # reported as the purged messages are erased
+    [outgoing] = [q for q in qm.store.list_queues() if q.kind is storage.QueueKind.OUTGOING]
+    acks = [
+        MessageProperties.from_bytes(decode_entry(storage.message_payload(stored)).data.tobytes())
+        for _, stored in qm.store.read_range(outgoing.queue_id, limit=10)
+    ]
+    assert [(m.message_class, m.label, len(m.body)) for m in acks] == [
+        (MessageClass.ACK_REACH_QUEUE, "l" + "x" * 248, 0),
+        (MessageClass.NACK_Q_PURGED, "l" + "x" * 248, 0),  # its 4 MB body would not fit
+    ]
+    for ack in acks:
+        check_remote_message(ack)
 
 
 def test_an_aborted_receive_reports_nothing(qm: CoreHarness) -> None:

@@ -15,6 +15,7 @@ from qmgr.core.sends import (
     check_message,
     check_remote_message,
     fan_out_is_transactional,
+    fitted_for_wire,
     refused_copy,
     send_is_transactional,
 )
@@ -65,6 +66,32 @@ def test_a_label_for_another_queue_manager_fits_a_packet() -> None:
     for label in ("x" * 250, "a\x00b", "\U0001f600" * 125):
         with pytest.raises(InvalidArgument, match="UTF-16 units"):
             check_remote_message(MessageProperties(label=label))
+
+
+@pytest.mark.parametrize(
+    ("label", "fitted"),
+    [
+        ("x" * 250, "x" * 249),
+        ("a\x00b", "ab"),
+        ("\U0001f600" * 125, "\U0001f600" * 124),  # never half a surrogate pair
+        ("y" * 248 + "\U0001f600", "y" * 248),
+        ("fits", "fits"),
+    ],
+)
+def test_what_the_queue_manager_writes_to_another_is_fitted_to_a_packet(
+    label: str, fitted: str
+) -> None:
+    """An acknowledgment copies the label (and a NACK the body) of a message that
+    may only have been local: made to fit, it goes, instead of being unsendable."""
+    nack = MessageProperties(label=label, body=b"b" * MAX_MESSAGE_BODY, message_class=0xC000)
+    made = fitted_for_wire(nack)
+    check_remote_message(made)
+    assert (made.label, made.body) == (fitted, b"")
+    small = MessageProperties(label=label, body=b"kept")
+    assert fitted_for_wire(small).body == b"kept"
+    assert fitted_for_wire(MessageProperties(label="fits", body=b"kept")) == MessageProperties(
+        label="fits", body=b"kept"
+    )
 
 
 def test_a_message_for_another_queue_manager_must_fit_one_packet_with_its_headers() -> None:
