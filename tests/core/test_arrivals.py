@@ -330,3 +330,37 @@ def test_empty_refusals_and_refusals_not_yet_written_count_too(qm: CoreHarness) 
     qm.store.commit([storage.Unit(arrival.ops) for arrival in kept], now=WALL)
     assert _held(qm) <= 5000
     assert not arrivals.to_queue(empty, "missing", wall=WALL).kept
+
+
+def test_refusals_decided_meanwhile_count_until_they_are_written(qm: CoreHarness) -> None:
+    """Refusals decided in two windows, with only one of the first written between
+    them, keep no more than the limit in all."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=5000)
+    empty = packet("TCP:127.0.0.1:1901\\private$\\missing", body=b"")
+    first = [
+        a for a in (arrivals.to_queue(empty, "missing", wall=WALL) for _ in range(100)) if a.kept
+    ]
+    qm.store.commit([storage.Unit(first[0].ops)], now=WALL)
+    second = [
+        a for a in (arrivals.to_queue(empty, "missing", wall=WALL) for _ in range(100)) if a.kept
+    ]
+    assert second == []
+    qm.store.commit([storage.Unit(a.ops) for a in first[1:]], now=WALL)
+    assert _held(qm) <= 5000
+
+
+def test_arrivals_that_fit_their_quota_take_no_room_from_refusals(qm: CoreHarness) -> None:
+    """Each arrival to a queue with a quota carries the dead-letter copy to write
+    if the quota is full; accepted, it takes none of the refusals' room."""
+    qm.create("big", transactional=True, quota=10_000_000)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=5000)
+    accepted = packet("TCP:127.0.0.1:1901\\private$\\big")
+    for _ in range(20):
+        arrival = arrivals.to_queue(accepted, "big", wall=WALL)
+        assert arrival.refusal is None
+        qm.store.commit([storage.Unit(arrival.ops)], now=WALL)
+    assert _held(qm) == 0
+    refused = arrivals.to_queue(
+        packet("TCP:127.0.0.1:1901\\private$\\missing"), "missing", wall=WALL
+    )
+    assert (refused.refusal, refused.kept) == (MessageClass.NACK_BAD_DST_Q, True)
