@@ -106,6 +106,7 @@ class Config:
     max_waiting_receives_per_connection: int
     max_uncommitted_bytes: int
     max_frame_bytes: int
+    max_reply_bytes: int
     initial_map_size: int
     max_map_size: int | None
     reserve_size: int

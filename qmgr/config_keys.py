@@ -184,6 +184,7 @@ KEYS: Final[dict[tuple[str, str], Key]] = {
     ),
     ("limits", "max_uncommitted_bytes"): Key("max_uncommitted_bytes", int, _positive),
     ("limits", "max_frame_bytes"): Key("max_frame_bytes", int, _positive),
+    ("limits", "max_reply_bytes"): Key("max_reply_bytes", int, _positive),
     ("store", "initial_map_size"): Key("initial_map_size", int, _map_size),
     ("store", "max_map_size"): Key("max_map_size", int, _max_map_size),
     ("store", "reserve_size"): Key("reserve_size", int, _reserve_size),

@@ -493,16 +493,18 @@ class ClientConnection:
     # ------------------------------------------------------------------ output
 
     def send(self, request_id: int, reply: cf.ServerReply) -> None:
-        """Put a reply in the outbox; one too large for a frame of this connection
-        is answered ``LIMIT_EXCEEDED`` instead, saying so."""
+        """Put a reply in the outbox (as :meth:`encode_reply` encodes it)."""
+        self.send_bytes(self.encode_reply(request_id, reply))
+
+    def encode_reply(self, request_id: int, reply: cf.ServerReply) -> bytes:
+        """The frame of a reply; one too large for a frame of this connection is
+        answered ``LIMIT_EXCEEDED`` instead, saying so."""
         try:
-            frame = cf.encode_frame(
+            return cf.encode_frame(
                 request_id, reply, max_body=cf.max_reply_body(reply, self.version)
             )
         except cf.FrameTooLarge as exc:
-            frame = cf.encode_frame(request_id, _too_large(reply, exc, self.version))
-        self.outbox.append(frame)
-        self.outbox_bytes += len(frame)
+            return cf.encode_frame(request_id, _too_large(reply, exc, self.version))
 
     def send_bytes(self, frame: bytes) -> None:
         """Put a reply frame that is already encoded in the outbox."""

@@ -159,6 +159,7 @@ class Daemon:
             committer=committer,
             signals=signals,
             frames=MemoryBudget(config.max_frame_bytes, what="frames being received"),
+            replies=MemoryBudget(config.max_reply_bytes, what="large replies being written"),
             limits=from_config(ConnectionLimits, config),
             qm_name=config.name,
             qm_guid=store.qm_guid,

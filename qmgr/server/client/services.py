@@ -105,6 +105,9 @@ class Services:
     signals: QueueSignals
     #: Bytes of frames being received, for all connections together.
     frames: MemoryBudget
+    #: Bytes of large replies (over ``MAX_FRAME_BODY``) being written, for all
+    #: connections together.
+    replies: MemoryBudget
     limits: ConnectionLimits
     qm_name: str
     qm_guid: uuid.UUID

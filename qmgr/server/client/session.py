@@ -62,6 +62,8 @@ __all__ = ["FAREWELL_TIMEOUT", "RECEIVE_CHUNK", "ClientSession"]
 
 #: Bytes asked of the stream per read; frames larger than this reserve memory first.
 RECEIVE_CHUNK: Final = cc.LARGE_FRAME
+#: A reply frame larger than this is a large one (a whole list; see ``ClientSession._reply``).
+_LARGE_REPLY: Final = cf.HEADER_SIZE + cf.MAX_FRAME_BODY
 #: How long the error reply that ends a connection may take to write.
 FAREWELL_TIMEOUT: Final = 2.0
 #: The requests this daemon runs, with the protocol version each needs.
@@ -113,7 +115,7 @@ class ClientSession:
             services,
             conn_id=conn_id,
             log=log if principal is None else log.bind(principal=principal),
-            reply=connection.send,
+            reply=self._reply,
             reply_bytes=connection.send_bytes,
             flush=self._flush,
             principal=(
@@ -126,6 +128,8 @@ class ClientSession:
         self._outbox = connection.outbox
         self._on_authenticated = on_authenticated
         self._send_lock = trio.Lock()
+        #: Bytes of large replies in the outbox or being written (see :meth:`_reply`).
+        self._large_replies = 0
         self._cancel = trio.CancelScope()
         self._close_reason: str | None = None
 
@@ -180,6 +184,7 @@ class ClientSession:
             if reserved:
                 self.services.frames.release(reserved)
                 self.connection.reserved = 0
+            self._release_large_replies()
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
             context.log.info("connection_closed", reason=reason)
@@ -336,6 +341,33 @@ class ClientSession:
             scope.shield = True
             await self._flush()
 
+    def _reply(self, request_id: int, reply: cf.ServerReply) -> None:
+        """Put a reply in the outbox. One over ``MAX_FRAME_BODY`` (a whole list of
+        a large queue manager) takes room in the daemon-wide budget of large
+        replies until it is written; with none left, the request is answered
+        ``LIMIT_EXCEEDED``."""
+        connection = self.connection
+        frame = connection.encode_reply(request_id, reply)
+        size = len(frame)
+        if size > _LARGE_REPLY:
+            budget = self.services.replies
+            if budget.try_reserve(size):
+                self._large_replies += size
+            else:
+                refusal = budget.refusal(size)
+                self.context.log.warning("reply_refused", request_id=request_id, reason=refusal)
+                code = int(cf.ErrorCode.LIMIT_EXCEEDED)
+                frame = connection.encode_reply(
+                    request_id, cf.ErrorReply(code=code, message=refusal)
+                )
+        connection.send_bytes(frame)
+
+    def _release_large_replies(self) -> None:
+        """The large replies were written (or will never be): their room goes back."""
+        if self._large_replies:
+            self.services.replies.release(self._large_replies)
+            self._large_replies = 0
+
     async def _flush(self) -> None:
         """Write every queued reply, in order."""
         if not self._outbox:
@@ -349,6 +381,9 @@ class ClientSession:
         try:
             if not self._outbox:
                 return
+            written = self._large_replies  # all are in the outbox taken now
             await self.stream.send_all(self.connection.data_to_send())
+            self._large_replies -= written
+            self.services.replies.release(written)
         finally:
             lock.release()

@@ -45,6 +45,7 @@ async def open_services(
     limits: ConnectionLimits | None = None,
     core_limits: Limits | None = None,
     frame_budget: int = 64 << 20,
+    reply_budget: int = 256 << 20,
     thread: bool = False,
 ) -> AsyncIterator[Services]:
     """Services over a fresh store, with the committer running."""
@@ -61,6 +62,7 @@ async def open_services(
                 committer=committer,
                 signals=QueueSignals(),
                 frames=MemoryBudget(frame_budget, what="frames being received"),
+                replies=MemoryBudget(reply_budget, what="large replies being written"),
                 limits=limits or ConnectionLimits(),
                 qm_name="test",
                 qm_guid=store.qm_guid,
@@ -83,7 +85,8 @@ class FrameClient:
 
     def __init__(self, stream: trio.abc.Stream) -> None:
         self.stream = stream
-        self.decoder = cf.ClientFrameDecoder()
+        # As the SDK reads: whole lists of up to MAX_LIST_FRAME_BODY.
+        self.decoder = cf.ClientFrameDecoder(max_list_body=cf.MAX_LIST_FRAME_BODY)
         self._ids = itertools.count(1)
 
     async def send(self, *values: cf.ClientRequest) -> list[int]:

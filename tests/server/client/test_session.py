@@ -476,3 +476,42 @@ async def test_a_stopping_daemon_says_it_ended_the_connection_and_its_transactio
     events = {entry["event"]: entry for entry in logs}
     assert events["connection_closed"]["reason"] == "the queue manager is shutting down"
     assert events["transaction_aborted"]["reason"] == "the queue manager is shutting down"
+
+
+def _many_queues(count: int) -> tuple[cf.QueueInfo, ...]:
+    """``count`` queues with long names: 20,000 take over 4 MiB in a reply."""
+    one = cf.QueueInfo(
+        name="q" * 120,
+        format_name=".\\private$\\" + "q" * 120,
+        kind=int(cf.QueueKind.NORMAL),
+        transactional=True,
+        journal=False,
+        quota=None,
+        depth=0,
+        bytes=0,
+        locked=0,
+        created_at=1_600_000_000.0,
+    )
+    return (one,) * count
+
+
+@pytest.mark.parametrize("budget", [64 << 20, 1 << 20], ids=["room", "no-room"])
+async def test_a_large_reply_takes_room_in_the_daemon_wide_budget_until_written(
+    tmp_path: Path, budget: int, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A whole list over 4 MiB is held while it is written: the daemon-wide
+    budget of large replies bounds that memory, and a request finding no room
+    left is answered LIMIT_EXCEEDED (the connection goes on)."""
+    queues = _many_queues(20_000)
+    async with open_services(tmp_path, reply_budget=budget) as services:
+        services.queue_infos = lambda: queues
+        async with open_session(services) as conn:
+            reply = await conn.client.call(cf.ListQueues())
+            if budget > 8 << 20:
+                assert reply == cf.QueueList(queues=queues)
+            else:
+                refused = error(reply, cf.ErrorCode.LIMIT_EXCEEDED)
+                assert "large replies being written" in refused.message
+            assert services.replies.in_use == 0  # written, or never held
+            assert isinstance(await conn.client.call(cf.ListQueues()), cf.QueueList | cf.ErrorReply)
+        assert services.replies.in_use == 0
