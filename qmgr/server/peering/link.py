@@ -49,6 +49,7 @@ from qmgr.core.routes import HopState, endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
+from .close_reasons import PEER_CLOSED
 from .connection import ConnectionContext, PacketToSend, PeerConnection
 from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 from .outgoing_queue import OutgoingQueue
@@ -262,11 +263,13 @@ class Link:
                 # The session worked (its end is logged as peer_session_closed):
                 # reconnect after the shortest delay if there is still work.
                 self.failures = 0
-                # An idle close is a normal end; anything else is why it broke.
-                self.last_error = "" if connection.session.closed_idle else connection.close_reason
+                # An idle close, ours or the peer's, is a normal end; anything else
+                # is why it broke, shown until a session works again.
+                normal = connection.session.closed_idle or connection.close_reason == PEER_CLOSED
+                self.last_error = "" if normal else connection.close_reason
                 if not self.has_work():
                     continue
-                await self._back_off(connection.close_reason, failed=False)
+                await self._back_off(self.last_error, failed=False)
                 continue
             await self._back_off(connection.close_reason or "the session ended")
 

@@ -39,8 +39,7 @@ async def test_an_idle_session_closes_after_the_idle_timeout(
     assert {a_closed.reason, b_closed.reason} <= {idle, "the peer closed the connection"}
     # 30 s after the last user packet either way: B's OrderAck, 0.5 s after the message.
     assert 30.5 <= a_closed.at - sent <= 30.55
-    if a_closed.reason == idle:  # a normal end, not an error to show
-        assert a.link(b).last_error == ""
+    assert a.link(b).last_error == ""  # a normal end, whichever side closed: no error
     # Nothing to send: the link does not reconnect.
     await trio.sleep(200)
     assert network.connections == [("qm-a", "qm-b")]
@@ -49,6 +48,21 @@ async def test_an_idle_session_closes_after_the_idle_timeout(
     await trio.sleep(400)
     assert (a.peering.outgoing, a.peering.links) == ({}, {})
     assert network.connections == [("qm-a", "qm-b")]
+
+
+async def test_a_peer_that_closes_an_idle_session_first_leaves_no_error(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a = await network.start("qm-a", 1901, ("peers.idle_timeout=300.0",))
+    b = await network.start("qm-b", 1902, ("peers.idle_timeout=30.0",))
+    await b.create_queue(QUEUE)
+    await a.send(b.remote(QUEUE), [b"one"])
+    await deliver(a, b, [b"one"])
+    await wait_until(lambda: bool(a.closed), step=0.01)
+    [closed] = a.closed
+    assert closed.reason == "the peer closed the connection"
+    [queue] = a.peering.outgoing.values()
+    assert (queue.info().state, queue.info().last_error) == ("idle", "")
 
 
 async def test_a_session_that_works_clears_the_last_error(
