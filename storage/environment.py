@@ -34,16 +34,10 @@ keeps a *ballast* file next to the data (``storage.ballast``): when a
 removal finds no room, :meth:`release_ballast` deletes it and the removal is
 tried again in the space it leaves; :meth:`restore_ballast` puts it back.
 
-Opening. LMDB maps ``lock.mdb`` and ``data.mdb`` into memory, and a page
-of the map that the file cannot back (a file system that is full when the
-lock file is first touched, a ``data.mdb`` shorter than its last
-transaction says: a truncated copy) kills the process with SIGBUS, beyond
-any error handling. So before LMDB opens them, a new lock file gets its
-blocks with ``posix_fallocate`` (no space: :class:`StoreFull`), and an
-existing ``data.mdb`` must be as long as the last page its newest meta page
-names (shorter: :class:`StoreCorrupt`), and must not be empty: LMDB takes
-an empty ``data.mdb`` for a new environment, so a copy cut short before
-its first byte would silently become a new, empty store.
+Opening. Before LMDB maps the store's files, :mod:`storage.data_files`
+gives a new lock file its blocks, makes a new ``data.mdb`` durably and
+refuses an existing one that is truncated or empty (either would become
+SIGBUS or a silently new store).
 
 Errors. Every ``lmdb.Error`` and ``OSError`` becomes a ``StoreError`` here;
 a failed write is told apart as a full disk or a real I/O error by
@@ -56,7 +50,6 @@ import contextlib
 import fcntl
 import os
 import pathlib
-import struct
 import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -65,10 +58,10 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 import lmdb
 
 from .ballast import Ballast
+from .data_files import allocate_lock_file, check_data_file, create_data_file
 from .errors import (
     MapFull,
     StoreClosed,
-    StoreCorrupt,
     StoreError,
     StoreFull,
     StoreLocked,
@@ -239,8 +232,9 @@ class Environment:
 
     def _open(self, map_size: int) -> lmdb.Environment:
         action = f"open store {self.path}"
-        _check_data_file(self.path / "data.mdb")
-        _allocate_lock_file(self.path / "lock.mdb", action)
+        check_data_file(self.path / "data.mdb")
+        create_data_file(self.path, map_size)
+        allocate_lock_file(self.path / "lock.mdb", action)
         try:
             env = lmdb.open(
                 str(self.path),
@@ -515,77 +509,3 @@ def keys_between(cursor: lmdb.Cursor[Any], start: bytes, end: bytes) -> Iterator
             return
         yield key
         positioned = cursor.next()
-
-
-#: Bytes given to a new ``lock.mdb`` before LMDB maps it: its reader table
-#: (``_MAX_READERS`` slots of 64 bytes and a header) with room to spare.
-_LOCK_FILE_BYTES: Final = 64 * 1024
-#: LMDB's meta page: the magic number, and where the page size (the free
-#: database's ``md_pad``), the last page used and the transaction id lie in a
-#: meta page of a 64-bit build (a 16-byte page header, then ``MDB_meta``).
-_META_MAGIC: Final = 0xBEEFC0DE
-_META = struct.Struct("<I4x8x8xI92xQQ")
-
-
-def _allocate_lock_file(path: pathlib.Path, action: str) -> None:
-    """Give a new lock file its blocks before LMDB maps it (see the module docstring).
-
-    Raises:
-        StoreFull: the file system has no room for it.
-    """
-    if path.exists():
-        return
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            os.posix_fallocate(fd, 0, _LOCK_FILE_BYTES)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        raise translate_os_error(exc, action) from exc
-
-
-def _check_data_file(path: pathlib.Path) -> None:
-    """Refuse a ``data.mdb`` shorter than its newest transaction reaches (see
-    the module docstring), and an empty one, which LMDB would take for a new
-    environment; one too short to hold its meta pages, or whose meta pages
-    are not LMDB's, is left to LMDB (which refuses it cleanly).
-
-    Raises:
-        StoreCorrupt: it is truncated or empty.
-    """
-    try:
-        with path.open("rb") as data:
-            size = os.fstat(data.fileno()).st_size
-            head = data.read(2 * 65536)
-    except FileNotFoundError:
-        return
-    except OSError as exc:
-        raise translate_os_error(exc, f"open store {path.parent}") from exc
-    if size == 0:
-        msg = (
-            f"store {path.parent}: {path} is empty (0 bytes), as a copy or restore cut "
-            "short leaves it; it is not taken for a new store: restore a whole copy "
-            f"again (mdb_copy makes one of a running store), or remove {path} to start "
-            "a new, empty queue manager (a new GUID, no queues, no messages)"
-        )
-        raise StoreCorrupt(msg)
-    if len(head) < _META.size + 16:
-        return
-    magic, page_size, _, _ = _META.unpack_from(head, 16)
-    if magic != _META_MAGIC or page_size < 512 or len(head) < page_size + 16 + _META.size:
-        return
-    newest = max(
-        (_META.unpack_from(head, offset + 16) for offset in (0, page_size)),
-        key=lambda meta: meta[3] if meta[0] == _META_MAGIC else -1,
-    )
-    needed = (newest[2] + 1) * page_size
-    if size < needed:
-        msg = (
-            f"store {path.parent}: data.mdb is {size} bytes, but its last transaction "
-            f"uses pages up to {needed} bytes: the file is truncated (an incomplete "
-            "copy or restore?); restore a whole copy (mdb_copy makes one of a running store)"
-        )
-        raise StoreCorrupt(msg)
