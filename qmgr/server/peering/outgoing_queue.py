@@ -39,6 +39,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
+import trio
+
 import storage
 import wire
 from qmgr.core.confirmation import wants_confirmation
@@ -175,6 +177,8 @@ class OutgoingQueue:
         self.undeliverable: dict[int, wire.MessageClass] = {}
         #: A purge is being written: forgets wait for it (see ``OutgoingQueues``).
         self.purging = False
+        # Purges of the queue, one at a time (``purging`` stays set through each).
+        self._purge_lock = trio.Lock()
         self.last_order_ack: float | None = None
         #: Since when (``trio.current_time()``) the queue has been seen empty and
         #: without traffic, for its removal (None: not seen so, or traffic since).
@@ -441,6 +445,10 @@ class OutgoingQueue:
         forgotten first, with their reports (their delivery is not purged).
         Entries appended after the purge's write stay, even when they were
         loaded while it was written: they are sent, in order, after the hole."""
+        async with self._purge_lock:
+            return await self._purge()
+
+    async def _purge(self) -> int:
         unit = storage.Unit((storage.PurgeQueue(self.queue_id),))
         self.purging = True
         try:

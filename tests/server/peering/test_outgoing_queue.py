@@ -219,3 +219,40 @@ async def test_entries_appended_while_a_purge_is_written_are_sent_after_it(
     await a.send(b.remote(QUEUE), [b"later"])
     await deliver(a, b, [b"first", b"after-1", b"after-2", b"later"])
     await wait_until(settled(a), what="nothing left to send or forget")
+
+
+async def test_purges_of_one_queue_are_written_one_at_a_time(
+    first_delivered: tuple[Node, Node],
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The forgetter and the expirer leave a queue alone while a purge is written:
+    a second purge at the same time waits for the first, so that the queue counts
+    as being purged until both are done."""
+    a, b = first_delivered
+    [queue] = a.peering.outgoing.values()
+    await queue.set_paused(True)
+    await a.send(b.remote(QUEUE), [b"purged"])
+    submit = a.committer.submit
+    writing: list[bool] = []
+
+    async def slow_purge(unit: storage.Unit) -> storage.UnitOutcome:
+        if any(isinstance(op, storage.PurgeQueue) for op in unit.ops):
+            assert queue.purging
+            writing.append(True)
+            assert len(writing) == 1, "two purges written at once"
+            await trio.sleep(1)
+            writing.pop()
+        return await submit(unit)
+
+    monkeypatch.setattr(a.committer, "submit", slow_purge)
+    counts: list[int] = []
+
+    async def purge() -> None:
+        counts.append(await queue.purge())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(purge)
+        nursery.start_soon(purge)
+    assert sorted(counts) == [0, 1]
+    assert not queue.purging
