@@ -91,13 +91,13 @@ def _bracketed(host_port: str) -> str:
     """`` ([addr]:port)`` when ``host_port`` is an IPv6 address, a colon and a
     port written without brackets, else nothing."""
     host, _, port_text = host_port.rpartition(":")
-    if is_ipv6(host) and port_text.isdigit() and 0 < int(port_text) < 65536:
+    if is_ipv6(host) and port_text.isascii() and port_text.isdigit() and 0 < int(port_text) < 65536:
         return f" ([{host}]:{port_text})"
     return ""
 
 
 def _parse_port(port_text: str, text: str, lowest: int) -> int:
-    if not port_text.isdigit() or not lowest <= int(port_text) < 65536:
+    if not (port_text.isascii() and port_text.isdigit()) or not lowest <= int(port_text) < 65536:
         msg = f"{text!r}: {port_text!r} is not a TCP port"
         raise AddressError(msg)
     return int(port_text)

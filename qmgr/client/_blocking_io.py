@@ -53,7 +53,6 @@ import select
 import socket
 import ssl
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import Concatenate, Final, ParamSpec, TypeVar
 
@@ -309,7 +308,7 @@ class SocketConnection:
         """Write the whole output buffer and ``frame``, reading replies whenever the
         kernel is full (the buffer taken whole, ``data_to_send``, as the trio
         connection takes it)."""
-        out = self.proto.data_to_send(frame, now=time.monotonic())
+        out = self.proto.data_to_send(frame)
         if not out:
             return
         sock = self.sock
@@ -403,7 +402,7 @@ class TlsConnection(SocketConnection):
             raise self._lost(TimeoutError(msg))
 
     def _flush(self, frame: bytes | bytearray = b"") -> None:
-        out = self.proto.data_to_send(frame, now=time.monotonic())
+        out = self.proto.data_to_send(frame)
         if not out:
             return
         sock = self.sock

@@ -21,7 +21,7 @@ DEFAULT_PORT: Final = 1802
 #: Pipelined transactional sends are written once this many bytes are buffered,
 #: so that the daemon decodes the first while the client packs the next.
 PIPELINE_FLUSH_BYTES: Final = 16 * 1024
-#: ... and once the last write is this many seconds old (see ``ClientProtocol.flush_due``).
+#: ... and once the oldest of them is this many seconds old (see ``ClientProtocol.flush_due``).
 PIPELINE_FLUSH_AGE: Final = 1.0
 #: Size of one read from the socket.
 RECEIVE_SIZE: Final = 1024 * 1024

@@ -26,7 +26,7 @@ and the trio client are adapters around it that only move bytes and wait:
   daemon answers in order, so any failure of them comes first).
   ``pipeline_send`` says when the adapter should write ``out``: once it holds
   over ``PIPELINE_FLUSH_BYTES`` (16 KiB), at once for a send with a time
-  limit, and once the last write is over ``PIPELINE_FLUSH_AGE`` (1 s) old
+  limit, and once the oldest send in it is over ``PIPELINE_FLUSH_AGE`` (1 s) old
   (:meth:`~ClientProtocol.flush_due`); else it goes with the next request.
 * The adapter feeds every byte it reads to :meth:`~ClientProtocol.receive_data`.
   The core splits the stream into replies (``_codec.ReplyReader``): a
@@ -153,6 +153,7 @@ class ClientProtocol(Generic[W]):
     """
 
     __slots__ = (
+        "_buffered_since",
         "_closed_by_user",
         "_make_waiter",
         "_next_id",
@@ -161,7 +162,6 @@ class ClientProtocol(Generic[W]):
         "_refusal",
         "_stream_prefix",
         "_waiters",
-        "_written_at",
         "address",
         "broken",
         "out",
@@ -174,8 +174,9 @@ class ClientProtocol(Generic[W]):
     ) -> None:
         self.address = address
         self.out = bytearray()
-        #: The adapter's clock at the last :meth:`data_to_send` that gave it.
-        self._written_at = 0.0
+        #: The adapter's clock when the oldest pipelined send still in ``out`` was
+        #: packed (None: ``out`` holds none).
+        self._buffered_since: float | None = None
         self.pipelined: dict[int, TransactionState] = {}
         self.broken: ConnectionLost | None = None
         #: The protocol version agreed in the handshake (0 before it).
@@ -427,7 +428,7 @@ class ClientProtocol(Generic[W]):
         now: float,
     ) -> bool:
         """Pack a send in the transaction ``state`` into ``out``; True if ``out`` should go now
-        (``now``: the adapter's monotonic clock, the one it gives :meth:`data_to_send`).
+        (``now``: the adapter's monotonic clock).
 
         This is the client's hot path: one call per message, no objects
         besides the frame's bytes.
@@ -458,29 +459,29 @@ class ClientProtocol(Generic[W]):
         )
 
     def flush_due(self, now: float) -> bool:
-        """Whether ``out`` should go at ``now``, the last write being over
-        ``PIPELINE_FLUSH_AGE`` seconds old: the daemon stamps a send's time as it
-        reads it (a time limit counts from it), and a transaction it does not
-        hear from is idle."""
-        return now - self._written_at > PIPELINE_FLUSH_AGE
+        """Whether ``out`` should go at ``now``, a pipelined send having been packed
+        into it (the first since a write starts the clock): once the oldest is over
+        ``PIPELINE_FLUSH_AGE`` seconds old. The daemon stamps a send's time as it
+        reads it (a time limit counts from it), and a transaction it does not hear
+        from is idle."""
+        since = self._buffered_since
+        if since is None:
+            self._buffered_since = now
+            return False
+        return now - since > PIPELINE_FLUSH_AGE
 
     # ------------------------------------------------------------------
     # Bytes out, bytes in, replies
     # ------------------------------------------------------------------
 
-    def data_to_send(
-        self, frame: bytes | bytearray = b"", *, now: float | None = None
-    ) -> bytes | bytearray:
+    def data_to_send(self, frame: bytes | bytearray = b"") -> bytes | bytearray:
         """``out`` followed by ``frame``, to be written whole; ``out`` starts afresh.
-        ``now`` is the adapter's monotonic clock, from which :meth:`flush_due`
-        counts (None: the time of the last write is left as it was).
 
         Raises:
             ConnectionLost: the connection is unusable.
         """
         self.check_open()
-        if now is not None:
-            self._written_at = now
+        self._buffered_since = None
         out = self.out
         if not out:
             return frame

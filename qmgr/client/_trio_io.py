@@ -282,7 +282,7 @@ class StreamConnection:
     async def write(self, frame: bytes | bytearray = b"") -> None:
         """Write the output buffer and ``frame``, whole, in request order."""
         async with self._send_lock:
-            data = self.proto.data_to_send(frame, now=trio.current_time())
+            data = self.proto.data_to_send(frame)
             if not data:
                 return
             try:

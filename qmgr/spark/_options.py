@@ -17,6 +17,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from wire.addresses import AddressError, split_host_port
+
 if TYPE_CHECKING:
     from qmgr.client import QueueManager
 
@@ -233,12 +235,11 @@ def _text(values: Mapping[str, str], key: str) -> str | None:
 
 
 def _endpoint(text: str, option: str = "endpoint") -> str:
-    host, sep, port = text.rpartition(":")
-    if text.startswith("["):
-        ok = sep and host.endswith("]") and len(host) > 2
-    else:
-        ok = bool(sep and host and ":" not in host)
-    if not ok or not port.isdigit() or not 0 < int(port) < 65536:
+    try:
+        host, port = split_host_port(text)  # the daemon's and the SDK's rule
+    except AddressError:
+        host, port = "", None
+    if not host or port is None:
         what = "HOST:PORT" if option == "endpoint" else "HOST:PORT,HOST:PORT,... each"
         msg = (
             f"the option {option!r} must be {what} with a port from 1 to 65535 "

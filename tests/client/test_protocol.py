@@ -168,24 +168,22 @@ def test_a_send_with_a_time_limit_asks_for_a_write_at_once(options: SendOptions)
     state = begin(proto)
     assert pipeline_send(proto, state) is False
     assert proto.pipeline_send(state, "q", b"timed", options, NOW) is True
-    proto.data_to_send(now=NOW)
+    proto.data_to_send()
     unlimited: SendOptions = {"time_to_be_received": None}
     assert proto.pipeline_send(state, "q", b"unlimited", unlimited, NOW) is False
 
 
-def test_pipelined_sends_go_once_the_last_write_is_a_second_old() -> None:
-    """A transaction that keeps sending small messages is not idle to the daemon."""
+def test_pipelined_sends_go_once_the_oldest_is_a_second_old() -> None:
+    """A transaction that keeps sending small messages is not idle to the daemon;
+    one that sends now and then still packs its Begin, send and Commit together."""
     proto = new_protocol()
     state = begin(proto)
-    proto.data_to_send(now=NOW)
-    assert pipeline_send(proto, state) is False
-    assert not proto.flush_due(NOW + PIPELINE_FLUSH_AGE)
-    later = NOW + PIPELINE_FLUSH_AGE + 0.1
-    assert proto.flush_due(later)
-    assert proto.pipeline_send(state, "q", b"body", {}, later) is True
-    proto.data_to_send(now=later)
-    assert not proto.flush_due(later)
-    assert proto.pipeline_send(state, "q", b"body", {}, later + 0.5) is False
+    later = NOW + 100.0  # long after the last write: the first send starts the clock
+    assert proto.pipeline_send(state, "q", b"first", {}, later) is False
+    assert proto.pipeline_send(state, "q", b"soon", {}, later + PIPELINE_FLUSH_AGE) is False
+    assert proto.pipeline_send(state, "q", b"late", {}, later + PIPELINE_FLUSH_AGE + 0.1) is True
+    proto.data_to_send()
+    assert proto.pipeline_send(state, "q", b"next", {}, later + 5.0) is False  # clock again
 
 
 def test_one_large_send_asks_for_a_write_at_once() -> None:

@@ -54,6 +54,9 @@ def test_options_every_value() -> None:
         ({"endpoint": "localhost"}, "must be HOST:PORT"),
         ({"endpoint": "host:99999"}, "must be HOST:PORT"),
         ({"endpoint": "a:b:1802"}, "must be HOST:PORT"),
+        ({"endpoint": "::1:1802"}, "must be HOST:PORT"),  # an IPv6 address with a port: [::1]:1802
+        ({"endpoint": "[qm]:1802"}, "must be HOST:PORT"),
+        ({"endpoint": "host:\u00b2"}, "must be HOST:PORT"),
         ({"maxMessagesPerTrigger": "0"}, "'maxMessagesPerTrigger' must be an integer >= 1"),
         ({"maxMessagesPerTrigger": "ten"}, "'maxMessagesPerTrigger' must be an integer >= 1"),
         ({"partitions": "0"}, "'partitions' must be an integer from 1 to 1024"),

@@ -39,6 +39,12 @@ def test_split_host_port(text: str, expected: tuple[str, int | None]) -> None:
         ("h:0", "'h:0': '0' is not a TCP port"),
         ("h:x", "'h:x': 'x' is not a TCP port"),
         ("h:70000", "'h:70000': '70000' is not a TCP port"),
+        # Digits to str.isdigit, but not ASCII ones: no port.
+        ("h:\u00b2", "'h:\u00b2': '\u00b2' is not a TCP port"),
+        (
+            "h:\u0661\u0668\u0660\u0661",
+            "'h:\u0661\u0668\u0660\u0661': '\u0661\u0668\u0660\u0661' is not a TCP port",
+        ),
     ],
 )
 def test_a_bad_address_says_why(text: str, message: str) -> None:
