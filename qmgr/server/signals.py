@@ -69,9 +69,7 @@ class QueueSignals:
                 event.set()
 
     def notify_all(self) -> None:
-        """Wake every waiting reader: the daemon is stopping, or permissions
-        changed (each waiting receive checks its right again as it wakes, and a
-        receive whose event is set is handed no message meanwhile)."""
+        """Wake every waiting reader (shutdown)."""
         self.notify(list(self._events))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Final
 
 import storage
+from qmgr.core import names
 from qmgr.core.errors import InvalidArgument
 from qmgr.core.permissions import Acl, Right, acl_entry, rights_names
 from storage import QueueRecord
@@ -26,6 +27,9 @@ from ..request_context import RequestContext, required
 __all__ = ["HANDLERS"]
 
 HANDLERS: Final = Registry()
+
+#: A queue's list governs the queue, its journal and its subqueues.
+_GOVERNED_SUFFIXES: Final = ("", names.JOURNAL_SUFFIX, *names.SUBQUEUE_SUFFIXES)
 
 
 def _authorization(ctx: RequestContext) -> Authorization:
@@ -61,8 +65,11 @@ async def change_permissions(
     acl, write = authorization.changed_acl(record, entry, grant, revoke)
     await ctx.write_checked(storage.Unit((write,)))
     authorization.written(write)
-    # Receives already waiting check their right again, and stop if it is gone.
-    ctx.services.signals.notify_all()
+    # Receives already waiting on the queues the list governs check their right
+    # again, and stop if it is gone.
+    store = ctx.services.core.store
+    governed = (store.get_queue(record.name + suffix) for suffix in _GOVERNED_SUFFIXES)
+    ctx.services.signals.notify([q.queue_id for q in governed if q is not None])
     ctx.log.info(
         "permissions_changed",
         queue=record.name,
