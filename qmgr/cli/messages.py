@@ -435,8 +435,7 @@ def message_text(message: Message) -> str:
     )
     if message.message_class:
         about = message.acknowledged_id
-        shown = f"  about {about}" if about and about != message.id else ""
-        header += f"\n    class {message.class_name}{shown}"
+        header += f"\n    class {message.class_name}" + (f"  about {about}" if about else "")
     if message.abort_count or message.move_count:
         header += f"\n    aborted {message.abort_count}  moved {message.move_count}"
         if message.last_move_time is not None:

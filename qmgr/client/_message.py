@@ -12,7 +12,7 @@ import datetime as _dt
 import enum
 import uuid
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from wire import MessageProperties, format_message_id
 from wire import client as cf
@@ -51,9 +51,6 @@ class QueueKind(enum.StrEnum):
     DEADXACT = "deadxact"  #: ``system$;deadxact``: dead transactional messages
     SUBQUEUE = "subqueue"  #: ``NAME;retry``, ``NAME;poison``: where poison handling moves messages
 
-
-#: The dead-letter queues, whose copies carry the class of their own fate.
-_DEAD_LETTER_QUEUES: Final = frozenset(("system$;deadletter", "system$;deadxact"))
 
 _KINDS = {
     int(cf.QueueKind.NORMAL): QueueKind.NORMAL,
@@ -169,19 +166,12 @@ class Message:
 
     @property
     def acknowledged_id(self) -> str | None:
-        """For an acknowledgment, the id of the message it is about (its
-        correlation id, ``"{guid}\\ordinal"``); for a copy in a dead-letter queue
-        (``system$;deadletter``, ``system$;deadxact``), its own id: its class says
-        what befell the message itself, and its correlation id is still the
-        application's. Else None."""
+        """For an acknowledgment (or a dead-letter copy's report), the id of the
+        message it is about (its correlation id, ``"{guid}\\ordinal"``); else None."""
         value = self.properties.message_class
-        is_ack = value in (0x0002, 0x4000) or value & 0x8000
-        if not is_ack:
-            return None
-        if self.queue.lower() in _DEAD_LETTER_QUEUES:
-            return self.id
         correlation = self.properties.correlation_id
-        if len(correlation) != 20:
+        is_ack = value in (0x0002, 0x4000) or value & 0x8000
+        if not is_ack or len(correlation) != 20:
             return None
         return format_message_id(correlation[:16], int.from_bytes(correlation[16:], "little"))
 

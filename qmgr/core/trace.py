@@ -201,13 +201,9 @@ class Tracer:
             return _outgoing_finding(queue, lookup_id, arrived, payload, hops)
         message = MessageProperties.from_bytes(payload)
         if bytes(payload[_ID]) != key:
-            # A dead-letter copy's class is its own fate; its correlation id is
-            # the application's (a response names its request so): not an
-            # acknowledgment of the message traced.
-            acknowledgment = bool(message.message_class) and queue.kind not in _DEAD_LETTER_KINDS
-            about = "acknowledgment" if acknowledgment else "correlated message"
+            about = "acknowledgment" if message.message_class else "correlated message"
             return Finding(
-                "acknowledgment" if acknowledgment else "correlated",
+                "acknowledgment" if message.message_class else "correlated",
                 name,
                 message.sent_time,
                 message.message_class,
@@ -231,10 +227,6 @@ class Tracer:
         if queue.name in (names.DEADXACT, names.DEADLETTER, names.SYSTEM_JOURNAL):
             name = queue.name
         return Finding(kind, name, arrived, message.message_class, detail)
-
-
-#: The queues whose messages are copies kept for their own fate.
-_DEAD_LETTER_KINDS: Final = frozenset((QueueKind.DEADLETTER, QueueKind.DEADXACT))
 
 
 def _outgoing_finding(

@@ -111,20 +111,6 @@ def test_an_acknowledgment_names_the_message_it_is_about() -> None:
     assert ack.class_name == "ACK_REACH_QUEUE"
 
 
-@pytest.mark.parametrize("queue", ["system$;deadletter", "system$;deadxact", "SYSTEM$;DEADXACT"])
-def test_a_dead_letter_copy_is_about_itself_whatever_its_correlation_id(queue: str) -> None:
-    """A copy keeps the application's correlation id (here, a request's id, as a
-    response has): it is no acknowledgment of that request."""
-    request = GUID.bytes + (7).to_bytes(4, "little")
-    expired = PROPERTIES.replace(
-        message_class=0xC001, correlation_id=request
-    )  # NACK_RECEIVE_TIMEOUT
-    copy = Message.from_wire(dataclasses.replace(QUEUED, queue=queue, message=expired))
-    assert copy.acknowledged_id == copy.id == f"{{{GUID}}}\\42"
-    plain = Message.from_wire(dataclasses.replace(QUEUED, queue=queue, message=PROPERTIES))
-    assert plain.acknowledged_id is None  # no class: nothing befell it
-
-
 def test_an_unknown_delivery_value_reads_as_recoverable() -> None:
     assert _message(MessageProperties(delivery=7)).delivery is Delivery.RECOVERABLE
 

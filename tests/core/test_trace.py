@@ -81,25 +81,6 @@ def test_a_received_message_is_in_its_journal_and_a_dead_letter_in_its_queue(
     )
 
 
-def test_a_dead_response_that_names_its_request_is_no_acknowledgment_of_it(
-    qm: CoreHarness,
-) -> None:
-    """A response correlates with its request; when the response expires into the
-    dead-letter queue, the request's trace shows it as correlated, not as a NACK
-    of the request (which is still waiting)."""
-    qm.send_tx("q", b"request")
-    [(_, stored)] = qm.store.read_range(qm.core.queue("q").queue_id, limit=10)
-    request = MessageProperties.from_bytes(storage.message_payload(stored)).message_id
-    about = uuid.UUID(request[1:37]).bytes + int(request[39:]).to_bytes(4, "little")
-    qm.send_tx("q", b"response", journal=DEADLETTER, time_to_be_received=5, correlation_id=about)
-    expire(qm, WALL + 5)
-    found = sorted((f.kind, f.place, f.message_class) for f in trace(qm, request))
-    assert found == [
-        ("correlated", names.DEADXACT, MessageClass.NACK_RECEIVE_TIMEOUT),
-        ("queue", "q", 0),
-    ]
-
-
 def test_one_of_ours_on_its_way_and_its_copy_awaiting_confirmation(qm: CoreHarness) -> None:
     far = "DIRECT=TCP:10.9.9.9:1801\\private$\\orders"
     qm.send_tx(

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from reply_kit import long_queue_list
 
 from qmgr.protocol.client_connection import (
     AUTHENTICATE_FIRST,
@@ -526,33 +527,16 @@ def test_garbage_never_raises(chunks: list[bytes], greet: bool) -> None:
 # ---------------------------------------------------------------------- replies too large
 
 
-def _queues(count: int) -> cf.QueueList:
-    """``count`` queues with long names: 20,000 take over 4 MiB, 300,000 over 64 MiB."""
-    one = cf.QueueInfo(
-        name="q" * 120,
-        format_name=".\\private$\\" + "q" * 120,
-        kind=int(cf.QueueKind.NORMAL),
-        transactional=True,
-        journal=False,
-        quota=None,
-        depth=0,
-        bytes=0,
-        locked=0,
-        created_at=1_600_000_000.0,
-    )
-    return cf.QueueList(queues=(one,) * count)
-
-
 def test_a_whole_list_over_4_mib_goes_to_a_client_of_version_9() -> None:
     connection = greeted(version=cf.LARGE_LISTS_VERSION)
-    queues = _queues(20_000)
+    queues = cf.QueueList(queues=long_queue_list(20_000))
     connection.send(3, queues)
     assert replies(connection) == [cf.Frame(request_id=3, value=queues)]
 
 
 def test_a_list_too_large_for_an_older_client_is_limit_exceeded() -> None:
     connection = greeted(version=cf.LARGE_LISTS_VERSION - 1)
-    connection.send(3, _queues(20_000))
+    connection.send(3, cf.QueueList(queues=long_queue_list(20_000)))
     [reply] = replies(connection)
     assert reply.request_id == 3
     assert isinstance(reply.value, cf.ErrorReply)
@@ -569,7 +553,7 @@ def test_a_list_too_large_for_an_older_client_is_limit_exceeded() -> None:
 def test_a_list_over_the_largest_frame_is_limit_exceeded(monkeypatch: pytest.MonkeyPatch) -> None:
     connection = greeted()
     monkeypatch.setattr(cf, "max_reply_body", lambda reply, version: 100)  # as over 64 MiB
-    connection.send(3, _queues(2))
+    connection.send(3, cf.QueueList(queues=long_queue_list(2)))
     [reply] = replies(connection)
     assert isinstance(reply.value, cf.ErrorReply)
     assert reply.value.code == cf.ErrorCode.LIMIT_EXCEEDED

@@ -139,7 +139,7 @@ def test_oversized_declared_frame_is_refused_before_it_is_sent(
         ("bad magic", cf.encode_frame(1, cf.Hello()).replace(b"QMGR", b"QMGX"), "Hello"),
         (
             "unsupported version",
-            cf.encode_frame(1, cf.Hello(min_version=9, max_version=10)),
+            cf.encode_frame(1, cf.Hello(min_version=10, max_version=11)),
             "",
         ),
     ],

@@ -30,6 +30,7 @@ from kit import (
     open_services,
     open_session,
 )
+from reply_kit import long_queue_list
 
 from qmgr.protocol.client_connection import OUTBOX_FLUSH_BYTES
 from qmgr.server.client.authorization import Authorization
@@ -478,23 +479,6 @@ async def test_a_stopping_daemon_says_it_ended_the_connection_and_its_transactio
     assert events["transaction_aborted"]["reason"] == "the queue manager is shutting down"
 
 
-def _many_queues(count: int) -> tuple[cf.QueueInfo, ...]:
-    """``count`` queues with long names: 20,000 take over 4 MiB in a reply."""
-    one = cf.QueueInfo(
-        name="q" * 120,
-        format_name=".\\private$\\" + "q" * 120,
-        kind=int(cf.QueueKind.NORMAL),
-        transactional=True,
-        journal=False,
-        quota=None,
-        depth=0,
-        bytes=0,
-        locked=0,
-        created_at=1_600_000_000.0,
-    )
-    return (one,) * count
-
-
 @pytest.mark.parametrize("budget", [64 << 20, 1 << 20], ids=["room", "no-room"])
 async def test_a_large_reply_takes_room_in_the_daemon_wide_budget_until_written(
     tmp_path: Path, budget: int, autojump_clock: trio.testing.MockClock
@@ -502,7 +486,7 @@ async def test_a_large_reply_takes_room_in_the_daemon_wide_budget_until_written(
     """A whole list over 4 MiB is held while it is written: the daemon-wide
     budget of large replies bounds that memory, and a request finding no room
     left is answered LIMIT_EXCEEDED (the connection goes on)."""
-    queues = _many_queues(20_000)
+    queues = long_queue_list(20_000)
     async with open_services(tmp_path, reply_budget=budget) as services:
         services.queue_infos = lambda: queues
         async with open_session(services) as conn:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import struct
 import uuid
 
 import hypothesis.strategies as st
 import pytest
 from hypothesis import given, settings
-from wire_samples import PROPERTIES, QUEUE_INFO
+from reply_kit import long_queue_list
+from wire_samples import PROPERTIES
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client as cf
@@ -136,14 +136,8 @@ def test_the_largest_declared_size_is_accepted() -> None:
     assert decoder.in_frame
 
 
-def _large_queue_list() -> cf.QueueList:
-    """A queue list whose body is over ``MAX_FRAME_BODY`` (tens of thousands of queues)."""
-    one = dataclasses.replace(QUEUE_INFO, name="q" * 120, format_name=".\\private$\\" + "q" * 120)
-    return cf.QueueList(queues=(one,) * 20_000)
-
-
 def test_a_whole_list_reply_may_be_large_from_version_9() -> None:
-    queues = _large_queue_list()
+    queues = cf.QueueList(queues=long_queue_list(20_000))
     assert cf.max_reply_body(queues, cf.LARGE_LISTS_VERSION - 1) == cf.MAX_FRAME_BODY
     assert cf.max_reply_body(queues, cf.LARGE_LISTS_VERSION) == cf.MAX_LIST_FRAME_BODY
     assert cf.max_reply_body(cf.Ok(value=1), cf.LARGE_LISTS_VERSION) == cf.MAX_FRAME_BODY
