@@ -569,19 +569,26 @@ class ClientConnection:
 
 
 def _too_large(reply: cf.ServerReply, exc: cf.FrameTooLarge, version: int) -> cf.ErrorReply:
-    """The error that answers a request whose reply cannot be sent in one frame."""
+    """The error that answers a request whose reply cannot be sent in one frame,
+    with what may help: a newer client, when the reply would fit its frames;
+    else where else to read it."""
     message = (
         f"the reply ({type(reply).__name__}) would be {exc.size} bytes, over the "
         f"{exc.limit}-byte limit of a frame"
     )
-    if version < cf.LARGE_LISTS_VERSION and exc.limit < cf.max_reply_body(
-        reply, cf.LARGE_LISTS_VERSION
+    elsewhere = (
+        "ask for one distribution list at a time (qmgr dl list NAME)"
+        if isinstance(reply, cf.ListInfoList)
+        else "read it over HTTP (/api/v1)"
+    )
+    if exc.size <= cf.max_reply_body(reply, cf.LARGE_LISTS_VERSION) and version < (
+        cf.LARGE_LISTS_VERSION
     ):
         message += (
             f" at protocol version {version}: upgrade the client (from version "
             f"{cf.LARGE_LISTS_VERSION}, lists of up to {cf.MAX_LIST_FRAME_BODY} bytes), or "
-            "read it over HTTP (/api/v1)"
+            f"{elsewhere}"
         )
     else:
-        message += ": read it over HTTP (/api/v1)"
+        message += f": {elsewhere}"
     return cf.ErrorReply(code=int(cf.ErrorCode.LIMIT_EXCEEDED), message=message)

@@ -560,3 +560,29 @@ def test_a_list_over_the_largest_frame_is_limit_exceeded(monkeypatch: pytest.Mon
     assert reply.value.message.endswith(
         "over the 100-byte limit of a frame: read it over HTTP (/api/v1)"
     )
+
+
+def test_an_older_client_is_told_to_upgrade_only_when_that_would_help(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    connection = greeted(version=cf.LARGE_LISTS_VERSION - 1)
+    monkeypatch.setattr(cf, "max_reply_body", lambda reply, version: 100)  # as over 64 MiB
+    connection.send(3, cf.QueueList(queues=long_queue_list(2)))
+    [reply] = replies(connection)
+    assert isinstance(reply.value, cf.ErrorReply)
+    assert "upgrade" not in reply.value.message
+    assert reply.value.message.endswith(": read it over HTTP (/api/v1)")
+
+
+def test_distribution_lists_too_large_are_asked_for_one_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    connection = greeted()
+    monkeypatch.setattr(cf, "max_reply_body", lambda reply, version: 10)
+    lists = cf.ListInfoList(lists=(cf.ListInfo(name="big", targets=("q",)),))
+    connection.send(3, lists)
+    [reply] = replies(connection)
+    assert isinstance(reply.value, cf.ErrorReply)
+    assert reply.value.message.endswith(
+        ": ask for one distribution list at a time (qmgr dl list NAME)"
+    )

@@ -257,6 +257,8 @@ class ClientSession:
             connection.frame_reserved()
         elif isinstance(event, cc.Greeted):
             context.version = event.version
+            # Which clients are older (a version 8 SDK reads lists of 4 MiB at most).
+            context.log = context.log.bind(protocol=event.version)
             if event.client_name:
                 context.log = context.log.bind(client=event.client_name)
             if event.admitted:
