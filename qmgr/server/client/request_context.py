@@ -114,6 +114,9 @@ class RequestContext:
     flush: Callable[[], Awaitable[None]]
     #: Who the client is, with its groups (None: nobody, or no permissions kept).
     principal: Principal | None = None
+    #: Put a whole-list reply in the outbox, encoding a long one away from the
+    #: event loop (None: as :attr:`reply` does; see :meth:`reply_whole_list`).
+    reply_list: Callable[[int, cf.ServerReply], Awaitable[None]] | None = None
     #: The protocol version agreed in the Hello.
     version: int = 0
     #: Open transactions, by the id this connection knows them by.
@@ -170,6 +173,16 @@ class RequestContext:
         return AccessDenied(why)
 
     # ------------------------------------------------------------------ replies
+
+    async def reply_whole_list(self, request_id: int, reply: cf.ServerReply) -> None:
+        """Put a reply that lists everything of a kind (queues, status, outgoing
+        queues, distribution lists) in the outbox: a queue manager with tens of
+        thousands of them takes seconds to encode it, which the session does in
+        a worker thread so that other connections and peers are served meanwhile."""
+        if self.reply_list is None:
+            self.reply(request_id, reply)
+        else:
+            await self.reply_list(request_id, reply)
 
     def reply_error(self, request_id: int, error: QueueManagerError) -> None:
         """Put an error reply in the outbox."""

@@ -64,6 +64,24 @@ __all__ = ["FAREWELL_TIMEOUT", "RECEIVE_CHUNK", "ClientSession"]
 RECEIVE_CHUNK: Final = cc.LARGE_FRAME
 #: A reply frame larger than this is a large one (a whole list; see ``ClientSession._reply``).
 _LARGE_REPLY: Final = cf.HEADER_SIZE + cf.MAX_FRAME_BODY
+#: A whole list of more entries than this is encoded in a worker thread.
+_ENCODE_AWAY: Final = 2_000
+
+
+def _entries(reply: cf.ServerReply) -> int:
+    """How many entries a whole-list reply holds (0 for any other reply)."""
+    match reply:
+        case cf.QueueList():
+            return len(reply.queues)
+        case cf.StatusInfo():
+            return len(reply.queues) + len(reply.outgoing) + len(reply.incoming)
+        case cf.OutgoingList():
+            return len(reply.outgoing)
+        case cf.ListInfoList():
+            return sum(1 + len(found.targets) for found in reply.lists)
+    return 0
+
+
 #: How long the error reply that ends a connection may take to write.
 FAREWELL_TIMEOUT: Final = 2.0
 #: The requests this daemon runs, with the protocol version each needs.
@@ -116,6 +134,7 @@ class ClientSession:
             conn_id=conn_id,
             log=log if principal is None else log.bind(principal=principal),
             reply=self._reply,
+            reply_list=self._reply_list,
             reply_bytes=connection.send_bytes,
             flush=self._flush,
             principal=(
@@ -348,8 +367,20 @@ class ClientSession:
         a large queue manager) takes room in the daemon-wide budget of large
         replies until it is written; with none left, the request is answered
         ``LIMIT_EXCEEDED``."""
+        self._queue_reply(request_id, self.connection.encode_reply(request_id, reply))
+
+    async def _reply_list(self, request_id: int, reply: cf.ServerReply) -> None:
+        """:meth:`_reply` for a whole list: one of more than ``_ENCODE_AWAY``
+        entries is encoded in a worker thread, so that the event loop serves
+        the other connections and the peers meanwhile."""
+        if _entries(reply) <= _ENCODE_AWAY:
+            self._reply(request_id, reply)
+            return
+        frame = await trio.to_thread.run_sync(self.connection.encode_reply, request_id, reply)
+        self._queue_reply(request_id, frame)
+
+    def _queue_reply(self, request_id: int, frame: bytes) -> None:
         connection = self.connection
-        frame = connection.encode_reply(request_id, reply)
         size = len(frame)
         if size > _LARGE_REPLY:
             budget = self.services.replies

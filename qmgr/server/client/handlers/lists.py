@@ -55,13 +55,9 @@ async def delete_list(ctx: RequestContext, request_id: int, request: cf.DeleteLi
 
 
 @HANDLERS.handles(cf.GetLists, need=OPEN)
-def get_lists(ctx: RequestContext, request_id: int, request: cf.GetLists) -> None:
+async def get_lists(ctx: RequestContext, request_id: int, request: cf.GetLists) -> None:
     """One list, or every list."""
     lists = ctx.services.core.lists
     found = [lists.get(request.name)] if request.name else lists.all()
-    ctx.reply(
-        request_id,
-        cf.ListInfoList(
-            lists=tuple(cf.ListInfo(name=f.display_name, targets=f.targets) for f in found)
-        ),
-    )
+    infos = tuple(cf.ListInfo(name=f.display_name, targets=f.targets) for f in found)
+    await ctx.reply_whole_list(request_id, cf.ListInfoList(lists=infos))

@@ -38,9 +38,10 @@ def _peering(ctx: RequestContext) -> PeeringControl:
 
 
 @HANDLERS.handles(cf.ListOutgoing, need=OPEN)
-def list_outgoing(ctx: RequestContext, request_id: int, request: cf.ListOutgoing) -> None:
+async def list_outgoing(ctx: RequestContext, request_id: int, request: cf.ListOutgoing) -> None:
     """Every outgoing queue."""
-    ctx.reply(request_id, cf.OutgoingList(outgoing=_peering(ctx).outgoing_infos()))
+    outgoing = cf.OutgoingList(outgoing=_peering(ctx).outgoing_infos())
+    await ctx.reply_whole_list(request_id, outgoing)
 
 
 @HANDLERS.handles(cf.GetRouting, need=OPEN)

@@ -86,16 +86,17 @@ async def purge_queue(ctx: RequestContext, request_id: int, request: cf.PurgeQue
 
 
 @HANDLERS.handles(cf.ListQueues, need=OPEN)
-def list_queues(ctx: RequestContext, request_id: int, request: cf.ListQueues) -> None:
+async def list_queues(ctx: RequestContext, request_id: int, request: cf.ListQueues) -> None:
     """Every queue with its counters."""
-    ctx.reply(request_id, cf.QueueList(queues=for_version(ctx, ctx.services.queue_infos())))
+    queues = for_version(ctx, ctx.services.queue_infos())
+    await ctx.reply_whole_list(request_id, cf.QueueList(queues=queues))
 
 
 @HANDLERS.handles(cf.GetStatus, need=OPEN)
-def get_status(ctx: RequestContext, request_id: int, request: cf.GetStatus) -> None:
+async def get_status(ctx: RequestContext, request_id: int, request: cf.GetStatus) -> None:
     """The queue manager's identity, activity counters and queues."""
     status = ctx.services.status()
     queues = for_version(ctx, status.queues)
     if queues is not status.queues:
         status = dataclasses.replace(status, queues=queues)
-    ctx.reply(request_id, status)
+    await ctx.reply_whole_list(request_id, status)
