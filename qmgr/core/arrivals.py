@@ -131,9 +131,6 @@ class Arrivals:
     _destinations: dict[str, tuple[str | None, RemoteDestination | None]] = field(
         default_factory=dict, init=False, repr=False
     )
-    # Per dead-letter queue: what the store said it held when last asked, and what
-    # the refusals decided but (as far as is known) not yet written add.
-    _rejected: dict[int, tuple[int, int]] = field(default_factory=dict, init=False, repr=False)
 
     def destination(self, packet: UserMessage) -> tuple[str | None, RemoteDestination | None]:
         """The local queue key a packet is addressed to, or the remote destination.
@@ -214,10 +211,7 @@ class Arrivals:
             append = Together((append, *reports))
         if record.quota is None:
             return Arrival((append,), queue_key)
-        # Written only if the append finds the quota full: room is checked, not taken.
-        fallback, _ = self._refusal(
-            message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note, reserve=False
-        )
+        fallback, _ = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
         otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
         return Arrival((Attempt(append, otherwise),), queue_key)
 
@@ -253,51 +247,32 @@ class Arrivals:
         return self._store.relayed_entry(record.queue_id, relay_id(packet)) is not None
 
     def _refusal(
-        self,
-        message: MessageProperties,
-        message_class: int,
-        wall: float,
-        note: bytes,
-        *,
-        reserve: bool = True,
+        self, message: MessageProperties, message_class: int, wall: float, note: bytes
     ) -> tuple[tuple[Operation, ...], bool]:
         """A refused message kept in the dead-letter queue with ``message_class``
         while it has room for refusals, and the reports it asked for (a FinalAck
-        at once, if its source asked); and whether the copy is kept. ``reserve``:
-        count the copy against the room (not for a fallback that may never be
-        written)."""
+        at once, if its source asked); and whether the copy is kept."""
         reports = self._outcomes.reports(
             message, message_class, wall=wall, dead_letter=False, note=note
         )
         copy = self._outcomes.dead_letter(message, message_class)
         limit = self.max_rejected_bytes
-        if limit is not None and not self._room_for(copy.queue_id, copy.size, limit, reserve):
+        if limit is not None and not self._room_for(copy.queue_id, copy.size, limit):
             return tuple(reports), False
         return (copy, *reports), True
 
-    def _room_for(self, queue_id: int, size: int, limit: int, reserve: bool) -> bool:
+    def _room_for(self, queue_id: int, size: int, limit: int) -> bool:
         """Whether a refused message of ``size`` bytes may still be kept in the
-        dead-letter queue ``queue_id`` under ``limit`` (and, with ``reserve``, it
-        is counted).
-
-        Each message counts ``REJECTED_MESSAGE_COST`` bytes besides its body, so
-        that empty ones cannot be kept without end; the copies decided but not
-        yet written count too, so that refusals decided before any of them is
-        written cannot pass the limit many times over. What the queue grew by
-        since it was last looked at is taken as written from those."""
+        dead-letter queue ``queue_id`` under ``limit``: each message counts
+        ``REJECTED_MESSAGE_COST`` bytes besides its body, so that empty ones
+        cannot be kept without end. The store's count is read as written, so
+        the refusals of one run decided together may pass the limit by that
+        run (at most a run's bytes, ``MAX_RUN_BYTES``, per peer connection)."""
         record = self._store.get_queue_by_id(queue_id)
         if record is None:
             return True
         held = record.bytes + record.depth * REJECTED_MESSAGE_COST
-        seen, pending = self._rejected.get(queue_id, (held, 0))
-        if held > seen:
-            pending = max(0, pending - (held - seen))
-        cost = size + REJECTED_MESSAGE_COST
-        if held + pending + cost > limit:
-            return False
-        if reserve:
-            self._rejected[queue_id] = (held, pending + cost)
-        return True
+        return held + size + REJECTED_MESSAGE_COST <= limit
 
 
 def relay_id(packet: UserMessage) -> bytes:
