@@ -162,7 +162,7 @@ class Authorization:
 
     # ------------------------------------------------------------------ lists
 
-    def _governing(self, record: QueueRecord) -> QueueRecord:
+    def governing(self, record: QueueRecord) -> QueueRecord:
         """The queue whose list governs ``record`` (its queue, for a journal or subqueue)."""
         if record.kind in (QueueKind.JOURNAL, QueueKind.SUBQUEUE) and record.parent_id is not None:
             parent = self._core.store.get_queue_by_id(record.parent_id)
@@ -171,7 +171,7 @@ class Authorization:
 
     def acl_of(self, record: QueueRecord) -> Acl:
         """The list that governs ``record`` (its queue's, for a journal or subqueue)."""
-        governing = self._governing(record)
+        governing = self.governing(record)
         cached = self._lists.get(governing.name)
         if cached is not None:
             return cached
@@ -334,7 +334,7 @@ class Authorization:
             a, b = self._core.queue(source), self._core.queue(target)
         except QueueManagerError:
             return None  # the handler reports the unknown queue or bad name
-        if self._governing(a).queue_id == self._governing(b).queue_id:
+        if self.governing(a).queue_id == self.governing(b).queue_id:
             return None  # one family, one list: receive there is enough
         if self.acl_of(b).allows(principal, Right.SEND):
             return None

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import trio
+
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
 from wire import client as cf
@@ -128,9 +130,13 @@ class Services:
     stopping: bool = False
     #: Receives outside a transaction that a sender's write may hand a message.
     handover: Handover = field(init=False)
+    #: Long whole-list replies are encoded in a worker thread, one at a time (each
+    #: takes seconds and a hundred MB at its peak for tens of thousands of queues).
+    list_encoder: trio.CapacityLimiter = field(init=False)
 
     def __post_init__(self) -> None:
         self.handover = Handover(self.core)
+        self.list_encoder = trio.CapacityLimiter(1)
 
     def wake_maintenance(self) -> None:
         """Tell the background work there may be something to do."""

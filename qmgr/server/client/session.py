@@ -66,6 +66,9 @@ RECEIVE_CHUNK: Final = cc.LARGE_FRAME
 _LARGE_REPLY: Final = cf.HEADER_SIZE + cf.MAX_FRAME_BODY
 #: A whole list of more entries than this is encoded in a worker thread.
 _ENCODE_AWAY: Final = 2_000
+#: Bytes a second a client reads a large reply at, at the least (beyond the
+#: frame timeout), before its connection is closed.
+_SLOWEST_READ: Final = 1024 * 1024
 
 
 def _entries(reply: cf.ServerReply) -> int:
@@ -376,7 +379,12 @@ class ClientSession:
         if _entries(reply) <= _ENCODE_AWAY:
             self._reply(request_id, reply)
             return
-        frame = await trio.to_thread.run_sync(self.connection.encode_reply, request_id, reply)
+        frame = await trio.to_thread.run_sync(
+            self.connection.encode_reply,
+            request_id,
+            reply,
+            limiter=self.services.list_encoder,
+        )
         self._queue_reply(request_id, frame)
 
     def _queue_reply(self, request_id: int, frame: bytes) -> None:
@@ -415,7 +423,22 @@ class ClientSession:
             if not self._outbox:
                 return
             written = self._large_replies  # all are in the outbox taken now
-            await self.stream.send_all(self.connection.data_to_send())
+            data = self.connection.data_to_send()
+            if not written:
+                await self.stream.send_all(data)
+                return
+            # A large reply holds room in the daemon-wide budget until written: a
+            # client that does not read it loses its connection, not everyone
+            # else their lists.
+            within = self.services.limits.frame_timeout + len(data) / _SLOWEST_READ
+            with trio.move_on_after(within) as waited:
+                await self.stream.send_all(data)
+            if waited.cancelled_caught:
+                self.context.log.warning(
+                    "reply_not_read", bytes=len(data), within_seconds=round(within, 1)
+                )
+                msg = "the client did not read its reply in time"
+                raise trio.BrokenResourceError(msg)
             self._large_replies -= written
             self.services.replies.release(written)
         finally:

@@ -499,3 +499,37 @@ async def test_a_large_reply_takes_room_in_the_daemon_wide_budget_until_written(
             assert services.replies.in_use == 0  # written, or never held
             assert isinstance(await conn.client.call(cf.ListQueues()), cf.QueueList | cf.ErrorReply)
         assert services.replies.in_use == 0
+
+
+async def test_a_client_that_does_not_read_its_large_reply_loses_the_connection_not_others(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its reply holds room in the daemon-wide budget while it is written: past the
+    frame timeout and a slow reader's time for its size, the connection closes and
+    the room comes back, so that other clients' lists are answered."""
+    monkeypatch.setattr("qmgr.server.client.session._ENCODE_AWAY", 1_000_000)  # on the loop
+    queues = long_queue_list(20_000)
+    async with open_services(tmp_path, reply_budget=8 << 20) as services:
+        services.queue_infos = lambda: queues
+        client_end, server_end = trio.testing.lockstep_stream_pair()
+        session = ClientSession(services, server_end, conn_id=999, peer="slow")
+        slow = FrameClient(client_end)
+        with structlog.testing.capture_logs() as logs:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(session.run)
+                await slow.hello()
+                await slow.send(cf.ListQueues())  # and never reads the reply
+                await trio.testing.wait_all_tasks_blocked()
+                assert services.replies.in_use > 4 << 20
+                async with open_session(services) as other:
+                    busy = error(
+                        await other.client.call(cf.ListQueues()), cf.ErrorCode.LIMIT_EXCEEDED
+                    )
+                    assert "retry later" in busy.message
+                await trio.sleep(120)  # (mock clock) past the slow client's time
+                assert services.replies.in_use == 0
+                async with open_session(services) as other:
+                    assert await other.client.call(cf.ListQueues()) == cf.QueueList(queues=queues)
+                nursery.cancel_scope.cancel()
+    [event] = [e for e in logs if e["event"] == "reply_not_read"]
+    assert event["within_seconds"] > 30

@@ -55,6 +55,13 @@ async def change_permissions(
         msg = f"unknown rights bits {unknown:#x}"
         raise InvalidArgument(msg)
     record = ctx.services.core.queue(request.queue)
+    governing = authorization.governing(record)
+    if governing.queue_id != record.queue_id:
+        msg = (
+            f"{record.display_name!r} takes the permissions of its queue "
+            f"{governing.display_name!r}: change them there"
+        )
+        raise InvalidArgument(msg)
     entry = request.entry.strip()
     if entry not in authorization.acl_of(record).entries:  # (one stored as typed stays so)
         try:

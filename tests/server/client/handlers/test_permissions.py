@@ -180,3 +180,21 @@ async def test_a_revoke_ends_the_receives_already_waiting(
         kept = await alice.client.call(cf.Receive(queue="q"))
         assert isinstance(kept, cf.MessageReply)
         assert kept.message.message.body == b"kept"
+
+
+async def test_a_journal_or_subqueue_takes_its_queues_permissions(
+    services: Services, authorization: Authorization, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A change on ``q;poison`` would be written and never read (the queue's list
+    governs its journal and subqueues): it is refused, saying where to make it."""
+    async with open_session(services, principal="alice") as alice:
+        await make_queue(alice.client, "q")
+        for part in ("q;poison", "q;retry", "q;journal"):
+            change = cf.ChangePermissions(queue=part, entry="bob", grant=int(Right.PEEK))
+            refused = error(await alice.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
+            assert refused.message == (
+                f"{part!r} takes the permissions of its queue 'q': change them there"
+            )
+        acl = await alice.client.call(cf.GetPermissions(queue="q;poison"))
+        assert isinstance(acl, cf.Permissions)
+        assert [(e.name, e.rights) for e in acl.entries] == [("alice", 0xFF)]
