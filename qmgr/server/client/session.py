@@ -50,10 +50,11 @@ from typing import Final
 import structlog
 import trio
 
-from qmgr.core.errors import InternalError, QueueManagerError, ShuttingDown
+from qmgr.core.errors import InternalError, LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.protocol import client_connection as cc
 from wire import client as cf
 
+from .error_codes import error_frame
 from .handlers import REQUESTS
 from .request_context import RequestContext
 from .services import Services
@@ -388,7 +389,6 @@ class ClientSession:
         self._queue_reply(request_id, frame)
 
     def _queue_reply(self, request_id: int, frame: bytes) -> None:
-        connection = self.connection
         size = len(frame)
         if size > _LARGE_REPLY:
             budget = self.services.replies
@@ -397,11 +397,8 @@ class ClientSession:
             else:
                 refusal = budget.refusal(size)
                 self.context.log.warning("reply_refused", request_id=request_id, reason=refusal)
-                code = int(cf.ErrorCode.LIMIT_EXCEEDED)
-                frame = connection.encode_reply(
-                    request_id, cf.ErrorReply(code=code, message=refusal)
-                )
-        connection.send_bytes(frame)
+                frame = error_frame(request_id, LimitExceeded(refusal))
+        self.connection.send_bytes(frame)
 
     def _release_large_replies(self) -> None:
         """The large replies were written (or will never be): their room goes back."""
