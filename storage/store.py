@@ -41,7 +41,6 @@ from collections.abc import Callable, Container, Generator, Iterable, Sequence
 from .catalog import SCHEMA_VERSION, Catalog
 from .environment import Environment, Usage
 from .errors import MapFull, StoreError, StoreFull
-from .keys import SETTING_KEY_PREFIX, setting_key
 from .ops.confirmations import (
     Confirmation,
     PendingFinalAck,
@@ -51,7 +50,7 @@ from .ops.confirmations import (
 )
 from .ops.expiry import DueMessage, read_due
 from .ops.lists import DistributionList, read_list, read_lists
-from .ops.meta import ReclaimSpace
+from .ops.meta import ReclaimSpace, read_setting, read_settings
 from .ops.outcomes import OutcomeInfo, read_outcome, read_outcomes
 from .ops.peering import IncomingState, read_history, read_incoming, read_relayed
 from .ops.poison import MessageCounters, read_counters, read_retries_due
@@ -59,7 +58,7 @@ from .ops.prepared import read_prepared, read_prepared_one
 from .peering_state import OutgoingState
 from .plan import Plan, apply_plan, plan_batch
 from .reads import MessageReader, read_erasable, scan_messages
-from .records import QueueRecord, stored_text
+from .records import QueueRecord
 from .reservations import NO_RESERVATION, PreparedInfo
 from .units import Unit, UnitOutcome
 
@@ -224,18 +223,7 @@ class Store:
         Raises:
             StoreCorrupt: a stored key or value is not UTF-8.
         """
-        start = setting_key(prefix) if prefix else SETTING_KEY_PREFIX
-        found: list[tuple[str, str]] = []
-        what = f"a setting under {prefix!r}"
-        with self._env.read("settings") as txn, txn.cursor(db=self._catalog.dbs.meta) as cursor:
-            if not cursor.set_range(start):
-                return found
-            for raw_key, raw in cursor:
-                if not raw_key.startswith(start) or len(found) >= limit:
-                    break
-                key = stored_text(raw_key[len(SETTING_KEY_PREFIX) :], what)
-                found.append((key, stored_text(raw, what)))
-        return found
+        return read_settings(self._env, self._catalog, prefix, limit)
 
     def get_setting(self, key: str) -> str | None:
         """A setting stored with ``SetSetting``, or ``None``.
@@ -244,12 +232,7 @@ class Store:
             InvalidRecord: the key is empty or too long.
             StoreCorrupt: the stored value is not UTF-8.
         """
-        raw_key = setting_key(key)
-        with self._env.read("get_setting") as txn:
-            raw = txn.get(raw_key, db=self._catalog.dbs.meta)
-        if raw is None:
-            return None
-        return stored_text(raw, f"setting {key!r}")
+        return read_setting(self._env, self._catalog, key)
 
     # ------------------------------------------------------------------ peering
 

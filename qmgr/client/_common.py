@@ -23,6 +23,9 @@ DEFAULT_PORT: Final = 1802
 PIPELINE_FLUSH_BYTES: Final = 16 * 1024
 #: ... and once the oldest of them is this many seconds old (see ``ClientProtocol.flush_due``).
 PIPELINE_FLUSH_AGE: Final = 1.0
+#: The values of a send's time limit that mean "no limit": such a send may wait
+#: in the pipeline (one with a limit goes at once: the daemon times it from its read).
+NO_TIME_LIMIT: Final = (None, math.inf)
 #: Size of one read from the socket.
 RECEIVE_SIZE: Final = 1024 * 1024
 #: Longest finite wait the protocol can express, in milliseconds.

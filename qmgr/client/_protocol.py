@@ -20,7 +20,8 @@ and the trio client are adapters around it that only move bytes and wait:
   request cancelled before the write never goes out.
 * Two requests are *pipelined*: the daemon answers them only if they fail.
   :meth:`~ClientProtocol.begin` packs a transaction's Begin (the client
-  chooses the transaction id) and :meth:`~ClientProtocol.pipeline_send` a
+  chooses the transaction id; ``_transaction.TransactionState`` chooses the
+  frames that begin, prepare and end it) and :meth:`~ClientProtocol.pipeline_send` a
   send in it; both go to ``out``, and ``pipelined`` notes the transaction of
   each request id until the transaction's Prepare, Commit or Abort is answered (the
   daemon answers in order, so any failure of them comes first).
@@ -51,11 +52,6 @@ and the trio client are adapters around it that only move bytes and wait:
   connection was open and is now closed (idle, too slow, evicted, a frame
   over the budget): that is :class:`ConnectionLost`, whose message keeps the
   daemon's words, since retrying on this connection cannot succeed.
-
-How a transaction begins, is prepared and ends is decided by its
-``_transaction.TransactionState``: :meth:`~ClientProtocol.begin`,
-:meth:`~ClientProtocol.prepare_request` and :meth:`~ClientProtocol.end_request`
-pack the frames it chooses.
 """
 
 from __future__ import annotations
@@ -76,6 +72,7 @@ from ._codec import (
 )
 from ._common import (
     MAX_CLIENT_TX_ID,
+    NO_TIME_LIMIT,
     PIPELINE_FLUSH_AGE,
     PIPELINE_FLUSH_BYTES,
     SEND_MODES,
@@ -87,7 +84,6 @@ from ._exceptions import (
     ConnectionLost,
     InvalidArgument,
     QueueError,
-    TransactionUsageError,
     error_from_reply,
 )
 from ._message import Message
@@ -174,8 +170,7 @@ class ClientProtocol(Generic[W]):
     ) -> None:
         self.address = address
         self.out = bytearray()
-        #: The adapter's clock when the oldest pipelined send still in ``out`` was
-        #: packed (None: ``out`` holds none).
+        #: The adapter's clock when the oldest pipelined send in ``out`` was packed.
         self._buffered_since: float | None = None
         self.pipelined: dict[int, TransactionState] = {}
         self.broken: ConnectionLost | None = None
@@ -366,13 +361,7 @@ class ClientProtocol(Generic[W]):
                 transaction cannot be prepared.
             ConnectionLost: the connection is unusable.
         """
-        if state.xid is None:
-            msg = (
-                f"transaction {state.id} has no xid: only a transaction begun with "
-                "begin(xid=...) can be prepared"
-            )
-            raise TransactionUsageError(msg)
-        state.check()
+        state.check_preparable()
         waiter = self.request(out, cf.Prepare(tx_id=state.id))
         # Its reply comes after every failure of the pipelined requests before it.
         waiter.ends = state
@@ -453,8 +442,8 @@ class ClientProtocol(Generic[W]):
         state.request_ids.append(request_id)
         return (
             len(out) > PIPELINE_FLUSH_BYTES
-            or options.get("time_to_reach_queue") is not None
-            or options.get("time_to_be_received") is not None
+            or options.get("time_to_reach_queue") not in NO_TIME_LIMIT
+            or options.get("time_to_be_received") not in NO_TIME_LIMIT
             or self.flush_due(now)
         )
 

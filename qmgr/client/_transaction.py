@@ -202,6 +202,16 @@ class TransactionState:
                 prefix = f"transaction {self.label} could not begin: "
             raise self.error(prefix)
 
+    def check_preparable(self) -> None:
+        """Raise unless the transaction can be prepared: it has an xid and :meth:`check` passes."""
+        if self.xid is None:
+            msg = (
+                f"transaction {self.id} has no xid: only a transaction begun with "
+                "begin(xid=...) can be prepared"
+            )
+            raise TransactionUsageError(msg)
+        self.check()
+
     def commit_error(self) -> QueueError:
         """The error ``commit()`` raises after aborting a transaction with a failed send."""
         what = self._failed_request

@@ -19,11 +19,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..catalog import Catalog
 from ..context import PlanContext
-from ..keys import META_RECLAIM, setting_key
+from ..environment import Environment
+from ..keys import META_RECLAIM, SETTING_KEY_PREFIX, setting_key
+from ..records import stored_text
 from ..units import Done, Operation, Removal, Result
 
-__all__ = ["ClearSetting", "ReclaimSpace", "ReserveOrdinals", "SetSetting"]
+__all__ = [
+    "ClearSetting",
+    "ReclaimSpace",
+    "ReserveOrdinals",
+    "SetSetting",
+    "read_setting",
+    "read_settings",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +84,29 @@ class ReclaimSpace(Operation):
     def plan(self, ctx: PlanContext) -> Result:
         ctx.put_meta(META_RECLAIM, b"")
         return Done()
+
+
+def read_settings(
+    env: Environment, catalog: Catalog, prefix: str, limit: int
+) -> list[tuple[str, str]]:
+    """The settings whose keys begin with ``prefix`` (at most ``limit``), in key order."""
+    start = setting_key(prefix) if prefix else SETTING_KEY_PREFIX
+    found: list[tuple[str, str]] = []
+    what = f"a setting under {prefix!r}"
+    with env.read("settings") as txn, txn.cursor(db=catalog.dbs.meta) as cursor:
+        if not cursor.set_range(start):
+            return found
+        for raw_key, raw in cursor:
+            if not raw_key.startswith(start) or len(found) >= limit:
+                break
+            key = stored_text(raw_key[len(SETTING_KEY_PREFIX) :], what)
+            found.append((key, stored_text(raw, what)))
+    return found
+
+
+def read_setting(env: Environment, catalog: Catalog, key: str) -> str | None:
+    """A setting stored with :class:`SetSetting`, or ``None``."""
+    raw_key = setting_key(key)
+    with env.read("get_setting") as txn:
+        raw = txn.get(raw_key, db=catalog.dbs.meta)
+    return None if raw is None else stored_text(raw, f"setting {key!r}")

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import array
 import ast
+import math
 from pathlib import Path
+from typing import cast
 
 import pytest
 from client_kit import (
@@ -169,8 +171,14 @@ def test_a_send_with_a_time_limit_asks_for_a_write_at_once(options: SendOptions)
     assert pipeline_send(proto, state) is False
     assert proto.pipeline_send(state, "q", b"timed", options, NOW) is True
     proto.data_to_send()
-    unlimited: SendOptions = {"time_to_be_received": None}
-    assert proto.pipeline_send(state, "q", b"unlimited", unlimited, NOW) is False
+    for unlimited in (
+        {"time_to_be_received": None},
+        {"time_to_be_received": math.inf, "time_to_reach_queue": math.inf},
+    ):
+        assert (
+            proto.pipeline_send(state, "q", b"unlimited", cast(SendOptions, unlimited), NOW)
+            is False
+        )
 
 
 def test_pipelined_sends_go_once_the_oldest_is_a_second_old() -> None:
