@@ -82,7 +82,7 @@ from .peering import Peering
 from .peering.outgoing_queue import clear_sent_marks, sent_marks
 from .settings import from_config
 from .signals import QueueSignals, Wakeup
-from .tls import TlsContexts, check_exposure, load_contexts
+from .tls import TlsContexts, check_exposure, key_file_warnings, load_contexts
 from .workers.expirer import Expirer
 from .workers.maintenance import Maintenance
 from .workers.outgoing_expiry import expire_outgoing
@@ -483,6 +483,8 @@ async def serve(
         raise ConfigurationError(str(exc)) from exc
     for warning in warnings:
         log.warning("tokens_file_readable", problem=warning)
+    for warning in key_file_warnings(config):
+        log.warning("tls_key_readable", problem=warning)
     for problem in allowed:
         log.warning("listener_not_protected", problem=problem, allowed_by="server.insecure")
     # Before any listener: every connection the bounds allow needs a descriptor.

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import ipaddress
 import ssl
+import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,6 +149,26 @@ def load_contexts(config: Config) -> TlsContexts:
         http.verify_mode = ssl.CERT_OPTIONAL
         http.set_alpn_protocols(["http/1.1"])
     return TlsContexts(clients, peer_server, peer_client, own, own_identity, http)
+
+
+def key_file_warnings(config: Config) -> list[str]:
+    """Warnings about ``tls.key`` when TLS is on: a key every user may read
+    (group access is left alone: a key shared with a group, as Debian's
+    ``ssl-cert``, is a common set-up). A key that cannot be read at all is
+    :func:`load_contexts`' error, not a warning."""
+    path = config.tls_key
+    if path is None or not (config.tls_clients or config.tls_peers or config.tls_http):
+        return []
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:
+        return []
+    if not mode & 0o004:
+        return []
+    return [
+        f"tls.key {path} can be read by every user (mode {mode:04o}), who could then "
+        f"pose as this queue manager: chmod 600 {path}"
+    ]
 
 
 def _check_certificate(config: Config, path: Path) -> None:

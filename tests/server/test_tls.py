@@ -30,6 +30,7 @@ from qmgr.server.tls import (
     exposure,
     handshake,
     is_loopback,
+    key_file_warnings,
     load_contexts,
     peer_handshake,
 )
@@ -157,6 +158,26 @@ def test_unreadable_files_are_named(pki: Path, tmp_path: Path) -> None:
     settings[2] = f"tls.ca={pki / 'qm-a.key'}"
     with pytest.raises(ValueError, match=r"cannot load tls\.ca"):
         load_contexts(load_config(settings=settings))
+
+
+def test_a_key_every_user_may_read_gets_a_warning(pki: Path) -> None:
+    """A key shared with a group (Debian's ssl-cert) is a normal set-up; one
+    every user may read lets any of them pose as this queue manager."""
+    config = load_config(settings=tls_settings(pki, "qm-a"))
+    assert config.tls_key is not None
+    assert key_file_warnings(config) == []  # as issued: 0600
+    config.tls_key.chmod(0o640)
+    assert key_file_warnings(config) == []
+    config.tls_key.chmod(0o644)
+    (warning,) = key_file_warnings(config)
+    assert f"tls.key {config.tls_key} can be read by every user (mode 0644)" in warning
+    assert f"chmod 600 {config.tls_key}" in warning
+    without_tls = load_config(
+        settings=tls_settings(pki, "qm-b", "tls.clients=false", "tls.peers=false", "tls.http=false")
+    )
+    assert without_tls.tls_key is not None
+    without_tls.tls_key.chmod(0o644)
+    assert key_file_warnings(without_tls) == []  # the key is not used
 
 
 def test_the_certificate_must_be_valid_now(pki: Path) -> None:
