@@ -5,6 +5,10 @@ carry bound context (``conn``, ``peer``, ``queue``, ``tx``). On a terminal
 they render for people; otherwise, or with ``--log-format json``, one JSON
 object per line for log collectors.
 
+What libraries log through the standard ``logging`` module (trio's accept
+loop on a failed ``accept``, say) is rendered the same way, at the same
+level, with the ``logger`` it came from.
+
 Exceptions are formatted by ``format_exc_info`` before any renderer sees
 them, so structlog's rich tracebacks are never used: ``qmgr serve`` imports
 structlog without rich, and without asyncio (``qmgr.deferred``), before it
@@ -27,18 +31,20 @@ _LEVELS = {
 
 
 def configure_logging(*, fmt: str = "auto", level: str = "info") -> None:
-    """Configure structlog globally. ``fmt`` is auto, console or json."""
+    """Configure structlog, and the standard ``logging`` root, globally.
+    ``fmt`` is auto, console or json."""
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     renderer: structlog.typing.Processor
     if use_json:
         renderer = structlog.processors.JSONRenderer()
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            stamp,
             structlog.processors.format_exc_info,
             renderer,
         ],
@@ -46,3 +52,22 @@ def configure_logging(*, fmt: str = "auto", level: str = "info") -> None:
         logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            foreign_pre_chain=[
+                structlog.contextvars.merge_contextvars,
+                structlog.processors.add_log_level,
+                structlog.stdlib.add_logger_name,
+                stamp,
+            ],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                renderer,
+            ],
+        )
+    )
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(_LEVELS[level])

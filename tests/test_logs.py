@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,8 +19,12 @@ from qmgr.logs import configure_logging
 @pytest.fixture(autouse=True)
 def restore_structlog() -> Iterator[None]:
     saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     yield
     structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
     structlog.contextvars.clear_contextvars()
 
 
@@ -105,3 +110,24 @@ def test_a_traceback_is_written_with_its_event(capsys: pytest.CaptureFixture[str
     assert line["level"] == "error"
     assert "Traceback" in line["exception"]
     assert "RuntimeError: the disk is gone" in line["exception"]
+
+
+def test_what_libraries_log_through_logging_is_rendered_alike(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """trio's accept loop logs a failed accept (too many open files) this way:
+    a collector reading JSON lines must not meet a plain-text traceback."""
+    configure_logging(fmt="json", level="warning")
+    library = logging.getLogger("trio.serve_listeners")
+    library.info("not shown: below the level")
+    try:
+        raise OSError(24, "Too many open files")
+    except OSError as exc:
+        library.error(
+            "accept returned %s; retrying in %s seconds", exc.strerror, 0.1, exc_info=True
+        )
+    [line] = json_lines(capsys.readouterr().err)
+    assert line["event"] == "accept returned Too many open files; retrying in 0.1 seconds"
+    assert (line["level"], line["logger"]) == ("error", "trio.serve_listeners")
+    assert "OSError: [Errno 24] Too many open files" in line["exception"]
+    assert line["timestamp"].endswith("Z")

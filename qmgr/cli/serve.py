@@ -3,7 +3,9 @@
 The configuration is the built-in defaults, then ``--config``, then the
 options (``--set SECTION.KEY=VALUE`` for any key). A configuration error
 exits with status 2, a start-up error (a port in use, a certificate that
-cannot serve) with the status it carries; a signal ends the daemon with 0.
+cannot serve) with the status it carries, both said on standard error as
+``error: ...``, or as a ``start_failed`` event when JSON logs are asked for
+by name; a signal ends the daemon with 0.
 trio, the configuration and the daemon are imported only when ``serve``
 runs: the client commands never load them (nor does ``serve`` load the
 SDK, rich or, without TLS, cryptography).
@@ -11,8 +13,9 @@ SDK, rich or, without TLS, cryptography).
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -65,7 +68,9 @@ def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any)
         # The other options are named as load_config's overrides (None: not given).
         config = load_config(config_path, settings=settings, **overrides)
     except ConfigError as exc:
-        fail(str(exc), status=2)
+        if overrides.get("log_format") == "json":
+            configure_logging(fmt="json")
+        _refuse(str(exc), 2, json_logs=overrides.get("log_format") == "json")
     configure_logging(fmt=config.log_format, level=config.log_level)
 
     from qmgr.server import StartupError
@@ -74,6 +79,18 @@ def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any)
     try:
         trio.run(run_daemon, config)
     except StartupError as exc:
-        fail(str(exc), status=exc.status)
+        _refuse(str(exc), exc.status, json_logs=config.log_format == "json")
     except KeyboardInterrupt:
         pass  # Ctrl-C before the signal handlers were installed
+
+
+def _refuse(message: str, status: int, *, json_logs: bool) -> NoReturn:
+    """Stop a start that cannot go on with ``status``: ``error: ...`` on standard
+    error, or, with JSON logs asked for by name (``--log-format json`` or
+    ``log.format``), a ``start_failed`` event among the daemon's other lines."""
+    if not json_logs:
+        fail(message, status=status)
+    import structlog
+
+    structlog.get_logger("qmgr.daemon").error("start_failed", error=message, status=status)
+    sys.exit(status)

@@ -6,9 +6,13 @@ The daemon itself, its start-up errors and its signals run as subprocesses in
 
 from __future__ import annotations
 
+import json
+import logging
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 from .kit import run
 
@@ -105,3 +109,47 @@ def test_a_bad_choice_is_a_usage_error() -> None:
     result = run(None, "serve", "--log-format", "xml")
     assert result.exit_code == 2
     assert "Invalid value for '--log-format'" in result.stderr
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """``serve`` configures structlog and the ``logging`` root for the process."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_with_json_logs_asked_for_a_failed_start_is_a_json_event(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log collector reading the daemon's JSON lines sees why it did not start."""
+    from qmgr.server import StartupError
+
+    async def port_taken(config: object) -> None:
+        raise StartupError("cannot listen for clients on 127.0.0.1:1801: address already in use")
+
+    monkeypatch.setattr("qmgr.server.serve", port_taken)
+    data = str(tmp_path / "data")
+    result = run(None, "serve", "--data-dir", data, "--log-format", "json")
+    assert result.exit_code == 1
+    [event] = [json.loads(line) for line in result.stderr.splitlines()]
+    assert event["event"] == "start_failed"
+    assert (event["level"], event["status"]) == ("error", 1)
+    assert event["error"] == "cannot listen for clients on 127.0.0.1:1801: address already in use"
+
+    result = run(None, "serve", "--data-dir", data, "--log-format", "json", "--set", "x.y=1")
+    assert result.exit_code == 2
+    [event] = [json.loads(line) for line in result.stderr.splitlines()]
+    assert (event["event"], event["status"]) == ("start_failed", 2)
+    assert event["error"] == "--set: unknown key x.y"
+
+    result = run(None, "serve", "--data-dir", data, "--log-format", "console")
+    assert (result.exit_code, result.stderr) == (
+        1,
+        "error: cannot listen for clients on 127.0.0.1:1801: address already in use\n",
+    )
