@@ -343,7 +343,8 @@ class TwoPhase:
         read back and appended in one unit); returns them, for :meth:`release`.
 
         Raises:
-            LimitExceeded: they do not fit now (or at all: commit fewer at once).
+            LimitExceeded: they do not fit now (or at all: commit fewer at once, or
+                raise the limit for one that alone is larger).
         """
         size = sum(
             summary.send_bytes
@@ -353,11 +354,18 @@ class TwoPhase:
         budget = self._transactions.budget
         if size and not budget.try_reserve(size):
             msg = budget.refusal(size)
-            if size > budget.limit:
+            if size > budget.limit and len(xids) > 1:
                 msg = (
                     f"committing these {len(xids)} transactions at once would hold {size} "
                     f"bytes of messages in memory, more than limits.max_uncommitted_bytes "
                     f"({budget.limit}); commit fewer at once"
+                )
+            elif size > budget.limit:
+                msg = (
+                    f"committing transaction {xids[0]!r} would hold its {size} bytes of "
+                    f"messages in memory, more than limits.max_uncommitted_bytes "
+                    f"({budget.limit}) allows: raise the limit to at least {size} and "
+                    "restart the queue manager to commit it (or abort it)"
                 )
             raise LimitExceeded(msg)
         return size

@@ -298,3 +298,21 @@ def test_committing_prepared_transactions_reserves_their_bytes_in_the_budget(
     qm.core.two_phase.release(reserved)
     assert budget.in_use == 0
     assert qm.core.two_phase.reserve_for_commit(["unknown"]) == 0
+
+
+def test_one_prepared_transaction_larger_than_the_budget_says_to_raise_the_limit(
+    open_core: OpenCore,
+) -> None:
+    """Committing fewer at once cannot help it: the limit must be raised (it was
+    prepared under a larger one, before a restart)."""
+    qm = open_core({"q": {"transactional": True}}, limits=Limits(max_uncommitted_bytes=2000))
+    tx = begin(qm, "big")
+    qm.prepare("q", b"m" * 1200, tx=tx)
+    prepare(qm, tx)
+    qm.core.uncommitted.limit = 1000
+    with pytest.raises(LimitExceeded) as refused:
+        qm.core.two_phase.reserve_for_commit(["big"])
+    message = str(refused.value)
+    assert "transaction 'big'" in message
+    assert "raise the limit to at least" in message
+    assert "fewer" not in message
