@@ -35,14 +35,17 @@ nor rich, and a client command loads neither trio nor the daemon.
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
+import sys
 from typing import Final
 
 import click
 
 from qmgr import __version__
 
-from .common import connection_options
+from .common import connection_options, fail
 
 __all__ = ["cli", "main"]
 
@@ -112,5 +115,30 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``qmgr`` console script."""
-    cli(prog_name="qmgr")
+    """Entry point of the ``qmgr`` console script.
+
+    A write to standard output that fails for want of room or with an I/O
+    error ends the command with ``error: cannot write the output: ...`` and
+    status 1, not a traceback (click ends a closed pipe quietly with status
+    1). The commands that write files say so themselves.
+    """
+    try:
+        cli(prog_name="qmgr")
+    except OSError as exc:
+        if exc.errno not in _WRITE_FAILURES:
+            raise
+        _quiet_output()
+        fail(f"cannot write the output: {exc.strerror or exc}")
+
+
+#: The errors of a write that failed for want of room or of a device.
+_WRITE_FAILURES: Final = frozenset({errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO})
+
+
+def _quiet_output() -> None:
+    """Point standard output at the null device, so that what is still buffered
+    for it does not fail again at exit."""
+    if sys.stdout is not None:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)

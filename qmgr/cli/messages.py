@@ -14,18 +14,28 @@ shows a progress bar on stderr when stderr is a terminal (:class:`Progress`).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, Final, TypeVar
 
 import click
 from rich import progress as rich_progress
 
-from qmgr.client import ConnectionLost, Message, QueueError, TransactionUsageError
+from qmgr.client import (
+    ConnectionLost,
+    Message,
+    MessageTooLarge,
+    QueueError,
+    QueueManager,
+    Transaction,
+    TransactionUsageError,
+)
 from qmgr.client.shapes import iso, message_json
+from wire.client import MAX_MESSAGE_BODY
 
 from .common import (
     CliError,
@@ -164,16 +174,32 @@ def _read_body(body: str | None, file_path: Path | None) -> bytes:
         msg = "give --body or --file, not both"
         raise click.UsageError(msg)
     if body is not None:
-        return body.encode("utf-8")
+        # Bytes that were not UTF-8 in the argument come back as they were given.
+        return body.encode("utf-8", "surrogateescape")
     if file_path is not None:
         try:
-            return file_path.read_bytes()
+            with file_path.open("rb") as file:
+                return _read_at_most(file, str(file_path))
         except OSError as exc:
             msg = f"cannot read {file_path}: {exc.strerror}"
             raise CliError(msg) from None
     if not sys.stdin.isatty():
-        return sys.stdin.buffer.read()
+        return _read_at_most(sys.stdin.buffer, "standard input")
     return b""
+
+
+def _read_at_most(file: BinaryIO, what: str) -> bytes:
+    """The whole of ``file``, read no further than one byte past what a message
+    may carry (a larger file, or ``/dev/zero``, is refused, not read whole).
+
+    Raises:
+        MessageTooLarge: it is larger than a message body may be.
+    """
+    data = file.read(MAX_MESSAGE_BODY + 1)
+    if len(data) > MAX_MESSAGE_BODY:
+        msg = f"{what} holds over {MAX_MESSAGE_BODY} bytes, the limit of a message body (4 MB)"
+        raise MessageTooLarge(msg)
+    return data
 
 
 # --------------------------------------------------------------------------
@@ -203,7 +229,11 @@ def _timeout_option(help: str, *, minimum: float = 0) -> Callable[[F], F]:
 def receive(
     ctx: click.Context, queue_name: str, count: int, timeout: float, peek: bool, as_json: bool
 ) -> None:
-    """Receive (or --peek at) up to --count messages from QUEUE and print them."""
+    """Receive (or --peek at) up to --count messages from QUEUE and print them.
+
+    Each message is removed only once it was written out (see README). With
+    --peek and a --count over 1, messages are listed in the order they arrived.
+    """
     render = message_json_line if as_json else message_text
     got = 0
     with client(ctx) as qm:
@@ -216,20 +246,89 @@ def receive(
                 click.echo(render(found))
             got = len(messages)
         else:
+            if sys.stdout is None:  # closed (`>&-`): what is received would go nowhere
+                msg = "standard output is closed: the messages received would be shown nowhere"
+                raise CliError(msg)
             deadline = time.monotonic() + timeout
+            taker = _ShownReceiver(qm, queue_name)
             with Progress.of(count, f"receiving from {queue_name}", "receive") as progress:
                 for _ in range(count):
                     remaining = max(0.0, deadline - time.monotonic())
-                    message = qm.receive(queue_name, remaining)
+                    message = taker.receive(remaining, lambda m: progress.echo(render(m)))
                     if message is None:
                         break
                     got += 1
                     progress.advance()
-                    progress.echo(render(message))
     if got < count:
         verb = "found" if peek else "received"
         waited = f" within {timeout:g} s" if timeout else ""
         click.echo(f"note: {verb} {got} of {plural(count, 'message')} (no more{waited})", err=True)
+
+
+class _ShownReceiver:
+    """Receives a queue's messages one at a time, each removed only once it was
+    written out: a full disk or a closed pipe leaves in the queue the message
+    that could not be shown.
+
+    From a transactional queue each message is received in a transaction,
+    committed once the output took it (aborted, back in its place, if not).
+    A non-transactional queue cannot be received from in a transaction: its
+    next message is peeked, shown, then received by its lookup id; if another
+    consumer took it meanwhile, a note on stderr says so.
+    """
+
+    def __init__(self, qm: QueueManager, queue: str) -> None:
+        self._qm = qm
+        self._queue = queue
+        self._transactional = True  # until the queue says otherwise
+
+    def receive(self, timeout: float, show: Callable[[Message], None]) -> Message | None:
+        """The next message (waiting ``timeout`` s) once ``show`` wrote it; None if none came.
+
+        Raises:
+            QueueError: receiving failed; OSError: ``show`` failed (the message
+                stays in the queue).
+        """
+        if self._transactional:
+            tx = self._qm.begin()
+            try:
+                message = tx.receive(self._queue, timeout)
+            except TransactionUsageError:  # a non-transactional queue
+                tx.abort()
+                self._transactional = False
+            else:
+                if message is None:
+                    tx.abort()
+                    return None
+                try:
+                    show(message)
+                except BaseException:
+                    tx.abort()
+                    raise
+                self._commit(tx, message)
+                return message
+        message = self._qm.peek(self._queue, timeout)
+        if message is None:
+            return None
+        show(message)
+        if self._qm.receive(self._queue, 0, lookup_id=message.lookup_id) is None:
+            click.echo(
+                f"note: message {message.id} was received by another consumer "
+                "while it was being shown",
+                err=True,
+            )
+        return message
+
+    @staticmethod
+    def _commit(tx: Transaction, message: Message) -> None:
+        """Commit the receive of ``message``, shown already."""
+        try:
+            tx.commit()
+        except QueueError as exc:
+            gone = "may have been" if isinstance(exc, ConnectionLost) else "was not"
+            note = f"note: message {message.id}, shown last, {gone} removed from the queue"
+            click.echo(note, err=True)
+            raise
 
 
 @click.command()
@@ -239,7 +338,11 @@ def receive(
 @json_option("Print one JSON object per message.")
 @click.pass_context
 def peek(ctx: click.Context, queue_name: str, count: int, timeout: float, as_json: bool) -> None:
-    """Show up to --count messages of QUEUE without removing them (`receive --peek`)."""
+    """Show up to --count messages of QUEUE without removing them (`receive --peek`).
+
+    Over one, they are listed in the order they arrived (lookup ids), which is
+    the order of receives except on a non-transactional queue with priorities.
+    """
     ctx.invoke(
         receive, queue_name=queue_name, count=count, timeout=timeout, peek=True, as_json=as_json
     )
@@ -444,4 +547,27 @@ def message_text(message: Message) -> str:
         text = message.body.decode("utf-8")
     except UnicodeDecodeError:
         text = f"<{len(message.body)} bytes of binary data; use --json to see them>"
+    else:
+        if _UNSHOWN.search(text):
+            header += _ESCAPED_NOTE
+            text = _UNSHOWN.sub(_escaped, text.replace("\\", "\\\\"))
     return f"{header}\n{text}"
+
+
+#: What a body may not write to a terminal as it is: control characters other
+#: than tab and newline (escape sequences, a carriage return that overwrites a
+#: line) and the invisible characters that reorder or hide text.
+_UNSHOWN: Final = re.compile(
+    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
+)
+
+
+#: The header line of a body shown with :data:`_UNSHOWN` escaped.
+_ESCAPED_NOTE: Final = (
+    "\n    (control characters escaped: \\xNN, \\uNNNN, \\ as \\\\; --json for the bytes)"
+)
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import io
 import json
+import os
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from rich.console import Console
 from wire_samples import QUEUE_INFO
 
 from qmgr.cli import messages
-from qmgr.client import Acknowledge, Journal, Message, MessageClass
+from qmgr.client import Acknowledge, Journal, Message, MessageClass, connect
 from wire import MessageProperties
 from wire import client as cf
 
@@ -288,6 +292,19 @@ def test_message_text_of_an_acknowledgment_moved_and_binary() -> None:
     ]
 
 
+def test_a_body_with_control_characters_is_shown_escaped() -> None:
+    """A sender cannot drive the operator's terminal (clear it, retitle it,
+    overwrite a line) or hide text; a file or pipe gets the same escaped text
+    rather than a body with its escape sequences silently stripped."""
+    body = "a\\b \x1b[2J\x1b]0;pwned\x07\rover\u202etxt\tend\nnext"
+    lines = messages.message_text(_message(body.encode())).splitlines()
+    assert lines[2] == (
+        "    (control characters escaped: \\xNN, \\uNNNN, \\ as \\\\; --json for the bytes)"
+    )
+    assert lines[3:] == ["a\\\\b \\x1b[2J\\x1b]0;pwned\\x07\\x0dover\\u202etxt\tend", "next"]
+    assert len(messages.message_text(_message(b"plain\ttext\nand \\ more")).splitlines()) == 4
+
+
 def test_message_json() -> None:
     text = messages.message_json_line(_message("héllo".encode()))
     assert "\n" not in text
@@ -303,3 +320,87 @@ def test_message_json() -> None:
     binary = messages.message_json(_message(b"\xff\x00", correlation_id=bytes(range(20))))
     assert (binary["body"], binary["body_encoding"], binary["body_size"]) == ("/wA=", "base64", 2)
     assert binary["correlation_id"] == bytes(range(20)).hex()
+
+
+# --------------------------------------------------------------------------
+# what a receive shows is what it removes
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transactional", [True, False], ids=["transactional", "plain"])
+def test_a_message_the_output_could_not_take_stays_in_the_queue(
+    shared_daemon: DaemonProcess,
+    queue_name: str,
+    monkeypatch: pytest.MonkeyPatch,
+    transactional: bool,
+) -> None:
+    """A full disk under ``qmgr receive q --count N >> file`` loses nothing."""
+    ok(run(shared_daemon, "queue", "create", queue_name, *["--transactional"] * transactional))
+    for body in ("one", "two", "three"):
+        ok(run(shared_daemon, "send", queue_name, "--body", body))
+    shown: list[str] = []
+
+    def echo(progress: messages.Progress, text: str) -> None:
+        if shown:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        shown.append(text)
+
+    monkeypatch.setattr(messages.Progress, "echo", echo)
+    result = run(shared_daemon, "receive", queue_name, "--count", "3")
+    assert isinstance(result.exception, OSError)
+    assert [text.splitlines()[-1] for text in shown] == ["one"]
+    with connect(shared_daemon.address) as qm:
+        left = [m.body for m in qm.peek_range(queue_name)]
+    assert left == [b"two", b"three"]
+
+
+def qmgr_process(
+    daemon: DaemonProcess, *args: str, **options: Any
+) -> subprocess.CompletedProcess[str]:
+    """``qmgr --server DAEMON ARGS`` as a process of its own (its standard output as given)."""
+    command = [sys.executable, "-m", "qmgr", "--server", daemon.address, *args]
+    return subprocess.run(command, stderr=subprocess.PIPE, text=True, timeout=60, **options)
+
+
+def test_a_receive_to_a_full_disk_or_closed_output_says_so_and_removes_nothing(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name, "--transactional"))
+    ok(run(shared_daemon, "send", queue_name, "--body", "kept"))
+    with open(os.devnull.replace("null", "full"), "w") as full:
+        result = qmgr_process(shared_daemon, "receive", queue_name, stdout=full)
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: cannot write the output: No space left on device\n",
+    )
+    result = qmgr_process(shared_daemon, "receive", queue_name, preexec_fn=lambda: os.close(1))
+    assert (result.returncode, result.stderr) == (
+        1,
+        "error: standard output is closed: the messages received would be shown nowhere\n",
+    )
+    with connect(shared_daemon.address) as qm:
+        [kept] = qm.peek_range(queue_name)
+    assert kept.body == b"kept"
+
+
+def test_send_reads_no_further_than_a_message_may_carry(
+    fake_daemon: FakeDaemon, tmp_path: Path
+) -> None:
+    """``--file /dev/zero`` or an endless pipe is refused, not read into memory whole."""
+    refused = run(fake_daemon, "send", "q", "--file", "/dev/zero")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith("error: /dev/zero holds over 4194304 bytes")
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * (4 * 1024 * 1024 + 1))
+    assert "holds over 4194304 bytes" in run(fake_daemon, "send", "q", "--file", str(big)).stderr
+    assert sent(fake_daemon) == []
+    exact = tmp_path / "exact"
+    exact.write_bytes(b"x" * (4 * 1024 * 1024))
+    ok(run(fake_daemon, "send", "q", "--file", str(exact)))
+    assert len(sent(fake_daemon)[0].message.body) == 4 * 1024 * 1024
+
+
+def test_a_body_argument_that_was_not_utf8_is_sent_as_given(fake_daemon: FakeDaemon) -> None:
+    """Python gives non-UTF-8 bytes of an argument as lone surrogates."""
+    ok(run(fake_daemon, "send", "q", "--body", "caf\udce9"))
+    assert sent(fake_daemon)[0].message.body == b"caf\xe9"
