@@ -36,7 +36,7 @@ import enum
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import KW_ONLY, dataclass, field
 
-from storage import AppendMessage, AppendOutgoing, MoveMessage, Operation
+from storage import AddConfirmation, AppendMessage, AppendOutgoing, MoveMessage
 
 from .budget import MemoryBudget
 from .errors import QueueManagerError, TransactionAborted
@@ -94,8 +94,8 @@ class Transaction:
     #: acknowledgment or journal level): the commit reports them.
     receipts: set[tuple[int, int]] = field(default_factory=set)
     #: Copies its sends to other queue managers keep until confirmed (written
-    #: by its commit; ``storage.AddConfirmation``).
-    confirmations: list[Operation] = field(default_factory=list)
+    #: by its commit, or kept with it by its prepare).
+    confirmations: list[AddConfirmation] = field(default_factory=list)
 
     @property
     def operations(self) -> int:

@@ -248,8 +248,14 @@ class TwoPhase:
             )
             raise LimitExceeded(msg)
         tx.stage = TransactionStage.COMMITTING
+        # Its copies awaiting confirmation are kept with it and added by its commit.
         op = storage.PrepareTransaction(
-            tx.xid, tuple(tx.sends), tuple(tx.receives), created_at=wall, owner=tx.principal
+            tx.xid,
+            tuple(tx.sends),
+            tuple(tx.receives),
+            created_at=wall,
+            owner=tx.principal,
+            copies=tuple(tx.confirmations),
         )
         self._preparing += 1
         return Unit((op,))

@@ -54,6 +54,8 @@ __all__ = [
     "SettleConfirmation",
     "confirmation_key",
     "confirmation_of_lookup",
+    "decode_kept",
+    "encode_kept",
     "final_ack_key",
     "read_confirmation",
     "read_confirmations",
@@ -144,6 +146,21 @@ def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
         destination=name,
         payload=bytes(data[start + length :]),
     )
+
+
+def encode_kept(confirmation: Confirmation) -> bytes:
+    """A copy as a record kept elsewhere until it is added (a prepared
+    transaction's): its key, then its record."""
+    return confirmation_key(confirmation.ordinal, confirmation.index) + _encode(confirmation)
+
+
+def decode_kept(data: bytes | memoryview) -> Confirmation:
+    """A copy :func:`encode_kept` encoded.
+
+    Raises:
+        StoreCorrupt: the bytes are not one.
+    """
+    return _decode(bytes(data[: _KEY.size]), data[_KEY.size :])
 
 
 def _index_key(key: bytes, deadline: float) -> bytes:

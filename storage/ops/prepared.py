@@ -67,6 +67,14 @@ or 4 (outgoing): the same fields, then ``deadline`` f64 (0: none) and, for a
 local send, the note's length u8 and the note, before the names or payload.
 Send records are kept at index 1..n of the transaction's keys, in the order
 it sent them.
+
+The copies its sends to other queue managers keep until confirmed
+(``ops.confirmations``; ``copies``) are kept from index
+:data:`COPY_INDEX` on, each as its confirmation key and record
+(``encode_kept``), and added as :class:`~storage.AddConfirmation` adds one
+when the transaction commits: a prepared send is confirmed like any other.
+The header does not count them (an older release, which wrote none, reads
+the same header); a resolve finds them with a seek.
 """
 
 from __future__ import annotations
@@ -100,11 +108,13 @@ from ..reservations import (
     header_xid,
 )
 from ..units import Done, Operation, Result
+from .confirmations import AddConfirmation, decode_kept, encode_kept
 from .messages import Appended, AppendMessage, RemoveMessage, check_quota
 from .outcomes import OutcomeInfo, known_xid, outcome_of, record_outcome, xid_prefix, xid_text
 from .peering import AppendOutgoing
 
 __all__ = [
+    "COPY_INDEX",
     "PrepareTransaction",
     "Prepared",
     "RecordOutcome",
@@ -137,6 +147,8 @@ _KIND_OUTGOING_TIMED: Final = 4
 _TIMED = struct.Struct(">dB")
 _DEADLINE = struct.Struct(">d")
 _SEND_FIELD: Final = "prepared send field"
+#: The index of a prepared transaction's first kept copy (its sends come before).
+COPY_INDEX: Final = 0x8000_0000
 
 
 class Resolution(enum.IntEnum):
@@ -177,10 +189,12 @@ class Resolved(Result):
 
 @dataclass(frozen=True, slots=True)
 class _Pending:
-    """A prepared transaction as the batch sees it; ``sends`` when the batch prepared it."""
+    """A prepared transaction as the batch sees it; ``sends`` and ``copies``
+    when the batch prepared it."""
 
     header: PreparedHeader
     sends: Sequence[Send] | None
+    copies: Sequence[AddConfirmation] = ()
 
 
 def _pending(ctx: PlanContext, raw: bytes) -> _Pending | None:
@@ -225,7 +239,8 @@ class PrepareTransaction(Operation):
     ``AppendMessage`` takes them; parts are joined when written);
     ``receives`` the messages it received, ``(queue_id, lookup_id)``, in
     order; ``created_at`` wall seconds; ``owner`` the principal that
-    prepared it (kept with it and with its outcome; "" for none).
+    prepared it (kept with it and with its outcome; "" for none); ``copies``
+    the copies its commit adds, awaiting confirmation.
 
     Raises (when planned):
         InvalidRecord: the xid is empty, longer than 200 bytes or has a NUL;
@@ -243,6 +258,7 @@ class PrepareTransaction(Operation):
     receives: tuple[tuple[int, int], ...]
     created_at: float
     owner: str = ""
+    copies: tuple[AddConfirmation, ...] = ()
 
     def plan(self, ctx: PlanContext) -> Result:
         raw = xid_key(self.xid)
@@ -289,9 +305,11 @@ class PrepareTransaction(Operation):
         db = ctx.dbs.prepared
         for index, value in enumerate(values):
             ctx.put(db, prepared_key(raw, index), value)
+        for index, copy in enumerate(self.copies, COPY_INDEX):
+            ctx.put(db, prepared_key(raw, index), encode_kept(copy.confirmation))
         for queue_id, size, pins in header.holds():
             ctx.reservations.reserve(queue_id, size, pins)
-        ctx.set_scratch((_SCRATCH, raw), _Pending(header, self.sends))
+        ctx.set_scratch((_SCRATCH, raw), _Pending(header, self.sends, self.copies))
         return Prepared(self.xid)
 
 
@@ -330,12 +348,15 @@ class ResolvePrepared(Operation):
             return Resolved(self.xid, again, (), ())
         header = state.header
         appended: tuple[Appended, ...] = ()
+        copies = state.copies if state.sends is not None else _stored_copies(ctx, raw)
         if self.commit:
             sends = state.sends if state.sends is not None else _stored_sends(ctx, raw, header)
             _remove_received(ctx, header.receives)
             appended = tuple(send.append(ctx) for send in sends)
+            for copy in copies:
+                copy.plan(ctx)
         db = ctx.dbs.prepared
-        for index in range(header.sends + 1):
+        for index in (*range(header.sends + 1), *range(COPY_INDEX, COPY_INDEX + len(copies))):
             ctx.discard(db, prepared_key(raw, index))
         for queue_id, size, pins in header.holds():
             ctx.reservations.reserve(queue_id, -size, -pins)
@@ -356,6 +377,24 @@ def _stored_sends(ctx: PlanContext, raw: bytes, header: PreparedHeader) -> list[
             raise StoreCorrupt(msg)
         sends.append(decode_send(data))
     return sends
+
+
+def _stored_copies(ctx: PlanContext, raw: bytes) -> list[AddConfirmation]:
+    """A prepared transaction's kept copies, read back in index order.
+
+    Raises:
+        StoreCorrupt: one does not decode.
+    """
+    start = prepared_key(raw, COPY_INDEX)
+    end = raw + b"\x01"  # past every key of the transaction
+    copies: list[AddConfirmation] = []
+    with ctx.txn.cursor(db=ctx.dbs.prepared) as cursor:
+        if cursor.set_range(start):
+            for key, data in cursor:
+                if bytes(key) >= end:
+                    break
+                copies.append(AddConfirmation(decode_kept(data)))
+    return copies
 
 
 def _remove_received(ctx: PlanContext, receives: tuple[tuple[int, int], ...]) -> None:

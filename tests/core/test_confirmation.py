@@ -157,6 +157,30 @@ def test_a_committed_transactional_send_keeps_a_copy(qm: CoreHarness, journal: i
     assert storage.confirmation_of_lookup(ordinal * 256) == (ordinal, 0)
 
 
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_a_prepared_transactions_copies_are_kept_with_it_until_it_commits(
+    qm: CoreHarness, commit: bool
+) -> None:
+    """Two-phase or not, a send to another queue manager is confirmed."""
+    two_phase = qm.core.two_phase
+    tx = two_phase.begin(qm, 0, qm.tick(), "g")
+    qm.prepare(REMOTE, b"order", tx=tx, journal=DEADLETTER, time_to_be_received=30)
+    [pending] = tx.confirmations
+    ordinal = pending.confirmation.ordinal
+    unit = two_phase.prepare(tx, WALL)
+    assert two_phase.prepared(tx, unit, qm.write(unit)) == (set(), None)
+    qm.crash()  # in doubt: only the store has the copy now
+    assert qm.store.confirmations(ordinal) == []
+    two_phase = qm.core.two_phase
+    two_phase.resolved(qm.write(two_phase.resolve(["g"], commit=commit, wall=WALL)))
+    if commit:
+        assert qm.store.confirmations(ordinal) == [pending.confirmation]
+        assert confirmation_due(qm) == [(WALL + 60, 0, ordinal * 256)]
+    else:
+        assert qm.store.confirmations(ordinal) == []
+        assert confirmation_due(qm) == []
+
+
 def test_one_copy_per_remote_destination_none_for_a_local_one(qm: CoreHarness) -> None:
     qm.send_tx(f"{REMOTE},q,{REMOTE_2}", b"fan", journal=JOURNAL, time_to_be_received=30)
     first, second = sent(qm, OUTGOING), sent(qm, OUTGOING_2)

@@ -101,6 +101,22 @@ def test_expiry_at_the_destination_reaches_the_source_deadxact(orders: Peers) ->
     assert take_all(qb, "system$;deadxact") == []
 
 
+def test_a_prepared_transactions_remote_send_is_confirmed_like_any_other(
+    orders: Peers,
+) -> None:
+    """Its copy is kept with the prepared transaction and added by its commit, so
+    a send that expires unread at the destination lands in the source's deadxact."""
+    _, b, qa, qb = orders
+    tx = qa.begin(xid="two-phase-confirmed")
+    tx.send(remote_queue(b, "orders"), b"late", journal=Journal.DEADLETTER, time_to_be_received=2)
+    tx.prepare()
+    assert qa.commit_prepared("two-phase-confirmed") is not None
+    [dead] = wait_for(qa, "system$;deadxact", 1)
+    assert (dead.body, dead.message_class) == (b"late", MessageClass.NACK_RECEIVE_TIMEOUT)
+    assert depth(qb, "orders") == 0
+    assert take_all(qb, "system$;deadxact") == []
+
+
 def test_a_rejection_at_arrival_is_reported_once(peers: Peers) -> None:
     _, b, qa, qb = peers
     qa.create_queue("acks")

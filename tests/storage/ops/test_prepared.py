@@ -43,9 +43,11 @@ from store_kit import (
 
 from storage import (
     SKIPPED,
+    AddConfirmation,
     Appended,
     AppendMessage,
     AppendOutgoing,
+    Confirmation,
     DeleteQueue,
     Done,
     Failed,
@@ -309,6 +311,46 @@ def test_commit_appends_outgoing_sends_as_append_outgoing_does(store: Store) -> 
     assert store.outgoing_state(queue.queue_id) == OutgoingState(
         queue.queue_id, int(NOW), 1, 0, paused=False
     )
+
+
+def kept_copy(ordinal: int, index: int = 0) -> AddConfirmation:
+    """The copy a send to another queue manager keeps until confirmed."""
+    confirmation = Confirmation(
+        ordinal=ordinal,
+        index=index,
+        delivered=False,
+        last_class=0,
+        deadline=LATER + 60,
+        destination=ORDERS,
+        payload=b"raw message %d" % ordinal,
+    )
+    return AddConfirmation(confirmation)
+
+
+def test_kept_copies_are_added_by_the_commit_and_dropped_by_the_abort(store: Store) -> None:
+    """A prepared send to another queue manager is confirmed like any other."""
+    sends = (AppendOutgoing(ORDERS, "ORDERS", b"out", 3),)
+    copies = (kept_copy(7), kept_copy(7, 1))
+    run(store, PrepareTransaction("c", sends, (), created_at=NOW, copies=copies))
+    run(store, PrepareTransaction("a", sends, (), created_at=NOW, copies=(kept_copy(8),)))
+    assert store.confirmations(7) == []  # not before the commit
+    [listed, _] = store.prepared_transactions()
+    assert (listed.xid, listed.sends, listed.send_bytes) == ("a", 1, 3)  # copies are not sends
+    run(store, resolve("c"), resolve("a", commit=False))
+    assert store.confirmations(7) == [copy.confirmation for copy in copies]
+    assert store.confirmations(8) == []
+    # The same batch: the copies come from the prepare's scratch state.
+    commit_ok(
+        store,
+        unit(PrepareTransaction("s", sends, (), created_at=NOW, copies=(kept_copy(9),))),
+        unit(resolve("s")),
+    )
+    assert store.confirmations(9) == [kept_copy(9).confirmation]
+    store.close()
+    with raw_lmdb(store.path) as env:
+        prepared = env.open_db(DB_PREPARED, create=False)
+        with env.begin() as txn:
+            assert list(txn.cursor(db=prepared)) == []
 
 
 # --------------------------------------------------------------------------- atomic resolves
