@@ -16,11 +16,14 @@ in two subpackages and a few modules both use:
 * :mod:`wire.rights`, the queue access rights;
 * :mod:`wire.addresses`, how a network address is written (``HOST[:PORT]``,
   ``[v6]:PORT``), for the daemon and the SDK alike;
+* :mod:`wire.text_fields`, what is said of a text that cannot go in a text
+  field (not valid Unicode, or too long), naming the field;
 * the error tree both formats share (:mod:`wire.protocol_errors`:
   ``ProtocolError`` with ``RemoteProtocolError`` for malformed input and
-  ``LocalProtocolError`` for values that cannot be built), the receive buffer
-  of the stream decoders (:mod:`wire.receive_buffer`) and strict parsing with
-  construct (:mod:`wire.strict_construct`).
+  ``LocalProtocolError`` for values that cannot be built, ``TextFieldError``
+  among them), the receive buffer of the stream decoders
+  (:mod:`wire.receive_buffer`) and strict parsing with construct
+  (:mod:`wire.strict_construct`).
 
 Modules import what they use from the modules that define it, never from a
 package's ``__init__``; the ``__init__`` files only re-export.

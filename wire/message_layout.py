@@ -49,6 +49,7 @@ import uuid
 from typing import Final, TypeVar
 
 from .protocol_errors import LocalProtocolError
+from .text_fields import text_error
 
 __all__ = [
     "CORRELATION_ID_SIZE",
@@ -154,7 +155,8 @@ def encode_message_parts(
     to its own buffer instead, so that the body is copied only once.
 
     Raises:
-        LocalProtocolError: a field cannot be encoded.
+        TextFieldError: a text is not valid Unicode or too long for its field (named).
+        LocalProtocolError: another field cannot be encoded.
     """
     if type(body) is memoryview and (body.itemsize != 1 or body.ndim != 1 or not body.c_contiguous):
         body = body.tobytes()  # its len() must be its size in bytes
@@ -195,11 +197,19 @@ def encode_message_parts(
         )
         fixed = FIXED_PART.pack(*values)
     except (struct.error, UnicodeError, TypeError, AttributeError) as exc:
+        texts = (label, admin_queue, response_queue, destination)
+        for name, text in zip(_TEXT_FIELDS, texts, strict=True):
+            error = text_error(name, text, field=f"MessageProperties.{name}")
+            if error is not None:
+                raise error from exc
         field = _field_at_fault(locals().get("values"))
         msg = f"cannot encode {field}: {type(exc).__name__}: {exc}"
         raise LocalProtocolError(msg, field=f"MessageProperties.{field}") from exc
     return (fixed, label_raw, admin_raw, response_raw, destination_raw, extension, body)
 
+
+#: The text fields, in the order of their bytes.
+_TEXT_FIELDS: Final = ("label", "admin_queue", "response_queue", "destination")
 
 #: The fields of the fixed part, in order, with their struct codes; a length is
 #: named after the variable field it measures, which follows in the same order.

@@ -42,3 +42,15 @@ class RemoteProtocolError(ProtocolError):
 
 class LocalProtocolError(ProtocolError):
     """A value cannot be encoded: the caller asked for something the format cannot carry."""
+
+
+class TextFieldError(LocalProtocolError):
+    """A text cannot go in its field: not valid Unicode, or longer than the field carries.
+
+    Its message names the field (``CreateQueue.name``, ``label``) and is the whole
+    of ``str()``; ``field`` is what other errors of the value name (``"CreateQueue"``,
+    ``"MessageProperties.label"``).
+    """
+
+    def __str__(self) -> str:
+        return self.message

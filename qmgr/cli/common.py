@@ -96,6 +96,8 @@ _CERTIFICATE_HINT = (
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
 #: before the Hello was answered (``calls.handshake.handshake_error``).
 _HANDSHAKE_FAILED = "handshake with the queue manager at "
+#: What the SDK says of a certificate given without a key that holds none (``tls_context``).
+_NO_PRIVATE_KEY = "holds no private key"
 #: What the SDK says of a port that answered in HTTP (``ClientProtocol.receive_data``).
 _ANSWERED_IN_HTTP = "answered in HTTP"
 _HTTP_PORT_HINT = (
@@ -205,7 +207,10 @@ def connection_options(group: Callable[..., R]) -> Callable[..., R]:
             "--tls-key",
             envvar="QMGR_TLS_KEY",
             metavar="PEM",
-            help="The client certificate's private key (env QMGR_TLS_KEY).",
+            help=(
+                "The client certificate's private key (env QMGR_TLS_KEY); "
+                "not needed when the --tls-cert file holds it."
+            ),
         ),
         click.option(
             "--token",
@@ -243,6 +248,7 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
     from qmgr.client import ConnectionLost
 
     server = server_of(ctx)
+    _check_token(ctx)
     try:
         qm = connect_to(ctx, server)
     except ValueError as exc:
@@ -254,6 +260,32 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
         raise CliError(exc.message, hint=_not_reached_hint(ctx, exc.message)) from None
     with qm:
         yield qm
+
+
+def _check_token(ctx: click.Context) -> None:
+    """Refuse a ``--token`` that cannot be sent, naming the option (the SDK refuses
+    it too, but as an ``InvalidArgument`` of ``connect()``, which :func:`client`
+    reports as a bad ``--server``).
+
+    Raises:
+        CliError: it is not valid Unicode text, or too long to send.
+    """
+    from wire.text_fields import text_error
+
+    error = text_error(_given_as(ctx, "token"), ctx.obj.get("token"))
+    if error is not None:
+        raise CliError(error.message)
+
+
+def _given_as(ctx: click.Context, param: str) -> str:
+    """How a connection option was given, for an error: ``--tls-key``, or
+    ``QMGR_TLS_KEY (--tls-key)`` when it came from the environment."""
+    root = ctx.find_root()
+    option = f"--{param.replace('_', '-')}"
+    if root.get_parameter_source(param) is not click.core.ParameterSource.ENVIRONMENT:
+        return option
+    envvar = next(p.envvar for p in root.command.params if p.name == param)
+    return f"{envvar} ({option})"
 
 
 def _not_reached_hint(ctx: click.Context, reason: str) -> str:
@@ -285,20 +317,26 @@ def quoted(name: str) -> str:
 def tls_of(ctx: click.Context) -> ssl.SSLContext | None:
     """The TLS context ``--tls-ca/--tls-cert/--tls-key`` ask for (None: plain TCP).
 
+    ``--tls-cert`` alone is a file that holds the key too (as the SDK takes it).
+
     Raises:
-        CliError: a file cannot be loaded.
+        click.UsageError: ``--tls-key`` without ``--tls-cert``.
+        CliError: a file cannot be loaded, or ``--tls-cert`` alone holds no private key.
     """
     from qmgr.client import tls_context
 
     ca, certificate, key = ctx.obj.get("tls", (None, None, None))
+    if key is not None and certificate is None:
+        msg = f"{_given_as(ctx, 'tls_key')} needs --tls-cert"
+        raise click.UsageError(msg, ctx=ctx.find_root())
     if ca is None and certificate is None:
-        if key is not None:
-            msg = "--tls-key needs --tls-cert"
-            raise CliError(msg)
         return None
     try:
         return tls_context(ca, certificate=certificate, key=key)
     except ValueError as exc:
+        if key is None and _NO_PRIVATE_KEY in str(exc):
+            msg = f"{_given_as(ctx, 'tls_cert')} {certificate} holds no private key: give --tls-key"
+            raise CliError(msg) from None
         raise CliError(str(exc)) from None
 
 

@@ -22,7 +22,7 @@ from typing import Self, Unpack
 from ._blocking_admin import QueueManagerAdmin
 from ._blocking_io import connection_for, open_socket, wrap_tls
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, connect_timeout
+from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token, connect_timeout
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState
@@ -69,9 +69,11 @@ def connect(
         ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
         InvalidArgument: a bad address or timeout (``timeout`` must be None
-            or above 0; a very large one is no limit).
+            or above 0; a very large one is no limit), or a token that is not
+            valid Unicode text.
     """
     timeout = connect_timeout(timeout)
+    check_token(token)
     sock, host, where = open_socket(address, timeout)
     try:
         if tls is not None:

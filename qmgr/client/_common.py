@@ -13,6 +13,7 @@ from typing import Any, ClassVar, Final, Generic, Self, TypeVar, cast, overload
 
 from wire import client as cf
 from wire.addresses import AddressError, split_host_port
+from wire.text_fields import text_error
 
 from ._exceptions import ConnectionLost, InvalidArgument, NotSupported
 
@@ -101,6 +102,17 @@ def parse_address(address: str) -> tuple[str, int]:
     except AddressError as exc:
         raise InvalidArgument(str(exc)) from None
     return host or "127.0.0.1", DEFAULT_PORT if port is None else port
+
+
+def check_token(token: str | None) -> None:
+    """Refuse, before connecting, a ``token`` that cannot be sent (None: no token).
+
+    Raises:
+        InvalidArgument: it is not valid Unicode text, or too long to send.
+    """
+    error = text_error("token", token)
+    if error is not None:
+        raise InvalidArgument(error.message)
 
 
 #: A connect timeout at or above this many seconds is no bound (the socket's limit).

@@ -17,6 +17,10 @@ from typing import Final
 __all__ = ["tls_context", "tls_failure"]
 
 _VERSIONS: Final = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
+#: How every PEM private key block ends its first line (``RSA``, ``EC``, ``ENCRYPTED``, ...).
+_PRIVATE_KEY: Final = b"PRIVATE KEY-----"
+#: Bytes of a certificate file looked through for a private key (PEM files are a few KiB).
+_PEM_READ_LIMIT: Final = 1 << 20
 
 
 def tls_context(
@@ -41,7 +45,9 @@ def tls_context(
             certificate does not list, on a network you trust).
 
     Raises:
-        ValueError: ``min_version`` is neither; a file cannot be loaded.
+        ValueError: ``min_version`` is neither; a file cannot be loaded (or, without
+            ``key``, ``certificate`` holds no private key: the message says "holds no
+            private key").
     """
     if min_version not in _VERSIONS:
         msg = f"min_version must be '1.2' or '1.3', not {min_version!r}"
@@ -58,9 +64,24 @@ def tls_context(
         try:
             context.load_cert_chain(certificate, key)
         except (OSError, ssl.SSLError) as exc:
-            msg = f"cannot load the client certificate {certificate}: {exc}"
+            if key is None and not _holds_private_key(certificate):
+                msg = (
+                    f"cannot load the client certificate {certificate}: it holds no private "
+                    "key: give key, the file of its private key"
+                )
+            else:
+                msg = f"cannot load the client certificate {certificate}: {exc}"
             raise ValueError(msg) from exc
     return context
+
+
+def _holds_private_key(path: str | PathLike[str]) -> bool:
+    """True unless the PEM file ``path`` can be read and has no private key in it."""
+    try:
+        with open(path, "rb") as pem:
+            return _PRIVATE_KEY in pem.read(_PEM_READ_LIMIT)
+    except OSError:
+        return True  # the error of loading it says what is wrong
 
 
 def tls_failure(error: BaseException | None, otherwise: str) -> str:

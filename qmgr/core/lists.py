@@ -46,7 +46,7 @@ def list_key(name: str) -> str:
     Raises:
         InvalidName: not a valid list name.
     """
-    return names.validate_queue_name(_list_name(name))
+    return names.validate_queue_name(_list_name(name), names.LIST_NAME)
 
 
 def _list_name(name: str) -> str:

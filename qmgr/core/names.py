@@ -52,6 +52,8 @@ POISON_SUFFIX: Final = ";poison"
 SUBQUEUE_SUFFIXES: Final = (RETRY_SUFFIX, POISON_SUFFIX)
 #: A distribution list kept by this queue manager: ``DL=name``.
 DL_PREFIX: Final = "DL="
+#: What an error calls a distribution list's name (``what`` of :func:`validate_queue_name`).
+LIST_NAME: Final = "distribution list name"
 #: Format names that need a directory service (refused, and never queue names).
 DIRECTORY_PREFIXES: Final = ("PUBLIC=", "PRIVATE=", "MACHINE=", "MULTICAST=", "CONNECTOR=")
 #: What a format name begins with: a bare name beginning so is read as one.
@@ -78,31 +80,32 @@ def validate_new_queue_name(name: str) -> str:
     return key
 
 
-def validate_queue_name(name: str) -> str:
-    """Check a private queue's name and return its canonical (lower-case) key.
+def validate_queue_name(name: str, what: str = "queue name") -> str:
+    """Check a private queue's name (or a distribution list's: ``what`` says which,
+    for the error) and return its canonical (lower-case) key.
 
     Raises:
         InvalidName: empty, too long, a forbidden or control character, or a
             reserved ``$`` suffix.
     """
     if not name:
-        msg = "a queue name cannot be empty"
+        msg = f"a {what} cannot be empty"
         raise InvalidName(msg)
     if len(name) > MAX_QUEUE_NAME:
-        msg = f"queue name is {len(name)} characters long; the limit is {MAX_QUEUE_NAME}"
+        msg = f"{what} is {len(name)} characters long; the limit is {MAX_QUEUE_NAME}"
         raise InvalidName(msg)
     bad = sorted({ch for ch in name if ch in FORBIDDEN_CHARACTERS})
     if bad:
-        msg = f"queue name {name!r} contains {' '.join(bad)}, which queue names cannot hold"
+        msg = f"{what} {name!r} contains {' '.join(bad)}, which {what}s cannot hold"
         raise InvalidName(msg)
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        msg = f"queue name {name!r} contains a control character"
+        msg = f"{what} {name!r} contains a control character"
         raise InvalidName(msg)
     if name != name.strip():
-        msg = f"queue name {name!r} starts or ends with white space"
+        msg = f"{what} {name!r} starts or ends with white space"
         raise InvalidName(msg)
     if name.endswith("$"):
-        msg = f"queue name {name!r} ends with '$', which is reserved for system queues"
+        msg = f"{what} {name!r} ends with '$', which is reserved for system queues"
         raise InvalidName(msg)
     return name.lower()
 
@@ -305,7 +308,7 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
     if upper.startswith("DIRECT="):
         return _parse_direct(text, identity)
     if upper.startswith(DL_PREFIX):
-        name = validate_queue_name(text[len(DL_PREFIX) :].strip())
+        name = validate_queue_name(text[len(DL_PREFIX) :].strip(), LIST_NAME)
         return QueueAddress(queue=name, text=text, distribution_list=True)
     for prefix in DIRECTORY_PREFIXES:
         if upper.startswith(prefix):

@@ -15,6 +15,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+from fake_daemon import FakeDaemon
 from helpers import DaemonProcess, free_port
 from rich.table import Table
 
@@ -166,10 +167,77 @@ def test_the_server_may_come_from_the_environment() -> None:
     assert f"at {address}:" in result.stderr
 
 
-def test_a_tls_key_needs_a_certificate() -> None:
-    result = run(None, "--tls-key", "key.pem", "status")
+@pytest.mark.parametrize("ca", [(), ("--tls-ca", "ca.pem")], ids=["plain", "with-a-ca"])
+def test_a_tls_key_needs_a_certificate(ca: tuple[str, ...]) -> None:
+    result = run(None, *ca, "--tls-key", "key.pem", "status")
+    assert result.exit_code == 2  # a usage error, with or without a CA
+    assert result.stderr.endswith("Error: --tls-key needs --tls-cert\n")
+    given = CliRunner().invoke(cli, [*ca, "status"], env={"QMGR_TLS_KEY": "key.pem"})
+    assert given.exit_code == 2
+    assert given.stderr.endswith("Error: QMGR_TLS_KEY (--tls-key) needs --tls-cert\n")
+
+
+def test_a_tls_certificate_without_its_key_says_to_give_it(tmp_path: Path) -> None:
+    paths = init_ca(tmp_path)
+    result = run(None, "--tls-cert", str(paths.cert), "status")
     assert result.exit_code == 1
-    assert result.stderr == "error: --tls-key needs --tls-cert\n"
+    assert result.stderr == f"error: --tls-cert {paths.cert} holds no private key: give --tls-key\n"
+    given = CliRunner().invoke(cli, ["status"], env={"QMGR_TLS_CERT": str(paths.cert)})
+    assert given.exit_code == 1
+    assert given.stderr.startswith(f"error: QMGR_TLS_CERT (--tls-cert) {paths.cert} holds no")
+    # A file that holds the key too is a certificate and its key: on to connecting.
+    both = tmp_path / "both.pem"
+    both.write_bytes(paths.cert.read_bytes() + paths.key.read_bytes())
+    address = f"127.0.0.1:{free_port()}"
+    result = run(None, "--server", address, "--tls-cert", str(both), "status")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: cannot connect to the queue manager at {address}")
+
+
+_NOT_UNICODE = (
+    "is not valid Unicode text (position 0: a lone surrogate, "
+    "as non-UTF-8 bytes in a command-line argument give)"
+)
+_TOO_LONG = "is too long to send (65,536 characters): it can carry at most 65,535 bytes of UTF-8"
+_LONG = "n" * 0x10000
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("queue", "create", _LONG), f"cannot send this request: CreateQueue.name {_TOO_LONG}"),
+        (("receive", _LONG), f"cannot send this request: Receive.queue {_TOO_LONG}"),
+        (("queue", "purge", _LONG, "-y"), f"cannot send this request: PurgeQueue.name {_TOO_LONG}"),
+        (("route", _LONG), f"cannot send this request: GetRouting.destination {_TOO_LONG}"),
+        (
+            ("queue", "create", "\udcff"),
+            f"cannot send this request: CreateQueue.name {_NOT_UNICODE}",
+        ),
+        (
+            ("send", "q", "--body", "x", "--label", "\udcff"),
+            f"cannot send this message: label {_NOT_UNICODE}",
+        ),
+        (
+            ("send", "q", "--body", "x", "--label", _LONG),
+            f"cannot send this message: label {_TOO_LONG}",
+        ),
+        (("--token", "\udcff", "status"), f"--token {_NOT_UNICODE}"),
+    ],
+    ids=lambda value: value[0] if isinstance(value, tuple) and len(value[0]) < 10 else None,
+)
+def test_a_text_the_wire_cannot_carry_is_named(
+    fake_daemon: FakeDaemon, args: tuple[str, ...], words: str
+) -> None:
+    result = run(fake_daemon, *args)
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {words}\n"
+
+
+def test_a_token_from_the_environment_is_named_so(fake_daemon: FakeDaemon) -> None:
+    env = {"QMGR_TOKEN": "\udcff", "QMGR_SERVER": fake_daemon.address}
+    result = CliRunner().invoke(cli, ["status"], env=env)
+    assert result.exit_code == 1
+    assert result.stderr == f"error: QMGR_TOKEN (--token) {_NOT_UNICODE}\n"
 
 
 def test_reports_errors_prints_the_message_and_the_hint() -> None:

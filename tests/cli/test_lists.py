@@ -71,6 +71,17 @@ def test_a_target_naming_no_queue_is_refused(shared_daemon: DaemonProcess, queue
     )
 
 
+def test_a_bad_list_name_is_called_a_list_name(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    queues(shared_daemon, queue_name)
+    bad = run(shared_daemon, "dl", "create", "x\x1b[31my", queue_name)
+    assert bad.exit_code == 1
+    assert bad.stderr == (
+        "error: distribution list name 'x\\x1b[31my' contains a control character\n"
+    )
+
+
 def test_add_and_remove_need_targets() -> None:
     for verb in ("add", "remove"):
         result = run(None, "dl", verb, "fanout")

@@ -61,6 +61,18 @@ def test_connect_names_an_address_where_nothing_listens() -> None:
         connect("unix:/nonexistent/qmgr.sock")
 
 
+def test_a_token_that_cannot_be_sent_is_refused_before_connecting() -> None:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        port = unused.getsockname()[1]
+    with pytest.raises(InvalidArgument) as caught:  # not ConnectionLost: nothing listens
+        connect(f"127.0.0.1:{port}", token="\udcff")
+    assert caught.value.message == (
+        "token is not valid Unicode text (position 0: a lone surrogate, "
+        "as non-UTF-8 bytes in a command-line argument give)"
+    )
+
+
 def test_a_transaction_commits_its_sends_at_the_end_of_its_block(fake_daemon: FakeDaemon) -> None:
     with connect(fake_daemon.address) as qm:
         with qm.begin() as tx:

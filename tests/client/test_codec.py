@@ -299,6 +299,53 @@ def test_a_request_number_out_of_range_is_named_before_encoding(
     assert out == b"kept"
 
 
+_TOO_LONG = "is too long to send (65,536 characters): it can carry at most 65,535 bytes of UTF-8"
+_NOT_UNICODE = (
+    "is not valid Unicode text (position 0: a lone surrogate, "
+    "as non-UTF-8 bytes in a command-line argument give)"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (cf.CreateQueue(name="n" * 0x10000), f"CreateQueue.name {_TOO_LONG}"),
+        (cf.PurgeQueue(name="n" * 0x10000), f"PurgeQueue.name {_TOO_LONG}"),
+        (cf.Receive(queue="n" * 0x10000), f"Receive.queue {_TOO_LONG}"),
+        (cf.GetRouting(destination="n" * 0x10000), f"GetRouting.destination {_TOO_LONG}"),
+        (cf.CreateQueue(name="\udcff"), f"CreateQueue.name {_NOT_UNICODE}"),
+        (cf.TraceMessage(message_id="\udcff"), f"TraceMessage.message_id {_NOT_UNICODE}"),
+    ],
+    ids=lambda value: None if isinstance(value, str) else type(value).__name__,
+)
+def test_a_request_text_that_cannot_be_sent_is_named(value: cf.ClientRequest, words: str) -> None:
+    out = bytearray(b"kept")
+    with pytest.raises(InvalidArgument) as caught:
+        append_request(out, 1, value)
+    assert caught.value.message == f"cannot send this request: {words}"
+    assert out == b"kept"
+
+
+@pytest.mark.parametrize(
+    ("changes", "words"),
+    [
+        ({"label": "\udcff"}, f"label {_NOT_UNICODE}"),
+        ({"label": "x" * 0x10000}, f"label {_TOO_LONG}"),
+        ({"destination": "\udcff"}, f"destination {_NOT_UNICODE}"),
+        ({"response_queue": "x" * 0x10000}, f"response_queue {_TOO_LONG}"),
+    ],
+    ids=lambda value: None if isinstance(value, str) else next(iter(value)),
+)
+def test_a_message_text_that_cannot_be_sent_is_named(
+    changes: dict[str, object], words: str
+) -> None:
+    out = bytearray(b"kept")
+    with pytest.raises(InvalidArgument) as caught:
+        _send(out, **changes)
+    assert caught.value.message == f"cannot send this message: {words}"
+    assert out == b"kept"
+
+
 @pytest.mark.parametrize(
     "value",
     [

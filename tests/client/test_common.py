@@ -9,6 +9,7 @@ import pytest
 
 from qmgr.client import InvalidArgument, NotSupported
 from qmgr.client._common import (
+    check_token,
     connect_timeout,
     default_client_name,
     parse_address,
@@ -76,6 +77,15 @@ def test_connect_timeout() -> None:
     for bad in (0, -1, float("nan"), "10"):
         with pytest.raises(InvalidArgument, match="above 0"):
             connect_timeout(bad)  # type: ignore[arg-type]
+
+
+def test_check_token() -> None:
+    check_token(None)
+    check_token("t" * 0xFFFF)
+    with pytest.raises(InvalidArgument, match=r"^token is not valid Unicode text \(position 1: "):
+        check_token("a\udcff")
+    with pytest.raises(InvalidArgument, match=r"^token is too long to send \(65,536 characters\)"):
+        check_token("t" * 0x10000)
 
 
 def test_require_version() -> None:

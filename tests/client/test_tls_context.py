@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from qmgr.certs import init_ca
 from qmgr.client import tls_context
 
 
@@ -33,3 +34,17 @@ def test_what_cannot_be_loaded_is_named(tmp_path: Path) -> None:
     bogus.write_text("not a certificate")
     with pytest.raises(ValueError, match=re.escape(f"cannot load the client certificate {bogus}")):
         tls_context(certificate=bogus)
+
+
+def test_a_certificate_without_its_key_says_so(tmp_path: Path) -> None:
+    paths = init_ca(tmp_path)
+    with pytest.raises(ValueError, match=re.escape(f"{paths.cert}: it holds no private key")):
+        tls_context(certificate=paths.cert)
+    # A file that holds both is a client certificate with its key.
+    both = tmp_path / "both.pem"
+    both.write_bytes(paths.cert.read_bytes() + paths.key.read_bytes())
+    tls_context(certificate=both)
+    # With its key given, a certificate that does not match it is not this error.
+    with pytest.raises(ValueError, match="cannot load the client certificate") as caught:
+        tls_context(certificate=paths.cert, key=paths.cert)
+    assert "private key" not in str(caught.value)

@@ -79,6 +79,26 @@ def test_bad_targets_are_refused(qm: CoreHarness, target: str) -> None:
         qm.core.lists.create("l", [target])
 
 
+@pytest.mark.parametrize(
+    ("name", "words"),
+    [
+        ("x\x1b[31my", "distribution list name 'x\\x1b[31my' contains a control character"),
+        ("a;b", "distribution list name 'a;b' contains ;, which distribution list names cannot"),
+        ("DL=", "a distribution list name cannot be empty"),
+    ],
+)
+def test_a_bad_list_name_is_called_a_list_name(qm: CoreHarness, name: str, words: str) -> None:
+    lists = qm.core.lists
+    for refused in (lambda: lists.create(name, ["tq"]), lambda: lists.delete(name)):
+        with pytest.raises(InvalidName, match=re.escape(words)):
+            refused()
+    with pytest.raises(InvalidName, match=re.escape(words)):
+        qm.send(name if name.startswith("DL=") else f"DL={name}", b"x")
+    # A bad target is still a queue name.
+    with pytest.raises(InvalidName, match=re.escape("queue name 'x\\x1b' contains a control")):
+        lists.create("l", ["x\x1b"])
+
+
 def test_a_target_naming_no_queue_here_is_refused_when_added(qm: CoreHarness) -> None:
     lists = qm.core.lists
     for spelling in ("nosuch", ".\\private$\\nosuch", "DIRECT=OS:localhost\\private$\\nosuch"):

@@ -13,6 +13,7 @@ from wire_strategies import message_fields
 
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError, format_message_id
 from wire import client as cf
+from wire.protocol_errors import TextFieldError
 
 
 def _expected_field(name: str, fields: dict[str, Any]) -> object:
@@ -121,8 +122,25 @@ def test_message_values_that_cannot_be_encoded_are_local_errors() -> None:
         MessageProperties(destination="q", correlation_id=b"x" * 19)
     with pytest.raises(LocalProtocolError, match="label"):
         MessageProperties(destination="q", label="x" * 70_000)
-    with pytest.raises(LocalProtocolError, match="text field"):
+    with pytest.raises(LocalProtocolError, match="destination is not valid Unicode text"):
         MessageProperties(destination="\ud800")
+
+
+@pytest.mark.parametrize("name", ["label", "admin_queue", "response_queue", "destination"])
+def test_a_text_that_cannot_be_sent_is_named_not_the_encoders_words(name: str) -> None:
+    with pytest.raises(TextFieldError) as caught:
+        MessageProperties(**{name: "\udcff"})
+    assert caught.value.field == f"MessageProperties.{name}"
+    assert str(caught.value) == (
+        f"{name} is not valid Unicode text (position 0: a lone surrogate, "
+        "as non-UTF-8 bytes in a command-line argument give)"
+    )
+    with pytest.raises(TextFieldError) as caught:
+        MessageProperties(**{name: "x" * 0x10000})
+    assert str(caught.value) == (
+        f"{name} is too long to send (65,536 characters): "
+        "it can carry at most 65,535 bytes of UTF-8"
+    )
 
 
 def test_label_limit_is_judged_by_the_queue_manager_not_the_format() -> None:

@@ -19,7 +19,10 @@ Theory of operation
 :func:`encode_frame` packs a value's body with the hand-written encoder of
 :mod:`wire.client.fast_codec` when its kind has one, else with its construct
 layout (:mod:`wire.client.layout_codec`), and puts the header in front;
-:func:`decode_body` picks the decoder the same way.
+:func:`decode_body` picks the decoder the same way. Whichever encoder fails,
+a text that cannot go in its field (not valid Unicode, or over 65,535 bytes)
+is named by where it is in the value (``CreateList.targets[1]``), in the
+words of :func:`wire.text_fields.text_error`, not the encoder's.
 
 :class:`ClientFrameDecoder` is a state machine over a
 :class:`~wire.receive_buffer.ReceiveBuffer`, with three states:
@@ -37,11 +40,14 @@ layout (:mod:`wire.client.layout_codec`), and puts the header in front;
 
 from __future__ import annotations
 
+import dataclasses
 import struct
+from collections.abc import Iterator
 from typing import Final
 
-from ..protocol_errors import LocalProtocolError, RemoteProtocolError
+from ..protocol_errors import LocalProtocolError, RemoteProtocolError, TextFieldError
 from ..receive_buffer import ReceiveBuffer
+from ..text_fields import text_error
 from .constants import (
     HEADER_SIZE,
     LARGE_LISTS_VERSION,
@@ -74,6 +80,7 @@ def encode_frame(request_id: int, value: FrameValue, *, max_body: int = MAX_FRAM
 
     Raises:
         FrameTooLarge: the body is over ``max_body``.
+        TextFieldError: a text is not valid Unicode or too long for its field (named).
         LocalProtocolError: a field is out of range.
     """
     cls = type(value)
@@ -85,19 +92,44 @@ def encode_frame(request_id: int, value: FrameValue, *, max_body: int = MAX_FRAM
         msg = f"request id {request_id} does not fit in 32 bits"
         raise LocalProtocolError(msg, field="request_id")
     fast = FAST_ENCODE.get(cls)
-    if fast is None:
-        body = encode_body_with_layout(value)
-    else:
-        try:
-            body = fast(value)
-        except (struct.error, UnicodeEncodeError, TypeError, AttributeError) as exc:
-            # Out-of-range numbers, lone surrogates, wrong types: say so, as the layout would.
-            msg = f"cannot encode: {type(exc).__name__}: {exc}"
-            raise LocalProtocolError(msg, field=cls.__name__) from exc
+    try:
+        body = encode_body_with_layout(value) if fast is None else fast(value)
+    except (LocalProtocolError, struct.error, UnicodeEncodeError, TypeError, AttributeError) as exc:
+        # A text that cannot go in its field is named in words, whichever encoder
+        # failed; other faults (out-of-range numbers, wrong types) as the encoder says.
+        text = _text_fault(value, cls.__name__)
+        if text is not None:
+            raise text from exc
+        if isinstance(exc, LocalProtocolError):
+            raise
+        msg = f"cannot encode: {type(exc).__name__}: {exc}"
+        raise LocalProtocolError(msg, field=cls.__name__) from exc
     if len(body) > max_body:
         msg = f"frame body of {len(body)} bytes is over the {max_body}-byte limit"
         raise FrameTooLarge(msg, field=cls.__name__, size=len(body), limit=max_body)
     return HEADER.pack(len(body), kind, 0, request_id) + body
+
+
+def _text_fault(value: object, frame: str) -> TextFieldError | None:
+    """The first text of ``value``, a ``frame``, that cannot go in a text field, if any
+    (its ``field`` is the frame's, as for any other fault; its message says where)."""
+    for where, text in _texts(value, frame):
+        error = text_error(where, text, field=frame)
+        if error is not None:
+            return error
+    return None
+
+
+def _texts(value: object, path: str) -> Iterator[tuple[str, str]]:
+    """Every ``str`` in a frame value, with where it is (``CreateList.targets[2]``)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, tuple | list):
+        for index, item in enumerate(value):
+            yield from _texts(item, f"{path}[{index}]")
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            yield from _texts(getattr(value, field.name), f"{path}.{field.name}")
 
 
 def max_reply_body(reply: FrameValue, version: int) -> int:

@@ -15,6 +15,7 @@ from wire_samples import PROPERTIES
 from wire import LocalProtocolError, MessageProperties, RemoteProtocolError
 from wire import client as cf
 from wire.client.frames import CLASS_OF, KIND_OF
+from wire.protocol_errors import TextFieldError
 
 from . import client_strategies as cs
 from .client_samples import (
@@ -259,6 +260,40 @@ def test_values_that_cannot_be_encoded_are_local_errors() -> None:
         cf.encode_frame(1, cf.CreateQueue(name="q", quota=-1))
     with pytest.raises(LocalProtocolError):
         cf.encode_frame(1, cf.ErrorReply(code=0x10000, message=""))
+
+
+_LONG = "n" * 0x10000
+_TOO_LONG = "is too long to send (65,536 characters): it can carry at most 65,535 bytes of UTF-8"
+_NOT_UNICODE = (
+    "is not valid Unicode text (position 3: a lone surrogate, "
+    "as non-UTF-8 bytes in a command-line argument give)"
+)
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        (cf.CreateQueue(name=_LONG), f"CreateQueue.name {_TOO_LONG}"),
+        (cf.DeleteQueue(name=_LONG), f"DeleteQueue.name {_TOO_LONG}"),
+        (cf.Receive(queue=_LONG), f"Receive.queue {_TOO_LONG}"),  # a hand-written encoder
+        (cf.CreateList(name="l", targets=("q", _LONG)), f"CreateList.targets[1] {_TOO_LONG}"),
+        (
+            cf.ChangePermissions(queue="q", entry=_LONG, grant=1, revoke=0),
+            f"ChangePermissions.entry {_TOO_LONG}",
+        ),
+        (cf.CreateQueue(name="bad\udcff"), f"CreateQueue.name {_NOT_UNICODE}"),
+        (cf.Receive(queue="bad\udcff"), f"Receive.queue {_NOT_UNICODE}"),
+        (cf.Authenticate(token="bad\udcff"), f"Authenticate.token {_NOT_UNICODE}"),
+    ],
+    ids=lambda value: None if isinstance(value, str) else type(value).__name__,
+)
+def test_a_text_that_cannot_be_sent_is_named_not_the_encoders_words(
+    value: cf.FrameValue, words: str
+) -> None:
+    with pytest.raises(TextFieldError) as caught:
+        cf.encode_frame(1, value)
+    assert str(caught.value) == words
+    assert caught.value.field == type(value).__name__
 
 
 def test_unknown_guid_bytes_round_trip() -> None:
