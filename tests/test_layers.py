@@ -39,6 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "qmgr.deferred": set(),
     "qmgr.texts": set(),
     "qmgr.socket_stream": set(),
+    "qmgr.tcp": set(),
     "qmgr.server": {
         "wire",
         "storage",
@@ -47,6 +48,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.config",
         "qmgr.certs",
         "qmgr.socket_stream",
+        "qmgr.tcp",
     },
     # The HTTP adapter: what the daemon counts, the one authorization, TLS, the client
     # requests' operations (run without a session), and the SDK's values and JSON
@@ -66,7 +68,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.server.tls",
         "qmgr.server.timings",
     },
-    "qmgr.client": {"wire", "qmgr.socket_stream"},
+    "qmgr.client": {"wire", "qmgr.socket_stream", "qmgr.tcp"},
     "qmgr.spark": {"wire", "qmgr.client"},
     "qmgr.cli": {
         "wire",

@@ -56,6 +56,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Concatenate, Final, ParamSpec, TypeVar
 
+from qmgr.tcp import tune_tcp
 from wire import client as cf
 from wire.addresses import endpoint_text
 
@@ -109,11 +110,7 @@ def open_socket(address: str, timeout: float | None) -> tuple[socket.socket, str
         raise cannot_connect(where, f"no answer within {timeout} s") from None
     except OSError as exc:
         raise cannot_connect(where, connect_failure(exc)) from None
-    try:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    except OSError:
-        pass
+    tune_tcp(sock)
     return sock, host, where
 
 

@@ -22,7 +22,7 @@ from typing import Any, Final, Self, Unpack
 import trio
 
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, QueueManagerIdentity
+from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState
@@ -64,11 +64,13 @@ async def open_client(
             ``limits.max_connections_per_address``; the message says which).
         ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
+        InvalidArgument: a bad address, or a token that is not valid Unicode text.
 
     Once the connection broke or the daemon closed it (idle for
     ``server.idle_timeout``, evicted to make room, ...), every call on the
     client raises :class:`ConnectionLost`, with the daemon's reason if it gave one.
     """
+    check_token(token)
     stream, host, where = await open_stream(address)
     connection: trio.abc.Stream = stream
     if tls is not None:
@@ -267,9 +269,17 @@ class AsyncTransaction(TransactionHandle):
         if self._state.ended:
             return
         if exc_type is None:
-            await self.commit()
+            try:
+                await self.commit()
+            except trio.Cancelled:
+                if not self._state.ended:  # cancelled before it was written: abort below
+                    await self._abort_shielded()
+                raise
             return
-        # Abort even if we are being cancelled, so that received messages go back now.
+        await self._abort_shielded()
+
+    async def _abort_shielded(self) -> None:
+        """Abort even if we are being cancelled, so that received messages go back now."""
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + _ABORT_GRACE
             # If the connection is gone, the daemon aborts the transaction itself
@@ -301,17 +311,26 @@ class AsyncTransaction(TransactionHandle):
 
     async def prepare(self) -> None:
         """Prepare the transaction (the first phase of a two-phase commit); see
-        ``Transaction.prepare``. A prepare cancelled before its reply came
-        leaves a transaction that may be prepared and can only abort."""
+        ``Transaction.prepare``. In a scope already cancelled it raises
+        ``Cancelled`` and sends nothing; a prepare cancelled after it was sent,
+        before its reply came, leaves a transaction that may be prepared and
+        can only abort."""
+        await trio.lowlevel.checkpoint_if_cancelled()
         await self._conn.run(transactions.prepare, self._state)
 
     async def commit(self) -> None:
         """Commit: every send becomes visible and every receive final, at once.
 
+        In a scope already cancelled it raises ``Cancelled`` and sends nothing:
+        the transaction is still open (``async with`` aborts it). Once sent, the
+        commit goes on even if the scope is cancelled while its reply is awaited,
+        and ``Cancelled`` then means its outcome is unknown.
+
         Raises:
             TransactionAborted, QuotaExceeded, StoreFull: nothing applied;
             the error of a failed pipelined send: the transaction was aborted.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         await self._conn.run(transactions.end, self._state, commit=True)
 
     async def abort(self) -> None:

@@ -46,7 +46,6 @@ queue). A transaction's Prepare, Commit or Abort (a request whose waiter
 
 from __future__ import annotations
 
-import socket
 import ssl
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
@@ -54,6 +53,7 @@ from typing import Concatenate, ParamSpec, TypeVar
 import trio
 
 from qmgr.socket_stream import RawConnection
+from qmgr.tcp import tune_tcp
 from wire import client as cf
 from wire.addresses import endpoint_text
 
@@ -103,11 +103,7 @@ async def open_stream(address: str) -> tuple[RawConnection, str, str]:
         stream = await trio.open_tcp_stream(host, port)
     except OSError as exc:
         raise cannot_connect(where, connect_failure(exc)) from None
-    try:
-        stream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, True)
-        stream.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, True)
-    except OSError:
-        pass
+    tune_tcp(stream)
     return RawConnection(stream), host, where
 
 

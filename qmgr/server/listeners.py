@@ -16,11 +16,12 @@ import os
 import socket
 import stat
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 import trio
 
 from qmgr.config import Address
+from qmgr.tcp import tune_tcp
 
 __all__ = [
     "TCP_BACKLOG",
@@ -36,30 +37,6 @@ __all__ = [
 
 #: Pending connections of the Unix-domain socket.
 _BACKLOG: Final = 128
-
-
-#: TCP keepalive on every connection: a peer whose host died or whose path was
-#: cut without a close is found after about two minutes (60 s idle, then six
-#: probes 10 s apart), even while nothing is due to be sent (a client waiting in
-#: a receive without a timeout keeps its connection busy, so no idle timeout ends it).
-KEEPALIVE_IDLE: Final = 60
-KEEPALIVE_INTERVAL: Final = 10
-KEEPALIVE_PROBES: Final = 6
-
-
-class _Socket(Protocol):
-    def setsockopt(self, level: int, option: int, value: int) -> None: ...
-
-
-def tune_tcp(sock: _Socket) -> None:
-    """``TCP_NODELAY`` (small replies and acknowledgments go at once) and TCP
-    keepalive on a connection; a Unix-domain one takes neither and is left as it is."""
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
 
 
 class StartupError(Exception):

@@ -12,6 +12,7 @@ from sdk_kit import check_closed_by_daemon_async
 from qmgr.client import (
     AsyncQueueManager,
     ConnectionLost,
+    InvalidArgument,
     LimitExceeded,
     NotSupported,
     QueueNotFound,
@@ -145,6 +146,12 @@ async def test_close_ends_the_client_before_its_block_and_twice_is_harmless(
 
 
 REFUSAL = "too many connections from 127.0.0.1: at most 2 at once"
+
+
+async def test_a_token_that_cannot_be_sent_is_refused_before_connecting() -> None:
+    with pytest.raises(InvalidArgument, match=r"^token is not valid Unicode text \(position 2"):
+        async with open_client("127.0.0.1:1", token="ab\udcff"):  # nothing listens there
+            pytest.fail("the token was sent")
 
 
 async def test_a_refused_connection_raises_the_daemons_error(fake_daemon: FakeDaemon) -> None:

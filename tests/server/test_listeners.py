@@ -23,13 +23,11 @@ import trio
 from qmgr.config import Address
 from qmgr.server import ConfigurationError, StartupError
 from qmgr.server.listeners import (
-    KEEPALIVE_IDLE,
     TCP_BACKLOG,
     bind_tcp,
     bind_unix_socket,
     listen_on,
     remove_socket,
-    tune_tcp,
 )
 
 
@@ -253,16 +251,3 @@ def test_remove_socket_removes_only_a_socket(tmp_path: Path) -> None:
     path.write_bytes(b"not a socket")
     remove_socket(path)
     assert path.read_bytes() == b"not a socket"
-
-
-def test_tcp_connections_are_kept_alive_and_unix_ones_left_alone(tmp_path: Path) -> None:
-    with socket.create_server(("127.0.0.1", 0)) as server:
-        with socket.create_connection(server.getsockname()) as tcp:
-            tune_tcp(tcp)
-            assert tcp.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
-            assert tcp.getsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE) == KEEPALIVE_IDLE
-            assert tcp.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
-    left, right = socket.socketpair(socket.AF_UNIX)
-    with left, right:
-        tune_tcp(left)  # no error: a Unix-domain socket takes no TCP option
-        assert left.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 0

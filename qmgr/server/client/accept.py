@@ -38,9 +38,9 @@ from qmgr.config import Config
 from qmgr.core.errors import LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.core.permissions import user_name_problem
 from qmgr.socket_stream import RawConnection
+from qmgr.tcp import tune_tcp
 
 from ..admission import Admission, AdmissionLimits, Arrival, Ticket
-from ..listeners import tune_tcp
 from ..tls import TlsFailed, common_name, start_tls
 from .error_codes import error_frame
 from .services import Services

@@ -16,7 +16,8 @@ import socket
 
 import trio
 
-from ..listeners import tune_tcp
+from qmgr.tcp import tune_tcp
+
 from ..tls import peer_handshake
 from .connection import ConnectionContext
 
