@@ -291,6 +291,12 @@ class QueueManager(QueueManagerAdmin, QueueManagerIdentity):
         receive. The daemon removes in steps; if the call fails half-way,
         calling it again removes the rest.
 
+        The reader must be the queue's only consumer: a message another
+        consumer's transaction held while the reader read past it (so
+        :meth:`peek_range` skipped it) goes back with its own lookup id if
+        that transaction aborts, below the reader's position, and this call
+        would remove it unread.
+
         Raises:
             QueueNotFound, InvalidName, AccessDenied; NotSupported: the
             daemon is too old.

@@ -74,7 +74,7 @@ from ._message import Message
 from ._protocol import ClientProtocol, Flow, Waiter
 from ._replies import message_id
 from ._tls_context import tls_failure
-from ._transaction import TransactionState
+from ._transaction import TransactionState, earlier_failure
 
 __all__ = ["SocketConnection", "TlsConnection", "connection_for", "open_socket", "wrap_tls"]
 
@@ -227,7 +227,7 @@ class SocketConnection:
             try:
                 reply = self.exchange(waiter)
             except QueueError as exc:
-                proto.earlier_failure(state, exc)
+                earlier_failure(state, exc)
                 raise
             return proto.receive_result(reply, state)
         finally:

@@ -318,15 +318,6 @@ class ClientProtocol(Generic[W]):
         out += cf.encode_frame(self.new_id(), cf.CancelReceive(request_id=waiter.request_id))
         return True
 
-    @staticmethod
-    def earlier_failure(state: TransactionState | None, error: QueueError) -> None:
-        """A request in the transaction ``state`` failed with ``error``: raise
-        instead the failure of an earlier pipelined request of it, if one was
-        recorded (the daemon refuses the rest of a transaction whose operation
-        failed; the earlier failure is the one that says what went wrong)."""
-        if state is not None and not isinstance(error, ConnectionLost):
-            state.check()
-
     def receive_result(
         self, reply: cf.ServerReply, state: TransactionState | None
     ) -> Message | None:

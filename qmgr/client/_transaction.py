@@ -55,11 +55,13 @@ from ._exceptions import (
 from ._replies import resolutions, unexpected
 
 __all__ = [
+    "ABORTED_BY_DAEMON",
     "MAX_XID_BYTES",
     "Ending",
     "TransactionHandle",
     "TransactionState",
     "check_xid",
+    "earlier_failure",
     "prepare_interrupted",
     "prepared",
     "receive_abandoned",
@@ -88,6 +90,9 @@ class Ending(enum.Enum):
 
 #: What :meth:`TransactionState.fail` records when the pipelined Begin failed.
 _THE_BEGIN: Final = "its begin"
+#: What failed, when the daemon had aborted the transaction itself (an idle
+#: timeout, say): its message says so, and no request of the client is to blame.
+ABORTED_BY_DAEMON: Final = "the queue manager"
 
 
 def check_xid(xid: object) -> str:
@@ -176,7 +181,11 @@ class TransactionState:
         return _THE_BEGIN if request_ids and request_ids[0] == request_id else "a send"
 
     def fail(self, code: int, message: str, what: str = "a send") -> None:
-        """Record a failed pipelined send, or ``what`` else failed (the first one wins)."""
+        """Record a failed pipelined send, or ``what`` else failed (the first one wins);
+        a refusal because the daemon had aborted the transaction is the daemon's
+        (:data:`ABORTED_BY_DAEMON`), whatever request met it."""
+        if code == cf.ErrorCode.TRANSACTION_ABORTED and what in ("a send", _THE_BEGIN):
+            what = ABORTED_BY_DAEMON
         if self._error is None:
             self._error = (code, message)
             self._failed_request = what
@@ -200,6 +209,8 @@ class TransactionState:
             prefix = f"{what} in transaction {self.label} failed, so it cannot commit: "
             if what == _THE_BEGIN:
                 prefix = f"transaction {self.label} could not begin: "
+            elif what == ABORTED_BY_DAEMON:
+                prefix = ""
             raise self.error(prefix)
 
     def check_preparable(self) -> None:
@@ -217,6 +228,8 @@ class TransactionState:
         what = self._failed_request
         if what == _THE_BEGIN:
             return self.error(f"transaction {self.label} could not begin: ")
+        if what == ABORTED_BY_DAEMON:
+            return self.error()
         return self.error(f"transaction {self.label} was aborted because {what} in it failed: ")
 
     def end(self, *, commit: bool) -> None:
@@ -417,3 +430,16 @@ def receive_abandoned(state: TransactionState) -> None:
         "have taken must not be committed unseen",
         what="a receive",
     )
+
+
+def earlier_failure(state: TransactionState | None, error: QueueError) -> None:
+    """A request in the transaction ``state`` failed with ``error``: raise instead
+    the failure of an earlier pipelined request of it, if one was recorded (the
+    daemon refuses the rest of a transaction whose operation failed; the earlier
+    failure is the one that says what went wrong). A transaction the daemon
+    aborted (an idle timeout) is recorded so, and ``commit()`` raises that."""
+    if state is None or isinstance(error, ConnectionLost):
+        return
+    if isinstance(error, TransactionAborted):
+        state.fail(int(cf.ErrorCode.TRANSACTION_ABORTED), error.message, ABORTED_BY_DAEMON)
+    state.check()

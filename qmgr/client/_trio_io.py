@@ -71,7 +71,7 @@ from ._message import Message
 from ._protocol import ClientProtocol, Flow, Waiter
 from ._replies import message_id
 from ._tls_context import tls_failure
-from ._transaction import TransactionState, receive_abandoned
+from ._transaction import TransactionState, earlier_failure, receive_abandoned
 
 __all__ = ["StreamConnection", "TaskWaiter", "open_stream", "tls_handshake"]
 
@@ -236,7 +236,7 @@ class StreamConnection:
         try:
             reply = proto.result(waiter)
         except QueueError as exc:
-            proto.earlier_failure(state, exc)
+            earlier_failure(state, exc)
             raise
         return proto.receive_result(reply, state)
 

@@ -278,6 +278,13 @@ def test_values_that_name_nothing_are_refused_before_they_are_sent(
             qm.receive("orders", lookup_id=0)
         with pytest.raises(InvalidArgument, match="must not be negative"):
             qm.peek_range("orders", max=-1)
+        for after, count in ((None, 1), (1, None), (1, "5"), (True, 1), (1.0, 1)):
+            with pytest.raises(InvalidArgument, match="must be a whole number"):
+                qm.peek_range("orders", after=after, max=count)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="lookup_id must be a whole number"):
+            qm.remove_through("orders", None)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="max_count must be a whole number"):
+            qm.measure_range("orders", max_count=2.5)  # type: ignore[arg-type]
         tx = qm.begin()
         with pytest.raises(InvalidArgument, match=r"priority must be 0\.\.7, not 9"):
             tx.send("orders", b"x", priority=9)

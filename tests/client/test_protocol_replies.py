@@ -26,10 +26,11 @@ from qmgr.client import (
     QueueError,
     QueueNotFound,
     ShuttingDown,
+    TransactionAborted,
     TransactionNotFound,
 )
 from qmgr.client._replies import message_or_none, queue_list
-from qmgr.client._transaction import transaction_ended
+from qmgr.client._transaction import earlier_failure, transaction_ended
 from qmgr.client.calls.handshake import handshake_error, welcome
 from wire import client as cf
 
@@ -106,6 +107,40 @@ def test_a_pipelined_send_error_surfaces_at_the_next_call_and_at_commit() -> Non
         transaction_ended(state, proto.result(waiter))
     with pytest.raises(TransactionNotFound, match="already ended"):
         state.end(commit=False)
+
+
+IDLE = "transaction 1 was aborted: idle timeout: no activity for more than 2 s"
+
+
+def test_a_transaction_the_daemon_aborted_is_not_blamed_on_a_send() -> None:
+    """An idle timeout aborted it; the send that met the abort did not fail."""
+    proto = new_protocol()
+    state = begin(proto)
+    pipeline_send(proto, state)
+    proto.receive_data(replies((2, error(cf.ErrorCode.TRANSACTION_ABORTED, IDLE))))
+    with pytest.raises(TransactionAborted) as raised:
+        state.check()
+    assert str(raised.value) == IDLE
+    state.end(commit=True)
+    waiter = proto.end_request(bytearray(), state)
+    proto.receive_data(replies((waiter.request_id, error(cf.ErrorCode.TRANSACTION_NOT_FOUND, "x"))))
+    with pytest.raises(TransactionAborted) as raised:
+        transaction_ended(state, TransactionNotFound("x"))
+    assert str(raised.value) == IDLE
+
+
+def test_a_receive_that_met_the_daemons_abort_makes_the_commit_say_so() -> None:
+    """Not "transaction 1 is not open on this connection", as the daemon answers
+    a Commit of a transaction it already dropped."""
+    proto = new_protocol()
+    state = begin(proto)
+    with pytest.raises(TransactionAborted) as raised:
+        earlier_failure(state, TransactionAborted(IDLE))
+    assert str(raised.value) == IDLE
+    state.end(commit=True)  # becomes an abort
+    with pytest.raises(TransactionAborted) as raised:
+        transaction_ended(state, TransactionNotFound("transaction 1 is not open"))
+    assert str(raised.value) == IDLE
 
 
 @pytest.mark.parametrize(

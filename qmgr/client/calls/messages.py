@@ -26,6 +26,18 @@ __all__ = ["RangeInfo", "measure_range", "peek_range", "remove_through"]
 _MAX_PAGE: Final = 0xFFFFFFFF
 
 
+def _whole(value: object, name: str) -> int:
+    """``value`` if it is a whole number (its range is the encoder's to check).
+
+    Raises:
+        InvalidArgument: it is not (None, a string, a float, a bool).
+    """
+    if type(value) is not int:
+        msg = f"{name} must be a whole number, not {value!r}"
+        raise InvalidArgument(msg)
+    return value
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RangeInfo:
     """What :meth:`QueueManager.measure_range` found.
@@ -51,9 +63,10 @@ def peek_range(
     the queue has no more above ``after``.
 
     Raises:
-        InvalidArgument: ``max_count`` or ``after`` is negative, or ``after``
-            is over 2**64 - 1.
+        InvalidArgument: ``max_count`` or ``after`` is not a whole number or is
+            negative, or ``after`` is over 2**64 - 1.
     """
+    after, max_count = _whole(after, "after"), _whole(max_count, "max")
     if max_count < 0 or after < 0:
         msg = f"max and after must not be negative, not {max_count} and {after}"
         raise InvalidArgument(msg)
@@ -72,7 +85,7 @@ def peek_range(
 
 def remove_through(proto: ClientProtocol[W], queue: str, lookup_id: int) -> Flow[W, int]:
     """``remove_through()``: how many messages went."""
-    request = cf.RemoveThrough(queue=queue, lookup_id=lookup_id)
+    request = cf.RemoveThrough(queue=queue, lookup_id=_whole(lookup_id, "lookup_id"))
     proto.require(cf.TWO_PHASE_VERSION, "remove_through()", TWO_PHASE_USE)
     return ok_value((yield proto.call(request)))
 
@@ -81,6 +94,7 @@ def measure_range(
     proto: ClientProtocol[W], queue: str, after: int, max_count: int
 ) -> Flow[W, RangeInfo]:
     """``measure_range()``."""
+    after, max_count = _whole(after, "after"), _whole(max_count, "max_count")
     request = cf.MeasureRange(queue=queue, after=after, max_count=max_count)
     proto.require(cf.TWO_PHASE_VERSION, "measure_range()", TWO_PHASE_USE)
     measured = expect((yield proto.call(request)), cf.RangeInfo)

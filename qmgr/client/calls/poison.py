@@ -30,7 +30,7 @@ from wire import client as cf
 from .._exceptions import InvalidArgument, QueueError
 from .._protocol import ClientProtocol, Flow, W
 from .._replies import expect
-from .._transaction import TransactionState
+from .._transaction import TransactionState, earlier_failure
 
 __all__ = [
     "POISON_USE",
@@ -151,7 +151,7 @@ def transaction_move(
     try:
         reply = yield proto.call(request)
     except QueueError as exc:
-        proto.earlier_failure(state, exc)
+        earlier_failure(state, exc)
         raise
     result = _moved(reply)
     state.check()
