@@ -111,7 +111,12 @@ class _Commands(click.Group):
 @connection_options
 @click.version_option(__version__, prog_name="qmgr")
 def cli() -> None:
-    """qmgr: a transactional queue manager (MSMQ semantics) for Linux."""
+    """qmgr: a transactional queue manager (MSMQ semantics) for Linux.
+
+    Exit status: 0 on success; 1 on an error, said on stderr as "error: ..."
+    (the queue manager unreachable, a queue that does not exist, a refusal);
+    2 for a usage or configuration error.
+    """
 
 
 def main() -> None:

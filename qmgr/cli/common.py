@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
     from rich.table import Column, Table
+    from rich.text import Text
 
     from qmgr.client import QueueManager
 
@@ -444,6 +445,16 @@ def plain_table(table: Table) -> str:
         lines += [line(headers), "  ".join("-" * width for width in widths)]
     lines += [line(row) for row in zip(*cells, strict=True)]
     return "\n".join(lines)
+
+
+def shown(text: str) -> Text:
+    """Someone else's text (a name, a destination, an error) for a table cell: never
+    console markup, and, when it holds a character that does not print (a control,
+    a right-to-left override, a zero-width space), escaped in quotes as
+    :func:`quoted` does, so that it cannot hide or reorder what the operator reads."""
+    from rich.text import Text
+
+    return Text(text if text.isprintable() else repr(text))
 
 
 def listing_table(*columns: str | Column, show_header: bool = True) -> Table:

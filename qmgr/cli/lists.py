@@ -16,7 +16,7 @@ from rich.text import Text
 
 from qmgr.client import QueueManager
 
-from .common import client, json_option, plural, reports_errors, stdout_console
+from .common import client, json_option, plural, reports_errors, shown, stdout_console
 
 __all__ = ["dl"]
 
@@ -95,5 +95,6 @@ def dl_list(ctx: click.Context, name: str | None, as_json: bool) -> None:
     table.add_column("list")
     table.add_column("targets")
     for entry in found:
-        table.add_row(Text(entry.name), Text("\n".join(entry.targets) or "(none)"))
+        targets = Text("\n").join(shown(target) for target in entry.targets)
+        table.add_row(shown(entry.name), targets or "(none)")
     stdout_console().print(table)

@@ -31,6 +31,7 @@ from .common import (
     quoted,
     reports_errors,
     right,
+    shown,
     yes_option,
 )
 from .routes import routing_or_none
@@ -143,7 +144,7 @@ def outgoing_table(
     an "alternates" column only if a route lists others."""
     errors = any(q.last_error for q in queues)
     others = {q.destination: list((alternates or {}).get(q.destination, ())) for q in queues}
-    shown = any(others.values())
+    with_alternates = any(others.values())
     table = listing_table(
         folded("destination"),
         "next hop",
@@ -154,24 +155,24 @@ def outgoing_table(
         right("next #"),
         "last OrderAck",
     )
-    if shown:
+    if with_alternates:
         table.add_column("alternates", overflow="fold")
     if errors:
         table.add_column("last error", overflow="fold")
     for q in queues:
         row: list[str | Text] = [  # names are anyone's text, never console markup
-            Text(q.destination),
-            Text(q.next_hop),
-            Text(_state(q)),
+            shown(q.destination),
+            shown(q.next_hop),
+            shown(_state(q)),
             str(q.waiting),
             str(q.unacknowledged),
-            Text(q.sequence),
+            shown(q.sequence),
             str(q.next_number),
             _when(q.last_order_ack, "never"),
         ]
-        if shown:
-            row.append(Text(", ".join(others[q.destination])))
-        table.add_row(*row, *([Text(q.last_error)] if errors else []))
+        if with_alternates:
+            row.append(shown(", ".join(others[q.destination])))
+        table.add_row(*row, *([shown(q.last_error)] if errors else []))
     return table
 
 
@@ -188,8 +189,8 @@ def incoming_table(sequences: Sequence[IncomingInfo]) -> Table:
     for s in sequences:
         table.add_row(
             str(s.source_qm),
-            Text(s.queue),
-            Text(s.sequence),
+            shown(s.queue),
+            shown(s.sequence),
             str(s.last_number),
             str(s.reject_count),
             _when(s.last_access),

@@ -13,11 +13,18 @@ import json
 from collections.abc import Callable
 
 import click
-from rich.text import Text
 
 from qmgr.client import QueueManager
 
-from .common import client, folded, json_option, listing_table, reports_errors, stdout_console
+from .common import (
+    client,
+    folded,
+    json_option,
+    listing_table,
+    reports_errors,
+    shown,
+    stdout_console,
+)
 
 __all__ = ["queue_acl", "queue_grant", "queue_revoke"]
 
@@ -88,5 +95,5 @@ def _show(
         return
     table = listing_table(folded("entry"), "rights")
     for entry, rights in sorted(acl.items()):
-        table.add_row(Text(entry), ", ".join(rights))
+        table.add_row(shown(entry), ", ".join(rights))
     stdout_console().print(table)

@@ -57,6 +57,9 @@ def queue_set(ctx: click.Context, name: str, retry: dict[str, Any], poison: bool
     if poison is None and all(value is None for value in retry.values()):
         msg = "nothing to change: give --retry-count, --retry-cycles, --retry-delay or --no-poison"
         raise click.UsageError(msg)
+    if poison is False and any(value is not None for value in retry.values()):
+        msg = "--no-poison turns poison handling off: give no retry option with it"
+        raise click.UsageError(msg)
     with client(ctx) as qm:
         qm.set_queue_properties(name, **retry, poison_handling=poison)
         info = find_queue(qm, name)

@@ -37,6 +37,7 @@ from .common import (
     quoted,
     reports_errors,
     right,
+    shown,
     size,
     stdout_console,
     yes_option,
@@ -187,8 +188,8 @@ def queue_show(ctx: click.Context, name: str, as_json: bool) -> None:
         return
     table = listing_table("property", folded("value"), show_header=False)
     rows: list[tuple[str, str | Text]] = [
-        ("queue", Text(info.name)),
-        ("format name", Text(info.format_name)),
+        ("queue", shown(info.name)),
+        ("format name", shown(info.format_name)),
         ("kind", str(info.kind)),
         ("transactional", "yes" if info.transactional else "no"),
         ("journal", "yes" if info.journal else "no"),
@@ -288,7 +289,7 @@ def queue_table(queues: Sequence[QueueInfo]) -> Table:
     )
     for q in queues:
         table.add_row(
-            Text(q.name),  # a queue's name is anyone's text, never console markup
+            shown(q.name),  # a queue's name is anyone's text, never console markup
             str(q.kind),
             "yes" if q.transactional else "",
             "yes" if q.journal else "",

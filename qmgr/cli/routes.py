@@ -15,13 +15,12 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.text import Text
 
 from qmgr.client import NotSupported as ClientNotSupported
 from qmgr.client import QueueManager, Routing
 from qmgr.client.shapes import iso
 
-from .common import client, json_option, listing_table, reports_errors, stdout_console
+from .common import client, json_option, listing_table, reports_errors, shown, stdout_console
 
 __all__ = ["print_routing_lines", "route", "routing_json", "routing_or_none"]
 
@@ -50,7 +49,7 @@ def route(ctx: click.Context, destination: str, as_json: bool) -> None:
         if info.routes:
             table = listing_table("key", "next hops")
             for entry in info.routes:
-                table.add_row(Text(entry.key), Text(", ".join(entry.hops)))
+                table.add_row(shown(entry.key), shown(", ".join(entry.hops)))
             console.print()
             console.print(table)
         else:
@@ -71,11 +70,11 @@ def route(ctx: click.Context, destination: str, as_json: bool) -> None:
     table = listing_table("next hop", "state", "in use", "down since", "last error")
     for hop in info.hops:
         table.add_row(
-            Text(hop.hop),
+            shown(hop.hop),
             hop.state,
             "yes" if hop.in_use else "",
             "" if hop.down_since is None else iso(hop.down_since),
-            Text(hop.last_error),
+            shown(hop.last_error),
         )
     console.print(table)
 

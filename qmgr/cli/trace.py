@@ -27,6 +27,7 @@ from .common import (
     json_option,
     reports_errors,
     server_of,
+    shown,
     stdout_console,
 )
 
@@ -80,7 +81,12 @@ def trace(
             _print(console, address, seen_report, error)
     if not any(found and found.findings for _, found, _ in visits):
         msg = f"no queue manager visited knows message {message_id}"
-        raise CliError(msg)
+        hint = (
+            "a message received without a journal leaves no record, and its source keeps "
+            "none of a message it delivered unless it asked for a journal or an "
+            "acknowledgment: run the trace against its destination (--server)"
+        )
+        raise CliError(msg, hint=hint)
 
 
 def _via(values: tuple[str, ...]) -> dict[str, str]:
@@ -135,9 +141,9 @@ def _json(address: str, report: TraceReport | None, error: str) -> dict[str, Any
 
 def _print(console: Any, address: str, report: TraceReport | None, error: str) -> None:
     if report is None:
-        console.print(Text(f"{address}: not reachable ({error})"))
+        console.print(shown(f"{address}: not reachable ({error})"))
         return
-    title = Text(f"{report.qm_name} ({address})")
+    title = shown(f"{report.qm_name} ({address})")
     if not report.findings:
         console.print(Text.assemble(title, ": nothing about this message"))
         return
@@ -148,11 +154,11 @@ def _print(console: Any, address: str, report: TraceReport | None, error: str) -
         # Every cell is the queue manager's text (queue names, ``[v6]:port``
         # addresses), never console markup.
         table.add_row(
-            Text(f.kind),
-            Text(f.place),
+            shown(f.kind),
+            shown(f.place),
             "" if f.time is None else f.time.strftime("%Y-%m-%d %H:%M:%S"),
-            Text(f.class_name if f.message_class else ""),
-            Text(f.detail),
-            Text(f.next_hop),
+            shown(f.class_name if f.message_class else ""),
+            shown(f.detail),
+            shown(f.next_hop),
         )
     console.print(table)

@@ -36,6 +36,9 @@ def test_set_needs_something_to_change() -> None:
     result = run(None, "queue", "set", "orders")
     assert result.exit_code == 2
     assert "nothing to change: give --retry-count, --retry-cycles" in result.stderr
+    both = run(None, "queue", "set", "orders", "--no-poison", "--retry-count", "5")
+    assert both.exit_code == 2  # a usage error, found before connecting
+    assert "--no-poison turns poison handling off: give no retry option with it" in both.stderr
 
 
 def test_set_says_what_the_queue_does_now(shared_daemon: DaemonProcess, queue_name: str) -> None:

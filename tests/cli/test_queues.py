@@ -104,6 +104,16 @@ def test_queue_table_prints_names_as_text() -> None:
     assert markup.split("│")[0].strip() == "[bold]x[/]"
 
 
+def test_a_name_with_characters_that_do_not_print_is_shown_escaped() -> None:
+    """A right-to-left override or a zero-width space in a name would make one queue
+    pass for another in a listing (``rtl\u202etxt.exe`` reads ``rtlexe.txt``)."""
+    console = Console(width=200, record=True)
+    names = ["rtl\u202etxt.exe", "zw\u200bsp", "zwsp", "café"]
+    console.print(queue_table([dataclasses.replace(ORDERS, name=name) for name in names]))
+    shown = [line.split("│")[0].strip() for line in console.export_text().splitlines()[2:]]
+    assert shown == ["'rtl\\u202etxt.exe'", "'zw\\u200bsp'", "zwsp", "café"]
+
+
 def test_find_queue_takes_any_spelling() -> None:
     class Listing:
         def list_queues(self) -> list[QueueInfo]:

@@ -167,7 +167,9 @@ def test_a_message_nobody_knows_is_an_error(scripted: dict[str, TraceReport | No
     result = trace()
     assert result.exit_code == 1
     assert result.stdout == "qm-a (a:1802): nothing about this message\n"
-    assert result.stderr == "error: no queue manager visited knows message {id}\\1\n"
+    error, hint = result.stderr.splitlines()
+    assert error == "error: no queue manager visited knows message {id}\\1"
+    assert hint.startswith("hint: a message received without a journal leaves no record")
     # The same answer in JSON, and the same exit status.
     as_json = trace("--json")
     assert as_json.exit_code == 1
