@@ -72,6 +72,7 @@ from .keys import (
     DB_OUTCOMES,
     DB_OUTGOING,
     DB_PREPARED,
+    DB_PREPARED_COPIES,
     DB_QUEUE_IDS,
     DB_QUEUES,
     DB_RELAYED,
@@ -93,7 +94,7 @@ from .keys import (
 )
 from .peering_state import OutgoingState, decode_outgoing
 from .records import QueueKind, QueueRecord, decode_counters, decode_queue, encode_queue
-from .reservations import NO_RESERVATION, load_reservations
+from .reservations import NO_RESERVATION, drop_orphan_copies, load_reservations
 
 __all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
 
@@ -139,6 +140,7 @@ class Databases:
     lists: lmdb._Database
     relayed: lmdb._Database
     retired: lmdb._Database
+    prepared_copies: lmdb._Database
 
 
 class Catalog:
@@ -195,6 +197,7 @@ class Catalog:
             lists=env.open_db(txn, DB_LISTS),
             relayed=env.open_db(txn, DB_RELAYED),
             retired=env.open_db(txn, DB_RETIRED),
+            prepared_copies=env.open_db(txn, DB_PREPARED_COPIES),
         )
         raw_version = txn.get(META_SCHEMA_VERSION, db=dbs.meta)
         if raw_version is None:
@@ -229,6 +232,7 @@ class Catalog:
             self.doomed[record.queue_id] = record
         self._load_outgoing(txn, dbs)
         self.reservations = load_reservations(txn, dbs.prepared)
+        drop_orphan_copies(txn, dbs.prepared, dbs.prepared_copies)
         return dbs
 
     def _load_outgoing(self, txn: Txn, dbs: Databases) -> None:

@@ -135,6 +135,7 @@ __all__ = [
     "DB_OUTCOME_TIMES",
     "DB_OUTGOING",
     "DB_PREPARED",
+    "DB_PREPARED_COPIES",
     "DB_QUEUES",
     "DB_QUEUE_IDS",
     "DB_RELAYED",
@@ -210,6 +211,9 @@ DB_RETRY_DUE: Final = b"retry_due"
 DB_RELAYED: Final = b"relayed"
 #: The sequences of removed outgoing queues, for the next queue of each name (``ops.retired``).
 DB_RETIRED: Final = b"retired_sequences"
+#: The copies prepared transactions' commits add to ``confirmations`` (``ops.prepared``);
+#: added without a schema change: a release without it never opens it.
+DB_PREPARED_COPIES: Final = b"prepared_copies"
 
 #: Keys of the ``meta`` database.
 META_SCHEMA_VERSION: Final = b"schema_version"

@@ -48,7 +48,7 @@ import lmdb
 
 from .environment import Txn
 from .errors import InvalidRecord, StoreCorrupt
-from .keys import split_prepared_key
+from .keys import prepared_key, split_prepared_key
 from .overlay import MISSING, Changes, Overlay
 from .records import pack, stored_text
 
@@ -297,3 +297,33 @@ class Reservations:
     def changed(self) -> dict[int, tuple[int, int]]:
         """The reservations the batch changed, by queue id (for the catalog)."""
         return dict(self._changed)
+
+
+def drop_orphan_copies(txn: Txn, prepared: lmdb._Database, copies: lmdb._Database) -> int:
+    """Delete the kept copies (``prepared_copies``, see ``ops.prepared``) of
+    transactions no longer prepared, and return how many: a release that keeps
+    none resolved the transaction and left them. Runs in the opening's write
+    transaction; the database holds only in-doubt transactions' copies.
+
+    Raises:
+        StoreCorrupt: a key does not split.
+    """
+    dropped = 0
+    with txn.cursor(db=copies) as cursor:
+        positioned = cursor.first()
+        while positioned:
+            key = bytes(cursor.key())
+            try:
+                xid, _ = split_prepared_key(key)
+            except Exception as exc:
+                msg = f"kept copy key {key.hex()} is corrupt"
+                raise StoreCorrupt(msg) from exc
+            if txn.get(prepared_key(xid, 0), db=prepared) is not None:
+                positioned = cursor.set_range(xid + b"\x01")  # past its copies
+                continue
+            prefix = xid + b"\x00"  # an xid has no NUL: only its own keys start so
+            while bytes(cursor.key()).startswith(prefix):
+                cursor.delete()
+                dropped += 1
+            positioned = bool(cursor.key())
+    return dropped

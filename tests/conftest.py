@@ -16,10 +16,12 @@ Sections:
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from helpers import PEER_FAST, DaemonProcess, Launch, Peers
 from hypothesis import HealthCheck, settings
 
@@ -108,3 +110,17 @@ def queue_name(request: pytest.FixtureRequest) -> str:
     """A queue name no other test uses (derived from the test's name)."""
     base = request.node.name.replace("[", "-").replace("]", "").replace(",", "-")
     return f"{base[:90]}-{next(_queue_numbers)}"
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """structlog's and the ``logging`` root's configuration as they were before
+    the test (``qmgr.logs.configure_logging`` changes both for the process)."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**saved)
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = handlers
+    root.setLevel(level)

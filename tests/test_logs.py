@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,17 +14,7 @@ import structlog
 
 from qmgr.logs import configure_logging
 
-
-@pytest.fixture(autouse=True)
-def restore_structlog() -> Iterator[None]:
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.contextvars.clear_contextvars()
+pytestmark = pytest.mark.usefixtures("restored_logging")
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:

@@ -13,8 +13,11 @@ shows a progress bar on stderr when stderr is a terminal (:class:`Progress`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import re
+import select
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -184,7 +187,11 @@ def _read_body(body: str | None, file_path: Path | None) -> bytes:
             msg = f"cannot read {file_path}: {exc.strerror}"
             raise CliError(msg) from None
     if not sys.stdin.isatty():
-        return _read_at_most(sys.stdin.buffer, "standard input")
+        try:
+            return _read_at_most(sys.stdin.buffer, "standard input")
+        except OSError as exc:
+            msg = f"cannot read standard input: {exc.strerror or exc}"
+            raise CliError(msg) from None
     return b""
 
 
@@ -266,15 +273,17 @@ def receive(
 
 
 class _ShownReceiver:
-    """Receives a queue's messages one at a time, each removed only once it was
-    written out: a full disk or a closed pipe leaves in the queue the message
-    that could not be shown.
+    """Receives a queue's messages one at a time for ``qmgr receive``, each taken
+    only while its output can take it.
 
-    From a transactional queue each message is received in a transaction,
-    committed once the output took it (aborted, back in its place, if not).
-    A non-transactional queue cannot be received from in a transaction: its
-    next message is peeked, shown, then received by its lookup id; if another
-    consumer took it meanwhile, a note on stderr says so.
+    Before each receive, a pipe whose reader has gone (``| head``) ends the run
+    with nothing taken. From a transactional queue each message is received in
+    a transaction committed once the output took it; if the write fails (a full
+    disk), the transaction aborts and the message is back in its place, with
+    its abort count one higher, as after any aborted receive. A
+    non-transactional queue cannot be received from in a transaction, nor give
+    a message back: its message is received, then written; one the output
+    could not take is named on stderr as lost.
     """
 
     def __init__(self, qm: QueueManager, queue: str) -> None:
@@ -286,9 +295,11 @@ class _ShownReceiver:
         """The next message (waiting ``timeout`` s) once ``show`` wrote it; None if none came.
 
         Raises:
-            QueueError: receiving failed; OSError: ``show`` failed (the message
-                stays in the queue).
+            QueueError: receiving failed.
+            OSError: ``show`` failed, or the output is a pipe nobody reads.
         """
+        if _output_gone():
+            raise BrokenPipeError(errno.EPIPE, "standard output is a pipe nobody reads")
         if self._transactional:
             tx = self._qm.begin()
             try:
@@ -303,20 +314,22 @@ class _ShownReceiver:
                 try:
                     show(message)
                 except BaseException:
-                    tx.abort()
+                    with contextlib.suppress(QueueError):  # the write's error is the one to say
+                        tx.abort()
                     raise
                 self._commit(tx, message)
                 return message
-        message = self._qm.peek(self._queue, timeout)
-        if message is None:
-            return None
-        show(message)
-        if self._qm.receive(self._queue, 0, lookup_id=message.lookup_id) is None:
-            click.echo(
-                f"note: message {message.id} was received by another consumer "
-                "while it was being shown",
-                err=True,
-            )
+        message = self._qm.receive(self._queue, timeout)
+        if message is not None:
+            try:
+                show(message)
+            except OSError:
+                note = (
+                    f"note: message {message.id} was received from a non-transactional "
+                    "queue, which cannot take it back, and could not be written out: it is lost"
+                )
+                click.echo(note, err=True)
+                raise
         return message
 
     @staticmethod
@@ -552,6 +565,17 @@ def message_text(message: Message) -> str:
             header += _ESCAPED_NOTE
             text = _UNSHOWN.sub(_escaped, text.replace("\\", "\\\\"))
     return f"{header}\n{text}"
+
+
+def _output_gone() -> bool:
+    """True if standard output is a pipe whose reader has gone: a write would fail."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # closed, or not a file (a test's buffer)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 #: What a body may not write to a terminal as it is: control characters other

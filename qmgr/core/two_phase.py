@@ -14,9 +14,11 @@ id: a commit (``storage.ResolvePrepared``) removes the received messages
 and appends the sends, which get their LookupIds then, in commit order, so
 a reader that follows LookupIds never sees one appear behind it; an abort
 drops the sends and releases the messages. Several ids may be resolved in
-one atomic unit. A commit cannot fail for want of room: the quota was
-reserved at prepare and the write may use the store's headroom, as removals
-do; and a queue a prepared transaction uses cannot be deleted.
+one atomic unit. A commit does not fail for quota: the quota was reserved
+at prepare, and the write may use the store's headroom, as removals do (on
+a full store, a commit larger than that headroom, its sends and the copies
+its remote sends keep for confirmation, fails with ``StoreFull`` and stays
+in doubt); and a queue a prepared transaction uses cannot be deleted.
 
 The outcome of each id is kept in the store for a configurable time, so
 that resolving an id twice says what happened the first time and changes

@@ -69,12 +69,13 @@ Send records are kept at index 1..n of the transaction's keys, in the order
 it sent them.
 
 The copies its sends to other queue managers keep until confirmed
-(``ops.confirmations``; ``copies``) are kept from index
-:data:`COPY_INDEX` on, each as its confirmation key and record
+(``ops.confirmations``; ``copies``) are kept in ``prepared_copies``, under
+the same keys (index 0..n-1), each as its confirmation key and record
 (``encode_kept``), and added as :class:`~storage.AddConfirmation` adds one
 when the transaction commits: a prepared send is confirmed like any other.
-The header does not count them (an older release, which wrote none, reads
-the same header); a resolve finds them with a seek.
+A database of their own leaves ``prepared`` as a release without them reads
+it; the copies such a release leaves behind when it resolves the transaction
+are dropped at the next opening (``reservations.drop_orphan_copies``).
 """
 
 from __future__ import annotations
@@ -114,7 +115,6 @@ from .outcomes import OutcomeInfo, known_xid, outcome_of, record_outcome, xid_pr
 from .peering import AppendOutgoing
 
 __all__ = [
-    "COPY_INDEX",
     "PrepareTransaction",
     "Prepared",
     "RecordOutcome",
@@ -147,8 +147,6 @@ _KIND_OUTGOING_TIMED: Final = 4
 _TIMED = struct.Struct(">dB")
 _DEADLINE = struct.Struct(">d")
 _SEND_FIELD: Final = "prepared send field"
-#: The index of a prepared transaction's first kept copy (its sends come before).
-COPY_INDEX: Final = 0x8000_0000
 
 
 class Resolution(enum.IntEnum):
@@ -305,8 +303,10 @@ class PrepareTransaction(Operation):
         db = ctx.dbs.prepared
         for index, value in enumerate(values):
             ctx.put(db, prepared_key(raw, index), value)
-        for index, copy in enumerate(self.copies, COPY_INDEX):
-            ctx.put(db, prepared_key(raw, index), encode_kept(copy.confirmation))
+        for index, copy in enumerate(self.copies):
+            ctx.put(
+                ctx.dbs.prepared_copies, prepared_key(raw, index), encode_kept(copy.confirmation)
+            )
         for queue_id, size, pins in header.holds():
             ctx.reservations.reserve(queue_id, size, pins)
         ctx.set_scratch((_SCRATCH, raw), _Pending(header, self.sends, self.copies))
@@ -356,8 +356,10 @@ class ResolvePrepared(Operation):
             for copy in copies:
                 copy.plan(ctx)
         db = ctx.dbs.prepared
-        for index in (*range(header.sends + 1), *range(COPY_INDEX, COPY_INDEX + len(copies))):
+        for index in range(header.sends + 1):
             ctx.discard(db, prepared_key(raw, index))
+        for index in range(len(copies)):
+            ctx.discard(ctx.dbs.prepared_copies, prepared_key(raw, index))
         for queue_id, size, pins in header.holds():
             ctx.reservations.reserve(queue_id, -size, -pins)
         ctx.set_scratch((_SCRATCH, raw), None)
@@ -385,10 +387,10 @@ def _stored_copies(ctx: PlanContext, raw: bytes) -> list[AddConfirmation]:
     Raises:
         StoreCorrupt: one does not decode.
     """
-    start = prepared_key(raw, COPY_INDEX)
+    start = prepared_key(raw, 0)
     end = raw + b"\x01"  # past every key of the transaction
     copies: list[AddConfirmation] = []
-    with ctx.txn.cursor(db=ctx.dbs.prepared) as cursor:
+    with ctx.txn.cursor(db=ctx.dbs.prepared_copies) as cursor:
         if cursor.set_range(start):
             for key, data in cursor:
                 if bytes(key) >= end:

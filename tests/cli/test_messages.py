@@ -328,13 +328,15 @@ def test_message_json() -> None:
 
 
 @pytest.mark.parametrize("transactional", [True, False], ids=["transactional", "plain"])
-def test_a_message_the_output_could_not_take_stays_in_the_queue(
+def test_a_message_the_output_could_not_take_stays_in_the_queue_or_is_named(
     shared_daemon: DaemonProcess,
     queue_name: str,
     monkeypatch: pytest.MonkeyPatch,
     transactional: bool,
 ) -> None:
-    """A full disk under ``qmgr receive q --count N >> file`` loses nothing."""
+    """A full disk under ``qmgr receive q --count N >> file``: a transactional
+    queue takes the message back; a non-transactional one cannot, and the
+    message is named as lost."""
     ok(run(shared_daemon, "queue", "create", queue_name, *["--transactional"] * transactional))
     for body in ("one", "two", "three"):
         ok(run(shared_daemon, "send", queue_name, "--body", body))
@@ -350,8 +352,24 @@ def test_a_message_the_output_could_not_take_stays_in_the_queue(
     assert isinstance(result.exception, OSError)
     assert [text.splitlines()[-1] for text in shown] == ["one"]
     with connect(shared_daemon.address) as qm:
-        left = [m.body for m in qm.peek_range(queue_name)]
-    assert left == [b"two", b"three"]
+        left = qm.peek_range(queue_name)
+    if transactional:
+        assert [(m.body, m.abort_count) for m in left] == [(b"two", 1), (b"three", 0)]
+        assert result.stderr == ""
+    else:
+        assert [m.body for m in left] == [b"three"]
+        assert "could not be written out: it is lost" in result.stderr
+
+
+def test_a_pipe_nobody_reads_is_seen_before_a_message_is_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read_end, write_end = os.pipe()
+    with os.fdopen(write_end, "w") as pipe:
+        monkeypatch.setattr(sys, "stdout", pipe)
+        assert not messages._output_gone()
+        os.close(read_end)
+        assert messages._output_gone()  # `| head` has exited
 
 
 def qmgr_process(

@@ -7,12 +7,9 @@ The daemon itself, its start-up errors and its signals run as subprocesses in
 from __future__ import annotations
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from .kit import run
 
@@ -111,19 +108,7 @@ def test_a_bad_choice_is_a_usage_error() -> None:
     assert "Invalid value for '--log-format'" in result.stderr
 
 
-@pytest.fixture
-def restore_logging() -> Iterator[None]:
-    """``serve`` configures structlog and the ``logging`` root for the process."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-@pytest.mark.usefixtures("restore_logging")
+@pytest.mark.usefixtures("restored_logging")
 def test_with_json_logs_asked_for_a_failed_start_is_a_json_event(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,8 @@ the protocol's ``TWO_PHASE_VERSION``.
 
 from __future__ import annotations
 
+import contextlib
+import operator
 from dataclasses import dataclass
 from typing import Final
 
@@ -27,15 +29,18 @@ _MAX_PAGE: Final = 0xFFFFFFFF
 
 
 def _whole(value: object, name: str) -> int:
-    """``value`` if it is a whole number (its range is the encoder's to check).
+    """``value`` as an ``int`` if it is a whole number (an ``int``, or what
+    ``operator.index`` takes, as NumPy's integers); its range is the encoder's
+    to check.
 
     Raises:
         InvalidArgument: it is not (None, a string, a float, a bool).
     """
-    if type(value) is not int:
-        msg = f"{name} must be a whole number, not {value!r}"
-        raise InvalidArgument(msg)
-    return value
+    if not isinstance(value, bool):
+        with contextlib.suppress(TypeError):
+            return operator.index(value)  # type: ignore[arg-type]
+    msg = f"{name} must be a whole number, not {value!r}"
+    raise InvalidArgument(msg)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,8 +20,8 @@ from kit import FrameClient, error
 from qmgr.config import load_config
 from qmgr.server.client.accept import ClientPort
 from qmgr.server.client.services import Services
-from qmgr.server.listeners import KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES
 from qmgr.socket_stream import RawConnection
+from qmgr.tcp import KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES
 from wire import client as cf
 
 

@@ -72,7 +72,7 @@ from storage import (
     XidUnknown,
     message_payload,
 )
-from storage.keys import DB_PREPARED
+from storage.keys import DB_PREPARED, DB_PREPARED_COPIES
 from storage.ops.outcomes import decode_outcome
 from storage.ops.prepared import decode_send, encode_send
 from storage.reservations import decode_header
@@ -348,9 +348,39 @@ def test_kept_copies_are_added_by_the_commit_and_dropped_by_the_abort(store: Sto
     assert store.confirmations(9) == [kept_copy(9).confirmation]
     store.close()
     with raw_lmdb(store.path) as env:
+        for name in (DB_PREPARED, DB_PREPARED_COPIES):
+            db = env.open_db(name, create=False)
+            with env.begin() as txn:
+                assert list(txn.cursor(db=db)) == []
+
+
+def test_copies_a_release_without_them_left_behind_are_dropped_at_opening(
+    open_store: StoreOpener,
+) -> None:
+    """Such a release resolves a transaction by deleting what ``prepared`` holds;
+    the store then opens as before, without the copies of that transaction."""
+    store = open_store()
+    sends = (AppendOutgoing(ORDERS, "ORDERS", b"out", 3),)
+    run(store, PrepareTransaction("gone", sends, (), created_at=NOW, copies=(kept_copy(7),)))
+    run(store, PrepareTransaction("kept", sends, (), created_at=NOW, copies=(kept_copy(8),)))
+    path = store.path
+    store.close()
+    with raw_lmdb(path) as env:  # as the older release resolves "gone"
         prepared = env.open_db(DB_PREPARED, create=False)
+        with env.begin(write=True) as txn:
+            for key, _ in list(txn.cursor(db=prepared)):
+                if key.startswith(b"gone\x00"):
+                    txn.delete(key, db=prepared)
+    store = open_store()
+    assert [info.xid for info in store.prepared_transactions()] == ["kept"]
+    run(store, resolve("kept"))
+    assert store.confirmations(8) == [kept_copy(8).confirmation]
+    assert store.confirmations(7) == []
+    store.close()
+    with raw_lmdb(path) as env:
+        copies = env.open_db(DB_PREPARED_COPIES, create=False)
         with env.begin() as txn:
-            assert list(txn.cursor(db=prepared)) == []
+            assert list(txn.cursor(db=copies)) == []
 
 
 # --------------------------------------------------------------------------- atomic resolves
