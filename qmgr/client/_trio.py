@@ -311,11 +311,10 @@ class AsyncTransaction(TransactionHandle):
 
     async def prepare(self) -> None:
         """Prepare the transaction (the first phase of a two-phase commit); see
-        ``Transaction.prepare``. In a scope already cancelled it raises
-        ``Cancelled`` and sends nothing; a prepare cancelled after it was sent,
-        before its reply came, leaves a transaction that may be prepared and
-        can only abort."""
-        await trio.lowlevel.checkpoint_if_cancelled()
+        ``Transaction.prepare``. A prepare cancelled before its reply came
+        (in a scope already cancelled too: it is sent all the same) leaves a
+        transaction that may be prepared and can only abort, by xid, which
+        ``abort()``, ``commit()`` and ``async with`` do."""
         await self._conn.run(transactions.prepare, self._state)
 
     async def commit(self) -> None:

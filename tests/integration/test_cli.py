@@ -217,8 +217,10 @@ def test_serve_configuration_errors(tmp_path: Path, shared_daemon: DaemonProcess
         "json",
     )
     assert taken.returncode == 1
-    assert "error: " in taken.stderr
-    assert "already in use" in taken.stderr
+    # With JSON logs asked for, why it did not start is a JSON event among its lines.
+    failed = json.loads(taken.stderr.splitlines()[-1])
+    assert (failed["event"], failed["level"], failed["status"]) == ("start_failed", "error", 1)
+    assert "already in use" in failed["error"]
     # Nothing was made in the data directory: the ports are bound before the store opens.
     assert not (tmp_path / "d").exists() or not any((tmp_path / "d").iterdir())
 
