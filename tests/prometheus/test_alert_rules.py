@@ -61,6 +61,7 @@ def test_every_alert_is_tested() -> None:
     assert alerts == {
         "QmgrDown",
         "QmgrDeadLettersGrowing",
+        "QmgrRefusedMessagesNotKept",
         "QmgrOldestMessageTooOld",
         "QmgrOutgoingBacklogGrowing",
         "QmgrPeerLinkDown",

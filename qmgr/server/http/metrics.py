@@ -58,6 +58,7 @@ from prometheus_client.registry import Collector
 
 import storage
 import wire
+from qmgr.core.names import DEADLETTER, DEADXACT
 from qmgr.core.outcomes import DEAD_LETTERS
 from storage import QueueKind
 from wire import client as cf
@@ -141,6 +142,13 @@ class _Templates:
 def _age(now: float, arrived: float) -> float:
     """Seconds from ``arrived`` to ``now``, to the millisecond, never negative."""
     return round(max(0.0, now - arrived), 3)
+
+
+#: The negative acknowledgment classes: the labels of the refusal and
+#: dead-letter counters, each exported from the start (at 0 until it happens).
+_NACKS: Final = tuple(int(c) for c in wire.MessageClass if c.name.startswith("NACK_"))
+#: The queues the dead-letter counter is exported for from the start.
+_DEAD_LETTER_QUEUES: Final = (DEADLETTER, DEADXACT)
 
 
 def class_name(value: int) -> str:
@@ -355,9 +363,17 @@ class QueueManagerCollector(Collector):
             "Messages from other queue managers refused at arrival, by class.",
             labels=["class"],
         )
-        for value, count in sorted(sources.peering.refused_by_class().items()):
+        refused = dict.fromkeys(_NACKS, 0) | dict(sources.peering.refused_by_class())
+        for value, count in sorted(refused.items()):
             rejected.add_metric([class_name(value)], count)
         yield rejected
+        yield CounterMetricFamily(
+            "qmgr_incoming_rejected_not_kept",
+            "Messages from other queue managers refused at arrival and not kept in a "
+            "dead-letter queue (its allowance, peers.max_rejected_bytes, was used up) since "
+            "the start: the sender was told, nothing here holds them.",
+            value=sources.peering.refused_not_kept(),
+        )
         yield CounterMetricFamily(
             "qmgr_acknowledgments_dropped",
             "OrderAcks and FinalAcks for other queue managers that were not passed on "
@@ -389,7 +405,9 @@ class QueueManagerCollector(Collector):
             "Messages written to a dead-letter queue since the start, by queue and class.",
             labels=["queue", "class"],
         )
-        found = []
+        # Every class of the two system dead-letter queues is there from the start, at
+        # 0: a series born at its first value hides that increase from increase().
+        found = {(queue, class_name(value)): 0 for queue in _DEAD_LETTER_QUEUES for value in _NACKS}
         for key, count in sources.store.counts().items():
             if key[0] != DEAD_LETTERS:
                 continue
@@ -398,8 +416,8 @@ class QueueManagerCollector(Collector):
             assert isinstance(value, int)
             record = sources.store.get_queue_by_id(queue_id)
             if record is not None:
-                found.append((record.name, class_name(value), count))
-        for queue, name, count in sorted(found):
+                found[(record.name, class_name(value))] = count
+        for (queue, name), count in sorted(found.items()):
             family.add_metric([queue, name], count)
         yield family
 

@@ -56,6 +56,10 @@ class PeeringReadings(Protocol):
         """Messages refused at arrival since the start, by message class."""
         ...
 
+    def refused_not_kept(self) -> int:
+        """Messages refused at arrival and not kept in a dead-letter queue, since the start."""
+        ...
+
     def acknowledgments_dropped(self) -> int:
         """OrderAcks and FinalAcks for other queue managers not passed on, since the start."""
         ...

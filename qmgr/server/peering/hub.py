@@ -285,6 +285,10 @@ class Peering:
         """Messages refused at arrival since the start, by message class (a copy)."""
         return dict(self.incoming.refused)
 
+    def refused_not_kept(self) -> int:
+        """Messages refused at arrival and not kept in a dead-letter queue, since the start."""
+        return self.incoming.refused_not_kept
+
     def acknowledgments_dropped(self) -> int:
         """OrderAcks and FinalAcks for other queue managers not passed on, since the start."""
         return self.incoming.receiver.unroutable

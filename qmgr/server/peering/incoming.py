@@ -137,6 +137,8 @@ class Incoming:
         self.dead_lettered = 0
         #: The same, by message class (for the metrics).
         self.refused: dict[int, int] = {}
+        #: Of those, the ones not kept (``peers.max_rejected_bytes`` reached).
+        self.refused_not_kept = 0
 
     # ------------------------------------------------------------------ arrivals
 
@@ -259,6 +261,8 @@ class Incoming:
         if refusal is not None:
             self.dead_lettered += 1
             self.refused[refusal] = self.refused.get(refusal, 0) + 1
+            if not arrival.kept:
+                self.refused_not_kept += 1
             header = decision.header
             parts.log.warning(
                 "message_rejected",

@@ -60,6 +60,9 @@ class Peering:
     def acknowledgments_dropped(self) -> int:
         return 3
 
+    def refused_not_kept(self) -> int:
+        return 1
+
 
 def sources_of(
     store: storage.Store,

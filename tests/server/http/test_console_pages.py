@@ -44,6 +44,9 @@ class NoPeering:
     def acknowledgments_dropped(self) -> int:
         return 0
 
+    def refused_not_kept(self) -> int:
+        return 0
+
     def relayed_resends_dropped(self) -> int:
         return 0
 

@@ -139,6 +139,21 @@ async def test_a_receiver_crash_before_the_order_ack_loses_and_duplicates_nothin
     check_resends_dropped(a, b, rejected=stored_before_crash, last_number=5)
 
 
+async def test_refusals_past_the_dead_letter_allowance_are_counted_as_not_kept(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The dead-letter queue stops growing there: the metrics must still show them."""
+    a, b = await start_pair(network, b_settings=("peers.max_rejected_bytes=1500",))
+    for _ in range(4):  # one at a time: the allowance is judged against what is stored
+        await a.send(b.remote("nowhere"), [b"x" * 600])
+        await wait_until(settled(a), what="A forgets the refused message")
+    assert b.peering.incoming.dead_lettered == 4
+    kept = len(b.messages("system$;deadxact"))
+    assert 0 < kept < 4
+    assert b.peering.refused_not_kept() == 4 - kept
+
+
 async def test_a_dead_lettered_message_is_not_dead_lettered_again_after_a_crash(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
