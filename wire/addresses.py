@@ -54,13 +54,18 @@ def split_host_port(
         port_zero: take port 0 too (a listening address: any free port).
 
     Raises:
-        AddressError: an unterminated ``[``, brackets around something that is
-            not an IPv6 address, something after ``]`` other than ``:PORT``, more
-            than one colon in what is not an IPv6 address, or a port that is
+        AddressError: a scheme (``tcp://``), an unterminated ``[``, brackets
+            around something that is not an IPv6 address, something after
+            ``]`` other than ``:PORT``, more than one colon in what is not an
+            IPv6 address, or a port that is
             not 1-65535 (0-65535 with ``port_zero``).
     """
     text = host_port if text is None else text
     lowest = 0 if port_zero else 1
+    scheme, found, _ = host_port.partition("://")
+    if found:  # tcp://host:port, http://...: a URL, not an address
+        msg = f"{text!r}: write HOST:PORT without a scheme ({scheme}://)"
+        raise AddressError(msg)
     if host_port.startswith("["):  # [::1]:1801
         end = host_port.find("]")
         if end < 0:

@@ -107,6 +107,11 @@ class _Text(_Field[str]):
         super().__init__(lambda message: message._texts[at], doc)
 
 
+#: Bytes a message's view may keep alive beyond twice its own size before
+#: :meth:`MessageProperties.own_bytes` copies it.
+_SHARED_SLACK: Final = 4096
+
+
 class MessageProperties:
     """A message: its identity, its properties and its body, held encoded.
 
@@ -275,6 +280,24 @@ class MessageProperties:
     def view(self) -> memoryview:
         """The encoded message as a memoryview, to join into a larger buffer without a copy."""
         return memoryview(self._raw)
+
+    def own_bytes(self) -> MessageProperties:
+        """This message, over bytes of its own if it is a view into a much larger
+        buffer (a page of messages, as read), so that keeping it keeps alive only
+        its own size; else itself."""
+        raw = self._raw
+        if type(raw) is bytes:
+            return self
+        assert isinstance(raw, memoryview)
+        if len(raw.obj) <= 2 * len(raw) + _SHARED_SLACK:  # type: ignore[arg-type]  # bytes
+            return self
+        copy = MessageProperties.__new__(MessageProperties)
+        copy._set(bytes(raw), self._fixed, self._texts)
+        return copy
+
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
+        """Pickled (and deep-copied) as its bytes: a message crosses to another process."""
+        return (MessageProperties.from_bytes, (self.raw,))
 
     def __len__(self) -> int:
         return len(self._raw)

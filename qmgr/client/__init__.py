@@ -10,24 +10,28 @@ Blocking::
             tx.send("orders", b"order 1", label="first")
             tx.send("orders", "order 2")             # str bodies are sent as UTF-8
         msg = qm.receive("orders", timeout=5.0)     # None if nothing came in 5 s
-        print(msg.lookup_id, msg.label, msg.body)
+        if msg is not None:
+            print(msg.lookup_id, msg.label, msg.body)
 
 trio::
 
     from qmgr.client import open_client
 
     async with open_client("127.0.0.1:1802") as qm:
+        await qm.create_queue("shipped", transactional=True)
         async with qm.begin() as tx:
-            msg = await tx.receive("orders", timeout=None)
+            msg = await tx.receive("orders", timeout=None)  # waits: never None
+            assert msg is not None
             await tx.send("shipped", msg.body)
 
 Two-phase commit: a transaction begun with an xid can be prepared, and then
 committed or aborted by that xid from any connection, all of a batch at once::
 
     with connect() as qm:
-        tx = qm.begin(xid="batch-7:part-1")
-        tx.send("orders", b"order 1")
-        tx.prepare()                                # stored, in doubt, until resolved
+        for part in ("batch-7:part-1", "batch-7:part-2"):
+            tx = qm.begin(xid=part)
+            tx.send("orders", f"order of {part}")
+            tx.prepare()                            # stored, in doubt, until resolved
     with connect() as coordinator:
         coordinator.commit_prepared_all(["batch-7:part-1", "batch-7:part-2"])
 

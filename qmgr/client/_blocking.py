@@ -68,6 +68,8 @@ def connect(
             ``limits.max_connections_per_address``; the message says which).
         ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
+        AccessDenied: the daemon did not accept ``token`` (a daemon without
+            tokens accepts none).
         InvalidArgument: a bad address or timeout (``timeout`` must be None
             or above 0; a very large one is no limit), or a token that is not
             valid Unicode text.

@@ -44,15 +44,24 @@ read each other's replies, or pack frames into the buffer the other is
 writing. Every call holds the connection (:meth:`SocketConnection.take`,
 from before it packs its first frame to its reply) and a second thread that
 finds it held breaks the connection for both with ``ConnectionLost``.
+
+One process. A child made by ``os.fork`` (``multiprocessing``'s default start
+method on Linux) inherits the socket, and two processes on one connection
+would take each other's replies, and with them messages. In the child, every
+connection is broken at once (every call raises ``ConnectionLost`` saying to
+connect again there) and its copy of the socket closed, which leaves the
+parent's connection as it was.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import select
 import socket
 import ssl
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Concatenate, Final, ParamSpec, TypeVar
 
@@ -77,6 +86,17 @@ from ._tls_context import tls_failure
 from ._transaction import TransactionState, earlier_failure
 
 __all__ = ["SocketConnection", "TlsConnection", "connection_for", "open_socket", "wrap_tls"]
+
+#: The connections of this process (see the module docstring on fork).
+_OPEN: weakref.WeakSet[SocketConnection] = weakref.WeakSet()
+
+
+def _break_in_child() -> None:
+    """Called in a child made by ``os.fork``: break the connections it inherited."""
+    parent = os.getppid()
+    for connection in list(_OPEN):
+        connection.forked(parent)
+
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -155,10 +175,23 @@ class SocketConnection:
         # second thread that finds it held uses the connection at the same time.
         self._exchanging = threading.Lock()
         self._owner: int | None = None
+        _OPEN.add(self)
 
     def limit_waits(self, timeout: float | None) -> None:
         """Bound every wait of the socket by ``timeout`` seconds (None: no bound)."""
         self.sock.settimeout(timeout)
+
+    def forked(self, parent: int) -> None:
+        """This is a child of process ``parent``, made by ``os.fork``: the connection is
+        the parent's. Break it here and close this process's copy of the socket (a
+        close, not a shutdown, which would end the parent's connection too)."""
+        self._exchanging = threading.Lock()  # another thread may have held it at the fork
+        self._owner = None
+        self.proto.fail(
+            f"the connection was made by process {parent}, and this process was forked "
+            "from it: connect again in this process"
+        )
+        self.sock.close()
 
     def close(self) -> None:
         """Close: later calls raise ConnectionLost; the daemon aborts open transactions."""
@@ -442,3 +475,6 @@ class TlsConnection(SocketConnection):
             except _CONN_ERRORS as exc:
                 raise self._lost(exc) from None
         self._dispatch(count)
+
+
+os.register_at_fork(after_in_child=_break_in_child)

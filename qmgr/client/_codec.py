@@ -155,7 +155,14 @@ def append_send(
             unknown option), with the field named.
     """
     if isinstance(body, str):
-        body = body.encode("utf-8")
+        try:
+            body = body.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            msg = (
+                f"the body is not valid Unicode text (position {exc.start}: a lone "
+                "surrogate); send bytes, or text without one"
+            )
+            raise InvalidArgument(msg) from None
     elif type(body) is not bytes:
         body = _byte_buffer(body)
     if len(body) > cf.MAX_MESSAGE_BODY:

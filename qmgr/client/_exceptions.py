@@ -128,7 +128,9 @@ class StoreFull(QueueError):
 
 
 class AccessDenied(QueueError):
-    """The operation is not allowed on this queue (journal and system queues)."""
+    """Not allowed: the principal lacks the right the request needs (a queue's
+    access list, an administrator's request), the operation is not allowed on
+    the queue (journal and system queues), or a token was not accepted."""
 
     code = ErrorCode.ACCESS_DENIED
 

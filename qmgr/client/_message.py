@@ -106,7 +106,8 @@ class Message:
             queue=data.queue,
             lookup_id=data.lookup_id,
             arrived_time=_fromtimestamp(data.arrived_time, _UTC),
-            properties=data.message,
+            # A message of a page is a view into the whole page: it gets bytes of its own.
+            properties=data.message.own_bytes(),
             abort_count=0 if counters is None else counters.abort_count,
             move_count=0 if counters is None else counters.move_count,
             last_move_time=_fromtimestamp(moved, _UTC) if moved > 0 else None,

@@ -64,6 +64,8 @@ async def open_client(
             ``limits.max_connections_per_address``; the message says which).
         ShuttingDown: the daemon refused the connection because it is stopping.
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
+        AccessDenied: the daemon did not accept ``token`` (a daemon without
+            tokens accepts none).
         InvalidArgument: a bad address, or a token that is not valid Unicode text.
 
     Once the connection broke or the daemon closed it (idle for

@@ -14,6 +14,7 @@ only bounds a join.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import socket
 import threading
@@ -369,3 +370,40 @@ def test_an_ipv6_address_is_named_in_brackets_and_needs_them_for_a_port() -> Non
         InvalidArgument, match=re.escape("write an IPv6 address with a port as [addr]:port")
     ):
         open_socket("::1:28002", 5.0)
+
+
+def test_a_forked_child_cannot_use_its_parents_connection_and_leaves_it_alone() -> None:
+    """Two processes on one connection would take each other's replies (and the
+    messages in them): the child's calls fail at once, writing nothing, and the
+    parent's connection goes on."""
+    ours, theirs = socket.socketpair()
+    conn = SocketConnection(ours, "pair")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report what a call did, then leave without cleaning up
+        outcome = b"no error"
+        try:
+            conn.run(queues.purge_queue, "q")
+        except ConnectionLost as exc:
+            outcome = str(exc).encode()
+        os.write(write, outcome)
+        os._exit(0)
+    os.close(write)
+    _, status = os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as child:
+        said = child.read().decode()
+    assert status == 0
+    assert said == (
+        f"the connection was made by process {os.getpid()}, and this process was forked "
+        "from it: connect again in this process"
+    )
+    theirs.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        theirs.recv(65536)  # the child wrote nothing, and its close did not end the connection
+    waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
+    conn.write()
+    assert theirs.recv(65536)  # the parent's request went out
+    assert not conn.proto.closed
+    assert waiter.reply is None
+    conn.close()
+    theirs.close()

@@ -204,6 +204,7 @@ def test_append_send_takes_any_byte_buffer(body: object) -> None:
         ({"time_to_reach_queue": True}, r"time_to_reach_queue must be .*, not True"),
         ({"time_to_reach_queue": dt.timedelta(seconds=-1)}, "time_to_reach_queue must be"),
         ({"body": 12}, "a message body is bytes"),
+        ({"body": "caf\udce9"}, "the body is not valid Unicode text \\(position 3"),
     ],
 )
 def test_append_send_rejects_what_cannot_be_sent(changes: dict[str, object], match: str) -> None:

@@ -3,8 +3,10 @@ sequences and the status."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import datetime as dt
+import pickle
 import uuid
 
 import pytest
@@ -102,6 +104,28 @@ def test_message_from_a_decoded_frame() -> None:
     message = Message.from_wire(frame.value.message)
     assert message == _message()
     assert (message.body, message.label, message.id) == (PROPERTIES.body, "l\u00e9", _message().id)
+
+
+def test_a_message_of_a_page_keeps_only_its_own_bytes_and_pickles() -> None:
+    """A small message kept from a page of large ones does not keep the page
+    alive; a message crosses to another process (multiprocessing) whole."""
+    big = dataclasses.replace(QUEUED, message=MessageProperties(body=b"x" * 1_000_000))
+    page = cf.MessageList(messages=(QUEUED, big, big))
+    decoder = cf.ClientFrameDecoder(max_list_body=cf.MAX_LIST_FRAME_BODY)
+    decoder.receive_data(cf.encode_frame(1, page))
+    frame = decoder.next_frame()
+    assert frame is not None
+    assert isinstance(frame.value, cf.MessageList)
+    small, large, _ = (Message.from_wire(m) for m in frame.value.messages)
+    assert small == _message()
+    assert small.properties.view.obj is not frame.value.messages[0].message.view.obj
+    assert len(small.properties.view.obj) == len(small.properties)  # type: ignore[arg-type]
+    assert small.body == PROPERTIES.body
+    for message in (small, large):
+        again = pickle.loads(pickle.dumps(message))
+        assert again == message
+        assert again.body == message.body
+        assert copy.deepcopy(message) == message
 
 
 def test_an_acknowledgment_names_the_message_it_is_about() -> None:

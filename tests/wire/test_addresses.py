@@ -32,6 +32,11 @@ def test_split_host_port(text: str, expected: tuple[str, int | None]) -> None:
     ("text", "message"),
     [
         ("fd55::2:28001", f"'fd55::2:28001' is not an IPv6 address; {BRACKETS} ([fd55::2]:28001)"),
+        (
+            "tcp://127.0.0.1:1801",
+            "'tcp://127.0.0.1:1801': write HOST:PORT without a scheme (tcp://)",
+        ),
+        ("http://qm:1803/", "'http://qm:1803/': write HOST:PORT without a scheme (http://)"),
         ("fd55::zz", f"'fd55::zz' is not an IPv6 address; {BRACKETS}"),
         ("[::1:28001", f"'[::1:28001': unterminated [IPv6 address]; {BRACKETS}"),
         ("[::1]28001", f"'[::1]28001': unexpected '28001' after the address; {BRACKETS}"),

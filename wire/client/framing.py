@@ -112,24 +112,30 @@ def encode_frame(request_id: int, value: FrameValue, *, max_body: int = MAX_FRAM
 
 def _text_fault(value: object, frame: str) -> TextFieldError | None:
     """The first text of ``value``, a ``frame``, that cannot go in a text field, if any
-    (its ``field`` is the frame's, as for any other fault; its message says where)."""
+    (its ``field`` is the frame's, as for any other fault; its message says where):
+    a field declared ``str`` that holds no ``str`` (a ``None``) is one too."""
     for where, text in _texts(value, frame):
+        if not isinstance(text, str):
+            return TextFieldError(f"{where} must be text, not {text!r}", field=frame)
         error = text_error(where, text, field=frame)
         if error is not None:
             return error
     return None
 
 
-def _texts(value: object, path: str) -> Iterator[tuple[str, str]]:
-    """Every ``str`` in a frame value, with where it is (``CreateList.targets[2]``)."""
-    if isinstance(value, str):
+def _texts(value: object, path: str, declared: bool = False) -> Iterator[tuple[str, object]]:
+    """Every ``str`` in a frame value, and every value of a field declared ``str``
+    (``declared``), with where it is (``CreateList.targets[2]``)."""
+    if isinstance(value, str) or declared:
         yield path, value
     elif isinstance(value, tuple | list):
         for index, item in enumerate(value):
             yield from _texts(item, f"{path}[{index}]")
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         for field in dataclasses.fields(value):
-            yield from _texts(getattr(value, field.name), f"{path}.{field.name}")
+            yield from _texts(
+                getattr(value, field.name), f"{path}.{field.name}", field.type == "str"
+            )
 
 
 def max_reply_body(reply: FrameValue, version: int) -> int:

@@ -284,6 +284,8 @@ _NOT_UNICODE = (
         (cf.CreateQueue(name="bad\udcff"), f"CreateQueue.name {_NOT_UNICODE}"),
         (cf.Receive(queue="bad\udcff"), f"Receive.queue {_NOT_UNICODE}"),
         (cf.Authenticate(token="bad\udcff"), f"Authenticate.token {_NOT_UNICODE}"),
+        (cf.CreateQueue(name=None), "CreateQueue.name must be text, not None"),  # type: ignore[arg-type]
+        (cf.Receive(queue=5), "Receive.queue must be text, not 5"),  # type: ignore[arg-type]
     ],
     ids=lambda value: None if isinstance(value, str) else type(value).__name__,
 )
