@@ -449,6 +449,7 @@ class QueueManagerCore:
         assert prepared.unit is not None
         error = outcome.error
         if error is not None:
+            self.tally.aborts += 1  # a single-message transaction the store refused
             raise from_store_error(error)
         self.tally.commits += 1
         self.holds.appended(prepared.unit, outcome)
@@ -585,4 +586,5 @@ class QueueManagerCore:
             woken = self.holds.removed(queue_id, (lookup_id,))
             woken.update(r.queue_id for r in outcome.results if isinstance(r, storage.Appended))
             return woken, None
+        self.tally.aborts += 1
         return self.holds.release([(queue_id, lookup_id)]), from_store_error(error)

@@ -93,6 +93,18 @@ def test_a_failing_transaction_does_not_spoil_its_batch_and_says_why(
     assert qm.core.uncommitted.in_use == 0
 
 
+def test_a_single_message_send_the_store_refuses_counts_as_an_abort(
+    open_core: OpenCore,
+) -> None:
+    """As the same send in a transaction of its own would: the metrics and
+    ``qmgr status`` count every single-message transaction one way or the other."""
+    qm = open_core({"small": {"transactional": True, "quota": 10}})
+    qm.send("small", b"x" * 6)
+    with pytest.raises(QuotaExceeded):
+        qm.send("small", b"y" * 6)
+    assert (qm.core.tally.commits, qm.core.tally.aborts) == (1, 1)
+
+
 def test_msmq_transaction_usage_rules(qm: CoreHarness) -> None:
     tx = qm.begin()
     with pytest.raises(TransactionUsageError):
