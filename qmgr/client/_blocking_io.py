@@ -347,7 +347,7 @@ class SocketConnection:
         except BlockingIOError:
             sent = 0
         except _CONN_ERRORS as exc:
-            raise self._lost(exc) from None
+            raise self._write_failed(exc) from None
         if sent == len(out):
             return
         poller = select.poll()
@@ -362,7 +362,7 @@ class SocketConnection:
                 except BlockingIOError:
                     continue
                 except _CONN_ERRORS as exc:
-                    raise self._lost(exc) from None
+                    raise self._write_failed(exc) from None
 
     def _read(self, *, block: bool) -> None:
         """Read what the daemon sent and dispatch every whole frame."""
@@ -388,6 +388,16 @@ class SocketConnection:
             # notice for request id 0): the core broke the connection.
             self.sock.close()
             raise
+
+    def _write_failed(self, exc: BaseException) -> QueueError:
+        """A write failed (the daemon closed the connection): what the daemon said
+        before it closed it, still in the kernel's buffer (why: it was stopping, the
+        connection was idle too long, ...), else that the connection was lost."""
+        try:
+            self._read(block=False)
+        except QueueError as said:
+            return said
+        return self._lost(exc)
 
     def _lost(self, exc: BaseException | None) -> ConnectionLost:
         reason = "the queue manager closed the connection"
@@ -446,7 +456,7 @@ class TlsConnection(SocketConnection):
                 except ssl.SSLWantReadError:
                     self._wait(select.POLLIN)
                 except _CONN_ERRORS as exc:
-                    raise self._lost(exc) from None
+                    raise self._write_failed(exc) from None
 
     def _wait_to_write(self) -> None:
         """Wait for room to write, reading the replies that arrive meanwhile (the

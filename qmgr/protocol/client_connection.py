@@ -523,11 +523,11 @@ class ClientConnection:
         """True when the outbox should be written before more requests are run."""
         return self.outbox_bytes > self.settings.flush_bytes
 
-    def farewell(self, reason: str) -> None:
-        """End the connection for ``reason`` (a deadline, a limit, an eviction): an
-        ``ErrorReply(LIMIT_EXCEEDED)`` about the connection itself (request id 0)
-        goes into the outbox, and the connection is closed."""
-        self.send(0, cf.ErrorReply(code=cf.ErrorCode.LIMIT_EXCEEDED, message=reason))
+    def farewell(self, reason: str, code: cf.ErrorCode = cf.ErrorCode.LIMIT_EXCEEDED) -> None:
+        """End the connection for ``reason`` (a deadline, a limit, an eviction, the
+        daemon stopping): an ``ErrorReply(code)`` about the connection itself
+        (request id 0) goes into the outbox, and the connection is closed."""
+        self.send(0, cf.ErrorReply(code=code, message=reason))
         self._closed = Closed(reason)
 
     @property

@@ -407,3 +407,18 @@ def test_a_forked_child_cannot_use_its_parents_connection_and_leaves_it_alone() 
     assert waiter.reply is None
     conn.close()
     theirs.close()
+
+
+def test_a_write_to_a_closed_connection_says_what_the_daemon_said_before_closing() -> None:
+    """A stopping daemon tells even an idle client why; the client's next request
+    fails to be written, and the reason waiting in its buffer is what it raises."""
+    ours, theirs = socket.socketpair()
+    conn = SocketConnection(ours, "pair")
+    conn.proto.version = cf.PROTOCOL_VERSION  # past the handshake
+    stopping = "the queue manager is shutting down"
+    notice = cf.ErrorReply(code=cf.ErrorCode.SHUTTING_DOWN, message=stopping)
+    theirs.sendall(cf.encode_frame(0, notice))
+    theirs.close()
+    waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
+    with pytest.raises(ConnectionLost, match=f"closed the connection: {stopping}$"):
+        conn.exchange(waiter)

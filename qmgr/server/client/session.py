@@ -43,6 +43,7 @@ any reason, every transaction it opened is aborted.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Final
@@ -201,6 +202,10 @@ class ClientSession:
                 if reason == "closed by client":
                     reason = cc.SHUTTING_DOWN
                 context.abort_all(cc.SHUTTING_DOWN)
+                if not self.connection.closed:
+                    # Said to an idle client too: its next request learns why.
+                    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await self._farewell(cc.SHUTTING_DOWN, cf.ErrorCode.SHUTTING_DOWN)
             else:
                 context.abort_all("client disconnected")
             reserved = self.connection.reserved
@@ -359,9 +364,11 @@ class ClientSession:
 
     # ------------------------------------------------------------------ replies
 
-    async def _farewell(self, reason: str) -> None:
+    async def _farewell(
+        self, reason: str, code: cf.ErrorCode = cf.ErrorCode.LIMIT_EXCEEDED
+    ) -> None:
         """Write an error about the connection itself (request id 0) before closing."""
-        self.connection.farewell(reason)
+        self.connection.farewell(reason, code)
         with trio.move_on_after(FAREWELL_TIMEOUT) as scope:
             scope.shield = True
             await self._flush()

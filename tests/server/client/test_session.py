@@ -479,6 +479,31 @@ async def test_a_stopping_daemon_says_it_ended_the_connection_and_its_transactio
     assert events["transaction_aborted"]["reason"] == "the queue manager is shutting down"
 
 
+async def test_a_stopping_daemon_tells_an_idle_client_why_it_closes(
+    services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Its next request finds the reason waiting (not only "broken pipe")."""
+    said: list[cf.ErrorReply] = []
+    async with trio.open_nursery() as nursery:
+
+        async def serve() -> None:
+            async with open_session(services) as idle:
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        said.append(await idle.client.error())
+
+        nursery.start_soon(serve)
+        await trio.testing.wait_all_tasks_blocked()
+        services.stopping = True
+        nursery.cancel_scope.cancel()  # as the daemon stops its sessions
+    [farewell] = said
+    assert farewell == cf.ErrorReply(
+        code=cf.ErrorCode.SHUTTING_DOWN, message="the queue manager is shutting down"
+    )
+
+
 @pytest.mark.parametrize("budget", [64 << 20, 1 << 20], ids=["room", "no-room"])
 async def test_a_large_reply_takes_room_in_the_daemon_wide_budget_until_written(
     tmp_path: Path, budget: int, autojump_clock: trio.testing.MockClock
