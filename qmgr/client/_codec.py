@@ -184,7 +184,8 @@ def append_send(
         # on this hot path; ``check_range`` says what is wrong.
         try:
             fits = (
-                0 <= priority <= 7
+                type(priority) is not bool
+                and 0 <= priority <= 7
                 and 0 <= delivery <= 1
                 and 0 <= acknowledge <= 15
                 and 0 <= journal <= _MAX_U8
@@ -260,7 +261,7 @@ def check_range(
     Raises:
         InvalidArgument: ``value`` is not an int in the range.
     """
-    if isinstance(value, int) and 0 <= value <= high:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high:
         return
     if value is None and optional:
         return

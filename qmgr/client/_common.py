@@ -127,7 +127,8 @@ def connect_timeout(timeout: float | None) -> float | None:
     """
     if timeout is None:
         return None
-    if not isinstance(timeout, int | float) or not timeout > 0:  # NaN fails too
+    given: object = timeout  # what a caller passed, whatever its annotation says
+    if not isinstance(given, int | float) or isinstance(given, bool) or not timeout > 0:
         msg = f"timeout must be None or a number of seconds above 0, not {timeout!r}"
         raise InvalidArgument(msg)
     return None if timeout >= _NO_BOUND else float(timeout)
@@ -153,7 +154,7 @@ def timeout_ms(timeout: float | None) -> int:
     if timeout is None:
         return _INFINITE
     given: object = timeout  # what a caller passed, whatever its annotation says
-    if not isinstance(given, int | float):
+    if not isinstance(given, int | float) or isinstance(given, bool):
         msg = f"timeout must be None or a number of seconds, not {given!r}"
         raise InvalidArgument(msg)
     if timeout != timeout or timeout < 0:  # NaN or negative

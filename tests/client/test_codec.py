@@ -229,6 +229,7 @@ U64 = 2**64 - 1
         ({"priority": 8}, "priority must be 0..7, not 8"),
         ({"priority": "high"}, "priority must be 0..7, not 'high'"),
         ({"priority": 3.0}, "priority must be 0..7, not 3.0"),
+        ({"priority": True}, "priority must be 0..7, not True"),
         ({"acknowledge": -1}, "acknowledge must be 0..15, not -1"),
         ({"journal": 256}, "journal must be 0..255, not 256"),
         ({"app_specific": 2**32}, f"app_specific must be 0..{U32}, not {2**32}"),

@@ -65,7 +65,7 @@ def test_timeout_ms() -> None:
     assert timeout_ms(0.0001) == 1
     assert timeout_ms(2.5) == 2500
     assert timeout_ms(1e12) == cf.INFINITE_TIMEOUT_MS - 1
-    for bad in (-1.0, float("nan"), "1"):
+    for bad in (-1.0, float("nan"), "1", True):
         with pytest.raises(InvalidArgument):
             timeout_ms(bad)  # type: ignore[arg-type]
 
@@ -74,7 +74,7 @@ def test_connect_timeout() -> None:
     assert connect_timeout(None) is None
     assert connect_timeout(2) == 2.0
     assert connect_timeout(1e300) is None  # no bound, not an overflow
-    for bad in (0, -1, float("nan"), "10"):
+    for bad in (0, -1, float("nan"), "10", True):
         with pytest.raises(InvalidArgument, match="above 0"):
             connect_timeout(bad)  # type: ignore[arg-type]
 
