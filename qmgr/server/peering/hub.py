@@ -230,9 +230,9 @@ class Peering:
                 )
                 return
 
-    def order_ack_arrived(self, ack: wire.OrderAck) -> None:
-        """An OrderAck for one of our sequences arrived."""
-        self.outgoing_queues.order_ack_arrived(ack)
+    def order_ack_arrived(self, ack: wire.OrderAck, came_from: uuid.UUID | None) -> None:
+        """An OrderAck for one of our sequences arrived on a session of ``came_from``."""
+        self.outgoing_queues.order_ack_arrived(ack, came_from)
 
     def final_ack_arrived(
         self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None

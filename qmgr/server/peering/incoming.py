@@ -69,8 +69,9 @@ __all__ = ["Incoming", "IncomingRoutes"]
 class IncomingRoutes(Protocol):
     """Where the receiving side hands what is not its own (the hub)."""
 
-    def order_ack_arrived(self, ack: wire.OrderAck) -> None:
-        """An OrderAck for one of our sequences: for the sending side."""
+    def order_ack_arrived(self, ack: wire.OrderAck, came_from: uuid.UUID | None) -> None:
+        """An OrderAck for one of our sequences, on a session of ``came_from``: for
+        the sending side."""
         ...
 
     def final_ack_arrived(
@@ -154,7 +155,7 @@ class Incoming:
             self.routes.final_ack_arrived(connection, arrival.ack, recoverable)
         else:
             if isinstance(arrival, OrderAckArrived):
-                self.routes.order_ack_arrived(arrival.ack)
+                self.routes.order_ack_arrived(arrival.ack, connection.remote_qm)
             elif isinstance(arrival, PassOn):
                 arrival.path.send_user_packet(arrival.data, recoverable=arrival.recoverable)
             else:  # for another queue manager, and not passed on: it announces again

@@ -40,6 +40,7 @@ rules as over any session, with no network in between.
 from __future__ import annotations
 
 import socket
+import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
@@ -144,6 +145,9 @@ class Link:
         #: session that opened (None: it answered last, or was not tried).
         self.down_since: float | None = None
         self.connection: PeerConnection | None = None
+        #: The GUID the hop's queue manager gave in the last session that opened
+        #: (None: none has): whose OrderAcks the queues of this link take.
+        self.peer_qm: uuid.UUID | None = None
         self.state = "idle"
         self.next_attempt: float | None = None
         self.failures = 0
@@ -180,6 +184,14 @@ class Link:
         connection = self.connection
         up = connection is not None and connection.opened.is_set()
         return HopState(down_since=None if up else self.down_since, up=up)
+
+    def hop_qm(self) -> uuid.UUID | None:
+        """The GUID of the queue manager at this hop: the open session's, else the
+        last one's (None: no session has opened yet)."""
+        connection = self.connection
+        if connection is not None and connection.remote_qm is not None:
+            return connection.remote_qm
+        return self.peer_qm
 
     def describe(self) -> tuple[str, float | None, str]:
         """State, the next attempt's unix time (while waiting) and the last error."""
@@ -232,6 +244,8 @@ class Link:
                     await connection.run()
                     nursery.cancel_scope.cancel()
             finally:
+                if connection.remote_qm is not None:
+                    self.peer_qm = connection.remote_qm
                 self.connection = None
                 self._other_end = None
                 for queue in self.queues:

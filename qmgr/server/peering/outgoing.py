@@ -52,6 +52,7 @@ import dataclasses
 import heapq
 import itertools
 import math
+import uuid
 from collections.abc import Iterable
 from typing import Final
 
@@ -265,11 +266,30 @@ class OutgoingQueues:
         if ids:
             self.forget(queue, ids)
 
-    def order_ack_arrived(self, ack: wire.OrderAck) -> None:
-        """An OrderAck for one of our sequences arrived."""
+    def order_ack_arrived(self, ack: wire.OrderAck, came_from: uuid.UUID | None) -> None:
+        """An OrderAck for one of our sequences arrived on a session of ``came_from``.
+
+        It is taken only from the queue manager at the queue's next hop (the
+        destination, or the router that passed it back): the sequence's number is
+        easy to guess, and another peer must not make this queue manager forget
+        messages the destination never confirmed. One from elsewhere is refused
+        (logged); the messages go again and are acknowledged by the hop.
+        """
         queue = self.by_stamp.get(ack.sequence_id.timestamp)
         if queue is None:
             self.parts.log.debug("order_ack_unknown_sequence", sequence=str(ack.sequence_id))
+            return
+        hop = None if queue.link is None else queue.link.hop_qm()
+        if came_from is None or came_from != hop:
+            self.parts.log.warning(
+                "order_ack_refused",
+                queue=queue.name,
+                sequence=str(ack.sequence_id),
+                number=ack.sequence_number,
+                from_qm=str(came_from),
+                hop_qm=str(hop),
+                reason="it came from a queue manager other than the queue's next hop",
+            )
             return
         ids = queue.machine.order_ack(ack.sequence_id, ack.sequence_number, trio.current_time())
         if ids is None:

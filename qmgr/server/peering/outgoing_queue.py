@@ -35,6 +35,7 @@ import dataclasses
 import ipaddress
 import json
 import time
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -121,6 +122,10 @@ class Carrier(Protocol):
 
     def describe(self) -> tuple[str, float | None, str]:
         """State, the next attempt's unix time (while waiting) and the last error."""
+        ...
+
+    def hop_qm(self) -> uuid.UUID | None:
+        """The GUID of the queue manager at the hop (None: no session has opened yet)."""
         ...
 
 

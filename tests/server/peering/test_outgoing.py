@@ -134,21 +134,12 @@ async def test_order_acks_a_sender_cannot_use_are_made_good_by_the_resend_timer(
     assert a.outgoing_state().sequence_ordinal == 2
 
 
-async def test_an_order_ack_for_numbers_never_sent_ends_nothing(
-    network: Network, autojump_clock: trio.testing.MockClock
-) -> None:
-    """While B is down, A's messages wait, never sent. An OrderAck of their
-    sequence (whose id is only the second the queue was made: easy to guess)
-    from a forged or confused peer would end them: it is refused and logged,
-    and they are delivered once B is back."""
-    a, b = await start_pair(network)
-    await b.stop()
-    expected = bodies(3)
-    await a.send(b.remote(QUEUE), expected)
+def forged_order_ack(a: Node, number: int, source: uuid.UUID) -> wire.OrderAck:
+    """An OrderAck of A's outgoing sequence up to ``number``, written by ``source``."""
     state = a.outgoing_state()
     sequence = wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp)
-    forged = wire.OrderAck(
-        source_qm=uuid.uuid4(),
+    return wire.OrderAck(
+        source_qm=source,
         destination=wire.PrivateQueueId(number=4, host=wire.QueueFormatType.PRIVATE_ON_DESTINATION),
         destination_qm=a.store.qm_guid,
         message_id=1,
@@ -156,18 +147,59 @@ async def test_an_order_ack_for_numbers_never_sent_ends_nothing(
         time_to_reach_queue=0xFFFFFFFF,
         time_to_be_received=0xFFFFFFFF,
         sequence_id=sequence,
-        sequence_number=3,
-        previous_sequence_number=2,
+        sequence_number=number,
+        previous_sequence_number=number - 1,
     )
+
+
+async def test_an_order_ack_for_numbers_never_sent_ends_nothing(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """While B is down, A's messages wait, never sent. An OrderAck of their
+    sequence (whose id is only the second the queue was made: easy to guess)
+    from a confused peer would end them: it is refused and logged, and they are
+    delivered once B is back."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"first"])
+    await deliver(a, b, [b"first"])  # A knows B as its hop now
+    await b.stop()
+    expected = bodies(3)
+    await a.send(b.remote(QUEUE), expected)
+    state = a.outgoing_state()
     with structlog.testing.capture_logs() as logs:
-        a.peering.order_ack_arrived(forged)
+        a.peering.order_ack_arrived(forged_order_ack(a, 3, b.store.qm_guid), b.store.qm_guid)
     [refused] = [e for e in logs if e["event"] == "order_ack_refused"]
     assert (refused["log_level"], refused["number"], refused["sent"]) == ("warning", 3, 0)
     await trio.sleep(1)
     assert a.depth(a.outgoing_queue().queue_id) == 3
     assert a.outgoing_state() == state  # not rolled
     await b.start()
-    await deliver(a, b, expected)
+    await deliver(a, b, [b"first", *expected])
+
+
+async def test_an_order_ack_from_a_queue_manager_that_is_not_the_hop_ends_nothing(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Any peer may connect; only the queue's next hop (the destination, or the
+    router that passes its acknowledgments back) may make A forget what it sent."""
+    a, b = await start_pair(network, b_settings=LATE_ORDER_ACKS)
+    expected = bodies(3)
+    await a.send(b.remote(QUEUE), expected)
+    await wait_until(lambda: len(b.bodies(QUEUE)) == 3, step=0.01)
+    state = a.outgoing_state()
+    queue = a.outgoing_queue().queue_id
+    stranger = uuid.uuid4()
+    with structlog.testing.capture_logs() as logs:
+        a.peering.order_ack_arrived(forged_order_ack(a, 3, stranger), stranger)
+        a.peering.order_ack_arrived(forged_order_ack(a, 3, b.store.qm_guid), None)
+    refusals = [e for e in logs if e["event"] == "order_ack_refused"]
+    assert [(e["from_qm"], e["hop_qm"]) for e in refusals] == [
+        (str(stranger), str(b.store.qm_guid)),
+        ("None", str(b.store.qm_guid)),
+    ]
+    assert a.depth(queue) == 3  # nothing forgotten
+    assert a.outgoing_state() == state
+    await deliver(a, b, expected)  # B's own OrderAck ends them, once
 
 
 async def test_a_sender_crash_before_the_order_ack_resends_from_its_store(
