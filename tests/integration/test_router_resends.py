@@ -55,6 +55,8 @@ def dropped_resends(daemon: DaemonProcess) -> float:
 def wait_for_resends(a: DaemonProcess, rounds: int) -> None:
     seen = resends(a)
     wait_until(lambda: resends(a) >= seen + rounds, 60)
+    # Each says how many it sends again: those the router holds, never 0.
+    assert all(event["unacknowledged"] > 0 for event in log_events(a, "order_ack_wait_expired"))
 
 
 @contextlib.contextmanager

@@ -413,12 +413,13 @@ class OutgoingQueues:
                 if deadline > now:
                     self.wake_timers(queue)
                     continue
+                unacknowledged = queue.machine.unacknowledged  # the timer sends them again
                 queue.machine.timer(now)
                 self.parts.log.info(
                     "order_ack_wait_expired",
                     queue=queue.destination.display_name,
                     resend_index=queue.machine.resend_index,
-                    unacknowledged=queue.machine.unacknowledged,
+                    unacknowledged=unacknowledged,
                 )
                 queue.wake()
 
@@ -500,6 +501,9 @@ class OutgoingQueues:
             if text.lower() in (queue.name, queue.destination.display_name.lower()):
                 return queue
         parsed = parse_format_name(text, self.parts.identity)
+        if parsed.elements[0].distribution_list:
+            msg = f"{destination!r} is a distribution list: name one of its targets"
+            raise InvalidName(msg)
         if parsed.is_multiple or parsed.elements[0].is_local:
             msg = f"{destination!r} is not a queue on another queue manager"
             raise InvalidName(msg)

@@ -98,5 +98,8 @@ async def test_only_an_outgoing_queue_can_be_controlled(
     a, b = await start_pair(network)
     with pytest.raises(InvalidName, match="not a queue on another queue manager"):
         a.peering.find(".\\private$\\orders")
+    for listed in ("DL=fan", "dl=anything"):  # not one queue: named, not an internal error
+        with pytest.raises(InvalidName, match="is a distribution list: name one of its targets"):
+            a.peering.find(listed)
     with pytest.raises(QueueNotFound, match="no outgoing queue"):
         a.peering.find(b.remote(QUEUE))
