@@ -39,15 +39,15 @@ def configure_logging(*, fmt: str = "auto", level: str = "info") -> None:
         renderer = structlog.processors.JSONRenderer()
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    stamp = structlog.processors.TimeStamper(fmt="iso", utc=True)
+    # What every event gets, the daemon's and the libraries' alike.
+    context: list[structlog.typing.Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    render: list[structlog.typing.Processor] = [structlog.processors.format_exc_info, renderer]
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            stamp,
-            structlog.processors.format_exc_info,
-            renderer,
-        ],
+        processors=[*context, *render],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         logger_factory=structlog.WriteLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
@@ -55,17 +55,8 @@ def configure_logging(*, fmt: str = "auto", level: str = "info") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            foreign_pre_chain=[
-                structlog.contextvars.merge_contextvars,
-                structlog.processors.add_log_level,
-                structlog.stdlib.add_logger_name,
-                stamp,
-            ],
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.format_exc_info,
-                renderer,
-            ],
+            foreign_pre_chain=[*context, structlog.stdlib.add_logger_name],
+            processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, *render],
         )
     )
     root = logging.getLogger()

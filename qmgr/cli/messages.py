@@ -561,9 +561,9 @@ def message_text(message: Message) -> str:
     except UnicodeDecodeError:
         text = f"<{len(message.body)} bytes of binary data; use --json to see them>"
     else:
-        if _UNSHOWN.search(text):
+        if not all(part.isprintable() for part in _LINE_BREAKS.split(text)):
             header += _ESCAPED_NOTE
-            text = _UNSHOWN.sub(_escaped, text.replace("\\", "\\\\"))
+            text = "".join(map(_escaped, text.replace("\\", "\\\\")))
     return f"{header}\n{text}"
 
 
@@ -578,20 +578,29 @@ def _output_gone() -> bool:
     return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
-#: What a body may not write to a terminal as it is: control characters other
-#: than tab and newline (escape sequences, a carriage return that overwrites a
-#: line) and the invisible characters that reorder or hide text.
-_UNSHOWN: Final = re.compile(
-    r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]"
-)
+#: What a body keeps as it is besides the characters that print: a body is
+#: judged as names are (``str.isprintable``, see ``common.quoted``), its lines
+#: and tabs aside. The rest (escape sequences, a carriage return that
+#: overwrites a line, the invisible characters that reorder or hide text) is
+#: shown escaped, so that a message cannot drive the operator's terminal.
+_LINE_BREAKS: Final = re.compile("[\n\t]")
 
 
-#: The header line of a body shown with :data:`_UNSHOWN` escaped.
+#: The header line of a body shown escaped.
 _ESCAPED_NOTE: Final = (
     "\n    (control characters escaped: \\xNN, \\uNNNN, \\ as \\\\; --json for the bytes)"
 )
 
 
-def _escaped(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+def _escaped(char: str) -> str:
+    """``char`` as it is if it prints (or is a newline or a tab), else escaped."""
+    if char.isprintable() or char in "\n\t":
+        return char
+    code = ord(char)
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )
