@@ -43,6 +43,9 @@ class _NoPeering:
     def acknowledgments_dropped(self) -> int:
         return 0
 
+    def refused_not_kept(self) -> int:
+        return 0
+
 
 def standalone_sources(
     store: storage.Store,

@@ -50,6 +50,7 @@ from .environment import Environment, Reading, Txn, keys_between
 from .errors import InvalidRecord, MessageMissing, QueueMissing
 from .keys import (
     MAX_LOOKUP_ID,
+    MAX_QUEUE_ID,
     META_NEXT_QUEUE_ID,
     META_ORDINAL_LIMIT,
     counters_key,
@@ -200,7 +201,7 @@ class PlanContext(Overlay):
         """
         first = self._meta.get(META_NEXT_QUEUE_ID, self._catalog.next_queue_id)
         assert isinstance(first, int)
-        if first + count - 1 > 0xFFFFFFFF:
+        if first + count - 1 > MAX_QUEUE_ID:
             msg = "queue ids are exhausted"
             raise InvalidRecord(msg)
         self.change(self._meta, META_NEXT_QUEUE_ID, first + count)

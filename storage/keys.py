@@ -147,6 +147,8 @@ __all__ = [
     "MAX_KEY_SIZE",
     "MAX_LOOKUP_ID",
     "MAX_QUEUE_ID",
+    "MAX_U32",
+    "MAX_U64",
     "MAX_XID_SIZE",
     "META_HISTORY_COUNTER",
     "META_NEXT_QUEUE_ID",
@@ -228,8 +230,11 @@ SETTING_KEY_PREFIX: Final = b"setting:"
 
 #: LMDB's compiled-in key size limit.
 MAX_KEY_SIZE: Final = 511
-MAX_QUEUE_ID: Final = 0xFFFFFFFF
-MAX_LOOKUP_ID: Final = 0xFFFFFFFFFFFFFFFF
+#: The largest u32 and u64: the widths of the store's ids, counters and times.
+MAX_U32: Final = 0xFFFFFFFF
+MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
+MAX_QUEUE_ID: Final = MAX_U32
+MAX_LOOKUP_ID: Final = MAX_U64
 #: A queue manager's GUID, in ``incoming`` and ``history`` keys.
 QM_GUID_SIZE: Final = 16
 #: A ``history`` key: source GUID + message ordinal u32.
@@ -251,8 +256,7 @@ _PAST_LAST_QUEUE: Final = b"\xff" * 16
 
 
 _EXPIRY_KEY = struct.Struct(">QIQ")
-_MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
-_MAX_DEADLINE: Final = _MAX_U64 / 1000 - 1
+_MAX_DEADLINE: Final = MAX_U64 / 1000 - 1
 #: Bytes of an ``expiry`` key.
 EXPIRY_KEY_SIZE: Final = _EXPIRY_KEY.size  # 20
 
@@ -261,7 +265,7 @@ def expiry_key(deadline: float, queue_id: int, lookup_id: int) -> bytes:
     """The ``expiry`` key of a message with a deadline (unix seconds, rounded up to
     the millisecond so that a message is never due before its deadline)."""
     if not deadline < _MAX_DEADLINE:  # infinite or NaN: past every real deadline
-        return _EXPIRY_KEY.pack(_MAX_U64, queue_id, lookup_id)
+        return _EXPIRY_KEY.pack(MAX_U64, queue_id, lookup_id)
     # round() first: a deadline decoded from a key encodes to that key again.
     return _EXPIRY_KEY.pack(max(0, math.ceil(round(deadline * 1000, 3))), queue_id, lookup_id)
 
@@ -399,7 +403,7 @@ def incoming_key(source_qm: bytes, sequence_timestamp: int, queue_key: str) -> b
     if len(source_qm) != QM_GUID_SIZE:
         msg = f"source QM GUID must be {QM_GUID_SIZE} bytes, not {len(source_qm)}"
         raise InvalidRecord(msg)
-    if not 0 <= sequence_timestamp <= 0xFFFFFFFF:
+    if not 0 <= sequence_timestamp <= MAX_U32:
         msg = f"sequence timestamp must be a u32, not {sequence_timestamp}"
         raise InvalidRecord(msg)
     encoded = b"".join((bytes(source_qm), _U32.pack(sequence_timestamp), queue_key.encode("utf-8")))

@@ -34,7 +34,7 @@ from typing import Final
 import lmdb
 
 from .errors import InvalidRecord, StoreCorrupt
-from .keys import META_HISTORY_COUNTER, META_SEQUENCE_STAMP, queue_id_key, u32, u64
+from .keys import MAX_U32, META_HISTORY_COUNTER, META_SEQUENCE_STAMP, queue_id_key, u32, u64
 from .overlay import DELETE, MISSING, PUT, Changes, Overlay
 from .records import pack
 
@@ -49,7 +49,6 @@ __all__ = [
 OUTGOING_FORMAT_VERSION: Final = 1
 _OUTGOING = struct.Struct(">BBIIQ")
 _O_PAUSED: Final = 0x01
-_MAX_U32: Final = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +144,7 @@ class PeeringState:
             InvalidRecord: timestamps (u32) are exhausted.
         """
         stamp = max(int(now), self._counter(META_SEQUENCE_STAMP, self.sequence_stamp) + 1)
-        if stamp > _MAX_U32:
+        if stamp > MAX_U32:
             msg = "outgoing sequence timestamps are exhausted"
             raise InvalidRecord(msg)
         self._overlay.change(self._counters, META_SEQUENCE_STAMP, stamp)

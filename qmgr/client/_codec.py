@@ -346,10 +346,7 @@ def append_request(out: bytearray, request_id: int, request: cf.ClientRequest) -
         for field, name, high, unit, optional in REQUEST_RANGES.get(type(request), ()):
             check_range(name, getattr(request, field), high, unit=unit, optional=optional)
         out += cf.encode_frame(request_id, request)
-    except InvalidArgument as exc:
-        msg = f"cannot send this request: {exc.message}"
-        raise InvalidArgument(msg) from None
-    except LocalProtocolError as exc:
+    except (InvalidArgument, LocalProtocolError) as exc:
         msg = f"cannot send this request: {exc}"
         raise InvalidArgument(msg) from None
 

@@ -37,7 +37,7 @@ from ..catalog import Catalog
 from ..context import PlanContext
 from ..environment import Environment, prefixed
 from ..errors import InvalidRecord, StoreCorrupt
-from ..keys import outcome_time_key, split_outcome_time_key, xid_key
+from ..keys import MAX_U64, outcome_time_key, split_outcome_time_key, xid_key
 from ..overlay import MISSING
 from ..records import stored_text
 from ..reservations import owner_bytes, owner_text
@@ -62,7 +62,6 @@ __all__ = [
 _OUTCOME = struct.Struct(">Bd")
 _COMMITTED: Final = 1
 _ABORTED: Final = 2
-_MAX_U64: Final = 0xFFFFFFFFFFFFFFFF
 #: Scratch keys of the outcomes the batch changed: ``(_SCRATCH, xid bytes)``.
 _SCRATCH: Final = "outcome"
 
@@ -93,8 +92,8 @@ def milliseconds(wall: float) -> int:
     if math.isnan(wall):
         return 0
     if math.isinf(wall):
-        return 0 if wall < 0 else _MAX_U64
-    return min(max(math.floor(wall * 1000), 0), _MAX_U64)
+        return 0 if wall < 0 else MAX_U64
+    return min(max(math.floor(wall * 1000), 0), MAX_U64)
 
 
 def encode_outcome(committed: bool, resolved_at: float, owner: str = "") -> bytes:

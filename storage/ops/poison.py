@@ -88,7 +88,7 @@ from ..catalog import Catalog
 from ..context import PlanContext
 from ..environment import Environment
 from ..errors import InvalidOperation, MessageMissing, QueueMissing, StoreCorrupt
-from ..keys import queue_id_key
+from ..keys import MAX_U32, MAX_U64, queue_id_key
 from ..overlay import MISSING, QueueState
 from ..records import (
     PoisonSettings,
@@ -134,10 +134,8 @@ COUNTERS_RECORD_VERSION: Final = 1
 _KEY = struct.Struct(">IQ")
 _RETRY_KEY = struct.Struct(">QIQ")
 _RECORD = struct.Struct(">BBIIIdQ")
-_MAX_DUE: Final = 0xFFFFFFFFFFFFFFFF
 #: Scratch keys of the batch's counters: ``(_COUNTERS, counters key)``.
 _COUNTERS: Final = "counters"
-_MAX_U32: Final = 0xFFFFFFFF
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +187,7 @@ def due_milliseconds(wall: float) -> int:
     """Unix seconds as the index's u64 milliseconds (rounded up, clamped)."""
     if wall != wall or wall <= 0:
         return 0
-    return min(math.ceil(wall * 1000.0), _MAX_DUE)
+    return min(math.ceil(wall * 1000.0), MAX_U64)
 
 
 def encode_message_counters(counters: MessageCounters) -> bytes:
@@ -414,7 +412,7 @@ class RecordAbort(Operation):
         except MessageMissing:
             return AbortCounted(self.queue_id, self.lookup_id, None)
         counters = _counters(ctx, self.queue_id, self.lookup_id)
-        aborts = min(counters.abort_count + 1, _MAX_U32)
+        aborts = min(counters.abort_count + 1, MAX_U32)
         _put_counters(
             ctx, self.queue_id, self.lookup_id, dataclasses.replace(counters, abort_count=aborts)
         )
@@ -462,7 +460,7 @@ class MoveMessage(Operation):
             ctx.discard(dbs.retry_due, retry_key(counters.retry_due, self.queue_id, self.lookup_id))
         cycles = counters.retry_cycles
         if self.reason is MoveReason.RETRY:
-            cycles = min(cycles + 1, _MAX_U32)
+            cycles = min(cycles + 1, MAX_U32)
         elif parent is None or (self.reason is MoveReason.REQUEST and target is parent):
             cycles = 0
         due = 0
@@ -476,7 +474,7 @@ class MoveMessage(Operation):
             ctx.put(dbs.retry_due, retry_key(due, self.target_id, new_lookup_id), b"")
         moved = MessageCounters(
             abort_count=0,
-            move_count=min(counters.move_count + 1, _MAX_U32),
+            move_count=min(counters.move_count + 1, MAX_U32),
             retry_cycles=cycles,
             last_move_time=ctx.now,
             retry_due=due,

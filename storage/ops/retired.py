@@ -40,6 +40,7 @@ from typing import Final
 
 from ..context import PlanContext
 from ..errors import InvalidOperation, StoreCorrupt
+from ..keys import MAX_U32
 from ..records import QueueKind
 from ..units import Removal, Result
 from .queues import QueueDeleted, refuse_pinned
@@ -49,7 +50,6 @@ __all__ = ["RemoveEmptyOutgoing", "take_retired"]
 _RETIRED: Final = struct.Struct(">BII")
 #: The format version of a retired sequence record.
 RETIRED_FORMAT_VERSION: Final = 1
-_MAX_U32: Final = 0xFFFFFFFF
 
 
 def take_retired(ctx: PlanContext, name: str) -> tuple[int, int] | None:
@@ -71,7 +71,7 @@ def take_retired(ctx: PlanContext, name: str) -> tuple[int, int] | None:
         raise StoreCorrupt(msg)
     _, stamp, ordinal = _RETIRED.unpack(data)
     ctx.write_record(ctx.dbs.retired, key, None)
-    return None if ordinal >= _MAX_U32 else (stamp, ordinal + 1)
+    return None if ordinal >= MAX_U32 else (stamp, ordinal + 1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import json
 import socket
 import struct
@@ -21,35 +20,8 @@ from rich.table import Table
 
 from qmgr.certs import init_ca
 from qmgr.cli import cli, common
-from qmgr.client import shapes
 
 from .kit import ok, run
-
-
-@pytest.mark.parametrize(
-    ("value", "text"),
-    [
-        (0, "0 B"),
-        (1023, "1023 B"),
-        (1024, "1.0 KiB"),
-        (1536, "1.5 KiB"),
-        (10 * 1024**2, "10.0 MiB"),
-        (3 * 1024**3, "3.0 GiB"),
-        (5 * 1024**5, "5120.0 TiB"),
-    ],
-)
-def test_size(value: int, text: str) -> None:
-    assert common.size(value) == text
-
-
-def test_plural_and_iso() -> None:
-    assert [common.plural(n, "message") for n in (0, 1, 2)] == [
-        "0 messages",
-        "1 message",
-        "2 messages",
-    ]
-    moment = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
-    assert shapes.iso(moment) == "2024-01-02T03:04:05.000000+00:00"
 
 
 def test_nothing_listening_is_an_error_with_a_hint() -> None:

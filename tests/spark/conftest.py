@@ -12,30 +12,18 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import warnings
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 from helpers import DaemonProcess
+from local_spark_kit import local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from qmgr.client import QueueManager
-
-#: Settings for a small, quiet local Spark (also used by the driver scripts of the tests).
-SPARK_CONF = {
-    "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "2",
-    "spark.default.parallelism": "2",
-    "spark.sql.streaming.stopTimeout": "30s",
-    # The JVM's quick compiler only: a test run is too short for the optimizing
-    # one to pay back (measured: a fifth less of the JVM's CPU time for tests/spark).
-    "spark.driver.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
-    "spark.sql.execution.pyspark.udf.faulthandler.enabled": "true",
-}
 
 
 def java_problem() -> str | None:
@@ -69,20 +57,9 @@ def spark() -> Iterator[SparkSession]:
             f"Spark needs Java 17 or newer ({problem}): install it "
             "(Debian/Ubuntu: apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
         )
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        from pyspark.sql import SparkSession
-
-        from qmgr.spark import QueueDataSource
-
-        builder = SparkSession.builder.master("local[2]").appName("qmgr-tests")
-        for key, value in SPARK_CONF.items():
-            builder = builder.config(key, value)
-        session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(QueueDataSource)
+        session = local_session("qmgr-tests")
     try:
         yield session
     finally:

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import os
-import sys
 from typing import TYPE_CHECKING
+
+from local_spark_kit import local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -59,22 +59,7 @@ def main() -> None:
     parser.add_argument("checkpoint")
     parser.add_argument("--max", type=int, default=2000, help="maxMessagesPerTrigger")
     args = parser.parse_args()
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-
-    from pyspark.sql import SparkSession
-
-    from qmgr.spark import QueueDataSource
-
-    spark = (
-        SparkSession.builder.master("local[2]")
-        .appName("qmgr-crash-test")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.driver.extraJavaOptions", "-XX:+UseSerialGC -XX:TieredStopAtLevel=1")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(QueueDataSource)
+    spark = local_session("qmgr-crash-test")
     spark.streams.addListener(progress_printer())  # type: ignore[arg-type]
     query = start_query(spark, args.endpoint, args.source, args.sink, args.checkpoint, args.max)
     print("started", flush=True)

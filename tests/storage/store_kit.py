@@ -34,6 +34,8 @@ from storage import (
     CreateSubqueues,
     Erased,
     EraseStep,
+    ForgetOutgoing,
+    Forgotten,
     MessageCounters,
     Moved,
     MoveMessage,
@@ -58,6 +60,7 @@ from storage.keys import (
     DB_BY_PRIORITY,
     DB_MESSAGE_COUNTERS,
     DB_META,
+    DB_OUTGOING,
     lookup_id_of,
     message_range,
     priority_range,
@@ -320,6 +323,19 @@ def fill_outgoing(store: Store, count: int, name: str = ORDERS) -> int:
     ids = {queue_id for queue_id, _ in appended_to(outcome)}
     [queue_id] = ids
     return queue_id
+
+
+def raw_outgoing_keys(path: Path) -> list[bytes]:
+    """Keys of ``outgoing`` (the outgoing queues' sequence states) in a closed store's file."""
+    return [key for key, _ in raw_items(path, DB_OUTGOING)]
+
+
+def forget(store: Store, queue_id: int, *lookup_ids: int) -> Forgotten:
+    """Forget entries of an outgoing queue in a batch of their own; returns the result."""
+    [outcome] = commit_ok(store, unit(ForgetOutgoing(queue_id, lookup_ids)))
+    [result] = outcome.results
+    assert isinstance(result, Forgotten)
+    return result
 
 
 # --------------------------------------------------------------------------- incoming streams

@@ -15,30 +15,46 @@ def test_a_text_that_fits_is_no_error(text: str) -> None:
     assert text_error("label", text) is None
 
 
-def test_a_text_too_long_is_counted_in_characters_and_bytes() -> None:
-    error = text_error("label", "x" * (MAX_TEXT_BYTES + 1))
+@pytest.mark.parametrize(
+    ("name", "text", "field", "named", "message"),
+    [
+        pytest.param(
+            "label",
+            "x" * (MAX_TEXT_BYTES + 1),
+            None,
+            "label",
+            "label is too long to send (65,536 characters): "
+            "it can carry at most 65,535 bytes of UTF-8",
+            id="too-long-in-characters",
+        ),
+        pytest.param(
+            "Receive.queue",
+            "\u00e9" * 40_000,
+            None,
+            "Receive.queue",
+            "Receive.queue is too long to send (40,000 characters, 80,000 bytes): "
+            "it can carry at most 65,535 bytes of UTF-8",
+            id="too-long-in-bytes",
+        ),
+        pytest.param(
+            "label",
+            "ab\udcff",
+            "MessageProperties.label",
+            "MessageProperties.label",
+            "label is not valid Unicode text (position 2: a lone surrogate, "
+            "as non-UTF-8 bytes in a command-line argument give)",
+            id="lone-surrogate",
+        ),
+    ],
+)
+def test_a_text_that_cannot_be_sent_says_why(
+    name: str, text: str, field: str | None, named: str, message: str
+) -> None:
+    error = text_error(name, text, field=field)
     assert isinstance(error, TextFieldError)
     assert isinstance(error, LocalProtocolError)
-    assert str(error) == (
-        "label is too long to send (65,536 characters): it can carry at most 65,535 bytes of UTF-8"
-    )
-    wide = text_error("Receive.queue", "\u00e9" * 40_000)
-    assert wide is not None
-    assert wide.field == "Receive.queue"
-    assert str(wide) == (
-        "Receive.queue is too long to send (40,000 characters, 80,000 bytes): "
-        "it can carry at most 65,535 bytes of UTF-8"
-    )
-
-
-def test_a_lone_surrogate_is_not_valid_unicode() -> None:
-    error = text_error("label", "ab\udcff", field="MessageProperties.label")
-    assert error is not None
-    assert error.field == "MessageProperties.label"
-    assert str(error) == (
-        "label is not valid Unicode text (position 2: a lone surrogate, "
-        "as non-UTF-8 bytes in a command-line argument give)"
-    )
+    assert error.field == named
+    assert str(error) == message
 
 
 def test_what_is_not_text_is_left_to_the_encoder() -> None:

@@ -192,6 +192,13 @@ async def make_queue(client: FrameClient, name: str, **options: Any) -> None:
     assert isinstance(reply, cf.Ok), reply
 
 
+async def permissions(client: FrameClient, queue: str) -> list[tuple[str, int]]:
+    """The queue's list of permissions as GetPermissions answers it: (entry, rights)."""
+    acl = await client.call(cf.GetPermissions(queue=queue))
+    assert isinstance(acl, cf.Permissions), acl
+    return [(entry.name, entry.rights) for entry in acl.entries]
+
+
 def enable_permissions(
     services: Services, *, enabled: bool = True, default_acl: dict[str, list[str]] | None = None
 ) -> Authorization:

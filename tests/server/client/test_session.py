@@ -29,6 +29,7 @@ from kit import (
     open_connection,
     open_services,
     open_session,
+    permissions,
 )
 from reply_kit import long_queue_list
 
@@ -418,9 +419,7 @@ async def test_a_token_authenticates_the_connection(
             assert admitted == ["x"]
             assert a.session.principal == "alice"
             assert isinstance(await a.client.call(cf.CreateQueue(name="mine")), cf.Ok)
-            acl = await a.client.call(cf.GetPermissions(queue="mine"))
-            assert isinstance(acl, cf.Permissions)
-            assert [(e.name, e.rights) for e in acl.entries] == [("alice", 0xFF)]
+            assert await permissions(a.client, "mine") == [("alice", 0xFF)]
     [event] = [entry for entry in logs if entry["event"] == "client_authenticated"]
     assert (event["method"], event["principal"]) == ("token", "alice")
 

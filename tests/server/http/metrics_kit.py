@@ -8,7 +8,7 @@ or ``from server.http.metrics_kit import ...``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import storage
@@ -71,16 +71,19 @@ def sources_of(
     core: QueueManagerCore | None = None,
     outgoing: list[tuple[int, cf.OutgoingInfo]] | None = None,
     linked: frozenset[int] | None = None,
+    tally: AccessTally | None = None,
+    connections: Callable[[], Mapping[str, int]] = dict,
 ) -> MetricsSources:
-    """What a daemon around ``store`` would hand the collector, with nothing open."""
+    """What a daemon around ``store`` would hand the collector: by default with
+    nothing open and a fresh tally of refusals."""
     return MetricsSources(
         name="qm",
         version=__version__,
         store=store,
         core=QueueManagerCore(store) if core is None else core,
         committer=Committer(),
-        tally=AccessTally(),
+        tally=AccessTally() if tally is None else tally,
         peering=Peering([] if outgoing is None else outgoing, linked),
-        connections=dict,
+        connections=connections,
         data_dir=directory,
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 import pytest
 import structlog
 from http_kit import Answer, asgi_call, client_connection, operations_app
+from metrics_kit import sources_of
 from server.client.kit import enable_permissions, open_services
 
 from qmgr.server.client.handlers.replies import queue_info
@@ -25,38 +26,12 @@ from qmgr.server.client.services import Services
 from qmgr.server.http.app import HttpApp
 from qmgr.server.http.console import Console
 from qmgr.server.http.console import console as make_console
-from qmgr.server.http.sources import MetricsSources
 from storage import QueueKind
 from wire import MessageProperties
 from wire import client as cf
 
 IDLE = 60.0
 LIFETIME = 600.0
-
-
-class NoPeering:
-    def outgoing_by_id(self) -> list[tuple[int, cf.OutgoingInfo]]:
-        return []
-
-    def refused_by_class(self) -> Mapping[int, int]:
-        return {}
-
-    def acknowledgments_dropped(self) -> int:
-        return 0
-
-    def refused_not_kept(self) -> int:
-        return 0
-
-    def relayed_resends_dropped(self) -> int:
-        return 0
-
-    def linked_outgoing(self) -> frozenset[int]:
-        return frozenset()
-
-
-class NoBatches:
-    batches = 0
-    write_times: Any = None
 
 
 @dataclass
@@ -162,16 +137,12 @@ async def site(tmp_path: Path) -> AsyncIterator[Site]:
         operations = Operations(services)
         authorization = enable_permissions(services)  # root administers; alice has a token
         app = operations_app(authorization, operations)
-        sources = MetricsSources(
-            name="test",
-            version="test",
-            store=services.core.store,
-            core=services.core,
-            committer=NoBatches(),
+        sources = sources_of(
+            core.store,
+            tmp_path,
+            core=core,
             tally=authorization.tally,
-            peering=NoPeering(),
             connections=lambda: {"client": 0},
-            data_dir=tmp_path,
         )
         now = [1000.0]
         console = make_console(

@@ -5,8 +5,6 @@ removing an empty one."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from store_kit import (
     BODY,
@@ -21,9 +19,11 @@ from store_kit import (
     create_queue,
     erase_all,
     fill_outgoing,
+    forget,
     lookups,
     payloads,
     raw_lmdb,
+    raw_outgoing_keys,
     send_outgoing,
     stored_keys,
     unit,
@@ -45,31 +45,13 @@ from storage import (
     QueueKind,
     QueueMissing,
     QueuePurged,
-    RemoveEmptyOutgoing,
     SetOutgoingPaused,
     Skipped,
     Store,
     message_header,
 )
-from storage.keys import DB_OUTGOING, DB_RETIRED, queue_id_key
+from storage.keys import DB_OUTGOING, queue_id_key
 from storage.peering_state import encode_outgoing
-
-
-def forget(store: Store, queue_id: int, *lookup_ids: int) -> Forgotten:
-    """Forget entries in a batch of their own; returns the result."""
-    [outcome] = commit_ok(store, unit(ForgetOutgoing(queue_id, lookup_ids)))
-    [result] = outcome.results
-    assert isinstance(result, Forgotten)
-    return result
-
-
-def raw_outgoing_keys(path: Path) -> list[bytes]:
-    """Keys of ``outgoing`` in a closed store's file."""
-    with raw_lmdb(path) as env:
-        db = env.open_db(DB_OUTGOING)
-        with env.begin() as txn:
-            return [bytes(key) for key, _ in txn.cursor(db=db)]
-
 
 # --------------------------------------------------------------------------- creation
 
@@ -443,107 +425,3 @@ def test_purging_and_erasing_an_outgoing_queue(store: Store) -> None:
     )
     store.close()
     assert stored_keys(store.path, queue_id) == ([], [])
-
-
-# --------------------------------------------------------------------------- removing an empty one
-
-
-def retired_sequences(path: Path) -> dict[bytes, bytes]:
-    """``retired_sequences`` of a closed store's file."""
-    with raw_lmdb(path) as env:
-        db = env.open_db(DB_RETIRED)
-        with env.begin() as txn:
-            return {bytes(key): bytes(value) for key, value in txn.cursor(db=db)}
-
-
-def test_an_empty_outgoing_queue_is_removed_and_its_successor_takes_over_its_sequence(
-    store: Store, reopen: Reopener
-) -> None:
-    queue_id = fill_outgoing(store, 2)
-    keep = fill_outgoing(store, 1, "outgoing$;keep")
-    forget(store, queue_id, 1, 2)  # emptied: rolled to ordinal 2
-    [outcome] = commit_ok(store, unit(RemoveEmptyOutgoing(queue_id)))
-    assert outcome.results == (QueueDeleted((queue_id,), 0),)
-    assert store.get_queue(ORDERS) is None
-    assert list(store.outgoing_states()) == [keep]
-    # Nothing is left to erase; the sequence is kept under the queue's name.
-    assert store.queues_to_erase() == []
-    store.close()
-    assert raw_outgoing_keys(store.path) == [queue_id_key(keep)]
-    assert stored_keys(store.path, queue_id) == ([], [])
-    assert retired_sequences(store.path) == {
-        ORDERS.encode(): b"\x01" + STAMP.to_bytes(4, "big") + (2).to_bytes(4, "big")
-    }
-    store = reopen(store)
-    assert [q.queue_id for q in store.list_queues()] == [keep]
-    # The next message creates it again: a new id, the same timestamp, the next
-    # ordinal (the receiver's same stream); the kept sequence is taken.
-    [again] = commit_ok(store, unit(send_outgoing()))
-    assert appended_to(again) == [(3, 1)]
-    assert store.outgoing_state(3) == OutgoingState(3, STAMP, 3, 0, paused=False)
-    # Another name takes a new timestamp, as ever.
-    other = fill_outgoing(store, 1, "outgoing$;other")
-    assert store.outgoing_state(other) == OutgoingState(other, STAMP + 2, 1, 0, paused=False)
-    store.close()
-    assert retired_sequences(store.path) == {}
-
-
-def test_a_paused_outgoing_queue_is_not_removed_even_paused_in_the_same_batch(
-    store: Store,
-) -> None:
-    queue_id = fill_outgoing(store, 1)
-    forget(store, queue_id, 1)
-    paused, refused = commit(
-        store, unit(SetOutgoingPaused(queue_id, True)), unit(RemoveEmptyOutgoing(queue_id))
-    )
-    assert paused.error is None
-    assert isinstance(refused.error, InvalidOperation)
-    assert "is paused" in str(refused.error)
-    state = store.outgoing_state(queue_id)
-    assert state is not None
-    assert state.paused
-
-
-def test_an_outgoing_queue_with_entries_is_not_removed(store: Store) -> None:
-    queue_id = fill_outgoing(store, 1)
-    before = store.outgoing_state(queue_id)
-    [outcome] = commit(store, unit(RemoveEmptyOutgoing(queue_id)))
-    assert isinstance(outcome.error, InvalidOperation)
-    assert "is not empty" in str(outcome.error)
-    assert lookups(store, queue_id) == [1]
-    assert store.outgoing_state(queue_id) == before
-    # Purged entries not yet erased still count.
-    commit_ok(store, unit(PurgeQueue(queue_id)))
-    [outcome] = commit(store, unit(RemoveEmptyOutgoing(queue_id)))
-    assert isinstance(outcome.error, InvalidOperation)
-    erase_all(store, queue_id, 10)
-    commit_ok(store, unit(RemoveEmptyOutgoing(queue_id)))
-    assert store.outgoing_states() == {}
-
-
-def test_an_append_before_the_removal_in_its_batch_keeps_the_queue_one_after_makes_a_new_one(
-    store: Store,
-) -> None:
-    queue_id = fill_outgoing(store, 1)
-    forget(store, queue_id, 1)
-    sent, kept = commit(store, unit(send_outgoing()), unit(RemoveEmptyOutgoing(queue_id)))
-    assert appended_to(sent) == [(queue_id, 2)]
-    assert isinstance(kept.error, InvalidOperation)
-    forget(store, queue_id, 2)
-    removed, sent = commit(store, unit(RemoveEmptyOutgoing(queue_id)), unit(send_outgoing()))
-    assert removed.results == (QueueDeleted((queue_id,), 0),)
-    [(new_id, lookup_id)] = appended_to(sent)
-    assert (lookup_id, new_id != queue_id) == (1, True)
-    assert list(store.outgoing_states()) == [new_id]
-    # Created after the removal in one batch: it takes over the sequence (rolled
-    # to ordinal 3 by the two forgets that emptied the queue) at the next ordinal.
-    assert store.outgoing_state(new_id) == OutgoingState(new_id, STAMP, 4, 0, paused=False)
-
-
-def test_only_outgoing_queues_are_removed_this_way(store: Store) -> None:
-    commit_ok(store, unit(CreateQueue("orders", "Orders", transactional=True)))
-    [outcome] = commit(store, unit(RemoveEmptyOutgoing(1)))
-    assert isinstance(outcome.error, InvalidOperation)
-    assert store.get_queue("orders") is not None
-    [outcome] = commit(store, unit(RemoveEmptyOutgoing(99)))
-    assert isinstance(outcome.error, QueueMissing)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import structlog
 import trio
 import trio.testing
-from kit import enable_permissions, error, make_queue, message, open_session
+from kit import enable_permissions, error, make_queue, message, open_session, permissions
 
 from qmgr.core.permissions import Right
 from qmgr.server.client.authorization import Authorization
@@ -55,9 +55,7 @@ async def test_without_auth_required_nothing_is_checked(
         await make_queue(alice.client, "q")
     async with open_session(services) as anyone:
         assert isinstance(await anyone.client.call(cf.PurgeQueue(name="q")), cf.Ok)
-        acl = await anyone.client.call(cf.GetPermissions(queue="q"))
-        assert isinstance(acl, cf.Permissions)
-        assert [(e.name, e.rights) for e in acl.entries] == [("alice", 0xFF)]
+        assert await permissions(anyone.client, "q") == [("alice", 0xFF)]
 
 
 async def test_a_change_of_permissions_applies_to_the_next_send(
@@ -115,9 +113,8 @@ async def test_everyone_groups_and_peers_are_named_in_any_case(
         for entry in ("Everyone", " GROUP:ops", "PEER:qm7"):
             change = cf.ChangePermissions(queue="q", entry=entry, grant=0x02)  # peek
             assert isinstance(await root.client.call(change), cf.Permissions)
-        acl = await root.client.call(cf.GetPermissions(queue="q"))
-        assert isinstance(acl, cf.Permissions)
-        assert [e.name for e in acl.entries] == ["everyone", "group:ops", "peer:qm7", "root"]
+        names = [name for name, _ in await permissions(root.client, "q")]
+        assert names == ["everyone", "group:ops", "peer:qm7", "root"]
         assert isinstance(await bob.client.call(cf.Receive(queue="q", peek=True)), cf.NoMessage)
 
 
@@ -143,9 +140,7 @@ async def test_unknown_rights_bits_are_refused_and_change_nothing(
             change = cf.ChangePermissions(queue="q", entry="bob", grant=grant, revoke=revoke)
             refused = error(await root.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
             assert refused.message == f"unknown rights bits {(grant | revoke) & ~0xFF:#x}"
-        acl = await root.client.call(cf.GetPermissions(queue="q"))
-        assert isinstance(acl, cf.Permissions)
-        assert [(e.name, e.rights) for e in acl.entries] == [("root", 0xFF)]
+        assert await permissions(root.client, "q") == [("root", 0xFF)]
 
 
 async def test_a_revoke_ends_the_receives_already_waiting(
@@ -195,6 +190,4 @@ async def test_a_journal_or_subqueue_takes_its_queues_permissions(
             assert refused.message == (
                 f"{part!r} takes the permissions of its queue 'q': change them there"
             )
-        acl = await alice.client.call(cf.GetPermissions(queue="q;poison"))
-        assert isinstance(acl, cf.Permissions)
-        assert [(e.name, e.rights) for e in acl.entries] == [("alice", 0xFF)]
+        assert await permissions(alice.client, "q;poison") == [("alice", 0xFF)]

@@ -8,7 +8,15 @@ import uuid
 import structlog
 import trio
 import trio.testing
-from kit import Connection, enable_permissions, error, make_queue, message, open_session
+from kit import (
+    Connection,
+    enable_permissions,
+    error,
+    make_queue,
+    message,
+    open_session,
+    permissions,
+)
 
 from qmgr.server.client.handlers.replies import queue_info
 from qmgr.server.client.services import Services
@@ -66,9 +74,7 @@ async def test_a_new_queue_gets_its_list_of_permissions_in_the_same_write(
     enable_permissions(services, default_acl={"everyone": ["peek"]})
     async with open_session(services, principal="alice") as alice:
         await make_queue(alice.client, "q")
-        acl = await alice.client.call(cf.GetPermissions(queue="q"))
-        assert isinstance(acl, cf.Permissions)
-        assert {e.name: e.rights for e in acl.entries} == {"alice": 0xFF, "everyone": 0x02}
+        assert dict(await permissions(alice.client, "q")) == {"alice": 0xFF, "everyone": 0x02}
 
 
 async def test_list_queues_and_status_answer_what_the_daemon_says(

@@ -1,4 +1,5 @@
-"""A wrong or missing option, a queue manager out of reach or a missing queue fail at planning."""
+"""The data source's planning (``qmgr.spark._source``): a wrong or missing option, a queue
+manager out of reach or a missing queue fail at planning."""
 
 from __future__ import annotations
 
