@@ -1,15 +1,14 @@
-"""The TLS adapter (``qmgr.server.tls``) without sockets: contexts from the configuration
-(and the start-up check of the certificate: validity, extended key usages by port),
+"""The TLS adapter (``qmgr.server.tls``) without sockets: contexts from the configuration,
 handshakes over memory streams (deadlines with a mock clock; the peer port takes only
 queue managers' certificates, on either side), and the start-up rule.
 
-(The registry of peer identities is tested in ``tests/server/peering/test_identity.py``;
-TLS between real processes in ``tests/integration/test_tls_between_processes.py``.)"""
+(The start-up check of the certificate, validity and extended key usages by port, is
+tested in ``tests/server/test_certificates.py``; the registry of peer identities in
+``tests/server/peering/test_identity.py``; TLS between real processes in
+``tests/integration/test_tls_between_processes.py``.)"""
 
 from __future__ import annotations
 
-import datetime as dt
-import re
 import ssl
 import uuid
 from pathlib import Path
@@ -18,13 +17,11 @@ import pytest
 import trio
 import trio.testing
 from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
-from pki import CLIENT_USAGES, DAY, SERVER_USAGES, sign
+from pki import CLIENT_USAGES, SERVER_USAGES, sign
+from tls_kit import tls_settings
 
-from qmgr.certs import init_ca, issue
 from qmgr.config import load_config
 from qmgr.server.tls import (
-    TlsContexts,
     TlsFailed,
     check_exposure,
     exposure,
@@ -37,29 +34,6 @@ from qmgr.server.tls import (
 
 A = uuid.UUID("a0000000-0000-4000-8000-00000000000a")
 B = uuid.UUID("b0000000-0000-4000-8000-00000000000b")
-SIGNING = ExtendedKeyUsageOID.CODE_SIGNING
-
-
-def tls_settings(pki: Path, name: str, *more: str) -> list[str]:
-    issued = issue(pki, name, kind="qm", hosts=("127.0.0.1",), force=True)
-    return cert_settings(pki, (issued.cert, issued.key), *more)
-
-
-def cert_settings(pki: Path, cert: tuple[Path, Path], *more: str) -> list[str]:
-    """Settings for TLS with the certificate and key ``cert``."""
-    return [f"tls.certificate={cert[0]}", f"tls.key={cert[1]}", f"tls.ca={pki / 'ca.crt'}", *more]
-
-
-def refused(pki: Path, cert: tuple[Path, Path], *more: str, match: str) -> None:
-    """The configuration with ``cert`` (and ``more`` settings) fails to load: ``match``."""
-    with pytest.raises(ValueError, match=match):
-        load_contexts(load_config(settings=cert_settings(pki, cert, *more)))
-
-
-@pytest.fixture
-def pki(tmp_path: Path) -> Path:
-    init_ca(tmp_path / "pki")
-    return tmp_path / "pki"
 
 
 # --------------------------------------------------------------------------- exposure
@@ -178,102 +152,6 @@ def test_a_key_every_user_may_read_gets_a_warning(pki: Path) -> None:
     assert without_tls.tls_key is not None
     without_tls.tls_key.chmod(0o644)
     assert key_file_warnings(without_tls) == []  # the key is not used
-
-
-def test_the_certificate_must_be_valid_now(pki: Path) -> None:
-    now = dt.datetime.now(dt.UTC)
-    expired, _ = old = sign(pki, "old", not_before=now - DAY * 30, not_after=now - DAY)
-    refused(
-        pki,
-        old,
-        match=rf"^tls\.certificate {re.escape(str(expired))} expired on "
-        rf"{now - DAY:%Y-%m-%d %H:%M} UTC: renew it with "
-        r"`qmgr certs issue NAME --host \.\.\. --force`$",
-    )
-    starts = now + DAY
-    future, _ = early = sign(pki, "early", not_before=starts, not_after=now + DAY * 30)
-    refused(
-        pki,
-        early,
-        match=rf"^tls\.certificate {re.escape(str(future))} is not valid before "
-        rf"{starts:%Y-%m-%d %H:%M} UTC",
-    )
-    # Either port, whichever is on.
-    for port in ("tls.clients=false", "tls.peers=false"):
-        refused(pki, old, port, match="expired on")
-
-
-def test_a_client_certificate_cannot_serve_either_port(pki: Path) -> None:
-    alice = sign(pki, "alice", usages=CLIENT_USAGES)
-    for port in ((), ("tls.clients=false",), ("tls.peers=false",)):
-        refused(
-            pki,
-            alice,
-            *port,
-            match=r"alice\.crt is a client certificate \(extended key usage clientAuth only\): "
-            r"the queue manager needs one issued with `qmgr certs issue NAME --host \.\.\.`",
-        )
-
-
-@pytest.mark.parametrize(
-    ("usages", "described"),
-    [
-        (SERVER_USAGES, "serverAuth only"),
-        (None, "missing (no extendedKeyUsage extension)"),
-        ((ExtendedKeyUsageOID.SERVER_AUTH, SIGNING), "codeSigning, serverAuth"),
-    ],
-    ids=["server-only", "no-extension", "server-and-code-signing"],
-)
-def test_the_peer_port_needs_a_queue_managers_certificate(
-    pki: Path, usages: tuple[x509.ObjectIdentifier, ...] | None, described: str
-) -> None:
-    server = sign(pki, "server", usages=usages)
-    refused(
-        pki,
-        server,
-        match=rf"server\.crt cannot be used between queue managers \(extended key usage "
-        rf"{re.escape(described)}\): tls\.peers needs serverAuth and clientAuth; issue one with "
-        r"`qmgr certs issue NAME --host \.\.\.`, or set tls\.peers = false$",
-    )
-    # The client port alone takes it: serverAuth, or no extended key usage at all.
-    contexts = load_contexts(load_config(settings=cert_settings(pki, server, "tls.peers=false")))
-    assert contexts.clients is not None
-    assert contexts.peer_server is None
-
-
-def test_the_client_port_needs_server_auth(pki: Path) -> None:
-    signer = sign(pki, "signer", usages=(SIGNING,))
-    refused(
-        pki,
-        signer,
-        "tls.peers=false",
-        match=r"signer\.crt cannot serve the client port \(extended key usage codeSigning only\): "
-        r"it needs serverAuth",
-    )
-    # A queue manager's certificate serves both ports; a port without TLS is not checked.
-    good = sign(pki, "qm-a")
-    contexts = load_contexts(load_config(settings=cert_settings(pki, good)))
-    assert None not in (contexts.clients, contexts.peer_server, contexts.peer_client)
-    neither = cert_settings(pki, signer, "tls.peers=false", "tls.clients=false", "tls.http=false")
-    assert load_contexts(load_config(settings=neither)) == TlsContexts(None, None, None)
-    # The HTTP listener is served with the certificate too (HTTPS), unless it is off.
-    refused(
-        pki,
-        signer,
-        "tls.peers=false",
-        "tls.clients=false",
-        match=r"signer\.crt cannot serve the HTTP listener \(extended key usage codeSigning only\)",
-    )
-    off = cert_settings(pki, signer, "tls.peers=false", "tls.clients=false", 'http.listen=""')
-    assert load_contexts(load_config(settings=off)) == TlsContexts(None, None, None)
-
-
-def test_an_unreadable_certificate_is_named(pki: Path, tmp_path: Path) -> None:
-    missing = (tmp_path / "missing.crt", pki / "ca.key")
-    refused(pki, missing, match=r"cannot load tls\.certificate .*missing\.crt: No such")
-    garbage = tmp_path / "garbage.crt"
-    garbage.write_text("not a certificate\n")
-    refused(pki, (garbage, pki / "ca.key"), match=r"garbage\.crt: not a PEM certificate")
 
 
 # --------------------------------------------------------------------------- handshakes

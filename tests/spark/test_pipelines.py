@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from helpers import DaemonProcess
 
 from pipelines import delivery_report, feeder, order_totals
-from qmgr.client import connect
+from qmgr.client import Journal, connect
+from wire import MessageClass
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -77,3 +78,21 @@ def test_order_totals_and_delivery_report(
     rows = delivery_report.deliveries(spark, daemon.address, ["orders"]).collect()
     assert sum(r.delivered for r in rows) == 900
     assert delivery_report.dead_letters(spark, daemon.address).count() == 0
+
+    # Messages that asked for dead-lettering, purged: the report counts them by
+    # dead-letter queue and class; a plain purged message leaves nothing.
+    with connect(daemon.address) as qm:
+        qm.create_queue("scratch")
+        qm.create_queue("scratch-tx", transactional=True)
+        for _ in range(2):
+            qm.send("scratch", b"p", journal=Journal.DEADLETTER)
+        qm.send("scratch", b"plain")
+        qm.send("scratch-tx", b"t", journal=Journal.DEADLETTER)
+        qm.purge_queue("scratch")
+        qm.purge_queue("scratch-tx")
+    dead = delivery_report.dead_letters(spark, daemon.address).collect()
+    purged = f"0x{MessageClass.NACK_Q_PURGED:04X}"
+    assert [(r.queue, r["class"], r.name, r.messages) for r in dead] == [
+        ("system$;deadletter", purged, "NACK_Q_PURGED", 2),
+        ("system$;deadxact", purged, "NACK_Q_PURGED", 1),
+    ]
