@@ -1,4 +1,5 @@
-"""The layers, checked on the source: one-way imports between packages, and no cycles.
+"""The layers, checked on the source: one-way imports between packages, no cycles, and
+tests that mirror the tree.
 
 Every module of every package is read with ``ast`` (relative imports resolved,
 imports under ``if TYPE_CHECKING:`` counted like any other: a back-reference
@@ -10,6 +11,10 @@ for typing is still a back-reference), and two rules are checked:
 * **no cycles**: the graph of imports between modules has no cycle, the
   package ``__init__`` modules included (a module that imports its own
   package's ``__init__`` while the ``__init__`` imports it is a cycle).
+
+A third rule keeps the tests findable: every module that defines a function
+or method has ``tests/<package>/test_<module>.py`` (``qmgr/`` dropped, a
+leading underscore too), unless :data:`TESTED_ELSEWHERE` says where and why.
 """
 
 from __future__ import annotations
@@ -238,3 +243,38 @@ def test_no_import_cycles() -> None:
         if node not in index:
             visit(node)
     assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+#: Modules with logic whose tests cannot sit in their mirrored file, and where they are.
+TESTED_ELSEWHERE: dict[str, str] = {
+    # Both need a Spark session, which the Spark tests share (starting one takes seconds).
+    "pipelines.delivery_report": "tests/spark/test_pipelines.py",
+    "qmgr.spark._session": "tests/spark/test_pipelines.py (through pipelines' session())",
+    # Starts a partner daemon, Spark and the jobs end to end: ``make pipeline``.
+    "pipelines.run": "make pipeline",
+}
+
+
+def _mirrored(module: str) -> Path:
+    parts = module.split(".")
+    if parts[0] == "qmgr":
+        parts = parts[1:]
+    return ROOT.joinpath("tests", *parts[:-1], f"test_{parts[-1].lstrip('_')}.py")
+
+
+def _has_logic(path: Path) -> bool:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) for n in ast.walk(tree))
+
+
+def test_each_module_with_logic_has_its_own_test_file() -> None:
+    missing = [
+        f"{path.relative_to(ROOT)}: {_mirrored(module).relative_to(ROOT)}"
+        for module, path in MODULES.items()
+        if path.name not in ("__init__.py", "__main__.py")
+        and module not in TESTED_ELSEWHERE
+        and _has_logic(path)
+        and not _mirrored(module).exists()
+    ]
+    assert not missing, "modules without their test file:\n" + "\n".join(missing)
+    assert all(module in MODULES for module in TESTED_ELSEWHERE)

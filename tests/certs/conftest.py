@@ -6,9 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from certs_kit import QM_ADDRESS, QM_HOST
 
 from qmgr.certs import CaPaths, IssuedPaths, init_ca, issue
+
+from .certs_kit import QM_ADDRESS, QM_HOST
 
 
 @pytest.fixture

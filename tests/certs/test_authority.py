@@ -15,7 +15,6 @@ import ssl
 from pathlib import Path
 
 import pytest
-from certs_kit import QM_ADDRESS, QM_HOST, load, mode
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
@@ -29,6 +28,8 @@ from qmgr.certs import (
     init_ca,
     issue,
 )
+
+from .certs_kit import QM_ADDRESS, QM_HOST, load, mode
 
 TLS_VERSIONS = [ssl.TLSVersion.TLSv1_2, ssl.TLSVersion.TLSv1_3]
 

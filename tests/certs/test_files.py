@@ -8,7 +8,6 @@ import stat
 from pathlib import Path
 
 import pytest
-from certs_kit import QM_HOST, mode
 
 from qmgr.certs import (
     CaPaths,
@@ -18,6 +17,8 @@ from qmgr.certs import (
     issue,
 )
 from qmgr.certs.files import make_private_directory, read_file, refuse_existing, write_atomically
+
+from .certs_kit import QM_HOST, mode
 
 
 def test_files_and_modes(tmp_path: Path, ca: CaPaths, qm: IssuedPaths) -> None:

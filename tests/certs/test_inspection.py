@@ -8,7 +8,6 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from certs_kit import QM_ADDRESS, QM_HOST, load
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -21,6 +20,8 @@ from qmgr.certs import (
     describe,
     validity,
 )
+
+from .certs_kit import QM_ADDRESS, QM_HOST, load
 
 
 def test_describe(ca: CaPaths, qm: IssuedPaths, alice: IssuedPaths) -> None:

@@ -1,31 +1,41 @@
 """Helpers of the HTTP listener's tests: a small HTTP/1.1 client over trio (h11),
-the listener served on loopback in the test's nursery, and the application over
-a queue manager's operations called without sockets.
+the listener served on loopback in the test's nursery, the application over
+a queue manager's operations called without sockets, the listener's own routes
+with a few principals and their tokens (:func:`port_for`), and the console
+seen by a browser (:class:`Site`).
 
 Tests import them with ``from http_kit import ...``.
 """
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlencode
 
 import h11
+import markupsafe
 import structlog
 import trio
 from prometheus_client import CollectorRegistry
 
 from qmgr.config import Config, load_config
+from qmgr.core.tokens import TokenBook, hash_token
 from qmgr.server.client.authorization import Authorization
 from qmgr.server.client.operations import Operations
+from qmgr.server.client.services import Services
 from qmgr.server.http import HttpPort
 from qmgr.server.http.app import HttpApp
+from qmgr.server.http.console import Console
 from qmgr.server.http.exposition import Exposition, SeriesFamily
 from qmgr.server.http.port import CONNECTION, HttpConnection, HttpService
 from qmgr.server.http.service import HypercornService
+from wire import MessageProperties
+from wire import client as cf
 
 
 @dataclass(frozen=True)
@@ -163,14 +173,16 @@ def asgi_scope(
     query: str = "",
     headers: Sequence[tuple[str, str]] = (),
     connection: HttpConnection | None = None,
+    http_version: str = "1.1",
 ) -> dict[str, Any]:
-    """The ASGI scope of one HTTP/1.1 request from 127.0.0.1:1 to port 1803, as
-    the listener hands it to the application: on ``connection`` (by default a
-    :func:`client_connection` of its own), with a ``Content-Length`` header."""
+    """The ASGI scope of one request (HTTP/1.1 unless ``http_version`` says) from
+    127.0.0.1:1 to port 1803, as the listener hands it to the application: on
+    ``connection`` (by default a :func:`client_connection` of its own), with a
+    ``Content-Length`` header."""
     return {
         "type": "http",
         "asgi": {"version": "3.0"},
-        "http_version": "1.1",
+        "http_version": http_version,
         "method": method,
         "scheme": "http",
         "path": path,
@@ -197,6 +209,7 @@ async def asgi_call(
     headers: Sequence[tuple[str, str]] = (),
     connection: HttpConnection | None = None,
     cut: int | None = None,
+    http_version: str = "1.1",
 ) -> Answer:
     """One request to the ASGI application ``app``, without sockets (its scope
     :func:`asgi_scope`'s, its body in chunks of 16 KiB), and its whole response;
@@ -209,6 +222,7 @@ async def asgi_call(
         query=query,
         headers=headers,
         connection=connection,
+        http_version=http_version,
     )
     sent_body = body if cut is None else body[:cut]
     chunks = [sent_body[i : i + 16384] for i in range(0, len(sent_body), 16384)] or [b""]
@@ -258,3 +272,164 @@ def operations_app(authorization: Authorization, operations: Operations) -> Http
         operations=operations,
         host_names=frozenset({"qmgr"}),  # the name the tests' browser uses
     )
+
+
+# --------------------------------------------------------------------------
+# The listener's own routes (``/healthz``, ``/metrics``): principals with
+# tokens, ``prom`` a monitor through its group, ``root`` an administrator,
+# ``carol`` neither.
+# --------------------------------------------------------------------------
+
+TOKENS = {"prom": "prom-token", "root": "root-token", "carol": "carol-token"}
+
+
+class OneQueue:
+    """A stand-in for the collector: one queue's depth."""
+
+    def snapshot(self) -> int:
+        return 3
+
+    def series(self, readings: int) -> Sequence[SeriesFamily]:
+        line = f'qmgr_queue_messages{{queue="q"}} {readings}\n'
+        return [SeriesFamily("qmgr_queue_messages", "gauge", "Messages.", line)]
+
+
+def authorization(*, enabled: bool = True) -> Authorization:
+    return Authorization(
+        None,
+        enabled=enabled,
+        admins=frozenset({"root"}),
+        groups={"watchers": frozenset({"prom"})},
+        default_acl={},
+        tokens=TokenBook({name: hash_token(token) for name, token in TOKENS.items()}),
+        monitors=frozenset({"group:watchers"}),
+    )
+
+
+def bearer(name: str) -> list[tuple[str, str]]:
+    return [("authorization", f"Bearer {TOKENS[name]}")]
+
+
+def listener_app(rules: Authorization, *, stopping: bool = False) -> HttpApp:
+    """The application of the listener's own routes (no API, no console), its
+    metrics one queue's depth, under ``rules``."""
+    return HttpApp(
+        authorization=rules,
+        exposition=Exposition(CollectorRegistry(), OneQueue()),
+        stopping=lambda: stopping,
+        log=structlog.get_logger("test"),
+    )
+
+
+def port_for(
+    rules: Authorization,
+    *settings: str,
+    stopping: bool = False,
+    tls: ssl.SSLContext | None = None,
+) -> HttpPort:
+    config = load_config(settings=settings)
+    app = listener_app(rules, stopping=stopping)
+    return HttpPort(
+        config,
+        load=loader(config, app),
+        tally=rules.tally,
+        tls=tls,
+        log=structlog.get_logger("test"),
+    )
+
+
+# --------------------------------------------------------------------------
+# The console as a browser sees it (the fixture ``site`` is in
+# ``console/conftest.py``): its sessions' idle timeout and lifetime.
+# --------------------------------------------------------------------------
+
+IDLE = 60.0
+LIFETIME = 600.0
+
+
+@dataclass
+class Site:
+    """The application with its console, a clock, and a browser's cookie."""
+
+    app: HttpApp
+    console: Console
+    services: Services
+    operations: Operations
+    now: list[float] = field(default_factory=lambda: [1000.0])
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        form: dict[str, str] | None = None,
+        *,
+        cookie: str | None = None,
+        headers: list[tuple[str, str]] | None = None,
+        certificate: str | None = None,
+        tls: bool = False,
+        body: bytes | None = None,
+        cut: int | None = None,
+    ) -> Answer:
+        path, _, query = path.partition("?")
+        sent = list(headers or [])
+        data = b"" if form is None else urlencode(form).encode()
+        if body is not None:
+            data = body
+        if form is not None or body is not None:
+            sent.append(("content-type", "application/x-www-form-urlencoded"))
+            if not any(name == "origin" for name, _ in sent):  # as a browser does
+                sent += [("origin", "http://qmgr:1803"), ("host", "qmgr:1803")]
+        if cookie is not None:
+            sent.append(("cookie", f"qmgr_console={cookie}"))
+        return await asgi_call(
+            self.app,
+            method,
+            path,
+            data,
+            query=query,
+            headers=sent,
+            connection=client_connection(certificate=certificate, tls=tls),
+            cut=cut,
+        )
+
+    async def login(self, token: str) -> str:
+        answer = await self.call("POST", "/console/login", {"token": token})
+        assert answer.status == 303, answer.text
+        return cookie_of(answer)
+
+    async def as_root(self) -> str:
+        """The cookie of the session opened for ``root``'s client certificate."""
+        return cookie_of(await self.call("GET", "/console", certificate="root"))
+
+    async def csrf(self, cookie: str) -> str:
+        page = await self.call("GET", "/console/queues", cookie=cookie)
+        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert found is not None, page.text
+        return found.group(1)
+
+    async def run(self, request: Any) -> Any:
+        return await self.operations.run(request, principal=None, log=structlog.get_logger())
+
+    async def depth(self, name: str) -> int:
+        listed = (await self.run(cf.ListQueues())).queues
+        return next(q.depth for q in listed if q.name == name)
+
+    async def send(self, queue: str, body: bytes, **fields: Any) -> None:
+        await self.run(cf.Send(message=MessageProperties(destination=queue, body=body, **fields)))
+
+    async def fill(self, queue: str, *bodies: bytes) -> None:
+        """Create ``queue`` with a message of each of ``bodies``."""
+        await self.run(cf.CreateQueue(name=queue))
+        for body in bodies:
+            await self.send(queue, body)
+
+
+def error_shown(message: str) -> str:
+    """How the console's error page shows ``message`` (escaped as its templates escape)."""
+    return f'<p class="error" role="alert">{markupsafe.escape(message)}</p>'
+
+
+def cookie_of(answer: Answer) -> str:
+    found = re.search(r"qmgr_console=([^;]+);", answer.headers.get("set-cookie", ""))
+    assert found is not None, answer.headers
+    return found.group(1)

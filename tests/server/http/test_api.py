@@ -1,4 +1,4 @@
-"""The JSON API (``/api/v1/...``) over the ASGI application, without sockets: the
+"""The JSON API (``api``, ``/api/v1/...``) over the ASGI application, without sockets: the
 daemon's parts in-process (a real store, core and committer), each request an
 ASGI call. The routes' needs against the client request table, a queue's
 messages paged, purge and moves (with their log events and principal), the
@@ -28,13 +28,11 @@ from server.client.kit import enable_permissions, open_services
 
 from qmgr.client import Message
 from qmgr.client.shapes import message_json
-from qmgr.config import load_config
 from qmgr.server.client.handlers import REQUESTS
 from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
 from qmgr.server.http.app import HttpApp
-from qmgr.server.http.service import host_names
 from wire import MessageProperties
 from wire import client as cf
 
@@ -543,14 +541,3 @@ async def test_under_tls_the_certificate_binds_the_name(api: Api) -> None:
         api.app, "GET", "/api/v1/queues", headers=headers, connection=client_connection(tls=True)
     )
     assert answer.status == 200
-
-
-def test_the_names_a_browser_may_use_come_from_the_configuration() -> None:
-    config = load_config(
-        settings=(
-            "server.name=QM-A",
-            "http.listen=qm1.example.net:1803",
-            'http.allowed_hosts=["Console.Example.net"]',
-        )
-    )
-    assert host_names(config) == {"qm-a", "qm1.example.net", "console.example.net"}

@@ -1,160 +1,26 @@
-"""The web console over the ASGI application, without sockets or a browser: the
-daemon's parts in-process (a real store, core and committer), a clock the test
-moves. Logins and sessions (cookie attributes, server-side expiry, logout),
-CSRF tokens and origins, escaping, the refusals of bad input, a principal
-without the right, and the actions (purge, move back) with their events."""
+"""The console's site as a whole, over the ASGI application without sockets or
+a browser (the fixture ``site``): logins and sessions (cookie attributes,
+server-side expiry, logout), CSRF tokens and origins, live regions, the
+refusals of bad input and of a principal without the right, and what the site
+decides on its own (forms, fields, filters, static files)."""
 
 from __future__ import annotations
 
-import re
-import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+import datetime as dt
 from urllib.parse import urlencode
 
 import pytest
 import structlog
-from http_kit import Answer, asgi_call, client_connection, operations_app
-from metrics_kit import sources_of
-from server.client.kit import enable_permissions, open_services
+import trio
+import trio.lowlevel
+import trio.testing
+from http_kit import IDLE, LIFETIME, Site, asgi_call, cookie_of, error_shown
 
-from qmgr.server.client.handlers.replies import queue_info
-from qmgr.server.client.operations import Operations
-from qmgr.server.client.services import Services
-from qmgr.server.http.app import HttpApp
-from qmgr.server.http.console import Console
-from qmgr.server.http.console import console as make_console
-from storage import QueueKind
-from wire import MessageProperties
+from qmgr.server.http.api import ApiError
+from qmgr.server.http.console.sessions import MAX_NOTICES, ConsoleSessions
+from qmgr.server.http.console.site import FILTERS, Console, Visit, _methods, form_field
+from qmgr.server.http.rates import SAMPLE_SECONDS
 from wire import client as cf
-
-IDLE = 60.0
-LIFETIME = 600.0
-
-
-@dataclass
-class Site:
-    """The application with its console, a clock, and a browser's cookie."""
-
-    app: HttpApp
-    console: Console
-    services: Services
-    operations: Operations
-    now: list[float] = field(default_factory=lambda: [1000.0])
-
-    async def call(
-        self,
-        method: str,
-        path: str,
-        form: dict[str, str] | None = None,
-        *,
-        cookie: str | None = None,
-        headers: list[tuple[str, str]] | None = None,
-        certificate: str | None = None,
-        tls: bool = False,
-        body: bytes | None = None,
-        cut: int | None = None,
-    ) -> Answer:
-        path, _, query = path.partition("?")
-        sent = list(headers or [])
-        data = b"" if form is None else urlencode(form).encode()
-        if body is not None:
-            data = body
-        if form is not None or body is not None:
-            sent.append(("content-type", "application/x-www-form-urlencoded"))
-            if not any(name == "origin" for name, _ in sent):  # as a browser does
-                sent += [("origin", "http://qmgr:1803"), ("host", "qmgr:1803")]
-        if cookie is not None:
-            sent.append(("cookie", f"qmgr_console={cookie}"))
-        return await asgi_call(
-            self.app,
-            method,
-            path,
-            data,
-            query=query,
-            headers=sent,
-            connection=client_connection(certificate=certificate, tls=tls),
-            cut=cut,
-        )
-
-    async def login(self, token: str) -> str:
-        answer = await self.call("POST", "/console/login", {"token": token})
-        assert answer.status == 303, answer.text
-        return cookie_of(answer)
-
-    async def csrf(self, cookie: str) -> str:
-        page = await self.call("GET", "/console/queues", cookie=cookie)
-        found = re.search(r'name="csrf" value="([^"]+)"', page.text)
-        assert found is not None, page.text
-        return found.group(1)
-
-    async def run(self, request: Any) -> Any:
-        return await self.operations.run(request, principal=None, log=structlog.get_logger())
-
-    async def depth(self, name: str) -> int:
-        listed = (await self.run(cf.ListQueues())).queues
-        return next(q.depth for q in listed if q.name == name)
-
-    async def send(self, queue: str, body: bytes, **fields: Any) -> None:
-        await self.run(cf.Send(message=MessageProperties(destination=queue, body=body, **fields)))
-
-
-def cookie_of(answer: Answer) -> str:
-    found = re.search(r"qmgr_console=([^;]+);", answer.headers.get("set-cookie", ""))
-    assert found is not None, answer.headers
-    return found.group(1)
-
-
-@pytest.fixture
-async def site(tmp_path: Path) -> AsyncIterator[Site]:
-    async with open_services(tmp_path / "s") as services:
-        core = services.core
-
-        def queue_infos() -> tuple[cf.QueueInfo, ...]:
-            return tuple(
-                queue_info(q, core.holds.count(q.queue_id))
-                for q in core.queues.all()
-                if q.kind is not QueueKind.OUTGOING
-            )
-
-        services.queue_infos = queue_infos
-        services.status = lambda: cf.StatusInfo(
-            qm_name="test",
-            qm_guid=services.qm_guid,
-            server_version="test",
-            started_at=time.time() - 5,
-            connections=0,
-            open_transactions=len(core.transactions),
-            commits=core.tally.commits,
-            aborts=core.tally.aborts,
-            batches=0,
-            uncommitted_bytes=0,
-            erasing=0,
-            queues=queue_infos(),
-        )
-        operations = Operations(services)
-        authorization = enable_permissions(services)  # root administers; alice has a token
-        app = operations_app(authorization, operations)
-        sources = sources_of(
-            core.store,
-            tmp_path,
-            core=core,
-            tally=authorization.tally,
-            connections=lambda: {"client": 0},
-        )
-        now = [1000.0]
-        console = make_console(
-            host=app,
-            operations=operations,
-            sources=sources,
-            idle_timeout=IDLE,
-            lifetime=LIFETIME,
-            clock=lambda: now[0],
-        )
-        app.serve_console(console.starlette_routes())
-        yield Site(app, console, services, operations, now)
 
 
 async def test_a_login_opens_a_session_kept_on_the_server(site: Site) -> None:
@@ -274,37 +140,6 @@ async def test_a_principal_without_the_right_is_refused_and_nothing_is_done(site
     assert await site.depth("orders") == 1
 
 
-async def test_names_labels_and_bodies_are_text_never_markup(site: Site) -> None:
-    await site.run(cf.CreateQueue(name="orders"))
-    await site.send(
-        "orders", b'{"x": "<img src=x onerror=alert(1)>"}', label="<script>bad()</script>"
-    )
-    cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
-    for path in ("/console/queue?name=orders", "/console/message?queue=orders&id=1"):
-        page = await site.call("GET", path, cookie=cookie)
-        assert page.status == 200
-        assert "<script>bad" not in page.text
-        assert "&lt;script&gt;bad()&lt;/script&gt;" in page.text
-    message = await site.call("GET", "/console/message?queue=orders&id=1", cookie=cookie)
-    assert "<img" not in message.text
-    assert "&lt;img src=x" in message.text
-    assert '"x": ' in message.text.replace("&#34;", '"')  # JSON, pretty-printed
-
-
-async def test_a_large_body_is_cut_on_the_page_and_whole_as_a_download(site: Site) -> None:
-    await site.run(cf.CreateQueue(name="big"))
-    body = b"a" * 200_000
-    await site.send("big", body)
-    cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
-    page = await site.call("GET", "/console/message?queue=big&id=1", cookie=cookie)
-    assert page.status == 200
-    assert len(page.body) < 100_000
-    assert "Only the first 64 KiB are shown" in page.text
-    download = await site.call("GET", "/console/message/body?queue=big&id=1", cookie=cookie)
-    assert (download.status, download.body) == (200, body)
-    assert download.headers["content-disposition"].startswith("attachment")
-
-
 async def test_bad_input_gets_a_clear_refusal(site: Site) -> None:
     cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
     token = await site.csrf(cookie)
@@ -396,50 +231,6 @@ async def test_without_auth_required_nobody_needs_to_log_in(site: Site) -> None:
     assert cookie_of(answer)  # a session all the same: the actions' CSRF tokens
 
 
-async def test_move_back_from_a_poison_subqueue_keeps_the_id(site: Site) -> None:
-    await site.run(cf.CreateQueue(name="orders"))
-    await site.send("orders", b"poisoned")
-    await site.run(cf.MoveMessages(source="orders", target="orders;poison", lookup_id=1))
-    cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
-    token = await site.csrf(cookie)
-    page = await site.call("GET", "/console/dead-letters?queue=orders;poison", cookie=cookie)
-    assert page.status == 200
-    assert "Move back" in page.text
-    with structlog.testing.capture_logs() as logs:
-        moved = await site.call(
-            "POST",
-            "/console/dead-letters/move",
-            {"csrf": token, "queue": "orders;poison", "target": "orders", "lookup_id": "1"},
-            cookie=cookie,
-        )
-    assert moved.status == 303
-    assert [e["count"] for e in logs if e["event"] == "messages_moved"] == [1]
-    found = await site.run(cf.PeekRange(queue="orders", after=0, max_count=10))
-    assert [bytes(m.message.body) for m in found.messages] == [b"poisoned"]
-    after = await site.call("GET", "/console/dead-letters?queue=orders;poison", cookie=cookie)
-    assert "Moved 1 message from orders;poison back to orders." in after.text
-
-
-async def test_the_dead_letters_page_opens_a_queue_its_principal_may_browse(site: Site) -> None:
-    await site.run(cf.CreateQueue(name="aaa"))  # root's: listed first, not alice's to browse
-    await site.send("aaa", b"root's")
-    await site.run(cf.MoveMessages(source="aaa", target="aaa;poison", lookup_id=1))
-    alice = site.app.authorization.principal("alice")
-    await site.operations.run(
-        cf.CreateQueue(name="mine"), principal=alice, log=structlog.get_logger()
-    )
-    cookie = await site.login("alice-token")
-    await site.send("mine", b"alice's")
-    await site.run(cf.MoveMessages(source="mine", target="mine;poison", lookup_id=1))
-    page = await site.call("GET", "/console/dead-letters", cookie=cookie)
-    assert page.status == 200, page.text
-    assert ">aaa;poison</a>" in page.text  # listed
-    assert "<h2>mine;poison</h2>" in page.text  # opened, with its message
-    assert 'href="/console/message?queue=mine%3Bpoison&amp;id=1"' in page.text
-    asked = await site.call("GET", "/console/dead-letters?queue=aaa;poison", cookie=cookie)
-    assert asked.status == 403  # asked for by name: refused, as before
-
-
 async def test_a_login_from_another_site_or_a_sandboxed_frame_is_refused(site: Site) -> None:
     for origin in ("null", "https://elsewhere.example"):
         answer = await site.call(
@@ -479,3 +270,160 @@ async def test_a_refreshing_page_does_not_keep_its_session(site: Site) -> None:
 async def test_the_console_with_a_final_slash_leads_to_the_console(site: Site) -> None:
     answer = await site.call("GET", "/console/", headers=[("host", "evil.example")])
     assert (answer.status, answer.headers["location"]) == (303, "/console")
+
+
+# --------------------------------------------------------------------------
+# What the site decides on its own
+# --------------------------------------------------------------------------
+
+
+async def test_a_form_of_too_many_fields_or_not_utf8_is_a_400(site: Site) -> None:
+    cookie = await site.as_root()
+    token = await site.csrf(cookie)
+    message = "the form is not UTF-8 with at most 32 fields"
+    many = urlencode({"csrf": token, **{f"f{i}": "x" for i in range(32)}}).encode()
+    latin = f"csrf={token}&name=caf\xe9".encode("latin-1")
+    for body in (many, latin):
+        answer = await site.call("POST", "/console/queue/purge", cookie=cookie, body=body)
+        assert answer.status == 400
+        assert error_shown(message) in answer.text
+    # 32 fields are a form; its charset parameter is allowed.
+    enough = urlencode({"csrf": token, "name": "q", **{f"f{i}": "" for i in range(30)}})
+    answer = await site.call(
+        "POST",
+        "/console/queue/purge",
+        cookie=cookie,
+        body=enough.encode(),
+        headers=[
+            ("content-type", "application/x-www-form-urlencoded; charset=UTF-8"),
+            ("origin", "http://qmgr:1803"),
+            ("host", "qmgr:1803"),
+        ],
+    )
+    assert answer.status == 404  # past the form: there is no queue q
+    assert "queue &#39;q&#39; does not exist" in answer.text
+
+
+async def test_a_refresh_that_is_refused_gets_the_message_alone(site: Site) -> None:
+    cookie = await site.as_root()
+    part = await site.call(
+        "GET", "/console/queue?name=<b>", cookie=cookie, headers=[("x-console-fragment", "1")]
+    )
+    assert (part.status, part.text) == (
+        404,
+        "<p class=error>no queue is named &#x27;&lt;b&gt;&#x27;</p>",
+    )
+    assert part.headers["content-security-policy"].startswith("default-src 'none'")
+
+
+async def test_a_session_of_nobody_needs_a_login_once_auth_is_required(site: Site) -> None:
+    site.app.authorization.enabled = False
+    cookie = cookie_of(await site.call("GET", "/console"))
+    site.app.authorization.enabled = True
+    answer = await site.call("GET", "/console/queues", cookie=cookie)
+    assert (answer.status, answer.headers["location"]) == (303, "/console/login")
+
+
+async def test_a_page_that_fails_is_a_500_page_and_is_logged(
+    site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cookie = await site.as_root()
+
+    def broken() -> list[object]:
+        raise RuntimeError("no history")
+
+    monkeypatch.setattr(site.console.history, "points", broken)
+    with structlog.testing.capture_logs() as logs:
+        answer = await site.call("GET", "/console", cookie=cookie)
+    assert answer.status == 500
+    assert error_shown("internal error (see the daemon's log)") in answer.text
+    assert [e["log_level"] for e in logs if e["event"] == "http_request_failed"] == ["error"]
+
+
+async def test_static_files_are_served_by_name_and_kept_a_while(site: Site) -> None:
+    style = await site.call("GET", "/console/static/console.css")
+    assert (style.status, style.headers["content-type"]) == (200, "text/css; charset=utf-8")
+    assert style.headers["cache-control"] == "max-age=300"
+    assert style.headers["x-content-type-options"] == "nosniff"
+    for name in ("nothing.js", "..%2Fsite.py", "console"):
+        missing = await site.call("GET", f"/console/static/{name}")
+        assert (missing.status, missing.text) == (404, "<p class=error>no such file</p>"), name
+
+
+def test_a_form_field_must_be_given_and_is_read_without_spaces() -> None:
+    assert form_field({"name": "  orders "}, "name") == "orders"
+    for form in ({}, {"name": ""}, {"name": " \t"}):
+        with pytest.raises(ApiError) as refused:
+            form_field(form, "name")
+        assert (refused.value.status, refused.value.code) == (400, "bad_request")
+        assert refused.value.message == "the form must give name"
+
+
+def test_a_path_with_a_get_answers_head_too() -> None:
+    page = Console.plain_error
+    assert _methods({"GET": page}) == ["GET", "HEAD"]  # type: ignore[dict-item]
+    assert _methods({"GET": page, "POST": page}) == ["GET", "HEAD", "POST"]  # type: ignore[dict-item]
+    assert _methods({"POST": page}) == ["POST"]  # type: ignore[dict-item]
+
+
+def test_a_session_keeps_the_last_notices_for_its_next_page() -> None:
+    session = ConsoleSessions(idle_timeout=1.0, lifetime=1.0).open("alice", "token", 0.0)
+    visit = Visit(None, session, None, None, None, fragment=False)  # type: ignore[arg-type]
+    for number in range(MAX_NOTICES + 2):
+        visit.notice(f"notice {number}")
+    assert session.notices == [f"notice {n}" for n in range(2, MAX_NOTICES + 2)]
+
+
+def test_a_short_refusal_is_escaped_and_carries_the_security_headers() -> None:
+    answer = Console.plain_error(403, "<script>'x'</script>")
+    assert answer.status_code == 403
+    assert answer.body == b"<p class=error>&lt;script&gt;&#x27;x&#x27;&lt;/script&gt;</p>"
+    assert answer.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "shown"),
+    [
+        ("rate", None, ""),
+        ("rate", 0.0, "0.0/s"),
+        ("rate", 12.34, "12.3/s"),
+        ("rate", 99.94, "99.9/s"),
+        ("rate", 100.0, "100/s"),
+        ("rate", 1234.5, "1234/s"),
+        ("size", None, ""),
+        ("age", None, ""),
+        ("when", None, ""),
+        (
+            "when",
+            dt.datetime(2024, 1, 2, 3, 4, 5, 600_000, tzinfo=dt.UTC),
+            "2024-01-02 03:04:05 UTC",
+        ),
+        ("unix", None, ""),
+        ("unix", 0.0, ""),  # unknown
+        ("unix", 1_700_000_000.0, "2023-11-14 22:13:20 UTC"),
+    ],
+)
+def test_the_templates_filters_show_values_for_people(name: str, value: object, shown: str) -> None:
+    assert FILTERS[name](value) == shown
+
+
+async def test_ended_sessions_are_forgotten_every_sampling_interval(
+    site: Site, autojump_clock: trio.testing.MockClock
+) -> None:
+    kept = await site.login("alice-token")
+    ended = await site.login("alice-token")
+    site.now[0] += IDLE - 1
+    assert (await site.call("GET", "/console", cookie=kept)).status == 200
+    site.now[0] += 1  # the other one has been idle for its whole timeout
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(site.console.expire_sessions)
+        await trio.sleep(1)
+        assert len(site.console.sessions) == 1  # at once
+        site.now[0] += IDLE
+        await trio.sleep(SAMPLE_SECONDS - 2)
+        assert len(site.console.sessions) == 1  # not before the interval
+        await trio.sleep(2)
+        assert len(site.console.sessions) == 0
+        nursery.cancel_scope.cancel()
+    assert (await site.call("GET", "/console", cookie=ended)).status == 303

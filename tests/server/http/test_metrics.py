@@ -1,6 +1,6 @@
-"""The collector without sockets: a real store and core, the daemon's other parts
-stood in for; every family read back through the exposition and
-``prometheus_client``'s parser."""
+"""The collector (``metrics``) without sockets: a real store and core, the
+daemon's other parts stood in for; every family read back through the
+exposition and ``prometheus_client``'s parser."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
-"""The console's plain state: sessions with their expiry and bound, and the
-rates made from readings (no sockets, an explicit clock)."""
+"""The console's sessions (``console.sessions``), plain state with an explicit
+clock: their expiry (idle, lifetime), their bounds (all sessions, one
+principal's), and their random ids and CSRF tokens."""
 
 from __future__ import annotations
 
 import pytest
 
 from qmgr.server.http.console.sessions import ConsoleSessions
-from qmgr.server.http.rates import RateHistory, Reading, chart
 
 
 def test_a_session_ends_after_its_idle_timeout_or_its_lifetime() -> None:
@@ -52,42 +52,6 @@ def test_at_the_limit_the_session_idle_the_longest_ends() -> None:
 def test_a_session_needs_positive_bounds() -> None:
     with pytest.raises(ValueError, match="positive"):
         ConsoleSessions(idle_timeout=0.0, lifetime=1.0)
-
-
-def _reading(at: float, added: int, removed: int, commits: int, **queues: int) -> Reading:
-    return Reading(at, added, removed, commits, {int(k[1:]): (v, 0) for k, v in queues.items()})
-
-
-def test_rates_are_the_change_between_readings_over_the_window() -> None:
-    history = RateHistory(window=30.0)
-    assert history.points() == []
-    assert history.queue_rates(1) is None
-    history.add(_reading(0.0, 0, 0, 0, q1=0))
-    history.add(_reading(10.0, 100, 50, 20, q1=40))
-    history.add(_reading(10.0, 999, 999, 999))  # not later: ignored
-    [point] = history.points()
-    assert (point.added, point.removed, point.commits) == (10.0, 5.0, 2.0)
-    assert history.queue_rates(1) == (4.0, 0.0)
-    assert history.queue_rates(2) is None  # unknown before
-    history.add(_reading(20.0, 50, 60, 30, q1=40, q2=5))  # a queue deleted: no negative rate
-    assert history.points()[-1].added == 0.0
-    assert history.queue_rates(2) is None  # new since the reading before
-    for at in (30.0, 40.0, 50.0):
-        history.add(_reading(at, 50, 60, 30))
-    assert [p.at for p in history.points()] == [30.0, 40.0, 50.0]  # older than 30 s: gone
-
-
-def test_the_chart_puts_every_series_on_one_round_scale() -> None:
-    history = RateHistory(window=100.0)
-    for at, added in ((0.0, 0), (50.0, 500), (100.0, 500)):
-        history.add(_reading(at, added, 0, 0))
-    drawn = chart(
-        history.points(), ("added", "commits"), now=100.0, window=100.0, width=100, height=50
-    )
-    assert drawn.top == 10.0  # 10/s at most: the scale's top
-    assert dict(drawn.lines) == {"added": "50.0,0.0 100.0,50.0", "commits": "50.0,50.0 100.0,50.0"}
-    empty = chart([], ("added",), now=0.0)
-    assert (empty.top, empty.lines) == (1.0, (("added", ""),))
 
 
 def test_one_principal_logging_in_again_and_again_ends_only_its_own_sessions() -> None:
