@@ -29,9 +29,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from helpers import free_port
 from packaging.requirements import Requirement
@@ -164,12 +164,15 @@ class StandaloneCluster:
         self.processes.append((name, process))
 
     def start(self) -> None:
-        """Start the master and the workers; return once every worker has registered."""
+        """Start the master, then the workers once it answers (a worker's web UI takes
+        a free port of its own, which could otherwise be the one chosen for the
+        master's); return once every worker has registered."""
         self._spawn(
             "master",
             ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
              "--port", str(self.port), "--webui-port", str(self.ui_port)],
         )  # fmt: skip
+        self._wait_for(lambda: self.master_state() is not None, "the master did not answer")
         for number in range(1, self.workers + 1):
             self._spawn(
                 f"worker{number}",
@@ -177,21 +180,32 @@ class StandaloneCluster:
                  "--webui-port", "0", "--cores", str(self.cores), "--memory", self.memory,
                  "--work-dir", str(self.directory / f"worker{number}"), self.master],
             )  # fmt: skip
+        self._wait_for(lambda: self.alive_workers() >= self.workers, "the workers did not register")
+
+    def _wait_for(self, done: Callable[[], bool], failure: str) -> None:
+        """Poll ``done`` until it holds, while every process runs, for ``START_TIMEOUT``."""
         deadline = time.monotonic() + START_TIMEOUT
-        while self.alive_workers() < self.workers:
+        while not done():
             for name, process in self.processes:
                 assert process.poll() is None, f"the {name} exited:\n{self.log(name)}"
-            assert time.monotonic() < deadline, f"the workers did not register:\n{self.logs()}"
+            assert time.monotonic() < deadline, f"{failure}:\n{self.logs()}"
             time.sleep(0.2)
 
-    def alive_workers(self) -> int:
-        """Workers the master counts as alive (0 while it does not answer)."""
+    def master_state(self) -> dict[str, Any] | None:
+        """The master's state as its web UI's ``/json/`` gives it, or None while it does
+        not answer with it: while the master starts, its UI may answer that path with
+        its HTML page before the JSON one is in place."""
         url = f"http://127.0.0.1:{self.ui_port}/json/"
         try:
             with urllib.request.urlopen(url, timeout=2) as answer:
-                state = json.load(answer)
-        except OSError:
-            return 0
+                state = json.loads(answer.read())
+        except (OSError, ValueError):
+            return None
+        return state if isinstance(state, dict) else None
+
+    def alive_workers(self) -> int:
+        """Workers the master counts as alive (0 while it does not answer)."""
+        state = self.master_state() or {}
         return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
 
     def submit(
