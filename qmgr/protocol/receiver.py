@@ -36,7 +36,11 @@ docs/design.md):
      not changed: [MS-MQQB] wants an OrderAck's and a FinalAck's hop count
      zero;
    * any other user message (:attr:`ArrivalKind.MESSAGE`): its source queue
-     manager's return path is now the path it came on.
+     manager's return path is now the path it came on, and, transactional,
+     so is the return path of its stream (its source's outgoing queue, by
+     sequence timestamp): the stream's OrderAcks go back that way, since one
+     source may reach here by several next hops (a queue straight here, another
+     through a router), and takes an OrderAck only from the queue's own hop.
 
 2. The core decides its **destination** (``qmgr.core.arrivals``): a queue
    here, by its key, or another queue manager (relayed). Given that, the
@@ -295,6 +299,10 @@ class Receiver(Generic[P]):
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
         #: The path each source queue manager's messages last arrived on (by GUID bytes).
         self._paths: dict[bytes, P] = {}
+        #: The path each source outgoing queue's transactional messages last arrived
+        #: on, by (source GUID bytes, sequence timestamp): its OrderAcks go back that
+        #: way, from where the source expects them (the queue's next hop).
+        self._stream_paths: dict[tuple[bytes, int], P] = {}
         #: The path of a session with each queue manager itself (by GUID bytes).
         self._sessions: dict[bytes, P] = {}
         self._closing = closing
@@ -335,7 +343,10 @@ class Receiver(Generic[P]):
                 return FinalAckArrived(final_ack)
             return self._pass_on(packet, path, target, recoverable=True)
         self.received += 1
-        self._paths[packet.user.source_qm.bytes] = path
+        source = packet.user.source_qm.bytes
+        self._paths[source] = path
+        if packet.transaction is not None:
+            self._stream_paths[(source, packet.transaction.sequence_id.timestamp)] = path
         return ArrivalKind.MESSAGE
 
     def _pass_on(
@@ -443,14 +454,19 @@ class Receiver(Generic[P]):
     def order_acks(self, now: float, wall: float) -> list[tuple[P, bytes]]:
         """The OrderAcks due now, built, each with the path to send it on.
 
-        A stream whose source has no return path (no connection since the
-        start, or its connection ended) announces nothing now: the sender's
-        next resend re-arms it.
+        A stream's OrderAck goes back the way the stream's messages last came
+        (one source's outgoing queues may reach here by different next hops,
+        and the source takes an OrderAck only from the queue's hop), else the
+        way the source's messages last came. A stream whose source has no
+        return path (no connection since the start, or its connection ended)
+        announces nothing now: the sender's next resend re-arms it.
         """
         out: list[tuple[P, bytes]] = []
         for due in self.sequences.due(now):
-            # key[1] is the stream's source: its OrderAck goes back there.
-            path = self._paths.get(due.key[1])
+            # key[1] is the stream's source and key[2] its sequence timestamp.
+            path = self._stream_paths.get((due.key[1], due.key[2]))
+            if path is None or self._closing(path):
+                path = self._paths.get(due.key[1])
             if path is None:
                 continue
             ack = wire.OrderAck(
@@ -507,6 +523,8 @@ class Receiver(Generic[P]):
         for paths in (self._paths, self._sessions):
             for source in [source for source, known in paths.items() if known is path]:
                 del paths[source]
+        for stream in [stream for stream, known in self._stream_paths.items() if known is path]:
+            del self._stream_paths[stream]
 
     # ------------------------------------------------------------------ status
 

@@ -418,6 +418,39 @@ def test_an_order_ack_with_no_return_path_waits_for_the_resend() -> None:
     assert parse_order_ack(data).sequence_number == 1
 
 
+def test_each_streams_order_ack_goes_back_the_way_its_messages_came() -> None:
+    # One source, two outgoing queues: one reaches here straight (conn-a), the
+    # other through a router (conn-r). The source takes an OrderAck only from
+    # each queue's own next hop, so each stream's goes back its own way, however
+    # the source's messages interleave.
+    routed = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + 7)
+    machine = receiver(order_ack_delay=0.5)
+    decisions = [
+        accept(machine, message(A, 1, number=1), path="conn-a"),
+        accept(machine, message(A, 2, "audit", number=1, sequence_id=routed), path="conn-r"),
+        accept(machine, message(A, 3, number=2), path="conn-a"),
+        accept(machine, message(A, 4, "audit", number=2, sequence_id=routed), path="conn-r"),
+    ]
+    for decision in decisions:
+        assert isinstance(decision, Accepted)
+        machine.persisted(decision, now=T0, wall=WALL)
+    sent = {
+        parse_order_ack(data).sequence_id.value: path
+        for path, data in machine.order_acks(T0 + 1, WALL)
+    }
+    assert sent == {SEQ.value: "conn-a", routed.value: "conn-r"}
+    # A plain message on the router's path leaves each stream's way as it was.
+    accept(machine, message(A, 5, PLAIN), path="conn-r")
+    accept(machine, message(A, 3, number=2), path="conn-a", now=T0 + 2)  # a resend re-arms it
+    [(path, _)] = machine.order_acks(T0 + 3, WALL)
+    assert path == "conn-a"
+    # Once a stream's way is closed, its OrderAck goes the source's last way.
+    machine.path_closed("conn-a")
+    accept(machine, message(A, 3, number=2), path="conn-r", now=T0 + 4)
+    [(path, _)] = machine.order_acks(T0 + 5, WALL)
+    assert path == "conn-r"
+
+
 def test_a_receiver_restarts_from_what_the_store_holds() -> None:
     state = StreamState(SEQ.value, 4, 0, T0)
     key, _ = message_keys(A.bytes, 9, PLAIN)

@@ -330,3 +330,31 @@ async def test_arrivals_that_cannot_be_stored_close_the_session_with_a_warning(
     ]
     assert closed["log_level"] == "warning"
     assert "No space left on device" in closed["reason"]
+
+
+async def test_a_source_reaching_one_queue_manager_by_two_hops_gets_each_order_ack_from_its_hop(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A sends to C straight (``127.0.0.1:1903``) and, under C's alias, through the
+    router R, in turns. C sends each stream's OrderAcks back the
+    way that stream came, so A takes every one (it takes an OrderAck only from
+    the queue's next hop) and forgets both queues before any resend is due."""
+    alias = "127.0.0.1:1904"
+    a = await network.start("qm-a", 1901, [f'routes."{alias}"="127.0.0.1:1902"'])
+    await network.start("qm-r", 1902, ["peers.router=true", f'routes."{alias}"="127.0.0.1:1903"'])
+    c = await network.start("qm-c", 1903, [f'server.aliases=["{alias}"]'])
+    await c.create_queue(QUEUE)
+    await c.create_queue("audit")
+    routed = f"DIRECT=TCP:{alias}\\private$\\audit"
+    started = network.clock.time()
+    with structlog.testing.capture_logs() as logs:
+        for number in range(1, 6):
+            await a.send(c.remote(QUEUE), [b"o%d" % number])
+            await a.send(routed, [b"a%d" % number])
+        await wait_until(lambda: len(c.bodies("audit")) == 5, what="the routed messages")
+        await wait_until(settled(a), what="A forgets both queues")
+    assert c.bodies(QUEUE) == bodies(5, "o")
+    assert c.bodies("audit") == bodies(5, "a")
+    assert [entry for entry in logs if entry["event"] == "order_ack_refused"] == []
+    # Before the first OrderAck wait ran out: no resend was needed.
+    assert network.clock.time() - started < 30.0
