@@ -177,8 +177,9 @@ class Tracer:
                     )
                 )
         else:
+            waiting = storage.final_ack_key(source_qm.bytes, ordinal)
             for pending in self._store.final_acks(source_qm=source_qm.bytes, limit=1_000_000):
-                if pending.key == key:
+                if pending.key == waiting:
                     message_class = decode_final_ack(pending.value)[0]
                     found.append(
                         Finding(

@@ -13,13 +13,14 @@ import wire
 from qmgr.core import names
 from qmgr.core.arrivals import Arrivals
 from qmgr.core.errors import InvalidArgument
+from qmgr.core.final_acks import final_ack_note, final_ack_op
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import decode_entry
 from qmgr.core.trace import Finding, Tracer, parse_message_id
 from wire import MessageClass, MessageProperties
 
 from .conftest import OpenCore
-from .harness import DEADLETTER, NEG_RECEIVE, POS_ARRIVAL, WALL, CoreHarness, expire
+from .harness import DEADLETTER, NEG_RECEIVE, POS_ARRIVAL, SOURCE, WALL, CoreHarness, expire
 
 GUID = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
 
@@ -199,3 +200,29 @@ def test_a_message_held_for_relaying_names_its_entry_and_the_next_hop(
         f"held here for relaying, not yet acknowledged; entry {lookup_ids[2]}"
     ]
     assert trace(qm, f"{{{GUID}}}\\9", hops) == []
+
+
+def test_a_final_ack_waiting_to_go_back_to_its_source_is_found(qm: CoreHarness) -> None:
+    # A message of another queue manager, received here: its FinalAck waits for a
+    # session with the source. (Message ids lay the ordinal out little-endian, the
+    # store's FinalAck keys big-endian: 7 is the same in neither.)
+    message = MessageProperties(destination="q").stamp(
+        source_qm=SOURCE, ordinal=7, sent_time=WALL, transactional=True
+    )
+    header = wire.TransactionHeader(
+        sequence_id=wire.TxSequenceId(ordinal=3, timestamp=5),
+        sequence_number=4,
+        previous_sequence_number=3,
+    )
+    op = final_ack_op(message, final_ack_note(header), MessageClass.ACK_RECEIVE)
+    qm.store.commit([storage.Unit((op,))], now=WALL)
+    [found] = trace(qm, message.message_id)
+    assert (found.kind, found.place, found.message_class) == (
+        "final-ack",
+        str(SOURCE),
+        MessageClass.ACK_RECEIVE,
+    )
+    assert "FinalAck waiting to go back" in found.detail
+    assert trace(qm, f"{{{SOURCE}}}\\8") == []
+    # FinalAcks belong to the queue manager as a whole: a principal's view leaves them out.
+    assert trace(qm, message.message_id, visible=lambda queue: True) == []
