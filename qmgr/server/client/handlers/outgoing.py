@@ -64,5 +64,13 @@ async def control_outgoing(
     info, purged = await _peering(ctx).control(action, request.destination)
     if action is OutgoingAction.PURGE:
         ctx.services.wake_maintenance()  # the purged entries are erased now, not at a later wake
-    ctx.log.info(_OUTGOING_EVENTS[action], destination=info.destination, messages=purged)
+    if action is OutgoingAction.PURGE:
+        ctx.log.info(_OUTGOING_EVENTS[action], destination=info.destination, messages=purged)
+    else:
+        ctx.log.info(
+            _OUTGOING_EVENTS[action],
+            destination=info.destination,
+            waiting=info.waiting,
+            unacknowledged=info.unacknowledged,
+        )
     ctx.reply(request_id, cf.OutgoingList(outgoing=(info,), purged=purged))

@@ -119,15 +119,21 @@ async def test_control_outgoing_pauses_resumes_and_purges(
     ]
     assert all(type(action) is OutgoingAction for action, _ in peering.calls)
     events = [
-        (entry["event"], entry["destination"], entry["messages"])
+        (entry["event"], entry["destination"], entry.get("messages"), entry.get("waiting"))
         for entry in logs
         if entry["event"].startswith("outgoing_")
     ]
+    # A pause and a resume say what the queue holds; a purge, what it deleted.
     assert events == [
-        ("outgoing_paused", ORDERS, 0),
-        ("outgoing_resumed", ORDERS, 0),
-        ("outgoing_purged", ORDERS, OUTGOING_INFO.waiting),
+        ("outgoing_paused", ORDERS, None, OUTGOING_INFO.waiting),
+        ("outgoing_resumed", ORDERS, None, OUTGOING_INFO.waiting),
+        ("outgoing_purged", ORDERS, OUTGOING_INFO.waiting, None),
     ]
+    assert [
+        entry["unacknowledged"]
+        for entry in logs
+        if entry["event"] in ("outgoing_paused", "outgoing_resumed")
+    ] == [OUTGOING_INFO.unacknowledged] * 2
 
 
 async def test_get_routing_answers_what_peering_says(
