@@ -183,13 +183,14 @@ class Node:
         self.port = port
         self.path = network.root / name
         self.settings = tuple(settings)
+        self.config: Config = load_config(
+            settings=self.settings, name=name, data_dir=self.path, listen=f"{HOST}:{port}"
+        )
         self.identity = LocalIdentity(
             host_names=frozenset({"localhost", name}),
             addresses=frozenset({HOST}),
             peer_port=port,
-        )
-        self.config: Config = load_config(
-            settings=self.settings, name=name, data_dir=self.path, listen=f"{HOST}:{port}"
+            aliases=frozenset(self.config.aliases),
         )
         self._running = False
         self._scope: trio.CancelScope | None = None

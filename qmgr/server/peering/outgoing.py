@@ -150,6 +150,11 @@ class OutgoingQueues:
         if state is None:
             parts.log.error("outgoing_state_missing", queue=record.name)
             return None
+        if at_start and parts.identity.is_local(destination.protocol, *destination.endpoint):
+            # An address that has become this queue manager's since (server.aliases).
+            parts.log.warning(
+                "outgoing_queue_names_this_queue_manager", queue=record.name, messages=record.depth
+            )
         hops = parts.config.routes.hops(destination.endpoint)
         queue = OutgoingQueue(
             parts, self, record, destination, state, hops, at_start=at_start, sent_mark=sent_mark

@@ -342,3 +342,27 @@ async def test_the_cleanup_forgets_an_outgoing_queue_already_gone_from_the_store
     assert queue_id in a.peering.outgoing
     await wait_until(lambda: queue_id not in a.peering.outgoing, step=1.0)
     assert outgoing_ids(a) == []
+
+
+async def test_an_outgoing_queue_whose_address_became_an_alias_is_named_at_start(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Messages wait for an address nobody answers; the queue manager is started again
+    with that address among its aliases: a send to it is local now, and the log
+    says the old queue still holds messages for it."""
+    network.auto_connect = False
+    a = await network.start("qm-a", 1901)
+    await a.send("DIRECT=TCP:127.0.0.1:1999\\private$\\orders", bodies(2))
+    await a.stop()
+    with structlog.testing.capture_logs() as logs:
+        again = network.node("qm-a", 1901, ['server.aliases=["127.0.0.1:1999"]'])
+        await again.start()
+    [warning] = [e for e in logs if e["event"] == "outgoing_queue_names_this_queue_manager"]
+    assert warning["log_level"] == "warning"
+    assert warning["messages"] == 2
+    assert warning["queue"] == again.outgoing_queue().name
+    # Started without the alias, the same queue is not named.
+    await again.stop()
+    with structlog.testing.capture_logs() as logs:
+        await network.start("qm-a", 1901)
+    assert not [e for e in logs if e["event"] == "outgoing_queue_names_this_queue_manager"]
