@@ -20,9 +20,10 @@ docs/design.md):
      the OrderAck to the outgoing queue it names, and settles the copy
      awaiting confirmation that the FinalAck is about;
    * an OrderAck or a FinalAck for another queue manager, whose messages we
-     relayed: passed on as it is (:class:`PassOn`), on a session with that
-     queue manager if one is open, else along its *return path* (the path
-     its messages last arrived on), or dropped
+     relayed: passed on as it is (:class:`PassOn`); an OrderAck the way its
+     stream's messages came (as a destination sends its own), else, and a
+     FinalAck, on a session with that queue manager if one is open, else
+     along its *return path* (the path its messages last arrived on), or dropped
      (:attr:`ArrivalKind.UNROUTABLE`): if there is no such path, if it is
      closing, if it is the connection the acknowledgment arrived on, or if
      the same acknowledgment (the same bytes: its sender's id for it and its
@@ -159,6 +160,7 @@ from .history import MessageHistory, message_keys
 from .incoming import IncomingSequences, SequenceLimits, StreamKey, StreamState, stream_key
 
 __all__ = [
+    "MAX_STREAM_PATHS",
     "PASSED_ON_REMEMBERED",
     "Accepted",
     "ArrivalKind",
@@ -175,6 +177,8 @@ P = TypeVar("P")
 _U32_MAX: Final = 0xFFFFFFFF
 #: Acknowledgments passed on that are remembered, to drop one that comes back.
 PASSED_ON_REMEMBERED: Final = 1024
+#: Streams whose path is remembered (the least recently used is forgotten first).
+MAX_STREAM_PATHS: Final = 65_536
 _NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
 
 
@@ -300,8 +304,10 @@ class Receiver(Generic[P]):
         #: The path each source queue manager's messages last arrived on (by GUID bytes).
         self._paths: dict[bytes, P] = {}
         #: The path each source outgoing queue's transactional messages last arrived
-        #: on, by (source GUID bytes, sequence timestamp): its OrderAcks go back that
-        #: way, from where the source expects them (the queue's next hop).
+        #: on, by (source GUID bytes, sequence timestamp), the latest last: its
+        #: OrderAcks go back that way, from where the source expects them (the
+        #: queue's next hop), here and at each router on the way. At most
+        #: :data:`MAX_STREAM_PATHS`: one forgotten goes the source's way.
         self._stream_paths: dict[tuple[bytes, int], P] = {}
         #: The path of a session with each queue manager itself (by GUID bytes).
         self._sessions: dict[bytes, P] = {}
@@ -335,7 +341,8 @@ class Receiver(Generic[P]):
             target = packet.user.destination_qm
             if target in (wire.NULL_GUID, self.local_qm):
                 return OrderAckArrived(order_ack)
-            return self._pass_on(packet, path, target, recoverable=False)
+            stream = (target.bytes, order_ack.sequence_id.timestamp)
+            return self._pass_on(packet, path, target, recoverable=False, stream=stream)
         if kind is wire.PacketKind.FINAL_ACK:
             final_ack = wire.FinalAck.from_message(packet)
             target = final_ack.acked_source_qm
@@ -346,13 +353,28 @@ class Receiver(Generic[P]):
         source = packet.user.source_qm.bytes
         self._paths[source] = path
         if packet.transaction is not None:
-            self._stream_paths[(source, packet.transaction.sequence_id.timestamp)] = path
+            stream = (source, packet.transaction.sequence_id.timestamp)
+            paths = self._stream_paths
+            paths.pop(stream, None)
+            paths[stream] = path
+            if len(paths) > MAX_STREAM_PATHS:
+                del paths[next(iter(paths))]
         return ArrivalKind.MESSAGE
 
     def _pass_on(
-        self, packet: wire.UserMessage, arrived_on: P, target: uuid.UUID, *, recoverable: bool
+        self,
+        packet: wire.UserMessage,
+        arrived_on: P,
+        target: uuid.UUID,
+        *,
+        recoverable: bool,
+        stream: tuple[bytes, int] | None = None,
     ) -> ArrivalKind | PassOn[P]:
-        path = self._route(target.bytes)
+        # An OrderAck goes back the way its stream came (``stream``), as a
+        # destination's own do; anything else, or with that way gone, by _route.
+        path = None if stream is None else self._stream_paths.get(stream)
+        if path is None or path is arrived_on or self._closing(path):
+            path = self._route(target.bytes)
         if path is None or path is arrived_on:
             self.unroutable += 1
             return ArrivalKind.UNROUTABLE

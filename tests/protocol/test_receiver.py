@@ -21,6 +21,7 @@ from qmgr.protocol import (
     PassOn,
     StreamState,
 )
+from qmgr.protocol import receiver as receiver_module
 from qmgr.protocol.history import message_keys
 from qmgr.protocol.receiver import PASSED_ON_REMEMBERED
 
@@ -74,6 +75,52 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
 
 
+def test_a_router_passes_an_order_ack_back_the_way_its_stream_came() -> None:
+    # A's stream came through another router (from-r1), while A also has a session
+    # here: its OrderAck goes back through from-r1, where A expects it from; a
+    # FinalAck takes the session. Once from-r1 is gone, the OrderAck does too.
+    machine = receiver()
+    assert machine.arrive(message(A, 1, number=1), "from-r1") is ArrivalKind.MESSAGE
+    machine.session_opened("session-a", A)
+    passed = machine.arrive(order_ack(A, 1), "from-c")
+    assert isinstance(passed, PassOn)
+    assert passed.path == "from-r1"
+    passed = machine.arrive(final_ack(A), "from-c")
+    assert isinstance(passed, PassOn)
+    assert passed.path == "session-a"
+    # Not back where it came from: then by the session.
+    passed = machine.arrive(order_ack(A, 2), "from-r1")
+    assert isinstance(passed, PassOn)
+    assert passed.path == "session-a"
+    machine.path_closed("from-r1")
+    passed = machine.arrive(order_ack(A, 3), "from-c")
+    assert isinstance(passed, PassOn)
+    assert passed.path == "session-a"
+
+
+def test_the_stream_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(receiver_module, "MAX_STREAM_PATHS", 2)
+    machine = receiver(order_ack_delay=0.5)
+    stamps = [wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + n) for n in range(3)]
+    decisions = [
+        accept(machine, message(A, n + 1, number=1, sequence_id=stamp), path=f"conn-{n}")
+        for n, stamp in enumerate(stamps)
+    ]
+    # The least recently used is forgotten: its OrderAck goes the source's last way.
+    for decision in decisions:
+        assert isinstance(decision, Accepted)
+        machine.persisted(decision, now=T0, wall=WALL)
+    sent = {
+        parse_order_ack(data).sequence_id.timestamp: path
+        for path, data in machine.order_acks(T0 + 1, WALL)
+    }
+    assert sent == {
+        stamps[0].timestamp: "conn-2",  # forgotten: the way A's last message came
+        stamps[1].timestamp: "conn-1",
+        stamps[2].timestamp: "conn-2",
+    }
+
+
 def test_an_acknowledgment_is_passed_on_unchanged_and_never_sent_back() -> None:
     machine = receiver()
     accept(machine, message(A, 1, number=1), path="from-a")
@@ -113,12 +160,15 @@ def test_nothing_is_passed_on_along_a_closing_path() -> None:
 
 
 def test_an_acknowledgment_goes_on_a_session_with_its_queue_manager_first() -> None:
+    # A FinalAck, and an OrderAck of a stream not seen here, take a session with
+    # their queue manager before the way its messages last came.
     machine = receiver()
-    accept(machine, message(A, 1, number=1), path="from-b")  # A's messages came through B
+    accept(machine, message(A, 1, PLAIN), PLAIN, path="from-b")  # A's messages came through B
     machine.session_opened("with-a", A)
-    passed = machine.arrive(order_ack(A, 4), "from-c")
-    assert isinstance(passed, PassOn)
-    assert passed.path == "with-a"
+    for ack in (order_ack(A, 4), final_ack(A)):
+        passed = machine.arrive(ack, "from-c")
+        assert isinstance(passed, PassOn)
+        assert passed.path == "with-a"
     machine.path_closed("with-a")
     passed = machine.arrive(order_ack(A, 5), "from-c")
     assert isinstance(passed, PassOn)

@@ -440,7 +440,7 @@ class OutgoingQueue:
             raise outcome.error
         self.paused = paused
         self.quiet_since = None
-        self.parts.log.info("outgoing_paused" if paused else "outgoing_resumed", queue=self.name)
+        # The request's handler logs outgoing_paused / outgoing_resumed, with the principal.
         self.wake()
 
     async def purge(self) -> int:

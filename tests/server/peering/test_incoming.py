@@ -358,3 +358,33 @@ async def test_a_source_reaching_one_queue_manager_by_two_hops_gets_each_order_a
     assert [entry for entry in logs if entry["event"] == "order_ack_refused"] == []
     # Before the first OrderAck wait ran out: no resend was needed.
     assert network.clock.time() - started < 30.0
+
+
+async def test_a_router_passes_an_order_ack_back_the_way_its_stream_came(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A's queue for C goes A -> R1 -> R2 -> C, and A also sends to a queue on R2
+    itself, so R2 has a session with A. R2 passes C's OrderAcks back through R1,
+    the way the stream came, not over its session with A: A takes them (R1 is the
+    queue's hop) and forgets both queues before any resend is due."""
+    alias = "127.0.0.1:1904"
+    a = await network.start("qm-a", 1901, [f'routes."{alias}"="127.0.0.1:1902"'])
+    await network.start("qm-r1", 1902, ["peers.router=true", f'routes."{alias}"="127.0.0.1:1905"'])
+    r2 = await network.start(
+        "qm-r2", 1905, ["peers.router=true", f'routes."{alias}"="127.0.0.1:1903"']
+    )
+    c = await network.start("qm-c", 1903, [f'server.aliases=["{alias}"]'])
+    await c.create_queue("audit")
+    await r2.create_queue(QUEUE)
+    routed = f"DIRECT=TCP:{alias}\\private$\\audit"
+    started = network.clock.time()
+    with structlog.testing.capture_logs() as logs:
+        for number in range(1, 6):
+            await a.send(r2.remote(QUEUE), [b"o%d" % number])
+            await a.send(routed, [b"a%d" % number])
+        await wait_until(lambda: len(c.bodies("audit")) == 5, what="the routed messages")
+        await wait_until(settled(a), what="A forgets both queues")
+    assert r2.bodies(QUEUE) == bodies(5, "o")
+    assert c.bodies("audit") == bodies(5, "a")
+    assert [entry for entry in logs if entry["event"] == "order_ack_refused"] == []
+    assert network.clock.time() - started < 30.0
