@@ -332,32 +332,41 @@ async def test_arrivals_that_cannot_be_stored_close_the_session_with_a_warning(
     assert "No space left on device" in closed["reason"]
 
 
+#: C's other address, which A reaches through a router.
+ALIAS = "127.0.0.1:1904"
+
+
+async def send_in_turns_and_settle(network: Network, a: Node, straight: Node, c: Node) -> None:
+    """A sends five messages to ``straight``'s queue and five to C's ``audit``
+    through its route for :data:`ALIAS`, in turns; each arrives once, in order, no
+    OrderAck is refused, and A forgets both queues before the first OrderAck wait
+    runs out (no resend was needed)."""
+    routed = f"DIRECT=TCP:{ALIAS}\\private$\\audit"
+    started = network.clock.time()
+    with structlog.testing.capture_logs() as logs:
+        for number in range(1, 6):
+            await a.send(straight.remote(QUEUE), [b"o%d" % number])
+            await a.send(routed, [b"a%d" % number])
+        await wait_until(lambda: len(c.bodies("audit")) == 5, what="the routed messages")
+        await wait_until(settled(a), what="A forgets both queues")
+    assert straight.bodies(QUEUE) == bodies(5, "o")
+    assert c.bodies("audit") == bodies(5, "a")
+    assert [entry for entry in logs if entry["event"] == "order_ack_refused"] == []
+    assert network.clock.time() - started < 30.0
+
+
 async def test_a_source_reaching_one_queue_manager_by_two_hops_gets_each_order_ack_from_its_hop(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A sends to C straight (``127.0.0.1:1903``) and, under C's alias, through the
-    router R, in turns. C sends each stream's OrderAcks back the
-    way that stream came, so A takes every one (it takes an OrderAck only from
-    the queue's next hop) and forgets both queues before any resend is due."""
-    alias = "127.0.0.1:1904"
-    a = await network.start("qm-a", 1901, [f'routes."{alias}"="127.0.0.1:1902"'])
-    await network.start("qm-r", 1902, ["peers.router=true", f'routes."{alias}"="127.0.0.1:1903"'])
-    c = await network.start("qm-c", 1903, [f'server.aliases=["{alias}"]'])
+    router R. C sends each stream's OrderAcks back the way that stream came, so A
+    takes every one (it takes an OrderAck only from the queue's next hop)."""
+    a = await network.start("qm-a", 1901, [f'routes."{ALIAS}"="127.0.0.1:1902"'])
+    await network.start("qm-r", 1902, ["peers.router=true", f'routes."{ALIAS}"="127.0.0.1:1903"'])
+    c = await network.start("qm-c", 1903, [f'server.aliases=["{ALIAS}"]'])
     await c.create_queue(QUEUE)
     await c.create_queue("audit")
-    routed = f"DIRECT=TCP:{alias}\\private$\\audit"
-    started = network.clock.time()
-    with structlog.testing.capture_logs() as logs:
-        for number in range(1, 6):
-            await a.send(c.remote(QUEUE), [b"o%d" % number])
-            await a.send(routed, [b"a%d" % number])
-        await wait_until(lambda: len(c.bodies("audit")) == 5, what="the routed messages")
-        await wait_until(settled(a), what="A forgets both queues")
-    assert c.bodies(QUEUE) == bodies(5, "o")
-    assert c.bodies("audit") == bodies(5, "a")
-    assert [entry for entry in logs if entry["event"] == "order_ack_refused"] == []
-    # Before the first OrderAck wait ran out: no resend was needed.
-    assert network.clock.time() - started < 30.0
+    await send_in_turns_and_settle(network, a, c, c)
 
 
 async def test_a_router_passes_an_order_ack_back_the_way_its_stream_came(
@@ -366,25 +375,13 @@ async def test_a_router_passes_an_order_ack_back_the_way_its_stream_came(
     """A's queue for C goes A -> R1 -> R2 -> C, and A also sends to a queue on R2
     itself, so R2 has a session with A. R2 passes C's OrderAcks back through R1,
     the way the stream came, not over its session with A: A takes them (R1 is the
-    queue's hop) and forgets both queues before any resend is due."""
-    alias = "127.0.0.1:1904"
-    a = await network.start("qm-a", 1901, [f'routes."{alias}"="127.0.0.1:1902"'])
-    await network.start("qm-r1", 1902, ["peers.router=true", f'routes."{alias}"="127.0.0.1:1905"'])
+    queue's hop)."""
+    a = await network.start("qm-a", 1901, [f'routes."{ALIAS}"="127.0.0.1:1902"'])
+    await network.start("qm-r1", 1902, ["peers.router=true", f'routes."{ALIAS}"="127.0.0.1:1905"'])
     r2 = await network.start(
-        "qm-r2", 1905, ["peers.router=true", f'routes."{alias}"="127.0.0.1:1903"']
+        "qm-r2", 1905, ["peers.router=true", f'routes."{ALIAS}"="127.0.0.1:1903"']
     )
-    c = await network.start("qm-c", 1903, [f'server.aliases=["{alias}"]'])
+    c = await network.start("qm-c", 1903, [f'server.aliases=["{ALIAS}"]'])
     await c.create_queue("audit")
     await r2.create_queue(QUEUE)
-    routed = f"DIRECT=TCP:{alias}\\private$\\audit"
-    started = network.clock.time()
-    with structlog.testing.capture_logs() as logs:
-        for number in range(1, 6):
-            await a.send(r2.remote(QUEUE), [b"o%d" % number])
-            await a.send(routed, [b"a%d" % number])
-        await wait_until(lambda: len(c.bodies("audit")) == 5, what="the routed messages")
-        await wait_until(settled(a), what="A forgets both queues")
-    assert r2.bodies(QUEUE) == bodies(5, "o")
-    assert c.bodies("audit") == bodies(5, "a")
-    assert [entry for entry in logs if entry["event"] == "order_ack_refused"] == []
-    assert network.clock.time() - started < 30.0
+    await send_in_turns_and_settle(network, a, r2, c)
