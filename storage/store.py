@@ -46,6 +46,7 @@ from .ops.confirmations import (
     PendingFinalAck,
     read_confirmation,
     read_confirmations,
+    read_final_ack,
     read_final_acks,
 )
 from .ops.expiry import DueMessage, read_due
@@ -423,6 +424,10 @@ class Store:
         return read_final_acks(
             self._env, self._catalog, source_qm=source_qm, after=after, limit=limit
         )
+
+    def final_ack(self, source_qm: bytes, ordinal: int) -> bytes | None:
+        """The FinalAck waiting to be sent about one message (its record), or None."""
+        return read_final_ack(self._env, self._catalog, source_qm, ordinal)
 
     def final_ack_count(self) -> int:
         """How many FinalAcks wait to be sent (one read of the database's size)."""

@@ -68,9 +68,10 @@ def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any)
         # The other options are named as load_config's overrides (None: not given).
         config = load_config(config_path, settings=settings, **overrides)
     except ConfigError as exc:
-        if overrides.get("log_format") == "json":
+        json_logs = overrides.get("log_format") == "json"
+        if json_logs:
             configure_logging(fmt="json")
-        _refuse(str(exc), 2, json_logs=overrides.get("log_format") == "json")
+        _refuse(str(exc), 2, json_logs=json_logs)
     configure_logging(fmt=config.log_format, level=config.log_level)
 
     from qmgr.server import StartupError

@@ -177,19 +177,17 @@ class Tracer:
                     )
                 )
         else:
-            waiting = storage.final_ack_key(source_qm.bytes, ordinal)
-            for pending in self._store.final_acks(source_qm=source_qm.bytes, limit=1_000_000):
-                if pending.key == waiting:
-                    message_class = decode_final_ack(pending.value)[0]
-                    found.append(
-                        Finding(
-                            "final-ack",
-                            str(source_qm),
-                            0.0,
-                            message_class,
-                            "FinalAck waiting to go back to the source queue manager",
-                        )
+            waiting = self._store.final_ack(source_qm.bytes, ordinal)
+            if waiting is not None:
+                found.append(
+                    Finding(
+                        "final-ack",
+                        str(source_qm),
+                        0.0,
+                        decode_final_ack(waiting)[0],
+                        "FinalAck waiting to go back to the source queue manager",
                     )
+                )
         return found
 
     def _finding(

@@ -59,6 +59,7 @@ __all__ = [
     "final_ack_key",
     "read_confirmation",
     "read_confirmations",
+    "read_final_ack",
     "read_final_acks",
 ]
 
@@ -303,6 +304,16 @@ class PendingFinalAck(NamedTuple):
 
     key: bytes
     value: bytes
+
+
+def read_final_ack(
+    env: Environment, catalog: Catalog, source_qm: bytes, ordinal: int
+) -> bytes | None:
+    """The FinalAck waiting to be sent about the message ``ordinal`` of ``source_qm``
+    (its record), or None."""
+    with env.read("read_final_ack") as txn:
+        data = txn.get(final_ack_key(source_qm, ordinal), db=catalog.dbs.final_acks)
+    return None if data is None else bytes(data)
 
 
 def read_final_acks(

@@ -19,6 +19,7 @@ from qmgr.protocol import (
     FinalAckArrived,
     OrderAckArrived,
     PassOn,
+    Receiver,
     StreamState,
 )
 from qmgr.protocol import receiver as receiver_module
@@ -75,6 +76,23 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
 
 
+def announced(
+    machine: Receiver[str], decisions: list[Accepted | Dropped]
+) -> list[tuple[str, wire.OrderAck]]:
+    """Persist the accepted ``decisions``: the OrderAcks due a second later, with their paths."""
+    for decision in decisions:
+        assert isinstance(decision, Accepted)
+        machine.persisted(decision, now=T0, wall=WALL)
+    return [(path, parse_order_ack(data)) for path, data in machine.order_acks(T0 + 1, WALL)]
+
+
+def passed_on_to(machine: Receiver[str], ack: wire.UserMessage, arrived_on: str) -> str:
+    """The path an acknowledgment for another queue manager is passed on along."""
+    passed = machine.arrive(ack, arrived_on)
+    assert isinstance(passed, PassOn)
+    return passed.path
+
+
 def test_a_router_passes_an_order_ack_back_the_way_its_stream_came() -> None:
     # A's stream came through another router (from-r1), while A also has a session
     # here: its OrderAck goes back through from-r1, where A expects it from; a
@@ -82,20 +100,12 @@ def test_a_router_passes_an_order_ack_back_the_way_its_stream_came() -> None:
     machine = receiver()
     assert machine.arrive(message(A, 1, number=1), "from-r1") is ArrivalKind.MESSAGE
     machine.session_opened("session-a", A)
-    passed = machine.arrive(order_ack(A, 1), "from-c")
-    assert isinstance(passed, PassOn)
-    assert passed.path == "from-r1"
-    passed = machine.arrive(final_ack(A), "from-c")
-    assert isinstance(passed, PassOn)
-    assert passed.path == "session-a"
+    assert passed_on_to(machine, order_ack(A, 1), "from-c") == "from-r1"
+    assert passed_on_to(machine, final_ack(A), "from-c") == "session-a"
     # Not back where it came from: then by the session.
-    passed = machine.arrive(order_ack(A, 2), "from-r1")
-    assert isinstance(passed, PassOn)
-    assert passed.path == "session-a"
+    assert passed_on_to(machine, order_ack(A, 2), "from-r1") == "session-a"
     machine.path_closed("from-r1")
-    passed = machine.arrive(order_ack(A, 3), "from-c")
-    assert isinstance(passed, PassOn)
-    assert passed.path == "session-a"
+    assert passed_on_to(machine, order_ack(A, 3), "from-c") == "session-a"
 
 
 def test_the_stream_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,13 +117,7 @@ def test_the_stream_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch
         for n, stamp in enumerate(stamps)
     ]
     # The least recently used is forgotten: its OrderAck goes the source's last way.
-    for decision in decisions:
-        assert isinstance(decision, Accepted)
-        machine.persisted(decision, now=T0, wall=WALL)
-    sent = {
-        parse_order_ack(data).sequence_id.timestamp: path
-        for path, data in machine.order_acks(T0 + 1, WALL)
-    }
+    sent = {ack.sequence_id.timestamp: path for path, ack in announced(machine, decisions)}
     assert sent == {
         stamps[0].timestamp: "conn-2",  # forgotten: the way A's last message came
         stamps[1].timestamp: "conn-1",
@@ -165,14 +169,10 @@ def test_an_acknowledgment_goes_on_a_session_with_its_queue_manager_first() -> N
     machine = receiver()
     accept(machine, message(A, 1, PLAIN), PLAIN, path="from-b")  # A's messages came through B
     machine.session_opened("with-a", A)
-    for ack in (order_ack(A, 4), final_ack(A)):
-        passed = machine.arrive(ack, "from-c")
-        assert isinstance(passed, PassOn)
-        assert passed.path == "with-a"
+    assert passed_on_to(machine, order_ack(A, 4), "from-c") == "with-a"
+    assert passed_on_to(machine, final_ack(A), "from-c") == "with-a"
     machine.path_closed("with-a")
-    passed = machine.arrive(order_ack(A, 5), "from-c")
-    assert isinstance(passed, PassOn)
-    assert passed.path == "from-b"
+    assert passed_on_to(machine, order_ack(A, 5), "from-c") == "from-b"
 
 
 def test_two_routers_that_hold_each_other_as_a_return_path_stop_passing_an_ack_on() -> None:
@@ -481,13 +481,7 @@ def test_each_streams_order_ack_goes_back_the_way_its_messages_came() -> None:
         accept(machine, message(A, 3, number=2), path="conn-a"),
         accept(machine, message(A, 4, "audit", number=2, sequence_id=routed), path="conn-r"),
     ]
-    for decision in decisions:
-        assert isinstance(decision, Accepted)
-        machine.persisted(decision, now=T0, wall=WALL)
-    sent = {
-        parse_order_ack(data).sequence_id.value: path
-        for path, data in machine.order_acks(T0 + 1, WALL)
-    }
+    sent = {ack.sequence_id.value: path for path, ack in announced(machine, decisions)}
     assert sent == {SEQ.value: "conn-a", routed.value: "conn-r"}
     # A plain message on the router's path leaves each stream's way as it was.
     accept(machine, message(A, 5, PLAIN), path="conn-r")

@@ -44,8 +44,7 @@ PUBLIC_NAMES = {
     # confirmations, expiry, lists (storage.ops.confirmations, .expiry, .lists)
     *["CONFIRMATION_QUEUE_ID", "MAX_CONFIRMATION_COPIES", "AddConfirmation", "Confirmation"],
     *["ForgetFinalAcks", "MarkDelivered", "PendingFinalAck", "RecordFinalAck"],
-    *["SettleConfirmation", "confirmation_of_lookup", "final_ack_key"],
-    *["DueMessage", "ForgetExpiry"],
+    *["SettleConfirmation", "confirmation_of_lookup", "DueMessage", "ForgetExpiry"],
     *["CreateList", "DeleteList", "DistributionList", "SetListTargets"],
 }
 

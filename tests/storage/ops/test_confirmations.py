@@ -357,6 +357,10 @@ def test_final_acks_are_read_in_key_order(store: Store) -> None:
         pending(QM_B, 1, b"b1"),
     ]
     assert final_ack_key(QM_A, 2) == QM_A + b"\x00\x00\x00\x02"
+    # One FinalAck, by its source and ordinal.
+    assert store.final_ack(QM_A, 0x0100) == b"a256"
+    assert store.final_ack(QM_A, 1) == b""
+    assert store.final_ack(QM_B, 2) is None
 
 
 def test_final_acks_filtered_by_source_and_paged(store: Store) -> None:

@@ -64,7 +64,6 @@ async def control_outgoing(
     info, purged = await _peering(ctx).control(action, request.destination)
     if action is OutgoingAction.PURGE:
         ctx.services.wake_maintenance()  # the purged entries are erased now, not at a later wake
-    if action is OutgoingAction.PURGE:
         ctx.log.info(_OUTGOING_EVENTS[action], destination=info.destination, messages=purged)
     else:
         ctx.log.info(
