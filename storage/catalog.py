@@ -23,9 +23,13 @@ the expiry index) lacks ``expiry``, ``confirmations``, ``final_acks`` and
 wrote a schema 5 with them, and with subqueues of kind 5, which opening
 retypes: ``_retype_early_subqueues``); one of schema 7 (before the index of
 relayed entries) lacks ``relayed``; one of schema 8 (before outgoing queues
-were removed when idle) lacks ``retired_sequences``. That transaction creates what is
-missing and writes the current version (:data:`SCHEMA_VERSION`, 9), so the
-migration is atomic and costs nothing per message (the entries a schema 7
+were removed when idle) lacks ``retired_sequences``; one of schema 9 (before
+the count of copies awaiting confirmation by destination) lacks
+``awaited_confirmations``, which opening fills from ``confirmations`` (one
+read per copy kept, never per message: ``ops.confirmations.count_awaited``).
+That transaction creates what is missing and writes the current version
+(:data:`SCHEMA_VERSION`, 10), so the migration is atomic and otherwise costs
+nothing per message (the entries a schema 7
 store already holds for relaying are not indexed: see ``ops.peering``). Schema 7 keys each
 ``incoming`` stream state by source GUID, *sequence timestamp* and queue key
 (before: source GUID and queue key), so that the outgoing queues of one
@@ -48,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -57,6 +61,7 @@ import lmdb
 from .environment import Environment, Txn
 from .errors import SchemaMismatch, StoreCorrupt
 from .keys import (
+    DB_AWAITED,
     DB_BY_PRIORITY,
     DB_CONFIRMATIONS,
     DB_DOOMED,
@@ -96,10 +101,15 @@ from .peering_state import OutgoingState, decode_outgoing
 from .records import QueueKind, QueueRecord, decode_counters, decode_queue, encode_queue
 from .reservations import NO_RESERVATION, drop_orphan_copies, load_reservations
 
-__all__ = ["SCHEMA_VERSION", "Catalog", "Databases"]
+__all__ = ["SCHEMA_VERSION", "Catalog", "CountAwaited", "Databases"]
+
+#: Fills ``awaited_confirmations`` from ``confirmations`` (their handles), in the
+#: opening write transaction of a store of an older schema (the records are
+#: ``ops.confirmations``'s: ``count_awaited``).
+CountAwaited = Callable[[Txn, lmdb._Database, lmdb._Database], None]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 9
+SCHEMA_VERSION: Final = 10
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
@@ -114,6 +124,8 @@ _SCHEMA_BEFORE_STREAM_STAMPS: Final = 6
 _SCHEMA_BEFORE_RELAY_INDEX: Final = 7
 #: The schema before the retired sequences of removed outgoing queues, migrated at opening.
 _SCHEMA_BEFORE_RETIRED: Final = 8
+#: The schema before the count of copies awaiting confirmation by destination, migrated at opening.
+_SCHEMA_BEFORE_AWAITED: Final = 9
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +148,7 @@ class Databases:
     retry_due: lmdb._Database
     expiry: lmdb._Database
     confirmations: lmdb._Database
+    awaited: lmdb._Database
     final_acks: lmdb._Database
     lists: lmdb._Database
     relayed: lmdb._Database
@@ -146,7 +159,8 @@ class Databases:
 class Catalog:
     """Committed queues, doomed queues, outgoing states and meta values, in memory."""
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: Environment, count_awaited: CountAwaited) -> None:
+        self._count_awaited = count_awaited
         self.by_name: dict[str, QueueRecord] = {}
         self.by_id: dict[int, QueueRecord] = {}
         #: Deleted queues whose messages are still being erased, by id.
@@ -193,6 +207,7 @@ class Catalog:
             retry_due=env.open_db(txn, DB_RETRY_DUE),
             expiry=env.open_db(txn, DB_EXPIRY),
             confirmations=env.open_db(txn, DB_CONFIRMATIONS),
+            awaited=env.open_db(txn, DB_AWAITED),
             final_acks=env.open_db(txn, DB_FINAL_ACKS),
             lists=env.open_db(txn, DB_LISTS),
             relayed=env.open_db(txn, DB_RELAYED),
@@ -210,6 +225,8 @@ class Catalog:
                 _migrate_incoming_keys(txn, dbs)
             if version == _SCHEMA_BEFORE_POISON:
                 _retype_early_subqueues(txn, dbs)
+            if version != SCHEMA_VERSION:
+                self._count_awaited(txn, dbs.confirmations, dbs.awaited)
             if version != SCHEMA_VERSION:
                 # The databases added since that schema were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
@@ -274,6 +291,7 @@ class Catalog:
             raise StoreCorrupt(msg) from exc
         if version not in (
             SCHEMA_VERSION,
+            _SCHEMA_BEFORE_AWAITED,
             _SCHEMA_BEFORE_RETIRED,
             _SCHEMA_BEFORE_RELAY_INDEX,
             _SCHEMA_BEFORE_STREAM_STAMPS,

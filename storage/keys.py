@@ -42,6 +42,8 @@ database              key                                         value
 ``expiry``            deadline u64 milliseconds + queue_id u32 +  empty
                       lookup_id u64 (20 B)
 ``confirmations``     message ordinal u32 + copy index u8 (5 B)   copy awaiting confirmation
+``awaited_confirmations`` destination (an OUTGOING queue's name,   its copies in
+                      UTF-8)                                      ``confirmations``, u64
 ``final_acks``        source QM GUID (16 B) + message ordinal u32  FinalAck to send
 ``lists``             distribution list name, UTF-8 (lower-case)   distribution list record
 ``message_counters``  queue_id u32 + lookup_id u64 (12 B)         a message's abort and move
@@ -120,6 +122,7 @@ from typing import Final
 from .errors import InvalidRecord
 
 __all__ = [
+    "DB_AWAITED",
     "DB_BY_PRIORITY",
     "DB_CONFIRMATIONS",
     "DB_DOOMED",
@@ -204,6 +207,8 @@ DB_OUTCOMES: Final = b"outcomes"
 DB_OUTCOME_TIMES: Final = b"outcome_times"
 DB_EXPIRY: Final = b"expiry"
 DB_CONFIRMATIONS: Final = b"confirmations"
+#: How many ``confirmations`` copies each destination has (``ops.confirmations``).
+DB_AWAITED: Final = b"awaited_confirmations"
 DB_FINAL_ACKS: Final = b"final_acks"
 DB_LISTS: Final = b"lists"
 #: Poison handling's databases (see ``ops.poison``).

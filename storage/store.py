@@ -44,6 +44,8 @@ from .errors import MapFull, StoreError, StoreFull
 from .ops.confirmations import (
     Confirmation,
     PendingFinalAck,
+    count_awaited,
+    read_awaited,
     read_confirmation,
     read_confirmations,
     read_final_ack,
@@ -111,7 +113,7 @@ class Store:
             reserve_size=reserve_size,
         )
         try:
-            self._catalog = Catalog(self._env)
+            self._catalog = Catalog(self._env, count_awaited)
         except BaseException:
             self._env.close()
             raise
@@ -415,6 +417,12 @@ class Store:
     def confirmation(self, ordinal: int, index: int) -> Confirmation | None:
         """One copy awaiting confirmation, or None."""
         return read_confirmation(self._env, self._catalog, ordinal, index)
+
+    def awaited_confirmations(self) -> dict[str, int]:
+        """How many copies await confirmation from each destination (an outgoing
+        queue's name) that has any: one read of a database with an entry per
+        such destination."""
+        return read_awaited(self._env, self._catalog)
 
     def final_acks(
         self, *, source_qm: bytes | None = None, after: bytes = b"", limit: int = 1000

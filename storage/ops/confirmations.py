@@ -18,6 +18,11 @@ manager that sent it, both written by the same units as the events they record:
   :class:`ConfirmationMissing` if it is not there, so that of two settlements
   (a FinalAck and the deadline) exactly one unit applies;
   :class:`MarkDelivered` sets the flag of those that are there.
+  ``awaited_confirmations`` counts the copies of each destination (u64
+  under the destination's name), changed by the same two operations, so
+  that the layer above knows, with one short read, which destinations it
+  still expects FinalAcks from (it keeps their sessions up:
+  ``qmgr.server.peering.final_acks``) without reading a copy.
 * ``final_acks`` (at the destination): the FinalAcks to send, keyed by the
   source queue manager's GUID and the message's ordinal (a message has one
   final fate, so a repeated record replaces the same key). The value is the
@@ -34,11 +39,13 @@ import struct
 from dataclasses import dataclass
 from typing import Final, NamedTuple
 
+import lmdb
+
 from ..catalog import Catalog
 from ..context import PlanContext
-from ..environment import Environment, prefixed
+from ..environment import Environment, Txn, prefixed
 from ..errors import ConfirmationMissing, InvalidRecord, StoreCorrupt
-from ..keys import QM_GUID_SIZE, expiry_key
+from ..keys import MAX_KEY_SIZE, QM_GUID_SIZE, expiry_key, u64, unpack_u64
 from ..records import pack
 from ..units import Done, Operation, Removal, Result
 
@@ -52,11 +59,14 @@ __all__ = [
     "PendingFinalAck",
     "RecordFinalAck",
     "SettleConfirmation",
+    "awaits_confirmation",
     "confirmation_key",
     "confirmation_of_lookup",
+    "count_awaited",
     "decode_kept",
     "encode_kept",
     "final_ack_key",
+    "read_awaited",
     "read_confirmation",
     "read_confirmations",
     "read_final_ack",
@@ -170,6 +180,31 @@ def _index_key(key: bytes, deadline: float) -> bytes:
     return expiry_key(deadline, CONFIRMATION_QUEUE_ID, int.from_bytes(key, "big"))
 
 
+def _awaited_key(destination: str) -> bytes:
+    key = destination.encode()
+    if not 0 < len(key) <= MAX_KEY_SIZE:
+        msg = f"a copy's destination is 1 to {MAX_KEY_SIZE} bytes of UTF-8, not {len(key)}"
+        raise InvalidRecord(msg)
+    return key
+
+
+def _count(ctx: PlanContext, destination: str, change: int) -> None:
+    """Change the count of ``destination``'s copies by ``change`` (deleted at 0)."""
+    key = _awaited_key(destination)
+    data = ctx.record(ctx.dbs.awaited, key)
+    try:
+        count = (0 if data is None else unpack_u64(data)) + change
+    except Exception as exc:
+        msg = f"count of copies awaiting confirmation from {destination!r} is corrupt"
+        raise StoreCorrupt(msg) from exc
+    ctx.write_record(ctx.dbs.awaited, key, u64(count) if count > 0 else None)
+
+
+def awaits_confirmation(ctx: PlanContext, destination: str) -> bool:
+    """Whether copies await confirmation from ``destination``, as the batch sees it."""
+    return ctx.record(ctx.dbs.awaited, _awaited_key(destination)) is not None
+
+
 @dataclass(frozen=True, slots=True)
 class AddConfirmation(Operation):
     """Keep a copy of a sent message until its outcome is known."""
@@ -185,6 +220,12 @@ class AddConfirmation(Operation):
                 msg = f"confirmation deadline {confirmation.deadline} is invalid"
                 raise InvalidRecord(msg)
             ctx.put(ctx.dbs.expiry, _index_key(key, confirmation.deadline), b"")
+        old = ctx.record(ctx.dbs.confirmations, key)
+        if old is not None:
+            # The same copy again (a prepared transaction's commit, retried): it
+            # replaces the one there, and the count follows the destination.
+            _count(ctx, _decode(key, old).destination, -1)
+        _count(ctx, confirmation.destination, 1)
         ctx.write_record(ctx.dbs.confirmations, key, value)
         return Done()
 
@@ -209,6 +250,7 @@ class SettleConfirmation(Removal):
         confirmation = _decode(key, data)
         if confirmation.deadline is not None:
             ctx.discard(ctx.dbs.expiry, _index_key(key, confirmation.deadline))
+        _count(ctx, confirmation.destination, -1)
         ctx.write_record(ctx.dbs.confirmations, key, None)
         return Done()
 
@@ -252,6 +294,36 @@ def read_confirmations(env: Environment, catalog: Catalog, ordinal: int) -> list
     prefix = ordinal.to_bytes(4, "big")
     with env.read("read_confirmations") as txn, txn.cursor(db=catalog.dbs.confirmations) as cursor:
         return [_decode(key, cursor.value()) for key in prefixed(cursor, prefix)]
+
+
+def read_awaited(env: Environment, catalog: Catalog) -> dict[str, int]:
+    """How many copies await confirmation from each destination that has any."""
+    with env.read("read_awaited") as txn, txn.cursor(db=catalog.dbs.awaited) as cursor:
+        try:
+            return {
+                bytes(key).decode(): unpack_u64(value)
+                for key, value in cursor.iternext(keys=True, values=True)
+            }
+        except Exception as exc:
+            msg = "a count of copies awaiting confirmation is corrupt"
+            raise StoreCorrupt(msg) from exc
+
+
+def count_awaited(txn: Txn, confirmations: lmdb._Database, awaited: lmdb._Database) -> None:
+    """Rebuild ``awaited_confirmations`` from the copies in ``confirmations``
+    (the opening of a store of schema 9 or older: one read per copy).
+
+    Raises:
+        StoreCorrupt: a copy's record does not decode.
+    """
+    counts: dict[str, int] = {}
+    with txn.cursor(db=confirmations) as cursor:
+        for key, data in cursor.iternext(keys=True, values=True):
+            destination = _decode(bytes(key), data).destination
+            counts[destination] = counts.get(destination, 0) + 1
+    txn.drop(awaited, delete=False)
+    for destination, count in counts.items():
+        txn.put(_awaited_key(destination), u64(count), db=awaited)
 
 
 def confirmation_of_lookup(lookup_id: int) -> tuple[int, int]:

@@ -43,6 +43,7 @@ from ..errors import InvalidOperation, StoreCorrupt
 from ..keys import MAX_U32
 from ..records import QueueKind
 from ..units import Removal, Result
+from .confirmations import awaits_confirmation
 from .queues import QueueDeleted, refuse_pinned
 
 __all__ = ["RemoveEmptyOutgoing", "take_retired"]
@@ -82,7 +83,8 @@ class RemoveEmptyOutgoing(Removal):
     Raises:
         InvalidOperation: it is not an outgoing queue, holds entries (purged
             ones not yet erased included), had entries earlier in the batch,
-            is paused, or prepared transactions use it.
+            is paused, copies of messages sent through it await confirmation,
+            or prepared transactions use it.
     """
 
     queue_id: int
@@ -99,6 +101,10 @@ class RemoveEmptyOutgoing(Removal):
             raise InvalidOperation(msg)
         if state.paused:
             msg = f"outgoing queue {name!r} is paused"
+            raise InvalidOperation(msg)
+        if awaits_confirmation(ctx, name):
+            # Its link carries the FinalAcks back (see ``ops.confirmations``).
+            msg = f"copies of messages sent through outgoing queue {name!r} await confirmation"
             raise InvalidOperation(msg)
         refuse_pinned(ctx, queue)
         ctx.doom(self.queue_id)

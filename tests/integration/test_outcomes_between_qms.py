@@ -15,8 +15,10 @@ from helpers import (
     Peers,
     depth,
     free_port,
+    log_events,
     remote_queue,
     send_in_transaction,
+    settings,
     wait_until,
 )
 
@@ -236,6 +238,41 @@ def test_the_confirmation_process_under_a_broken_link(peers: Peers) -> None:
     )
     # The one received in time was confirmed, and never lands there.
     assert take_all(qa, "system$;deadxact") == []
+
+
+def test_a_message_received_after_its_session_went_idle_is_still_confirmed(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    # Sessions that carry nothing close after 1 s; the message is received
+    # later, so its FinalAck needs a session that no message opens.
+    idle = (*PEER_FAST, *settings("peers.idle_timeout=1"))
+    a = daemon_factory(name="qm-a", extra_args=idle)
+    b = daemon_factory(name="qm-b", extra_args=idle)
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+        send_in_transaction(
+            qa,
+            remote_queue(b, "orders"),
+            b"late reader",
+            journal=Journal.DEADLETTER | Journal.JOURNAL,
+            # The copy's deadline is 20 + 20 s away: far past the idle close.
+            time_to_be_received=20,
+        )
+        wait_until(lambda: depth(qb, "orders") == 1, 10)
+        # The session that delivered it closes for idleness (on both sides).
+        wait_until(lambda: any("idle" in str(e["reason"]) for e in closed(a)), 10)
+        message = qb.receive("orders", timeout=0)
+        assert message is not None
+        # Confirmed, well before the deadline: into the source's journal.
+        [journaled] = wait_for(qa, "system$;journal", 1, timeout=15)
+        assert journaled.id == message.id
+        assert take_all(qa, "system$;deadxact") == []
+        # Confirmed, the source no longer keeps a session up for it.
+        wait_until(lambda: qa.outgoing()[0].state == "idle", 10)
+
+
+def closed(daemon: DaemonProcess) -> list[dict[str, object]]:
+    return log_events(daemon, "peer_session_closed")
 
 
 def test_a_plain_message_is_journaled_at_the_source_once_the_next_hop_has_it(peers: Peers) -> None:

@@ -33,6 +33,7 @@ from store_kit import (
     move,
     payloads,
     prepare,
+    put_raw,
     raw_items,
     raw_lmdb,
     raw_meta,
@@ -44,9 +45,11 @@ from store_kit import (
 
 from storage import (
     SCHEMA_VERSION,
+    AddConfirmation,
     Appended,
     AppendMessage,
     AppendOutgoing,
+    Confirmation,
     CreateSubqueues,
     IncomingState,
     MoveReason,
@@ -57,10 +60,12 @@ from storage import (
     Resolution,
     SchemaMismatch,
     SetPoisonSettings,
+    SettleConfirmation,
     Store,
     StoreCorrupt,
 )
 from storage.keys import (
+    DB_AWAITED,
     DB_CONFIRMATIONS,
     DB_EXPIRY,
     DB_FINAL_ACKS,
@@ -100,7 +105,9 @@ AFTER_PEERING_DBS = (
     DB_LISTS,
     DB_RELAYED,
     DB_RETIRED,
+    DB_AWAITED,
 )
+
 #: The databases of prepared transactions (schema 4 added them).
 PREPARED_DBS = (DB_PREPARED, DB_OUTCOMES, DB_OUTCOME_TIMES)
 #: The databases schema 5 added.
@@ -111,6 +118,8 @@ POISON_DBS = (DB_MESSAGE_COUNTERS, DB_RETRY_DUE)
 RELAY_DBS = (DB_RELAYED,)
 #: The sequences of removed outgoing queues (schema 9 added them).
 RETIRED_DBS = (DB_RETIRED,)
+#: The count of copies awaiting confirmation by destination (schema 10 added it).
+AWAITED_DBS = (DB_AWAITED,)
 
 
 def downgrade(
@@ -148,7 +157,7 @@ def put_meta(path: Path, key: bytes, value: bytes | None) -> None:
 
 
 def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 9
+    assert SCHEMA_VERSION == 10
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
@@ -162,7 +171,7 @@ def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) 
         assert raw_items(store.path, name) == []
 
 
-@pytest.mark.parametrize("found", [1, 10, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 11, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -256,7 +265,7 @@ def test_missing_or_garbled_peering_counter_is_corrupt(
 
 def make_schema_3(path: Path) -> None:
     """Turn a closed store into what schema 3 wrote: no databases of prepared transactions."""
-    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS + RELAY_DBS + RETIRED_DBS)
+    downgrade(path, 3, PREPARED_DBS + SCHEMA_5_DBS + RELAY_DBS + RETIRED_DBS + AWAITED_DBS)
 
 
 def test_a_schema_3_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
@@ -289,7 +298,7 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
     q = create_queue(store, "q")
     commit_ok(store, unit(AppendMessage(q.queue_id, BODY, 3, len(BODY))))
     store.close()
-    downgrade(store.path, 4, SCHEMA_5_DBS + RELAY_DBS + RETIRED_DBS)
+    downgrade(store.path, 4, SCHEMA_5_DBS + RELAY_DBS + RETIRED_DBS + AWAITED_DBS)
     store = reopen(store)
     assert payloads(store, q) == [BODY]
     commit_ok(store, unit(timed(q, T + 1)))
@@ -303,11 +312,11 @@ def test_a_schema_4_store_is_migrated_at_opening(store: Store, reopen: Reopener)
 
 def make_schema_5(path: Path) -> None:
     """Turn a closed store into what schema 5 wrote: no poison databases."""
-    downgrade(path, 5, POISON_DBS + RELAY_DBS + RETIRED_DBS)
+    downgrade(path, 5, POISON_DBS + RELAY_DBS + RETIRED_DBS + AWAITED_DBS)
 
 
 def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 9
+    assert SCHEMA_VERSION == 10
     queue = create_queue(store, "old", transactional=True)
     fill(store, queue, 2)
     queues = store.list_queues()
@@ -346,7 +355,7 @@ def test_the_early_schema_5_of_development_builds_gets_its_subqueues_back(
     move(store, queue, 2, retry, reason=MoveReason.RETRY)
     subqueues = {name: store.get_queue(name) for name in ("early;retry", "early;poison")}
     store.close()
-    downgrade(store.path, 5, RELAY_DBS + RETIRED_DBS)
+    downgrade(store.path, 5, RELAY_DBS + RETIRED_DBS + AWAITED_DBS)
     with raw_lmdb(store.path) as env:
         queues = env.open_db(DB_QUEUES)
         with env.begin(write=True) as txn:
@@ -375,7 +384,7 @@ def make_schema_6(path: Path, states: list[tuple[bytes, str, int, int]]) -> None
     """Turn a closed store into what schema 6 wrote: its ``incoming`` holds
     ``states`` (source, queue key, sequence id, last number) keyed by source
     GUID + queue key, without the sequence timestamp."""
-    downgrade(path, 6, RELAY_DBS + RETIRED_DBS)
+    downgrade(path, 6, RELAY_DBS + RETIRED_DBS + AWAITED_DBS)
     with raw_lmdb(path) as env:
         incoming = env.open_db(DB_INCOMING)
         meta = env.open_db(DB_META)
@@ -460,7 +469,7 @@ def test_a_schema_7_store_gets_the_relayed_index_and_keeps_its_stream_keys(
     states = store.incoming_states()
     store.close()
     keys = raw_items(store.path, DB_INCOMING)
-    downgrade(store.path, 7, RELAY_DBS + RETIRED_DBS)
+    downgrade(store.path, 7, RELAY_DBS + RETIRED_DBS + AWAITED_DBS)
     store = reopen(store)
     # Nothing is rewritten: the stream keys were schema 7's already.
     assert store.incoming_states() == states
@@ -483,10 +492,46 @@ def test_a_schema_8_store_gets_the_retired_sequences(store: Store, reopen: Reope
     (queue,) = store.outgoing_states()
     states = store.outgoing_states()
     store.close()
-    downgrade(store.path, 8, RETIRED_DBS)
+    downgrade(store.path, 8, RETIRED_DBS + AWAITED_DBS)
     store = reopen(store)
     assert store.outgoing_states() == states
     assert payloads(store, queue) == [b"held"]
     store.close()
     assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     assert raw_items(store.path, DB_RETIRED) == []
+
+
+# ------------------------------------------------- schema 9 -> 10 (copies counted by destination)
+
+
+def test_a_schema_9_store_counts_its_copies_awaiting_confirmation(
+    store: Store, reopen: Reopener
+) -> None:
+    def kept(ordinal: int, index: int, destination: str) -> AddConfirmation:
+        return AddConfirmation(
+            Confirmation(ordinal, index, False, 0, None, destination, b"message")
+        )
+
+    commit_ok(store, unit(kept(7, 0, "a"), kept(7, 1, "b"), kept(8, 0, "a")))
+    commit_ok(store, unit(SettleConfirmation(7, 1)))
+    store.close()
+    downgrade(store.path, 9, AWAITED_DBS)
+    store = reopen(store)
+    assert store.awaited_confirmations() == {"a": 2}
+    assert [c.destination for c in store.confirmations(7)] == ["a"]
+    commit_ok(store, unit(SettleConfirmation(7, 0)), unit(SettleConfirmation(8, 0)))
+    assert store.awaited_confirmations() == {}
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
+    assert raw_items(store.path, DB_AWAITED) == []
+
+
+def test_a_schema_9_store_with_a_corrupt_copy_is_corrupt_and_left_alone(
+    store: Store, store_dir: Path
+) -> None:
+    store.close()
+    downgrade(store_dir, 9, AWAITED_DBS)
+    put_raw(store_dir, DB_CONFIRMATIONS, b"\x00\x00\x00\x07\x00", b"\x01")
+    with pytest.raises(StoreCorrupt):
+        Store(store_dir)
+    assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(9)

@@ -1,4 +1,4 @@
-"""FinalAcks that arrive about our messages: settling their copies awaiting confirmation.
+"""The source's side of confirmations: FinalAcks that arrive, and the sessions that carry them.
 
 Theory of operation
 -------------------
@@ -16,11 +16,33 @@ SessionAck only once that write is persisted: the destination forgets its
 FinalAck on that SessionAck. A FinalAck about a copy already settled (a
 repeat) stores nothing, and counts once the writes before it are persisted.
 
+A FinalAck can only come back on a session between the two queue managers,
+and a session that carries nothing closes after ``peers.idle_timeout``: a
+message received at its destination after that would see its FinalAck wait
+for the next message either way, and its copy here reach its deadline
+unconfirmed. So while copies of messages sent through an outgoing queue
+await their FinalAcks, the :class:`ConfirmationWatch` keeps the queue's link
+wanting a session (``OutgoingQueue.awaiting_confirmation``, part of its
+``has_work``): the link connects, and after an idle close connects again
+(``peers.retry_initial`` later), so that the destination's courier always
+has a session to send on within a few seconds. The watch reads the store's
+count of copies by destination (``storage.Store.awaited_confirmations``: one
+entry per destination that has any) every :data:`WATCH_SECONDS`; the queue's
+removal when idle waits for the copies too (``storage.RemoveEmptyOutgoing``
+refuses). A route through a router keeps the session to the router up; the
+router's own session to the destination is kept only by its traffic
+(``docs/operations.md``).
+
 Sending our own FinalAcks (we are the destination) is the courier's work
 (``qmgr.server.workers.final_ack_courier``).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import trio
 
 import storage
 import wire
@@ -28,9 +50,13 @@ from qmgr.protocol import Role
 
 from ..signals import touched_queues
 from .connection import PeerConnection
+from .outgoing_queue import OutgoingQueue
 from .parts import PeeringParts
 
-__all__ = ["FinalAckArrivals"]
+__all__ = ["WATCH_SECONDS", "ConfirmationWatch", "FinalAckArrivals"]
+
+#: How often the store's count of copies awaiting confirmation is looked at.
+WATCH_SECONDS: Final = 1.0
 
 
 class FinalAckArrivals:
@@ -72,3 +98,40 @@ class FinalAckArrivals:
             parts.signals.notify(touched_queues(parts.store, unit.ops))
 
         connection.store((op,), persisted)
+
+
+class ConfirmationWatch:
+    """Marks the outgoing queues whose copies await FinalAcks (see the module docstring).
+
+    Args:
+        store: the store, for its count of copies by destination.
+        queues: every outgoing queue, by queue id (the live mapping).
+    """
+
+    def __init__(self, store: storage.Store, queues: Mapping[int, OutgoingQueue]) -> None:
+        self._store = store
+        self._queues = queues
+        self._marked: set[OutgoingQueue] = set()
+
+    def look(self) -> None:
+        """Mark the queues whose copies await FinalAcks now (and wake their links),
+        and unmark the others."""
+        store = self._store
+        marked: set[OutgoingQueue] = set()
+        for name in store.awaited_confirmations():
+            record = store.get_queue(name)
+            queue = None if record is None else self._queues.get(record.queue_id)
+            if queue is not None:
+                marked.add(queue)
+        for queue in self._marked - marked:
+            queue.awaiting_confirmation = False
+        for queue in marked - self._marked:
+            queue.awaiting_confirmation = True
+            queue.wake()
+        self._marked = marked
+
+    async def run(self) -> None:
+        """Look every :data:`WATCH_SECONDS` until cancelled."""
+        while True:
+            self.look()
+            await trio.sleep(WATCH_SECONDS)

@@ -21,8 +21,9 @@ the few events that concern more than one:
   and the FinalAcks to :mod:`.final_acks`, through the hub: its
   :class:`~.incoming.IncomingRoutes`);
 * :class:`~.accept.PeerPort`: the listener's handler;
-* the FinalAck courier (``qmgr.server.workers.final_ack_courier``) and
-  the settling of the FinalAcks that arrive (:mod:`.final_acks`).
+* the FinalAck courier (``qmgr.server.workers.final_ack_courier``), the
+  settling of the FinalAcks that arrive, and the watch that keeps a session
+  up for them while copies await them (:mod:`.final_acks`).
 
 It also answers the client requests about peering (``PeeringControl``:
 status, pause, resume, purge).
@@ -57,7 +58,7 @@ from ..workers.final_ack_courier import FinalAckCourier, FinalAckTag
 from .accept import PeerPort
 from .aliases import check_aliases
 from .connection import ConnectionContext, PeerConnection
-from .final_acks import FinalAckArrivals
+from .final_acks import ConfirmationWatch, FinalAckArrivals
 from .identity import PeerIdentities
 from .incoming import Incoming
 from .link import Link
@@ -127,6 +128,8 @@ class Peering:
         self.connections = self.context.connections
         #: What we send: the outgoing queues and the links to their next hops.
         self.outgoing_queues = OutgoingQueues(self.parts, self.context)
+        #: Keeps the links up that our FinalAcks come back through.
+        self.confirmation_watch = ConfirmationWatch(store, self.outgoing_queues.queues)
         #: Sends our FinalAcks.
         self.final_acks = FinalAckCourier(store, committer, self._final_ack_paths, self.log)
         #: The peer port's handler.
@@ -155,6 +158,7 @@ class Peering:
             await nursery.start(self.outgoing_queues.run)
             nursery.start_soon(self.incoming.run)
             nursery.start_soon(self.final_acks.run)
+            nursery.start_soon(self.confirmation_watch.run)
             nursery.start_soon(trio.serve_listeners, self.port.serve, listeners)
             nursery.start_soon(check_aliases, self.context)
             task_status.started()

@@ -174,6 +174,10 @@ class OutgoingQueue:
             sent_before=self.sent_before_start_below,
         )
         self.paused = state.paused
+        #: Copies of messages sent through it await their FinalAcks (the store's
+        #: count, looked at a few times a second: ``final_acks.ConfirmationWatch``):
+        #: its link keeps a session up to carry them.
+        self.awaiting_confirmation = False
         self.payloads: dict[int, memoryview | bytes] = {}
         self.loaded_through = 0
         self.to_forget: list[int] = []
@@ -234,15 +238,20 @@ class OutgoingQueue:
         return 0 if record is None else record.depth
 
     def has_work(self) -> bool:
-        """Whether the next hop is needed: entries to send, or to see acknowledged."""
-        return not self.paused and (len(self.machine) > 0 or self.stored > 0)
+        """Whether the next hop is needed: entries to send, or to see acknowledged,
+        or FinalAcks to come back (a session carries them)."""
+        return not self.paused and (
+            len(self.machine) > 0 or self.stored > 0 or self.awaiting_confirmation
+        )
 
     def removable(self) -> bool:
         """Whether the queue may be removed now: nothing to send, see acknowledged,
-        forget or report, here or in the store, and neither paused nor being purged
+        forget or report, here or in the store, no FinalAck to come back through
+        it, and neither paused nor being purged
         (the store checks again as it removes it: ``storage.RemoveEmptyOutgoing``)."""
         return not (
             self.paused
+            or self.awaiting_confirmation
             or self.purging
             or len(self.machine)
             or self.payloads

@@ -1,6 +1,7 @@
-"""Settling the FinalAcks that arrive about our messages (``qmgr.server.peering.final_acks``),
-with the core's confirmations and the connection played by fakes: what is stored, and
-when the FinalAck counts in our SessionAck."""
+"""The source's side of confirmations (``qmgr.server.peering.final_acks``), with the
+core's confirmations, the store, the queues and the connection played by fakes: what
+settling an arriving FinalAck stores, when it counts in our SessionAck, and which
+outgoing queues the watch marks as awaiting FinalAcks."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from qmgr.core.outcomes import Outcomes
 from qmgr.protocol import Role
 from qmgr.server.committer import Committer
 from qmgr.server.peering.connection import PeerConnection
-from qmgr.server.peering.final_acks import FinalAckArrivals
+from qmgr.server.peering.final_acks import ConfirmationWatch, FinalAckArrivals
+from qmgr.server.peering.outgoing_queue import OutgoingQueue
 from qmgr.server.peering.parts import PeeringParts
 from qmgr.server.signals import QueueSignals
 
@@ -123,3 +125,61 @@ def test_a_repeat_stores_nothing_and_counts_after_the_writes_before_it(role: Rol
     assert connection.acknowledged == [None]
     assert settling.settled == 0
     assert notified == []
+
+
+# --------------------------------------------------------------------------- the watch
+
+
+@dataclass(eq=False)
+class FakeQueue:
+    """What the watch sets and calls on an outgoing queue."""
+
+    awaiting_confirmation: bool = False
+    wakes: int = 0
+
+    def wake(self) -> None:
+        self.wakes += 1
+
+
+@dataclass
+class FakeStore:
+    """The store's count of copies by destination, and its queue records."""
+
+    awaited: dict[str, int] = field(default_factory=dict)
+    ids: dict[str, int] = field(default_factory=dict)
+
+    def awaited_confirmations(self) -> dict[str, int]:
+        return dict(self.awaited)
+
+    def get_queue(self, name: str) -> Any:
+        queue_id = self.ids.get(name)
+        if queue_id is None:
+            return None
+        return storage.QueueRecord(
+            queue_id=queue_id,
+            name=name,
+            display_name=name,
+            kind=storage.QueueKind.OUTGOING,
+            transactional=False,
+            created_at=WALL,
+        )
+
+
+def test_the_watch_marks_the_queues_whose_copies_await_and_wakes_them_once() -> None:
+    store = FakeStore(ids={"to-b": 1, "to-c": 2, "gone": 3})
+    queues = {1: FakeQueue(), 2: FakeQueue()}
+    watch = ConfirmationWatch(cast(storage.Store, store), cast(dict[int, OutgoingQueue], queues))
+    watch.look()
+    assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(False, 0), (False, 0)]
+    # Copies await from b, from a queue the store no longer has, and from one
+    # this side does not hold (removed meanwhile): only b's queue is marked.
+    store.awaited = {"to-b": 2, "removed": 1, "gone": 1}
+    watch.look()
+    watch.look()
+    assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(True, 1), (False, 0)]
+    store.awaited = {"to-c": 1}
+    watch.look()
+    assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(False, 1), (True, 1)]
+    store.awaited = {}
+    watch.look()
+    assert [q.awaiting_confirmation for q in queues.values()] == [False, False]

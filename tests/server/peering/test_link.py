@@ -1,5 +1,5 @@
 """The link to a next hop (``qmgr.server.peering.link``): shared by its queues, idle when
-there is nothing to send."""
+there is nothing to send and no FinalAck to come back."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ import trio.testing
 from fault_stream import is_data
 from peer_kit import HOST, Network, wait_until
 
+import storage
+from qmgr.core.outcomes import JOURNAL_DEADLETTER
 from qmgr.server.peering.connection import PacketToSend
 from qmgr.server.peering.link import LinkQueues
 from qmgr.server.peering.outgoing_queue import OutgoingQueue
@@ -48,6 +50,34 @@ async def test_an_idle_session_closes_after_the_idle_timeout(
     await trio.sleep(400)
     assert (a.peering.outgoing, a.peering.links) == ({}, {})
     assert network.connections == [("qm-a", "qm-b")]
+
+
+async def test_a_link_keeps_a_session_while_copies_await_their_final_acks(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.idle_timeout=30.0", "peers.outgoing_cleanup_after=60")
+    # It asks for confirmation, with no time to be received: its copy waits
+    # at A until B's FinalAck, however long that takes.
+    await a.send(b.remote(QUEUE), [b"one"], journal=JOURNAL_DEADLETTER)
+    await deliver(a, b, [b"one"])
+    [message] = b.messages(QUEUE)
+    [queue_id] = [q.queue_id for q in a.store.list_queues() if q.kind is storage.QueueKind.OUTGOING]
+    # Each idle close (30 s) is followed by a new session (peers.retry_initial,
+    # 1 s, later), so that B always has one to send the FinalAck on; the queue
+    # is not removed although it has been empty for longer than the cleanup.
+    await trio.sleep(310)
+    assert 9 <= len(network.connections) <= 11
+    assert set(network.connections) == {("qm-a", "qm-b")}
+    assert a.link(b).last_error == ""
+    assert a.peering.outgoing[queue_id].awaiting_confirmation
+    # The copy settled (as a FinalAck settles it): the last session closes
+    # idle, no other opens, and the queue goes after the cleanup time.
+    settle = storage.Unit((storage.SettleConfirmation(message.ordinal, 0),))
+    assert (await a.committer.submit(settle)).error is None
+    await wait_until(lambda: a.link(b).state == "idle", step=1.0)
+    made = len(network.connections)
+    await wait_until(lambda: not a.peering.outgoing, step=1.0)
+    assert len(network.connections) == made
 
 
 async def test_a_peer_that_closes_an_idle_session_first_leaves_no_error(

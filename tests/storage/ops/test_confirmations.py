@@ -1,6 +1,7 @@
 """Copies awaiting confirmation and FinalAcks (``storage.ops.confirmations``):
 records read back as written, deadlines in the expiry index, settling exactly
-once, delivered marks, FinalAcks in key order, and corrupt records."""
+once, delivered marks, the count of copies by destination, FinalAcks in key
+order, and corrupt records."""
 
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ from storage import (
     UnitOutcome,
     confirmation_of_lookup,
 )
-from storage.keys import DB_CONFIRMATIONS, DB_EXPIRY, DB_FINAL_ACKS
+from storage.keys import DB_AWAITED, DB_CONFIRMATIONS, DB_EXPIRY, DB_FINAL_ACKS
 from storage.ops.confirmations import confirmation_key, final_ack_key
 
 DEST_A = "outgoing$;tcp:10.9.9.9:1801\\orders"
@@ -452,6 +453,67 @@ def test_a_failed_unit_records_no_final_ack(store: Store) -> None:
     assert store.final_acks() == [pending(QM_A, 2, b"w")]
 
 
+# --------------------------------------------------------------------------- counts by destination
+
+
+def test_copies_are_counted_by_destination_until_settled(store: Store) -> None:
+    assert store.awaited_confirmations() == {}
+    commit_ok(
+        store,
+        unit(add(copy(7, 0, destination=DEST_A)), add(copy(7, 1, destination=DEST_B))),
+        unit(add(copy(8, 0, destination=DEST_A, deadline=T + 30))),
+    )
+    assert store.awaited_confirmations() == {DEST_A: 2, DEST_B: 1}
+    # Delivered marks change no count: a delivered copy still awaits its FinalAck.
+    commit_ok(store, unit(MarkDelivered(((7, DEST_A),))))
+    assert store.awaited_confirmations() == {DEST_A: 2, DEST_B: 1}
+    commit_ok(store, unit(SettleConfirmation(7, 1)))
+    assert store.awaited_confirmations() == {DEST_A: 2}
+    commit_ok(store, unit(SettleConfirmation(7, 0)), unit(SettleConfirmation(8, 0)))
+    assert store.awaited_confirmations() == {}
+    store.close()
+    assert raw_items(store.path, DB_AWAITED) == []
+
+
+def test_a_failed_unit_counts_nothing_and_a_batch_counts_each_unit(store: Store) -> None:
+    q = create_queue(store, "q", quota=10)
+    outcomes = commit(
+        store,
+        unit(add(copy(7, destination=DEST_A)), append(q, b"x" * 11)),  # over quota
+        unit(add(copy(8, destination=DEST_A))),
+        unit(add(copy(9, destination=DEST_A)), SettleConfirmation(8, 0)),
+        unit(SettleConfirmation(8, 0)),  # already settled by the unit before
+    )
+    assert errors(outcomes) == [QuotaExceeded, None, None, ConfirmationMissing]
+    assert store.awaited_confirmations() == {DEST_A: 1}
+
+
+def test_a_copy_added_again_is_counted_once_under_its_last_destination(store: Store) -> None:
+    commit_ok(store, unit(add(copy(7, destination=DEST_A))))
+    commit_ok(store, unit(add(copy(7, destination=DEST_A))))
+    assert store.awaited_confirmations() == {DEST_A: 1}
+    commit_ok(store, unit(add(copy(7, destination=DEST_B))))
+    assert store.awaited_confirmations() == {DEST_B: 1}
+
+
+def test_the_count_database_holds_the_documented_records(store: Store) -> None:
+    commit_ok(store, unit(add(copy(7, 0, destination="dé")), add(copy(7, 1, destination="dé"))))
+    store.close()
+    assert raw_items(store.path, DB_AWAITED) == [("dé".encode(), (2).to_bytes(8, "big"))]
+
+
+def test_a_corrupt_count_raises_store_corrupt(store: Store, reopen: Reopener) -> None:
+    commit_ok(store, unit(add(copy(7, destination=DEST_A))))
+    store.close()
+    put_raw(store.path, DB_AWAITED, DEST_A.encode(), b"\x01")
+    store = reopen(store)
+    with pytest.raises(StoreCorrupt):
+        store.awaited_confirmations()
+    with pytest.raises(StoreCorrupt):
+        commit(store, unit(SettleConfirmation(7, 0)))
+    assert store.confirmation(7, 0) == copy(7, destination=DEST_A)
+
+
 # --------------------------------------------------------------------------- reopening
 
 
@@ -476,6 +538,7 @@ def test_everything_survives_reopening(store: Store, reopen: Reopener) -> None:
     assert due(store) == [(T + 30, 0, lookup_of(7, 0)), (T + 40, 0, lookup_of(7, 1))]
     assert store.final_acks() == [pending(QM_A, 3, b"fa3"), pending(QM_B, 4, b"fb4")]
     assert store.final_ack_count() == 2
+    assert store.awaited_confirmations() == {DEST_A: 2, DEST_B: 1}
     # Settling and forgetting work on what was read back, and stay done.
     commit_ok(store, unit(SettleConfirmation(7, 0)), unit(SettleConfirmation(8, 0)))
     commit_ok(store, unit(ForgetFinalAcks((final_ack_key(QM_A, 3),))))

@@ -1,5 +1,5 @@
 """Removing an empty outgoing queue (``storage.ops.retired``): refused while it
-holds entries, is paused or changed in the batch; the sequence it leaves is
+holds entries, is paused, awaits confirmations or changed in the batch; the sequence it leaves is
 taken over by the next outgoing queue of its name."""
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from store_kit import (
 )
 
 from storage import (
+    AddConfirmation,
+    Confirmation,
     CreateQueue,
     InvalidOperation,
     OutgoingState,
@@ -35,6 +37,7 @@ from storage import (
     QueueMissing,
     RemoveEmptyOutgoing,
     SetOutgoingPaused,
+    SettleConfirmation,
     Store,
     StoreCorrupt,
 )
@@ -92,6 +95,31 @@ def test_a_paused_outgoing_queue_is_not_removed_even_paused_in_the_same_batch(
     state = store.outgoing_state(queue_id)
     assert state is not None
     assert state.paused
+
+
+def test_an_outgoing_queue_whose_copies_await_confirmation_is_not_removed(store: Store) -> None:
+    queue_id = fill_outgoing(store, 1)
+    forget(store, queue_id, 1)
+    kept = Confirmation(
+        ordinal=9,
+        index=0,
+        delivered=True,
+        last_class=0,
+        deadline=None,
+        destination=ORDERS,
+        payload=b"message",
+    )
+    commit_ok(store, unit(AddConfirmation(kept)))
+    [outcome] = commit(store, unit(RemoveEmptyOutgoing(queue_id)))
+    assert isinstance(outcome.error, InvalidOperation)
+    assert "await confirmation" in str(outcome.error)
+    assert store.get_queue(ORDERS) is not None
+    # Settled in the same batch, before the removal: it goes.
+    [_, removed] = commit_ok(
+        store, unit(SettleConfirmation(9, 0)), unit(RemoveEmptyOutgoing(queue_id))
+    )
+    assert isinstance(removed.results[0], QueueDeleted)
+    assert store.get_queue(ORDERS) is None
 
 
 def test_an_outgoing_queue_with_entries_is_not_removed(store: Store) -> None:
