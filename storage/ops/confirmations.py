@@ -18,11 +18,13 @@ manager that sent it, both written by the same units as the events they record:
   :class:`ConfirmationMissing` if it is not there, so that of two settlements
   (a FinalAck and the deadline) exactly one unit applies;
   :class:`MarkDelivered` sets the flag of those that are there.
-  ``awaited_confirmations`` counts the copies of each destination (u64
-  under the destination's name), changed by the same two operations, so
-  that the layer above knows, with one short read, which destinations it
-  still expects FinalAcks from (it keeps their sessions up:
-  ``qmgr.server.peering.final_acks``) without reading a copy.
+  ``awaited_confirmations`` counts the copies *with a deadline* of each
+  destination (u64 under the destination's name), changed by the same two
+  operations, so that the layer above knows, with one short read and
+  without reading a copy, from which destinations a FinalAck must come back
+  before a deadline (it keeps their sessions up:
+  ``qmgr.server.peering.final_acks``). A copy without a deadline can wait
+  for the next session: no deadline can report it unconfirmed.
 * ``final_acks`` (at the destination): the FinalAcks to send, keyed by the
   source queue manager's GUID and the message's ordinal (a message has one
   final fate, so a repeated record replaces the same key). The value is the
@@ -133,7 +135,17 @@ def _encode(confirmation: Confirmation) -> bytes:
     return b"".join((head, name, confirmation.payload))
 
 
-def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
+class _Head(NamedTuple):
+    """A confirmation record but its payload, which starts at ``end``."""
+
+    flags: int
+    last_class: int
+    deadline: float | None
+    destination: str
+    end: int
+
+
+def _decode_head(key: bytes, data: bytes | memoryview) -> _Head:
     if len(data) < _RECORD.size or data[0] != _VERSION or len(key) != _KEY.size:
         msg = f"confirmation record of {len(data)} bytes is corrupt"
         raise StoreCorrupt(msg)
@@ -147,15 +159,21 @@ def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
     except UnicodeDecodeError as exc:
         msg = "confirmation record has a garbled destination"
         raise StoreCorrupt(msg) from exc
+    dated = deadline if flags & _DEADLINE_SET else None
+    return _Head(flags, last_class, dated, name, start + length)
+
+
+def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
+    head = _decode_head(key, data)
     ordinal, index = _KEY.unpack(key)
     return Confirmation(
         ordinal=ordinal,
         index=index,
-        delivered=bool(flags & _DELIVERED),
-        last_class=last_class,
-        deadline=deadline if flags & _DEADLINE_SET else None,
-        destination=name,
-        payload=bytes(data[start + length :]),
+        delivered=bool(head.flags & _DELIVERED),
+        last_class=head.last_class,
+        deadline=head.deadline,
+        destination=head.destination,
+        payload=bytes(data[head.end :]),
     )
 
 
@@ -189,19 +207,29 @@ def _awaited_key(destination: str) -> bytes:
 
 
 def _count(ctx: PlanContext, destination: str, change: int) -> None:
-    """Change the count of ``destination``'s copies by ``change`` (deleted at 0)."""
+    """Change the count of ``destination``'s copies with a deadline by ``change``
+    (deleted at 0)."""
     key = _awaited_key(destination)
     data = ctx.record(ctx.dbs.awaited, key)
     try:
         count = (0 if data is None else unpack_u64(data)) + change
-    except Exception as exc:
+    except struct.error as exc:
         msg = f"count of copies awaiting confirmation from {destination!r} is corrupt"
         raise StoreCorrupt(msg) from exc
     ctx.write_record(ctx.dbs.awaited, key, u64(count) if count > 0 else None)
 
 
+def _drop(ctx: PlanContext, key: bytes, confirmation: Confirmation) -> None:
+    """Undo what keeping ``confirmation`` under ``key`` wrote besides its record:
+    its deadline's index entry and its count."""
+    if confirmation.deadline is not None:
+        ctx.discard(ctx.dbs.expiry, _index_key(key, confirmation.deadline))
+        _count(ctx, confirmation.destination, -1)
+
+
 def awaits_confirmation(ctx: PlanContext, destination: str) -> bool:
-    """Whether copies await confirmation from ``destination``, as the batch sees it."""
+    """Whether copies with a deadline await confirmation from ``destination``, as
+    the batch sees it."""
     return ctx.record(ctx.dbs.awaited, _awaited_key(destination)) is not None
 
 
@@ -215,17 +243,18 @@ class AddConfirmation(Operation):
         confirmation = self.confirmation
         key = confirmation_key(confirmation.ordinal, confirmation.index)
         value = _encode(confirmation)
-        if confirmation.deadline is not None:
-            if not 0 < confirmation.deadline < float("inf"):
-                msg = f"confirmation deadline {confirmation.deadline} is invalid"
-                raise InvalidRecord(msg)
-            ctx.put(ctx.dbs.expiry, _index_key(key, confirmation.deadline), b"")
+        deadline = confirmation.deadline
+        if deadline is not None and not 0 < deadline < float("inf"):
+            msg = f"confirmation deadline {deadline} is invalid"
+            raise InvalidRecord(msg)
         old = ctx.record(ctx.dbs.confirmations, key)
         if old is not None:
-            # The same copy again (a prepared transaction's commit, retried): it
-            # replaces the one there, and the count follows the destination.
-            _count(ctx, _decode(key, old).destination, -1)
-        _count(ctx, confirmation.destination, 1)
+            # A copy kept under the same message id (ids wrap after 2**32
+            # messages): this one replaces it, its deadline and count with it.
+            _drop(ctx, key, _decode(key, old))
+        if deadline is not None:
+            ctx.put(ctx.dbs.expiry, _index_key(key, deadline), b"")
+            _count(ctx, confirmation.destination, 1)
         ctx.write_record(ctx.dbs.confirmations, key, value)
         return Done()
 
@@ -247,10 +276,7 @@ class SettleConfirmation(Removal):
         if data is None:
             msg = f"no copy {self.index} of message {self.ordinal} awaits confirmation"
             raise ConfirmationMissing(msg)
-        confirmation = _decode(key, data)
-        if confirmation.deadline is not None:
-            ctx.discard(ctx.dbs.expiry, _index_key(key, confirmation.deadline))
-        _count(ctx, confirmation.destination, -1)
+        _drop(ctx, key, _decode(key, data))
         ctx.write_record(ctx.dbs.confirmations, key, None)
         return Done()
 
@@ -297,30 +323,36 @@ def read_confirmations(env: Environment, catalog: Catalog, ordinal: int) -> list
 
 
 def read_awaited(env: Environment, catalog: Catalog) -> dict[str, int]:
-    """How many copies await confirmation from each destination that has any."""
+    """How many copies with a deadline await confirmation from each destination
+    that has any.
+
+    Raises:
+        StoreCorrupt: a count does not decode.
+    """
     with env.read("read_awaited") as txn, txn.cursor(db=catalog.dbs.awaited) as cursor:
         try:
             return {
                 bytes(key).decode(): unpack_u64(value)
                 for key, value in cursor.iternext(keys=True, values=True)
             }
-        except Exception as exc:
+        except (UnicodeDecodeError, struct.error) as exc:
             msg = "a count of copies awaiting confirmation is corrupt"
             raise StoreCorrupt(msg) from exc
 
 
 def count_awaited(txn: Txn, confirmations: lmdb._Database, awaited: lmdb._Database) -> None:
     """Rebuild ``awaited_confirmations`` from the copies in ``confirmations``
-    (the opening of a store of schema 9 or older: one read per copy).
+    (the opening of a store of schema 9 or older: one read of each copy's head).
 
     Raises:
         StoreCorrupt: a copy's record does not decode.
     """
     counts: dict[str, int] = {}
     with txn.cursor(db=confirmations) as cursor:
-        for key, data in cursor.iternext(keys=True, values=True):
-            destination = _decode(bytes(key), data).destination
-            counts[destination] = counts.get(destination, 0) + 1
+        for key in cursor.iternext(keys=True, values=False):
+            head = _decode_head(bytes(key), cursor.value())
+            if head.deadline is not None:
+                counts[head.destination] = counts.get(head.destination, 0) + 1
     txn.drop(awaited, delete=False)
     for destination, count in counts.items():
         txn.put(_awaited_key(destination), u64(count), db=awaited)

@@ -507,12 +507,15 @@ def test_a_schema_8_store_gets_the_retired_sequences(store: Store, reopen: Reope
 def test_a_schema_9_store_counts_its_copies_awaiting_confirmation(
     store: Store, reopen: Reopener
 ) -> None:
-    def kept(ordinal: int, index: int, destination: str) -> AddConfirmation:
+    def kept(ordinal: int, index: int, destination: str, deadline: float | None) -> AddConfirmation:
         return AddConfirmation(
-            Confirmation(ordinal, index, False, 0, None, destination, b"message")
+            Confirmation(ordinal, index, False, 0, deadline, destination, b"message")
         )
 
-    commit_ok(store, unit(kept(7, 0, "a"), kept(7, 1, "b"), kept(8, 0, "a")))
+    commit_ok(
+        store,
+        unit(kept(7, 0, "a", T), kept(7, 1, "b", T), kept(8, 0, "a", T), kept(9, 0, "b", None)),
+    )
     commit_ok(store, unit(SettleConfirmation(7, 1)))
     store.close()
     downgrade(store.path, 9, AWAITED_DBS)
@@ -521,6 +524,7 @@ def test_a_schema_9_store_counts_its_copies_awaiting_confirmation(
     assert [c.destination for c in store.confirmations(7)] == ["a"]
     commit_ok(store, unit(SettleConfirmation(7, 0)), unit(SettleConfirmation(8, 0)))
     assert store.awaited_confirmations() == {}
+    assert [c.destination for c in store.confirmations(9)] == ["b"]
     store.close()
     assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
     assert raw_items(store.path, DB_AWAITED) == []

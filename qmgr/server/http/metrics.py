@@ -88,6 +88,8 @@ class Readings:
     outgoing: list[tuple[int, cf.OutgoingInfo]]
     #: The store ids of the outgoing queues with a session open with their next hop.
     linked: frozenset[int]
+    #: Copies with a deadline awaiting confirmation, by outgoing queue id (none: absent).
+    awaiting: dict[int, int]
     #: Unix time of the reading.
     now: float
 
@@ -180,7 +182,10 @@ class QueueManagerCollector(Collector):
         thread: the store's reads and the core's state are its own)."""
         sources = self.sources
         store = sources.store
-        records = [q for q in store.queue_records() if q.kind is not QueueKind.OUTGOING]
+        every = store.queue_records()
+        records = [q for q in every if q.kind is not QueueKind.OUTGOING]
+        awaited = store.awaited_confirmations()
+        awaiting = {q.queue_id: awaited[q.name] for q in every if q.name in awaited}
         outgoing = sources.peering.outgoing_by_id()
         with_messages = [q.queue_id for q in records if q.depth]
         with_messages.extend(queue_id for queue_id, _ in outgoing)
@@ -190,6 +195,7 @@ class QueueManagerCollector(Collector):
             arrivals=store.oldest_arrivals(sorted(with_messages)),
             outgoing=outgoing,
             linked=sources.peering.linked_outgoing(),
+            awaiting=awaiting,
             now=sources.wall(),
         )
 
@@ -246,7 +252,9 @@ class QueueManagerCollector(Collector):
         ages: list[str] = []
         up: list[str] = []
         paused: list[str] = []
+        confirming: list[str] = []
         linked = readings.linked
+        awaiting = readings.awaiting
         for queue_id, info in readings.outgoing:
             key = (queue_id, info.next_hop)
             text = cached.get(key)
@@ -263,6 +271,9 @@ class QueueManagerCollector(Collector):
             ages.append(f"qmgr_outgoing_oldest_message_age_seconds{text} {age}\n")
             up.append(f"qmgr_peer_link_up{text} {link}\n")
             paused.append(f"qmgr_outgoing_paused{text} {int(info.state == 'paused')}\n")
+            confirming.append(
+                f"qmgr_outgoing_awaiting_confirmation{text} {awaiting.get(queue_id, 0)}\n"
+            )
         self._outgoing_labels = labels
         return [
             SeriesFamily(
@@ -295,6 +306,14 @@ class QueueManagerCollector(Collector):
                 "gauge",
                 "1 while the outgoing queue is paused (qmgr outgoing pause), else 0.",
                 "".join(paused),
+            ),
+            SeriesFamily(
+                "qmgr_outgoing_awaiting_confirmation",
+                "gauge",
+                "Copies of messages sent through the outgoing queue that await their "
+                "destination's confirmation (a FinalAck) before a deadline; the queue "
+                "keeps a session with its next hop while there are any.",
+                "".join(confirming),
             ),
         ]
 

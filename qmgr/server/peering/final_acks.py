@@ -21,15 +21,19 @@ and a session that carries nothing closes after ``peers.idle_timeout``: a
 message received at its destination after that would see its FinalAck wait
 for the next message either way, and its copy here reach its deadline
 unconfirmed. So while copies of messages sent through an outgoing queue
-await their FinalAcks, the :class:`ConfirmationWatch` keeps the queue's link
-wanting a session (``OutgoingQueue.awaiting_confirmation``, part of its
+await their FinalAcks before a deadline, the :class:`ConfirmationWatch` keeps
+the queue's link wanting a session (``OutgoingQueue.awaiting_confirmation``, part of its
 ``has_work``): the link connects, and after an idle close connects again
 (``peers.retry_initial`` later), so that the destination's courier always
 has a session to send on within a few seconds. The watch reads the store's
-count of copies by destination (``storage.Store.awaited_confirmations``: one
-entry per destination that has any) every :data:`WATCH_SECONDS`; the queue's
-removal when idle waits for the copies too (``storage.RemoveEmptyOutgoing``
-refuses). A route through a router keeps the session to the router up; the
+count of copies with a deadline by destination
+(``storage.Store.awaited_confirmations``: one entry per destination that has
+any) every :data:`WATCH_SECONDS`; the queue's removal when idle waits for the
+copies too (``storage.RemoveEmptyOutgoing`` refuses). The deadline bounds
+the wait: the expiry settles a copy whose FinalAck did not come, and the
+count with it. A copy without a deadline keeps no session: nothing can report
+it unconfirmed, and its FinalAck comes with the next session between the
+two. A route through a router keeps the session to the router up; the
 router's own session to the destination is kept only by its traffic
 (``docs/operations.md``).
 
@@ -42,6 +46,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+import structlog
 import trio
 
 import storage
@@ -106,12 +111,20 @@ class ConfirmationWatch:
     Args:
         store: the store, for its count of copies by destination.
         queues: every outgoing queue, by queue id (the live mapping).
+        log: where a count the store cannot read is reported.
     """
 
-    def __init__(self, store: storage.Store, queues: Mapping[int, OutgoingQueue]) -> None:
+    def __init__(
+        self,
+        store: storage.Store,
+        queues: Mapping[int, OutgoingQueue],
+        log: structlog.typing.FilteringBoundLogger,
+    ) -> None:
         self._store = store
         self._queues = queues
+        self._log = log
         self._marked: set[OutgoingQueue] = set()
+        self._failing = False
 
     def look(self) -> None:
         """Mark the queues whose copies await FinalAcks now (and wake their links),
@@ -131,7 +144,16 @@ class ConfirmationWatch:
         self._marked = marked
 
     async def run(self) -> None:
-        """Look every :data:`WATCH_SECONDS` until cancelled."""
+        """Look every :data:`WATCH_SECONDS` until cancelled. A store that cannot
+        say (a corrupt count) is logged once and leaves the marks as they were;
+        the next looks try again."""
         while True:
-            self.look()
+            try:
+                self.look()
+            except storage.StoreError as exc:
+                if not self._failing:
+                    self._log.error("confirmation_watch_failed", error=str(exc))
+                self._failing = True
+            else:
+                self._failing = False
             await trio.sleep(WATCH_SECONDS)

@@ -129,7 +129,7 @@ class Peering:
         #: What we send: the outgoing queues and the links to their next hops.
         self.outgoing_queues = OutgoingQueues(self.parts, self.context)
         #: Keeps the links up that our FinalAcks come back through.
-        self.confirmation_watch = ConfirmationWatch(store, self.outgoing_queues.queues)
+        self.confirmation_watch = ConfirmationWatch(store, self.outgoing_queues.queues, self.log)
         #: Sends our FinalAcks.
         self.final_acks = FinalAckCourier(store, committer, self._final_ack_paths, self.log)
         #: The peer port's handler.

@@ -174,9 +174,9 @@ class OutgoingQueue:
             sent_before=self.sent_before_start_below,
         )
         self.paused = state.paused
-        #: Copies of messages sent through it await their FinalAcks (the store's
-        #: count, looked at a few times a second: ``final_acks.ConfirmationWatch``):
-        #: its link keeps a session up to carry them.
+        #: Copies of messages sent through it await their FinalAcks before a
+        #: deadline (the store's count, looked at every second:
+        #: ``final_acks.ConfirmationWatch``): its link keeps a session up for them.
         self.awaiting_confirmation = False
         self.payloads: dict[int, memoryview | bytes] = {}
         self.loaded_through = 0

@@ -192,6 +192,29 @@ def test_a_paused_queue_says_so_and_its_link_is_its_session_s(
     assert list(scrape(QueueManagerCollector(running))["qmgr_outgoing_paused"].values()) == [0]
 
 
+def test_copies_awaiting_confirmation_are_counted_on_their_outgoing_queue(
+    store: storage.Store, tmp_path: Path
+) -> None:
+    name = "outgoing$;tcp:10.0.0.5:1801\\orders"
+    [outcome] = store.commit(
+        [storage.Unit((storage.AppendOutgoing(name, "orders", b"held", 4),))], now=0.0
+    )
+    assert outcome.error is None
+    [queue_id] = [q.queue_id for q in store.list_queues() if q.name == name]
+
+    def kept(ordinal: int, deadline: float | None) -> storage.Unit:
+        copy = storage.Confirmation(ordinal, 0, True, 0, deadline, name, b"message")
+        return storage.Unit((storage.AddConfirmation(copy),))
+
+    sources = sources_of(store, tmp_path, outgoing=[(queue_id, outgoing_info("connected", 0, 0))])
+    found = scrape(QueueManagerCollector(sources))
+    assert list(found["qmgr_outgoing_awaiting_confirmation"].values()) == [0]
+    # Copies with a deadline count; one without (nothing can time it out) does not.
+    store.commit([kept(7, 2e9), kept(8, 2e9), kept(9, None)], now=0.0)
+    found = scrape(QueueManagerCollector(sources))
+    assert list(found["qmgr_outgoing_awaiting_confirmation"].values()) == [2]
+
+
 def test_a_queue_with_a_limit_reports_it(tmp_path: Path) -> None:
     limited = storage.Store(
         tmp_path / "limited", initial_map_size=1 << 20, max_map_size=8 << 20, durable=False

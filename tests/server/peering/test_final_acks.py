@@ -12,6 +12,9 @@ from typing import Any, cast
 
 import pytest
 import structlog
+import structlog.testing
+import trio
+import trio.testing
 
 import storage
 import wire
@@ -22,7 +25,7 @@ from qmgr.core.outcomes import Outcomes
 from qmgr.protocol import Role
 from qmgr.server.committer import Committer
 from qmgr.server.peering.connection import PeerConnection
-from qmgr.server.peering.final_acks import ConfirmationWatch, FinalAckArrivals
+from qmgr.server.peering.final_acks import WATCH_SECONDS, ConfirmationWatch, FinalAckArrivals
 from qmgr.server.peering.outgoing_queue import OutgoingQueue
 from qmgr.server.peering.parts import PeeringParts
 from qmgr.server.signals import QueueSignals
@@ -147,8 +150,11 @@ class FakeStore:
 
     awaited: dict[str, int] = field(default_factory=dict)
     ids: dict[str, int] = field(default_factory=dict)
+    corrupt: bool = False
 
     def awaited_confirmations(self) -> dict[str, int]:
+        if self.corrupt:
+            raise storage.StoreCorrupt("a count of copies awaiting confirmation is corrupt")
         return dict(self.awaited)
 
     def get_queue(self, name: str) -> Any:
@@ -168,7 +174,9 @@ class FakeStore:
 def test_the_watch_marks_the_queues_whose_copies_await_and_wakes_them_once() -> None:
     store = FakeStore(ids={"to-b": 1, "to-c": 2, "gone": 3})
     queues = {1: FakeQueue(), 2: FakeQueue()}
-    watch = ConfirmationWatch(cast(storage.Store, store), cast(dict[int, OutgoingQueue], queues))
+    watch = ConfirmationWatch(
+        cast(storage.Store, store), cast(dict[int, OutgoingQueue], queues), structlog.get_logger()
+    )
     watch.look()
     assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(False, 0), (False, 0)]
     # Copies await from b, from a queue the store no longer has, and from one
@@ -183,3 +191,32 @@ def test_the_watch_marks_the_queues_whose_copies_await_and_wakes_them_once() -> 
     store.awaited = {}
     watch.look()
     assert [q.awaiting_confirmation for q in queues.values()] == [False, False]
+
+
+async def test_a_count_the_store_cannot_read_is_logged_once_and_the_watch_goes_on(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    store = FakeStore(awaited={"to-b": 1}, ids={"to-b": 1})
+    queue = FakeQueue()
+    with structlog.testing.capture_logs() as logged:
+        watch = ConfirmationWatch(
+            cast(storage.Store, store),
+            cast(dict[int, OutgoingQueue], {1: queue}),
+            structlog.get_logger(),
+        )
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch.run)
+            await trio.sleep(WATCH_SECONDS / 2)
+            assert queue.awaiting_confirmation
+            store.corrupt = True
+            await trio.sleep(WATCH_SECONDS * 5)
+            # The marks stay as they were while the store cannot say.
+            assert queue.awaiting_confirmation
+            store.corrupt, store.awaited = False, {}
+            await trio.sleep(WATCH_SECONDS)
+            assert not queue.awaiting_confirmation
+            nursery.cancel_scope.cancel()
+    failures = [e for e in logged if e["event"] == "confirmation_watch_failed"]
+    assert [(e["log_level"], e["error"]) for e in failures] == [
+        ("error", "a count of copies awaiting confirmation is corrupt")
+    ]

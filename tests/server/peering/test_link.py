@@ -56,9 +56,10 @@ async def test_a_link_keeps_a_session_while_copies_await_their_final_acks(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     a, b = await start_pair(network, "peers.idle_timeout=30.0", "peers.outgoing_cleanup_after=60")
-    # It asks for confirmation, with no time to be received: its copy waits
-    # at A until B's FinalAck, however long that takes.
-    await a.send(b.remote(QUEUE), [b"one"], journal=JOURNAL_DEADLETTER)
+    # It asks for confirmation, to be received within an hour: its copy waits at
+    # A until B's FinalAck, or until the deadline (3,600 + 3,600 s) reports it
+    # unconfirmed.
+    await a.send(b.remote(QUEUE), [b"one"], journal=JOURNAL_DEADLETTER, time_to_be_received=3600)
     await deliver(a, b, [b"one"])
     [message] = b.messages(QUEUE)
     [queue_id] = [q.queue_id for q in a.store.list_queues() if q.kind is storage.QueueKind.OUTGOING]
@@ -78,6 +79,21 @@ async def test_a_link_keeps_a_session_while_copies_await_their_final_acks(
     made = len(network.connections)
     await wait_until(lambda: not a.peering.outgoing, step=1.0)
     assert len(network.connections) == made
+
+
+async def test_a_copy_without_a_deadline_keeps_no_session(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network, "peers.idle_timeout=30.0")
+    # No time to be received: nothing can report it unconfirmed, so its
+    # FinalAck may wait for the next session.
+    await a.send(b.remote(QUEUE), [b"one"], journal=JOURNAL_DEADLETTER)
+    await deliver(a, b, [b"one"])
+    [message] = b.messages(QUEUE)
+    assert [c.deadline for c in a.store.confirmations(message.ordinal)] == [None]
+    await trio.sleep(300)
+    assert network.connections == [("qm-a", "qm-b")]
+    assert a.link(b).state == "idle"
 
 
 async def test_a_peer_that_closes_an_idle_session_first_leaves_no_error(

@@ -456,18 +456,25 @@ def test_a_failed_unit_records_no_final_ack(store: Store) -> None:
 # --------------------------------------------------------------------------- counts by destination
 
 
-def test_copies_are_counted_by_destination_until_settled(store: Store) -> None:
+def dated(ordinal: int, index: int = 0, destination: str = DEST_A) -> AddConfirmation:
+    """A copy with a deadline (the ones counted)."""
+    return add(copy(ordinal, index, deadline=T + 30, destination=destination))
+
+
+def test_copies_with_a_deadline_are_counted_by_destination_until_settled(store: Store) -> None:
     assert store.awaited_confirmations() == {}
     commit_ok(
         store,
-        unit(add(copy(7, 0, destination=DEST_A)), add(copy(7, 1, destination=DEST_B))),
-        unit(add(copy(8, 0, destination=DEST_A, deadline=T + 30))),
+        unit(dated(7, 0, DEST_A), dated(7, 1, DEST_B)),
+        unit(dated(8, 0, DEST_A)),
+        # Without a deadline: nothing can report it unconfirmed, it is not counted.
+        unit(add(copy(9, destination=DEST_B))),
     )
     assert store.awaited_confirmations() == {DEST_A: 2, DEST_B: 1}
     # Delivered marks change no count: a delivered copy still awaits its FinalAck.
     commit_ok(store, unit(MarkDelivered(((7, DEST_A),))))
     assert store.awaited_confirmations() == {DEST_A: 2, DEST_B: 1}
-    commit_ok(store, unit(SettleConfirmation(7, 1)))
+    commit_ok(store, unit(SettleConfirmation(7, 1)), unit(SettleConfirmation(9, 0)))
     assert store.awaited_confirmations() == {DEST_A: 2}
     commit_ok(store, unit(SettleConfirmation(7, 0)), unit(SettleConfirmation(8, 0)))
     assert store.awaited_confirmations() == {}
@@ -479,31 +486,36 @@ def test_a_failed_unit_counts_nothing_and_a_batch_counts_each_unit(store: Store)
     q = create_queue(store, "q", quota=10)
     outcomes = commit(
         store,
-        unit(add(copy(7, destination=DEST_A)), append(q, b"x" * 11)),  # over quota
-        unit(add(copy(8, destination=DEST_A))),
-        unit(add(copy(9, destination=DEST_A)), SettleConfirmation(8, 0)),
+        unit(dated(7), append(q, b"x" * 11)),  # over quota
+        unit(dated(8)),
+        unit(dated(9), SettleConfirmation(8, 0)),
         unit(SettleConfirmation(8, 0)),  # already settled by the unit before
     )
     assert errors(outcomes) == [QuotaExceeded, None, None, ConfirmationMissing]
     assert store.awaited_confirmations() == {DEST_A: 1}
 
 
-def test_a_copy_added_again_is_counted_once_under_its_last_destination(store: Store) -> None:
-    commit_ok(store, unit(add(copy(7, destination=DEST_A))))
-    commit_ok(store, unit(add(copy(7, destination=DEST_A))))
+def test_a_copy_kept_again_replaces_the_first_with_its_deadline_and_count(store: Store) -> None:
+    commit_ok(store, unit(dated(7, destination=DEST_A)))
+    commit_ok(store, unit(dated(7, destination=DEST_A)))
     assert store.awaited_confirmations() == {DEST_A: 1}
-    commit_ok(store, unit(add(copy(7, destination=DEST_B))))
+    commit_ok(store, unit(add(copy(7, deadline=T + 50, destination=DEST_B))))
     assert store.awaited_confirmations() == {DEST_B: 1}
+    assert due(store) == [(T + 50, 0, lookup_of(7, 0))]
+    commit_ok(store, unit(add(copy(7, destination=DEST_B))))
+    assert (store.awaited_confirmations(), due(store)) == ({}, [])
+    commit_ok(store, unit(SettleConfirmation(7, 0)))
+    assert (store.confirmations(7), store.awaited_confirmations(), due(store)) == ([], {}, [])
 
 
 def test_the_count_database_holds_the_documented_records(store: Store) -> None:
-    commit_ok(store, unit(add(copy(7, 0, destination="dé")), add(copy(7, 1, destination="dé"))))
+    commit_ok(store, unit(dated(7, 0, "dé"), dated(7, 1, "dé")))
     store.close()
     assert raw_items(store.path, DB_AWAITED) == [("dé".encode(), (2).to_bytes(8, "big"))]
 
 
 def test_a_corrupt_count_raises_store_corrupt(store: Store, reopen: Reopener) -> None:
-    commit_ok(store, unit(add(copy(7, destination=DEST_A))))
+    commit_ok(store, unit(dated(7)))
     store.close()
     put_raw(store.path, DB_AWAITED, DEST_A.encode(), b"\x01")
     store = reopen(store)
@@ -511,7 +523,7 @@ def test_a_corrupt_count_raises_store_corrupt(store: Store, reopen: Reopener) ->
         store.awaited_confirmations()
     with pytest.raises(StoreCorrupt):
         commit(store, unit(SettleConfirmation(7, 0)))
-    assert store.confirmation(7, 0) == copy(7, destination=DEST_A)
+    assert store.confirmation(7, 0) == copy(7, deadline=T + 30)
 
 
 # --------------------------------------------------------------------------- reopening
@@ -538,7 +550,7 @@ def test_everything_survives_reopening(store: Store, reopen: Reopener) -> None:
     assert due(store) == [(T + 30, 0, lookup_of(7, 0)), (T + 40, 0, lookup_of(7, 1))]
     assert store.final_acks() == [pending(QM_A, 3, b"fa3"), pending(QM_B, 4, b"fb4")]
     assert store.final_ack_count() == 2
-    assert store.awaited_confirmations() == {DEST_A: 2, DEST_B: 1}
+    assert store.awaited_confirmations() == {DEST_A: 1, DEST_B: 1}
     # Settling and forgetting work on what was read back, and stay done.
     commit_ok(store, unit(SettleConfirmation(7, 0)), unit(SettleConfirmation(8, 0)))
     commit_ok(store, unit(ForgetFinalAcks((final_ack_key(QM_A, 3),))))

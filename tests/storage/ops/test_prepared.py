@@ -334,11 +334,13 @@ def test_kept_copies_are_added_by_the_commit_and_dropped_by_the_abort(store: Sto
     run(store, PrepareTransaction("c", sends, (), created_at=NOW, copies=copies))
     run(store, PrepareTransaction("a", sends, (), created_at=NOW, copies=(kept_copy(8),)))
     assert store.confirmations(7) == []  # not before the commit
+    assert store.awaited_confirmations() == {}
     [listed, _] = store.prepared_transactions()
     assert (listed.xid, listed.sends, listed.send_bytes) == ("a", 1, 3)  # copies are not sends
     run(store, resolve("c"), resolve("a", commit=False))
     assert store.confirmations(7) == [copy.confirmation for copy in copies]
     assert store.confirmations(8) == []
+    assert store.awaited_confirmations() == {ORDERS: 2}  # the commit's, not the abort's
     # The same batch: the copies come from the prepare's scratch state.
     commit_ok(
         store,
@@ -346,6 +348,7 @@ def test_kept_copies_are_added_by_the_commit_and_dropped_by_the_abort(store: Sto
         unit(resolve("s")),
     )
     assert store.confirmations(9) == [kept_copy(9).confirmation]
+    assert store.awaited_confirmations() == {ORDERS: 3}
     store.close()
     with raw_lmdb(store.path) as env:
         for name in (DB_PREPARED, DB_PREPARED_COPIES):

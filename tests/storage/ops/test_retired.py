@@ -105,7 +105,7 @@ def test_an_outgoing_queue_whose_copies_await_confirmation_is_not_removed(store:
         index=0,
         delivered=True,
         last_class=0,
-        deadline=None,
+        deadline=1_800_000_000.0,
         destination=ORDERS,
         payload=b"message",
     )
