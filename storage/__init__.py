@@ -113,6 +113,9 @@ from .ops.queues import PurgeQueue as PurgeQueue
 from .ops.queues import QueueCreated as QueueCreated
 from .ops.queues import QueueDeleted as QueueDeleted
 from .ops.queues import QueuePurged as QueuePurged
+from .ops.restore import ORDINAL_JUMP as ORDINAL_JUMP
+from .ops.restore import RenewAfterRestore as RenewAfterRestore
+from .ops.restore import Renewed as Renewed
 from .ops.retired import RemoveEmptyOutgoing as RemoveEmptyOutgoing
 from .ops.subqueues import POISON_SUFFIX as POISON_SUFFIX
 from .ops.subqueues import RETRY_SUFFIX as RETRY_SUFFIX

@@ -399,11 +399,15 @@ class PlanContext(Overlay):
 
     # ------------------------------------------------------------------ meta
 
-    def reserve_ordinals(self, limit: int) -> None:
-        """Raise the stored message-id ordinal limit to ``limit``."""
+    def ordinal_limit(self) -> int:
+        """The stored message-id ordinal limit, as the batch sees it."""
         current = self._meta.get(META_ORDINAL_LIMIT, self._catalog.ordinal_limit)
         assert isinstance(current, int)
-        if limit > current:
+        return current
+
+    def reserve_ordinals(self, limit: int) -> None:
+        """Raise the stored message-id ordinal limit to ``limit``."""
+        if limit > self.ordinal_limit():
             self.change(self._meta, META_ORDINAL_LIMIT, limit)
 
     def record(self, db: lmdb._Database, key: bytes) -> bytes | None:

@@ -124,6 +124,17 @@ class PeeringState:
         assert state is None or isinstance(state, OutgoingState)
         return state
 
+    def outgoing_ids(self) -> list[int]:
+        """The ids of every OUTGOING queue with a sequence state, as the batch sees
+        them, in order."""
+        ids = set(self._committed)
+        for queue_id, state in self._outgoing.items():
+            if state is None:
+                ids.discard(queue_id)
+            else:
+                ids.add(queue_id)
+        return sorted(ids)
+
     def set_outgoing_state(self, state: OutgoingState) -> None:
         """Give an OUTGOING queue its sequence state (written at the end of the batch).
 

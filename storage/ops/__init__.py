@@ -9,8 +9,8 @@ downwards:
 
 ``messages`` -> ``subqueues`` -> ``queues``; ``peering`` -> ``messages``;
 ``poison`` -> ``subqueues``; ``prepared`` -> ``messages``, ``peering``,
-``outcomes``; ``meta``, ``outcomes``, ``expiry``, ``confirmations`` and
-``lists`` import no other concern.
+``outcomes``; ``restore`` -> ``peering``; ``meta``, ``outcomes``, ``expiry``,
+``confirmations`` and ``lists`` import no other concern.
 
 Import the operations from :mod:`storage`, not from here.
 """

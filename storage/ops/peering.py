@@ -29,7 +29,11 @@ The receiver's half is one :class:`IncomingState` per stream (source queue
 manager, sequence timestamp, destination queue key), written by :class:`RecordIncoming` in the
 unit that stores the accepted messages and read back whole at start-up
 (:func:`read_incoming`: bounded by the number of streams, never by the
-number of messages). The sequence timestamp (the high 32 bits of the
+number of messages). A state may be flagged *resync*
+(:attr:`IncomingState.resync`, record format 2): the store it is in was
+restored from a backup (``ops.restore``), so the stream's next message is
+taken whatever it says came before it; states are otherwise written in
+format 1. The sequence timestamp (the high 32 bits of the
 state's ``sequence_id``, :attr:`IncomingState.sequence_timestamp`) is part of
 the key because a source keeps one sequence per outgoing queue, and two of
 its outgoing queues may reach the same queue here under two names: each is
@@ -109,6 +113,7 @@ from .retired import take_retired
 
 __all__ = [
     "INCOMING_FORMAT_VERSION",
+    "INCOMING_RESYNC_VERSION",
     "AppendOutgoing",
     "ForgetOutgoing",
     "Forgotten",
@@ -124,7 +129,11 @@ __all__ = [
 ]
 
 INCOMING_FORMAT_VERSION: Final = 1
+#: The format of a state flagged for a resync (format 1 and a flags byte).
+INCOMING_RESYNC_VERSION: Final = 2
 _INCOMING = struct.Struct(">BQIId")
+_INCOMING_FLAGGED = struct.Struct(">BQIIdB")
+_I_RESYNC: Final = 0x01
 #: A queue record keeps the display name's length in a u16.
 _MAX_DISPLAY_NAME: Final = 0xFFFF
 
@@ -145,6 +154,9 @@ class IncomingState:
     reject_count: int
     #: Unix seconds.
     last_access: float
+    #: The store was restored from a backup since the stream's last message: the
+    #: next one is taken whatever number it says came before it.
+    resync: bool = False
 
     @property
     def sequence_timestamp(self) -> int:
@@ -158,22 +170,25 @@ _INCOMING_SCRATCH: Final = "incoming"
 
 
 def encode_incoming(
-    sequence_id: int, last_number: int, reject_count: int, last_access: float
+    sequence_id: int,
+    last_number: int,
+    reject_count: int,
+    last_access: float,
+    *,
+    resync: bool = False,
 ) -> bytes:
-    """Encode an incoming state's value (its source and queue key are the key).
+    """Encode an incoming state's value (its source and queue key are the key):
+    format 1, or 2 when flagged for a resync.
 
     Raises:
         InvalidRecord: a field does not fit its width.
     """
-    return pack(
-        _INCOMING,
-        "incoming state field",
-        INCOMING_FORMAT_VERSION,
-        sequence_id,
-        last_number,
-        reject_count,
-        last_access,
-    )
+    fields = (sequence_id, last_number, reject_count, last_access)
+    if resync:
+        return pack(
+            _INCOMING_FLAGGED, "incoming state field", INCOMING_RESYNC_VERSION, *fields, _I_RESYNC
+        )
+    return pack(_INCOMING, "incoming state field", INCOMING_FORMAT_VERSION, *fields)
 
 
 def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) -> IncomingState:
@@ -183,11 +198,25 @@ def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) 
     Raises:
         StoreCorrupt: the bytes are not an incoming state.
     """
-    if len(data) != _INCOMING.size or data[0] != INCOMING_FORMAT_VERSION:
+    if len(data) == _INCOMING.size and data[0] == INCOMING_FORMAT_VERSION:
+        _, sequence_id, last_number, reject_count, last_access = _INCOMING.unpack(data)
+        flags = 0
+    elif len(data) == _INCOMING_FLAGGED.size and data[0] == INCOMING_RESYNC_VERSION:
+        _, sequence_id, last_number, reject_count, last_access, flags = _INCOMING_FLAGGED.unpack(
+            data
+        )
+    else:
         msg = f"incoming state of {queue_key!r} is corrupt ({len(data)} bytes)"
         raise StoreCorrupt(msg)
-    _, sequence_id, last_number, reject_count, last_access = _INCOMING.unpack(data)
-    return IncomingState(source_qm, queue_key, sequence_id, last_number, reject_count, last_access)
+    return IncomingState(
+        source_qm,
+        queue_key,
+        sequence_id,
+        last_number,
+        reject_count,
+        last_access,
+        resync=bool(flags & _I_RESYNC),
+    )
 
 
 def read_incoming(env: Environment, catalog: Catalog) -> list[IncomingState]:
@@ -471,7 +500,11 @@ class RecordIncoming(IncomingState, Operation):
     def plan(self, ctx: PlanContext) -> Result:
         key = incoming_key(self.source_qm, self.sequence_timestamp, self.queue_key)
         value = encode_incoming(
-            self.sequence_id, self.last_number, self.reject_count, self.last_access
+            self.sequence_id,
+            self.last_number,
+            self.reject_count,
+            self.last_access,
+            resync=self.resync,
         )
         if self.follows is not None:
             seen = ctx.scratch((_INCOMING_SCRATCH, key))

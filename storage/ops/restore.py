@@ -1,0 +1,120 @@
+"""A store restored from a backup: what it changes before its first start.
+
+Theory of operation
+-------------------
+A copy of a store is the same queue manager: its GUID, its message ids and
+the sequences of its outgoing queues. A backup put back in place of the
+original after the original went on working (a lost disk) is behind what
+its peers know of it, in both directions:
+
+* **as a sender**, it would number its next transactional messages to a
+  destination from where the backup stood, numbers the destination already
+  took from the original: they would be taken for those and dropped, or
+  refused for good. :class:`RenewAfterRestore` gives every outgoing queue a
+  new sequence timestamp (the stamp counter's next, as for a new queue), so
+  that each goes on as a new stream the destination has never seen, from
+  the first entry the backup holds; it drops the kept sequences of removed
+  queues (``retired_sequences``) so that a queue created again starts a new
+  stream too; and it moves the message-id ordinal limit half the ordinal
+  space on (2**31), past any id the original can have given since, so that
+  no new message id is one a peer still remembers;
+* **as a receiver**, each incoming stream stands where the backup stood,
+  behind what the original took and acknowledged (its senders have
+  forgotten those messages): the stream's next message would say it follows
+  a number this store never saw, and be refused for good. The operation
+  flags every incoming state *resync* (``ops.peering``): the layer above
+  takes the stream's next message whatever it says came before it, once.
+
+What cannot be had back is said in ``docs/operations.md``: the messages the
+original received after the backup are lost with it, and what the backup
+still holds to send may have been delivered by the original already (it
+goes again, under the new stream). The operation is meant to run once, on
+the restored store, before the queue manager starts; run again, it only
+starts new streams once more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Final
+
+from ..context import PlanContext
+from ..errors import StoreCorrupt
+from ..keys import split_incoming_key
+from ..units import Operation, Result
+from .peering import decode_incoming, encode_incoming
+
+__all__ = ["ORDINAL_JUMP", "RenewAfterRestore", "Renewed"]
+
+#: How far the message-id ordinal limit moves on: half the 32-bit ordinal space.
+ORDINAL_JUMP: Final = 1 << 31
+
+
+@dataclass(frozen=True, slots=True)
+class Renewed(Result):
+    """What :class:`RenewAfterRestore` changed."""
+
+    #: Outgoing queues given a new sequence timestamp.
+    outgoing: int
+    #: Kept sequences of removed outgoing queues dropped.
+    retired: int
+    #: Incoming streams flagged for a resync.
+    streams: int
+    #: The message-id ordinal limit from now on.
+    ordinal_limit: int
+
+
+@dataclass(frozen=True, slots=True)
+class RenewAfterRestore(Operation):
+    """Prepare a store restored from a backup for its first start (see the
+    module docstring). It reads the committed ``retired_sequences`` and
+    ``incoming``: run it in a batch of its own.
+
+    Raises (when planned):
+        InvalidRecord: sequence timestamps are exhausted.
+        StoreCorrupt: an incoming state or its key does not decode.
+    """
+
+    #: Unix time: the new sequence timestamps are at least ``int(now)``.
+    now: float
+
+    def plan(self, ctx: PlanContext) -> Result:
+        peering = ctx.peering
+        # A first stamp nobody gets: the counter moves to the wall clock at least,
+        # past what the original can have given queues created since the backup
+        # (it gives ``max(int(now), last + 1)``), queues here or not.
+        peering.next_sequence_stamp(self.now)
+        renewed = 0
+        for queue_id in peering.outgoing_ids():
+            state = peering.outgoing_state(queue_id)
+            assert state is not None
+            stamp = peering.next_sequence_stamp(self.now)
+            peering.set_outgoing_state(dataclasses.replace(state, sequence_timestamp=stamp))
+            renewed += 1
+        with ctx.txn.cursor(db=ctx.dbs.retired) as cursor:
+            retired = [bytes(key) for key in cursor.iternext(keys=True, values=False)]
+        for key in retired:
+            ctx.write_record(ctx.dbs.retired, key, None)
+        with ctx.txn.cursor(db=ctx.dbs.incoming) as cursor:
+            incoming = [
+                (bytes(key), bytes(value)) for key, value in cursor.iternext(keys=True, values=True)
+            ]
+        for key, value in incoming:
+            try:
+                source_qm, _, queue_key = split_incoming_key(key)
+            except ValueError as exc:
+                msg = f"incoming state key {key.hex()} is corrupt"
+                raise StoreCorrupt(msg) from exc
+            stream = decode_incoming(source_qm, queue_key, value)
+            flagged = encode_incoming(
+                stream.sequence_id,
+                stream.last_number,
+                stream.reject_count,
+                stream.last_access,
+                resync=True,
+            )
+            ctx.put(ctx.dbs.incoming, key, flagged)
+        limit = ctx.ordinal_limit() + ORDINAL_JUMP
+        ctx.reserve_ordinals(limit)
+        return Renewed(renewed, len(retired), len(incoming), limit)

@@ -1,0 +1,161 @@
+"""A store restored from a backup (``storage.ops.restore``): every outgoing queue
+goes on as a new stream, kept sequences of removed queues are dropped, every
+incoming stream is flagged for a resync, and message ids move half the
+ordinal space on."""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+
+import pytest
+from store_kit import (
+    NOW,
+    ORDERS,
+    SOURCE_A,
+    SOURCE_B,
+    Reopener,
+    commit,
+    commit_ok,
+    fill_outgoing,
+    forget,
+    lookups,
+    put_raw,
+    raw_items,
+    send_outgoing,
+    unit,
+)
+
+from storage import (
+    ORDINAL_JUMP,
+    IncomingState,
+    RecordIncoming,
+    RemoveEmptyOutgoing,
+    RenewAfterRestore,
+    Renewed,
+    ReserveOrdinals,
+    SetOutgoingPaused,
+    Store,
+    StoreCorrupt,
+)
+from storage.keys import DB_INCOMING, incoming_key
+from storage.ops.peering import INCOMING_FORMAT_VERSION, INCOMING_RESYNC_VERSION
+
+LATER = NOW + 3600.0
+
+
+def renew(store: Store, now: float = LATER) -> Renewed:
+    [outcome] = commit_ok(store, unit(RenewAfterRestore(now)))
+    [result] = outcome.results
+    assert isinstance(result, Renewed)
+    return result
+
+
+def test_outgoing_queues_go_on_as_new_streams_with_what_they_hold(
+    store: Store, reopen: Reopener
+) -> None:
+    orders = fill_outgoing(store, 3)
+    other = fill_outgoing(store, 1, "outgoing$;other")
+    forget(store, orders, 1)
+    commit_ok(store, unit(SetOutgoingPaused(other, True)))
+    before = store.outgoing_states()
+    result = renew(store)
+    assert (result.outgoing, result.retired, result.streams) == (2, 0, 0)
+    after = store.outgoing_states()
+    # A new timestamp each, past any given before and past the wall clock's
+    # second (which no queue takes); the ordinal, the numbering base and a
+    # pause are kept.
+    assert [after[q].sequence_timestamp for q in (orders, other)] == [
+        int(LATER) + 1,
+        int(LATER) + 2,
+    ]
+    for queue_id in (orders, other):
+        assert dataclasses.replace(after[queue_id], sequence_timestamp=0) == dataclasses.replace(
+            before[queue_id], sequence_timestamp=0
+        )
+    assert lookups(store, orders) == [2, 3]
+    store = reopen(store)
+    assert store.outgoing_states() == after
+    # A queue created afterwards takes the next timestamp, as ever.
+    new = fill_outgoing(store, 1, "outgoing$;new")
+    assert store.outgoing_state(new).sequence_timestamp == int(LATER) + 3  # type: ignore[union-attr]
+
+
+def test_a_queue_created_again_after_a_restore_does_not_take_its_old_sequence(
+    store: Store,
+) -> None:
+    queue_id = fill_outgoing(store, 1)
+    forget(store, queue_id, 1)
+    commit_ok(store, unit(RemoveEmptyOutgoing(queue_id)))
+    assert renew(store).retired == 1
+    [again] = commit_ok(store, unit(send_outgoing()))
+    [state] = store.outgoing_states().values()
+    # Not STAMP, the removed queue's, nor one the original may have given since.
+    assert state.sequence_timestamp == int(LATER) + 1
+    assert state.sequence_ordinal == 1
+    assert again.error is None
+
+
+def test_incoming_streams_are_flagged_for_a_resync_until_their_next_write(
+    store: Store, reopen: Reopener
+) -> None:
+    commit_ok(
+        store,
+        unit(
+            RecordIncoming(SOURCE_A, ORDERS, 7 << 32 | 1, 50, 2, 10.0),
+            RecordIncoming(SOURCE_B, "q", 9 << 32 | 3, 4, 0, 11.0),
+        ),
+    )
+    assert renew(store).streams == 2
+    flagged = [
+        IncomingState(SOURCE_A, ORDERS, 7 << 32 | 1, 50, 2, 10.0, resync=True),
+        IncomingState(SOURCE_B, "q", 9 << 32 | 3, 4, 0, 11.0, resync=True),
+    ]
+    assert store.incoming_states() == flagged
+    store = reopen(store)
+    assert store.incoming_states() == flagged
+    # The next message's write (a state without the flag) ends the resync.
+    commit_ok(
+        store,
+        unit(
+            RecordIncoming(SOURCE_A, ORDERS, 7 << 32 | 1, 101, 0, 12.0, follows=(7 << 32 | 1, 50))
+        ),
+    )
+    assert store.incoming_states()[0] == IncomingState(SOURCE_A, ORDERS, 7 << 32 | 1, 101, 0, 12.0)
+    store.close()
+    values = dict(raw_items(store.path, DB_INCOMING))
+    assert values[incoming_key(SOURCE_A, 7, ORDERS)][0] == INCOMING_FORMAT_VERSION
+    assert values[incoming_key(SOURCE_B, 9, "q")] == struct.pack(
+        ">BQIIdB", INCOMING_RESYNC_VERSION, 9 << 32 | 3, 4, 0, 11.0, 1
+    )
+
+
+def test_message_ids_move_half_the_ordinal_space_on(store: Store, reopen: Reopener) -> None:
+    commit_ok(store, unit(ReserveOrdinals(5000)))
+    result = renew(store)
+    assert result.ordinal_limit == 5000 + ORDINAL_JUMP
+    assert reopen(store).ordinal_limit == 5000 + ORDINAL_JUMP
+
+
+def test_a_corrupt_incoming_state_fails_it_and_changes_nothing(
+    store: Store, reopen: Reopener
+) -> None:
+    fill_outgoing(store, 1)
+    commit_ok(store, unit(RecordIncoming(SOURCE_A, "q", 7 << 32 | 1, 1, 0, 1.0)))
+    before = (store.outgoing_states(), store.ordinal_limit)
+    store.close()
+    put_raw(store.path, DB_INCOMING, incoming_key(SOURCE_B, 9, "q"), b"\x03garbage")
+    store = reopen(store)
+    with pytest.raises(StoreCorrupt):
+        commit(store, unit(RenewAfterRestore(LATER)))
+    assert (store.outgoing_states(), store.ordinal_limit) == before
+
+
+@pytest.mark.parametrize("value", [b"", struct.pack(">BQIId", 2, 1, 1, 0, 1.0)])
+def test_an_incoming_state_of_neither_format_is_corrupt(
+    store: Store, reopen: Reopener, value: bytes
+) -> None:
+    store.close()
+    put_raw(store.path, DB_INCOMING, incoming_key(SOURCE_A, 0, "q"), value)
+    with pytest.raises(StoreCorrupt):
+        reopen(store).incoming_states()
