@@ -134,13 +134,16 @@ class Confirmations:
         ]
 
     @staticmethod
-    def delivered(messages: Sequence[tuple[MessageProperties, str]]) -> MarkDelivered | None:
+    def delivered(
+        messages: Sequence[tuple[MessageProperties, str]], holder: bytes | None = None
+    ) -> MarkDelivered | None:
         """The operation noting that these ``(message, outgoing queue name)`` were
-        covered by an OrderAck (those that ask for confirmation)."""
+        covered by an OrderAck (those that ask for confirmation) of the queue
+        manager ``holder`` (its GUID, when known): their FinalAcks come from it."""
         copies = tuple(
             (message.ordinal, name) for message, name in messages if wants_confirmation(message)
         )
-        return MarkDelivered(copies) if copies else None
+        return MarkDelivered(copies, holder) if copies else None
 
     def give_up(self, message: MessageProperties, destination: str) -> SettleConfirmation | None:
         """The operation settling the copy of ``message`` for ``destination`` (an
@@ -174,23 +177,41 @@ class Confirmations:
         return ops
 
     def settle(
-        self, ordinal: int, message_class: int, *, wall: float, endpoint: str = ""
+        self,
+        ordinal: int,
+        message_class: int,
+        *,
+        wall: float,
+        endpoint: str = "",
+        sender: bytes | None = None,
     ) -> Unit | None:
         """The unit settling a copy of the message ``ordinal`` on a FinalAck, or
-        None if no copy waits (settled already).
+        None if no copy of it waits for this FinalAck (settled already: a repeat).
 
         Args:
             endpoint: ``host:port`` the FinalAck came from, when known (a session
-                this queue manager opened): the copy for that destination is
-                settled. Otherwise, of several copies, one that was delivered
-                (a FinalAck comes from where the message arrived).
+                this queue manager opened).
+            sender: the GUID of the queue manager that sent the FinalAck (None:
+                not known, every copy may be its).
+
+        Of several copies (a send to several queue managers), the one whose
+        OrderAck came from ``sender`` is settled; one whose OrderAck came from
+        another queue manager never is (a repeated FinalAck must not settle
+        another destination's copy). Of the copies whose OrderAck's sender is
+        not known (not delivered yet, or kept by an earlier release): the one
+        for ``endpoint``, else one that was delivered, else the first.
         """
         copies = self._store.confirmations(ordinal)
-        if not copies:
+        if sender is None:
+            held, unknown = [], copies
+        else:
+            held = [c for c in copies if c.holder == sender]
+            unknown = [c for c in copies if c.holder is None]
+        if not (held or unknown):
             return None
-        matching = [c for c in copies if endpoint and endpoint_of(c.destination) == endpoint]
-        delivered = [c for c in copies if c.delivered]
-        copy = (matching or delivered or copies)[0]
+        matching = [c for c in unknown if endpoint and endpoint_of(c.destination) == endpoint]
+        delivered = [c for c in unknown if c.delivered]
+        copy = (held or matching or delivered or unknown)[0]
         message = MessageProperties.from_bytes(copy.payload)
         ops: list[Operation] = [SettleConfirmation(copy.ordinal, copy.index)]
         outcomes = self._outcomes

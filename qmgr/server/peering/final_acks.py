@@ -86,7 +86,11 @@ class FinalAckArrivals:
         endpoint = connection.peer if connection.role is Role.INITIATOR else ""
         parts = self._parts
         unit = parts.confirmations.settle(
-            ack.acked_message_id, ack.message_class, wall=parts.wall(), endpoint=endpoint
+            ack.acked_message_id,
+            ack.message_class,
+            wall=parts.wall(),
+            endpoint=endpoint,
+            sender=ack.source_qm.bytes,
         )
         if unit is None:
             # Settled already (a repeat, or its deadline came first). It still

@@ -49,12 +49,18 @@ class FakeConfirmations:
     """``Confirmations.settle``: a unit while the copy waits, then None."""
 
     waiting: bool = True
-    calls: list[tuple[int, int, float, str]] = field(default_factory=list)
+    calls: list[tuple[int, int, float, str, bytes | None]] = field(default_factory=list)
 
     def settle(
-        self, ordinal: int, message_class: int, *, wall: float, endpoint: str = ""
+        self,
+        ordinal: int,
+        message_class: int,
+        *,
+        wall: float,
+        endpoint: str = "",
+        sender: bytes | None = None,
     ) -> storage.Unit | None:
-        self.calls.append((ordinal, message_class, wall, endpoint))
+        self.calls.append((ordinal, message_class, wall, endpoint, sender))
         if not self.waiting:
             return None
         return storage.Unit((storage.SettleConfirmation(ordinal, 0),))
@@ -101,7 +107,10 @@ def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persiste
     settling, notified = arrivals(confirmations)
     connection = FakeConnection()
     settling.arrived(cast(PeerConnection, connection), ACK, 7)
-    assert confirmations.calls == [(42, wire.MessageClass.ACK_RECEIVE, WALL, connection.peer)]
+    # The copy of the destination that sent it (its GUID) is the one settled.
+    assert confirmations.calls == [
+        (42, wire.MessageClass.ACK_RECEIVE, WALL, connection.peer, ACK.source_qm.bytes)
+    ]
     [(ops, after)] = connection.stored
     # One operation that does nothing if the copy's deadline settled it first.
     [op] = ops
