@@ -4,7 +4,9 @@ An arriving transactional message that asks for a FinalAck keeps, in its
 record's note (``storage.AppendMessage.note``), the sequence fields the
 FinalAck repeats ([MS-MQQB] §2.2.5); when it leaves its queue (or is refused
 at arrival), :func:`final_ack_op` records the FinalAck for its source in the
-same unit, and the peering layer sends it (:func:`decode_final_ack`).
+same unit, and the peering layer sends it (:func:`decode_final_ack`). A
+router keeps another destination's FinalAck it cannot pass on at once in the
+same way, with its sender (:func:`passed_on_final_ack_op`).
 """
 
 from __future__ import annotations
@@ -12,9 +14,15 @@ from __future__ import annotations
 import struct
 
 from storage import RecordFinalAck
-from wire import MessageProperties, TransactionFlags, TransactionHeader
+from wire import FinalAck, MessageProperties, TransactionFlags, TransactionHeader
 
-__all__ = ["decode_final_ack", "final_ack_note", "final_ack_op", "wants_final_ack"]
+__all__ = [
+    "decode_final_ack",
+    "final_ack_note",
+    "final_ack_op",
+    "passed_on_final_ack_op",
+    "wants_final_ack",
+]
 
 # A note: TxSequenceID (ordinal, timestamp), number, previous number.
 _NOTE = struct.Struct(">IIII")
@@ -50,6 +58,24 @@ def final_ack_op(message: MessageProperties, note: bytes, message_class: int) ->
         message.source_qm.bytes,
         message.ordinal,
         _FINAL_ACK.pack(message_class, *_NOTE.unpack(note)),
+    )
+
+
+def passed_on_final_ack_op(ack: FinalAck) -> RecordFinalAck:
+    """Keep another queue manager's FinalAck (``ack.source_qm`` sent it) to pass
+    on to the source of the message it is about when that source is reachable."""
+    sequence = ack.sequence_id
+    return RecordFinalAck(
+        ack.acked_source_qm.bytes,
+        ack.acked_message_id,
+        _FINAL_ACK.pack(
+            ack.message_class,
+            sequence.ordinal,
+            sequence.timestamp,
+            ack.sequence_number,
+            ack.previous_sequence_number,
+        ),
+        sender=ack.source_qm.bytes,
     )
 
 

@@ -51,6 +51,7 @@ from .receiver import Accepted as Accepted
 from .receiver import ArrivalKind as ArrivalKind
 from .receiver import Dropped as Dropped
 from .receiver import FinalAckArrived as FinalAckArrived
+from .receiver import FinalAckToKeep as FinalAckToKeep
 from .receiver import OrderAckArrived as OrderAckArrived
 from .receiver import PassOn as PassOn
 from .receiver import Receiver as Receiver

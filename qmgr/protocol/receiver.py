@@ -23,16 +23,21 @@ docs/design.md):
      relayed: passed on as it is (:class:`PassOn`); an OrderAck the way its
      stream's messages came (as a destination sends its own), else, and a
      FinalAck, on a session with that queue manager if one is open, else
-     along its *return path* (the path its messages last arrived on), or dropped
-     (:attr:`ArrivalKind.UNROUTABLE`): if there is no such path, if it is
-     closing, if it is the connection the acknowledgment arrived on, or if
-     the same acknowledgment (the same bytes: its sender's id for it and its
-     send time included) was among the last
-     :data:`PASSED_ON_REMEMBERED` passed on here. The destination announces again when the source
-     resends. Return paths are where each source's messages *last* came
-     from, so two routers can each hold the other as a source's return path
-     (its messages came through one while the other was down, then the other
-     way round); remembering what was passed on is what keeps an
+     along its *return path* (the path its messages last arrived on). A
+     FinalAck with no such path open (its source is down, and was its own
+     return path) is to be **kept** (:class:`FinalAckToKeep`): the adapter
+     stores it before it acknowledges it, and sends it as its own FinalAcks
+     go, when its source has a session here again; nothing else would send
+     it again, the destination forgets it once acknowledged. Otherwise an
+     acknowledgment is dropped (:attr:`ArrivalKind.UNROUTABLE`): an OrderAck
+     with no open path, or any acknowledgment whose path is the connection it
+     arrived on, or that is the same acknowledgment (the same bytes: its
+     sender's id for it and its send time included) as one of the last
+     :data:`PASSED_ON_REMEMBERED` passed on here. The destination announces
+     an OrderAck again when the source resends. Return paths are where each
+     source's messages *last* came from, so two routers can each hold the
+     other as a source's return path (its messages came through one while
+     the other was down, then the other way round); remembering what was passed on is what keeps an
      acknowledgment from going round between them for ever. The packet is
      not changed: [MS-MQQB] wants an OrderAck's and a FinalAck's hop count
      zero;
@@ -166,6 +171,7 @@ __all__ = [
     "ArrivalKind",
     "Dropped",
     "FinalAckArrived",
+    "FinalAckToKeep",
     "OrderAckArrived",
     "PassOn",
     "Receiver",
@@ -203,6 +209,15 @@ class OrderAckArrived:
 @dataclass(frozen=True, slots=True)
 class FinalAckArrived:
     """A FinalAck about one of our messages: settle its copy awaiting confirmation."""
+
+    ack: wire.FinalAck
+
+
+@dataclass(frozen=True, slots=True)
+class FinalAckToKeep:
+    """A FinalAck for another queue manager with no open path to it: store it,
+    acknowledge it once stored, and send it when that queue manager (or the way
+    to it) has a session here again."""
 
     ack: wire.FinalAck
 
@@ -328,7 +343,7 @@ class Receiver(Generic[P]):
 
     def arrive(
         self, packet: wire.UserMessage, path: P
-    ) -> ArrivalKind | OrderAckArrived | FinalAckArrived | PassOn[P]:
+    ) -> ArrivalKind | OrderAckArrived | FinalAckArrived | FinalAckToKeep | PassOn[P]:
         """A user packet arrived on ``path``: what is it?
 
         Raises:
@@ -348,6 +363,8 @@ class Receiver(Generic[P]):
             target = final_ack.acked_source_qm
             if target == self.local_qm:
                 return FinalAckArrived(final_ack)
+            if self._route(target.bytes) is None:
+                return FinalAckToKeep(final_ack)
             return self._pass_on(packet, path, target, recoverable=True)
         self.received += 1
         source = packet.user.source_qm.bytes

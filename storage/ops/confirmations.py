@@ -28,9 +28,11 @@ manager that sent it, both written by the same units as the events they record:
   for the next session: no deadline can report it unconfirmed.
 * ``final_acks`` (at the destination): the FinalAcks to send, keyed by the
   source queue manager's GUID and the message's ordinal (a message has one
-  final fate, so a repeated record replaces the same key). The value is the
-  layer above's (at most 64 bytes). :class:`ForgetFinalAcks` deletes them
-  once the source has them.
+  final fate, so a repeated record replaces the same key). A router keeps
+  there too the FinalAcks of other destinations it could not pass on at
+  once, under the same key followed by the sending queue manager's GUID
+  (36 bytes). The value is the layer above's (at most 64 bytes).
+  :class:`ForgetFinalAcks` deletes them once the source has them.
 
 The layer above decides what the records mean; the store only keeps them.
 """
@@ -394,27 +396,34 @@ def confirmation_of_lookup(lookup_id: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- FinalAcks
 
 
-def final_ack_key(source_qm: bytes, ordinal: int) -> bytes:
-    """The ``final_acks`` key of the message ``ordinal`` of ``source_qm``."""
-    if len(source_qm) != QM_GUID_SIZE:
-        msg = f"a queue manager GUID is {QM_GUID_SIZE} bytes, not {len(source_qm)}"
-        raise InvalidRecord(msg)
-    return source_qm + ordinal.to_bytes(4, "big")
+def final_ack_key(source_qm: bytes, ordinal: int, sender: bytes | None = None) -> bytes:
+    """The ``final_acks`` key of the message ``ordinal`` of ``source_qm``: this
+    queue manager's FinalAck, or (``sender``) one another queue manager sent that
+    is kept here to be passed on."""
+    for guid in (source_qm, sender or source_qm):
+        if len(guid) != QM_GUID_SIZE:
+            msg = f"a queue manager GUID is {QM_GUID_SIZE} bytes, not {len(guid)}"
+            raise InvalidRecord(msg)
+    return b"".join((source_qm, ordinal.to_bytes(4, "big"), sender or b""))
 
 
 @dataclass(frozen=True, slots=True)
 class RecordFinalAck(Operation):
-    """Keep a FinalAck to send to ``source_qm`` (replacing one for the same message)."""
+    """Keep a FinalAck to send to ``source_qm`` (replacing one for the same
+    message from the same sender): this queue manager's, or ``sender``'s, kept
+    to be passed on."""
 
     source_qm: bytes
     ordinal: int
     value: bytes
+    sender: bytes | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
         if len(self.value) > MAX_FINAL_ACK_SIZE:
             msg = f"a FinalAck record is at most {MAX_FINAL_ACK_SIZE} bytes"
             raise InvalidRecord(msg)
-        ctx.put(ctx.dbs.final_acks, final_ack_key(self.source_qm, self.ordinal), self.value)
+        key = final_ack_key(self.source_qm, self.ordinal, self.sender)
+        ctx.put(ctx.dbs.final_acks, key, self.value)
         return Done()
 
 

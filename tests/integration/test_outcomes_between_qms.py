@@ -11,12 +11,14 @@ import pytest
 from click.testing import CliRunner
 from helpers import (
     PEER_FAST,
+    ROUTER,
     DaemonProcess,
     Peers,
     depth,
     free_port,
     log_events,
     remote_queue,
+    route_args,
     send_in_transaction,
     settings,
     wait_until,
@@ -320,6 +322,40 @@ def test_a_final_ack_sent_twice_settles_only_its_own_destinations_copy(
         # B2's own FinalAck settles its copy.
         [second] = wait_for(qa, "system$;journal", 1)
         assert second.id == message.id
+        assert take_all(qa, "system$;deadxact") == []
+
+
+def test_a_router_keeps_a_final_ack_while_the_source_is_down(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    long = (*PEER_FAST, *settings("peers.idle_timeout=120"))
+    b = daemon_factory(name="qm-b", extra_args=long)
+    r = daemon_factory(name="qm-r", extra_args=(*long, *ROUTER))
+    a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, *route_args(b.peer_port, r.peer_port)))
+    with connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+    with connect(a.address) as qa:
+        send_in_transaction(
+            qa,
+            remote_queue(b, "orders"),
+            b"through r",
+            journal=Journal.DEADLETTER | Journal.JOURNAL,
+            time_to_be_received=60,
+        )
+        wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
+    a.stop()
+    with connect(b.address) as qb:
+        message = qb.receive("orders", timeout=10)
+        assert message is not None
+        # B's FinalAck reaches R, which cannot pass it on to A now: R keeps it,
+        # and only then does B forget it.
+        wait_until(
+            lambda: not [f for f in qb.trace(message.id).findings if f.kind == "final-ack"], 10
+        )
+    a.start()
+    with connect(a.address) as qa:
+        [journaled] = wait_for(qa, "system$;journal", 1, timeout=15)
+        assert journaled.id == message.id
         assert take_all(qa, "system$;deadxact") == []
 
 

@@ -17,6 +17,7 @@ from qmgr.protocol import (
     ArrivalKind,
     Dropped,
     FinalAckArrived,
+    FinalAckToKeep,
     OrderAckArrived,
     PassOn,
     Receiver,
@@ -63,7 +64,13 @@ def test_an_order_ack_for_us_is_handed_over(target: uuid.UUID) -> None:
 def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     machine = receiver()
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
-    assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+    # No way to A yet: its FinalAck is kept (the destination forgets it once
+    # acknowledged, and nothing would send it again), its OrderAck dropped
+    # (the destination announces again when A resends).
+    kept = machine.arrive(final_ack(A), "from-c")
+    assert isinstance(kept, FinalAckToKeep)
+    assert (kept.ack.acked_source_qm, kept.ack.source_qm) == (A, C)
+    assert machine.unroutable == 1
     accept(machine, message(A, 1, number=1), path="from-a")
     passed = machine.arrive(order_ack(A, 4), "from-c")
     assert isinstance(passed, PassOn)
@@ -74,6 +81,10 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert (passed.path, passed.recoverable) == ("from-a", True)
     machine.path_closed("from-a")
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
+    assert isinstance(machine.arrive(final_ack(A), "from-c"), FinalAckToKeep)
+    # A's only way is where the FinalAck came from: it is not sent back there.
+    accept(machine, message(A, 2, number=2), path="from-c")
+    assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
 
 
 def announced(

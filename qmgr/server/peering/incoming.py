@@ -10,8 +10,9 @@ only carries them out, in this order:
    (``arrive``): an OrderAck for one of our sequences (handed to the
    sending side), a FinalAck about one of our messages (settled by
    :mod:`.final_acks`, through the hub), an acknowledgment to pass on along a
-   return path,
-   or a message;
+   return path, another destination's FinalAck to keep (stored, then
+   acknowledged, for the FinalAck courier to pass on when its source is
+   reachable again), or a message;
 2. for a message, the core decides its destination
    (:class:`qmgr.core.arrivals.Arrivals`: a queue here, or another queue
    manager, and then whether the outgoing queue still holds a copy of it:
@@ -47,11 +48,13 @@ import trio
 import storage
 import wire
 from qmgr.core.arrivals import Arrival, Arrivals
+from qmgr.core.final_acks import passed_on_final_ack_op
 from qmgr.protocol import (
     Accepted,
     ArrivalKind,
     Dropped,
     FinalAckArrived,
+    FinalAckToKeep,
     OrderAckArrived,
     PassOn,
     Receiver,
@@ -153,6 +156,11 @@ class Incoming:
             self._message(connection, packet, recoverable)
         elif isinstance(arrival, FinalAckArrived):
             self.routes.final_ack_arrived(connection, arrival.ack, recoverable)
+        elif isinstance(arrival, FinalAckToKeep):
+            # Its source is unreachable now: kept, and acknowledged once stored,
+            # for the courier to pass on when the source has a session here.
+            op = passed_on_final_ack_op(arrival.ack)
+            connection.store((op,), lambda _: connection.acknowledge(recoverable))
         else:
             if isinstance(arrival, OrderAckArrived):
                 self.routes.order_ack_arrived(arrival.ack, connection.remote_qm)

@@ -15,6 +15,11 @@ SessionAck says the source has stored what it did with it; a connection that
 ends first leaves it in the store, and the next session sends it again (a
 repeat is harmless: the source finds nothing left to settle).
 
+A router's store holds, beside its own, the FinalAcks of other destinations
+it could not pass on when they arrived (their source was unreachable; key:
+the source, the ordinal and the sender's GUID): the courier sends them the
+same way, as their sender made them.
+
 A FinalAck that arrives about one of our own messages (we are the source)
 is the peering adapter's to settle (``qmgr.server.peering.final_acks``).
 
@@ -143,13 +148,16 @@ class FinalAckCourier(Worker):
                 self.sent += 1
 
     def _packet(self, pending: storage.PendingFinalAck) -> bytes:
-        source = uuid.UUID(bytes=pending.key[:16])
-        ordinal = int.from_bytes(pending.key[16:], "big")
+        key = pending.key
+        source = uuid.UUID(bytes=key[:16])
+        ordinal = int.from_bytes(key[16:20], "big")
+        # Another destination's, kept here to be passed on, says who sent it.
+        sender = uuid.UUID(bytes=key[20:]) if len(key) > 20 else self._store.qm_guid
         message_class, sequence_ordinal, timestamp, number, previous = decode_final_ack(
             pending.value
         )
         ack = wire.FinalAck(
-            source_qm=self._store.qm_guid,
+            source_qm=sender,
             destination=wire.ORDER_QUEUE,
             destination_qm=source,
             message_id=next(self._ids) & _U32_MAX,

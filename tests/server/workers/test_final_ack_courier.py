@@ -91,6 +91,32 @@ def test_each_source_gets_its_final_acks_once_per_connection(store: storage.Stor
     assert sender.sent == 3
 
 
+def test_a_final_ack_kept_for_another_destination_goes_as_its_sender_made_it(
+    store: storage.Store,
+) -> None:
+    # A router kept C's FinalAck about A's message 1 (A was unreachable), beside
+    # its own about the same message: both go, each from its sender.
+    c = uuid.UUID("c0000000-0000-4000-8000-00000000000c")
+    kept = storage.RecordFinalAck(
+        A.bytes, 1, RECORD.pack(wire.MessageClass.NACK_RECEIVE_TIMEOUT, 2, 6, 4, 3), sender=c.bytes
+    )
+    store.commit([storage.Unit((kept,))], now=0.0)
+    to_a = Carrier()
+    courier(store, {A.bytes: to_a}).send_waiting()
+    about_1 = [(ack, tag) for ack, _, tag in to_a.sent if ack.acked_message_id == 1]
+    assert [(ack.source_qm, ack.message_class) for ack, _ in about_1] == [
+        (store.qm_guid, wire.MessageClass.ACK_RECEIVE),
+        (c, wire.MessageClass.NACK_RECEIVE_TIMEOUT),
+    ]
+    [(theirs, tag)] = about_1[1:]
+    assert (theirs.sequence_id, theirs.sequence_number, theirs.previous_sequence_number) == (
+        wire.TxSequenceId(ordinal=2, timestamp=6),
+        4,
+        3,
+    )
+    assert tag == FinalAckTag(A.bytes + (1).to_bytes(4, "big") + c.bytes)
+
+
 def test_at_most_in_flight_per_connection(
     store: storage.Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -648,6 +648,28 @@ def test_a_record_cut_short_in_its_name_raises_store_corrupt(
         store.confirmation(7, 0)
 
 
+def test_a_final_ack_kept_for_another_sender_is_keyed_apart_from_our_own(store: Store) -> None:
+    commit_ok(
+        store,
+        unit(
+            RecordFinalAck(QM_A, 3, b"ours"),
+            RecordFinalAck(QM_A, 3, b"b's", sender=QM_B),
+            RecordFinalAck(QM_A, 3, b"b's again", sender=QM_B),
+        ),
+    )
+    kept = QM_A + (3).to_bytes(4, "big") + QM_B
+    assert store.final_acks(source_qm=QM_A) == [
+        pending(QM_A, 3, b"ours"),
+        PendingFinalAck(kept, b"b's again"),
+    ]
+    assert store.final_ack(QM_A, 3) == b"ours"
+    assert final_ack_key(QM_A, 3, QM_B) == kept
+    commit_ok(store, unit(ForgetFinalAcks((kept,))))
+    assert store.final_acks() == [pending(QM_A, 3, b"ours")]
+    [outcome] = commit(store, unit(RecordFinalAck(QM_A, 4, b"x", sender=b"short")))
+    assert isinstance(outcome.error, InvalidRecord)
+
+
 def test_final_acks_database_holds_the_documented_keys(store: Store) -> None:
     commit_ok(store, unit(RecordFinalAck(QM_A, 0x01020304, b"value")))
     store.close()
