@@ -425,12 +425,18 @@ class Store:
         return read_awaited(self._env, self._catalog)
 
     def final_acks(
-        self, *, source_qm: bytes | None = None, after: bytes = b"", limit: int = 1000
+        self,
+        *,
+        source_qm: bytes | None = None,
+        ordinal: int | None = None,
+        after: bytes = b"",
+        limit: int = 1000,
     ) -> list[PendingFinalAck]:
         """FinalAcks waiting to be sent, in key order past ``after`` (a key),
-        for ``source_qm`` only if given."""
+        for ``source_qm`` only if given, and about its message ``ordinal`` only
+        if that is given too (this queue manager's, then those kept to pass on)."""
         return read_final_acks(
-            self._env, self._catalog, source_qm=source_qm, after=after, limit=limit
+            self._env, self._catalog, source_qm=source_qm, ordinal=ordinal, after=after, limit=limit
         )
 
     def final_ack(self, source_qm: bytes, ordinal: int) -> bytes | None:

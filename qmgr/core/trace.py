@@ -76,6 +76,8 @@ _PACKET_SOURCE = slice(_ENTRY + 16, _ENTRY + 32)
 _PACKET_MESSAGE_ID = slice(_ENTRY + 56, _ENTRY + 60)
 _LOCAL: Final = int(EntryOrigin.LOCAL)
 _RELAYED: Final = int(EntryOrigin.RELAYED)
+#: FinalAcks about one message a trace shows: ours and those kept for other destinations.
+_FINAL_ACKS_SHOWN: Final = 64
 
 
 def parse_message_id(text: str) -> tuple[uuid.UUID, int]:
@@ -177,15 +179,21 @@ class Tracer:
                     )
                 )
         else:
-            waiting = self._store.final_ack(source_qm.bytes, ordinal)
-            if waiting is not None:
+            # Ours (its key is the shortest: first), then those a router keeps
+            # for other destinations (at most one each).
+            waiting = self._store.final_acks(
+                source_qm=source_qm.bytes, ordinal=ordinal, limit=_FINAL_ACKS_SHOWN
+            )
+            for pending in waiting:
+                sender = pending.key[20:]
+                detail = (
+                    f"FinalAck of {uuid.UUID(bytes=sender)} kept to pass on to the source"
+                    if sender
+                    else "FinalAck waiting to go back to the source queue manager"
+                )
                 found.append(
                     Finding(
-                        "final-ack",
-                        str(source_qm),
-                        0.0,
-                        decode_final_ack(waiting)[0],
-                        "FinalAck waiting to go back to the source queue manager",
+                        "final-ack", str(source_qm), 0.0, decode_final_ack(pending.value)[0], detail
                     )
                 )
         return found

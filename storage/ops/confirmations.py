@@ -457,12 +457,20 @@ def read_final_ack(
 
 
 def read_final_acks(
-    env: Environment, catalog: Catalog, *, source_qm: bytes | None, after: bytes, limit: int
+    env: Environment,
+    catalog: Catalog,
+    *,
+    source_qm: bytes | None,
+    after: bytes,
+    limit: int,
+    ordinal: int | None = None,
 ) -> list[PendingFinalAck]:
     """At most ``limit`` FinalAcks with a key past ``after`` (for ``source_qm``
-    only, if given), in key order."""
+    only, if given, and its message ``ordinal`` only, if given too), in key order."""
     found: list[PendingFinalAck] = []
     prefix = source_qm or b""
+    if source_qm is not None and ordinal is not None:
+        prefix = final_ack_key(source_qm, ordinal)
     with env.read("read_final_acks") as txn, txn.cursor(db=catalog.dbs.final_acks) as cursor:
         for key in prefixed(cursor, prefix, after + b"\x00" if after else prefix):
             if len(found) >= limit:

@@ -13,7 +13,7 @@ import wire
 from qmgr.core import names
 from qmgr.core.arrivals import Arrivals
 from qmgr.core.errors import InvalidArgument
-from qmgr.core.final_acks import final_ack_note, final_ack_op
+from qmgr.core.final_acks import final_ack_note, final_ack_op, passed_on_final_ack_op
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import decode_entry
 from qmgr.core.trace import Finding, Tracer, parse_message_id
@@ -224,5 +224,23 @@ def test_a_final_ack_waiting_to_go_back_to_its_source_is_found(qm: CoreHarness) 
     )
     assert "FinalAck waiting to go back" in found.detail
     assert trace(qm, f"{{{SOURCE}}}\\8") == []
+    # A router keeps another destination's FinalAck about it, shown after ours.
+    destination = uuid.UUID("d0000000-0000-4000-8000-00000000000d")
+    kept = wire.FinalAck(
+        source_qm=destination,
+        message_id=1,
+        sent_time=int(WALL),
+        message_class=MessageClass.NACK_RECEIVE_TIMEOUT,
+        sequence_id=header.sequence_id,
+        sequence_number=4,
+        previous_sequence_number=3,
+        acked_source_qm=SOURCE,
+        acked_message_id=7,
+    )
+    qm.store.commit([storage.Unit((passed_on_final_ack_op(kept),))], now=WALL)
+    ours, theirs = trace(qm, message.message_id)
+    assert ours == found
+    assert (theirs.kind, theirs.message_class) == ("final-ack", MessageClass.NACK_RECEIVE_TIMEOUT)
+    assert theirs.detail == f"FinalAck of {destination} kept to pass on to the source"
     # FinalAcks belong to the queue manager as a whole: a principal's view leaves them out.
     assert trace(qm, message.message_id, visible=lambda queue: True) == []
