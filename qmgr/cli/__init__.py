@@ -1,7 +1,8 @@
 """The ``qmgr`` command: run a queue manager, and administer and use one.
 
-``qmgr serve`` runs the daemon in the foreground. Every other command is a
-client of a running daemon (``--server HOST:PORT``, default
+``qmgr serve`` runs the daemon in the foreground, and ``qmgr restored``
+prepares its stopped data directory after a restore from a backup. Every other
+command is a client of a running daemon (``--server HOST:PORT``, default
 ``127.0.0.1:1802``, or ``QMGR_SERVER``). Machine-readable output is available
 with ``--json``; tables and progress bars are for people and appear only
 where they belong (progress on a terminal, on stderr).
@@ -13,7 +14,7 @@ The modules, by concern:
 
 * :mod:`.common`: the connection options and the connection, error
   reporting, and the output helpers every command shares
-* :mod:`.serve`: ``serve``
+* :mod:`.serve`: ``serve``; :mod:`.restored`: ``restored``
 * :mod:`.messages`: ``send``, ``receive``, ``peek``, ``move``, and how a
   message is printed; :mod:`.reports`: the options of ``send`` that ask for
   acknowledgments and journal copies
@@ -54,6 +55,7 @@ __all__ = ["cli", "main"]
 #: modules (``qmgr.cli.trace`` is the module, ``trace.trace`` the command).
 COMMANDS: Final = {
     "serve": ("serve", "serve"),
+    "restored": ("restored", "restored"),
     "send": ("messages", "send"),
     "receive": ("messages", "receive"),
     "peek": ("messages", "peek"),

@@ -42,6 +42,14 @@ The acceptance rule (reference §15.3), against the accepted mark ``last``::
         (seq == last.seq and number > last.number and previous <= last.number)
      or (seq >  last.seq and previous == 0)
 
+A stream whose state says *resync* (its store was restored from a backup:
+``storage.RenewAfterRestore``) takes its next message if only it is after
+the accepted mark, ``(seq, number) > last``, whatever its ``previous``: the
+messages the original took after the backup are gone with it, and their
+sender forgot them when it had their OrderAck, so nothing else could ever
+follow. Once that message is persisted the rule is the one above again; if
+its write fails, the resync is given back.
+
 An accept sets the accepted mark to the header's values and the reject count
 to 0. A reject changes neither mark (the spec's text updates the state on
 every arrival; that is the errata hazard the reference warns about): it
@@ -113,6 +121,9 @@ class StreamState:
     last_number: int
     reject_count: int
     last_access: float
+    #: The store was restored from a backup: the stream's next message is taken
+    #: whatever it says came before it (see the module docstring).
+    resync: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +153,10 @@ class _Stream:
     armed_last: float | None = None
     # Messages persisted since the last announcement.
     unannounced: int = 0
+    # Restored from a backup: the next message is taken whatever its previous
+    # number says (once it is persisted; a rollback gives the resync back).
+    resync: bool = False
+    resync_taken: bool = False
 
 
 class SequenceLimits(TypedDict, total=False):
@@ -232,7 +247,9 @@ class IncomingSequences:
                 msg = f"stream {key!r}: invalid state {state!r}"
                 raise SequenceError(msg)
             mark = (state.sequence_id, state.last_number)
-            self._streams[key] = _Stream(mark, mark, state.reject_count, state.last_access)
+            self._streams[key] = _Stream(
+                mark, mark, state.reject_count, state.last_access, resync=state.resync
+            )
 
     # ------------------------------------------------------------------ arrivals
 
@@ -262,6 +279,12 @@ class IncomingSequences:
             (seq == last_seq and number > last_number and previous <= last_number)
             or (seq > last_seq and previous == 0)
         )
+        if stream is not None and stream.resync:
+            # Restored: what the original took after the backup is gone with it,
+            # and its sender has forgotten it. Take the next message, once.
+            accept = accept or (number >= 1 and (seq, number) > (last_seq, last_number))
+            if accept:
+                stream.resync, stream.resync_taken = False, True
         if stream is None:
             if not accept or (
                 self._max_streams is not None and len(self._streams) >= self._max_streams
@@ -298,6 +321,7 @@ class IncomingSequences:
             raise SequenceError(msg)
         stream.persisted = mark
         stream.accepted = max(stream.accepted, mark)
+        stream.resync_taken = False
         stream.last_access = now
         stream.unannounced += 1
         self._arm(key, stream, now)
@@ -312,6 +336,8 @@ class IncomingSequences:
         if stream is None:
             return
         stream.accepted = stream.persisted
+        if stream.resync_taken:
+            stream.resync, stream.resync_taken = True, False
         if stream.persisted == (0, 0):
             del self._streams[key]  # nothing durable: as if never seen
 
@@ -322,7 +348,9 @@ class IncomingSequences:
         stream = self._streams.get(key)
         if stream is None or stream.persisted == (0, 0):
             return None
-        return StreamState(*stream.persisted, stream.reject_count, stream.last_access)
+        return StreamState(
+            *stream.persisted, stream.reject_count, stream.last_access, resync=stream.resync
+        )
 
     def accepted_mark(self, key: StreamKey) -> tuple[int, int]:
         """``(sequence_id, number)`` of the stream's last accepted message ((0, 0): none)."""

@@ -14,8 +14,8 @@ from qmgr.cli import cli, queues
 from .kit import ok, run
 
 COMMANDS = {
-    "auth", "certs", "dl", "move", "outgoing", "peek", "queue", "receive", "send", "serve",
-    "route", "status", "trace", "tx",
+    "auth", "certs", "dl", "move", "outgoing", "peek", "queue", "receive", "restored", "send",
+    "serve", "route", "status", "trace", "tx",
 }  # fmt: skip
 QUEUE_COMMANDS = {"acl", "create", "delete", "grant", "list", "purge", "revoke", "set", "show"}
 

@@ -286,6 +286,57 @@ def test_the_persisted_states_come_back_after_a_restart() -> None:
     assert restarted.accept(KEY, header(4, 3), T0)
 
 
+def restored(number: int) -> IncomingSequences:
+    """A receiver whose stream ``KEY`` stood at ``number`` in a backup put back."""
+    state = StreamState(SEQ.value, number, 0, T0, resync=True)
+    return IncomingSequences({KEY: state})
+
+
+def test_a_restored_stream_takes_its_next_message_whatever_came_before_it_once() -> None:
+    # The backup stood at 50; the original took up to 100 since, and its
+    # sender forgot them: 101 says it follows 100.
+    incoming = restored(50)
+    assert not incoming.accept(KEY, header(50, 49), T0)  # not after the mark
+    assert not incoming.accept(KEY, header(7, 0), T0)
+    assert incoming.state(KEY) == StreamState(SEQ.value, 50, 2, T0, resync=True)
+    assert incoming.accept(KEY, header(101, 100), T0)
+    # From then on, the rule: the next follows 101, not any other.
+    assert not incoming.accept(KEY, header(103, 102), T0)
+    assert incoming.accept(KEY, header(102, 101), T0)
+    incoming.persisted(KEY, SEQ, 101, T0)
+    incoming.persisted(KEY, SEQ, 102, T0)
+    assert incoming.state(KEY) == StreamState(SEQ.value, 102, 0, T0)
+    assert incoming.accepted_state(KEY) == StreamState(SEQ.value, 102, 0, T0)
+    assert not incoming.accept(KEY, header(200, 199), T0)
+
+
+def test_a_restored_stream_takes_a_later_sequence_whatever_its_previous() -> None:
+    incoming = restored(50)
+    # The sender rolled to a new sequence since the backup, and went on in it.
+    assert incoming.accept(KEY, header(5, 4, SEQ2), T0)
+    incoming.persisted(KEY, SEQ2, 5, T0)
+    assert mark(incoming.state(KEY)) == at(5, SEQ2)
+
+
+def test_a_message_the_rule_takes_anyway_ends_the_resync_too() -> None:
+    incoming = restored(50)
+    assert incoming.accept(KEY, header(1, 0, SEQ2), T0)  # a new sequence, from 1
+    assert not incoming.accept(KEY, header(9, 8, SEQ2), T0)  # no second pass
+    incoming.persisted(KEY, SEQ2, 1, T0)
+    assert incoming.state(KEY) == StreamState(SEQ2.value, 1, 1, T0)  # one rejected since
+
+
+def test_a_failed_write_gives_the_resync_back() -> None:
+    incoming = restored(50)
+    assert incoming.accept(KEY, header(101, 100), T0)
+    incoming.rolled_back(KEY)
+    assert incoming.state(KEY) == StreamState(SEQ.value, 50, 0, T0, resync=True)
+    assert incoming.accept(KEY, header(101, 100), T0)  # the resend gets in
+    # After a restart, a stream still to resync is as it was stored.
+    again = IncomingSequences(dict(restored(50).streams()))
+    assert again.accept(KEY, header(101, 100), T0)
+
+
 def test_streams_lists_durable_streams_by_key() -> None:
     incoming = stored(3)
     assert incoming.accept(OTHER_QUEUE, header(1, 0), T0)  # not durable yet

@@ -121,6 +121,7 @@ class Incoming:
                 last_number=state.last_number,
                 reject_count=state.reject_count,
                 last_access=state.last_access - self._wall_offset,
+                resync=state.resync,
             )
             for state in store.incoming_states()
         }

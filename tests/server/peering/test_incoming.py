@@ -139,6 +139,30 @@ async def test_a_receiver_crash_before_the_order_ack_loses_and_duplicates_nothin
     check_resends_dropped(a, b, rejected=stored_before_crash, last_number=5)
 
 
+async def test_a_receiver_put_back_from_a_backup_flags_its_streams_until_their_next_message(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"one"])
+    await deliver(a, b, [b"one"])
+    await b.stop()
+    # What ``qmgr restored`` writes into a store put back from a backup.
+    with storage.Store(b.path, initial_map_size=1 << 22, durable=False) as store:
+        [outcome] = store.commit([storage.Unit((storage.RenewAfterRestore(2e9),))], now=2e9)
+        assert outcome.error is None
+    await b.start()
+    key = (QUEUE, a.store.qm_guid.bytes, a.outgoing_state().sequence_timestamp)
+    before = receiver(b).stream_state(key)
+    assert before is not None
+    assert before.resync
+    await a.send(b.remote(QUEUE), [b"two"])
+    await deliver(a, b, [b"one", b"two"])
+    assert not incoming_state(b, a).resync
+    after = receiver(b).stream_state(key)
+    assert after is not None
+    assert not after.resync
+
+
 async def test_refusals_past_the_dead_letter_allowance_are_counted_as_not_kept(
     network: Network,
     autojump_clock: trio.testing.MockClock,
