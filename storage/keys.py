@@ -45,6 +45,7 @@ database              key                                         value
 ``awaited_confirmations`` destination (an OUTGOING queue's name,   its copies in
                       UTF-8)                                      ``confirmations``, u64
 ``final_acks``        source QM GUID (16 B) + message ordinal u32  FinalAck to send
+                      (+ the sender's GUID, 36 B: one kept to pass on)
 ``lists``             distribution list name, UTF-8 (lower-case)   distribution list record
 ``message_counters``  queue_id u32 + lookup_id u64 (12 B)         a message's abort and move
                                                                   counters (``ops.poison``)

@@ -134,16 +134,13 @@ class Confirmations:
         ]
 
     @staticmethod
-    def delivered(
-        messages: Sequence[tuple[MessageProperties, str]], holder: bytes | None = None
-    ) -> MarkDelivered | None:
+    def delivered(messages: Sequence[tuple[MessageProperties, str]]) -> MarkDelivered | None:
         """The operation noting that these ``(message, outgoing queue name)`` were
-        covered by an OrderAck (those that ask for confirmation) of the queue
-        manager ``holder`` (its GUID, when known): their FinalAcks come from it."""
+        covered by an OrderAck (those that ask for confirmation)."""
         copies = tuple(
             (message.ordinal, name) for message, name in messages if wants_confirmation(message)
         )
-        return MarkDelivered(copies, holder) if copies else None
+        return MarkDelivered(copies) if copies else None
 
     def give_up(self, message: MessageProperties, destination: str) -> SettleConfirmation | None:
         """The operation settling the copy of ``message`` for ``destination`` (an
@@ -182,36 +179,31 @@ class Confirmations:
         message_class: int,
         *,
         wall: float,
+        destination: str | None = None,
         endpoint: str = "",
-        sender: bytes | None = None,
     ) -> Unit | None:
         """The unit settling a copy of the message ``ordinal`` on a FinalAck, or
-        None if no copy of it waits for this FinalAck (settled already: a repeat).
+        None if no copy waits for it (settled already: a repeat).
 
         Args:
+            destination: the outgoing queue (its name) the message went through
+                to the queue manager that sent the FinalAck, when known: the
+                FinalAck repeats the message's TxSequenceID, whose timestamp
+                names that queue. Then that destination's copy is settled, or
+                none (a repeat never settles another destination's copy).
             endpoint: ``host:port`` the FinalAck came from, when known (a session
-                this queue manager opened).
-            sender: the GUID of the queue manager that sent the FinalAck (None:
-                not known, every copy may be its).
-
-        Of several copies (a send to several queue managers), the one whose
-        OrderAck came from ``sender`` is settled; one whose OrderAck came from
-        another queue manager never is (a repeated FinalAck must not settle
-        another destination's copy). Of the copies whose OrderAck's sender is
-        not known (not delivered yet, or kept by an earlier release): the one
-        for ``endpoint``, else one that was delivered, else the first.
+                this queue manager opened). Without ``destination``: the copy for
+                that endpoint, else one that was delivered (a FinalAck comes from
+                where the message arrived), else the first.
         """
         copies = self._store.confirmations(ordinal)
-        if sender is None:
-            held, unknown = [], copies
-        else:
-            held = [c for c in copies if c.holder == sender]
-            unknown = [c for c in copies if c.holder is None]
-        if not (held or unknown):
+        if destination is not None:
+            copies = [c for c in copies if c.destination == destination]
+        if not copies:
             return None
-        matching = [c for c in unknown if endpoint and endpoint_of(c.destination) == endpoint]
-        delivered = [c for c in unknown if c.delivered]
-        copy = (held or matching or delivered or unknown)[0]
+        matching = [c for c in copies if endpoint and endpoint_of(c.destination) == endpoint]
+        delivered = [c for c in copies if c.delivered]
+        copy = (matching or delivered or copies)[0]
         message = MessageProperties.from_bytes(copy.payload)
         ops: list[Operation] = [SettleConfirmation(copy.ordinal, copy.index)]
         outcomes = self._outcomes

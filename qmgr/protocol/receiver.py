@@ -23,9 +23,9 @@ docs/design.md):
      relayed: passed on as it is (:class:`PassOn`); an OrderAck the way its
      stream's messages came (as a destination sends its own), else, and a
      FinalAck, on a session with that queue manager if one is open, else
-     along its *return path* (the path its messages last arrived on). A
-     FinalAck with no such path open (its source is down, and was its own
-     return path) is to be **kept** (:class:`FinalAckToKeep`): the adapter
+     along its *return path* (the path its messages last arrived on). At a
+     router, a FinalAck with no such path open (its source is down, and was
+     its own return path) is to be **kept** (:class:`FinalAckToKeep`): the adapter
      stores it before it acknowledges it, and sends it as its own FinalAcks
      go, when its source has a session here again; nothing else would send
      it again, the destination forgets it once acknowledged. Otherwise an
@@ -311,9 +311,13 @@ class Receiver(Generic[P]):
         history_size: int = 10_000,
         history_seconds: float = 1800.0,
         closing: Callable[[P], bool] = lambda path: False,
+        router: bool = False,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
+        #: A router keeps the FinalAcks it cannot pass on (:class:`FinalAckToKeep`);
+        #: a queue manager that relays nothing has none to keep, and drops one.
+        self.router = router
         self.sequences = IncomingSequences(streams, **limits)
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
         #: The path each source queue manager's messages last arrived on (by GUID bytes).
@@ -363,7 +367,7 @@ class Receiver(Generic[P]):
             target = final_ack.acked_source_qm
             if target == self.local_qm:
                 return FinalAckArrived(final_ack)
-            if self._route(target.bytes) is None:
+            if self.router and self._route(target.bytes) is None:
                 return FinalAckToKeep(final_ack)
             return self._pass_on(packet, path, target, recoverable=True)
         self.received += 1

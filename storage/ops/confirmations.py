@@ -10,8 +10,7 @@ manager that sent it, both written by the same units as the events they record:
   process, kept until its outcome is known. Key: the message's ordinal u32
   and the copy's index u8 (one per remote destination of the send). The
   record holds flags (delivered: an OrderAck covered it), the last class
-  reported for it, its deadline, the GUID of the queue manager whose OrderAck
-  covered it when known (format 2), and the payload. A copy with a deadline is
+  reported for it, its deadline and the payload. A copy with a deadline is
   also indexed in ``expiry`` under queue id 0 with the key's five bytes as
   its lookup id, so the expiry step finds due copies with the same seek as
   due messages and restart reads none of them. :class:`AddConfirmation`
@@ -87,8 +86,6 @@ MAX_FINAL_ACK_SIZE: Final = 64
 _KEY = struct.Struct(">IB")
 _RECORD = struct.Struct(">BBHdH")  # version, flags, last class, deadline, name length
 _VERSION: Final = 1
-#: The version of a record that names the queue manager whose OrderAck covered it.
-_VERSION_WITH_HOLDER: Final = 2
 _DELIVERED: Final = 0x01
 _DEADLINE_SET: Final = 0x02
 
@@ -121,30 +118,23 @@ class Confirmation:
     #: The destination (the layer above's name for it).
     destination: str
     payload: bytes
-    #: The GUID (16 bytes) of the queue manager whose OrderAck covered it, when
-    #: known: the one its FinalAck must come from.
-    holder: bytes | None = None
 
 
 def _encode(confirmation: Confirmation) -> bytes:
     name = confirmation.destination.encode()
-    holder = confirmation.holder
-    if holder is not None and len(holder) != QM_GUID_SIZE:
-        msg = f"a queue manager GUID is {QM_GUID_SIZE} bytes, not {len(holder)}"
-        raise InvalidRecord(msg)
     flags = (_DELIVERED if confirmation.delivered else 0) | (
         _DEADLINE_SET if confirmation.deadline is not None else 0
     )
     head = pack(
         _RECORD,
         "confirmation field",
-        _VERSION if holder is None else _VERSION_WITH_HOLDER,
+        _VERSION,
         flags,
         confirmation.last_class,
         confirmation.deadline or 0.0,
         len(name),
     )
-    return b"".join((head, name, holder or b"", confirmation.payload))
+    return b"".join((head, name, confirmation.payload))
 
 
 class _Head(NamedTuple):
@@ -154,22 +144,16 @@ class _Head(NamedTuple):
     last_class: int
     deadline: float | None
     destination: str
-    holder: bytes | None
     end: int
 
 
 def _decode_head(key: bytes, data: bytes | memoryview) -> _Head:
-    if (
-        len(data) < _RECORD.size
-        or data[0] not in (_VERSION, _VERSION_WITH_HOLDER)
-        or len(key) != _KEY.size
-    ):
+    if len(data) < _RECORD.size or data[0] != _VERSION or len(key) != _KEY.size:
         msg = f"confirmation record of {len(data)} bytes is corrupt"
         raise StoreCorrupt(msg)
-    version, flags, last_class, deadline, length = _RECORD.unpack_from(data)
+    _, flags, last_class, deadline, length = _RECORD.unpack_from(data)
     start = _RECORD.size
-    end = start + length + (QM_GUID_SIZE if version == _VERSION_WITH_HOLDER else 0)
-    if end > len(data):
+    if start + length > len(data):
         msg = f"confirmation record of {len(data)} bytes is cut short in its destination"
         raise StoreCorrupt(msg)
     try:
@@ -177,9 +161,8 @@ def _decode_head(key: bytes, data: bytes | memoryview) -> _Head:
     except UnicodeDecodeError as exc:
         msg = "confirmation record has a garbled destination"
         raise StoreCorrupt(msg) from exc
-    holder = bytes(data[start + length : end]) if version == _VERSION_WITH_HOLDER else None
     dated = deadline if flags & _DEADLINE_SET else None
-    return _Head(flags, last_class, dated, name, holder, end)
+    return _Head(flags, last_class, dated, name, start + length)
 
 
 def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
@@ -193,7 +176,6 @@ def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
         deadline=head.deadline,
         destination=head.destination,
         payload=bytes(data[head.end :]),
-        holder=head.holder,
     )
 
 
@@ -304,18 +286,11 @@ class SettleConfirmation(Removal):
 @dataclass(frozen=True, slots=True)
 class MarkDelivered(Operation):
     """Note that the copies of these ``(ordinal, destination)`` reached their
-    destination queue manager, ``holder`` if known (the GUID whose OrderAck
-    covered them); copies no longer there are passed over.
-
-    Raises (when planned):
-        InvalidRecord: ``holder`` is not 16 bytes.
-    """
+    destination queue manager (copies no longer there are passed over)."""
 
     copies: tuple[tuple[int, str], ...]
-    holder: bytes | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
-        holder = self.holder
         for ordinal, destination in self.copies:
             prefix = ordinal.to_bytes(4, "big")
             with ctx.txn.cursor(db=ctx.dbs.confirmations) as cursor:
@@ -325,12 +300,10 @@ class MarkDelivered(Operation):
                 if data is None:
                     continue
                 old = _decode(key, data)
-                if old.destination != destination:
+                if old.destination != destination or old.delivered:
                     continue
-                if old.delivered and (holder is None or old.holder == holder):
-                    continue
-                new = dataclasses.replace(old, delivered=True, holder=holder or old.holder)
-                ctx.write_record(ctx.dbs.confirmations, key, _encode(new))
+                value = _encode(dataclasses.replace(old, delivered=True))
+                ctx.write_record(ctx.dbs.confirmations, key, value)
         return Done()
 
 

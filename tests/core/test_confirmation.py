@@ -553,66 +553,31 @@ def test_a_final_ack_settles_the_copy_of_the_destination_it_came_from(qm: CoreHa
     assert classes(qm, "admin") == [MessageClass.NACK_RECEIVE_TIMEOUT_AT_SENDER]
 
 
-B1 = bytes(range(16))
-
-
-B2 = bytes(range(16, 32))
-
-
-def test_each_destinations_final_ack_settles_its_own_copy_and_a_repeat_none(
+def test_a_final_ack_naming_its_outgoing_queue_settles_that_copy_once_and_no_other(
     qm: CoreHarness,
 ) -> None:
     qm.send_tx(f"{REMOTE},{REMOTE_2}", b"fan", journal=JOURNAL, time_to_be_received=30)
     message = sent(qm, OUTGOING)
     confirmations = qm.core.confirmations
-    # Both arrived: each OrderAck came from its destination queue manager.
-    for outgoing, holder in ((OUTGOING, B1), (OUTGOING_2, B2)):
-        delivered = confirmations.delivered([(message, outgoing)], holder)
-        assert delivered is not None
-        assert qm.write(storage.Unit((delivered,))).error is None
-    assert [(c.destination, c.holder) for c in qm.store.confirmations(message.ordinal)] == [
-        (OUTGOING, B1),
-        (OUTGOING_2, B2),
-    ]
 
-    def final_ack(sender: bytes) -> storage.Unit | None:
+    def final_ack(destination: str) -> storage.Unit | None:
         return confirmations.settle(
-            message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL, sender=sender
+            message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL, destination=destination
         )
 
-    # B2's FinalAck settles B2's copy, whatever the copies' order.
-    unit = final_ack(B2)
+    # The second destination's FinalAck comes first, before any OrderAck: its
+    # sequence names its outgoing queue, so its own copy is settled.
+    unit = final_ack(OUTGOING_2)
     assert unit is not None
     assert qm.write(unit).error is None
-    assert [c.holder for c in qm.store.confirmations(message.ordinal)] == [B1]
-    # B2's again (sent once more on another session) settles nothing: B1's copy
-    # waits for B1's.
-    assert final_ack(B2) is None
-    # Nor does a FinalAck from a queue manager no copy went to.
-    assert final_ack(bytes(16)) is None
-    unit = final_ack(B1)
+    assert [c.destination for c in qm.store.confirmations(message.ordinal)] == [OUTGOING]
+    # The same FinalAck again (sent once more on another session): nothing.
+    assert final_ack(OUTGOING_2) is None
+    unit = final_ack(OUTGOING)
     assert unit is not None
     assert qm.write(unit).error is None
     assert qm.store.confirmations(message.ordinal) == []
     assert len(messages(qm, names.SYSTEM_JOURNAL)) == 2
-
-
-def test_a_copy_delivered_before_its_holder_was_recorded_is_settled_by_any_final_ack(
-    qm: CoreHarness,
-) -> None:
-    # Copies an earlier release kept (or not yet covered by an OrderAck here)
-    # name no holder: any FinalAck may settle one, the delivered one first.
-    qm.send_tx(f"{REMOTE},{REMOTE_2}", b"fan", journal=JOURNAL, time_to_be_received=30)
-    message = sent(qm, OUTGOING)
-    delivered = qm.core.confirmations.delivered([(message, OUTGOING_2)])
-    assert delivered is not None
-    assert qm.write(storage.Unit((delivered,))).error is None
-    unit = qm.core.confirmations.settle(
-        message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL, sender=B2
-    )
-    assert unit is not None
-    assert qm.write(unit).error is None
-    assert [c.destination for c in qm.store.confirmations(message.ordinal)] == [OUTGOING]
 
 
 def test_a_send_to_more_than_256_remote_targets_fails_alone(qm: CoreHarness) -> None:

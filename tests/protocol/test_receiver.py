@@ -62,11 +62,11 @@ def test_an_order_ack_for_us_is_handed_over(target: uuid.UUID) -> None:
 
 
 def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
-    machine = receiver()
+    machine = receiver(router=True)
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
-    # No way to A yet: its FinalAck is kept (the destination forgets it once
-    # acknowledged, and nothing would send it again), its OrderAck dropped
-    # (the destination announces again when A resends).
+    # No way to A yet: a router keeps its FinalAck (the destination forgets it
+    # once acknowledged, and nothing would send it again), and drops its
+    # OrderAck (the destination announces again when A resends).
     kept = machine.arrive(final_ack(A), "from-c")
     assert isinstance(kept, FinalAckToKeep)
     assert (kept.ack.acked_source_qm, kept.ack.source_qm) == (A, C)
@@ -85,6 +85,8 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     # A's only way is where the FinalAck came from: it is not sent back there.
     accept(machine, message(A, 2, number=2), path="from-c")
     assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+    # A queue manager that relays nothing has no FinalAck of another to keep.
+    assert receiver().arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
 
 
 def announced(

@@ -7,10 +7,12 @@ confirmation; its destination sends a FinalAck when the message leaves its
 queue (or is refused there). The receiver finds the FinalAck is about one
 of our messages (``qmgr.protocol.FinalAckArrived``; one about another
 queue manager's message is passed on along its return path, as OrderAcks
-are: a router keeps no FinalAck of its own). :class:`FinalAckArrivals` asks
-the core for the unit that settles the message's copy
-(``qmgr.core.confirmation.Confirmations.settle``) and stores it in the
-connection's next write, as one operation that does nothing if the copy is
+are). :class:`FinalAckArrivals` asks the core for the unit that settles the
+message's copy (``qmgr.core.confirmation.Confirmations.settle``: of a send
+to several queue managers, the copy of the outgoing queue the FinalAck's
+TxSequenceID names, its timestamp being the queue's, so that a FinalAck sent
+twice settles its own destination's copy once and never another's), and
+stores it in the connection's next write, as one operation that does nothing if the copy is
 gone by then (its deadline may settle it first). The FinalAck counts in our
 SessionAck only once that write is persisted: the destination forgets its
 FinalAck on that SessionAck. A FinalAck about a copy already settled (a
@@ -71,10 +73,14 @@ class FinalAckArrivals:
         parts: the core's confirmations, the store (read, to find which queues
             a settlement touched), the signals (to wake their readers), the
             wall clock.
+        by_stamp: the outgoing queues by sequence timestamp (the live mapping):
+            a FinalAck repeats its message's TxSequenceID, whose timestamp names
+            the outgoing queue, and so the copy, it is about.
     """
 
-    def __init__(self, parts: PeeringParts) -> None:
+    def __init__(self, parts: PeeringParts, by_stamp: Mapping[int, OutgoingQueue]) -> None:
         self._parts = parts
+        self._by_stamp = by_stamp
         #: FinalAcks that settled a copy since the start.
         self.settled = 0
 
@@ -82,15 +88,18 @@ class FinalAckArrivals:
         self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None
     ) -> None:
         """A FinalAck about one of our messages arrived on ``connection``."""
-        # A session we opened knows the destination's address; one it opened does not.
+        # The outgoing queue it went through (unknown if that queue is gone, or
+        # its sequence was renewed since); else a session we opened knows the
+        # destination's address, one it opened does not.
+        queue = self._by_stamp.get(ack.sequence_id.timestamp)
         endpoint = connection.peer if connection.role is Role.INITIATOR else ""
         parts = self._parts
         unit = parts.confirmations.settle(
             ack.acked_message_id,
             ack.message_class,
             wall=parts.wall(),
+            destination=None if queue is None else queue.name,
             endpoint=endpoint,
-            sender=ack.source_qm.bytes,
         )
         if unit is None:
             # Settled already (a repeat, or its deadline came first). It still

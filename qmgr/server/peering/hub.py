@@ -119,8 +119,6 @@ class Peering:
         )
         self.local_qm: uuid.UUID = store.qm_guid
         settings = from_config(SessionSettings, config)
-        #: Settles the FinalAcks that arrive about our messages.
-        self.final_ack_arrivals = FinalAckArrivals(self.parts)
         #: What arrives: the receiver, the core's arrivals, the OrderAcks we send.
         self.incoming = Incoming(self.parts, self)
         self.context = ConnectionContext(self.parts, self.tls, self.identities, settings, self)
@@ -128,6 +126,8 @@ class Peering:
         self.connections = self.context.connections
         #: What we send: the outgoing queues and the links to their next hops.
         self.outgoing_queues = OutgoingQueues(self.parts, self.context)
+        #: Settles the FinalAcks that arrive about our messages.
+        self.final_ack_arrivals = FinalAckArrivals(self.parts, self.outgoing_queues.by_stamp)
         #: Keeps the links up that our FinalAcks come back through.
         self.confirmation_watch = ConfirmationWatch(store, self.outgoing_queues.queues, self.log)
         #: Sends our FinalAcks.

@@ -41,7 +41,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import trio
 
@@ -66,7 +66,11 @@ from ..signals import touched_queues
 from .connection import PeerConnection
 from .parts import PeeringParts
 
-__all__ = ["Incoming", "IncomingRoutes"]
+__all__ = ["MAX_KEPT_FINAL_ACKS", "Incoming", "IncomingRoutes"]
+
+#: A router keeps FinalAcks it cannot pass on while fewer than this many
+#: FinalAcks (its own included) wait to be sent; past it, one is dropped.
+MAX_KEPT_FINAL_ACKS: Final = 1_000_000
 
 
 class IncomingRoutes(Protocol):
@@ -136,6 +140,7 @@ class Incoming:
             order_ack_delay=config.peer_order_ack_delay,
             max_order_ack_delay=config.peer_order_ack_max_delay,
             closing=lambda connection: connection.closing,
+            router=config.peer_router,
         )
         self._order_ack_wake = trio.Event()
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
@@ -157,12 +162,22 @@ class Incoming:
             self._message(connection, packet, recoverable)
         elif isinstance(arrival, FinalAckArrived):
             self.routes.final_ack_arrived(connection, arrival.ack, recoverable)
-        elif isinstance(arrival, FinalAckToKeep):
+        elif isinstance(arrival, FinalAckToKeep) and (
+            self.parts.store.final_ack_count() < MAX_KEPT_FINAL_ACKS
+        ):
             # Its source is unreachable now: kept, and acknowledged once stored,
             # for the courier to pass on when the source has a session here.
             op = passed_on_final_ack_op(arrival.ack)
             connection.store((op,), lambda _: connection.acknowledge(recoverable))
         else:
+            if isinstance(arrival, FinalAckToKeep):
+                self.receiver.unroutable += 1
+                self.parts.log.warning(
+                    "final_ack_not_kept",
+                    peer=connection.peer,
+                    source_qm=str(arrival.ack.acked_source_qm),
+                    reason=f"{MAX_KEPT_FINAL_ACKS} FinalAcks wait to be sent already",
+                )
             if isinstance(arrival, OrderAckArrived):
                 self.routes.order_ack_arrived(arrival.ack, connection.remote_qm)
             elif isinstance(arrival, PassOn):

@@ -189,10 +189,6 @@ class OutgoingQueue:
         # Purges of the queue, one at a time (``purging`` stays set through each).
         self._purge_lock = trio.Lock()
         self.last_order_ack: float | None = None
-        #: The GUID (16 bytes) of the queue manager whose OrderAcks the queue's
-        #: sequence takes (its destination), once one has come: the copies of
-        #: what they cover await their FinalAcks from it.
-        self.destination_qm: bytes | None = None
         #: Since when (``trio.current_time()``) the queue has been seen empty and
         #: without traffic, for its removal (None: not seen so, or traffic since).
         self.quiet_since: float | None = None
@@ -405,9 +401,7 @@ class OutgoingQueue:
             for message in reported
             if not message.transactional
         ]
-        delivered = parts.confirmations.delivered(
-            [(m, self.name) for m in reported], self.destination_qm
-        )
+        delivered = parts.confirmations.delivered([(m, self.name) for m in reported])
         if delivered is not None:
             ops.append(delivered)
         return ops

@@ -49,7 +49,7 @@ class FakeConfirmations:
     """``Confirmations.settle``: a unit while the copy waits, then None."""
 
     waiting: bool = True
-    calls: list[tuple[int, int, float, str, bytes | None]] = field(default_factory=list)
+    calls: list[tuple[int, int, float, str | None, str]] = field(default_factory=list)
 
     def settle(
         self,
@@ -57,10 +57,10 @@ class FakeConfirmations:
         message_class: int,
         *,
         wall: float,
+        destination: str | None = None,
         endpoint: str = "",
-        sender: bytes | None = None,
     ) -> storage.Unit | None:
-        self.calls.append((ordinal, message_class, wall, endpoint, sender))
+        self.calls.append((ordinal, message_class, wall, destination, endpoint))
         if not self.waiting:
             return None
         return storage.Unit((storage.SettleConfirmation(ordinal, 0),))
@@ -84,7 +84,20 @@ class FakeConnection:
         self.acknowledged.append(recoverable_number)
 
 
-def arrivals(confirmations: FakeConfirmations) -> tuple[FinalAckArrivals, list[list[int]]]:
+@dataclass(eq=False)
+class NamedQueue:
+    """An outgoing queue, as the settling knows one: by its name."""
+
+    name: str
+
+
+#: ACK's sequence timestamp names this outgoing queue of ours.
+BY_STAMP = {ACK.sequence_id.timestamp: NamedQueue("outgoing$;tcp:10.0.0.9:1801\\orders")}
+
+
+def arrivals(
+    confirmations: FakeConfirmations, by_stamp: dict[int, NamedQueue] | None = None
+) -> tuple[FinalAckArrivals, list[list[int]]]:
     signals = QueueSignals()
     notified: list[list[int]] = []
     signals.listeners.append(lambda ids: notified.append(list(ids)))
@@ -99,7 +112,8 @@ def arrivals(confirmations: FakeConfirmations) -> tuple[FinalAckArrivals, list[l
         log=structlog.get_logger("test"),
         wall=lambda: WALL,
     )
-    return FinalAckArrivals(parts), notified
+    queues = cast(dict[int, OutgoingQueue], BY_STAMP if by_stamp is None else by_stamp)
+    return FinalAckArrivals(parts, queues), notified
 
 
 def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persisted() -> None:
@@ -107,9 +121,10 @@ def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persiste
     settling, notified = arrivals(confirmations)
     connection = FakeConnection()
     settling.arrived(cast(PeerConnection, connection), ACK, 7)
-    # The copy of the destination that sent it (its GUID) is the one settled.
+    # The copy of the outgoing queue the FinalAck's sequence names.
+    destination = BY_STAMP[ACK.sequence_id.timestamp].name
     assert confirmations.calls == [
-        (42, wire.MessageClass.ACK_RECEIVE, WALL, connection.peer, ACK.source_qm.bytes)
+        (42, wire.MessageClass.ACK_RECEIVE, WALL, destination, connection.peer)
     ]
     [(ops, after)] = connection.stored
     # One operation that does nothing if the copy's deadline settled it first.
@@ -126,11 +141,15 @@ def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persiste
 @pytest.mark.parametrize("role", [Role.ACCEPTOR, Role.INITIATOR])
 def test_a_repeat_stores_nothing_and_counts_after_the_writes_before_it(role: Role) -> None:
     confirmations = FakeConfirmations(waiting=False)
-    settling, notified = arrivals(confirmations)
+    # Of a sequence no outgoing queue has now (removed, or renewed by a restore).
+    settling, notified = arrivals(confirmations, {})
     connection = FakeConnection(role=role)
     settling.arrived(cast(PeerConnection, connection), ACK, None)
     # Only a session we opened knows the destination's address.
-    assert confirmations.calls[0][3] == (connection.peer if role is Role.INITIATOR else "")
+    assert confirmations.calls[0][3:] == (
+        None,
+        connection.peer if role is Role.INITIATOR else "",
+    )
     [(ops, after)] = connection.stored
     assert ops == ()
     after([])

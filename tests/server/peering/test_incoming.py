@@ -12,7 +12,9 @@ from peer_kit import Network, Node, is_data, is_order_ack, is_session_ack, wait_
 
 import storage
 import wire
+from qmgr.core.final_acks import final_ack_op
 from qmgr.protocol import Role
+from qmgr.server.peering import incoming as peering_incoming
 
 from .conftest import (
     LATE_ORDER_ACKS,
@@ -294,6 +296,44 @@ async def test_a_router_keeps_one_copy_of_what_its_source_resends_while_the_next
     # after its copy went (C rejected those): not a copy per resend.
     forwarded = network.channel(r, c).count(is_data)
     assert forwarded - 20 == receiver(c).rejected < 20
+
+
+@pytest.mark.parametrize("room", [True, False])
+async def test_a_router_keeps_a_final_ack_for_a_source_that_is_down_while_there_is_room(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+    room: bool,
+) -> None:
+    if not room:
+        monkeypatch.setattr(peering_incoming, "MAX_KEPT_FINAL_ACKS", 0)
+    a, r, c = await start_router_line(network)
+    await c.start()
+    await a.send(c.remote(QUEUE), [b"one"], journal=0x01, time_to_be_received=600)
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
+    await wait_until(settled(a), what="A has C's OrderAck")
+    await a.stop()
+    # C's FinalAck for it (as a receive records it), sent along the way it came.
+    [(_, data)] = c.store.read_range(c.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
+    message = wire.MessageProperties.from_bytes(storage.message_payload(data))
+    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    # C forgets it once R has acknowledged it: stored, or dropped for want of room.
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    kept = r.store.final_acks()
+    if room:
+        [(key, _)] = kept
+        assert key == a.store.qm_guid.bytes + message.ordinal.to_bytes(4, "big") + (
+            c.store.qm_guid.bytes
+        )
+        assert receiver(r).unroutable == 0
+        # A comes back, and keeps a session with R for its copy: R sends it on.
+        await a.start()
+        await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+        await wait_until(lambda: r.store.final_ack_count() == 0, what="R forgets it")
+    else:
+        assert kept == []
+        assert receiver(r).unroutable == 1
 
 
 async def test_a_router_acknowledges_a_resend_it_holds_without_storing_it_again(

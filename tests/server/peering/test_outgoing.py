@@ -152,22 +152,6 @@ def forged_order_ack(a: Node, number: int, source: uuid.UUID) -> wire.OrderAck:
     )
 
 
-async def test_a_copy_covered_by_an_order_ack_names_the_queue_manager_that_sent_it(
-    network: Network, autojump_clock: trio.testing.MockClock
-) -> None:
-    a, b = await start_pair(network)
-    await a.send(b.remote(QUEUE), [b"one"], journal=0x01, time_to_be_received=600)
-    await deliver(a, b, [b"one"])
-    [message] = b.messages(QUEUE)
-
-    def holders() -> list[bytes | None]:
-        return [c.holder for c in a.store.confirmations(message.ordinal)]
-
-    # Its FinalAck is to come from B: the one whose OrderAck covered it.
-    await wait_until(lambda: holders() == [b.store.qm_guid.bytes], step=0.1)
-    assert [c.delivered for c in a.store.confirmations(message.ordinal)] == [True]
-
-
 async def test_an_order_ack_for_numbers_never_sent_ends_nothing(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:

@@ -5,7 +5,6 @@ order, and corrupt records."""
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
 import pytest
@@ -606,34 +605,6 @@ def test_the_record_layout_is_as_documented(store: Store) -> None:
     assert key == b"\x00\x00\x00\x07\x02"
     name = "dé".encode()
     assert value == _HEAD.pack(1, 0x01 | 0x02, 0, T + 1.5, len(name)) + name + b"P"
-
-
-def test_a_copy_delivered_by_a_known_queue_manager_names_it_in_format_2(
-    store: Store, reopen: Reopener
-) -> None:
-    commit_ok(store, unit(add(copy(7, 0, destination="dé", payload=b"P"))))
-    commit_ok(store, unit(MarkDelivered(((7, "dé"),), holder=QM_B)))
-    assert store.confirmation(7, 0) == dataclasses.replace(
-        copy(7, 0, destination="dé", payload=b"P"), delivered=True, holder=QM_B
-    )
-    # Delivered again through another queue manager (a route moved): it names that one.
-    commit_ok(store, unit(MarkDelivered(((7, "dé"),), holder=QM_A)))
-    assert store.confirmation(7, 0).holder == QM_A  # type: ignore[union-attr]
-    # A mark that names nobody keeps the one named.
-    commit_ok(store, unit(MarkDelivered(((7, "dé"),))))
-    store = reopen(store)
-    assert store.confirmation(7, 0).holder == QM_A  # type: ignore[union-attr]
-    store.close()
-    [(_, value)] = raw_items(store.path, DB_CONFIRMATIONS)
-    name = "dé".encode()
-    assert value == _HEAD.pack(2, 0x01, 0, 0.0, len(name)) + name + QM_A + b"P"
-
-
-def test_a_holder_is_a_16_byte_guid(store: Store) -> None:
-    commit_ok(store, unit(add(copy(7))))
-    [outcome] = commit(store, unit(MarkDelivered(((7, DEST_A),), holder=b"short")))
-    assert isinstance(outcome.error, InvalidRecord)
-    assert store.confirmation(7, 0) == copy(7)
 
 
 def test_a_record_cut_short_in_its_name_raises_store_corrupt(
