@@ -114,6 +114,7 @@ from .ops.queues import QueueCreated as QueueCreated
 from .ops.queues import QueueDeleted as QueueDeleted
 from .ops.queues import QueuePurged as QueuePurged
 from .ops.restore import ORDINAL_JUMP as ORDINAL_JUMP
+from .ops.restore import RENEWED as RENEWED
 from .ops.restore import RenewAfterRestore as RenewAfterRestore
 from .ops.restore import Renewed as Renewed
 from .ops.retired import RemoveEmptyOutgoing as RemoveEmptyOutgoing

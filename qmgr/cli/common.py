@@ -21,6 +21,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import pathlib
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,6 +48,7 @@ __all__ = [
     "Seconds",
     "age",
     "client",
+    "configuration_options",
     "confirm",
     "confirmed",
     "connect_to",
@@ -160,6 +162,34 @@ def reports_errors(func: Callable[P, R]) -> Callable[P, R]:
 # --------------------------------------------------------------------------
 # The connection
 # --------------------------------------------------------------------------
+
+
+def configuration_options(command: Callable[..., R]) -> Callable[..., R]:
+    """``--config``, ``--data-dir`` and ``--set``: the configuration of a queue
+    manager, as ``qmgr serve`` and ``qmgr restored`` read it (the command takes
+    ``config_path``, ``data_dir`` and ``settings``)."""
+    options = (
+        click.option(
+            "--config",
+            "config_path",
+            type=click.Path(dir_okay=False, path_type=pathlib.Path),
+            help="A TOML file overriding the built-in defaults.",
+        ),
+        # Text, not a Path: Path("") would be ".", and an empty directory name must
+        # be refused as server.data_dir is (load_config checks it).
+        click.option("--data-dir", type=click.Path(file_okay=False), help="Where the store lives."),
+        click.option(
+            "--set",
+            "settings",
+            metavar="SECTION.KEY=VALUE",
+            multiple=True,
+            help="Override any configuration key (repeatable), "
+            "e.g. --set store.max_map_size=1073741824.",
+        ),
+    )
+    for option in reversed(options):
+        command = option(command)
+    return command
 
 
 def connection_options(group: Callable[..., R]) -> Callable[..., R]:

@@ -17,26 +17,13 @@ from pathlib import Path
 
 import click
 
-from .common import fail
+from .common import configuration_options, fail
 
 __all__ = ["restored"]
 
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The TOML file the queue manager runs with.",
-)
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Where the store lives.")
-@click.option(
-    "--set",
-    "settings",
-    metavar="SECTION.KEY=VALUE",
-    multiple=True,
-    help="Override a configuration key, as for qmgr serve.",
-)
+@configuration_options
 @click.option("--json", "as_json", is_flag=True, help="Print what changed as JSON.")
 def restored(
     config_path: Path | None, data_dir: str | None, settings: tuple[str, ...], as_json: bool
@@ -60,24 +47,34 @@ def restored(
     from qmgr.server.restored import renew_after_restore
 
     try:
-        result = renew_after_restore(config, now=time.time())
+        restored = renew_after_restore(config, now=time.time())
     except StartupError as exc:
         fail(str(exc), status=exc.status)
+    result, in_doubt = restored.renewed, restored.in_doubt
     directory = config.data_dir
     if as_json:
-        click.echo(
-            json.dumps(
-                {
-                    "data_dir": str(directory),
-                    "outgoing_queues": result.outgoing,
-                    "retired_sequences": result.retired,
-                    "incoming_streams": result.streams,
-                    "ordinal_limit": result.ordinal_limit,
-                }
-            )
-        )
+        report = {
+            "data_dir": str(directory),
+            "already": result.already,
+            "outgoing_queues": result.outgoing,
+            "retired_sequences": result.retired,
+            "incoming_streams": result.streams,
+            "ordinal_limit": result.ordinal_limit,
+            "in_doubt": list(in_doubt),
+        }
+        click.echo(json.dumps(report))
         return
-    click.echo(f"{directory}: ready to start in place of the original")
-    click.echo(f"  outgoing queues that go on as new streams: {result.outgoing}")
-    click.echo(f"  kept sequences of removed outgoing queues dropped: {result.retired}")
-    click.echo(f"  incoming streams that take their next message: {result.streams}")
+    if result.already:
+        click.echo(f"{directory}: prepared already, and not started since: nothing changed")
+    else:
+        click.echo(f"{directory}: ready to start in place of the original")
+        click.echo(f"  outgoing queues that go on as new streams: {result.outgoing}")
+        click.echo(f"  kept sequences of removed outgoing queues dropped: {result.retired}")
+        click.echo(f"  incoming streams that take their next message: {result.streams}")
+    if in_doubt:
+        click.echo(
+            f"warning: {len(in_doubt)} prepared transaction(s) in doubt, which the original "
+            "may have resolved after the backup: ask their coordinator before resolving "
+            "them (qmgr tx list): " + ", ".join(in_doubt),
+            err=True,
+        )

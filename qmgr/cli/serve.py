@@ -19,21 +19,13 @@ from typing import Any, NoReturn
 
 import click
 
-from .common import fail
+from .common import configuration_options, fail
 
 __all__ = ["serve"]
 
 
 @click.command()
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A TOML file overriding the built-in defaults.",
-)
-# Text, not a Path: Path("") would be ".", and an empty directory name must be
-# refused as server.data_dir is (load_config checks it).
-@click.option("--data-dir", type=click.Path(file_okay=False), help="Where the store lives.")
+@configuration_options
 @click.option("--listen", metavar="HOST:PORT", help="Peer (MSMQ) listener address.")
 @click.option("--client-listen", metavar="HOST:PORT", help="Client (SDK and CLI) listener address.")
 @click.option(
@@ -45,13 +37,6 @@ __all__ = ["serve"]
 @click.option("--log-format", type=click.Choice(["console", "json", "auto"]), help="Log rendering.")
 @click.option(
     "--log-level", type=click.Choice(["debug", "info", "warning", "error"]), help="Log threshold."
-)
-@click.option(
-    "--set",
-    "settings",
-    metavar="SECTION.KEY=VALUE",
-    multiple=True,
-    help="Override any configuration key (repeatable), e.g. --set store.max_map_size=1073741824.",
 )
 def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any) -> None:
     """Run a queue manager in the foreground until SIGTERM or Ctrl-C."""

@@ -321,7 +321,8 @@ class IncomingSequences:
             raise SequenceError(msg)
         stream.persisted = mark
         stream.accepted = max(stream.accepted, mark)
-        stream.resync_taken = False
+        # Something of it is stored since: the store's state has no resync flag.
+        stream.resync = stream.resync_taken = False
         stream.last_access = now
         stream.unannounced += 1
         self._arm(key, stream, now)

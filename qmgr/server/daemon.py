@@ -291,6 +291,11 @@ class Daemon:
         if self.peering.outgoing_queues.marks_read:
             marks = storage.Unit((clear_sent_marks(),))
             units.append(marks)
+        renewed = None
+        if self.store.get_setting(storage.RENEWED) is not None:
+            # Started after ``qmgr restored``: a later renewal is a new one.
+            renewed = storage.Unit((storage.ClearSetting(storage.RENEWED),))
+            units.append(renewed)
         if not units:
             return
         try:
@@ -305,6 +310,8 @@ class Daemon:
                     # run for what it sends: a message sent would count as never sent.
                     msg = f"cannot clear the outgoing queues' marks: {outcome.error}"
                     raise StartupError(msg)
+            elif renewed is unit:
+                self.log.info("started_after_restore", cleared=outcome.error is None)
             elif reservation is unit:
                 failure = core.ordinals_reserved(unit, outcome)
                 if failure is not None:

@@ -9,15 +9,27 @@ transaction does all of it, or nothing.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import storage
 from qmgr.config import Config
 
 from .listeners import StartupError
 
-__all__ = ["renew_after_restore"]
+__all__ = ["Restored", "renew_after_restore"]
 
 
-def renew_after_restore(config: Config, *, now: float) -> storage.Renewed:
+@dataclass(frozen=True, slots=True)
+class Restored:
+    """What preparing a restored data directory did, and what it leaves to the operator."""
+
+    renewed: storage.Renewed
+    #: Transactions prepared (two-phase) in the backup, by xid: in doubt here,
+    #: and perhaps resolved by the original after the backup.
+    in_doubt: tuple[str, ...]
+
+
+def renew_after_restore(config: Config, *, now: float) -> Restored:
     """Write ``storage.RenewAfterRestore`` into the store of ``config.data_dir``.
 
     Raises:
@@ -45,6 +57,7 @@ def renew_after_restore(config: Config, *, now: float) -> storage.Renewed:
     with store:
         try:
             [outcome] = store.commit([storage.Unit((storage.RenewAfterRestore(now),))], now=now)
+            in_doubt = tuple(info.xid for info in store.prepared_transactions())
         except storage.StoreError as exc:
             msg = f"the store in {directory} was not changed: {exc}"
             raise StartupError(msg) from exc
@@ -53,4 +66,4 @@ def renew_after_restore(config: Config, *, now: float) -> storage.Renewed:
         raise StartupError(msg)
     [result] = outcome.results
     assert isinstance(result, storage.Renewed)
-    return result
+    return Restored(result, in_doubt)

@@ -29,8 +29,10 @@ What cannot be had back is said in ``docs/operations.md``: the messages the
 original received after the backup are lost with it, and what the backup
 still holds to send may have been delivered by the original already (it
 goes again, under the new stream). The operation is meant to run once, on
-the restored store, before the queue manager starts; run again, it only
-starts new streams once more.
+the restored store, before the queue manager starts: it leaves the setting
+:data:`RENEWED`, which the queue manager's first start clears, and changes
+nothing while it is there (a second jump of 2**31 would bring the ids back to
+where the backup stood).
 """
 
 from __future__ import annotations
@@ -41,14 +43,19 @@ from typing import Final
 
 from ..context import PlanContext
 from ..errors import StoreCorrupt
-from ..keys import split_incoming_key
+from ..keys import setting_key, split_incoming_key
 from ..units import Operation, Result
 from .peering import decode_incoming, encode_incoming
 
-__all__ = ["ORDINAL_JUMP", "RenewAfterRestore", "Renewed"]
+__all__ = ["ORDINAL_JUMP", "RENEWED", "STAMP_MARGIN", "RenewAfterRestore", "Renewed"]
 
 #: How far the message-id ordinal limit moves on: half the 32-bit ordinal space.
 ORDINAL_JUMP: Final = 1 << 31
+#: How far past the wall clock the sequence stamps move (seconds).
+STAMP_MARGIN: Final = 86_400.0
+#: The setting a renewal leaves until the queue manager's first start clears it
+#: (the new ordinal limit, as text): a second renewal before then changes nothing.
+RENEWED: Final = "restore-renewed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,9 @@ class Renewed(Result):
     streams: int
     #: The message-id ordinal limit from now on.
     ordinal_limit: int
+    #: The store was renewed already and has not been started since: nothing
+    #: changed (a second renewal would move the ids back where they were).
+    already: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,11 +90,14 @@ class RenewAfterRestore(Operation):
     now: float
 
     def plan(self, ctx: PlanContext) -> Result:
+        if ctx.txn.get(setting_key(RENEWED), db=ctx.dbs.meta) is not None:
+            return Renewed(0, 0, 0, ctx.ordinal_limit(), already=True)
         peering = ctx.peering
-        # A first stamp nobody gets: the counter moves to the wall clock at least,
-        # past what the original can have given queues created since the backup
-        # (it gives ``max(int(now), last + 1)``), queues here or not.
-        peering.next_sequence_stamp(self.now)
+        # A first stamp nobody gets: the counter moves a day past the wall clock
+        # at least, past what the original can have given queues created since
+        # the backup (it gives ``max(int(now), last + 1)``, and its clock may
+        # have been ahead of this one), queues here or not.
+        peering.next_sequence_stamp(self.now + STAMP_MARGIN)
         renewed = 0
         for queue_id in peering.outgoing_ids():
             state = peering.outgoing_state(queue_id)
@@ -117,4 +130,5 @@ class RenewAfterRestore(Operation):
             ctx.put(ctx.dbs.incoming, key, flagged)
         limit = ctx.ordinal_limit() + ORDINAL_JUMP
         ctx.reserve_ordinals(limit)
+        ctx.put_meta(setting_key(RENEWED), str(limit).encode())
         return Renewed(renewed, len(retired), len(incoming), limit)

@@ -41,6 +41,11 @@ def test_it_says_what_it_changed(data_dir: Path) -> None:
         [after] = store.outgoing_states().values()
         assert after.sequence_timestamp > before.sequence_timestamp
         assert store.ordinal_limit == limit + storage.ORDINAL_JUMP
+    again = run(None, "restored", "--data-dir", str(data_dir))
+    assert again.exit_code == 0, again.stderr
+    assert again.stdout == (
+        f"{data_dir}: prepared already, and not started since: nothing changed\n"
+    )
 
 
 def test_json_for_scripts(data_dir: Path) -> None:
@@ -48,12 +53,23 @@ def test_json_for_scripts(data_dir: Path) -> None:
     assert result.exit_code == 0, result.stderr
     found = json.loads(result.stdout)
     assert found["data_dir"] == str(data_dir)
+    assert (found["already"], found["in_doubt"]) == (False, [])
     assert (found["outgoing_queues"], found["retired_sequences"], found["incoming_streams"]) == (
         1,
         0,
         0,
     )
     assert found["ordinal_limit"] > storage.ORDINAL_JUMP
+
+
+def test_transactions_in_doubt_are_a_warning(data_dir: Path) -> None:
+    with storage.Store(data_dir) as store:
+        prepare = storage.PrepareTransaction("xid-1", (), (), created_at=1.0)
+        assert store.commit([storage.Unit((prepare,))], now=1.0)[0].error is None
+    result = run(None, "restored", "--data-dir", str(data_dir))
+    assert result.exit_code == 0
+    assert result.stderr.startswith("warning: 1 prepared transaction(s) in doubt")
+    assert result.stderr.rstrip().endswith(": xid-1")
 
 
 def test_a_directory_without_a_store_is_refused_and_left_empty(tmp_path: Path) -> None:

@@ -65,6 +65,18 @@ def send_order(peers: Peers, body: bytes, **options: Unpack[SendOptions]) -> Non
     )
 
 
+def send_confirmed(qm: QueueManager, destination: str, body: bytes, ttbr: int) -> None:
+    """Send ``body`` in a transaction of its own, asking for the confirmation
+    process (dead letter and journal) within ``ttbr`` seconds to be received."""
+    send_in_transaction(
+        qm,
+        destination,
+        body,
+        journal=Journal.DEADLETTER | Journal.JOURNAL,
+        time_to_be_received=ttbr,
+    )
+
+
 def test_a_remote_receipt_is_acknowledged_and_journaled_at_the_source(orders: Peers) -> None:
     _, _, qa, qb = orders
     send_order(
@@ -252,14 +264,7 @@ def test_a_message_received_after_its_session_went_idle_is_still_confirmed(
     b = daemon_factory(name="qm-b", extra_args=idle)
     with connect(a.address) as qa, connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
-        send_in_transaction(
-            qa,
-            remote_queue(b, "orders"),
-            b"late reader",
-            journal=Journal.DEADLETTER | Journal.JOURNAL,
-            # The copy's deadline is 20 + 20 s away: far past the idle close.
-            time_to_be_received=20,
-        )
+        send_confirmed(qa, remote_queue(b, "orders"), b"late reader", 20)
         wait_until(lambda: depth(qb, "orders") == 1, 10)
         # The session that delivered it closes for idleness (whichever side's
         # timer fires first).
@@ -291,13 +296,7 @@ def test_each_destinations_final_ack_settles_its_own_copy_through_a_router(
             qb.create_queue("orders", transactional=True)
     with connect(a.address) as qa:
         qa.create_list("fan", [remote_queue(b1, "orders"), remote_queue(b2, "orders")])
-        send_in_transaction(
-            qa,
-            "DL=fan",
-            b"fan",
-            journal=Journal.DEADLETTER | Journal.JOURNAL,
-            time_to_be_received=60,
-        )
+        send_confirmed(qa, "DL=fan", b"fan", 60)
         with connect(b2.address) as qb2:
             message = qb2.receive("orders", timeout=10)
             assert message is not None
@@ -327,13 +326,7 @@ def test_a_router_keeps_a_final_ack_while_the_source_is_down(
     with connect(b.address) as qb:
         qb.create_queue("orders", transactional=True)
     with connect(a.address) as qa:
-        send_in_transaction(
-            qa,
-            remote_queue(b, "orders"),
-            b"through r",
-            journal=Journal.DEADLETTER | Journal.JOURNAL,
-            time_to_be_received=60,
-        )
+        send_confirmed(qa, remote_queue(b, "orders"), b"through r", 60)
         wait_until(lambda: qa.outgoing()[0].waiting + qa.outgoing()[0].unacknowledged == 0, 10)
     a.stop()
     with connect(b.address) as qb:

@@ -14,6 +14,7 @@ from helpers import (
     PEER_FAST,
     DaemonProcess,
     depth,
+    log_events,
     outgoing_settled,
     remote_queue,
     send_in_transaction,
@@ -43,9 +44,10 @@ def put_back(daemon: DaemonProcess, backup: Path) -> None:
     shutil.copytree(backup, daemon.data_dir)
 
 
-def test_a_sender_put_back_from_a_backup_sends_new_streams(
-    daemon_factory: Callable[..., DaemonProcess], tmp_path: Path
-) -> None:
+def one_delivered(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> tuple[DaemonProcess, DaemonProcess, str]:
+    """A and B, and B's queue ``orders`` (its format name) holding A's "1" for good."""
     a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
     b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
     orders = remote_queue(b, "orders")
@@ -53,15 +55,30 @@ def test_a_sender_put_back_from_a_backup_sends_new_streams(
         qb.create_queue("orders", transactional=True)
     with connect(a.address) as qa:
         send_in_transaction(qa, orders, b"1")
-        wait_until(lambda: outgoing_settled(qa), 10)  # B has it for good
-    a.stop()
-    backup = tmp_path / "backup-a"
-    shutil.copytree(a.data_dir, backup)
-    a.start()
-    with connect(a.address) as qa:
-        send_in_transaction(qa, orders, b"2")
-        send_in_transaction(qa, orders, b"3")
         wait_until(lambda: outgoing_settled(qa), 10)
+    return a, b, orders
+
+
+def backed_up_then_sent(
+    daemon: DaemonProcess, sender: DaemonProcess, orders: str, path: Path, *bodies: bytes
+) -> Path:
+    """Back ``daemon`` up (stopped), start it again, and have ``sender`` send
+    ``bodies`` to ``orders`` until they are there for good; the backup's path."""
+    daemon.stop()
+    shutil.copytree(daemon.data_dir, path)
+    daemon.start()
+    with connect(sender.address) as qs:
+        for body in bodies:
+            send_in_transaction(qs, orders, body)
+        wait_until(lambda: outgoing_settled(qs), 10)
+    return path
+
+
+def test_a_sender_put_back_from_a_backup_sends_new_streams(
+    daemon_factory: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    a, b, orders = one_delivered(daemon_factory)
+    backup = backed_up_then_sent(a, a, orders, tmp_path / "backup-a", b"2", b"3")
     # A's disk is lost: the backup takes its place. Started as it is, its next
     # message would carry numbers B took from the original since: dropped.
     put_back(a, backup)
@@ -71,7 +88,10 @@ def test_a_sender_put_back_from_a_backup_sends_new_streams(
     done = restored(a.data_dir)
     assert done.returncode == 0, done.stderr
     assert "outgoing queues that go on as new streams: 1" in done.stdout
+    again = restored(a.data_dir)  # by mistake: nothing moves before the start
+    assert "prepared already, and not started since: nothing changed" in again.stdout
     a.start()
+    assert [e["cleared"] for e in log_events(a, "started_after_restore")] == [True]
     with connect(a.address) as qa:
         send_in_transaction(qa, orders, b"4")
         send_in_transaction(qa, orders, b"5")
@@ -83,21 +103,9 @@ def test_a_sender_put_back_from_a_backup_sends_new_streams(
 def test_a_receiver_put_back_from_a_backup_takes_its_peers_next_messages(
     daemon_factory: Callable[..., DaemonProcess], tmp_path: Path
 ) -> None:
-    a = daemon_factory(name="qm-a", extra_args=PEER_FAST)
-    b = daemon_factory(name="qm-b", extra_args=PEER_FAST)
-    orders = remote_queue(b, "orders")
-    with connect(b.address) as qb:
-        qb.create_queue("orders", transactional=True)
-    with connect(a.address) as qa:
-        send_in_transaction(qa, orders, b"1")
-        wait_until(lambda: outgoing_settled(qa), 10)
-    b.stop()
-    backup = tmp_path / "backup-b"
-    shutil.copytree(b.data_dir, backup)
-    b.start()
-    with connect(a.address) as qa:
-        send_in_transaction(qa, orders, b"2")
-        wait_until(lambda: outgoing_settled(qa), 10)  # A forgot it: B has it for good
+    a, b, orders = one_delivered(daemon_factory)
+    # A forgot "2" once B had it for good.
+    backup = backed_up_then_sent(b, a, orders, tmp_path / "backup-b", b"2")
     put_back(b, backup)
     done = restored(b.data_dir, "--json")
     assert done.returncode == 0, done.stderr

@@ -318,6 +318,17 @@ def test_a_restored_stream_takes_a_later_sequence_whatever_its_previous() -> Non
     assert mark(incoming.state(KEY)) == at(5, SEQ2)
 
 
+def test_a_rollback_after_the_taken_message_is_stored_gives_no_resync_back() -> None:
+    incoming = restored(50)
+    assert incoming.accept(KEY, header(101, 100), T0)  # taken by the resync (write 1)
+    assert incoming.accept(KEY, header(102, 101), T0)  # on another connection (write 2)
+    incoming.rolled_back(KEY)  # write 2 failed ...
+    incoming.persisted(KEY, SEQ, 101, T0)  # ... write 1 was stored
+    # 102 is not stored: 103 does not follow what is.
+    assert not incoming.accept(KEY, header(103, 102), T0)
+    assert incoming.accept(KEY, header(102, 101), T0)
+
+
 def test_a_message_the_rule_takes_anyway_ends_the_resync_too() -> None:
     incoming = restored(50)
     assert incoming.accept(KEY, header(1, 0, SEQ2), T0)  # a new sequence, from 1

@@ -27,13 +27,30 @@ def data_dir(tmp_path: Path) -> Path:
     return path
 
 
-def test_the_store_is_renewed_in_one_write(data_dir: Path) -> None:
-    result = renew_after_restore(load_config(data_dir=str(data_dir)), now=NOW)
-    assert (result.outgoing, result.retired, result.streams) == (0, 0, 1)
+def test_the_store_is_renewed_in_one_write_once(data_dir: Path) -> None:
+    config = load_config(data_dir=str(data_dir))
+    restored = renew_after_restore(config, now=NOW)
+    result = restored.renewed
+    assert (result.outgoing, result.retired, result.streams, result.already) == (0, 0, 1, False)
+    assert restored.in_doubt == ()
     with storage.Store(data_dir) as store:
         [state] = store.incoming_states()
         assert state.resync
         assert store.ordinal_limit == result.ordinal_limit
+    # Run again before the queue manager started: nothing moves (another jump of
+    # 2**31 would bring the ids back where the backup stood).
+    again = renew_after_restore(config, now=NOW + 60).renewed
+    assert again.already
+    assert again.ordinal_limit == result.ordinal_limit
+
+
+def test_transactions_in_doubt_are_named(data_dir: Path) -> None:
+    with storage.Store(data_dir) as store:
+        prepare = storage.PrepareTransaction("xid-1", (), (), created_at=1.0)
+        [outcome] = store.commit([storage.Unit((prepare,))], now=1.0)
+        assert outcome.error is None
+    restored = renew_after_restore(load_config(data_dir=str(data_dir)), now=NOW)
+    assert restored.in_doubt == ("xid-1",)
 
 
 def test_a_store_that_cannot_be_read_is_refused_and_left_as_it_was(data_dir: Path) -> None:

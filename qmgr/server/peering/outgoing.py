@@ -306,6 +306,8 @@ class OutgoingQueues:
                 sent=queue.machine.sent_number,
                 from_qm=str(ack.source_qm),
                 reason="it acknowledges numbers that were never sent",
+                advice="if this data directory was put back from a backup, "
+                "stop the queue manager and run qmgr restored",
             )
             return
         queue.last_order_ack = self.parts.wall()

@@ -28,6 +28,8 @@ from store_kit import (
 
 from storage import (
     ORDINAL_JUMP,
+    RENEWED,
+    ClearSetting,
     IncomingState,
     RecordIncoming,
     RemoveEmptyOutgoing,
@@ -40,6 +42,7 @@ from storage import (
 )
 from storage.keys import DB_INCOMING, incoming_key
 from storage.ops.peering import INCOMING_FORMAT_VERSION, INCOMING_RESYNC_VERSION
+from storage.ops.restore import STAMP_MARGIN
 
 LATER = NOW + 3600.0
 
@@ -62,12 +65,12 @@ def test_outgoing_queues_go_on_as_new_streams_with_what_they_hold(
     result = renew(store)
     assert (result.outgoing, result.retired, result.streams) == (2, 0, 0)
     after = store.outgoing_states()
-    # A new timestamp each, past any given before and past the wall clock's
-    # second (which no queue takes); the ordinal, the numbering base and a
+    # A new timestamp each, past any given before and a day past the wall
+    # clock (that stamp no queue takes); the ordinal, the numbering base and a
     # pause are kept.
     assert [after[q].sequence_timestamp for q in (orders, other)] == [
-        int(LATER) + 1,
-        int(LATER) + 2,
+        int(LATER + STAMP_MARGIN) + 1,
+        int(LATER + STAMP_MARGIN) + 2,
     ]
     for queue_id in (orders, other):
         assert dataclasses.replace(after[queue_id], sequence_timestamp=0) == dataclasses.replace(
@@ -78,7 +81,8 @@ def test_outgoing_queues_go_on_as_new_streams_with_what_they_hold(
     assert store.outgoing_states() == after
     # A queue created afterwards takes the next timestamp, as ever.
     new = fill_outgoing(store, 1, "outgoing$;new")
-    assert store.outgoing_state(new).sequence_timestamp == int(LATER) + 3  # type: ignore[union-attr]
+    stamp = store.outgoing_state(new).sequence_timestamp  # type: ignore[union-attr]
+    assert stamp == int(LATER + STAMP_MARGIN) + 3
 
 
 def test_a_queue_created_again_after_a_restore_does_not_take_its_old_sequence(
@@ -91,7 +95,7 @@ def test_a_queue_created_again_after_a_restore_does_not_take_its_old_sequence(
     [again] = commit_ok(store, unit(send_outgoing()))
     [state] = store.outgoing_states().values()
     # Not STAMP, the removed queue's, nor one the original may have given since.
-    assert state.sequence_timestamp == int(LATER) + 1
+    assert state.sequence_timestamp == int(LATER + STAMP_MARGIN) + 1
     assert state.sequence_ordinal == 1
     assert again.error is None
 
@@ -130,11 +134,20 @@ def test_incoming_streams_are_flagged_for_a_resync_until_their_next_write(
     )
 
 
-def test_message_ids_move_half_the_ordinal_space_on(store: Store, reopen: Reopener) -> None:
+def test_message_ids_move_half_the_ordinal_space_on_once(store: Store, reopen: Reopener) -> None:
     commit_ok(store, unit(ReserveOrdinals(5000)))
     result = renew(store)
     assert result.ordinal_limit == 5000 + ORDINAL_JUMP
-    assert reopen(store).ordinal_limit == 5000 + ORDINAL_JUMP
+    store = reopen(store)
+    assert store.ordinal_limit == 5000 + ORDINAL_JUMP
+    assert store.get_setting(RENEWED) == str(5000 + ORDINAL_JUMP)
+    # Again before a start clears the setting: nothing changes.
+    again = renew(store, LATER + 60)
+    assert (again.already, again.ordinal_limit) == (True, 5000 + ORDINAL_JUMP)
+    assert store.ordinal_limit == 5000 + ORDINAL_JUMP
+    # Once cleared (a start), a renewal is a new one.
+    commit_ok(store, unit(ClearSetting(RENEWED)))
+    assert renew(store).ordinal_limit == 5000 + 2 * ORDINAL_JUMP
 
 
 def test_a_corrupt_incoming_state_fails_it_and_changes_nothing(
