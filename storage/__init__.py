@@ -60,6 +60,7 @@ from .ops.confirmations import PendingFinalAck as PendingFinalAck
 from .ops.confirmations import RecordFinalAck as RecordFinalAck
 from .ops.confirmations import SettleConfirmation as SettleConfirmation
 from .ops.confirmations import confirmation_of_lookup as confirmation_of_lookup
+from .ops.confirmations import final_ack_sender as final_ack_sender
 from .ops.expiry import DueMessage as DueMessage
 from .ops.expiry import ForgetExpiry as ForgetExpiry
 from .ops.lists import CreateList as CreateList

@@ -45,7 +45,9 @@ database              key                                         value
 ``awaited_confirmations`` destination (an OUTGOING queue's name,   its copies in
                       UTF-8)                                      ``confirmations``, u64
 ``final_acks``        source QM GUID (16 B) + message ordinal u32  FinalAck to send
-                      (+ the sender's GUID, 36 B: one kept to pass on)
+                      + stream timestamp u32 (24 B; 20 B before
+                      this release) (+ the sender's GUID, 40 B:
+                      one kept to pass on)
 ``lists``             distribution list name, UTF-8 (lower-case)   distribution list record
 ``message_counters``  queue_id u32 + lookup_id u64 (12 B)         a message's abort and move
                                                                   counters (``ops.poison``)

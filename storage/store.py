@@ -48,7 +48,6 @@ from .ops.confirmations import (
     read_awaited,
     read_confirmation,
     read_confirmations,
-    read_final_ack,
     read_final_acks,
 )
 from .ops.expiry import DueMessage, read_due
@@ -438,10 +437,6 @@ class Store:
         return read_final_acks(
             self._env, self._catalog, source_qm=source_qm, ordinal=ordinal, after=after, limit=limit
         )
-
-    def final_ack(self, source_qm: bytes, ordinal: int) -> bytes | None:
-        """The FinalAck waiting to be sent about one message (its record), or None."""
-        return read_final_ack(self._env, self._catalog, source_qm, ordinal)
 
     def final_ack_count(self) -> int:
         """How many FinalAcks wait to be sent (one read of the database's size)."""

@@ -54,10 +54,12 @@ def final_ack_note(header: TransactionHeader) -> bytes:
 
 def final_ack_op(message: MessageProperties, note: bytes, message_class: int) -> RecordFinalAck:
     """The FinalAck telling ``message``'s source it met ``message_class``."""
+    sequence_ordinal, stamp, number, previous = _NOTE.unpack(note)
     return RecordFinalAck(
         message.source_qm.bytes,
         message.ordinal,
-        _FINAL_ACK.pack(message_class, *_NOTE.unpack(note)),
+        _FINAL_ACK.pack(message_class, sequence_ordinal, stamp, number, previous),
+        stamp=stamp,
     )
 
 
@@ -75,6 +77,7 @@ def passed_on_final_ack_op(ack: FinalAck) -> RecordFinalAck:
             ack.sequence_number,
             ack.previous_sequence_number,
         ),
+        stamp=sequence.timestamp,
         sender=ack.source_qm.bytes,
     )
 

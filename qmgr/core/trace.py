@@ -179,17 +179,17 @@ class Tracer:
                     )
                 )
         else:
-            # Ours (its key is the shortest: first), then those a router keeps
-            # for other destinations (at most one each).
+            # Ours (one for each stream the message came in), and those a router
+            # keeps for other destinations.
             waiting = self._store.final_acks(
                 source_qm=source_qm.bytes, ordinal=ordinal, limit=_FINAL_ACKS_SHOWN
             )
             for pending in waiting:
-                sender = pending.key[20:]
+                sender = storage.final_ack_sender(pending.key)
                 detail = (
-                    f"FinalAck of {uuid.UUID(bytes=sender)} kept to pass on to the source"
-                    if sender
-                    else "FinalAck waiting to go back to the source queue manager"
+                    "FinalAck waiting to go back to the source queue manager"
+                    if sender is None
+                    else f"FinalAck of {uuid.UUID(bytes=sender)} kept to pass on to the source"
                 )
                 found.append(
                     Finding(

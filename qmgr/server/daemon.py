@@ -311,7 +311,12 @@ class Daemon:
                     msg = f"cannot clear the outgoing queues' marks: {outcome.error}"
                     raise StartupError(msg)
             elif renewed is unit:
-                self.log.info("started_after_restore", cleared=outcome.error is None)
+                if outcome.error is not None:  # it only frees space: not for want of room
+                    # Left standing, the mark would make a backup of this run look
+                    # prepared already to ``qmgr restored``.
+                    msg = f"cannot clear the mark of qmgr restored: {outcome.error}"
+                    raise StartupError(msg)
+                self.log.info("started_after_restore")
             elif reservation is unit:
                 failure = core.ordinals_reserved(unit, outcome)
                 if failure is not None:

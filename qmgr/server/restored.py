@@ -56,8 +56,8 @@ def renew_after_restore(config: Config, *, now: float) -> Restored:
         raise StartupError(msg) from exc
     with store:
         try:
-            [outcome] = store.commit([storage.Unit((storage.RenewAfterRestore(now),))], now=now)
             in_doubt = tuple(info.xid for info in store.prepared_transactions())
+            [outcome] = store.commit([storage.Unit((storage.RenewAfterRestore(now),))], now=now)
         except storage.StoreError as exc:
             msg = f"the store in {directory} was not changed: {exc}"
             raise StartupError(msg) from exc

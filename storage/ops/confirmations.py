@@ -27,10 +27,12 @@ manager that sent it, both written by the same units as the events they record:
   for the next session: no deadline can report it unconfirmed.
 * ``final_acks`` (at the destination): the FinalAcks to send, keyed by the
   source queue manager's GUID and the message's ordinal (a message has one
-  final fate, so a repeated record replaces the same key). A router keeps
+  final fate in each stream it came in, so a repeated record replaces the
+  same key): the key goes on with the stream's sequence timestamp (24 bytes;
+  20 without it, as releases before this one wrote them). A router keeps
   there too the FinalAcks of other destinations it could not pass on at
   once, under the same key followed by the sending queue manager's GUID
-  (36 bytes). The value is the layer above's (at most 64 bytes).
+  (40 bytes). The value is the layer above's (at most 64 bytes).
   :class:`ForgetFinalAcks` deletes them once the source has them.
 
 The layer above decides what the records mean; the store only keeps them.
@@ -49,7 +51,7 @@ from ..catalog import Catalog
 from ..context import PlanContext
 from ..environment import Environment, Txn, prefixed
 from ..errors import ConfirmationMissing, InvalidRecord, StoreCorrupt
-from ..keys import MAX_KEY_SIZE, QM_GUID_SIZE, expiry_key, u64, unpack_u64
+from ..keys import MAX_KEY_SIZE, MAX_U32, QM_GUID_SIZE, expiry_key, u32, u64, unpack_u64
 from ..records import pack
 from ..units import Done, Operation, Removal, Result
 
@@ -70,10 +72,10 @@ __all__ = [
     "decode_kept",
     "encode_kept",
     "final_ack_key",
+    "final_ack_sender",
     "read_awaited",
     "read_confirmation",
     "read_confirmations",
-    "read_final_ack",
     "read_final_acks",
 ]
 
@@ -369,33 +371,60 @@ def confirmation_of_lookup(lookup_id: int) -> tuple[int, int]:
 # --------------------------------------------------------------------------- FinalAcks
 
 
-def final_ack_key(source_qm: bytes, ordinal: int, sender: bytes | None = None) -> bytes:
-    """The ``final_acks`` key of the message ``ordinal`` of ``source_qm``: this
+def final_ack_key(
+    source_qm: bytes, ordinal: int, stamp: int | None = None, sender: bytes | None = None
+) -> bytes:
+    """The ``final_acks`` key of the message ``ordinal`` of ``source_qm``, as it
+    came through the source's outgoing queue of sequence timestamp ``stamp``: this
     queue manager's FinalAck, or (``sender``) one another queue manager sent that
-    is kept here to be passed on."""
+    is kept here to be passed on. Without ``stamp``: the prefix of them all (and
+    the whole key of one written before the timestamp was part of it).
+
+    Raises:
+        InvalidRecord: a GUID is not 16 bytes, the timestamp not a u32, or a
+            sender is given without a timestamp.
+    """
     for guid in (source_qm, sender or source_qm):
         if len(guid) != QM_GUID_SIZE:
             msg = f"a queue manager GUID is {QM_GUID_SIZE} bytes, not {len(guid)}"
             raise InvalidRecord(msg)
-    return b"".join((source_qm, ordinal.to_bytes(4, "big"), sender or b""))
+    if stamp is None:
+        if sender is not None:
+            msg = "a FinalAck kept for another queue manager is keyed by its stream too"
+            raise InvalidRecord(msg)
+        return source_qm + ordinal.to_bytes(4, "big")
+    if not 0 <= stamp <= MAX_U32:
+        msg = f"a sequence timestamp is a u32, not {stamp}"
+        raise InvalidRecord(msg)
+    return b"".join((source_qm, ordinal.to_bytes(4, "big"), u32(stamp), sender or b""))
+
+
+def final_ack_sender(key: bytes) -> bytes | None:
+    """The GUID of the queue manager that sent a FinalAck kept here to be passed
+    on, from its key, or None for this queue manager's own."""
+    return key[24:] if len(key) > 24 else None
 
 
 @dataclass(frozen=True, slots=True)
 class RecordFinalAck(Operation):
     """Keep a FinalAck to send to ``source_qm`` (replacing one for the same
-    message from the same sender): this queue manager's, or ``sender``'s, kept
-    to be passed on."""
+    message, stream and sender): this queue manager's, or ``sender``'s, kept to
+    be passed on. ``stamp`` is the sequence timestamp of the stream the message
+    came in (one per outgoing queue of the source): one message sent to two
+    queues here, as a distribution list does, comes in two streams and has two
+    FinalAcks."""
 
     source_qm: bytes
     ordinal: int
     value: bytes
+    stamp: int | None = None
     sender: bytes | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
         if len(self.value) > MAX_FINAL_ACK_SIZE:
             msg = f"a FinalAck record is at most {MAX_FINAL_ACK_SIZE} bytes"
             raise InvalidRecord(msg)
-        key = final_ack_key(self.source_qm, self.ordinal, self.sender)
+        key = final_ack_key(self.source_qm, self.ordinal, self.stamp, self.sender)
         ctx.put(ctx.dbs.final_acks, key, self.value)
         return Done()
 
@@ -413,20 +442,11 @@ class ForgetFinalAcks(Removal):
 
 
 class PendingFinalAck(NamedTuple):
-    """A FinalAck waiting to be sent: its key (source GUID + ordinal) and value."""
+    """A FinalAck waiting to be sent: its key (source GUID + ordinal, and the
+    stream's timestamp and the sender's GUID: :func:`final_ack_key`) and value."""
 
     key: bytes
     value: bytes
-
-
-def read_final_ack(
-    env: Environment, catalog: Catalog, source_qm: bytes, ordinal: int
-) -> bytes | None:
-    """The FinalAck waiting to be sent about the message ``ordinal`` of ``source_qm``
-    (its record), or None."""
-    with env.read("read_final_ack") as txn:
-        data = txn.get(final_ack_key(source_qm, ordinal), db=catalog.dbs.final_acks)
-    return None if data is None else bytes(data)
 
 
 def read_final_acks(

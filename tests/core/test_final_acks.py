@@ -38,8 +38,8 @@ HERE = "TCP:127.0.0.1:1901\\private$\\"
 #: The sequence fields of the arriving messages' TransactionHeader.
 SEQUENCE = (3, 5, 4, 2)  # TxSequenceID ordinal, timestamp, number, previous number
 ARRIVING_ORDINAL = 7
-#: The key of the arriving message's FinalAck: its source and ordinal.
-KEY = SOURCE.bytes + ARRIVING_ORDINAL.to_bytes(4, "big")
+#: The key of the arriving message's FinalAck: its source, ordinal and stream timestamp.
+KEY = SOURCE.bytes + ARRIVING_ORDINAL.to_bytes(4, "big") + SEQUENCE[1].to_bytes(4, "big")
 
 
 @pytest.fixture

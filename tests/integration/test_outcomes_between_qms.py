@@ -316,6 +316,25 @@ def test_each_destinations_final_ack_settles_its_own_copy_through_a_router(
         assert take_all(qa, "system$;deadxact") == []
 
 
+def test_one_send_to_two_queues_of_one_queue_manager_is_confirmed_twice(peers: Peers) -> None:
+    # The same message comes in two streams (one per outgoing queue of A) and
+    # leaves both queues in one transaction: B owes A two FinalAcks.
+    _, b, qa, qb = peers
+    for queue in ("o1", "o2"):
+        qb.create_queue(queue, transactional=True)
+    qa.create_list("fan", [remote_queue(b, "o1"), remote_queue(b, "o2")])
+    send_confirmed(qa, "DL=fan", b"twice", 60)
+    wait_until(lambda: depth(qb, "o1") == depth(qb, "o2") == 1, 10)
+    with qb.begin() as tx:
+        assert tx.receive("o1", timeout=0) is not None
+        assert tx.receive("o2", timeout=0) is not None
+        tx.commit()
+    journaled = wait_for(qa, "system$;journal", 2)
+    assert [m.body for m in journaled] == [b"twice", b"twice"]
+    assert take_all(qa, "system$;deadxact") == []
+    assert not [f for f in qa.trace(journaled[0].id).findings if f.kind == "awaiting-confirmation"]
+
+
 def test_a_router_keeps_a_final_ack_while_the_source_is_down(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:

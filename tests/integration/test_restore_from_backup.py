@@ -91,7 +91,7 @@ def test_a_sender_put_back_from_a_backup_sends_new_streams(
     again = restored(a.data_dir)  # by mistake: nothing moves before the start
     assert "prepared already, and not started since: nothing changed" in again.stdout
     a.start()
-    assert [e["cleared"] for e in log_events(a, "started_after_restore")] == [True]
+    assert len(log_events(a, "started_after_restore")) == 1
     with connect(a.address) as qa:
         send_in_transaction(qa, orders, b"4")
         send_in_transaction(qa, orders, b"5")

@@ -45,7 +45,7 @@ PUBLIC_NAMES = {
     *["Resolved", "Resolution", "Pruned", "OutcomeInfo"],
     # confirmations, expiry, lists (storage.ops.confirmations, .expiry, .lists)
     *["CONFIRMATION_QUEUE_ID", "MAX_CONFIRMATION_COPIES", "AddConfirmation", "Confirmation"],
-    *["ForgetFinalAcks", "MarkDelivered", "PendingFinalAck", "RecordFinalAck"],
+    *["ForgetFinalAcks", "MarkDelivered", "PendingFinalAck", "RecordFinalAck", "final_ack_sender"],
     *["SettleConfirmation", "confirmation_of_lookup", "DueMessage", "ForgetExpiry"],
     *["CreateList", "DeleteList", "DistributionList", "SetListTargets"],
 }

@@ -17,8 +17,8 @@ repeat is harmless: the source finds nothing left to settle).
 
 A router's store holds, beside its own, the FinalAcks of other destinations
 it could not pass on when they arrived (their source was unreachable; key:
-the source, the ordinal and the sender's GUID): the courier sends them the
-same way, as their sender made them.
+the source, the ordinal, the stream's timestamp and the sender's GUID): the
+courier sends them the same way, as their sender made them.
 
 A FinalAck that arrives about one of our own messages (we are the source)
 is the peering adapter's to settle (``qmgr.server.peering.final_acks``).
@@ -152,7 +152,8 @@ class FinalAckCourier(Worker):
         source = uuid.UUID(bytes=key[:16])
         ordinal = int.from_bytes(key[16:20], "big")
         # Another destination's, kept here to be passed on, says who sent it.
-        sender = uuid.UUID(bytes=key[20:]) if len(key) > 20 else self._store.qm_guid
+        kept_for = storage.final_ack_sender(key)
+        sender = self._store.qm_guid if kept_for is None else uuid.UUID(bytes=kept_for)
         message_class, sequence_ordinal, timestamp, number, previous = decode_final_ack(
             pending.value
         )

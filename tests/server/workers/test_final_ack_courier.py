@@ -98,7 +98,11 @@ def test_a_final_ack_kept_for_another_destination_goes_as_its_sender_made_it(
     # its own about the same message: both go, each from its sender.
     c = uuid.UUID("c0000000-0000-4000-8000-00000000000c")
     kept = storage.RecordFinalAck(
-        A.bytes, 1, RECORD.pack(wire.MessageClass.NACK_RECEIVE_TIMEOUT, 2, 6, 4, 3), sender=c.bytes
+        A.bytes,
+        1,
+        RECORD.pack(wire.MessageClass.NACK_RECEIVE_TIMEOUT, 2, 6, 4, 3),
+        stamp=6,
+        sender=c.bytes,
     )
     store.commit([storage.Unit((kept,))], now=0.0)
     to_a = Carrier()
@@ -114,7 +118,7 @@ def test_a_final_ack_kept_for_another_destination_goes_as_its_sender_made_it(
         4,
         3,
     )
-    assert tag == FinalAckTag(A.bytes + (1).to_bytes(4, "big") + c.bytes)
+    assert tag == FinalAckTag(A.bytes + (1).to_bytes(4, "big") + (6).to_bytes(4, "big") + c.bytes)
 
 
 def test_at_most_in_flight_per_connection(

@@ -45,7 +45,7 @@ from storage import (
     confirmation_of_lookup,
 )
 from storage.keys import DB_AWAITED, DB_CONFIRMATIONS, DB_EXPIRY, DB_FINAL_ACKS
-from storage.ops.confirmations import confirmation_key, final_ack_key
+from storage.ops.confirmations import confirmation_key, final_ack_key, final_ack_sender
 
 DEST_A = "outgoing$;tcp:10.9.9.9:1801\\orders"
 
@@ -358,10 +358,28 @@ def test_final_acks_are_read_in_key_order(store: Store) -> None:
         pending(QM_B, 1, b"b1"),
     ]
     assert final_ack_key(QM_A, 2) == QM_A + b"\x00\x00\x00\x02"
-    # One FinalAck, by its source and ordinal.
-    assert store.final_ack(QM_A, 0x0100) == b"a256"
-    assert store.final_ack(QM_A, 1) == b""
-    assert store.final_ack(QM_B, 2) is None
+    # The FinalAcks of one message, by its source and ordinal.
+    assert store.final_acks(source_qm=QM_A, ordinal=0x0100) == [pending(QM_A, 0x0100, b"a256")]
+    assert store.final_acks(source_qm=QM_A, ordinal=1) == [pending(QM_A, 1, b"")]
+    assert store.final_acks(source_qm=QM_B, ordinal=2) == []
+
+
+def test_one_message_that_came_in_two_streams_has_two_final_acks(store: Store) -> None:
+    # A list sent it to two queues here: two outgoing queues of its source, two streams.
+    commit_ok(
+        store,
+        unit(RecordFinalAck(QM_A, 7, b"o1", stamp=5), RecordFinalAck(QM_A, 7, b"o2", stamp=6)),
+    )
+    commit_ok(store, unit(RecordFinalAck(QM_A, 7, b"o1 again", stamp=5)))
+    ordinal = (7).to_bytes(4, "big")
+    assert store.final_acks(source_qm=QM_A, ordinal=7) == [
+        PendingFinalAck(QM_A + ordinal + (5).to_bytes(4, "big"), b"o1 again"),
+        PendingFinalAck(QM_A + ordinal + (6).to_bytes(4, "big"), b"o2"),
+    ]
+    assert final_ack_sender(QM_A + ordinal + (5).to_bytes(4, "big")) is None
+    for stamp in (-1, 1 << 32):
+        [outcome] = commit(store, unit(RecordFinalAck(QM_A, 8, b"x", stamp=stamp)))
+        assert isinstance(outcome.error, InvalidRecord)
 
 
 def test_final_acks_filtered_by_source_and_paged(store: Store) -> None:
@@ -623,22 +641,27 @@ def test_a_final_ack_kept_for_another_sender_is_keyed_apart_from_our_own(store: 
     commit_ok(
         store,
         unit(
-            RecordFinalAck(QM_A, 3, b"ours"),
-            RecordFinalAck(QM_A, 3, b"b's", sender=QM_B),
-            RecordFinalAck(QM_A, 3, b"b's again", sender=QM_B),
+            RecordFinalAck(QM_A, 3, b"ours", stamp=9),
+            RecordFinalAck(QM_A, 3, b"b's", stamp=9, sender=QM_B),
+            RecordFinalAck(QM_A, 3, b"b's again", stamp=9, sender=QM_B),
         ),
     )
-    kept = QM_A + (3).to_bytes(4, "big") + QM_B
+    ours = QM_A + (3).to_bytes(4, "big") + (9).to_bytes(4, "big")
+    kept = ours + QM_B
     assert store.final_acks(source_qm=QM_A) == [
-        pending(QM_A, 3, b"ours"),
+        PendingFinalAck(ours, b"ours"),
         PendingFinalAck(kept, b"b's again"),
     ]
-    assert store.final_ack(QM_A, 3) == b"ours"
-    assert final_ack_key(QM_A, 3, QM_B) == kept
+    assert final_ack_key(QM_A, 3, 9, QM_B) == kept
+    assert (final_ack_sender(ours), final_ack_sender(kept)) == (None, QM_B)
     commit_ok(store, unit(ForgetFinalAcks((kept,))))
-    assert store.final_acks() == [pending(QM_A, 3, b"ours")]
-    [outcome] = commit(store, unit(RecordFinalAck(QM_A, 4, b"x", sender=b"short")))
-    assert isinstance(outcome.error, InvalidRecord)
+    assert store.final_acks() == [PendingFinalAck(ours, b"ours")]
+    for bad in (
+        RecordFinalAck(QM_A, 4, b"x", stamp=9, sender=b"short"),
+        RecordFinalAck(QM_A, 4, b"x", sender=QM_B),  # kept ones are keyed by their stream
+    ):
+        [outcome] = commit(store, unit(bad))
+        assert isinstance(outcome.error, InvalidRecord)
 
 
 def test_final_acks_database_holds_the_documented_keys(store: Store) -> None:
