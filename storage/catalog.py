@@ -226,9 +226,9 @@ class Catalog:
             if version == _SCHEMA_BEFORE_POISON:
                 _retype_early_subqueues(txn, dbs)
             if version != SCHEMA_VERSION:
+                # The databases added since that schema were just created (empty);
+                # the count of copies by destination is made from the copies.
                 self._count_awaited(txn, dbs.confirmations, dbs.awaited)
-            if version != SCHEMA_VERSION:
-                # The databases added since that schema were just created (empty).
                 txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION), db=dbs.meta)
             self._read_meta(txn, dbs)
         self.by_name.clear()

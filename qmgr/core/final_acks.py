@@ -55,30 +55,36 @@ def final_ack_note(header: TransactionHeader) -> bytes:
 def final_ack_op(message: MessageProperties, note: bytes, message_class: int) -> RecordFinalAck:
     """The FinalAck telling ``message``'s source it met ``message_class``."""
     sequence_ordinal, stamp, number, previous = _NOTE.unpack(note)
-    return RecordFinalAck(
-        message.source_qm.bytes,
-        message.ordinal,
-        _FINAL_ACK.pack(message_class, sequence_ordinal, stamp, number, previous),
-        stamp=stamp,
-    )
+    fields = (message_class, sequence_ordinal, stamp, number, previous)
+    return _record(message.source_qm.bytes, message.ordinal, fields)
 
 
 def passed_on_final_ack_op(ack: FinalAck) -> RecordFinalAck:
     """Keep another queue manager's FinalAck (``ack.source_qm`` sent it) to pass
     on to the source of the message it is about when that source is reachable."""
     sequence = ack.sequence_id
+    fields = (
+        ack.message_class,
+        sequence.ordinal,
+        sequence.timestamp,
+        ack.sequence_number,
+        ack.previous_sequence_number,
+    )
+    return _record(
+        ack.acked_source_qm.bytes, ack.acked_message_id, fields, sender=ack.source_qm.bytes
+    )
+
+
+def _record(
+    source_qm: bytes,
+    ordinal: int,
+    fields: tuple[int, int, int, int, int],
+    sender: bytes | None = None,
+) -> RecordFinalAck:
+    """A FinalAck record of ``fields`` (class, sequence ordinal and timestamp,
+    number, previous), kept under its stream's timestamp."""
     return RecordFinalAck(
-        ack.acked_source_qm.bytes,
-        ack.acked_message_id,
-        _FINAL_ACK.pack(
-            ack.message_class,
-            sequence.ordinal,
-            sequence.timestamp,
-            ack.sequence_number,
-            ack.previous_sequence_number,
-        ),
-        stamp=sequence.timestamp,
-        sender=ack.source_qm.bytes,
+        source_qm, ordinal, _FINAL_ACK.pack(*fields), stamp=fields[2], sender=sender
     )
 
 

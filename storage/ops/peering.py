@@ -122,6 +122,7 @@ __all__ = [
     "RememberMessageIds",
     "SetOutgoingPaused",
     "decode_incoming",
+    "decode_incoming_entry",
     "encode_incoming",
     "read_history",
     "read_incoming",
@@ -227,23 +228,33 @@ def read_incoming(env: Environment, catalog: Catalog) -> list[IncomingState]:
         StoreCorrupt: a key or value does not decode, or a state's sequence is
             not of its key's timestamp.
     """
-    found: list[IncomingState] = []
     with env.read("incoming_states") as txn, txn.cursor(db=catalog.dbs.incoming) as cursor:
-        for key, value in cursor.iternext(keys=True, values=True):
-            try:
-                source_qm, stamp, queue_key = split_incoming_key(key)
-            except ValueError as exc:
-                msg = f"incoming state key {bytes(key).hex()} is corrupt"
-                raise StoreCorrupt(msg) from exc
-            state = decode_incoming(source_qm, queue_key, value)
-            if state.sequence_timestamp != stamp:
-                msg = (
-                    f"incoming state of {queue_key!r} holds sequence {state.sequence_id:#x}, "
-                    f"not one of its key's timestamp {stamp}"
-                )
-                raise StoreCorrupt(msg)
-            found.append(state)
-    return found
+        return [
+            decode_incoming_entry(key, value)
+            for key, value in cursor.iternext(keys=True, values=True)
+        ]
+
+
+def decode_incoming_entry(key: bytes | memoryview, value: bytes | memoryview) -> IncomingState:
+    """The incoming state stored under ``key`` (see :func:`read_incoming`).
+
+    Raises:
+        StoreCorrupt: the key or the value does not decode, or the state's
+            sequence is not of its key's timestamp.
+    """
+    try:
+        source_qm, stamp, queue_key = split_incoming_key(bytes(key))
+    except ValueError as exc:
+        msg = f"incoming state key {bytes(key).hex()} is corrupt"
+        raise StoreCorrupt(msg) from exc
+    state = decode_incoming(source_qm, queue_key, value)
+    if state.sequence_timestamp != stamp:
+        msg = (
+            f"incoming state of {queue_key!r} holds sequence {state.sequence_id:#x}, "
+            f"not one of its key's timestamp {stamp}"
+        )
+        raise StoreCorrupt(msg)
+    return state
 
 
 def read_history(env: Environment, catalog: Catalog) -> list[bytes]:

@@ -42,10 +42,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from ..context import PlanContext
-from ..errors import StoreCorrupt
-from ..keys import setting_key, split_incoming_key
+from ..keys import setting_key
 from ..units import Operation, Result
-from .peering import decode_incoming, encode_incoming
+from .peering import decode_incoming_entry, encode_incoming
 
 __all__ = ["ORDINAL_JUMP", "RENEWED", "STAMP_MARGIN", "RenewAfterRestore", "Renewed"]
 
@@ -83,10 +82,12 @@ class RenewAfterRestore(Operation):
 
     Raises (when planned):
         InvalidRecord: sequence timestamps are exhausted.
-        StoreCorrupt: an incoming state or its key does not decode.
+        StoreCorrupt: an incoming state or its key does not decode (see
+            ``ops.peering.decode_incoming_entry``).
     """
 
-    #: Unix time: the new sequence timestamps are at least ``int(now)``.
+    #: Unix time: the new sequence timestamps are past ``int(now)`` plus
+    #: :data:`STAMP_MARGIN`.
     now: float
 
     def plan(self, ctx: PlanContext) -> Result:
@@ -114,12 +115,7 @@ class RenewAfterRestore(Operation):
                 (bytes(key), bytes(value)) for key, value in cursor.iternext(keys=True, values=True)
             ]
         for key, value in incoming:
-            try:
-                source_qm, _, queue_key = split_incoming_key(key)
-            except ValueError as exc:
-                msg = f"incoming state key {key.hex()} is corrupt"
-                raise StoreCorrupt(msg) from exc
-            stream = decode_incoming(source_qm, queue_key, value)
+            stream = decode_incoming_entry(key, value)
             flagged = encode_incoming(
                 stream.sequence_id,
                 stream.last_number,
