@@ -27,10 +27,11 @@ otherwise find the default action still in place).
 
 The rest are what tests do with daemons: build ``qmgr serve`` arguments
 (:func:`settings`, :func:`auth_required`, :data:`PEER_FAST`,
-:func:`route_args`), read a daemon's log (:func:`log_events`), and send to,
-read or wait for its queues (:func:`send_in_transaction`,
-:func:`prepare_sends`, :func:`drain`, :func:`remote_queue`,
-:func:`wait_until`, :func:`wait_until_erased`).
+:func:`route_args`), run the ``qmgr`` command against one (:func:`qmgr`),
+read a daemon's log (:func:`log_events`), and send to, read or wait for its
+queues (:func:`send_in_transaction`, :func:`prepare_sends`, :func:`drain`,
+:func:`bodies`, :func:`remote_queue`, :func:`wait_until`,
+:func:`wait_until_erased`).
 """
 
 from __future__ import annotations
@@ -249,6 +250,11 @@ def run_qmgr(
             stdout.read_text(encoding="utf-8", errors="replace") if stdout.exists() else "",
             stderr.read_text(encoding="utf-8", errors="replace") if stderr.exists() else "",
         )
+
+
+def qmgr(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
+    """The ``qmgr`` command, a process of its own, against ``daemon``."""
+    return run_qmgr("--server", daemon.address, *args)
 
 
 class DaemonProcess:
@@ -547,6 +553,11 @@ ROUTER: Final = tuple(settings("peers.router=true"))
 def depth(qm: QueueManager, queue: str) -> int:
     """How many messages a peek of ``queue`` shows (the visible ones, up to 1000)."""
     return len(qm.peek_range(queue))
+
+
+def bodies(qm: QueueManager, queue: str) -> list[bytes]:
+    """The bodies a peek of ``queue`` shows (the visible ones, up to 1000), in order."""
+    return [message.body for message in qm.peek_range(queue)]
 
 
 def outgoing_settled(qm: QueueManager) -> bool:

@@ -9,21 +9,11 @@ a real queue manager, to the session's ``shared_daemon``.
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 sys.path.append(str(Path(__file__).resolve().parent.parent / "client"))
 sys.path.append(str(Path(__file__).resolve().parent.parent / "wire"))
 
-from fake_daemon import FakeDaemon
-
-
-@pytest.fixture
-def fake_daemon() -> Iterator[FakeDaemon]:
-    """A :class:`FakeDaemon` with two outgoing queues and one incoming sequence."""
-    with contextlib.closing(FakeDaemon()) as daemon:
-        yield daemon
+# The fixture ``fake_daemon``, shared with the SDK's tests.
+from fake_daemon import fake_daemon  # noqa: F401

@@ -19,8 +19,10 @@ import contextlib
 import dataclasses
 import socket
 import threading
+from collections.abc import Iterator
 from typing import TypeVar
 
+import pytest
 from wire_samples import (
     CONNECTED_INFO,
     INCOMING_INFO,
@@ -430,3 +432,11 @@ class FakeDaemon:
             thread.join(10)
             assert not thread.is_alive(), "a client connection was left open"
         assert not self.failures, f"the fake daemon failed: {self.failures!r}"
+
+
+@pytest.fixture
+def fake_daemon() -> Iterator[FakeDaemon]:
+    """A :class:`FakeDaemon` with two outgoing queues and one incoming sequence (the
+    fixture of the SDK's and the CLI's tests: their ``conftest.py`` import it)."""
+    with contextlib.closing(FakeDaemon()) as daemon:
+        yield daemon

@@ -35,3 +35,11 @@ def open_core(tmp_path: Path) -> Iterator[OpenCore]:
     yield open_
     for harness in opened:
         harness.close()
+
+
+@pytest.fixture
+def qm(open_core: OpenCore) -> CoreHarness:
+    """A core with a transactional queue ``q``, a non-transactional ``plain`` and
+    ``admin`` (for acknowledgments): the queues of the delivery-outcome tests
+    (expiry, outcomes, FinalAcks). Modules that need other queues define their own."""
+    return open_core({"q": {"transactional": True}, "plain": {}, "admin": {}})

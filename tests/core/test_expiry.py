@@ -5,19 +5,11 @@ transaction holds them."""
 
 from __future__ import annotations
 
-import pytest
-
 import storage
 from qmgr.core import names
 from wire import MessageClass
 
-from .conftest import OpenCore
 from .harness import DEADLETTER, FULL, WALL, CoreHarness, classes, expire, messages
-
-
-@pytest.fixture
-def qm(open_core: OpenCore) -> CoreHarness:
-    return open_core({"q": {"transactional": True}, "plain": {}, "admin": {}})
 
 
 def test_an_expired_message_is_removed_with_its_reports(qm: CoreHarness) -> None:

@@ -18,7 +18,6 @@ from qmgr.core.final_acks import decode_final_ack, final_ack_note, final_ack_op,
 from qmgr.core.names import LocalIdentity
 from wire import INFINITE, MessageClass, MessageProperties
 
-from .conftest import OpenCore
 from .harness import (
     DEADLETTER,
     JOURNAL,
@@ -40,11 +39,6 @@ SEQUENCE = (3, 5, 4, 2)  # TxSequenceID ordinal, timestamp, number, previous num
 ARRIVING_ORDINAL = 7
 #: The key of the arriving message's FinalAck: its source, ordinal and stream timestamp.
 KEY = SOURCE.bytes + ARRIVING_ORDINAL.to_bytes(4, "big") + SEQUENCE[1].to_bytes(4, "big")
-
-
-@pytest.fixture
-def qm(open_core: OpenCore) -> CoreHarness:
-    return open_core({"q": {"transactional": True}, "plain": {}, "admin": {}})
 
 
 def header(flags: int = 0) -> wire.TransactionHeader:

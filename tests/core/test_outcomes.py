@@ -16,7 +16,6 @@ from qmgr.core.outgoing import decode_entry
 from qmgr.core.sends import check_remote_message
 from wire import MAX_MESSAGE_BODY, MessageClass, MessageProperties
 
-from .conftest import OpenCore
 from .harness import (
     FULL,
     JOURNAL,
@@ -29,12 +28,6 @@ from .harness import (
     classes,
     messages,
 )
-
-
-@pytest.fixture
-def qm(open_core: OpenCore) -> CoreHarness:
-    return open_core({"q": {"transactional": True}, "plain": {}, "admin": {}})
-
 
 # --------------------------------------------------------------------------- rules
 

@@ -4,11 +4,10 @@ into a queue named, with the command line, and only where their mover may send."
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 
 import pytest
-from helpers import DaemonProcess, auth_required, free_port, run_qmgr, wait_until
+from helpers import DaemonProcess, auth_required, free_port, qmgr, wait_until
 
 from qmgr.client import (
     AccessDenied,
@@ -21,11 +20,6 @@ from qmgr.client import (
 
 DEADLETTER = "system$;deadletter"
 DEADXACT = "system$;deadxact"
-
-
-def qmgr(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    """The ``qmgr`` command, a process of its own, against ``daemon``."""
-    return run_qmgr("--server", daemon.address, *args)
 
 
 def dead_copy(qm: QueueManager, queue: str, message_id: str) -> Message:

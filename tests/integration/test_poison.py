@@ -6,12 +6,11 @@ abort counted, moves, subqueue rules, a restart while messages wait in
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 
 import pytest
 import trio
-from helpers import DaemonProcess, run_qmgr, wait_until
+from helpers import DaemonProcess, qmgr, wait_until
 
 from qmgr.client import (
     AccessDenied,
@@ -25,11 +24,6 @@ from qmgr.client import (
     connect,
     open_client,
 )
-
-
-def qmgr(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    """The ``qmgr`` command, a process of its own, against ``daemon``."""
-    return run_qmgr("--server", daemon.address, *args)
 
 
 def peeked(qm: QueueManager, queue: str) -> Message | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 from helpers import (
     PEER_FAST,
     DaemonProcess,
+    bodies,
     depth,
     log_events,
     outgoing_settled,
@@ -21,7 +22,7 @@ from helpers import (
     wait_until,
 )
 
-from qmgr.client import QueueManager, connect
+from qmgr.client import connect
 
 
 def restored(data_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -31,10 +32,6 @@ def restored(data_dir: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         text=True,
         check=False,
     )
-
-
-def bodies(qm: QueueManager, queue: str) -> list[bytes]:
-    return [message.body for message in qm.peek_range(queue)]
 
 
 def put_back(daemon: DaemonProcess, backup: Path) -> None:

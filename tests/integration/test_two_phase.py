@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 
 import pytest
 import trio
-from helpers import DaemonProcess, prepare_sends, run_qmgr
+from helpers import DaemonProcess, bodies, prepare_sends, qmgr
 
 from qmgr.client import (
-    QueueManager,
     Resolution,
     TransactionAborted,
     TransactionCommitted,
@@ -20,15 +18,6 @@ from qmgr.client import (
     connect,
     open_client,
 )
-
-
-def bodies(qm: QueueManager, queue: str) -> list[bytes]:
-    return [message.body for message in qm.peek_range(queue)]
-
-
-def qmgr(daemon: DaemonProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    """The ``qmgr`` command, a process of its own, against ``daemon``."""
-    return run_qmgr("--server", daemon.address, *args)
 
 
 def test_a_prepared_transaction_survives_a_crash_and_is_committed_from_another_connection(

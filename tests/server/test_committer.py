@@ -7,8 +7,6 @@ outside the event loop, which a mock clock cannot jump over.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,10 +23,10 @@ from storage import AppendMessage, CreateQueue, Store, Unit, UnitOutcome
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "store", initial_map_size=1 << 22, durable=False) as opened:
-        opened.commit([Unit((CreateQueue("q", "q", transactional=True),))], now=0.0)
-        yield opened
+def store(store: Store) -> Store:
+    """The server tests' store (``conftest.py``), with a transactional queue ``q``."""
+    store.commit([Unit((CreateQueue("q", "q", transactional=True),))], now=0.0)
+    return store
 
 
 def append(store: Store, body: bytes = b"x") -> Unit:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -40,12 +40,6 @@ def make_config(tmp_path: Path, *settings: str, **listeners: str) -> Config:
     ``listeners`` gives its address."""
     addresses = dict.fromkeys(LISTENERS, "127.0.0.1:0") | listeners
     return load_config(settings=settings, data_dir=tmp_path / "data", **addresses)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Store]:
-    with Store(tmp_path / "store", initial_map_size=1 << 22, durable=False) as opened:
-        yield opened
 
 
 @pytest.fixture

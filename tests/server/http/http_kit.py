@@ -347,8 +347,21 @@ IDLE = 60.0
 LIFETIME = 600.0
 
 
+class DirectRequests:
+    """Client requests made directly to a queue manager's ``operations`` (no
+    session, no principal), to set a test up."""
+
+    operations: Operations
+
+    async def run(self, request: Any) -> Any:
+        return await self.operations.run(request, principal=None, log=structlog.get_logger())
+
+    async def send(self, queue: str, body: bytes, **fields: Any) -> None:
+        await self.run(cf.Send(message=MessageProperties(destination=queue, body=body, **fields)))
+
+
 @dataclass
-class Site:
+class Site(DirectRequests):
     """The application with its console, a clock, and a browser's cookie."""
 
     app: HttpApp
@@ -407,15 +420,9 @@ class Site:
         assert found is not None, page.text
         return found.group(1)
 
-    async def run(self, request: Any) -> Any:
-        return await self.operations.run(request, principal=None, log=structlog.get_logger())
-
     async def depth(self, name: str) -> int:
         listed = (await self.run(cf.ListQueues())).queues
         return next(q.depth for q in listed if q.name == name)
-
-    async def send(self, queue: str, body: bytes, **fields: Any) -> None:
-        await self.run(cf.Send(message=MessageProperties(destination=queue, body=body, **fields)))
 
     async def fill(self, queue: str, *bodies: bytes) -> None:
         """Create ``queue`` with a message of each of ``bodies``."""

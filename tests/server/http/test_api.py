@@ -16,6 +16,7 @@ import pytest
 import structlog
 import trio
 from http_kit import (
+    DirectRequests,
     asgi_call,
     asgi_scope,
     client_connection,
@@ -33,7 +34,6 @@ from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
 from qmgr.server.http.app import HttpApp
-from wire import MessageProperties
 from wire import client as cf
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
@@ -47,8 +47,9 @@ class Reply:
 
 
 @dataclass
-class Api:
-    """The application over in-process services, and a way to call it."""
+class Api(DirectRequests):
+    """The application over in-process services, and a way to call it (and to
+    make client requests directly, to set things up)."""
 
     app: HttpApp
     services: Services
@@ -80,14 +81,6 @@ class Api:
         )
         assert answer.headers["content-type"] == "application/json", answer.body
         return Reply(answer.status, answer.headers, json.loads(answer.body))
-
-    async def run(self, request: Any) -> Any:
-        """A client request made directly (to set things up)."""
-        return await self.operations.run(request, principal=None, log=structlog.get_logger())
-
-    async def send(self, queue: str, body: bytes, **fields: Any) -> None:
-        message = MessageProperties(destination=queue, body=body, **fields)
-        await self.run(cf.Send(message=message))
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ exposition and ``prometheus_client``'s parser."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,12 +40,6 @@ def outgoing_info(state: str, waiting: int, unacknowledged: int) -> cf.OutgoingI
         last_order_ack=None,
         last_error="",
     )
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[storage.Store]:
-    with storage.Store(tmp_path / "s", initial_map_size=1 << 22, durable=False) as opened:
-        yield opened
 
 
 def write(store: storage.Store, *ops: storage.Operation, now: float = NOW) -> None:

@@ -7,10 +7,8 @@ its JSON API and console."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import structlog
 import trio
 from http_kit import asgi_call, authorization, listener_app, port_for, serving
@@ -125,12 +123,6 @@ def test_a_refused_credential_reaches_the_port_through_the_application() -> None
     app.on_failure("127.0.0.1:1")
     assert failed == ["127.0.0.1:1"]
     assert service.tasks == []
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[storage.Store]:
-    with storage.Store(tmp_path / "s", initial_map_size=1 << 22, durable=False) as opened:
-        yield opened
 
 
 async def test_without_the_operations_the_service_has_metrics_and_no_api_or_console(
