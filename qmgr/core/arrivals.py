@@ -53,6 +53,10 @@ logs.
   (a transactional source resends everything its destination has not
   acknowledged, for as long as the next hop is down) is known as such.
   Whether to drop it is the receiver's decision (``qmgr.protocol.receiver``).
+  A relayed transactional message whose source awaits its FinalAck before a
+  deadline carries that deadline (:attr:`Arrival.confirm_by`): the FinalAck
+  comes back through this router, so the router keeps its session to the
+  next hop up until then (``qmgr.server.peering.final_acks``).
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from wire import INFINITE, MAX_HOPS, MessageClass, MessageProperties, UserMessag
 
 from . import names
 from .addressing import arrival_address
+from .confirmation import confirmation_deadline
 from .final_acks import final_ack_note, wants_final_ack
 from .outcomes import Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
@@ -108,6 +113,10 @@ class Arrival:
     #: for a message too late whose source keeps the copy (a transactional
     #: one) or that did not ask for one.
     kept: bool = True
+    #: For a relayed message whose source awaits its FinalAck before a
+    #: deadline: that deadline (unix seconds, as the source counts it with this
+    #: queue manager's ``XactDelayReceiveNack``), else None.
+    confirm_by: float | None = None
 
 
 #: What a kept refusal counts against ``max_rejected_bytes`` besides its body:
@@ -127,6 +136,9 @@ class Arrivals:
     max_rejected_bytes: int | None = None
     #: Whether messages for other queue managers are passed on.
     router: bool = False
+    #: ``XactDelayReceiveNack`` (None: unset), for the deadline of a relayed
+    #: message's confirmation (:attr:`Arrival.confirm_by`).
+    confirmation_delay: float | None = None
     # Destination names already resolved: senders repeat themselves.
     _destinations: dict[str, tuple[str | None, RemoteDestination | None]] = field(
         default_factory=dict, init=False, repr=False
@@ -234,7 +246,18 @@ class Arrivals:
             recoverable=packet.is_recoverable,
             relay=relay_id(packet),
         )
-        return Arrival((op,), None, relay_to=destination)
+        return Arrival((op,), None, relay_to=destination, confirm_by=self._confirm_by(packet))
+
+    def _confirm_by(self, packet: UserMessage) -> float | None:
+        """When the source of a relayed message gives up waiting for its FinalAck,
+        or None (it awaits none, or without a deadline)."""
+        header = packet.transaction
+        if header is None or packet.user.time_to_be_received >= INFINITE:
+            return None
+        message = _message(packet)
+        if not wants_final_ack(message, header):
+            return None
+        return confirmation_deadline(message, self.confirmation_delay)
 
     def held(self, packet: UserMessage, destination: RemoteDestination) -> bool:
         """Whether the outgoing queue for ``destination`` still holds an entry relaying

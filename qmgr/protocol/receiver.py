@@ -47,6 +47,16 @@ docs/design.md):
      sequence timestamp): the stream's OrderAcks go back that way, since one
      source may reach here by several next hops (a queue straight here, another
      through a router), and takes an OrderAck only from the queue's own hop.
+     A message that came from another queue manager than its source (the
+     adapter says which: ``hop``) also names that queue manager its source's
+     *router*, by GUID, not by path: a path ends with its connection (an idle
+     close, a restart of either end), a router's GUID does not. While no
+     session with the source and no return path is open, a session with its
+     router is the way to it (:meth:`Receiver.routes`): when the router
+     connects again, the FinalAcks waiting here go that way. The routers known
+     at the start come from the streams' stored states (``vias``). At most
+     :data:`MAX_STREAM_PATHS` sources have one (the least recently used is
+     forgotten first).
 
 2. The core decides its **destination** (``qmgr.core.arrivals``): a queue
    here, by its key, or another queue manager (relayed). Given that, the
@@ -186,6 +196,7 @@ PASSED_ON_REMEMBERED: Final = 1024
 #: Streams whose path is remembered (the least recently used is forgotten first).
 MAX_STREAM_PATHS: Final = 65_536
 _NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
+_NO_VIAS: Final[Mapping[bytes, bytes]] = MappingProxyType({})
 
 
 class ArrivalKind(enum.Enum):
@@ -293,6 +304,8 @@ class Receiver(Generic[P]):
         history_size: the most keys the history keeps.
         history_seconds: the longest it keeps a key.
         closing: whether a path is closing (nothing is passed on along it).
+        vias: the router each source's messages last came through, by source
+            GUID bytes (sources whose last message came straight have none).
         limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
             ``max_unannounced``, as for
             :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
@@ -312,6 +325,7 @@ class Receiver(Generic[P]):
         history_seconds: float = 1800.0,
         closing: Callable[[P], bool] = lambda path: False,
         router: bool = False,
+        vias: Mapping[bytes, bytes] = _NO_VIAS,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
@@ -330,6 +344,11 @@ class Receiver(Generic[P]):
         self._stream_paths: dict[tuple[bytes, int], P] = {}
         #: The path of a session with each queue manager itself (by GUID bytes).
         self._sessions: dict[bytes, P] = {}
+        #: The router (GUID bytes) each source's messages last came through, by
+        #: source GUID bytes, the latest last; at most :data:`MAX_STREAM_PATHS`.
+        self._vias: dict[bytes, bytes] = dict(
+            itertools.islice(vias.items(), max(0, len(vias) - MAX_STREAM_PATHS), None)
+        )
         self._closing = closing
         #: The acknowledgments passed on lately (a hash of each), oldest first.
         self._passed_on: dict[int, None] = {}
@@ -346,9 +365,10 @@ class Receiver(Generic[P]):
     # ------------------------------------------------------------------ arrivals
 
     def arrive(
-        self, packet: wire.UserMessage, path: P
+        self, packet: wire.UserMessage, path: P, *, hop: uuid.UUID | None = None
     ) -> ArrivalKind | OrderAckArrived | FinalAckArrived | FinalAckToKeep | PassOn[P]:
-        """A user packet arrived on ``path``: what is it?
+        """A user packet arrived on ``path``, from the queue manager ``hop`` (the
+        one its session named; None: not known): what is it?
 
         Raises:
             wire.RemoteProtocolError: an OrderAck or FinalAck whose body does
@@ -373,6 +393,13 @@ class Receiver(Generic[P]):
         self.received += 1
         source = packet.user.source_qm.bytes
         self._paths[source] = path
+        if hop is not None:
+            vias = self._vias
+            vias.pop(source, None)
+            if hop.bytes != source:
+                vias[source] = hop.bytes
+                if len(vias) > MAX_STREAM_PATHS:
+                    del vias[next(iter(vias))]
         if packet.transaction is not None:
             stream = (source, packet.transaction.sequence_id.timestamp)
             paths = self._stream_paths
@@ -541,20 +568,28 @@ class Receiver(Generic[P]):
 
     def routes(self) -> dict[bytes, P]:
         """The path that reaches each queue manager now, by GUID bytes: a session
-        with it if one is open, else its return path (closing ones left out). The
+        with it if one is open, else its return path, else a session with the
+        router its messages last came through (closing ones left out). The
         FinalAcks this queue manager owes go the same way as those it passes on."""
         return {
             qm: path
-            for qm in {*self._paths, *self._sessions}
+            for qm in {*self._paths, *self._sessions, *self._vias}
             if (path := self._route(qm)) is not None
         }
 
     def _route(self, qm: bytes) -> P | None:
         """The path to the queue manager ``qm`` (see :meth:`routes`), or None."""
-        for path in (self._sessions.get(qm), self._paths.get(qm)):
+        via = self._vias.get(qm)
+        router = None if via is None else self._sessions.get(via)
+        for path in (self._sessions.get(qm), self._paths.get(qm), router):
             if path is not None and not self._closing(path):
                 return path
         return None
+
+    def via(self, source_qm: uuid.UUID) -> bytes | None:
+        """The GUID bytes of the router ``source_qm``'s messages last came
+        through, or None (they came straight, or none came)."""
+        return self._vias.get(source_qm.bytes)
 
     def session_opened(self, path: P, remote_qm: uuid.UUID) -> None:
         """A session with ``remote_qm`` opened on ``path``: acknowledgments for that

@@ -32,8 +32,10 @@ unit that stores the accepted messages and read back whole at start-up
 number of messages). A state may be flagged *resync*
 (:attr:`IncomingState.resync`, record format 2): the store it is in was
 restored from a backup (``ops.restore``), so the stream's next message is
-taken whatever it says came before it; states are otherwise written in
-format 1. The sequence timestamp (the high 32 bits of the
+taken whatever it says came before it. A state whose last message came
+through a router names that router (:attr:`IncomingState.via`, format 3), so
+that after a restart the FinalAcks owed to the source still know their way
+back; states are otherwise written in format 1. The sequence timestamp (the high 32 bits of the
 state's ``sequence_id``, :attr:`IncomingState.sequence_timestamp`) is part of
 the key because a source keeps one sequence per outgoing queue, and two of
 its outgoing queues may reach the same queue here under two names: each is
@@ -74,6 +76,9 @@ sequence timestamp u32 + queue key; the value is unchanged by schema 7)::
      13     4  reject_count              u32
      17     8  last_access               f64 unix seconds
 
+Format 2 adds a flags byte at 25 (0x01: resync); format 3 adds to it the
+16-byte GUID of the queue manager the last message came through (``via``).
+
 A ``history`` value is the entry's insertion counter, a bare u64.
 """
 
@@ -97,6 +102,7 @@ from ..errors import (
 )
 from ..keys import (
     MAX_KEY_SIZE,
+    QM_GUID_SIZE,
     history_key,
     incoming_key,
     relayed_key,
@@ -114,6 +120,7 @@ from .retired import take_retired
 __all__ = [
     "INCOMING_FORMAT_VERSION",
     "INCOMING_RESYNC_VERSION",
+    "INCOMING_VIA_VERSION",
     "AppendOutgoing",
     "ForgetOutgoing",
     "Forgotten",
@@ -132,8 +139,12 @@ __all__ = [
 INCOMING_FORMAT_VERSION: Final = 1
 #: The format of a state flagged for a resync (format 1 and a flags byte).
 INCOMING_RESYNC_VERSION: Final = 2
+#: The format of a state whose last message came through another queue
+#: manager (format 2 and that queue manager's GUID).
+INCOMING_VIA_VERSION: Final = 3
 _INCOMING = struct.Struct(">BQIId")
 _INCOMING_FLAGGED = struct.Struct(">BQIIdB")
+_INCOMING_VIA = struct.Struct(">BQIIdB16s")
 _I_RESYNC: Final = 0x01
 #: A queue record keeps the display name's length in a u16.
 _MAX_DISPLAY_NAME: Final = 0xFFFF
@@ -158,6 +169,9 @@ class IncomingState:
     #: The store was restored from a backup since the stream's last message: the
     #: next one is taken whatever number it says came before it.
     resync: bool = False
+    #: The GUID (16 bytes) of the queue manager the stream's last message came
+    #: from when that was not its source (a router), else None.
+    via: bytes | None = None
 
     @property
     def sequence_timestamp(self) -> int:
@@ -177,14 +191,23 @@ def encode_incoming(
     last_access: float,
     *,
     resync: bool = False,
+    via: bytes | None = None,
 ) -> bytes:
     """Encode an incoming state's value (its source and queue key are the key):
-    format 1, or 2 when flagged for a resync.
+    format 1, 2 when flagged for a resync, 3 when it names a ``via``.
 
     Raises:
-        InvalidRecord: a field does not fit its width.
+        InvalidRecord: a field does not fit its width, or ``via`` is not 16 bytes.
     """
     fields = (sequence_id, last_number, reject_count, last_access)
+    flags = _I_RESYNC if resync else 0
+    if via is not None:
+        if len(via) != QM_GUID_SIZE:
+            msg = f"an incoming state's via is a 16-byte GUID, not {len(via)} bytes"
+            raise InvalidRecord(msg)
+        return pack(
+            _INCOMING_VIA, "incoming state field", INCOMING_VIA_VERSION, *fields, flags, via
+        )
     if resync:
         return pack(
             _INCOMING_FLAGGED, "incoming state field", INCOMING_RESYNC_VERSION, *fields, _I_RESYNC
@@ -199,11 +222,16 @@ def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) 
     Raises:
         StoreCorrupt: the bytes are not an incoming state.
     """
+    via: bytes | None = None
     if len(data) == _INCOMING.size and data[0] == INCOMING_FORMAT_VERSION:
         _, sequence_id, last_number, reject_count, last_access = _INCOMING.unpack(data)
         flags = 0
     elif len(data) == _INCOMING_FLAGGED.size and data[0] == INCOMING_RESYNC_VERSION:
         _, sequence_id, last_number, reject_count, last_access, flags = _INCOMING_FLAGGED.unpack(
+            data
+        )
+    elif len(data) == _INCOMING_VIA.size and data[0] == INCOMING_VIA_VERSION:
+        _, sequence_id, last_number, reject_count, last_access, flags, via = _INCOMING_VIA.unpack(
             data
         )
     else:
@@ -217,6 +245,7 @@ def decode_incoming(source_qm: bytes, queue_key: str, data: bytes | memoryview) 
         reject_count,
         last_access,
         resync=bool(flags & _I_RESYNC),
+        via=via,
     )
 
 
@@ -516,6 +545,7 @@ class RecordIncoming(IncomingState, Operation):
             self.reject_count,
             self.last_access,
             resync=self.resync,
+            via=self.via,
         )
         if self.follows is not None:
             seen = ctx.scratch((_INCOMING_SCRATCH, key))

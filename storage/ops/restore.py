@@ -122,6 +122,7 @@ class RenewAfterRestore(Operation):
                 stream.reject_count,
                 stream.last_access,
                 resync=True,
+                via=stream.via,
             )
             ctx.put(ctx.dbs.incoming, key, flagged)
         limit = ctx.ordinal_limit() + ORDINAL_JUMP

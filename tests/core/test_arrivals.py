@@ -132,6 +132,32 @@ def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -
     assert forwarded.transaction == found.transaction
 
 
+@pytest.mark.parametrize(
+    ("options", "delay", "expected"),
+    [
+        # Journal level that asks for confirmation, a time to be received: the
+        # source's deadline, with XactDelayReceiveNack or MSMQ's rule.
+        ({"journal": 1, "time_to_be_received": 60}, 10.0, 1_700_000_070.0),
+        (
+            {"journal": 2, "time_to_be_received": 60, "time_to_reach_queue": 30},
+            None,
+            1_700_000_090.0,
+        ),
+        ({"journal": 1}, 10.0, None),  # no time to be received: no deadline
+        ({"time_to_be_received": 60}, 10.0, None),  # no confirmation asked
+        ({"journal": 1, "time_to_be_received": 60, "transactional": False}, 10.0, None),
+    ],
+)
+def test_a_relayed_message_awaiting_its_final_ack_says_until_when(
+    qm: CoreHarness, options: dict[str, Any], delay: float | None, expected: float | None
+) -> None:
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True, confirmation_delay=delay)
+    found = packet("TCP:10.0.0.9:1801\\private$\\far", **options)
+    _, remote = arrivals.destination(found)
+    assert remote is not None
+    assert arrivals.relay(found, remote, wall=WALL).confirm_by == expected
+
+
 def test_a_relayed_message_is_held_until_its_entry_is_forgotten(qm: CoreHarness) -> None:
     """The entry is appended with the message's relay id; ``held`` finds it, for
     that destination only, until the entry leaves the outgoing queue."""

@@ -363,6 +363,45 @@ def test_a_router_keeps_a_final_ack_while_the_source_is_down(
         assert take_all(qa, "system$;deadxact") == []
 
 
+@pytest.mark.parametrize("how", ["destination-restarted", "router-session-idle"])
+def test_a_final_ack_finds_its_way_back_through_the_router_after_its_session_ended(
+    daemon_factory: Callable[..., DaemonProcess], how: str
+) -> None:
+    # A -> R -> B. The message is delivered, then the session between R and B
+    # ends (B is killed and started again, or the session closes for
+    # idleness) before anyone reads it, and no other message goes that way:
+    # R keeps a session to B while the message's source awaits its FinalAck,
+    # and B sends the FinalAck to A through R's next session.
+    idle = settings("peers.idle_timeout=1") if how == "router-session-idle" else ()
+    b = daemon_factory(name="qm-b", extra_args=(*PEER_FAST, *idle))
+    r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER, *idle))
+    a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, *route_args(b.peer_port, r.peer_port)))
+    with connect(b.address) as qb:
+        qb.create_queue("orders", transactional=True)
+    with connect(a.address) as qa:
+        send_confirmed(qa, remote_queue(b, "orders"), b"through r", 60)
+        with connect(b.address) as qb:
+            wait_until(lambda: depth(qb, "orders") == 1, 10)
+        if how == "destination-restarted":
+            wait_until(lambda: r_delivered(r), 10)
+            b.kill()
+            b.start()
+        else:
+            wait_until(lambda: any("idle" in str(e["reason"]) for e in closed(b)), 10)
+        with connect(b.address) as qb:
+            message = qb.receive("orders", timeout=10)
+            assert message is not None
+        [journaled] = wait_for(qa, "system$;journal", 1, timeout=20)
+        assert journaled.id == message.id
+        assert take_all(qa, "system$;deadxact") == []
+
+
+def r_delivered(r: DaemonProcess) -> bool:
+    """Whether the router's outgoing queue holds nothing unacknowledged."""
+    with connect(r.address) as qr:
+        return all(o.waiting + o.unacknowledged == 0 for o in qr.outgoing())
+
+
 def closed(daemon: DaemonProcess) -> list[dict[str, object]]:
     return log_events(daemon, "peer_session_closed")
 

@@ -46,6 +46,9 @@ from .receiver_kit import (
     receiver,
 )
 
+#: A router between A and this queue manager.
+R = uuid.UUID("d0000000-0000-4000-8000-00000000000d")
+
 # --------------------------------------------------------------------------
 # Arrival: what a packet is, and return paths
 # --------------------------------------------------------------------------
@@ -162,6 +165,42 @@ def test_the_routes_to_queue_managers_are_a_session_first_then_a_return_path() -
     assert machine.routes() == {A.bytes: "from-b", B.bytes: "from-b"}
     machine.path_closed("from-b")
     assert machine.routes() == {}
+
+
+def test_a_sources_router_is_its_way_back_once_its_return_path_is_gone() -> None:
+    # A's messages came through the router R. The connection they came on ends
+    # (an idle close, a restart): a later session with R is the way to A.
+    machine = receiver()
+    assert machine.arrive(message(A, 1, number=1), "conn-r", hop=R) is ArrivalKind.MESSAGE
+    assert machine.via(A) == R.bytes
+    machine.path_closed("conn-r")
+    assert machine.routes() == {}
+    machine.session_opened("new-r", R)
+    assert machine.routes() == {A.bytes: "new-r", R.bytes: "new-r"}
+    assert passed_on_to(machine, final_ack(A), "from-c") == "new-r"
+    # A session with A itself comes first; a message straight from A ends the
+    # router's part.
+    machine.session_opened("with-a", A)
+    assert machine.routes()[A.bytes] == "with-a"
+    machine.path_closed("with-a")
+    assert machine.arrive(message(A, 2, number=2), "conn-a", hop=A) is ArrivalKind.MESSAGE
+    assert machine.via(A) is None
+    machine.path_closed("conn-a")
+    assert A.bytes not in machine.routes()
+
+
+def test_the_routers_known_at_the_start_come_from_the_store(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(receiver_module, "MAX_STREAM_PATHS", 2)
+    # Least recent first: with room for two, the oldest is left out.
+    machine = receiver(vias={C.bytes: R.bytes, A.bytes: R.bytes, B.bytes: R.bytes})
+    assert (machine.via(C), machine.via(A), machine.via(B)) == (None, R.bytes, R.bytes)
+    machine.session_opened("conn-r", R)
+    assert machine.routes() == {A.bytes: "conn-r", B.bytes: "conn-r", R.bytes: "conn-r"}
+    # Bounded as they change: the least recently heard of goes.
+    machine.arrive(message(C, 1, number=1), "conn-r", hop=R)
+    assert (machine.via(A), machine.via(B), machine.via(C)) == (None, R.bytes, R.bytes)
 
 
 def test_nothing_is_passed_on_along_a_closing_path() -> None:

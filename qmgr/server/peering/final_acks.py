@@ -35,9 +35,16 @@ copies too (``storage.RemoveEmptyOutgoing`` refuses). The deadline bounds
 the wait: the expiry settles a copy whose FinalAck did not come, and the
 count with it. A copy without a deadline keeps no session: nothing can report
 it unconfirmed, and its FinalAck comes with the next session between the
-two. A route through a router keeps the session to the router up; the
-router's own session to the destination is kept only by its traffic
-(``docs/operations.md``).
+two. A route through a router keeps the session to the router up, and the
+router keeps its own session to the destination the same way: a relayed
+message whose source awaits its FinalAck before a deadline
+(``qmgr.core.arrivals.Arrival.confirm_by``) marks the router's outgoing queue
+until that deadline (:meth:`ConfirmationWatch.relayed`; kept in memory, so a
+restart of the router forgets it). At the destination, the FinalAck finds
+its way back through the router's next session even after the first one
+closed or either end restarted: the receiver remembers which router the
+source's messages came through (``qmgr.protocol.receiver``, stored with the
+stream's state).
 
 Sending our own FinalAcks (we are the destination) is the courier's work
 (``qmgr.server.workers.final_ack_courier``).
@@ -45,7 +52,7 @@ Sending our own FinalAcks (we are the destination) is the courier's work
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import structlog
@@ -125,6 +132,7 @@ class ConfirmationWatch:
         store: the store, for its count of copies by destination.
         queues: every outgoing queue, by queue id (the live mapping).
         log: where a count the store cannot read is reported.
+        wall: unix time now, for the deadlines of relayed messages.
     """
 
     def __init__(
@@ -132,18 +140,40 @@ class ConfirmationWatch:
         store: storage.Store,
         queues: Mapping[int, OutgoingQueue],
         log: structlog.typing.FilteringBoundLogger,
+        *,
+        wall: Callable[[], float],
     ) -> None:
         self._store = store
         self._queues = queues
         self._log = log
+        self._wall = wall
         self._marked: set[OutgoingQueue] = set()
         self._failing = False
+        #: The latest deadline of the relayed messages awaiting FinalAcks through
+        #: each outgoing queue, by queue id (one entry per outgoing queue at most,
+        #: dropped when its deadline passes).
+        self._relayed: dict[int, float] = {}
+
+    def relayed(self, queue_id: int, until: float) -> None:
+        """A relayed message in the outgoing queue ``queue_id`` awaits its
+        FinalAck until ``until`` (unix seconds): the queue keeps a session until
+        then (from the next look)."""
+        if until > self._relayed.get(queue_id, 0.0):
+            self._relayed[queue_id] = until
 
     def look(self) -> None:
-        """Mark the queues whose copies await FinalAcks now (and wake their links),
-        and unmark the others."""
-        store = self._store
+        """Mark the queues whose copies (or relayed messages) await FinalAcks now
+        (and wake their links), and unmark the others."""
         marked: set[OutgoingQueue] = set()
+        wall = self._wall()
+        relayed = self._relayed
+        for queue_id, until in list(relayed.items()):
+            queue = self._queues.get(queue_id)
+            if until <= wall:
+                del relayed[queue_id]
+            elif queue is not None:
+                marked.add(queue)
+        store = self._store
         for name in store.awaited_confirmations():
             record = store.get_queue(name)
             queue = None if record is None else self._queues.get(record.queue_id)

@@ -129,7 +129,9 @@ class Peering:
         #: Settles the FinalAcks that arrive about our messages.
         self.final_ack_arrivals = FinalAckArrivals(self.parts, self.outgoing_queues.by_stamp)
         #: Keeps the links up that our FinalAcks come back through.
-        self.confirmation_watch = ConfirmationWatch(store, self.outgoing_queues.queues, self.log)
+        self.confirmation_watch = ConfirmationWatch(
+            store, self.outgoing_queues.queues, self.log, wall=self.parts.wall
+        )
         #: Sends our FinalAcks.
         self.final_acks = FinalAckCourier(store, committer, self._final_ack_paths, self.log)
         #: The peer port's handler.
@@ -237,6 +239,11 @@ class Peering:
     def order_ack_arrived(self, ack: wire.OrderAck, came_from: uuid.UUID | None) -> None:
         """An OrderAck for one of our sequences arrived on a session of ``came_from``."""
         self.outgoing_queues.order_ack_arrived(ack, came_from)
+
+    def relayed_to_confirm(self, queue_id: int, until: float) -> None:
+        """A relayed message awaits its FinalAck through the outgoing queue
+        ``queue_id`` until ``until``: the queue keeps a session for it."""
+        self.confirmation_watch.relayed(queue_id, until)
 
     def final_ack_arrived(
         self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None

@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Final, Protocol
 
 import trio
@@ -91,6 +91,11 @@ class IncomingRoutes(Protocol):
         """Whether a queue's permissions refuse the peer of ``connection`` (None: no check)."""
         ...
 
+    def relayed_to_confirm(self, queue_id: int, until: float) -> None:
+        """A relayed message whose FinalAck its source awaits until ``until``
+        (unix seconds) is stored in the outgoing queue ``queue_id``."""
+        ...
+
 
 class Incoming:
     """What arrives from peers, carried out (see the module docstring).
@@ -114,11 +119,13 @@ class Incoming:
             parts.outcomes,
             max_rejected_bytes=config.peer_max_rejected_bytes,
             router=config.peer_router,
+            confirmation_delay=parts.confirmations.delay,
         )
         now = parts.wall()
         # The receiver's timers run on trio's clock; the store and status speak
         # unix time. This offset converts between the two.
         self._wall_offset = now - _clock()
+        states = store.incoming_states()
         streams = {
             (state.queue_key, state.source_qm, state.sequence_timestamp): StreamState(
                 sequence_id=state.sequence_id,
@@ -127,7 +134,7 @@ class Incoming:
                 last_access=state.last_access - self._wall_offset,
                 resync=state.resync,
             )
-            for state in store.incoming_states()
+            for state in states
         }
         #: The exactly-once decisions, the return paths and the OrderAcks.
         self.receiver: Receiver[PeerConnection] = Receiver(
@@ -141,6 +148,7 @@ class Incoming:
             max_order_ack_delay=config.peer_order_ack_max_delay,
             closing=lambda connection: connection.closing,
             router=config.peer_router,
+            vias=_vias(states),
         )
         self._order_ack_wake = trio.Event()
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
@@ -157,7 +165,7 @@ class Incoming:
     ) -> None:
         """A user packet arrived on ``connection`` (``recoverable``: its number for
         the SessionAck bitmap, once it is persisted)."""
-        arrival = self.receiver.arrive(packet, connection)
+        arrival = self.receiver.arrive(packet, connection, hop=connection.remote_qm)
         if arrival is ArrivalKind.MESSAGE:
             self._message(connection, packet, recoverable)
         elif isinstance(arrival, FinalAckArrived):
@@ -253,6 +261,7 @@ class Incoming:
                 state.reject_count,
                 state.last_access,
                 follows=decision.follows,
+                via=self.receiver.via(packet.user.source_qm),
             )
 
         def persisted(results: list[storage.Result]) -> None:
@@ -281,6 +290,8 @@ class Incoming:
                 result = result.result
             if isinstance(result, storage.Appended):
                 woken.append(result.queue_id)
+                if arrival.confirm_by is not None and arrival.relay_to is not None:
+                    self.routes.relayed_to_confirm(result.queue_id, arrival.confirm_by)
         if woken:
             parts.signals.notify(woken)
         if refusal is not None:
@@ -356,3 +367,16 @@ def _class_name(value: int) -> str:
         return wire.MessageClass(value).name
     except ValueError:
         return hex(value)
+
+
+def _vias(states: Iterable[storage.IncomingState]) -> dict[bytes, bytes]:
+    """The router each source's messages last came through, by source GUID
+    bytes, from the streams' stored states (the latest stream of a source
+    says; one that came straight names none), the least recent first."""
+    latest: dict[bytes, storage.IncomingState] = {}
+    for state in states:
+        known = latest.get(state.source_qm)
+        if known is None or state.last_access >= known.last_access:
+            latest[state.source_qm] = state
+    ordered = sorted(latest.values(), key=lambda state: state.last_access)
+    return {state.source_qm: state.via for state in ordered if state.via is not None}

@@ -203,7 +203,10 @@ def test_the_watch_marks_the_queues_whose_copies_await_and_wakes_them_once() -> 
     store = FakeStore(ids={"to-b": 1, "to-c": 2, "gone": 3})
     queues = {1: FakeQueue(), 2: FakeQueue()}
     watch = ConfirmationWatch(
-        cast(storage.Store, store), cast(dict[int, OutgoingQueue], queues), structlog.get_logger()
+        cast(storage.Store, store),
+        cast(dict[int, OutgoingQueue], queues),
+        structlog.get_logger(),
+        wall=lambda: WALL,
     )
     watch.look()
     assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(False, 0), (False, 0)]
@@ -221,6 +224,37 @@ def test_the_watch_marks_the_queues_whose_copies_await_and_wakes_them_once() -> 
     assert [q.awaiting_confirmation for q in queues.values()] == [False, False]
 
 
+def test_the_watch_marks_a_routers_queue_until_its_relayed_messages_deadline() -> None:
+    # A router holds no copies: the deadlines of the messages it relayed keep
+    # the session to their next hop, each until the latest of its queue.
+    store = FakeStore(ids={"to-b": 1})
+    queues = {1: FakeQueue(), 2: FakeQueue()}
+    now = [WALL]
+    watch = ConfirmationWatch(
+        cast(storage.Store, store),
+        cast(dict[int, OutgoingQueue], queues),
+        structlog.get_logger(),
+        wall=lambda: now[0],
+    )
+    watch.relayed(1, WALL + 60)
+    watch.relayed(1, WALL + 30)  # an earlier deadline does not shorten it
+    watch.relayed(3, WALL + 90)  # a queue not held yet: marked once it is
+    watch.look()
+    assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(True, 1), (False, 0)]
+    queues[3] = FakeQueue()
+    now[0] = WALL + 59
+    watch.look()
+    assert [q.awaiting_confirmation for q in queues.values()] == [True, False, True]
+    now[0] = WALL + 60
+    watch.look()
+    assert [q.awaiting_confirmation for q in queues.values()] == [False, False, True]
+    # A copy of our own keeps it marked past a relayed deadline.
+    store.awaited = {"to-b": 1}
+    now[0] = WALL + 91
+    watch.look()
+    assert [q.awaiting_confirmation for q in queues.values()] == [True, False, False]
+
+
 async def test_a_count_the_store_cannot_read_is_logged_once_and_the_watch_goes_on(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
@@ -231,6 +265,7 @@ async def test_a_count_the_store_cannot_read_is_logged_once_and_the_watch_goes_o
             cast(storage.Store, store),
             cast(dict[int, OutgoingQueue], {1: queue}),
             structlog.get_logger(),
+            wall=lambda: WALL,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch.run)

@@ -117,8 +117,9 @@ def test_record_in_a_failed_unit_is_not_kept(store: Store) -> None:
         RecordIncoming(SOURCE_A, "q", 1 << 64, 1, 0, 1.0),
         RecordIncoming(SOURCE_A, "q", 1, 1 << 32, 0, 1.0),
         RecordIncoming(SOURCE_A, "q", 1, 1, -1, 1.0),
+        RecordIncoming(SOURCE_A, "q", 1, 1, 0, 1.0, via=SOURCE_A[:15]),
     ],
-    ids=["short guid", "long guid", "key", "utf8 key", "sequence id", "number", "rejects"],
+    ids=["short guid", "long guid", "key", "utf8 key", "sequence id", "number", "rejects", "via"],
 )
 def test_bad_incoming_state_is_invalid_record(store: Store, op: RecordIncoming) -> None:
     [outcome] = commit(store, unit(op))
@@ -272,3 +273,24 @@ def test_incoming_state_layout_and_round_trip() -> None:
         decode_incoming(SOURCE_A, "q", b"\x02" + data[1:])
     with pytest.raises(StoreCorrupt):
         decode_incoming(SOURCE_A, "q", data[:-1])
+
+
+def test_a_state_that_names_the_router_its_message_came_through(
+    store: Store, reopen: Reopener
+) -> None:
+    router = bytes(range(16))
+    data = encode_incoming(0x0102030405060708, 9, 10, 0.5, via=router)
+    # Format 3: format 1, a flags byte, the router's GUID.
+    assert data == bytes.fromhex("030102030405060708000000090000000a3fe000000000000000") + router
+    assert decode_incoming(SOURCE_A, "q", data) == IncomingState(
+        SOURCE_A, "q", 0x0102030405060708, 9, 10, 0.5, via=router
+    )
+    flagged = encode_incoming(1 << 32, 1, 0, 0.5, resync=True, via=router)
+    assert decode_incoming(SOURCE_A, "q", flagged).resync
+    with pytest.raises(StoreCorrupt):
+        decode_incoming(SOURCE_A, "q", data[:-1])
+    through = RecordIncoming(SOURCE_A, "q", 5 << 32 | 1, 3, 0, 2.0, via=router)
+    commit_ok(store, unit(through))
+    assert reopen(store).incoming_states() == [
+        IncomingState(SOURCE_A, "q", 5 << 32 | 1, 3, 0, 2.0, via=router)
+    ]

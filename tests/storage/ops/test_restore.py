@@ -172,3 +172,12 @@ def test_an_incoming_state_of_neither_format_is_corrupt(
     put_raw(store.path, DB_INCOMING, incoming_key(SOURCE_A, 0, "q"), value)
     with pytest.raises(StoreCorrupt):
         reopen(store).incoming_states()
+
+
+def test_a_resync_keeps_the_router_a_stream_came_through(store: Store) -> None:
+    router = bytes(range(16))
+    commit_ok(store, unit(RecordIncoming(SOURCE_A, ORDERS, 7 << 32 | 1, 50, 2, 10.0, via=router)))
+    assert renew(store).streams == 1
+    assert store.incoming_states() == [
+        IncomingState(SOURCE_A, ORDERS, 7 << 32 | 1, 50, 2, 10.0, resync=True, via=router)
+    ]
