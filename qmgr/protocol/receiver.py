@@ -28,7 +28,13 @@ docs/design.md):
      its own return path) is to be **kept** (:class:`FinalAckToKeep`): the adapter
      stores it before it acknowledges it, and sends it as its own FinalAcks
      go, when its source has a session here again; nothing else would send
-     it again, the destination forgets it once acknowledged. Otherwise an
+     it again, the destination forgets it once acknowledged. Only a FinalAck
+     of a stream whose messages this router relayed lately (the last
+     :data:`MAX_STREAM_PATHS` streams, since the start) is kept: a peer cannot
+     fill the router's store with FinalAcks about anyone's messages, nor make
+     it send them, for ever, to a queue manager that never routed through
+     it. (One of a stream relayed before a restart of the router is dropped,
+     as one with no room to keep it is.) Otherwise an
      acknowledgment is dropped (:attr:`ArrivalKind.UNROUTABLE`): an OrderAck
      with no open path, or any acknowledgment whose path is the connection it
      arrived on, or that is the same acknowledgment (the same bytes: its
@@ -189,6 +195,8 @@ __all__ = [
 
 #: The adapter's connection: where a packet arrived, and where acknowledgments go back.
 P = TypeVar("P")
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 _U32_MAX: Final = 0xFFFFFFFF
 #: Acknowledgments passed on that are remembered, to drop one that comes back.
@@ -334,8 +342,14 @@ class Receiver(Generic[P]):
         self.router = router
         self.sequences = IncomingSequences(streams, **limits)
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
-        #: The path each source queue manager's messages last arrived on (by GUID bytes).
+        #: The path each source queue manager's messages last arrived on (by GUID
+        #: bytes); at most :data:`MAX_STREAM_PATHS`, the least recently used
+        #: forgotten first.
         self._paths: dict[bytes, P] = {}
+        #: The streams (source GUID bytes, sequence timestamp) whose messages were
+        #: relayed here lately (at most :data:`MAX_STREAM_PATHS`): a router keeps
+        #: a FinalAck it cannot pass on only if it is about one of them.
+        self._relayed_streams: dict[tuple[bytes, int], None] = {}
         #: The path each source outgoing queue's transactional messages last arrived
         #: on, by (source GUID bytes, sequence timestamp), the latest last: its
         #: OrderAcks go back that way, from where the source expects them (the
@@ -388,25 +402,24 @@ class Receiver(Generic[P]):
             if target == self.local_qm:
                 return FinalAckArrived(final_ack)
             if self.router and self._route(target.bytes) is None:
+                stream = (target.bytes, final_ack.sequence_id.timestamp)
+                if stream not in self._relayed_streams:
+                    # Not of a stream relayed here: nothing of ours to keep.
+                    self.unroutable += 1
+                    return ArrivalKind.UNROUTABLE
                 return FinalAckToKeep(final_ack)
             return self._pass_on(packet, path, target, recoverable=True)
         self.received += 1
         source = packet.user.source_qm.bytes
-        self._paths[source] = path
+        _remember(self._paths, source, path)
         if hop is not None:
-            vias = self._vias
-            vias.pop(source, None)
-            if hop.bytes != source:
-                vias[source] = hop.bytes
-                if len(vias) > MAX_STREAM_PATHS:
-                    del vias[next(iter(vias))]
+            if hop.bytes == source:
+                self._vias.pop(source, None)
+            else:
+                _remember(self._vias, source, hop.bytes)
         if packet.transaction is not None:
             stream = (source, packet.transaction.sequence_id.timestamp)
-            paths = self._stream_paths
-            paths.pop(stream, None)
-            paths[stream] = path
-            if len(paths) > MAX_STREAM_PATHS:
-                del paths[next(iter(paths))]
+            _remember(self._stream_paths, stream, path)
         return ArrivalKind.MESSAGE
 
     def _pass_on(
@@ -470,6 +483,13 @@ class Receiver(Generic[P]):
                 (``Arrivals.held``). Not looked at for a refused relay.
         """
         if relayed and not refused:
+            header = packet.transaction
+            if header is not None:
+                _remember(
+                    self._relayed_streams,
+                    (packet.user.source_qm.bytes, header.sequence_id.timestamp),
+                    None,
+                )
             if held:
                 self.relayed_duplicates += 1
                 return Dropped.HELD
@@ -613,3 +633,12 @@ class Receiver(Generic[P]):
     def streams(self) -> list[tuple[StreamKey, StreamState]]:
         """Every stream with durable state, by key."""
         return self.sequences.streams()
+
+
+def _remember(table: dict[_K, _V], key: _K, value: _V) -> None:
+    """Set ``table[key]`` as its most recent entry, forgetting the least recent
+    past :data:`MAX_STREAM_PATHS`."""
+    table.pop(key, None)
+    table[key] = value
+    if len(table) > MAX_STREAM_PATHS:
+        del table[next(iter(table))]

@@ -64,8 +64,16 @@ def test_an_order_ack_for_us_is_handed_over(target: uuid.UUID) -> None:
     assert machine.path_to(C) is None  # acknowledgments make no return path
 
 
+def relay(machine: Receiver[str], packet: wire.UserMessage, path: str) -> None:
+    """Arrive and accept a message the core relays to another queue manager."""
+    assert machine.arrive(packet, path) is ArrivalKind.MESSAGE
+    assert machine.accept(packet, queue_key=None, relayed=True, now=T0, wall=WALL) == Accepted()
+
+
 def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     machine = receiver(router=True)
+    relay(machine, message(A, 1, number=1), "from-a")  # A's stream went on to C
+    machine.path_closed("from-a")
     assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
     # No way to A yet: a router keeps its FinalAck (the destination forgets it
     # once acknowledged, and nothing would send it again), and drops its
@@ -90,6 +98,39 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
     # A queue manager that relays nothing has no FinalAck of another to keep.
     assert receiver().arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+
+
+def test_a_router_keeps_only_final_acks_of_streams_it_relayed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(receiver_module, "MAX_STREAM_PATHS", 2)
+    machine = receiver(router=True)
+    # About a message of A's stream that never came this way: dropped.
+    assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+    assert machine.unroutable == 1
+    other = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + 1)
+    relay(machine, message(A, 1, number=1, sequence_id=other), "from-a")
+    machine.path_closed("from-a")
+    assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+    relay(machine, message(A, 2, number=1), "from-a")
+    machine.path_closed("from-a")
+    assert isinstance(machine.arrive(final_ack(A), "from-c"), FinalAckToKeep)
+    # The streams remembered are bounded: the least recently relayed goes.
+    for n in (2, 3):
+        stamp = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + n)
+        relay(machine, message(B, n, number=1, sequence_id=stamp), "from-b")
+    machine.path_closed("from-b")
+    assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+
+
+def test_the_return_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A peer naming ever new sources cannot grow the table: the least recently
+    # heard of is forgotten.
+    monkeypatch.setattr(receiver_module, "MAX_STREAM_PATHS", 2)
+    machine = receiver()
+    for source in (A, B, C):
+        accept(machine, message(source, 1, PLAIN), PLAIN, path=f"from-{source.hex[0]}")
+    assert machine.paths() == {B.bytes: "from-b", C.bytes: "from-c"}
 
 
 def announced(

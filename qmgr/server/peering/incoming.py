@@ -151,6 +151,9 @@ class Incoming:
             vias=_vias(states),
         )
         self._order_ack_wake = trio.Event()
+        #: FinalAcks to keep that are on their way to the store, by the connection
+        #: they came on.
+        self._keeping: dict[PeerConnection, int] = {}
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
         self.dead_lettered = 0
         #: The same, by message class (for the metrics).
@@ -171,12 +174,24 @@ class Incoming:
         elif isinstance(arrival, FinalAckArrived):
             self.routes.final_ack_arrived(connection, arrival.ack, recoverable)
         elif isinstance(arrival, FinalAckToKeep) and (
-            self.parts.store.final_ack_count() < MAX_KEPT_FINAL_ACKS
+            self.parts.store.final_ack_count() + sum(self._keeping.values()) < MAX_KEPT_FINAL_ACKS
         ):
             # Its source is unreachable now: kept, and acknowledged once stored,
             # for the courier to pass on when the source has a session here.
+            # Those on their way to the store count against the room too.
             op = passed_on_final_ack_op(arrival.ack)
-            connection.store((op,), lambda _: connection.acknowledge(recoverable))
+            keeping = self._keeping
+            keeping[connection] = keeping.get(connection, 0) + 1
+
+            def kept(_: list[storage.Result]) -> None:
+                left = keeping.get(connection, 0) - 1
+                if left > 0:
+                    keeping[connection] = left
+                else:
+                    keeping.pop(connection, None)
+                connection.acknowledge(recoverable)
+
+            connection.store((op,), kept)
         else:
             if isinstance(arrival, FinalAckToKeep):
                 self.receiver.unroutable += 1
@@ -315,8 +330,9 @@ class Incoming:
         self.receiver.rolled_back(accepted)
 
     def connection_ended(self, connection: PeerConnection) -> None:
-        """``connection`` is no return path any more."""
+        """``connection`` is no return path any more (and stores nothing more)."""
         self.receiver.path_closed(connection)
+        self._keeping.pop(connection, None)
 
     # ------------------------------------------------------------------ OrderAcks
 

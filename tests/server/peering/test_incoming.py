@@ -4,6 +4,8 @@ crashes, the history of non-transactional messages, OrderAcks."""
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import structlog
 import trio
@@ -15,6 +17,7 @@ import wire
 from qmgr.core.final_acks import final_ack_op
 from qmgr.protocol import Role
 from qmgr.server.peering import incoming as peering_incoming
+from qmgr.server.peering.connection import PeerConnection
 
 from .conftest import (
     LATE_ORDER_ACKS,
@@ -340,6 +343,115 @@ async def test_a_router_keeps_a_final_ack_for_a_source_that_is_down_while_there_
     else:
         assert kept == []
         assert receiver(r).unroutable == 1
+
+
+def junk_final_ack(sender: Node, about: uuid.UUID, ordinal: int) -> bytes:
+    """A FinalAck ``sender`` makes up about a message of ``about``'s, of a stream
+    nobody relayed."""
+    ack = wire.FinalAck(
+        source_qm=sender.store.qm_guid,
+        destination=wire.ORDER_QUEUE,
+        destination_qm=about,
+        message_id=100 + ordinal,
+        sent_time=1_700_000_000,
+        message_class=wire.MessageClass.ACK_RECEIVE,
+        sequence_id=wire.TxSequenceId(ordinal=1, timestamp=5),
+        sequence_number=1,
+        previous_sequence_number=0,
+        acked_source_qm=about,
+        acked_message_id=ordinal,
+    )
+    return wire.build_packet(ack.to_message())
+
+
+async def peer_of(network: Network, r: Node) -> tuple[Node, PeerConnection]:
+    """M, an ordinary queue manager with a session to R (it sent R a message)."""
+    m = await network.start("qm-m", 1904)
+    await r.create_queue("inbox")
+    await m.send(r.remote("inbox"), [b"hello"])
+    await wait_until(lambda: r.bodies("inbox") == [b"hello"], what="M's session with R")
+    connection = m.link(r).connection
+    assert connection is not None
+    return m, connection
+
+
+async def test_a_router_keeps_no_final_ack_of_a_stream_it_did_not_relay(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A peer of the router sends it FinalAcks about messages of queue managers
+    that are not there, of streams the router never relayed: none is kept, so
+    a real FinalAck for A, whose source is down, still finds room (the cap is
+    small here)."""
+    monkeypatch.setattr(peering_incoming, "MAX_KEPT_FINAL_ACKS", 20)
+    a, r, c = await start_router_line(network)
+    m, connection = await peer_of(network, r)
+    for n in range(50):
+        connection.send_user_packet(junk_final_ack(m, uuid.UUID(int=n + 1), n), recoverable=True)
+    await wait_until(lambda: receiver(r).unroutable == 50, what="R dropped the junk")
+    assert r.store.final_ack_count() == 0
+    await c.start()
+    await a.send(c.remote(QUEUE), [b"one"], journal=0x01, time_to_be_received=600)
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
+    await wait_until(settled(a), what="A has C's OrderAck")
+    await a.stop()
+    [(_, data)] = c.store.read_range(c.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
+    message = wire.MessageProperties.from_bytes(storage.message_payload(data))
+    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    [(key, _)] = r.store.final_acks()
+    assert key[:16] == a.store.qm_guid.bytes
+
+
+async def test_a_burst_of_final_acks_to_keep_stops_at_the_room_there_is(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The room counts the FinalAcks on their way to the store as well as those
+    stored: a burst arriving in one run of writes does not pass it."""
+    monkeypatch.setattr(peering_incoming, "MAX_KEPT_FINAL_ACKS", 10)
+    a, r, c = await start_router_line(network)
+    await c.start()
+    await a.send(c.remote(QUEUE), bodies(200), journal=0x01, time_to_be_received=600)
+    await wait_until(lambda: len(c.bodies(QUEUE)) == 200, what="C has them")
+    await wait_until(settled(a), what="A has C's OrderAcks")
+    await a.stop()
+    # C owes A a FinalAck for each; R cannot pass them on. They come in bursts
+    # of C's courier (IN_FLIGHT at a time), each in fewer writes than packets.
+    queue_id = c.store.get_queue(QUEUE).queue_id  # type: ignore[union-attr]
+    ops = []
+    for _, data in c.store.read_range(queue_id, limit=200):
+        message = wire.MessageProperties.from_bytes(storage.message_payload(data))
+        ops.append(final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE))
+    assert (await c.committer.submit(storage.Unit(tuple(ops)))).error is None
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAcks acknowledged")
+    assert r.store.final_ack_count() == 10
+    assert receiver(r).unroutable == 190
+
+
+async def test_a_router_sends_a_queue_manager_no_final_ack_made_up_by_another_peer(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """While X has no session with the router, M (another peer of the router)
+    sends it a FinalAck about a message of X's. The router never relayed X's
+    stream: it keeps nothing, and has nothing to send X when X connects (X,
+    which does not route through it, would refuse a FinalAck of M's on its
+    session, and close it, every time)."""
+    r = await network.start("qm-r", 1902, ["peers.router=true", *QUICK])
+    x = await network.start("qm-x", 1903, QUICK)
+    x_guid = x.store.qm_guid
+    await x.stop()
+    m, connection = await peer_of(network, r)
+    connection.send_user_packet(junk_final_ack(m, x_guid, 1), recoverable=True)
+    await wait_until(lambda: receiver(r).unroutable == 1, what="R dropped it")
+    assert r.store.final_ack_count() == 0
+    await x.start()
+    await x.send(r.remote("inbox"), [b"from-x"])
+    await wait_until(settled(x), what="X's message at R, acknowledged")
+    assert r.peering.final_acks.sent == 0
 
 
 async def test_a_router_acknowledges_a_resend_it_holds_without_storing_it_again(
