@@ -160,7 +160,11 @@ SessionAck that marks its recoverable number):
   are persisted (the copy held is committed; waiting for the writes before
   it also waits for that commit's sync to end);
 * :attr:`Dropped.REJECTED`: at once;
-* :class:`OrderAckArrived`, :class:`PassOn`, :attr:`ArrivalKind.UNROUTABLE`: at once;
+* :class:`OrderAckArrived`, :attr:`ArrivalKind.UNROUTABLE`, and :class:`PassOn` of an
+  OrderAck: at once;
+* :class:`PassOn` of a FinalAck: once the next hop's SessionAck counts it (or,
+  that connection gone first, once it is kept as :class:`FinalAckToKeep` is);
+* :class:`FinalAckToKeep`: once it is stored;
 * :class:`FinalAckArrived`: once the write that settles it is persisted.
 """
 
@@ -249,11 +253,14 @@ class PassOn(Generic[P]):
         path: the connection that queue manager's messages last arrived on.
         data: the packet, built, without a SessionHeader.
         recoverable: whether it goes as a recoverable packet (a FinalAck does).
+        ack: the FinalAck passed on (None for an OrderAck): the adapter keeps
+            it if the path ends before its peer has it.
     """
 
     path: P
     data: bytes
     recoverable: bool
+    ack: wire.FinalAck | None = None
 
 
 class Dropped(enum.Enum):
@@ -408,7 +415,7 @@ class Receiver(Generic[P]):
                     self.unroutable += 1
                     return ArrivalKind.UNROUTABLE
                 return FinalAckToKeep(final_ack)
-            return self._pass_on(packet, path, target, recoverable=True)
+            return self._pass_on(packet, path, target, recoverable=True, final_ack=final_ack)
         self.received += 1
         source = packet.user.source_qm.bytes
         _remember(self._paths, source, path)
@@ -430,6 +437,7 @@ class Receiver(Generic[P]):
         *,
         recoverable: bool,
         stream: tuple[bytes, int] | None = None,
+        final_ack: wire.FinalAck | None = None,
     ) -> ArrivalKind | PassOn[P]:
         # An OrderAck goes back the way its stream came (``stream``), as a
         # destination's own do; anything else, or with that way gone, by _route.
@@ -450,7 +458,7 @@ class Receiver(Generic[P]):
         self._passed_on[seen] = None
         if len(self._passed_on) > PASSED_ON_REMEMBERED:
             del self._passed_on[next(iter(self._passed_on))]
-        return PassOn(path, data, recoverable)
+        return PassOn(path, data, recoverable, final_ack)
 
     def accept(
         self,

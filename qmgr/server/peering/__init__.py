@@ -31,7 +31,10 @@ module                 concern
                        idle queues and links (the sending side)
 ``incoming``           carries out the receiver's decisions, stores what
                        arrives, sends the OrderAcks (the receiving side)
-``final_acks``         settles the FinalAcks that arrive about our messages
+``final_acks``         settles the FinalAcks that arrive about our messages;
+                       keeps sessions up while FinalAcks are awaited
+``relayed_acks``       a router's FinalAcks of other queue managers: passed
+                       on or kept, acknowledged once durable somewhere
 ``parts``              the daemon's parts, one value handed to each part
 ``ping``               the ping port: MSMQ pings on UDP answered
 ``aliases``            the start-up check that each ``server.aliases`` entry

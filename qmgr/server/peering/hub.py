@@ -66,6 +66,7 @@ from .outgoing import OutgoingQueues
 from .outgoing_queue import EntryTag, OutgoingQueue
 from .parts import PeeringParts
 from .ping import serve_pings
+from .relayed_acks import PassedOnTag
 
 __all__ = ["PeerPermissions", "Peering"]
 
@@ -188,6 +189,8 @@ class Peering:
                 self.outgoing_queues.session_acked(tag.queue, tag.lookup_id)
             elif isinstance(tag, FinalAckTag):
                 self.final_acks.acked(connection, tag)
+            elif isinstance(tag, PassedOnTag):
+                self.incoming.relayed_final_acks.acked(connection, tag)
 
     def arrived(
         self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None

@@ -10,9 +10,10 @@ only carries them out, in this order:
    (``arrive``): an OrderAck for one of our sequences (handed to the
    sending side), a FinalAck about one of our messages (settled by
    :mod:`.final_acks`, through the hub), an acknowledgment to pass on along a
-   return path, another destination's FinalAck to keep (stored, then
-   acknowledged, for the FinalAck courier to pass on when its source is
-   reachable again), or a message;
+   return path (another destination's FinalAck is acknowledged only once the
+   next hop has it: :mod:`.relayed_acks`), another destination's FinalAck to
+   keep (stored, then acknowledged, for the FinalAck courier to pass on when
+   its source is reachable again), or a message;
 2. for a message, the core decides its destination
    (:class:`qmgr.core.arrivals.Arrivals`: a queue here, or another queue
    manager, and then whether the outgoing queue still holds a copy of it:
@@ -41,14 +42,13 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Final, Protocol
+from typing import Protocol
 
 import trio
 
 import storage
 import wire
 from qmgr.core.arrivals import Arrival, Arrivals
-from qmgr.core.final_acks import passed_on_final_ack_op
 from qmgr.protocol import (
     Accepted,
     ArrivalKind,
@@ -65,12 +65,12 @@ from wire import client as cf
 from ..signals import touched_queues
 from .connection import PeerConnection
 from .parts import PeeringParts
+from .relayed_acks import RelayedFinalAcks
 
-__all__ = ["MAX_KEPT_FINAL_ACKS", "Incoming", "IncomingRoutes"]
+__all__ = ["Incoming", "IncomingRoutes"]
 
 #: A router keeps FinalAcks it cannot pass on while fewer than this many
 #: FinalAcks (its own included) wait to be sent; past it, one is dropped.
-MAX_KEPT_FINAL_ACKS: Final = 1_000_000
 
 
 class IncomingRoutes(Protocol):
@@ -151,9 +151,8 @@ class Incoming:
             vias=_vias(states),
         )
         self._order_ack_wake = trio.Event()
-        #: FinalAcks to keep that are on their way to the store, by the connection
-        #: they came on.
-        self._keeping: dict[PeerConnection, int] = {}
+        #: Other queue managers' FinalAcks, passed on or kept.
+        self.relayed_final_acks = RelayedFinalAcks(store, self._not_kept)
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
         self.dead_lettered = 0
         #: The same, by message class (for the metrics).
@@ -173,34 +172,16 @@ class Incoming:
             self._message(connection, packet, recoverable)
         elif isinstance(arrival, FinalAckArrived):
             self.routes.final_ack_arrived(connection, arrival.ack, recoverable)
-        elif isinstance(arrival, FinalAckToKeep) and (
-            self.parts.store.final_ack_count() + sum(self._keeping.values()) < MAX_KEPT_FINAL_ACKS
-        ):
+        elif isinstance(arrival, FinalAckToKeep):
             # Its source is unreachable now: kept, and acknowledged once stored,
             # for the courier to pass on when the source has a session here.
-            # Those on their way to the store count against the room too.
-            op = passed_on_final_ack_op(arrival.ack)
-            keeping = self._keeping
-            keeping[connection] = keeping.get(connection, 0) + 1
-
-            def kept(_: list[storage.Result]) -> None:
-                left = keeping.get(connection, 0) - 1
-                if left > 0:
-                    keeping[connection] = left
-                else:
-                    keeping.pop(connection, None)
-                connection.acknowledge(recoverable)
-
-            connection.store((op,), kept)
+            self.relayed_final_acks.keep(connection, arrival.ack, recoverable)
+        elif isinstance(arrival, PassOn) and arrival.ack is not None:
+            # Acknowledged once the next hop has it (or it is kept).
+            self.relayed_final_acks.pass_on(
+                connection, arrival.ack, arrival.data, arrival.path, recoverable
+            )
         else:
-            if isinstance(arrival, FinalAckToKeep):
-                self.receiver.unroutable += 1
-                self.parts.log.warning(
-                    "final_ack_not_kept",
-                    peer=connection.peer,
-                    source_qm=str(arrival.ack.acked_source_qm),
-                    reason=f"{MAX_KEPT_FINAL_ACKS} FinalAcks wait to be sent already",
-                )
             if isinstance(arrival, OrderAckArrived):
                 self.routes.order_ack_arrived(arrival.ack, connection.remote_qm)
             elif isinstance(arrival, PassOn):
@@ -213,6 +194,16 @@ class Incoming:
                     hops=packet.user.hop_count,
                 )
             connection.acknowledge(recoverable)
+
+    def _not_kept(self, connection: PeerConnection, ack: wire.FinalAck, reason: str) -> None:
+        """A FinalAck to keep found no room."""
+        self.receiver.unroutable += 1
+        self.parts.log.warning(
+            "final_ack_not_kept",
+            peer=connection.peer,
+            source_qm=str(ack.acked_source_qm),
+            reason=reason,
+        )
 
     def _message(
         self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None
@@ -332,7 +323,7 @@ class Incoming:
     def connection_ended(self, connection: PeerConnection) -> None:
         """``connection`` is no return path any more (and stores nothing more)."""
         self.receiver.path_closed(connection)
-        self._keeping.pop(connection, None)
+        self.relayed_final_acks.connection_ended(connection)
 
     # ------------------------------------------------------------------ OrderAcks
 

@@ -159,3 +159,21 @@ async def append_outgoing(a: Node, b: Node, payloads: list[bytes]) -> int:
     assert isinstance(first, storage.Appended)
     a.notify([first.queue_id])
     return first.queue_id
+
+
+#: A route from A (1901) to C (1903) through the router R (1902).
+THROUGH_R = 'routes."127.0.0.1:1903"="127.0.0.1:1902"'
+#: R and C reconnect and acknowledge quickly.
+QUICK = ("peers.retry_initial=0.05", "peers.retry_max=0.5", "peers.order_ack_delay=0.02")
+
+
+async def start_router_line(
+    network: Network, *a_settings: str, queue: str = QUEUE, transactional: bool = True
+) -> tuple[Node, Node, Node]:
+    """A -> R -> C, C's ``queue`` created, and C down."""
+    a = await network.start("qm-a", 1901, [THROUGH_R, *a_settings])
+    r = await network.start("qm-r", 1902, ["peers.router=true", *QUICK])
+    c = await network.start("qm-c", 1903, QUICK)
+    await c.create_queue(queue, transactional=transactional)
+    await c.stop()
+    return a, r, c

@@ -16,12 +16,13 @@ import storage
 import wire
 from qmgr.core.final_acks import final_ack_op
 from qmgr.protocol import Role
-from qmgr.server.peering import incoming as peering_incoming
+from qmgr.server.peering import relayed_acks
 from qmgr.server.peering.connection import PeerConnection
 
 from .conftest import (
     LATE_ORDER_ACKS,
     QUEUE,
+    QUICK,
     bodies,
     check_resends_dropped,
     deliver,
@@ -29,6 +30,7 @@ from .conftest import (
     receiver,
     settled,
     start_pair,
+    start_router_line,
 )
 
 
@@ -236,24 +238,6 @@ async def test_the_order_ack_is_not_held_back_by_a_wall_clock_step(
     assert network.channel(a, b).count(is_data) == 1
 
 
-#: A route from A (1901) to C (1903) through the router R (1902).
-THROUGH_R = 'routes."127.0.0.1:1903"="127.0.0.1:1902"'
-#: R and C reconnect and acknowledge quickly.
-QUICK = ("peers.retry_initial=0.05", "peers.retry_max=0.5", "peers.order_ack_delay=0.02")
-
-
-async def start_router_line(
-    network: Network, *a_settings: str, queue: str = QUEUE, transactional: bool = True
-) -> tuple[Node, Node, Node]:
-    """A -> R -> C, C's ``queue`` created, and C down."""
-    a = await network.start("qm-a", 1901, [THROUGH_R, *a_settings])
-    r = await network.start("qm-r", 1902, ["peers.router=true", *QUICK])
-    c = await network.start("qm-c", 1903, QUICK)
-    await c.create_queue(queue, transactional=transactional)
-    await c.stop()
-    return a, r, c
-
-
 def relayed(r: Node) -> int:
     """Entries in R's outgoing queues."""
     queues = r.store.list_queues()
@@ -309,7 +293,7 @@ async def test_a_router_keeps_a_final_ack_for_a_source_that_is_down_while_there_
     room: bool,
 ) -> None:
     if not room:
-        monkeypatch.setattr(peering_incoming, "MAX_KEPT_FINAL_ACKS", 0)
+        monkeypatch.setattr(relayed_acks, "MAX_KEPT_FINAL_ACKS", 0)
     a, r, c = await start_router_line(network)
     await c.start()
     await a.send(c.remote(QUEUE), [b"one"], journal=0x01, time_to_be_received=600)
@@ -384,7 +368,7 @@ async def test_a_router_keeps_no_final_ack_of_a_stream_it_did_not_relay(
     that are not there, of streams the router never relayed: none is kept, so
     a real FinalAck for A, whose source is down, still finds room (the cap is
     small here)."""
-    monkeypatch.setattr(peering_incoming, "MAX_KEPT_FINAL_ACKS", 20)
+    monkeypatch.setattr(relayed_acks, "MAX_KEPT_FINAL_ACKS", 20)
     a, r, c = await start_router_line(network)
     m, connection = await peer_of(network, r)
     for n in range(50):
@@ -412,7 +396,7 @@ async def test_a_burst_of_final_acks_to_keep_stops_at_the_room_there_is(
 ) -> None:
     """The room counts the FinalAcks on their way to the store as well as those
     stored: a burst arriving in one run of writes does not pass it."""
-    monkeypatch.setattr(peering_incoming, "MAX_KEPT_FINAL_ACKS", 10)
+    monkeypatch.setattr(relayed_acks, "MAX_KEPT_FINAL_ACKS", 10)
     a, r, c = await start_router_line(network)
     await c.start()
     await a.send(c.remote(QUEUE), bodies(200), journal=0x01, time_to_be_received=600)
