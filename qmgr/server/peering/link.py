@@ -43,6 +43,7 @@ import socket
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from typing import Final
 
 import trio
 
@@ -56,6 +57,10 @@ from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 from .outgoing_queue import OutgoingQueue
 
 __all__ = ["Link", "LinkQueues"]
+
+#: Failures after which the delay stops doubling (it reached ``peers.retry_max``
+#: long before: 2**64 times the smallest ``peers.retry_initial``).
+_MAX_DOUBLINGS: Final = 64
 
 
 class LinkQueues:
@@ -372,7 +377,10 @@ class Link:
         if failed and self.down_since is None:
             self.down_since = trio.current_time()
             self._changed()
-        delay = min(config.peer_retry_max, config.peer_retry_initial * 2**self.failures)
+        # The exponent stops growing long before the maximum is passed: a hop
+        # down for days fails thousands of times, and 2**1024 is no float.
+        doubling = 2.0 ** min(self.failures, _MAX_DOUBLINGS)
+        delay = min(config.peer_retry_max, config.peer_retry_initial * doubling)
         self.failures += 1
         self.last_error = reason
         self.state = "waiting"

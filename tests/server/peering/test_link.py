@@ -125,6 +125,22 @@ async def test_a_session_that_works_clears_the_last_error(
     assert queue.info().last_error == ""
 
 
+async def test_a_hop_down_for_thousands_of_attempts_is_still_retried(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    # The delay doubled with each failure, as a float: past 1,024 failures (17
+    # hours of a hop down at the default 60 s) it overflowed, and the link died.
+    a = await network.start("qm-a", 1901, ("peers.retry_initial=0.001", "peers.retry_max=0.002"))
+    await a.send(f"DIRECT=TCP:{HOST}:1902\\private$\\{QUEUE}", [b"one"])
+    [queue] = a.peering.outgoing.values()
+    assert queue.link is not None
+    link = queue.link
+    await wait_until(lambda: link.failures > 2000, what="2,000 failed attempts")
+    b = await network.start("qm-b", 1902)
+    await b.create_queue(QUEUE)
+    await deliver(a, b, [b"one"])
+
+
 async def test_two_destination_queues_share_the_link_each_in_order(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
