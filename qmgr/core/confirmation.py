@@ -45,7 +45,7 @@ repeat) changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Final
 
 from storage import (
@@ -181,9 +181,11 @@ class Confirmations:
         wall: float,
         destination: str | None = None,
         endpoint: str = "",
+        sent_by: Callable[[str], bool] | None = None,
     ) -> Unit | None:
         """The unit settling a copy of the message ``ordinal`` on a FinalAck, or
-        None if no copy waits for it (settled already: a repeat).
+        None if no copy waits for it (settled already: a repeat, or none that
+        its sender may settle).
 
         Args:
             destination: the outgoing queue (its name) the message went through
@@ -195,10 +197,15 @@ class Confirmations:
                 this queue manager opened). Without ``destination``: the copy for
                 that endpoint, else one that was delivered (a FinalAck comes from
                 where the message arrived), else the first.
+            sent_by: whether the queue manager that sent the FinalAck may be the
+                one at the end of an outgoing queue (by name): a copy of a queue
+                that it may not be is not settled (another peer made it up).
         """
         copies = self._store.confirmations(ordinal)
         if destination is not None:
             copies = [c for c in copies if c.destination == destination]
+        if sent_by is not None:
+            copies = [c for c in copies if sent_by(c.destination)]
         if not copies:
             return None
         matching = [c for c in copies if endpoint and endpoint_of(c.destination) == endpoint]

@@ -39,7 +39,13 @@ docs/design.md):
      with no open path, or any acknowledgment whose path is the connection it
      arrived on, or that is the same acknowledgment (the same bytes: its
      sender's id for it and its send time included) as one of the last
-     :data:`PASSED_ON_REMEMBERED` passed on here. The destination announces
+     :data:`PASSED_ON_REMEMBERED` passed on here. An OrderAck of a stream
+     relayed here is passed on only if it came from the queue manager at the
+     next hop of the outgoing queue the stream went on in
+     (:attr:`ArrivalKind.NOT_FROM_HOP` otherwise): the source takes an OrderAck
+     from its router, so the router checks for it that the stream's own hop
+     sent it, and no other peer of the router can make the source forget
+     messages nobody received. The destination announces
      an OrderAck again when the source resends. Return paths are where each
      source's messages *last* came from, so two routers can each hold the
      other as a source's return path (its messages came through one while
@@ -211,6 +217,10 @@ _NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
 _NO_VIAS: Final[Mapping[bytes, bytes]] = MappingProxyType({})
 
 
+def _no_hop(name: str) -> uuid.UUID | None:
+    return None
+
+
 class ArrivalKind(enum.Enum):
     """What :meth:`Receiver.arrive` found, when the kind says all there is to say."""
 
@@ -220,6 +230,10 @@ class ArrivalKind(enum.Enum):
     #: (no open path to it, back where it came from, or come round again):
     #: dropped (acknowledge it at once).
     UNROUTABLE = "unroutable"
+    #: An OrderAck of a stream relayed here that came from another queue
+    #: manager than the one the stream was relayed to: refused (acknowledge it
+    #: at once, and say so: only that hop may acknowledge the stream).
+    NOT_FROM_HOP = "not-from-hop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,6 +335,9 @@ class Receiver(Generic[P]):
         closing: whether a path is closing (nothing is passed on along it).
         vias: the router each source's messages last came through, by source
             GUID bytes (sources whose last message came straight have none).
+        hop_of: the GUID of the queue manager at the next hop of an outgoing
+            queue here, by its name (None: not known yet), for the OrderAcks of
+            the streams relayed through it.
         limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
             ``max_unannounced``, as for
             :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
@@ -341,6 +358,7 @@ class Receiver(Generic[P]):
         closing: Callable[[P], bool] = lambda path: False,
         router: bool = False,
         vias: Mapping[bytes, bytes] = _NO_VIAS,
+        hop_of: Callable[[str], uuid.UUID | None] = _no_hop,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
@@ -354,9 +372,12 @@ class Receiver(Generic[P]):
         #: forgotten first.
         self._paths: dict[bytes, P] = {}
         #: The streams (source GUID bytes, sequence timestamp) whose messages were
-        #: relayed here lately (at most :data:`MAX_STREAM_PATHS`): a router keeps
-        #: a FinalAck it cannot pass on only if it is about one of them.
-        self._relayed_streams: dict[tuple[bytes, int], None] = {}
+        #: relayed here lately, with the outgoing queue they went on in (at most
+        #: :data:`MAX_STREAM_PATHS`): a router keeps a FinalAck it cannot pass on
+        #: only if it is about one of them, and passes on their OrderAcks only
+        #: from that queue's next hop.
+        self._relayed_streams: dict[tuple[bytes, int], str | None] = {}
+        self._hop_of = hop_of
         #: The path each source outgoing queue's transactional messages last arrived
         #: on, by (source GUID bytes, sequence timestamp), the latest last: its
         #: OrderAcks go back that way, from where the source expects them (the
@@ -402,6 +423,11 @@ class Receiver(Generic[P]):
             if target in (wire.NULL_GUID, self.local_qm):
                 return OrderAckArrived(order_ack)
             stream = (target.bytes, order_ack.sequence_id.timestamp)
+            relayed_to = self._relayed_streams.get(stream)
+            expected = None if relayed_to is None else self._hop_of(relayed_to)
+            if expected is not None and hop != expected:
+                self.unroutable += 1
+                return ArrivalKind.NOT_FROM_HOP
             return self._pass_on(packet, path, target, recoverable=False, stream=stream)
         if kind is wire.PacketKind.FINAL_ACK:
             final_ack = wire.FinalAck.from_message(packet)
@@ -470,6 +496,7 @@ class Receiver(Generic[P]):
         wall: float,
         refused: bool = False,
         held: bool = False,
+        relayed_to: str | None = None,
     ) -> Accepted | Dropped:
         """Accept a user message that :meth:`arrive` found, or drop it.
 
@@ -489,6 +516,7 @@ class Receiver(Generic[P]):
                 of it (the same source, sequence id and number or message id,
                 and hop count), committed: the store's answer
                 (``Arrivals.held``). Not looked at for a refused relay.
+            relayed_to: relayed, the name of the outgoing queue it goes on in.
         """
         if relayed and not refused:
             header = packet.transaction
@@ -496,7 +524,7 @@ class Receiver(Generic[P]):
                 _remember(
                     self._relayed_streams,
                     (packet.user.source_qm.bytes, header.sequence_id.timestamp),
-                    None,
+                    relayed_to,
                 )
             if held:
                 self.relayed_duplicates += 1

@@ -123,6 +123,27 @@ def test_a_router_keeps_only_final_acks_of_streams_it_relayed(
     assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
 
 
+def test_a_routers_order_ack_of_a_relayed_stream_comes_only_from_its_next_hop() -> None:
+    hops = {"outgoing$;to-c": C}
+    machine = receiver(router=True, hop_of=hops.get)
+    relayed = message(A, 1, number=1)
+    assert machine.arrive(relayed, "from-a", hop=A) is ArrivalKind.MESSAGE
+    machine.accept(
+        relayed, queue_key=None, relayed=True, now=T0, wall=WALL, relayed_to="outgoing$;to-c"
+    )
+    # From another peer (B): refused, and counted.
+    assert machine.arrive(order_ack(A, 1), "from-b", hop=B) is ArrivalKind.NOT_FROM_HOP
+    assert machine.unroutable == 1
+    # From C, the queue's hop: passed on to A.
+    passed = machine.arrive(order_ack(A, 2), "from-c", hop=C)
+    assert isinstance(passed, PassOn)
+    assert passed.path == "from-a"
+    # A hop not known yet (no session since the start), or a stream not relayed
+    # here: no check.
+    hops.clear()
+    assert isinstance(machine.arrive(order_ack(A, 3), "from-b", hop=B), PassOn)
+
+
 def test_the_return_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # A peer naming ever new sources cannot grow the table: the least recently
     # heard of is forgotten.

@@ -243,6 +243,13 @@ class Peering:
         """An OrderAck for one of our sequences arrived on a session of ``came_from``."""
         self.outgoing_queues.order_ack_arrived(ack, came_from)
 
+    def hop_of(self, name: str) -> uuid.UUID | None:
+        """The GUID of the queue manager at the next hop of the outgoing queue
+        ``name`` (None: no such queue, or no session with its hop yet)."""
+        record = self.parts.store.get_queue(name)
+        queue = None if record is None else self.outgoing.get(record.queue_id)
+        return None if queue is None or queue.link is None else queue.link.hop_qm()
+
     def relayed_to_confirm(self, queue_id: int, until: float) -> None:
         """A relayed message awaits its FinalAck through the outgoing queue
         ``queue_id`` until ``until``: the queue keeps a session for it."""

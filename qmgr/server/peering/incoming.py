@@ -91,6 +91,11 @@ class IncomingRoutes(Protocol):
         """Whether a queue's permissions refuse the peer of ``connection`` (None: no check)."""
         ...
 
+    def hop_of(self, name: str) -> uuid.UUID | None:
+        """The GUID of the queue manager at the next hop of the outgoing queue
+        ``name`` (None: no such queue, or no session with its hop yet)."""
+        ...
+
     def relayed_to_confirm(self, queue_id: int, until: float) -> None:
         """A relayed message whose FinalAck its source awaits until ``until``
         (unix seconds) is stored in the outgoing queue ``queue_id``."""
@@ -149,6 +154,7 @@ class Incoming:
             closing=lambda connection: connection.closing,
             router=config.peer_router,
             vias=_vias(states),
+            hop_of=routes.hop_of,
         )
         self._order_ack_wake = trio.Event()
         #: Other queue managers' FinalAcks, passed on or kept.
@@ -184,6 +190,15 @@ class Incoming:
         else:
             if isinstance(arrival, OrderAckArrived):
                 self.routes.order_ack_arrived(arrival.ack, connection.remote_qm)
+            elif arrival is ArrivalKind.NOT_FROM_HOP:
+                self.parts.log.warning(
+                    "order_ack_refused",
+                    peer=connection.peer,
+                    from_qm=str(connection.remote_qm),
+                    source_qm=str(packet.user.destination_qm),
+                    reason="it acknowledges a stream relayed here, and came from another "
+                    "queue manager than the one the stream was relayed to",
+                )
             elif isinstance(arrival, PassOn):
                 arrival.path.send_user_packet(arrival.data, recoverable=arrival.recoverable)
             else:  # for another queue manager, and not passed on: it announces again
@@ -226,6 +241,7 @@ class Incoming:
             held=held,
             now=now,
             wall=wall,
+            relayed_to=None if remote is None else remote.outgoing_name,
         )
         if decision is Dropped.REJECTED:
             # Out of order or already stored: it still counts in the session,

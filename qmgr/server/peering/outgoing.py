@@ -311,6 +311,7 @@ class OutgoingQueues:
             )
             return
         queue.last_order_ack = self.parts.wall()
+        queue.destination_qm = ack.source_qm
         self.wake_timers(queue)  # progress restarts the resend timer
         if ids:
             self.forget(queue, ids)

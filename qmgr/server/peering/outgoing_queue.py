@@ -189,6 +189,11 @@ class OutgoingQueue:
         # Purges of the queue, one at a time (``purging`` stays set through each).
         self._purge_lock = trio.Lock()
         self.last_order_ack: float | None = None
+        #: The queue manager that acknowledges this queue's streams: the
+        #: ``source_qm`` of the last OrderAck taken (from the queue's next hop),
+        #: None before the first since the start. A FinalAck about a message
+        #: sent through the queue must come from it.
+        self.destination_qm: uuid.UUID | None = None
         #: Since when (``trio.current_time()``) the queue has been seen empty and
         #: without traffic, for its removal (None: not seen so, or traffic since).
         self.quiet_since: float | None = None

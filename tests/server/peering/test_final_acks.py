@@ -1,10 +1,12 @@
 """The source's side of confirmations (``qmgr.server.peering.final_acks``), with the
 core's confirmations, the store, the queues and the connection played by fakes: what
 settling an arriving FinalAck stores, when it counts in our SessionAck, and which
-outgoing queues the watch marks as awaiting FinalAcks."""
+outgoing queues the watch marks as awaiting FinalAcks; and, with queue managers in one
+process, that a FinalAck another peer makes up settles nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,11 +17,13 @@ import structlog
 import structlog.testing
 import trio
 import trio.testing
+from peer_kit import Network, wait_until
 
 import storage
 import wire
 from qmgr.config import Config
 from qmgr.core.confirmation import Confirmations
+from qmgr.core.final_acks import final_ack_op
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outcomes import Outcomes
 from qmgr.protocol import Role
@@ -29,6 +33,8 @@ from qmgr.server.peering.final_acks import WATCH_SECONDS, ConfirmationWatch, Fin
 from qmgr.server.peering.outgoing_queue import OutgoingQueue
 from qmgr.server.peering.parts import PeeringParts
 from qmgr.server.signals import QueueSignals
+
+from .conftest import QUEUE, deliver, start_pair
 
 WALL = 1_700_000_000.0
 ACK = wire.FinalAck(
@@ -59,9 +65,12 @@ class FakeConfirmations:
         wall: float,
         destination: str | None = None,
         endpoint: str = "",
+        sent_by: Callable[[str], bool] | None = None,
     ) -> storage.Unit | None:
         self.calls.append((ordinal, message_class, wall, destination, endpoint))
         if not self.waiting:
+            return None
+        if sent_by is not None and destination is not None and not sent_by(destination):
             return None
         return storage.Unit((storage.SettleConfirmation(ordinal, 0),))
 
@@ -76,6 +85,7 @@ class FakeConnection:
         default_factory=list
     )
     acknowledged: list[int | None] = field(default_factory=list)
+    log: Any = field(default_factory=structlog.get_logger)
 
     def store(self, ops: tuple[storage.Operation, ...], after: Callable[[list[Any]], None]) -> None:
         self.stored.append((ops, after))
@@ -86,9 +96,11 @@ class FakeConnection:
 
 @dataclass(eq=False)
 class NamedQueue:
-    """An outgoing queue, as the settling knows one: by its name."""
+    """An outgoing queue, as the settling knows one: by its name, and the queue
+    manager its OrderAcks came from."""
 
     name: str
+    destination_qm: uuid.UUID | None = None
 
 
 #: ACK's sequence timestamp names this outgoing queue of ours.
@@ -136,6 +148,32 @@ def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persiste
     assert connection.acknowledged == [7]
     assert settling.settled == 1
     assert notified == [[]]
+
+
+@pytest.mark.parametrize("sender", ["destination", "another"])
+def test_only_the_queues_destination_settles_its_copies(sender: str) -> None:
+    # The queue's OrderAcks came from B: a FinalAck made up by another peer
+    # (under its own GUID) settles nothing, and is said so.
+    queue = NamedQueue("outgoing$;tcp:10.0.0.9:1801\\orders", destination_qm=ACK.source_qm)
+    confirmations = FakeConfirmations()
+    settling, _ = arrivals(confirmations, {ACK.sequence_id.timestamp: queue})
+    connection = FakeConnection()
+    ack = ACK if sender == "destination" else dataclasses.replace(ACK, source_qm=uuid.uuid4())
+    with structlog.testing.capture_logs() as logged:
+        settling.arrived(cast(PeerConnection, connection), ack, 7)
+    [(ops, after)] = connection.stored
+    refused = [e for e in logged if e["event"] == "final_ack_refused"]
+    if sender == "destination":
+        assert ops
+        assert not refused
+    else:
+        assert ops == ()
+        assert settling.refused == 1
+        assert [(e["log_level"], e["from_qm"]) for e in refused] == [
+            ("warning", str(ack.source_qm))
+        ]
+    after([])
+    assert connection.acknowledged == [7]
 
 
 @pytest.mark.parametrize("role", [Role.ACCEPTOR, Role.INITIATOR])
@@ -283,3 +321,54 @@ async def test_a_count_the_store_cannot_read_is_logged_once_and_the_watch_goes_o
     assert [(e["log_level"], e["error"]) for e in failures] == [
         ("error", "a count of copies awaiting confirmation is corrupt")
     ]
+
+
+# --------------------------------------------------------------------------- a made-up FinalAck
+
+
+@pytest.mark.parametrize("stamp", ["the-queues", "made-up"])
+async def test_a_third_peer_cannot_settle_a_copy_it_never_received(
+    network: Network, autojump_clock: trio.testing.MockClock, stamp: str
+) -> None:
+    """A sends B a message asking for confirmation; B has it, unread. M, which
+    has a session with A, sends A a FinalAck about it under its own GUID (as
+    mutual TLS makes it), naming A's queue to B's sequence or one made up: A's
+    copy still awaits B's FinalAck, and B's settles it."""
+    a, b = await start_pair(network)
+    m = await network.start("qm-m", 1903)
+    await a.create_queue("inbox")
+    await a.send(b.remote(QUEUE), [b"order-1"], journal=0x03, time_to_be_received=3600)
+    await deliver(a, b, [b"order-1"])
+    [message] = b.messages(QUEUE)
+    [copy] = a.store.confirmations(message.ordinal)
+    assert copy.delivered  # B's OrderAck covered it
+    await m.send(a.remote("inbox"), [b"hello"])
+    await wait_until(lambda: a.bodies("inbox") == [b"hello"], what="M's session with A")
+    connection = m.link(a).connection
+    assert connection is not None
+    state = a.outgoing_state()
+    timestamp = state.sequence_timestamp if stamp == "the-queues" else 0x1234
+    for message_class in (wire.MessageClass.NACK_Q_PURGED, wire.MessageClass.ACK_RECEIVE):
+        made_up = wire.FinalAck(
+            source_qm=m.store.qm_guid,
+            destination=wire.ORDER_QUEUE,
+            destination_qm=a.store.qm_guid,
+            message_id=77,
+            sent_time=1_700_000_000,
+            message_class=message_class,
+            sequence_id=wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=timestamp),
+            sequence_number=1,
+            previous_sequence_number=0,
+            acked_source_qm=a.store.qm_guid,
+            acked_message_id=message.ordinal,
+        )
+        connection.send_user_packet(wire.build_packet(made_up.to_message()), recoverable=True)
+    await trio.sleep(5)
+    assert a.store.confirmations(message.ordinal) == [copy]
+    assert a.messages("system$;deadxact") == a.messages("system$;journal") == []
+    # B's own FinalAck, when B's reader has the message, settles it.
+    [(_, data)] = b.store.read_range(b.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
+    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
+    assert (await b.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+    assert len(a.messages("system$;journal")) == 1

@@ -438,6 +438,51 @@ async def test_a_router_sends_a_queue_manager_no_final_ack_made_up_by_another_pe
     assert r.peering.final_acks.sent == 0
 
 
+@pytest.mark.parametrize("forge", [False, True], ids=["control", "forged"])
+async def test_a_router_passes_on_an_order_ack_only_from_the_streams_next_hop(
+    network: Network, autojump_clock: trio.testing.MockClock, forge: bool
+) -> None:
+    """A -> R -> C. M, another peer of the router, sends R an OrderAck for A's
+    stream (its numbers guessed) while A's messages are lost on the way to R and
+    C is down: R refuses it, since only C, the stream's next hop, acknowledges
+    it. Passed on, A would have taken it from its hop, R, and forgotten
+    messages nobody received."""
+    a, r, c = await start_router_line(network, "peers.ack_timeout=30.0")
+    await c.start()
+    await a.send(c.remote(QUEUE), [b"o0"])  # R's queue to C has a session: C's GUID
+    await wait_until(lambda: c.bodies(QUEUE) == [b"o0"], what="C has the first")
+    await wait_until(settled(a), what="A has C's OrderAck")
+    await c.stop()
+    m, connection = await peer_of(network, r)
+    network.channel(a, r).drop = lambda packet: is_data(packet)
+    await a.send(c.remote(QUEUE), [b"o1", b"o2", b"o3"])
+    [queue] = a.peering.outgoing.values()
+    await wait_until(lambda: queue.machine.sent_number == 3, what="A sent them")
+    state = a.outgoing_state()
+    sequence = wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp)
+    if forge:
+        forged = wire.OrderAck(
+            source_qm=m.store.qm_guid,
+            destination=wire.ORDER_QUEUE,
+            destination_qm=a.store.qm_guid,
+            message_id=78,
+            sent_time=1_700_000_000,
+            sequence_id=sequence,  # the sequence rolled when o0 was forgotten
+            sequence_number=3,
+            previous_sequence_number=2,
+        )
+        with structlog.testing.capture_logs() as logged:
+            connection.send_user_packet(wire.build_packet(forged))
+            await wait_until(lambda: receiver(r).unroutable == 1, what="R refused it")
+        [refused] = [e for e in logged if e["event"] == "order_ack_refused"]
+        assert refused["from_qm"] == str(m.store.qm_guid)
+    await trio.sleep(5)
+    assert a.outgoing_queue().depth == 3  # nothing forgotten
+    network.channel(a, r).drop = None
+    await c.start()
+    await wait_until(lambda: c.bodies(QUEUE) == [b"o0", b"o1", b"o2", b"o3"], what="C has all")
+
+
 async def test_a_router_acknowledges_a_resend_it_holds_without_storing_it_again(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
