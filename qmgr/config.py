@@ -33,7 +33,15 @@ from .config_keys import KEYS, ROUTES_SECTION
 
 
 class ConfigError(Exception):
-    """The configuration is invalid; the message says which key and why."""
+    """The configuration is invalid; the message says which key and why.
+
+    ``log_format`` is ``log.format`` as the configuration file (or a
+    ``--set`` read before the error) set it, when the error was found after
+    the file was read (None otherwise): what ``qmgr serve`` reports the
+    error in when ``--log-format`` is not given.
+    """
+
+    log_format: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -207,18 +215,30 @@ def load_config(
         except OSError as exc:
             msg = f"cannot read config file {path}: {exc.strerror}"
             raise ConfigError(msg) from exc
-        values.update(_parse(text, str(path)))
-    for setting in settings:
-        values.update(_parse_setting(setting))
-    routes = {key: value for (section, key), value in values.items() if section == ROUTES_SECTION}
-    attributes = {
-        KEYS[key].attribute: value for key, value in values.items() if key[0] != ROUTES_SECTION
-    }
-    attributes["routes"] = routes
-    for key, value in overrides.items():
-        if value is not None:
-            attributes[key] = str(value) if isinstance(value, Path) else value
-    return _build(attributes)
+        from_file = _parse(text, str(path))
+        values.update(from_file)
+        log_format = from_file.get(("log", "format"))
+    else:
+        log_format = None
+    try:
+        for setting in settings:
+            setting_values = _parse_setting(setting)
+            values.update(setting_values)
+            log_format = setting_values.get(("log", "format"), log_format)
+        routes = {
+            key: value for (section, key), value in values.items() if section == ROUTES_SECTION
+        }
+        attributes = {
+            KEYS[key].attribute: value for key, value in values.items() if key[0] != ROUTES_SECTION
+        }
+        attributes["routes"] = routes
+        for key, value in overrides.items():
+            if value is not None:
+                attributes[key] = str(value) if isinstance(value, Path) else value
+        return _build(attributes)
+    except ConfigError as exc:
+        exc.log_format = log_format if isinstance(log_format, str) else None
+        raise
 
 
 def _build(attributes: dict[str, Any]) -> Config:

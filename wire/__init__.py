@@ -34,6 +34,7 @@ from __future__ import annotations
 from .message_layout import MAX_LABEL_CHARS as MAX_LABEL_CHARS
 from .message_layout import MAX_MESSAGE_BODY as MAX_MESSAGE_BODY
 from .message_layout import format_message_id as format_message_id
+from .message_layout import parse_message_id as parse_message_id
 from .message_properties import MessageProperties as MessageProperties
 from .msmq import *  # noqa: F403  (every name of wire.msmq.__all__)
 from .msmq import __all__ as _msmq_names
@@ -49,5 +50,6 @@ __all__ = [
     "ProtocolError",
     "RemoteProtocolError",
     "format_message_id",
+    "parse_message_id",
     *_msmq_names,
 ]

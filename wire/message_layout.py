@@ -44,6 +44,7 @@ memoised decoding of the source GUID (:func:`source_uuid`);
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 from typing import Final, TypeVar
@@ -59,6 +60,7 @@ __all__ = [
     "MESSAGE_FIXED_SIZE",
     "encode_message_parts",
     "format_message_id",
+    "parse_message_id",
 ]
 
 #: A time limit that never expires.
@@ -125,6 +127,27 @@ def format_message_id(source_qm: uuid.UUID | bytes, ordinal: int) -> str:
     if prefix is None:
         prefix = _remember(_ID_PREFIXES, raw, f"{{{uuid.UUID(bytes=raw)}}}\\")
     return f"{prefix}{ordinal}"
+
+
+#: A message id's text: ``{source QM GUID}\\ordinal``, the braces optional.
+_MESSAGE_ID: Final = re.compile(r"\{?([0-9a-fA-F-]{36})\}?\\(\d+)")
+
+
+def parse_message_id(text: str) -> tuple[uuid.UUID, int]:
+    """``(source GUID, ordinal)`` of a message id in its text form
+    (:func:`format_message_id`; the braces may be left out).
+
+    Raises:
+        ValueError: it is not a message id (the message says what one is).
+    """
+    found = _MESSAGE_ID.fullmatch(text.strip())
+    if found is not None and int(found.group(2)) <= 0xFFFFFFFF:
+        try:
+            return uuid.UUID(found.group(1)), int(found.group(2))
+        except ValueError:
+            pass
+    msg = "not a message id ({source QM GUID}\\ordinal)"
+    raise ValueError(msg)
 
 
 def encode_message_parts(

@@ -29,6 +29,7 @@ from qmgr.certs import (
     init_ca,
     issue,
 )
+from qmgr.certs.names import check_ca_name, check_leaf_name, host_names
 from qmgr.client.shapes import iso
 from qmgr.core.permissions import user_name_problem
 
@@ -90,6 +91,10 @@ def certs_init(directory: Path, name: str, days: int, force: bool) -> None:
     ca.key signs certificates: keep it secret, and off the queue managers'
     hosts. ca.crt is the trust root every queue manager and client is given.
     """
+    try:
+        check_ca_name(name)
+    except CertsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--name'") from None
     with _reported():
         paths = init_ca(directory, name=name, days=days, force=force)
     click.echo(f"wrote {paths.key} (the CA's private key, mode 0600: keep it secret)")
@@ -142,16 +147,7 @@ def certs_issue(
     is its principal: not everyone, and not beginning with group: or peer:
     (the queue manager refuses such a certificate in the handshake).
     """
-    problem = user_name_problem(name) if is_client else None
-    if problem is not None:
-        raise click.BadParameter(problem, param_hint="'NAME'")
-    if not is_client and not hosts:
-        msg = "a queue manager certificate needs at least one --host"
-        raise CliError(
-            msg,
-            hint="--host for each DNS name and IP address clients and peers connect to "
-            "(--client for a user's certificate)",
-        )
+    _check_issue_arguments(name, is_client=is_client, hosts=hosts)
     with _reported():
         paths = issue(
             directory,
@@ -172,6 +168,37 @@ def certs_issue(
     click.echo(f"wrote {paths.cert}")
     if out_dir is not None:
         click.echo(f"with {paths.ca_cert} (the CA certificate, to verify the other end)")
+
+
+def _check_issue_arguments(name: str, *, is_client: bool, hosts: tuple[str, ...]) -> None:
+    """Refuse, as a usage error (exit status 2), what ``issue`` would refuse of
+    its arguments: a NAME that cannot be a certificate's (or a client's), hosts
+    for a client, none for a queue manager, a host that is no DNS name or IP
+    address. What depends on the CA's directory is left to ``issue``.
+
+    Raises:
+        click.UsageError: saying which argument and why.
+    """
+    problem = user_name_problem(name) if is_client else None
+    if problem is not None:
+        raise click.BadParameter(problem, param_hint="'NAME'")
+    try:
+        check_leaf_name(name)
+    except CertsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'NAME'") from None
+    if is_client and hosts:
+        msg = "a client certificate names a principal, not hosts: give --client or --host"
+        raise click.UsageError(msg)
+    if not is_client and not hosts:
+        msg = (
+            "a queue manager certificate needs at least one --host: one for each DNS name "
+            "and IP address clients and peers connect to (--client for a user's certificate)"
+        )
+        raise click.UsageError(msg)
+    try:
+        host_names(hosts)
+    except CertsError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--host'") from None
 
 
 @certs.command("show")

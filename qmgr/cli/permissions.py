@@ -15,6 +15,7 @@ from collections.abc import Callable
 import click
 
 from qmgr.client import QueueManager
+from wire.rights import parse_rights
 
 from .common import (
     client,
@@ -48,7 +49,7 @@ def _acl_change(
     @click.command(verb, help=summary)
     @click.argument("name")
     @click.argument("entry")
-    @click.argument("rights", nargs=-1, required=rights_required)
+    @click.argument("rights", nargs=-1, required=rights_required, callback=_known_rights)
     @_json_option
     @click.pass_context
     @reports_errors
@@ -58,6 +59,18 @@ def _acl_change(
         _show(ctx, name, as_json, lambda qm: change(qm, name, entry, rights))
 
     return command
+
+
+def _known_rights(
+    ctx: click.Context, param: click.Parameter, rights: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``rights``, once each is a right's name: an unknown one is a usage error
+    (exit status 2), before the queue manager is asked."""
+    try:
+        parse_rights(rights)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+    return rights
 
 
 queue_grant = _acl_change(

@@ -5,7 +5,9 @@ options (``--set SECTION.KEY=VALUE`` for any key). A configuration error
 exits with status 2, a start-up error (a port in use, a certificate that
 cannot serve) with the status it carries, both said on standard error as
 ``error: ...``, or as a ``start_failed`` event when JSON logs are asked for
-by name; a signal ends the daemon with 0.
+by name (``--log-format json``, or ``log.format = "json"`` in the file or a
+``--set`` for an error found after the file was read); a signal ends the
+daemon with 0.
 trio, the configuration and the daemon are imported only when ``serve``
 runs: the client commands never load them (nor does ``serve`` load the
 SDK, rich or, without TLS, cryptography).
@@ -53,7 +55,9 @@ def serve(config_path: Path | None, settings: tuple[str, ...], **overrides: Any)
         # The other options are named as load_config's overrides (None: not given).
         config = load_config(config_path, settings=settings, **overrides)
     except ConfigError as exc:
-        json_logs = overrides.get("log_format") == "json"
+        # The flag first; without it, log.format as the file (or a --set) gave
+        # it, for an error found once the file was read.
+        json_logs = (overrides.get("log_format") or exc.log_format) == "json"
         if json_logs:
             configure_logging(fmt="json")
         _refuse(str(exc), 2, json_logs=json_logs)

@@ -17,6 +17,7 @@ import click
 from rich.table import Table
 from rich.text import Text
 
+import wire
 from qmgr.client import ConnectionLost, QueueError, TraceReport
 from qmgr.client.shapes import iso
 
@@ -25,6 +26,7 @@ from .common import (
     client,
     connect_to,
     json_option,
+    quoted,
     reports_errors,
     server_of,
     shown,
@@ -37,8 +39,19 @@ __all__ = ["trace"]
 MAX_VISITS: Final = 8
 
 
+def _message_id(ctx: click.Context, param: click.Parameter, text: str) -> str:
+    """``text``, once it is a message id: anything else is a usage error (exit
+    status 2), before a queue manager is asked."""
+    try:
+        wire.parse_message_id(text)
+    except ValueError as exc:
+        msg = f"{quoted(text)} is {exc}"
+        raise click.BadParameter(msg, ctx=ctx, param=param) from None
+    return text
+
+
 @click.command()
-@click.argument("message_id", metavar="MESSAGE-ID")
+@click.argument("message_id", metavar="MESSAGE-ID", callback=_message_id)
 @json_option("Print one JSON array, one entry per queue manager.")
 @click.option(
     "--via",

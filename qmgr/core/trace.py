@@ -36,7 +36,6 @@ list``) is known to the peering layer only, so the finding says neither.
 from __future__ import annotations
 
 import datetime as dt
-import re
 import struct
 import uuid
 from collections.abc import Callable
@@ -57,7 +56,6 @@ __all__ = ["MAX_FINDINGS", "Finding", "Tracer", "parse_message_id"]
 
 #: Most stored messages one trace reports.
 MAX_FINDINGS: Final = 1000
-_MESSAGE_ID = re.compile(r"^\{?([0-9a-fA-F-]{36})\}?\\(\d+)$")
 # Offsets in an encoded message (wire/message_layout.py): its id (GUID + ordinal,
 # little-endian), the flags byte (bit 1: a correlation id), the correlation id.
 _ID = slice(0, 20)
@@ -86,14 +84,10 @@ def parse_message_id(text: str) -> tuple[uuid.UUID, int]:
     Raises:
         InvalidArgument: it is not a message id.
     """
-    found = _MESSAGE_ID.match(text.strip())
-    if found is None or int(found.group(2)) > 0xFFFFFFFF:
-        msg = f"{text!r} is not a message id ({{source QM GUID}}\\ordinal)"
-        raise InvalidArgument(msg)
     try:
-        return uuid.UUID(found.group(1)), int(found.group(2))
-    except ValueError:
-        msg = f"{text!r} is not a message id ({{source QM GUID}}\\ordinal)"
+        return wire.parse_message_id(text)
+    except ValueError as exc:
+        msg = f"{text!r} is {exc}"
         raise InvalidArgument(msg) from None
 
 

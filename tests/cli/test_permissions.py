@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from helpers import DaemonProcess
 
 from .kit import ok, run
@@ -39,3 +40,14 @@ def test_grant_needs_rights_and_a_queue(shared_daemon: DaemonProcess, queue_name
     assert missing.exit_code == 1
     assert missing.stderr.startswith("error: ")
     assert "does not exist" in missing.stderr
+
+
+@pytest.mark.parametrize(("verb", "shown"), [("grant", "RIGHTS..."), ("revoke", "[RIGHTS]...")])
+def test_an_unknown_right_is_a_usage_error(verb: str, shown: str) -> None:
+    """Refused with exit status 2 before any queue manager is asked (none runs here)."""
+    result = run(None, "queue", verb, "orders", "worker", "send", "fly")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: Invalid value for '{shown}': unknown right 'fly'; rights are send, receive, "
+        "peek, purge, delete, set-properties, get-properties, change-permissions, full"
+    )

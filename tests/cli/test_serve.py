@@ -138,3 +138,74 @@ def test_with_json_logs_asked_for_a_failed_start_is_a_json_event(
         1,
         "error: cannot listen for clients on 127.0.0.1:1801: address already in use\n",
     )
+
+
+@pytest.mark.usefixtures("restored_logging")
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["--set", "store.max_map_size=5"], "store.max_map_size "),
+        (["--set", 'tls.key="/etc/qmgr/key.pem"'], "tls.key is set but tls.certificate is not"),
+        (["--set", "x.y=1"], "--set: unknown key x.y"),
+    ],
+    ids=["bad value", "tls key", "unknown setting"],
+)
+def test_json_logs_in_the_file_report_a_later_configuration_error_as_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], error: str
+) -> None:
+    """``log.format = "json"`` in the file is asked for by name too: what goes
+    wrong once the file was read comes out as a ``start_failed`` event."""
+
+    def started(config: object) -> None:
+        raise AssertionError("the daemon started")
+
+    monkeypatch.setattr("qmgr.server.serve", started)
+    config = tmp_path / "qmgr.toml"
+    config.write_text('[log]\nformat = "json"\n', encoding="utf-8")
+    data = str(tmp_path / "data")
+    result = run(None, "serve", "--config", str(config), "--data-dir", data, *args)
+    assert result.exit_code == 2
+    [event] = [json.loads(line) for line in result.stderr.splitlines()]
+    assert (event["event"], event["level"], event["status"]) == ("start_failed", "error", 2)
+    assert event["error"].startswith(error)
+
+    # The flag wins over the file.
+    result = run(
+        None, "serve", "--config", str(config), "--data-dir", data, "--log-format", "console", *args
+    )
+    assert result.exit_code == 2
+    assert result.stderr.startswith(f"error: {error}")
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('[log]\nformat = "console"\n', "error: store.max_map_size "),
+        ("[log]\nformat = \n", "error: "),
+    ],
+    ids=["console in the file", "the file does not parse"],
+)
+def test_without_json_logs_in_the_file_a_configuration_error_is_plain(
+    tmp_path: Path, text: str, error: str
+) -> None:
+    config = tmp_path / "qmgr.toml"
+    config.write_text(text, encoding="utf-8")
+    data = str(tmp_path / "data")
+    args = ["--config", str(config), "--data-dir", data, "--set", "store.max_map_size=5"]
+    result = run(None, "serve", *args)
+    assert result.exit_code == 2
+    assert result.stderr.startswith(error)
+    assert len(result.stderr.splitlines()) == 1
+
+
+def test_a_file_that_does_not_parse_is_reported_plainly_even_if_it_asks_for_json(
+    tmp_path: Path,
+) -> None:
+    """Nothing of a file that does not parse is taken, ``log.format`` neither."""
+    config = tmp_path / "qmgr.toml"
+    config.write_text('[log]\nformat = "json"\n[nonsense]\n', encoding="utf-8")
+    result = run(None, "serve", "--config", str(config), "--data-dir", str(tmp_path / "data"))
+    assert (result.exit_code, result.stderr) == (
+        2,
+        f"error: {config}: unknown section [nonsense]\n",
+    )

@@ -23,6 +23,8 @@ from qmgr.client import ConnectionLost, TraceFinding, TraceReport
 from .kit import ok, run, sent_id
 
 WHEN = dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.UTC)
+#: A message id the scripted queue managers are asked about.
+MESSAGE_ID = "{6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2}\\1"
 
 
 def finding(kind: str = "queue", place: str = "orders", next_hop: str = "") -> TraceFinding:
@@ -107,7 +109,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> dict[str, TraceReport | None]:
 
 
 def trace(*args: str) -> Any:
-    return run(None, "--server", "a:1802", "trace", "{id}\\1", *args)
+    return run(None, "--server", "a:1802", "trace", MESSAGE_ID, *args)
 
 
 def test_trace_follows_the_message(scripted: dict[str, TraceReport | None]) -> None:
@@ -158,7 +160,7 @@ def test_the_table_shows_every_text_as_it_is(scripted: dict[str, TraceReport | N
 def test_trace_stops_after_eight_queue_managers(scripted: dict[str, TraceReport | None]) -> None:
     for n in range(12):
         scripted[f"h{n}:1802"] = TraceReport(f"qm{n}", (finding(next_hop=f"h{n + 1}:1801"),))
-    result = ok(run(None, "--server", "h0:1802", "trace", "{id}\\1", "--json"))
+    result = ok(run(None, "--server", "h0:1802", "trace", MESSAGE_ID, "--json"))
     assert len(json.loads(result.stdout)) == trace_module.MAX_VISITS
 
 
@@ -168,7 +170,7 @@ def test_a_message_nobody_knows_is_an_error(scripted: dict[str, TraceReport | No
     assert result.exit_code == 1
     assert result.stdout == "qm-a (a:1802): nothing about this message\n"
     error, hint = result.stderr.splitlines()
-    assert error == "error: no queue manager visited knows message {id}\\1"
+    assert error == f"error: no queue manager visited knows message {MESSAGE_ID}"
     assert hint.startswith("hint: a message received without a journal leaves no record")
     # The same answer in JSON, and the same exit status.
     as_json = trace("--json")
@@ -187,3 +189,44 @@ def test_a_message_in_a_queue(shared_daemon: DaemonProcess, queue_name: str) -> 
     table = ok(run(shared_daemon, "trace", message_id)).stdout
     assert f"({shared_daemon.address})" in table
     assert queue_name in table
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "garbage",
+        "{6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2}",
+        "{6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2}\\4294967296",
+        "{6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1cz}\\1",
+        "{6f1c2a3b-0d4e-4f5a-8b6c-7d8e9fa0b1c2}\\1 and more",
+        "------------------------------------\\1",
+    ],
+    ids=["garbage", "no ordinal", "ordinal too large", "not hex", "trailing text", "no GUID"],
+)
+def test_a_malformed_message_id_is_a_usage_error(
+    scripted: dict[str, TraceReport | None], text: str
+) -> None:
+    """Refused before any queue manager is asked (none is scripted), with exit
+    status 2 as every usage error, and named as it was typed (one backslash)."""
+    result = run(None, "--server", "a:1802", "trace", "--", text)
+    assert result.exit_code == 2, result.output
+    assert (
+        f"Error: Invalid value for 'MESSAGE-ID': '{text}' is not a message id "
+        "({source QM GUID}\\ordinal)"
+    ) in result.stderr
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        MESSAGE_ID,
+        "6F1C2A3B-0D4E-4F5A-8B6C-7D8E9FA0B1C2\\4294967295",
+        f" {MESSAGE_ID} ",
+    ],
+    ids=["as send() writes it", "no braces, upper case", "spaces around"],
+)
+def test_a_message_id_is_taken_as_the_queue_manager_takes_it(
+    scripted: dict[str, TraceReport | None], text: str
+) -> None:
+    scripted["a:1802"] = TraceReport("qm-a", (finding(),))
+    ok(run(None, "--server", "a:1802", "trace", text, "--no-follow"))

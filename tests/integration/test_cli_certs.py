@@ -135,18 +135,54 @@ def test_errors(ca_dir: Path, tmp_path: Path) -> None:
         run("issue", "qm1", "--dir", str(tmp_path / "nowhere"), "--host", "h"), "no CA"
     )
     assert "hint: make one with `qmgr certs init --dir DIR`" in missing.stderr
-    no_host = refused(run("issue", "qm1", "--dir", str(ca_dir)), "at least one --host")
-    assert "hint: --host for each" in no_host.stderr
-    refused(
-        run("issue", "../qm1", "--dir", str(ca_dir), "--host", "h"), "not usable as a file name"
-    )
-    refused(run("issue", "qm1", "--dir", str(ca_dir), "--host", "a b"), "neither an IP address")
-    refused(run("issue", "bob", "--client", "--host", "h", "--dir", str(ca_dir)), "not hosts")
     refused(run("show", str(ca_dir / "ca.key")), "not a certificate")
     refused(run("show", str(tmp_path / "missing.crt")), "no such file")
     assert sorted(os.listdir(ca_dir)) == ["ca.crt", "ca.key"]
     usage = run("init", "--dir", str(ca_dir), "--days", "0")
     assert usage.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (["qm1"], "Error: a queue manager certificate needs at least one --host: one for each"),
+        (
+            ["../qm1", "--host", "h"],
+            "Error: Invalid value for 'NAME': the name '../qm1' is not usable as a file name",
+        ),
+        (
+            ["ca", "--client"],
+            "Error: Invalid value for 'NAME': the name 'ca' is the CA's own (ca.key, ca.crt)",
+        ),
+        (
+            [".bad", "--client"],
+            "Error: Invalid value for 'NAME': the name '.bad' is not usable as a file name",
+        ),
+        (
+            ["qm1", "--host", "a b"],
+            "Error: Invalid value for '--host': the host 'a b' is neither an IP address",
+        ),
+        (["bob", "--client", "--host", "h"], "Error: a client certificate names a principal"),
+    ],
+    ids=["no host", "path", "the CA's name", "dot first", "bad host", "client with hosts"],
+)
+def test_bad_arguments_are_usage_errors(ca_dir: Path, args: list[str], error: str) -> None:
+    """What is wrong with the arguments themselves exits with status 2, as every
+    usage error does, before the CA is read; nothing is written."""
+    result = run("issue", *args, "--dir", str(ca_dir))
+    assert result.exit_code == 2, result.output
+    assert error in result.stderr
+    assert sorted(os.listdir(ca_dir)) == ["ca.crt", "ca.key"]
+    # The same with no CA at all: the arguments are refused first.
+    result = run("issue", *args, "--dir", str(ca_dir / "nowhere"))
+    assert result.exit_code == 2, result.output
+
+
+def test_a_bad_ca_name_is_a_usage_error(tmp_path: Path) -> None:
+    result = run("init", "--dir", str(tmp_path / "ca"), "--name", " ")
+    assert result.exit_code == 2, result.output
+    assert "Error: Invalid value for '--name': the CA name is empty" in result.stderr
+    assert not (tmp_path / "ca").exists()
 
 
 @pytest.mark.parametrize("name", ["everyone", "group:ops", "peer:qm2"])

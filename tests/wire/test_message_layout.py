@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import struct
+import uuid
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from wire_samples import GUID, PROPERTIES
 from wire_strategies import message_fields
 
+import wire
 from wire import MessageProperties
 from wire import client as cf
 
@@ -52,3 +55,26 @@ def test_message_fixed_part_offsets() -> None:
     assert lengths[3:] == (len(PROPERTIES.destination), 3, 100)
     assert len(raw) == 84 + sum(lengths)
     assert raw.endswith(b"ext" + b"x" * 100)
+
+
+def test_a_message_id_reads_back_from_its_text() -> None:
+    guid = uuid.UUID("6f9619ff-8b86-d011-b42d-00c04fc964ff")
+    text = wire.format_message_id(guid, 4_294_967_295)
+    assert wire.parse_message_id(text) == (guid, 4_294_967_295)
+    assert wire.parse_message_id(f" {str(guid).upper()}\\7 ") == (guid, 7)  # no braces, spaces
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "garbage",
+        "{6f9619ff-8b86-d011-b42d-00c04fc964ff}",
+        "{6f9619ff-8b86-d011-b42d-00c04fc964ff}\\4294967296",
+        "{6f9619ff-8b86-d011-b42d-00c04fc964zz}\\1",
+        "{6f9619ff-8b86-d011-b42d-00c04fc964ff}\\1x",
+    ],
+)
+def test_anything_else_is_not_a_message_id(text: str) -> None:
+    with pytest.raises(ValueError, match="not a message id"):
+        wire.parse_message_id(text)
