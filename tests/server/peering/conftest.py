@@ -27,6 +27,7 @@ from peer_kit import Channel, Network, Node, open_network, wait_until
 
 import storage
 import wire
+from qmgr.core.final_acks import final_ack_op
 from qmgr.core.outgoing import EntryOrigin, RemoteDestination, entry_prefix
 from qmgr.protocol import Receiver
 from qmgr.server.peering.connection import PeerConnection
@@ -177,3 +178,18 @@ async def start_router_line(
     await c.create_queue(queue, transactional=transactional)
     await c.stop()
     return a, r, c
+
+
+def receipts(
+    node: Node, limit: int = 1, queue: str = QUEUE
+) -> list[tuple[wire.MessageProperties, storage.Operation]]:
+    """The first ``limit`` messages of ``node``'s ``queue`` and, for each, the
+    FinalAck its receipt records (ACK_RECEIVE), not yet written."""
+    record = node.store.get_queue(queue)
+    assert record is not None
+    found = []
+    for _, data in node.store.read_range(record.queue_id, limit=limit):
+        message = wire.MessageProperties.from_bytes(storage.message_payload(data))
+        note = storage.message_note(data)
+        found.append((message, final_ack_op(message, note, wire.MessageClass.ACK_RECEIVE)))
+    return found

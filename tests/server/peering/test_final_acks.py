@@ -23,7 +23,6 @@ import storage
 import wire
 from qmgr.config import Config
 from qmgr.core.confirmation import Confirmations
-from qmgr.core.final_acks import final_ack_op
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outcomes import Outcomes
 from qmgr.protocol import Role
@@ -34,7 +33,7 @@ from qmgr.server.peering.outgoing_queue import OutgoingQueue
 from qmgr.server.peering.parts import PeeringParts
 from qmgr.server.signals import QueueSignals
 
-from .conftest import QUEUE, deliver, start_pair
+from .conftest import QUEUE, deliver, receipts, start_pair
 
 WALL = 1_700_000_000.0
 ACK = wire.FinalAck(
@@ -367,8 +366,7 @@ async def test_a_third_peer_cannot_settle_a_copy_it_never_received(
     assert a.store.confirmations(message.ordinal) == [copy]
     assert a.messages("system$;deadxact") == a.messages("system$;journal") == []
     # B's own FinalAck, when B's reader has the message, settles it.
-    [(_, data)] = b.store.read_range(b.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
-    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
+    [(_, op)] = receipts(b)
     assert (await b.committer.submit(storage.Unit((op,)))).error is None
     await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
     assert len(a.messages("system$;journal")) == 1

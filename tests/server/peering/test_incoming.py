@@ -14,7 +14,6 @@ from peer_kit import Network, Node, is_data, is_order_ack, is_session_ack, wait_
 
 import storage
 import wire
-from qmgr.core.final_acks import final_ack_op
 from qmgr.protocol import Role
 from qmgr.server.peering import relayed_acks
 from qmgr.server.peering.connection import PeerConnection
@@ -27,6 +26,7 @@ from .conftest import (
     check_resends_dropped,
     deliver,
     incoming_state,
+    receipts,
     receiver,
     settled,
     start_pair,
@@ -301,16 +301,16 @@ async def test_a_router_keeps_a_final_ack_for_a_source_that_is_down_while_there_
     await wait_until(settled(a), what="A has C's OrderAck")
     await a.stop()
     # C's FinalAck for it (as a receive records it), sent along the way it came.
-    [(_, data)] = c.store.read_range(c.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
-    message = wire.MessageProperties.from_bytes(storage.message_payload(data))
-    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
+    [(message, op)] = receipts(c)
     assert (await c.committer.submit(storage.Unit((op,)))).error is None
     # C forgets it once R has acknowledged it: stored, or dropped for want of room.
     await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
     kept = r.store.final_acks()
     if room:
         [(key, _)] = kept
-        stamp = int.from_bytes(storage.message_note(data)[4:8], "big")  # A's queue's
+        assert isinstance(op, storage.RecordFinalAck)
+        stamp = op.stamp  # A's queue's
+        assert stamp is not None
         assert key == b"".join(
             (
                 a.store.qm_guid.bytes,
@@ -380,9 +380,7 @@ async def test_a_router_keeps_no_final_ack_of_a_stream_it_did_not_relay(
     await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
     await wait_until(settled(a), what="A has C's OrderAck")
     await a.stop()
-    [(_, data)] = c.store.read_range(c.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
-    message = wire.MessageProperties.from_bytes(storage.message_payload(data))
-    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
+    [(_, op)] = receipts(c)
     assert (await c.committer.submit(storage.Unit((op,)))).error is None
     await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
     [(key, _)] = r.store.final_acks()
@@ -405,12 +403,8 @@ async def test_a_burst_of_final_acks_to_keep_stops_at_the_room_there_is(
     await a.stop()
     # C owes A a FinalAck for each; R cannot pass them on. They come in bursts
     # of C's courier (IN_FLIGHT at a time), each in fewer writes than packets.
-    queue_id = c.store.get_queue(QUEUE).queue_id  # type: ignore[union-attr]
-    ops = []
-    for _, data in c.store.read_range(queue_id, limit=200):
-        message = wire.MessageProperties.from_bytes(storage.message_payload(data))
-        ops.append(final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE))
-    assert (await c.committer.submit(storage.Unit(tuple(ops)))).error is None
+    ops = tuple(op for _, op in receipts(c, 200))
+    assert (await c.committer.submit(storage.Unit(ops))).error is None
     await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAcks acknowledged")
     assert r.store.final_ack_count() == 10
     assert receiver(r).unroutable == 190

@@ -10,9 +10,8 @@ from peer_kit import Network, Node, wait_until
 
 import storage
 import wire
-from qmgr.core.final_acks import final_ack_op
 
-from .conftest import QUEUE, receiver, settled, start_router_line
+from .conftest import QUEUE, receipts, receiver, settled, start_router_line
 
 
 def is_final_ack(packet: wire.Packet) -> bool:
@@ -30,10 +29,8 @@ async def received_at_c(network: Network) -> tuple[Node, Node, Node, storage.Ope
     await a.send(c.remote(QUEUE), [b"one"], journal=0x03, time_to_be_received=3600)
     await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
     await wait_until(settled(a), what="A has C's OrderAck")
-    [(_, data)] = c.store.read_range(c.store.get_queue(QUEUE).queue_id, limit=1)  # type: ignore[union-attr]
-    message = wire.MessageProperties.from_bytes(storage.message_payload(data))
+    [(message, op)] = receipts(c)
     assert a.store.confirmations(message.ordinal)
-    op = final_ack_op(message, storage.message_note(data), wire.MessageClass.ACK_RECEIVE)
     return a, r, c, op, message.ordinal
 
 
