@@ -17,7 +17,8 @@ in two subpackages and a few modules both use:
 * :mod:`wire.addresses`, how a network address is written (``HOST[:PORT]``,
   ``[v6]:PORT``), for the daemon and the SDK alike;
 * :mod:`wire.text_fields`, what is said of a text that cannot go in a text
-  field (not valid Unicode, or too long), naming the field;
+  field (not valid Unicode, or too long), naming the field, and :func:`quoted`,
+  how a message people read writes a name;
 * the error tree both formats share (:mod:`wire.protocol_errors`:
   ``ProtocolError`` with ``RemoteProtocolError`` for malformed input and
   ``LocalProtocolError`` for values that cannot be built, ``TextFieldError``
@@ -41,6 +42,7 @@ from .msmq import __all__ as _msmq_names
 from .protocol_errors import LocalProtocolError as LocalProtocolError
 from .protocol_errors import ProtocolError as ProtocolError
 from .protocol_errors import RemoteProtocolError as RemoteProtocolError
+from .text_fields import quoted as quoted
 
 __all__ = [
     "LocalProtocolError",
@@ -51,5 +53,6 @@ __all__ = [
     "RemoteProtocolError",
     "format_message_id",
     "parse_message_id",
+    "quoted",
     *_msmq_names,
 ]

@@ -18,6 +18,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Final
 
+from .text_fields import quoted
+
 __all__ = ["AddressError", "endpoint_text", "is_ipv6", "split_host_port"]
 
 #: What an error about an IPv6 address and a port says to do.
@@ -64,21 +66,21 @@ def split_host_port(
     lowest = 0 if port_zero else 1
     scheme, found, _ = host_port.partition("://")
     if found:  # tcp://host:port, http://...: a URL, not an address
-        msg = f"{text!r}: write HOST:PORT without a scheme ({scheme}://)"
+        msg = f"{quoted(text)}: write HOST:PORT without a scheme ({scheme}://)"
         raise AddressError(msg)
     if host_port.startswith("["):  # [::1]:1801
         end = host_port.find("]")
         if end < 0:
-            msg = f"{text!r}: unterminated [IPv6 address]; {_BRACKETS}"
+            msg = f"{quoted(text)}: unterminated [IPv6 address]; {_BRACKETS}"
             raise AddressError(msg)
         host, after = host_port[1:end], host_port[end + 1 :]
         if not is_ipv6(host):
-            msg = f"{text!r}: {host!r} is not an IPv6 address (brackets hold one)"
+            msg = f"{quoted(text)}: {quoted(host)} is not an IPv6 address (brackets hold one)"
             raise AddressError(msg)
         if not after:
             return host, None
         if not after.startswith(":"):
-            msg = f"{text!r}: unexpected {after!r} after the address; {_BRACKETS}"
+            msg = f"{quoted(text)}: unexpected {quoted(after)} after the address; {_BRACKETS}"
             raise AddressError(msg)
         return host, _parse_port(after[1:], text, lowest)
     colons = host_port.count(":")
@@ -86,8 +88,8 @@ def split_host_port(
         host, _, port_text = host_port.partition(":")
         return host, _parse_port(port_text, text, lowest)
     if colons > 1 and not is_ipv6(host_port):
-        quoted = repr(text) if text == host_port else f"{text!r}: {host_port!r}"
-        msg = f"{quoted} is not an IPv6 address; {_BRACKETS}{_bracketed(host_port)}"
+        shown = quoted(text) if text == host_port else f"{quoted(text)}: {quoted(host_port)}"
+        msg = f"{shown} is not an IPv6 address; {_BRACKETS}{_bracketed(host_port)}"
         raise AddressError(msg)
     return host_port, None
 
@@ -103,6 +105,6 @@ def _bracketed(host_port: str) -> str:
 
 def _parse_port(port_text: str, text: str, lowest: int) -> int:
     if not (port_text.isascii() and port_text.isdigit()) or not lowest <= int(port_text) < 65536:
-        msg = f"{text!r}: {port_text!r} is not a TCP port"
+        msg = f"{quoted(text)}: {quoted(port_text)} is not a TCP port"
         raise AddressError(msg)
     return int(port_text)

@@ -5,6 +5,10 @@ so it carries at most :data:`MAX_TEXT_BYTES` bytes, and a ``str`` holding a lone
 surrogate (what Python makes of non-UTF-8 bytes in a command-line argument)
 has no UTF-8 at all. :func:`text_error` says which of the two is wrong, naming
 the field, for the encoders to raise instead of their codec's own words.
+
+:func:`quoted` is how every layer writes a name (a queue, a format name, a
+destination, a transaction id) in a message people read: as it is typed, in
+single quotes, not doubled by ``repr``.
 """
 
 from __future__ import annotations
@@ -13,10 +17,17 @@ from typing import Final
 
 from .protocol_errors import TextFieldError
 
-__all__ = ["MAX_TEXT_BYTES", "text_error"]
+__all__ = ["MAX_TEXT_BYTES", "quoted", "text_error"]
 
 #: The most bytes of UTF-8 a text field carries (its length is a u16).
 MAX_TEXT_BYTES: Final = 0xFFFF
+
+
+def quoted(name: str) -> str:
+    """``name`` (a queue, format name, destination or transaction id) in single quotes,
+    as it is typed: backslashes are not doubled, so that it can be copied back into a
+    command. A name with a character that does not print keeps Python's escapes."""
+    return f"'{name}'" if name.isprintable() else repr(name)
 
 
 def text_error(

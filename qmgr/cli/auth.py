@@ -29,7 +29,7 @@ from qmgr.core.tokens import (
     token_name_problem,
 )
 
-from .common import CliError, reports_errors
+from .common import CliError, quoted, reports_errors
 
 __all__ = ["auth", "toml_key"]
 
@@ -100,7 +100,7 @@ def _check_not_in(tokens_file: Path, name: str) -> bool:
     except (ValueError, OSError) as exc:
         raise CliError(str(exc), hint="mend the file first: the queue manager refuses it") from None
     if name in named:
-        msg = f"{name!r} has a token in {tokens_file} already"
+        msg = f"{quoted(name)} has a token in {tokens_file} already"
         raise CliError(msg, hint="remove its line to give it a new one")
     return not data or data.endswith(b"\n")
 

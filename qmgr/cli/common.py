@@ -284,8 +284,8 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
         qm = connect_to(ctx, server)
     except ValueError as exc:
         said = str(exc)  # an address error quotes the address itself
-        quoted = said if said.startswith(repr(server)) else f"{server!r}: {said}"
-        msg = f"--server {quoted}"
+        shown = said if said.startswith(quoted(server)) else f"{quoted(server)}: {said}"
+        msg = f"--server {shown}"
         raise CliError(msg) from None
     except ConnectionLost as exc:
         raise CliError(exc.message, hint=_not_reached_hint(ctx, exc.message)) from None
@@ -339,10 +339,16 @@ def _not_reached_hint(ctx: click.Context, reason: str) -> str:
 
 
 def quoted(name: str) -> str:
-    """``name`` (a queue, destination or transaction id) in single quotes, as it
-    is typed: backslashes are not doubled, so that it can be copied back into a
-    command. A name with a character that does not print keeps Python's escapes."""
-    return f"'{name}'" if name.isprintable() else repr(name)
+    """``name`` (a queue, format name, destination or transaction id) as
+    :func:`wire.quoted` writes it, the one rule of every layer: in single quotes, as
+    it is typed (backslashes not doubled, so that it can be copied back into a
+    command); a name with a character that does not print keeps Python's escapes.
+
+    ``wire`` is imported on first use, not with this module: ``qmgr serve`` imports
+    it only after :func:`qmgr.deferred.lean_libraries`."""
+    from wire.text_fields import quoted as quoted_name
+
+    return quoted_name(name)
 
 
 def tls_of(ctx: click.Context) -> ssl.SSLContext | None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from storage import QueueRecord, Store
+from wire import quoted
 
 from . import names
 from .errors import AccessDenied, InvalidArgument, InvalidName, QueueNotFound
@@ -141,7 +142,7 @@ class Addressing:
             address = _kept(self._references, reference, parsed)
         record = self.store.get_queue(address.queue)
         if record is None:
-            msg = f"queue {reference!r} does not exist"
+            msg = f"queue {quoted(reference)} does not exist"
             raise QueueNotFound(msg)
         return record
 
@@ -177,8 +178,8 @@ class Addressing:
                 continue
             if element.is_subqueue:
                 msg = (
-                    f"{element.text!r}: nothing can be sent to a subqueue; messages only move "
-                    "between a queue and its subqueues (qmgr move, QueueManager.move)"
+                    f"{quoted(element.text)}: nothing can be sent to a subqueue; messages "
+                    "only move between a queue and its subqueues (qmgr move, QueueManager.move)"
                 )
                 raise AccessDenied(msg)
             if element.text in self._from_lists:
@@ -186,11 +187,14 @@ class Addressing:
                 queues.append(MissingTarget(element.text) if record is None else record)
                 continue
             if element.is_system or element.is_journal:
-                msg = f"{element.text!r}: applications cannot send to journal or dead-letter queues"
+                msg = (
+                    f"{quoted(element.text)}: applications cannot send to journal or "
+                    "dead-letter queues"
+                )
                 raise AccessDenied(msg)
             record = self.store.get_queue(element.queue)
             if record is None:
-                msg = f"queue {element.text!r} does not exist"
+                msg = f"queue {quoted(element.text)} does not exist"
                 raise QueueNotFound(msg)
             queues.append(record)
         self._from_lists.clear()
@@ -215,7 +219,7 @@ class Addressing:
                 continue
             stored = self.store.get_list(element.queue)
             if stored is None:
-                msg = f"distribution list {element.text!r} does not exist"
+                msg = f"distribution list {quoted(element.text)} does not exist"
                 raise QueueNotFound(msg)
             for target in stored.targets:
                 [address] = self.parse(target).elements

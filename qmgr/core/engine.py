@@ -78,7 +78,7 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import MessageClass, MessageProperties
+from wire import MessageClass, MessageProperties, quoted
 
 from . import names
 from .addressing import Addressing, Target
@@ -372,7 +372,7 @@ class QueueManagerCore:
                 parsed = self.addressing.parse(reference)
                 if parsed.is_multiple or parsed.elements[0].distribution_list:
                     msg = (
-                        f"{reference!r}: an admin or response queue is one queue, "
+                        f"{quoted(reference)}: an admin or response queue is one queue, "
                         "not a distribution list or a multiple-element name"
                     )
                     raise InvalidName(msg)
@@ -383,7 +383,7 @@ class QueueManagerCore:
                     and (element.is_system or element.is_journal or element.is_subqueue)
                 ):
                     msg = (
-                        f"{reference!r}: an admin queue takes acknowledgments, and journal, "
+                        f"{quoted(reference)}: an admin queue takes acknowledgments, and journal, "
                         "dead-letter and subqueues take no messages sent to them"
                     )
                     raise AccessDenied(msg)
@@ -486,7 +486,7 @@ class QueueManagerCore:
             raise InvalidArgument(msg)
         if tx is not None and not queue.transactional:
             msg = (
-                f"queue {queue.display_name!r} is not transactional; "
+                f"queue {quoted(queue.display_name)} is not transactional; "
                 "receive from it outside the transaction"
             )
             raise TransactionUsageError(msg)

@@ -30,6 +30,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from storage import CreateList, DeleteList, DistributionList, SetListTargets, Store, Unit
+from wire import quoted
 
 from . import names
 from .errors import InvalidArgument, InvalidName, QueueNotFound
@@ -75,7 +76,7 @@ class ListAdmin:
         key = list_key(name)
         found = self._store.get_list(key)
         if found is None:
-            msg = f"distribution list {name!r} does not exist"
+            msg = f"distribution list {quoted(name)} does not exist"
             raise QueueNotFound(msg)
         return found
 
@@ -142,10 +143,10 @@ class ListAdmin:
             listed=": a distribution list cannot contain another list",
         )
         if element.is_system or element.is_journal or element.is_subqueue:
-            msg = f"{text!r}: journal and dead-letter queues and subqueues take no sends"
+            msg = f"{quoted(text)}: journal and dead-letter queues and subqueues take no sends"
             raise InvalidName(msg)
         if exists and element.is_local and self._store.get_queue(element.queue) is None:
-            msg = f"queue {text!r} does not exist"
+            msg = f"queue {quoted(text)} does not exist"
             raise QueueNotFound(msg)
         return (element.protocol, element.host, element.port, element.queue)
 

@@ -87,7 +87,7 @@ from typing import Final, Protocol
 
 import storage
 from storage import MoveMessage, QueueKind, QueueRecord, Store, Unit, UnitOutcome, message_payload
-from wire import MessageClass, MessageProperties, ProtocolError, message_class_patch
+from wire import MessageClass, MessageProperties, ProtocolError, message_class_patch, quoted
 
 from .addressing import Addressing, arrival_address
 from .errors import (
@@ -189,7 +189,7 @@ class Moves:
             if a.kind in DEAD_LETTER_KINDS:
                 return a, None
             msg = (
-                f"a move from {a.display_name!r} must name its target: only a move out of a "
+                f"a move from {quoted(a.display_name)} must name its target: only a move out of a "
                 "dead-letter queue (system$;deadletter, system$;deadxact) may leave it out, "
                 "to send each message back to the queue it was sent to"
             )
@@ -198,9 +198,9 @@ class Moves:
         if a.kind in DEAD_LETTER_KINDS and b.kind is QueueKind.NORMAL:
             if a.transactional != b.transactional:
                 msg = (
-                    f"cannot move from {a.display_name!r} to {b.display_name!r}: it holds "
-                    f"{_kind(a)} messages, which go only to {_kind(a)} queues, and "
-                    f"{b.display_name!r} is {_kind(b)}"
+                    f"cannot move from {quoted(a.display_name)} to {quoted(b.display_name)}: "
+                    f"it holds {_kind(a)} messages, which go only to {_kind(a)} queues, and "
+                    f"{quoted(b.display_name)} is {_kind(b)}"
                 )
                 raise InvalidArgument(msg)
             return a, b
@@ -211,10 +211,10 @@ class Moves:
         )
         if not related or QueueKind.JOURNAL in (a.kind, b.kind):
             msg = (
-                f"cannot move from {a.display_name!r} to {b.display_name!r}: messages move "
-                "only between a queue and its own subqueues (NAME;retry, NAME;poison), or out "
-                "of a dead-letter queue (system$;deadletter, system$;deadxact) into an "
-                "application queue"
+                f"cannot move from {quoted(a.display_name)} to {quoted(b.display_name)}: "
+                "messages move only between a queue and its own subqueues (NAME;retry, "
+                "NAME;poison), or out of a dead-letter queue (system$;deadletter, "
+                "system$;deadxact) into an application queue"
             )
             raise InvalidArgument(msg)
         return a, b
@@ -236,16 +236,16 @@ class Moves:
                 text[len(_DIRECT) :], self._addressing.identity, router=self.router
             )
             if address is None or not address.is_local:
-                msg = f"its destination {text!r} is not a queue of this queue manager"
+                msg = f"its destination {quoted(text)} is not a queue of this queue manager"
                 raise InvalidArgument(msg)
             record = self._store.get_queue(address.queue)
             if record is None:
-                msg = f"its destination {text!r} names no queue here (deleted since?)"
+                msg = f"its destination {quoted(text)} names no queue here (deleted since?)"
                 raise QueueNotFound(msg)
         else:
             record = self._sent_to(text)
         if record.kind is not QueueKind.NORMAL:
-            msg = f"its destination {text!r} is not an application queue"
+            msg = f"its destination {quoted(text)} is not an application queue"
             raise InvalidArgument(msg)
         return record
 
@@ -256,17 +256,17 @@ class Moves:
             several = addressing.fans_out(text)
             targets = () if several else addressing.destinations(text)
         except QueueNotFound:
-            msg = f"its destination {text!r} names no queue here (deleted since?)"
+            msg = f"its destination {quoted(text)} names no queue here (deleted since?)"
             raise QueueNotFound(msg) from None
         except QueueManagerError as exc:
-            msg = f"its destination {text!r} is not an application queue here ({exc.message})"
+            msg = f"its destination {quoted(text)} is not an application queue here ({exc.message})"
             raise InvalidArgument(msg) from None
         if several:
-            msg = f"its destination {text!r} is a distribution list or several queues"
+            msg = f"its destination {quoted(text)} is a distribution list or several queues"
             raise InvalidArgument(msg)
         [target] = targets
         if not isinstance(target, QueueRecord):
-            msg = f"its destination {text!r} is a queue on another queue manager"
+            msg = f"its destination {quoted(text)} is a queue on another queue manager"
             raise InvalidArgument(msg)
         return target
 
@@ -279,7 +279,7 @@ class Moves:
             QueueNotFound, InvalidArgument: it has no queue of its kind here;
             AccessDenied: ``denied`` refuses that queue.
         """
-        cannot = f"message {lookup_id} of {source.display_name!r} cannot go back: "
+        cannot = f"message {lookup_id} of {quoted(source.display_name)} cannot go back: "
         try:
             message = MessageProperties.from_bytes(message_payload(record))
         except ProtocolError as exc:
@@ -291,7 +291,7 @@ class Moves:
             raise type(exc)(cannot + exc.message) from None
         if target.transactional != source.transactional:
             msg = (
-                f"{cannot}it is {_kind(source)} and its queue {target.display_name!r} is "
+                f"{cannot}it is {_kind(source)} and its queue {quoted(target.display_name)} is "
                 f"{_kind(target)}"
             )
             raise InvalidArgument(msg)
@@ -334,7 +334,7 @@ class Moves:
         """
         if tx is not None and not source.transactional:
             msg = (
-                f"queue {source.display_name!r} is not transactional; "
+                f"queue {quoted(source.display_name)} is not transactional; "
                 "move its messages outside the transaction"
             )
             raise TransactionUsageError(msg)

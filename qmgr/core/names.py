@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from wire import addresses
+from wire import addresses, quoted
 
 from .errors import InvalidName
 
@@ -73,7 +73,7 @@ def validate_new_queue_name(name: str) -> str:
     for prefix in FORMAT_NAME_PREFIXES:
         if upper.startswith(prefix):
             msg = (
-                f"queue name {name!r} begins as a format name ({prefix}); "
+                f"queue name {quoted(name)} begins as a format name ({prefix}); "
                 "commands would read it as one: choose another name"
             )
             raise InvalidName(msg)
@@ -96,16 +96,16 @@ def validate_queue_name(name: str, what: str = "queue name") -> str:
         raise InvalidName(msg)
     bad = sorted({ch for ch in name if ch in FORBIDDEN_CHARACTERS})
     if bad:
-        msg = f"{what} {name!r} contains {' '.join(bad)}, which {what}s cannot hold"
+        msg = f"{what} {quoted(name)} contains {' '.join(bad)}, which {what}s cannot hold"
         raise InvalidName(msg)
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        msg = f"{what} {name!r} contains a control character"
+        msg = f"{what} {quoted(name)} contains a control character"
         raise InvalidName(msg)
     if name != name.strip():
-        msg = f"{what} {name!r} starts or ends with white space"
+        msg = f"{what} {quoted(name)} starts or ends with white space"
         raise InvalidName(msg)
     if name.endswith("$"):
-        msg = f"{what} {name!r} ends with '$', which is reserved for system queues"
+        msg = f"{what} {quoted(name)} ends with '$', which is reserved for system queues"
         raise InvalidName(msg)
     return name.lower()
 
@@ -242,7 +242,7 @@ def parse_format_name(text: str, identity: LocalIdentity | None = None) -> Forma
         for element in elements:
             if element.is_system or element.is_journal or element.is_subqueue:
                 msg = (
-                    f"{element.text!r}: a multiple-element name cannot contain "
+                    f"{quoted(element.text)}: a multiple-element name cannot contain "
                     "journal or dead-letter queues or subqueues"
                 )
                 raise InvalidName(msg)
@@ -274,7 +274,7 @@ def parse_queue_reference(text: str, identity: LocalIdentity | None = None) -> Q
         listed=" names a distribution list; this operation takes a queue",
     )
     if not address.is_local:
-        msg = f"{text!r} is a queue on another host; only local queues can be read"
+        msg = f"{quoted(text)} is a queue on another host; only local queues can be read"
         raise InvalidName(msg)
     return address
 
@@ -286,16 +286,16 @@ def parse_one_queue(
 
     Raises:
         InvalidName: ``text`` does not parse, or it names several queues (the
-            message is ``text!r`` followed by ``several``) or a distribution list
-            (``text!r`` followed by ``listed``).
+            message is ``quoted(text)`` followed by ``several``) or a distribution
+            list (``quoted(text)`` followed by ``listed``).
     """
     name = parse_format_name(text, identity)
     if name.is_multiple:
-        msg = f"{text!r}{several}"
+        msg = f"{quoted(text)}{several}"
         raise InvalidName(msg)
     address = name.elements[0]
     if address.distribution_list:
-        msg = f"{text!r}{listed}"
+        msg = f"{quoted(text)}{listed}"
         raise InvalidName(msg)
     return address
 
@@ -312,7 +312,9 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
         return QueueAddress(queue=name, text=text, distribution_list=True)
     for prefix in DIRECTORY_PREFIXES:
         if upper.startswith(prefix):
-            msg = f"{text!r}: {prefix[:-1]} format names need a directory service; use DIRECT="
+            msg = (
+                f"{quoted(text)}: {prefix[:-1]} format names need a directory service; use DIRECT="
+            )
             raise InvalidName(msg)
     # A path name: [host\]private$\q, [host\]system$;x, or a bare queue name.
     lowered = text.lower()
@@ -321,7 +323,7 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
     if "\\" in text:
         host, _, rest = text.partition("\\")
         if host != "." and not identity.is_local("OS", host, None):
-            msg = f"{text!r}: a path name on another host needs DIRECT=OS:{host}\\..."
+            msg = f"{quoted(text)}: a path name on another host needs DIRECT=OS:{host}\\..."
             raise InvalidName(msg)
         return QueueAddress(queue=_parse_queue_path(rest, text), text=text)
     return QueueAddress(queue=_parse_queue_path(text, text, bare=True), text=text)
@@ -332,25 +334,28 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
     protocol, colon, rest = body.partition(":")
     protocol = protocol.upper()
     if not colon or protocol not in {"OS", "TCP"}:
-        msg = f"{text!r}: only DIRECT=OS: and DIRECT=TCP: are supported"
+        msg = f"{quoted(text)}: only DIRECT=OS: and DIRECT=TCP: are supported"
         raise InvalidName(msg)
     host_port, slash, path = rest.partition("\\")
     if not slash or not host_port:
-        msg = f"{text!r}: expected DIRECT={protocol}:host\\private$\\queue"
+        msg = f"{quoted(text)}: expected DIRECT={protocol}:host\\private$\\queue"
         raise InvalidName(msg)
     host, port = split_host_port(host_port, text)
     if len(host) > 253:
-        msg = f"{text!r}: the host is {len(host)} characters long; the limit is 253"
+        msg = f"{quoted(text)}: the host is {len(host)} characters long; the limit is 253"
         raise InvalidName(msg)
     if protocol == "TCP" and host != ".":
         try:
             ipaddress.ip_address(host)
         except ValueError:
-            msg = f"{text!r}: DIRECT=TCP: takes an IP address, not {host!r} (use DIRECT=OS:)"
+            msg = (
+                f"{quoted(text)}: DIRECT=TCP: takes an IP address, not {quoted(host)} "
+                "(use DIRECT=OS:)"
+            )
             raise InvalidName(msg) from None
     elif host != "." and not is_host_name(host):
         msg = (
-            f"{text!r}: {host!r} is not a host name (dot-separated labels of letters, "
+            f"{quoted(text)}: {quoted(host)} is not a host name (dot-separated labels of letters, "
             "digits, '-' and '_', at most 253 characters) nor an IP address"
         )
         raise InvalidName(msg)
@@ -359,7 +364,7 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
         return QueueAddress(queue=queue, text=text)
     if queue in SYSTEM_QUEUES or queue.endswith((JOURNAL_SUFFIX, *SUBQUEUE_SUFFIXES)):
         msg = (
-            f"{text!r}: journal and dead-letter queues and subqueues on other hosts "
+            f"{quoted(text)}: journal and dead-letter queues and subqueues on other hosts "
             "cannot be addressed"
         )
         raise InvalidName(msg)
@@ -412,7 +417,7 @@ def _parse_queue_path(path: str, text: str, *, bare: bool = False) -> str:
     if lowered.startswith("private$\\"):
         path = path[len("private$\\") :]
     elif not bare:
-        msg = f"{text!r}: expected private$\\<queue> or system$;deadletter|deadxact|journal"
+        msg = f"{quoted(text)}: expected private$\\<queue> or system$;deadletter|deadxact|journal"
         raise InvalidName(msg)
     suffix = ""
     for known in (JOURNAL_SUFFIX, *SUBQUEUE_SUFFIXES):

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from storage import AppendOutgoing
+from wire import quoted
 
 from .names import DEFAULT_PEER_PORT, QueueAddress
 from .routes import endpoint_text
@@ -153,14 +154,14 @@ class RemoteDestination:
             ValueError: it is not one.
         """
         if not name.startswith(OUTGOING_PREFIX):
-            msg = f"{name!r} is not an outgoing queue name"
+            msg = f"{quoted(name)} is not an outgoing queue name"
             raise ValueError(msg)
         rest = name[len(OUTGOING_PREFIX) :]
         endpoint, sep, queue = rest.partition("\\")
         protocol, _, host_port = endpoint.partition(":")
         host, _, port = host_port.rpartition(":")
         if not sep or not queue or not host or not port.isdigit():
-            msg = f"{name!r} is not an outgoing queue name"
+            msg = f"{quoted(name)} is not an outgoing queue name"
             raise ValueError(msg)
         return cls(protocol.upper(), host, int(port), queue)
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from wire import quoted
 from wire.rights import Right, parse_rights, rights_names
 
 __all__ = [
@@ -119,9 +120,9 @@ def user_name_problem(name: str) -> str | None:
     certificate's common name, a token's name) must not pass for a group, a
     peer or everyone, whose list entries it would then match."""
     if not name or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in name):
-        return f"{name!r} is empty or has control characters"
+        return f"{quoted(name)} is empty or has control characters"
     if name.casefold() == EVERYONE or _prefix(name) is not None:
-        return f"{name!r} names a group, a peer or everyone, not a client"
+        return f"{quoted(name)} names a group, a peer or everyone, not a client"
     return None
 
 
@@ -141,7 +142,7 @@ def acl_entry(text: str) -> str:
         or len(entry) > MAX_ENTRY
         or any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in entry)
     ):
-        msg = f"an entry is a principal, group:NAME, peer:NAME or everyone, not {text!r}"
+        msg = f"an entry is a principal, group:NAME, peer:NAME or everyone, not {quoted(text)}"
         raise ValueError(msg)
     if entry.casefold() == EVERYONE:
         return EVERYONE
@@ -149,7 +150,7 @@ def acl_entry(text: str) -> str:
     if prefix is None:
         return entry
     if len(entry) == len(prefix):
-        msg = f"{text!r} names no {prefix[:-1]}: write {prefix}NAME"
+        msg = f"{quoted(text)} names no {prefix[:-1]}: write {prefix}NAME"
         raise ValueError(msg)
     return prefix + entry[len(prefix) :]
 

@@ -70,6 +70,7 @@ from storage import (
     Unit,
     UnitOutcome,
 )
+from wire import quoted
 
 from . import names
 from .addressing import Addressing
@@ -200,7 +201,10 @@ class PoisonHandling:
         """
         record = self._addressing.queue(reference)
         if record.kind is not QueueKind.NORMAL:
-            msg = f"{record.display_name!r} is not an application queue; it has no poison settings"
+            msg = (
+                f"{quoted(record.display_name)} is not an application queue; "
+                "it has no poison settings"
+            )
             raise AccessDenied(msg)
         settings = merge_settings(
             record.poison,

@@ -36,7 +36,7 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import MessageClass
+from wire import MessageClass, quoted
 
 from . import names
 from .addressing import Addressing
@@ -169,7 +169,7 @@ class QueueAdmin:
         record = self._addressing.queue(reference)
         if record.kind is not QueueKind.NORMAL:
             msg = (
-                f"{record.display_name!r} is a system or journal queue or a subqueue and "
+                f"{quoted(record.display_name)} is a system or journal queue or a subqueue and "
                 "cannot be deleted (journal queues and subqueues go with their queue)"
             )
             raise AccessDenied(msg)

@@ -39,6 +39,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from wire import quoted
 from wire.addresses import endpoint_text
 
 from . import names
@@ -100,7 +101,7 @@ def split_host_port(text: str) -> tuple[str, int | None]:
         msg = f"expected HOST[:PORT]: {exc}"
         raise RouteError(msg) from None
     if not host:
-        msg = f"expected HOST[:PORT], got {text!r}"
+        msg = f"expected HOST[:PORT], got {quoted(text)}"
         raise RouteError(msg)
     return host.lower(), port
 
@@ -190,7 +191,7 @@ def parse_route(key: str, value: str | Sequence[str]) -> Route:
     elif shown.startswith("*."):
         suffix = shown[1:].lower()
         if len(suffix) < 2 or any(ch in suffix for ch in "*/:[] \\"):
-            msg = f"{shown!r} is not a DNS suffix such as '*.site-b.example.net'"
+            msg = f"{quoted(shown)} is not a DNS suffix such as '*.site-b.example.net'"
             raise RouteError(msg)
         kind, target = RouteKind.SUFFIX, suffix
         shown = "*" + suffix
@@ -198,27 +199,27 @@ def parse_route(key: str, value: str | Sequence[str]) -> Route:
         try:
             network = ipaddress.ip_network(shown, strict=False)
         except ValueError:
-            msg = f"{shown!r} is not a CIDR network such as '10.1.0.0/16'"
+            msg = f"{quoted(shown)} is not a CIDR network such as '10.1.0.0/16'"
             raise RouteError(msg) from None
         kind, target, shown = RouteKind.NETWORK, network, str(network)
     else:
         if "*" in shown:
-            msg = f"{shown!r}: '*' stands alone or before a DNS suffix ('*.example.net')"
+            msg = f"{quoted(shown)}: '*' stands alone or before a DNS suffix ('*.example.net')"
             raise RouteError(msg)
         endpoint = _endpoint(shown)
         kind, target, shown = RouteKind.DESTINATION, endpoint, endpoint_text(*endpoint)
     values: list[object] = [value] if isinstance(value, str) else list(value)
     if not values:
-        msg = f"{shown!r} names no next hop"
+        msg = f"{quoted(shown)} names no next hop"
         raise RouteError(msg)
     hops: list[Endpoint | None] = []
     for hop in values:
         if not isinstance(hop, str):
-            msg = f"{shown!r}: a next hop is a 'HOST:PORT' string or 'direct', not {hop!r}"
+            msg = f"{quoted(shown)}: a next hop is a 'HOST:PORT' string or 'direct', not {hop!r}"
             raise RouteError(msg)
         parsed = None if hop.strip().lower() == DIRECT else _endpoint(hop)
         if parsed in hops:
-            msg = f"{shown!r} names the next hop {hop!r} twice"
+            msg = f"{quoted(shown)} names the next hop {quoted(hop)} twice"
             raise RouteError(msg)
         hops.append(parsed)
     return Route(key=shown, kind=kind, hops=tuple(hops), target=target)

@@ -25,6 +25,7 @@ from wire import (
     MAX_PACKET_SIZE,
     MessageClass,
     MessageProperties,
+    quoted,
 )
 
 from .errors import InvalidArgument, MessageTooLarge, TransactionUsageError
@@ -156,18 +157,21 @@ def send_is_transactional(
     for queue in queues:
         if in_transaction and not queue.transactional:
             msg = (
-                f"queue {queue.display_name!r} is not transactional; "
+                f"queue {quoted(queue.display_name)} is not transactional; "
                 "send to it outside the transaction"
             )
             raise TransactionUsageError(msg)
         if not in_transaction and mode is SendMode.NONE and queue.transactional:
             msg = (
-                f"queue {queue.display_name!r} is transactional; "
+                f"queue {quoted(queue.display_name)} is transactional; "
                 "send inside a transaction or as a single-message transaction"
             )
             raise TransactionUsageError(msg)
         if not in_transaction and mode is SendMode.SINGLE and not queue.transactional:
-            msg = f"queue {queue.display_name!r} is not transactional; send without a transaction"
+            msg = (
+                f"queue {quoted(queue.display_name)} is not transactional; "
+                "send without a transaction"
+            )
             raise TransactionUsageError(msg)
     if in_transaction:
         return True

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from wire import quoted
+
 from .permissions import user_name_problem
 
 __all__ = [
@@ -58,10 +60,10 @@ def token_name_problem(name: str, *, in_file: bool) -> str | None:
     try:
         name.encode("utf-8")
     except UnicodeEncodeError:
-        return f"{name!r} is not text (it cannot be written in UTF-8)"
+        return f"{quoted(name)} is not text (it cannot be written in UTF-8)"
     if in_file and any(ch.isspace() or ch == "#" for ch in name):
         return (
-            f"{name!r} has a space or a '#', which a line of the tokens file "
+            f"{quoted(name)} has a space or a '#', which a line of the tokens file "
             "(NAME HASH, '#' starting a comment) cannot hold"
         )
     return None
@@ -128,7 +130,7 @@ def read_tokens_file(path: Path) -> dict[str, str]:
             msg = f"{where}: {problem}"
             raise ValueError(msg)
         if parts[0] in found:
-            msg = f"{where}: {parts[0]!r} has a token already"
+            msg = f"{where}: {quoted(parts[0])} has a token already"
             raise ValueError(msg)
         found[parts[0]] = parts[1]
     return found
@@ -168,7 +170,7 @@ def load_tokens(configured: Mapping[str, str], path: Path | None) -> tuple[Token
         for name, text in read_tokens_file(path).items():
             if name in hashes and parse_hash(hashes[name]) != parse_hash(text):
                 msg = (
-                    f"{name!r} has one token in auth.tokens and another in auth.tokens_file "
+                    f"{quoted(name)} has one token in auth.tokens and another in auth.tokens_file "
                     f"{path}: keep one"
                 )
                 raise ValueError(msg)
@@ -218,7 +220,7 @@ def _check_one_name_per_token(hashes: Mapping[str, str]) -> None:
         other = seen.setdefault(digest, name)
         if other != name:
             msg = (
-                f"{other!r} and {name!r} have the same token (the same hash): "
+                f"{quoted(other)} and {quoted(name)} have the same token (the same hash): "
                 "give each name a token of its own (qmgr auth token NAME)"
             )
             raise ValueError(msg)

@@ -45,7 +45,7 @@ from typing import Final
 import storage
 import wire
 from storage import QueueKind, QueueRecord, Store
-from wire import MessageProperties
+from wire import MessageProperties, quoted
 
 from . import names
 from .errors import InvalidArgument
@@ -87,7 +87,7 @@ def parse_message_id(text: str) -> tuple[uuid.UUID, int]:
     try:
         return wire.parse_message_id(text)
     except ValueError as exc:
-        msg = f"{text!r} is {exc}"
+        msg = f"{quoted(text)} is {exc}"
         raise InvalidArgument(msg) from None
 
 

@@ -44,6 +44,7 @@ from typing import Final
 
 import storage
 from storage import AppendMessage, Store, Unit, UnitOutcome
+from wire import quoted
 
 from .errors import (
     AccessDenied,
@@ -81,12 +82,12 @@ def check_xid(xid: str) -> str:
         msg = f"a transaction id must be 1..{MAX_XID_BYTES} bytes of UTF-8, not {size}"
         raise InvalidArgument(msg)
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in xid):
-        msg = f"a transaction id must not contain control characters: {xid!r}"
+        msg = f"a transaction id must not contain control characters: {quoted(xid)}"
         raise InvalidArgument(msg)
     try:
         xid.encode("utf-8")
     except UnicodeEncodeError:
-        msg = f"a transaction id must be valid Unicode text: {xid!r}"
+        msg = f"a transaction id must be valid Unicode text: {quoted(xid)}"
         raise InvalidArgument(msg) from None
     return xid
 
@@ -185,7 +186,7 @@ class TwoPhase:
         )
         if count:
             msg = (
-                f"queue {display_name!r} is used by {count} prepared transaction(s); "
+                f"queue {quoted(display_name)} is used by {count} prepared transaction(s); "
                 "resolve them first (qmgr tx list)"
             )
             raise AccessDenied(msg)
@@ -214,7 +215,7 @@ class TwoPhase:
             if outcome is not None:
                 state = "committed" if outcome.committed else "aborted"
         if state is not None:
-            msg = f"transaction id {xid!r} is already in use ({state}); choose a new one"
+            msg = f"transaction id {quoted(xid)} is already in use ({state}); choose a new one"
             raise InvalidArgument(msg)
 
     # ------------------------------------------------------------------ preparing
@@ -322,7 +323,7 @@ class TwoPhase:
             check_xid(xid)
             if self._transactions.has_xid(xid):
                 msg = (
-                    f"transaction {xid!r} is open and not prepared; "
+                    f"transaction {quoted(xid)} is open and not prepared; "
                     "its connection commits or aborts it"
                 )
                 raise TransactionUsageError(msg)
@@ -370,7 +371,7 @@ class TwoPhase:
                 )
             elif size > budget.limit:
                 msg = (
-                    f"committing transaction {xids[0]!r} would hold its {size} bytes of "
+                    f"committing transaction {quoted(xids[0])} would hold its {size} bytes of "
                     f"messages in memory, more than limits.max_uncommitted_bytes "
                     f"({budget.limit}) allows: raise the limit to at least {size} and "
                     "restart the queue manager to commit it (or abort it)"
@@ -430,12 +431,14 @@ class TwoPhase:
 def _resolve_error(error: BaseException) -> QueueManagerError:
     if isinstance(error, storage.XidUnknown):
         return TransactionNotFound(
-            f"no prepared transaction has id {error.xid!r}, and no outcome of it is kept"
+            f"no prepared transaction has id {quoted(error.xid)}, and no outcome of it is kept"
         )
     if isinstance(error, storage.XidResolved):
         if error.committed:
             return TransactionCommitted(
-                f"transaction {error.xid!r} was committed; it cannot be aborted"
+                f"transaction {quoted(error.xid)} was committed; it cannot be aborted"
             )
-        return TransactionAborted(f"transaction {error.xid!r} was aborted; it cannot be committed")
+        return TransactionAborted(
+            f"transaction {quoted(error.xid)} was aborted; it cannot be committed"
+        )
     return from_store_error(error, context="nothing was resolved: ")

@@ -39,13 +39,16 @@ docs/design.md):
      with no open path, or any acknowledgment whose path is the connection it
      arrived on, or that is the same acknowledgment (the same bytes: its
      sender's id for it and its send time included) as one of the last
-     :data:`PASSED_ON_REMEMBERED` passed on here. An OrderAck of a stream
-     relayed here is passed on only if it came from the queue manager at the
-     next hop of the outgoing queue the stream went on in
+     :data:`PASSED_ON_REMEMBERED` passed on here. An OrderAck is passed on
+     only if it is of a stream relayed here (since the start, the last
+     :data:`MAX_STREAM_PATHS`), and came from the queue manager at the next
+     hop of the outgoing queue the stream went on in
      (:attr:`ArrivalKind.NOT_FROM_HOP` otherwise): the source takes an OrderAck
      from its router, so the router checks for it that the stream's own hop
      sent it, and no other peer of the router can make the source forget
-     messages nobody received. The destination announces
+     messages nobody received. (After a restart of the router, an OrderAck of
+     a stream not relayed again yet is dropped: the source's resend, relayed
+     or found held, makes the stream known again.) The destination announces
      an OrderAck again when the source resends. Return paths are where each
      source's messages *last* came from, so two routers can each hold the
      other as a source's return path (its messages came through one while
@@ -65,7 +68,10 @@ docs/design.md):
      close, a restart of either end), a router's GUID does not. While no
      session with the source and no return path is open, a session with its
      router is the way to it (:meth:`Receiver.routes`): when the router
-     connects again, the FinalAcks waiting here go that way. The routers known
+     connects again, the FinalAcks waiting here go that way. (A message that
+     comes straight from its source does not undo it: a source that sends
+     here both ways keeps a session of its own open while it waits for
+     FinalAcks of what it sent straight, and that session comes first.) The routers known
      at the start come from the streams' stored states (``vias``). At most
      :data:`MAX_STREAM_PATHS` sources have one (the least recently used is
      forgotten first).
@@ -168,9 +174,8 @@ SessionAck that marks its recoverable number):
 * :attr:`Dropped.REJECTED`: at once;
 * :class:`OrderAckArrived`, :attr:`ArrivalKind.UNROUTABLE`, and :class:`PassOn` of an
   OrderAck: at once;
-* :class:`PassOn` of a FinalAck: once the next hop's SessionAck counts it (or,
-  that connection gone first, once it is kept as :class:`FinalAckToKeep` is);
-* :class:`FinalAckToKeep`: once it is stored;
+* :class:`PassOn` of a FinalAck and :class:`FinalAckToKeep`: once it is
+  stored (to send again until the next hop has it);
 * :class:`FinalAckArrived`: once the write that settles it is persisted.
 """
 
@@ -267,8 +272,8 @@ class PassOn(Generic[P]):
         path: the connection that queue manager's messages last arrived on.
         data: the packet, built, without a SessionHeader.
         recoverable: whether it goes as a recoverable packet (a FinalAck does).
-        ack: the FinalAck passed on (None for an OrderAck): the adapter keeps
-            it if the path ends before its peer has it.
+        ack: the FinalAck passed on (None for an OrderAck): the adapter stores
+            it first, to send again if the path ends before its peer has it.
     """
 
     path: P
@@ -371,11 +376,12 @@ class Receiver(Generic[P]):
         #: bytes); at most :data:`MAX_STREAM_PATHS`, the least recently used
         #: forgotten first.
         self._paths: dict[bytes, P] = {}
-        #: The streams (source GUID bytes, sequence timestamp) whose messages were
-        #: relayed here lately, with the outgoing queue they went on in (at most
-        #: :data:`MAX_STREAM_PATHS`): a router keeps a FinalAck it cannot pass on
-        #: only if it is about one of them, and passes on their OrderAcks only
-        #: from that queue's next hop.
+        #: The streams (source GUID bytes, TxSequenceID: a Windows source gives
+        #: all its outgoing queues one timestamp, each its own ordinal) whose
+        #: messages were relayed here lately, with the outgoing queue they went
+        #: on in (at most :data:`MAX_STREAM_PATHS`): a router keeps a FinalAck
+        #: it cannot pass on only if it is about one of them, and passes on
+        #: their OrderAcks only from that queue's next hop.
         self._relayed_streams: dict[tuple[bytes, int], str | None] = {}
         self._hop_of = hop_of
         #: The path each source outgoing queue's transactional messages last arrived
@@ -422,12 +428,19 @@ class Receiver(Generic[P]):
             target = packet.user.destination_qm
             if target in (wire.NULL_GUID, self.local_qm):
                 return OrderAckArrived(order_ack)
-            stream = (target.bytes, order_ack.sequence_id.timestamp)
-            relayed_to = self._relayed_streams.get(stream)
+            relayed = (target.bytes, order_ack.sequence_id.value)
+            if relayed not in self._relayed_streams:
+                # Not of a stream relayed here (since the start): no one here can
+                # tell who may acknowledge it. The source's resend, relayed,
+                # brings the next one.
+                self.unroutable += 1
+                return ArrivalKind.UNROUTABLE
+            relayed_to = self._relayed_streams[relayed]
             expected = None if relayed_to is None else self._hop_of(relayed_to)
             if expected is not None and hop != expected:
                 self.unroutable += 1
                 return ArrivalKind.NOT_FROM_HOP
+            stream = (target.bytes, order_ack.sequence_id.timestamp)
             return self._pass_on(packet, path, target, recoverable=False, stream=stream)
         if kind is wire.PacketKind.FINAL_ACK:
             final_ack = wire.FinalAck.from_message(packet)
@@ -435,8 +448,7 @@ class Receiver(Generic[P]):
             if target == self.local_qm:
                 return FinalAckArrived(final_ack)
             if self.router and self._route(target.bytes) is None:
-                stream = (target.bytes, final_ack.sequence_id.timestamp)
-                if stream not in self._relayed_streams:
+                if (target.bytes, final_ack.sequence_id.value) not in self._relayed_streams:
                     # Not of a stream relayed here: nothing of ours to keep.
                     self.unroutable += 1
                     return ArrivalKind.UNROUTABLE
@@ -445,11 +457,8 @@ class Receiver(Generic[P]):
         self.received += 1
         source = packet.user.source_qm.bytes
         _remember(self._paths, source, path)
-        if hop is not None:
-            if hop.bytes == source:
-                self._vias.pop(source, None)
-            else:
-                _remember(self._vias, source, hop.bytes)
+        if hop is not None and hop.bytes != source:
+            _remember(self._vias, source, hop.bytes)
         if packet.transaction is not None:
             stream = (source, packet.transaction.sequence_id.timestamp)
             _remember(self._stream_paths, stream, path)
@@ -523,7 +532,7 @@ class Receiver(Generic[P]):
             if header is not None:
                 _remember(
                     self._relayed_streams,
-                    (packet.user.source_qm.bytes, header.sequence_id.timestamp),
+                    (packet.user.source_qm.bytes, header.sequence_id.value),
                     relayed_to,
                 )
             if held:
@@ -644,7 +653,7 @@ class Receiver(Generic[P]):
 
     def via(self, source_qm: uuid.UUID) -> bytes | None:
         """The GUID bytes of the router ``source_qm``'s messages last came
-        through, or None (they came straight, or none came)."""
+        through, or None (none came through a router)."""
         return self._vias.get(source_qm.bytes)
 
     def session_opened(self, path: P, remote_qm: uuid.UUID) -> None:

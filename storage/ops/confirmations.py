@@ -420,12 +420,16 @@ class RecordFinalAck(Operation):
     stamp: int | None = None
     sender: bytes | None = None
 
+    @property
+    def key(self) -> bytes:
+        """The record's key (:func:`final_ack_key`): what ``ForgetFinalAcks`` takes."""
+        return final_ack_key(self.source_qm, self.ordinal, self.stamp, self.sender)
+
     def plan(self, ctx: PlanContext) -> Result:
         if len(self.value) > MAX_FINAL_ACK_SIZE:
             msg = f"a FinalAck record is at most {MAX_FINAL_ACK_SIZE} bytes"
             raise InvalidRecord(msg)
-        key = final_ack_key(self.source_qm, self.ordinal, self.stamp, self.sender)
-        ctx.put(ctx.dbs.final_acks, key, self.value)
+        ctx.put(ctx.dbs.final_acks, self.key, self.value)
         return Done()
 
 

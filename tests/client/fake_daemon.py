@@ -33,6 +33,7 @@ from wire_samples import (
 )
 
 from wire import client as cf
+from wire import quoted
 
 T = TypeVar("T")
 
@@ -109,7 +110,7 @@ class FakePeering:
         if request.action not in (1, 2, 3):
             return _error(cf.ErrorCode.INVALID_ARGUMENT, f"bad action {request.action}")
         if info is None:
-            message = f"there is no outgoing queue for {request.destination!r}"
+            message = f"there is no outgoing queue for {quoted(request.destination)}"
             return _error(cf.ErrorCode.QUEUE_NOT_FOUND, message)
         purged = 0
         if request.action == 1:
@@ -178,7 +179,7 @@ class FakeTwoPhase:
 
     def _open(self, tx_id: int, xid: str | None) -> cf.ServerReply | None:
         if xid is not None and self._in_use(xid):
-            return _error(cf.ErrorCode.INVALID_ARGUMENT, f"transaction id {xid!r} is in use")
+            return _error(cf.ErrorCode.INVALID_ARGUMENT, f"transaction id {quoted(xid)} is in use")
         reply = None
         if tx_id == 0:
             tx_id = self._next_tx = self._next_tx + 1
@@ -249,14 +250,15 @@ class FakeTwoPhase:
             if xid in self.prepared:
                 found.append(cf.Resolution.COMMITTED if request.commit else cf.Resolution.ABORTED)
             elif outcome is None:
-                message = f"transaction {xid!r} is not prepared"
+                message = f"transaction {quoted(xid)} is not prepared"
                 return _error(cf.ErrorCode.TRANSACTION_NOT_FOUND, message)
             elif outcome[0] != request.commit:
                 code = cf.ErrorCode.TRANSACTION_COMMITTED
                 if request.commit:
                     code = cf.ErrorCode.TRANSACTION_ABORTED
                 return _error(
-                    code, f"transaction {xid!r} was {'committed' if outcome[0] else 'aborted'}"
+                    code,
+                    f"transaction {quoted(xid)} was {'committed' if outcome[0] else 'aborted'}",
                 )
             else:
                 found.append(
@@ -291,7 +293,7 @@ class FakeTwoPhase:
     def _queue(self, name: str) -> tuple[int, list[int]]:
         queue = self.queues.get(name)
         if queue is None:
-            raise _Refused(cf.ErrorCode.QUEUE_NOT_FOUND, f"queue {name!r} does not exist")
+            raise _Refused(cf.ErrorCode.QUEUE_NOT_FOUND, f"queue {quoted(name)} does not exist")
         return queue
 
     def _removethrough(self, request: cf.RemoveThrough) -> cf.ServerReply:

@@ -102,7 +102,8 @@ def test_a_bad_list_name_is_called_a_list_name(qm: CoreHarness, name: str, words
 def test_a_target_naming_no_queue_here_is_refused_when_added(qm: CoreHarness) -> None:
     lists = qm.core.lists
     for spelling in ("nosuch", ".\\private$\\nosuch", "DIRECT=OS:localhost\\private$\\nosuch"):
-        with pytest.raises(QueueNotFound, match=re.escape(f"queue {spelling!r} does not exist")):
+        # The name as it is typed: backslashes are not doubled.
+        with pytest.raises(QueueNotFound, match=re.escape(f"queue '{spelling}' does not exist")):
             lists.create("l", ["tq", spelling])
     write(qm, lists.create("l", ["tq"]))
     with pytest.raises(QueueNotFound, match="queue 'nosuch' does not exist"):

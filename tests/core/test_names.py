@@ -113,6 +113,48 @@ def test_invalid_names_are_refused_with_a_reason(text: str) -> None:
     assert str(excinfo.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        pytest.param(
+            "DIRECT=TCP:10.9.9.9\\orders",
+            "'DIRECT=TCP:10.9.9.9\\orders': "
+            "expected private$\\<queue> or system$;deadletter|deadxact|journal",
+            id="no-private",
+        ),
+        pytest.param(
+            "DIRECT=TCP:host.example\\private$\\orders",
+            "'DIRECT=TCP:host.example\\private$\\orders': DIRECT=TCP: takes an IP address, "
+            "not 'host.example' (use DIRECT=OS:)",
+            id="tcp-host-name",
+        ),
+        pytest.param(
+            "DIRECT=TCP:10.9.9.9\\private$\\orders;journal",
+            "'DIRECT=TCP:10.9.9.9\\private$\\orders;journal': journal and dead-letter queues "
+            "and subqueues on other hosts cannot be addressed",
+            id="remote-journal",
+        ),
+        pytest.param(
+            "DIRECT=TCP:10.9.9.9:x\\private$\\orders",
+            "'DIRECT=TCP:10.9.9.9:x\\private$\\orders': 'x' is not a TCP port",
+            id="bad-port",
+        ),
+        pytest.param(
+            "tab\tname",
+            "queue name 'tab\\tname' contains a control character",
+            id="control-character-escaped",
+        ),
+    ],
+)
+def test_a_bad_format_name_is_quoted_as_it_was_typed(text: str, message: str) -> None:
+    """The message quotes the name with its backslashes as typed (not doubled, as
+    ``repr`` would), so that it can be copied back; a control character is escaped."""
+    with pytest.raises(InvalidName) as excinfo:
+        parse_format_name(text, IDENTITY)
+    assert str(excinfo.value) == message
+    assert "\\\\" not in message
+
+
 def test_queue_name_limits() -> None:
     assert validate_queue_name("x" * 124) == "x" * 124
     with pytest.raises(InvalidName, match="124"):
@@ -236,7 +278,8 @@ def test_an_ipv6_address_and_a_port_without_brackets_are_refused_with_a_hint(
 ) -> None:
     with pytest.raises(InvalidName) as excinfo:
         parse_format_name(text, IDENTITY)
-    assert str(excinfo.value) == f"{text!r}: {reason}"
+    # The format name as it is typed: its backslashes are not doubled.
+    assert str(excinfo.value) == f"'{text}': {reason}"
 
 
 def test_split_host_port_takes_port_zero_only_when_asked() -> None:

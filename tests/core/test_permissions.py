@@ -78,5 +78,5 @@ def test_list_entries_are_spelled_as_they_are_matched() -> None:
     "name", ["everyone", "Everyone", "EVERYONE", "group:x", "GROUP:x", "Peer:x"]
 )
 def test_a_client_cannot_be_named_as_everyone_a_group_or_a_peer(name: str) -> None:
-    assert user_name_problem(name) == f"{name!r} names a group, a peer or everyone, not a client"
+    assert user_name_problem(name) == f"'{name}' names a group, a peer or everyone, not a client"
     assert user_name_problem("everyone2") is None

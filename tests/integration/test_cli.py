@@ -157,6 +157,26 @@ def test_errors(shared_daemon: DaemonProcess, tmp_path: Path) -> None:
     assert result.exit_code == 2  # a usage error
 
 
+def test_errors_name_queues_as_they_are_typed(shared_daemon: DaemonProcess) -> None:
+    """A name in an error is quoted as it is typed, its backslashes not doubled (as
+    ``repr`` would), so that the operator can copy it back into a command."""
+    local = ".\\private$\\orders"
+    result = run(shared_daemon, "outgoing", "pause", local)
+    assert result.exit_code == 1
+    assert result.stderr == f"error: '{local}' is not a queue on another queue manager\n"
+    remote = "DIRECT=TCP:10.9.9.9\\private$\\orders"
+    result = run(shared_daemon, "outgoing", "pause", remote)
+    assert result.exit_code == 1
+    assert result.stderr == f"error: there is no outgoing queue for '{remote}'\n"
+    bad = "DIRECT=TCP:10.9.9.9\\orders"
+    result = run(shared_daemon, "send", bad, "--body", "x")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: '{bad}': expected private$\\<queue> or system$;deadletter|deadxact|journal\n"
+    )
+    assert "\\\\" not in result.stderr
+
+
 def test_server_from_the_environment(shared_daemon: DaemonProcess) -> None:
     result = CliRunner().invoke(
         cli, ["status", "--json"], env={"QMGR_SERVER": shared_daemon.address}

@@ -102,8 +102,8 @@ def test_back_moves_every_dead_letter_that_has_a_queue_here(daemon: DaemonProces
     one = qmgr(daemon, "move", DEADLETTER, "--back", "--lookup-id", str(remote_copy.lookup_id))
     assert one.returncode == 1
     assert one.stderr == (
-        f"error: message {remote_copy.lookup_id} of {DEADLETTER!r} cannot go back: its "
-        f"destination {nobody!r} is a queue on another queue manager\n"
+        f"error: message {remote_copy.lookup_id} of '{DEADLETTER}' cannot go back: its "
+        f"destination '{nobody}' is a queue on another queue manager\n"  # as typed
     )
     every = qmgr(daemon, "move", DEADLETTER, "--back", "--all")
     assert every.returncode == 0, every.stderr

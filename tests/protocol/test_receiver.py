@@ -144,6 +144,35 @@ def test_a_routers_order_ack_of_a_relayed_stream_comes_only_from_its_next_hop() 
     assert isinstance(machine.arrive(order_ack(A, 3), "from-b", hop=B), PassOn)
 
 
+def test_a_windows_source_sharing_one_timestamp_has_each_streams_hop_checked() -> None:
+    # Windows gives all its outgoing queues one timestamp, each its own
+    # ordinal: two streams through this router, to C and to B, each keep their
+    # own hop.
+    hops = {"outgoing$;to-c": C, "outgoing$;to-b": B}
+    machine = receiver(router=True, hop_of=hops.get)
+    to_c = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp)
+    to_b = wire.TxSequenceId(ordinal=2, timestamp=SEQ.timestamp)
+    for n, (sequence, queue) in enumerate(((to_c, "outgoing$;to-c"), (to_b, "outgoing$;to-b"))):
+        packet = message(A, n + 1, number=1, sequence_id=sequence)
+        assert machine.arrive(packet, "from-a", hop=A) is ArrivalKind.MESSAGE
+        machine.accept(packet, queue_key=None, relayed=True, now=T0, wall=WALL, relayed_to=queue)
+
+    def ack(sender: uuid.UUID, sequence: wire.TxSequenceId) -> wire.UserMessage:
+        return wire.OrderAck(
+            source_qm=sender,
+            destination_qm=A,
+            message_id=1,
+            sent_time=1_700_000_000,
+            sequence_id=sequence,
+            sequence_number=1,
+            previous_sequence_number=0,
+        ).to_message()
+
+    assert isinstance(machine.arrive(ack(B, to_b), "from-b", hop=B), PassOn)
+    assert isinstance(machine.arrive(ack(C, to_c), "from-c", hop=C), PassOn)
+    assert machine.arrive(ack(B, to_c), "from-b", hop=B) is ArrivalKind.NOT_FROM_HOP
+
+
 def test_the_return_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # A peer naming ever new sources cannot grow the table: the least recently
     # heard of is forgotten.
@@ -176,7 +205,7 @@ def test_a_router_passes_an_order_ack_back_the_way_its_stream_came() -> None:
     # here: its OrderAck goes back through from-r1, where A expects it from; a
     # FinalAck takes the session. Once from-r1 is gone, the OrderAck does too.
     machine = receiver()
-    assert machine.arrive(message(A, 1, number=1), "from-r1") is ArrivalKind.MESSAGE
+    relay(machine, message(A, 1, number=1), "from-r1")
     machine.session_opened("session-a", A)
     assert passed_on_to(machine, order_ack(A, 1), "from-c") == "from-r1"
     assert passed_on_to(machine, final_ack(A), "from-c") == "session-a"
@@ -205,7 +234,7 @@ def test_the_stream_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch
 
 def test_an_acknowledgment_is_passed_on_unchanged_and_never_sent_back() -> None:
     machine = receiver()
-    accept(machine, message(A, 1, number=1), path="from-a")
+    relay(machine, message(A, 1, number=1), "from-a")
     ack = order_ack(A, 4)
     passed = machine.arrive(ack, "from-c")
     assert isinstance(passed, PassOn)
@@ -240,15 +269,16 @@ def test_a_sources_router_is_its_way_back_once_its_return_path_is_gone() -> None
     machine.session_opened("new-r", R)
     assert machine.routes() == {A.bytes: "new-r", R.bytes: "new-r"}
     assert passed_on_to(machine, final_ack(A), "from-c") == "new-r"
-    # A session with A itself comes first; a message straight from A ends the
-    # router's part.
+    # A session with A itself comes first; a message straight from A leaves
+    # the router known (A may send both ways).
     machine.session_opened("with-a", A)
     assert machine.routes()[A.bytes] == "with-a"
     machine.path_closed("with-a")
     assert machine.arrive(message(A, 2, number=2), "conn-a", hop=A) is ArrivalKind.MESSAGE
-    assert machine.via(A) is None
+    assert machine.via(A) == R.bytes
+    assert machine.routes()[A.bytes] == "conn-a"
     machine.path_closed("conn-a")
-    assert A.bytes not in machine.routes()
+    assert machine.routes()[A.bytes] == "new-r"
 
 
 def test_the_routers_known_at_the_start_come_from_the_store(
@@ -268,7 +298,7 @@ def test_the_routers_known_at_the_start_come_from_the_store(
 def test_nothing_is_passed_on_along_a_closing_path() -> None:
     closing = {"with-a"}
     machine = receiver(closing=closing.__contains__)
-    accept(machine, message(A, 1, number=1), path="from-b")
+    relay(machine, message(A, 1, number=1), "from-b")
     machine.session_opened("with-a", A)
     passed = machine.arrive(order_ack(A, 4), "from-c")
     assert isinstance(passed, PassOn)
@@ -278,15 +308,18 @@ def test_nothing_is_passed_on_along_a_closing_path() -> None:
 
 
 def test_an_acknowledgment_goes_on_a_session_with_its_queue_manager_first() -> None:
-    # A FinalAck, and an OrderAck of a stream not seen here, take a session with
-    # their queue manager before the way its messages last came.
+    # A FinalAck takes a session with its queue manager before the way its
+    # messages last came; an OrderAck of a stream not relayed here goes nowhere
+    # (no one here knows who may acknowledge it).
     machine = receiver()
     accept(machine, message(A, 1, PLAIN), PLAIN, path="from-b")  # A's messages came through B
     machine.session_opened("with-a", A)
-    assert passed_on_to(machine, order_ack(A, 4), "from-c") == "with-a"
     assert passed_on_to(machine, final_ack(A), "from-c") == "with-a"
+    assert machine.arrive(order_ack(A, 4), "from-c") is ArrivalKind.UNROUTABLE
     machine.path_closed("with-a")
-    assert passed_on_to(machine, order_ack(A, 5), "from-c") == "from-b"
+    again = final_ack(A)
+    again = dataclasses.replace(again, user=dataclasses.replace(again.user, message_id=3))
+    assert passed_on_to(machine, again, "from-c") == "from-b"
 
 
 def test_two_routers_that_hold_each_other_as_a_return_path_stop_passing_an_ack_on() -> None:
@@ -294,8 +327,8 @@ def test_two_routers_that_hold_each_other_as_a_return_path_stop_passing_an_ack_o
     other way round): an OrderAck for A goes round once and is dropped when it
     comes back, whatever connections carry it."""
     one, two = receiver(), receiver()
-    accept(one, message(A, 1, number=1), path="two->one")
-    accept(two, message(A, 2, number=2), path="one->two")
+    relay(one, message(A, 1, number=1), "two->one")
+    relay(two, message(A, 2, number=2), "one->two")
     packet, at, passes = order_ack(A, 4), one, 0
     for _ in range(100):
         arrival = at.arrive(packet, "in")
@@ -313,7 +346,7 @@ def test_two_routers_that_hold_each_other_as_a_return_path_stop_passing_an_ack_o
 
 def test_the_acknowledgments_remembered_are_bounded() -> None:
     machine = receiver()
-    accept(machine, message(A, 1, number=1), path="from-a")
+    relay(machine, message(A, 1, number=1), "from-a")
     first = order_ack(A, 1)
     assert isinstance(machine.arrive(first, "from-c"), PassOn)
     for number in range(2, PASSED_ON_REMEMBERED + 2):

@@ -1,11 +1,13 @@
-"""What is said of a text that cannot go in a text field (``wire/text_fields.py``)."""
+"""What is said of a text that cannot go in a text field, and how a message writes a name
+(``wire/text_fields.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
+import wire
 from wire.protocol_errors import LocalProtocolError, TextFieldError
-from wire.text_fields import MAX_TEXT_BYTES, text_error
+from wire.text_fields import MAX_TEXT_BYTES, quoted, text_error
 
 
 @pytest.mark.parametrize(
@@ -59,3 +61,26 @@ def test_a_text_that_cannot_be_sent_says_why(
 
 def test_what_is_not_text_is_left_to_the_encoder() -> None:
     assert text_error("label", 12) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        pytest.param(".\\private$\\orders", "'.\\private$\\orders'", id="path-name"),
+        pytest.param(
+            "DIRECT=TCP:10.9.9.9\\private$\\orders",
+            "'DIRECT=TCP:10.9.9.9\\private$\\orders'",
+            id="format-name",
+        ),
+        pytest.param("it's", "'it's'", id="a-quote-is-not-escaped"),
+        pytest.param("", "''", id="empty"),
+        pytest.param("a\tb\\c", "'a\\tb\\\\c'", id="a-control-character-keeps-escapes"),
+        pytest.param("q\u202etxt", "'q\\u202etxt'", id="right-to-left-override"),
+        pytest.param("ab\udcff", "'ab\\udcff'", id="lone-surrogate"),
+    ],
+)
+def test_a_name_is_quoted_as_it_is_typed(name: str, shown: str) -> None:
+    """Backslashes are not doubled (the name can be copied back into a command); a
+    name with a character that does not print is written as ``repr`` writes it."""
+    assert quoted(name) == shown
+    assert wire.quoted is quoted

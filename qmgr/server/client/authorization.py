@@ -75,7 +75,7 @@ from qmgr.core.permissions import (
 from qmgr.core.tokens import TokenBook
 from qmgr.core.two_phase import MAX_RESOLVE
 from storage import QueueKind, QueueRecord
-from wire import MessageProperties
+from wire import MessageProperties, quoted
 
 from .needs import (
     MOVE_RIGHTS,
@@ -230,12 +230,12 @@ class Authorization:
             case Preparer():
                 return self._resolve_denial(principal, request.xids)
             case Administrators():
-                return f"{principal.name!r} is not an administrator (auth.admins)"
+                return f"{quoted(principal.name)} is not an administrator (auth.admins)"
             case Monitors():
                 if principal.names() & self._monitors:
                     return None
                 return (
-                    f"{principal.name!r} may not read the metrics: it is neither in "
+                    f"{quoted(principal.name)} may not read the metrics: it is neither in "
                     "auth.monitors nor an administrator (auth.admins)"
                 )
             case _:
@@ -306,11 +306,11 @@ class Authorization:
                 prepared = store.prepared(xid)
                 outcome = None if prepared is not None else store.outcome(xid)
             except storage.StoreError as exc:
-                return f"transaction {xid!r} cannot be read: {exc}"
+                return f"transaction {quoted(xid)} cannot be read: {exc}"
             found = prepared if prepared is not None else outcome
             if found is not None and found.owner != principal.name:
                 return (
-                    f"{principal.name!r} may not resolve transaction {xid!r}: only the "
+                    f"{quoted(principal.name)} may not resolve transaction {quoted(xid)}: only the "
                     "principal that prepared it and administrators may"
                 )
         return None
@@ -382,7 +382,7 @@ class Authorization:
                     # Nothing to check now, and whoever creates the queue later
                     # would get this sender's acknowledgments: refused.
                     return (
-                        f"the admin queue {reference!r} does not exist: a local admin queue "
+                        f"the admin queue {quoted(reference)} does not exist: a local admin queue "
                         "must exist when a message names it, since the right to send there "
                         "is checked then"
                     )
@@ -420,4 +420,6 @@ class Authorization:
 def _denied(principal: Principal, needed: Right, record: QueueRecord) -> str:
     right = "/".join(rights_names(needed))
     queue = names.display_format_name(record.name)
-    return f"{principal.name!r} may not {right} on queue {record.display_name!r} ({queue})"
+    return (
+        f"{quoted(principal.name)} may not {right} on queue {quoted(record.display_name)} ({queue})"
+    )

@@ -33,8 +33,8 @@ module                 concern
                        arrives, sends the OrderAcks (the receiving side)
 ``final_acks``         settles the FinalAcks that arrive about our messages;
                        keeps sessions up while FinalAcks are awaited
-``relayed_acks``       a router's FinalAcks of other queue managers: passed
-                       on or kept, acknowledged once durable somewhere
+``relayed_acks``       a router's FinalAcks of other queue managers: stored
+                       before they are acknowledged, then passed on or kept
 ``parts``              the daemon's parts, one value handed to each part
 ``ping``               the ping port: MSMQ pings on UDP answered
 ``aliases``            the start-up check that each ``server.aliases`` entry

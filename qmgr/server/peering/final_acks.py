@@ -12,9 +12,10 @@ message's copy (``qmgr.core.confirmation.Confirmations.settle``: of a send
 to several queue managers, the copy of the outgoing queue the FinalAck's
 TxSequenceID names, its timestamp being the queue's, so that a FinalAck sent
 twice settles its own destination's copy once and never another's; and only
-if it comes from the queue manager that acknowledges that queue's streams,
-:attr:`OutgoingQueue.destination_qm`, the sender of the OrderAcks its next hop
-passed: another peer cannot make it up, ``final_ack_refused``), and
+if it comes from a queue manager that acknowledged that queue's streams,
+:attr:`OutgoingQueue.destination_qms`, the senders of the OrderAcks its next
+hop passed (more than one when the address was moved meanwhile): another peer
+cannot make it up, ``final_ack_refused``), and
 stores it in the connection's next write, as one operation that does nothing if the copy is
 gone by then (its deadline may settle it first). The FinalAck counts in our
 SessionAck only once that write is persisted: the destination forgets its
@@ -118,10 +119,10 @@ class FinalAckArrivals:
         sender = ack.source_qm
 
         def sent_by(name: str) -> bool:
-            # The queue manager that acknowledges the queue's streams, when
-            # known, is the one whose FinalAcks count.
+            # The queue managers that acknowledged the queue's streams, when
+            # known, are the ones whose FinalAcks count.
             known = queue if queue is not None and queue.name == name else self._named(name)
-            return known is None or known.destination_qm in (None, sender)
+            return known is None or known.may_confirm(sender)
 
         unit = parts.confirmations.settle(
             ack.acked_message_id,
@@ -137,7 +138,7 @@ class FinalAckArrivals:
                 "final_ack_refused",
                 message_id=wire.format_message_id(ack.acked_source_qm, ack.acked_message_id),
                 from_qm=str(sender),
-                destination_qm=str(queue.destination_qm),
+                destination_qms=[str(qm) for qm in queue.destination_qms],
                 reason="it came from another queue manager than the queue's destination",
             )
         if unit is None:

@@ -66,7 +66,6 @@ from .outgoing import OutgoingQueues
 from .outgoing_queue import EntryTag, OutgoingQueue
 from .parts import PeeringParts
 from .ping import serve_pings
-from .relayed_acks import PassedOnTag
 
 __all__ = ["PeerPermissions", "Peering"]
 
@@ -189,8 +188,6 @@ class Peering:
                 self.outgoing_queues.session_acked(tag.queue, tag.lookup_id)
             elif isinstance(tag, FinalAckTag):
                 self.final_acks.acked(connection, tag)
-            elif isinstance(tag, PassedOnTag):
-                self.incoming.relayed_final_acks.acked(connection, tag)
 
     def arrived(
         self, connection: PeerConnection, packet: wire.UserMessage, recoverable: int | None
@@ -249,6 +246,10 @@ class Peering:
         record = self.parts.store.get_queue(name)
         queue = None if record is None else self.outgoing.get(record.queue_id)
         return None if queue is None or queue.link is None else queue.link.hop_qm()
+
+    def send_kept_final_ack(self, connection: PeerConnection, key: bytes, data: bytes) -> None:
+        """Send a stored FinalAck of another queue manager on ``connection``."""
+        self.final_acks.send_kept(connection, key, data)
 
     def relayed_to_confirm(self, queue_id: int, until: float) -> None:
         """A relayed message awaits its FinalAck through the outgoing queue

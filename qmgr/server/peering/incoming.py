@@ -10,8 +10,8 @@ only carries them out, in this order:
    (``arrive``): an OrderAck for one of our sequences (handed to the
    sending side), a FinalAck about one of our messages (settled by
    :mod:`.final_acks`, through the hub), an acknowledgment to pass on along a
-   return path (another destination's FinalAck is acknowledged only once the
-   next hop has it: :mod:`.relayed_acks`), another destination's FinalAck to
+   return path (another destination's FinalAck is stored first, and forgotten
+   once the next hop has it: :mod:`.relayed_acks`), another destination's FinalAck to
    keep (stored, then acknowledged, for the FinalAck courier to pass on when
    its source is reachable again), or a message;
 2. for a message, the core decides its destination
@@ -96,6 +96,11 @@ class IncomingRoutes(Protocol):
         ``name`` (None: no such queue, or no session with its hop yet)."""
         ...
 
+    def send_kept_final_ack(self, connection: PeerConnection, key: bytes, data: bytes) -> None:
+        """Send a stored FinalAck (``key``) of another queue manager on
+        ``connection``, as it came (``data``), to forget once the peer has it."""
+        ...
+
     def relayed_to_confirm(self, queue_id: int, until: float) -> None:
         """A relayed message whose FinalAck its source awaits until ``until``
         (unix seconds) is stored in the outgoing queue ``queue_id``."""
@@ -158,7 +163,9 @@ class Incoming:
         )
         self._order_ack_wake = trio.Event()
         #: Other queue managers' FinalAcks, passed on or kept.
-        self.relayed_final_acks = RelayedFinalAcks(store, self._not_kept)
+        self.relayed_final_acks = RelayedFinalAcks(
+            store, routes.send_kept_final_ack, self._not_kept
+        )
         #: Messages refused at arrival (kept in a dead-letter queue, or not) since the start.
         self.dead_lettered = 0
         #: The same, by message class (for the metrics).
@@ -183,7 +190,7 @@ class Incoming:
             # for the courier to pass on when the source has a session here.
             self.relayed_final_acks.keep(connection, arrival.ack, recoverable)
         elif isinstance(arrival, PassOn) and arrival.ack is not None:
-            # Acknowledged once the next hop has it (or it is kept).
+            # Stored, acknowledged, then sent: forgotten once the next hop has it.
             self.relayed_final_acks.pass_on(
                 connection, arrival.ack, arrival.data, arrival.path, recoverable
             )
@@ -283,7 +290,7 @@ class Incoming:
                 state.reject_count,
                 state.last_access,
                 follows=decision.follows,
-                via=self.receiver.via(packet.user.source_qm),
+                via=_via(connection, packet),
             )
 
         def persisted(results: list[storage.Result]) -> None:
@@ -392,14 +399,21 @@ def _class_name(value: int) -> str:
         return hex(value)
 
 
+def _via(connection: PeerConnection, packet: wire.UserMessage) -> bytes | None:
+    """The router a message came through (the GUID bytes of the queue manager
+    whose session brought it, when that is not its source), else None."""
+    hop = connection.remote_qm
+    return None if hop is None or hop == packet.user.source_qm else hop.bytes
+
+
 def _vias(states: Iterable[storage.IncomingState]) -> dict[bytes, bytes]:
     """The router each source's messages last came through, by source GUID
-    bytes, from the streams' stored states (the latest stream of a source
-    says; one that came straight names none), the least recent first."""
+    bytes, from the streams' stored states (of a source's streams that came
+    through a router, the latest says), the least recent first."""
     latest: dict[bytes, storage.IncomingState] = {}
     for state in states:
         known = latest.get(state.source_qm)
-        if known is None or state.last_access >= known.last_access:
+        if state.via is not None and (known is None or state.last_access >= known.last_access):
             latest[state.source_qm] = state
     ordered = sorted(latest.values(), key=lambda state: state.last_access)
     return {state.source_qm: state.via for state in ordered if state.via is not None}

@@ -311,7 +311,7 @@ class OutgoingQueues:
             )
             return
         queue.last_order_ack = self.parts.wall()
-        queue.destination_qm = ack.source_qm
+        queue.acknowledged_by(ack.source_qm)
         self.wake_timers(queue)  # progress restarts the resend timer
         if ids:
             self.forget(queue, ids)
@@ -510,16 +510,16 @@ class OutgoingQueues:
                 return queue
         parsed = parse_format_name(text, self.parts.identity)
         if parsed.elements[0].distribution_list:
-            msg = f"{destination!r} is a distribution list: name one of its targets"
+            msg = f"{wire.quoted(destination)} is a distribution list: name one of its targets"
             raise InvalidName(msg)
         if parsed.is_multiple or parsed.elements[0].is_local:
-            msg = f"{destination!r} is not a queue on another queue manager"
+            msg = f"{wire.quoted(destination)} is not a queue on another queue manager"
             raise InvalidName(msg)
         name = RemoteDestination.from_address(parsed.elements[0]).outgoing_name
         for queue in self.queues.values():
             if queue.name == name:
                 return queue
-        msg = f"there is no outgoing queue for {destination!r}"
+        msg = f"there is no outgoing queue for {wire.quoted(destination)}"
         raise QueueNotFound(msg)
 
     # ------------------------------------------------------------------ routing
@@ -594,7 +594,7 @@ class OutgoingQueues:
         try:
             host, port = split_host_port(text)
         except RouteError as exc:
-            msg = f"{destination!r}: not a format name or HOST[:PORT] ({exc})"
+            msg = f"{wire.quoted(destination)}: not a format name or HOST[:PORT] ({exc})"
             raise InvalidName(msg) from None
         endpoint = (host, DEFAULT_PEER_PORT if port is None else port)
         return endpoint, identity.is_local("TCP", host, port)

@@ -16,9 +16,11 @@ ends first leaves it in the store, and the next session sends it again (a
 repeat is harmless: the source finds nothing left to settle).
 
 A router's store holds, beside its own, the FinalAcks of other destinations
-it could not pass on when they arrived (their source was unreachable; key:
-the source, the ordinal, the stream's timestamp and the sender's GUID): the
-courier sends them the same way, as their sender made them.
+it passes on (``qmgr.server.peering.relayed_acks``; key: the source, the
+ordinal, the stream's timestamp and the sender's GUID): the first time at
+once, as they came (:meth:`FinalAckCourier.send_kept`), and, if that
+connection ends before its peer has one, or there was no way to the source
+when it came, the same way as the courier's own.
 
 A FinalAck that arrives about one of our own messages (we are the source)
 is the peering adapter's to settle (``qmgr.server.peering.final_acks``).
@@ -146,6 +148,17 @@ class FinalAckCourier(Worker):
                 flying.add(pending.key)
                 room -= 1
                 self.sent += 1
+
+    def send_kept(self, connection: Carrier, key: bytes, data: bytes) -> None:
+        """Send the stored FinalAck ``key`` on ``connection`` now, as ``data`` (a
+        router passing another destination's on, as it came): forgotten once the
+        peer has it, like any sent here (unless one is in flight there already)."""
+        flying = self._in_flight.setdefault(connection, set())
+        if key in flying:
+            return
+        connection.send_user_packet(data, recoverable=True, tag=FinalAckTag(key))
+        flying.add(key)
+        self.sent += 1
 
     def _packet(self, pending: storage.PendingFinalAck) -> bytes:
         key = pending.key

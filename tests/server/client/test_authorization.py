@@ -164,7 +164,7 @@ def test_a_local_admin_queue_must_exist_when_a_send_names_it(
     for admin in ("later", "DIRECT=OS:.\\private$\\later"):
         named = denial(authorization, BOB, send("shared", admin_queue=admin))
         assert named is not None
-        assert named.startswith(f"the admin queue {admin!r} does not exist")
+        assert named.startswith(f"the admin queue '{admin}' does not exist")  # as typed
     # A response queue is never written by the queue manager itself.
     assert denial(authorization, BOB, send("shared", response_queue="later")) is None
     # Several queues or a list: the send reports the name, not a right.

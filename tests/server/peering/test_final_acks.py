@@ -33,7 +33,7 @@ from qmgr.server.peering.outgoing_queue import OutgoingQueue
 from qmgr.server.peering.parts import PeeringParts
 from qmgr.server.signals import QueueSignals
 
-from .conftest import QUEUE, deliver, receipts, start_pair
+from .conftest import QUEUE, deliver, receipts, settled, start_pair
 
 WALL = 1_700_000_000.0
 ACK = wire.FinalAck(
@@ -99,7 +99,10 @@ class NamedQueue:
     manager its OrderAcks came from."""
 
     name: str
-    destination_qm: uuid.UUID | None = None
+    destination_qms: dict[uuid.UUID, None] = field(default_factory=dict)
+
+    def may_confirm(self, sender: uuid.UUID) -> bool:
+        return OutgoingQueue.may_confirm(cast(OutgoingQueue, self), sender)
 
 
 #: ACK's sequence timestamp names this outgoing queue of ours.
@@ -153,7 +156,7 @@ def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persiste
 def test_only_the_queues_destination_settles_its_copies(sender: str) -> None:
     # The queue's OrderAcks came from B: a FinalAck made up by another peer
     # (under its own GUID) settles nothing, and is said so.
-    queue = NamedQueue("outgoing$;tcp:10.0.0.9:1801\\orders", destination_qm=ACK.source_qm)
+    queue = NamedQueue("outgoing$;tcp:10.0.0.9:1801\\orders", {ACK.source_qm: None})
     confirmations = FakeConfirmations()
     settling, _ = arrivals(confirmations, {ACK.sequence_id.timestamp: queue})
     connection = FakeConnection()
@@ -370,3 +373,33 @@ async def test_a_third_peer_cannot_settle_a_copy_it_never_received(
     assert (await b.committer.submit(storage.Unit((op,)))).error is None
     await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
     assert len(a.messages("system$;journal")) == 1
+
+
+async def test_a_final_ack_of_the_queue_manager_an_address_moved_from_still_counts(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """B has a message (its OrderAck covered it); the address then moves to D,
+    which acknowledges the next one. B's reader takes the first later: B's
+    FinalAck settles its copy (both acknowledged the queue since the start)."""
+    a, b = await start_pair(network)
+    await a.create_queue("inbox")
+    await a.send(b.remote(QUEUE), [b"order-1"], journal=0x03, time_to_be_received=3600)
+    await deliver(a, b, [b"order-1"])
+    [message] = b.messages(QUEUE)
+    await b.stop()
+    d = network.node("qm-d", b.port)
+    await d.start()
+    await d.create_queue(QUEUE)
+    await a.send(d.remote(QUEUE), [b"order-2"])
+    await wait_until(lambda: d.bodies(QUEUE) == [b"order-2"], what="D has it")
+    await wait_until(settled(a), what="D's OrderAck")
+    # B is back elsewhere and opens a session with A (a message of its own).
+    b.port = 1904
+    network.nodes[b.address] = b
+    await b.start()
+    await b.send(a.remote("inbox"), [b"hello"])
+    await wait_until(lambda: a.bodies("inbox") == [b"hello"], what="B's session with A")
+    [(_, op)] = receipts(b)
+    assert (await b.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+    assert a.peering.final_ack_arrivals.refused == 0

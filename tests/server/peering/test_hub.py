@@ -96,10 +96,20 @@ async def test_only_an_outgoing_queue_can_be_controlled(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     a, b = await start_pair(network)
-    with pytest.raises(InvalidName, match="not a queue on another queue manager"):
+    # The name as it is typed (backslashes not doubled), to copy into the next command.
+    with pytest.raises(InvalidName) as refused:
         a.peering.find(".\\private$\\orders")
+    assert str(refused.value) == "'.\\private$\\orders' is not a queue on another queue manager"
     for listed in ("DL=fan", "dl=anything"):  # not one queue: named, not an internal error
         with pytest.raises(InvalidName, match="is a distribution list: name one of its targets"):
             a.peering.find(listed)
     with pytest.raises(QueueNotFound, match="no outgoing queue"):
         a.peering.find(b.remote(QUEUE))
+    with pytest.raises(QueueNotFound) as missing:
+        a.peering.find("DIRECT=TCP:10.9.9.9\\private$\\orders")
+    assert str(missing.value) == (
+        "there is no outgoing queue for 'DIRECT=TCP:10.9.9.9\\private$\\orders'"
+    )
+    with pytest.raises(InvalidName) as malformed:
+        a.peering.find("DIRECT=TCP:10.9.9.9\\orders")
+    assert str(malformed.value).startswith("'DIRECT=TCP:10.9.9.9\\orders': expected private$")

@@ -1,7 +1,10 @@
 """Other queue managers' FinalAcks at a router (``qmgr.server.peering.relayed_acks``):
-acknowledged to the destination only once the next hop has them, or once kept."""
+stored before they are acknowledged to the destination, forgotten once the next hop
+has them."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import trio
@@ -11,7 +14,7 @@ from peer_kit import Network, Node, wait_until
 import storage
 import wire
 
-from .conftest import QUEUE, receipts, receiver, settled, start_router_line
+from .conftest import QUEUE, receipts, settled, start_router_line
 
 
 def is_final_ack(packet: wire.Packet) -> bool:
@@ -63,25 +66,81 @@ async def test_a_final_ack_passed_on_is_acknowledged_once_the_source_has_it_or_k
     assert (to_a.count(is_final_ack), to_a.cuts) == (1, 1 if cut else 0)
 
 
-async def test_c_forgets_a_final_ack_only_after_a_has_it(
+async def test_a_final_ack_the_router_stored_survives_its_crash(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
-    """While A has not acknowledged what R passed on, C's session keeps it
-    unacknowledged: a crash of R then leaves it with C, which sends it again."""
+    """C forgets its FinalAck once R stored it; what R passes on does not reach A
+    before R crashes: R, started again, sends it from its store on A's next
+    session (A keeps one while its copy waits), and forgets it once A has it."""
     a, r, c, op, ordinal = await received_at_c(network)
     to_a = network.channel(r, a)
-    # A's acknowledgments of the FinalAck do not come back (A is busy).
-    network.channel(a, r).drop = lambda packet: not isinstance(packet, wire.UserMessage)
+    to_a.stall = trio.Event()  # R's writes to A go nowhere
     assert (await c.committer.submit(storage.Unit((op,)))).error is None
-    await wait_until(lambda: to_a.count(is_final_ack) >= 1, what="R passed it on")
-    await trio.sleep(1)
-    assert c.store.final_ack_count() == 1
-    await r.stop()
-    network.channel(a, r).drop = None
-    await r.start()
-    # The next message through R opens a session between R and C again (a
-    # restarted router has forgotten that C owes A a FinalAck).
-    await a.send(c.remote(QUEUE), [b"two"])
-    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled its copy")
     await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
-    assert receiver(r).unroutable == 0
+    assert r.store.final_ack_count() == 1
+    await r.stop()
+    stall, to_a.stall = to_a.stall, None
+    stall.set()
+    assert a.store.confirmations(ordinal)
+    await r.start()
+    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled its copy")
+    await wait_until(lambda: r.store.final_ack_count() == 0, what="R forgot it")
+    assert a.messages("system$;deadxact") == []
+
+
+async def test_a_source_that_acknowledges_slowly_keeps_no_destination_waiting(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A acknowledges what it stores up to 60 s late (legal settings): C's
+    session with R, which closes after 20 s without an acknowledgment, is not
+    kept waiting for A's; C sends its FinalAck once."""
+    a, r, c = await start_router_line(
+        network, "peers.ack_timeout=120", "peers.recoverable_ack_timeout=60"
+    )
+    await c.start()
+    await a.send(c.remote(QUEUE), [b"one"], journal=0x03, time_to_be_received=3600)
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
+    await wait_until(settled(a), what="A has C's OrderAck")
+    [(message, op)] = receipts(c)
+    closes = len(c.closed)
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    await wait_until(lambda: r.store.final_ack_count() == 0, what="R forgot it")
+    assert len(c.closed) == closes
+    assert network.channel(c, r).count(is_final_ack) == 1
+
+
+def same_bytes(packet: wire.Packet, frame: bytes) -> bytes:
+    """C's FinalAcks with one message id and send time: its resends are the same
+    bytes (as an MSMQ resend from an outgoing queue is)."""
+    if is_final_ack(packet):
+        assert isinstance(packet, wire.UserMessage)
+        user = dataclasses.replace(packet.user, message_id=999, sent_time=1_700_000_000)
+        return wire.build_packet(dataclasses.replace(packet, user=user))
+    return frame
+
+
+async def test_a_final_ack_sent_again_with_the_same_bytes_is_not_lost(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """R passes C's FinalAck on while its writes to A go nowhere, and its
+    acknowledgment to C cuts that connection: C sends the same bytes again,
+    which R takes for one come round again. R stored the first: once its
+    connection to A ends and A connects again, A has it."""
+    a, r, c, op, ordinal = await received_at_c(network)
+    network.channel(c, r).rewrite = same_bytes
+    to_a = network.channel(r, a)
+    to_a.stall = trio.Event()
+    network.channel(r, c).cut_after = 0
+    r_closes = len(r.closed)
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    await wait_until(
+        lambda: any(x.role.name == "ACCEPTOR" for x in r.closed[r_closes:]),
+        what="R closed its connection to A",
+    )
+    stall, to_a.stall = to_a.stall, None
+    stall.set()
+    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled its copy")
+    assert a.messages("system$;deadxact") == []

@@ -18,6 +18,7 @@ from qmgr.core.errors import InvalidArgument
 from qmgr.core.permissions import Acl, Right, acl_entry, rights_names
 from storage import QueueRecord
 from wire import client as cf
+from wire import quoted
 
 from ..authorization import Authorization
 from ..needs import QueueRight
@@ -58,8 +59,8 @@ async def change_permissions(
     governing = authorization.governing(record)
     if governing.queue_id != record.queue_id:
         msg = (
-            f"{record.display_name!r} takes the permissions of its queue "
-            f"{governing.display_name!r}: change them there"
+            f"{quoted(record.display_name)} takes the permissions of its queue "
+            f"{quoted(governing.display_name)}: change them there"
         )
         raise InvalidArgument(msg)
     entry = request.entry.strip()

@@ -30,6 +30,7 @@ from qmgr.core.moves import Denied
 from qmgr.core.permissions import Right
 from storage import QueueRecord
 from wire import client as cf
+from wire import quoted
 
 from ..needs import MOVE_RIGHTS, QueueRight
 from ..registry import Registry
@@ -148,7 +149,10 @@ def _nothing_to_move(source: QueueRecord, lookup_id: int) -> None:
         QueueNotFound: the message named is not there, or a transaction holds it.
     """
     if lookup_id:
-        msg = f"message {lookup_id} is not in {source.display_name!r} (or a transaction holds it)"
+        msg = (
+            f"message {lookup_id} is not in {quoted(source.display_name)} "
+            "(or a transaction holds it)"
+        )
         raise QueueNotFound(msg)
 
 

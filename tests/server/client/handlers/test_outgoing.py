@@ -21,6 +21,7 @@ from wire_samples import CONNECTED_INFO, ORDERS, OUTGOING_INFO, ROUTING_INFO, ho
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.server.client.services import OutgoingAction, PeeringControl, Services
 from wire import client as cf
+from wire import quoted
 
 ROUTING = dataclasses.replace(
     ROUTING_INFO, hops=(hop_info("10.0.0.9:1801", "connected", in_use=True),)
@@ -45,7 +46,7 @@ class FakePeering:
 
     def routing(self, destination: str) -> cf.RoutingInfo:
         if destination == "not a destination":
-            msg = f"{destination!r}: not a format name or HOST[:PORT]"
+            msg = f"{quoted(destination)}: not a format name or HOST[:PORT]"
             raise InvalidName(msg)
         return dataclasses.replace(ROUTING, destination=destination)
 
@@ -55,10 +56,10 @@ class FakePeering:
         self.calls.append((action, destination))
         await trio.lowlevel.checkpoint()  # the real one writes to the store
         if destination == "missing":
-            msg = f"there is no outgoing queue for {destination!r}"
+            msg = f"there is no outgoing queue for {quoted(destination)}"
             raise QueueNotFound(msg)
         if destination == "local":
-            msg = f"{destination!r} is not a queue on another queue manager"
+            msg = f"{quoted(destination)} is not a queue on another queue manager"
             raise InvalidName(msg)
         if action is OutgoingAction.PURGE:
             return dataclasses.replace(OUTGOING_INFO, waiting=0), OUTGOING_INFO.waiting
@@ -172,7 +173,7 @@ async def test_peering_errors_reach_the_client(
     code: cf.ErrorCode,
 ) -> None:
     reply = await conn.client.call(cf.ControlOutgoing(action=1, destination=destination))
-    assert repr(destination) in error(reply, code).message
+    assert quoted(destination) in error(reply, code).message
     assert isinstance(await conn.client.call(cf.ListOutgoing()), cf.OutgoingList)
 
 

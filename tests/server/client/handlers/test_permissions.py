@@ -98,7 +98,7 @@ async def test_a_change_must_name_an_entry(
             refused = error(await root.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
             assert (
                 refused.message
-                == f"{entry!r} names no {entry[:-1].lower()}: write {entry.lower()}NAME"
+                == f"'{entry}' names no {entry[:-1].lower()}: write {entry.lower()}NAME"
             )
 
 
@@ -188,6 +188,6 @@ async def test_a_journal_or_subqueue_takes_its_queues_permissions(
             change = cf.ChangePermissions(queue=part, entry="bob", grant=int(Right.PEEK))
             refused = error(await alice.client.call(change), cf.ErrorCode.INVALID_ARGUMENT)
             assert refused.message == (
-                f"{part!r} takes the permissions of its queue 'q': change them there"
+                f"'{part}' takes the permissions of its queue 'q': change them there"
             )
         assert await permissions(alice.client, "q;poison") == [("alice", 0xFF)]
