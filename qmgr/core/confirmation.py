@@ -40,12 +40,16 @@ or MQMSG_JOURNAL asks to be *confirmed* (seed 003, [MS-MQQB] §3.1.5.7,
 Each settlement is one unit whose first operation deletes the copy and
 fails if it is gone, so a FinalAck and the deadline racing each other
 settle it once. A FinalAck that finds no copy (settled already, or a
-repeat) changes nothing.
+repeat) changes nothing. Nor does one from another queue manager than the
+one whose OrderAck covered the copy (the copy keeps its GUID:
+``MarkDelivered(..., by=)``): only that queue manager has the message, and
+another peer must not settle its copy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Sequence
 from typing import Final
 
 from storage import (
@@ -134,13 +138,18 @@ class Confirmations:
         ]
 
     @staticmethod
-    def delivered(messages: Sequence[tuple[MessageProperties, str]]) -> MarkDelivered | None:
+    def delivered(
+        messages: Sequence[tuple[MessageProperties, str]], *, by: uuid.UUID | None = None
+    ) -> MarkDelivered | None:
         """The operation noting that these ``(message, outgoing queue name)`` were
-        covered by an OrderAck (those that ask for confirmation)."""
+        covered by an OrderAck (those that ask for confirmation), from the queue
+        manager ``by`` when known: only its FinalAck settles them."""
         copies = tuple(
             (message.ordinal, name) for message, name in messages if wants_confirmation(message)
         )
-        return MarkDelivered(copies) if copies else None
+        if not copies:
+            return None
+        return MarkDelivered(copies, None if by is None else by.bytes)
 
     def give_up(self, message: MessageProperties, destination: str) -> SettleConfirmation | None:
         """The operation settling the copy of ``message`` for ``destination`` (an
@@ -181,11 +190,11 @@ class Confirmations:
         wall: float,
         destination: str | None = None,
         endpoint: str = "",
-        sent_by: Callable[[str], bool] | None = None,
+        sender: uuid.UUID | None = None,
     ) -> Unit | None:
         """The unit settling a copy of the message ``ordinal`` on a FinalAck, or
         None if no copy waits for it (settled already: a repeat, or none that
-        its sender may settle).
+        its sender may settle: :meth:`refused`).
 
         Args:
             destination: the outgoing queue (its name) the message went through
@@ -197,15 +206,13 @@ class Confirmations:
                 this queue manager opened). Without ``destination``: the copy for
                 that endpoint, else one that was delivered (a FinalAck comes from
                 where the message arrived), else the first.
-            sent_by: whether the queue manager that sent the FinalAck may be the
-                one at the end of an outgoing queue (by name): a copy of a queue
-                that it may not be is not settled (another peer made it up).
+            sender: the queue manager that sent the FinalAck: a copy that an
+                OrderAck of another covered is not its to settle (another peer
+                made the FinalAck up).
         """
-        copies = self._store.confirmations(ordinal)
-        if destination is not None:
-            copies = [c for c in copies if c.destination == destination]
-        if sent_by is not None:
-            copies = [c for c in copies if sent_by(c.destination)]
+        copies = self._candidates(ordinal, destination)
+        if sender is not None:
+            copies = [c for c in copies if c.acknowledged_by in (None, sender.bytes)]
         if not copies:
             return None
         matching = [c for c in copies if endpoint and endpoint_of(c.destination) == endpoint]
@@ -220,6 +227,20 @@ class Confirmations:
         elif _source_keeps(message_class) and message.journal & JOURNAL_DEADLETTER:
             ops.append(outcomes.dead_letter(message, message_class))
         return Unit(tuple(ops))
+
+    def refused(self, ordinal: int, sender: uuid.UUID, *, destination: str | None = None) -> bool:
+        """Whether copies of the message ``ordinal`` wait that a FinalAck from
+        ``sender`` may not settle (an OrderAck of another queue manager covered
+        them) and none it may: :meth:`settle` gave None for that reason."""
+        copies = self._candidates(ordinal, destination)
+        mine = [c for c in copies if c.acknowledged_by in (None, sender.bytes)]
+        return bool(copies) and not mine
+
+    def _candidates(self, ordinal: int, destination: str | None) -> list[Confirmation]:
+        copies = self._store.confirmations(ordinal)
+        if destination is not None:
+            copies = [c for c in copies if c.destination == destination]
+        return copies
 
     def expired(self, copy: Confirmation, *, wall: float) -> Unit:
         """The unit settling a copy whose deadline passed without a FinalAck."""

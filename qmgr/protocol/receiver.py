@@ -30,11 +30,12 @@ docs/design.md):
      go, when its source has a session here again; nothing else would send
      it again, the destination forgets it once acknowledged. Only a FinalAck
      of a stream whose messages this router relayed lately (the last
-     :data:`MAX_STREAM_PATHS` streams, since the start) is kept: a peer cannot
-     fill the router's store with FinalAcks about anyone's messages, nor make
-     it send them, for ever, to a queue manager that never routed through
-     it. (One of a stream relayed before a restart of the router is dropped,
-     as one with no room to keep it is.) Otherwise an
+     :data:`MAX_STREAM_PATHS` streams, since the start), or one that came from
+     a queue manager this router forwards to (the hop of one of its outgoing
+     queues: after a restart, the streams relayed before it are not known), is
+     kept: any other peer cannot fill the router's store with FinalAcks about
+     anyone's messages, nor make it send them, for ever, to a queue manager
+     that never routed through it. Otherwise an
      acknowledgment is dropped (:attr:`ArrivalKind.UNROUTABLE`): an OrderAck
      with no open path, or any acknowledgment whose path is the connection it
      arrived on, or that is the same acknowledgment (the same bytes: its
@@ -226,6 +227,10 @@ def _no_hop(name: str) -> uuid.UUID | None:
     return None
 
 
+def _forwards_to_none(qm: uuid.UUID) -> bool:
+    return False
+
+
 class ArrivalKind(enum.Enum):
     """What :meth:`Receiver.arrive` found, when the kind says all there is to say."""
 
@@ -343,6 +348,8 @@ class Receiver(Generic[P]):
         hop_of: the GUID of the queue manager at the next hop of an outgoing
             queue here, by its name (None: not known yet), for the OrderAcks of
             the streams relayed through it.
+        forwards_to: whether a queue manager is at the next hop of an outgoing
+            queue here (a router keeps the FinalAcks it brings).
         limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
             ``max_unannounced``, as for
             :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
@@ -364,6 +371,7 @@ class Receiver(Generic[P]):
         router: bool = False,
         vias: Mapping[bytes, bytes] = _NO_VIAS,
         hop_of: Callable[[str], uuid.UUID | None] = _no_hop,
+        forwards_to: Callable[[uuid.UUID], bool] = _forwards_to_none,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
@@ -384,6 +392,7 @@ class Receiver(Generic[P]):
         #: their OrderAcks only from that queue's next hop.
         self._relayed_streams: dict[tuple[bytes, int], str | None] = {}
         self._hop_of = hop_of
+        self._forwards_to = forwards_to
         #: The path each source outgoing queue's transactional messages last arrived
         #: on, by (source GUID bytes, sequence timestamp), the latest last: its
         #: OrderAcks go back that way, from where the source expects them (the
@@ -448,8 +457,11 @@ class Receiver(Generic[P]):
             if target == self.local_qm:
                 return FinalAckArrived(final_ack)
             if self.router and self._route(target.bytes) is None:
-                if (target.bytes, final_ack.sequence_id.value) not in self._relayed_streams:
-                    # Not of a stream relayed here: nothing of ours to keep.
+                known = (target.bytes, final_ack.sequence_id.value) in self._relayed_streams
+                if not known and (hop is None or not self._forwards_to(hop)):
+                    # Not of a stream relayed here, nor from a queue manager this
+                    # one forwards to (after a restart, the streams relayed
+                    # before it are not known): nothing of ours to keep.
                     self.unroutable += 1
                     return ArrivalKind.UNROUTABLE
                 return FinalAckToKeep(final_ack)

@@ -17,7 +17,8 @@ manager that sent it, both written by the same units as the events they record:
   writes one; :class:`SettleConfirmation` deletes one and fails with
   :class:`ConfirmationMissing` if it is not there, so that of two settlements
   (a FinalAck and the deadline) exactly one unit applies;
-  :class:`MarkDelivered` sets the flag of those that are there.
+  :class:`MarkDelivered` sets the flag of those that are there, and the
+  GUID of the queue manager whose OrderAck covered them (record version 2).
   ``awaited_confirmations`` counts the copies *with a deadline* of each
   destination (u64 under the destination's name), changed by the same two
   operations, so that the layer above knows, with one short read and
@@ -88,6 +89,9 @@ MAX_FINAL_ACK_SIZE: Final = 64
 _KEY = struct.Struct(">IB")
 _RECORD = struct.Struct(">BBHdH")  # version, flags, last class, deadline, name length
 _VERSION: Final = 1
+#: Version 1, with the GUID of the queue manager whose OrderAck covered the
+#: copy after its destination name.
+_VERSION_ACKED: Final = 2
 _DELIVERED: Final = 0x01
 _DEADLINE_SET: Final = 0x02
 
@@ -120,6 +124,9 @@ class Confirmation:
     #: The destination (the layer above's name for it).
     destination: str
     payload: bytes
+    #: The GUID (16 bytes) of the queue manager whose OrderAck covered it, when
+    #: known (record version 2): its FinalAck is the one that counts.
+    acknowledged_by: bytes | None = None
 
 
 def _encode(confirmation: Confirmation) -> bytes:
@@ -127,16 +134,20 @@ def _encode(confirmation: Confirmation) -> bytes:
     flags = (_DELIVERED if confirmation.delivered else 0) | (
         _DEADLINE_SET if confirmation.deadline is not None else 0
     )
+    by = confirmation.acknowledged_by
+    if by is not None and len(by) != QM_GUID_SIZE:
+        msg = f"a copy's acknowledging queue manager is a 16-byte GUID, not {len(by)} bytes"
+        raise InvalidRecord(msg)
     head = pack(
         _RECORD,
         "confirmation field",
-        _VERSION,
+        _VERSION if by is None else _VERSION_ACKED,
         flags,
         confirmation.last_class,
         confirmation.deadline or 0.0,
         len(name),
     )
-    return b"".join((head, name, confirmation.payload))
+    return b"".join((head, name, by or b"", confirmation.payload))
 
 
 class _Head(NamedTuple):
@@ -146,16 +157,22 @@ class _Head(NamedTuple):
     last_class: int
     deadline: float | None
     destination: str
+    acknowledged_by: bytes | None
     end: int
 
 
 def _decode_head(key: bytes, data: bytes | memoryview) -> _Head:
-    if len(data) < _RECORD.size or data[0] != _VERSION or len(key) != _KEY.size:
+    if (
+        len(data) < _RECORD.size
+        or data[0] not in (_VERSION, _VERSION_ACKED)
+        or len(key) != _KEY.size
+    ):
         msg = f"confirmation record of {len(data)} bytes is corrupt"
         raise StoreCorrupt(msg)
-    _, flags, last_class, deadline, length = _RECORD.unpack_from(data)
+    version, flags, last_class, deadline, length = _RECORD.unpack_from(data)
     start = _RECORD.size
-    if start + length > len(data):
+    end = start + length + (QM_GUID_SIZE if version == _VERSION_ACKED else 0)
+    if end > len(data):
         msg = f"confirmation record of {len(data)} bytes is cut short in its destination"
         raise StoreCorrupt(msg)
     try:
@@ -163,8 +180,9 @@ def _decode_head(key: bytes, data: bytes | memoryview) -> _Head:
     except UnicodeDecodeError as exc:
         msg = "confirmation record has a garbled destination"
         raise StoreCorrupt(msg) from exc
+    by = bytes(data[start + length : end]) if version == _VERSION_ACKED else None
     dated = deadline if flags & _DEADLINE_SET else None
-    return _Head(flags, last_class, dated, name, start + length)
+    return _Head(flags, last_class, dated, name, by, end)
 
 
 def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
@@ -178,6 +196,7 @@ def _decode(key: bytes, data: bytes | memoryview) -> Confirmation:
         deadline=head.deadline,
         destination=head.destination,
         payload=bytes(data[head.end :]),
+        acknowledged_by=head.acknowledged_by,
     )
 
 
@@ -288,9 +307,11 @@ class SettleConfirmation(Removal):
 @dataclass(frozen=True, slots=True)
 class MarkDelivered(Operation):
     """Note that the copies of these ``(ordinal, destination)`` reached their
-    destination queue manager (copies no longer there are passed over)."""
+    destination queue manager (copies no longer there are passed over), the
+    one of GUID ``by`` (16 bytes) when given: its OrderAck covered them."""
 
     copies: tuple[tuple[int, str], ...]
+    by: bytes | None = None
 
     def plan(self, ctx: PlanContext) -> Result:
         for ordinal, destination in self.copies:
@@ -304,7 +325,8 @@ class MarkDelivered(Operation):
                 old = _decode(key, data)
                 if old.destination != destination or old.delivered:
                     continue
-                value = _encode(dataclasses.replace(old, delivered=True))
+                by = old.acknowledged_by if self.by is None else self.by
+                value = _encode(dataclasses.replace(old, delivered=True, acknowledged_by=by))
                 ctx.write_record(ctx.dbs.confirmations, key, value)
         return Done()
 

@@ -5,6 +5,7 @@ by ``qmgr.core.expiry``). The FinalAcks a destination records are in
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import lmdb
@@ -598,3 +599,38 @@ def test_a_send_to_more_than_256_remote_targets_fails_alone(qm: CoreHarness) -> 
         assert innocent_error is None
         assert big_error is not None
     assert qm.bodies("q") == [b"innocent"]
+
+
+def test_only_the_queue_manager_whose_order_ack_covered_a_copy_settles_it(
+    qm: CoreHarness,
+) -> None:
+    qm.send_tx(REMOTE, b"one", journal=JOURNAL, time_to_be_received=30)
+    message = sent(qm, OUTGOING)
+    confirmations = qm.core.confirmations
+    b_qm, m_qm = uuid.uuid4(), uuid.uuid4()
+    # Before any OrderAck, nothing says whose it is: a FinalAck of anyone counts.
+    assert confirmations.settle(message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL, sender=m_qm)
+    delivered = confirmations.delivered([(message, OUTGOING)], by=b_qm)
+    assert delivered is not None
+    assert qm.write(storage.Unit((delivered,))).error is None
+    [copy] = qm.store.confirmations(message.ordinal)
+    assert copy.acknowledged_by == b_qm.bytes
+    # Another queue manager's FinalAck settles nothing, and is refused; B's does.
+    for destination in (OUTGOING, None):  # its sequence named the queue, or not
+        assert (
+            confirmations.settle(
+                message.ordinal,
+                MessageClass.NACK_Q_PURGED,
+                wall=WALL,
+                destination=destination,
+                sender=m_qm,
+            )
+            is None
+        )
+        assert confirmations.refused(message.ordinal, m_qm, destination=destination)
+    assert not confirmations.refused(message.ordinal, b_qm)
+    unit = confirmations.settle(message.ordinal, MessageClass.ACK_RECEIVE, wall=WALL, sender=b_qm)
+    assert unit is not None
+    assert qm.write(unit).error is None
+    # Settled: a repeat is no refusal.
+    assert not confirmations.refused(message.ordinal, m_qm)

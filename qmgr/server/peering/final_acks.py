@@ -12,10 +12,10 @@ message's copy (``qmgr.core.confirmation.Confirmations.settle``: of a send
 to several queue managers, the copy of the outgoing queue the FinalAck's
 TxSequenceID names, its timestamp being the queue's, so that a FinalAck sent
 twice settles its own destination's copy once and never another's; and only
-if it comes from a queue manager that acknowledged that queue's streams,
-:attr:`OutgoingQueue.destination_qms`, the senders of the OrderAcks its next
-hop passed (more than one when the address was moved meanwhile): another peer
-cannot make it up, ``final_ack_refused``), and
+if it comes from the queue manager whose OrderAck covered the copy, which
+the copy keeps (``OutgoingQueue.acknowledger`` when the forget of the
+acknowledged entries marks it delivered): another peer cannot make it up,
+``final_ack_refused``), and
 stores it in the connection's next write, as one operation that does nothing if the copy is
 gone by then (its deadline may settle it first). The FinalAck counts in our
 SessionAck only once that write is persisted: the destination forgets its
@@ -98,14 +98,6 @@ class FinalAckArrivals:
         #: manager than the destination of the queue they name.
         self.refused = 0
 
-    def _named(self, name: str) -> OutgoingQueue | None:
-        """The outgoing queue of that name, if there is one (a FinalAck naming no
-        queue's sequence is rare: its queue was removed, or renewed)."""
-        for queue in self._by_stamp.values():
-            if queue.name == name:
-                return queue
-        return None
-
     def arrived(
         self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None
     ) -> None:
@@ -116,30 +108,25 @@ class FinalAckArrivals:
         queue = self._by_stamp.get(ack.sequence_id.timestamp)
         endpoint = connection.peer if connection.role is Role.INITIATOR else ""
         parts = self._parts
-        sender = ack.source_qm
-
-        def sent_by(name: str) -> bool:
-            # The queue managers that acknowledged the queue's streams, when
-            # known, are the ones whose FinalAcks count.
-            known = queue if queue is not None and queue.name == name else self._named(name)
-            return known is None or known.may_confirm(sender)
-
         unit = parts.confirmations.settle(
             ack.acked_message_id,
             ack.message_class,
             wall=parts.wall(),
             destination=None if queue is None else queue.name,
             endpoint=endpoint,
-            sent_by=sent_by,
+            sender=ack.source_qm,
         )
-        if unit is None and queue is not None and not sent_by(queue.name):
+        if unit is None and parts.confirmations.refused(
+            ack.acked_message_id,
+            ack.source_qm,
+            destination=None if queue is None else queue.name,
+        ):
             self.refused += 1
             connection.log.warning(
                 "final_ack_refused",
                 message_id=wire.format_message_id(ack.acked_source_qm, ack.acked_message_id),
-                from_qm=str(sender),
-                destination_qms=[str(qm) for qm in queue.destination_qms],
-                reason="it came from another queue manager than the queue's destination",
+                from_qm=str(ack.source_qm),
+                reason="an OrderAck of another queue manager covered the message's copy",
             )
         if unit is None:
             # Settled already (a repeat, or its deadline came first). It still

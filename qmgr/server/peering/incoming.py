@@ -96,6 +96,10 @@ class IncomingRoutes(Protocol):
         ``name`` (None: no such queue, or no session with its hop yet)."""
         ...
 
+    def forwards_to(self, qm: uuid.UUID) -> bool:
+        """Whether the queue manager ``qm`` is at the next hop of an outgoing queue."""
+        ...
+
     def send_kept_final_ack(self, connection: PeerConnection, key: bytes, data: bytes) -> None:
         """Send a stored FinalAck (``key``) of another queue manager on
         ``connection``, as it came (``data``), to forget once the peer has it."""
@@ -160,6 +164,7 @@ class Incoming:
             router=config.peer_router,
             vias=_vias(states),
             hop_of=routes.hop_of,
+            forwards_to=routes.forwards_to,
         )
         self._order_ack_wake = trio.Event()
         #: Other queue managers' FinalAcks, passed on or kept.

@@ -311,7 +311,7 @@ class OutgoingQueues:
             )
             return
         queue.last_order_ack = self.parts.wall()
-        queue.acknowledged_by(ack.source_qm)
+        queue.acknowledger = ack.source_qm
         self.wake_timers(queue)  # progress restarts the resend timer
         if ids:
             self.forget(queue, ids)

@@ -60,7 +60,6 @@ from .parts import PeeringParts
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
 __all__ = [
-    "DESTINATIONS_KEPT",
     "FILL_CHUNK",
     "FILL_LOW",
     "MAX_LOADED",
@@ -84,8 +83,6 @@ FILL_CHUNK: Final = 1024
 FILL_LOW: Final = 512
 #: Most entries loaded at once (sent and waiting for an acknowledgment included).
 MAX_LOADED: Final = 65536
-#: Queue managers remembered as having acknowledged a queue's streams.
-DESTINATIONS_KEPT: Final = 8
 
 
 class QueueOwner(Protocol):
@@ -192,12 +189,10 @@ class OutgoingQueue:
         # Purges of the queue, one at a time (``purging`` stays set through each).
         self._purge_lock = trio.Lock()
         self.last_order_ack: float | None = None
-        #: The queue managers that acknowledged this queue's streams since the
-        #: start: the ``source_qm`` of the OrderAcks taken (from the queue's next
-        #: hop), the latest last, at most :data:`DESTINATIONS_KEPT` (more than
-        #: one when the address was moved to another queue manager). A FinalAck
-        #: about a message sent through the queue must come from one of them.
-        self.destination_qms: dict[uuid.UUID, None] = {}
+        #: The queue manager whose OrderAck was taken last (from the queue's next
+        #: hop): the copies awaiting confirmation of the entries it covered keep
+        #: its GUID, and only its FinalAck settles them.
+        self.acknowledger: uuid.UUID | None = None
         #: Since when (``trio.current_time()``) the queue has been seen empty and
         #: without traffic, for its removal (None: not seen so, or traffic since).
         self.quiet_since: float | None = None
@@ -410,7 +405,9 @@ class OutgoingQueue:
             for message in reported
             if not message.transactional
         ]
-        delivered = parts.confirmations.delivered([(m, self.name) for m in reported])
+        delivered = parts.confirmations.delivered(
+            [(m, self.name) for m in reported], by=self.acknowledger
+        )
         if delivered is not None:
             ops.append(delivered)
         return ops
@@ -499,19 +496,6 @@ class OutgoingQueue:
         self.parts.signals.notify(())
         self.wake()
         return result.messages
-
-    def acknowledged_by(self, destination_qm: uuid.UUID) -> None:
-        """An OrderAck of this queue from ``destination_qm`` was taken."""
-        known = self.destination_qms
-        known.pop(destination_qm, None)
-        known[destination_qm] = None
-        if len(known) > DESTINATIONS_KEPT:
-            del known[next(iter(known))]
-
-    def may_confirm(self, sender: uuid.UUID) -> bool:
-        """Whether a FinalAck from ``sender`` may settle a copy sent through this
-        queue: it acknowledged the queue's streams, or none did since the start."""
-        return not self.destination_qms or sender in self.destination_qms
 
     def info(self) -> cf.OutgoingInfo:
         """The queue for status and ``qmgr outgoing list``."""

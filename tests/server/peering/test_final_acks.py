@@ -54,7 +54,15 @@ class FakeConfirmations:
     """``Confirmations.settle``: a unit while the copy waits, then None."""
 
     waiting: bool = True
+    #: The queue manager whose OrderAck covered the copy (None: not known).
+    acknowledged_by: uuid.UUID | None = None
     calls: list[tuple[int, int, float, str | None, str]] = field(default_factory=list)
+
+    def _mine(self, sender: uuid.UUID | None) -> bool:
+        return sender is None or self.acknowledged_by in (None, sender)
+
+    def refused(self, ordinal: int, sender: uuid.UUID, *, destination: str | None = None) -> bool:
+        return self.waiting and not self._mine(sender)
 
     def settle(
         self,
@@ -64,12 +72,10 @@ class FakeConfirmations:
         wall: float,
         destination: str | None = None,
         endpoint: str = "",
-        sent_by: Callable[[str], bool] | None = None,
+        sender: uuid.UUID | None = None,
     ) -> storage.Unit | None:
         self.calls.append((ordinal, message_class, wall, destination, endpoint))
-        if not self.waiting:
-            return None
-        if sent_by is not None and destination is not None and not sent_by(destination):
+        if not self.waiting or not self._mine(sender):
             return None
         return storage.Unit((storage.SettleConfirmation(ordinal, 0),))
 
@@ -99,10 +105,6 @@ class NamedQueue:
     manager its OrderAcks came from."""
 
     name: str
-    destination_qms: dict[uuid.UUID, None] = field(default_factory=dict)
-
-    def may_confirm(self, sender: uuid.UUID) -> bool:
-        return OutgoingQueue.may_confirm(cast(OutgoingQueue, self), sender)
 
 
 #: ACK's sequence timestamp names this outgoing queue of ours.
@@ -153,12 +155,11 @@ def test_a_final_ack_settles_its_copy_in_the_next_write_and_counts_once_persiste
 
 
 @pytest.mark.parametrize("sender", ["destination", "another"])
-def test_only_the_queues_destination_settles_its_copies(sender: str) -> None:
-    # The queue's OrderAcks came from B: a FinalAck made up by another peer
-    # (under its own GUID) settles nothing, and is said so.
-    queue = NamedQueue("outgoing$;tcp:10.0.0.9:1801\\orders", {ACK.source_qm: None})
-    confirmations = FakeConfirmations()
-    settling, _ = arrivals(confirmations, {ACK.sequence_id.timestamp: queue})
+def test_only_the_queue_manager_that_acknowledged_a_copy_settles_it(sender: str) -> None:
+    # B's OrderAck covered the copy: a FinalAck made up by another peer (under
+    # its own GUID) settles nothing, and is said so.
+    confirmations = FakeConfirmations(acknowledged_by=ACK.source_qm)
+    settling, _ = arrivals(confirmations)
     connection = FakeConnection()
     ack = ACK if sender == "destination" else dataclasses.replace(ACK, source_qm=uuid.uuid4())
     with structlog.testing.capture_logs() as logged:
@@ -375,18 +376,23 @@ async def test_a_third_peer_cannot_settle_a_copy_it_never_received(
     assert len(a.messages("system$;journal")) == 1
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["", "source-restarted"])
 async def test_a_final_ack_of_the_queue_manager_an_address_moved_from_still_counts(
-    network: Network, autojump_clock: trio.testing.MockClock
+    network: Network, autojump_clock: trio.testing.MockClock, restart: bool
 ) -> None:
     """B has a message (its OrderAck covered it); the address then moves to D,
-    which acknowledges the next one. B's reader takes the first later: B's
-    FinalAck settles its copy (both acknowledged the queue since the start)."""
+    which acknowledges the next one (A restarted meanwhile, or not). B's reader
+    takes the first later: B's FinalAck settles its copy, which keeps whose
+    OrderAck covered it."""
     a, b = await start_pair(network)
     await a.create_queue("inbox")
     await a.send(b.remote(QUEUE), [b"order-1"], journal=0x03, time_to_be_received=3600)
     await deliver(a, b, [b"order-1"])
     [message] = b.messages(QUEUE)
     await b.stop()
+    if restart:
+        await a.stop()
+        await a.start()
     d = network.node("qm-d", b.port)
     await d.start()
     await d.create_queue(QUEUE)

@@ -14,7 +14,7 @@ from peer_kit import Network, Node, wait_until
 import storage
 import wire
 
-from .conftest import QUEUE, receipts, settled, start_router_line
+from .conftest import QUEUE, receipts, receiver, settled, start_router_line
 
 
 def is_final_ack(packet: wire.Packet) -> bool:
@@ -144,3 +144,38 @@ async def test_a_final_ack_sent_again_with_the_same_bytes_is_not_lost(
     stall.set()
     await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled its copy")
     assert a.messages("system$;deadxact") == []
+
+
+async def test_a_restarted_router_keeps_a_final_ack_from_the_queue_manager_it_forwards_to(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A -> R -> C. C has "one" (A awaits its FinalAck); C goes down and R holds
+    "two" for it. A and R go down; R comes back first and forwards "two" to C,
+    whose courier sends the FinalAck of "one" on R's session. R, which forgot
+    what it relayed before, keeps it: it comes from the queue manager it
+    forwards to. A settles its copy once it is back."""
+    a, r, c = await start_router_line(network)
+    await c.start()
+    await a.send(c.remote(QUEUE), [b"one"], journal=0x03, time_to_be_received=3600)
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
+    await wait_until(settled(a), what="A has C's OrderAck")
+    [(message, op)] = receipts(c)
+
+    def held() -> int:
+        return sum(queue.stored for queue in r.peering.outgoing.values())
+
+    await wait_until(lambda: held() == 0, what="R forgot one")
+    await c.stop()
+    arrived = receiver(r).received
+    await a.send(c.remote(QUEUE), [b"two"])
+    await wait_until(lambda: receiver(r).received > arrived and held() == 1, what="R has two")
+    await a.stop()
+    await r.stop()
+    await c.start()
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    await r.start()
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one", b"two"], what="R forwarded two")
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    assert r.store.final_ack_count() == 1
+    await a.start()
+    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")

@@ -5,6 +5,7 @@ order, and corrupt records."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
 import pytest
@@ -45,7 +46,13 @@ from storage import (
     confirmation_of_lookup,
 )
 from storage.keys import DB_AWAITED, DB_CONFIRMATIONS, DB_EXPIRY, DB_FINAL_ACKS
-from storage.ops.confirmations import confirmation_key, final_ack_key, final_ack_sender
+from storage.ops.confirmations import (
+    confirmation_key,
+    decode_kept,
+    encode_kept,
+    final_ack_key,
+    final_ack_sender,
+)
 
 DEST_A = "outgoing$;tcp:10.9.9.9:1801\\orders"
 
@@ -308,6 +315,32 @@ def test_mark_delivered_sets_only_copies_for_that_destination(store: Store) -> N
     # Marking again changes nothing.
     commit_ok(store, unit(MarkDelivered(((7, DEST_B),))))
     assert store.confirmation(7, 1) == marked
+
+
+def test_mark_delivered_keeps_whose_order_ack_covered_the_copy(
+    store: Store, reopen: Reopener
+) -> None:
+    b_qm, d_qm = bytes(range(16)), bytes(range(16, 32))
+    commit_ok(store, unit(add(copy(7, 0, deadline=T + 30)), add(copy(8, 0))))
+    commit_ok(store, unit(MarkDelivered(((7, DEST_A),), by=b_qm)))
+    commit_ok(store, unit(MarkDelivered(((8, DEST_A),))))  # not known: as before
+    # Marked once: a later OrderAck of another queue manager changes nothing.
+    commit_ok(store, unit(MarkDelivered(((7, DEST_A),), by=d_qm)))
+    store = reopen(store)
+    marked = store.confirmation(7, 0)
+    assert marked == dataclasses.replace(
+        copy(7, 0, deadline=T + 30), delivered=True, acknowledged_by=b_qm
+    )
+    assert store.confirmation(8, 0) == dataclasses.replace(copy(8, 0), delivered=True)
+    # Record version 2: version 1 with the GUID between the name and the message.
+    store.close()
+    [value] = [v for k, v in raw_items(store.path, DB_CONFIRMATIONS) if k == confirmation_key(7, 0)]
+    assert value[0] == 2
+    assert b_qm + b"message bytes" in value
+    # A prepared transaction's kept copy reads back the same way.
+    assert decode_kept(encode_kept(marked)) == marked
+    with pytest.raises(InvalidRecord):
+        encode_kept(dataclasses.replace(copy(9, 0), acknowledged_by=b"short"))
 
 
 def test_mark_delivered_passes_over_missing_copies(store: Store) -> None:
