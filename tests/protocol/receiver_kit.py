@@ -55,13 +55,21 @@ def message(
     )
 
 
-def order_ack(destination_qm: uuid.UUID, number: int) -> wire.UserMessage:
+def order_ack(
+    destination_qm: uuid.UUID,
+    number: int,
+    *,
+    sender: uuid.UUID = C,
+    sequence_id: wire.TxSequenceId = SEQ,
+) -> wire.UserMessage:
+    """``sender``'s OrderAck for ``destination_qm``'s stream ``sequence_id``, up
+    to ``number``."""
     return wire.OrderAck(
-        source_qm=C,
+        source_qm=sender,
         destination_qm=destination_qm,
         message_id=1,
         sent_time=1_700_000_000,
-        sequence_id=SEQ,
+        sequence_id=sequence_id,
         sequence_number=number,
         previous_sequence_number=number - 1,
     ).to_message()

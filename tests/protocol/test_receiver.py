@@ -156,21 +156,12 @@ def test_a_windows_source_sharing_one_timestamp_has_each_streams_hop_checked() -
         packet = message(A, n + 1, number=1, sequence_id=sequence)
         assert machine.arrive(packet, "from-a", hop=A) is ArrivalKind.MESSAGE
         machine.accept(packet, queue_key=None, relayed=True, now=T0, wall=WALL, relayed_to=queue)
-
-    def ack(sender: uuid.UUID, sequence: wire.TxSequenceId) -> wire.UserMessage:
-        return wire.OrderAck(
-            source_qm=sender,
-            destination_qm=A,
-            message_id=1,
-            sent_time=1_700_000_000,
-            sequence_id=sequence,
-            sequence_number=1,
-            previous_sequence_number=0,
-        ).to_message()
-
-    assert isinstance(machine.arrive(ack(B, to_b), "from-b", hop=B), PassOn)
-    assert isinstance(machine.arrive(ack(C, to_c), "from-c", hop=C), PassOn)
-    assert machine.arrive(ack(B, to_c), "from-b", hop=B) is ArrivalKind.NOT_FROM_HOP
+    acked = machine.arrive(order_ack(A, 1, sender=B, sequence_id=to_b), "from-b", hop=B)
+    assert isinstance(acked, PassOn)
+    acked = machine.arrive(order_ack(A, 1, sender=C, sequence_id=to_c), "from-c", hop=C)
+    assert isinstance(acked, PassOn)
+    acked = machine.arrive(order_ack(A, 2, sender=B, sequence_id=to_c), "from-b", hop=B)
+    assert acked is ArrivalKind.NOT_FROM_HOP
 
 
 def test_the_return_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -154,12 +154,7 @@ async def test_a_restarted_router_keeps_a_final_ack_from_the_queue_manager_it_fo
     whose courier sends the FinalAck of "one" on R's session. R, which forgot
     what it relayed before, keeps it: it comes from the queue manager it
     forwards to. A settles its copy once it is back."""
-    a, r, c = await start_router_line(network)
-    await c.start()
-    await a.send(c.remote(QUEUE), [b"one"], journal=0x03, time_to_be_received=3600)
-    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
-    await wait_until(settled(a), what="A has C's OrderAck")
-    [(message, op)] = receipts(c)
+    a, r, c, op, ordinal = await received_at_c(network)
 
     def held() -> int:
         return sum(queue.stored for queue in r.peering.outgoing.values())
@@ -178,4 +173,4 @@ async def test_a_restarted_router_keeps_a_final_ack_from_the_queue_manager_it_fo
     await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
     assert r.store.final_ack_count() == 1
     await a.start()
-    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
