@@ -30,12 +30,13 @@ docs/design.md):
      go, when its source has a session here again; nothing else would send
      it again, the destination forgets it once acknowledged. Only a FinalAck
      of a stream whose messages this router relayed lately (the last
-     :data:`MAX_STREAM_PATHS` streams, since the start), or one that came from
-     a queue manager this router forwards to (the hop of one of its outgoing
-     queues: after a restart, the streams relayed before it are not known), is
-     kept: any other peer cannot fill the router's store with FinalAcks about
-     anyone's messages, nor make it send them, for ever, to a queue manager
-     that never routed through it. Otherwise an
+     :data:`MAX_STREAM_PATHS` streams, since the start), or about a message of
+     a queue manager whose transactional messages it ever relayed (the
+     *relayed sources*, which the adapter keeps in the store: after a restart
+     the streams relayed before it are not known, their sources are), is
+     kept: a peer cannot fill the router's store with FinalAcks about any
+     other queue manager's messages, nor make it send them, for ever, to a
+     queue manager that never routed through it. Otherwise an
      acknowledgment is dropped (:attr:`ArrivalKind.UNROUTABLE`): an OrderAck
      with no open path, or any acknowledgment whose path is the connection it
      arrived on, or that is the same acknowledgment (the same bytes: its
@@ -227,10 +228,6 @@ def _no_hop(name: str) -> uuid.UUID | None:
     return None
 
 
-def _forwards_to_none(qm: uuid.UUID) -> bool:
-    return False
-
-
 class ArrivalKind(enum.Enum):
     """What :meth:`Receiver.arrive` found, when the kind says all there is to say."""
 
@@ -317,6 +314,9 @@ class Accepted:
             store).
         remember: its history key, to write with it (b"": none).
         forget: history keys the same write forgets (evicted).
+        relayed_source: relayed, its source's GUID bytes when this is the
+            first message of that source relayed here: the write keeps it
+            among the relayed sources (b"": none).
     """
 
     stream: StreamKey | None = None
@@ -325,6 +325,7 @@ class Accepted:
     follows: tuple[int, int] | None = None
     remember: bytes = b""
     forget: tuple[bytes, ...] = ()
+    relayed_source: bytes = b""
 
 
 #: A relayed message: stored as it is, nothing to remember.
@@ -348,8 +349,9 @@ class Receiver(Generic[P]):
         hop_of: the GUID of the queue manager at the next hop of an outgoing
             queue here, by its name (None: not known yet), for the OrderAcks of
             the streams relayed through it.
-        forwards_to: whether a queue manager is at the next hop of an outgoing
-            queue here (a router keeps the FinalAcks it brings).
+        relayed_sources: the GUID bytes of the queue managers whose
+            transactional messages were relayed here, as the store keeps them
+            (:attr:`Accepted.relayed_source` adds one).
         limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
             ``max_unannounced``, as for
             :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
@@ -371,7 +373,7 @@ class Receiver(Generic[P]):
         router: bool = False,
         vias: Mapping[bytes, bytes] = _NO_VIAS,
         hop_of: Callable[[str], uuid.UUID | None] = _no_hop,
-        forwards_to: Callable[[uuid.UUID], bool] = _forwards_to_none,
+        relayed_sources: Iterable[bytes] = (),
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
@@ -392,7 +394,10 @@ class Receiver(Generic[P]):
         #: their OrderAcks only from that queue's next hop.
         self._relayed_streams: dict[tuple[bytes, int], str | None] = {}
         self._hop_of = hop_of
-        self._forwards_to = forwards_to
+        #: The queue managers whose transactional messages were relayed here,
+        #: since this store began (at most :data:`MAX_STREAM_PATHS` are kept):
+        #: a router keeps a FinalAck about their messages.
+        self._relayed_sources: set[bytes] = set(relayed_sources)
         #: The path each source outgoing queue's transactional messages last arrived
         #: on, by (source GUID bytes, sequence timestamp), the latest last: its
         #: OrderAcks go back that way, from where the source expects them (the
@@ -458,10 +463,10 @@ class Receiver(Generic[P]):
                 return FinalAckArrived(final_ack)
             if self.router and self._route(target.bytes) is None:
                 known = (target.bytes, final_ack.sequence_id.value) in self._relayed_streams
-                if not known and (hop is None or not self._forwards_to(hop)):
-                    # Not of a stream relayed here, nor from a queue manager this
-                    # one forwards to (after a restart, the streams relayed
-                    # before it are not known): nothing of ours to keep.
+                if not known and target.bytes not in self._relayed_sources:
+                    # Not of a stream relayed here, nor of a queue manager whose
+                    # messages were (the streams relayed before a restart are
+                    # not known; their sources are): nothing of ours to keep.
                     self.unroutable += 1
                     return ArrivalKind.UNROUTABLE
                 return FinalAckToKeep(final_ack)
@@ -541,15 +546,16 @@ class Receiver(Generic[P]):
         """
         if relayed and not refused:
             header = packet.transaction
+            source = packet.user.source_qm.bytes
             if header is not None:
-                _remember(
-                    self._relayed_streams,
-                    (packet.user.source_qm.bytes, header.sequence_id.value),
-                    relayed_to,
-                )
+                _remember(self._relayed_streams, (source, header.sequence_id.value), relayed_to)
             if held:
                 self.relayed_duplicates += 1
                 return Dropped.HELD
+            sources = self._relayed_sources
+            if header is not None and source not in sources and len(sources) < MAX_STREAM_PATHS:
+                sources.add(source)
+                return Accepted(relayed_source=source)
             return _RELAYED
         user = packet.user
         header = packet.transaction
@@ -595,6 +601,8 @@ class Receiver(Generic[P]):
                 self.sequences.rolled_back(each.stream)
             if each.remember:
                 self.history.failed(each.remember)
+            if each.relayed_source:
+                self._relayed_sources.discard(each.relayed_source)
 
     # ------------------------------------------------------------------ OrderAcks
 

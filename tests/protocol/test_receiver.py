@@ -67,7 +67,9 @@ def test_an_order_ack_for_us_is_handed_over(target: uuid.UUID) -> None:
 def relay(machine: Receiver[str], packet: wire.UserMessage, path: str) -> None:
     """Arrive and accept a message the core relays to another queue manager."""
     assert machine.arrive(packet, path) is ArrivalKind.MESSAGE
-    assert machine.accept(packet, queue_key=None, relayed=True, now=T0, wall=WALL) == Accepted()
+    accepted = machine.accept(packet, queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert isinstance(accepted, Accepted)
+    assert (accepted.stream, accepted.remember) == (None, b"")
 
 
 def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
@@ -100,27 +102,25 @@ def test_acknowledgments_for_another_queue_manager_go_back_its_way() -> None:
     assert receiver().arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
 
 
-def test_a_router_keeps_only_final_acks_of_streams_it_relayed(
+def test_a_router_keeps_only_final_acks_of_sources_it_relayed_for(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(receiver_module, "MAX_STREAM_PATHS", 2)
     machine = receiver(router=True)
-    # About a message of A's stream that never came this way: dropped.
+    # About a message of A, whose messages never came this way: dropped.
     assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
     assert machine.unroutable == 1
     other = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + 1)
-    relay(machine, message(A, 1, number=1, sequence_id=other), "from-a")
-    machine.path_closed("from-a")
-    assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
-    relay(machine, message(A, 2, number=1), "from-a")
-    machine.path_closed("from-a")
-    assert isinstance(machine.arrive(final_ack(A), "from-c"), FinalAckToKeep)
-    # The streams remembered are bounded: the least recently relayed goes.
-    for n in (2, 3):
-        stamp = wire.TxSequenceId(ordinal=1, timestamp=SEQ.timestamp + n)
-        relay(machine, message(B, n, number=1, sequence_id=stamp), "from-b")
+    relay(machine, message(B, 1, number=1, sequence_id=other), "from-b")
     machine.path_closed("from-b")
     assert machine.arrive(final_ack(A), "from-c") is ArrivalKind.UNROUTABLE
+    # Once a stream of A's (any) was relayed here, A's FinalAcks are kept.
+    relay(machine, message(A, 2, number=1, sequence_id=other), "from-a")
+    machine.path_closed("from-a")
+    assert isinstance(machine.arrive(final_ack(A), "from-c"), FinalAckToKeep)
+    # The sources kept are bounded: past the bound, a new one is not kept.
+    third = machine.accept(message(C, 3, number=1), queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert third == Accepted()
 
 
 def test_a_routers_order_ack_of_a_relayed_stream_comes_only_from_its_next_hop() -> None:
@@ -162,6 +162,24 @@ def test_a_windows_source_sharing_one_timestamp_has_each_streams_hop_checked() -
     assert isinstance(acked, PassOn)
     acked = machine.arrive(order_ack(A, 2, sender=B, sequence_id=to_c), "from-b", hop=B)
     assert acked is ArrivalKind.NOT_FROM_HOP
+
+
+def test_the_sources_relayed_for_are_kept_and_their_final_acks_too() -> None:
+    # The first message of a source relayed here asks the write to keep the
+    # source; a FinalAck about its messages is kept after a restart (its
+    # stream unknown); a rolled-back write forgets it again.
+    machine = receiver(router=True)
+    first = machine.accept(message(A, 1, number=1), queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert first == Accepted(relayed_source=A.bytes)
+    again = machine.accept(message(A, 2, number=2), queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert again == Accepted()
+    machine.rolled_back([first])
+    assert machine.accept(
+        message(A, 3, number=3), queue_key=None, relayed=True, now=T0, wall=WALL
+    ) == Accepted(relayed_source=A.bytes)
+    restarted = receiver(router=True, relayed_sources=[A.bytes])
+    assert isinstance(restarted.arrive(final_ack(A), "from-c"), FinalAckToKeep)
+    assert restarted.arrive(final_ack(B), "from-c") is ArrivalKind.UNROUTABLE
 
 
 def test_the_return_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -373,7 +391,7 @@ def test_a_relayed_message_is_accepted_as_it_is() -> None:
     packet = message(A, 1, number=5)  # not the next of any stream: a router does not care
     assert machine.arrive(packet, "conn-1") is ArrivalKind.MESSAGE
     decision = machine.accept(packet, queue_key=None, relayed=True, now=T0, wall=WALL)
-    assert decision == Accepted()
+    assert decision == Accepted(relayed_source=A.bytes)  # its first: the source is kept
     assert machine.streams() == []
 
 
@@ -386,7 +404,7 @@ def test_a_resend_of_a_relayed_message_still_held_is_dropped_and_nothing_else_is
     first, resend = message(A, 1, number=7), message(A, 1, number=7)
     assert machine.arrive(first, "conn-1") is ArrivalKind.MESSAGE
     stored = machine.accept(first, queue_key=None, relayed=True, now=T0, wall=WALL)
-    assert stored == Accepted()
+    assert stored == Accepted(relayed_source=A.bytes)
     assert machine.arrive(resend, "conn-2") is ArrivalKind.MESSAGE
     again = machine.accept(resend, queue_key=None, relayed=True, held=True, now=T0, wall=WALL)
     assert again is Dropped.HELD

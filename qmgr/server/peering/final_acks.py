@@ -13,9 +13,9 @@ to several queue managers, the copy of the outgoing queue the FinalAck's
 TxSequenceID names, its timestamp being the queue's, so that a FinalAck sent
 twice settles its own destination's copy once and never another's; and only
 if it comes from the queue manager whose OrderAck covered the copy, which
-the copy keeps (``OutgoingQueue.acknowledger`` when the forget of the
-acknowledged entries marks it delivered): another peer cannot make it up,
-``final_ack_refused``), and
+the copy keeps (``OutgoingQueue.acknowledged_by``, taken with the OrderAck,
+written when the forget of the acknowledged entries marks it delivered):
+another peer cannot make it up, ``final_ack_refused``), and
 stores it in the connection's next write, as one operation that does nothing if the copy is
 gone by then (its deadline may settle it first). The FinalAck counts in our
 SessionAck only once that write is persisted: the destination forgets its

@@ -247,10 +247,6 @@ class Peering:
         queue = None if record is None else self.outgoing.get(record.queue_id)
         return None if queue is None or queue.link is None else queue.link.hop_qm()
 
-    def forwards_to(self, qm: uuid.UUID) -> bool:
-        """Whether the queue manager ``qm`` is at the next hop of an outgoing queue."""
-        return any(link.hop_qm() == qm for link in self.links.values())
-
     def send_kept_final_ack(self, connection: PeerConnection, key: bytes, data: bytes) -> None:
         """Send a stored FinalAck of another queue manager on ``connection``."""
         self.final_acks.send_kept(connection, key, data)

@@ -42,7 +42,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol
+from typing import Final, Protocol
 
 import trio
 
@@ -60,6 +60,7 @@ from qmgr.protocol import (
     Receiver,
     StreamState,
 )
+from qmgr.protocol.receiver import MAX_STREAM_PATHS
 from wire import client as cf
 
 from ..signals import touched_queues
@@ -67,7 +68,11 @@ from .connection import PeerConnection
 from .parts import PeeringParts
 from .relayed_acks import RelayedFinalAcks
 
-__all__ = ["Incoming", "IncomingRoutes"]
+__all__ = ["RELAYED_SOURCE", "Incoming", "IncomingRoutes"]
+
+#: Store setting prefix of a relayed source: ``relayed-source:<GUID hex>`` for
+#: each queue manager whose transactional messages this router relayed.
+RELAYED_SOURCE: Final = "relayed-source:"
 
 #: A router keeps FinalAcks it cannot pass on while fewer than this many
 #: FinalAcks (its own included) wait to be sent; past it, one is dropped.
@@ -94,10 +99,6 @@ class IncomingRoutes(Protocol):
     def hop_of(self, name: str) -> uuid.UUID | None:
         """The GUID of the queue manager at the next hop of the outgoing queue
         ``name`` (None: no such queue, or no session with its hop yet)."""
-        ...
-
-    def forwards_to(self, qm: uuid.UUID) -> bool:
-        """Whether the queue manager ``qm`` is at the next hop of an outgoing queue."""
         ...
 
     def send_kept_final_ack(self, connection: PeerConnection, key: bytes, data: bytes) -> None:
@@ -164,7 +165,10 @@ class Incoming:
             router=config.peer_router,
             vias=_vias(states),
             hop_of=routes.hop_of,
-            forwards_to=routes.forwards_to,
+            relayed_sources=[
+                bytes.fromhex(key[len(RELAYED_SOURCE) :])
+                for key, _ in store.settings(RELAYED_SOURCE, limit=MAX_STREAM_PATHS)
+            ],
         )
         self._order_ack_wake = trio.Event()
         #: Other queue managers' FinalAcks, passed on or kept.
@@ -282,6 +286,9 @@ class Incoming:
         ops = arrival.ops
         if decision.remember:
             ops = (*ops, storage.RememberMessageIds((decision.remember,), decision.forget))
+        if decision.relayed_source:
+            key = RELAYED_SOURCE + decision.relayed_source.hex()
+            ops = (*ops, storage.SetSetting(key, ""))
         stream, state = decision.stream, decision.state
         record = None
         if stream is not None and state is not None:

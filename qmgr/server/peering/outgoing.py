@@ -311,9 +311,10 @@ class OutgoingQueues:
             )
             return
         queue.last_order_ack = self.parts.wall()
-        queue.acknowledger = ack.source_qm
         self.wake_timers(queue)  # progress restarts the resend timer
         if ids:
+            for lookup_id in ids:
+                queue.acknowledged_by[lookup_id] = ack.source_qm
             self.forget(queue, ids)
 
     # ------------------------------------------------------------------ forgetting

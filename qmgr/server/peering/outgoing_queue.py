@@ -189,10 +189,10 @@ class OutgoingQueue:
         # Purges of the queue, one at a time (``purging`` stays set through each).
         self._purge_lock = trio.Lock()
         self.last_order_ack: float | None = None
-        #: The queue manager whose OrderAck was taken last (from the queue's next
-        #: hop): the copies awaiting confirmation of the entries it covered keep
-        #: its GUID, and only its FinalAck settles them.
-        self.acknowledger: uuid.UUID | None = None
+        #: The queue manager whose OrderAck covered each entry waiting to be
+        #: forgotten, by lookup id: the copies awaiting confirmation of those
+        #: entries keep its GUID, and only its FinalAck settles them.
+        self.acknowledged_by: dict[int, uuid.UUID] = {}
         #: Since when (``trio.current_time()``) the queue has been seen empty and
         #: without traffic, for its removal (None: not seen so, or traffic since).
         self.quiet_since: float | None = None
@@ -402,21 +402,26 @@ class OutgoingQueue:
         parts = self.parts
         ops: list[storage.Operation] = [
             parts.outcomes.system_journal(message)
-            for message in reported
+            for _, message in reported
             if not message.transactional
         ]
-        delivered = parts.confirmations.delivered(
-            [(m, self.name) for m in reported], by=self.acknowledger
-        )
-        if delivered is not None:
-            ops.append(delivered)
+        # One mark by each queue manager whose OrderAcks covered them (one,
+        # but for an address moved while a forget waited).
+        by_sender: dict[uuid.UUID | None, list[tuple[wire.MessageProperties, str]]] = {}
+        for lookup_id, message in reported:
+            sender = self.acknowledged_by.get(lookup_id)
+            by_sender.setdefault(sender, []).append((message, self.name))
+        for sender, messages in by_sender.items():
+            delivered = parts.confirmations.delivered(messages, by=sender)
+            if delivered is not None:
+                ops.append(delivered)
         return ops
 
-    def _reported(self, ids: tuple[int, ...]) -> list[wire.MessageProperties]:
+    def _reported(self, ids: tuple[int, ...]) -> list[tuple[int, wire.MessageProperties]]:
         """Our own messages among the loaded entries ``ids`` whose delivery is
-        reported: transactional ones that asked for confirmation, others with
-        MQMSG_JOURNAL."""
-        found: list[wire.MessageProperties] = []
+        reported, by lookup id: transactional ones that asked for confirmation,
+        others with MQMSG_JOURNAL."""
+        found: list[tuple[int, wire.MessageProperties]] = []
         for lookup_id in ids:
             payload = self.payloads.get(lookup_id)
             if payload is None:
@@ -428,7 +433,7 @@ class OutgoingQueue:
             if wants_confirmation(message) or (
                 not message.transactional and message.journal & JOURNAL_JOURNAL
             ):
-                found.append(message)
+                found.append((lookup_id, message))
         return found
 
     def forgotten(self, ids: tuple[int, ...], state: storage.OutgoingState) -> None:
@@ -436,6 +441,7 @@ class OutgoingQueue:
         for lookup_id in ids:
             self.payloads.pop(lookup_id, None)
             self.undeliverable.pop(lookup_id, None)
+            self.acknowledged_by.pop(lookup_id, None)
         self.machine.forgotten(
             ids,
             wire.TxSequenceId(ordinal=state.sequence_ordinal, timestamp=state.sequence_timestamp),
@@ -487,6 +493,7 @@ class OutgoingQueue:
             for lookup_id in gone:
                 del self.payloads[lookup_id]
                 self.undeliverable.pop(lookup_id, None)
+                self.acknowledged_by.pop(lookup_id, None)
             self.to_forget = [lookup_id for lookup_id in self.to_forget if lookup_id >= below]
             self.machine.removed(gone)
             self.loaded_through = max(self.loaded_through, below - 1)

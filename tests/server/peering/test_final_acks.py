@@ -409,3 +409,51 @@ async def test_a_final_ack_of_the_queue_manager_an_address_moved_from_still_coun
     assert (await b.committer.submit(storage.Unit((op,)))).error is None
     await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
     assert a.peering.final_ack_arrivals.refused == 0
+
+
+async def test_a_copy_keeps_the_queue_manager_whose_order_ack_covered_it(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """B's OrderAck covers "order-1", but the forget that marks its copy
+    delivered waits (the store fails it for a while: it is tried again every
+    second). The address moves to D meanwhile, which acknowledges "order-2".
+    The copy keeps B, whose OrderAck covered it, not D: B's FinalAck settles it."""
+    a, b = await start_pair(network)
+    await a.create_queue("inbox")
+    committer = a.committer
+    real_submit = committer.submit
+    failing = True
+
+    async def submit(unit: storage.Unit) -> storage.UnitOutcome:
+        if failing and any(isinstance(op, storage.ForgetOutgoing) for op in unit.ops):
+            raise storage.StoreError("the store cannot write now")
+        return await real_submit(unit)
+
+    committer.submit = submit  # type: ignore[method-assign]
+    await a.send(b.remote(QUEUE), [b"order-1"], journal=0x03, time_to_be_received=3600)
+    await wait_until(lambda: b.bodies(QUEUE) == [b"order-1"], what="B has it")
+    [queue] = a.peering.outgoing.values()
+    b_qm, d_qm = b.store.qm_guid, None
+    await wait_until(lambda: b_qm in queue.acknowledged_by.values(), what="B's OrderAck")
+    [message] = b.messages(QUEUE)
+    await b.stop()
+    d = network.node("qm-d", b.port)
+    await d.start()
+    d_qm = d.store.qm_guid
+    await d.create_queue(QUEUE)
+    await a.send(d.remote(QUEUE), [b"order-2"])
+    await wait_until(lambda: d.bodies(QUEUE) == [b"order-2"], what="D has it")
+    await wait_until(lambda: d_qm in queue.acknowledged_by.values(), what="D's OrderAck")
+    failing = False
+    await wait_until(settled(a), what="A forgot both")
+    [copy] = a.store.confirmations(message.ordinal)
+    assert copy.acknowledged_by == b_qm.bytes
+    b.port = 1904
+    network.nodes[b.address] = b
+    await b.start()
+    await b.send(a.remote("inbox"), [b"hello"])
+    await wait_until(lambda: a.bodies("inbox") == [b"hello"], what="B's session with A")
+    [(_, op)] = receipts(b)
+    assert (await b.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+    assert a.peering.final_ack_arrivals.refused == 0

@@ -5,6 +5,7 @@ has them."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 
 import pytest
 import trio
@@ -146,14 +147,14 @@ async def test_a_final_ack_sent_again_with_the_same_bytes_is_not_lost(
     assert a.messages("system$;deadxact") == []
 
 
-async def test_a_restarted_router_keeps_a_final_ack_from_the_queue_manager_it_forwards_to(
+async def test_a_restarted_router_keeps_a_final_ack_of_a_source_it_relayed_for(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
     """A -> R -> C. C has "one" (A awaits its FinalAck); C goes down and R holds
     "two" for it. A and R go down; R comes back first and forwards "two" to C,
     whose courier sends the FinalAck of "one" on R's session. R, which forgot
-    what it relayed before, keeps it: it comes from the queue manager it
-    forwards to. A settles its copy once it is back."""
+    the streams it relayed before, keeps it: A is among the sources it relayed
+    for, which its store keeps. A settles its copy once it is back."""
     a, r, c, op, ordinal = await received_at_c(network)
 
     def held() -> int:
@@ -174,3 +175,61 @@ async def test_a_restarted_router_keeps_a_final_ack_from_the_queue_manager_it_fo
     assert r.store.final_ack_count() == 1
     await a.start()
     await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
+
+
+async def test_a_restarted_router_with_nothing_to_forward_keeps_a_final_ack_of_a_source(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """As above, but R has nothing left for C after its restart, and C opens the
+    session (it sends a message to a queue on R): R keeps the FinalAck all the
+    same."""
+    a, r, c, op, ordinal = await received_at_c(network)
+    await r.create_queue("inbox")
+    await wait_until(
+        lambda: sum(queue.stored for queue in r.peering.outgoing.values()) == 0,
+        what="R forgot one",
+    )
+    await a.stop()
+    await r.stop()
+    await r.start()
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    await c.send(r.remote("inbox"), [b"hello"])
+    await wait_until(lambda: r.bodies("inbox") == [b"hello"], what="C's session with R")
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    assert r.store.final_ack_count() == 1
+    await a.start()
+    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
+
+
+async def test_a_next_hop_cannot_fill_the_router_with_final_acks_of_anyones_messages(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """C, to which R forwards A's messages, sends R FinalAcks about messages of
+    a queue manager X that never routed through R: R keeps none of them."""
+    a, r, c = await start_router_line(network)
+    await c.start()
+    await r.create_queue("inbox")
+    await a.send(c.remote(QUEUE), [b"one"])
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
+    await c.send(r.remote("inbox"), [b"hello"])
+    await wait_until(lambda: r.bodies("inbox") == [b"hello"], what="C's session with R")
+    connection = c.link(r).connection
+    assert connection is not None
+    x = uuid.uuid4()
+    for ordinal in range(1, 51):
+        made_up = wire.FinalAck(
+            source_qm=c.store.qm_guid,
+            destination=wire.ORDER_QUEUE,
+            destination_qm=x,
+            message_id=ordinal,
+            sent_time=1_700_000_000,
+            message_class=wire.MessageClass.ACK_RECEIVE,
+            sequence_id=wire.TxSequenceId(ordinal=1, timestamp=0x1000 + ordinal),
+            sequence_number=1,
+            previous_sequence_number=0,
+            acked_source_qm=x,
+            acked_message_id=ordinal,
+        )
+        connection.send_user_packet(wire.build_packet(made_up.to_message()), recoverable=True)
+    await wait_until(lambda: receiver(r).unroutable == 50, what="R dropped them")
+    assert r.store.final_ack_count() == 0
