@@ -363,15 +363,18 @@ def test_a_router_keeps_a_final_ack_while_the_source_is_down(
         assert take_all(qa, "system$;deadxact") == []
 
 
-@pytest.mark.parametrize("how", ["destination-restarted", "router-session-idle"])
+@pytest.mark.parametrize(
+    "how", ["destination-restarted", "router-restarted", "router-session-idle"]
+)
 def test_a_final_ack_finds_its_way_back_through_the_router_after_its_session_ended(
     daemon_factory: Callable[..., DaemonProcess], how: str
 ) -> None:
     # A -> R -> B. The message is delivered, then the session between R and B
-    # ends (B is killed and started again, or the session closes for
+    # ends (B or R is killed and started again, or the session closes for
     # idleness) before anyone reads it, and no other message goes that way:
-    # R keeps a session to B while the message's source awaits its FinalAck,
-    # and B sends the FinalAck to A through R's next session.
+    # R keeps a session to B while the message's source awaits its FinalAck
+    # (across its restart too), and B sends the FinalAck to A through R's next
+    # session.
     idle = settings("peers.idle_timeout=1") if how == "router-session-idle" else ()
     b = daemon_factory(name="qm-b", extra_args=(*PEER_FAST, *idle))
     r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER, *idle))
@@ -382,10 +385,11 @@ def test_a_final_ack_finds_its_way_back_through_the_router_after_its_session_end
         send_confirmed(qa, remote_queue(b, "orders"), b"through r", 60)
         with connect(b.address) as qb:
             wait_until(lambda: depth(qb, "orders") == 1, 10)
-        if how == "destination-restarted":
+        if how != "router-session-idle":
             wait_until(lambda: r_delivered(r), 10)
-            b.kill()
-            b.start()
+            restarted = b if how == "destination-restarted" else r
+            restarted.kill()
+            restarted.start()
         else:
             wait_until(lambda: any("idle" in str(e["reason"]) for e in closed(b)), 10)
         with connect(b.address) as qb:

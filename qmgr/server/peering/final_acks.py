@@ -43,8 +43,10 @@ two. A route through a router keeps the session to the router up, and the
 router keeps its own session to the destination the same way: a relayed
 message whose source awaits its FinalAck before a deadline
 (``qmgr.core.arrivals.Arrival.confirm_by``) marks the router's outgoing queue
-until that deadline (:meth:`ConfirmationWatch.relayed`; kept in memory, so a
-restart of the router forgets it). At the destination, the FinalAck finds
+until that deadline (:meth:`ConfirmationWatch.relayed`; kept in the store
+too, as the setting ``relayed-until:<hash of the queue's name>`` written with
+the relayed message when it moves the deadline later, and taken back at the
+next start, :meth:`ConfirmationWatch.restore`). At the destination, the FinalAck finds
 its way back through the router's next session even after the first one
 closed or either end restarted: the receiver remembers which router the
 source's messages came through (``qmgr.protocol.receiver``, stored with the
@@ -56,7 +58,8 @@ Sending our own FinalAcks (we are the destination) is the courier's work
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 import structlog
@@ -71,10 +74,16 @@ from .connection import PeerConnection
 from .outgoing_queue import OutgoingQueue
 from .parts import PeeringParts
 
-__all__ = ["WATCH_SECONDS", "ConfirmationWatch", "FinalAckArrivals"]
+__all__ = ["RELAYED_UNTIL", "WATCH_SECONDS", "ConfirmationWatch", "FinalAckArrivals"]
 
 #: How often the store's count of copies awaiting confirmation is looked at.
 WATCH_SECONDS: Final = 1.0
+#: Store setting prefix of the deadline until which a router keeps an outgoing
+#: queue's session for the relayed messages awaiting FinalAcks:
+#: ``relayed-until:<hash of the queue's name>``, the deadline as text.
+RELAYED_UNTIL: Final = "relayed-until:"
+#: A deadline is written again only when it moves later by more than this.
+RELAYED_UNTIL_STEP: Final = 1.0
 
 
 class FinalAckArrivals:
@@ -173,6 +182,8 @@ class ConfirmationWatch:
         #: each outgoing queue, by queue id (one entry per outgoing queue at most,
         #: dropped when its deadline passes).
         self._relayed: dict[int, float] = {}
+        #: The deadline the store keeps for each outgoing queue, by name.
+        self._written: dict[str, float] = {}
 
     def relayed(self, queue_id: int, until: float) -> None:
         """A relayed message in the outgoing queue ``queue_id`` awaits its
@@ -180,6 +191,34 @@ class ConfirmationWatch:
         then (from the next look)."""
         if until > self._relayed.get(queue_id, 0.0):
             self._relayed[queue_id] = until
+
+    def relayed_setting(self, name: str, until: float) -> storage.Operation | None:
+        """The operation that keeps, with a relayed message bound for the outgoing
+        queue ``name``, the deadline until which its FinalAck is awaited, for
+        after a restart; None when the store has one late enough already."""
+        if until <= self._written.get(name, 0.0) + RELAYED_UNTIL_STEP:
+            return None
+        self._written[name] = until
+        return storage.SetSetting(_relayed_key(name), repr(until))
+
+    def restore(self, queues: Iterable[OutgoingQueue]) -> tuple[storage.Operation, ...]:
+        """At start, with the outgoing queues loaded: take back the deadlines the
+        store kept for them (:meth:`relayed_setting`), and return the operations
+        that clear those passed (or of queues no longer there)."""
+        wall = self._wall()
+        kept = dict(self._store.settings(RELAYED_UNTIL))
+        for queue in queues:
+            key = _relayed_key(queue.name)
+            text = kept.get(key)
+            try:
+                until = float(text) if text is not None else 0.0
+            except ValueError:
+                until = 0.0
+            if until > wall:
+                self.relayed(queue.queue_id, until)
+                self._written[queue.name] = until
+                del kept[key]
+        return tuple(storage.ClearSetting(key) for key in kept)
 
     def look(self) -> None:
         """Mark the queues whose copies (or relayed messages) await FinalAcks now
@@ -220,3 +259,9 @@ class ConfirmationWatch:
             else:
                 self._failing = False
             await trio.sleep(WATCH_SECONDS)
+
+
+def _relayed_key(name: str) -> str:
+    """The setting of an outgoing queue's relayed deadline: its name hashed (a
+    name may be longer than a key may be)."""
+    return RELAYED_UNTIL + hashlib.sha256(name.encode()).hexdigest()[:32]

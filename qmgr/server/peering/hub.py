@@ -158,12 +158,21 @@ class Peering:
         async with trio.open_nursery() as nursery:
             self.identities.attach(nursery, self.parts.committer)
             await nursery.start(self.outgoing_queues.run)
+            stale = self.confirmation_watch.restore(self.outgoing.values())
+            if stale:
+                nursery.start_soon(self._clear_settings, stale)
             nursery.start_soon(self.incoming.run)
             nursery.start_soon(self.final_acks.run)
             nursery.start_soon(self.confirmation_watch.run)
             nursery.start_soon(trio.serve_listeners, self.port.serve, listeners)
             nursery.start_soon(check_aliases, self.context)
             task_status.started()
+
+    async def _clear_settings(self, ops: tuple[storage.Operation, ...]) -> None:
+        """Clear the relayed deadlines that passed (or whose queue is gone)."""
+        outcome = await self.parts.committer.submit(storage.Unit(ops))
+        if outcome.error is not None:  # cleared at a later start
+            self.log.warning("relayed_deadlines_not_cleared", error=str(outcome.error))
 
     async def serve_pings(self, sockets: list[trio.socket.SocketType]) -> None:
         """Answer MSMQ pings on the UDP ``sockets`` (``peers.ping``) until cancelled."""
@@ -250,6 +259,10 @@ class Peering:
     def send_kept_final_ack(self, connection: PeerConnection, key: bytes, data: bytes) -> None:
         """Send a stored FinalAck of another queue manager on ``connection``."""
         self.final_acks.send_kept(connection, key, data)
+
+    def relayed_setting(self, name: str, until: float) -> storage.Operation | None:
+        """The operation keeping a relayed deadline for after a restart, or None."""
+        return self.confirmation_watch.relayed_setting(name, until)
 
     def relayed_to_confirm(self, queue_id: int, until: float) -> None:
         """A relayed message awaits its FinalAck through the outgoing queue

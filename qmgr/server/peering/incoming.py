@@ -106,6 +106,12 @@ class IncomingRoutes(Protocol):
         ``connection``, as it came (``data``), to forget once the peer has it."""
         ...
 
+    def relayed_setting(self, name: str, until: float) -> storage.Operation | None:
+        """The operation that keeps, with a relayed message awaiting its FinalAck
+        until ``until`` through the outgoing queue ``name``, that deadline for
+        after a restart (None: the store has one late enough)."""
+        ...
+
     def relayed_to_confirm(self, queue_id: int, until: float) -> None:
         """A relayed message whose FinalAck its source awaits until ``until``
         (unix seconds) is stored in the outgoing queue ``queue_id``."""
@@ -289,6 +295,12 @@ class Incoming:
         if decision.relayed_source:
             key = RELAYED_SOURCE + decision.relayed_source.hex()
             ops = (*ops, storage.SetSetting(key, ""))
+        if arrival.confirm_by is not None and arrival.relay_to is not None:
+            setting = self.routes.relayed_setting(
+                arrival.relay_to.outgoing_name, arrival.confirm_by
+            )
+            if setting is not None:
+                ops = (*ops, setting)
         stream, state = decision.stream, decision.state
         record = None
         if stream is not None and state is not None:

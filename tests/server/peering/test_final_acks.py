@@ -220,6 +220,10 @@ class FakeStore:
     awaited: dict[str, int] = field(default_factory=dict)
     ids: dict[str, int] = field(default_factory=dict)
     corrupt: bool = False
+    kept: dict[str, str] = field(default_factory=dict)
+
+    def settings(self, prefix: str) -> list[tuple[str, str]]:
+        return sorted((k, v) for k, v in self.kept.items() if k.startswith(prefix))
 
     def awaited_confirmations(self) -> dict[str, int]:
         if self.corrupt:
@@ -294,6 +298,50 @@ def test_the_watch_marks_a_routers_queue_until_its_relayed_messages_deadline() -
     now[0] = WALL + 91
     watch.look()
     assert [q.awaiting_confirmation for q in queues.values()] == [True, False, False]
+
+
+@dataclass(eq=False)
+class LoadedQueue(FakeQueue):
+    """An outgoing queue as the watch's restore sees one: its id and name."""
+
+    queue_id: int = 0
+    name: str = ""
+
+
+def test_a_routers_deadlines_are_kept_in_the_store_and_taken_back_at_start() -> None:
+    store = FakeStore()
+    watch = ConfirmationWatch(
+        cast(storage.Store, store), {}, structlog.get_logger(), wall=lambda: WALL
+    )
+    # Written with the relayed message when it moves the deadline later by more
+    # than a step, not for every message.
+    op = watch.relayed_setting("outgoing$;to-c", WALL + 60)
+    assert isinstance(op, storage.SetSetting)
+    assert watch.relayed_setting("outgoing$;to-c", WALL + 60.5) is None
+    later = watch.relayed_setting("outgoing$;to-c", WALL + 90)
+    assert isinstance(later, storage.SetSetting)
+    assert later.key == op.key
+    passed = watch.relayed_setting("outgoing$;gone", WALL - 5)
+    assert isinstance(passed, storage.SetSetting)
+    for written in (later, passed):
+        store.kept[written.key] = written.value
+    store.kept["relayed-until:junk"] = "not a time"
+    # After a restart: the live deadline comes back, the others are cleared.
+    queue = LoadedQueue(queue_id=4, name="outgoing$;to-c")
+    queues = {4: queue}
+    restarted = ConfirmationWatch(
+        cast(storage.Store, store),
+        cast(dict[int, OutgoingQueue], queues),
+        structlog.get_logger(),
+        wall=lambda: WALL,
+    )
+    cleared = restarted.restore(cast(list[OutgoingQueue], [queue]))
+    assert sorted(op.key for op in cleared if isinstance(op, storage.ClearSetting)) == sorted(
+        [passed.key, "relayed-until:junk"]
+    )
+    restarted.look()
+    assert (queue.awaiting_confirmation, queue.wakes) == (True, 1)
+    assert restarted.relayed_setting("outgoing$;to-c", WALL + 90) is None
 
 
 async def test_a_count_the_store_cannot_read_is_logged_once_and_the_watch_goes_on(
