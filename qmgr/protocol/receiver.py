@@ -398,6 +398,8 @@ class Receiver(Generic[P]):
         #: since this store began (at most :data:`MAX_STREAM_PATHS` are kept):
         #: a router keeps a FinalAck about their messages.
         self._relayed_sources: set[bytes] = set(relayed_sources)
+        #: Relayed sources not kept yet: the writes in flight that ask for each.
+        self._pending_sources: dict[bytes, int] = {}
         #: The path each source outgoing queue's transactional messages last arrived
         #: on, by (source GUID bytes, sequence timestamp), the latest last: its
         #: OrderAcks go back that way, from where the source expects them (the
@@ -463,7 +465,9 @@ class Receiver(Generic[P]):
                 return FinalAckArrived(final_ack)
             if self.router and self._route(target.bytes) is None:
                 known = (target.bytes, final_ack.sequence_id.value) in self._relayed_streams
-                if not known and target.bytes not in self._relayed_sources:
+                source = target.bytes
+                relayed_for = source in self._relayed_sources or source in self._pending_sources
+                if not known and not relayed_for:
                     # Not of a stream relayed here, nor of a queue manager whose
                     # messages were (the streams relayed before a restart are
                     # not known; their sources are): nothing of ours to keep.
@@ -552,10 +556,16 @@ class Receiver(Generic[P]):
             if held:
                 self.relayed_duplicates += 1
                 return Dropped.HELD
-            sources = self._relayed_sources
-            if header is not None and source not in sources and len(sources) < MAX_STREAM_PATHS:
-                sources.add(source)
-                return Accepted(relayed_source=source)
+            if header is not None and source not in self._relayed_sources:
+                # Until a write that keeps it is persisted, every relayed message
+                # of the source asks for it (the write is idempotent): one that
+                # failed must not leave it out while a later one is stored.
+                pending = self._pending_sources
+                if source in pending or len(self._relayed_sources) + len(pending) < (
+                    MAX_STREAM_PATHS
+                ):
+                    pending[source] = pending.get(source, 0) + 1
+                    return Accepted(relayed_source=source)
             return _RELAYED
         user = packet.user
         header = packet.transaction
@@ -591,6 +601,19 @@ class Receiver(Generic[P]):
             )
         if accepted.remember:
             self.history.persisted(accepted.remember, wall)
+        source = accepted.relayed_source
+        if source:
+            self._relayed_sources.add(source)
+            self._settled_source(source)
+
+    def _settled_source(self, source: bytes) -> None:
+        """A write that asked to keep the relayed ``source`` ended (either way)."""
+        pending = self._pending_sources
+        left = pending.get(source, 0) - 1
+        if left > 0:
+            pending[source] = left
+        else:
+            pending.pop(source, None)
 
     def rolled_back(self, accepted: Iterable[Accepted]) -> None:
         """The write that was to store these accepted messages failed: as if they
@@ -602,7 +625,7 @@ class Receiver(Generic[P]):
             if each.remember:
                 self.history.failed(each.remember)
             if each.relayed_source:
-                self._relayed_sources.discard(each.relayed_source)
+                self._settled_source(each.relayed_source)
 
     # ------------------------------------------------------------------ OrderAcks
 

@@ -165,21 +165,42 @@ def test_a_windows_source_sharing_one_timestamp_has_each_streams_hop_checked() -
 
 
 def test_the_sources_relayed_for_are_kept_and_their_final_acks_too() -> None:
-    # The first message of a source relayed here asks the write to keep the
-    # source; a FinalAck about its messages is kept after a restart (its
-    # stream unknown); a rolled-back write forgets it again.
+    # A message of a source relayed here asks the write to keep the source
+    # until one that did is persisted; a FinalAck about its messages is kept
+    # after a restart (its stream unknown); a rolled-back write forgets it.
     machine = receiver(router=True)
     first = machine.accept(message(A, 1, number=1), queue_key=None, relayed=True, now=T0, wall=WALL)
     assert first == Accepted(relayed_source=A.bytes)
-    again = machine.accept(message(A, 2, number=2), queue_key=None, relayed=True, now=T0, wall=WALL)
-    assert again == Accepted()
     machine.rolled_back([first])
-    assert machine.accept(
-        message(A, 3, number=3), queue_key=None, relayed=True, now=T0, wall=WALL
-    ) == Accepted(relayed_source=A.bytes)
+    assert machine.arrive(final_ack(B), "from-c") is ArrivalKind.UNROUTABLE
+    again = machine.accept(message(A, 2, number=2), queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert again == Accepted(relayed_source=A.bytes)
+    machine.persisted(again, now=T0, wall=WALL)
+    assert (
+        machine.accept(message(A, 3, number=3), queue_key=None, relayed=True, now=T0, wall=WALL)
+        == Accepted()
+    )
     restarted = receiver(router=True, relayed_sources=[A.bytes])
     assert isinstance(restarted.arrive(final_ack(A), "from-c"), FinalAckToKeep)
     assert restarted.arrive(final_ack(B), "from-c") is ArrivalKind.UNROUTABLE
+
+
+def test_a_source_is_kept_by_the_first_write_that_is_stored() -> None:
+    # A's messages reach the router on two connections, each writing its own
+    # unit: until one keeping A is persisted, each asks to keep A, so a first
+    # write that fails does not leave A out while a later one is stored.
+    machine = receiver(router=True)
+    first = machine.accept(message(A, 1, number=1), queue_key=None, relayed=True, now=T0, wall=WALL)
+    second = machine.accept(
+        message(A, 2, number=2), queue_key=None, relayed=True, now=T0, wall=WALL
+    )
+    assert first == second == Accepted(relayed_source=A.bytes)
+    machine.rolled_back([first])
+    # While one is in flight, A counts as relayed for.
+    assert isinstance(machine.arrive(final_ack(A), "from-c"), FinalAckToKeep)
+    machine.persisted(second, now=T0, wall=WALL)
+    third = machine.accept(message(A, 3, number=3), queue_key=None, relayed=True, now=T0, wall=WALL)
+    assert third == Accepted()  # kept: asked no more
 
 
 def test_the_return_paths_remembered_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -417,7 +438,7 @@ def test_a_resend_of_a_relayed_message_still_held_is_dropped_and_nothing_else_is
     # Forwarded and forgotten since: stored and forwarded again (the destination
     # drops it, and re-announces its OrderAck).
     later = machine.accept(resend, queue_key=None, relayed=True, held=False, now=T0, wall=WALL)
-    assert later == Accepted()
+    assert later == Accepted(relayed_source=A.bytes)  # the first's write not persisted yet
     assert (machine.received, machine.rejected, machine.duplicates) == (2, 0, 0)
     assert machine.streams() == []
     assert len(machine.history) == 0  # nothing to remember: the store's index is the memory

@@ -45,12 +45,12 @@ message whose source awaits its FinalAck before a deadline
 (``qmgr.core.arrivals.Arrival.confirm_by``) marks the router's outgoing queue
 until that deadline (:meth:`ConfirmationWatch.relayed`; kept in the store
 too, as the setting ``relayed-until:<hash of the queue's name>`` written with
-the relayed message when it moves the deadline later, and taken back at the
-next start, :meth:`ConfirmationWatch.restore`). At the destination, the FinalAck finds
-its way back through the router's next session even after the first one
-closed or either end restarted: the receiver remembers which router the
-source's messages came through (``qmgr.protocol.receiver``, stored with the
-stream's state).
+the relayed message when it moves the deadline later, taken back at the next
+start, :meth:`ConfirmationWatch.restore`, and cleared once it has passed).
+At the destination, the FinalAck finds its way back through the router's
+next session even after the first one closed or either end restarted: the
+receiver remembers which router the source's messages came through
+(``qmgr.protocol.receiver``, stored with the stream's state).
 
 Sending our own FinalAcks (we are the destination) is the courier's work
 (``qmgr.server.workers.final_ack_courier``).
@@ -69,6 +69,7 @@ import storage
 import wire
 from qmgr.protocol import Role
 
+from ..committer import Committer
 from ..signals import touched_queues
 from .connection import PeerConnection
 from .outgoing_queue import OutgoingQueue
@@ -171,40 +172,54 @@ class ConfirmationWatch:
         log: structlog.typing.FilteringBoundLogger,
         *,
         wall: Callable[[], float],
+        committer: Committer | None = None,
     ) -> None:
         self._store = store
         self._queues = queues
         self._log = log
         self._wall = wall
+        self._committer = committer
         self._marked: set[OutgoingQueue] = set()
         self._failing = False
         #: The latest deadline of the relayed messages awaiting FinalAcks through
         #: each outgoing queue, by queue id (one entry per outgoing queue at most,
         #: dropped when its deadline passes).
         self._relayed: dict[int, float] = {}
-        #: The deadline the store keeps for each outgoing queue, by name.
+        #: The deadline a persisted write keeps in the store for each outgoing
+        #: queue, by name; the highest asked to be written; the names of the
+        #: queues in ``_relayed``. Each entry goes when its deadline passes.
         self._written: dict[str, float] = {}
+        self._highest: dict[str, float] = {}
+        self._names: dict[int, str] = {}
+        #: Settings of deadlines passed, to clear (by key).
+        self._to_clear: set[str] = set()
 
-    def relayed(self, queue_id: int, until: float) -> None:
-        """A relayed message in the outgoing queue ``queue_id`` awaits its
-        FinalAck until ``until`` (unix seconds): the queue keeps a session until
-        then (from the next look)."""
+    def relayed(self, queue_id: int, until: float, name: str) -> None:
+        """A relayed message in the outgoing queue ``queue_id`` (named ``name``)
+        awaits its FinalAck until ``until`` (unix seconds), and the write that
+        stored it is persisted, with the setting :meth:`relayed_setting` gave:
+        the queue keeps a session until then (from the next look)."""
         if until > self._relayed.get(queue_id, 0.0):
             self._relayed[queue_id] = until
+        self._names[queue_id] = name
+        self._written[name] = max(self._written.get(name, 0.0), until)
 
     def relayed_setting(self, name: str, until: float) -> storage.Operation | None:
         """The operation that keeps, with a relayed message bound for the outgoing
-        queue ``name``, the deadline until which its FinalAck is awaited, for
-        after a restart; None when the store has one late enough already."""
-        if until <= self._written.get(name, 0.0) + RELAYED_UNTIL_STEP:
+        queue ``name``, the latest deadline until which a FinalAck is awaited
+        through it, for after a restart; None when a persisted write holds one
+        late enough already. (Until one is persisted, every message asks: a
+        write that failed leaves the next to write it.)"""
+        highest = max(until, self._highest.get(name, 0.0))
+        self._highest[name] = highest
+        if highest <= self._written.get(name, 0.0) + RELAYED_UNTIL_STEP:
             return None
-        self._written[name] = until
-        return storage.SetSetting(_relayed_key(name), repr(until))
+        return storage.SetSetting(_relayed_key(name), repr(highest))
 
-    def restore(self, queues: Iterable[OutgoingQueue]) -> tuple[storage.Operation, ...]:
+    def restore(self, queues: Iterable[OutgoingQueue]) -> None:
         """At start, with the outgoing queues loaded: take back the deadlines the
-        store kept for them (:meth:`relayed_setting`), and return the operations
-        that clear those passed (or of queues no longer there)."""
+        store kept for them (:meth:`relayed_setting`); those passed, or of queues
+        no longer there, are cleared by the next look."""
         wall = self._wall()
         kept = dict(self._store.settings(RELAYED_UNTIL))
         for queue in queues:
@@ -215,10 +230,10 @@ class ConfirmationWatch:
             except ValueError:
                 until = 0.0
             if until > wall:
-                self.relayed(queue.queue_id, until)
-                self._written[queue.name] = until
+                self.relayed(queue.queue_id, until, queue.name)
+                self._highest[queue.name] = until
                 del kept[key]
-        return tuple(storage.ClearSetting(key) for key in kept)
+        self._to_clear.update(kept)
 
     def look(self) -> None:
         """Mark the queues whose copies (or relayed messages) await FinalAcks now
@@ -230,8 +245,14 @@ class ConfirmationWatch:
             queue = self._queues.get(queue_id)
             if until <= wall:
                 del relayed[queue_id]
+                name = self._names.pop(queue_id, None)
+                if name is not None and self._written.pop(name, 0.0) <= wall:
+                    self._to_clear.add(_relayed_key(name))
             elif queue is not None:
                 marked.add(queue)
+        for name, until in list(self._highest.items()):
+            if until <= wall:
+                del self._highest[name]
         store = self._store
         for name in store.awaited_confirmations():
             record = store.get_queue(name)
@@ -258,7 +279,21 @@ class ConfirmationWatch:
                 self._failing = True
             else:
                 self._failing = False
+            await self._clear()
             await trio.sleep(WATCH_SECONDS)
+
+    async def _clear(self) -> None:
+        """Clear the settings of the relayed deadlines that passed (tried again at
+        the next look if the write fails)."""
+        if not self._to_clear or self._committer is None:
+            return
+        keys = sorted(self._to_clear)
+        self._to_clear.clear()
+        unit = storage.Unit(tuple(storage.ClearSetting(key) for key in keys))
+        outcome = await self._committer.submit(unit)
+        if outcome.error is not None:
+            self._to_clear.update(keys)
+            self._log.warning("relayed_deadlines_not_cleared", error=str(outcome.error))
 
 
 def _relayed_key(name: str) -> str:

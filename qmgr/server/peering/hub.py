@@ -130,7 +130,7 @@ class Peering:
         self.final_ack_arrivals = FinalAckArrivals(self.parts, self.outgoing_queues.by_stamp)
         #: Keeps the links up that our FinalAcks come back through.
         self.confirmation_watch = ConfirmationWatch(
-            store, self.outgoing_queues.queues, self.log, wall=self.parts.wall
+            store, self.outgoing_queues.queues, self.log, wall=self.parts.wall, committer=committer
         )
         #: Sends our FinalAcks.
         self.final_acks = FinalAckCourier(store, committer, self._final_ack_paths, self.log)
@@ -158,21 +158,13 @@ class Peering:
         async with trio.open_nursery() as nursery:
             self.identities.attach(nursery, self.parts.committer)
             await nursery.start(self.outgoing_queues.run)
-            stale = self.confirmation_watch.restore(self.outgoing.values())
-            if stale:
-                nursery.start_soon(self._clear_settings, stale)
+            self.confirmation_watch.restore(self.outgoing.values())
             nursery.start_soon(self.incoming.run)
             nursery.start_soon(self.final_acks.run)
             nursery.start_soon(self.confirmation_watch.run)
             nursery.start_soon(trio.serve_listeners, self.port.serve, listeners)
             nursery.start_soon(check_aliases, self.context)
             task_status.started()
-
-    async def _clear_settings(self, ops: tuple[storage.Operation, ...]) -> None:
-        """Clear the relayed deadlines that passed (or whose queue is gone)."""
-        outcome = await self.parts.committer.submit(storage.Unit(ops))
-        if outcome.error is not None:  # cleared at a later start
-            self.log.warning("relayed_deadlines_not_cleared", error=str(outcome.error))
 
     async def serve_pings(self, sockets: list[trio.socket.SocketType]) -> None:
         """Answer MSMQ pings on the UDP ``sockets`` (``peers.ping``) until cancelled."""
@@ -264,10 +256,10 @@ class Peering:
         """The operation keeping a relayed deadline for after a restart, or None."""
         return self.confirmation_watch.relayed_setting(name, until)
 
-    def relayed_to_confirm(self, queue_id: int, until: float) -> None:
+    def relayed_to_confirm(self, queue_id: int, until: float, name: str) -> None:
         """A relayed message awaits its FinalAck through the outgoing queue
-        ``queue_id`` until ``until``: the queue keeps a session for it."""
-        self.confirmation_watch.relayed(queue_id, until)
+        ``queue_id`` (``name``) until ``until``: the queue keeps a session for it."""
+        self.confirmation_watch.relayed(queue_id, until, name)
 
     def final_ack_arrived(
         self, connection: PeerConnection, ack: wire.FinalAck, recoverable: int | None

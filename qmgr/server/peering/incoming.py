@@ -112,9 +112,9 @@ class IncomingRoutes(Protocol):
         after a restart (None: the store has one late enough)."""
         ...
 
-    def relayed_to_confirm(self, queue_id: int, until: float) -> None:
+    def relayed_to_confirm(self, queue_id: int, until: float, name: str) -> None:
         """A relayed message whose FinalAck its source awaits until ``until``
-        (unix seconds) is stored in the outgoing queue ``queue_id``."""
+        (unix seconds) is stored in the outgoing queue ``queue_id`` (``name``)."""
         ...
 
 
@@ -344,7 +344,9 @@ class Incoming:
             if isinstance(result, storage.Appended):
                 woken.append(result.queue_id)
                 if arrival.confirm_by is not None and arrival.relay_to is not None:
-                    self.routes.relayed_to_confirm(result.queue_id, arrival.confirm_by)
+                    self.routes.relayed_to_confirm(
+                        result.queue_id, arrival.confirm_by, arrival.relay_to.outgoing_name
+                    )
         if woken:
             parts.signals.notify(woken)
         if refusal is not None:

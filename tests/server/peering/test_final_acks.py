@@ -281,9 +281,9 @@ def test_the_watch_marks_a_routers_queue_until_its_relayed_messages_deadline() -
         structlog.get_logger(),
         wall=lambda: now[0],
     )
-    watch.relayed(1, WALL + 60)
-    watch.relayed(1, WALL + 30)  # an earlier deadline does not shorten it
-    watch.relayed(3, WALL + 90)  # a queue not held yet: marked once it is
+    watch.relayed(1, WALL + 60, "to-b")
+    watch.relayed(1, WALL + 30, "to-b")  # an earlier deadline does not shorten it
+    watch.relayed(3, WALL + 90, "to-d")  # a queue not held yet: marked once it is
     watch.look()
     assert [(q.awaiting_confirmation, q.wakes) for q in queues.values()] == [(True, 1), (False, 0)]
     queues[3] = FakeQueue()
@@ -308,40 +308,60 @@ class LoadedQueue(FakeQueue):
     name: str = ""
 
 
-def test_a_routers_deadlines_are_kept_in_the_store_and_taken_back_at_start() -> None:
+async def test_a_routers_deadlines_are_kept_in_the_store_and_cleared_once_passed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
     store = FakeStore()
-    watch = ConfirmationWatch(
-        cast(storage.Store, store), {}, structlog.get_logger(), wall=lambda: WALL
-    )
-    # Written with the relayed message when it moves the deadline later by more
-    # than a step, not for every message.
+    now = [WALL]
+    cleared: list[tuple[storage.Operation, ...]] = []
+
+    class Writes:
+        async def submit(self, unit: storage.Unit) -> Any:
+            cleared.append(unit.ops)
+            for op in unit.ops:
+                assert isinstance(op, storage.ClearSetting)
+                store.kept.pop(op.key, None)
+            return storage.UnitOutcome(results=tuple(storage.Done() for _ in unit.ops))
+
+    def watch_over(queues: dict[int, Any]) -> ConfirmationWatch:
+        return ConfirmationWatch(
+            cast(storage.Store, store),
+            cast(dict[int, OutgoingQueue], queues),
+            structlog.get_logger(),
+            wall=lambda: now[0],
+            committer=cast(Committer, Writes()),
+        )
+
+    watch = watch_over({})
+    # Asked with each relayed message until a persisted write holds a deadline
+    # late enough (a write that failed leaves it to the next message).
     op = watch.relayed_setting("outgoing$;to-c", WALL + 60)
     assert isinstance(op, storage.SetSetting)
+    again = watch.relayed_setting("outgoing$;to-c", WALL + 50)
+    assert again == op  # the highest asked so far
+    watch.relayed(4, WALL + 60, "outgoing$;to-c")  # its write persisted
+    store.kept[op.key] = op.value
     assert watch.relayed_setting("outgoing$;to-c", WALL + 60.5) is None
     later = watch.relayed_setting("outgoing$;to-c", WALL + 90)
     assert isinstance(later, storage.SetSetting)
     assert later.key == op.key
-    passed = watch.relayed_setting("outgoing$;gone", WALL - 5)
-    assert isinstance(passed, storage.SetSetting)
-    for written in (later, passed):
-        store.kept[written.key] = written.value
     store.kept["relayed-until:junk"] = "not a time"
-    # After a restart: the live deadline comes back, the others are cleared.
+    # After a restart: the live deadline comes back; the others are cleared.
     queue = LoadedQueue(queue_id=4, name="outgoing$;to-c")
-    queues = {4: queue}
-    restarted = ConfirmationWatch(
-        cast(storage.Store, store),
-        cast(dict[int, OutgoingQueue], queues),
-        structlog.get_logger(),
-        wall=lambda: WALL,
-    )
-    cleared = restarted.restore(cast(list[OutgoingQueue], [queue]))
-    assert sorted(op.key for op in cleared if isinstance(op, storage.ClearSetting)) == sorted(
-        [passed.key, "relayed-until:junk"]
-    )
-    restarted.look()
-    assert (queue.awaiting_confirmation, queue.wakes) == (True, 1)
-    assert restarted.relayed_setting("outgoing$;to-c", WALL + 90) is None
+    restarted = watch_over({4: queue})
+    restarted.restore(cast(list[OutgoingQueue], [queue]))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(restarted.run)
+        await trio.sleep(WATCH_SECONDS / 2)
+        assert (queue.awaiting_confirmation, queue.wakes) == (True, 1)
+        assert set(store.kept) == {op.key}
+        # Once the deadline passes, the queue is let go and its setting cleared.
+        now[0] = WALL + 61
+        await trio.sleep(WATCH_SECONDS)
+        assert not queue.awaiting_confirmation
+        assert store.kept == {}
+        nursery.cancel_scope.cancel()
+    assert len(cleared) == 2
 
 
 async def test_a_count_the_store_cannot_read_is_logged_once_and_the_watch_goes_on(

@@ -14,8 +14,9 @@ from peer_kit import Network, Node, wait_until
 
 import storage
 import wire
+from qmgr.server.peering.final_acks import RELAYED_UNTIL
 
-from .conftest import QUEUE, receipts, receiver, settled, start_router_line
+from .conftest import QUEUE, QUICK, THROUGH_R, receipts, receiver, settled, start_router_line
 
 
 def is_final_ack(packet: wire.Packet) -> bool:
@@ -233,3 +234,61 @@ async def test_a_next_hop_cannot_fill_the_router_with_final_acks_of_anyones_mess
         connection.send_user_packet(wire.build_packet(made_up.to_message()), recoverable=True)
     await wait_until(lambda: receiver(r).unroutable == 50, what="R dropped them")
     assert r.store.final_ack_count() == 0
+
+
+async def test_a_relayed_messages_deadline_is_kept_though_its_first_write_failed(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R's first write of A's confirmed message fails (a full store, for a
+    moment); A sends it again and R stores it, with its deadline: after a
+    restart of R, its session to C comes back and C's FinalAck reaches A."""
+    a, r, c = await start_router_line(network)
+    failed: list[storage.Unit] = []
+    real = r.committer.submit
+
+    async def submit(unit: storage.Unit) -> storage.UnitOutcome:
+        if not failed and any(
+            isinstance(op, storage.SetSetting) and op.key.startswith(RELAYED_UNTIL)
+            for op in unit.ops
+        ):
+            failed.append(unit)
+            return storage.UnitOutcome.failed(unit, storage.StoreFull("full, for a moment"))
+        return await real(unit)
+
+    monkeypatch.setattr(r.committer, "submit", submit)
+    await a.send(c.remote(QUEUE), [b"one"], journal=0x03, time_to_be_received=3600)
+    await wait_until(
+        lambda: sum(q.stored for q in r.peering.outgoing.values()) == 1, what="R holds it"
+    )
+    assert failed
+    assert len(r.store.settings(RELAYED_UNTIL)) == 1
+    await c.start()
+    await wait_until(lambda: c.bodies(QUEUE) == [b"one"], what="C has it")
+    await wait_until(settled(a), what="A has C's OrderAck")
+    await wait_until(settled(r), what="R forgot it")
+    [(message, op)] = receipts(c)
+    await r.stop()
+    await r.start()
+    assert (await c.committer.submit(storage.Unit((op,)))).error is None
+    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+
+
+async def test_the_deadlines_of_queues_removed_while_the_router_runs_are_cleared(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Ten confirmed messages to ten queues of C (ten outgoing queues at R), 30 s
+    to be received: once their deadlines passed and R removed its idle queues,
+    none of their deadlines is left in its store."""
+    a = await network.start("qm-a", 1901, [THROUGH_R])
+    r = await network.start(
+        "qm-r", 1902, ["peers.router=true", "peers.outgoing_cleanup_after=10", *QUICK]
+    )
+    c = await network.start("qm-c", 1903, QUICK)
+    names = [f"q{i}" for i in range(10)]
+    for name in names:
+        await c.create_queue(name)
+        await a.send(c.remote(name), [name.encode()], journal=0x03, time_to_be_received=30)
+    await wait_until(lambda: all(c.bodies(n) == [n.encode()] for n in names), what="C has all")
+    await wait_until(lambda: len(r.store.settings(RELAYED_UNTIL)) == 10, what="R's deadlines")
+    await wait_until(lambda: not r.peering.outgoing, what="R removed its outgoing queues")
+    await wait_until(lambda: not r.store.settings(RELAYED_UNTIL), what="deadlines cleared")
