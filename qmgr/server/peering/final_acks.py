@@ -67,6 +67,7 @@ import trio
 
 import storage
 import wire
+from qmgr.core.errors import ShuttingDown
 from qmgr.protocol import Role
 
 from ..committer import Committer
@@ -185,12 +186,13 @@ class ConfirmationWatch:
         #: each outgoing queue, by queue id (one entry per outgoing queue at most,
         #: dropped when its deadline passes).
         self._relayed: dict[int, float] = {}
-        #: The deadline a persisted write keeps in the store for each outgoing
-        #: queue, by name; the highest asked to be written; the names of the
-        #: queues in ``_relayed``. Each entry goes when its deadline passes.
+        #: By setting key (one per outgoing queue name): the deadline a persisted
+        #: write keeps in the store, and the highest asked to be written; and the
+        #: key of each queue in ``_relayed``. Each entry goes when its deadline
+        #: passes.
         self._written: dict[str, float] = {}
         self._highest: dict[str, float] = {}
-        self._names: dict[int, str] = {}
+        self._keys: dict[int, str] = {}
         #: Settings of deadlines passed, to clear (by key).
         self._to_clear: set[str] = set()
 
@@ -201,8 +203,9 @@ class ConfirmationWatch:
         the queue keeps a session until then (from the next look)."""
         if until > self._relayed.get(queue_id, 0.0):
             self._relayed[queue_id] = until
-        self._names[queue_id] = name
-        self._written[name] = max(self._written.get(name, 0.0), until)
+        key = _relayed_key(name)
+        self._keys[queue_id] = key
+        self._written[key] = max(self._written.get(key, 0.0), until)
 
     def relayed_setting(self, name: str, until: float) -> storage.Operation | None:
         """The operation that keeps, with a relayed message bound for the outgoing
@@ -210,11 +213,12 @@ class ConfirmationWatch:
         through it, for after a restart; None when a persisted write holds one
         late enough already. (Until one is persisted, every message asks: a
         write that failed leaves the next to write it.)"""
-        highest = max(until, self._highest.get(name, 0.0))
-        self._highest[name] = highest
-        if highest <= self._written.get(name, 0.0) + RELAYED_UNTIL_STEP:
+        key = _relayed_key(name)
+        highest = max(until, self._highest.get(key, 0.0))
+        self._highest[key] = highest
+        if highest <= self._written.get(key, 0.0) + RELAYED_UNTIL_STEP:
             return None
-        return storage.SetSetting(_relayed_key(name), repr(highest))
+        return storage.SetSetting(key, repr(highest))
 
     def restore(self, queues: Iterable[OutgoingQueue]) -> None:
         """At start, with the outgoing queues loaded: take back the deadlines the
@@ -231,9 +235,14 @@ class ConfirmationWatch:
                 until = 0.0
             if until > wall:
                 self.relayed(queue.queue_id, until, queue.name)
-                self._highest[queue.name] = until
+                self._highest[key] = until
                 del kept[key]
         self._to_clear.update(kept)
+
+    def _passed(self, key: str, wall: float) -> bool:
+        """Whether the deadline of the setting ``key`` has passed: none written
+        or asked for (a write in flight may carry one) is later than ``wall``."""
+        return self._written.get(key, 0.0) <= wall and self._highest.get(key, 0.0) <= wall
 
     def look(self) -> None:
         """Mark the queues whose copies (or relayed messages) await FinalAcks now
@@ -245,14 +254,16 @@ class ConfirmationWatch:
             queue = self._queues.get(queue_id)
             if until <= wall:
                 del relayed[queue_id]
-                name = self._names.pop(queue_id, None)
-                if name is not None and self._written.pop(name, 0.0) <= wall:
-                    self._to_clear.add(_relayed_key(name))
+                key = self._keys.pop(queue_id, None)
+                if key is not None and self._passed(key, wall):
+                    self._to_clear.add(key)
             elif queue is not None:
                 marked.add(queue)
-        for name, until in list(self._highest.items()):
-            if until <= wall:
-                del self._highest[name]
+        for table in (self._written, self._highest):
+            for key in [key for key, until in table.items() if until <= wall]:
+                del table[key]
+                if self._passed(key, wall):  # a write asked for later may have failed
+                    self._to_clear.add(key)
         store = self._store
         for name in store.awaited_confirmations():
             record = store.get_queue(name)
@@ -279,21 +290,37 @@ class ConfirmationWatch:
                 self._failing = True
             else:
                 self._failing = False
-            await self._clear()
+            try:
+                await self._clear()
+            except ShuttingDown:
+                return
             await trio.sleep(WATCH_SECONDS)
 
     async def _clear(self) -> None:
         """Clear the settings of the relayed deadlines that passed (tried again at
-        the next look if the write fails)."""
+        the next look if the write fails). Only a key whose deadline has passed
+        *now* goes in: a later one asked for since is written after this clear.
+
+        Raises:
+            ShuttingDown: the committer has stopped.
+        """
         if not self._to_clear or self._committer is None:
             return
-        keys = sorted(self._to_clear)
+        wall = self._wall()
+        keys = sorted(key for key in self._to_clear if self._passed(key, wall))
         self._to_clear.clear()
+        if not keys:
+            return
         unit = storage.Unit(tuple(storage.ClearSetting(key) for key in keys))
-        outcome = await self._committer.submit(unit)
-        if outcome.error is not None:
+        try:
+            outcome = await self._committer.submit(unit)
+        except storage.StoreError as exc:
+            error: Exception | None = exc
+        else:
+            error = outcome.error
+        if error is not None:
             self._to_clear.update(keys)
-            self._log.warning("relayed_deadlines_not_cleared", error=str(outcome.error))
+            self._log.warning("relayed_deadlines_not_cleared", error=str(error))
 
 
 def _relayed_key(name: str) -> str:

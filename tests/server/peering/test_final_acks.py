@@ -525,3 +525,125 @@ async def test_a_copy_keeps_the_queue_manager_whose_order_ack_covered_it(
     assert (await b.committer.submit(storage.Unit((op,)))).error is None
     await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
     assert a.peering.final_ack_arrivals.refused == 0
+
+
+# ----------------------------------------------------------- clearing relayed deadlines
+
+
+class _Writes:
+    """A committer applying SetSetting/ClearSetting to a FakeStore; ``fail`` the
+    next N units (an error outcome), or ``raise_`` the next one."""
+
+    def __init__(self, store: FakeStore) -> None:
+        self.store = store
+        self.fail = 0
+        self.raise_: Exception | None = None
+        self.units = 0
+
+    def apply(self, op: storage.Operation) -> None:
+        if isinstance(op, storage.SetSetting):
+            self.store.kept[op.key] = op.value
+        elif isinstance(op, storage.ClearSetting):
+            self.store.kept.pop(op.key, None)
+
+    async def submit(self, unit: storage.Unit) -> Any:
+        self.units += 1
+        if self.raise_ is not None:
+            exc, self.raise_ = self.raise_, None
+            raise exc
+        if self.fail:
+            self.fail -= 1
+            return storage.UnitOutcome.failed(unit, storage.StoreError("disk full"))
+        for op in unit.ops:
+            self.apply(op)
+        return storage.UnitOutcome(results=tuple(storage.Done() for _ in unit.ops))
+
+
+def _watch(
+    store: FakeStore, writes: _Writes, now: list[float], queues: dict[int, Any]
+) -> ConfirmationWatch:
+    return ConfirmationWatch(
+        cast(storage.Store, store),
+        cast(dict[int, OutgoingQueue], queues),
+        structlog.get_logger(),
+        wall=lambda: now[0],
+        committer=cast(Committer, writes),
+    )
+
+
+async def test_a_deadline_moved_later_just_before_it_passes_is_not_cleared() -> None:
+    # The queue's deadline is WALL+60 (persisted). Just before it passes, a
+    # second relayed message moves it to WALL+120: its write (SetSetting) is
+    # committed, but its connection's persister has not run its ``after``
+    # (relayed()) yet when the watch looks at WALL+60.
+    store, now = FakeStore(), [WALL]
+    writes = _Writes(store)
+    name = "outgoing$;to-c"
+    watch = _watch(store, writes, now, {4: LoadedQueue(queue_id=4, name=name)})
+    first = watch.relayed_setting(name, WALL + 60)
+    assert isinstance(first, storage.SetSetting)
+    writes.apply(first)
+    watch.relayed(4, WALL + 60, name)
+    now[0] = WALL + 59.9
+    second = watch.relayed_setting(name, WALL + 120)
+    assert isinstance(second, storage.SetSetting)
+    writes.apply(second)  # committed (submitted before the watch's clear)
+    now[0] = WALL + 60
+    watch.look()
+    await watch._clear()
+    watch.relayed(4, WALL + 120, name)  # its after runs
+    # A restart now must find the deadline of the second message.
+    assert store.kept.get(second.key) == repr(WALL + 120)
+
+
+async def test_a_retried_clear_does_not_delete_a_deadline_written_since() -> None:
+    store, now = FakeStore(), [WALL]
+    writes = _Writes(store)
+    name = "outgoing$;to-c"
+    watch = _watch(store, writes, now, {4: LoadedQueue(queue_id=4, name=name)})
+    op = watch.relayed_setting(name, WALL + 60)
+    assert op is not None
+    writes.apply(op)
+    watch.relayed(4, WALL + 60, name)
+    now[0] = WALL + 60
+    watch.look()
+    writes.fail = 1
+    await watch._clear()  # fails: retried at the next look
+    # A new relayed message through the same queue, persisted meanwhile.
+    now[0] = WALL + 60.5
+    again = watch.relayed_setting(name, WALL + 120)
+    assert isinstance(again, storage.SetSetting)
+    writes.apply(again)
+    watch.relayed(4, WALL + 120, name)
+    now[0] = WALL + 61
+    watch.look()
+    await watch._clear()  # the retry
+    assert store.kept.get(again.key) == repr(WALL + 120)
+
+
+async def test_a_store_error_while_clearing_does_not_end_the_watch(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # Committer.submit raises StoreError when a whole batch fails (other
+    # workers turn that into a failed outcome, submit_unit).
+    store, now = FakeStore(), [WALL]
+    writes = _Writes(store)
+    queue = LoadedQueue(queue_id=4, name="outgoing$;to-c")
+    store.kept["relayed-until:stale"] = repr(WALL - 1)
+    watch = _watch(store, writes, now, {4: queue})
+    watch.restore(cast(list[OutgoingQueue], [queue]))
+    writes.raise_ = storage.StoreError("the whole batch failed")
+    ended: list[BaseException] = []
+
+    async def watched() -> None:
+        try:
+            await watch.run()
+        except Exception as exc:
+            ended.append(exc)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watched)
+        await trio.sleep(WATCH_SECONDS * 3.5)
+        nursery.cancel_scope.cancel()
+    assert ended == []
+    assert store.kept == {}  # cleared by a later look
