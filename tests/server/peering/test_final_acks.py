@@ -571,50 +571,52 @@ def _watch(
     )
 
 
+#: The outgoing queue the relayed deadlines below are of.
+NAME = "outgoing$;to-c"
+
+
+def relayed_for_a_minute() -> tuple[FakeStore, _Writes, list[float], ConfirmationWatch]:
+    """A watch whose queue 4 has a relayed deadline of WALL+60, persisted."""
+    store, now = FakeStore(), [WALL]
+    writes = _Writes(store)
+    watch = _watch(store, writes, now, {4: LoadedQueue(queue_id=4, name=NAME)})
+    first = watch.relayed_setting(NAME, WALL + 60)
+    assert isinstance(first, storage.SetSetting)
+    writes.apply(first)
+    watch.relayed(4, WALL + 60, NAME)
+    return store, writes, now, watch
+
+
 async def test_a_deadline_moved_later_just_before_it_passes_is_not_cleared() -> None:
     # The queue's deadline is WALL+60 (persisted). Just before it passes, a
     # second relayed message moves it to WALL+120: its write (SetSetting) is
     # committed, but its connection's persister has not run its ``after``
     # (relayed()) yet when the watch looks at WALL+60.
-    store, now = FakeStore(), [WALL]
-    writes = _Writes(store)
-    name = "outgoing$;to-c"
-    watch = _watch(store, writes, now, {4: LoadedQueue(queue_id=4, name=name)})
-    first = watch.relayed_setting(name, WALL + 60)
-    assert isinstance(first, storage.SetSetting)
-    writes.apply(first)
-    watch.relayed(4, WALL + 60, name)
+    store, writes, now, watch = relayed_for_a_minute()
     now[0] = WALL + 59.9
-    second = watch.relayed_setting(name, WALL + 120)
+    second = watch.relayed_setting(NAME, WALL + 120)
     assert isinstance(second, storage.SetSetting)
     writes.apply(second)  # committed (submitted before the watch's clear)
     now[0] = WALL + 60
     watch.look()
     await watch._clear()
-    watch.relayed(4, WALL + 120, name)  # its after runs
+    watch.relayed(4, WALL + 120, NAME)  # its after runs
     # A restart now must find the deadline of the second message.
     assert store.kept.get(second.key) == repr(WALL + 120)
 
 
 async def test_a_retried_clear_does_not_delete_a_deadline_written_since() -> None:
-    store, now = FakeStore(), [WALL]
-    writes = _Writes(store)
-    name = "outgoing$;to-c"
-    watch = _watch(store, writes, now, {4: LoadedQueue(queue_id=4, name=name)})
-    op = watch.relayed_setting(name, WALL + 60)
-    assert op is not None
-    writes.apply(op)
-    watch.relayed(4, WALL + 60, name)
+    store, writes, now, watch = relayed_for_a_minute()
     now[0] = WALL + 60
     watch.look()
     writes.fail = 1
     await watch._clear()  # fails: retried at the next look
     # A new relayed message through the same queue, persisted meanwhile.
     now[0] = WALL + 60.5
-    again = watch.relayed_setting(name, WALL + 120)
+    again = watch.relayed_setting(NAME, WALL + 120)
     assert isinstance(again, storage.SetSetting)
     writes.apply(again)
-    watch.relayed(4, WALL + 120, name)
+    watch.relayed(4, WALL + 120, NAME)
     now[0] = WALL + 61
     watch.look()
     await watch._clear()  # the retry

@@ -148,6 +148,15 @@ async def test_a_final_ack_sent_again_with_the_same_bytes_is_not_lost(
     assert a.messages("system$;deadxact") == []
 
 
+async def kept_by_r_until_a_is_back(a: Node, r: Node, c: Node, ordinal: int) -> None:
+    """C's FinalAck went to R, which keeps it while A is down; A settles its copy
+    once it is back."""
+    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
+    assert r.store.final_ack_count() == 1
+    await a.start()
+    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
+
+
 async def test_a_restarted_router_keeps_a_final_ack_of_a_source_it_relayed_for(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:
@@ -172,10 +181,7 @@ async def test_a_restarted_router_keeps_a_final_ack_of_a_source_it_relayed_for(
     assert (await c.committer.submit(storage.Unit((op,)))).error is None
     await r.start()
     await wait_until(lambda: c.bodies(QUEUE) == [b"one", b"two"], what="R forwarded two")
-    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
-    assert r.store.final_ack_count() == 1
-    await a.start()
-    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
+    await kept_by_r_until_a_is_back(a, r, c, ordinal)
 
 
 async def test_a_restarted_router_with_nothing_to_forward_keeps_a_final_ack_of_a_source(
@@ -196,10 +202,7 @@ async def test_a_restarted_router_with_nothing_to_forward_keeps_a_final_ack_of_a
     assert (await c.committer.submit(storage.Unit((op,)))).error is None
     await c.send(r.remote("inbox"), [b"hello"])
     await wait_until(lambda: r.bodies("inbox") == [b"hello"], what="C's session with R")
-    await wait_until(lambda: c.store.final_ack_count() == 0, what="C's FinalAck acknowledged")
-    assert r.store.final_ack_count() == 1
-    await a.start()
-    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
+    await kept_by_r_until_a_is_back(a, r, c, ordinal)
 
 
 async def test_a_next_hop_cannot_fill_the_router_with_final_acks_of_anyones_messages(
