@@ -17,7 +17,7 @@ import structlog
 import structlog.testing
 import trio
 import trio.testing
-from peer_kit import Network, wait_until
+from peer_kit import Network, Node, wait_until
 
 import storage
 import wire
@@ -467,7 +467,12 @@ async def test_a_final_ack_of_the_queue_manager_an_address_moved_from_still_coun
     await a.send(d.remote(QUEUE), [b"order-2"])
     await wait_until(lambda: d.bodies(QUEUE) == [b"order-2"], what="D has it")
     await wait_until(settled(a), what="D's OrderAck")
-    # B is back elsewhere and opens a session with A (a message of its own).
+    await b_confirms_from_elsewhere(network, a, b, message.ordinal)
+
+
+async def b_confirms_from_elsewhere(network: Network, a: Node, b: Node, ordinal: int) -> None:
+    """B, back at another address, opens a session with A (a message of its
+    own), and its reader takes the message: its FinalAck settles A's copy."""
     b.port = 1904
     network.nodes[b.address] = b
     await b.start()
@@ -475,7 +480,7 @@ async def test_a_final_ack_of_the_queue_manager_an_address_moved_from_still_coun
     await wait_until(lambda: a.bodies("inbox") == [b"hello"], what="B's session with A")
     [(_, op)] = receipts(b)
     assert (await b.committer.submit(storage.Unit((op,)))).error is None
-    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
+    await wait_until(lambda: not a.store.confirmations(ordinal), what="A settled")
     assert a.peering.final_ack_arrivals.refused == 0
 
 
@@ -516,15 +521,7 @@ async def test_a_copy_keeps_the_queue_manager_whose_order_ack_covered_it(
     await wait_until(settled(a), what="A forgot both")
     [copy] = a.store.confirmations(message.ordinal)
     assert copy.acknowledged_by == b_qm.bytes
-    b.port = 1904
-    network.nodes[b.address] = b
-    await b.start()
-    await b.send(a.remote("inbox"), [b"hello"])
-    await wait_until(lambda: a.bodies("inbox") == [b"hello"], what="B's session with A")
-    [(_, op)] = receipts(b)
-    assert (await b.committer.submit(storage.Unit((op,)))).error is None
-    await wait_until(lambda: not a.store.confirmations(message.ordinal), what="A settled")
-    assert a.peering.final_ack_arrivals.refused == 0
+    await b_confirms_from_elsewhere(network, a, b, message.ordinal)
 
 
 # ----------------------------------------------------------- clearing relayed deadlines
