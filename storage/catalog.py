@@ -27,8 +27,11 @@ were removed when idle) lacks ``retired_sequences``; one of schema 9 (before
 the count of copies awaiting confirmation by destination) lacks
 ``awaited_confirmations``, which opening fills from ``confirmations`` (one
 read per copy kept, never per message: ``ops.confirmations.count_awaited``).
+Schema 11 adds no database: its stores may hold incoming states of format 3
+and confirmation records of version 2, which a release of schema 10 cannot
+read, so a schema 10 store is only marked 11 (and its count made again).
 That transaction creates what is missing and writes the current version
-(:data:`SCHEMA_VERSION`, 10), so the migration is atomic and otherwise costs
+(:data:`SCHEMA_VERSION`, 11), so the migration is atomic and otherwise costs
 nothing per message (the entries a schema 7
 store already holds for relaying are not indexed: see ``ops.peering``). Schema 7 keys each
 ``incoming`` stream state by source GUID, *sequence timestamp* and queue key
@@ -109,7 +112,7 @@ __all__ = ["SCHEMA_VERSION", "Catalog", "CountAwaited", "Databases"]
 CountAwaited = Callable[[Txn, lmdb._Database, lmdb._Database], None]
 
 #: Schema version this code writes and understands.
-SCHEMA_VERSION: Final = 10
+SCHEMA_VERSION: Final = 11
 #: The schema before peering, migrated at opening.
 _SCHEMA_BEFORE_PEERING: Final = 2
 #: The schema before prepared transactions, migrated at opening.
@@ -126,6 +129,10 @@ _SCHEMA_BEFORE_RELAY_INDEX: Final = 7
 _SCHEMA_BEFORE_RETIRED: Final = 8
 #: The schema before the count of copies awaiting confirmation by destination, migrated at opening.
 _SCHEMA_BEFORE_AWAITED: Final = 9
+#: The schema before incoming states could name a router (format 3) and copies
+#: awaiting confirmation the queue manager that acknowledged them (version 2):
+#: nothing to migrate, but a release of schema 10 cannot read those records.
+_SCHEMA_BEFORE_BOUND_ACKS: Final = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -291,6 +298,7 @@ class Catalog:
             raise StoreCorrupt(msg) from exc
         if version not in (
             SCHEMA_VERSION,
+            _SCHEMA_BEFORE_BOUND_ACKS,
             _SCHEMA_BEFORE_AWAITED,
             _SCHEMA_BEFORE_RETIRED,
             _SCHEMA_BEFORE_RELAY_INDEX,

@@ -157,7 +157,7 @@ def put_meta(path: Path, key: bytes, value: bytes | None) -> None:
 
 
 def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) -> None:
-    assert SCHEMA_VERSION == 10
+    assert SCHEMA_VERSION == 11
     assert (store.incoming_states(), store.message_history(), store.outgoing_states()) == (
         [],
         [],
@@ -171,7 +171,7 @@ def test_new_store_is_the_current_schema_with_empty_peering_state(store: Store) 
         assert raw_items(store.path, name) == []
 
 
-@pytest.mark.parametrize("found", [1, 11, 0xFFFFFFFF])
+@pytest.mark.parametrize("found", [1, 12, 0xFFFFFFFF])
 def test_other_versions_are_refused_and_left_alone(
     open_store: StoreOpener, store_dir: Path, found: int
 ) -> None:
@@ -316,7 +316,7 @@ def make_schema_5(path: Path) -> None:
 
 
 def test_a_schema_5_store_is_migrated_at_opening(store: Store, reopen: Reopener) -> None:
-    assert SCHEMA_VERSION == 10
+    assert SCHEMA_VERSION == 11
     queue = create_queue(store, "old", transactional=True)
     fill(store, queue, 2)
     queues = store.list_queues()
@@ -539,3 +539,20 @@ def test_a_schema_9_store_with_a_corrupt_copy_is_corrupt_and_left_alone(
     with pytest.raises(StoreCorrupt):
         Store(store_dir)
     assert raw_meta(store_dir, META_SCHEMA_VERSION) == u32(9)
+
+
+# ------------------------------------------ schema 10 -> 11 (acknowledgments bound)
+
+
+def test_a_schema_10_store_is_marked_11_and_keeps_everything(
+    store: Store, reopen: Reopener
+) -> None:
+    copy = Confirmation(7, 0, False, 0, T, "a", b"message")
+    commit_ok(store, unit(AddConfirmation(copy)))
+    store.close()
+    downgrade(store.path, 10, ())
+    store = reopen(store)
+    assert store.confirmations(7) == [copy]
+    assert store.awaited_confirmations() == {"a": 1}
+    store.close()
+    assert raw_meta(store.path, META_SCHEMA_VERSION) == u32(SCHEMA_VERSION)
