@@ -106,7 +106,7 @@ class FinalAckArrivals:
         #: FinalAcks that settled a copy since the start.
         self.settled = 0
         #: FinalAcks refused since the start: they came from another queue
-        #: manager than the destination of the queue they name.
+        #: manager than the one whose OrderAck covered the copy they name.
         self.refused = 0
 
     def arrived(

@@ -74,9 +74,6 @@ __all__ = ["RELAYED_SOURCE", "Incoming", "IncomingRoutes"]
 #: each queue manager whose transactional messages this router relayed.
 RELAYED_SOURCE: Final = "relayed-source:"
 
-#: A router keeps FinalAcks it cannot pass on while fewer than this many
-#: FinalAcks (its own included) wait to be sent; past it, one is dropped.
-
 
 class IncomingRoutes(Protocol):
     """Where the receiving side hands what is not its own (the hub)."""

@@ -142,20 +142,20 @@ class FinalAckCourier(Worker):
                     break
                 if pending.key in flying:
                     continue
-                connection.send_user_packet(
-                    self._packet(pending), recoverable=True, tag=FinalAckTag(pending.key)
-                )
-                flying.add(pending.key)
+                self._send(connection, flying, pending.key, self._packet(pending))
                 room -= 1
-                self.sent += 1
 
     def send_kept(self, connection: Carrier, key: bytes, data: bytes) -> None:
         """Send the stored FinalAck ``key`` on ``connection`` now, as ``data`` (a
         router passing another destination's on, as it came): forgotten once the
         peer has it, like any sent here (unless one is in flight there already)."""
         flying = self._in_flight.setdefault(connection, set())
-        if key in flying:
-            return
+        if key not in flying:
+            self._send(connection, flying, key, data)
+
+    def _send(self, connection: Carrier, flying: set[bytes], key: bytes, data: bytes) -> None:
+        """Send the stored FinalAck ``key`` (built: ``data``), in flight on
+        ``connection`` until its peer has it."""
         connection.send_user_packet(data, recoverable=True, tag=FinalAckTag(key))
         flying.add(key)
         self.sent += 1
