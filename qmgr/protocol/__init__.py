@@ -17,11 +17,12 @@ What lives here ([MS-MQQB], reference §14-§15):
 * the exactly-once in-order (EOD) sequences, sender and receiver side
   (``outgoing`` over ``outgoing_table``, ``incoming``; their shared values in
   ``sequence_values``);
-* :class:`Receiver` (``receiver``, with ``history``): what becomes of each
-  packet a peer sends: acknowledgments for us or to pass on, and the
-  exactly-once decision for messages (the sequences for transactional ones,
-  the history of message ids for the others), with return paths and the
-  OrderAcks.
+* :class:`Receiver` (``receiver``, with ``history`` and ``return_paths``):
+  what becomes of each packet a peer sends: acknowledgments for us or to
+  pass on, and the exactly-once decision for messages (the sequences for
+  transactional ones, the history of message ids for the others), with the
+  OrderAcks; :class:`ReturnPaths`, the way back to each queue manager and
+  which acknowledgments are passed on.
 
 Each module opens with a theory of operation; the names below are the public
 surface, each block maintained by its module's owner.
@@ -48,13 +49,14 @@ from .sequence_values import Transmission as Transmission
 # --- receiver (begin) ---
 from .history import MessageHistory as MessageHistory
 from .receiver import Accepted as Accepted
-from .receiver import ArrivalKind as ArrivalKind
 from .receiver import Dropped as Dropped
 from .receiver import FinalAckArrived as FinalAckArrived
-from .receiver import FinalAckToKeep as FinalAckToKeep
 from .receiver import OrderAckArrived as OrderAckArrived
-from .receiver import PassOn as PassOn
 from .receiver import Receiver as Receiver
+from .return_paths import ArrivalKind as ArrivalKind
+from .return_paths import FinalAckToKeep as FinalAckToKeep
+from .return_paths import PassOn as PassOn
+from .return_paths import ReturnPaths as ReturnPaths
 
 # --- receiver (end) ---
 # --- session (begin) ---

@@ -20,63 +20,14 @@ docs/design.md):
      the OrderAck to the outgoing queue it names, and settles the copy
      awaiting confirmation that the FinalAck is about;
    * an OrderAck or a FinalAck for another queue manager, whose messages we
-     relayed: passed on as it is (:class:`PassOn`); an OrderAck the way its
-     stream's messages came (as a destination sends its own), else, and a
-     FinalAck, on a session with that queue manager if one is open, else
-     along its *return path* (the path its messages last arrived on). At a
-     router, a FinalAck with no such path open (its source is down, and was
-     its own return path) is to be **kept** (:class:`FinalAckToKeep`): the adapter
-     stores it before it acknowledges it, and sends it as its own FinalAcks
-     go, when its source has a session here again; nothing else would send
-     it again, the destination forgets it once acknowledged. Only a FinalAck
-     of a stream whose messages this router relayed lately (the last
-     :data:`MAX_STREAM_PATHS` streams, since the start), or about a message of
-     a queue manager whose transactional messages it ever relayed (the
-     *relayed sources*, which the adapter keeps in the store: after a restart
-     the streams relayed before it are not known, their sources are), is
-     kept: a peer cannot fill the router's store with FinalAcks about any
-     other queue manager's messages, nor make it send them, for ever, to a
-     queue manager that never routed through it. Otherwise an
-     acknowledgment is dropped (:attr:`ArrivalKind.UNROUTABLE`): an OrderAck
-     with no open path, or any acknowledgment whose path is the connection it
-     arrived on, or that is the same acknowledgment (the same bytes: its
-     sender's id for it and its send time included) as one of the last
-     :data:`PASSED_ON_REMEMBERED` passed on here. An OrderAck is passed on
-     only if it is of a stream relayed here (since the start, the last
-     :data:`MAX_STREAM_PATHS`), and came from the queue manager at the next
-     hop of the outgoing queue the stream went on in
-     (:attr:`ArrivalKind.NOT_FROM_HOP` otherwise): the source takes an OrderAck
-     from its router, so the router checks for it that the stream's own hop
-     sent it, and no other peer of the router can make the source forget
-     messages nobody received. (After a restart of the router, an OrderAck of
-     a stream not relayed again yet is dropped: the source's resend, relayed
-     or found held, makes the stream known again.) The destination announces
-     an OrderAck again when the source resends. Return paths are where each
-     source's messages *last* came from, so two routers can each hold the
-     other as a source's return path (its messages came through one while
-     the other was down, then the other way round); remembering what was passed on is what keeps an
-     acknowledgment from going round between them for ever. The packet is
-     not changed: [MS-MQQB] wants an OrderAck's and a FinalAck's hop count
-     zero;
-   * any other user message (:attr:`ArrivalKind.MESSAGE`): its source queue
-     manager's return path is now the path it came on, and, transactional,
-     so is the return path of its stream (its source's outgoing queue, by
-     sequence timestamp): the stream's OrderAcks go back that way, since one
-     source may reach here by several next hops (a queue straight here, another
-     through a router), and takes an OrderAck only from the queue's own hop.
-     A message that came from another queue manager than its source (the
-     adapter says which: ``hop``) also names that queue manager its source's
-     *router*, by GUID, not by path: a path ends with its connection (an idle
-     close, a restart of either end), a router's GUID does not. While no
-     session with the source and no return path is open, a session with its
-     router is the way to it (:meth:`Receiver.routes`): when the router
-     connects again, the FinalAcks waiting here go that way. (A message that
-     comes straight from its source does not undo it: a source that sends
-     here both ways keeps a session of its own open while it waits for
-     FinalAcks of what it sent straight, and that session comes first.) The routers known
-     at the start come from the streams' stored states (``vias``). At most
-     :data:`MAX_STREAM_PATHS` sources have one (the least recently used is
-     forgotten first).
+     relayed: passed on (:class:`PassOn`), kept to pass on later
+     (:class:`FinalAckToKeep`), or dropped (:attr:`ArrivalKind.UNROUTABLE`,
+     :attr:`ArrivalKind.NOT_FROM_HOP`), as its :attr:`Receiver.return_paths`
+     decide (:mod:`qmgr.protocol.return_paths`: who may acknowledge a stream
+     relayed here, and which way each acknowledgment goes);
+   * any other user message (:attr:`ArrivalKind.MESSAGE`): the return paths
+     learn the way back to its source (and to its stream, and the router it
+     came through).
 
 2. The core decides its **destination** (``qmgr.core.arrivals``): a queue
    here, by its key, or another queue manager (relayed). Given that, the
@@ -183,11 +134,10 @@ SessionAck that marks its recoverable number):
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import itertools
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Generic, TypeVar, Unpack
@@ -196,10 +146,9 @@ import wire
 
 from .history import MessageHistory, message_keys
 from .incoming import IncomingSequences, SequenceLimits, StreamKey, StreamState, stream_key
+from .return_paths import ArrivalKind, FinalAckToKeep, PassOn, ReturnPaths
 
 __all__ = [
-    "MAX_STREAM_PATHS",
-    "PASSED_ON_REMEMBERED",
     "Accepted",
     "ArrivalKind",
     "Dropped",
@@ -212,35 +161,9 @@ __all__ = [
 
 #: The adapter's connection: where a packet arrived, and where acknowledgments go back.
 P = TypeVar("P")
-_K = TypeVar("_K")
-_V = TypeVar("_V")
 
 _U32_MAX: Final = 0xFFFFFFFF
-#: Acknowledgments passed on that are remembered, to drop one that comes back.
-PASSED_ON_REMEMBERED: Final = 1024
-#: Streams whose path is remembered (the least recently used is forgotten first).
-MAX_STREAM_PATHS: Final = 65_536
 _NO_STREAMS: Final[Mapping[StreamKey, StreamState]] = MappingProxyType({})
-_NO_VIAS: Final[Mapping[bytes, bytes]] = MappingProxyType({})
-
-
-def _no_hop(name: str) -> uuid.UUID | None:
-    return None
-
-
-class ArrivalKind(enum.Enum):
-    """What :meth:`Receiver.arrive` found, when the kind says all there is to say."""
-
-    #: A user message: ask the core for its destination, then :meth:`Receiver.accept`.
-    MESSAGE = "message"
-    #: An OrderAck or FinalAck for another queue manager that is not passed on
-    #: (no open path to it, back where it came from, or come round again):
-    #: dropped (acknowledge it at once).
-    UNROUTABLE = "unroutable"
-    #: An OrderAck of a stream relayed here that came from another queue
-    #: manager than the one the stream was relayed to: refused (acknowledge it
-    #: at once, and say so: only that hop may acknowledge the stream).
-    NOT_FROM_HOP = "not-from-hop"
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,33 +178,6 @@ class FinalAckArrived:
     """A FinalAck about one of our messages: settle its copy awaiting confirmation."""
 
     ack: wire.FinalAck
-
-
-@dataclass(frozen=True, slots=True)
-class FinalAckToKeep:
-    """A FinalAck for another queue manager with no open path to it: store it,
-    acknowledge it once stored, and send it when that queue manager (or the way
-    to it) has a session here again."""
-
-    ack: wire.FinalAck
-
-
-@dataclass(frozen=True, slots=True)
-class PassOn(Generic[P]):
-    """An acknowledgment for another queue manager: send ``data`` on ``path``.
-
-    Attributes:
-        path: the connection that queue manager's messages last arrived on.
-        data: the packet, built, without a SessionHeader.
-        recoverable: whether it goes as a recoverable packet (a FinalAck does).
-        ack: the FinalAck passed on (None for an OrderAck): the adapter stores
-            it first, to send again if the path ends before its peer has it.
-    """
-
-    path: P
-    data: bytes
-    recoverable: bool
-    ack: wire.FinalAck | None = None
 
 
 class Dropped(enum.Enum):
@@ -343,15 +239,9 @@ class Receiver(Generic[P]):
         wall: unix time now (the age of those keys starts here).
         history_size: the most keys the history keeps.
         history_seconds: the longest it keeps a key.
-        closing: whether a path is closing (nothing is passed on along it).
-        vias: the router each source's messages last came through, by source
-            GUID bytes (sources whose last message came straight have none).
-        hop_of: the GUID of the queue manager at the next hop of an outgoing
-            queue here, by its name (None: not known yet), for the OrderAcks of
-            the streams relayed through it.
-        relayed_sources: the GUID bytes of the queue managers whose
-            transactional messages were relayed here, as the store keeps them
-            (:attr:`Accepted.relayed_source` adds one).
+        return_paths: the way back to each queue manager, as the store left it
+            (a router's relayed sources, the sources' routers); None: a queue
+            manager that relays nothing and knows no way back yet.
         limits: ``order_ack_delay``, ``max_order_ack_delay``, ``max_streams``,
             ``max_unannounced``, as for
             :class:`~qmgr.protocol.incoming.IncomingSequences` (its defaults).
@@ -369,53 +259,14 @@ class Receiver(Generic[P]):
         wall: float,
         history_size: int = 10_000,
         history_seconds: float = 1800.0,
-        closing: Callable[[P], bool] = lambda path: False,
-        router: bool = False,
-        vias: Mapping[bytes, bytes] = _NO_VIAS,
-        hop_of: Callable[[str], uuid.UUID | None] = _no_hop,
-        relayed_sources: Iterable[bytes] = (),
+        return_paths: ReturnPaths[P] | None = None,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
-        #: A router keeps the FinalAcks it cannot pass on (:class:`FinalAckToKeep`);
-        #: a queue manager that relays nothing has none to keep, and drops one.
-        self.router = router
         self.sequences = IncomingSequences(streams, **limits)
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
-        #: The path each source queue manager's messages last arrived on (by GUID
-        #: bytes); at most :data:`MAX_STREAM_PATHS`, the least recently used
-        #: forgotten first.
-        self._paths: dict[bytes, P] = {}
-        #: The streams (source GUID bytes, TxSequenceID: a Windows source gives
-        #: all its outgoing queues one timestamp, each its own ordinal) whose
-        #: messages were relayed here lately, with the outgoing queue they went
-        #: on in (at most :data:`MAX_STREAM_PATHS`): a router keeps a FinalAck
-        #: it cannot pass on only if it is about one of them, and passes on
-        #: their OrderAcks only from that queue's next hop.
-        self._relayed_streams: dict[tuple[bytes, int], str | None] = {}
-        self._hop_of = hop_of
-        #: The queue managers whose transactional messages were relayed here,
-        #: since this store began (at most :data:`MAX_STREAM_PATHS` are kept):
-        #: a router keeps a FinalAck about their messages.
-        self._relayed_sources: set[bytes] = set(relayed_sources)
-        #: Relayed sources not kept yet: the writes in flight that ask for each.
-        self._pending_sources: dict[bytes, int] = {}
-        #: The path each source outgoing queue's transactional messages last arrived
-        #: on, by (source GUID bytes, sequence timestamp), the latest last: its
-        #: OrderAcks go back that way, from where the source expects them (the
-        #: queue's next hop), here and at each router on the way. At most
-        #: :data:`MAX_STREAM_PATHS`: one forgotten goes the source's way.
-        self._stream_paths: dict[tuple[bytes, int], P] = {}
-        #: The path of a session with each queue manager itself (by GUID bytes).
-        self._sessions: dict[bytes, P] = {}
-        #: The router (GUID bytes) each source's messages last came through, by
-        #: source GUID bytes, the latest last; at most :data:`MAX_STREAM_PATHS`.
-        self._vias: dict[bytes, bytes] = dict(
-            itertools.islice(vias.items(), max(0, len(vias) - MAX_STREAM_PATHS), None)
-        )
-        self._closing = closing
-        #: The acknowledgments passed on lately (a hash of each), oldest first.
-        self._passed_on: dict[int, None] = {}
+        #: Where acknowledgments go back to, and which are passed on.
+        self.return_paths: ReturnPaths[P] = ReturnPaths() if return_paths is None else return_paths
         self._ack_ids = itertools.count(1)
         #: User messages arrived; rejected by the exactly-once rule; dropped as
         #: duplicates; relayed ones dropped because a copy is held.
@@ -439,82 +290,24 @@ class Receiver(Generic[P]):
                 not decode.
         """
         kind = wire.classify_packet(packet)
+        arrival: ArrivalKind | FinalAckToKeep | PassOn[P]
         if kind is wire.PacketKind.ORDER_ACK:
             order_ack = wire.OrderAck.from_message(packet)
-            target = packet.user.destination_qm
-            if target in (wire.NULL_GUID, self.local_qm):
+            if packet.user.destination_qm in (wire.NULL_GUID, self.local_qm):
                 return OrderAckArrived(order_ack)
-            relayed = (target.bytes, order_ack.sequence_id.value)
-            if relayed not in self._relayed_streams:
-                # Not of a stream relayed here (since the start): no one here can
-                # tell who may acknowledge it. The source's resend, relayed,
-                # brings the next one.
-                self.unroutable += 1
-                return ArrivalKind.UNROUTABLE
-            relayed_to = self._relayed_streams[relayed]
-            expected = None if relayed_to is None else self._hop_of(relayed_to)
-            if expected is not None and hop != expected:
-                self.unroutable += 1
-                return ArrivalKind.NOT_FROM_HOP
-            stream = (target.bytes, order_ack.sequence_id.timestamp)
-            return self._pass_on(packet, path, target, recoverable=False, stream=stream)
-        if kind is wire.PacketKind.FINAL_ACK:
+            arrival = self.return_paths.order_ack(packet, order_ack, path, hop)
+        elif kind is wire.PacketKind.FINAL_ACK:
             final_ack = wire.FinalAck.from_message(packet)
-            target = final_ack.acked_source_qm
-            if target == self.local_qm:
+            if final_ack.acked_source_qm == self.local_qm:
                 return FinalAckArrived(final_ack)
-            if self.router and self._route(target.bytes) is None:
-                known = (target.bytes, final_ack.sequence_id.value) in self._relayed_streams
-                source = target.bytes
-                relayed_for = source in self._relayed_sources or source in self._pending_sources
-                if not known and not relayed_for:
-                    # Not of a stream relayed here, nor of a queue manager whose
-                    # messages were (the streams relayed before a restart are
-                    # not known; their sources are): nothing of ours to keep.
-                    self.unroutable += 1
-                    return ArrivalKind.UNROUTABLE
-                return FinalAckToKeep(final_ack)
-            return self._pass_on(packet, path, target, recoverable=True, final_ack=final_ack)
-        self.received += 1
-        source = packet.user.source_qm.bytes
-        _remember(self._paths, source, path)
-        if hop is not None and hop.bytes != source:
-            _remember(self._vias, source, hop.bytes)
-        if packet.transaction is not None:
-            stream = (source, packet.transaction.sequence_id.timestamp)
-            _remember(self._stream_paths, stream, path)
-        return ArrivalKind.MESSAGE
-
-    def _pass_on(
-        self,
-        packet: wire.UserMessage,
-        arrived_on: P,
-        target: uuid.UUID,
-        *,
-        recoverable: bool,
-        stream: tuple[bytes, int] | None = None,
-        final_ack: wire.FinalAck | None = None,
-    ) -> ArrivalKind | PassOn[P]:
-        # An OrderAck goes back the way its stream came (``stream``), as a
-        # destination's own do; anything else, or with that way gone, by _route.
-        path = None if stream is None else self._stream_paths.get(stream)
-        if path is None or path is arrived_on or self._closing(path):
-            path = self._route(target.bytes)
-        if path is None or path is arrived_on:
+            arrival = self.return_paths.final_ack(packet, final_ack, path)
+        else:
+            self.received += 1
+            self.return_paths.message_arrived(packet, path, hop)
+            return ArrivalKind.MESSAGE
+        if arrival is ArrivalKind.UNROUTABLE or arrival is ArrivalKind.NOT_FROM_HOP:
             self.unroutable += 1
-            return ArrivalKind.UNROUTABLE
-        data = wire.build_packet(dataclasses.replace(packet, session=None))
-        # The acknowledgment as its sender made it (its id and send time
-        # included): one that comes back here has gone round a loop of return
-        # paths.
-        seen = hash(data)
-        if seen in self._passed_on:
-            self.unroutable += 1
-            return ArrivalKind.UNROUTABLE
-        self._passed_on[seen] = None
-        if len(self._passed_on) > PASSED_ON_REMEMBERED:
-            del self._passed_on[next(iter(self._passed_on))]
-        return PassOn(path, data, recoverable, final_ack)
+        return arrival
 
     def accept(
         self,
@@ -552,20 +345,12 @@ class Receiver(Generic[P]):
             header = packet.transaction
             source = packet.user.source_qm.bytes
             if header is not None:
-                _remember(self._relayed_streams, (source, header.sequence_id.value), relayed_to)
+                self.return_paths.relayed(source, header.sequence_id.value, relayed_to)
             if held:
                 self.relayed_duplicates += 1
                 return Dropped.HELD
-            if header is not None and source not in self._relayed_sources:
-                # Until a write that keeps it is persisted, every relayed message
-                # of the source asks for it (the write is idempotent): one that
-                # failed must not leave it out while a later one is stored.
-                pending = self._pending_sources
-                if source in pending or len(self._relayed_sources) + len(pending) < (
-                    MAX_STREAM_PATHS
-                ):
-                    pending[source] = pending.get(source, 0) + 1
-                    return Accepted(relayed_source=source)
+            if header is not None and self.return_paths.keep_source(source):
+                return Accepted(relayed_source=source)
             return _RELAYED
         user = packet.user
         header = packet.transaction
@@ -601,19 +386,8 @@ class Receiver(Generic[P]):
             )
         if accepted.remember:
             self.history.persisted(accepted.remember, wall)
-        source = accepted.relayed_source
-        if source:
-            self._relayed_sources.add(source)
-            self._settled_source(source)
-
-    def _settled_source(self, source: bytes) -> None:
-        """A write that asked to keep the relayed ``source`` ended (either way)."""
-        pending = self._pending_sources
-        left = pending.get(source, 0) - 1
-        if left > 0:
-            pending[source] = left
-        else:
-            pending.pop(source, None)
+        if accepted.relayed_source:
+            self.return_paths.source_written(accepted.relayed_source, kept=True)
 
     def rolled_back(self, accepted: Iterable[Accepted]) -> None:
         """The write that was to store these accepted messages failed: as if they
@@ -625,7 +399,7 @@ class Receiver(Generic[P]):
             if each.remember:
                 self.history.failed(each.remember)
             if each.relayed_source:
-                self._settled_source(each.relayed_source)
+                self.return_paths.source_written(each.relayed_source, kept=False)
 
     # ------------------------------------------------------------------ OrderAcks
 
@@ -642,9 +416,7 @@ class Receiver(Generic[P]):
         out: list[tuple[P, bytes]] = []
         for due in self.sequences.due(now):
             # key[1] is the stream's source and key[2] its sequence timestamp.
-            path = self._stream_paths.get((due.key[1], due.key[2]))
-            if path is None or self._closing(path):
-                path = self._paths.get(due.key[1])
+            path = self.return_paths.order_ack_path(due.key[1], due.key[2])
             if path is None:
                 continue
             ack = wire.OrderAck(
@@ -664,54 +436,6 @@ class Receiver(Generic[P]):
         """When the next OrderAck is due (``now`` clock), or None."""
         return self.sequences.next_deadline()
 
-    # ------------------------------------------------------------------ return paths
-
-    def path_to(self, source_qm: uuid.UUID) -> P | None:
-        """The path ``source_qm``'s messages last arrived on, or None."""
-        return self._paths.get(source_qm.bytes)
-
-    def paths(self) -> Mapping[bytes, P]:
-        """Every known return path, by source QM GUID bytes (a read-only view)."""
-        return MappingProxyType(self._paths)
-
-    def routes(self) -> dict[bytes, P]:
-        """The path that reaches each queue manager now, by GUID bytes: a session
-        with it if one is open, else its return path, else a session with the
-        router its messages last came through (closing ones left out). The
-        FinalAcks this queue manager owes go the same way as those it passes on."""
-        return {
-            qm: path
-            for qm in {*self._paths, *self._sessions, *self._vias}
-            if (path := self._route(qm)) is not None
-        }
-
-    def _route(self, qm: bytes) -> P | None:
-        """The path to the queue manager ``qm`` (see :meth:`routes`), or None."""
-        via = self._vias.get(qm)
-        router = None if via is None else self._sessions.get(via)
-        for path in (self._sessions.get(qm), self._paths.get(qm), router):
-            if path is not None and not self._closing(path):
-                return path
-        return None
-
-    def via(self, source_qm: uuid.UUID) -> bytes | None:
-        """The GUID bytes of the router ``source_qm``'s messages last came
-        through, or None (none came through a router)."""
-        return self._vias.get(source_qm.bytes)
-
-    def session_opened(self, path: P, remote_qm: uuid.UUID) -> None:
-        """A session with ``remote_qm`` opened on ``path``: acknowledgments for that
-        queue manager go there, whatever path its messages last came on."""
-        self._sessions[remote_qm.bytes] = path
-
-    def path_closed(self, path: P) -> None:
-        """A connection ended: it is no one's return path any more."""
-        for paths in (self._paths, self._sessions):
-            for source in [source for source, known in paths.items() if known is path]:
-                del paths[source]
-        for stream in [stream for stream, known in self._stream_paths.items() if known is path]:
-            del self._stream_paths[stream]
-
     # ------------------------------------------------------------------ status
 
     def stream_state(self, key: StreamKey) -> StreamState | None:
@@ -721,12 +445,3 @@ class Receiver(Generic[P]):
     def streams(self) -> list[tuple[StreamKey, StreamState]]:
         """Every stream with durable state, by key."""
         return self.sequences.streams()
-
-
-def _remember(table: dict[_K, _V], key: _K, value: _V) -> None:
-    """Set ``table[key]`` as its most recent entry, forgetting the least recent
-    past :data:`MAX_STREAM_PATHS`."""
-    table.pop(key, None)
-    table[key] = value
-    if len(table) > MAX_STREAM_PATHS:
-        del table[next(iter(table))]

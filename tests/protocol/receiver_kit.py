@@ -12,6 +12,7 @@ from qmgr.protocol import (
     ArrivalKind,
     Dropped,
     Receiver,
+    ReturnPaths,
 )
 
 from .model_kit import A_QM, B_QM, C_QM, T0
@@ -88,8 +89,16 @@ def final_ack(acked_source: uuid.UUID) -> wire.UserMessage:
     ).to_message()
 
 
+_RETURN_PATHS_ARGS = frozenset({"router", "closing", "vias", "hop_of", "relayed_sources"})
+
+
 def receiver(**kwargs: object) -> Receiver[str]:
-    return Receiver(LOCAL, wall=WALL, **kwargs)  # type: ignore[arg-type]
+    """A receiver for this queue manager (``LOCAL``); the arguments of its
+    :class:`ReturnPaths` (``router``, ``closing``, ``vias``, ``hop_of``,
+    ``relayed_sources``) may be given with the receiver's own."""
+    paths = {name: kwargs.pop(name) for name in _RETURN_PATHS_ARGS & kwargs.keys()}
+    return_paths: ReturnPaths[str] = ReturnPaths(**paths)  # type: ignore[arg-type]
+    return Receiver(LOCAL, wall=WALL, return_paths=return_paths, **kwargs)  # type: ignore[arg-type]
 
 
 def accept(
@@ -116,3 +125,13 @@ def parse_packet(data: bytes) -> wire.UserMessage:
 
 def parse_order_ack(data: bytes) -> wire.OrderAck:
     return wire.OrderAck.from_message(parse_packet(data))
+
+
+def announced(
+    machine: Receiver[str], decisions: list[Accepted | Dropped]
+) -> list[tuple[str, wire.OrderAck]]:
+    """Persist the accepted ``decisions``: the OrderAcks due a second later, with their paths."""
+    for decision in decisions:
+        assert isinstance(decision, Accepted)
+        machine.persisted(decision, now=T0, wall=WALL)
+    return [(path, parse_order_ack(data)) for path, data in machine.order_acks(T0 + 1, WALL)]

@@ -212,7 +212,7 @@ class World:
         else:
             self.receiver.rolled_back([i.accepted for i in mine if i.accepted is not None])
             self.run = [item for item in self.run if item.sender is not sender]
-        self.receiver.path_closed(sender.path())
+        self.receiver.return_paths.path_closed(sender.path())
         sender.epoch += 1
 
     def crash(self) -> None:

@@ -50,7 +50,7 @@ start, :meth:`ConfirmationWatch.restore`, and cleared once it has passed).
 At the destination, the FinalAck finds its way back through the router's
 next session even after the first one closed or either end restarted: the
 receiver remembers which router the source's messages came through
-(``qmgr.protocol.receiver``, stored with the stream's state).
+(``qmgr.protocol.return_paths``, stored with the stream's state).
 
 Sending our own FinalAcks (we are the destination) is the courier's work
 (``qmgr.server.workers.final_ack_courier``).

@@ -204,7 +204,7 @@ class Peering:
         """A session opened: acknowledgments for its peer go there, and FinalAcks
         for it may be waiting."""
         if connection.remote_qm is not None:
-            self.incoming.receiver.session_opened(connection, connection.remote_qm)
+            self.incoming.receiver.return_paths.session_opened(connection, connection.remote_qm)
             self._check_twin(connection)
         self.final_acks.wake()
 
@@ -278,8 +278,8 @@ class Peering:
     def _final_ack_paths(self) -> Mapping[bytes, PeerConnection]:
         """The connection that reaches each source queue manager now: an open
         session whose handshake named it, else the one its messages last came in
-        on (``Receiver.routes``, as for the acknowledgments passed on)."""
-        return self.incoming.receiver.routes()
+        on (``ReturnPaths.routes``, as for the acknowledgments passed on)."""
+        return self.incoming.receiver.return_paths.routes()
 
     # ------------------------------------------------------------------ control and status
 

@@ -58,9 +58,10 @@ from qmgr.protocol import (
     OrderAckArrived,
     PassOn,
     Receiver,
+    ReturnPaths,
     StreamState,
 )
-from qmgr.protocol.receiver import MAX_STREAM_PATHS
+from qmgr.protocol.return_paths import MAX_STREAM_PATHS
 from wire import client as cf
 
 from ..signals import touched_queues
@@ -164,14 +165,16 @@ class Incoming:
             history_seconds=config.peer_history_seconds,
             order_ack_delay=config.peer_order_ack_delay,
             max_order_ack_delay=config.peer_order_ack_max_delay,
-            closing=lambda connection: connection.closing,
-            router=config.peer_router,
-            vias=_vias(states),
-            hop_of=routes.hop_of,
-            relayed_sources=[
-                bytes.fromhex(key[len(RELAYED_SOURCE) :])
-                for key, _ in store.settings(RELAYED_SOURCE, limit=MAX_STREAM_PATHS)
-            ],
+            return_paths=ReturnPaths(
+                router=config.peer_router,
+                closing=lambda connection: connection.closing,
+                vias=_vias(states),
+                hop_of=routes.hop_of,
+                relayed_sources=[
+                    bytes.fromhex(key[len(RELAYED_SOURCE) :])
+                    for key, _ in store.settings(RELAYED_SOURCE, limit=MAX_STREAM_PATHS)
+                ],
+            ),
         )
         self._order_ack_wake = trio.Event()
         #: Other queue managers' FinalAcks, passed on or kept.
@@ -368,7 +371,7 @@ class Incoming:
 
     def connection_ended(self, connection: PeerConnection) -> None:
         """``connection`` is no return path any more (and stores nothing more)."""
-        self.receiver.path_closed(connection)
+        self.receiver.return_paths.path_closed(connection)
         self.relayed_final_acks.connection_ended(connection)
 
     # ------------------------------------------------------------------ OrderAcks
