@@ -12,17 +12,23 @@ same way, with its sender (:func:`passed_on_final_ack_op`).
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 from storage import RecordFinalAck
 from wire import FinalAck, MessageProperties, TransactionFlags, TransactionHeader
 
 __all__ = [
+    "MAX_KEPT_FINAL_ACKS",
     "decode_final_ack",
     "final_ack_note",
     "final_ack_op",
     "passed_on_final_ack_op",
     "wants_final_ack",
 ]
+
+#: The most FinalAcks a queue manager keeps waiting for their way back: its own
+#: and, at a router, other queue managers' it passes on or keeps.
+MAX_KEPT_FINAL_ACKS: Final = 1_000_000
 
 # A note: TxSequenceID (ordinal, timestamp), number, previous number.
 _NOTE = struct.Struct(">IIII")

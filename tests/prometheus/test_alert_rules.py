@@ -67,6 +67,7 @@ def test_every_alert_is_tested() -> None:
         "QmgrPeerLinkDown",
         "QmgrStoreNearlyFull",
         "QmgrTransactionInDoubt",
+        "QmgrFinalAcksPilingUp",
     }
     tests = yaml.safe_load(RULE_TESTS.read_text(encoding="utf-8"))
     fired = {

@@ -58,6 +58,7 @@ from prometheus_client.registry import Collector
 
 import storage
 import wire
+from qmgr.core.final_acks import MAX_KEPT_FINAL_ACKS
 from qmgr.core.names import DEADLETTER, DEADXACT
 from qmgr.core.outcomes import DEAD_LETTERS
 from storage import QueueKind
@@ -404,6 +405,13 @@ class QueueManagerCollector(Collector):
             "Resends of messages this router still held for relaying, acknowledged "
             "without being stored or forwarded again, since the start.",
             value=sources.peering.relayed_resends_dropped(),
+        )
+        yield GaugeMetricFamily(
+            "qmgr_final_acks_waiting",
+            "FinalAcks stored until their way back is open: this queue manager's own, "
+            "and at a router other queue managers' it passes on or keeps (past "
+            f"{MAX_KEPT_FINAL_ACKS:,} a router keeps no more).",
+            value=sources.store.final_ack_count(),
         )
         yield CounterMetricFamily(
             "qmgr_access_denied",

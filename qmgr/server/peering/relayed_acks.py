@@ -33,18 +33,14 @@ before routers stored them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Final
 
 import storage
 import wire
-from qmgr.core.final_acks import passed_on_final_ack_op
+from qmgr.core.final_acks import MAX_KEPT_FINAL_ACKS, passed_on_final_ack_op
 
 from .connection import PeerConnection
 
-__all__ = ["MAX_KEPT_FINAL_ACKS", "RelayedFinalAcks"]
-
-#: The most FinalAcks a router keeps waiting (its own included).
-MAX_KEPT_FINAL_ACKS: Final = 1_000_000
+__all__ = ["RelayedFinalAcks"]
 
 #: Sends a stored FinalAck (its key, its packet) on a connection, to be forgotten
 #: once the peer has it.

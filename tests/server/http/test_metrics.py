@@ -76,6 +76,9 @@ def test_every_family_reads_what_the_daemon_counts(store: storage.Store, tmp_pat
     for dead_class in (MessageClass.NACK_RECEIVE_TIMEOUT, MessageClass.NACK_RECEIVE_TIMEOUT):
         write(store, core.outcomes.dead_letter(message, dead_class))
     write(store, storage.AppendOutgoing(OUTGOING, OUTGOING, b"entry", 5), now=NOW + 20)
+    # FinalAcks waiting for their way back: two of ours, one passed on for a peer.
+    for ordinal, sender in ((1, None), (2, None), (1, b"\x0b" * 16)):
+        write(store, storage.RecordFinalAck(b"\x0a" * 16, ordinal, b"ack", stamp=7, sender=sender))
     outgoing = store.get_queue(OUTGOING)
     assert outgoing is not None
     core.tally.commits, core.tally.aborts = 12, 3
@@ -145,6 +148,7 @@ def test_every_family_reads_what_the_daemon_counts(store: storage.Store, tmp_pat
     assert found["qmgr_incoming_rejected_not_kept_total"][""] == 1
     assert found["qmgr_acknowledgments_dropped_total"][""] == 3
     assert found["qmgr_relayed_resends_dropped_total"][""] == 5
+    assert found["qmgr_final_acks_waiting"][""] == 3
     assert found["qmgr_access_denied_total"][""] == 4
     assert found["qmgr_authentication_failures_total"][""] == 2
     usage = store.usage()
