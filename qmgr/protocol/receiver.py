@@ -210,9 +210,10 @@ class Accepted:
             store).
         remember: its history key, to write with it (b"": none).
         forget: history keys the same write forgets (evicted).
-        relayed_source: relayed, its source's GUID bytes when this is the
-            first message of that source relayed here: the write keeps it
-            among the relayed sources (b"": none).
+        relayed_source: relayed and transactional, its source's GUID bytes
+            while no write that keeps that source among the relayed sources
+            is persisted yet: this write keeps it too (b"": none; see
+            :meth:`~qmgr.protocol.return_paths.ReturnPaths.keep_source`).
     """
 
     stream: StreamKey | None = None

@@ -26,8 +26,10 @@ waiting here go that way. (A message that comes straight from its source
 does not undo it: a source that sends here both ways keeps a session of its
 own open while it waits for FinalAcks of what it sent straight, and that
 session comes first.) The routers known at the start come from the streams'
-stored states (``vias``). Each table holds at most :data:`MAX_STREAM_PATHS`
-entries, the least recently used forgotten first.
+stored states (``vias``). The return paths, the streams' paths and the
+routers are each kept for at most :data:`MAX_STREAM_PATHS` queue managers or
+streams, the least recently used forgotten first (the sessions are as many
+as the open connections).
 
 **What it learns from relaying** (:meth:`ReturnPaths.relayed`): the streams
 whose messages were relayed here lately (source, whole TxSequenceID: a
@@ -46,7 +48,9 @@ asks a write to keep one, :meth:`ReturnPaths.source_written` reports it).
   takes an OrderAck from its router, so the router checks for it that the
   stream's own hop sent it, and no other peer of the router can make the
   source forget messages nobody received. It goes the way its stream's
-  messages came, as a destination sends its own. (After a restart of the
+  messages came, as a destination sends its own; with that way gone, closing,
+  or the connection it came on, it goes by the route below, as a FinalAck
+  does. (After a restart of the
   router, an OrderAck of a stream not relayed again yet is dropped: the
   source's resend, relayed or found held, makes the stream known again, and
   the destination announces an OrderAck again when the source resends.)
@@ -116,9 +120,11 @@ def _no_hop(name: str) -> uuid.UUID | None:
 
 
 class ArrivalKind(enum.Enum):
-    """What :meth:`Receiver.arrive` found, when the kind says all there is to say."""
+    """What :meth:`~qmgr.protocol.receiver.Receiver.arrive` found, when the kind says
+    all there is to say."""
 
-    #: A user message: ask the core for its destination, then :meth:`Receiver.accept`.
+    #: A user message: ask the core for its destination, then
+    #: :meth:`~qmgr.protocol.receiver.Receiver.accept`.
     MESSAGE = "message"
     #: An OrderAck or FinalAck for another queue manager that is not passed on
     #: (no open path to it, back where it came from, or come round again):

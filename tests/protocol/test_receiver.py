@@ -41,11 +41,8 @@ from .receiver_kit import (
     receiver,
 )
 
-#: A router between A and this queue manager.
-R = uuid.UUID("d0000000-0000-4000-8000-00000000000d")
-
 # --------------------------------------------------------------------------
-# Arrival: what a packet is, and return paths
+# Arrival: what a packet is (return paths: test_return_paths.py)
 # --------------------------------------------------------------------------
 
 

@@ -410,8 +410,18 @@ def test_the_relayed_sources_kept_and_asked_for_are_bounded(
     assert not paths.keep_source(C.bytes)  # A kept, B asked for: no room
     assert paths.keep_source(B.bytes)  # one already asked for is asked for again
     paths.source_written(B.bytes, kept=False)
+    assert not paths.keep_source(C.bytes)  # one of B's writes is still in flight
     paths.source_written(B.bytes, kept=False)
     assert paths.keep_source(C.bytes)  # B's writes failed: its room is free
+
+
+def test_a_relayed_source_kept_takes_one_room_not_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(return_paths_module, "MAX_STREAM_PATHS", 3)
+    paths: ReturnPaths[str] = ReturnPaths(router=True, relayed_sources=[A.bytes])
+    assert paths.keep_source(B.bytes)
+    paths.source_written(B.bytes, kept=True)  # kept: no longer asked for
+    assert paths.keep_source(C.bytes)  # A and B kept, C asked for: three
+    assert not paths.keep_source(R.bytes)
 
 
 def test_an_order_ack_of_ours_goes_the_streams_way_then_the_sources() -> None:

@@ -24,6 +24,7 @@ the daemon keeps for its own work and for ``qmgr status``:
   authentications, the peering side's outgoing queues (their state, as
   ``qmgr outgoing list`` shows it) and its refusals of arriving messages by
   class;
+* the number of FinalAcks the store holds to send (one read of its size);
 * the store's pages in use and its limit (``Store.usage``), and the free
   space of its file system.
 
@@ -408,9 +409,9 @@ class QueueManagerCollector(Collector):
         )
         yield GaugeMetricFamily(
             "qmgr_final_acks_waiting",
-            "FinalAcks stored until their way back is open: this queue manager's own, "
-            "and at a router other queue managers' it passes on or keeps (past "
-            f"{MAX_KEPT_FINAL_ACKS:,} a router keeps no more).",
+            "FinalAcks stored until the next hop on their way back has them: this queue "
+            "manager's own, and at a router other queue managers' it passes on or keeps "
+            f"(past {MAX_KEPT_FINAL_ACKS:,} a router keeps no more).",
             value=sources.store.final_ack_count(),
         )
         yield CounterMetricFamily(
