@@ -188,6 +188,7 @@ class QueueManagerCore:
             peek=self.peek,
             guid=self._guid,
             router=router,
+            retry_queued=lambda: poison.wake(),
         )
         #: Open transactions, and how each ends.
         self.transactions = transactions = OpenTransactions(
@@ -307,6 +308,7 @@ class QueueManagerCore:
         woken = self.transactions.end(tx, committed=True)
         holds = self.holds
         holds.appended(unit, outcome)
+        moved_into: list[int] = []
         for op, result in zip(unit.ops, outcome.results, strict=True):
             if isinstance(result, storage.Appended):
                 woken.add(result.queue_id)
@@ -315,6 +317,9 @@ class QueueManagerCore:
             elif isinstance(result, storage.Moved):
                 holds.moved_in(result.target_id)
                 woken.add(result.target_id)
+                moved_into.append(result.target_id)
+        if moved_into:
+            self.moves.moved_into(moved_into)
         return woken, None
 
     def commit_failed(

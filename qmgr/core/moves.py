@@ -81,7 +81,7 @@ Like the rest of the core: no I/O, no clock, no logging.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import KW_ONLY, dataclass
 from typing import Final, Protocol
 
@@ -99,6 +99,7 @@ from .errors import (
     from_store_error,
 )
 from .holds import Holds
+from .names import RETRY_SUFFIX
 from .transactions import Tally, Transaction
 
 __all__ = ["BACK_STEP", "DEAD_LETTER_KINDS", "MOVE_STEP", "Denied", "MoveStep", "Moves"]
@@ -172,6 +173,10 @@ class Moves:
     #: Whether this queue manager passes messages on (``peers.router``): then an
     #: arriving message's host and port decide whether it is ours.
     router: bool = False
+    #: Called once messages were moved into a ``;retry`` subqueue (each is due back
+    #: after its queue's retry delay): the poison handling's ``wake``, so that its
+    #: worker looks at the due times again.
+    retry_queued: Callable[[], None] = lambda: None
 
     # ------------------------------------------------------------------ the queues
 
@@ -439,4 +444,17 @@ class Moves:
         woken |= holds.release(released)
         if moved:
             self._tally.commits += 1
+            self.moved_into(woken)
         return moved, last, woken, error
+
+    def moved_into(self, target_ids: Iterable[int]) -> None:
+        """Messages were moved into these queues (a commit's or :meth:`move_done`'s
+        ``storage.Moved`` results): if one is a ``;retry`` subqueue, the poison
+        handling must look at the due times again (a message moved there by
+        request comes back after the retry delay, as one moved by an abort)."""
+        store = self._store
+        for target_id in target_ids:
+            record = store.get_queue_by_id(target_id)
+            if record is not None and record.name.endswith(RETRY_SUFFIX):
+                self.retry_queued()
+                return

@@ -70,6 +70,41 @@ async def test_a_message_goes_to_retry_comes_back_when_due_then_to_poison(
     ]
 
 
+@pytest.mark.parametrize("in_transaction", [False, True], ids=["by-request", "in-transaction"])
+async def test_a_message_moved_into_retry_by_request_comes_back_when_due(
+    qm: CoreHarness,
+    worker: PoisonWorker,
+    committer: Committer,
+    autojump_clock: trio.testing.MockClock,
+    in_transaction: bool,
+) -> None:
+    create(qm, retry_delay=10.0)
+    moves = qm.core.moves
+    source, target = moves.move_queues("p", "p;retry")
+    assert target is not None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(worker.run)
+        await trio.testing.wait_all_tasks_blocked()  # nothing due: waiting until woken
+        if in_transaction:
+            tx = qm.begin()
+            assert moves.move_one(source, target, lookup_id=0, tx=tx, now=0.0) is not None
+            unit = qm.core.commit(tx)
+            outcome = await committer.submit(unit)
+            assert qm.core.commit_done(tx, unit, outcome)[1] is None
+        else:
+            held = moves.move_one(source, target, lookup_id=0, tx=None, now=0.0)
+            assert held is not None
+            assert held[1] is not None
+            outcome = await committer.submit(held[1])
+            assert moves.move_done(source.queue_id, [held[0]], outcome)[0] == 1
+        assert qm.bodies("p;retry") == [b"bad"]
+        await trio.sleep(9.5)
+        assert qm.bodies("p;retry") == [b"bad"]  # not due yet
+        await trio.sleep(1.0)
+        assert qm.bodies("p") == [b"bad"]  # back after the queue's retry delay
+        nursery.cancel_scope.cancel()
+
+
 async def test_an_abort_below_the_retry_count_is_counted(
     qm: CoreHarness, worker: PoisonWorker
 ) -> None:
