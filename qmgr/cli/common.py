@@ -274,19 +274,24 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
     """A connection to the daemon named by ``--server``, closed at the end of the block.
 
     Raises:
-        CliError: a bad address, or no daemon there (with a hint).
+        click.BadParameter: ``--server`` is empty or not an address (a usage
+            error: status 2).
+        CliError: no daemon there (with a hint).
     """
     from qmgr.client import ConnectionLost
 
     server = server_of(ctx)
+    given = _given_as(ctx, "server")
+    if not server.strip():
+        msg = "is empty: give the queue manager's client address, HOST:PORT"
+        raise click.BadParameter(msg, ctx=ctx.find_root(), param_hint=repr(given))
     _check_token(ctx)
     try:
         qm = connect_to(ctx, server)
     except ValueError as exc:
         said = str(exc)  # an address error quotes the address itself
         shown = said if said.startswith(quoted(server)) else f"{quoted(server)}: {said}"
-        msg = f"--server {shown}"
-        raise CliError(msg) from None
+        raise click.BadParameter(shown, ctx=ctx.find_root(), param_hint=repr(given)) from None
     except ConnectionLost as exc:
         raise CliError(exc.message, hint=_not_reached_hint(ctx, exc.message)) from None
     with qm:

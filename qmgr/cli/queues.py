@@ -91,7 +91,7 @@ RETRY_OPTIONS: Final = (
     ),
     click.option(
         "--retry-delay",
-        type=Seconds(min=0.0),
+        type=Seconds(min=0.0, max=float(0xFFFFFFFF)),
         metavar="SECONDS",
         help="Poison handling: seconds in NAME;retry before coming back (default 1800).",
     ),

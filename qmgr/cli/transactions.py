@@ -18,6 +18,7 @@ from rich.text import Text
 
 from qmgr.client import Resolution, TransactionInfo, TransactionNotFound
 from qmgr.client.shapes import transaction_json
+from wire.client import xid_error
 
 from .common import (
     CliError,
@@ -71,8 +72,16 @@ def tx_list(ctx: click.Context, show_all: bool, prefix: str, as_json: bool) -> N
     print_listing(listed, as_json, transaction_json, transactions_table, empty=empty)
 
 
+def _xid(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """Refuse, as a usage error, text that cannot name a transaction."""
+    error = xid_error(value)
+    if error is not None:
+        raise click.BadParameter(error, ctx=ctx, param=param)
+    return value
+
+
 @tx.command("commit")
-@click.argument("xid")
+@click.argument("xid", callback=_xid)
 @click.pass_context
 @reports_errors
 def tx_commit(ctx: click.Context, xid: str) -> None:
@@ -85,7 +94,7 @@ def tx_commit(ctx: click.Context, xid: str) -> None:
 
 
 @tx.command("abort")
-@click.argument("xid")
+@click.argument("xid", callback=_xid)
 @click.pass_context
 @reports_errors
 def tx_abort(ctx: click.Context, xid: str) -> None:

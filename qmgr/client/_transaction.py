@@ -56,7 +56,6 @@ from ._replies import resolutions, unexpected
 
 __all__ = [
     "ABORTED_BY_DAEMON",
-    "MAX_XID_BYTES",
     "Ending",
     "TransactionHandle",
     "TransactionState",
@@ -69,9 +68,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-
-#: Longest xid, in bytes of UTF-8.
-MAX_XID_BYTES: Final = 200
 
 
 class Ending(enum.Enum):
@@ -99,23 +95,13 @@ def check_xid(xid: object) -> str:
     """Return ``xid`` if it can name a global transaction.
 
     Raises:
-        InvalidArgument: not a str of 1 to 200 bytes of UTF-8 without control characters.
+        InvalidArgument: not a str of 1 to 200 bytes of UTF-8 without control
+            characters (``wire.client.xid_error`` says which).
     """
-    if not isinstance(xid, str):
-        msg = f"a transaction id (xid) must be a str, not {type(xid).__name__}"
-        raise InvalidArgument(msg)
-    try:
-        size = len(xid.encode("utf-8"))
-    except UnicodeEncodeError:
-        msg = f"transaction id {xid!r} cannot be encoded as UTF-8"
-        raise InvalidArgument(msg) from None
-    if not 0 < size <= MAX_XID_BYTES:
-        msg = f"a transaction id must be 1 to {MAX_XID_BYTES} bytes of UTF-8, not {size}: {xid!r}"
-        raise InvalidArgument(msg)
-    for char in xid:
-        if char < " " or char == "\x7f":
-            msg = f"transaction id {xid!r} contains the control character U+{ord(char):04X}"
-            raise InvalidArgument(msg)
+    error = cf.xid_error(xid)
+    if error is not None:
+        raise InvalidArgument(error)
+    assert isinstance(xid, str)
     return xid
 
 

@@ -44,6 +44,7 @@ from typing import Final
 
 import storage
 from storage import AppendMessage, Store, Unit, UnitOutcome
+from wire import client as cf
 from wire import quoted
 
 from .errors import (
@@ -61,10 +62,8 @@ from .holds import Holds
 from .outcomes import Outcomes
 from .transactions import AbortedReceives, OpenTransactions, Tally, Transaction, TransactionStage
 
-__all__ = ["MAX_RESOLVE", "MAX_XID_BYTES", "PreparedSummary", "TwoPhase", "check_xid"]
+__all__ = ["MAX_RESOLVE", "PreparedSummary", "TwoPhase", "check_xid"]
 
-#: Longest global transaction id, in UTF-8 bytes.
-MAX_XID_BYTES: Final = 200
 #: Most ids resolved in one unit.
 MAX_RESOLVE: Final = 10_000
 #: Outcomes pruned per step.
@@ -75,20 +74,12 @@ def check_xid(xid: str) -> str:
     """Validate a global transaction id; returns it.
 
     Raises:
-        InvalidArgument: empty, too long, or with control characters.
+        InvalidArgument: empty, too long, not valid Unicode text, or with
+            control characters (``wire.client.xid_error``).
     """
-    size = len(xid.encode("utf-8", "surrogatepass"))
-    if not 1 <= size <= MAX_XID_BYTES:
-        msg = f"a transaction id must be 1..{MAX_XID_BYTES} bytes of UTF-8, not {size}"
-        raise InvalidArgument(msg)
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in xid):
-        msg = f"a transaction id must not contain control characters: {quoted(xid)}"
-        raise InvalidArgument(msg)
-    try:
-        xid.encode("utf-8")
-    except UnicodeEncodeError:
-        msg = f"a transaction id must be valid Unicode text: {quoted(xid)}"
-        raise InvalidArgument(msg) from None
+    error = cf.xid_error(xid)
+    if error is not None:
+        raise InvalidArgument(error)
     return xid
 
 

@@ -118,17 +118,26 @@ def test_seconds_are_never_nan(command: tuple[str, ...]) -> None:
     assert f"Invalid value for '{command[-2]}': 'nan' is not a number of seconds" in result.stderr
 
 
-def test_a_bad_address_is_named() -> None:
+def test_a_bad_address_is_a_usage_error_naming_it() -> None:
     result = run(None, "--server", "127.0.0.1:99999", "queue", "list")
-    assert result.exit_code == 1
-    assert result.stderr == "error: --server '127.0.0.1:99999': '99999' is not a TCP port\n"
+    assert result.exit_code == 2
+    assert result.stderr.endswith(
+        "Error: Invalid value for '--server': '127.0.0.1:99999': '99999' is not a TCP port\n"
+    )
+
+
+@pytest.mark.parametrize("server", ["", "  "])
+def test_an_empty_address_is_refused_not_taken_for_the_default(server: str) -> None:
+    result = run(None, "--server", server, "status")
+    assert result.exit_code == 2
+    assert "Invalid value for '--server': is empty" in result.stderr
 
 
 @pytest.mark.parametrize("server", ["::1:28002", "[::1:28002"])
 def test_an_ipv6_address_with_a_port_needs_brackets(server: str) -> None:
     result = run(None, "--server", server, "status")
-    assert result.exit_code == 1
-    assert result.stderr.startswith(f"error: --server {server!r}")
+    assert result.exit_code == 2
+    assert f"Invalid value for '--server': {server!r}" in result.stderr
     assert "write an IPv6 address with a port as [addr]:port" in result.stderr
 
 

@@ -211,3 +211,12 @@ def test_delete_and_purge_ask_first_on_a_terminal(
     assert "its journal queue, its subqueues and all their messages? [y/N]" in kept.stderr
     deleted = ok(run(shared_daemon, "queue", "delete", queue_name, "--yes"))
     assert deleted.stdout == f"deleted queue {queue_name!r} (1 message)\n"
+
+
+@pytest.mark.parametrize("delay", ["inf", "4294967296", "-1", "nan"])
+@pytest.mark.parametrize("command", ["create", "set"])
+def test_a_retry_delay_out_of_range_is_a_usage_error(command: str, delay: str) -> None:
+    # Refused before connecting: with no daemon to reach, the usage error is all.
+    result = run(None, "queue", command, "orders", "--retry-delay", delay)
+    assert result.exit_code == 2
+    assert "Invalid value for '--retry-delay'" in result.stderr

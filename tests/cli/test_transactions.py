@@ -140,9 +140,21 @@ def test_errors_are_reported(in_doubt: FakeDaemon) -> None:
         "error: transaction 'nope' is not prepared",
         "hint: `qmgr tx list --all` shows the prepared transactions and the outcomes kept",
     ]
-    invalid = run(in_doubt, "tx", "commit", "a\tb")
-    assert invalid.exit_code == 1
-    assert "control character U+0009" in invalid.stderr
+
+
+@pytest.mark.parametrize(
+    ("xid", "said"),
+    [("a\tb", "control character U+0009"), ("", "1 to 200 bytes of UTF-8, not 0")],
+)
+@pytest.mark.parametrize("command", ["commit", "abort"])
+def test_text_that_cannot_name_a_transaction_is_a_usage_error(
+    command: str, xid: str, said: str
+) -> None:
+    # Refused before connecting: with no daemon to reach, the usage error is all.
+    invalid = run(None, "tx", command, xid)
+    assert invalid.exit_code == 2
+    assert "Invalid value for 'XID'" in invalid.stderr
+    assert said in invalid.stderr
 
 
 def test_an_older_daemon_is_reported() -> None:

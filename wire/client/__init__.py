@@ -134,6 +134,7 @@ from .trace import TraceFinding as TraceFinding
 from .trace import TraceMessage as TraceMessage
 from .trace import TraceReport as TraceReport
 from .two_phase import MAX_RESOLVE_XIDS as MAX_RESOLVE_XIDS
+from .two_phase import MAX_XID_BYTES as MAX_XID_BYTES
 from .two_phase import TWO_PHASE_REQUESTS as TWO_PHASE_REQUESTS
 from .two_phase import BeginGlobal as BeginGlobal
 from .two_phase import ListTransactions as ListTransactions
@@ -147,6 +148,7 @@ from .two_phase import Resolve as Resolve
 from .two_phase import TransactionInfo as TransactionInfo
 from .two_phase import TransactionList as TransactionList
 from .two_phase import TransactionState as TransactionState
+from .two_phase import xid_error as xid_error
 from .values import Abort as Abort
 from .values import Begin as Begin
 from .values import Commit as Commit
@@ -193,6 +195,7 @@ __all__ = [
     "MAX_MESSAGE_BODY",
     "MAX_RESOLVE_XIDS",
     "MAX_TRACE_FINDINGS",
+    "MAX_XID_BYTES",
     "MESSAGE_LAYOUT",
     "MIN_PROTOCOL_VERSION",
     "OUTCOMES_REQUESTS",
@@ -299,4 +302,5 @@ __all__ = [
     "parse_rights",
     "queued_message_parts",
     "rights_names",
+    "xid_error",
 ]

@@ -19,8 +19,31 @@ import enum
 from dataclasses import dataclass
 from typing import Final
 
+from ..text_fields import quoted
+
 #: Most transaction ids one ``Resolve`` may name.
 MAX_RESOLVE_XIDS: Final = 10_000
+#: The longest transaction id (xid), in bytes of UTF-8.
+MAX_XID_BYTES: Final = 200
+
+
+def xid_error(xid: object) -> str | None:
+    """Why ``xid`` cannot name a global transaction (None: it can): it must be a
+    str of 1 to :data:`MAX_XID_BYTES` bytes of UTF-8 without control characters.
+    The one rule of the client, the daemon and the command line."""
+    if not isinstance(xid, str):
+        return f"a transaction id (xid) must be a str, not {type(xid).__name__}"
+    try:
+        size = len(xid.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"transaction id {quoted(xid)} is not valid Unicode text: UTF-8 cannot encode it"
+    if not 0 < size <= MAX_XID_BYTES:
+        shown = f": {quoted(xid)}" if xid else ""
+        return f"a transaction id must be 1 to {MAX_XID_BYTES} bytes of UTF-8, not {size}{shown}"
+    for char in xid:
+        if char < " " or char == "\x7f":
+            return f"transaction id {quoted(xid)} contains the control character U+{ord(char):04X}"
+    return None
 
 
 class Resolution(enum.IntEnum):

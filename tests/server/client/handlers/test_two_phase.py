@@ -26,11 +26,11 @@ from kit import (
 import storage
 from qmgr.core.engine import Limits
 from qmgr.core.ranges import Ranges
-from qmgr.core.two_phase import MAX_XID_BYTES
 from qmgr.server.client.handlers import two_phase
 from qmgr.server.client.services import Services
 from qmgr.server.workers.maintenance import PRUNE_INTERVAL, Maintenance
 from wire import client as cf
+from wire.client import MAX_XID_BYTES
 
 
 async def test_the_longest_transaction_list_is_one_frame(
