@@ -122,8 +122,10 @@ class QueueExists(StoreError):
         name: the canonical name that is taken.
     """
 
-    def __init__(self, name: str) -> None:
-        msg = f"queue {name!r} already exists"
+    def __init__(self, name: str, *, display_name: str | None = None) -> None:
+        # The queue that exists, as its creator wrote it (the canonical name
+        # folds case: 'Ω' is taken as 'ω').
+        msg = f"queue {display_name or name!r} already exists"
         super().__init__(msg)
         self.name = name
 

@@ -91,6 +91,9 @@ def dl_list(ctx: click.Context, name: str | None, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([{"name": f.name, "targets": list(f.targets)} for f in found]))
         return
+    if not found:
+        click.echo("no distribution lists")
+        return
     table = Table()
     table.add_column("list")
     table.add_column("targets")

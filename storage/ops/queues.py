@@ -131,8 +131,9 @@ class CreateQueue(Operation):
             msg = f"quota must not be negative: {self.quota}"
             raise InvalidRecord(msg)
         for taken in (self.name, journal_name):
-            if taken is not None and ctx.queue_named(taken) is not None:
-                raise QueueExists(taken)
+            existing = None if taken is None else ctx.queue_named(taken)
+            if existing is not None:
+                raise QueueExists(existing.record.name, display_name=existing.record.display_name)
         queue_id = ctx.allocate_queue_ids(1 if journal_name is None else 2)
         record = QueueRecord(
             queue_id=queue_id,

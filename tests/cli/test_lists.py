@@ -5,9 +5,14 @@ Sending to a list is in ``tests/integration/test_distribution_lists.py``.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 
+import pytest
 from helpers import DaemonProcess
+
+from qmgr.cli import lists as lists_module
 
 from .kit import ok, run
 
@@ -87,3 +92,19 @@ def test_add_and_remove_need_targets() -> None:
         result = run(None, "dl", verb, "fanout")
         assert result.exit_code == 2, verb
         assert "Missing argument 'TARGET...'" in result.stderr, verb
+
+
+def test_no_lists_is_said_in_words_and_as_an_empty_array(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class NoLists:
+        def lists(self) -> list[object]:
+            return []
+
+    @contextlib.contextmanager
+    def client(ctx: object) -> Iterator[NoLists]:
+        yield NoLists()
+
+    monkeypatch.setattr(lists_module, "client", client)
+    assert ok(run(None, "dl", "list")).stdout == "no distribution lists\n"
+    assert ok(run(None, "dl", "list", "--json")).stdout == "[]\n"

@@ -123,6 +123,15 @@ def test_one_name_created_twice_in_a_batch_is_queue_exists(store: Store) -> None
     assert [q.display_name for q in store.list_queues()] == ["q", "q;journal"]
 
 
+def test_queue_exists_names_the_queue_as_its_creator_wrote_it(store: Store) -> None:
+    # U+2126 OHM SIGN folds to U+03C9: the error names the queue that exists, not the key.
+    create_queue(store, "\u03c9", display_name="\u2126")
+    [outcome] = commit(store, unit(CreateQueue("\u03c9", "\u2126")))
+    assert isinstance(outcome.error, QueueExists)
+    assert outcome.error.name == "\u03c9"
+    assert str(outcome.error) == "queue '\u2126' already exists"
+
+
 @pytest.mark.parametrize(
     "create",
     [
