@@ -28,6 +28,7 @@ from qmgr.core import names
 from qmgr.core.errors import InvalidName
 from qmgr.core.names import LocalIdentity
 from qmgr.core.routes import RouteError, RouteTable, endpoint_text, split_host_port
+from qmgr.host_addresses import interface_addresses
 
 from .config_keys import KEYS, ROUTES_SECTION
 
@@ -389,8 +390,9 @@ _WILDCARDS: Final = ("", "0.0.0.0", "::")
 
 def local_identity(config: Config) -> LocalIdentity:
     """The names and addresses that are this queue manager's own: its listening
-    address (every loopback address with its port when it listens on all), its
-    host and queue-manager names, and ``server.aliases``."""
+    address (when it listens on all, every address of the host's interfaces at
+    start, of that family, and every loopback address, with its port), its host
+    and queue-manager names, and ``server.aliases``."""
     host = config.listen.host
     names = {"localhost", socket.gethostname(), config.name}
     addresses = {"127.0.0.1", "::1"}
@@ -398,6 +400,9 @@ def local_identity(config: Config) -> LocalIdentity:
         # A listen host name is how this queue manager names itself to peers too
         # (its admin and response queues): it is one of its names.
         (addresses if _is_ip_address(host) else names).add(host)
+    else:
+        # 0.0.0.0 takes IPv4 only; "::" (and "") both families on Linux.
+        addresses |= interface_addresses(ipv6=host != "0.0.0.0")
     return LocalIdentity(
         host_names=frozenset(names),
         addresses=frozenset(addresses),

@@ -144,8 +144,17 @@ class Arrivals:
         default_factory=dict, init=False, repr=False
     )
 
-    def destination(self, packet: UserMessage) -> tuple[str | None, RemoteDestination | None]:
+    def destination(
+        self, packet: UserMessage, *, here: bool = False
+    ) -> tuple[str | None, RemoteDestination | None]:
         """The local queue key a packet is addressed to, or the remote destination.
+
+        ``here``: the packet came over a session of this queue manager with
+        itself (a next hop that turned out to be this queue manager: a hairpin
+        NAT, a port map of its own port): it was sent to that hop because its
+        address names it, so it is for a queue here, whatever host it names,
+        as at a queue manager that is not a router (a router would send it to
+        that hop again, round and round until its hop count ran out).
 
         Returns:
             ``(queue_key, None)`` for a queue here (the key may name no queue),
@@ -155,6 +164,9 @@ class Arrivals:
         queue = packet.user.destination
         if not isinstance(queue, wire.DirectQueue):
             return None, None
+        if here and self.router:
+            element = arrival_address(queue.name, self._identity, router=False)
+            return (None, None) if element is None else (element.queue, None)
         found = self._destinations.get(queue.name)
         if found is None:
             found = self._resolve(queue.name)

@@ -304,7 +304,11 @@ class Receiver(Generic[P]):
             arrival = self.return_paths.final_ack(packet, final_ack, path)
         else:
             self.received += 1
-            self.return_paths.message_arrived(packet, path, hop)
+            if hop != self.local_qm or packet.user.source_qm == self.local_qm:
+                # A message of another queue manager that this one sent to itself
+                # (a next hop that turned out to be this queue manager) came over
+                # no way back to its source: its return paths stay where they are.
+                self.return_paths.message_arrived(packet, path, hop)
             return ArrivalKind.MESSAGE
         if arrival is ArrivalKind.UNROUTABLE or arrival is ArrivalKind.NOT_FROM_HOP:
             self.unroutable += 1

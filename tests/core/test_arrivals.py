@@ -281,6 +281,19 @@ def test_a_router_takes_as_its_own_what_names_its_aliases(qm: CoreHarness) -> No
         assert remote is not None, other
 
 
+def test_a_router_takes_as_its_own_what_it_sent_to_itself(qm: CoreHarness) -> None:
+    # A next hop that turned out to be this queue manager (a port map of its own
+    # port): what comes over that session with itself is for a queue here, whatever
+    # host it names; the same message from a peer is still relayed.
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True)
+    mapped = packet("TCP:198.51.100.7:30000\\private$\\txq")
+    assert arrivals.destination(mapped, here=True) == ("txq", None)
+    key, remote = arrivals.destination(mapped)
+    assert key is None
+    assert remote is not None
+    assert arrivals.destination(packet("OS:no-path"), here=True) == (None, None)
+
+
 def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True)
     found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=MAX_HOPS)

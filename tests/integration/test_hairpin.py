@@ -11,7 +11,9 @@ import pytest
 from fault_proxy import FaultProxy
 from helpers import (
     PEER_FAST,
+    ROUTER,
     DaemonProcess,
+    auth_required,
     commit_batches,
     drain,
     log_events,
@@ -20,7 +22,7 @@ from helpers import (
 )
 from pki import Pki
 
-from qmgr.client import connect
+from qmgr.client import MessageClass, connect
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
@@ -53,3 +55,71 @@ def test_messages_to_a_port_map_of_this_queue_manager_are_delivered_here(
     assert not log_events(qm, "message_rejected")
     (started,) = log_events(qm, "queue_manager_started")
     assert started["tls_peers"] is tls
+
+
+def test_a_router_delivers_here_what_another_queue_manager_sends_to_its_port_map(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """A router judges an arriving message by the host it names, and a port map of
+    itself is not among its addresses: it relays such a message to that hop, which
+    turns out to be itself. What comes back over that session is for a queue here
+    (not relayed round again until its hop count runs out), its OrderAcks go back to
+    the source the way its messages came, and the source's queue empties."""
+    router = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER))
+    source = daemon_factory(name="qm-a", extra_args=PEER_FAST)
+    with (
+        FaultProxy(router.peer_port) as port_map,
+        connect(router.address) as at_router,
+        connect(source.address) as client,
+    ):
+        at_router.create_queue("orders", transactional=True)
+        mapped = f"DIRECT=TCP:{port_map.address}\\private$\\orders"
+        expected = commit_batches(client, mapped, 0, 12)
+        wait_until(lambda: outgoing_settled(client), 60)
+        assert [body for _, body in drain(router.address, "orders")] == expected
+        assert drain(router.address, "system$;deadxact") == []
+        assert log_events(router, "peer_session_reaches_itself")
+    assert not log_events(router, "message_rejected")
+
+
+@pytest.mark.parametrize(
+    ("entry", "delivered"),
+    [("peer:qm-r", False), ("peer:anonymous", True)],
+    ids=["own-rights-not-lent", "anonymous-rights"],
+)
+def test_what_a_router_forwards_to_itself_has_the_rights_of_an_anonymous_peer(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki, entry: str, delivered: bool
+) -> None:
+    """Under mutual TLS, a message another queue manager sent to a port map of this
+    router comes back over the session with itself, whose peer is this queue manager;
+    the one that brought it is not known there, so the queue's permissions judge it
+    as an anonymous peer, never with the router's own rights."""
+    token = "router-root-token-0123456789"
+    secured = [*auth_required({"root": token}, admins=["root"]), *PEER_FAST, *ROUTER]
+    plain_clients = ("--set", "tls.clients=false")
+    router = daemon_factory(
+        name="qm-r", extra_args=pki.serve_args("qm-r", *plain_clients, *secured)
+    )
+    source = daemon_factory(
+        name="qm-a", extra_args=pki.serve_args("qm-a", *plain_clients, *PEER_FAST)
+    )
+    with (
+        FaultProxy(router.peer_port) as port_map,
+        connect(router.address, token=token) as at_router,
+        connect(source.address) as client,
+    ):
+        at_router.create_queue("orders", transactional=True)
+        at_router.grant("orders", entry, "send")
+        with client.begin() as tx:
+            tx.send(f"DIRECT=TCP:{port_map.address}\\private$\\orders", b"mapped")
+            tx.commit()
+        wait_until(lambda: outgoing_settled(client), 60)
+        kept = [m.body for m in at_router.peek_range("orders")]
+        refused = at_router.peek_range("system$;deadxact")
+    if delivered:
+        assert (kept, refused) == ([b"mapped"], [])
+    else:
+        assert kept == []
+        assert [(m.body, m.message_class) for m in refused] == [
+            (b"mapped", MessageClass.NACK_ACCESS_DENIED)
+        ]

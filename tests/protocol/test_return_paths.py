@@ -24,6 +24,7 @@ from qmgr.protocol.return_paths import PASSED_ON_REMEMBERED
 
 from .model_kit import T0
 from .receiver_kit import (
+    LOCAL,
     PLAIN,
     SEQ,
     WALL,
@@ -436,3 +437,18 @@ def test_an_order_ack_of_ours_goes_the_streams_way_then_the_sources() -> None:
     assert paths.order_ack_path(A.bytes, SEQ.timestamp) == "source-way"
     paths.path_closed("source-way")
     assert paths.order_ack_path(A.bytes, SEQ.timestamp) is None
+
+
+def test_a_message_this_queue_manager_sent_to_itself_is_no_way_back_to_its_source() -> None:
+    # A router relayed A's message to a hop that turned out to be itself: it comes
+    # back over a session with itself (hop: this queue manager), which leads to A
+    # no more than before. Its own messages that way are its own way back.
+    machine = receiver(router=True)
+    relay(machine, message(A, 1, number=1), "from-a")
+    assert machine.arrive(message(A, 1, number=1), "itself", hop=LOCAL) is ArrivalKind.MESSAGE
+    assert machine.return_paths.path_to(A) == "from-a"
+    assert machine.return_paths.order_ack_path(A.bytes, SEQ.timestamp) == "from-a"
+    assert machine.return_paths.via(A) is None
+    assert machine.received == 2
+    machine.arrive(message(LOCAL, 1, number=1), "itself", hop=LOCAL)
+    assert machine.return_paths.path_to(LOCAL) == "itself"

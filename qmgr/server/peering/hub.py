@@ -173,13 +173,16 @@ class Peering:
 
     # ------------------------------------------------------------------ connections
 
-    def denied(self, connection: PeerConnection) -> Callable[[storage.QueueRecord], bool] | None:
+    def denied(
+        self, connection: PeerConnection, *, anonymous: bool = False
+    ) -> Callable[[storage.QueueRecord], bool] | None:
         """Whether a queue's permissions refuse messages from ``connection``'s peer
-        (``peer:<identity>``; ``peer:anonymous`` without mutual TLS), or None."""
+        (``peer:<identity>``; ``peer:anonymous`` without mutual TLS, or when
+        ``anonymous``: the peer that brought the message is not known), or None."""
         authorization = self.authorization
         if authorization is None or not authorization.enabled:
             return None
-        return authorization.refuses_peer(connection.identity)
+        return authorization.refuses_peer(None if anonymous else connection.identity)
 
     def acked(self, connection: PeerConnection, tags: tuple[object, ...]) -> None:
         """The peer acknowledged these transmissions (session level; a recoverable

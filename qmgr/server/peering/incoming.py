@@ -90,8 +90,11 @@ class IncomingRoutes(Protocol):
         """A FinalAck about one of our messages: to settle its copy."""
         ...
 
-    def denied(self, connection: PeerConnection) -> Callable[[storage.QueueRecord], bool] | None:
-        """Whether a queue's permissions refuse the peer of ``connection`` (None: no check)."""
+    def denied(
+        self, connection: PeerConnection, *, anonymous: bool = False
+    ) -> Callable[[storage.QueueRecord], bool] | None:
+        """Whether a queue's permissions refuse the peer of ``connection`` (an
+        anonymous peer when ``anonymous``; None: no check)."""
         ...
 
     def hop_of(self, name: str) -> uuid.UUID | None:
@@ -247,7 +250,7 @@ class Incoming:
     ) -> None:
         now, wall = trio.current_time(), self.parts.wall()
         arrivals = self.arrivals
-        queue_key, remote = arrivals.destination(packet)
+        queue_key, remote = arrivals.destination(packet, here=connection.itself)
         relay, held = None, False
         if remote is not None:
             # A resend of what the outgoing queue still holds (the store's index)
@@ -287,7 +290,12 @@ class Incoming:
             assert relay is not None  # a copy held is never accepted
             arrival = relay
         else:
-            denied = self.routes.denied(connection)
+            # Another queue manager's message that this router forwarded to a hop
+            # that turned out to be itself: the peer that brought it is not known
+            # here, so it has the rights of an anonymous peer, not this queue
+            # manager's own (those of the session with itself).
+            foreign = connection.itself and packet.user.source_qm != connection.remote_qm
+            denied = self.routes.denied(connection, anonymous=foreign)
             arrival = arrivals.to_queue(packet, queue_key, wall=wall, denied=denied)
         ops = arrival.ops
         if decision.remember:
