@@ -204,11 +204,16 @@ def receive(ctx: RequestContext, request_id: int, request: cf.Receive) -> Awaita
     if tx is not None and tx.client_id in waiting:
         msg = f"transaction {tx.client_id} already has a receive waiting"
         raise TransactionUsageError(msg)
+    key = tx.client_id if tx is not None else -request_id - 1
+    if key in waiting or request_id in ctx.cancels:
+        # Its answer could not be told from the other's, and it would replace
+        # the other in the count of waiting receives.
+        msg = f"request id {request_id} is already used by a receive that waits"
+        raise InvalidArgument(msg)
     limit = ctx.services.limits.max_waiting_receives
     if len(waiting) >= limit:
         msg = f"a connection may have at most {limit} receives waiting at once"
         raise LimitExceeded(msg)
-    key = tx.client_id if tx is not None else -request_id - 1
     scope = trio.CancelScope()
     waiting[key] = scope
     timeout = (

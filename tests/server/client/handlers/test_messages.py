@@ -95,6 +95,35 @@ async def test_waiting_receives_per_connection_are_bounded(
         error(reply, cf.ErrorCode.LIMIT_EXCEEDED)
 
 
+async def test_a_request_id_that_a_waiting_receive_uses_is_refused_not_reused(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Receives that all name one request id would replace one another in the count
+    # of waiting receives, and their answers could not be told apart.
+    async with open_connection(tmp_path, max_waiting_receives=2) as a:
+        await make_queue(a.client, "q")
+        wait = cf.Receive(queue="q", timeout_ms=60_000)
+        await a.client.send_raw(b"".join(cf.encode_frame(7, wait) for _ in range(3)))
+        for _ in range(2):
+            refused = await a.client.error()
+            assert refused.code == cf.ErrorCode.INVALID_ARGUMENT
+            assert "request id 7 is already used by a receive that waits" in refused.message
+        # The one that waits is the first: a message ends it, and the id is free again.
+        await a.client.send(cf.Send(message=message("q", b"one")))
+        frame = await a.client.reply()
+        while frame is not None and frame.request_id != 7:
+            frame = await a.client.reply()
+        assert frame is not None
+        assert isinstance(frame.value, cf.MessageReply)
+        await a.client.send_raw(cf.encode_frame(7, wait))
+        await a.client.send(cf.Send(message=message("q", b"two")))
+        frame = await a.client.reply()
+        while frame is not None and frame.request_id != 7:
+            frame = await a.client.reply()
+        assert frame is not None
+        assert isinstance(frame.value, cf.MessageReply)
+
+
 async def test_a_transaction_has_one_waiting_receive_and_commits_without_it(
     conn: Connection, autojump_clock: trio.testing.MockClock
 ) -> None:
