@@ -136,6 +136,13 @@ class RequestContext:
     nursery: trio.Nursery | None = None
     #: Set once the connection is ending: waiting receives say nothing more.
     closing: bool = False
+    #: Whether the outbox holds more than it writes at once: a receive that waits
+    #: takes a message only once it does not (a client that does not read its
+    #: replies must not make this daemon hold a copy of a message for each of its
+    #: waiting receives).
+    output_busy: Callable[[], bool] = lambda: False
+    #: Wait until :attr:`output_busy` is false (written, by this call if nobody writes).
+    output_room: Callable[[], Awaitable[None]] | None = None
 
     @property
     def busy(self) -> bool:

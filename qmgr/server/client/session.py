@@ -142,6 +142,8 @@ class ClientSession:
             reply_list=self._reply_list,
             reply_bytes=connection.send_bytes,
             flush=self._flush,
+            output_busy=self._output_busy,
+            output_room=self._output_room,
             principal=(
                 authorization.principal(principal, groups)
                 if authorization is not None and principal is not None
@@ -152,6 +154,8 @@ class ClientSession:
         self._outbox = connection.outbox
         self._on_authenticated = on_authenticated
         self._send_lock = trio.Lock()
+        #: Set (and replaced) each time a write of the outbox ends.
+        self._written = trio.Event()
         #: Bytes of large replies in the outbox or being written (see :meth:`_reply`).
         self._large_replies = 0
         self._cancel = trio.CancelScope()
@@ -413,6 +417,18 @@ class ClientSession:
             self.services.replies.release(self._large_replies)
             self._large_replies = 0
 
+    def _output_busy(self) -> bool:
+        return self.connection.outbox_full
+
+    async def _output_room(self) -> None:
+        """Wait until the outbox holds less than it writes at once (writing it if
+        nobody does)."""
+        while self.connection.outbox_full:
+            if self._send_lock.locked():
+                await self._written.wait()
+            else:
+                await self._flush()
+
     async def _flush(self) -> None:
         """Write every queued reply, in order."""
         if not self._outbox:
@@ -447,3 +463,5 @@ class ClientSession:
             self.services.replies.release(written)
         finally:
             lock.release()
+            self._written.set()
+            self._written = trio.Event()

@@ -153,9 +153,13 @@ async def open_session(
     greet: bool = True,
     principal: str | None = None,
     on_authenticated: Callable[[], None] | None = None,
+    lockstep: bool = False,
 ) -> AsyncIterator[Connection]:
-    """A session served in the background, with its client (greeted unless told not to)."""
-    client_end, server_end = trio.testing.memory_stream_pair()
+    """A session served in the background, with its client (greeted unless told not
+    to); ``lockstep``: the daemon's writes wait for the client to read them, as over
+    a socket whose buffers are full (else they are buffered without bound)."""
+    pair = trio.testing.lockstep_stream_pair if lockstep else trio.testing.memory_stream_pair
+    client_end, server_end = pair()
     session = ClientSession(
         services,
         server_end,

@@ -352,6 +352,10 @@ async def _wait_loop(
 ) -> bool:
     services = ctx.services
     while True:
+        if ctx.output_room is not None and ctx.output_busy():
+            # Its answer waits for the replies before it to be written: a client
+            # that does not read holds back only its own receives.
+            await ctx.output_room()
         if wait.cancelled:
             return False
         refused = ctx.refusal(request, _RECEIVE_NEED)  # a right revoked while it waited
@@ -378,7 +382,9 @@ async def _wait_loop(
                 return False
             continue
         handover = services.handover
-        waiting = handover.wait(queue, event, lambda: ctx.closing or wait.cancelled)
+        waiting = handover.wait(
+            queue, event, lambda: ctx.closing or wait.cancelled or ctx.output_busy()
+        )
         try:
             with trio.move_on_at(wait.deadline) as waited:
                 wait.scope = waited

@@ -124,6 +124,39 @@ async def test_a_request_id_that_a_waiting_receive_uses_is_refused_not_reused(
         assert isinstance(frame.value, cf.MessageReply)
 
 
+@pytest.mark.parametrize("peek", [True, False], ids=["peeks", "receives"])
+async def test_the_waiting_receives_of_a_client_that_does_not_read_hold_one_reply_at_a_time(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, peek: bool
+) -> None:
+    # Fifty receives wait on an empty queue of a client that reads nothing more; each
+    # message sent to it would be a 1 MiB reply. Answers wait for room in its outbox
+    # instead of piling up there, one copy of a message each.
+    body = b"x" * (1 << 20)
+    async with (
+        open_services(tmp_path) as services,
+        open_session(services, lockstep=True) as slow,
+        open_session(services) as sender,
+    ):
+        await make_queue(sender.client, "q")
+        await slow.client.send(
+            *(cf.Receive(queue="q", peek=peek, timeout_ms=60_000) for _ in range(50))
+        )
+        await trio.testing.wait_all_tasks_blocked()
+        for _ in range(1 if peek else 50):
+            sent = await sender.client.call(cf.Send(message=message("q", body)))
+            assert isinstance(sent, cf.Sent)
+        await trio.testing.wait_all_tasks_blocked()
+        # One reply on its way to the client (its write waits for the reader), one in
+        # the outbox: no more.
+        assert slow.session.connection.outbox_bytes < 2 * len(body)
+        # Read, every receive is answered with the message.
+        for _ in range(50):
+            frame = await slow.client.reply()
+            assert frame is not None
+            assert isinstance(frame.value, cf.MessageReply)
+            assert frame.value.message.message.body == body
+
+
 async def test_a_transaction_has_one_waiting_receive_and_commits_without_it(
     conn: Connection, autojump_clock: trio.testing.MockClock
 ) -> None:
