@@ -7,6 +7,14 @@ sets the event and forgets it, so the next waiter gets a fresh one. There is
 no polling, and no wake-up can be lost: trio runs one task at a time, and a
 reader takes the event in the same step in which it found the queue empty.
 The queues whose readers a written unit may have to wake are :func:`touched_queues`.
+
+The receives that wait in line for any message of a queue (outside a
+transaction, not a peek: ``qmgr.server.client.handover``) are not all woken
+by a change, which would have thousands of them look for one message: the
+:attr:`QueueSignals.line` wakes the first of them, which passes the turn on
+once it has taken one. A change that concerns every reader (the queue is
+deleted, a permission changed, the daemon stops) wakes them all
+(``everyone``).
 """
 
 from __future__ import annotations
@@ -49,6 +57,9 @@ class QueueSignals:
         #: Called with the queue ids of every notification (the peering layer
         #: learns this way that outgoing queues have new messages).
         self.listeners: list[Callable[[Iterable[int]], None]] = []
+        #: Wakes the receives waiting in line on these queues (None: on every
+        #: queue): the first of each line, or ``everyone``; set by the handover.
+        self.line: Callable[[tuple[int, ...] | None, bool], None] | None = None
 
     def event(self, queue_id: int) -> trio.Event:
         """The event the next change to ``queue_id`` will set."""
@@ -57,20 +68,24 @@ class QueueSignals:
             event = self._events[queue_id] = trio.Event()
         return event
 
-    def notify(self, queue_ids: Iterable[int]) -> None:
-        """Wake every reader waiting on these queues."""
-        if self.listeners:
-            queue_ids = tuple(queue_ids)
-            for listener in self.listeners:
-                listener(queue_ids)
+    def notify(self, queue_ids: Iterable[int], *, everyone: bool = False) -> None:
+        """Wake the readers waiting on these queues: the first in line of those
+        that wait for any message, or ``everyone`` (see the module docstring)."""
+        queue_ids = tuple(queue_ids)
+        for listener in self.listeners:
+            listener(queue_ids)
         for queue_id in queue_ids:
             event = self._events.pop(queue_id, None)
             if event is not None:
                 event.set()
+        if self.line is not None and queue_ids:
+            self.line(queue_ids, everyone)
 
     def notify_all(self) -> None:
         """Wake every waiting reader (shutdown)."""
-        self.notify(list(self._events))
+        self.notify(list(self._events), everyone=True)
+        if self.line is not None:
+            self.line(None, True)
 
 
 class Wakeup:

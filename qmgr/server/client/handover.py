@@ -45,12 +45,27 @@ A message whose hold ends only when a write returns (a failed write's, or
 a prepared transaction's that is resolved as aborted) may be passed over
 by a handover planned before its release, as it may by any receive that
 runs before it.
+
+**One wakes at a time.** The registered receives of a queue are its *line*,
+longest waiting first. A change to the queue (``QueueSignals.notify``) wakes
+the first of the line only (:meth:`Handover.wake`), which looks for a
+message; once it has taken one it passes the turn on (:meth:`Handover.pass_on`:
+the next one looks, there may be more), and so does one woken that stops
+waiting without looking (its deadline, a cancel, its connection closing).
+One that finds nothing takes its place again, first in line. The others'
+signals are renewed: the change is the first one's to look at, not a reason
+for them to refuse a message handed to them. So a message costs the work of
+one or two receives however many wait, where waking all would cost each of
+them a look (and tens of thousands of receives may wait on one queue). A
+change that concerns every receive (the queue deleted, a permission
+changed, the daemon stopping) wakes the whole line (``everyone``).
 """
 
 from __future__ import annotations
 
 import enum
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -80,11 +95,15 @@ class WaitingReceive:
 
     #: The queue as the receive found it empty.
     queue: QueueRecord
-    #: The queue's signal it waits on: once set, a message may be free for it.
+    #: The queue's signal as it found it empty (renewed while it waits in line
+    #: and another looks): once set, a message may be free that it must look for.
     signal: trio.Event
     #: True once its connection is closing or the receive was cancelled.
     leaving: Callable[[], bool]
     stage: _Stage = _Stage.WAITING
+    #: What it waits on: set when it is its turn to look (first in line at a
+    #: change, or the whole line), or when a claim on it ends.
+    wake: trio.Event = field(default_factory=trio.Event)
     #: Set when a claim on it ends (handed over, or released).
     settled: trio.Event = field(default_factory=trio.Event)
     #: The handed message's lookup id and record (once ``handed``).
@@ -115,22 +134,35 @@ class WaitingReceive:
 class Handover:
     """The receives that may be handed a message, by queue (see the module docstring)."""
 
-    def __init__(self, core: QueueManagerCore) -> None:
+    def __init__(self, core: QueueManagerCore, signal: Callable[[int], trio.Event]) -> None:
         self._core = core
-        self._waiting: dict[int, list[WaitingReceive]] = {}
+        #: The queue's current signal (``QueueSignals.event``).
+        self._signal = signal
+        #: The lines, by queue: registered receives, longest waiting first.
+        self._waiting: dict[int, OrderedDict[WaitingReceive, None]] = {}
 
     def waiting(self, queue_id: int) -> int:
         """How many receives on the queue may be handed a message now."""
         return len(self._waiting.get(queue_id, ()))
 
     def wait(
-        self, queue: QueueRecord, signal: trio.Event, leaving: Callable[[], bool]
+        self,
+        queue: QueueRecord,
+        signal: trio.Event,
+        leaving: Callable[[], bool],
+        *,
+        first: bool = False,
     ) -> WaitingReceive:
-        """Register a receive about to wait for ``signal`` on ``queue``, which it
-        has just found empty (``leaving``: its connection is closing, or it was
-        cancelled); it must call :meth:`leave` when it stops waiting."""
+        """Register a receive about to wait on ``queue``, which it has just found
+        empty with ``signal`` current (``leaving``: its connection is closing, or
+        it was cancelled), last in line, or ``first`` (it waited before and
+        looked in vain); it waits for its :attr:`WaitingReceive.wake` and must
+        call :meth:`leave` when it stops waiting."""
         receive = WaitingReceive(queue, signal, leaving)
-        self._waiting.setdefault(queue.queue_id, []).append(receive)
+        line = self._waiting.setdefault(queue.queue_id, OrderedDict())
+        line[receive] = None
+        if first:
+            line.move_to_end(receive, last=False)
         return receive
 
     def leave(self, receive: WaitingReceive) -> None:
@@ -168,7 +200,7 @@ class Handover:
             except QueueManagerError:
                 # No message id for an acknowledgment now (ids being reserved):
                 # appended, and the receive waits on.
-                self._waiting.setdefault(op.queue_id, []).insert(0, receive)
+                self._put_back(receive)
                 continue
             receive.stage = _Stage.CLAIMED
             journal = core.holds.journaled(op.queue_id)
@@ -199,13 +231,67 @@ class Handover:
                     receive.stage = _Stage.HANDED
                     receive.lookup_id = result.lookup_id
                     receive.record = result.record
-                    woken.add(result.queue_id)  # the receive waits on its queue's signal
+                    receive.wake.set()
             elif receive.stage is _Stage.CLAIMED:
-                receive.stage = _Stage.WAITING
-                self._waiting.setdefault(receive.queue.queue_id, []).insert(0, receive)
+                if receive.signal.is_set():
+                    # The queue changed while the claim was on its way (an abort
+                    # made a message free): it looks for itself.
+                    receive.stage = _Stage.GONE
+                    receive.wake.set()
+                else:
+                    receive.stage = _Stage.WAITING
+                    self._put_back(receive)
             receive.settled.set()
             receive.settled = trio.Event()
         return woken
+
+    def wake(self, queue_ids: tuple[int, ...] | None, everyone: bool) -> None:
+        """A change to these queues (None: to all): wake the first receive of each
+        line, or ``everyone`` (``QueueSignals.line``; see the module docstring)."""
+        if queue_ids is None:
+            queue_ids = tuple(self._waiting)
+        for queue_id in queue_ids:
+            line = self._waiting.get(queue_id)
+            if line is None:
+                continue
+            if everyone:
+                del self._waiting[queue_id]
+                for receive in line:
+                    receive.stage = _Stage.GONE
+                    receive.wake.set()
+                continue
+            self._wake_first(queue_id, line)
+            # The change is the woken one's to look at: the others' signal is
+            # the queue's next one.
+            if line:
+                fresh = self._signal(queue_id)
+                for receive in line:
+                    receive.signal = fresh
+
+    def pass_on(self, queue_id: int) -> None:
+        """A receive took a message of the queue (or was woken and stops waiting
+        without looking): the first of the line looks next, there may be more."""
+        line = self._waiting.get(queue_id)
+        if line is not None:
+            self._wake_first(queue_id, line)
+
+    def _wake_first(self, queue_id: int, line: OrderedDict[WaitingReceive, None]) -> None:
+        """Wake the first receive of ``line`` that is not leaving (those that are
+        leave it on the way)."""
+        while line:
+            receive, _ = line.popitem(last=False)
+            receive.stage = _Stage.GONE
+            receive.wake.set()
+            if not receive.leaving():
+                break
+        if not line:
+            del self._waiting[queue_id]
+
+    def _put_back(self, receive: WaitingReceive) -> None:
+        """``receive`` waits on, first in line."""
+        line = self._waiting.setdefault(receive.queue.queue_id, OrderedDict())
+        line[receive] = None
+        line.move_to_end(receive, last=False)
 
     def _next(self, queue_id: int) -> WaitingReceive | None:
         """The longest waiting receive on the queue whose signal is not set, taken
@@ -213,22 +299,20 @@ class Handover:
         about to look at the queue themselves)."""
         line = self._waiting[queue_id]
         while line:
-            receive = line.pop(0)
+            receive, _ = line.popitem(last=False)
             if not receive.signal.is_set() and not receive.leaving():
                 if not line:
                     del self._waiting[queue_id]
                 return receive
-            receive.stage = _Stage.GONE  # woken already (it looks for itself), or closing
+            # Its signal was set (a change it must look at), or it is closing.
+            receive.stage = _Stage.GONE
+            receive.wake.set()
         del self._waiting[queue_id]
         return None
 
     def _unregister(self, receive: WaitingReceive) -> None:
         line = self._waiting.get(receive.queue.queue_id)
-        if line is None:
-            return
-        try:
-            line.remove(receive)
-        except ValueError:
+        if line is None or line.pop(receive, False) is False:
             return
         if not line:
             del self._waiting[receive.queue.queue_id]

@@ -135,7 +135,8 @@ class Services:
     list_encoder: trio.CapacityLimiter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.handover = Handover(self.core)
+        self.handover = Handover(self.core, self.signals.event)
+        self.signals.line = self.handover.wake
         self.list_encoder = trio.CapacityLimiter(1)
 
     def wake_maintenance(self) -> None:

@@ -4,6 +4,8 @@ acknowledgments as two, and the cases that append instead."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import trio
 import trio.testing
@@ -11,6 +13,7 @@ from kit import Connection, FrameClient, make_queue, message, open_session
 
 import storage
 from qmgr.core.errors import LimitExceeded
+from qmgr.server.client.handlers import messages as messages_module
 from qmgr.server.client.handover import Handover, WaitingReceive
 from qmgr.server.client.services import Services
 from storage import AppendMessage, Handed, HandedMessage, QueueRecord, Unit, UnitOutcome
@@ -323,3 +326,123 @@ async def test_a_receive_cancelled_while_a_send_is_written_gets_it_only_if_plann
             frame = await b.client.reply()
             assert frame == cf.Frame(request_id=waiting, value=cf.NoMessage())
             assert services.core.queue("q").depth == 1
+
+
+async def test_a_change_wakes_the_first_receive_of_the_line_and_each_taker_the_next(
+    conn: Connection,
+    services: Services,
+    autojump_clock: trio.testing.MockClock,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Sixty receives wait on one queue, on three connections. A commit of three
+    # messages hands the first over and appends two: the first of the line looks
+    # and takes one, the next looks and takes the other, the next finds nothing.
+    # Waking them all would have each of the sixty look.
+    await make_queue(conn.client, "q", transactional=True)
+    looks = 0
+    looking = messages_module._try_receive
+
+    def counted(*args: object) -> object:
+        nonlocal looks
+        looks += 1
+        return looking(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(messages_module, "_try_receive", counted)
+    async with (
+        open_session(services) as a,
+        open_session(services) as b,
+        open_session(services) as c,
+    ):
+        waiting = {client: [] for client in (a.client, b.client, c.client)}
+        for _ in range(20):
+            for client, ids in waiting.items():
+                ids.append(await _wait_on(client, "q"))
+        queue_id = services.core.queue("q").queue_id
+        assert services.handover.waiting(queue_id) == 60
+        looks = 0
+        await _commit(conn.client, *(message("q", body) for body in (b"1", b"2", b"3")))
+        await trio.sleep(1)  # (mock clock) the removals written
+        assert looks <= 4
+        assert services.handover.waiting(queue_id) == 57
+        assert services.core.queue("q").depth == 0
+        await _commit(conn.client, message("q", b"4"))  # handed to the next in line
+        await trio.sleep(1)
+        assert services.handover.waiting(queue_id) == 56
+        # Everyone wakes when the queue is deleted, each answered.
+        looks = 0
+        assert isinstance(await conn.client.call(cf.DeleteQueue(name="q")), cf.Ok)
+        await trio.testing.wait_all_tasks_blocked()
+        assert services.handover.waiting(queue_id) == 0
+        bodies = []
+        for client, ids in waiting.items():
+            for _ in ids:
+                frame = await client.reply()
+                assert frame is not None
+                if isinstance(frame.value, cf.MessageReply):
+                    bodies.append(frame.value.message.message.body)
+                else:
+                    assert isinstance(frame.value, cf.ErrorReply)
+                    assert frame.value.code == cf.ErrorCode.QUEUE_NOT_FOUND
+        assert sorted(bodies) == [b"1", b"2", b"3", b"4"]
+
+
+async def test_many_receives_in_line_take_every_message_once_through_aborts_and_cancels(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Twelve consumers (receives that wait a minute, some cancelled, and receives in
+    # transactions that abort half the time, making messages free again) against
+    # batches sent with pauses: every message is taken once, and soon: a message
+    # left while receives wait would wait for their minute.
+    await make_queue(conn.client, "q", transactional=True)
+    rng = random.Random(7)
+    sent: list[bytes] = []
+    taken: list[bytes] = []
+    all_taken = trio.Event()
+    total = 0
+
+    def took(body: bytes) -> None:
+        taken.append(body)
+        if total and len(taken) == total:
+            all_taken.set()
+
+    async def consumer(index: int) -> None:
+        async with open_session(services) as s:
+            client = s.client
+            while True:
+                if index % 4 == 0:  # in a transaction that aborts half the time
+                    await client.send(cf.Begin(tx_id=1))
+                    reply = await client.call(cf.Receive(tx_id=1, queue="q", timeout_ms=60_000))
+                    if isinstance(reply, cf.MessageReply) and rng.random() < 0.5:
+                        await client.call(cf.Abort(tx_id=1))
+                        continue
+                    assert isinstance(await client.call(cf.Commit(tx_id=1)), cf.Ok)
+                else:
+                    [rid] = await client.send(cf.Receive(queue="q", timeout_ms=60_000))
+                    if rng.random() < 0.2:
+                        await trio.sleep(rng.random() / 10)
+                        await client.send(cf.CancelReceive(request_id=rid))
+                    frame = await client.reply()
+                    assert frame is not None
+                    reply = frame.value
+                if isinstance(reply, cf.MessageReply):
+                    took(reply.message.message.body)
+                else:
+                    assert isinstance(reply, cf.NoMessage), reply
+
+    async with trio.open_nursery() as nursery:
+        for index in range(12):
+            nursery.start_soon(consumer, index)
+        await trio.sleep(0.5)
+        for batch in range(40):
+            bodies = [f"{batch}-{n}".encode() for n in range(rng.randint(1, 5))]
+            await _commit(conn.client, *(message("q", body) for body in bodies))
+            sent.extend(bodies)
+            await trio.sleep(rng.random() / 5)
+        total = len(sent)
+        if len(taken) == total:
+            all_taken.set()
+        with trio.fail_after(5):
+            await all_taken.wait()
+        nursery.cancel_scope.cancel()
+    assert sorted(taken) == sorted(sent)
+    assert services.core.queue("q").depth == 0

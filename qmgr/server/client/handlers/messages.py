@@ -351,57 +351,78 @@ async def _wait_loop(
     wait: _Wait,
 ) -> bool:
     services = ctx.services
-    while True:
-        if ctx.output_room is not None and ctx.output_busy():
-            # Its answer waits for the replies before it to be written: a client
-            # that does not read holds back only its own receives.
-            await ctx.output_room()
-        if wait.cancelled:
-            return False
-        refused = ctx.refusal(request, _RECEIVE_NEED)  # a right revoked while it waited
-        if refused is not None:
-            raise refused
-        queue = services.core.queue(request.queue)
-        event = services.signals.event(queue.queue_id)
-        if tx is not None:
-            tx = ctx.usable_transaction(tx.client_id)
-        answered = _try_receive(ctx, request_id, request, queue, tx)
-        if answered is not _NOT_FOUND:
-            if answered is not _ANSWERED:
-                await answered
-            return True
-        if services.stopping:
-            msg = "the queue manager is shutting down"
-            raise ShuttingDown(msg)
-        if tx is not None or request.peek or request.lookup_id:
-            with trio.move_on_at(wait.deadline) as waited:
-                wait.scope = waited
-                await event.wait()
-            wait.scope = None
+    handover = services.handover
+    # A receive that waits in line for any message (outside a transaction, not a
+    # peek, not by lookup id) is woken alone, the first of its queue's line: the
+    # queue it was woken on until it has looked, so that the turn is passed on
+    # if it stops waiting without looking (``handover``: one wakes at a time).
+    in_line = tx is None and not request.peek and not request.lookup_id
+    woken: int | None = None
+    looked = False
+    try:
+        while True:
+            if ctx.output_room is not None and ctx.output_busy():
+                # Its answer waits for the replies before it to be written: a
+                # client that does not read holds back only its own receives.
+                await ctx.output_room()
+            if wait.cancelled:
+                return False
+            refused = ctx.refusal(request, _RECEIVE_NEED)  # a right revoked while it waited
+            if refused is not None:
+                raise refused
+            queue = services.core.queue(request.queue)
+            event = services.signals.event(queue.queue_id)
+            if tx is not None:
+                tx = ctx.usable_transaction(tx.client_id)
+            answered = _try_receive(ctx, request_id, request, queue, tx)
+            woken = None
+            if answered is not _NOT_FOUND:
+                if in_line:
+                    handover.pass_on(queue.queue_id)  # there may be more: the next looks
+                if answered is not _ANSWERED:
+                    await answered
+                return True
+            if services.stopping:
+                msg = "the queue manager is shutting down"
+                raise ShuttingDown(msg)
+            if not in_line:
+                with trio.move_on_at(wait.deadline) as waited:
+                    wait.scope = waited
+                    await event.wait()
+                wait.scope = None
+                if waited.cancelled_caught:
+                    return False
+                continue
+            waiting = handover.wait(
+                queue,
+                event,
+                lambda: ctx.closing or wait.cancelled or ctx.output_busy(),
+                first=looked,
+            )
+            looked = True
+            try:
+                with trio.move_on_at(wait.deadline) as waited:
+                    wait.scope = waited
+                    await waiting.wake.wait()
+                wait.scope = None
+                if waiting.claimed:
+                    # A sender's write on its way may hand it the message: that
+                    # write decides, past the deadline too.
+                    await waiting.settled.wait()
+            finally:
+                handover.leave(waiting)
+                if waiting.wake.is_set() and not waiting.handed:
+                    woken = queue.queue_id  # its turn to look
+            if waiting.handed:
+                record = waiting.record
+                ctx.reply_bytes(message_frame(ctx, request_id, queue, waiting.lookup_id, record))
+                return True
             if waited.cancelled_caught:
                 return False
-            continue
-        handover = services.handover
-        waiting = handover.wait(
-            queue, event, lambda: ctx.closing or wait.cancelled or ctx.output_busy()
-        )
-        try:
-            with trio.move_on_at(wait.deadline) as waited:
-                wait.scope = waited
-                await event.wait()
-            wait.scope = None
-            if waiting.claimed:
-                # A sender's write on its way may hand it the message: that
-                # write decides, past the deadline too.
-                await waiting.settled.wait()
-        finally:
-            handover.leave(waiting)
-        if waiting.handed:
-            record = waiting.record
-            ctx.reply_bytes(message_frame(ctx, request_id, queue, waiting.lookup_id, record))
-            return True
-        if waited.cancelled_caught:
-            return False
+    finally:
+        if woken is not None:
+            # Woken, it stops waiting without looking: the next in line looks.
+            handover.pass_on(woken)
 
 
 class _Answer:

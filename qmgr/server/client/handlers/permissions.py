@@ -77,7 +77,7 @@ async def change_permissions(
     # again, and stop if it is gone.
     store = ctx.services.core.store
     governed = (store.get_queue(record.name + suffix) for suffix in _GOVERNED_SUFFIXES)
-    ctx.services.signals.notify([q.queue_id for q in governed if q is not None])
+    ctx.services.signals.notify([q.queue_id for q in governed if q is not None], everyone=True)
     ctx.log.info(
         "permissions_changed",
         queue=record.name,
