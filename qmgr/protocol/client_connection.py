@@ -66,6 +66,17 @@ Bounds. The decoder refuses a declared body over ``MAX_FRAME_BODY`` before
 buffering any of it; a body larger than ``large_frame`` (one read) is
 buffered only once the adapter has reserved it.
 
+Until the connection is admitted, each frame is judged by its 12-byte
+header, before any of its body is read or reserved: a first frame of a kind
+other than Hello, and (greeted, clients must authenticate) a frame other than
+Authenticate, is refused as its body would have been (but for a request while
+the server stops, whose small body is read to refuse it with its value); and
+a body over ``MAX_UNADMITTED_BODY`` (room for the largest Hello or
+Authenticate) is malformed. A connection that has not shown who it is
+therefore makes the daemon decode no more than a Hello and one small frame,
+and reserves nothing from the daemon-wide budget for frames (at most
+``MAX_UNADMITTED_BODY`` with a ``large_frame`` below it).
+
 The machine never raises for what the client sends: malformed bytes are a
 :class:`Violation` with ``BAD_REQUEST`` and request id 0.
 """
@@ -83,11 +94,14 @@ from typing import Final, TypeAlias
 
 from wire import RemoteProtocolError
 from wire import client as cf
+from wire.text_fields import MAX_TEXT_BYTES
 
 __all__ = [
     "AUTHENTICATE_FIRST",
     "CLOSED",
+    "LARGEST_HELLO_BODY",
     "LARGE_FRAME",
+    "MAX_UNADMITTED_BODY",
     "NEED_DATA",
     "OUTBOX_FLUSH_BYTES",
     "SERVED_REQUESTS",
@@ -112,6 +126,15 @@ __all__ = [
 
 #: A body larger than this (one read of the adapter) is reserved before it is buffered.
 LARGE_FRAME: Final = 256 * 1024
+#: The largest body of a Hello (its magic, two u16 versions, and a client name
+#: of ``MAX_TEXT_BYTES`` behind its u16 length): 65,545 bytes. An Authenticate
+#: (one token of at most ``MAX_TEXT_BYTES`` behind its u16 length) is 65,537.
+LARGEST_HELLO_BODY: Final = len(cf.HELLO_MAGIC) + 2 + 2 + 2 + MAX_TEXT_BYTES
+#: The largest body of a frame a connection may send before it is admitted:
+#: 80 KiB (81,920 bytes), the largest Hello with 16,375 bytes to spare, and far
+#: below ``LARGE_FRAME``: before it is admitted, a connection reserves nothing
+#: from the daemon-wide budget for frames being received.
+MAX_UNADMITTED_BODY: Final = 80 * 1024
 #: Replies held for one connection before they should be written, whatever is still to handle.
 OUTBOX_FLUSH_BYTES: Final = 1 << 20
 #: What a client that has not authenticated is told when it must.
@@ -375,6 +398,10 @@ class ClientConnection:
             if header is None:
                 return self._need_data()
             length = header[0]
+            if not self.admitted:
+                refused = self._unadmitted(*header)
+                if refused is not None:
+                    return refused
             if length > self.settings.large_frame and not self.reserved:
                 return ReserveFrame(length)
             frame = decoder.next_frame()
@@ -421,38 +448,72 @@ class ClientConnection:
             return CLOSED
         return NEED_DATA
 
+    def _unadmitted(self, length: int, kind: int, request_id: int) -> Violation | None:
+        """Judge the header of a frame that arrives before the connection is
+        admitted (see the module docstring): the violation its body would have
+        been, decided without it, or None to read the body."""
+        cls = cf.CLASS_OF[cf.FrameKind(kind)]
+        name = cls.__name__
+        if not self.greeted:
+            if cls is not cf.Hello:
+                return self._not_hello(request_id, name)
+        elif cls is not cf.Authenticate:
+            # Greeted, not authenticated: the kind says it all, but for a request
+            # while the server stops, which is refused with its value (if small).
+            if not self._runs(cls):
+                return self._not_allowed(request_id, cls)
+            if not self.stopping or length > MAX_UNADMITTED_BODY:
+                return self._authenticate_first(request_id, name)
+        if length > MAX_UNADMITTED_BODY:
+            message = (
+                f"a {name} frame of {length} bytes is over the {MAX_UNADMITTED_BODY}-byte "
+                "limit of a frame before the connection is admitted"
+            )
+            return self._violation(ViolationKind.MALFORMED, 0, message)
+        return None
+
+    def _runs(self, cls: type[object]) -> bool:
+        """True if the server runs requests of ``cls`` at the version agreed."""
+        needed = self._versions.get(cls)
+        return needed is not None and needed <= self.version
+
     def _frame_event(self, frame: cf.Frame) -> Event:
         value = frame.value
         cls = type(value)
         if not self.greeted:
             return self._hello(frame.request_id, value)
-        needed = self._versions.get(cls)
-        if needed is not None and needed <= self.version:
+        if self._runs(cls):
             if self.stopping:
                 return Refused(frame.request_id, value, SHUTTING_DOWN)
             if not self.admitted:  # greeted: only authentication is missing
-                return self._violation(
-                    ViolationKind.AUTHENTICATE_FIRST,
-                    frame.request_id,
-                    AUTHENTICATE_FIRST,
-                    cls.__name__,
-                )
+                return self._authenticate_first(frame.request_id, cls.__name__)
             return frame
         if isinstance(value, cf.Authenticate) and self.version >= cf.SECURITY_VERSION:
             return TokenOffered(frame.request_id, value.token)
+        return self._not_allowed(frame.request_id, cls)
+
+    def _authenticate_first(self, request_id: int, name: str) -> Violation:
+        return self._violation(
+            ViolationKind.AUTHENTICATE_FIRST, request_id, AUTHENTICATE_FIRST, name
+        )
+
+    def _not_allowed(self, request_id: int, cls: type[object]) -> Violation:
         message = f"{cls.__name__} is not a request a client may send now"
         least = version_needed(cls)
         if self.version < least:
             message += (
                 f" (it needs protocol version {least}; this connection agreed on {self.version})"
             )
-        return self._violation(ViolationKind.NOT_ALLOWED, frame.request_id, message, cls.__name__)
+        return self._violation(ViolationKind.NOT_ALLOWED, request_id, message, cls.__name__)
+
+    def _not_hello(self, request_id: int, name: str) -> Violation:
+        message = f"the first frame must be Hello, not {name}"
+        return self._violation(ViolationKind.HELLO_FIRST, request_id, message, name)
 
     def _hello(self, request_id: int, value: cf.FrameValue) -> Event:
         name = type(value).__name__
         if not isinstance(value, cf.Hello):
-            message = f"the first frame must be Hello, not {name}"
-            return self._violation(ViolationKind.HELLO_FIRST, request_id, message, name)
+            return self._not_hello(request_id, name)
         version = min(value.max_version, cf.PROTOCOL_VERSION)
         if version < max(value.min_version, cf.MIN_PROTOCOL_VERSION):
             message = (

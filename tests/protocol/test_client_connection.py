@@ -4,16 +4,20 @@ events and framed replies out. No sockets, no trio, no store.
 Covered: the Hello and version negotiation, which requests each version may
 make, authentication (a principal from the transport, a token, "authenticate
 first"), refusals while stopping, malformed bytes, the reservation of large
-frames, the deadlines and their reasons, the outbox, and with hypothesis:
-frames fed a byte at a time decide the same as fed whole, and garbage never
-raises.
+frames, what is refused from a frame's header alone before the connection is
+admitted (a first frame other than Hello, a request before authenticating, a
+frame over ``MAX_UNADMITTED_BODY``), the deadlines and their reasons, the
+outbox, and with hypothesis: frames fed a byte at a time decide the same as
+fed whole, and garbage never raises.
 """
 
 from __future__ import annotations
 
 import itertools
+import struct
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -23,8 +27,12 @@ from reply_kit import long_queue_list
 from qmgr.protocol.client_connection import (
     AUTHENTICATE_FIRST,
     CLOSED,
+    LARGE_FRAME,
+    LARGEST_HELLO_BODY,
+    MAX_UNADMITTED_BODY,
     NEED_DATA,
     SERVED_REQUESTS,
+    SHUTTING_DOWN,
     Authenticated,
     ClientConnection,
     Closed,
@@ -42,6 +50,7 @@ from qmgr.protocol.client_connection import (
     versions_needed,
 )
 from wire import client as cf
+from wire.text_fields import MAX_TEXT_BYTES
 
 GUID = uuid.UUID(int=42)
 SETTINGS = ConnectionSettings(
@@ -392,6 +401,118 @@ def test_the_end_of_the_stream_closes_after_the_frames_before_it() -> None:
     assert connection.next_event() is CLOSED
     assert CLOSED.reason == "closed by client"
     assert connection.next_event() is CLOSED
+
+
+# ---------------------------------------------------------------------- before admission
+
+
+def header(length: int, kind: cf.FrameKind, request_id: int = 1) -> bytes:
+    """The 12-byte header of a frame, with none of its body."""
+    return struct.pack("<IHHI", length, kind, 0, request_id)
+
+
+def test_the_largest_hello_and_authenticate_fit_under_the_bound_before_admission() -> None:
+    hello = cf.Hello(client_name="n" * MAX_TEXT_BYTES)
+    authenticate = cf.Authenticate(token="t" * MAX_TEXT_BYTES)
+    hello_body = len(frames(hello)) - cf.HEADER_SIZE
+    assert hello_body == LARGEST_HELLO_BODY == 65_545
+    assert len(frames(authenticate)) - cf.HEADER_SIZE == 65_537
+    assert LARGEST_HELLO_BODY < MAX_UNADMITTED_BODY < LARGE_FRAME
+    connection = ClientConnection(replace(REQUIRED, large_frame=LARGE_FRAME), opened_at=0.0)
+    assert events(connection, frames(hello, authenticate)) == [
+        Greeted(hello.client_name, cf.PROTOCOL_VERSION, False),
+        TokenOffered(2, authenticate.token),
+    ]
+
+
+@pytest.mark.parametrize("length", [MAX_UNADMITTED_BODY + 1, cf.MAX_FRAME_BODY])
+@pytest.mark.parametrize("settings", [SETTINGS, REQUIRED], ids=["open", "auth required"])
+def test_a_hello_too_large_is_refused_from_its_header_and_reserves_nothing(
+    settings: ConnectionSettings, length: int
+) -> None:
+    connection = ClientConnection(replace(settings, large_frame=1024), opened_at=0.0)
+    [event] = events(connection, header(length, cf.FrameKind.HELLO, 7))
+    message = (
+        f"a Hello frame of {length} bytes is over the {MAX_UNADMITTED_BODY}-byte limit "
+        "of a frame before the connection is admitted"
+    )
+    assert event == Violation(ViolationKind.MALFORMED, 0, message)
+    assert connection.reserved == 0
+    [reply] = replies(connection)
+    assert (reply.request_id, reply.value) == (
+        0,
+        cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message),
+    )
+    assert connection.next_event() == Closed(f"malformed frame: {message}")
+
+
+def test_a_token_too_large_is_refused_from_its_header() -> None:
+    connection = greeted(replace(REQUIRED, large_frame=1024))
+    length = MAX_UNADMITTED_BODY + 1
+    [event] = events(connection, header(length, cf.FrameKind.AUTHENTICATE, 2))
+    assert isinstance(event, Violation)
+    assert event.kind is ViolationKind.MALFORMED
+    assert event.message.startswith(f"a Authenticate frame of {length} bytes is over the")
+    assert connection.reserved == 0
+
+
+@pytest.mark.parametrize("length", [0, 10, MAX_UNADMITTED_BODY + 1, cf.MAX_FRAME_BODY])
+@pytest.mark.parametrize(
+    "kind",
+    [cf.FrameKind.CREATE_LIST, cf.FrameKind.SEND, cf.FrameKind.AUTHENTICATE, cf.FrameKind.OK],
+    ids=lambda kind: kind.name,
+)
+def test_a_first_frame_not_hello_is_refused_from_its_header_without_its_body(
+    kind: cf.FrameKind, length: int
+) -> None:
+    connection = ClientConnection(SETTINGS, opened_at=0.0)
+    [event] = events(connection, header(length, kind, 7))  # the body never comes
+    name = cf.CLASS_OF[kind].__name__
+    message = f"the first frame must be Hello, not {name}"
+    assert event == Violation(ViolationKind.HELLO_FIRST, 7, message, name)
+    assert connection.reserved == 0
+    [reply] = replies(connection)
+    assert reply.request_id == 7
+    assert reply.value == cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message)
+    assert connection.next_event() == Closed("protocol violation")
+
+
+@pytest.mark.parametrize("length", [10, MAX_UNADMITTED_BODY + 1, cf.MAX_FRAME_BODY])
+def test_before_authenticating_a_request_is_refused_from_its_header(length: int) -> None:
+    connection = greeted(replace(REQUIRED, large_frame=1024))
+    [event] = events(connection, header(length, cf.FrameKind.SEND, 4))
+    assert event == Violation(ViolationKind.AUTHENTICATE_FIRST, 4, AUTHENTICATE_FIRST, "Send")
+    assert connection.reserved == 0
+    [reply] = replies(connection)
+    assert reply.value == cf.ErrorReply(code=cf.ErrorCode.ACCESS_DENIED, message=AUTHENTICATE_FIRST)
+
+
+def test_while_stopping_a_request_before_authenticating_is_refused_as_before() -> None:
+    send = cf.Send(message=cf.MessageProperties(destination="q", body=b"x"))
+    small = greeted(REQUIRED)
+    small.stop()
+    assert events(small, frames(send, first_id=3)) == [Refused(3, send, SHUTTING_DOWN)]
+    large = greeted(REQUIRED)
+    large.stop()
+    [event] = events(large, header(cf.MAX_FRAME_BODY, cf.FrameKind.SEND, 3))
+    assert event == Violation(ViolationKind.AUTHENTICATE_FIRST, 3, AUTHENTICATE_FIRST, "Send")
+
+
+def test_the_bound_holds_only_until_the_connection_is_admitted() -> None:
+    big = header(cf.MAX_FRAME_BODY, cf.FrameKind.SEND, 9)
+    settings = replace(REQUIRED, large_frame=1024)
+    waiting = greeted(settings)
+    assert events(waiting, big) == [
+        Violation(ViolationKind.AUTHENTICATE_FIRST, 9, AUTHENTICATE_FIRST, "Send")
+    ]
+    by_token = greeted(settings)
+    [offered] = events(by_token, frames(cf.Authenticate(token="t"), first_id=2))
+    assert offered == TokenOffered(2, "t")
+    assert by_token.authenticate(2, "alice") == Authenticated("alice", True)
+    assert events(by_token, big) == [ReserveFrame(cf.MAX_FRAME_BODY)]
+    by_transport = greeted(settings, principal="alice")
+    assert events(by_transport, big) == [ReserveFrame(cf.MAX_FRAME_BODY)]
+    assert events(greeted(), big) == [ReserveFrame(cf.MAX_FRAME_BODY)]
 
 
 # ---------------------------------------------------------------------- deadlines

@@ -91,6 +91,7 @@ from .fast_codec import encode_message_reply as encode_message_reply
 from .fast_codec import encode_ok as encode_ok
 from .fast_codec import encode_tx_request as encode_tx_request
 from .fast_codec import queued_message_parts as queued_message_parts
+from .frames import CLASS_OF as CLASS_OF
 from .frames import ClientRequest as ClientRequest
 from .frames import Frame as Frame
 from .frames import FrameValue as FrameValue
@@ -181,6 +182,7 @@ from .values import StatusInfo as StatusInfo
 __all__ = [
     "CANCEL_REQUESTS",
     "CANCEL_VERSION",
+    "CLASS_OF",
     "CLIENT_TX_ID_LIMIT",
     "CORRELATION_ID_SIZE",
     "HEADER_SIZE",

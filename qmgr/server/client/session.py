@@ -29,8 +29,11 @@ authentication from the connection's arrival, a frame begun, idle); a
 connection that misses it is told why (``ErrorReply`` with request id 0) and
 closed. A frame larger than one read reserves its declared size in the
 daemon-wide budget for frames in progress before its body is buffered; when
-the budget is spent the connection is refused the frame and closed. Open
-transactions and waiting receives are bounded per connection.
+the budget is spent the connection is refused the frame and closed. Until a
+connection is admitted, the machine refuses from its header alone a frame
+other than a Hello or an Authenticate, or over ``MAX_UNADMITTED_BODY``, so
+connections that have not shown who they are take nothing from that budget.
+Open transactions and waiting receives are bounded per connection.
 
 Errors. A protocol violation (malformed bytes, a request not allowed now, a
 token refused) is answered by the machine and ends the connection. A request

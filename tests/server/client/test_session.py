@@ -11,6 +11,8 @@ machine's own rules are tested without any of this in
 
 from __future__ import annotations
 
+import contextlib
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -237,6 +239,42 @@ async def test_large_frames_in_progress_are_bounded_daemon_wide(
             refused = error(await b.client.error(), cf.ErrorCode.LIMIT_EXCEEDED)
             assert "frames being received" in refused.message
             assert await b.client.reply() is None
+        assert services.frames.in_use == 0
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        (cf.FrameKind.HELLO, "limit of a frame before the connection is admitted"),
+        (cf.FrameKind.SEND, "the first frame must be Hello, not Send"),
+    ],
+    ids=["Hello", "Send"],
+)
+async def test_connections_that_never_say_hello_cannot_spend_the_budget_for_frames(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, kind: cf.FrameKind, expected: str
+) -> None:
+    # 64 connections each declare a frame of 4 MiB + 64 KiB and send nothing
+    # more: together more than the daemon's default limits.max_frame_bytes.
+    header = struct.pack("<IHHI", cf.MAX_FRAME_BODY, kind, 0, 1)
+    async with open_services(tmp_path / "s", frame_budget=256 << 20) as services:
+        enable_permissions(services)
+        async with contextlib.AsyncExitStack() as stack:
+            silent = [
+                await stack.enter_async_context(open_session(services, greet=False))
+                for _ in range(64)
+            ]
+            for each in silent:
+                await each.client.send_raw(header)
+            await trio.testing.wait_all_tasks_blocked()
+            async with open_session(services) as a:
+                assert await a.client.call(cf.Authenticate(token="alice-token")) == cf.Ok()
+                await make_queue(a.client, "q")
+                big = cf.Send(mode=1, message=message("q", b"x" * (1 << 20)))
+                assert isinstance(await a.client.call(big), cf.Sent)
+            for each in silent:
+                refused = error(await each.client.error(), cf.ErrorCode.BAD_REQUEST)
+                assert expected in refused.message
+                assert await each.client.reply() is None
         assert services.frames.in_use == 0
 
 
