@@ -312,7 +312,8 @@ class Handover:
 
     def _unregister(self, receive: WaitingReceive) -> None:
         line = self._waiting.get(receive.queue.queue_id)
-        if line is None or line.pop(receive, False) is False:
+        if line is None or receive not in line:
             return
+        del line[receive]
         if not line:
             del self._waiting[receive.queue.queue_id]

@@ -364,7 +364,16 @@ async def _wait_loop(
             if ctx.output_room is not None and ctx.output_busy():
                 # Its answer waits for the replies before it to be written: a
                 # client that does not read holds back only its own receives.
-                await ctx.output_room()
+                if woken is not None:
+                    # Woken, it cannot look now: the next in line looks instead.
+                    handover.pass_on(woken)
+                    woken = None
+                with trio.move_on_at(wait.deadline) as roomed:
+                    wait.scope = roomed
+                    await ctx.output_room()
+                wait.scope = None
+                if roomed.cancelled_caught:
+                    return False
             if wait.cancelled:
                 return False
             refused = ctx.refusal(request, _RECEIVE_NEED)  # a right revoked while it waited
@@ -405,9 +414,11 @@ async def _wait_loop(
                     wait.scope = waited
                     await waiting.wake.wait()
                 wait.scope = None
-                if waiting.claimed:
+                while waiting.claimed:
                     # A sender's write on its way may hand it the message: that
-                    # write decides, past the deadline too.
+                    # write decides, past the deadline too (a claim released puts
+                    # it back in line, where another may claim it before this task
+                    # runs: ``settled`` is renewed for each).
                     await waiting.settled.wait()
             finally:
                 handover.leave(waiting)
