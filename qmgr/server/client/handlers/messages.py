@@ -307,6 +307,14 @@ class _Wait:
         if self.scope is not None:
             self.scope.cancel()
 
+    async def until(self, wait_for: Callable[[], Awaitable[object]]) -> bool:
+        """Await ``wait_for()`` until the deadline or a cancel; True if one ended it."""
+        with trio.move_on_at(self.deadline) as scope:
+            self.scope = scope
+            await wait_for()
+        self.scope = None
+        return scope.cancelled_caught
+
 
 async def _wait_and_receive(
     ctx: RequestContext,
@@ -368,11 +376,7 @@ async def _wait_loop(
                     # Woken, it cannot look now: the next in line looks instead.
                     handover.pass_on(woken)
                     woken = None
-                with trio.move_on_at(wait.deadline) as roomed:
-                    wait.scope = roomed
-                    await ctx.output_room()
-                wait.scope = None
-                if roomed.cancelled_caught:
+                if await wait.until(ctx.output_room):
                     return False
             if wait.cancelled:
                 return False
@@ -395,11 +399,7 @@ async def _wait_loop(
                 msg = "the queue manager is shutting down"
                 raise ShuttingDown(msg)
             if not in_line:
-                with trio.move_on_at(wait.deadline) as waited:
-                    wait.scope = waited
-                    await event.wait()
-                wait.scope = None
-                if waited.cancelled_caught:
+                if await wait.until(event.wait):
                     return False
                 continue
             waiting = handover.wait(
@@ -410,10 +410,7 @@ async def _wait_loop(
             )
             looked = True
             try:
-                with trio.move_on_at(wait.deadline) as waited:
-                    wait.scope = waited
-                    await waiting.wake.wait()
-                wait.scope = None
+                ended = await wait.until(waiting.wake.wait)
                 while waiting.claimed:
                     # A sender's write on its way may hand it the message: that
                     # write decides, past the deadline too (a claim released puts
@@ -428,7 +425,7 @@ async def _wait_loop(
                 record = waiting.record
                 ctx.reply_bytes(message_frame(ctx, request_id, queue, waiting.lookup_id, record))
                 return True
-            if waited.cancelled_caught:
+            if ended:
                 return False
     finally:
         if woken is not None:
