@@ -79,6 +79,9 @@ class RawPeer:
         host, port = self.sock.getsockname()[:2]
         #: ``HOST:PORT`` as the daemon sees (and logs) us.
         self.local = f"{host}:{port}"
+        #: Where the daemon's log stood once connected: what it says of ``local``
+        #: before is of an earlier connection from the same port.
+        self.log_start = len(daemon.log())
         self.decoder = wire.FrameDecoder()
         self.qm = uuid.uuid4()
         self.remote_qm: uuid.UUID | None = None

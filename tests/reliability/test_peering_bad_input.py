@@ -32,6 +32,7 @@ Packets are built with the ``wire`` package, as a real peer would build them.
 
 from __future__ import annotations
 
+import json
 import random
 import socket
 import time
@@ -57,13 +58,18 @@ import wire
 from qmgr.client import connect
 
 
-def closes_for(daemon: DaemonProcess, peer: str) -> list[str]:
-    """The reasons logged for closing the peer connection from ``peer`` (HOST:PORT)."""
-    return [
-        str(entry.get("reason"))
-        for entry in log_events(daemon, "peer_session_closed")
-        if entry.get("peer") == peer
-    ]
+def closes_for(raw: RawPeer) -> list[str]:
+    """The reasons logged for closing ``raw``'s connection (not an earlier one that
+    came from the same port)."""
+    found = []
+    for line in raw.daemon.log()[raw.log_start :].splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if entry.get("event") == "peer_session_closed" and entry.get("peer") == raw.local:
+            found.append(str(entry.get("reason")))
+    return found
 
 
 @dataclass
@@ -120,20 +126,20 @@ def peers(deployment: Peers, request: pytest.FixtureRequest) -> Iterator[Peers]:
     deployment.check_healthy(request.node.name)
 
 
-def _close_logged(daemon: DaemonProcess, peer: str, case: str) -> str:
-    """Wait for the daemon to log the close of the connection from ``peer``; its reason."""
+def _close_logged(raw: RawPeer, case: str) -> str:
+    """Wait for the daemon to log the close of ``raw``'s connection; its reason."""
     wait_for(
-        lambda: bool(closes_for(daemon, peer)),
+        lambda: bool(closes_for(raw)),
         5.0,
-        lambda: f"{case}: no peer_session_closed logged for {peer}\n{log_tail(daemon)}",
+        lambda: f"{case}: no peer_session_closed logged for {raw.local}\n{log_tail(raw.daemon)}",
     )
-    return closes_for(daemon, peer)[-1]
+    return closes_for(raw)[-1]
 
 
 def _expect_closed(peers: Peers, raw: RawPeer, case: str, reason: str = "") -> str:
     """The daemon closed ``raw`` at once and logged why (containing ``reason``)."""
     assert raw.closed_by_daemon(), f"{case}: the daemon kept the connection open"
-    logged = _close_logged(peers.b, raw.local, case)
+    logged = _close_logged(raw, case)
     assert reason in logged, f"{case}: closed with reason {logged!r}, expected {reason!r}"
     return logged
 
@@ -153,7 +159,7 @@ def test_a_peer_that_follows_the_protocol_is_served(peers: Peers) -> None:
         acked = False
         while not acked and time.monotonic() < deadline:
             packet = raw.read_packet(timeout=max(0.1, deadline - time.monotonic()))
-            assert packet is not None, f"closed: {closes_for(peers.b, raw.local)}"
+            assert packet is not None, f"closed: {closes_for(raw)}"
             acked = isinstance(packet, wire.SessionAck) or (
                 isinstance(packet, wire.UserMessage) and packet.session is not None
             )
@@ -301,10 +307,10 @@ def test_half_a_packet_then_close(peers: Peers, packet: str) -> None:
                 raw.send(data[:cut])
             # Closed by us mid-packet (the bytes sent come before the close):
             # the daemon notices and says so.
-            reason = _close_logged(b, raw.local, f"half a {packet}")
+            reason = _close_logged(raw, f"half a {packet}")
             assert "middle of a packet" in reason, reason
         peers.traffic.expect_progress(f"half a {packet}, while another half packet is held")
-        assert not closes_for(b, holder.local), "the holder's connection was closed early"
+        assert not closes_for(holder), "the holder's connection was closed early"
     assert peers.raw_stored() == []
 
 
