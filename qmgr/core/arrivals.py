@@ -165,8 +165,7 @@ class Arrivals:
         if not isinstance(queue, wire.DirectQueue):
             return None, None
         if here and self.router:
-            element = arrival_address(queue.name, self._identity, router=False)
-            return (None, None) if element is None else (element.queue, None)
+            return self._resolve(queue.name, router=False)
         found = self._destinations.get(queue.name)
         if found is None:
             found = self._resolve(queue.name)
@@ -175,8 +174,13 @@ class Arrivals:
             self._destinations[queue.name] = found
         return found
 
-    def _resolve(self, name: str) -> tuple[str | None, RemoteDestination | None]:
-        element = arrival_address(name, self._identity, router=self.router)
+    def _resolve(
+        self, name: str, *, router: bool | None = None
+    ) -> tuple[str | None, RemoteDestination | None]:
+        """:meth:`destination` of ``name``, judged as a router does if ``router``
+        (None: as this queue manager is)."""
+        router = self.router if router is None else router
+        element = arrival_address(name, self._identity, router=router)
         if element is None:
             return None, None
         if element.is_local:

@@ -428,6 +428,7 @@ class Moves:
             return 0, 0, back, from_store_error(outcome)
         moved = last = 0
         woken: set[int] = set()
+        targets: set[int] = set()
         released: list[tuple[int, int]] = []
         error: QueueManagerError | None = None
         for lookup_id, result in zip(held, outcome.results, strict=True):
@@ -436,15 +437,16 @@ class Moves:
                 last = result.target_lookup_id
                 holds.forget(source_id, lookup_id)
                 holds.moved_in(result.target_id)
-                woken.add(result.target_id)
+                targets.add(result.target_id)
             else:
                 released.append((source_id, lookup_id))
                 if isinstance(result, storage.Failed) and error is None:
                     error = from_store_error(result.error)
         woken |= holds.release(released)
+        woken |= targets
         if moved:
             self._tally.commits += 1
-            self.moved_into(woken)
+            self.moved_into(targets)
         return moved, last, woken, error
 
     def moved_into(self, target_ids: Iterable[int]) -> None:

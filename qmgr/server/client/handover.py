@@ -159,10 +159,7 @@ class Handover:
         looked in vain); it waits for its :attr:`WaitingReceive.wake` and must
         call :meth:`leave` when it stops waiting."""
         receive = WaitingReceive(queue, signal, leaving)
-        line = self._waiting.setdefault(queue.queue_id, OrderedDict())
-        line[receive] = None
-        if first:
-            line.move_to_end(receive, last=False)
+        self._enter(receive, first=first)
         return receive
 
     def leave(self, receive: WaitingReceive) -> None:
@@ -200,7 +197,7 @@ class Handover:
             except QueueManagerError:
                 # No message id for an acknowledgment now (ids being reserved):
                 # appended, and the receive waits on.
-                self._put_back(receive)
+                self._enter(receive, first=True)
                 continue
             receive.stage = _Stage.CLAIMED
             journal = core.holds.journaled(op.queue_id)
@@ -240,7 +237,7 @@ class Handover:
                     receive.wake.set()
                 else:
                     receive.stage = _Stage.WAITING
-                    self._put_back(receive)
+                    self._enter(receive, first=True)
             receive.settled.set()
             receive.settled = trio.Event()
         return woken
@@ -287,16 +284,18 @@ class Handover:
         if not line:
             del self._waiting[queue_id]
 
-    def _put_back(self, receive: WaitingReceive) -> None:
-        """``receive`` waits on, first in line."""
+    def _enter(self, receive: WaitingReceive, *, first: bool) -> None:
+        """``receive`` waits in its queue's line: last, or ``first`` (it waited
+        before, and its claim or look ended without a message)."""
         line = self._waiting.setdefault(receive.queue.queue_id, OrderedDict())
         line[receive] = None
-        line.move_to_end(receive, last=False)
+        if first:
+            line.move_to_end(receive, last=False)
 
     def _next(self, queue_id: int) -> WaitingReceive | None:
         """The longest waiting receive on the queue whose signal is not set, taken
-        out of the registry (receives whose signal is set are dropped: they are
-        about to look at the queue themselves)."""
+        out of the registry (one whose signal is set, or that is leaving, is
+        dropped and woken: it looks at the queue itself)."""
         line = self._waiting[queue_id]
         while line:
             receive, _ = line.popitem(last=False)
