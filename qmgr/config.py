@@ -12,7 +12,6 @@ that involve several keys (routes, listeners, TLS) are here.
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import math
 import socket
@@ -425,7 +424,7 @@ def _check_routes(config: Config) -> None:
     identity = local_identity(config)
 
     # As TCP: addresses, names and aliases alike (what OS matches is a part of it).
-    ours = functools.partial(identity.is_local, "TCP")
+    ours = identity.is_local
     for route in config.routes:
         key = f'routes."{route.key}"'
         if isinstance(route.target, tuple) and ours(*route.target):

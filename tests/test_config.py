@@ -358,8 +358,8 @@ def test_the_names_this_queue_manager_takes_as_its_own() -> None:
     config = load_config(settings=["server.listen=qm-a.example:28001", "server.name=qm1.example."])
     identity = local_identity(config)
     for host in ("qm-a.example", "QM-A.example.", "qm1.example", "qm1.example."):
-        assert identity.is_local("OS", host, 28001), host
-        assert identity.is_local("TCP", host, None), host
-    assert not identity.is_local("OS", "qm-b.example", 28001)
+        assert identity.is_local(host, 28001), host
+        assert identity.is_local(host, None), host
+    assert not identity.is_local("qm-b.example", 28001)
     by_address = local_identity(load_config(settings=["server.listen=[FD55:0::1]:28001"]))
-    assert by_address.is_local("TCP", "[fd55::1]", 28001)
+    assert by_address.is_local("[fd55::1]", 28001)

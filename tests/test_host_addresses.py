@@ -83,9 +83,9 @@ def test_a_queue_manager_listening_everywhere_takes_its_interface_addresses_as_i
 ) -> None:
     config = load_config(listen=listen, data_dir=str(tmp_path))
     identity = local_identity(config)
-    assert identity.is_local("TCP", "10.248.9.1", None) is ipv4
-    assert identity.is_local("TCP", "10.248.9.1", 1801) is ipv4
-    assert identity.is_local("TCP", "10.248.9.1", 1802) is False  # another port: another QM
-    assert identity.is_local("TCP", "FD00:0::2", None) is ipv6
-    assert identity.is_local("TCP", "10.248.9.2", None) is False
+    assert identity.is_local("10.248.9.1", None) is ipv4
+    assert identity.is_local("10.248.9.1", 1801) is ipv4
+    assert identity.is_local("10.248.9.1", 1802) is False  # another port: another QM
+    assert identity.is_local("FD00:0::2", None) is ipv6
+    assert identity.is_local("10.248.9.2", None) is False
     assert socket.gethostname().lower() in identity.host_names

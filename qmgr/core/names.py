@@ -38,6 +38,11 @@ from .errors import InvalidName
 MAX_QUEUE_NAME: Final = 124
 DEFAULT_PEER_PORT: Final = 1801
 FORBIDDEN_CHARACTERS: Final = frozenset('\\;+,"')
+#: The address a connection to ``0.0.0.0`` (version 4) or ``::`` (6) reaches.
+_LOOPBACK: Final[dict[int, ipaddress.IPv4Address | ipaddress.IPv6Address]] = {
+    4: ipaddress.IPv4Address("127.0.0.1"),
+    6: ipaddress.IPv6Address("::1"),
+}
 DEADLETTER: Final = "system$;deadletter"
 DEADXACT: Final = "system$;deadxact"
 #: The system journal: copies of confirmed messages this queue manager sent
@@ -132,21 +137,26 @@ class LocalIdentity:
         aliases = frozenset((canonical_host(host), port) for host, port in self.aliases)
         object.__setattr__(self, "aliases", aliases)
 
-    def is_local(self, protocol: str, host: str, port: int | None) -> bool:
-        """True if ``host[:port]`` (as written after ``DIRECT=protocol:``) names this
-        QM; an address in any of its spellings, a name in any case."""
+    def is_local(self, host: str, port: int | None) -> bool:
+        """True if ``host[:port]`` (as written after ``DIRECT=TCP:`` or ``DIRECT=OS:``)
+        names this QM; an address in any of its spellings, a name in any case.
+
+        A name or an address means the same after either protocol (both connect
+        to it), and ``0.0.0.0`` and ``::`` stand for the loopback address a
+        connection to them reaches."""
         canonical = canonical_host(host)
         if self.aliases and self._is_alias(canonical, port):
             return True
         if port is not None and port != self.peer_port:
             return False
-        if host == ".":
+        if host == "." or canonical in self.host_names:
             return True
-        if protocol == "TCP":
-            if canonical in self.addresses or canonical in self.host_names:
-                return True
-            return self.listens_everywhere and _is_loopback(host)
-        return canonical in self.host_names
+        try:
+            address = ipaddress.ip_address(canonical)
+        except ValueError:
+            return False
+        reached = _LOOPBACK[address.version] if address.is_unspecified else address
+        return str(reached) in self.addresses or (self.listens_everywhere and reached.is_loopback)
 
     def _is_alias(self, host: str, port: int | None) -> bool:
         for alias_host, alias_port in self.aliases:
@@ -162,19 +172,16 @@ class LocalIdentity:
 
 def canonical_host(host: str) -> str:
     """A host as hosts are compared: an IP address in its one standard spelling
-    (brackets taken off, IPv6 compressed and in lower case), a name in lower case
-    without the dot that may end a fully qualified name."""
+    (brackets taken off, IPv6 compressed and in lower case, an IPv4-mapped IPv6
+    address as the IPv4 address it maps), a name in lower case without the dot
+    that may end a fully qualified name."""
     try:
-        return str(ipaddress.ip_address(host.strip("[]")))
+        address = ipaddress.ip_address(host.strip("[]"))
     except ValueError:
         return host.lower().rstrip(".") or host
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(address)
 
 
 @dataclass(frozen=True, slots=True)
@@ -322,7 +329,7 @@ def _parse_element(text: str, identity: LocalIdentity) -> QueueAddress:
         return QueueAddress(queue=_parse_queue_path(text, text), text=text)
     if "\\" in text:
         host, _, rest = text.partition("\\")
-        if host != "." and not identity.is_local("OS", host, None):
+        if host != "." and not identity.is_local(host, None):
             msg = f"{quoted(text)}: a path name on another host needs DIRECT=OS:{host}\\..."
             raise InvalidName(msg)
         return QueueAddress(queue=_parse_queue_path(rest, text), text=text)
@@ -360,7 +367,7 @@ def _parse_direct(text: str, identity: LocalIdentity) -> QueueAddress:
         )
         raise InvalidName(msg)
     queue = _parse_queue_path(path, text)
-    if identity.is_local(protocol, host, port):
+    if identity.is_local(host, port):
         return QueueAddress(queue=queue, text=text)
     if queue in SYSTEM_QUEUES or queue.endswith((JOURNAL_SUFFIX, *SUBQUEUE_SUFFIXES)):
         msg = (

@@ -176,15 +176,15 @@ def test_display_names() -> None:
 
 def test_every_loopback_address_is_local_when_the_peer_listener_takes_every_address() -> None:
     everywhere = LocalIdentity(peer_port=1801, listens_everywhere=True)
-    assert everywhere.is_local("TCP", "127.0.0.2", 1801)
-    assert everywhere.is_local("TCP", "127.9.9.9", None)
-    assert everywhere.is_local("TCP", "[::1]", 1801)
-    assert not everywhere.is_local("TCP", "127.0.0.2", 1901)  # another queue manager's port
-    assert not everywhere.is_local("TCP", "10.0.0.5", 1801)
+    assert everywhere.is_local("127.0.0.2", 1801)
+    assert everywhere.is_local("127.9.9.9", None)
+    assert everywhere.is_local("[::1]", 1801)
+    assert not everywhere.is_local("127.0.0.2", 1901)  # another queue manager's port
+    assert not everywhere.is_local("10.0.0.5", 1801)
     # A listener on one address leaves the other loopback addresses to other queue managers.
     one_address = LocalIdentity(peer_port=1801, addresses=frozenset({"127.0.0.1"}))
-    assert one_address.is_local("TCP", "127.0.0.1", 1801)
-    assert not one_address.is_local("TCP", "127.0.0.2", 1801)
+    assert one_address.is_local("127.0.0.1", 1801)
+    assert not one_address.is_local("127.0.0.2", 1801)
 
 
 def test_an_address_or_name_is_local_in_any_of_its_spellings() -> None:
@@ -197,10 +197,10 @@ def test_an_address_or_name_is_local_in_any_of_its_spellings() -> None:
         aliases=frozenset({("2001:DB8::0:5", 11801)}),
     )
     for host in ("fd55::2", "[FD55::2]", "fd55:0:0:0:0:0:0:2", "[fd55:0::2]"):
-        assert identity.is_local("TCP", host, 1801), host
-    assert identity.is_local("TCP", "[2001:db8::5]", 11801)
-    assert identity.is_local("OS", "QM-B.site.example.", None)  # a fully qualified name's dot
-    assert not identity.is_local("TCP", "fd55::3", 1801)
+        assert identity.is_local(host, 1801), host
+    assert identity.is_local("[2001:db8::5]", 11801)
+    assert identity.is_local("QM-B.site.example.", None)  # a fully qualified name's dot
+    assert not identity.is_local("fd55::3", 1801)
     assert canonical_host("[FD55:0::2]") == "fd55::2"
     assert canonical_host("Host.Example.") == "host.example"
 
@@ -214,14 +214,14 @@ def test_aliases_are_this_queue_manager_under_the_names_others_reach_it_by() -> 
     )
     mapped = parse_format_name("DIRECT=TCP:203.0.113.5:11801\\private$\\Orders", identity)
     assert [(e.queue, e.is_local) for e in mapped.elements] == [("orders", True)]
-    assert identity.is_local("OS", "QM1.example.net", None)  # no port: ours
-    assert identity.is_local("OS", "qm1.example.net", 1901)  # our peer port
-    assert identity.is_local("OS", "gw.example.net", None)  # no port means 1801
-    assert identity.is_local("OS", "gw.example.net", 1801)
-    assert not identity.is_local("TCP", "203.0.113.5", 1801)  # the alias names its port
-    assert not identity.is_local("TCP", "203.0.113.5", None)
-    assert not identity.is_local("OS", "qm1.example.net", 1801)  # another port on that host
-    assert not identity.is_local("OS", "gw.example.net", 1901)
+    assert identity.is_local("QM1.example.net", None)  # no port: ours
+    assert identity.is_local("qm1.example.net", 1901)  # our peer port
+    assert identity.is_local("gw.example.net", None)  # no port means 1801
+    assert identity.is_local("gw.example.net", 1801)
+    assert not identity.is_local("203.0.113.5", 1801)  # the alias names its port
+    assert not identity.is_local("203.0.113.5", None)
+    assert not identity.is_local("qm1.example.net", 1801)  # another port on that host
+    assert not identity.is_local("gw.example.net", 1901)
     remote = parse_format_name("DIRECT=TCP:203.0.113.6:11801\\private$\\orders", identity)
     assert not remote.elements[0].is_local
 
@@ -287,3 +287,25 @@ def test_split_host_port_takes_port_zero_only_when_asked() -> None:
     assert split_host_port(":0", port_zero=True) == ("", 0)
     with pytest.raises(InvalidName, match="'0' is not a TCP port"):
         split_host_port("[::1]:0")
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "0.0.0.0", "::ffff:127.0.0.1", "[::ffff:127.0.0.1]", "[::]", "::", "::1"],
+)
+def test_every_spelling_of_an_own_address_is_local_under_either_protocol(host: str) -> None:
+    """0.0.0.0 and :: connect to the loopback address, an IPv4-mapped address to the
+    IPv4 address, and an address names a host after DIRECT=OS: as after DIRECT=TCP:."""
+    own = LocalIdentity(peer_port=1801, addresses=frozenset({"127.0.0.1", "::1"}))
+    written = f"[{host}]" if ":" in host and not host.startswith("[") else host
+    for protocol in ("TCP", "OS"):
+        text = f"DIRECT={protocol}:{written}\\private$\\q"
+        assert parse_format_name(text, own).elements[0].is_local, text
+    assert own.is_local(host, 1801)
+    assert not own.is_local(host, 1901)  # another port: another queue manager
+
+
+def test_the_unspecified_address_is_local_only_where_loopback_is() -> None:
+    on_one_address = LocalIdentity(peer_port=1801, addresses=frozenset({"10.0.0.5"}))
+    assert not on_one_address.is_local("0.0.0.0", 1801)  # it reaches 127.0.0.1, not us
+    assert on_one_address.is_local("::ffff:10.0.0.5", 1801)

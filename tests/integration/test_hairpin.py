@@ -22,7 +22,7 @@ from helpers import (
 )
 from pki import Pki
 
-from qmgr.client import MessageClass, connect
+from qmgr.client import AccessDenied, MessageClass, QueueManager, connect
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["tcp", "tls"])
@@ -110,12 +110,56 @@ def test_what_a_router_forwards_to_itself_has_the_rights_of_an_anonymous_peer(
     ):
         at_router.create_queue("orders", transactional=True)
         at_router.grant("orders", entry, "send")
-        with client.begin() as tx:
-            tx.send(f"DIRECT=TCP:{port_map.address}\\private$\\orders", b"mapped")
-            tx.commit()
-        wait_until(lambda: outgoing_settled(client), 60)
-        kept = [m.body for m in at_router.peek_range("orders")]
-        refused = at_router.peek_range("system$;deadxact")
+        send_through_the_port_map(client, port_map, at_router, delivered=delivered)
+
+
+@pytest.mark.parametrize(
+    ("entry", "delivered"),
+    [("peer:*", False), ("peer:qm-a", False), ("everyone", True)],
+    ids=["peers-rights-not-lent", "own-rights-not-lent", "everyones-rights"],
+)
+def test_a_client_gains_no_rights_by_sending_to_this_queue_manager_through_a_port_map(
+    daemon_factory: Callable[..., DaemonProcess], pki: Pki, entry: str, delivered: bool
+) -> None:
+    """Under mutual TLS and permissions, a client's message to a port map of this
+    queue manager comes back over the session with itself, whose peer is this queue
+    manager: the client that sent it is not known there, so it may put there only
+    what everyone may, never what the queue lets this queue manager or its peers
+    send. A spelling of its own address that needs no port map is a local send,
+    judged by the client's own rights at once."""
+    tokens = {"root": "hairpin-root-token-0123456789", "bob": "hairpin-bob-token-0123456789"}
+    secured = [*auth_required(tokens, admins=["root"]), *PEER_FAST]
+    qm = daemon_factory(
+        name="qm-a", extra_args=pki.serve_args("qm-a", "--set", "tls.clients=false", *secured)
+    )
+    with (
+        FaultProxy(qm.peer_port) as port_map,
+        connect(qm.address, token=tokens["root"]) as root,
+        connect(qm.address, token=tokens["bob"]) as bob,
+    ):
+        root.create_queue("orders", transactional=True)
+        root.grant("orders", entry, "send")
+        own = (f"0.0.0.0:{qm.peer_port}", f"[::ffff:127.0.0.1]:{qm.peer_port}")
+        for spelled in [f"DIRECT={p}:{o}\\private$\\orders" for p in ("TCP", "OS") for o in own]:
+            if not delivered:
+                with pytest.raises(AccessDenied):
+                    bob.send(spelled, b"spelled", transactional=True)
+        send_through_the_port_map(bob, port_map, root, delivered=delivered)
+        assert log_events(qm, "peer_session_reaches_itself")
+
+
+def send_through_the_port_map(
+    sender: QueueManager, port_map: FaultProxy, at_destination: QueueManager, *, delivered: bool
+) -> None:
+    """Commit one message to ``orders`` through ``port_map``, wait until the sender's
+    outgoing queues settle, and check it is in ``orders`` if ``delivered``, else
+    in ``system$;deadxact`` refused with NACK_ACCESS_DENIED."""
+    with sender.begin() as tx:
+        tx.send(f"DIRECT=TCP:{port_map.address}\\private$\\orders", b"mapped")
+        tx.commit()
+    wait_until(lambda: outgoing_settled(sender), 60)
+    kept = [m.body for m in at_destination.peek_range("orders")]
+    refused = at_destination.peek_range("system$;deadxact")
     if delivered:
         assert (kept, refused) == ([b"mapped"], [])
     else:

@@ -36,7 +36,9 @@ no request runs without a declared need:
   reports only on the queues the principal may peek
   (:meth:`Authorization.traceable`).
 
-Peers are checked where their messages arrive (:meth:`Authorization.refuses_peer`)
+Peers are checked where their messages arrive (:meth:`Authorization.refuses_peer`;
+a message of this queue manager's own that comes back over a session with itself,
+:meth:`Authorization.refuses_unknown_client`)
 and where acknowledgments of their messages are written
 (:meth:`Authorization.refuses_acknowledgment`).
 
@@ -61,9 +63,10 @@ from typing import Any, Final, assert_never
 
 import storage
 from qmgr.core import names
-from qmgr.core.errors import QueueManagerError, QueueNotFound
+from qmgr.core.errors import AccessDenied, QueueManagerError, QueueNotFound
 from qmgr.core.permissions import (
     ACL_SETTING_PREFIX,
+    EVERYONE,
     Acl,
     Principal,
     Right,
@@ -96,6 +99,8 @@ _MAX_CACHED: Final = 100_000
 #: The list of a queue whose stored list cannot be read: administrators only
 #: (a damaged list must not open a queue to everyone).
 _UNREADABLE: Final = Acl({})
+#: A sender known only to be in ``everyone`` (no client may be named so).
+_NOBODY: Final = Principal(EVERYONE)
 
 
 @dataclass(slots=True)
@@ -135,9 +140,12 @@ class Authorization:
         #: Lists read from the store, by queue name. Every change goes through this
         #: object (one daemon owns the store), which keeps the cache in step.
         self._lists: dict[str, Acl] = {}
-        #: Answers for sends, by (principal, destination): a send is checked once
-        #: per destination text, not per message, until a list changes.
-        self._sends: dict[tuple[str, str, str, str], str | None] = {}
+        #: Answers for sends, by (principal, destination, admin and response
+        #: queue): a send is checked once per destination text, not per message,
+        #: until a list changes or a queue is deleted. The whole principal is the
+        #: key, its groups too: a local user of the Unix socket and a client
+        #: authenticated under the same name are in different groups.
+        self._sends: dict[tuple[Principal, str, str, str], str | None] = {}
         #: The identities that speak for a queue manager GUID (the peering
         #: layer's registry; none without mutual TLS on the peer port).
         self.identities_of: Callable[[uuid.UUID], frozenset[str]] = lambda _guid: frozenset()
@@ -191,6 +199,13 @@ class Authorization:
         """A list was written (a new queue's, or a change): the cache follows."""
         name = setting.key[len(ACL_SETTING_PREFIX) :]
         self._lists[name] = decode_acl(setting.value)
+        self._sends.clear()
+
+    def deleted(self, record: QueueRecord) -> None:
+        """``record`` was deleted: its list goes from the cache, and so do the
+        answers for sends, some of which rested on it (an admin queue must exist
+        when a message names it)."""
+        self._lists.pop(record.name, None)
         self._sends.clear()
 
     def new_queue_acl(self, name: str, creator: Principal | None) -> storage.SetSetting:
@@ -289,6 +304,20 @@ class Authorization:
 
         return refuses
 
+    def refuses_unknown_client(self) -> Callable[[QueueRecord], bool]:
+        """The test a message sent by one of this queue manager's own clients passes
+        when it comes back over a session with itself (a name of this queue manager
+        it does not know as its own: a port map, a NAT, a DNS name not in
+        ``server.aliases``). The client that sent it is not known there, so it may
+        put there only what ``everyone`` may: True when a queue's list does not
+        give ``everyone`` the right to send. (Judged as this queue manager's peer,
+        any client could reach, by such a name, the queues open to its peers.)"""
+
+        def refuses(record: QueueRecord) -> bool:
+            return not self.acl_of(record).allows(_NOBODY, Right.SEND)
+
+        return refuses
+
     def _one_queue(self, destination: str) -> bool:
         """True if ``destination`` names one queue (no list, no several elements)."""
         try:
@@ -343,7 +372,7 @@ class Authorization:
     def _send_denial_kept(self, principal: Principal, message: Any) -> str | None:
         """:meth:`_send_denial`, kept per (principal, destination, admin and response
         queue) while no list changes, for a destination that names one queue."""
-        key = (principal.name, message.destination, message.admin_queue, message.response_queue)
+        key = (principal, message.destination, message.admin_queue, message.response_queue)
         if key in self._sends:
             return self._sends[key]
         answer = self._send_denial(principal, message)
@@ -387,6 +416,10 @@ class Authorization:
                         "is checked then"
                     )
                 continue  # the queue manager never writes a response queue itself
+            except AccessDenied as exc:
+                # A journal, dead-letter or subqueue: nobody may send there, so
+                # nobody may name one as where replies or acknowledgments go.
+                return f"{exc.message}, named as the {role} queue"
             except QueueManagerError:
                 continue  # the send fails with that error
             for target in named:

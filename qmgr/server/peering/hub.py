@@ -82,6 +82,10 @@ class PeerPermissions(Protocol):
         """Whether a queue's list refuses messages from peer ``identity``."""
         ...
 
+    def refuses_unknown_client(self) -> Callable[[storage.QueueRecord], bool]:
+        """Whether a queue's list refuses a message of a client not known here."""
+        ...
+
 
 class Peering:
     """Everything between this queue manager and its peers (see the module docstring).
@@ -174,15 +178,25 @@ class Peering:
     # ------------------------------------------------------------------ connections
 
     def denied(
-        self, connection: PeerConnection, *, anonymous: bool = False
+        self, connection: PeerConnection, packet: wire.UserMessage
     ) -> Callable[[storage.QueueRecord], bool] | None:
-        """Whether a queue's permissions refuse messages from ``connection``'s peer
-        (``peer:<identity>``; ``peer:anonymous`` without mutual TLS, or when
-        ``anonymous``: the peer that brought the message is not known), or None."""
+        """Whether a queue's permissions refuse ``packet`` from ``connection``'s peer
+        (``peer:<identity>``; ``peer:anonymous`` without mutual TLS), or None.
+
+        Over a session with itself the peer is this queue manager, which lends
+        nobody its rights: another queue manager's message (forwarded by this
+        router to a hop that turned out to be itself) has the rights of an
+        anonymous peer, since the peer that brought it is not known there; one
+        of its own clients' messages, those of ``everyone``, since the client
+        that sent it is not known there either."""
         authorization = self.authorization
         if authorization is None or not authorization.enabled:
             return None
-        return authorization.refuses_peer(None if anonymous else connection.identity)
+        if not connection.itself:
+            return authorization.refuses_peer(connection.identity)
+        if packet.user.source_qm != connection.remote_qm:
+            return authorization.refuses_peer(None)
+        return authorization.refuses_unknown_client()
 
     def acked(self, connection: PeerConnection, tags: tuple[object, ...]) -> None:
         """The peer acknowledged these transmissions (session level; a recoverable

@@ -91,10 +91,10 @@ class IncomingRoutes(Protocol):
         ...
 
     def denied(
-        self, connection: PeerConnection, *, anonymous: bool = False
+        self, connection: PeerConnection, packet: wire.UserMessage
     ) -> Callable[[storage.QueueRecord], bool] | None:
-        """Whether a queue's permissions refuse the peer of ``connection`` (an
-        anonymous peer when ``anonymous``; None: no check)."""
+        """Whether a queue's permissions refuse ``packet`` from ``connection``
+        (None: no check)."""
         ...
 
     def hop_of(self, name: str) -> uuid.UUID | None:
@@ -290,12 +290,7 @@ class Incoming:
             assert relay is not None  # a copy held is never accepted
             arrival = relay
         else:
-            # Another queue manager's message that this router forwarded to a hop
-            # that turned out to be itself: the peer that brought it is not known
-            # here, so it has the rights of an anonymous peer, not this queue
-            # manager's own (those of the session with itself).
-            foreign = connection.itself and packet.user.source_qm != connection.remote_qm
-            denied = self.routes.denied(connection, anonymous=foreign)
+            denied = self.routes.denied(connection, packet)
             arrival = arrivals.to_queue(packet, queue_key, wall=wall, denied=denied)
         ops = arrival.ops
         if decision.remember:

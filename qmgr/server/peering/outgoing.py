@@ -150,7 +150,7 @@ class OutgoingQueues:
         if state is None:
             parts.log.error("outgoing_state_missing", queue=record.name)
             return None
-        if at_start and parts.identity.is_local(destination.protocol, *destination.endpoint):
+        if at_start and parts.identity.is_local(*destination.endpoint):
             # An address that has become this queue manager's since (server.aliases).
             parts.log.warning(
                 "outgoing_queue_names_this_queue_manager", queue=record.name, messages=record.depth
@@ -598,7 +598,7 @@ class OutgoingQueues:
             msg = f"{wire.quoted(destination)}: not a format name or HOST[:PORT] ({exc})"
             raise InvalidName(msg) from None
         endpoint = (host, DEFAULT_PEER_PORT if port is None else port)
-        return endpoint, identity.is_local("TCP", host, port)
+        return endpoint, identity.is_local(host, port)
 
 
 def _missing(result: storage.Result) -> bool:

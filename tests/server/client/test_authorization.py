@@ -158,7 +158,7 @@ def test_a_send_needs_send_on_every_queue_it_puts_a_copy_in_or_names(
 
 
 def test_a_local_admin_queue_must_exist_when_a_send_names_it(
-    authorization: Authorization,
+    core: QueueManagerCore, authorization: Authorization
 ) -> None:
     # Nothing could be checked, and whoever created it later would get the acknowledgments.
     for admin in ("later", "DIRECT=OS:.\\private$\\later"):
@@ -167,6 +167,13 @@ def test_a_local_admin_queue_must_exist_when_a_send_names_it(
         assert named.startswith(f"the admin queue '{admin}' does not exist")  # as typed
     # A response queue is never written by the queue manager itself.
     assert denial(authorization, BOB, send("shared", response_queue="later")) is None
+    # A queue nobody may send to cannot be named as either, one's own journal included.
+    create(core, authorization, "bobs", BOB)
+    for role in ("admin", "response"):
+        for name in ("mine;journal", "bobs;journal", "system$;deadletter", "mine;poison"):
+            named = denial(authorization, BOB, send("shared", **{f"{role}_queue": name}))
+            assert named is not None, (role, name)
+            assert named.endswith(f", named as the {role} queue"), named
     # Several queues or a list: the send reports the name, not a right.
     assert denial(authorization, BOB, send("shared", admin_queue="DL=somelist")) is None
     assert denial(authorization, BOB, send("shared", admin_queue="mine,shared")) is None
@@ -176,13 +183,47 @@ def test_an_answer_for_a_send_is_kept_until_a_list_changes(
     core: QueueManagerCore, authorization: Authorization
 ) -> None:
     assert denial(authorization, BOB, send("mine")) is not None
-    assert ("bob", "mine", "", "") in authorization._sends
+    assert (BOB, "mine", "", "") in authorization._sends
     _, grant = authorization.changed_acl(core.queue("mine"), "bob", Right.SEND, Right.NONE)
     write(core, authorization, grant)
     assert authorization._sends == {}
     assert denial(authorization, BOB, send("mine")) is None
     assert denial(authorization, BOB, send("mine,shared")) is None
-    assert ("bob", "mine,shared", "", "") not in authorization._sends  # not one queue
+    assert (BOB, "mine,shared", "", "") not in authorization._sends  # not one queue
+
+
+@pytest.mark.parametrize("first", ["in-group", "token"])
+def test_a_kept_answer_is_one_principals_groups_and_all(
+    core: QueueManagerCore, authorization: Authorization, first: str
+) -> None:
+    """A local user of the Unix socket and a client authenticated under the same
+    name are in different groups: the answer for one is not the other's."""
+    _, grant = authorization.changed_acl(
+        core.queue("mine"), "group:nogroup", Right.SEND, Right.NONE
+    )
+    write(core, authorization, grant)
+    in_group = authorization.principal("nobody", frozenset({"group:nogroup"}))
+    token = authorization.principal("nobody")
+    order = [in_group, token] if first == "in-group" else [token, in_group]
+    answers = {p: denial(authorization, p, send("mine")) for p in order}
+    assert answers[in_group] is None
+    assert answers[token] is not None
+
+
+def test_a_kept_answer_for_a_send_goes_with_a_deleted_queue(
+    core: QueueManagerCore, authorization: Authorization
+) -> None:
+    """An admin queue must exist when a send names it: once it is deleted, the send
+    that named it is refused again, not let through on an answer kept from before."""
+    create(core, authorization, "acks", BOB)
+    assert denial(authorization, BOB, send("shared", admin_queue="acks")) is None
+    record, unit = core.queues.delete("acks")
+    [outcome] = core.store.commit([unit], now=1.0)
+    core.queues.deleted(outcome)
+    authorization.deleted(record)
+    refused = denial(authorization, BOB, send("shared", admin_queue="acks"))
+    assert refused is not None
+    assert refused.startswith("the admin queue 'acks' does not exist")
 
 
 def test_a_prepared_transaction_is_resolved_by_its_preparer(
@@ -235,6 +276,21 @@ def test_a_peer_needs_send_on_the_queue_it_delivers_to(
     write(core, authorization, grant)
     assert not refuses(core.queue("mine"))
     assert authorization.refuses_peer(None)(core.queue("mine"))  # peer:anonymous
+
+
+def test_a_client_not_known_has_only_the_rights_of_everyone(
+    core: QueueManagerCore, authorization: Authorization
+) -> None:
+    """What comes back over a session with itself from one of this queue manager's
+    clients: not judged as a peer (``peer:*``), not as an administrator."""
+    refuses = authorization.refuses_unknown_client()
+    for entry in ("peer:*", "peer:anonymous", "root"):
+        _, grant = authorization.changed_acl(core.queue("mine"), entry, Right.SEND, Right.NONE)
+        write(core, authorization, grant)
+        assert refuses(core.queue("mine")), entry
+    _, grant = authorization.changed_acl(core.queue("mine"), "everyone", Right.SEND, Right.NONE)
+    write(core, authorization, grant)
+    assert not refuses(core.queue("mine"))
 
 
 def test_an_acknowledgment_is_written_with_the_rights_of_its_source(

@@ -68,6 +68,8 @@ async def delete_queue(ctx: RequestContext, request_id: int, request: cf.DeleteQ
     services = ctx.services
     record, unit = services.core.queues.delete(request.name)
     count, gone = services.core.queues.deleted(await ctx.write(unit))
+    if services.authorization is not None:
+        services.authorization.deleted(record)
     services.signals.notify(gone, everyone=True)  # each waiting reader says it is gone
     services.wake_maintenance()
     ctx.log.info("queue_deleted", queue=record.name, messages=count)
