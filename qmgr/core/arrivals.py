@@ -28,10 +28,16 @@ logs.
   The quota is judged when the run is written (``storage.Attempt``: the
   append, or else the dead-letter copy). What refusals may keep is bounded
   (``max_rejected_bytes``): once the dead-letter queue holds that much, a
-  refused message is still reported (its NACK, its FinalAck, so a
-  transactional one's source keeps its own copy) but not kept here
-  (:attr:`Arrival.kept` is False, and the adapter logs it), so a peer whose
-  messages are refused cannot fill the store. Acknowledgment messages to admin
+  refused message is still reported (its NACK) but not kept here
+  (:attr:`Arrival.no_room`, and the adapter logs it), so a peer whose
+  messages are refused cannot fill the store; a transactional one whose
+  source runs the confirmation process then gets no FinalAck, so that its
+  source keeps its own copy until its deadline. A transactional message with
+  MQMSG_DEADLETTER refused for another reason than its queue's not being
+  transactional is never kept here: its source keeps the dead-letter copy on
+  the FinalAck's NACK, as MSMQ's does ([MS-MQQB] §3.1.5.7); one for a queue
+  that is not transactional is kept here (seed 000), its source drops its
+  copy. Acknowledgment messages to admin
   queues and FinalAcks for these outcomes are the next layer's work; the
   outcome recorded here (class, queue, time) is what they will report.
 * Which queue manager a message is for. A queue manager that is not a
@@ -75,6 +81,7 @@ from storage import (
     Operation,
     QueueKind,
     QueueRecord,
+    RecordFinalAck,
     Store,
     Together,
 )
@@ -84,7 +91,7 @@ from . import names
 from .addressing import arrival_address
 from .confirmation import confirmation_deadline
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import Outcomes, deadline_of
+from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = ["DESTINATION_CACHE_SIZE", "REJECTED_MESSAGE_COST", "Arrival", "Arrivals", "relay_id"]
@@ -109,10 +116,13 @@ class Arrival:
     #: For a relayed message: where it goes next.
     relay_to: RemoteDestination | None = None
     #: For a refused message: whether a copy is kept in a dead-letter queue
-    #: here. False when that queue holds ``max_rejected_bytes`` already, and
-    #: for a message too late whose source keeps the copy (a transactional
-    #: one) or that did not ask for one.
+    #: here. False when its source keeps the copy (a transactional one that
+    #: asked for MQMSG_DEADLETTER, refused for another reason than its queue's
+    #: not being transactional, or too late), when it did not ask for one
+    #: (too late), and when that queue holds ``max_rejected_bytes`` already.
     kept: bool = True
+    #: For a refused message: not kept for that last reason alone.
+    no_room: bool = False
     #: For a relayed message whose source awaits its FinalAck before a
     #: deadline: that deadline (unix seconds, as the source counts it with this
     #: queue manager's ``XactDelayReceiveNack``), else None.
@@ -223,8 +233,8 @@ class Arrivals:
             kept = self._outcomes.dead_letters_here(message, refusal)
             return Arrival(tuple(reports), queue_key, refusal, kept=kept)
         if refusal is not None:
-            ops, kept = self._refusal(message, refusal, wall, note)
-            return Arrival(ops, queue_key, refusal, kept=kept)
+            ops, kept, no_room = self._refusal(message, refusal, wall, note)
+            return Arrival(ops, queue_key, refusal, kept=kept, no_room=no_room)
         assert record is not None
         append: Operation = AppendMessage(
             record.queue_id,
@@ -239,7 +249,7 @@ class Arrivals:
             append = Together((append, *reports))
         if record.quota is None:
             return Arrival((append,), queue_key)
-        fallback, _ = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
+        fallback, _, _ = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
         otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
         return Arrival((Attempt(append, otherwise),), queue_key)
 
@@ -249,8 +259,8 @@ class Arrivals:
         if hops > MAX_HOPS:
             refusal = MessageClass.NACK_HOP_COUNT_EXCEEDED
             message = _message(packet)
-            ops, kept = self._refusal(message, refusal, wall, _note(packet, message))
-            return Arrival(ops, None, refusal, kept=kept)
+            ops, kept, no_room = self._refusal(message, refusal, wall, _note(packet, message))
+            return Arrival(ops, None, refusal, kept=kept, no_room=no_room)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
         )
@@ -287,18 +297,30 @@ class Arrivals:
 
     def _refusal(
         self, message: MessageProperties, message_class: int, wall: float, note: bytes
-    ) -> tuple[tuple[Operation, ...], bool]:
+    ) -> tuple[tuple[Operation, ...], bool, bool]:
         """A refused message kept in the dead-letter queue with ``message_class``
         while it has room for refusals, and the reports it asked for (a FinalAck
-        at once, if its source asked); and whether the copy is kept."""
+        at once, if its source asked); whether the copy is kept here, and
+        whether it is not for want of room."""
         reports = self._outcomes.reports(
             message, message_class, wall=wall, dead_letter=False, note=note
         )
+        confirmed = message.transactional and bool(message.journal & JOURNAL_DEADLETTER)
+        if confirmed and message_class != MessageClass.NACK_NOT_TRANSACTIONAL_Q:
+            # Its source runs the confirmation process and keeps the dead-letter
+            # copy, told by the FinalAck among the reports ([MS-MQQB] §3.1.5.7).
+            # (A message for a queue that is not transactional is kept where
+            # that queue is, seed 000: its source drops its copy.)
+            return tuple(reports), False, False
         copy = self._outcomes.dead_letter(message, message_class)
         limit = self.max_rejected_bytes
         if limit is not None and not self._room_for(copy.queue_id, copy.size, limit):
-            return tuple(reports), False
-        return (copy, *reports), True
+            if confirmed:
+                # Not kept here: no FinalAck tells its source to drop its copy,
+                # which its deadline settles (or that waits, with none).
+                reports = [op for op in reports if not isinstance(op, RecordFinalAck)]
+            return tuple(reports), False, True
+        return (copy, *reports), True, False
 
     def _room_for(self, queue_id: int, size: int, limit: int) -> bool:
         """Whether a refused message of ``size`` bytes may still be kept in the

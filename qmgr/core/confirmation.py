@@ -23,11 +23,12 @@ or MQMSG_JOURNAL asks to be *confirmed* (seed 003, [MS-MQQB] §3.1.5.7,
 * **The source settles** the copy on the FinalAck (:meth:`Confirmations.settle`):
   ACK_RECEIVE puts it in ``system$;journal`` with MQMSG_JOURNAL; a NACK the
   destination gave when the message left its queue (a class with the
-  receive bit, 0xC000..) or NACK_REACH_QUEUE_TIMEOUT (it arrived too late)
-  puts it in ``system$;deadxact`` with that class and MQMSG_DEADLETTER.
-  Another NACK given at arrival (0x8000..) changes nothing here: the
-  destination keeps the refused message in its own dead-letter queue (seed
-  000), and one dead-letter copy is enough.
+  receive bit, 0xC000..) or at arrival (0x8000..: a missing queue, access
+  denied, too late, ...) puts it in ``system$;deadxact`` with that class and
+  MQMSG_DEADLETTER, as MSMQ's source does ([MS-MQQB] §3.1.5.7); the
+  destination keeps no copy of such a message. NACK_NOT_TRANSACTIONAL_Q
+  changes nothing here: the destination keeps that refused message in its own
+  dead-letter queue (seed 000), and one dead-letter copy is enough.
 * **The deadline** settles a copy no FinalAck settled
   (:meth:`Confirmations.expired`): with MQMSG_DEADLETTER it goes to
   ``system$;deadxact`` with NACK_RECEIVE_TIMEOUT_AT_SENDER (0xC003) if it
@@ -69,7 +70,6 @@ from .outcomes import (
     JOURNAL_DEADLETTER,
     JOURNAL_JOURNAL,
     NACK_BIT,
-    RECEIVE_BIT,
     Outcomes,
     asks_acknowledgment,
 )
@@ -264,10 +264,11 @@ class Confirmations:
 
 
 def _source_keeps(message_class: int) -> bool:
-    """True for a NACK after which the destination kept no copy: it left its
-    queue unread (0xC000..), or arrived after its time to reach the queue."""
-    if not message_class & NACK_BIT:
-        return False
-    return bool(message_class & RECEIVE_BIT) or (
-        message_class == MessageClass.NACK_REACH_QUEUE_TIMEOUT
+    """True for a NACK after which the destination kept no copy of a message
+    whose source runs the confirmation process: it left its queue unread
+    (0xC000..), or was refused at arrival (0x8000..), as MSMQ's source keeps
+    it ([MS-MQQB] §3.1.5.7), except for a transactional message sent to a queue
+    that is not, which is kept where that queue is (seed 000)."""
+    return bool(message_class & NACK_BIT) and (
+        message_class != MessageClass.NACK_NOT_TRANSACTIONAL_Q
     )

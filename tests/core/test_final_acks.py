@@ -146,8 +146,11 @@ def test_a_purged_message_records_q_purged(qm: CoreHarness) -> None:
 
 
 def test_a_refused_message_records_its_nack_at_once_and_is_kept_here(qm: CoreHarness) -> None:
+    """A transactional message for a queue that is not transactional is kept where
+    that queue is (seed 000); its source drops its copy on the FinalAck."""
     arrival = arrive(qm, arriving(HERE + "plain"))
     assert arrival.refusal == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert arrival.kept
     assert final_acks(qm) == [(KEY, (MessageClass.NACK_NOT_TRANSACTIONAL_Q, *SEQUENCE))]
     [dead] = messages(qm, names.DEADXACT)
     assert dead.message_class == MessageClass.NACK_NOT_TRANSACTIONAL_Q
@@ -155,11 +158,42 @@ def test_a_refused_message_records_its_nack_at_once_and_is_kept_here(qm: CoreHar
     assert messages(qm, "plain") == []
 
 
-def test_a_message_to_a_missing_queue_records_bad_dst_q(qm: CoreHarness) -> None:
+def test_a_message_to_a_missing_queue_records_bad_dst_q_for_its_source_to_keep(
+    qm: CoreHarness,
+) -> None:
+    """With MQMSG_DEADLETTER its source runs the confirmation process: the NACK in
+    the FinalAck puts the source's copy in its own dead-letter queue ([MS-MQQB]
+    §3.1.5.7), so none is kept here (one message, one dead-letter copy)."""
     arrival = arrive(qm, arriving(HERE + "nowhere", flags=wire.TransactionFlags.FINAL_ACK))
     assert arrival.refusal == MessageClass.NACK_BAD_DST_Q
+    assert (arrival.kept, arrival.no_room) == (False, False)
+    assert final_acks(qm) == [(KEY, (MessageClass.NACK_BAD_DST_Q, *SEQUENCE))]
+    assert classes(qm, names.DEADXACT) == []
+
+
+def test_a_refused_message_whose_source_keeps_no_copy_is_kept_here(qm: CoreHarness) -> None:
+    """FA without MQMSG_DEADLETTER (a positive confirmation asked, MQMSG_JOURNAL):
+    its source keeps no dead-letter copy, so the refusal is kept here."""
+    arrival = arrive(
+        qm, arriving(HERE + "nowhere", journal=JOURNAL, flags=wire.TransactionFlags.FINAL_ACK)
+    )
+    assert arrival.kept
     assert final_acks(qm) == [(KEY, (MessageClass.NACK_BAD_DST_Q, *SEQUENCE))]
     assert classes(qm, names.DEADXACT) == [MessageClass.NACK_BAD_DST_Q]
+
+
+def test_a_refusal_not_kept_for_want_of_room_leaves_the_source_its_copy(
+    qm: CoreHarness,
+) -> None:
+    """Past ``max_rejected_bytes`` nothing is kept here, so no FinalAck may tell the
+    source to drop its copy: its deadline settles it."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=1)
+    packet = arriving(HERE + "plain")
+    key, _ = arrivals.destination(packet)
+    arrival = arrivals.to_queue(packet, key, wall=WALL)
+    assert arrival.refusal == MessageClass.NACK_NOT_TRANSACTIONAL_Q
+    assert (arrival.kept, arrival.no_room) == (False, True)
+    assert not any(isinstance(op, storage.RecordFinalAck) for op in arrival.ops)
 
 
 def test_without_fa_flag_or_journal_level_no_final_ack(qm: CoreHarness) -> None:

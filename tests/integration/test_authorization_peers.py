@@ -78,8 +78,10 @@ def test_a_message_from_a_peer(
     deployment: Deployment, peer: str, entry: str | None, allowed: bool
 ) -> None:
     """Let in if the destination's list gives send to that peer; else refused at
-    arrival with NACK_ACCESS_DENIED: kept in system$;deadxact, and the NACK
-    goes to the sender's admin queue."""
+    arrival with NACK_ACCESS_DENIED: kept in the sender's system$;deadxact (it
+    asked for MQMSG_DEADLETTER, so its source keeps the copy on the FinalAck, as
+    MSMQ's does), none at the receiver, and the NACK goes to the sender's admin
+    queue."""
     sender, receiver = deployment.pair(peer)
     queue = fresh("arrival")
     grant_if(receiver, queue, entry, transactional=True)
@@ -102,9 +104,10 @@ def test_a_message_from_a_peer(
             assert message.body == label.encode()
         assert dead_copies(receiver, DEAD["transactional"], label) == []
         return
-    wait_until(lambda: bool(dead_copies(receiver, DEAD["transactional"], label)), timeout=20)
-    [kept] = dead_copies(receiver, DEAD["transactional"], label)
+    wait_until(lambda: bool(dead_copies(sender, DEAD["transactional"], label)), timeout=20)
+    [kept] = dead_copies(sender, DEAD["transactional"], label)
     assert kept.message_class == MessageClass.NACK_ACCESS_DENIED
+    assert dead_copies(receiver, DEAD["transactional"], label) == []
     assert receiver.bodies(queue) == []
     wait_until(lambda: bool(dead_copies(sender, SENDER_ACKS, label)), timeout=20)
     [nack] = dead_copies(sender, SENDER_ACKS, label)

@@ -153,6 +153,50 @@ def test_a_rejection_at_arrival_is_reported_once(peers: Peers) -> None:
     assert take_all(qa, "system$;deadxact") == []
 
 
+def test_a_refusal_at_arrival_is_kept_by_the_source_that_confirms_it(peers: Peers) -> None:
+    """A confirmed transactional message (MQMSG_DEADLETTER) refused at arrival for
+    another reason than its queue's not being transactional goes to its source's
+    deadxact on the FinalAck's NACK, as MSMQ's source does; the destination keeps no
+    second copy."""
+    _, b, qa, qb = peers
+    send_in_transaction(qa, remote_queue(b, "nowhere"), b"lost?", journal=Journal.DEADLETTER)
+    [kept] = wait_for(qa, "system$;deadxact", 1)
+    assert (kept.body, kept.message_class) == (b"lost?", MessageClass.NACK_BAD_DST_Q)
+    assert take_all(qb, "system$;deadxact") == []
+
+
+def test_refusals_past_the_room_for_them_stay_with_their_source(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """Once the destination's dead-letter queue holds peers.max_rejected_bytes of
+    refusals it keeps no more, and sends no FinalAck that would make the source drop
+    its copy: every message ends in one dead-letter queue or the other."""
+    a = daemon_factory(
+        name="qm-a",
+        extra_args=(*PEER_FAST, *settings("transactions.xact_delay_receive_nack=0")),
+    )
+    b = daemon_factory(
+        name="qm-b", extra_args=(*PEER_FAST, *settings("peers.max_rejected_bytes=2048"))
+    )
+    with connect(a.address) as qa, connect(b.address) as qb:
+        qb.create_queue("plain")  # not transactional: refused, kept here while there is room
+        bodies = [bytes([65 + i]) * 1000 for i in range(3)]
+        for i, body in enumerate(bodies):
+            send_in_transaction(
+                qa,
+                remote_queue(b, "plain"),
+                body,
+                journal=Journal.DEADLETTER,
+                time_to_be_received=2,
+            )
+            if i == 0:  # kept; the next two find no room (a run's refusals are judged together)
+                wait_until(lambda: depth(qb, "system$;deadxact") == 1, 20)
+        at_a = wait_for(qa, "system$;deadxact", 2)
+        at_b = take_all(qb, "system$;deadxact")
+        assert sorted(m.body for m in at_a + at_b) == bodies
+        assert {m.message_class for m in at_b} == {MessageClass.NACK_NOT_TRANSACTIONAL_Q}
+
+
 def test_time_to_reach_queue_at_the_source_dead_letters_without_a_hole(
     daemon_factory: Callable[..., DaemonProcess],
 ) -> None:

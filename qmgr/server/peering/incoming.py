@@ -355,7 +355,7 @@ class Incoming:
         if refusal is not None:
             self.dead_lettered += 1
             self.refused[refusal] = self.refused.get(refusal, 0) + 1
-            if not arrival.kept:
+            if arrival.no_room:
                 self.refused_not_kept += 1
             header = decision.header
             parts.log.warning(
