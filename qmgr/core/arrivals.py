@@ -233,7 +233,7 @@ class Arrivals:
             kept = self._outcomes.dead_letters_here(message, refusal)
             return Arrival(tuple(reports), queue_key, refusal, kept=kept)
         if refusal is not None:
-            ops, kept, no_room = self._refusal(message, refusal, wall, note)
+            ops, kept, no_room = self._refusal(message, refusal, wall, _refusal_note(packet))
             return Arrival(ops, queue_key, refusal, kept=kept, no_room=no_room)
         assert record is not None
         append: Operation = AppendMessage(
@@ -249,7 +249,8 @@ class Arrivals:
             append = Together((append, *reports))
         if record.quota is None:
             return Arrival((append,), queue_key)
-        fallback, _, _ = self._refusal(message, MessageClass.NACK_Q_EXCEED_QUOTA, wall, note)
+        quota = MessageClass.NACK_Q_EXCEED_QUOTA
+        fallback, _, _ = self._refusal(message, quota, wall, _refusal_note(packet))
         otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
         return Arrival((Attempt(append, otherwise),), queue_key)
 
@@ -259,7 +260,7 @@ class Arrivals:
         if hops > MAX_HOPS:
             refusal = MessageClass.NACK_HOP_COUNT_EXCEEDED
             message = _message(packet)
-            ops, kept, no_room = self._refusal(message, refusal, wall, _note(packet, message))
+            ops, kept, no_room = self._refusal(message, refusal, wall, _refusal_note(packet))
             return Arrival(ops, None, refusal, kept=kept, no_room=no_room)
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
@@ -363,6 +364,14 @@ def relay_id(packet: UserMessage) -> bytes:
         header.previous_sequence_number,
         hops,
     )
+
+
+def _refusal_note(packet: UserMessage) -> bytes:
+    """What a transactional message refused at arrival keeps for its FinalAck: a
+    refusal always sends one ([MS-MQQB] §3.1.5.8.2, §3.1.5.8.8), unlike a
+    departure from its queue (§3.1.7.2.2: only with FA, JN or JP)."""
+    header = packet.transaction
+    return b"" if header is None else final_ack_note(header)
 
 
 def _expired_in_transit(message: MessageProperties, deadline: float | None, wall: float) -> bool:

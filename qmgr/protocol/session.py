@@ -537,7 +537,9 @@ class PeerSession:
     # ------------------------------------------------------------------ helpers
 
     def _half_window(self) -> int:
-        return max(1, self.settings.window_size // 2)
+        # A sender stops at its own WindowSize ([MS-MQQB] 3.1.7.1: 64 on Windows),
+        # which its ConnectionParameters announced: acknowledge before it fills.
+        return max(1, min(self.settings.window_size, self.peer_window) // 2)
 
     def _arm_ack_send(self, at: float, *, only_if_stopped: bool = False) -> None:
         current = self._ack_send_at

@@ -124,7 +124,9 @@ class SendLedger:
             else:
                 unpersisted[packet.recoverable] = packet
         base = header.recoverable_ack_sequence_number
-        if base and unpersisted:
+        # 0 means "no base" only with an empty bitmap: at the u16 wrap a peer's
+        # lowest persisted number (65536, 131072, ...) is 0 on the wire.
+        if (base or header.recoverable_ack_flags) and unpersisted:
             base = unwrap(base, self.recoverable_sent)
             # Everything below the base is stored (the receiver's rule, see the module).
             while unpersisted:

@@ -10,7 +10,7 @@ import pytest
 
 import storage
 import wire
-from qmgr.core.arrivals import REJECTED_MESSAGE_COST, Arrivals, relay_id
+from qmgr.core.arrivals import REJECTED_MESSAGE_COST, Arrival, Arrivals, relay_id
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from storage import RELAY_ID_SIZE
@@ -59,6 +59,15 @@ def packet(
     )
 
 
+def refused_copy(arrival: Arrival, *, transactional: bool = True) -> storage.Operation:
+    """The dead-letter copy of a refused message; a transactional one's negative
+    FinalAck comes with it, whatever the message asked ([MS-MQQB] §3.1.5.8.2)."""
+    copy, *reports = arrival.ops
+    final_acks = [op for op in reports if isinstance(op, storage.RecordFinalAck)]
+    assert len(final_acks) == (1 if transactional else 0)
+    return copy
+
+
 def dead_class(qm: CoreHarness, op: storage.Operation, queue: str) -> int:
     assert isinstance(op, storage.AppendMessage)
     record = qm.store.get_queue(queue)
@@ -97,7 +106,7 @@ def test_rejections_go_to_the_dead_letter_queue_with_their_class(
     key, _ = arrivals.destination(found)
     arrival = arrivals.to_queue(found, key, wall=WALL)
     assert arrival.refusal == expected
-    (op,) = arrival.ops
+    op = refused_copy(arrival, transactional=transactional)
     assert dead_class(qm, op, dead_letter) == expected
 
 
@@ -111,7 +120,11 @@ def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> No
     outcome = qm.write(storage.Unit(arrival.ops))
     (result,) = outcome.results
     assert isinstance(result, storage.Fallback)
-    assert dead_class(qm, op.otherwise, "system$;deadxact") == MessageClass.NACK_Q_EXCEED_QUOTA
+    otherwise = op.otherwise
+    assert isinstance(otherwise, storage.Together)  # the copy, and the negative FinalAck
+    copy, final_ack = otherwise.ops
+    assert isinstance(final_ack, storage.RecordFinalAck)
+    assert dead_class(qm, copy, "system$;deadxact") == MessageClass.NACK_Q_EXCEED_QUOTA
 
 
 def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -> None:
@@ -254,8 +267,7 @@ def test_what_is_not_a_queue_here_is_refused_not_relayed(
     assert remote is None
     arrival = arrivals.to_queue(found, key, wall=WALL)
     assert arrival.refusal == expected
-    (op,) = arrival.ops
-    assert dead_class(qm, op, "system$;deadxact") == expected
+    assert dead_class(qm, refused_copy(arrival), "system$;deadxact") == expected
 
 
 def test_a_router_takes_as_its_own_what_names_its_aliases(qm: CoreHarness) -> None:
@@ -301,7 +313,7 @@ def test_too_many_hops_is_a_rejection(qm: CoreHarness) -> None:
     assert remote is not None
     arrival = arrivals.relay(found, remote, wall=WALL)
     assert arrival.refusal == MessageClass.NACK_HOP_COUNT_EXCEEDED
-    (op,) = arrival.ops
+    op = refused_copy(arrival)
     assert dead_class(qm, op, "system$;deadxact") == MessageClass.NACK_HOP_COUNT_EXCEEDED
 
 
@@ -347,12 +359,14 @@ def test_refusals_keep_copies_only_while_the_dead_letter_queue_has_room(
     found = packet("TCP:127.0.0.1:1901\\private$\\missing")
     kept = 0
     while (arrival := arrivals.to_queue(found, "missing", wall=WALL)).kept:
-        [copy] = arrival.ops
+        copy = refused_copy(arrival)
         assert isinstance(copy, storage.AppendMessage)
         qm.store.commit([storage.Unit(arrival.ops)], now=WALL)
         kept += 1
     assert arrival.refusal == MessageClass.NACK_BAD_DST_Q
-    assert arrival.ops == ()  # nothing kept; a FinalAck or NACK would still be here
+    assert arrival.no_room
+    # Nothing kept; its FinalAck still goes (its source confirms nothing: no copy to keep).
+    assert [type(op) for op in arrival.ops] == [storage.RecordFinalAck]
     assert kept == 5000 // (copy.size + REJECTED_MESSAGE_COST)
     assert _held(qm) <= 5000 < _held(qm) + copy.size + REJECTED_MESSAGE_COST
 

@@ -111,7 +111,8 @@ def test_session_ack_carries_our_sent_counts() -> None:
 
 
 def test_a_full_bitmap_is_acked_at_once() -> None:
-    pair = opened_pair(b_settings=SessionSettings(window_size=200))
+    wide = SessionSettings(window_size=200)
+    pair = opened_pair(a_settings=wide, b_settings=wide)
     for tag in range(40):
         pair.send(pair.a, tag, recoverable=True, now=T0)
     pair.deliver(pair.b, T0)
@@ -136,7 +137,8 @@ def test_a_full_bitmap_is_acked_at_once() -> None:
 
 
 def test_nothing_above_a_gap_is_claimed() -> None:
-    pair = opened_pair(b_settings=SessionSettings(window_size=200))
+    wide = SessionSettings(window_size=200)
+    pair = opened_pair(a_settings=wide, b_settings=wide)
     for tag in range(1, 35):
         pair.send(pair.a, tag, recoverable=True, now=T0)
     pair.deliver(pair.b, T0)
@@ -241,6 +243,24 @@ def test_express_stream_is_acked_at_half_window_on_receipt() -> None:
     [data] = pair.a.inbox
     assert decode(data) == wire.SessionAck(
         session=wire.SessionHeader(ack_sequence_number=4, window_size=8)
+    )
+
+
+def test_express_stream_is_acked_at_half_the_senders_window_when_it_is_smaller() -> None:
+    """A sender stops at its own window ([MS-MQQB] §3.1.7.1: 64 on Windows), which
+    it announced: the receiver acknowledges before that fills, however large its
+    own window is (else the sender would wait for the acknowledgment timer)."""
+    pair = opened_pair(
+        a_settings=SessionSettings(window_size=8), b_settings=SessionSettings(window_size=2048)
+    )
+    for tag in range(4):
+        pair.send(pair.a, tag, recoverable=False, now=T0)
+    pair.deliver(pair.b, T0, count=3)
+    assert pair.a.inbox == []
+    pair.deliver(pair.b, T0, count=1)
+    [data] = pair.a.inbox
+    assert decode(data) == wire.SessionAck(
+        session=wire.SessionHeader(ack_sequence_number=4, window_size=2048)
     )
 
 

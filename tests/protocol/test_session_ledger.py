@@ -65,3 +65,17 @@ def test_one_ack_marks_at_most_the_bitmap_and_the_rest_wait() -> None:
     assert (base, flags) == (1, 0xFFFFFFFF)
     assert ledger.pending == 5
     assert ledger.take_ack() == (BITMAP_BITS + 1, 0b11111)
+
+
+def test_a_base_that_wraps_to_zero_still_reports_what_is_stored() -> None:
+    """Counts are u16 on the wire: once 65,536 recoverable packets were sent, the
+    lowest stored number of a bitmap may be 0 there. With its bitmap it is a base,
+    not "none"."""
+    ledger = SendLedger()
+    for tag in range(U16 + 2):
+        ledger.record(recoverable=True, tag=tag)
+    assert ledger.apply(header(U16 - 1, base=U16 - 3, flags=0b111)) == list(range(U16 - 1))
+    done = ledger.apply(header(U16 + 2, base=U16, flags=0b111))
+    assert done == [U16 - 1, U16, U16 + 1]
+    assert not ledger.outstanding
+    assert ledger.apply(header(U16 + 2, base=0, flags=0)) == []  # no base, nothing new
