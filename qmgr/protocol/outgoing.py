@@ -151,6 +151,7 @@ class OutgoingSequence:
         #: and of any entry.
         self._sent_through = sent_before - 1
         self._transmitted_through = sent_before - 1
+        self._sent_before = sent_before
 
     # ------------------------------------------------------------------ status
 
@@ -175,9 +176,17 @@ class OutgoingSequence:
         return self._table.waiting
 
     @property
+    def never_sent_waiting(self) -> int:
+        """Entries waiting to be sent that never went out (as far as is known: an
+        earlier run may have sent those below ``sent_before``)."""
+        return self._table.waiting - self._table.again
+
+    @property
     def unacknowledged(self) -> int:
-        """Entries in the table not waiting to be sent: sent and not yet forgotten."""
-        return len(self._table) - self._table.waiting
+        """Entries that may have gone out and are not yet forgotten: those sent on
+        this session, and those waiting to go again (sent on a session that closed,
+        or perhaps by an earlier run), which the receiver may hold."""
+        return len(self._table) - self.never_sent_waiting
 
     @property
     def transmitted_through(self) -> int:
@@ -230,7 +239,7 @@ class OutgoingSequence:
                 f"{lookup_id} after {highest}"
             )
             raise SequenceError(msg)
-        self._table.add(lookup_id, kind)
+        self._table.add(lookup_id, kind, transmitted=lookup_id < self._sent_before)
 
     def next_transmission(self, now: float) -> Transmission | None:
         """The next entry to send, now marked SENT; None if nothing can go now.

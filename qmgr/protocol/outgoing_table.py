@@ -81,6 +81,7 @@ class EntryTable:
     __slots__ = (
         "_waiting_other",
         "_waiting_tx",
+        "again",
         "entries",
         "forgetting",
         "highest",
@@ -97,6 +98,9 @@ class EntryTable:
         #: Entries WAITING, and FORGETTING.
         self.waiting = 0
         self.forgetting = 0
+        #: Of the WAITING entries, those that may have gone out before (sent on a
+        #: session that closed, or perhaps by an earlier run): the receiver may have them.
+        self.again = 0
         #: Lookup ids of the live (WAITING or SENT) TRANSACTIONAL entries, sorted.
         self.live_tx: list[int] = []
         #: TRANSACTIONAL entries SENT, and in the table.
@@ -109,11 +113,13 @@ class EntryTable:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def add(self, lookup_id: int, kind: EntryKind) -> None:
-        """A new entry, WAITING; ``lookup_id`` is above every one added before."""
-        self.entries[lookup_id] = Entry(lookup_id, kind)
+    def add(self, lookup_id: int, kind: EntryKind, *, transmitted: bool = False) -> None:
+        """A new entry, WAITING; ``lookup_id`` is above every one added before.
+        ``transmitted``: it may have gone out already (an earlier run sent it)."""
+        self.entries[lookup_id] = Entry(lookup_id, kind, transmitted=transmitted)
         self.highest = lookup_id
         self.waiting += 1
+        self.again += transmitted
         if kind is EntryKind.TRANSACTIONAL:
             heapq.heappush(self._waiting_tx, lookup_id)
             self.live_tx.append(lookup_id)
@@ -161,7 +167,10 @@ class EntryTable:
             msg = f"entry {entry.lookup_id}: no transition for {event.name} in {old.name}"
             raise AssertionError(msg)
         entry.state = new
-        self.waiting += (new is State.WAITING) - (old is State.WAITING)
+        waiting = (new is State.WAITING) - (old is State.WAITING)
+        self.waiting += waiting
+        if entry.transmitted:
+            self.again += waiting
         self.forgetting += (new is State.FORGETTING) - (old is State.FORGETTING)
         if entry.kind is EntryKind.TRANSACTIONAL:
             self.sent_tx += (new is State.SENT) - (old is State.SENT)
@@ -187,6 +196,7 @@ class EntryTable:
                 continue
             state = entry.state
             self.waiting -= state is State.WAITING
+            self.again -= state is State.WAITING and entry.transmitted
             self.forgetting -= state is State.FORGETTING
             if entry.kind is EntryKind.TRANSACTIONAL:
                 self.tx_count -= 1

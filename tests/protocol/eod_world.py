@@ -371,7 +371,7 @@ class World:
         )
         # The table is the store, but for forgets written and not yet reported.
         assert len(self.sender) == len(self.store) or self.written
-        assert self.sender.waiting + self.sender.unacknowledged == len(self.sender)
+        assert self.sender.never_sent_waiting + self.sender.unacknowledged == len(self.sender)
         if not self.written:
             assert self.sender.sequence_id == self.sequence_id()
         # The receiver's persisted mark is what its store holds.

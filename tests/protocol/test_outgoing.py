@@ -352,6 +352,23 @@ def test_status_counts() -> None:
     assert (len(machine), machine.waiting, machine.unacknowledged) == (2, 2, 0)
 
 
+def test_what_went_out_on_a_closed_session_or_an_earlier_run_is_unacknowledged() -> None:
+    """``waiting`` counts what never went out; what waits to go *again* (sent on a
+    session that closed, or perhaps by an earlier run) is unacknowledged: the
+    receiver may hold it, so an address cannot be moved while any is counted."""
+    machine = sequence(TX, TX, TX)
+    machine.next_transmission(T0)
+    machine.next_transmission(T0)
+    machine.connection_lost()
+    assert (machine.waiting, machine.never_sent_waiting, machine.unacknowledged) == (3, 1, 2)
+    restarted = OutgoingSequence(sequence_id=SEQ, base=0, sent_before=3)
+    for lookup_id in (1, 2, 3):
+        restarted.add(lookup_id, TX)
+    assert (restarted.never_sent_waiting, restarted.unacknowledged) == (1, 2)
+    restarted.next_transmission(T0)  # 1 goes again: still unacknowledged, once
+    assert (restarted.never_sent_waiting, restarted.unacknowledged) == (1, 2)
+
+
 def test_next_number_starts_at_one_and_after_a_roll() -> None:
     machine = OutgoingSequence(sequence_id=SEQ, base=7)
     assert machine.next_number == 1
@@ -430,5 +447,6 @@ def test_headers_and_counts_stay_consistent_under_any_use(
             machine.removed((value,))
             kinds.pop(value, None)
             gone.add(value)
-        assert machine.waiting + machine.unacknowledged == len(machine) == len(kinds)
+        assert machine.never_sent_waiting + machine.unacknowledged == len(machine) == len(kinds)
+        assert machine.never_sent_waiting <= machine.waiting
         assert 0 <= machine.resend_index < 2

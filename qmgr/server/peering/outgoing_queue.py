@@ -513,7 +513,7 @@ class OutgoingQueue:
             state = "paused"
         elif state == "idle" and self.has_work():
             state = "connecting"  # just woken (a resume, a first message): not yet running
-        loaded_waiting = machine.waiting
+        loaded_waiting = machine.never_sent_waiting
         unloaded = max(0, self.stored - len(machine))
         sequence = machine.sequence_id
         return cf.OutgoingInfo(
