@@ -132,6 +132,12 @@ class Options:
                 "HOST:PORT,HOST:PORT,..., to read a queue on several queue managers)"
             )
             raise DataSourceError(msg)
+        if _text(values, "tlskey") is not None and _text(values, "tlscert") is None:
+            msg = (
+                "the option 'tlsKey' is the key of the client certificate 'tlsCert', "
+                "which was not given (add 'tlsCert', and 'tlsCa' for the queue manager's CA)"
+            )
+            raise DataSourceError(msg)
         return cls(
             endpoint=fleet[0] if fleet else _endpoint(str(endpoint)),
             fleet=fleet,

@@ -248,12 +248,41 @@ class QueueBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         xids = _prepared_xids(messages, "the job", "write with fewer partitions")
-        with self._options.connect() as qm:
-            if xids:
-                qm.commit_prepared_all(xids)
-            # Tasks that were retried or ran twice (speculation) prepared others.
-            committed = set(xids)
+        if xids:
+            self._commit_all(xids)
+        # The rows are in their queues: nothing may fail the job from here on
+        # (Spark would report it failed, and the job run again would write them
+        # twice). Tasks that were retried or ran twice (speculation) prepared
+        # others: aborted now if the queue manager answers, else left in doubt
+        # for `qmgr tx list` (nothing of theirs is applied).
+        committed = set(xids)
+        with contextlib.suppress(Exception), self._options.connect() as qm:
             _abort(qm, [x for x in _prepared(qm, self.job_prefix) if x not in committed])
+
+    def _commit_all(self, xids: list[str]) -> None:
+        """Commit the job's transactions together; a connection lost meanwhile
+        leaves the outcome in doubt, so it is asked for, not taken as a failure."""
+        from qmgr.client import ConnectionLost, TransactionStatus
+
+        try:
+            with self._options.connect() as qm:
+                qm.commit_prepared_all(xids)
+                return
+        except ConnectionLost:
+            pass
+        with self._options.connect() as qm:
+            known = qm.transactions(self.job_prefix, resolved=True, limit=MAX_XIDS)
+            states = {t.xid: t.state for t in known}
+            if all(states.get(x) == TransactionStatus.COMMITTED for x in xids):
+                return
+            if all(states.get(x) == TransactionStatus.PREPARED for x in xids):
+                qm.commit_prepared_all(xids)  # the commit never reached the queue manager
+                return
+        msg = (
+            "the job's commit was cut off and its transactions are neither all committed "
+            f"nor all prepared; see `qmgr tx list --all --prefix {self.job_prefix}`"
+        )
+        raise DataSourceError(msg)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         with self._options.connect() as qm:

@@ -65,6 +65,7 @@ def test_options_every_value() -> None:
         ({"connectTimeout": "nan"}, "'connectTimeout' must be a number of seconds > 0"),
         ({"maxMessagePerTrigger": "5"}, "did you mean 'maxMessagesPerTrigger'"),
         ({"remove_on_commit": "true"}, "did you mean 'removeOnCommit'"),
+        ({"tlsKey": "/client.key"}, "the option 'tlsKey' is the key of the client certificate"),
     ],
 )
 def test_options_errors_say_what_is_wrong(given: dict[str, str], message: str) -> None:
