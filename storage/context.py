@@ -161,6 +161,10 @@ class PlanContext(Overlay):
         assert isinstance(state, QueueState)
         return None if state.deleted else state
 
+    def queue_ids(self) -> list[int]:
+        """The ids of every queue of the committed catalog (not deleted by the batch)."""
+        return [queue_id for queue_id in self._catalog.by_id if self.queue(queue_id) is not None]
+
     def live_queue(self, queue_id: int) -> QueueState:
         """The queue, for reading.
 

@@ -33,8 +33,10 @@ def restored(
     The queue manager must be stopped. Its outgoing queues go on as new streams
     (their destinations took the backup's numbers from the original already),
     its incoming streams take their next message whatever came before it (the
-    original took messages since, which are lost with it), and its message ids
-    move half their space on.
+    original took messages since, which are lost with it), its message ids
+    move half their space on, and each queue's next lookup id moves 2**40 on
+    (a reader that remembers the last lookup id it read, a Spark query, takes
+    the new messages).
     """
     from qmgr.config import ConfigError, load_config
 
@@ -59,6 +61,7 @@ def restored(
             "outgoing_queues": result.outgoing,
             "retired_sequences": result.retired,
             "incoming_streams": result.streams,
+            "queues": result.queues,
             "ordinal_limit": result.ordinal_limit,
             "in_doubt": list(in_doubt),
         }
@@ -71,6 +74,7 @@ def restored(
         click.echo(f"  outgoing queues that go on as new streams: {result.outgoing}")
         click.echo(f"  kept sequences of removed outgoing queues dropped: {result.retired}")
         click.echo(f"  incoming streams that take their next message: {result.streams}")
+        click.echo(f"  queues whose next lookup ids move on: {result.queues}")
     if in_doubt:
         click.echo(
             f"warning: {len(in_doubt)} prepared transaction(s) in doubt, which the original "

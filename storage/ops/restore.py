@@ -18,6 +18,13 @@ its peers know of it, in both directions:
   stream too; and it moves the message-id ordinal limit half the ordinal
   space on (2**31), past any id the original can have given since, so that
   no new message id is one a peer still remembers;
+* **to its readers**, each queue would number its next messages from where
+  the backup stood, lookup ids the original gave since to messages a reader
+  has already taken (a Spark query's checkpoint holds the last lookup id it
+  read, and reads only above it): the operation moves every queue's next
+  lookup id on by :data:`LOOKUP_JUMP`, past any the original can have given
+  since (an outgoing queue's entries are numbered from its sequence's base
+  and go on as a new stream: it is left as it is);
 * **as a receiver**, each incoming stream stands where the backup stood,
   behind what the original took and acknowledged (its senders have
   forgotten those messages): the stream's next message would say it follows
@@ -43,13 +50,25 @@ from typing import Final
 
 from ..context import PlanContext
 from ..keys import setting_key
+from ..records import QueueKind
 from ..units import Operation, Result
 from .peering import decode_incoming_entry, encode_incoming
 
-__all__ = ["ORDINAL_JUMP", "RENEWED", "STAMP_MARGIN", "RenewAfterRestore", "Renewed"]
+__all__ = [
+    "LOOKUP_JUMP",
+    "ORDINAL_JUMP",
+    "RENEWED",
+    "STAMP_MARGIN",
+    "RenewAfterRestore",
+    "Renewed",
+]
 
 #: How far the message-id ordinal limit moves on: half the 32-bit ordinal space.
 ORDINAL_JUMP: Final = 1 << 31
+#: How far every queue's next lookup id moves on: more messages than any queue
+#: takes between a backup and its restore, and still exact in a JSON reader's
+#: doubles after thousands of restores.
+LOOKUP_JUMP: Final = 1 << 40
 #: How far past the wall clock the sequence stamps move (seconds).
 STAMP_MARGIN: Final = 86_400.0
 #: The setting a renewal leaves until the queue manager's first start clears it
@@ -69,6 +88,8 @@ class Renewed(Result):
     streams: int
     #: The message-id ordinal limit from now on.
     ordinal_limit: int
+    #: Queues whose next lookup id moved on by :data:`LOOKUP_JUMP`.
+    queues: int = 0
     #: The store was renewed already and has not been started since: nothing
     #: changed (a second renewal would move the ids back where they were).
     already: bool = False
@@ -125,7 +146,12 @@ class RenewAfterRestore(Operation):
                 via=stream.via,
             )
             ctx.put(ctx.dbs.incoming, key, flagged)
+        moved = 0
+        for queue_id in ctx.queue_ids():
+            if ctx.live_queue(queue_id).record.kind is not QueueKind.OUTGOING:
+                ctx.writable(queue_id).next_lookup_id += LOOKUP_JUMP
+                moved += 1
         limit = ctx.ordinal_limit() + ORDINAL_JUMP
         ctx.reserve_ordinals(limit)
         ctx.put_meta(setting_key(RENEWED), str(limit).encode())
-        return Renewed(renewed, len(retired), len(incoming), limit)
+        return Renewed(renewed, len(retired), len(incoming), limit, queues=moved)

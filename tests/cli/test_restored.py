@@ -36,6 +36,7 @@ def test_it_says_what_it_changed(data_dir: Path) -> None:
         "  outgoing queues that go on as new streams: 1",
         "  kept sequences of removed outgoing queues dropped: 0",
         "  incoming streams that take their next message: 0",
+        "  queues whose next lookup ids move on: 0",
     ]
     with storage.Store(data_dir) as store:
         [after] = store.outgoing_states().values()

@@ -15,8 +15,11 @@ from store_kit import (
     SOURCE_A,
     SOURCE_B,
     Reopener,
+    append,
+    appended,
     commit,
     commit_ok,
+    create_queue,
     fill_outgoing,
     forget,
     lookups,
@@ -27,6 +30,7 @@ from store_kit import (
 )
 
 from storage import (
+    LOOKUP_JUMP,
     ORDINAL_JUMP,
     RENEWED,
     ClearSetting,
@@ -181,3 +185,27 @@ def test_a_resync_keeps_the_router_a_stream_came_through(store: Store) -> None:
     assert store.incoming_states() == [
         IncomingState(SOURCE_A, ORDERS, 7 << 32 | 1, 50, 2, 10.0, resync=True, via=router)
     ]
+
+
+def test_every_queue_numbers_its_next_messages_past_what_the_original_gave(
+    store: Store, reopen: Reopener
+) -> None:
+    """A reader that remembers the last lookup id it read (a Spark query's
+    checkpoint) reads only above it: after a restore, new messages must not take
+    the numbers the original gave since the backup. An outgoing queue's entries
+    are numbered from its sequence's base (and go on as a new stream): left as is."""
+    orders = create_queue(store, "orders", transactional=True)
+    [first] = appended(commit_ok(store, unit(append(orders, b"before")))[0])
+    outgoing = fill_outgoing(store, 2)
+    before = store.get_queue_by_id(outgoing)
+    assert before is not None
+    others = [q for q in store.list_queues() if q.queue_id != outgoing]
+    result = renew(store)
+    assert result.queues == len(others) >= 1
+    store = reopen(store)
+    [after] = appended(commit_ok(store, unit(append(orders, b"after")))[0])
+    assert after == first + 1 + LOOKUP_JUMP
+    assert lookups(store, orders) == [first, after]  # what it held stays where it was
+    unchanged = store.get_queue_by_id(outgoing)
+    assert unchanged is not None
+    assert unchanged.next_lookup_id == before.next_lookup_id
