@@ -174,7 +174,9 @@ class Message:
         is_ack = value in (0x0002, 0x4000) or value & 0x8000
         if not is_ack or len(correlation) != 20:
             return None
-        return format_message_id(correlation[:16], int.from_bytes(correlation[16:], "little"))
+        # The GUID is in the [MS-DTYP] packet form, as Windows writes it.
+        source = uuid.UUID(bytes_le=correlation[:16])
+        return format_message_id(source, int.from_bytes(correlation[16:], "little"))
 
     @property
     def sent_time(self) -> _dt.datetime:

@@ -150,8 +150,9 @@ def record_wants_report(record: bytes | memoryview) -> bool:
 
 def correlation_of(message: MessageProperties) -> bytes:
     """The 20 bytes of a message's id, as an acknowledgment's correlation id:
-    the source queue manager's GUID then the ordinal (u32, little-endian)."""
-    return message.source_qm.bytes + message.ordinal.to_bytes(4, "little")
+    the source queue manager's GUID in the [MS-DTYP] packet form (Data1-3
+    little-endian, as on the wire) then the ordinal (u32, little-endian)."""
+    return message.source_qm.bytes_le + message.ordinal.to_bytes(4, "little")
 
 
 def deadline_of(message: MessageProperties, *, reach_only: bool = False) -> float | None:

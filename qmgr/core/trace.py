@@ -251,7 +251,7 @@ def _outgoing_finding(
 class _Select:
     """Picks the records of the message and of its acknowledgments."""
 
-    __slots__ = ("_guid", "_key", "_ordinal", "_packet_ordinal", "_packet_source")
+    __slots__ = ("_correlation", "_guid", "_key", "_ordinal", "_packet_ordinal", "_packet_source")
 
     def __init__(self, key: bytes) -> None:
         self._key = key
@@ -259,6 +259,9 @@ class _Select:
         self._ordinal = _ORDINAL.unpack_from(key, 16)[0]
         self._packet_source = self._guid.bytes_le
         self._packet_ordinal = key[16:]
+        # An acknowledgment's correlation id holds the GUID in the wire's
+        # [MS-DTYP] packet form (as Windows writes it), not the stored id's.
+        self._correlation = self._packet_source + key[16:]
 
     def __call__(self, record: memoryview) -> bool:
         try:
@@ -282,7 +285,8 @@ class _Select:
             return True
         if payload[_ID] == key:
             return True
-        return bool(payload[_FLAGS] & _HAS_CORRELATION) and payload[_CORRELATION] == key
+        correlation = self._correlation
+        return bool(payload[_FLAGS] & _HAS_CORRELATION) and payload[_CORRELATION] == correlation
 
     def _relays(self, payload: memoryview) -> bool:
         """Whether a RELAYED entry's packet is the message (it parses, and its

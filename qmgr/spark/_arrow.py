@@ -137,9 +137,11 @@ def _guid_text(guid: uuid.UUID) -> str:
 
 
 def correlation_text(raw: bytes) -> str | None:
+    """A 20-byte correlation id as a message id's text: its GUID is in the
+    [MS-DTYP] packet form (Data1-3 little-endian), as MSMQ lays an id out."""
     if not raw:
         return None
-    return format_message_id(raw[:16], int.from_bytes(raw[16:], "little"))
+    return format_message_id(uuid.UUID(bytes_le=raw[:16]), int.from_bytes(raw[16:], "little"))
 
 
 #: The columns that are a message property as it is, and the property's field.
@@ -280,7 +282,7 @@ def _correlation_bytes(value: Any) -> bytes | None:
         msg = f"a correlation_id is written as a message id, {{guid}}\\ordinal, not {value!r}"
         raise DataSourceError(msg)
     guid, ordinal = match.groups()
-    return uuid.UUID(guid).bytes + int(ordinal).to_bytes(4, "little")
+    return uuid.UUID(guid).bytes_le + int(ordinal).to_bytes(4, "little")
 
 
 def _app_specific(value: Any) -> int:

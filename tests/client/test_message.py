@@ -129,7 +129,7 @@ def test_a_message_of_a_page_keeps_only_its_own_bytes_and_pickles() -> None:
 
 
 def test_an_acknowledgment_names_the_message_it_is_about() -> None:
-    about = GUID.bytes + (7).to_bytes(4, "little")  # as the daemon writes it
+    about = GUID.bytes_le + (7).to_bytes(4, "little")  # [MS-DTYP] packet form, as on the wire
     ack = _message(PROPERTIES.replace(message_class=0x0002, correlation_id=about))
     assert ack.acknowledged_id == f"{{{GUID}}}\\7"
     assert ack.class_name == "ACK_REACH_QUEUE"

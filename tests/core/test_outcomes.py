@@ -67,6 +67,9 @@ def test_arrival_and_receipt_are_acknowledged_to_the_admin_queue(qm: CoreHarness
     [arrived] = messages(qm, "admin")
     assert arrived.message_class == MessageClass.ACK_REACH_QUEUE
     assert arrived.correlation_id == correlation_of(sent)
+    # The id as MSMQ lays an OBJECTID out: the GUID in the [MS-DTYP] packet form
+    # (Data1-3 little-endian), as a Windows application matches it.
+    assert correlation_of(sent) == sent.source_qm.bytes_le + sent.ordinal.to_bytes(4, "little")
     assert (arrived.label, arrived.body, arrived.response_queue) == ("order 7", b"", "q")
     assert (arrived.acknowledge, arrived.journal, arrived.admin_queue) == (0, 0, "")
     assert arrived.destination == "admin"

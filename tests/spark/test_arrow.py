@@ -22,7 +22,7 @@ def message(lookup_id: int, **fields: object) -> Message:
 
 def test_messages_to_batch_has_the_schema_and_values() -> None:
     guid = uuid.uuid4()
-    correlation = guid.bytes + (7).to_bytes(4, "little")
+    correlation = guid.bytes_le + (7).to_bytes(4, "little")  # as MSMQ lays an id out
     messages = [
         message(
             5,
@@ -71,7 +71,7 @@ def test_rows_to_sends_takes_what_reads_give() -> None:
     assert sends[0] == (
         "orders",
         b"text",
-        {"label": "a", "correlation_id": guid.bytes + (12).to_bytes(4, "little"),
+        {"label": "a", "correlation_id": guid.bytes_le + (12).to_bytes(4, "little"),
          "app_specific": 0xFFFFFFFF},
     )  # fmt: skip
     assert sends[1] == ("elsewhere", b"more", {})
