@@ -137,7 +137,7 @@ from __future__ import annotations
 import enum
 import itertools
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, Generic, TypeVar, Unpack
@@ -261,6 +261,7 @@ class Receiver(Generic[P]):
         history_size: int = 10_000,
         history_seconds: float = 1800.0,
         return_paths: ReturnPaths[P] | None = None,
+        message_ids: Callable[[], int] | None = None,
         **limits: Unpack[SequenceLimits],
     ) -> None:
         self.local_qm = local_qm
@@ -268,7 +269,10 @@ class Receiver(Generic[P]):
         self.history = MessageHistory(history, size=history_size, seconds=history_seconds, now=wall)
         #: Where acknowledgments go back to, and which are passed on.
         self.return_paths: ReturnPaths[P] = ReturnPaths() if return_paths is None else return_paths
-        self._ack_ids = itertools.count(1)
+        #: The message ids of the OrderAcks it builds: this queue manager's
+        #: message-id ordinals, which no restart gives twice ([MS-MQQB] §3.1.1.3;
+        #: a peer drops a repeated id as a duplicate). A count from 1 without.
+        self._ack_ids = message_ids if message_ids is not None else itertools.count(1).__next__
         #: User messages arrived; rejected by the exactly-once rule; dropped as
         #: duplicates; relayed ones dropped because a copy is held.
         self.received = 0
@@ -428,7 +432,7 @@ class Receiver(Generic[P]):
                 source_qm=self.local_qm,
                 destination=wire.ORDER_QUEUE,
                 destination_qm=uuid.UUID(bytes=due.key[1]),
-                message_id=next(self._ack_ids) & _U32_MAX,
+                message_id=self._ack_ids() & _U32_MAX,
                 sent_time=int(wall),
                 sequence_id=due.sequence_id,
                 sequence_number=due.number,

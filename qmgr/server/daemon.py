@@ -41,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import itertools
 import signal
 import sys
 import time
@@ -56,6 +57,7 @@ from qmgr import __version__
 from qmgr.config import Config, local_identity
 from qmgr.core.budget import MemoryBudget
 from qmgr.core.engine import QueueManagerCore
+from qmgr.core.errors import QueueManagerError
 from qmgr.core.limits import Limits
 from qmgr.core.routes import endpoint_text, socket_address_text
 from qmgr.core.tokens import TokenBook, load_tokens
@@ -126,6 +128,7 @@ class Daemon:
         # queue_infos' values, by queue id: (the record, its held count, the value).
         self._queue_infos: dict[int, tuple[QueueRecord, int, cf.QueueInfo]] = {}
         self.stop_requested = trio.Event()
+        self._spare_ids = itertools.count(1)
         delay = config.tx_xact_delay_receive_nack
         #: Queue semantics: decides, reads the store, never writes.
         self.core = QueueManagerCore(
@@ -152,6 +155,7 @@ class Daemon:
             confirmations=core.confirmations,
             log=self.log,
             tls=self.tls,
+            message_ids=self._control_message_id,
         )
         #: The client side: what sessions use, and the ports that accept them.
         self.services = Services(
@@ -444,6 +448,22 @@ class Daemon:
             for queue_id in kept.keys() - seen:
                 del kept[queue_id]
         return tuple(infos)
+
+    def _control_message_id(self) -> int:
+        """A message-id ordinal for an OrderAck or a FinalAck, from the one allocator
+        of this queue manager's message ids (unique across restarts; a peer drops a
+        repeated id as a duplicate). Taking one may make a reservation due: the
+        maintenance worker writes it. When none is free (a reservation not written
+        yet), one from a count of this run's own: an OrderAck or FinalAck lost as a
+        duplicate is sent again later."""
+        ordinals = self.core.ordinals
+        try:
+            ordinal = ordinals.take()
+        except QueueManagerError:
+            ordinal = next(self._spare_ids)
+        if ordinals.wanted:
+            self.services.wake_maintenance()
+        return ordinal
 
     def status(self) -> cf.StatusInfo:
         """Identity, activity counters and queues, for ``qmgr status``."""

@@ -92,6 +92,9 @@ class Peering:
 
     Args:
         wall: unix time (the tests make it follow trio's clock).
+        message_ids: gives the message ids of the OrderAcks and FinalAcks it
+            sends: this queue manager's message-id ordinals, which no restart
+            gives twice (a count from 1 without, for tests).
     """
 
     def __init__(
@@ -107,6 +110,7 @@ class Peering:
         log: structlog.typing.FilteringBoundLogger,
         tls: TlsContexts | None = None,
         wall: Callable[[], float] = time.time,
+        message_ids: Callable[[], int] | None = None,
     ) -> None:
         self.log = log.bind(component="peering")
         #: The daemon's parts, as every part of the adapter gets them.
@@ -124,7 +128,7 @@ class Peering:
         self.local_qm: uuid.UUID = store.qm_guid
         settings = from_config(SessionSettings, config)
         #: What arrives: the receiver, the core's arrivals, the OrderAcks we send.
-        self.incoming = Incoming(self.parts, self)
+        self.incoming = Incoming(self.parts, self, message_ids=message_ids)
         self.context = ConnectionContext(self.parts, self.tls, self.identities, settings, self)
         #: Every open connection, both directions.
         self.connections = self.context.connections
@@ -137,7 +141,9 @@ class Peering:
             store, self.outgoing_queues.queues, self.log, wall=self.parts.wall, committer=committer
         )
         #: Sends our FinalAcks.
-        self.final_acks = FinalAckCourier(store, committer, self._final_ack_paths, self.log)
+        self.final_acks = FinalAckCourier(
+            store, committer, self._final_ack_paths, self.log, message_ids=message_ids
+        )
         #: The peer port's handler.
         self.port = PeerPort(self.context)
         signals.listeners.append(self.outgoing_queues.queues_changed)

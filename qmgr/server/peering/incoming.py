@@ -127,9 +127,17 @@ class Incoming:
             delays, refusals kept).
         routes: where OrderAcks and FinalAcks for us go, and who may send to
             which queue.
+        message_ids: gives each OrderAck's message id (this queue manager's
+            message-id ordinals; a count from 1 without).
     """
 
-    def __init__(self, parts: PeeringParts, routes: IncomingRoutes) -> None:
+    def __init__(
+        self,
+        parts: PeeringParts,
+        routes: IncomingRoutes,
+        *,
+        message_ids: Callable[[], int] | None = None,
+    ) -> None:
         self.parts = parts
         self.routes = routes
         config = parts.config
@@ -168,6 +176,7 @@ class Incoming:
             history_seconds=config.peer_history_seconds,
             order_ack_delay=config.peer_order_ack_delay,
             max_order_ack_delay=config.peer_order_ack_max_delay,
+            message_ids=message_ids,
             return_paths=ReturnPaths(
                 router=config.peer_router,
                 closing=lambda connection: connection.closing,

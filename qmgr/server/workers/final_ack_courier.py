@@ -96,6 +96,8 @@ class FinalAckCourier(Worker):
         paths: the connection that reaches each source queue manager now, by
             its GUID bytes.
         log: for forgets that fail.
+        message_ids: gives each FinalAck's message id (this queue manager's
+            message-id ordinals; a count from 1 without).
     """
 
     def __init__(
@@ -104,6 +106,7 @@ class FinalAckCourier(Worker):
         committer: Committer,
         paths: Callable[[], Mapping[bytes, Carrier]],
         log: structlog.typing.FilteringBoundLogger,
+        message_ids: Callable[[], int] | None = None,
     ) -> None:
         super().__init__(committer=committer, signals=None, log=log)
         self._store = store
@@ -111,7 +114,8 @@ class FinalAckCourier(Worker):
         #: The FinalAck keys sent on each connection and not yet acknowledged.
         self._in_flight: dict[Carrier, set[bytes]] = {}
         self._forgets = _Forgets(committer=committer, log=log, then=self.wake)
-        self._ids = itertools.count(1)
+        #: The message ids of the FinalAcks it sends (see ``Receiver``'s OrderAcks).
+        self._ids = message_ids if message_ids is not None else itertools.count(1).__next__
         #: FinalAcks sent since the start.
         self.sent = 0
 
@@ -174,7 +178,7 @@ class FinalAckCourier(Worker):
             source_qm=sender,
             destination=wire.ORDER_QUEUE,
             destination_qm=source,
-            message_id=next(self._ids) & _U32_MAX,
+            message_id=self._ids() & _U32_MAX,
             sent_time=int(time.time()),
             message_class=message_class,
             sequence_id=wire.TxSequenceId(ordinal=sequence_ordinal, timestamp=timestamp),
