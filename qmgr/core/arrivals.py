@@ -174,14 +174,15 @@ class Arrivals:
         queue = packet.user.destination
         if not isinstance(queue, wire.DirectQueue):
             return None, None
+        name = wire.scrubbed(queue.name)  # an unpaired surrogate names no queue here
         if here and self.router:
-            return self._resolve(queue.name, router=False)
-        found = self._destinations.get(queue.name)
+            return self._resolve(name, router=False)
+        found = self._destinations.get(name)
         if found is None:
-            found = self._resolve(queue.name)
+            found = self._resolve(name)
             if len(self._destinations) >= DESTINATION_CACHE_SIZE:
                 self._destinations.clear()
-            self._destinations[queue.name] = found
+            self._destinations[name] = found
         return found
 
     def _resolve(

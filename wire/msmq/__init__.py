@@ -60,6 +60,7 @@ from .convert import message_class_patch as message_class_patch
 from .convert import message_to_packet as message_to_packet
 from .convert import packet_to_message as packet_to_message
 from .convert import queue_text as queue_text
+from .convert import scrubbed as scrubbed
 from .convert import with_message_class as with_message_class
 from .decoder import FrameDecoder as FrameDecoder
 from .headers import BaseHeader as BaseHeader
@@ -164,5 +165,6 @@ __all__ = [
     "parse_packet",
     "parse_ping",
     "queue_text",
+    "scrubbed",
     "with_message_class",
 ]

@@ -94,6 +94,7 @@ __all__ = [
     "message_to_packet",
     "packet_to_message",
     "queue_text",
+    "scrubbed",
     "with_message_class",
 ]
 
@@ -315,6 +316,17 @@ def packet_to_message(
         raise RemoteProtocolError(msg, field="UserMessage") from exc
 
 
+def scrubbed(text: str) -> str:
+    """``text`` as qmgr keeps it: a Windows string is any run of 16-bit units
+    ([MS-MQMQ] §2.2.19.3: a label is ``0*249(%x0001-FFFF)``), and an unpaired
+    surrogate, which no UTF-8 store holds, becomes U+FFFD. A message whose
+    label or queue name holds one is taken (its queue name then names no
+    queue here), not refused with the whole session."""
+    if text.isascii():
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def _packet_to_message(
     packet: UserMessage, destination: str, admin_queue: str, response_queue: str
 ) -> MessageProperties:
@@ -344,7 +356,7 @@ def _packet_to_message(
             _remote("MessagePropertiesHeader.label", f"over {_MAX_LABEL_UNITS} UTF-16 units")
         if "\x00" in label:
             _remote("MessagePropertiesHeader.label", "NUL inside the label")
-        # Lone surrogates fail in the constructor, named by _wire_field.
+        label = scrubbed(label)
     else:
         label = ""
     correlation_id = properties.correlation_id
@@ -352,6 +364,11 @@ def _packet_to_message(
         correlation_id = b""
     if not response_queue and isinstance(user.response, SameAsAdminQueue):
         response_queue = admin_queue
+    destination, admin_queue, response_queue = (
+        scrubbed(destination),
+        scrubbed(admin_queue),
+        scrubbed(response_queue),
+    )
     return MessageProperties(
         body=properties.body,
         label=label,
@@ -425,7 +442,7 @@ def queue_text(
     * None: ``""``.
     """
     if isinstance(queue, DirectQueue):
-        return _DIRECT_PREFIX + queue.name
+        return _DIRECT_PREFIX + scrubbed(queue.name)
     if isinstance(queue, PrivateQueue):
         return f"PRIVATE={queue.qm}\\{queue.number:08x}"
     if isinstance(queue, PublicQueue):

@@ -20,6 +20,7 @@ MSMQ_NAMES = {
     "message_to_packet",
     "packet_to_message",
     "queue_text",
+    "scrubbed",
     "direct_queue",
     "with_message_class",
     "message_class_patch",
