@@ -266,12 +266,17 @@ class Arrivals:
         forwarded = dataclasses.replace(
             packet, user=dataclasses.replace(packet.user, hop_count=hops), session=None
         )
+        transactional = packet.transaction is not None
         op = destination.append_entry(
             EntryOrigin.RELAYED,
             wire.build_packet(forwarded),
             len(packet.properties.body),
-            transactional=packet.transaction is not None,
+            transactional=transactional,
             recoverable=packet.is_recoverable,
+            # A plain message expires at this hop as at its source (its
+            # dead-letter copy here if it asked); a transactional one is its
+            # source's to account for (MQQB §3.1.5.8.2, reference §15.7).
+            deadline=None if transactional else _relayed_deadline(packet),
             relay=relay_id(packet),
         )
         return Arrival((op,), None, relay_to=destination, confirm_by=self._confirm_by(packet))
@@ -391,12 +396,15 @@ def _note(packet: UserMessage, message: MessageProperties) -> bytes:
     return final_ack_note(header)
 
 
+def _relayed_deadline(packet: UserMessage) -> float | None:
+    """When a plain message passed on expires here: its send time plus the
+    smaller of its times to reach the queue and to be received, or None."""
+    seconds = min(packet.base.time_to_reach_queue, packet.user.time_to_be_received)
+    if seconds >= INFINITE:
+        return None
+    return max(float(packet.user.sent_time) + seconds, 1e-3)
+
+
 def _message(packet: UserMessage) -> MessageProperties:
     """The message as this queue manager keeps it (its reply queues named as text)."""
-    user = packet.user
-    return wire.packet_to_message(
-        packet,
-        destination=wire.queue_text(user.destination),
-        admin_queue=wire.queue_text(user.admin, source_qm=user.source_qm),
-        response_queue=wire.queue_text(user.response, source_qm=user.source_qm),
-    )
+    return wire.received_message(packet)

@@ -53,6 +53,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Final
 
+import wire
 from storage import (
     MAX_CONFIRMATION_COPIES,
     AddConfirmation,
@@ -171,10 +172,21 @@ class Confirmations:
         the negative acknowledgment to its admin queue if asked, its dead-letter
         copy if asked, and the settling of its copy awaiting confirmation.
         ``payload`` is the entry's (``outgoing.decode_entry``). None for a
-        relayed entry: its source reports it."""
+        relayed transactional entry: its source reports it."""
         entry = decode_entry(payload)
         if entry.origin is not EntryOrigin.LOCAL:
-            return None
+            if entry.transactional:
+                return None
+            # A plain message passed on, given up here: its NACK and its
+            # dead-letter copy here, as MSMQ's hop does (its source keeps none).
+            try:
+                packet = wire.parse_packet(bytes(entry.data))
+                if not isinstance(packet, wire.UserMessage):
+                    return []
+                relayed = wire.received_message(packet)
+            except wire.RemoteProtocolError:
+                return []  # nothing it says can be reported: it just goes
+            return list(self._outcomes.reports(relayed, reason, wall=wall))
         message = MessageProperties.from_bytes(entry.data)
         ops = list(self._outcomes.reports(message, reason, wall=wall))
         settle = self.give_up(message, destination)

@@ -559,3 +559,34 @@ def test_a_poison_message_received_from_its_subqueue_is_confirmed_to_the_source(
     [journaled] = wait_for(qa, "system$;journal", 1)
     assert journaled.id == message.id
     assert take_all(qa, "system$;deadxact") == []
+
+
+def test_a_plain_message_expires_at_the_router_that_holds_it(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    """A router whose next hop stays down gives up a plain message it holds once its
+    time to reach the queue passes, as MSMQ's hop does: its NACK to the source's
+    admin queue, its dead-letter copy at the router (the source keeps none), and
+    nothing left in the router's outgoing queue."""
+    gone = free_port()  # nothing listens: the destination never comes
+    r = daemon_factory(name="qm-r", extra_args=(*PEER_FAST, *ROUTER))
+    a = daemon_factory(name="qm-a", extra_args=(*PEER_FAST, *route_args(gone, r.peer_port)))
+    destination = f"DIRECT=TCP:127.0.0.1:{gone}\\private$\\orders"
+    with connect(a.address) as qa, connect(r.address) as qr:
+        qa.create_queue("acks")
+        for body in (b"one", b"two"):
+            qa.send(
+                destination,
+                body,
+                acknowledge=Acknowledge.NACK_REACH_QUEUE,
+                admin_queue="acks",
+                journal=Journal.DEADLETTER,
+                time_to_reach_queue=2,
+            )
+        nacks = wait_for(qa, "acks", 2, timeout=30)
+        assert {m.message_class for m in nacks} == {MessageClass.NACK_REACH_QUEUE_TIMEOUT}
+        dead = wait_for(qr, "system$;deadletter", 2)
+        assert sorted(m.body for m in dead) == [b"one", b"two"]
+        assert {m.message_class for m in dead} == {MessageClass.NACK_REACH_QUEUE_TIMEOUT}
+        assert take_all(qa, "system$;deadletter") == []
+        wait_until(lambda: all(q.waiting == 0 and q.unacknowledged == 0 for q in qr.outgoing()), 10)

@@ -60,6 +60,7 @@ from .convert import message_class_patch as message_class_patch
 from .convert import message_to_packet as message_to_packet
 from .convert import packet_to_message as packet_to_message
 from .convert import queue_text as queue_text
+from .convert import received_message as received_message
 from .convert import scrubbed as scrubbed
 from .convert import with_message_class as with_message_class
 from .decoder import FrameDecoder as FrameDecoder
@@ -165,6 +166,7 @@ __all__ = [
     "parse_packet",
     "parse_ping",
     "queue_text",
+    "received_message",
     "scrubbed",
     "with_message_class",
 ]

@@ -94,6 +94,7 @@ __all__ = [
     "message_to_packet",
     "packet_to_message",
     "queue_text",
+    "received_message",
     "scrubbed",
     "with_message_class",
 ]
@@ -314,6 +315,22 @@ def packet_to_message(
         # Only a UserMessage made by hand rather than by parse_packet gets here.
         msg = f"not a message: {type(exc).__name__}: {exc}"
         raise RemoteProtocolError(msg, field="UserMessage") from exc
+
+
+def received_message(packet: UserMessage) -> MessageProperties:
+    """The message ``packet`` carries as a receiving queue manager keeps it:
+    :func:`packet_to_message` with its queues named as text (:func:`queue_text`).
+
+    Raises:
+        RemoteProtocolError: as :func:`packet_to_message`.
+    """
+    user = packet.user
+    return packet_to_message(
+        packet,
+        destination=queue_text(user.destination),
+        admin_queue=queue_text(user.admin, source_qm=user.source_qm),
+        response_queue=queue_text(user.response, source_qm=user.source_qm),
+    )
 
 
 def scrubbed(text: str) -> str:

@@ -381,8 +381,8 @@ class OutgoingQueue:
         """What giving up the entry ``lookup_id`` for ``reason`` writes besides
         forgetting it (``Confirmations.given_up``: the negative acknowledgment
         to its admin queue if asked, its dead-letter copy, and the settling of
-        its copy awaiting confirmation). None for an entry gone, or relayed
-        (its source reports)."""
+        its copy awaiting confirmation). None for an entry gone, or a relayed
+        transactional one (its source reports it)."""
         parts = self.parts
         payload = self.payloads.get(lookup_id)
         if payload is None:

@@ -25,7 +25,12 @@ whether the message may already be at its destination.
   its own deadline. Giving it up here could leave it both delivered and
   dead-lettered.
 
-Relayed messages (store and forward) carry no deadline here.
+A plain message a router passes on (store and forward) has the same
+deadline in its outgoing queue, and is given up the same way at this hop:
+its NACK to its admin queue if asked, its copy in ``system$;deadletter``
+with MQMSG_DEADLETTER (its source keeps none). A transactional one carries
+no deadline here: its source accounts for it (its own deadline, and the
+FinalAck of the destination's refusal of a message arriving too late).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ MSMQ_NAMES = {
     "message_to_packet",
     "packet_to_message",
     "queue_text",
+    "received_message",
     "scrubbed",
     "direct_queue",
     "with_message_class",
