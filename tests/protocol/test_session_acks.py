@@ -233,25 +233,19 @@ def test_half_window_received_is_acked_at_once_from_persisted() -> None:
     assert pair.persist(pair.b, T0) == []  # nothing new received since that ack
 
 
-def test_express_stream_is_acked_at_half_window_on_receipt() -> None:
-    pair = opened_pair(b_settings=SessionSettings(window_size=8))
-    for tag in range(4):
-        pair.send(pair.a, tag, recoverable=False, now=T0)
-    pair.deliver(pair.b, T0, count=3)
-    assert pair.a.inbox == []
-    pair.deliver(pair.b, T0, count=1)
-    [data] = pair.a.inbox
-    assert decode(data) == wire.SessionAck(
-        session=wire.SessionHeader(ack_sequence_number=4, window_size=8)
-    )
-
-
-def test_express_stream_is_acked_at_half_the_senders_window_when_it_is_smaller() -> None:
-    """A sender stops at its own window ([MS-MQQB] §3.1.7.1: 64 on Windows), which
-    it announced: the receiver acknowledges before that fills, however large its
-    own window is (else the sender would wait for the acknowledgment timer)."""
+@pytest.mark.parametrize(
+    ("sender_window", "receiver_window"), [(64, 8), (8, 2048)], ids=["ours", "the-senders"]
+)
+def test_express_stream_is_acked_at_half_the_smaller_window_on_receipt(
+    sender_window: int, receiver_window: int
+) -> None:
+    """At half our window, or half the sender's when it is smaller: a sender stops
+    at its own window ([MS-MQQB] §3.1.7.1: 64 on Windows), which it announced, so
+    the receiver acknowledges before that fills, however large its own window is
+    (else the sender would wait for the acknowledgment timer)."""
     pair = opened_pair(
-        a_settings=SessionSettings(window_size=8), b_settings=SessionSettings(window_size=2048)
+        a_settings=SessionSettings(window_size=sender_window),
+        b_settings=SessionSettings(window_size=receiver_window),
     )
     for tag in range(4):
         pair.send(pair.a, tag, recoverable=False, now=T0)
@@ -260,7 +254,7 @@ def test_express_stream_is_acked_at_half_the_senders_window_when_it_is_smaller()
     pair.deliver(pair.b, T0, count=1)
     [data] = pair.a.inbox
     assert decode(data) == wire.SessionAck(
-        session=wire.SessionHeader(ack_sequence_number=4, window_size=2048)
+        session=wire.SessionHeader(ack_sequence_number=4, window_size=receiver_window)
     )
 
 
