@@ -187,8 +187,11 @@ def test_a_peer_the_list_refuses_gets_nack_access_denied(
         wait_until(lambda: len(qa.peek_range("acks")) == 1, timeout=20)
         [nack] = qa.peek_range("acks")
         assert nack.message_class == MessageClass.NACK_ACCESS_DENIED
-        [kept] = qb.peek_range("system$;deadxact")
+        # It asked for MQMSG_DEADLETTER: its source keeps the copy (the FinalAck's NACK).
+        wait_until(lambda: len(qa.peek_range("system$;deadxact")) == 1, timeout=20)
+        [kept] = qa.peek_range("system$;deadxact")
         assert (kept.body, kept.message_class) == (b"refused", MessageClass.NACK_ACCESS_DENIED)
+        assert qb.peek_range("system$;deadxact") == []
         assert qb.peek_range("orders") == []
         # Granted to that peer, the next message is let in.
         qb.grant("orders", "peer:qm-a", "send")

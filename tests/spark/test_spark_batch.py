@@ -26,7 +26,7 @@ def as_text(correlation: bytes | None) -> str | None:
     if correlation is None:
         return None
     ordinal = int.from_bytes(correlation[16:], "little")
-    return f"{{{uuid.UUID(bytes=correlation[:16])}}}\\{ordinal}"
+    return f"{{{uuid.UUID(bytes_le=correlation[:16])}}}\\{ordinal}"  # as MSMQ lays an id out
 
 
 def as_row(message: Message) -> dict[str, object]:
@@ -146,7 +146,7 @@ def test_batch_write_round_trip(
         (
             body,
             label,
-            None if c is None else guid.bytes + int(c.split("\\")[1]).to_bytes(4, "little"),
+            None if c is None else guid.bytes_le + int(c.split("\\")[1]).to_bytes(4, "little"),
             app,
         )
         for body, label, c, app in rows
