@@ -115,6 +115,7 @@ from .ops.queues import QueueCreated as QueueCreated
 from .ops.queues import QueueDeleted as QueueDeleted
 from .ops.queues import QueuePurged as QueuePurged
 from .ops.restore import LOOKUP_JUMP as LOOKUP_JUMP
+from .ops.restore import LOOKUP_SKIPPED as LOOKUP_SKIPPED
 from .ops.restore import ORDINAL_JUMP as ORDINAL_JUMP
 from .ops.restore import RENEWED as RENEWED
 from .ops.restore import RenewAfterRestore as RenewAfterRestore

@@ -220,6 +220,7 @@ class Daemon:
         libraries, some 9 MB of memory, are imported only at its first connection)."""
         from .client.operations import Operations
         from .http import MetricsSources, http_port
+        from .http.sources import lookup_skipped
 
         authorization = self.services.authorization
         assert authorization is not None
@@ -233,6 +234,7 @@ class Daemon:
             peering=self.peering,
             connections=self.connections,
             data_dir=self.store.path,
+            lookup_skipped=lookup_skipped(self.store),
         )
         try:
             return http_port(

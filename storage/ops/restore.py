@@ -56,6 +56,7 @@ from .peering import decode_incoming_entry, encode_incoming
 
 __all__ = [
     "LOOKUP_JUMP",
+    "LOOKUP_SKIPPED",
     "ORDINAL_JUMP",
     "RENEWED",
     "STAMP_MARGIN",
@@ -69,6 +70,10 @@ ORDINAL_JUMP: Final = 1 << 31
 #: takes between a backup and its restore, and still exact in a JSON reader's
 #: doubles after thousands of restores.
 LOOKUP_JUMP: Final = 1 << 40
+#: The setting, per queue (``lookup-skipped:<queue id>``), of the lookup ids its
+#: restores skipped in all: "messages ever added" is its next lookup id less 1
+#: and less these.
+LOOKUP_SKIPPED: Final = "lookup-skipped:"
 #: How far past the wall clock the sequence stamps move (seconds).
 STAMP_MARGIN: Final = 86_400.0
 #: The setting a renewal leaves until the queue manager's first start clears it
@@ -150,6 +155,10 @@ class RenewAfterRestore(Operation):
         for queue_id in ctx.queue_ids():
             if ctx.live_queue(queue_id).record.kind is not QueueKind.OUTGOING:
                 ctx.writable(queue_id).next_lookup_id += LOOKUP_JUMP
+                key = setting_key(f"{LOOKUP_SKIPPED}{queue_id}")
+                before = ctx.txn.get(key, db=ctx.dbs.meta)
+                skipped = (0 if before is None else int(bytes(before))) + LOOKUP_JUMP
+                ctx.put_meta(key, str(skipped).encode())
                 moved += 1
         limit = ctx.ordinal_limit() + ORDINAL_JUMP
         ctx.reserve_ordinals(limit)

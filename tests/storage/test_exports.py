@@ -34,7 +34,7 @@ PUBLIC_NAMES = {
     *["AppendOutgoing", "ForgetOutgoing", "SetOutgoingPaused", "RecordIncoming", "RELAY_ID_SIZE"],
     *["RememberMessageIds", "Forgotten", "IncomingState"],
     # a store restored from a backup (storage.ops.restore)
-    *["RenewAfterRestore", "Renewed", "ORDINAL_JUMP", "LOOKUP_JUMP", "RENEWED"],
+    *["RenewAfterRestore", "Renewed", "ORDINAL_JUMP", "LOOKUP_JUMP", "LOOKUP_SKIPPED", "RENEWED"],
     # subqueues and poison handling (storage.ops.subqueues, storage.ops.poison)
     *["POISON_SUFFIX", "RETRY_SUFFIX", "SUBQUEUE_SUFFIXES", "CreateSubqueues", "DeleteSubqueues"],
     *["NO_COUNTERS", "MessageCounters", "MoveMessage", "MoveReason", "Moved", "RecordAbort"],

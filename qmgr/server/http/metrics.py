@@ -225,7 +225,7 @@ class QueueManagerCollector(Collector):
         now = readings.now
         held = readings.held
         depths = [record.depth for record in records]
-        added = [record.next_lookup_id - 1 for record in records]
+        added = [self.sources.added(record) for record in records]
         values: tuple[list[int] | list[float], ...] = (
             depths,
             [record.bytes for record in records],

@@ -103,6 +103,25 @@ class MetricsSources:
     wall: Callable[[], float] = time.time
     #: Free bytes for an unprivileged user on the file system of a path.
     disk_free: Callable[[Path], int] = field(default=lambda path: _disk_free(path))
+    #: Lookup ids the restores of the store skipped, by queue id (``qmgr restored``
+    #: moves each queue's next lookup id on): read when the daemon starts, since
+    #: a restore is made while it is stopped.
+    lookup_skipped: Mapping[int, int] = field(default_factory=dict)
+
+    def added(self, record: storage.QueueRecord) -> int:
+        """Messages ever added to the queue of ``record``."""
+        return record.next_lookup_id - 1 - self.lookup_skipped.get(record.queue_id, 0)
+
+
+def lookup_skipped(store: storage.Store) -> dict[int, int]:
+    """The lookup ids each queue's restores skipped (``storage.LOOKUP_SKIPPED``)."""
+    skipped: dict[int, int] = {}
+    for key, value in store.settings(storage.LOOKUP_SKIPPED):
+        try:
+            skipped[int(key[len(storage.LOOKUP_SKIPPED) :])] = int(value)
+        except ValueError:
+            continue  # not one this release wrote: no count to take off
+    return skipped
 
 
 def _disk_free(path: Path) -> int:
@@ -119,7 +138,7 @@ def rate_reading(sources: MetricsSources, now: float) -> Reading:
     for record in sources.store.queue_records():
         if record.kind is QueueKind.OUTGOING:
             continue
-        ever = record.next_lookup_id - 1
+        ever = sources.added(record)
         gone = max(0, ever - record.depth)
         queues[record.queue_id] = (ever, gone)
         added += ever

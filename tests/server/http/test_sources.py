@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from metrics_kit import sources_of
 import storage
 from qmgr.core.engine import QueueManagerCore
 from qmgr.server.http.rates import SAMPLE_SECONDS, RateHistory
-from qmgr.server.http.sources import rate_reading, sample_rates
+from qmgr.server.http.sources import lookup_skipped, rate_reading, sample_rates
 
 NOW = 1_700_000_000.0
 
@@ -37,6 +38,29 @@ def test_a_reading_counts_every_queue_but_the_outgoing_ones(
     assert reading.at == 5.0
     assert sorted(reading.queues) == sorted(q.queue_id for q in records)
     assert (reading.added, reading.removed, reading.commits) == (0, 0, core.tally.commits)
+
+
+def test_messages_added_do_not_count_the_lookup_ids_a_restore_skipped(
+    core: QueueManagerCore, tmp_path: Path
+) -> None:
+    """``qmgr restored`` moves each queue's next lookup id 2**40 on: the counters of
+    messages added and removed stay exact (a Prometheus counter must not jump)."""
+    store = core.store
+    orders = store.get_queue("orders")
+    assert orders is not None
+    message = storage.AppendMessage(orders.queue_id, b"x", 0, 1)
+    [outcome] = store.commit([storage.Unit((message,))], now=NOW)
+    assert outcome.error is None
+    [outcome] = store.commit([storage.Unit((storage.RenewAfterRestore(NOW),))], now=NOW)
+    assert outcome.error is None
+    restored = sources_of(store, tmp_path, core=core)
+    restored = dataclasses.replace(restored, lookup_skipped=lookup_skipped(store))
+    reading = rate_reading(restored, now=5.0)
+    assert (reading.added, reading.removed) == (1, 0)
+    renewed = store.get_queue("orders")
+    assert renewed is not None
+    assert renewed.next_lookup_id == 2 + storage.LOOKUP_JUMP
+    assert restored.added(renewed) == 1
 
 
 async def test_the_sampler_reads_at_once_then_every_interval(
