@@ -36,8 +36,8 @@ logs.
   MQMSG_DEADLETTER refused for another reason than its queue's not being
   transactional is never kept here: its source keeps the dead-letter copy on
   the FinalAck's NACK, as MSMQ's does ([MS-MQQB] §3.1.5.7); one for a queue
-  that is not transactional is kept here (seed 000), its source drops its
-  copy. Acknowledgment messages to admin
+  that is not transactional is kept here as well (seed 000), and its source
+  keeps its own. Acknowledgment messages to admin
   queues and FinalAcks for these outcomes are the next layer's work; the
   outcome recorded here (class, queue, time) is what they will report.
 * Which queue manager a message is for. A queue manager that is not a
@@ -312,12 +312,17 @@ class Arrivals:
         reports = self._outcomes.reports(
             message, message_class, wall=wall, dead_letter=False, note=note
         )
-        confirmed = message.transactional and bool(message.journal & JOURNAL_DEADLETTER)
+        confirmed = (
+            message.transactional
+            and bool(message.journal & JOURNAL_DEADLETTER)
+            and not self._outcomes.is_ours(message)
+        )
         if confirmed and message_class != MessageClass.NACK_NOT_TRANSACTIONAL_Q:
             # Its source runs the confirmation process and keeps the dead-letter
             # copy, told by the FinalAck among the reports ([MS-MQQB] §3.1.5.7).
             # (A message for a queue that is not transactional is kept where
-            # that queue is, seed 000: its source drops its copy.)
+            # that queue is too, seed 000. One of this queue manager's own is
+            # kept here: it gets no FinalAck.)
             return tuple(reports), False, False
         copy = self._outcomes.dead_letter(message, message_class)
         limit = self.max_rejected_bytes

@@ -26,9 +26,8 @@ or MQMSG_JOURNAL asks to be *confirmed* (seed 003, [MS-MQQB] §3.1.5.7,
   receive bit, 0xC000..) or at arrival (0x8000..: a missing queue, access
   denied, too late, ...) puts it in ``system$;deadxact`` with that class and
   MQMSG_DEADLETTER, as MSMQ's source does ([MS-MQQB] §3.1.5.7); the
-  destination keeps no copy of such a message. NACK_NOT_TRANSACTIONAL_Q
-  changes nothing here: the destination keeps that refused message in its own
-  dead-letter queue (seed 000), and one dead-letter copy is enough.
+  destination keeps no copy of such a message but for NACK_NOT_TRANSACTIONAL_Q,
+  which it keeps too (seed 000: in the dead-letter queue where that queue is).
 * **The deadline** settles a copy no FinalAck settled
   (:meth:`Confirmations.expired`): with MQMSG_DEADLETTER it goes to
   ``system$;deadxact`` with NACK_RECEIVE_TIMEOUT_AT_SENDER (0xC003) if it
@@ -276,11 +275,8 @@ class Confirmations:
 
 
 def _source_keeps(message_class: int) -> bool:
-    """True for a NACK after which the destination kept no copy of a message
-    whose source runs the confirmation process: it left its queue unread
-    (0xC000..), or was refused at arrival (0x8000..), as MSMQ's source keeps
-    it ([MS-MQQB] §3.1.5.7), except for a transactional message sent to a queue
-    that is not, which is kept where that queue is (seed 000)."""
-    return bool(message_class & NACK_BIT) and (
-        message_class != MessageClass.NACK_NOT_TRANSACTIONAL_Q
-    )
+    """True for a NACK: the source keeps the dead-letter copy of a message that
+    left its queue unread (0xC000..) or was refused at arrival (0x8000..), as
+    MSMQ's source does on any negative FinalAck ([MS-MQQB] §3.1.5.7), whatever
+    its destination kept (a Windows destination keeps none)."""
+    return bool(message_class & NACK_BIT)

@@ -283,3 +283,22 @@ def test_which_arriving_messages_want_a_final_ack(journal: int, flags: int, want
         source_qm=SOURCE, ordinal=1, sent_time=WALL, transactional=True
     )
     assert wants_final_ack(message, header(flags)) is wanted
+
+
+def test_a_refused_confirmed_message_of_its_own_is_kept_here(qm: CoreHarness) -> None:
+    """One of this queue manager's own messages (come back over a session with
+    itself, refused by the queue's list) gets no FinalAck: its copy is kept here,
+    with the refusal's class, or it would be nowhere."""
+    message = MessageProperties(body=b"own", label="l", journal=DEADLETTER).stamp(
+        source_qm=qm.store.qm_guid, ordinal=9, sent_time=WALL, transactional=True
+    )
+    packet = wire.message_to_packet(
+        message, destination=wire.DirectQueue(name=HERE + "q"), transaction=header(0)
+    )
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    key, _ = arrivals.destination(packet)
+    arrival = arrivals.to_queue(packet, key, wall=WALL, denied=lambda _record: True)
+    assert arrival.refusal == MessageClass.NACK_ACCESS_DENIED
+    assert arrival.kept
+    qm.write(storage.Unit(arrival.ops))
+    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_ACCESS_DENIED]

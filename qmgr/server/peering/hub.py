@@ -189,20 +189,25 @@ class Peering:
         """Whether a queue's permissions refuse ``packet`` from ``connection``'s peer
         (``peer:<identity>``; ``peer:anonymous`` without mutual TLS), or None.
 
-        Over a session with itself the peer is this queue manager, which lends
-        nobody its rights: another queue manager's message (forwarded by this
+        A message of this queue manager's own (one of its clients sent it to a
+        name of this queue manager it does not know as its own, and it came back
+        over a session with itself or through a router) has the rights of
+        ``everyone``: the client that sent it is not known here, and neither this
+        queue manager nor the router that brought it lends it theirs. Over a
+        session with itself, another queue manager's message (forwarded by this
         router to a hop that turned out to be itself) has the rights of an
-        anonymous peer, since the peer that brought it is not known there; one
-        of its own clients' messages, those of ``everyone``, since the client
-        that sent it is not known there either."""
+        anonymous peer, since the peer that brought it is not known there."""
         authorization = self.authorization
         if authorization is None or not authorization.enabled:
             return None
-        if not connection.itself:
-            return authorization.refuses_peer(connection.identity)
-        if packet.user.source_qm != connection.remote_qm:
+        if packet.user.source_qm == self.local_qm:
+            # Sent by one of this queue manager's clients to a name of its own it
+            # does not know as such, back over a session with itself or through a
+            # router: judged as the client it came from could be, not as a peer.
+            return authorization.refuses_unknown_client()
+        if connection.itself:
             return authorization.refuses_peer(None)
-        return authorization.refuses_unknown_client()
+        return authorization.refuses_peer(connection.identity)
 
     def acked(self, connection: PeerConnection, tags: tuple[object, ...]) -> None:
         """The peer acknowledged these transmissions (session level; a recoverable

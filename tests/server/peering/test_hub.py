@@ -3,6 +3,9 @@ queue managers), and what it answers for them: status, pause, resume, purge."""
 
 from __future__ import annotations
 
+import uuid
+from types import SimpleNamespace
+
 import pytest
 import trio
 import trio.testing
@@ -10,6 +13,7 @@ from peer_kit import Network, Node, is_data, is_order_ack, wait_until
 
 from qmgr.core.errors import InvalidName, QueueNotFound
 from qmgr.server.client.services import OutgoingAction
+from qmgr.server.peering.hub import Peering
 
 from .conftest import (
     QUEUE,
@@ -113,3 +117,34 @@ async def test_only_an_outgoing_queue_can_be_controlled(
     with pytest.raises(InvalidName) as malformed:
         a.peering.find("DIRECT=TCP:10.9.9.9\\orders")
     assert str(malformed.value).startswith("'DIRECT=TCP:10.9.9.9\\orders': expected private$")
+
+
+@pytest.mark.parametrize(
+    ("source", "itself", "judged_as"),
+    [
+        ("own", True, "everyone"),  # a port map of itself: back over its session with itself
+        ("own", False, "everyone"),  # through a router, back to it
+        ("other", True, ("peer", None)),  # forwarded by this router to itself
+        ("other", False, ("peer", "qm-r")),  # an ordinary peer's message
+    ],
+)
+def test_whose_rights_an_arriving_message_has(source: str, itself: bool, judged_as: object) -> None:
+    """A message of this queue manager's own clients that comes back to it (a name
+    of its own it does not know as such) has only everyone's rights, whichever
+    connection brings it: neither this queue manager nor a router lends it theirs."""
+    own = uuid.uuid4()
+    asked: list[object] = []
+    authorization = SimpleNamespace(
+        enabled=True,
+        refuses_peer=lambda identity: asked.append(("peer", identity)),
+        refuses_unknown_client=lambda: asked.append("everyone"),
+    )
+    hub = SimpleNamespace(authorization=authorization, local_qm=own)
+    connection = SimpleNamespace(
+        itself=itself, remote_qm=own if itself else uuid.uuid4(), identity="qm-r"
+    )
+    packet = SimpleNamespace(
+        user=SimpleNamespace(source_qm=own if source == "own" else uuid.uuid4())
+    )
+    Peering.denied(hub, connection, packet)  # type: ignore[arg-type]
+    assert asked == [judged_as]
