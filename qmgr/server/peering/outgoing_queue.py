@@ -513,16 +513,19 @@ class OutgoingQueue:
             state = "paused"
         elif state == "idle" and self.has_work():
             state = "connecting"  # just woken (a resume, a first message): not yet running
-        loaded_waiting = machine.never_sent_waiting
         unloaded = max(0, self.stored - len(machine))
+        # Entries not loaded yet that the run before a restart may have sent: above
+        # what is loaded, below the mark of what that run sent (ids are dense but
+        # for what was forgotten, so this may count a few too many).
+        maybe_sent = min(unloaded, max(0, self.sent_before_start_below - 1 - self.loaded_through))
         sequence = machine.sequence_id
         return cf.OutgoingInfo(
             destination=self.destination.display_name,
             next_hop=endpoint_text(*self.hop),
             state=state,
             next_attempt=next_attempt,
-            waiting=loaded_waiting + unloaded,
-            unacknowledged=machine.unacknowledged,
+            waiting=machine.never_sent_waiting + unloaded - maybe_sent,
+            unacknowledged=machine.unacknowledged + maybe_sent,
             sequence_timestamp=sequence.timestamp,
             sequence_ordinal=sequence.ordinal,
             next_number=machine.next_number,

@@ -256,3 +256,22 @@ async def test_purges_of_one_queue_are_written_one_at_a_time(
         nursery.start_soon(purge)
     assert sorted(counts) == [0, 1]
     assert not queue.purging
+
+
+async def test_after_a_crash_what_may_have_gone_out_is_unacknowledged_loaded_or_not(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A crash leaves no mark of what went out: every entry the queue held may be at
+    its destination, so none is shown waiting to go for the first time, including
+    those beyond what is loaded (the documented check before moving an address)."""
+    a = await network.start("qm-a", 1901)
+    away = network.node("qm-c", 1903)  # never started: nothing answers there
+    count = 3000
+    await a.send(away.remote(QUEUE), bodies(count))
+    [queue] = a.peering.outgoing.values()
+    assert (queue.info().waiting, queue.info().unacknowledged) == (count, 0)
+    await a.stop()
+    await a.start()
+    [queue] = a.peering.outgoing.values()
+    assert len(queue.machine) < count  # loaded in chunks
+    assert (queue.info().waiting, queue.info().unacknowledged) == (0, count)
