@@ -251,9 +251,10 @@ class Arrivals:
         if record.quota is None:
             return Arrival((append,), queue_key)
         quota = MessageClass.NACK_Q_EXCEED_QUOTA
-        fallback, _, _ = self._refusal(message, quota, wall, _refusal_note(packet))
+        fallback, kept, no_room = self._refusal(message, quota, wall, _refusal_note(packet))
         otherwise = fallback[0] if len(fallback) == 1 else Together(fallback)
-        return Arrival((Attempt(append, otherwise),), queue_key)
+        # ``kept`` and ``no_room`` say what the fallback does, if the write takes it.
+        return Arrival((Attempt(append, otherwise),), queue_key, kept=kept, no_room=no_room)
 
     def relay(self, packet: UserMessage, destination: RemoteDestination, *, wall: float) -> Arrival:
         """The operations passing a message on to another queue manager."""
