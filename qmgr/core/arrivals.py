@@ -30,9 +30,9 @@ logs.
   (``max_rejected_bytes``): once the dead-letter queue holds that much, a
   refused message is still reported (its NACK) but not kept here
   (:attr:`Arrival.no_room`, and the adapter logs it), so a peer whose
-  messages are refused cannot fill the store; a transactional one whose
-  source runs the confirmation process then gets no FinalAck, so that its
-  source keeps its own copy until its deadline. A transactional message with
+  messages are refused cannot fill the store (a transactional one whose
+  source runs the confirmation process is kept by its source, on the
+  FinalAck's NACK). A transactional message with
   MQMSG_DEADLETTER refused for another reason than its queue's not being
   transactional is never kept here: its source keeps the dead-letter copy on
   the FinalAck's NACK, as MSMQ's does ([MS-MQQB] §3.1.5.7); one for a queue
@@ -81,7 +81,6 @@ from storage import (
     Operation,
     QueueKind,
     QueueRecord,
-    RecordFinalAck,
     Store,
     Together,
 )
@@ -313,25 +312,20 @@ class Arrivals:
         reports = self._outcomes.reports(
             message, message_class, wall=wall, dead_letter=False, note=note
         )
-        confirmed = (
-            message.transactional
-            and bool(message.journal & JOURNAL_DEADLETTER)
-            and not self._outcomes.is_ours(message)
-        )
+        confirmed = message.transactional and bool(message.journal & JOURNAL_DEADLETTER)
         if confirmed and message_class != MessageClass.NACK_NOT_TRANSACTIONAL_Q:
             # Its source runs the confirmation process and keeps the dead-letter
             # copy, told by the FinalAck among the reports ([MS-MQQB] §3.1.5.7).
             # (A message for a queue that is not transactional is kept where
-            # that queue is too, seed 000. One of this queue manager's own is
-            # kept here: it gets no FinalAck.)
+            # that queue is too, seed 000. One of this queue manager's own,
+            # come back to it, gets no FinalAck: its copy awaiting confirmation
+            # settles at its deadline.)
             return tuple(reports), False, False
         copy = self._outcomes.dead_letter(message, message_class)
         limit = self.max_rejected_bytes
         if limit is not None and not self._room_for(copy.queue_id, copy.size, limit):
-            if confirmed:
-                # Not kept here: no FinalAck tells its source to drop its copy,
-                # which its deadline settles (or that waits, with none).
-                reports = [op for op in reports if not isinstance(op, RecordFinalAck)]
+            # Not kept here; a confirmed one's source keeps its copy on the
+            # FinalAck's NACK among the reports.
             return tuple(reports), False, True
         return (copy, *reports), True, False
 

@@ -182,18 +182,18 @@ def test_a_refused_message_whose_source_keeps_no_copy_is_kept_here(qm: CoreHarne
     assert classes(qm, names.DEADXACT) == [MessageClass.NACK_BAD_DST_Q]
 
 
-def test_a_refusal_not_kept_for_want_of_room_leaves_the_source_its_copy(
+def test_a_refusal_not_kept_for_want_of_room_still_tells_its_source(
     qm: CoreHarness,
 ) -> None:
-    """Past ``max_rejected_bytes`` nothing is kept here, so no FinalAck may tell the
-    source to drop its copy: its deadline settles it."""
+    """Past ``max_rejected_bytes`` nothing is kept here, and the FinalAck's NACK has
+    the source keep its copy, with the refusal's class."""
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, max_rejected_bytes=1)
     packet = arriving(HERE + "plain")
     key, _ = arrivals.destination(packet)
     arrival = arrivals.to_queue(packet, key, wall=WALL)
     assert arrival.refusal == MessageClass.NACK_NOT_TRANSACTIONAL_Q
     assert (arrival.kept, arrival.no_room) == (False, True)
-    assert not any(isinstance(op, storage.RecordFinalAck) for op in arrival.ops)
+    assert [type(op) for op in arrival.ops] == [storage.RecordFinalAck]
 
 
 def test_without_fa_flag_or_journal_level_no_final_ack_but_for_a_refusal(
@@ -283,22 +283,3 @@ def test_which_arriving_messages_want_a_final_ack(journal: int, flags: int, want
         source_qm=SOURCE, ordinal=1, sent_time=WALL, transactional=True
     )
     assert wants_final_ack(message, header(flags)) is wanted
-
-
-def test_a_refused_confirmed_message_of_its_own_is_kept_here(qm: CoreHarness) -> None:
-    """One of this queue manager's own messages (come back over a session with
-    itself, refused by the queue's list) gets no FinalAck: its copy is kept here,
-    with the refusal's class, or it would be nowhere."""
-    message = MessageProperties(body=b"own", label="l", journal=DEADLETTER).stamp(
-        source_qm=qm.store.qm_guid, ordinal=9, sent_time=WALL, transactional=True
-    )
-    packet = wire.message_to_packet(
-        message, destination=wire.DirectQueue(name=HERE + "q"), transaction=header(0)
-    )
-    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
-    key, _ = arrivals.destination(packet)
-    arrival = arrivals.to_queue(packet, key, wall=WALL, denied=lambda _record: True)
-    assert arrival.refusal == MessageClass.NACK_ACCESS_DENIED
-    assert arrival.kept
-    qm.write(storage.Unit(arrival.ops))
-    assert classes(qm, names.DEADXACT) == [MessageClass.NACK_ACCESS_DENIED]

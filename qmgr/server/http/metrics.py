@@ -8,7 +8,8 @@ the daemon keeps for its own work and for ``qmgr status``:
 
 * each queue's record (``storage``'s catalog, in memory): its depth and
   bytes, and its next lookup id, which every append takes and never gives
-  back, so that ``next_lookup_id - 1`` is the number of messages ever added
+  back, so that ``next_lookup_id - 1``, less the lookup ids its restores
+  skipped (``MetricsSources.added``), is the number of messages ever added
   to the queue and that less its depth the number removed (received,
   expired, purged, moved away), both exact and kept across restarts; its
   held messages (``core.holds``); its oldest message's arrival, one cursor
