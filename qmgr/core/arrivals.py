@@ -90,7 +90,7 @@ from . import names
 from .addressing import arrival_address
 from .confirmation import confirmation_deadline
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_of
+from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_after, deadline_of
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = ["DESTINATION_CACHE_SIZE", "REJECTED_MESSAGE_COST", "Arrival", "Arrivals", "relay_id"]
@@ -276,7 +276,12 @@ class Arrivals:
             # A plain message expires at this hop as at its source (its
             # dead-letter copy here if it asked); a transactional one is its
             # source's to account for (MQQB §3.1.5.8.2, reference §15.7).
-            deadline=None if transactional else _relayed_deadline(packet),
+            deadline=None
+            if transactional
+            else deadline_after(
+                packet.user.sent_time,
+                min(packet.base.time_to_reach_queue, packet.user.time_to_be_received),
+            ),
             relay=relay_id(packet),
         )
         return Arrival((op,), None, relay_to=destination, confirm_by=self._confirm_by(packet))
@@ -394,15 +399,6 @@ def _note(packet: UserMessage, message: MessageProperties) -> bytes:
     if header is None or not wants_final_ack(message, header):
         return b""
     return final_ack_note(header)
-
-
-def _relayed_deadline(packet: UserMessage) -> float | None:
-    """When a plain message passed on expires here: its send time plus the
-    smaller of its times to reach the queue and to be received, or None."""
-    seconds = min(packet.base.time_to_reach_queue, packet.user.time_to_be_received)
-    if seconds >= INFINITE:
-        return None
-    return max(float(packet.user.sent_time) + seconds, 1e-3)
 
 
 def _message(packet: UserMessage) -> MessageProperties:

@@ -86,6 +86,7 @@ __all__ = [
     "acknowledgment_wanted",
     "asks_acknowledgment",
     "correlation_of",
+    "deadline_after",
     "deadline_of",
     "record_wants_report",
     "wants_report",
@@ -162,9 +163,15 @@ def deadline_of(message: MessageProperties, *, reach_only: bool = False) -> floa
     seconds = message.time_to_be_received
     if reach_only:
         seconds = min(seconds, message.time_to_reach_queue)
+    return deadline_after(message.sent_time, seconds)
+
+
+def deadline_after(sent_time: float, seconds: int) -> float | None:
+    """``sent_time`` plus ``seconds`` (unix seconds, never 0), or None when the
+    seconds are MSMQ's infinite."""
     if seconds >= INFINITE_SECONDS:
         return None
-    deadline = message.sent_time + seconds
+    deadline = sent_time + seconds
     return deadline if deadline > 0 else 1e-3
 
 
