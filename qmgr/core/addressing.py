@@ -150,7 +150,8 @@ class Addressing:
         """Where a send to the format name ``text`` puts a copy, in order.
 
         Raises:
-            InvalidName, QueueNotFound, AccessDenied (a journal or dead-letter queue).
+            InvalidName, QueueNotFound, AccessDenied (a journal or dead-letter queue),
+            InvalidArgument (too many queues, or none: lists without targets).
         """
         format_name = self.parse(text)
         if len(format_name.elements) == 1:
@@ -198,6 +199,10 @@ class Addressing:
                 raise QueueNotFound(msg)
             queues.append(record)
         self._from_lists.clear()
+        if not queues:
+            # Only lists without targets: a send that would write nothing.
+            msg = f"{quoted(text)} reaches no queue: its distribution lists have no targets"
+            raise InvalidArgument(msg)
         return tuple(queues)
 
     def fans_out(self, text: str) -> bool:

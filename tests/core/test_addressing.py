@@ -86,6 +86,15 @@ def test_a_send_reaches_a_bounded_number_of_queues(qm: CoreHarness) -> None:
         qm.core.addressing.destinations("DL=one,DL=two")
 
 
+def test_a_send_that_reaches_no_queue_is_refused(qm: CoreHarness) -> None:
+    assert qm.write(qm.core.lists.create("empty", [])).error is None
+    assert qm.write(qm.core.lists.create("other", [])).error is None
+    for text in ("DL=empty", "DL=empty,DL=other"):
+        with pytest.raises(InvalidArgument, match="reaches no queue"):
+            qm.core.addressing.destinations(text)
+    assert qm.core.addressing.destinations("DL=empty,a") == (qm.store.get_queue("a"),)
+
+
 def test_parsed_names_are_remembered(addressing: Addressing) -> None:
     first = addressing.parse("a,b")
     assert addressing.parse("a,b") is first

@@ -137,6 +137,17 @@ def test_a_send_to_a_list_puts_one_copy_per_target_in_one_unit(qm: CoreHarness) 
     assert copy.transactional
 
 
+def test_a_list_without_targets_takes_no_send_in_or_out_of_a_transaction(
+    qm: CoreHarness,
+) -> None:
+    write(qm, qm.core.lists.create("empty", []))
+    tx = qm.begin()
+    for in_tx in (tx, None):
+        with pytest.raises(InvalidArgument, match="reaches no queue"):
+            qm.prepare("DL=empty", b"x", tx=in_tx)
+    assert qm.commit(tx) == [None]  # the transaction goes on
+
+
 def test_seed_000_a_transactional_message_to_a_mixture(qm: CoreHarness) -> None:
     write(qm, qm.core.lists.create("mixed", ["tq", "nq", REMOTE]))
     tx = qm.begin()

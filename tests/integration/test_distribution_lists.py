@@ -26,6 +26,11 @@ def test_the_dl_commands(shared_daemon: DaemonProcess, queue_name: str) -> None:
     for queue in (a, b):
         message = json.loads(ok(run(shared_daemon, "receive", queue, "--json")).output)
         assert message["body"] == "to both"
+    ok(run(shared_daemon, "dl", "create", f"{dl}-empty"))
+    empty = run(shared_daemon, "send", f"DL={dl}-empty", "--body", "to nobody")
+    assert empty.exit_code == 1
+    assert "reaches no queue" in empty.output
+    ok(run(shared_daemon, "dl", "delete", f"{dl}-empty"))
     ok(run(shared_daemon, "dl", "delete", dl))
     missing = run(shared_daemon, "dl", "list", dl)
     assert missing.exit_code == 1
