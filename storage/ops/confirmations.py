@@ -313,6 +313,13 @@ class MarkDelivered(Operation):
     copies: tuple[tuple[int, str], ...]
     by: bytes | None = None
 
+    @property
+    def frees_space(self) -> bool:
+        """Records rewritten, each grown by 16 bytes at the most: it goes only with
+        the forget of the outgoing entries delivered (``ForgetOutgoing``), which
+        frees far more, so that forget is written on a full store too."""
+        return True
+
     def plan(self, ctx: PlanContext) -> Result:
         for ordinal, destination in self.copies:
             prefix = ordinal.to_bytes(4, "big")

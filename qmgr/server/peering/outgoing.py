@@ -79,11 +79,15 @@ from .link import Link
 from .outgoing_queue import OutgoingQueue, read_sent_marks
 from .parts import PeeringParts
 
-__all__ = ["CLEANUP_LOOKS", "OutgoingQueues"]
+__all__ = ["CLEANUP_LOOKS", "FORGET_RETRY_SECONDS", "OutgoingQueues"]
 
 #: The cleanup task looks this many times per ``peers.outgoing_cleanup_after``:
 #: a queue is removed between that long and a quarter more after it went quiet.
 CLEANUP_LOOKS: Final = 4
+
+#: How long the forget of acknowledged entries that could not be written (a
+#: full store) waits before it is tried again.
+FORGET_RETRY_SECONDS: Final = 5.0
 
 
 class OutgoingQueues:
@@ -367,10 +371,7 @@ class OutgoingQueues:
             outcome = await parts.committer.submit(unit)
         except Exception as exc:
             parts.log.exception("outgoing_forget_failed", queue=queue.name, error=str(exc))
-            queue.machine.forget_failed(ids)
-            queue.wake()
-            self.forget(queue, ids)
-            await trio.sleep(1.0)
+            self._forget_later(queue, ids)
             return
         result = outcome.results[0]
         if isinstance(result, storage.Forgotten):
@@ -380,9 +381,35 @@ class OutgoingQueues:
         elif isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing):
             self._drop(queue)
         else:
-            parts.log.error("outgoing_forget_failed", queue=queue.name, error=str(outcome.error))
-            queue.machine.forget_failed(ids)
-            queue.wake()  # a roll that waited for this forget no longer holds entries back
+            # A full store, say: the entries stay, and their forget is tried
+            # again until it is written.
+            parts.log.warning(
+                "outgoing_forget_failed",
+                queue=queue.name,
+                error=str(outcome.error),
+                retry_in=FORGET_RETRY_SECONDS,
+            )
+            self._forget_later(queue, ids)
+
+    def _forget_later(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
+        """A forget of ``ids`` was not written: they are acknowledged entries
+        again (a roll that waited for this forget no longer holds entries
+        back), forgotten again after :data:`FORGET_RETRY_SECONDS`."""
+        queue.machine.forget_failed(ids)
+        queue.wake()
+        # Waiting with the others now (a purge writes them first), written
+        # with the queue's next forget or after the pause.
+        queue.to_forget.extend(ids)
+        if self._nursery is None:
+            self.forget(queue, ())
+            return
+
+        async def again() -> None:
+            await trio.sleep(FORGET_RETRY_SECONDS)
+            if self.queues.get(queue.queue_id) is queue and queue.to_forget:
+                self.forget(queue, ())
+
+        self._nursery.start_soon(again)
 
     # ------------------------------------------------------------------ timers
 

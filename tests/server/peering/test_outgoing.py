@@ -13,6 +13,7 @@ from peer_kit import Channel, Network, Node, is_data, is_order_ack, wait_until
 
 import storage
 import wire
+from qmgr.server.peering.outgoing import FORGET_RETRY_SECONDS
 
 from .conftest import (
     LATE_ORDER_ACKS,
@@ -216,6 +217,33 @@ async def test_a_sender_crash_before_the_order_ack_resends_from_its_store(
     await deliver(a, b, expected)
     assert network.channel(a, b).count(is_data) == 8
     check_resends_dropped(a, b, rejected=4, last_number=4)
+
+
+async def test_a_forget_refused_by_a_full_store_is_tried_again(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = await start_pair(network)
+    committer = a.committer
+    submit = committer.submit
+    refused: list[float] = []
+
+    async def full_for_forgets(unit: storage.Unit, *, source: int = 0) -> storage.UnitOutcome:
+        if isinstance(unit.ops[0], storage.ForgetOutgoing) and len(refused) < 2:
+            refused.append(trio.current_time())
+            return storage.UnitOutcome.failed(unit, storage.StoreFull("commit: disk full"))
+        return await submit(unit, source=source)
+
+    monkeypatch.setattr(committer, "submit", full_for_forgets)
+    expected = bodies(3)
+    await a.send(b.remote(QUEUE), expected)
+    await wait_until(lambda: len(refused) == 1, step=0.01)
+    queue = a.outgoing_queue().queue_id
+    assert a.depth(queue) == 3  # still held, not forgotten
+    await deliver(a, b, expected)
+    assert len(refused) == 2
+    assert refused[1] - refused[0] == pytest.approx(FORGET_RETRY_SECONDS, abs=0.02)
+    assert a.depth(queue) == 0
+    assert network.channel(a, b).count(is_data) == 3  # forgotten, not sent again
 
 
 async def test_each_queue_of_a_link_resends_at_its_own_deadline(

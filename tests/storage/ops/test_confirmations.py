@@ -34,6 +34,7 @@ from storage import (
     Done,
     Failed,
     ForgetFinalAcks,
+    ForgetOutgoing,
     InvalidRecord,
     MarkDelivered,
     PendingFinalAck,
@@ -315,6 +316,12 @@ def test_mark_delivered_sets_only_copies_for_that_destination(store: Store) -> N
     # Marking again changes nothing.
     commit_ok(store, unit(MarkDelivered(((7, DEST_B),))))
     assert store.confirmation(7, 1) == marked
+
+
+def test_the_forget_of_delivered_entries_with_its_marks_frees_space() -> None:
+    # So that a full store writes it with the room kept for removals.
+    forget = unit(ForgetOutgoing(5, (1, 2)), MarkDelivered(((7, DEST_A),), by=QM_A))
+    assert forget.frees_space
 
 
 def test_mark_delivered_keeps_whose_order_ack_covered_the_copy(
