@@ -13,7 +13,9 @@ for a message does not hold up the others (the daemon serves a waiting
 receive in a task of its own, too). Writes are serialised with a
 ``trio.Lock`` and never cancelled half-way (a torn frame would break the
 connection for everyone), so a cancelled request either was not written at
-all or was written whole. :meth:`StreamConnection.run` drives a call
+all or was written whole; a write the daemon does not take holds its
+caller at most :data:`CANCEL_REPLY_SECONDS` past the caller's deadline,
+and then breaks the connection. :meth:`StreamConnection.run` drives a call
 (``calls/``) as the blocking client does.
 
 Sends inside a transaction are pipelined exactly as in the blocking client:
@@ -249,7 +251,7 @@ class StreamConnection:
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + CANCEL_REPLY_SECONDS
             try:
-                await self.write(frame)
+                await self.write(frame, grace=0.0)
             except QueueError:
                 return False
             if peek:
@@ -266,8 +268,9 @@ class StreamConnection:
         a request that ends a transaction is written even in a cancelled scope."""
         try:
             if waiter.ends is not None:
+                deadline = trio.current_effective_deadline()
                 with trio.CancelScope(shield=True):
-                    await self.write(frame)
+                    await self.write(frame, deadline=deadline)
             else:
                 await self.write(frame)
             await waiter.event.wait()
@@ -275,19 +278,46 @@ class StreamConnection:
             self.proto.forget(waiter)
         return self.proto.result(waiter)
 
-    async def write(self, frame: bytes | bytearray = b"") -> None:
-        """Write the output buffer and ``frame``, whole, in request order."""
+    async def write(
+        self,
+        frame: bytes | bytearray = b"",
+        *,
+        deadline: float | None = None,
+        grace: float = CANCEL_REPLY_SECONDS,
+    ) -> None:
+        """Write the output buffer and ``frame``, whole, in request order.
+
+        The write is not cancelled half-way, but it is bounded: one the daemon
+        does not take (it reads nothing: stopped, or its host frozen) holds its
+        caller until ``grace`` seconds past ``deadline`` (by default the
+        caller's own; a scope cancelled without a deadline, by ``cancel()``,
+        waits for the write), and then breaks the connection, since a frame
+        written in part cannot be taken back: its waiters get ``ConnectionLost``.
+        """
+        if deadline is None:
+            deadline = trio.current_effective_deadline()
+        # A caller already cancelled (a shielded end of a transaction) gets the
+        # grace from now.
+        deadline = max(deadline, trio.current_time())
         async with self._send_lock:
             data = self.proto.data_to_send(frame)
             if not data:
                 return
             try:
-                with trio.CancelScope(shield=True):
+                with trio.CancelScope(shield=True, deadline=deadline + grace) as scope:
                     await self.stream.send_all(data)
             except _STREAM_ERRORS as exc:
                 error = self.proto.lost(_stream_failure(exc))
                 await self._close_stream()
                 raise error from None
+            if scope.cancelled_caught:
+                error = self.proto.lost(
+                    f"a request could not be written in the {grace:g} s after its "
+                    "caller's deadline: the queue manager takes nothing"
+                )
+                await self._close_stream()
+                await trio.lowlevel.checkpoint()  # the caller's cancellation, first
+                raise error
 
     async def read_loop(self) -> None:
         """Read until the connection ends, feeding the core, which wakes each reply's waiter."""

@@ -231,6 +231,34 @@ async def test_the_end_of_a_transaction_is_written_even_when_cancelled() -> None
     assert peer.requests == [cf.Begin(tx_id=1), cf.Commit(tx_id=1)]
 
 
+@pytest.mark.parametrize("ends", [False, True])
+async def test_a_write_the_daemon_does_not_take_is_bounded_by_the_callers_deadline(
+    autojump_clock: trio.testing.MockClock, ends: bool
+) -> None:
+    ours, theirs = trio.testing.lockstep_stream_pair()  # nobody reads ``theirs``
+    conn = StreamConnection(ours, "memory:1")
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.read_loop)
+        started = trio.current_time()
+        with trio.move_on_after(2):
+            if ends:
+                # A commit is written even once cancelled, but not for ever; its
+                # outcome is unknown (here: not written, so not done).
+                state = TransactionState(conn.proto.next_tx_id())
+                conn.proto.begin(state)
+                with pytest.raises(ConnectionLost):
+                    await conn.run(transactions.end, state, commit=True)
+            else:
+                await conn.run(queues.purge_queue, "q")
+        assert trio.current_time() - started == pytest.approx(2 + CANCEL_REPLY_SECONDS)
+        broken = conn.proto.broken
+        assert broken is not None
+        assert "could not be written" in broken.message
+        with pytest.raises(ConnectionLost, match="could not be written"):
+            await conn.run(queues.list_queues)
+    await theirs.aclose()
+
+
 async def test_a_request_cancelled_before_its_write_never_goes_out() -> None:
     async with connected(ok_to_all) as (conn, peer), trio.open_nursery() as nursery:
         release = trio.Event()
