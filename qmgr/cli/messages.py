@@ -437,19 +437,19 @@ def move(
         client(ctx) as qm,
         progress_bar as progress,
     ):
-        for _ in range(count):
-            # Inside the transaction, the daemon refuses a receive from a
-            # non-transactional queue and a send to one as TransactionUsageError:
-            # said here in terms of this command.
-            try:
-                with qm.begin() as tx:
-                    try:
-                        message = tx.receive(source, max(0.0, deadline - time.monotonic()))
-                    except TransactionUsageError:
-                        raise _needs_transactional(source) from None
-                    if message is None:
-                        tx.abort()
-                        break
+        while moved < count:
+            # The message is looked at first and sent before it is received, so
+            # that a send the daemon refuses (no such queue, no right to it, no
+            # admin queue) ends the transaction before anything was received:
+            # a refused move is not an aborted receive, which poison handling
+            # would count. Inside the transaction, the daemon refuses a receive
+            # from a non-transactional queue and a send to one as
+            # TransactionUsageError: said here in terms of this command.
+            message = qm.peek(source, max(0.0, deadline - time.monotonic()))
+            if message is None:
+                break
+            with qm.begin() as tx:
+                try:
                     tx.send(
                         destination,
                         message.body,
@@ -464,8 +464,15 @@ def move(
                         time_to_reach_queue=message.time_to_reach_queue,
                         time_to_be_received=message.time_to_be_received,
                     )
-            except TransactionUsageError:
-                raise _needs_transactional(destination) from None
+                    taken = tx.receive(source, 0.0, lookup_id=message.lookup_id)
+                except TransactionUsageError:
+                    # The send's failure (raised by the receive that follows it),
+                    # or the receive's own.
+                    failed_send = tx._state.failed
+                    raise _needs_transactional(destination if failed_send else source) from None
+                if taken is None:
+                    tx.abort()  # another reader took it since: look again
+                    continue
             moved += 1
             progress.advance()
     click.echo(f"moved {plural(moved, 'message')} from {source} to {destination}")

@@ -140,13 +140,14 @@ def test_receive_says_how_many_it_found(fake_daemon: FakeDaemon) -> None:
     assert [r.queue for r in fake_daemon.requests_of(cf.Receive)] == ["orders", "orders"]
 
 
-def test_move_receives_and_sends_in_one_transaction(fake_daemon: FakeDaemon) -> None:
+def test_move_looks_before_it_begins_a_transaction(fake_daemon: FakeDaemon) -> None:
     result = ok(run(fake_daemon, "move", "orders", "billing", "--count", "2"))
     assert result.stdout == "moved 0 messages from orders to billing\n"
     assert result.stderr == "note: moved 0 of 2 messages (no more)\n"
-    [receive] = fake_daemon.requests_of(cf.Receive)
-    assert receive.tx_id != 0
-    assert fake_daemon.requests_of(cf.Abort) == [cf.Abort(tx_id=receive.tx_id)]
+    # It looks first: with nothing there, no transaction is begun.
+    [peek] = fake_daemon.requests_of(cf.Receive)
+    assert (peek.queue, peek.peek, peek.tx_id) == ("orders", True, 0)
+    assert fake_daemon.requests_of(cf.Begin) == []
 
 
 def test_move_says_it_needs_transactional_queues(
@@ -171,6 +172,27 @@ def test_move_says_it_needs_transactional_queues(
     for queue, body in ((plain, "p"), (tx, "t")):  # nothing moved
         [left] = json.loads("[" + ok(run(shared_daemon, "peek", queue, "--json")).stdout + "]")
         assert left["body"] == body
+
+
+def test_a_refused_move_leaves_the_message_where_it_was_uncounted(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    source = f"{queue_name}-orders"
+    ok(
+        run(
+            shared_daemon,
+            *("queue", "create", source, "--transactional"),
+            *("--retry-count", "0", "--retry-cycles", "0"),
+        )
+    )
+    ok(run(shared_daemon, "send", source, "--body", "order-1"))
+    for _ in range(2):  # poison handling would move it at the first counted abort
+        refused = run(shared_daemon, "move", source, f"{queue_name}-shiped")
+        assert refused.exit_code == 1
+        assert "does not exist" in refused.stderr
+    [left] = json.loads("[" + ok(run(shared_daemon, "peek", source, "--json")).stdout + "]")
+    assert (left["body"], left["abort_count"]) == ("order-1", 0)
+    assert ok(run(shared_daemon, "peek", f"{source};poison")).stdout == ""
 
 
 def test_move_between_subqueues_takes_lookup_id_or_all() -> None:
