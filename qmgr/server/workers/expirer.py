@@ -16,7 +16,14 @@ index, but never longer than :data:`POLL_SECONDS` (a message committed
 meanwhile with an earlier deadline is then found in time), and while
 transactions hold due messages it looks again every
 ``expiry.RETRY_SECONDS``. A message thus leaves within about a second of
-its deadline. One ``messages_expired`` event per step says how many.
+its deadline. One ``messages_expired`` event per step says how many, and
+one ``message_expiry_failed`` how many could not be expired; a step none of
+whose messages could be (a full store: the expiry of a message writes its
+dead-letter copy and its report, so it cannot use the room kept for
+removals) is tried again after :data:`FAILED_PAUSE_SECONDS`.
+
+Units are handed to the committer in the order of the index, so that
+messages that expire together keep their order in the dead-letter queue.
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ from qmgr.core.expiry import RETRY_SECONDS
 
 from .worker import Worker, WorkerParts
 
-__all__ = ["POLL_SECONDS", "STEP", "Expirer", "OutgoingExpiry"]
+__all__ = ["FAILED_PAUSE_SECONDS", "POLL_SECONDS", "STEP", "Expirer", "OutgoingExpiry"]
 
 #: Most messages expired per step.
 STEP: Final = 512
 #: Longest pause between looks at the index.
 POLL_SECONDS: Final = 1.0
+#: The pause after a step none of whose messages could be expired (a full
+#: store): they are tried again then.
+FAILED_PAUSE_SECONDS: Final = 5.0
 
 #: Gives up the due entries of outgoing queues that were never sent; returns how many.
 OutgoingExpiry = Callable[[Sequence[storage.DueMessage]], Awaitable[int]]
@@ -69,7 +79,11 @@ class Expirer(Worker):
         self.expired = 0
 
     async def step(self) -> float:
-        more, held = await self.expire(self.wall())
+        more, held, failed = await self._expire_step(self.wall())
+        if failed:
+            # Nothing of it could be written (a full store, say): the same due
+            # messages would come back at once.
+            return FAILED_PAUSE_SECONDS
         if more:
             return 0.0
         wall = self.wall()
@@ -84,13 +98,30 @@ class Expirer(Worker):
         Raises:
             ShuttingDown: the committer has stopped (every unit was handed back).
         """
+        more, held, _ = await self._expire_step(wall)
+        return more, held
+
+    async def _expire_step(self, wall: float) -> tuple[bool, int, bool]:
+        """:meth:`expire`, and whether the step wrote nothing because every
+        message's unit failed."""
         expiry = self._expiry
         step = expiry.step(wall, STEP)
         expired = 0
+        failures: list[tuple[tuple[int, int] | None, storage.StoreError]] = []
         stopped: ShuttingDown | None = None
 
-        async def write(unit: storage.Unit, message: tuple[int, int] | None) -> None:
+        async def write(
+            unit: storage.Unit,
+            message: tuple[int, int] | None,
+            task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        ) -> None:
             nonlocal expired, stopped
+            # Started one after the other, each task hands its unit to the
+            # committer before the next starts (``submit`` queues it before
+            # its first checkpoint): messages that expire together reach the
+            # dead-letter queue in the order of the index (deadline, queue,
+            # lookup id), so a queue's order survives a move back.
+            task_status.started()
             try:
                 written = await self.submit(unit, functools.partial(expiry.done, message))
             except ShuttingDown as exc:
@@ -104,16 +135,22 @@ class Expirer(Worker):
             elif error is not None and not isinstance(error, storage.ConfirmationMissing):
                 # A copy settled by its FinalAck in the meantime is no failure, nor
                 # is a stale entries' cleanup that succeeded.
-                self.log.warning("message_expiry_failed", entry=message, error=str(error))
+                failures.append((message, error))
 
         async with trio.open_nursery() as nursery:
             for unit, message in zip(step.units, step.messages, strict=True):
-                nursery.start_soon(write, unit, message)
+                await nursery.start(write, unit, message)
         if stopped is not None:
             raise stopped
+        if failures:
+            entry, error = failures[0]
+            self.log.warning(
+                "message_expiry_failed", count=len(failures), entry=entry, error=str(error)
+            )
         if step.outgoing and self._outgoing is not None:
             expired += await self._outgoing(step.outgoing)
         if expired:
             self.expired += expired
             self.log.info("messages_expired", count=expired, held=step.held)
-        return step.more, step.held
+        failed = bool(failures) and len(failures) == len(step.units)
+        return step.more, step.held, failed and not expired

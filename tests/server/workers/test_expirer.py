@@ -13,9 +13,11 @@ import trio.testing
 from core.harness import FULL, WALL, CoreHarness, classes
 
 import storage
+from qmgr.core.outcomes import JOURNAL_DEADLETTER
 from qmgr.server.committer import Committer
 from qmgr.server.workers import expirer
-from qmgr.server.workers.expirer import POLL_SECONDS, Expirer
+from qmgr.server.workers.expirer import FAILED_PAUSE_SECONDS, POLL_SECONDS, Expirer
+from qmgr.server.workers.worker import HandBack, Written
 from qmgr.server.writer import Writer
 from wire import MessageClass
 
@@ -100,6 +102,52 @@ async def test_due_outgoing_entries_go_to_the_peering_side(
     [entry] = handed
     assert entry.deadline == WALL + 5
     assert worker.expired == 1
+
+
+async def test_messages_that_expire_together_keep_their_order_in_the_dead_letter_queue(
+    qm: CoreHarness, worker: Expirer
+) -> None:
+    sent = [f"m{i}".encode() for i in range(24)]
+    tx = qm.begin()
+    for body in sent[:12]:
+        qm.prepare("q", body, tx=tx, time_to_be_received=5, journal=JOURNAL_DEADLETTER)
+    assert qm.commit(tx) == [None]
+    for body in sent[12:]:
+        qm.send_tx("q", body, time_to_be_received=5, journal=JOURNAL_DEADLETTER)
+    assert await worker.expire(WALL + 10) == (False, 0)
+    assert qm.bodies("system$;deadxact") == sent
+
+
+async def test_a_step_the_store_refuses_whole_pauses_and_is_logged_once(
+    qm: CoreHarness,
+    worker: Expirer,
+    monkeypatch: pytest.MonkeyPatch,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    monkeypatch.setattr(expirer, "STEP", 2)
+    full = storage.StoreFull("commit: the file system holding the store has 0 bytes free")
+
+    async def store_full(unit: storage.Unit, hand_back: HandBack | None = None) -> Written:
+        outcome = storage.UnitOutcome.failed(unit, full)
+        if hand_back is not None:
+            hand_back(outcome)
+        return Written(outcome)
+
+    for body in (b"1", b"2", b"3"):
+        qm.send_tx("q", body, time_to_be_received=1, journal=JOURNAL_DEADLETTER)
+    await trio.sleep(2.0)
+    with monkeypatch.context() as refusing:
+        refusing.setattr(worker, "submit", store_full)
+        with structlog.testing.capture_logs() as logs:
+            assert await worker.step() == FAILED_PAUSE_SECONDS  # not at once again
+    assert [(log["event"], log["count"]) for log in logs] == [("message_expiry_failed", 2)]
+    assert len(qm.visible("q")) == 3
+    # Room again: they go.
+    await trio.sleep(FAILED_PAUSE_SECONDS)
+    for _ in range(3):
+        await trio.sleep(await worker.step())
+    assert sorted(qm.bodies("system$;deadxact")) == [b"1", b"2", b"3"]
+    assert qm.visible("q") == []
 
 
 async def test_a_failed_write_leaves_the_message_receivable(
