@@ -17,7 +17,11 @@ Three :class:`~.worker.Worker` s, run together by :class:`Maintenance`:
   gives up the ballast wakes it (``Store.on_ballast_released``), and while
   the ballast is short it looks again every :data:`RETRY_SECONDS`: the
   store takes whatever room there is at once and grows the ballast as more
-  appears, before new messages can take that room;
+  appears, before new messages can take that room. An erase step whose
+  batch fails is tried again after a pause that doubles with each failure
+  in a row, up to :data:`ERASE_RETRY_MAX_SECONDS` (a store at the
+  process's file size limit gains nothing from the ballast, and its own
+  failing writes, which give the ballast up, do not wake it);
 * the :class:`OutcomePruner` deletes, every :data:`PRUNE_INTERVAL` and in
   bounded steps, the outcomes of global transaction ids older than
   ``transactions.outcome_retention``.
@@ -48,6 +52,7 @@ from ..signals import QueueSignals, Wakeup, touched_queues
 from .worker import UNTIL_WOKEN, Worker, WorkerParts
 
 __all__ = [
+    "ERASE_RETRY_MAX_SECONDS",
     "PRUNE_INTERVAL",
     "RETRY_SECONDS",
     "SWEEP_INTERVAL",
@@ -59,6 +64,9 @@ __all__ = [
 
 #: How often to look again at erasing blocked by held messages, or at the ballast.
 RETRY_SECONDS: Final = 1.0
+#: The longest pause after erase steps that failed in a row (the pause doubles
+#: from :data:`RETRY_SECONDS` with each failure).
+ERASE_RETRY_MAX_SECONDS: Final = 60.0
 #: How often idle transactions are looked for, at most.
 SWEEP_INTERVAL: Final = 1.0
 #: How often outcomes past their retention are deleted.
@@ -147,7 +155,16 @@ class Eraser(Worker):
         self._core = core
         self._erase_step = erase_step
         self._retry = False
-        store.on_ballast_released = self.wake
+        #: Erase steps failed in a row (their batches could not be written).
+        self._erase_failures = 0
+        store.on_ballast_released = self._ballast_released
+
+    def _ballast_released(self) -> None:
+        # While erase steps fail, their own writes give the ballast up (a
+        # removal gets its room): that wake-up would start the same failing
+        # step again at once, so the pause between them stands.
+        if not self._erase_failures:
+            self.wake()
 
     async def step(self) -> float:
         self._retry = False
@@ -155,7 +172,10 @@ class Eraser(Worker):
         await self._erase()
         if not self._store.has_ballast and not self._store.restore_ballast():
             self._retry = True
-        return RETRY_SECONDS if self._retry else UNTIL_WOKEN
+        if not self._retry:
+            return UNTIL_WOKEN
+        doublings = max(0, self._erase_failures - 1)
+        return min(RETRY_SECONDS * 2.0**doublings, ERASE_RETRY_MAX_SECONDS)
 
     async def _reserve_ordinals(self) -> None:
         core = self._core
@@ -177,11 +197,16 @@ class Eraser(Worker):
                 unit = self._core.queues.erase_unit(queue_id, self._erase_step, wall=self.wall())
                 written = await self.submit(unit)
                 if written.batch_error is not None:
+                    self._erase_failures += 1
                     self.log.warning(
-                        "erase_failed", queue_id=queue_id, error=str(written.batch_error)
+                        "erase_failed",
+                        queue_id=queue_id,
+                        error=str(written.batch_error),
+                        failures=self._erase_failures,
                     )
                     self._retry = True
                     return
+                self._erase_failures = 0
                 if not self._erased(queue_id, unit, written.outcome):
                     break
 

@@ -22,6 +22,7 @@ from qmgr.core.transactions import Transaction
 from qmgr.server.committer import Committer
 from qmgr.server.signals import Wakeup
 from qmgr.server.workers.maintenance import (
+    ERASE_RETRY_MAX_SECONDS,
     PRUNE_INTERVAL,
     RETRY_SECONDS,
     Eraser,
@@ -137,6 +138,31 @@ async def test_a_failed_erase_step_is_tried_again_later(
     assert "erase_failed" in [log["event"] for log in logs]
     assert await eraser.step() == UNTIL_WOKEN
     assert list(qm.store.queues_to_erase()) == []
+
+
+async def test_erase_steps_failing_in_a_row_pause_longer_and_their_ballast_wakes_nothing(
+    qm: CoreHarness,
+    committer: Committer,
+    signals: RecordingSignals,
+    fail_batches: Callable[[int], None],
+) -> None:
+    # A store at the process's file size limit: every erase step fails, and
+    # each gives the ballast up on its way (the store's doing).
+    wakeup = Wakeup()
+    eraser = Eraser(qm.store, qm.core, 2, wakeup, committer=committer, signals=signals)
+    fill_and_purge(qm, 1)
+    fail_batches(8)
+    pauses = []
+    for _ in range(8):
+        pauses.append(await eraser.step())
+        qm.store.on_ballast_released()
+        assert not wakeup._event.is_set()
+    assert pauses == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
+    assert pauses[-1] == ERASE_RETRY_MAX_SECONDS
+    assert await eraser.step() == UNTIL_WOKEN  # written: erased
+    assert list(qm.store.queues_to_erase()) == []
+    qm.store.on_ballast_released()
+    assert wakeup._event.is_set()  # not failing: a released ballast wakes it again
 
 
 async def test_a_wake_up_starts_erasing(
