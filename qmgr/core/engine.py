@@ -135,6 +135,8 @@ class PreparedSend:
     transactional: bool
     #: Outside a transaction: the unit to write now. Inside one: None (kept in it).
     unit: Unit | None
+    #: The position in ``unit`` of the first queue's copy (reports come before).
+    first: int = 0
 
 
 class QueueManagerCore:
@@ -430,11 +432,17 @@ class QueueManagerCore:
                 for target in queues
                 if not fans_out or refused_copy(target, transactional=transactional) is None
             ]
-            appends.extend(self.outcomes.arrival_reports(stamped, accepted, wall=wall))
+            # Its arrival reports first: a copy handed at once to a waiting
+            # receive writes its receipt reports in its place, and the admin
+            # queue must have "reached" before "received".
+            reports = self.outcomes.arrival_reports(stamped, accepted, wall=wall)
+            appends[:0] = reports
             copies = self.confirmations.copies(stamped, queues) if transactional else []
             if tx is None:
                 unit = Unit((*appends, *copies))
-                return PreparedSend(queues, stamped.message_id, transactional, unit)
+                return PreparedSend(
+                    queues, stamped.message_id, transactional, unit, first=len(reports)
+                )
             tx.confirmations.extend(copies)
         size = len(payload)
         if not self.uncommitted.try_reserve(size):
@@ -458,7 +466,7 @@ class QueueManagerCore:
             raise from_store_error(error)
         self.tally.commits += 1
         self.holds.appended(prepared.unit, outcome)
-        first = outcome.results[0]
+        first = outcome.results[prepared.first]
         assert isinstance(first, storage.Appended)
         return first.lookup_id
 

@@ -105,6 +105,32 @@ async def test_a_receive_acknowledgment_is_written_and_wakes_its_admin_queue(
         assert ack.message.message_class == MessageClass.ACK_RECEIVE
 
 
+@pytest.mark.parametrize("in_transaction", [False, True])
+async def test_a_message_handed_over_is_reported_reached_before_received(
+    conn: Connection,
+    services: Services,
+    autojump_clock: trio.testing.MockClock,
+    in_transaction: bool,
+) -> None:
+    await make_queue(conn.client, "q", transactional=in_transaction)
+    await make_queue(conn.client, "admin")
+    both = int(AckFlags.POSITIVE_ARRIVAL | AckFlags.POSITIVE_RECEIVE)
+    asked = message("q", b"m", acknowledge=both, admin_queue="admin")
+    async with open_session(services) as b:
+        waiting = await _wait_on(b.client, "q")
+        if in_transaction:
+            await _commit(conn.client, asked)
+        else:
+            assert isinstance(await conn.client.call(cf.Send(mode=1, message=asked)), cf.Sent)
+        await _handed(b.client, waiting)
+    classes = []
+    for _ in range(2):
+        reply = await conn.client.call(cf.Receive(queue="admin"))
+        assert isinstance(reply, cf.MessageReply)
+        classes.append(reply.message.message.message_class)
+    assert classes == [MessageClass.ACK_REACH_QUEUE, MessageClass.ACK_RECEIVE]
+
+
 async def test_a_receive_whose_connection_closed_leaves_the_message_in_its_queue(
     conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
 ) -> None:
