@@ -110,7 +110,7 @@ def move_keeping_ids(
                     break
                 moved += result.count
                 last = result.lookup_id
-        left = find_queue(qm, source).depth if destination is None and move_all else 0
+        left = find_queue(qm, source).depth if move_all else 0
     if destination is None:
         where = " back to " + ("its queue" if moved == 1 else "their queues")
         if moved == 1 and last:
@@ -124,11 +124,15 @@ def move_keeping_ids(
     click.echo(f"moved {plural(moved, 'message')} from {source}{where}")
     if left:
         stay = "stays" if left == 1 else "stay"
-        click.echo(
-            f"note: {plural(left, 'message')} {stay} in {source} (no application queue of "
-            "its kind here to go back to, or not yours to send to, held by a transaction, "
-            "dead since the move began)",
-            err=True,
-        )
+        if destination is None:
+            why = (
+                "no application queue of its kind here to go back to, or not yours to send "
+                "to, its queue at its quota, held by a transaction, dead since the move began"
+            )
+        elif is_subqueue_move(source, destination):
+            why = "held by a transaction, or arrived since the move began"
+        else:
+            why = f"{destination} at its quota, held by a transaction, arrived since the move began"
+        click.echo(f"note: {plural(left, 'message')} {stay} in {source} ({why})", err=True)
     if not move_all and lookup_id is None and moved < count:
         click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more)", err=True)

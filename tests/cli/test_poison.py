@@ -13,6 +13,7 @@ import pytest
 from helpers import DaemonProcess, wait_until
 
 from qmgr.cli.poison import is_subqueue_move
+from qmgr.client import connect
 
 from .kit import ok, run, sent_id
 
@@ -85,6 +86,25 @@ def test_moves_keep_the_message_and_say_where_it_went(
     nothing = ok(run(shared_daemon, "move", q, poison, "--all"))
     assert nothing.stdout == f"moved 0 messages from {q} to {poison}\n"
     assert nothing.stderr == ""  # no "of N" note for --all
+
+
+def test_a_move_of_all_says_what_stays_behind(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    q, poison = queue_name, f"{queue_name};poison"
+    ok(run(shared_daemon, "queue", "create", q, "--transactional"))
+    for body in ("first", "second"):
+        sent_id(shared_daemon, q, body)
+    ok(run(shared_daemon, "move", q, poison, "--all"))
+    with connect(shared_daemon.address) as qm, qm.begin() as tx:
+        assert tx.receive(poison) is not None  # held
+        back = ok(run(shared_daemon, "move", poison, q, "--all"))
+        tx.abort()
+    assert back.stdout.startswith(f"moved 1 message from {poison} to {q} (lookup id ")
+    assert back.stderr == (
+        f"note: 1 message stays in {poison} (held by a transaction, or arrived since the "
+        "move began)\n"
+    )
 
 
 def test_a_dead_letter_moves_back_with_its_id(
