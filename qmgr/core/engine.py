@@ -479,7 +479,8 @@ class QueueManagerCore:
             msg = (
                 f"transaction {tx.client_id} would hold more than "
                 f"{limits.max_transaction_operations} operations or "
-                f"{limits.max_transaction_bytes} bytes; commit it and start another"
+                f"{limits.max_transaction_bytes} bytes (transactions.max_operations, "
+                "transactions.max_bytes): it can only abort; put less in each transaction"
             )
             raise TransactionTooLarge(msg)
 
@@ -524,7 +525,9 @@ class QueueManagerCore:
         """
         if tx is not None and tx.operations + 1 > self.limits.max_transaction_operations:
             msg = (
-                f"transaction {tx.client_id} holds too many operations; commit it and start another"
+                f"transaction {tx.client_id} would hold more than "
+                f"{self.limits.max_transaction_operations} operations "
+                "(transactions.max_operations): it can only abort; put less in each transaction"
             )
             raise TransactionTooLarge(msg)
         found = self._find(queue, lookup_id)

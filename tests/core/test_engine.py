@@ -194,7 +194,7 @@ def test_transactions_are_bounded(qm: CoreHarness) -> None:
     tx = qm.begin()
     for _ in range(5):
         qm.prepare("tq", b"x", tx=tx)
-    with pytest.raises(TransactionTooLarge):
+    with pytest.raises(TransactionTooLarge, match=r"it can only abort; put less in each"):
         qm.prepare("tq", b"x", tx=tx)
 
 
