@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Concatenate, NoReturn, ParamSpec, TypeVar
 
 import trio
 
@@ -299,7 +299,14 @@ class StreamConnection:
         # A caller already cancelled (a shielded end of a transaction) gets the
         # grace from now.
         deadline = max(deadline, trio.current_time())
-        async with self._send_lock:
+        # The turn to write is bounded the same way: a shielded caller (the end
+        # of a transaction) may wait behind another task's write that the
+        # daemon does not take.
+        with trio.CancelScope(deadline=deadline + grace) as turn:
+            await self._send_lock.acquire()
+        if turn.cancelled_caught:
+            await self._not_written(grace)
+        try:
             data = self.proto.data_to_send(frame)
             if not data:
                 return
@@ -311,13 +318,20 @@ class StreamConnection:
                 await self._close_stream()
                 raise error from None
             if scope.cancelled_caught:
-                error = self.proto.lost(
-                    f"a request could not be written in the {grace:g} s after its "
-                    "caller's deadline: the queue manager takes nothing"
-                )
-                await self._close_stream()
-                await trio.lowlevel.checkpoint()  # the caller's cancellation, first
-                raise error
+                await self._not_written(grace)
+        finally:
+            self._send_lock.release()
+
+    async def _not_written(self, grace: float) -> NoReturn:
+        """A request could not be written by ``grace`` seconds past its caller's
+        deadline: break the connection (a frame may be written in part) and raise."""
+        error = self.proto.lost(
+            f"a request could not be written in the {grace:g} s after its "
+            "caller's deadline: the queue manager takes nothing"
+        )
+        await self._close_stream()
+        await trio.lowlevel.checkpoint()  # the caller's cancellation, first
+        raise error
 
     async def read_loop(self) -> None:
         """Read until the connection ends, feeding the core, which wakes each reply's waiter."""

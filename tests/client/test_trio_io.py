@@ -259,6 +259,35 @@ async def test_a_write_the_daemon_does_not_take_is_bounded_by_the_callers_deadli
     await theirs.aclose()
 
 
+async def test_a_commit_behind_a_write_the_daemon_does_not_take_is_bounded_too(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    ours, theirs = trio.testing.lockstep_stream_pair()  # nobody reads ``theirs``
+    conn = StreamConnection(ours, "memory:1")
+    other: list[BaseException] = []
+
+    async def purge_without_deadline() -> None:
+        try:
+            await conn.run(queues.purge_queue, "q")
+        except ConnectionLost as exc:
+            other.append(exc)
+
+    with trio.fail_after(1000):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(conn.read_loop)
+            nursery.start_soon(purge_without_deadline)  # holds the turn to write
+            await trio.testing.wait_all_tasks_blocked()
+            started = trio.current_time()
+            with trio.move_on_after(2):
+                state = TransactionState(conn.proto.next_tx_id())
+                conn.proto.begin(state)
+                with pytest.raises(ConnectionLost, match="could not be written"):
+                    await conn.run(transactions.end, state, commit=True)
+            assert trio.current_time() - started == pytest.approx(2 + CANCEL_REPLY_SECONDS)
+    assert len(other) == 1  # the connection is broken for every task on it
+    await theirs.aclose()
+
+
 async def test_a_request_cancelled_before_its_write_never_goes_out() -> None:
     async with connected(ok_to_all) as (conn, peer), trio.open_nursery() as nursery:
         release = trio.Event()
