@@ -143,13 +143,14 @@ class Confirmations:
     ) -> MarkDelivered | None:
         """The operation noting that these ``(message, outgoing queue name)`` were
         covered by an OrderAck (those that ask for confirmation), from the queue
-        manager ``by`` when known: only its FinalAck settles them."""
+        manager ``by`` when known: only its FinalAck settles them. It goes with
+        the forget of their outgoing entries (``MarkDelivered.with_forget``)."""
         copies = tuple(
             (message.ordinal, name) for message, name in messages if wants_confirmation(message)
         )
         if not copies:
             return None
-        return MarkDelivered(copies, None if by is None else by.bytes)
+        return MarkDelivered(copies, None if by is None else by.bytes, with_forget=True)
 
     def give_up(self, message: MessageProperties, destination: str) -> SettleConfirmation | None:
         """The operation settling the copy of ``message`` for ``destination`` (an

@@ -312,13 +312,16 @@ class MarkDelivered(Operation):
 
     copies: tuple[tuple[int, str], ...]
     by: bytes | None = None
+    #: True when it goes with the forget of the outgoing entries delivered
+    #: (``ForgetOutgoing``, in the same unit), which frees far more than its
+    #: records grow (16 bytes each at the most).
+    with_forget: bool = False
 
     @property
     def frees_space(self) -> bool:
-        """Records rewritten, each grown by 16 bytes at the most: it goes only with
-        the forget of the outgoing entries delivered (``ForgetOutgoing``), which
-        frees far more, so that forget is written on a full store too."""
-        return True
+        """With the forget it goes with (:attr:`with_forget`): so that forget is
+        written on a full store too."""
+        return self.with_forget
 
     def plan(self, ctx: PlanContext) -> Result:
         for ordinal, destination in self.copies:

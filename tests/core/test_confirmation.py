@@ -430,7 +430,7 @@ def test_a_delivered_copy_expires_as_receive_timeout(qm: CoreHarness) -> None:
     ]
     assert names_of_outgoing == [OUTGOING]
     op = qm.core.confirmations.delivered([(message, OUTGOING)])
-    assert op == storage.MarkDelivered(((message.ordinal, OUTGOING),))
+    assert op == storage.MarkDelivered(((message.ordinal, OUTGOING),), with_forget=True)
     assert qm.write(storage.Unit((op,))).error is None
     assert [c.delivered for c in qm.store.confirmations(message.ordinal)] == [True]
     assert expire(qm, WALL + 59.999) == 0

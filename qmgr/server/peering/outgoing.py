@@ -118,6 +118,8 @@ class OutgoingQueues:
         self._alternating: set[OutgoingQueue] = set()
         #: Queues with acknowledged entries to forget.
         self._forgetting: Backlog[OutgoingQueue] = Backlog()
+        #: Queues whose forget that could not be written waits to be tried again.
+        self._forget_retries: set[OutgoingQueue] = set()
         self._nursery: trio.Nursery | None = None
         marks = read_sent_marks(parts.store)
         #: The last run's marks were read: the first write must clear them.
@@ -403,12 +405,18 @@ class OutgoingQueues:
         if self._nursery is None:
             self.forget(queue, ())
             return
+        if queue in self._forget_retries:
+            return  # one pause a queue: it writes everything waiting then
 
         async def again() -> None:
-            await trio.sleep(FORGET_RETRY_SECONDS)
+            try:
+                await trio.sleep(FORGET_RETRY_SECONDS)
+            finally:
+                self._forget_retries.discard(queue)
             if self.queues.get(queue.queue_id) is queue and queue.to_forget:
                 self.forget(queue, ())
 
+        self._forget_retries.add(queue)
         self._nursery.start_soon(again)
 
     # ------------------------------------------------------------------ timers

@@ -246,6 +246,31 @@ async def test_a_forget_refused_by_a_full_store_is_tried_again(
     assert network.channel(a, b).count(is_data) == 3  # forgotten, not sent again
 
 
+async def test_forgets_refused_again_and_again_are_tried_once_a_pause_per_queue(
+    network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b = await start_pair(network)
+    committer = a.committer
+    submit = committer.submit
+    refused: list[float] = []
+
+    async def full_for_forgets(unit: storage.Unit, *, source: int = 0) -> storage.UnitOutcome:
+        if isinstance(unit.ops[0], storage.ForgetOutgoing):
+            refused.append(trio.current_time())
+            return storage.UnitOutcome.failed(unit, storage.StoreFull("commit: disk full"))
+        return await submit(unit, source=source)
+
+    monkeypatch.setattr(committer, "submit", full_for_forgets)
+    for i in range(6):  # six acknowledgments, a second apart, while the store is full
+        await a.send(b.remote(QUEUE), bodies(1, prefix=f"b{i}-"))
+        await wait_until(lambda n=i: len(refused) > n, step=0.01)
+        await trio.sleep(1.0)
+    before = len(refused)
+    await trio.sleep(60.0)
+    assert len(refused) - before == pytest.approx(60 / FORGET_RETRY_SECONDS, abs=1)
+    assert a.depth(a.outgoing_queue().queue_id) == 6
+
+
 async def test_each_queue_of_a_link_resends_at_its_own_deadline(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:

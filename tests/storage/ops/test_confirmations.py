@@ -320,8 +320,9 @@ def test_mark_delivered_sets_only_copies_for_that_destination(store: Store) -> N
 
 def test_the_forget_of_delivered_entries_with_its_marks_frees_space() -> None:
     # So that a full store writes it with the room kept for removals.
-    forget = unit(ForgetOutgoing(5, (1, 2)), MarkDelivered(((7, DEST_A),), by=QM_A))
-    assert forget.frees_space
+    marks = MarkDelivered(((7, DEST_A),), by=QM_A, with_forget=True)
+    assert unit(ForgetOutgoing(5, (1, 2)), marks).frees_space
+    assert not MarkDelivered(((7, DEST_A),), by=QM_A).frees_space  # on its own, it grows
 
 
 def test_mark_delivered_keeps_whose_order_ack_covered_the_copy(
