@@ -30,7 +30,9 @@ from typing import Any
 
 import click
 
-from .common import client, plural, reports_errors
+from qmgr.client import QueueManager
+
+from .common import CliError, client, plural, reports_errors
 from .queues import SUBQUEUES, find_queue, retry_options, retry_text
 
 __all__ = ["is_subqueue_move", "move_keeping_ids", "queue_set"]
@@ -78,6 +80,15 @@ def is_subqueue_move(source: str, destination: str) -> bool:
     return any(name.lower().endswith(SUBQUEUES) for name in (source, destination))
 
 
+def _left_in(qm: QueueManager, source: str) -> int:
+    """How many messages ``source`` holds after a move of all: 0 when it is named
+    in a way the listing of queues does not show (the move itself worked)."""
+    try:
+        return find_queue(qm, source).depth
+    except CliError:
+        return 0
+
+
 def move_keeping_ids(
     ctx: click.Context,
     source: str,
@@ -110,7 +121,7 @@ def move_keeping_ids(
                     break
                 moved += result.count
                 last = result.lookup_id
-        left = find_queue(qm, source).depth if move_all else 0
+        left = _left_in(qm, source) if move_all else 0
     if destination is None:
         where = " back to " + ("its queue" if moved == 1 else "their queues")
         if moved == 1 and last:
@@ -127,12 +138,16 @@ def move_keeping_ids(
         if destination is None:
             why = (
                 "no application queue of its kind here to go back to, or not yours to send "
-                "to, its queue at its quota, held by a transaction, dead since the move began"
+                "to, its queue at its quota, no room in the store, held by a transaction, "
+                "dead since the move began"
             )
         elif is_subqueue_move(source, destination):
-            why = "held by a transaction, or arrived since the move began"
+            why = "held by a transaction, no room in the store, or arrived since the move began"
         else:
-            why = f"{destination} at its quota, held by a transaction, arrived since the move began"
+            why = (
+                f"{destination} at its quota, no room in the store, held by a "
+                "transaction, arrived since the move began"
+            )
         click.echo(f"note: {plural(left, 'message')} {stay} in {source} ({why})", err=True)
     if not move_all and lookup_id is None and moved < count:
         click.echo(f"note: moved {moved} of {plural(count, 'message')} (no more)", err=True)

@@ -102,9 +102,27 @@ def test_a_move_of_all_says_what_stays_behind(
         tx.abort()
     assert back.stdout.startswith(f"moved 1 message from {poison} to {q} (lookup id ")
     assert back.stderr == (
-        f"note: 1 message stays in {poison} (held by a transaction, or arrived since the "
-        "move began)\n"
+        f"note: 1 message stays in {poison} (held by a transaction, no room in the store, "
+        "or arrived since the move began)\n"
     )
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    ["{q};poison", ".\\private$\\{q};poison", "DIRECT=OS:.\\private$\\{q};poison"],
+    ids=["plain", "path", "direct"],
+)
+def test_a_move_of_all_works_whatever_the_sources_spelling(
+    shared_daemon: DaemonProcess, queue_name: str, spelling: str
+) -> None:
+    q = queue_name
+    ok(run(shared_daemon, "queue", "create", q, "--transactional"))
+    sent_id(shared_daemon, q, "first")
+    ok(run(shared_daemon, "move", q, f"{q};poison", "--all"))
+    source = spelling.format(q=q)
+    back = ok(run(shared_daemon, "move", source, q, "--all"))
+    assert back.stdout.startswith(f"moved 1 message from {source} to {q}")
+    assert "first" in ok(run(shared_daemon, "peek", q)).stdout
 
 
 def test_a_dead_letter_moves_back_with_its_id(
