@@ -17,11 +17,11 @@ Three :class:`~.worker.Worker` s, run together by :class:`Maintenance`:
   gives up the ballast wakes it (``Store.on_ballast_released``), and while
   the ballast is short it looks again every :data:`RETRY_SECONDS`: the
   store takes whatever room there is at once and grows the ballast as more
-  appears, before new messages can take that room. An erase step whose
-  batch fails is tried again after a pause that doubles with each failure
-  in a row, up to :data:`ERASE_RETRY_MAX_SECONDS` (a store at the
-  process's file size limit gains nothing from the ballast, and its own
-  failing writes, which give the ballast up, do not wake it);
+  appears, before new messages can take that room. An erase step that
+  could not be written is tried again after a pause that doubles with each
+  failure in a row, up to :data:`ERASE_RETRY_MAX_SECONDS` (a store at the
+  process's file size limit gains nothing from the ballast, and the ballast
+  an erase step's own write gives up does not wake the worker);
 * the :class:`OutcomePruner` deletes, every :data:`PRUNE_INTERVAL` and in
   bounded steps, the outcomes of global transaction ids older than
   ``transactions.outcome_retention``.
@@ -36,6 +36,7 @@ instead, which wakes it: a transaction may stay in doubt for days.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from typing import Final, Unpack
@@ -155,27 +156,46 @@ class Eraser(Worker):
         self._core = core
         self._erase_step = erase_step
         self._retry = False
-        #: Erase steps failed in a row (their batches could not be written).
+        #: Erase steps failed in a row, and when (trio's clock) the next may be tried.
         self._erase_failures = 0
+        self._erase_after = -math.inf
+        #: True while an erase step is being written (see :meth:`_ballast_released`).
+        self._erasing = False
         store.on_ballast_released = self._ballast_released
 
     def _ballast_released(self) -> None:
-        # While erase steps fail, their own writes give the ballast up (a
-        # removal gets its room): that wake-up would start the same failing
-        # step again at once, so the pause between them stands.
-        if not self._erase_failures:
+        # An erase step's own write gives the ballast up (a removal gets its
+        # room); if it fails all the same, that wake-up would start it again at
+        # once. Another writer's does wake this worker, to put the ballast back.
+        if not self._erasing:
             self.wake()
 
     async def step(self) -> float:
         self._retry = False
         await self._reserve_ordinals()
-        await self._erase()
+        if trio.current_time() >= self._erase_after:
+            await self._erase()
         if not self._store.has_ballast and not self._store.restore_ballast():
             self._retry = True
-        if not self._retry:
-            return UNTIL_WOKEN
-        doublings = max(0, self._erase_failures - 1)
-        return min(RETRY_SECONDS * 2.0**doublings, ERASE_RETRY_MAX_SECONDS)
+        pauses = [RETRY_SECONDS] if self._retry else []
+        if self._erase_failures and self._store.queues_to_erase():
+            pauses.append(max(0.0, self._erase_after - trio.current_time()))
+        return min(pauses, default=UNTIL_WOKEN)
+
+    def _erase_failed(self, queue_id: int, error: object) -> None:
+        """An erase step could not be written: the next waits a pause that doubles
+        with each failure in a row."""
+        self._erase_failures += 1
+        doublings = self._erase_failures - 1
+        pause = min(RETRY_SECONDS * 2.0**doublings, ERASE_RETRY_MAX_SECONDS)
+        self._erase_after = trio.current_time() + pause
+        self.log.warning(
+            "erase_failed",
+            queue_id=queue_id,
+            error=str(error),
+            failures=self._erase_failures,
+            retry_in=pause,
+        )
 
     async def _reserve_ordinals(self) -> None:
         core = self._core
@@ -195,19 +215,17 @@ class Eraser(Worker):
             while True:
                 await self._reserve_ordinals()
                 unit = self._core.queues.erase_unit(queue_id, self._erase_step, wall=self.wall())
-                written = await self.submit(unit)
+                self._erasing = True
+                try:
+                    written = await self.submit(unit)
+                finally:
+                    self._erasing = False
                 if written.batch_error is not None:
-                    self._erase_failures += 1
-                    self.log.warning(
-                        "erase_failed",
-                        queue_id=queue_id,
-                        error=str(written.batch_error),
-                        failures=self._erase_failures,
-                    )
-                    self._retry = True
+                    self._erase_failed(queue_id, written.batch_error)
                     return
-                self._erase_failures = 0
                 if not self._erased(queue_id, unit, written.outcome):
+                    if self._erase_after > trio.current_time():
+                        return  # it failed: the pause holds for every queue
                     break
 
     def _erased(self, queue_id: int, unit: storage.Unit, outcome: storage.UnitOutcome) -> bool:
@@ -218,8 +236,11 @@ class Eraser(Worker):
             self.notify(touched_queues(self._store, unit.ops[1:]))
         result = outcome.results[0]
         if not isinstance(result, storage.Erased):
-            self.log.warning("erase_failed", queue_id=queue_id, error=str(outcome.error))
+            # Its reports found no room (a full store), say.
+            self._erase_failed(queue_id, outcome.error)
             return False
+        self._erase_failures = 0
+        self._erase_after = -math.inf
         if result.done:
             self.log.debug("erase_done", queue_id=queue_id)
             return False

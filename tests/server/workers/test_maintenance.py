@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 import structlog
@@ -129,13 +130,19 @@ async def test_messages_an_open_transaction_holds_are_looked_at_again(
 
 
 async def test_a_failed_erase_step_is_tried_again_later(
-    qm: CoreHarness, eraser: Eraser, fail_batches: Callable[[int], None]
+    qm: CoreHarness,
+    eraser: Eraser,
+    fail_batches: Callable[[int], None],
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     fill_and_purge(qm, 1)
     fail_batches(1)
     with structlog.testing.capture_logs() as logs:
         assert await eraser.step() == RETRY_SECONDS
     assert "erase_failed" in [log["event"] for log in logs]
+    assert await eraser.step() == pytest.approx(RETRY_SECONDS)  # woken early: not yet
+    assert list(qm.store.queues_to_erase()) != []
+    await trio.sleep(RETRY_SECONDS)
     assert await eraser.step() == UNTIL_WOKEN
     assert list(qm.store.queues_to_erase()) == []
 
@@ -144,25 +151,40 @@ async def test_erase_steps_failing_in_a_row_pause_longer_and_their_ballast_wakes
     qm: CoreHarness,
     committer: Committer,
     signals: RecordingSignals,
-    fail_batches: Callable[[int], None],
+    monkeypatch: pytest.MonkeyPatch,
+    autojump_clock: trio.testing.MockClock,
 ) -> None:
     # A store at the process's file size limit: every erase step fails, and
-    # each gives the ballast up on its way (the store's doing).
+    # each gives the ballast up on its way (the store does so while writing it).
     wakeup = Wakeup()
     eraser = Eraser(qm.store, qm.core, 2, wakeup, committer=committer, signals=signals)
     fill_and_purge(qm, 1)
-    fail_batches(8)
+    failing = [8]
+    committing = qm.store.committing
+
+    def full(units: Any, *, now: float) -> Any:
+        if failing[0]:
+            failing[0] -= 1
+            qm.store.on_ballast_released()
+            raise storage.StoreFull("commit: the store file reached the file size limit")
+        return committing(units, now=now)
+
+    monkeypatch.setattr(qm.store, "committing", full)
     pauses = []
     for _ in range(8):
-        pauses.append(await eraser.step())
-        qm.store.on_ballast_released()
-        assert not wakeup._event.is_set()
+        pause = await eraser.step()
+        assert not wakeup._event.is_set()  # its own ballast woke nothing
+        qm.store.on_ballast_released()  # another writer's, between steps, does
+        assert wakeup._event.is_set()
+        await wakeup.wait(0)
+        pauses.append(pause)
+        await trio.sleep(pause)
     assert pauses == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
     assert pauses[-1] == ERASE_RETRY_MAX_SECONDS
     assert await eraser.step() == UNTIL_WOKEN  # written: erased
     assert list(qm.store.queues_to_erase()) == []
-    qm.store.on_ballast_released()
-    assert wakeup._event.is_set()  # not failing: a released ballast wakes it again
+    qm.store.on_ballast_released()  # another writer's
+    assert wakeup._event.is_set()
 
 
 async def test_a_wake_up_starts_erasing(
