@@ -65,7 +65,11 @@ OrderAcks. Each persist and each reject arms the stream's OrderAck; it is due
 ``max_order_ack_delay`` after the first arming since the last announcement
 (500 ms / 10 s by default: batching without starving the sender), or at
 once when ``max_unannounced`` messages were persisted since the last one (a
-sender streaming without a pause then forgets as it goes). :meth:`due`
+sender streaming without a pause then forgets as it goes). A reject arms a
+timer that is not armed yet, and never moves an armed one later: a sender
+replaying thousands of messages the receiver holds hears of it
+``order_ack_delay`` after the first, not only once the replay ends (a path
+that cuts every session before then would otherwise stall the stream). :meth:`due`
 reports each due stream once per arming, with the persisted mark at that
 moment: acks only in order, for the highest contiguous durable message.
 
@@ -294,7 +298,11 @@ class IncomingSequences:
         stream.last_access = now
         if not accept:
             stream.reject_count += 1
-            if stream.persisted[0]:
+            if stream.persisted[0] and stream.armed_first is None:
+                # Arms the re-announcement, but a run of rejects (a sender
+                # replaying its backlog) does not put it off: it is due
+                # ``order_ack_delay`` after the first, so that even a session
+                # cut short of the replay's end lets the sender prune.
                 self._arm(key, stream, now)
             return False
         stream.accepted = (seq, number)

@@ -401,6 +401,19 @@ def test_a_reject_re_announces_the_persisted_mark() -> None:
     assert incoming.due(T0 + 0.5) == [OrderAckDue(KEY, SEQ2, 3)]
 
 
+def test_a_replay_of_what_is_held_does_not_put_the_re_announcement_off() -> None:
+    # A sender replaying 1,000 messages the receiver holds, 10 ms apart, on a
+    # session a path cuts after 2 s: it must hear of the mark within it.
+    incoming = stored(1000)
+    for number in range(1, 1001):
+        assert not incoming.accept(KEY, header(number, number - 1), T0 + number * 0.01)
+    assert incoming.next_deadline() == pytest.approx(T0 + 0.01 + 0.5)
+    assert incoming.due(T0 + 0.51) == [OrderAckDue(KEY, SEQ, 1000)]
+    # Announced: the next reject arms it again, once.
+    assert not incoming.accept(KEY, header(1, 0), T0 + 11)
+    assert incoming.next_deadline() == T0 + 11.5
+
+
 def test_a_reject_with_nothing_persisted_announces_nothing() -> None:
     incoming = IncomingSequences()
     assert incoming.accept(KEY, header(1, 0), T0)
