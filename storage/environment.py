@@ -263,6 +263,20 @@ class Environment:
             raise translate_lmdb_error(exc, action) from exc
         return env
 
+    def clear_stale_readers(self) -> int:
+        """Free the reader slots of processes that died holding a read transaction
+        (a hot copy, ``mdb_copy -c``, killed half-way): until then LMDB keeps
+        every page such a reader could see, and the store grows without bound.
+        Returns how many slots were freed.
+
+        Raises:
+            StoreError: the lock file could not be read.
+        """
+        try:
+            return int(self.lmdb.reader_check())
+        except lmdb.Error as exc:
+            raise translate_lmdb_error(exc, f"check the readers of {self.path}") from exc
+
     def _overdrawn(self) -> None:
         """A store opened past ``max_map_size`` (a limit lowered since it grew) lets
         removals grow the map a little past what it holds, so that it can be

@@ -169,6 +169,10 @@ class Store:
         counted under (``CountedAppend``); a copy."""
         return dict(self._catalog.counts)
 
+    def clear_stale_readers(self) -> int:
+        """``Environment.clear_stale_readers``: free dead processes' reader slots."""
+        return self._env.clear_stale_readers()
+
     def restore_ballast(self) -> bool:
         """Allocate the ballast again if a full disk used it, as far as the disk has
         room (see ``environment``); True if it holds all of ``reserve_size``.
@@ -528,8 +532,11 @@ class Store:
                 continue
             if not reclaimed:
                 # Pages the last writes freed become reusable only two write
-                # transactions later: write those, then try again.
+                # transactions later (and only once no reader can see them:
+                # a dead process's reader slot is freed first): write those,
+                # then try again.
                 reclaimed = True
+                env.clear_stale_readers()
                 if (yield from self._reclaim(now, privileged=plan.privileged)):
                     continue
             full = env.full_error("commit") if isinstance(failed, MapFull) else failed

@@ -418,3 +418,20 @@ def test_no_room_for_a_new_lock_file_is_a_full_store(
     with pytest.raises(StoreFull):
         Store(tmp_path / "store", initial_map_size=1 * MIB, durable=False)
     assert not (tmp_path / "store" / "lock.mdb").exists()
+
+
+# --------------------------------------------------------------------------- readers
+
+
+def test_the_reader_slot_of_a_dead_hot_copy_is_freed(store: Store) -> None:
+    # A process reading the store as ``mdb_copy -c`` does, killed mid-copy.
+    reader = (
+        "import lmdb, os, signal, sys\n"
+        "env = lmdb.open(sys.argv[1], readonly=True, lock=True, max_dbs=64)\n"
+        "txn = env.begin()\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", reader, str(store.path)], check=False)
+    assert done.returncode == -9
+    assert store.clear_stale_readers() == 1
+    assert store.clear_stale_readers() == 0

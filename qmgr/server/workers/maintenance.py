@@ -24,7 +24,11 @@ Three :class:`~.worker.Worker` s, run together by :class:`Maintenance`:
   an erase step's own write gives up does not wake the worker);
 * the :class:`OutcomePruner` deletes, every :data:`PRUNE_INTERVAL` and in
   bounded steps, the outcomes of global transaction ids older than
-  ``transactions.outcome_retention``.
+  ``transactions.outcome_retention``;
+* :class:`StaleReaders` frees, every :data:`READER_CHECK_INTERVAL`, the
+  store's reader slots of processes that died in a read transaction (a hot
+  copy killed half-way), which would otherwise keep LMDB from reusing any
+  page freed since, so that the store grew without bound.
 
 Erasing resumes on its own after a restart: the store says which queues
 still have messages to erase. A step that can erase nothing because open
@@ -55,12 +59,14 @@ from .worker import UNTIL_WOKEN, Worker, WorkerParts
 __all__ = [
     "ERASE_RETRY_MAX_SECONDS",
     "PRUNE_INTERVAL",
+    "READER_CHECK_INTERVAL",
     "RETRY_SECONDS",
     "SWEEP_INTERVAL",
     "Eraser",
     "IdleSweeper",
     "Maintenance",
     "OutcomePruner",
+    "StaleReaders",
 ]
 
 #: How often to look again at erasing blocked by held messages, or at the ballast.
@@ -72,10 +78,12 @@ ERASE_RETRY_MAX_SECONDS: Final = 60.0
 SWEEP_INTERVAL: Final = 1.0
 #: How often outcomes past their retention are deleted.
 PRUNE_INTERVAL: Final = 60.0
+#: How often the store's reader slots are looked at for dead processes'.
+READER_CHECK_INTERVAL: Final = 30.0
 
 
 class Maintenance:
-    """The three maintenance workers; run :meth:`run` in a nursery.
+    """The four maintenance workers; run :meth:`run` in a nursery.
 
     Args:
         store: the store the core reads, for what only the daemon may do to
@@ -107,13 +115,15 @@ class Maintenance:
         self.sweeper = IdleSweeper(core, idle_timeout, **parts)
         self.eraser = Eraser(store, core, erase_step, wakeup, **parts)
         self.pruner = OutcomePruner(core, **parts)
+        self.readers = StaleReaders(store, **parts)
 
     async def run(self) -> None:
-        """Run the three workers until cancelled."""
+        """Run the four workers until cancelled."""
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.sweeper.run)
             nursery.start_soon(self.eraser.run)
             nursery.start_soon(self.pruner.run)
+            nursery.start_soon(self.readers.run)
 
 
 class IdleSweeper(Worker):
@@ -252,6 +262,27 @@ class Eraser(Worker):
                 self._retry = True
             return False
         return True
+
+
+class StaleReaders(Worker):
+    """Frees, every :data:`READER_CHECK_INTERVAL`, the store's reader slots that
+    processes which died left taken (a hot copy killed half-way)."""
+
+    def __init__(self, store: Store, **parts: Unpack[WorkerParts]) -> None:
+        super().__init__(**parts)
+        self._store = store
+
+    async def step(self) -> float:
+        failure: storage.StoreError | None = None
+        try:
+            freed = self._store.clear_stale_readers()
+        except storage.StoreError as exc:
+            failure, freed = exc, 0
+        if failure is not None:
+            self.log.error("store_reader_check_failed", error=str(failure))
+        elif freed:
+            self.log.warning("stale_store_readers_freed", count=freed)
+        return READER_CHECK_INTERVAL
 
 
 class OutcomePruner(Worker):

@@ -25,11 +25,13 @@ from qmgr.server.signals import Wakeup
 from qmgr.server.workers.maintenance import (
     ERASE_RETRY_MAX_SECONDS,
     PRUNE_INTERVAL,
+    READER_CHECK_INTERVAL,
     RETRY_SECONDS,
     Eraser,
     IdleSweeper,
     Maintenance,
     OutcomePruner,
+    StaleReaders,
 )
 from qmgr.server.workers.worker import UNTIL_WOKEN
 from wire import MessageClass
@@ -310,7 +312,22 @@ async def test_pruning_stops_at_a_failed_step_and_runs_every_interval(
     assert await pruner.step() == PRUNE_INTERVAL
 
 
-async def test_maintenance_runs_the_three(
+async def test_stale_readers_are_freed_and_said(
+    qm: CoreHarness,
+    committer: Committer,
+    signals: RecordingSignals,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    worker = StaleReaders(qm.store, committer=committer, signals=signals)
+    freed = iter([2, 0])
+    monkeypatch.setattr(qm.store, "clear_stale_readers", lambda: next(freed))
+    with structlog.testing.capture_logs() as logs:
+        assert await worker.step() == READER_CHECK_INTERVAL
+        assert await worker.step() == READER_CHECK_INTERVAL
+    assert [(log["event"], log["count"]) for log in logs] == [("stale_store_readers_freed", 2)]
+
+
+async def test_maintenance_runs_the_four(
     qm: CoreHarness,
     committer: Committer,
     signals: RecordingSignals,
