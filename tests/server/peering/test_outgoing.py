@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import uuid
 
 import pytest
@@ -46,6 +47,25 @@ def spoil_order_acks(channel: Channel, *, until: float) -> list[wire.OrderAck]:
 
     channel.rewrite = spoil
     return spoiled
+
+
+def refuse_forgets(
+    node: Node, monkeypatch: pytest.MonkeyPatch, *, times: float = math.inf
+) -> list[float]:
+    """The first ``times`` forgets of outgoing entries ``node`` writes are refused,
+    as by a full store; returns the list of when each was refused."""
+    committer = node.committer
+    submit = committer.submit
+    refused: list[float] = []
+
+    async def full_for_forgets(unit: storage.Unit, *, source: int = 0) -> storage.UnitOutcome:
+        if isinstance(unit.ops[0], storage.ForgetOutgoing) and len(refused) < times:
+            refused.append(trio.current_time())
+            return storage.UnitOutcome.failed(unit, storage.StoreFull("commit: disk full"))
+        return await submit(unit, source=source)
+
+    monkeypatch.setattr(committer, "submit", full_for_forgets)
+    return refused
 
 
 async def test_transactions_arrive_in_commit_order_and_the_sender_rolls(
@@ -223,17 +243,7 @@ async def test_a_forget_refused_by_a_full_store_is_tried_again(
     network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = await start_pair(network)
-    committer = a.committer
-    submit = committer.submit
-    refused: list[float] = []
-
-    async def full_for_forgets(unit: storage.Unit, *, source: int = 0) -> storage.UnitOutcome:
-        if isinstance(unit.ops[0], storage.ForgetOutgoing) and len(refused) < 2:
-            refused.append(trio.current_time())
-            return storage.UnitOutcome.failed(unit, storage.StoreFull("commit: disk full"))
-        return await submit(unit, source=source)
-
-    monkeypatch.setattr(committer, "submit", full_for_forgets)
+    refused = refuse_forgets(a, monkeypatch, times=2)
     expected = bodies(3)
     await a.send(b.remote(QUEUE), expected)
     await wait_until(lambda: len(refused) == 1, step=0.01)
@@ -250,17 +260,7 @@ async def test_forgets_refused_again_and_again_are_tried_once_a_pause_per_queue(
     network: Network, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     a, b = await start_pair(network)
-    committer = a.committer
-    submit = committer.submit
-    refused: list[float] = []
-
-    async def full_for_forgets(unit: storage.Unit, *, source: int = 0) -> storage.UnitOutcome:
-        if isinstance(unit.ops[0], storage.ForgetOutgoing):
-            refused.append(trio.current_time())
-            return storage.UnitOutcome.failed(unit, storage.StoreFull("commit: disk full"))
-        return await submit(unit, source=source)
-
-    monkeypatch.setattr(committer, "submit", full_for_forgets)
+    refused = refuse_forgets(a, monkeypatch)
     for i in range(6):  # six acknowledgments, a second apart, while the store is full
         await a.send(b.remote(QUEUE), bodies(1, prefix=f"b{i}-"))
         await wait_until(lambda n=i: len(refused) > n, step=0.01)
