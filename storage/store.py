@@ -528,8 +528,12 @@ class Store:
                 return [refused.get(i) or next(installed) for i in range(len(units))]
             if not isinstance(failed, MapFull | StoreFull):
                 raise failed
-            if isinstance(failed, MapFull) and env.grow(privileged=plan.privileged):
-                continue
+            if isinstance(failed, MapFull):
+                # A dead process's reader slot would make every growth the last
+                # of many: its pages are never reused (see clear_stale_readers).
+                env.clear_stale_readers()
+                if env.grow(privileged=plan.privileged):
+                    continue
             if not reclaimed:
                 # Pages the last writes freed become reusable only two write
                 # transactions later (and only once no reader can see them:

@@ -371,6 +371,15 @@ class OutgoingQueues:
         unit = storage.Unit((forget, *queue.forget_reports(ids)))
         try:
             outcome = await parts.committer.submit(unit)
+        except storage.StoreError as exc:  # the batch failed whole (a full store)
+            parts.log.warning(
+                "outgoing_forget_failed",
+                queue=queue.name,
+                error=str(exc),
+                retry_in=FORGET_RETRY_SECONDS,
+            )
+            self._forget_later(queue, ids)
+            return
         except Exception as exc:
             parts.log.exception("outgoing_forget_failed", queue=queue.name, error=str(exc))
             self._forget_later(queue, ids)

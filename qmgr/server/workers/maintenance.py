@@ -79,7 +79,7 @@ SWEEP_INTERVAL: Final = 1.0
 #: How often outcomes past their retention are deleted.
 PRUNE_INTERVAL: Final = 60.0
 #: How often the store's reader slots are looked at for dead processes'.
-READER_CHECK_INTERVAL: Final = 30.0
+READER_CHECK_INTERVAL: Final = 1.0
 
 
 class Maintenance:
