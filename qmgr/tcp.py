@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import sys
 from typing import Final, Protocol
 
-__all__ = ["KEEPALIVE_IDLE", "KEEPALIVE_INTERVAL", "KEEPALIVE_PROBES", "tune_tcp"]
+__all__ = ["KEEPALIVE_IDLE", "KEEPALIVE_INTERVAL", "KEEPALIVE_PROBES", "bytes_acked", "tune_tcp"]
 
 #: TCP keepalive on every connection: a peer whose host died or whose path was
 #: cut without a close is found after about two minutes (60 s idle, then six
@@ -21,8 +22,16 @@ KEEPALIVE_INTERVAL: Final = 10
 KEEPALIVE_PROBES: Final = 6
 
 
+#: Where Linux's ``struct tcp_info`` holds ``tcpi_bytes_acked`` (a u64, since 4.1).
+_BYTES_ACKED = slice(120, 128)
+
+
 class _Socket(Protocol):
     def setsockopt(self, level: int, option: int, value: int) -> None: ...
+
+
+class _InfoSocket(Protocol):
+    def getsockopt(self, level: int, option: int, buflen: int) -> bytes: ...
 
 
 def tune_tcp(sock: _Socket) -> None:
@@ -34,3 +43,16 @@ def tune_tcp(sock: _Socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
+
+
+def bytes_acked(sock: _InfoSocket) -> int | None:
+    """How many bytes the peer's TCP has acknowledged on this connection (Linux's
+    ``tcp_info``): it grows while what was written reaches the peer, however
+    slowly. None where the kernel does not say (not TCP, another system)."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 192)
+    except (OSError, AttributeError):
+        return None
+    if len(info) < _BYTES_ACKED.stop:
+        return None
+    return int.from_bytes(info[_BYTES_ACKED], sys.byteorder)

@@ -8,7 +8,7 @@ from pathlib import Path
 from helpers import DaemonProcess
 
 from qmgr.client import connect
-from qmgr.tcp import KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, tune_tcp
+from qmgr.tcp import KEEPALIVE_IDLE, KEEPALIVE_INTERVAL, KEEPALIVE_PROBES, bytes_acked, tune_tcp
 
 
 def keepalive_of(sock: socket.socket) -> tuple[int, int, int, int, int]:
@@ -40,3 +40,25 @@ def test_the_sdk_finds_a_cut_path_as_the_daemon_does(shared_daemon: DaemonProces
     minutes, not the kernel's default two hours."""
     with connect(shared_daemon.address) as qm:
         assert keepalive_of(qm._conn.sock) == TUNED
+
+
+def test_bytes_acked_grows_as_the_peer_takes_what_was_written(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        with socket.create_connection(server.getsockname()) as tcp:
+            peer, _ = server.accept()
+            with peer:
+                before = bytes_acked(tcp)
+                assert before is not None
+                tcp.sendall(b"x" * 100_000)
+                received = 0
+                while received < 100_000:
+                    received += len(peer.recv(65536))
+                after = bytes_acked(tcp)
+                for _ in range(100):  # the last acknowledgement may trail the read
+                    if after is not None and after - before >= 100_000:
+                        break
+                    after = bytes_acked(tcp)
+                assert after is not None
+                assert after - before == 100_000
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as unix:
+        assert bytes_acked(unix) is None

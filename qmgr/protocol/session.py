@@ -291,6 +291,14 @@ class PeerSession:
         self._last_user_packet = now
         return data
 
+    def transmitting(self, now: float) -> None:
+        """Bytes of the packets sent are still reaching the peer (its TCP took more
+        since the last look, say): the wait for its acknowledgement starts again
+        at ``now``. A peer cannot acknowledge a packet before it has all of it,
+        and on a slow link a large one takes longer than ``ack_timeout``."""
+        if self._sending.outstanding:
+            self._ack_wait_from = now
+
     def persisted(self, recoverable_number: int, now: float) -> list[Action]:
         """An arrived recoverable packet is durable: it may be reported in a SessionAck.
 

@@ -67,6 +67,21 @@ def test_ack_wait_timeout_closes() -> None:
     assert a.silent_since == T0 + 5
 
 
+def test_ack_wait_restarts_while_the_packets_still_reach_the_peer() -> None:
+    # A large packet on a slow link: the peer's TCP takes more of it now and then.
+    pair = opened_pair()
+    a = pair.a.session
+    a.transmitting(T0 + 1)  # nothing outstanding: changes nothing
+    assert a.next_deadline() == T0 + 300.0
+    pair.send(pair.a, 1, recoverable=True, now=T0 + 5)
+    assert a.next_deadline() == T0 + 25.0
+    a.transmitting(T0 + 25.0)
+    assert pair.tick(pair.a, T0 + 25.0) == []
+    assert a.next_deadline() == T0 + 45.0
+    [close] = pair.tick(pair.a, T0 + 45.0)  # nothing more went through
+    assert isinstance(close, Close)
+
+
 def test_ack_wait_restarts_on_anything_received() -> None:
     pair = opened_pair()
     a = pair.a.session

@@ -27,7 +27,12 @@ A :class:`PeerConnection` is the thin trio adapter around one
   writer blocked in ``send_all`` once the socket's buffers are full, and
   the session's acknowledgement timeout must still close the connection
   (so that the link reconnects, or its destination fails over to another
-  route) rather than wait on it for ever.
+  route) rather than wait on it for ever. When a timer is due it first
+  asks the kernel whether the peer's TCP acknowledged more bytes since the
+  last look (``qmgr.tcp.bytes_acked``): if so, a packet is still on its way
+  (a large one on a slow link, which the peer cannot acknowledge before it
+  has all of it) and the session's wait starts again
+  (``PeerSession.transmitting``).
 
 Any protocol error, a session that says Close, a timeout or a broken socket
 ends all four and closes the connection; what was not acknowledged stays
@@ -72,6 +77,7 @@ from qmgr.protocol import (
     SessionSettings,
     StreamKey,
 )
+from qmgr.tcp import bytes_acked
 
 from ..tls import TlsContexts
 from .close_reasons import (
@@ -276,6 +282,8 @@ class PeerConnection:
         self._timers_moved = trio.Event()
         # The deadline the timers task waits for.
         self._timer_deadline = math.inf
+        #: What the peer's TCP had acknowledged at the last look (``_peer_took_more``).
+        self._delivered_seen = 0
         self._wake_persister = trio.Event()
         self._run = _Run()
         self._run_bytes = 0  # bytes read since the persister last took a run
@@ -568,7 +576,24 @@ class PeerConnection:
             now = trio.current_time()
             due = session.next_deadline()
             if due is not None and now >= due:
+                if self._peer_took_more():
+                    session.transmitting(now)
                 self._handle(session.timer(now))
+
+    def _peer_took_more(self) -> bool:
+        """True if the peer's TCP acknowledged more of what was written since the
+        last look: a long packet on a slow link is still arriving."""
+        stream = self.stream
+        if isinstance(stream, trio.SSLStream):
+            stream = stream.transport_stream
+        if not isinstance(stream, trio.SocketStream):
+            return False
+        delivered = bytes_acked(stream)
+        if delivered is None:
+            return False
+        more = delivered > self._delivered_seen
+        self._delivered_seen = delivered
+        return more
 
     def _next_transmission(self, now: float) -> PacketToSend | None:
         queues = self.queues
