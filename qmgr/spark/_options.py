@@ -222,11 +222,13 @@ class Options:
             )
             raise DataSourceError(msg) from None
         except QueueError as exc:
-            msg = (
-                f"cannot reach the queue manager at {self.endpoint} within "
-                f"{self.connect_timeout:g} s (option 'connectTimeout'): {exc}"
-            )
-            raise DataSourceError(msg) from None
+            # The client says why (refused, no answer in time, a failed handshake).
+            text = exc.message
+            if "no answer within" in text or "timed out" in text:
+                text += f" (within {self.connect_timeout:g} s: the option 'connectTimeout')"
+            elif tls is None and "handshake" in text:
+                text += " (if its client port speaks TLS, give the option 'tlsCa')"
+            raise DataSourceError(text) from None
 
 
 def _text(values: Mapping[str, str], key: str) -> str | None:

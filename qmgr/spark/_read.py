@@ -186,17 +186,24 @@ def read_range(options: Options, part: LookupRange) -> Iterator[pa.RecordBatch]:
 
 
 def measure(qm: QueueManager, queue: str, *, after: int = 0, max_count: int = 0) -> Any:
-    """``qm.measure_range`` with a missing queue as a clear error.
+    """``qm.measure_range`` with a missing queue or a refusal as a clear error.
 
     Raises:
-        DataSourceError: the queue does not exist.
+        DataSourceError: the queue does not exist, or the connection's principal
+            may not read it (or has not authenticated).
     """
-    from qmgr.client import QueueNotFound
+    from qmgr.client import AccessDenied, QueueNotFound
 
     try:
         return qm.measure_range(queue, after=after, max_count=max_count)
     except QueueNotFound:
         msg = f"there is no queue {queue!r} on the queue manager at {qm.address}"
+        raise DataSourceError(msg) from None
+    except AccessDenied as exc:
+        msg = (
+            f"the queue manager at {qm.address} refused to let this query read {queue!r} "
+            f"(the options 'token', or 'tlsCert' and 'tlsKey', and the queue's rights): {exc}"
+        )
         raise DataSourceError(msg) from None
 
 

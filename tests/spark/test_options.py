@@ -10,11 +10,14 @@ from helpers import DaemonProcess, auth_required
 from qmgr.spark import DataSourceError, Options
 
 
-def refusal(given: dict[str, str]) -> str:
-    """What :meth:`Options.parse` says of ``given``, which it must refuse, once it is
-    sure the message names the data source."""
+def refusal(given: dict[str, str], *, connect: bool = False) -> str:
+    """What :meth:`Options.parse` (and with ``connect``, :meth:`Options.connect`)
+    says of ``given``, which it must refuse, once it is sure the message names
+    the data source."""
     with pytest.raises(DataSourceError, match=r"^qmgr data source: ") as info:
-        Options.parse(given)
+        options = Options.parse(given)
+        if connect:
+            options.connect()
     return str(info.value)
 
 
@@ -100,9 +103,18 @@ def test_require_queue() -> None:
 def test_unreachable_endpoint_is_a_clear_error() -> None:
     from helpers import free_port
 
-    options = Options.parse({"endpoint": f"127.0.0.1:{free_port()}", "connectTimeout": "2"})
-    with pytest.raises(DataSourceError, match=r"cannot reach the queue manager at 127\.0\.0\.1:"):
+    options = Options.parse({"endpoint": f"127.0.0.1:{free_port()}", "connectTimeout": "30"})
+    with pytest.raises(
+        DataSourceError, match=r"cannot connect to the queue manager at 127\.0\.0\.1:"
+    ):
         options.connect()
+    # Refused at once: no time would help, and it is not said to.
+    refused = refusal(
+        {"endpoint": f"127.0.0.1:{free_port()}", "connectTimeout": "30"}, connect=True
+    )
+    assert "connection refused" in refused
+    assert "connectTimeout" not in refused
+    assert "tlsCa" not in refused
 
 
 def test_endpoints_name_a_fleet_to_read() -> None:
@@ -150,3 +162,14 @@ def test_a_token_the_queue_manager_refuses_is_said_so_not_a_timeout(
         options.connect()
     assert "within" not in str(refused.value)
     assert "the option 'token'" in str(refused.value)
+
+
+def test_a_read_without_a_credential_names_the_options_to_give(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    from qmgr.spark._read import measure
+
+    daemon = daemon_factory(extra_args=auth_required({"spark": "spark-token"}))
+    with Options.parse({"endpoint": daemon.address, "queue": "orders"}).connect() as qm:
+        with pytest.raises(DataSourceError, match=r"^qmgr data source: .*the options 'token'"):
+            measure(qm, "orders")
