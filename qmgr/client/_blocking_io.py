@@ -312,7 +312,10 @@ class SocketConnection:
             while waiter.reply is None:
                 self._read(block=True)
         except QueueError:
-            raise
+            if waiter.reply is None:
+                raise
+            # The reply came, and in the same read the daemon's notice that it
+            # closed the connection (it was stopping): the request was answered.
         except BaseException as exc:
             # Interrupted half-way (KeyboardInterrupt, ...): the stream can no longer be trusted.
             self._break(f"a request was interrupted ({type(exc).__name__})")

@@ -378,11 +378,14 @@ class Daemon:
                 try:
                     await self.stop_requested.wait()
                 finally:
-                    # Open transactions end with their sessions, aborted.
-                    aborted = len(self.core.transactions)
+                    # Open transactions end with their sessions, aborted (a
+                    # commit already handed to the committer is finished and
+                    # answered, and is not counted).
+                    aborts_before = self.core.tally.aborts
                     self.services.stopping = True
                     self.signals.notify_all()
                     inner.cancel_scope.cancel()
+            aborted = self.core.tally.aborts - aborts_before
             # No link sends any more: what each outgoing queue may have sent, so
             # that the next start can give up on time what never went out.
             await self._write_sent_marks()

@@ -422,3 +422,22 @@ def test_a_write_to_a_closed_connection_says_what_the_daemon_said_before_closing
     waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
     with pytest.raises(ConnectionLost, match=f"closed the connection: {stopping}$"):
         conn.exchange(waiter)
+
+
+def test_a_reply_read_with_the_daemons_farewell_is_the_calls_answer() -> None:
+    """A stopping daemon answers a request and says why it closes, and both come in
+    one read: the call gets its answer (it was carried out), the next one the reason."""
+    ours, theirs = socket.socketpair()
+    conn = SocketConnection(ours, "pair")
+    conn.proto.version = cf.PROTOCOL_VERSION  # past the handshake
+    waiter = conn.proto.request(conn.proto.out, cf.GetStatus())
+    conn.write()
+    [request] = [theirs.recv(65536)]
+    assert request
+    stopping = "the queue manager is shutting down"
+    notice = cf.ErrorReply(code=cf.ErrorCode.SHUTTING_DOWN, message=stopping)
+    theirs.sendall(cf.encode_frame(waiter.request_id, cf.Ok(value=7)) + cf.encode_frame(0, notice))
+    theirs.close()
+    assert conn.exchange(waiter) == cf.Ok(value=7)
+    with pytest.raises(ConnectionLost, match=f"closed the connection: {stopping}$"):
+        conn.proto.request(conn.proto.out, cf.GetStatus())
