@@ -468,7 +468,7 @@ def move(
                 except TransactionUsageError:
                     # The send's failure (raised by the receive that follows it),
                     # or the receive's own.
-                    failed_send = tx._state.failed
+                    failed_send = tx._state.failed_request == "a send"
                     raise _needs_transactional(destination if failed_send else source) from None
                 if taken is None:
                     tx.abort()  # another reader took it since: look again

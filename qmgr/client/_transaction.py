@@ -151,8 +151,14 @@ class TransactionState:
 
     @property
     def failed(self) -> bool:
-        """True once a pipelined send of this transaction has failed."""
+        """True once a request of this transaction has failed (a pipelined send, a
+        receive the daemon refused): it can only abort."""
         return self._error is not None
+
+    @property
+    def failed_request(self) -> str | None:
+        """What failed first (``a send``, ``a receive``, ...), or None."""
+        return None if self._error is None else self._failed_request
 
     @property
     def phase(self) -> str:
@@ -418,14 +424,21 @@ def receive_abandoned(state: TransactionState) -> None:
     )
 
 
-def earlier_failure(state: TransactionState | None, error: QueueError) -> None:
-    """A request in the transaction ``state`` failed with ``error``: raise instead
-    the failure of an earlier pipelined request of it, if one was recorded (the
-    daemon refuses the rest of a transaction whose operation failed; the earlier
-    failure is the one that says what went wrong). A transaction the daemon
-    aborted (an idle timeout) is recorded so, and ``commit()`` raises that."""
+def earlier_failure(
+    state: TransactionState | None, error: QueueError, what: str = "a receive"
+) -> None:
+    """A request (``what``) in the transaction ``state`` failed with ``error``:
+    raise instead the failure of an earlier pipelined request of it, if one was
+    recorded (the daemon refuses the rest of a transaction whose operation
+    failed; the earlier failure is the one that says what went wrong). Else
+    ``error`` is recorded as the transaction's failure, so that ``commit()``
+    names it (the daemon refuses whatever follows it in the transaction). A
+    transaction the daemon aborted (an idle timeout) is recorded so, and
+    ``commit()`` raises that."""
     if state is None or isinstance(error, ConnectionLost):
         return
     if isinstance(error, TransactionAborted):
         state.fail(int(cf.ErrorCode.TRANSACTION_ABORTED), error.message, ABORTED_BY_DAEMON)
     state.check()
+    if error.code is not None:
+        state.fail(int(error.code), error.message, what)

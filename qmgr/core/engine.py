@@ -434,14 +434,20 @@ class QueueManagerCore:
             ]
             # Its arrival reports first: a copy handed at once to a waiting
             # receive writes its receipt reports in its place, and the admin
-            # queue must have "reached" before "received".
-            reports = self.outcomes.arrival_reports(stamped, accepted, wall=wall)
-            appends[:0] = reports
+            # queue must have "reached" before "received". A report to one of
+            # the message's own queues comes after the message, as it arrives.
+            own = {target.queue_id for target in queues if isinstance(target, QueueRecord)}
+            before: list[storage.AppendMessage | storage.AppendOutgoing] = []
+            after: list[storage.AppendMessage | storage.AppendOutgoing] = []
+            for report in self.outcomes.arrival_reports(stamped, accepted, wall=wall):
+                mine = isinstance(report, storage.AppendMessage) and report.queue_id in own
+                (after if mine else before).append(report)
+            appends = [*before, *appends, *after]
             copies = self.confirmations.copies(stamped, queues) if transactional else []
             if tx is None:
                 unit = Unit((*appends, *copies))
                 return PreparedSend(
-                    queues, stamped.message_id, transactional, unit, first=len(reports)
+                    queues, stamped.message_id, transactional, unit, first=len(before)
                 )
             tx.confirmations.extend(copies)
         size = len(payload)

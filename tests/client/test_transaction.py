@@ -18,6 +18,7 @@ from qmgr.client._transaction import (
     TransactionHandle,
     TransactionState,
     check_xid,
+    earlier_failure,
     prepare_interrupted,
     prepared,
     receive_abandoned,
@@ -165,6 +166,22 @@ def test_an_abandoned_receive_leaves_only_abort() -> None:
         state.check()
     state.end(commit=True)
     with pytest.raises(TransactionAborted, match="aborted because a receive in it failed"):
+        transaction_ended(state, cf.Ok())
+
+
+def test_a_receive_the_daemon_refused_is_what_the_commit_names() -> None:
+    state = TransactionState(9)
+    refused = TransactionUsageError(
+        "queue 'n' is not transactional", code=cf.ErrorCode.TRANSACTION_USAGE
+    )
+    earlier_failure(state, refused)  # nothing earlier: it is recorded, not raised
+    # A send after it is refused by the daemon as doomed; the receive stays the cause.
+    state.fail(int(cf.ErrorCode.TRANSACTION_USAGE), "transaction 9 can only abort: ...")
+    state.end(commit=True)
+    with pytest.raises(
+        TransactionUsageError,
+        match="transaction 9 was aborted because a receive in it failed: queue 'n' is not",
+    ):
         transaction_ended(state, cf.Ok())
 
 

@@ -151,7 +151,7 @@ def transaction_move(
     try:
         reply = yield proto.call(request)
     except QueueError as exc:
-        earlier_failure(state, exc)
+        earlier_failure(state, exc, "a move")
         raise
     result = _moved(reply)
     state.check()
