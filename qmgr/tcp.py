@@ -22,8 +22,10 @@ KEEPALIVE_INTERVAL: Final = 10
 KEEPALIVE_PROBES: Final = 6
 
 
-#: Where Linux's ``struct tcp_info`` holds ``tcpi_bytes_acked`` (a u64, since 4.1).
+#: Where Linux's ``struct tcp_info`` holds ``tcpi_bytes_acked`` (a u64, since 4.1)
+#: and ``tcpi_unacked`` (a u32: segments sent and not acknowledged).
 _BYTES_ACKED = slice(120, 128)
+_UNACKED = slice(24, 28)
 
 
 class _Socket(Protocol):
@@ -45,14 +47,17 @@ def tune_tcp(sock: _Socket) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
 
 
-def bytes_acked(sock: _InfoSocket) -> int | None:
-    """How many bytes the peer's TCP has acknowledged on this connection (Linux's
-    ``tcp_info``): it grows while what was written reaches the peer, however
-    slowly. None where the kernel does not say (not TCP, another system)."""
+def bytes_acked(sock: _InfoSocket) -> tuple[int, int] | None:
+    """How many bytes the peer's TCP has acknowledged on this connection, and how
+    many segments it has not acknowledged yet (Linux's ``tcp_info``): the first
+    grows while what was written reaches the peer, however slowly; the second
+    is 0 once the peer's kernel has taken everything. None where the kernel
+    does not say (not TCP, another system)."""
     try:
         info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 192)
     except (OSError, AttributeError):
         return None
     if len(info) < _BYTES_ACKED.stop:
         return None
-    return int.from_bytes(info[_BYTES_ACKED], sys.byteorder)
+    acked = int.from_bytes(info[_BYTES_ACKED], sys.byteorder)
+    return acked, int.from_bytes(info[_UNACKED], sys.byteorder)

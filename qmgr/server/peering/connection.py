@@ -27,12 +27,14 @@ A :class:`PeerConnection` is the thin trio adapter around one
   writer blocked in ``send_all`` once the socket's buffers are full, and
   the session's acknowledgement timeout must still close the connection
   (so that the link reconnects, or its destination fails over to another
-  route) rather than wait on it for ever. When a timer is due it first
-  asks the kernel whether the peer's TCP acknowledged more bytes since the
-  last look (``qmgr.tcp.bytes_acked``): if so, a packet is still on its way
-  (a large one on a slow link, which the peer cannot acknowledge before it
-  has all of it) and the session's wait starts again
-  (``PeerSession.transmitting``).
+  route) rather than wait on it for ever. It also looks, at least every
+  half acknowledgement timeout, at how many bytes the peer's TCP has
+  acknowledged (``qmgr.tcp.bytes_acked``); when the wait falls due and that
+  count grew since the last look, a packet is still on its way (a large
+  one on a slow link, which the peer cannot acknowledge before it has all
+  of it) and the session's wait starts again
+  (``PeerSession.transmitting``). A stopped peer's kernel takes what was
+  sent at once and then nothing, so its session still closes on time.
 
 Any protocol error, a session that says Close, a timeout or a broken socket
 ends all four and closes the connection; what was not acknowledged stays
@@ -571,29 +573,38 @@ class PeerConnection:
             deadline = session.next_deadline()
             self._timer_deadline = math.inf if deadline is None else deadline
             self._timers_moved = trio.Event()
-            with trio.move_on_at(self._timer_deadline):
+            # Looks at the peer's TCP at least every half acknowledgement
+            # timeout, so that a due wait asks about the last half only: a
+            # stopped peer's kernel takes what was sent at once, then nothing.
+            look = trio.current_time() + session.ack_timeout / 2
+            with trio.move_on_at(min(self._timer_deadline, look)):
                 await self._timers_moved.wait()
             now = trio.current_time()
+            took_more = self._peer_took_more()
             due = session.next_deadline()
             if due is not None and now >= due:
-                if self._peer_took_more():
+                if took_more:
                     session.transmitting(now)
                 self._handle(session.timer(now))
 
     def _peer_took_more(self) -> bool:
         """True if the peer's TCP acknowledged more of what was written since the
-        last look: a long packet on a slow link is still arriving."""
+        last look (at most half an acknowledgement timeout ago): a long packet
+        on a slow link is still arriving."""
         stream = self.stream
         if isinstance(stream, trio.SSLStream):
             stream = stream.transport_stream
         if not isinstance(stream, trio.SocketStream):
             return False
-        delivered = bytes_acked(stream)
-        if delivered is None:
+        state = bytes_acked(stream)
+        if state is None:
             return False
+        delivered, in_flight = state
         more = delivered > self._delivered_seen
         self._delivered_seen = delivered
-        return more
+        # Some of it still unacknowledged: the link is carrying it, not a
+        # stopped peer whose kernel took it all at once.
+        return more and in_flight > 0
 
     def _next_transmission(self, now: float) -> PacketToSend | None:
         queues = self.queues
