@@ -131,7 +131,7 @@ def test_a_stream_reads_a_queue_on_three_queue_managers_exactly_once(
         query.processAllAvailable()
         daemons[2].kill()  # a crash: the next trigger cannot reach it
         bodies += fill(fleet[1], "qm1-late", 20)
-        with pytest.raises(Exception, match=f"cannot reach the queue manager at {fleet[2]}"):
+        with pytest.raises(Exception, match=f"cannot connect to the queue manager at {fleet[2]}"):
             query.awaitTermination(60)
     finally:
         query.stop()
