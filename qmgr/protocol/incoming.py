@@ -66,10 +66,11 @@ OrderAcks. Each persist and each reject arms the stream's OrderAck; it is due
 (500 ms / 10 s by default: batching without starving the sender), or at
 once when ``max_unannounced`` messages were persisted since the last one (a
 sender streaming without a pause then forgets as it goes). A reject arms a
-timer that is not armed yet, and never moves an armed one later: a sender
-replaying thousands of messages the receiver holds hears of it
-``order_ack_delay`` after the first, not only once the replay ends (a path
-that cuts every session before then would otherwise stall the stream). :meth:`due`
+timer that is not armed yet, due at once (but not sooner than
+``order_ack_delay`` after the last announcement), and never moves an armed
+one later: a sender replaying thousands of messages the receiver holds
+hears of it at its first duplicate, not only once the replay ends (a path
+that cuts every session within a second would otherwise stall the stream). :meth:`due`
 reports each due stream once per arming, with the persisted mark at that
 moment: acks only in order, for the highest contiguous durable message.
 
@@ -82,6 +83,7 @@ through the constructor).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -157,6 +159,9 @@ class _Stream:
     armed_last: float | None = None
     # Messages persisted since the last announcement.
     unannounced: int = 0
+    # When the last announcement went, and whether a reject armed the next one.
+    announced_at: float = -math.inf
+    reject_armed: bool = False
     # Restored from a backup: the next message is taken whatever its previous
     # number says (once it is persisted; a rollback gives the resync back).
     resync: bool = False
@@ -299,11 +304,12 @@ class IncomingSequences:
         if not accept:
             stream.reject_count += 1
             if stream.persisted[0] and stream.armed_first is None:
-                # Arms the re-announcement, but a run of rejects (a sender
-                # replaying its backlog) does not put it off: it is due
-                # ``order_ack_delay`` after the first, so that even a session
-                # cut short of the replay's end lets the sender prune.
+                # A sender replaying what is held: the re-announcement is due
+                # at once (at most one per ``order_ack_delay``), and the rest of
+                # the run does not put it off, so that even a session a path
+                # cuts short of the replay's end lets the sender prune.
                 self._arm(key, stream, now)
+                stream.reject_armed = True
             return False
         stream.accepted = (seq, number)
         stream.reject_count = 0
@@ -396,6 +402,7 @@ class IncomingSequences:
                 del self._armed[key]
                 stream.armed_first = stream.armed_last = None
                 stream.unannounced = 0
+                stream.announced_at, stream.reject_armed = now, False
                 seq, number = stream.persisted
                 out.append(OrderAckDue(key, wire.TxSequenceId.from_value(seq), number))
         return out
@@ -416,4 +423,6 @@ class IncomingSequences:
         assert stream.armed_last is not None
         if stream.unannounced >= self._max_unannounced:
             return stream.armed_first
+        if stream.reject_armed:
+            return max(stream.armed_first, stream.announced_at + self._delay)
         return min(stream.armed_last + self._delay, stream.armed_first + self._max_delay)

@@ -136,14 +136,17 @@ async def test_a_receiver_crash_before_the_order_ack_loses_and_duplicates_nothin
     await deliver(a, b, expected)
     assert b.starts == 2
     # Before the crash: what B stored, and (B part way) the next message, lost
-    # with the connection; after it: all five again.
+    # with the connection; after it: the first again, which B answers at once
+    # with what it holds, so A sends on from there.
     first_connection = 5 if stored_before_crash == 5 else stored_before_crash + 1
-    assert to_b.count(is_data) == first_connection + 5
+    missing = 5 - stored_before_crash
+    resent = to_b.count(is_data) - first_connection
+    assert 1 + missing <= resent < 5 + missing  # fewer than all five again
     assert [c.reason for c in b.closed] == ["the queue manager is stopping"]
     assert a.closed[0].reason == "the peer closed the connection"
     # The restarted B took only what it did not have.
-    assert receiver(b).received == 5
-    check_resends_dropped(a, b, rejected=stored_before_crash, last_number=5)
+    assert receiver(b).received == resent
+    check_resends_dropped(a, b, rejected=resent - missing, last_number=5)
 
 
 async def test_a_receiver_put_back_from_a_backup_flags_its_streams_until_their_next_message(
