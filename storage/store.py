@@ -32,6 +32,7 @@ plans nothing else and resizes nothing (reads are fine).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pathlib
@@ -172,6 +173,12 @@ class Store:
     def clear_stale_readers(self) -> int:
         """``Environment.clear_stale_readers``: free dead processes' reader slots."""
         return self._env.clear_stale_readers()
+
+    def _free_dead_readers(self) -> None:
+        """:meth:`clear_stale_readers` on the way to a full store: a failure to
+        look leaves the batch's own error (the maintenance worker reports it)."""
+        with contextlib.suppress(StoreError):
+            self._env.clear_stale_readers()
 
     def restore_ballast(self) -> bool:
         """Allocate the ballast again if a full disk used it, as far as the disk has
@@ -531,7 +538,7 @@ class Store:
             if isinstance(failed, MapFull):
                 # A dead process's reader slot would make every growth the last
                 # of many: its pages are never reused (see clear_stale_readers).
-                env.clear_stale_readers()
+                self._free_dead_readers()
                 if env.grow(privileged=plan.privileged):
                     continue
             if not reclaimed:
@@ -540,7 +547,7 @@ class Store:
                 # a dead process's reader slot is freed first): write those,
                 # then try again.
                 reclaimed = True
-                env.clear_stale_readers()
+                self._free_dead_readers()
                 if (yield from self._reclaim(now, privileged=plan.privileged)):
                     continue
             full = env.full_error("commit") if isinstance(failed, MapFull) else failed

@@ -271,6 +271,7 @@ class StaleReaders(Worker):
     def __init__(self, store: Store, **parts: Unpack[WorkerParts]) -> None:
         super().__init__(**parts)
         self._store = store
+        self._failing = False
 
     async def step(self) -> float:
         failure: storage.StoreError | None = None
@@ -279,8 +280,12 @@ class StaleReaders(Worker):
         except storage.StoreError as exc:
             failure, freed = exc, 0
         if failure is not None:
-            self.log.error("store_reader_check_failed", error=str(failure))
-        elif freed:
+            if not self._failing:  # once, not every second
+                self.log.error("store_reader_check_failed", error=str(failure))
+            self._failing = True
+            return READER_CHECK_INTERVAL
+        self._failing = False
+        if freed:
             self.log.warning("stale_store_readers_freed", count=freed)
         return READER_CHECK_INTERVAL
 

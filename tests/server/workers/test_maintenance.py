@@ -319,12 +319,25 @@ async def test_stale_readers_are_freed_and_said(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     worker = StaleReaders(qm.store, committer=committer, signals=signals)
-    freed = iter([2, 0])
-    monkeypatch.setattr(qm.store, "clear_stale_readers", lambda: next(freed))
+    broken = storage.StoreError("check the readers: lock file unreadable")
+    answers: list[int | storage.StoreError] = [2, 0, broken, broken, 0, broken]
+
+    def answer() -> int:
+        given = answers.pop(0)
+        if isinstance(given, storage.StoreError):
+            raise given
+        return given
+
+    monkeypatch.setattr(qm.store, "clear_stale_readers", answer)
     with structlog.testing.capture_logs() as logs:
-        assert await worker.step() == READER_CHECK_INTERVAL
-        assert await worker.step() == READER_CHECK_INTERVAL
-    assert [(log["event"], log["count"]) for log in logs] == [("stale_store_readers_freed", 2)]
+        for _ in range(6):
+            assert await worker.step() == READER_CHECK_INTERVAL
+    assert [log["event"] for log in logs] == [
+        "stale_store_readers_freed",
+        "store_reader_check_failed",  # once while it fails
+        "store_reader_check_failed",  # again after a look that worked
+    ]
+    assert logs[0]["count"] == 2
 
 
 async def test_maintenance_runs_the_four(
