@@ -106,10 +106,17 @@ class MessageReader:
         return found
 
     def read_range(
-        self, queue_id: int, *, after: int = 0, limit: int = 1000, skip: Container[int] = ()
+        self,
+        queue_id: int,
+        *,
+        after: int = 0,
+        limit: int = 1000,
+        skip: Container[int] = (),
+        max_bytes: int | None = None,
     ) -> list[tuple[int, bytes]]:
         """Committed messages with ``lookup_id > after``, in lookup id order, leaving
-        out the ids in ``skip``; at most ``limit`` of them.
+        out the ids in ``skip``; at most ``limit`` of them, and no more once their
+        records reach ``max_bytes`` (always one, if there is one).
 
         Skipped messages are passed over by key; their values are not copied.
         """
@@ -123,9 +130,12 @@ class MessageReader:
             txn.cursor(db=self._catalog.dbs.messages) as cursor,
         ):
             if cursor.set_range(start):
+                size = 0
                 for lookup_id in _lookup_ids(cursor, end, skip):
-                    found.append((lookup_id, cursor.value()))
-                    if len(found) >= limit:
+                    value: bytes = cursor.value()
+                    found.append((lookup_id, value))
+                    size += len(value)
+                    if len(found) >= limit or (max_bytes is not None and size >= max_bytes):
                         break
         return found
 

@@ -345,10 +345,19 @@ class Store:
         return self._reader.oldest_arrivals(queue_ids)
 
     def read_range(
-        self, queue_id: int, *, after: int = 0, limit: int = 1000, skip: Container[int] = ()
+        self,
+        queue_id: int,
+        *,
+        after: int = 0,
+        limit: int = 1000,
+        skip: Container[int] = (),
+        max_bytes: int | None = None,
     ) -> list[tuple[int, bytes]]:
-        """Committed messages with ``lookup_id > after`` in lookup id order, not in ``skip``."""
-        return self._reader.read_range(queue_id, after=after, limit=limit, skip=skip)
+        """Committed messages with ``lookup_id > after`` in lookup id order, not in
+        ``skip``: at most ``limit``, and none past the one that reaches ``max_bytes``."""
+        return self._reader.read_range(
+            queue_id, after=after, limit=limit, skip=skip, max_bytes=max_bytes
+        )
 
     def range_end(
         self, queue_id: int, *, after: int, limit: int, skip: Container[int]

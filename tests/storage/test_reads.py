@@ -250,6 +250,22 @@ def test_read_range_follows_after_skip_and_limit(store: Store) -> None:
     assert lookups(store, queue, after=MAX_LOOKUP_ID) == []
 
 
+def test_read_range_stops_at_the_record_that_reaches_max_bytes(store: Store) -> None:
+    queue = create_queue(store, "q")
+    fill(store, queue, 6)
+    [(_, record)] = store.read_range(queue.queue_id, limit=1)
+    size = len(record)
+
+    def read(**kwargs: int) -> list[int]:
+        return [n for n, _ in store.read_range(queue.queue_id, **kwargs)]
+
+    assert read(max_bytes=1) == [1]  # one, however large
+    assert read(max_bytes=size) == [1]
+    assert read(max_bytes=size + 1) == [1, 2]
+    assert read(max_bytes=3 * size, after=2) == [3, 4, 5]
+    assert read(max_bytes=100 * size, limit=4) == [1, 2, 3, 4]
+
+
 def test_reads_of_a_queue_never_see_its_neighbours_or_its_counters(store: Store) -> None:
     first, second, third = (create_queue(store, name) for name in ("a", "b", "c"))
     assert (first.queue_id + 2, second.queue_id + 2) == (second.queue_id, third.queue_id)

@@ -5,11 +5,14 @@ Theory of operation
 The store keeps the entries (``storage.QueueKind.OUTGOING``) and the
 sequence state (``storage.OutgoingState``); an :class:`OutgoingQueue` keeps
 the :class:`~qmgr.protocol.OutgoingSequence` that numbers and tracks them,
-and the payloads of the entries it has loaded. It loads entries in lookup-id
-order, a chunk at a time, when fewer than :data:`FILL_LOW` wait to be sent
-and fewer than :data:`MAX_LOADED` are loaded: a backlog of millions costs
-neither memory nor start-up time. Entries leave memory when the store has
-forgotten them.
+and the payloads of the entries it has loaded, within a byte budget
+(:mod:`.payloads`: past it, a payload is read from the store when it is
+needed). It loads entries in lookup-id order, a chunk of at most
+:data:`FILL_CHUNK` entries and :data:`FILL_BYTES` bytes at a time, when
+fewer than :data:`FILL_LOW` wait to be sent and fewer than
+:data:`MAX_LOADED` are loaded: a backlog of millions, or of large messages,
+costs neither memory nor start-up time. Entries leave memory when the store
+has forgotten them.
 
 A transmission is built when the session's window lets it go: a local
 message becomes a UserMessage (with the TransactionHeader the sequence
@@ -55,11 +58,13 @@ from wire import client as cf
 
 from .connection import PacketToSend
 from .parts import PeeringParts
+from .payloads import LoadedPayloads, Payload
 
 #: Listen addresses meaning "every address".
 _WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
 __all__ = [
+    "FILL_BYTES",
     "FILL_CHUNK",
     "FILL_LOW",
     "MAX_LOADED",
@@ -79,6 +84,8 @@ SENT_MARKS: Final = "outgoing-sent-marks"
 
 #: Entries loaded from the store at a time.
 FILL_CHUNK: Final = 1024
+#: Bytes of entries read from the store at a time (at least one entry).
+FILL_BYTES: Final = 1 << 20
 #: Load more when fewer than this many loaded entries wait to be sent.
 FILL_LOW: Final = 512
 #: Most entries loaded at once (sent and waiting for an acknowledgment included).
@@ -178,7 +185,8 @@ class OutgoingQueue:
         #: deadline (the store's count, looked at every second:
         #: ``final_acks.ConfirmationWatch``): its link keeps a session up for them.
         self.awaiting_confirmation = False
-        self.payloads: dict[int, memoryview | bytes] = {}
+        #: The loaded entries, with the payloads kept in memory.
+        self.payloads = LoadedPayloads()
         self.loaded_through = 0
         self.to_forget: list[int] = []
         #: Entries that cannot be delivered, with why (a message class): their
@@ -224,14 +232,16 @@ class OutgoingQueue:
             and machine.waiting < FILL_LOW
             and len(self.payloads) < MAX_LOADED
         ):
-            rows = store.read_range(self.queue_id, after=self.loaded_through, limit=FILL_CHUNK)
+            rows = store.read_range(
+                self.queue_id, after=self.loaded_through, limit=FILL_CHUNK, max_bytes=FILL_BYTES
+            )
             if not rows:
                 self.loaded_through = newest
                 break
             for lookup_id, data in rows:
                 payload = storage.message_payload(data)
                 machine.add(lookup_id, _kind(payload))
-                self.payloads[lookup_id] = payload
+                self.payloads.add(lookup_id, payload, reports=_reports(payload) is not None)
             self.loaded_through = rows[-1][0]
             self.quiet_since = None
 
@@ -283,8 +293,8 @@ class OutgoingQueue:
             transmission = machine.next_transmission(now)
             if transmission is None:
                 return None
-            payload = self.payloads.get(transmission.lookup_id)
-            if payload is None:  # forgotten meanwhile
+            payload = self.payloads.get(transmission.lookup_id, self._read)
+            if payload is None:  # forgotten or purged meanwhile
                 continue
             entry = decode_entry(payload)
             if entry.origin is EntryOrigin.RELAYED:
@@ -383,14 +393,13 @@ class OutgoingQueue:
         to its admin queue if asked, its dead-letter copy, and the settling of
         its copy awaiting confirmation). None for an entry gone, or a relayed
         transactional one (its source reports it)."""
-        parts = self.parts
-        payload = self.payloads.get(lookup_id)
+        if lookup_id in self.payloads:
+            payload = self.payloads.get(lookup_id, self._read)
+        else:  # not loaded (yet): an entry past its time to reach the queue
+            payload = self._read(lookup_id)
         if payload is None:
-            record = parts.store.read_message(self.queue_id, lookup_id)
-            if record is None:
-                return None
-            payload = storage.message_payload(record)
-        return parts.confirmations.given_up(payload, self.name, reason, wall=time.time())
+            return None
+        return self.parts.confirmations.given_up(payload, self.name, reason, wall=time.time())
 
     def delivery_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
         """What the forget of the acknowledged entries ``ids`` also writes: copies
@@ -423,23 +432,21 @@ class OutgoingQueue:
         others with MQMSG_JOURNAL."""
         found: list[tuple[int, wire.MessageProperties]] = []
         for lookup_id in ids:
-            payload = self.payloads.get(lookup_id)
-            if payload is None:
-                continue
-            entry = decode_entry(payload)
-            if entry.origin is not EntryOrigin.LOCAL or not wants_report(entry.data):
-                continue
-            message = wire.MessageProperties.from_bytes(entry.data)
-            if wants_confirmation(message) or (
-                not message.transactional and message.journal & JOURNAL_JOURNAL
-            ):
+            payload = self.payloads.reporting(lookup_id, self._read)
+            message = None if payload is None else _reports(payload)
+            if message is not None:
                 found.append((lookup_id, message))
         return found
+
+    def _read(self, lookup_id: int) -> Payload | None:
+        """An entry's payload read from the store (None: gone)."""
+        record = self.parts.store.read_message(self.queue_id, lookup_id)
+        return None if record is None else storage.message_payload(record)
 
     def forgotten(self, ids: tuple[int, ...], state: storage.OutgoingState) -> None:
         """The store forgot these entries; ``state`` is the sequence afterwards."""
         for lookup_id in ids:
-            self.payloads.pop(lookup_id, None)
+            self.payloads.discard(lookup_id)
             self.undeliverable.pop(lookup_id, None)
             self.acknowledged_by.pop(lookup_id, None)
         self.machine.forgotten(
@@ -491,7 +498,7 @@ class OutgoingQueue:
             below = self.loaded_through + 1 if record is None else record.purged_below
             gone = tuple(lookup_id for lookup_id in self.payloads if lookup_id < below)
             for lookup_id in gone:
-                del self.payloads[lookup_id]
+                self.payloads.discard(lookup_id)
                 self.undeliverable.pop(lookup_id, None)
                 self.acknowledged_by.pop(lookup_id, None)
             self.to_forget = [lookup_id for lookup_id in self.to_forget if lookup_id >= below]
@@ -534,7 +541,21 @@ class OutgoingQueue:
         )
 
 
-def _kind(payload: memoryview | bytes) -> EntryKind:
+def _reports(payload: Payload) -> wire.MessageProperties | None:
+    """The message of an entry whose delivery is reported (one of ours that asked
+    for confirmation, transactional, or for the system journal, not), else None."""
+    entry = decode_entry(payload)
+    if entry.origin is not EntryOrigin.LOCAL or not wants_report(entry.data):
+        return None
+    message = wire.MessageProperties.from_bytes(entry.data)
+    if wants_confirmation(message) or (
+        not message.transactional and message.journal & JOURNAL_JOURNAL
+    ):
+        return message
+    return None
+
+
+def _kind(payload: Payload) -> EntryKind:
     entry = decode_entry(payload)
     if entry.origin is EntryOrigin.RELAYED:
         return EntryKind.RELAYED
