@@ -172,7 +172,10 @@ class ClientSession:
     @property
     def idle_since(self) -> float | None:
         """When the connection last received bytes, if it is idle (no transaction,
-        no waiting receive) and greeted; else None."""
+        no waiting receive), greeted and not closing; else None. A connection
+        being evicted is no longer idle: each newcomer evicts one of its own."""
+        if self.context.closing:
+            return None
         return self.connection.idle_since(busy=self.context.busy)
 
     def close_soon(self, reason: str) -> None:

@@ -123,6 +123,24 @@ async def test_at_the_limit_the_longest_idle_connection_makes_room(services: Ser
             assert isinstance(await client.call(cf.ListQueues()), cf.QueueList)
 
 
+async def test_each_newcomer_at_the_limit_evicts_a_connection_of_its_own(
+    services: Services,
+) -> None:
+    # An evicted connection is served until it has said why: until then it is
+    # no longer idle, so that the next newcomer evicts another (or is refused)
+    # rather than being let in on the same eviction past server.max_connections.
+    port = port_for(services, "server.max_connections=2", "server.evictable_after=0")
+    async with serving(port) as loopback:
+        await loopback.connect()
+        await loopback.connect()
+        assert port._make_room() is None
+        assert port._make_room() is None
+        assert [s.context.closing for s in port.sessions.values()] == [True, True]
+        refused = port._make_room()
+        assert refused is not None
+        assert "none is idle" in refused.message
+
+
 async def test_at_the_limit_with_nobody_to_evict_the_newcomer_is_refused(
     services: Services,
 ) -> None:
