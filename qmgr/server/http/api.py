@@ -242,6 +242,20 @@ class ApiCall:
         self._body = found
         return found
 
+    async def takes(self, *names: str) -> None:
+        """Check that the body's object gives no field but ``names``: a misspelt
+        field is refused rather than passed over, since the action would then
+        act on its default (another message, say).
+
+        Raises:
+            ApiError: 400, naming the first field it does not take.
+        """
+        for name in await self.body():
+            if name not in names:
+                takes = ", ".join(repr(n) for n in names) or "no field"
+                msg = f"unknown field {name!r}: this action takes {takes}"
+                raise ApiError(400, "bad_request", msg)
+
     async def given(self, name: str, kind: type[R], default: R | None = None) -> R:
         """A field of the body's object, of type ``kind`` (``default`` if absent).
 
@@ -424,13 +438,14 @@ async def _transactions(call: ApiCall) -> Any:
 
 async def _purge(call: ApiCall) -> Any:
     name = call.path("name")
-    await call.body()  # whatever it says, it must be a bounded JSON object
+    await call.takes()  # an empty object, or no body at all
     done = await call.run(cf.PurgeQueue(name=name), cf.Ok)
     return {"queue": name, "purged": done.value}
 
 
 async def _move(call: ApiCall) -> Any:
     source = call.path("name")
+    await call.takes("to", "lookup_id", "all")
     target = await call.given("to", str)
     lookup_id = await call.number("lookup_id", 0, *LOOKUP_IDS)
     every = await call.given("all", bool, False)
@@ -449,6 +464,7 @@ async def _move(call: ApiCall) -> Any:
 
 def _control(action: OutgoingAction) -> Handler:
     async def control(call: ApiCall) -> Any:
+        await call.takes("destination")
         destination = await call.given("destination", str)
         request = cf.ControlOutgoing(action=int(action), destination=destination)
         done = await call.run(request, cf.OutgoingList)
@@ -462,6 +478,7 @@ def _control(action: OutgoingAction) -> Handler:
 
 def _resolve(*, commit: bool) -> Handler:
     async def resolve(call: ApiCall) -> Any:
+        await call.takes("xid")
         xid = await call.given("xid", str)
         done = await call.run(cf.Resolve(xids=(xid,), commit=commit), cf.Resolutions)
         return {"xid": xid, "resolution": cf.Resolution(done.outcomes[0]).name.lower()}
