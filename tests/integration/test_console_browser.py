@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlencode
@@ -184,3 +185,19 @@ def test_an_operator_s_session_in_a_browser(
         wait.until(lambda b: "access denied" in b.page_source)
         assert "app" in browser.find_element(By.CLASS_NAME, "error").text
         assert next(q.depth for q in qm.list_queues() if q.name == "orders") == 1
+
+    # A queue manager that hangs (stopped, its connections open) is shown as
+    # not answering, and the page comes back to life when it does.
+    browser.get(base + "/console")
+    stamp = browser.find_element(By.ID, "updated")
+    wait.until(lambda b: stamp.text.startswith("updated"))
+    assert daemon.process is not None
+    os.kill(daemon.process.pid, signal.SIGSTOP)
+    try:
+        live = browser.find_element(By.ID, "live")
+        wait.until(lambda b: "stale" in (live.get_attribute("class") or ""))
+        assert "has not answered for 6 s" in stamp.text
+    finally:
+        os.kill(daemon.process.pid, signal.SIGCONT)
+    wait.until(lambda b: "stale" not in (live.get_attribute("class") or ""))
+    assert stamp.text.startswith("updated")

@@ -67,7 +67,7 @@ from storage import QueueKind
 from wire import client as cf
 
 from .exposition import SeriesFamily, label_text
-from .sources import MetricsSources
+from .sources import MetricsSources, store_limit
 
 __all__ = [
     "QUEUE_FAMILIES",
@@ -454,9 +454,7 @@ class QueueManagerCollector(Collector):
         sources = self.sources
         usage = sources.store.usage()
         free = sources.disk_free(sources.data_dir)
-        limit = usage.limit_bytes
-        if limit is None:  # no limit but the disk: what the file has, and the free space
-            limit = usage.file_bytes + free
+        limit = store_limit(usage, free)
         yield GaugeMetricFamily(
             "qmgr_store_used_bytes",
             "Bytes of the store's pages in use (pages freed and not yet reused excluded).",
@@ -465,7 +463,7 @@ class QueueManagerCollector(Collector):
         yield GaugeMetricFamily(
             "qmgr_store_limit_bytes",
             "Bytes the store may use for new messages: store.max_map_size less the room "
-            "kept for removals, or with no limit its file and the free disk space.",
+            "kept for removals, or its file and the free disk space if less.",
             value=limit,
         )
         yield GaugeMetricFamily(

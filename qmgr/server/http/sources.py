@@ -38,7 +38,14 @@ from ..client.authorization import AccessTally
 from ..timings import Durations
 from .rates import SAMPLE_SECONDS, RateHistory, Reading
 
-__all__ = ["Batches", "MetricsSources", "PeeringReadings", "rate_reading", "sample_rates"]
+__all__ = [
+    "Batches",
+    "MetricsSources",
+    "PeeringReadings",
+    "rate_reading",
+    "sample_rates",
+    "store_limit",
+]
 
 
 class PeeringReadings(Protocol):
@@ -122,6 +129,16 @@ def lookup_skipped(store: storage.Store) -> dict[int, int]:
         except ValueError:
             continue  # not one this release wrote: no count to take off
     return skipped
+
+
+def store_limit(usage: storage.Usage, disk_free: int) -> int:
+    """Bytes the store may use for new messages: ``store.max_map_size`` less the
+    room kept for removals, but never more than ``data.mdb`` can grow to on its
+    disk (its size and the free space), which is the whole limit when no
+    maximum is set. A map limit larger than the disk is no limit: the disk
+    fills first, and a ratio to the map limit would never show it."""
+    room = usage.file_bytes + disk_free
+    return room if usage.limit_bytes is None else min(usage.limit_bytes, room)
 
 
 def _disk_free(path: Path) -> int:

@@ -4,6 +4,7 @@ exposition and ``prometheus_client``'s parser."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -220,6 +221,20 @@ def test_a_queue_with_a_limit_reports_it(tmp_path: Path) -> None:
         sources = sources_of(limited, tmp_path)
         found = scrape(QueueManagerCollector(sources))
         assert found["qmgr_store_limit_bytes"][""] == limited.usage().limit_bytes
+
+
+def test_a_map_limit_past_what_the_disk_holds_reports_the_disk(tmp_path: Path) -> None:
+    # The disk fills before the map: the limit is what the file can still grow
+    # to, so that used / limit (the QmgrStoreNearlyFull alert) reaches 1.
+    limited = storage.Store(
+        tmp_path / "limited", initial_map_size=1 << 20, max_map_size=1 << 30, durable=False
+    )
+    with limited:
+        usage = limited.usage()
+        sources = dataclasses.replace(sources_of(limited, tmp_path), disk_free=lambda _: 0)
+        found = scrape(QueueManagerCollector(sources))
+        assert found["qmgr_store_limit_bytes"][""] == usage.file_bytes
+        assert found["qmgr_store_used_bytes"][""] / found["qmgr_store_limit_bytes"][""] > 0.85
 
 
 def test_the_queues_series_follow_queues_created_and_deleted(

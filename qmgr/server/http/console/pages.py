@@ -36,6 +36,7 @@ from wire.rights import Right, rights_names
 from ..api import ApiError, peek_page
 from ..metrics import class_name
 from ..rates import chart
+from ..sources import store_limit
 from .site import Console, Visit
 
 __all__ = [
@@ -105,6 +106,8 @@ async def overview(site: Console, visit: Visit) -> Response:
     monitor = site.may_monitor(visit.principal)
     points = site.history.points() if monitor else []
     dead = [q for q in found.queues if q.kind in _DEAD_WIRE]
+    usage = sources.store.usage() if monitor else None
+    free = sources.disk_free(sources.data_dir) if monitor else None
     return site.render(
         visit,
         "overview.html",
@@ -114,13 +117,14 @@ async def overview(site: Console, visit: Visit) -> Response:
         monitor=monitor,
         connections=sorted(sources.connections().items()) if monitor else [],
         prepared=sources.core.two_phase.prepared_count if monitor else None,
-        usage=sources.store.usage() if monitor else None,
-        disk_free=sources.disk_free(sources.data_dir) if monitor else None,
+        usage=usage,
+        disk_free=free,
+        limit=None if usage is None or free is None else store_limit(usage, free),
         chart=chart(points, ("added", "removed", "commits"), now=site.now()),
         latest=points[-1] if points else None,
         messages=sum(q.depth for q in found.queues),
         dead_letters=sum(q.depth for q in dead),
-        backlog=sum(o.waiting for o in status.outgoing),
+        backlog=sum(o.waiting + o.unacknowledged for o in status.outgoing),
     )
 
 

@@ -4,6 +4,8 @@ message's body is shown (text, JSON, hex, each bounded) without the site."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import structlog
 from http_kit import Site, cookie_of, error_shown
@@ -204,3 +206,32 @@ async def test_a_poison_subqueue_moves_back_to_its_queue_a_dead_letter_to_its_de
     dead = [q for q in listed.values() if str(q.kind) in ("deadletter", "deadxact")]
     assert dead
     assert {back_target(q) for q in dead} == {""}
+
+
+async def test_the_overview_s_backlog_counts_what_waits_and_what_is_unacknowledged(
+    site: Site,
+) -> None:
+    # After a restart every message of an outgoing queue counts as sent and
+    # not acknowledged until the peer says otherwise: the backlog is both.
+    def outgoing(waiting: int, unacknowledged: int) -> cf.OutgoingInfo:
+        return cf.OutgoingInfo(
+            destination=f"DIRECT=TCP:10.0.0.{waiting}\\private$\\q",
+            next_hop=f"10.0.0.{waiting}:1801",
+            state="waiting",
+            next_attempt=None,
+            waiting=waiting,
+            unacknowledged=unacknowledged,
+            sequence_timestamp=1,
+            sequence_ordinal=1,
+            next_number=1,
+            last_order_ack=None,
+            last_error="",
+        )
+
+    status = site.services.status
+    site.services.status = lambda: dataclasses.replace(
+        status(), outgoing=(outgoing(0, 3), outgoing(2, 5))
+    )
+    cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
+    page = await site.call("GET", "/console", cookie=cookie)
+    assert "<dt>Outgoing backlog</dt><dd>10</dd>" in page.text
