@@ -91,6 +91,9 @@ __all__ = ["Committer"]
 
 #: A batch taking longer than this is logged as slow.
 SLOW_BATCH_SECONDS = 1.0
+#: Units refused for a full store are logged at once, then at most once in this
+#: many seconds, with the count refused since (a full store refuses every send).
+FULL_LOG_SECONDS = 60.0
 #: The longest a batch waits for units from other active connections, as a
 #: share of the last batch's write time, and in seconds.
 GATHER_SHARE = 0.5
@@ -145,6 +148,10 @@ class Committer:
         self.units = 0
         #: How long each batch took to plan, write and sync (for the metrics).
         self.write_times = Durations()
+        # Units refused for a full store since the last store_full warning, and
+        # when that warning was logged (None: none since the start).
+        self._full_refused = 0
+        self._full_logged: float | None = None
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Write batches until cancelled; units still waiting then fail with ShuttingDown."""
@@ -282,6 +289,7 @@ class Committer:
         started = time.perf_counter()
         try:
             outcome = self._store.commit([unit], now=time.time())[0]
+            self._note_refusals([outcome])
         except storage.StoreError as exc:
             self._log.error("commit_batch_failed", units=1, error=str(exc))
             raise
@@ -317,6 +325,7 @@ class Committer:
         else:
             for pending, outcome in zip(batch, outcomes, strict=True):
                 pending.outcome = outcome
+            self._note_refusals(outcomes)
         finally:
             for pending in batch:
                 pending.done.set()
@@ -327,6 +336,21 @@ class Committer:
         self._last_write = elapsed
         if elapsed > SLOW_BATCH_SECONDS:
             self._log.warning("commit_batch_slow", units=len(batch), seconds=round(elapsed, 3))
+
+    def _note_refusals(self, outcomes: list[UnitOutcome]) -> None:
+        """Log units the store refused for want of room: each is an error its
+        submitter reports to its client alone, and an operator must learn that
+        the store is full from the daemon's log too."""
+        errors = [o.error for o in outcomes if isinstance(o.error, storage.StoreFull)]
+        if not errors:
+            return
+        self._full_refused += len(errors)
+        now = trio.current_time()
+        if self._full_logged is not None and now - self._full_logged < FULL_LOG_SECONDS:
+            return
+        self._log.warning("store_full", refused=self._full_refused, error=str(errors[-1]))
+        self._full_refused = 0
+        self._full_logged = now
 
     async def _commit(self, units: list[Unit]) -> list[UnitOutcome]:
         driver = self._store.committing(units, now=time.time())

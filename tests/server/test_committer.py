@@ -7,9 +7,11 @@ outside the event loop, which a mock clock cannot jump over.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 import trio
 import trio.testing
 from server.committer_kit import running_committer
@@ -303,3 +305,26 @@ async def test_a_stopped_committer_refuses_new_units(store: Store) -> None:
         pass
     with pytest.raises(ShuttingDown):
         await committer.submit(append(store))
+
+
+async def test_units_a_full_store_refuses_are_logged_at_once_then_once_a_minute(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    small = Store(tmp_path / "small", initial_map_size=1 << 20, max_map_size=2 << 20)
+    with small:
+        small.commit([Unit((CreateQueue("q", "q", transactional=True),))], now=0.0)
+        body = b"x" * 60_000
+        with structlog.testing.capture_logs() as logs:
+            async with running_committer(small) as committer:
+                refused = 0
+                for _ in range(100):
+                    if (await committer.submit(append(small, body))).error is not None:
+                        refused += 1
+                assert refused > 10  # the store filled, and refused the rest
+                warned = [e for e in logs if e["event"] == "store_full"]
+                assert [(e["log_level"], e["refused"]) for e in warned] == [("warning", 1)]
+                assert "store.max_map_size" in warned[0]["error"]
+                await trio.sleep(committer_module.FULL_LOG_SECONDS)
+                assert (await committer.submit(append(small, body))).error is not None
+        warned = [e for e in logs if e["event"] == "store_full"]
+        assert [e["refused"] for e in warned] == [1, refused]  # the ones since, and the new one

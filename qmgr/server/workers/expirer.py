@@ -74,9 +74,19 @@ class Expirer(Worker):
     ) -> None:
         super().__init__(**parts)
         self._expiry = core.expiry
+        self._store = core.store
         self._outgoing = outgoing
         #: Messages expired since the start.
         self.expired = 0
+
+    def _named(self, counts: dict[int, int]) -> dict[str, int]:
+        """``counts`` by queue name (a queue deleted meanwhile by its id)."""
+        named: dict[str, int] = {}
+        for queue_id, count in counts.items():
+            record = self._store.get_queue_by_id(queue_id)
+            name = record.name if record is not None else f"#{queue_id}"
+            named[name] = named.get(name, 0) + count
+        return named
 
     async def step(self) -> float:
         more, held, failed = await self._expire_step(self.wall())
@@ -107,6 +117,7 @@ class Expirer(Worker):
         expiry = self._expiry
         step = expiry.step(wall, STEP)
         expired = 0
+        by_queue: dict[int, int] = {}
         failures: list[tuple[tuple[int, int] | None, storage.StoreError]] = []
         stopped: ShuttingDown | None = None
 
@@ -132,6 +143,8 @@ class Expirer(Worker):
             error = written.outcome.error
             if error is None and not isinstance(unit.ops[0], storage.ForgetExpiry):
                 expired += 1
+                if message is not None:
+                    by_queue[message[0]] = by_queue.get(message[0], 0) + 1
             elif error is not None and not isinstance(error, storage.ConfirmationMissing):
                 # A copy settled by its FinalAck in the meantime is no failure, nor
                 # is a stale entries' cleanup that succeeded.
@@ -151,6 +164,8 @@ class Expirer(Worker):
             expired += await self._outgoing(step.outgoing)
         if expired:
             self.expired += expired
-            self.log.info("messages_expired", count=expired, held=step.held)
+            self.log.info(
+                "messages_expired", count=expired, held=step.held, queues=self._named(by_queue)
+            )
         failed = bool(failures) and len(failures) == len(step.units)
         return step.more, step.held, failed and not expired

@@ -44,7 +44,9 @@ async def test_a_due_message_leaves_with_its_reports_and_their_readers_wake(
     assert classes(qm, "admin")[-1] == MessageClass.NACK_RECEIVE_TIMEOUT
     assert qm.core.queue("admin").queue_id in signals.woken
     assert worker.expired == 1
-    assert [(log["event"], log["count"]) for log in logs] == [("messages_expired", 1)]
+    assert [(log["event"], log["count"], log["queues"]) for log in logs] == [
+        ("messages_expired", 1, {"q": 1})  # which queue's messages expired, for the record
+    ]
 
 
 async def test_it_pauses_until_the_next_deadline_but_no_longer_than_a_poll(
