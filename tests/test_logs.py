@@ -5,14 +5,17 @@ timestamps and tracebacks. structlog's global configuration is restored after ea
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import io
 import json
 import logging
+import sys
 from typing import Any
 
 import pytest
 import structlog
 
-from qmgr.logs import configure_logging
+from qmgr.logs import LOG_STREAM, configure_logging
 
 pytestmark = pytest.mark.usefixtures("restored_logging")
 
@@ -120,3 +123,33 @@ def test_what_libraries_log_through_logging_is_rendered_alike(
     assert (line["level"], line["logger"]) == ("error", "trio.serve_listeners")
     assert "OSError: [Errno 24] Too many open files" in line["exception"]
     assert line["timestamp"].endswith("Z")
+
+
+class _Full(io.StringIO):
+    """Standard error on a full disk (or a pipe whose reader has gone)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__()
+        self.error = error
+
+    def write(self, text: str) -> int:
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OSError(errno.ENOSPC, "No space left on device"), BrokenPipeError(errno.EPIPE, "pipe")],
+    ids=["full-disk", "broken-pipe"],
+)
+def test_a_line_that_cannot_be_written_is_dropped_not_raised(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], error: OSError
+) -> None:
+    configure_logging(fmt="json")
+    before = LOG_STREAM.dropped
+    monkeypatch.setattr(sys, "stderr", _Full(error))
+    structlog.get_logger("test").warning("while_the_disk_is_full")
+    logging.getLogger("library").error("a library's record")
+    assert LOG_STREAM.dropped >= before + 2
+    monkeypatch.undo()  # room again: the next line is written
+    structlog.get_logger("test").info("written_again")
+    assert "written_again" in capsys.readouterr().err
