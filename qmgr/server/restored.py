@@ -9,6 +9,7 @@ transaction does all of it, or nothing.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 import storage
@@ -57,7 +58,9 @@ def renew_after_restore(config: Config, *, now: float) -> Restored:
     with store:
         try:
             in_doubt = tuple(info.xid for info in store.prepared_transactions())
-            [outcome] = store.commit([storage.Unit((storage.RenewAfterRestore(now),))], now=now)
+            [outcome] = store.commit(
+                [storage.Unit((storage.RenewAfterRestore(now, secrets.randbits(64)),))], now=now
+            )
         except storage.StoreError as exc:
             msg = f"the store in {directory} was not changed: {exc}"
             raise StartupError(msg) from exc

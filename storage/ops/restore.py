@@ -40,6 +40,19 @@ the restored store, before the queue manager starts: it leaves the setting
 :data:`RENEWED`, which the queue manager's first start clears, and changes
 nothing while it is there (a second jump of 2**31 would bring the ids back to
 where the backup stood).
+
+**One backup restored twice.** A restore that is done again from the same
+backup (a first attempt on the wrong host, an automation retrying) starts
+from the same stamps and ids as the first, and the first restored run may
+have used some already: a second run would go on the first run's streams,
+its messages taken for those and dropped, and give ids a peer still
+remembers. So each renewal also moves stamps and ids on by an amount of its
+own (``spread``, a random number its caller draws): past the day's margin,
+up to :data:`STAMP_SPREAD` more seconds of stamps, and up to
+:data:`ORDINAL_SPREAD` more ordinals. Two restores of one backup share a
+stamp only if they land within the number of streams the first one opened
+(about one chance in 200,000 for 40), and an id only if within the ids it
+gave.
 """
 
 from __future__ import annotations
@@ -58,8 +71,10 @@ __all__ = [
     "LOOKUP_JUMP",
     "LOOKUP_SKIPPED",
     "ORDINAL_JUMP",
+    "ORDINAL_SPREAD",
     "RENEWED",
     "STAMP_MARGIN",
+    "STAMP_SPREAD",
     "RenewAfterRestore",
     "Renewed",
 ]
@@ -76,6 +91,11 @@ LOOKUP_JUMP: Final = 1 << 40
 LOOKUP_SKIPPED: Final = "lookup-skipped:"
 #: How far past the wall clock the sequence stamps move (seconds).
 STAMP_MARGIN: Final = 86_400.0
+#: The range of the further move of the stamps, each restore's own (seconds:
+#: about 194 days, which keeps them below 2**32 until about 2105).
+STAMP_SPREAD: Final = 1 << 24
+#: The range of the further move of the ordinal limit, each restore's own.
+ORDINAL_SPREAD: Final = 1 << 30
 #: The setting a renewal leaves until the queue manager's first start clears it
 #: (the new ordinal limit, as text): a second renewal before then changes nothing.
 RENEWED: Final = "restore-renewed"
@@ -115,6 +135,10 @@ class RenewAfterRestore(Operation):
     #: Unix time: the new sequence timestamps are past ``int(now)`` plus
     #: :data:`STAMP_MARGIN`.
     now: float
+    #: A random number drawn for this restore (``secrets.randbits(64)``): it moves
+    #: stamps and ids further on by an amount of its own, so that two restores of
+    #: one backup do not meet (see the module docstring).
+    spread: int = 0
 
     def plan(self, ctx: PlanContext) -> Result:
         if ctx.txn.get(setting_key(RENEWED), db=ctx.dbs.meta) is not None:
@@ -124,7 +148,7 @@ class RenewAfterRestore(Operation):
         # at least, past what the original can have given queues created since
         # the backup (it gives ``max(int(now), last + 1)``, and its clock may
         # have been ahead of this one), queues here or not.
-        peering.next_sequence_stamp(self.now + STAMP_MARGIN)
+        peering.next_sequence_stamp(self.now + STAMP_MARGIN + self.spread % STAMP_SPREAD)
         renewed = 0
         for queue_id in peering.outgoing_ids():
             state = peering.outgoing_state(queue_id)
@@ -160,7 +184,7 @@ class RenewAfterRestore(Operation):
                 skipped = (0 if before is None else int(bytes(before))) + LOOKUP_JUMP
                 ctx.put_meta(key, str(skipped).encode())
                 moved += 1
-        limit = ctx.ordinal_limit() + ORDINAL_JUMP
+        limit = ctx.ordinal_limit() + ORDINAL_JUMP + (self.spread >> 24) % ORDINAL_SPREAD
         ctx.reserve_ordinals(limit)
         ctx.put_meta(setting_key(RENEWED), str(limit).encode())
         return Renewed(renewed, len(retired), len(incoming), limit, queues=moved)

@@ -3,6 +3,7 @@ the result, and each refusal with nothing changed."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import lmdb
@@ -42,6 +43,20 @@ def test_the_store_is_renewed_in_one_write_once(data_dir: Path) -> None:
     again = renew_after_restore(config, now=NOW + 60).renewed
     assert again.already
     assert again.ordinal_limit == result.ordinal_limit
+
+
+def test_each_restore_of_one_backup_moves_the_ids_by_an_amount_of_its_own(
+    data_dir: Path, tmp_path: Path
+) -> None:
+    backup = tmp_path / "backup"
+    shutil.copytree(data_dir, backup)
+    limits = set()
+    for attempt in range(3):  # the same backup restored again and again
+        restored = tmp_path / f"restored-{attempt}"
+        shutil.copytree(backup, restored)
+        config = load_config(data_dir=str(restored))
+        limits.add(renew_after_restore(config, now=NOW).renewed.ordinal_limit)
+    assert len(limits) == 3
 
 
 def test_transactions_in_doubt_are_named(data_dir: Path) -> None:

@@ -6,7 +6,9 @@ ordinal space on."""
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import struct
+from pathlib import Path
 
 import pytest
 from store_kit import (
@@ -15,6 +17,7 @@ from store_kit import (
     SOURCE_A,
     SOURCE_B,
     Reopener,
+    StoreOpener,
     append,
     appended,
     commit,
@@ -46,7 +49,7 @@ from storage import (
 )
 from storage.keys import DB_INCOMING, incoming_key
 from storage.ops.peering import INCOMING_FORMAT_VERSION, INCOMING_RESYNC_VERSION
-from storage.ops.restore import STAMP_MARGIN
+from storage.ops.restore import STAMP_MARGIN, STAMP_SPREAD
 
 LATER = NOW + 3600.0
 
@@ -152,6 +155,32 @@ def test_message_ids_move_half_the_ordinal_space_on_once(store: Store, reopen: R
     # Once cleared (a start), a renewal is a new one.
     commit_ok(store, unit(ClearSetting(RENEWED)))
     assert renew(store).ordinal_limit == 5000 + 2 * ORDINAL_JUMP
+
+
+def test_two_restores_of_one_backup_take_stamps_and_ids_of_their_own(
+    store: Store, open_store: StoreOpener, tmp_path: Path
+) -> None:
+    # A first restored run may have used the stamps and ids a second restore of
+    # the same backup would start from: each renewal moves them on by its own
+    # spread, so the second run's streams and ids are not the first's.
+    fill_outgoing(store, 2)
+    commit_ok(store, unit(ReserveOrdinals(5000)))
+    store.close()
+    shutil.copytree(store.path, tmp_path / "again")
+    first, second = open_store(store.path), open_store(tmp_path / "again")
+    results = []
+    for copy, spread in ((first, 0), (second, 12_345 | (678 << 24))):
+        [outcome] = commit_ok(copy, unit(RenewAfterRestore(LATER, spread)))
+        [result] = outcome.results
+        assert isinstance(result, Renewed)
+        [state] = copy.outgoing_states().values()
+        results.append((state.sequence_timestamp, result.ordinal_limit))
+    (stamp1, limit1), (stamp2, limit2) = results
+    assert stamp2 - stamp1 == 12_345
+    assert limit2 - limit1 == 678
+    assert stamp1 >= LATER + STAMP_MARGIN
+    assert stamp2 < LATER + STAMP_MARGIN + STAMP_SPREAD < 2**32
+    assert limit1 == 5000 + ORDINAL_JUMP
 
 
 def test_a_corrupt_incoming_state_fails_it_and_changes_nothing(
