@@ -386,9 +386,13 @@ def _refusal_note(packet: UserMessage) -> bytes:
 
 
 def _expired_in_transit(message: MessageProperties, deadline: float | None, wall: float) -> bool:
-    """True if a message arrives after its time to reach the queue (or to be received)."""
+    """True if a message arrives after its time to reach the queue (or to be received).
+
+    A time to reach the queue of 0 is MSMQ's "try once": its source sends it
+    only if its destination is waiting for it (and gives it up otherwise), and
+    it is taken when it comes, whatever time it took on the wire."""
     reach = message.time_to_reach_queue
-    if reach < INFINITE and message.sent_time + reach < wall:
+    if 0 < reach < INFINITE and message.sent_time + reach < wall:
         return True
     return deadline is not None and deadline <= wall
 

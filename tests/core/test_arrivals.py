@@ -343,6 +343,26 @@ def test_a_message_too_late_is_kept_here_only_if_it_dies_here_and_asked(
         assert [type(op) for op in arrival.ops] == [storage.RecordFinalAck]
 
 
+@pytest.mark.parametrize("transactional", [True, False])
+def test_a_time_to_reach_the_queue_of_0_is_one_try_taken_when_it_comes(
+    qm: CoreHarness, transactional: bool
+) -> None:
+    """MSMQ's 0: the source sends it once if its destination is waiting, and it
+    is taken however long the wire took (a second, here)."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    queue = "txq" if transactional else "plain"
+    once = packet(
+        f"TCP:127.0.0.1:1901\\private$\\{queue}",
+        transactional=transactional,
+        time_to_reach_queue=0,
+    )
+    arrival = arrivals.to_queue(once, queue, wall=1_700_000_000.0 + 1)
+    assert arrival.refusal is None
+    assert [type(op) for op in arrival.ops if isinstance(op, storage.AppendMessage)] == [
+        storage.AppendMessage
+    ]
+
+
 def _held(qm: CoreHarness) -> int:
     """What the dead-letter queue holds, as refusals count it."""
     deadxact = qm.store.get_queue("system$;deadxact")
