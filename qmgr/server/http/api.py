@@ -44,6 +44,7 @@ from typing import Any, Final, TypeVar
 import structlog
 import trio
 from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
 
 from qmgr.client import IncomingInfo, Message, OutgoingInfo, QueueInfo, Status, TransactionInfo
 from qmgr.client.calls.routing import Routing
@@ -93,6 +94,9 @@ BODY_BOUND: Final = 64 * 1024
 #: Transactions one listing gives at most, and when ``max`` is not given.
 MAX_TRANSACTIONS: Final = 10_000
 DEFAULT_TRANSACTIONS: Final = 1000
+#: A whole list of more entries than this is shaped and encoded in a worker
+#: thread (as the client port encodes its long lists).
+ENCODE_AWAY: Final = 2_000
 #: The LookupIds a request may name (64 bits; 0: none).
 LOOKUP_IDS: Final = (0, 2**64 - 1)
 
@@ -183,6 +187,22 @@ class ApiCall:
         found = await self.operations.run(value, principal=self.principal, log=self.log)
         assert isinstance(found, reply), found
         return found
+
+    async def whole_list(self, entries: int, shape: Callable[[], Any]) -> Any:
+        """What ``shape`` makes of a whole list of ``entries`` (queues, the
+        status): made and encoded as JSON in a worker thread, one list at a
+        time, past :data:`ENCODE_AWAY` entries, so that the event loop goes on
+        serving clients and peers (tens of thousands of queues take a second);
+        the shaped value itself for a short one."""
+        if entries <= ENCODE_AWAY:
+            return shape()
+
+        def encode() -> bytes:
+            return json_bytes(shape())
+
+        limiter = self.operations.services.list_encoder
+        body = await trio.to_thread.run_sync(encode, limiter=limiter)
+        return Response(body, media_type="application/json")
 
     async def optional(self, value: Any, reply: type[R]) -> R | None:
         """:meth:`run`, or None where the queue manager does not do it (no peering)."""
@@ -361,14 +381,26 @@ class ApiRoute:
 
 
 async def _status(call: ApiCall) -> Any:
-    info = Status.from_wire(await call.run(cf.GetStatus(), cf.StatusInfo))
+    info = await call.run(cf.GetStatus(), cf.StatusInfo)
     routing = await call.optional(cf.GetRouting(destination=""), cf.RoutingInfo)
-    return status_json(info, None if routing is None else Routing.from_wire(routing))
+    converted = None if routing is None else Routing.from_wire(routing)
+    return await call.whole_list(
+        len(info.queues), lambda: status_json(Status.from_wire(info), converted)
+    )
 
 
 async def _queues(call: ApiCall) -> Any:
     listed = await call.run(cf.ListQueues(), cf.QueueList)
-    return [queue_json(QueueInfo.from_wire(info)) for info in listed.queues]
+    return await call.whole_list(
+        len(listed.queues), lambda: [queue_json(QueueInfo.from_wire(i)) for i in listed.queues]
+    )
+
+
+def json_bytes(content: Any) -> bytes:
+    """``content`` as the API's JSON bytes (as Starlette's ``JSONResponse`` renders it)."""
+    return json.dumps(
+        content, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":")
+    ).encode("utf-8")
 
 
 async def peek_page(

@@ -299,7 +299,8 @@ class HttpApp:
         try:
             route, call = self._api_call(operations, path, methods, request, connection, log)
             log = call.log
-            response: Response = JSONResponse(await route.handler(call))
+            answer = await route.handler(call)
+            response = answer if isinstance(answer, Response) else JSONResponse(answer)
         except ApiError as exc:
             response = JSONResponse(
                 error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers

@@ -30,8 +30,10 @@ from server.client.kit import enable_permissions, open_services
 from qmgr.client import Message
 from qmgr.client.shapes import message_json
 from qmgr.server.client.handlers import REQUESTS
+from qmgr.server.client.handlers.replies import queue_info
 from qmgr.server.client.operations import Operations
 from qmgr.server.client.services import Services
+from qmgr.server.http import api as api_module
 from qmgr.server.http.api import API_ROUTES, BODY_BOUND, MAX_BODY
 from qmgr.server.http.app import HttpApp
 from wire import client as cf
@@ -142,6 +144,49 @@ async def test_a_queue_s_messages_in_pages_bounded_and_peeked_only(api: Api) -> 
     again = await api.call("GET", "/api/v1/queues/orders/messages", query="max=1000")
     assert [m["id"] for m in again.json["messages"]] == [m["id"] for m in seen]
     assert again.json["next_after"] is None
+
+
+@pytest.mark.parametrize("path", ["/api/v1/queues", "/api/v1/status"])
+async def test_a_long_whole_list_is_shaped_and_encoded_away_from_the_event_loop(
+    api: Api, monkeypatch: pytest.MonkeyPatch, path: str
+) -> None:
+    for name in ("a", "b", "c"):
+        await api.run(cf.CreateQueue(name=name))
+    core = api.services.core
+    infos = tuple(queue_info(q, 0) for q in core.queues.all() if q.name in "abc")
+    api.services.queue_infos = lambda: infos
+    api.services.status = lambda: cf.StatusInfo(
+        qm_name="test",
+        qm_guid=api.services.qm_guid,
+        server_version="test",
+        started_at=1.0,
+        connections=0,
+        open_transactions=0,
+        commits=0,
+        aborts=0,
+        batches=0,
+        uncommitted_bytes=0,
+        erasing=0,
+        queues=infos,
+    )
+    short = await api.call("GET", path)
+    threads: list[object] = []
+    run_sync = trio.to_thread.run_sync
+
+    async def spy(function: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(function)
+        return await run_sync(function, *args, **kwargs)
+
+    monkeypatch.setattr(trio.to_thread, "run_sync", spy)
+    monkeypatch.setattr(api_module, "ENCODE_AWAY", 2)  # three queues are a long list
+    long = await api.call("GET", path)
+    assert len(threads) == 1  # shaped and encoded in a worker thread, once
+    assert (long.status, long.headers["content-type"]) == (200, "application/json")
+    for reply in (short, long):  # its uptime moves on
+        if isinstance(reply.json, dict):
+            reply.json.pop("uptime_seconds", None)
+    assert long.json == short.json
+    assert len(short.json if path.endswith("queues") else short.json["queues"]) == 3
 
 
 async def test_purge_and_moves_are_the_client_requests_with_their_events(api: Api) -> None:
