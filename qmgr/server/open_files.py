@@ -39,13 +39,14 @@ _ADVICE: Final = (
 
 def descriptors_needed(config: Config) -> int:
     """File descriptors the daemon may need at once with ``config``'s bounds:
-    client connections (TCP and the local socket together), peer sessions and
+    client connections (TCP and the local socket together), peer sessions in
+    each direction (``peers.max_connections`` taken, as many opened) and
     peer connections whose session is not open yet, HTTP connections (none
     when ``http.listen`` is off), and :data:`RESERVED_DESCRIPTORS`."""
     http = config.http_max_connections if config.http_listen is not None else 0
     return (
         config.max_connections
-        + config.peer_max_connections
+        + 2 * config.peer_max_connections
         + config.peer_max_unauthenticated
         + http
         + RESERVED_DESCRIPTORS

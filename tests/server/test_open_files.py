@@ -17,9 +17,10 @@ INFINITY = resource.RLIM_INFINITY
 
 
 def test_the_defaults_need_more_than_the_usual_soft_limit() -> None:
-    # server.max_connections, peers.max_connections, peers.max_unauthenticated,
-    # http.max_connections, and what is not a bounded connection.
-    assert descriptors_needed(load_config()) == 1024 + 256 + 64 + 64 + RESERVED_DESCRIPTORS
+    # server.max_connections, peers.max_connections in each direction,
+    # peers.max_unauthenticated, http.max_connections, and what is not a bounded
+    # connection.
+    assert descriptors_needed(load_config()) == 1024 + 2 * 256 + 64 + 64 + RESERVED_DESCRIPTORS
     assert descriptors_needed(load_config()) > 1024
 
 
@@ -42,7 +43,8 @@ def test_each_connection_bound_counts(key: str) -> None:
     section, name = key.split(".")
     attribute = {"server": "", "peers": "peer_", "http": "http_"}[section] + name
     raised = load_config(settings=[f"{key}={getattr(default, attribute) + 100}"])
-    assert descriptors_needed(raised) == descriptors_needed(default) + 100
+    directions = 2 if key == "peers.max_connections" else 1  # taken, and opened
+    assert descriptors_needed(raised) == descriptors_needed(default) + 100 * directions
 
 
 @pytest.mark.parametrize(

@@ -2,7 +2,9 @@
 
 A connection from an address outside ``peers.accept_from`` is closed at once
 and logged (``peer_refused``). One that would pass ``peers.max_connections``
-open sessions (both directions together) is answered as [MS-MQQB] says: its
+sessions other queue managers opened to this one (those it opens to its next
+hops are bounded apart, where they are dialed: ``link``) is answered as
+[MS-MQQB] says: its
 EstablishConnection gets a response with CS set (connection refused), then
 the close, so that the peer learns it at once; so is one refused by the
 unauthenticated budgets below (at most :data:`MAX_REFUSALS` answered at
@@ -198,11 +200,12 @@ class PeerPort:
         return None
 
     def _open_sessions(self) -> int:
-        """Connections whose session is open, or which this queue manager opened."""
+        """Sessions other queue managers opened to this one (the sessions it
+        opens have a bound of their own: ``ConnectionContext.opened_here``)."""
         return sum(
             1
             for connection in self.context.connections
-            if connection.role is Role.INITIATOR or connection.opened.is_set()
+            if connection.role is Role.ACCEPTOR and connection.opened.is_set()
         )
 
     def _evict(self, close: Callable[[str], None], peer: str, why: str) -> None:

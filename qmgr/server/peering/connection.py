@@ -156,6 +156,13 @@ class ConnectionEvents(Protocol):
         ...
 
 
+@dataclass(slots=True)
+class Dialing:
+    """Connections to next hops being opened (TCP and TLS) now."""
+
+    count: int = 0
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionContext:
     """What every peer connection needs, and where its events go.
@@ -169,6 +176,8 @@ class ConnectionContext:
         events: where the connections' events go.
         connections: every open connection, both directions; a connection
             joins it when it starts, and the hub takes it out when it ends.
+        dialing: connections to next hops being opened now (before they join
+            ``connections``), for the bound on sessions this queue manager opens.
     """
 
     parts: PeeringParts
@@ -177,6 +186,17 @@ class ConnectionContext:
     settings: SessionSettings
     events: ConnectionEvents
     connections: set[PeerConnection] = field(default_factory=set)
+    dialing: Dialing = field(default_factory=Dialing)
+
+    def opened_here(self) -> int:
+        """Sessions this queue manager opened (or is opening) to its next hops,
+        besides those with itself: at most ``peers.max_connections``."""
+        here = sum(
+            1
+            for connection in self.connections
+            if connection.role is Role.INITIATOR and not connection.itself
+        )
+        return here + self.dialing.count
 
 
 @dataclass(slots=True, eq=False)

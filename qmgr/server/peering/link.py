@@ -296,18 +296,26 @@ class Link:
         """A connection to the hop over TCP (and TLS), or None after a failure."""
         config = self.context.parts.config
         host, port = self.hop
-        try:
-            stream = await open_hop(host, port, within=config.peer_connect_timeout)
-        except CannotConnect as exc:
-            await self._back_off(f"cannot connect: {exc}")
+        context = self.context
+        limit = config.peer_max_connections
+        if context.opened_here() >= limit:
+            # Not the hop's fault: it is tried again at the back-off delays, and
+            # gets a session when one this queue manager opened has ended.
+            await self._back_off(
+                f"this queue manager has {limit} sessions open to peers already "
+                "(peers.max_connections)",
+                failed=False,
+            )
             return None
+        context.dialing.count += 1
         try:
-            session_stream, identity = await secure(stream, self.context, server_side=False)
-        except TlsFailed as exc:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
-            await self._back_off(str(exc))
+            secured = await self._open(host, port)
+        finally:
+            context.dialing.count -= 1
+        if isinstance(secured, str):
+            await self._back_off(secured)
             return None
+        session_stream, identity = secured
         if shows_own_certificate(session_stream, self.context):
             # Only this queue manager holds its key: the hop is this queue manager.
             with trio.CancelScope(shield=True):
@@ -322,6 +330,21 @@ class Link:
             queues=self.queues,
             identity=identity,
         )
+
+    async def _open(self, host: str, port: int) -> tuple[trio.abc.Stream, str | None] | str:
+        """The hop's stream, through TLS where peers use it, with the identity its
+        certificate shows; or why it could not be had."""
+        config = self.context.parts.config
+        try:
+            stream = await open_hop(host, port, within=config.peer_connect_timeout)
+        except CannotConnect as exc:
+            return f"cannot connect: {exc}"
+        try:
+            return await secure(stream, self.context, server_side=False)
+        except TlsFailed as exc:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+            return str(exc)
 
     async def _itself(self) -> PeerConnection:
         """A session with this queue manager, in the process: its initiator (the

@@ -53,6 +53,31 @@ async def test_the_sessions_beyond_max_connections_are_refused(
     assert "idle: no user packet for 300 s" in {c.reason for c in (*a.closed, *b.closed)}
 
 
+async def test_sessions_a_queue_manager_opens_are_bounded_apart_from_those_it_takes(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    # B sends to A (its one session out, at its bound of 1): C's session to B
+    # is still taken, and a second destination of B's waits for a slot.
+    a, b = await start_pair(network, b_settings=("peers.max_connections=1",))
+    c = await network.start("qm-c", 1903)
+    await a.create_queue(QUEUE)
+    await c.create_queue(QUEUE)
+    await b.send(a.remote(QUEUE), [b"b-to-a"])
+    await deliver(b, a, [b"b-to-a"])
+    await c.send(b.remote(QUEUE), [b"c-to-b"])
+    await wait_until(lambda: b.bodies(QUEUE) == [b"c-to-b"], what="C delivers to B")
+    with structlog.testing.capture_logs() as logs:
+        await b.send(c.remote(QUEUE), [b"b-to-c"])
+        await trio.sleep(5)
+    assert c.bodies(QUEUE) == []  # B's session to A holds its one slot out
+    waiting = [e for e in logs if e.get("reason", "").endswith("(peers.max_connections)")]
+    assert waiting == []  # not a failure of the hop: no warning
+    [queue] = [q for q in b.peering.outgoing.values() if q.destination.endpoint[1] == c.port]
+    assert "sessions open to peers already (peers.max_connections)" in queue.link.last_error
+    # Once B's session to A has ended (idle), its message to C goes.
+    await wait_until(lambda: c.bodies(QUEUE) == [b"b-to-c"], what="B delivers to C")
+
+
 async def test_an_ipv6_peer_is_named_in_brackets(network: Network) -> None:
     b = await network.start("qm-b", 1902, ('peers.accept_from=["10.0.0.0/8"]',))
     left, _ = trio.testing.memory_stream_pair()
