@@ -206,7 +206,6 @@ class Environment:
         except BaseException:
             self._release_lock()
             raise
-        self.restore_ballast()
 
     # ------------------------------------------------------------------ opening
 

@@ -117,6 +117,8 @@ class Store:
         except BaseException:
             self._env.close()
             raise
+        # Only into a store it opened: one it refuses gets nothing written.
+        self._env.restore_ballast()
         self._reader = MessageReader(self._env, self._catalog)
         #: Called, on the thread that drives commits, once a batch that gave up
         #: the ballast (a full disk) is written: whoever puts it back may start.

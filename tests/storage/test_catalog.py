@@ -77,8 +77,9 @@ def test_other_schema_version_is_refused_and_releases_the_directory(
     open_store().close()
     put_raw(store_dir, DB_META, META_SCHEMA_VERSION, u32(found))
     with pytest.raises(SchemaMismatch, match=relation) as caught:
-        open_store()
+        open_store(reserve_size=64 * 1024)
     assert (caught.value.found, caught.value.supported) == (found, SCHEMA_VERSION)
+    assert not (store_dir / "reserve").exists()  # nothing written into a refused store
     # The failed open released the directory: it can be repaired and opened.
     put_raw(store_dir, DB_META, META_SCHEMA_VERSION, u32(SCHEMA_VERSION))
     open_store().close()
