@@ -73,6 +73,7 @@ from .listeners import (
     TCP_BACKLOG,
     ConfigurationError,
     StartupError,
+    StoreUnusable,
     bind_tcp,
     bind_udp,
     bind_unix_socket,
@@ -582,6 +583,9 @@ def _open_store(config: Config) -> Store:
             max_map_size=config.max_map_size,
             reserve_size=config.reserve_size,
         )
+    except (storage.SchemaMismatch, storage.StoreCorrupt) as exc:
+        msg = f"cannot use the store in {config.data_dir}: {exc}"
+        raise StoreUnusable(msg) from exc
     except Exception as exc:
         msg = f"cannot open the store in {config.data_dir}: {exc}"
         raise StartupError(msg) from exc

@@ -27,6 +27,7 @@ __all__ = [
     "TCP_BACKLOG",
     "ConfigurationError",
     "StartupError",
+    "StoreUnusable",
     "bind_tcp",
     "bind_udp",
     "bind_unix_socket",
@@ -44,6 +45,14 @@ class StartupError(Exception):
 
     #: The exit status ``qmgr serve`` ends with.
     status = 1
+
+
+class StoreUnusable(StartupError):
+    """The store cannot be used by this release whatever is retried: another
+    schema, or damaged. A service manager should not restart the daemon
+    (``RestartPreventExitStatus=`` in ``config/qmgr.service``)."""
+
+    status = 3
 
 
 class ConfigurationError(StartupError):

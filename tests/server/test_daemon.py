@@ -11,6 +11,7 @@ import gc
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import lmdb
 import pytest
 import structlog
 import trio
@@ -21,6 +22,8 @@ from qmgr.server import ConfigurationError, StartupError, http, serve
 from qmgr.server.daemon import Daemon, Sockets
 from qmgr.server.listeners import bind_tcp
 from storage import QueueKind, Store
+from storage.catalog import META_SCHEMA_VERSION, SCHEMA_VERSION
+from storage.keys import DB_META, u32
 from wire import client as cf
 
 
@@ -202,6 +205,18 @@ async def test_serve_says_when_the_store_cannot_be_opened(tmp_path: Path) -> Non
     (tmp_path / "data").write_text("not a directory")
     with pytest.raises(StartupError, match="cannot open the store"):
         await serve(make_config(tmp_path), install_signal_handlers=False)
+
+
+async def test_a_store_of_another_schema_ends_the_start_with_status_3(tmp_path: Path) -> None:
+    # No restart can help: the service unit does not restart after status 3.
+    Store(tmp_path / "data").close()
+    with lmdb.open(str(tmp_path / "data"), max_dbs=16) as env:
+        meta = env.open_db(DB_META)
+        with env.begin(write=True) as txn:
+            txn.put(META_SCHEMA_VERSION, u32(SCHEMA_VERSION + 1), db=meta)
+    with pytest.raises(StartupError, match="cannot use the store") as raised:
+        await serve(make_config(tmp_path), install_signal_handlers=False)
+    assert raised.value.status == 3
 
 
 async def test_a_listing_shows_each_change_and_forgets_deleted_queues(
