@@ -90,13 +90,26 @@ from . import names
 from .addressing import arrival_address
 from .confirmation import confirmation_deadline
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_after, deadline_of
+from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_after
 from .outgoing import EntryOrigin, RemoteDestination
 
-__all__ = ["DESTINATION_CACHE_SIZE", "REJECTED_MESSAGE_COST", "Arrival", "Arrivals", "relay_id"]
+__all__ = [
+    "DESTINATION_CACHE_SIZE",
+    "REJECTED_MESSAGE_COST",
+    "SENT_TIME_SLACK",
+    "Arrival",
+    "Arrivals",
+    "relay_id",
+]
 
 #: Destination names remembered; the cache starts afresh when full.
 DESTINATION_CACHE_SIZE: Final = 4096
+#: Seconds added to an arriving message's send time when its time limits are
+#: judged here: the packet carries it in whole seconds, cut down (as MSMQ's
+#: does), so the message was sent up to a second after it says, and judged by
+#: the time it says, it would expire up to a second before its source's own
+#: deadline. The message keeps the time it says.
+SENT_TIME_SLACK: Final = 1.0
 _RELAY_ID: Final = struct.Struct(">16sQIIB")
 assert _RELAY_ID.size == RELAY_ID_SIZE
 
@@ -214,7 +227,7 @@ class Arrivals:
         store = self._store
         record = None if queue_key is None else store.get_queue(queue_key)
         refusal: int | None = None
-        deadline = deadline_of(message)
+        deadline = deadline_after(message.sent_time + SENT_TIME_SLACK, message.time_to_be_received)
         if record is None or record.kind is not QueueKind.NORMAL:
             refusal = MessageClass.NACK_BAD_DST_Q
         elif denied is not None and denied(record):
@@ -279,7 +292,7 @@ class Arrivals:
             deadline=None
             if transactional
             else deadline_after(
-                packet.user.sent_time,
+                packet.user.sent_time + SENT_TIME_SLACK,
                 min(packet.base.time_to_reach_queue, packet.user.time_to_be_received),
             ),
             relay=relay_id(packet),
@@ -295,7 +308,8 @@ class Arrivals:
         message = _message(packet)
         if not wants_final_ack(message, header):
             return None
-        return confirmation_deadline(message, self.confirmation_delay)
+        deadline = confirmation_deadline(message, self.confirmation_delay)
+        return None if deadline is None else deadline + SENT_TIME_SLACK
 
     def held(self, packet: UserMessage, destination: RemoteDestination) -> bool:
         """Whether the outgoing queue for ``destination`` still holds an entry relaying
@@ -392,7 +406,7 @@ def _expired_in_transit(message: MessageProperties, deadline: float | None, wall
     only if its destination is waiting for it (and gives it up otherwise), and
     it is taken when it comes, whatever time it took on the wire."""
     reach = message.time_to_reach_queue
-    if 0 < reach < INFINITE and message.sent_time + reach < wall:
+    if 0 < reach < INFINITE and message.sent_time + SENT_TIME_SLACK + reach < wall:
         return True
     return deadline is not None and deadline <= wall
 

@@ -10,7 +10,7 @@ import pytest
 
 import storage
 import wire
-from qmgr.core.arrivals import REJECTED_MESSAGE_COST, Arrival, Arrivals, relay_id
+from qmgr.core.arrivals import REJECTED_MESSAGE_COST, SENT_TIME_SLACK, Arrival, Arrivals, relay_id
 from qmgr.core.names import LocalIdentity
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from storage import RELAY_ID_SIZE
@@ -149,12 +149,13 @@ def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -
     ("options", "delay", "expected"),
     [
         # Journal level that asks for confirmation, a time to be received: the
-        # source's deadline, with XactDelayReceiveNack or MSMQ's rule.
-        ({"journal": 1, "time_to_be_received": 60}, 10.0, 1_700_000_070.0),
+        # source's deadline, with XactDelayReceiveNack or MSMQ's rule (and a
+        # second for the send time the wire cuts down to whole seconds).
+        ({"journal": 1, "time_to_be_received": 60}, 10.0, 1_700_000_071.0),
         (
             {"journal": 2, "time_to_be_received": 60, "time_to_reach_queue": 30},
             None,
-            1_700_000_090.0,
+            1_700_000_091.0,
         ),
         ({"journal": 1}, 10.0, None),  # no time to be received: no deadline
         ({"time_to_be_received": 60}, 10.0, None),  # no confirmation asked
@@ -361,6 +362,25 @@ def test_a_time_to_reach_the_queue_of_0_is_one_try_taken_when_it_comes(
     assert [type(op) for op in arrival.ops if isinstance(op, storage.AppendMessage)] == [
         storage.AppendMessage
     ]
+
+
+def test_time_limits_here_count_from_a_second_after_the_whole_seconds_the_wire_says(
+    qm: CoreHarness,
+) -> None:
+    """The packet's send time is cut down to whole seconds: the message may have
+    been sent up to a second later, so it is judged as sent then, and never
+    expires here before its source's own deadline."""
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    limited = packet(
+        "TCP:127.0.0.1:1901\\private$\\txq", time_to_reach_queue=30, time_to_be_received=60
+    )
+    sent = limited.user.sent_time
+    taken = arrivals.to_queue(limited, "txq", wall=sent + 30.5)
+    assert taken.refusal is None
+    [append] = [op for op in taken.ops if isinstance(op, storage.AppendMessage)]
+    assert append.deadline == sent + SENT_TIME_SLACK + 60
+    late = arrivals.to_queue(limited, "txq", wall=sent + 31.01)
+    assert late.refusal == MessageClass.NACK_REACH_QUEUE_TIMEOUT
 
 
 def _held(qm: CoreHarness) -> int:

@@ -12,7 +12,7 @@ wherever both sides can carry a value:
 MessageProperties           UserMessage
 ==========================  ==============================================
 source_qm, ordinal          UserHeader.source_qm, UserHeader.message_id
-sent_time (float seconds)   UserHeader.sent_time (u32 seconds, rounded up)
+sent_time (float seconds)   UserHeader.sent_time (u32 seconds, truncated)
 time_to_be_received         UserHeader.time_to_be_received
 time_to_reach_queue         BaseHeader.time_to_reach_queue
 priority                    BaseHeader.priority (0 when transactional)
@@ -32,10 +32,8 @@ response_queue              addresses going out, text coming in (the caller
 
 The losses, all deliberate:
 
-* ``sent_time`` is rounded up to whole seconds (the wire has no fraction), and
-  must lie in 0 .. 2**32 - 1 to be sent. Up, not down: the receiver counts a
-  message's time limits from its sent time, and a time cut down would make it
-  expire up to a second before its sender's own deadline.
+* ``sent_time`` is truncated to whole seconds (the wire has no fraction), and
+  must lie in 0 .. 2**32 - 1 to be sent.
 * A transactional message goes out with priority 0 and recoverable delivery
   ([MS-MQMQ] §2.2.19.1, §2.2.19.2), whatever the stored value; coming in, a
   transactional packet's priority is ignored (as the spec tells a receiver to)
@@ -63,7 +61,6 @@ coming in, a value from the peer that a message cannot hold raises
 
 from __future__ import annotations
 
-import math
 import struct
 import uuid
 from typing import Final, NoReturn
@@ -114,7 +111,6 @@ _JN: Final = int(UserFlags.JOURNAL_NEGATIVE)
 _JP: Final = int(UserFlags.JOURNAL_POSITIVE)
 _BODY_TYPE: Final = int(VarType.UI1_VECTOR)
 _SENT_TIME_LIMIT: Final = float(1 << 32)
-_SENT_TIME_MAX: Final = (1 << 32) - 1
 _DIRECT_PREFIX: Final = "DIRECT="
 _DIRECT_TCP: Final = "DIRECT=TCP:"
 _DIRECT_OS: Final = "DIRECT=OS:"
@@ -232,7 +228,7 @@ def message_to_packet(
             source_qm=message.source_qm,
             destination_qm=destination_qm,
             time_to_be_received=message.time_to_be_received,
-            sent_time=min(math.ceil(sent_time), _SENT_TIME_MAX),
+            sent_time=int(sent_time),
             message_id=message.ordinal,
             hop_count=hop_count,
             delivery=delivery,
