@@ -384,9 +384,8 @@ async def _status(call: ApiCall) -> Any:
     info = await call.run(cf.GetStatus(), cf.StatusInfo)
     routing = await call.optional(cf.GetRouting(destination=""), cf.RoutingInfo)
     converted = None if routing is None else Routing.from_wire(routing)
-    return await call.whole_list(
-        len(info.queues), lambda: status_json(Status.from_wire(info), converted)
-    )
+    entries = len(info.queues) + len(info.outgoing) + len(info.incoming)
+    return await call.whole_list(entries, lambda: status_json(Status.from_wire(info), converted))
 
 
 async def _queues(call: ApiCall) -> Any:
