@@ -156,11 +156,44 @@ class ConnectionEvents(Protocol):
         ...
 
 
+#: Seconds after which a link no longer asking for a slot loses its place (at
+#: least; three of its looks, where it looks less often).
+SLOT_PLACE_SECONDS: Final = 5.0
+
+
 @dataclass(slots=True)
 class Dialing:
-    """Connections to next hops being opened (TCP and TLS) now."""
+    """Connections to next hops being opened (TCP and TLS) now, and the links
+    waiting, in order, for a session of their own under ``peers.max_connections``
+    (first come, first served: a link whose session ended and that wants
+    another queues behind those that waited)."""
 
     count: int = 0
+    #: Links waiting for a slot, in the order they came, with when each last asked.
+    waiting: dict[object, float] = field(default_factory=dict)
+
+    def may_open(
+        self, link: object, *, opened: int, limit: int, now: float, every: float = 1.0
+    ) -> bool:
+        """Whether ``link`` may open a session now (``opened`` are open or being
+        opened): a slot is free and no link that still asks waited before it.
+        Otherwise it keeps (or takes) its place in the line; ``every``: how
+        often the links ask again."""
+        waiting = self.waiting
+        patience = max(SLOT_PLACE_SECONDS, 3 * every)
+        for first in list(waiting):  # places of links that stopped asking are lost
+            if first is link or now - waiting[first] <= patience:
+                break
+            del waiting[first]
+        if opened < limit and (not waiting or next(iter(waiting)) is link):
+            waiting.pop(link, None)
+            return True
+        waiting[link] = now
+        return False
+
+    def leave(self, link: object) -> None:
+        """``link`` no longer waits (it stopped)."""
+        self.waiting.pop(link, None)
 
 
 @dataclass(frozen=True, slots=True)

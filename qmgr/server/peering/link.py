@@ -218,8 +218,11 @@ class Link:
 
     async def run(self) -> None:
         """Deliver until cancelled (or :attr:`cancel_scope` is)."""
-        with self.cancel_scope:
-            await self._run()
+        try:
+            with self.cancel_scope:
+                await self._run()
+        finally:
+            self.context.dialing.leave(self)
 
     async def _run(self) -> None:
         while True:
@@ -298,14 +301,24 @@ class Link:
         host, port = self.hop
         context = self.context
         limit = config.peer_max_connections
-        if context.opened_here() >= limit:
-            # Not the hop's fault: it is tried again at the back-off delays, and
-            # gets a session when one this queue manager opened has ended.
-            await self._back_off(
+        now = trio.current_time()
+        opened, every = context.opened_here(), config.peer_retry_initial
+        if not context.dialing.may_open(self, opened=opened, limit=limit, now=now, every=every):
+            # Not the hop's fault: it waits its turn for a session that ends,
+            # looking every second (no failure counted, no back-off).
+            reason = (
                 f"this queue manager has {limit} sessions open to peers already "
-                "(peers.max_connections)",
-                failed=False,
+                "(peers.max_connections): waiting for one to end"
             )
+            if self.last_error != reason:
+                self.log.warning(
+                    "peer_sessions_limit", limit=limit, waiting=len(context.dialing.waiting)
+                )
+            self.last_error = reason
+            self.state = "waiting"
+            self.next_attempt = self.wall() + config.peer_retry_initial
+            await trio.sleep(config.peer_retry_initial)
+            self.next_attempt = None
             return None
         context.dialing.count += 1
         try:

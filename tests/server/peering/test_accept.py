@@ -70,10 +70,12 @@ async def test_sessions_a_queue_manager_opens_are_bounded_apart_from_those_it_ta
         await b.send(c.remote(QUEUE), [b"b-to-c"])
         await trio.sleep(5)
     assert c.bodies(QUEUE) == []  # B's session to A holds its one slot out
-    waiting = [e for e in logs if e.get("reason", "").endswith("(peers.max_connections)")]
-    assert waiting == []  # not a failure of the hop: no warning
+    assert [e for e in logs if e["event"] == "peer_connect_failed"] == []  # not the hop's fault
+    [said] = [e for e in logs if e["event"] == "peer_sessions_limit"]  # once, not every second
+    assert (said["log_level"], said["limit"]) == ("warning", 1)
     [queue] = [q for q in b.peering.outgoing.values() if q.destination.endpoint[1] == c.port]
     assert "sessions open to peers already (peers.max_connections)" in queue.link.last_error
+    assert queue.link.failures == 0
     # Once B's session to A has ended (idle), its message to C goes.
     await wait_until(lambda: c.bodies(QUEUE) == [b"b-to-c"], what="B delivers to C")
 

@@ -17,7 +17,7 @@ import wire
 from qmgr.core.outgoing import decode_entry
 from qmgr.protocol import Role
 from qmgr.server.peering.close_reasons import PeerClosed, close_reason
-from qmgr.server.peering.connection import PacketToSend
+from qmgr.server.peering.connection import SLOT_PLACE_SECONDS, Dialing, PacketToSend
 from qmgr.server.peering.outgoing_queue import OutgoingQueue
 
 from .conftest import (
@@ -380,3 +380,22 @@ async def test_a_wake_up_made_while_the_writer_asks_the_queues_is_kept(
     assert woke
     # Not at the next unrelated wake-up (the session's idle timeout, 300 s).
     assert trio.current_time() - sent < 1.0
+
+
+def test_links_waiting_for_a_session_of_their_own_are_served_in_turn() -> None:
+    slots = Dialing()
+    first, second, back = object(), object(), object()
+    # No slot: both wait, in order.
+    assert not slots.may_open(first, opened=2, limit=2, now=0.0)
+    assert not slots.may_open(second, opened=2, limit=2, now=0.5)
+    # A slot frees: a link whose session just ended does not jump the line,
+    # nor does the second; the first gets it.
+    assert not slots.may_open(back, opened=1, limit=2, now=1.0)
+    assert not slots.may_open(second, opened=1, limit=2, now=1.0)
+    assert slots.may_open(first, opened=1, limit=2, now=1.0)
+    assert list(slots.waiting) == [second, back]
+    # A link that stopped asking loses its place after SLOT_PLACE_SECONDS.
+    later = 1.0 + SLOT_PLACE_SECONDS + 0.1
+    assert slots.may_open(back, opened=1, limit=2, now=later)
+    slots.leave(second)
+    assert slots.waiting == {}
