@@ -44,7 +44,8 @@ class LogStream:
 
     def __init__(self, stream: TextIO | None = None) -> None:
         self._stream = stream
-        #: Lines (writes) that could not be written since the start.
+        #: Writes and flushes of log lines that failed since the start (their
+        #: lines are dropped; ``qmgr_log_write_failures_total``).
         self.dropped = 0
 
     @property

@@ -63,6 +63,7 @@ import wire
 from qmgr.core.final_acks import MAX_KEPT_FINAL_ACKS
 from qmgr.core.names import DEADLETTER, DEADXACT
 from qmgr.core.outcomes import DEAD_LETTERS
+from qmgr.logs import LOG_STREAM
 from storage import QueueKind
 from wire import client as cf
 
@@ -340,6 +341,12 @@ class QueueManagerCollector(Collector):
         )
         yield CounterMetricFamily(
             "qmgr_aborts", "Transactions aborted since the start.", core.tally.aborts
+        )
+        yield CounterMetricFamily(
+            "qmgr_log_write_failures",
+            "Writes of log lines to standard error that failed since the start "
+            "(a full disk, a closed pipe): their lines were dropped.",
+            LOG_STREAM.dropped,
         )
         committer = sources.committer
         yield CounterMetricFamily(

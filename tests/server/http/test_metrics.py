@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import storage
 from qmgr import __version__
 from qmgr.core.engine import QueueManagerCore
+from qmgr.logs import LOG_STREAM
 from qmgr.server.client.authorization import AccessTally
 from qmgr.server.http.exposition import Exposition
 from qmgr.server.http.metrics import QueueManagerCollector, class_name
@@ -258,3 +259,13 @@ def test_the_queues_series_follow_queues_created_and_deleted(
     }
     write(store, storage.DeleteQueue(a.queue_id))
     assert scrape(collector)["qmgr_queue_messages"] == {"queue=b": 0, "queue=b;journal": 0}
+
+
+def test_log_lines_that_could_not_be_written_are_counted(
+    store: storage.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(LOG_STREAM, "dropped", 0)
+    collector = QueueManagerCollector(sources_of(store, tmp_path))
+    assert scrape(collector)["qmgr_log_write_failures_total"][""] == 0
+    monkeypatch.setattr(LOG_STREAM, "dropped", 5)  # the disk holding the log filled up
+    assert scrape(collector)["qmgr_log_write_failures_total"][""] == 5
