@@ -55,6 +55,7 @@ ALLOWED: dict[str, set[str]] = {
         "qmgr.certs",
         "qmgr.socket_stream",
         "qmgr.tcp",
+        "qmgr.logs",  # what could not be written of the log, for the metrics
     },
     # The HTTP adapter: what the daemon counts, the one authorization, TLS, the client
     # requests' operations (run without a session), and the SDK's values and JSON

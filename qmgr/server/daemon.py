@@ -61,6 +61,7 @@ from qmgr.core.errors import QueueManagerError
 from qmgr.core.limits import Limits
 from qmgr.core.routes import endpoint_text, socket_address_text
 from qmgr.core.tokens import TokenBook, load_tokens
+from qmgr.logs import LOG_STREAM
 from storage import QueueKind, QueueRecord, Store
 from wire import client as cf
 
@@ -236,6 +237,7 @@ class Daemon:
             connections=self.connections,
             data_dir=self.store.path,
             lookup_skipped=lookup_skipped(self.store),
+            log_write_failures=lambda: LOG_STREAM.dropped,
         )
         try:
             return http_port(

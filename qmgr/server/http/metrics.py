@@ -63,7 +63,6 @@ import wire
 from qmgr.core.final_acks import MAX_KEPT_FINAL_ACKS
 from qmgr.core.names import DEADLETTER, DEADXACT
 from qmgr.core.outcomes import DEAD_LETTERS
-from qmgr.logs import LOG_STREAM
 from storage import QueueKind
 from wire import client as cf
 
@@ -346,7 +345,7 @@ class QueueManagerCollector(Collector):
             "qmgr_log_write_failures",
             "Writes of log lines to standard error that failed since the start "
             "(a full disk, a closed pipe): their lines were dropped.",
-            LOG_STREAM.dropped,
+            sources.log_write_failures(),
         )
         committer = sources.committer
         yield CounterMetricFamily(

@@ -110,6 +110,8 @@ class MetricsSources:
     wall: Callable[[], float] = time.time
     #: Free bytes for an unprivileged user on the file system of a path.
     disk_free: Callable[[Path], int] = field(default=lambda path: _disk_free(path))
+    #: Writes of log lines that failed since the start (``qmgr.logs.LogStream``).
+    log_write_failures: Callable[[], int] = lambda: 0
     #: Lookup ids the restores of the store skipped, by queue id (``qmgr restored``
     #: moves each queue's next lookup id on): read when the daemon starts, since
     #: a restore is made while it is stopped.

@@ -87,3 +87,22 @@ def sources_of(
         connections=connections,
         data_dir=directory,
     )
+
+
+def outgoing_info(
+    state: str, waiting: int, unacknowledged: int, *, host: str = "10.0.0.5"
+) -> cf.OutgoingInfo:
+    """An outgoing queue to ``orders`` at ``host`` as the peering side describes it."""
+    return cf.OutgoingInfo(
+        destination=f"DIRECT=TCP:{host}\\private$\\orders",
+        next_hop=f"{host}:1801",
+        state=state,
+        next_attempt=None,
+        waiting=waiting,
+        unacknowledged=unacknowledged,
+        sequence_timestamp=1,
+        sequence_ordinal=1,
+        next_number=1,
+        last_order_ack=None,
+        last_error="",
+    )

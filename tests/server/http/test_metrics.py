@@ -9,39 +9,21 @@ from pathlib import Path
 
 import pytest
 import trio
-from metrics_kit import Committer, Peering, sources_of
+from metrics_kit import Committer, Peering, outgoing_info, sources_of
 from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
 
 import storage
 from qmgr import __version__
 from qmgr.core.engine import QueueManagerCore
-from qmgr.logs import LOG_STREAM
 from qmgr.server.client.authorization import AccessTally
 from qmgr.server.http.exposition import Exposition
 from qmgr.server.http.metrics import QueueManagerCollector, class_name
 from qmgr.server.http.sources import MetricsSources
 from wire import MessageClass, MessageProperties
-from wire import client as cf
 
 NOW = 1_700_000_000.0
 OUTGOING = "outgoing$;tcp:10.0.0.5:1801\\orders"
-
-
-def outgoing_info(state: str, waiting: int, unacknowledged: int) -> cf.OutgoingInfo:
-    return cf.OutgoingInfo(
-        destination="DIRECT=TCP:10.0.0.5\\private$\\orders",
-        next_hop="10.0.0.5:1801",
-        state=state,
-        next_attempt=None,
-        waiting=waiting,
-        unacknowledged=unacknowledged,
-        sequence_timestamp=1,
-        sequence_ordinal=1,
-        next_number=1,
-        last_order_ack=None,
-        last_error="",
-    )
 
 
 def write(store: storage.Store, *ops: storage.Operation, now: float = NOW) -> None:
@@ -264,8 +246,11 @@ def test_the_queues_series_follow_queues_created_and_deleted(
 def test_log_lines_that_could_not_be_written_are_counted(
     store: storage.Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(LOG_STREAM, "dropped", 0)
-    collector = QueueManagerCollector(sources_of(store, tmp_path))
+    failures = [0]
+    sources = dataclasses.replace(
+        sources_of(store, tmp_path), log_write_failures=lambda: failures[0]
+    )
+    collector = QueueManagerCollector(sources)
     assert scrape(collector)["qmgr_log_write_failures_total"][""] == 0
-    monkeypatch.setattr(LOG_STREAM, "dropped", 5)  # the disk holding the log filled up
+    failures[0] = 5  # the disk holding the log filled up
     assert scrape(collector)["qmgr_log_write_failures_total"][""] == 5

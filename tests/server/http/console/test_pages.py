@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 import structlog
 from http_kit import Site, cookie_of, error_shown
+from metrics_kit import outgoing_info
 
 from qmgr.client import QueueInfo
 from qmgr.server.http.console.pages import (
@@ -213,25 +214,12 @@ async def test_the_overview_s_backlog_counts_what_waits_and_what_is_unacknowledg
 ) -> None:
     # After a restart every message of an outgoing queue counts as sent and
     # not acknowledged until the peer says otherwise: the backlog is both.
-    def outgoing(waiting: int, unacknowledged: int) -> cf.OutgoingInfo:
-        return cf.OutgoingInfo(
-            destination=f"DIRECT=TCP:10.0.0.{waiting}\\private$\\q",
-            next_hop=f"10.0.0.{waiting}:1801",
-            state="waiting",
-            next_attempt=None,
-            waiting=waiting,
-            unacknowledged=unacknowledged,
-            sequence_timestamp=1,
-            sequence_ordinal=1,
-            next_number=1,
-            last_order_ack=None,
-            last_error="",
-        )
-
     status = site.services.status
-    site.services.status = lambda: dataclasses.replace(
-        status(), outgoing=(outgoing(0, 3), outgoing(2, 5))
+    outgoing = (
+        outgoing_info("waiting", 0, 3, host="10.0.0.1"),
+        outgoing_info("waiting", 2, 5, host="10.0.0.2"),
     )
+    site.services.status = lambda: dataclasses.replace(status(), outgoing=outgoing)
     cookie = cookie_of(await site.call("GET", "/console", certificate="root"))
     page = await site.call("GET", "/console", cookie=cookie)
     assert "<dt>Outgoing backlog</dt><dd>10</dd>" in page.text
