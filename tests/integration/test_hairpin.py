@@ -167,3 +167,26 @@ def send_through_the_port_map(
         assert [(m.body, m.message_class) for m in refused] == [
             (b"mapped", MessageClass.NACK_ACCESS_DENIED)
         ]
+
+
+def test_its_session_with_itself_takes_no_slot_of_the_sessions_peers_open_to_it(
+    daemon_factory: Callable[..., DaemonProcess],
+) -> None:
+    # peers.max_connections=1: after a send to its own port map, A's session with
+    # itself (in the process) is open, and B's session to A still gets in.
+    a = daemon_factory(name="qm-a", extra_args=[*PEER_FAST, "--set", "peers.max_connections=1"])
+    b = daemon_factory(name="qm-b", extra_args=[*PEER_FAST])
+    with FaultProxy(a.peer_port) as port_map, connect(a.address) as to_a:
+        to_a.create_queue("orders", transactional=True)
+        mapped = f"DIRECT=TCP:{port_map.address}\\private$\\orders"
+        mine = commit_batches(to_a, mapped, 0, 3)
+        wait_until(lambda: outgoing_settled(to_a), 30)
+        with connect(b.address) as to_b:
+            theirs = commit_batches(
+                to_b, f"DIRECT=TCP:127.0.0.1:{a.peer_port}\\private$\\orders", 100, 3
+            )
+            wait_until(lambda: outgoing_settled(to_b), 30)
+        assert sorted(body for _, body in drain(a.address, "orders")) == sorted([*mine, *theirs])
+    for event in ("peer_refused", "peer_session_closed"):
+        refused = [e for e in log_events(a, event) if "max_connections" in str(e["reason"])]
+        assert refused == [], event

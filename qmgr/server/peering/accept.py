@@ -143,6 +143,8 @@ class PeerPort:
             )
             connection.on_opened = lambda: self.admission.authenticated(ticket)
             ticket.close = lambda why: self._evict(connection.close_soon, peer, why)
+            if full is not None:  # answered with the refusal (CS), then closed
+                self.context.parts.log.warning("peer_refused", peer=peer, reason=full)
             await connection.run()
         finally:
             self.admission.closed(ticket)
@@ -205,7 +207,9 @@ class PeerPort:
         return sum(
             1
             for connection in self.context.connections
-            if connection.role is Role.ACCEPTOR and connection.opened.is_set()
+            if connection.role is Role.ACCEPTOR
+            and connection.opened.is_set()
+            and not connection.itself  # its session with itself, through a hairpin
         )
 
     def _evict(self, close: Callable[[str], None], peer: str, why: str) -> None:

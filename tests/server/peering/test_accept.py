@@ -80,6 +80,23 @@ async def test_sessions_a_queue_manager_opens_are_bounded_apart_from_those_it_ta
     await wait_until(lambda: c.bodies(QUEUE) == [b"b-to-c"], what="B delivers to C")
 
 
+async def test_a_session_past_max_connections_from_another_address_is_logged_refused(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    a, b = await start_pair(
+        network, b_settings=("peers.max_connections=1", 'peers.accept_from=["0.0.0.0/0"]')
+    )
+    await a.send(b.remote(QUEUE), [b"from-a"])
+    await deliver(a, b, [b"from-a"])  # A's session to B holds B's one slot
+    left, _ = trio.testing.memory_stream_pair()
+    stream = FaultStream(left, sending=Channel(), receiving=Channel(), peer=("10.0.0.7", 40000))
+    with structlog.testing.capture_logs() as logs:
+        await b.serve(stream)  # answered with the refusal, then closed
+    [refused] = [e for e in logs if e["event"] == "peer_refused"]
+    assert refused["peer"] == "10.0.0.7:40000"
+    assert refused["reason"] == "peers.max_connections (1) reached"
+
+
 async def test_an_ipv6_peer_is_named_in_brackets(network: Network) -> None:
     b = await network.start("qm-b", 1902, ('peers.accept_from=["10.0.0.0/8"]',))
     left, _ = trio.testing.memory_stream_pair()
