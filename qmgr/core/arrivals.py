@@ -90,13 +90,12 @@ from . import names
 from .addressing import arrival_address
 from .confirmation import confirmation_deadline
 from .final_acks import final_ack_note, wants_final_ack
-from .outcomes import JOURNAL_DEADLETTER, Outcomes, deadline_after
+from .outcomes import JOURNAL_DEADLETTER, SENT_TIME_SLACK, Outcomes, deadline_after
 from .outgoing import EntryOrigin, RemoteDestination
 
 __all__ = [
     "DESTINATION_CACHE_SIZE",
     "REJECTED_MESSAGE_COST",
-    "SENT_TIME_SLACK",
     "Arrival",
     "Arrivals",
     "relay_id",
@@ -104,12 +103,6 @@ __all__ = [
 
 #: Destination names remembered; the cache starts afresh when full.
 DESTINATION_CACHE_SIZE: Final = 4096
-#: Seconds added to an arriving message's send time when its time limits are
-#: judged here: the packet carries it in whole seconds, cut down (as MSMQ's
-#: does), so the message was sent up to a second after it says, and judged by
-#: the time it says, it would expire up to a second before its source's own
-#: deadline. The message keeps the time it says.
-SENT_TIME_SLACK: Final = 1.0
 _RELAY_ID: Final = struct.Struct(">16sQIIB")
 assert _RELAY_ID.size == RELAY_ID_SIZE
 

@@ -70,6 +70,7 @@ from .outcomes import (
     JOURNAL_DEADLETTER,
     JOURNAL_JOURNAL,
     NACK_BIT,
+    SENT_TIME_SLACK,
     Outcomes,
     asks_acknowledgment,
 )
@@ -86,14 +87,18 @@ def wants_confirmation(message: MessageProperties) -> bool:
 
 
 def confirmation_deadline(message: MessageProperties, delay: float | None) -> float | None:
-    """When the source gives up waiting for a confirmation (seed 003's table)."""
+    """When the source gives up waiting for a confirmation (seed 003's table),
+    never less than :data:`~.outcomes.SENT_TIME_SLACK` past the time to be
+    received: the destination may hand the message out until a second past it
+    (it counts from the whole seconds the packet says), and a copy reported
+    unreceived must not be received after all."""
     ttbr = message.time_to_be_received
     if ttbr >= INFINITE:
         return None
     if delay is None:
         ttrq = message.time_to_reach_queue
         delay = float(min(ttbr, ttrq))
-    return message.sent_time + ttbr + delay
+    return message.sent_time + ttbr + max(delay, SENT_TIME_SLACK)
 
 
 class Confirmations:

@@ -82,6 +82,7 @@ __all__ = [
     "JOURNAL_JOURNAL",
     "NACK_BIT",
     "RECEIVE_BIT",
+    "SENT_TIME_SLACK",
     "Outcomes",
     "acknowledgment_wanted",
     "asks_acknowledgment",
@@ -164,6 +165,15 @@ def deadline_of(message: MessageProperties, *, reach_only: bool = False) -> floa
     if reach_only:
         seconds = min(seconds, message.time_to_reach_queue)
     return deadline_after(message.sent_time, seconds)
+
+
+#: Seconds added to an arriving message's send time when its time limits are
+#: judged at its destination (or a router): the packet carries it in whole
+#: seconds, cut down (as MSMQ's does), so the message was sent up to a second
+#: after it says, and judged by the time it says, it would expire up to a
+#: second before its source's own deadline. The message keeps the time it
+#: says. The source waits as long for its confirmation (``confirmation``).
+SENT_TIME_SLACK: Final = 1.0
 
 
 def deadline_after(sent_time: float, seconds: int) -> float | None:

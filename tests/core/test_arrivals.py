@@ -10,8 +10,9 @@ import pytest
 
 import storage
 import wire
-from qmgr.core.arrivals import REJECTED_MESSAGE_COST, SENT_TIME_SLACK, Arrival, Arrivals, relay_id
+from qmgr.core.arrivals import REJECTED_MESSAGE_COST, Arrival, Arrivals, relay_id
 from qmgr.core.names import LocalIdentity
+from qmgr.core.outcomes import SENT_TIME_SLACK
 from qmgr.core.outgoing import EntryOrigin, decode_entry
 from storage import RELAY_ID_SIZE
 from wire import MAX_HOPS, MessageClass, MessageProperties

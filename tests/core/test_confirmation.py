@@ -102,7 +102,10 @@ def settle(qm: CoreHarness, ordinal: int, message_class: int) -> storage.UnitOut
         (30, 100, None, 60.0),
         (30, INFINITE, None, 60.0),  # TTRQ infinite: TTBR + TTBR
         (30, 10, 5.0, 35.0),  # XactDelayReceiveNack given: TTBR + delay
-        (30, INFINITE, 0.0, 30.0),
+        # A delay of 0 is a second: the destination counts from the whole
+        # seconds the packet says, up to a second after the send.
+        (30, INFINITE, 0.0, 31.0),
+        (30, 0, None, 31.0),
         (30, 10, 100.0, 130.0),
     ],
 )

@@ -8,11 +8,11 @@ the :class:`~qmgr.protocol.OutgoingSequence` that numbers and tracks them,
 and the payloads of the entries it has loaded, within a byte budget
 (:mod:`.payloads`: past it, a payload is read from the store when it is
 needed). It loads entries in lookup-id order, a chunk of at most
-:data:`FILL_CHUNK` entries at a time, when fewer than :data:`FILL_LOW` wait
-to be sent and fewer than :data:`MAX_LOADED` are loaded, and reads at most
-:data:`FILL_BYTES` (or one entry) each time it fills, so that loading large
-messages never holds up the event loop for long (it fills again as it
-sends): a backlog of millions, or of large messages,
+:data:`FILL_CHUNK` entries and :data:`FILL_BYTES` bytes (or one entry) at a
+time, when fewer than :data:`FILL_LOW` wait to be sent and fewer than
+:data:`MAX_LOADED` are loaded. Every entry waiting to be sent is loaded up to
+:data:`FILL_LOW` (the outgoing expiry gives up only loaded entries that were
+never sent), whatever the size of their messages: a backlog of millions, or of large messages,
 costs neither memory nor start-up time. Entries leave memory when the store
 has forgotten them.
 
@@ -229,24 +229,18 @@ class OutgoingQueue:
             return
         newest = record.next_lookup_id - 1
         machine = self.machine
-        read = 0  # bytes read by this fill: each reads at most about FILL_BYTES
         while (
             newest > self.loaded_through
             and machine.waiting < FILL_LOW
             and len(self.payloads) < MAX_LOADED
-            and read < FILL_BYTES
         ):
             rows = store.read_range(
-                self.queue_id,
-                after=self.loaded_through,
-                limit=FILL_CHUNK,
-                max_bytes=FILL_BYTES - read,
+                self.queue_id, after=self.loaded_through, limit=FILL_CHUNK, max_bytes=FILL_BYTES
             )
             if not rows:
                 self.loaded_through = newest
                 break
             for lookup_id, data in rows:
-                read += len(data)
                 payload = storage.message_payload(data)
                 machine.add(lookup_id, _kind(payload))
                 self.payloads.add(lookup_id, payload, reports=_reports(payload) is not None)

@@ -141,3 +141,20 @@ async def test_marks_are_not_used_after_another_run_came_between(
     assert not a.peering.outgoing_queues.marks_read
     assert await expire_outgoing(a.peering, due) == 0
     assert a.outgoing_queue().depth == 1
+
+
+async def test_an_entry_behind_megabytes_of_others_is_given_up_all_the_same(
+    network: Network, autojump_clock: trio.testing.MockClock
+) -> None:
+    # Only loaded entries are given up: one behind large messages that wait for
+    # a hop that is down is loaded all the same, its payload left in the store.
+    a = await network.start("qm-a", 1901)
+    b = network.node("qm-b", 1902)  # never runs
+    await a.send(b.remote("orders"), [bytes([i]) * 300_000 for i in range(1, 31)])  # 9 MB
+    await a.send(b.remote("orders"), [b"late"], journal=JOURNAL_DEADLETTER, time_to_reach_queue=2)
+    queue_id = a.outgoing_queue().queue_id
+    late_id = a.store.read_range(queue_id, limit=100)[-1][0]
+    await trio.sleep(30)  # long past its time to reach the queue; B still down
+    assert await expire_outgoing(a.peering, [storage.DueMessage(0.0, queue_id, late_id)]) == 1
+    [dead] = a.messages("system$;deadxact")
+    assert bytes(dead.body) == b"late"
