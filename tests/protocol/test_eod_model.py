@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
 from qmgr.protocol import (
@@ -92,10 +92,20 @@ def test_exactly_once_in_order_over_a_hostile_network(ops: list[Op]) -> None:
 
 
 @pytest.mark.soak
-@settings(max_examples=20_000, deadline=None, suppress_health_check=list(HealthCheck))
-@given(st.lists(operations, min_size=50, max_size=400))
-def test_exactly_once_in_order_soak(ops: list[Op]) -> None:
-    run(ops)
+@pytest.mark.parametrize("part", range(4))
+def test_exactly_once_in_order_soak(part: int) -> None:
+    """20,000 runs as four parts of 5,000, each with a seed of its own, so that
+    each part ends well inside pytest's ``faulthandler_timeout`` (5 min)."""
+
+    @seed(part)
+    @settings(
+        max_examples=5_000, deadline=None, suppress_health_check=list(HealthCheck), database=None
+    )
+    @given(st.lists(operations, min_size=50, max_size=400))
+    def runs(ops: list[Op]) -> None:
+        run(ops)
+
+    runs()
 
 
 # --------------------------------------------------------------------------
