@@ -66,12 +66,6 @@ class LogStream:
         except (OSError, ValueError):
             self.dropped += 1
 
-    def isatty(self) -> bool:
-        try:
-            return self.stream.isatty()
-        except (OSError, ValueError):
-            return False
-
 
 #: Where the daemon's and the CLI's log lines go.
 LOG_STREAM = LogStream()
