@@ -13,11 +13,10 @@ that ``[routes]`` names. It carries out what acknowledges our transmissions:
   sequences (:meth:`OutgoingQueues.order_ack_arrived`), which ends the
   transactional entries it covers: the sequence machine says which entries
   are done;
-* the **forgetter** writes the done entries' ``storage.ForgetOutgoing`` in
-  the background, with their delivery reports, and hands the store's
-  sequence state back to the machine (which may have rolled). A purge
-  reports its removals before any later forget: forgets of a queue being
-  purged wait for it;
+* the **forgetter** (:mod:`.forgets`) writes the done entries'
+  ``storage.ForgetOutgoing`` in the background, with their delivery
+  reports, and hands the store's sequence state back to the machine (which
+  may have rolled);
 * the **timers** task runs the sequences' resend timers (Transactional Ack
   Wait): a queue whose sequence may have armed its timer, or moved it
   earlier, says so (:meth:`OutgoingQueues.wake_timers`), and the task keeps
@@ -72,22 +71,17 @@ from qmgr.core.routes import (
 )
 from wire import client as cf
 
-from ..backlog import Backlog
-from ..signals import touched_queues
 from .connection import ConnectionContext
+from .forgets import Forgetter
 from .link import Link
 from .outgoing_queue import OutgoingQueue, read_sent_marks
 from .parts import PeeringParts
 
-__all__ = ["CLEANUP_LOOKS", "FORGET_RETRY_SECONDS", "OutgoingQueues"]
+__all__ = ["CLEANUP_LOOKS", "OutgoingQueues"]
 
 #: The cleanup task looks this many times per ``peers.outgoing_cleanup_after``:
 #: a queue is removed between that long and a quarter more after it went quiet.
 CLEANUP_LOOKS: Final = 4
-
-#: How long the forget of acknowledged entries that could not be written (a
-#: full store) waits before it is tried again.
-FORGET_RETRY_SECONDS: Final = 5.0
 
 
 class OutgoingQueues:
@@ -116,10 +110,8 @@ class OutgoingQueues:
         self._failover_wake = trio.Event()
         #: Queues whose route lists several next hops.
         self._alternating: set[OutgoingQueue] = set()
-        #: Queues with acknowledged entries to forget.
-        self._forgetting: Backlog[OutgoingQueue] = Backlog()
-        #: Queues whose forget that could not be written waits to be tried again.
-        self._forget_retries: set[OutgoingQueue] = set()
+        #: Writes the removal of the entries that are done.
+        self.forgetter = Forgetter(parts, self.holds, self._drop)
         self._nursery: trio.Nursery | None = None
         marks = read_sent_marks(parts.store)
         #: The last run's marks were read: the first write must clear them.
@@ -135,7 +127,7 @@ class OutgoingQueues:
             self._nursery = nursery
             for link in self.links.values():
                 nursery.start_soon(link.run)
-            nursery.start_soon(self._forgetter)
+            await nursery.start(self.forgetter.run)
             nursery.start_soon(self._timers)
             nursery.start_soon(self._failover)
             nursery.start_soon(self._cleanup)
@@ -198,6 +190,10 @@ class OutgoingQueues:
                     continue
             queue.fill()
             queue.wake()
+
+    def holds(self, queue: OutgoingQueue) -> bool:
+        """Whether ``queue`` is still one of the outgoing queues."""
+        return self.queues.get(queue.queue_id) is queue
 
     def _drop(self, queue: OutgoingQueue) -> None:
         self.queues.pop(queue.queue_id, None)
@@ -326,107 +322,16 @@ class OutgoingQueues:
     # ------------------------------------------------------------------ forgetting
 
     def forget(self, queue: OutgoingQueue, lookup_ids: Iterable[int]) -> None:
-        """Remove acknowledged entries from an outgoing queue (written in the background)."""
-        queue.to_forget.extend(lookup_ids)
-        if queue in self._forgetting:
-            self._forgetting.add()
-        else:
-            self._forgetting.add(queue)
+        """Remove acknowledged entries from an outgoing queue (the forgetter's)."""
+        self.forgetter.forget(queue, lookup_ids)
 
     def give_up(self, queue: OutgoingQueue, lookup_id: int, reason: wire.MessageClass) -> None:
-        """Remove an entry of ``queue`` that can never be sent (its packet cannot
-        be built): at once out of its sequence, so that the next transmission's
-        previous number passes over it instead of the receiver waiting for it
-        until a resend, and forgotten with the reports of a message given up
-        for ``reason`` (``OutgoingQueue.forget_reports``)."""
-        queue.undeliverable[lookup_id] = reason
-        if queue.purging or self._nursery is None:
-            self.forget(queue, (lookup_id,))  # after the purge, in order
-            return
-        ids = (lookup_id,)
-        queue.machine.forget_started(ids)
-        self._nursery.start_soon(self._forget_one, queue, ids)
+        """Remove an entry of ``queue`` that can never be sent (the forgetter's)."""
+        self.forgetter.give_up(queue, lookup_id, reason)
 
     async def forget_waiting(self, queue: OutgoingQueue) -> None:
-        """Write now the forget of what ``queue`` has waiting to be forgotten (a
-        purge does this first, so that what was delivered keeps its reports)."""
-        if ids := _take_to_forget(queue):
-            await self._forget_one(queue, ids)
-
-    async def _forgetter(self) -> None:
-        while True:
-            queues = await self._forgetting.take()
-            async with trio.open_nursery() as nursery:
-                for queue in queues:
-                    if queue.purging or not queue.to_forget:
-                        # A purge reports its removals before any later forget
-                        # (the sequence machine needs that order); it calls
-                        # forget() again when it is done.
-                        continue
-                    nursery.start_soon(self._forget_one, queue, _take_to_forget(queue))
-
-    async def _forget_one(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
-        parts = self.parts
-        forget = storage.ForgetOutgoing(queue.queue_id, ids)
-        unit = storage.Unit((forget, *queue.forget_reports(ids)))
-        try:
-            outcome = await parts.committer.submit(unit)
-        except storage.StoreError as exc:  # the batch failed whole (a full store)
-            parts.log.warning(
-                "outgoing_forget_failed",
-                queue=queue.name,
-                error=str(exc),
-                retry_in=FORGET_RETRY_SECONDS,
-            )
-            self._forget_later(queue, ids)
-            return
-        except Exception as exc:
-            parts.log.exception("outgoing_forget_failed", queue=queue.name, error=str(exc))
-            self._forget_later(queue, ids)
-            return
-        result = outcome.results[0]
-        if isinstance(result, storage.Forgotten):
-            queue.forgotten(ids, result.state)
-            if len(unit.ops) > 1:
-                parts.signals.notify(touched_queues(parts.store, unit.ops[1:]))
-        elif isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing):
-            self._drop(queue)
-        else:
-            # A full store, say: the entries stay, and their forget is tried
-            # again until it is written.
-            parts.log.warning(
-                "outgoing_forget_failed",
-                queue=queue.name,
-                error=str(outcome.error),
-                retry_in=FORGET_RETRY_SECONDS,
-            )
-            self._forget_later(queue, ids)
-
-    def _forget_later(self, queue: OutgoingQueue, ids: tuple[int, ...]) -> None:
-        """A forget of ``ids`` was not written: they are acknowledged entries
-        again (a roll that waited for this forget no longer holds entries
-        back), forgotten again after :data:`FORGET_RETRY_SECONDS`."""
-        queue.machine.forget_failed(ids)
-        queue.wake()
-        # Waiting with the others now (a purge writes them first), written
-        # with the queue's next forget or after the pause.
-        queue.to_forget.extend(ids)
-        if self._nursery is None:
-            self.forget(queue, ())
-            return
-        if queue in self._forget_retries:
-            return  # one pause a queue: it writes everything waiting then
-
-        async def again() -> None:
-            try:
-                await trio.sleep(FORGET_RETRY_SECONDS)
-            finally:
-                self._forget_retries.discard(queue)
-            if self.queues.get(queue.queue_id) is queue and queue.to_forget:
-                self.forget(queue, ())
-
-        self._forget_retries.add(queue)
-        self._nursery.start_soon(again)
+        """Write now what ``queue`` has waiting to be forgotten (the forgetter's)."""
+        await self.forgetter.forget_waiting(queue)
 
     # ------------------------------------------------------------------ timers
 
@@ -458,7 +363,7 @@ class OutgoingQueues:
                 if armed is None or armed[1] != order:
                     continue  # replaced by an earlier deadline
                 del self._armed[queue]
-                if self.queues.get(queue.queue_id) is not queue:
+                if not self.holds(queue):
                     continue  # no longer an outgoing queue
                 deadline = queue.machine.next_deadline()
                 if deadline is None:
@@ -517,7 +422,7 @@ class OutgoingQueues:
             parts.log.warning("outgoing_cleanup_failed", queues=len(queues), error=str(exc))
             return
         for queue, result in zip(queues, outcome.results, strict=True):
-            ours = self.queues.get(queue.queue_id) is queue
+            ours = self.holds(queue)
             if isinstance(result, storage.QueueDeleted) and ours:
                 self._drop(queue)
                 parts.log.info(
@@ -648,13 +553,3 @@ class OutgoingQueues:
 def _missing(result: storage.Result) -> bool:
     """Whether a removal failed because the queue was no longer in the store."""
     return isinstance(result, storage.Failed) and isinstance(result.error, storage.QueueMissing)
-
-
-def _take_to_forget(queue: OutgoingQueue) -> tuple[int, ...]:
-    """The ids ``queue`` has waiting to be forgotten, now being forgotten (its
-    machine is told); empty if there are none."""
-    ids = tuple(queue.to_forget)
-    if ids:
-        queue.to_forget.clear()
-        queue.machine.forget_started(ids)
-    return ids
