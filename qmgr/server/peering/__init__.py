@@ -26,9 +26,13 @@ module                 concern
 ``identity``           which queue manager GUID each peer identity speaks for
 ``outgoing_queue``     one outgoing queue: its sequence machine and the
                        entries loaded from the store
-``outgoing``           every outgoing queue and link, the forgets, the
-                       resend timers, route failover and the cleanup of
-                       idle queues and links (the sending side)
+``payloads``           the payloads an outgoing queue keeps in memory, to
+                       a bound, and reads from the store past it
+``outgoing``           every outgoing queue and link, the acknowledgments,
+                       the resend timers, route failover and the cleanup
+                       of idle queues and links (the sending side)
+``forgets``            the writes that remove the entries that are done,
+                       with their reports, and their retries
 ``incoming``           carries out the receiver's decisions, stores what
                        arrives, sends the OrderAcks (the receiving side)
 ``final_acks``         settles the FinalAcks that arrive about our messages;
