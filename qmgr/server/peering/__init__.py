@@ -15,7 +15,9 @@ module                 concern
 ``hub``                :class:`Peering`: builds the parts, runs them,
                        routes between them, answers status and control
 ``connection``         one TCP connection: a ``PeerSession``, its reader,
-                       persister (writes what arrived) and writer
+                       persister and writer
+``persister``          what arrived over a connection, written in runs
+                       before anything is acknowledged
 ``close_reasons``      why a connection ended, in words
 ``link``               the connection to one next hop: connect when there
                        is work, back off when it fails; which of its queues

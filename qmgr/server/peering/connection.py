@@ -10,14 +10,12 @@ A :class:`PeerConnection` is the thin trio adapter around one
   and carries out what the session answers: bytes to send, user packets
   that arrived (to :meth:`ConnectionEvents.arrived`), packets the peer
   acknowledged, or closing;
-* the **persister** writes what the reader's packets asked it to
-  :meth:`~PeerConnection.store`: everything stored since its last write goes
-  to the committer as one atomic unit (sharing the sync with every client's
-  commit), and only once that unit is synced does each packet's follow-up
-  run (its ``after``: the receiver hears it is persisted, and the packet
-  counts in a SessionAck and, transactional, in an OrderAck). While it
-  writes, the reader goes on decoding, so a streaming peer is written in
-  runs, not one message per sync;
+* the **persister** (:class:`.persister.Persister`) writes what the
+  reader's packets stored, in runs, one atomic unit per run; each packet's
+  follow-up runs only once its run is synced (the receiver hears it is
+  persisted, and the packet counts in a SessionAck and, transactional, in
+  an OrderAck). While it writes, the reader goes on decoding, so a
+  streaming peer is written in runs, not one message per sync;
 * the **writer** sends: control packets first (SessionAcks, OrderAcks),
   then, while the session's window allows, the next transmission of the
   outgoing queues this connection carries, many packets per ``send_all``;
@@ -40,7 +38,7 @@ Any protocol error, a session that says Close, a timeout or a broken socket
 ends all four and closes the connection; what was not acknowledged stays
 in the store (sender) or was never acknowledged (receiver), so the next
 connection resends it and the sequence numbers make the resend harmless.
-What the receiver accepted and the persister never took is rolled back
+What the receiver accepted and the persister never wrote is rolled back
 when the connection ends, as a failed write is, so that the resend is
 accepted again.
 
@@ -55,7 +53,6 @@ session settings, the identities' registry, and where its events go: a
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import math
 import uuid
 from collections.abc import Callable, Sequence
@@ -64,7 +61,6 @@ from typing import Final, Protocol
 
 import trio
 
-import storage
 import wire
 from qmgr.protocol import (
     Accepted,
@@ -77,7 +73,6 @@ from qmgr.protocol import (
     Role,
     Send,
     SessionSettings,
-    StreamKey,
 )
 from qmgr.tcp import bytes_acked
 
@@ -92,6 +87,7 @@ from .close_reasons import (
 )
 from .identity import PeerIdentities
 from .parts import PeeringParts
+from .persister import Persister
 
 __all__ = [
     "ConnectionContext",
@@ -107,9 +103,6 @@ RECEIVE_SIZE: Final = 65536
 FAREWELL_SECONDS: Final = 2.0
 #: Bytes of packets gathered before one ``send_all``.
 SEND_BATCH_BYTES: Final = 256 * 1024
-#: The reader stops reading while this many bytes of arrived messages wait to
-#: be written (a peer that ignores our window cannot fill memory).
-MAX_RUN_BYTES: Final = 32 * 1024 * 1024
 
 
 #: A packet to send, built: ``(bytes, recoverable, tag)``; the tag comes back in
@@ -232,58 +225,6 @@ class ConnectionContext:
         return here + self.dialing.count
 
 
-@dataclass(slots=True, eq=False)
-class _Run:
-    """What arrived since the last write, and what to do once it is persisted."""
-
-    ops: list[storage.Operation] = field(default_factory=list)
-    #: Called with the results of its packet's ops, in order, once they are persisted.
-    after: list[Callable[[list[storage.Result]], None]] = field(default_factory=list)
-    #: (slice of ops) for each callback.
-    spans: list[tuple[int, int]] = field(default_factory=list)
-    #: Incoming streams advanced by this run: where each stood before the run's
-    #: first message of it (the ``follows`` to write), and the state record of
-    #: its last message, which the run's unit writes last.
-    streams: dict[StreamKey, tuple[tuple[int, int] | None, storage.RecordIncoming]] = field(
-        default_factory=dict
-    )
-    #: The receiver's acceptances in this run: rolled back if its write fails.
-    accepted: list[Accepted] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.after)
-
-    def add(
-        self,
-        ops: tuple[storage.Operation, ...],
-        after: Callable[[list[storage.Result]], None],
-        *,
-        accepted: Accepted | None,
-        stream: StreamKey | None,
-        record: storage.RecordIncoming | None,
-    ) -> None:
-        """One packet's part of the write (see :meth:`PeerConnection.store`)."""
-        start = len(self.ops)
-        self.ops.extend(ops)
-        self.spans.append((start, len(self.ops)))
-        self.after.append(after)
-        if accepted is not None:
-            self.accepted.append(accepted)
-        if stream is not None and record is not None:
-            # The write checks where the stream stood before its first message;
-            # popped, so that insertion order follows the last update.
-            follows, _ = self.streams.pop(stream, (record.follows, record))
-            self.streams[stream] = (follows, record)
-
-    def records(self) -> list[storage.RecordIncoming]:
-        """The last record of each stream, written with where the stream stood
-        before the run (built once per stream and write, not per message)."""
-        return [
-            record if record.follows == follows else dataclasses.replace(record, follows=follows)
-            for follows, record in self.streams.values()
-        ]
-
-
 class PeerConnection:
     """One session with another queue manager (either side may have opened it)."""
 
@@ -305,9 +246,6 @@ class PeerConnection:
         self.itself = itself
         #: The initiator found that the peer is this queue manager (its GUID is ours).
         self.reached_itself = False
-        #: Closed because what arrived could not be stored (a full store, a disk
-        #: error): the peer resends it on its next session.
-        self.not_stored = False
         #: Set by the first acknowledgment of something this connection sent: the
         #: peer does not only open sessions, it takes what comes over them.
         self.acknowledged = trio.Event()
@@ -339,10 +277,8 @@ class PeerConnection:
         self._timer_deadline = math.inf
         #: What the peer's TCP had acknowledged at the last look (``_peer_took_more``).
         self._delivered_seen = 0
-        self._wake_persister = trio.Event()
-        self._run = _Run()
-        self._run_bytes = 0  # bytes read since the persister last took a run
-        self._run_taken = trio.Event()
+        #: Writes what arrived, in runs.
+        self.persister = Persister(parts, context.events.rolled_back)
         self._closed = False
         #: The peer's GUID, once its session opened.
         self.remote_qm: uuid.UUID | None = None
@@ -363,7 +299,7 @@ class PeerConnection:
                 self._handle(self.session.start(trio.current_time()))
                 nursery.start_soon(self._reader, nursery.cancel_scope)
                 nursery.start_soon(self._writer, nursery.cancel_scope)
-                nursery.start_soon(self._persister, nursery.cancel_scope)
+                nursery.start_soon(self.persister.run)
                 nursery.start_soon(self._timers)
         except BaseExceptionGroup as group:
             self.close_reason = close_reason(group, self.log)
@@ -375,11 +311,9 @@ class PeerConnection:
             elif self.role is Role.INITIATOR and not self.opened.is_set():
                 self.close_reason = unopened(self.close_reason)
             self._closed = True
-            if self._run.accepted:
-                # Accepted, never written (the connection broke before the
-                # persister took them): as if they never arrived, so that
-                # their resends are accepted on the next connection.
-                self.context.events.rolled_back(self._run.accepted)
+            # Accepted, never written (the connection broke before the
+            # persister took them): as if they never arrived.
+            self.persister.abandon()
             with contextlib.suppress(Exception), trio.CancelScope(shield=True):
                 await self._farewell()
                 await self.stream.aclose()
@@ -398,6 +332,12 @@ class PeerConnection:
             await self.stream.send_all(data)
 
     @property
+    def not_stored(self) -> bool:
+        """Closed because what arrived could not be stored (a full store, a disk
+        error): the peer resends it on its next session."""
+        return self.persister.failed
+
+    @property
     def closing(self) -> bool:
         """True once the connection is ending."""
         return self._closed
@@ -407,15 +347,13 @@ class PeerConnection:
         self.close_reason = reason
         self._closed = True
         self._wake_writer.set()
-        self._wake_persister.set()
+        self.persister.close()
 
     async def _reader(self, scope: trio.CancelScope) -> None:
         decoder = self.decoder
         session = self.session
         while not self._closed:
-            while self._run_bytes >= MAX_RUN_BYTES:
-                self._run_taken = trio.Event()
-                await self._run_taken.wait()
+            await self.persister.room()
             data = await self.stream.receive_some(RECEIVE_SIZE)
             if not data:
                 if decoder.buffered:
@@ -432,9 +370,7 @@ class PeerConnection:
                 self._handle(session.receive(packet, now))
                 if self.closing:
                     break
-            if len(self._run):
-                self._run_bytes += len(data)
-                self._wake_persister.set()
+            self.persister.read(len(data))
             self._wake_writer.set()
             self._poke_timers()
         raise PeerClosed(self.close_reason or "closed")
@@ -509,23 +445,6 @@ class PeerConnection:
 
     # ------------------------------------------------------------------ receiving
 
-    def store(
-        self,
-        ops: tuple[storage.Operation, ...],
-        after: Callable[[list[storage.Result]], None],
-        *,
-        accepted: Accepted | None = None,
-        stream: StreamKey | None = None,
-        record: storage.RecordIncoming | None = None,
-    ) -> None:
-        """Add an arrived packet's operations (perhaps none) to the next write;
-        ``after`` runs once they are persisted, with their results, after those
-        of every packet stored before it. ``accepted`` is the receiver's
-        acceptance (rolled back if the write fails); ``record`` writes where the
-        message's stream ``stream`` now stands: the write ends with the last
-        record of each stream."""
-        self._run.add(ops, after, accepted=accepted, stream=stream, record=record)
-
     def acknowledge(self, recoverable_number: int | None) -> None:
         """An arrived packet is persisted (or needed no write): a recoverable one
         (its number; None for an express one, which needs nothing) may count in
@@ -534,36 +453,6 @@ class PeerConnection:
             self._handle(self.session.persisted(recoverable_number, trio.current_time()))
             self._wake_writer.set()
             self._poke_timers()  # the session may have armed an earlier timer
-
-    async def _persister(self, scope: trio.CancelScope) -> None:
-        context = self.context
-        while True:
-            if not len(self._run):
-                if self._closed:
-                    return
-                self._wake_persister = trio.Event()
-                await self._wake_persister.wait()
-                continue
-            run, self._run = self._run, _Run()
-            self._run_bytes = 0
-            self._run_taken.set()
-            unit = storage.Unit((*run.ops, *run.records()))
-            try:
-                outcome = await context.parts.committer.submit(unit)
-            except Exception as exc:
-                context.events.rolled_back(run.accepted)
-                self.not_stored = True
-                msg = f"could not store arrived messages: {exc}"
-                raise PeerClosed(msg) from exc
-            error = outcome.error
-            if error is not None:
-                context.events.rolled_back(run.accepted)
-                self.not_stored = True
-                msg = f"could not store arrived messages: {error}"
-                raise PeerClosed(msg)
-            results = list(outcome.results)
-            for (start, end), after in zip(run.spans, run.after, strict=True):
-                after(results[start:end])
 
     # ------------------------------------------------------------------ sending
 

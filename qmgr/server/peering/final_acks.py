@@ -142,7 +142,7 @@ class FinalAckArrivals:
         if unit is None:
             # Settled already (a repeat, or its deadline came first). It still
             # counts only after what arrived before it is stored.
-            connection.store((), lambda _: connection.acknowledge(recoverable))
+            connection.persister.store((), lambda _: connection.acknowledge(recoverable))
             return
         # If the deadline settles the copy first, this does nothing.
         op = storage.Attempt(storage.Together(unit.ops), storage.Together(()))
@@ -153,7 +153,7 @@ class FinalAckArrivals:
             # The copy may have gone to a system queue: let its readers look.
             parts.signals.notify(touched_queues(parts.store, unit.ops))
 
-        connection.store((op,), persisted)
+        connection.persister.store((op,), persisted)
 
 
 class ConfirmationWatch:

@@ -293,7 +293,7 @@ class Incoming:
                 )
             # Its first copy may still be on its way to the disk: it counts in a
             # SessionAck only after what was written before it.
-            connection.store((), lambda _: connection.acknowledge(recoverable))
+            connection.persister.store((), lambda _: connection.acknowledge(recoverable))
             return
         if remote is not None:
             assert relay is not None  # a copy held is never accepted
@@ -336,7 +336,7 @@ class Incoming:
             connection.acknowledge(recoverable)
             self._stored(packet, arrival, results, decision)
 
-        connection.store(ops, persisted, accepted=decision, stream=stream, record=record)
+        connection.persister.store(ops, persisted, accepted=decision, stream=stream, record=record)
 
     def _stored(
         self,

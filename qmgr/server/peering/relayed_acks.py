@@ -124,7 +124,7 @@ class RelayedFinalAcks:
             came_on.acknowledge(recoverable)
             then()
 
-        came_on.store((op,), stored)
+        came_on.persister.store((op,), stored)
 
     def connection_ended(self, connection: PeerConnection) -> None:
         """What was on its way to the store from ``connection`` no longer counts

@@ -258,29 +258,6 @@ async def test_a_message_accepted_but_never_written_is_taken_from_the_resend(
     assert receiver(b).rejected == receiver(b).duplicates == 0
 
 
-# ---------------------------------------------------------------- the run of a write
-
-
-def _record(sequence: int, number: int, follows: tuple[int, int] | None) -> storage.RecordIncoming:
-    return storage.RecordIncoming(b"\x01" * 16, "q", sequence, number, 0, 0.0, follows=follows)
-
-
-def test_a_write_stores_each_stream_once_where_its_last_message_left_it() -> None:
-    # The write checks where the stream stood before the run's first message
-    # of it, and records where its last one left it.
-    from qmgr.server.peering.connection import _Run
-
-    run, done = _Run(), lambda _: None
-    first, second = ("q", b"\x01" * 16, 1), ("q", b"\x02" * 16, 1)
-    run.add((), done, accepted=None, stream=first, record=_record(7, 5, (7, 4)))
-    run.add((), done, accepted=None, stream=second, record=_record(9, 1, None))
-    run.add((), done, accepted=None, stream=first, record=_record(7, 6, (7, 5)))
-    run.add((), done, accepted=None, stream=None, record=None)
-    records = run.records()
-    assert [(r.last_number, r.follows) for r in records] == [(1, None), (6, (7, 4))]
-    assert len(run) == 4
-
-
 async def test_a_peer_that_stops_reading_is_left_at_the_ack_timeout_and_gets_everything_once(
     network: Network, autojump_clock: trio.testing.MockClock
 ) -> None:

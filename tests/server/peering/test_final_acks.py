@@ -92,6 +92,10 @@ class FakeConnection:
     acknowledged: list[int | None] = field(default_factory=list)
     log: Any = field(default_factory=structlog.get_logger)
 
+    @property
+    def persister(self) -> FakeConnection:
+        return self  # stores what the settling writes
+
     def store(self, ops: tuple[storage.Operation, ...], after: Callable[[list[Any]], None]) -> None:
         self.stored.append((ops, after))
 
