@@ -13,7 +13,7 @@ like h11 or wsproto:
 * :meth:`~ClientConnection.receive_data` with each read and the caller's
   ``now`` (``b""`` at the end of the stream);
 * :meth:`~ClientConnection.next_event` until it says :data:`NEED_DATA`; each
-  event is a decision for the adapter:
+  event (:mod:`.client_events`) is a decision for the adapter:
 
   - a :data:`Request` (the decoded :class:`wire.client.Frame`): run it;
   - :class:`Greeted`: the Hello was answered (``HelloOk`` is in the outbox);
@@ -83,18 +83,34 @@ The machine never raises for what the client sends: malformed bytes are a
 
 from __future__ import annotations
 
-import enum
 import math
 import types
 import typing
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Final, TypeAlias
+from typing import Final
 
 from wire import RemoteProtocolError
 from wire import client as cf
 from wire.text_fields import MAX_TEXT_BYTES
+
+from .client_events import (
+    CLOSED,
+    NEED_DATA,
+    Authenticated,
+    Closed,
+    Event,
+    Greeted,
+    NeedData,
+    Refused,
+    ReleaseFrame,
+    Request,
+    ReserveFrame,
+    TokenOffered,
+    Violation,
+    ViolationKind,
+)
 
 __all__ = [
     "AUTHENTICATE_FIRST",
@@ -193,129 +209,6 @@ class ConnectionSettings:
     large_frame: int = LARGE_FRAME
     flush_bytes: int = OUTBOX_FLUSH_BYTES
 
-
-# ---------------------------------------------------------------------- events
-
-#: A request to run: the decoded frame (``request_id``, ``value``) as the decoder made it.
-Request: TypeAlias = cf.Frame
-
-
-class NeedData:
-    """Nothing more can be decided until more bytes arrive."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "NEED_DATA"
-
-
-NEED_DATA: Final = NeedData()
-
-
-@dataclass(frozen=True, slots=True)
-class Greeted:
-    """The Hello was answered with ``version``; ``admitted`` if that was all it needed."""
-
-    client_name: str
-    version: int
-    admitted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class TokenOffered:
-    """An ``Authenticate``: say whose ``token`` it is with :meth:`ClientConnection.authenticate`."""
-
-    request_id: int
-    token: str
-
-
-@dataclass(frozen=True, slots=True)
-class Authenticated:
-    """The connection is ``principal`` now (``Ok`` is in the outbox); ``admitted`` if that
-    admitted it."""
-
-    principal: str
-    admitted: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ReserveFrame:
-    """A frame of ``length`` body bytes has begun: reserve them before it is buffered."""
-
-    length: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReleaseFrame:
-    """The reserved frame is whole: give its ``length`` bytes back."""
-
-    length: int
-
-
-@dataclass(frozen=True, slots=True)
-class Refused:
-    """A request made while the server stops: answer it with an error and go on."""
-
-    request_id: int
-    value: cf.FrameValue
-    message: str
-
-
-class ViolationKind(enum.Enum):
-    """How a client broke the protocol."""
-
-    #: Bytes that are not a frame (request id 0).
-    MALFORMED = "malformed"
-    #: A first frame other than Hello.
-    HELLO_FIRST = "hello first"
-    #: No version both sides speak.
-    UNSUPPORTED_VERSION = "unsupported version"
-    #: A frame that is not a request the server runs, or needs a later version.
-    NOT_ALLOWED = "not allowed"
-    #: A request before authenticating, where clients must.
-    AUTHENTICATE_FIRST = "authenticate first"
-    #: A token that names nobody, or someone other than the connection's principal.
-    TOKEN_REFUSED = "token refused"
-
-
-@dataclass(frozen=True, slots=True)
-class Violation:
-    """The client broke the protocol: the error reply is in the outbox; close after writing it."""
-
-    kind: ViolationKind
-    request_id: int
-    message: str
-    #: The class name of the frame at fault ("" for malformed bytes).
-    request: str = ""
-
-    @property
-    def reason(self) -> str:
-        """Why the connection closes, for the log."""
-        if self.kind is ViolationKind.MALFORMED:
-            return f"malformed frame: {self.message}"
-        return "protocol violation"
-
-
-@dataclass(frozen=True, slots=True)
-class Closed:
-    """The connection is over (``reason``): the client closed it, or it was ended."""
-
-    reason: str
-
-
-CLOSED: Final = Closed("closed by client")
-
-Event: TypeAlias = (
-    Request
-    | NeedData
-    | Greeted
-    | TokenOffered
-    | ReserveFrame
-    | ReleaseFrame
-    | Refused
-    | Violation
-    | Closed
-)
 
 _VIOLATION_CODES: Final = {
     ViolationKind.UNSUPPORTED_VERSION: cf.ErrorCode.UNSUPPORTED_VERSION,
