@@ -26,17 +26,21 @@ from reply_kit import long_queue_list
 
 from qmgr.protocol.client_connection import (
     AUTHENTICATE_FIRST,
-    CLOSED,
     LARGE_FRAME,
     LARGEST_HELLO_BODY,
     MAX_UNADMITTED_BODY,
-    NEED_DATA,
     SERVED_REQUESTS,
     SHUTTING_DOWN,
-    Authenticated,
     ClientConnection,
-    Closed,
     ConnectionSettings,
+    version_needed,
+    versions_needed,
+)
+from qmgr.protocol.client_events import (
+    CLOSED,
+    NEED_DATA,
+    Authenticated,
+    Closed,
     Event,
     Greeted,
     Refused,
@@ -46,8 +50,6 @@ from qmgr.protocol.client_connection import (
     TokenOffered,
     Violation,
     ViolationKind,
-    version_needed,
-    versions_needed,
 )
 from wire import client as cf
 from wire.text_fields import MAX_TEXT_BYTES

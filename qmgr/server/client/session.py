@@ -56,6 +56,7 @@ import trio
 
 from qmgr.core.errors import InternalError, LimitExceeded, QueueManagerError, ShuttingDown
 from qmgr.protocol import client_connection as cc
+from qmgr.protocol import client_events as ce
 from wire import client as cf
 
 from .error_codes import error_frame
@@ -247,7 +248,7 @@ class ClientSession:
         note_read = services.committer.note_read
         forget_activity = services.committer.forget_source
         conn_id = self.conn_id
-        request, need_data = cc.Request, cc.NeedData
+        request, need_data = ce.Request, ce.NeedData
         while True:
             deadline_scope.deadline = connection.deadline(busy=context.busy)
             data = await stream.receive_some(RECEIVE_CHUNK)
@@ -283,9 +284,9 @@ class ClientSession:
         """Carry out an event other than a request; the reason to close, or None."""
         connection = self.connection
         context = self.context
-        if isinstance(event, cc.ReleaseFrame):
+        if isinstance(event, ce.ReleaseFrame):
             self.services.frames.release(event.length)
-        elif isinstance(event, cc.ReserveFrame):
+        elif isinstance(event, ce.ReserveFrame):
             budget = self.services.frames
             if not budget.try_reserve(event.length):
                 refusal = budget.refusal(event.length)
@@ -293,7 +294,7 @@ class ClientSession:
                 await self._farewell(refusal)
                 return refusal
             connection.frame_reserved()
-        elif isinstance(event, cc.Greeted):
+        elif isinstance(event, ce.Greeted):
             context.version = event.version
             # Which clients are older (a version 8 SDK reads lists of 4 MiB at most).
             context.log = context.log.bind(protocol=event.version)
@@ -301,13 +302,13 @@ class ClientSession:
                 context.log = context.log.bind(client=event.client_name)
             if event.admitted:
                 self._admitted()
-        elif isinstance(event, cc.TokenOffered):
+        elif isinstance(event, ce.TokenOffered):
             return await self._authenticate(event)
-        elif isinstance(event, cc.Refused):
+        elif isinstance(event, ce.Refused):
             context.failed(event.request_id, event.value, ShuttingDown(event.message))
-        elif isinstance(event, cc.Violation):
+        elif isinstance(event, ce.Violation):
             return await self._violated(event)
-        elif isinstance(event, cc.Closed):
+        elif isinstance(event, ce.Closed):
             return event.reason
         return None
 
@@ -333,7 +334,7 @@ class ClientSession:
                 request_id, value, InternalError(f"internal error: {type(exc).__name__}")
             )
 
-    async def _authenticate(self, event: cc.TokenOffered) -> str | None:
+    async def _authenticate(self, event: ce.TokenOffered) -> str | None:
         """Check a token; one not accepted ends the connection."""
         authorization = self.services.authorization
         name = None if authorization is None else authorization.authenticate(event.token)
@@ -344,7 +345,7 @@ class ClientSession:
                 authorization.tally.authentication_failures += 1
             context.log.warning("authentication_failed", method="token")
         outcome = self.connection.authenticate(event.request_id, name)
-        if isinstance(outcome, cc.Violation):
+        if isinstance(outcome, ce.Violation):
             return await self._violated(outcome)
         assert authorization is not None
         context.principal = authorization.principal(outcome.principal)
@@ -360,12 +361,12 @@ class ClientSession:
         if self._on_authenticated is not None:
             self._on_authenticated()
 
-    async def _violated(self, violation: cc.Violation) -> str:
+    async def _violated(self, violation: ce.Violation) -> str:
         """The client broke the protocol: log it, write the error, close."""
         log = self.context.log
-        if violation.kind is cc.ViolationKind.MALFORMED:
+        if violation.kind is ce.ViolationKind.MALFORMED:
             log.warning("bad_frame", error=violation.message)
-        elif violation.kind is cc.ViolationKind.AUTHENTICATE_FIRST:
+        elif violation.kind is ce.ViolationKind.AUTHENTICATE_FIRST:
             if self.services.authorization is not None:
                 self.services.authorization.tally.denied += 1
             log.warning("access_denied", request=violation.request, reason=violation.message)
