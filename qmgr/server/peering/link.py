@@ -305,7 +305,7 @@ class Link:
         opened, every = context.opened_here(), config.peer_retry_initial
         if not context.dialing.may_open(self, opened=opened, limit=limit, now=now, every=every):
             # Not the hop's fault: it waits its turn for a session that ends,
-            # looking every second (no failure counted, no back-off).
+            # looking every peers.retry_initial (no failure counted, no back-off).
             reason = (
                 f"this queue manager has {limit} sessions open to peers already "
                 "(peers.max_connections): waiting for one to end"
