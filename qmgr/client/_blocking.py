@@ -137,7 +137,10 @@ class QueueManager(QueueManagerAdmin, QueueManagerIdentity):
         """Close the connection. Open transactions are aborted by the daemon.
 
         Sends still buffered in an open transaction are discarded with it.
-        Closing twice is harmless.
+        Closing twice is harmless. Unlike the other calls, it may be made from
+        another thread: a call waiting in the thread that uses the client (a
+        receive with no timeout) then ends with :class:`ConnectionLost`, and
+        the daemon takes nothing more for it.
         """
         self._conn.close()
 

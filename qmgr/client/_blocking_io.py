@@ -194,8 +194,15 @@ class SocketConnection:
         self.sock.close()
 
     def close(self) -> None:
-        """Close: later calls raise ConnectionLost; the daemon aborts open transactions."""
+        """Close: later calls raise ConnectionLost; the daemon aborts open transactions.
+
+        A call waiting in another thread (a receive with no timeout) wakes with
+        ConnectionLost: the socket is shut down first, which ends its wait and
+        tells the daemon at once (a closed socket a thread still waits on stays
+        open in the kernel, and the daemon would hand that receive a message)."""
         self.proto.close(f"the connection to {self.address} was closed")
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
 
     # ------------------------------------------------------------------

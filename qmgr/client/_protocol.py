@@ -556,7 +556,8 @@ class ClientProtocol(Generic[W]):
         """The application closed the connection: ``message`` says so from now on.
 
         Buffered requests are dropped and waiters woken. A failure noticed
-        afterwards (a read cut short by the close) may still say what broke.
+        afterwards that breaks it on purpose (:meth:`fail`) may still say what
+        broke; a read or write cut short by the close says it was closed.
         """
         if self.broken is None:
             self.broken = ConnectionLost(message)
@@ -576,7 +577,12 @@ class ClientProtocol(Generic[W]):
         return ConnectionLost(self.broken.message)
 
     def lost(self, reason: str) -> ConnectionLost:
-        """Break the connection because it failed or the daemon closed it; see :meth:`fail`."""
+        """Break the connection because it failed or the daemon closed it; see
+        :meth:`fail`. A connection the application closed is not lost: a read or
+        write that fails after (or because of) the close says it was closed."""
+        if self._closed_by_user and self.broken is not None:
+            self._drop()
+            return ConnectionLost(self.broken.message)
         return self.fail(self._lost_prefix() + reason)
 
     def _lost_prefix(self) -> str:

@@ -441,3 +441,32 @@ def test_a_reply_read_with_the_daemons_farewell_is_the_calls_answer() -> None:
     assert conn.exchange(waiter) == cf.Ok(value=7)
     with pytest.raises(ConnectionLost, match=f"closed the connection: {stopping}$"):
         conn.proto.request(conn.proto.out, cf.GetStatus())
+
+
+def test_close_from_another_thread_ends_a_wait_there_and_tells_the_daemon() -> None:
+    # A worker waits for a reply (a receive with no timeout); another thread
+    # closes the client to stop it. The daemon must see the connection end at
+    # once, or it would hand that receive the next message sent.
+    ours, theirs = socket.socketpair()
+    conn = SocketConnection(ours, "pair")
+    errors: list[BaseException] = []
+
+    def wait_for_a_reply() -> None:
+        waiter = conn.proto.request(conn.proto.out, cf.ListQueues())
+        try:
+            conn.exchange(waiter)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=wait_for_a_reply, daemon=True)
+    worker.start()
+    theirs.settimeout(DEADLOCK_TIMEOUT)
+    assert theirs.recv(65536)  # the request: the worker now waits for its reply
+    conn.close()
+    worker.join(DEADLOCK_TIMEOUT)
+    assert not worker.is_alive(), "the wait in the other thread did not end"
+    [error] = errors
+    assert isinstance(error, ConnectionLost)
+    assert "was closed" in str(error)
+    assert theirs.recv(65536) == b""  # the daemon's end sees the connection end
+    theirs.close()

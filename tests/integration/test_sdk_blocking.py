@@ -255,6 +255,39 @@ def test_waiting_receive_wakes_when_another_client_commits(
 
 
 @pytest.mark.parametrize("transactional", [True, False])
+def test_close_from_another_thread_stops_a_waiting_receive_which_takes_nothing(
+    shared_daemon: DaemonProcess, qm: QueueManager, queue_name: str, transactional: bool
+) -> None:
+    qm.create_queue(queue_name, transactional=transactional)
+    worker_qm = connect(shared_daemon.address)
+    connections = qm.status().connections
+    errors: list[BaseException] = []
+
+    def wait_for_a_message() -> None:
+        try:
+            worker_qm.receive(queue_name, timeout=None)
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=wait_for_a_message, daemon=True)
+    worker.start()
+    conn = worker_qm._conn
+    # The receive is written, and the worker waits for its answer.
+    wait_until(lambda: conn._exchanging.locked() and not conn.proto.out, 10)
+    worker_qm.close()  # from this thread, to stop the worker
+    worker.join(10)
+    assert not worker.is_alive(), "the waiting receive did not end"
+    [error] = errors
+    assert isinstance(error, ConnectionLost)
+    assert "was closed" in str(error)
+    # The daemon saw the connection end: the receive waits no more.
+    wait_until(lambda: qm.status().connections == connections - 1, 10)
+    qm.send(queue_name, b"for someone else")
+    queue = next(q for q in qm.status().queues if q.name == queue_name)
+    assert queue.depth == 1
+
+
+@pytest.mark.parametrize("transactional", [True, False])
 def test_waiting_receives_get_every_message_once_and_in_order_under_load(
     shared_daemon: DaemonProcess, qm: QueueManager, queue_name: str, transactional: bool
 ) -> None:
