@@ -12,7 +12,6 @@ connection (connections are cheap).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import socket
 import ssl
@@ -25,7 +24,7 @@ from ._codec import SendOptions
 from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token, connect_timeout
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
-from ._transaction import TransactionHandle, TransactionState
+from ._transaction import TransactionHandle, TransactionState, abort_on_exit
 from .calls import handshake, messages, poison, queues, transactions
 from .calls.messages import RangeInfo
 
@@ -377,15 +376,20 @@ class Transaction(TransactionHandle):
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, raised: BaseException | None, *_: object
+    ) -> None:
         if self._state.ended:
             return
         if exc_type is None:
             self.commit()
             return
-        # If the connection is gone, the daemon aborts it (a prepared one stays in doubt).
-        with contextlib.suppress(QueueError):
+        try:
             self.abort()
+        except QueueError as error:
+            # If the connection is gone, the daemon aborts it; one that may be
+            # prepared stays in doubt, and ``raised`` says so.
+            abort_on_exit(self._state, error, raised)
 
     def send(
         self,

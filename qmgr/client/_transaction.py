@@ -59,6 +59,7 @@ __all__ = [
     "Ending",
     "TransactionHandle",
     "TransactionState",
+    "abort_on_exit",
     "check_xid",
     "earlier_failure",
     "prepare_interrupted",
@@ -410,6 +411,23 @@ def transaction_ended(state: TransactionState, outcome: cf.ServerReply | QueueEr
         raise error
     if state.ending == Ending.ABORT_FAILED:
         raise state.commit_error()
+
+
+def abort_on_exit(state: TransactionState, error: QueueError, raised: BaseException | None) -> None:
+    """The abort at the end of a block left by ``raised`` failed with ``error``.
+
+    The daemon aborts a transaction whose connection is gone, so the block's
+    exception goes on alone; but a transaction that is, or may be, prepared
+    stays in doubt, so ``raised`` (an interrupt of its ``prepare()``, say)
+    carries a note of that: nothing else would tell the program.
+    """
+    if raised is None or not isinstance(error, ConnectionLost):
+        return
+    if state.prepared or state.unsure:
+        raised.add_note(
+            f"{error.message}: resolve it by its xid, e.g. `qmgr tx abort {state.xid}` "
+            "(`qmgr tx list` lists those in doubt)"
+        )
 
 
 def receive_abandoned(state: TransactionState) -> None:

@@ -12,7 +12,6 @@ uses trio (a reader task, a send lock, what cancelling does): ``_trio_io``.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import ssl
 from collections.abc import AsyncIterator, Generator
@@ -25,7 +24,7 @@ from ._codec import SendOptions
 from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
-from ._transaction import TransactionHandle, TransactionState
+from ._transaction import TransactionHandle, TransactionState, abort_on_exit
 from ._trio_admin import AsyncQueueManagerAdmin
 from ._trio_io import StreamConnection, open_stream, tls_handshake
 from .calls import handshake, messages, poison, queues, transactions
@@ -267,27 +266,31 @@ class AsyncTransaction(TransactionHandle):
     async def __aenter__(self) -> Self:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, raised: BaseException | None, *_: object
+    ) -> None:
         if self._state.ended:
             return
         if exc_type is None:
             try:
                 await self.commit()
-            except trio.Cancelled:
+            except trio.Cancelled as cancelled:
                 if not self._state.ended:  # cancelled before it was written: abort below
-                    await self._abort_shielded()
+                    await self._abort_shielded(cancelled)
                 raise
             return
-        await self._abort_shielded()
+        await self._abort_shielded(raised)
 
-    async def _abort_shielded(self) -> None:
+    async def _abort_shielded(self, raised: BaseException | None) -> None:
         """Abort even if we are being cancelled, so that received messages go back now."""
         with trio.CancelScope(shield=True) as scope:
             scope.deadline = trio.current_time() + _ABORT_GRACE
-            # If the connection is gone, the daemon aborts the transaction itself
-            # (a prepared one stays in doubt until resolved by xid).
-            with contextlib.suppress(QueueError):
+            try:
                 await self.abort()
+            except QueueError as error:
+                # If the connection is gone, the daemon aborts the transaction
+                # itself; one that may be prepared stays in doubt (``raised`` says so).
+                abort_on_exit(self._state, error, raised)
 
     async def send(
         self,

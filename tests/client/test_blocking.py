@@ -338,3 +338,29 @@ def test_a_connection_the_daemon_closes_is_lost_with_its_reason(fake_daemon: Fak
     with connect(fake_daemon.address) as qm:
         assert fake_daemon.farewell("closing a connection idle for 3 s") == 1
         check_closed_by_daemon(qm, fake_daemon.address, "closing a connection idle for 3 s")
+
+
+def test_a_block_left_by_an_interrupted_prepare_says_the_transaction_may_be_in_doubt(
+    fake_daemon: FakeDaemon,
+) -> None:
+    # Ctrl-C while prepare() waits for its reply: the connection breaks, the
+    # block's abort cannot reach the daemon, and the transaction may be
+    # prepared; the interrupt must say so, or nothing would.
+    with connect(fake_daemon.address) as qm:
+
+        def interrupted(*, block: bool) -> None:
+            raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt) as caught, qm.begin(xid="in-doubt") as tx:
+            tx.send("orders", b"x")
+            qm._conn._read = interrupted  # type: ignore[method-assign]
+            tx.prepare()
+    [note] = caught.value.__notes__
+    assert "transaction 'in-doubt' may be prepared and in doubt" in note
+    assert "qmgr tx abort in-doubt" in note
+    # An exception before any prepare leaves nothing in doubt: no note.
+    with connect(fake_daemon.address) as qm:
+        with pytest.raises(RuntimeError) as plain, qm.begin(xid="plain") as tx:
+            qm.close()
+            raise RuntimeError
+        assert not getattr(plain.value, "__notes__", [])
