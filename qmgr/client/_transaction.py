@@ -92,14 +92,15 @@ _THE_BEGIN: Final = "its begin"
 ABORTED_BY_DAEMON: Final = "the queue manager"
 
 
-def check_xid(xid: object) -> str:
-    """Return ``xid`` if it can name a global transaction.
+def check_xid(xid: object, *, new: bool = False) -> str:
+    """Return ``xid`` if it can name a global transaction (``new``: one being begun).
 
     Raises:
         InvalidArgument: not a str of 1 to 200 bytes of UTF-8 without control
-            characters (``wire.client.xid_error`` says which).
+            characters, or (``new``) with a character that does not print
+            (``wire.client.xid_error`` says which).
     """
-    error = cf.xid_error(xid)
+    error = cf.xid_error(xid, new=new)
     if error is not None:
         raise InvalidArgument(error)
     assert isinstance(xid, str)
@@ -132,7 +133,7 @@ class TransactionState:
         #: The transaction's id (chosen by the client).
         self.id = tx_id
         #: The global transaction id given to ``begin()``, or None.
-        self.xid = None if xid is None else check_xid(xid)
+        self.xid = None if xid is None else check_xid(xid, new=True)
         self.ended = False
         #: True once prepared: then only a commit or an abort by xid can follow.
         self.prepared = False

@@ -70,14 +70,15 @@ MAX_RESOLVE: Final = 10_000
 PRUNE_STEP: Final = 1024
 
 
-def check_xid(xid: str) -> str:
-    """Validate a global transaction id; returns it.
+def check_xid(xid: str, *, new: bool = False) -> str:
+    """Validate a global transaction id (``new``: of a transaction being begun); returns it.
 
     Raises:
-        InvalidArgument: empty, too long, not valid Unicode text, or with
-            control characters (``wire.client.xid_error``).
+        InvalidArgument: empty, too long, not valid Unicode text, with
+            control characters, or (``new``) with a character that does not
+            print (``wire.client.xid_error``).
     """
-    error = cf.xid_error(xid)
+    error = cf.xid_error(xid, new=new)
     if error is not None:
         raise InvalidArgument(error)
     return xid
@@ -191,7 +192,7 @@ class TwoPhase:
             InvalidArgument: the id is malformed, or in use (open, prepared,
                 or resolved and its outcome still kept).
         """
-        check_xid(xid)
+        check_xid(xid, new=True)
         self._check_unused(xid)
         return self._transactions.begin(owner, client_id, now, xid)
 

@@ -143,6 +143,17 @@ def test_an_id_is_used_once(qm: CoreHarness) -> None:
             begin(qm, bad)
 
 
+def test_a_new_id_must_print_but_one_that_does_not_can_still_be_resolved(
+    qm: CoreHarness,
+) -> None:
+    # The daemon keeps the rule even for a client that does not check it.
+    with pytest.raises(InvalidArgument, match="U\\+200B, which does not print"):
+        begin(qm, "zw\u200bsp")
+    # An id of an earlier release, in doubt in the store, is still resolved.
+    with pytest.raises(TransactionNotFound):
+        resolve(qm, "zw\u200bsp")
+
+
 def test_a_one_phase_commit_of_an_id_keeps_its_outcome(qm: CoreHarness) -> None:
     tx = begin(qm, "x1")
     qm.prepare("dst", b"m", tx=tx)

@@ -27,10 +27,16 @@ MAX_RESOLVE_XIDS: Final = 10_000
 MAX_XID_BYTES: Final = 200
 
 
-def xid_error(xid: object) -> str | None:
+def xid_error(xid: object, *, new: bool = False) -> str | None:
     """Why ``xid`` cannot name a global transaction (None: it can): it must be a
     str of 1 to :data:`MAX_XID_BYTES` bytes of UTF-8 without control characters.
-    The one rule of the client, the daemon and the command line."""
+    The one rule of the client, the daemon and the command line.
+
+    ``new``: for a transaction being begun, every character must also print
+    (``str.isprintable``: no format characters, no spaces other than U+0020,
+    no line or paragraph separators), so that the id is shown, and can be
+    typed back, as it is. Ids of earlier releases that do not print can still
+    be resolved (shown with Python's escapes)."""
     if not isinstance(xid, str):
         return f"a transaction id (xid) must be a str, not {type(xid).__name__}"
     try:
@@ -43,6 +49,11 @@ def xid_error(xid: object) -> str | None:
     for char in xid:
         if char < " " or char == "\x7f":
             return f"transaction id {quoted(xid)} contains the control character U+{ord(char):04X}"
+        if new and not char.isprintable():
+            return (
+                f"transaction id {quoted(xid)} contains U+{ord(char):04X}, which does not "
+                "print: a transaction id must show as it is typed"
+            )
     return None
 
 
