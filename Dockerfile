@@ -21,10 +21,13 @@
 # cannot know its peers' networks: what admits a queue manager is its
 # certificate, signed by ca.crt, in the mutual TLS handshake. To admit only
 # your queue managers' networks, run the image with that command and
-# peers.accept_from changed (--set 'peers.accept_from=["10.1.0.0/16"]'). For
-# its own clients to send to the host's name too, list it in server.aliases
-# (aliases = ["HOST-ADDRESS:11801"] in a qmgr.toml mounted on
-# /etc/qmgr/qmgr.toml).
+# peers.accept_from changed (--set 'peers.accept_from=["10.1.0.0/16"]'). List
+# the address peers reach it at first in server.aliases (--set
+# 'server.aliases=["HOST-ADDRESS:11801"]', or aliases in a qmgr.toml mounted on
+# /etc/qmgr/qmgr.toml): the admin and response queues of the messages it sends
+# name it so, and acknowledgments and responses come back (without it they name
+# the container's host name, which its peers cannot reach); its own clients may
+# then send to that name too.
 #
 # Without those files it does not start (it says which file is missing). To
 # serve clients inside the container only, on loopback and without TLS (and

@@ -1,4 +1,5 @@
-"""The check of ``server.aliases`` at start-up: does each alias reach this queue manager?
+"""How other queue managers reach this one: ``server.aliases`` checked at start-up,
+and the name this queue manager's reply queues carry.
 
 Theory of operation
 -------------------
@@ -17,12 +18,24 @@ reads who answers:
 
 The check sends no message and changes nothing; it runs once, in the
 background, and never holds up the start.
+
+A message's admin and response queues here travel as direct names the
+destination can reach back (:func:`reached_back`): the address this queue
+manager listens on, or, when it listens on every address, its first alias,
+else ``server.name``. A queue manager behind a port map or a NAT lists its
+public name first in ``server.aliases`` so that acknowledgments and
+responses find their way back.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
+from typing import Final
+
 import trio
 
+from qmgr.config import Config
 from qmgr.core.routes import endpoint_text
 from qmgr.protocol import Role
 
@@ -30,7 +43,10 @@ from ..tls import TlsFailed
 from .connection import ConnectionContext, PeerConnection
 from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 
-__all__ = ["check_aliases"]
+__all__ = ["check_aliases", "reached_back"]
+
+#: Listen addresses meaning "every address".
+_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
 
 async def check_aliases(context: ConnectionContext) -> None:
@@ -92,3 +108,31 @@ async def _check(context: ConnectionContext, alias: tuple[str, int]) -> None:
         )
     else:
         log.info("alias_not_checked", reason=connection.close_reason or "no session")
+
+
+def reached_back(config: Config) -> str:
+    """How a destination reaches this queue manager back, as a direct name's
+    protocol and host (``TCP:10.0.0.1:28001``, ``OS:qm1.example.net``): by the
+    address it listens on (``DIRECT=TCP:`` takes addresses only), the host name
+    it listens on, or, listening on every address (or a link-local one, whose
+    scope means nothing on the peer's side), the first of ``server.aliases``
+    (the names other queue managers reach it by: a port map, a NAT), else
+    ``server.name``. The port follows unless it is 1801."""
+    host, port = config.listen.host, config.listen.port
+    everywhere = host in _WILDCARDS
+    if not everywhere:
+        with contextlib.suppress(ValueError):
+            everywhere = ipaddress.ip_address(host.strip("[]")).is_link_local
+    if everywhere:
+        if config.aliases:
+            alias, alias_port = config.aliases[0]
+            host, port = alias, port if alias_port is None else alias_port
+        else:
+            host = config.name
+    suffix = "" if port == 1801 else f":{port}"
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return f"OS:{host}{suffix}"
+    written = f"[{address}]" if address.version == 6 else str(address)
+    return f"TCP:{written}{suffix}"

@@ -37,7 +37,6 @@ no marks, and every entry stored at start counts as perhaps sent.
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import json
 import time
 import uuid
@@ -58,12 +57,10 @@ from qmgr.core.routes import endpoint_text
 from qmgr.protocol import EntryKind, OutgoingSequence
 from wire import client as cf
 
+from .aliases import reached_back
 from .connection import PacketToSend
 from .parts import PeeringParts
 from .payloads import LoadedPayloads, Payload
-
-#: Listen addresses meaning "every address".
-_WILDCARDS: Final = frozenset({"", "0.0.0.0", "::", "*"})
 
 __all__ = [
     "FILL_BYTES",
@@ -351,23 +348,9 @@ class OutgoingQueue:
         if not element.is_local or _names_a_host(text):
             # A direct name that names a host is kept as the sender wrote it.
             return wire.direct_queue(text)
-        # A local name: how the destination reaches us: by the address we listen
-        # on (``DIRECT=TCP:`` takes addresses only), by the host name we listen
-        # on, or by our name when we listen on every address.
-        config = self.parts.config
-        port = "" if config.listen.port == 1801 else f":{config.listen.port}"
+        # A local name: how the destination reaches us back.
         path = element.queue if element.queue in SYSTEM_QUEUES else f"private$\\{element.queue}"
-        host = config.listen.host
-        if host in _WILDCARDS:
-            return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
-        try:
-            address = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            return wire.DirectQueue(name=f"OS:{host}{port}\\{path}")
-        if address.is_link_local:  # its scope means nothing on the peer's side
-            return wire.DirectQueue(name=f"OS:{config.name}{port}\\{path}")
-        written = f"[{address}]" if address.version == 6 else str(address)
-        return wire.DirectQueue(name=f"TCP:{written}{port}\\{path}")
+        return wire.DirectQueue(name=f"{reached_back(self.parts.config)}\\{path}")
 
     def forget_reports(self, ids: tuple[int, ...]) -> list[storage.Operation]:
         """What the forget of the entries ``ids`` also writes: the reports of

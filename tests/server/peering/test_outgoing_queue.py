@@ -13,6 +13,7 @@ from peer_kit import Network, Node, is_data, is_order_ack, wait_until
 import storage
 import wire
 from qmgr.config import Address
+from qmgr.core.names import split_host_port
 from qmgr.server.peering.payloads import PAYLOAD_BUDGET
 
 from .conftest import (
@@ -187,6 +188,40 @@ async def test_a_local_reply_queue_is_named_as_the_destination_reaches_back(
         reply = queue._wire_queue(text)
         assert isinstance(reply, wire.DirectQueue)
         assert reply.name == written
+
+
+@pytest.mark.parametrize(
+    ("listen", "aliases", "written"),
+    [
+        ("0.0.0.0:1801", ["203.0.113.5:11801"], "TCP:203.0.113.5:11801\\private$\\acks"),
+        ("[::]:28001", ["qm1.example.net", "x:1"], "OS:qm1.example.net:28001\\private$\\acks"),
+        ("0.0.0.0:28001", ["[2001:db8::5]:1801"], "TCP:[2001:db8::5]\\private$\\acks"),
+        # Listening on one address, the aliases are names besides it.
+        ("10.55.0.1:28001", ["203.0.113.5:11801"], "TCP:10.55.0.1:28001\\private$\\acks"),
+    ],
+)
+async def test_listening_everywhere_a_reply_queue_names_the_first_alias(
+    network: Network,
+    autojump_clock: trio.testing.MockClock,
+    listen: str,
+    aliases: list[str],
+    written: str,
+) -> None:
+    """Behind a port map or a NAT (a container listening on every address), the
+    destination reaches this queue manager back by the name peers reach it by
+    (``server.aliases``), not by a host name only it knows."""
+    a, b = await start_pair(network)
+    await a.send(b.remote(QUEUE), [b"x"])
+    [queue] = a.peering.outgoing.values()
+    config = dataclasses.replace(
+        queue.parts.config,
+        listen=Address.parse(listen, what="listen"),
+        aliases=tuple(split_host_port(alias) for alias in aliases),
+    )
+    queue.parts = dataclasses.replace(queue.parts, config=config)
+    reply = queue._wire_queue("acks")
+    assert isinstance(reply, wire.DirectQueue)
+    assert reply.name == written
 
 
 async def test_entries_appended_while_a_purge_is_written_are_sent_after_it(
