@@ -219,6 +219,24 @@ def test_queue_managers_exchange_messages_over_mutual_tls_and_a_stranger_is_refu
     assert registered["identity"] == "qm-a"
 
 
+def test_a_peer_port_refusing_the_address_points_the_sender_at_its_log(
+    tls_peer: Callable[..., DaemonProcess], pki: Pki
+) -> None:
+    # The peer port closes a connection from outside peers.accept_from before
+    # any TLS: the sender sees its handshake cut short, and is told what that
+    # usually means, as without TLS.
+    b = tls_peer("qm-b", *settings('peers.accept_from=["192.0.2.0/24"]'))
+    a = tls_peer("qm-a")
+    with clients_of(pki, a, b) as (qa, qb):
+        qb.create_queue("orders", transactional=True)
+        send_in_transaction(qa, remote_queue(b, "orders"), b"refused")
+        wait_until(lambda: qa.outgoing()[0].last_error != "", timeout=20)
+        error = qa.outgoing()[0].last_error
+    assert error.startswith("TLS handshake failed: the connection was closed before the session")
+    assert "the peer may refuse this queue manager (peers.accept_from" in error
+    assert log_events(b, "peer_refused")
+
+
 def test_a_peer_cannot_speak_for_another_queue_manager(
     tls_peer: Callable[..., DaemonProcess],
     pki: Pki,

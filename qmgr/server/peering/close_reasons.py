@@ -113,11 +113,17 @@ PEER_CLOSED: Final = "the peer closed the connection"
 _RESET: Final = f"connection lost: {os.strerror(errno.ECONNRESET)}"
 
 
-def unopened(reason: str) -> str:
+def unopened(reason: str, *, closed: bool = False) -> str:
     """Why a connection this queue manager opened ended before its session
     opened, with what an abrupt close by the peer usually means: the peer
-    refuses it, and says why only in its own log."""
-    if reason in (PEER_CLOSED, _RESET) or reason.startswith("TLS session refused: UNEXPECTED_EOF"):
+    refuses it, and says why only in its own log. ``closed``: the peer closed
+    the connection during the TLS handshake without a word of TLS (as the
+    peer port does to an address outside ``peers.accept_from``)."""
+    if (
+        closed
+        or reason in (PEER_CLOSED, _RESET)
+        or reason.startswith("TLS session refused: UNEXPECTED_EOF")
+    ):
         return (
             f"{reason} before the session opened: the peer may refuse this queue "
             "manager (peers.accept_from; under TLS a certificate of another CA, none, "

@@ -51,7 +51,7 @@ from qmgr.core.routes import HopState, endpoint_text
 from qmgr.protocol import Role
 
 from ..tls import TlsFailed
-from .close_reasons import PEER_CLOSED
+from .close_reasons import PEER_CLOSED, unopened
 from .connection import ConnectionContext, PacketToSend, PeerConnection
 from .dial import CannotConnect, open_hop, secure, shows_own_certificate
 from .outgoing_queue import OutgoingQueue
@@ -357,7 +357,7 @@ class Link:
         except TlsFailed as exc:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
-            return str(exc)
+            return unopened(str(exc), closed=exc.closed)
 
     async def _itself(self) -> PeerConnection:
         """A session with this queue manager, in the process: its initiator (the

@@ -57,3 +57,9 @@ def test_a_session_the_peer_ends_before_it_opens_points_at_its_log(reason: str) 
     assert said.startswith(f"{reason} before the session opened: the peer may refuse")
     assert said.endswith("its log says why (peer_refused)")
     assert unopened("protocol error: x") == "protocol error: x"
+    # A TLS handshake the peer cut short without a word of TLS: as a refusal.
+    cut = unopened("TLS handshake failed: the connection was closed", closed=True)
+    assert cut.endswith("its log says why (peer_refused)")
+    assert unopened("TLS handshake failed: certificate verify failed") == (
+        "TLS handshake failed: certificate verify failed"
+    )
