@@ -302,7 +302,8 @@ def _parse(text: str, origin: str) -> dict[tuple[str, str], Any]:
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        msg = f"{origin}: {exc}"
+        again = "('auth', 'tokens') twice" in str(exc)
+        msg = f"{origin}: {exc}" + (f" ({_TOKEN_LINES})" if again else "")
         raise ConfigError(msg) from exc
     sections = {section for section, _ in KEYS} | {ROUTES_SECTION}
     result: dict[tuple[str, str], Any] = {}
@@ -333,7 +334,18 @@ def _parse_setting(setting: str) -> dict[tuple[str, str], Any]:
     return {(section.strip(), key.strip()): _typed(section.strip(), key.strip(), value, "--set")}
 
 
+#: Where the lines ``qmgr auth token NAME`` prints go.
+_TOKEN_LINES: Final = (
+    'a token\'s line, NAME = "sha256:...", goes in the one [auth.tokens] table, '
+    "which the shipped qmgr.toml ends with"
+)
+
+
 def _typed(section: str, key: str, value: Any, origin: str) -> Any:
+    misplaced = section == ROUTES_SECTION or (section, key) not in KEYS
+    if misplaced and isinstance(value, str) and value.startswith("sha256:"):
+        msg = f"{origin}: {section}.{key} = {value[:16]!r}...: {_TOKEN_LINES}"
+        raise ConfigError(msg)
     if section == ROUTES_SECTION:
         hops = value if isinstance(value, list) else [value]
         if not hops or not all(isinstance(hop, str) for hop in hops):

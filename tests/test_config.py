@@ -351,6 +351,28 @@ def test_a_token_may_not_be_named_for_a_group_or_a_peer(name: str) -> None:
         load_config(None, settings=(f'auth.tokens={{ "{name}" = "sha256:{"0" * 64}" }}',))
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('[auth]\ntokens = {}\n[auth.tokens]\nbob = "sha256:00"\n', "('auth', 'tokens') twice"),
+        ('[routes]\nbob = "sha256:00"\n', "routes.bob = 'sha256:00'..."),
+        ('[log]\nbob = "sha256:00"\n', "log.bob = 'sha256:00'..."),
+    ],
+)
+def test_a_token_line_out_of_its_table_is_said_to_belong_there(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    """A configuration copied from an older release (``tokens = {}`` in
+    ``[auth]``), or a line appended to a file that does not end with
+    ``[auth.tokens]``: the error says where the line goes."""
+    config = tmp_path / "qmgr.toml"
+    config.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as refused:
+        load_config(config)
+    assert says in str(refused.value)
+    assert "goes in the one [auth.tokens] table" in str(refused.value)
+
+
 def test_the_names_this_queue_manager_takes_as_its_own() -> None:
     """Its listen host name (which it gives peers as its admin and response
     queues' host) and its name, with or without a final dot, are its own: a

@@ -8,7 +8,9 @@ A name the queue manager would refuse to load is refused here, with the
 queue manager's own check (``qmgr.core.tokens.token_name_problem``), as a
 usage error: a line it refused would stop its next start. The
 configuration line printed is TOML whatever the name (the key quoted when
-it is not a bare key).
+it is not a bare key), a line of the ``[auth.tokens]`` table, which the
+shipped configuration ends with, so that each line printed can be appended
+to it.
 """
 
 from __future__ import annotations
@@ -78,8 +80,9 @@ def auth_token(name: str, tokens_file: Path | None) -> None:
         click.echo(f"added {name} to {tokens_file} (restart the queue manager to load it)")
     else:
         click.echo(
-            "for the queue manager's configuration:\n"
-            f'  [auth.tokens]\n  {toml_key(name)} = "{hashed}"'
+            "for the queue manager's configuration, a line of its [auth.tokens] table\n"
+            "(the shipped qmgr.toml ends with that table: append the line to the file):\n"
+            f'  {toml_key(name)} = "{hashed}"'
         )
     click.echo(f"the token (give it to {name}; it is not kept anywhere):\n  {token}")
     click.echo("clients use it with --token or QMGR_TOKEN, or connect(..., token=...)")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from qmgr.config import load_config
+from qmgr.config import default_config_text, load_config
 from qmgr.core.tokens import hash_token, read_tokens_file, token_name_problem
 
 from .kit import ok, run
@@ -26,8 +26,8 @@ def test_a_token_and_its_configuration_line() -> None:
     output = ok(run(None, "auth", "token", "alice")).stdout
     token = _token(output)
     assert output.splitlines()[:3] == [
-        "for the queue manager's configuration:",
-        "  [auth.tokens]",
+        "for the queue manager's configuration, a line of its [auth.tokens] table",
+        "(the shipped qmgr.toml ends with that table: append the line to the file):",
         f'  alice = "{hash_token(token)}"',
     ]
     assert output.splitlines()[-1] == (
@@ -54,11 +54,11 @@ def test_an_unwritable_file_is_an_error(tmp_path: Path) -> None:
     assert result.stderr.startswith(f"error: cannot write {tmp_path / 'no' / 'tokens'}: ")
 
 
-def _configuration(output: str) -> str:
-    """The TOML that the output gives for the configuration."""
+def _configuration_line(output: str) -> str:
+    """The line of ``[auth.tokens]`` that the output gives for the configuration."""
     lines = output.split("\n")  # not splitlines(): a name may hold U+2028
-    assert lines[0] == "for the queue manager's configuration:", output
-    return "\n".join(line.removeprefix("  ") for line in lines[1:3]) + "\n"
+    assert "a line of its [auth.tokens] table" in lines[0], output
+    return lines[2].removeprefix("  ") + "\n"
 
 
 @pytest.mark.parametrize(
@@ -112,12 +112,26 @@ def test_a_name_a_tokens_file_cannot_hold_is_refused_there_only(tmp_path: Path, 
 )
 def test_the_configuration_line_is_toml_the_queue_manager_loads(tmp_path: Path, name: str) -> None:
     output = ok(run(None, "auth", "token", name)).stdout
-    text = _configuration(output)
+    line = _configuration_line(output)
     hashed = hash_token(_token(output))
-    assert tomllib.loads(text) == {"auth": {"tokens": {name: hashed}}}
+    assert tomllib.loads(f"[auth.tokens]\n{line}") == {"auth": {"tokens": {name: hashed}}}
     config = tmp_path / "qmgr.toml"
-    config.write_text(text, encoding="utf-8")
+    config.write_text(f"[auth.tokens]\n{line}", encoding="utf-8")
     assert load_config(config).auth_tokens == {name: hashed}
+
+
+def test_the_lines_printed_can_be_appended_to_the_shipped_configuration(tmp_path: Path) -> None:
+    """As the output says: each line appended to a copy of ``config/qmgr.toml``,
+    one token after another, and the queue manager loads them all."""
+    config = tmp_path / "qmgr.toml"
+    config.write_text(default_config_text(), encoding="utf-8")
+    hashes = {}
+    for name in ("alice", "x.y"):
+        output = ok(run(None, "auth", "token", name)).stdout
+        with config.open("a", encoding="utf-8") as file:
+            file.write(_configuration_line(output))
+        hashes[name] = hash_token(_token(output))
+    assert load_config(config).auth_tokens == hashes
 
 
 def test_every_line_added_to_a_tokens_file_is_one_the_queue_manager_loads(
