@@ -3,7 +3,8 @@
 Connection: :func:`connection_options` puts ``--server``, ``--tls-ca``,
 ``--tls-cert``, ``--tls-key`` and ``--token`` on the ``qmgr`` group and keeps
 what they say in the click context; :func:`client` (or :func:`connect_to`, for
-another address) opens a connection with them. Nothing else reads the context's
+another address) opens a connection with them, without TLS to ``unix:PATH``
+(the Unix-domain socket never uses it). Nothing else reads the context's
 ``obj``.
 
 Errors: :func:`reports_errors` turns a :class:`CliError` or any SDK error
@@ -85,17 +86,31 @@ _NOT_RUNNING_HINT = (
     "is the queue manager running? Start one with `make run` (from the source tree) "
     "or `qmgr serve --data-dir DIR`."
 )
+#: How the SDK says that nothing answered at the address (the words that end
+#: ``cannot connect to the queue manager at ADDRESS: ...``): no listener on the
+#: port or the socket, no socket file, no answer at all.
+_NOTHING_ANSWERS: Final = ("connection refused", "no such file or directory")
+_NO_ANSWER_WITHIN: Final = "no answer within "
 _TLS_HINT = (
-    " If it is running, its client port may require TLS: connect with "
+    "its client port may require TLS: connect with "
     "`qmgr --tls-ca CA.pem COMMAND ...` (or QMGR_TLS_CA)."
 )
 #: How OpenSSL reports, on the client, a server that wanted a certificate it
 #: was not given (TLS 1.3: after the handshake, with the first read).
 _NO_CERTIFICATE_SIGNS = ("certificate required", "eof occurred in violation of protocol")
 _CERTIFICATE_HINT = (
-    " If it is running, it may require a client certificate (auth.required): connect "
+    "it may require a client certificate (auth.required): connect "
     "with `qmgr --tls-cert CERT.pem --tls-key KEY.pem COMMAND ...`."
 )
+#: How OpenSSL reports, on the client, a TLS handshake answered in plain text.
+_NOT_TLS_SIGN = "wrong_version_number"
+_NOT_TLS_HINT = (
+    "the port does not speak TLS: it is not a client port with TLS on (tls.clients), "
+    "or not the queue manager's client port at all."
+)
+#: An address that names the daemon's Unix-domain socket, which never uses TLS.
+_UNIX_PREFIX: Final = "unix:"
+_TLS_OPTIONS: Final = ("tls_ca", "tls_cert", "tls_key")
 #: How the SDK's ConnectionLost begins when a connection was made and then lost
 #: before the Hello was answered (``calls.handshake.handshake_error``).
 _HANDSHAKE_FAILED = "handshake with the queue manager at "
@@ -226,7 +241,7 @@ def connection_options(group: Callable[..., R]) -> Callable[..., R]:
             "--tls-ca",
             envvar="QMGR_TLS_CA",
             metavar="PEM",
-            help="Connect over TLS, trusting this CA bundle (env QMGR_TLS_CA).",
+            help="Connect over TLS, trusting this CA bundle (env QMGR_TLS_CA); never to unix:PATH.",
         ),
         click.option(
             "--tls-cert",
@@ -266,7 +281,8 @@ def connect_to(ctx: click.Context, address: str, *, client_name: str = CLIENT_NA
     """A connection to ``address`` with the TLS and token options (the SDK's errors as they are)."""
     from qmgr.client import connect
 
-    return connect(address, client_name=client_name, tls=tls_of(ctx), token=ctx.obj.get("token"))
+    tls = tls_of(ctx, address)
+    return connect(address, client_name=client_name, tls=tls, token=ctx.obj.get("token"))
 
 
 @contextmanager
@@ -293,7 +309,7 @@ def client(ctx: click.Context) -> Iterator[QueueManager]:
         shown = said if said.startswith(quoted(server)) else f"{quoted(server)}: {said}"
         raise click.BadParameter(shown, ctx=ctx.find_root(), param_hint=repr(given)) from None
     except ConnectionLost as exc:
-        raise CliError(exc.message, hint=_not_reached_hint(ctx, exc.message)) from None
+        raise CliError(exc.message, hint=_not_reached_hint(ctx, server, exc.message)) from None
     with qm:
         yield qm
 
@@ -324,23 +340,46 @@ def _given_as(ctx: click.Context, param: str) -> str:
     return f"{envvar} ({option})"
 
 
-def _not_reached_hint(ctx: click.Context, reason: str) -> str:
-    """What to check when the daemon cannot be reached: that it runs, and, over
-    plain TCP to a port that took the connection and then reset or closed it
-    in the handshake (as a TLS port does to plain text), that it wants no TLS.
-    A connection that was never made (refused, a name that does not resolve,
-    no answer) says nothing about TLS. A port that answered in HTTP is not
-    the client port: the hint names the one to give."""
+def _not_reached_hint(ctx: click.Context, address: str, reason: str) -> str | None:
+    """What to check when the daemon at ``address`` cannot be reached, if
+    anything: that it runs, when nothing answered there (a port or socket with
+    no listener, no socket file, no answer); over plain TCP to a port that took
+    the connection and then reset or closed it in the handshake (as a TLS port
+    does to plain text), that it wants no TLS; with a CA and no certificate,
+    that it wants none; over TLS to a port that answered in plain text, that it
+    speaks no TLS. A port that answered in HTTP is not the client port: the
+    hint names the one to give. Other failures (a name that does not resolve,
+    a certificate not trusted) say all there is in the error itself."""
     if _ANSWERED_IN_HTTP in reason:
         return _HTTP_PORT_HINT
-    ca, certificate, _ = ctx.obj.get("tls", (None, None, None))
-    plain = ca is None and certificate is None and not server_of(ctx).startswith("unix:")
+    why = reason.rpartition(": ")[2]
+    if why in _NOTHING_ANSWERS or why.startswith(_NO_ANSWER_WITHIN):
+        return _NOT_RUNNING_HINT
+    ca, certificate, _ = _tls_options(ctx, address)
+    plain = ca is None and certificate is None and not _is_unix(address)
     if plain and reason.startswith(_HANDSHAKE_FAILED):
-        return _NOT_RUNNING_HINT + _TLS_HINT
-    refused_by_tls = any(sign in reason.lower() for sign in _NO_CERTIFICATE_SIGNS)
+        return _TLS_HINT
+    said = reason.lower()
+    refused_by_tls = any(sign in said for sign in _NO_CERTIFICATE_SIGNS)
     if certificate is None and ca is not None and refused_by_tls:
-        return _NOT_RUNNING_HINT + _CERTIFICATE_HINT
-    return _NOT_RUNNING_HINT
+        return _CERTIFICATE_HINT
+    if not plain and _NOT_TLS_SIGN in said:
+        return _NOT_TLS_HINT
+    return None
+
+
+def _is_unix(address: str) -> bool:
+    """True if ``address`` is ``unix:PATH``, the daemon's Unix-domain socket."""
+    return address.strip().startswith(_UNIX_PREFIX)
+
+
+def _tls_options(ctx: click.Context, address: str) -> tuple[str | None, str | None, str | None]:
+    """``--tls-ca``, ``--tls-cert`` and ``--tls-key`` as they apply to ``address``:
+    not at all to ``unix:PATH`` (see :func:`tls_of`)."""
+    if _is_unix(address):
+        return None, None, None
+    ca, certificate, key = ctx.obj.get("tls", (None, None, None))
+    return ca, certificate, key
 
 
 def quoted(name: str) -> str:
@@ -356,10 +395,16 @@ def quoted(name: str) -> str:
     return quoted_name(name)
 
 
-def tls_of(ctx: click.Context) -> ssl.SSLContext | None:
-    """The TLS context ``--tls-ca/--tls-cert/--tls-key`` ask for (None: plain TCP).
+def tls_of(ctx: click.Context, address: str) -> ssl.SSLContext | None:
+    """The TLS context ``--tls-ca/--tls-cert/--tls-key`` ask for to connect to
+    ``address`` (None: plain TCP, or the Unix-domain socket).
 
     ``--tls-cert`` alone is a file that holds the key too (as the SDK takes it).
+    The Unix-domain socket (``unix:PATH``) never uses TLS: the options do not
+    apply to it. Set in the environment (``QMGR_TLS_*``, kept for the TCP
+    ports), they are passed over in silence; given on the command line, with
+    a note on stderr (``qmgr trace`` may still use them for the queue managers
+    it follows, over TCP).
 
     Raises:
         click.UsageError: ``--tls-key`` without ``--tls-cert``.
@@ -367,7 +412,20 @@ def tls_of(ctx: click.Context) -> ssl.SSLContext | None:
     """
     from qmgr.client import tls_context
 
-    ca, certificate, key = ctx.obj.get("tls", (None, None, None))
+    if _is_unix(address):
+        root = ctx.find_root()
+        values = ctx.obj.get("tls", (None, None, None))
+        given = [
+            f"--{name.replace('_', '-')}"
+            for name, value in zip(_TLS_OPTIONS, values, strict=True)
+            if value is not None
+            and root.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+        ]
+        if given:
+            note = f"note: {address.strip()} is a Unix-domain socket, which never uses TLS: "
+            click.echo(note + f"{', '.join(given)} not applied", err=True)
+        return None
+    ca, certificate, key = _tls_options(ctx, address)
     if key is not None and certificate is None:
         msg = f"{_given_as(ctx, 'tls_key')} needs --tls-cert"
         raise click.UsageError(msg, ctx=ctx.find_root())

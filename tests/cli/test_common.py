@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from fake_daemon import FakeDaemon
 from helpers import DaemonProcess, free_port
 from rich.table import Table
 
-from qmgr.certs import init_ca
+from qmgr.certs import init_ca, issue
 from qmgr.cli import cli, common
 
 from .kit import ok, run
@@ -33,40 +34,65 @@ def test_nothing_listening_is_an_error_with_a_hint() -> None:
     assert "TLS" not in hint  # nothing took the connection: not a TLS port either
 
 
-def test_a_name_that_does_not_resolve_is_no_hint_at_tls() -> None:
-    result = run(None, "--server", "qm.invalid:1802", "status")  # .invalid never resolves
+def test_no_socket_file_is_an_error_with_a_hint(tmp_path: Path) -> None:
+    result = run(None, "--server", f"unix:{tmp_path / 'qmgr.sock'}", "status")
     assert result.exit_code == 1
     error, hint = result.stderr.splitlines()
-    assert error.startswith("error: cannot connect to the queue manager at qm.invalid:1802: ")
+    assert error.endswith("qmgr.sock: no such file or directory")
     assert hint.startswith("hint: is the queue manager running?")
-    assert "TLS" not in hint  # no connection was made
+
+
+def test_a_name_that_does_not_resolve_is_said_without_a_hint() -> None:
+    result = run(None, "--server", "qm.invalid:1802", "status")  # .invalid never resolves
+    assert result.exit_code == 1
+    [error] = result.stderr.splitlines()  # nothing about a daemon that may not run, or TLS
+    assert error.startswith("error: cannot connect to the queue manager at qm.invalid:1802: ")
 
 
 @contextmanager
-def resetting_listener() -> Iterator[str]:
-    """The address of a port that resets each connection it accepts, as a TLS
-    port does to a client that speaks plain text to it."""
+def listener(answer: Callable[[socket.socket], None]) -> Iterator[str]:
+    """The address of a port that ``answer``s each connection it accepts, once
+    the client has written (a reset before that could reach the client's
+    connect itself, which says nothing about TLS)."""
     with socket.create_server(("127.0.0.1", 0)) as server:
 
-        def reset() -> None:
+        def serve() -> None:
             with contextlib.suppress(OSError):
                 while True:
                     connection, _ = server.accept()
-                    # Once the client has written (its Hello), as a TLS port does
-                    # to plain text: a reset before that could reach the client's
-                    # connect itself, which says nothing about TLS.
-                    connection.settimeout(5)
-                    connection.recv(1)
-                    connection.setsockopt(
-                        socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0)
-                    )
-                    connection.close()
+                    with contextlib.suppress(OSError), connection:
+                        connection.settimeout(5)
+                        connection.recv(4096)
+                        answer(connection)
 
-        thread = threading.Thread(target=reset, daemon=True)
+        thread = threading.Thread(target=serve, daemon=True)
         thread.start()
         yield f"127.0.0.1:{server.getsockname()[1]}"
         server.shutdown(socket.SHUT_RDWR)
     thread.join(5)
+
+
+def resetting_listener() -> contextlib.AbstractContextManager[str]:
+    """The address of a port that resets each connection, as a TLS port does to
+    a client that speaks plain text to it."""
+
+    def reset(connection: socket.socket) -> None:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+
+    return listener(reset)
+
+
+def plain_listener() -> contextlib.AbstractContextManager[str]:
+    """The address of a port that answers in plain bytes, not in TLS, and closes
+    each connection once the client has (a reset could overtake the bytes)."""
+
+    def answer(connection: socket.socket) -> None:
+        connection.sendall(bytes(16))
+        connection.shutdown(socket.SHUT_WR)
+        while connection.recv(4096):
+            pass
+
+    return listener(answer)
 
 
 def test_a_port_that_resets_plain_tcp_hints_at_tls(tmp_path: Path) -> None:
@@ -77,16 +103,83 @@ def test_a_port_that_resets_plain_tcp_hints_at_tls(tmp_path: Path) -> None:
     assert plain.exit_code == 1
     error, hint = plain.stderr.splitlines()
     assert error.startswith("error: "), error
-    assert hint.startswith("hint: is the queue manager running?")
-    assert hint.endswith(
-        "If it is running, its client port may require TLS: connect with "
+    assert hint == (
+        "hint: its client port may require TLS: connect with "
         "`qmgr --tls-ca CA.pem COMMAND ...` (or QMGR_TLS_CA)."
-    ), plain.stderr
+    ), plain.stderr  # something took the connection: no "is it running?"
     assert secure.exit_code == 1
-    assert secure.stderr.splitlines()[-1] == (
-        "hint: is the queue manager running? Start one with `make run` (from the source "
-        "tree) or `qmgr serve --data-dir DIR`."
-    )  # TLS was asked for
+    [error] = secure.stderr.splitlines()  # TLS was asked for, and something answered
+    assert error.startswith("error: "), error
+
+
+@contextmanager
+def tls_listener(cert: Path, key: Path) -> Iterator[str]:
+    """The address of a TLS port serving ``cert``, which ends each connection
+    after its handshake (a client that does not trust it fails in it)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    with socket.create_server(("127.0.0.1", 0)) as server:
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    connection, _ = server.accept()
+                    connection.settimeout(5)
+                    with contextlib.suppress(OSError), connection:
+                        context.wrap_socket(connection, server_side=True).close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+        server.shutdown(socket.SHUT_RDWR)
+    thread.join(5)
+
+
+def test_tls_failures_are_said_without_asking_whether_the_daemon_runs(tmp_path: Path) -> None:
+    """Something answered: a plain port to TLS (said to speak none), a
+    certificate for another name or from another CA (the error says it all)."""
+    ca = init_ca(tmp_path / "ca")
+    elsewhere = issue(tmp_path / "ca", "qm", hosts=["qm.example"], out_dir=tmp_path / "qm")
+    with plain_listener() as address:
+        plain = run(None, "--server", address, "--tls-ca", str(ca.cert), "status")
+    assert plain.exit_code == 1
+    error, hint = plain.stderr.splitlines()
+    assert error.endswith("TLS handshake failed: WRONG_VERSION_NUMBER"), error
+    assert hint == (
+        "hint: the port does not speak TLS: it is not a client port with TLS on "
+        "(tls.clients), or not the queue manager's client port at all."
+    )
+    other_ca = init_ca(tmp_path / "other")
+    with tls_listener(elsewhere.cert, elsewhere.key) as address:
+        mismatch = run(None, "--server", address, "--tls-ca", str(ca.cert), "status")
+        untrusted = run(None, "--server", address, "--tls-ca", str(other_ca.cert), "status")
+    for result in (mismatch, untrusted):
+        assert result.exit_code == 1
+        [error] = result.stderr.splitlines()
+        assert "its certificate is not trusted" in error, error
+
+
+def test_the_unix_socket_never_takes_tls_options(
+    daemon_factory: Callable[..., DaemonProcess], tmp_path: Path
+) -> None:
+    """``QMGR_TLS_*``, set for the TCP ports, do not apply to ``unix:PATH``, which
+    never uses TLS; the same options on the command line are noted, not applied."""
+    path = tmp_path / "run" / "qmgr.sock"
+    daemon_factory(extra_args=["--set", f"server.unix_socket={path}"])
+    ca = init_ca(tmp_path / "ca")
+    client = issue(tmp_path / "ca", "alice", kind="client", out_dir=tmp_path / "alice")
+    env = {"QMGR_TLS_CA": str(ca.cert), "QMGR_TLS_CERT": str(client.cert)}
+    env |= {"QMGR_TLS_KEY": str(client.key), "QMGR_SERVER": f"unix:{path}"}
+    runner = CliRunner()
+    quiet = ok(runner.invoke(cli, ["status", "--json"], env=env))
+    assert quiet.stderr == ""
+    given = ok(
+        run(None, "--server", f"unix:{path}", "--tls-ca", str(ca.cert), "--tls-key", "k", "status")
+    )
+    assert given.stderr == (
+        f"note: unix:{path} is a Unix-domain socket, which never uses TLS: "
+        "--tls-ca, --tls-key not applied\n"
+    )
 
 
 def test_the_http_port_is_named_as_such(shared_daemon: DaemonProcess) -> None:
