@@ -16,8 +16,9 @@ The modules, by concern:
   reporting, and the output helpers every command shares
 * :mod:`.serve`: ``serve``; :mod:`.restored`: ``restored``
 * :mod:`.messages`: ``send``, ``receive``, ``peek``, ``move``, and how a
-  message is printed; :mod:`.reports`: the options of ``send`` that ask for
-  acknowledgments and journal copies
+  message is printed; :mod:`.receiving`: a message received only once its
+  output took it (a pipe: read); :mod:`.reports`: the options of ``send``
+  that ask for acknowledgments and journal copies
 * :mod:`.status`: ``status``
 * :mod:`.queues`: ``queue create|list|show|delete|purge`` and how a queue is
   shown; :mod:`.poison`: ``queue set`` and ``move`` between a queue and its

@@ -3,7 +3,8 @@
 ``send`` takes its body from ``--body``, ``--file`` or standard input, and its
 report options from :mod:`.reports`. ``receive`` and ``peek`` print each
 message as text for people (:func:`message_text`) or as one JSON object a
-line (:func:`message_json_line`). ``move`` moves each message in a
+line (:func:`message_json_line`), each received message only once its output
+took it (:mod:`.receiving`). ``move`` moves each message in a
 transaction of its own (a receive and a send), or as MSMQ moves it, keeping
 its id (:mod:`.poison`): between a queue and its subqueues, the messages
 named (``--lookup-id``, ``--all``), and dead letters ``--back`` to their
@@ -13,11 +14,8 @@ shows a progress bar on stderr when stderr is a terminal (:class:`Progress`).
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import re
-import select
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -33,8 +31,6 @@ from qmgr.client import (
     Message,
     MessageTooLarge,
     QueueError,
-    QueueManager,
-    Transaction,
     TransactionUsageError,
 )
 from qmgr.client.shapes import iso, message_json
@@ -52,6 +48,7 @@ from .common import (
     stderr_console,
 )
 from .poison import is_subqueue_move, move_keeping_ids
+from .receiving import ShownReceiver
 from .reports import report_options
 
 __all__ = [
@@ -238,7 +235,8 @@ def receive(
 ) -> None:
     """Receive (or --peek at) up to --count messages from QUEUE and print them.
 
-    Each message is removed only once it was written out (see README). With
+    Each message is removed only once its output took it: written out, and
+    into a pipe, read by its reader (see README). With
     --peek and a --count over 1, messages are listed in the order they arrived.
     """
     render = message_json_line if as_json else message_text
@@ -257,7 +255,7 @@ def receive(
                 msg = "standard output is closed: the messages received would be shown nowhere"
                 raise CliError(msg)
             deadline = time.monotonic() + timeout
-            taker = _ShownReceiver(qm, queue_name)
+            taker = ShownReceiver(qm, queue_name)
             with Progress.of(count, f"receiving from {queue_name}", "receive") as progress:
                 for _ in range(count):
                     remaining = max(0.0, deadline - time.monotonic())
@@ -270,78 +268,6 @@ def receive(
         verb = "found" if peek else "received"
         waited = f" within {timeout:g} s" if timeout else ""
         click.echo(f"note: {verb} {got} of {plural(count, 'message')} (no more{waited})", err=True)
-
-
-class _ShownReceiver:
-    """Receives a queue's messages one at a time for ``qmgr receive``, each taken
-    only while its output can take it.
-
-    Before each receive, a pipe whose reader has gone (``| head``) ends the run
-    with nothing taken. From a transactional queue each message is received in
-    a transaction committed once the output took it; if the write fails (a full
-    disk), the transaction aborts and the message is back in its place, with
-    its abort count one higher, as after any aborted receive. A
-    non-transactional queue cannot be received from in a transaction, nor give
-    a message back: its message is received, then written; one the output
-    could not take is named on stderr as lost.
-    """
-
-    def __init__(self, qm: QueueManager, queue: str) -> None:
-        self._qm = qm
-        self._queue = queue
-        self._transactional = True  # until the queue says otherwise
-
-    def receive(self, timeout: float, show: Callable[[Message], None]) -> Message | None:
-        """The next message (waiting ``timeout`` s) once ``show`` wrote it; None if none came.
-
-        Raises:
-            QueueError: receiving failed.
-            OSError: ``show`` failed, or the output is a pipe nobody reads.
-        """
-        if _output_gone():
-            raise BrokenPipeError(errno.EPIPE, "standard output is a pipe nobody reads")
-        if self._transactional:
-            tx = self._qm.begin()
-            try:
-                message = tx.receive(self._queue, timeout)
-            except TransactionUsageError:  # a non-transactional queue
-                tx.abort()
-                self._transactional = False
-            else:
-                if message is None:
-                    tx.abort()
-                    return None
-                try:
-                    show(message)
-                except BaseException:
-                    with contextlib.suppress(QueueError):  # the write's error is the one to say
-                        tx.abort()
-                    raise
-                self._commit(tx, message)
-                return message
-        message = self._qm.receive(self._queue, timeout)
-        if message is not None:
-            try:
-                show(message)
-            except OSError:
-                note = (
-                    f"note: message {message.id} was received from a non-transactional "
-                    "queue, which cannot take it back, and could not be written out: it is lost"
-                )
-                click.echo(note, err=True)
-                raise
-        return message
-
-    @staticmethod
-    def _commit(tx: Transaction, message: Message) -> None:
-        """Commit the receive of ``message``, shown already."""
-        try:
-            tx.commit()
-        except QueueError as exc:
-            gone = "may have been" if isinstance(exc, ConnectionLost) else "was not"
-            note = f"note: message {message.id}, shown last, {gone} removed from the queue"
-            click.echo(note, err=True)
-            raise
 
 
 @click.command()
@@ -572,17 +498,6 @@ def message_text(message: Message) -> str:
             header += _ESCAPED_NOTE
             text = "".join(map(_escaped, text.replace("\\", "\\\\")))
     return f"{header}\n{text}"
-
-
-def _output_gone() -> bool:
-    """True if standard output is a pipe whose reader has gone: a write would fail."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # closed, or not a file (a test's buffer)
-        return False
-    poller = select.poll()
-    poller.register(fd, select.POLLOUT)
-    return any(events & select.POLLERR for _, events in poller.poll(0))
 
 
 #: What a body keeps as it is besides the characters that print: a body is

@@ -1,8 +1,11 @@
-"""What the command-line tests share: ``qmgr`` run in-process, and a check that it succeeded."""
+"""What the command-line tests share: ``qmgr`` run in-process or as a process of its
+own, and a check that it succeeded."""
 
 from __future__ import annotations
 
-from typing import Protocol
+import subprocess
+import sys
+from typing import Any, Protocol
 
 from click.testing import CliRunner, Result
 
@@ -31,3 +34,9 @@ def ok(result: Result) -> Result:
 def sent_id(daemon: Daemon, queue: str, body: str, *options: str) -> str:
     """The id ``qmgr send QUEUE --body BODY OPTIONS`` printed, once it succeeded."""
     return ok(run(daemon, "send", queue, "--body", body, *options)).stdout.strip()
+
+
+def qmgr_process(daemon: Daemon, *args: str, **options: Any) -> subprocess.CompletedProcess[str]:
+    """``qmgr --server DAEMON ARGS`` as a process of its own (its standard output as given)."""
+    command = [sys.executable, "-m", "qmgr", "--server", daemon.address, *args]
+    return subprocess.run(command, stderr=subprocess.PIPE, text=True, timeout=60, **options)

@@ -14,8 +14,6 @@ import errno
 import io
 import json
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,7 +29,7 @@ from qmgr.client import Acknowledge, Journal, Message, MessageClass, connect
 from wire import MessageProperties
 from wire import client as cf
 
-from .kit import ok, run
+from .kit import ok, qmgr_process, run
 
 SOURCE = uuid.UUID(int=7)
 SENT = dt.datetime(2023, 11, 14, 22, 13, 20, tzinfo=dt.UTC)
@@ -381,25 +379,6 @@ def test_a_message_the_output_could_not_take_stays_in_the_queue_or_is_named(
     else:
         assert [m.body for m in left] == [b"three"]
         assert "could not be written out: it is lost" in result.stderr
-
-
-def test_a_pipe_nobody_reads_is_seen_before_a_message_is_taken(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    read_end, write_end = os.pipe()
-    with os.fdopen(write_end, "w") as pipe:
-        monkeypatch.setattr(sys, "stdout", pipe)
-        assert not messages._output_gone()
-        os.close(read_end)
-        assert messages._output_gone()  # `| head` has exited
-
-
-def qmgr_process(
-    daemon: DaemonProcess, *args: str, **options: Any
-) -> subprocess.CompletedProcess[str]:
-    """``qmgr --server DAEMON ARGS`` as a process of its own (its standard output as given)."""
-    command = [sys.executable, "-m", "qmgr", "--server", daemon.address, *args]
-    return subprocess.run(command, stderr=subprocess.PIPE, text=True, timeout=60, **options)
 
 
 def test_a_receive_to_a_full_disk_or_closed_output_says_so_and_removes_nothing(
