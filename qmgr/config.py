@@ -255,7 +255,7 @@ def _build(attributes: dict[str, Any]) -> Config:
                 raise ConfigError(msg)
     fields = dict(attributes)
     fields["name"] = fields["name"] or socket.gethostname()
-    fields["data_dir"] = Path(fields["data_dir"]).expanduser()
+    fields["data_dir"] = _absolute("server.data_dir", fields["data_dir"])
     fields["listen"] = Address.parse(fields["listen"], what="server.listen")
     fields["client_listen"] = Address.parse(fields["client_listen"], what="server.client_listen")
     fields["http_listen"] = (
@@ -267,16 +267,17 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["peer_resend_intervals"] = tuple(float(v) for v in fields["peer_resend_intervals"])
     fields["routes"] = _routes(fields.pop("routes", {}))
     for name in ("tls_certificate", "tls_key", "tls_ca"):
-        fields[name] = Path(fields[name]).expanduser() if fields[name] else None
+        key = f"tls.{name.removeprefix('tls_')}"
+        fields[name] = _absolute(key, fields[name]) if fields[name] else None
     fields["tls_pinned"] = _pinned(fields["tls_pinned"])
     fields["tls_relays"] = frozenset(str(identity) for identity in fields["tls_relays"])
     fields["auth_admins"] = _entries("auth.admins", fields["auth_admins"])
     fields["http_allowed_hosts"] = frozenset(str(h).lower() for h in fields["http_allowed_hosts"])
     fields["auth_monitors"] = _entries("auth.monitors", fields["auth_monitors"])
-    fields["unix_socket"] = Path(fields["unix_socket"]) if fields["unix_socket"] else None
-    fields["auth_tokens_file"] = (
-        Path(fields["auth_tokens_file"]).expanduser() if fields["auth_tokens_file"] else None
-    )
+    socket_path = fields["unix_socket"]
+    fields["unix_socket"] = _absolute("server.unix_socket", socket_path) if socket_path else None
+    tokens_file = fields["auth_tokens_file"]
+    fields["auth_tokens_file"] = _absolute("auth.tokens_file", tokens_file) if tokens_file else None
     fields["auth_tokens"] = _tokens(fields["auth_tokens"])
     fields["auth_default_acl"] = _default_acl(fields["auth_default_acl"])
     fields["auth_groups"] = {
@@ -296,6 +297,16 @@ def _build(attributes: dict[str, Any]) -> Config:
     if config.max_map_size is not None and config.max_map_size < config.initial_map_size:
         config = replace(config, initial_map_size=config.max_map_size)
     return config
+
+
+def _absolute(key: str, text: str) -> Path:
+    """The path setting ``key``, ``~`` expanded, a relative path taken from the
+    working directory (every path setting's rule), made absolute for messages."""
+    try:
+        return Path(text).expanduser().absolute()
+    except OSError as exc:  # os.getcwd(): the working directory was removed
+        msg = f"{key} {text!r} is relative and the working directory is gone ({exc.strerror})"
+        raise ConfigError(msg) from None
 
 
 def _parse(text: str, origin: str) -> dict[tuple[str, str], Any]:

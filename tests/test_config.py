@@ -323,7 +323,7 @@ def test_tls_settings(tmp_path: Path) -> None:
         "[auth]\nrequired = true\n"
     )
     config = load_config(path)
-    assert config.tls_certificate == Path("qm.crt")
+    assert config.tls_certificate == Path("qm.crt").absolute()
     assert (config.tls_on_clients, config.tls_on_peers, config.auth_required) == (True, False, True)
     assert str(config.tls_pinned["qm-b"]) == "5f8c0000-0000-4000-8000-000000000001"
     assert config.tls_relays == frozenset({"router"})
@@ -371,6 +371,38 @@ def test_a_token_line_out_of_its_table_is_said_to_belong_there(
         load_config(config)
     assert says in str(refused.value)
     assert "goes in the one [auth.tokens] table" in str(refused.value)
+
+
+def test_every_path_setting_is_taken_from_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not from the configuration file's directory: one rule for the file, --set
+    and the flags, as data_dir has always had. Each is kept absolute, so that
+    what is said about it names the file that was tried."""
+    (tmp_path / "etc").mkdir()
+    file = tmp_path / "etc" / "qmgr.toml"
+    file.write_text(
+        "[server]\ndata_dir = 'var'\nunix_socket = 'run/qmgr.sock'\n"
+        "[tls]\ncertificate = 'tls/qm.crt'\nkey = 'tls/qm.key'\nca = 'tls/ca.crt'\n"
+        "[auth]\ntokens_file = 'tokens'\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", "/home/someone")
+    config = load_config(file)
+    paths = (config.data_dir, config.unix_socket, config.tls_certificate, config.tls_key)
+    assert paths == (
+        tmp_path / "var",
+        tmp_path / "run" / "qmgr.sock",
+        tmp_path / "tls" / "qm.crt",
+        tmp_path / "tls" / "qm.key",
+    )
+    assert (config.tls_ca, config.auth_tokens_file) == (
+        tmp_path / "tls/ca.crt",
+        tmp_path / "tokens",
+    )
+    home = load_config(file, settings=["auth.tokens_file=~/tokens", "server.unix_socket=~/q.sock"])
+    assert home.auth_tokens_file == Path("/home/someone/tokens")
+    assert home.unix_socket == Path("/home/someone/q.sock")
 
 
 def test_the_names_this_queue_manager_takes_as_its_own() -> None:

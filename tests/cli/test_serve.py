@@ -209,3 +209,33 @@ def test_a_file_that_does_not_parse_is_reported_plainly_even_if_it_asks_for_json
         2,
         f"error: {config}: unknown section [nonsense]\n",
     )
+
+
+@pytest.mark.usefixtures("restored_logging")
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        (
+            ["tls.certificate=tls/qm.crt", "tls.key=tls/qm.key", "tls.ca=tls/ca.crt"],
+            "error: cannot load tls.certificate {cwd}/tls/qm.crt: No such file or directory",
+        ),
+        (
+            ["auth.tokens_file=secrets/tokens"],
+            "error: cannot read auth.tokens_file {cwd}/secrets/tokens: No such file or directory",
+        ),
+    ],
+    ids=["certificate", "tokens file"],
+)
+def test_a_relative_path_is_taken_from_the_working_directory_and_said_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, settings: list[str], error: str
+) -> None:
+    """As under systemd (working directory /): a file that is not there is named by
+    the absolute path that was tried, whatever directory the configuration file is in."""
+    (tmp_path / "etc").mkdir()
+    config = tmp_path / "etc" / "qmgr.toml"
+    config.write_text("[http]\nlisten = ''\n")
+    monkeypatch.chdir(tmp_path)
+    args = [arg for setting in settings for arg in ("--set", setting)]
+    result = run(None, "serve", "--config", str(config), "--data-dir", "data", *args)
+    assert (result.exit_code, result.stderr) == (2, error.format(cwd=tmp_path) + "\n")
+    assert not (tmp_path / "data").exists()
