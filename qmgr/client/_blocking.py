@@ -21,7 +21,13 @@ from typing import Self, Unpack
 from ._blocking_admin import QueueManagerAdmin
 from ._blocking_io import connection_for, open_socket, wrap_tls
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token, connect_timeout
+from ._common import (
+    DEFAULT_ADDRESS,
+    QueueManagerIdentity,
+    check_token,
+    check_transport,
+    connect_timeout,
+)
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState, abort_on_exit
@@ -70,11 +76,12 @@ def connect(
         AccessDenied: the daemon did not accept ``token`` (a daemon without
             tokens accepts none).
         InvalidArgument: a bad address or timeout (``timeout`` must be None
-            or above 0; a very large one is no limit), or a token that is not
-            valid Unicode text.
+            or above 0; a very large one is no limit), a token that is not
+            valid Unicode text, or ``tls`` with a ``unix:PATH`` address.
     """
     timeout = connect_timeout(timeout)
     check_token(token)
+    check_transport(address, tls)
     sock, host, where = open_socket(address, timeout)
     try:
         if tls is not None:

@@ -64,6 +64,21 @@ def unix_path(address: str) -> str | None:
     return text[len(UNIX_PREFIX) :] if text.startswith(UNIX_PREFIX) else None
 
 
+def check_transport(address: str, tls: object) -> None:
+    """Refuse TLS on the Unix-domain socket, which never speaks it (the daemon's
+    ``server.unix_socket`` knows its clients by their user instead).
+
+    Raises:
+        InvalidArgument: ``tls`` was given with a ``unix:PATH`` address.
+    """
+    if tls is not None and unix_path(address) is not None:
+        msg = (
+            f"{address.strip()} is the queue manager's Unix-domain socket, which does not "
+            "use TLS: connect to it without tls="
+        )
+        raise InvalidArgument(msg)
+
+
 #: What the requests of ``TWO_PHASE_VERSION`` give (``NotSupported`` names it).
 TWO_PHASE_USE: Final = "global transactions, remove_through() and measure_range()"
 

@@ -21,7 +21,7 @@ from typing import Any, Final, Self, Unpack
 import trio
 
 from ._codec import SendOptions
-from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token
+from ._common import DEFAULT_ADDRESS, QueueManagerIdentity, check_token, check_transport
 from ._exceptions import QueueError
 from ._message import Message, QueueInfo, Status
 from ._transaction import TransactionHandle, TransactionState, abort_on_exit
@@ -65,13 +65,15 @@ async def open_client(
         UnsupportedVersion: the daemon speaks no version this SDK speaks.
         AccessDenied: the daemon did not accept ``token`` (a daemon without
             tokens accepts none).
-        InvalidArgument: a bad address, or a token that is not valid Unicode text.
+        InvalidArgument: a bad address, a token that is not valid Unicode
+            text, or ``tls`` with a ``unix:PATH`` address.
 
     Once the connection broke or the daemon closed it (idle for
     ``server.idle_timeout``, evicted to make room, ...), every call on the
     client raises :class:`ConnectionLost`, with the daemon's reason if it gave one.
     """
     check_token(token)
+    check_transport(address, tls)
     stream, host, where = await open_stream(address)
     connection: trio.abc.Stream = stream
     if tls is not None:

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 import pytest
+import trio
 
 from qmgr.client import InvalidArgument, NotSupported
 from qmgr.client._common import (
     check_token,
+    check_transport,
     connect_timeout,
     default_client_name,
     parse_address,
@@ -57,6 +60,27 @@ def test_unix_path() -> None:
     assert unix_path("unix:/run/qmgr/qmgr.sock") == "/run/qmgr/qmgr.sock"
     assert unix_path(" unix:relative.sock ") == "relative.sock"
     assert unix_path("127.0.0.1:1802") is None
+
+
+def test_tls_on_the_unix_socket_is_refused_before_connecting(tmp_path: Path) -> None:
+    import ssl
+
+    from qmgr.client import connect, open_client
+
+    context = ssl.create_default_context()
+    # Nothing listens there: the refusal comes before any attempt to connect.
+    address = f"unix:{tmp_path / 'qmgr.sock'}"
+    with pytest.raises(InvalidArgument, match="Unix-domain socket, which does not use TLS"):
+        connect(address, tls=context)
+
+    async def open_it() -> None:
+        async with open_client(address, tls=context):
+            pass  # pragma: no cover - refused before it connects
+
+    with pytest.raises(InvalidArgument, match="connect to it without tls="):
+        trio.run(open_it)
+    check_transport("127.0.0.1:1802", context)
+    check_transport(address, None)
 
 
 def test_timeout_ms() -> None:
