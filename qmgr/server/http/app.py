@@ -75,8 +75,9 @@ sent, as on the client port, so each guess pays for a new connection and
 the address's slow-down (``auth.failure_limit``).
 
 Each request marks its connection busy while it runs, except while it waits
-for the bytes of its body (``api.read_body``): the port evicts only
-connections that are not busy to make room (``port``).
+for the bytes of its body (``api.read_body``): the port evicts connections
+that are not busy to make room, and then ones whose answer waits for its
+reader (``port``).
 """
 
 from __future__ import annotations

@@ -8,12 +8,20 @@ and peer ports: ``trio.serve_listeners`` hands each accepted connection to
 
 1. **makes room**: at ``http.max_connections`` the connection idle the
    longest (no request being answered: between requests, or still sending
-   a request's head or body) is closed for the newcomer; if every connection
-   is answering a request, the newcomer is closed at once
-   (``http_connection_refused``). Connections that never finish a request
-   therefore cannot keep a scraper out: each lasts at most
-   ``http.request_timeout`` per read and is the first to go when room is
-   needed (nothing has been done for a request whose body has not all come);
+   a request's head or body) is closed for the newcomer; when none is idle,
+   the connection whose answer has waited the longest for its client to
+   read it (a write under way, :attr:`HttpConnection.writing_since`) is
+   closed instead, its write abandoned; only if every connection is working
+   on a request (the application running, not waiting for its reader) is
+   the newcomer closed at once (``http_connection_refused``). Connections
+   that never finish a request therefore cannot keep a scraper out: each
+   lasts at most ``http.request_timeout`` per read and is the first to go
+   when room is needed (nothing has been done for a request whose body has
+   not all come); nor can connections that do not read their answers (a
+   pipeline of requests read a trickle at a time, a large page never read):
+   the daemon has done their work, and only their reader keeps them. A
+   client reading its answer as it comes is waiting on a write for moments
+   only, so the one waiting the longest is a reader that does not keep up;
 2. **shakes hands** (``tls.http``), within ``http.request_timeout``, and
    keeps the common name of the client certificate the client showed, if
    any, on the connection (:class:`HttpConnection`), where the application
@@ -78,8 +86,22 @@ class HttpConnection:
     idle_since: float = 0.0
     #: Whether it is under TLS.
     tls: bool = False
-    #: Cancelling it closes the connection (eviction).
+    #: Cancelling it closes the connection (eviction: :meth:`close`).
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    #: When the write of an answer that is under way began (trio's clock),
+    #: None while none is: it lasts as long as the client leaves the answer
+    #: unread, and such a connection may be closed to make room (``HttpPort``).
+    writing_since: float | None = None
+    #: The scope of the write under way, if any: the write is shielded from
+    #: the connection's own cancellation (an answer is never cut by the end
+    #: of its request), so :meth:`close` cancels it too.
+    write_scope: trio.CancelScope | None = None
+
+    def close(self) -> None:
+        """Close the connection, abandoning the write of an answer under way."""
+        self.scope.cancel()
+        if self.write_scope is not None:
+            self.write_scope.cancel()
 
 
 class HttpService(Protocol):
@@ -253,24 +275,34 @@ class HttpPort:
         self._tally.authentication_failures += 1
 
     def _make_room(self) -> str | None:
-        """None if a new connection may be served (closing an idle one if need
-        be); else why it is refused."""
+        """None if a new connection may be served (closing an idle one, or one
+        whose answer waits for its reader, if need be); else why it is refused."""
         limit = self._config.http_max_connections
         if len(self.connections) < limit:
             return None
-        idle = [c for c in self.connections.values() if not c.active and not c.scope.cancel_called]
+        room = f"closed to make room: at most {limit} HTTP connections (http.max_connections)"
+        open_ = [c for c in self.connections.values() if not c.scope.cancel_called]
+        idle = [c for c in open_ if not c.active]
         if idle:
             oldest = min(idle, key=lambda connection: connection.idle_since)
-            self._log.info(
-                "http_connection_evicted",
-                http=oldest.conn_id,
-                peer=oldest.peer,
-                reason=f"idle, closed to make room: at most {limit} HTTP connections "
-                "(http.max_connections)",
+            self._evict(oldest, f"idle, {room}")
+            return None
+        unread = [c for c in open_ if c.writing_since is not None]
+        if unread:
+            oldest = min(unread, key=lambda connection: connection.writing_since or 0.0)
+            waited = trio.current_time() - (oldest.writing_since or 0.0)
+            self._evict(
+                oldest, f"its answer has waited {waited:.1f} s for the client to read it, {room}"
             )
-            oldest.scope.cancel()
             return None
         return f"at most {limit} HTTP connections (http.max_connections), all answering requests"
+
+    def _evict(self, connection: HttpConnection, reason: str) -> None:
+        """Close ``connection`` for a newcomer (``http_connection_evicted``)."""
+        self._log.info(
+            "http_connection_evicted", http=connection.conn_id, peer=connection.peer, reason=reason
+        )
+        connection.close()
 
 
 def _address_of(peer: str) -> str:

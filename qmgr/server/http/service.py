@@ -138,7 +138,9 @@ class HypercornService:
         state = ConnectionState({CONNECTION: connection})
         # Hypercorn's annotation says SSLStream; it serves plain streams too.
         stream_ = cast(trio.SSLStream[trio.SocketStream], stream)
-        await _TCPServer(self._asgi, self._settings, self._context, state, stream_).run()
+        server = _TCPServer(self._asgi, self._settings, self._context, state, stream_)
+        server.connection = connection
+        await server.run()
 
 
 class _TCPServer(TCPServer):
@@ -147,6 +149,10 @@ class _TCPServer(TCPServer):
     running after the end of the client's data, and so holds a closed
     connection open (``CLOSE-WAIT``) until ``http.keep_alive_timeout``."""
 
+    #: The port's record of the connection: each write says on it that it is
+    #: under way, and can be abandoned through it (``HttpConnection.close``).
+    connection: HttpConnection | None = None
+
     async def _read_data(self) -> None:
         await super()._read_data()
         await self.idle_task.stop()
@@ -154,15 +160,28 @@ class _TCPServer(TCPServer):
     async def protocol_send(self, event: Event) -> None:
         """Hypercorn's, with a deadline on each write: its write is shielded from
         cancellation, so a client that never reads would otherwise hold the
-        connection (and the daemon's shutdown) for ever."""
+        connection (and the daemon's shutdown) for ever. While the write is
+        under way the connection says so (``HttpConnection.writing_since``),
+        and the port may abandon it to make room for a newcomer."""
         if not isinstance(event, RawData):
             await super().protocol_send(event)
             return
+        connection = self.connection
         async with self.send_lock:
             try:
                 with trio.CancelScope(shield=True):
                     with trio.move_on_after(self.config.read_timeout or math.inf) as write:
-                        await self.stream.send_all(event.data)
+                        if connection is not None:
+                            if connection.scope.cancel_called:
+                                write.cancel()  # closed for a newcomer: nothing more is sent
+                            connection.writing_since = trio.current_time()
+                            connection.write_scope = write
+                        try:
+                            await self.stream.send_all(event.data)
+                        finally:
+                            if connection is not None:
+                                connection.writing_since = None
+                                connection.write_scope = None
                 broken = write.cancelled_caught
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 broken = True

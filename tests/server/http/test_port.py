@@ -1,5 +1,6 @@
 """The listener's accepting side (``port``), in-process over loopback: room for a
-scraper among idle connections, HTTPS with a client certificate as the
+scraper among idle connections and among connections that do not read their
+answers, HTTPS with a client certificate as the
 principal, plain HTTP refused on the HTTPS port, a connection whose service
 fails closed alone, an address whose tokens keep failing slowed down, and the
 service loaded once, at the first connection, with its tasks started."""
@@ -15,6 +16,7 @@ import structlog
 import trio
 import trio.testing
 from http_kit import Served, authorization, bearer, listener_app, port_for, serving
+from server.peer_kit import wait_until
 
 from qmgr.certs import init_ca, issue
 from qmgr.config import Config, load_config
@@ -39,6 +41,46 @@ async def test_idle_connections_cannot_keep_a_scraper_out() -> None:
                 assert await stream.receive_some(1) == b""
         for stream in idle:
             await stream.aclose()
+
+
+async def stalled_reader(number: int) -> trio.SocketStream:
+    """A connection that pipelines ``/healthz`` requests and reads none of the
+    answers, until the server stops taking them: its answer waits for it."""
+    sock = trio.socket.socket()
+    sock.setsockopt(trio.socket.SOL_SOCKET, trio.socket.SO_RCVBUF, 4096)
+    await sock.connect(("127.0.0.1", number))
+    stream = trio.SocketStream(sock)
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    while True:
+        with trio.move_on_after(0.5) as blocked:
+            await stream.send_all(request * 256)
+        if blocked.cancelled_caught:
+            return stream
+
+
+async def test_connections_that_do_not_read_their_answers_cannot_keep_a_scraper_out() -> None:
+    # The write deadline (http.request_timeout) is far away: room is made at once.
+    port = port_for(
+        authorization(enabled=False), "http.max_connections=2", "http.request_timeout=60"
+    )
+    async with serving(port) as http:
+        with trio.fail_after(10):
+            readers = [await stalled_reader(http.number) for _ in range(2)]
+            await wait_until(
+                lambda: all(c.writing_since is not None for c in port.connections.values()),
+                step=0.01,
+            )
+        with trio.fail_after(10):
+            assert len(port.connections) == 2
+            first = min(port.connections.values(), key=lambda c: c.writing_since or 0.0)
+            # Every connection is answering a request; none is idle. The one
+            # whose answer has waited the longest goes, its write abandoned.
+            try:
+                assert (await http.get("/healthz")).status == 200
+                await wait_until(lambda: first.conn_id not in port.connections, step=0.01)
+            finally:
+                for stream in readers:
+                    await stream.aclose()
 
 
 def tls_config(tmp_path: Path, *more: str) -> tuple[list[str], Path]:
