@@ -24,7 +24,13 @@ class QueueManagerError(Exception):
 
 
 class QueueNotFound(QueueManagerError):
-    """No queue has that name (or the message asked for is gone)."""
+    """No queue has that name (or the message asked for is gone: :class:`MessageNotFound`)."""
+
+
+class MessageNotFound(QueueNotFound):
+    """The queue does not hold the message asked for (gone, never there, or held
+    by a transaction). The client protocol carries it as a :class:`QueueNotFound`;
+    the HTTP API gives it a code of its own."""
 
 
 class QueueExists(QueueManagerError):
@@ -109,7 +115,7 @@ def from_store_error(error: BaseException, *, context: str = "") -> QueueManager
             return QueueNotFound(f"{context}a queue it uses was deleted")
         return QueueNotFound(f"{context}the queue no longer exists ({error})")
     if isinstance(error, storage.MessageMissing):
-        return QueueNotFound(f"{context}the message no longer exists ({error})")
+        return MessageNotFound(f"{context}the message no longer exists ({error})")
     if isinstance(error, storage.StoreFull):
         return StoreFull(f"{context}the store is full: {error}")
     if isinstance(error, storage.QueueExists | storage.ListExists):

@@ -13,7 +13,7 @@ from qmgr.core import errors
     [
         (storage.QuotaExceeded("q", 10, 12), errors.QuotaExceeded),
         (storage.QueueMissing("q"), errors.QueueNotFound),
-        (storage.MessageMissing(3, 4), errors.QueueNotFound),
+        (storage.MessageMissing(3, 4), errors.MessageNotFound),
         (storage.StoreFull("no room"), errors.StoreFull),
         (storage.QueueExists("q"), errors.QueueExists),
         (storage.ListExists("l"), errors.QueueExists),

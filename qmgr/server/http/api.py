@@ -29,8 +29,9 @@ within one client-protocol frame, as a peek of a range is.
 Errors are ``{"error": {"code": ..., "message": ...}}``: a refused request
 of the client protocol has the lower-case name of its ``ErrorCode``
 (``queue_not_found``, ``access_denied``...) and the status of
-:data:`STATUS_OF`; the API's own refusals have their own codes
-(``bad_request``, ``payload_too_large``...). ``app`` answers the others
+:data:`STATUS_OF`, except a message the queue does not hold,
+``message_not_found`` (:func:`refused_request`); the API's own refusals have
+their own codes (``bad_request``, ``payload_too_large``...). ``app`` answers the others
 (``not_found``, ``method_not_allowed``, ``unauthenticated``).
 """
 
@@ -56,12 +57,12 @@ from qmgr.client.shapes import (
     status_json,
     transaction_json,
 )
-from qmgr.core.errors import NotSupported
+from qmgr.core.errors import MessageNotFound, NotSupported, QueueManagerError
 from qmgr.core.permissions import Principal
 from wire import client as cf
 
 from ..client.needs import Need
-from ..client.operations import Operations, OutgoingAction
+from ..client.operations import Operations, OutgoingAction, error_code
 from .port import CONNECTION, HttpConnection
 
 __all__ = [
@@ -77,6 +78,7 @@ __all__ = [
     "ApiRoute",
     "error_body",
     "read_body",
+    "refused_request",
     "whole_number",
 ]
 
@@ -142,6 +144,18 @@ def whole_number(text: str, name: str, low: int, high: int) -> int:
 def _out_of_range(name: str, low: int, high: int, shown: str) -> ApiError:
     msg = f"{name} must be a whole number from {low} to {high}, not {shown}"
     return ApiError(400, "bad_request", msg)
+
+
+def refused_request(error: QueueManagerError) -> tuple[int, str]:
+    """The status and code of a client request the queue manager refused: its
+    error code of the client protocol, in lower case, with the status of
+    :data:`STATUS_OF`; a message the queue does not hold is ``message_not_found``
+    (the client protocol carries it as ``queue_not_found``)."""
+    code = error_code(error)
+    status = STATUS_OF.get(code, 500)
+    if isinstance(error, MessageNotFound):
+        return status, "message_not_found"
+    return status, code.name.lower()
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:

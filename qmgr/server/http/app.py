@@ -100,8 +100,8 @@ from qmgr.core.tokens import MAX_TOKEN_CHARS
 
 from ..client.authorization import Authorization
 from ..client.needs import MONITORS, OPEN, Need
-from ..client.operations import Operations, error_code
-from .api import API_PREFIX, API_ROUTES, STATUS_OF, ApiCall, ApiError, ApiRoute, error_body
+from ..client.operations import Operations
+from .api import API_PREFIX, API_ROUTES, ApiCall, ApiError, ApiRoute, error_body, refused_request
 from .exposition import Exposition
 from .port import CONNECTION, HttpConnection
 from .request_checks import (
@@ -307,10 +307,8 @@ class HttpApp:
                 error_body(exc.code, exc.message), status_code=exc.status, headers=exc.headers
             )
         except QueueManagerError as exc:
-            code = error_code(exc)
-            response = JSONResponse(
-                error_body(code.name.lower(), exc.message), status_code=STATUS_OF.get(code, 500)
-            )
+            status, code = refused_request(exc)
+            response = JSONResponse(error_body(code, exc.message), status_code=status)
         except Exception:
             log.exception("http_request_failed")
             response = JSONResponse(error_body("internal", "internal error"), status_code=500)

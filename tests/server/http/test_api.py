@@ -313,6 +313,23 @@ async def test_with_auth_required_nobody_is_asked_and_each_request_is_checked(
     assert (authorization.tally.denied, authorization.tally.authentication_failures) == (3, 1)
 
 
+async def test_a_move_of_a_message_the_queue_does_not_hold_is_message_not_found(
+    api: Api,
+) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    missing = await api.call(
+        "POST", "/api/v1/queues/orders/move", {"to": "orders;poison", "lookup_id": 999}
+    )
+    assert (missing.status, missing.json["error"]["code"]) == (404, "message_not_found")
+    assert "message 999 is not in 'orders'" in missing.json["error"]["message"]
+    # A queue that does not exist is still queue_not_found.
+    nowhere = await api.call(
+        "POST", "/api/v1/queues/nowhere/move", {"to": "orders", "lookup_id": 999}
+    )
+    assert (nowhere.status, nowhere.json["error"]["code"]) == (404, "queue_not_found")
+
+
 async def test_a_stopping_queue_manager_refuses_the_api(api: Api) -> None:
     api.services.stopping = True
     reply = await api.call("GET", "/api/v1/queues")

@@ -22,8 +22,8 @@ import trio
 import storage
 from qmgr.core.errors import (
     InvalidArgument,
+    MessageNotFound,
     QueueManagerError,
-    QueueNotFound,
     TransactionUsageError,
 )
 from qmgr.core.moves import Denied
@@ -146,14 +146,14 @@ def _nothing_to_move(source: QueueRecord, lookup_id: int) -> None:
     """A move found no message: an error only if it named one.
 
     Raises:
-        QueueNotFound: the message named is not there, or a transaction holds it.
+        MessageNotFound: the message named is not there, or a transaction holds it.
     """
     if lookup_id:
         msg = (
             f"message {lookup_id} is not in {quoted(source.display_name)} "
             "(or a transaction holds it)"
         )
-        raise QueueNotFound(msg)
+        raise MessageNotFound(msg)
 
 
 async def _move_one(
