@@ -30,6 +30,8 @@ module             concern
                    client requests through ``Operations`` (the client
                    request handlers, with their needs), shaped as
                    ``qmgr --json`` shapes them (``qmgr.client.shapes``)
+``json_body``      what the API takes as a body (JSON said and given, each
+                   key once) and how its errors repeat a value (cut short)
 ``metrics``        the collector: what the daemon already counts, read at
                    scrape time
 ``exposition``     the body of a scrape: Prometheus text or OpenMetrics by

@@ -20,8 +20,11 @@ The replies are converted with the SDK's ``from_wire`` and shaped by
 Bounds: a JSON body of at most :data:`MAX_BODY` bytes (``413`` past it,
 ``400`` when it is not a JSON object, or when the client stops sending it
 before its end: :func:`read_body`, where every body of the API and the
-console is read); a whole number within its range (``400`` naming the field
-otherwise: :meth:`ApiCall.number`); a page of messages of at most
+console is read), sent as ``application/json`` (``415`` otherwise), each key
+given once in each object (``400``: :meth:`ApiCall.body`, ``json_body``); a
+whole number within its range (``400`` naming the field otherwise, and
+repeating its value up to ``json_body.SHOWN`` characters, from the query or
+the body: :meth:`ApiCall.number`); a page of messages of at most
 :data:`MAX_PAGE` messages, each body given as base64 of at most
 :data:`BODY_BOUND` bytes (``shapes.message_json``), and the whole page
 within one client-protocol frame, as a peek of a range is.
@@ -31,7 +34,8 @@ of the client protocol has the lower-case name of its ``ErrorCode``
 (``queue_not_found``, ``access_denied``...) and the status of
 :data:`STATUS_OF`, except a message the queue does not hold,
 ``message_not_found`` (:func:`refused_request`); the API's own refusals have
-their own codes (``bad_request``, ``payload_too_large``...). ``app`` answers the others
+their own codes (``bad_request``, ``payload_too_large``,
+``unsupported_media_type``...). ``app`` answers the others
 (``not_found``, ``method_not_allowed``, ``unauthenticated``).
 """
 
@@ -63,6 +67,7 @@ from wire import client as cf
 
 from ..client.needs import Need
 from ..client.operations import Operations, OutgoingAction, error_code
+from .json_body import SHOWN, BodyProblem, content_type_problem, json_object, shown_number
 from .port import CONNECTION, HttpConnection
 
 __all__ = [
@@ -136,7 +141,7 @@ def whole_number(text: str, name: str, low: int, high: int) -> int:
     if not (text.isascii() and text.isdigit() and len(text) <= 20) or not (
         low <= int(text) <= high
     ):
-        shown = repr(text) if len(text) <= 40 else f"a value of {len(text)} characters"
+        shown = repr(text) if len(text) <= SHOWN else f"a value of {len(text)} characters"
         raise _out_of_range(name, low, high, shown)
     return int(text)
 
@@ -253,8 +258,15 @@ class ApiCall:
     async def body(self) -> dict[str, Any]:
         """The JSON object of the request's body (``{}`` when it is empty).
 
+        A body that is not empty must say it is JSON (``Content-Type:
+        application/json``, in UTF-8 if it names a charset), and may give each
+        key of an object once: a body that gives one twice is ambiguous (some
+        parsers take the first, others the last), so it is refused, at any
+        depth, rather than read one way.
+
         Raises:
-            ApiError: 413 past :data:`MAX_BODY`; 400 when it is not a JSON object.
+            ApiError: 413 past :data:`MAX_BODY`; 415 when it does not say it is
+                JSON; 400 when it is not a JSON object or gives a key twice.
         """
         if self._body is not None:
             return self._body
@@ -262,17 +274,14 @@ class ApiCall:
         if not data.strip():
             self._body = {}
             return self._body
+        problem = content_type_problem(self.request.headers.get("content-type"))
+        if problem is not None:
+            msg = f"the body must be sent with Content-Type: application/json ({problem})"
+            raise ApiError(415, "unsupported_media_type", msg)
         try:
-            found = json.loads(data)
-        except (ValueError, RecursionError) as exc:
-            # A number too long to convert is valid JSON, but no field takes one.
-            reason = str(exc).lower()
-            too_long = "exceeds the limit" in reason and "digits" in reason
-            msg = "the body has a number too long" if too_long else "the body is not JSON"
-            raise ApiError(400, "bad_request", msg) from None
-        if not isinstance(found, dict):
-            msg = "the body must be a JSON object"
-            raise ApiError(400, "bad_request", msg)
+            found = json_object(data)
+        except BodyProblem as exc:
+            raise ApiError(400, "bad_request", exc.message) from None
         self._body = found
         return found
 
@@ -315,7 +324,7 @@ class ApiCall:
         """
         found = await self.given(name, int, default)
         if not low <= found <= high:
-            raise _out_of_range(repr(name), low, high, str(found))
+            raise _out_of_range(repr(name), low, high, shown_number(found))
         return found
 
 

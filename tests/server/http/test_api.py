@@ -68,9 +68,14 @@ class Api(DirectRequests):
         certificate: str | None = None,
         cut: int | None = None,
         headers: tuple[tuple[str, str], ...] = (),
+        content_type: str | None = "application/json",
     ) -> Reply:
+        """One request: a body (bytes, or an object as JSON) is sent with
+        ``content_type`` (None: no ``Content-Type``)."""
         data = json.dumps(body).encode() if isinstance(body, dict) else body
         headers = (*headers, *(() if token is None else [("authorization", f"Bearer {token}")]))
+        if data and content_type is not None:
+            headers = (*headers, ("content-type", content_type))
         answer = await asgi_call(
             self.app,
             method,
@@ -353,6 +358,22 @@ async def test_a_lookup_id_out_of_range_is_a_bad_request_naming_it(
     assert len(page.json["messages"]) == 1  # nothing moved
 
 
+async def test_a_long_number_out_of_range_is_named_by_its_length_not_echoed(api: Api) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    for digits in ("9" * 4000, "-" + "9" * 4000):
+        body = b'{"to": "orders;poison", "lookup_id": ' + digits.encode() + b"}"
+        moved = await api.call("POST", "/api/v1/queues/orders/move", body)
+        assert (moved.status, moved.json["error"]["message"]) == (
+            400,
+            f"'lookup_id' must be a whole number from 0 to {2**64 - 1}, "
+            f"not a number of {len(digits)} digits",
+        )
+    shown = "9" * 40  # up to 40 characters, the value itself, as for a query
+    body = b'{"to": "orders;poison", "lookup_id": ' + shown.encode() + b"}"
+    moved = await api.call("POST", "/api/v1/queues/orders/move", body)
+    assert moved.json["error"]["message"].endswith(f"not {shown}")
+
+
 async def test_numbers_too_long_are_bad_requests_that_do_not_echo_them(api: Api) -> None:
     await api.run(cf.CreateQueue(name="orders"))
     digits = "9" * 5000
@@ -618,3 +639,77 @@ async def test_under_tls_the_certificate_binds_the_name(api: Api) -> None:
         api.app, "GET", "/api/v1/queues", headers=headers, connection=client_connection(tls=True)
     )
     assert answer.status == 200
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        None,
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonp",
+        "application/json; charset=iso-8859-1",
+    ],
+)
+async def test_a_body_that_does_not_say_it_is_json_is_refused_before_it_acts(
+    api: Api, content_type: str | None
+) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    body = {"to": "orders;poison", "all": True}
+    path = "/api/v1/queues/orders/move"
+    reply = await api.call("POST", path, body, content_type=content_type)
+    assert (reply.status, reply.json["error"]["code"]) == (415, "unsupported_media_type")
+    assert "Content-Type: application/json" in reply.json["error"]["message"]
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 1  # nothing moved
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "application/json",
+        "Application/JSON",
+        "application/json; charset=utf-8",
+        'application/json;charset="UTF-8"',
+    ],
+)
+async def test_json_with_or_without_its_charset_is_taken(api: Api, content_type: str) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    await api.send("orders", b"a")
+    body = {"to": "orders;poison", "all": True}
+    reply = await api.call("POST", "/api/v1/queues/orders/move", body, content_type=content_type)
+    assert (reply.status, reply.json["count"]) == (200, 1)
+    # No body at all needs no Content-Type (a purge).
+    purged = await api.call("POST", "/api/v1/queues/orders;poison/purge", content_type=None)
+    assert (purged.status, purged.json["purged"]) == (200, 1)
+
+
+@pytest.mark.parametrize(
+    ("body", "key"),
+    [
+        ('{{"to": "orders;poison", "lookup_id": {first}, "lookup_id": {second}}}', "lookup_id"),
+        ('{{"to": "orders;poison", "all": true, "all": false}}', "all"),
+        ('{{"to": "orders;poison", "to": "orders;retry", "all": true}}', "to"),
+        ('{{"to": "orders;poison", "all": true, "x": {{"a": 1, "a": 2}}}}', "a"),
+    ],
+    ids=["lookup_id", "all", "to", "nested"],
+)
+async def test_a_body_that_gives_a_key_twice_is_refused_before_it_acts(
+    api: Api, body: str, key: str
+) -> None:
+    await api.run(cf.CreateQueue(name="orders"))
+    for text in (b"a", b"b"):
+        await api.send("orders", text)
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    first, second = (m["lookup_id"] for m in page.json["messages"])
+    data = body.format(first=first, second=second).encode()
+    reply = await api.call("POST", "/api/v1/queues/orders/move", data)
+    assert (reply.status, reply.json["error"]["code"]) == (400, "bad_request"), reply.json
+    assert reply.json["error"]["message"] == (
+        f"the body gives the key {key!r} more than once in an object"
+    )
+    page = await api.call("GET", "/api/v1/queues/orders/messages")
+    assert len(page.json["messages"]) == 2  # nothing moved
