@@ -103,7 +103,8 @@ from ..client.needs import MONITORS, OPEN, Need
 from ..client.operations import Operations
 from .api import API_PREFIX, API_ROUTES, ApiCall, ApiError, ApiRoute, error_body, refused_request
 from .exposition import Exposition
-from .port import CONNECTION, HttpConnection
+from .port import CONNECTION, HttpConnection, address_of
+from .repeats import Repeats
 from .request_checks import (
     HEAD_LIMIT,
     SAFE_METHODS,
@@ -192,6 +193,8 @@ class HttpApp:
         #: The client requests the API runs (None: no API).
         self.operations = operations
         self._log = log
+        #: Which refusals of each peer address are logged.
+        self._denials = Repeats()
         served = [Route(r.path, self._endpoint(r), methods=["GET"]) for r in routes]
         if operations is not None:
             by_path: dict[str, dict[str, ApiRoute]] = {}
@@ -472,14 +475,26 @@ class HttpApp:
             return None
         if principal is None:
             authorization.tally.denied += 1
-            log.warning("access_denied", reason="no principal: authenticate first")
+            self._denied(log, "no principal: authenticate first")
             return 401, "unauthenticated", _AUTHENTICATE_FIRST
         why = authorization.denial(principal, request, need)
         if why is None:
             return None
         authorization.tally.denied += 1
-        log.warning("access_denied", reason=why)
+        self._denied(log, why)
         return 403, "access_denied", f"access denied: {why}"
+
+    def _denied(self, log: structlog.typing.FilteringBoundLogger, reason: str) -> None:
+        """Log a refusal (``access_denied``): the first of a peer address, then at
+        most one a minute, saying how many were passed over (:mod:`.repeats`)."""
+        peer = str(structlog.get_context(log).get("peer", ""))
+        passed_over = self._denials.take(address_of(peer), trio.current_time())
+        if passed_over is None:
+            return
+        if passed_over:
+            log.warning("access_denied", reason=reason, passed_over=passed_over)
+        else:
+            log.warning("access_denied", reason=reason)
 
 
 def logged(

@@ -61,7 +61,7 @@ from ..admission import Admission, AdmissionLimits
 from ..client.authorization import AccessTally
 from ..tls import TlsFailed, common_name, handshake
 
-__all__ = ["CONNECTION", "HttpConnection", "HttpPort", "HttpService"]
+__all__ = ["CONNECTION", "HttpConnection", "HttpPort", "HttpService", "address_of"]
 
 #: The key of the connection (:class:`HttpConnection`) in an ASGI scope's ``state``.
 CONNECTION: Final = "qmgr.connection"
@@ -193,7 +193,7 @@ class HttpPort:
         self.connections[connection.conn_id] = connection
         try:
             with connection.scope:
-                delay = self._failures.delay(_address_of(connection.peer), trio.current_time())
+                delay = self._failures.delay(address_of(connection.peer), trio.current_time())
                 if delay:
                     await trio.sleep(delay)  # failures from this address: slowed down
                 served = await self._secure(stream, connection, log)
@@ -226,7 +226,7 @@ class HttpPort:
                 # The application counts and logs a refused token; the address
                 # is slowed down here.
                 service.on_failure = lambda peer: self._failures.failed(
-                    _address_of(peer), trio.current_time()
+                    address_of(peer), trio.current_time()
                 )
                 if self._nursery is not None:
                     for task in service.tasks:
@@ -256,14 +256,14 @@ class HttpPort:
         except TlsFailed as exc:
             (log.debug if exc.closed else log.warning)("http_tls_refused", reason=str(exc))
             if not exc.closed:
-                self._failed(_address_of(connection.peer))
+                self._failed(address_of(connection.peer))
             return None
         name = common_name(secure)
         problem = None if name is None else user_name_problem(name)
         if problem is not None:
             reason = f"the client certificate's common name {problem}"
             log.warning("http_tls_refused", reason=reason)
-            self._failed(_address_of(connection.peer))
+            self._failed(address_of(connection.peer))
             return None
         connection.certificate_name = name
         connection.tls = True
@@ -305,7 +305,7 @@ class HttpPort:
         connection.close()
 
 
-def _address_of(peer: str) -> str:
+def address_of(peer: str) -> str:
     """The address part of ``host:port`` or ``[v6]:port``."""
     return peer.rpartition(":")[0].strip("[]") or peer
 

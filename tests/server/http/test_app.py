@@ -389,3 +389,17 @@ async def test_without_auth_required_a_route_s_need_refuses_nobody() -> None:
     assert app.refusal(None, None, MONITORS, structlog.get_logger()) is None
     assert (await asgi_call(app, "GET", "/metrics")).status == 200
     assert rules.tally.denied == 0
+
+
+async def test_refusals_a_peer_repeats_are_all_counted_but_logged_at_a_bounded_rate() -> None:
+    # Each request without a principal is refused and counted; a client that
+    # repeats them cannot make the daemon write a warning for each.
+    rules = authorization()
+    async with serving(port_for(rules)) as http:
+        with structlog.testing.capture_logs() as logs:
+            for _ in range(30):
+                assert (await http.get("/metrics")).status == 401
+            assert (await http.get("/metrics", bearer("carol"))).status == 403
+    denied = [entry for entry in logs if entry["event"] == "access_denied"]
+    assert [entry["reason"] for entry in denied] == ["no principal: authenticate first"]
+    assert rules.tally.denied == 31
