@@ -23,7 +23,7 @@ module             concern
 ``app``            the ASGI application (Starlette's routing): the route
                    table with each route's need, bearer tokens and client
                    certificates, ``Authorization.denial``, the responses
-``repeats``        which of a peer's repeated refusals are logged (the
+``repeats``        which of the refusals a peer repeats are logged (the
                    first, then one a minute)
 ``request_checks`` what is checked of a request before any route (its head's
                    size, a credential in the query, a browser's Host without

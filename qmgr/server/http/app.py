@@ -485,10 +485,18 @@ class HttpApp:
         return 403, "access_denied", f"access denied: {why}"
 
     def _denied(self, log: structlog.typing.FilteringBoundLogger, reason: str) -> None:
-        """Log a refusal (``access_denied``): the first of a peer address, then at
+        """Log a refusal (``access_denied``): the first of its kind (a principal,
+        or nobody, from a peer address, making one request or route), then at
         most one a minute, saying how many were passed over (:mod:`.repeats`)."""
-        peer = str(structlog.get_context(log).get("peer", ""))
-        passed_over = self._denials.take(address_of(peer), trio.current_time())
+        context = structlog.get_context(log)
+        kind = " ".join(
+            (
+                address_of(str(context.get("peer", ""))),
+                str(context.get("principal", "")),
+                str(context.get("request", context.get("path", ""))),
+            )
+        )
+        passed_over = self._denials.take(kind, trio.current_time())
         if passed_over is None:
             return
         if passed_over:

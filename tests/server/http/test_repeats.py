@@ -1,4 +1,4 @@
-"""A peer's repeated warnings at a bounded rate (``qmgr.server.http.repeats``)."""
+"""A client's repeated warnings at a bounded rate (``qmgr.server.http.repeats``)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ def test_the_first_is_logged_then_one_a_period_with_the_number_passed_over() -> 
     assert repeats.take("10.0.0.1", 500.0) == 1
 
 
-def test_it_keeps_a_bounded_number_of_peers_forgetting_the_least_recent() -> None:
-    repeats = Repeats(every=60.0, peers=2)
+def test_it_keeps_a_bounded_number_of_kinds_forgetting_the_least_recent() -> None:
+    repeats = Repeats(every=60.0, kinds=2)
     assert repeats.take("a", 0.0) == 0
     assert repeats.take("b", 0.0) == 0
     assert repeats.take("a", 1.0) is None  # "a" is the most recent now
