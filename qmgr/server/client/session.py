@@ -93,6 +93,10 @@ def _entries(reply: cf.ServerReply) -> int:
 
 #: How long the error reply that ends a connection may take to write.
 FAREWELL_TIMEOUT: Final = 2.0
+#: When the daemon stops, how long a connection still reads the requests its
+#: client sent already, to answer each ``SHUTTING_DOWN`` (not carried out),
+#: rather than leave their outcome unknown.
+STOP_READ_SECONDS: Final = 0.1
 #: The requests this daemon runs, with the protocol version each needs.
 _VERSIONS: Final = cc.versions_needed(REQUESTS)
 #: The request table as a plain dict, for the lookup of every request.
@@ -216,6 +220,7 @@ class ClientSession:
                 if not self.connection.closed:
                     # Said to an idle client too: its next request learns why.
                     with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+                        await self._refuse_unread()
                         await self._farewell(cc.SHUTTING_DOWN, cf.ErrorCode.SHUTTING_DOWN)
             else:
                 context.abort_all("client disconnected")
@@ -227,6 +232,30 @@ class ClientSession:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
             context.log.info("connection_closed", reason=reason)
+
+    async def _refuse_unread(self) -> None:
+        """The daemon stops: answer the requests the client sent already (those
+        read and not yet run, and those that arrive within
+        :data:`STOP_READ_SECONDS`) with ``SHUTTING_DOWN``, which says that they
+        were not carried out (a commit among them: its transaction was aborted),
+        where a closed connection would leave a commit's outcome unknown."""
+        connection = self.connection
+        connection.stop()
+        with trio.move_on_after(STOP_READ_SECONDS) as scope:
+            scope.shield = True
+            while True:
+                event = connection.next_event()
+                if isinstance(event, ce.Refused):
+                    self.context.failed(event.request_id, event.value, ShuttingDown(event.message))
+                elif isinstance(event, ce.ReleaseFrame):
+                    self.services.frames.release(event.length)
+                elif isinstance(event, ce.NeedData):
+                    data = await self.stream.receive_some(RECEIVE_CHUNK)
+                    if not data:
+                        return
+                    connection.receive_data(data, trio.current_time())
+                else:  # a frame to reserve, a violation, the end: the farewell says it
+                    return
 
     async def _serve(self) -> str:
         with trio.CancelScope() as deadline_scope:

@@ -541,6 +541,47 @@ async def test_a_stopping_daemon_tells_an_idle_client_why_it_closes(
     )
 
 
+async def test_a_stopping_daemon_answers_a_commit_the_client_sent_already_shutting_down(
+    services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A commit on its way as the daemon stops is answered SHUTTING_DOWN (not
+    carried out: its transaction is aborted), not left to a closed connection,
+    which would leave its outcome unknown."""
+    said: list[cf.Frame | None] = []
+    commit_id: list[int] = []
+    async with trio.open_nursery() as nursery:
+
+        async def serve() -> None:
+            async with open_session(services) as conn:
+                await conn.client.call(cf.CreateQueue(name="q", transactional=True))
+                await conn.client.send(
+                    cf.Begin(tx_id=1), cf.Send(tx_id=1, message=message("q", b"x"))
+                )
+                try:
+                    await trio.sleep_forever()
+                finally:
+                    with trio.CancelScope(shield=True):
+                        await trio.testing.wait_all_tasks_blocked()  # the session stops
+                        commit_id.extend(await conn.client.send(cf.Commit(tx_id=1)))
+                        said.extend([await conn.client.reply(), await conn.client.reply()])
+
+        nursery.start_soon(serve)
+        await trio.testing.wait_all_tasks_blocked()
+        services.stopping = True
+        nursery.cancel_scope.cancel()  # as the daemon stops its sessions
+    answer, farewell = said
+    assert answer is not None
+    assert answer.request_id == commit_id[0]
+    assert error(answer.value, cf.ErrorCode.SHUTTING_DOWN).message == (
+        "the queue manager is shutting down"
+    )
+    assert farewell is not None
+    assert (farewell.request_id, error(farewell.value, cf.ErrorCode.SHUTTING_DOWN).message) == (
+        0,
+        "the queue manager is shutting down",
+    )
+
+
 @pytest.mark.parametrize("budget", [64 << 20, 1 << 20], ids=["room", "no-room"])
 async def test_a_large_reply_takes_room_in_the_daemon_wide_budget_until_written(
     tmp_path: Path, budget: int, autojump_clock: trio.testing.MockClock
