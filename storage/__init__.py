@@ -78,6 +78,7 @@ from .ops.messages import Taker as Taker
 from .ops.meta import ClearSetting as ClearSetting
 from .ops.meta import ReclaimSpace as ReclaimSpace
 from .ops.meta import ReserveOrdinals as ReserveOrdinals
+from .ops.meta import ReturnOrdinals as ReturnOrdinals
 from .ops.meta import SetSetting as SetSetting
 from .ops.outcomes import OutcomeInfo as OutcomeInfo
 from .ops.outcomes import Pruned as Pruned

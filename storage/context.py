@@ -414,6 +414,11 @@ class PlanContext(Overlay):
         if limit > self.ordinal_limit():
             self.change(self._meta, META_ORDINAL_LIMIT, limit)
 
+    def return_ordinals(self, limit: int) -> None:
+        """Lower the stored message-id ordinal limit to ``limit``."""
+        if limit < self.ordinal_limit():
+            self.change(self._meta, META_ORDINAL_LIMIT, limit)
+
     def record(self, db: lmdb._Database, key: bytes) -> bytes | None:
         """A record of a named database as the batch sees it: as the batch wrote
         it with :meth:`write_record` (None: deleted), else the committed one."""

@@ -30,8 +30,10 @@ embedding program or test).
 Shutdown is ordered so that nothing half-done survives: stop accepting,
 close client sessions (each aborts its open transactions; a commit already
 handed to the committer finishes first, because that wait is shielded), stop
-the committer and the workers once no session is left to submit, stop the
-writer thread, and close the store. A crash skips all of this and loses
+the workers, write what the next start needs (the outgoing queues' sent marks,
+and the message-id limit reached, giving back the ids reserved and never used),
+stop the committer once nothing is left to submit, stop the writer thread, and
+close the store. A crash skips all of this and loses
 nothing committed: open transactions live only in memory and are aborted by
 forgetting them.
 """
@@ -45,7 +47,7 @@ import itertools
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -357,8 +359,7 @@ class Daemon:
         bound = sockets.clients[0].getsockname()
         async with trio.open_nursery() as outer:
             await outer.start(self.committer.run)
-            for worker in self.workers:
-                outer.start_soon(worker)
+            workers = await outer.start(_run_all, self.workers)
             async with trio.open_nursery() as inner:
                 if install_signal_handlers:
                     inner.start_soon(_watch_signals, self.stop, self.log)
@@ -389,19 +390,28 @@ class Daemon:
                     self.signals.notify_all()
                     inner.cancel_scope.cancel()
             aborted = self.core.tally.aborts - aborts_before
+            # The workers stop too: nothing makes a message any more.
+            workers.cancel()
             # No link sends any more: what each outgoing queue may have sent, so
-            # that the next start can give up on time what never went out.
-            await self._write_sent_marks()
+            # that the next start can give up on time what never went out; and
+            # the message ids reserved and never used go back.
+            await self._write_stop_marks()
             # Every session is gone: nothing can submit to the committer any more.
             outer.cancel_scope.cancel()
         self.log.info("queue_manager_stopped", open_transactions_aborted=aborted)
 
-    async def _write_sent_marks(self) -> None:
-        """Write the outgoing queues' marks at an orderly stop; a failure is logged
-        (the next start then counts every stored entry as perhaps sent)."""
+    async def _write_stop_marks(self) -> None:
+        """Write at an orderly stop the outgoing queues' marks and the message-id
+        limit the daemon reached (``storage.ReturnOrdinals``); a failure is logged
+        (the next start then counts every stored entry as perhaps sent, and
+        skips the rest of the last block of ids)."""
+        limit = self.core.ordinals.give_back()
+        queues = self.peering.outgoing.values()
+        ops: list[storage.Operation] = [sent_marks(self.store, queues, ordinal_limit=limit)]
+        if limit is not None:
+            ops.append(storage.ReturnOrdinals(limit))
         try:
-            unit = storage.Unit((sent_marks(self.store, self.peering.outgoing.values()),))
-            outcome = await self.committer.submit(unit)
+            outcome = await self.committer.submit(storage.Unit(tuple(ops)))
         except Exception as exc:  # the committer failed: a crash would write nothing either
             self.log.warning("outgoing_marks_not_written", error=str(exc))
             return
@@ -606,3 +616,16 @@ async def _watch_signals(
             log.info("shutdown_requested", signal=signal.Signals(signum).name)
             stop()
             return
+
+
+async def _run_all(
+    tasks: Iterable[Callable[[], Awaitable[None]]],
+    *,
+    task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run ``tasks`` until cancelled; ``task_status.started`` receives the scope
+    that cancels them."""
+    async with trio.open_nursery() as nursery:
+        for task in tasks:
+            nursery.start_soon(task)
+        task_status.started(nursery.cancel_scope)

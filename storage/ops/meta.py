@@ -10,6 +10,9 @@ and the *ordinal limit*, the store's half of message identity: the layer
 above hands out message-id ordinals below it and raises it
 (:class:`ReserveOrdinals`) in the same batch as the messages, or before, so
 after a crash it starts again from the limit and never reuses an ordinal.
+At an orderly stop, when nothing can take an ordinal any more, it gives back
+the ones reserved and never used (:class:`ReturnOrdinals`), so that
+restarts do not use up the 32-bit ordinals a block at a time.
 :class:`ReclaimSpace` rewrites an empty ``reclaim`` key: a write that
 changes nothing that matters, which lets LMDB reuse the pages freed before it
 (the store writes two of them when the map is full).
@@ -30,6 +33,7 @@ __all__ = [
     "ClearSetting",
     "ReclaimSpace",
     "ReserveOrdinals",
+    "ReturnOrdinals",
     "SetSetting",
     "read_setting",
     "read_settings",
@@ -44,6 +48,18 @@ class ReserveOrdinals(Operation):
 
     def plan(self, ctx: PlanContext) -> Result:
         ctx.reserve_ordinals(self.limit)
+        return Done()
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnOrdinals(Operation):
+    """Lower the store's message-id ordinal limit to ``limit`` (never raises it):
+    the count after the last ordinal used, written when no more can be taken."""
+
+    limit: int
+
+    def plan(self, ctx: PlanContext) -> Result:
+        ctx.return_ordinals(self.limit)
         return Done()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from qmgr.core.errors import LimitExceeded, StoreFull
+from qmgr.core.errors import LimitExceeded, ShuttingDown, StoreFull
 from qmgr.core.ordinals import BLOCK, OrdinalAllocator
 
 from .conftest import OpenCore
@@ -29,6 +29,23 @@ def test_ordinals_are_handed_out_below_the_durable_limit() -> None:
     ordinals.reserved(limit)
     assert [ordinals.take() for _ in range(3)] == [100, 101, 102]
     assert not ordinals.wanted
+
+
+def test_giving_back_closes_the_allocator_at_the_count_it_reached() -> None:
+    ordinals = OrdinalAllocator(100)
+    ordinals.reserved(100 + BLOCK)
+    assert [ordinals.take() for _ in range(3)] == [100, 101, 102]
+    assert ordinals.give_back() == 103
+    with pytest.raises(ShuttingDown):
+        ordinals.take()
+    assert not ordinals.wanted
+    assert ordinals.reservation() is None
+    # One whose reservation lands late asks for nothing more, and gives back all.
+    late = OrdinalAllocator(5)
+    assert late.reservation() == 5 + BLOCK
+    assert late.give_back() is None  # nothing reserved is durable, nothing to give
+    late.reserved(5 + BLOCK)
+    assert late.give_back() == 5
 
 
 def test_a_failed_reservation_is_asked_again() -> None:

@@ -5,6 +5,7 @@ it opens the store."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -16,7 +17,7 @@ import pytest
 import structlog
 import trio
 
-from qmgr.client import ConnectionLost, ShuttingDown, open_client
+from qmgr.client import ConnectionLost, QueueExists, ShuttingDown, open_client
 from qmgr.config import Config, load_config
 from qmgr.server import ConfigurationError, StartupError, http, serve
 from qmgr.server.daemon import Daemon, Sockets
@@ -170,6 +171,38 @@ async def test_it_serves_until_stopped_and_aborts_what_is_open(
     queue = store.get_queue("q")
     assert queue is not None
     assert queue.depth == 0
+
+
+async def test_an_orderly_stop_gives_back_the_message_ids_it_reserved_and_never_used(
+    tmp_path: Path, store: Store
+) -> None:
+    """Each start reserves a block of message-id ordinals; a stop that gave none
+    back would use up the 32-bit ordinals a block per restart."""
+    ordinals = []
+    for _ in range(3):
+        config = make_config(tmp_path)
+        daemon = Daemon(config, store)
+        daemon.start_up()
+        bound: list[trio.socket.SocketType] = []
+        sockets = Sockets(
+            None,
+            await bind_tcp(config.listen, "peers", bound),
+            await bind_tcp(config.client_listen, "clients", bound),
+        )
+        run = functools.partial(daemon.run, sockets, install_signal_handlers=False)
+        with trio.fail_after(20):
+            async with trio.open_nursery() as nursery:
+                host, port = await nursery.start(run)
+                async with open_client(f"{host}:{port}") as qm:
+                    with contextlib.suppress(QueueExists):
+                        await qm.create_queue("q")
+                    message_id = await qm.send("q", b"x")
+                daemon.stop()
+        for sock in bound:
+            sock.close()
+        ordinals.append(int(message_id.rpartition("\\")[2]))
+        assert store.ordinal_limit == ordinals[-1] + 1  # the rest went back
+    assert ordinals == [ordinals[0], ordinals[0] + 1, ordinals[0] + 2]
 
 
 async def test_serve_keeps_what_was_committed_across_a_restart(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ PUBLIC_NAMES = {
     *["QueuePurged", "Erased", "AppendMessage", "RemoveMessage", "Appended", "Removed"],
     *["RemoveEmptyOutgoing"],
     *["CountedAppend", "HandedMessage", "Handed", "Taker"],
-    *["ReserveOrdinals", "SetSetting", "ClearSetting", "ReclaimSpace"],
+    *["ReserveOrdinals", "ReturnOrdinals", "SetSetting", "ClearSetting", "ReclaimSpace"],
     # peering (storage.ops.peering)
     *["AppendOutgoing", "ForgetOutgoing", "SetOutgoingPaused", "RecordIncoming", "RELAY_ID_SIZE"],
     *["RememberMessageIds", "Forgotten", "IncomingState"],

@@ -580,11 +580,15 @@ def read_sent_marks(store: storage.Store) -> dict[int, int] | None:
         return None  # as after a crash: every stored entry counts as perhaps sent
 
 
-def sent_marks(store: storage.Store, queues: Iterable[OutgoingQueue]) -> storage.SetSetting:
+def sent_marks(
+    store: storage.Store, queues: Iterable[OutgoingQueue], *, ordinal_limit: int | None = None
+) -> storage.SetSetting:
     """The write of every queue's mark at an orderly stop, once no link sends,
-    with the ordinal limit they go with (:func:`read_sent_marks`)."""
+    with the ordinal limit they go with (:func:`read_sent_marks`): the store's,
+    or ``ordinal_limit``, the one the same write leaves (``ReturnOrdinals``)."""
     marks = {queue.queue_id: queue.machine.transmitted_through for queue in queues}
-    value = {"ordinal_limit": store.ordinal_limit, "queues": marks}
+    limit = store.ordinal_limit if ordinal_limit is None else ordinal_limit
+    value = {"ordinal_limit": limit, "queues": marks}
     return storage.SetSetting(SENT_MARKS, json.dumps(value, separators=(",", ":")))
 
 

@@ -15,6 +15,7 @@ from storage import (
     ClearSetting,
     InvalidRecord,
     ReserveOrdinals,
+    ReturnOrdinals,
     SetSetting,
     Store,
     StoreCorrupt,
@@ -70,3 +71,11 @@ def test_setting_that_is_not_utf8_is_corrupt(store: Store, reopen: Reopener) -> 
     put_raw(path, DB_META, setting_key("name"), b"\xff\xfe")
     with pytest.raises(StoreCorrupt, match="UTF-8"):
         reopen(store).get_setting("name")
+
+
+def test_return_ordinals_never_raises_the_limit(store: Store, reopen: Reopener) -> None:
+    commit_ok(store, unit(ReserveOrdinals(1000)))
+    commit_ok(store, unit(ReturnOrdinals(2000)))
+    assert store.ordinal_limit == 1000
+    commit_ok(store, unit(ReturnOrdinals(7)))
+    assert reopen(store).ordinal_limit == 7
