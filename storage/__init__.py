@@ -115,6 +115,8 @@ from .ops.queues import PurgeQueue as PurgeQueue
 from .ops.queues import QueueCreated as QueueCreated
 from .ops.queues import QueueDeleted as QueueDeleted
 from .ops.queues import QueuePurged as QueuePurged
+from .ops.queues import QuotaSet as QuotaSet
+from .ops.queues import SetQuota as SetQuota
 from .ops.restore import LOOKUP_JUMP as LOOKUP_JUMP
 from .ops.restore import LOOKUP_SKIPPED as LOOKUP_SKIPPED
 from .ops.restore import ORDINAL_JUMP as ORDINAL_JUMP

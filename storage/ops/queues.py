@@ -17,20 +17,28 @@ purged queue's counters keep its purge mark), so erasing resumes after a
 restart. A queue that prepared transactions use is not deleted
 (:func:`refuse_pinned`).
 
+:class:`SetQuota` rewrites a NORMAL queue's record with a new quota, or
+none. The quota is in the record already (a flag and a u64), so this changes
+no schema. It is judged at the next write that adds bytes (``check_quota``),
+the batch's own later writes included: nothing already stored is refused,
+so a quota below the bytes a queue holds stops new messages until it is
+below again; bytes that prepared transactions reserved stay reserved.
+
 An outgoing queue the layer above found idle is removed by
 ``ops.retired.RemoveEmptyOutgoing``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Final
 
 from ..context import PlanContext
-from ..errors import InvalidOperation, InvalidRecord, MessageMissing, QueueExists
-from ..keys import MAX_KEY_SIZE
+from ..errors import InvalidOperation, InvalidRecord, MessageMissing, QueueExists, QueueMissing
+from ..keys import MAX_KEY_SIZE, queue_id_key
 from ..overlay import QueueState
-from ..records import QueueKind, QueueRecord
+from ..records import QueueKind, QueueRecord, encode_queue
 from ..units import Operation, Removal, Result
 
 __all__ = [
@@ -42,6 +50,8 @@ __all__ = [
     "QueueCreated",
     "QueueDeleted",
     "QueuePurged",
+    "QuotaSet",
+    "SetQuota",
     "refuse_pinned",
 ]
 
@@ -80,6 +90,13 @@ class Erased(Result):
     queue_id: int
     messages: int
     done: bool
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaSet(Result):
+    """A queue's quota was written; ``record`` is the queue now."""
+
+    record: QueueRecord
 
 
 def refuse_pinned(ctx: PlanContext, state: QueueState) -> None:
@@ -154,6 +171,41 @@ class CreateQueue(Operation):
             )
             ctx.add_queue(journal)
         return QueueCreated(record, journal)
+
+
+@dataclass(frozen=True, slots=True)
+class SetQuota(Operation):
+    """Give the NORMAL queue ``name`` (canonical) a quota of ``quota`` bytes, or none.
+
+    Its subqueues share it; its journal queue has none. Refused
+    (``InvalidOperation``) for another kind of queue, and (``InvalidRecord``)
+    for a quota below 0 or above 2**64 - 1.
+    """
+
+    name: str
+    quota: int | None
+
+    def plan(self, ctx: PlanContext) -> Result:
+        state = ctx.queue_named(self.name)
+        if state is None:
+            raise QueueMissing(self.name)
+        if state.record.kind is not QueueKind.NORMAL:
+            msg = f"queue {state.record.name!r} is not a normal queue; it has no quota of its own"
+            raise InvalidOperation(msg)
+        if self.quota is not None and self.quota < 0:
+            msg = f"quota must not be negative: {self.quota}"
+            raise InvalidRecord(msg)
+        queue_id = state.record.queue_id
+        record = dataclasses.replace(state.record, quota=self.quota)
+        encoded = encode_queue(record)  # refuse a quota out of range before changing anything
+        # As ``SetPoisonSettings``: the batch's state takes the record (later
+        # writes of the batch are judged by it, and the catalog takes it at the
+        # end); a queue created in this batch is written whole by the batch.
+        writable = ctx.writable(queue_id)
+        writable.record = record
+        if ctx.txn.get(queue_id_key(queue_id), db=ctx.dbs.queue_ids) is not None:
+            ctx.put(ctx.dbs.queues, record.name.encode(), encoded)
+        return QuotaSet(writable.final_record())
 
 
 @dataclass(frozen=True, slots=True)

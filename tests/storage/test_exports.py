@@ -27,6 +27,7 @@ PUBLIC_NAMES = {
     # queues, messages and meta values (storage.ops.queues, .messages, .meta)
     *["CreateQueue", "DeleteQueue", "PurgeQueue", "EraseStep", "QueueCreated", "QueueDeleted"],
     *["QueuePurged", "Erased", "AppendMessage", "RemoveMessage", "Appended", "Removed"],
+    *["SetQuota", "QuotaSet"],
     *["RemoveEmptyOutgoing"],
     *["CountedAppend", "HandedMessage", "Handed", "Taker"],
     *["ReserveOrdinals", "ReturnOrdinals", "SetSetting", "ClearSetting", "ReclaimSpace"],

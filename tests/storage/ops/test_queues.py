@@ -1,13 +1,15 @@
 """Queues (``storage.ops.queues``): creation (with journal queues), system queue
-kinds, deletion and purge (marks that take effect at once), and erasing in
+kinds, quota changes, deletion and purge (marks that take effect at once), and erasing in
 bounded steps that resume after a reopening."""
 
 from __future__ import annotations
 
 import pytest
 from store_kit import (
+    BODY,
     Reopener,
     append,
+    appended,
     commit,
     commit_ok,
     counters,
@@ -35,7 +37,10 @@ from storage import (
     QueueKind,
     QueueMissing,
     QueuePurged,
+    QuotaExceeded,
+    QuotaSet,
     Removed,
+    SetQuota,
     Store,
 )
 
@@ -166,6 +171,98 @@ def test_list_queues_is_ordered_by_name(store: Store) -> None:
         "zeta",
         "zeta;journal",
     ]
+
+
+# --------------------------------------------------------------------------- quota
+
+
+def set_quota(store: Store, name: str, quota: int | None) -> QuotaSet:
+    [outcome] = commit_ok(store, unit(SetQuota(name, quota)))
+    [result] = outcome.results
+    assert isinstance(result, QuotaSet)
+    return result
+
+
+def test_a_full_queue_takes_messages_again_once_its_quota_is_raised(
+    store: Store, reopen: Reopener
+) -> None:
+    queue = create_queue(store, "q", quota=200)
+    commit_ok(store, unit(append(queue, size=200)))
+    [refused] = commit(store, unit(append(queue, size=1)))
+    assert isinstance(refused.error, QuotaExceeded)
+    result = set_quota(store, "q", 300)
+    assert (result.record.quota, result.record.depth, result.record.bytes) == (300, 1, 200)
+    commit_ok(store, unit(append(queue, size=100)))
+    store = reopen(store)
+    record = store.get_queue("q")
+    assert record is not None
+    assert (record.quota, record.depth, record.bytes, record.next_lookup_id) == (300, 2, 300, 3)
+    # No quota at all: anything fits.
+    set_quota(store, "q", None)
+    commit_ok(store, unit(append(queue, size=10_000)))
+    assert reopen(store).get_queue("q").quota is None  # type: ignore[union-attr]
+
+
+def test_a_quota_below_what_a_queue_holds_refuses_sends_until_it_is_below(
+    store: Store,
+) -> None:
+    queue = create_queue(store, "q")
+    first, _ = fill(store, queue, 2)
+    assert set_quota(store, "q", 10).record.bytes == 2 * len(BODY) > 10
+    [refused] = commit(store, unit(append(queue, size=1)))
+    assert isinstance(refused.error, QuotaExceeded)
+    assert (refused.error.quota, refused.error.would_be) == (10, 2 * len(BODY) + 1)
+    # Nothing stored is refused: receiving still works, and frees room.
+    commit_ok(store, unit(remove(queue, first)))
+    [still] = commit(store, unit(append(queue, size=len(BODY))))
+    assert isinstance(still.error, QuotaExceeded)
+    commit_ok(store, unit(remove(queue, first + 1)))
+    [last] = appended(commit_ok(store, unit(append(queue, size=10)))[0])
+    # A quota of 0 takes only empty bodies, as at creation.
+    set_quota(store, "q", 0)
+    commit_ok(store, unit(remove(queue, last)))
+    commit_ok(store, unit(append(queue, b"", size=0)))
+    [full] = commit(store, unit(append(queue, size=1)))
+    assert isinstance(full.error, QuotaExceeded)
+
+
+def test_a_quota_set_in_a_batch_judges_the_writes_after_it(store: Store) -> None:
+    queue = create_queue(store, "q", quota=100)
+    before, change, after = commit(
+        store,
+        unit(append(queue, size=100)),
+        unit(SetQuota("q", 150)),
+        unit(append(queue, size=50)),
+    )
+    assert (before.error, change.error, after.error) == (None, None, None)
+    [refused] = commit(store, unit(append(queue, size=1)))
+    assert isinstance(refused.error, QuotaExceeded)
+    # A queue created in the same unit gets it too.
+    [outcome] = commit_ok(
+        store, unit(CreateQueue("new", "new"), SetQuota("new", 5), append(queue, size=0))
+    )
+    assert store.get_queue("new").quota == 5  # type: ignore[union-attr]
+    assert isinstance(outcome.results[1], QuotaSet)
+
+
+@pytest.mark.parametrize(
+    ("name", "quota", "error"),
+    [
+        ("missing", 10, QueueMissing),
+        ("q;journal", 10, InvalidOperation),
+        ("system$;deadletter", 10, InvalidOperation),
+        ("q", -1, InvalidRecord),
+        ("q", 2**64, InvalidRecord),
+    ],
+)
+def test_a_quota_only_for_an_application_queue_and_in_range(
+    store: Store, name: str, quota: int, error: type[Exception]
+) -> None:
+    create_queue(store, "q", journal=True, quota=7)
+    create_queue(store, "system$;deadletter", kind=QueueKind.DEADLETTER)
+    [outcome] = commit(store, unit(SetQuota(name, quota)))
+    assert isinstance(outcome.error, error)
+    assert store.get_queue("q").quota == 7  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------- deletion
