@@ -47,7 +47,9 @@ principal it arrived with (a client certificate, a local user) or by a
 token (``Authenticate``, version 6). Until then, with ``auth_required``,
 every other request is a violation ("authenticate first"). A request the
 server does not run, or that needs a later version than the one agreed
-(:func:`version_needed`), is a violation too. After a violation or a
+(:func:`version_needed`), is a violation too, and so is a request that
+carries a field a later version added (:func:`newer_field`: a quota in
+``SetQueueProperties`` below version 10). After a violation or a
 farewell the connection is *closed*: it reports :class:`Closed` from then on.
 
 Deadlines. :meth:`~ClientConnection.deadline` says when the next read must
@@ -120,6 +122,7 @@ __all__ = [
     "SHUTTING_DOWN",
     "ClientConnection",
     "ConnectionSettings",
+    "newer_field",
     "version_needed",
     "versions_needed",
 ]
@@ -160,6 +163,16 @@ def version_needed(request: type[object]) -> int:
     if request in cf.TWO_PHASE_REQUESTS:
         return cf.TWO_PHASE_VERSION
     return cf.MIN_PROTOCOL_VERSION
+
+
+def newer_field(request: object) -> tuple[str, int] | None:
+    """A field of ``request`` that a version later than its class's added, and
+    that version (None: it has none). Such a field is refused on an earlier
+    connection, as a request of that version would be: a ``SetQueueProperties``
+    that changes the quota (its trailer) needs ``QUOTA_VERSION``."""
+    if isinstance(request, cf.SetQueueProperties) and request.changes_quota:
+        return "quota", cf.QUOTA_VERSION
+    return None
 
 
 def versions_needed(requests: Iterable[type[object]]) -> dict[type[object], int]:
@@ -364,6 +377,9 @@ class ClientConnection:
                 return Refused(frame.request_id, value, SHUTTING_DOWN)
             if not self.admitted:  # greeted: only authentication is missing
                 return self._authenticate_first(frame.request_id, cls.__name__)
+            newer = newer_field(value)
+            if newer is not None and newer[1] > self.version:
+                return self._newer_field(frame.request_id, cls, *newer)
             return frame
         if isinstance(value, cf.Authenticate) and self.version >= cf.SECURITY_VERSION:
             return TokenOffered(frame.request_id, value.token)
@@ -381,6 +397,13 @@ class ClientConnection:
             message += (
                 f" (it needs protocol version {least}; this connection agreed on {self.version})"
             )
+        return self._violation(ViolationKind.NOT_ALLOWED, request_id, message, cls.__name__)
+
+    def _newer_field(self, request_id: int, cls: type[object], name: str, needed: int) -> Violation:
+        message = (
+            f"{cls.__name__}.{name} needs protocol version {needed}; "
+            f"this connection agreed on {self.version}"
+        )
         return self._violation(ViolationKind.NOT_ALLOWED, request_id, message, cls.__name__)
 
     def _not_hello(self, request_id: int, name: str) -> Violation:

@@ -33,6 +33,7 @@ from qmgr.protocol.client_connection import (
     SHUTTING_DOWN,
     ClientConnection,
     ConnectionSettings,
+    newer_field,
     version_needed,
     versions_needed,
 )
@@ -156,7 +157,7 @@ def test_the_hello_is_answered_with_the_highest_common_version() -> None:
             version=cf.PROTOCOL_VERSION, server_version="9.9", qm_name="qm", qm_guid=GUID
         ),
     )
-    assert (connection.greeted, connection.admitted, connection.version) == (True, True, 9)
+    assert (connection.greeted, connection.admitted, connection.version) == (True, True, 10)
 
 
 @pytest.mark.parametrize(
@@ -167,9 +168,9 @@ def test_the_hello_is_answered_with_the_highest_common_version() -> None:
         (4, 6, 6),
         (2, 5, 5),
         (7, 7, 7),
-        (6, 200, 9),
+        (6, 200, 10),
         (1, 1, None),
-        (10, 11, None),
+        (11, 12, None),
     ],
 )
 def test_version_negotiation(low: int, high: int, agreed: int | None) -> None:
@@ -180,7 +181,7 @@ def test_version_negotiation(low: int, high: int, agreed: int | None) -> None:
         return
     assert isinstance(event, Violation)
     assert event.kind is ViolationKind.UNSUPPORTED_VERSION
-    assert event.message == f"client speaks versions {low}..{high}; this queue manager speaks 2..9"
+    assert event.message == f"client speaks versions {low}..{high}; this queue manager speaks 2..10"
     [reply] = replies(connection)
     assert reply.value == cf.ErrorReply(
         code=cf.ErrorCode.UNSUPPORTED_VERSION, message=event.message
@@ -233,7 +234,7 @@ def test_the_version_each_request_needs(request_class: type[object], version: in
     assert version_needed(request_class) == version
 
 
-@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7, 8])
+@pytest.mark.parametrize("version", [2, 3, 4, 5, 6, 7, 8, 9, 10])
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: type(s).__name__)
 def test_a_request_is_let_through_only_from_the_version_it_needs(
     sample: cf.ClientRequest, version: int
@@ -254,6 +255,30 @@ def test_a_request_is_let_through_only_from_the_version_it_needs(
     assert event == Violation(ViolationKind.NOT_ALLOWED, 3, message, name)
     [reply] = replies(connection)
     assert reply.value == cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message)
+
+
+@pytest.mark.parametrize("version", [5, 9, 10])
+@pytest.mark.parametrize(
+    "change", [{"quota": 0}, {"quota": 2**40}, {"no_quota": True}], ids=["0", "2**40", "none"]
+)
+def test_a_quota_change_is_refused_below_the_version_that_added_it(
+    version: int, change: dict[str, object]
+) -> None:
+    assert newer_field(cf.SetQueueProperties(name="q", retry_count=1)) is None
+    request = cf.SetQueueProperties(name="q", **change)  # type: ignore[arg-type]
+    assert newer_field(request) == ("quota", cf.QUOTA_VERSION)
+    connection = greeted(version=version)
+    [event] = events(connection, frames(request, first_id=3))
+    if version >= cf.QUOTA_VERSION:
+        assert event == cf.Frame(request_id=3, value=request)
+        return
+    message = (
+        f"SetQueueProperties.quota needs protocol version 10; this connection agreed on {version}"
+    )
+    assert event == Violation(ViolationKind.NOT_ALLOWED, 3, message, "SetQueueProperties")
+    [reply] = replies(connection)
+    assert reply.value == cf.ErrorReply(code=cf.ErrorCode.BAD_REQUEST, message=message)
+    assert connection.closed
 
 
 @pytest.mark.parametrize("frame", [cf.Hello(), cf.Ok(), cf.NoMessage(), cf.ListQueues()])

@@ -35,7 +35,10 @@ The rules:
   routing information (``ROUTING_REQUESTS``, see :mod:`wire.client.routing`)
   with version 7 (``ROUTING_VERSION``), and cancelling a waiting receive
   (``CANCEL_REQUESTS``, see :mod:`wire.client.cancel`) with version 8
-  (``CANCEL_VERSION``).
+  (``CANCEL_VERSION``). Version 9 (``LARGE_LISTS_VERSION``) lets whole-list
+  replies be larger; version 10 (``QUOTA_VERSION``) lets ``SetQueueProperties``
+  change a queue's quota, in a trailer that a daemon refuses on a connection
+  of an earlier version as it refuses a request of a later one.
 * Every request gets exactly one reply with the same request id, a typed
   reply or an :class:`ErrorReply` with a stable :class:`ErrorCode` and a
   message that says what was wrong, with two exceptions that make
@@ -78,6 +81,7 @@ from .constants import MIN_PROTOCOL_VERSION as MIN_PROTOCOL_VERSION
 from .constants import OUTCOMES_VERSION as OUTCOMES_VERSION
 from .constants import POISON_VERSION as POISON_VERSION
 from .constants import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .constants import QUOTA_VERSION as QUOTA_VERSION
 from .constants import ROUTING_VERSION as ROUTING_VERSION
 from .constants import SECURITY_VERSION as SECURITY_VERSION
 from .constants import TWO_PHASE_VERSION as TWO_PHASE_VERSION
@@ -205,6 +209,7 @@ __all__ = [
     "POISON_REQUESTS",
     "POISON_VERSION",
     "PROTOCOL_VERSION",
+    "QUOTA_VERSION",
     "ROUTING_REQUESTS",
     "ROUTING_VERSION",
     "SECURITY_REQUESTS",

@@ -26,6 +26,7 @@ __all__ = [
     "OUTCOMES_VERSION",
     "POISON_VERSION",
     "PROTOCOL_VERSION",
+    "QUOTA_VERSION",
     "ROUTING_VERSION",
     "SECURITY_VERSION",
     "TWO_PHASE_VERSION",
@@ -36,7 +37,7 @@ __all__ = [
 ]
 
 #: Protocol versions this package speaks.
-PROTOCOL_VERSION: Final = 9
+PROTOCOL_VERSION: Final = 10
 MIN_PROTOCOL_VERSION: Final = 2
 #: The first version with global (two-phase) transactions, ``RemoveThrough`` and
 #: ``MeasureRange`` (the requests in ``TWO_PHASE_REQUESTS``): a daemon answers
@@ -58,6 +59,10 @@ CANCEL_VERSION: Final = 8
 #: be up to ``MAX_LIST_FRAME_BODY``: the status and queue list of a queue manager
 #: with tens of thousands of queues or incoming sequences.
 LARGE_LISTS_VERSION: Final = 9
+#: The first version in which ``SetQueueProperties`` may change a queue's quota
+#: (its trailer, see :mod:`wire.client.poison`): a daemon refuses one that
+#: carries it on a connection that negotiated less.
+QUOTA_VERSION: Final = 10
 #: First bytes of every Hello body.
 HELLO_MAGIC: Final = b"QMGR"
 #: Size of the fixed frame header.

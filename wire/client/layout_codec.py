@@ -38,6 +38,8 @@ from .trace import TraceFinding, TraceReport
 from .trailers import (
     counters_to_container,
     counters_trailer,
+    quota_change,
+    quota_fields,
     retry_fields,
     retry_trailer,
     retry_values,
@@ -262,7 +264,12 @@ def _status_from_container(container: Any) -> StatusInfo:
 
 _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
     CreateQueue: _create_to_container,
-    SetQueueProperties: lambda v: {"name": v.name, "poison": v.poison, **retry_fields(v)},
+    SetQueueProperties: lambda v: {
+        "name": v.name,
+        "poison": v.poison,
+        **retry_fields(v),
+        "quota": quota_change(v),
+    },
     Hello: lambda v: {**_plain_to_container(v), "magic": HELLO_MAGIC},
     HelloOk: lambda v: {**_plain_to_container(v), "qm_guid": v.qm_guid.bytes},
     Send: lambda v: {"tx_id": v.tx_id, "mode": v.mode, "message": message_to_container(v.message)},
@@ -309,7 +316,7 @@ _TO_CONTAINER: dict[type[Any], Callable[[Any], dict[str, Any]]] = {
 _FROM_CONTAINER: dict[type[Any], Callable[[Any], Any]] = {
     CreateQueue: _create_from_container,
     SetQueueProperties: lambda w: SetQueueProperties(
-        name=w.name, poison=w.poison, **retry_values(w)
+        name=w.name, poison=w.poison, **retry_values(w), **quota_fields(w.quota)
     ),
     HelloOk: lambda w: HelloOk(
         version=w.version,

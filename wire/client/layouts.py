@@ -25,6 +25,7 @@ __all__ = [
     "COUNTERS_ENTRY",
     "CREATE_RETRY",
     "MESSAGE_LAYOUT",
+    "QUOTA_CHANGE",
     "RETRY_ENTRY",
     "layout",
     "optional_container",
@@ -160,6 +161,8 @@ _RETRY_VALUES = (
     "retry_delay" / _optional(c.Float64l),
 )
 CREATE_RETRY: Final = c.Struct(*_RETRY_VALUES)
+#: The version 10 trailer of ``SetQueueProperties``: the new quota (present 0: none).
+QUOTA_CHANGE: Final = _optional(c.Int64ul)
 
 
 def _one_each(items: Any) -> Any:
@@ -289,7 +292,12 @@ _SOURCES: dict[FrameKind, Any] = {
         "count" / c.Int64ul,
         "last" / c.Int64ul,
     ),
-    FrameKind.SET_QUEUE_PROPERTIES: c.Struct("name" / _Str, "poison" / c.Int8ul, *_RETRY_VALUES),
+    FrameKind.SET_QUEUE_PROPERTIES: c.Struct(
+        "name" / _Str,
+        "poison" / c.Int8ul,
+        *_RETRY_VALUES,
+        "quota" / c.Optional(QUOTA_CHANGE),
+    ),
     FrameKind.MOVE_MESSAGES: c.Struct(
         "tx_id" / c.Int64ul,
         "source" / _Str,

@@ -4,7 +4,8 @@ Requests:
 
 * :class:`SetQueueProperties` changes a queue's poison handling: its retry
   count, retry cycles and retry delay (WCF's ReceiveRetryCount,
-  MaxRetryCycles, RetryCycleDelay), or turns it off. The reply is ``Ok``.
+  MaxRetryCycles, RetryCycleDelay), or turns it off; from version 10, its
+  quota too (MSMQ's PROPID_Q_QUOTA). The reply is ``Ok``.
 * :class:`MoveMessages` moves one message (by LookupId, or the next one) or
   all of them between a queue and one of its subqueues (``NAME;retry``,
   ``NAME;poison``), or between two subqueues of one queue, as MSMQ's
@@ -33,6 +34,14 @@ the Spark source, finds its messages where they were):
   in order, at the end of the body;
 * ``CreateQueue``: the queue's retry settings (19 bytes: three optional
   values, a presence byte before each).
+
+Version 10 (``QUOTA_VERSION``) adds one more trailer the same way, to a
+request: ``SetQueueProperties`` may end with the queue's new quota (9 bytes:
+present u8, quota u64; present 0 removes the quota). Without it the quota is
+unchanged, so the body is what versions 5 to 9 send. A client sends it only
+on a connection of version 10, and a daemon refuses a ``SetQueueProperties``
+that carries it on an earlier one (``BAD_REQUEST``, and the connection
+closes, as for a request of a later version).
 
 A trailer is there or not as a whole: its length says which (a list's is
 exactly one record per element), so a decoder needs no state to read it. The
@@ -90,11 +99,15 @@ class RetrySettings:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SetQueueProperties:
-    """Change a queue's poison handling.
+    """Change a queue's poison handling, and (version 10) its quota.
 
     ``poison`` is a :class:`PoisonHandling` value. A value given (not None)
     turns poison handling on; what is not given keeps its value, or WCF's
     default (5, 2, 1800 s) if poison handling was off. ``OFF`` takes no value.
+
+    ``quota`` (bytes) replaces the queue's quota; ``no_quota`` removes it;
+    neither keeps it (and leaves out the version 10 trailer). Both at once
+    cannot be encoded.
     """
 
     name: str
@@ -102,6 +115,13 @@ class SetQueueProperties:
     retry_count: int | None = None
     retry_cycles: int | None = None
     retry_delay: float | None = None
+    quota: int | None = None
+    no_quota: bool = False
+
+    @property
+    def changes_quota(self) -> bool:
+        """True if it carries the version 10 trailer: a new quota, or none."""
+        return self.quota is not None or self.no_quota
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

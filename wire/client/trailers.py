@@ -1,4 +1,5 @@
-"""The version 5 trailers of existing client frames, between values and construct containers.
+"""The trailers of existing client frames (versions 5 and 10), between values and
+construct containers.
 
 :mod:`wire.client.poison` describes the trailers, :mod:`wire.client.layouts`
 defines their construct entries and puts them after the bodies of earlier
@@ -7,7 +8,8 @@ frames. Here are the conversions of the trailers: a list's trailer has one
 entry per element or none at all, so a value list either carries its version 5
 values on every element or on none (:func:`counters_trailer`), and a queue
 list's trailer is left out when no queue has retry settings
-(:func:`retry_trailer`).
+(:func:`retry_trailer`). Version 10's quota trailer of ``SetQueueProperties``
+is there only when the quota changes (:func:`quota_change`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ T = TypeVar("T", bound="DataclassInstance")
 __all__ = [
     "counters_to_container",
     "counters_trailer",
+    "quota_change",
+    "quota_fields",
     "retry_fields",
     "retry_trailer",
     "retry_values",
@@ -130,6 +134,30 @@ def retry_fields(value: CreateQueue | SetQueueProperties) -> dict[str, Any]:
         "retry_cycles": optional_container(value.retry_cycles, 0),
         "retry_delay": optional_container(value.retry_delay, 0.0),
     }
+
+
+def quota_change(value: SetQueueProperties) -> dict[str, Any] | None:
+    """The version 10 trailer of a ``SetQueueProperties``, as ``QUOTA_CHANGE``
+    builds it (None: no trailer, the quota is unchanged).
+
+    Raises:
+        LocalProtocolError: both a quota and ``no_quota``.
+    """
+    if value.no_quota:
+        if value.quota is not None:
+            msg = "a quota and no_quota at once"
+            raise LocalProtocolError(msg, field="SetQueueProperties.quota")
+        return optional_container(None, 0)
+    return None if value.quota is None else optional_container(value.quota, 0)
+
+
+def quota_fields(trailer: Any) -> dict[str, Any]:
+    """The keyword arguments ``quota`` and ``no_quota`` of a parsed ``QUOTA_CHANGE``
+    trailer (or of none)."""
+    if trailer is None:
+        return {}
+    quota = optional_value(trailer)
+    return {"quota": quota} if quota is not None else {"no_quota": True}
 
 
 def retry_values(container: Any) -> dict[str, Any]:

@@ -325,7 +325,7 @@ async def test_malformed_bytes_get_bad_request_and_a_close(
     ("first", "expected"),
     [
         (cf.ListQueues(), "the first frame must be Hello, not ListQueues"),
-        (cf.Hello(min_version=10, max_version=11), "this queue manager speaks 2..9"),
+        (cf.Hello(min_version=11, max_version=12), "this queue manager speaks 2..10"),
     ],
 )
 async def test_a_connection_that_does_not_begin_with_a_usable_hello_is_closed(

@@ -222,11 +222,12 @@ FRAMES_BY_KIND: dict[cf.FrameKind, st.SearchStrategy[Any]] = {
         cf.TransactionList, transactions=tuples(transaction_infos)
     ),
     cf.FrameKind.RANGE_INFO: st.builds(cf.RangeInfo, queue_id=u32, count=u64, last=u64),
+    # The quota trailer (version 10) is there with a quota or with none, not otherwise.
     cf.FrameKind.SET_QUEUE_PROPERTIES: st.builds(
-        cf.SetQueueProperties,
-        name=text,
-        poison=u8,
-        **retry_overrides,
+        cf.SetQueueProperties, name=text, poison=u8, quota=st.none() | u64, **retry_overrides
+    )
+    | st.builds(
+        cf.SetQueueProperties, name=text, poison=u8, no_quota=st.just(True), **retry_overrides
     ),
     cf.FrameKind.MOVE_MESSAGES: st.builds(
         cf.MoveMessages,

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import struct
 
+import pytest
+
+from wire import LocalProtocolError
 from wire import client as cf
 
 from .client_samples import (
     body_of,
     both_decode,
+    both_refuse,
 )
 
 
@@ -35,3 +39,28 @@ def test_request_layouts() -> None:
     )
     assert both_decode(cf.FrameKind.SET_QUEUE_PROPERTIES, body_of(props)) == props
     assert body_of(cf.Moved(count=2, lookup_id=9)) == struct.pack("<QQ", 2, 9)
+
+
+def test_a_quota_change_is_a_version_10_trailer_after_the_version_5_body() -> None:
+    assert cf.QUOTA_VERSION == 10 <= cf.PROTOCOL_VERSION
+    unchanged = cf.SetQueueProperties(name="a", retry_count=2)
+    assert not unchanged.changes_quota
+    raised = cf.SetQueueProperties(name="a", retry_count=2, quota=2**40)
+    removed = cf.SetQueueProperties(name="a", no_quota=True)
+    assert raised.changes_quota
+    assert removed.changes_quota
+    # The version 5 body is byte for byte what it was; the trailer follows it.
+    assert body_of(raised) == body_of(unchanged) + struct.pack("<?Q", True, 2**40)
+    assert body_of(removed) == (
+        b"\x01\x00a\x00" + struct.pack("<?I", False, 0) * 2 + struct.pack("<?d", False, 0.0)
+    ) + struct.pack("<?Q", False, 0)
+    for value in (unchanged, raised, removed):
+        assert both_decode(cf.FrameKind.SET_QUEUE_PROPERTIES, body_of(value)) == value
+    # A short or a longer trailer is malformed.
+    for bad in (body_of(raised)[:-1], body_of(raised) + b"\x00"):
+        both_refuse(cf.FrameKind.SET_QUEUE_PROPERTIES, bad)
+
+
+def test_a_quota_and_no_quota_at_once_cannot_be_encoded() -> None:
+    with pytest.raises(LocalProtocolError, match="no_quota"):
+        body_of(cf.SetQueueProperties(name="a", quota=1, no_quota=True))

@@ -27,7 +27,7 @@ def test_defaults() -> None:
 
 def test_hello_and_its_answer_are_the_documented_layouts() -> None:
     hello = cf.Hello(client_name="sdk")
-    assert body_of(hello) == cf.HELLO_MAGIC + struct.pack("<HH", 2, 9) + text("sdk")
+    assert body_of(hello) == cf.HELLO_MAGIC + struct.pack("<HH", 2, 10) + text("sdk")
     ok = cf.HelloOk(version=6, server_version="1.0", qm_name="qm", qm_guid=GUID)
     assert body_of(ok) == (
         struct.pack("<H", 6)
