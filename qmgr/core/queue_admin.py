@@ -1,9 +1,13 @@
-"""Queues of the core: the system queues, creating, deleting, purging and erasing.
+"""Queues of the core: the system queues, creating, changing the quota, deleting,
+purging and erasing.
 
 A queue is created with its journal queue and its two subqueues (``;retry``,
 ``;poison``), and deleted with them. A purge is of one queue: purging a queue
 leaves its subqueues as they are (its poison messages are kept for an
-operator to look at), and a subqueue is purged by its own name.
+operator to look at), and a subqueue is purged by its own name. An
+application queue's quota (its subqueues share it) can be changed, or
+removed, at any time: it judges the sends written after the change; a quota
+below what the queue holds refuses new sends until enough is received.
 
 Like the rest of the core, :class:`QueueAdmin` returns units and never
 writes: deleting and purging only mark, and :meth:`QueueAdmin.erase_unit`
@@ -32,6 +36,7 @@ from storage import (
     QueueKind,
     QueueRecord,
     SetPoisonSettings,
+    SetQuota,
     Store,
     Unit,
     UnitOutcome,
@@ -46,7 +51,10 @@ from .outcomes import DESTINATION_KINDS, Outcomes, record_wants_report
 from .permissions import ACL_SETTING_PREFIX
 from .poison import check_settings
 
-__all__ = ["QueueAdmin"]
+__all__ = ["MAX_QUOTA", "QueueAdmin"]
+
+#: The largest quota, in bytes: what the store's record holds.
+MAX_QUOTA: Final = (1 << 64) - 1
 
 _SYSTEM_QUEUES: Final = (
     (names.DEADLETTER, QueueKind.DEADLETTER),
@@ -133,9 +141,7 @@ class QueueAdmin:
         """
         display = names.without_private_prefix(name)
         key = names.validate_new_queue_name(display)
-        if quota is not None and quota < 0:
-            msg = f"quota must be a positive number of bytes, not {quota}"
-            raise InvalidArgument(msg)
+        _check_quota(quota)
         op = CreateQueue(
             key,
             display,
@@ -158,6 +164,39 @@ class QueueAdmin:
         """
         result = _only_result(outcome)
         assert isinstance(result, storage.QueueCreated)
+        return result.record
+
+    def quota_unit(self, reference: str, quota: int | None) -> tuple[QueueRecord, Unit]:
+        """The queue and the unit that gives it a quota of ``quota`` bytes (None: none).
+
+        Raises:
+            InvalidName, QueueNotFound, InvalidArgument; AccessDenied: not an
+                application queue (a journal, system or subqueue has no quota
+                of its own).
+        """
+        record = self._addressing.queue(reference)
+        if record.kind is not QueueKind.NORMAL:
+            msg = (
+                f"{quoted(record.display_name)} is not an application queue; "
+                "it has no quota of its own"
+            )
+            raise AccessDenied(msg)
+        _check_quota(quota)
+        return record, Unit((SetQuota(record.name, quota),))
+
+    @staticmethod
+    def properties_set(outcome: UnitOutcome) -> QueueRecord:
+        """The queue as a unit that changes its properties (its poison settings,
+        its quota, or both) left it.
+
+        Raises:
+            QueueNotFound: it was deleted meanwhile.
+        """
+        error = outcome.error
+        if error is not None:
+            raise from_store_error(error)
+        result = outcome.results[-1]
+        assert isinstance(result, storage.PoisonSet | storage.QuotaSet)
         return result.record
 
     def delete(self, reference: str) -> tuple[QueueRecord, Unit]:
@@ -264,6 +303,19 @@ class QueueAdmin:
         for _, stored in asked:
             reports.extend(self._outcomes.stored_reports(stored, reason, wall=wall))
         return Unit((step, *reports))
+
+
+def _check_quota(quota: int | None) -> None:
+    """Refuse a quota that is not None or a whole number of bytes from 0 to ``MAX_QUOTA``.
+
+    Raises:
+        InvalidArgument: it is not.
+    """
+    if quota is None:
+        return
+    if isinstance(quota, bool) or not isinstance(quota, int) or not 0 <= quota <= MAX_QUOTA:
+        msg = f"quota must be a number of bytes from 0 to {MAX_QUOTA}, not {quota!r}"
+        raise InvalidArgument(msg)
 
 
 def _never(record: memoryview) -> bool:

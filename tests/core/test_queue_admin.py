@@ -1,7 +1,7 @@
 """Queues in the core (``qmgr.core.queue_admin``): the system queues, creating a
-queue with its journal and subqueues, deleting and purging (which only mark), and
-the bounded erase steps that follow, sparing held messages and reporting the
-fate of those that asked."""
+queue with its journal and subqueues, changing its quota, deleting and purging
+(which only mark), and the bounded erase steps that follow, sparing held
+messages and reporting the fate of those that asked."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from qmgr.core.errors import (
     InvalidArgument,
     InvalidName,
     QueueNotFound,
+    QuotaExceeded,
     TransactionAborted,
 )
 from qmgr.core.outgoing import EntryOrigin, decode_entry
@@ -85,6 +86,49 @@ def test_what_cannot_be_created_or_deleted(qm: CoreHarness) -> None:
     qm.core.queues.deleted(qm.write(unit))
     with pytest.raises(QueueNotFound):
         qm.core.queues.deleted(qm.write(unit))  # gone already
+
+
+def test_a_quota_changes_in_place_and_judges_the_next_commits(qm: CoreHarness) -> None:
+    qm.create("limited", transactional=True, quota=4)
+    qm.send_tx("limited", b"1234")
+    tx = qm.begin()
+    assert qm.prepare("limited", b"5", tx=tx) is None
+    [full] = qm.commit(tx)
+    assert isinstance(full, QuotaExceeded)
+    # Raised: the next commit fits; its record (and every reader's) shows it at once.
+    record = qm.core.queues.properties_set(qm.write(qm.core.queues.quota_unit("limited", 5)[1]))
+    assert record.quota == qm.core.queue("limited").quota == 5
+    qm.send_tx("limited", b"5")
+    # Lowered below what it holds: refused until enough is received.
+    qm.write(qm.core.queues.quota_unit(".\\private$\\Limited", 2)[1])
+    tx = qm.begin()
+    qm.prepare("limited", b"6", tx=tx)
+    assert isinstance(qm.commit(tx)[0], QuotaExceeded)
+    assert qm.take("limited") is not None
+    assert qm.take("limited") is not None
+    qm.send_tx("limited", b"12")
+    # None removes it; the subqueues have none of their own.
+    qm.write(qm.core.queues.quota_unit("limited", None)[1])
+    assert qm.core.queue("limited").quota is None
+    qm.send_tx("limited", b"x" * 100)
+
+
+def test_what_cannot_get_a_quota(qm: CoreHarness) -> None:
+    for name in ("tq;journal", "tq;retry", names.DEADLETTER):
+        with pytest.raises(AccessDenied, match="no quota of its own"):
+            qm.core.queues.quota_unit(name, 10)
+    with pytest.raises(QueueNotFound):
+        qm.core.queues.quota_unit("missing", 10)
+    for bad in (-1, 1 << 64, True, 1.5):
+        with pytest.raises(InvalidArgument, match="quota"):
+            qm.core.queues.quota_unit("tq", bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument, match="quota"):
+            qm.core.queues.create("q2", quota=bad, wall=WALL)  # type: ignore[arg-type]
+    _, unit = qm.core.queues.quota_unit("q", 10)
+    _, gone = qm.core.queues.delete("q")
+    qm.core.queues.deleted(qm.write(gone))
+    with pytest.raises(QueueNotFound):
+        qm.core.queues.properties_set(qm.write(unit))
 
 
 def test_a_message_purged_while_held_leaves_when_its_transaction_ends(qm: CoreHarness) -> None:

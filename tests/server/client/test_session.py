@@ -59,6 +59,9 @@ LATER_REQUESTS: list[tuple[cf.ClientRequest, int]] = [
     (cf.GetPermissions(queue="q"), 6),
     (cf.ChangePermissions(queue="q", entry="bob", grant=1), 6),
     (cf.Authenticate(token="t"), 6),
+    # A field of a later version: the quota of SetQueueProperties.
+    (cf.SetQueueProperties(name="q", quota=10), 10),
+    (cf.SetQueueProperties(name="q", no_quota=True), 10),
 ]
 
 

@@ -1,11 +1,12 @@
 """The requests of poison handling and subqueues: SetQueueProperties and MoveMessages.
 
-``SetQueueProperties`` changes a queue's poison handling; ``MoveMessages``
+``SetQueueProperties`` changes a queue's poison handling, its quota (version
+10), or both in one write; ``MoveMessages``
 moves messages between a queue and its subqueues, or out of a dead-letter
 queue into an application queue, named or (no target) each message's own
 (one, the next, or all of them in bounded steps; one in a transaction,
 moved at its commit). The core decides (``qmgr.core.poison``,
-``qmgr.core.moves``); these handlers write its units and answer. A move
+``qmgr.core.queue_admin``, ``qmgr.core.moves``); these handlers write its units and answer. A move
 back asks the authorization about each message's queue
 (``Authorization.move_targets``, once per queue and request): a refusal is
 counted and logged (``access_denied``) as the session does for a request.
@@ -52,22 +53,32 @@ _ENABLED: Final = {
 async def set_queue_properties(
     ctx: RequestContext, request_id: int, request: cf.SetQueueProperties
 ) -> None:
-    """Change a queue's poison handling (answered with its id)."""
+    """Change a queue's poison handling and/or its quota (answered with its id).
+
+    A request that changes the quota and says nothing of poison handling
+    leaves it as it is (nothing of it is written)."""
     try:
         enabled = _ENABLED[cf.PoisonHandling(request.poison)]
     except ValueError:
         choices = ", ".join(f"{p.value} ({p.name.lower()})" for p in cf.PoisonHandling)
         msg = f"poison must be {choices}, not {request.poison}"
         raise InvalidArgument(msg) from None
-    poison = ctx.services.core.poison
-    _, unit = poison.settings_unit(
-        request.name,
-        enabled=enabled,
-        retry_count=request.retry_count,
-        retry_cycles=request.retry_cycles,
-        retry_delay=request.retry_delay,
-    )
-    record = poison.settings_set(await ctx.write(unit))
+    core = ctx.services.core
+    retry = (request.retry_count, request.retry_cycles, request.retry_delay)
+    ops: list[storage.Operation] = []
+    if not request.changes_quota or enabled is not None or retry != (None, None, None):
+        _, unit = core.poison.settings_unit(
+            request.name,
+            enabled=enabled,
+            retry_count=request.retry_count,
+            retry_cycles=request.retry_cycles,
+            retry_delay=request.retry_delay,
+        )
+        ops.extend(unit.ops)
+    if request.changes_quota:
+        _, unit = core.queues.quota_unit(request.name, request.quota)
+        ops.extend(unit.ops)
+    record = core.queues.properties_set(await ctx.write(storage.Unit(tuple(ops))))
     settings = record.poison
     ctx.log.info(
         "queue_properties_set",
@@ -76,6 +87,7 @@ async def set_queue_properties(
         retry_count=None if settings is None else settings.retry_count,
         retry_cycles=None if settings is None else settings.retry_cycles,
         retry_delay=None if settings is None else settings.retry_delay,
+        quota=record.quota,
     )
     ctx.reply(request_id, cf.Ok(value=record.queue_id))
 

@@ -69,6 +69,41 @@ async def test_settings_change_with_an_event(
     assert changes == [(True, 1), (False, None)]
 
 
+async def test_the_quota_changes_with_an_event_and_judges_the_next_send(
+    conn: Connection, services: Services, autojump_clock: trio.testing.MockClock
+) -> None:
+    client = conn.client
+    await make_queue(client, "q", quota=3, retry_count=4)
+    queue_id = services.core.queue("q").queue_id
+    assert isinstance(await client.call(cf.Send(message=message("q", b"abc"))), cf.Sent)
+    full = await client.call(cf.Send(message=message("q", b"d")))
+    error(full, cf.ErrorCode.QUOTA_EXCEEDED)
+    with structlog.testing.capture_logs() as logs:
+        raised = cf.SetQueueProperties(name="q", quota=4)
+        assert await client.call(raised) == cf.Ok(value=queue_id)
+        assert isinstance(await client.call(cf.Send(message=message("q", b"d"))), cf.Sent)
+        # Lower than it holds: nothing more fits, and the poison settings stayed.
+        assert isinstance(await client.call(cf.SetQueueProperties(name="q", quota=1)), cf.Ok)
+        lowered = await client.call(cf.Send(message=message("q", b"")))
+        error(lowered, cf.ErrorCode.QUOTA_EXCEEDED)
+        both = cf.SetQueueProperties(name="q", no_quota=True, retry_count=1)
+        assert isinstance(await client.call(both), cf.Ok)
+        assert isinstance(await client.call(cf.Send(message=message("q", b"x" * 99))), cf.Sent)
+    record = services.core.queue("q")
+    assert (record.quota, record.poison) == (None, storage.PoisonSettings(1, 2, 1800.0))
+    changes = [(e["event"], e["quota"], e["retry_count"]) for e in logs if "quota" in e]
+    assert changes == [
+        ("queue_properties_set", 4, 4),
+        ("queue_properties_set", 1, 4),
+        ("queue_properties_set", None, 1),
+    ]
+    # Only an application queue has a quota of its own.
+    journal = await client.call(cf.SetQueueProperties(name="q;poison", quota=1))
+    error(journal, cf.ErrorCode.ACCESS_DENIED)
+    missing = await client.call(cf.SetQueueProperties(name="nothing", quota=1))
+    error(missing, cf.ErrorCode.QUEUE_NOT_FOUND)
+
+
 async def test_messages_move_one_at_a_time_all_at_once_or_in_a_transaction(
     conn: Connection, autojump_clock: trio.testing.MockClock
 ) -> None:
