@@ -26,7 +26,9 @@ logs.
   ============================================  ===============================
 
   The quota is judged when the run is written (``storage.Attempt``: the
-  append, or else the dead-letter copy). What refusals may keep is bounded
+  append, or else the dead-letter copy), by the quota the queue has then; a
+  message for a queue that had none as it arrived is taken whatever quota
+  the queue was given meanwhile (``AppendMessage.exempt``). What refusals may keep is bounded
   (``max_rejected_bytes``): once the dead-letter queue holds that much, a
   refused message is still reported (its NACK) but not kept here
   (:attr:`Arrival.no_room`, and the adapter logs it), so a peer whose
@@ -242,6 +244,8 @@ class Arrivals:
             ops, kept, no_room = self._refusal(message, refusal, wall, _refusal_note(packet))
             return Arrival(ops, queue_key, refusal, kept=kept, no_room=no_room)
         assert record is not None
+        # A queue without a quota as the message arrives takes it even if it
+        # was given one before the run is written: it arrived before the change.
         append: Operation = AppendMessage(
             record.queue_id,
             message.raw,
@@ -249,6 +253,7 @@ class Arrivals:
             message.body_size,
             deadline=deadline,
             note=note,
+            exempt=record.quota is None,
         )
         reports = self._outcomes.reports(message, MessageClass.ACK_REACH_QUEUE, wall=wall)
         if reports:

@@ -128,6 +128,24 @@ def test_a_full_quota_falls_back_to_the_dead_letter_queue(qm: CoreHarness) -> No
     assert dead_class(qm, copy, "system$;deadxact") == MessageClass.NACK_Q_EXCEED_QUOTA
 
 
+def test_a_quota_given_between_an_arrival_and_its_write_judges_the_later_ones(
+    qm: CoreHarness,
+) -> None:
+    qm.create("open", transactional=True)
+    arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes)
+    found = packet("TCP:127.0.0.1:1901\\private$\\open")
+    before = arrivals.to_queue(found, "open", wall=WALL)
+    qm.write(qm.core.queues.quota_unit("open", 0)[1])
+    # It arrived while the queue had no quota: stored, not a failed run.
+    outcome = qm.write(storage.Unit(before.ops))
+    assert outcome.error is None
+    assert isinstance(outcome.results[0], storage.Appended)
+    # One that arrives after the change falls back to the dead-letter queue.
+    after = arrivals.to_queue(found, "open", wall=WALL)
+    (result,) = qm.write(storage.Unit(after.ops)).results
+    assert isinstance(result, storage.Fallback)
+
+
 def test_a_message_for_another_queue_manager_is_relayed_whole(qm: CoreHarness) -> None:
     arrivals = Arrivals(qm.store, IDENTITY, qm.core.outcomes, router=True)
     found = packet("TCP:10.0.0.9:1801\\private$\\far", hops=3)
