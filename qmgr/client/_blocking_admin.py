@@ -126,13 +126,25 @@ class QueueManagerAdmin:
         retry_cycles: int | None = None,
         retry_delay: Seconds | None = None,
         poison_handling: bool | None = None,
+        quota: int | None = None,
+        no_quota: bool = False,
     ) -> None:
-        """Change a queue's poison handling; the messages already in it are not changed.
+        """Change a queue's poison handling or its quota (MSMQ's
+        MQSetQueueProperties); the messages already in it are not changed.
 
-        Any value given turns poison handling on; what is not given keeps its
-        value, or WCF's default if poison handling was off (retry_count 5,
+        Any retry value given turns poison handling on; what is not given keeps
+        its value, or WCF's default if poison handling was off (retry_count 5,
         retry_cycles 2, retry_delay 1800 s). ``poison_handling=False`` turns it
         off (aborts are still counted; nothing moves) and takes no value.
+        Without them, poison handling stays as it is.
+
+        ``quota`` replaces the queue's quota, ``no_quota=True`` removes it;
+        without either it stays as it is. The quota judges the sends committed
+        from then on: one below what the queue holds refuses new messages
+        (``QuotaExceeded``) until enough are received, and bytes that
+        prepared transactions reserved stay theirs. ``list_queues()`` shows
+        the new quota at once. Poison settings and quota given together are
+        changed in one write.
 
         Args:
             name: the queue (not a subqueue, journal or system queue).
@@ -141,13 +153,18 @@ class QueueManagerAdmin:
             retry_cycles: trips through ``NAME;retry`` before ``NAME;poison``.
             retry_delay: seconds (or a ``timedelta``) a message waits in ``;retry``.
             poison_handling: True turns it on with what is given, False off.
+            quota: the most bytes of message bodies the queue (with its
+                subqueues) may hold from now on; 0 takes only empty bodies.
+            no_quota: True removes the quota (not with ``quota``).
 
         Raises:
             QueueNotFound, InvalidName, InvalidArgument; AccessDenied: not an
-            application queue; NotSupported: the daemon is too old.
+            application queue (or not allowed to set its properties);
+            NotSupported: the daemon is too old (a quota needs protocol
+            version 10, the rest version 5).
         """
         retry = (retry_count, retry_cycles, retry_delay)
-        self._conn.run(poison.set_queue_properties, name, retry, poison_handling)
+        self._conn.run(poison.set_queue_properties, name, retry, poison_handling, quota, no_quota)
 
     def move(
         self, from_queue: str, to_queue: str, lookup_id: int | None = None, *, all: bool = False

@@ -283,6 +283,7 @@ REQUEST_RANGES: Final[dict[type, tuple[tuple[str, str, int, str, bool], ...]]] =
         ("retry_cycles", "retry_cycles", _MAX_U32, "", True),
     ),
     cf.SetQueueProperties: (
+        ("quota", "quota", _MAX_U64, "bytes", True),
         ("retry_count", "retry_count", _MAX_U32, "", True),
         ("retry_cycles", "retry_cycles", _MAX_U32, "", True),
     ),

@@ -65,10 +65,15 @@ class AsyncQueueManagerAdmin:
         retry_cycles: int | None = None,
         retry_delay: Seconds | None = None,
         poison_handling: bool | None = None,
+        quota: int | None = None,
+        no_quota: bool = False,
     ) -> None:
-        """Change a queue's poison handling; see ``QueueManager.set_queue_properties``."""
+        """Change a queue's poison handling or its quota; see
+        ``QueueManager.set_queue_properties``."""
         retry = (retry_count, retry_cycles, retry_delay)
-        await self._conn.run(poison.set_queue_properties, name, retry, poison_handling)
+        await self._conn.run(
+            poison.set_queue_properties, name, retry, poison_handling, quota, no_quota
+        )
 
     async def move(
         self, from_queue: str, to_queue: str, lookup_id: int | None = None, *, all: bool = False

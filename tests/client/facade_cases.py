@@ -203,6 +203,22 @@ ADMIN = [
         kwargs={"retry_delay": 5, "poison_handling": True},
     ),
     Case(
+        "set_queue_properties",
+        ("q",),
+        cf.SetQueueProperties(name="q", quota=10 * 1024**2),
+        None,
+        reply=cf.Ok(),
+        kwargs={"quota": 10 * 1024**2},
+    ),
+    Case(
+        "set_queue_properties",
+        ("q",),
+        cf.SetQueueProperties(name="q", poison=cf.PoisonHandling.OFF, no_quota=True),
+        None,
+        reply=cf.Ok(),
+        kwargs={"poison_handling": False, "no_quota": True},
+    ),
+    Case(
         "move",
         ("q;poison", "q"),
         cf.MoveMessages(source="q;poison", target="q", all=True),

@@ -16,6 +16,8 @@ target, each back to the queue it was sent to, as ordinary messages again.
 
 These requests need the protocol's ``POISON_VERSION``: against an older
 daemon they raise :class:`NotSupported` before anything is sent.
+``set_queue_properties`` also changes a queue's quota (MSMQ's
+PROPID_Q_QUOTA), which needs ``QUOTA_VERSION`` the same way.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from .._transaction import TransactionState, earlier_failure
 
 __all__ = [
     "POISON_USE",
+    "QUOTA_USE",
     "MoveResult",
     "Seconds",
     "move",
@@ -47,6 +50,9 @@ Seconds = float | _dt.timedelta
 
 #: What the requests of ``POISON_VERSION`` give (``NotSupported`` names it).
 POISON_USE: Final = "poison handling and subqueues"
+
+#: What ``QUOTA_VERSION`` gives (``NotSupported`` names it).
+QUOTA_USE: Final = "quota changes in place"
 
 _HANDLING: Final = {
     None: cf.PoisonHandling.UNCHANGED,
@@ -109,13 +115,25 @@ def set_queue_properties(
     name: str,
     retry: tuple[int | None, int | None, Seconds | None],
     poison_handling: bool | None,
+    quota: int | None = None,
+    no_quota: bool = False,
 ) -> Flow[W, None]:
     """``set_queue_properties()``; ``retry``: its ``retry_count``, ``retry_cycles`` and
-    ``retry_delay``."""
+    ``retry_delay``.
+
+    Raises:
+        InvalidArgument: ``poison_handling`` not None, True or False, or both
+            ``quota`` and ``no_quota``.
+        NotSupported: the daemon is older than ``POISON_VERSION``, or than
+            ``QUOTA_VERSION`` for a quota change.
+    """
     retry_count, retry_cycles, retry_delay = retry
     handling = _HANDLING.get(poison_handling)
     if handling is None:
         msg = f"poison_handling must be None, True or False, not {poison_handling!r}"
+        raise InvalidArgument(msg)
+    if no_quota and quota is not None:
+        msg = "give quota or no_quota=True, not both"
         raise InvalidArgument(msg)
     request = cf.SetQueueProperties(
         name=name,
@@ -123,8 +141,13 @@ def set_queue_properties(
         retry_count=retry_count,
         retry_cycles=retry_cycles,
         retry_delay=seconds(retry_delay),
+        quota=quota,
+        no_quota=bool(no_quota),
     )
-    proto.require(cf.POISON_VERSION, "set_queue_properties()", POISON_USE)
+    if request.changes_quota:
+        proto.require(cf.QUOTA_VERSION, "set_queue_properties(quota=)", QUOTA_USE)
+    else:
+        proto.require(cf.POISON_VERSION, "set_queue_properties()", POISON_USE)
     yield proto.call(request)
 
 

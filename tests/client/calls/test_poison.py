@@ -38,6 +38,78 @@ def test_set_queue_properties(handling: bool | None, sent: cf.PoisonHandling) ->
     ]
 
 
+@pytest.mark.parametrize(
+    ("quota", "no_quota", "sent"),
+    [
+        (2**40, False, {"quota": 2**40}),
+        (0, False, {"quota": 0}),
+        (None, True, {"no_quota": True}),
+    ],
+)
+def test_set_queue_properties_changes_the_quota(
+    quota: int | None, no_quota: bool, sent: dict[str, object]
+) -> None:
+    run = run_call(
+        poison.set_queue_properties,
+        "q",
+        (None, None, None),
+        None,
+        quota,
+        no_quota,
+        answers=[cf.Ok()],
+    )
+    assert run.requests == [cf.SetQueueProperties(name="q", **sent)]  # type: ignore[arg-type]
+    # With poison settings, in the same request.
+    both = run_call(
+        poison.set_queue_properties, "q", (3, None, None), True, quota, no_quota, answers=[cf.Ok()]
+    )
+    assert both.requests == [
+        cf.SetQueueProperties(name="q", poison=cf.PoisonHandling.ON, retry_count=3, **sent)  # type: ignore[arg-type]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("quota", "no_quota", "why"),
+    [
+        (5, True, "give quota or no_quota=True, not both"),
+        (-1, False, "quota must be 0..18446744073709551615 bytes or None"),
+        (2**64, False, "quota must be"),
+    ],
+)
+def test_a_quota_change_is_checked_before_it_is_sent(
+    quota: object, no_quota: object, why: str
+) -> None:
+    with pytest.raises(InvalidArgument, match=why):
+        run_call(poison.set_queue_properties, "q", (None, None, None), None, quota, no_quota)
+
+
+@pytest.mark.parametrize("quota", [(1, False), (None, True)], ids=["quota", "no_quota"])
+def test_a_daemon_before_version_10_cannot_change_a_quota(quota: tuple[int | None, bool]) -> None:
+    with pytest.raises(NotSupported) as caught:
+        run_call(
+            poison.set_queue_properties,
+            "q",
+            (None, None, None),
+            None,
+            *quota,
+            version=cf.QUOTA_VERSION - 1,
+        )
+    assert str(caught.value) == (
+        "set_queue_properties(quota=) needs a queue manager that speaks protocol version 10; "
+        "the one at 127.0.0.1:1802 speaks version 9: upgrade it to use quota changes in place"
+    )
+    # Poison settings alone still go to it.
+    run = run_call(
+        poison.set_queue_properties,
+        "q",
+        (1, None, None),
+        None,
+        answers=[cf.Ok()],
+        version=cf.QUOTA_VERSION - 1,
+    )
+    assert run.requests == [cf.SetQueueProperties(name="q", retry_count=1)]
+
+
 def test_poison_handling_is_none_true_or_false() -> None:
     with pytest.raises(InvalidArgument, match="poison_handling must be None, True or False"):
         run_call(poison.set_queue_properties, "q", (None, None, None), "on")  # type: ignore[arg-type]
