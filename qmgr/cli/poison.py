@@ -1,5 +1,9 @@
 """``qmgr queue set``, and ``qmgr move`` keeping the messages' ids (subqueues, dead letters).
 
+``qmgr queue set NAME --quota BYTES`` (or ``--no-quota``) changes a queue's
+quota in place; the rest of this docstring is about poison handling, which
+the same command changes.
+
 A queue with poison handling moves a message whose receiving transactions
 keep aborting to ``NAME;retry``, brings it back after the retry delay, and
 after its retry cycles moves it to ``NAME;poison`` (MSMQ 4.0 subqueues,
@@ -26,14 +30,16 @@ them ``--back``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import click
 
 from qmgr.client import QueueManager
+from qmgr.client.shapes import queue_json
 
-from .common import CliError, client, plural, reports_errors
-from .queues import SUBQUEUES, find_queue, retry_options, retry_text
+from .common import CliError, client, json_option, plural, reports_errors, size
+from .queues import SUBQUEUES, ByteCount, find_queue, retry_options, retry_text
 
 __all__ = ["is_subqueue_move", "move_keeping_ids", "queue_set"]
 
@@ -47,26 +53,62 @@ __all__ = ["is_subqueue_move", "move_keeping_ids", "queue_set"]
     default=None,
     help="Turn poison handling on (with WCF's defaults for what is not given) or off.",
 )
+@click.option(
+    "--quota",
+    type=ByteCount(),
+    help="Most bytes of message bodies from now on (e.g. 10M); may be below what it holds.",
+)
+@click.option("--no-quota", is_flag=True, help="Remove the quota.")
+@json_option("Print the queue as one JSON object (as `queue show --json`).")
 @click.pass_context
 @reports_errors
-def queue_set(ctx: click.Context, name: str, retry: dict[str, Any], poison: bool | None) -> None:
-    """Change the poison handling of queue NAME.
+def queue_set(
+    ctx: click.Context,
+    name: str,
+    retry: dict[str, Any],
+    poison: bool | None,
+    quota: int | None,
+    no_quota: bool,
+    as_json: bool,
+) -> None:
+    """Change the poison handling or the quota of queue NAME.
 
     Any retry option turns poison handling on; what is not given keeps its
     value (or WCF's default). --no-poison turns it off: aborted receives are
     still counted, but nothing moves.
+
+    --quota sets the most bytes of message bodies the queue (with its
+    subqueues) holds, for the sends from now on: below what it holds, new
+    messages are refused until enough are received. --no-quota removes it.
     """
-    if poison is None and all(value is None for value in retry.values()):
-        msg = "nothing to change: give --retry-count, --retry-cycles, --retry-delay or --no-poison"
+    poison_asked = poison is not None or any(value is not None for value in retry.values())
+    if not poison_asked and quota is None and not no_quota:
+        msg = (
+            "nothing to change: give --retry-count, --retry-cycles, --retry-delay, "
+            "--no-poison, --quota or --no-quota"
+        )
         raise click.UsageError(msg)
     if poison is False and any(value is not None for value in retry.values()):
         msg = "--no-poison turns poison handling off: give no retry option with it"
         raise click.UsageError(msg)
+    if quota is not None and no_quota:
+        msg = "give --quota or --no-quota, not both"
+        raise click.UsageError(msg)
     with client(ctx) as qm:
-        qm.set_queue_properties(name, **retry, poison_handling=poison)
+        qm.set_queue_properties(
+            name, **retry, poison_handling=poison, quota=quota, no_quota=no_quota
+        )
         info = find_queue(qm, name)
-    shown = retry_text(info)
-    click.echo(f"{info.name}: poison handling " + (f"on ({shown})" if shown else "off"))
+    if as_json:
+        click.echo(json.dumps(queue_json(info), indent=2))
+        return
+    if poison_asked:
+        shown = retry_text(info)
+        click.echo(f"{info.name}: poison handling " + (f"on ({shown})" if shown else "off"))
+    if quota is not None or no_quota:
+        click.echo(
+            f"{info.name}: " + ("no quota" if info.quota is None else f"quota {size(info.quota)}")
+        )
 
 
 # --------------------------------------------------------------------------

@@ -37,6 +37,13 @@ def test_set_needs_something_to_change() -> None:
     result = run(None, "queue", "set", "orders")
     assert result.exit_code == 2
     assert "nothing to change: give --retry-count, --retry-cycles" in result.stderr
+    assert "--quota or --no-quota" in result.stderr
+    quotas = run(None, "queue", "set", "orders", "--quota", "1M", "--no-quota")
+    assert quotas.exit_code == 2
+    assert "give --quota or --no-quota, not both" in quotas.stderr
+    bad = run(None, "queue", "set", "orders", "--quota", "lots")
+    assert bad.exit_code == 2
+    assert "is not a byte count" in bad.stderr
     both = run(None, "queue", "set", "orders", "--no-poison", "--retry-count", "5")
     assert both.exit_code == 2  # a usage error, found before connecting
     assert "--no-poison turns poison handling off: give no retry option with it" in both.stderr
@@ -55,6 +62,34 @@ def test_set_says_what_the_queue_does_now(shared_daemon: DaemonProcess, queue_na
     missing = run(shared_daemon, "queue", "set", f"{queue_name}-none", "--no-poison")
     assert missing.exit_code == 1
     assert missing.stderr.startswith("error: ")
+
+
+def test_set_changes_the_quota_of_a_full_queue(
+    shared_daemon: DaemonProcess, queue_name: str
+) -> None:
+    ok(run(shared_daemon, "queue", "create", queue_name, "--quota", "1"))
+    ok(run(shared_daemon, "send", queue_name, "--body", "x"))
+    full = run(shared_daemon, "send", queue_name, "--body", "y")
+    assert full.exit_code == 1
+    assert "quota" in full.stderr
+    raised = ok(run(shared_daemon, "queue", "set", queue_name, "--quota", "1K"))
+    assert raised.stdout == f"{queue_name}: quota 1.0 KiB\n"
+    ok(run(shared_daemon, "send", queue_name, "--body", "y"))
+    both = ok(run(shared_daemon, "queue", "set", queue_name, "--no-quota", "--retry-count", "1"))
+    assert both.stdout == (
+        f"{queue_name}: poison handling on (1 x 2, 30m)\n{queue_name}: no quota\n"
+    )
+    as_json = ok(run(shared_daemon, "queue", "set", queue_name, "--quota", "0", "--json"))
+    shown = json.loads(as_json.stdout)
+    assert (shown["name"], shown["quota"], shown["depth"], shown["bytes"]) == (queue_name, 0, 2, 2)
+    assert shown["retry_count"] == 1
+    # Below what it holds: refused until enough is received.
+    refused = run(shared_daemon, "send", queue_name, "--body", "")
+    assert refused.exit_code == 1
+    assert "quota" in refused.stderr
+    journal = run(shared_daemon, "queue", "set", f"{queue_name};journal", "--quota", "1")
+    assert journal.exit_code == 1
+    assert "no quota of its own" in journal.stderr
 
 
 def test_moves_keep_the_message_and_say_where_it_went(
