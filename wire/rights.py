@@ -24,7 +24,7 @@ class Right(enum.IntFlag):
     RECEIVE = 0x04 | PEEK  #: MQSEC_RECEIVE_MESSAGE (receiving includes peeking)
     PURGE = 0x08  #: MQSEC_DELETE_MESSAGE (every message at once: a purge)
     DELETE = 0x10  #: MQSEC_DELETE_QUEUE
-    SET_PROPERTIES = 0x20  #: MQSEC_SET_QUEUE_PROPERTIES (poison settings, ...)
+    SET_PROPERTIES = 0x20  #: MQSEC_SET_QUEUE_PROPERTIES (poison settings, quota)
     GET_PROPERTIES = 0x40  #: MQSEC_GET_QUEUE_PROPERTIES (see the queue listed)
     CHANGE_PERMISSIONS = 0x80  #: MQSEC_CHANGE_QUEUE_PERMISSIONS (grant, revoke, see the list)
     FULL = 0xFF  #: MQSEC_QUEUE_GENERIC_ALL
