@@ -139,7 +139,10 @@ def test_oversized_declared_frame_is_refused_before_it_is_sent(
         ("bad magic", cf.encode_frame(1, cf.Hello()).replace(b"QMGR", b"QMGX"), "Hello"),
         (
             "unsupported version",
-            cf.encode_frame(1, cf.Hello(min_version=10, max_version=11)),
+            cf.encode_frame(
+                1,
+                cf.Hello(min_version=cf.PROTOCOL_VERSION + 1, max_version=cf.PROTOCOL_VERSION + 2),
+            ),
             "",
         ),
     ],
