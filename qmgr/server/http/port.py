@@ -19,9 +19,11 @@ and peer ports: ``trio.serve_listeners`` hands each accepted connection to
    when room is needed (nothing has been done for a request whose body has
    not all come); nor can connections that do not read their answers (a
    pipeline of requests read a trickle at a time, a large page never read):
-   the daemon has done their work, and only their reader keeps them. A
-   client reading its answer as it comes is waiting on a write for moments
-   only, so the one waiting the longest is a reader that does not keep up;
+   the daemon has done their work, and only their reader keeps them. An
+   answer is written in pieces, each noted as progress, and only one that
+   has made none for :data:`UNREAD_SECONDS` makes room: a client reading its
+   answer as it comes (a large page over a slow link) is not closed for a
+   newcomer, and of those that do not read, the longest waiting goes first;
 2. **shakes hands** (``tls.http``), within ``http.request_timeout``, and
    keeps the common name of the client certificate the client showed, if
    any, on the connection (:class:`HttpConnection`), where the application
@@ -61,10 +63,20 @@ from ..admission import Admission, AdmissionLimits
 from ..client.authorization import AccessTally
 from ..tls import TlsFailed, common_name, handshake
 
-__all__ = ["CONNECTION", "HttpConnection", "HttpPort", "HttpService", "address_of"]
+__all__ = [
+    "CONNECTION",
+    "UNREAD_SECONDS",
+    "HttpConnection",
+    "HttpPort",
+    "HttpService",
+    "address_of",
+]
 
 #: The key of the connection (:class:`HttpConnection`) in an ASGI scope's ``state``.
 CONNECTION: Final = "qmgr.connection"
+#: A connection whose answer has made no progress for this long (its client
+#: does not read it) may be closed to make room for a newcomer.
+UNREAD_SECONDS: Final = 1.0
 
 
 @dataclass(slots=True, eq=False)
@@ -88,9 +100,10 @@ class HttpConnection:
     tls: bool = False
     #: Cancelling it closes the connection (eviction: :meth:`close`).
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
-    #: When the write of an answer that is under way began (trio's clock),
-    #: None while none is: it lasts as long as the client leaves the answer
-    #: unread, and such a connection may be closed to make room (``HttpPort``).
+    #: When the write of an answer that is under way last made progress (the
+    #: kernel took a piece of it; trio's clock), None while none is: a client
+    #: that leaves its answer unread for :data:`UNREAD_SECONDS` may be closed
+    #: to make room (``HttpPort``), one that reads it steadily is not.
     writing_since: float | None = None
     #: The scope of the write under way, if any: the write is shielded from
     #: the connection's own cancellation (an answer is never cut by the end
@@ -142,6 +155,9 @@ class HttpPort:
         self._load = load
         self._tls = tls
         self._log = log.bind(component="http")
+        #: How long an answer must have waited for its reader before its
+        #: connection may be closed to make room (:data:`UNREAD_SECONDS`).
+        self.unread_after = UNREAD_SECONDS
         #: The service, once a connection has loaded it.
         self.service: HttpService | None = None
         self._loading = trio.Lock()
@@ -287,12 +303,16 @@ class HttpPort:
             oldest = min(idle, key=lambda connection: connection.idle_since)
             self._evict(oldest, f"idle, {room}")
             return None
-        unread = [c for c in open_ if c.writing_since is not None]
+        stalled_before = trio.current_time() - self.unread_after
+        unread = [
+            c for c in open_ if c.writing_since is not None and c.writing_since <= stalled_before
+        ]
         if unread:
             oldest = min(unread, key=lambda connection: connection.writing_since or 0.0)
             waited = trio.current_time() - (oldest.writing_since or 0.0)
             self._evict(
-                oldest, f"its answer has waited {waited:.1f} s for the client to read it, {room}"
+                oldest,
+                f"its answer has waited {waited:.1f} s for the client to read more of it, {room}",
             )
             return None
         return f"at most {limit} HTTP connections (http.max_connections), all answering requests"

@@ -58,7 +58,11 @@ from .rates import RateHistory
 from .request_checks import HEAD_LIMIT
 from .sources import MetricsSources
 
-__all__ = ["HypercornService", "http_service", "hypercorn_config"]
+__all__ = ["WRITE_PIECE", "HypercornService", "http_service", "hypercorn_config"]
+
+#: Bytes of an answer written at a time, each piece noted as progress
+#: (``HttpConnection.writing_since``).
+WRITE_PIECE: Final = 64 * 1024
 
 #: HTTP/2 streams one connection may have open at once.
 _H2_STREAMS: Final = 8
@@ -177,7 +181,14 @@ class _TCPServer(TCPServer):
                             connection.writing_since = trio.current_time()
                             connection.write_scope = write
                         try:
-                            await self.stream.send_all(event.data)
+                            # In pieces, each noted as progress: a client that
+                            # reads its answer steadily is not taken for one
+                            # that leaves it unread.
+                            data = memoryview(event.data)
+                            for start in range(0, len(data), WRITE_PIECE):
+                                await self.stream.send_all(data[start : start + WRITE_PIECE])
+                                if connection is not None:
+                                    connection.writing_since = trio.current_time()
                         finally:
                             if connection is not None:
                                 connection.writing_since = None

@@ -7,6 +7,7 @@ service loaded once, at the first connection, with its tasks started."""
 
 from __future__ import annotations
 
+import dataclasses
 import ssl
 from pathlib import Path
 
@@ -15,13 +16,21 @@ import pytest
 import structlog
 import trio
 import trio.testing
-from http_kit import Served, authorization, bearer, listener_app, port_for, serving
+from http_kit import (
+    Served,
+    authorization,
+    bearer,
+    client_connection,
+    listener_app,
+    port_for,
+    serving,
+)
 from server.peer_kit import wait_until
 
 from qmgr.certs import init_ca, issue
 from qmgr.config import Config, load_config
 from qmgr.server.http.app import HttpApp
-from qmgr.server.http.port import HttpPort, HttpService
+from qmgr.server.http.port import UNREAD_SECONDS, HttpPort, HttpService
 from qmgr.server.http.service import HypercornService
 from qmgr.server.tls import load_contexts
 
@@ -63,6 +72,8 @@ async def test_connections_that_do_not_read_their_answers_cannot_keep_a_scraper_
     port = port_for(
         authorization(enabled=False), "http.max_connections=2", "http.request_timeout=60"
     )
+    # Left unread at all: closed at once (how long is the next test's).
+    port.unread_after = 0.0
     async with serving(port) as http:
         with trio.fail_after(10):
             readers = [await stalled_reader(http.number) for _ in range(2)]
@@ -81,6 +92,27 @@ async def test_connections_that_do_not_read_their_answers_cannot_keep_a_scraper_
             finally:
                 for stream in readers:
                     await stream.aclose()
+
+
+async def test_only_an_answer_left_unread_for_a_while_makes_room(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A client that reads its answer steadily (its write makes progress) is not
+    closed for a newcomer; one whose answer has made no progress for
+    ``UNREAD_SECONDS`` is, the longest waiting first."""
+    port = port_for(authorization(enabled=False), "http.max_connections=2")
+    now = trio.current_time()
+    reading = client_connection()
+    reading.active, reading.writing_since = 1, now - UNREAD_SECONDS / 2
+    stalled = dataclasses.replace(client_connection(), conn_id=2)
+    stalled.active, stalled.writing_since = 1, now - UNREAD_SECONDS * 5
+    port.connections = {1: reading, 2: dataclasses.replace(reading, conn_id=3)}
+    assert "all answering requests" in (port._make_room() or "")
+    assert not reading.scope.cancel_called
+    port.connections = {1: reading, 2: stalled}
+    assert port._make_room() is None
+    assert stalled.scope.cancel_called
+    assert not reading.scope.cancel_called
 
 
 def tls_config(tmp_path: Path, *more: str) -> tuple[list[str], Path]:
