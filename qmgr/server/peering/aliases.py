@@ -29,7 +29,6 @@ responses find their way back.
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 from typing import Final
 
@@ -116,16 +115,14 @@ def reached_back(config: Config) -> str:
     address it listens on (``DIRECT=TCP:`` takes addresses only), the host name
     it listens on, or, listening on every address (or a link-local one, whose
     scope means nothing on the peer's side), the first of ``server.aliases``
-    (the names other queue managers reach it by: a port map, a NAT), else
-    ``server.name``. The port follows unless it is 1801."""
+    that another host can reach (the names other queue managers reach it by:
+    a port map, a NAT; not ``localhost``, a loopback or a link-local
+    address), else ``server.name``. The port follows unless it is 1801."""
     host, port = config.listen.host, config.listen.port
-    everywhere = host in _WILDCARDS
-    if not everywhere:
-        with contextlib.suppress(ValueError):
-            everywhere = ipaddress.ip_address(host.strip("[]")).is_link_local
-    if everywhere:
-        if config.aliases:
-            alias, alias_port = config.aliases[0]
+    if host in _WILDCARDS or _only_here(host, loopback=False):
+        reachable = [alias for alias in config.aliases if not _only_here(alias[0])]
+        if reachable:
+            alias, alias_port = reachable[0]
             host, port = alias, port if alias_port is None else alias_port
         else:
             host = config.name
@@ -136,3 +133,16 @@ def reached_back(config: Config) -> str:
         return f"OS:{host}{suffix}"
     written = f"[{address}]" if address.version == 6 else str(address)
     return f"TCP:{written}{suffix}"
+
+
+def _only_here(host: str, *, loopback: bool = True) -> bool:
+    """Whether ``host`` names this host only as seen from its own link (a
+    link-local address) or, with ``loopback``, from itself (``localhost``, a
+    loopback address: a listener's, which peers on this host do reach, is kept)."""
+    if loopback and host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host.strip("[]").partition("%")[0])
+    except ValueError:
+        return False
+    return address.is_link_local or (loopback and address.is_loopback)

@@ -198,6 +198,13 @@ async def test_a_local_reply_queue_is_named_as_the_destination_reaches_back(
         ("0.0.0.0:28001", ["[2001:db8::5]:1801"], "TCP:[2001:db8::5]\\private$\\acks"),
         # Listening on one address, the aliases are names besides it.
         ("10.55.0.1:28001", ["203.0.113.5:11801"], "TCP:10.55.0.1:28001\\private$\\acks"),
+        # Names its own clients use, which no other host reaches, are passed over.
+        (
+            "0.0.0.0:28001",
+            ["localhost", "127.0.0.1", "[::1]:5", "[fe80::1]:7", "qm1.example.net"],
+            "OS:qm1.example.net:28001\\private$\\acks",
+        ),
+        ("0.0.0.0:28001", ["localhost", "127.0.0.2:9"], "OS:qm-a:28001\\private$\\acks"),
     ],
 )
 async def test_listening_everywhere_a_reply_queue_names_the_first_alias(
