@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import math
+import os
 import socket
 import tomllib
 import uuid
@@ -275,7 +276,7 @@ def _build(attributes: dict[str, Any]) -> Config:
     fields["http_allowed_hosts"] = frozenset(str(h).lower() for h in fields["http_allowed_hosts"])
     fields["auth_monitors"] = _entries("auth.monitors", fields["auth_monitors"])
     socket_path = fields["unix_socket"]
-    fields["unix_socket"] = _absolute("server.unix_socket", socket_path) if socket_path else None
+    fields["unix_socket"] = _socket_path(socket_path) if socket_path else None
     tokens_file = fields["auth_tokens_file"]
     fields["auth_tokens_file"] = _absolute("auth.tokens_file", tokens_file) if tokens_file else None
     fields["auth_tokens"] = _tokens(fields["auth_tokens"])
@@ -307,6 +308,19 @@ def _absolute(key: str, text: str) -> Path:
     except OSError as exc:  # os.getcwd(): the working directory was removed
         msg = f"{key} {text!r} is relative and the working directory is gone ({exc.strerror})"
         raise ConfigError(msg) from None
+
+
+#: The longest path a Unix-domain socket binds to (``sun_path`` less its NUL).
+_MAX_SOCKET_PATH = 107
+
+
+def _socket_path(text: str) -> Path:
+    """``server.unix_socket`` as every path setting, but kept relative where its
+    absolute form would pass what a Unix-domain socket can bind to."""
+    path = _absolute("server.unix_socket", text)
+    if len(os.fsencode(path)) > _MAX_SOCKET_PATH:
+        return Path(text).expanduser()
+    return path
 
 
 def _parse(text: str, origin: str) -> dict[tuple[str, str], Any]:

@@ -403,6 +403,12 @@ def test_every_path_setting_is_taken_from_the_working_directory(
     home = load_config(file, settings=["auth.tokens_file=~/tokens", "server.unix_socket=~/q.sock"])
     assert home.auth_tokens_file == Path("/home/someone/tokens")
     assert home.unix_socket == Path("/home/someone/q.sock")
+    # A socket path whose absolute form a Unix-domain socket could not bind to
+    # (a deep working directory) stays relative, as the release before bound it.
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    assert load_config(settings=["server.unix_socket=q.sock"]).unix_socket == Path("q.sock")
 
 
 def test_the_names_this_queue_manager_takes_as_its_own() -> None:

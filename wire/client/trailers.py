@@ -141,8 +141,16 @@ def quota_change(value: SetQueueProperties) -> dict[str, Any] | None:
     builds it (None: no trailer, the quota is unchanged).
 
     Raises:
-        LocalProtocolError: both a quota and ``no_quota``.
+        LocalProtocolError: both a quota and ``no_quota``, or a quota that is
+            not a whole number of bytes from 0 to 2**64 - 1 (checked here: the
+            layout's optional trailer would leave out one it cannot build).
     """
+    quota = value.quota
+    if quota is not None and (
+        type(quota) is not int or not 0 <= quota < 1 << 64  # a bool is not a quota
+    ):
+        msg = f"a quota must be a whole number of bytes from 0 to 2**64 - 1, not {quota!r}"
+        raise LocalProtocolError(msg[:200], field="SetQueueProperties.quota")
     if value.no_quota:
         if value.quota is not None:
             msg = "a quota and no_quota at once"

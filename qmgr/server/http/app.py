@@ -486,14 +486,16 @@ class HttpApp:
 
     def _denied(self, log: structlog.typing.FilteringBoundLogger, reason: str) -> None:
         """Log a refusal (``access_denied``): the first of its kind (a principal,
-        or nobody, from a peer address, making one request or route), then at
-        most one a minute, saying how many were passed over (:mod:`.repeats`)."""
+        or nobody, from a peer address, making one request or route, refused
+        for one reason: which queue it tried), then at most one a minute,
+        saying how many were passed over (:mod:`.repeats`)."""
         context = structlog.get_context(log)
-        kind = " ".join(
+        kind = "\n".join(
             (
                 address_of(str(context.get("peer", ""))),
                 str(context.get("principal", "")),
                 str(context.get("request", context.get("path", ""))),
+                reason,
             )
         )
         passed_over = self._denials.take(kind, trio.current_time())

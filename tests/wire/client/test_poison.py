@@ -64,3 +64,11 @@ def test_a_quota_change_is_a_version_10_trailer_after_the_version_5_body() -> No
 def test_a_quota_and_no_quota_at_once_cannot_be_encoded() -> None:
     with pytest.raises(LocalProtocolError, match="no_quota"):
         body_of(cf.SetQueueProperties(name="a", quota=1, no_quota=True))
+
+
+@pytest.mark.parametrize("quota", [-1, 1 << 64, 1.5, True])
+def test_a_quota_the_trailer_cannot_carry_is_refused_not_left_out(quota: object) -> None:
+    # The layout's optional trailer would silently drop a value it cannot
+    # build, and the daemon would answer Ok, the quota unchanged.
+    with pytest.raises(LocalProtocolError, match="whole number of bytes"):
+        body_of(cf.SetQueueProperties(name="a", quota=quota))  # type: ignore[arg-type]
