@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from storage import QueueRecord, Store
+from storage import QueueKind, QueueRecord, Store
 from wire import quoted
 
 from . import names
@@ -144,6 +144,20 @@ class Addressing:
         if record is None:
             msg = f"queue {quoted(reference)} does not exist"
             raise QueueNotFound(msg)
+        return record
+
+    def application_queue(self, reference: str, refusal: str) -> QueueRecord:
+        """:meth:`queue`, for a request that only an application queue takes
+        (its settings, its deletion): any other is refused with ``refusal``,
+        said after its name.
+
+        Raises:
+            InvalidName, QueueNotFound; AccessDenied: a journal, system or subqueue.
+        """
+        record = self.queue(reference)
+        if record.kind is not QueueKind.NORMAL:
+            msg = f"{quoted(record.display_name)} {refusal}"
+            raise AccessDenied(msg)
         return record
 
     def destinations(self, text: str) -> tuple[Target, ...]:

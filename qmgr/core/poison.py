@@ -70,11 +70,10 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import quoted
 
 from . import names
 from .addressing import Addressing
-from .errors import AccessDenied, InvalidArgument, from_store_error
+from .errors import InvalidArgument, from_store_error
 from .holds import Holds
 
 __all__ = [
@@ -199,13 +198,9 @@ class PoisonHandling:
             InvalidName, QueueNotFound, InvalidArgument; AccessDenied: not a
                 queue with poison handling (a journal, system or subqueue).
         """
-        record = self._addressing.queue(reference)
-        if record.kind is not QueueKind.NORMAL:
-            msg = (
-                f"{quoted(record.display_name)} is not an application queue; "
-                "it has no poison settings"
-            )
-            raise AccessDenied(msg)
+        record = self._addressing.application_queue(
+            reference, "is not an application queue; it has no poison settings"
+        )
         settings = merge_settings(
             record.poison,
             enabled=enabled,

@@ -41,7 +41,7 @@ from storage import (
     Unit,
     UnitOutcome,
 )
-from wire import MessageClass, quoted
+from wire import MessageClass
 
 from . import names
 from .addressing import Addressing
@@ -174,13 +174,9 @@ class QueueAdmin:
                 application queue (a journal, system or subqueue has no quota
                 of its own).
         """
-        record = self._addressing.queue(reference)
-        if record.kind is not QueueKind.NORMAL:
-            msg = (
-                f"{quoted(record.display_name)} is not an application queue; "
-                "it has no quota of its own"
-            )
-            raise AccessDenied(msg)
+        record = self._addressing.application_queue(
+            reference, "is not an application queue; it has no quota of its own"
+        )
         _check_quota(quota)
         return record, Unit((SetQuota(record.name, quota),))
 
@@ -205,13 +201,11 @@ class QueueAdmin:
         Raises:
             InvalidName, QueueNotFound, AccessDenied
         """
-        record = self._addressing.queue(reference)
-        if record.kind is not QueueKind.NORMAL:
-            msg = (
-                f"{quoted(record.display_name)} is a system or journal queue or a subqueue and "
-                "cannot be deleted (journal queues and subqueues go with their queue)"
-            )
-            raise AccessDenied(msg)
+        record = self._addressing.application_queue(
+            reference,
+            "is a system or journal queue or a subqueue and cannot be deleted "
+            "(journal queues and subqueues go with their queue)",
+        )
         used = [record.queue_id]
         if record.journal_id is not None:
             used.append(record.journal_id)

@@ -38,6 +38,17 @@ def test_a_queue_reference_names_one_local_queue(qm: CoreHarness, addressing: Ad
             addressing.queue(reference)
 
 
+def test_an_application_queue_is_told_from_the_others(
+    qm: CoreHarness, addressing: Addressing
+) -> None:
+    assert addressing.application_queue("a", "has no x") == qm.store.get_queue("a")
+    for reference in ("a;journal", "system$;deadletter"):
+        with pytest.raises(AccessDenied, match="has no x"):
+            addressing.application_queue(reference, "has no x")
+    with pytest.raises(QueueNotFound):
+        addressing.application_queue("missing", "has no x")
+
+
 def test_destinations_in_order_duplicates_collapsed(
     qm: CoreHarness, addressing: Addressing
 ) -> None:
