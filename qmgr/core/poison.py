@@ -73,7 +73,7 @@ from storage import (
 
 from . import names
 from .addressing import Addressing
-from .errors import InvalidArgument, from_store_error
+from .errors import InvalidArgument
 from .holds import Holds
 
 __all__ = [
@@ -209,20 +209,6 @@ class PoisonHandling:
             retry_delay=retry_delay,
         )
         return record, Unit((storage.SetPoisonSettings(record.name, settings),))
-
-    @staticmethod
-    def settings_set(outcome: UnitOutcome) -> QueueRecord:
-        """The queue as a settings unit left it.
-
-        Raises:
-            QueueNotFound: it was deleted meanwhile.
-        """
-        error = outcome.error
-        if error is not None:
-            raise from_store_error(error)
-        result = outcome.results[0]
-        assert isinstance(result, storage.PoisonSet)
-        return result.record
 
     def parent(self, record: QueueRecord) -> QueueRecord | None:
         """The queue a subqueue belongs to (None for another kind, or if it is gone)."""

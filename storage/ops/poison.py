@@ -87,15 +87,14 @@ from typing import Final
 from ..catalog import Catalog
 from ..context import PlanContext
 from ..environment import Environment
-from ..errors import InvalidOperation, MessageMissing, QueueMissing, StoreCorrupt
-from ..keys import MAX_U32, MAX_U64, queue_id_key
+from ..errors import InvalidOperation, MessageMissing, StoreCorrupt
+from ..keys import MAX_U32, MAX_U64
 from ..overlay import MISSING, QueueState
 from ..records import (
     PoisonSettings,
     QueueKind,
     QueueRecord,
     encode_message_record,
-    encode_queue,
     message_arrived_time,
     message_deadline,
     message_header,
@@ -105,6 +104,7 @@ from ..records import (
 )
 from ..units import Done, Operation, Removal, Result
 from .messages import check_quota
+from .queues import change_record, normal_queue
 from .subqueues import RETRY_SUFFIX
 
 __all__ = [
@@ -378,22 +378,8 @@ class SetPoisonSettings(Operation):
     poison: PoisonSettings | None
 
     def plan(self, ctx: PlanContext) -> Result:
-        state = ctx.queue_named(self.name)
-        if state is None:
-            raise QueueMissing(self.name)
-        if state.record.kind is not QueueKind.NORMAL:
-            msg = f"queue {state.record.name!r} is not a normal queue; it has no poison settings"
-            raise InvalidOperation(msg)
-        queue_id = state.record.queue_id
-        record = dataclasses.replace(state.record, poison=self.poison)
-        encoded = encode_queue(record)  # refuse bad settings before changing anything
-        # The record changes in the batch's state (the catalog takes it at the
-        # end); a queue created in this batch is written whole by the batch.
-        writable = ctx.writable(queue_id)
-        writable.record = record
-        if ctx.txn.get(queue_id_key(queue_id), db=ctx.dbs.queue_ids) is not None:
-            ctx.put(ctx.dbs.queues, record.name.encode(), encoded)
-        return PoisonSet(writable.final_record())
+        state = normal_queue(ctx, self.name, "poison settings")
+        return PoisonSet(change_record(ctx, state, poison=self.poison))
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from ..context import PlanContext
 from ..errors import InvalidOperation, InvalidRecord, MessageMissing, QueueExists, QueueMissing
@@ -173,6 +173,42 @@ class CreateQueue(Operation):
         return QueueCreated(record, journal)
 
 
+def normal_queue(ctx: PlanContext, name: str, lacks: str) -> QueueState:
+    """The NORMAL queue ``name`` (canonical), whose own settings a write changes.
+
+    Raises:
+        QueueMissing: there is none.
+        InvalidOperation: it is another kind of queue, which has no ``lacks``.
+    """
+    state = ctx.queue_named(name)
+    if state is None:
+        raise QueueMissing(name)
+    if state.record.kind is not QueueKind.NORMAL:
+        msg = f"queue {state.record.name!r} is not a normal queue; it has no {lacks}"
+        raise InvalidOperation(msg)
+    return state
+
+
+def change_record(ctx: PlanContext, state: QueueState, **changes: Any) -> QueueRecord:
+    """Change fields of a queue's record; returns the record as the batch leaves it.
+
+    The batch's state takes the record (later writes of the batch are judged
+    by it, and the catalog takes it at the end); a queue created in this
+    batch is written whole by the batch.
+
+    Raises:
+        InvalidRecord: a value the record cannot hold (checked before anything changes).
+    """
+    queue_id = state.record.queue_id
+    record = dataclasses.replace(state.record, **changes)
+    encoded = encode_queue(record)
+    writable = ctx.writable(queue_id)
+    writable.record = record
+    if ctx.txn.get(queue_id_key(queue_id), db=ctx.dbs.queue_ids) is not None:
+        ctx.put(ctx.dbs.queues, record.name.encode(), encoded)
+    return writable.final_record()
+
+
 @dataclass(frozen=True, slots=True)
 class SetQuota(Operation):
     """Give the NORMAL queue ``name`` (canonical) a quota of ``quota`` bytes, or none.
@@ -186,26 +222,11 @@ class SetQuota(Operation):
     quota: int | None
 
     def plan(self, ctx: PlanContext) -> Result:
-        state = ctx.queue_named(self.name)
-        if state is None:
-            raise QueueMissing(self.name)
-        if state.record.kind is not QueueKind.NORMAL:
-            msg = f"queue {state.record.name!r} is not a normal queue; it has no quota of its own"
-            raise InvalidOperation(msg)
+        state = normal_queue(ctx, self.name, "a quota of its own")
         if self.quota is not None and self.quota < 0:
             msg = f"quota must not be negative: {self.quota}"
             raise InvalidRecord(msg)
-        queue_id = state.record.queue_id
-        record = dataclasses.replace(state.record, quota=self.quota)
-        encoded = encode_queue(record)  # refuse a quota out of range before changing anything
-        # As ``SetPoisonSettings``: the batch's state takes the record (later
-        # writes of the batch are judged by it, and the catalog takes it at the
-        # end); a queue created in this batch is written whole by the batch.
-        writable = ctx.writable(queue_id)
-        writable.record = record
-        if ctx.txn.get(queue_id_key(queue_id), db=ctx.dbs.queue_ids) is not None:
-            ctx.put(ctx.dbs.queues, record.name.encode(), encoded)
-        return QuotaSet(writable.final_record())
+        return QuotaSet(change_record(ctx, state, quota=self.quota))
 
 
 @dataclass(frozen=True, slots=True)

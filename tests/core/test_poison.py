@@ -75,7 +75,7 @@ def test_a_queue_gets_its_subqueues_and_settings(h: CoreHarness) -> None:
     assert h.core.queue("plain").poison is None
     assert h.core.queue("plain;retry").transactional is False
     record, unit = h.core.poison.settings_unit("plain", retry_count=3)
-    assert h.core.poison.settings_set(h.write(unit)).poison == PoisonSettings(3, 2, 1800.0)
+    assert h.core.queues.properties_set(h.write(unit)).poison == PoisonSettings(3, 2, 1800.0)
     with pytest.raises(AccessDenied):
         h.core.poison.settings_unit("plain;poison", retry_count=3)
     with pytest.raises(AccessDenied):
